@@ -1,0 +1,148 @@
+/**
+ * The standalone configuration file's schema — the single source of validation (Ajv runs it)
+ * and of editor completion (scripts/gen-schema.ts writes it to schema/config.schema.json,
+ * and CI checks that file is current). TypeBox gives us the TypeScript types of the same
+ * schema, so config/to-ir.ts reads exactly what was validated.
+ *
+ * Field names follow the seed, then agentgateway's simplified config, then the Gateway API.
+ */
+
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import { DURATION_PATTERN } from '../util/duration.ts'
+
+const strict = { additionalProperties: false } as const
+
+function Opt<T extends TSchema> (schema: T) {
+  return Type.Optional(schema)
+}
+
+const Duration = Type.String({ pattern: DURATION_PATTERN, description: 'A duration such as 500ms, 10s, 1m or 1m30s.' })
+
+const HeaderName = Type.String({ minLength: 1, pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$', description: 'An HTTP header name.' })
+
+/** `ip:port`, `localhost:port`, `:port` or `off`. */
+const Address = Type.String({
+  pattern: '^(off|(\\[[0-9a-fA-F:.]+\\]|[A-Za-z0-9.-]*):\\d{1,5})$',
+  description: 'Address to listen on, as ip:port (use [::] for IPv6) or "off".'
+})
+
+export const HeaderModifierSchema = Type.Object({
+  add: Opt(Type.Record(HeaderName, Type.String(), { description: 'Headers appended to any existing value.' })),
+  set: Opt(Type.Record(HeaderName, Type.String(), { description: 'Headers overwritten (or added).' })),
+  remove: Opt(Type.Array(HeaderName, { description: 'Header names removed.' }))
+}, { ...strict, description: 'Gateway API header filter: set, then add, then remove.' })
+
+export const DirectResponseSchema = Type.Object({
+  status: Type.Integer({ minimum: 200, maximum: 599, description: 'HTTP status code of the response.' }),
+  body: Opt(Type.String({ description: 'Response body (text).' })),
+  headers: Opt(Type.Record(HeaderName, Type.String(), { description: 'Response headers.' }))
+}, { ...strict, description: 'Answer the request from the proxy; no backend is called.' })
+
+export const TimeoutSchema = Type.Object({
+  requestTimeout: Opt(Duration),
+  backendRequestTimeout: Opt(Duration)
+}, { ...strict, description: 'Gateway API HTTPRouteTimeouts: whole request, and each backend call (until response headers). 504 when exceeded.' })
+
+const PolicyFields = {
+  requestHeaderModifier: Opt(HeaderModifierSchema),
+  responseHeaderModifier: Opt(HeaderModifierSchema),
+  directResponse: Opt(DirectResponseSchema)
+}
+
+export const GatewayPoliciesSchema = Type.Object({
+  requestHeaderModifier: PolicyFields.requestHeaderModifier,
+  responseHeaderModifier: PolicyFields.responseHeaderModifier
+}, { ...strict, description: 'Policies applied to every request on this gateway, before route selection.' })
+
+export const RoutePoliciesSchema = Type.Object({
+  ...PolicyFields,
+  timeout: Opt(TimeoutSchema)
+}, { ...strict, description: 'Policies of the route.' })
+
+export const BackendPoliciesSchema = Type.Object({
+  requestHeaderModifier: PolicyFields.requestHeaderModifier,
+  responseHeaderModifier: PolicyFields.responseHeaderModifier
+}, { ...strict, description: 'Policies applied when this backend is chosen.' })
+
+const ValueMatch = Type.Object({
+  exact: Opt(Type.String()),
+  regex: Opt(Type.String())
+}, { ...strict, description: 'Exactly one of exact or regex.' })
+
+const NamedValueMatch = Type.Object({
+  name: Type.String({ minLength: 1 }),
+  value: ValueMatch
+}, strict)
+
+export const RouteMatchSchema = Type.Object({
+  path: Opt(Type.Object({
+    exact: Opt(Type.String({ pattern: '^/' })),
+    pathPrefix: Opt(Type.String({ pattern: '^/' })),
+    regex: Opt(Type.String())
+  }, { ...strict, description: 'Exactly one of exact, pathPrefix (segment-aware) or regex (whole path). Default pathPrefix: /.' })),
+  headers: Opt(Type.Array(NamedValueMatch, { description: 'All must match.' })),
+  query: Opt(Type.Array(NamedValueMatch, { description: 'All must match (first value of a repeated parameter).' })),
+  method: Opt(Type.String({ pattern: '^[A-Z]+$', description: 'HTTP method, upper case.' }))
+}, { ...strict, description: 'A request matches when every condition given holds.' })
+
+export const RouteBackendSchema = Type.Object({
+  host: Opt(Type.String({
+    minLength: 1,
+    description: 'Plain HTTP backend as host:port, or a URL http://host:port / https://host:port.'
+  })),
+  weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight; default 1; 0 = never chosen.' })),
+  policies: Opt(BackendPoliciesSchema)
+}, { ...strict, description: 'A backend of the route: exactly one kind (host).' })
+
+export const RouteSchema = Type.Object({
+  name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique); shown in traces, logs and metrics.' })),
+  namespace: Opt(Type.String({ minLength: 1 })),
+  gateways: Opt(Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1 })], { description: 'Gateways the route attaches to; default: the gateway named "default".' })),
+  hostnames: Opt(Type.Array(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$' }), { description: 'Host names the route serves; a leading *. is a wildcard. Empty: any.' })),
+  matches: Opt(Type.Array(RouteMatchSchema, { description: 'Any match selects the route. Default: pathPrefix /.' })),
+  policies: Opt(RoutePoliciesSchema),
+  backends: Opt(Type.Array(RouteBackendSchema, { description: 'Backends; one is chosen by weight per request.' }))
+}, { ...strict, description: 'An HTTP route.' })
+
+export const GatewaySchema = Type.Object({
+  port: Type.Integer({ minimum: 1, maximum: 65535, description: 'Listener port.' }),
+  protocol: Opt(Type.Union([Type.Literal('HTTP'), Type.Literal('HTTPS')], { description: 'Default HTTP.' })),
+  address: Opt(Type.String({ minLength: 1, description: 'Bind address; default 0.0.0.0 (all IPv4 interfaces).' })),
+  hostname: Opt(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$', description: 'Only requests for this host (wildcard *. allowed) use this gateway; gateways on one port are told apart by it.' })),
+  tls: Opt(Type.Object({
+    cert: Type.String({ minLength: 1, description: 'Path to the PEM certificate chain (relative to the config file).' }),
+    key: Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file).' })
+  }, { ...strict, description: 'Required for HTTPS.' })),
+  policies: Opt(GatewayPoliciesSchema)
+}, { ...strict, description: 'A listener.' })
+
+export const LoggingSchema = Type.Object({
+  level: Opt(Type.String({ description: 'error, warn, info, debug, trace, or a filter such as info,engine=debug. Env LOG_LEVEL.' })),
+  format: Opt(Type.Union([Type.Literal('json'), Type.Literal('text')], { description: 'Default json. Env LOG_FORMAT.' }))
+}, strict)
+
+export const StaticConfigSchema = Type.Object({
+  adminAddr: Opt(Address),
+  statsAddr: Opt(Address),
+  readinessAddr: Opt(Address),
+  logging: Opt(LoggingSchema),
+  drainTimeout: Opt(Duration)
+}, { ...strict, description: 'Process settings, read at start (not hot-reloaded). Each also has an environment variable.' })
+
+export const ConfigFileSchema = Type.Object({
+  config: Opt(StaticConfigSchema),
+  gateways: Opt(Type.Record(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$' }), GatewaySchema, { description: 'Listeners by gateway name.' })),
+  routes: Opt(Type.Array(RouteSchema))
+}, {
+  ...strict,
+  $id: 'https://portico.dev/schema/config.schema.json',
+  title: 'Portico configuration file'
+})
+
+export type ConfigFile = Static<typeof ConfigFileSchema>
+export type RouteConfig = Static<typeof RouteSchema>
+export type GatewayConfig = Static<typeof GatewaySchema>
+export type RouteBackendConfig = Static<typeof RouteBackendSchema>
+export type RouteMatchConfig = Static<typeof RouteMatchSchema>
+export type StaticConfig = Static<typeof StaticConfigSchema>
+export type RoutePoliciesConfig = Static<typeof RoutePoliciesSchema>

@@ -1,0 +1,296 @@
+/**
+ * Standalone config file → IR. Pure: the validated document and a file reader go in, the IR
+ * and any semantic errors (with field paths) come out. Golden tests pin its output.
+ */
+
+import { createHash } from 'node:crypto'
+import { resolve as resolvePath } from 'node:path'
+import type { ConfigFile, GatewayConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
+import type { ConfigDiagnostic } from './diagnostics.ts'
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
+import type { PolicySetIR } from '../policy/types.ts'
+import { parseDuration } from '../util/duration.ts'
+import { intersectHostnames } from '../routing/hostname.ts'
+
+export interface ToIROptions {
+  /** Directory relative paths (TLS files) are resolved against. */
+  baseDir: string
+  /** Reads a file as UTF-8; injected so translation stays pure and testable. */
+  readFile: (path: string) => string
+}
+
+export interface ToIRResult {
+  ir: ProxyIR
+  diagnostics: ConfigDiagnostic[]
+}
+
+type Path = Array<string | number>
+
+export const DEFAULT_GATEWAY = 'default'
+const DEFAULT_BIND_ADDRESS = '0.0.0.0'
+
+export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResult {
+  const diagnostics: ConfigDiagnostic[] = []
+  const report = (path: Path, message: string) => { diagnostics.push({ path, message }) }
+
+  const backends = new Map<string, BackendIR>()
+  const listenersByGateway = new Map<string, ListenerIR>()
+  const binds = new Map<string, BindIR>()
+
+  for (const [name, gw] of Object.entries(config.gateways ?? {})) {
+    const listener = translateGateway(name, gw, ['gateways', name], binds, options, report)
+    if (listener !== undefined) listenersByGateway.set(name, listener)
+  }
+
+  const routeKeys = new Set<string>()
+  ;(config.routes ?? []).forEach((route, index) => {
+    const path: Path = ['routes', index]
+    const ir = translateRoute(route, index, path, backends, report)
+    if (ir === undefined) return
+    if (routeKeys.has(ir.key)) {
+      report([...path, 'name'], `duplicate route name "${ir.key}"`)
+      return
+    }
+    routeKeys.add(ir.key)
+
+    const explicit = route.gateways !== undefined
+    const gatewayNames = route.gateways === undefined ? [DEFAULT_GATEWAY] : typeof route.gateways === 'string' ? [route.gateways] : route.gateways
+    for (const gwName of gatewayNames) {
+      const listener = listenersByGateway.get(gwName)
+      if (listener === undefined) {
+        const known = [...listenersByGateway.keys()]
+        const msg = explicit
+          ? `no gateway named "${gwName}"`
+          : `no gateway named "${DEFAULT_GATEWAY}"; a route without "gateways" attaches to it`
+        report(explicit ? [...path, 'gateways'] : path, known.length > 0 ? `${msg} (gateways: ${known.join(', ')})` : msg)
+        continue
+      }
+      const hostnames = intersectHostnames(listener.hostname, ir.hostnames)
+      if (hostnames === null) {
+        report([...path, 'hostnames'], `none of the route's hostnames is served by gateway "${gwName}" (hostname ${listener.hostname ?? ''})`)
+        continue
+      }
+      listener.routes.push({ ...ir, hostnames })
+    }
+  })
+
+  const ir: ProxyIR = {
+    version: '',
+    binds: [...binds.values()].sort((a, b) => a.port - b.port || a.address.localeCompare(b.address)),
+    backends: [...backends.values()]
+  }
+  ir.version = contentVersion(ir)
+  return { ir, diagnostics }
+}
+
+/** A short hash of the IR's content, so equal configs have equal versions. */
+export function contentVersion (ir: Omit<ProxyIR, 'version'> & { version?: string }): string {
+  const { version: _ignored, ...rest } = ir
+  return createHash('sha256').update(JSON.stringify(rest)).digest('hex').slice(0, 12)
+}
+
+function translateGateway (
+  name: string,
+  gw: GatewayConfig,
+  path: Path,
+  binds: Map<string, BindIR>,
+  options: ToIROptions,
+  report: (path: Path, message: string) => void
+): ListenerIR | undefined {
+  const protocol = gw.protocol ?? 'HTTP'
+  const address = gw.address ?? DEFAULT_BIND_ADDRESS
+  let tls: BindIR['tls']
+  if (protocol === 'HTTPS') {
+    if (gw.tls === undefined) {
+      report(path, 'protocol HTTPS needs "tls" with cert and key files')
+      return undefined
+    }
+    const cert = readTlsFile(gw.tls.cert, [...path, 'tls', 'cert'], options, report)
+    const key = readTlsFile(gw.tls.key, [...path, 'tls', 'key'], options, report)
+    if (cert === undefined || key === undefined) return undefined
+    tls = { cert, key }
+  } else if (gw.tls !== undefined) {
+    report([...path, 'tls'], 'tls is only used with protocol HTTPS')
+  }
+
+  const listener: ListenerIR = {
+    key: name,
+    gateway: name,
+    name,
+    protocol,
+    policies: policySet(gw.policies ?? {}),
+    routes: []
+  }
+  if (gw.hostname !== undefined) listener.hostname = gw.hostname.toLowerCase()
+
+  const bindKey = `${address}:${gw.port}`
+  const existing = binds.get(bindKey)
+  if (existing === undefined) {
+    const bind: BindIR = { key: bindKey, address, port: gw.port, protocol, listeners: [listener] }
+    if (tls !== undefined) bind.tls = tls
+    binds.set(bindKey, bind)
+    return listener
+  }
+  if (existing.protocol !== protocol) {
+    report([...path, 'protocol'], `port ${gw.port} is already used by gateway "${existing.listeners[0]!.gateway}" with protocol ${existing.protocol}`)
+    return undefined
+  }
+  if (tls !== undefined && (existing.tls?.cert !== tls.cert || existing.tls.key !== tls.key)) {
+    report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same certificate`)
+    return undefined
+  }
+  const clash = existing.listeners.find(l => l.hostname === listener.hostname)
+  if (clash !== undefined) {
+    report(gw.hostname === undefined ? path : [...path, 'hostname'],
+      `port ${gw.port} is already used by gateway "${clash.gateway}" for ${clash.hostname === undefined ? 'any host' : `host ${clash.hostname}`}; gateways sharing a port need distinct hostnames`)
+    return undefined
+  }
+  existing.listeners.push(listener)
+  return listener
+}
+
+function readTlsFile (file: string, path: Path, options: ToIROptions, report: (path: Path, message: string) => void): string | undefined {
+  const full = resolvePath(options.baseDir, file)
+  try {
+    const text = options.readFile(full)
+    if (!text.includes('-----BEGIN ')) {
+      report(path, `${full} is not a PEM file`)
+      return undefined
+    }
+    return text
+  } catch (err) {
+    report(path, `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+    return undefined
+  }
+}
+
+function translateRoute (
+  route: RouteConfig,
+  index: number,
+  path: Path,
+  backends: Map<string, BackendIR>,
+  report: (path: Path, message: string) => void
+): RouteIR | undefined {
+  const name = route.name ?? `route${index}`
+  const key = route.namespace !== undefined ? `${route.namespace}/${name}` : name
+  let ok = true
+  const fail = (p: Path, message: string) => { ok = false; report(p, message) }
+
+  const matches: RouteMatchIR[] = (route.matches ?? [{}]).map((m, i) => translateMatch(m, [...path, 'matches', i], fail))
+
+  const refs: BackendRefIR[] = []
+  ;(route.backends ?? []).forEach((b, i) => {
+    const backend = translateBackend(b, [...path, 'backends', i], fail)
+    if (backend === undefined) return
+    if (!backends.has(backend.key)) backends.set(backend.key, backend)
+    refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policySet(b.policies ?? {}) })
+  })
+
+  const { timeout, ...policies } = route.policies ?? {}
+  const ir: RouteIR = {
+    key,
+    name,
+    hostnames: (route.hostnames ?? []).map(h => h.toLowerCase()),
+    matches,
+    policies: policySet(policies),
+    backends: refs,
+    order: index
+  }
+  if (route.namespace !== undefined) ir.namespace = route.namespace
+  if (timeout !== undefined) {
+    ir.timeouts = {}
+    if (timeout.requestTimeout !== undefined) ir.timeouts.requestMs = parseDuration(timeout.requestTimeout)
+    if (timeout.backendRequestTimeout !== undefined) ir.timeouts.backendRequestMs = parseDuration(timeout.backendRequestTimeout)
+  }
+  return ok ? ir : undefined
+}
+
+function translateMatch (m: RouteMatchConfig, path: Path, fail: (p: Path, message: string) => void): RouteMatchIR {
+  let pathMatch: RouteMatchIR['path'] = { kind: 'prefix', value: '/' }
+  if (m.path !== undefined) {
+    const given = (['exact', 'pathPrefix', 'regex'] as const).filter(k => m.path![k] !== undefined)
+    if (given.length !== 1) {
+      fail([...path, 'path'], `needs exactly one of exact, pathPrefix or regex${given.length > 1 ? ` (got ${given.join(', ')})` : ''}`)
+    } else {
+      const kind = given[0]!
+      const value = m.path[kind]!
+      if (kind === 'regex') checkRegex(value, [...path, 'path', 'regex'], fail)
+      pathMatch = { kind: kind === 'pathPrefix' ? 'prefix' : kind, value }
+    }
+  }
+  const out: RouteMatchIR = {
+    path: pathMatch,
+    headers: (m.headers ?? []).map((h, i) => translateValueMatch(h.name.toLowerCase(), h.value, [...path, 'headers', i], fail)),
+    query: (m.query ?? []).map((q, i) => translateValueMatch(q.name, q.value, [...path, 'query', i], fail))
+  }
+  if (m.method !== undefined) out.method = m.method
+  return out
+}
+
+function translateValueMatch (name: string, value: { exact?: string, regex?: string }, path: Path, fail: (p: Path, message: string) => void): ValueMatchIR {
+  if ((value.exact === undefined) === (value.regex === undefined)) {
+    fail([...path, 'value'], 'needs exactly one of exact or regex')
+    return { name, kind: 'exact', value: '' }
+  }
+  if (value.regex !== undefined) {
+    checkRegex(value.regex, [...path, 'value', 'regex'], fail)
+    return { name, kind: 'regex', value: value.regex }
+  }
+  return { name, kind: 'exact', value: value.exact! }
+}
+
+function checkRegex (source: string, path: Path, fail: (p: Path, message: string) => void): void {
+  try {
+    // eslint-disable-next-line no-new
+    new RegExp(source, 'u')
+  } catch (err) {
+    fail(path, `invalid regular expression: ${(err as Error).message}`)
+  }
+}
+
+function translateBackend (b: RouteBackendConfig, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
+  if (b.host === undefined) {
+    fail(path, 'needs exactly one backend kind: host')
+    return undefined
+  }
+  const parsed = parseHostTarget(b.host)
+  if (typeof parsed === 'string') {
+    fail([...path, 'host'], parsed)
+    return undefined
+  }
+  const target = `${parsed.host.includes(':') ? `[${parsed.host}]` : parsed.host}:${parsed.port}`
+  return {
+    key: `${parsed.protocol}://${target}`,
+    kind: 'static',
+    name: target,
+    protocol: parsed.protocol,
+    endpoints: [{ host: parsed.host, port: parsed.port }],
+    target
+  }
+}
+
+/** `host:port`, `[v6]:port`, or `http(s)://host[:port][/]`. Returns an error message on failure. */
+export function parseHostTarget (text: string): { protocol: 'http' | 'https', host: string, port: number } | string {
+  let url: URL
+  const hasScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(text)
+  try {
+    url = new URL(hasScheme ? text : `http://${text}`)
+  } catch {
+    return `invalid host "${text}": use host:port or http://host:port`
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `unsupported scheme "${url.protocol.slice(0, -1)}" in "${text}": use http or https`
+  if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '') return `"${text}" must be only scheme, host and port (no path)`
+  if (!hasScheme && url.port === '') return `"${text}" needs a port: host:port`
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname
+  const protocol = url.protocol === 'https:' ? 'https' : 'http'
+  const port = url.port !== '' ? Number(url.port) : protocol === 'https' ? 443 : 80
+  return { protocol, host, port }
+}
+
+function policySet (policies: Record<string, unknown>): PolicySetIR {
+  const out: Record<string, unknown> = {}
+  for (const [kind, value] of Object.entries(policies)) {
+    if (value !== undefined) out[kind] = value
+  }
+  return out as PolicySetIR
+}

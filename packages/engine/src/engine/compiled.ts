@@ -1,0 +1,86 @@
+/**
+ * The IR compiled for the hot path: route tables built, policies compiled, regexes made,
+ * backends indexed. Built once per config version; requests hold on to the version they
+ * started with, so a reload never changes a request mid-flight.
+ */
+
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
+import type { CompiledPolicySet } from '../policy/types.ts'
+import { compilePolicySet } from '../policy/compile.ts'
+import { RouteTable } from '../routing/route-table.ts'
+import { hostnameMatches, hostnameSpecificity } from '../routing/hostname.ts'
+import { WeightedPicker } from '../routing/weighted.ts'
+
+export interface CompiledBackendRef {
+  ir: BackendRefIR
+  backend: BackendIR | undefined
+  policies: CompiledPolicySet
+}
+
+export interface CompiledRoute {
+  ir: RouteIR
+  key: string
+  policies: CompiledPolicySet
+  backends: WeightedPicker<CompiledBackendRef>
+}
+
+export interface CompiledListener {
+  ir: ListenerIR
+  policies: CompiledPolicySet
+  table: RouteTable<CompiledRoute>
+}
+
+export interface CompiledBind {
+  ir: BindIR
+  /** Sorted most specific hostname first; the hostname-less listener last. */
+  listeners: CompiledListener[]
+  /** The listener for a host; a route-less stand-in (every request: 404) when none serves it. */
+  selectListener(host: string): CompiledListener
+}
+
+export interface CompiledConfig {
+  ir: ProxyIR
+  binds: Map<string, CompiledBind>
+  backends: Map<string, BackendIR>
+}
+
+export function compileConfig (ir: ProxyIR): CompiledConfig {
+  const backends = new Map(ir.backends.map(b => [b.key, b]))
+  const binds = new Map<string, CompiledBind>()
+  for (const bind of ir.binds) binds.set(bind.key, compileBind(bind, backends))
+  return { ir, binds, backends }
+}
+
+function compileBind (ir: BindIR, backends: Map<string, BackendIR>): CompiledBind {
+  const listeners = ir.listeners
+    .map(l => compileListener(l, backends))
+    .sort((a, b) => hostnameSpecificity(b.ir.hostname) - hostnameSpecificity(a.ir.hostname))
+  const single = listeners.length === 1 && listeners[0]!.ir.hostname === undefined ? listeners[0] : undefined
+  const none = compileListener({ key: '', gateway: '', name: '', protocol: ir.protocol, policies: {}, routes: [] }, backends)
+  return {
+    ir,
+    listeners,
+    selectListener: single !== undefined
+      ? () => single
+      : (host: string) => listeners.find(l => l.ir.hostname === undefined || hostnameMatches(l.ir.hostname, host)) ?? none
+  }
+}
+
+function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>): CompiledListener {
+  const routes = ir.routes.map(r => compileRoute(r, backends))
+  return { ir, policies: compilePolicySet(ir.policies), table: new RouteTable(routes) }
+}
+
+function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>): CompiledRoute {
+  const refs: CompiledBackendRef[] = ir.backends.map(ref => ({
+    ir: ref,
+    backend: backends.get(ref.backend),
+    policies: compilePolicySet(ref.policies)
+  }))
+  return {
+    ir,
+    key: ir.key,
+    policies: compilePolicySet(ir.policies),
+    backends: new WeightedPicker(refs.map(r => ({ item: r, weight: r.ir.weight })))
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * The engine: holds the compiled config, the upstream pools and the trace hub, and hands out
+ * request handlers per bind. Config sources (the YAML file, the controller's push) call
+ * `apply(ir)`; listeners call `handler(bindKey)`. Nothing else differs between the modes.
+ */
+
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { ProxyIR } from '../ir/types.ts'
+import { compileConfig, type CompiledConfig } from './compiled.ts'
+import { TraceHub } from '../trace/hub.ts'
+import { UpstreamPools, type UpstreamPoolOptions } from '../http/upstream-pools.ts'
+import { handleRequest, type PipelineRuntime } from '../pipeline/run.ts'
+import { handleUpgrade } from '../http/upgrade.ts'
+import type { RequestContext } from '../pipeline/context.ts'
+import { PorticoError } from '../util/errors.ts'
+
+export interface EngineOptions {
+  /** `env` reported on trace snapshots; `{}` standalone. */
+  env?: Record<string, string>
+  /** Max bytes kept per trace body snapshot (default 64 KiB). */
+  traceBodyLimit?: number
+  pools?: UpstreamPoolOptions
+  onRequestEnd?: (ctx: RequestContext) => void
+  onInternalError?: (err: unknown, ctx: RequestContext) => void
+}
+
+export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
+
+export class Engine implements PipelineRuntime {
+  readonly hub = new TraceHub()
+  readonly pools: UpstreamPools
+  readonly env: Record<string, string>
+  readonly traceBodyLimit: number
+  onRequestEnd: ((ctx: RequestContext) => void) | null
+  onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
+  private compiled: CompiledConfig | null = null
+
+  constructor (options: EngineOptions = {}) {
+    this.env = options.env ?? {}
+    this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
+    this.pools = new UpstreamPools(options.pools)
+    this.onRequestEnd = options.onRequestEnd ?? null
+    this.onInternalError = options.onInternalError ?? null
+  }
+
+  /** The config in force, or null before the first `apply`. */
+  get config (): CompiledConfig | null {
+    return this.compiled
+  }
+
+  /**
+   * Compiles and installs a new config. Requests already running keep the version they
+   * started with. Throws PORTICO_INVALID_IR (and changes nothing) if the IR cannot compile.
+   */
+  apply (ir: ProxyIR): CompiledConfig {
+    let next: CompiledConfig
+    try {
+      next = compileConfig(ir)
+    } catch (err) {
+      throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${(err as Error).message}`, { cause: err })
+    }
+    this.compiled = next
+    this.pools.sync(ir.backends)
+    return next
+  }
+
+  /** The request listener for one bind; it resolves the bind's current config per request. */
+  handler (bindKey: string): (req: IncomingMessage, res: ServerResponse) => void {
+    return (req, res) => {
+      const bind = this.compiled?.binds.get(bindKey)
+      if (bind === undefined) {
+        res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('listener not found')
+        return
+      }
+      handleRequest(this, bind, req, res)
+    }
+  }
+
+  /** The `upgrade` listener for one bind (WebSocket and other HTTP/1.1 upgrades). */
+  upgradeHandler (bindKey: string): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+    return (req, socket, head) => {
+      const bind = this.compiled?.binds.get(bindKey)
+      if (bind === undefined) {
+        socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 18\r\nconnection: close\r\n\r\nlistener not found')
+        return
+      }
+      handleUpgrade(this, bind, req, socket, head)
+    }
+  }
+
+  async close (): Promise<void> {
+    await this.pools.close()
+  }
+}

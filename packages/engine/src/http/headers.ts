@@ -1,0 +1,66 @@
+/**
+ * Header hygiene at the proxy boundary: hop-by-hop headers (RFC 9110 §7.6.1, plus every name
+ * listed in `Connection`) stay on their own hop, and the X-Forwarded-* headers tell the
+ * backend who asked.
+ */
+
+import type { IncomingHttpHeaders } from 'node:http'
+import type { HeaderMap } from '../policy/header-modifier.ts'
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'http2-settings',
+  // Node answers `Expect: 100-continue` itself; undici refuses to forward it.
+  'expect'
+])
+
+function connectionTokens (value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined
+  const text = Array.isArray(value) ? value.join(',') : value
+  if (text === '' || text.toLowerCase() === 'keep-alive' || text.toLowerCase() === 'close') return undefined
+  return new Set(text.split(',').map(t => t.trim().toLowerCase()).filter(t => t !== ''))
+}
+
+/** Copies end-to-end headers from a received message. `te: trailers` is kept (gRPC needs it). */
+export function endToEndHeaders (headers: IncomingHttpHeaders): HeaderMap {
+  const out: HeaderMap = {}
+  const listed = connectionTokens(headers.connection)
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name) || name.charCodeAt(0) === 58 /* ':' */) {
+      if (name === 'te' && headers.te === 'trailers') out.te = 'trailers'
+      continue
+    }
+    if (listed?.has(name) === true) continue
+    out[name] = headers[name]
+  }
+  return out
+}
+
+/** Adds X-Forwarded-For (appended), -Proto and -Host (kept when an earlier proxy set them). */
+export function addForwardedHeaders (headers: HeaderMap, clientAddress: string | undefined, scheme: string, host: string): void {
+  if (clientAddress !== undefined) {
+    const addr = clientAddress.startsWith('::ffff:') ? clientAddress.slice(7) : clientAddress
+    const prior = headers['x-forwarded-for']
+    headers['x-forwarded-for'] = prior === undefined ? addr : `${Array.isArray(prior) ? prior.join(', ') : prior}, ${addr}`
+  }
+  if (headers['x-forwarded-proto'] === undefined) headers['x-forwarded-proto'] = scheme
+  if (headers['x-forwarded-host'] === undefined && host !== '') headers['x-forwarded-host'] = host
+}
+
+/** Response headers from upstream, without hop-by-hop ones (Node frames the body itself). */
+export function responseEndToEnd (headers: Record<string, string | string[] | undefined>): HeaderMap {
+  const out: HeaderMap = {}
+  const listed = connectionTokens(headers.connection)
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name)) continue
+    if (listed?.has(name) === true) continue
+    out[name] = headers[name]
+  }
+  return out
+}

@@ -1,0 +1,212 @@
+/**
+ * The backend call: one undici dispatch whose handler streams the response straight into the
+ * client's response (backpressure both ways, nothing buffered whole), applies the response
+ * policies between the trace's response stages, and turns transport failures into 503/504.
+ */
+
+import { Transform, type Readable } from 'node:stream'
+import type { Dispatcher } from 'undici'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { RequestContext } from '../pipeline/context.ts'
+import type { PipelineRuntime } from '../pipeline/run.ts'
+import { applyResponsePolicies, respondLocal } from '../pipeline/respond.ts'
+import { responseEndToEnd } from './headers.ts'
+import { BodyTap, responseSnapshot } from '../trace/snapshot.ts'
+import { PorticoError } from '../util/errors.ts'
+import { completeUpgrade } from './upgrade.ts'
+
+/** Does the client's request carry a body? (RFC 9112 §6.3) */
+export function requestHasBody (headers: IncomingHttpHeaders): boolean {
+  const cl = headers['content-length']
+  if (cl !== undefined) return cl !== '0'
+  return headers['transfer-encoding'] !== undefined
+}
+
+export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
+  const backend = ctx.backend!
+  const { req, res } = ctx
+  const tracer = ctx.tracer
+  let dispatcher: Dispatcher
+  try {
+    dispatcher = rt.pools.get(backend)
+  } catch (err) {
+    respondLocal(rt, ctx, 503, `upstream call failed: ${(err as Error).message}`, 'UpstreamFailure', (err as Error).message)
+    return
+  }
+
+  let body: Readable | null = null
+  if (requestHasBody(req.headers)) {
+    if (tracer !== null) {
+      // Only traced requests pay for the copy: a pass-through that keeps the first bytes.
+      const tap = new BodyTap(rt.traceBodyLimit)
+      const tee = new Transform({
+        transform (chunk: Buffer, _enc, done) {
+          tap.push(chunk)
+          done(null, chunk)
+        },
+        flush (done) {
+          if (!tap.empty) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'final request', body: tap.toBase64(), truncated: tap.truncated })
+          done()
+        }
+      })
+      req.on('error', err => tee.destroy(err))
+      body = req.pipe(tee)
+    } else {
+      body = req
+    }
+  }
+
+  ctx.upstreamStart = performance.now()
+  const callStartUs = tracer?.now() ?? 0
+  tracer?.emit({ type: 'backendCallStart', target: backend.target })
+
+  const timeouts = ctx.route?.ir.timeouts
+  let timer: NodeJS.Timeout | undefined
+  let timedOut: string | null = null
+  let controller: Dispatcher.DispatchController | null = null
+  const abort = (err: Error) => { controller?.abort(err) }
+  if (timeouts !== undefined) {
+    const remainingRequest = timeouts.requestMs === undefined ? Infinity : timeouts.requestMs - (ctx.upstreamStart - ctx.startMono)
+    const backendLimit = timeouts.backendRequestMs ?? Infinity
+    const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
+    if (wait !== Infinity) {
+      const which = remainingRequest <= backendLimit ? 'request timeout' : 'upstream call timeout'
+      timer = setTimeout(() => {
+        timedOut = which
+        abort(new PorticoError('PORTICO_TIMEOUT', which))
+      }, wait)
+    }
+  }
+  ctx.abortUpstream = () => abort(new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'client closed the connection'))
+
+  let responseTap: BodyTap | null = null
+  let waitingForDrain = false
+
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart (c) {
+      controller = c
+    },
+    onRequestUpgrade (_c, statusCode, headers, upstreamSocket) {
+      if (timer !== undefined) clearTimeout(timer)
+      ctx.abortUpstream = null
+      ctx.upstreamHeadersAt = performance.now()
+      ctx.reason = 'Upstream'
+      ctx.tracer?.emit({ type: 'backendCallResult', status: statusCode, error: null }, { eventStart: callStartUs })
+      ctx.responseHeaders = headers
+      ctx.status = statusCode
+      ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'raw response', requestState: responseSnapshot(ctx, rt.env, true) })
+      ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) })
+      completeUpgrade(ctx, statusCode, headers, upstreamSocket)
+    },
+    onResponseStart (c, statusCode, headers) {
+      if (timer !== undefined) clearTimeout(timer)
+      ctx.upstreamHeadersAt = performance.now()
+      ctx.status = statusCode
+      ctx.reason = 'Upstream'
+      ctx.responseHeaders = responseEndToEnd(headers)
+      if (ctx.tracer !== null) {
+        ctx.tracer.emit({ type: 'backendCallResult', status: statusCode, error: null }, { eventStart: callStartUs, severity: statusCode >= 500 ? 'error' : statusCode >= 400 ? 'warn' : 'info' })
+        ctx.tracer.emit({ type: 'responseSnapshot', stage: 'raw response', requestState: responseSnapshot(ctx, rt.env, true) })
+      }
+      applyResponsePolicies(ctx, 'backend')
+      ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'backend response ready', requestState: responseSnapshot(ctx, rt.env, false) })
+      applyResponsePolicies(ctx, 'outer')
+      ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) })
+      if (res.destroyed) {
+        c.abort(new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'client closed the connection'))
+        return
+      }
+      try {
+        res.writeHead(statusCode, ctx.responseHeaders as Record<string, string | string[]>)
+      } catch (err) {
+        ctx.error = `invalid response header from backend: ${(err as Error).message}`
+        c.abort(err as Error)
+        return
+      }
+      // Server-sent events and other streams must reach the client as they are produced.
+      if (isStreaming(ctx.responseHeaders['content-type'])) res.flushHeaders()
+      if (ctx.tracer !== null) responseTap = new BodyTap(rt.traceBodyLimit)
+    },
+    onResponseData (c, chunk) {
+      responseTap?.push(chunk)
+      if (!res.write(chunk) && !waitingForDrain) {
+        waitingForDrain = true
+        c.pause()
+        res.once('drain', () => {
+          waitingForDrain = false
+          c.resume()
+        })
+      }
+    },
+    onResponseEnd (_c, trailers) {
+      ctx.abortUpstream = null
+      if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && res.chunkedEncoding) {
+        res.addTrailers(trailers as Record<string, string>)
+      }
+      if (responseTap !== null && !responseTap.empty) {
+        ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: responseTap.toBase64(), truncated: responseTap.truncated })
+      }
+      res.end()
+    },
+    onResponseError (_c, err) {
+      if (timer !== undefined) clearTimeout(timer)
+      ctx.abortUpstream = null
+      if (ctx.done || (err as PorticoError).code === 'PORTICO_DOWNSTREAM_CLOSED') return
+      const failure = classifyFailure(err, timedOut)
+      ctx.error = failure.detail
+      if (!res.headersSent) {
+        ctx.tracer?.emit({ type: 'backendCallResult', status: null, error: failure.detail }, { eventStart: callStartUs, severity: 'error' })
+        respondLocal(rt, ctx, failure.status, failure.body, failure.reason, failure.detail)
+      } else {
+        // Headers are out: the only honest signal left is to cut the connection.
+        ctx.reason = failure.reason
+        res.destroy(err)
+      }
+    }
+  }
+
+  try {
+    dispatcher.dispatch({
+      path: ctx.pathAndQuery,
+      method: ctx.method as Dispatcher.HttpMethod,
+      headers: ctx.headers as Record<string, string | string[]>,
+      body: body as Dispatcher.DispatchOptions['body'],
+      upgrade: ctx.upgrade !== null ? (firstValue(req.headers.upgrade) ?? 'websocket') : null
+    }, handler)
+  } catch (err) {
+    handler.onResponseError!(controller as unknown as Dispatcher.DispatchController, err as Error)
+  }
+}
+
+function firstValue (v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v
+}
+
+function isStreaming (contentType: string | string[] | undefined): boolean {
+  return typeof contentType === 'string' && contentType.startsWith('text/event-stream')
+}
+
+interface Failure {
+  status: number
+  reason: 'Timeout' | 'UpstreamFailure' | 'InvalidRequest' | 'DownstreamClosed'
+  body: string
+  detail: string
+}
+
+/** Maps a transport error to the answer the client gets. */
+export function classifyFailure (err: Error, timedOut: string | null): Failure {
+  const code = (err as NodeJS.ErrnoException).code ?? ''
+  const detail = code !== '' ? `${code}: ${err.message}` : err.message
+  if (timedOut !== null) return { status: 504, reason: 'Timeout', body: timedOut, detail: timedOut }
+  switch (code) {
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return { status: 504, reason: 'Timeout', body: 'upstream call timeout', detail }
+    case 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH':
+      return { status: 400, reason: 'InvalidRequest', body: 'invalid request: body does not match content-length', detail }
+    case 'ECONNABORTED':
+    case 'ERR_STREAM_PREMATURE_CLOSE':
+      return { status: 400, reason: 'DownstreamClosed', body: 'request body incomplete', detail }
+    default:
+      return { status: 503, reason: 'UpstreamFailure', body: `upstream call failed: ${err.message}`, detail }
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * Keep-alive connection pools to backends (undici), one per backend: a Pool for a single
+ * endpoint, a BalancedPool (round robin) for several. Pools outlive config versions: a reload
+ * that keeps a backend keeps its warm connections; pools of removed backends close gracefully
+ * once their in-flight requests finish.
+ */
+
+import { BalancedPool, Pool, type Dispatcher } from 'undici'
+import type { BackendIR } from '../ir/types.ts'
+
+export interface UpstreamPoolOptions {
+  /** Max connections per endpoint; null = unlimited. */
+  connections?: number | null
+  /** Connect timeout in ms. */
+  connectTimeout?: number
+  /** Idle keep-alive timeout in ms (servers' `Keep-Alive: timeout` hints win when shorter). */
+  keepAliveTimeout?: number
+}
+
+interface Entry {
+  dispatcher: Dispatcher
+  origins: string[]
+}
+
+export interface PoolStats {
+  backend: string
+  origins: string[]
+  connected: number
+  free: number
+  pending: number
+  running: number
+}
+
+export class UpstreamPools {
+  private readonly entries = new Map<string, Entry>()
+  private readonly options: Required<UpstreamPoolOptions>
+
+  constructor (options: UpstreamPoolOptions = {}) {
+    this.options = {
+      connections: options.connections ?? null,
+      connectTimeout: options.connectTimeout ?? 10_000,
+      keepAliveTimeout: options.keepAliveTimeout ?? 4_000
+    } as Required<UpstreamPoolOptions>
+  }
+
+  /** The dispatcher for a backend, created on first use. */
+  get (backend: BackendIR): Dispatcher {
+    const entry = this.entries.get(backend.key)
+    if (entry !== undefined) return entry.dispatcher
+    return this.create(backend).dispatcher
+  }
+
+  private create (backend: BackendIR): Entry {
+    const origins = originsOf(backend)
+    const poolOptions: Pool.Options = {
+      connections: this.options.connections,
+      pipelining: 1,
+      keepAliveTimeout: this.options.keepAliveTimeout,
+      connectTimeout: this.options.connectTimeout,
+      // Streams (SSE, long downloads) must not be cut by an idle body timer. Waiting for
+      // response headers keeps undici's 300 s default (a 504 after it); routes set tighter
+      // limits with their timeouts.
+      bodyTimeout: 0
+    }
+    const dispatcher = origins.length === 1
+      ? new Pool(origins[0]!, poolOptions)
+      : new BalancedPool(origins, poolOptions)
+    const entry = { dispatcher, origins }
+    this.entries.set(backend.key, entry)
+    return entry
+  }
+
+  /**
+   * Brings pools in line with a new config: endpoints of multi-endpoint backends are updated
+   * in place; pools of backends no longer present close after their in-flight requests.
+   */
+  sync (backends: Iterable<BackendIR>): void {
+    const live = new Map<string, BackendIR>()
+    for (const b of backends) live.set(b.key, b)
+    for (const [key, entry] of this.entries) {
+      const backend = live.get(key)
+      const origins = backend === undefined ? [] : originsOf(backend)
+      if (backend !== undefined && sameList(origins, entry.origins)) continue
+      if (backend !== undefined && entry.dispatcher instanceof BalancedPool && origins.length > 1) {
+        for (const o of entry.origins) if (!origins.includes(o)) entry.dispatcher.removeUpstream(o)
+        for (const o of origins) if (!entry.origins.includes(o)) entry.dispatcher.addUpstream(o)
+        entry.origins = origins
+        continue
+      }
+      this.entries.delete(key)
+      entry.dispatcher.close().catch(() => {})
+    }
+  }
+
+  stats (): PoolStats[] {
+    const out: PoolStats[] = []
+    for (const [backend, entry] of this.entries) {
+      const s = (entry.dispatcher as Pool).stats as unknown as { connected: number, free: number, pending: number, running: number } | undefined
+      out.push({ backend, origins: entry.origins, connected: s?.connected ?? 0, free: s?.free ?? 0, pending: s?.pending ?? 0, running: s?.running ?? 0 })
+    }
+    return out
+  }
+
+  async close (): Promise<void> {
+    const all = [...this.entries.values()]
+    this.entries.clear()
+    await Promise.allSettled(all.map(e => e.dispatcher.close()))
+  }
+
+  /** Ends every connection at once (for shutdown after the drain deadline). */
+  async destroy (): Promise<void> {
+    const all = [...this.entries.values()]
+    this.entries.clear()
+    await Promise.allSettled(all.map(e => e.dispatcher.destroy()))
+  }
+}
+
+function originsOf (backend: BackendIR): string[] {
+  return backend.endpoints.map(e => `${backend.protocol}://${e.host.includes(':') ? `[${e.host}]` : e.host}:${e.port}`)
+}
+
+function sameList (a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i])
+}

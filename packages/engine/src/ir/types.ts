@@ -1,0 +1,135 @@
+/**
+ * The internal representation (IR) every config source produces: the standalone YAML file
+ * (config/to-ir.ts) and, in cluster mode, the controller's push. It is plain JSON-safe data —
+ * no functions, no RegExp, no class instances — so it can be golden-tested, dumped at
+ * /config_dump and sent over the wire unchanged. The engine compiles it (engine/compile.ts)
+ * into the structures the hot path uses.
+ *
+ * Shape: binds (one per port) hold listeners (told apart by hostname), listeners hold routes,
+ * routes reference backends by key. Policies attach at three levels — gateway (listener),
+ * route and backend reference — and run in that order of phases.
+ */
+
+import type { PolicySetIR } from '../policy/types.ts'
+
+export interface ProxyIR {
+  /** Changes whenever the content changes; shown in /config_dump and traces. */
+  version: string
+  binds: BindIR[]
+  backends: BackendIR[]
+}
+
+export type ListenerProtocol = 'HTTP' | 'HTTPS'
+
+/** One listening socket. Several listeners (Gateway API style) may share it by hostname. */
+export interface BindIR {
+  /** `<address>:<port>` — unique. */
+  key: string
+  address: string
+  port: number
+  protocol: ListenerProtocol
+  /** PEM material when protocol is HTTPS. All listeners of a bind share one certificate here. */
+  tls?: TlsServerIR
+  listeners: ListenerIR[]
+}
+
+export interface TlsServerIR {
+  cert: string
+  key: string
+}
+
+export interface ListenerIR {
+  /** `<gateway>` in standalone mode, `<namespace>/<gateway>.<listener>` in cluster mode. */
+  key: string
+  /** Name of the gateway this listener belongs to (trace `env.gateway`, metrics label). */
+  gateway: string
+  name: string
+  /** Optional hostname (may start with `*.`); requests for other hosts skip this listener. */
+  hostname?: string
+  protocol: ListenerProtocol
+  /** Gateway-phase policies. */
+  policies: PolicySetIR
+  routes: RouteIR[]
+}
+
+export interface RouteIR {
+  /** Unique within the IR: `name`, or `<namespace>/<name>`, plus `.<rule>` for multi-rule routes. */
+  key: string
+  name: string
+  namespace?: string
+  ruleName?: string
+  /** Route hostnames (already intersected with the listener's in cluster mode); empty = any. */
+  hostnames: string[]
+  /** At least one; a route without matches gets `pathPrefix: /`. */
+  matches: RouteMatchIR[]
+  /** Route-phase policies. */
+  policies: PolicySetIR
+  backends: BackendRefIR[]
+  /** Gateway API HTTPRouteTimeouts, in milliseconds; absent = no limit. */
+  timeouts?: RouteTimeoutsIR
+  /**
+   * Tie-breaker after the Gateway API precedence rules: lower wins. Standalone: position in
+   * the file; cluster: creation timestamp then namespace/name.
+   */
+  order: number
+}
+
+export interface RouteTimeoutsIR {
+  /** Whole request, from arrival to the end of the response headers; 504 when exceeded. */
+  requestMs?: number
+  /** Each backend call, until its response headers; 504 when exceeded. */
+  backendRequestMs?: number
+}
+
+export interface RouteMatchIR {
+  path: PathMatchIR
+  method?: string
+  headers: ValueMatchIR[]
+  query: ValueMatchIR[]
+}
+
+export type PathMatchIR =
+  | { kind: 'exact', value: string }
+  | { kind: 'prefix', value: string }
+  | { kind: 'regex', value: string }
+
+export interface ValueMatchIR {
+  /** Header names are lower-cased; query names kept as written. */
+  name: string
+  kind: 'exact' | 'regex'
+  value: string
+}
+
+export interface BackendRefIR {
+  /** Key into ProxyIR.backends. A ref to a missing or invalid backend answers 500. */
+  backend: string
+  /** Relative weight, default 1; 0 never selected. */
+  weight: number
+  /** Backend-phase policies for this reference. */
+  policies: PolicySetIR
+}
+
+/**
+ * `static` — a fixed host (standalone `host:`); `service` — a cluster Service resolved to
+ * endpoints; `invalid` — kept so requests get a truthful 500 and the trace says why.
+ */
+export type BackendKind = 'static' | 'service' | 'invalid'
+
+export interface BackendIR {
+  key: string
+  kind: BackendKind
+  name: string
+  namespace?: string
+  /** Upstream protocol; `https` wraps connections in TLS. */
+  protocol: 'http' | 'https'
+  endpoints: EndpointIR[]
+  /** The `host:port` label shown by traces (`backendCallStart.target`) and `porticoctl`. */
+  target: string
+  /** Why the backend is invalid (only for kind `invalid`). */
+  invalidReason?: string
+}
+
+export interface EndpointIR {
+  host: string
+  port: number
+}

@@ -1,0 +1,113 @@
+/**
+ * Everything known about one request as it moves through the pipeline. Policies read and
+ * change it (headers, path, response headers); the trace snapshots and the access log are
+ * views of it.
+ */
+
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
+import type { BackendIR } from '../ir/types.ts'
+import type { CompiledBackendRef, CompiledListener, CompiledRoute } from '../engine/compiled.ts'
+import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { CompiledPolicySet, PolicyPhase } from '../policy/types.ts'
+import type { TraceRecorder } from '../trace/recorder.ts'
+
+/**
+ * Why a request ended the way it did — a stable label for access logs and metrics
+ * (agentgateway's reasons, so dashboards carry over).
+ */
+export type RequestReason =
+  | 'Upstream'
+  | 'DirectResponse'
+  | 'NotFound'
+  | 'NoValidBackends'
+  | 'UpstreamFailure'
+  | 'Timeout'
+  | 'InvalidRequest'
+  | 'DownstreamClosed'
+  | 'Internal'
+  | (string & {})
+
+export class RequestContext {
+  readonly req: IncomingMessage
+  readonly res: ServerResponse
+  /** Wall-clock start (ms since epoch) for `request.startTime`. */
+  readonly startTime: number
+  /** Monotonic start (ms, performance.now()) for durations. */
+  readonly startMono: number
+  readonly listener: CompiledListener
+  readonly scheme: 'http' | 'https'
+  readonly method: string
+  /** Host header as received (may include a port). */
+  readonly host: string
+  /** Host without port, lower-case: what hostnames match against. */
+  readonly hostname: string
+  readonly originalPath: string
+  /** Query without `?`, '' when absent. */
+  readonly query: string
+
+  /** Request path sent upstream (URL rewrites change it). */
+  path: string
+  /** Request headers sent upstream (hop-by-hop removed; policies change them). */
+  headers: HeaderMap
+
+  route: CompiledRoute | null = null
+  backendRef: CompiledBackendRef | null = null
+  backend: BackendIR | null = null
+  /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
+  readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
+
+  status = 0
+  responseHeaders: HeaderMap = {}
+  reason: RequestReason = 'Upstream'
+  /** A short description of what went wrong, for the access log and the trace. */
+  error: string | null = null
+  /** Monotonic ms when the backend call started and when its response headers arrived. */
+  upstreamStart = 0
+  upstreamHeadersAt = 0
+  /** Set once the response is complete (or the client went away). */
+  done = false
+  /** Cancels the backend call in progress, if any (client gone, timeout). */
+  abortUpstream: (() => void) | null = null
+  /** Set for HTTP/1.1 upgrade requests (WebSocket): the client socket and its first bytes. */
+  upgrade: { socket: Duplex, head: Buffer } | null = null
+  /** True once the backend accepted the upgrade and bytes are tunnelled both ways. */
+  upgraded = false
+
+  tracer: TraceRecorder | null
+
+  constructor (init: {
+    req: IncomingMessage
+    res: ServerResponse
+    listener: CompiledListener
+    scheme: 'http' | 'https'
+    hostname: string
+    tracer: TraceRecorder | null
+  }) {
+    const { req } = init
+    this.req = req
+    this.res = init.res
+    this.startMono = performance.now()
+    this.startTime = Date.now()
+    this.listener = init.listener
+    this.scheme = init.scheme
+    this.method = req.method ?? 'GET'
+    this.host = req.headers.host ?? ''
+    this.hostname = init.hostname
+    const url = req.url ?? '/'
+    const q = url.indexOf('?')
+    this.originalPath = q === -1 ? url : url.slice(0, q)
+    this.query = q === -1 ? '' : url.slice(q + 1)
+    this.path = this.originalPath
+    this.headers = {}
+    this.tracer = init.tracer
+  }
+
+  get pathAndQuery (): string {
+    return this.query === '' ? this.path : `${this.path}?${this.query}`
+  }
+
+  get routeKey (): string | null {
+    return this.route?.key ?? null
+  }
+}

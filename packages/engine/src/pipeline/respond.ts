@@ -1,0 +1,54 @@
+/**
+ * Answers from the proxy itself (no route, policy decisions, failures before the backend
+ * answered). Response policies of the phases entered so far still apply, and the trace gets
+ * the same closing snapshots as a proxied response.
+ */
+
+import type { RequestContext, RequestReason } from './context.ts'
+import type { PipelineRuntime } from './run.ts'
+import type { HeaderMap } from '../policy/header-modifier.ts'
+import { responseSnapshot } from '../trace/snapshot.ts'
+
+export function respondLocal (
+  rt: PipelineRuntime,
+  ctx: RequestContext,
+  status: number,
+  body: string,
+  reason: RequestReason,
+  error: string | null = null,
+  headers?: HeaderMap
+): void {
+  const { res } = ctx
+  ctx.status = status
+  ctx.reason = reason
+  if (error !== null) ctx.error = error
+  ctx.responseHeaders = { 'content-type': 'text/plain; charset=utf-8', ...headers }
+  applyResponsePolicies(ctx, 'all')
+  ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) }, { severity: status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
+  if (res.headersSent || res.destroyed) return
+  const payload = Buffer.from(body)
+  ctx.responseHeaders['content-length'] = String(payload.length)
+  if (body.length > 0) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: payload.subarray(0, rt.traceBodyLimit).toString('base64'), truncated: payload.length > rt.traceBodyLimit })
+  // Node refuses header values it cannot send; a policy bug must not crash the request.
+  try {
+    res.writeHead(status, ctx.responseHeaders as Record<string, string | string[]>)
+  } catch {
+    res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(payload.length) })
+  }
+  res.end(ctx.method === 'HEAD' ? undefined : payload)
+}
+
+/**
+ * Runs the response hooks of the phases entered so far, innermost first (backend, then
+ * route, then gateway). A proxied response runs `backend` first (the trace's "backend
+ * response ready" stage sits between), then `outer`; a local answer runs `all`.
+ */
+export function applyResponsePolicies (ctx: RequestContext, which: 'backend' | 'outer' | 'all'): void {
+  for (let i = ctx.phases.length - 1; i >= 0; i--) {
+    const { phase, set } = ctx.phases[i]!
+    if (set.empty) continue
+    if (which === 'backend' && phase !== 'backend') continue
+    if (which === 'outer' && phase === 'backend') continue
+    for (const policy of set.policies) policy.onResponse?.(ctx)
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * The request pipeline: gateway policies → route selection → route policies → backend choice
+ * → backend policies → backend call, with a trace event at each step. Every exit — a local
+ * answer, a failure, a client that went away — goes through `respondLocal` or the upstream
+ * handler, so the access log, metrics and trace always see a finished request.
+ */
+
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { CompiledBind } from '../engine/compiled.ts'
+import type { CompiledPolicySet, PolicyOutcome, PolicyPhase } from '../policy/types.ts'
+import type { TraceHub } from '../trace/hub.ts'
+import type { UpstreamPools } from '../http/upstream-pools.ts'
+import { RequestContext } from './context.ts'
+import { hostOnly } from '../routing/hostname.ts'
+import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
+import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
+import { callUpstream } from '../http/upstream-call.ts'
+import { respondLocal } from './respond.ts'
+
+/** What the pipeline needs from the engine that runs it. */
+export interface PipelineRuntime {
+  hub: TraceHub
+  pools: UpstreamPools
+  /** `env` of every snapshot: `{}` standalone, `{podName, namespace, gateway}` in a cluster. */
+  env: Record<string, string>
+  /** Cap on bytes captured per body snapshot. */
+  traceBodyLimit: number
+  /** Called once per request when the response is complete or abandoned. */
+  onRequestEnd: ((ctx: RequestContext) => void) | null
+  /** Called when a request fails inside the proxy (a bug or an unexpected condition). */
+  onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
+}
+
+export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade']): void {
+  const hostname = hostOnly(req.headers.host)
+  const ctx = new RequestContext({
+    req,
+    res,
+    listener: bind.selectListener(hostname),
+    scheme: bind.ir.protocol === 'HTTPS' ? 'https' : 'http',
+    hostname,
+    tracer: rt.hub.armed ? rt.hub.begin() : null
+  })
+  if (upgrade != null) ctx.upgrade = upgrade
+  res.once('close', () => finish(rt, ctx))
+  run(rt, ctx).catch(err => {
+    rt.onInternalError?.(err, ctx)
+    if (!res.headersSent) respondLocal(rt, ctx, 500, 'internal error', 'Internal', String((err as Error)?.message ?? err))
+    else res.destroy()
+  })
+}
+
+async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
+  const { req, listener } = ctx
+  const tracer = ctx.tracer
+  tracer?.emit({ type: 'requestStarted' })
+  tracer?.emit({ type: 'requestSnapshot', stage: 'initial request', requestState: requestSnapshot(ctx, rt.env, { initial: true }) })
+
+  ctx.headers = endToEndHeaders(req.headers)
+  addForwardedHeaders(ctx.headers, req.socket.remoteAddress, ctx.scheme, ctx.host)
+
+  // Gateway phase.
+  let outcome = await runPhase(ctx, 'gateway', listener.policies)
+  ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'gateway policies', requestState: requestSnapshot(ctx, rt.env, {}) })
+  if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
+
+  // Route selection.
+  const selection = listener.table.select(ctx.hostname, { method: ctx.method, path: ctx.path, query: ctx.query, headers: req.headers }, ctx.tracer !== null)
+  ctx.route = selection.route
+  if (ctx.tracer !== null) {
+    ctx.tracer.emit({ type: 'routeSelection', selectedRoute: ctx.routeKey, evaluatedRoutes: selection.evaluated }, { severity: ctx.route === null ? 'error' : 'info' })
+    claimTrace(rt, ctx)
+  }
+  const route = ctx.route
+  if (route === null) return respondLocal(rt, ctx, 404, 'route not found', 'NotFound')
+
+  // Route phase.
+  outcome = await runPhase(ctx, 'route', route.policies)
+  ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'route policies', requestState: requestSnapshot(ctx, rt.env, {}) })
+  if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
+
+  // Backend choice and backend phase.
+  const ref = route.backends.pick()
+  if (ref === null) return respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends')
+  ctx.backendRef = ref
+  if (ref.backend === undefined || ref.backend.kind === 'invalid') {
+    const why = ref.backend?.invalidReason ?? `backend ${ref.ir.backend} does not exist`
+    return respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends', why)
+  }
+  ctx.backend = ref.backend
+  outcome = await runPhase(ctx, 'backend', ref.policies)
+  ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
+  if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
+
+  if (ctx.res.destroyed) return // the client left while policies ran
+  callUpstream(rt, ctx)
+}
+
+/**
+ * Runs one phase's request hooks in order. Returns the first outcome that ends the request,
+ * or null to go on. Synchronous policies never wait on a promise.
+ */
+async function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicySet): Promise<Exclude<PolicyOutcome, { action: 'continue' }> | null> {
+  ctx.phases.push({ phase, set })
+  ctx.tracer?.emit({ type: 'policySelection', phase, effectivePolicy: effectivePolicy(set) })
+  if (set.empty) return null
+  for (const policy of set.policies) {
+    if (policy.onRequest === undefined) continue
+    let out = policy.onRequest(ctx)
+    if (out instanceof Promise) out = await out
+    if (out.action === 'respond') return out
+  }
+  return null
+}
+
+function respondFromPolicy (rt: PipelineRuntime, ctx: RequestContext, outcome: Exclude<PolicyOutcome, { action: 'continue' }>): void {
+  respondLocal(rt, ctx, outcome.status, outcome.body, outcome.reason, null, outcome.headers)
+}
+
+/** Offers a traced request to the armed watchers; unclaimed traces are dropped. */
+export function claimTrace (rt: PipelineRuntime, ctx: RequestContext): void {
+  const tracer = ctx.tracer
+  if (tracer === null || tracer.claimed) return
+  const ok = rt.hub.claim(tracer, { method: ctx.method, host: ctx.hostname, path: ctx.originalPath, route: ctx.routeKey, headers: ctx.req.headers })
+  if (!ok) ctx.tracer = null
+}
+
+function finish (rt: PipelineRuntime, ctx: RequestContext): void {
+  if (!ctx.res.writableFinished && !ctx.upgraded && ctx.reason !== 'DownstreamClosed') {
+    ctx.reason = 'DownstreamClosed'
+    ctx.error ??= 'client closed the connection before the response completed'
+  }
+  ctx.done = true
+  ctx.abortUpstream?.()
+  if (ctx.tracer !== null) {
+    claimTrace(rt, ctx)
+    ctx.tracer?.emit({ type: 'requestFinished' }, { severity: ctx.reason === 'DownstreamClosed' || ctx.status >= 500 ? 'error' : ctx.status >= 400 ? 'warn' : 'info' })
+  }
+  rt.onRequestEnd?.(ctx)
+}

@@ -1,0 +1,82 @@
+/**
+ * Policies: their IR (plain data, as written in config or pushed by the controller) and the
+ * contract a policy implementation fulfils in the pipeline.
+ */
+
+import type { RequestContext } from '../pipeline/context.ts'
+
+/**
+ * Every policy kind a trace reports in `policySelection.effectivePolicy`, in the order the
+ * seed lists them. The trace always carries exactly these keys, `null` where not applied.
+ */
+export const EFFECTIVE_POLICY_KEYS = [
+  'localRateLimit',
+  'remoteRateLimit',
+  'authorization',
+  'jwt',
+  'oidc',
+  'basicAuth',
+  'apiKey',
+  'extAuthz',
+  'extProc',
+  'transformation',
+  'csrf',
+  'directResponse',
+  'requestHeaderModifier',
+  'responseHeaderModifier',
+  'requestRedirect',
+  'urlRewrite',
+  'cors'
+] as const
+
+export type PolicyKind = typeof EFFECTIVE_POLICY_KEYS[number]
+
+export type PolicyPhase = 'gateway' | 'route' | 'backend'
+
+/** Gateway API HTTPHeaderFilter semantics: set, then add, then remove. */
+export interface HeaderModifierIR {
+  add?: Record<string, string>
+  set?: Record<string, string>
+  remove?: string[]
+}
+
+export interface DirectResponseIR {
+  status: number
+  body?: string
+  headers?: Record<string, string>
+}
+
+/** The policies implemented so far, by kind. Each kind's IR is JSON-safe. */
+export interface PolicyIRByKind {
+  requestHeaderModifier: HeaderModifierIR
+  responseHeaderModifier: HeaderModifierIR
+  directResponse: DirectResponseIR
+}
+
+export type ImplementedPolicyKind = keyof PolicyIRByKind
+
+export type PolicySetIR = { [K in ImplementedPolicyKind]?: PolicyIRByKind[K] }
+
+/**
+ * What a policy does to a request. `continue` lets the pipeline go on; `respond` ends the
+ * request here with a local response (the trace still completes).
+ */
+export type PolicyOutcome =
+  | { action: 'continue' }
+  | { action: 'respond', status: number, body: string, headers?: Record<string, string>, reason: string }
+
+/** A policy compiled from its IR, ready for the hot path. */
+export interface CompiledPolicy {
+  readonly kind: PolicyKind
+  /** Runs in the request phase it is attached to. */
+  onRequest?(ctx: RequestContext): PolicyOutcome | Promise<PolicyOutcome>
+  /** Runs on the way back, before the response headers go to the client (reverse phase order). */
+  onResponse?(ctx: RequestContext): void
+}
+
+/** A phase's compiled policies in execution order, plus the IR for the trace. */
+export interface CompiledPolicySet {
+  readonly policies: readonly CompiledPolicy[]
+  readonly ir: PolicySetIR
+  readonly empty: boolean
+}

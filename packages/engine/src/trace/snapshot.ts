@@ -1,0 +1,128 @@
+/**
+ * Snapshot state (`requestState`) as the seed's "Snapshot state" table describes: request,
+ * source, backend, response, proxy and env. Built only for traced requests.
+ */
+
+import type { RequestContext } from '../pipeline/context.ts'
+import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { CompiledPolicySet } from '../policy/types.ts'
+import { EFFECTIVE_POLICY_KEYS } from '../policy/types.ts'
+import { formatSeconds } from '../util/duration.ts'
+
+/** Headers whose values never appear in traces: credentials and session material. */
+export const SENSITIVE_HEADERS = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+  'x-api-key',
+  'api-key'
+])
+
+export const REDACTED = '<redacted>'
+
+export function flattenHeaders (headers: HeaderMap | Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const name of Object.keys(headers).sort()) {
+    const value = headers[name]
+    if (value === undefined) continue
+    out[name] = SENSITIVE_HEADERS.has(name) ? REDACTED : Array.isArray(value) ? value.join(', ') : value
+  }
+  return out
+}
+
+function requestPart (ctx: RequestContext, initial: boolean) {
+  const path = initial ? ctx.originalPath : ctx.path
+  const pathAndQuery = ctx.query === '' ? path : `${path}?${ctx.query}`
+  return {
+    method: ctx.method,
+    uri: `${ctx.scheme}://${ctx.host}${pathAndQuery}`,
+    path,
+    pathAndQuery,
+    host: ctx.host,
+    scheme: ctx.scheme,
+    version: `HTTP/${ctx.req.httpVersion}`,
+    headers: flattenHeaders(initial ? ctx.req.headers : ctx.headers),
+    startTime: new Date(ctx.startTime).toISOString()
+  }
+}
+
+function sourcePart (ctx: RequestContext) {
+  const raw = ctx.req.socket.remoteAddress ?? ''
+  const port = ctx.req.socket.remotePort ?? 0
+  return {
+    address: raw.startsWith('::ffff:') ? raw.slice(7) : raw,
+    port,
+    rawAddress: raw,
+    rawPort: port
+  }
+}
+
+export function requestSnapshot (ctx: RequestContext, env: Record<string, string>, options: { initial?: boolean, backend?: boolean }): Record<string, unknown> {
+  const state: Record<string, unknown> = {
+    request: requestPart(ctx, options.initial === true),
+    source: sourcePart(ctx)
+  }
+  if (options.backend === true && ctx.backend !== null) {
+    state.backend = { name: ctx.backend.name, type: ctx.backend.kind, protocol: 'http' }
+  }
+  state.env = env
+  return state
+}
+
+export function responseSnapshot (ctx: RequestContext, env: Record<string, string>, withDurations: boolean): Record<string, unknown> {
+  const state: Record<string, unknown> = {
+    response: { code: ctx.status, headers: flattenHeaders(ctx.responseHeaders) }
+  }
+  if (withDurations) {
+    state.proxy = {
+      requestProcessingDuration: formatSeconds(Math.max(0, ctx.upstreamStart - ctx.startMono)),
+      upstreamDuration: formatSeconds(Math.max(0, ctx.upstreamHeadersAt - ctx.upstreamStart))
+    }
+  }
+  state.env = env
+  return state
+}
+
+/** The 17 keys, each the phase's policy IR or null. */
+export function effectivePolicy (set: CompiledPolicySet): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  const ir = set.ir as Record<string, unknown>
+  for (const key of EFFECTIVE_POLICY_KEYS) out[key] = ir[key] ?? null
+  return out
+}
+
+/** Caps a body copy for `bodySnapshot`; base64 at the end. */
+export class BodyTap {
+  private readonly chunks: Buffer[] = []
+  private size = 0
+  truncated = false
+  private readonly limit: number
+  constructor (limit: number) {
+    this.limit = limit
+  }
+
+  push (chunk: Buffer): void {
+    if (this.size >= this.limit) {
+      this.truncated = true
+      return
+    }
+    const room = this.limit - this.size
+    if (chunk.length > room) {
+      this.chunks.push(Buffer.from(chunk.subarray(0, room)))
+      this.size = this.limit
+      this.truncated = true
+    } else {
+      this.chunks.push(Buffer.from(chunk))
+      this.size += chunk.length
+    }
+  }
+
+  get empty (): boolean {
+    return this.size === 0 && !this.truncated
+  }
+
+  toBase64 (): string {
+    return Buffer.concat(this.chunks).toString('base64')
+  }
+}

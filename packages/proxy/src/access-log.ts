@@ -1,0 +1,21 @@
+/** The fields of the one access-log line written per request. */
+
+import type { RequestContext } from '@portico/engine'
+
+export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
+  const fields: Record<string, unknown> = {
+    gateway: ctx.listener.ir.gateway,
+    listener: ctx.listener.ir.name,
+    route: ctx.routeKey,
+    backend: ctx.backend?.name ?? null,
+    src: ctx.req.socket.remoteAddress,
+    method: ctx.method,
+    host: ctx.host,
+    path: ctx.originalPath,
+    status: ctx.status,
+    reason: ctx.reason,
+    duration: `${Math.round((performance.now() - ctx.startMono) * 1000) / 1000}ms`
+  }
+  if (ctx.error !== null) fields.error = ctx.error
+  return fields
+}

@@ -1,0 +1,5 @@
+export { Portico, type PorticoOptions, type ReloadRecord } from './portico.ts'
+export { Logs, parseLogFilter, formatLogFilter } from './logging.ts'
+export { resolveSettings, parseAddress, type Settings } from './settings.ts'
+export { ListenerManager } from './listeners.ts'
+export { main } from './cli.ts'

@@ -1,0 +1,165 @@
+/**
+ * The data-plane sockets: one HTTP or HTTPS server per bind of the IR. A config change opens
+ * new binds before the engine switches config (so a port that cannot be bound rejects the
+ * change and nothing moves), keeps unchanged binds and their connections, and drains binds
+ * that went away.
+ */
+
+import http from 'node:http'
+import https from 'node:https'
+import type { Socket } from 'node:net'
+import type { Logger } from 'pino'
+import type { BindIR, Engine, ProxyIR } from '@portico/engine'
+import { PorticoError } from '@portico/engine'
+
+interface BoundServer {
+  bind: BindIR
+  server: http.Server
+  /** Open client connections, for draining and for /debug/tasks. */
+  sockets: Set<Socket>
+  /** Requests in progress on this server. */
+  active: number
+}
+
+export interface ListenerSnapshot {
+  key: string
+  address: string
+  port: number
+  protocol: string
+  connections: number
+  activeRequests: number
+}
+
+export class ListenerManager {
+  private readonly servers = new Map<string, BoundServer>()
+  private readonly engine: Engine
+  private readonly log: Logger
+
+  constructor (engine: Engine, log: Logger) {
+    this.engine = engine
+    this.log = log
+  }
+
+  /**
+   * Opens the binds of `ir` that are not open yet, then calls `commit` (which installs the
+   * config), then closes binds `ir` no longer has. If a new bind fails, the ones just opened
+   * are closed again and the error is thrown: the old config keeps serving.
+   */
+  async apply (ir: ProxyIR, commit: () => void): Promise<void> {
+    const wanted = new Map(ir.binds.map(b => [b.key, b]))
+    const opened: BoundServer[] = []
+    try {
+      for (const bind of ir.binds) {
+        const existing = this.servers.get(bind.key)
+        if (existing !== undefined) continue
+        opened.push(await this.open(bind))
+      }
+    } catch (err) {
+      await Promise.all(opened.map(s => this.closeServer(s, 0)))
+      throw err
+    }
+    for (const s of opened) this.servers.set(s.bind.key, s)
+    commit()
+    for (const [key, s] of this.servers) {
+      const bind = wanted.get(key)
+      if (bind === undefined) {
+        this.servers.delete(key)
+        this.log.info({ bind: key }, 'closing listener removed from config')
+        void this.closeServer(s, 30_000)
+        continue
+      }
+      if (bind.tls !== undefined && (s.bind.tls?.cert !== bind.tls.cert || s.bind.tls?.key !== bind.tls.key)) {
+        ;(s.server as https.Server).setSecureContext({ cert: bind.tls.cert, key: bind.tls.key })
+      }
+      s.bind = bind
+    }
+  }
+
+  private async open (bind: BindIR): Promise<BoundServer> {
+    const options: http.ServerOptions = {
+      // Bodies may stream for a long time (uploads, SSE); only slow header delivery is cut.
+      requestTimeout: 0,
+      headersTimeout: 60_000,
+      keepAliveTimeout: 65_000,
+      // Leave header size policing to Node's default (16 KiB); parse errors get a 400.
+      noDelay: true
+    }
+    const server: http.Server = bind.protocol === 'HTTPS'
+      ? https.createServer({ ...options, cert: bind.tls?.cert, key: bind.tls?.key })
+      : http.createServer(options)
+    const entry: BoundServer = { bind, server, sockets: new Set(), active: 0 }
+    const handle = this.engine.handler(bind.key)
+    server.on('request', (req, res) => {
+      entry.active++
+      res.once('close', () => { entry.active-- })
+      handle(req, res)
+    })
+    server.on('upgrade', this.engine.upgradeHandler(bind.key))
+    server.on('connection', (socket: Socket) => {
+      entry.sockets.add(socket)
+      socket.once('close', () => entry.sockets.delete(socket))
+    })
+    server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+      // Malformed requests get a 400 and never reach the pipeline.
+      if (socket.writable && !(socket as Socket & { _httpMessage?: unknown })._httpMessage) {
+        const body = 'bad request'
+        socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
+      } else {
+        socket.destroy()
+      }
+      this.log.debug({ bind: bind.key, err: err.code ?? err.message }, 'malformed request')
+    })
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException) => {
+        reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${bind.key}: ${err.code ?? err.message}`, { cause: err }))
+      }
+      server.once('error', onError)
+      server.listen({ host: bind.address, port: bind.port }, () => {
+        server.off('error', onError)
+        server.on('error', err => this.log.error({ err, bind: bind.key }, 'listener error'))
+        resolve()
+      })
+    })
+    return entry
+  }
+
+  /** Stops accepting, lets in-flight requests finish for up to `deadlineMs`, then cuts the rest. */
+  private async closeServer (s: BoundServer, deadlineMs: number): Promise<void> {
+    const closed = new Promise<void>(resolve => s.server.close(() => resolve()))
+    s.server.closeIdleConnections()
+    // Keep-alive connections that become idle after their last response are closed too.
+    const sweep = setInterval(() => s.server.closeIdleConnections(), 100)
+    const deadline = new Promise<void>(resolve => setTimeout(resolve, deadlineMs).unref())
+    await Promise.race([closed, deadline])
+    clearInterval(sweep)
+    s.server.closeAllConnections()
+    for (const socket of s.sockets) socket.destroy()
+    await closed
+  }
+
+  /** Stops accepting on every bind and drains (SIGTERM, /quitquitquit). */
+  async drain (deadlineMs: number): Promise<void> {
+    const all = [...this.servers.values()]
+    this.servers.clear()
+    await Promise.all(all.map(s => this.closeServer(s, deadlineMs)))
+  }
+
+  snapshot (): ListenerSnapshot[] {
+    return [...this.servers.values()].map(s => ({
+      key: s.bind.key,
+      address: s.bind.address,
+      port: s.bind.port,
+      protocol: s.bind.protocol,
+      connections: s.sockets.size,
+      activeRequests: s.active
+    }))
+  }
+
+  /** Actual bound ports (useful when a config asked for port 0 in tests). */
+  addresses (): Array<{ key: string, protocol: string, address: string, port: number }> {
+    return [...this.servers.values()].map(s => {
+      const a = s.server.address()
+      return { key: s.bind.key, protocol: s.bind.protocol, address: s.bind.address, port: typeof a === 'object' && a !== null ? a.port : s.bind.port }
+    })
+  }
+}

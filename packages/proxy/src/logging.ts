@@ -1,0 +1,109 @@
+/**
+ * Logs with pino. One root logger; each component (`portico`, `config`, `engine`, `request`
+ * for access logs, `admin`, ...) gets a child whose level follows a filter such as
+ * `info,config=debug` — the same syntax /logging accepts at run time.
+ */
+
+import { pino, type Logger, type LevelWithSilent } from 'pino'
+import pinoPretty from 'pino-pretty'
+import { PorticoError } from '@portico/engine'
+
+export const LEVELS = ['error', 'warn', 'info', 'debug', 'trace', 'off'] as const
+export type LevelName = typeof LEVELS[number]
+
+export interface LogFilter {
+  global: LevelName
+  modules: Map<string, LevelName>
+}
+
+/** Parses `info`, `info,engine=debug` or `engine:debug` (both separators accepted). */
+export function parseLogFilter (text: string): LogFilter {
+  const filter: LogFilter = { global: 'info', modules: new Map() }
+  let sawGlobal = false
+  for (const raw of text.split(',')) {
+    const part = raw.trim()
+    if (part === '') continue
+    const sep = part.search(/[=:]/)
+    if (sep === -1) {
+      filter.global = checkLevel(part, text)
+      sawGlobal = true
+    } else {
+      const module = part.slice(0, sep).trim()
+      if (module === '') throw badFilter(text, `"${part}" has no module name`)
+      filter.modules.set(module, checkLevel(part.slice(sep + 1).trim(), text))
+    }
+  }
+  if (!sawGlobal && filter.modules.size === 0) throw badFilter(text, 'empty filter')
+  return filter
+}
+
+function checkLevel (level: string, text: string): LevelName {
+  const l = level.toLowerCase()
+  if ((LEVELS as readonly string[]).includes(l)) return l as LevelName
+  throw badFilter(text, `unknown level "${level}"`)
+}
+
+function badFilter (text: string, why: string): PorticoError {
+  return new PorticoError('PORTICO_BAD_LOG_LEVEL', `invalid log level "${text}": ${why}; use one of ${LEVELS.join(', ')}, or a filter such as info,engine=debug`)
+}
+
+export function formatLogFilter (f: LogFilter): string {
+  return [f.global, ...[...f.modules].map(([m, l]) => `${m}=${l}`)].join(',')
+}
+
+const toPino = (l: LevelName): LevelWithSilent => l === 'off' ? 'silent' : l
+
+export class Logs {
+  readonly root: Logger
+  private filter: LogFilter
+  private readonly children = new Map<string, Logger>()
+  private readonly destination: ReturnType<typeof pino.destination> | undefined
+
+  constructor (options: { level: string, format: 'json' | 'text', stream?: NodeJS.WritableStream }) {
+    this.filter = parseLogFilter(options.level)
+    const base = { level: 'trace', base: { pid: process.pid }, timestamp: pino.stdTimeFunctions.isoTime }
+    if (options.stream !== undefined) {
+      this.root = pino(base, options.stream)
+    } else if (options.format === 'text') {
+      // pino-pretty in the same thread: readable logs for people at a terminal.
+      this.root = pino(base, pinoPretty({ sync: true, colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }))
+    } else {
+      this.destination = pino.destination({ dest: 1, sync: false })
+      this.root = pino(base, this.destination)
+    }
+  }
+
+  /** The logger of a component; its level follows the current filter. */
+  for (component: string): Logger {
+    let child = this.children.get(component)
+    if (child === undefined) {
+      child = this.root.child({ component })
+      child.level = toPino(this.levelOf(component))
+      this.children.set(component, child)
+    }
+    return child
+  }
+
+  levelOf (component: string): LevelName {
+    return this.filter.modules.get(component) ?? this.filter.global
+  }
+
+  get current (): string {
+    return formatLogFilter(this.filter)
+  }
+
+  /** Replaces the filter (throws PORTICO_BAD_LOG_LEVEL on bad input, changing nothing). */
+  set (text: string): void {
+    this.filter = parseLogFilter(text)
+    for (const [component, child] of this.children) child.level = toPino(this.levelOf(component))
+  }
+
+  flush (): void {
+    try {
+      this.destination?.flushSync()
+    } catch {
+      // nothing more we can do at exit
+    }
+  }
+}
+

@@ -1,0 +1,64 @@
+/**
+ * Process settings: the config file's `config:` section and environment variables, with
+ * defaults. An environment variable wins over the file, so one file can serve several
+ * instances (each with its own ADMIN_ADDR, say). Read once at start; not hot-reloaded.
+ */
+
+import type { StaticConfig } from '@portico/engine'
+import { parseDuration } from '@portico/engine'
+
+export interface Address {
+  host: string
+  port: number
+}
+
+export interface Settings {
+  /** null = off. */
+  adminAddr: Address | null
+  statsAddr: Address | null
+  readinessAddr: Address | null
+  logLevel: string
+  logFormat: 'json' | 'text'
+  /** How long SIGTERM waits for in-flight requests before closing connections. */
+  drainTimeoutMs: number
+}
+
+export const DEFAULTS = {
+  adminAddr: '127.0.0.1:15000',
+  statsAddr: '0.0.0.0:15020',
+  readinessAddr: '0.0.0.0:15021',
+  logLevel: 'info',
+  drainTimeout: '10s'
+} as const
+
+export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isTTY: boolean): Settings {
+  const pick = (envName: string, fromFile: string | undefined, fallback: string): string =>
+    nonEmpty(env[envName]) ?? fromFile ?? fallback
+  const format = pick('LOG_FORMAT', file.logging?.format, isTTY ? 'text' : 'json')
+  return {
+    adminAddr: parseAddress(pick('ADMIN_ADDR', file.adminAddr, DEFAULTS.adminAddr), 'ADMIN_ADDR'),
+    statsAddr: parseAddress(pick('STATS_ADDR', file.statsAddr, DEFAULTS.statsAddr), 'STATS_ADDR'),
+    readinessAddr: parseAddress(pick('READINESS_ADDR', file.readinessAddr, DEFAULTS.readinessAddr), 'READINESS_ADDR'),
+    logLevel: pick('LOG_LEVEL', file.logging?.level, DEFAULTS.logLevel),
+    logFormat: format === 'text' ? 'text' : 'json',
+    drainTimeoutMs: parseDuration(pick('DRAIN_TIMEOUT', file.drainTimeout, DEFAULTS.drainTimeout))
+  }
+}
+
+function nonEmpty (v: string | undefined): string | undefined {
+  return v === undefined || v === '' ? undefined : v
+}
+
+/** `127.0.0.1:15000`, `[::]:15020`, `localhost:1`, `:15000` (all interfaces) or `off`. */
+export function parseAddress (text: string, name = 'address'): Address | null {
+  if (text === 'off') return null
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]*)):(\d{1,5})$/.exec(text)
+  if (m === null) throw new Error(`${name}: invalid address "${text}" (want host:port or off)`)
+  const port = Number(m[3])
+  if (port > 65535) throw new Error(`${name}: port out of range in "${text}"`)
+  return { host: m[1] ?? (m[2] === '' ? '0.0.0.0' : m[2]!), port }
+}
+
+export function formatAddress (a: Address): string {
+  return a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`
+}
