@@ -16,6 +16,11 @@ function Opt<T extends TSchema> (schema: T) {
   return Type.Optional(schema)
 }
 
+/** A string from a fixed set, as a JSON Schema `enum` (clear errors, editor completion). */
+function StringEnum<const T extends readonly string[]> (values: T, options: { description?: string } = {}) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options })
+}
+
 const Duration = Type.String({ pattern: DURATION_PATTERN, description: 'A duration such as 500ms, 10s, 1m or 1m30s.' })
 
 const HeaderName = Type.String({ minLength: 1, pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$', description: 'An HTTP header name.' })
@@ -97,7 +102,7 @@ export const RouteBackendSchema = Type.Object({
 export const RouteSchema = Type.Object({
   name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique); shown in traces, logs and metrics.' })),
   namespace: Opt(Type.String({ minLength: 1 })),
-  gateways: Opt(Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1 })], { description: 'Gateways the route attaches to; default: the gateway named "default".' })),
+  gateways: Opt(Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1 })], { description: 'a gateway name or a list of them; default: the gateway named "default".' })),
   hostnames: Opt(Type.Array(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$' }), { description: 'Host names the route serves; a leading *. is a wildcard. Empty: any.' })),
   matches: Opt(Type.Array(RouteMatchSchema, { description: 'Any match selects the route. Default: pathPrefix /.' })),
   policies: Opt(RoutePoliciesSchema),
@@ -106,7 +111,7 @@ export const RouteSchema = Type.Object({
 
 export const GatewaySchema = Type.Object({
   port: Type.Integer({ minimum: 1, maximum: 65535, description: 'Listener port.' }),
-  protocol: Opt(Type.Union([Type.Literal('HTTP'), Type.Literal('HTTPS')], { description: 'Default HTTP.' })),
+  protocol: Opt(StringEnum(['HTTP', 'HTTPS'], { description: 'Listener protocol; default HTTP.' })),
   address: Opt(Type.String({ minLength: 1, description: 'Bind address; default 0.0.0.0 (all IPv4 interfaces).' })),
   hostname: Opt(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$', description: 'Only requests for this host (wildcard *. allowed) use this gateway; gateways on one port are told apart by it.' })),
   tls: Opt(Type.Object({
@@ -118,7 +123,7 @@ export const GatewaySchema = Type.Object({
 
 export const LoggingSchema = Type.Object({
   level: Opt(Type.String({ description: 'error, warn, info, debug, trace, or a filter such as info,engine=debug. Env LOG_LEVEL.' })),
-  format: Opt(Type.Union([Type.Literal('json'), Type.Literal('text')], { description: 'Default json. Env LOG_FORMAT.' }))
+  format: Opt(StringEnum(['json', 'text'], { description: 'Default: text on a terminal, json otherwise. Env LOG_FORMAT.' }))
 }, strict)
 
 export const StaticConfigSchema = Type.Object({

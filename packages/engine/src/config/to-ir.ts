@@ -46,11 +46,8 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
   ;(config.routes ?? []).forEach((route, index) => {
     const path: Path = ['routes', index]
     const ir = translateRoute(route, index, path, backends, report)
-    if (ir === undefined) return
-    if (routeKeys.has(ir.key)) {
-      report([...path, 'name'], `duplicate route name "${ir.key}"`)
-      return
-    }
+    const duplicate = routeKeys.has(ir.key)
+    if (duplicate) report([...path, 'name'], `duplicate route name "${ir.key}"`)
     routeKeys.add(ir.key)
 
     const explicit = route.gateways !== undefined
@@ -70,7 +67,7 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
         report([...path, 'hostnames'], `none of the route's hostnames is served by gateway "${gwName}" (hostname ${listener.hostname ?? ''})`)
         continue
       }
-      listener.routes.push({ ...ir, hostnames })
+      if (!duplicate) listener.routes.push({ ...ir, hostnames })
     }
   })
 
@@ -170,11 +167,10 @@ function translateRoute (
   path: Path,
   backends: Map<string, BackendIR>,
   report: (path: Path, message: string) => void
-): RouteIR | undefined {
+): RouteIR {
   const name = route.name ?? `route${index}`
   const key = route.namespace !== undefined ? `${route.namespace}/${name}` : name
-  let ok = true
-  const fail = (p: Path, message: string) => { ok = false; report(p, message) }
+  const fail = report
 
   const matches: RouteMatchIR[] = (route.matches ?? [{}]).map((m, i) => translateMatch(m, [...path, 'matches', i], fail))
 
@@ -202,7 +198,7 @@ function translateRoute (
     if (timeout.requestTimeout !== undefined) ir.timeouts.requestMs = parseDuration(timeout.requestTimeout)
     if (timeout.backendRequestTimeout !== undefined) ir.timeouts.backendRequestMs = parseDuration(timeout.backendRequestTimeout)
   }
-  return ok ? ir : undefined
+  return ir
 }
 
 function translateMatch (m: RouteMatchConfig, path: Path, fail: (p: Path, message: string) => void): RouteMatchIR {
@@ -280,7 +276,8 @@ export function parseHostTarget (text: string): { protocol: 'http' | 'https', ho
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') return `unsupported scheme "${url.protocol.slice(0, -1)}" in "${text}": use http or https`
   if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '') return `"${text}" must be only scheme, host and port (no path)`
-  if (!hasScheme && url.port === '') return `"${text}" needs a port: host:port`
+  // URL drops a port equal to the scheme's default (":80"), so look at the text itself.
+  if (!hasScheme && !/:\d+$/.test(text)) return `"${text}" needs a port: host:port`
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname
   const protocol = url.protocol === 'https:' ? 'https' : 'http'
   const port = url.port !== '' ? Number(url.port) : protocol === 'https' ? 443 : 80

@@ -1,0 +1,133 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { loadConfigText, formatDiagnostic } from '../src/index.ts'
+
+function errors (yaml: string, readFile?: (p: string) => string): string[] {
+  const result = loadConfigText(yaml, { baseDir: '/cfg', ...(readFile !== undefined ? { readFile } : {}) })
+  assert.equal(result.ok, false, 'expected the config to be rejected')
+  if (result.ok) return []
+  return result.diagnostics.map(d => formatDiagnostic('c.yaml', d))
+}
+
+test('a valid file loads', () => {
+  const result = loadConfigText('gateways: {default: {port: 3000}}\nroutes: [{backends: [{host: "127.0.0.1:8080"}]}]\n', { baseDir: '/' })
+  assert.equal(result.ok, true)
+})
+
+test('an empty file is a valid config with nothing in it', () => {
+  const result = loadConfigText('', { baseDir: '/' })
+  assert.equal(result.ok, true)
+  if (result.ok) assert.deepEqual(result.config.ir.binds, [])
+})
+
+test('unknown keys are errors with position and a did-you-mean', () => {
+  assert.deepEqual(errors([
+    'gateways:',
+    '  default:',
+    '    port: 3000',
+    'routes:',
+    '  - name: a',
+    '    backends:',
+    '      - hots: 127.0.0.1:8080',
+    '    polices: {}'
+  ].join('\n')), [
+    'c.yaml:7:9: routes[0].backends[0].hots: unknown field "hots"; did you mean "host"?',
+    'c.yaml:8:5: routes[0].polices: unknown field "polices"; did you mean "policies"?'
+  ])
+})
+
+test('an unknown key far from any known one lists the known fields', () => {
+  const [line] = errors('gateways:\n  default:\n    port: 3000\n    zzzzzzzz: 1\n')
+  assert.match(line!, /^c\.yaml:4:5: gateways\.default\.zzzzzzzz: unknown field "zzzzzzzz" \(known fields: port, protocol, address, hostname, tls, policies\)$/)
+})
+
+test('type, enum, range and required errors name the field and line', () => {
+  assert.deepEqual(errors([
+    'gateways:',
+    '  default:',
+    '    port: "3000"',
+    '    protocol: HTTP2',
+    '  other:',
+    '    protocol: HTTP',
+    'routes:',
+    '  - backends: [{host: "a:1", weight: -1}]'
+  ].join('\n')), [
+    'c.yaml:3:5: gateways.default.port: must be an integer, got string "3000"',
+    'c.yaml:4:5: gateways.default.protocol: must be one of: HTTP, HTTPS',
+    'c.yaml:5:3: gateways.other: missing required field "port"',
+    'c.yaml:8:30: routes[0].backends[0].weight: must be >= 0'
+  ])
+})
+
+test('semantic errors: match forms, regexes, hosts, gateways, duplicates', () => {
+  assert.deepEqual(errors([
+    'gateways: {default: {port: 3000}}',
+    'routes:',
+    '  - name: a',
+    '    matches:',
+    '      - path: {exact: /x, pathPrefix: /y}',
+    '      - path: {regex: "(["}',
+    '        query: [{name: q, value: {}}]',
+    '  - name: a',
+    '    gateways: [default, missing]',
+    '    backends:',
+    '      - host: 127.0.0.1',
+    '      - host: "ftp://h:1"',
+    '      - host: "http://h:1/path"',
+    '      - {weight: 1}'
+  ].join('\n')), [
+    'c.yaml:5:9: routes[0].matches[0].path: needs exactly one of exact, pathPrefix or regex (got exact, pathPrefix)',
+    'c.yaml:6:16: routes[0].matches[1].path.regex: invalid regular expression: Invalid regular expression: /([/u: Unterminated character class',
+    'c.yaml:7:27: routes[0].matches[1].query[0].value: needs exactly one of exact or regex',
+    'c.yaml:8:5: routes[1].name: duplicate route name "a"',
+    'c.yaml:9:5: routes[1].gateways: no gateway named "missing" (gateways: default)',
+    'c.yaml:11:9: routes[1].backends[0].host: "127.0.0.1" needs a port: host:port',
+    'c.yaml:12:9: routes[1].backends[1].host: unsupported scheme "ftp" in "ftp://h:1": use http or https',
+    'c.yaml:13:9: routes[1].backends[2].host: "http://h:1/path" must be only scheme, host and port (no path)',
+    'c.yaml:14:9: routes[1].backends[3]: needs exactly one backend kind: host'
+  ])
+})
+
+test('a route without gateways needs a gateway named default', () => {
+  assert.deepEqual(errors('gateways: {public: {port: 3000}}\nroutes:\n  - name: r\n'), [
+    'c.yaml:3:5: routes[0]: no gateway named "default"; a route without "gateways" attaches to it (gateways: public)'
+  ])
+})
+
+test('gateways sharing a port must agree on protocol and differ in hostname', () => {
+  assert.deepEqual(errors([
+    'gateways:',
+    '  a: {port: 3000}',
+    '  b: {port: 3000}',
+    '  c: {port: 3000, hostname: x.example.com, protocol: HTTPS, tls: {cert: c.pem, key: k.pem}}'
+  ].join('\n'), () => '-----BEGIN X-----'), [
+    'c.yaml:3:3: gateways.b: port 3000 is already used by gateway "a" for any host; gateways sharing a port need distinct hostnames',
+    'c.yaml:4:44: gateways.c.protocol: port 3000 is already used by gateway "a" with protocol HTTP'
+  ])
+})
+
+test('HTTPS needs readable PEM files', () => {
+  const lines = errors('gateways:\n  s:\n    port: 3443\n    protocol: HTTPS\n    tls: {cert: missing.pem, key: key.txt}\n', p => {
+    if (p.endsWith('key.txt')) return 'not pem'
+    throw Object.assign(new Error('nope'), { code: 'ENOENT' })
+  })
+  assert.deepEqual(lines, [
+    'c.yaml:5:11: gateways.s.tls.cert: cannot read /cfg/missing.pem: ENOENT',
+    'c.yaml:5:30: gateways.s.tls.key: /cfg/key.txt is not a PEM file'
+  ])
+})
+
+test('YAML syntax errors carry their position', () => {
+  const [line] = errors('gateways:\n  default:\n    port: 3000\n   bad: indent\n')
+  assert.match(line!, /^c\.yaml:4:\d+: YAML syntax: /)
+})
+
+test('duplicate keys are syntax errors', () => {
+  const [line] = errors('gateways:\n  default: {port: 1}\n  default: {port: 2}\n')
+  assert.match(line!, /^c\.yaml:3:3: YAML syntax: Map keys must be unique/)
+})
+
+test('bad durations are rejected by the schema', () => {
+  const [line] = errors('gateways: {default: {port: 1}}\nroutes:\n  - policies: {timeout: {requestTimeout: 10}}\n')
+  assert.match(line!, /^c\.yaml:3:\d+: routes\[0\]\.policies\.timeout\.requestTimeout: must be a string, got number 10$/)
+})
