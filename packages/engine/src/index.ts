@@ -15,3 +15,5 @@ export type { TraceEvent, TraceMessage, TraceSeverity, SnapshotStage } from './t
 export { RequestContext, type RequestReason } from './pipeline/context.ts'
 export { PorticoError, isPorticoError } from './util/errors.ts'
 export { parseDuration, formatSeconds } from './util/duration.ts'
+export { redactSecrets, REDACTED_VALUE } from './ir/redact.ts'
+export { BackendStats, type BackendStat } from './engine/backend-stats.ts'

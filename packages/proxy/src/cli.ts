@@ -80,13 +80,14 @@ export async function main (argv: string[]): Promise<void> {
     process.exit(1)
   }
   const log = logs.for('portico')
-  const portico = new Portico({ settings, logs, configPath: file })
+  const portico = new Portico({ settings, logs, configPath: file, onQuit: () => process.exit(0) })
 
   // Nothing a client or backend does may take the process down; a bug is logged, not fatal.
   process.on('uncaughtException', err => log.error({ err }, 'uncaught exception'))
   process.on('unhandledRejection', err => log.error({ err }, 'unhandled rejection'))
 
   try {
+    await portico.startServers()
     await portico.start(config, readFileSync(file, 'utf8'))
   } catch (err) {
     log.fatal({ err: (err as Error).message }, 'cannot start')

@@ -34,10 +34,13 @@ export class ListenerManager {
   private readonly servers = new Map<string, BoundServer>()
   private readonly engine: Engine
   private readonly log: Logger
+  /** Told of each accepted connection; returns what to call when it closes (metrics). */
+  private readonly onConnection: ((bind: string, protocol: string) => () => void) | undefined
 
-  constructor (engine: Engine, log: Logger) {
+  constructor (engine: Engine, log: Logger, onConnection?: (bind: string, protocol: string) => () => void) {
     this.engine = engine
     this.log = log
+    this.onConnection = onConnection
   }
 
   /**
@@ -95,9 +98,13 @@ export class ListenerManager {
       handle(req, res)
     })
     server.on('upgrade', this.engine.upgradeHandler(bind.key))
-    server.on('connection', (socket: Socket) => {
+    server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => {
       entry.sockets.add(socket)
-      socket.once('close', () => entry.sockets.delete(socket))
+      const closed = this.onConnection?.(bind.key, bind.protocol)
+      socket.once('close', () => {
+        entry.sockets.delete(socket)
+        closed?.()
+      })
     })
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       // Malformed requests get a 400 and never reach the pipeline.

@@ -11,6 +11,10 @@ import type { Logs } from './logging.ts'
 import type { Settings } from './settings.ts'
 import { accessLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'
+import { ProxyMetrics } from './metrics.ts'
+import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
+import { startAdminServer } from './admin/server.ts'
+import { formatAddress } from './settings.ts'
 
 export interface ReloadRecord {
   at: string
@@ -26,6 +30,16 @@ export interface PorticoOptions {
   configPath?: string
   /** `env` on trace snapshots (cluster mode); `{}` standalone. */
   env?: Record<string, string>
+  /** Called when /quitquitquit asks the process to stop (the CLI exits after shutdown). */
+  onQuit?: () => void
+}
+
+/** A child process the proxy runs (MCP stdio servers), for /debug/tasks. */
+export interface ChildProcessInfo {
+  pid: number | undefined
+  command: string
+  purpose: string
+  startedAt: string
 }
 
 export class Portico {
@@ -33,7 +47,10 @@ export class Portico {
   readonly listeners: ListenerManager
   readonly settings: Settings
   readonly logs: Logs
+  readonly metrics = new ProxyMetrics()
   readonly startedAt = new Date()
+  /** Ports the admin, metrics and readiness servers actually listen on (0 = off). */
+  readonly ports = { admin: 0, stats: 0, readiness: 0 }
   /** Most recent first, capped. */
   readonly reloads: ReloadRecord[] = []
   private readonly log: Logger
@@ -42,6 +59,9 @@ export class Portico {
   private watcher: FileWatch | undefined
   private applying: Promise<unknown> = Promise.resolve()
   private shuttingDown: Promise<void> | undefined
+  private readonly servers: Array<{ close(): Promise<void> }> = []
+  private readonly onQuit: (() => void) | undefined
+  private readonly childProcesses = new Set<ChildProcessInfo>()
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
 
@@ -57,7 +77,59 @@ export class Portico {
       onRequestEnd: ctx => this.onRequestEnd(ctx),
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
     })
-    this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'))
+    this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol))
+    this.onQuit = options.onQuit
+  }
+
+  /**
+   * Starts the metrics and readiness servers (readiness answers 503 until a config is
+   * installed) and the admin server. Each can be turned off with its address `off`.
+   */
+  async startServers (): Promise<void> {
+    const { settings } = this
+    const log = this.log
+    if (settings.statsAddr !== null) {
+      const s: RunningServer = await startMetricsServer(settings.statsAddr, this.metrics)
+      this.servers.push(s)
+      this.ports.stats = s.port
+      log.info(`metrics on http://${formatAddress({ ...settings.statsAddr, port: s.port })}/metrics`)
+    }
+    if (settings.readinessAddr !== null) {
+      const s = await startReadinessServer(settings.readinessAddr, () => this.pending())
+      this.servers.push(s)
+      this.ports.readiness = s.port
+    }
+    if (settings.adminAddr !== null) {
+      const admin = await startAdminServer({
+        portico: this,
+        address: settings.adminAddr,
+        onQuit: () => {
+          void this.shutdown('/quitquitquit').then(() => this.onQuit?.())
+        }
+      })
+      this.servers.push(admin)
+      this.ports.admin = admin.port
+      log.info(`admin on http://${formatAddress({ ...settings.adminAddr, port: admin.port })}/ (UI at /ui)`)
+    }
+  }
+
+  /** What readiness still waits for; empty when ready. */
+  pending (): string[] {
+    const out: string[] = []
+    if (this.engine.config === null) out.push('config')
+    else if (this.listeners.addresses().length < this.engine.config.ir.binds.length) out.push('listeners')
+    if (this.shuttingDown !== undefined) out.push('shutting down')
+    return out
+  }
+
+  /** Registers a child process for /debug/tasks; returns the function that forgets it. */
+  trackChild (info: ChildProcessInfo): () => void {
+    this.childProcesses.add(info)
+    return () => this.childProcesses.delete(info)
+  }
+
+  children (): ChildProcessInfo[] {
+    return [...this.childProcesses]
   }
 
   /** Binds listeners for the first config. Throws (nothing left open) if a port cannot be bound. */
@@ -81,6 +153,7 @@ export class Portico {
       if (!result.ok) {
         const errors = result.diagnostics.map(d => formatDiagnostic(file, d))
         this.recordReload({ ok: false, errors })
+        this.metrics.configLoaded(false)
         this.log.error({ errors }, `config reload rejected (${errors.length} error${errors.length === 1 ? '' : 's'}); keeping version ${this.engine.config?.ir.version ?? 'none'}\n${errors.join('\n')}`)
         return { ok: false, diagnostics: result.diagnostics }
       }
@@ -90,6 +163,7 @@ export class Portico {
       } catch (err) {
         const message = (err as Error).message
         this.recordReload({ ok: false, errors: [message] })
+        this.metrics.configLoaded(false)
         this.log.error({ err: message }, 'config reload failed; keeping the current config')
         return { ok: false, diagnostics: [{ path: [], message }] }
       }
@@ -111,6 +185,8 @@ export class Portico {
     await this.applyIR(config.ir)
     this.loaded = config
     this.recordReload({ ok: true, version: config.ir.version })
+    this.metrics.configLoaded(true)
+    this.metrics.resetCache()
   }
 
   private recordReload (r: Omit<ReloadRecord, 'at'>): void {
@@ -119,6 +195,7 @@ export class Portico {
   }
 
   private onRequestEnd (ctx: RequestContext): void {
+    this.metrics.observeRequest(ctx)
     if (this.accessLog.isLevelEnabled('info')) this.accessLog.info(accessLogFields(ctx), 'request')
   }
 
@@ -132,6 +209,7 @@ export class Portico {
       this.watcher?.close()
       await this.listeners.drain(this.settings.drainTimeoutMs)
       await this.engine.close()
+      await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()
     })()

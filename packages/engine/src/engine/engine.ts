@@ -14,6 +14,7 @@ import { handleRequest, type PipelineRuntime } from '../pipeline/run.ts'
 import { handleUpgrade } from '../http/upgrade.ts'
 import type { RequestContext } from '../pipeline/context.ts'
 import { PorticoError } from '../util/errors.ts'
+import { BackendStats } from './backend-stats.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -32,7 +33,10 @@ export class Engine implements PipelineRuntime {
   readonly pools: UpstreamPools
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
-  onRequestEnd: ((ctx: RequestContext) => void) | null
+  readonly backendStats = new BackendStats()
+  /** Requests in progress (for /debug/tasks and draining). */
+  readonly inFlight = new Set<RequestContext>()
+  onRequestEnd: (ctx: RequestContext) => void
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
   private compiled: CompiledConfig | null = null
 
@@ -40,7 +44,12 @@ export class Engine implements PipelineRuntime {
     this.env = options.env ?? {}
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
     this.pools = new UpstreamPools(options.pools)
-    this.onRequestEnd = options.onRequestEnd ?? null
+    const hook = options.onRequestEnd
+    this.onRequestEnd = ctx => {
+      this.inFlight.delete(ctx)
+      this.backendStats.record(ctx)
+      hook?.(ctx)
+    }
     this.onInternalError = options.onInternalError ?? null
   }
 
@@ -62,6 +71,7 @@ export class Engine implements PipelineRuntime {
     }
     this.compiled = next
     this.pools.sync(ir.backends)
+    this.backendStats.retain(new Set(ir.backends.map(b => b.key)))
     return next
   }
 

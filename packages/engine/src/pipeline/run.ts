@@ -25,6 +25,8 @@ export interface PipelineRuntime {
   env: Record<string, string>
   /** Cap on bytes captured per body snapshot. */
   traceBodyLimit: number
+  /** Requests in progress; the pipeline adds each, the end hook removes it. */
+  inFlight: Set<RequestContext>
   /** Called once per request when the response is complete or abandoned. */
   onRequestEnd: ((ctx: RequestContext) => void) | null
   /** Called when a request fails inside the proxy (a bug or an unexpected condition). */
@@ -42,6 +44,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
     tracer: rt.hub.armed ? rt.hub.begin() : null
   })
   if (upgrade != null) ctx.upgrade = upgrade
+  rt.inFlight.add(ctx)
   res.once('close', () => finish(rt, ctx))
   run(rt, ctx).catch(err => {
     rt.onInternalError?.(err, ctx)

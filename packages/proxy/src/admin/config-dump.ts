@@ -1,0 +1,67 @@
+/**
+ * `/config_dump`: what the proxy has loaded, in one JSON document — binds, listeners,
+ * routes, backends (with live stats), policies by attachment point, workloads and services
+ * (cluster mode), the version, the static settings and the reload history. Secrets are
+ * redacted.
+ */
+
+import { redactSecrets, type BackendStat, type PolicySetIR } from '@portico/engine'
+import type { Portico } from '../portico.ts'
+import { formatAddress, type Settings } from '../settings.ts'
+import { version } from '../version.ts'
+
+export interface PolicyAttachment {
+  /** `gateway/<listener>`, `route/<route>` or `backend/<route>/<backend>`. */
+  target: string
+  phase: 'gateway' | 'route' | 'backend'
+  policies: PolicySetIR
+}
+
+export function configDump (portico: Portico): Record<string, unknown> {
+  const engine = portico.engine
+  const ir = engine.config?.ir
+  const binds = ir?.binds ?? []
+  const listeners = binds.flatMap(b => b.listeners.map(l => ({ bind: b.key, key: l.key, gateway: l.gateway, name: l.name, hostname: l.hostname ?? null, protocol: l.protocol, routes: l.routes.map(r => r.key) })))
+  const routes = binds.flatMap(b => b.listeners.flatMap(l => l.routes.map(r => ({ listener: l.key, ...r }))))
+  const policies: PolicyAttachment[] = []
+  for (const b of binds) {
+    for (const l of b.listeners) {
+      if (Object.keys(l.policies).length > 0) policies.push({ target: `gateway/${l.key}`, phase: 'gateway', policies: l.policies })
+      for (const r of l.routes) {
+        if (Object.keys(r.policies).length > 0) policies.push({ target: `route/${r.key}`, phase: 'route', policies: r.policies })
+        for (const ref of r.backends) {
+          if (Object.keys(ref.policies).length > 0) policies.push({ target: `backend/${r.key}/${ref.backend}`, phase: 'backend', policies: ref.policies })
+        }
+      }
+    }
+  }
+  const backends = (ir?.backends ?? []).map(b => ({ ...b, stats: formatStats(engine.backendStats.get(b.key)) }))
+  return redactSecrets({
+    version: { version, node: process.version, configVersion: ir?.version ?? null },
+    config: staticConfig(portico.settings),
+    binds: binds.map(b => ({ key: b.key, address: b.address, port: b.port, protocol: b.protocol, tls: b.tls ?? null, listeners: b.listeners.map(l => l.key) })),
+    listeners,
+    routes,
+    backends,
+    policies,
+    workloads: [],
+    services: backends.filter(b => b.kind === 'service'),
+    env: engine.env,
+    reloads: portico.reloads
+  })
+}
+
+function formatStats (s: BackendStat): Record<string, unknown> {
+  return { requests: s.requests, failures: s.failures, health: Math.round(s.health * 100) / 100, latencyMs: s.latencyMs === null ? null : Math.round(s.latencyMs * 1000) / 1000 }
+}
+
+export function staticConfig (settings: Settings): Record<string, unknown> {
+  return {
+    adminAddr: settings.adminAddr === null ? 'off' : formatAddress(settings.adminAddr),
+    statsAddr: settings.statsAddr === null ? 'off' : formatAddress(settings.statsAddr),
+    readinessAddr: settings.readinessAddr === null ? 'off' : formatAddress(settings.readinessAddr),
+    logging: { level: settings.logLevel, format: settings.logFormat },
+    drainTimeoutMs: settings.drainTimeoutMs
+  }
+}
+

@@ -1,0 +1,104 @@
+/**
+ * The admin server (fastify), on 127.0.0.1:15000 unless configured: inspection and control
+ * of one proxy. Bound to loopback by default because it has no authentication.
+ */
+
+import Fastify, { type FastifyInstance } from 'fastify'
+import { isPorticoError } from '@portico/engine'
+import type { Portico } from '../portico.ts'
+import type { Address } from '../settings.ts'
+import { configDump } from './config-dump.ts'
+import { registerTraceRoutes } from './trace-stream.ts'
+import { memoryStats } from './memory.ts'
+import { tasksDump } from './tasks.ts'
+import { cpuProfile, HeapSampler } from './pprof.ts'
+
+export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]> = [
+  ['GET', '/config_dump', 'the loaded configuration (secrets redacted)'],
+  ['GET, POST', '/debug/trace', 'SSE stream of the next request\'s trace; filters: path, route, method, host'],
+  ['GET, POST', '/logging', 'show the log level; POST ?level=<filter> sets it (e.g. info,engine=debug)'],
+  ['GET', '/memory', 'process and V8 heap statistics'],
+  ['GET', '/debug/pprof/profile', 'CPU profile (pprof), ?seconds=1..300 (default 10)'],
+  ['GET', '/debug/pprof/heap', 'heap profile (pprof)'],
+  ['GET', '/debug/tasks', 'listeners, connections, in-flight requests, pools, child processes'],
+  ['POST', '/quitquitquit', 'graceful shutdown']
+]
+
+export interface AdminServerOptions {
+  portico: Portico
+  address: Address
+  /** Called by /quitquitquit after the response is sent. */
+  onQuit: () => void
+}
+
+export async function startAdminServer (options: AdminServerOptions): Promise<{ app: FastifyInstance, close: () => Promise<void>, port: number }> {
+  const { portico } = options
+  const heap = new HeapSampler()
+  await heap.start()
+  const app = Fastify({ logger: false, forceCloseConnections: true })
+
+  app.get('/', async (_req, reply) => {
+    const lines = ADMIN_ENDPOINTS.map(([m, p, w]) => `${m.padEnd(10)} ${p.padEnd(22)} ${w}`)
+    return reply.type('text/plain').send(`portico admin\n\n${lines.join('\n')}\n`)
+  })
+
+  app.get('/config_dump', async (_req, reply) => {
+    const dump = configDump(portico)
+    ;(dump.config as Record<string, unknown>).logging = { level: portico.logs.current, format: portico.settings.logFormat }
+    return reply.type('application/json').send(JSON.stringify(dump, null, 2))
+  })
+
+  registerTraceRoutes(app, portico.engine.hub)
+
+  const logging = async (req: { query: unknown, method: string }, reply: import('fastify').FastifyReply) => {
+    const level = (req.query as { level?: string }).level
+    if (req.method === 'POST' && level !== undefined) {
+      try {
+        portico.logs.set(level)
+      } catch (err) {
+        return reply.code(400).type('text/plain').send(`${(err as Error).message}\n`)
+      }
+    }
+    return reply.type('text/plain').send(`current log level is ${portico.logs.current}\n`)
+  }
+  app.get('/logging', logging)
+  app.post('/logging', logging)
+
+  app.get('/memory', async () => memoryStats())
+  app.get('/debug/tasks', async () => tasksDump(portico))
+
+  app.get('/debug/pprof/profile', async (req, reply) => {
+    const raw = (req.query as { seconds?: string }).seconds
+    const seconds = raw === undefined ? 10 : Number(raw)
+    if (!Number.isInteger(seconds) || seconds < 1 || seconds > 300) {
+      return reply.code(400).type('text/plain').send(`invalid seconds "${raw}": an integer from 1 to 300 (default 10)\n`)
+    }
+    try {
+      const profile = await cpuProfile(seconds)
+      return reply.type('application/octet-stream').header('content-disposition', 'attachment; filename="cpu.pb.gz"').send(Buffer.from(profile))
+    } catch (err) {
+      if (isPorticoError(err, 'PORTICO_PROFILE_BUSY')) return reply.code(409).type('text/plain').send(`${err.message}\n`)
+      throw err
+    }
+  })
+  app.get('/debug/pprof/heap', async (_req, reply) => {
+    const profile = await heap.profile()
+    return reply.type('application/octet-stream').header('content-disposition', 'attachment; filename="heap.pb.gz"').send(Buffer.from(profile))
+  })
+
+  app.post('/quitquitquit', async (_req, reply) => {
+    reply.raw.once('finish', () => options.onQuit())
+    return reply.type('text/plain').send('shutdown now\n')
+  })
+
+  await app.listen({ host: options.address.host, port: options.address.port })
+  const addr = app.server.address()
+  return {
+    app,
+    port: typeof addr === 'object' && addr !== null ? addr.port : options.address.port,
+    close: async () => {
+      heap.stop()
+      await app.close()
+    }
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * `/debug/tasks`: the live work of the process — listeners and their connections, requests
+ * in flight with their age and stage, upstream pools, child processes, and the event loop's
+ * active resources. Node has no task tree like tokio's; this is the same question answered
+ * from what Node can see.
+ */
+
+import type { Portico } from '../portico.ts'
+
+export function tasksDump (portico: Portico): Record<string, unknown> {
+  const now = performance.now()
+  const requests = [...portico.engine.inFlight].map(ctx => ({
+    method: ctx.method,
+    host: ctx.host,
+    path: ctx.originalPath,
+    route: ctx.routeKey,
+    backend: ctx.backend?.name ?? null,
+    stage: ctx.upgraded ? 'tunnel' : ctx.upstreamHeadersAt > 0 ? 'streaming response' : ctx.upstreamStart > 0 ? 'waiting for backend' : 'policies',
+    ageMs: Math.round(now - ctx.startMono),
+    traced: ctx.tracer !== null
+  })).sort((a, b) => b.ageMs - a.ageMs)
+  return {
+    pid: process.pid,
+    uptimeSeconds: Math.round(process.uptime()),
+    listeners: portico.listeners.snapshot(),
+    requests,
+    upstreamPools: portico.engine.pools.stats(),
+    traceWatchers: portico.engine.hub.watcherCount,
+    children: portico.children(),
+    activeResources: countBy(process.getActiveResourcesInfo())
+  }
+}
+
+function countBy (items: string[]): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const i of items) out[i] = (out[i] ?? 0) + 1
+  return out
+}

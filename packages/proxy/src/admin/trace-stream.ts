@@ -1,0 +1,96 @@
+/**
+ * `/debug/trace` (GET or POST): arms a one-shot tap and streams, as server-sent events, every
+ * event of the next request that passes the filter, then closes.
+ *
+ * Framing (what `porticoctl proxy trace` reads): a `: ready` comment once the tap is armed,
+ * one `data: <json>` frame per event, a `: keepalive` comment every second, and the end of
+ * the stream after `requestFinished`.
+ *
+ * Filters (all given must hold): `path` (exact, or a prefix when it ends with `*`), `route`
+ * (route key), `method`, `host`.
+ */
+
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { TraceCandidate, TraceEvent, TraceHub } from '@portico/engine'
+
+export interface TraceQuery {
+  path?: string
+  route?: string
+  method?: string
+  host?: string
+  expression?: string
+}
+
+export type TraceFilter = (c: TraceCandidate) => boolean
+
+/** Builds the request filter of a trace, or returns an error message for a bad query. */
+export function traceFilter (q: TraceQuery): TraceFilter | string {
+  if (q.expression !== undefined && q.expression !== '') {
+    return 'invalid expression: CEL filters are not available yet; use path=, route=, method= or host='
+  }
+  const tests: TraceFilter[] = []
+  if (q.path !== undefined && q.path !== '') {
+    const path = q.path
+    tests.push(path.endsWith('*') ? c => c.path.startsWith(path.slice(0, -1)) : c => c.path === path)
+  }
+  if (q.route !== undefined && q.route !== '') {
+    const route = q.route
+    tests.push(c => c.route === route)
+  }
+  if (q.method !== undefined && q.method !== '') {
+    const method = q.method.toUpperCase()
+    tests.push(c => c.method === method)
+  }
+  if (q.host !== undefined && q.host !== '') {
+    const host = q.host.toLowerCase()
+    tests.push(c => c.host === host)
+  }
+  return c => tests.every(t => t(c))
+}
+
+export function sseFrame (event: TraceEvent): string {
+  let json: string
+  try {
+    json = JSON.stringify(event)
+  } catch (err) {
+    json = JSON.stringify({ eventStart: null, eventEnd: event.eventEnd, severity: 'error', message: { type: 'serializationError', error: String(err) } })
+  }
+  return `data: ${json}\n\n`
+}
+
+export function registerTraceRoutes (app: FastifyInstance, hub: TraceHub): void {
+  const handler = async (request: FastifyRequest<{ Querystring: TraceQuery }>, reply: FastifyReply) => {
+    const filter = traceFilter(request.query)
+    if (typeof filter === 'string') return reply.code(400).type('text/plain').send(filter)
+
+    reply.hijack()
+    const res = reply.raw
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no'
+    })
+    let closed = false
+    const keepalive = setInterval(() => res.write(': keepalive\n\n'), 1000)
+    const close = () => {
+      if (closed) return
+      closed = true
+      clearInterval(keepalive)
+      disarm()
+      res.end()
+    }
+    const disarm = hub.arm({
+      accepts: filter,
+      deliver (event) {
+        if (closed) return
+        res.write(sseFrame(event))
+        if (event.message.type === 'requestFinished') close()
+      }
+    })
+    res.write(': ready\n\n')
+    request.raw.socket.on('close', close)
+    res.on('close', close)
+  }
+  app.get('/debug/trace', handler)
+  app.post('/debug/trace', handler)
+}
