@@ -12,11 +12,16 @@ import type { Logger } from 'pino'
 import type { BindIR, Engine, ProxyIR } from '@portico/engine'
 import { PorticoError } from '@portico/engine'
 
+/** A connection that has sent nothing for this long is not about to: a drain closes it. */
+const UNUSED_CONNECTION_GRACE_MS = 1_000
+
 interface BoundServer {
   bind: BindIR
   server: http.Server
   /** Open client connections, for draining and for /debug/tasks. */
   sockets: Set<Socket>
+  /** When each connection was accepted, so a drain can tell unused ones apart. */
+  openedAt: WeakMap<Socket, number>
   /** Requests in progress on this server. */
   active: number
 }
@@ -90,7 +95,7 @@ export class ListenerManager {
     const server: http.Server = bind.protocol === 'HTTPS'
       ? https.createServer({ ...options, cert: bind.tls?.cert, key: bind.tls?.key })
       : http.createServer(options)
-    const entry: BoundServer = { bind, server, sockets: new Set(), active: 0 }
+    const entry: BoundServer = { bind, server, sockets: new Set(), openedAt: new WeakMap(), active: 0 }
     const handle = this.engine.handler(bind.key)
     server.on('request', (req, res) => {
       entry.active++
@@ -100,6 +105,7 @@ export class ListenerManager {
     server.on('upgrade', this.engine.upgradeHandler(bind.key))
     server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => {
       entry.sockets.add(socket)
+      entry.openedAt.set(socket, performance.now())
       const closed = this.onConnection?.(bind.key, bind.protocol)
       socket.once('close', () => {
         entry.sockets.delete(socket)
@@ -133,9 +139,19 @@ export class ListenerManager {
   /** Stops accepting, lets in-flight requests finish for up to `deadlineMs`, then cuts the rest. */
   private async closeServer (s: BoundServer, deadlineMs: number): Promise<void> {
     const closed = new Promise<void>(resolve => s.server.close(() => resolve()))
-    s.server.closeIdleConnections()
+    const closeIdle = () => {
+      s.server.closeIdleConnections()
+      // Node counts a connection that has not sent a request yet as busy, so one that was
+      // opened and left unused (a preconnect, a spare in a client pool) would hold the drain
+      // until its deadline. Once it has been quiet for a moment it is idle too.
+      const now = performance.now()
+      for (const socket of s.sockets) {
+        if (socket.bytesRead === 0 && now - (s.openedAt.get(socket) ?? 0) >= UNUSED_CONNECTION_GRACE_MS) socket.destroy()
+      }
+    }
+    closeIdle()
     // Keep-alive connections that become idle after their last response are closed too.
-    const sweep = setInterval(() => s.server.closeIdleConnections(), 100)
+    const sweep = setInterval(closeIdle, 100)
     const deadline = new Promise<void>(resolve => setTimeout(resolve, deadlineMs).unref())
     await Promise.race([closed, deadline])
     clearInterval(sweep)

@@ -1,0 +1,120 @@
+/**
+ * SIGTERM drains: the listener stops accepting at once, requests in flight finish, idle
+ * connections do not hold the process up, and it exits 0. A request that outlives
+ * DRAIN_TIMEOUT is cut at the deadline.
+ */
+
+import { after, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { connect } from 'node:net'
+import { request } from 'undici'
+import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
+import { newAgent, send, tryConnect } from '../lib/client.ts'
+
+describe('graceful shutdown on SIGTERM', () => {
+  const cleanups: Array<() => Promise<unknown>> = []
+  after(async () => {
+    for (const c of cleanups.reverse()) await c()
+  })
+
+  /** A backend whose /slow answers after `delayMs`, and a portico in front of it. */
+  async function setup (delayMs: number, env: Record<string, string> = {}): Promise<{ portico: PorticoProcess, backend: Backend, received: Promise<void> }> {
+    const got = deferred()
+    const backend = await startBackend((req, res) => {
+      req.resume()
+      if (req.url === '/slow') {
+        got.resolve()
+        const timer = setTimeout(() => res.end('slow done'), delayMs)
+        res.on('close', () => clearTimeout(timer))
+      } else {
+        res.end('fast')
+      }
+    })
+    cleanups.push(() => backend.close())
+    const portico = await startPortico({
+      env,
+      config: port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] })
+    })
+    cleanups.push(() => portico.stop())
+    return { portico, backend, received: got.promise }
+  }
+
+  test('a request in flight completes, new connections are refused, and the exit code is 0', { timeout: 20_000 }, async () => {
+    const { portico, received } = await setup(1_000)
+    const agent = newAgent()
+    cleanups.push(() => agent.destroy())
+
+    const inFlight = request(`${portico.url}/slow`, { dispatcher: agent }).then(async res => ({ status: res.statusCode, body: await res.body.text() }))
+    await withTimeout(received, 5_000, 'the backend never got the request')
+    const signalledAt = performance.now()
+    portico.signal('SIGTERM')
+    await portico.waitForOutput('shutting down', { timeoutMs: 5_000 })
+
+    // The log line can reach us a moment before the listener is closed; then it must be.
+    let attempt = await tryConnect(portico.port)
+    const deadline = performance.now() + 500
+    while (attempt !== 'ECONNREFUSED' && performance.now() < deadline) {
+      await sleep(20)
+      attempt = await tryConnect(portico.port)
+    }
+    assert.equal(attempt, 'ECONNREFUSED', 'new connections were still accepted 500 ms after SIGTERM')
+
+    const res = await withTimeout(inFlight, 5_000, 'the in-flight request did not complete')
+    assert.equal(res.status, 200)
+    assert.equal(res.body, 'slow done')
+    assert.ok(performance.now() - signalledAt >= 700, 'the request finished too early to have been in flight during the drain')
+
+    const exit = await portico.waitForExit(5_000)
+    assert.deepEqual(exit, { code: 0, signal: null })
+    const exitedAfter = performance.now() - signalledAt
+    assert.ok(exitedAfter < 3_000, `exit took ${Math.round(exitedAfter)} ms after SIGTERM; the drain should end when the last request does`)
+    assert.match(portico.stdout, /shutdown complete/)
+  })
+
+  test('idle keep-alive connections do not delay the exit', { timeout: 20_000 }, async () => {
+    const { portico } = await setup(0)
+    const agent = newAgent({ keepAliveTimeout: 60_000 })
+    cleanups.push(() => agent.destroy())
+    assert.equal((await send(agent, `${portico.url}/fast`)).text, 'fast')
+
+    const signalledAt = performance.now()
+    portico.signal('SIGTERM')
+    assert.deepEqual(await portico.waitForExit(5_000), { code: 0, signal: null })
+    const took = performance.now() - signalledAt
+    assert.ok(took < 2_000, `exit took ${Math.round(took)} ms with one idle keep-alive connection open`)
+  })
+
+  test('a connection that never sent a request does not delay the exit', { timeout: 20_000 }, async () => {
+    const { portico } = await setup(0)
+    const socket = connect({ host: '127.0.0.1', port: portico.port })
+    socket.on('error', () => {})
+    cleanups.push(async () => { socket.destroy() })
+    await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject))
+    const closedByServer = new Promise<void>(resolve => socket.once('close', () => resolve()))
+
+    const signalledAt = performance.now()
+    portico.signal('SIGTERM')
+    assert.deepEqual(await portico.waitForExit(8_000), { code: 0, signal: null })
+    const took = performance.now() - signalledAt
+    assert.ok(took < 3_000, `exit took ${Math.round(took)} ms with one unused connection open (DRAIN_TIMEOUT is 10 s)`)
+    await withTimeout(closedByServer, 2_000, 'the unused connection was not closed')
+  })
+
+  test('a request still running at DRAIN_TIMEOUT is cut and the process exits 0', { timeout: 20_000 }, async () => {
+    const { portico, received } = await setup(10_000, { DRAIN_TIMEOUT: '500ms' })
+    const agent = newAgent()
+    cleanups.push(() => agent.destroy())
+
+    const inFlight = request(`${portico.url}/slow`, { dispatcher: agent }).then(async res => ({ status: res.statusCode, body: await res.body.text() }))
+    inFlight.catch(() => {})
+    await withTimeout(received, 5_000, 'the backend never got the request')
+    const signalledAt = performance.now()
+    portico.signal('SIGTERM')
+
+    await assert.rejects(withTimeout(inFlight, 5_000, 'the request was not cut'), (err: Error) => !/was not cut/.test(err.message))
+    assert.deepEqual(await portico.waitForExit(5_000), { code: 0, signal: null })
+    const took = performance.now() - signalledAt
+    assert.ok(took >= 400 && took < 3_000, `exit took ${Math.round(took)} ms; want about the 500 ms drain timeout`)
+  })
+})

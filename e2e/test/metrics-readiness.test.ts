@@ -1,0 +1,95 @@
+/**
+ * Metrics on the stats port (checked by the real promtool) and readiness on its own port,
+ * against a real portico process; readiness before a config exists, in-process.
+ */
+
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { request } from 'undici'
+import { Logs, Portico, resolveSettings } from '@portico/proxy'
+import { loadConfigText } from '@portico/engine'
+import { Writable } from 'node:stream'
+import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { startBackend, type Backend } from '../lib/backends.ts'
+import { requireTool } from '../lib/tools.ts'
+
+let backend: Backend
+let portico: PorticoProcess
+let stats: string
+let readiness: string
+
+before(async () => {
+  backend = await startBackend((_req, res) => res.end('ok'))
+  const [statsPort, readyPort] = [await freePort(), await freePort()]
+  stats = `http://127.0.0.1:${statsPort}`
+  readiness = `http://127.0.0.1:${readyPort}`
+  portico = await startPortico({
+    env: { STATS_ADDR: `127.0.0.1:${statsPort}`, READINESS_ADDR: `127.0.0.1:${readyPort}` },
+    config: port => ({
+      gateways: { default: { port, address: '127.0.0.1' } },
+      routes: [{ name: 'app', matches: [{ path: { pathPrefix: '/app' } }], backends: [{ host: backend.host }] }]
+    })
+  })
+})
+
+after(async () => {
+  await portico?.stop()
+  await backend?.close()
+})
+
+async function text (url: string, method = 'GET') {
+  const res = await request(url, { method })
+  return { status: res.statusCode, body: await res.body.text(), type: res.headers['content-type'] }
+}
+
+test('requests are counted by route, backend, status and reason', async () => {
+  for (let i = 0; i < 3; i++) await text(`${portico.url}/app/${i}`)
+  await text(`${portico.url}/missing`)
+  const { status, body, type } = await text(`${stats}/metrics`)
+  assert.equal(status, 200)
+  assert.match(String(type), /^text\/plain/)
+  assert.match(body, new RegExp(`portico_requests_total\\{gateway="default",listener="default",route="app",backend="${backend.host.replace(/\./g, '\\.')}",method="GET",status="200",reason="Upstream"\\} 3`))
+  assert.match(body, /portico_requests_total\{gateway="default",listener="default",route="unknown",backend="unknown",method="GET",status="404",reason="NotFound"\} 1/)
+  assert.match(body, /portico_request_duration_seconds_bucket\{le="0\.001",gateway="default"/)
+  assert.match(body, /portico_upstream_call_duration_seconds_count\{backend="127\.0\.0\.1:\d+"\} 3/)
+  assert.match(body, /portico_downstream_connections_total\{bind="127\.0\.0\.1:\d+",protocol="HTTP"\} \d+/)
+  assert.match(body, /portico_config_reloads_total\{result="success"\} 1/)
+  assert.match(body, /portico_build_info\{version="[^"]+",node="v\d+/)
+  assert.match(body, /portico_nodejs_eventloop_lag_seconds /)
+  assert.match(body, /portico_process_resident_memory_bytes /)
+  assert.equal((await text(`${stats}/stats/prometheus`)).status, 200)
+  assert.equal((await text(`${stats}/other`)).status, 404)
+})
+
+test('promtool check metrics accepts the exposition', async t => {
+  const promtool = requireTool(t, 'PROMTOOL', 'promtool')
+  if (promtool === null) return
+  const { body } = await text(`${stats}/metrics`)
+  const out = spawnSync(promtool, ['check', 'metrics'], { input: body, encoding: 'utf8' })
+  assert.equal(out.status, 0, `${out.stdout}\n${out.stderr}`)
+})
+
+test('readiness: 200 ready once listening; other paths 404, other methods 405', async () => {
+  assert.deepEqual(await text(`${readiness}/healthz/ready`).then(r => [r.status, r.body]), [200, 'ready\n'])
+  assert.equal((await text(`${readiness}/healthz/ready`, 'POST')).status, 405)
+  assert.equal((await text(`${readiness}/`)).status, 404)
+})
+
+test('readiness is 503 naming what is pending until a config is installed', async () => {
+  const readyPort = await freePort()
+  const sink = new Writable({ write (_c, _e, cb) { cb() } })
+  const settings = resolveSettings({ adminAddr: 'off', statsAddr: 'off', readinessAddr: `127.0.0.1:${readyPort}` }, {}, false)
+  const p = new Portico({ settings, logs: new Logs({ level: 'error', format: 'json', stream: sink }) })
+  await p.startServers()
+  try {
+    assert.deepEqual(await text(`http://127.0.0.1:${readyPort}/healthz/ready`).then(r => [r.status, r.body]), [503, 'not ready, pending: config\n'])
+    const gwPort = await freePort()
+    const loaded = loadConfigText(`gateways: {default: {port: ${gwPort}, address: 127.0.0.1}}\n`, { baseDir: '/' })
+    assert.ok(loaded.ok)
+    await p.start(loaded.config)
+    assert.deepEqual(await text(`http://127.0.0.1:${readyPort}/healthz/ready`).then(r => [r.status, r.body]), [200, 'ready\n'])
+  } finally {
+    await p.shutdown('test')
+  }
+})
