@@ -234,6 +234,18 @@ test('filters pick the request: path, route and method', async () => {
   assert.equal(initial.request.path, '/app/wanted')
 })
 
+test('a header filter picks the request carrying that header', async () => {
+  const trace = await openTrace(admin, 'header=x-trace-me:42')
+  await trace.ready
+  await get('/app/untagged')
+  await get('/app/tagged', { 'x-trace-me': '42' })
+  const events = await trace.done
+  assert.equal((one(events, 'requestSnapshot', 'initial request').message.requestState as any).request.path, '/app/tagged')
+  const bad = await request(`${admin}/debug/trace?header=nocolon`, { method: 'POST' })
+  assert.equal(bad.statusCode, 400)
+  await bad.body.text()
+})
+
 test('framing: ready first, keep-alive comments while waiting, GET works too', async () => {
   const trace = await openTrace(admin, 'path=/app/late', 'GET')
   await trace.ready

@@ -15,7 +15,7 @@ import { cpuProfile, HeapSampler } from './pprof.ts'
 
 export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]> = [
   ['GET', '/config_dump', 'the loaded configuration (secrets redacted)'],
-  ['GET, POST', '/debug/trace', 'SSE stream of the next request\'s trace; filters: path, route, method, host'],
+  ['GET, POST', '/debug/trace', 'SSE stream of the next request\'s trace; filters: path, route, method, host, header'],
   ['GET, POST', '/logging', 'show the log level; POST ?level=<filter> sets it (e.g. info,engine=debug)'],
   ['GET', '/memory', 'process and V8 heap statistics'],
   ['GET', '/debug/pprof/profile', 'CPU profile (pprof), ?seconds=1..300 (default 10)'],

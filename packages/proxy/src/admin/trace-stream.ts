@@ -7,7 +7,8 @@
  * the stream after `requestFinished`.
  *
  * Filters (all given must hold): `path` (exact, or a prefix when it ends with `*`), `route`
- * (route key), `method`, `host`.
+ * (route key), `method`, `host`, `header` (`name:value`; `porticoctl` tags the request it
+ * sends with a unique header so it traces exactly that one).
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -18,6 +19,7 @@ export interface TraceQuery {
   route?: string
   method?: string
   host?: string
+  header?: string
   expression?: string
 }
 
@@ -26,7 +28,7 @@ export type TraceFilter = (c: TraceCandidate) => boolean
 /** Builds the request filter of a trace, or returns an error message for a bad query. */
 export function traceFilter (q: TraceQuery): TraceFilter | string {
   if (q.expression !== undefined && q.expression !== '') {
-    return 'invalid expression: CEL filters are not available yet; use path=, route=, method= or host='
+    return 'invalid expression: CEL filters are not available yet; use path=, route=, method=, host= or header='
   }
   const tests: TraceFilter[] = []
   if (q.path !== undefined && q.path !== '') {
@@ -44,6 +46,16 @@ export function traceFilter (q: TraceQuery): TraceFilter | string {
   if (q.host !== undefined && q.host !== '') {
     const host = q.host.toLowerCase()
     tests.push(c => c.host === host)
+  }
+  if (q.header !== undefined && q.header !== '') {
+    const colon = q.header.indexOf(':')
+    if (colon <= 0) return `invalid header filter "${q.header}": use name:value`
+    const name = q.header.slice(0, colon).trim().toLowerCase()
+    const value = q.header.slice(colon + 1).trim()
+    tests.push(c => {
+      const v = c.headers[name]
+      return Array.isArray(v) ? v.includes(value) : v === value
+    })
   }
   return c => tests.every(t => t(c))
 }
