@@ -16,6 +16,11 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
     reason: ctx.reason,
     duration: `${Math.round((performance.now() - ctx.startMono) * 1000) / 1000}ms`
   }
+  if (ctx.mcp !== null) {
+    fields['mcp.method'] = ctx.mcp.method
+    if (ctx.mcp.target !== '') fields['mcp.target'] = ctx.mcp.target
+    if (ctx.mcp.name !== undefined) fields[`mcp.${ctx.mcp.kind ?? 'name'}`] = ctx.mcp.name
+  }
   if (ctx.error !== null) fields.error = ctx.error
   return fields
 }

@@ -22,6 +22,7 @@ export class ProxyMetrics {
   private readonly connections: Counter<'bind' | 'protocol'>
   private readonly openConnections: Gauge<'bind' | 'protocol'>
   private readonly reloads: Counter<'result'>
+  private readonly mcpRequests: Counter<'method' | 'target' | 'tool'>
   /** Labelled children by label values: prom-client hashes labels on every call otherwise. */
   private readonly children = new Map<string, { count: Counter.Internal, duration: Histogram.Internal<typeof REQUEST_LABELS[number]> }>()
 
@@ -40,6 +41,7 @@ export class ProxyMetrics {
     this.upstreamDuration = new Histogram({ name: 'portico_upstream_call_duration_seconds', help: 'Time from the start of a backend call to its response headers.', labelNames: ['backend'], buckets: DURATION_BUCKETS, registers })
     this.connections = new Counter({ name: 'portico_downstream_connections_total', help: 'Client connections accepted.', labelNames: ['bind', 'protocol'], registers })
     this.openConnections = new Gauge({ name: 'portico_downstream_connections_open', help: 'Client connections open now.', labelNames: ['bind', 'protocol'], registers })
+    this.mcpRequests = new Counter({ name: 'portico_mcp_requests_total', help: 'MCP requests by method, target and tool (or prompt/resource).', labelNames: ['method', 'target', 'tool'], registers })
     this.reloads = new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers })
     this.reloads.inc({ result: 'success' }, 0)
     this.reloads.inc({ result: 'failure' }, 0)
@@ -64,7 +66,10 @@ export class ProxyMetrics {
     }
     child.count.inc()
     child.duration.observe((performance.now() - ctx.startMono) / 1000)
-    if (ctx.upstreamHeadersAt > 0 && ctx.backend !== null) {
+    if (ctx.mcp !== null) {
+      this.mcpRequests.inc({ method: ctx.mcp.method, target: ctx.mcp.target === '' ? 'unknown' : ctx.mcp.target, tool: ctx.mcp.kind === 'resource' ? '' : ctx.mcp.name ?? '' })
+    }
+    if (ctx.upstreamHeadersAt > 0 && ctx.backend !== null && ctx.backend.kind !== 'mcp') {
       this.upstreamDuration.observe({ backend: ctx.backend.name }, (ctx.upstreamHeadersAt - ctx.upstreamStart) / 1000)
     }
   }

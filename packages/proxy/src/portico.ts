@@ -72,8 +72,18 @@ export class Portico {
     this.accessLog = options.logs.for('request')
     this.configPath = options.configPath === undefined ? undefined : resolve(options.configPath)
     const configLog = options.logs.for('engine')
+    const mcpLog = options.logs.for('mcp')
     this.engine = new Engine({
       env: options.env ?? {},
+      mcp: {
+        ...(options.settings.sessionKey !== undefined ? { sessionKey: options.settings.sessionKey } : {}),
+        sessionTtlMs: options.settings.mcpSessionTtlMs,
+        logger: {
+          debug: (fields, message) => mcpLog.debug(fields, message),
+          info: (fields, message) => mcpLog.info(fields, message),
+          warn: (fields, message) => mcpLog.warn(fields, message)
+        }
+      },
       onRequestEnd: ctx => this.onRequestEnd(ctx),
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
     })
@@ -129,7 +139,8 @@ export class Portico {
   }
 
   children (): ChildProcessInfo[] {
-    return [...this.childProcesses]
+    const mcp = this.engine.mcp.children().map(c => ({ pid: c.pid, command: c.target, purpose: `mcp stdio target ${c.target} of ${c.backend}`, startedAt: c.startedAt }))
+    return [...this.childProcesses, ...mcp]
   }
 
   /** Binds listeners for the first config. Throws (nothing left open) if a port cannot be bound. */

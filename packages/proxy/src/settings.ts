@@ -21,6 +21,10 @@ export interface Settings {
   logFormat: 'json' | 'text'
   /** How long SIGTERM waits for in-flight requests before closing connections. */
   drainTimeoutMs: number
+  /** Hex AES-256 key for MCP session ids; undefined = random per process. */
+  sessionKey: string | undefined
+  /** Idle MCP sessions close after this long. */
+  mcpSessionTtlMs: number
 }
 
 export const DEFAULTS = {
@@ -28,7 +32,8 @@ export const DEFAULTS = {
   statsAddr: '0.0.0.0:15020',
   readinessAddr: '0.0.0.0:15021',
   logLevel: 'info',
-  drainTimeout: '10s'
+  drainTimeout: '10s',
+  mcpSessionTtl: '30m'
 } as const
 
 export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isTTY: boolean): Settings {
@@ -41,8 +46,16 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     readinessAddr: parseAddress(pick('READINESS_ADDR', file.readinessAddr, DEFAULTS.readinessAddr), 'READINESS_ADDR'),
     logLevel: pick('LOG_LEVEL', file.logging?.level, DEFAULTS.logLevel),
     logFormat: format === 'text' ? 'text' : 'json',
-    drainTimeoutMs: parseDuration(pick('DRAIN_TIMEOUT', file.drainTimeout, DEFAULTS.drainTimeout))
+    drainTimeoutMs: parseDuration(pick('DRAIN_TIMEOUT', file.drainTimeout, DEFAULTS.drainTimeout)),
+    sessionKey: sessionKey(nonEmpty(env.SESSION_KEY) ?? file.session?.key),
+    mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl))
   }
+}
+
+function sessionKey (hex: string | undefined): string | undefined {
+  if (hex === undefined) return undefined
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) throw new Error('SESSION_KEY / config.session.key: want 64 hex digits (a 256-bit key)')
+  return hex
 }
 
 function nonEmpty (v: string | undefined): string | undefined {

@@ -90,14 +90,43 @@ export const RouteMatchSchema = Type.Object({
   method: Opt(Type.String({ pattern: '^[A-Z]+$', description: 'HTTP method, upper case.' }))
 }, { ...strict, description: 'A request matches when every condition given holds.' })
 
+const TargetName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9-]*$', description: 'Target name: letters, digits and dashes (it becomes the <name>_ prefix of tools and prompts).' })
+
+const McpUrlTarget = Type.Object({
+  host: Type.String({ pattern: '^https?://', description: 'URL of the server\'s endpoint, e.g. http://127.0.0.1:3001/mcp.' })
+}, strict)
+
+export const McpTargetSchema = Type.Object({
+  name: TargetName,
+  stdio: Opt(Type.Object({
+    cmd: Type.String({ minLength: 1, description: 'Executable; a relative path with a slash is resolved against the config file\'s directory.' }),
+    args: Opt(Type.Array(Type.String())),
+    env: Opt(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), Type.String(), { description: 'Extra environment (added to a minimal safe environment).' })),
+    cwd: Opt(Type.String({ minLength: 1 }))
+  }, { ...strict, description: 'A server the proxy launches and talks to over stdin/stdout.' })),
+  mcp: Opt(McpUrlTarget),
+  sse: Opt(McpUrlTarget)
+}, { ...strict, description: 'An MCP server: exactly one of stdio, mcp (streamable HTTP) or sse (legacy HTTP+SSE).' })
+
+export const McpBackendSchema = Type.Object({
+  targets: Type.Array(McpTargetSchema, { minItems: 1 }),
+  statefulMode: Opt(StringEnum(['stateful', 'stateless'], { description: 'Default stateful.' })),
+  prefixMode: Opt(StringEnum(['conditional', 'always'], { description: 'conditional (default): prefix names with <target>_ only when there are several targets.' })),
+  failureMode: Opt(StringEnum(['failClosed', 'failOpen'], { description: 'failClosed (default): a failing target fails list calls; failOpen: it is left out.' })),
+  dnsRebindingProtection: Opt(Type.Boolean({ description: 'Only accept localhost Host and Origin headers. Default false.' })),
+  allowedOrigins: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Origins allowed to call the endpoint (browser clients). Empty: any.' })),
+  maxMessageSize: Opt(Type.Integer({ minimum: 1024, maximum: 1_073_741_824, description: 'Largest POST body in bytes; default 4194304 (4 MiB).' }))
+}, { ...strict, description: 'MCP servers behind one endpoint ({base_url}/mcp, and /sse for legacy clients).' })
+
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({
     minLength: 1,
     description: 'Plain HTTP backend as host:port, or a URL http://host:port / https://host:port.'
   })),
+  mcp: Opt(McpBackendSchema),
   weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight; default 1; 0 = never chosen.' })),
   policies: Opt(BackendPoliciesSchema)
-}, { ...strict, description: 'A backend of the route: exactly one kind (host).' })
+}, { ...strict, description: 'A backend of the route: exactly one kind (host or mcp).' })
 
 export const RouteSchema = Type.Object({
   name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique); shown in traces, logs and metrics.' })),
@@ -127,6 +156,12 @@ export const LoggingSchema = Type.Object({
 }, strict)
 
 export const StaticConfigSchema = Type.Object({
+  session: Opt(Type.Object({
+    key: Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'Hex AES-256 key that encrypts MCP session ids, so any replica with the same key can resume a session. Env SESSION_KEY. Default: a random key per process.' })
+  }, strict)),
+  mcp: Opt(Type.Object({
+    sessionTtl: Opt(Duration)
+  }, { ...strict, description: 'sessionTtl: idle MCP sessions are closed after this long (default 30m).' })),
   adminAddr: Opt(Address),
   statsAddr: Opt(Address),
   readinessAddr: Opt(Address),
@@ -151,3 +186,4 @@ export type RouteBackendConfig = Static<typeof RouteBackendSchema>
 export type RouteMatchConfig = Static<typeof RouteMatchSchema>
 export type StaticConfig = Static<typeof StaticConfigSchema>
 export type RoutePoliciesConfig = Static<typeof RoutePoliciesSchema>
+export type McpBackendConfig = Static<typeof McpBackendSchema>

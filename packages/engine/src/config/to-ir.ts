@@ -5,9 +5,9 @@
 
 import { createHash } from 'node:crypto'
 import { resolve as resolvePath } from 'node:path'
-import type { ConfigFile, GatewayConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
+import type { ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
@@ -45,7 +45,7 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
   const routeKeys = new Set<string>()
   ;(config.routes ?? []).forEach((route, index) => {
     const path: Path = ['routes', index]
-    const ir = translateRoute(route, index, path, backends, report)
+    const ir = translateRoute(route, index, path, backends, options, report)
     const duplicate = routeKeys.has(ir.key)
     if (duplicate) report([...path, 'name'], `duplicate route name "${ir.key}"`)
     routeKeys.add(ir.key)
@@ -166,6 +166,7 @@ function translateRoute (
   index: number,
   path: Path,
   backends: Map<string, BackendIR>,
+  options: ToIROptions,
   report: (path: Path, message: string) => void
 ): RouteIR {
   const name = route.name ?? `route${index}`
@@ -176,7 +177,9 @@ function translateRoute (
 
   const refs: BackendRefIR[] = []
   ;(route.backends ?? []).forEach((b, i) => {
-    const backend = translateBackend(b, [...path, 'backends', i], fail)
+    const backend = b.mcp !== undefined && b.host === undefined
+      ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
+      : translateBackend(b, [...path, 'backends', i], fail)
     if (backend === undefined) return
     if (!backends.has(backend.key)) backends.set(backend.key, backend)
     refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policySet(b.policies ?? {}) })
@@ -244,9 +247,60 @@ function checkRegex (source: string, path: Path, fail: (p: Path, message: string
   }
 }
 
+export const DEFAULT_MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, options: ToIROptions, fail: (p: Path, message: string) => void): BackendIR | undefined {
+  const targets: McpTargetIR[] = []
+  const seen = new Set<string>()
+  m.targets.forEach((t, i) => {
+    const tp = [...path, 'targets', i]
+    if (seen.has(t.name)) fail([...tp, 'name'], `duplicate target name "${t.name}"`)
+    seen.add(t.name)
+    const kinds = (['stdio', 'mcp', 'sse'] as const).filter(k => t[k] !== undefined)
+    if (kinds.length !== 1) {
+      fail(tp, `needs exactly one of stdio, mcp or sse${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
+      return
+    }
+    if (t.stdio !== undefined) {
+      const cmd = t.stdio.cmd.includes('/') && !t.stdio.cmd.startsWith('/') ? resolvePath(options.baseDir, t.stdio.cmd) : t.stdio.cmd
+      const target: McpTargetIR = { name: t.name, kind: 'stdio', cmd, args: t.stdio.args ?? [], env: t.stdio.env ?? {} }
+      if (t.stdio.cwd !== undefined) target.cwd = resolvePath(options.baseDir, t.stdio.cwd)
+      targets.push(target)
+      return
+    }
+    const kind = kinds[0] as 'mcp' | 'sse'
+    const url = t[kind]!.host
+    try {
+      // eslint-disable-next-line no-new
+      new URL(url)
+    } catch {
+      fail([...tp, kind, 'host'], `invalid URL "${url}"`)
+      return
+    }
+    targets.push({ name: t.name, kind, url })
+  })
+  return {
+    key: `mcp:${name}`,
+    kind: 'mcp',
+    name,
+    protocol: 'http',
+    endpoints: [],
+    target: targets.map(t => t.name).join(','),
+    mcp: {
+      targets,
+      statefulMode: m.statefulMode ?? 'stateful',
+      prefixMode: m.prefixMode ?? 'conditional',
+      failureMode: m.failureMode ?? 'failClosed',
+      dnsRebindingProtection: m.dnsRebindingProtection ?? false,
+      allowedOrigins: m.allowedOrigins ?? [],
+      maxMessageBytes: m.maxMessageSize ?? DEFAULT_MCP_MAX_MESSAGE_BYTES
+    }
+  }
+}
+
 function translateBackend (b: RouteBackendConfig, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
-  if (b.host === undefined) {
-    fail(path, 'needs exactly one backend kind: host')
+  if (b.host === undefined || b.mcp !== undefined) {
+    fail(path, 'needs exactly one backend kind: host or mcp')
     return undefined
   }
   const parsed = parseHostTarget(b.host)

@@ -15,6 +15,7 @@ import { handleUpgrade } from '../http/upgrade.ts'
 import type { RequestContext } from '../pipeline/context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { BackendStats } from './backend-stats.ts'
+import { McpGateway, type McpGatewayOptions } from '../mcp/gateway.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -22,6 +23,8 @@ export interface EngineOptions {
   /** Max bytes kept per trace body snapshot (default 64 KiB). */
   traceBodyLimit?: number
   pools?: UpstreamPoolOptions
+  /** MCP sessions: the key that encrypts session ids, idle expiry, a logger. */
+  mcp?: McpGatewayOptions
   onRequestEnd?: (ctx: RequestContext) => void
   onInternalError?: (err: unknown, ctx: RequestContext) => void
 }
@@ -31,6 +34,7 @@ export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
 export class Engine implements PipelineRuntime {
   readonly hub = new TraceHub()
   readonly pools: UpstreamPools
+  readonly mcp: McpGateway
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
   readonly backendStats = new BackendStats()
@@ -44,6 +48,7 @@ export class Engine implements PipelineRuntime {
     this.env = options.env ?? {}
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
     this.pools = new UpstreamPools(options.pools)
+    this.mcp = new McpGateway(options.mcp)
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {
       this.inFlight.delete(ctx)
@@ -70,7 +75,8 @@ export class Engine implements PipelineRuntime {
       throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${(err as Error).message}`, { cause: err })
     }
     this.compiled = next
-    this.pools.sync(ir.backends)
+    this.pools.sync(ir.backends.filter(b => b.kind !== 'mcp'))
+    this.mcp.sync(ir.backends)
     this.backendStats.retain(new Set(ir.backends.map(b => b.key)))
     return next
   }
@@ -100,6 +106,6 @@ export class Engine implements PipelineRuntime {
   }
 
   async close (): Promise<void> {
-    await this.pools.close()
+    await Promise.all([this.pools.close(), this.mcp.close()])
   }
 }

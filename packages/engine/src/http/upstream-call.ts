@@ -62,29 +62,24 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
 
   const timeouts = ctx.route?.ir.timeouts
   let timer: NodeJS.Timeout | undefined
-  let timedOut: string | null = null
-  let controller: Dispatcher.DispatchController | null = null
-  const abort = (err: Error) => { controller?.abort(err) }
+  const call: CallState = { controller: null, timedOut: null }
   if (timeouts !== undefined) {
     const remainingRequest = timeouts.requestMs === undefined ? Infinity : timeouts.requestMs - (ctx.upstreamStart - ctx.startMono)
     const backendLimit = timeouts.backendRequestMs ?? Infinity
     const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
     if (wait !== Infinity) {
       const which = remainingRequest <= backendLimit ? 'request timeout' : 'upstream call timeout'
-      timer = setTimeout(() => {
-        timedOut = which
-        abort(new PorticoError('PORTICO_TIMEOUT', which))
-      }, wait)
+      timer = setTimeout(onCallTimeout, wait, call, which)
     }
   }
-  ctx.abortUpstream = () => abort(new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'client closed the connection'))
+  ctx.abortUpstream = abortOnClientClose(call)
 
   let responseTap: BodyTap | null = null
   let waitingForDrain = false
 
   const handler: Dispatcher.DispatchHandler = {
     onRequestStart (c) {
-      controller = c
+      call.controller = c
     },
     onRequestUpgrade (_c, statusCode, headers, upstreamSocket) {
       if (timer !== undefined) clearTimeout(timer)
@@ -152,7 +147,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
       if (timer !== undefined) clearTimeout(timer)
       ctx.abortUpstream = null
       if (ctx.done || (err as PorticoError).code === 'PORTICO_DOWNSTREAM_CLOSED') return
-      const failure = classifyFailure(err, timedOut)
+      const failure = classifyFailure(err, call.timedOut)
       ctx.error = failure.detail
       if (!res.headersSent) {
         ctx.tracer?.emit({ type: 'backendCallResult', status: null, error: failure.detail }, { eventStart: callStartUs, severity: 'error' })
@@ -174,8 +169,29 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
       upgrade: ctx.upgrade !== null ? (firstValue(req.headers.upgrade) ?? 'websocket') : null
     }, handler)
   } catch (err) {
-    handler.onResponseError!(controller as unknown as Dispatcher.DispatchController, err as Error)
+    handler.onResponseError!(call.controller as unknown as Dispatcher.DispatchController, err as Error)
   }
+}
+
+/**
+ * What the abort paths (timeout, client gone) need from a backend call. They are built
+ * outside callUpstream on purpose: a closure created in callUpstream would hold its whole
+ * scope (request, response, handler), and with one created per request V8 ended up promoting
+ * every request's objects to the old generation (scavenges of 5-10 ms at 1,000 requests/s).
+ */
+interface CallState {
+  controller: Dispatcher.DispatchController | null
+  /** Which timeout fired, if one did. */
+  timedOut: string | null
+}
+
+function onCallTimeout (call: CallState, which: string): void {
+  call.timedOut = which
+  call.controller?.abort(new PorticoError('PORTICO_TIMEOUT', which))
+}
+
+function abortOnClientClose (call: CallState): () => void {
+  return () => { call.controller?.abort(new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'client closed the connection')) }
 }
 
 function firstValue (v: string | string[] | undefined): string | undefined {

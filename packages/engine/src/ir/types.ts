@@ -111,9 +111,10 @@ export interface BackendRefIR {
 
 /**
  * `static` — a fixed host (standalone `host:`); `service` — a cluster Service resolved to
- * endpoints; `invalid` — kept so requests get a truthful 500 and the trace says why.
+ * endpoints; `mcp` — MCP targets served behind one endpoint; `invalid` — kept so requests
+ * get a truthful 500 and the trace says why.
  */
-export type BackendKind = 'static' | 'service' | 'invalid'
+export type BackendKind = 'static' | 'service' | 'mcp' | 'invalid'
 
 export interface BackendIR {
   key: string
@@ -127,7 +128,29 @@ export interface BackendIR {
   target: string
   /** Why the backend is invalid (only for kind `invalid`). */
   invalidReason?: string
+  /** The MCP side of kind `mcp` backends (endpoints are then empty). */
+  mcp?: McpBackendSpecIR
 }
+
+export interface McpBackendSpecIR {
+  targets: McpTargetIR[]
+  /** `stateful`: sessions with Mcp-Session-Id; `stateless`: every POST stands alone. */
+  statefulMode: 'stateful' | 'stateless'
+  /** `conditional`: names get `<target>_` only with several targets; `always`: even with one. */
+  prefixMode: 'conditional' | 'always'
+  /** `failClosed`: a failing target fails fan-out calls; `failOpen`: it is skipped. */
+  failureMode: 'failClosed' | 'failOpen'
+  /** Reject requests whose Host or Origin is not localhost (DNS rebinding protection). */
+  dnsRebindingProtection: boolean
+  /** Origins allowed to call (browser clients); empty = any origin unless the protection is on. */
+  allowedOrigins: string[]
+  /** Largest JSON-RPC POST body accepted (413 above). */
+  maxMessageBytes: number
+}
+
+export type McpTargetIR =
+  | { name: string, kind: 'stdio', cmd: string, args: string[], env: Record<string, string>, cwd?: string }
+  | { name: string, kind: 'mcp' | 'sse', url: string }
 
 export interface EndpointIR {
   host: string

@@ -11,6 +11,7 @@ import type { CompiledBackendRef, CompiledListener, CompiledRoute } from '../eng
 import type { HeaderMap } from '../policy/header-modifier.ts'
 import type { CompiledPolicySet, PolicyPhase } from '../policy/types.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
+import type { McpCallInfo } from '../mcp/session.ts'
 
 /**
  * Why a request ended the way it did — a stable label for access logs and metrics
@@ -26,6 +27,7 @@ export type RequestReason =
   | 'InvalidRequest'
   | 'DownstreamClosed'
   | 'Internal'
+  | 'MCP'
   | (string & {})
 
 export class RequestContext {
@@ -73,6 +75,8 @@ export class RequestContext {
   upgrade: { socket: Duplex, head: Buffer } | null = null
   /** True once the backend accepted the upgrade and bytes are tunnelled both ways. */
   upgraded = false
+  /** On MCP routes: the MCP method, target and tool/prompt/resource of this request. */
+  mcp: McpCallInfo | null = null
 
   tracer: TraceRecorder | null
 

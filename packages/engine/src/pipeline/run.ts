@@ -10,6 +10,8 @@ import type { CompiledBind } from '../engine/compiled.ts'
 import type { CompiledPolicySet, PolicyOutcome, PolicyPhase } from '../policy/types.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { UpstreamPools } from '../http/upstream-pools.ts'
+import type { McpGateway } from '../mcp/gateway.ts'
+import { handleMcpHttp } from '../mcp/http.ts'
 import { RequestContext } from './context.ts'
 import { hostOnly } from '../routing/hostname.ts'
 import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
@@ -21,6 +23,7 @@ import { respondLocal } from './respond.ts'
 export interface PipelineRuntime {
   hub: TraceHub
   pools: UpstreamPools
+  mcp: McpGateway
   /** `env` of every snapshot: `{}` standalone, `{podName, namespace, gateway}` in a cluster. */
   env: Record<string, string>
   /** Cap on bytes captured per body snapshot. */
@@ -92,6 +95,11 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   }
   ctx.backend = ref.backend
   outcome = await runPhase(ctx, 'backend', ref.policies)
+  if (ctx.backend.kind === 'mcp' && outcome === null) {
+    // The MCP layer reads the JSON-RPC body first, so its snapshots can name the method.
+    if (ctx.upgrade !== null) return respondLocal(rt, ctx, 400, 'upgrade not supported on an MCP route', 'InvalidRequest')
+    return await handleMcpHttp(rt.mcp, rt, ctx)
+  }
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 

@@ -64,8 +64,9 @@ export function requestSnapshot (ctx: RequestContext, env: Record<string, string
     source: sourcePart(ctx)
   }
   if (options.backend === true && ctx.backend !== null) {
-    state.backend = { name: ctx.backend.name, type: ctx.backend.kind, protocol: 'http' }
+    state.backend = { name: ctx.backend.name, type: ctx.backend.kind, protocol: ctx.backend.kind === 'mcp' ? 'mcp' : 'http' }
   }
+  if (ctx.mcp !== null) state.mcp = ctx.mcp
   state.env = env
   return state
 }
@@ -74,6 +75,7 @@ export function responseSnapshot (ctx: RequestContext, env: Record<string, strin
   const state: Record<string, unknown> = {
     response: { code: ctx.status, headers: flattenHeaders(ctx.responseHeaders) }
   }
+  if (ctx.mcp !== null) state.mcp = ctx.mcp
   if (withDurations) {
     state.proxy = {
       requestProcessingDuration: formatSeconds(Math.max(0, ctx.upstreamStart - ctx.startMono)),

@@ -1,0 +1,205 @@
+/**
+ * All MCP sessions of one proxy: creating them (and minting their self-describing ids),
+ * finding or resuming them by id, the shared upstream sessions of stateless backends, idle
+ * expiry, and closing sessions whose backend changed or left the config.
+ */
+
+import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
+import { McpSession, type SessionHooks } from './session.ts'
+import { SessionIdCodec } from './session-id.ts'
+import type { ClientInit } from './target.ts'
+import { LATEST_PROTOCOL_VERSION } from './jsonrpc.ts'
+import { GATEWAY_INFO } from './merge.ts'
+
+export interface McpLogger {
+  debug(fields: Record<string, unknown>, message: string): void
+  info(fields: Record<string, unknown>, message: string): void
+  warn(fields: Record<string, unknown>, message: string): void
+}
+
+export interface McpGatewayOptions {
+  /** 64 hex digits; sessions ids minted with one key can be resumed by any replica with it. */
+  sessionKey?: string
+  /** Idle sessions are closed after this long (default 30 minutes). */
+  sessionTtlMs?: number
+  logger?: McpLogger
+}
+
+export interface McpChildProcess {
+  pid: number
+  backend: string
+  target: string
+  startedAt: string
+}
+
+export const DEFAULT_SESSION_TTL_MS = 30 * 60_000
+
+export class McpGateway {
+  readonly codec: SessionIdCodec
+  readonly ttlMs: number
+  private readonly logger: McpLogger | undefined
+  private readonly sessions = new Map<string, McpSession>()
+  private readonly resuming = new Map<string, Promise<McpSession | null>>()
+  private readonly stateless = new Map<string, Promise<McpSession>>()
+  readonly legacy = new Map<string, McpSession | null>()
+  private readonly processes = new Map<number, McpChildProcess>()
+  private readonly specs = new Map<string, string>()
+  private readonly reaper: NodeJS.Timeout
+
+  constructor (options: McpGatewayOptions = {}) {
+    this.codec = new SessionIdCodec(options.sessionKey)
+    this.ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS
+    this.logger = options.logger
+    this.reaper = setInterval(() => this.reapIdle(), Math.min(60_000, Math.max(1_000, this.ttlMs / 4)))
+    this.reaper.unref()
+  }
+
+  private hooks (backend: BackendIR): SessionHooks {
+    return {
+      onProcess: (target, pid, running) => {
+        if (pid === undefined) return
+        if (running) this.processes.set(pid, { pid, backend: backend.name, target, startedAt: new Date().toISOString() })
+        else this.processes.delete(pid)
+        this.logger?.debug({ backend: backend.name, target, pid }, running ? 'mcp stdio server started' : 'mcp stdio server exited')
+      },
+      onStderr: (target, line) => this.logger?.debug({ backend: backend.name, target, line }, 'mcp stdio server stderr'),
+      onTargetState: (target, state, detail) => {
+        if (state === 'restarting') this.logger?.warn({ backend: backend.name, target, detail }, 'mcp target down; restarting')
+      }
+    }
+  }
+
+  /** A new stateful session: every target started and initialized, then the id minted. */
+  async createSession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
+    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend) })
+    await session.start()
+    session.id = this.codec.encode(session.state(SessionIdCodec.nonce()))
+    this.sessions.set(session.id, session)
+    this.specs.set(backend.key, JSON.stringify(backend.mcp))
+    return session
+  }
+
+  /**
+   * The session for an id: in memory, or rebuilt from the id itself (minted by another
+   * replica, or before a restart). Null when the id is not ours or names another backend.
+   */
+  async getSession (backend: BackendIR, id: string): Promise<McpSession | null> {
+    const live = this.sessions.get(id)
+    if (live !== undefined) return live.backendKey === backend.key ? live : null
+    const pending = this.resuming.get(id)
+    if (pending !== undefined) return await pending
+    const state = this.codec.decode(id)
+    if (state === null || state.backend !== backend.key) return null
+    const job = (async () => {
+      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init: state.init, hooks: this.hooks(backend) })
+      try {
+        await session.start(state)
+      } catch (err) {
+        this.logger?.warn({ backend: backend.name, err: (err as Error).message }, 'mcp session could not be resumed')
+        return null
+      }
+      session.id = id
+      this.sessions.set(id, session)
+      this.logger?.info({ backend: backend.name }, 'mcp session resumed from its id')
+      return session
+    })()
+    this.resuming.set(id, job)
+    try {
+      return await job
+    } finally {
+      this.resuming.delete(id)
+    }
+  }
+
+  async deleteSession (session: McpSession): Promise<void> {
+    this.sessions.delete(session.id)
+    await session.close()
+  }
+
+  /** Stateless backends share one upstream session per target, opened on first use. */
+  statelessSession (backend: BackendIR): Promise<McpSession> {
+    let s = this.stateless.get(backend.key)
+    if (s === undefined) {
+      const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: GATEWAY_INFO }
+      s = (async () => {
+        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend) })
+        await session.start()
+        return session
+      })()
+      this.stateless.set(backend.key, s)
+      s.catch(() => this.stateless.delete(backend.key))
+      this.specs.set(backend.key, JSON.stringify(backend.mcp))
+    }
+    return s
+  }
+
+  /** A session of the legacy HTTP+SSE transport (created at `initialize`, ended with its stream). */
+  async createLegacySession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
+    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), legacy: true })
+    await session.start()
+    return session
+  }
+
+  /**
+   * After a config change: sessions of backends that left the config, or whose MCP settings
+   * changed, are closed (their stdio servers stopped); the rest carry on.
+   */
+  sync (backends: Iterable<BackendIR>): void {
+    const current = new Map<string, McpBackendSpecIR>()
+    for (const b of backends) if (b.kind === 'mcp' && b.mcp !== undefined) current.set(b.key, b.mcp)
+    const stale = (key: string) => {
+      const spec = current.get(key)
+      return spec === undefined || (this.specs.has(key) && this.specs.get(key) !== JSON.stringify(spec))
+    }
+    for (const [id, session] of this.sessions) {
+      if (!stale(session.backendKey)) continue
+      this.sessions.delete(id)
+      void session.close()
+    }
+    for (const [key, s] of this.stateless) {
+      if (!stale(key)) continue
+      this.stateless.delete(key)
+      void s.then(session => session.close(), () => {})
+    }
+    for (const [id, session] of this.legacy) {
+      if (session === null || !stale(session.backendKey)) continue
+      this.legacy.delete(id)
+      void session.close()
+    }
+    for (const key of [...this.specs.keys()]) {
+      if (!current.has(key)) this.specs.delete(key)
+      else this.specs.set(key, JSON.stringify(current.get(key)))
+    }
+  }
+
+  private reapIdle (): void {
+    const cutoff = Date.now() - this.ttlMs
+    for (const [id, session] of this.sessions) {
+      if (session.lastActivity >= cutoff) continue
+      this.sessions.delete(id)
+      this.logger?.info({ backend: session.backendKey }, 'mcp session expired after being idle')
+      void session.close()
+    }
+  }
+
+  get sessionCount (): number {
+    return this.sessions.size
+  }
+
+  children (): McpChildProcess[] {
+    return [...this.processes.values()]
+  }
+
+  /** Shutdown: stdio servers stop; upstream HTTP sessions are left for other replicas. */
+  async close (): Promise<void> {
+    clearInterval(this.reaper)
+    const all: Array<Promise<unknown>> = []
+    for (const s of this.sessions.values()) all.push(s.detach())
+    for (const s of this.stateless.values()) all.push(s.then(x => x.close(), () => {}))
+    for (const s of this.legacy.values()) if (s !== null) all.push(s.close())
+    this.sessions.clear()
+    this.stateless.clear()
+    this.legacy.clear()
+    await Promise.allSettled(all)
+  }
+}

@@ -1,0 +1,364 @@
+/**
+ * The client side of an MCP route: the streamable HTTP transport (revisions 2025-03-26,
+ * 2025-06-18 and 2025-11-25) and the legacy HTTP+SSE transport, on the route's paths.
+ *
+ *  POST   one JSON-RPC message (or a batch, for 2025-03-26 clients): requests are answered
+ *         as JSON or as an SSE stream; notifications and responses alone get 202.
+ *  GET    the session's stream for server-initiated messages (Last-Event-ID resumes).
+ *  DELETE ends the session.
+ *  GET …/sse + POST …/message?sessionId=  the legacy transport.
+ *
+ * Errors follow the spec: missing session id 400, unknown session 404, bad
+ * MCP-Protocol-Version 400, wrong Accept 406, wrong Content-Type 415, body too large 413,
+ * Origin/Host refused 403; JSON-RPC errors -32700 (parse) and -32600 (invalid request).
+ */
+
+import { randomUUID } from 'node:crypto'
+import type { RequestContext } from '../pipeline/context.ts'
+import type { PipelineRuntime } from '../pipeline/run.ts'
+import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
+import type { McpGateway } from './gateway.ts'
+import type { McpSession } from './session.ts'
+import { PostChannel, SseWriter } from './channels.ts'
+import {
+  errorResponse, INVALID_REQUEST, isRequest, isSupportedVersion, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_UNAVAILABLE, validMessage,
+  type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
+} from './jsonrpc.ts'
+import { requestSnapshot, responseSnapshot } from '../trace/snapshot.ts'
+import type { ClientInit } from './target.ts'
+
+const SESSION_HEADER = 'mcp-session-id'
+
+export async function handleMcpHttp (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
+  const backend = ctx.backend!
+  const spec = backend.mcp!
+  const last = ctx.path.slice(ctx.path.lastIndexOf('/') + 1)
+  const refused = checkOrigin(ctx, spec)
+  if (refused !== null) return reply(rt, ctx, 403, errorResponse(null, INVALID_REQUEST, refused))
+
+  if (last === 'sse' && ctx.method === 'GET') return legacyOpen(gw, rt, ctx)
+  if ((last === 'message' || last === 'messages') && ctx.method === 'POST' && new URLSearchParams(ctx.query).has('sessionId')) {
+    return await legacyPost(gw, rt, ctx, backend)
+  }
+  switch (ctx.method) {
+    case 'POST': return await post(gw, rt, ctx, backend)
+    case 'GET': return await get(gw, rt, ctx, backend)
+    case 'DELETE': return await del(gw, rt, ctx, backend)
+    default:
+      return reply(rt, ctx, 405, errorResponse(null, INVALID_REQUEST, `Method not allowed: ${ctx.method}`), { allow: 'GET, POST, DELETE' })
+  }
+}
+
+/** Origin allow-list and, when enabled, DNS rebinding protection (localhost Host and Origin). */
+function checkOrigin (ctx: RequestContext, spec: McpBackendSpecIR): string | null {
+  const origin = ctx.req.headers.origin
+  if (spec.dnsRebindingProtection) {
+    if (!isLocalHost(ctx.hostname)) return `Forbidden: Host ${ctx.host} is not allowed (DNS rebinding protection)`
+    if (origin !== undefined && !isLocalOrigin(origin) && !spec.allowedOrigins.includes(origin)) return `Forbidden: Origin ${origin} is not allowed`
+  }
+  if (origin !== undefined && spec.allowedOrigins.length > 0 && !spec.allowedOrigins.includes(origin)) return `Forbidden: Origin ${origin} is not allowed`
+  return null
+}
+
+const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
+function isLocalHost (host: string): boolean {
+  return LOCAL_HOSTS.has(host)
+}
+function isLocalOrigin (origin: string): boolean {
+  try {
+    const u = new URL(origin)
+    return LOCAL_HOSTS.has(u.hostname)
+  } catch {
+    return false
+  }
+}
+
+// ---- trace and response helpers -------------------------------------------------------
+
+function traceStart (rt: PipelineRuntime, ctx: RequestContext): void {
+  ctx.upstreamStart = performance.now()
+  if (ctx.tracer === null) return
+  ctx.tracer.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
+  ctx.tracer.emit({ type: 'backendCallStart', target: ctx.mcp?.target !== undefined && ctx.mcp.target !== '' ? ctx.mcp.target : ctx.backend!.target })
+}
+
+function traceHead (rt: PipelineRuntime, ctx: RequestContext, status: number, error: string | null): void {
+  ctx.status = status
+  ctx.upstreamHeadersAt = performance.now()
+  if (ctx.upstreamStart === 0) traceStart(rt, ctx)
+  if (ctx.tracer === null) return
+  ctx.tracer.emit({ type: 'backendCallResult', status, error }, { eventStart: 0, severity: error !== null || status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
+  ctx.tracer.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) })
+}
+
+function reply (rt: PipelineRuntime, ctx: RequestContext, status: number, body: JsonRpcMessage | JsonRpcMessage[] | null, headers: Record<string, string> = {}): void {
+  const { res } = ctx
+  ctx.reason = status >= 400 ? 'MCP' : 'Upstream'
+  if (body !== null && !Array.isArray(body) && 'error' in body && status >= 400) ctx.error = body.error.message
+  ctx.responseHeaders = body === null ? { ...headers } : { 'content-type': 'application/json', ...headers }
+  traceHead(rt, ctx, status, status >= 400 && body !== null && !Array.isArray(body) && 'error' in body ? body.error.message : null)
+  if (res.headersSent || res.destroyed) return
+  const text = body === null ? '' : JSON.stringify(body)
+  res.writeHead(status, { ...ctx.responseHeaders, 'content-length': String(Buffer.byteLength(text)) } as Record<string, string>)
+  res.end(text)
+}
+
+/** Reads a JSON body up to `limit` bytes; 'too-large' when it is bigger. */
+function readBody (ctx: RequestContext, limit: number): Promise<Buffer | 'too-large'> {
+  const { req } = ctx
+  const declared = Number(req.headers['content-length'] ?? NaN)
+  if (declared > limit) {
+    req.resume()
+    return Promise.resolve('too-large')
+  }
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    let size = 0
+    let over = false
+    req.on('data', (chunk: Buffer) => {
+      if (over) return
+      size += chunk.length
+      if (size > limit) {
+        over = true
+        resolve('too-large')
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.on('end', () => { if (!over) resolve(Buffer.concat(chunks)) })
+    req.on('error', reject)
+  })
+}
+
+function acceptsBoth (accept: string | undefined): boolean {
+  if (accept === undefined) return false
+  if (accept.includes('*/*')) return true
+  return accept.includes('application/json') && accept.includes('text/event-stream')
+}
+
+function initOf (req: JsonRpcRequest): ClientInit {
+  const p = (req.params ?? {}) as Record<string, unknown>
+  return {
+    protocolVersion: typeof p.protocolVersion === 'string' ? p.protocolVersion : '2025-03-26',
+    capabilities: (p.capabilities ?? {}) as Record<string, unknown>,
+    clientInfo: (p.clientInfo ?? { name: 'unknown', version: '0' }) as Record<string, unknown>
+  }
+}
+
+/**
+ * Parses and checks a POST body: one message or (2025-03-26) a batch. Returns the messages
+ * or the error reply that was sent.
+ */
+async function readMessages (rt: PipelineRuntime, ctx: RequestContext, spec: McpBackendSpecIR): Promise<{ messages: JsonRpcMessage[], batch: boolean } | null> {
+  const body = await readBody(ctx, spec.maxMessageBytes)
+  if (body === 'too-large') {
+    reply(rt, ctx, 413, errorResponse(null, INVALID_REQUEST, `Message too large: the limit is ${spec.maxMessageBytes} bytes`), { connection: 'close' })
+    return null
+  }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(body.toString('utf8'))
+  } catch (err) {
+    reply(rt, ctx, 400, errorResponse(null, PARSE_ERROR, `Parse error: ${(err as Error).message}`))
+    return null
+  }
+  const batch = Array.isArray(parsed)
+  const list = batch ? parsed as unknown[] : [parsed]
+  if (list.length === 0) {
+    reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Invalid Request: empty batch'))
+    return null
+  }
+  for (const m of list) {
+    if (!validMessage(m)) {
+      const id = m !== null && typeof m === 'object' && ('id' in m) && (typeof (m as { id: unknown }).id === 'string' || typeof (m as { id: unknown }).id === 'number') ? (m as { id: JsonRpcId }).id : null
+      reply(rt, ctx, 400, errorResponse(id, INVALID_REQUEST, 'Invalid Request: not a JSON-RPC 2.0 message'))
+      return null
+    }
+  }
+  return { messages: list as JsonRpcMessage[], batch }
+}
+
+// ---- streamable HTTP ---------------------------------------------------------------------
+
+async function post (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+  const spec = backend.mcp!
+  const { req } = ctx
+  if (!acceptsBoth(req.headers.accept)) {
+    return reply(rt, ctx, 406, errorResponse(null, INVALID_REQUEST, 'Not Acceptable: Client must accept both application/json and text/event-stream'))
+  }
+  if (!String(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
+    return reply(rt, ctx, 415, errorResponse(null, INVALID_REQUEST, 'Unsupported Media Type: Content-Type must be application/json'))
+  }
+  const version = req.headers['mcp-protocol-version']
+  if (typeof version === 'string' && !isSupportedVersion(version)) {
+    return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, `Bad Request: Unsupported protocol version ${version}`))
+  }
+  const read = await readMessages(rt, ctx, spec)
+  if (read === null) return
+  const { messages, batch } = read
+  const first = messages[0]!
+
+  const initialize = messages.find(m => isRequest(m) && m.method === 'initialize') as JsonRpcRequest | undefined
+  if (initialize !== undefined) {
+    if (messages.length > 1) return reply(rt, ctx, 400, errorResponse(initialize.id, INVALID_REQUEST, 'Invalid Request: initialize must be sent alone'))
+    ctx.mcp = { method: 'initialize', target: spec.targets.map(t => t.name).join(',') }
+    traceStart(rt, ctx)
+    let session: McpSession
+    try {
+      session = spec.statefulMode === 'stateless' ? await gw.statelessSession(backend) : await gw.createSession(backend, initOf(initialize))
+    } catch (err) {
+      ctx.error = (err as Error).message
+      return reply(rt, ctx, 200, errorResponse(initialize.id, TARGET_UNAVAILABLE, (err as Error).message))
+    }
+    const headers: Record<string, string> = session.id !== '' && spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
+    return reply(rt, ctx, 200, resultResponse(initialize.id, session.initializeResult((initialize.params ?? {}).protocolVersion)), headers)
+  }
+
+  let session: McpSession | null
+  if (spec.statefulMode === 'stateless') {
+    try {
+      session = await gw.statelessSession(backend)
+    } catch (err) {
+      const id = isRequest(first) ? first.id : null
+      return reply(rt, ctx, 200, errorResponse(id, TARGET_UNAVAILABLE, (err as Error).message))
+    }
+  } else {
+    const sid = req.headers[SESSION_HEADER]
+    if (typeof sid !== 'string' || sid === '') {
+      return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))
+    }
+    session = await gw.getSession(backend, sid)
+    if (session === null) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  }
+
+  ctx.mcp = session.describe(messages.find(isRequest) ?? first)
+  traceStart(rt, ctx)
+  const requestIds = messages.filter(isRequest).map(m => m.id)
+  if (requestIds.length === 0) {
+    for (const m of messages) session.handle(m, session.stream)
+    return reply(rt, ctx, 202, null)
+  }
+  const headers: Record<string, string> = spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
+  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null })
+  channel.onHead = status => {
+    ctx.responseHeaders = { 'content-type': ctx.res.getHeader('content-type') as string, ...headers }
+    ctx.reason = 'Upstream'
+    traceHead(rt, ctx, status, null)
+  }
+  for (const m of messages) session.handle(m, channel)
+}
+
+async function get (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+  const spec = backend.mcp!
+  if (spec.statefulMode === 'stateless') return reply(rt, ctx, 405, errorResponse(null, INVALID_REQUEST, 'Method not allowed: stateless mode has no session stream'), { allow: 'POST' })
+  const accept = ctx.req.headers.accept ?? ''
+  if (!accept.includes('text/event-stream') && !accept.includes('*/*')) {
+    return reply(rt, ctx, 406, errorResponse(null, INVALID_REQUEST, 'Not Acceptable: Client must accept text/event-stream'))
+  }
+  const sid = ctx.req.headers[SESSION_HEADER]
+  if (typeof sid !== 'string' || sid === '') return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))
+  const session = await gw.getSession(backend, sid)
+  if (session === null) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  ctx.mcp = { method: 'GET', target: '' }
+  traceStart(rt, ctx)
+
+  const lastEventId = ctx.req.headers['last-event-id']
+  const headers = { [SESSION_HEADER]: session.id }
+  if (typeof lastEventId === 'string' && lastEventId !== '') {
+    const replay = session.events.after(lastEventId)
+    if (replay !== null && replay.stream !== session.stream.streamId) {
+      // Resuming the stream of an earlier POST: what was missed, then the rest as it comes.
+      const writer = new SseWriter(ctx.res, headers)
+      traceHead(rt, ctx, 200, null)
+      for (const e of replay.events) writer.event(e.data, e.id)
+      if (replay.ended) writer.end()
+      else session.events.attach(replay.stream, writer)
+      return
+    }
+    if (session.stream.connected) return reply(rt, ctx, 409, errorResponse(null, INVALID_REQUEST, 'Conflict: only one stream per session'))
+    const writer = new SseWriter(ctx.res, headers)
+    traceHead(rt, ctx, 200, null)
+    const seq = replay !== null ? Number(lastEventId.slice(lastEventId.lastIndexOf(':') + 1)) : undefined
+    session.stream.connect(writer, seq)
+    ctx.res.once('close', () => session.stream.disconnect(writer))
+    return
+  }
+  if (session.stream.connected) return reply(rt, ctx, 409, errorResponse(null, INVALID_REQUEST, 'Conflict: only one stream per session'))
+  const writer = new SseWriter(ctx.res, headers)
+  traceHead(rt, ctx, 200, null)
+  session.stream.connect(writer)
+  ctx.res.once('close', () => session.stream.disconnect(writer))
+}
+
+async function del (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+  if (backend.mcp!.statefulMode === 'stateless') return reply(rt, ctx, 405, errorResponse(null, INVALID_REQUEST, 'Method not allowed: stateless mode has no sessions'), { allow: 'POST' })
+  const sid = ctx.req.headers[SESSION_HEADER]
+  if (typeof sid !== 'string' || sid === '') return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))
+  const session = await gw.getSession(backend, sid)
+  if (session === null) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  ctx.mcp = { method: 'DELETE', target: '' }
+  traceStart(rt, ctx)
+  await gw.deleteSession(session)
+  reply(rt, ctx, 200, null)
+}
+
+// ---- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------
+
+function legacyOpen (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext): void {
+  const id = randomUUID()
+  gw.legacy.set(id, null)
+  ctx.mcp = { method: 'SSE', target: '' }
+  traceStart(rt, ctx)
+  const writer = new SseWriter(ctx.res, {})
+  traceHead(rt, ctx, 200, null)
+  const base = ctx.path.slice(0, ctx.path.lastIndexOf('/'))
+  writer.event(`${base}/message?sessionId=${id}`, undefined, 'endpoint')
+  legacyWriters.set(id, writer)
+  ctx.res.once('close', () => {
+    legacyWriters.delete(id)
+    const session = gw.legacy.get(id)
+    gw.legacy.delete(id)
+    void session?.close()
+  })
+}
+
+const legacyWriters = new Map<string, SseWriter>()
+
+async function legacyPost (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+  const id = new URLSearchParams(ctx.query).get('sessionId') ?? ''
+  const writer = legacyWriters.get(id)
+  if (writer === undefined || !gw.legacy.has(id)) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  const read = await readMessages(rt, ctx, backend.mcp!)
+  if (read === null) return
+  let session = gw.legacy.get(id) ?? null
+  const initialize = read.messages.find(m => isRequest(m) && m.method === 'initialize') as JsonRpcRequest | undefined
+  ctx.mcp = session?.describe(read.messages[0]!) ?? { method: 'initialize', target: backend.target }
+  traceStart(rt, ctx)
+  reply(rt, ctx, 202, null)
+  if (initialize !== undefined) {
+    if (session !== null) {
+      writer.event(JSON.stringify(errorResponse(initialize.id, INVALID_REQUEST, 'session already initialized')), undefined, 'message')
+      return
+    }
+    try {
+      session = await gw.createLegacySession(backend, initOf(initialize))
+    } catch (err) {
+      writer.event(JSON.stringify(errorResponse(initialize.id, TARGET_UNAVAILABLE, (err as Error).message)), undefined, 'message')
+      return
+    }
+    if (!writer.open) {
+      void session.close()
+      return
+    }
+    session.id = id
+    gw.legacy.set(id, session)
+    session.stream.connect(writer)
+    writer.event(JSON.stringify(resultResponse(initialize.id, session.initializeResult((initialize.params ?? {}).protocolVersion))), undefined, 'message')
+    return
+  }
+  if (session === null) {
+    for (const m of read.messages) if (isRequest(m)) writer.event(JSON.stringify(errorResponse(m.id, INVALID_REQUEST, 'session not initialized')), undefined, 'message')
+    return
+  }
+  for (const m of read.messages) session.handle(m, session.stream)
+}

@@ -1,0 +1,93 @@
+/**
+ * JSON-RPC 2.0 as MCP uses it: message shapes, the error codes the gateway answers with,
+ * and small constructors. Messages are handled as plain objects; shapes are checked by hand
+ * on the hot path (the SDK's zod schemas are thorough but slow per message).
+ */
+
+import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
+
+export type JsonRpcId = string | number
+
+export interface JsonRpcRequest {
+  jsonrpc: '2.0'
+  id: JsonRpcId
+  method: string
+  params?: Record<string, unknown>
+}
+
+export interface JsonRpcNotification {
+  jsonrpc: '2.0'
+  method: string
+  params?: Record<string, unknown>
+}
+
+export interface JsonRpcResult {
+  jsonrpc: '2.0'
+  id: JsonRpcId
+  result: Record<string, unknown>
+}
+
+export interface JsonRpcErrorResponse {
+  jsonrpc: '2.0'
+  id: JsonRpcId | null
+  error: { code: number, message: string, data?: unknown }
+}
+
+export type JsonRpcResponse = JsonRpcResult | JsonRpcErrorResponse
+export type JsonRpcMessage = JsonRpcRequest | JsonRpcNotification | JsonRpcResponse
+
+export const PARSE_ERROR = -32700
+export const INVALID_REQUEST = -32600
+export const METHOD_NOT_FOUND = -32601
+export const INVALID_PARAMS = -32602
+export const INTERNAL_ERROR = -32603
+/** Gateway errors about a target (down, restarting, failed): the SDK's "connection closed". */
+export const TARGET_UNAVAILABLE = -32000
+export const SESSION_NOT_FOUND = -32001
+
+export { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS }
+
+export function isRequest (m: JsonRpcMessage): m is JsonRpcRequest {
+  return 'method' in m && 'id' in m && m.id !== undefined && m.id !== null
+}
+
+export function isNotification (m: JsonRpcMessage): m is JsonRpcNotification {
+  return 'method' in m && !('id' in m && m.id !== undefined && m.id !== null)
+}
+
+export function isResponse (m: JsonRpcMessage): m is JsonRpcResponse {
+  return !('method' in m) && ('result' in m || 'error' in m)
+}
+
+/** A structural check of one decoded JSON value: is it a JSON-RPC 2.0 message? */
+export function validMessage (value: unknown): value is JsonRpcMessage {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return false
+  const m = value as Record<string, unknown>
+  if (m.jsonrpc !== '2.0') return false
+  const idOk = (id: unknown) => typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id))
+  if ('method' in m) {
+    if (typeof m.method !== 'string') return false
+    if ('params' in m && m.params !== undefined && (m.params === null || typeof m.params !== 'object')) return false
+    return !('id' in m) || idOk(m.id)
+  }
+  if ('result' in m) return idOk(m.id) && m.result !== null && typeof m.result === 'object'
+  if ('error' in m) {
+    const e = m.error as Record<string, unknown> | null
+    return (idOk(m.id) || m.id === null) && e !== null && typeof e === 'object' && typeof e.code === 'number' && typeof e.message === 'string'
+  }
+  return false
+}
+
+export function errorResponse (id: JsonRpcId | null, code: number, message: string, data?: unknown): JsonRpcErrorResponse {
+  const error: JsonRpcErrorResponse['error'] = { code, message }
+  if (data !== undefined) error.data = data
+  return { jsonrpc: '2.0', id, error }
+}
+
+export function resultResponse (id: JsonRpcId, result: Record<string, unknown>): JsonRpcResult {
+  return { jsonrpc: '2.0', id, result }
+}
+
+export function isSupportedVersion (v: string): boolean {
+  return (SUPPORTED_PROTOCOL_VERSIONS as readonly string[]).includes(v)
+}

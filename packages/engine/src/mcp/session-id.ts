@@ -1,0 +1,65 @@
+/**
+ * MCP session ids that carry their own state: which targets the session spans, each
+ * target's upstream session id, and the client's initialize parameters. The state is
+ * encrypted and authenticated (AES-256-GCM), so the id is opaque to clients and cannot be
+ * forged, and any replica holding the same key can rebuild a session it has never seen —
+ * no shared store between replicas.
+ *
+ * Format: `p1.<base64url(iv ‖ ciphertext ‖ tag)>` — visible ASCII, as the spec requires.
+ */
+
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
+
+export interface SessionState {
+  /** Random, so two sessions with the same content have different ids. */
+  nonce: string
+  /** Backend key the session belongs to (a resumed id must come back to the same backend). */
+  backend: string
+  /**
+   * Per target: its upstream session id (null for targets without one, e.g. stdio), the
+   * protocol version it negotiated and the capabilities it announced (names only) — what a
+   * replica needs to use an upstream session it did not open.
+   */
+  targets: Array<{ name: string, session: string | null, version?: string, caps?: string[] }>
+  /** What the client sent in `initialize`, to re-initialize targets on another replica. */
+  init: { protocolVersion: string, capabilities: Record<string, unknown>, clientInfo: Record<string, unknown> }
+}
+
+const PREFIX = 'p1.'
+
+export class SessionIdCodec {
+  private readonly key: Buffer
+
+  /** `keyHex`: 64 hex digits; omitted = a random key (ids resumable only by this process). */
+  constructor (keyHex?: string) {
+    this.key = keyHex !== undefined ? Buffer.from(keyHex, 'hex') : randomBytes(32)
+    if (this.key.length !== 32) throw new Error('session key must be 32 bytes (64 hex digits)')
+  }
+
+  encode (state: SessionState): string {
+    const iv = randomBytes(12)
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv)
+    const body = Buffer.concat([cipher.update(JSON.stringify(state), 'utf8'), cipher.final()])
+    return PREFIX + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url')
+  }
+
+  /** The state in an id, or null if it is not one of ours (wrong key, tampered, garbage). */
+  decode (id: string): SessionState | null {
+    if (!id.startsWith(PREFIX) || id.length > 16_384) return null
+    const raw = Buffer.from(id.slice(PREFIX.length), 'base64url')
+    if (raw.length < 12 + 16 + 2) return null
+    try {
+      const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12))
+      decipher.setAuthTag(raw.subarray(raw.length - 16))
+      const text = Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]).toString('utf8')
+      const state = JSON.parse(text) as SessionState
+      return typeof state.backend === 'string' && Array.isArray(state.targets) ? state : null
+    } catch {
+      return null
+    }
+  }
+
+  static nonce (): string {
+    return randomBytes(9).toString('base64url')
+  }
+}

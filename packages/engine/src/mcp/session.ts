@@ -1,0 +1,433 @@
+/**
+ * One client's MCP session through the gateway: an upstream session per target, and the
+ * routing between them. Requests are sent to the target that owns the named tool, prompt
+ * or resource (prefix stripped), list calls fan out and merge, and everything the targets
+ * send back — responses, progress, logging, list changes, and their own requests (sampling,
+ * elicitation, roots) — reaches the client on the right stream with ids mapped both ways.
+ */
+
+import type { McpBackendSpecIR } from '../ir/types.ts'
+import { TargetNaming } from './names.ts'
+import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from './target.ts'
+import { EventLog, SessionStream, type Channel } from './channels.ts'
+import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
+import {
+  errorResponse, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, METHOD_NOT_FOUND, resultResponse, TARGET_UNAVAILABLE,
+  type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
+} from './jsonrpc.ts'
+import type { SessionState } from './session-id.ts'
+
+const LIST_TIMEOUT_MS = 60_000
+
+/** Which MCP operation a request is, for traces, logs and metrics. */
+export interface McpCallInfo {
+  method: string
+  /** Target(s) the request went to ('' for local answers, comma-joined for fan-outs). */
+  target: string
+  /** Tool, prompt or resource named by the request (client-side name). */
+  name?: string
+  kind?: 'tool' | 'prompt' | 'resource'
+}
+
+export interface SessionHooks {
+  onProcess?(target: string, pid: number | undefined, running: boolean): void
+  onStderr?(target: string, line: string): void
+  onTargetState?(target: string, state: string, detail: string | null): void
+}
+
+interface Inflight {
+  clientId: JsonRpcId
+  channel: Channel
+  method: string
+  target: TargetConnection | null
+  upstreamId: JsonRpcId | null
+  progressToken: string | number | undefined
+  cancelled: boolean
+}
+
+const idKey = (id: JsonRpcId) => `${typeof id}:${id}`
+
+interface ListSpec {
+  capability: string
+  key: string
+  rewrite: (naming: TargetNaming, target: string, item: Record<string, unknown>) => Record<string, unknown>
+}
+
+const LISTS: Record<string, ListSpec> = {
+  'tools/list': { capability: 'tools', key: 'tools', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
+  'prompts/list': { capability: 'prompts', key: 'prompts', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
+  'resources/list': { capability: 'resources', key: 'resources', rewrite: (n, t, i) => ({ ...i, uri: n.wrapUri(t, String(i.uri)) }) },
+  'resources/templates/list': { capability: 'resources', key: 'resourceTemplates', rewrite: (n, t, i) => ({ ...i, uriTemplate: n.wrapUri(t, String(i.uriTemplate)) }) }
+}
+
+export class McpSession {
+  readonly spec: McpBackendSpecIR
+  readonly backendKey: string
+  readonly naming: TargetNaming
+  readonly targets = new Map<string, TargetConnection>()
+  readonly events = new EventLog()
+  readonly stream: SessionStream
+  readonly init: ClientInit
+  id = ''
+  lastActivity = Date.now()
+  closed = false
+  private readonly inflight = new Map<string, Inflight>()
+  private readonly byProgressToken = new Map<string | number, Inflight>()
+  private readonly serverRequests = new Map<string, { target: TargetConnection, id: JsonRpcId }>()
+  private nextServerRequest = 1
+
+  constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean }) {
+    this.spec = options.spec
+    this.backendKey = options.backendKey
+    this.init = options.init
+    this.naming = new TargetNaming(options.spec)
+    this.stream = new SessionStream(this.events, options.legacy === true)
+    const hooks = options.hooks ?? {}
+    const targetHooks: TargetHooks = {
+      onMessage: (target, message) => this.onTargetMessage(target, message),
+      onProcess: (target, pid, running) => hooks.onProcess?.(target.name, pid, running),
+      onStderr: (target, line) => hooks.onStderr?.(target.name, line),
+      onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail)
+    }
+    for (const t of options.spec.targets) this.targets.set(t.name, new TargetConnection(t, targetHooks))
+  }
+
+  /**
+   * Starts every target (resuming upstream sessions named in `resume`). With failClosed a
+   * target that cannot start fails the session; with failOpen the session goes on without
+   * it while it restarts in the background, as long as one target is up.
+   */
+  async start (resume?: SessionState): Promise<void> {
+    const resumeOf = new Map(resume?.targets.map(t => [t.name, t]) ?? [])
+    const results = await Promise.allSettled([...this.targets.values()].map(conn => {
+      const r = resumeOf.get(conn.name)
+      if (r?.session != null && conn.spec.kind === 'mcp') {
+        const result: TargetInitResult | null = r.version !== undefined
+          ? { protocolVersion: r.version, capabilities: Object.fromEntries((r.caps ?? []).map(c => [c, {}])), serverInfo: {} }
+          : null
+        return conn.start(this.init, { session: r.session, result })
+      }
+      return conn.start(this.init)
+    }))
+    const failed = results.flatMap(r => r.status === 'rejected' ? [(r.reason as Error).message ?? String(r.reason)] : [])
+    if (failed.length > 0 && (this.spec.failureMode === 'failClosed' || failed.length === this.targets.size)) {
+      await this.close()
+      throw new Error(failed.join('; '))
+    }
+  }
+
+  /** The merged initialize result for the client. */
+  initializeResult (requestedVersion: unknown): Record<string, unknown> {
+    const ready = [...this.targets.values()].filter(t => t.initResult !== null).map(t => ({ name: t.name, result: t.initResult! }))
+    return mergeInitialize(ready, requestedVersion)
+  }
+
+  /** What goes into the session id. */
+  state (nonce: string): SessionState {
+    return {
+      nonce,
+      backend: this.backendKey,
+      targets: [...this.targets.values()].map(t => {
+        const entry: SessionState['targets'][number] = { name: t.name, session: t.upstreamSession }
+        if (t.initResult !== null) {
+          entry.version = t.initResult.protocolVersion
+          entry.caps = Object.keys(t.initResult.capabilities ?? {})
+        }
+        return entry
+      }),
+      init: this.init
+    }
+  }
+
+  /** Describes a client request for traces, logs and metrics. */
+  describe (message: JsonRpcMessage): McpCallInfo | null {
+    if (!('method' in message)) return null
+    const params = (message.params ?? {}) as Record<string, unknown>
+    const info: McpCallInfo = { method: message.method, target: '' }
+    const byName = (kind: 'tool' | 'prompt') => {
+      const name = String(params.name ?? '')
+      info.name = name
+      info.kind = kind
+      info.target = this.naming.unwrapName(name)?.target ?? ''
+    }
+    switch (message.method) {
+      case 'tools/call': byName('tool'); break
+      case 'prompts/get': byName('prompt'); break
+      case 'resources/read':
+      case 'resources/subscribe':
+      case 'resources/unsubscribe': {
+        const uri = String(params.uri ?? '')
+        info.name = uri
+        info.kind = 'resource'
+        info.target = this.naming.unwrapUri(uri)?.target ?? ''
+        break
+      }
+      default:
+        if (message.method in LISTS || message.method === 'initialize' || message.method === 'logging/setLevel') info.target = [...this.targets.keys()].join(',')
+        else if (this.targets.size === 1) info.target = [...this.targets.keys()][0]!
+    }
+    return info
+  }
+
+  /** Handles one message from the client; responses go to `channel`. */
+  handle (message: JsonRpcMessage, channel: Channel): void {
+    this.lastActivity = Date.now()
+    if (isRequest(message)) this.onClientRequest(message, channel)
+    else if (isNotification(message)) this.onClientNotification(message)
+    else this.onClientResponse(message as JsonRpcResponse)
+  }
+
+  private onClientRequest (req: JsonRpcRequest, channel: Channel): void {
+    const params = (req.params ?? {}) as Record<string, unknown>
+    switch (req.method) {
+      case 'ping':
+        channel.deliver(resultResponse(req.id, {}))
+        return
+      case 'initialize':
+        channel.deliver(errorResponse(req.id, INVALID_REQUEST, 'session already initialized'))
+        return
+      case 'tools/list':
+      case 'prompts/list':
+      case 'resources/list':
+      case 'resources/templates/list':
+        void this.fanOutList(req, LISTS[req.method]!, channel)
+        return
+      case 'tools/call':
+      case 'prompts/get': {
+        const owner = this.naming.unwrapName(String(params.name ?? ''))
+        if (owner === null) {
+          channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown ${req.method === 'tools/call' ? 'tool' : 'prompt'}: ${String(params.name ?? '')}`))
+          return
+        }
+        this.forward(req, channel, owner.target, { ...params, name: owner.name })
+        return
+      }
+      case 'resources/read':
+      case 'resources/subscribe':
+      case 'resources/unsubscribe': {
+        const owner = this.naming.unwrapUri(String(params.uri ?? ''))
+        if (owner === null) {
+          channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown resource: ${String(params.uri ?? '')}`))
+          return
+        }
+        this.forward(req, channel, owner.target, { ...params, uri: owner.uri }, result => this.wrapContents(owner.target, result))
+        return
+      }
+      case 'completion/complete': {
+        const ref = (params.ref ?? {}) as Record<string, unknown>
+        const owner = ref.type === 'ref/prompt' ? this.naming.unwrapName(String(ref.name ?? '')) : this.naming.unwrapUri(String(ref.uri ?? ''))
+        if (owner === null) {
+          channel.deliver(errorResponse(req.id, INVALID_PARAMS, 'Unknown completion reference'))
+          return
+        }
+        const upstreamRef = ref.type === 'ref/prompt' ? { ...ref, name: (owner as { name: string }).name } : { ...ref, uri: (owner as { uri: string }).uri }
+        this.forward(req, channel, owner.target, { ...params, ref: upstreamRef })
+        return
+      }
+      case 'logging/setLevel':
+        void this.broadcastRequest(req, channel)
+        return
+      default:
+        if (this.targets.size === 1) {
+          this.forward(req, channel, [...this.targets.keys()][0]!, req.params)
+          return
+        }
+        channel.deliver(errorResponse(req.id, METHOD_NOT_FOUND, `Method not found: ${req.method} (not supported across several targets)`))
+    }
+  }
+
+  /** Sends a client request to one target and its response back to the client. */
+  private forward (req: JsonRpcRequest, channel: Channel, targetName: string, params: Record<string, unknown> | undefined, transform?: (result: Record<string, unknown>) => Record<string, unknown>): void {
+    const conn = this.targets.get(targetName)!
+    const meta = (params?._meta ?? undefined) as Record<string, unknown> | undefined
+    const token = meta?.progressToken as string | number | undefined
+    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: token, cancelled: false }
+    this.inflight.set(idKey(req.id), entry)
+    if (token !== undefined) this.byProgressToken.set(token, entry)
+    const send = () => {
+      if (entry.cancelled) return
+      const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
+      if (params !== undefined) message.params = params
+      entry.upstreamId = conn.request(message, response => this.complete(entry, response, transform))
+    }
+    if (conn.state === 'ready') send()
+    else conn.ready().then(send, (err: Error) => this.complete(entry, errorResponse(req.id, TARGET_UNAVAILABLE, err.message)))
+  }
+
+  private complete (entry: Inflight, response: JsonRpcResponse, transform?: (result: Record<string, unknown>) => Record<string, unknown>): void {
+    this.inflight.delete(idKey(entry.clientId))
+    if (entry.progressToken !== undefined) this.byProgressToken.delete(entry.progressToken)
+    if (entry.cancelled) return
+    this.lastActivity = Date.now()
+    let out: JsonRpcResponse
+    if ('result' in response) out = resultResponse(entry.clientId, transform !== undefined ? transform(response.result) : response.result)
+    else out = { jsonrpc: '2.0', id: entry.clientId, error: response.error }
+    entry.channel.deliver(out)
+  }
+
+  private wrapContents (target: string, result: Record<string, unknown>): Record<string, unknown> {
+    if (!this.naming.prefixed || !Array.isArray(result.contents)) return result
+    return { ...result, contents: (result.contents as Array<Record<string, unknown>>).map(c => typeof c.uri === 'string' ? { ...c, uri: this.naming.wrapUri(target, c.uri) } : c) }
+  }
+
+  /** List calls: every target with the capability, merged, with one composite cursor. */
+  private async fanOutList (req: JsonRpcRequest, spec: ListSpec, channel: Channel): Promise<void> {
+    const params = { ...(req.params ?? {}) } as Record<string, unknown>
+    let cursors: Record<string, string> | null = null
+    if (typeof params.cursor === 'string') {
+      cursors = decodeCursor(params.cursor)
+      if (cursors === null) {
+        channel.deliver(errorResponse(req.id, INVALID_PARAMS, 'Invalid cursor'))
+        return
+      }
+    }
+    delete params.cursor
+    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: null, upstreamId: null, progressToken: undefined, cancelled: false }
+    this.inflight.set(idKey(req.id), entry)
+    const targets = [...this.targets.values()].filter(t => (cursors === null || t.name in cursors) && (t.initResult === null || spec.capability in (t.initResult.capabilities ?? {})))
+    const answers = await Promise.all(targets.map(async t => {
+      try {
+        await t.ready()
+      } catch (err) {
+        return { t, response: errorResponse(req.id, TARGET_UNAVAILABLE, (err as Error).message) }
+      }
+      if (!(spec.capability in (t.initResult?.capabilities ?? {}))) return null
+      const p = cursors !== null ? { ...params, cursor: cursors[t.name] } : params
+      return { t, response: await t.call({ method: req.method, params: p }, LIST_TIMEOUT_MS) }
+    }))
+    this.inflight.delete(idKey(req.id))
+    if (entry.cancelled) return
+    const items: Array<Record<string, unknown>> = []
+    const next: Record<string, string> = {}
+    for (const answer of answers) {
+      if (answer === null) continue
+      const { t, response } = answer
+      if ('error' in response) {
+        if (this.spec.failureMode === 'failOpen') continue
+        const message = response.error.message.includes(`"${t.name}"`) ? response.error.message : `target "${t.name}": ${response.error.message}`
+        channel.deliver(errorResponse(req.id, response.error.code, message, response.error.data))
+        return
+      }
+      for (const item of (response.result[spec.key] ?? []) as Array<Record<string, unknown>>) items.push(spec.rewrite(this.naming, t.name, item))
+      if (typeof response.result.nextCursor === 'string') next[t.name] = response.result.nextCursor
+    }
+    const result: Record<string, unknown> = { [spec.key]: items }
+    if (Object.keys(next).length > 0) result.nextCursor = encodeCursor(next)
+    channel.deliver(resultResponse(req.id, result))
+  }
+
+  /** A request every target gets (logging/setLevel); one empty result for the client. */
+  private async broadcastRequest (req: JsonRpcRequest, channel: Channel): Promise<void> {
+    const answers = await Promise.all([...this.targets.values()].map(async t => {
+      try {
+        await t.ready()
+      } catch (err) {
+        return errorResponse(req.id, TARGET_UNAVAILABLE, (err as Error).message)
+      }
+      const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
+      if (req.params !== undefined) message.params = req.params
+      return await t.call(message, LIST_TIMEOUT_MS)
+    }))
+    const failed = answers.find(a => 'error' in a)
+    if (failed !== undefined && 'error' in failed && this.spec.failureMode === 'failClosed') {
+      channel.deliver(errorResponse(req.id, failed.error.code, failed.error.message))
+      return
+    }
+    channel.deliver(resultResponse(req.id, {}))
+  }
+
+  private onClientNotification (n: JsonRpcNotification): void {
+    const params = (n.params ?? {}) as Record<string, unknown>
+    switch (n.method) {
+      case 'notifications/initialized':
+        return
+      case 'notifications/cancelled': {
+        const requestId = params.requestId as JsonRpcId | undefined
+        const entry = requestId === undefined ? undefined : this.inflight.get(idKey(requestId))
+        if (entry === undefined) return
+        entry.cancelled = true
+        this.inflight.delete(idKey(entry.clientId))
+        if (entry.target !== null && entry.upstreamId !== null) {
+          entry.target.forget(entry.upstreamId)
+          entry.target.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { ...params, requestId: entry.upstreamId } })
+        }
+        return
+      }
+      default:
+        // roots/list_changed, progress for server-initiated requests, and anything newer.
+        for (const t of this.targets.values()) if (t.state === 'ready') t.send(n)
+    }
+  }
+
+  /** The client answered a request a target made (sampling, elicitation, roots). */
+  private onClientResponse (r: JsonRpcResponse): void {
+    if (r.id === null) return
+    const origin = this.serverRequests.get(String(r.id))
+    if (origin === undefined) return
+    this.serverRequests.delete(String(r.id))
+    origin.target.send({ ...r, id: origin.id } as JsonRpcResponse)
+  }
+
+  /** A target sent a request or notification meant for the client. */
+  private onTargetMessage (target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification): void {
+    this.lastActivity = Date.now()
+    if (isRequest(message)) {
+      const id = `portico-${this.nextServerRequest++}`
+      this.serverRequests.set(id, { target, id: message.id })
+      this.relatedChannel(target).deliver({ ...message, id })
+      return
+    }
+    const params = (message.params ?? {}) as Record<string, unknown>
+    switch (message.method) {
+      case 'notifications/progress': {
+        const entry = this.byProgressToken.get(params.progressToken as string | number)
+        ;(entry?.channel.open === true ? entry.channel : this.stream).deliver(message)
+        return
+      }
+      case 'notifications/cancelled': {
+        for (const [gid, origin] of this.serverRequests) {
+          if (origin.target !== target || origin.id !== params.requestId) continue
+          this.serverRequests.delete(gid)
+          this.relatedChannel(target).deliver({ ...message, params: { ...params, requestId: gid } })
+        }
+        return
+      }
+      case 'notifications/resources/updated':
+        this.stream.deliver({ ...message, params: { ...params, uri: this.naming.wrapUri(target.name, String(params.uri)) } })
+        return
+      case 'notifications/message':
+        this.relatedChannel(target).deliver(message)
+        return
+      default:
+        this.stream.deliver(message)
+    }
+  }
+
+  /**
+   * The stream a target's own message belongs on: a request of the client's that the
+   * target is working on (the newest one still open), else the session's stream.
+   */
+  private relatedChannel (target: TargetConnection): Channel {
+    let found: Channel | null = null
+    for (const entry of this.inflight.values()) {
+      if (entry.target === target && entry.channel.open) found = entry.channel
+    }
+    return found ?? this.stream
+  }
+
+  /** Ends the session: upstream sessions are closed and stdio servers stopped. */
+  async close (): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.stream.close()
+    await Promise.allSettled([...this.targets.values()].map(t => t.close()))
+  }
+
+  /** Process shutdown: stdio servers stop, upstream HTTP sessions stay for other replicas. */
+  async detach (): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.stream.close()
+    await Promise.allSettled([...this.targets.values()].map(t => t.detach()))
+  }
+}

@@ -1,0 +1,329 @@
+/**
+ * One upstream MCP session with one target, on behalf of one gateway session: the transport
+ * (stdio process, streamable HTTP or legacy SSE), the initialize handshake, request ids of
+ * its own, and recovery — a stdio server that dies is restarted with backoff and
+ * re-initialized with the client's parameters while the other targets keep working.
+ */
+
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
+import type { McpTargetIR } from '../ir/types.ts'
+import { StdioProcessTransport } from './stdio-transport.ts'
+import {
+  errorResponse, isRequest, isResponse, TARGET_UNAVAILABLE,
+  type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
+} from './jsonrpc.ts'
+
+export interface ClientInit {
+  protocolVersion: string
+  capabilities: Record<string, unknown>
+  clientInfo: Record<string, unknown>
+}
+
+export interface TargetInitResult {
+  protocolVersion: string
+  capabilities: Record<string, unknown>
+  serverInfo: Record<string, unknown>
+  instructions?: string
+}
+
+export interface TargetHooks {
+  /** A request or notification the target sent to the client side. */
+  onMessage(target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification): void
+  /** A stdio child started or exited (for /debug/tasks). */
+  onProcess?(target: TargetConnection, pid: number | undefined, running: boolean): void
+  onStderr?(target: TargetConnection, line: string): void
+  onStateChange?(target: TargetConnection, state: TargetState, detail: string | null): void
+}
+
+export type TargetState = 'idle' | 'starting' | 'ready' | 'restarting' | 'closed'
+
+const INIT_TIMEOUT_MS = 30_000
+const READY_WAIT_MS = 15_000
+const BACKOFF_START_MS = 250
+const BACKOFF_MAX_MS = 30_000
+
+export class TargetConnection {
+  readonly name: string
+  readonly spec: McpTargetIR
+  state: TargetState = 'idle'
+  /** Why the target is not ready (last failure), for error messages. */
+  lastError: string | null = null
+  initResult: TargetInitResult | null = null
+  /** The upstream's Mcp-Session-Id (streamable HTTP targets). */
+  upstreamSession: string | null = null
+  restarts = 0
+
+  private transport: Transport | null = null
+  private nextId = 1
+  private readonly pending = new Map<JsonRpcId, (response: JsonRpcResponse) => void>()
+  private readonly hooks: TargetHooks
+  private clientInit: ClientInit | null = null
+  private readyPromise: Promise<void> | null = null
+  private backoffMs = BACKOFF_START_MS
+  private restartTimer: NodeJS.Timeout | undefined
+  private readonly waiters = new Set<() => void>()
+
+  constructor (spec: McpTargetIR, hooks: TargetHooks) {
+    this.name = spec.name
+    this.spec = spec
+    this.hooks = hooks
+  }
+
+  get pid (): number | undefined {
+    return this.transport instanceof StdioProcessTransport ? this.transport.pid : undefined
+  }
+
+  /**
+   * Connects and initializes with the client's parameters. With `resumeSession` (a
+   * streamable HTTP target's upstream session id from a session id minted elsewhere) the
+   * upstream session is reused without a new handshake.
+   */
+  start (init: ClientInit, resume?: { session: string, result: TargetInitResult | null }): Promise<void> {
+    this.clientInit = init
+    this.readyPromise = this.connect(resume)
+    return this.readyPromise
+  }
+
+  private setState (state: TargetState, detail: string | null = null): void {
+    this.state = state
+    if (state === 'ready') this.lastError = null
+    else if (detail !== null) this.lastError = detail
+    this.hooks.onStateChange?.(this, state, detail)
+    if (state === 'ready' || state === 'closed') for (const w of [...this.waiters]) w()
+  }
+
+  private createTransport (resumeSession?: string): Transport {
+    const spec = this.spec
+    if (spec.kind === 'stdio') {
+      const options: ConstructorParameters<typeof StdioProcessTransport>[0] = {
+        cmd: spec.cmd,
+        args: spec.args,
+        env: spec.env,
+        onStderr: line => this.hooks.onStderr?.(this, line)
+      }
+      if (spec.cwd !== undefined) options.cwd = spec.cwd
+      return new StdioProcessTransport(options)
+    }
+    if (spec.kind === 'sse') return new SSEClientTransport(new URL(spec.url))
+    return new StreamableHTTPClientTransport(new URL(spec.url), resumeSession !== undefined ? { sessionId: resumeSession } : undefined)
+  }
+
+  private async connect (resume?: { session: string, result: TargetInitResult | null }): Promise<void> {
+    this.setState('starting')
+    const transport = this.createTransport(resume?.session)
+    this.transport = transport
+    transport.onmessage = (message: JSONRPCMessage) => this.onTransportMessage(message as JsonRpcMessage)
+    transport.onclose = () => this.onTransportClose(transport)
+    transport.onerror = err => {
+      this.lastError = err.message
+    }
+    try {
+      await transport.start()
+      if (transport instanceof StdioProcessTransport) this.hooks.onProcess?.(this, transport.pid, true)
+      if (resume !== undefined && transport instanceof StreamableHTTPClientTransport) {
+        // The upstream session lives on; only the protocol version must be known again.
+        const version = resume.result?.protocolVersion ?? this.clientInit!.protocolVersion
+        transport.setProtocolVersion(version)
+        this.initResult = resume.result
+        this.upstreamSession = resume.session
+        if (this.initResult === null) await this.initialize(transport)
+      } else {
+        await this.initialize(transport)
+      }
+      if (this.transport !== transport) return
+      this.backoffMs = BACKOFF_START_MS
+      this.setState('ready')
+    } catch (err) {
+      const reason = `target "${this.name}" failed to start: ${(err as Error).message}`
+      this.failPending(reason)
+      if (this.transport === transport) {
+        this.transport = null
+        void transport.close().catch(() => {})
+        this.scheduleRestart(reason)
+      }
+      throw new Error(reason)
+    }
+  }
+
+  private async initialize (transport: Transport): Promise<void> {
+    const init = this.clientInit!
+    const response = await this.call({ method: 'initialize', params: { protocolVersion: init.protocolVersion, capabilities: init.capabilities, clientInfo: init.clientInfo } }, INIT_TIMEOUT_MS, transport)
+    if ('error' in response) throw new Error(`initialize failed: ${response.error.message}`)
+    const result = response.result as unknown as TargetInitResult
+    this.initResult = result
+    if (transport instanceof StreamableHTTPClientTransport) {
+      transport.setProtocolVersion(result.protocolVersion)
+      this.upstreamSession = transport.sessionId ?? null
+    }
+    await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' })
+  }
+
+  /** Resolves once the target is ready (waiting through a restart), or rejects naming it. */
+  async ready (): Promise<void> {
+    if (this.state === 'ready') return
+    if (this.state === 'closed') throw new Error(`target "${this.name}" is closed`)
+    if (this.state === 'starting' && this.readyPromise !== null) {
+      await this.readyPromise
+      return
+    }
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(done)
+        reject(new Error(`target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`))
+      }, READY_WAIT_MS)
+      const done = () => {
+        clearTimeout(timer)
+        this.waiters.delete(done)
+        if (this.state === 'ready') resolve()
+        else reject(new Error(`target "${this.name}" is closed`))
+      }
+      this.waiters.add(done)
+    })
+  }
+
+  /**
+   * Sends a request with an id of this connection's own; `onResponse` gets the response
+   * (or a gateway error naming the target if it goes away first). Returns the upstream id
+   * (for cancellation).
+   */
+  request (message: { method: string, params?: Record<string, unknown> }, onResponse: (r: JsonRpcResponse) => void): JsonRpcId {
+    const id = this.nextId++
+    const transport = this.transport
+    if (transport === null || this.state !== 'ready') {
+      queueMicrotask(() => onResponse(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`)))
+      return id
+    }
+    this.pending.set(id, onResponse)
+    const request: JsonRpcRequest = { jsonrpc: '2.0', id, method: message.method }
+    if (message.params !== undefined) request.params = message.params
+    transport.send(request as JSONRPCMessage).catch((err: Error) => {
+      const cb = this.pending.get(id)
+      if (cb === undefined) return
+      this.pending.delete(id)
+      cb(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" failed: ${err.message}`))
+    })
+    return id
+  }
+
+  /** A request the gateway itself makes (initialize, fan-out), as a promise with a timeout. */
+  call (message: { method: string, params?: Record<string, unknown> }, timeoutMs: number, via?: Transport): Promise<JsonRpcResponse> {
+    return new Promise(resolve => {
+      const id = this.nextId++
+      const transport = via ?? this.transport
+      const timer = setTimeout(() => {
+        this.pending.delete(id)
+        resolve(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" did not answer ${message.method} within ${timeoutMs} ms`))
+      }, timeoutMs)
+      this.pending.set(id, r => {
+        clearTimeout(timer)
+        resolve(r)
+      })
+      if (transport === null) {
+        clearTimeout(timer)
+        this.pending.delete(id)
+        resolve(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`))
+        return
+      }
+      const request: JsonRpcRequest = { jsonrpc: '2.0', id, method: message.method }
+      if (message.params !== undefined) request.params = message.params
+      transport.send(request as JSONRPCMessage).catch((err: Error) => {
+        clearTimeout(timer)
+        this.pending.delete(id)
+        resolve(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" failed: ${err.message}`))
+      })
+    })
+  }
+
+  /** Sends a notification or a response (to a request the target made). */
+  send (message: JsonRpcNotification | JsonRpcResponse): void {
+    this.transport?.send(message as JSONRPCMessage).catch(() => {})
+  }
+
+  /** Forgets a pending request (the client cancelled it); a late response is dropped. */
+  forget (id: JsonRpcId): void {
+    this.pending.delete(id)
+  }
+
+  private onTransportMessage (message: JsonRpcMessage): void {
+    if (isResponse(message)) {
+      const cb = message.id === null ? undefined : this.pending.get(message.id)
+      if (cb === undefined) return
+      this.pending.delete(message.id!)
+      cb(message)
+      return
+    }
+    if (isRequest(message) && message.method === 'ping') {
+      this.send({ jsonrpc: '2.0', id: message.id, result: {} })
+      return
+    }
+    this.hooks.onMessage(this, message)
+  }
+
+  private onTransportClose (transport: Transport): void {
+    if (transport instanceof StdioProcessTransport) {
+      this.hooks.onProcess?.(this, transport.pid, false)
+    }
+    if (this.transport !== transport || this.state === 'closed') return
+    this.transport = null
+    const exit = transport instanceof StdioProcessTransport && transport.exitInfo !== null
+      ? ` (exit code ${transport.exitInfo.code ?? 'none'}${transport.exitInfo.signal !== null ? `, signal ${transport.exitInfo.signal}` : ''})`
+      : ''
+    const reason = `target "${this.name}" ${this.spec.kind === 'stdio' ? 'exited' : 'closed the connection'}${exit}`
+    this.failPending(reason)
+    this.scheduleRestart(reason)
+  }
+
+  private failPending (reason: string): void {
+    for (const [id, cb] of [...this.pending]) {
+      this.pending.delete(id)
+      cb(errorResponse(id, TARGET_UNAVAILABLE, reason))
+    }
+  }
+
+  /** Restarts with exponential backoff (0.25 s doubling to 30 s) while the session lives. */
+  private scheduleRestart (reason: string): void {
+    if (this.state === 'closed' || this.clientInit === null) return
+    this.setState('restarting', reason)
+    const delay = this.backoffMs
+    this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS)
+    clearTimeout(this.restartTimer)
+    this.restartTimer = setTimeout(() => {
+      if (this.state === 'closed') return
+      this.restarts++
+      this.readyPromise = this.connect()
+      this.readyPromise.catch(() => {})
+    }, delay)
+    this.restartTimer.unref()
+  }
+
+  async close (): Promise<void> {
+    if (this.state === 'closed') return
+    this.setState('closed')
+    clearTimeout(this.restartTimer)
+    const transport = this.transport
+    this.transport = null
+    this.failPending(`target "${this.name}" closed`)
+    if (transport === null) return
+    if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+      await transport.terminateSession().catch(() => {})
+    }
+    await transport.close().catch(() => {})
+  }
+
+  /**
+   * Lets the session go without ending it upstream (process shutdown of a replica: HTTP
+   * upstream sessions stay usable from another replica). Stdio processes still end.
+   */
+  async detach (): Promise<void> {
+    if (this.state === 'closed') return
+    this.setState('closed')
+    clearTimeout(this.restartTimer)
+    const transport = this.transport
+    this.transport = null
+    this.failPending(`target "${this.name}" closed`)
+    await transport?.close().catch(() => {})
+  }
+}
