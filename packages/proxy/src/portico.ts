@@ -218,6 +218,7 @@ export class Portico {
     this.shuttingDown ??= (async () => {
       this.log.info({ reason, drainTimeoutMs: this.settings.drainTimeoutMs }, 'shutting down: draining in-flight requests')
       this.watcher?.close()
+      this.engine.beginDrain()
       await this.listeners.drain(this.settings.drainTimeoutMs)
       await this.engine.close()
       await Promise.allSettled(this.servers.map(s => s.close()))

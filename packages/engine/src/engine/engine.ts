@@ -105,6 +105,11 @@ export class Engine implements PipelineRuntime {
     }
   }
 
+  /** The process is about to drain: long-lived streams the engine owns are ended. */
+  beginDrain (): void {
+    this.mcp.endStreams()
+  }
+
   async close (): Promise<void> {
     await Promise.all([this.pools.close(), this.mcp.close()])
   }

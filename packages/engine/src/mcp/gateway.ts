@@ -10,6 +10,7 @@ import { SessionIdCodec } from './session-id.ts'
 import type { ClientInit } from './target.ts'
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc.ts'
 import { GATEWAY_INFO } from './merge.ts'
+import type { SseWriter } from './channels.ts'
 
 export interface McpLogger {
   debug(fields: Record<string, unknown>, message: string): void
@@ -41,9 +42,15 @@ export class McpGateway {
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
   private readonly stateless = new Map<string, Promise<McpSession>>()
-  readonly legacy = new Map<string, McpSession | null>()
+  /** Legacy HTTP+SSE connections by id: the stream, and the session once initialized. */
+  readonly legacy = new Map<string, { writer: SseWriter, session: McpSession | null }>()
   private readonly processes = new Map<number, McpChildProcess>()
   private readonly specs = new Map<string, string>()
+  /**
+   * Ids ended here (DELETE, idle expiry, config change) and when to forget them: such an id
+   * still decrypts, but must answer 404 rather than come back to life on this replica.
+   */
+  private readonly ended = new Map<string, number>()
   private readonly reaper: NodeJS.Timeout
 
   constructor (options: McpGatewayOptions = {}) {
@@ -86,6 +93,7 @@ export class McpGateway {
   async getSession (backend: BackendIR, id: string): Promise<McpSession | null> {
     const live = this.sessions.get(id)
     if (live !== undefined) return live.backendKey === backend.key ? live : null
+    if (this.ended.has(id)) return null
     const pending = this.resuming.get(id)
     if (pending !== undefined) return await pending
     const state = this.codec.decode(id)
@@ -112,8 +120,13 @@ export class McpGateway {
   }
 
   async deleteSession (session: McpSession): Promise<void> {
-    this.sessions.delete(session.id)
+    this.end(session)
     await session.close()
+  }
+
+  private end (session: McpSession): void {
+    this.sessions.delete(session.id)
+    this.ended.set(session.id, Date.now() + this.ttlMs)
   }
 
   /** Stateless backends share one upstream session per target, opened on first use. */
@@ -151,9 +164,9 @@ export class McpGateway {
       const spec = current.get(key)
       return spec === undefined || (this.specs.has(key) && this.specs.get(key) !== JSON.stringify(spec))
     }
-    for (const [id, session] of this.sessions) {
+    for (const session of [...this.sessions.values()]) {
       if (!stale(session.backendKey)) continue
-      this.sessions.delete(id)
+      this.end(session)
       void session.close()
     }
     for (const [key, s] of this.stateless) {
@@ -161,9 +174,10 @@ export class McpGateway {
       this.stateless.delete(key)
       void s.then(session => session.close(), () => {})
     }
-    for (const [id, session] of this.legacy) {
+    for (const [id, { writer, session }] of this.legacy) {
       if (session === null || !stale(session.backendKey)) continue
       this.legacy.delete(id)
+      writer.end()
       void session.close()
     }
     for (const key of [...this.specs.keys()]) {
@@ -173,13 +187,15 @@ export class McpGateway {
   }
 
   private reapIdle (): void {
-    const cutoff = Date.now() - this.ttlMs
-    for (const [id, session] of this.sessions) {
+    const now = Date.now()
+    const cutoff = now - this.ttlMs
+    for (const session of [...this.sessions.values()]) {
       if (session.lastActivity >= cutoff) continue
-      this.sessions.delete(id)
+      this.end(session)
       this.logger?.info({ backend: session.backendKey }, 'mcp session expired after being idle')
       void session.close()
     }
+    for (const [id, until] of this.ended) if (until < now) this.ended.delete(id)
   }
 
   get sessionCount (): number {
@@ -190,13 +206,25 @@ export class McpGateway {
     return [...this.processes.values()]
   }
 
+  /**
+   * Start of a drain: the session streams (GET, legacy SSE) end so they do not hold the
+   * drain open; clients reconnect, to another replica if need be. Requests in flight finish.
+   */
+  endStreams (): void {
+    for (const s of this.sessions.values()) s.stream.close()
+    for (const { writer } of this.legacy.values()) writer.end()
+  }
+
   /** Shutdown: stdio servers stop; upstream HTTP sessions are left for other replicas. */
   async close (): Promise<void> {
     clearInterval(this.reaper)
     const all: Array<Promise<unknown>> = []
     for (const s of this.sessions.values()) all.push(s.detach())
     for (const s of this.stateless.values()) all.push(s.then(x => x.close(), () => {}))
-    for (const s of this.legacy.values()) if (s !== null) all.push(s.close())
+    for (const { writer, session } of this.legacy.values()) {
+      writer.end()
+      if (session !== null) all.push(session.close())
+    }
     this.sessions.clear()
     this.stateless.clear()
     this.legacy.clear()

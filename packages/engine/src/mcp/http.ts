@@ -306,31 +306,28 @@ async function del (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, ba
 
 function legacyOpen (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext): void {
   const id = randomUUID()
-  gw.legacy.set(id, null)
   ctx.mcp = { method: 'SSE', target: '' }
   traceStart(rt, ctx)
   const writer = new SseWriter(ctx.res, {})
   traceHead(rt, ctx, 200, null)
+  gw.legacy.set(id, { writer, session: null })
   const base = ctx.path.slice(0, ctx.path.lastIndexOf('/'))
   writer.event(`${base}/message?sessionId=${id}`, undefined, 'endpoint')
-  legacyWriters.set(id, writer)
   ctx.res.once('close', () => {
-    legacyWriters.delete(id)
-    const session = gw.legacy.get(id)
+    const entry = gw.legacy.get(id)
     gw.legacy.delete(id)
-    void session?.close()
+    void entry?.session?.close()
   })
 }
 
-const legacyWriters = new Map<string, SseWriter>()
-
 async function legacyPost (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
   const id = new URLSearchParams(ctx.query).get('sessionId') ?? ''
-  const writer = legacyWriters.get(id)
-  if (writer === undefined || !gw.legacy.has(id)) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  const entry = gw.legacy.get(id)
+  if (entry === undefined) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  const { writer } = entry
   const read = await readMessages(rt, ctx, backend.mcp!)
   if (read === null) return
-  let session = gw.legacy.get(id) ?? null
+  let session = entry.session
   const initialize = read.messages.find(m => isRequest(m) && m.method === 'initialize') as JsonRpcRequest | undefined
   ctx.mcp = session?.describe(read.messages[0]!) ?? { method: 'initialize', target: backend.target }
   traceStart(rt, ctx)
@@ -351,7 +348,7 @@ async function legacyPost (gw: McpGateway, rt: PipelineRuntime, ctx: RequestCont
       return
     }
     session.id = id
-    gw.legacy.set(id, session)
+    entry.session = session
     session.stream.connect(writer)
     writer.event(JSON.stringify(resultResponse(initialize.id, session.initializeResult((initialize.params ?? {}).protocolVersion))), undefined, 'message')
     return

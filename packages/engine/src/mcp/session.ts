@@ -303,7 +303,8 @@ export class McpSession {
       if (answer === null) continue
       const { t, response } = answer
       if ('error' in response) {
-        if (this.spec.failureMode === 'failOpen') continue
+        // A target that has the capability but not this list (templates, typically) has none.
+        if (response.error.code === METHOD_NOT_FOUND || this.spec.failureMode === 'failOpen') continue
         const message = response.error.message.includes(`"${t.name}"`) ? response.error.message : `target "${t.name}": ${response.error.message}`
         channel.deliver(errorResponse(req.id, response.error.code, message, response.error.data))
         return
