@@ -1,0 +1,57 @@
+/**
+ * The parts of the proxy's `GET /config_dump` porticoctl reads. Only the fields used here are
+ * typed; everything else passes through untouched to `-o json|yaml`.
+ */
+
+export interface DumpBackendStats {
+  requests: number
+  failures: number
+  /** 0..1, 1 = healthy. */
+  health: number
+  latencyMs: number | null
+}
+
+export interface DumpBackend {
+  key: string
+  kind: string
+  name: string
+  namespace?: string
+  protocol?: string
+  endpoints?: Array<{ host: string, port: number }>
+  target?: string
+  stats?: DumpBackendStats
+  invalidReason?: string
+  [more: string]: unknown
+}
+
+export interface DumpMatch {
+  path?: { kind: string, value: string }
+  method?: string
+  headers?: unknown[]
+  query?: unknown[]
+}
+
+export interface DumpRoute {
+  key: string
+  name: string
+  namespace?: string
+  listener?: string
+  hostnames?: string[]
+  matches?: DumpMatch[]
+  policies?: Record<string, unknown>
+  backends?: Array<{ backend: string, weight: number, policies?: Record<string, unknown> }>
+  [more: string]: unknown
+}
+
+export interface DumpPolicy {
+  target: string
+  phase: string
+  policies: Record<string, unknown>
+}
+
+export interface ConfigDump {
+  routes?: DumpRoute[]
+  backends?: DumpBackend[]
+  policies?: DumpPolicy[]
+  [more: string]: unknown
+}

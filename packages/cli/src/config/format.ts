@@ -1,0 +1,96 @@
+/**
+ * Output of `proxy config all` (routes, backends and policies as JSON, YAML or short tables)
+ * and `proxy config backends` (TYPE NAME NAMESPACE ENDPOINT HEALTH REQUESTS LATENCY).
+ */
+
+import { stringify } from 'yaml'
+import { formatTable } from '../util/table.ts'
+import type { ConfigDump, DumpBackend, DumpMatch, DumpPolicy, DumpRoute } from './dump.ts'
+
+export type OutputFormat = 'short' | 'json' | 'yaml'
+export const OUTPUT_FORMATS: OutputFormat[] = ['short', 'json', 'yaml']
+
+const BACKEND_TYPES: Record<string, string> = { static: 'Backend', service: 'Service', invalid: 'Invalid', mcp: 'MCP' }
+
+export function backendType (kind: string): string {
+  return BACKEND_TYPES[kind] ?? kind
+}
+
+export function formatHealth (health: number | undefined): string {
+  return health === undefined ? '-' : health.toFixed(2)
+}
+
+export function formatLatency (ms: number | null | undefined): string {
+  return ms === null || ms === undefined ? '-' : `${Number(ms.toFixed(3))}ms`
+}
+
+export function backendRows (backends: DumpBackend[]): string[][] {
+  return backends.map(b => [
+    backendType(b.kind),
+    b.name,
+    b.namespace ?? '-',
+    b.target !== undefined && b.target !== '' ? b.target : '-',
+    formatHealth(b.stats?.health),
+    b.stats === undefined ? '-' : String(b.stats.requests),
+    formatLatency(b.stats?.latencyMs)
+  ])
+}
+
+export const BACKEND_HEADERS = ['TYPE', 'NAME', 'NAMESPACE', 'ENDPOINT', 'HEALTH', 'REQUESTS', 'LATENCY']
+
+export function backendsTable (dump: ConfigDump): string {
+  return formatTable(BACKEND_HEADERS, backendRows(dump.backends ?? []))
+}
+
+function matchText (m: DumpMatch): string {
+  const parts: string[] = []
+  if (m.method !== undefined) parts.push(m.method)
+  if (m.path !== undefined) parts.push(`${m.path.kind === 'prefix' ? 'prefix' : m.path.kind} ${m.path.value}`)
+  if ((m.headers?.length ?? 0) > 0) parts.push(`+${m.headers!.length} header${m.headers!.length === 1 ? '' : 's'}`)
+  if ((m.query?.length ?? 0) > 0) parts.push(`+${m.query!.length} query`)
+  return parts.join(' ')
+}
+
+function policyNames (set: Record<string, unknown> | undefined): string {
+  const names = Object.keys(set ?? {}).filter(k => set![k] !== null && set![k] !== undefined)
+  return names.length === 0 ? '-' : names.join(',')
+}
+
+/** Route rows; backends are shown by name (`backends` maps keys to names). */
+export function routeRows (routes: DumpRoute[], backends: DumpBackend[] = []): string[][] {
+  const names = new Map(backends.map(b => [b.key, b.namespace !== undefined ? `${b.namespace}/${b.name}` : b.name]))
+  const backendName = (key: string) => names.get(key) ?? key
+  return routes.map(r => [
+    r.name,
+    r.namespace ?? '-',
+    r.listener ?? '-',
+    (r.hostnames ?? []).length === 0 ? '*' : r.hostnames!.join(','),
+    (r.matches ?? []).map(matchText).join('; ') || '-',
+    (r.backends ?? []).map(b => (r.backends!.length > 1 ? `${backendName(b.backend)} (weight ${b.weight})` : backendName(b.backend))).join(', ') || '-',
+    policyNames(r.policies)
+  ])
+}
+
+export function policyRows (policies: DumpPolicy[]): string[][] {
+  return policies.map(p => [p.target, p.phase, policyNames(p.policies)])
+}
+
+/** The three sections `proxy config all` shows. */
+export function configSections (dump: ConfigDump): { routes: unknown[], backends: unknown[], policies: unknown[] } {
+  return { routes: dump.routes ?? [], backends: dump.backends ?? [], policies: dump.policies ?? [] }
+}
+
+export function formatConfigAll (dump: ConfigDump, format: OutputFormat): string {
+  const sections = configSections(dump)
+  if (format === 'json') return JSON.stringify(sections, null, 2) + '\n'
+  if (format === 'yaml') return stringify(sections, { lineWidth: 0 })
+  const out = [
+    'ROUTES',
+    formatTable(['NAME', 'NAMESPACE', 'LISTENER', 'HOSTNAMES', 'MATCHES', 'BACKENDS', 'POLICIES'], routeRows(dump.routes ?? [], dump.backends ?? [])),
+    'BACKENDS',
+    backendsTable(dump),
+    'POLICIES',
+    formatTable(['TARGET', 'PHASE', 'POLICIES'], policyRows(dump.policies ?? []))
+  ]
+  return out.join('\n')
+}

@@ -1,0 +1,68 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { parse } from 'yaml'
+import { backendsTable, formatConfigAll, formatHealth, formatLatency } from '../src/config/format.ts'
+import type { ConfigDump } from '../src/config/dump.ts'
+import { formatTable } from '../src/util/table.ts'
+
+const dump: ConfigDump = {
+  version: { version: '0.1.0' },
+  routes: [
+    {
+      key: 'api', name: 'api', listener: 'default', hostnames: ['api.example.com'],
+      matches: [{ path: { kind: 'prefix', value: '/api' }, method: 'GET', headers: [{ name: 'x', kind: 'exact', value: '1' }], query: [] }],
+      policies: { requestHeaderModifier: { set: { a: 'b' } } },
+      backends: [{ backend: 'http://127.0.0.1:8080', weight: 3 }, { backend: 'svc/apps/web:80', weight: 1 }]
+    },
+    { key: 'apps/hello', name: 'hello', namespace: 'apps', listener: 'default', hostnames: [], matches: [{ path: { kind: 'exact', value: '/hello' }, headers: [], query: [] }], policies: { directResponse: { status: 200 } }, backends: [] }
+  ],
+  backends: [
+    { key: 'http://127.0.0.1:8080', kind: 'static', name: '127.0.0.1:8080', target: '127.0.0.1:8080', stats: { requests: 12, failures: 0, health: 1, latencyMs: 0.42 } },
+    { key: 'svc/apps/web:80', kind: 'service', name: 'web', namespace: 'apps', target: 'web.apps:80', stats: { requests: 0, failures: 0, health: 0.5, latencyMs: null } },
+    { key: 'bad', kind: 'invalid', name: 'bad', target: '', invalidReason: 'no such service' }
+  ],
+  policies: [
+    { target: 'route/api', phase: 'route', policies: { requestHeaderModifier: { set: { a: 'b' } } } }
+  ],
+  listeners: [{ key: 'default' }]
+}
+
+test('health as a decimal, latency in ms', () => {
+  assert.equal(formatHealth(1), '1.00')
+  assert.equal(formatHealth(0.5), '0.50')
+  assert.equal(formatLatency(0.42), '0.42ms')
+  assert.equal(formatLatency(12.3456), '12.346ms')
+  assert.equal(formatLatency(null), '-')
+})
+
+test('the backends table: TYPE NAME NAMESPACE ENDPOINT HEALTH REQUESTS LATENCY', () => {
+  assert.equal(backendsTable(dump), [
+    'TYPE      NAME             NAMESPACE   ENDPOINT         HEALTH   REQUESTS   LATENCY',
+    'Backend   127.0.0.1:8080   -           127.0.0.1:8080   1.00     12         0.42ms',
+    'Service   web              apps        web.apps:80      0.50     0          -',
+    'Invalid   bad              -           -                -        -          -',
+    ''
+  ].join('\n'))
+})
+
+test('config all -o json and -o yaml: routes, backends and policies only', () => {
+  const json = JSON.parse(formatConfigAll(dump, 'json')) as Record<string, unknown>
+  assert.deepEqual(Object.keys(json), ['routes', 'backends', 'policies'])
+  assert.deepEqual(json.routes, dump.routes)
+  assert.deepEqual(parse(formatConfigAll(dump, 'yaml')), json)
+})
+
+test('config all -o short: three tables, backends by name', () => {
+  const out = formatConfigAll(dump, 'short')
+  const lines = out.split('\n')
+  assert.equal(lines[0], 'ROUTES')
+  assert.match(lines[1]!, /^NAME +NAMESPACE +LISTENER +HOSTNAMES +MATCHES +BACKENDS +POLICIES$/)
+  assert.match(lines[2]!, /^api +- +default +api\.example\.com +GET prefix \/api \+1 header +127\.0\.0\.1:8080 \(weight 3\), apps\/web \(weight 1\) +requestHeaderModifier$/)
+  assert.match(lines[3]!, /^hello +apps +default +\* +exact \/hello +- +directResponse$/)
+  assert.ok(out.includes('\nBACKENDS\nTYPE      NAME'))
+  assert.match(out, /\nPOLICIES\nTARGET +PHASE +POLICIES\nroute\/api +route +requestHeaderModifier\n$/)
+})
+
+test('tables pad with three spaces and trim trailing blanks', () => {
+  assert.equal(formatTable(['A', 'BB'], [['xxx', ''], ['y', 'z']]), 'A     BB\nxxx\ny     z\n')
+})

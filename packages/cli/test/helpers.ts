@@ -1,0 +1,108 @@
+/**
+ * Test helpers: run the real `porticoctl` binary (node + bin/porticoctl.ts, no pnpm or shell
+ * in between) to completion or in the background, and read the fixtures.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import type { TraceEvent } from '@portico/engine'
+
+export const PORTICOCTL_BIN = fileURLToPath(new URL('../bin/porticoctl.ts', import.meta.url))
+export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url))
+
+export function fixtureEvents (name: string): TraceEvent[] {
+  return readFileSync(`${FIXTURES}${name}`, 'utf8').split('\n').filter(l => l !== '').map(l => JSON.parse(l) as TraceEvent)
+}
+
+export interface CtlResult {
+  code: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+}
+
+// Background porticoctl processes still running when the test process exits are killed.
+const live = new Set<ChildProcess>()
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL')
+})
+
+export interface CtlOptions {
+  env?: Record<string, string>
+  timeoutMs?: number
+  cwd?: string
+}
+
+export class CtlProcess {
+  readonly child: ChildProcess
+  stdout = ''
+  stderr = ''
+  readonly done: Promise<CtlResult>
+  private readonly waiters = new Set<() => void>()
+
+  constructor (args: string[], options: CtlOptions = {}) {
+    this.child = spawn(process.execPath, [PORTICOCTL_BIN, ...args], {
+      env: { ...process.env, ...options.env },
+      cwd: options.cwd,
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    live.add(this.child)
+    this.child.stdout!.setEncoding('utf8').on('data', (s: string) => { this.stdout += s; this.notify() })
+    this.child.stderr!.setEncoding('utf8').on('data', (s: string) => { this.stderr += s; this.notify() })
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), options.timeoutMs ?? 20_000)
+    this.done = new Promise(resolve => {
+      this.child.once('close', (code, signal) => {
+        clearTimeout(timer)
+        live.delete(this.child)
+        this.notify()
+        resolve({ code, signal, stdout: this.stdout, stderr: this.stderr })
+      })
+    })
+  }
+
+  private notify (): void {
+    for (const w of [...this.waiters]) w()
+  }
+
+  /** Resolves once `pattern` shows up on stdout or stderr; rejects after `timeoutMs`. */
+  async waitFor (pattern: RegExp, timeoutMs = 10_000): Promise<void> {
+    if (pattern.test(this.stdout + this.stderr)) return
+    await new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (pattern.test(this.stdout + this.stderr)) {
+          clearTimeout(timer)
+          this.waiters.delete(check)
+          resolve()
+        }
+      }
+      const timer = setTimeout(() => {
+        this.waiters.delete(check)
+        reject(new Error(`porticoctl did not print ${String(pattern)} within ${timeoutMs} ms\nstdout: ${this.stdout}\nstderr: ${this.stderr}`))
+      }, timeoutMs)
+      this.waiters.add(check)
+    })
+  }
+
+  kill (): void {
+    this.child.kill('SIGKILL')
+  }
+}
+
+/** Runs porticoctl to completion. */
+export async function ctl (args: string[], options: CtlOptions = {}): Promise<CtlResult> {
+  return await new CtlProcess(args, options).done
+}
+
+/** stdout's lines, each parsed as JSON (fails the test on a non-JSON line). */
+export function jsonLines (stdout: string): TraceEvent[] {
+  const lines = stdout.split('\n')
+  if (lines.at(-1) === '') lines.pop()
+  return lines.map((line, i) => {
+    try {
+      return JSON.parse(line) as TraceEvent
+    } catch {
+      throw new Error(`stdout line ${i + 1} is not JSON: ${line}`)
+    }
+  })
+}

@@ -1,0 +1,64 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import type { TraceEvent } from '@portico/engine'
+import { summarize, typeLabel, formatMicros } from '../src/trace/summary.ts'
+import { listRow, paneSizes, windowStart } from '../src/tui/layout.ts'
+import { fixtureEvents } from './helpers.ts'
+
+const events = fixtureEvents('get-200.jsonl')
+
+function ev (message: TraceEvent['message'], extra: Partial<TraceEvent> = {}): TraceEvent {
+  return { eventStart: null, eventEnd: 100, severity: 'info', message, ...extra }
+}
+
+test('type labels: the seven kinds of the list', () => {
+  assert.deepEqual(events.map(e => typeLabel(e.message.type)), [
+    'Request Start', 'Snapshot', 'Policies', 'Snapshot', 'Route', 'Policies', 'Snapshot', 'Policies', 'Snapshot',
+    'Backend Start', 'Backend Result', 'Snapshot', 'Snapshot', 'Snapshot', 'Snapshot', 'Request Done'
+  ])
+  assert.equal(typeLabel('somethingNew'), 'somethingNew')
+})
+
+test('summaries of a real GET trace', () => {
+  const s = events.map((_e, i) => summarize(events, i))
+  assert.equal(s[0], 'GET /?q=1  host=example.test')
+  assert.equal(s[1], 'request · initial request  GET /?q=1')
+  assert.equal(s[2], 'gateway: none')
+  assert.equal(s[4], 'selected app (2 evaluated)')
+  assert.equal(s[5], 'route: requestHeaderModifier')
+  assert.match(s[9]!, /^target=127\.0\.0\.1:\d+$/)
+  assert.match(s[10]!, /^status=200  \d+\.\d\dms$/)
+  assert.equal(s[11], 'response · raw response  status=200')
+  assert.match(s[14]!, /^body · response  \d+(\.\d)? (B|KiB)$/)
+  assert.match(s[15]!, /^status=200  \d+\.\d\dms$/)
+})
+
+test('summaries of failures: no route, a refused backend, a truncated body', () => {
+  assert.equal(summarize([ev({ type: 'routeSelection', selectedRoute: null, evaluatedRoutes: ['a', 'b', 'c'] })], 0), 'no route matched (3 evaluated)')
+  const refused = ev({ type: 'backendCallResult', status: null, error: 'connect ECONNREFUSED 127.0.0.1:9' }, { eventStart: 100, eventEnd: 1600, severity: 'error' })
+  assert.equal(summarize([refused], 0), 'status=- error=connect ECONNREFUSED 127.0.0.1:9  1.50ms')
+  const body = ev({ type: 'bodySnapshot', stage: 'final request', body: Buffer.alloc(2048).toString('base64'), truncated: true })
+  assert.equal(summarize([body], 0), 'body · final request  2.0 KiB (truncated)')
+  assert.equal(summarize([ev({ type: 'requestFinished' }, { eventEnd: 2_500_000 })], 0), 'no response  2.50s')
+  assert.equal(summarize([ev({ type: 'custom', a: 1, b: { c: 2 } })], 0), 'a=1 b={"c":2}')
+})
+
+test('formatMicros', () => {
+  assert.equal(formatMicros(420), '0.42ms')
+  assert.equal(formatMicros(1_234_567), '1.23s')
+})
+
+test('list rows: #, Type, Summary; the selected row is marked', () => {
+  assert.equal(listRow(events, 4, false), '   5  Route           selected app (2 evaluated)')
+  assert.equal(listRow(events, 4, true), '›  5  Route           selected app (2 evaluated)')
+})
+
+test('pane sizes fit the terminal; the list window keeps the selection in view', () => {
+  assert.deepEqual(paneSizes(50, 16), { listRows: 16, detailRows: 25 })
+  assert.deepEqual(paneSizes(24, 16), { listRows: 6, detailRows: 9 })
+  assert.deepEqual(paneSizes(24, 0), { listRows: 1, detailRows: 14 })
+  assert.equal(windowStart(16, 6, 0), 0)
+  assert.equal(windowStart(16, 6, 10), 7)
+  assert.equal(windowStart(16, 6, 15), 10)
+  assert.equal(windowStart(4, 6, 3), 0)
+})
