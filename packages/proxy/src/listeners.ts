@@ -115,8 +115,9 @@ export class ListenerManager {
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       // Malformed requests get a 400 and never reach the pipeline.
       if (socket.writable && !(socket as Socket & { _httpMessage?: unknown })._httpMessage) {
-        const body = 'bad request'
-        socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
+        // Oversized headers (a 64 KiB token, say) get the status that names the problem.
+        const [status, body] = err.code === 'HPE_HEADER_OVERFLOW' ? ['431 Request Header Fields Too Large', 'request header fields too large'] : ['400 Bad Request', 'bad request']
+        socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
       } else {
         socket.destroy()
       }

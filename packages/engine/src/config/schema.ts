@@ -48,25 +48,87 @@ export const TimeoutSchema = Type.Object({
   backendRequestTimeout: Opt(Duration)
 }, { ...strict, description: 'Gateway API HTTPRouteTimeouts: whole request, and each backend call (until response headers). 504 when exceeded.' })
 
+const AuthModeSchema = StringEnum(['strict', 'optional', 'permissive'], { description: 'strict: a valid token is required; optional: validated when present; permissive: never rejects.' })
+
+export const JwksSchema = Type.Object({
+  url: Opt(Type.String({ pattern: '^https?://', description: 'Where the provider publishes its keys, e.g. {issuer}.well-known/jwks.json.' })),
+  file: Opt(Type.String({ minLength: 1, description: 'A JWKS file (relative to the config file).' })),
+  keys: Opt(Type.Array(Type.Record(Type.String(), Type.Unknown()), { description: 'Inline JWK keys.' }))
+}, { ...strict, description: 'Exactly one of url, file or keys.' })
+
+const JwtAlgorithm = StringEnum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'])
+
+const JwtProviderFields = {
+  issuer: Type.String({ minLength: 1, description: 'Expected "iss".' }),
+  audiences: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'Accepted "aud" values (any one).' }),
+  jwks: JwksSchema,
+  algorithms: Opt(Type.Array(JwtAlgorithm, { minItems: 1, description: 'Allowed algorithms; default every asymmetric one (never none or HMAC).' })),
+  leeway: Opt(Duration)
+}
+
+export const JwtProviderSchema = Type.Object(JwtProviderFields, { ...strict, description: 'A token issuer.' })
+
+export const McpAuthenticationSchema = Type.Object({
+  mode: Opt(AuthModeSchema),
+  ...JwtProviderFields,
+  scopesSupported: Opt(Type.Array(Type.String(), { description: 'scopes_supported of the protected-resource metadata.' })),
+  resourceMetadata: Opt(Type.Record(Type.String(), Type.Unknown(), { description: 'Extra fields of the RFC 9728 protected-resource metadata document.' }))
+}, { ...strict, description: 'Validate JWTs on an MCP route (default mode strict); 401 with WWW-Authenticate resource_metadata.' })
+
+export const JwtAuthSchema = Type.Object({
+  mode: Opt(AuthModeSchema),
+  providers: Opt(Type.Array(JwtProviderSchema, { minItems: 1 })),
+  issuer: Opt(JwtProviderFields.issuer),
+  audiences: Opt(JwtProviderFields.audiences),
+  jwks: Opt(JwksSchema),
+  algorithms: JwtProviderFields.algorithms,
+  leeway: JwtProviderFields.leeway,
+  location: Opt(Type.Object({
+    header: Opt(Type.String({ minLength: 1 })),
+    prefix: Opt(Type.String()),
+    query: Opt(Type.String({ minLength: 1 })),
+    cookie: Opt(Type.String({ minLength: 1 }))
+  }, { ...strict, description: 'Where the token is: header (default authorization, prefix "Bearer "), query or cookie.' })),
+  keepToken: Opt(Type.Boolean({ description: 'Forward the token to the backend (default false: removed once validated).' })),
+  claimsToHeaders: Opt(Type.Array(Type.Object({ claim: Type.String({ minLength: 1 }), header: HeaderName }, strict), { description: 'Copy claims into request headers.' }))
+}, { ...strict, description: 'Validate JWTs (default mode optional): providers, or one provider inline (issuer, audiences, jwks).' })
+
+const CelRule = Type.String({ minLength: 1 })
+export const AuthorizationSchema = Type.Object({
+  rules: Type.Array(Type.Union([
+    CelRule,
+    Type.Object({ allow: CelRule }, strict),
+    Type.Object({ deny: CelRule }, strict),
+    Type.Object({ require: CelRule }, strict)
+  ], { description: 'a CEL expression (an allow rule), or {allow}, {deny} or {require} with one' }), { description: 'CEL rules over jwt, request, source, apiKey, basicAuth and mcp. Deny wins; a failed require denies; if allow rules exist one must match.' })
+}, { ...strict, description: 'Authorization rules.' })
+
 const PolicyFields = {
   requestHeaderModifier: Opt(HeaderModifierSchema),
   responseHeaderModifier: Opt(HeaderModifierSchema),
-  directResponse: Opt(DirectResponseSchema)
+  directResponse: Opt(DirectResponseSchema),
+  jwtAuth: Opt(JwtAuthSchema),
+  authorization: Opt(AuthorizationSchema)
 }
 
 export const GatewayPoliciesSchema = Type.Object({
   requestHeaderModifier: PolicyFields.requestHeaderModifier,
-  responseHeaderModifier: PolicyFields.responseHeaderModifier
+  responseHeaderModifier: PolicyFields.responseHeaderModifier,
+  jwtAuth: PolicyFields.jwtAuth,
+  authorization: PolicyFields.authorization
 }, { ...strict, description: 'Policies applied to every request on this gateway, before route selection.' })
 
 export const RoutePoliciesSchema = Type.Object({
   ...PolicyFields,
+  mcpAuthentication: Opt(McpAuthenticationSchema),
   timeout: Opt(TimeoutSchema)
 }, { ...strict, description: 'Policies of the route.' })
 
 export const BackendPoliciesSchema = Type.Object({
   requestHeaderModifier: PolicyFields.requestHeaderModifier,
-  responseHeaderModifier: PolicyFields.responseHeaderModifier
+  responseHeaderModifier: PolicyFields.responseHeaderModifier,
+  jwtAuth: PolicyFields.jwtAuth,
+  authorization: PolicyFields.authorization
 }, { ...strict, description: 'Policies applied when this backend is chosen.' })
 
 const ValueMatch = Type.Object({
@@ -187,3 +249,7 @@ export type RouteMatchConfig = Static<typeof RouteMatchSchema>
 export type StaticConfig = Static<typeof StaticConfigSchema>
 export type RoutePoliciesConfig = Static<typeof RoutePoliciesSchema>
 export type McpBackendConfig = Static<typeof McpBackendSchema>
+export type JwtAuthConfig = Static<typeof JwtAuthSchema>
+export type McpAuthenticationConfig = Static<typeof McpAuthenticationSchema>
+export type JwksConfig = Static<typeof JwksSchema>
+export type AuthorizationConfig = Static<typeof AuthorizationSchema>

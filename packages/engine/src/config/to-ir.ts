@@ -11,6 +11,7 @@ import type { BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR,
 import type { PolicySetIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
+import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -115,7 +116,7 @@ function translateGateway (
     gateway: name,
     name,
     protocol,
-    policies: policySet(gw.policies ?? {}),
+    policies: policiesToIR(gw.policies ?? {}, [...path, 'policies'], { baseDir: options.baseDir, readFile: options.readFile, report }),
     routes: []
   }
   if (gw.hostname !== undefined) listener.hostname = gw.hostname.toLowerCase()
@@ -172,6 +173,7 @@ function translateRoute (
   const name = route.name ?? `route${index}`
   const key = route.namespace !== undefined ? `${route.namespace}/${name}` : name
   const fail = report
+  const pc: PolicyContext = { baseDir: options.baseDir, readFile: options.readFile, report }
 
   const matches: RouteMatchIR[] = (route.matches ?? [{}]).map((m, i) => translateMatch(m, [...path, 'matches', i], fail))
 
@@ -182,7 +184,7 @@ function translateRoute (
       : translateBackend(b, [...path, 'backends', i], fail)
     if (backend === undefined) return
     if (!backends.has(backend.key)) backends.set(backend.key, backend)
-    refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policySet(b.policies ?? {}) })
+    refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policiesToIR(b.policies ?? {}, [...path, 'backends', i, 'policies'], pc) })
   })
 
   const { timeout, ...policies } = route.policies ?? {}
@@ -191,7 +193,7 @@ function translateRoute (
     name,
     hostnames: (route.hostnames ?? []).map(h => h.toLowerCase()),
     matches,
-    policies: policySet(policies),
+    policies: policiesToIR(policies, [...path, 'policies'], pc),
     backends: refs,
     order: index
   }
@@ -336,12 +338,4 @@ export function parseHostTarget (text: string): { protocol: 'http' | 'https', ho
   const protocol = url.protocol === 'https:' ? 'https' : 'http'
   const port = url.port !== '' ? Number(url.port) : protocol === 'https' ? 443 : 80
   return { protocol, host, port }
-}
-
-function policySet (policies: Record<string, unknown>): PolicySetIR {
-  const out: Record<string, unknown> = {}
-  for (const [kind, value] of Object.entries(policies)) {
-    if (value !== undefined) out[kind] = value
-  }
-  return out as PolicySetIR
 }

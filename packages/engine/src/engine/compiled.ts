@@ -7,6 +7,7 @@
 import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
 import type { CompiledPolicySet } from '../policy/types.ts'
 import { compilePolicySet } from '../policy/compile.ts'
+import type { PolicyServices } from '../policy/services.ts'
 import { RouteTable } from '../routing/route-table.ts'
 import { hostnameMatches, hostnameSpecificity } from '../routing/hostname.ts'
 import { WeightedPicker } from '../routing/weighted.ts'
@@ -20,6 +21,8 @@ export interface CompiledBackendRef {
 export interface CompiledRoute {
   ir: RouteIR
   key: string
+  /** Every backend is an MCP backend: authorization defers item rules to the MCP layer. */
+  isMcp: boolean
   policies: CompiledPolicySet
   backends: WeightedPicker<CompiledBackendRef>
 }
@@ -28,6 +31,9 @@ export interface CompiledListener {
   ir: ListenerIR
   policies: CompiledPolicySet
   table: RouteTable<CompiledRoute>
+  /** Some route has mcpAuthentication: the listener serves protected-resource metadata. */
+  mcpAuthRoutes: boolean
+  routes: CompiledRoute[]
 }
 
 export interface CompiledBind {
@@ -44,19 +50,19 @@ export interface CompiledConfig {
   backends: Map<string, BackendIR>
 }
 
-export function compileConfig (ir: ProxyIR): CompiledConfig {
+export function compileConfig (ir: ProxyIR, services: PolicyServices): CompiledConfig {
   const backends = new Map(ir.backends.map(b => [b.key, b]))
   const binds = new Map<string, CompiledBind>()
-  for (const bind of ir.binds) binds.set(bind.key, compileBind(bind, backends))
+  for (const bind of ir.binds) binds.set(bind.key, compileBind(bind, backends, services))
   return { ir, binds, backends }
 }
 
-function compileBind (ir: BindIR, backends: Map<string, BackendIR>): CompiledBind {
+function compileBind (ir: BindIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledBind {
   const listeners = ir.listeners
-    .map(l => compileListener(l, backends))
+    .map(l => compileListener(l, backends, services))
     .sort((a, b) => hostnameSpecificity(b.ir.hostname) - hostnameSpecificity(a.ir.hostname))
   const single = listeners.length === 1 && listeners[0]!.ir.hostname === undefined ? listeners[0] : undefined
-  const none = compileListener({ key: '', gateway: '', name: '', protocol: ir.protocol, policies: {}, routes: [] }, backends)
+  const none = compileListener({ key: '', gateway: '', name: '', protocol: ir.protocol, policies: {}, routes: [] }, backends, services)
   return {
     ir,
     listeners,
@@ -66,21 +72,22 @@ function compileBind (ir: BindIR, backends: Map<string, BackendIR>): CompiledBin
   }
 }
 
-function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>): CompiledListener {
-  const routes = ir.routes.map(r => compileRoute(r, backends))
-  return { ir, policies: compilePolicySet(ir.policies), table: new RouteTable(routes) }
+function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledListener {
+  const routes = ir.routes.map(r => compileRoute(r, backends, services))
+  return { ir, policies: compilePolicySet(ir.policies, services), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined) }
 }
 
-function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>): CompiledRoute {
+function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledRoute {
   const refs: CompiledBackendRef[] = ir.backends.map(ref => ({
     ir: ref,
     backend: backends.get(ref.backend),
-    policies: compilePolicySet(ref.policies)
+    policies: compilePolicySet(ref.policies, services)
   }))
   return {
     ir,
     key: ir.key,
-    policies: compilePolicySet(ir.policies),
+    isMcp: refs.length > 0 && refs.every(r => r.backend?.kind === 'mcp'),
+    policies: compilePolicySet(ir.policies, services),
     backends: new WeightedPicker(refs.map(r => ({ item: r, weight: r.ir.weight })))
   }
 }

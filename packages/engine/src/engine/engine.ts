@@ -16,6 +16,7 @@ import type { RequestContext } from '../pipeline/context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { BackendStats } from './backend-stats.ts'
 import { McpGateway, type McpGatewayOptions } from '../mcp/gateway.ts'
+import { PolicyServices } from '../policy/services.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -38,6 +39,8 @@ export class Engine implements PipelineRuntime {
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
   readonly backendStats = new BackendStats()
+  /** Resources policies share across reloads (JWKS caches, ...). */
+  readonly policyServices = new PolicyServices()
   /** Requests in progress (for /debug/tasks and draining). */
   readonly inFlight = new Set<RequestContext>()
   onRequestEnd: (ctx: RequestContext) => void
@@ -70,7 +73,7 @@ export class Engine implements PipelineRuntime {
   apply (ir: ProxyIR): CompiledConfig {
     let next: CompiledConfig
     try {
-      next = compileConfig(ir)
+      next = compileConfig(ir, this.policyServices)
     } catch (err) {
       throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${(err as Error).message}`, { cause: err })
     }

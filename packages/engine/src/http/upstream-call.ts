@@ -174,10 +174,11 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
 }
 
 /**
- * What the abort paths (timeout, client gone) need from a backend call. They are built
- * outside callUpstream on purpose: a closure created in callUpstream would hold its whole
- * scope (request, response, handler), and with one created per request V8 ended up promoting
- * every request's objects to the old generation (scavenges of 5-10 ms at 1,000 requests/s).
+ * What the abort paths (timeout, client gone) need from a backend call. Their functions are
+ * made outside callUpstream on purpose: with an abort closure over callUpstream's whole scope
+ * (request, response, handler) made per request, V8's young-generation GC kept promoting
+ * every request's objects, and scavenges took 5-10 ms instead of under 1 ms (measured with
+ * bench/http-proxy.ts at 1,000 requests/s).
  */
 interface CallState {
   controller: Dispatcher.DispatchController | null

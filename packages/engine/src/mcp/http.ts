@@ -18,7 +18,7 @@ import type { RequestContext } from '../pipeline/context.ts'
 import type { PipelineRuntime } from '../pipeline/run.ts'
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
 import type { McpGateway } from './gateway.ts'
-import type { McpSession } from './session.ts'
+import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, SseWriter } from './channels.ts'
 import {
   errorResponse, INVALID_REQUEST, isRequest, isSupportedVersion, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_UNAVAILABLE, validMessage,
@@ -245,7 +245,14 @@ async function post (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, b
     ctx.reason = 'Upstream'
     traceHead(rt, ctx, status, null)
   }
-  for (const m of messages) session.handle(m, channel)
+  const filter = itemFilter(ctx)
+  for (const m of messages) session.handle(m, channel, filter)
+}
+
+/** The route's MCP authorization for this caller, as a filter over items. */
+function itemFilter (ctx: RequestContext): ItemFilter | undefined {
+  if (ctx.mcpAuthorization.length === 0) return undefined
+  return item => ctx.mcpAuthorization.every(a => a.allows(ctx, item))
 }
 
 async function get (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
@@ -357,5 +364,6 @@ async function legacyPost (gw: McpGateway, rt: PipelineRuntime, ctx: RequestCont
     for (const m of read.messages) if (isRequest(m)) writer.event(JSON.stringify(errorResponse(m.id, INVALID_REQUEST, 'session not initialized')), undefined, 'message')
     return
   }
-  for (const m of read.messages) session.handle(m, session.stream)
+  const filter = itemFilter(ctx)
+  for (const m of read.messages) session.handle(m, session.stream, filter)
 }

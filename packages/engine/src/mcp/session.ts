@@ -35,6 +35,12 @@ export interface SessionHooks {
   onTargetState?(target: string, state: string, detail: string | null): void
 }
 
+/**
+ * Whether this request's caller may see or use an item (tools, prompts, resources), by the
+ * route's authorization rules. `name` is the upstream name (URI for resources).
+ */
+export type ItemFilter = (item: { method: string, kind: 'tool' | 'prompt' | 'resource', name: string, target: string }) => boolean
+
 interface Inflight {
   clientId: JsonRpcId
   channel: Channel
@@ -49,15 +55,18 @@ const idKey = (id: JsonRpcId) => `${typeof id}:${id}`
 
 interface ListSpec {
   capability: string
+  kind: 'tool' | 'prompt' | 'resource'
+  /** The item's upstream name (or URI) for authorization. */
+  nameOf: (item: Record<string, unknown>) => string
   key: string
   rewrite: (naming: TargetNaming, target: string, item: Record<string, unknown>) => Record<string, unknown>
 }
 
 const LISTS: Record<string, ListSpec> = {
-  'tools/list': { capability: 'tools', key: 'tools', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
-  'prompts/list': { capability: 'prompts', key: 'prompts', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
-  'resources/list': { capability: 'resources', key: 'resources', rewrite: (n, t, i) => ({ ...i, uri: n.wrapUri(t, String(i.uri)) }) },
-  'resources/templates/list': { capability: 'resources', key: 'resourceTemplates', rewrite: (n, t, i) => ({ ...i, uriTemplate: n.wrapUri(t, String(i.uriTemplate)) }) }
+  'tools/list': { capability: 'tools', kind: 'tool', nameOf: i => String(i.name), key: 'tools', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
+  'prompts/list': { capability: 'prompts', kind: 'prompt', nameOf: i => String(i.name), key: 'prompts', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
+  'resources/list': { capability: 'resources', kind: 'resource', nameOf: i => String(i.uri), key: 'resources', rewrite: (n, t, i) => ({ ...i, uri: n.wrapUri(t, String(i.uri)) }) },
+  'resources/templates/list': { capability: 'resources', kind: 'resource', nameOf: i => String(i.uriTemplate), key: 'resourceTemplates', rewrite: (n, t, i) => ({ ...i, uriTemplate: n.wrapUri(t, String(i.uriTemplate)) }) }
 }
 
 export class McpSession {
@@ -169,16 +178,21 @@ export class McpSession {
     return info
   }
 
-  /** Handles one message from the client; responses go to `channel`. */
-  handle (message: JsonRpcMessage, channel: Channel): void {
+  /**
+   * Handles one message from the client; responses go to `channel`. `filter` hides the
+   * items this caller may not use (left out of lists; calling one is "unknown").
+   */
+  handle (message: JsonRpcMessage, channel: Channel, filter?: ItemFilter): void {
     this.lastActivity = Date.now()
-    if (isRequest(message)) this.onClientRequest(message, channel)
+    if (isRequest(message)) this.onClientRequest(message, channel, filter)
     else if (isNotification(message)) this.onClientNotification(message)
     else this.onClientResponse(message as JsonRpcResponse)
   }
 
-  private onClientRequest (req: JsonRpcRequest, channel: Channel): void {
+  private onClientRequest (req: JsonRpcRequest, channel: Channel, filter?: ItemFilter): void {
     const params = (req.params ?? {}) as Record<string, unknown>
+    const hidden = (kind: 'tool' | 'prompt' | 'resource', target: string, name: string) =>
+      filter !== undefined && !filter({ method: req.method, kind, name, target })
     switch (req.method) {
       case 'ping':
         channel.deliver(resultResponse(req.id, {}))
@@ -190,13 +204,15 @@ export class McpSession {
       case 'prompts/list':
       case 'resources/list':
       case 'resources/templates/list':
-        void this.fanOutList(req, LISTS[req.method]!, channel)
+        void this.fanOutList(req, LISTS[req.method]!, channel, filter)
         return
       case 'tools/call':
       case 'prompts/get': {
+        const kind = req.method === 'tools/call' ? 'tool' : 'prompt'
         const owner = this.naming.unwrapName(String(params.name ?? ''))
-        if (owner === null) {
-          channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown ${req.method === 'tools/call' ? 'tool' : 'prompt'}: ${String(params.name ?? '')}`))
+        // A forbidden item answers exactly like a missing one: its existence is not revealed.
+        if (owner === null || hidden(kind, owner.target, owner.name)) {
+          channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown ${kind}: ${String(params.name ?? '')}`))
           return
         }
         this.forward(req, channel, owner.target, { ...params, name: owner.name })
@@ -206,7 +222,7 @@ export class McpSession {
       case 'resources/subscribe':
       case 'resources/unsubscribe': {
         const owner = this.naming.unwrapUri(String(params.uri ?? ''))
-        if (owner === null) {
+        if (owner === null || hidden('resource', owner.target, owner.uri)) {
           channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown resource: ${String(params.uri ?? '')}`))
           return
         }
@@ -271,7 +287,7 @@ export class McpSession {
   }
 
   /** List calls: every target with the capability, merged, with one composite cursor. */
-  private async fanOutList (req: JsonRpcRequest, spec: ListSpec, channel: Channel): Promise<void> {
+  private async fanOutList (req: JsonRpcRequest, spec: ListSpec, channel: Channel, filter?: ItemFilter): Promise<void> {
     const params = { ...(req.params ?? {}) } as Record<string, unknown>
     let cursors: Record<string, string> | null = null
     if (typeof params.cursor === 'string') {
@@ -309,7 +325,10 @@ export class McpSession {
         channel.deliver(errorResponse(req.id, response.error.code, message, response.error.data))
         return
       }
-      for (const item of (response.result[spec.key] ?? []) as Array<Record<string, unknown>>) items.push(spec.rewrite(this.naming, t.name, item))
+      for (const item of (response.result[spec.key] ?? []) as Array<Record<string, unknown>>) {
+        if (filter !== undefined && !filter({ method: req.method, kind: spec.kind, name: spec.nameOf(item), target: t.name })) continue
+        items.push(spec.rewrite(this.naming, t.name, item))
+      }
       if (typeof response.result.nextCursor === 'string') next[t.name] = response.result.nextCursor
     }
     const result: Record<string, unknown> = { [spec.key]: items }

@@ -30,6 +30,27 @@ export type RequestReason =
   | 'MCP'
   | (string & {})
 
+export interface RequestAuth {
+  /** Claims of a validated JWT. */
+  jwt: Record<string, unknown> | null
+  /** The API key that matched: its name and metadata (never the key itself). */
+  apiKey: { name: string, metadata: Record<string, unknown> } | null
+  basicAuth: { username: string } | null
+}
+
+/** Decides whether a request may see or use one MCP item. */
+export interface McpItemAuthorizer {
+  allows(ctx: RequestContext, item: McpItem): boolean
+}
+
+export interface McpItem {
+  method: string
+  kind?: 'tool' | 'prompt' | 'resource'
+  /** Upstream (unprefixed) name, or URI for resources. */
+  name?: string
+  target?: string
+}
+
 export class RequestContext {
   readonly req: IncomingMessage
   readonly res: ServerResponse
@@ -77,6 +98,13 @@ export class RequestContext {
   upgraded = false
   /** On MCP routes: the MCP method, target and tool/prompt/resource of this request. */
   mcp: McpCallInfo | null = null
+  /** Who the caller is, as the identity policies established it (CEL sees these). */
+  readonly auth: RequestAuth = { jwt: null, apiKey: null, basicAuth: null }
+  /**
+   * Authorization rule sets that concern MCP items (tools, prompts, resources), left by the
+   * authorization policy for the MCP layer to apply per JSON-RPC request and list item.
+   */
+  readonly mcpAuthorization: McpItemAuthorizer[] = []
 
   tracer: TraceRecorder | null
 

@@ -18,6 +18,8 @@ import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callUpstream } from '../http/upstream-call.ts'
 import { respondLocal } from './respond.ts'
+import { serveProtectedResourceMetadata } from './well-known.ts'
+import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
 
 /** What the pipeline needs from the engine that runs it. */
 export interface PipelineRuntime {
@@ -69,6 +71,8 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   let outcome = await runPhase(ctx, 'gateway', listener.policies)
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'gateway policies', requestState: requestSnapshot(ctx, rt.env, {}) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
+
+  if (listener.mcpAuthRoutes && ctx.path.startsWith(PROTECTED_RESOURCE_PATH) && serveProtectedResourceMetadata(rt, ctx)) return
 
   // Route selection.
   const selection = listener.table.select(ctx.hostname, { method: ctx.method, path: ctx.path, query: ctx.query, headers: req.headers }, ctx.tracer !== null)

@@ -7,13 +7,19 @@
 import type { CompiledPolicy, CompiledPolicySet, ImplementedPolicyKind, PolicyIRByKind, PolicySetIR } from './types.ts'
 import { requestHeaderModifier, responseHeaderModifier } from './header-modifier.ts'
 import { directResponse } from './direct-response.ts'
+import { jwtAuth, mcpAuthentication } from './jwt-auth.ts'
+import { authorization } from './authorization.ts'
+import { PolicyServices } from './services.ts'
 
-type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K]) => CompiledPolicy }
+type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
 
 const COMPILERS: Compilers = {
   requestHeaderModifier,
   responseHeaderModifier,
-  directResponse
+  directResponse,
+  jwt: jwtAuth,
+  mcpAuthentication,
+  authorization
 }
 
 /**
@@ -22,6 +28,9 @@ const COMPILERS: Compilers = {
  * listed for their future place.
  */
 const ORDER: readonly ImplementedPolicyKind[] = [
+  'mcpAuthentication',
+  'jwt',
+  'authorization',
   'requestHeaderModifier',
   'directResponse',
   'responseHeaderModifier'
@@ -29,13 +38,13 @@ const ORDER: readonly ImplementedPolicyKind[] = [
 
 export const EMPTY_POLICY_SET: CompiledPolicySet = Object.freeze({ policies: [], ir: {}, empty: true })
 
-export function compilePolicySet (ir: PolicySetIR): CompiledPolicySet {
+export function compilePolicySet (ir: PolicySetIR, services: PolicyServices = new PolicyServices()): CompiledPolicySet {
   const policies: CompiledPolicy[] = []
   for (const kind of ORDER) {
     const value = ir[kind]
     if (value === undefined) continue
-    const compile = COMPILERS[kind] as (ir: unknown) => CompiledPolicy
-    policies.push(compile(value))
+    const compile = COMPILERS[kind] as (ir: unknown, services: PolicyServices) => CompiledPolicy
+    policies.push(compile(value, services))
   }
   return policies.length === 0 ? EMPTY_POLICY_SET : { policies, ir, empty: false }
 }

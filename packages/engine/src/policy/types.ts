@@ -46,11 +46,64 @@ export interface DirectResponseIR {
   headers?: Record<string, string>
 }
 
+/** Signing keys: fetched from a URL (cached, refreshed) or given (inline, or read from a file at load). */
+export type JwksIR = { url: string } | { keys: { keys: Array<Record<string, unknown>> } }
+
+export interface JwtProviderIR {
+  issuer: string
+  audiences: string[]
+  jwks: JwksIR
+  /** Allowed signature algorithms; default all asymmetric ones. */
+  algorithms?: string[]
+  /** Clock skew tolerated on exp/nbf, seconds (default 30). */
+  leewaySeconds?: number
+}
+
+/** Where a bearer token is read from. */
+export type TokenLocationIR =
+  | { header: string, prefix: string }
+  | { query: string }
+  | { cookie: string }
+
+/**
+ * `strict`: a valid token is required; `optional`: validated when present (an invalid one
+ * is rejected); `permissive`: never rejects, claims are recorded when valid.
+ */
+export type AuthMode = 'strict' | 'optional' | 'permissive'
+
+export interface JwtAuthIR {
+  mode: AuthMode
+  providers: JwtProviderIR[]
+  location: TokenLocationIR
+  /** Forward the token to the backend (default: removed once validated). */
+  keepToken: boolean
+  /** Copies claims into request headers for the backend. */
+  claimsToHeaders: Array<{ claim: string, header: string }>
+}
+
+/** The seed's MCP token validation: a JWT provider plus the OAuth protected-resource metadata. */
+export interface McpAuthenticationIR {
+  mode: AuthMode
+  provider: JwtProviderIR
+  /** RFC 9728 document: `scopes_supported` and any extra fields. */
+  scopesSupported: string[]
+  resourceMetadata: Record<string, unknown>
+}
+
+export type AuthorizationRuleIR = { allow: string } | { deny: string } | { require: string }
+
+export interface AuthorizationIR {
+  rules: AuthorizationRuleIR[]
+}
+
 /** The policies implemented so far, by kind. Each kind's IR is JSON-safe. */
 export interface PolicyIRByKind {
   requestHeaderModifier: HeaderModifierIR
   responseHeaderModifier: HeaderModifierIR
   directResponse: DirectResponseIR
+  jwt: JwtAuthIR
+  mcpAuthentication: McpAuthenticationIR
+  authorization: AuthorizationIR
 }
 
 export type ImplementedPolicyKind = keyof PolicyIRByKind
@@ -67,6 +120,7 @@ export type PolicyOutcome =
 
 /** A policy compiled from its IR, ready for the hot path. */
 export interface CompiledPolicy {
+  /** The effective-policy key the trace reports it under. */
   readonly kind: PolicyKind
   /** Runs in the request phase it is attached to. */
   onRequest?(ctx: RequestContext): PolicyOutcome | Promise<PolicyOutcome>

@@ -91,6 +91,8 @@ export function effectivePolicy (set: CompiledPolicySet): Record<string, unknown
   const out: Record<string, unknown> = {}
   const ir = set.ir as Record<string, unknown>
   for (const key of EFFECTIVE_POLICY_KEYS) out[key] = ir[key] ?? null
+  // MCP token validation is JWT validation: it shows under `jwt`.
+  if (out.jwt === null && ir.mcpAuthentication !== undefined) out.jwt = ir.mcpAuthentication
   return out
 }
 

@@ -1,0 +1,95 @@
+/**
+ * Signing keys of an identity provider (JWKS), fetched with undici and cached:
+ *  - keys are refreshed after `maxAgeMs`, and at once when a token names a `kid` we do not
+ *    have (key rotation) — at most once per `minRefreshMs` (2 s), so a flood of tokens with
+ *    made-up kids costs the provider one fetch every two seconds at worst;
+ *  - when the provider is down, the last keys keep serving (stale is better than 401 for
+ *    every caller).
+ * Inline or file keys never refresh.
+ */
+
+import { request } from 'undici'
+import { createLocalJWKSet, errors as joseErrors, type JSONWebKeySet, type JWSHeaderParameters, type FlattenedJWSInput, type CryptoKey, type KeyObject } from 'jose'
+import { PorticoError } from '../util/errors.ts'
+
+export type JwksSource = { url: string } | { keys: JSONWebKeySet }
+
+export interface JwksOptions {
+  /** Keys older than this are refreshed on next use (default 5 min). */
+  maxAgeMs?: number
+  /** Minimum time between fetches (default 2 s). */
+  minRefreshMs?: number
+  /** Fetch timeout (default 5 s). */
+  timeoutMs?: number
+}
+
+type Resolver = (header: JWSHeaderParameters, input: FlattenedJWSInput) => Promise<CryptoKey | KeyObject | Uint8Array>
+
+export class JwksCache {
+  private readonly source: JwksSource
+  private readonly maxAgeMs: number
+  private readonly minRefreshMs: number
+  private readonly timeoutMs: number
+  private local: ReturnType<typeof createLocalJWKSet> | null = null
+  private fetchedAt = 0
+  private lastAttempt = -Infinity
+  private inflight: Promise<void> | null = null
+  /** Why the last fetch failed (null after a success). */
+  lastError: string | null = null
+
+  constructor (source: JwksSource, options: JwksOptions = {}) {
+    this.source = source
+    this.maxAgeMs = options.maxAgeMs ?? 5 * 60_000
+    this.minRefreshMs = options.minRefreshMs ?? 2_000
+    this.timeoutMs = options.timeoutMs ?? 5_000
+    if ('keys' in source) {
+      this.local = createLocalJWKSet(source.keys)
+      this.fetchedAt = Infinity
+    }
+  }
+
+  /** The key resolver jose's jwtVerify wants. */
+  readonly resolve: Resolver = async (header, input) => {
+    if (this.local === null || (this.fetchedAt + this.maxAgeMs < Date.now() && 'url' in this.source)) await this.refresh(false)
+    if (this.local === null) throw new PorticoError('PORTICO_JWKS_UNAVAILABLE', `signing keys unavailable: ${this.lastError ?? 'not fetched'}`)
+    try {
+      return await this.local(header, input)
+    } catch (err) {
+      if (!(err instanceof joseErrors.JWKSNoMatchingKey) || !('url' in this.source)) throw err
+      // An unknown kid: the provider may have rotated its keys.
+      if (await this.refresh(true)) return await this.local(header, input)
+      throw err
+    }
+  }
+
+  /** Fetches the key set; returns true if new keys were loaded. */
+  private async refresh (onUnknownKid: boolean): Promise<boolean> {
+    if (!('url' in this.source)) return false
+    const now = Date.now()
+    if (this.inflight !== null) {
+      await this.inflight
+      return this.lastError === null
+    }
+    if (now - this.lastAttempt < this.minRefreshMs && (this.local !== null || onUnknownKid)) return false
+    this.lastAttempt = now
+    const url = this.source.url
+    this.inflight = (async () => {
+      try {
+        const res = await request(url, { headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs, headers: { accept: 'application/json' } })
+        const text = await res.body.text()
+        if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${url}`)
+        const jwks = JSON.parse(text) as JSONWebKeySet
+        if (!Array.isArray(jwks.keys)) throw new Error(`no "keys" in the document at ${url}`)
+        this.local = createLocalJWKSet(jwks)
+        this.fetchedAt = Date.now()
+        this.lastError = null
+      } catch (err) {
+        this.lastError = (err as Error).message
+      } finally {
+        this.inflight = null
+      }
+    })()
+    await this.inflight
+    return this.lastError === null
+  }
+}

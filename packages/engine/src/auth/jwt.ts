@@ -1,0 +1,75 @@
+/**
+ * JWT validation with jose: signature against the provider's keys, only asymmetric
+ * algorithms (never `none`, never HMAC with a public key), issuer, audience, and
+ * exp/nbf with a small leeway. Failures carry a short reason for the 401 and the trace.
+ */
+
+import { jwtVerify, errors as joseErrors, decodeProtectedHeader } from 'jose'
+import { JwksCache } from './jwks.ts'
+
+export const DEFAULT_JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']
+
+/** Tokens longer than this are refused before any parsing. */
+export const MAX_TOKEN_LENGTH = 16 * 1024
+
+export interface JwtProvider {
+  issuer: string
+  audiences: string[]
+  jwks: JwksCache
+  algorithms: string[]
+  /** Seconds of clock skew tolerated on exp/nbf. */
+  leewaySeconds: number
+}
+
+export type JwtResult =
+  | { ok: true, claims: Record<string, unknown>, issuer: string }
+  | { ok: false, reason: string }
+
+export async function verifyJwt (token: string, providers: readonly JwtProvider[]): Promise<JwtResult> {
+  if (token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: `token too large (over ${MAX_TOKEN_LENGTH} bytes)` }
+  let header
+  try {
+    header = decodeProtectedHeader(token)
+  } catch {
+    return { ok: false, reason: 'malformed token' }
+  }
+  if (header.alg === undefined || header.alg === 'none') return { ok: false, reason: 'unsigned token (alg none) not accepted' }
+  let last: JwtResult = { ok: false, reason: 'no provider accepted the token' }
+  for (const provider of providers) {
+    if (!provider.algorithms.includes(header.alg)) {
+      last = { ok: false, reason: `algorithm ${header.alg} not allowed` }
+      continue
+    }
+    try {
+      const { payload } = await jwtVerify(token, provider.jwks.resolve, {
+        issuer: provider.issuer,
+        audience: provider.audiences,
+        algorithms: provider.algorithms,
+        clockTolerance: provider.leewaySeconds
+      })
+      return { ok: true, claims: payload as Record<string, unknown>, issuer: provider.issuer }
+    } catch (err) {
+      last = { ok: false, reason: describe(err) }
+      // A token for another issuer may be for the next provider; anything else is final.
+      if (!(err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'iss')) return last
+    }
+  }
+  return last
+}
+
+function describe (err: unknown): string {
+  if (err instanceof joseErrors.JWTExpired) return 'token expired'
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    switch (err.claim) {
+      case 'iss': return 'wrong issuer'
+      case 'aud': return 'wrong audience'
+      case 'nbf': return 'token not yet valid'
+      default: return `invalid claim ${err.claim}: ${err.reason}`
+    }
+  }
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'invalid signature'
+  if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'algorithm not allowed'
+  if (err instanceof joseErrors.JWKSNoMatchingKey) return 'unknown signing key'
+  if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) return 'malformed token'
+  return (err as Error).message ?? 'invalid token'
+}

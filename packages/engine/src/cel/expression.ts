@@ -1,0 +1,84 @@
+/**
+ * CEL expressions (@bufbuild/cel), compiled when a config loads so a syntax error or an
+ * unknown variable is a config error naming the expression, and evaluated per request over
+ * the variables below. An expression that fails at run time (a missing claim, a type
+ * mismatch) evaluates to false and reports why.
+ *
+ * Variables: `request` (method, path, pathAndQuery, host, scheme, headers), `source`
+ * (address, port), `jwt` (validated claims; `{}` without a token), `apiKey` (key name and
+ * metadata), `basicAuth` (username), `mcp` (method, and tool/prompt/resource {name, target}
+ * on MCP routes; null elsewhere).
+ */
+
+import { celEnv, isCelError, parse, plan } from '@bufbuild/cel'
+import { PorticoError } from '../util/errors.ts'
+
+export const CEL_VARIABLES = ['request', 'source', 'jwt', 'apiKey', 'basicAuth', 'mcp'] as const
+
+const env = celEnv({})
+
+export interface CelProgram {
+  readonly source: string
+  /** The value, or an Error explaining why evaluation failed. */
+  evaluate(vars: Record<string, unknown>): unknown
+}
+
+/** Compiles an expression; throws PORTICO_BAD_CEL with the parser's message. */
+export function compileCel (source: string, variables: readonly string[] = CEL_VARIABLES): CelProgram {
+  let ast
+  try {
+    ast = parse(source)
+  } catch (err) {
+    throw new PorticoError('PORTICO_BAD_CEL', `invalid CEL expression ${JSON.stringify(source)}: ${(err as Error).message}`)
+  }
+  const unknown = [...identifiers(ast)].filter(name => !variables.includes(name))
+  if (unknown.length > 0) {
+    throw new PorticoError('PORTICO_BAD_CEL', `invalid CEL expression ${JSON.stringify(source)}: unknown variable ${unknown.map(n => `"${n}"`).join(', ')} (known: ${variables.join(', ')})`)
+  }
+  const program = plan(env, ast)
+  return {
+    source,
+    evaluate (vars) {
+      const value = program(vars as never)
+      return isCelError(value) ? new Error(String((value as { message?: string }).message ?? value)) : value
+    }
+  }
+}
+
+/** True only when the expression evaluates to boolean true. */
+export function evalBool (program: CelProgram, vars: Record<string, unknown>): { value: boolean, error: string | null } {
+  let v: unknown
+  try {
+    v = program.evaluate(vars)
+  } catch (err) {
+    return { value: false, error: (err as Error).message }
+  }
+  if (v instanceof Error) return { value: false, error: v.message }
+  return { value: v === true, error: typeof v === 'boolean' ? null : `expected a bool, got ${typeof v}` }
+}
+
+/** Free identifiers of a parsed expression (comprehension variables excluded). */
+function identifiers (node: unknown): Set<string> {
+  const names = new Set<string>()
+  const bound = new Set<string>()
+  const walk = (n: unknown): void => {
+    if (n === null || typeof n !== 'object') return
+    if (Array.isArray(n)) {
+      for (const x of n) walk(x)
+      return
+    }
+    const o = n as Record<string, unknown>
+    const kind = o.exprKind as { case?: string, value?: Record<string, unknown> } | undefined
+    if (kind?.case === 'identExpr') names.add(String(kind.value?.name))
+    if (kind?.case === 'comprehensionExpr') {
+      for (const key of ['iterVar', 'iterVar2', 'accuVar']) {
+        const v = kind.value?.[key]
+        if (typeof v === 'string' && v !== '') bound.add(v)
+      }
+    }
+    for (const [k, v] of Object.entries(o)) if (k !== '$typeName' && typeof v === 'object') walk(v)
+  }
+  walk(node)
+  for (const b of bound) names.delete(b)
+  return names
+}

@@ -1,0 +1,37 @@
+/**
+ * The variables CEL expressions see for one request, built from the request context. The
+ * request and source parts are made once per request and reused by every expression.
+ */
+
+import type { McpItem, RequestContext } from '../pipeline/context.ts'
+
+const cache = new WeakMap<RequestContext, { request: Record<string, unknown>, source: Record<string, unknown> }>()
+
+export function celVars (ctx: RequestContext, mcp: McpItem | null = null): Record<string, unknown> {
+  let base = cache.get(ctx)
+  if (base === undefined) {
+    const headers: Record<string, string> = {}
+    for (const [k, v] of Object.entries(ctx.req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v
+    const raw = ctx.req.socket.remoteAddress ?? ''
+    base = {
+      request: { method: ctx.method, path: ctx.originalPath, pathAndQuery: ctx.pathAndQuery, host: ctx.hostname, scheme: ctx.scheme, headers },
+      source: { address: raw.startsWith('::ffff:') ? raw.slice(7) : raw, port: ctx.req.socket.remotePort ?? 0 }
+    }
+    cache.set(ctx, base)
+  }
+  return {
+    request: base.request,
+    source: base.source,
+    jwt: ctx.auth.jwt ?? {},
+    apiKey: ctx.auth.apiKey,
+    basicAuth: ctx.auth.basicAuth,
+    mcp: mcp === null ? null : mcpVar(mcp)
+  }
+}
+
+/** `mcp.method`, and `mcp.tool` / `mcp.prompt` / `mcp.resource` as `{name, target}`. */
+function mcpVar (item: McpItem): Record<string, unknown> {
+  const out: Record<string, unknown> = { method: item.method }
+  if (item.kind !== undefined) out[item.kind] = { name: item.name ?? '', target: item.target ?? '' }
+  return out
+}

@@ -1,0 +1,132 @@
+/**
+ * Config policies → policy IR. Most pass through; identity policies are normalized (single
+ * provider forms expanded, JWKS files read, defaults made explicit) and CEL rules are
+ * compiled here so a bad expression is a config error naming the rule.
+ */
+
+import { resolve as resolvePath } from 'node:path'
+import type { AuthorizationConfig, JwksConfig, JwtAuthConfig, McpAuthenticationConfig } from './schema.ts'
+import type { AuthorizationRuleIR, JwksIR, JwtProviderIR, PolicySetIR, TokenLocationIR } from '../policy/types.ts'
+import { parseDuration } from '../util/duration.ts'
+import { compileCel } from '../cel/expression.ts'
+
+type Path = Array<string | number>
+type Report = (path: Path, message: string) => void
+
+export interface PolicyContext {
+  baseDir: string
+  readFile: (path: string) => string
+  report: Report
+}
+
+/** Translates one `policies:` object (any attachment level). */
+export function policiesToIR (policies: Record<string, unknown>, path: Path, pc: PolicyContext): PolicySetIR {
+  const out: Record<string, unknown> = {}
+  for (const [kind, value] of Object.entries(policies)) {
+    if (value === undefined) continue
+    const p = [...path, kind]
+    switch (kind) {
+      case 'jwtAuth': {
+        const ir = jwtAuthToIR(value as JwtAuthConfig, p, pc)
+        if (ir !== undefined) out.jwt = ir
+        break
+      }
+      case 'mcpAuthentication': {
+        const c = value as McpAuthenticationConfig
+        const provider = providerToIR(c, p, pc)
+        if (provider !== undefined) {
+          out.mcpAuthentication = { mode: c.mode ?? 'strict', provider, scopesSupported: c.scopesSupported ?? [], resourceMetadata: c.resourceMetadata ?? {} }
+        }
+        break
+      }
+      case 'authorization':
+        out.authorization = authorizationToIR(value as AuthorizationConfig, p, pc.report)
+        break
+      default:
+        out[kind] = value
+    }
+  }
+  if (out.jwt !== undefined && out.mcpAuthentication !== undefined) {
+    pc.report([...path, 'mcpAuthentication'], 'use either jwtAuth or mcpAuthentication on one route, not both')
+  }
+  return out as PolicySetIR
+}
+
+function jwksToIR (c: JwksConfig, path: Path, pc: PolicyContext): JwksIR | undefined {
+  const given = (['url', 'file', 'keys'] as const).filter(k => c[k] !== undefined)
+  if (given.length !== 1) {
+    pc.report(path, `needs exactly one of url, file or keys${given.length > 1 ? ` (got ${given.join(', ')})` : ''}`)
+    return undefined
+  }
+  if (c.url !== undefined) return { url: c.url }
+  if (c.keys !== undefined) return { keys: { keys: c.keys } }
+  const full = resolvePath(pc.baseDir, c.file!)
+  try {
+    const parsed = JSON.parse(pc.readFile(full)) as { keys?: unknown }
+    if (!Array.isArray(parsed.keys)) throw new Error('no "keys" list')
+    return { keys: { keys: parsed.keys as Array<Record<string, unknown>> } }
+  } catch (err) {
+    pc.report([...path, 'file'], `cannot use ${full} as a JWKS: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+    return undefined
+  }
+}
+
+function providerToIR (c: { issuer?: string, audiences?: string[], jwks?: JwksConfig, algorithms?: string[], leeway?: string }, path: Path, pc: PolicyContext): JwtProviderIR | undefined {
+  if (c.issuer === undefined || c.audiences === undefined || c.jwks === undefined) {
+    const missing = (['issuer', 'audiences', 'jwks'] as const).filter(k => c[k] === undefined)
+    pc.report(path, `missing ${missing.join(', ')}`)
+    return undefined
+  }
+  const jwks = jwksToIR(c.jwks, [...path, 'jwks'], pc)
+  if (jwks === undefined) return undefined
+  const ir: JwtProviderIR = { issuer: c.issuer, audiences: c.audiences, jwks }
+  if (c.algorithms !== undefined) ir.algorithms = c.algorithms
+  if (c.leeway !== undefined) ir.leewaySeconds = parseDuration(c.leeway) / 1000
+  return ir
+}
+
+function jwtAuthToIR (c: JwtAuthConfig, path: Path, pc: PolicyContext) {
+  const inline = c.issuer !== undefined || c.audiences !== undefined || c.jwks !== undefined
+  if (inline && c.providers !== undefined) {
+    pc.report(path, 'give either providers, or issuer/audiences/jwks for a single provider, not both')
+    return undefined
+  }
+  if (!inline && c.providers === undefined) {
+    pc.report(path, 'needs providers (or issuer, audiences and jwks)')
+    return undefined
+  }
+  const providers = inline
+    ? [providerToIR(c, path, pc)]
+    : c.providers!.map((p, i) => providerToIR(p, [...path, 'providers', i], pc))
+  if (providers.some(p => p === undefined)) return undefined
+  let location: TokenLocationIR = { header: 'authorization', prefix: 'Bearer ' }
+  if (c.location !== undefined) {
+    const l = c.location
+    const kinds = (['header', 'query', 'cookie'] as const).filter(k => l[k] !== undefined)
+    if (kinds.length !== 1) pc.report([...path, 'location'], 'needs exactly one of header, query or cookie')
+    else if (l.header !== undefined) location = { header: l.header.toLowerCase(), prefix: l.prefix ?? (l.header.toLowerCase() === 'authorization' ? 'Bearer ' : '') }
+    else if (l.query !== undefined) location = { query: l.query }
+    else location = { cookie: l.cookie! }
+  }
+  return {
+    mode: c.mode ?? 'optional',
+    providers: providers as JwtProviderIR[],
+    location,
+    keepToken: c.keepToken ?? false,
+    claimsToHeaders: (c.claimsToHeaders ?? []).map(x => ({ claim: x.claim, header: x.header.toLowerCase() }))
+  }
+}
+
+function authorizationToIR (c: AuthorizationConfig, path: Path, report: Report) {
+  const rules: AuthorizationRuleIR[] = c.rules.map((r, i) => {
+    const rule: AuthorizationRuleIR = typeof r === 'string' ? { allow: r } : r
+    const expression = 'allow' in rule ? rule.allow : 'deny' in rule ? rule.deny : rule.require
+    try {
+      compileCel(expression)
+    } catch (err) {
+      report([...path, 'rules', i], (err as Error).message)
+    }
+    return rule
+  })
+  return { rules }
+}

@@ -1,0 +1,159 @@
+/**
+ * `jwtAuth` (any route) and `mcpAuthentication` (MCP routes): validate a bearer token against
+ * one or more providers and record the claims for authorization rules. They differ in how
+ * they refuse: `jwtAuth` answers plain text; `mcpAuthentication` answers as the MCP
+ * authorization spec asks (JSON body, `WWW-Authenticate: Bearer ... resource_metadata=`
+ * pointing at the RFC 9728 document Portico serves for the route).
+ */
+
+import type { RequestContext } from '../pipeline/context.ts'
+import type { CompiledPolicy, JwtAuthIR, JwtProviderIR, McpAuthenticationIR, PolicyOutcome, TokenLocationIR, AuthMode } from './types.ts'
+import type { PolicyServices } from './services.ts'
+import { DEFAULT_JWT_ALGORITHMS, verifyJwt, type JwtProvider } from '../auth/jwt.ts'
+import { CONTINUE } from './header-modifier.ts'
+
+export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource'
+
+export function jwtProvider (ir: JwtProviderIR, services: PolicyServices): JwtProvider {
+  return {
+    issuer: ir.issuer,
+    audiences: ir.audiences,
+    jwks: services.jwks(ir.jwks),
+    algorithms: ir.algorithms ?? DEFAULT_JWT_ALGORITHMS,
+    leewaySeconds: ir.leewaySeconds ?? 30
+  }
+}
+
+/** The token at `location`, or null. Also says how to remove it before forwarding. */
+function readToken (ctx: RequestContext, location: TokenLocationIR): string | null {
+  if ('header' in location) {
+    const value = ctx.headers[location.header]
+    const text = Array.isArray(value) ? value[0] : value
+    if (text === undefined) return null
+    if (location.prefix === '') return text.trim()
+    return text.slice(0, location.prefix.length).toLowerCase() === location.prefix.toLowerCase() ? text.slice(location.prefix.length).trim() : null
+  }
+  if ('query' in location) return new URLSearchParams(ctx.query).get(location.query)
+  const cookies = String(ctx.headers.cookie ?? '')
+  for (const part of cookies.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq !== -1 && part.slice(0, eq).trim() === location.cookie) return decodeURIComponent(part.slice(eq + 1).trim())
+  }
+  return null
+}
+
+function removeToken (ctx: RequestContext, location: TokenLocationIR): void {
+  if ('header' in location) delete ctx.headers[location.header]
+}
+
+interface Refusal {
+  (ctx: RequestContext, reason: string, tokenPresent: boolean): PolicyOutcome
+}
+
+function authenticator (options: {
+  kind: 'jwt'
+  mode: AuthMode
+  providers: JwtProvider[]
+  location: TokenLocationIR
+  keepToken: boolean
+  claimsToHeaders: Array<{ claim: string, header: string }>
+  refuse: Refusal
+}): CompiledPolicy {
+  const { mode, providers, location, refuse } = options
+  return {
+    kind: options.kind,
+    async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
+      const token = readToken(ctx, location)
+      if (token === null || token === '') {
+        if (mode === 'strict') {
+          trace(ctx, 'deny', 'no bearer token')
+          return refuse(ctx, 'no bearer token', false)
+        }
+        trace(ctx, 'skip', 'no token')
+        return CONTINUE
+      }
+      const result = await verifyJwt(token, providers)
+      if (!result.ok) {
+        if (mode === 'permissive') {
+          trace(ctx, 'skip', `invalid token ignored (permissive): ${result.reason}`)
+          return CONTINUE
+        }
+        trace(ctx, 'deny', result.reason)
+        return refuse(ctx, result.reason, true)
+      }
+      ctx.auth.jwt = result.claims
+      for (const { claim, header } of options.claimsToHeaders) {
+        const v = result.claims[claim]
+        if (v !== undefined) ctx.headers[header] = typeof v === 'string' ? v : JSON.stringify(v)
+      }
+      if (!options.keepToken) removeToken(ctx, location)
+      trace(ctx, 'apply', `token from ${result.issuer} valid (sub ${String(result.claims.sub ?? '-')})`)
+      return CONTINUE
+    }
+  }
+}
+
+function trace (ctx: RequestContext, result: 'apply' | 'skip' | 'deny', details: string): void {
+  ctx.tracer?.emit({ type: 'policy', kind: 'jwt', result: { type: result, details } }, { severity: result === 'deny' ? 'warn' : 'info' })
+}
+
+export function jwtAuth (ir: JwtAuthIR, services: PolicyServices): CompiledPolicy {
+  return authenticator({
+    kind: 'jwt',
+    mode: ir.mode,
+    providers: ir.providers.map(p => jwtProvider(p, services)),
+    location: ir.location,
+    keepToken: ir.keepToken,
+    claimsToHeaders: ir.claimsToHeaders,
+    refuse: (_ctx, reason, present) => ({
+      action: 'respond',
+      status: 401,
+      body: `authentication failure: ${reason}`,
+      headers: { 'www-authenticate': present ? `Bearer error="invalid_token", error_description="${reason}"` : 'Bearer' },
+      reason: 'JwtAuth'
+    })
+  })
+}
+
+/** The public base URL of a request: scheme and Host as the client used them. */
+export function baseUrl (ctx: RequestContext): string {
+  const proto = ctx.req.headers['x-forwarded-proto']
+  const scheme = typeof proto === 'string' && (proto === 'http' || proto === 'https') ? proto : ctx.scheme
+  return `${scheme}://${ctx.host}`
+}
+
+export function mcpAuthentication (ir: McpAuthenticationIR, services: PolicyServices): CompiledPolicy {
+  return authenticator({
+    kind: 'jwt',
+    mode: ir.mode,
+    providers: [jwtProvider(ir.provider, services)],
+    // Tokens meant for the gateway are not passed on to MCP servers (no token passthrough).
+    location: { header: 'authorization', prefix: 'Bearer ' },
+    keepToken: false,
+    claimsToHeaders: [],
+    refuse: (ctx, reason, present) => {
+      const metadata = `${baseUrl(ctx)}${PROTECTED_RESOURCE_PATH}${ctx.originalPath === '/' ? '' : ctx.originalPath}`
+      const challenge = present
+        ? `Bearer error="invalid_token", error_description="${reason}", resource_metadata="${metadata}"`
+        : `Bearer resource_metadata="${metadata}"`
+      return {
+        action: 'respond',
+        status: 401,
+        body: JSON.stringify({ error: present ? 'invalid_token' : 'unauthorized', error_description: reason }),
+        headers: { 'www-authenticate': challenge, 'content-type': 'application/json' },
+        reason: 'JwtAuth'
+      }
+    }
+  })
+}
+
+/** The RFC 9728 protected-resource metadata of an MCP route, for `resourcePath`. */
+export function protectedResourceMetadata (ir: McpAuthenticationIR, ctx: RequestContext, resourcePath: string): Record<string, unknown> {
+  const doc: Record<string, unknown> = {
+    resource: `${baseUrl(ctx)}${resourcePath}`,
+    authorization_servers: [ir.provider.issuer],
+    bearer_methods_supported: ['header']
+  }
+  if (ir.scopesSupported.length > 0) doc.scopes_supported = ir.scopesSupported
+  return { ...doc, ...ir.resourceMetadata }
+}
