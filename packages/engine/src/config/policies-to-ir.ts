@@ -5,7 +5,9 @@
  */
 
 import { resolve as resolvePath } from 'node:path'
-import type { AuthorizationConfig, JwksConfig, JwtAuthConfig, McpAuthenticationConfig } from './schema.ts'
+import type { ApiKeyConfig, AuthorizationConfig, BasicAuthConfig, JwksConfig, JwtAuthConfig, McpAuthenticationConfig } from './schema.ts'
+import { parseHtpasswd } from '../auth/htpasswd.ts'
+import { sha256Hex } from '../policy/api-key.ts'
 import type { AuthorizationRuleIR, JwksIR, JwtProviderIR, PolicySetIR, TokenLocationIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
@@ -41,6 +43,14 @@ export function policiesToIR (policies: Record<string, unknown>, path: Path, pc:
       }
       case 'authorization':
         out.authorization = authorizationToIR(value as AuthorizationConfig, p, pc.report)
+        break
+      case 'basicAuth': {
+        const ir = basicAuthToIR(value as BasicAuthConfig, p, pc)
+        if (ir !== undefined) out.basicAuth = ir
+        break
+      }
+      case 'apiKey':
+        out.apiKey = apiKeyToIR(value as ApiKeyConfig, p, pc)
         break
       default:
         out[kind] = value
@@ -129,4 +139,38 @@ function authorizationToIR (c: AuthorizationConfig, path: Path, report: Report) 
     return rule
   })
   return { rules }
+}
+
+function basicAuthToIR (c: BasicAuthConfig, path: Path, pc: PolicyContext) {
+  let text: string
+  if (typeof c.htpasswd === 'string') {
+    text = c.htpasswd
+  } else {
+    const full = resolvePath(pc.baseDir, c.htpasswd.file)
+    try {
+      text = pc.readFile(full)
+    } catch (err) {
+      pc.report([...path, 'htpasswd', 'file'], `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+      return undefined
+    }
+  }
+  const { entries, errors } = parseHtpasswd(text)
+  for (const e of errors) pc.report([...path, 'htpasswd'], e)
+  if (entries.length === 0 && errors.length === 0) pc.report([...path, 'htpasswd'], 'no users')
+  return { mode: c.mode ?? 'strict', realm: c.realm ?? 'portico', htpasswd: text }
+}
+
+function apiKeyToIR (c: ApiKeyConfig, path: Path, pc: PolicyContext) {
+  const keys = c.keys.map((k, i) => {
+    if ((k.key === undefined) === (k.keyHash === undefined)) pc.report([...path, 'keys', i], 'needs exactly one of key or keyHash')
+    return { name: k.name ?? `key${i}`, keyHash: k.keyHash ?? `sha256:${sha256Hex(k.key ?? '')}`, metadata: k.metadata ?? {} }
+  })
+  let location: { header: string, prefix: string } | { query: string } = { header: 'authorization', prefix: 'Bearer ' }
+  const l = c.location
+  if (l !== undefined) {
+    if ((l.header === undefined) === (l.query === undefined)) pc.report([...path, 'location'], 'needs exactly one of header or query')
+    else if (l.query !== undefined) location = { query: l.query }
+    else location = { header: l.header!.toLowerCase(), prefix: l.prefix ?? (l.header!.toLowerCase() === 'authorization' ? 'Bearer ' : '') }
+  }
+  return { mode: c.mode ?? 'strict', location, keys }
 }

@@ -93,6 +93,30 @@ export const JwtAuthSchema = Type.Object({
   claimsToHeaders: Opt(Type.Array(Type.Object({ claim: Type.String({ minLength: 1 }), header: HeaderName }, strict), { description: 'Copy claims into request headers.' }))
 }, { ...strict, description: 'Validate JWTs (default mode optional): providers, or one provider inline (issuer, audiences, jwks).' })
 
+export const BasicAuthSchema = Type.Object({
+  htpasswd: Type.Union([
+    Type.String({ minLength: 1 }),
+    Type.Object({ file: Type.String({ minLength: 1 }) }, strict)
+  ], { description: 'htpasswd lines inline, or {file: path}; bcrypt, apr1 or SHA hashes' }),
+  realm: Opt(Type.String({ description: 'Realm of the challenge; default "portico".' })),
+  mode: Opt(StringEnum(['strict', 'optional'], { description: 'strict (default): credentials required; optional: checked when sent.' }))
+}, { ...strict, description: 'HTTP Basic authentication against an htpasswd file.' })
+
+export const ApiKeySchema = Type.Object({
+  keys: Type.Array(Type.Object({
+    key: Opt(Type.String({ minLength: 8, description: 'The key in clear (hashed when the config loads).' })),
+    keyHash: Opt(Type.String({ pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256:<hex> of the key.' })),
+    name: Opt(Type.String({ minLength: 1, description: 'Name for logs and CEL (apiKey.name).' })),
+    metadata: Opt(Type.Record(Type.String(), Type.Unknown(), { description: 'Visible to CEL as apiKey.metadata.' }))
+  }, { ...strict, description: 'Exactly one of key or keyHash.' }), { minItems: 1 }),
+  location: Opt(Type.Object({
+    header: Opt(Type.String({ minLength: 1 })),
+    prefix: Opt(Type.String()),
+    query: Opt(Type.String({ minLength: 1 }))
+  }, { ...strict, description: 'header (default authorization with prefix "Bearer ") or query.' })),
+  mode: Opt(AuthModeSchema)
+}, { ...strict, description: 'API keys (default mode strict).' })
+
 const CelRule = Type.String({ minLength: 1 })
 export const AuthorizationSchema = Type.Object({
   rules: Type.Array(Type.Union([
@@ -108,6 +132,8 @@ const PolicyFields = {
   responseHeaderModifier: Opt(HeaderModifierSchema),
   directResponse: Opt(DirectResponseSchema),
   jwtAuth: Opt(JwtAuthSchema),
+  basicAuth: Opt(BasicAuthSchema),
+  apiKey: Opt(ApiKeySchema),
   authorization: Opt(AuthorizationSchema)
 }
 
@@ -115,6 +141,8 @@ export const GatewayPoliciesSchema = Type.Object({
   requestHeaderModifier: PolicyFields.requestHeaderModifier,
   responseHeaderModifier: PolicyFields.responseHeaderModifier,
   jwtAuth: PolicyFields.jwtAuth,
+  basicAuth: PolicyFields.basicAuth,
+  apiKey: PolicyFields.apiKey,
   authorization: PolicyFields.authorization
 }, { ...strict, description: 'Policies applied to every request on this gateway, before route selection.' })
 
@@ -128,6 +156,8 @@ export const BackendPoliciesSchema = Type.Object({
   requestHeaderModifier: PolicyFields.requestHeaderModifier,
   responseHeaderModifier: PolicyFields.responseHeaderModifier,
   jwtAuth: PolicyFields.jwtAuth,
+  basicAuth: PolicyFields.basicAuth,
+  apiKey: PolicyFields.apiKey,
   authorization: PolicyFields.authorization
 }, { ...strict, description: 'Policies applied when this backend is chosen.' })
 
@@ -253,3 +283,5 @@ export type JwtAuthConfig = Static<typeof JwtAuthSchema>
 export type McpAuthenticationConfig = Static<typeof McpAuthenticationSchema>
 export type JwksConfig = Static<typeof JwksSchema>
 export type AuthorizationConfig = Static<typeof AuthorizationSchema>
+export type BasicAuthConfig = Static<typeof BasicAuthSchema>
+export type ApiKeyConfig = Static<typeof ApiKeySchema>

@@ -9,6 +9,8 @@ import { requestHeaderModifier, responseHeaderModifier } from './header-modifier
 import { directResponse } from './direct-response.ts'
 import { jwtAuth, mcpAuthentication } from './jwt-auth.ts'
 import { authorization } from './authorization.ts'
+import { basicAuth } from './basic-auth.ts'
+import { apiKey } from './api-key.ts'
 import { PolicyServices } from './services.ts'
 
 type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
@@ -19,7 +21,9 @@ const COMPILERS: Compilers = {
   directResponse,
   jwt: jwtAuth,
   mcpAuthentication,
-  authorization
+  authorization,
+  basicAuth,
+  apiKey
 }
 
 /**
@@ -30,6 +34,8 @@ const COMPILERS: Compilers = {
 const ORDER: readonly ImplementedPolicyKind[] = [
   'mcpAuthentication',
   'jwt',
+  'basicAuth',
+  'apiKey',
   'authorization',
   'requestHeaderModifier',
   'directResponse',

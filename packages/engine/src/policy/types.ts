@@ -90,6 +90,21 @@ export interface McpAuthenticationIR {
   resourceMetadata: Record<string, unknown>
 }
 
+export interface BasicAuthIR {
+  /** `strict`: credentials required; `optional`: checked when sent. */
+  mode: 'strict' | 'optional'
+  realm: string
+  /** The htpasswd file's content (user:hash lines). Redacted in dumps. */
+  htpasswd: string
+}
+
+export interface ApiKeyIR {
+  mode: AuthMode
+  location: { header: string, prefix: string } | { query: string }
+  /** Keys by SHA-256 (`sha256:<hex>`), never in clear. */
+  keys: Array<{ name: string, keyHash: string, metadata: Record<string, unknown> }>
+}
+
 export type AuthorizationRuleIR = { allow: string } | { deny: string } | { require: string }
 
 export interface AuthorizationIR {
@@ -104,6 +119,8 @@ export interface PolicyIRByKind {
   jwt: JwtAuthIR
   mcpAuthentication: McpAuthenticationIR
   authorization: AuthorizationIR
+  basicAuth: BasicAuthIR
+  apiKey: ApiKeyIR
 }
 
 export type ImplementedPolicyKind = keyof PolicyIRByKind

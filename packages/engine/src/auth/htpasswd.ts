@@ -1,0 +1,77 @@
+/**
+ * htpasswd files (Apache's format): `user:hash` per line, with bcrypt (`$2y$`, `$2a$`,
+ * `$2b$`), apr1 MD5 (`$apr1$`) and SHA-1 (`{SHA}`) hashes. bcryptjs and apache-md5 do the
+ * hashing; verified credentials are remembered briefly so a busy client does not pay for a
+ * deliberately slow bcrypt on every request.
+ */
+
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { createRequire } from 'node:module'
+import bcrypt from 'bcryptjs'
+
+// apache-md5 is CommonJS exporting the function itself; its types claim an ES default.
+const apacheMd5 = createRequire(import.meta.url)('apache-md5') as (password: string, salt?: string) => string
+
+export interface HtpasswdEntry {
+  user: string
+  hash: string
+}
+
+/** Parses the file; returns entries and line errors (`line N: ...`). */
+export function parseHtpasswd (text: string): { entries: HtpasswdEntry[], errors: string[] } {
+  const entries: HtpasswdEntry[] = []
+  const errors: string[] = []
+  text.split('\n').forEach((raw, i) => {
+    const line = raw.trim()
+    if (line === '' || line.startsWith('#')) return
+    const colon = line.indexOf(':')
+    if (colon <= 0) {
+      errors.push(`line ${i + 1}: expected user:hash`)
+      return
+    }
+    const hash = line.slice(colon + 1)
+    if (!/^\$2[aby]\$\d\d\$/.test(hash) && !hash.startsWith('$apr1$') && !hash.startsWith('{SHA}')) {
+      errors.push(`line ${i + 1}: unsupported hash for "${line.slice(0, colon)}" (use bcrypt, apr1 or SHA)`)
+      return
+    }
+    entries.push({ user: line.slice(0, colon), hash })
+  })
+  return { entries, errors }
+}
+
+function equal (a: string, b: string): boolean {
+  const x = Buffer.from(a)
+  const y = Buffer.from(b)
+  return x.length === y.length && timingSafeEqual(x, y)
+}
+
+async function matches (password: string, hash: string): Promise<boolean> {
+  if (hash.startsWith('$2')) return await bcrypt.compare(password, hash.replace(/^\$2y\$/, '$2b$'))
+  if (hash.startsWith('$apr1$')) return equal(apacheMd5(password, hash), hash)
+  return equal(`{SHA}${createHash('sha1').update(password).digest('base64')}`, hash)
+}
+
+const CACHE_TTL_MS = 5 * 60_000
+const CACHE_MAX = 1000
+
+export class HtpasswdVerifier {
+  private readonly users: Map<string, string>
+  /** sha256(user:password) of recently verified pairs → expiry. */
+  private readonly verified = new Map<string, number>()
+
+  constructor (entries: HtpasswdEntry[]) {
+    this.users = new Map(entries.map(e => [e.user, e.hash]))
+  }
+
+  async verify (user: string, password: string): Promise<boolean> {
+    const hash = this.users.get(user)
+    if (hash === undefined) return false
+    const key = createHash('sha256').update(`${user}:${password}`).digest('base64')
+    const until = this.verified.get(key)
+    if (until !== undefined && until > Date.now()) return true
+    if (!(await matches(password, hash))) return false
+    if (this.verified.size >= CACHE_MAX) this.verified.delete(this.verified.keys().next().value as string)
+    this.verified.set(key, Date.now() + CACHE_TTL_MS)
+    return true
+  }
+}
