@@ -7,10 +7,11 @@
 
 import http from 'node:http'
 import https from 'node:https'
+import tls from 'node:tls'
 import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { BindIR, Engine, ProxyIR } from '@portico/engine'
-import { PorticoError } from '@portico/engine'
+import { PorticoError, hostnameMatches } from '@portico/engine'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
 const UNUSED_CONNECTION_GRACE_MS = 1_000
@@ -92,10 +93,11 @@ export class ListenerManager {
       // Leave header size policing to Node's default (16 KiB); parse errors get a 400.
       noDelay: true
     }
+    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap(), active: 0 }
     const server: http.Server = bind.protocol === 'HTTPS'
-      ? https.createServer({ ...options, cert: bind.tls?.cert, key: bind.tls?.key })
+      ? https.createServer({ ...options, cert: bind.tls?.cert, key: bind.tls?.key, SNICallback: (servername, cb) => cb(null, this.contextForSni(entry, servername)) })
       : http.createServer(options)
-    const entry: BoundServer = { bind, server, sockets: new Set(), openedAt: new WeakMap(), active: 0 }
+    entry.server = server
     const handle = this.engine.handler(bind.key)
     server.on('request', (req, res) => {
       entry.active++
@@ -135,6 +137,26 @@ export class ListenerManager {
       })
     })
     return entry
+  }
+
+  private readonly contexts = new Map<string, tls.SecureContext>()
+
+  /**
+   * The certificate for a TLS client hello: the listener of this bind whose hostname matches
+   * the SNI name and that has its own certificate; else the bind's default (undefined).
+   */
+  private contextForSni (entry: BoundServer, servername: string): tls.SecureContext | undefined {
+    const name = servername.toLowerCase()
+    const listener = entry.bind.listeners.find(l => l.tls !== undefined && l.hostname !== undefined && hostnameMatches(l.hostname, name))
+    if (listener?.tls === undefined) return undefined
+    const key = `${listener.tls.cert}\0${listener.tls.key}`
+    let context = this.contexts.get(key)
+    if (context === undefined) {
+      context = tls.createSecureContext({ cert: listener.tls.cert, key: listener.tls.key })
+      if (this.contexts.size > 1000) this.contexts.clear()
+      this.contexts.set(key, context)
+    }
+    return context
   }
 
   /** Stops accepting, lets in-flight requests finish for up to `deadlineMs`, then cuts the rest. */

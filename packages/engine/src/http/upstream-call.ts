@@ -26,6 +26,11 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
   const backend = ctx.backend!
   const { req, res } = ctx
   const tracer = ctx.tracer
+  if (backend.endpoints.length === 0) {
+    // A Service with no ready endpoints (scaled to zero, all pods failing readiness).
+    respondLocal(rt, ctx, 503, 'no healthy backends', 'NoHealthyBackend', `backend ${backend.name} has no ready endpoints`)
+    return
+  }
   let dispatcher: Dispatcher
   try {
     dispatcher = rt.pools.get(backend)

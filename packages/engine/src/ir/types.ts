@@ -47,6 +47,11 @@ export interface ListenerIR {
   /** Optional hostname (may start with `*.`); requests for other hosts skip this listener. */
   hostname?: string
   protocol: ListenerProtocol
+  /**
+   * The listener's own certificate (HTTPS listeners sharing a port with different
+   * certificates): chosen by SNI against `hostname`. Without it the bind's applies.
+   */
+  tls?: TlsServerIR
   /** Gateway-phase policies. */
   policies: PolicySetIR
   routes: RouteIR[]

@@ -1,0 +1,178 @@
+/**
+ * The parts of Gateway API (v1) and core Kubernetes objects the translation reads, as plain
+ * types. Objects arrive from informers as JSON; only these fields are used.
+ */
+
+export interface ObjectMeta {
+  name: string
+  namespace?: string
+  uid?: string
+  generation?: number
+  resourceVersion?: string
+  creationTimestamp?: string
+  labels?: Record<string, string>
+  annotations?: Record<string, string>
+}
+
+export interface Condition {
+  type: string
+  status: 'True' | 'False' | 'Unknown'
+  reason: string
+  message: string
+  observedGeneration?: number
+  lastTransitionTime?: string
+}
+
+export interface GatewayClass {
+  metadata: ObjectMeta
+  spec: { controllerName: string, parametersRef?: { group: string, kind: string, name: string, namespace?: string } }
+  status?: { conditions?: Condition[] }
+}
+
+export interface RouteNamespaces {
+  from?: 'All' | 'Same' | 'Selector'
+  selector?: LabelSelector
+}
+
+export interface Listener {
+  name: string
+  hostname?: string
+  port: number
+  protocol: string
+  tls?: { mode?: 'Terminate' | 'Passthrough', certificateRefs?: Array<{ group?: string, kind?: string, name: string, namespace?: string }> }
+  allowedRoutes?: { namespaces?: RouteNamespaces, kinds?: Array<{ group?: string, kind: string }> }
+}
+
+export interface Gateway {
+  metadata: ObjectMeta
+  spec: { gatewayClassName: string, listeners: Listener[], addresses?: Array<{ type?: string, value: string }>, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string>, parametersRef?: { group: string, kind: string, name: string } } }
+  status?: unknown
+}
+
+export interface ParentReference {
+  group?: string
+  kind?: string
+  namespace?: string
+  name: string
+  sectionName?: string
+  port?: number
+}
+
+export interface HTTPHeaderMatch { type?: 'Exact' | 'RegularExpression', name: string, value: string }
+export interface HTTPQueryParamMatch { type?: 'Exact' | 'RegularExpression', name: string, value: string }
+
+export interface HTTPRouteMatch {
+  path?: { type?: 'Exact' | 'PathPrefix' | 'RegularExpression', value?: string }
+  headers?: HTTPHeaderMatch[]
+  queryParams?: HTTPQueryParamMatch[]
+  method?: string
+}
+
+export interface HTTPHeaderFilter {
+  set?: Array<{ name: string, value: string }>
+  add?: Array<{ name: string, value: string }>
+  remove?: string[]
+}
+
+export interface HTTPRouteFilter {
+  type: string
+  requestHeaderModifier?: HTTPHeaderFilter
+  responseHeaderModifier?: HTTPHeaderFilter
+  requestRedirect?: unknown
+  urlRewrite?: unknown
+  requestMirror?: unknown
+  cors?: unknown
+  extensionRef?: unknown
+}
+
+export interface BackendRef {
+  group?: string
+  kind?: string
+  name: string
+  namespace?: string
+  port?: number
+  weight?: number
+  filters?: HTTPRouteFilter[]
+}
+
+export interface HTTPRouteRule {
+  name?: string
+  matches?: HTTPRouteMatch[]
+  filters?: HTTPRouteFilter[]
+  backendRefs?: BackendRef[]
+  timeouts?: { request?: string, backendRequest?: string }
+}
+
+export interface HTTPRoute {
+  metadata: ObjectMeta
+  spec: { parentRefs?: ParentReference[], hostnames?: string[], rules?: HTTPRouteRule[] }
+  status?: unknown
+}
+
+export interface ReferenceGrant {
+  metadata: ObjectMeta
+  spec: {
+    from: Array<{ group: string, kind: string, namespace: string }>
+    to: Array<{ group: string, kind: string, name?: string }>
+  }
+}
+
+export interface LabelSelector {
+  matchLabels?: Record<string, string>
+  matchExpressions?: Array<{ key: string, operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist', values?: string[] }>
+}
+
+export interface Namespace {
+  metadata: ObjectMeta
+}
+
+export interface ServicePort {
+  name?: string
+  port: number
+  targetPort?: number | string
+  protocol?: string
+  appProtocol?: string
+}
+
+export interface Service {
+  metadata: ObjectMeta
+  spec: { type?: string, clusterIP?: string, ports?: ServicePort[], externalName?: string }
+  status?: { loadBalancer?: { ingress?: Array<{ ip?: string, hostname?: string }> } }
+}
+
+export interface EndpointSlice {
+  metadata: ObjectMeta
+  addressType?: string
+  endpoints?: Array<{ addresses: string[], conditions?: { ready?: boolean, serving?: boolean, terminating?: boolean } }>
+  ports?: Array<{ name?: string, port?: number, protocol?: string }>
+}
+
+export interface Secret {
+  metadata: ObjectMeta
+  type?: string
+  data?: Record<string, string>
+}
+
+export const GATEWAY_GROUP = 'gateway.networking.k8s.io'
+
+export function nsName (m: ObjectMeta): string {
+  return `${m.namespace ?? ''}/${m.name}`
+}
+
+/** Does a label set satisfy a selector (matchLabels AND matchExpressions)? */
+export function matchesSelector (labels: Record<string, string> | undefined, selector: LabelSelector | undefined): boolean {
+  if (selector === undefined) return true
+  const l = labels ?? {}
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (l[k] !== v) return false
+  for (const e of selector.matchExpressions ?? []) {
+    const has = Object.hasOwn(l, e.key)
+    switch (e.operator) {
+      case 'In': if (!has || !(e.values ?? []).includes(l[e.key]!)) return false; break
+      case 'NotIn': if (has && (e.values ?? []).includes(l[e.key]!)) return false; break
+      case 'Exists': if (!has) return false; break
+      case 'DoesNotExist': if (has) return false; break
+      default: return false
+    }
+  }
+  return true
+}
