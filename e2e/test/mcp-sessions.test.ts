@@ -125,6 +125,7 @@ test('the MCP method, target and tool appear in the trace, the access log and me
   const metrics = await (await request(`http://127.0.0.1:${statsPort}/metrics`)).body.text()
   assert.match(metrics, /portico_mcp_requests_total\{method="tools\/call",target="sdk",tool="sdk_add"\} 1/)
   assert.match(metrics, /portico_mcp_requests_total\{method="initialize",target="everything,sdk",tool=""\} 1/)
+  await p.waitForOutput('"mcp.method":"tools/call"') // access logs are written in batches
   const line = p.logs().find(l => l['mcp.method'] === 'tools/call')
   assert.ok(line !== undefined, 'an access-log line for the call')
   assert.equal(line['mcp.target'], 'sdk')

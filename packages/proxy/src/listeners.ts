@@ -23,8 +23,6 @@ interface BoundServer {
   sockets: Set<Socket>
   /** When each connection was accepted, so a drain can tell unused ones apart. */
   openedAt: WeakMap<Socket, number>
-  /** Requests in progress on this server. */
-  active: number
 }
 
 export interface ListenerSnapshot {
@@ -33,7 +31,6 @@ export interface ListenerSnapshot {
   port: number
   protocol: string
   connections: number
-  activeRequests: number
 }
 
 export class ListenerManager {
@@ -93,17 +90,13 @@ export class ListenerManager {
       // Leave header size policing to Node's default (16 KiB); parse errors get a 400.
       noDelay: true
     }
-    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap(), active: 0 }
+    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap() }
     const server: http.Server = bind.protocol === 'HTTPS'
       ? https.createServer({ ...options, cert: bind.tls?.cert, key: bind.tls?.key, SNICallback: (servername, cb) => cb(null, this.contextForSni(entry, servername)) })
       : http.createServer(options)
     entry.server = server
     const handle = this.engine.handler(bind.key)
-    server.on('request', (req, res) => {
-      entry.active++
-      res.once('close', () => { entry.active-- })
-      handle(req, res)
-    })
+    server.on('request', handle)
     server.on('upgrade', this.engine.upgradeHandler(bind.key))
     server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => {
       entry.sockets.add(socket)
@@ -196,8 +189,7 @@ export class ListenerManager {
       address: s.bind.address,
       port: s.bind.port,
       protocol: s.bind.protocol,
-      connections: s.sockets.size,
-      activeRequests: s.active
+      connections: s.sockets.size
     }))
   }
 

@@ -197,7 +197,6 @@ export class Portico {
     this.loaded = config
     this.recordReload({ ok: true, version: config.ir.version })
     this.metrics.configLoaded(true)
-    this.metrics.resetCache()
   }
 
   private recordReload (r: Omit<ReloadRecord, 'at'>): void {

@@ -15,6 +15,7 @@ import { handleUpgrade } from '../http/upgrade.ts'
 import type { RequestContext } from '../pipeline/context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { BackendStats } from './backend-stats.ts'
+import { InFlightRequests } from './in-flight.ts'
 import { McpGateway, type McpGatewayOptions } from '../mcp/gateway.ts'
 import { PolicyServices } from '../policy/services.ts'
 
@@ -41,8 +42,8 @@ export class Engine implements PipelineRuntime {
   readonly backendStats = new BackendStats()
   /** Resources policies share across reloads (JWKS caches, ...). */
   readonly policyServices = new PolicyServices()
-  /** Requests in progress (for /debug/tasks and draining). */
-  readonly inFlight = new Set<RequestContext>()
+  /** Requests in progress (for /debug/tasks). */
+  readonly inFlight = new InFlightRequests<RequestContext>()
   onRequestEnd: (ctx: RequestContext) => void
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
   private compiled: CompiledConfig | null = null
@@ -54,7 +55,7 @@ export class Engine implements PipelineRuntime {
     this.mcp = new McpGateway(options.mcp)
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {
-      this.inFlight.delete(ctx)
+      this.inFlight.remove(ctx)
       this.backendStats.record(ctx)
       hook?.(ctx)
     }

@@ -96,15 +96,31 @@ export class RequestContext {
   upgrade: { socket: Duplex, head: Buffer } | null = null
   /** True once the backend accepted the upgrade and bytes are tunnelled both ways. */
   upgraded = false
+  /**
+   * The request body, when a policy had to read it whole (extAuthz includeRequestBody): the
+   * backend call and the MCP layer send this instead of reading `req`, which is consumed.
+   */
+  requestBody: Buffer | null = null
   /** On MCP routes: the MCP method, target and tool/prompt/resource of this request. */
   mcp: McpCallInfo | null = null
+  /** Slot in the engine's in-flight registry (-1 when not registered). */
+  inFlightSlot = -1
+  private authState: RequestAuth | null = null
+  private mcpAuthorizers: McpItemAuthorizer[] | null = null
+
   /** Who the caller is, as the identity policies established it (CEL sees these). */
-  readonly auth: RequestAuth = { jwt: null, apiKey: null, basicAuth: null }
+  get auth (): RequestAuth {
+    // Made on first use: most requests on routes without identity policies never need it.
+    return this.authState ??= { jwt: null, apiKey: null, basicAuth: null }
+  }
+
   /**
    * Authorization rule sets that concern MCP items (tools, prompts, resources), left by the
    * authorization policy for the MCP layer to apply per JSON-RPC request and list item.
    */
-  readonly mcpAuthorization: McpItemAuthorizer[] = []
+  get mcpAuthorization (): McpItemAuthorizer[] {
+    return this.mcpAuthorizers ??= []
+  }
 
   tracer: TraceRecorder | null
 

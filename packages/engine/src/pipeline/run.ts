@@ -31,7 +31,7 @@ export interface PipelineRuntime {
   /** Cap on bytes captured per body snapshot. */
   traceBodyLimit: number
   /** Requests in progress; the pipeline adds each, the end hook removes it. */
-  inFlight: Set<RequestContext>
+  inFlight: { add(ctx: RequestContext): void }
   /** Called once per request when the response is complete or abandoned. */
   onRequestEnd: ((ctx: RequestContext) => void) | null
   /** Called when a request fails inside the proxy (a bug or an unexpected condition). */

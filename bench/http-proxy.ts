@@ -1,0 +1,151 @@
+/**
+ * HTTP proxy benchmark: requests/s and latency of a tiny loopback backend reached directly,
+ * through Portico (access log off and on) and through @fastify/http-proxy, then p50/p99 at a
+ * fixed request rate, direct and through Portico. Targets: Portico >= 1.5x the peer's
+ * requests/s; <= 1 ms added p99 at 1,000 requests/s.
+ *
+ * Run: `pnpm run bench` (or `node bench/http-proxy.ts --help` for the knobs).
+ * Progress goes to stderr; the tables and a final JSON line go to stdout.
+ */
+
+import { availableParallelism } from 'node:os'
+import { measureFixedRate, measureThroughput, type LoadResult } from './lib/load.ts'
+import { readOptions } from './lib/options.ts'
+import { fmt, ratio, rounded, table } from './lib/report.ts'
+import { singleRouteConfig, startBackend, startFastifyProxy, startPortico, type Server } from './lib/servers.ts'
+
+const TARGET_RPS_RATIO = 1.5
+const TARGET_ADDED_P99_MS = 1
+
+const opts = readOptions({
+  duration: { flag: 'duration', default: 10, help: 'seconds per measured throughput run' },
+  warmup: { flag: 'warmup', default: 3, help: 'seconds of warm-up before each throughput run' },
+  connections: { flag: 'connections', default: 50, help: 'concurrent connections for throughput runs' },
+  rate: { flag: 'rate', default: 1000, help: 'requests/s of the fixed-rate runs' },
+  rateDuration: { flag: 'rate-duration', default: 10, help: 'seconds per measured fixed-rate run' },
+  rateWarmup: { flag: 'rate-warmup', default: 2, help: 'seconds of warm-up before each fixed-rate run' },
+  rateConnections: { flag: 'rate-connections', default: 32, help: 'max connections of the fixed-rate client' }
+})
+
+const LOG_LEVELS = ['warn', 'info'] as const
+type LogLevel = typeof LOG_LEVELS[number]
+
+const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
+
+async function main (): Promise<void> {
+  const servers: Server[] = []
+  const start = async (what: string, f: () => Promise<Server>) => {
+    progress(`starting ${what}`)
+    const s = await f()
+    servers.push(s)
+    return s
+  }
+  try {
+    const backend = await start('backend', startBackend)
+    const portico = {} as Record<LogLevel, Server>
+    for (const level of LOG_LEVELS) {
+      portico[level] = await start(`portico (LOG_LEVEL=${level})`, () => startPortico({ config: singleRouteConfig(backend.port), logLevel: level }))
+    }
+    const peer = await start('@fastify/http-proxy', () => startFastifyProxy(`http://127.0.0.1:${backend.port}`))
+
+    const throughput = {
+      direct: await throughputRun('direct', backend),
+      portico: await perLevel(level => throughputRun(`portico (LOG_LEVEL=${level})`, portico[level])),
+      peer: await throughputRun('@fastify/http-proxy', peer)
+    }
+    const fixedRate = {
+      direct: await fixedRateRun('direct', backend),
+      portico: await perLevel(level => fixedRateRun(`portico (LOG_LEVEL=${level})`, portico[level]))
+    }
+    report(throughput, fixedRate)
+  } finally {
+    await Promise.all(servers.map(s => s.child.stop()))
+  }
+}
+
+async function perLevel (f: (level: LogLevel) => Promise<LoadResult>): Promise<Record<LogLevel, LoadResult>> {
+  const out = {} as Record<LogLevel, LoadResult>
+  for (const level of LOG_LEVELS) out[level] = await f(level)
+  return out
+}
+
+function throughputRun (name: string, target: Server): Promise<LoadResult> {
+  progress(`throughput: ${name} (${opts.warmup} s warm-up + ${opts.duration} s)`)
+  return measureThroughput(target.url, { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup, cpu: target.child.cpuSeconds })
+}
+
+function fixedRateRun (name: string, target: Server): Promise<LoadResult> {
+  progress(`fixed rate: ${name} (${opts.rateWarmup} s warm-up + ${opts.rateDuration} s at ${opts.rate} req/s)`)
+  return measureFixedRate(target.url, { rate: opts.rate, seconds: opts.rateDuration, warmupSeconds: opts.rateWarmup, connections: opts.rateConnections, cpu: target.child.cpuSeconds })
+}
+
+interface Throughput { direct: LoadResult, portico: Record<LogLevel, LoadResult>, peer: LoadResult }
+interface FixedRate { direct: LoadResult, portico: Record<LogLevel, LoadResult> }
+
+function report (tp: Throughput, fr: FixedRate): void {
+  const out: string[] = []
+  const cpus = availableParallelism()
+  out.push(`http-proxy benchmark: Node ${process.version}, ${cpus} CPU${cpus === 1 ? '' : 's'}; the load generator, the proxy and the backend share ${cpus === 1 ? 'it' : `these ${cpus}`} (no pinning), so absolute figures understate a proxy on its own cores`)
+  out.push('')
+  out.push(`Throughput: closed loop (autocannon), ${opts.connections} connections, ${opts.duration} s measured after ${opts.warmup} s warm-up; latency of 2xx responses;`)
+  out.push('CPU µs/req is the CPU time of the server process measured (the backend for direct, else the proxy alone) per response')
+  const tpRow = (name: string, r: LoadResult, vsDirect: boolean) =>
+    [name, fmt(r.rps, 0), fmt(r.p50), fmt(r.p99), fmt(r.cpuUsPerRequest, 1), String(r.failures), vsDirect ? fmt(ratio(r.rps, tp.direct.rps)) : '']
+  out.push(table(['target', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'failures', 'x direct'], [
+    tpRow('direct to backend', tp.direct, false),
+    ...LOG_LEVELS.map(l => tpRow(`portico (LOG_LEVEL=${l})`, tp.portico[l], true)),
+    tpRow('@fastify/http-proxy', tp.peer, true)
+  ]))
+  out.push('')
+  out.push(`Fixed rate: open loop, ${opts.rate} req/s, ${opts.rateDuration} s measured after ${opts.rateWarmup} s warm-up`)
+  const frRow = (name: string, r: LoadResult, added: boolean) =>
+    [name, fmt(r.rps, 0), fmt(r.p50, 3), fmt(r.p99, 3), fmt(r.cpuUsPerRequest, 1), String(r.failures), added ? fmt(r.p99 - fr.direct.p99, 3) : '']
+  out.push(table(['target', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'failures', 'added p99 ms'], [
+    frRow('direct to backend', fr.direct, false),
+    ...LOG_LEVELS.map(l => frRow(`portico (LOG_LEVEL=${l})`, fr.portico[l], true))
+  ]))
+  out.push('')
+
+  const summary = summarize(tp, fr)
+  out.push('Targets:')
+  for (const l of LOG_LEVELS) {
+    const s = summary.targets[l]
+    out.push(`  LOG_LEVEL=${l}: portico/peer req/s ${fmt(s.rpsVsPeer)}x (target >= ${TARGET_RPS_RATIO}x: ${s.rpsTargetMet ? 'met' : 'NOT met'}); ` +
+      `added p99 at ${opts.rate} req/s ${fmt(s.addedP99Ms, 3)} ms (target <= ${TARGET_ADDED_P99_MS} ms: ${s.latencyTargetMet ? 'met' : 'NOT met'}); ` +
+      `peer/portico CPU per request ${fmt(s.cpuPerRequestPeerVsPortico)}x`)
+  }
+  out.push('')
+  out.push(JSON.stringify(rounded(summary)))
+  process.stdout.write(out.join('\n') + '\n')
+}
+
+function summarize (tp: Throughput, fr: FixedRate) {
+  const targets = {} as Record<LogLevel, { rpsVsDirect: number, rpsVsPeer: number, addedP99Ms: number, cpuPerRequestPeerVsPortico: number, rpsTargetMet: boolean, latencyTargetMet: boolean }>
+  for (const l of LOG_LEVELS) {
+    const rpsVsPeer = ratio(tp.portico[l].rps, tp.peer.rps)
+    const addedP99Ms = fr.portico[l].p99 - fr.direct.p99
+    targets[l] = {
+      rpsVsDirect: ratio(tp.portico[l].rps, tp.direct.rps),
+      rpsVsPeer,
+      addedP99Ms,
+      cpuPerRequestPeerVsPortico: ratio(tp.peer.cpuUsPerRequest, tp.portico[l].cpuUsPerRequest),
+      rpsTargetMet: rpsVsPeer >= TARGET_RPS_RATIO,
+      latencyTargetMet: addedP99Ms <= TARGET_ADDED_P99_MS
+    }
+  }
+  return {
+    bench: 'http-proxy',
+    node: process.version,
+    cpus: availableParallelism(),
+    options: opts,
+    throughput: { direct: tp.direct, portico: tp.portico, fastifyHttpProxy: tp.peer },
+    fixedRate: fr,
+    peerRpsVsDirect: ratio(tp.peer.rps, tp.direct.rps),
+    targets
+  }
+}
+
+main().catch(err => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`)
+  process.exitCode = 1
+})

@@ -1,0 +1,153 @@
+/**
+ * Child processes for benchmarks: every server under test (backend, proxy) runs in its own
+ * Node process so it never shares an event loop with the load generator. A child's stdout
+ * and stderr go to a temporary file, not a pipe, so the load generator spends no CPU on
+ * reading access logs; readiness is a line in that file or a port that accepts connections.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process'
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { createServer, connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+export interface StartOptions {
+  /** Short name, for messages. */
+  name: string
+  /** Arguments after the node binary: a script path and its arguments. */
+  args: string[]
+  /** Extra environment variables (added to this process's environment). */
+  env?: Record<string, string>
+  /** Ready once this text appears in the child's output... */
+  readyLine?: string
+  /** ...or once this port accepts a TCP connection. */
+  readyPort?: number
+  /** Give up after this long (default 15 s). */
+  timeoutMs?: number
+}
+
+export interface Child {
+  readonly name: string
+  readonly proc: ChildProcess
+  /** Everything the child printed so far (stdout and stderr). */
+  output (): string
+  /** CPU time (user + system) the child has used so far, in seconds; NaN off Linux. */
+  cpuSeconds (): number
+  /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
+  stop (graceMs?: number): Promise<void>
+}
+
+const live = new Set<Child>()
+let scratch: string | undefined
+
+/**
+ * A fresh directory (under one removed when this process exits) for each config file and
+ * each child's output. They never share one: Portico watches its config file's directory,
+ * and a busy access log written there would wake the watcher on every write.
+ */
+export function scratchDir (name: string): string {
+  scratch ??= mkdtempSync(join(tmpdir(), 'portico-bench-'))
+  return mkdtempSync(join(scratch, `${name.replace(/\W+/g, '-')}-`))
+}
+
+process.once('exit', () => {
+  for (const c of live) c.proc.kill('SIGKILL')
+  if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
+})
+
+/** Starts `node ...args` and resolves once it is ready; rejects (and kills it) otherwise. */
+export async function startNode (options: StartOptions): Promise<Child> {
+  const logPath = join(scratchDir('logs'), 'output.log')
+  const fd = openSync(logPath, 'w')
+  const proc = spawn(process.execPath, options.args, {
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', fd, fd]
+  })
+  closeSync(fd)
+  const child: Child = {
+    name: options.name,
+    proc,
+    output: () => readFileSync(logPath, 'utf8'),
+    cpuSeconds: () => processCpuSeconds(proc.pid),
+    stop: graceMs => stopProcess(proc, graceMs).finally(() => live.delete(child))
+  }
+  live.add(child)
+  try {
+    await waitUntilReady(child, options)
+  } catch (err) {
+    await child.stop(0)
+    throw new Error(`${options.name}: ${(err as Error).message}\n--- output ---\n${tail(child.output(), 2000)}`)
+  }
+  return child
+}
+
+async function waitUntilReady (child: Child, options: StartOptions): Promise<void> {
+  const deadline = Date.now() + (options.timeoutMs ?? 15_000)
+  while (Date.now() < deadline) {
+    if (child.proc.exitCode !== null || child.proc.signalCode !== null) {
+      throw new Error(`exited before it was ready (code ${child.proc.exitCode ?? child.proc.signalCode})`)
+    }
+    if (options.readyLine !== undefined && child.output().includes(options.readyLine)) return
+    if (options.readyPort !== undefined && await portAnswers(options.readyPort)) return
+    await sleep(50)
+  }
+  throw new Error('not ready in time')
+}
+
+function stopProcess (proc: ChildProcess, graceMs = 5_000): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve()
+  return new Promise(resolve => {
+    const kill = setTimeout(() => proc.kill('SIGKILL'), graceMs)
+    proc.once('exit', () => {
+      clearTimeout(kill)
+      resolve()
+    })
+    proc.kill(graceMs === 0 ? 'SIGKILL' : 'SIGTERM')
+  })
+}
+
+/** USER_HZ: the unit of CPU times in /proc (100 on Linux in practice). */
+const CLOCK_TICKS = 100
+
+/** User + system CPU seconds of a process, from /proc (Linux); NaN when unavailable. */
+export function processCpuSeconds (pid: number | undefined): number {
+  if (pid === undefined) return NaN
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // Fields after the command name (which may contain spaces) start at index 2 (state);
+    // utime and stime are fields 14 and 15, in clock ticks (100 per second on Linux).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
+  } catch {
+    return NaN
+  }
+}
+
+/** Does something accept TCP connections on 127.0.0.1:port? */
+export function portAnswers (port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise(resolve => {
+    const socket = connect({ host, port })
+    socket.once('connect', () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+/** A port that was free a moment ago (the OS picks it). */
+export function freePort (): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port')))
+    })
+  })
+}
+
+function tail (text: string, chars: number): string {
+  return text.length <= chars ? text : '...' + text.slice(-chars)
+}

@@ -1,0 +1,145 @@
+/**
+ * Load generation. Two shapes:
+ * - throughput: autocannon, closed loop (each connection sends its next request when the
+ *   previous answer arrives), so requests/s is what the target sustains;
+ * - fixed rate: an open loop over an undici pool that starts requests on a fixed schedule
+ *   whatever the answers do (autocannon's `overallRate` sends each second's quota in one
+ *   burst, which measures queueing, not the latency a steady load sees).
+ * Each measured run is preceded by a warm-up run against the same target, whose figures are
+ * dropped (JIT, connection pools, TCP slow start).
+ */
+
+import autocannon from 'autocannon'
+import { Pool } from 'undici'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { LatencyRecorder } from './latency.ts'
+
+export interface LoadResult {
+  /** Successful (2xx) responses per second over the measured run. */
+  rps: number
+  /** Latency percentiles of successful responses, in ms. */
+  p50: number
+  p99: number
+  /** 2xx responses counted. */
+  requests: number
+  /** Non-2xx responses, transport errors and timeouts. */
+  failures: number
+  seconds: number
+  /** CPU time the measured process used per 2xx response, in µs (NaN when not measured). */
+  cpuUsPerRequest: number
+}
+
+/** Cumulative CPU seconds of the process under test (see Child.cpuSeconds). */
+export type CpuProbe = () => number
+
+export interface ThroughputOptions {
+  connections: number
+  seconds: number
+  warmupSeconds: number
+  /** Measures the CPU the target spends per request during the measured run. */
+  cpu?: CpuProbe
+}
+
+export interface FixedRateOptions {
+  /** Requests started per second. */
+  rate: number
+  seconds: number
+  warmupSeconds: number
+  /** Max connections the client pool may open. */
+  connections: number
+  cpu?: CpuProbe
+}
+
+/** Closed-loop load with autocannon: a warm-up run, then the measured one. */
+export async function measureThroughput (url: string, options: ThroughputOptions): Promise<LoadResult> {
+  if (options.warmupSeconds > 0) await runAutocannon(url, options.connections, options.warmupSeconds)
+  return withCpu(options.cpu, () => runAutocannon(url, options.connections, options.seconds))
+}
+
+/** Runs `measure` and fills in the CPU per request the probe saw meanwhile. */
+async function withCpu (cpu: CpuProbe | undefined, measure: () => Promise<LoadResult>): Promise<LoadResult> {
+  const before = cpu?.() ?? NaN
+  const result = await measure()
+  const used = (cpu?.() ?? NaN) - before
+  return { ...result, cpuUsPerRequest: result.requests > 0 ? (used * 1e6) / result.requests : NaN }
+}
+
+function runAutocannon (url: string, connections: number, seconds: number): Promise<LoadResult> {
+  const latency = new LatencyRecorder()
+  return new Promise((resolve, reject) => {
+    const instance = autocannon({ url, connections, duration: seconds, pipelining: 1, timeout: 10 }, (err, result) => {
+      if (err !== null) return reject(err)
+      resolve({
+        rps: result['2xx'] / result.duration,
+        p50: latency.percentile(50),
+        p99: latency.percentile(99),
+        requests: result['2xx'],
+        failures: result.non2xx + result.errors + result.timeouts,
+        seconds: result.duration,
+        cpuUsPerRequest: NaN
+      })
+    })
+    instance.on('response', (_client: unknown, status: number, _bytes: number, ms: number) => {
+      if (status >= 200 && status < 300) latency.add(ms)
+    })
+  })
+}
+
+/** Open-loop load at a fixed rate: a warm-up run, then the measured one. */
+export async function measureFixedRate (url: string, options: FixedRateOptions): Promise<LoadResult> {
+  const target = new URL(url)
+  const pool = new Pool(target.origin, { connections: options.connections, pipelining: 1 })
+  try {
+    const path = target.pathname + target.search
+    if (options.warmupSeconds > 0) await runFixedRate(pool, path, options.rate, options.warmupSeconds)
+    return await withCpu(options.cpu, () => runFixedRate(pool, path, options.rate, options.seconds))
+  } finally {
+    await pool.close()
+  }
+}
+
+/**
+ * Every ~1 ms, starts as many requests as the schedule says are due. Latency runs from the
+ * moment a request is handed to the pool (queueing in the pool included) to its last byte.
+ */
+async function runFixedRate (pool: Pool, path: string, rate: number, seconds: number): Promise<LoadResult> {
+  const latency = new LatencyRecorder()
+  const inFlight = new Set<Promise<void>>()
+  let failures = 0
+  let started = 0
+  const total = Math.round(rate * seconds)
+  const t0 = performance.now()
+
+  const one = async () => {
+    const begin = performance.now()
+    try {
+      const res = await pool.request({ path, method: 'GET' })
+      await res.body.dump()
+      if (res.statusCode >= 200 && res.statusCode < 300) latency.add(performance.now() - begin)
+      else failures++
+    } catch {
+      failures++
+    }
+  }
+
+  while (started < total) {
+    const due = Math.min(total, Math.floor(((performance.now() - t0) / 1000) * rate))
+    for (; started < due; started++) {
+      const p = one()
+      inFlight.add(p)
+      void p.finally(() => inFlight.delete(p))
+    }
+    await sleep(1)
+  }
+  const elapsed = (performance.now() - t0) / 1000
+  await Promise.all(inFlight)
+  return {
+    rps: latency.count / elapsed,
+    p50: latency.percentile(50),
+    p99: latency.percentile(99),
+    requests: latency.count,
+    failures,
+    seconds: elapsed,
+    cpuUsPerRequest: NaN
+  }
+}

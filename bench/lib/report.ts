@@ -1,0 +1,26 @@
+/** Plain-text tables and number formatting for benchmark output. */
+
+export function table (header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => (r[i] ?? '').length)))
+  const line = (cells: string[]) => cells.map((c, i) => i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)).join('  ')
+  return [line(header), widths.map(w => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n')
+}
+
+/** Fixed decimals, or `n/a` for NaN. */
+export function fmt (n: number, decimals = 2): string {
+  return Number.isFinite(n) ? n.toFixed(decimals) : 'n/a'
+}
+
+export function ratio (a: number, b: number): number {
+  return b === 0 ? NaN : a / b
+}
+
+/** Rounds every number of a (nested) figure object, for the JSON summary line. */
+export function rounded<T> (value: T, decimals = 3): T {
+  if (typeof value === 'number') return (Number.isFinite(value) ? Number(value.toFixed(decimals)) : null) as T
+  if (Array.isArray(value)) return value.map(v => rounded(v, decimals)) as T
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, rounded(v, decimals)])) as T
+  }
+  return value
+}

@@ -1,0 +1,83 @@
+/**
+ * The processes a benchmark measures: the loopback backend, Portico, and the Node peer
+ * (@fastify/http-proxy), each in a child process of its own on a fresh loopback port.
+ */
+
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { freePort, scratchDir, startNode, type Child } from './children.ts'
+
+const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
+const BACKEND = here('../servers/backend.ts')
+const FASTIFY_PROXY = here('../servers/fastify-proxy.ts')
+const PORTICO = here('../../packages/proxy/bin/portico.ts')
+
+export interface Server {
+  child: Child
+  port: number
+  url: string
+}
+
+function server (child: Child, port: number): Server {
+  return { child, port, url: `http://127.0.0.1:${port}/` }
+}
+
+/** node:http answering `200 hello world` to everything. */
+export async function startBackend (): Promise<Server> {
+  const port = await freePort()
+  const child = await startNode({ name: 'backend', args: [BACKEND, String(port)], readyLine: 'ready' })
+  return server(child, port)
+}
+
+/** Fastify + @fastify/http-proxy in front of `upstreamUrl`. */
+export async function startFastifyProxy (upstreamUrl: string): Promise<Server> {
+  const port = await freePort()
+  const child = await startNode({ name: 'fastify-proxy', args: [FASTIFY_PROXY, String(port), upstreamUrl], readyLine: 'ready' })
+  return server(child, port)
+}
+
+export interface PorticoOptions {
+  /** A YAML config; `{port}` is replaced by the data-plane port chosen here. */
+  config: string
+  /** LOG_LEVEL; `info` (the default) writes one access-log line per request. */
+  logLevel: string
+  /** Entry point to run (default: this checkout's packages/proxy/bin/portico.ts), to compare builds. */
+  bin?: string
+}
+
+/**
+ * Portico from its binary with the admin, stats and readiness ports off. Below `info` the
+ * "portico started" line is not printed, so readiness is then the data-plane port answering.
+ */
+export async function startPortico (options: PorticoOptions): Promise<Server> {
+  const port = await freePort()
+  const configPath = join(scratchDir('portico'), 'config.yaml')
+  writeFileSync(configPath, options.config.replaceAll('{port}', String(port)))
+  const logsStart = ['info', 'debug', 'trace'].includes(options.logLevel)
+  const child = await startNode({
+    name: `portico (LOG_LEVEL=${options.logLevel})`,
+    args: [options.bin ?? PORTICO, '-f', configPath],
+    env: {
+      ADMIN_ADDR: 'off',
+      STATS_ADDR: 'off',
+      READINESS_ADDR: 'off',
+      LOG_LEVEL: options.logLevel,
+      LOG_FORMAT: 'json',
+      DRAIN_TIMEOUT: '1s'
+    },
+    ...(logsStart ? { readyLine: 'portico started' } : { readyPort: port })
+  })
+  return server(child, port)
+}
+
+/** A one-route Portico config sending everything to `backendPort`. */
+export function singleRouteConfig (backendPort: number): string {
+  return `gateways:
+  default: { port: {port}, protocol: HTTP }
+routes:
+  - name: bench
+    backends:
+      - host: 127.0.0.1:${backendPort}
+`
+}
