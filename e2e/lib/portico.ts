@@ -266,3 +266,19 @@ export async function runPortico (args: string[], options: { env?: Record<string
   live.delete(child)
   return { ...exit, stdout, stderr }
 }
+
+/**
+ * Starts portico in cluster mode (no config file; config from the controller at
+ * `env.XDS_ADDRESS`) and waits for "portico started". Ports come from the pushed config.
+ */
+export async function startClusterPortico (env: Record<string, string>, options: { startTimeoutMs?: number } = {}): Promise<PorticoProcess> {
+  const dir = makeTempDir()
+  const proc = new PorticoProcess(spawnPortico([], env), dir, '', 0, true)
+  try {
+    await proc.waitForOutput('portico started', { timeoutMs: options.startTimeoutMs ?? 15_000 })
+  } catch (err) {
+    await proc.stop()
+    throw err
+  }
+  return proc
+}

@@ -4,22 +4,26 @@
  */
 
 import { parseArgs } from 'node:util'
-import { formatDiagnostic, loadConfigFile, type LoadResult } from '@portico/engine'
-import { readFileSync } from 'node:fs'
+import { formatDiagnostic, loadConfigFile, type LoadResult, type StaticConfig } from '@portico/engine'
+import { existsSync, readFileSync } from 'node:fs'
 import { Logs } from './logging.ts'
 import { Portico } from './portico.ts'
-import { resolveSettings } from './settings.ts'
+import { resolveSettings, type Settings } from './settings.ts'
+import { XdsClient } from './xds-client.ts'
 import { version } from './version.ts'
 
 const USAGE = `usage: portico -f FILE            run the gateway on a config file
        portico --validate -f FILE validate a config file and exit
+       portico                    cluster mode: config from the controller (XDS_ADDRESS)
 options:
   -f, --file FILE   config file (YAML or JSON)
       --validate    check the file and exit: 0 when valid, 1 with errors
   -V, --version     print the version
   -h, --help        this help
-environment: ADMIN_ADDR, STATS_ADDR, READINESS_ADDR, LOG_LEVEL, LOG_FORMAT, DRAIN_TIMEOUT
-(each overrides the file's config: section)`
+environment: ADMIN_ADDR, STATS_ADDR, READINESS_ADDR, LOG_LEVEL, LOG_FORMAT, DRAIN_TIMEOUT,
+SESSION_KEY, MCP_SESSION_TTL (each overrides the file's config: section)
+cluster mode: XDS_ADDRESS (http:// or https://host:port), XDS_ROOT_CA (CA file for https),
+XDS_TOKEN_FILE (service-account token), POD_NAME, NAMESPACE, GATEWAY`
 
 export async function main (argv: string[]): Promise<void> {
   let args
@@ -48,7 +52,11 @@ export async function main (argv: string[]): Promise<void> {
     return
   }
   if (args.file === undefined) {
-    process.stderr.write(`portico: a config file is required (-f FILE)\n${USAGE}\n`)
+    if (process.env.XDS_ADDRESS !== undefined && process.env.XDS_ADDRESS !== '' && !args.validate) {
+      await runClusterMode()
+      return
+    }
+    process.stderr.write(`portico: a config file is required (-f FILE), or XDS_ADDRESS for cluster mode\n${USAGE}\n`)
     process.exit(2)
   }
 
@@ -65,42 +73,81 @@ export async function main (argv: string[]): Promise<void> {
     return
   }
 
-  let settings
+  const setup = startLogging(config.staticConfig)
+  const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, onQuit: () => process.exit(0) })
+  await run(portico, setup.logs, async () => {
+    await portico.start(config, readFileSync(file, 'utf8'))
+  }, { config: config.ir.version })
+}
+
+/** Settings and logs, exiting with a clear message when either is invalid. */
+function startLogging (file: StaticConfig): { settings: Settings, logs: Logs } {
+  let settings: Settings
   try {
-    settings = resolveSettings(config.staticConfig, process.env, process.stdout.isTTY === true)
+    settings = resolveSettings(file, process.env, process.stdout.isTTY === true)
   } catch (err) {
     process.stderr.write(`portico: ${(err as Error).message}\n`)
     process.exit(1)
   }
-  let logs: Logs
   try {
-    logs = new Logs({ level: settings.logLevel, format: settings.logFormat })
+    return { settings, logs: new Logs({ level: settings.logLevel, format: settings.logFormat }) }
   } catch (err) {
     process.stderr.write(`portico: LOG_LEVEL / config.logging.level: ${(err as Error).message}\n`)
     process.exit(1)
   }
-  const log = logs.for('portico')
-  const portico = new Portico({ settings, logs, configPath: file, onQuit: () => process.exit(0) })
+}
 
+/**
+ * Cluster mode: no file; the proxy's Gateway (GATEWAY, NAMESPACE, POD_NAME) gets its
+ * config from the controller over xDS. The same engine runs; traces carry `env`.
+ */
+async function runClusterMode (): Promise<void> {
+  const env = process.env
+  const missing = ['POD_NAME', 'NAMESPACE', 'GATEWAY'].filter(k => env[k] === undefined || env[k] === '')
+  if (missing.length > 0) {
+    process.stderr.write(`portico: cluster mode needs ${missing.join(', ')}\n`)
+    process.exit(2)
+  }
+  const setup = startLogging({})
+  const identity = { podName: env.POD_NAME!, namespace: env.NAMESPACE!, gateway: env.GATEWAY! }
+  const portico = new Portico({ settings: setup.settings, logs: setup.logs, env: identity, onQuit: () => process.exit(0) })
+  const tokenFile = env.XDS_TOKEN_FILE ?? (existsSync(DEFAULT_TOKEN_FILE) ? DEFAULT_TOKEN_FILE : undefined)
+  const xds = new XdsClient({
+    address: env.XDS_ADDRESS!,
+    ...(env.XDS_ROOT_CA !== undefined && env.XDS_ROOT_CA !== '' ? { caFile: env.XDS_ROOT_CA } : {}),
+    ...(tokenFile !== undefined ? { tokenFile } : {}),
+    ...identity,
+    apply: ir => portico.applyIR(ir),
+    log: setup.logs.for('xds')
+  })
+  await run(portico, setup.logs, async () => {
+    portico.useConfigSource(xds)
+    xds.start()
+  }, { xds: env.XDS_ADDRESS, gateway: `${identity.namespace}/${identity.gateway}` })
+}
+
+/** Where Kubernetes mounts the projected service-account token the deployer asks for. */
+const DEFAULT_TOKEN_FILE = '/var/run/secrets/portico/xds-token'
+
+/** Starts the servers, then the config source; logs where it listens; wires signals. */
+async function run (portico: Portico, logs: Logs, startConfig: () => Promise<void>, startedFields: Record<string, unknown>): Promise<void> {
+  const log = logs.for('portico')
   // Nothing a client or backend does may take the process down; a bug is logged, not fatal.
   process.on('uncaughtException', err => log.error({ err }, 'uncaught exception'))
   process.on('unhandledRejection', err => log.error({ err }, 'unhandled rejection'))
-
   try {
     await portico.startServers()
-    await portico.start(config, readFileSync(file, 'utf8'))
+    await startConfig()
   } catch (err) {
     log.fatal({ err: (err as Error).message }, 'cannot start')
     logs.flush()
     process.exit(1)
   }
-
   for (const l of portico.listeners.addresses()) {
     const scheme = l.protocol === 'HTTPS' ? 'https' : 'http'
     log.info({ address: `${scheme}://${l.address}:${l.port}` }, `listening on ${scheme}://${l.address}:${l.port}`)
   }
-  log.info({ version, config: config.ir.version }, 'portico started')
-
+  log.info({ version, ...startedFields }, 'portico started')
   let signals = 0
   const onSignal = (signal: NodeJS.Signals) => {
     signals++

@@ -64,6 +64,12 @@ export class Portico {
   private readonly childProcesses = new Set<ChildProcessInfo>()
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
+  /** Cluster mode's config source (readiness waits for its first config). */
+  private configSource: { synced: boolean, close(): void } | undefined
+
+  useConfigSource (source: { synced: boolean, close(): void }): void {
+    this.configSource = source
+  }
 
   constructor (options: PorticoOptions) {
     this.settings = options.settings
@@ -126,7 +132,8 @@ export class Portico {
   /** What readiness still waits for; empty when ready. */
   pending (): string[] {
     const out: string[] = []
-    if (this.engine.config === null) out.push('config')
+    if (this.configSource !== undefined && !this.configSource.synced) out.push('xds')
+    else if (this.engine.config === null) out.push('config')
     else if (this.listeners.addresses().length < this.engine.config.ir.binds.length) out.push('listeners')
     if (this.shuttingDown !== undefined) out.push('shutting down')
     return out
@@ -189,7 +196,19 @@ export class Portico {
 
   /** Installs an IR from any source (file or, in cluster mode, the controller). */
   async applyIR (ir: ProxyIR): Promise<void> {
-    await this.listeners.apply(ir, () => this.engine.apply(ir))
+    try {
+      await this.listeners.apply(ir, () => this.engine.apply(ir))
+    } catch (err) {
+      if (this.configSource !== undefined) {
+        this.recordReload({ ok: false, errors: [(err as Error).message] })
+        this.metrics.configLoaded(false)
+      }
+      throw err
+    }
+    if (this.configSource !== undefined) {
+      this.recordReload({ ok: true, version: ir.version })
+      this.metrics.configLoaded(true)
+    }
   }
 
   private async install (config: LoadedConfig): Promise<void> {
@@ -217,6 +236,7 @@ export class Portico {
     this.shuttingDown ??= (async () => {
       this.log.info({ reason, drainTimeoutMs: this.settings.drainTimeoutMs }, 'shutting down: draining in-flight requests')
       this.watcher?.close()
+      this.configSource?.close()
       this.engine.beginDrain()
       await this.listeners.drain(this.settings.drainTimeoutMs)
       await this.engine.close()

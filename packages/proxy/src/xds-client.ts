@@ -1,0 +1,140 @@
+/**
+ * Cluster mode's config source: a delta xDS stream to the controller. The proxy names its
+ * Gateway (node metadata `role: <namespace>~<gateway>`), sends its service-account token,
+ * subscribes to everything, and applies each response through the same engine as a config
+ * file: a response that installs is ACKed, one that does not is NACKed with the error and
+ * the last good config keeps serving. When the controller is away the proxy keeps serving
+ * and reconnects with backoff, telling the controller what it already has.
+ */
+
+import { readFileSync } from 'node:fs'
+import { hostname } from 'node:os'
+import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js'
+import { assembleIR, decodeResource, protocol, RESOURCE_TYPE_URL, type DecodedResource, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse } from '@portico/xds'
+import type { ProxyIR } from '@portico/engine'
+import type { Logger } from 'pino'
+
+export interface XdsClientOptions {
+  /** `http://host:port` (plaintext) or `https://host:port` (TLS). */
+  address: string
+  /** PEM file of the CA that signs the controller's certificate (TLS). */
+  caFile?: string
+  /** File holding the projected service-account token, read on every (re)connect. */
+  tokenFile?: string
+  namespace: string
+  gateway: string
+  podName: string
+  /** Installs a config; throws (with a reason for the NACK) if it cannot. */
+  apply: (ir: ProxyIR) => Promise<void>
+  log: Logger
+}
+
+const BACKOFF_START_MS = 500
+const BACKOFF_MAX_MS = 30_000
+
+export class XdsClient {
+  private readonly options: XdsClientOptions
+  /** The resources of the config in force (last ACKed). */
+  private accepted = new Map<string, { version: string, resource: DecodedResource }>()
+  private stream: ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse> | null = null
+  private client: InstanceType<ReturnType<typeof protocol>['client']> | null = null
+  private backoffMs = BACKOFF_START_MS
+  private timer: NodeJS.Timeout | undefined
+  private closed = false
+  private applying: Promise<void> = Promise.resolve()
+  /** True once a complete config has been installed. */
+  synced = false
+  connected = false
+  lastError: string | null = null
+
+  constructor (options: XdsClientOptions) {
+    this.options = options
+  }
+
+  start (): void {
+    const url = new URL(this.options.address)
+    const target = `${url.hostname}:${url.port !== '' ? url.port : url.protocol === 'https:' ? '443' : '80'}`
+    const creds = url.protocol === 'https:'
+      ? credentials.createSsl(this.options.caFile !== undefined ? readFileSync(this.options.caFile) : null)
+      : credentials.createInsecure()
+    const Client = protocol().client
+    this.client = new Client(target, creds, { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 })
+    this.connect()
+  }
+
+  private connect (): void {
+    if (this.closed || this.client === null) return
+    const metadata = new Metadata()
+    if (this.options.tokenFile !== undefined) {
+      try {
+        metadata.set('authorization', `Bearer ${readFileSync(this.options.tokenFile, 'utf8').trim()}`)
+      } catch (err) {
+        this.options.log.warn({ err: (err as Error).message, file: this.options.tokenFile }, 'cannot read the xDS token')
+      }
+    }
+    const stream = (this.client as unknown as { DeltaAggregatedResources(m: Metadata): ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse> }).DeltaAggregatedResources(metadata)
+    this.stream = stream
+    const { namespace, gateway, podName } = this.options
+    stream.write({
+      node: {
+        id: `portico~${podName}.${namespace}~${hostname()}`,
+        metadata: { fields: { role: { stringValue: `${namespace}~${gateway}` }, name: { stringValue: podName }, namespace: { stringValue: namespace } } },
+        userAgentName: 'portico'
+      },
+      typeUrl: RESOURCE_TYPE_URL,
+      resourceNamesSubscribe: ['*'],
+      initialResourceVersions: Object.fromEntries([...this.accepted].map(([name, r]) => [name, r.version]))
+    })
+    stream.on('data', (res: DeltaDiscoveryResponse) => {
+      this.connected = true
+      this.backoffMs = BACKOFF_START_MS
+      // Responses apply one at a time, in order.
+      this.applying = this.applying.then(() => this.onResponse(stream, res))
+    })
+    const retry = (why: string) => {
+      if (this.stream !== stream) return
+      this.stream = null
+      this.connected = false
+      this.lastError = why
+      if (this.closed) return
+      const delay = this.backoffMs
+      this.backoffMs = Math.min(this.backoffMs * 2, BACKOFF_MAX_MS)
+      this.options.log.warn({ err: why, retryInMs: delay, address: this.options.address }, 'xDS stream lost; keeping the current config and reconnecting')
+      this.timer = setTimeout(() => this.connect(), delay)
+    }
+    stream.on('error', err => retry((err as Error).message))
+    stream.on('end', () => retry('stream ended by the controller'))
+  }
+
+  private async onResponse (stream: ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse>, res: DeltaDiscoveryResponse): Promise<void> {
+    const next = new Map(this.accepted)
+    let error: string | null = null
+    try {
+      for (const name of res.removedResources ?? []) next.delete(name)
+      for (const r of res.resources ?? []) next.set(r.name, { version: r.version, resource: decodeResource(r.resource) })
+      const ir = assembleIR([...next.values()].map(r => r.resource))
+      await this.options.apply(ir)
+    } catch (err) {
+      error = (err as Error).message
+    }
+    const reply: DeltaDiscoveryRequest = { typeUrl: RESOURCE_TYPE_URL, responseNonce: res.nonce ?? '' }
+    if (error === null) {
+      this.accepted = next
+      this.synced = true
+      this.lastError = null
+      this.options.log.info({ version: res.systemVersionInfo, resources: next.size }, 'config received from the controller')
+    } else {
+      reply.errorDetail = { code: 3, message: error }
+      this.lastError = error
+      this.options.log.error({ version: res.systemVersionInfo, err: error }, 'config from the controller rejected (NACK); keeping the last good config')
+    }
+    if (this.stream === stream) stream.write(reply)
+  }
+
+  close (): void {
+    this.closed = true
+    clearTimeout(this.timer)
+    this.stream?.cancel()
+    this.client?.close()
+  }
+}
