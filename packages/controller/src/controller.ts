@@ -1,0 +1,281 @@
+/**
+ * The control loop. Informers feed a debounced reconcile: translate the cluster (pure),
+ * hand every Gateway's IR to the xDS server (all replicas), and — on the leader only —
+ * apply each Gateway's proxy objects and write statuses. A Gateway is Programmed once one
+ * of its proxies ACKed its current config version; a NACK is a Warning Event on it.
+ */
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { Logger } from 'pino'
+import type { KubeConfig } from '@kubernetes/client-node'
+import { translate, type GatewayResult, type TranslationResult } from './translate/translate.ts'
+import { condition } from './translate/conditions.ts'
+import type { Service } from './translate/gateway-api.ts'
+import { Informers } from './kube/informers.ts'
+import { KubeError, KubeHttp, paths } from './kube/http.ts'
+import { StatusWriter } from './status/writer.ts'
+import { XdsServer, type ProxyIdentity, type XdsServerHooks } from './xds/server.ts'
+import { renderProxy, safeName } from './deployer/render.ts'
+import { applyObjects } from './deployer/apply.ts'
+import type { ControllerSettings } from './settings.ts'
+import type { LeaderElector } from './leader.ts'
+
+/** Gateway API features Portico implements (GatewayClass status.supportedFeatures). */
+export const SUPPORTED_FEATURES = [
+  'Gateway',
+  'GatewayPort8080',
+  'HTTPRoute',
+  'HTTPRouteMethodMatching',
+  'HTTPRouteQueryParamMatching',
+  'HTTPRouteResponseHeaderModification',
+  'HTTPRouteBackendRequestHeaderModification',
+  'HTTPRouteRequestTimeout',
+  'HTTPRouteBackendTimeout',
+  'ReferenceGrant'
+]
+
+export interface ControllerLogs {
+  syncer: Logger
+  translator: Logger
+  gatewayController: Logger
+  deployer: Logger
+}
+
+export class Controller {
+  readonly xds: XdsServer
+  readonly metrics = new Registry()
+  private readonly settings: ControllerSettings
+  private readonly api: KubeHttp
+  private readonly informers: Informers
+  private readonly status: StatusWriter
+  private readonly logs: ControllerLogs
+  private leader: LeaderElector | null = null
+  private timer: NodeJS.Timeout | undefined
+  private firstChange = 0
+  private last: TranslationResult | null = null
+  /** Config version each Gateway's proxies last ACKed. */
+  private readonly acked = new Map<string, string>()
+  private readonly deployed = new Map<string, string>()
+  private readonly m: {
+    reconciles: Counter<'result'>
+    translation: Histogram
+    proxies: Gauge
+    acks: Counter<'gateway'>
+    nacks: Counter<'gateway'>
+    gateways: Gauge
+    routes: Gauge
+  }
+
+  constructor (kc: KubeConfig, settings: ControllerSettings, logs: ControllerLogs, authenticate?: XdsServerHooks['authenticate']) {
+    this.settings = settings
+    this.logs = logs
+    this.api = new KubeHttp(kc)
+    this.status = new StatusWriter(this.api, settings.controllerName, logs.gatewayController)
+    this.informers = new Informers(kc, () => this.schedule(), logs.syncer)
+    const registers = [this.metrics]
+    collectDefaultMetrics({ register: this.metrics, prefix: 'portico_controller_' })
+    for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.metrics.removeSingleMetric(`portico_controller_nodejs_${name}`)
+    this.m = {
+      reconciles: new Counter({ name: 'portico_controller_reconciles_total', help: 'Reconciles, by result.', labelNames: ['result'], registers }),
+      translation: new Histogram({ name: 'portico_controller_translation_duration_seconds', help: 'Time to translate the cluster into proxy config.', buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers }),
+      proxies: new Gauge({ name: 'portico_controller_xds_connected_proxies', help: 'Proxies connected to this replica.', registers }),
+      acks: new Counter({ name: 'portico_controller_xds_acks_total', help: 'Config versions accepted by proxies.', labelNames: ['gateway'], registers }),
+      nacks: new Counter({ name: 'portico_controller_xds_rejects_total', help: 'Config versions rejected by proxies (NACK).', labelNames: ['gateway'], registers }),
+      gateways: new Gauge({ name: 'portico_controller_gateways', help: 'Gateways of Portico\'s classes.', registers }),
+      routes: new Gauge({ name: 'portico_controller_httproutes', help: 'HTTPRoutes with a Portico parent.', registers })
+    }
+    this.xds = new XdsServer({
+      ...(authenticate !== undefined ? { authenticate } : {}),
+      onAck: (p, version) => this.onAck(p, version),
+      onNack: (p, version, message) => this.onNack(p, version, message),
+      onConnect: () => this.m.proxies.inc(),
+      onDisconnect: () => this.m.proxies.dec(),
+      log: logs.syncer
+    })
+  }
+
+  get ready (): boolean {
+    return this.informers.ready
+  }
+
+  async start (leader: LeaderElector | null): Promise<void> {
+    this.leader = leader
+    if (leader !== null) {
+      leader.onChange = isLeader => {
+        this.logs.gatewayController.info({ leader: isLeader }, isLeader ? 'became leader: writing status and deploying proxies' : 'no longer leader')
+        if (isLeader) this.schedule()
+      }
+    }
+    await this.ensureGatewayClass()
+    await this.informers.start()
+    this.schedule()
+  }
+
+  private get isLeader (): boolean {
+    return this.leader === null || this.leader.leader
+  }
+
+  /** The GatewayClass `portico` exists and names this controller (and its parameters). */
+  private async ensureGatewayClass (): Promise<void> {
+    const name = this.settings.gatewayClassName
+    const params = this.settings.classParameters[name]
+    const spec: Record<string, unknown> = { controllerName: this.settings.controllerName, description: 'Portico gateways' }
+    if (params !== undefined) spec.parametersRef = { group: 'portico.dev', kind: 'PorticoParameters', name: params.name, namespace: params.namespace }
+    try {
+      await this.api.apply(paths.gatewayClass(name), { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'GatewayClass', metadata: { name }, spec }, 'portico-controller')
+    } catch (err) {
+      this.logs.gatewayController.warn({ err: (err as Error).message, gatewayClass: name }, 'cannot create or update the GatewayClass')
+    }
+  }
+
+  /** Debounced: changes within 20 ms fold into one reconcile (at most 200 ms late). */
+  schedule (): void {
+    const now = Date.now()
+    if (this.firstChange === 0) this.firstChange = now
+    clearTimeout(this.timer)
+    const wait = Math.max(0, Math.min(20, 200 - (now - this.firstChange)))
+    this.timer = setTimeout(() => {
+      this.firstChange = 0
+      void this.reconcile()
+    }, wait)
+  }
+
+  private async reconcile (): Promise<void> {
+    if (!this.informers.ready) return
+    const started = performance.now()
+    let result: TranslationResult
+    try {
+      result = translate(this.informers.state(), { controllerName: this.settings.controllerName, discoveryNamespaceSelectors: this.settings.discoveryNamespaceSelectors })
+    } catch (err) {
+      this.m.reconciles.inc({ result: 'error' })
+      this.logs.translator.error({ err }, 'translation failed')
+      return
+    }
+    this.m.translation.observe((performance.now() - started) / 1000)
+    this.m.reconciles.inc({ result: 'ok' })
+    this.m.gateways.set(result.gateways.length)
+    this.m.routes.set(result.routes.length)
+    const previous = this.last
+    this.last = result
+    const live = new Set<string>()
+    for (const gw of result.gateways) {
+      const key = `${gw.namespace}/${gw.name}`
+      live.add(key)
+      if (gw.accepted) this.xds.setConfig(key, gw.ir)
+      this.logs.translator.debug({ gateway: key, version: gw.ir.version, binds: gw.ir.binds.length, backends: gw.ir.backends.length }, 'translated')
+    }
+    for (const gw of previous?.gateways ?? []) {
+      const key = `${gw.namespace}/${gw.name}`
+      if (!live.has(key)) {
+        this.xds.removeGateway(key)
+        this.acked.delete(key)
+        this.deployed.delete(key)
+      }
+    }
+    if (!this.isLeader) return
+    for (const cls of result.classes) this.status.gatewayClass(cls.name, cls.conditions, SUPPORTED_FEATURES)
+    for (const gw of result.gateways) {
+      if (gw.accepted) await this.deploy(gw)
+      this.writeGatewayStatus(gw)
+    }
+    for (const r of result.routes) this.status.httpRoute(r.namespace, r.name, r.parents)
+  }
+
+  private async deploy (gw: GatewayResult): Promise<void> {
+    const key = `${gw.namespace}/${gw.name}`
+    const obj = this.informers.get<{ metadata: { uid?: string, labels?: Record<string, string>, annotations?: Record<string, string> }, spec: { gatewayClassName: string, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string> } } }>('gateways', gw.namespace, gw.name)
+    if (obj?.metadata.uid === undefined) return
+    const objects = renderProxy({
+      namespace: gw.namespace,
+      gateway: {
+        name: gw.name,
+        uid: obj.metadata.uid,
+        className: obj.spec.gatewayClassName,
+        ...(obj.spec.infrastructure?.labels !== undefined ? { labels: obj.spec.infrastructure.labels } : {}),
+        ...(obj.spec.infrastructure?.annotations !== undefined ? { annotations: obj.spec.infrastructure.annotations } : {})
+      },
+      ports: gw.ports,
+      image: this.settings.proxyImage,
+      imagePullPolicy: this.settings.proxyImagePullPolicy,
+      xdsAddress: this.settings.xdsAddress,
+      ...(this.xdsCa !== undefined ? { xdsCa: this.xdsCa } : {}),
+      tokenAudience: this.settings.tokenAudience,
+      managedBy: 'portico'
+    })
+    const fingerprint = JSON.stringify(objects)
+    if (this.deployed.get(key) === fingerprint) return
+    try {
+      await applyObjects(this.api, objects)
+      this.deployed.set(key, fingerprint)
+      this.logs.deployer.info({ gateway: key }, 'proxy deployed')
+    } catch (err) {
+      this.deployError.set(key, (err as Error).message)
+      this.logs.deployer.error({ gateway: key, err: (err as Error).message }, 'cannot deploy the proxy')
+      return
+    }
+    this.deployError.delete(key)
+  }
+
+  private readonly deployError = new Map<string, string>()
+  /** PEM of the xDS CA, written into each proxy's ConfigMap (tls and either modes). */
+  xdsCa: string | undefined
+
+  private writeGatewayStatus (gw: GatewayResult): void {
+    const key = `${gw.namespace}/${gw.name}`
+    const version = gw.ir.version
+    const deployError = this.deployError.get(key)
+    let programmed
+    if (!gw.accepted) programmed = condition('Programmed', false, 'Invalid', 'the Gateway is not accepted', gw.generation)
+    else if (deployError !== undefined) programmed = condition('Programmed', false, 'DeploymentFailed', deployError, gw.generation)
+    else if (this.acked.get(key) === version) programmed = condition('Programmed', true, 'Programmed', `config ${version} accepted by a proxy`, gw.generation)
+    else programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
+    const svc = this.informers.get<Service>('services', gw.namespace, safeName(gw.name))
+    const ingress = svc?.status?.loadBalancer?.ingress ?? []
+    const addresses = ingress.length > 0
+      ? ingress.map(i => i.ip !== undefined ? { type: 'IPAddress', value: i.ip } : { type: 'Hostname', value: i.hostname ?? '' })
+      : svc?.spec.clusterIP !== undefined && svc.spec.clusterIP !== 'None' ? [{ type: 'IPAddress', value: svc.spec.clusterIP }] : []
+    this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses })
+  }
+
+  private onAck (proxy: ProxyIdentity, version: string): void {
+    this.m.acks.inc({ gateway: proxy.gateway })
+    if (this.acked.get(proxy.gateway) === version) return
+    this.acked.set(proxy.gateway, version)
+    this.logs.syncer.info({ gateway: proxy.gateway, pod: proxy.pod, version }, 'proxy accepted config')
+    const gw = this.last?.gateways.find(g => `${g.namespace}/${g.name}` === proxy.gateway)
+    if (gw !== undefined && this.isLeader) this.writeGatewayStatus(gw)
+  }
+
+  private onNack (proxy: ProxyIdentity, version: string, message: string): void {
+    this.m.nacks.inc({ gateway: proxy.gateway })
+    const [ns, name] = proxy.gateway.split('/') as [string, string]
+    const gw = this.informers.get<{ metadata: { uid?: string } }>('gateways', ns, name)
+    void this.api.request({
+      method: 'POST',
+      path: `/api/v1/namespaces/${ns}/events`,
+      body: {
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { generateName: `${name}.`, namespace: ns },
+        involvedObject: { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'Gateway', name, namespace: ns, uid: gw?.metadata.uid },
+        reason: 'ConfigRejected',
+        message: `proxy ${proxy.pod} rejected config ${version}: ${message}`.slice(0, 1024),
+        type: 'Warning',
+        source: { component: 'portico-controller' },
+        firstTimestamp: new Date().toISOString(),
+        lastTimestamp: new Date().toISOString(),
+        count: 1
+      }
+    }).catch((err: KubeError) => this.logs.syncer.warn({ err: err.message }, 'cannot record the NACK event'))
+  }
+
+  /** Resolves once queued status writes are done. */
+  statusIdle (): Promise<void> {
+    return this.status.idle()
+  }
+
+  async stop (): Promise<void> {
+    clearTimeout(this.timer)
+    await this.informers.stop()
+  }
+}

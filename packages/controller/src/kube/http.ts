@@ -1,0 +1,109 @@
+/**
+ * A small Kubernetes API client over node:https with the kubeconfig's credentials
+ * (@kubernetes/client-node applies them). Status subresources, server-side apply, token
+ * reviews and leases need exact control of methods and content types; one helper serves all
+ * of them. Errors carry the HTTP status as `code` so callers can retry conflicts.
+ */
+
+import https from 'node:https'
+import http from 'node:http'
+import type { KubeConfig } from '@kubernetes/client-node'
+
+export class KubeError extends Error {
+  readonly code: number
+  readonly body: unknown
+  constructor (code: number, message: string, body: unknown) {
+    super(message)
+    this.name = 'KubeError'
+    this.code = code
+    this.body = body
+  }
+}
+
+export interface KubeRequest {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+  path: string
+  body?: unknown
+  contentType?: string
+  query?: Record<string, string>
+}
+
+export class KubeHttp {
+  private readonly kc: KubeConfig
+  private readonly server: URL
+
+  constructor (kc: KubeConfig) {
+    this.kc = kc
+    const cluster = kc.getCurrentCluster()
+    if (cluster === null) throw new Error('kubeconfig has no current cluster')
+    this.server = new URL(cluster.server)
+  }
+
+  async request<T = unknown> (req: KubeRequest): Promise<T> {
+    const url = new URL(req.path, this.server)
+    for (const [k, v] of Object.entries(req.query ?? {})) url.searchParams.set(k, v)
+    const body = req.body === undefined ? undefined : Buffer.from(typeof req.body === 'string' ? req.body : JSON.stringify(req.body))
+    const options: https.RequestOptions = {
+      method: req.method,
+      hostname: url.hostname,
+      port: url.port,
+      path: `${url.pathname}${url.search}`,
+      headers: {
+        accept: 'application/json',
+        ...(body !== undefined ? { 'content-type': req.contentType ?? 'application/json', 'content-length': String(body.length) } : {})
+      }
+    }
+    await this.kc.applyToHTTPSOptions(options)
+    const transport = url.protocol === 'https:' ? https : http
+    return await new Promise<T>((resolve, reject) => {
+      const r = transport.request(options, res => {
+        const chunks: Buffer[] = []
+        res.on('data', c => chunks.push(c as Buffer))
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8')
+          let json: unknown = text
+          try {
+            json = text === '' ? null : JSON.parse(text)
+          } catch {}
+          const status = res.statusCode ?? 0
+          if (status >= 200 && status < 300) resolve(json as T)
+          else reject(new KubeError(status, `${req.method} ${req.path}: ${status} ${(json as { message?: string })?.message ?? text.slice(0, 200)}`, json))
+        })
+        res.on('error', reject)
+      })
+      r.on('error', reject)
+      r.setTimeout(30_000, () => r.destroy(new Error(`${req.method} ${req.path}: timed out`)))
+      if (body !== undefined) r.write(body)
+      r.end()
+    })
+  }
+
+  get<T = unknown> (path: string, query?: Record<string, string>): Promise<T> {
+    return this.request<T>({ method: 'GET', path, ...(query !== undefined ? { query } : {}) })
+  }
+
+  /** Server-side apply of a whole object (it must carry apiVersion, kind, metadata). */
+  apply<T = unknown> (path: string, object: unknown, fieldManager: string): Promise<T> {
+    return this.request<T>({ method: 'PATCH', path, body: object, contentType: 'application/apply-patch+yaml', query: { fieldManager, force: 'true' } })
+  }
+
+  mergePatch<T = unknown> (path: string, patch: unknown): Promise<T> {
+    return this.request<T>({ method: 'PATCH', path, body: patch, contentType: 'application/merge-patch+json' })
+  }
+}
+
+/** API paths of the objects the controller reads and writes. */
+export const paths = {
+  gatewayClasses: '/apis/gateway.networking.k8s.io/v1/gatewayclasses',
+  gateways: '/apis/gateway.networking.k8s.io/v1/gateways',
+  httpRoutes: '/apis/gateway.networking.k8s.io/v1/httproutes',
+  referenceGrants: '/apis/gateway.networking.k8s.io/v1beta1/referencegrants',
+  services: '/api/v1/services',
+  endpointSlices: '/apis/discovery.k8s.io/v1/endpointslices',
+  secrets: '/api/v1/secrets',
+  namespaces: '/api/v1/namespaces',
+  gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,
+  gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,
+  httpRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`,
+  namespaced: (apiPrefix: string, ns: string, plural: string, name: string) => `${apiPrefix}/namespaces/${ns}/${plural}/${name}`
+}

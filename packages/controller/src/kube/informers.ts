@@ -1,0 +1,87 @@
+/**
+ * Watches (list + watch, re-listing on expiry) of every kind the translation reads, with
+ * @kubernetes/client-node's informers. Any change calls `onChange`; `state()` gives the
+ * current objects as the translation's input.
+ */
+
+import { makeInformer, type KubeConfig, type KubernetesObject, type Informer, type ObjectCache } from '@kubernetes/client-node'
+import type { ClusterState } from '../translate/translate.ts'
+import { KubeHttp, paths } from './http.ts'
+
+type Kind = keyof ClusterState
+
+const WATCHED: Record<Kind, string> = {
+  gatewayClasses: paths.gatewayClasses,
+  gateways: paths.gateways,
+  httpRoutes: paths.httpRoutes,
+  referenceGrants: paths.referenceGrants,
+  services: paths.services,
+  endpointSlices: paths.endpointSlices,
+  secrets: paths.secrets,
+  namespaces: paths.namespaces
+}
+
+export interface InformerLog {
+  warn(fields: Record<string, unknown>, msg: string): void
+  debug(fields: Record<string, unknown>, msg: string): void
+}
+
+export class Informers {
+  private readonly informers = new Map<Kind, Informer<KubernetesObject> & ObjectCache<KubernetesObject>>()
+  private readonly synced = new Set<Kind>()
+
+  constructor (kc: KubeConfig, onChange: (kind: Kind) => void, log: InformerLog) {
+    const api = new KubeHttp(kc)
+    for (const [kind, path] of Object.entries(WATCHED) as Array<[Kind, string]>) {
+      const informer = makeInformer(kc, path, async () => {
+        const list = await api.get<{ items?: KubernetesObject[], metadata?: { resourceVersion?: string } }>(path)
+        // Lists omit apiVersion/kind on items; nothing downstream needs them.
+        return { apiVersion: 'v1', kind: 'List', items: list.items ?? [], metadata: list.metadata ?? {} } as never
+      })
+      const changed = () => onChange(kind)
+      informer.on('add', changed)
+      informer.on('update', changed)
+      informer.on('delete', changed)
+      informer.on('connect', () => {
+        this.synced.add(kind)
+        changed()
+      })
+      informer.on('error', (err: unknown) => {
+        log.warn({ kind, err: (err as Error)?.message ?? String(err) }, 'watch failed; restarting')
+        setTimeout(() => { informer.start().catch(() => {}) }, 2000).unref()
+      })
+      this.informers.set(kind, informer)
+    }
+  }
+
+  async start (): Promise<void> {
+    await Promise.all([...this.informers.values()].map(i => i.start()))
+  }
+
+  /** True once every kind has been listed. */
+  get ready (): boolean {
+    return this.synced.size === this.informers.size
+  }
+
+  state (): ClusterState {
+    const list = (kind: Kind) => (this.informers.get(kind)?.list() ?? []) as never[]
+    return {
+      gatewayClasses: list('gatewayClasses'),
+      gateways: list('gateways'),
+      httpRoutes: list('httpRoutes'),
+      referenceGrants: list('referenceGrants'),
+      services: list('services'),
+      endpointSlices: list('endpointSlices'),
+      secrets: list('secrets'),
+      namespaces: list('namespaces')
+    }
+  }
+
+  get<T> (kind: Kind, namespace: string | undefined, name: string): T | undefined {
+    return this.informers.get(kind)?.get(name, namespace) as T | undefined
+  }
+
+  async stop (): Promise<void> {
+    await Promise.all([...this.informers.values()].map(i => i.stop()))
+  }
+}
