@@ -5,10 +5,11 @@
  */
 
 import { resolve as resolvePath } from 'node:path'
-import type { ApiKeyConfig, AuthorizationConfig, BasicAuthConfig, JwksConfig, JwtAuthConfig, McpAuthenticationConfig } from './schema.ts'
+import type { ApiKeyConfig, AuthorizationConfig, BasicAuthConfig, ExtAuthzConfig, JwksConfig, JwtAuthConfig, McpAuthenticationConfig, OidcConfig } from './schema.ts'
+import { parseHostTarget } from './to-ir.ts'
 import { parseHtpasswd } from '../auth/htpasswd.ts'
 import { sha256Hex } from '../policy/api-key.ts'
-import type { AuthorizationRuleIR, JwksIR, JwtProviderIR, PolicySetIR, TokenLocationIR } from '../policy/types.ts'
+import type { AuthorizationRuleIR, ExtAuthzIR, JwksIR, JwtProviderIR, OidcIR, PolicySetIR, TokenLocationIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 
@@ -51,6 +52,14 @@ export function policiesToIR (policies: Record<string, unknown>, path: Path, pc:
       }
       case 'apiKey':
         out.apiKey = apiKeyToIR(value as ApiKeyConfig, p, pc)
+        break
+      case 'extAuthz': {
+        const ir = extAuthzToIR(value as ExtAuthzConfig, p, pc.report)
+        if (ir !== undefined) out.extAuthz = ir
+        break
+      }
+      case 'oidc':
+        out.oidc = oidcToIR(value as OidcConfig, p, pc.report)
         break
       default:
         out[kind] = value
@@ -173,4 +182,73 @@ function apiKeyToIR (c: ApiKeyConfig, path: Path, pc: PolicyContext) {
     else location = { header: l.header!.toLowerCase(), prefix: l.prefix ?? (l.header!.toLowerCase() === 'authorization' ? 'Bearer ' : '') }
   }
   return { mode: c.mode ?? 'strict', location, keys }
+}
+
+export const DEFAULT_EXT_AUTHZ_TIMEOUT_MS = 1000
+
+function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzIR | undefined {
+  const target = parseHostTarget(c.host)
+  if (typeof target === 'string') {
+    report([...path, 'host'], target)
+    return undefined
+  }
+  let protocol: ExtAuthzIR['protocol'] = { grpc: {} }
+  if (c.protocol !== undefined) {
+    const given = (['grpc', 'http'] as const).filter(k => c.protocol![k] !== undefined)
+    if (given.length !== 1) report([...path, 'protocol'], 'needs exactly one of grpc or http')
+    else if (c.protocol.http !== undefined) {
+      protocol = {
+        http: {
+          pathPrefix: (c.protocol.http.path ?? '').replace(/\/+$/, ''),
+          allowedResponseHeaders: (c.protocol.http.allowedResponseHeaders ?? []).map(h => h.toLowerCase())
+        }
+      }
+    }
+  }
+  const host = target.host.includes(':') ? `[${target.host}]` : target.host
+  const ir: ExtAuthzIR = {
+    host: `${target.protocol}://${host}:${target.port}`,
+    protocol,
+    failureMode: c.failureMode ?? 'deny',
+    timeoutMs: c.timeout !== undefined ? parseDuration(c.timeout) : DEFAULT_EXT_AUTHZ_TIMEOUT_MS,
+    includeRequestHeaders: c.includeRequestHeaders !== undefined ? c.includeRequestHeaders.map(h => h.toLowerCase()) : null,
+    includeRequestBody: c.includeRequestBody !== undefined ? { maxBytes: c.includeRequestBody.maxBytes, packAsBytes: c.includeRequestBody.packAsBytes ?? false } : null,
+    contextExtensions: c.contextExtensions ?? {}
+  }
+  if (ir.timeoutMs <= 0) report([...path, 'timeout'], 'must be more than 0')
+  return ir
+}
+
+function oidcToIR (c: OidcConfig, path: Path, report: Report): OidcIR {
+  const scopes = c.scopes ?? ['openid']
+  const ir: OidcIR = {
+    issuer: c.issuer,
+    clientId: c.clientId,
+    redirectUri: c.redirectUri,
+    scopes: scopes.includes('openid') ? scopes : ['openid', ...scopes],
+    cookieName: c.cookieName ?? 'portico_session',
+    logoutPath: c.logoutPath ?? '/logout'
+  }
+  if (c.clientSecret !== undefined) ir.clientSecret = c.clientSecret
+  if (c.sessionKey !== undefined) ir.sessionKey = c.sessionKey
+  if (c.postLogoutRedirectUri !== undefined) ir.postLogoutRedirectUri = c.postLogoutRedirectUri
+  if (c.sessionTtl !== undefined) ir.sessionTtlSeconds = parseDuration(c.sessionTtl) / 1000
+  for (const field of ['issuer', 'redirectUri', 'postLogoutRedirectUri'] as const) {
+    const value = c[field]
+    if (value === undefined) continue
+    if (value.startsWith('/')) {
+      if (field === 'redirectUri' && /[?#]/.test(value)) report([...path, field], 'must not have a query or fragment')
+      continue
+    }
+    try {
+      const url = new URL(value)
+      if (field === 'redirectUri' && (url.search !== '' || url.hash !== '')) report([...path, field], 'must not have a query or fragment')
+    } catch {
+      report([...path, field], `invalid URL "${value}"`)
+    }
+  }
+  const callback = c.redirectUri.startsWith('/') ? c.redirectUri : URL.canParse(c.redirectUri) ? new URL(c.redirectUri).pathname : ''
+  if (callback === ir.logoutPath) report([...path, 'logoutPath'], 'must differ from the redirect URI\'s path')
+  if (ir.sessionTtlSeconds !== undefined && ir.sessionTtlSeconds < 1) report([...path, 'sessionTtl'], 'must be at least 1s')
+  return ir
 }

@@ -127,6 +127,38 @@ export const AuthorizationSchema = Type.Object({
   ], { description: 'a CEL expression (an allow rule), or {allow}, {deny} or {require} with one' }), { description: 'CEL rules over jwt, request, source, apiKey, basicAuth and mcp. Deny wins; a failed require denies; if allow rules exist one must match.' })
 }, { ...strict, description: 'Authorization rules.' })
 
+export const ExtAuthzSchema = Type.Object({
+  host: Type.String({ minLength: 1, description: 'The authorization service: host:port or http://host:port (plaintext), https://host:port (TLS).' }),
+  protocol: Opt(Type.Object({
+    grpc: Opt(Type.Object({}, { ...strict, description: 'Envoy\'s gRPC external authorization protocol: envoy.service.auth.v3.Authorization/Check.' })),
+    http: Opt(Type.Object({
+      path: Opt(Type.String({ pattern: '^/', description: 'Path prefix on the service; the request\'s own path and query are appended (Envoy\'s path_prefix). Default: none.' })),
+      allowedResponseHeaders: Opt(Type.Array(HeaderName, { description: 'Headers of a 2xx answer copied onto the upstream request (overwriting). Default: none.' }))
+    }, { ...strict, description: 'A plain HTTP service: it gets the request\'s method, path, headers (and body when included); 2xx allows, any other status denies with that status and body.' }))
+  }, { ...strict, description: 'Exactly one of grpc or http. Default grpc.' })),
+  failureMode: Opt(StringEnum(['deny', 'allow'], { description: 'When the service fails or does not answer in time: deny (default: 403 "external authorization failed: <why>") or allow the request.' })),
+  timeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long to wait for the service\'s answer, e.g. 500ms. Default 1s.' })),
+  includeRequestHeaders: Opt(Type.Array(HeaderName, { description: 'Only these request headers are sent (names are case-insensitive). Default: all.' })),
+  includeRequestBody: Opt(Type.Object({
+    maxBytes: Type.Integer({ minimum: 1, maximum: 67_108_864, description: 'Largest body sent; a larger request is refused with 413.' }),
+    packAsBytes: Opt(Type.Boolean({ description: 'gRPC: send the body as bytes (raw_body) instead of a UTF-8 string (body). Default false.' }))
+  }, { ...strict, description: 'Buffer the request body and send it to the service (the backend still gets it, intact).' })),
+  contextExtensions: Opt(Type.Record(Type.String(), Type.String(), { description: 'gRPC: context_extensions sent with every check.' }))
+}, { ...strict, description: 'External authorization: each request is checked by a service (Envoy ext_authz gRPC, or HTTP) that allows, with header changes, or denies.' })
+
+export const OidcSchema = Type.Object({
+  issuer: Type.String({ pattern: '^https?://', description: 'The OpenID provider\'s issuer URL; its /.well-known/openid-configuration is read.' }),
+  clientId: Type.String({ minLength: 1, description: 'Client id registered with the provider.' }),
+  clientSecret: Opt(Type.String({ minLength: 1, description: 'Client secret (client_secret_basic). Absent: a public client (PKCE only).' })),
+  redirectUri: Type.String({ pattern: '^(/|https?://)', description: 'Where the provider sends the browser back: a path on the gateway (e.g. /oauth/callback; the scheme and host come from the request) or an absolute URL. Must be registered with the provider.' }),
+  scopes: Opt(Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$' }), { description: 'Scopes requested; default [openid] (openid is always added).' })),
+  cookieName: Opt(Type.String({ pattern: '^[A-Za-z0-9_.-]+$', description: 'Session cookie name; default portico_session (the login in progress uses <name>_login).' })),
+  sessionKey: Opt(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'Hex AES-256 key that encrypts the cookies. Default: derived from config.session.key / SESSION_KEY, else random per process.' })),
+  sessionTtl: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'Session lifetime, e.g. 8h. Default: until the ID token expires.' })),
+  logoutPath: Opt(Type.String({ pattern: '^/', description: 'Path that logs out; default /logout.' })),
+  postLogoutRedirectUri: Opt(Type.String({ pattern: '^(/|https?://)', description: 'Where the browser goes after logout (sent to the provider\'s end_session_endpoint; used directly when the provider has none). Default /.' }))
+}, { ...strict, description: 'Browser login with OpenID Connect (authorization code flow with PKCE) and an encrypted session cookie; the ID token\'s claims are jwt in CEL.' })
+
 const PolicyFields = {
   requestHeaderModifier: Opt(HeaderModifierSchema),
   responseHeaderModifier: Opt(HeaderModifierSchema),
@@ -134,7 +166,9 @@ const PolicyFields = {
   jwtAuth: Opt(JwtAuthSchema),
   basicAuth: Opt(BasicAuthSchema),
   apiKey: Opt(ApiKeySchema),
-  authorization: Opt(AuthorizationSchema)
+  authorization: Opt(AuthorizationSchema),
+  extAuthz: Opt(ExtAuthzSchema),
+  oidc: Opt(OidcSchema)
 }
 
 export const GatewayPoliciesSchema = Type.Object({
@@ -143,7 +177,9 @@ export const GatewayPoliciesSchema = Type.Object({
   jwtAuth: PolicyFields.jwtAuth,
   basicAuth: PolicyFields.basicAuth,
   apiKey: PolicyFields.apiKey,
-  authorization: PolicyFields.authorization
+  authorization: PolicyFields.authorization,
+  extAuthz: PolicyFields.extAuthz,
+  oidc: PolicyFields.oidc
 }, { ...strict, description: 'Policies applied to every request on this gateway, before route selection.' })
 
 export const RoutePoliciesSchema = Type.Object({
@@ -158,7 +194,8 @@ export const BackendPoliciesSchema = Type.Object({
   jwtAuth: PolicyFields.jwtAuth,
   basicAuth: PolicyFields.basicAuth,
   apiKey: PolicyFields.apiKey,
-  authorization: PolicyFields.authorization
+  authorization: PolicyFields.authorization,
+  extAuthz: PolicyFields.extAuthz
 }, { ...strict, description: 'Policies applied when this backend is chosen.' })
 
 const ValueMatch = Type.Object({
@@ -285,3 +322,5 @@ export type JwksConfig = Static<typeof JwksSchema>
 export type AuthorizationConfig = Static<typeof AuthorizationSchema>
 export type BasicAuthConfig = Static<typeof BasicAuthSchema>
 export type ApiKeyConfig = Static<typeof ApiKeySchema>
+export type ExtAuthzConfig = Static<typeof ExtAuthzSchema>
+export type OidcConfig = Static<typeof OidcSchema>

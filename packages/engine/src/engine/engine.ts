@@ -41,7 +41,7 @@ export class Engine implements PipelineRuntime {
   readonly traceBodyLimit: number
   readonly backendStats = new BackendStats()
   /** Resources policies share across reloads (JWKS caches, ...). */
-  readonly policyServices = new PolicyServices()
+  readonly policyServices: PolicyServices
   /** Requests in progress (for /debug/tasks). */
   readonly inFlight = new InFlightRequests<RequestContext>()
   onRequestEnd: (ctx: RequestContext) => void
@@ -52,6 +52,8 @@ export class Engine implements PipelineRuntime {
     this.env = options.env ?? {}
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
     this.pools = new UpstreamPools(options.pools)
+    // Cookie keys (oidc) derive from the same process session key as MCP session ids.
+    this.policyServices = new PolicyServices(options.mcp?.sessionKey !== undefined ? { sessionKey: options.mcp.sessionKey } : {})
     this.mcp = new McpGateway(options.mcp)
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {
@@ -115,6 +117,6 @@ export class Engine implements PipelineRuntime {
   }
 
   async close (): Promise<void> {
-    await Promise.all([this.pools.close(), this.mcp.close()])
+    await Promise.all([this.pools.close(), this.mcp.close(), this.policyServices.close()])
   }
 }

@@ -39,8 +39,12 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
     return
   }
 
-  let body: Readable | null = null
-  if (requestHasBody(req.headers)) {
+  let body: Readable | Buffer | null = null
+  if (ctx.requestBody !== null) {
+    // A policy read the body whole (extAuthz includeRequestBody): send that copy.
+    body = ctx.requestBody
+    if (tracer !== null && body.length > 0) tracer.emit({ type: 'bodySnapshot', stage: 'final request', body: body.subarray(0, rt.traceBodyLimit).toString('base64'), truncated: body.length > rt.traceBodyLimit })
+  } else if (requestHasBody(req.headers)) {
     if (tracer !== null) {
       // Only traced requests pay for the copy: a pass-through that keeps the first bytes.
       const tap = new BodyTap(rt.traceBodyLimit)

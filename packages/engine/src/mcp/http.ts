@@ -105,6 +105,7 @@ function reply (rt: PipelineRuntime, ctx: RequestContext, status: number, body: 
 
 /** Reads a JSON body up to `limit` bytes; 'too-large' when it is bigger. */
 function readBody (ctx: RequestContext, limit: number): Promise<Buffer | 'too-large'> {
+  if (ctx.requestBody !== null) return Promise.resolve(ctx.requestBody.length > limit ? 'too-large' : ctx.requestBody)
   const { req } = ctx
   const declared = Number(req.headers['content-length'] ?? NaN)
   if (declared > limit) {

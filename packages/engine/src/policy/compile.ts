@@ -11,6 +11,8 @@ import { jwtAuth, mcpAuthentication } from './jwt-auth.ts'
 import { authorization } from './authorization.ts'
 import { basicAuth } from './basic-auth.ts'
 import { apiKey } from './api-key.ts'
+import { extAuthz } from './ext-authz.ts'
+import { oidc } from './oidc.ts'
 import { PolicyServices } from './services.ts'
 
 type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
@@ -23,7 +25,9 @@ const COMPILERS: Compilers = {
   mcpAuthentication,
   authorization,
   basicAuth,
-  apiKey
+  apiKey,
+  extAuthz,
+  oidc
 }
 
 /**
@@ -34,8 +38,10 @@ const COMPILERS: Compilers = {
 const ORDER: readonly ImplementedPolicyKind[] = [
   'mcpAuthentication',
   'jwt',
+  'oidc',
   'basicAuth',
   'apiKey',
+  'extAuthz',
   'authorization',
   'requestHeaderModifier',
   'directResponse',

@@ -4,11 +4,30 @@
  * channel). The engine owns one and passes it to every compile.
  */
 
+import { createHash, randomBytes } from 'node:crypto'
+import { Pool } from 'undici'
 import { JwksCache } from '../auth/jwks.ts'
+import { createAuthorizationClient, type AuthorizationClient } from '../auth/ext-authz-grpc.ts'
+import { OidcClient, type OidcClientOptions } from '../auth/oidc-client.ts'
+import { deriveKey, keyFromHex } from '../auth/session-cookie.ts'
 import type { JwksIR } from './types.ts'
+
+export interface PolicyServicesOptions {
+  /** The process session key (config.session.key / SESSION_KEY), 64 hex digits. */
+  sessionKey?: string
+}
 
 export class PolicyServices {
   private readonly jwksByUrl = new Map<string, JwksCache>()
+  private readonly authzClients = new Map<string, AuthorizationClient>()
+  private readonly httpPools = new Map<string, Pool>()
+  private readonly oidcClients = new Map<string, OidcClient>()
+  private readonly masterKey: Buffer | null
+  private readonly cookieKeys = new Map<string, Buffer>()
+
+  constructor (options: PolicyServicesOptions = {}) {
+    this.masterKey = options.sessionKey !== undefined ? keyFromHex(options.sessionKey) : null
+  }
 
   /** The cache for a key set: shared per URL; inline keys get their own. */
   jwks (ir: JwksIR): JwksCache {
@@ -16,5 +35,48 @@ export class PolicyServices {
     let cache = this.jwksByUrl.get(ir.url)
     if (cache === undefined) this.jwksByUrl.set(ir.url, cache = new JwksCache({ url: ir.url }))
     return cache
+  }
+
+  /** The gRPC Authorization client (one channel) for `target` (`host:port`). */
+  extAuthzGrpc (target: string, tls: boolean): AuthorizationClient {
+    const key = `${tls ? 'tls' : 'plain'}:${target}`
+    let c = this.authzClients.get(key)
+    if (c === undefined) this.authzClients.set(key, c = createAuthorizationClient(target, tls))
+    return c
+  }
+
+  /** A connection pool to an HTTP service (`http(s)://host:port`). */
+  httpPool (origin: string): Pool {
+    let p = this.httpPools.get(origin)
+    if (p === undefined) this.httpPools.set(origin, p = new Pool(origin, { connections: 64 }))
+    return p
+  }
+
+  /** The OpenID client of a provider and client id (discovery is cached in it). */
+  oidc (options: OidcClientOptions): OidcClient {
+    const secret = options.clientSecret === undefined ? '' : createHash('sha256').update(options.clientSecret).digest('hex')
+    const key = `${options.issuer}\n${options.clientId}\n${secret}`
+    let c = this.oidcClients.get(key)
+    if (c === undefined) this.oidcClients.set(key, c = new OidcClient(options))
+    return c
+  }
+
+  /**
+   * A 256-bit key for one use of cookies (e.g. `oidc`): derived from the process session key
+   * when there is one (so replicas sharing SESSION_KEY read each other's cookies), otherwise
+   * random, made once per process (a reload keeps it; a restart logs everyone out).
+   */
+  cookieKey (purpose: string): Buffer {
+    let k = this.cookieKeys.get(purpose)
+    if (k === undefined) this.cookieKeys.set(purpose, k = this.masterKey !== null ? deriveKey(this.masterKey, purpose) : randomBytes(32))
+    return k
+  }
+
+  /** Closes channels and pools (at shutdown). */
+  async close (): Promise<void> {
+    for (const c of this.authzClients.values()) c.close()
+    this.authzClients.clear()
+    await Promise.all([...this.httpPools.values()].map(p => p.close()))
+    this.httpPools.clear()
   }
 }

@@ -111,6 +111,43 @@ export interface AuthorizationIR {
   rules: AuthorizationRuleIR[]
 }
 
+/**
+ * `extAuthz`: ask an external service (Envoy's gRPC Authorization/Check, or plain HTTP)
+ * whether a request may pass, and apply the header changes it answers with.
+ */
+export interface ExtAuthzIR {
+  /** The service: `http://host:port` (plaintext) or `https://host:port` (TLS). */
+  host: string
+  protocol: { grpc: Record<string, never> } | { http: { pathPrefix: string, allowedResponseHeaders: string[] } }
+  /** `deny`: a service that fails or does not answer in time denies (403); `allow`: lets the request through. */
+  failureMode: 'deny' | 'allow'
+  timeoutMs: number
+  /** Lower-case names of the request headers sent; null = all. */
+  includeRequestHeaders: string[] | null
+  /** Buffer the body (up to maxBytes; 413 above) and send it; packAsBytes: gRPC raw_body instead of body. */
+  includeRequestBody: { maxBytes: number, packAsBytes: boolean } | null
+  /** gRPC `context_extensions`. */
+  contextExtensions: Record<string, string>
+}
+
+/** `oidc`: browser login (authorization code flow with PKCE) and an encrypted session cookie. */
+export interface OidcIR {
+  issuer: string
+  clientId: string
+  /** Absent for a public client (PKCE only). Redacted in dumps. */
+  clientSecret?: string
+  /** Path on the gateway (the base URL comes from the request) or an absolute URL. */
+  redirectUri: string
+  scopes: string[]
+  cookieName: string
+  /** 64 hex digits; absent: derived from the process session key, or random per process. Redacted in dumps. */
+  sessionKey?: string
+  logoutPath: string
+  postLogoutRedirectUri?: string
+  /** Session lifetime; absent: until the ID token expires. */
+  sessionTtlSeconds?: number
+}
+
 /** The policies implemented so far, by kind. Each kind's IR is JSON-safe. */
 export interface PolicyIRByKind {
   requestHeaderModifier: HeaderModifierIR
@@ -121,6 +158,8 @@ export interface PolicyIRByKind {
   authorization: AuthorizationIR
   basicAuth: BasicAuthIR
   apiKey: ApiKeyIR
+  extAuthz: ExtAuthzIR
+  oidc: OidcIR
 }
 
 export type ImplementedPolicyKind = keyof PolicyIRByKind
@@ -133,7 +172,7 @@ export type PolicySetIR = { [K in ImplementedPolicyKind]?: PolicyIRByKind[K] }
  */
 export type PolicyOutcome =
   | { action: 'continue' }
-  | { action: 'respond', status: number, body: string, headers?: Record<string, string>, reason: string }
+  | { action: 'respond', status: number, body: string, headers?: Record<string, string | string[]>, reason: string }
 
 /** A policy compiled from its IR, ready for the hot path. */
 export interface CompiledPolicy {

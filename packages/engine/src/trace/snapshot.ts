@@ -8,6 +8,7 @@ import type { HeaderMap } from '../policy/header-modifier.ts'
 import type { CompiledPolicySet } from '../policy/types.ts'
 import { EFFECTIVE_POLICY_KEYS } from '../policy/types.ts'
 import { formatSeconds } from '../util/duration.ts'
+import { redactSecrets } from '../ir/redact.ts'
 
 /** Headers whose values never appear in traces: credentials and session material. */
 export const SENSITIVE_HEADERS = new Set([
@@ -86,14 +87,14 @@ export function responseSnapshot (ctx: RequestContext, env: Record<string, strin
   return state
 }
 
-/** The 17 keys, each the phase's policy IR or null. */
+/** The 17 keys, each the phase's policy IR (secrets redacted) or null. */
 export function effectivePolicy (set: CompiledPolicySet): Record<string, unknown> {
   const out: Record<string, unknown> = {}
   const ir = set.ir as Record<string, unknown>
   for (const key of EFFECTIVE_POLICY_KEYS) out[key] = ir[key] ?? null
   // MCP token validation is JWT validation: it shows under `jwt`.
   if (out.jwt === null && ir.mcpAuthentication !== undefined) out.jwt = ir.mcpAuthentication
-  return out
+  return redactSecrets(out)
 }
 
 /** Caps a body copy for `bodySnapshot`; base64 at the end. */

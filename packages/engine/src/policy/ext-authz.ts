@@ -1,0 +1,182 @@
+/**
+ * `extAuthz`: every request is checked by an external authorization service before it goes
+ * on — Envoy's gRPC `Authorization/Check` (wire-compatible with Envoy's ext_authz filter, so
+ * OPA-Envoy, Authorino and the like work unchanged) or a plain HTTP service. An allow may
+ * add, replace or remove upstream request headers (and add response headers); a denial is
+ * answered with the service's status (default 403), headers and body. A service that fails
+ * or does not answer within `timeout` denies (403 `external authorization failed: <why>`),
+ * unless `failureMode: allow`.
+ *
+ * With `includeRequestBody` the body is read whole (up to `maxBytes`, 413 above), sent to the
+ * service, and kept in `ctx.requestBody` so the backend still gets it intact.
+ */
+
+import { randomUUID } from 'node:crypto'
+import type { RequestContext } from '../pipeline/context.ts'
+import type { CompiledPolicy, ExtAuthzIR, PolicyOutcome } from './types.ts'
+import type { PolicyServices } from './services.ts'
+import { applyHeaderMutations, removeHeaders, type CheckInput, type CheckResult, type HeaderMutation } from '../auth/ext-authz-check.ts'
+import { grpcCheck } from '../auth/ext-authz-grpc.ts'
+import { httpCheck } from '../auth/ext-authz-http.ts'
+import { requestHasBody } from '../http/upstream-call.ts'
+import { CONTINUE, type HeaderMap } from './header-modifier.ts'
+
+type TraceResult = 'apply' | 'skip' | 'deny'
+
+function trace (ctx: RequestContext, type: TraceResult, details: string): void {
+  ctx.tracer?.emit({ type: 'policy', kind: 'extAuthz', result: { type, details } }, { severity: type === 'deny' ? 'warn' : 'info' })
+}
+
+export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPolicy {
+  const url = new URL(ir.host)
+  const tls = url.protocol === 'https:'
+  const target = url.host
+  const include = ir.includeRequestHeaders === null ? null : new Set(ir.includeRequestHeaders)
+  const bodyLimit = ir.includeRequestBody?.maxBytes ?? 0
+  let check: (input: CheckInput) => Promise<CheckResult>
+  if ('grpc' in ir.protocol) {
+    const client = services.extAuthzGrpc(target, tls)
+    const options = { timeoutMs: ir.timeoutMs, packAsBytes: ir.includeRequestBody?.packAsBytes ?? false }
+    check = input => grpcCheck(client, input, options)
+  } else {
+    const pool = services.httpPool(url.origin)
+    const options = { origin: url.origin, pathPrefix: ir.protocol.http.pathPrefix, timeoutMs: ir.timeoutMs, allowedResponseHeaders: ir.protocol.http.allowedResponseHeaders }
+    check = input => httpCheck(pool, input, options)
+  }
+  /** Response headers the service asked for, per request, applied on the way back. */
+  const responseHeaders = new WeakMap<RequestContext, HeaderMutation[]>()
+
+  return {
+    kind: 'extAuthz',
+    async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
+      let body: Buffer | null = null
+      if (ir.includeRequestBody !== null && ctx.upgrade === null) {
+        if (ctx.requestBody !== null) {
+          body = ctx.requestBody
+        } else if (requestHasBody(ctx.req.headers)) {
+          const read = await readRequestBody(ctx, bodyLimit)
+          if (read === 'too-large') {
+            trace(ctx, 'deny', `request body larger than includeRequestBody.maxBytes (${bodyLimit})`)
+            return { action: 'respond', status: 413, body: 'payload too large', reason: 'ExtAuth' }
+          }
+          if (read instanceof Error) {
+            trace(ctx, 'deny', `reading the request body: ${read.message}`)
+            return { action: 'respond', status: 400, body: 'request body incomplete', reason: 'InvalidRequest' }
+          }
+          body = ctx.requestBody = read
+        }
+      }
+      const started = performance.now()
+      const result = await check(checkInput(ctx, include, body, ir.contextExtensions))
+      const took = `${Math.round(performance.now() - started)}ms`
+      switch (result.decision) {
+        case 'allow': {
+          applyHeaderMutations(ctx.headers, result.requestHeaders)
+          removeHeaders(ctx.headers, result.removeHeaders)
+          if (result.responseHeaders.length > 0) responseHeaders.set(ctx, result.responseHeaders)
+          const changes = [
+            result.requestHeaders.length > 0 ? `set ${result.requestHeaders.map(h => h.name).join(', ')}` : '',
+            result.removeHeaders.length > 0 ? `removed ${result.removeHeaders.join(', ')}` : ''
+          ].filter(s => s !== '')
+          trace(ctx, 'apply', `allowed by ${target} (${took})${changes.length > 0 ? `; ${changes.join('; ')}` : ''}`)
+          return CONTINUE
+        }
+        case 'deny':
+          trace(ctx, 'deny', `denied by ${target} with ${result.status} (${took})`)
+          return { action: 'respond', status: result.status, body: result.body, headers: localHeaders(result.headers), reason: 'ExtAuth' }
+        case 'error':
+          if (ir.failureMode === 'allow') {
+            trace(ctx, 'skip', `external authorization failed, allowed by failureMode allow: ${result.reason}`)
+            return CONTINUE
+          }
+          trace(ctx, 'deny', `external authorization failed: ${result.reason}`)
+          return {
+            action: 'respond',
+            status: result.status ?? 403,
+            body: result.body ?? `external authorization failed: ${result.reason}`,
+            headers: localHeaders(result.headers ?? []),
+            reason: 'ExtAuth'
+          }
+      }
+    },
+    onResponse (ctx: RequestContext): void {
+      const mutations = responseHeaders.get(ctx)
+      if (mutations !== undefined) applyHeaderMutations(ctx.responseHeaders, mutations)
+    }
+  }
+}
+
+function localHeaders (mutations: readonly HeaderMutation[]): Record<string, string | string[]> {
+  const headers: HeaderMap = {}
+  applyHeaderMutations(headers, mutations)
+  return headers as Record<string, string | string[]>
+}
+
+/** The request as the service sees it: Envoy's pseudo-headers, then the upstream headers. */
+export function checkInput (ctx: RequestContext, include: ReadonlySet<string> | null, body: Buffer | null, contextExtensions: Record<string, string>): CheckInput {
+  const headers: Record<string, string> = {
+    ':authority': ctx.host,
+    ':method': ctx.method,
+    ':path': ctx.pathAndQuery,
+    ':scheme': ctx.scheme
+  }
+  for (const [name, value] of Object.entries(ctx.headers)) {
+    if (value === undefined || name === 'host' || (include !== null && !include.has(name))) continue
+    headers[name] = Array.isArray(value) ? value.join(',') : value
+  }
+  const { socket } = ctx.req
+  const requestId = ctx.headers['x-request-id']
+  const declared = Number(ctx.req.headers['content-length'] ?? NaN)
+  return {
+    id: typeof requestId === 'string' && requestId !== '' ? requestId : randomUUID(),
+    method: ctx.method,
+    path: ctx.pathAndQuery,
+    host: ctx.host,
+    scheme: ctx.scheme,
+    protocol: ctx.req.httpVersion === '2.0' ? 'HTTP/2' : `HTTP/${ctx.req.httpVersion}`,
+    size: body !== null ? body.length : Number.isFinite(declared) ? declared : requestHasBody(ctx.req.headers) ? -1 : 0,
+    headers,
+    body,
+    source: { address: plainAddress(socket.remoteAddress), port: socket.remotePort ?? 0 },
+    destination: { address: plainAddress(socket.localAddress), port: socket.localPort ?? 0 },
+    contextExtensions,
+    time: ctx.startTime
+  }
+}
+
+function plainAddress (address: string | undefined): string {
+  if (address === undefined) return ''
+  return address.startsWith('::ffff:') ? address.slice(7) : address
+}
+
+/** The whole body, 'too-large' past `limit` (the rest is drained), or the stream's error. */
+function readRequestBody (ctx: RequestContext, limit: number): Promise<Buffer | 'too-large' | Error> {
+  const { req } = ctx
+  const declared = Number(req.headers['content-length'] ?? NaN)
+  if (declared > limit) {
+    req.resume()
+    return Promise.resolve('too-large')
+  }
+  return new Promise(resolve => {
+    const chunks: Buffer[] = []
+    let size = 0
+    let settled = false
+    const settle = (value: Buffer | 'too-large' | Error): void => {
+      if (settled) return
+      settled = true
+      resolve(value)
+    }
+    req.on('data', (chunk: Buffer) => {
+      if (settled) return
+      size += chunk.length
+      if (size > limit) {
+        settle('too-large')
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.on('end', () => settle(Buffer.concat(chunks)))
+    req.on('error', err => settle(err))
+    req.on('close', () => { if (!req.complete) settle(new Error('the client closed the connection')) })
+  })
+}
