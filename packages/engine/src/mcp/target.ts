@@ -5,7 +5,7 @@
  * re-initialized with the client's parameters while the other targets keep working.
  */
 
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { StreamableHttpClientTransport } from './http-client-transport.ts'
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
@@ -108,7 +108,7 @@ export class TargetConnection {
       return new StdioProcessTransport(options)
     }
     if (spec.kind === 'sse') return new SSEClientTransport(new URL(spec.url))
-    return new StreamableHTTPClientTransport(new URL(spec.url), resumeSession !== undefined ? { sessionId: resumeSession } : undefined)
+    return new StreamableHttpClientTransport(new URL(spec.url), resumeSession !== undefined ? { sessionId: resumeSession } : undefined)
   }
 
   private async connect (resume?: { session: string, result: TargetInitResult | null }): Promise<void> {
@@ -123,7 +123,7 @@ export class TargetConnection {
     try {
       await transport.start()
       if (transport instanceof StdioProcessTransport) this.hooks.onProcess?.(this, transport.pid, true)
-      if (resume !== undefined && transport instanceof StreamableHTTPClientTransport) {
+      if (resume !== undefined && transport instanceof StreamableHttpClientTransport) {
         // The upstream session lives on; only the protocol version must be known again.
         const version = resume.result?.protocolVersion ?? this.clientInit!.protocolVersion
         transport.setProtocolVersion(version)
@@ -154,7 +154,7 @@ export class TargetConnection {
     if ('error' in response) throw new Error(`initialize failed: ${response.error.message}`)
     const result = response.result as unknown as TargetInitResult
     this.initResult = result
-    if (transport instanceof StreamableHTTPClientTransport) {
+    if (transport instanceof StreamableHttpClientTransport) {
       transport.setProtocolVersion(result.protocolVersion)
       this.upstreamSession = transport.sessionId ?? null
     }
@@ -307,7 +307,7 @@ export class TargetConnection {
     this.transport = null
     this.failPending(`target "${this.name}" closed`)
     if (transport === null) return
-    if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+    if (transport instanceof StreamableHttpClientTransport && transport.sessionId !== undefined) {
       await transport.terminateSession().catch(() => {})
     }
     await transport.close().catch(() => {})
