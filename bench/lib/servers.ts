@@ -44,6 +44,8 @@ export interface PorticoOptions {
   logLevel: string
   /** Entry point to run (default: this checkout's packages/proxy/bin/portico.ts), to compare builds. */
   bin?: string
+  /** Extra environment (e.g. ADMIN_ADDR to reach /debug/trace, DEBUG_TRACE=off). */
+  env?: Record<string, string>
 }
 
 /**
@@ -64,7 +66,8 @@ export async function startPortico (options: PorticoOptions): Promise<Server> {
       READINESS_ADDR: 'off',
       LOG_LEVEL: options.logLevel,
       LOG_FORMAT: 'json',
-      DRAIN_TIMEOUT: '1s'
+      DRAIN_TIMEOUT: '1s',
+      ...options.env
     },
     ...(logsStart ? { readyLine: 'portico started' } : { readyPort: port })
   })

@@ -268,3 +268,19 @@ test('a watcher that disconnects is disarmed; a CEL expression is refused for no
   // The proxy still serves.
   assert.equal((await get('/app/after')).status, 200)
 })
+
+test('DEBUG_TRACE=off: /debug/trace answers 404 and requests are served as usual', async () => {
+  const adminPort = await freePort()
+  const off = await startPortico({
+    env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, DEBUG_TRACE: 'off' },
+    config: port => ({ gateways: { default: { port, address: '127.0.0.1' } }, routes: [{ name: 'hello', policies: { directResponse: { status: 200, body: 'hi' } } }] })
+  })
+  try {
+    const res = await request(`http://127.0.0.1:${adminPort}/debug/trace`, { method: 'POST' })
+    assert.equal(res.statusCode, 404)
+    assert.match(await res.body.text(), /tracing is disabled/)
+    assert.equal((await request(`${off.url}/`).then(r => r.body.text())), 'hi')
+  } finally {
+    await off.stop()
+  }
+})

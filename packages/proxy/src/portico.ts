@@ -81,6 +81,8 @@ export class Portico {
     const mcpLog = options.logs.for('mcp')
     this.engine = new Engine({
       env: options.env ?? {},
+      tracing: options.settings.debugTrace,
+      traceBodyLimit: options.settings.traceBodyLimit,
       mcp: {
         ...(options.settings.sessionKey !== undefined ? { sessionKey: options.settings.sessionKey } : {}),
         sessionTtlMs: options.settings.mcpSessionTtlMs,

@@ -25,6 +25,10 @@ export interface Settings {
   sessionKey: string | undefined
   /** Idle MCP sessions close after this long. */
   mcpSessionTtlMs: number
+  /** Whether /debug/trace works (DEBUG_TRACE=off disables it). */
+  debugTrace: boolean
+  /** Max bytes of a body kept in a trace snapshot. */
+  traceBodyLimit: number
 }
 
 export const DEFAULTS = {
@@ -48,7 +52,9 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     logFormat: format === 'text' ? 'text' : 'json',
     drainTimeoutMs: parseDuration(pick('DRAIN_TIMEOUT', file.drainTimeout, DEFAULTS.drainTimeout)),
     sessionKey: sessionKey(nonEmpty(env.SESSION_KEY) ?? file.session?.key),
-    mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl))
+    mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl)),
+    debugTrace: !['off', 'false', '0'].includes(pick('DEBUG_TRACE', file.debugTrace === false ? 'off' : undefined, 'on').toLowerCase()),
+    traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536'))
   }
 }
 

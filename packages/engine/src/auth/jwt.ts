@@ -73,3 +73,38 @@ function describe (err: unknown): string {
   if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) return 'malformed token'
   return (err as Error).message ?? 'invalid token'
 }
+
+const CACHE_MAX = 10_000
+const CACHE_TTL_MS = 5 * 60_000
+
+/**
+ * Remembers tokens that verified, so a client sending the same token on every request pays
+ * for the signature check once (as Envoy's jwt_authn cache does). An entry is used only
+ * while the token's own exp/nbf still hold and for at most five minutes; failures are not
+ * cached. One cache per compiled policy, so a config change starts afresh.
+ */
+export class VerifiedTokenCache {
+  private readonly entries = new Map<string, { claims: Record<string, unknown>, issuer: string, until: number, nbf: number }>()
+  private readonly leewayMs: number
+
+  constructor (leewaySeconds: number) {
+    this.leewayMs = leewaySeconds * 1000
+  }
+
+  async verify (token: string, providers: readonly JwtProvider[]): Promise<JwtResult> {
+    const now = Date.now()
+    const hit = this.entries.get(token)
+    if (hit !== undefined) {
+      if (hit.until > now && hit.nbf <= now + this.leewayMs) return { ok: true, claims: hit.claims, issuer: hit.issuer }
+      this.entries.delete(token)
+    }
+    const result = await verifyJwt(token, providers)
+    if (result.ok) {
+      const exp = typeof result.claims.exp === 'number' ? result.claims.exp * 1000 + this.leewayMs : Infinity
+      const nbf = typeof result.claims.nbf === 'number' ? result.claims.nbf * 1000 : 0
+      if (this.entries.size >= CACHE_MAX) this.entries.delete(this.entries.keys().next().value as string)
+      this.entries.set(token, { claims: result.claims, issuer: result.issuer, until: Math.min(exp, now + CACHE_TTL_MS), nbf })
+    }
+    return result
+  }
+}

@@ -5,11 +5,9 @@
 
 import type { McpItem, RequestContext } from '../pipeline/context.ts'
 
-const cache = new WeakMap<RequestContext, { request: Record<string, unknown>, source: Record<string, unknown> }>()
-
 export function celVars (ctx: RequestContext, mcp: McpItem | null = null): Record<string, unknown> {
-  let base = cache.get(ctx)
-  if (base === undefined) {
+  let base = ctx.celBase
+  if (base === null) {
     const headers: Record<string, string> = {}
     for (const [k, v] of Object.entries(ctx.req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v
     const raw = ctx.req.socket.remoteAddress ?? ''
@@ -17,7 +15,7 @@ export function celVars (ctx: RequestContext, mcp: McpItem | null = null): Recor
       request: { method: ctx.method, path: ctx.originalPath, pathAndQuery: ctx.pathAndQuery, host: ctx.hostname, scheme: ctx.scheme, headers },
       source: { address: raw.startsWith('::ffff:') ? raw.slice(7) : raw, port: ctx.req.socket.remotePort ?? 0 }
     }
-    cache.set(ctx, base)
+    ctx.celBase = base
   }
   return {
     request: base.request,

@@ -24,6 +24,8 @@ export interface EngineOptions {
   env?: Record<string, string>
   /** Max bytes kept per trace body snapshot (default 64 KiB). */
   traceBodyLimit?: number
+  /** /debug/trace can arm taps (default true). */
+  tracing?: boolean
   pools?: UpstreamPoolOptions
   /** MCP sessions: the key that encrypts session ids, idle expiry, a logger. */
   mcp?: McpGatewayOptions
@@ -34,7 +36,7 @@ export interface EngineOptions {
 export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
 
 export class Engine implements PipelineRuntime {
-  readonly hub = new TraceHub()
+  readonly hub: TraceHub
   readonly pools: UpstreamPools
   readonly mcp: McpGateway
   readonly env: Record<string, string>
@@ -50,6 +52,7 @@ export class Engine implements PipelineRuntime {
 
   constructor (options: EngineOptions = {}) {
     this.env = options.env ?? {}
+    this.hub = new TraceHub(options.tracing ?? true)
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
     this.pools = new UpstreamPools(options.pools)
     // Cookie keys (oidc) derive from the same process session key as MCP session ids.

@@ -105,6 +105,8 @@ export class RequestContext {
   mcp: McpCallInfo | null = null
   /** Slot in the engine's in-flight registry (-1 when not registered). */
   inFlightSlot = -1
+  /** CEL's `request` and `source` variables, built once per request on first use. */
+  celBase: { request: Record<string, unknown>, source: Record<string, unknown> } | null = null
   private authState: RequestAuth | null = null
   private mcpAuthorizers: McpItemAuthorizer[] | null = null
 

@@ -9,7 +9,7 @@
 import type { RequestContext } from '../pipeline/context.ts'
 import type { CompiledPolicy, JwtAuthIR, JwtProviderIR, McpAuthenticationIR, PolicyOutcome, TokenLocationIR, AuthMode } from './types.ts'
 import type { PolicyServices } from './services.ts'
-import { DEFAULT_JWT_ALGORITHMS, verifyJwt, type JwtProvider } from '../auth/jwt.ts'
+import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider } from '../auth/jwt.ts'
 import { CONTINUE } from './header-modifier.ts'
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource'
@@ -60,6 +60,7 @@ function authenticator (options: {
   refuse: Refusal
 }): CompiledPolicy {
   const { mode, providers, location, refuse } = options
+  const cache = new VerifiedTokenCache(Math.max(...providers.map(p => p.leewaySeconds), 0))
   return {
     kind: options.kind,
     async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
@@ -72,7 +73,7 @@ function authenticator (options: {
         trace(ctx, 'skip', 'no token')
         return CONTINUE
       }
-      const result = await verifyJwt(token, providers)
+      const result = await cache.verify(token, providers)
       if (!result.ok) {
         if (mode === 'permissive') {
           trace(ctx, 'skip', `invalid token ignored (permissive): ${result.reason}`)

@@ -1,4 +1,5 @@
 import { TraceRecorder } from './recorder.ts'
+import { PorticoError } from '../util/errors.ts'
 import type { TraceEvent } from './types.ts'
 
 /** What a watcher's filter sees of a request when deciding whether to take it. */
@@ -26,8 +27,15 @@ export interface TraceWatcher {
 export class TraceHub {
   private readonly watchers: TraceWatcher[] = []
   armed = false
+  /** False when tracing is switched off (DEBUG_TRACE=off): nothing can be armed. */
+  readonly enabled: boolean
+
+  constructor (enabled = true) {
+    this.enabled = enabled
+  }
 
   arm (watcher: TraceWatcher): () => void {
+    if (!this.enabled) throw new PorticoError('PORTICO_TRACE_DISABLED', 'tracing is disabled (DEBUG_TRACE=off)')
     this.watchers.push(watcher)
     this.armed = true
     return () => this.remove(watcher)

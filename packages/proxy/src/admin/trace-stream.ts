@@ -72,6 +72,7 @@ export function sseFrame (event: TraceEvent): string {
 
 export function registerTraceRoutes (app: FastifyInstance, hub: TraceHub): void {
   const handler = async (request: FastifyRequest<{ Querystring: TraceQuery }>, reply: FastifyReply) => {
+    if (!hub.enabled) return reply.code(404).type('text/plain').send('tracing is disabled (DEBUG_TRACE=off)\n')
     const filter = traceFilter(request.query)
     if (typeof filter === 'string') return reply.code(400).type('text/plain').send(filter)
 
