@@ -295,7 +295,9 @@ export const StaticConfigSchema = Type.Object({
   statsAddr: Opt(Address),
   readinessAddr: Opt(Address),
   logging: Opt(LoggingSchema),
-  drainTimeout: Opt(Duration)
+  drainTimeout: Opt(Duration),
+  debugTrace: Opt(Type.Boolean({ description: 'Whether /debug/trace can be used (default true). Env DEBUG_TRACE=off.' })),
+  traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' }))
 }, { ...strict, description: 'Process settings, read at start (not hot-reloaded). Each also has an environment variable.' })
 
 export const ConfigFileSchema = Type.Object({
