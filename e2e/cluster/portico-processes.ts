@@ -1,0 +1,135 @@
+/**
+ * Portico's own processes against a harness cluster (./harness.ts): the controller as a local
+ * process with the environment the Helm chart gives it, and a Gateway's proxy as a local
+ * process started with the environment the deployer rendered into the Deployment plus a
+ * service-account token minted for the Gateway's ServiceAccount — what the pod would get from
+ * a kubelet. Shared by the cluster-mode tests and the convergence benchmark.
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { request } from 'undici'
+import type { Cluster, KubeObject } from './harness.ts'
+import { waitUntil } from '../lib/client.ts'
+import { freePort, REPO_ROOT, startClusterPortico, type PorticoProcess } from '../lib/portico.ts'
+
+const CONTROLLER_BIN = join(REPO_ROOT, 'packages/controller/bin/portico-controller.ts')
+
+export interface ControllerProcess {
+  child: ChildProcess
+  /** Health port (/readyz). */
+  health: number
+  /** xDS port. */
+  xds: number
+  output: () => string
+  stop: () => Promise<void>
+}
+
+export interface StartControllerOptions {
+  /** Extra environment, over the defaults (plaintext xDS on a fresh port, info logs). */
+  env?: Record<string, string>
+  /** xDS port to listen on (to restart a controller on the same address). */
+  xds?: number
+}
+
+export async function startController (cluster: Cluster, options: StartControllerOptions = {}): Promise<ControllerProcess> {
+  const [health, metrics, admin] = [await freePort(), await freePort(), await freePort()]
+  const xds = options.xds ?? await freePort()
+  let out = ''
+  const child = spawn(process.execPath, [CONTROLLER_BIN], {
+    env: {
+      ...process.env,
+      KUBECONFIG: cluster.kubeconfig,
+      POD_NAMESPACE: 'portico-system',
+      POD_NAME: `controller-${xds}`,
+      XDS_MODE: 'plaintext',
+      XDS_PORT: String(xds),
+      HEALTH_PORT: String(health),
+      METRICS_PORT: String(metrics),
+      ADMIN_ADDR: `127.0.0.1:${admin}`,
+      XDS_ADDRESS: `http://127.0.0.1:${xds}`,
+      PROXY_IMAGE: 'portico:test',
+      LOG_LEVEL: 'info',
+      ...options.env
+    },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  child.stdout!.on('data', (d: Buffer) => { out += d.toString() })
+  child.stderr!.on('data', (d: Buffer) => { out += d.toString() })
+  const controller: ControllerProcess = {
+    child,
+    health,
+    xds,
+    output: () => out,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      const exited = new Promise(resolve => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      await Promise.race([exited, new Promise(resolve => setTimeout(resolve, 5000))])
+      child.kill('SIGKILL')
+    }
+  }
+  try {
+    await waitUntil(async () => (await httpGet(`http://127.0.0.1:${health}/readyz`)).status === 200, 30_000, `controller ready:\n${out}`, 100)
+  } catch (err) {
+    await controller.stop()
+    throw new Error(`${(err as Error).message}\n${out}`)
+  }
+  return controller
+}
+
+/**
+ * Starts the proxy of Gateway `ns/gateway` once the deployer has written its Deployment:
+ * the container's literal env, a minted token (audience `portico`) in `dir`, and the xDS CA
+ * from the deployer's ConfigMap when the env names one.
+ */
+export async function startGatewayProxy (cluster: Cluster, dir: string, ns: string, gateway: string, extraEnv: Record<string, string> = {}): Promise<PorticoProcess> {
+  let deployment: KubeObject | undefined
+  await waitUntil(async () => {
+    deployment = await cluster.api('GET', `/apis/apps/v1/namespaces/${ns}/deployments/${gateway}`).catch(() => undefined)
+    return deployment !== undefined
+  }, 15_000, `the deployer's Deployment ${ns}/${gateway}`, 100)
+  const container = deployment!.spec.template.spec.containers[0] as { env: Array<{ name: string, value?: string }> }
+  const env: Record<string, string> = {}
+  for (const e of container.env) if (e.value !== undefined) env[e.name] = e.value
+  const token = await cluster.createToken(ns, gateway, { audiences: ['portico'] })
+  const tokenFile = join(dir, `${ns}-${gateway}-${Date.now()}.token`)
+  writeFileSync(tokenFile, token)
+  if (env.XDS_ROOT_CA !== undefined) {
+    const cm = await cluster.api<KubeObject>('GET', `/api/v1/namespaces/${ns}/configmaps/${gateway}-xds-ca`)
+    const caFile = join(dir, `${ns}-${gateway}-ca.crt`)
+    writeFileSync(caFile, (cm.data as Record<string, string>)['ca.crt']!)
+    env.XDS_ROOT_CA = caFile
+  }
+  return await startClusterPortico({ ...env, POD_NAME: `${gateway}-local`, NAMESPACE: ns, XDS_TOKEN_FILE: tokenFile, ...extraEnv })
+}
+
+/**
+ * YAML for a Service with a hand-written EndpointSlice pointing at `address:port` (a test
+ * host; EndpointSlices refuse loopback addresses).
+ */
+export function backendService (address: string, ns: string, name: string, port: number): string {
+  return `apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: ${ns} }
+spec: { ports: [{ name: http, port: 80, targetPort: ${port} }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: ${name}-manual, namespace: ${ns}, labels: { kubernetes.io/service-name: ${name} } }
+addressType: IPv4
+ports: [{ name: http, port: ${port}, protocol: TCP }]
+endpoints: [{ addresses: ["${address}"], conditions: { ready: true } }]
+`
+}
+
+/** GET without throwing: status 0 when the connection fails. */
+export async function httpGet (url: string, headers: Record<string, string> = {}): Promise<{ status: number, body: string }> {
+  try {
+    const res = await request(url, { headers })
+    return { status: res.statusCode, body: await res.body.text() }
+  } catch {
+    return { status: 0, body: '' }
+  }
+}
