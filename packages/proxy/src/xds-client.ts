@@ -112,7 +112,7 @@ export class XdsClient {
     try {
       for (const name of res.removedResources ?? []) next.delete(name)
       for (const r of res.resources ?? []) next.set(r.name, { version: r.version, resource: decodeResource(r.resource) })
-      const ir = assembleIR([...next.values()].map(r => r.resource))
+      const ir = assembleIR([...next.values()].map(r => r.resource), res.systemVersionInfo)
       await this.options.apply(ir)
     } catch (err) {
       error = (err as Error).message
