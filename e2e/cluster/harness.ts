@@ -3,7 +3,8 @@
  * kube-controller-manager as child processes on random loopback ports, built from source by
  * `scripts/kube-tools` (see docs/cluster-testing.md). No kubelet and no scheduler: a small
  * "fake kubelet" in this process marks pods Running and Ready through the status subresource,
- * so Deployments get Ready pods and Services get EndpointSlices with those pods' IPs.
+ * so Deployments get Ready pods and Services get EndpointSlices with those pods' IPs. It also
+ * serves the kubelet's WebSocket port-forward, to wherever the `portForward` option says.
  *
  *   const cluster = await startCluster()
  *   await cluster.apply(yamlText)                      // kubectl apply --server-side
@@ -17,13 +18,15 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { request as httpsRequest, type RequestOptions } from 'node:https'
-import { request as httpRequest } from 'node:http'
+import { createServer as createHttpsServer, request as httpsRequest, type RequestOptions, type Server as HttpsServer } from 'node:https'
+import { request as httpRequest, type IncomingMessage } from 'node:http'
+import { connect as netConnect, type Socket } from 'node:net'
 import { homedir, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { KubeConfig } from '@kubernetes/client-node'
+import { WebSocketServer, type RawData, type WebSocket } from 'ws'
 import { freePort } from '../lib/portico.ts'
 import { requireTool } from '../lib/tools.ts'
 
@@ -129,6 +132,13 @@ export interface ClusterOptions {
    * never loopback, which EndpointSlices reject).
    */
   fakeKubelet?: boolean | { podIP?: (pod: KubeObject) => string }
+  /**
+   * Port-forwarding to pods (`pods/portforward`, WebSocket protocol only): where the fake
+   * kubelet connects for a pod's port, or null to refuse (the default: every port is refused,
+   * reported on the error channel as a kubelet does when nothing listens). Only with the fake
+   * kubelet.
+   */
+  portForward?: (pod: KubeObject, port: number) => { host: string, port: number } | null
   /** Install the Gateway API CRDs and wait until they are Established. Default true. */
   gatewayApiCrds?: boolean
   /** Extra kube-apiserver flags (`--name=value`). */
@@ -276,6 +286,11 @@ function makeCerts (dir: string, serviceIP: string): void {
   openssl(['req', '-x509', ...ec, '-keyout', 'apiserver.key', '-out', 'apiserver.crt', '-days', '7',
     '-CA', 'ca.crt', '-CAkey', 'ca.key', '-subj', '/CN=kube-apiserver',
     '-addext', `subjectAltName=${sans}`, '-addext', 'basicConstraints=critical,CA:FALSE',
+    '-addext', 'keyUsage=critical,digitalSignature,keyEncipherment', '-addext', 'extendedKeyUsage=serverAuth'], dir)
+  // The fake kubelet's serving cert (the API server verifies it: --kubelet-certificate-authority).
+  openssl(['req', '-x509', ...ec, '-keyout', 'kubelet.key', '-out', 'kubelet.crt', '-days', '7',
+    '-CA', 'ca.crt', '-CAkey', 'ca.key', '-subj', '/CN=portico-fake-node',
+    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:portico-fake-node', '-addext', 'basicConstraints=critical,CA:FALSE',
     '-addext', 'keyUsage=critical,digitalSignature,keyEncipherment', '-addext', 'extendedKeyUsage=serverAuth'], dir)
   openssl(['genpkey', '-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048', '-out', 'sa.key'], dir)
   openssl(['pkey', '-in', 'sa.key', '-pubout', '-out', 'sa.pub'], dir)
@@ -430,7 +445,7 @@ export function documentationAddresses (): () => string {
  * The Node pods are bound to: the EndpointSlice controller skips pods whose node does not
  * exist. Ready, never heartbeating (the node-lifecycle controller is off, so it stays Ready).
  */
-async function ensureNode (tr: Transport): Promise<void> {
+async function ensureNode (tr: Transport, kubeletPort?: number): Promise<void> {
   try {
     await apiCall(tr, 'POST', '/api/v1/nodes', {
       apiVersion: 'v1',
@@ -447,6 +462,7 @@ async function ensureNode (tr: Transport): Promise<void> {
       capacity: resources,
       allocatable: resources,
       addresses: [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: FAKE_NODE }],
+      ...(kubeletPort !== undefined ? { daemonEndpoints: { kubeletEndpoint: { Port: kubeletPort } } } : {}),
       conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'fake kubelet', lastHeartbeatTime: now, lastTransitionTime: now }],
       nodeInfo: { kubeletVersion: 'fake', architecture: 'amd64', operatingSystem: 'linux', containerRuntimeVersion: 'fake://0', kernelVersion: '', osImage: '', kubeProxyVersion: '', machineID: '', systemUUID: '', bootID: '' }
     }
@@ -572,6 +588,90 @@ class FakeKubelet {
   }
 }
 
+type PortForwardHook = (pod: KubeObject, port: number) => { host: string, port: number } | null
+
+/**
+ * The fake kubelet's HTTPS endpoint (the Node's kubeletEndpoint): WebSocket port-forward only,
+ * `/portForward/NS/POD[/UID]?port=P&port=Q`, which the API server proxies unchanged for a client
+ * speaking `v4.channel.k8s.io` (client-node, kubectl with websockets). As the kubelet's
+ * pkg/kubelet/cri/streaming/portforward/websocket.go: channels 2i (data) and 2i+1 (error) for
+ * the i-th port, every binary frame prefixed by its channel byte, and the first frame of each
+ * channel is the port (uint16 little-endian). The hook says where a pod's port really is.
+ */
+async function startKubeletServer (tr: Transport, dir: string, hook: PortForwardHook): Promise<{ server: HttpsServer, port: number }> {
+  const wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (offered) => {
+      for (const p of ['v4.channel.k8s.io', 'channel.k8s.io']) if (offered.has(p)) return p
+      return false
+    }
+  })
+  const server = createHttpsServer({ cert: readFileSync(join(dir, 'kubelet.crt')), key: readFileSync(join(dir, 'kubelet.key')) }, (_req, res) => {
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('fake kubelet: only WebSocket port-forward\n')
+  })
+  server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    socket.on('error', () => {})
+    const refuse = (status: number, message: string): void => {
+      socket.end(`HTTP/1.1 ${status} ${status === 404 ? 'Not Found' : 'Bad Request'}\r\ncontent-type: text/plain\r\nconnection: close\r\ncontent-length: ${Buffer.byteLength(message)}\r\n\r\n${message}`)
+    }
+    const url = new URL(req.url ?? '/', 'https://kubelet')
+    const match = /^\/portForward\/([^/]+)\/([^/]+)(?:\/[^/]+)?$/.exec(url.pathname)
+    // The API server passes the client's `ports` on as `port` (api.PortHeader).
+    const ports = [...url.searchParams.getAll('port'), ...url.searchParams.getAll('ports')].flatMap((v) => v.split(',')).map((v) => Number(v.trim()))
+    if (match === null) return refuse(404, 'not found')
+    if (ports.length === 0 || ports.some((p) => !Number.isInteger(p) || p < 1 || p > 65535)) return refuse(400, 'invalid ports')
+    const [ns, name] = [decodeURIComponent(match[1] ?? ''), decodeURIComponent(match[2] ?? '')]
+    apiCall<KubeObject>(tr, 'GET', `/api/v1/namespaces/${ns}/pods/${name}`).then((pod) => {
+      wss.handleUpgrade(req, socket, head, (ws) => forwardPorts(ws, pod, ports, hook))
+    }, (err) => refuse(404, String(err)))
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen({ host: '127.0.0.1', port: 0 }, () => resolve())
+  })
+  server.unref()
+  const address = server.address()
+  return { server, port: typeof address === 'object' && address !== null ? address.port : 0 }
+}
+
+function forwardPorts (ws: WebSocket, pod: KubeObject, ports: number[], hook: PortForwardHook): void {
+  const frame = (channel: number, data: Buffer | string): Buffer => Buffer.concat([Buffer.from([channel]), Buffer.from(data)])
+  const conns: Array<Socket | null> = []
+  let open = ports.length
+  const done = (): void => { if (--open === 0) ws.close() }
+  ports.forEach((port, i) => {
+    const portBytes = Buffer.alloc(2)
+    portBytes.writeUInt16LE(port)
+    ws.send(frame(2 * i, portBytes))
+    ws.send(frame(2 * i + 1, portBytes))
+    const target = hook(pod, port)
+    const fail = (why: string): void => {
+      conns[i] = null
+      ws.send(frame(2 * i + 1, `an error occurred forwarding ${port} -> ${port}: ${why}`))
+      done()
+    }
+    if (target === null) {
+      fail(`fake kubelet: nothing listens on port ${port} in pod ${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`)
+      return
+    }
+    const conn = netConnect({ host: target.host, port: target.port })
+    conns[i] = conn
+    let connected = false
+    conn.on('connect', () => { connected = true })
+    conn.on('data', (data: Buffer) => { if (ws.readyState === ws.OPEN) ws.send(frame(2 * i, data)) })
+    conn.on('error', (err) => { if (!connected) fail(err.message) })
+    conn.on('close', () => { if (connected) done() })
+  })
+  ws.on('message', (data: RawData, isBinary: boolean) => {
+    if (!isBinary) return
+    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer)
+    const channel = buf[0] ?? 255
+    if (channel % 2 === 0) conns[channel / 2]?.write(buf.subarray(1))
+  })
+  ws.on('close', () => { for (const c of conns) c?.destroy() })
+  ws.on('error', () => {})
+}
+
 async function runKubectl (kubectl: string, baseArgs: string[], args: string[], input?: string): Promise<string> {
   return await new Promise((resolve, reject) => {
     const child = spawn(kubectl, [...baseArgs, ...args], { stdio: ['pipe', 'pipe', 'pipe'] })
@@ -632,9 +732,12 @@ async function startOnce (tools: KubeTools, options: ClusterOptions, timeout: nu
   live.add(entry)
   installSignalHandlers()
   let kubelet: FakeKubelet | null = null
+  let kubeletServer: HttpsServer | null = null
 
   const stop = async (): Promise<void> => {
     kubelet?.stop()
+    kubeletServer?.close()
+    kubeletServer?.closeAllConnections()
     // Nothing is kept, so no graceful shutdown (the API server's takes seconds): SIGKILL,
     // controllers first, and wait for each (ref'd again, so the wait keeps the process alive).
     for (const name of ['kube-controller-manager', 'kube-apiserver', 'etcd']) {
@@ -689,6 +792,9 @@ async function startOnce (tools: KubeTools, options: ClusterOptions, timeout: nu
       '--endpoint-reconciler-type=none',
       '--allow-privileged=true',
       '--profiling=false',
+      // The fake kubelet's endpoint (port-forward): the Node's InternalIP, its cert from our CA.
+      '--kubelet-preferred-address-types=InternalIP',
+      `--kubelet-certificate-authority=${caFile}`,
       // Without the controller manager nobody creates `default` service accounts, which the
       // ServiceAccount admission plugin would require of every pod.
       ...(options.controllerManager === false ? ['--disable-admission-plugins=ServiceAccount'] : []),
@@ -739,7 +845,9 @@ async function startOnce (tools: KubeTools, options: ClusterOptions, timeout: nu
       const choose = typeof options.fakeKubelet === 'object' && options.fakeKubelet.podIP !== undefined
         ? options.fakeKubelet.podIP
         : documentationAddresses()
-      await ensureNode(tr)
+      const started = await startKubeletServer(tr, dir, options.portForward ?? (() => null))
+      kubeletServer = started.server
+      await ensureNode(tr, started.port)
       kubelet = new FakeKubelet(tr, choose)
     }
 

@@ -2,12 +2,15 @@
  * Smoke test of the cluster harness (e2e/cluster/harness.ts): a real kube-apiserver built by
  * scripts/kube-tools, the Gateway API CRDs, TokenRequest/TokenReview for service-account
  * tokens, and Deployment → Ready pods → EndpointSlices through kube-controller-manager and the
- * harness's fake kubelet. Skips locally (fails in CI) when the tools are not installed.
+ * harness's fake kubelet, and pods/portforward through the API server to the fake kubelet's
+ * WebSocket endpoint (client-node's PortForward). Skips locally (fails in CI) when the tools are not installed.
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { AuthenticationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, AppsV1Api } from '@kubernetes/client-node'
+import { createServer, type Server } from 'node:net'
+import { PassThrough } from 'node:stream'
+import { AuthenticationV1Api, CoreV1Api, CustomObjectsApi, DiscoveryV1Api, AppsV1Api, PortForward } from '@kubernetes/client-node'
 import { requireKubeTools, startCluster, type KubeObject } from '../cluster/harness.ts'
 
 const GW = { group: 'gateway.networking.k8s.io', version: 'v1' }
@@ -16,7 +19,15 @@ test('cluster harness', { timeout: 180_000 }, async (t) => {
   const tools = requireKubeTools(t)
   if (tools === null) return
   const started = Date.now()
-  const cluster = await startCluster({ tools })
+  // A TCP echo on loopback stands for what pod `pf` runs on port 7000; other ports are refused.
+  const echo: Server = createServer((socket) => socket.on('data', (d: Buffer) => socket.write(`echo:${d.toString()}`)).on('error', () => {}))
+  await new Promise<void>((resolve) => echo.listen({ host: '127.0.0.1', port: 0 }, resolve))
+  t.after(() => echo.close())
+  const echoPort = (echo.address() as { port: number }).port
+  const cluster = await startCluster({
+    tools,
+    portForward: (pod, port) => pod.metadata?.name === 'pf' && port === 7000 ? { host: '127.0.0.1', port: echoPort } : null
+  })
   t.after(async () => await cluster.stop())
   t.diagnostic(`cluster ${cluster.version} up in ${Date.now() - started} ms at ${cluster.server}`)
 
@@ -199,5 +210,41 @@ spec:
       await new Promise((resolve) => setTimeout(resolve, 200))
     }
     assert.equal(remaining, 1)
+  })
+
+  await t.test('port-forward through the API server reaches the fake kubelet\'s target', async () => {
+    await cluster.apply({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'pf', namespace: ns, labels: { app: 'pf' } },
+      spec: { containers: [{ name: 'main', image: 'example.invalid/pf:1', ports: [{ containerPort: 7000 }] }] }
+    })
+    await cluster.waitForReadyPods(ns, 'app=pf', 1)
+
+    const forward = async (port: number, send: string): Promise<{ out: string, err: string }> => {
+      const output = new PassThrough()
+      const errors = new PassThrough()
+      const input = new PassThrough()
+      let out = ''
+      let err = ''
+      output.on('data', (c: Buffer) => { out += c.toString() })
+      errors.on('data', (c: Buffer) => { err += c.toString() })
+      const ws = await new PortForward(kc, false).portForward(ns, 'pf', [port], output, errors, input) as unknown as { close: () => void, on: (e: string, f: () => void) => void }
+      const closed = new Promise<void>((resolve) => ws.on('close', resolve))
+      input.write(send)
+      const deadline = Date.now() + 10_000
+      while (Date.now() < deadline && out.length < `echo:${send}`.length && err === '') await new Promise((resolve) => setTimeout(resolve, 20))
+      ws.close()
+      await closed
+      return { out, err }
+    }
+
+    assert.deepEqual(await forward(7000, 'hello'), { out: 'echo:hello', err: '' })
+    // A second connection works too (one WebSocket per connection, as kubectl does).
+    assert.equal((await forward(7000, 'again')).out, 'echo:again')
+    // Refused by the hook: the kubelet's error channel says so.
+    const refused = await forward(7001, 'x')
+    assert.equal(refused.out, '')
+    assert.match(refused.err, /nothing listens on port 7001 in pod smoke\/pf/)
   })
 })
