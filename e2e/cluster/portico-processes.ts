@@ -22,6 +22,8 @@ export interface ControllerProcess {
   health: number
   /** xDS port. */
   xds: number
+  /** Admin port (/logging) on 127.0.0.1. */
+  admin: number
   output: () => string
   stop: () => Promise<void>
 }
@@ -61,6 +63,7 @@ export async function startController (cluster: Cluster, options: StartControlle
     child,
     health,
     xds,
+    admin,
     output: () => out,
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return

@@ -17,6 +17,7 @@ import { requireKubeTools, startCluster, type KubeObject } from '../cluster/harn
 import { freePort, startPortico } from '../lib/portico.ts'
 import { startEchoBackend } from '../lib/backends.ts'
 import { ctl, jsonLines } from '../../packages/cli/test/helpers.ts'
+import { startController } from '../cluster/portico-processes.ts'
 
 const GW = 'gateway.networking.k8s.io/gateway-name'
 const NS = 'apps'
@@ -38,13 +39,13 @@ test('porticoctl against a real API server', { timeout: 180_000 }, async (t) => 
   t.after(async () => await portico.stop())
 
   // Where pod web-a's ports really are: admin 15000, listener 3000 (porticoctl's default).
-  const podPorts: Record<number, number> = { 15000: adminPort, 3000: portico.port }
+  const podPorts: Record<string, Record<number, number>> = { 'web-a': { 15000: adminPort, 3000: portico.port } }
   const forwarded: string[] = []
   const cluster = await startCluster({
     tools,
     portForward: (pod, port) => {
       forwarded.push(`${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}:${port}`)
-      const target = pod.metadata?.name === 'web-a' ? podPorts[port] : undefined
+      const target = podPorts[pod.metadata?.name ?? '']?.[port]
       return target === undefined ? null : { host: '127.0.0.1', port: target }
     }
   })
@@ -122,5 +123,33 @@ test('porticoctl against a real API server', { timeout: 180_000 }, async (t) => 
     const none = await ctl(['proxy', 'log', 'gateway/web', '-n', NS], { env: { KUBECONFIG: '', HOME: home, KUBERNETES_SERVICE_HOST: '' } })
     assert.equal(none.code, 1)
     assert.equal(none.stderr, `porticoctl: no kubeconfig: KUBECONFIG is not set and ${join(home, '.kube', 'config')} does not exist (use --local for a standalone instance)\n`)
+  })
+
+  await t.test('controller log: the real controller\'s components, read and set through its pod', async () => {
+    await cluster.createNamespace('portico-system')
+    // Its own GatewayClass, so it provisions nothing for the Gateways above.
+    const controller = await startController(cluster, { env: { CONTROLLER_NAME: 'example.com/cli-test', GATEWAY_CLASS_NAME: 'cli-test' } })
+    t.after(async () => await controller.stop())
+    // The controller runs here; its pod (the chart's label) forwards admin port 9095 to it.
+    podPorts['portico-controller-0'] = { 9095: controller.admin }
+    await cluster.apply({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'portico-controller-0', namespace: 'portico-system', labels: { 'app.kubernetes.io/name': 'portico-controller' } },
+      spec: { containers: [{ name: 'controller', image: 'example.invalid/portico-controller:1' }] }
+    })
+    await cluster.waitForReadyPods('portico-system', 'app.kubernetes.io/name=portico-controller', 1)
+    const shown = await ctl(['controller', 'log'], { env })
+    assert.equal(shown.code, 0, shown.stderr)
+    assert.match(shown.stdout, /^portico-controller-0\.portico-system:\nCOMPONENT +LEVEL\n/)
+    for (const component of ['portico/syncer', 'portico/translator', 'gateway-controller', 'deployer', 'default']) {
+      assert.match(shown.stdout, new RegExp(`^${component} +info$`, 'm'))
+    }
+    const set = await ctl(['controller', 'log', '--set', 'portico/syncer=debug'], { env })
+    assert.equal(set.code, 0, set.stderr)
+    assert.match(set.stdout, /^portico\/syncer +debug$/m)
+    assert.match(set.stdout, /^deployer +info$/m)
+    const bad = await ctl(['controller', 'log', '--set', 'portico/syncer=loud'], { env })
+    assert.equal(bad.code, 2, bad.stderr)
   })
 })

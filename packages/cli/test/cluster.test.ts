@@ -1,8 +1,10 @@
 /**
  * The cluster path (pod resolution and port-forward with @kubernetes/client-node) against a
  * stand-in API server (fake-kube.ts) whose pods forward to a real portico process and a
- * stand-in controller. When the cluster-mode harness (a real kube-apiserver) exists, the same
- * commands run against it.
+ * stand-in controller. The same commands run against a real kube-apiserver in
+ * e2e/test/cli-cluster.test.ts; this file keeps the failures a real cluster does not make on
+ * demand (an API server refusing, a pod whose admin port is closed) and runs without the
+ * kube tools.
  */
 
 import { after, before, test } from 'node:test'
