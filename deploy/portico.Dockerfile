@@ -1,0 +1,61 @@
+# syntax=docker/dockerfile:1
+# The `portico` image: the gateway (packages/proxy), standalone (`-f FILE`) or, with
+# XDS_ADDRESS set and no arguments, the data plane the controller deploys for each Gateway.
+#
+#   docker build -f deploy/portico.Dockerfile -t ghcr.io/portico-dev/portico:0.1.0 .
+#   docker run --rm -p 3000:3000 -v "$PWD/examples:/config:ro" \
+#     ghcr.io/portico-dev/portico:0.1.0 -f /config/quickstart.yaml
+#
+# Built from the repository root. Node runs the TypeScript sources directly (type stripping),
+# which it refuses to do under node_modules/, so the image keeps the workspace's layout:
+# packages/<name>/ next to their node_modules links, as in a clone, holding only what the
+# proxy's module graph reaches (scripts/runtime-tree.ts), its production dependencies, the
+# built admin UI and protos/.
+
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+ENV CI=true
+# pnpm at the version package.json pins (packageManager), installed with npm as scripts/setup does.
+COPY package.json ./
+RUN npm install --global --no-audit --no-fund --loglevel=error \
+      "pnpm@$(node -p 'require("./package.json").packageManager.split("@")[1]')"
+# Every package of the lockfile into pnpm's store (dev ones too: the UI build needs them):
+# this layer changes only with the lockfile.
+COPY pnpm-lock.yaml pnpm-workspace.yaml .npmrc ./
+RUN --mount=type=cache,id=portico-pnpm-store,target=/root/.local/share/pnpm/store \
+    pnpm fetch
+COPY . .
+# The admin web UI (packages/ui, served at /ui): built with its dev dependencies.
+RUN --mount=type=cache,id=portico-pnpm-store,target=/root/.local/share/pnpm/store \
+    if node -e 'process.exit(require("./packages/ui/package.json").scripts?.build ? 0 : 1)' 2>/dev/null; then \
+      pnpm install --offline --frozen-lockfile --filter "@portico/ui..." \
+      && pnpm --filter @portico/ui run build; \
+    fi
+# Production dependencies of the proxy and of the workspace packages it imports (dev ones
+# are removed again), then the runtime tree in /out.
+RUN --mount=type=cache,id=portico-pnpm-store,target=/root/.local/share/pnpm/store \
+    pnpm install --offline --frozen-lockfile --prod --filter "@portico/proxy..." \
+    && node scripts/runtime-tree.ts @portico/proxy /out
+# Fail the build, not the pod, if a module does not resolve.
+RUN node /out/packages/proxy/bin/portico.ts --version
+
+FROM ${NODE_IMAGE} AS runtime
+# Minimal runtime: Node alone (no npm, npx, corepack or yarn) and an unprivileged user whose
+# numeric id (10101, as the controller runs proxy pods) lets Kubernetes verify runAsNonRoot.
+# The application files stay owned by root, so the process cannot modify them. MCP stdio
+# targets launched with npx need a derived image that adds npm.
+RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx \
+      /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* \
+    && groupadd --gid 10101 portico \
+    && useradd --uid 10101 --gid 10101 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin portico
+WORKDIR /app
+COPY --from=build /out/ /app/
+ENV NODE_ENV=production
+USER 10101:10101
+# Admin (15000) binds to loopback; metrics (15020) and readiness (15021) to every interface;
+# listener ports come from the config.
+EXPOSE 15020 15021
+ENTRYPOINT ["node", "/app/packages/proxy/bin/portico.ts"]
