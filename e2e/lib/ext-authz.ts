@@ -9,11 +9,9 @@
  * alone: no schema, so what it finds is what was on the wire.
  */
 
-import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
-import { loadSync } from '@grpc/proto-loader'
+import { envoyProtos } from '@portico/engine'
 import protobuf from 'protobufjs'
-import { REPO_ROOT } from './portico.ts'
 
 export type CheckRequest = {
   attributes: {
@@ -39,14 +37,8 @@ export interface AuthzServer {
   close(): Promise<void>
 }
 
-const packageDefinition = loadSync('envoy/service/auth/v3/external_auth.proto', {
-  includeDirs: [join(REPO_ROOT, 'protos')],
-  keepCase: true,
-  longs: Number,
-  enums: Number,
-  defaults: false,
-  oneofs: true
-})
+// The same protos, loaded the same way, as the proxy's client.
+const packageDefinition = envoyProtos('envoy/service/auth/v3/external_auth.proto')
 
 /** An OK CheckResponse (gRPC status 0). */
 export const OK: Record<string, unknown> = { status: { code: 0 } }

@@ -40,6 +40,10 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteHostRewrite',
   'HTTPRoutePathRewrite',
   'HTTPRouteCORS',
+  'HTTPRouteRequestMirror',
+  'HTTPRouteRequestMultipleMirrors',
+  'HTTPRouteRequestPercentageMirror',
+  'HTTPRouteRetry',
   'ReferenceGrant'
 ]
 

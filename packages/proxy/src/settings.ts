@@ -15,6 +15,12 @@ export interface Address {
 export interface Settings {
   /** null = off. */
   adminAddr: Address | null
+  /**
+   * Whether the admin web UI may change things (fire requests, MCP playground, log level
+   * through /api/logging). Default false: the UI is read-only. `/logging` POST (porticoctl)
+   * is not affected.
+   */
+  adminWrites: boolean
   statsAddr: Address | null
   readinessAddr: Address | null
   logLevel: string
@@ -46,6 +52,7 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
   const format = pick('LOG_FORMAT', file.logging?.format, isTTY ? 'text' : 'json')
   return {
     adminAddr: parseAddress(pick('ADMIN_ADDR', file.adminAddr, DEFAULTS.adminAddr), 'ADMIN_ADDR'),
+    adminWrites: parseSwitch(pick('ADMIN_WRITES', file.adminWrites === undefined ? undefined : String(file.adminWrites), 'false'), 'ADMIN_WRITES'),
     statsAddr: parseAddress(pick('STATS_ADDR', file.statsAddr, DEFAULTS.statsAddr), 'STATS_ADDR'),
     readinessAddr: parseAddress(pick('READINESS_ADDR', file.readinessAddr, DEFAULTS.readinessAddr), 'READINESS_ADDR'),
     logLevel: pick('LOG_LEVEL', file.logging?.level, DEFAULTS.logLevel),
@@ -62,6 +69,14 @@ function sessionKey (hex: string | undefined): string | undefined {
   if (hex === undefined) return undefined
   if (!/^[0-9a-fA-F]{64}$/.test(hex)) throw new Error('SESSION_KEY / config.session.key: want 64 hex digits (a 256-bit key)')
   return hex
+}
+
+/** `on`/`true`/`1` or `off`/`false`/`0` (any case). */
+function parseSwitch (text: string, name: string): boolean {
+  const v = text.toLowerCase()
+  if (['on', 'true', '1'].includes(v)) return true
+  if (['off', 'false', '0'].includes(v)) return false
+  throw new Error(`${name}: invalid value "${text}" (want true or false)`)
 }
 
 function nonEmpty (v: string | undefined): string | undefined {

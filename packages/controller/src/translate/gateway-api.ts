@@ -74,15 +74,50 @@ export interface HTTPHeaderFilter {
   remove?: string[]
 }
 
+export interface HTTPPathModifier {
+  type: 'ReplaceFullPath' | 'ReplacePrefixMatch' | (string & {})
+  replaceFullPath?: string
+  replacePrefixMatch?: string
+}
+
+export interface HTTPRequestRedirectFilter {
+  scheme?: string
+  hostname?: string
+  path?: HTTPPathModifier
+  port?: number
+  statusCode?: number
+}
+
+export interface HTTPURLRewriteFilter {
+  hostname?: string
+  path?: HTTPPathModifier
+}
+
+export interface HTTPCORSFilter {
+  allowOrigins?: string[]
+  allowMethods?: string[]
+  allowHeaders?: string[]
+  exposeHeaders?: string[]
+  maxAge?: number
+  allowCredentials?: boolean
+}
+
 export interface HTTPRouteFilter {
   type: string
   requestHeaderModifier?: HTTPHeaderFilter
   responseHeaderModifier?: HTTPHeaderFilter
-  requestRedirect?: unknown
-  urlRewrite?: unknown
-  requestMirror?: unknown
-  cors?: unknown
+  requestRedirect?: HTTPRequestRedirectFilter
+  urlRewrite?: HTTPURLRewriteFilter
+  requestMirror?: HTTPRequestMirrorFilter
+  cors?: HTTPCORSFilter
   extensionRef?: unknown
+}
+
+/** Gateway API HTTPRequestMirrorFilter: percent (0-100) or fraction (numerator/denominator, default 100); neither = all requests. */
+export interface HTTPRequestMirrorFilter {
+  backendRef: Omit<BackendRef, 'weight' | 'filters'>
+  percent?: number
+  fraction?: { numerator: number, denominator?: number }
 }
 
 export interface BackendRef {
@@ -101,6 +136,8 @@ export interface HTTPRouteRule {
   filters?: HTTPRouteFilter[]
   backendRefs?: BackendRef[]
   timeouts?: { request?: string, backendRequest?: string }
+  /** Gateway API HTTPRouteRetry (v1.2+): attempts = retries after the first try. */
+  retry?: { codes?: number[], attempts?: number, backoff?: string }
 }
 
 export interface HTTPRoute {

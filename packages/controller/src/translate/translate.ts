@@ -16,6 +16,7 @@ import type { PolicySetIR } from '@portico/engine'
 import {
   GATEWAY_GROUP, matchesSelector, nsName,
   type BackendRef, type Condition, type EndpointSlice, type Gateway, type GatewayClass, type HTTPHeaderFilter, type HTTPRoute, type HTTPRouteFilter,
+  type HTTPCORSFilter, type HTTPPathModifier, type HTTPRequestMirrorFilter, type HTTPRequestRedirectFilter, type HTTPURLRewriteFilter,
   type HTTPRouteRule, type LabelSelector, type Listener, type Namespace, type ParentReference, type ReferenceGrant, type Secret, type Service
 } from './gateway-api.ts'
 import { ReferenceGrants } from './reference-grants.ts'
@@ -298,21 +299,51 @@ function routeAllowed (l: ListenerState, route: HTTPRoute, gw: Gateway, namespac
   return matchesSelector(namespaces.get(routeNs)?.metadata.labels, l.listener.allowedRoutes?.namespaces?.selector ?? {})
 }
 
-const SUPPORTED_FILTERS = new Set(['RequestHeaderModifier', 'ResponseHeaderModifier'])
+const SUPPORTED_FILTERS = new Set(['RequestHeaderModifier', 'ResponseHeaderModifier', 'RequestRedirect', 'URLRewrite', 'CORS', 'RequestMirror'])
 
 /** A message when the route uses a filter Portico cannot apply yet, else null. */
 function unsupportedFilter (route: HTTPRoute): string | null {
   for (const rule of route.spec.rules ?? []) {
-    for (const f of [...(rule.filters ?? []), ...(rule.backendRefs ?? []).flatMap(b => b.filters ?? [])]) {
-      if (!SUPPORTED_FILTERS.has(f.type)) return `filter ${f.type} is not supported yet`
+    for (const filters of [rule.filters ?? [], ...(rule.backendRefs ?? []).map(b => b.filters ?? [])]) {
+      for (const f of filters) {
+        if (!SUPPORTED_FILTERS.has(f.type)) return `filter ${f.type} is not supported yet`
+        if (f.type === 'RequestMirror' && filters !== rule.filters) return 'RequestMirror is supported on rules, not on backendRefs'
+        const problem = unsupportedFilterValue(f, rule)
+        if (problem !== null) return problem
+      }
+      if (filters.some(f => f.type === 'RequestRedirect') && filters.some(f => f.type === 'URLRewrite')) return 'RequestRedirect and URLRewrite cannot be used together'
     }
   }
   return null
 }
 
+/** Values of RequestRedirect, URLRewrite and CORS the engine does not take (the CRDs' enums allow more in future versions). */
+function unsupportedFilterValue (f: HTTPRouteFilter, rule: HTTPRouteRule): string | null {
+  const paths: Array<HTTPPathModifier | undefined> = []
+  if (f.type === 'RequestRedirect') {
+    const r = f.requestRedirect ?? {}
+    if (r.scheme !== undefined && r.scheme !== 'http' && r.scheme !== 'https') return `RequestRedirect scheme ${r.scheme} is not supported (http, https)`
+    if (r.statusCode !== undefined && !REDIRECT_STATUSES.includes(r.statusCode)) return `RequestRedirect statusCode ${r.statusCode} is not supported (${REDIRECT_STATUSES.join(', ')})`
+    paths.push(r.path)
+  }
+  if (f.type === 'URLRewrite') paths.push(f.urlRewrite?.path)
+  for (const p of paths) {
+    if (p === undefined) continue
+    if (p.type !== 'ReplaceFullPath' && p.type !== 'ReplacePrefixMatch') return `${f.type} path type ${p.type} is not supported (ReplaceFullPath, ReplacePrefixMatch)`
+    if (p.type === 'ReplacePrefixMatch' && (rule.matches ?? [{}]).some(m => (m.path?.type ?? 'PathPrefix') !== 'PathPrefix')) {
+      return `${f.type} ReplacePrefixMatch needs every match of the rule to be a PathPrefix match`
+    }
+  }
+  return null
+}
+
+const REDIRECT_STATUSES = [301, 302, 303, 307, 308]
+
 interface ResolvedBackends {
   /** Per rule, per backendRef: the backend key (valid or invalid). */
   refs: string[][]
+  /** Per rule, per RequestMirror filter: the mirror backend's key (valid or invalid). */
+  mirrors: string[][]
   backends: Map<string, BackendIR>
   condition(generation: number | undefined): Condition
 }
@@ -331,8 +362,19 @@ function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, services: M
     backends.set(b.key, b)
     return b.key
   }))
+  // RequestMirror backendRefs resolve like any backendRef (ReferenceGrant, Service, port).
+  const mirrors = (route.spec.rules ?? []).map(rule => (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
+    const b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, services, slices)
+    if (b.kind === 'invalid') {
+      const [reason, message] = b.invalidReason!.split(': ', 2) as [string, string]
+      fail(reason, message)
+    }
+    backends.set(b.key, b)
+    return b.key
+  }))
   return {
     refs,
+    mirrors,
     backends,
     condition: gen => failure === null
       ? condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
@@ -398,11 +440,49 @@ function headerFilter (f: HTTPHeaderFilter): { set?: Record<string, string>, add
   return out
 }
 
+function pathModifier (p: HTTPPathModifier): { full: string } | { prefix: string } {
+  return p.type === 'ReplaceFullPath' ? { full: p.replaceFullPath ?? '/' } : { prefix: p.replacePrefixMatch ?? '' }
+}
+
+/** HTTPRequestRedirectFilter → the engine's requestRedirect, field for field (statusCode → status, default 302). */
+function redirectPolicy (f: HTTPRequestRedirectFilter): NonNullable<PolicySetIR['requestRedirect']> {
+  const ir: NonNullable<PolicySetIR['requestRedirect']> = { status: f.statusCode ?? 302 }
+  if (f.scheme === 'http' || f.scheme === 'https') ir.scheme = f.scheme
+  if (f.hostname !== undefined) ir.hostname = f.hostname.toLowerCase()
+  if (f.port !== undefined) ir.port = f.port
+  if (f.path !== undefined) ir.path = pathModifier(f.path)
+  return ir
+}
+
+/** HTTPURLRewriteFilter → urlRewrite. */
+function rewritePolicy (f: HTTPURLRewriteFilter): NonNullable<PolicySetIR['urlRewrite']> {
+  const ir: NonNullable<PolicySetIR['urlRewrite']> = {}
+  if (f.hostname !== undefined) ir.hostname = f.hostname.toLowerCase()
+  if (f.path !== undefined) ir.path = pathModifier(f.path)
+  return ir
+}
+
+/** HTTPCORSFilter → cors (header names lower-cased; maxAge in seconds as given). */
+function corsPolicy (f: HTTPCORSFilter): NonNullable<PolicySetIR['cors']> {
+  const ir: NonNullable<PolicySetIR['cors']> = {
+    allowOrigins: f.allowOrigins ?? [],
+    allowMethods: f.allowMethods ?? [],
+    allowHeaders: (f.allowHeaders ?? []).map(h => h.toLowerCase()),
+    exposeHeaders: (f.exposeHeaders ?? []).map(h => h.toLowerCase()),
+    allowCredentials: f.allowCredentials ?? false
+  }
+  if (f.maxAge !== undefined) ir.maxAge = f.maxAge
+  return ir
+}
+
 function filterPolicies (filters: HTTPRouteFilter[] | undefined): PolicySetIR {
   const policies: Record<string, unknown> = {}
   for (const f of filters ?? []) {
     if (f.type === 'RequestHeaderModifier' && f.requestHeaderModifier !== undefined) policies.requestHeaderModifier = headerFilter(f.requestHeaderModifier)
     if (f.type === 'ResponseHeaderModifier' && f.responseHeaderModifier !== undefined) policies.responseHeaderModifier = headerFilter(f.responseHeaderModifier)
+    if (f.type === 'RequestRedirect') policies.requestRedirect = redirectPolicy(f.requestRedirect ?? {})
+    if (f.type === 'URLRewrite') policies.urlRewrite = rewritePolicy(f.urlRewrite ?? {})
+    if (f.type === 'CORS' && f.cors !== undefined) policies.cors = corsPolicy(f.cors)
   }
   return policies as PolicySetIR
 }
@@ -441,8 +521,28 @@ function routeIRs (route: HTTPRoute, rank: number, hostnames: string[], resolved
     if (rule.timeouts?.request !== undefined && parseDuration(rule.timeouts.request) > 0) timeouts.requestMs = parseDuration(rule.timeouts.request)
     if (rule.timeouts?.backendRequest !== undefined && parseDuration(rule.timeouts.backendRequest) > 0) timeouts.backendRequestMs = parseDuration(rule.timeouts.backendRequest)
     if (Object.keys(timeouts).length > 0) ir.timeouts = timeouts
+    const mirrors = (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined)
+    if (mirrors.length > 0) ir.mirrors = mirrors.map((f, j) => ({ backend: resolved.mirrors[i]![j]!, percentage: mirrorPercentage(f.requestMirror!) }))
+    if (rule.retry !== undefined) {
+      // Gateway API HTTPRouteRetry one to one (attempts = retries); the engine's defaults where unset.
+      ir.retry = {
+        attempts: rule.retry.attempts ?? 1,
+        codes: [...new Set(rule.retry.codes ?? [500, 502, 503, 504])].sort((a, b) => a - b),
+        backoffMs: rule.retry.backoff !== undefined ? parseDuration(rule.retry.backoff) : 25
+      }
+    }
     return ir
   })
+}
+
+/** RequestMirror percent, or fraction as a percentage (denominator default 100); neither = 100. */
+function mirrorPercentage (m: HTTPRequestMirrorFilter): number {
+  if (m.percent !== undefined) return Math.min(100, Math.max(0, m.percent))
+  if (m.fraction !== undefined) {
+    const d = m.fraction.denominator ?? 100
+    return d > 0 ? Math.min(100, Math.max(0, (m.fraction.numerator / d) * 100)) : 0
+  }
+  return 100
 }
 
 function gatewayResult (g: GatewayState): GatewayResult {

@@ -9,28 +9,18 @@
  * anything else is a denial (`denied_response`'s status, default 403, headers and body).
  */
 
-import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
-import { loadSync, type PackageDefinition } from '@grpc/proto-loader'
+import type { PackageDefinition } from '@grpc/proto-loader'
+import { envoyClient, envoyProtos } from '../util/envoy-grpc.ts'
 import type { CheckInput, CheckResult, HeaderAction, HeaderMutation } from './ext-authz-check.ts'
 
-/** The repository's protos/ (PORTICO_PROTOS_DIR overrides it, as for the xDS protos). */
-export const PROTO_DIR = process.env.PORTICO_PROTOS_DIR ?? fileURLToPath(new URL('../../../../protos', import.meta.url))
 export const CHECK_METHOD = '/envoy.service.auth.v3.Authorization/Check'
 
-let definition: PackageDefinition | null = null
+const PROTO_FILE = 'envoy/service/auth/v3/external_auth.proto'
 
 /** The loaded protos (also for tests that run a real Authorization server). */
 export function extAuthzProtos (): PackageDefinition {
-  definition ??= loadSync('envoy/service/auth/v3/external_auth.proto', {
-    includeDirs: [PROTO_DIR],
-    keepCase: true,
-    longs: Number,
-    enums: Number,
-    defaults: false,
-    oneofs: true
-  })
-  return definition
+  return envoyProtos(PROTO_FILE)
 }
 
 type CheckCallback = (err: grpc.ServiceError | null, response?: CheckResponseMessage) => void
@@ -41,13 +31,7 @@ export interface AuthorizationClient extends grpc.Client {
 
 /** A client for `target` (`host:port`), plaintext or TLS with the system's roots. */
 export function createAuthorizationClient (target: string, tls: boolean): AuthorizationClient {
-  const pkg = grpc.loadPackageDefinition(extAuthzProtos()) as unknown as { envoy: { service: { auth: { v3: { Authorization: grpc.ServiceClientConstructor } } } } }
-  const Ctor = pkg.envoy.service.auth.v3.Authorization
-  return new Ctor(target, tls ? grpc.credentials.createSsl() : grpc.credentials.createInsecure(), {
-    'grpc.primary_user_agent': 'portico-ext-authz',
-    // Reconnect soon after the service comes back (the default backoff grows to 2 minutes).
-    'grpc.max_reconnect_backoff_ms': 5000
-  }) as unknown as AuthorizationClient
+  return envoyClient<AuthorizationClient>(PROTO_FILE, 'envoy.service.auth.v3.Authorization', target, tls, 'portico-ext-authz')
 }
 
 interface HeaderValueOptionMessage {
@@ -168,3 +152,6 @@ function mutations (options: HeaderValueOptionMessage[] | undefined, fallback: H
   }
   return out
 }
+
+/** HeaderValueOptions → mutations (also for external processing's HeaderMutation.set_headers). */
+export const headerMutations = mutations

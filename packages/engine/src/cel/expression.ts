@@ -7,13 +7,17 @@
  * Variables: `request` (method, path, pathAndQuery, host, scheme, headers), `source`
  * (address, port), `jwt` (validated claims; `{}` without a token), `apiKey` (key name and
  * metadata), `basicAuth` (username), `mcp` (method, and tool/prompt/resource {name, target}
- * on MCP routes; null elsewhere).
+ * on MCP routes; null elsewhere). Expressions that run on the response
+ * (`transformation.response`) also see `response` (code, headers).
  */
 
 import { celEnv, isCelError, parse, plan } from '@bufbuild/cel'
 import { PorticoError } from '../util/errors.ts'
 
 export const CEL_VARIABLES = ['request', 'source', 'jwt', 'apiKey', 'basicAuth', 'mcp'] as const
+
+/** Variables of expressions evaluated on the response: the request's plus `response`. */
+export const RESPONSE_CEL_VARIABLES = [...CEL_VARIABLES, 'response'] as const
 
 const env = celEnv({})
 

@@ -33,3 +33,16 @@ function mcpVar (item: McpItem): Record<string, unknown> {
   if (item.kind !== undefined) out[item.kind] = { name: item.name ?? '', target: item.target ?? '' }
   return out
 }
+
+/**
+ * The variables of response-side expressions (transformation.response): the request ones
+ * plus `response` — `code` (the status, an int) and `headers` (lower-case names, repeated
+ * values joined with ", ") as they stand when the expression runs.
+ */
+export function celResponseVars (ctx: RequestContext): Record<string, unknown> {
+  const vars = celVars(ctx)
+  const headers: Record<string, string> = {}
+  for (const [k, v] of Object.entries(ctx.responseHeaders)) if (v !== undefined) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v
+  vars.response = { code: BigInt(ctx.status), headers }
+  return vars
+}

@@ -12,6 +12,9 @@ import { sha256Hex } from '../policy/api-key.ts'
 import type { AuthorizationRuleIR, ExtAuthzIR, JwksIR, JwtProviderIR, OidcIR, PolicySetIR, TokenLocationIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
+import { extProcToIR, remoteRateLimitToIR, type ExtProcConfig, type RemoteRateLimitConfig } from './traffic-to-ir.ts'
+import { checkHttpPolicySet, corsToIR, csrfToIR, localRateLimitToIR, requestRedirectToIR, transformationToIR, urlRewriteToIR } from './http-policy-to-ir.ts'
+import type { CorsConfig, CsrfConfig, LocalRateLimitConfig, RequestRedirectConfig, TransformationConfig, UrlRewriteConfig } from './http-policy-schema.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -61,10 +64,39 @@ export function policiesToIR (policies: Record<string, unknown>, path: Path, pc:
       case 'oidc':
         out.oidc = oidcToIR(value as OidcConfig, p, pc.report)
         break
+      case 'remoteRateLimit': {
+        const ir = remoteRateLimitToIR(value as RemoteRateLimitConfig, p, pc.report)
+        if (ir !== undefined) out.remoteRateLimit = ir
+        break
+      }
+      case 'extProc': {
+        const ir = extProcToIR(value as ExtProcConfig, p, pc.report)
+        if (ir !== undefined) out.extProc = ir
+        break
+      }
+      case 'localRateLimit':
+        out.localRateLimit = localRateLimitToIR(value as LocalRateLimitConfig, p, pc.report)
+        break
+      case 'transformation':
+        out.transformation = transformationToIR(value as TransformationConfig, p, pc.report)
+        break
+      case 'csrf':
+        out.csrf = csrfToIR(value as CsrfConfig, p, pc.report)
+        break
+      case 'requestRedirect':
+        out.requestRedirect = requestRedirectToIR(value as RequestRedirectConfig, p, pc.report)
+        break
+      case 'urlRewrite':
+        out.urlRewrite = urlRewriteToIR(value as UrlRewriteConfig, p, pc.report)
+        break
+      case 'cors':
+        out.cors = corsToIR(value as CorsConfig, p, pc.report)
+        break
       default:
         out[kind] = value
     }
   }
+  checkHttpPolicySet(out as PolicySetIR, path, pc.report)
   if (out.jwt !== undefined && out.mcpAuthentication !== undefined) {
     pc.report([...path, 'mcpAuthentication'], 'use either jwtAuth or mcpAuthentication on one route, not both')
   }

@@ -9,6 +9,8 @@
 
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { DURATION_PATTERN } from '../util/duration.ts'
+import { BackendHealthSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
+import { CorsSchema, CsrfSchema, LocalRateLimitSchema, RequestRedirectSchema, TransformationSchema, UrlRewriteSchema } from './http-policy-schema.ts'
 
 const strict = { additionalProperties: false } as const
 
@@ -168,7 +170,15 @@ const PolicyFields = {
   apiKey: Opt(ApiKeySchema),
   authorization: Opt(AuthorizationSchema),
   extAuthz: Opt(ExtAuthzSchema),
-  oidc: Opt(OidcSchema)
+  oidc: Opt(OidcSchema),
+  remoteRateLimit: Opt(RemoteRateLimitSchema),
+  extProc: Opt(ExtProcSchema),
+  localRateLimit: Opt(LocalRateLimitSchema),
+  transformation: Opt(TransformationSchema),
+  csrf: Opt(CsrfSchema),
+  requestRedirect: Opt(RequestRedirectSchema),
+  urlRewrite: Opt(UrlRewriteSchema),
+  cors: Opt(CorsSchema)
 }
 
 export const GatewayPoliciesSchema = Type.Object({
@@ -179,13 +189,22 @@ export const GatewayPoliciesSchema = Type.Object({
   apiKey: PolicyFields.apiKey,
   authorization: PolicyFields.authorization,
   extAuthz: PolicyFields.extAuthz,
-  oidc: PolicyFields.oidc
+  oidc: PolicyFields.oidc,
+  remoteRateLimit: PolicyFields.remoteRateLimit,
+  extProc: PolicyFields.extProc,
+  localRateLimit: PolicyFields.localRateLimit,
+  transformation: PolicyFields.transformation,
+  csrf: PolicyFields.csrf,
+  requestRedirect: PolicyFields.requestRedirect,
+  cors: PolicyFields.cors
 }, { ...strict, description: 'Policies applied to every request on this gateway, before route selection.' })
 
 export const RoutePoliciesSchema = Type.Object({
   ...PolicyFields,
   mcpAuthentication: Opt(McpAuthenticationSchema),
-  timeout: Opt(TimeoutSchema)
+  timeout: Opt(TimeoutSchema),
+  retry: Opt(RetrySchema),
+  requestMirror: Opt(RequestMirrorSchema)
 }, { ...strict, description: 'Policies of the route.' })
 
 export const BackendPoliciesSchema = Type.Object({
@@ -195,7 +214,17 @@ export const BackendPoliciesSchema = Type.Object({
   basicAuth: PolicyFields.basicAuth,
   apiKey: PolicyFields.apiKey,
   authorization: PolicyFields.authorization,
-  extAuthz: PolicyFields.extAuthz
+  extAuthz: PolicyFields.extAuthz,
+  remoteRateLimit: PolicyFields.remoteRateLimit,
+  extProc: PolicyFields.extProc,
+  localRateLimit: PolicyFields.localRateLimit,
+  transformation: PolicyFields.transformation,
+  csrf: PolicyFields.csrf,
+  requestRedirect: PolicyFields.requestRedirect,
+  urlRewrite: PolicyFields.urlRewrite,
+  cors: PolicyFields.cors,
+  backendTLS: Opt(BackendTlsSchema),
+  health: Opt(BackendHealthSchema)
 }, { ...strict, description: 'Policies applied when this backend is chosen.' })
 
 const ValueMatch = Type.Object({
@@ -252,10 +281,14 @@ export const RouteBackendSchema = Type.Object({
     minLength: 1,
     description: 'Plain HTTP backend as host:port, or a URL http://host:port / https://host:port.'
   })),
+  endpoints: Opt(Type.Array(Type.String({ minLength: 1 }), {
+    minItems: 1,
+    description: 'One backend with several endpoints (host:port, or URLs of one scheme), balanced round robin; passive health (policies.health) ejects failing ones.'
+  })),
   mcp: Opt(McpBackendSchema),
   weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight; default 1; 0 = never chosen.' })),
   policies: Opt(BackendPoliciesSchema)
-}, { ...strict, description: 'A backend of the route: exactly one kind (host or mcp).' })
+}, { ...strict, description: 'A backend of the route: exactly one kind (host, endpoints or mcp).' })
 
 export const RouteSchema = Type.Object({
   name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique); shown in traces, logs and metrics.' })),
@@ -292,6 +325,7 @@ export const StaticConfigSchema = Type.Object({
     sessionTtl: Opt(Duration)
   }, { ...strict, description: 'sessionTtl: idle MCP sessions are closed after this long (default 30m).' })),
   adminAddr: Opt(Address),
+  adminWrites: Opt(Type.Boolean({ description: 'Whether the admin web UI may change things: fire requests through the gateway, use MCP routes, set the log level (default false: read-only). Env ADMIN_WRITES.' })),
   statsAddr: Opt(Address),
   readinessAddr: Opt(Address),
   logging: Opt(LoggingSchema),

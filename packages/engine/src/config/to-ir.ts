@@ -12,6 +12,8 @@ import type { PolicySetIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
+import { checkPrefixModifiers } from './http-policy-to-ir.ts'
+import { backendSettingsToIR, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -179,15 +181,19 @@ function translateRoute (
 
   const refs: BackendRefIR[] = []
   ;(route.backends ?? []).forEach((b, i) => {
-    const backend = b.mcp !== undefined && b.host === undefined
+    const { backendTLS, health, ...backendPolicies } = b.policies ?? {}
+    let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
       : translateBackend(b, [...path, 'backends', i], fail)
     if (backend === undefined) return
+    if (backend.kind !== 'mcp') backend = backendSettingsToIR(backend, { backendTLS, health }, [...path, 'backends', i, 'policies'], options, report)
+    else if (backendTLS !== undefined || health !== undefined) report([...path, 'backends', i, 'policies'], 'backendTLS and health apply to host backends, not mcp')
     if (!backends.has(backend.key)) backends.set(backend.key, backend)
-    refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policiesToIR(b.policies ?? {}, [...path, 'backends', i, 'policies'], pc) })
+    refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policiesToIR(backendPolicies, [...path, 'backends', i, 'policies'], pc) })
+    checkPrefixModifiers(refs[refs.length - 1]!.policies, matches, [...path, 'backends', i, 'policies'], report)
   })
 
-  const { timeout, ...policies } = route.policies ?? {}
+  const { timeout, retry, requestMirror, ...policies } = route.policies ?? {}
   const ir: RouteIR = {
     key,
     name,
@@ -198,6 +204,15 @@ function translateRoute (
     order: index
   }
   if (route.namespace !== undefined) ir.namespace = route.namespace
+  checkPrefixModifiers(ir.policies, matches, [...path, 'policies'], report)
+  if (retry !== undefined) ir.retry = retryToIR(retry, [...path, 'policies', 'retry'], report)
+  if (requestMirror !== undefined) {
+    ir.mirrors = mirrorsToIR(requestMirror, [...path, 'policies', 'requestMirror'], (host, p) => {
+      const backend = translateBackend({ host }, p, fail)
+      if (backend !== undefined && !backends.has(backend.key)) backends.set(backend.key, backend)
+      return backend
+    })
+  }
   if (timeout !== undefined) {
     ir.timeouts = {}
     if (timeout.requestTimeout !== undefined) ir.timeouts.requestMs = parseDuration(timeout.requestTimeout)
@@ -300,11 +315,14 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
   }
 }
 
-function translateBackend (b: RouteBackendConfig, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
-  if (b.host === undefined || b.mcp !== undefined) {
-    fail(path, 'needs exactly one backend kind: host or mcp')
+function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp'>, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
+  const kinds = (['host', 'endpoints', 'mcp'] as const).filter(k => b[k] !== undefined)
+  if (kinds.length !== 1) {
+    fail(path, `needs exactly one backend kind: host, endpoints or mcp${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
     return undefined
   }
+  if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
+  if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {
     fail([...path, 'host'], parsed)
@@ -317,6 +335,36 @@ function translateBackend (b: RouteBackendConfig, path: Path, fail: (p: Path, me
     name: target,
     protocol: parsed.protocol,
     endpoints: [{ host: parsed.host, port: parsed.port }],
+    target
+  }
+}
+
+/** A static backend with several endpoints (`endpoints:`), all of one scheme. */
+function translateMultiEndpointBackend (hosts: string[], path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
+  const parsed: Array<{ protocol: 'http' | 'https', host: string, port: number }> = []
+  hosts.forEach((h, i) => {
+    const p = parseHostTarget(h)
+    if (typeof p === 'string') fail([...path, i], p)
+    else parsed.push(p)
+  })
+  if (parsed.length !== hosts.length) return undefined
+  const protocol = parsed[0]!.protocol
+  if (parsed.some(p => p.protocol !== protocol)) {
+    fail(path, 'all endpoints of a backend must use one scheme (http or https)')
+    return undefined
+  }
+  const labels = parsed.map(p => `${p.host.includes(':') ? `[${p.host}]` : p.host}:${p.port}`)
+  if (new Set(labels).size !== labels.length) {
+    fail(path, 'endpoints must be distinct')
+    return undefined
+  }
+  const target = labels.join(',')
+  return {
+    key: `${protocol}://${target}`,
+    kind: 'static',
+    name: target,
+    protocol,
+    endpoints: parsed.map(p => ({ host: p.host, port: p.port })),
     target
   }
 }

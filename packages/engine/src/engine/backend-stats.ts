@@ -6,6 +6,10 @@
  * Health is an exponentially weighted success ratio (1.00 = every recent call succeeded),
  * where a failure is a transport error, a timeout or a 5xx from the backend. Latency is an
  * exponentially weighted mean of the time to response headers.
+ *
+ * A backend with passive health (outlier ejection) also reports its endpoints, and its
+ * health is at most the share of endpoints not ejected (2 of 4 ejected: at most 0.50).
+ * Retried attempts and mirrored copies count as calls of the backend they went to.
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
@@ -17,6 +21,8 @@ export interface BackendStat {
   health: number
   /** ms to response headers (EWMA); null before the first response. */
   latencyMs: number | null
+  /** Passive health: endpoints not ejected, all endpoints, and the ejected ones. */
+  endpoints?: { healthy: number, total: number, ejected: string[] }
 }
 
 const HEALTH_ALPHA = 0.1
@@ -24,24 +30,31 @@ const LATENCY_ALPHA = 0.2
 
 export class BackendStats {
   private readonly stats = new Map<string, BackendStat>()
+  /** Passive health of a backend's endpoints (the upstream pools know it), or null. */
+  endpointHealth: ((backendKey: string) => { healthy: number, total: number, ejected: string[] } | null) | null = null
 
   record (ctx: RequestContext): void {
     const backend = ctx.backend
     if (backend === null || ctx.upstreamStart === 0) return
-    let s = this.stats.get(backend.key)
-    if (s === undefined) this.stats.set(backend.key, s = { requests: 0, failures: 0, health: 1, latencyMs: null })
-    s.requests++
     const failed = ctx.reason === 'UpstreamFailure' || ctx.reason === 'Timeout' || (ctx.reason === 'Upstream' && ctx.status >= 500)
+    this.recordCall(backend.key, failed, ctx.upstreamHeadersAt > 0 ? ctx.upstreamHeadersAt - ctx.upstreamStart : null)
+  }
+
+  /** One backend call that is not a request's last (a retried attempt, a mirrored copy). */
+  recordCall (backendKey: string, failed: boolean, latencyMs: number | null): void {
+    let s = this.stats.get(backendKey)
+    if (s === undefined) this.stats.set(backendKey, s = { requests: 0, failures: 0, health: 1, latencyMs: null })
+    s.requests++
     if (failed) s.failures++
     s.health += HEALTH_ALPHA * ((failed ? 0 : 1) - s.health)
-    if (ctx.upstreamHeadersAt > 0) {
-      const ms = ctx.upstreamHeadersAt - ctx.upstreamStart
-      s.latencyMs = s.latencyMs === null ? ms : s.latencyMs + LATENCY_ALPHA * (ms - s.latencyMs)
-    }
+    if (latencyMs !== null) s.latencyMs = s.latencyMs === null ? latencyMs : s.latencyMs + LATENCY_ALPHA * (latencyMs - s.latencyMs)
   }
 
   get (backendKey: string): BackendStat {
-    return this.stats.get(backendKey) ?? { requests: 0, failures: 0, health: 1, latencyMs: null }
+    const s = this.stats.get(backendKey) ?? { requests: 0, failures: 0, health: 1, latencyMs: null }
+    const endpoints = this.endpointHealth?.(backendKey) ?? null
+    if (endpoints === null || endpoints.total === 0) return s
+    return { ...s, health: Math.min(s.health, endpoints.healthy / endpoints.total), endpoints }
   }
 
   /** Drops stats of backends that left the config. */

@@ -6,6 +6,7 @@
 
 import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
 import type { CompiledPolicySet } from '../policy/types.ts'
+import type { RequestMirrorIR } from '../policy/traffic-types.ts'
 import { compilePolicySet } from '../policy/compile.ts'
 import type { PolicyServices } from '../policy/services.ts'
 import { RouteTable } from '../routing/route-table.ts'
@@ -25,6 +26,8 @@ export interface CompiledRoute {
   isMcp: boolean
   policies: CompiledPolicySet
   backends: WeightedPicker<CompiledBackendRef>
+  /** RequestMirror targets (empty without mirrors). */
+  mirrors: Array<{ ir: RequestMirrorIR, backend: BackendIR | undefined }>
 }
 
 export interface CompiledListener {
@@ -88,6 +91,7 @@ function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: 
     key: ir.key,
     isMcp: refs.length > 0 && refs.every(r => r.backend?.kind === 'mcp'),
     policies: compilePolicySet(ir.policies, services),
-    backends: new WeightedPicker(refs.map(r => ({ item: r, weight: r.ir.weight })))
+    backends: new WeightedPicker(refs.map(r => ({ item: r, weight: r.ir.weight }))),
+    mirrors: (ir.mirrors ?? []).map(m => ({ ir: m, backend: backends.get(m.backend) }))
   }
 }

@@ -55,6 +55,7 @@ export class Engine implements PipelineRuntime {
     this.hub = new TraceHub(options.tracing ?? true)
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
     this.pools = new UpstreamPools(options.pools)
+    this.backendStats.endpointHealth = key => this.pools.endpointHealth(key)
     // Cookie keys (oidc) derive from the same process session key as MCP session ids.
     this.policyServices = new PolicyServices(options.mcp?.sessionKey !== undefined ? { sessionKey: options.mcp.sessionKey } : {})
     this.mcp = new McpGateway(options.mcp)

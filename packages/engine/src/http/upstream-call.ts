@@ -14,6 +14,7 @@ import { responseEndToEnd } from './headers.ts'
 import { BodyTap, responseSnapshot } from '../trace/snapshot.ts'
 import { PorticoError } from '../util/errors.ts'
 import { completeUpgrade } from './upgrade.ts'
+import { interceptResponse } from './response-intercept.ts'
 
 /** Does the client's request carry a body? (RFC 9112 §6.3) */
 export function requestHasBody (headers: IncomingHttpHeaders): boolean {
@@ -22,13 +23,24 @@ export function requestHasBody (headers: IncomingHttpHeaders): boolean {
   return headers['transfer-encoding'] !== undefined
 }
 
-export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
+/**
+ * Wraps one backend call's dispatch handler (retries decide on the raw answer there);
+ * `release` stops the call's timers and client-abort hook when the wrapper drops the call.
+ */
+export type CallWrapper = (handler: Dispatcher.DispatchHandler, release: () => void) => Dispatcher.DispatchHandler
+
+export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: CallWrapper): void {
   const backend = ctx.backend!
   const { req, res } = ctx
   const tracer = ctx.tracer
   if (backend.endpoints.length === 0) {
     // A Service with no ready endpoints (scaled to zero, all pods failing readiness).
     respondLocal(rt, ctx, 503, 'no healthy backends', 'NoHealthyBackend', `backend ${backend.name} has no ready endpoints`)
+    return
+  }
+  if (!rt.pools.hasHealthyEndpoint(backend)) {
+    // Passive health ejected every endpoint.
+    respondLocal(rt, ctx, 503, 'no healthy backends', 'NoHealthyBackend', `every endpoint of backend ${backend.name} is ejected (passive health)`)
     return
   }
   let dispatcher: Dispatcher
@@ -130,8 +142,11 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
       // Server-sent events and other streams must reach the client as they are produced.
       if (isStreaming(ctx.responseHeaders['content-type'])) res.flushHeaders()
       if (ctx.tracer !== null) responseTap = new BodyTap(rt.traceBodyLimit)
+      // A response policy replaced the body (transformation): the backend's is discarded.
+      if (ctx.responseBody !== null) responseTap?.push(ctx.responseBody)
     },
     onResponseData (c, chunk) {
+      if (ctx.responseBody !== null) return
       responseTap?.push(chunk)
       if (!res.write(chunk) && !waitingForDrain) {
         waitingForDrain = true
@@ -144,6 +159,11 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
     },
     onResponseEnd (_c, trailers) {
       ctx.abortUpstream = null
+      if (ctx.responseBody !== null) {
+        if (responseTap !== null && !responseTap.empty) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: responseTap.toBase64(), truncated: responseTap.truncated })
+        res.end(ctx.responseBody)
+        return
+      }
       if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && res.chunkedEncoding) {
         res.addTrailers(trailers as Record<string, string>)
       }
@@ -169,6 +189,20 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
     }
   }
 
+  // Response interceptors (extProc) see the response first; a retry wrapper sees the raw answer.
+  let dispatched = interceptResponse(ctx, handler, {
+    stopTimers: () => { if (timer !== undefined) clearTimeout(timer) },
+    respondLocal: (status, payload, reason, error, headers) => {
+      if (Buffer.isBuffer(payload)) ctx.responseBody = payload
+      respondLocal(rt, ctx, status, Buffer.isBuffer(payload) ? '' : payload, reason, error, headers)
+    }
+  })
+  if (wrap !== undefined) {
+    dispatched = wrap(dispatched, () => {
+      if (timer !== undefined) clearTimeout(timer)
+      ctx.abortUpstream = null
+    })
+  }
   try {
     dispatcher.dispatch({
       path: ctx.pathAndQuery,
@@ -176,9 +210,9 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext): void {
       headers: ctx.headers as Record<string, string | string[]>,
       body: body as Dispatcher.DispatchOptions['body'],
       upgrade: ctx.upgrade !== null ? (firstValue(req.headers.upgrade) ?? 'websocket') : null
-    }, handler)
+    }, dispatched)
   } catch (err) {
-    handler.onResponseError!(call.controller as unknown as Dispatcher.DispatchController, err as Error)
+    dispatched.onResponseError!(call.controller as unknown as Dispatcher.DispatchController, err as Error)
   }
 }
 
@@ -233,6 +267,14 @@ export function classifyFailure (err: Error, timedOut: string | null): Failure {
     case 'ERR_STREAM_PREMATURE_CLOSE':
       return { status: 400, reason: 'DownstreamClosed', body: 'request body incomplete', detail }
     default:
+      if (TLS_FAILURE.test(code)) {
+        // Certificate verification, name mismatch or a refused handshake (backendTLS).
+        const message = err.message.replace(/; if the root CA is installed locally.*$/, '')
+        return { status: 503, reason: 'UpstreamFailure', body: `upstream TLS failed: ${message}`, detail: `${code}: ${message}` }
+      }
       return { status: 503, reason: 'UpstreamFailure', body: `upstream call failed: ${err.message}`, detail }
   }
 }
+
+/** Error codes of a failed TLS handshake with a backend (OpenSSL verification codes, Node's TLS errors). */
+const TLS_FAILURE = /^(ERR_SSL_|ERR_TLS_)|CERT|SELF_SIGNED|^UNABLE_TO_/

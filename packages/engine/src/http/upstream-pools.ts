@@ -7,6 +7,7 @@
 
 import { BalancedPool, Pool, type Dispatcher } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
+import { HealthBalancer } from './endpoint-balancer.ts'
 
 export interface UpstreamPoolOptions {
   /** Max connections per endpoint; null = unlimited. */
@@ -62,9 +63,23 @@ export class UpstreamPools {
       // limits with their timeouts.
       bodyTimeout: 0
     }
-    const dispatcher = origins.length === 1
-      ? new Pool(origins[0]!, poolOptions)
-      : new BalancedPool(origins, poolOptions)
+    if (backend.tls !== undefined) {
+      // backendTLS: trusted roots, SNI and the name verified, client certificate.
+      const t = backend.tls
+      const connect: Record<string, unknown> = {}
+      if (t.ca !== undefined) connect.ca = t.ca
+      if (t.cert !== undefined) connect.cert = t.cert
+      if (t.key !== undefined) connect.key = t.key
+      if (t.serverName !== undefined) connect.servername = t.serverName
+      if (t.insecure === true) connect.rejectUnauthorized = false
+      poolOptions.connect = connect as Pool.Options['connect']
+    }
+    // Passive health needs to choose the endpoint itself (HealthBalancer); otherwise undici balances.
+    const dispatcher = backend.health !== undefined && origins.length > 0
+      ? new HealthBalancer(origins, backend.health, poolOptions)
+      : origins.length === 1
+        ? new Pool(origins[0]!, poolOptions)
+        : new BalancedPool(origins, poolOptions)
     const entry = { dispatcher, origins }
     this.entries.set(backend.key, entry)
     return entry
@@ -80,6 +95,11 @@ export class UpstreamPools {
     for (const [key, entry] of this.entries) {
       const backend = live.get(key)
       const origins = backend === undefined ? [] : originsOf(backend)
+      if (backend !== undefined && entry.dispatcher instanceof HealthBalancer && backend.health !== undefined && origins.length > 0) {
+        entry.dispatcher.update(origins, backend.health)
+        entry.origins = origins
+        continue
+      }
       if (backend !== undefined && sameList(origins, entry.origins)) continue
       if (backend !== undefined && entry.dispatcher instanceof BalancedPool && origins.length > 1) {
         for (const o of entry.origins) if (!origins.includes(o)) entry.dispatcher.removeUpstream(o)
@@ -90,6 +110,20 @@ export class UpstreamPools {
       this.entries.delete(key)
       entry.dispatcher.close().catch(() => {})
     }
+  }
+
+  /** False when passive health has ejected every endpoint of the backend. */
+  hasHealthyEndpoint (backend: BackendIR): boolean {
+    if (backend.health === undefined) return true
+    const d = this.get(backend)
+    return !(d instanceof HealthBalancer) || d.healthy > 0
+  }
+
+  /** Passive health of a backend's endpoints, or null without it (or before its first call). */
+  endpointHealth (backendKey: string): { healthy: number, total: number, ejected: string[] } | null {
+    const d = this.entries.get(backendKey)?.dispatcher
+    if (!(d instanceof HealthBalancer)) return null
+    return { healthy: d.healthy, total: d.total, ejected: d.ejected() }
   }
 
   stats (): PoolStats[] {

@@ -11,6 +11,7 @@
  */
 
 import type { PolicySetIR } from '../policy/types.ts'
+import type { BackendHealthIR, BackendTlsIR, RequestMirrorIR, RetryIR } from '../policy/traffic-types.ts'
 
 export interface ProxyIR {
   /** Changes whenever the content changes; shown in /config_dump and traces. */
@@ -72,6 +73,10 @@ export interface RouteIR {
   backends: BackendRefIR[]
   /** Gateway API HTTPRouteTimeouts, in milliseconds; absent = no limit. */
   timeouts?: RouteTimeoutsIR
+  /** Gateway API HTTPRouteRetry; absent = no retries. */
+  retry?: RetryIR
+  /** Gateway API RequestMirror filters: copies of requests to other backends. */
+  mirrors?: RequestMirrorIR[]
   /**
    * Tie-breaker after the Gateway API precedence rules: lower wins. Standalone: position in
    * the file; cluster: creation timestamp then namespace/name.
@@ -135,6 +140,10 @@ export interface BackendIR {
   invalidReason?: string
   /** The MCP side of kind `mcp` backends (endpoints are then empty). */
   mcp?: McpBackendSpecIR
+  /** TLS settings (protocol is then `https`); absent = system roots, SNI from the host. */
+  tls?: BackendTlsIR
+  /** Passive health: endpoints failing in a row are ejected for a while. */
+  health?: BackendHealthIR
 }
 
 export interface McpBackendSpecIR {

@@ -6,7 +6,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
-import type { BackendIR } from '../ir/types.ts'
+import type { BackendIR, PathMatchIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledListener, CompiledRoute } from '../engine/compiled.ts'
 import type { HeaderMap } from '../policy/header-modifier.ts'
 import type { CompiledPolicySet, PolicyPhase } from '../policy/types.ts'
@@ -75,6 +75,11 @@ export class RequestContext {
   headers: HeaderMap
 
   route: CompiledRoute | null = null
+  /**
+   * The path match of the route match that selected the request (ReplacePrefixMatch of
+   * urlRewrite and requestRedirect replaces the prefix it matched); null before routing.
+   */
+  matchedPath: PathMatchIR | null = null
   backendRef: CompiledBackendRef | null = null
   backend: BackendIR | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
@@ -101,6 +106,11 @@ export class RequestContext {
    * backend call and the MCP layer send this instead of reading `req`, which is consumed.
    */
   requestBody: Buffer | null = null
+  /**
+   * A replacement for the response body, set by a response policy (transformation): the
+   * client gets these bytes (with a matching content-length) instead of the backend's body.
+   */
+  responseBody: Buffer | null = null
   /** On MCP routes: the MCP method, target and tool/prompt/resource of this request. */
   mcp: McpCallInfo | null = null
   /** Slot in the engine's in-flight registry (-1 when not registered). */

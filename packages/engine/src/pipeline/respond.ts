@@ -26,9 +26,10 @@ export function respondLocal (
   applyResponsePolicies(ctx, 'all')
   ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) }, { severity: status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
   if (res.headersSent || res.destroyed) return
-  const payload = Buffer.from(body)
+  // A response policy may have replaced the body (transformation).
+  const payload = ctx.responseBody ?? Buffer.from(body)
   ctx.responseHeaders['content-length'] = String(payload.length)
-  if (body.length > 0) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: payload.subarray(0, rt.traceBodyLimit).toString('base64'), truncated: payload.length > rt.traceBodyLimit })
+  if (payload.length > 0) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: payload.subarray(0, rt.traceBodyLimit).toString('base64'), truncated: payload.length > rt.traceBodyLimit })
   // Node refuses header values it cannot send; a policy bug must not crash the request.
   try {
     res.writeHead(status, ctx.responseHeaders as Record<string, string | string[]>)

@@ -19,6 +19,7 @@ import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callUpstream } from '../http/upstream-call.ts'
 import { respondLocal } from './respond.ts'
 import { serveProtectedResourceMetadata } from './well-known.ts'
+import { callWithResiliency, saveBeforeBackend, type RunBackendPhase } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
 
 /** What the pipeline needs from the engine that runs it. */
@@ -36,6 +37,8 @@ export interface PipelineRuntime {
   onRequestEnd: ((ctx: RequestContext) => void) | null
   /** Called when a request fails inside the proxy (a bug or an unexpected condition). */
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
+  /** Per-backend stats: calls that are not a request's last (retried attempts, mirror copies). */
+  backendStats?: { recordCall(backendKey: string, failed: boolean, latencyMs: number | null): void }
 }
 
 export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade']): void {
@@ -77,6 +80,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   // Route selection.
   const selection = listener.table.select(ctx.hostname, { method: ctx.method, path: ctx.path, query: ctx.query, headers: req.headers }, ctx.tracer !== null)
   ctx.route = selection.route
+  ctx.matchedPath = selection.matchedPath
   if (ctx.tracer !== null) {
     ctx.tracer.emit({ type: 'routeSelection', selectedRoute: ctx.routeKey, evaluatedRoutes: selection.evaluated }, { severity: ctx.route === null ? 'error' : 'info' })
     claimTrace(rt, ctx)
@@ -98,6 +102,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
     return respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends', why)
   }
   ctx.backend = ref.backend
+  if (route.ir.retry !== undefined) saveBeforeBackend(ctx)
   outcome = await runPhase(ctx, 'backend', ref.policies)
   if (ctx.backend.kind === 'mcp' && outcome === null) {
     // The MCP layer reads the JSON-RPC body first, so its snapshots can name the method.
@@ -108,8 +113,12 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
   if (ctx.res.destroyed) return // the client left while policies ran
+  if (route.ir.retry !== undefined || route.mirrors.length > 0) return await callWithResiliency(rt, ctx, backendPhase)
   callUpstream(rt, ctx)
 }
+
+/** The backend phase again, for a retry that picked another backend. */
+const backendPhase: RunBackendPhase = async ctx => await runPhase(ctx, 'backend', ctx.backendRef!.policies)
 
 /**
  * Runs one phase's request hooks in order. Returns the first outcome that ends the request,

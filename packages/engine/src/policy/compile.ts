@@ -14,6 +14,14 @@ import { apiKey } from './api-key.ts'
 import { extAuthz } from './ext-authz.ts'
 import { oidc } from './oidc.ts'
 import { PolicyServices } from './services.ts'
+import { remoteRateLimit } from './remote-rate-limit.ts'
+import { extProc } from './ext-proc.ts'
+import { localRateLimit } from './local-rate-limit.ts'
+import { transformation } from './transformation.ts'
+import { csrf } from './csrf.ts'
+import { requestRedirect } from './request-redirect.ts'
+import { urlRewrite } from './url-rewrite.ts'
+import { cors } from './cors.ts'
 
 type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
 
@@ -27,7 +35,15 @@ const COMPILERS: Compilers = {
   basicAuth,
   apiKey,
   extAuthz,
-  oidc
+  oidc,
+  remoteRateLimit,
+  extProc,
+  localRateLimit,
+  transformation,
+  csrf,
+  requestRedirect,
+  urlRewrite,
+  cors
 }
 
 /**
@@ -36,6 +52,11 @@ const COMPILERS: Compilers = {
  * listed for their future place.
  */
 const ORDER: readonly ImplementedPolicyKind[] = [
+  // CORS first: a preflight carries no credentials, and every answer (a 401, a 429) needs
+  // the CORS headers for the browser to read it. Then the cheap admission checks.
+  'cors',
+  'csrf',
+  'localRateLimit',
   'mcpAuthentication',
   'jwt',
   'oidc',
@@ -43,7 +64,14 @@ const ORDER: readonly ImplementedPolicyKind[] = [
   'apiKey',
   'extAuthz',
   'authorization',
+  // After identity and authorization: descriptors may use jwt claims, refused requests use no quota.
+  'remoteRateLimit',
+  'requestRedirect',
+  'urlRewrite',
   'requestHeaderModifier',
+  'transformation',
+  // The processor sees the request as it would go upstream.
+  'extProc',
   'directResponse',
   'responseHeaderModifier'
 ]

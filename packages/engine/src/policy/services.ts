@@ -24,6 +24,7 @@ export class PolicyServices {
   private readonly oidcClients = new Map<string, OidcClient>()
   private readonly masterKey: Buffer | null
   private readonly cookieKeys = new Map<string, Buffer>()
+  private readonly grpcClients = new Map<string, { close(): void }>()
 
   constructor (options: PolicyServicesOptions = {}) {
     this.masterKey = options.sessionKey !== undefined ? keyFromHex(options.sessionKey) : null
@@ -43,6 +44,17 @@ export class PolicyServices {
     let c = this.authzClients.get(key)
     if (c === undefined) this.authzClients.set(key, c = createAuthorizationClient(target, tls))
     return c
+  }
+
+  /**
+   * A gRPC client of one kind (rate limit, external processing, ...) for `target`
+   * (`host:port`), made by `create` the first time and shared by every route and reload.
+   */
+  grpcClient<T extends { close(): void }> (kind: string, target: string, tls: boolean, create: (target: string, tls: boolean) => T): T {
+    const key = `${kind}:${tls ? 'tls' : 'plain'}:${target}`
+    let c = this.grpcClients.get(key)
+    if (c === undefined) this.grpcClients.set(key, c = create(target, tls))
+    return c as T
   }
 
   /** A connection pool to an HTTP service (`http(s)://host:port`). */
@@ -76,6 +88,8 @@ export class PolicyServices {
   async close (): Promise<void> {
     for (const c of this.authzClients.values()) c.close()
     this.authzClients.clear()
+    for (const c of this.grpcClients.values()) c.close()
+    this.grpcClients.clear()
     await Promise.all([...this.httpPools.values()].map(p => p.close()))
     this.httpPools.clear()
   }

@@ -4,6 +4,9 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
+import type { ExtProcIR, RemoteRateLimitIR } from './traffic-types.ts'
+
+export type { ExtProcIR, RemoteRateLimitIR } from './traffic-types.ts'
 
 /**
  * Every policy kind a trace reports in `policySelection.effectivePolicy`, in the order the
@@ -148,6 +151,76 @@ export interface OidcIR {
   sessionTtlSeconds?: number
 }
 
+/**
+ * `localRateLimit`: token buckets kept in the proxy. A request takes one token from every
+ * bucket; when one is empty it is refused with 429. Each bucket starts full and gets
+ * `tokensPerFill` tokens (up to `maxTokens`) at every `fillIntervalMs` boundary.
+ */
+export interface LocalRateLimitBucketIR {
+  maxTokens: number
+  tokensPerFill: number
+  fillIntervalMs: number
+  /** What a token stands for: one request (LLM tokens are not available yet). */
+  type: 'requests'
+}
+
+export type LocalRateLimitIR = LocalRateLimitBucketIR[]
+
+/** One side of a `transformation`: CEL expressions (compiled at load) per header and for the body. */
+export interface TransformIR {
+  /** Lower-case header name → CEL expression whose value overwrites the header. */
+  set?: Record<string, string>
+  /** Lower-case header name → CEL expression whose value is appended to the header. */
+  add?: Record<string, string>
+  /** Lower-case header names removed. */
+  remove?: string[]
+  /** CEL expression whose value replaces the body. */
+  body?: string
+}
+
+export interface TransformationIR {
+  request?: TransformIR
+  response?: TransformIR
+}
+
+/** `csrf`: state-changing requests must come from the request's own origin or one of these (normalized `scheme://host[:port]`). */
+export interface CsrfIR {
+  additionalOrigins: string[]
+}
+
+/** Gateway API HTTPPathModifier: ReplaceFullPath (`full`) or ReplacePrefixMatch (`prefix`). */
+export type PathModifierIR = { full: string } | { prefix: string }
+
+/** Gateway API HTTPRequestRedirectFilter (status: 301, 302, 303, 307 or 308). */
+export interface RequestRedirectIR {
+  scheme?: 'http' | 'https'
+  hostname?: string
+  port?: number
+  path?: PathModifierIR
+  status: number
+}
+
+/** Gateway API HTTPURLRewriteFilter. */
+export interface UrlRewriteIR {
+  hostname?: string
+  path?: PathModifierIR
+}
+
+/** Gateway API HTTPCORSFilter. */
+export interface CorsIR {
+  /** Origins as `scheme://host[:port]`, `*`, or with a `*` wildcard in the host (`https://*.example.com`). */
+  allowOrigins: string[]
+  /** Methods (case-sensitive) or `*`. */
+  allowMethods: string[]
+  /** Lower-case header names or `*`. */
+  allowHeaders: string[]
+  /** Lower-case header names or `*`. */
+  exposeHeaders: string[]
+  /** Access-Control-Max-Age in seconds; absent: no header (browsers then use 5 s). */
+  maxAge?: number
+  allowCredentials: boolean
+}
+
 /** The policies implemented so far, by kind. Each kind's IR is JSON-safe. */
 export interface PolicyIRByKind {
   requestHeaderModifier: HeaderModifierIR
@@ -160,6 +233,14 @@ export interface PolicyIRByKind {
   apiKey: ApiKeyIR
   extAuthz: ExtAuthzIR
   oidc: OidcIR
+  remoteRateLimit: RemoteRateLimitIR
+  extProc: ExtProcIR
+  localRateLimit: LocalRateLimitIR
+  transformation: TransformationIR
+  csrf: CsrfIR
+  requestRedirect: RequestRedirectIR
+  urlRewrite: UrlRewriteIR
+  cors: CorsIR
 }
 
 export type ImplementedPolicyKind = keyof PolicyIRByKind

@@ -27,6 +27,8 @@ export interface MatchInput {
 
 export interface RouteSelection<R> {
   route: R | null
+  /** The path match of the (route, match) pair that selected the request (null with no route). */
+  matchedPath: RouteMatchIR['path'] | null
   /** Keys of routes whose matches were tried, in order (only when asked for: traces). */
   evaluated: string[]
 }
@@ -34,6 +36,7 @@ export interface RouteSelection<R> {
 interface Entry<R> {
   route: R
   key: string
+  path: RouteMatchIR['path']
   test: (input: MatchInput, query: QueryCache) => boolean
   rank: number[]
 }
@@ -77,24 +80,24 @@ export class RouteTable<R extends { ir: RouteIR }> {
   select (host: string, input: MatchInput, wantEvaluated: boolean): RouteSelection<R> {
     const evaluated: string[] = []
     const query = new QueryCache(input.query)
-    const scan = (entries: Entry<R>[] | undefined): R | null => {
+    const scan = (entries: Entry<R>[] | undefined): Entry<R> | null => {
       if (entries === undefined) return null
       for (const entry of entries) {
         if (wantEvaluated && evaluated[evaluated.length - 1] !== entry.key && !evaluated.includes(entry.key)) evaluated.push(entry.key)
-        if (entry.test(input, query)) return entry.route
+        if (entry.test(input, query)) return entry
       }
       return null
     }
-    let route = scan(this.exact.get(host))
-    if (route === null) {
+    let hit = scan(this.exact.get(host))
+    if (hit === null) {
       for (const group of this.wildcard) {
         if (!hostnameMatches(group.pattern, host)) continue
-        route = scan(group.entries)
-        if (route !== null) break
+        hit = scan(group.entries)
+        if (hit !== null) break
       }
     }
-    route ??= scan(this.any)
-    return { route, evaluated }
+    hit ??= scan(this.any)
+    return { route: hit?.route ?? null, matchedPath: hit?.path ?? null, evaluated }
   }
 }
 
@@ -127,6 +130,7 @@ function compileEntry<R extends { ir: RouteIR }> (route: R, m: RouteMatchIR, ind
   return {
     route,
     key: route.ir.key,
+    path: m.path,
     test,
     rank: [kindRank, -prefixLength, method === undefined ? 1 : 0, -headers.length, -query.length, route.ir.order, index]
   }

@@ -52,12 +52,16 @@ export function configDump (portico: Portico): Record<string, unknown> {
 }
 
 function formatStats (s: BackendStat): Record<string, unknown> {
-  return { requests: s.requests, failures: s.failures, health: Math.round(s.health * 100) / 100, latencyMs: s.latencyMs === null ? null : Math.round(s.latencyMs * 1000) / 1000 }
+  const out: Record<string, unknown> = { requests: s.requests, failures: s.failures, health: Math.round(s.health * 100) / 100, latencyMs: s.latencyMs === null ? null : Math.round(s.latencyMs * 1000) / 1000 }
+  // Passive health: endpoints not ejected, all of them, and the ejected ones.
+  if (s.endpoints !== undefined) out.endpoints = s.endpoints
+  return out
 }
 
 export function staticConfig (settings: Settings): Record<string, unknown> {
   return {
     adminAddr: settings.adminAddr === null ? 'off' : formatAddress(settings.adminAddr),
+    adminWrites: settings.adminWrites,
     statsAddr: settings.statsAddr === null ? 'off' : formatAddress(settings.statsAddr),
     readinessAddr: settings.readinessAddr === null ? 'off' : formatAddress(settings.readinessAddr),
     logging: { level: settings.logLevel, format: settings.logFormat },

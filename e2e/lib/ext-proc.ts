@@ -1,0 +1,105 @@
+/**
+ * A real Envoy external processing server for tests: @grpc/grpc-js serving
+ * `envoy.service.ext_proc.v3.ExternalProcessor/Process` (a bidirectional stream) from the
+ * repository's protos. Each stream's messages are recorded; the test's handler answers
+ * each with a ProcessingResponse, or `'hang'` (no answer), `'close'` (ends the stream
+ * cleanly) or `'error'` (ends it with INTERNAL).
+ */
+
+import * as grpc from '@grpc/grpc-js'
+import { envoyProtos } from '@portico/engine'
+
+export type HeaderMapMessage = { headers?: Array<{ key?: string, value?: string, raw_value?: Buffer }> }
+
+export interface ProcessingRequest {
+  request_headers?: { headers?: HeaderMapMessage, end_of_stream?: boolean }
+  response_headers?: { headers?: HeaderMapMessage, end_of_stream?: boolean }
+  request_body?: { body?: Buffer, end_of_stream?: boolean }
+  response_body?: { body?: Buffer, end_of_stream?: boolean }
+  protocol_config?: { request_body_mode?: number, response_body_mode?: number }
+  request?: string
+}
+
+export type ProcessingReply = Record<string, unknown> | 'hang' | 'close' | 'error'
+
+export interface ExtProcServer {
+  host: string
+  /** Every stream, with the messages it carried in order. */
+  streams: ProcessingRequest[][]
+  handler: (request: ProcessingRequest, stream: ProcessingRequest[]) => ProcessingReply | Promise<ProcessingReply>
+  close(): Promise<void>
+}
+
+// The same protos, loaded the same way, as the proxy's client.
+const packageDefinition = envoyProtos('envoy/service/ext_proc/v3/external_processor.proto')
+
+/** The headers of a HeaderMap as name → value (values from raw_value or value; repeated ones joined with ','). */
+export function headersOf (map: HeaderMapMessage | undefined): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const h of map?.headers ?? []) {
+    const v = h.raw_value !== undefined && h.raw_value.length > 0 ? Buffer.from(h.raw_value).toString('utf8') : (h.value ?? '')
+    const k = h.key ?? ''
+    out[k] = out[k] === undefined ? v : `${out[k]},${v}`
+  }
+  return out
+}
+
+/** A CONTINUE answer to `phase` with optional header and body mutations. */
+export function answer (phase: 'request_headers' | 'response_headers' | 'request_body' | 'response_body', common: Record<string, unknown> = {}): Record<string, unknown> {
+  return { [phase]: { response: common } }
+}
+
+/** The phase a ProcessingRequest is for. */
+export function phaseOf (r: ProcessingRequest): 'request_headers' | 'response_headers' | 'request_body' | 'response_body' {
+  return (r.request ?? Object.keys(r).find(k => k.endsWith('_headers') || k.endsWith('_body'))) as never
+}
+
+export async function startExtProcServer (handler: ExtProcServer['handler'] = r => answer(phaseOf(r))): Promise<ExtProcServer> {
+  const pkg = grpc.loadPackageDefinition(packageDefinition) as unknown as { envoy: { service: { ext_proc: { v3: { ExternalProcessor: grpc.ServiceClientConstructor } } } } }
+  const service = pkg.envoy.service.ext_proc.v3.ExternalProcessor.service
+  const server = new grpc.Server()
+  const state: ExtProcServer = {
+    host: '',
+    streams: [],
+    handler,
+    close: async () => { server.forceShutdown() }
+  }
+  server.addService(service, {
+    Process: (call: grpc.ServerDuplexStream<ProcessingRequest, unknown>) => {
+      const messages: ProcessingRequest[] = []
+      state.streams.push(messages)
+      let ended = false
+      call.on('data', (m: ProcessingRequest) => {
+        messages.push(m)
+        Promise.resolve(state.handler(m, messages)).then(reply => {
+          if (ended) return
+          if (reply === 'hang') return
+          if (reply === 'close') {
+            ended = true
+            call.end()
+            return
+          }
+          if (reply === 'error') {
+            ended = true
+            call.emit('error', Object.assign(new Error('processor broke'), { code: grpc.status.INTERNAL, details: 'processor broke' }))
+            return
+          }
+          call.write(reply)
+        }, () => {})
+      })
+      call.on('end', () => {
+        if (!ended) {
+          ended = true
+          call.end()
+        }
+      })
+      call.on('error', () => { ended = true })
+      call.on('cancelled', () => { ended = true })
+    }
+  })
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => err !== null ? reject(err) : resolve(p))
+  })
+  state.host = `127.0.0.1:${port}`
+  return state
+}

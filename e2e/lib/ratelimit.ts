@@ -1,0 +1,99 @@
+/**
+ * Envoy's real rate limit service (github.com/envoyproxy/ratelimit, built by
+ * scripts/test-tools) with its Redis, both started on random loopback ports for one test
+ * file: the service reads its domain and descriptors from a YAML file in a temp directory
+ * (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config). Stop them with close().
+ */
+
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { freePort, makeTempDir } from './portico.ts'
+import { sleep } from './backends.ts'
+
+export interface RateLimitService {
+  /** The gRPC address, `127.0.0.1:PORT`. */
+  host: string
+  /** Everything both processes printed (for failure messages). */
+  output(): string
+  close(): Promise<void>
+}
+
+function started (cmd: string, args: string[], env: Record<string, string>, log: string[]): ChildProcess {
+  const child = spawn(cmd, args, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  child.stdout!.setEncoding('utf8').on('data', (s: string) => log.push(s))
+  child.stderr!.setEncoding('utf8').on('data', (s: string) => log.push(s))
+  process.once('exit', () => child.kill('SIGKILL'))
+  return child
+}
+
+async function stop (child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  const exited = new Promise(resolve => child.once('close', resolve))
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), 3000)
+  await exited
+  clearTimeout(timer)
+}
+
+/**
+ * Starts Redis and the rate limit service with `configYaml` as its one config file. A port
+ * picked as free can be taken before the service binds it (tests run in parallel): retried.
+ */
+export async function startRateLimitService (tools: { ratelimit: string, redis: string }, configYaml: string): Promise<RateLimitService> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(tools, configYaml)
+    } catch (err) {
+      if (attempt >= 3) throw err
+    }
+  }
+}
+
+async function startOnce (tools: { ratelimit: string, redis: string }, configYaml: string): Promise<RateLimitService> {
+  const dir = makeTempDir('portico-ratelimit-')
+  mkdirSync(join(dir, 'runtime', 'ratelimit', 'config'), { recursive: true })
+  writeFileSync(join(dir, 'runtime', 'ratelimit', 'config', 'portico.yaml'), configYaml)
+  const log: string[] = []
+  const redisPort = await freePort()
+  const redis = started(tools.redis, ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {}, log)
+  const [grpcPort, httpPort, debugPort] = [await freePort(), await freePort(), await freePort()]
+  const service = started(tools.ratelimit, [], {
+    USE_STATSD: 'false',
+    LOG_LEVEL: 'warn',
+    REDIS_SOCKET_TYPE: 'tcp',
+    REDIS_URL: `127.0.0.1:${redisPort}`,
+    RUNTIME_ROOT: join(dir, 'runtime'),
+    RUNTIME_SUBDIRECTORY: 'ratelimit',
+    RUNTIME_WATCH_ROOT: 'false',
+    HOST: '127.0.0.1',
+    PORT: String(httpPort),
+    GRPC_HOST: '127.0.0.1',
+    GRPC_PORT: String(grpcPort),
+    DEBUG_HOST: '127.0.0.1',
+    DEBUG_PORT: String(debugPort),
+    // RateLimit-Limit / -Remaining / -Reset in response_headers_to_add.
+    LIMIT_RESPONSE_HEADERS_ENABLED: 'true'
+  }, log)
+  const close = async (): Promise<void> => {
+    await stop(service)
+    await stop(redis)
+    rmSync(dir, { recursive: true, force: true })
+  }
+  // Ready when its HTTP health check answers OK (it checks Redis too).
+  const deadline = Date.now() + 20_000
+  for (;;) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${httpPort}/healthcheck`)
+      if (res.ok && (await res.text()).trim() === 'OK') break
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline || service.exitCode !== null || redis.exitCode !== null) {
+      await close()
+      throw new Error(`the rate limit service did not become healthy:\n${log.join('')}`)
+    }
+    await sleep(100)
+  }
+  return { host: `127.0.0.1:${grpcPort}`, output: () => log.join(''), close }
+}

@@ -1,0 +1,181 @@
+/**
+ * backendTLS against real TLS backends (node:https) with certificates made by openssl at
+ * test time: a private CA, SNI and the verified name, mutual TLS with a client certificate,
+ * a wrong CA, a wrong name, a server that requires a client certificate we do not send,
+ * `insecure`, and config errors. /config_dump never shows the client key.
+ */
+
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import https from 'node:https'
+import type { TLSSocket } from 'node:tls'
+import { join } from 'node:path'
+import { request } from 'undici'
+import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
+
+let dir: string
+let plain: https.Server
+let mtls: https.Server
+let plainPort: number
+let mtlsPort: number
+let portico: PorticoProcess
+let admin: string
+const seen: Array<{ server: string, servername: string | false, clientCN: string | null }> = []
+
+function openssl (...args: string[]): void {
+  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
+}
+
+/** A CA, and a certificate for `cn` (with that DNS name) signed by it. */
+function makeCerts (): void {
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
+  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=portico-test-ca')
+  openssl('req', '-x509', ...ec, '-keyout', 'other-ca.key', '-out', 'other-ca.pem', '-days', '1', '-subj', '/CN=someone-else')
+  for (const [name, cn, san] of [['server', 'backend.test', 'subjectAltName=DNS:backend.test'], ['client', 'portico-client', 'extendedKeyUsage=clientAuth']] as const) {
+    openssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`)
+    writeFileSync(join(dir, `${name}.ext`), `${san}\n`)
+    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`)
+  }
+}
+
+async function listen (server: https.Server): Promise<number> {
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  return (server.address() as { port: number }).port
+}
+
+function handler (name: string): (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void {
+  return (req, res) => {
+    const socket = req.socket as TLSSocket
+    const peer = socket.getPeerCertificate()
+    const cn = peer?.subject?.CN
+    seen.push({ server: name, servername: socket.servername ?? false, clientCN: Array.isArray(cn) ? cn.join(',') : cn ?? null })
+    res.writeHead(200, { 'content-type': 'text/plain' }).end(`hello from ${name}`)
+  }
+}
+
+before(async () => {
+  dir = makeTempDir('portico-backend-tls-')
+  makeCerts()
+  const key = readFileSync(join(dir, 'server.key'))
+  const cert = readFileSync(join(dir, 'server.pem'))
+  plain = https.createServer({ key, cert }, handler('plain'))
+  mtls = https.createServer({ key, cert, ca: readFileSync(join(dir, 'ca.pem')), requestCert: true, rejectUnauthorized: true }, handler('mtls'))
+  plainPort = await listen(plain)
+  mtlsPort = await listen(mtls)
+  const adminPort = await freePort()
+  admin = `http://127.0.0.1:${adminPort}`
+  const route = (name: string, host: string, backendTLS?: Record<string, unknown>) => ({
+    name, matches: [{ path: { pathPrefix: `/${name}` } }], backends: [{ host, ...(backendTLS !== undefined ? { policies: { backendTLS } } : {}) }]
+  })
+  const trusted = { root: 'ca.pem', hostname: 'backend.test' }
+  const client = { ...trusted, cert: 'client.pem', key: 'client.key' }
+  portico = await startPortico({
+    dir,
+    env: { ADMIN_ADDR: `127.0.0.1:${adminPort}` },
+    config: port => ({
+      gateways: { default: { port, address: '127.0.0.1' } },
+      routes: [
+        route('tls', `https://127.0.0.1:${plainPort}`, trusted),
+        route('implied', `127.0.0.1:${plainPort}`, trusted),
+        route('system-roots', `https://127.0.0.1:${plainPort}`),
+        route('wrong-ca', `https://127.0.0.1:${plainPort}`, { root: 'other-ca.pem', hostname: 'backend.test' }),
+        route('wrong-name', `https://127.0.0.1:${plainPort}`, { root: 'ca.pem', hostname: 'other.test' }),
+        route('insecure', `https://127.0.0.1:${plainPort}`, { insecure: true }),
+        route('mtls', `https://127.0.0.1:${mtlsPort}`, client),
+        route('mtls-no-cert', `https://127.0.0.1:${mtlsPort}`, trusted)
+      ]
+    })
+  })
+})
+
+after(async () => {
+  await portico?.stop()
+  plain?.close()
+  mtls?.close()
+})
+
+async function send (path: string) {
+  const res = await request(`${portico.url}${path}`)
+  return { status: res.statusCode, text: await res.body.text() }
+}
+
+test('a private CA and a server name: verified, sent as SNI; https is implied by backendTLS', async () => {
+  const r = await send('/tls')
+  assert.equal(r.status, 200, r.text)
+  assert.equal(r.text, 'hello from plain')
+  assert.equal(seen.at(-1)!.servername, 'backend.test')
+  const implied = await send('/implied')
+  assert.equal(implied.status, 200, implied.text)
+})
+
+test('a wrong CA, the system roots or a wrong name: 503 with the TLS error', async () => {
+  for (const path of ['/wrong-ca', '/system-roots']) {
+    const r = await send(path)
+    assert.equal(r.status, 503)
+    assert.match(r.text, /^upstream TLS failed: .*(certificate|self-signed|issuer)/i, r.text)
+  }
+  const name = await send('/wrong-name')
+  assert.equal(name.status, 503)
+  assert.match(name.text, /^upstream TLS failed: .*other\.test/, name.text)
+})
+
+test('insecure skips verification', async () => {
+  assert.equal((await send('/insecure')).status, 200)
+})
+
+test('mutual TLS: the client certificate is presented; without it the server refuses', async () => {
+  const r = await send('/mtls')
+  assert.equal(r.status, 200, r.text)
+  assert.equal(seen.at(-1)!.server, 'mtls')
+  assert.equal(seen.at(-1)!.clientCN, 'portico-client')
+  const refused = await send('/mtls-no-cert')
+  assert.equal(refused.status, 503)
+  assert.match(refused.text, /^upstream (TLS|call) failed: /)
+})
+
+test('/config_dump shows the backend TLS settings, never the client key', async () => {
+  const res = await request(`${admin}/config_dump`)
+  const text = await res.body.text()
+  assert.ok(!text.includes('PRIVATE KEY'))
+  const dump = JSON.parse(text) as { backends: Array<{ name: string, protocol: string, tls?: Record<string, unknown> }> }
+  const b = dump.backends.find(x => x.tls?.cert !== undefined)!
+  assert.equal(b.protocol, 'https')
+  assert.equal(b.tls!.key, '<redacted>')
+  assert.equal(b.tls!.serverName, 'backend.test')
+})
+
+test('config errors: missing files, a certificate without its key, a file that is not PEM', async () => {
+  const bad = join(dir, 'bad.yaml')
+  writeFileSync(bad, [
+    'gateways: {default: {port: 3000}}',
+    'routes:',
+    '  - backends:',
+    '      - host: "https://127.0.0.1:1"',
+    '        policies: {backendTLS: {root: missing.pem}}',
+    '      - host: "https://127.0.0.1:2"',
+    '        policies: {backendTLS: {cert: client.pem}}',
+    '      - host: "https://127.0.0.1:3"',
+    '        policies: {backendTLS: {root: bad.yaml, sni: x}}'
+  ].join('\n'))
+  const r = await runPortico(['--validate', '-f', bad])
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, /routes\[0\]\.backends\[2\]\.policies\.backendTLS\.sni: unknown field "sni"/)
+  writeFileSync(bad, [
+    'gateways: {default: {port: 3000}}',
+    'routes:',
+    '  - backends:',
+    '      - host: "https://127.0.0.1:1"',
+    '        policies: {backendTLS: {root: missing.pem}}',
+    '      - host: "https://127.0.0.1:2"',
+    '        policies: {backendTLS: {cert: client.pem}}',
+    '      - host: "https://127.0.0.1:3"',
+    '        policies: {backendTLS: {root: bad.yaml}}'
+  ].join('\n'))
+  const r2 = await runPortico(['--validate', '-f', bad])
+  assert.equal(r2.code, 1)
+  assert.match(r2.stderr, /routes\[0\]\.backends\[0\]\.policies\.backendTLS\.root: cannot read .*missing\.pem: ENOENT/)
+  assert.match(r2.stderr, /routes\[0\]\.backends\[1\]\.policies\.backendTLS: a client certificate needs both cert and key/)
+  assert.match(r2.stderr, /routes\[0\]\.backends\[2\]\.policies\.backendTLS\.root: .*bad\.yaml is not a PEM file/)
+})

@@ -1,0 +1,175 @@
+/**
+ * Config → IR for remoteRateLimit, extProc, retry, requestMirror, backendTLS and health.
+ * CEL descriptor values are compiled here so a bad expression is a config error naming it;
+ * TLS files are read here (the IR carries PEM text, as for listeners).
+ */
+
+import { createHash } from 'node:crypto'
+import { resolve as resolvePath } from 'node:path'
+import type { Static } from '@sinclair/typebox'
+import type { BackendHealthSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
+import type { BackendIR } from '../ir/types.ts'
+import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, RequestMirrorIR, RetryIR } from '../policy/traffic-types.ts'
+import { parseDuration } from '../util/duration.ts'
+import { compileCel } from '../cel/expression.ts'
+import { parseHostTarget } from './to-ir.ts'
+
+type Path = Array<string | number>
+type Report = (path: Path, message: string) => void
+
+export type RemoteRateLimitConfig = Static<typeof RemoteRateLimitSchema>
+export type ExtProcConfig = Static<typeof ExtProcSchema>
+export type RetryConfig = Static<typeof RetrySchema>
+export type RequestMirrorConfig = Static<typeof RequestMirrorSchema>
+export type BackendTlsConfig = Static<typeof BackendTlsSchema>
+export type BackendHealthConfig = Static<typeof BackendHealthSchema>
+
+export const DEFAULT_REMOTE_RATE_LIMIT_TIMEOUT_MS = 1000
+export const DEFAULT_EXT_PROC_TIMEOUT_MS = 1000
+export const DEFAULT_EXT_PROC_MAX_BODY_BYTES = 1024 * 1024
+export const DEFAULT_RETRY_ATTEMPTS = 1
+export const DEFAULT_RETRY_CODES: readonly number[] = [500, 502, 503, 504]
+export const DEFAULT_RETRY_BACKOFF_MS = 25
+export const DEFAULT_HEALTH_FAILURES = 5
+export const DEFAULT_HEALTH_EJECTION_MS = 30_000
+
+/** `host:port` / `http(s)://host:port` → `http(s)://host:port`, or undefined after reporting. */
+function serviceUrl (text: string, path: Path, report: Report): string | undefined {
+  const target = parseHostTarget(text)
+  if (typeof target === 'string') {
+    report(path, target)
+    return undefined
+  }
+  return `${target.protocol}://${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`
+}
+
+function positiveDuration (text: string | undefined, fallback: number, path: Path, report: Report): number {
+  if (text === undefined) return fallback
+  const ms = parseDuration(text)
+  if (ms <= 0) report(path, 'must be more than 0')
+  return ms
+}
+
+export function remoteRateLimitToIR (c: RemoteRateLimitConfig, path: Path, report: Report): RemoteRateLimitIR | undefined {
+  const host = serviceUrl(c.host, [...path, 'host'], report)
+  c.descriptors.forEach((d, i) => d.entries.forEach((e, j) => {
+    try {
+      compileCel(e.value)
+    } catch (err) {
+      report([...path, 'descriptors', i, 'entries', j, 'value'], (err as Error).message)
+    }
+  }))
+  if (host === undefined) return undefined
+  return {
+    host,
+    domain: c.domain,
+    descriptors: c.descriptors.map(d => ({ entries: d.entries.map(e => ({ key: e.key, value: e.value })) })),
+    failureMode: c.failureMode ?? 'failClosed',
+    timeoutMs: positiveDuration(c.timeout, DEFAULT_REMOTE_RATE_LIMIT_TIMEOUT_MS, [...path, 'timeout'], report)
+  }
+}
+
+export function extProcToIR (c: ExtProcConfig, path: Path, report: Report): ExtProcIR | undefined {
+  const host = serviceUrl(c.host, [...path, 'host'], report)
+  if (host === undefined) return undefined
+  const m = c.processingMode ?? {}
+  return {
+    host,
+    failureMode: c.failureMode ?? 'failClosed',
+    messageTimeoutMs: positiveDuration(c.timeout, DEFAULT_EXT_PROC_TIMEOUT_MS, [...path, 'timeout'], report),
+    processingMode: {
+      requestHeaderMode: m.requestHeaderMode ?? 'send',
+      responseHeaderMode: m.responseHeaderMode ?? 'send',
+      requestBodyMode: m.requestBodyMode ?? 'none',
+      responseBodyMode: m.responseBodyMode ?? 'none'
+    },
+    maxBodyBytes: c.maxBodyBytes ?? DEFAULT_EXT_PROC_MAX_BODY_BYTES
+  }
+}
+
+export function retryToIR (c: RetryConfig, path: Path, report: Report): RetryIR {
+  const backoffMs = c.backoff === undefined ? DEFAULT_RETRY_BACKOFF_MS : parseDuration(c.backoff)
+  if (backoffMs > 60_000) report([...path, 'backoff'], 'must be at most 1m')
+  return {
+    attempts: c.attempts ?? DEFAULT_RETRY_ATTEMPTS,
+    codes: [...new Set(c.codes ?? DEFAULT_RETRY_CODES)].sort((a, b) => a - b),
+    backoffMs
+  }
+}
+
+/**
+ * The route's mirrors; each mirror backend is made (like a `host:` backend) and handed to
+ * `addBackend`, which puts it in the IR's backend list.
+ */
+export function mirrorsToIR (c: RequestMirrorConfig, path: Path, makeBackend: (host: string, path: Path) => BackendIR | undefined): RequestMirrorIR[] {
+  const list = Array.isArray(c) ? c : [c]
+  const out: RequestMirrorIR[] = []
+  list.forEach((m, i) => {
+    const p = Array.isArray(c) ? [...path, i] : path
+    const backend = makeBackend(m.backend.host, [...p, 'backend'])
+    if (backend !== undefined) out.push({ backend: backend.key, percentage: m.percentage ?? 100 })
+  })
+  return out
+}
+
+/**
+ * Applies `backendTLS` and `health` to a static backend: TLS files are read and the
+ * protocol becomes https. A backend with either gets a key of its own (`<key>#<hash>`), so
+ * routes that call one host with different settings get separate pools and stats.
+ */
+export function backendSettingsToIR (
+  backend: BackendIR,
+  c: { backendTLS?: BackendTlsConfig, health?: BackendHealthConfig },
+  path: Path,
+  options: { baseDir: string, readFile: (path: string) => string },
+  report: Report
+): BackendIR {
+  if (c.backendTLS === undefined && c.health === undefined) return backend
+  const out: BackendIR = { ...backend }
+  if (c.backendTLS !== undefined) {
+    const t = c.backendTLS
+    const tp = [...path, 'backendTLS']
+    const tls: BackendTlsIR = {}
+    const read = (file: string, field: string): string | undefined => {
+      const full = resolvePath(options.baseDir, file)
+      try {
+        const text = options.readFile(full)
+        if (!text.includes('-----BEGIN ')) {
+          report([...tp, field], `${full} is not a PEM file`)
+          return undefined
+        }
+        return text
+      } catch (err) {
+        report([...tp, field], `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+        return undefined
+      }
+    }
+    if (t.root !== undefined) {
+      const ca = read(t.root, 'root')
+      if (ca !== undefined) tls.ca = ca
+    }
+    if ((t.cert === undefined) !== (t.key === undefined)) report(tp, 'a client certificate needs both cert and key')
+    else if (t.cert !== undefined) {
+      const cert = read(t.cert, 'cert')
+      const key = read(t.key!, 'key')
+      if (cert !== undefined) tls.cert = cert
+      if (key !== undefined) tls.key = key
+    }
+    if (t.hostname !== undefined) tls.serverName = t.hostname
+    if (t.insecure === true) tls.insecure = true
+    if (t.insecure === true && t.root !== undefined) report([...tp, 'insecure'], 'insecure skips verification: root is then unused')
+    out.tls = tls
+    out.protocol = 'https'
+  }
+  if (c.health !== undefined) {
+    const health: BackendHealthIR = {
+      consecutiveFailures: c.health.consecutiveFailures ?? DEFAULT_HEALTH_FAILURES,
+      ejectionMs: positiveDuration(c.health.ejectionDuration, DEFAULT_HEALTH_EJECTION_MS, [...path, 'health', 'ejectionDuration'], report)
+    }
+    out.health = health
+  }
+  const hash = createHash('sha256').update(JSON.stringify({ tls: out.tls ?? null, health: out.health ?? null })).digest('hex').slice(0, 8)
+  const [, rest] = backend.key.split('://', 2)
+  out.key = `${out.protocol}://${rest ?? backend.key}#${hash}`
+  return out
+}

@@ -1,0 +1,131 @@
+/**
+ * Passive health for backends with several endpoints (outlier ejection, as Envoy's
+ * consecutive-5xx detection): one keep-alive pool per endpoint, round robin over the
+ * endpoints not ejected. Every finished call is an observation: a connection error, a
+ * timeout or a 5xx answer counts a failure, anything else resets the count; after
+ * `consecutiveFailures` in a row the endpoint is ejected for `ejectionMs`, then gets traffic
+ * again (and is ejected again if it keeps failing). With every endpoint ejected, the backend
+ * call answers 503 `no healthy backends` without dispatching.
+ */
+
+import { Dispatcher, Pool } from 'undici'
+import type { BackendHealthIR } from '../policy/traffic-types.ts'
+import { PorticoError } from '../util/errors.ts'
+
+interface Endpoint {
+  origin: string
+  pool: Pool
+  failures: number
+  ejectedUntil: number
+}
+
+/** Errors that say nothing about the endpoint: the client left, a retry or a policy dropped the answer. */
+const NOT_THE_ENDPOINT = new Set(['PORTICO_DOWNSTREAM_CLOSED', 'PORTICO_RETRY', 'PORTICO_RESPONSE_REPLACED'])
+
+export class HealthBalancer extends Dispatcher {
+  private endpoints: Endpoint[] = []
+  private next = 0
+  private health: BackendHealthIR
+  private readonly poolOptions: Pool.Options
+  private readonly now: () => number
+
+  constructor (origins: string[], health: BackendHealthIR, poolOptions: Pool.Options, now: () => number = Date.now) {
+    super()
+    this.health = health
+    this.poolOptions = poolOptions
+    this.now = now
+    this.update(origins, health)
+  }
+
+  /** New endpoints or settings (a reload): kept endpoints keep their pools and state. */
+  update (origins: string[], health: BackendHealthIR): void {
+    this.health = health
+    const old = new Map(this.endpoints.map(e => [e.origin, e]))
+    this.endpoints = origins.map(origin => old.get(origin) ?? { origin, pool: new Pool(origin, this.poolOptions), failures: 0, ejectedUntil: 0 })
+    for (const [origin, e] of old) if (!origins.includes(origin)) e.pool.close().catch(() => {})
+    this.next = 0
+  }
+
+  /** Endpoints currently ejected (their origins). */
+  ejected (): string[] {
+    const now = this.now()
+    return this.endpoints.filter(e => e.ejectedUntil > now).map(e => e.origin)
+  }
+
+  get total (): number {
+    return this.endpoints.length
+  }
+
+  get healthy (): number {
+    const now = this.now()
+    return this.endpoints.filter(e => e.ejectedUntil <= now).length
+  }
+
+  get stats (): { connected: number, free: number, pending: number, running: number } {
+    const out = { connected: 0, free: 0, pending: 0, running: 0 }
+    for (const e of this.endpoints) {
+      const s = e.pool.stats
+      out.connected += s.connected
+      out.free += s.free
+      out.pending += s.pending
+      out.running += s.running
+    }
+    return out
+  }
+
+  override dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const now = this.now()
+    const n = this.endpoints.length
+    for (let i = 0; i < n; i++) {
+      const index = (this.next + i) % n
+      const e = this.endpoints[index]!
+      if (e.ejectedUntil > now) continue
+      this.next = (index + 1) % n
+      return e.pool.dispatch(options, this.observe(e, handler))
+    }
+    handler.onResponseError?.(null as unknown as Dispatcher.DispatchController, new PorticoError('PORTICO_NO_HEALTHY_ENDPOINT', 'every endpoint is ejected (passive health)'))
+    return true
+  }
+
+  private observe (e: Endpoint, handler: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
+    let seen = false
+    const record = (failed: boolean): void => {
+      if (seen) return
+      seen = true
+      if (!failed) {
+        e.failures = 0
+        return
+      }
+      e.failures++
+      if (e.failures >= this.health.consecutiveFailures) {
+        e.failures = 0
+        e.ejectedUntil = this.now() + this.health.ejectionMs
+      }
+    }
+    return {
+      onRequestStart: (c, context) => handler.onRequestStart?.(c, context),
+      onRequestUpgrade: (c, status, headers, socket) => {
+        record(false)
+        handler.onRequestUpgrade?.(c, status, headers, socket)
+      },
+      onResponseStart: (c, status, headers, message) => {
+        record(status >= 500)
+        handler.onResponseStart?.(c, status, headers, message)
+      },
+      onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
+      onResponseEnd: (c, trailers) => handler.onResponseEnd?.(c, trailers),
+      onResponseError: (c, err) => {
+        if (!NOT_THE_ENDPOINT.has((err as PorticoError).code)) record(true)
+        handler.onResponseError?.(c, err)
+      }
+    }
+  }
+
+  override async close (): Promise<void> {
+    await Promise.allSettled(this.endpoints.map(e => e.pool.close()))
+  }
+
+  override async destroy (): Promise<void> {
+    await Promise.allSettled(this.endpoints.map(e => e.pool.destroy()))
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * `remoteRateLimit`: each request asks a rate limit service — Envoy's
+ * `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit`, so Envoy's own `ratelimit`
+ * service (Redis-backed) and servers written for Envoy's ratelimit filter work unchanged —
+ * whether it is over a limit. The descriptors sent are built per request from CEL
+ * expressions (compiled when the config loads); a descriptor any of whose values does not
+ * evaluate to a non-empty string, number or bool is left out, and with no descriptor left
+ * the service is not called (as Envoy skips a descriptor whose header is absent).
+ *
+ * OVER_LIMIT answers 429 `rate limit exceeded` (or the service's raw_body) with the
+ * service's response headers; OK lets the request through, adds its request headers
+ * upstream and its response headers to the response. A service that fails or is too slow
+ * answers 500 `rate limit failed` (failClosed, the default) or lets the request through
+ * (failOpen).
+ */
+
+import type { RequestContext } from '../pipeline/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RemoteRateLimitIR } from './traffic-types.ts'
+import type { PolicyServices } from './services.ts'
+import { compileCel, type CelProgram } from '../cel/expression.ts'
+import { celVars } from '../cel/vars.ts'
+import { applyHeaderMutations } from '../auth/ext-authz-check.ts'
+import { createRateLimitClient, shouldRateLimit } from '../traffic/rls-grpc.ts'
+import { CONTINUE } from './header-modifier.ts'
+
+type TraceResult = 'apply' | 'skip' | 'deny'
+
+function trace (ctx: RequestContext, type: TraceResult, details: string, extra: Record<string, unknown> = {}): void {
+  ctx.tracer?.emit({ type: 'policy', kind: 'remoteRateLimit', result: { type, details }, ...extra }, { severity: type === 'deny' ? 'warn' : 'info' })
+}
+
+export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices): CompiledPolicy {
+  const url = new URL(ir.host)
+  const target = url.host
+  const client = services.grpcClient('ratelimit', target, url.protocol === 'https:', createRateLimitClient)
+  const descriptors = ir.descriptors.map(d => d.entries.map(e => ({ key: e.key, value: compileCel(e.value) })))
+  /** Response headers the service asked for, per request, added on the way back. */
+  const responseHeaders = new WeakMap<RequestContext, Array<[string, string]>>()
+
+  return {
+    kind: 'remoteRateLimit',
+    async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
+      const vars = celVars(ctx)
+      const built: Array<Array<[string, string]>> = []
+      const skipped: string[] = []
+      for (const entries of descriptors) {
+        const values = descriptorValues(entries, vars)
+        if (typeof values === 'string') skipped.push(values)
+        else built.push(values)
+      }
+      if (built.length === 0) {
+        trace(ctx, 'skip', `no descriptor to send${skipped.length > 0 ? ` (${skipped.join('; ')})` : ''}`)
+        return CONTINUE
+      }
+      const started = performance.now()
+      const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built }, ir.timeoutMs)
+      const took = `${Math.round(performance.now() - started)}ms`
+      const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d)) }
+      switch (result.decision) {
+        case 'ok':
+          for (const [name, value] of result.requestHeaders) applyHeaderMutations(ctx.headers, [{ name, value, action: 'append' }])
+          if (result.responseHeaders.length > 0) responseHeaders.set(ctx, result.responseHeaders)
+          trace(ctx, 'apply', `under the limit at ${target} (${took})`, { request: sent })
+          return CONTINUE
+        case 'overLimit': {
+          trace(ctx, 'deny', `over the limit at ${target} (${took})`, { request: sent })
+          const headers: Record<string, string | string[]> = {}
+          for (const [name, value] of result.responseHeaders) applyHeaderMutations(headers, [{ name, value, action: 'append' }])
+          return { action: 'respond', status: 429, body: result.body?.toString('utf8') ?? 'rate limit exceeded', headers, reason: 'RateLimit' }
+        }
+        case 'error':
+          if (ir.failureMode === 'failOpen') {
+            trace(ctx, 'skip', `rate limit service failed, allowed by failureMode failOpen: ${result.reason}`, { request: sent })
+            return CONTINUE
+          }
+          trace(ctx, 'deny', `rate limit service failed: ${result.reason}`, { request: sent })
+          ctx.error = `rate limit service ${target} failed: ${result.reason}`
+          return { action: 'respond', status: 500, body: 'rate limit failed', reason: 'RateLimit' }
+      }
+    },
+    onResponse (ctx: RequestContext): void {
+      const headers = responseHeaders.get(ctx)
+      if (headers !== undefined) for (const [name, value] of headers) applyHeaderMutations(ctx.responseHeaders, [{ name, value, action: 'append' }])
+    }
+  }
+}
+
+/** The entries of one descriptor, or why it is left out. */
+function descriptorValues (entries: Array<{ key: string, value: CelProgram }>, vars: Record<string, unknown>): Array<[string, string]> | string {
+  const out: Array<[string, string]> = []
+  for (const { key, value } of entries) {
+    let v: unknown
+    try {
+      v = value.evaluate(vars)
+    } catch (err) {
+      v = err
+    }
+    if (v instanceof Error) return `${key}: ${v.message}`
+    const text = typeof v === 'string' ? v : typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean' ? String(v) : null
+    if (text === null) return `${key}: ${value.source} is ${v === null || v === undefined ? 'null' : `a ${typeof v}`}, not a string`
+    if (text === '') return `${key}: ${value.source} is empty`
+    out.push([key, text])
+  }
+  return out
+}

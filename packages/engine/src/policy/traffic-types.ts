@@ -1,0 +1,75 @@
+/**
+ * IR of the traffic policies that call out to services (remote rate limiting, external
+ * processing) and of the route and backend resiliency settings (retries, mirrors, backend
+ * TLS, passive health). Plain JSON-safe data, as every IR.
+ */
+
+/** `remoteRateLimit`: Envoy's rate limit service (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit). */
+export interface RemoteRateLimitIR {
+  /** The service: `http://host:port` (plaintext gRPC) or `https://host:port` (TLS). */
+  host: string
+  /** RateLimitRequest.domain. */
+  domain: string
+  /** Each descriptor's entries; values are CEL expressions, evaluated per request. */
+  descriptors: Array<{ entries: Array<{ key: string, value: string }> }>
+  /** `failClosed`: a service that fails or is too slow answers 500; `failOpen`: the request goes on. */
+  failureMode: 'failClosed' | 'failOpen'
+  timeoutMs: number
+}
+
+/** `extProc`: Envoy's external processing protocol (envoy.service.ext_proc.v3.ExternalProcessor/Process). */
+export interface ExtProcIR {
+  /** The service: `http://host:port` (plaintext gRPC) or `https://host:port` (TLS). */
+  host: string
+  /** `failClosed`: a failing, closed-with-error or too slow processor answers 500; `failOpen`: processing stops, the request goes on unchanged. */
+  failureMode: 'failClosed' | 'failOpen'
+  /** How long to wait for each answer of the processor. */
+  messageTimeoutMs: number
+  processingMode: {
+    requestHeaderMode: 'send' | 'skip'
+    responseHeaderMode: 'send' | 'skip'
+    requestBodyMode: 'none' | 'buffered'
+    responseBodyMode: 'none' | 'buffered'
+  }
+  /** Largest body buffered for the processor (request: 413 above; response: a failure). */
+  maxBodyBytes: number
+}
+
+/** Gateway API HTTPRouteRetry. */
+export interface RetryIR {
+  /** Retries after the first try (Gateway API `attempts`): 2 = at most 3 calls. */
+  attempts: number
+  /** Backend statuses that are retried; connection failures always are. */
+  codes: number[]
+  /** Wait before each retry. */
+  backoffMs: number
+}
+
+/** Gateway API RequestMirror: a copy of each request (or of `percentage` % of them) goes to another backend; its answer is ignored. */
+export interface RequestMirrorIR {
+  /** Key into ProxyIR.backends. */
+  backend: string
+  /** 0..100. */
+  percentage: number
+}
+
+/** TLS to a backend (BackendTLSPolicy-like): trusted roots, SNI/verified name, client certificate. */
+export interface BackendTlsIR {
+  /** PEM CA bundle; absent = the system's roots. */
+  ca?: string
+  /** Server name sent as SNI and checked against the certificate; absent = the backend host. */
+  serverName?: string
+  /** Client certificate and key (PEM) for mutual TLS. */
+  cert?: string
+  key?: string
+  /** Skip verification of the backend's certificate. */
+  insecure?: boolean
+}
+
+/** Passive health (outlier ejection) of a backend's endpoints. */
+export interface BackendHealthIR {
+  /** Consecutive failures (connection errors, timeouts, 5xx) that eject an endpoint. */
+  consecutiveFailures: number
+  /** How long an ejected endpoint is skipped. */
+  ejectionMs: number
+}

@@ -1,0 +1,40 @@
+/**
+ * Envoy's gRPC services that policies call (ext_authz, ext_proc, the rate limit service):
+ * their protos from the repository's `protos/` directory (Envoy's field numbers), loaded once
+ * per file with @grpc/proto-loader, and clients made the same way for all of them.
+ */
+
+import { fileURLToPath } from 'node:url'
+import * as grpc from '@grpc/grpc-js'
+import { loadSync, type PackageDefinition } from '@grpc/proto-loader'
+
+/** The repository's protos/ (PORTICO_PROTOS_DIR overrides it, as for the xDS protos). */
+export const PROTO_DIR = process.env.PORTICO_PROTOS_DIR ?? fileURLToPath(new URL('../../../../protos', import.meta.url))
+
+const definitions = new Map<string, PackageDefinition>()
+
+/** The package definition of one proto file under protos/ (snake_case fields, enums as numbers). */
+export function envoyProtos (file: string): PackageDefinition {
+  let definition = definitions.get(file)
+  if (definition === undefined) {
+    definition = loadSync(file, { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true })
+    definitions.set(file, definition)
+  }
+  return definition
+}
+
+/**
+ * A client of `service` (fully qualified, e.g. `envoy.service.auth.v3.Authorization`) defined
+ * in `file`, for `target` (`host:port`), plaintext or TLS with the system's roots. One client
+ * is one HTTP/2 channel; PolicyServices keeps one per target so reloads reuse it.
+ */
+export function envoyClient<T> (file: string, service: string, target: string, tls: boolean, userAgent: string): T {
+  let node: unknown = grpc.loadPackageDefinition(envoyProtos(file))
+  for (const part of service.split('.')) node = (node as Record<string, unknown>)[part]
+  const Ctor = node as grpc.ServiceClientConstructor
+  return new Ctor(target, tls ? grpc.credentials.createSsl() : grpc.credentials.createInsecure(), {
+    'grpc.primary_user_agent': userAgent,
+    // Reconnect soon after the service comes back (the default backoff grows to 2 minutes).
+    'grpc.max_reconnect_backoff_ms': 5000
+  }) as unknown as T
+}
