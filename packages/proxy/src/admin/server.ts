@@ -12,6 +12,8 @@ import { registerTraceRoutes } from './trace-stream.ts'
 import { memoryStats } from './memory.ts'
 import { tasksDump } from './tasks.ts'
 import { cpuProfile, HeapSampler } from './pprof.ts'
+import { findUiDir, registerUiStatic } from './ui-static.ts'
+import { registerUiApi } from './ui-api.ts'
 
 export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]> = [
   ['GET', '/config_dump', 'the loaded configuration (secrets redacted)'],
@@ -21,7 +23,9 @@ export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]
   ['GET', '/debug/pprof/profile', 'CPU profile (pprof), ?seconds=1..300 (default 10)'],
   ['GET', '/debug/pprof/heap', 'heap profile (pprof)'],
   ['GET', '/debug/tasks', 'listeners, connections, in-flight requests, pools, child processes'],
-  ['POST', '/quitquitquit', 'graceful shutdown']
+  ['POST', '/quitquitquit', 'graceful shutdown'],
+  ['GET', '/ui', 'web UI (a browser asking for / is redirected there; /?format=text for this list)'],
+  ['GET, POST', '/api/*', 'the web UI\'s JSON API (same-origin; changes need adminWrites)']
 ]
 
 export interface AdminServerOptions {
@@ -37,10 +41,16 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
   await heap.start()
   const app = Fastify({ logger: false, forceCloseConnections: true })
 
-  app.get('/', async (_req, reply) => {
+  const uiDir = findUiDir()
+  app.get('/', async (req, reply) => {
+    // Browsers (Accept: text/html) go to the web UI; curl, porticoctl and tests get the list.
+    const wantsText = (req.query as { format?: string }).format === 'text'
+    if (uiDir !== null && !wantsText && /\btext\/html\b/.test(req.headers.accept ?? '')) return reply.redirect('/ui/', 302)
     const lines = ADMIN_ENDPOINTS.map(([m, p, w]) => `${m.padEnd(10)} ${p.padEnd(22)} ${w}`)
-    return reply.type('text/plain').send(`portico admin\n\n${lines.join('\n')}\n`)
+    return reply.type('text/plain').send(`portico admin\n\n${lines.join('\n')}\n${uiDir === null ? '\n(the web UI is not built here)\n' : ''}`)
   })
+  registerUiStatic(app, uiDir)
+  const uiApi = registerUiApi(app, portico)
 
   app.get('/config_dump', async (_req, reply) => {
     const dump = configDump(portico)
@@ -98,6 +108,7 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
     port: typeof addr === 'object' && addr !== null ? addr.port : options.address.port,
     close: async () => {
       heap.stop()
+      await uiApi.close()
       await app.close()
     }
   }

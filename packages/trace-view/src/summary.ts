@@ -1,0 +1,104 @@
+/**
+ * The event list's `Type` and `Summary` columns: a readable name per event type, and one line
+ * per event (`GET /path`, `selected app (2 evaluated)`, `status=200`, ...). Shared by
+ * `porticoctl proxy trace` and the web UI's trace viewer, so both say the same thing.
+ */
+
+import type { TraceEvent } from './events.ts'
+
+const TYPE_LABELS: Record<string, string> = {
+  requestStarted: 'Request Start',
+  requestSnapshot: 'Snapshot',
+  responseSnapshot: 'Snapshot',
+  bodySnapshot: 'Snapshot',
+  routeSelection: 'Route',
+  policySelection: 'Policies',
+  backendCallStart: 'Backend Start',
+  backendCallResult: 'Backend Result',
+  requestFinished: 'Request Done'
+}
+
+export function typeLabel (type: string): string {
+  return TYPE_LABELS[type] ?? type
+}
+
+type State = Record<string, Record<string, unknown> | undefined>
+
+function requestOf (event: TraceEvent | undefined): Record<string, unknown> | undefined {
+  return (event?.message.requestState as State | undefined)?.request
+}
+
+function responseOf (event: TraceEvent | undefined): Record<string, unknown> | undefined {
+  return (event?.message.requestState as State | undefined)?.response
+}
+
+/** `1.23ms` from µs. */
+export function formatMicros (us: number): string {
+  return us >= 1_000_000 ? `${(us / 1_000_000).toFixed(2)}s` : `${(us / 1000).toFixed(2)}ms`
+}
+
+export function formatBytes (n: number): string {
+  return n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1024 / 1024).toFixed(1)} MiB`
+}
+
+/** The body of a bodySnapshot, decoded from base64 (no Buffer: this also runs in browsers). */
+export function bodyBytes (event: TraceEvent): Uint8Array {
+  const text = typeof event.message.body === 'string' ? event.message.body : ''
+  let binary: string
+  try {
+    binary = atob(text)
+  } catch {
+    return new Uint8Array(0)
+  }
+  const bytes = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i)
+  return bytes
+}
+
+/** The `Summary` cell of event `index` (some look at neighbours: a start shows the method and path). */
+export function summarize (events: TraceEvent[], index: number): string {
+  const event = events[index]
+  if (event === undefined) return ''
+  const m = event.message
+  switch (m.type) {
+    case 'requestStarted': {
+      const initial = events.find(e => e.message.type === 'requestSnapshot' && e.message.stage === 'initial request')
+      const req = requestOf(initial)
+      return req === undefined ? '' : `${String(req.method)} ${String(req.pathAndQuery ?? req.path)}${req.host !== undefined ? `  host=${String(req.host)}` : ''}`
+    }
+    case 'requestSnapshot': {
+      const req = requestOf(event)
+      return `request · ${String(m.stage)}${req === undefined ? '' : `  ${String(req.method)} ${String(req.pathAndQuery ?? req.path)}`}`
+    }
+    case 'responseSnapshot': {
+      const res = responseOf(event)
+      return `response · ${String(m.stage)}${res === undefined ? '' : `  status=${String(res.code)}`}`
+    }
+    case 'bodySnapshot':
+      return `body · ${String(m.stage)}  ${formatBytes(bodyBytes(event).length)}${m.truncated === true ? ' (truncated)' : ''}`
+    case 'routeSelection': {
+      const evaluated = Array.isArray(m.evaluatedRoutes) ? m.evaluatedRoutes.length : 0
+      return `${m.selectedRoute === null || m.selectedRoute === undefined ? 'no route matched' : `selected ${String(m.selectedRoute)}`} (${evaluated} evaluated)`
+    }
+    case 'policySelection': {
+      const set = (m.effectivePolicy ?? {}) as Record<string, unknown>
+      const active = Object.keys(set).filter(k => set[k] !== null && set[k] !== undefined)
+      return `${String(m.phase)}: ${active.length === 0 ? 'none' : active.join(', ')}`
+    }
+    case 'backendCallStart':
+      return `target=${String(m.target)}`
+    case 'backendCallResult': {
+      const took = event.eventStart === null ? '' : `  ${formatMicros(event.eventEnd - event.eventStart)}`
+      return `status=${m.status === null || m.status === undefined ? '-' : String(m.status)}${m.error !== null && m.error !== undefined ? ` error=${String(m.error)}` : ''}${took}`
+    }
+    case 'requestFinished': {
+      const final = [...events.slice(0, index)].reverse().find(e => e.message.type === 'responseSnapshot')
+      const res = responseOf(final)
+      return `${res === undefined ? 'no response' : `status=${String(res.code)}`}  ${formatMicros(event.eventEnd)}`
+    }
+    default: {
+      const rest = Object.entries(m).filter(([k]) => k !== 'type').map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+      return rest.join(' ')
+    }
+  }
+}

@@ -1,0 +1,55 @@
+/** Backends: kind, target, health, request and failure counts, latency — live from /config_dump (the data of `porticoctl proxy config backends`). */
+
+import { Fragment, useState } from 'react'
+import { getJson, type BackendInfo, type ConfigDump } from '../api.ts'
+import { Badge, ErrorBox, Json, usePoll } from '../common.tsx'
+import { healthTone } from './Routes.tsx'
+
+function targetOf (b: BackendInfo): string {
+  if (b.kind === 'mcp') return (b.mcp?.targets ?? []).map(t => `${t.name} (${String(t.kind)})`).join(', ')
+  if (b.kind === 'invalid') return b.invalidReason ?? 'invalid'
+  return b.target
+}
+
+export function BackendsView () {
+  const dump = usePoll(signal => getJson<ConfigDump>('/config_dump', signal), 2000)
+  const [open, setOpen] = useState<string | null>(null)
+  const d = dump.data
+  const usedBy = new Map<string, string[]>()
+  for (const r of d?.routes ?? []) for (const ref of r.backends) usedBy.set(ref.backend, [...(usedBy.get(ref.backend) ?? []), r.key])
+  return (
+    <div data-testid='view-backends'>
+      <div className='toolbar'>
+        <span className='muted'>{d === null ? 'Loading…' : `${d.backends.length} backends · refreshed every 2 s · health is a moving average of successes (1 = all good)`}</span>
+      </div>
+      <ErrorBox error={dump.error} title='GET /config_dump' />
+      {d !== null
+        ? (
+          <table className='table' data-testid='backends-table'>
+            <thead>
+              <tr><th>Name</th><th>Kind</th><th>Target</th><th>Health</th><th className='num'>Requests</th><th className='num'>Failures</th><th className='num'>Latency</th><th>Routes</th><th /></tr>
+            </thead>
+            <tbody>
+              {d.backends.map(b => (
+                <Fragment key={b.key}>
+                  <tr data-testid={`backend-${b.name}`}>
+                    <td className='strong'>{b.name}</td>
+                    <td>{b.kind}</td>
+                    <td><code>{targetOf(b)}</code></td>
+                    <td>{b.kind === 'invalid' ? <Badge tone='bad'>invalid</Badge> : <Badge tone={healthTone(b.stats.health)} testId='backend-health'>{b.stats.health.toFixed(2)}</Badge>}</td>
+                    <td className='num' data-testid='backend-requests'>{b.stats.requests}</td>
+                    <td className='num'>{b.stats.failures}</td>
+                    <td className='num' data-testid='backend-latency'>{b.stats.latencyMs === null ? '—' : `${b.stats.latencyMs.toFixed(2)} ms`}</td>
+                    <td>{(usedBy.get(b.key) ?? []).join(', ')}</td>
+                    <td><button type='button' className='link' onClick={() => setOpen(open === b.key ? null : b.key)}>{open === b.key ? 'hide' : 'details'}</button></td>
+                  </tr>
+                  {open === b.key ? <tr><td colSpan={9}><Json value={b} /></td></tr> : null}
+                </Fragment>
+              ))}
+            </tbody>
+          </table>
+          )
+        : null}
+    </div>
+  )
+}
