@@ -22,3 +22,13 @@ test('random weights converge to the ratio', () => {
   for (let k = 0; k < 20000; k++) if (picker.pick() === 'a') a++
   assert.ok(a > 3600 && a < 4400, `a picked ${a} times of 20000`)
 })
+
+test('pick(avoid): another item by the remaining weights; all avoided falls back to all', () => {
+  const picker = new WeightedPicker([{ item: 'a', weight: 1 }, { item: 'b', weight: 1 }, { item: 'c', weight: 2 }])
+  const counts: Record<string, number> = { a: 0, b: 0, c: 0 }
+  for (let i = 0; i < 3000; i++) counts[picker.pick(new Set(['a']))!]!++
+  assert.equal(counts.a, 0)
+  assert.ok(counts.c! > counts.b! * 1.5 && counts.c! < counts.b! * 2.5, JSON.stringify(counts))
+  assert.equal(new WeightedPicker([{ item: 'a', weight: 1 }, { item: 'b', weight: 1 }], () => 0.99).pick(new Set(['b'])), 'a')
+  assert.notEqual(picker.pick(new Set(['a', 'b', 'c'])), null)
+})

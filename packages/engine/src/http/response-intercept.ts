@@ -132,12 +132,7 @@ export function interceptResponse (ctx: RequestContext, handler: Dispatcher.Disp
     }
     bodyTakers = draft!.hasBody ? ordered.filter(i => i.wantsBody()) : []
     if (bodyTakers.length === 0) {
-      mode = 'passing'
-      deliverHeaders(controller!)
-      for (const chunk of queued) handler.onResponseData?.(controller!, chunk)
-      queued = []
-      if (ended !== null) handler.onResponseEnd?.(controller!, ended.trailers ?? {})
-      else controller!.resume()
+      passThrough()
       return
     }
     mode = 'buffering'
@@ -153,13 +148,18 @@ export function interceptResponse (ctx: RequestContext, handler: Dispatcher.Disp
     const r = over.onBodyTooLarge()
     if (finish(r)) return false
     // Let it through unprocessed.
+    passThrough()
+    return false
+  }
+
+  /** From here on the response streams through unchanged: headers, what was queued, the rest. */
+  const passThrough = (): void => {
     mode = 'passing'
     deliverHeaders(controller!)
     for (const chunk of queued) handler.onResponseData?.(controller!, chunk)
     queued = []
     if (ended !== null) handler.onResponseEnd?.(controller!, ended.trailers ?? {})
     else controller!.resume()
-    return false
   }
 
   const afterBody = async (): Promise<void> => {

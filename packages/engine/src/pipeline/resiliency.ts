@@ -8,8 +8,8 @@
  * - Retries (HTTPRouteRetry): a backend answer whose status is in `codes`, or a connection
  *   failure (refused, reset, closed, TLS), is dropped before the client sees anything and
  *   the request is tried again after `backoff`, up to `attempts` more times. Each retry
- *   picks a backend by weight again and runs that backend's policies again on the request
- *   as it was before the backend phase. Only replayable requests are retried: no body, or a
+ *   picks a backend by weight again (one not tried yet first) and runs that backend's
+ *   policies again on the request as it was before the backend phase. Only replayable requests are retried: no body, or a
  *   body that fits 1 MiB (read whole first). Timeouts are not retried.
  *
  * Each retry and mirror is a trace event (`retry`, `mirror`); dropped attempts and mirror
@@ -68,10 +68,14 @@ export async function callWithResiliency (rt: PipelineRuntime, ctx: RequestConte
     if (retry !== undefined && !replayable) ctx.tracer?.emit({ type: 'retry', enabled: false, reason: `request body larger than ${REPLAY_BODY_LIMIT} bytes: not retried` })
     return callUpstream(rt, ctx)
   }
-  attempt(rt, ctx, retry, 1, backendPhase)
+  attempt(rt, ctx, retry, 1, backendPhase, new Set())
 }
 
-function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: number, backendPhase: RunBackendPhase): void {
+/** A route's backend choice (what its weighted picker yields). */
+type BackendChoice = NonNullable<RequestContext['backendRef']>
+
+/** `tried`: the backend choices that failed so far; a retry picks among the others first. */
+function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: number, backendPhase: RunBackendPhase, tried: Set<BackendChoice>): void {
   callUpstream(rt, ctx, (inner, release) => {
     let dropped = false
     const started = performance.now()
@@ -79,11 +83,12 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: n
     const canRetry = () => n <= retry.attempts && !ctx.done && !ctx.res.destroyed
     const drop = (why: string, status: number | null, error: string | null): void => {
       dropped = true
+      if (ctx.backendRef !== undefined && ctx.backendRef !== null) tried.add(ctx.backendRef)
       release()
       rt.backendStats?.recordCall(backend.key, true, status === null ? null : performance.now() - started)
       ctx.tracer?.emit({ type: 'backendCallResult', status, error }, { severity: 'warn' })
       ctx.tracer?.emit({ type: 'retry', attempt: n + 1, attempts: retry.attempts + 1, backend: backend.target, reason: why, backoffMs: retry.backoffMs }, { severity: 'warn' })
-      setTimeout(() => { next(rt, ctx, retry, n + 1, backendPhase).catch(err => fail(rt, ctx, err)) }, retry.backoffMs)
+      setTimeout(() => { next(rt, ctx, retry, n + 1, backendPhase, tried).catch(err => fail(rt, ctx, err)) }, retry.backoffMs)
     }
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart: (c, context) => inner.onRequestStart?.(c, context),
@@ -119,11 +124,14 @@ function retriable (err: Error): boolean {
   return classifyFailure(err, null).reason === 'UpstreamFailure'
 }
 
-/** The next try: a backend by weight again, its policies on the request as before the backend phase, then the call. */
-async function next (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: number, backendPhase: RunBackendPhase): Promise<void> {
+/**
+ * The next try: a backend by weight again (one not tried yet, while any is left), its
+ * policies on the request as before the backend phase, then the call.
+ */
+async function next (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: number, backendPhase: RunBackendPhase, tried: Set<BackendChoice>): Promise<void> {
   if (ctx.done || ctx.res.destroyed) return
   const route = ctx.route!
-  const ref = route.backends.pick()
+  const ref = route.backends.pick(tried)
   if (ref === null || ref.backend === undefined || ref.backend.kind === 'invalid' || ref.backend.kind === 'mcp') {
     const why = ref?.backend?.invalidReason ?? `no usable backend for retry ${n}`
     respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends', why)
@@ -144,7 +152,7 @@ async function next (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n
     return
   }
   if (ctx.done || ctx.res.destroyed) return
-  attempt(rt, ctx, retry, n, backendPhase)
+  attempt(rt, ctx, retry, n, backendPhase, tried)
 }
 
 function fail (rt: PipelineRuntime, ctx: RequestContext, err: unknown): void {
