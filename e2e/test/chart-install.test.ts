@@ -311,6 +311,15 @@ test('the chart in a real API server, and the controller running with its settin
     const gc = await cluster.api<KubeObject>('GET', `${GW}/gatewayclasses/portico`)
     assert.deepEqual(gc.spec.parametersRef, { group: 'portico.dev', kind: 'PorticoParameters', name: 'proxy-defaults', namespace: 'portico-system' })
     assert.equal(conditionOf(gc, 'Accepted')?.status, 'True')
+    // The class's PorticoParameters (deploy/examples/porticoparameters.yaml) reach the proxy.
+    const proxy = await until('proxy Deployment default/web with the class parameters', 30_000, async () => {
+      const d = await get(cluster, '/apis/apps/v1/namespaces/default/deployments/web')
+      return d?.spec.replicas === 2 ? d : undefined
+    }, diagnostics)
+    const container = proxy.spec.template.spec.containers[0]
+    assert.equal((container.env as Array<{ name: string, value?: string }>).find(e => e.name === 'DRAIN_TIMEOUT')?.value, '20s')
+    assert.equal(container.imagePullPolicy, 'IfNotPresent')
+    assert.deepEqual(container.resources, { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } })
     // Once more, now that the controller has re-applied the class: no field-ownership conflict.
     await helmRun(['upgrade', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--reuse-values', '--set', 'controller.logLevel=info'])
     const all = before + c.output()

@@ -16,6 +16,7 @@ import { KubeError, KubeHttp, paths } from './kube/http.ts'
 import { StatusWriter } from './status/writer.ts'
 import { XdsServer, type ProxyIdentity, type XdsServerHooks } from './xds/server.ts'
 import { renderProxy, safeName } from './deployer/render.ts'
+import { proxySettings } from './deployer/parameters.ts'
 import { applyObjects } from './deployer/apply.ts'
 import type { ControllerSettings } from './settings.ts'
 import type { LeaderElector } from './leader.ts'
@@ -219,8 +220,7 @@ export class Controller {
         ...(obj.spec.infrastructure?.annotations !== undefined ? { annotations: obj.spec.infrastructure.annotations } : {})
       },
       ports: gw.ports,
-      image: this.settings.proxyImage,
-      imagePullPolicy: this.settings.proxyImagePullPolicy,
+      ...proxySettings(this.settings, gw.parameters),
       xdsAddress: this.settings.xdsAddress,
       ...(this.xdsCa !== undefined ? { xdsCa: this.xdsCa } : {}),
       tokenAudience: this.settings.tokenAudience,

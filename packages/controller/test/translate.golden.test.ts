@@ -10,16 +10,17 @@ import { translate, type ClusterState } from '../src/translate/translate.ts'
 const dir = new URL('./golden/', import.meta.url).pathname
 
 export function clusterState (text: string): ClusterState {
-  const state: ClusterState = { gatewayClasses: [], gateways: [], httpRoutes: [], referenceGrants: [], services: [], endpointSlices: [], secrets: [], namespaces: [] }
+  const state: ClusterState = { gatewayClasses: [], gateways: [], httpRoutes: [], referenceGrants: [], services: [], endpointSlices: [], secrets: [], namespaces: [], parameters: [] }
   const lists: Record<string, keyof ClusterState> = {
     GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
-    Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces'
+    Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
+    PorticoParameters: 'parameters'
   }
   for (const doc of parseAllDocuments(text)) {
     const obj = doc.toJS() as { kind: string }
     const list = lists[obj.kind]
     if (list === undefined) throw new Error(`unexpected kind ${obj.kind}`)
-    ;(state[list] as unknown[]).push(obj)
+    ;(state[list] as unknown[] | undefined)?.push(obj)
   }
   return state
 }

@@ -76,7 +76,11 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
     metadata: metadata('Service'),
     spec: { type: o.serviceType ?? 'LoadBalancer', selector, ports: servicePorts }
   })
-  const env: Array<Record<string, unknown>> = [
+  // Extra variables replace built-in ones of the same name: a list with a name twice is
+  // refused by server-side apply.
+  const extra = o.env ?? []
+  const replaced = new Set(extra.map(e => e.name))
+  const builtin: Array<Record<string, unknown>> = [
     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
     { name: 'GATEWAY', value: o.gateway.name },
@@ -84,9 +88,9 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
     { name: 'XDS_TOKEN_FILE', value: `${TOKEN_DIR}/xds-token` },
     ...(tls ? [{ name: 'XDS_ROOT_CA', value: `${CA_DIR}/ca.crt` }] : []),
     { name: 'LOG_FORMAT', value: 'json' },
-    ...(o.logLevel !== undefined ? [{ name: 'LOG_LEVEL', value: o.logLevel }] : []),
-    ...(o.env ?? [])
+    ...(o.logLevel !== undefined ? [{ name: 'LOG_LEVEL', value: o.logLevel }] : [])
   ]
+  const env = [...builtin.filter(e => !replaced.has(e.name)), ...extra]
   const volumes: Array<Record<string, unknown>> = [
     { name: 'xds-token', projected: { sources: [{ serviceAccountToken: { audience: o.tokenAudience, expirationSeconds: 43200, path: 'xds-token' } }] } }
   ]

@@ -102,6 +102,8 @@ export const paths = {
   endpointSlices: '/apis/discovery.k8s.io/v1/endpointslices',
   secrets: '/api/v1/secrets',
   namespaces: '/api/v1/namespaces',
+  porticoParametersGroupVersion: '/apis/portico.dev/v1alpha1',
+  porticoParameters: '/apis/portico.dev/v1alpha1/porticoparameters',
   gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,
   httpRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`,

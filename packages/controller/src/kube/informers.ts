@@ -26,8 +26,16 @@ const WATCHED: Record<Kind, string> = {
   services: paths.services,
   endpointSlices: paths.endpointSlices,
   secrets: paths.secrets,
-  namespaces: paths.namespaces
+  namespaces: paths.namespaces,
+  parameters: paths.porticoParameters
 }
+
+/**
+ * Kinds from Portico's own CRDs, which the chart installs but a cluster may lack: watched
+ * only when the API server serves them (checked at start; installing the CRD later needs a
+ * controller restart), else read as none.
+ */
+const OPTIONAL: Partial<Record<Kind, string>> = { parameters: paths.porticoParametersGroupVersion }
 
 export interface InformerLog {
   warn(fields: Record<string, unknown>, msg: string): void
@@ -39,9 +47,12 @@ export class Informers {
   private readonly synced = new Set<Kind>()
   /** For SPEC_ONLY kinds: `kind/namespace/name` → what a change must alter to matter. */
   private readonly specs = new Map<string, string>()
+  private readonly api: KubeHttp
+  private readonly log: InformerLog
 
   constructor (kc: KubeConfig, onChange: (kind: Kind) => void, log: InformerLog) {
-    const api = new KubeHttp(kc)
+    const api = this.api = new KubeHttp(kc)
+    this.log = log
     for (const [kind, path] of Object.entries(WATCHED) as Array<[Kind, string]>) {
       const informer = makeInformer(kc, path, async () => {
         const list = await api.get<{ items?: KubernetesObject[], metadata?: { resourceVersion?: string } }>(path)
@@ -81,6 +92,16 @@ export class Informers {
   }
 
   async start (): Promise<void> {
+    for (const [kind, groupVersion] of Object.entries(OPTIONAL) as Array<[Kind, string]>) {
+      const served = await this.api.get(groupVersion).then(() => true, (err: { code?: number }) => {
+        if (err.code === 404) return false
+        throw err
+      })
+      if (!served) {
+        this.informers.delete(kind)
+        this.log.warn({ kind, api: groupVersion }, 'API not served (CRD not installed): not watched; install the chart\'s CRDs and restart the controller to use it')
+      }
+    }
     await Promise.all([...this.informers.values()].map(i => i.start()))
   }
 
@@ -99,7 +120,8 @@ export class Informers {
       services: list('services'),
       endpointSlices: list('endpointSlices'),
       secrets: list('secrets'),
-      namespaces: list('namespaces')
+      namespaces: list('namespaces'),
+      parameters: list('parameters')
     }
   }
 

@@ -190,6 +190,21 @@ export interface Secret {
   data?: Record<string, string>
 }
 
+/** Proxy settings of a PorticoParameters object (the chart's CRD; unknown fields are kept). */
+export interface ProxyParameters {
+  replicas?: number
+  image?: { registry?: string, repository?: string, tag?: string, pullPolicy?: string }
+  service?: { type?: string }
+  env?: Array<Record<string, unknown>>
+  resources?: Record<string, unknown>
+  logLevel?: string
+}
+
+export interface PorticoParameters {
+  metadata: ObjectMeta
+  spec?: ProxyParameters
+}
+
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io'
 
 export function nsName (m: ObjectMeta): string {

@@ -17,8 +17,9 @@ import {
   GATEWAY_GROUP, matchesSelector, nsName,
   type BackendRef, type Condition, type EndpointSlice, type Gateway, type GatewayClass, type HTTPHeaderFilter, type HTTPRoute, type HTTPRouteFilter,
   type HTTPCORSFilter, type HTTPPathModifier, type HTTPRequestMirrorFilter, type HTTPRequestRedirectFilter, type HTTPURLRewriteFilter,
-  type HTTPRouteRule, type LabelSelector, type Listener, type Namespace, type ParentReference, type ReferenceGrant, type Secret, type Service
+  type HTTPRouteRule, type LabelSelector, type Listener, type Namespace, type ParentReference, type PorticoParameters, type ProxyParameters, type ReferenceGrant, type Secret, type Service
 } from './gateway-api.ts'
+import { ParametersIndex, type ParametersResolution } from './parameters.ts'
 import { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 
@@ -31,6 +32,8 @@ export interface ClusterState {
   endpointSlices: EndpointSlice[]
   secrets: Secret[]
   namespaces: Namespace[]
+  /** PorticoParameters objects (absent when the CRD is not installed). */
+  parameters?: PorticoParameters[]
 }
 
 export interface TranslateOptions {
@@ -59,6 +62,8 @@ export interface GatewayResult {
   ir: ProxyIR
   /** Ports of valid listeners, for the proxy Service. */
   ports: Array<{ name: string, port: number, protocol: string }>
+  /** Proxy settings from PorticoParameters (the Gateway's own, else its class's). */
+  parameters?: ProxyParameters
 }
 
 export interface RouteParentStatus {
@@ -101,6 +106,7 @@ interface GatewayState {
   listeners: ListenerState[]
   accepted: boolean
   backends: Map<string, BackendIR>
+  parameters: ParametersResolution
 }
 
 const ROUTE_KIND = { group: GATEWAY_GROUP, kind: 'HTTPRoute' }
@@ -126,17 +132,25 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     .filter(c => c.spec.controllerName === options.controllerName)
     .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))
   const ourClasses = new Set(classes.map(c => c.metadata.name))
-  const classResults: ClassResult[] = classes.map(c => ({
-    name: c.metadata.name,
-    generation: c.metadata.generation,
-    conditions: [condition('Accepted', true, 'Accepted', 'GatewayClass accepted by the portico controller', c.metadata.generation)]
-  }))
+  const parameters = new ParametersIndex(state.parameters ?? [])
+  const classParameters = new Map(classes.map(c => [c.metadata.name, parameters.forClass(c)]))
+  const classResults: ClassResult[] = classes.map(c => {
+    const params = classParameters.get(c.metadata.name)!
+    return {
+      name: c.metadata.name,
+      generation: c.metadata.generation,
+      conditions: ['error' in params
+        ? condition('Accepted', false, 'InvalidParameters', params.error, c.metadata.generation)
+        : condition('Accepted', true, 'Accepted', 'GatewayClass accepted by the portico controller', c.metadata.generation)]
+    }
+  })
 
   // Gateways and their listeners.
   const gateways = new Map<string, GatewayState>()
   for (const gw of [...state.gateways].sort(byName)) {
     if (!ourClasses.has(gw.spec.gatewayClassName) || !discovered(gw.metadata.namespace)) continue
-    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets))
+    const gwState = gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!))
+    gateways.set(nsName(gw.metadata), gwState)
   }
 
   // Routes: attach to listeners, build IR.
@@ -206,7 +220,7 @@ function byAge (a: HTTPRoute, b: HTTPRoute): number {
   return ta < tb ? -1 : ta > tb ? 1 : byName(a, b)
 }
 
-function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>): GatewayState {
+function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution): GatewayState {
   const gen = gw.metadata.generation
   const ns = gw.metadata.namespace ?? ''
   const listeners: ListenerState[] = gw.spec.listeners.map(listener => {
@@ -267,8 +281,8 @@ function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string
       l.ir = ir
     }
   }
-  const accepted = gw.spec.addresses === undefined || gw.spec.addresses.length === 0
-  return { gw, listeners, accepted: accepted && listeners.some(l => l.valid), backends: new Map() }
+  const accepted = (gw.spec.addresses === undefined || gw.spec.addresses.length === 0) && !('error' in parameters)
+  return { gw, listeners, accepted: accepted && listeners.some(l => l.valid), backends: new Map(), parameters }
 }
 
 /** The listener's certificate (PEM), or `Reason: message` when it cannot be used. */
@@ -563,7 +577,9 @@ function gatewayResult (g: GatewayState): GatewayResult {
   ir.version = contentVersion(ir)
   const invalid = g.listeners.filter(l => !l.valid).length
   const conditions: Condition[] = []
-  if (gw.spec.addresses !== undefined && gw.spec.addresses.length > 0) {
+  if ('error' in g.parameters) {
+    conditions.push(condition('Accepted', false, 'InvalidParameters', g.parameters.error, gen))
+  } else if (gw.spec.addresses !== undefined && gw.spec.addresses.length > 0) {
     conditions.push(condition('Accepted', false, 'UnsupportedAddress', 'spec.addresses is not supported: the address comes from the proxy Service', gen))
   } else if (invalid === 0) {
     conditions.push(condition('Accepted', true, 'Accepted', 'Gateway is accepted', gen))
@@ -578,6 +594,7 @@ function gatewayResult (g: GatewayState): GatewayResult {
     listeners: g.listeners.map(l => ({ name: l.listener.name, supportedKinds: l.kinds, attachedRoutes: l.attached.size, conditions: l.conditions })),
     accepted: g.accepted,
     ir,
-    ports: [...new Set(g.listeners.filter(l => l.valid).map(l => l.listener.port))].sort((a, b) => a - b).map(port => ({ name: `port-${port}`, port, protocol: 'TCP' }))
+    ports: [...new Set(g.listeners.filter(l => l.valid).map(l => l.listener.port))].sort((a, b) => a - b).map(port => ({ name: `port-${port}`, port, protocol: 'TCP' })),
+    ...('parameters' in g.parameters && g.parameters.parameters !== undefined ? { parameters: g.parameters.parameters } : {})
   }
 }

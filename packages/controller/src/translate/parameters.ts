@@ -1,0 +1,47 @@
+/**
+ * PorticoParameters (`portico.dev/v1alpha1`, the chart's CRD): proxy settings referenced by a
+ * GatewayClass (`spec.parametersRef`, for every Gateway of the class) or by a Gateway
+ * (`spec.infrastructure.parametersRef`, which wins). Resolution follows the Gateway API: a
+ * reference that is not a PorticoParameters, or names one that does not exist, makes the
+ * class (or the Gateway) `Accepted=False` with reason `InvalidParameters`.
+ */
+
+import type { GatewayClass, Gateway, PorticoParameters, ProxyParameters } from './gateway-api.ts'
+
+export const PARAMETERS_GROUP = 'portico.dev'
+export const PARAMETERS_KIND = 'PorticoParameters'
+
+/** The settings, or why they cannot be had. */
+export type ParametersResolution = { parameters: ProxyParameters | undefined } | { error: string }
+
+export class ParametersIndex {
+  private readonly byKey: Map<string, PorticoParameters>
+
+  constructor (objects: PorticoParameters[]) {
+    this.byKey = new Map(objects.map(p => [`${p.metadata.namespace ?? ''}/${p.metadata.name}`, p]))
+  }
+
+  /** A GatewayClass's parametersRef (cluster-scoped class: the reference names the namespace). */
+  forClass (cls: GatewayClass): ParametersResolution {
+    const ref = cls.spec.parametersRef
+    if (ref === undefined) return { parameters: undefined }
+    if (ref.namespace === undefined || ref.namespace === '') return { error: `parametersRef ${ref.kind} ${ref.name} needs a namespace` }
+    return this.lookup(ref.group, ref.kind, ref.namespace, ref.name)
+  }
+
+  /** A Gateway's own reference (same namespace), else its class's resolution. */
+  forGateway (gw: Gateway, classResolution: ParametersResolution): ParametersResolution {
+    const ref = gw.spec.infrastructure?.parametersRef
+    if (ref === undefined) {
+      return 'error' in classResolution ? { error: `the GatewayClass's parameters are invalid: ${classResolution.error}` } : classResolution
+    }
+    return this.lookup(ref.group, ref.kind, gw.metadata.namespace ?? '', ref.name)
+  }
+
+  private lookup (group: string, kind: string, namespace: string, name: string): ParametersResolution {
+    if (group !== PARAMETERS_GROUP || kind !== PARAMETERS_KIND) return { error: `parametersRef must be a ${PARAMETERS_GROUP} ${PARAMETERS_KIND}, not ${group === '' ? 'core' : group} ${kind}` }
+    const found = this.byKey.get(`${namespace}/${name}`)
+    if (found === undefined) return { error: `${PARAMETERS_KIND} ${namespace}/${name} not found` }
+    return { parameters: found.spec ?? {} }
+  }
+}
