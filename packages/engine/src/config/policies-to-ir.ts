@@ -25,76 +25,47 @@ export interface PolicyContext {
   report: Report
 }
 
+/**
+ * The policies that are not passed through as written: the IR key each one fills (jwtAuth
+ * becomes `jwt`) and its converter, which reports problems and returns undefined when the
+ * policy cannot be built.
+ */
+const CONVERTERS: Record<string, { key: string, toIR: (value: unknown, path: Path, pc: PolicyContext) => unknown }> = {
+  jwtAuth: { key: 'jwt', toIR: (v, p, pc) => jwtAuthToIR(v as JwtAuthConfig, p, pc) },
+  mcpAuthentication: { key: 'mcpAuthentication', toIR: (v, p, pc) => mcpAuthenticationToIR(v as McpAuthenticationConfig, p, pc) },
+  authorization: { key: 'authorization', toIR: (v, p, pc) => authorizationToIR(v as AuthorizationConfig, p, pc.report) },
+  basicAuth: { key: 'basicAuth', toIR: (v, p, pc) => basicAuthToIR(v as BasicAuthConfig, p, pc) },
+  apiKey: { key: 'apiKey', toIR: (v, p, pc) => apiKeyToIR(v as ApiKeyConfig, p, pc) },
+  extAuthz: { key: 'extAuthz', toIR: (v, p, pc) => extAuthzToIR(v as ExtAuthzConfig, p, pc.report) },
+  oidc: { key: 'oidc', toIR: (v, p, pc) => oidcToIR(v as OidcConfig, p, pc.report) },
+  remoteRateLimit: { key: 'remoteRateLimit', toIR: (v, p, pc) => remoteRateLimitToIR(v as RemoteRateLimitConfig, p, pc.report) },
+  extProc: { key: 'extProc', toIR: (v, p, pc) => extProcToIR(v as ExtProcConfig, p, pc.report) },
+  localRateLimit: { key: 'localRateLimit', toIR: (v, p, pc) => localRateLimitToIR(v as LocalRateLimitConfig, p, pc.report) },
+  transformation: { key: 'transformation', toIR: (v, p, pc) => transformationToIR(v as TransformationConfig, p, pc.report) },
+  csrf: { key: 'csrf', toIR: (v, p, pc) => csrfToIR(v as CsrfConfig, p, pc.report) },
+  requestRedirect: { key: 'requestRedirect', toIR: (v, p, pc) => requestRedirectToIR(v as RequestRedirectConfig, p, pc.report) },
+  urlRewrite: { key: 'urlRewrite', toIR: (v, p, pc) => urlRewriteToIR(v as UrlRewriteConfig, p, pc.report) },
+  cors: { key: 'cors', toIR: (v, p, pc) => corsToIR(v as CorsConfig, p, pc.report) }
+}
+
+function mcpAuthenticationToIR (c: McpAuthenticationConfig, path: Path, pc: PolicyContext): PolicySetIR['mcpAuthentication'] | undefined {
+  const provider = providerToIR(c, path, pc)
+  if (provider === undefined) return undefined
+  return { mode: c.mode ?? 'strict', provider, scopesSupported: c.scopesSupported ?? [], resourceMetadata: c.resourceMetadata ?? {} }
+}
+
 /** Translates one `policies:` object (any attachment level). */
 export function policiesToIR (policies: Record<string, unknown>, path: Path, pc: PolicyContext): PolicySetIR {
   const out: Record<string, unknown> = {}
   for (const [kind, value] of Object.entries(policies)) {
     if (value === undefined) continue
-    const p = [...path, kind]
-    switch (kind) {
-      case 'jwtAuth': {
-        const ir = jwtAuthToIR(value as JwtAuthConfig, p, pc)
-        if (ir !== undefined) out.jwt = ir
-        break
-      }
-      case 'mcpAuthentication': {
-        const c = value as McpAuthenticationConfig
-        const provider = providerToIR(c, p, pc)
-        if (provider !== undefined) {
-          out.mcpAuthentication = { mode: c.mode ?? 'strict', provider, scopesSupported: c.scopesSupported ?? [], resourceMetadata: c.resourceMetadata ?? {} }
-        }
-        break
-      }
-      case 'authorization':
-        out.authorization = authorizationToIR(value as AuthorizationConfig, p, pc.report)
-        break
-      case 'basicAuth': {
-        const ir = basicAuthToIR(value as BasicAuthConfig, p, pc)
-        if (ir !== undefined) out.basicAuth = ir
-        break
-      }
-      case 'apiKey':
-        out.apiKey = apiKeyToIR(value as ApiKeyConfig, p, pc)
-        break
-      case 'extAuthz': {
-        const ir = extAuthzToIR(value as ExtAuthzConfig, p, pc.report)
-        if (ir !== undefined) out.extAuthz = ir
-        break
-      }
-      case 'oidc':
-        out.oidc = oidcToIR(value as OidcConfig, p, pc.report)
-        break
-      case 'remoteRateLimit': {
-        const ir = remoteRateLimitToIR(value as RemoteRateLimitConfig, p, pc.report)
-        if (ir !== undefined) out.remoteRateLimit = ir
-        break
-      }
-      case 'extProc': {
-        const ir = extProcToIR(value as ExtProcConfig, p, pc.report)
-        if (ir !== undefined) out.extProc = ir
-        break
-      }
-      case 'localRateLimit':
-        out.localRateLimit = localRateLimitToIR(value as LocalRateLimitConfig, p, pc.report)
-        break
-      case 'transformation':
-        out.transformation = transformationToIR(value as TransformationConfig, p, pc.report)
-        break
-      case 'csrf':
-        out.csrf = csrfToIR(value as CsrfConfig, p, pc.report)
-        break
-      case 'requestRedirect':
-        out.requestRedirect = requestRedirectToIR(value as RequestRedirectConfig, p, pc.report)
-        break
-      case 'urlRewrite':
-        out.urlRewrite = urlRewriteToIR(value as UrlRewriteConfig, p, pc.report)
-        break
-      case 'cors':
-        out.cors = corsToIR(value as CorsConfig, p, pc.report)
-        break
-      default:
-        out[kind] = value
+    const converter = CONVERTERS[kind]
+    if (converter === undefined) {
+      out[kind] = value
+      continue
     }
+    const ir = converter.toIR(value, [...path, kind], pc)
+    if (ir !== undefined) out[converter.key] = ir
   }
   checkHttpPolicySet(out as PolicySetIR, path, pc.report)
   if (out.jwt !== undefined && out.mcpAuthentication !== undefined) {

@@ -300,12 +300,7 @@ export class TargetConnection {
   }
 
   async close (): Promise<void> {
-    if (this.state === 'closed') return
-    this.setState('closed')
-    clearTimeout(this.restartTimer)
-    const transport = this.transport
-    this.transport = null
-    this.failPending(`target "${this.name}" closed`)
+    const transport = this.shutDown()
     if (transport === null) return
     if (transport instanceof StreamableHttpClientTransport && transport.sessionId !== undefined) {
       await transport.terminateSession().catch(() => {})
@@ -318,12 +313,17 @@ export class TargetConnection {
    * upstream sessions stay usable from another replica). Stdio processes still end.
    */
   async detach (): Promise<void> {
-    if (this.state === 'closed') return
+    await this.shutDown()?.close().catch(() => {})
+  }
+
+  /** Marks the target closed, fails what waits on it, and hands over its transport (null if none, or already closed). */
+  private shutDown (): Transport | null {
+    if (this.state === 'closed') return null
     this.setState('closed')
     clearTimeout(this.restartTimer)
     const transport = this.transport
     this.transport = null
     this.failPending(`target "${this.name}" closed`)
-    await transport?.close().catch(() => {})
+    return transport
   }
 }
