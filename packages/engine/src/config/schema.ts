@@ -181,23 +181,12 @@ const PolicyFields = {
   cors: Opt(CorsSchema)
 }
 
-export const GatewayPoliciesSchema = Type.Object({
-  requestHeaderModifier: PolicyFields.requestHeaderModifier,
-  responseHeaderModifier: PolicyFields.responseHeaderModifier,
-  jwtAuth: PolicyFields.jwtAuth,
-  basicAuth: PolicyFields.basicAuth,
-  apiKey: PolicyFields.apiKey,
-  authorization: PolicyFields.authorization,
-  extAuthz: PolicyFields.extAuthz,
-  oidc: PolicyFields.oidc,
-  remoteRateLimit: PolicyFields.remoteRateLimit,
-  extProc: PolicyFields.extProc,
-  localRateLimit: PolicyFields.localRateLimit,
-  transformation: PolicyFields.transformation,
-  csrf: PolicyFields.csrf,
-  requestRedirect: PolicyFields.requestRedirect,
-  cors: PolicyFields.cors
-}, { ...strict, description: 'Policies applied to every request on this gateway, before route selection.' })
+/** PolicyFields without the named ones, in the same order (the generated schema reads the same). */
+function policyFieldsWithout<K extends keyof typeof PolicyFields> (...names: K[]): Omit<typeof PolicyFields, K> {
+  return Object.fromEntries(Object.entries(PolicyFields).filter(([k]) => !(names as string[]).includes(k))) as Omit<typeof PolicyFields, K>
+}
+
+export const GatewayPoliciesSchema = Type.Object(policyFieldsWithout('directResponse', 'urlRewrite'), { ...strict, description: 'Policies applied to every request on this gateway, before route selection.' })
 
 export const RoutePoliciesSchema = Type.Object({
   ...PolicyFields,
@@ -208,21 +197,7 @@ export const RoutePoliciesSchema = Type.Object({
 }, { ...strict, description: 'Policies of the route.' })
 
 export const BackendPoliciesSchema = Type.Object({
-  requestHeaderModifier: PolicyFields.requestHeaderModifier,
-  responseHeaderModifier: PolicyFields.responseHeaderModifier,
-  jwtAuth: PolicyFields.jwtAuth,
-  basicAuth: PolicyFields.basicAuth,
-  apiKey: PolicyFields.apiKey,
-  authorization: PolicyFields.authorization,
-  extAuthz: PolicyFields.extAuthz,
-  remoteRateLimit: PolicyFields.remoteRateLimit,
-  extProc: PolicyFields.extProc,
-  localRateLimit: PolicyFields.localRateLimit,
-  transformation: PolicyFields.transformation,
-  csrf: PolicyFields.csrf,
-  requestRedirect: PolicyFields.requestRedirect,
-  urlRewrite: PolicyFields.urlRewrite,
-  cors: PolicyFields.cors,
+  ...policyFieldsWithout('directResponse', 'oidc'),
   backendTLS: Opt(BackendTlsSchema),
   health: Opt(BackendHealthSchema)
 }, { ...strict, description: 'Policies applied when this backend is chosen.' })
