@@ -19,7 +19,7 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { Agent, request } from 'undici'
 import { startCluster, type Cluster } from '../e2e/cluster/harness.ts'
-import { backendService, startController, startGatewayProxy, type ControllerProcess } from '../e2e/cluster/portico-processes.ts'
+import { backendService, gatewayYaml, startController, startGatewayProxy, type ControllerProcess } from '../e2e/cluster/portico-processes.ts'
 import { waitUntil } from '../e2e/lib/client.ts'
 import { freePort } from '../e2e/lib/portico.ts'
 import { createTestHost, startEcho } from '../e2e/lib/test-host.ts'
@@ -115,13 +115,7 @@ async function main (): Promise<void> {
     const controller: ControllerProcess = await startController(cluster, { env: { LOG_LEVEL: 'warn' } })
     cleanup.push(() => controller.stop())
     const gwPort = await freePort()
-    await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: ${NS} }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${gwPort}, protocol: HTTP }]
-`)
+    await cluster.apply(gatewayYaml(NS, 'web', gwPort))
     await createRoutes(cluster, 0, 1)
     const proxy = await startGatewayProxy(cluster, dir, NS, 'web')
     cleanup.push(() => proxy.stop())

@@ -127,6 +127,17 @@ endpoints: [{ addresses: ["${address}"], conditions: { ready: true } }]
 `
 }
 
+/** YAML for a Gateway of class `portico` with one HTTP listener `http` on `port`. */
+export function gatewayYaml (ns: string, name: string, port: number): string {
+  return `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: ${name}, namespace: ${ns} }
+spec:
+  gatewayClassName: portico
+  listeners: [{ name: http, port: ${port}, protocol: HTTP }]
+`
+}
+
 /** GET without throwing: status 0 when the connection fails. */
 export async function httpGet (url: string, headers: Record<string, string> = {}): Promise<{ status: number, body: string }> {
   try {

@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { backendService as serviceAt, httpGet as get, startController as startControllerIn, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
+import { backendService as serviceAt, gatewayYaml, httpGet as get, startController as startControllerIn, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
 import { freePort, startClusterPortico, type PorticoProcess } from '../lib/portico.ts'
 import { createTestHost, startEcho, type TestHost } from '../lib/test-host.ts'
 
@@ -109,13 +109,7 @@ test('Gateway and HTTPRoute: statuses as the spec says, and traffic reaches the 
   assert.ok((cls.status.supportedFeatures as Array<{ name: string }>).some(f => f.name === 'HTTPRoute'))
 
   const gwPort = await freePort()
-  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: apps }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${gwPort}, protocol: HTTP }]
----
+  await cluster.apply(`${gatewayYaml('apps', 'web', gwPort)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: r1, namespace: apps }
@@ -243,13 +237,7 @@ test('xDS auth: a proxy with another ServiceAccount\'s token is refused', async 
   if (cluster === undefined) return t.skip('no cluster')
   const controller = await startController({})
   const gwPort = await freePort()
-  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: guarded, namespace: apps }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${gwPort}, protocol: HTTP }]
-`)
+  await cluster.apply(gatewayYaml('apps', 'guarded', gwPort))
   await eventually(async () => (await cluster!.api('GET', '/api/v1/namespaces/apps/serviceaccounts/guarded').catch(() => undefined)) !== undefined)
   await cluster.apply('apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: intruder, namespace: apps }\n')
   const token = await cluster.createToken('apps', 'intruder', { audiences: ['portico'] })
@@ -268,13 +256,7 @@ for (const mode of ['tls', 'either'] as const) {
     const controller = await startController({ XDS_MODE: mode, XDS_ADDRESS: `https://127.0.0.1:${xds}` }, { xds })
     const gwPort = await freePort()
     const name = `web-${mode}`
-    await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: ${name}, namespace: apps }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${gwPort}, protocol: HTTP }]
----
+    await cluster.apply(`${gatewayYaml('apps', name, gwPort)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: ${name}, namespace: apps }
