@@ -197,8 +197,8 @@ routes:
       localRateLimit: ${JSON.stringify(localRateLimit)}
     backends: [{ host: 127.0.0.1:8080 }]
 `
-  test('type tokens is refused with the reason', { timeout: 20_000 }, async () => {
-    await assertConfigError(route([{ maxTokens: 10, tokensPerFill: 1, fillInterval: '1s', type: 'tokens' }]), 'routes[0].policies.localRateLimit[0].type', /not available yet/)
+  test('type tokens on a route without an ai backend is refused with the reason (llm.test.ts covers the rest)', { timeout: 20_000 }, async () => {
+    await assertConfigError(route([{ maxTokens: 10, tokensPerFill: 1, fillInterval: '1s', type: 'tokens' }]), 'routes[0].policies.localRateLimit[0].type', /counts the LLM tokens of ai backends, and this route has none/)
   })
   test('a zero fill interval, zero tokens, missing fields and an empty list are refused', { timeout: 20_000 }, async () => {
     await Promise.all([

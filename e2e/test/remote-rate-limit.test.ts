@@ -4,7 +4,8 @@
  * (Debian's redis-server), both on random loopback ports, configured by a YAML file. Checks
  * limits enforced per descriptor value built by CEL from a header, the service's
  * RateLimit-* headers, a descriptor left out when its value is missing, a service that is
- * down or hangs (failClosed 500, failOpen through), the trace, and config errors.
+ * down or hangs (failClosed 500, failOpen through), the trace, config errors, and
+ * descriptors of type tokens (LLM tokens of an `ai` backend sent as hits_addend).
  */
 
 import { after, test, type TestContext } from 'node:test'
@@ -18,6 +19,7 @@ import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backe
 import { startRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
 import { requireTool } from '../lib/tools.ts'
 import { openTrace } from '../lib/trace.ts'
+import { startLlmServer, type LlmServer } from '../lib/llm.ts'
 
 // Fixed windows of a day: a test run never straddles a reset (except at midnight UTC).
 const SERVICE_CONFIG = `
@@ -30,6 +32,8 @@ descriptors:
     descriptors:
       - key: method
         rate_limit: { unit: day, requests_per_unit: 1 }
+  - key: llm_user
+    rate_limit: { unit: day, requests_per_unit: 40 }
 `
 
 interface Setup {
@@ -38,6 +42,7 @@ interface Setup {
   portico: PorticoProcess
   admin: string
   hang: Server
+  llm: LlmServer
 }
 
 let setup: Promise<Setup> | null = null
@@ -46,6 +51,7 @@ const sockets = new Set<Socket>()
 async function start (ratelimit: string, redis: string): Promise<Setup> {
   const service = await startRateLimitService({ ratelimit, redis }, SERVICE_CONFIG)
   const backend = await startEchoBackend('app')
+  const llm = await startLlmServer({ reply: 'The quick brown fox jumps over the lazy dog again' })
   const deadPort = await freePort()
   // Accepts connections and never answers: a service that hangs.
   const hang = createServer(s => { sockets.add(s); s.on('error', () => {}) })
@@ -73,11 +79,17 @@ async function start (ratelimit: string, redis: string): Promise<Setup> {
         { name: 'down-closed', matches: [{ path: { pathPrefix: '/down-closed' } }], policies: { remoteRateLimit: rl({ host: `127.0.0.1:${deadPort}` }) }, backends: [{ host: backend.host }] },
         { name: 'down-open', matches: [{ path: { pathPrefix: '/down-open' } }], policies: { remoteRateLimit: rl({ host: `http://127.0.0.1:${deadPort}`, failureMode: 'failOpen' }) }, backends: [{ host: backend.host }] },
         { name: 'hang', matches: [{ path: { pathPrefix: '/hang' } }], policies: { remoteRateLimit: rl({ host: `127.0.0.1:${hangPort}`, timeout: '300ms' }) }, backends: [{ host: backend.host }] },
+        {
+          name: 'llm',
+          matches: [{ path: { pathPrefix: '/llm' } }],
+          policies: { remoteRateLimit: rl({ descriptors: [{ entries: [{ key: 'llm_user', value: 'request.headers["x-user"]' }], type: 'tokens' }] }) },
+          backends: [{ ai: { name: 'llm', provider: { openAI: {} }, hostOverride: llm.host } }]
+        },
         { name: 'backend-level', matches: [{ path: { pathPrefix: '/backend-level' } }], backends: [{ host: backend.host, policies: { remoteRateLimit: rl({ descriptors: [{ entries: [{ key: 'user', value: '"backend-" + request.headers["x-user"]' }] }] }) } }] }
       ]
     })
   })
-  return { service, backend, portico, admin: `http://127.0.0.1:${adminPort}`, hang }
+  return { service, backend, portico, admin: `http://127.0.0.1:${adminPort}`, hang, llm }
 }
 
 async function ready (t: TestContext): Promise<Setup | null> {
@@ -96,6 +108,7 @@ after(async () => {
   await s.backend.close()
   for (const socket of sockets) socket.destroy()
   s.hang.close()
+  await s.llm.close()
   await s.service.close()
 })
 
@@ -180,6 +193,40 @@ test('the trace shows remoteRateLimit in effectivePolicy and the descriptors sen
   const skip = (await down.done).find(e => e.message.type === 'policy' && e.message.kind === 'remoteRateLimit')!
   assert.equal((skip.message.result as { type: string }).type, 'skip')
   assert.match((skip.message.result as { details: string }).details, /failureMode failOpen: UNAVAILABLE/)
+})
+
+test('descriptors of type tokens: checked without a hit, then the answer\'s LLM tokens are the hits', async t => {
+  const s = await ready(t)
+  if (s === null) return
+  // 8 prompt + 10 completion = 18 tokens an exchange; the service allows 40 a day per user.
+  const chat = async (user: string) => await request(`${s.portico.url}/llm/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-user': user },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'one two three four five six seven eight' }] })
+  }).then(async res => ({ status: res.statusCode, text: await res.body.text(), remaining: res.headers['ratelimit-remaining'] }))
+  const trace = await openTrace(s.admin, 'path=/llm/chat/completions')
+  await trace.ready
+  const first = await chat('erin')
+  assert.equal(first.status, 200, first.text)
+  assert.equal(first.remaining, '40', 'the check took nothing')
+  const events = await trace.done
+  const [check, sent] = events.filter(e => e.message.type === 'policy' && e.message.kind === 'remoteRateLimit').map(e => e.message)
+  assert.match((check!.result as { details: string }).details, /1 token descriptor checked without a hit/)
+  assert.deepEqual(sent!.request, { domain: 'portico', descriptors: [{ llm_user: 'erin' }], hitsAddend: 18 })
+
+  // The hits are sent after the answer, fire and forget: give the service a moment.
+  const settle = async () => await new Promise(resolve => setTimeout(resolve, 150))
+  for (const expected of ['22', '4']) {
+    await settle()
+    const answer = await chat('erin')
+    assert.equal(answer.status, 200, answer.text)
+    assert.equal(answer.remaining, expected, 'what the earlier answers spent')
+  }
+  // 54 tokens spent of 40: the next check is over the limit; another user is not.
+  await settle()
+  const over = await chat('erin')
+  assert.equal(over.status, 429, over.text)
+  assert.equal((await chat('frank')).status, 200)
 })
 
 test('config errors: bad CEL, an unknown variable, a bad host; schema errors for a bad failureMode and no descriptors', async () => {

@@ -55,14 +55,26 @@ test('token bucket: starts full, fills at interval boundaries, never above maxTo
   b.tokens = 0
   b.refill(999)
   assert.equal(b.tokens, 0, 'no fill before the boundary')
-  assert.equal(b.untilNextFill(999), 1)
+  assert.equal(b.untilAvailable(999), 1)
   b.refill(1000)
   assert.equal(b.tokens, 3)
   b.refill(2500)
   assert.equal(b.tokens, 6, 'one more fill at 2000')
-  assert.equal(b.untilNextFill(2500), 500, 'boundaries stay aligned to the start')
+  assert.equal(b.untilAvailable(2500), 500, 'boundaries stay aligned to the start')
   b.refill(60_000)
   assert.equal(b.tokens, 10, 'capped at maxTokens')
+})
+
+test('token bucket in debt (LLM tokens taken after the answer): a token again only after enough fills', () => {
+  const b = new TokenBucket({ maxTokens: 10, tokensPerFill: 5, fillIntervalMs: 1000, type: 'tokens' }, 0)
+  b.tokens -= 18
+  assert.equal(b.tokens, -8)
+  assert.equal(b.untilAvailable(200), 1800, 'two fills: -8 → -3 → 2')
+  b.refill(1000)
+  assert.equal(b.tokens, -3)
+  assert.equal(b.untilAvailable(1000), 1000)
+  b.refill(2000)
+  assert.equal(b.tokens, 2)
 })
 
 test('origins: canonical forms and allowOrigins patterns', () => {

@@ -21,6 +21,16 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
     if (ctx.mcp.target !== '') fields['mcp.target'] = ctx.mcp.target
     if (ctx.mcp.name !== undefined) fields[`mcp.${ctx.mcp.kind ?? 'name'}`] = ctx.mcp.name
   }
+  if (ctx.llm !== null) {
+    // OpenTelemetry's gen_ai attribute names (agentgateway logs the same).
+    fields['gen_ai.request.model'] = ctx.llm.model
+    const usage = ctx.llm.usage
+    if (usage !== null) {
+      if (usage.responseModel !== null) fields['gen_ai.response.model'] = usage.responseModel
+      if (usage.inputTokens !== null) fields['gen_ai.usage.input_tokens'] = usage.inputTokens
+      if (usage.outputTokens !== null) fields['gen_ai.usage.output_tokens'] = usage.outputTokens
+    }
+  }
   if (ctx.error !== null) fields.error = ctx.error
   return fields
 }

@@ -6,10 +6,13 @@
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { LocalCounter, LocalHistogram } from './local-metrics.ts'
-import type { RequestContext } from '@portico/engine'
+import type { LlmCall, LlmUsage, RequestContext } from '@portico/engine'
 import { version } from './version.ts'
 
 type RequestLabels = Record<'gateway' | 'listener' | 'route' | 'backend' | 'method' | 'status' | 'reason', string>
+
+/** LLM token counts per request: 1 … 4M tokens, powers of 4 (agentgateway's run to 67M). */
+const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
 
 /** Request latency buckets: 1 ms … 80 s. */
 const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80]
@@ -23,6 +26,7 @@ export class ProxyMetrics {
   private readonly openConnections: Gauge<'bind' | 'protocol'>
   private readonly reloads: Counter<'result'>
   private readonly mcpRequests: LocalCounter
+  private readonly llmTokens: LocalHistogram
 
   constructor () {
     const registers = [this.registry]
@@ -40,6 +44,7 @@ export class ProxyMetrics {
     this.connections = new Counter({ name: 'portico_downstream_connections_total', help: 'Client connections accepted.', labelNames: ['bind', 'protocol'], registers })
     this.openConnections = new Gauge({ name: 'portico_downstream_connections_open', help: 'Client connections open now.', labelNames: ['bind', 'protocol'], registers })
     this.mcpRequests = new LocalCounter(this.registry, 'portico_mcp_requests_total', 'MCP requests by method, target and tool (or prompt/resource).')
+    this.llmTokens = new LocalHistogram(this.registry, 'portico_gen_ai_client_token_usage', 'LLM tokens per request of ai backends, by token type (OpenTelemetry gen_ai.client.token.usage).', TOKEN_BUCKETS)
     this.reloads = new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers })
     this.reloads.inc({ result: 'success' }, 0)
     this.reloads.inc({ result: 'failure' }, 0)
@@ -67,8 +72,27 @@ export class ProxyMetrics {
       const tool = mcp.kind === 'resource' ? '' : mcp.name ?? ''
       this.mcpRequests.inc(`${mcp.method}\0${mcp.target}\0${tool}`, () => ({ method: mcp.method, target: mcp.target === '' ? 'unknown' : mcp.target, tool }))
     }
+    if (ctx.llm?.usage != null) this.observeLlmUsage(ctx, ctx.llm, ctx.llm.usage, route ?? 'unknown')
     if (ctx.upstreamHeadersAt > 0 && backend !== undefined && ctx.backend!.kind !== 'mcp') {
       this.upstreamDuration.observe(backend, () => ({ backend }), (ctx.upstreamHeadersAt - ctx.upstreamStart) / 1000)
+    }
+  }
+
+  private observeLlmUsage (ctx: RequestContext, call: LlmCall, usage: LlmUsage, route: string): void {
+    const responseModel = usage.responseModel ?? 'unknown'
+    const backend = ctx.backend?.name ?? 'unknown'
+    for (const [type, tokens] of [['input', usage.inputTokens], ['output', usage.outputTokens]] as const) {
+      if (tokens === null) continue
+      const key = `${type}\0${call.model}\0${responseModel}\0${route}\0${backend}`
+      this.llmTokens.observe(key, () => ({
+        gen_ai_token_type: type,
+        gen_ai_operation_name: 'chat',
+        gen_ai_system: call.system,
+        gen_ai_request_model: call.model,
+        gen_ai_response_model: responseModel,
+        route,
+        backend
+      }), tokens)
     }
   }
 

@@ -118,7 +118,7 @@ export interface BackendStats {
 
 export interface BackendInfo {
   key: string
-  kind: 'static' | 'service' | 'mcp' | 'invalid'
+  kind: 'static' | 'service' | 'mcp' | 'ai' | 'invalid'
   name: string
   namespace?: string
   protocol: 'http' | 'https'

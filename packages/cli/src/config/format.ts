@@ -10,7 +10,7 @@ import type { ConfigDump, DumpBackend, DumpMatch, DumpPolicy, DumpRoute } from '
 export type OutputFormat = 'short' | 'json' | 'yaml'
 export const OUTPUT_FORMATS: OutputFormat[] = ['short', 'json', 'yaml']
 
-const BACKEND_TYPES: Record<string, string> = { static: 'Backend', service: 'Service', invalid: 'Invalid', mcp: 'MCP' }
+const BACKEND_TYPES: Record<string, string> = { static: 'Backend', service: 'Service', invalid: 'Invalid', mcp: 'MCP', ai: 'AI' }
 
 export function backendType (kind: string): string {
   return BACKEND_TYPES[kind] ?? kind

@@ -34,7 +34,7 @@ export const LocalRateLimitSchema = Type.Array(Type.Object({
   maxTokens: Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'Size of the bucket: the largest burst admitted. Buckets start full.' }),
   tokensPerFill: Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'Tokens added at each fill (the bucket never holds more than maxTokens).' }),
   fillInterval: Type.String({ pattern: DURATION_PATTERN, description: 'Time between fills, e.g. 1s, 100ms or 1m.' }),
-  type: Opt(StringEnum(['requests', 'tokens'], { description: 'What a token counts: requests (default; one per request). tokens (LLM tokens) is not available yet: a config using it is refused.' }))
+  type: Opt(StringEnum(['requests', 'tokens'], { description: 'What a token counts: requests (default; one per request, taken on admission) or tokens (LLM tokens of ai backends: a request needs the bucket not empty, and the answer\'s total tokens are taken when it reports its usage).' }))
 }, { ...strict, description: 'A token bucket.' }), {
   minItems: 1,
   description: 'Rate limit kept in this proxy: token buckets, all of which must have a token for a request to pass; otherwise 429 "rate limit exceeded" with x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset and retry-after.'

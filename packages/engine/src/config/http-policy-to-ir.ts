@@ -24,12 +24,25 @@ function atGateway (path: Path): boolean {
 
 export function localRateLimitToIR (c: LocalRateLimitConfig, path: Path, report: Report): LocalRateLimitIR {
   return c.map((b, i) => {
-    if (b.type === 'tokens') {
-      report([...path, i, 'type'], 'type "tokens" (LLM tokens) is not available yet: Portico has no LLM backends whose token usage it could count; use type: requests')
-    }
     const fillIntervalMs = parseDuration(b.fillInterval)
     if (fillIntervalMs <= 0) report([...path, i, 'fillInterval'], 'must be more than 0')
-    return { maxTokens: b.maxTokens, tokensPerFill: b.tokensPerFill, fillIntervalMs, type: 'requests' as const }
+    return { maxTokens: b.maxTokens, tokensPerFill: b.tokensPerFill, fillIntervalMs, type: b.type ?? 'requests' }
+  })
+}
+
+/**
+ * LLM tokens are only counted on answers of `ai` backends: a token-based limit on a route
+ * that has none, or on a backend that is not one, could never take a token — a config
+ * mistake, so it is reported. (A gateway's limit covers every route, so it is not checked.)
+ */
+export function checkTokenLimits (policies: PolicySetIR, hasAiBackend: boolean, what: string, path: Path, report: Report): void {
+  if (hasAiBackend) return
+  const problem = `type tokens counts the LLM tokens of ai backends, and ${what}`
+  policies.localRateLimit?.forEach((b, i) => {
+    if (b.type === 'tokens') report([...path, 'localRateLimit', i, 'type'], problem)
+  })
+  policies.remoteRateLimit?.descriptors.forEach((d, i) => {
+    if (d.type === 'tokens') report([...path, 'remoteRateLimit', 'descriptors', i, 'type'], problem)
   })
 }
 

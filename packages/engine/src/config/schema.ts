@@ -251,6 +251,17 @@ export const McpBackendSchema = Type.Object({
   maxMessageSize: Opt(Type.Integer({ minimum: 1024, maximum: 1_073_741_824, description: 'Largest POST body in bytes; default 4194304 (4 MiB).' }))
 }, { ...strict, description: 'MCP servers behind one endpoint ({base_url}/mcp, and /sse for legacy clients).' })
 
+export const AiBackendSchema = Type.Object({
+  name: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Backend name (unique among ai backends); shown in traces, metrics and porticoctl.' }),
+  provider: Type.Object({
+    openAI: Type.Object({
+      model: Opt(Type.String({ minLength: 1, description: 'Model that replaces the request\'s model; default: the request\'s own.' }))
+    }, { ...strict, description: 'OpenAI\'s chat completions API, or any server that speaks it (vLLM, Ollama, llama.cpp, ...; point hostOverride at it).' })
+  }, { ...strict, description: 'The LLM provider. Only openAI (and OpenAI-compatible servers) is available.' }),
+  hostOverride: Opt(Type.String({ minLength: 1, description: 'Where to send requests instead of the provider\'s API (api.openai.com:443 over TLS): host:port or http(s)://host[:port].' })),
+  pathOverride: Opt(Type.String({ pattern: '^/[^?#]*$', description: 'Path requests are sent to instead of the provider\'s (/v1/chat/completions).' }))
+}, { ...strict, description: 'An LLM provider: chat completion requests are sent to it, and the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
+
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({
     minLength: 1,
@@ -261,9 +272,10 @@ export const RouteBackendSchema = Type.Object({
     description: 'One backend with several endpoints (host:port, or URLs of one scheme), balanced round robin; passive health (policies.health) ejects failing ones.'
   })),
   mcp: Opt(McpBackendSchema),
+  ai: Opt(AiBackendSchema),
   weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight; default 1; 0 = never chosen.' })),
   policies: Opt(BackendPoliciesSchema)
-}, { ...strict, description: 'A backend of the route: exactly one kind (host, endpoints or mcp).' })
+}, { ...strict, description: 'A backend of the route: exactly one kind (host, endpoints, mcp or ai).' })
 
 export const RouteSchema = Type.Object({
   name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique); shown in traces, logs and metrics.' })),
@@ -327,6 +339,7 @@ export type RouteMatchConfig = Static<typeof RouteMatchSchema>
 export type StaticConfig = Static<typeof StaticConfigSchema>
 export type RoutePoliciesConfig = Static<typeof RoutePoliciesSchema>
 export type McpBackendConfig = Static<typeof McpBackendSchema>
+export type AiBackendConfig = Static<typeof AiBackendSchema>
 export type JwtAuthConfig = Static<typeof JwtAuthSchema>
 export type McpAuthenticationConfig = Static<typeof McpAuthenticationSchema>
 export type JwksConfig = Static<typeof JwksSchema>

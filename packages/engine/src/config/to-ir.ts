@@ -5,14 +5,14 @@
 
 import { createHash } from 'node:crypto'
 import { resolve as resolvePath } from 'node:path'
-import type { ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
+import type { AiBackendConfig, ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import type { BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
+import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
-import { checkPrefixModifiers } from './http-policy-to-ir.ts'
+import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
 
 export interface ToIROptions {
@@ -182,15 +182,20 @@ function translateRoute (
   const refs: BackendRefIR[] = []
   ;(route.backends ?? []).forEach((b, i) => {
     const { backendTLS, health, ...backendPolicies } = b.policies ?? {}
-    let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined
+    let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
       : translateBackend(b, [...path, 'backends', i], fail)
     if (backend === undefined) return
     if (backend.kind !== 'mcp') backend = backendSettingsToIR(backend, { backendTLS, health }, [...path, 'backends', i, 'policies'], options, report)
     else if (backendTLS !== undefined || health !== undefined) report([...path, 'backends', i, 'policies'], 'backendTLS and health apply to host backends, not mcp')
-    if (!backends.has(backend.key)) backends.set(backend.key, backend)
+    const known = backends.get(backend.key)
+    if (known === undefined) backends.set(backend.key, backend)
+    else if (backend.kind === 'ai' && JSON.stringify(known) !== JSON.stringify(backend)) {
+      report([...path, 'backends', i, 'ai', 'name'], `another ai backend is named "${backend.name}" with different settings; give each its own name`)
+    }
     refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policiesToIR(backendPolicies, [...path, 'backends', i, 'policies'], pc) })
     checkPrefixModifiers(refs[refs.length - 1]!.policies, matches, [...path, 'backends', i, 'policies'], report)
+    checkTokenLimits(refs[refs.length - 1]!.policies, backend.kind === 'ai', `this backend is ${backend.kind === 'static' ? 'a host' : backend.kind}`, [...path, 'backends', i, 'policies'], report)
   })
 
   const { timeout, retry, requestMirror, ...policies } = route.policies ?? {}
@@ -205,6 +210,7 @@ function translateRoute (
   }
   if (route.namespace !== undefined) ir.namespace = route.namespace
   checkPrefixModifiers(ir.policies, matches, [...path, 'policies'], report)
+  checkTokenLimits(ir.policies, refs.some(r => backends.get(r.backend)?.kind === 'ai'), 'this route has none', [...path, 'policies'], report)
   if (retry !== undefined) ir.retry = retryToIR(retry, [...path, 'policies', 'retry'], report)
   if (requestMirror !== undefined) {
     ir.mirrors = mirrorsToIR(requestMirror, [...path, 'policies', 'requestMirror'], (host, p) => {
@@ -315,13 +321,14 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
   }
 }
 
-function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp'>, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
-  const kinds = (['host', 'endpoints', 'mcp'] as const).filter(k => b[k] !== undefined)
+function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
+  const kinds = (['host', 'endpoints', 'mcp', 'ai'] as const).filter(k => b[k] !== undefined)
   if (kinds.length !== 1) {
-    fail(path, `needs exactly one backend kind: host, endpoints or mcp${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
+    fail(path, `needs exactly one backend kind: host, endpoints, mcp or ai${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
+  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail)
   if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {
@@ -336,6 +343,34 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
     protocol: parsed.protocol,
     endpoints: [{ host: parsed.host, port: parsed.port }],
     target
+  }
+}
+
+/** Where each provider's API is, when no hostOverride/pathOverride says otherwise. */
+const AI_PROVIDER_DEFAULTS = {
+  openAI: { host: 'https://api.openai.com:443', path: '/v1/chat/completions' }
+} as const
+
+/** An LLM provider (`ai:`): its host as one endpoint, plus what the LLM layer needs. */
+function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
+  const provider = 'openAI' as const
+  const defaults = AI_PROVIDER_DEFAULTS[provider]
+  const parsed = parseHostTarget(a.hostOverride ?? defaults.host)
+  if (typeof parsed === 'string') {
+    fail([...path, 'hostOverride'], parsed)
+    return undefined
+  }
+  const target = `${parsed.host.includes(':') ? `[${parsed.host}]` : parsed.host}:${parsed.port}`
+  const ai: AiBackendSpecIR = { provider, path: a.pathOverride ?? defaults.path }
+  if (a.provider.openAI.model !== undefined) ai.model = a.provider.openAI.model
+  return {
+    key: `ai:${a.name}`,
+    kind: 'ai',
+    name: a.name,
+    protocol: parsed.protocol,
+    endpoints: [{ host: parsed.host, port: parsed.port }],
+    target,
+    ai
   }
 }
 

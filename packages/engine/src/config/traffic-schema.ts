@@ -28,7 +28,8 @@ export const RemoteRateLimitSchema = Type.Object({
     entries: Type.Array(Type.Object({
       key: Type.String({ minLength: 1, description: 'Descriptor key, as in the service\'s configuration.' }),
       value: Type.String({ minLength: 1, description: 'CEL expression giving the value (a string, number or bool), e.g. request.headers["x-user"] or "static". A value that fails to evaluate or is empty leaves the whole descriptor out.' })
-    }, strict), { minItems: 1, description: 'Hierarchical key/value entries.' })
+    }, strict), { minItems: 1, description: 'Hierarchical key/value entries.' }),
+    type: Opt(StringEnum(['requests', 'tokens'], { description: 'What the descriptor counts: requests (default; one hit per request) or tokens (LLM tokens of ai backends: checked without a hit on the request, then the answer\'s total tokens sent as hits_addend).' }))
   }, strict), { minItems: 1, description: 'Descriptors sent with each request; the request is over the limit when any is.' }),
   failureMode: Opt(FailureMode('rate limit service')),
   timeout: Opt(Duration('How long to wait for the service; default 1s.'))

@@ -63,7 +63,7 @@ export function remoteRateLimitToIR (c: RemoteRateLimitConfig, path: Path, repor
   return {
     host,
     domain: c.domain,
-    descriptors: c.descriptors.map(d => ({ entries: d.entries.map(e => ({ key: e.key, value: e.value })) })),
+    descriptors: c.descriptors.map(d => ({ entries: d.entries.map(e => ({ key: e.key, value: e.value })), type: d.type ?? 'requests' })),
     failureMode: c.failureMode ?? 'failClosed',
     timeoutMs: positiveDuration(c.timeout, DEFAULT_REMOTE_RATE_LIMIT_TIMEOUT_MS, [...path, 'timeout'], report)
   }

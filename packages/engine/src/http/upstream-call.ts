@@ -15,6 +15,7 @@ import { BodyTap, responseSnapshot } from '../trace/snapshot.ts'
 import { PorticoError } from '../util/errors.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { interceptResponse } from './response-intercept.ts'
+import { endLlmCall, LlmUsageTap } from '../llm/usage.ts'
 
 /** Does the client's request carry a body? (RFC 9112 §6.3) */
 export function requestHasBody (headers: IncomingHttpHeaders): boolean {
@@ -96,6 +97,8 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
   ctx.abortUpstream = abortOnClientClose(call)
 
   let responseTap: BodyTap | null = null
+  /** ai backends: reads the token usage out of the answer. */
+  let usageTap: LlmUsageTap | null = null
   let waitingForDrain = false
 
   const handler: Dispatcher.DispatchHandler = {
@@ -142,10 +145,12 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
       // Server-sent events and other streams must reach the client as they are produced.
       if (isStreaming(ctx.responseHeaders['content-type'])) res.flushHeaders()
       if (ctx.tracer !== null) responseTap = new BodyTap(rt.traceBodyLimit)
+      if (ctx.llm !== null) usageTap = new LlmUsageTap(ctx.responseHeaders['content-type'])
       // A response policy replaced the body (transformation): the backend's is discarded.
       if (ctx.responseBody !== null) responseTap?.push(ctx.responseBody)
     },
     onResponseData (c, chunk) {
+      usageTap?.push(chunk)
       if (ctx.responseBody !== null) return
       responseTap?.push(chunk)
       if (!res.write(chunk) && !waitingForDrain) {
@@ -159,6 +164,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
     },
     onResponseEnd (_c, trailers) {
       ctx.abortUpstream = null
+      if (usageTap !== null) endLlmCall(ctx, usageTap)
       if (ctx.responseBody !== null) {
         if (responseTap !== null && !responseTap.empty) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: responseTap.toBase64(), truncated: responseTap.truncated })
         res.end(ctx.responseBody)
@@ -175,6 +181,8 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
     onResponseError (_c, err) {
       if (timer !== undefined) clearTimeout(timer)
       ctx.abortUpstream = null
+      // A stream cut short still spent the tokens it reported so far.
+      if (usageTap !== null) endLlmCall(ctx, usageTap)
       if (ctx.done || (err as PorticoError).code === 'PORTICO_DOWNSTREAM_CLOSED') return
       const failure = classifyFailure(err, call.timedOut)
       ctx.error = failure.detail

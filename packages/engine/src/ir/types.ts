@@ -121,10 +121,11 @@ export interface BackendRefIR {
 
 /**
  * `static` — a fixed host (standalone `host:`); `service` — a cluster Service resolved to
- * endpoints; `mcp` — MCP targets served behind one endpoint; `invalid` — kept so requests
- * get a truthful 500 and the trace says why.
+ * endpoints; `mcp` — MCP targets served behind one endpoint; `ai` — an LLM provider's API
+ * (its token usage is read from the answers); `invalid` — kept so requests get a truthful
+ * 500 and the trace says why.
  */
-export type BackendKind = 'static' | 'service' | 'mcp' | 'invalid'
+export type BackendKind = 'static' | 'service' | 'mcp' | 'ai' | 'invalid'
 
 export interface BackendIR {
   key: string
@@ -140,6 +141,8 @@ export interface BackendIR {
   invalidReason?: string
   /** The MCP side of kind `mcp` backends (endpoints are then empty). */
   mcp?: McpBackendSpecIR
+  /** The LLM side of kind `ai` backends (endpoints hold the provider's host). */
+  ai?: AiBackendSpecIR
   /** TLS settings (protocol is then `https`); absent = system roots, SNI from the host. */
   tls?: BackendTlsIR
   /** Passive health: endpoints failing in a row are ejected for a while. */
@@ -160,6 +163,20 @@ export interface McpBackendSpecIR {
   allowedOrigins: string[]
   /** Largest JSON-RPC POST body accepted (413 above). */
   maxMessageBytes: number
+}
+
+/**
+ * An LLM provider. Requests are chat completions in the provider's format (OpenAI's): the
+ * proxy sends them to `path`, sets `model` when configured, and reads the token usage from
+ * the answer (JSON, or the last server-sent event of a stream).
+ */
+export interface AiBackendSpecIR {
+  /** Provider family: the request and usage format. */
+  provider: 'openAI'
+  /** Model that replaces the request's `model`; absent = the request's own. */
+  model?: string
+  /** Path (with no query) every request is sent to. */
+  path: string
 }
 
 export type McpTargetIR =

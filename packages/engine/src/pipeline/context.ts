@@ -12,6 +12,7 @@ import type { HeaderMap } from '../policy/header-modifier.ts'
 import type { CompiledPolicySet, PolicyPhase } from '../policy/types.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import type { McpCallInfo } from '../mcp/session.ts'
+import type { LlmCall } from '../llm/request.ts'
 
 /**
  * Why a request ended the way it did — a stable label for access logs and metrics
@@ -113,6 +114,13 @@ export class RequestContext {
   responseBody: Buffer | null = null
   /** On MCP routes: the MCP method, target and tool/prompt/resource of this request. */
   mcp: McpCallInfo | null = null
+  /** On `ai` backends: the model asked for and, once the answer told it, the token usage. */
+  llm: LlmCall | null = null
+  /**
+   * Token-based rate limits that admitted this request, waiting for the LLM token count of
+   * the answer (they take it from their buckets then).
+   */
+  llmTokenHooks: Array<(tokens: number) => void> | null = null
   /** Slot in the engine's in-flight registry (-1 when not registered). */
   inFlightSlot = -1
   /** CEL's `request` and `source` variables, built once per request on first use. */

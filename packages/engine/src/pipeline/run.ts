@@ -19,8 +19,9 @@ import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callUpstream } from '../http/upstream-call.ts'
 import { respondLocal } from './respond.ts'
 import { serveProtectedResourceMetadata } from './well-known.ts'
-import { callWithResiliency, saveBeforeBackend, type RunBackendPhase } from './resiliency.ts'
+import { callWithResiliency, saveBeforeBackend } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
+import { prepareLlmRequest } from '../llm/request.ts'
 
 /** What the pipeline needs from the engine that runs it. */
 export interface PipelineRuntime {
@@ -103,7 +104,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   }
   ctx.backend = ref.backend
   if (route.ir.retry !== undefined) saveBeforeBackend(ctx)
-  outcome = await runPhase(ctx, 'backend', ref.policies)
+  outcome = await backendPhase(ctx)
   if (ctx.backend.kind === 'mcp' && outcome === null) {
     // The MCP layer reads the JSON-RPC body first, so its snapshots can name the method.
     if (ctx.upgrade !== null) return respondLocal(rt, ctx, 400, 'upgrade not supported on an MCP route', 'InvalidRequest')
@@ -117,8 +118,17 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   callUpstream(rt, ctx)
 }
 
-/** The backend phase again, for a retry that picked another backend. */
-const backendPhase: RunBackendPhase = async ctx => await runPhase(ctx, 'backend', ctx.backendRef!.policies)
+/**
+ * The backend phase: the backend's policies, then for an `ai` backend the LLM request
+ * checks and rewrites. Retries run it again for the backend they picked.
+ */
+async function backendPhase (ctx: RequestContext): Promise<Exclude<PolicyOutcome, { action: 'continue' }> | null> {
+  const outcome = await runPhase(ctx, 'backend', ctx.backendRef!.policies)
+  if (outcome !== null || ctx.backend!.kind !== 'ai') return outcome
+  const refused = await prepareLlmRequest(ctx)
+  if (refused === null) return null
+  return { action: 'respond', status: refused.status, body: refused.body, headers: refused.headers, reason: 'InvalidRequest' }
+}
 
 /**
  * Runs one phase's request hooks in order. Returns the first outcome that ends the request,

@@ -7,6 +7,11 @@
  * evaluate to a non-empty string, number or bool is left out, and with no descriptor left
  * the service is not called (as Envoy skips a descriptor whose header is absent).
  *
+ * Descriptors of `type: tokens` count LLM tokens (agentgateway's two phases): with the
+ * request they are sent with hits_addend 0 (a check that takes nothing), and once an `ai`
+ * backend's answer reports its usage they are sent again, fire and forget, with the total
+ * tokens as hits_addend.
+ *
  * OVER_LIMIT answers 429 `rate limit exceeded` (or the service's raw_body) with the
  * service's response headers; OK lets the request through, adds its request headers
  * upstream and its response headers to the response. A service that fails or is too slow
@@ -21,7 +26,7 @@ import type { PolicyServices } from './services.ts'
 import { compileCel, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
 import { applyHeaderMutations } from '../auth/ext-authz-check.ts'
-import { createRateLimitClient, shouldRateLimit } from '../traffic/rls-grpc.ts'
+import { createRateLimitClient, shouldRateLimit, type DescriptorToSend } from '../traffic/rls-grpc.ts'
 import { CONTINUE } from './header-modifier.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
@@ -34,20 +39,33 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
   const url = new URL(ir.host)
   const target = url.host
   const client = services.grpcClient('ratelimit', target, url.protocol === 'https:', createRateLimitClient)
-  const descriptors = ir.descriptors.map(d => d.entries.map(e => ({ key: e.key, value: compileCel(e.value) })))
+  const descriptors = ir.descriptors.map(d => ({ type: d.type, entries: d.entries.map(e => ({ key: e.key, value: compileCel(e.value) })) }))
   /** Response headers the service asked for, per request, added on the way back. */
   const responseHeaders = new WeakMap<RequestContext, Array<[string, string]>>()
+
+  /** After an ai backend's answer: its LLM tokens, as hits, for the request's token descriptors. */
+  const sendLlmTokens = (ctx: RequestContext, entries: Array<Array<[string, string]>>, tokens: number): void => {
+    if (tokens <= 0) return
+    trace(ctx, 'apply', `sent ${tokens} LLM tokens as hits to ${target}`, { request: { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e)), hitsAddend: tokens } })
+    // Nothing is left to decide for this request: the answer is delivered either way.
+    void shouldRateLimit(client, { domain: ir.domain, descriptors: entries.map(e => ({ entries: e, hitsAddend: tokens })) }, ir.timeoutMs)
+  }
 
   return {
     kind: 'remoteRateLimit',
     async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
       const vars = celVars(ctx)
-      const built: Array<Array<[string, string]>> = []
+      const built: DescriptorToSend[] = []
+      const forTokens: Array<Array<[string, string]>> = []
       const skipped: string[] = []
-      for (const entries of descriptors) {
-        const values = descriptorValues(entries, vars)
+      for (const d of descriptors) {
+        const values = descriptorValues(d.entries, vars)
         if (typeof values === 'string') skipped.push(values)
-        else built.push(values)
+        else if (d.type === 'requests') built.push({ entries: values })
+        else {
+          built.push({ entries: values, hitsAddend: 0 })
+          forTokens.push(values)
+        }
       }
       if (built.length === 0) {
         trace(ctx, 'skip', `no descriptor to send${skipped.length > 0 ? ` (${skipped.join('; ')})` : ''}`)
@@ -56,12 +74,16 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       const started = performance.now()
       const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built }, ir.timeoutMs)
       const took = `${Math.round(performance.now() - started)}ms`
-      const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d)) }
+      const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d.entries)) }
+      const tokenNote = forTokens.length === 0 ? '' : `; ${forTokens.length} token descriptor${forTokens.length === 1 ? '' : 's'} checked without a hit, LLM tokens sent after the answer`
+      if (forTokens.length > 0 && (result.decision === 'ok' || (result.decision === 'error' && ir.failureMode === 'failOpen'))) {
+        (ctx.llmTokenHooks ??= []).push(tokens => sendLlmTokens(ctx, forTokens, tokens))
+      }
       switch (result.decision) {
         case 'ok':
           for (const [name, value] of result.requestHeaders) applyHeaderMutations(ctx.headers, [{ name, value, action: 'append' }])
           if (result.responseHeaders.length > 0) responseHeaders.set(ctx, result.responseHeaders)
-          trace(ctx, 'apply', `under the limit at ${target} (${took})`, { request: sent })
+          trace(ctx, 'apply', `under the limit at ${target} (${took})${tokenNote}`, { request: sent })
           return CONTINUE
         case 'overLimit': {
           trace(ctx, 'deny', `over the limit at ${target} (${took})`, { request: sent })

@@ -10,8 +10,12 @@ export interface RemoteRateLimitIR {
   host: string
   /** RateLimitRequest.domain. */
   domain: string
-  /** Each descriptor's entries; values are CEL expressions, evaluated per request. */
-  descriptors: Array<{ entries: Array<{ key: string, value: string }> }>
+  /**
+   * Each descriptor's entries (values are CEL expressions, evaluated per request) and what
+   * it counts: `requests` — one hit per request; `tokens` — checked (hits_addend 0) with the
+   * request, then the LLM tokens of an `ai` backend's answer sent as hits_addend.
+   */
+  descriptors: Array<{ entries: Array<{ key: string, value: string }>, type: 'requests' | 'tokens' }>
   /** `failClosed`: a service that fails or is too slow answers 500; `failOpen`: the request goes on. */
   failureMode: 'failClosed' | 'failOpen'
   timeoutMs: number

@@ -152,7 +152,7 @@ export interface OidcIR {
 }
 
 /**
- * `localRateLimit`: token buckets kept in the proxy. A request takes one token from every
+ * `localRateLimit`: token buckets kept in the proxy. A request needs a token in every
  * bucket; when one is empty it is refused with 429. Each bucket starts full and gets
  * `tokensPerFill` tokens (up to `maxTokens`) at every `fillIntervalMs` boundary.
  */
@@ -160,8 +160,11 @@ export interface LocalRateLimitBucketIR {
   maxTokens: number
   tokensPerFill: number
   fillIntervalMs: number
-  /** What a token stands for: one request (LLM tokens are not available yet). */
-  type: 'requests'
+  /**
+   * What a token stands for: `requests` — one request, taken when it is admitted; `tokens` —
+   * one LLM token, taken when an `ai` backend's answer reports its usage.
+   */
+  type: 'requests' | 'tokens'
 }
 
 export type LocalRateLimitIR = LocalRateLimitBucketIR[]

@@ -49,15 +49,25 @@ export type RateLimitResult =
   | { decision: 'ok' | 'overLimit', requestHeaders: Array<[string, string]>, responseHeaders: Array<[string, string]>, body: Buffer | null, statuses: RateLimitResponseMessage['statuses'] }
   | { decision: 'error', reason: string }
 
+/** A descriptor to send: its entries and, when set, its own hits_addend (0 checks without a hit). */
+export interface DescriptorToSend {
+  entries: Array<[string, string]>
+  hitsAddend?: number
+}
+
 /** One ShouldRateLimit call; never rejects (failures are `decision: 'error'`). */
 export async function shouldRateLimit (
   client: RateLimitClient,
-  request: { domain: string, descriptors: Array<Array<[string, string]>> },
+  request: { domain: string, descriptors: DescriptorToSend[] },
   timeoutMs: number
 ): Promise<RateLimitResult> {
   const message = {
     domain: request.domain,
-    descriptors: request.descriptors.map(entries => ({ entries: entries.map(([key, value]) => ({ key, value })) }))
+    descriptors: request.descriptors.map(d => ({
+      entries: d.entries.map(([key, value]) => ({ key, value })),
+      // A wrapper message, so 0 (check only) is told apart from unset (the request's, 1).
+      ...(d.hitsAddend !== undefined ? { hits_addend: { value: d.hitsAddend } } : {})
+    }))
   }
   const response = await new Promise<RateLimitResponseMessage | grpc.ServiceError>(resolve => {
     client.ShouldRateLimit(message, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
