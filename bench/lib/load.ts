@@ -38,6 +38,8 @@ export interface ThroughputOptions {
   warmupSeconds: number
   /** Request headers (e.g. an Origin for CORS). */
   headers?: Record<string, string>
+  /** A POST with this body instead of a GET. */
+  body?: string
   /** Measures the CPU the target spends per request during the measured run. */
   cpu?: CpuProbe
 }
@@ -54,8 +56,8 @@ export interface FixedRateOptions {
 
 /** Closed-loop load with autocannon: a warm-up run, then the measured one. */
 export async function measureThroughput (url: string, options: ThroughputOptions): Promise<LoadResult> {
-  if (options.warmupSeconds > 0) await runAutocannon(url, options.connections, options.warmupSeconds, options.headers)
-  return withCpu(options.cpu, () => runAutocannon(url, options.connections, options.seconds, options.headers))
+  if (options.warmupSeconds > 0) await runAutocannon(url, options.connections, options.warmupSeconds, options.headers, options.body)
+  return withCpu(options.cpu, () => runAutocannon(url, options.connections, options.seconds, options.headers, options.body))
 }
 
 /** Runs `measure` and fills in the CPU per request the probe saw meanwhile. */
@@ -66,10 +68,11 @@ async function withCpu (cpu: CpuProbe | undefined, measure: () => Promise<LoadRe
   return { ...result, cpuUsPerRequest: result.requests > 0 ? (used * 1e6) / result.requests : NaN }
 }
 
-function runAutocannon (url: string, connections: number, seconds: number, headers?: Record<string, string>): Promise<LoadResult> {
+function runAutocannon (url: string, connections: number, seconds: number, headers?: Record<string, string>, body?: string): Promise<LoadResult> {
   const latency = new LatencyRecorder()
   return new Promise((resolve, reject) => {
-    const instance = autocannon({ url, connections, duration: seconds, pipelining: 1, timeout: 10, ...(headers !== undefined ? { headers } : {}) }, (err, result) => {
+    const request = body !== undefined ? { method: 'POST' as const, body } : {}
+    const instance = autocannon({ url, connections, duration: seconds, pipelining: 1, timeout: 10, ...request, ...(headers !== undefined ? { headers } : {}) }, (err, result) => {
       if (err !== null) return reject(err)
       resolve({
         rps: result['2xx'] / result.duration,

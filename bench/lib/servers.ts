@@ -11,6 +11,7 @@ import { freePort, scratchDir, startNode, type Child } from './children.ts'
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 const BACKEND = here('../servers/backend.ts')
 const FASTIFY_PROXY = here('../servers/fastify-proxy.ts')
+const LLM_SERVER = here('../servers/llm-server.ts')
 const PORTICO = here('../../packages/proxy/bin/portico.ts')
 
 export interface Server {
@@ -27,6 +28,13 @@ function server (child: Child, port: number): Server {
 export async function startBackend (): Promise<Server> {
   const port = await freePort()
   const child = await startNode({ name: 'backend', args: [BACKEND, String(port)], readyLine: 'ready' })
+  return server(child, port)
+}
+
+/** An OpenAI-compatible chat completions endpoint with a fixed 1 KiB answer (and its usage). */
+export async function startLlmServer (): Promise<Server> {
+  const port = await freePort()
+  const child = await startNode({ name: 'llm-server', args: [LLM_SERVER, String(port)], readyLine: 'ready' })
   return server(child, port)
 }
 
