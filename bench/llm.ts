@@ -16,7 +16,7 @@ import { availableParallelism, loadavg } from 'node:os'
 import { request } from 'undici'
 import { measureThroughput, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, ratio, rounded, table } from './lib/report.ts'
+import { fmt, median, ratio, rounded, table } from './lib/report.ts'
 import { startFastifyProxy, startLlmServer, startPortico, type Server } from './lib/servers.ts'
 
 const opts = readOptions({
@@ -109,12 +109,6 @@ async function main (): Promise<void> {
   } finally {
     await Promise.all(servers.map(s => s.child.stop()))
   }
-}
-
-function median (values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
 function report (targets: Target[], runs: Map<string, LoadResult[]>, load: { start: number[], end: number[] }): void {

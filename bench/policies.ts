@@ -12,9 +12,9 @@
 
 import { availableParallelism, loadavg } from 'node:os'
 import { request } from 'undici'
-import { measureThroughput, type LoadResult } from './lib/load.ts'
+import { compareAbba, type AbbaResult } from './lib/abba.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, ratio, rounded, table } from './lib/report.ts'
+import { fmt, rounded, table } from './lib/report.ts'
 import { startBackend, startPortico, type Server } from './lib/servers.ts'
 
 const TARGET_MAX_DROP = 0.10
@@ -88,36 +88,19 @@ async function main (): Promise<void> {
     const base = portico.url.replace(/\/$/, '')
     await check(base)
 
-    const runs: { bare: LoadResult[], policies: LoadResult[] } = { bare: [], policies: [] }
-    for (let round = 1; round <= opts.rounds; round++) {
-      // ABBA order (bare first in odd rounds, policies first in even ones): a steady drift in
-      // the machine's load does not favour either route.
-      const order = round % 2 === 1 ? ['bare', 'policies'] as const : ['policies', 'bare'] as const
-      for (const route of order) {
-        progress(`round ${round}/${opts.rounds}: ${route} (${opts.warmup} s warm-up + ${opts.duration} s)`)
-        runs[route].push(await measureThroughput(`${base}/${route}`, {
-          connections: opts.connections,
-          seconds: opts.duration,
-          warmupSeconds: opts.warmup,
-          headers: { origin: ORIGIN },
-          cpu: portico.child.cpuSeconds
-        }))
-      }
-    }
+    const result = await compareAbba(
+      { name: 'bare', url: `${base}/bare`, headers: { origin: ORIGIN } },
+      { name: 'policies', url: `${base}/policies`, headers: { origin: ORIGIN } },
+      { ...opts, cpu: portico.child.cpuSeconds, progress }
+    )
     load.end = loadavg()
-    report(runs, load)
+    report(result, load)
   } finally {
     await Promise.all(servers.map(s => s.child.stop()))
   }
 }
 
-function median (values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
-
-function report (runs: { bare: LoadResult[], policies: LoadResult[] }, load: { start: number[], end: number[] }): void {
+function report (result: AbbaResult, load: { start: number[], end: number[] }): void {
   const out: string[] = []
   const cpus = availableParallelism()
   out.push(`policies benchmark: Node ${process.version}, ${cpus} CPU${cpus === 1 ? '' : 's'} shared by the load generator, Portico and the backend (no pinning)`)
@@ -127,28 +110,19 @@ function report (runs: { bare: LoadResult[], policies: LoadResult[] }, load: { s
   out.push('CPU µs/req is Portico\'s own CPU time per response')
   const rows: string[][] = []
   for (let i = 0; i < opts.rounds; i++) {
-    for (const route of ['bare', 'policies'] as const) {
-      const r = runs[route][i]!
+    for (const [route, runs] of [['bare', result.a], ['policies', result.b]] as const) {
+      const r = runs[i]!
       rows.push([`${i + 1}`, route, fmt(r.rps, 0), fmt(r.p50), fmt(r.p99), fmt(r.cpuUsPerRequest, 1), String(r.failures)])
     }
   }
   out.push(table(['round', 'route', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'failures'], rows))
   out.push('')
-  const bareRps = median(runs.bare.map(r => r.rps))
-  const policiesRps = median(runs.policies.map(r => r.rps))
-  const bareCpu = median(runs.bare.map(r => r.cpuUsPerRequest))
-  const policiesCpu = median(runs.policies.map(r => r.cpuUsPerRequest))
-  // Ratios within each round (its two runs back to back), then their median: steadier than
-  // the ratio of medians when the machine's load moves between rounds.
-  const roundRatios = runs.bare.map((b, i) => ratio(runs.policies[i]!.rps, b.rps))
-  const roundCpuRatios = runs.bare.map((b, i) => ratio(runs.policies[i]!.cpuUsPerRequest, b.cpuUsPerRequest))
-  const rpsRatio = median(roundRatios)
+  const { rpsRatio, cpuRatio, median: m } = result
   const drop = 1 - rpsRatio
-  const cpuRatio = median(roundCpuRatios)
-  out.push(`per round, policies/bare req/s: ${roundRatios.map(r => fmt(r, 3)).join(', ')}; CPU µs/req: ${roundCpuRatios.map(r => fmt(r, 3)).join(', ')}`)
+  out.push(`per round, policies/bare req/s: ${result.roundRatios.map(r => fmt(r, 3)).join(', ')}; CPU µs/req: ${result.roundCpuRatios.map(r => fmt(r, 3)).join(', ')}`)
   const signed = (n: number) => `${n >= 0 ? '+' : ''}${fmt(n, 1)}`
-  out.push(`median req/s: bare ${fmt(bareRps, 0)}, policies ${fmt(policiesRps, 0)}; median of the rounds' policies/bare: ${fmt(rpsRatio, 3)} (req/s ${signed((rpsRatio - 1) * 100)} %; target: a drop of at most ${TARGET_MAX_DROP * 100} %: ${drop <= TARGET_MAX_DROP ? 'met' : 'NOT met'})`)
-  out.push(`median CPU µs/req: bare ${fmt(bareCpu, 1)}, policies ${fmt(policiesCpu, 1)}; median of the rounds' policies/bare: ${fmt(cpuRatio, 3)} (${signed((cpuRatio - 1) * 100)} %)`)
+  out.push(`median req/s: bare ${fmt(m.aRps, 0)}, policies ${fmt(m.bRps, 0)}; median of the rounds' policies/bare: ${fmt(rpsRatio, 3)} (req/s ${signed((rpsRatio - 1) * 100)} %; target: a drop of at most ${TARGET_MAX_DROP * 100} %: ${drop <= TARGET_MAX_DROP ? 'met' : 'NOT met'})`)
+  out.push(`median CPU µs/req: bare ${fmt(m.aCpuUsPerRequest, 1)}, policies ${fmt(m.bCpuUsPerRequest, 1)}; median of the rounds' policies/bare: ${fmt(cpuRatio, 3)} (${signed((cpuRatio - 1) * 100)} %)`)
   out.push('')
   out.push(JSON.stringify(rounded({
     bench: 'policies',
@@ -156,10 +130,10 @@ function report (runs: { bare: LoadResult[], policies: LoadResult[] }, load: { s
     cpus,
     loadAverage: load,
     options: opts,
-    runs,
-    median: { bareRps, policiesRps, bareCpuUsPerRequest: bareCpu, policiesCpuUsPerRequest: policiesCpu },
-    roundRatios,
-    roundCpuRatios,
+    runs: { bare: result.a, policies: result.b },
+    median: { bareRps: m.aRps, policiesRps: m.bRps, bareCpuUsPerRequest: m.aCpuUsPerRequest, policiesCpuUsPerRequest: m.bCpuUsPerRequest },
+    roundRatios: result.roundRatios,
+    roundCpuRatios: result.roundCpuRatios,
     rpsRatio,
     rpsDrop: drop,
     cpuPerRequestRatio: cpuRatio,

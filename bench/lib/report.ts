@@ -24,3 +24,10 @@ export function rounded<T> (value: T, decimals = 3): T {
   }
   return value
 }
+
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median (values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}

@@ -91,13 +91,23 @@ export class VerifiedTokenCache {
     this.leewayMs = leewaySeconds * 1000
   }
 
-  async verify (token: string, providers: readonly JwtProvider[]): Promise<JwtResult> {
-    const now = Date.now()
+  /**
+   * The result for a token that verified before and still holds, synchronously (the hot
+   * path: no promise, no microtask hop), else undefined — then call `verify`.
+   */
+  lookup (token: string): JwtResult | undefined {
     const hit = this.entries.get(token)
-    if (hit !== undefined) {
-      if (hit.until > now && hit.nbf <= now + this.leewayMs) return { ok: true, claims: hit.claims, issuer: hit.issuer }
-      this.entries.delete(token)
-    }
+    if (hit === undefined) return undefined
+    const now = Date.now()
+    if (hit.until > now && hit.nbf <= now + this.leewayMs) return { ok: true, claims: hit.claims, issuer: hit.issuer }
+    this.entries.delete(token)
+    return undefined
+  }
+
+  async verify (token: string, providers: readonly JwtProvider[]): Promise<JwtResult> {
+    const known = this.lookup(token)
+    if (known !== undefined) return known
+    const now = Date.now()
     const result = await verifyJwt(token, providers)
     if (result.ok) {
       const exp = typeof result.claims.exp === 'number' ? result.claims.exp * 1000 + this.leewayMs : Infinity

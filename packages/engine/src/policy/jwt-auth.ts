@@ -9,7 +9,7 @@
 import type { RequestContext } from '../pipeline/context.ts'
 import type { CompiledPolicy, JwtAuthIR, JwtProviderIR, McpAuthenticationIR, PolicyOutcome, TokenLocationIR, AuthMode } from './types.ts'
 import type { PolicyServices } from './services.ts'
-import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider } from '../auth/jwt.ts'
+import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider, type JwtResult } from '../auth/jwt.ts'
 import { CONTINUE } from './header-modifier.ts'
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource'
@@ -61,9 +61,28 @@ function authenticator (options: {
 }): CompiledPolicy {
   const { mode, providers, location, refuse } = options
   const cache = new VerifiedTokenCache(Math.max(...providers.map(p => p.leewaySeconds), 0))
+  /** What the verification result means for the request. */
+  const decide = (ctx: RequestContext, result: JwtResult): PolicyOutcome => {
+    if (!result.ok) {
+      if (mode === 'permissive') {
+        trace(ctx, 'skip', `invalid token ignored (permissive): ${result.reason}`)
+        return CONTINUE
+      }
+      trace(ctx, 'deny', result.reason)
+      return refuse(ctx, result.reason, true)
+    }
+    ctx.auth.jwt = result.claims
+    for (const { claim, header } of options.claimsToHeaders) {
+      const v = result.claims[claim]
+      if (v !== undefined) ctx.headers[header] = typeof v === 'string' ? v : JSON.stringify(v)
+    }
+    if (!options.keepToken) removeToken(ctx, location)
+    if (ctx.tracer !== null) trace(ctx, 'apply', `token from ${result.issuer} valid (sub ${String(result.claims.sub ?? '-')})`)
+    return CONTINUE
+  }
   return {
     kind: options.kind,
-    async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
+    onRequest (ctx: RequestContext): PolicyOutcome | Promise<PolicyOutcome> {
       const token = readToken(ctx, location)
       if (token === null || token === '') {
         if (mode === 'strict') {
@@ -73,23 +92,10 @@ function authenticator (options: {
         trace(ctx, 'skip', 'no token')
         return CONTINUE
       }
-      const result = await cache.verify(token, providers)
-      if (!result.ok) {
-        if (mode === 'permissive') {
-          trace(ctx, 'skip', `invalid token ignored (permissive): ${result.reason}`)
-          return CONTINUE
-        }
-        trace(ctx, 'deny', result.reason)
-        return refuse(ctx, result.reason, true)
-      }
-      ctx.auth.jwt = result.claims
-      for (const { claim, header } of options.claimsToHeaders) {
-        const v = result.claims[claim]
-        if (v !== undefined) ctx.headers[header] = typeof v === 'string' ? v : JSON.stringify(v)
-      }
-      if (!options.keepToken) removeToken(ctx, location)
-      trace(ctx, 'apply', `token from ${result.issuer} valid (sub ${String(result.claims.sub ?? '-')})`)
-      return CONTINUE
+      // A token seen before is decided without waiting on anything.
+      const known = cache.lookup(token)
+      if (known !== undefined) return decide(ctx, known)
+      return cache.verify(token, providers).then(result => decide(ctx, result))
     }
   }
 }

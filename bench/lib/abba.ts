@@ -1,0 +1,75 @@
+/**
+ * Two targets compared in one run, the way a busy shared machine allows: rounds of two
+ * throughput runs in ABBA order (A first in odd rounds, B first in even ones), so a steady
+ * drift in the machine's load favours neither; the ratio B/A is taken within each round
+ * (its two runs back to back) and the median of those ratios reported — steadier than the
+ * ratio of medians when the load moves between rounds.
+ */
+
+import { measureThroughput, type CpuProbe, type LoadResult } from './load.ts'
+import { median, ratio } from './report.ts'
+
+export interface AbbaTarget {
+  /** Label in progress lines and tables. */
+  name: string
+  url: string
+  headers?: Record<string, string>
+  body?: string
+}
+
+export interface AbbaOptions {
+  rounds: number
+  duration: number
+  warmup: number
+  connections: number
+  /** CPU of the process under test (the same for both targets). */
+  cpu?: CpuProbe
+  progress: (message: string) => void
+}
+
+export interface AbbaResult {
+  a: LoadResult[]
+  b: LoadResult[]
+  /** B/A req/s in each round. */
+  roundRatios: number[]
+  /** B/A CPU per request in each round. */
+  roundCpuRatios: number[]
+  /** Medians of the rounds' ratios. */
+  rpsRatio: number
+  cpuRatio: number
+  median: { aRps: number, bRps: number, aCpuUsPerRequest: number, bCpuUsPerRequest: number }
+}
+
+export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOptions): Promise<AbbaResult> {
+  const runs = { a: [] as LoadResult[], b: [] as LoadResult[] }
+  for (let round = 1; round <= options.rounds; round++) {
+    const order = round % 2 === 1 ? ['a', 'b'] as const : ['b', 'a'] as const
+    for (const which of order) {
+      const target = which === 'a' ? a : b
+      options.progress(`round ${round}/${options.rounds}: ${target.name} (${options.warmup} s warm-up + ${options.duration} s)`)
+      runs[which].push(await measureThroughput(target.url, {
+        connections: options.connections,
+        seconds: options.duration,
+        warmupSeconds: options.warmup,
+        ...(target.headers !== undefined ? { headers: target.headers } : {}),
+        ...(target.body !== undefined ? { body: target.body } : {}),
+        ...(options.cpu !== undefined ? { cpu: options.cpu } : {})
+      }))
+    }
+  }
+  const roundRatios = runs.a.map((r, i) => ratio(runs.b[i]!.rps, r.rps))
+  const roundCpuRatios = runs.a.map((r, i) => ratio(runs.b[i]!.cpuUsPerRequest, r.cpuUsPerRequest))
+  return {
+    ...runs,
+    roundRatios,
+    roundCpuRatios,
+    rpsRatio: median(roundRatios),
+    cpuRatio: median(roundCpuRatios),
+    median: {
+      aRps: median(runs.a.map(r => r.rps)),
+      bRps: median(runs.b.map(r => r.rps)),
+      aCpuUsPerRequest: median(runs.a.map(r => r.cpuUsPerRequest)),
+      bCpuUsPerRequest: median(runs.b.map(r => r.cpuUsPerRequest))
+    }
+  }
+}
