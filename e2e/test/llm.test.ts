@@ -66,7 +66,17 @@ describe('ai backends', () => {
             policies: { localRateLimit: [{ maxTokens: 10, tokensPerFill: 5, fillInterval: '1s', type: 'tokens' }] },
             backends: [{ ai: ai('refill-llm') }]
           },
-          { name: 'dead', matches: [{ path: { pathPrefix: '/dead' } }], backends: [{ ai: { name: 'dead-llm', provider: { openAI: {} }, hostOverride: `127.0.0.1:${deadPort}` } }] }
+          { name: 'dead', matches: [{ path: { pathPrefix: '/dead' } }], backends: [{ ai: { name: 'dead-llm', provider: { openAI: {} }, hostOverride: `127.0.0.1:${deadPort}` } }] },
+          {
+            // Nearly always the dead one first; the retry prepares the request again for the live one.
+            name: 'retry',
+            matches: [{ path: { pathPrefix: '/retry' } }],
+            policies: { retry: { attempts: 1, codes: [503], backoff: '10ms' } },
+            backends: [
+              { ai: { name: 'dead-llm', provider: { openAI: {} }, hostOverride: `127.0.0.1:${deadPort}` }, weight: 1000 },
+              { ai: ai('retry-llm', { provider: { openAI: { model: 'retry-model' } } }), weight: 1 }
+            ]
+          }
         ]
       })
     })
@@ -217,6 +227,24 @@ describe('ai backends', () => {
     const err = await client('/dead').chat.completions.create({ model: 'gpt-test', messages: MESSAGES }).then(() => null, (e: unknown) => e)
     assert.ok(err instanceof OpenAI.APIError, String(err))
     assert.equal(err.status, 503)
+  })
+
+  test('a retry to another ai backend prepares the request for it', { timeout: 15_000 }, async () => {
+    const trace = await openTrace(admin, 'path=/retry/chat/completions')
+    await trace.ready
+    const completion = await client('/retry').chat.completions.create({ model: 'asked', messages: MESSAGES, stream: true })
+    let usage: OpenAI.CompletionUsage | null | undefined
+    for await (const chunk of completion) if (chunk.usage != null) usage = chunk.usage
+    assert.equal(usage?.total_tokens, COST)
+    const seen = llm.bodies.at(-1)!
+    assert.equal(seen.model, 'retry-model')
+    assert.deepEqual(seen.messages, MESSAGES)
+    assert.deepEqual(seen.stream_options, { include_usage: true })
+    const events = await trace.done
+    // (One time in 1,001 the live backend is picked first and there is no retry.)
+    if (events.some(e => e.message.type === 'retry')) {
+      assert.deepEqual(events.filter(e => e.message.type === 'llmRequest').map(e => e.message.model), ['asked', 'retry-model'], 'the dead backend got the request as asked, the retry the pinned model')
+    }
   })
 
   test('configs that could never count a token, and bad ai backends, are refused with the field', { timeout: 30_000 }, async () => {
