@@ -72,7 +72,10 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   addForwardedHeaders(ctx.headers, req.socket.remoteAddress, ctx.scheme, ctx.host)
 
   // Gateway phase.
-  let outcome = await runPhase(ctx, 'gateway', listener.policies)
+  // Phases answer synchronously unless a policy had to wait: `await` only then (an await
+  // of a plain value still costs a microtask hop, three per request).
+  let outcome = runPhase(ctx, 'gateway', listener.policies)
+  if (outcome instanceof Promise) outcome = await outcome
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'gateway policies', requestState: requestSnapshot(ctx, rt.env, {}) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
@@ -90,7 +93,8 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (route === null) return respondLocal(rt, ctx, 404, 'route not found', 'NotFound')
 
   // Route phase.
-  outcome = await runPhase(ctx, 'route', route.policies)
+  outcome = runPhase(ctx, 'route', route.policies)
+  if (outcome instanceof Promise) outcome = await outcome
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'route policies', requestState: requestSnapshot(ctx, rt.env, {}) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
@@ -105,7 +109,8 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   ctx.backend = ref.backend
   if (route.ir.retry !== undefined) saveBeforeBackend(ctx)
   // Only ai backends pay for the extra step (an await per request shows in req/s).
-  outcome = ctx.backend.kind === 'ai' ? await backendPhase(ctx) : await runPhase(ctx, 'backend', ref.policies)
+  outcome = ctx.backend.kind === 'ai' ? await backendPhase(ctx) : runPhase(ctx, 'backend', ref.policies)
+  if (outcome instanceof Promise) outcome = await outcome
   if (ctx.backend.kind === 'mcp' && outcome === null) {
     // The MCP layer reads the JSON-RPC body first, so its snapshots can name the method.
     if (ctx.upgrade !== null) return respondLocal(rt, ctx, 400, 'upgrade not supported on an MCP route', 'InvalidRequest')
@@ -123,7 +128,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
  * The backend phase: the backend's policies, then for an `ai` backend the LLM request
  * checks and rewrites. Retries run it again for the backend they picked.
  */
-async function backendPhase (ctx: RequestContext): Promise<Exclude<PolicyOutcome, { action: 'continue' }> | null> {
+async function backendPhase (ctx: RequestContext): Promise<PhaseOutcome> {
   const outcome = await runPhase(ctx, 'backend', ctx.backendRef!.policies)
   if (outcome !== null || ctx.backend!.kind !== 'ai') return outcome
   const refused = await prepareLlmRequest(ctx)
@@ -131,17 +136,37 @@ async function backendPhase (ctx: RequestContext): Promise<Exclude<PolicyOutcome
   return { action: 'respond', status: refused.status, body: refused.body, headers: refused.headers, reason: 'InvalidRequest' }
 }
 
+/** What a phase decided: an answer that ends the request, or null to go on. */
+type PhaseOutcome = Exclude<PolicyOutcome, { action: 'continue' }> | null
+
 /**
  * Runs one phase's request hooks in order. Returns the first outcome that ends the request,
- * or null to go on. Synchronous policies never wait on a promise.
+ * or null to go on — synchronously while every policy answers synchronously, as a promise
+ * from the first policy that has to wait.
  */
-async function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicySet): Promise<Exclude<PolicyOutcome, { action: 'continue' }> | null> {
+function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicySet): PhaseOutcome | Promise<PhaseOutcome> {
   ctx.phases.push({ phase, set })
   ctx.tracer?.emit({ type: 'policySelection', phase, effectivePolicy: effectivePolicy(set) })
   if (set.empty) return null
-  for (const policy of set.policies) {
-    if (policy.onRequest === undefined) continue
-    let out = policy.onRequest(ctx)
+  const policies = set.policies
+  for (let i = 0; i < policies.length; i++) {
+    const hook = policies[i]!.onRequest
+    if (hook === undefined) continue
+    const out = hook.call(policies[i], ctx)
+    if (out instanceof Promise) return finishPhase(ctx, policies, i, out)
+    if (out.action === 'respond') return out
+  }
+  return null
+}
+
+/** The rest of a phase once policy `i` returned a promise. */
+async function finishPhase (ctx: RequestContext, policies: CompiledPolicySet['policies'], i: number, pending: Promise<PolicyOutcome>): Promise<PhaseOutcome> {
+  const first = await pending
+  if (first.action === 'respond') return first
+  for (let j = i + 1; j < policies.length; j++) {
+    const hook = policies[j]!.onRequest
+    if (hook === undefined) continue
+    let out = hook.call(policies[j], ctx)
     if (out instanceof Promise) out = await out
     if (out.action === 'respond') return out
   }
