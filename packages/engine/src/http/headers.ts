@@ -42,6 +42,17 @@ export function endToEndHeaders (headers: IncomingHttpHeaders): HeaderMap {
   return out
 }
 
+/**
+ * Removes a header from the request going upstream by setting it to undefined: undici and
+ * every reader of the request headers here skip undefined values, while `delete` would turn
+ * the object into a slower dictionary for the rest of the request (about 2 µs per request
+ * when a JWT is removed, bench/auth.ts). Not for response headers: Node's writeHead refuses
+ * undefined values.
+ */
+export function dropUpstreamHeader (headers: HeaderMap, name: string): void {
+  if (headers[name] !== undefined) headers[name] = undefined
+}
+
 /** Adds X-Forwarded-For (appended), -Proto and -Host (kept when an earlier proxy set them). */
 export function addForwardedHeaders (headers: HeaderMap, clientAddress: string | undefined, scheme: string, host: string): void {
   if (clientAddress !== undefined) {

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto'
 import type { RequestContext } from '../pipeline/context.ts'
 import type { ApiKeyIR, CompiledPolicy, PolicyOutcome } from './types.ts'
 import { CONTINUE } from './header-modifier.ts'
+import { dropUpstreamHeader } from '../http/headers.ts'
 
 export function sha256Hex (text: string): string {
   return createHash('sha256').update(text).digest('hex')
@@ -43,7 +44,7 @@ export function apiKey (ir: ApiKeyIR): CompiledPolicy {
         return refuse('unknown API key')
       }
       ctx.auth.apiKey = { name: entry.name, metadata: entry.metadata }
-      if ('header' in location) delete ctx.headers[location.header]
+      if ('header' in location) dropUpstreamHeader(ctx.headers, location.header)
       trace(ctx, 'apply', `key ${entry.name}`)
       return CONTINUE
     }

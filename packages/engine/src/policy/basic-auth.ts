@@ -4,6 +4,7 @@ import type { RequestContext } from '../pipeline/context.ts'
 import type { BasicAuthIR, CompiledPolicy, PolicyOutcome } from './types.ts'
 import { HtpasswdVerifier, parseHtpasswd } from '../auth/htpasswd.ts'
 import { CONTINUE } from './header-modifier.ts'
+import { dropUpstreamHeader } from '../http/headers.ts'
 
 export function basicAuth (ir: BasicAuthIR): CompiledPolicy {
   const verifier = new HtpasswdVerifier(parseHtpasswd(ir.htpasswd).entries)
@@ -36,7 +37,7 @@ export function basicAuth (ir: BasicAuthIR): CompiledPolicy {
         return refuse('invalid credentials')
       }
       ctx.auth.basicAuth = { username: user }
-      delete ctx.headers.authorization
+      dropUpstreamHeader(ctx.headers, 'authorization')
       trace(ctx, 'apply', `user ${user}`)
       return CONTINUE
     }

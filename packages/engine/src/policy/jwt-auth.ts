@@ -11,6 +11,7 @@ import type { CompiledPolicy, JwtAuthIR, JwtProviderIR, McpAuthenticationIR, Pol
 import type { PolicyServices } from './services.ts'
 import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider, type JwtResult } from '../auth/jwt.ts'
 import { CONTINUE } from './header-modifier.ts'
+import { dropUpstreamHeader } from '../http/headers.ts'
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource'
 
@@ -43,7 +44,7 @@ function readToken (ctx: RequestContext, location: TokenLocationIR): string | nu
 }
 
 function removeToken (ctx: RequestContext, location: TokenLocationIR): void {
-  if ('header' in location) delete ctx.headers[location.header]
+  if ('header' in location) dropUpstreamHeader(ctx.headers, location.header)
 }
 
 interface Refusal {
