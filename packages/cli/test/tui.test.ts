@@ -28,17 +28,22 @@ function tmux (...args: string[]): string {
   return r.stdout
 }
 
-function screen (): string {
-  return tmux('capture-pane', '-p', '-t', SESSION)
+function screen (session = SESSION): string {
+  return tmux('capture-pane', '-p', '-t', session)
 }
 
-/** Polls the screen until `pattern` is on it (10 s at most). */
-async function waitScreen (pattern: RegExp, timeoutMs = 10_000): Promise<string> {
+/**
+ * Polls the screen until `pattern` is on it and the screen has stopped changing (two
+ * captures 50 ms apart alike), so assertions never read a half-drawn pane; 10 s at most.
+ */
+async function waitScreen (pattern: RegExp, session = SESSION, timeoutMs = 10_000): Promise<string> {
   const deadline = Date.now() + timeoutMs
+  let previous: string | null = null
   for (;;) {
-    const text = screen()
-    if (pattern.test(text)) return text
-    if (Date.now() > deadline) throw new Error(`screen never showed ${String(pattern)}; it shows:\n${text}`)
+    const text = screen(session)
+    if (pattern.test(text) && text === previous) return text
+    previous = pattern.test(text) ? text : null
+    if (Date.now() > deadline) throw new Error(`screen never showed ${String(pattern)} (or never settled); it shows:\n${text}`)
     await new Promise(resolve => setTimeout(resolve, 50))
   }
 }
@@ -153,16 +158,7 @@ test('the TUI replays a saved trace (-f) on a terminal', async t => {
   if (skipWithoutTmux(t)) return
   const command = `${quote(process.execPath)} ${quote(PORTICOCTL_BIN)} proxy trace -f ${quote(`${FIXTURES}get-200.jsonl`)}; echo "REPLAY_EXIT=$?"; sleep 60`
   tmux('new-session', '-d', '-s', 'replay', '-x', '120', '-y', '30', 'env', 'TERM=xterm-256color', 'sh', '-c', command)
-  const read = () => tmux('capture-pane', '-p', '-t', 'replay')
-  const wait = async (pattern: RegExp) => {
-    const deadline = Date.now() + 10_000
-    for (;;) {
-      const text = read()
-      if (pattern.test(text)) return text
-      if (Date.now() > deadline) throw new Error(`screen never showed ${String(pattern)}; it shows:\n${text}`)
-      await new Promise(resolve => setTimeout(resolve, 50))
-    }
-  }
+  const wait = async (pattern: RegExp) => await waitScreen(pattern, 'replay')
   let s = await wait(/replay of .*get-200\.jsonl: 16 events/)
   assert.match(s, /Events \(16\)  1-\d+/, 'a short terminal scrolls the list')
   tmux('send-keys', '-t', 'replay', 'End', 's')
