@@ -45,7 +45,7 @@ before(async () => {
         secure: { port: tlsPort, address: '127.0.0.1', protocol: 'HTTPS', tls: { cert: 'cert.pem', key: 'key.pem' } }
       },
       routes: [
-        { name: 'app', policies: { requestHeaderModifier: { add: { 'x-a': '1' } } }, backends: [{ host: backend.host }] },
+        { name: 'app', policies: { requestHeaderModifier: { add: { 'x-a': '1' }, set: { Authorization: 'Bearer sk-provider-key' } } }, backends: [{ host: backend.host }] },
         { name: 'tls', gateways: ['secure'], backends: [{ host: backend.host }] }
       ]
     })
@@ -84,7 +84,9 @@ test('/config_dump shows what is loaded, with live backend stats and secrets red
   assert.equal(dump.backends[0].stats.requests >= 1, true)
   assert.equal(dump.backends[0].stats.health, 1)
   assert.equal(typeof dump.backends[0].stats.latencyMs, 'number')
-  assert.deepEqual(dump.policies, [{ target: 'route/app', phase: 'route', policies: { requestHeaderModifier: { add: { 'x-a': '1' } } } }])
+  // A credential a policy sets (a provider's key) is shown redacted.
+  assert.deepEqual(dump.policies, [{ target: 'route/app', phase: 'route', policies: { requestHeaderModifier: { add: { 'x-a': '1' }, set: { Authorization: '<redacted>' } } } }])
+  assert.ok(!text.includes('sk-provider-key'), 'the key appears nowhere in the dump')
   assert.match(dump.version.configVersion, /^[0-9a-f]{12}$/)
   assert.equal(dump.config.adminAddr, admin.replace('http://', ''))
   const tlsBind = dump.binds.find((b: { protocol: string }) => b.protocol === 'HTTPS')

@@ -36,6 +36,13 @@ test('examples/quickstart.yaml validates', async () => {
   assert.equal(result.code, 0, result.stderr)
 })
 
+test('the standalone examples in deploy/examples validate', async () => {
+  for (const name of ['mcp-standalone.yaml', 'llm-standalone.yaml']) {
+    const result = await runPortico(['--validate', '-f', join(REPO_ROOT, 'deploy/examples', name)])
+    assert.equal(result.code, 0, `${name}: ${result.stderr}`)
+  }
+})
+
 test('the quick start answers /hello and serves the everything MCP server', async () => {
   const hello = await request(`${portico.url}/hello`)
   assert.equal(await hello.body.text(), 'hello from portico\n')

@@ -8,17 +8,7 @@ import type { HeaderMap } from '../policy/header-modifier.ts'
 import type { CompiledPolicySet } from '../policy/types.ts'
 import { EFFECTIVE_POLICY_KEYS } from '../policy/types.ts'
 import { formatSeconds } from '../util/duration.ts'
-import { redactSecrets } from '../ir/redact.ts'
-
-/** Headers whose values never appear in traces: credentials and session material. */
-export const SENSITIVE_HEADERS = new Set([
-  'authorization',
-  'proxy-authorization',
-  'cookie',
-  'set-cookie',
-  'x-api-key',
-  'api-key'
-])
+import { redactSecrets, SENSITIVE_HEADERS } from '../ir/redact.ts'
 
 export const REDACTED = '<redacted>'
 
