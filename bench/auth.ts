@@ -11,9 +11,9 @@
 
 import { availableParallelism } from 'node:os'
 import { exportJWK, generateKeyPair, SignJWT } from 'jose'
-import { compareAbba } from './lib/abba.ts'
+import { abbaReport, compareAbba } from './lib/abba.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, rounded, table } from './lib/report.ts'
+import { fmt, rounded } from './lib/report.ts'
 import { startBackend, startPortico, type Server } from './lib/servers.ts'
 
 const TARGET_DROP = 0.15
@@ -65,19 +65,10 @@ routes:
     )
     const drop = 1 - result.rpsRatio
     const cpus = availableParallelism()
-    const rows: string[][] = []
-    for (let i = 0; i < opts.rounds; i++) {
-      for (const [route, runs] of [['no auth', result.a], ['mcpAuthentication + CEL rule', result.b]] as const) {
-        const r = runs[i]!
-        rows.push([`${i + 1}`, route, fmt(r.rps, 0), fmt(r.p50), fmt(r.p99), fmt(r.cpuUsPerRequest, 1), String(r.failures)])
-      }
-    }
     const out = [
       `auth benchmark: Node ${process.version}, ${cpus} CPU${cpus === 1 ? '' : 's'} shared by load generator, proxy and backend; ${opts.connections} connections, ${opts.duration} s measured after ${opts.warmup} s warm-up, ${opts.rounds} rounds in ABBA order`,
       '',
-      table(['round', 'route', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'failures'], rows),
-      '',
-      `per round, auth/no auth req/s: ${result.roundRatios.map(r => fmt(r, 3)).join(', ')}; CPU µs/req: ${result.roundCpuRatios.map(r => fmt(r, 3)).join(', ')}`,
+      ...abbaReport(result, { a: 'no auth', b: 'mcpAuthentication + CEL rule' }),
       `drop (median of the rounds): ${fmt(drop * 100, 1)} % (target <= ${TARGET_DROP * 100} %: ${drop <= TARGET_DROP ? 'met' : 'NOT met'}); CPU per request ${fmt(result.cpuRatio, 3)}x`,
       JSON.stringify(rounded({ bench: 'auth', node: process.version, cpus, options: opts, open: result.a, protected: result.b, roundRatios: result.roundRatios, roundCpuRatios: result.roundCpuRatios, drop, cpuPerRequestRatio: result.cpuRatio, targetMet: drop <= TARGET_DROP }))
     ]

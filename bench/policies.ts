@@ -12,9 +12,9 @@
 
 import { availableParallelism, loadavg } from 'node:os'
 import { request } from 'undici'
-import { compareAbba, type AbbaResult } from './lib/abba.ts'
+import { abbaReport, compareAbba, type AbbaResult } from './lib/abba.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, rounded, table } from './lib/report.ts'
+import { fmt, rounded } from './lib/report.ts'
 import { startBackend, startPortico, type Server } from './lib/servers.ts'
 
 const TARGET_MAX_DROP = 0.10
@@ -108,18 +108,9 @@ function report (result: AbbaResult, load: { start: number[], end: number[] }): 
   out.push(`closed loop (autocannon), ${opts.connections} connections, ${opts.duration} s measured after ${opts.warmup} s warm-up per run, ${opts.rounds} rounds in ABBA order;`)
   out.push('policies = requestHeaderModifier + responseHeaderModifier + cors (allowed Origin on every request) + localRateLimit (never refusing);')
   out.push('CPU µs/req is Portico\'s own CPU time per response')
-  const rows: string[][] = []
-  for (let i = 0; i < opts.rounds; i++) {
-    for (const [route, runs] of [['bare', result.a], ['policies', result.b]] as const) {
-      const r = runs[i]!
-      rows.push([`${i + 1}`, route, fmt(r.rps, 0), fmt(r.p50), fmt(r.p99), fmt(r.cpuUsPerRequest, 1), String(r.failures)])
-    }
-  }
-  out.push(table(['round', 'route', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'failures'], rows))
-  out.push('')
+  out.push(...abbaReport(result, { a: 'bare', b: 'policies' }))
   const { rpsRatio, cpuRatio, median: m } = result
   const drop = 1 - rpsRatio
-  out.push(`per round, policies/bare req/s: ${result.roundRatios.map(r => fmt(r, 3)).join(', ')}; CPU µs/req: ${result.roundCpuRatios.map(r => fmt(r, 3)).join(', ')}`)
   const signed = (n: number) => `${n >= 0 ? '+' : ''}${fmt(n, 1)}`
   out.push(`median req/s: bare ${fmt(m.aRps, 0)}, policies ${fmt(m.bRps, 0)}; median of the rounds' policies/bare: ${fmt(rpsRatio, 3)} (req/s ${signed((rpsRatio - 1) * 100)} %; target: a drop of at most ${TARGET_MAX_DROP * 100} %: ${drop <= TARGET_MAX_DROP ? 'met' : 'NOT met'})`)
   out.push(`median CPU µs/req: bare ${fmt(m.aCpuUsPerRequest, 1)}, policies ${fmt(m.bCpuUsPerRequest, 1)}; median of the rounds' policies/bare: ${fmt(cpuRatio, 3)} (${signed((cpuRatio - 1) * 100)} %)`)

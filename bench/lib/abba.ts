@@ -7,7 +7,7 @@
  */
 
 import { measureThroughput, type CpuProbe, type LoadResult } from './load.ts'
-import { median, ratio } from './report.ts'
+import { fmt, median, ratio, table } from './report.ts'
 
 export interface AbbaTarget {
   /** Label in progress lines and tables. */
@@ -72,4 +72,22 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
       bCpuUsPerRequest: median(runs.b.map(r => r.cpuUsPerRequest))
     }
   }
+}
+
+/**
+ * The per-round table (each round's A and B runs) and the line of per-round B/A ratios,
+ * `labels` naming A and B.
+ */
+export function abbaReport (result: AbbaResult, labels: { a: string, b: string }): string[] {
+  const rows: string[][] = []
+  result.a.forEach((a, i) => {
+    for (const [label, r] of [[labels.a, a], [labels.b, result.b[i]!]] as const) {
+      rows.push([`${i + 1}`, label, fmt(r.rps, 0), fmt(r.p50), fmt(r.p99), fmt(r.cpuUsPerRequest, 1), String(r.failures)])
+    }
+  })
+  return [
+    table(['round', 'route', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'failures'], rows),
+    '',
+    `per round, ${labels.b}/${labels.a} req/s: ${result.roundRatios.map(r => fmt(r, 3)).join(', ')}; CPU µs/req: ${result.roundCpuRatios.map(r => fmt(r, 3)).join(', ')}`
+  ]
 }
