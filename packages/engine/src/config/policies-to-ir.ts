@@ -15,6 +15,7 @@ import { compileCel } from '../cel/expression.ts'
 import { extProcToIR, remoteRateLimitToIR, type ExtProcConfig, type RemoteRateLimitConfig } from './traffic-to-ir.ts'
 import { checkHttpPolicySet, corsToIR, csrfToIR, localRateLimitToIR, requestRedirectToIR, transformationToIR, urlRewriteToIR } from './http-policy-to-ir.ts'
 import type { CorsConfig, CsrfConfig, LocalRateLimitConfig, RequestRedirectConfig, TransformationConfig, UrlRewriteConfig } from './http-policy-schema.ts'
+import { hostPort } from '../util/host-port.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -208,9 +209,8 @@ function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzI
       }
     }
   }
-  const host = target.host.includes(':') ? `[${target.host}]` : target.host
   const ir: ExtAuthzIR = {
-    host: `${target.protocol}://${host}:${target.port}`,
+    host: `${target.protocol}://${hostPort(target.host, target.port)}`,
     protocol,
     failureMode: c.failureMode ?? 'deny',
     timeoutMs: c.timeout !== undefined ? parseDuration(c.timeout) : DEFAULT_EXT_AUTHZ_TIMEOUT_MS,

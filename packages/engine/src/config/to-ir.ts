@@ -14,6 +14,7 @@ import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
+import { hostPort } from '../util/host-port.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -335,7 +336,7 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
     fail([...path, 'host'], parsed)
     return undefined
   }
-  const target = `${parsed.host.includes(':') ? `[${parsed.host}]` : parsed.host}:${parsed.port}`
+  const target = hostPort(parsed.host, parsed.port)
   return {
     key: `${parsed.protocol}://${target}`,
     kind: 'static',
@@ -360,7 +361,7 @@ function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, mes
     fail([...path, 'hostOverride'], parsed)
     return undefined
   }
-  const target = `${parsed.host.includes(':') ? `[${parsed.host}]` : parsed.host}:${parsed.port}`
+  const target = hostPort(parsed.host, parsed.port)
   const ai: AiBackendSpecIR = { provider, path: a.pathOverride ?? defaults.path }
   if (a.provider.openAI.model !== undefined) ai.model = a.provider.openAI.model
   return {
@@ -388,7 +389,7 @@ function translateMultiEndpointBackend (hosts: string[], path: Path, fail: (p: P
     fail(path, 'all endpoints of a backend must use one scheme (http or https)')
     return undefined
   }
-  const labels = parsed.map(p => `${p.host.includes(':') ? `[${p.host}]` : p.host}:${p.port}`)
+  const labels = parsed.map(p => hostPort(p.host, p.port))
   if (new Set(labels).size !== labels.length) {
     fail(path, 'endpoints must be distinct')
     return undefined

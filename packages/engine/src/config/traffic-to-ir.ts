@@ -13,6 +13,7 @@ import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, Reque
 import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { parseHostTarget } from './to-ir.ts'
+import { hostPort } from '../util/host-port.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -40,7 +41,7 @@ function serviceUrl (text: string, path: Path, report: Report): string | undefin
     report(path, target)
     return undefined
   }
-  return `${target.protocol}://${target.host.includes(':') ? `[${target.host}]` : target.host}:${target.port}`
+  return `${target.protocol}://${hostPort(target.host, target.port)}`
 }
 
 function positiveDuration (text: string | undefined, fallback: number, path: Path, report: Report): number {

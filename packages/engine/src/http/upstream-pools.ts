@@ -8,6 +8,7 @@
 import { BalancedPool, Pool, type Dispatcher } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
 import { HealthBalancer } from './endpoint-balancer.ts'
+import { hostPort } from '../util/host-port.ts'
 
 export interface UpstreamPoolOptions {
   /** Max connections per endpoint; null = unlimited. */
@@ -150,7 +151,7 @@ export class UpstreamPools {
 }
 
 function originsOf (backend: BackendIR): string[] {
-  return backend.endpoints.map(e => `${backend.protocol}://${e.host.includes(':') ? `[${e.host}]` : e.host}:${e.port}`)
+  return backend.endpoints.map(e => `${backend.protocol}://${hostPort(e.host, e.port)}`)
 }
 
 function sameList (a: string[], b: string[]): boolean {

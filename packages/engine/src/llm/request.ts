@@ -9,8 +9,9 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { AiBackendSpecIR, BackendIR } from '../ir/types.ts'
+import type { AiBackendSpecIR } from '../ir/types.ts'
 import { bufferRequestBody } from '../http/replay-body.ts'
+import { authority } from '../util/host-port.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
 export const LLM_REQUEST_LIMIT = 8 * 1024 * 1024
@@ -79,7 +80,8 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   ctx.headers['content-length'] = String(out.length)
   delete ctx.headers['transfer-encoding']
   ctx.headers['accept-encoding'] = 'identity'
-  ctx.headers.host = providerAuthority(backend)
+  const { host, port } = backend.endpoints[0]!
+  ctx.headers.host = authority(host, port, backend.protocol)
   ctx.path = spec.path
   ctx.llm = { system: systemOf(spec), requestModel, model: body.model as string, streaming, usage: null }
   ctx.tracer?.emit({ type: 'llmRequest', provider: spec.provider, requestModel, model: ctx.llm.model, streaming, path: spec.path })
@@ -92,10 +94,3 @@ function systemOf (spec: AiBackendSpecIR): LlmCall['system'] {
   }
 }
 
-/** `Host` for the provider: its name, with the port unless it is the scheme's default. */
-function providerAuthority (backend: BackendIR): string {
-  const { host, port } = backend.endpoints[0]!
-  const name = host.includes(':') ? `[${host}]` : host
-  const defaultPort = backend.protocol === 'https' ? 443 : 80
-  return port === defaultPort ? name : `${name}:${port}`
-}

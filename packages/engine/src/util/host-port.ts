@@ -1,0 +1,15 @@
+/**
+ * `host:port` as URLs and Host headers spell it: an IPv6 address in brackets. One place for
+ * the rule, used by backend labels, origins and authorities.
+ */
+
+/** `host:port`, or `[v6]:port`. */
+export function hostPort (host: string, port: number): string {
+  return `${host.includes(':') ? `[${host}]` : host}:${port}`
+}
+
+/** The Host header for `host:port` over `protocol`: the port is left out when it is the scheme's default. */
+export function authority (host: string, port: number, protocol: 'http' | 'https'): string {
+  const withPort = hostPort(host, port)
+  return port === (protocol === 'https' ? 443 : 80) ? withPort.slice(0, withPort.lastIndexOf(':')) : withPort
+}
