@@ -160,6 +160,11 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
   }
   process.on('SIGTERM', onSignal)
   process.on('SIGINT', onSignal)
+  // Node's default for SIGHUP is to exit at once (no log, no drain). A terminal closing or
+  // an operator asking for a reload must not stop the gateway: re-read the config instead.
+  process.on('SIGHUP', signal => {
+    portico.reloadOnSignal(signal).catch(err => log.error({ err }, `${signal}: reload failed`))
+  })
 }
 
 function printErrors (file: string, result: Extract<LoadResult, { ok: false }>): void {

@@ -11,6 +11,7 @@ import type { Logs } from './logging.ts'
 import type { Settings } from './settings.ts'
 import { accessLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'
+import { readFileSync } from 'node:fs'
 import { ProxyMetrics } from './metrics.ts'
 import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
 import { startAdminServer } from './admin/server.ts'
@@ -163,6 +164,31 @@ export class Portico {
       })
       if (initialText !== undefined) this.watcher.setCurrent(initialText)
     }
+  }
+
+  /**
+   * SIGHUP: read the config file again and apply it, as a file change would (the signal
+   * operators send to make a daemon reload). Without a file (cluster mode: the controller
+   * pushes config) there is nothing to read: it is logged and ignored. Never exits.
+   */
+  async reloadOnSignal (signal: string): Promise<void> {
+    if (this.configPath === undefined) {
+      this.log.info({ signal }, `${signal} ignored: the config comes from the controller`)
+      return
+    }
+    if (this.shuttingDown !== undefined) return
+    this.log.info({ signal, file: this.configPath }, `${signal}: reloading ${this.configPath}`)
+    let text: string
+    try {
+      text = readFileSync(this.configPath, 'utf8')
+    } catch (err) {
+      this.log.error({ signal, err: (err as Error).message, file: this.configPath }, `${signal}: cannot read the config file; keeping version ${this.engine.config?.ir.version ?? 'none'}`)
+      return
+    }
+    this.watcher?.setCurrent(text)
+    const before = this.engine.config?.ir.version
+    const result = await this.reloadText(text)
+    if (result.ok && this.engine.config?.ir.version === before) this.log.info({ signal, version: before }, `${signal}: config unchanged (version ${before ?? 'none'})`)
   }
 
   /** Applies a new version of the config file's text; the current config stays on any error. */
