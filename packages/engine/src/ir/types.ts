@@ -32,6 +32,11 @@ export interface BindIR {
   /** PEM material when protocol is HTTPS. All listeners of a bind share one certificate here. */
   tls?: TlsServerIR
   listeners: ListenerIR[]
+  /**
+   * Milliseconds a client has to send a request head; 0 = no limit; absent = the default
+   * (http/frontend.ts). Per port: it runs before the Host header picks a listener.
+   */
+  requestHeadersTimeoutMs?: number
 }
 
 export interface TlsServerIR {
@@ -55,7 +60,35 @@ export interface ListenerIR {
   tls?: TlsServerIR
   /** Gateway-phase policies. */
   policies: PolicySetIR
+  /** How request paths are normalised before matching; absent = the safe defaults. */
+  path?: PathNormalizationIR
+  /** How the listener treats what clients send; absent fields take the defaults (http/frontend.ts). */
+  frontend?: FrontendIR
   routes: RouteIR[]
+}
+
+/** Client-facing settings of a listener. */
+export interface FrontendIR {
+  /** Milliseconds a streamed request body may go without a byte; 0 = no limit. */
+  requestBodyIdleTimeoutMs?: number
+  /** Proxies in front whose X-Forwarded-Proto/-Host are trusted; 0 = none (they are replaced). */
+  xffNumTrustedHops?: number
+  /** Upgrade protocols forwarded (lower case). */
+  upgrades?: string[]
+}
+
+/**
+ * What to do with `%2F` / `%5C` (and a raw `\`) in a request path — Envoy's
+ * `path_with_escaped_slashes_action`, named as Envoy Gateway's ClientTrafficPolicy names it.
+ */
+export type EscapedSlashesAction = 'UnescapeAndRedirect' | 'UnescapeAndForward' | 'RejectRequest' | 'KeepUnchanged'
+
+/** Path normalisation of a listener (http/request-target.ts). Absent fields take the defaults. */
+export interface PathNormalizationIR {
+  /** Default UnescapeAndRedirect. */
+  escapedSlashesAction?: EscapedSlashesAction
+  /** Merge runs of slashes (`//a` → `/a`); default true. */
+  mergeSlashes?: boolean
 }
 
 export interface RouteIR {
@@ -179,9 +212,18 @@ export interface AiBackendSpecIR {
   path: string
 }
 
-export type McpTargetIR =
+export type McpTargetIR = McpTargetLimitsIR & (
   | { name: string, kind: 'stdio', cmd: string, args: string[], env: Record<string, string>, cwd?: string }
   | { name: string, kind: 'mcp' | 'sse', url: string }
+)
+
+/** What one MCP target may cost the gateway, whatever its transport. */
+export interface McpTargetLimitsIR {
+  /** Largest message the target may send (stdout line, JSON body, SSE event), in bytes. */
+  maxMessageBytes: number
+  /** How long a request may wait for the target's answer (progress restarts the clock). */
+  requestTimeoutMs: number
+}
 
 export interface EndpointIR {
   host: string

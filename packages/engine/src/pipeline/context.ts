@@ -62,13 +62,27 @@ export class RequestContext {
   readonly listener: CompiledListener
   readonly scheme: 'http' | 'https'
   readonly method: string
-  /** Host header as received (may include a port). */
+  /**
+   * The request's host (may include a port): the Host header, or the authority of an
+   * absolute-form request target, which replaces it (RFC 9112 §3.2.2).
+   */
   readonly host: string
   /** Host without port, lower-case: what hostnames match against. */
   readonly hostname: string
+  /** The request target exactly as received (`req.url`): the trace's initial snapshot. */
+  readonly rawTarget: string
+  /**
+   * The normalised request path before any rewrite (http/request-target.ts): what routes
+   * matched and what CEL's `request.path` and the access log show.
+   */
   readonly originalPath: string
   /** Query without `?`, '' when absent. */
   readonly query: string
+  /**
+   * Why the request target or Host cannot be served (answered 400), or `redirect` when the
+   * path held escaped slashes and the listener redirects to the clean path; null to go on.
+   */
+  readonly targetProblem: string | null
 
   /** Request path sent upstream (URL rewrites change it). */
   path: string
@@ -149,7 +163,12 @@ export class RequestContext {
     res: ServerResponse
     listener: CompiledListener
     scheme: 'http' | 'https'
+    host: string
     hostname: string
+    /** Normalised path and raw query (http/request-target.ts). */
+    path: string
+    query: string
+    targetProblem: string | null
     tracer: TraceRecorder | null
   }) {
     const { req } = init
@@ -160,13 +179,13 @@ export class RequestContext {
     this.listener = init.listener
     this.scheme = init.scheme
     this.method = req.method ?? 'GET'
-    this.host = req.headers.host ?? ''
+    this.host = init.host
     this.hostname = init.hostname
-    const url = req.url ?? '/'
-    const q = url.indexOf('?')
-    this.originalPath = q === -1 ? url : url.slice(0, q)
-    this.query = q === -1 ? '' : url.slice(q + 1)
-    this.path = this.originalPath
+    this.rawTarget = req.url ?? '/'
+    this.originalPath = init.path
+    this.query = init.query
+    this.targetProblem = init.targetProblem
+    this.path = init.path
     this.headers = {}
     this.tracer = init.tracer
   }

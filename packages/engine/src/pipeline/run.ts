@@ -15,6 +15,7 @@ import { handleMcpHttp } from '../mcp/http.ts'
 import { RequestContext } from './context.ts'
 import { hostOnly } from '../routing/hostname.ts'
 import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
+import { hostHeaderProblem, normalizePath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callUpstream } from '../http/upstream-call.ts'
 import { respondLocal } from './respond.ts'
@@ -43,13 +44,32 @@ export interface PipelineRuntime {
 }
 
 export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade']): void {
-  const hostname = hostOnly(req.headers.host)
+  // The target and Host are checked and the path normalised before anything looks at them:
+  // routes, policies and the backend all see the one normalised path.
+  const target = splitRequestTarget(req.url ?? '/')
+  const host = target.ok && target.authority !== null ? target.authority : req.headers.host ?? ''
+  const hostname = hostOnly(host)
+  const listener = bind.selectListener(hostname)
+  let problem = target.ok ? hostHeaderProblem(req.rawHeaders) : target.why
+  let path = '/'
+  if (target.ok && problem === null) {
+    const normal = normalizePath(target.rawPath, listener.pathNormalization)
+    if (typeof normal === 'string') problem = normal
+    else {
+      path = normal.path
+      if (normal.unescapedSlash && listener.pathNormalization.escapedSlashesAction === 'UnescapeAndRedirect') problem = REDIRECT_TO_NORMAL_PATH
+    }
+  }
   const ctx = new RequestContext({
     req,
     res,
-    listener: bind.selectListener(hostname),
+    listener,
     scheme: bind.ir.protocol === 'HTTPS' ? 'https' : 'http',
+    host,
     hostname,
+    path,
+    query: target.ok ? target.query : '',
+    targetProblem: problem,
     tracer: rt.hub.armed ? rt.hub.begin() : null
   })
   if (upgrade != null) ctx.upgrade = upgrade
@@ -68,8 +88,13 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   tracer?.emit({ type: 'requestStarted' })
   tracer?.emit({ type: 'requestSnapshot', stage: 'initial request', requestState: requestSnapshot(ctx, rt.env, { initial: true }) })
 
+  if (ctx.targetProblem !== null) return refuseTarget(rt, ctx)
+
   ctx.headers = endToEndHeaders(req.headers)
-  addForwardedHeaders(ctx.headers, req.socket.remoteAddress, ctx.scheme, ctx.host)
+  // An absolute-form target's authority is the request's host (RFC 9112 §3.2.2); the backend
+  // gets it as Host with an origin-form target.
+  if (ctx.host !== (req.headers.host ?? '')) ctx.headers.host = ctx.host
+  addForwardedHeaders(ctx.headers, req.socket.remoteAddress, ctx.scheme, ctx.host, listener.frontend.xffNumTrustedHops)
 
   // Gateway phase.
   // Phases answer synchronously unless a policy had to wait: `await` only then (an await
@@ -122,6 +147,21 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (ctx.res.destroyed) return // the client left while policies ran
   if (route.ir.retry !== undefined || route.mirrors.length > 0) return await callWithResiliency(rt, ctx, backendPhase)
   callUpstream(rt, ctx)
+}
+
+/** `targetProblem` of a path whose escaped slashes were unescaped: redirect to the clean path. */
+const REDIRECT_TO_NORMAL_PATH = 'redirect'
+
+/**
+ * A target that cannot be served (400), or a path with escaped slashes under
+ * `UnescapeAndRedirect` (307 to the normalised path, so the client, every intermediary and
+ * the gateway agree on the path before anything is authorised).
+ */
+function refuseTarget (rt: PipelineRuntime, ctx: RequestContext): void {
+  if (ctx.targetProblem === REDIRECT_TO_NORMAL_PATH) {
+    return respondLocal(rt, ctx, 307, '', 'DirectResponse', null, { location: ctx.pathAndQuery })
+  }
+  respondLocal(rt, ctx, 400, 'bad request', 'InvalidRequest', ctx.targetProblem)
 }
 
 /**

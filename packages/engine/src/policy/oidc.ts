@@ -75,7 +75,7 @@ export function oidc (ir: OidcIR, services: PolicyServices): CompiledPolicy {
   }
 
   async function startLogin (ctx: RequestContext, why: string): Promise<PolicyOutcome> {
-    const login: LoginState = { s: randomState(), n: randomNonce(), v: randomPKCECodeVerifier(), u: ctx.req.url ?? '/' }
+    const login: LoginState = { s: randomState(), n: randomNonce(), v: randomPKCECodeVerifier(), u: ctx.query === '' ? ctx.originalPath : `${ctx.originalPath}?${ctx.query}` }
     let location: URL
     try {
       location = await client.authorizationUrl({ redirectUri: redirectUri(ctx), scopes: ir.scopes, state: login.s, nonce: login.n, codeVerifier: login.v })

@@ -8,39 +8,48 @@ import type { HeaderMap } from '../policy/header-modifier.ts'
 import type { CompiledPolicySet } from '../policy/types.ts'
 import { EFFECTIVE_POLICY_KEYS } from '../policy/types.ts'
 import { formatSeconds } from '../util/duration.ts'
-import { redactSecrets, SENSITIVE_HEADERS } from '../ir/redact.ts'
+import { redactHeaderValues, redactSecrets, redactUrl } from '../ir/redact.ts'
 
 export const REDACTED = '<redacted>'
 
-export function flattenHeaders (headers: HeaderMap | Record<string, string | string[] | undefined>): Record<string, string> {
+/**
+ * Headers as a snapshot shows them, secrets redacted (ir/redact.ts): with `sentByClient`,
+ * values the gateway set or changed on the way are treated as secrets too.
+ */
+export function flattenHeaders (headers: HeaderMap | Record<string, string | string[] | undefined>, sentByClient?: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {}
   for (const name of Object.keys(headers).sort()) {
     const value = headers[name]
     if (value === undefined) continue
-    out[name] = SENSITIVE_HEADERS.has(name) ? REDACTED : Array.isArray(value) ? value.join(', ') : value
+    out[name] = Array.isArray(value) ? value.join(', ') : value
   }
-  return out
+  return redactHeaderValues(out, sentByClient)
 }
 
 function requestPart (ctx: RequestContext, initial: boolean) {
-  const path = initial ? ctx.originalPath : ctx.path
-  const pathAndQuery = ctx.query === '' ? path : `${path}?${ctx.query}`
+  // The initial snapshot shows the target as received (not yet normalised, maybe absolute-form).
+  const raw = ctx.rawTarget
+  const q = raw.indexOf('?')
+  const path = initial ? (q === -1 ? raw : raw.slice(0, q)) : ctx.path
+  const pathAndQuery = initial ? raw : ctx.query === '' ? path : `${path}?${ctx.query}`
   return {
     method: ctx.method,
-    uri: `${ctx.scheme}://${ctx.host}${pathAndQuery}`,
+    uri: initial && raw.charCodeAt(0) !== 47 ? raw : `${ctx.scheme}://${ctx.host}${pathAndQuery}`,
     path,
     pathAndQuery,
     host: ctx.host,
     scheme: ctx.scheme,
     version: `HTTP/${ctx.req.httpVersion}`,
-    headers: flattenHeaders(initial ? ctx.req.headers : ctx.headers),
+    headers: initial ? flattenHeaders(ctx.req.headers) : flattenHeaders(ctx.headers, ctx.req.headers),
     startTime: new Date(ctx.startTime).toISOString()
   }
 }
 
 function sourcePart (ctx: RequestContext) {
-  const raw = ctx.req.socket.remoteAddress ?? ''
-  const port = ctx.req.socket.remotePort ?? 0
+  // undici unsets req.socket when it gives up on a request body (so destroying the body does
+  // not close the client connection): the response snapshot may come after that.
+  const raw = ctx.req.socket?.remoteAddress ?? ''
+  const port = ctx.req.socket?.remotePort ?? 0
   return {
     address: raw.startsWith('::ffff:') ? raw.slice(7) : raw,
     port,
@@ -50,8 +59,12 @@ function sourcePart (ctx: RequestContext) {
 }
 
 export function requestSnapshot (ctx: RequestContext, env: Record<string, string>, options: { initial?: boolean, backend?: boolean }): Record<string, unknown> {
+  const request = requestPart(ctx, options.initial === true)
+  // Credential query parameters (?access_token=…) never reach a trace watcher.
+  request.uri = redactUrl(request.uri)
+  request.pathAndQuery = redactUrl(request.pathAndQuery)
   const state: Record<string, unknown> = {
-    request: requestPart(ctx, options.initial === true),
+    request,
     source: sourcePart(ctx)
   }
   if (options.backend === true && ctx.backend !== null) {
