@@ -238,7 +238,9 @@ export const McpTargetSchema = Type.Object({
     cwd: Opt(Type.String({ minLength: 1 }))
   }, { ...strict, description: 'A server the proxy launches and talks to over stdin/stdout.' })),
   mcp: Opt(McpUrlTarget),
-  sse: Opt(McpUrlTarget)
+  sse: Opt(McpUrlTarget),
+  maxMessageSize: Opt(Type.Integer({ minimum: 1024, maximum: 1_073_741_824, description: 'Largest message the target may send, in bytes: a stdout line (stdio), a JSON response body or one SSE event. Default 4194304 (4 MiB). A stdio server past it is killed (and restarted on next use); over HTTP that response is dropped. Either way its callers get JSON-RPC error -32000.' })),
+  requestTimeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long a request to this target may go unanswered (a progress notification restarts the clock); then the caller gets JSON-RPC error -32001 and the target a cancellation. Default 60s (as the MCP SDK\'s).' }))
 }, { ...strict, description: 'An MCP server: exactly one of stdio, mcp (streamable HTTP) or sse (legacy HTTP+SSE).' })
 
 export const McpBackendSchema = Type.Object({

@@ -272,6 +272,8 @@ function checkRegex (source: string, path: Path, fail: (p: Path, message: string
 }
 
 export const DEFAULT_MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+/** As the MCP SDK's DEFAULT_REQUEST_TIMEOUT_MSEC: what a client waits by default anyway. */
+export const DEFAULT_MCP_REQUEST_TIMEOUT_MS = 60_000
 
 function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, options: ToIROptions, fail: (p: Path, message: string) => void): BackendIR | undefined {
   const targets: McpTargetIR[] = []
@@ -280,6 +282,12 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     const tp = [...path, 'targets', i]
     if (seen.has(t.name)) fail([...tp, 'name'], `duplicate target name "${t.name}"`)
     seen.add(t.name)
+    const limits = { maxMessageBytes: t.maxMessageSize ?? DEFAULT_MCP_MAX_MESSAGE_BYTES, requestTimeoutMs: DEFAULT_MCP_REQUEST_TIMEOUT_MS }
+    if (t.requestTimeout !== undefined) {
+      limits.requestTimeoutMs = parseDuration(t.requestTimeout)
+      // A Node timer longer than 2^31-1 ms fires at once.
+      if (limits.requestTimeoutMs < 1 || limits.requestTimeoutMs > 2_147_483_647) fail([...tp, 'requestTimeout'], 'must be between 1ms and 596h')
+    }
     const kinds = (['stdio', 'mcp', 'sse'] as const).filter(k => t[k] !== undefined)
     if (kinds.length !== 1) {
       fail(tp, `needs exactly one of stdio, mcp or sse${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
@@ -287,7 +295,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     }
     if (t.stdio !== undefined) {
       const cmd = t.stdio.cmd.includes('/') && !t.stdio.cmd.startsWith('/') ? resolvePath(options.baseDir, t.stdio.cmd) : t.stdio.cmd
-      const target: McpTargetIR = { name: t.name, kind: 'stdio', cmd, args: t.stdio.args ?? [], env: t.stdio.env ?? {} }
+      const target: McpTargetIR = { name: t.name, kind: 'stdio', cmd, args: t.stdio.args ?? [], env: t.stdio.env ?? {}, ...limits }
       if (t.stdio.cwd !== undefined) target.cwd = resolvePath(options.baseDir, t.stdio.cwd)
       targets.push(target)
       return
@@ -301,7 +309,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
       fail([...tp, kind, 'host'], `invalid URL "${url}"`)
       return
     }
-    targets.push({ name: t.name, kind, url })
+    targets.push({ name: t.name, kind, url, ...limits })
   })
   return {
     key: `mcp:${name}`,

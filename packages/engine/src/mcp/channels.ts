@@ -139,6 +139,8 @@ export class PostChannel implements Channel {
   private finished = false
   /** Called with the HTTP status once the response head is written. */
   onHead: ((status: number) => void) | null = null
+  /** Called with the error of each final error response, before it is written. */
+  onError: ((error: { code: number, message: string }) => void) | null = null
 
   constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null }) {
     this.res = res
@@ -160,6 +162,7 @@ export class PostChannel implements Channel {
   deliver (message: JsonRpcMessage): boolean {
     if (this.finished) return false
     const final = isResponse(message) && message.id !== null && this.awaiting.delete(message.id)
+    if (final && 'error' in message) this.onError?.(message.error)
     if (this.sse === null && final) {
       this.collected.push(message)
       if (this.awaiting.size === 0) this.sendJson()

@@ -72,7 +72,8 @@ export class McpGateway {
       onStderr: (target, line) => this.logger?.debug({ backend: backend.name, target, line }, 'mcp stdio server stderr'),
       onTargetState: (target, state, detail) => {
         if (state === 'restarting') this.logger?.warn({ backend: backend.name, target, detail }, 'mcp target down; restarting')
-      }
+      },
+      onWarning: (target, detail) => this.logger?.warn({ backend: backend.name, target, detail }, 'mcp target broke the protocol')
     }
   }
 

@@ -5,24 +5,39 @@
  * session. It implements the SDK's Transport interface, like the SDK's own client transport,
  * which it replaces on the hot path because that one goes through fetch and web streams for
  * every message — most of the gateway's added latency per call in the MCP benchmark.
+ *
+ * What the target sends is capped (`maxMessageBytes`: a JSON body, or one SSE event): past
+ * it that answer is dropped and its request fails through `onrequestfailed`, as it does
+ * when its stream breaks. A request the target connection gives up on (its timeout) is
+ * aborted with `abandon`, so an upstream that never answers holds no pooled connection.
  */
 
 import { Pool, type Dispatcher } from 'undici'
 import { createParser } from 'eventsource-parser'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
+import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
 
 export interface HttpClientTransportOptions {
   /** Resume an existing upstream session. */
   sessionId?: string
+  /** Largest JSON body or SSE event accepted from the server (default 4 MiB). */
+  maxMessageBytes?: number
 }
 
+type RequestId = string | number
+
 const GET_RETRY_MS = 1000
+const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+/** Enough of an error page for a log line. */
+const MAX_ERROR_TEXT_BYTES = 4096
 
 export class StreamableHttpClientTransport implements Transport {
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage) => void
+  /** A request whose answer will not come: its stream broke, or the answer was too large. */
+  onrequestfailed?: (id: RequestId, error: Error) => void
   sessionId?: string
   private protocolVersion: string | undefined
   private readonly url: URL
@@ -32,9 +47,13 @@ export class StreamableHttpClientTransport implements Transport {
   private getAbort: AbortController | null = null
   private lastEventId: string | undefined
   private getStarted = false
+  private readonly maxMessageBytes: number
+  /** POSTs of requests still waiting for their answer, to abort when abandoned. */
+  private readonly inflight = new Map<RequestId, AbortController>()
 
   constructor (url: URL, options: HttpClientTransportOptions = {}) {
     this.url = url
+    this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
     this.pool = new Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
     if (options.sessionId !== undefined) this.sessionId = options.sessionId
   }
@@ -57,47 +76,90 @@ export class StreamableHttpClientTransport implements Transport {
 
   async send (message: JSONRPCMessage): Promise<void> {
     if (this.closed) throw new Error('transport closed')
-    const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message) })
-    const sid = res.headers['mcp-session-id']
-    if (typeof sid === 'string' && sid !== '') this.sessionId = sid
-    if (res.statusCode === 202) {
+    const requestId = 'method' in message && 'id' in message ? message.id as RequestId : undefined
+    const abort = new AbortController()
+    if (requestId !== undefined) this.inflight.set(requestId, abort)
+    let streaming = false
+    try {
+      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message), signal: abort.signal })
+      const sid = res.headers['mcp-session-id']
+      if (typeof sid === 'string' && sid !== '') this.sessionId = sid
+      if (res.statusCode === 202) {
+        await res.body.dump()
+        if ('method' in message && message.method === 'notifications/initialized') this.openGetStream()
+        return
+      }
+      if (res.statusCode < 200 || res.statusCode >= 300) {
+        const text = await readLimited(res.body, MAX_ERROR_TEXT_BYTES).then(b => b.toString('utf8'), () => '')
+        throw new Error(`HTTP ${res.statusCode} from ${this.url.href}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
+      }
+      const type = String(res.headers['content-type'] ?? '')
+      if (type.startsWith('application/json')) {
+        const declared = Number(res.headers['content-length'] ?? NaN)
+        if (declared > this.maxMessageBytes) {
+          res.body.destroy()
+          throw messageTooLarge('an answer', this.maxMessageBytes)
+        }
+        const body = JSON.parse((await readLimited(res.body, this.maxMessageBytes, 'an answer')).toString('utf8')) as JSONRPCMessage | JSONRPCMessage[]
+        for (const m of Array.isArray(body) ? body : [body]) this.onmessage?.(m)
+        return
+      }
+      if (type.startsWith('text/event-stream')) {
+        // The answer streams; consume it without holding up the caller.
+        streaming = true
+        void this.readSse(res.body, requestId).then(
+          () => { if (requestId !== undefined) this.inflight.delete(requestId) },
+          (err: Error) => {
+            if (requestId !== undefined && this.inflight.delete(requestId)) this.onrequestfailed?.(requestId, err)
+            else this.onerror?.(err)
+          })
+        return
+      }
       await res.body.dump()
-      if ('method' in message && message.method === 'notifications/initialized') this.openGetStream()
-      return
+    } finally {
+      if (!streaming && requestId !== undefined) this.inflight.delete(requestId)
     }
-    if (res.statusCode < 200 || res.statusCode >= 300) {
-      const text = await res.body.text().catch(() => '')
-      throw new Error(`HTTP ${res.statusCode} from ${this.url.href}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
-    }
-    const type = String(res.headers['content-type'] ?? '')
-    if (type.startsWith('application/json')) {
-      const body = await res.body.json() as JSONRPCMessage | JSONRPCMessage[]
-      for (const m of Array.isArray(body) ? body : [body]) this.onmessage?.(m)
-      return
-    }
-    if (type.startsWith('text/event-stream')) {
-      // The answer streams; consume it without holding up the caller.
-      void this.readSse(res.body, false).catch(err => this.onerror?.(err as Error))
-      return
-    }
-    await res.body.dump()
   }
 
-  private async readSse (body: AsyncIterable<Uint8Array>, standalone: boolean): Promise<void> {
+  /** Gives up on a request (the caller was answered already): its POST is aborted. */
+  abandon (id: RequestId): void {
+    const abort = this.inflight.get(id)
+    if (abort === undefined) return
+    this.inflight.delete(id)
+    abort.abort()
+  }
+
+  /**
+   * Reads an SSE body: the answer to a POST (`requestId`; the stream ends once it is in) or
+   * the standalone stream (undefined). Rejects when an event passes maxMessageBytes.
+   */
+  private async readSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false): Promise<void> {
     const decoder = new TextDecoder()
+    const meter = new SseEventMeter(this.maxMessageBytes)
     const parser = createParser({
       onEvent: event => {
         if (standalone && event.id !== undefined) this.lastEventId = event.id
         if (event.event !== undefined && event.event !== 'message') return
         if (event.data === '') return
+        let message: JSONRPCMessage
         try {
-          this.onmessage?.(JSON.parse(event.data) as JSONRPCMessage)
+          message = JSON.parse(event.data) as JSONRPCMessage
         } catch (err) {
           this.onerror?.(err as Error)
+          return
         }
+        if (requestId !== undefined && !('method' in message) && 'id' in message && message.id === requestId) this.inflight.delete(requestId)
+        this.onmessage?.(message)
       }
     })
-    for await (const chunk of body) parser.feed(decoder.decode(chunk, { stream: true }))
+    for await (const chunk of body) {
+      if (!meter.feed(chunk)) {
+        const err = messageTooLarge('an event', this.maxMessageBytes)
+        body.destroy?.(err)
+        throw err
+      }
+      parser.feed(decoder.decode(chunk, { stream: true }))
+    }
   }
 
   /** The session's stream for server-initiated messages; reopened while the session lives. */
@@ -128,7 +190,7 @@ export class StreamableHttpClientTransport implements Transport {
           if (res.statusCode !== 200) {
             await res.body.dump()
           } else {
-            await this.readSse(res.body, true)
+            await this.readSse(res.body, undefined, true)
           }
         } catch (err) {
           if (this.closed) return
@@ -155,6 +217,8 @@ export class StreamableHttpClientTransport implements Transport {
     if (this.closed) return
     this.closed = true
     this.getAbort?.abort()
+    for (const abort of this.inflight.values()) abort.abort()
+    this.inflight.clear()
     await this.pool.close().catch(() => {})
     this.onclose?.()
   }

@@ -21,7 +21,7 @@ import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, SseWriter } from './channels.ts'
 import {
-  errorResponse, INVALID_REQUEST, isRequest, isSupportedVersion, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_UNAVAILABLE, validMessage,
+  errorResponse, INVALID_REQUEST, isRequest, isSupportedVersion, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_TIMEOUT, TARGET_UNAVAILABLE, validMessage,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
 import { requestSnapshot, responseSnapshot } from '../trace/snapshot.ts'
@@ -89,6 +89,17 @@ function traceHead (rt: PipelineRuntime, ctx: RequestContext, status: number, er
   if (ctx.tracer === null) return
   ctx.tracer.emit({ type: 'backendCallResult', status, error }, { eventStart: 0, severity: error !== null || status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
   ctx.tracer.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) })
+}
+
+/**
+ * A call the gateway answered for a target (it failed, timed out, was killed) goes into
+ * the access log and the trace, though the HTTP status is 200: the error is in the body.
+ */
+function traceTargetError (ctx: RequestContext, error: { code: number, message: string }): void {
+  if (error.code !== TARGET_UNAVAILABLE && error.code !== TARGET_TIMEOUT) return
+  ctx.error ??= error.message
+  // Before the head, the error goes into backendCallResult; after it (an SSE answer), on its own.
+  if (ctx.upstreamHeadersAt !== 0) ctx.tracer?.emit({ type: 'mcpTargetError', code: error.code, error: error.message }, { severity: 'error' })
 }
 
 function reply (rt: PipelineRuntime, ctx: RequestContext, status: number, body: JsonRpcMessage | JsonRpcMessage[] | null, headers: Record<string, string> = {}): void {
@@ -244,8 +255,9 @@ async function post (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, b
   channel.onHead = status => {
     ctx.responseHeaders = { 'content-type': ctx.res.getHeader('content-type') as string, ...headers }
     ctx.reason = 'Upstream'
-    traceHead(rt, ctx, status, null)
+    traceHead(rt, ctx, status, ctx.error)
   }
+  channel.onError = error => traceTargetError(ctx, error)
   const filter = itemFilter(ctx)
   for (const m of messages) session.handle(m, channel, filter)
 }

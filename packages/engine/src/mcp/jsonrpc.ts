@@ -41,8 +41,14 @@ export const INVALID_REQUEST = -32600
 export const METHOD_NOT_FOUND = -32601
 export const INVALID_PARAMS = -32602
 export const INTERNAL_ERROR = -32603
-/** Gateway errors about a target (down, restarting, failed): the SDK's "connection closed". */
+/**
+ * Gateway errors about a target (down, restarting, failed, killed for an oversized message):
+ * the SDK's "connection closed".
+ */
 export const TARGET_UNAVAILABLE = -32000
+/** A target did not answer within its requestTimeout: the SDK's "request timed out". */
+export const TARGET_TIMEOUT = -32001
+/** An unknown Mcp-Session-Id (with HTTP 404), as the SDK's server answers it. */
 export const SESSION_NOT_FOUND = -32001
 
 export { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS }

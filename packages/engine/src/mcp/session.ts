@@ -17,8 +17,6 @@ import {
 } from './jsonrpc.ts'
 import type { SessionState } from './session-id.ts'
 
-const LIST_TIMEOUT_MS = 60_000
-
 /** Which MCP operation a request is, for traces, logs and metrics. */
 export interface McpCallInfo {
   method: string
@@ -33,6 +31,7 @@ export interface SessionHooks {
   onProcess?(target: string, pid: number | undefined, running: boolean): void
   onStderr?(target: string, line: string): void
   onTargetState?(target: string, state: string, detail: string | null): void
+  onWarning?(target: string, message: string): void
 }
 
 /**
@@ -96,7 +95,8 @@ export class McpSession {
       onMessage: (target, message) => this.onTargetMessage(target, message),
       onProcess: (target, pid, running) => hooks.onProcess?.(target.name, pid, running),
       onStderr: (target, line) => hooks.onStderr?.(target.name, line),
-      onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail)
+      onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail),
+      onWarning: (target, message) => hooks.onWarning?.(target.name, message)
     }
     for (const t of options.spec.targets) this.targets.set(t.name, new TargetConnection(t, targetHooks))
   }
@@ -309,7 +309,7 @@ export class McpSession {
       }
       if (!(spec.capability in (t.initResult?.capabilities ?? {}))) return null
       const p = cursors !== null ? { ...params, cursor: cursors[t.name] } : params
-      return { t, response: await t.call({ method: req.method, params: p }, LIST_TIMEOUT_MS) }
+      return { t, response: await t.call({ method: req.method, params: p }, t.spec.requestTimeoutMs) }
     }))
     this.inflight.delete(idKey(req.id))
     if (entry.cancelled) return
@@ -346,7 +346,7 @@ export class McpSession {
       }
       const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
       if (req.params !== undefined) message.params = req.params
-      return await t.call(message, LIST_TIMEOUT_MS)
+      return await t.call(message, t.spec.requestTimeoutMs)
     }))
     const failed = answers.find(a => 'error' in a)
     if (failed !== undefined && 'error' in failed && this.spec.failureMode === 'failClosed') {
@@ -401,6 +401,8 @@ export class McpSession {
     switch (message.method) {
       case 'notifications/progress': {
         const entry = this.byProgressToken.get(params.progressToken as string | number)
+        // A target reporting progress is at work, not stuck: its requestTimeout restarts.
+        if (entry?.target === target && entry.upstreamId !== null) target.touch(entry.upstreamId)
         ;(entry?.channel.open === true ? entry.channel : this.stream).deliver(message)
         return
       }

@@ -1,34 +1,50 @@
 /**
  * An MCP stdio client transport that launches the server in its own process group, so
  * closing it ends the server and everything the server started (`npx` wrappers, shell
- * shims, helpers) — no orphans after a session ends, a reload or shutdown. Framing (newline-
- * delimited JSON) is the SDK's.
+ * shims, helpers) — no orphans after a session ends, a reload or shutdown.
+ *
+ * Framing is newline-delimited JSON, read in linear time with a cap on a line
+ * (`maxLineBytes`, the target's maxMessageSize). A server that passes the cap is killed at
+ * once: its pending callers are answered by the target connection and it is restarted there,
+ * like a server that crashed. A line that is not a JSON-RPC message is reported and skipped.
+ * Nothing the child does — errors on its pipes, a failed kill, garbage — may throw out of a
+ * stream handler: that would be an uncaught exception in the gateway.
  */
 
 import { spawn, type ChildProcess } from 'node:child_process'
-import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js'
+import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js'
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
+import { LineSplitter } from './line-splitter.ts'
+import { validMessage } from './jsonrpc.ts'
+import { messageTooLarge } from './message-limits.ts'
 
 export interface StdioTargetOptions {
   cmd: string
   args: string[]
   env: Record<string, string>
   cwd?: string
+  /** Longest stdout line (one message) accepted, in bytes. */
+  maxLineBytes: number
   /** Each line the server writes to stderr. */
   onStderr?: (line: string) => void
 }
+
+/** Stderr lines are for logs: longer ones are cut off here. */
+const MAX_STDERR_LINE_BYTES = 16 * 1024
 
 export class StdioProcessTransport implements Transport {
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage) => void
   private child: ChildProcess | undefined
-  private readonly buffer = new ReadBuffer()
   private readonly options: StdioTargetOptions
   private closing = false
+  private closeReported = false
   exitInfo: { code: number | null, signal: NodeJS.Signals | null } | null = null
+  /** Why the transport stopped the server itself (it broke the protocol), or null. */
+  fault: string | null = null
 
   constructor (options: StdioTargetOptions) {
     this.options = options
@@ -47,48 +63,98 @@ export class StdioProcessTransport implements Transport {
         detached: true
       })
       this.child = child
-      child.once('error', err => {
-        reject(err)
+      let started = false
+      child.on('error', err => {
+        if (!started) reject(err)
         this.onerror?.(err)
       })
-      child.once('spawn', () => resolve())
+      child.once('spawn', () => {
+        started = true
+        resolve()
+      })
       child.once('close', (code, signal) => {
         this.exitInfo = { code, signal }
         this.child = undefined
         // The server left on its own: whatever it started goes with it.
         if (!this.closing) this.killGroup(child, 'SIGKILL')
-        this.onclose?.()
+        this.reportClose()
+      })
+      const stdout = new LineSplitter({
+        maxLineBytes: this.options.maxLineBytes,
+        onLine: line => this.onLine(line),
+        onOverflow: () => this.stopForFault(child, messageTooLarge('it wrote a stdout line', this.options.maxLineBytes).message)
       })
       child.stdout!.on('data', (chunk: Buffer) => {
-        this.buffer.append(chunk)
-        for (;;) {
-          let message: JSONRPCMessage | null
-          try {
-            message = this.buffer.readMessage()
-          } catch (err) {
-            this.onerror?.(err as Error)
-            continue
-          }
-          if (message === null) break
-          this.onmessage?.(message)
-        }
+        if (this.fault === null) stdout.push(chunk)
       })
-      child.stdin!.on('error', err => this.onerror?.(err))
-      let partial = ''
-      child.stderr!.setEncoding('utf8').on('data', (text: string) => {
-        const lines = (partial + text).split('\n')
-        partial = lines.pop() ?? ''
-        for (const line of lines) if (line !== '') this.options.onStderr?.(line)
+      const stderr = new LineSplitter({
+        maxLineBytes: MAX_STDERR_LINE_BYTES,
+        onLine: line => {
+          const text = line.toString('utf8').replace(/\r$/, '')
+          if (text !== '') this.options.onStderr?.(text)
+        },
+        onOverflow: () => this.options.onStderr?.(`[a stderr line of more than ${MAX_STDERR_LINE_BYTES} bytes was dropped]`)
       })
+      child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk))
+      for (const stream of [child.stdin!, child.stdout!, child.stderr!]) stream.on('error', err => this.onerror?.(err))
     })
+  }
+
+  private onLine (line: Buffer): void {
+    const text = line.toString('utf8').replace(/\r$/, '')
+    if (text.trim() === '') return
+    let message: unknown
+    try {
+      message = JSON.parse(text)
+    } catch {
+      this.onerror?.(new Error(`stdout line is not a JSON-RPC message (skipped): ${text.slice(0, 200)}`))
+      return
+    }
+    if (!validMessage(message)) {
+      this.onerror?.(new Error(`stdout line is not a JSON-RPC message (skipped): ${text.slice(0, 200)}`))
+      return
+    }
+    this.onmessage?.(message as JSONRPCMessage)
+  }
+
+  /**
+   * The server broke the protocol: it is killed (with its process group) and the transport
+   * reports itself closed at once, so callers are answered without waiting for the exit.
+   */
+  private stopForFault (child: ChildProcess, reason: string): void {
+    if (this.fault !== null) return
+    this.fault = reason
+    child.stdout?.destroy()
+    this.onerror?.(new Error(reason))
+    this.killGroup(child, 'SIGKILL')
+    this.reportClose()
+  }
+
+  private reportClose (): void {
+    if (this.closeReported) return
+    this.closeReported = true
+    this.onclose?.()
   }
 
   send (message: JSONRPCMessage): Promise<void> {
     const stdin = this.child?.stdin
-    if (stdin == null || stdin.destroyed) return Promise.reject(new Error('server process is not running'))
-    return new Promise(resolve => {
-      if (stdin.write(serializeMessage(message))) resolve()
-      else stdin.once('drain', resolve)
+    if (stdin == null || stdin.destroyed || this.fault !== null) return Promise.reject(new Error('server process is not running'))
+    return new Promise((resolve, reject) => {
+      if (stdin.write(serializeMessage(message))) {
+        resolve()
+        return
+      }
+      // A server that stops reading stdin must not hold the sender forever once it is gone.
+      const done = (err?: Error) => {
+        stdin.off('drain', onDrain)
+        stdin.off('close', onClose)
+        if (err === undefined) resolve()
+        else reject(err)
+      }
+      const onDrain = () => done()
+      const onClose = () => done(new Error('server process is not running'))
+      stdin.once('drain', onDrain)
+      stdin.once('close', onClose)
     })
   }
 

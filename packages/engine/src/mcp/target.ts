@@ -3,6 +3,11 @@
  * (stdio process, streamable HTTP or legacy SSE), the initialize handshake, request ids of
  * its own, and recovery — a stdio server that dies is restarted with backoff and
  * re-initialized with the client's parameters while the other targets keep working.
+ *
+ * A target's faults stay with it: every request it is sent has a deadline (requestTimeout;
+ * progress restarts it), after which the caller gets TARGET_TIMEOUT and the target a
+ * cancellation; a message past maxMessageSize gets a stdio server killed (then restarted,
+ * as a crash) and an HTTP answer dropped, its callers answered with TARGET_UNAVAILABLE.
  */
 
 import { StreamableHttpClientTransport } from './http-client-transport.ts'
@@ -12,9 +17,11 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import type { McpTargetIR } from '../ir/types.ts'
 import { StdioProcessTransport } from './stdio-transport.ts'
 import {
-  errorResponse, isRequest, isResponse, TARGET_UNAVAILABLE,
+  errorResponse, isRequest, isResponse, TARGET_TIMEOUT, TARGET_UNAVAILABLE,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
 } from './jsonrpc.ts'
+import { limitedFetch, MESSAGE_TOO_LARGE } from './message-limits.ts'
+import { isPorticoError } from '../util/errors.ts'
 
 export interface ClientInit {
   protocolVersion: string
@@ -36,6 +43,20 @@ export interface TargetHooks {
   onProcess?(target: TargetConnection, pid: number | undefined, running: boolean): void
   onStderr?(target: TargetConnection, line: string): void
   onStateChange?(target: TargetConnection, state: TargetState, detail: string | null): void
+  /** The target broke the protocol (a line that is not JSON-RPC, an oversized message). */
+  onWarning?(target: TargetConnection, message: string): void
+}
+
+interface Pending {
+  respond: (response: JsonRpcResponse) => void
+  method: string
+  /** The requestTimeout deadline (requests from clients; the gateway's own calls time themselves). */
+  timer: NodeJS.Timeout | undefined
+}
+
+/** A legacy SSE client transport that says why it closed itself (an oversized event). */
+class LimitedSseClientTransport extends SSEClientTransport {
+  fault: string | null = null
 }
 
 export type TargetState = 'idle' | 'starting' | 'ready' | 'restarting' | 'closed'
@@ -58,7 +79,7 @@ export class TargetConnection {
 
   private transport: Transport | null = null
   private nextId = 1
-  private readonly pending = new Map<JsonRpcId, (response: JsonRpcResponse) => void>()
+  private readonly pending = new Map<JsonRpcId, Pending>()
   private readonly hooks: TargetHooks
   private clientInit: ClientInit | null = null
   private readyPromise: Promise<void> | null = null
@@ -102,13 +123,27 @@ export class TargetConnection {
         cmd: spec.cmd,
         args: spec.args,
         env: spec.env,
+        maxLineBytes: spec.maxMessageBytes,
         onStderr: line => this.hooks.onStderr?.(this, line)
       }
       if (spec.cwd !== undefined) options.cwd = spec.cwd
       return new StdioProcessTransport(options)
     }
-    if (spec.kind === 'sse') return new SSEClientTransport(new URL(spec.url))
-    return new StreamableHttpClientTransport(new URL(spec.url), resumeSession !== undefined ? { sessionId: resumeSession } : undefined)
+    if (spec.kind === 'sse') {
+      // The SDK's transport reads through fetch: the cap goes in there. Past it the
+      // connection is dropped (a new one is a new upstream session), as a crash.
+      const fetch = limitedFetch(spec.maxMessageBytes, err => {
+        if (transport.fault !== null) return
+        transport.fault = err.message
+        transport.onerror?.(err)
+        void transport.close().catch(() => {})
+      })
+      const transport: LimitedSseClientTransport = new LimitedSseClientTransport(new URL(spec.url), { eventSourceInit: { fetch }, fetch })
+      return transport
+    }
+    const options: ConstructorParameters<typeof StreamableHttpClientTransport>[1] = { maxMessageBytes: spec.maxMessageBytes }
+    if (resumeSession !== undefined) options.sessionId = resumeSession
+    return new StreamableHttpClientTransport(new URL(spec.url), options)
   }
 
   private async connect (resume?: { session: string, result: TargetInitResult | null }): Promise<void> {
@@ -119,6 +154,11 @@ export class TargetConnection {
     transport.onclose = () => this.onTransportClose(transport)
     transport.onerror = err => {
       this.lastError = err.message
+      // A stdio server's errors are its own doing (HTTP ones are mostly the network's).
+      if (transport instanceof StdioProcessTransport || isPorticoError(err, MESSAGE_TOO_LARGE)) this.hooks.onWarning?.(this, err.message)
+    }
+    if (transport instanceof StreamableHttpClientTransport) {
+      transport.onrequestfailed = (id, err) => this.sendFailed(id, err)
     }
     try {
       await transport.start()
@@ -196,16 +236,57 @@ export class TargetConnection {
       queueMicrotask(() => onResponse(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`)))
       return id
     }
-    this.pending.set(id, onResponse)
+    const entry: Pending = { respond: onResponse, method: message.method, timer: undefined }
+    this.pending.set(id, entry)
+    this.arm(id, entry)
     const request: JsonRpcRequest = { jsonrpc: '2.0', id, method: message.method }
     if (message.params !== undefined) request.params = message.params
-    transport.send(request as JSONRPCMessage).catch((err: Error) => {
-      const cb = this.pending.get(id)
-      if (cb === undefined) return
-      this.pending.delete(id)
-      cb(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" failed: ${err.message}`))
-    })
+    transport.send(request as JSONRPCMessage).catch((err: Error) => this.sendFailed(id, err))
     return id
+  }
+
+  /** A request that cannot be answered: not sent, its stream broke, or its answer was too large. */
+  private sendFailed (id: JsonRpcId, err: Error): void {
+    const entry = this.pending.get(id)
+    if (entry === undefined) return
+    if (isPorticoError(err, MESSAGE_TOO_LARGE)) this.hooks.onWarning?.(this, `answer to ${entry.method} dropped: ${err.message}`)
+    this.failRequest(id, TARGET_UNAVAILABLE, `target "${this.name}" failed: ${err.message}`)
+  }
+
+  /** (Re)starts the requestTimeout of a pending request. */
+  private arm (id: JsonRpcId, entry: Pending): void {
+    clearTimeout(entry.timer)
+    const ms = this.spec.requestTimeoutMs
+    entry.timer = setTimeout(() => this.timeOut(id, ms), ms)
+    entry.timer.unref()
+  }
+
+  /** The target showed it is still at work on a request (progress): its clock restarts. */
+  touch (id: JsonRpcId): void {
+    const entry = this.pending.get(id)
+    if (entry?.timer !== undefined) this.arm(id, entry)
+  }
+
+  /**
+   * No answer in time: the caller is released, the target told to stop (as the SDK's client
+   * does on its own timeout) and, over HTTP, the request's connection given back. A slow
+   * server is not a broken one: it is not restarted.
+   */
+  private timeOut (id: JsonRpcId, ms: number): void {
+    const entry = this.pending.get(id)
+    if (entry === undefined) return
+    this.failRequest(id, TARGET_TIMEOUT, `target "${this.name}" did not answer ${entry.method} within ${ms} ms (requestTimeout)`)
+    this.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `no answer within ${ms} ms` } })
+    if (this.transport instanceof StreamableHttpClientTransport) this.transport.abandon(id)
+  }
+
+  /** Answers a pending request with an error of the gateway's (no-op once it is answered). */
+  private failRequest (id: JsonRpcId, code: number, message: string): void {
+    const entry = this.pending.get(id)
+    if (entry === undefined) return
+    this.pending.delete(id)
+    clearTimeout(entry.timer)
+    entry.respond(errorResponse(id, code, message))
   }
 
   /** A request the gateway itself makes (initialize, fan-out), as a promise with a timeout. */
@@ -215,11 +296,16 @@ export class TargetConnection {
       const transport = via ?? this.transport
       const timer = setTimeout(() => {
         this.pending.delete(id)
-        resolve(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" did not answer ${message.method} within ${timeoutMs} ms`))
+        if (transport instanceof StreamableHttpClientTransport) transport.abandon(id)
+        resolve(errorResponse(id, TARGET_TIMEOUT, `target "${this.name}" did not answer ${message.method} within ${timeoutMs} ms`))
       }, timeoutMs)
-      this.pending.set(id, r => {
-        clearTimeout(timer)
-        resolve(r)
+      this.pending.set(id, {
+        respond: r => {
+          clearTimeout(timer)
+          resolve(r)
+        },
+        method: message.method,
+        timer: undefined
       })
       if (transport === null) {
         clearTimeout(timer)
@@ -244,15 +330,17 @@ export class TargetConnection {
 
   /** Forgets a pending request (the client cancelled it); a late response is dropped. */
   forget (id: JsonRpcId): void {
+    clearTimeout(this.pending.get(id)?.timer)
     this.pending.delete(id)
   }
 
   private onTransportMessage (message: JsonRpcMessage): void {
     if (isResponse(message)) {
-      const cb = message.id === null ? undefined : this.pending.get(message.id)
-      if (cb === undefined) return
+      const entry = message.id === null ? undefined : this.pending.get(message.id)
+      if (entry === undefined) return
       this.pending.delete(message.id!)
-      cb(message)
+      clearTimeout(entry.timer)
+      entry.respond(message)
       return
     }
     if (isRequest(message) && message.method === 'ping') {
@@ -271,15 +359,19 @@ export class TargetConnection {
     const exit = transport instanceof StdioProcessTransport && transport.exitInfo !== null
       ? ` (exit code ${transport.exitInfo.code ?? 'none'}${transport.exitInfo.signal !== null ? `, signal ${transport.exitInfo.signal}` : ''})`
       : ''
-    const reason = `target "${this.name}" ${this.spec.kind === 'stdio' ? 'exited' : 'closed the connection'}${exit}`
+    const fault = transport instanceof StdioProcessTransport || transport instanceof LimitedSseClientTransport ? transport.fault : null
+    const reason = fault !== null
+      ? `target "${this.name}" was ${this.spec.kind === 'stdio' ? 'killed' : 'disconnected'}: ${fault}; it is restarted`
+      : `target "${this.name}" ${this.spec.kind === 'stdio' ? 'exited' : 'closed the connection'}${exit}`
     this.failPending(reason)
     this.scheduleRestart(reason)
   }
 
   private failPending (reason: string): void {
-    for (const [id, cb] of [...this.pending]) {
+    for (const [id, entry] of [...this.pending]) {
       this.pending.delete(id)
-      cb(errorResponse(id, TARGET_UNAVAILABLE, reason))
+      clearTimeout(entry.timer)
+      entry.respond(errorResponse(id, TARGET_UNAVAILABLE, reason))
     }
   }
 

@@ -1,0 +1,268 @@
+/**
+ * Faults in one MCP target stay there (issue 14, item 7). Real processes on loopback: a
+ * portico, stdio MCP servers that misbehave on request (e2e/fixtures/mcp-faulty-server.ts),
+ * a streamable-HTTP MCP server written by hand to do the same over HTTP, a plain HTTP
+ * backend, and the official SDK client.
+ *
+ *  - a stdio server that writes a line past `maxMessageSize` (12 MB, no newline) is killed;
+ *    its caller gets a JSON-RPC error at once, the gateway logs no uncaught exception, other
+ *    routes keep their latency, and the next call works on a restarted server;
+ *  - a stdout line that is not JSON is reported and skipped;
+ *  - a target that never answers releases its caller at the target's `requestTimeout`, and
+ *    the access log says so;
+ *  - the same for a remote (streamable HTTP) target: an SSE event or a JSON body past the
+ *    limit, and a POST that is never answered.
+ */
+
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import http from 'node:http'
+import type { Socket } from 'node:net'
+import { fileURLToPath } from 'node:url'
+import { request } from 'undici'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { startEchoBackend, sleep, type Backend } from '../lib/backends.ts'
+import { connectClient, textOf } from '../lib/mcp.ts'
+import { openTrace } from '../lib/trace.ts'
+
+const FAULTY_SERVER = fileURLToPath(new URL('../fixtures/mcp-faulty-server.ts', import.meta.url))
+const FLOOD_BYTES = 12 * 1024 * 1024
+/** The SDK client's own limit; the gateway must answer long before it. */
+const CLIENT_TIMEOUT_MS = 30_000
+
+let portico: PorticoProcess
+let plain: Backend
+let remote: RemoteServer
+let client: Client
+let adminUrl: string
+
+before(async () => {
+  plain = await startEchoBackend('plain')
+  remote = await startRemoteServer()
+  const stdio = { cmd: process.execPath, args: [FAULTY_SERVER] }
+  const adminPort = await freePort()
+  adminUrl = `http://127.0.0.1:${adminPort}`
+  portico = await startPortico({
+    env: { LOG_LEVEL: 'info', ADMIN_ADDR: `127.0.0.1:${adminPort}` },
+    config: port => ({
+      gateways: { default: { port, address: '127.0.0.1' } },
+      routes: [
+        { name: 'plain', matches: [{ path: { pathPrefix: '/plain' } }], backends: [{ host: plain.host }] },
+        {
+          name: 'mcp',
+          matches: [{ path: { pathPrefix: '/mcp' } }],
+          backends: [{
+            mcp: {
+              targets: [
+                { name: 'faulty', stdio },
+                { name: 'slow', stdio, requestTimeout: '1s' },
+                { name: 'remote', mcp: { host: remote.url }, requestTimeout: '1s' }
+              ]
+            }
+          }]
+        }
+      ]
+    })
+  })
+  client = (await connectClient(`${portico.url}/mcp`)).client
+})
+
+after(async () => {
+  await client?.close().catch(() => {})
+  await portico?.stop()
+  await plain?.close()
+  await remote?.close()
+})
+
+async function call (name: string, args: Record<string, unknown> = {}): Promise<{ text: string } | { error: McpError }> {
+  try {
+    return { text: textOf(await client.callTool({ name, arguments: args }, undefined, { timeout: CLIENT_TIMEOUT_MS })) }
+  } catch (err) {
+    assert.ok(err instanceof McpError, `an MCP error, got ${String(err)}`)
+    return { error: err }
+  }
+}
+
+/** Calls a tool that must fail; returns the error and how long the answer took. */
+async function failing (name: string): Promise<{ error: McpError, ms: number }> {
+  const start = performance.now()
+  const out = await call(name)
+  const ms = performance.now() - start
+  assert.ok('error' in out, `${name} should fail, answered ${JSON.stringify(out)}`)
+  return { error: out.error, ms }
+}
+
+async function plainLatency (): Promise<number> {
+  const start = performance.now()
+  const res = await request(`${portico.url}/plain/ping`)
+  await res.body.text()
+  assert.equal(res.statusCode, 200)
+  return performance.now() - start
+}
+
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+function assertHealthy (): void {
+  assert.equal(portico.exit, null, `portico is still running\n${portico.output}`)
+  assert.doesNotMatch(portico.output, /uncaught exception|unhandled rejection/i, 'no uncaught exception or rejection')
+}
+
+test('a stdio server that writes a line past the limit is killed and restarted; its caller gets an error; other routes are unaffected', async () => {
+  const firstPid = await call('faulty_pid')
+  assert.ok('text' in firstPid, JSON.stringify(firstPid))
+
+  const baseline: number[] = []
+  for (let i = 0; i < 30; i++) baseline.push(await plainLatency())
+
+  // Probe the plain route for as long as the flood call is open (and at least 10 times).
+  let settled = false
+  const flood = failing('faulty_flood').finally(() => { settled = true })
+  const during: number[] = []
+  while (!settled || during.length < 10) during.push(await plainLatency())
+  const { error, ms } = await flood
+
+  assert.equal(error.code, -32000, error.message)
+  assert.match(error.message, /faulty.*more than 4194304 bytes.*maxMessageSize/, error.message)
+  assert.ok(ms < CLIENT_TIMEOUT_MS / 3, `the caller was answered at once (${Math.round(ms)} ms)`)
+  const base = median(baseline)
+  const flooded = median(during)
+  assert.ok(flooded < base * 10 + 100, `plain route median ${flooded.toFixed(1)} ms during the flood vs ${base.toFixed(1)} ms before`)
+
+  // The other targets of the same session never noticed; the faulty one is back, as a new process.
+  assert.deepEqual(await call('slow_echo', { text: 'still here' }), { text: 'still here' })
+  assert.deepEqual(await call('faulty_echo', { text: 'back' }), { text: 'back' })
+  const secondPid = await call('faulty_pid')
+  assert.ok('text' in secondPid && 'text' in firstPid && secondPid.text !== firstPid.text, `a new server process (${JSON.stringify([firstPid, secondPid])})`)
+  const oldPid = Number('text' in firstPid ? firstPid.text : 0)
+  for (let i = 0; i < 50 && alive(oldPid); i++) await sleep(100)
+  assert.equal(alive(oldPid), false, `the flooding server ${oldPid} was killed`)
+  await portico.waitForOutput(/"target \\"faulty\\" was killed: it wrote a stdout line of more than 4194304 bytes/)
+  assertHealthy()
+})
+
+test('a stdout line that is not JSON is reported and skipped; the answer after it arrives', async () => {
+  assert.deepEqual(await call('faulty_garbage'), { text: 'after garbage' })
+  await portico.waitForOutput(/not a JSON-RPC message/)
+  assertHealthy()
+})
+
+test('a stdio target that never answers releases its caller at its requestTimeout, and the trace and access log say so', async () => {
+  const trace = await openTrace(adminUrl, 'route=mcp')
+  await trace.ready
+  const { error, ms } = await failing('slow_hang')
+  assert.equal(error.code, -32001, error.message)
+  assert.match(error.message, /target "slow" did not answer tools\/call within 1000 ms/)
+  assert.ok(ms >= 900 && ms < 10_000, `released after ~1 s (${Math.round(ms)} ms)`)
+  const result = (await trace.done).find(e => e.message.type === 'backendCallResult')
+  assert.ok(result !== undefined, 'the trace has the backend call')
+  assert.equal(result.severity, 'error')
+  assert.match(String(result.message.error), /target "slow" did not answer tools\/call within 1000 ms/)
+  // The server is not at fault for being slow: it keeps running and answering.
+  assert.deepEqual(await call('slow_echo', { text: 'ok' }), { text: 'ok' })
+  await portico.waitForOutput(/did not answer tools\/call within 1000 ms \(requestTimeout\)/, { timeoutMs: 5000 }) // access logs are written in batches
+  const line = portico.logs().find(l => l['mcp.tool'] === 'slow_hang')
+  assert.ok(line !== undefined, 'an access-log line for the call')
+  assert.match(String(line.error), /did not answer tools\/call within 1000 ms/)
+  assertHealthy()
+})
+
+test('a remote target whose answer is past the limit (an endless SSE event, a JSON body) fails that call only', async () => {
+  for (const tool of ['remote_flood_sse', 'remote_flood_json', 'remote_flood_length']) {
+    const { error, ms } = await failing(tool)
+    assert.equal(error.code, -32000, `${tool}: ${error.message}`)
+    assert.match(error.message, /more than 4194304 bytes.*maxMessageSize/, `${tool}: ${error.message}`)
+    assert.ok(ms < CLIENT_TIMEOUT_MS / 3, `${tool}: answered at once (${Math.round(ms)} ms)`)
+    assert.deepEqual(await call('remote_echo', { text: tool }), { text: tool })
+  }
+  assertHealthy()
+})
+
+test('a remote target that never answers releases its caller at its requestTimeout', async () => {
+  const { error, ms } = await failing('remote_hang')
+  assert.equal(error.code, -32001, error.message)
+  assert.match(error.message, /target "remote" did not answer tools\/call within 1000 ms/)
+  assert.ok(ms >= 900 && ms < 10_000, `released after ~1 s (${Math.round(ms)} ms)`)
+  assert.deepEqual(await call('remote_echo', { text: 'ok' }), { text: 'ok' })
+  assertHealthy()
+})
+
+// ---- a streamable-HTTP MCP server that misbehaves on request --------------------------------
+
+interface RemoteServer {
+  url: string
+  close(): Promise<void>
+}
+
+async function startRemoteServer (): Promise<RemoteServer> {
+  const sockets = new Set<Socket>()
+  const tools = ['echo', 'flood_sse', 'flood_json', 'flood_length', 'hang'].map(name => ({ name, description: name, inputSchema: { type: 'object' } }))
+  const json = (res: http.ServerResponse, body: unknown, headers: Record<string, string> = {}) => {
+    const text = JSON.stringify(body)
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers }).end(text)
+  }
+  /** Writes FLOOD_BYTES of an unfinished message, then nothing (the response never ends). */
+  const flood = (res: http.ServerResponse, prefix: string) => {
+    res.write(prefix)
+    const block = Buffer.alloc(1024 * 1024, 'x')
+    for (let sent = 0; sent < FLOOD_BYTES; sent += block.length) res.write(block)
+  }
+  const server = http.createServer((req, res) => {
+    if (req.method === 'GET') return void res.writeHead(405).end()
+    if (req.method === 'DELETE') return void res.writeHead(200).end()
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      const m = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id?: number, method: string, params?: Record<string, any> }
+      if (m.id === undefined) return void res.writeHead(202).end()
+      const start = `{"jsonrpc":"2.0","id":${m.id},"result":{"content":[{"type":"text","text":"`
+      switch (m.method) {
+        case 'initialize':
+          return json(res, { jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'remote', version: '1' } } }, { 'mcp-session-id': 'remote-session' })
+        case 'tools/list':
+          return json(res, { jsonrpc: '2.0', id: m.id, result: { tools } })
+        case 'tools/call':
+          switch (m.params?.name) {
+            case 'echo': return json(res, { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: String(m.params?.arguments?.text ?? '') }] } })
+            case 'flood_sse':
+              res.writeHead(200, { 'content-type': 'text/event-stream' })
+              return flood(res, `event: message\ndata: ${start}`)
+            case 'flood_json':
+              res.writeHead(200, { 'content-type': 'application/json' })
+              return flood(res, start)
+            case 'flood_length':
+              res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(FLOOD_BYTES * 2) })
+              return flood(res, start)
+            case 'hang':
+              return
+          }
+          return json(res, { jsonrpc: '2.0', id: m.id, error: { code: -32602, message: 'unknown tool' } })
+        default:
+          return json(res, { jsonrpc: '2.0', id: m.id, result: {} })
+      }
+    })
+  })
+  server.on('connection', s => {
+    sockets.add(s)
+    s.once('close', () => sockets.delete(s))
+  })
+  await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
+  const port = (server.address() as { port: number }).port
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    close: () => new Promise<void>(resolve => {
+      server.close(() => resolve())
+      for (const s of sockets) s.destroy()
+    })
+  }
+}
