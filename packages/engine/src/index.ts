@@ -21,5 +21,6 @@ export { McpGateway, DEFAULT_SESSION_TTL_MS, type McpGatewayOptions, type McpLog
 export type { McpCallInfo } from './mcp/session.ts'
 export type { LlmCall, LlmUsage } from './llm/request.ts'
 export { intersectHostnames, hostnameMatches, hostOnly } from './routing/hostname.ts'
+export { requestHeadersTimeoutMs, DEFAULT_REQUEST_HEADERS_TIMEOUT_MS, DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS } from './http/frontend.ts'
 export { compileCel, evalBool, CEL_VARIABLES, type CelProgram } from './cel/expression.ts'
 export { envoyProtos, envoyClient, PROTO_DIR } from './util/envoy-grpc.ts'

@@ -11,10 +11,19 @@ import tls from 'node:tls'
 import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { BindIR, Engine, ProxyIR } from '@portico/engine'
-import { PorticoError, hostnameMatches } from '@portico/engine'
+import { PorticoError, hostnameMatches, requestHeadersTimeoutMs } from '@portico/engine'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
 const UNUSED_CONNECTION_GRACE_MS = 1_000
+
+/** How often Node checks request-head deadlines (a limit fires up to this much late). */
+const HEADERS_CHECK_INTERVAL_MS = 250
+
+function clientErrorStatus (code: string | undefined): [string, string] {
+  if (code === 'HPE_HEADER_OVERFLOW') return ['431 Request Header Fields Too Large', 'request header fields too large']
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return ['408 Request Timeout', 'request timeout']
+  return ['400 Bad Request', 'bad request']
+}
 
 interface BoundServer {
   bind: BindIR
@@ -74,6 +83,8 @@ export class ListenerManager {
         void this.closeServer(s, 30_000)
         continue
       }
+      const headersTimeout = requestHeadersTimeoutMs(bind)
+      if (s.server.headersTimeout !== headersTimeout) s.server.headersTimeout = headersTimeout
       if (bind.tls !== undefined && (s.bind.tls?.cert !== bind.tls.cert || s.bind.tls?.key !== bind.tls.key)) {
         ;(s.server as https.Server).setSecureContext({ cert: bind.tls.cert, key: bind.tls.key })
       }
@@ -82,15 +93,23 @@ export class ListenerManager {
   }
 
   private async open (bind: BindIR): Promise<BoundServer> {
+    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap() }
     const options: http.ServerOptions = {
-      // Bodies may stream for a long time (uploads, SSE); only slow header delivery is cut.
+      // Bodies may stream for a long time (uploads, SSE): a whole-request limit would cut
+      // them. Slow request heads are cut (requestHeadersTimeout), and so are streamed bodies
+      // that go quiet (requestBodyIdleTimeout, in the backend call).
       requestTimeout: 0,
-      headersTimeout: 60_000,
+      headersTimeout: requestHeadersTimeoutMs(bind),
+      // Node checks the head deadline on this period (30 s by default, far coarser than a
+      // 10 s limit); the check walks a list in C++ and costs little.
+      connectionsCheckingInterval: HEADERS_CHECK_INTERVAL_MS,
       keepAliveTimeout: 65_000,
       // Leave header size policing to Node's default (16 KiB); parse errors get a 400.
-      noDelay: true
+      noDelay: true,
+      // Only upgrades the listener allows (WebSocket by default) leave the HTTP parser; any
+      // other (h2c, ...) is served as a plain request and its Upgrade headers are dropped.
+      shouldUpgradeCallback: (req: http.IncomingMessage) => this.engine.upgradeAllowed(entry.bind.key, req)
     }
-    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap() }
     const server: http.Server = bind.protocol === 'HTTPS'
       ? https.createServer({ ...options, cert: bind.tls?.cert, key: bind.tls?.key, SNICallback: (servername, cb) => cb(null, this.contextForSni(entry, servername)) })
       : http.createServer(options)
@@ -108,15 +127,18 @@ export class ListenerManager {
       })
     })
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      // Malformed requests get a 400 and never reach the pipeline.
-      if (socket.writable && !(socket as Socket & { _httpMessage?: unknown })._httpMessage) {
-        // Oversized headers (a 64 KiB token, say) get the status that names the problem.
-        const [status, body] = err.code === 'HPE_HEADER_OVERFLOW' ? ['431 Request Header Fields Too Large', 'request header fields too large'] : ['400 Bad Request', 'bad request']
+      const inPipeline = (socket as Socket & { _httpMessage?: http.ServerResponse | null })._httpMessage
+      if (socket.writable && !inPipeline) {
+        // Malformed requests get a 400 and never reach the pipeline; oversized headers (a
+        // 64 KiB token, say) and a head that took too long get the status naming the problem.
+        const [status, body] = clientErrorStatus(err.code)
         socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
-      } else {
+      } else if (!(socket.writable && inPipeline !== null && inPipeline !== undefined && this.engine.clientError(inPipeline, err))) {
+        // The request is in the pipeline and its body broke (a bad chunk size): the engine
+        // answers 400 unless the response has started, when closing is all that is left.
         socket.destroy()
       }
-      this.log.debug({ bind: bind.key, err: err.code ?? err.message }, 'malformed request')
+      this.log.debug({ bind: bind.key, err: err.code ?? err.message }, err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request head timeout' : 'malformed request')
     })
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {

@@ -298,6 +298,19 @@ export const GatewaySchema = Type.Object({
     cert: Type.String({ minLength: 1, description: 'Path to the PEM certificate chain (relative to the config file).' }),
     key: Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file).' })
   }, { ...strict, description: 'Required for HTTPS.' })),
+  // Client-connection settings, named as Envoy Gateway's ClientTrafficPolicy names them.
+  timeout: Opt(Type.Object({
+    http: Opt(Type.Object({
+      requestHeadersTimeout: Opt(Type.Union([Duration, Type.Literal('off')], { description: 'How long a client has to send a whole request head (request line and headers), counted from the connection or the end of the previous request; past it the client gets 408 and the connection is closed. Default 10s; "off" disables it. Gateways sharing a port must agree (it runs before the Host header is read).' })),
+      requestBodyIdleTimeout: Opt(Type.Union([Duration, Type.Literal('off')], { description: 'How long a request body being sent to a backend may go without a byte from the client. Past it the backend call is cut (its connection released) and the client gets 408 unless response headers were already sent. Default 5m, as Envoy\'s stream idle timeout; "off" disables it.' }))
+    }, strict))
+  }, { ...strict, description: 'Timeouts on what clients send.' })),
+  clientIPDetection: Opt(Type.Object({
+    xForwardedFor: Opt(Type.Object({
+      numTrustedHops: Type.Integer({ minimum: 0, maximum: 32, description: 'Proxies in front of this gateway that set X-Forwarded-* headers. 0 (default): the client is not trusted, its X-Forwarded-Proto and X-Forwarded-Host are replaced by what the gateway saw; 1 or more: they are kept when present. X-Forwarded-For always gets the peer address appended.' })
+    }, strict))
+  }, { ...strict, description: 'Whether X-Forwarded-* headers the client sent are trusted.' })),
+  upgrades: Opt(Type.Array(Type.String({ pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }), { description: 'HTTP/1.1 Upgrade protocols passed on to backends (case-insensitive). Default [websocket]. A request that asks for any other (h2c, ...) is forwarded as a plain request without its Upgrade headers.' })),
   policies: Opt(GatewayPoliciesSchema)
 }, { ...strict, description: 'A listener.' })
 

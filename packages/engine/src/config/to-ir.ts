@@ -15,6 +15,8 @@ import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
+import { frontendToIR } from './frontend-to-ir.ts'
+import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -123,12 +125,15 @@ function translateGateway (
     routes: []
   }
   if (gw.hostname !== undefined) listener.hostname = gw.hostname.toLowerCase()
+  const frontend = frontendToIR(gw)
+  if (frontend.frontend !== undefined) listener.frontend = frontend.frontend
 
   const bindKey = `${address}:${gw.port}`
   const existing = binds.get(bindKey)
   if (existing === undefined) {
     const bind: BindIR = { key: bindKey, address, port: gw.port, protocol, listeners: [listener] }
     if (tls !== undefined) bind.tls = tls
+    if (frontend.requestHeadersTimeoutMs !== undefined) bind.requestHeadersTimeoutMs = frontend.requestHeadersTimeoutMs
     binds.set(bindKey, bind)
     return listener
   }
@@ -140,6 +145,11 @@ function translateGateway (
     report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same certificate`)
     return undefined
   }
+  if ((frontend.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS) !== (existing.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS)) {
+    // The head is read before its Host header can pick a gateway: one value per port.
+    report([...path, 'timeout', 'http', 'requestHeadersTimeout'], `gateways sharing port ${gw.port} must use the same requestHeadersTimeout (gateway "${existing.listeners[0]!.gateway}" has ${describeMs(existing.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS)})`)
+    return undefined
+  }
   const clash = existing.listeners.find(l => l.hostname === listener.hostname)
   if (clash !== undefined) {
     report(gw.hostname === undefined ? path : [...path, 'hostname'],
@@ -148,6 +158,10 @@ function translateGateway (
   }
   existing.listeners.push(listener)
   return listener
+}
+
+function describeMs (ms: number): string {
+  return ms === 0 ? 'off' : `${ms}ms`
 }
 
 function readTlsFile (file: string, path: Path, options: ToIROptions, report: (path: Path, message: string) => void): string | undefined {

@@ -12,6 +12,9 @@ import { TraceHub } from '../trace/hub.ts'
 import { UpstreamPools, type UpstreamPoolOptions } from '../http/upstream-pools.ts'
 import { handleRequest, type PipelineRuntime } from '../pipeline/run.ts'
 import { handleUpgrade } from '../http/upgrade.ts'
+import { upgradeAllowed } from '../http/frontend.ts'
+import { respondLocal } from '../pipeline/respond.ts'
+import { hostOnly } from '../routing/hostname.ts'
 import type { RequestContext } from '../pipeline/context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { BackendStats } from './backend-stats.ts'
@@ -113,6 +116,35 @@ export class Engine implements PipelineRuntime {
       }
       handleUpgrade(this, bind, req, socket, head)
     }
+  }
+
+  /**
+   * Whether a request with an `Upgrade` header is an upgrade the listener its Host selects
+   * passes on (http/frontend.ts); the listener calls it before Node detaches the socket from
+   * its HTTP parser, so a refused upgrade is served as a plain request.
+   */
+  upgradeAllowed (bindKey: string, req: IncomingMessage): boolean {
+    const bind = this.compiled?.binds.get(bindKey)
+    if (bind === undefined) return true
+    return upgradeAllowed(bind.selectListener(hostOnly(req.headers.host)).frontend, req.headers.upgrade)
+  }
+
+  /**
+   * Node's parser refused the rest of a request already handed to the pipeline (a bad chunk
+   * size in a chunked body, say). While nothing of the response is out, the request gets a
+   * 400 like any malformed request and its backend call is cut; the connection then closes.
+   * Returns false when the caller must close the connection itself (no such request, or the
+   * response has started).
+   */
+  clientError (res: ServerResponse, err: NodeJS.ErrnoException): boolean {
+    if (res.headersSent) return false
+    // A linear search: this runs once per malformed request, never on the hot path.
+    let ctx: RequestContext | undefined
+    for (const c of this.inFlight) if (c.res === res) { ctx = c; break }
+    if (ctx === undefined) return false
+    ctx.abortUpstream?.()
+    respondLocal(this, ctx, 400, 'bad request', 'InvalidRequest', `malformed request: ${err.code ?? err.message}`, { connection: 'close' })
+    return true
   }
 
   /** The process is about to drain: long-lived streams the engine owns are ended. */

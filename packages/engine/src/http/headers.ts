@@ -53,15 +53,25 @@ export function dropUpstreamHeader (headers: HeaderMap, name: string): void {
   if (headers[name] !== undefined) headers[name] = undefined
 }
 
-/** Adds X-Forwarded-For (appended), -Proto and -Host (kept when an earlier proxy set them). */
-export function addForwardedHeaders (headers: HeaderMap, clientAddress: string | undefined, scheme: string, host: string): void {
+/**
+ * X-Forwarded-For gets the peer address appended (what the client sent stays in front of it,
+ * as Envoy does: a reader counts trusted entries from the right). X-Forwarded-Proto and -Host
+ * describe the connection and Host this gateway received, unless `trustedHops` > 0 (a proxy
+ * in front of the gateway set them): a client could otherwise tell the backend it came over
+ * https, or from another host, and change the redirects, cookies and URLs the backend makes.
+ */
+export function addForwardedHeaders (headers: HeaderMap, clientAddress: string | undefined, scheme: string, host: string, trustedHops = 0): void {
   if (clientAddress !== undefined) {
     const addr = clientAddress.startsWith('::ffff:') ? clientAddress.slice(7) : clientAddress
     const prior = headers['x-forwarded-for']
     headers['x-forwarded-for'] = prior === undefined ? addr : `${Array.isArray(prior) ? prior.join(', ') : prior}, ${addr}`
   }
-  if (headers['x-forwarded-proto'] === undefined) headers['x-forwarded-proto'] = scheme
-  if (headers['x-forwarded-host'] === undefined && host !== '') headers['x-forwarded-host'] = host
+  const trusted = trustedHops > 0
+  if (!trusted || headers['x-forwarded-proto'] === undefined) headers['x-forwarded-proto'] = scheme
+  if (!trusted || headers['x-forwarded-host'] === undefined) {
+    if (host !== '') headers['x-forwarded-host'] = host
+    else dropUpstreamHeader(headers, 'x-forwarded-host')
+  }
 }
 
 /** Response headers from upstream, without hop-by-hop ones (Node frames the body itself). */

@@ -11,6 +11,8 @@ import type { Socket } from 'node:net'
 import type { CompiledBind } from '../engine/compiled.ts'
 import { handleRequest, type PipelineRuntime } from '../pipeline/run.ts'
 import type { RequestContext } from '../pipeline/context.ts'
+import { upgradeAllowed } from './frontend.ts'
+import { hostOnly } from '../routing/hostname.ts'
 
 export function handleUpgrade (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, socket: Duplex, head: Buffer): void {
   const res = new ServerResponse(req)
@@ -20,7 +22,11 @@ export function handleUpgrade (rt: PipelineRuntime, bind: CompiledBind, req: Inc
   // left on this socket to read a next request.
   res.shouldKeepAlive = false
   res.once('finish', () => socket.end())
-  handleRequest(rt, bind, req, res, { socket, head })
+  // The listener asks the engine first (shouldUpgradeCallback), so only allowed upgrades get
+  // here; on a Node without that hook a refused one (h2c, ...) still never reaches a backend
+  // as an upgrade: it is proxied as a plain request, without its Upgrade headers.
+  const allowed = upgradeAllowed(bind.selectListener(hostOnly(req.headers.host)).frontend, req.headers.upgrade)
+  handleRequest(rt, bind, req, res, allowed ? { socket, head } : undefined)
 }
 
 /** Joins the client socket to the backend's after a 101 from the backend. */

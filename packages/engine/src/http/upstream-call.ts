@@ -6,7 +6,7 @@
 
 import { Transform, type Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
-import type { IncomingHttpHeaders } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import type { RequestContext } from '../pipeline/context.ts'
 import type { PipelineRuntime } from '../pipeline/run.ts'
 import { applyResponsePolicies, respondLocal } from '../pipeline/respond.ts'
@@ -84,7 +84,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
 
   const timeouts = ctx.route?.ir.timeouts
   let timer: NodeJS.Timeout | undefined
-  const call: CallState = { controller: null, timedOut: null }
+  const call: CallState = { controller: null, timedOut: null, body: null }
   if (timeouts !== undefined) {
     const remainingRequest = timeouts.requestMs === undefined ? Infinity : timeouts.requestMs - (ctx.upstreamStart - ctx.startMono)
     const backendLimit = timeouts.backendRequestMs ?? Infinity
@@ -95,6 +95,8 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
     }
   }
   ctx.abortUpstream = abortOnClientClose(call)
+  const idleMs = ctx.listener.frontend.requestBodyIdleTimeoutMs
+  if (body !== null && !Buffer.isBuffer(body) && idleMs > 0 && !req.complete) watchBody(call, req, idleMs)
 
   let responseTap: BodyTap | null = null
   /** ai backends: reads the token usage out of the answer. */
@@ -107,6 +109,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
     },
     onRequestUpgrade (_c, statusCode, headers, upstreamSocket) {
       if (timer !== undefined) clearTimeout(timer)
+      stopBodyWatch(call)
       ctx.abortUpstream = null
       ctx.upstreamHeadersAt = performance.now()
       ctx.reason = 'Upstream'
@@ -164,6 +167,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
     },
     onResponseEnd (_c, trailers) {
       ctx.abortUpstream = null
+      stopBodyWatch(call)
       if (usageTap !== null) endLlmCall(ctx, usageTap)
       if (ctx.responseBody !== null) {
         if (responseTap !== null && !responseTap.empty) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: responseTap.toBase64(), truncated: responseTap.truncated })
@@ -180,6 +184,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
     },
     onResponseError (_c, err) {
       if (timer !== undefined) clearTimeout(timer)
+      stopBodyWatch(call)
       ctx.abortUpstream = null
       // A stream cut short still spent the tokens it reported so far.
       if (usageTap !== null) endLlmCall(ctx, usageTap)
@@ -188,7 +193,8 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
       ctx.error = failure.detail
       if (!res.headersSent) {
         ctx.tracer?.emit({ type: 'backendCallResult', status: null, error: failure.detail }, { eventStart: callStartUs, severity: 'error' })
-        respondLocal(rt, ctx, failure.status, failure.body, failure.reason, failure.detail)
+        // The rest of a request body that was cut off cannot be read: the connection ends.
+        respondLocal(rt, ctx, failure.status, failure.body, failure.reason, failure.detail, failure.status === 408 || failure.status === 400 ? CLOSE : undefined)
       } else {
         // Headers are out: the only honest signal left is to cut the connection.
         ctx.reason = failure.reason
@@ -208,6 +214,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
   if (wrap !== undefined) {
     dispatched = wrap(dispatched, () => {
       if (timer !== undefined) clearTimeout(timer)
+      stopBodyWatch(call)
       ctx.abortUpstream = null
     })
   }
@@ -235,6 +242,57 @@ interface CallState {
   controller: Dispatcher.DispatchController | null
   /** Which timeout fired, if one did. */
   timedOut: string | null
+  /** The request body being streamed, while its idle timeout watches it. */
+  body: BodyWatch | null
+}
+
+/**
+ * A streamed request body's idle timeout. It polls the client socket's byte count (a few
+ * times per timeout period) instead of hooking every chunk, so a body costs one timer, not
+ * work per chunk; the timeout fires between `idleMs` and 1.25 × `idleMs` after the last byte.
+ */
+interface BodyWatch {
+  req: IncomingMessage
+  idleMs: number
+  lastBytes: number
+  lastChange: number
+  timer: NodeJS.Timeout
+}
+
+const CLOSE = { connection: 'close' }
+
+function watchBody (call: CallState, req: IncomingMessage, idleMs: number): void {
+  const every = Math.max(10, Math.floor(idleMs / 4))
+  call.body = { req, idleMs, lastBytes: req.socket?.bytesRead ?? 0, lastChange: performance.now(), timer: setTimeout(checkBody, every, call, every) }
+}
+
+function stopBodyWatch (call: CallState): void {
+  if (call.body === null) return
+  clearTimeout(call.body.timer)
+  call.body = null
+}
+
+function checkBody (call: CallState, every: number): void {
+  const watch = call.body
+  if (watch === null) return
+  const { req } = watch
+  if (req.complete || req.destroyed) {
+    call.body = null
+    return
+  }
+  const now = performance.now()
+  const bytes = req.socket?.bytesRead ?? 0
+  // Bytes still buffered mean the backend is not taking them: that wait is the backend's,
+  // bounded by the route's timeouts, not the client's.
+  if (bytes !== watch.lastBytes || req.readableLength > 0) {
+    watch.lastBytes = bytes
+    watch.lastChange = now
+  } else if (now - watch.lastChange >= watch.idleMs && call.controller !== null) {
+    call.body = null
+    call.controller.abort(new PorticoError('PORTICO_REQUEST_BODY_TIMEOUT', `request body idle timeout: no bytes from the client for ${watch.idleMs} ms`))
+    return
+  }
+  watch.timer = setTimeout(checkBody, every, call, every)
 }
 
 function onCallTimeout (call: CallState, which: string): void {
@@ -266,6 +324,10 @@ export function classifyFailure (err: Error, timedOut: string | null): Failure {
   const code = (err as NodeJS.ErrnoException).code ?? ''
   const detail = code !== '' ? `${code}: ${err.message}` : err.message
   if (timedOut !== null) return { status: 504, reason: 'Timeout', body: timedOut, detail: timedOut }
+  // The client stopped sending its body (http/frontend.ts: requestBodyIdleTimeout).
+  if (code === 'PORTICO_REQUEST_BODY_TIMEOUT') return { status: 408, reason: 'Timeout', body: 'request body timeout', detail: err.message }
+  // Node's parser refused the rest of the request (a bad chunk size, say).
+  if (code.startsWith('HPE_')) return { status: 400, reason: 'InvalidRequest', body: 'bad request', detail }
   switch (code) {
     case 'UND_ERR_HEADERS_TIMEOUT':
       return { status: 504, reason: 'Timeout', body: 'upstream call timeout', detail }

@@ -123,9 +123,13 @@ export function jwtAuth (ir: JwtAuthIR, services: PolicyServices): CompiledPolic
   })
 }
 
-/** The public base URL of a request: scheme and Host as the client used them. */
+/**
+ * The public base URL of a request: scheme and Host as the client used them. The scheme is
+ * the X-Forwarded-Proto the backend gets, which is the client's only when the listener
+ * trusts the proxies in front of it (clientIPDetection), the connection's otherwise.
+ */
 export function baseUrl (ctx: RequestContext): string {
-  const proto = ctx.req.headers['x-forwarded-proto']
+  const proto = ctx.headers['x-forwarded-proto']
   const scheme = typeof proto === 'string' && (proto === 'http' || proto === 'https') ? proto : ctx.scheme
   return `${scheme}://${ctx.host}`
 }

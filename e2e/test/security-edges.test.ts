@@ -1,0 +1,184 @@
+/**
+ * Smaller edges (issue 14, item 10):
+ * - X-Forwarded-Proto/-Host a client sends are replaced at the edge, unless the gateway is
+ *   told proxies in front of it set them (`clientIPDetection.xForwardedFor.numTrustedHops`);
+ * - only allowed upgrades (WebSocket by default) reach a backend as upgrades: `Upgrade: h2c`
+ *   is forwarded as a plain request without its upgrade headers (no h2c smuggling);
+ * - a chunked body with a bad chunk size gets a 400 answer, not a silently closed socket;
+ * - the `Bearer` scheme is case-insensitive (RFC 7235 §2.1).
+ *
+ * Raw-socket cases write exact bytes with node:net.
+ */
+
+import { after, before, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import { WebSocket, WebSocketServer } from 'ws'
+import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { startBackend, withTimeout, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { nodeRequest, rawExchange } from '../lib/client.ts'
+import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
+
+const alice: IdpClient = { id: 'alice', secret: 'alice-secret', permissions: ['read'] }
+
+describe('security: edges', () => {
+  let portico: PorticoProcess
+  let trustedPort: number
+  let backend: Backend
+  let idp: Idp
+  /** Upgrade requests the backend saw (it would switch to anything it is asked for). */
+  const upgradesSeen: string[] = []
+
+  before(async () => {
+    idp = await startIdp({ clients: [alice] })
+    backend = await startBackend((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        const echoed: EchoedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, bodyLength: Buffer.concat(chunks).length } as unknown as EchoedRequest
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(echoed))
+      })
+    })
+    // WebSocket upgrades go to `ws`; a backend that speaks h2c would answer 101 to h2c.
+    const wss = new WebSocketServer({ noServer: true })
+    wss.on('connection', socket => socket.on('message', (data, isBinary) => socket.send(data, { binary: isBinary })))
+    backend.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      upgradesSeen.push(String(req.headers.upgrade))
+      if (String(req.headers.upgrade).toLowerCase() === 'websocket') {
+        wss.handleUpgrade(req, socket, head, ws => wss.emit('connection', ws, req))
+        return
+      }
+      socket.end('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n')
+    })
+    trustedPort = await freePort()
+    const provider = { issuer: idp.issuer, audiences: [idp.audience], jwks: { url: idp.jwksUrl } }
+    portico = await startPortico({
+      config: port => ({
+        gateways: {
+          default: gateway(port),
+          behindProxy: gateway(trustedPort, { clientIPDetection: { xForwardedFor: { numTrustedHops: 1 } } })
+        },
+        routes: [
+          { name: 'jwt', gateways: ['default'], matches: [{ path: { pathPrefix: '/jwt' } }], policies: { jwtAuth: { mode: 'strict', ...provider } }, backends: [{ host: backend.host }] },
+          { name: 'echo', gateways: ['default', 'behindProxy'], backends: [{ host: backend.host }] }
+        ]
+      })
+    })
+  })
+
+  after(async () => {
+    await portico?.stop()
+    await backend?.close()
+    await idp?.stop()
+  })
+
+  async function echoed (port: number, headers: Record<string, string>): Promise<EchoedRequest> {
+    const res = await nodeRequest({ port, path: '/echo', headers })
+    assert.equal(res.status, 200, res.text)
+    return JSON.parse(res.text) as EchoedRequest
+  }
+
+  test('X-Forwarded-Proto and -Host from a client are replaced by default', { timeout: 10_000 }, async () => {
+    const got = await echoed(portico.port, { host: 'gw.test', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'bank.example', 'x-forwarded-for': '203.0.113.7' })
+    assert.equal(got.headers['x-forwarded-proto'], 'http')
+    assert.equal(got.headers['x-forwarded-host'], 'gw.test')
+    // X-Forwarded-For keeps what came before and appends the peer (read it from the right).
+    assert.equal(got.headers['x-forwarded-for'], '203.0.113.7, 127.0.0.1')
+  })
+
+  test('with numTrustedHops: 1 the X-Forwarded-Proto and -Host of the proxy in front are kept', { timeout: 10_000 }, async () => {
+    const got = await echoed(trustedPort, { host: 'gw.internal', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'shop.example' })
+    assert.equal(got.headers['x-forwarded-proto'], 'https')
+    assert.equal(got.headers['x-forwarded-host'], 'shop.example')
+    const bare = await echoed(trustedPort, { host: 'gw.internal' })
+    assert.equal(bare.headers['x-forwarded-proto'], 'http')
+    assert.equal(bare.headers['x-forwarded-host'], 'gw.internal')
+  })
+
+  test('Upgrade: h2c is forwarded as a plain request without its upgrade headers', { timeout: 15_000 }, async () => {
+    const before = upgradesSeen.length
+    const { connect } = await import('node:net')
+    const socket = connect({ host: '127.0.0.1', port: portico.port })
+    socket.on('error', () => {})
+    let text = ''
+    const closed = new Promise<void>(resolve => socket.on('close', () => resolve()))
+    const firstAnswer = new Promise<void>(resolve => {
+      socket.on('data', (c: Buffer) => {
+        text += c.toString('latin1')
+        if (/\r\n0\r\n\r\n$|"bodyLength":0\}$/.test(text)) resolve()
+      })
+    })
+    socket.write('GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n')
+    await withTimeout(firstAnswer, 5_000, `no answer to the h2c request; got ${JSON.stringify(text)}`)
+    const first = text
+    assert.match(first, /^HTTP\/1\.1 200 /, first)
+    assert.doesNotMatch(first, /101 Switching Protocols/)
+    assert.equal(upgradesSeen.length, before, `the backend was asked to upgrade: ${upgradesSeen.slice(before).join(', ')}`)
+    const json = first.slice(first.indexOf('{'), first.lastIndexOf('}') + 1)
+    const got = JSON.parse(json) as EchoedRequest
+    assert.equal(got.headers.upgrade, undefined)
+    assert.equal(got.headers['http2-settings'], undefined)
+    assert.doesNotMatch(String(got.headers.connection ?? ''), /upgrade/i)
+    // What the client sends next is HTTP/1.1 through routing and policies (/jwt needs a token),
+    // not bytes piped to a backend that switched protocols.
+    socket.write('GET /jwt/secret HTTP/1.1\r\nHost: gw.test\r\nConnection: close\r\n\r\n')
+    await withTimeout(closed, 5_000, `connection still open; got ${JSON.stringify(text)}`)
+    assert.match(text.slice(first.length), /^HTTP\/1\.1 401 /, text)
+  })
+
+  test('an upgrade listing h2c beside websocket is not an allowed upgrade', { timeout: 10_000 }, async () => {
+    const before = upgradesSeen.length
+    const answer = await rawExchange(portico.port, 'GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade, close\r\nUpgrade: h2c, websocket\r\n\r\n')
+    assert.match(answer, /^HTTP\/1\.1 200 /, answer)
+    assert.equal(upgradesSeen.length, before)
+  })
+
+  test('WebSocket upgrades still work', { timeout: 10_000 }, async () => {
+    const ws = new WebSocket(`ws://127.0.0.1:${portico.port}/echo`)
+    await withTimeout(new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve())
+      ws.once('error', reject)
+    }), 5_000, 'WebSocket did not open')
+    const reply = withTimeout(new Promise<string>(resolve => ws.once('message', data => resolve(String(data)))), 5_000, 'no message')
+    ws.send('ping')
+    assert.equal(await reply, 'ping')
+    ws.close()
+  })
+
+  test('a bad chunk size gets a 400 answer (in the first packet or after a good chunk)', { timeout: 15_000 }, async () => {
+    const head = 'POST /echo HTTP/1.1\r\nHost: gw.test\r\nTransfer-Encoding: chunked\r\n\r\n'
+    for (const body of ['zz\r\nhello\r\n0\r\n\r\n', '5\r\nhello\r\n-1\r\nx\r\n0\r\n\r\n', '5\r\nhello\r\n5 5\r\nhello\r\n0\r\n\r\n']) {
+      const answer = await rawExchange(portico.port, head + body)
+      assert.match(answer, /^HTTP\/1\.1 400 /, `${JSON.stringify(body)} got ${JSON.stringify(answer)}`)
+      assert.match(answer, /connection: close/i)
+    }
+  })
+
+  test('a bad chunk size after the request was dispatched gets a 400 answer', { timeout: 15_000 }, async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      import('node:net').then(({ connect }) => {
+        const socket = connect({ host: '127.0.0.1', port: portico.port })
+        let text = ''
+        socket.on('data', (c: Buffer) => { text += c.toString('latin1') })
+        socket.on('error', () => {})
+        socket.on('close', () => resolve(text))
+        socket.write('POST /echo HTTP/1.1\r\nHost: gw.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n')
+        // The backend call is under way when the garbage arrives.
+        setTimeout(() => socket.write('not-a-size\r\n\r\n'), 300)
+        setTimeout(() => { socket.destroy(); reject(new Error(`still open; got ${JSON.stringify(text)}`)) }, 8_000).unref()
+      }, reject)
+    })
+    assert.match(answer, /^HTTP\/1\.1 400 /, JSON.stringify(answer))
+  })
+
+  test('the Bearer scheme is case-insensitive (RFC 7235)', { timeout: 10_000 }, async () => {
+    const token = await idp.token(alice)
+    for (const scheme of ['Bearer', 'bearer', 'bEaReR', 'BEARER']) {
+      const res = await nodeRequest({ port: portico.port, path: '/jwt/x', headers: { authorization: `${scheme} ${token}` } })
+      assert.equal(res.status, 200, `${scheme}: ${res.status} ${res.text}`)
+    }
+    const none = await nodeRequest({ port: portico.port, path: '/jwt/x', headers: { authorization: `Basic ${token}` } })
+    assert.equal(none.status, 401)
+  })
+})
