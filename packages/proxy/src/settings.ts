@@ -21,6 +21,11 @@ export interface Settings {
    * is not affected.
    */
   adminWrites: boolean
+  /**
+   * DNS names the admin server answers to besides localhost, IP literals and adminAddr's own
+   * host (DNS rebinding protection: any other Host is refused). Default none.
+   */
+  adminAllowedHosts: string[]
   statsAddr: Address | null
   readinessAddr: Address | null
   logLevel: string
@@ -53,6 +58,7 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
   return {
     adminAddr: parseAddress(pick('ADMIN_ADDR', file.adminAddr, DEFAULTS.adminAddr), 'ADMIN_ADDR'),
     adminWrites: parseSwitch(pick('ADMIN_WRITES', file.adminWrites === undefined ? undefined : String(file.adminWrites), 'false'), 'ADMIN_WRITES'),
+    adminAllowedHosts: nonEmpty(env.ADMIN_ALLOWED_HOSTS)?.split(',').map(h => h.trim()).filter(h => h !== '') ?? file.adminAllowedHosts ?? [],
     statsAddr: parseAddress(pick('STATS_ADDR', file.statsAddr, DEFAULTS.statsAddr), 'STATS_ADDR'),
     readinessAddr: parseAddress(pick('READINESS_ADDR', file.readinessAddr, DEFAULTS.readinessAddr), 'READINESS_ADDR'),
     logLevel: pick('LOG_LEVEL', file.logging?.level, DEFAULTS.logLevel),

@@ -62,6 +62,7 @@ export function staticConfig (settings: Settings): Record<string, unknown> {
   return {
     adminAddr: settings.adminAddr === null ? 'off' : formatAddress(settings.adminAddr),
     adminWrites: settings.adminWrites,
+    adminAllowedHosts: settings.adminAllowedHosts,
     statsAddr: settings.statsAddr === null ? 'off' : formatAddress(settings.statsAddr),
     readinessAddr: settings.readinessAddr === null ? 'off' : formatAddress(settings.readinessAddr),
     logging: { level: settings.logLevel, format: settings.logFormat },

@@ -1,6 +1,7 @@
 /**
  * The admin server (fastify), on 127.0.0.1:15000 unless configured: inspection and control
- * of one proxy. Bound to loopback by default because it has no authentication.
+ * of one proxy. Bound to loopback by default because it has no authentication; every request
+ * first passes the guard against cross-site writes and DNS rebinding (request-guard.ts).
  */
 
 import Fastify, { type FastifyInstance } from 'fastify'
@@ -14,6 +15,7 @@ import { tasksDump } from './tasks.ts'
 import { cpuProfile, HeapSampler } from './pprof.ts'
 import { findUiDir, registerUiStatic } from './ui-static.ts'
 import { registerUiApi } from './ui-api.ts'
+import { checkAdminRequest, requestFacts, type AdminGuardOptions } from './request-guard.ts'
 
 export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]> = [
   ['GET', '/config_dump', 'the loaded configuration (secrets redacted)'],
@@ -41,6 +43,17 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
   await heap.start()
   const app = Fastify({ logger: false, forceCloseConnections: true })
 
+  // Before anything else, on every path (404s included): no cross-site writes, no rebinding.
+  const guard: AdminGuardOptions = { bindHost: options.address.host, allowedHosts: portico.settings.adminAllowedHosts }
+  const log = portico.logs.for('admin')
+  app.addHook('onRequest', async (req, reply) => {
+    const problem = checkAdminRequest(requestFacts(req.method, req.headers), guard)
+    if (problem === null) return
+    log.debug({ method: req.method, url: req.url, host: req.headers.host, origin: req.headers.origin, secFetchSite: req.headers['sec-fetch-site'], reason: problem }, 'admin request refused')
+    if (req.url.startsWith('/api/')) return await reply.code(403).send({ error: 'forbidden', message: problem })
+    return await reply.code(403).type('text/plain').send(`forbidden: ${problem}\n`)
+  })
+
   const uiDir = findUiDir()
   app.get('/', async (req, reply) => {
     // Browsers (Accept: text/html) go to the web UI; curl, porticoctl and tests get the list.
@@ -50,7 +63,7 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
     return reply.type('text/plain').send(`portico admin\n\n${lines.join('\n')}\n${uiDir === null ? '\n(the web UI is not built here)\n' : ''}`)
   })
   registerUiStatic(app, uiDir)
-  const uiApi = registerUiApi(app, portico)
+  const uiApi = registerUiApi(app, portico, guard)
 
   app.get('/config_dump', async (_req, reply) => {
     const dump = configDump(portico)

@@ -12,13 +12,12 @@
  * - `POST /api/mcp/connect|list|call|prompt|read|close`: the MCP playground (writes).
  *
  * Same origin only, no CORS: no `Access-Control-*` header is ever sent; a request whose
- * `Origin` is not this server's, or whose `Host` is a DNS name other than `localhost` (DNS
- * rebinding), is refused with 403; POST bodies must be `application/json` (so a cross-site
+ * `Origin` is not this server's (any method, reads too), or whose `Host` is a DNS name other
+ * than `localhost` or an allowed one (DNS rebinding, see request-guard.ts), is refused with 403; POST bodies must be `application/json` (so a cross-site
  * form cannot post one without a preflight that is never granted). Endpoints that change
  * something answer 403 unless `adminWrites` is on.
  */
 
-import { isIP } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { request as undiciRequest } from 'undici'
 import { CEL_VARIABLES, compileCel, evalBool } from '@portico/engine'
@@ -28,6 +27,10 @@ import { formatAddress } from '../settings.ts'
 import { LEVELS } from '../logging.ts'
 import { listenerDispatcher, listenerOrigin, listenerTarget, NotAListener } from './loopback.ts'
 import { McpPlayground, UnknownSession } from './mcp-playground.ts'
+import { checkAdminHost, checkSameOrigin, requestFacts, type AdminGuardOptions } from './request-guard.ts'
+
+/** The guard options of an admin on 127.0.0.1 with no extra names (unit tests). */
+const LOOPBACK_ADMIN: AdminGuardOptions = { bindHost: '127.0.0.1', allowedHosts: [] }
 
 /** The header the UI tags a fired request with (the trace filter is `header=<this>:<tag>`). */
 export const UI_TRACE_HEADER = 'x-portico-ui-trace'
@@ -45,25 +48,14 @@ class HttpError extends Error {
   }
 }
 
-/** Same-origin and anti-rebinding checks for every /api request. */
-export function checkApiRequest (req: FastifyRequest): string | null {
-  const host = req.headers.host ?? ''
-  const hostname = host.replace(/:\d+$/, '').replace(/^\[|\]$/g, '').toLowerCase()
-  if (!(hostname === 'localhost' || hostname.endsWith('.localhost') || isIP(hostname) !== 0)) {
-    return `Host "${host}" is not allowed: use an IP address or localhost (DNS rebinding protection)`
-  }
-  const origin = req.headers.origin
-  if (origin !== undefined && origin !== 'null') {
-    let same = false
-    try {
-      same = new URL(origin).host.toLowerCase() === host.toLowerCase()
-    } catch {}
-    if (!same) return `cross-origin request from ${origin} refused: the admin API is same-origin only`
-  } else if (origin === 'null') {
-    return 'cross-origin request (Origin: null) refused: the admin API is same-origin only'
-  }
-  const site = req.headers['sec-fetch-site']
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') return `cross-site request (Sec-Fetch-Site: ${String(site)}) refused`
+/**
+ * Same-origin and anti-rebinding checks for every /api request. Stricter than the admin-wide
+ * guard (request-guard.ts): a cross-origin read is refused too, and POST bodies must be JSON.
+ */
+export function checkApiRequest (req: FastifyRequest, options: AdminGuardOptions = LOOPBACK_ADMIN): string | null {
+  const facts = requestFacts(req.method, req.headers)
+  const problem = checkAdminHost(facts.host, options) ?? checkSameOrigin(facts)
+  if (problem !== null) return problem
   if (req.method === 'POST' && !/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
     return 'POST bodies must be application/json'
   }
@@ -163,12 +155,12 @@ export const SAMPLE_VARS: Record<string, unknown> = {
   mcp: null
 }
 
-export function registerUiApi (app: FastifyInstance, portico: Portico): { close: () => Promise<void> } {
+export function registerUiApi (app: FastifyInstance, portico: Portico, guardOptions: AdminGuardOptions = LOOPBACK_ADMIN): { close: () => Promise<void> } {
   const writes = portico.settings.adminWrites
   const mcp = new McpPlayground(portico)
 
   const guard = async (req: FastifyRequest, reply: FastifyReply) => {
-    const problem = checkApiRequest(req)
+    const problem = checkApiRequest(req, guardOptions)
     if (problem !== null) {
       const media = problem.startsWith('POST bodies')
       return await reply.code(media ? 415 : 403).send({ error: media ? 'unsupported media type' : 'forbidden', message: problem })
