@@ -84,8 +84,9 @@ test('/config_dump shows what is loaded, with live backend stats and secrets red
   assert.equal(dump.backends[0].stats.requests >= 1, true)
   assert.equal(dump.backends[0].stats.health, 1)
   assert.equal(typeof dump.backends[0].stats.latencyMs, 'number')
-  // A credential a policy sets (a provider's key) is shown redacted.
-  assert.deepEqual(dump.policies, [{ target: 'route/app', phase: 'route', policies: { requestHeaderModifier: { add: { 'x-a': '1' }, set: { Authorization: '<redacted>' } } } }])
+  // A credential a policy sets (a provider's key) is shown redacted; so is any request header
+  // value a policy sets that is not a public header (ir/redact.ts).
+  assert.deepEqual(dump.policies, [{ target: 'route/app', phase: 'route', policies: { requestHeaderModifier: { add: { 'x-a': '<redacted>' }, set: { Authorization: '<redacted>' } } } }])
   assert.ok(!text.includes('sk-provider-key'), 'the key appears nowhere in the dump')
   assert.match(dump.version.configVersion, /^[0-9a-f]{12}$/)
   assert.equal(dump.config.adminAddr, admin.replace('http://', ''))

@@ -16,6 +16,7 @@ import type { RequestContext } from '../pipeline/context.ts'
 import type { CompiledPolicy, PolicyOutcome, RequestRedirectIR } from './types.ts'
 import { modifyPath } from './path-modifier.ts'
 import { CONTINUE } from './header-modifier.ts'
+import { redactUrl } from '../ir/redact.ts'
 
 export const REDIRECT_STATUSES: readonly number[] = [301, 302, 303, 307, 308]
 
@@ -37,7 +38,7 @@ export function requestRedirect (ir: RequestRedirectIR): CompiledPolicy {
         path = modified
       }
       const location = `${redirectOrigin(ctx, ir)}${path}${ctx.query === '' ? '' : `?${ctx.query}`}`
-      ctx.tracer?.emit({ type: 'policy', kind: 'requestRedirect', result: { type: 'apply', details: `${ir.status} to ${location}` } })
+      ctx.tracer?.emit({ type: 'policy', kind: 'requestRedirect', result: { type: 'apply', details: `${ir.status} to ${redactUrl(location)}` } })
       return { action: 'respond', status: ir.status, body: '', headers: { location }, reason: 'Redirect' }
     }
   }
