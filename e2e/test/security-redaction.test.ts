@@ -46,6 +46,8 @@ const received: IncomingHttpHeaders[] = []
 before(async () => {
   backend = await startBackend((req, res) => {
     received.push(req.headers)
+    // The MCP target behind a URL with a key in its query fails: its error names the URL.
+    if (req.url?.startsWith('/remote-mcp') === true) res.writeHead(500)
     res.end('ok')
   })
   const adminPort = await freePort()
@@ -70,7 +72,7 @@ before(async () => {
                     env: { UPSTREAM_SERVICE_CREDENTIAL: SECRETS.env }
                   }
                 },
-                { name: 'remote', mcp: { host: `http://127.0.0.1:9/mcp?api_key=${SECRETS.urlQuery}&region=eu` } }
+                { name: 'remote', mcp: { host: `http://${backend.host}/remote-mcp?api_key=${SECRETS.urlQuery}&region=eu` } }
               ]
             }
           }]
@@ -162,6 +164,21 @@ test('a trace shows which headers policies set and the query, never their secret
   }
   assert.equal(final.headers['x-client'], 'visible', 'what the client sent (non-credential) stays')
   assert.equal(final.headers['x-forwarded-proto'], 'http', 'public headers the gateway sets stay')
+})
+
+test('an MCP target whose URL holds a key fails: the error the client, the trace and the log get names the URL without it', async () => {
+  const trace = await openTrace(admin, 'path=/mcp')
+  await trace.ready
+  const res = await request(`${portico.url}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } })
+  })
+  const answer = await res.body.text()
+  const events = await trace.done
+  assert.match(answer + JSON.stringify(events) + portico.stdout, /remote-mcp\?api_key=<redacted>&region=eu/, 'the failing URL is named somewhere')
+  assertNoSecrets(answer, 'the MCP answer')
+  assertNoSecrets(JSON.stringify(events), 'the MCP trace')
 })
 
 test('porticoctl (config and an injected trace), /debug/tasks and the UI API show no secret', async () => {

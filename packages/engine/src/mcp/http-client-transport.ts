@@ -17,6 +17,7 @@ import { createParser } from 'eventsource-parser'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
+import { redactUrl } from '../ir/redact.ts'
 
 export interface HttpClientTransportOptions {
   /** Resume an existing upstream session. */
@@ -91,7 +92,7 @@ export class StreamableHttpClientTransport implements Transport {
       }
       if (res.statusCode < 200 || res.statusCode >= 300) {
         const text = await readLimited(res.body, MAX_ERROR_TEXT_BYTES).then(b => b.toString('utf8'), () => '')
-        throw new Error(`HTTP ${res.statusCode} from ${this.url.href}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
+        throw new Error(`HTTP ${res.statusCode} from ${redactUrl(this.url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
       }
       const type = String(res.headers['content-type'] ?? '')
       if (type.startsWith('application/json')) {
