@@ -1,11 +1,11 @@
 /**
- * A gateway's client-connection settings (`timeout.http`, `clientIPDetection`, `upgrades`)
+ * A gateway's client-connection settings (`timeout.http`, `clientIPDetection`, `upgrades`, `path`)
  * to IR. Only what the file sets is written: an absent field means the default
  * (http/frontend.ts), so configs that do not use these settings keep their IR and version.
  */
 
 import type { GatewayConfig } from './schema.ts'
-import type { FrontendIR } from '../ir/types.ts'
+import type { FrontendIR, PathNormalizationIR } from '../ir/types.ts'
 import { parseDuration } from '../util/duration.ts'
 
 export interface FrontendTranslation {
@@ -23,6 +23,12 @@ export function frontendToIR (gw: GatewayConfig): FrontendTranslation {
   const hops = gw.clientIPDetection?.xForwardedFor?.numTrustedHops
   if (hops !== undefined) frontend.xffNumTrustedHops = hops
   if (gw.upgrades !== undefined) frontend.upgrades = [...new Set(gw.upgrades.map(u => u.toLowerCase()))]
+  if (gw.path !== undefined) {
+    const path: PathNormalizationIR = {}
+    if (gw.path.escapedSlashesAction !== undefined) path.escapedSlashesAction = gw.path.escapedSlashesAction
+    if (gw.path.disableMergeSlashes === true) path.mergeSlashes = false
+    if (Object.keys(path).length > 0) frontend.path = path
+  }
   if (Object.keys(frontend).length > 0) out.frontend = frontend
   return out
 }

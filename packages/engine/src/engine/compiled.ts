@@ -12,7 +12,6 @@ import type { PolicyServices } from '../policy/services.ts'
 import { RouteTable } from '../routing/route-table.ts'
 import { hostnameMatches, hostnameSpecificity } from '../routing/hostname.ts'
 import { WeightedPicker } from '../routing/weighted.ts'
-import { pathNormalization, type PathNormalization } from '../http/request-target.ts'
 import { frontendSettings, type FrontendSettings } from '../http/frontend.ts'
 
 export interface CompiledBackendRef {
@@ -36,8 +35,6 @@ export interface CompiledListener {
   ir: ListenerIR
   policies: CompiledPolicySet
   table: RouteTable<CompiledRoute>
-  /** Path normalisation settings, defaults filled in. */
-  pathNormalization: PathNormalization
   /** What the listener accepts from clients (X-Forwarded-* trust, upgrades, body idle), defaults filled in. */
   frontend: FrontendSettings
   /** Some route has mcpAuthentication: the listener serves protected-resource metadata. */
@@ -83,7 +80,7 @@ function compileBind (ir: BindIR, backends: Map<string, BackendIR>, services: Po
 
 function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledListener {
   const routes = ir.routes.map(r => compileRoute(r, backends, services))
-  return { ir, policies: compilePolicySet(ir.policies, services), pathNormalization: pathNormalization(ir.path), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined) }
+  return { ir, policies: compilePolicySet(ir.policies, services), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined) }
 }
 
 function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledRoute {

@@ -1,11 +1,12 @@
 /**
  * What a listener accepts from its clients, defaults filled in: how long a request head and
  * an idle request body may take, whether X-Forwarded-* headers from the client are believed,
- * and which HTTP/1.1 upgrades reach a backend. The IR leaves defaults out (an absent field is
+ * which HTTP/1.1 upgrades reach a backend, and how request paths are normalised. The IR leaves defaults out (an absent field is
  * the default), so a config that does not mention these settings dumps unchanged.
  */
 
 import type { BindIR, FrontendIR } from '../ir/types.ts'
+import { DEFAULT_PATH_NORMALIZATION, pathNormalization, type PathNormalization } from './request-target.ts'
 
 /**
  * Request head: 10 s. Node's own default is 60 s; a request head is a few hundred bytes, and
@@ -23,12 +24,14 @@ export interface FrontendSettings {
   requestBodyIdleTimeoutMs: number
   xffNumTrustedHops: number
   upgrades: ReadonlySet<string>
+  path: PathNormalization
 }
 
 const DEFAULTS: FrontendSettings = {
   requestBodyIdleTimeoutMs: DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS,
   xffNumTrustedHops: 0,
-  upgrades: new Set(DEFAULT_UPGRADES)
+  upgrades: new Set(DEFAULT_UPGRADES),
+  path: DEFAULT_PATH_NORMALIZATION
 }
 
 export function frontendSettings (ir: FrontendIR | undefined): FrontendSettings {
@@ -36,7 +39,8 @@ export function frontendSettings (ir: FrontendIR | undefined): FrontendSettings 
   return {
     requestBodyIdleTimeoutMs: ir.requestBodyIdleTimeoutMs ?? DEFAULTS.requestBodyIdleTimeoutMs,
     xffNumTrustedHops: ir.xffNumTrustedHops ?? DEFAULTS.xffNumTrustedHops,
-    upgrades: ir.upgrades === undefined ? DEFAULTS.upgrades : new Set(ir.upgrades.map(u => u.toLowerCase()))
+    upgrades: ir.upgrades === undefined ? DEFAULTS.upgrades : new Set(ir.upgrades.map(u => u.toLowerCase())),
+    path: pathNormalization(ir.path)
   }
 }
 

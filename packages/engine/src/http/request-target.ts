@@ -237,14 +237,49 @@ export function parseRequestTarget (url: string, options: PathNormalization = DE
   }
 }
 
+/** Characters of a reg-name (RFC 3986 §3.2.2): unreserved, sub-delims and `%` of escapes. */
+const REG_NAME = new Uint8Array(128)
+for (let c = 0; c < 128; c++) REG_NAME[c] = CLASS[c] === 2 ? 1 : 0
+for (const c of "!$&'()*+,;=%") REG_NAME[c.charCodeAt(0)] = 1
+
 /**
  * RFC 9110 §7.2 / RFC 3986 §3.2.2: `uri-host [ ":" port ]`, where uri-host is an IP literal
- * in brackets, or a reg-name of unreserved characters, escapes and sub-delims.
+ * in brackets, or a reg-name of unreserved characters, escapes and sub-delims. A char-code
+ * scan: it runs on every request.
  */
-const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9\-._~!$&'()*+,;=%]*)(?::[0-9]*)?$/
-
 export function isValidHost (value: string): boolean {
-  return HOST.test(value)
+  const n = value.length
+  let i = 0
+  if (n > 0 && value.charCodeAt(0) === 0x5b /* [ */) {
+    i = 1
+    for (; i < n; i++) {
+      const c = value.charCodeAt(i)
+      if (c === 0x5d /* ] */) break
+      if (!((c >= 0x30 && c <= 0x3a) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66) || c === DOT)) return false
+    }
+    if (i === n) return false
+    i++
+  } else {
+    for (; i < n; i++) {
+      const c = value.charCodeAt(i)
+      if (c === 0x3a /* : */) break
+      if (c >= 128 || REG_NAME[c] === 0) return false
+    }
+  }
+  if (i === n) return true
+  if (value.charCodeAt(i) !== 0x3a) return false
+  for (i++; i < n; i++) {
+    const c = value.charCodeAt(i)
+    if (c < 0x30 || c > 0x39) return false
+  }
+  return true
+}
+
+/** Is `name` "host" in any case? (No toLowerCase: this runs for every header of every request.) */
+function isHostName (name: string): boolean {
+  return name.length === 4 &&
+    (name.charCodeAt(0) | 0x20) === 0x68 && (name.charCodeAt(1) | 0x20) === 0x6f &&
+    (name.charCodeAt(2) | 0x20) === 0x73 && (name.charCodeAt(3) | 0x20) === 0x74
 }
 
 /**
@@ -254,8 +289,7 @@ export function isValidHost (value: string): boolean {
 export function hostHeaderProblem (rawHeaders: readonly string[]): string | null {
   let seen: string | null = null
   for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!
-    if (name.length !== 4 || name.toLowerCase() !== 'host') continue
+    if (!isHostName(rawHeaders[i]!)) continue
     if (seen !== null) return 'more than one Host header'
     seen = rawHeaders[i + 1]!
   }

@@ -60,8 +60,6 @@ export interface ListenerIR {
   tls?: TlsServerIR
   /** Gateway-phase policies. */
   policies: PolicySetIR
-  /** How request paths are normalised before matching; absent = the safe defaults. */
-  path?: PathNormalizationIR
   /** How the listener treats what clients send; absent fields take the defaults (http/frontend.ts). */
   frontend?: FrontendIR
   routes: RouteIR[]
@@ -75,6 +73,8 @@ export interface FrontendIR {
   xffNumTrustedHops?: number
   /** Upgrade protocols forwarded (lower case). */
   upgrades?: string[]
+  /** How request paths are normalised before matching (http/request-target.ts). */
+  path?: PathNormalizationIR
 }
 
 /**

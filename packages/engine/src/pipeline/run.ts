@@ -53,11 +53,11 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
   let problem = target.ok ? hostHeaderProblem(req.rawHeaders) : target.why
   let path = '/'
   if (target.ok && problem === null) {
-    const normal = normalizePath(target.rawPath, listener.pathNormalization)
+    const normal = normalizePath(target.rawPath, listener.frontend.path)
     if (typeof normal === 'string') problem = normal
     else {
       path = normal.path
-      if (normal.unescapedSlash && listener.pathNormalization.escapedSlashesAction === 'UnescapeAndRedirect') problem = REDIRECT_TO_NORMAL_PATH
+      if (normal.unescapedSlash && listener.frontend.path.escapedSlashesAction === 'UnescapeAndRedirect') problem = REDIRECT_TO_NORMAL_PATH
     }
   }
   const ctx = new RequestContext({
