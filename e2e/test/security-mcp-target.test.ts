@@ -9,9 +9,10 @@
  *    routes keep their latency, and the next call works on a restarted server;
  *  - a stdout line that is not JSON is reported and skipped;
  *  - a target that never answers releases its caller at the target's `requestTimeout`, and
- *    the access log says so;
+ *    the trace and the access log say so; one that reports progress is given more time;
  *  - the same for a remote (streamable HTTP) target: an SSE event or a JSON body past the
- *    limit, and a POST that is never answered.
+ *    limit, and a POST that is never answered;
+ *  - a legacy SSE target whose stream carries an event past the limit is reconnected.
  */
 
 import { after, before, test } from 'node:test'
@@ -35,12 +36,14 @@ const CLIENT_TIMEOUT_MS = 30_000
 let portico: PorticoProcess
 let plain: Backend
 let remote: RemoteServer
+let legacy: RemoteServer
 let client: Client
 let adminUrl: string
 
 before(async () => {
   plain = await startEchoBackend('plain')
   remote = await startRemoteServer()
+  legacy = await startLegacyServer()
   const stdio = { cmd: process.execPath, args: [FAULTY_SERVER] }
   const adminPort = await freePort()
   adminUrl = `http://127.0.0.1:${adminPort}`
@@ -58,7 +61,8 @@ before(async () => {
               targets: [
                 { name: 'faulty', stdio },
                 { name: 'slow', stdio, requestTimeout: '1s' },
-                { name: 'remote', mcp: { host: remote.url }, requestTimeout: '1s' }
+                { name: 'remote', mcp: { host: remote.url }, requestTimeout: '1s' },
+                { name: 'legacy', sse: { host: legacy.url } }
               ]
             }
           }]
@@ -74,6 +78,7 @@ after(async () => {
   await portico?.stop()
   await plain?.close()
   await remote?.close()
+  await legacy?.close()
 })
 
 async function call (name: string, args: Record<string, unknown> = {}): Promise<{ text: string } | { error: McpError }> {
@@ -176,6 +181,11 @@ test('a stdio target that never answers releases its caller at its requestTimeou
   assert.match(String(result.message.error), /target "slow" did not answer tools\/call within 1000 ms/)
   // The server is not at fault for being slow: it keeps running and answering.
   assert.deepEqual(await call('slow_echo', { text: 'ok' }), { text: 'ok' })
+  // Progress restarts the clock: 2 s of work, reported every 400 ms, passes a 1 s timeout.
+  let reports = 0
+  const long = await client.callTool({ name: 'slow_progress', arguments: {} }, undefined, { timeout: CLIENT_TIMEOUT_MS, onprogress: () => { reports++ } })
+  assert.equal(textOf(long), 'done')
+  assert.equal(reports, 5)
   await portico.waitForOutput(/did not answer tools\/call within 1000 ms \(requestTimeout\)/, { timeoutMs: 5000 }) // access logs are written in batches
   const line = portico.logs().find(l => l['mcp.tool'] === 'slow_hang')
   assert.ok(line !== undefined, 'an access-log line for the call')
@@ -194,6 +204,17 @@ test('a remote target whose answer is past the limit (an endless SSE event, a JS
   assertHealthy()
 })
 
+test('a legacy SSE target that sends an event past the limit is disconnected and reconnected; its caller gets an error', async () => {
+  assert.deepEqual(await call('legacy_echo', { text: 'before' }), { text: 'before' })
+  const { error, ms } = await failing('legacy_flood')
+  assert.equal(error.code, -32000, error.message)
+  assert.match(error.message, /target "legacy" was disconnected: an event of more than 4194304 bytes \(maxMessageSize\)/)
+  assert.ok(ms < CLIENT_TIMEOUT_MS / 3, `answered at once (${Math.round(ms)} ms)`)
+  assert.deepEqual(await call('legacy_echo', { text: 'after' }), { text: 'after' })
+  assert.equal(legacy.connections(), 2, 'a new SSE connection (a new upstream session)')
+  assertHealthy()
+})
+
 test('a remote target that never answers releases its caller at its requestTimeout', async () => {
   const { error, ms } = await failing('remote_hang')
   assert.equal(error.code, -32001, error.message)
@@ -207,7 +228,80 @@ test('a remote target that never answers releases its caller at its requestTimeo
 
 interface RemoteServer {
   url: string
+  /** SSE connections opened so far (legacy server). */
+  connections(): number
   close(): Promise<void>
+}
+
+/** The start of a response whose text never closes. */
+const unfinished = (id: number) => `{"jsonrpc":"2.0","id":${id},"result":{"content":[{"type":"text","text":"`
+
+/** Writes FLOOD_BYTES of an unfinished message, then nothing (the response never ends). */
+function flood (res: http.ServerResponse, prefix: string): void {
+  res.write(prefix)
+  const block = Buffer.alloc(1024 * 1024, 'x')
+  for (let sent = 0; sent < FLOOD_BYTES; sent += block.length) res.write(block)
+}
+
+/** Answers what every test server answers the same way: initialize, tools/list, echo. */
+function toolCall (m: { id?: number, method: string, params?: Record<string, any> }, tools: unknown[]): Record<string, unknown> {
+  switch (m.method) {
+    case 'initialize':
+      return { jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'remote', version: '1' } } }
+    case 'tools/list':
+      return { jsonrpc: '2.0', id: m.id, result: { tools } }
+    case 'tools/call':
+      if (m.params?.name === 'echo') return { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: String(m.params?.arguments?.text ?? '') }] } }
+      return { jsonrpc: '2.0', id: m.id, error: { code: -32602, message: 'unknown tool' } }
+    default:
+      return { jsonrpc: '2.0', id: m.id, result: {} }
+  }
+}
+
+/** A legacy HTTP+SSE (2024-11-05) server: GET /sse for the stream, POST /message for messages. */
+async function startLegacyServer (): Promise<RemoteServer> {
+  const sockets = new Set<Socket>()
+  const streams = new Map<string, http.ServerResponse>()
+  let opened = 0
+  const tools = ['echo', 'flood'].map(name => ({ name, description: name, inputSchema: { type: 'object' } }))
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x')
+    if (req.method === 'GET' && url.pathname === '/sse') {
+      const id = String(++opened)
+      streams.set(id, res)
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+      res.write(`event: endpoint\ndata: /message?sessionId=${id}\n\n`)
+      res.once('close', () => streams.delete(id))
+      return
+    }
+    const stream = streams.get(url.searchParams.get('sessionId') ?? '')
+    if (req.method !== 'POST' || stream === undefined) return void res.writeHead(404).end()
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      res.writeHead(202).end()
+      const m = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id?: number, method: string, params?: Record<string, any> }
+      if (m.id === undefined) return
+      if (m.method === 'tools/call' && m.params?.name === 'flood') {
+        return flood(stream, `event: message\ndata: ${unfinished(m.id)}`)
+      }
+      stream.write(`event: message\ndata: ${JSON.stringify(toolCall(m, tools))}\n\n`)
+    })
+  })
+  server.on('connection', s => {
+    sockets.add(s)
+    s.once('close', () => sockets.delete(s))
+  })
+  await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
+  const port = (server.address() as { port: number }).port
+  return {
+    url: `http://127.0.0.1:${port}/sse`,
+    connections: () => opened,
+    close: () => new Promise<void>(resolve => {
+      server.close(() => resolve())
+      for (const s of sockets) s.destroy()
+    })
+  }
 }
 
 async function startRemoteServer (): Promise<RemoteServer> {
@@ -217,12 +311,6 @@ async function startRemoteServer (): Promise<RemoteServer> {
     const text = JSON.stringify(body)
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers }).end(text)
   }
-  /** Writes FLOOD_BYTES of an unfinished message, then nothing (the response never ends). */
-  const flood = (res: http.ServerResponse, prefix: string) => {
-    res.write(prefix)
-    const block = Buffer.alloc(1024 * 1024, 'x')
-    for (let sent = 0; sent < FLOOD_BYTES; sent += block.length) res.write(block)
-  }
   const server = http.createServer((req, res) => {
     if (req.method === 'GET') return void res.writeHead(405).end()
     if (req.method === 'DELETE') return void res.writeHead(200).end()
@@ -231,30 +319,22 @@ async function startRemoteServer (): Promise<RemoteServer> {
     req.on('end', () => {
       const m = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id?: number, method: string, params?: Record<string, any> }
       if (m.id === undefined) return void res.writeHead(202).end()
-      const start = `{"jsonrpc":"2.0","id":${m.id},"result":{"content":[{"type":"text","text":"`
-      switch (m.method) {
-        case 'initialize':
-          return json(res, { jsonrpc: '2.0', id: m.id, result: { protocolVersion: m.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'remote', version: '1' } } }, { 'mcp-session-id': 'remote-session' })
-        case 'tools/list':
-          return json(res, { jsonrpc: '2.0', id: m.id, result: { tools } })
-        case 'tools/call':
-          switch (m.params?.name) {
-            case 'echo': return json(res, { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: String(m.params?.arguments?.text ?? '') }] } })
-            case 'flood_sse':
-              res.writeHead(200, { 'content-type': 'text/event-stream' })
-              return flood(res, `event: message\ndata: ${start}`)
-            case 'flood_json':
-              res.writeHead(200, { 'content-type': 'application/json' })
-              return flood(res, start)
-            case 'flood_length':
-              res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(FLOOD_BYTES * 2) })
-              return flood(res, start)
-            case 'hang':
-              return
-          }
-          return json(res, { jsonrpc: '2.0', id: m.id, error: { code: -32602, message: 'unknown tool' } })
+      const start = unfinished(m.id)
+      const headers: Record<string, string> = m.method === 'initialize' ? { 'mcp-session-id': 'remote-session' } : {}
+      switch (m.method === 'tools/call' ? m.params?.name : '') {
+        case 'flood_sse':
+          res.writeHead(200, { 'content-type': 'text/event-stream' })
+          return flood(res, `event: message\ndata: ${start}`)
+        case 'flood_json':
+          res.writeHead(200, { 'content-type': 'application/json' })
+          return flood(res, start)
+        case 'flood_length':
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(FLOOD_BYTES * 2) })
+          return flood(res, start)
+        case 'hang':
+          return
         default:
-          return json(res, { jsonrpc: '2.0', id: m.id, result: {} })
+          return json(res, toolCall(m, tools), headers)
       }
     })
   })
@@ -266,6 +346,7 @@ async function startRemoteServer (): Promise<RemoteServer> {
   const port = (server.address() as { port: number }).port
   return {
     url: `http://127.0.0.1:${port}/mcp`,
+    connections: () => 0,
     close: () => new Promise<void>(resolve => {
       server.close(() => resolve())
       for (const s of sockets) s.destroy()
