@@ -14,10 +14,10 @@ test('a valid file loads', () => {
   assert.equal(result.ok, true)
 })
 
-test('an empty file is a valid config with nothing in it', () => {
-  const result = loadConfigText('', { baseDir: '/' })
-  assert.equal(result.ok, true)
-  if (result.ok) assert.deepEqual(result.config.ir.binds, [])
+// An empty file used to be a valid config with nothing in it, and a reload to it closed every
+// listener (what a truncating save leaves for a moment): now it is refused, with a position.
+test('an empty file is refused: a config needs a gateway', () => {
+  assert.deepEqual(errors(''), ['c.yaml:1:1: no gateways: a config needs at least one gateway (a listener); an empty or partly written file is refused so that it never replaces a running config'])
 })
 
 test('unknown keys are errors with position and a did-you-mean', () => {

@@ -4,7 +4,7 @@
  */
 
 import { parseArgs } from 'node:util'
-import { formatDiagnostic, loadConfigFile, type LoadResult, type StaticConfig } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type LoadResult, type StaticConfig } from '@portico/engine'
 import { existsSync, readFileSync } from 'node:fs'
 import { Logs } from './logging.ts'
 import { Portico } from './portico.ts'
@@ -18,6 +18,9 @@ const USAGE = `usage: portico -f FILE            run the gateway on a config fil
 options:
   -f, --file FILE   config file (YAML or JSON)
       --validate    check the file and exit: 0 when valid, 1 with errors
+      --max-config-size SIZE
+                    largest config file accepted, at start and on reload (default 8MiB;
+                    env MAX_CONFIG_SIZE), e.g. 16MiB
   -V, --version     print the version
   -h, --help        this help
 environment: ADMIN_ADDR, STATS_ADDR, READINESS_ADDR, LOG_LEVEL, LOG_FORMAT, DRAIN_TIMEOUT,
@@ -33,6 +36,7 @@ export async function main (argv: string[]): Promise<void> {
       options: {
         file: { type: 'string', short: 'f' },
         validate: { type: 'boolean', default: false },
+        'max-config-size': { type: 'string' },
         version: { type: 'boolean', short: 'V', default: false },
         help: { type: 'boolean', short: 'h', default: false }
       },
@@ -60,8 +64,9 @@ export async function main (argv: string[]): Promise<void> {
     process.exit(2)
   }
 
+  const maxConfigBytes = configSizeLimit(args['max-config-size'], process.env.MAX_CONFIG_SIZE)
   const file = args.file
-  const result = loadConfigFile(file)
+  const result = loadConfigFile(file, { maxBytes: maxConfigBytes })
   if (!result.ok) {
     printErrors(file, result)
     process.exit(1)
@@ -74,10 +79,25 @@ export async function main (argv: string[]): Promise<void> {
   }
 
   const setup = startLogging(config.staticConfig)
-  const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, onQuit: () => process.exit(0) })
+  const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0) })
   await run(portico, setup.logs, async () => {
     await portico.start(config, readFileSync(file, 'utf8'))
   }, { config: config.ir.version })
+}
+
+/**
+ * The config size limit: --max-config-size, else MAX_CONFIG_SIZE, else the default. Read
+ * before the file (it bounds reading it), so it cannot come from the file itself.
+ */
+function configSizeLimit (flag: string | undefined, env: string | undefined): number {
+  const [text, source] = flag !== undefined ? [flag, '--max-config-size'] : env !== undefined && env !== '' ? [env, 'MAX_CONFIG_SIZE'] : [undefined, '']
+  if (text === undefined) return DEFAULT_MAX_CONFIG_BYTES
+  const bytes = parseByteSize(text)
+  if (bytes === undefined) {
+    process.stderr.write(`portico: ${source}: "${text}" is not a size (bytes, or a number with KiB, MiB or GiB; default ${formatByteSize(DEFAULT_MAX_CONFIG_BYTES)})\n`)
+    process.exit(2)
+  }
+  return bytes
 }
 
 /** Settings and logs, exiting with a clear message when either is invalid. */

@@ -1,19 +1,32 @@
 /**
  * Watches the config file and reports each new version of its text. Editors save by
  * rewriting in place or by renaming a temporary file over it; watching the directory sees
- * both. Bursts of events are folded into one read (debounce), and unchanged text is skipped.
+ * both.
+ *
+ * A text is reported only once it has settled: after the last change event, the file is
+ * read, read again `debounceMs` later, and reported only if both reads agree (otherwise the
+ * second read becomes the one to confirm). A non-atomic save (truncate, then write, maybe in
+ * several pieces) is therefore seen as one change, and a change event that arrives late or
+ * not at all for some write still cannot get a half-written file reported. Unchanged text is
+ * skipped. What is reported can still be incomplete if the writer pauses longer than the
+ * window; the loader refuses what that produces (no gateways, a syntax error) and the
+ * running config stays.
  */
 
-import { watch, readFileSync, type FSWatcher } from 'node:fs'
+import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
+import { DEFAULT_MAX_CONFIG_BYTES, readConfigText } from '@portico/engine'
 
 export interface FileWatchOptions {
   path: string
   /** Called with the new text when it differs from the last text seen. */
   onChange: (text: string) => void
-  /** Called when the file cannot be read (deleted, permissions). */
+  /** Called when the file cannot be read (deleted, permissions, over the size limit). */
   onError: (err: Error) => void
+  /** How long the file must stay unchanged before it is reported. Default 100 ms. */
   debounceMs?: number
+  /** Files larger than this are reported as errors without being read whole. */
+  maxBytes?: number
 }
 
 export interface FileWatch {
@@ -22,12 +35,17 @@ export interface FileWatch {
   setCurrent(text: string): void
 }
 
+export const DEFAULT_SETTLE_MS = 100
+
 export function watchConfigFile (options: FileWatchOptions): FileWatch {
   const full = resolve(options.path)
   const dir = dirname(full)
   const name = basename(full)
-  const debounceMs = options.debounceMs ?? 50
+  const debounceMs = options.debounceMs ?? DEFAULT_SETTLE_MS
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES
   let current: string | undefined
+  /** The text read last, waiting to be confirmed by an identical read one window later. */
+  let candidate: string | undefined
   let timer: NodeJS.Timeout | undefined
   let lastError: string | undefined
 
@@ -35,8 +53,9 @@ export function watchConfigFile (options: FileWatchOptions): FileWatch {
     timer = undefined
     let text: string
     try {
-      text = readFileSync(full, 'utf8')
+      text = readConfigText(full, maxBytes)
     } catch (err) {
+      candidate = undefined
       const code = (err as NodeJS.ErrnoException).code ?? String(err)
       // A rename-over-save briefly removes the file; report only errors that persist.
       if (code === 'ENOENT' && lastError !== 'ENOENT') {
@@ -49,6 +68,12 @@ export function watchConfigFile (options: FileWatchOptions): FileWatch {
       return
     }
     lastError = undefined
+    if (text !== candidate) {
+      // First sight of this text (or it changed since the last read): confirm it later.
+      candidate = text
+      timer = setTimeout(check, debounceMs)
+      return
+    }
     if (text === current) return
     current = text
     options.onChange(text)
@@ -71,6 +96,7 @@ export function watchConfigFile (options: FileWatchOptions): FileWatch {
     },
     setCurrent (text: string) {
       current = text
+      candidate = text
     }
   }
 }

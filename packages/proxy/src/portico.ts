@@ -4,7 +4,8 @@
  */
 
 import type { Logger } from 'pino'
-import { Engine, formatDiagnostic, loadConfigText, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext } from '@portico/engine'
+import { Engine, formatDiagnostic, isPorticoError, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext } from '@portico/engine'
+import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
 import type { Logs } from './logging.ts'
@@ -33,6 +34,8 @@ export interface PorticoOptions {
   env?: Record<string, string>
   /** Called when /quitquitquit asks the process to stop (the CLI exits after shutdown). */
   onQuit?: () => void
+  /** Largest config file a reload reads (bytes); default the engine's DEFAULT_MAX_CONFIG_BYTES. */
+  maxConfigBytes?: number
 }
 
 /** A child process the proxy runs (MCP stdio servers), for /debug/tasks. */
@@ -62,6 +65,7 @@ export class Portico {
   private shuttingDown: Promise<void> | undefined
   private readonly servers: Array<{ close(): Promise<void> }> = []
   private readonly onQuit: (() => void) | undefined
+  private readonly maxConfigBytes: number | undefined
   private readonly childProcesses = new Set<ChildProcessInfo>()
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
@@ -98,6 +102,7 @@ export class Portico {
     })
     this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol))
     this.onQuit = options.onQuit
+    this.maxConfigBytes = options.maxConfigBytes
   }
 
   /**
@@ -159,8 +164,13 @@ export class Portico {
     if (this.configPath !== undefined) {
       this.watcher = watchConfigFile({
         path: this.configPath,
+        ...(this.maxConfigBytes !== undefined ? { maxBytes: this.maxConfigBytes } : {}),
         onChange: text => { void this.reloadText(text) },
-        onError: err => this.log.warn({ err: err.message, file: this.configPath }, 'cannot read config file; keeping the current config')
+        onError: err => {
+          // Over the size limit: the file was not read, but it is a refused reload all the same.
+          if (isPorticoError(err, 'PORTICO_CONFIG_TOO_LARGE')) this.rejectReload([{ path: [], message: err.message }], 'rejected')
+          else this.log.warn({ err: err.message, file: this.configPath }, 'cannot read config file; keeping the current config')
+        }
       })
       if (initialText !== undefined) this.watcher.setCurrent(initialText)
     }
@@ -191,17 +201,24 @@ export class Portico {
     if (result.ok && this.engine.config?.ir.version === before) this.log.info({ signal, version: before }, `${signal}: config unchanged (version ${before ?? 'none'})`)
   }
 
-  /** Applies a new version of the config file's text; the current config stays on any error. */
+  /**
+   * Applies a new version of the config file's text; the current config stays on any error.
+   * Never rejects: whatever the text (or a bug), the outcome is logged and returned.
+   */
   reloadText (text: string): Promise<{ ok: boolean, diagnostics: ConfigDiagnostic[] }> {
+    const file = this.configPath ?? 'config'
+    const reject = (diagnostics: ConfigDiagnostic[], why: 'rejected' | 'failed') => this.rejectReload(diagnostics, why)
     const run = async () => {
-      const file = this.configPath ?? 'config'
-      const result = loadConfigText(text, { baseDir: dirname(file) })
-      if (!result.ok) {
-        const errors = result.diagnostics.map(d => formatDiagnostic(file, d))
-        this.recordReload({ ok: false, errors })
-        this.metrics.configLoaded(false)
-        this.log.error({ errors }, `config reload rejected (${errors.length} error${errors.length === 1 ? '' : 's'}); keeping version ${this.engine.config?.ir.version ?? 'none'}\n${errors.join('\n')}`)
-        return { ok: false, diagnostics: result.diagnostics }
+      // Parsed, validated and translated off the event loop when large (config-loader.ts).
+      const result = await loadConfigOffThread(text, {
+        baseDir: dirname(file),
+        ...(this.maxConfigBytes !== undefined ? { maxBytes: this.maxConfigBytes } : {})
+      })
+      if (!result.ok) return reject(result.diagnostics, 'rejected')
+      // The loader refuses a config without gateways; this guards the listeners themselves:
+      // a reload never leaves the process listening nowhere.
+      if (result.config.ir.binds.length === 0 && this.listeners.addresses().length > 0) {
+        return reject([{ path: ['gateways'], message: 'this config would close every listener; refused (the running config keeps serving)' }], 'rejected')
       }
       if (result.config.ir.version === this.engine.config?.ir.version) return { ok: true, diagnostics: [] }
       try {
@@ -216,10 +233,26 @@ export class Portico {
       this.log.info({ version: result.config.ir.version }, 'config reloaded')
       return { ok: true, diagnostics: [] }
     }
+    const guarded = async () => {
+      try {
+        return await run()
+      } catch (err) {
+        return reject([{ path: [], message: `cannot reload: ${(err as Error).message ?? String(err)}` }], 'failed')
+      }
+    }
     // Reloads apply one at a time, in order.
-    const next = this.applying.then(run, run)
+    const next = this.applying.then(guarded, guarded)
     this.applying = next
     return next
+  }
+
+  /** Logs and records a refused reload; the running config stays. */
+  private rejectReload (diagnostics: ConfigDiagnostic[], why: 'rejected' | 'failed'): { ok: false, diagnostics: ConfigDiagnostic[] } {
+    const errors = diagnostics.map(d => formatDiagnostic(this.configPath ?? 'config', d))
+    this.recordReload({ ok: false, errors })
+    this.metrics.configLoaded(false)
+    this.log.error({ errors }, `config reload ${why} (${errors.length} error${errors.length === 1 ? '' : 's'}); keeping version ${this.engine.config?.ir.version ?? 'none'}\n${errors.join('\n')}`)
+    return { ok: false, diagnostics }
   }
 
   /** Installs an IR from any source (file or, in cluster mode, the controller). */

@@ -8,6 +8,7 @@
 
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { DURATION_PATTERN } from '../util/duration.ts'
+import { HEADER_NAME_DESCRIPTION, KeyedRecord, NO_WHITESPACE_OR_CONTROLS } from './header-schema.ts'
 
 const strict = { additionalProperties: false } as const
 
@@ -46,8 +47,8 @@ const transformSide = (side: 'request' | 'response') => {
     : 'request, source, jwt, apiKey, basicAuth, mcp and response (code, headers)'
   const cel = (what: string) => Type.String({ minLength: 1, description: `CEL expression over ${vars}: ${what}` })
   return Type.Object({
-    set: Opt(Type.Record(Type.String({ pattern: HeaderNamePattern }), cel('its value overwrites the header (null: header left as it is).'), { description: 'Headers overwritten (or added) with the value of a CEL expression.' })),
-    add: Opt(Type.Record(Type.String({ pattern: HeaderNamePattern }), cel('its value is appended to the header (null: nothing added).'), { description: 'Headers appended to (comma-joined) with the value of a CEL expression.' })),
+    set: Opt(KeyedRecord(Type.String({ pattern: HeaderNamePattern, description: HEADER_NAME_DESCRIPTION }), cel('its value overwrites the header (null: header left as it is).'), { description: 'Headers overwritten (or added) with the value of a CEL expression.' })),
+    add: Opt(KeyedRecord(Type.String({ pattern: HeaderNamePattern, description: HEADER_NAME_DESCRIPTION }), cel('its value is appended to the header (null: nothing added).'), { description: 'Headers appended to (comma-joined) with the value of a CEL expression.' })),
     remove: Opt(Type.Array(HeaderName('A header name.'), { description: 'Header names removed.' })),
     body: Opt(cel(`its value replaces the ${side} body (a string or bytes as is; a number or bool as text; a list or map as JSON; null: body left as it is). content-length is set to match.`))
   }, { ...strict, description: `Changes to the ${side}: set, then add, then remove, then body.` })
@@ -63,8 +64,9 @@ export const CsrfSchema = Type.Object({
 }, { ...strict, description: 'Refuse cross-origin state-changing requests (not GET, HEAD or OPTIONS) with 403 "CSRF validation failed": their Origin (or, without one, Sec-Fetch-Site) must name the request\'s own host or one of additionalOrigins.' })
 
 export const PathModifierSchema = Type.Object({
-  full: Opt(Type.String({ pattern: '^/', maxLength: 1024, description: 'ReplaceFullPath: the path becomes this value.' })),
-  prefix: Opt(Type.String({ pattern: '^(/.*)?$', maxLength: 1024, description: 'ReplacePrefixMatch: the path prefix the route matched is replaced by this value (may be empty). Needs every path match of the route to be a pathPrefix; not at gateway level.' }))
+  // Sent as-is in a Location header or the request line: no whitespace or control characters.
+  full: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, maxLength: 1024, description: 'ReplaceFullPath: the path becomes this value (no whitespace or control characters).' })),
+  prefix: Opt(Type.String({ pattern: `^(/${NO_WHITESPACE_OR_CONTROLS})?$`, maxLength: 1024, description: 'ReplacePrefixMatch: the path prefix the route matched is replaced by this value (may be empty; no whitespace or control characters). Needs every path match of the route to be a pathPrefix; not at gateway level.' }))
 }, { ...strict, description: 'Gateway API HTTPPathModifier: exactly one of full or prefix. The query string is kept.' })
 
 export const RequestRedirectSchema = Type.Object({

@@ -1,9 +1,13 @@
 /**
  * Text → validated config → IR, collecting every problem with its position. The one entry
  * point for `portico -f`, `--validate` and hot reloads.
+ *
+ * Whatever the text, the result is a LoadResult: nothing here throws (a YAML alias bomb, a
+ * library bug or an oversized file are diagnostics like a typo), so neither start-up nor a
+ * reload can end in a stack trace or an unhandled rejection.
  */
 
-import { readFileSync } from 'node:fs'
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import type { ConfigFile, StaticConfig } from './schema.ts'
 import type { ProxyIR } from '../ir/types.ts'
@@ -11,6 +15,8 @@ import type { ConfigDiagnostic } from './diagnostics.ts'
 import { parseYamlSource } from './yaml-source.ts'
 import { validateAgainstSchema } from './validate.ts'
 import { configToIR } from './to-ir.ts'
+import { formatByteSize } from '../util/byte-size.ts'
+import { PorticoError } from '../util/errors.ts'
 
 export interface LoadedConfig {
   file: ConfigFile
@@ -22,13 +28,37 @@ export type LoadResult =
   | { ok: true, config: LoadedConfig }
   | { ok: false, diagnostics: ConfigDiagnostic[] }
 
+/**
+ * Largest config accepted by default. Parsing costs about a second and 150 MB of memory per
+ * MiB of YAML (10,000 routes are ~6 MiB); 8 MiB leaves room for the largest hand-written
+ * or generated route tables while keeping a runaway file (a generator loop, a log written
+ * to the wrong path) from taking minutes and gigabytes.
+ */
+export const DEFAULT_MAX_CONFIG_BYTES = 8 * 1024 * 1024
+
 export interface LoadOptions {
   /** Directory that relative paths in the file are resolved against. */
   baseDir: string
   readFile?: (path: string) => string
+  /** Size limit in bytes (UTF-8); default DEFAULT_MAX_CONFIG_BYTES. */
+  maxBytes?: number
 }
 
 export function loadConfigText (text: string, options: LoadOptions): LoadResult {
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES
+  // A string's UTF-16 length bounds its UTF-8 size from below: only count bytes when close.
+  if (text.length > maxBytes || (text.length * 3 > maxBytes && Buffer.byteLength(text, 'utf8') > maxBytes)) {
+    return { ok: false, diagnostics: [tooLarge(Buffer.byteLength(text, 'utf8'), maxBytes)] }
+  }
+  try {
+    return loadChecked(text, options)
+  } catch (err) {
+    // A bug or a library throwing on some input: still a refusal, never an exception.
+    return { ok: false, diagnostics: [{ path: [], message: `cannot load the config: ${(err as Error).message ?? String(err)}` }] }
+  }
+}
+
+function loadChecked (text: string, options: LoadOptions): LoadResult {
   const source = parseYamlSource(text)
   if (source.syntaxErrors.length > 0) return { ok: false, diagnostics: source.syntaxErrors }
   const value = source.value ?? {}
@@ -44,16 +74,68 @@ export function loadConfigText (text: string, options: LoadOptions): LoadResult 
     baseDir: options.baseDir,
     readFile: options.readFile ?? (p => readFileSync(p, 'utf8'))
   })
+  const missing = missingGateways(file)
+  if (missing !== undefined) diagnostics.unshift(missing)
   if (diagnostics.length > 0) return { ok: false, diagnostics: place(diagnostics) }
   return { ok: true, config: { file, ir, staticConfig: file.config ?? {} } }
 }
 
-export function loadConfigFile (path: string): LoadResult {
+/**
+ * A config with no gateway listens nowhere. It is what an empty, comment-only or truncated
+ * file reads as (an editor that truncates before writing, `>` in a shell), and installing it
+ * would close every listener — so it is an error, at start, in --validate and on reload.
+ * Line 1, column 1 when the document is empty (there is nothing else to point at).
+ */
+function missingGateways (file: ConfigFile): ConfigDiagnostic | undefined {
+  if (file.gateways !== undefined && Object.keys(file.gateways).length > 0) return undefined
+  const why = 'a config needs at least one gateway (a listener); an empty or partly written file is refused so that it never replaces a running config'
+  return file.gateways === undefined
+    ? { path: [], message: `no gateways: ${why}`, line: 1, col: 1 }
+    : { path: ['gateways'], message: `no gateways: ${why}` }
+}
+
+/** `bytes` undefined: more than the limit, size unknown (a pipe). */
+function tooLarge (bytes: number | undefined, maxBytes: number): ConfigDiagnostic {
+  const size = bytes === undefined ? `larger than ${formatByteSize(maxBytes)}` : `${formatByteSize(bytes)}`
+  return {
+    path: [],
+    message: `the config is ${size}, over the ${formatByteSize(maxBytes)} limit (raise it with --max-config-size or MAX_CONFIG_SIZE)`
+  }
+}
+
+/**
+ * Reads a config file as UTF-8, refusing one over `maxBytes` without reading it all (a
+ * regular file by its size; a pipe or device by reading at most one byte past the limit).
+ * Throws PORTICO_CONFIG_TOO_LARGE, or the file system's error.
+ */
+export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTES): string {
+  const fd = openSync(path, 'r')
+  try {
+    const stat = fstatSync(fd)
+    if (stat.isFile() && stat.size > maxBytes) throw new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(stat.size, maxBytes).message)
+    const chunks: Buffer[] = []
+    let total = 0
+    const chunk = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(stat.size + 1, 64 * 1024)))
+    for (;;) {
+      const n = readSync(fd, chunk, 0, chunk.length, null)
+      if (n === 0) break
+      total += n
+      if (total > maxBytes) throw new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(undefined, maxBytes).message)
+      chunks.push(Buffer.from(chunk.subarray(0, n)))
+    }
+    return Buffer.concat(chunks, total).toString('utf8')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+export function loadConfigFile (path: string, options: { maxBytes?: number } = {}): LoadResult {
   let text: string
   try {
-    text = readFileSync(path, 'utf8')
+    text = readConfigText(path, options.maxBytes)
   } catch (err) {
-    return { ok: false, diagnostics: [{ path: [], message: `cannot read config file: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` }] }
+    const message = err instanceof PorticoError ? err.message : `cannot read config file: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`
+    return { ok: false, diagnostics: [{ path: [], message }] }
   }
-  return loadConfigText(text, { baseDir: dirname(resolve(path)) })
+  return loadConfigText(text, { baseDir: dirname(resolve(path)), ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) })
 }

@@ -11,6 +11,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { DURATION_PATTERN } from '../util/duration.ts'
 import { BackendHealthSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import { CorsSchema, CsrfSchema, LocalRateLimitSchema, RequestRedirectSchema, TransformationSchema, UrlRewriteSchema } from './http-policy-schema.ts'
+import { HeaderMap, HeaderName as HeaderNameOf, KeyedRecord, NO_WHITESPACE_OR_CONTROLS } from './header-schema.ts'
 
 const strict = { additionalProperties: false } as const
 
@@ -25,7 +26,7 @@ function StringEnum<const T extends readonly string[]> (values: T, options: { de
 
 const Duration = Type.String({ pattern: DURATION_PATTERN, description: 'A duration such as 500ms, 10s, 1m or 1m30s.' })
 
-const HeaderName = Type.String({ minLength: 1, pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$', description: 'An HTTP header name.' })
+const HeaderName = HeaderNameOf()
 
 /** `ip:port`, `localhost:port`, `:port` or `off`. */
 const Address = Type.String({
@@ -34,15 +35,15 @@ const Address = Type.String({
 })
 
 export const HeaderModifierSchema = Type.Object({
-  add: Opt(Type.Record(HeaderName, Type.String(), { description: 'Headers appended to any existing value.' })),
-  set: Opt(Type.Record(HeaderName, Type.String(), { description: 'Headers overwritten (or added).' })),
+  add: Opt(HeaderMap('Headers appended to any existing value.')),
+  set: Opt(HeaderMap('Headers overwritten (or added).')),
   remove: Opt(Type.Array(HeaderName, { description: 'Header names removed.' }))
 }, { ...strict, description: 'Gateway API header filter: set, then add, then remove.' })
 
 export const DirectResponseSchema = Type.Object({
   status: Type.Integer({ minimum: 200, maximum: 599, description: 'HTTP status code of the response.' }),
   body: Opt(Type.String({ description: 'Response body (text).' })),
-  headers: Opt(Type.Record(HeaderName, Type.String(), { description: 'Response headers.' }))
+  headers: Opt(HeaderMap('Response headers.'))
 }, { ...strict, description: 'Answer the request from the proxy; no backend is called.' })
 
 export const TimeoutSchema = Type.Object({
@@ -86,7 +87,7 @@ export const JwtAuthSchema = Type.Object({
   algorithms: JwtProviderFields.algorithms,
   leeway: JwtProviderFields.leeway,
   location: Opt(Type.Object({
-    header: Opt(Type.String({ minLength: 1 })),
+    header: Opt(HeaderName),
     prefix: Opt(Type.String()),
     query: Opt(Type.String({ minLength: 1 })),
     cookie: Opt(Type.String({ minLength: 1 }))
@@ -100,7 +101,8 @@ export const BasicAuthSchema = Type.Object({
     Type.String({ minLength: 1 }),
     Type.Object({ file: Type.String({ minLength: 1 }) }, strict)
   ], { description: 'htpasswd lines inline, or {file: path}; bcrypt, apr1 or SHA hashes' }),
-  realm: Opt(Type.String({ description: 'Realm of the challenge; default "portico".' })),
+  // Sent in the WWW-Authenticate header as a quoted string: no control characters or backslashes.
+  realm: Opt(Type.String({ pattern: '^[\\t\\x20-\\x5b\\x5d-\\x7e\\x80-\\xff]*$', description: 'Realm of the challenge; default "portico". Sent in WWW-Authenticate: no control characters (CR, LF, ...) or backslashes.' })),
   mode: Opt(StringEnum(['strict', 'optional'], { description: 'strict (default): credentials required; optional: checked when sent.' }))
 }, { ...strict, description: 'HTTP Basic authentication against an htpasswd file.' })
 
@@ -112,7 +114,7 @@ export const ApiKeySchema = Type.Object({
     metadata: Opt(Type.Record(Type.String(), Type.Unknown(), { description: 'Visible to CEL as apiKey.metadata.' }))
   }, { ...strict, description: 'Exactly one of key or keyHash.' }), { minItems: 1 }),
   location: Opt(Type.Object({
-    header: Opt(Type.String({ minLength: 1 })),
+    header: Opt(HeaderName),
     prefix: Opt(Type.String()),
     query: Opt(Type.String({ minLength: 1 }))
   }, { ...strict, description: 'header (default authorization with prefix "Bearer ") or query.' })),
@@ -134,7 +136,7 @@ export const ExtAuthzSchema = Type.Object({
   protocol: Opt(Type.Object({
     grpc: Opt(Type.Object({}, { ...strict, description: 'Envoy\'s gRPC external authorization protocol: envoy.service.auth.v3.Authorization/Check.' })),
     http: Opt(Type.Object({
-      path: Opt(Type.String({ pattern: '^/', description: 'Path prefix on the service; the request\'s own path and query are appended (Envoy\'s path_prefix). Default: none.' })),
+      path: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Path prefix on the service; the request\'s own path and query are appended (Envoy\'s path_prefix). Default: none.' })),
       allowedResponseHeaders: Opt(Type.Array(HeaderName, { description: 'Headers of a 2xx answer copied onto the upstream request (overwriting). Default: none.' }))
     }, { ...strict, description: 'A plain HTTP service: it gets the request\'s method, path, headers (and body when included); 2xx allows, any other status denies with that status and body.' }))
   }, { ...strict, description: 'Exactly one of grpc or http. Default grpc.' })),
@@ -152,13 +154,13 @@ export const OidcSchema = Type.Object({
   issuer: Type.String({ pattern: '^https?://', description: 'The OpenID provider\'s issuer URL; its /.well-known/openid-configuration is read.' }),
   clientId: Type.String({ minLength: 1, description: 'Client id registered with the provider.' }),
   clientSecret: Opt(Type.String({ minLength: 1, description: 'Client secret (client_secret_basic). Absent: a public client (PKCE only).' })),
-  redirectUri: Type.String({ pattern: '^(/|https?://)', description: 'Where the provider sends the browser back: a path on the gateway (e.g. /oauth/callback; the scheme and host come from the request) or an absolute URL. Must be registered with the provider.' }),
+  redirectUri: Type.String({ pattern: `^(/|https?://)${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Where the provider sends the browser back: a path on the gateway (e.g. /oauth/callback; the scheme and host come from the request) or an absolute URL. Must be registered with the provider.' }),
   scopes: Opt(Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$' }), { description: 'Scopes requested; default [openid] (openid is always added).' })),
   cookieName: Opt(Type.String({ pattern: '^[A-Za-z0-9_.-]+$', description: 'Session cookie name; default portico_session (the login in progress uses <name>_login).' })),
   sessionKey: Opt(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'Hex AES-256 key that encrypts the cookies. Default: derived from config.session.key / SESSION_KEY, else random per process.' })),
   sessionTtl: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'Session lifetime, e.g. 8h. Default: until the ID token expires.' })),
-  logoutPath: Opt(Type.String({ pattern: '^/', description: 'Path that logs out; default /logout.' })),
-  postLogoutRedirectUri: Opt(Type.String({ pattern: '^(/|https?://)', description: 'Where the browser goes after logout (sent to the provider\'s end_session_endpoint; used directly when the provider has none). Default /.' }))
+  logoutPath: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Path that logs out; default /logout.' })),
+  postLogoutRedirectUri: Opt(Type.String({ pattern: `^(/|https?://)${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Where the browser goes after logout (sent to the provider\'s end_session_endpoint; used directly when the provider has none). Default /.' }))
 }, { ...strict, description: 'Browser login with OpenID Connect (authorization code flow with PKCE) and an encrypted session cookie; the ID token\'s claims are jwt in CEL.' })
 
 const PolicyFields = {
@@ -212,13 +214,19 @@ const NamedValueMatch = Type.Object({
   value: ValueMatch
 }, strict)
 
+/** A header no request can carry could never match: its name is checked like a header name. */
+const HeaderValueMatch = Type.Object({
+  name: HeaderName,
+  value: ValueMatch
+}, strict)
+
 export const RouteMatchSchema = Type.Object({
   path: Opt(Type.Object({
     exact: Opt(Type.String({ pattern: '^/' })),
     pathPrefix: Opt(Type.String({ pattern: '^/' })),
     regex: Opt(Type.String())
   }, { ...strict, description: 'Exactly one of exact, pathPrefix (segment-aware) or regex (whole path). Default pathPrefix: /.' })),
-  headers: Opt(Type.Array(NamedValueMatch, { description: 'All must match.' })),
+  headers: Opt(Type.Array(HeaderValueMatch, { description: 'All must match.' })),
   query: Opt(Type.Array(NamedValueMatch, { description: 'All must match (first value of a repeated parameter).' })),
   method: Opt(Type.String({ pattern: '^[A-Z]+$', description: 'HTTP method, upper case.' }))
 }, { ...strict, description: 'A request matches when every condition given holds.' })
@@ -234,7 +242,7 @@ export const McpTargetSchema = Type.Object({
   stdio: Opt(Type.Object({
     cmd: Type.String({ minLength: 1, description: 'Executable; a relative path with a slash is resolved against the config file\'s directory.' }),
     args: Opt(Type.Array(Type.String())),
-    env: Opt(Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$' }), Type.String(), { description: 'Extra environment (added to a minimal safe environment).' })),
+    env: Opt(KeyedRecord(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$', description: 'An environment variable name: letters, digits and _, not starting with a digit.' }), Type.String(), { description: 'Extra environment (added to a minimal safe environment).' })),
     cwd: Opt(Type.String({ minLength: 1 }))
   }, { ...strict, description: 'A server the proxy launches and talks to over stdin/stdout.' })),
   mcp: Opt(McpUrlTarget),
@@ -261,7 +269,7 @@ export const AiBackendSchema = Type.Object({
     }, { ...strict, description: 'OpenAI\'s chat completions API, or any server that speaks it (vLLM, Ollama, llama.cpp, ...; point hostOverride at it).' })
   }, { ...strict, description: 'The LLM provider. Only openAI (and OpenAI-compatible servers) is available.' }),
   hostOverride: Opt(Type.String({ minLength: 1, description: 'Where to send requests instead of the provider\'s API (api.openai.com:443 over TLS): host:port or http(s)://host[:port].' })),
-  pathOverride: Opt(Type.String({ pattern: '^/[^?#]*$', description: 'Path requests are sent to instead of the provider\'s (/v1/chat/completions).' }))
+  pathOverride: Opt(Type.String({ pattern: '^/[^?#\\s\\x00-\\x1f\\x7f]*$', description: 'Path requests are sent to instead of the provider\'s (/v1/chat/completions).' }))
 }, { ...strict, description: 'An LLM provider: chat completion requests are sent to it, and the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
 
 export const RouteBackendSchema = Type.Object({
@@ -298,6 +306,12 @@ export const GatewaySchema = Type.Object({
     cert: Type.String({ minLength: 1, description: 'Path to the PEM certificate chain (relative to the config file).' }),
     key: Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file).' })
   }, { ...strict, description: 'Required for HTTPS.' })),
+  path: Opt(Type.Object({
+    escapedSlashesAction: Opt(StringEnum(['UnescapeAndRedirect', 'UnescapeAndForward', 'RejectRequest', 'KeepUnchanged'], {
+      description: 'What %2F, %5C and \\ in a path do: UnescapeAndRedirect (default: 307 to the path with /), UnescapeAndForward, RejectRequest (400), or KeepUnchanged (unsafe with path-based policies: a backend that decodes %2F serves a path the gateway never checked).'
+    })),
+    disableMergeSlashes: Opt(Type.Boolean({ description: 'Keep runs of slashes (//a) instead of merging them (default false: merged).' }))
+  }, { ...strict, description: 'Path normalisation before routing (as Envoy Gateway\'s ClientTrafficPolicy path settings). Escapes of unreserved characters are always decoded and . / .. segments resolved; routes, policies and the backend all see the normalised path.' })),
   // Client-connection settings, named as Envoy Gateway's ClientTrafficPolicy names them.
   timeout: Opt(Type.Object({
     http: Opt(Type.Object({
@@ -339,7 +353,7 @@ export const StaticConfigSchema = Type.Object({
 
 export const ConfigFileSchema = Type.Object({
   config: Opt(StaticConfigSchema),
-  gateways: Opt(Type.Record(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$' }), GatewaySchema, { description: 'Listeners by gateway name.' })),
+  gateways: Opt(KeyedRecord(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'A gateway name: letters, digits, dots, dashes and underscores, starting and ending with a letter or digit.' }), GatewaySchema, { description: 'Listeners by gateway name.' })),
   routes: Opt(Type.Array(RouteSchema))
 }, {
   ...strict,

@@ -35,12 +35,17 @@ function decodePointer (pointer: string): Array<string | number> {
 }
 
 function toDiagnostics (errors: ErrorObject[]): ConfigDiagnostic[] {
-  // A failed anyOf reports its own error plus one per branch; keep only the anyOf's.
-  const unionPaths = errors.filter(e => e.keyword === 'anyOf').map(e => e.schemaPath)
+  // A failed anyOf reports its own error plus one per branch; keep only the anyOf's. A set of
+  // distinct union schema paths (not one per error: a file with thousands of bad routes would
+  // make this quadratic).
+  const unionPrefixes = [...new Set(errors.filter(e => e.keyword === 'anyOf').map(e => e.schemaPath.slice(0, -'/anyOf'.length) + '/anyOf/'))]
   const out: ConfigDiagnostic[] = []
   const seen = new Set<string>()
   for (const err of errors) {
-    if (err.keyword !== 'anyOf' && unionPaths.some(p => err.schemaPath.startsWith(p.slice(0, -'/anyOf'.length) + '/anyOf/'))) continue
+    if (err.keyword !== 'anyOf' && unionPrefixes.some(p => err.schemaPath.startsWith(p))) continue
+    // A bad map key fails the propertyNames subschema (reported with no key) and then
+    // propertyNames itself (which names the key): keep the latter.
+    if (err.schemaPath.includes('/propertyNames/')) continue
     const d = toDiagnostic(err)
     const id = `${d.path.join('\0')}\0${d.message}`
     if (seen.has(id)) continue
@@ -61,6 +66,11 @@ function toDiagnostic (err: ErrorObject): ConfigDiagnostic {
       const tail = hint !== undefined ? `; did you mean "${hint}"?` : known.length > 0 ? ` (known fields: ${known.join(', ')})` : ''
       return { path: [...path, key], message: `unknown field "${key}"${tail}` }
     }
+    case 'propertyNames': {
+      const key = String((err.params as { propertyName: string }).propertyName)
+      const rule = (parentSchema as { propertyNames?: { description?: string } } | undefined)?.propertyNames?.description
+      return { path: [...path, key], message: `invalid name ${JSON.stringify(key)}${rule !== undefined ? `: must be ${lowerFirst(rule).replace(/\.$/, '')}` : ''}` }
+    }
     case 'required':
       return { path, message: `missing required field "${(err.params as { missingProperty: string }).missingProperty}"` }
     case 'enum':
@@ -74,6 +84,10 @@ function toDiagnostic (err: ErrorObject): ConfigDiagnostic {
     default:
       return { path, message: err.message ?? 'is invalid' }
   }
+}
+
+function lowerFirst (text: string): string {
+  return text.charAt(0).toLowerCase() + text.slice(1)
 }
 
 function article (type: string): string {

@@ -3,7 +3,7 @@
  * so every error names file, line and column. Positions come from the `yaml` library's nodes.
  */
 
-import { LineCounter, parseDocument, isMap, isSeq, isPair, isScalar, type Document, type Node } from 'yaml'
+import { LineCounter, parseDocument, isMap, isSeq, isPair, isScalar, visit, type Document, type Node } from 'yaml'
 import type { ConfigDiagnostic } from './diagnostics.ts'
 
 export interface YamlSource {
@@ -46,11 +46,41 @@ export function parseYamlSource (text: string): YamlSource {
     return last
   }
 
-  return {
-    value: syntaxErrors.length > 0 ? undefined : doc.toJS({ maxAliasCount: 100 }),
-    syntaxErrors,
-    locate
+  let value: unknown
+  if (syntaxErrors.length === 0) {
+    try {
+      value = doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT })
+    } catch (err) {
+      // The library throws (a ReferenceError) when aliases expand too much: a "billion laughs"
+      // document. It is a config error like any other, placed at the first alias.
+      syntaxErrors.push({ ...firstAliasPosition(doc, lineCounter), path: [], message: aliasMessage(err) })
+    }
   }
+  return { value, syntaxErrors, locate }
+}
+
+/**
+ * The `yaml` library's bound on alias expansion: for each anchor, (times it is aliased) x
+ * (aliases inside it, recursively). A config reuses a block a few times; 100 stops exponential
+ * expansion long before it costs memory.
+ */
+const MAX_ALIAS_COUNT = 100
+
+function aliasMessage (err: unknown): string {
+  const text = err instanceof Error ? err.message : String(err)
+  if (/excessive alias count/i.test(text)) return `YAML: aliases expand too much (aliases of nodes that hold aliases, as in a "billion laughs" document; the limit is ${MAX_ALIAS_COUNT} expanded nodes per anchor)`
+  return `YAML: ${text}`
+}
+
+function firstAliasPosition (doc: Document, lineCounter: LineCounter): { line: number, col: number } {
+  let offset: number | undefined
+  visit(doc, {
+    Alias (_key, node) {
+      offset = node.range?.[0]
+      return visit.BREAK
+    }
+  })
+  return offset === undefined ? { line: 1, col: 1 } : lineCounter.linePos(offset)
 }
 
 function childOf (node: unknown, part: string | number): { key?: unknown, value: unknown } | undefined {
