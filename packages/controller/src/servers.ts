@@ -3,12 +3,13 @@
  * (`/metrics`, prom-client, `portico_controller_*`; port 9092), and admin on localhost
  * (9095): `/logging` with per-component levels, as `porticoctl controller log` uses it —
  * GET lists `component=level` lines; POST `?level=L` sets every component, `?set=c=L`
- * (or `c:L`) one.
+ * (or `c:L`) one. The admin server refuses cross-site writes and DNS-rebinding Hosts exactly
+ * as the proxy's admin does (one guard, packages/proxy/src/admin/request-guard.ts).
  */
 
 import http from 'node:http'
 import type { Registry } from 'prom-client'
-import type { Logs } from '@portico/proxy'
+import { checkAdminRequest, requestFacts, type Logs } from '@portico/proxy'
 
 export const COMPONENTS = ['portico/syncer', 'portico/translator', 'gateway-controller', 'deployer', 'default'] as const
 const LEVELS = ['error', 'warn', 'info', 'debug', 'trace', 'off']
@@ -57,7 +58,10 @@ export function startMetricsServer (port: number, registry: Registry): Promise<R
 
 export function startAdminServer (host: string, port: number, logs: Logs): Promise<RunningServer> {
   const current = () => COMPONENTS.map(c => `${c}=${logs.levelOf(c)}`).join('\n') + '\n'
+  const guard = { bindHost: host, allowedHosts: [] }
   return listen(http.createServer((req, res) => {
+    const refused = checkAdminRequest(requestFacts(req.method ?? 'GET', req.headers), guard)
+    if (refused !== null) return send(res, 403, `${refused}\n`)
     const url = new URL(req.url ?? '/', 'http://admin')
     if (url.pathname !== '/logging') return send(res, 404, 'not found: use /logging\n')
     if (req.method === 'POST' || req.method === 'PUT') {

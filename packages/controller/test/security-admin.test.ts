@@ -1,0 +1,51 @@
+/**
+ * The controller's admin server (/logging) takes the proxy admin's guard: a cross-site POST
+ * cannot change log levels, and a DNS-rebinding Host cannot read them.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { PassThrough } from 'node:stream'
+import http from 'node:http'
+import { Logs } from '@portico/proxy'
+import { startAdminServer } from '../src/servers.ts'
+
+/** A request with exactly these headers (fetch would refuse to set Host or Origin). */
+function request (url: string, options: { method?: string, headers?: Record<string, string> } = {}): Promise<{ statusCode: number, body: { text(): Promise<string> } }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: options.method ?? 'GET', headers: options.headers }, res => {
+      let text = ''
+      res.setEncoding('utf8').on('data', (c: string) => { text += c }).on('end', () => resolve({ statusCode: res.statusCode ?? 0, body: { text: async () => text } }))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+test('controller admin: cross-site writes and rebinding Hosts are refused; porticoctl-style requests work', async () => {
+  const logs = new Logs({ level: 'info', format: 'json', stream: new PassThrough() })
+  const server = await startAdminServer('127.0.0.1', 0, logs)
+  const url = `http://127.0.0.1:${server.port}/logging`
+  try {
+    const crossSite = await request(`${url}?level=debug`, { method: 'POST', headers: { origin: 'http://evil.example', 'content-type': 'text/plain' } })
+    assert.equal(crossSite.statusCode, 403)
+    await crossSite.body.text()
+    const fetchSite = await request(`${url}?level=debug`, { method: 'POST', headers: { 'sec-fetch-site': 'cross-site' } })
+    assert.equal(fetchSite.statusCode, 403)
+    await fetchSite.body.text()
+    assert.equal(logs.levelOf('deployer'), 'info')
+
+    const rebinding = await request(url, { headers: { host: 'evil.example' } })
+    assert.equal(rebinding.statusCode, 403)
+    await rebinding.body.text()
+
+    const plain = await request(`${url}?level=debug`, { method: 'POST' })
+    assert.equal(plain.statusCode, 200)
+    assert.match(await plain.body.text(), /deployer=debug/)
+    const local = await request(url, { headers: { host: `localhost:${server.port}` } })
+    assert.equal(local.statusCode, 200)
+    await local.body.text()
+  } finally {
+    await server.close()
+  }
+})
