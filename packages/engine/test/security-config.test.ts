@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { formatByteSize, formatDiagnostic, isPorticoError, loadConfigText, parseByteSize, readConfigText } from '../src/index.ts'
+import { validateAgainstSchema } from '../src/config/validate.ts'
 
 const GATEWAY = 'gateways:\n  default: { port: 3000 }\n'
 
@@ -125,19 +126,22 @@ test('byte sizes: parse and format', () => {
   assert.equal(formatByteSize(1536), '1.5 KiB')
 })
 
-test('many union errors are collapsed in linear time (was one scan of every union error per error)', () => {
-  // Every route's `gateways` fails an anyOf: n anyOf errors plus their branch errors.
-  const text = (n: number) => GATEWAY + 'routes:\n' + Array.from({ length: n }, (_, i) => `  - name: r${i}\n    gateways: 5\n`).join('')
+test('schema errors are collapsed in linear time (was a scan of every union error per other error)', () => {
+  // Every route fails an anyOf (gateways: 5) and has an unknown field: 2n diagnostics, from
+  // 3n union branch errors and n others. 16,000 such routes took 8 s before, 0.7 s after.
+  const value = (n: number) => ({
+    gateways: { default: { port: 3000 } },
+    routes: Array.from({ length: n }, (_, i) => ({ name: `r${i}`, gateways: 5, bogus: 1 }))
+  })
   const time = (n: number) => {
+    const v = value(n)
     const t = performance.now()
-    const result = loadConfigText(text(n), { baseDir: '/' })
-    assert.equal(result.ok, false)
-    if (!result.ok) assert.equal(result.diagnostics.length, n)
+    assert.equal(validateAgainstSchema(v).length, 2 * n)
     return performance.now() - t
   }
-  time(200)
-  const small = Math.min(time(1_000), time(1_000))
-  const large = Math.min(time(4_000), time(4_000))
-  // Linear: ~4x. Quadratic would be ~16x. Generous for a loaded machine.
-  assert.ok(large / small < 10, `4x the errors took ${(large / small).toFixed(1)}x the time (${Math.round(small)} ms → ${Math.round(large)} ms)`)
+  time(1_000)
+  const small = Math.min(time(4_000), time(4_000))
+  const large = Math.min(time(16_000), time(16_000))
+  // Linear: ~4x (measured 4-5x). Before: ~12x (the quadratic part grows with n).
+  assert.ok(large / small < 8, `4x the errors took ${(large / small).toFixed(1)}x the time (${Math.round(small)} ms → ${Math.round(large)} ms)`)
 })
