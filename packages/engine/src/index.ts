@@ -16,6 +16,7 @@ export type { TraceEvent, TraceMessage, TraceSeverity, SnapshotStage } from './t
 export { RequestContext, type RequestReason } from './pipeline/context.ts'
 export { PorticoError, isPorticoError } from './util/errors.ts'
 export { parseDuration, formatSeconds } from './util/duration.ts'
+export { compileLinearRegex, linearRegexProblem, type LinearRegex } from './util/linear-regex.ts'
 export { redactSecrets, REDACTED_VALUE } from './ir/redact.ts'
 export { BackendStats, type BackendStat } from './engine/backend-stats.ts'
 export { McpGateway, DEFAULT_SESSION_TTL_MS, type McpGatewayOptions, type McpLogger, type McpChildProcess } from './mcp/gateway.ts'

@@ -77,7 +77,7 @@ test('semantic errors: match forms, regexes, hosts, gateways, duplicates', () =>
     '      - {weight: 1}'
   ].join('\n')), [
     'c.yaml:5:9: routes[0].matches[0].path: needs exactly one of exact, pathPrefix or regex (got exact, pathPrefix)',
-    'c.yaml:6:16: routes[0].matches[1].path.regex: invalid regular expression: Invalid regular expression: /([/u: Unterminated character class',
+    'c.yaml:6:16: routes[0].matches[1].path.regex: invalid regular expression (RE2 syntax): missing closing ]: `[`',
     'c.yaml:7:27: routes[0].matches[1].query[0].value: needs exactly one of exact or regex',
     'c.yaml:8:5: routes[1].name: duplicate route name "a"',
     'c.yaml:9:5: routes[1].gateways: no gateway named "missing" (gateways: default)',

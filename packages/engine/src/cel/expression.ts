@@ -9,17 +9,26 @@
  * metadata), `basicAuth` (username), `mcp` (method, and tool/prompt/resource {name, target}
  * on MCP routes; null elsewhere). Expressions that run on the response
  * (`transformation.response`) also see `response` (code, headers).
+ *
+ * `matches()` runs on the same linear-time RE2 engine as route regexes
+ * (util/linear-regex.ts); a constant pattern is compiled with the expression, so one the
+ * engine refuses is a config error, and patterns are compiled once, not per evaluation.
  */
 
 import { celEnv, isCelError, parse, plan } from '@bufbuild/cel'
 import { PorticoError } from '../util/errors.ts'
+import { LinearRegexCache, linearRegexProblem } from '../util/linear-regex.ts'
 
 export const CEL_VARIABLES = ['request', 'source', 'jwt', 'apiKey', 'basicAuth', 'mcp'] as const
 
 /** Variables of expressions evaluated on the response: the request's plus `response`. */
 export const RESPONSE_CEL_VARIABLES = [...CEL_VARIABLES, 'response'] as const
 
-const env = celEnv({})
+/** Patterns of `matches()`, each compiled once; bounded, so patterns computed per request cannot grow it without limit. */
+const patterns = new LinearRegexCache(1024)
+
+// CEL's `matches()` finds the pattern anywhere in the string (RE2 semantics), so `find`.
+const env = celEnv({ re2: { compile: pattern => ({ test: text => patterns.get(pattern).find(text) }) } })
 
 export interface CelProgram {
   readonly source: string
@@ -38,6 +47,10 @@ export function compileCel (source: string, variables: readonly string[] = CEL_V
   const unknown = [...identifiers(ast)].filter(name => !variables.includes(name))
   if (unknown.length > 0) {
     throw new PorticoError('PORTICO_BAD_CEL', `invalid CEL expression ${JSON.stringify(source)}: unknown variable ${unknown.map(n => `"${n}"`).join(', ')} (known: ${variables.join(', ')})`)
+  }
+  for (const pattern of constantMatchPatterns(ast)) {
+    const problem = linearRegexProblem(pattern)
+    if (problem !== null) throw new PorticoError('PORTICO_BAD_CEL', `invalid CEL expression ${JSON.stringify(source)}: matches(${JSON.stringify(pattern)}): ${problem}`)
   }
   const program = plan(env, ast)
   return {
@@ -85,4 +98,31 @@ function identifiers (node: unknown): Set<string> {
   walk(node)
   for (const b of bound) names.delete(b)
   return names
+}
+
+/** String literals passed as the pattern of `matches()` (`s.matches('re')` or `matches(s, 're')`). */
+function constantMatchPatterns (node: unknown): string[] {
+  const out: string[] = []
+  const walk = (n: unknown): void => {
+    if (n === null || typeof n !== 'object') return
+    if (Array.isArray(n)) {
+      for (const x of n) walk(x)
+      return
+    }
+    const o = n as Record<string, unknown>
+    const kind = o.exprKind as { case?: string, value?: { function?: string, args?: unknown[] } } | undefined
+    if (kind?.case === 'callExpr' && kind.value?.function === 'matches') {
+      const pattern = stringConstant(kind.value.args?.[kind.value.args.length - 1])
+      if (pattern !== undefined) out.push(pattern)
+    }
+    for (const [k, v] of Object.entries(o)) if (k !== '$typeName' && typeof v === 'object') walk(v)
+  }
+  walk(node)
+  return out
+}
+
+function stringConstant (expr: unknown): string | undefined {
+  const kind = (expr as { exprKind?: { case?: string, value?: { constantKind?: { case?: string, value?: unknown } } } } | undefined)?.exprKind
+  const constant = kind?.case === 'constExpr' ? kind.value?.constantKind : undefined
+  return constant?.case === 'stringValue' && typeof constant.value === 'string' ? constant.value : undefined
 }

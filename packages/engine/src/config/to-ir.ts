@@ -10,6 +10,7 @@ import type { ConfigDiagnostic } from './diagnostics.ts'
 import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../policy/types.ts'
 import { parseDuration } from '../util/duration.ts'
+import { linearRegexProblem } from '../util/linear-regex.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
@@ -276,13 +277,10 @@ function translateValueMatch (name: string, value: { exact?: string, regex?: str
   return { name, kind: 'exact', value: value.exact! }
 }
 
+/** The pattern must compile on the linear-time engine the route table runs it on. */
 function checkRegex (source: string, path: Path, fail: (p: Path, message: string) => void): void {
-  try {
-    // eslint-disable-next-line no-new
-    new RegExp(source, 'u')
-  } catch (err) {
-    fail(path, `invalid regular expression: ${(err as Error).message}`)
-  }
+  const problem = linearRegexProblem(source)
+  if (problem !== null) fail(path, problem)
 }
 
 export const DEFAULT_MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024

@@ -26,6 +26,7 @@
 import type { RequestContext } from '../pipeline/context.ts'
 import type { CompiledPolicy, CorsIR, PolicyOutcome } from './types.ts'
 import { CONTINUE, type HeaderMap } from './header-modifier.ts'
+import { compileLinearRegex, type LinearRegex } from '../util/linear-regex.ts'
 
 const DEFAULT_PORT: Record<string, string> = { http: '80', https: '443' }
 const ORIGIN = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/(\[[0-9A-Fa-f:.]+\]|[^/:?#\s[\]]+)(?::(\d{1,5}))?$/
@@ -55,17 +56,19 @@ function escapeRegExp (s: string): string {
 
 type OriginTest = (canonical: string) => boolean
 
-function compileOrigins (patterns: readonly string[]): { any: boolean, test: OriginTest } {
+/** allowOrigins → a test of a canonical origin (exported for the tests). */
+export function compileOrigins (patterns: readonly string[]): { any: boolean, test: OriginTest } {
   if (patterns.includes('*')) return { any: true, test: () => true }
   const exact = new Set<string>()
-  const wildcards: RegExp[] = []
+  const wildcards: LinearRegex[] = []
   for (const p of patterns) {
     const canonical = canonicalOrigin(p)
     if (canonical === null) continue
-    if (canonical.includes('*')) wildcards.push(new RegExp(`^${escapeRegExp(canonical).replaceAll('\\*', '[^/:]+')}$`))
+    // Linear time: with several `*` a backtracking engine is polynomial in the Origin's length.
+    if (canonical.includes('*')) wildcards.push(compileLinearRegex(escapeRegExp(canonical).replaceAll('\\*', '[^/:]+')))
     else exact.add(canonical)
   }
-  return { any: false, test: c => exact.has(c) || wildcards.some(re => re.test(c)) }
+  return { any: false, test: c => exact.has(c) || wildcards.some(re => re.matchesWhole(c)) }
 }
 
 /**

@@ -14,6 +14,7 @@
 
 import type { IncomingHttpHeaders } from 'node:http'
 import type { RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
+import { compileLinearRegex } from '../util/linear-regex.ts'
 import { hostnameMatches } from './hostname.ts'
 
 export interface MatchInput {
@@ -162,8 +163,10 @@ export function compilePath (path: RouteMatchIR['path']): (p: string) => boolean
       return p => p === prefix || p.startsWith(withSlash)
     }
     case 'regex': {
-      const re = new RegExp(`^(?:${path.value})$`, 'u')
-      return p => re.test(p)
+      // Whole-path match, in linear time (a backtracking engine would let one request's
+      // path hold the event loop: see util/linear-regex.ts).
+      const re = compileLinearRegex(path.value)
+      return p => re.matchesWhole(p)
     }
   }
 }
@@ -173,6 +176,6 @@ function compileValue (m: ValueMatchIR): { name: string, test: (v: string) => bo
     const value = m.value
     return { name: m.name, test: v => v === value }
   }
-  const re = new RegExp(`^(?:${m.value})$`, 'u')
-  return { name: m.name, test: v => re.test(v) }
+  const re = compileLinearRegex(m.value)
+  return { name: m.name, test: v => re.matchesWhole(v) }
 }
