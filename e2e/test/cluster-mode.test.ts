@@ -191,20 +191,21 @@ spec:
 `)
   await eventually(async () => parentCondition(await route('apps', 'invalid'), 'Accepted')?.reason === 'NoMatchingParent')
 
-  // A config the proxy rejects (a regex JavaScript cannot compile): NACK, Warning Event,
-  // and the proxy keeps its last good config.
+  // A regex the engine cannot run (RE2 syntax, linear time: no lookahead): the route is not
+  // Accepted (UnsupportedValue, naming the field) and never reaches the proxy, which keeps
+  // its config. (A config a proxy NACKs is covered by xds-push.test.ts.)
   await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: badregex, namespace: apps }
 spec:
   parentRefs: [{ name: web }]
   rules:
-    - matches: [{ path: { type: RegularExpression, value: "/x(?<" } }]
+    - matches: [{ path: { type: RegularExpression, value: "/x(?=y)" } }]
       backendRefs: [{ name: echo-a, port: 80 }]
 `)
   await eventually(async () => {
-    const events = await cluster!.api<{ items: Array<{ reason: string, involvedObject: { name: string } }> }>('GET', '/api/v1/namespaces/apps/events')
-    return events.items.some(e => e.reason === 'ConfigRejected' && e.involvedObject.name === 'web')
+    const accepted = parentCondition(await route('apps', 'badregex'), 'Accepted') as { reason: string, message?: string } | undefined
+    return accepted?.reason === 'UnsupportedValue' && /^spec\.rules\[0\]\.matches\[0\]\.path\.value: lookahead/.test(accepted.message ?? '')
   }, 15_000, () => controller.output())
   assert.equal((await get(`http://127.0.0.1:${gwPort}/other/x`)).status, 200, 'the last good config keeps serving')
   await cluster.kubectl(['delete', 'httproute', 'badregex', '-n', 'apps'])

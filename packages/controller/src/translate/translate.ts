@@ -11,7 +11,7 @@
  * the rest of the route works.
  */
 
-import { contentVersion, intersectHostnames, parseDuration, type BackendIR, type BackendRefIR, type BindIR, type ListenerIR, type ProxyIR, type RouteIR, type RouteMatchIR } from '@portico/engine'
+import { contentVersion, intersectHostnames, linearRegexProblem, parseDuration, type BackendIR, type BackendRefIR, type BindIR, type ListenerIR, type ProxyIR, type RouteIR, type RouteMatchIR } from '@portico/engine'
 import type { PolicySetIR } from '@portico/engine'
 import {
   GATEWAY_GROUP, matchesSelector, nsName,
@@ -159,7 +159,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   routes.forEach((route, rank) => {
     const parents: RouteParentStatus[] = []
     const resolved = resolveBackends(route, grants, services, slicesByService)
-    const unsupported = unsupportedFilter(route)
+    const unsupported = unsupportedFilter(route) ?? invalidRegex(route)
     for (const parentRef of route.spec.parentRefs ?? []) {
       if ((parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || (parentRef.kind ?? 'Gateway') !== 'Gateway') continue
       const gwKey = `${parentRef.namespace ?? route.metadata.namespace ?? ''}/${parentRef.name}`
@@ -326,6 +326,29 @@ function unsupportedFilter (route: HTTPRoute): string | null {
         if (problem !== null) return problem
       }
       if (filters.some(f => f.type === 'RequestRedirect') && filters.some(f => f.type === 'URLRewrite')) return 'RequestRedirect and URLRewrite cannot be used together'
+    }
+  }
+  return null
+}
+
+/**
+ * A RegularExpression path, header or query match the engine cannot run (it runs them on a
+ * linear-time RE2 engine: no lookaround, no backreferences), as `field: why`. The route is
+ * then not Accepted (UnsupportedValue) rather than pushed to proxies that would refuse it.
+ */
+function invalidRegex (route: HTTPRoute): string | null {
+  for (const [i, rule] of (route.spec.rules ?? []).entries()) {
+    for (const [j, m] of (rule.matches ?? []).entries()) {
+      const at = `spec.rules[${i}].matches[${j}]`
+      const checks: Array<[string, string | undefined]> = [
+        [`${at}.path.value`, m.path?.type === 'RegularExpression' ? m.path.value ?? '/' : undefined],
+        ...(m.headers ?? []).map((h, k): [string, string | undefined] => [`${at}.headers[${k}].value`, h.type === 'RegularExpression' ? h.value : undefined]),
+        ...(m.queryParams ?? []).map((q, k): [string, string | undefined] => [`${at}.queryParams[${k}].value`, q.type === 'RegularExpression' ? q.value : undefined])
+      ]
+      for (const [field, pattern] of checks) {
+        const problem = pattern === undefined ? null : linearRegexProblem(pattern)
+        if (problem !== null) return `${field}: ${problem}`
+      }
     }
   }
   return null

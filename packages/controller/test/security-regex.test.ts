@@ -1,0 +1,87 @@
+/**
+ * HTTPRoute RegularExpression matches are checked with the engine's linear-time regex
+ * compiler: a pattern it cannot run (lookaround, backreferences, bad syntax) leaves the route
+ * not Accepted (UnsupportedValue, the field named in the message) and out of the proxy's
+ * config, instead of reaching a proxy that would refuse the whole config; the other routes
+ * are translated as usual.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { parseAllDocuments } from 'yaml'
+import { translate, type ClusterState } from '../src/translate/translate.ts'
+
+const CONTROLLER = 'portico.dev/gateway-controller'
+
+function state (routes: string): ClusterState {
+  const s: ClusterState = { gatewayClasses: [], gateways: [], httpRoutes: [], referenceGrants: [], services: [], endpointSlices: [], secrets: [], namespaces: [], parameters: [] }
+  const text = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: portico, generation: 1 }
+spec: { controllerName: ${CONTROLLER} }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: web, namespace: apps, generation: 1 }
+spec:
+  gatewayClassName: portico
+  listeners: [{ name: http, port: 8080, protocol: HTTP }]
+${routes}`
+  for (const doc of parseAllDocuments(text)) {
+    const obj = doc.toJS() as { kind: string }
+    if (obj.kind === 'GatewayClass') s.gatewayClasses.push(obj as never)
+    if (obj.kind === 'Gateway') s.gateways.push(obj as never)
+    if (obj.kind === 'HTTPRoute') s.httpRoutes.push(obj as never)
+  }
+  return s
+}
+
+function route (name: string, match: string): string {
+  return `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: ${name}, namespace: apps, generation: 4 }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - matches: [${match}]
+      filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: x-r, value: ${name} }] } }]
+`
+}
+
+function accepted (result: ReturnType<typeof translate>, name: string): { status: string, reason: string, message: string } {
+  const r = result.routes.find(x => x.name === name)
+  assert.ok(r !== undefined, `no status for ${name}`)
+  const c = r.parents[0]!.conditions.find(x => x.type === 'Accepted')!
+  return { status: c.status, reason: c.reason, message: c.message }
+}
+
+function programmed (result: ReturnType<typeof translate>): string[] {
+  return result.gateways[0]!.ir.binds.flatMap(b => b.listeners.flatMap(l => l.routes.map(r => r.name)))
+}
+
+test('an HTTPRoute regex the engine cannot run is reported on the route, and the route is not programmed', () => {
+  const result = translate(state([
+    route('lookahead', '{ path: { type: RegularExpression, value: "/(?=admin).*" } }'),
+    route('backref', '{ headers: [{ type: RegularExpression, name: x-a, value: "(a)\\\\1" }] }'),
+    route('badquery', '{ queryParams: [{ type: RegularExpression, name: q, value: "([" }] }'),
+    route('good', '{ path: { type: RegularExpression, value: "/(a+)+$" }, headers: [{ type: RegularExpression, name: x-v, value: "v[0-9]+" }] }')
+  ].join('')), { controllerName: CONTROLLER })
+
+  const lookahead = accepted(result, 'lookahead')
+  assert.equal(lookahead.status, 'False')
+  assert.equal(lookahead.reason, 'UnsupportedValue')
+  assert.match(lookahead.message, /^spec\.rules\[0\]\.matches\[0\]\.path\.value: lookahead .* not supported/)
+
+  const backref = accepted(result, 'backref')
+  assert.equal(backref.reason, 'UnsupportedValue')
+  assert.match(backref.message, /^spec\.rules\[0\]\.matches\[0\]\.headers\[0\]\.value: a backreference/)
+
+  const badquery = accepted(result, 'badquery')
+  assert.equal(badquery.reason, 'UnsupportedValue')
+  assert.match(badquery.message, /^spec\.rules\[0\]\.matches\[0\]\.queryParams\[0\]\.value: invalid regular expression/)
+
+  // A pattern that is catastrophic only for a backtracking engine is fine.
+  assert.equal(accepted(result, 'good').status, 'True')
+  assert.deepEqual(programmed(result), ['good'])
+})
