@@ -230,13 +230,6 @@ describe('security: config input', () => {
   })
 
   describe('header names and values HTTP cannot carry are config errors', () => {
-    const base = (policies: string): string => `${gatewayYaml(18080)}routes:
-  - name: app
-    policies:
-${policies}
-    backends:
-      - host: 127.0.0.1:8080
-`
     const cases: Array<{ what: string, policies: string, path: string, message: RegExp }> = [
       {
         what: 'a requestHeaderModifier name with a space',
@@ -305,16 +298,31 @@ ${policies}
         message: /./
       }
     ]
-    for (const c of cases) {
-      test(`${c.what} is refused with file:line:col naming the field`, { timeout: 30_000 }, async () => {
-        const v = await validateConfig(base(c.policies))
-        assert.equal(v.code, 1, `--validate accepted ${c.what}\n${v.stderr}`)
-        assert.ok(v.problems.some(p => p.startsWith(`${c.path}: `) && c.message.test(p)), `expected a problem at ${c.path} matching ${String(c.message)}; got:\n${v.stderr}`)
-        const line = v.stderr.split('\n').find(l => l.includes(`: ${c.path}: `))!
-        assert.match(line, /^.+:\d+:\d+: /, `no line:col in ${line}`)
-        assertNoStack(v.stderr)
+    // One file with every case as its own route (one process instead of one per case).
+    const text = `${gatewayYaml(18080)}routes:\n` + cases.map((c, i) => `  - name: r${i}\n    policies:\n${c.policies}\n    backends:\n      - host: 127.0.0.1:8080\n`).join('')
+    const at = (c: (typeof cases)[number], i: number) => c.path.replace('routes[0]', `routes[${i}]`)
+
+    test('each is refused by --validate with file:line:col naming the field', { timeout: 30_000 }, async () => {
+      const v = await validateConfig(text)
+      assert.equal(v.code, 1, v.stderr)
+      assertNoStack(v.stderr)
+      const missing: string[] = []
+      cases.forEach((c, i) => {
+        const path = at(c, i)
+        const line = v.stderr.split('\n').find(l => l.includes(`: ${path}: `))
+        if (line === undefined || !/^.+:\d+:\d+: /.test(line) || !c.message.test(line)) missing.push(`${c.what} (${path})`)
       })
-    }
+      assert.deepEqual(missing, [], `not refused as expected:\n${v.stderr}`)
+    })
+
+    test('and at start: exit 1, nothing listens', { timeout: 30_000 }, async () => {
+      const path = file('headers.yaml', text)
+      const run = await runPortico(['-f', path])
+      assert.equal(run.code, 1, run.stderr)
+      assert.doesNotMatch(run.stdout, /portico started/)
+      assert.ok(run.stderr.includes(`: ${at(cases[0]!, 0)}: invalid name "x bad"`), run.stderr)
+      assertNoStack(run.stderr)
+    })
   })
 
   describe('a YAML alias bomb', () => {
