@@ -15,7 +15,7 @@
 
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname, resolve } from 'node:path'
-import { DEFAULT_MAX_CONFIG_BYTES, readConfigText } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, isPorticoError, readConfigText } from '@portico/engine'
 
 export interface FileWatchOptions {
   path: string
@@ -56,6 +56,12 @@ export function watchConfigFile (options: FileWatchOptions): FileWatch {
       text = readConfigText(full, maxBytes)
     } catch (err) {
       candidate = undefined
+      // Over the size limit: each new version of the file is a refused reload of its own.
+      if (isPorticoError(err, 'PORTICO_CONFIG_TOO_LARGE')) {
+        lastError = undefined
+        options.onError(err)
+        return
+      }
       const code = (err as NodeJS.ErrnoException).code ?? String(err)
       // A rename-over-save briefly removes the file; report only errors that persist.
       if (code === 'ENOENT' && lastError !== 'ENOENT') {
