@@ -50,6 +50,16 @@ export async function freePort (): Promise<number> {
   })
 }
 
+/** Whether a process (a stdio MCP server the gateway launched, say) is still running. */
+export function processAlive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
 export function makeTempDir (prefix = 'portico-e2e-'): string {
   return mkdtempSync(join(tmpdir(), prefix))
 }

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, processAlive, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { connectClient, everythingTarget, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 import { openTrace } from '../lib/trace.ts'
 
@@ -146,7 +146,7 @@ test('stdio servers are reaped: when a reload changes the backend, and at shutdo
     routes: [{ name: 'mcp', backends: [{ mcp: { targets: [{ name: 'everything', stdio: { cmd: process.execPath, args: [everythingTarget().stdio.args[0]!, 'stdio', '--changed'] } }] } }] }]
   })
   await p.waitForOutput('config reloaded')
-  await waitUntil(() => before.every(pid => !alive(pid)), 8000, `old stdio servers ${before.join(',')} still running`)
+  await waitUntil(() => before.every(pid => !processAlive(pid)), 8000, `old stdio servers ${before.join(',')} still running`)
 
   // A new session starts a new server; shutdown ends it.
   const again = await connectClient(`${p.url}/mcp`)
@@ -155,7 +155,7 @@ test('stdio servers are reaped: when a reload changes the backend, and at shutdo
   assert.ok(during.length >= 1)
   const exit = await p.stop(15_000)
   assert.equal(exit.code, 0)
-  await waitUntil(() => during.every(pid => !alive(pid)), 8000, `stdio servers ${during.join(',')} outlived portico`)
+  await waitUntil(() => during.every(pid => !processAlive(pid)), 8000, `stdio servers ${during.join(',')} outlived portico`)
   await client.close().catch(() => {})
   await again.client.close().catch(() => {})
 })
@@ -173,15 +173,6 @@ function descendants (pid: number): number[] {
   }
   walk(pid)
   return out
-}
-
-function alive (pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 async function waitUntil (check: () => boolean, ms: number, message: string): Promise<void> {

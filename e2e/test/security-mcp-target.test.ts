@@ -17,14 +17,13 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import http from 'node:http'
-import type { Socket } from 'node:net'
+import type http from 'node:http'
 import { fileURLToPath } from 'node:url'
 import { request } from 'undici'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, sleep, type Backend } from '../lib/backends.ts'
+import { freePort, processAlive, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { startBackend, startEchoBackend, sleep, type Backend } from '../lib/backends.ts'
 import { connectClient, textOf } from '../lib/mcp.ts'
 import { openTrace } from '../lib/trace.ts'
 
@@ -107,14 +106,6 @@ async function plainLatency (): Promise<number> {
   return performance.now() - start
 }
 
-function alive (pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 /** Latencies of requests to the plain route, sent one after another for `ms`. */
 async function probeFor (ms: number): Promise<number[]> {
@@ -156,8 +147,8 @@ test('a stdio server that writes a line past the limit is killed and restarted; 
   const secondPid = await call('faulty_pid')
   assert.ok('text' in secondPid && 'text' in firstPid && secondPid.text !== firstPid.text, `a new server process (${JSON.stringify([firstPid, secondPid])})`)
   const oldPid = Number('text' in firstPid ? firstPid.text : 0)
-  for (let i = 0; i < 50 && alive(oldPid); i++) await sleep(100)
-  assert.equal(alive(oldPid), false, `the flooding server ${oldPid} was killed`)
+  for (let i = 0; i < 50 && processAlive(oldPid); i++) await sleep(100)
+  assert.equal(processAlive(oldPid), false, `the flooding server ${oldPid} was killed`)
   await portico.waitForOutput(/"target \\"faulty\\" was killed: it wrote a stdout line of more than 4194304 bytes/)
   assertHealthy()
 })
@@ -260,11 +251,10 @@ function toolCall (m: { id?: number, method: string, params?: Record<string, any
 
 /** A legacy HTTP+SSE (2024-11-05) server: GET /sse for the stream, POST /message for messages. */
 async function startLegacyServer (): Promise<RemoteServer> {
-  const sockets = new Set<Socket>()
   const streams = new Map<string, http.ServerResponse>()
   let opened = 0
   const tools = ['echo', 'flood'].map(name => ({ name, description: name, inputSchema: { type: 'object' } }))
-  const server = http.createServer((req, res) => {
+  const server = await startBackend((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x')
     if (req.method === 'GET' && url.pathname === '/sse') {
       const id = String(++opened)
@@ -288,30 +278,16 @@ async function startLegacyServer (): Promise<RemoteServer> {
       stream.write(`event: message\ndata: ${JSON.stringify(toolCall(m, tools))}\n\n`)
     })
   })
-  server.on('connection', s => {
-    sockets.add(s)
-    s.once('close', () => sockets.delete(s))
-  })
-  await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
-  const port = (server.address() as { port: number }).port
-  return {
-    url: `http://127.0.0.1:${port}/sse`,
-    connections: () => opened,
-    close: () => new Promise<void>(resolve => {
-      server.close(() => resolve())
-      for (const s of sockets) s.destroy()
-    })
-  }
+  return { url: `${server.url}/sse`, connections: () => opened, close: server.close }
 }
 
 async function startRemoteServer (): Promise<RemoteServer> {
-  const sockets = new Set<Socket>()
   const tools = ['echo', 'flood_sse', 'flood_json', 'flood_length', 'hang'].map(name => ({ name, description: name, inputSchema: { type: 'object' } }))
   const json = (res: http.ServerResponse, body: unknown, headers: Record<string, string> = {}) => {
     const text = JSON.stringify(body)
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...headers }).end(text)
   }
-  const server = http.createServer((req, res) => {
+  const server = await startBackend((req, res) => {
     if (req.method === 'GET') return void res.writeHead(405).end()
     if (req.method === 'DELETE') return void res.writeHead(200).end()
     const chunks: Buffer[] = []
@@ -338,18 +314,5 @@ async function startRemoteServer (): Promise<RemoteServer> {
       }
     })
   })
-  server.on('connection', s => {
-    sockets.add(s)
-    s.once('close', () => sockets.delete(s))
-  })
-  await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
-  const port = (server.address() as { port: number }).port
-  return {
-    url: `http://127.0.0.1:${port}/mcp`,
-    connections: () => 0,
-    close: () => new Promise<void>(resolve => {
-      server.close(() => resolve())
-      for (const s of sockets) s.destroy()
-    })
-  }
+  return { url: `${server.url}/mcp`, connections: () => 0, close: server.close }
 }

@@ -74,28 +74,38 @@ export function evalBool (program: CelProgram, vars: Record<string, unknown>): {
   return { value: v === true, error: typeof v === 'boolean' ? null : `expected a bool, got ${typeof v}` }
 }
 
+/** The `exprKind` of one parsed CEL node, as far as the walkers below read it. */
+interface ExprKind {
+  case?: string
+  value?: Record<string, unknown> & { name?: unknown, function?: string, args?: unknown[] }
+}
+
+/** Calls `visit` with the `exprKind` of every node of a parsed expression, depth first. */
+function walkExpr (node: unknown, visit: (kind: ExprKind) => void): void {
+  if (node === null || typeof node !== 'object') return
+  if (Array.isArray(node)) {
+    for (const x of node) walkExpr(x, visit)
+    return
+  }
+  const o = node as Record<string, unknown>
+  const kind = o.exprKind as ExprKind | undefined
+  if (kind !== undefined) visit(kind)
+  for (const [k, v] of Object.entries(o)) if (k !== '$typeName' && typeof v === 'object') walkExpr(v, visit)
+}
+
 /** Free identifiers of a parsed expression (comprehension variables excluded). */
 function identifiers (node: unknown): Set<string> {
   const names = new Set<string>()
   const bound = new Set<string>()
-  const walk = (n: unknown): void => {
-    if (n === null || typeof n !== 'object') return
-    if (Array.isArray(n)) {
-      for (const x of n) walk(x)
-      return
-    }
-    const o = n as Record<string, unknown>
-    const kind = o.exprKind as { case?: string, value?: Record<string, unknown> } | undefined
-    if (kind?.case === 'identExpr') names.add(String(kind.value?.name))
-    if (kind?.case === 'comprehensionExpr') {
+  walkExpr(node, kind => {
+    if (kind.case === 'identExpr') names.add(String(kind.value?.name))
+    if (kind.case === 'comprehensionExpr') {
       for (const key of ['iterVar', 'iterVar2', 'accuVar']) {
         const v = kind.value?.[key]
         if (typeof v === 'string' && v !== '') bound.add(v)
       }
     }
-    for (const [k, v] of Object.entries(o)) if (k !== '$typeName' && typeof v === 'object') walk(v)
-  }
-  walk(node)
+  })
   for (const b of bound) names.delete(b)
   return names
 }
@@ -103,21 +113,12 @@ function identifiers (node: unknown): Set<string> {
 /** String literals passed as the pattern of `matches()` (`s.matches('re')` or `matches(s, 're')`). */
 function constantMatchPatterns (node: unknown): string[] {
   const out: string[] = []
-  const walk = (n: unknown): void => {
-    if (n === null || typeof n !== 'object') return
-    if (Array.isArray(n)) {
-      for (const x of n) walk(x)
-      return
-    }
-    const o = n as Record<string, unknown>
-    const kind = o.exprKind as { case?: string, value?: { function?: string, args?: unknown[] } } | undefined
-    if (kind?.case === 'callExpr' && kind.value?.function === 'matches') {
-      const pattern = stringConstant(kind.value.args?.[kind.value.args.length - 1])
-      if (pattern !== undefined) out.push(pattern)
-    }
-    for (const [k, v] of Object.entries(o)) if (k !== '$typeName' && typeof v === 'object') walk(v)
-  }
-  walk(node)
+  walkExpr(node, kind => {
+    if (kind.case !== 'callExpr' || kind.value?.function !== 'matches') return
+    const args = kind.value.args
+    const pattern = stringConstant(args?.[(args?.length ?? 0) - 1])
+    if (pattern !== undefined) out.push(pattern)
+  })
   return out
 }
 
