@@ -5,7 +5,7 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { isCredentialName, isPublicHeader, redactArgs, redactCelLiterals, redactHeaderValues, redactQuery, redactSecrets, redactUrl } from '../src/ir/redact.ts'
+import { isCredentialName, isPublicHeader, setPublicHeaders, redactArgs, redactCelLiterals, redactHeaderValues, redactQuery, redactSecrets, redactUrl } from '../src/ir/redact.ts'
 
 const R = '<redacted>'
 
@@ -82,4 +82,16 @@ test('CEL expressions a transformation sets on requests: literals go, indexes, v
   assert.equal(redactCelLiterals(`jwt[ 'sub' ] + r'raw\\' + b"bytes" + '''tri"ple'''`), `jwt[ 'sub' ] + r'${R}' + b"${R}" + '''${R}'''`)
   assert.equal(redactCelLiterals('"a\\"b" + "" + size(x) == 3'), `"${R}" + "" + size(x) == 3`)
   assert.equal(redactCelLiterals('request.headers["nope"]'), 'request.headers["nope"]')
+})
+
+test('headers the operator marks non-secret (config.publicHeaders) show their values; credential-like names never do', () => {
+  const policies = { requestHeaderModifier: { set: { 'x-route': 'app', 'x-tenant': 'acme', 'x-api-key': 'k-123' } } }
+  try {
+    setPublicHeaders(['X-Route', 'x-api-key'])
+    assert.deepEqual(redactSecrets(policies).requestHeaderModifier.set, { 'x-route': 'app', 'x-tenant': R, 'x-api-key': R })
+    assert.ok(isPublicHeader('x-route') && !isPublicHeader('x-api-key'))
+  } finally {
+    setPublicHeaders([])
+  }
+  assert.deepEqual(redactSecrets(policies).requestHeaderModifier.set, { 'x-route': R, 'x-tenant': R, 'x-api-key': R })
 })

@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { Engine, formatDiagnostic, isPorticoError, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext } from '@portico/engine'
+import { Engine, formatDiagnostic, isPorticoError, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -84,6 +84,7 @@ export class Portico {
     this.configPath = options.configPath === undefined ? undefined : resolve(options.configPath)
     const configLog = options.logs.for('engine')
     const mcpLog = options.logs.for('mcp')
+    setPublicHeaders(options.settings.publicHeaders)
     this.engine = new Engine({
       env: options.env ?? {},
       tracing: options.settings.debugTrace,

@@ -26,6 +26,8 @@ export interface Settings {
    * host (DNS rebinding protection: any other Host is refused). Default none.
    */
   adminAllowedHosts: string[]
+  /** Request header names marked non-secret: their policy-set values show in dumps and traces. */
+  publicHeaders: string[]
   statsAddr: Address | null
   readinessAddr: Address | null
   logLevel: string
@@ -59,6 +61,7 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     adminAddr: parseAddress(pick('ADMIN_ADDR', file.adminAddr, DEFAULTS.adminAddr), 'ADMIN_ADDR'),
     adminWrites: parseSwitch(pick('ADMIN_WRITES', file.adminWrites === undefined ? undefined : String(file.adminWrites), 'false'), 'ADMIN_WRITES'),
     adminAllowedHosts: nonEmpty(env.ADMIN_ALLOWED_HOSTS)?.split(',').map(h => h.trim()).filter(h => h !== '') ?? file.adminAllowedHosts ?? [],
+    publicHeaders: nonEmpty(env.PUBLIC_HEADERS)?.split(',').map(h => h.trim()).filter(h => h !== '') ?? file.publicHeaders ?? [],
     statsAddr: parseAddress(pick('STATS_ADDR', file.statsAddr, DEFAULTS.statsAddr), 'STATS_ADDR'),
     readinessAddr: parseAddress(pick('READINESS_ADDR', file.readinessAddr, DEFAULTS.readinessAddr), 'READINESS_ADDR'),
     logLevel: pick('LOG_LEVEL', file.logging?.level, DEFAULTS.logLevel),

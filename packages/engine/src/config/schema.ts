@@ -342,6 +342,7 @@ export const StaticConfigSchema = Type.Object({
   }, { ...strict, description: 'sessionTtl: idle MCP sessions are closed after this long (default 30m).' })),
   adminAddr: Opt(Address),
   adminWrites: Opt(Type.Boolean({ description: 'Whether the admin web UI may change things: fire requests through the gateway, use MCP routes, set the log level (default false: read-only). Env ADMIN_WRITES.' })),
+  publicHeaders: Opt(Type.Array(Type.String({ minLength: 1, pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }), { description: 'Request header names whose values, when a policy sets them, are shown in /config_dump, the UI and traces (default: only standard headers such as content-type, user-agent, x-request-id; every other value a policy sets is redacted). Credential-like names (x-api-key, *-token) stay redacted. Env PUBLIC_HEADERS (comma-separated).' })),
   adminAllowedHosts: Opt(Type.Array(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$' }), { description: 'DNS names the admin server may be reached by (its Host header), besides localhost, IP addresses and the name in adminAddr; any other name is refused (DNS rebinding protection). Env ADMIN_ALLOWED_HOSTS (comma-separated).' })),
   statsAddr: Opt(Address),
   readinessAddr: Opt(Address),

@@ -71,9 +71,22 @@ export const PUBLIC_HEADERS = new Set([
 
 const PUBLIC_PREFIXES = ['x-forwarded-', 'x-b3-', 'access-control-request-']
 
+/**
+ * Names the operator marked non-secret (`config.publicHeaders`, env PUBLIC_HEADERS): a
+ * process setting, so every view of this process (dumps, traces) agrees. Credential-like
+ * names stay redacted whatever is listed.
+ */
+const markedPublic = new Set<string>()
+
+/** Marks request header names as non-secret for this process (replaces earlier marks). */
+export function setPublicHeaders (names: readonly string[]): void {
+  markedPublic.clear()
+  for (const name of names) markedPublic.add(name.toLowerCase())
+}
+
 export function isPublicHeader (name: string): boolean {
   const lower = name.toLowerCase()
-  return !isCredentialName(lower) && (PUBLIC_HEADERS.has(lower) || PUBLIC_PREFIXES.some(p => lower.startsWith(p)))
+  return !isCredentialName(lower) && (PUBLIC_HEADERS.has(lower) || markedPublic.has(lower) || PUBLIC_PREFIXES.some(p => lower.startsWith(p)))
 }
 
 /** A query string (no `?`) with credential-named parameters' values redacted; the rest as is. */
