@@ -4,7 +4,7 @@
  */
 
 import { KubeConfig } from '@kubernetes/client-node'
-import { Logs } from '@portico/proxy'
+import { Logs } from '@portico/ops'
 import { createRequire } from 'node:module'
 import { resolveControllerSettings, type ControllerSettings } from './settings.ts'
 import { Controller } from './controller.ts'

@@ -4,12 +4,12 @@
  * (9095): `/logging` with per-component levels, as `porticoctl controller log` uses it —
  * GET lists `component=level` lines; POST `?level=L` sets every component, `?set=c=L`
  * (or `c:L`) one. The admin server refuses cross-site writes and DNS-rebinding Hosts exactly
- * as the proxy's admin does (one guard, packages/proxy/src/admin/request-guard.ts).
+ * as the proxy's admin does (one guard, packages/ops/src/admin-guard.ts).
  */
 
 import http from 'node:http'
 import type { Registry } from 'prom-client'
-import { checkAdminRequest, requestFacts, type Logs } from '@portico/proxy'
+import { checkAdminRequest, requestFacts, type Logs } from '@portico/ops'
 
 export const COMPONENTS = ['portico/syncer', 'portico/translator', 'gateway-controller', 'deployer', 'default'] as const
 const LEVELS = ['error', 'warn', 'info', 'debug', 'trace', 'off']

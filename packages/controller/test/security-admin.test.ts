@@ -7,7 +7,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { PassThrough } from 'node:stream'
 import http from 'node:http'
-import { Logs } from '@portico/proxy'
+import { Logs } from '@portico/ops'
 import { startAdminServer } from '../src/servers.ts'
 
 /** A request with exactly these headers (fetch would refuse to set Host or Origin). */

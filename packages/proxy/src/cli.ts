@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util'
 import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type LoadResult, type StaticConfig } from '@portico/engine'
 import { existsSync, readFileSync } from 'node:fs'
-import { Logs } from './logging.ts'
+import { Logs } from '@portico/ops'
 import { Portico } from './portico.ts'
 import { resolveSettings, type Settings } from './settings.ts'
 import { XdsClient } from './xds-client.ts'

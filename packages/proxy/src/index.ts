@@ -1,6 +1,6 @@
 export { Portico, type PorticoOptions, type ReloadRecord } from './portico.ts'
-export { Logs, parseLogFilter, formatLogFilter } from './logging.ts'
+// Portico takes a Logs: embedders (tests, e2e) get it from here as well as from @portico/ops.
+export { Logs, parseLogFilter, formatLogFilter } from '@portico/ops'
 export { resolveSettings, parseAddress, type Settings } from './settings.ts'
 export { ListenerManager } from './listeners.ts'
 export { main } from './cli.ts'
-export { checkAdminRequest, requestFacts, type AdminGuardOptions } from './admin/request-guard.ts'

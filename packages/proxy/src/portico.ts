@@ -8,7 +8,7 @@ import { Engine, formatDiagnostic, isPorticoError, setPublicHeaders, type Config
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
-import type { Logs } from './logging.ts'
+import type { Logs } from '@portico/ops'
 import type { Settings } from './settings.ts'
 import { accessLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'

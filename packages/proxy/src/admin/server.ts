@@ -1,7 +1,7 @@
 /**
  * The admin server (fastify), on 127.0.0.1:15000 unless configured: inspection and control
  * of one proxy. Bound to loopback by default because it has no authentication; every request
- * first passes the guard against cross-site writes and DNS rebinding (request-guard.ts).
+ * first passes the guard against cross-site writes and DNS rebinding (@portico/ops admin-guard.ts).
  */
 
 import Fastify, { type FastifyInstance } from 'fastify'
@@ -15,7 +15,7 @@ import { tasksDump } from './tasks.ts'
 import { cpuProfile, HeapSampler } from './pprof.ts'
 import { findUiDir, registerUiStatic } from './ui-static.ts'
 import { registerUiApi } from './ui-api.ts'
-import { checkAdminRequest, requestFacts, type AdminGuardOptions } from './request-guard.ts'
+import { checkAdminRequest, requestFacts, type AdminGuardOptions } from '@portico/ops'
 
 export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]> = [
   ['GET', '/config_dump', 'the loaded configuration (secrets redacted)'],

@@ -13,7 +13,7 @@
  *
  * Same origin only, no CORS: no `Access-Control-*` header is ever sent; a request whose
  * `Origin` is not this server's (any method, reads too), or whose `Host` is a DNS name other
- * than `localhost` or an allowed one (DNS rebinding, see request-guard.ts), is refused with 403; POST bodies must be `application/json` (so a cross-site
+ * than `localhost` or an allowed one (DNS rebinding, see @portico/ops admin-guard.ts), is refused with 403; POST bodies must be `application/json` (so a cross-site
  * form cannot post one without a preflight that is never granted). Endpoints that change
  * something answer 403 unless `adminWrites` is on.
  */
@@ -24,10 +24,10 @@ import { CEL_VARIABLES, compileCel, evalBool } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 import { version } from '../version.ts'
 import { formatAddress } from '../settings.ts'
-import { LEVELS } from '../logging.ts'
+import { LEVELS } from '@portico/ops'
 import { listenerDispatcher, listenerOrigin, listenerTarget, NotAListener } from './loopback.ts'
 import { McpPlayground, UnknownSession } from './mcp-playground.ts'
-import { checkAdminHost, checkSameOrigin, requestFacts, type AdminGuardOptions } from './request-guard.ts'
+import { checkAdminHost, checkSameOrigin, requestFacts, type AdminGuardOptions } from '@portico/ops'
 
 /** The guard options of an admin on 127.0.0.1 with no extra names (unit tests). */
 const LOOPBACK_ADMIN: AdminGuardOptions = { bindHost: '127.0.0.1', allowedHosts: [] }
@@ -50,7 +50,7 @@ class HttpError extends Error {
 
 /**
  * Same-origin and anti-rebinding checks for every /api request. Stricter than the admin-wide
- * guard (request-guard.ts): a cross-origin read is refused too, and POST bodies must be JSON.
+ * guard (@portico/ops admin-guard.ts): a cross-origin read is refused too, and POST bodies must be JSON.
  */
 export function checkApiRequest (req: FastifyRequest, options: AdminGuardOptions = LOOPBACK_ADMIN): string | null {
   const facts = requestFacts(req.method, req.headers)

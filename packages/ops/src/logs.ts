@@ -6,7 +6,8 @@
 
 import { pino, type Logger, type LevelWithSilent } from 'pino'
 import pinoPretty from 'pino-pretty'
-import { PorticoError } from '@portico/engine'
+// The errors module alone, not the engine barrel: the controller and `portico --version` load logs early.
+import { PorticoError } from '@portico/engine/errors'
 
 export const LEVELS = ['error', 'warn', 'info', 'debug', 'trace', 'off'] as const
 export type LevelName = typeof LEVELS[number]
