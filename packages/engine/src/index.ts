@@ -14,7 +14,7 @@ export { formatDiagnostic, formatPath, type ConfigDiagnostic } from './config/di
 export { TraceHub, type TraceCandidate, type TraceWatcher } from './trace/hub.ts'
 export type { TraceEvent, TraceMessage, TraceSeverity, SnapshotStage } from './trace/types.ts'
 export { RequestContext, type RequestReason } from './pipeline/context.ts'
-export { PorticoError, isPorticoError } from './util/errors.ts'
+export { PorticoError, isPorticoError, PORTICO_ERRORS, type PorticoErrorCode, type PorticoErrorSpec } from './util/errors.ts'
 export { parseDuration, formatSeconds } from './util/duration.ts'
 export { compileLinearRegex, linearRegexProblem, type LinearRegex } from './util/linear-regex.ts'
 export { redactSecrets, setPublicHeaders, REDACTED_VALUE } from './ir/redact.ts'

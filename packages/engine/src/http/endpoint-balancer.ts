@@ -10,7 +10,7 @@
 
 import { Dispatcher, Pool } from 'undici'
 import type { BackendHealthIR } from '../policy/traffic-types.ts'
-import { PorticoError } from '../util/errors.ts'
+import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
 
 interface Endpoint {
   origin: string
@@ -20,7 +20,7 @@ interface Endpoint {
 }
 
 /** Errors that say nothing about the endpoint: the client left, a retry or a policy dropped the answer. */
-const NOT_THE_ENDPOINT = new Set(['PORTICO_DOWNSTREAM_CLOSED', 'PORTICO_RETRY', 'PORTICO_RESPONSE_REPLACED'])
+const NOT_THE_ENDPOINT = new Set<PorticoErrorCode>(['PORTICO_DOWNSTREAM_CLOSED', 'PORTICO_RETRY', 'PORTICO_RESPONSE_REPLACED'])
 
 export class HealthBalancer extends Dispatcher {
   private endpoints: Endpoint[] = []

@@ -12,6 +12,7 @@
 import type { Dispatcher } from 'undici'
 import type { RequestContext } from '../pipeline/context.ts'
 import type { HeaderMap } from '../policy/header-modifier.ts'
+import { PorticoError, isPorticoError } from '../util/errors.ts'
 
 /** The response as interceptors see and change it. */
 export interface ResponseDraft {
@@ -68,10 +69,6 @@ const NOOP_CONTROLLER = {
   reason: null
 } as unknown as Dispatcher.DispatchController
 
-class Dropped extends Error {
-  code = 'PORTICO_RESPONSE_REPLACED'
-}
-
 /**
  * The dispatch handler to use for a backend call: `handler` itself when the request has no
  * interceptors, else a wrapper that runs them (innermost phase first) before `handler`
@@ -100,7 +97,7 @@ export function interceptResponse (ctx: RequestContext, handler: Dispatcher.Disp
     } else {
       hooks.respondLocal(result.status, result.body, result.reason, result.error)
     }
-    if (ended === null && upstreamError === null) controller?.abort(new Dropped('response replaced by a policy'))
+    if (ended === null && upstreamError === null) controller?.abort(new PorticoError('PORTICO_RESPONSE_REPLACED'))
     return true
   }
 
@@ -229,7 +226,7 @@ export function interceptResponse (ctx: RequestContext, handler: Dispatcher.Disp
     },
     onResponseError (c, err) {
       upstreamError = err
-      if (err instanceof Dropped) return
+      if (isPorticoError(err, 'PORTICO_RESPONSE_REPLACED')) return
       if (mode === 'done' && ctx.res.headersSent) return
       handler.onResponseError?.(c, err)
     }

@@ -12,7 +12,7 @@ import type { PipelineRuntime } from '../pipeline/run.ts'
 import { applyResponsePolicies, respondLocal } from '../pipeline/respond.ts'
 import { responseEndToEnd } from './headers.ts'
 import { BodyTap, responseSnapshot } from '../trace/snapshot.ts'
-import { PorticoError } from '../util/errors.ts'
+import { PorticoError, isPorticoError } from '../util/errors.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { interceptResponse } from './response-intercept.ts'
 import { endLlmCall, LlmUsageTap } from '../llm/usage.ts'
@@ -188,7 +188,7 @@ export function callUpstream (rt: PipelineRuntime, ctx: RequestContext, wrap?: C
       ctx.abortUpstream = null
       // A stream cut short still spent the tokens it reported so far.
       if (usageTap !== null) endLlmCall(ctx, usageTap)
-      if (ctx.done || (err as PorticoError).code === 'PORTICO_DOWNSTREAM_CLOSED') return
+      if (ctx.done || isPorticoError(err, 'PORTICO_DOWNSTREAM_CLOSED')) return
       const failure = classifyFailure(err, call.timedOut)
       ctx.error = failure.detail
       if (!res.headersSent) {
@@ -325,7 +325,7 @@ export function classifyFailure (err: Error, timedOut: string | null): Failure {
   const detail = code !== '' ? `${code}: ${err.message}` : err.message
   if (timedOut !== null) return { status: 504, reason: 'Timeout', body: timedOut, detail: timedOut }
   // The client stopped sending its body (http/frontend.ts: requestBodyIdleTimeout).
-  if (code === 'PORTICO_REQUEST_BODY_TIMEOUT') return { status: 408, reason: 'Timeout', body: 'request body timeout', detail: err.message }
+  if (isPorticoError(err, 'PORTICO_REQUEST_BODY_TIMEOUT')) return { status: 408, reason: 'Timeout', body: 'request body timeout', detail: err.message }
   // Node's parser refused the rest of the request (a bad chunk size, say).
   if (code.startsWith('HPE_')) return { status: 400, reason: 'InvalidRequest', body: 'bad request', detail }
   switch (code) {

@@ -5,9 +5,9 @@
  * target becoming everyone's.
  */
 
-import { PorticoError } from '../util/errors.ts'
+import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
 
-export const MESSAGE_TOO_LARGE = 'PORTICO_MCP_MESSAGE_TOO_LARGE'
+export const MESSAGE_TOO_LARGE = 'PORTICO_MCP_MESSAGE_TOO_LARGE' satisfies PorticoErrorCode
 
 export function messageTooLarge (what: string, limit: number): PorticoError {
   return new PorticoError(MESSAGE_TOO_LARGE, `${what} of more than ${limit} bytes (maxMessageSize)`)

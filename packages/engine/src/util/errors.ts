@@ -1,16 +1,73 @@
 /**
  * Errors with stable codes, in the style of undici and fastify: callers branch on `code`,
- * people read `message`.
+ * people read `message`. Every code Portico throws is in PORTICO_ERRORS below — one table,
+ * as fastify's errors.js and undici's errors.js keep theirs — so the constructor takes only
+ * a code from it (a misspelt code is a compile error) and test/errors.test.ts checks that
+ * every code in the table is used somewhere.
+ *
+ * This module imports nothing: it is exported alone as `@portico/engine/errors` for packages
+ * that must not load the engine barrel (logs, the controller).
  */
+
+export interface PorticoErrorSpec {
+  /** The message when the thrower gives none; call sites usually say more (the value, the limit). */
+  readonly message: string
+  /** The HTTP status an admin or API endpoint answers with, where the error reaches a client as one. */
+  readonly status?: number
+}
+
+export const PORTICO_ERRORS = {
+  // Config and its values (thrown while loading or compiling a config).
+  PORTICO_CONFIG_TOO_LARGE: { message: 'config file too large (--max-config-size)' },
+  PORTICO_INVALID_IR: { message: 'config rejected by the engine' },
+  PORTICO_BAD_DURATION: { message: 'invalid duration (use e.g. 500ms, 10s, 1m)' },
+  PORTICO_BAD_REGEX: { message: 'regular expression not supported (RE2 syntax only)' },
+  PORTICO_BAD_CEL: { message: 'invalid CEL expression' },
+  PORTICO_BAD_SESSION_KEY: { message: 'a session key is 64 hex digits (256 bits)' },
+  PORTICO_BAD_LOG_LEVEL: { message: 'invalid log level', status: 400 },
+
+  // Authentication providers.
+  PORTICO_OIDC_DISCOVERY: { message: 'OIDC discovery failed' },
+  PORTICO_OIDC_LOGIN: { message: 'OIDC login failed' },
+  PORTICO_JWKS_UNAVAILABLE: { message: 'signing keys unavailable' },
+
+  // A request's backend call: abort reasons, so the pipeline can tell them from transport errors.
+  PORTICO_DOWNSTREAM_CLOSED: { message: 'client closed the connection' },
+  PORTICO_TIMEOUT: { message: 'timeout', status: 504 },
+  PORTICO_REQUEST_BODY_TIMEOUT: { message: 'request body idle timeout', status: 408 },
+  PORTICO_NO_HEALTHY_ENDPOINT: { message: 'every endpoint is ejected (passive health)', status: 503 },
+  PORTICO_RETRY: { message: 'retried' },
+  PORTICO_RESPONSE_REPLACED: { message: 'response replaced by a policy' },
+
+  // MCP targets.
+  PORTICO_MCP_MESSAGE_TOO_LARGE: { message: 'message larger than maxMessageSize' },
+
+  // The proxy process and its admin server.
+  PORTICO_BIND_FAILED: { message: 'cannot listen' },
+  PORTICO_TRACE_DISABLED: { message: 'tracing is disabled (DEBUG_TRACE=off)' },
+  PORTICO_PROFILE_BUSY: { message: 'a CPU profile is already being taken', status: 409 },
+  PORTICO_ADMIN_BAD_REQUEST: { message: 'bad request', status: 400 },
+  PORTICO_NOT_A_LISTENER: { message: 'not a listener port of this proxy', status: 400 },
+  PORTICO_UNKNOWN_MCP_SESSION: { message: 'no such MCP playground session', status: 404 }
+} as const satisfies Record<string, PorticoErrorSpec>
+
+export type PorticoErrorCode = keyof typeof PORTICO_ERRORS
+
 export class PorticoError extends Error {
-  readonly code: string
-  constructor (code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options)
+  readonly code: PorticoErrorCode
+  constructor (code: PorticoErrorCode, message?: string, options?: { cause?: unknown }) {
+    super(message ?? PORTICO_ERRORS[code].message, options)
     this.name = 'PorticoError'
     this.code = code
   }
+
+  /** The table's HTTP status for this code, if it has one. */
+  get status (): number | undefined {
+    return (PORTICO_ERRORS[this.code] as PorticoErrorSpec).status
+  }
 }
 
-export function isPorticoError (err: unknown, code?: string): err is PorticoError {
+/** True for a PorticoError (of `code`, when given); narrows `err` so `err.code` is typed. */
+export function isPorticoError<C extends PorticoErrorCode> (err: unknown, code?: C): err is PorticoError & { readonly code: C } {
   return err instanceof PorticoError && (code === undefined || err.code === code)
 }

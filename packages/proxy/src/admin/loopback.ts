@@ -8,6 +8,7 @@
  */
 
 import { Agent, buildConnector } from 'undici'
+import { PorticoError } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 
 export interface ListenerTarget {
@@ -17,16 +18,13 @@ export interface ListenerTarget {
   protocol: 'HTTP' | 'HTTPS'
 }
 
-/** Thrown for a port that is not one of this proxy's listeners. */
-export class NotAListener extends Error {}
-
-/** The listener on `port`, or NotAListener. */
+/** The listener on `port`; PORTICO_NOT_A_LISTENER for a port that is not one of this proxy's listeners. */
 export function listenerTarget (portico: Portico, port: unknown): ListenerTarget {
   const binds = portico.listeners.addresses()
   const bind = binds.find(b => b.port === port)
   if (bind === undefined) {
     const ports = binds.map(b => b.port).join(', ')
-    throw new NotAListener(`port ${String(port)} is not a listener of this proxy (listeners: ${ports === '' ? 'none' : ports})`)
+    throw new PorticoError('PORTICO_NOT_A_LISTENER', `port ${String(port)} is not a listener of this proxy (listeners: ${ports === '' ? 'none' : ports})`)
   }
   const address = bind.address === '' || bind.address === '0.0.0.0' ? '127.0.0.1' : bind.address === '::' ? '::1' : bind.address
   return { address, port: bind.port, protocol: bind.protocol === 'HTTPS' ? 'HTTPS' : 'HTTP' }

@@ -11,6 +11,7 @@ import { fetch as undiciFetch, type Agent } from 'undici'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { PorticoError } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 import { version } from '../version.ts'
 import { listenerDispatcher, listenerOrigin, listenerTarget } from './loopback.ts'
@@ -94,7 +95,7 @@ export class McpPlayground {
 
   private get (id: string): Session {
     const s = this.sessions.get(id)
-    if (s === undefined) throw new UnknownSession(`no MCP playground session ${id} (closed or expired: connect again)`)
+    if (s === undefined) throw new PorticoError('PORTICO_UNKNOWN_MCP_SESSION', `no MCP playground session ${id} (closed or expired: connect again)`)
     s.lastUsed = Date.now()
     return s
   }
@@ -167,5 +168,3 @@ export class McpPlayground {
     await Promise.allSettled([...this.sessions.keys()].map(id => this.close(id)))
   }
 }
-
-export class UnknownSession extends Error {}

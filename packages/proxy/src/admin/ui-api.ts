@@ -20,13 +20,13 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { request as undiciRequest } from 'undici'
-import { CEL_VARIABLES, compileCel, evalBool } from '@portico/engine'
+import { CEL_VARIABLES, PorticoError, compileCel, evalBool, isPorticoError } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 import { version } from '../version.ts'
 import { formatAddress } from '../settings.ts'
 import { LEVELS } from '@portico/ops'
-import { listenerDispatcher, listenerOrigin, listenerTarget, NotAListener } from './loopback.ts'
-import { McpPlayground, UnknownSession } from './mcp-playground.ts'
+import { listenerDispatcher, listenerOrigin, listenerTarget } from './loopback.ts'
+import { McpPlayground } from './mcp-playground.ts'
 import { checkAdminHost, checkSameOrigin, requestFacts, type AdminGuardOptions } from '@portico/ops'
 
 /** The guard options of an admin on 127.0.0.1 with no extra names (unit tests). */
@@ -39,14 +39,6 @@ export const UI_TRACE_HEADER = 'x-portico-ui-trace'
 const FIRE_BODY_LIMIT = 64 * 1024
 
 export const LOG_COMPONENTS = ['portico', 'engine', 'listeners', 'request', 'mcp'] as const
-
-class HttpError extends Error {
-  readonly status: number
-  constructor (status: number, message: string) {
-    super(message)
-    this.status = status
-  }
-}
 
 /**
  * Same-origin and anti-rebinding checks for every /api request. Stricter than the admin-wide
@@ -64,26 +56,26 @@ export function checkApiRequest (req: FastifyRequest, options: AdminGuardOptions
 
 function body (req: FastifyRequest): Record<string, unknown> {
   const b = req.body
-  if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new HttpError(400, 'the body must be a JSON object')
+  if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', 'the body must be a JSON object')
   return b as Record<string, unknown>
 }
 
 function str (b: Record<string, unknown>, key: string, required = false): string | undefined {
   const v = b[key]
   if (v === undefined || v === null) {
-    if (required) throw new HttpError(400, `"${key}" is required`)
+    if (required) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `"${key}" is required`)
     return undefined
   }
-  if (typeof v !== 'string') throw new HttpError(400, `"${key}" must be a string`)
+  if (typeof v !== 'string') throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `"${key}" must be a string`)
   return v
 }
 
 function stringMap (v: unknown, what: string): Record<string, string> {
   if (v === undefined || v === null) return {}
-  if (typeof v !== 'object' || Array.isArray(v)) throw new HttpError(400, `"${what}" must be an object of strings`)
+  if (typeof v !== 'object' || Array.isArray(v)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `"${what}" must be an object of strings`)
   const out: Record<string, string> = {}
   for (const [k, val] of Object.entries(v)) {
-    if (typeof val !== 'string') throw new HttpError(400, `"${what}.${k}" must be a string`)
+    if (typeof val !== 'string') throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `"${what}.${k}" must be a string`)
     out[k] = val
   }
   return out
@@ -94,7 +86,7 @@ function headerList (v: unknown): Array<[string, string]> {
   if (v === undefined || v === null) return []
   if (Array.isArray(v)) {
     return v.map((pair, i) => {
-      if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') throw new HttpError(400, `"headers[${i}]" must be [name, value]`)
+      if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `"headers[${i}]" must be [name, value]`)
       return [pair[0], pair[1]] as [string, string]
     })
   }
@@ -105,15 +97,15 @@ function headerList (v: unknown): Array<[string, string]> {
 export function decodeJwt (token: string): { header: Record<string, unknown>, claims: Record<string, unknown> } {
   const t = token.trim().replace(/^Bearer\s+/i, '')
   const parts = t.split('.')
-  if (parts.length < 2) throw new HttpError(400, 'the token is not a JWT (header.payload.signature)')
+  if (parts.length < 2) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', 'the token is not a JWT (header.payload.signature)')
   const part = (s: string, what: string): Record<string, unknown> => {
     let value: unknown
     try {
       value = JSON.parse(Buffer.from(s, 'base64url').toString('utf8'))
     } catch {
-      throw new HttpError(400, `the token's ${what} is not base64url JSON`)
+      throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `the token's ${what} is not base64url JSON`)
     }
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new HttpError(400, `the token's ${what} is not a JSON object`)
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `the token's ${what} is not a JSON object`)
     return value as Record<string, unknown>
   }
   return { header: part(parts[0]!, 'header'), claims: part(parts[1]!, 'payload') }
@@ -175,9 +167,8 @@ export function registerUiApi (app: FastifyInstance, portico: Portico, guardOpti
     try {
       return await reply.send(await fn(req))
     } catch (err) {
-      if (err instanceof HttpError) return await reply.code(err.status).send({ error: 'bad request', message: err.message })
-      if (err instanceof NotAListener) return await reply.code(400).send({ error: 'bad request', message: err.message })
-      if (err instanceof UnknownSession) return await reply.code(404).send({ error: 'not found', message: err.message })
+      // The caller's mistakes (PORTICO_ADMIN_BAD_REQUEST, PORTICO_NOT_A_LISTENER, PORTICO_UNKNOWN_MCP_SESSION) carry their status in the error table.
+      if (isPorticoError(err) && err.status !== undefined) return await reply.code(err.status).send({ error: err.status === 404 ? 'not found' : 'bad request', message: err.message })
       return await reply.code(502).send({ error: 'failed', message: (err as Error).message })
     }
   }
@@ -193,7 +184,7 @@ export function registerUiApi (app: FastifyInstance, portico: Portico, guardOpti
       try {
         portico.logs.set(level)
       } catch (err) {
-        throw new HttpError(400, (err as Error).message)
+        throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', (err as Error).message)
       }
       return { level: portico.logs.current, levels: LEVELS, components: LOG_COMPONENTS, writable: writes }
     }))
@@ -206,14 +197,14 @@ export function registerUiApi (app: FastifyInstance, portico: Portico, guardOpti
     api.post('/api/mcp/connect', { onRequest: needWrites }, handle(async req => {
       const b = body(req)
       const port = b.port
-      if (typeof port !== 'number') throw new HttpError(400, '"port" must be a listener port')
+      if (typeof port !== 'number') throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', '"port" must be a listener port')
       return await mcp.connect({ port, path: str(b, 'path', true)!, host: str(b, 'host'), headers: stringMap(b.headers, 'headers'), insecure: b.insecure === true })
     }))
     api.post('/api/mcp/list', { onRequest: needWrites }, handle(async req => await mcp.list(str(body(req), 'session', true)!)))
     api.post('/api/mcp/call', { onRequest: needWrites }, handle(async req => {
       const b = body(req)
       const args = b.arguments ?? {}
-      if (typeof args !== 'object' || args === null || Array.isArray(args)) throw new HttpError(400, '"arguments" must be an object')
+      if (typeof args !== 'object' || args === null || Array.isArray(args)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', '"arguments" must be an object')
       return await mcp.callTool(str(b, 'session', true)!, str(b, 'name', true)!, args as Record<string, unknown>)
     }))
     api.post('/api/mcp/prompt', { onRequest: needWrites }, handle(async req => {
@@ -274,13 +265,13 @@ function evalCel (b: Record<string, unknown>): Record<string, unknown> {
   const expression = str(b, 'expression', true)!
   const token = str(b, 'token')
   const given = b.vars ?? {}
-  if (typeof given !== 'object' || given === null || Array.isArray(given)) throw new HttpError(400, '"vars" must be an object')
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', '"vars" must be an object')
   let decoded: ReturnType<typeof decodeJwt> | null = null
   if (token !== undefined && token.trim() !== '') decoded = decodeJwt(token)
   const vars: Record<string, unknown> = { ...SAMPLE_VARS, jwt: {}, ...(given as Record<string, unknown>) }
   if (decoded !== null) vars.jwt = decoded.claims
   for (const name of Object.keys(vars)) {
-    if (!(CEL_VARIABLES as readonly string[]).includes(name)) throw new HttpError(400, `unknown variable "${name}" (known: ${CEL_VARIABLES.join(', ')})`)
+    if (!(CEL_VARIABLES as readonly string[]).includes(name)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `unknown variable "${name}" (known: ${CEL_VARIABLES.join(', ')})`)
   }
   const jwt = decoded === null ? null : { header: decoded.header, claims: decoded.claims, verified: false }
   let program
@@ -306,13 +297,13 @@ async function fire (portico: Portico, b: Record<string, unknown>): Promise<Reco
   try {
     url = new URL(rawUrl)
   } catch {
-    throw new HttpError(400, `invalid URL "${rawUrl}" (want http://host/path)`)
+    throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `invalid URL "${rawUrl}" (want http://host/path)`)
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new HttpError(400, 'the URL must be http:// or https://')
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', 'the URL must be http:// or https://')
   const method = (str(b, 'method') ?? 'GET').toUpperCase()
-  if (!/^[A-Z]+$/.test(method)) throw new HttpError(400, `invalid method "${method}"`)
+  if (!/^[A-Z]+$/.test(method)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `invalid method "${method}"`)
   const port = b.port
-  if (typeof port !== 'number') throw new HttpError(400, '"port" must be a listener port')
+  if (typeof port !== 'number') throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', '"port" must be a listener port')
   const target = listenerTarget(portico, port)
   const tag = str(b, 'tag')
   const headers: Array<[string, string]> = []
