@@ -12,6 +12,16 @@
 import type { ServerResponse } from 'node:http'
 import { isResponse, type JsonRpcId, type JsonRpcMessage } from './jsonrpc.ts'
 
+/**
+ * The finish step of an answer's head, passed in by mcp/http.ts (the pipeline's response
+ * policies and trace, as for every other answer): given the status and the headers the
+ * answer would send, returns the headers to write.
+ */
+export type HeadHook = (status: number, headers: Record<string, string>) => Record<string, string | string[]>
+
+/** Writes the headers as they are (a channel nobody finishes, in unit tests). */
+const PLAIN_HEAD: HeadHook = (_status, headers) => headers
+
 export interface Channel {
   /** Delivers one message; returns false when the channel can no longer carry it. */
   deliver(message: JsonRpcMessage): boolean
@@ -85,15 +95,15 @@ export class SseWriter {
   readonly res: ServerResponse
   private keepalive: NodeJS.Timeout | undefined
 
-  constructor (res: ServerResponse, headers: Record<string, string>, keepaliveMs = 15_000) {
+  constructor (res: ServerResponse, headers: Record<string, string>, head: HeadHook = PLAIN_HEAD, keepaliveMs = 15_000) {
     this.res = res
     if (!res.headersSent) {
-      res.writeHead(200, {
+      res.writeHead(200, head(200, {
         'content-type': 'text/event-stream',
         'cache-control': 'no-cache, no-transform',
         'x-accel-buffering': 'no',
         ...headers
-      })
+      }))
       res.flushHeaders()
     }
     if (keepaliveMs > 0) {
@@ -137,13 +147,13 @@ export class PostChannel implements Channel {
   private sse: SseWriter | null = null
   private stream: string | null = null
   private finished = false
-  /** Called with the HTTP status once the response head is written. */
-  onHead: ((status: number) => void) | null = null
+  private readonly head: HeadHook
   /** Called with the error of each final error response, before it is written. */
   onError: ((error: { code: number, message: string }) => void) | null = null
 
-  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null }) {
+  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook }) {
     this.res = res
+    this.head = options.head ?? PLAIN_HEAD
     this.awaiting = new Set(options.requestIds)
     this.batch = options.batch
     this.headers = options.headers
@@ -178,15 +188,13 @@ export class PostChannel implements Channel {
     this.finished = true
     if (this.res.destroyed) return
     const body = JSON.stringify(this.batch ? this.collected : this.collected[0])
-    this.res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...this.headers })
-    this.onHead?.(200)
+    this.res.writeHead(200, { ...this.head(200, { 'content-type': 'application/json', ...this.headers }), 'content-length': String(Buffer.byteLength(body)) })
     this.res.end(body)
   }
 
   private switchToSse (): void {
     if (this.sse !== null) return
-    this.sse = new SseWriter(this.res, this.headers)
-    this.onHead?.(200)
+    this.sse = new SseWriter(this.res, this.headers, this.head)
     if (this.log !== null) {
       const stream = this.log.newStream()
       this.stream = stream
@@ -227,8 +235,7 @@ export class PostChannel implements Channel {
       return
     }
     const text = JSON.stringify(body)
-    this.res.writeHead(status, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)), ...this.headers })
-    this.onHead?.(status)
+    this.res.writeHead(status, { ...this.head(status, { 'content-type': 'application/json', ...this.headers }), 'content-length': String(Buffer.byteLength(text)) })
     this.res.end(text)
   }
 }

@@ -15,21 +15,35 @@
 
 import { randomUUID } from 'node:crypto'
 import type { RequestContext } from '../pipeline/context.ts'
-import type { PipelineRuntime } from '../pipeline/run.ts'
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
 import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
-import { PostChannel, SseWriter } from './channels.ts'
+import { PostChannel, SseWriter, type HeadHook } from './channels.ts'
 import {
   errorResponse, INVALID_REQUEST, isRequest, isSupportedVersion, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_TIMEOUT, TARGET_UNAVAILABLE, validMessage,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
-import { requestSnapshot, responseSnapshot } from '../trace/snapshot.ts'
+import { requestSnapshot } from '../trace/snapshot.ts'
 import type { ClientInit } from './target.ts'
 
 const SESSION_HEADER = 'mcp-session-id'
 
-export async function handleMcpHttp (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
+/**
+ * What the MCP layer needs from the pipeline that runs it, passed in so that mcp/ does not
+ * import pipeline/.
+ */
+export interface McpRuntime {
+  /** `env` of the trace's snapshots. */
+  env: Record<string, string>
+  /**
+   * The finish step every answer goes through (pipeline/respond.ts finishResponse): the
+   * response policies of the phases entered (cors, responseHeaderModifier, ...) and the
+   * trace's closing snapshot, once `ctx.status` and `ctx.responseHeaders` are set.
+   */
+  finish(ctx: RequestContext): void
+}
+
+export async function handleMcpHttp (gw: McpGateway, rt: McpRuntime, ctx: RequestContext): Promise<void> {
   const backend = ctx.backend!
   const spec = backend.mcp!
   const last = ctx.path.slice(ctx.path.lastIndexOf('/') + 1)
@@ -75,20 +89,32 @@ function isLocalOrigin (origin: string): boolean {
 
 // ---- trace and response helpers -------------------------------------------------------
 
-function traceStart (rt: PipelineRuntime, ctx: RequestContext): void {
+function traceStart (rt: McpRuntime, ctx: RequestContext): void {
   ctx.upstreamStart = performance.now()
   if (ctx.tracer === null) return
   ctx.tracer.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
   ctx.tracer.emit({ type: 'backendCallStart', target: ctx.mcp?.target !== undefined && ctx.mcp.target !== '' ? ctx.mcp.target : ctx.backend!.target })
 }
 
-function traceHead (rt: PipelineRuntime, ctx: RequestContext, status: number, error: string | null): void {
+/**
+ * Every MCP answer's head goes through here: status and reason bookkeeping, the trace's
+ * backendCallResult, then the pipeline's finish step (response policies, closing snapshot).
+ * Returns the headers to write.
+ */
+function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, headers: Record<string, string>, error: string | null): Record<string, string | string[]> {
   ctx.status = status
+  ctx.reason = status >= 400 ? 'MCP' : 'Upstream'
+  ctx.responseHeaders = headers
   ctx.upstreamHeadersAt = performance.now()
   if (ctx.upstreamStart === 0) traceStart(rt, ctx)
-  if (ctx.tracer === null) return
-  ctx.tracer.emit({ type: 'backendCallResult', status, error }, { eventStart: 0, severity: error !== null || status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
-  ctx.tracer.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) })
+  ctx.tracer?.emit({ type: 'backendCallResult', status, error }, { eventStart: 0, severity: error !== null || status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
+  rt.finish(ctx)
+  return ctx.responseHeaders as Record<string, string | string[]>
+}
+
+/** The head of a streamed answer (SSE, a POST's JSON) goes through the same finish step. */
+function headHook (rt: McpRuntime, ctx: RequestContext): HeadHook {
+  return (status, headers) => finishHead(rt, ctx, status, { ...headers }, ctx.error)
 }
 
 /**
@@ -102,16 +128,16 @@ function traceTargetError (ctx: RequestContext, error: { code: number, message: 
   if (ctx.upstreamHeadersAt !== 0) ctx.tracer?.emit({ type: 'mcpTargetError', code: error.code, error: error.message }, { severity: 'error' })
 }
 
-function reply (rt: PipelineRuntime, ctx: RequestContext, status: number, body: JsonRpcMessage | JsonRpcMessage[] | null, headers: Record<string, string> = {}): void {
+function reply (rt: McpRuntime, ctx: RequestContext, status: number, body: JsonRpcMessage | JsonRpcMessage[] | null, headers: Record<string, string> = {}): void {
   const { res } = ctx
-  ctx.reason = status >= 400 ? 'MCP' : 'Upstream'
-  if (body !== null && !Array.isArray(body) && 'error' in body && status >= 400) ctx.error = body.error.message
-  ctx.responseHeaders = body === null ? { ...headers } : { 'content-type': 'application/json', ...headers }
-  traceHead(rt, ctx, status, status >= 400 && body !== null && !Array.isArray(body) && 'error' in body ? body.error.message : null)
+  const error = status >= 400 && body !== null && !Array.isArray(body) && 'error' in body ? body.error.message : null
+  if (error !== null) ctx.error = error
+  const final = finishHead(rt, ctx, status, body === null ? { ...headers } : { 'content-type': 'application/json', ...headers }, error)
   if (res.headersSent || res.destroyed) return
-  const text = body === null ? '' : JSON.stringify(body)
-  res.writeHead(status, { ...ctx.responseHeaders, 'content-length': String(Buffer.byteLength(text)) } as Record<string, string>)
-  res.end(text)
+  // A response policy may have replaced the body (transformation), as on any route.
+  const payload = ctx.responseBody ?? Buffer.from(body === null ? '' : JSON.stringify(body))
+  res.writeHead(status, { ...final, 'content-length': String(payload.length) })
+  res.end(payload)
 }
 
 /** Reads a JSON body up to `limit` bytes; 'too-large' when it is bigger. */
@@ -161,7 +187,7 @@ function initOf (req: JsonRpcRequest): ClientInit {
  * Parses and checks a POST body: one message or (2025-03-26) a batch. Returns the messages
  * or the error reply that was sent.
  */
-async function readMessages (rt: PipelineRuntime, ctx: RequestContext, spec: McpBackendSpecIR): Promise<{ messages: JsonRpcMessage[], batch: boolean } | null> {
+async function readMessages (rt: McpRuntime, ctx: RequestContext, spec: McpBackendSpecIR): Promise<{ messages: JsonRpcMessage[], batch: boolean } | null> {
   const body = await readBody(ctx, spec.maxMessageBytes)
   if (body === 'too-large') {
     reply(rt, ctx, 413, errorResponse(null, INVALID_REQUEST, `Message too large: the limit is ${spec.maxMessageBytes} bytes`), { connection: 'close' })
@@ -192,7 +218,7 @@ async function readMessages (rt: PipelineRuntime, ctx: RequestContext, spec: Mcp
 
 // ---- streamable HTTP ---------------------------------------------------------------------
 
-async function post (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
   const spec = backend.mcp!
   const { req } = ctx
   if (!acceptsBoth(req.headers.accept)) {
@@ -251,12 +277,7 @@ async function post (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, b
     return reply(rt, ctx, 202, null)
   }
   const headers: Record<string, string> = spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
-  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null })
-  channel.onHead = status => {
-    ctx.responseHeaders = { 'content-type': ctx.res.getHeader('content-type') as string, ...headers }
-    ctx.reason = 'Upstream'
-    traceHead(rt, ctx, status, ctx.error)
-  }
+  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null, head: headHook(rt, ctx) })
   channel.onError = error => traceTargetError(ctx, error)
   const filter = itemFilter(ctx)
   for (const m of messages) session.handle(m, channel, filter)
@@ -268,7 +289,7 @@ function itemFilter (ctx: RequestContext): ItemFilter | undefined {
   return item => ctx.mcpAuthorization.every(a => a.allows(ctx, item))
 }
 
-async function get (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+async function get (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
   const spec = backend.mcp!
   if (spec.statefulMode === 'stateless') return reply(rt, ctx, 405, errorResponse(null, INVALID_REQUEST, 'Method not allowed: stateless mode has no session stream'), { allow: 'POST' })
   const accept = ctx.req.headers.accept ?? ''
@@ -288,29 +309,26 @@ async function get (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, ba
     const replay = session.events.after(lastEventId)
     if (replay !== null && replay.stream !== session.stream.streamId) {
       // Resuming the stream of an earlier POST: what was missed, then the rest as it comes.
-      const writer = new SseWriter(ctx.res, headers)
-      traceHead(rt, ctx, 200, null)
+      const writer = new SseWriter(ctx.res, headers, headHook(rt, ctx))
       for (const e of replay.events) writer.event(e.data, e.id)
       if (replay.ended) writer.end()
       else session.events.attach(replay.stream, writer)
       return
     }
     if (session.stream.connected) return reply(rt, ctx, 409, errorResponse(null, INVALID_REQUEST, 'Conflict: only one stream per session'))
-    const writer = new SseWriter(ctx.res, headers)
-    traceHead(rt, ctx, 200, null)
+    const writer = new SseWriter(ctx.res, headers, headHook(rt, ctx))
     const seq = replay !== null ? Number(lastEventId.slice(lastEventId.lastIndexOf(':') + 1)) : undefined
     session.stream.connect(writer, seq)
     ctx.res.once('close', () => session.stream.disconnect(writer))
     return
   }
   if (session.stream.connected) return reply(rt, ctx, 409, errorResponse(null, INVALID_REQUEST, 'Conflict: only one stream per session'))
-  const writer = new SseWriter(ctx.res, headers)
-  traceHead(rt, ctx, 200, null)
+  const writer = new SseWriter(ctx.res, headers, headHook(rt, ctx))
   session.stream.connect(writer)
   ctx.res.once('close', () => session.stream.disconnect(writer))
 }
 
-async function del (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+async function del (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
   if (backend.mcp!.statefulMode === 'stateless') return reply(rt, ctx, 405, errorResponse(null, INVALID_REQUEST, 'Method not allowed: stateless mode has no sessions'), { allow: 'POST' })
   const sid = ctx.req.headers[SESSION_HEADER]
   if (typeof sid !== 'string' || sid === '') return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))
@@ -324,12 +342,11 @@ async function del (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, ba
 
 // ---- legacy HTTP+SSE (2024-11-05) --------------------------------------------------------
 
-function legacyOpen (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext): void {
+function legacyOpen (gw: McpGateway, rt: McpRuntime, ctx: RequestContext): void {
   const id = randomUUID()
   ctx.mcp = { method: 'SSE', target: '' }
   traceStart(rt, ctx)
-  const writer = new SseWriter(ctx.res, {})
-  traceHead(rt, ctx, 200, null)
+  const writer = new SseWriter(ctx.res, {}, headHook(rt, ctx))
   gw.legacy.set(id, { writer, session: null })
   const base = ctx.path.slice(0, ctx.path.lastIndexOf('/'))
   writer.event(`${base}/message?sessionId=${id}`, undefined, 'endpoint')
@@ -340,7 +357,7 @@ function legacyOpen (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext): 
   })
 }
 
-async function legacyPost (gw: McpGateway, rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+async function legacyPost (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
   const id = new URLSearchParams(ctx.query).get('sessionId') ?? ''
   const entry = gw.legacy.get(id)
   if (entry === undefined) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))

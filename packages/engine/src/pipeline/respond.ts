@@ -5,12 +5,11 @@
  */
 
 import type { RequestContext, RequestReason } from './context.ts'
-import type { PipelineRuntime } from './run.ts'
 import type { HeaderMap } from '../policy/header-modifier.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 
 export function respondLocal (
-  rt: PipelineRuntime,
+  rt: { env: Record<string, string>, traceBodyLimit: number },
   ctx: RequestContext,
   status: number,
   body: string,
@@ -23,8 +22,7 @@ export function respondLocal (
   ctx.reason = reason
   if (error !== null) ctx.error = error
   ctx.responseHeaders = { 'content-type': 'text/plain; charset=utf-8', ...headers }
-  applyResponsePolicies(ctx, 'all')
-  ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) }, { severity: status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
+  finishResponse(rt, ctx, 'all')
   if (res.headersSent || res.destroyed) return
   // A response policy may have replaced the body (transformation).
   const payload = ctx.responseBody ?? Buffer.from(body)
@@ -37,6 +35,19 @@ export function respondLocal (
     res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(payload.length) })
   }
   res.end(ctx.method === 'HEAD' ? undefined : payload)
+}
+
+/**
+ * The finish step every answer goes through before its head is written — the proxy's own
+ * (respondLocal), a backend's (http/upstream-call.ts) and the MCP layer's (mcp/http.ts):
+ * the response policies of the phases entered (`outer` when the backend phase's already
+ * ran), then the trace's "final response" snapshot. `ctx.status` and `ctx.responseHeaders`
+ * are set by the caller before and are final after.
+ */
+export function finishResponse (rt: { env: Record<string, string> }, ctx: RequestContext, which: 'outer' | 'all'): void {
+  applyResponsePolicies(ctx, which)
+  const status = ctx.status
+  ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) }, { severity: status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
 }
 
 /**

@@ -18,7 +18,7 @@ import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
 import { hostHeaderProblem, normalizePath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callUpstream } from '../http/upstream-call.ts'
-import { respondLocal } from './respond.ts'
+import { finishResponse, respondLocal } from './respond.ts'
 import { serveProtectedResourceMetadata } from './well-known.ts'
 import { callWithResiliency, saveBeforeBackend } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
@@ -139,7 +139,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (ctx.backend.kind === 'mcp' && outcome === null) {
     // The MCP layer reads the JSON-RPC body first, so its snapshots can name the method.
     if (ctx.upgrade !== null) return respondLocal(rt, ctx, 400, 'upgrade not supported on an MCP route', 'InvalidRequest')
-    return await handleMcpHttp(rt.mcp, rt, ctx)
+    return await handleMcpHttp(rt.mcp, { env: rt.env, finish: c => finishResponse(rt, c, 'all') }, ctx)
   }
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
