@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto'
 import { deriveKey, keyFromHex, open, readCookie, seal, setCookie, withoutCookies } from '../src/auth/session-cookie.ts'
 import { checkResult } from '../src/auth/ext-authz-grpc.ts'
 import { applyHeaderMutations, removeHeaders } from '../src/auth/ext-authz-check.ts'
-import type { HeaderMap } from '../src/policy/header-modifier.ts'
+import type { HeaderMap } from '../src/ir/header-map.ts'
 
 const now = () => Math.floor(Date.now() / 1000)
 

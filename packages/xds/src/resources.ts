@@ -6,8 +6,7 @@
  */
 
 import { createHash } from 'node:crypto'
-import type { BackendIR, BindIR, ProxyIR } from '@portico/engine'
-import { contentVersion } from '@portico/engine'
+import { contentVersion, type BackendIR, type BindIR, type ProxyIR } from '@portico/engine/ir'
 import { RESOURCE_TYPE_URL } from './protos.ts'
 import { Reader, Writer, readStruct, writeStruct, type JsonObject } from './struct.ts'
 

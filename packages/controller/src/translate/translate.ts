@@ -11,8 +11,8 @@
  * the rest of the route works.
  */
 
-import { contentVersion, intersectHostnames, linearRegexProblem, parseDuration, type BackendIR, type BackendRefIR, type BindIR, type ListenerIR, type ProxyIR, type RouteIR, type RouteMatchIR } from '@portico/engine'
-import type { PolicySetIR } from '@portico/engine'
+import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine'
+import { contentVersion, type BackendIR, type BackendRefIR, type BindIR, type ListenerIR, type PolicySetIR, type ProxyIR, type RouteIR, type RouteMatchIR } from '@portico/engine/ir'
 import {
   GATEWAY_GROUP, matchesSelector, nsName,
   type BackendRef, type Condition, type EndpointSlice, type Gateway, type GatewayClass, type HTTPHeaderFilter, type HTTPRoute, type HTTPRouteFilter,

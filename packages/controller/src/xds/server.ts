@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto'
 import { status as GrpcStatus, type Metadata, type Server, type ServerDuplexStream } from '@grpc/grpc-js'
 import { protocol, RESOURCE_TYPE_URL, encodeResources, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse, type EncodedResource } from '@portico/xds'
-import type { ProxyIR } from '@portico/engine'
+import type { ProxyIR } from '@portico/engine/ir'
 
 export interface ProxyIdentity {
   /** `<namespace>/<gateway>` */

@@ -4,7 +4,7 @@
  * mutations apply to a header map. Mutations follow Envoy's HeaderValueOption semantics.
  */
 
-import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 
 export interface Peer {
   address: string

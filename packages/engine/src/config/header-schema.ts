@@ -6,17 +6,7 @@
  */
 
 import { Type, type TSchema, type TString, type SchemaOptions } from '@sinclair/typebox'
-
-/** RFC 9110 §5.1: field-name = token; tchar = "!" / "#" / "$" / ... / DIGIT / ALPHA. */
-export const HEADER_NAME_PATTERN = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$'
-
-/**
- * RFC 9110 §5.5 field-value: field-vchars (VCHAR / obs-text, i.e. up to U+00FF) with spaces
- * or tabs only between them. No CR, LF, NUL or other control characters (header injection;
- * Node refuses them), and no leading or trailing whitespace (recipients strip it, so the value
- * sent would not be the one written).
- */
-export const HEADER_VALUE_PATTERN = '^(?:[\\x21-\\x7e\\x80-\\xff](?:[\\t\\x20-\\x7e\\x80-\\xff]*[\\x21-\\x7e\\x80-\\xff])?)?$'
+import { HEADER_NAME_PATTERN, HEADER_VALUE_PATTERN } from '../ir/http-grammar.ts'
 
 export const HEADER_NAME_DESCRIPTION = 'An HTTP header name (an RFC 9110 token: letters, digits and !#$%&\'*+-.^_`|~ only; no spaces, colons or control characters).'
 export const HEADER_VALUE_DESCRIPTION = 'An HTTP header value (visible characters up to U+00FF with spaces or tabs between them; no CR, LF, NUL or other control characters, no leading or trailing whitespace).'

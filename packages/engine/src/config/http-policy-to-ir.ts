@@ -7,12 +7,11 @@
  */
 
 import type { CorsConfig, CsrfConfig, LocalRateLimitConfig, PathModifierConfig, RequestRedirectConfig, TransformationConfig, UrlRewriteConfig } from './http-policy-schema.ts'
-import type { CorsIR, CsrfIR, LocalRateLimitIR, PathModifierIR, PolicySetIR, RequestRedirectIR, TransformIR, TransformationIR, UrlRewriteIR } from '../policy/types.ts'
+import type { CorsIR, CsrfIR, LocalRateLimitIR, PathModifierIR, PolicySetIR, RequestRedirectIR, TransformIR, TransformationIR, UrlRewriteIR } from '../ir/policy.ts'
 import type { RouteMatchIR } from '../ir/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES } from '../cel/expression.ts'
-import { normalizeOrigin } from '../policy/csrf.ts'
-import { checkOriginPattern } from '../policy/cors.ts'
+import { checkOriginPattern, normalizeOrigin } from '../ir/origin.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void

@@ -9,7 +9,7 @@ import type { ApiKeyConfig, AuthorizationConfig, BasicAuthConfig, ExtAuthzConfig
 import { parseHostTarget } from './to-ir.ts'
 import { parseHtpasswd } from '../auth/htpasswd.ts'
 import { sha256Hex } from '../policy/api-key.ts'
-import type { AuthorizationRuleIR, ExtAuthzIR, JwksIR, JwtProviderIR, OidcIR, PolicySetIR, TokenLocationIR } from '../policy/types.ts'
+import type { AuthorizationRuleIR, ExtAuthzIR, JwksIR, JwtProviderIR, OidcIR, PolicySetIR, TokenLocationIR } from '../ir/policy.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { extProcToIR, remoteRateLimitToIR, type ExtProcConfig, type RemoteRateLimitConfig } from './traffic-to-ir.ts'

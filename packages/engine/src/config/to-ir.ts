@@ -3,12 +3,12 @@
  * and any semantic errors (with field paths) come out. Golden tests pin its output.
  */
 
-import { createHash } from 'node:crypto'
 import { resolve as resolvePath } from 'node:path'
 import type { AiBackendConfig, ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
 import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
-import type { PolicySetIR } from '../policy/types.ts'
+import type { PolicySetIR } from '../ir/policy.ts'
+import { contentVersion } from '../ir/version.ts'
 import { parseDuration } from '../util/duration.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
@@ -85,12 +85,6 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
   }
   ir.version = contentVersion(ir)
   return { ir, diagnostics }
-}
-
-/** A short hash of the IR's content, so equal configs have equal versions. */
-export function contentVersion (ir: Omit<ProxyIR, 'version'> & { version?: string }): string {
-  const { version: _ignored, ...rest } = ir
-  return createHash('sha256').update(JSON.stringify(rest)).digest('hex').slice(0, 12)
 }
 
 function translateGateway (

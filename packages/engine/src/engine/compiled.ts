@@ -6,7 +6,7 @@
 
 import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
 import type { CompiledPolicySet } from '../policy/types.ts'
-import type { RequestMirrorIR } from '../policy/traffic-types.ts'
+import type { RequestMirrorIR } from '../ir/traffic.ts'
 import { compilePolicySet } from '../policy/compile.ts'
 import type { PolicyServices } from '../policy/services.ts'
 import { RouteTable } from '../routing/route-table.ts'

@@ -7,6 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { ProxyIR } from '../ir/types.ts'
+import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { compileConfig, type CompiledConfig } from './compiled.ts'
 import { TraceHub } from '../trace/hub.ts'
 import { UpstreamPools, type UpstreamPoolOptions } from '../http/upstream-pools.ts'
@@ -77,10 +78,15 @@ export class Engine implements PipelineRuntime {
   }
 
   /**
-   * Compiles and installs a new config. Requests already running keep the version they
-   * started with. Throws PORTICO_INVALID_IR (and changes nothing) if the IR cannot compile.
+   * Checks, compiles and installs a new config. Requests already running keep the version
+   * they started with. Throws PORTICO_INVALID_IR (and changes nothing) if the IR fails
+   * ir/validate.ts — every config source gets the same semantic checks — or cannot compile.
    */
   apply (ir: ProxyIR): CompiledConfig {
+    const problems = validateIR(ir)
+    if (problems.length > 0) {
+      throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${problems.map(formatIrDiagnostic).join('; ')}`)
+    }
     let next: CompiledConfig
     try {
       next = compileConfig(ir, this.policyServices)

@@ -9,7 +9,7 @@
  */
 
 import { Dispatcher, Pool } from 'undici'
-import type { BackendHealthIR } from '../policy/traffic-types.ts'
+import type { BackendHealthIR } from '../ir/traffic.ts'
 import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
 
 interface Endpoint {

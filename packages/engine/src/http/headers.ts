@@ -5,7 +5,7 @@
  */
 
 import type { IncomingHttpHeaders } from 'node:http'
-import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 
 const HOP_BY_HOP = new Set([
   'connection',

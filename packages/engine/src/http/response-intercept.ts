@@ -11,7 +11,7 @@
 
 import type { Dispatcher } from 'undici'
 import type { RequestContext } from '../pipeline/context.ts'
-import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
 
 /** The response as interceptors see and change it. */

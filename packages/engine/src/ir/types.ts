@@ -10,8 +10,8 @@
  * route and backend reference — and run in that order of phases.
  */
 
-import type { PolicySetIR } from '../policy/types.ts'
-import type { BackendHealthIR, BackendTlsIR, RequestMirrorIR, RetryIR } from '../policy/traffic-types.ts'
+import type { PolicySetIR } from './policy.ts'
+import type { BackendHealthIR, BackendTlsIR, RequestMirrorIR, RetryIR } from './traffic.ts'
 
 export interface ProxyIR {
   /** Changes whenever the content changes; shown in /config_dump and traces. */

@@ -5,7 +5,7 @@
  */
 
 import type { RequestContext, RequestReason } from './context.ts'
-import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 
 export function respondLocal (

@@ -7,7 +7,8 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { CompiledBind } from '../engine/compiled.ts'
-import type { CompiledPolicySet, PolicyOutcome, PolicyPhase } from '../policy/types.ts'
+import type { CompiledPolicySet, PolicyOutcome } from '../policy/types.ts'
+import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { UpstreamPools } from '../http/upstream-pools.ts'
 import type { McpGateway } from '../mcp/gateway.ts'

@@ -9,7 +9,7 @@
 import type { RequestContext } from './context.ts'
 import type { PipelineRuntime } from './run.ts'
 import type { CompiledRoute } from '../engine/compiled.ts'
-import type { McpAuthenticationIR } from '../policy/types.ts'
+import type { McpAuthenticationIR } from '../ir/policy.ts'
 import { PROTECTED_RESOURCE_PATH, protectedResourceMetadata } from '../policy/jwt-auth.ts'
 import { respondLocal } from './respond.ts'
 

@@ -6,7 +6,8 @@
 
 import { createHash } from 'node:crypto'
 import type { RequestContext } from '../pipeline/context.ts'
-import type { ApiKeyIR, CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { ApiKeyIR } from '../ir/policy.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { dropUpstreamHeader } from '../http/headers.ts'
 

@@ -13,7 +13,8 @@
  */
 
 import type { McpItem, McpItemAuthorizer, RequestContext } from '../pipeline/context.ts'
-import type { AuthorizationIR, CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { AuthorizationIR } from '../ir/policy.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
 import { compileCel, evalBool, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
 import { CONTINUE } from './header-modifier.ts'

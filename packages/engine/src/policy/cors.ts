@@ -24,31 +24,12 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, CorsIR, PolicyOutcome } from './types.ts'
-import { CONTINUE, type HeaderMap } from './header-modifier.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { CorsIR } from '../ir/policy.ts'
+import { CONTINUE } from './header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 import { compileLinearRegex, type LinearRegex } from '../util/linear-regex.ts'
-
-const DEFAULT_PORT: Record<string, string> = { http: '80', https: '443' }
-const ORIGIN = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/(\[[0-9A-Fa-f:.]+\]|[^/:?#\s[\]]+)(?::(\d{1,5}))?$/
-
-/** `scheme://host:port` with the default port made explicit, lower-case; null when not an origin. */
-export function canonicalOrigin (origin: string): string | null {
-  const m = ORIGIN.exec(origin)
-  if (m === null) return null
-  const scheme = m[1]!.toLowerCase()
-  const port = m[3] ?? DEFAULT_PORT[scheme]
-  return port === undefined ? `${scheme}://${m[2]!.toLowerCase()}` : `${scheme}://${m[2]!.toLowerCase()}:${port}`
-}
-
-/** Is `pattern` a valid allowOrigins entry? A message when not. */
-export function checkOriginPattern (pattern: string): string | null {
-  if (pattern === '*') return null
-  const m = ORIGIN.exec(pattern)
-  if (m === null) return `"${pattern}" is not an origin (scheme://host[:port], or *)`
-  if (m[1] !== 'http' && m[1] !== 'https') return `"${pattern}": the scheme must be http or https`
-  if (m[3] !== undefined && (Number(m[3]) < 1 || Number(m[3]) > 65535)) return `"${pattern}": port out of range`
-  return null
-}
+import { canonicalOrigin } from '../ir/origin.ts'
 
 function escapeRegExp (s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')

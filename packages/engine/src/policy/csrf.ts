@@ -12,23 +12,14 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, CsrfIR, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { CsrfIR } from '../ir/policy.ts'
 import { CONTINUE } from './header-modifier.ts'
+import { normalizeOrigin } from '../ir/origin.ts'
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 const DEFAULT_PORT: Record<string, string> = { 'http:': '80', 'https:': '443' }
-
-/** `scheme://host[:port]`, lower-case, without a default port; null when not an origin. */
-export function normalizeOrigin (origin: string): string | null {
-  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#\s]+$/.test(origin)) return null
-  try {
-    const url = new URL(origin)
-    return url.origin === 'null' ? null : url.origin
-  } catch {
-    return null
-  }
-}
 
 /** The origin's `host[:port]` as a Host header would carry it (default port left out). */
 function originAuthority (origin: string): string | null {

@@ -1,4 +1,5 @@
-import type { CompiledPolicy, DirectResponseIR, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { DirectResponseIR } from '../ir/policy.ts'
 
 /** Answers from the proxy with a fixed status, body and headers; no backend is called. */
 export function directResponse (ir: DirectResponseIR): CompiledPolicy {

@@ -13,13 +13,15 @@
 
 import { randomUUID } from 'node:crypto'
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, ExtAuthzIR, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { ExtAuthzIR } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type CheckInput, type CheckResult, type HeaderMutation } from '../auth/ext-authz-check.ts'
 import { grpcCheck } from '../auth/ext-authz-grpc.ts'
 import { httpCheck } from '../auth/ext-authz-http.ts'
 import { requestHasBody } from '../http/upstream-call.ts'
-import { CONTINUE, type HeaderMap } from './header-modifier.ts'
+import { CONTINUE } from './header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 

@@ -16,7 +16,7 @@
 
 import type { RequestContext } from '../pipeline/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from './types.ts'
-import type { ExtProcIR } from './traffic-types.ts'
+import type { ExtProcIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
 import { headerMutations } from '../auth/ext-authz-grpc.ts'
@@ -24,7 +24,8 @@ import { createExtProcClient, ExtProcStream, headerMapMessage, type CommonRespon
 import { bufferRequestBody } from '../http/replay-body.ts'
 import { addResponseInterceptor, type InterceptResult, type ResponseDraft } from '../http/response-intercept.ts'
 import { requestHasBody } from '../http/upstream-call.ts'
-import { CONTINUE, type HeaderMap } from './header-modifier.ts'
+import { CONTINUE } from './header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 

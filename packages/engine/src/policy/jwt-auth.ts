@@ -7,7 +7,8 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, JwtAuthIR, JwtProviderIR, McpAuthenticationIR, PolicyOutcome, TokenLocationIR, AuthMode } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { JwtAuthIR, JwtProviderIR, McpAuthenticationIR, TokenLocationIR, AuthMode } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
 import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider, type JwtResult } from '../auth/jwt.ts'
 import { CONTINUE } from './header-modifier.ts'

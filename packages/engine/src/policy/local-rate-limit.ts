@@ -20,7 +20,8 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, LocalRateLimitBucketIR, LocalRateLimitIR, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { LocalRateLimitBucketIR, LocalRateLimitIR } from '../ir/policy.ts'
 import { CONTINUE } from './header-modifier.ts'
 
 export class TokenBucket {

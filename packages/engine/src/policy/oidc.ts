@@ -17,7 +17,8 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, OidcIR, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { OidcIR } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
 import { keyFromHex, open, readCookie, seal, setCookie, withoutCookies } from '../auth/session-cookie.ts'
 import { randomNonce, randomPKCECodeVerifier, randomState } from '../auth/oidc-client.ts'

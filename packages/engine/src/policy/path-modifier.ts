@@ -15,7 +15,7 @@
  */
 
 import type { PathMatchIR } from '../ir/types.ts'
-import type { PathModifierIR } from './types.ts'
+import type { PathModifierIR } from '../ir/policy.ts'
 
 /** A prefix without its trailing slashes; `/` becomes '' (it matches every path). */
 function trimSlashes (prefix: string): string {

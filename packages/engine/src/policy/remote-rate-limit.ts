@@ -21,7 +21,7 @@
 
 import type { RequestContext } from '../pipeline/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from './types.ts'
-import type { RemoteRateLimitIR } from './traffic-types.ts'
+import type { RemoteRateLimitIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
 import { compileCel, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'

@@ -13,7 +13,8 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome, RequestRedirectIR } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestRedirectIR } from '../ir/policy.ts'
 import { modifyPath } from './path-modifier.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { redactUrl } from '../ir/redact.ts'

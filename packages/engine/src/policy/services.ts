@@ -10,7 +10,7 @@ import { JwksCache } from '../auth/jwks.ts'
 import { createAuthorizationClient, type AuthorizationClient } from '../auth/ext-authz-grpc.ts'
 import { OidcClient, type OidcClientOptions } from '../auth/oidc-client.ts'
 import { deriveKey, keyFromHex } from '../auth/session-cookie.ts'
-import type { JwksIR } from './types.ts'
+import type { JwksIR } from '../ir/policy.ts'
 
 export interface PolicyServicesOptions {
   /** The process session key (config.session.key / SESSION_KEY), 64 hex digits. */

@@ -18,10 +18,12 @@
 
 import { isCelList, isCelMap, isCelUint } from '@bufbuild/cel'
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome, TransformationIR, TransformIR } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { TransformationIR, TransformIR } from '../ir/policy.ts'
 import { compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celResponseVars, celVars } from '../cel/vars.ts'
-import { CONTINUE, type HeaderMap } from './header-modifier.ts'
+import { CONTINUE } from './header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 
 interface CompiledTransform {
   set: Array<[string, CelProgram]>

@@ -6,7 +6,8 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome, UrlRewriteIR } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { UrlRewriteIR } from '../ir/policy.ts'
 import { modifyPath } from './path-modifier.ts'
 import { CONTINUE } from './header-modifier.ts'
 

@@ -4,9 +4,9 @@
  */
 
 import type { RequestContext } from '../pipeline/context.ts'
-import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 import type { CompiledPolicySet } from '../policy/types.ts'
-import { EFFECTIVE_POLICY_KEYS } from '../policy/types.ts'
+import { EFFECTIVE_POLICY_KEYS } from '../ir/policy.ts'
 import { formatSeconds } from '../util/duration.ts'
 import { redactHeaderValues, redactSecrets, redactUrl } from '../ir/redact.ts'
 

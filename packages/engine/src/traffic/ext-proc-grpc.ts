@@ -14,7 +14,7 @@
 import * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
 import { envoyClient, envoyProtos } from '../util/envoy-grpc.ts'
-import type { HeaderMap } from '../policy/header-modifier.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 
 export const PROCESS_METHOD = '/envoy.service.ext_proc.v3.ExternalProcessor/Process'
 

@@ -1,0 +1,28 @@
+/**
+ * What HTTP can carry in a header, as patterns (JSON Schema and RegExp alike): the config
+ * schema (config/header-schema.ts) checks the YAML file with them, ir/validate.ts checks
+ * every IR, so no config source can install a name or value Node would refuse to send
+ * (ERR_INVALID_HTTP_TOKEN / ERR_INVALID_CHAR: every request that applies it would fail).
+ */
+
+/** RFC 9110 §5.1: field-name = token; tchar = "!" / "#" / "$" / ... / DIGIT / ALPHA. */
+export const HEADER_NAME_PATTERN = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$'
+
+/**
+ * RFC 9110 §5.5 field-value: field-vchars (VCHAR / obs-text, i.e. up to U+00FF) with spaces
+ * or tabs only between them. No CR, LF, NUL or other control characters (header injection;
+ * Node refuses them), and no leading or trailing whitespace (recipients strip it, so the value
+ * sent would not be the one written).
+ */
+export const HEADER_VALUE_PATTERN = '^(?:[\\x21-\\x7e\\x80-\\xff](?:[\\t\\x20-\\x7e\\x80-\\xff]*[\\x21-\\x7e\\x80-\\xff])?)?$'
+
+const HEADER_NAME = new RegExp(HEADER_NAME_PATTERN)
+const HEADER_VALUE = new RegExp(HEADER_VALUE_PATTERN)
+
+export function isHeaderName (name: string): boolean {
+  return HEADER_NAME.test(name)
+}
+
+export function isHeaderValue (value: string): boolean {
+  return HEADER_VALUE.test(value)
+}

@@ -1,0 +1,125 @@
+/**
+ * Semantic checks every IR gets, whatever produced it: the YAML front end, the controller's
+ * translation, an xDS push. `Engine.apply` runs them before compiling, so a value the YAML
+ * path refuses cannot reach the hot path by another door (an unparsable CORS origin used to
+ * be an error from YAML and silently dropped when the controller sent it).
+ *
+ * Only what the engine cannot serve correctly is checked here — grammar HTTP needs, patterns
+ * the linear-time regex engine cannot run, numbers that cannot be durations. Limits that are
+ * choices of one front end (the YAML schema's caps) stay in that front end. The YAML front
+ * end keeps its own positioned errors (file:line:col); these carry IR paths instead.
+ */
+
+import type { ProxyIR, RouteMatchIR } from './types.ts'
+import type { CorsIR, HeaderModifierIR, PolicySetIR } from './policy.ts'
+import { checkOriginPattern, normalizeOrigin } from './origin.ts'
+import { isHeaderName, isHeaderValue } from './http-grammar.ts'
+import { linearRegexProblem } from '../util/linear-regex.ts'
+
+export type IrPath = ReadonlyArray<string | number>
+
+/** One problem, at a path into the ProxyIR (`binds[0].listeners[1].routes[2].policies.cors`). */
+export interface IrDiagnostic {
+  path: IrPath
+  message: string
+}
+
+/** Every semantic problem of `ir`; empty when it may be installed. */
+export function validateIR (ir: ProxyIR): IrDiagnostic[] {
+  const out: IrDiagnostic[] = []
+  const report = (path: IrPath, message: string): void => { out.push({ path, message }) }
+  ir.binds.forEach((bind, b) => {
+    const bp = ['binds', b]
+    checkMs(bind.requestHeadersTimeoutMs, [...bp, 'requestHeadersTimeoutMs'], report)
+    bind.listeners.forEach((listener, l) => {
+      const lp = [...bp, 'listeners', l]
+      checkPolicies(listener.policies, [...lp, 'policies'], report)
+      checkMs(listener.frontend?.requestBodyIdleTimeoutMs, [...lp, 'frontend', 'requestBodyIdleTimeoutMs'], report)
+      listener.routes.forEach((route, r) => {
+        const rp = [...lp, 'routes', r]
+        route.matches.forEach((m, i) => checkMatch(m, [...rp, 'matches', i], report))
+        checkPolicies(route.policies, [...rp, 'policies'], report)
+        route.backends.forEach((ref, i) => checkPolicies(ref.policies, [...rp, 'backends', i, 'policies'], report))
+        checkMs(route.timeouts?.requestMs, [...rp, 'timeouts', 'requestMs'], report)
+        checkMs(route.timeouts?.backendRequestMs, [...rp, 'timeouts', 'backendRequestMs'], report)
+        if (route.retry !== undefined) {
+          if (!Number.isInteger(route.retry.attempts) || route.retry.attempts < 0) report([...rp, 'retry', 'attempts'], `${route.retry.attempts} is not a number of retries (an integer ≥ 0)`)
+          checkMs(route.retry.backoffMs, [...rp, 'retry', 'backoffMs'], report)
+        }
+      })
+    })
+  })
+  ir.backends.forEach((backend, i) => {
+    const bp = ['backends', i]
+    checkMs(backend.health?.ejectionMs, [...bp, 'health', 'ejectionMs'], report)
+    backend.mcp?.targets.forEach((t, j) => checkMs(t.requestTimeoutMs, [...bp, 'mcp', 'targets', j, 'requestTimeoutMs'], report))
+  })
+  return out
+}
+
+/** `binds[0].listeners[1].policies.cors.allowOrigins[0]`. */
+export function formatIrPath (path: IrPath): string {
+  let s = ''
+  for (const part of path) s += typeof part === 'number' ? `[${part}]` : s === '' ? part : `.${part}`
+  return s
+}
+
+/** `path: message`. */
+export function formatIrDiagnostic (d: IrDiagnostic): string {
+  return `${formatIrPath(d.path)}: ${d.message}`
+}
+
+type Report = (path: IrPath, message: string) => void
+
+function checkMs (ms: number | undefined, path: IrPath, report: Report): void {
+  if (ms !== undefined && !(Number.isFinite(ms) && ms >= 0)) report(path, `${ms} is not a duration (milliseconds ≥ 0)`)
+}
+
+/** Regex matches must compile on the linear-time engine the route table runs them on. */
+function checkMatch (m: RouteMatchIR, path: IrPath, report: Report): void {
+  const regex = (pattern: string, at: IrPath): void => {
+    const problem = linearRegexProblem(pattern)
+    if (problem !== null) report(at, problem)
+  }
+  if (m.path.kind === 'regex') regex(m.path.value, [...path, 'path', 'value'])
+  m.headers.forEach((h, i) => { if (h.kind === 'regex') regex(h.value, [...path, 'headers', i, 'value']) })
+  m.query.forEach((q, i) => { if (q.kind === 'regex') regex(q.value, [...path, 'query', i, 'value']) })
+}
+
+function checkPolicies (set: PolicySetIR, path: IrPath, report: Report): void {
+  if (set.requestHeaderModifier !== undefined) checkHeaderModifier(set.requestHeaderModifier, [...path, 'requestHeaderModifier'], report)
+  if (set.responseHeaderModifier !== undefined) checkHeaderModifier(set.responseHeaderModifier, [...path, 'responseHeaderModifier'], report)
+  if (set.directResponse?.headers !== undefined) checkHeaderValues(set.directResponse.headers, [...path, 'directResponse', 'headers'], report)
+  if (set.cors !== undefined) checkCors(set.cors, [...path, 'cors'], report)
+  set.csrf?.additionalOrigins.forEach((o, i) => {
+    if (normalizeOrigin(o) === null) report([...path, 'csrf', 'additionalOrigins', i], `"${o}" is not an origin (scheme://host[:port])`)
+  })
+}
+
+function checkHeaderModifier (mod: HeaderModifierIR, path: IrPath, report: Report): void {
+  if (mod.set !== undefined) checkHeaderValues(mod.set, [...path, 'set'], report)
+  if (mod.add !== undefined) checkHeaderValues(mod.add, [...path, 'add'], report)
+  mod.remove?.forEach((name, i) => checkHeaderName(name, [...path, 'remove', i], report))
+}
+
+function checkHeaderValues (headers: Record<string, string>, path: IrPath, report: Report): void {
+  for (const [name, value] of Object.entries(headers)) {
+    checkHeaderName(name, [...path, name], report)
+    if (!isHeaderValue(value)) report([...path, name], `${JSON.stringify(value)} is not an HTTP header value (no CR, LF or other control characters, no leading or trailing whitespace)`)
+  }
+}
+
+function checkHeaderName (name: string, path: IrPath, report: Report): void {
+  if (!isHeaderName(name)) report(path, `${JSON.stringify(name)} is not an HTTP header name (an RFC 9110 token)`)
+}
+
+function checkCors (cors: CorsIR, path: IrPath, report: Report): void {
+  cors.allowOrigins.forEach((o, i) => {
+    const problem = checkOriginPattern(o)
+    if (problem !== null) report([...path, 'allowOrigins', i], problem)
+  })
+  cors.allowMethods.forEach((m, i) => { if (!isHeaderName(m)) report([...path, 'allowMethods', i], `${JSON.stringify(m)} is not a method (an RFC 9110 token) or *`) })
+  cors.allowHeaders.forEach((h, i) => checkHeaderName(h, [...path, 'allowHeaders', i], report))
+  cors.exposeHeaders.forEach((h, i) => checkHeaderName(h, [...path, 'exposeHeaders', i], report))
+  if (cors.maxAge !== undefined && !(Number.isInteger(cors.maxAge) && cors.maxAge >= 0)) report([...path, 'maxAge'], `${cors.maxAge} is not a number of seconds (an integer ≥ 0)`)
+}

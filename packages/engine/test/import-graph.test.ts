@@ -1,0 +1,219 @@
+/**
+ * The rooms of packages/engine/src and the one direction their imports run (issue 15,
+ * "Imports run one way"). Each top folder is a room; a file may import files of its own room,
+ * or of a room in a LOWER layer — never one in its own layer or above:
+ *
+ *   0  util                  leaf helpers: errors, durations, byte sizes, linear-time regexes
+ *   1  ir                    the floor: IR data types, their grammar, contentVersion, validateIR
+ *   2  routing auth traffic  route matching; auth and gRPC clients (JWT, OIDC, ext-authz, RLS, ext-proc);
+ *      cel trace             CEL expressions; trace events and snapshots
+ *   3  http                  the transport: client edges, headers, bodies, upstream pools and calls
+ *   4  policy llm mcp        what runs on a request: policies, LLM usage, the MCP gateway
+ *   5  pipeline              one request from route to answer
+ *   6  engine config         compile and install an IR; the YAML front end that produces one
+ *   7  (root)                index.ts, the package barrel
+ *
+ * Type-only imports count: reading a room means reading the types it names (the cycle the
+ * issue started from — ir/types.ts → policy/types.ts → RequestContext — was type-only).
+ *
+ * Imports that run against this order today are listed in ALLOWED, each named, grouped by
+ * the work that removes them. The test fails on any import that is neither in order nor
+ * listed, and on any cycle between rooms outside the list; an entry that no longer matches
+ * an import is reported so it can be deleted. The list only shrinks: never add to it.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, normalize, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const SRC = fileURLToPath(new URL('../src/', import.meta.url))
+
+const LAYERS: ReadonlyArray<readonly string[]> = [
+  ['util'],
+  ['ir'],
+  ['routing', 'auth', 'traffic', 'cel', 'trace'],
+  ['http'],
+  ['policy', 'llm', 'mcp'],
+  ['pipeline'],
+  ['engine', 'config'],
+  ['(root)']
+]
+
+/**
+ * Imports against the order that still exist, as `from -> to` (paths under src/). Delete a
+ * line when its import goes; never add one.
+ */
+const ALLOWED: ReadonlySet<string> = new Set([
+  // http → pipeline, http → llm/trace/engine: http/ is to receive what it needs from the
+  // pipeline as hooks (as InterceptHooks already does) instead of importing it; these files
+  // are being restructured for that ("callUpstream split", "Imports run one way").
+  'http/replay-body.ts -> pipeline/context.ts',
+  'http/response-intercept.ts -> pipeline/context.ts',
+  'http/upgrade.ts -> engine/compiled.ts',
+  'http/upgrade.ts -> pipeline/context.ts',
+  'http/upgrade.ts -> pipeline/run.ts',
+  'http/upstream-call.ts -> llm/usage.ts',
+  'http/upstream-call.ts -> pipeline/context.ts',
+  'http/upstream-call.ts -> pipeline/respond.ts',
+  'http/upstream-call.ts -> pipeline/run.ts',
+
+  // RequestContext (pipeline/context.ts) is read by rooms below the pipeline; it is to move
+  // to a room of its own under them ("Per-request state in one place").
+  'cel/vars.ts -> pipeline/context.ts',
+  'llm/request.ts -> pipeline/context.ts',
+  'llm/usage.ts -> pipeline/context.ts',
+  'mcp/http.ts -> pipeline/context.ts',
+  'policy/api-key.ts -> pipeline/context.ts',
+  'policy/authorization.ts -> pipeline/context.ts',
+  'policy/basic-auth.ts -> pipeline/context.ts',
+  'policy/cors.ts -> pipeline/context.ts',
+  'policy/csrf.ts -> pipeline/context.ts',
+  'policy/ext-authz.ts -> pipeline/context.ts',
+  'policy/ext-proc.ts -> pipeline/context.ts',
+  'policy/header-modifier.ts -> pipeline/context.ts',
+  'policy/jwt-auth.ts -> pipeline/context.ts',
+  'policy/local-rate-limit.ts -> pipeline/context.ts',
+  'policy/oidc.ts -> pipeline/context.ts',
+  'policy/remote-rate-limit.ts -> pipeline/context.ts',
+  'policy/request-redirect.ts -> pipeline/context.ts',
+  'policy/transformation.ts -> pipeline/context.ts',
+  'policy/types.ts -> pipeline/context.ts',
+  'policy/url-rewrite.ts -> pipeline/context.ts',
+  'trace/snapshot.ts -> pipeline/context.ts',
+  // ...and what RequestContext names in turn: the compiled config (engine/compiled.ts), the
+  // compiled policies, the MCP and LLM call records.
+  'pipeline/context.ts -> engine/compiled.ts',
+  'trace/snapshot.ts -> policy/types.ts',
+
+  // The pipeline reads the compiled config's types from engine/compiled.ts, which is to move
+  // below the pipeline (the compiled form of the IR, not the Engine).
+  'pipeline/run.ts -> engine/compiled.ts',
+  'pipeline/well-known.ts -> engine/compiled.ts'
+])
+
+interface Edge { from: string, to: string }
+
+function room (file: string): string {
+  const slash = file.indexOf('/')
+  return slash === -1 ? '(root)' : file.slice(0, slash)
+}
+
+function sourceFiles (dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter(f => f.endsWith('.ts'))
+    .map(f => f.split('\\').join('/'))
+    .sort()
+}
+
+/**
+ * Static imports and re-exports (`import … from './x.ts'`, `export … from`, `import './x.ts'`,
+ * anchored at a line's start so doc comments that quote code do not count; named lists may
+ * span lines) and dynamic `import('./x.ts')`. Only relative specifiers: packages are not rooms.
+ */
+const STATIC = /^(?:import|export)\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]|^import\s*['"]([^'"]+)['"]/gm
+const DYNAMIC = /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g
+
+function importsOf (file: string): string[] {
+  const text = readFileSync(join(SRC, file), 'utf8')
+  const specs: string[] = []
+  for (const m of text.matchAll(STATIC)) specs.push((m[1] ?? m[2])!)
+  for (const m of text.matchAll(DYNAMIC)) specs.push(m[1]!)
+  return specs
+    .filter(s => s.startsWith('.'))
+    .map(s => relative(SRC, normalize(join(SRC, dirname(file), s))).split('\\').join('/'))
+}
+
+function crossRoomEdges (): Edge[] {
+  const edges: Edge[] = []
+  for (const from of sourceFiles(SRC)) {
+    for (const to of new Set(importsOf(from))) if (room(from) !== room(to)) edges.push({ from, to })
+  }
+  return edges
+}
+
+const RANK = new Map(LAYERS.flatMap((rooms, rank) => rooms.map(r => [r, rank] as const)))
+const key = (e: Edge): string => `${e.from} -> ${e.to}`
+
+/** The room graph, one line per room: its imports, with how many file imports each (listed ones marked). */
+function describeGraph (edges: Edge[]): string {
+  const counts = new Map<string, Map<string, { n: number, allowed: number }>>()
+  for (const e of edges) {
+    const targets = counts.get(room(e.from)) ?? new Map()
+    counts.set(room(e.from), targets)
+    const c = targets.get(room(e.to)) ?? { n: 0, allowed: 0 }
+    c.n++
+    if (ALLOWED.has(key(e))) c.allowed++
+    targets.set(room(e.to), c)
+  }
+  return [...counts.entries()]
+    .sort(([a], [b]) => (RANK.get(a) ?? 99) - (RANK.get(b) ?? 99) || a.localeCompare(b))
+    .map(([from, targets]) => `  ${from.padEnd(9)} → ${[...targets.entries()]
+      .sort(([a], [b]) => (RANK.get(a) ?? 99) - (RANK.get(b) ?? 99) || a.localeCompare(b))
+      .map(([to, c]) => `${to}(${c.n}${c.allowed > 0 ? `, ${c.allowed} listed` : ''})`).join(' ')}`)
+    .join('\n')
+}
+
+/** Cycles between rooms (strongly connected components of more than one room), by Tarjan's algorithm. */
+function roomCycles (edges: Edge[]): string[][] {
+  const graph = new Map<string, Set<string>>()
+  for (const e of edges) {
+    if (!graph.has(room(e.from))) graph.set(room(e.from), new Set())
+    if (!graph.has(room(e.to))) graph.set(room(e.to), new Set())
+    graph.get(room(e.from))!.add(room(e.to))
+  }
+  let next = 0
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: string[] = []
+  const onStack = new Set<string>()
+  const cycles: string[][] = []
+  const visit = (v: string): void => {
+    index.set(v, next); low.set(v, next); next++
+    stack.push(v); onStack.add(v)
+    for (const w of graph.get(v)!) {
+      if (!index.has(w)) { visit(w); low.set(v, Math.min(low.get(v)!, low.get(w)!)) } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!))
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = []
+      let w: string
+      do { w = stack.pop()!; onStack.delete(w); component.push(w) } while (w !== v)
+      if (component.length > 1) cycles.push(component.sort())
+    }
+  }
+  for (const v of [...graph.keys()].sort()) if (!index.has(v)) visit(v)
+  return cycles
+}
+
+test('import graph: every room of packages/engine/src is in LAYERS', () => {
+  const rooms = new Set(sourceFiles(SRC).map(room))
+  const missing = [...rooms].filter(r => !RANK.has(r))
+  assert.deepEqual(missing, [], `rooms without a layer: ${missing.join(', ')} — add them to LAYERS (and the table above it)`)
+})
+
+test('import graph: imports run down the layers (ir is the floor); only listed exceptions run up', (t) => {
+  const edges = crossRoomEdges()
+  const upward = edges.filter(e => (RANK.get(room(e.to)) ?? Infinity) >= (RANK.get(room(e.from)) ?? -Infinity))
+  const fresh = upward.filter(e => !ALLOWED.has(key(e)))
+  const stale = [...ALLOWED].filter(k => !upward.some(e => key(e) === k))
+  if (stale.length > 0) t.diagnostic(`ALLOWED entries with no import left (delete them): ${stale.join(', ')}`)
+  assert.deepEqual(fresh.map(key), [], [
+    'imports against the layer order (see the top of test/import-graph.test.ts):',
+    ...fresh.map(e => `  ${key(e)}   (${room(e.from)} is layer ${RANK.get(room(e.from))}, ${room(e.to)} is layer ${RANK.get(room(e.to))})`),
+    'the room graph today (file imports per room; "listed" = in ALLOWED):',
+    describeGraph(edges)
+  ].join('\n'))
+})
+
+test('import graph: no cycle between rooms outside the listed exceptions', (t) => {
+  const edges = crossRoomEdges()
+  const cycles = roomCycles(edges.filter(e => !ALLOWED.has(key(e))))
+  t.diagnostic(`cycles through listed exceptions (to remove): ${roomCycles(edges).map(c => c.join(' ↔ ')).join('; ') || 'none'}`)
+  assert.deepEqual(cycles, [], `cycles between rooms: ${cycles.map(c => c.join(' ↔ ')).join('; ')}\nthe room graph today:\n${describeGraph(edges)}`)
+})
+
+test('import graph: ir/ imports nothing above it (only ir/ and util/)', () => {
+  const out = crossRoomEdges().filter(e => room(e.from) === 'ir' && room(e.to) !== 'util')
+  assert.deepEqual(out.map(key), [])
+})
