@@ -6,10 +6,10 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
-import { EFFECTIVE_POLICY_KEYS, type TraceEvent } from '@portico/engine'
+import { EFFECTIVE_POLICY_KEYS } from '@portico/engine'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startBackend, type Backend } from '../lib/backends.ts'
-import { openTrace, sequence } from '../lib/trace.ts'
+import { openTrace, sequence, type TraceRecord } from '../lib/trace.ts'
 
 let backend: Backend
 let portico: PorticoProcess
@@ -50,7 +50,7 @@ after(async () => {
   await backend?.close()
 })
 
-async function traced (query: string, send: () => Promise<unknown>): Promise<TraceEvent[]> {
+async function traced (query: string, send: () => Promise<unknown>): Promise<TraceRecord[]> {
   const trace = await openTrace(admin, query)
   assert.equal(trace.status, 200)
   await trace.ready
@@ -62,17 +62,17 @@ function get (path: string, headers: Record<string, string> = {}) {
   return request(`${portico.url}${path}`, { headers }).then(async r => ({ status: r.statusCode, body: await r.body.text() }))
 }
 
-function byType (events: TraceEvent[], type: string, stage?: string): TraceEvent[] {
+function byType (events: TraceRecord[], type: string, stage?: string): TraceRecord[] {
   return events.filter(e => e.message.type === type && (stage === undefined || e.message.stage === stage))
 }
 
-function one (events: TraceEvent[], type: string, stage?: string): TraceEvent {
+function one (events: TraceRecord[], type: string, stage?: string): TraceRecord {
   const found = byType(events, type, stage)
   assert.equal(found.length, 1, `expected one ${type} ${stage ?? ''} in ${sequence(events).join(', ')}`)
   return found[0]!
 }
 
-function checkEnvelope (events: TraceEvent[]): void {
+function checkEnvelope (events: TraceRecord[]): void {
   let last = -1
   for (const e of events) {
     assert.deepEqual(Object.keys(e).sort(), ['eventEnd', 'eventStart', 'message', 'severity'])
@@ -86,7 +86,7 @@ function checkEnvelope (events: TraceEvent[]): void {
   assert.equal(events.at(-1)!.message.type, 'requestFinished')
 }
 
-function checkPolicySelections (events: TraceEvent[], phases: string[]): void {
+function checkPolicySelections (events: TraceRecord[], phases: string[]): void {
   const selections = byType(events, 'policySelection')
   assert.deepEqual(selections.map(e => e.message.phase), phases)
   for (const s of selections) {
@@ -219,7 +219,7 @@ test('concurrent watchers each get their own request', async () => {
   await Promise.all([a!.ready, b!.ready])
   await Promise.all([get('/app/one'), get('/app/two')])
   const [ea, eb] = await Promise.all([a!.done, b!.done])
-  const pathOf = (events: TraceEvent[]) => (one(events, 'requestSnapshot', 'initial request').message.requestState as any).request.path
+  const pathOf = (events: TraceRecord[]) => (one(events, 'requestSnapshot', 'initial request').message.requestState as any).request.path
   assert.deepEqual([pathOf(ea), pathOf(eb)].sort(), ['/app/one', '/app/two'])
 })
 

@@ -6,7 +6,13 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import type { TraceEvent } from '@portico/engine'
+import type { TraceEvent } from '@portico/engine/trace-events'
+
+/**
+ * A `--raw` line as a test reads it: the event record with `message` loosely typed, so a test
+ * can pick an event by `type` and assert on its fields (porticoctl itself narrows by `type`).
+ */
+export type TraceRecord = Omit<TraceEvent, 'message'> & { message: { type: string } & Record<string, unknown> }
 
 export const PORTICOCTL_BIN = fileURLToPath(new URL('../bin/porticoctl.ts', import.meta.url))
 export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url))
@@ -95,12 +101,12 @@ export async function ctl (args: string[], options: CtlOptions = {}): Promise<Ct
 }
 
 /** stdout's lines, each parsed as JSON (fails the test on a non-JSON line). */
-export function jsonLines (stdout: string): TraceEvent[] {
+export function jsonLines (stdout: string): TraceRecord[] {
   const lines = stdout.split('\n')
   if (lines.at(-1) === '') lines.pop()
   return lines.map((line, i) => {
     try {
-      return JSON.parse(line) as TraceEvent
+      return JSON.parse(line) as TraceRecord
     } catch {
       throw new Error(`stdout line ${i + 1} is not JSON: ${line}`)
     }

@@ -9,7 +9,7 @@
 
 import { createTwoFilesPatch } from 'diff'
 import { stringify } from 'yaml'
-import type { TraceEvent } from './events.ts'
+import type { BodySnapshotEvent, RequestSnapshotEvent, ResponseSnapshotEvent, TraceEvent } from './events.ts'
 import { bodyBytes, formatBytes } from './summary.ts'
 
 export type DetailMode = 'event' | 'snapshot' | 'diff'
@@ -21,13 +21,27 @@ export interface DetailLine {
   color?: LineColor
 }
 
-const STATE_SNAPSHOTS = new Set(['requestSnapshot', 'responseSnapshot'])
+/** An event whose message is `M`: what `snapshotFor` finds, narrowed by `message.type`. */
+export type EventOf<M> = Omit<TraceEvent, 'message'> & { message: M }
+
+/** A request or response snapshot: the events that carry a `requestState`. */
+export type StateSnapshot = EventOf<RequestSnapshotEvent | ResponseSnapshotEvent>
+
+export type Snapshot = StateSnapshot | EventOf<BodySnapshotEvent>
+
+function isStateSnapshot (e: TraceEvent): e is StateSnapshot {
+  return e.message.type === 'requestSnapshot' || e.message.type === 'responseSnapshot'
+}
+
+function isBodySnapshot (e: TraceEvent): e is EventOf<BodySnapshotEvent> {
+  return e.message.type === 'bodySnapshot'
+}
 
 /** The snapshot shown for event `index`: itself if it is one, else the latest before it. */
-export function snapshotFor (events: TraceEvent[], index: number): { index: number, event: TraceEvent } | null {
+export function snapshotFor (events: TraceEvent[], index: number): { index: number, event: Snapshot } | null {
   for (let i = Math.min(index, events.length - 1); i >= 0; i--) {
     const e = events[i]!
-    if (STATE_SNAPSHOTS.has(e.message.type) || (i === index && e.message.type === 'bodySnapshot')) return { index: i, event: e }
+    if (isStateSnapshot(e) || (i === index && isBodySnapshot(e))) return { index: i, event: e }
   }
   return null
 }
@@ -41,12 +55,18 @@ export function previousSnapshot (events: TraceEvent[], index: number): { index:
   return null
 }
 
+/** The `requestState` of a request or response snapshot as YAML (`null` for other events). */
 export function stateText (event: TraceEvent): string {
-  return stringify(event.message.requestState ?? null, { lineWidth: 0 })
+  return stringify(isStateSnapshot(event) ? event.message.requestState ?? null : null, { lineWidth: 0 })
 }
 
-function kindOf (event: TraceEvent): string {
-  return event.message.type === 'requestSnapshot' ? 'request' : event.message.type === 'responseSnapshot' ? 'response' : 'body'
+/** The `stage` of a snapshot event, as text. */
+function stageOf (event: TraceEvent): string {
+  return 'stage' in event.message ? String(event.message.stage) : String(undefined)
+}
+
+function kindOf (event: StateSnapshot): 'request' | 'response' {
+  return event.message.type === 'requestSnapshot' ? 'request' : 'response'
 }
 
 function plain (text: string, color?: LineColor): DetailLine[] {
@@ -56,7 +76,9 @@ function plain (text: string, color?: LineColor): DetailLine[] {
 /** A body as text when it is UTF-8, else a note and a hex dump of the first bytes. */
 export function bodyLines (event: TraceEvent): DetailLine[] {
   const bytes = bodyBytes(event)
-  const head: DetailLine = { text: `body · ${String(event.message.stage)} · ${formatBytes(bytes.length)}${event.message.truncated === true ? ' (truncated: only the first bytes are captured)' : ''}`, color: 'cyan' }
+  const m = event.message
+  const truncated = m.type === 'bodySnapshot' && m.truncated === true
+  const head: DetailLine = { text: `body · ${stageOf(event)} · ${formatBytes(bytes.length)}${truncated ? ' (truncated: only the first bytes are captured)' : ''}`, color: 'cyan' }
   if (bytes.length === 0) return [head, { text: '(empty)', color: 'gray' }]
   let text: string | null
   try {
@@ -78,9 +100,9 @@ export function bodyLines (event: TraceEvent): DetailLine[] {
 function snapshotLines (events: TraceEvent[], index: number): DetailLine[] {
   const found = snapshotFor(events, index)
   if (found === null) return [{ text: '(no snapshot yet at this event)', color: 'gray' }]
-  if (found.event.message.type === 'bodySnapshot') return bodyLines(found.event)
+  if (!isStateSnapshot(found.event)) return bodyLines(found.event)
   const asOf = found.index === index ? '' : ` (the latest snapshot at event #${index + 1}: #${found.index + 1})`
-  return [{ text: `${kindOf(found.event)} snapshot · ${String(found.event.message.stage)}${asOf}`, color: 'cyan' }, ...plain(stateText(found.event))]
+  return [{ text: `${kindOf(found.event)} snapshot · ${stageOf(found.event)}${asOf}`, color: 'cyan' }, ...plain(stateText(found.event))]
 }
 
 /** Unified diff lines of two texts, coloured. */
@@ -100,15 +122,15 @@ function diffLines (events: TraceEvent[], index: number): DetailLine[] {
   const found = snapshotFor(events, index)
   if (found === null) return [{ text: '(no snapshot yet at this event)', color: 'gray' }]
   const current = found.event
-  if (current.message.type === 'bodySnapshot') return [{ text: '(bodies are not diffed; press s to see this one)', color: 'gray' }]
+  if (!isStateSnapshot(current)) return [{ text: '(bodies are not diffed; press s to see this one)', color: 'gray' }]
   const kind = kindOf(current)
   const prev = previousSnapshot(events, found.index)
-  const title: DetailLine = { text: `${kind} snapshot · ${String(current.message.stage)} (#${found.index + 1}) against ${prev === null ? 'nothing' : `${String(prev.event.message.stage)} (#${prev.index + 1})`}`, color: 'cyan' }
+  const title: DetailLine = { text: `${kind} snapshot · ${stageOf(current)} (#${found.index + 1}) against ${prev === null ? 'nothing' : `${stageOf(prev.event)} (#${prev.index + 1})`}`, color: 'cyan' }
   if (prev === null) return [title, { text: `(the first ${kind} snapshot: nothing to compare; press s to see it)`, color: 'gray' }]
   const before = stateText(prev.event)
   const after = stateText(current)
-  if (before === after) return [title, { text: `(no change since ${String(prev.event.message.stage)})`, color: 'gray' }]
-  return [title, ...unifiedDiff(String(prev.event.message.stage), String(current.message.stage), before, after)]
+  if (before === after) return [title, { text: `(no change since ${stageOf(prev.event)})`, color: 'gray' }]
+  return [title, ...unifiedDiff(stageOf(prev.event), stageOf(current), before, after)]
 }
 
 export function detailLines (events: TraceEvent[], index: number, mode: DetailMode): DetailLine[] {

@@ -1,16 +1,8 @@
 /**
  * The trace event record, as `/debug/trace` streams it and `porticoctl proxy trace --raw`
- * saves it. The same shape as `TraceEvent` of @portico/engine, written out here so this
- * package (and the browser bundle that uses it) does not import the engine.
+ * saves it: the union of event types defined once in @portico/engine/trace-events. Only types
+ * come from there (a module that imports nothing), so this package and the browser bundle
+ * that uses it never load the engine.
  */
 
-export type TraceSeverity = 'info' | 'warn' | 'error'
-
-export interface TraceEvent {
-  /** Start of a span in µs since the request started; set only on timed events. */
-  eventStart: number | null
-  /** µs since the request started. */
-  eventEnd: number
-  severity: TraceSeverity
-  message: { type: string } & Record<string, unknown>
-}
+export type * from '@portico/engine/trace-events'

@@ -3,6 +3,6 @@
  * the snapshot at an event and its unified diff against the previous stage. Used by
  * `porticoctl proxy trace` (terminal) and the admin web UI (browser); no Node-only APIs.
  */
-export type { TraceEvent, TraceSeverity } from './events.ts'
+export type * from './events.ts'
 export { typeLabel, summarize, formatMicros, formatBytes, bodyBytes } from './summary.ts'
 export { detailLines, bodyLines, snapshotFor, previousSnapshot, stateText, unifiedDiff, type DetailMode, type DetailLine, type LineColor } from './detail.ts'

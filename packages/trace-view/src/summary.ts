@@ -4,9 +4,9 @@
  * `porticoctl proxy trace` and the web UI's trace viewer, so both say the same thing.
  */
 
-import type { TraceEvent } from './events.ts'
+import type { RequestState, ResponseState, TraceEvent, TraceEventType } from './events.ts'
 
-const TYPE_LABELS: Record<string, string> = {
+const TYPE_LABELS: Partial<Record<TraceEventType, string>> = {
   requestStarted: 'Request Start',
   requestSnapshot: 'Snapshot',
   responseSnapshot: 'Snapshot',
@@ -18,18 +18,19 @@ const TYPE_LABELS: Record<string, string> = {
   requestFinished: 'Request Done'
 }
 
+/** The label of an event type; a type this build does not know (a newer proxy's) shows as itself. */
 export function typeLabel (type: string): string {
-  return TYPE_LABELS[type] ?? type
+  return TYPE_LABELS[type as TraceEventType] ?? type
 }
 
-type State = Record<string, Record<string, unknown> | undefined>
-
-function requestOf (event: TraceEvent | undefined): Record<string, unknown> | undefined {
-  return (event?.message.requestState as State | undefined)?.request
+// Events come off the wire (a stream, a saved file): the `?.` below keep a malformed or
+// partial snapshot from breaking the whole list.
+function requestOf (event: TraceEvent | undefined): Partial<RequestState['request']> | undefined {
+  return event?.message.type === 'requestSnapshot' ? event.message.requestState?.request : undefined
 }
 
-function responseOf (event: TraceEvent | undefined): Record<string, unknown> | undefined {
-  return (event?.message.requestState as State | undefined)?.response
+function responseOf (event: TraceEvent | undefined): Partial<ResponseState['response']> | undefined {
+  return event?.message.type === 'responseSnapshot' ? event.message.requestState?.response : undefined
 }
 
 /** `1.23ms` from µs. */
@@ -41,9 +42,9 @@ export function formatBytes (n: number): string {
   return n < 1024 ? `${n} B` : n < 1024 * 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1024 / 1024).toFixed(1)} MiB`
 }
 
-/** The body of a bodySnapshot, decoded from base64 (no Buffer: this also runs in browsers). */
+/** The body of a bodySnapshot, decoded from base64 (no Buffer: this also runs in browsers); empty for other events. */
 export function bodyBytes (event: TraceEvent): Uint8Array {
-  const text = typeof event.message.body === 'string' ? event.message.body : ''
+  const text = event.message.type === 'bodySnapshot' && typeof event.message.body === 'string' ? event.message.body : ''
   let binary: string
   try {
     binary = atob(text)
@@ -81,7 +82,7 @@ export function summarize (events: TraceEvent[], index: number): string {
       return `${m.selectedRoute === null || m.selectedRoute === undefined ? 'no route matched' : `selected ${String(m.selectedRoute)}`} (${evaluated} evaluated)`
     }
     case 'policySelection': {
-      const set = (m.effectivePolicy ?? {}) as Record<string, unknown>
+      const set = m.effectivePolicy ?? {}
       const active = Object.keys(set).filter(k => set[k] !== null && set[k] !== undefined)
       return `${String(m.phase)}: ${active.length === 0 ? 'none' : active.join(', ')}`
     }
@@ -97,7 +98,9 @@ export function summarize (events: TraceEvent[], index: number): string {
       return `${res === undefined ? 'no response' : `status=${String(res.code)}`}  ${formatMicros(event.eventEnd)}`
     }
     default: {
-      const rest = Object.entries(m).filter(([k]) => k !== 'type').map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
+      // Every other type (policy decisions, retries, LLM and MCP events, and types a newer
+      // proxy sends): its fields as key=value.
+      const rest = Object.entries(m as Record<string, unknown>).filter(([k]) => k !== 'type').map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : String(v)}`)
       return rest.join(' ')
     }
   }

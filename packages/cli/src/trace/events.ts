@@ -3,7 +3,7 @@
  * `--raw` format: JSON Lines, one event record per line, which `-f FILE` reads back.
  */
 
-import type { TraceEvent } from '@portico/engine'
+import type { TraceEvent } from '@portico/engine/trace-events'
 import { cliError } from '../errors.ts'
 
 export type { TraceEvent }

@@ -1,6 +1,6 @@
 import { TraceRecorder } from './recorder.ts'
 import { PorticoError } from '../util/errors.ts'
-import type { TraceEvent } from './types.ts'
+import type { TraceEvent } from './events.ts'
 
 /** What a watcher's filter sees of a request when deciding whether to take it. */
 export interface TraceCandidate {

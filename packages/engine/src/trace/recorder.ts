@@ -1,4 +1,4 @@
-import type { TraceEvent, TraceMessage, TraceSeverity } from './types.ts'
+import type { TraceEvent, TraceMessage, TraceSeverity } from './events.ts'
 
 export type TraceSink = (event: TraceEvent) => void
 

@@ -9,6 +9,7 @@ import type { CompiledPolicySet } from '../policy/types.ts'
 import { EFFECTIVE_POLICY_KEYS } from '../ir/policy.ts'
 import { formatSeconds } from '../util/duration.ts'
 import { redactHeaderValues, redactSecrets, redactUrl } from '../ir/redact.ts'
+import type { RequestState, ResponseState } from './events.ts'
 
 export const REDACTED = '<redacted>'
 
@@ -26,7 +27,7 @@ export function flattenHeaders (headers: HeaderMap | Record<string, string | str
   return redactHeaderValues(out, sentByClient)
 }
 
-function requestPart (ctx: RequestContext, initial: boolean) {
+function requestPart (ctx: RequestContext, initial: boolean): RequestState['request'] {
   // The initial snapshot shows the target as received (not yet normalised, maybe absolute-form).
   const raw = ctx.rawTarget
   const q = raw.indexOf('?')
@@ -45,7 +46,7 @@ function requestPart (ctx: RequestContext, initial: boolean) {
   }
 }
 
-function sourcePart (ctx: RequestContext) {
+function sourcePart (ctx: RequestContext): RequestState['source'] {
   // undici unsets req.socket when it gives up on a request body (so destroying the body does
   // not close the client connection): the response snapshot may come after that.
   const raw = ctx.req.socket?.remoteAddress ?? ''
@@ -58,36 +59,35 @@ function sourcePart (ctx: RequestContext) {
   }
 }
 
-export function requestSnapshot (ctx: RequestContext, env: Record<string, string>, options: { initial?: boolean, backend?: boolean }): Record<string, unknown> {
+export function requestSnapshot (ctx: RequestContext, env: Record<string, string>, options: { initial?: boolean, backend?: boolean }): RequestState {
   const request = requestPart(ctx, options.initial === true)
   // Credential query parameters (?access_token=…) never reach a trace watcher.
   request.uri = redactUrl(request.uri)
   request.pathAndQuery = redactUrl(request.pathAndQuery)
-  const state: Record<string, unknown> = {
+  // Built in the order a trace shows the keys (YAML snapshots and their diffs): env last.
+  return {
     request,
-    source: sourcePart(ctx)
+    source: sourcePart(ctx),
+    ...(options.backend === true && ctx.backend !== null ? { backend: { name: ctx.backend.name, type: ctx.backend.kind, protocol: ctx.backend.kind === 'mcp' ? 'mcp' : 'http' } } : {}),
+    ...(ctx.mcp !== null ? { mcp: ctx.mcp } : {}),
+    env
   }
-  if (options.backend === true && ctx.backend !== null) {
-    state.backend = { name: ctx.backend.name, type: ctx.backend.kind, protocol: ctx.backend.kind === 'mcp' ? 'mcp' : 'http' }
-  }
-  if (ctx.mcp !== null) state.mcp = ctx.mcp
-  state.env = env
-  return state
 }
 
-export function responseSnapshot (ctx: RequestContext, env: Record<string, string>, withDurations: boolean): Record<string, unknown> {
-  const state: Record<string, unknown> = {
-    response: { code: ctx.status, headers: flattenHeaders(ctx.responseHeaders) }
+export function responseSnapshot (ctx: RequestContext, env: Record<string, string>, withDurations: boolean): ResponseState {
+  return {
+    response: { code: ctx.status, headers: flattenHeaders(ctx.responseHeaders) },
+    ...(ctx.mcp !== null ? { mcp: ctx.mcp } : {}),
+    ...(withDurations
+      ? {
+          proxy: {
+            requestProcessingDuration: formatSeconds(Math.max(0, ctx.upstreamStart - ctx.startMono)),
+            upstreamDuration: formatSeconds(Math.max(0, ctx.upstreamHeadersAt - ctx.upstreamStart))
+          }
+        }
+      : {}),
+    env
   }
-  if (ctx.mcp !== null) state.mcp = ctx.mcp
-  if (withDurations) {
-    state.proxy = {
-      requestProcessingDuration: formatSeconds(Math.max(0, ctx.upstreamStart - ctx.startMono)),
-      upstreamDuration: formatSeconds(Math.max(0, ctx.upstreamHeadersAt - ctx.upstreamStart))
-    }
-  }
-  state.env = env
-  return state
 }
 
 /** The 17 keys, each the phase's policy IR (secrets redacted) or null. */

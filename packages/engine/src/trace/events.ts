@@ -1,0 +1,204 @@
+/**
+ * The trace event record: one JSON object per SSE `data:` frame of `/debug/trace` and per
+ * line of `porticoctl proxy trace --raw`. Every event type and its fields are defined here
+ * once, as a union discriminated by `message.type`: the engine's `TraceRecorder.emit` takes
+ * only these (a misspelt field is a compile error), and @portico/trace-view, porticoctl and
+ * the web UI read them, narrowing by `type`.
+ *
+ * This module imports nothing and is exported alone as `@portico/engine/trace-events`, so
+ * trace-view (which runs in browsers) takes its types without loading the engine.
+ */
+
+export type TraceSeverity = 'info' | 'warn' | 'error'
+
+export interface TraceEvent {
+  /** Start of a span in µs since the request started; set only on timed events. */
+  eventStart: number | null
+  /** µs since the request started; non-decreasing along a trace. */
+  eventEnd: number
+  severity: TraceSeverity
+  message: TraceMessage
+}
+
+/** Stages of `requestSnapshot`, in pipeline order. */
+export type RequestSnapshotStage = 'initial request' | 'gateway policies' | 'route policies' | 'final request'
+/** Stages of `responseSnapshot`, in pipeline order. */
+export type ResponseSnapshotStage = 'raw response' | 'backend response ready' | 'final response'
+/** Stages of `bodySnapshot`: the body sent to the backend, or the one sent to the client. */
+export type BodySnapshotStage = 'final request' | 'response'
+/** Stages of `requestSnapshot` / `responseSnapshot` / `bodySnapshot`, in pipeline order. */
+export type SnapshotStage = RequestSnapshotStage | ResponseSnapshotStage | BodySnapshotStage
+
+/** The MCP call a request carries (method, target, item), in MCP routes' snapshots. */
+export interface McpSnapshot {
+  method: string
+  /** Target(s) the request went to ('' for local answers, comma-joined for fan-outs). */
+  target: string
+  name?: string
+  kind?: 'tool' | 'prompt' | 'resource'
+}
+
+/** `requestState` of a request snapshot (header values redacted, see ir/redact.ts). */
+export interface RequestState {
+  request: {
+    method: string
+    uri: string
+    path: string
+    pathAndQuery: string
+    host: string
+    scheme: string
+    version: string
+    headers: Record<string, string>
+    startTime: string
+  }
+  source: { address: string, port: number, rawAddress: string, rawPort: number }
+  /** From the `final request` stage on, when a backend was chosen. */
+  backend?: { name: string, type: string, protocol: 'mcp' | 'http' }
+  mcp?: McpSnapshot
+  env: Record<string, string>
+}
+
+/** `requestState` of a response snapshot. */
+export interface ResponseState {
+  response: { code: number, headers: Record<string, string> }
+  mcp?: McpSnapshot
+  /** On `raw response`: time in the proxy before the call, and the backend's time to its head. */
+  proxy?: { requestProcessingDuration: string, upstreamDuration: string }
+  env: Record<string, string>
+}
+
+/** Policy kinds that report a `policy` event. */
+export type TracedPolicyKind =
+  | 'apiKey' | 'basicAuth' | 'cors' | 'csrf' | 'extAuthz' | 'extProc' | 'jwt' | 'localRateLimit'
+  | 'oidc' | 'remoteRateLimit' | 'requestRedirect' | 'transformation' | 'urlRewrite'
+
+export interface RequestStartedEvent { type: 'requestStarted' }
+
+export interface RequestSnapshotEvent {
+  type: 'requestSnapshot'
+  stage: RequestSnapshotStage
+  requestState: RequestState
+}
+
+export interface ResponseSnapshotEvent {
+  type: 'responseSnapshot'
+  stage: ResponseSnapshotStage
+  requestState: ResponseState
+}
+
+export interface BodySnapshotEvent {
+  type: 'bodySnapshot'
+  stage: BodySnapshotStage
+  /** The first `traceBodyLimit` bytes, base64. */
+  body: string
+  truncated: boolean
+}
+
+export interface RouteSelectionEvent {
+  type: 'routeSelection'
+  /** The chosen route's key, or null when none matched. */
+  selectedRoute: string | null
+  /** Keys of the routes whose matches were tried, in order. */
+  evaluatedRoutes: string[]
+}
+
+export interface PolicySelectionEvent {
+  type: 'policySelection'
+  phase: 'gateway' | 'route' | 'backend'
+  /** Every policy key of the phase: its IR (secrets redacted), or null when not set. */
+  effectivePolicy: Record<string, unknown>
+}
+
+export interface PolicyEvent {
+  type: 'policy'
+  kind: TracedPolicyKind
+  result: { type: 'apply' | 'skip' | 'deny', details: string }
+  /** remoteRateLimit: what was sent to the rate limit service. */
+  request?: unknown
+}
+
+export interface AuthorizationResultEvent {
+  type: 'authorizationResult'
+  /** What was decided: the HTTP request, or an MCP item. */
+  scope: string
+  rules: Array<{ rule: string, mode: 'allow' | 'deny' | 'require', matched: boolean, error?: string }>
+  result: 'allow' | 'deny'
+}
+
+export interface BackendCallStartEvent {
+  type: 'backendCallStart'
+  target: string
+}
+
+export interface BackendCallResultEvent {
+  type: 'backendCallResult'
+  /** The backend's status, or null when the call failed before a response. */
+  status: number | null
+  error: string | null
+}
+
+export interface RetryEvent {
+  type: 'retry'
+  reason: string
+  /** false: the request cannot be retried (its body is too large to replay). */
+  enabled?: false
+  /** The try about to start (2 is the first retry) and how many are allowed in all. */
+  attempt?: number
+  attempts?: number
+  backend?: string
+  backoffMs?: number
+}
+
+export interface MirrorEvent {
+  type: 'mirror'
+  backend: string
+  sent: boolean
+  /** Why the copy was not sent. */
+  reason?: string
+}
+
+export interface LlmRequestEvent {
+  type: 'llmRequest'
+  provider: string
+  /** `model` as the client sent it ('' when the backend sets it). */
+  requestModel: string
+  model: string
+  streaming: boolean
+  path: string
+}
+
+export type LlmResponseEvent =
+  | { type: 'llmResponse', responseModel: string | null, inputTokens: number | null, outputTokens: number | null, totalTokens: number }
+  | { type: 'llmResponse', usage: null, reason: string | null }
+
+/** An MCP target failed after the answer's head was sent (an SSE stream): its JSON-RPC error. */
+export interface McpTargetErrorEvent {
+  type: 'mcpTargetError'
+  code: number
+  error: string
+}
+
+export interface RequestFinishedEvent { type: 'requestFinished' }
+
+export type TraceMessage =
+  | RequestStartedEvent
+  | RequestSnapshotEvent
+  | ResponseSnapshotEvent
+  | BodySnapshotEvent
+  | RouteSelectionEvent
+  | PolicySelectionEvent
+  | PolicyEvent
+  | AuthorizationResultEvent
+  | BackendCallStartEvent
+  | BackendCallResultEvent
+  | RetryEvent
+  | MirrorEvent
+  | LlmRequestEvent
+  | LlmResponseEvent
+  | McpTargetErrorEvent
+  | RequestFinishedEvent
+
+export type TraceEventType = TraceMessage['type']
+
+/** The message of event type `T`. */
+export type TraceMessageOf<T extends TraceEventType> = Extract<TraceMessage, { type: T }>
