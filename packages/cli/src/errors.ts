@@ -1,6 +1,7 @@
 /**
  * Errors porticoctl reports: an error with a stable code (in the style of the engine's
- * PorticoError — kept separate so that starting porticoctl does not load the engine); the code
+ * PorticoError, with its own table: these codes are the command line's — each decides the
+ * exit status — not errors of the proxy, so they stay out of PORTICO_ERRORS); the code
  * decides the exit status. Usage errors (bad flags, bad curl arguments) exit 2; everything
  * that went wrong at run time (admin port closed, trace timed out, gateway not found, ...)
  * exits 1.

@@ -9,6 +9,9 @@ import https from 'node:https'
 import http from 'node:http'
 import type { KubeConfig } from '@kubernetes/client-node'
 
+// Not a PorticoError: like undici's ResponseError it carries another server's answer (the
+// Kubernetes API's HTTP status as `code`, and its Status body), which callers branch on (409
+// conflicts are retried, 404 is "absent").
 export class KubeError extends Error {
   readonly code: number
   readonly body: unknown

@@ -28,10 +28,11 @@ import { celVars } from '../cel/vars.ts'
 import { applyHeaderMutations } from '../auth/ext-authz-check.ts'
 import { createRateLimitClient, shouldRateLimit, type DescriptorToSend } from '../traffic/rls-grpc.ts'
 import { CONTINUE } from './header-modifier.ts'
+import type { PolicyEvent } from '../trace/events.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 
-function trace (ctx: RequestContext, type: TraceResult, details: string, extra: Record<string, unknown> = {}): void {
+function trace (ctx: RequestContext, type: TraceResult, details: string, extra: Pick<PolicyEvent, 'request'> = {}): void {
   ctx.tracer?.emit({ type: 'policy', kind: 'remoteRateLimit', result: { type, details }, ...extra }, { severity: type === 'deny' ? 'warn' : 'info' })
 }
 
