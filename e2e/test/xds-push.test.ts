@@ -92,6 +92,16 @@ test('plaintext: first config, readiness, updates and removals, NACK keeps the l
   assert.equal((await get(gwPort, '/hello')).body, 'hi', 'the last good config keeps serving')
   await proxy.waitForOutput('rejected (NACK)')
 
+  // A CORS origin the engine cannot parse (as a translation could produce it) is refused as the
+  // YAML path refuses it — NACKed naming its IR path — instead of silently dropped.
+  const badCors = ir(gwPort, `  - {name: hello, matches: [{path: {exact: /hello}}], policies: {directResponse: {status: 200, body: bye}}}\n`)
+  badCors.binds[0]!.listeners[0]!.routes[0]!.policies.cors = { allowOrigins: ['example.com'], allowMethods: ['GET'], allowHeaders: [], exposeHeaders: [], allowCredentials: false }
+  badCors.version = 'bad-cors'
+  c.xds.setConfig('infra/web', badCors)
+  await eventually(async () => c.nacks.length === 2)
+  assert.match(c.nacks[1]!, /routes\[0\]\.policies\.cors\.allowOrigins\[0\]: "example\.com" is not an origin/)
+  assert.equal((await get(gwPort, '/hello')).body, 'hi', 'the last good config keeps serving')
+
   // The controller goes away: the proxy keeps serving; it comes back with a new config.
   await c.listener.close()
   await new Promise(resolve => setTimeout(resolve, 300))

@@ -1,0 +1,100 @@
+/**
+ * ir/validate.ts: the semantic checks Engine.apply runs on every IR, whatever produced it.
+ * The YAML front end refuses these values with positioned errors; an IR built another way
+ * (the controller's translation, an xDS push) must be refused too, not served half-applied.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import { Engine } from '../src/engine/engine.ts'
+import { validateIR, formatIrDiagnostic } from '../src/ir/validate.ts'
+import { loadConfigText } from '../src/config/load.ts'
+import { isPorticoError } from '../src/util/errors.ts'
+import type { ProxyIR } from '../src/ir/types.ts'
+import type { PolicySetIR } from '../src/ir/policy.ts'
+
+function yamlIR (routes: string): ProxyIR {
+  const result = loadConfigText(`gateways: {default: {port: 3000}}\nroutes:\n${routes}`, { baseDir: '/' })
+  assert.ok(result.ok, JSON.stringify(!result.ok && result.diagnostics))
+  return result.config.ir
+}
+
+const ROUTE = '  - {name: app, matches: [{path: {pathPrefix: /}}], policies: {directResponse: {status: 200, body: hi}}}\n'
+
+/** The IR the YAML path builds, with the route's policies replaced (as another source could send them). */
+function withRoutePolicies (policies: PolicySetIR): ProxyIR {
+  const ir = yamlIR(ROUTE)
+  ir.binds[0]!.listeners[0]!.routes[0]!.policies = policies
+  return ir
+}
+
+const CORS = { allowOrigins: ['https://app.example.com'], allowMethods: ['GET'], allowHeaders: ['x-a'], exposeHeaders: [], allowCredentials: false }
+
+test('validateIR: what the YAML front end produces passes (golden IRs included)', () => {
+  assert.deepEqual(validateIR(yamlIR(ROUTE)), [])
+  const dir = new URL('./golden/', import.meta.url)
+  const files = readdirSync(dir).filter(f => f.endsWith('.ir.json'))
+  assert.ok(files.length > 0)
+  for (const f of files) assert.deepEqual(validateIR(JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as ProxyIR), [], f)
+})
+
+test('validateIR: what the controller translates passes (its golden IRs)', () => {
+  const dir = new URL('../../controller/test/golden/', import.meta.url)
+  const irs: ProxyIR[] = []
+  const collect = (v: unknown): void => {
+    if (v === null || typeof v !== 'object') return
+    if (Array.isArray((v as ProxyIR).binds) && Array.isArray((v as ProxyIR).backends)) irs.push(v as ProxyIR)
+    else for (const child of Object.values(v)) collect(child)
+  }
+  for (const f of readdirSync(dir).filter(f => f.endsWith('.out.json'))) collect(JSON.parse(readFileSync(new URL(f, dir), 'utf8')))
+  assert.ok(irs.length > 0)
+  for (const ir of irs) assert.deepEqual(validateIR(ir), [], ir.version)
+})
+
+test('validateIR: an unparsable CORS origin is refused at its IR path', () => {
+  const ir = withRoutePolicies({ cors: { ...CORS, allowOrigins: ['https://ok.example.com', 'example.com', 'ftp://x.example.com'] } })
+  assert.deepEqual(validateIR(ir).map(formatIrDiagnostic), [
+    'binds[0].listeners[0].routes[0].policies.cors.allowOrigins[1]: "example.com" is not an origin (scheme://host[:port], or *)',
+    'binds[0].listeners[0].routes[0].policies.cors.allowOrigins[2]: "ftp://x.example.com": the scheme must be http or https'
+  ])
+})
+
+test('validateIR: header names and values HTTP cannot carry, regexes RE2 cannot run, negative durations', () => {
+  const ir = withRoutePolicies({
+    responseHeaderModifier: { set: { 'x-ok': 'v', 'x-bad': 'a\r\nset-cookie: evil=1' }, remove: ['bad name'] },
+    requestHeaderModifier: { add: { 'x:colon': 'v' } },
+    csrf: { additionalOrigins: ['not an origin'] }
+  })
+  const route = ir.binds[0]!.listeners[0]!.routes[0]!
+  route.matches[0]!.path = { kind: 'regex', value: '(a)\\1' }
+  route.matches[0]!.headers.push({ name: 'x-v', kind: 'regex', value: '(?=x)' })
+  route.timeouts = { requestMs: -1 }
+  route.retry = { attempts: 1.5, codes: [503], backoffMs: 10 }
+  const paths = validateIR(ir).map(d => d.path.join('.'))
+  assert.deepEqual(paths, [
+    'binds.0.listeners.0.routes.0.matches.0.path.value',
+    'binds.0.listeners.0.routes.0.matches.0.headers.0.value',
+    'binds.0.listeners.0.routes.0.policies.requestHeaderModifier.add.x:colon',
+    'binds.0.listeners.0.routes.0.policies.responseHeaderModifier.set.x-bad',
+    'binds.0.listeners.0.routes.0.policies.responseHeaderModifier.remove.0',
+    'binds.0.listeners.0.routes.0.policies.csrf.additionalOrigins.0',
+    'binds.0.listeners.0.routes.0.timeouts.requestMs',
+    'binds.0.listeners.0.routes.0.retry.attempts'
+  ])
+})
+
+test('Engine.apply refuses an IR with a bad CORS origin (as the controller could send it) and keeps the config in force', async (t) => {
+  const engine = new Engine({ tracing: false })
+  t.after(() => engine.close())
+  const good = yamlIR(ROUTE)
+  engine.apply(good)
+  const bad = withRoutePolicies({ cors: { ...CORS, allowOrigins: ['example.com'] } })
+  bad.version = 'from-controller'
+  assert.throws(() => engine.apply(bad), (err: unknown) => {
+    assert.ok(isPorticoError(err, 'PORTICO_INVALID_IR'))
+    assert.equal(err.message, 'config from-controller rejected: binds[0].listeners[0].routes[0].policies.cors.allowOrigins[0]: "example.com" is not an origin (scheme://host[:port], or *)')
+    return true
+  })
+  assert.equal(engine.config?.ir.version, good.version, 'the last good config stays')
+})
