@@ -123,11 +123,10 @@ test('the legacy HTTP+SSE transport carries the headers', async () => {
   const res = await request(`${base}/legacy/sse`, { method: 'GET', headers: { origin: ORIGIN, accept: 'text/event-stream' }, signal: controller.signal })
   assert.equal(res.statusCode, 200)
   assertPolicyHeaders(res.headers, 'legacy SSE stream')
+  // Read the endpoint event without ending the stream (its end closes the legacy session).
+  const chunks = res.body[Symbol.asyncIterator]()
   let text = ''
-  for await (const chunk of res.body) {
-    text += Buffer.from(chunk as Uint8Array).toString('utf8')
-    if (text.includes('\n\n')) break
-  }
+  while (!text.includes('\n\n')) text += Buffer.from((await chunks.next()).value as Uint8Array).toString('utf8')
   const endpoint = /data: (\S+)/.exec(text)![1]!
   const posted = await post(endpoint, INIT)
   assert.equal(posted.status, 202)

@@ -49,7 +49,6 @@ const ALLOWED: ReadonlySet<string> = new Set([
   // http → pipeline, http → llm/trace/engine: http/ is to receive what it needs from the
   // pipeline as hooks (as InterceptHooks already does) instead of importing it; these files
   // are being restructured for that ("callUpstream split", "Imports run one way").
-  'http/replay-body.ts -> pipeline/context.ts',
   'http/response-intercept.ts -> pipeline/context.ts',
   'http/upgrade.ts -> engine/compiled.ts',
   'http/upgrade.ts -> pipeline/context.ts',

@@ -6,7 +6,7 @@
 
 import { Transform, type Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+import type { IncomingMessage } from 'node:http'
 import type { RequestContext } from '../pipeline/context.ts'
 import type { PipelineRuntime } from '../pipeline/run.ts'
 import { applyResponsePolicies, respondLocal } from '../pipeline/respond.ts'
@@ -16,13 +16,7 @@ import { PorticoError, isPorticoError } from '../util/errors.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { interceptResponse } from './response-intercept.ts'
 import { endLlmCall, LlmUsageTap } from '../llm/usage.ts'
-
-/** Does the client's request carry a body? (RFC 9112 §6.3) */
-export function requestHasBody (headers: IncomingHttpHeaders): boolean {
-  const cl = headers['content-length']
-  if (cl !== undefined) return cl !== '0'
-  return headers['transfer-encoding'] !== undefined
-}
+import { requestHasBody } from './request-body.ts'
 
 /**
  * Wraps one backend call's dispatch handler (retries decide on the raw answer there);

@@ -10,7 +10,7 @@
 
 import type { RequestContext } from '../pipeline/context.ts'
 import type { AiBackendSpecIR } from '../ir/types.ts'
-import { bufferRequestBody } from '../http/replay-body.ts'
+import { readRequestBody } from '../http/request-body.ts'
 import { authority } from '../util/host-port.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
@@ -52,7 +52,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const backend = ctx.backend!
   const spec = backend.ai!
   if (ctx.method !== 'POST') return { status: 405, body: `invalid LLM request: ${ctx.method} is not a chat completion (POST with a JSON body)`, headers: { allow: 'POST' } }
-  const read = await bufferRequestBody(ctx, LLM_REQUEST_LIMIT, { drain: true })
+  const read = await readRequestBody(ctx, { maxBytes: LLM_REQUEST_LIMIT, whenTooLarge: 'drain' })
   if (read === 'too-large') return { status: 413, body: `LLM request larger than ${LLM_REQUEST_LIMIT} bytes` }
   if (read === 'none') return { status: 400, body: 'invalid LLM request: no body (a JSON chat completion request is expected)' }
   if (read instanceof Error) return { status: 400, body: 'request body incomplete' }

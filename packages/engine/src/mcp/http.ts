@@ -24,6 +24,7 @@ import {
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
 import { requestSnapshot } from '../trace/snapshot.ts'
+import { readRequestBody } from '../http/request-body.ts'
 import type { ClientInit } from './target.ts'
 
 const SESSION_HEADER = 'mcp-session-id'
@@ -140,34 +141,6 @@ function reply (rt: McpRuntime, ctx: RequestContext, status: number, body: JsonR
   res.end(payload)
 }
 
-/** Reads a JSON body up to `limit` bytes; 'too-large' when it is bigger. */
-function readBody (ctx: RequestContext, limit: number): Promise<Buffer | 'too-large'> {
-  if (ctx.requestBody !== null) return Promise.resolve(ctx.requestBody.length > limit ? 'too-large' : ctx.requestBody)
-  const { req } = ctx
-  const declared = Number(req.headers['content-length'] ?? NaN)
-  if (declared > limit) {
-    req.resume()
-    return Promise.resolve('too-large')
-  }
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    let size = 0
-    let over = false
-    req.on('data', (chunk: Buffer) => {
-      if (over) return
-      size += chunk.length
-      if (size > limit) {
-        over = true
-        resolve('too-large')
-        return
-      }
-      chunks.push(chunk)
-    })
-    req.on('end', () => { if (!over) resolve(Buffer.concat(chunks)) })
-    req.on('error', reject)
-  })
-}
-
 function acceptsBoth (accept: string | undefined): boolean {
   if (accept === undefined) return false
   if (accept.includes('*/*')) return true
@@ -188,14 +161,15 @@ function initOf (req: JsonRpcRequest): ClientInit {
  * or the error reply that was sent.
  */
 async function readMessages (rt: McpRuntime, ctx: RequestContext, spec: McpBackendSpecIR): Promise<{ messages: JsonRpcMessage[], batch: boolean } | null> {
-  const body = await readBody(ctx, spec.maxMessageBytes)
-  if (body === 'too-large') {
+  const read = await readRequestBody(ctx, { maxBytes: spec.maxMessageBytes, whenTooLarge: 'drain' })
+  if (read instanceof Error) throw read
+  if (read === 'too-large') {
     reply(rt, ctx, 413, errorResponse(null, INVALID_REQUEST, `Message too large: the limit is ${spec.maxMessageBytes} bytes`), { connection: 'close' })
     return null
   }
   let parsed: unknown
   try {
-    parsed = JSON.parse(body.toString('utf8'))
+    parsed = JSON.parse(read === 'none' ? '' : ctx.requestBody!.toString('utf8'))
   } catch (err) {
     reply(rt, ctx, 400, errorResponse(null, PARSE_ERROR, `Parse error: ${(err as Error).message}`))
     return null

@@ -23,9 +23,12 @@ import type { HeaderMap } from '../ir/header-map.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { RetryIR } from '../ir/traffic.ts'
 import { callUpstream, classifyFailure } from '../http/upstream-call.ts'
-import { bufferRequestBody, REPLAY_BODY_LIMIT } from '../http/replay-body.ts'
+import { readRequestBody } from '../http/request-body.ts'
 import { respondLocal } from './respond.ts'
 import { PorticoError } from '../util/errors.ts'
+
+/** Largest body buffered so a request can be retried or mirrored. */
+const REPLAY_BODY_LIMIT = 1024 * 1024
 
 /** How long a mirror copy may take before it is abandoned. */
 const MIRROR_TIMEOUT_MS = 30_000
@@ -50,7 +53,8 @@ export async function callWithResiliency (rt: PipelineRuntime, ctx: RequestConte
   const mirrors = ctx.upgrade === null ? route.mirrors.filter(m => Math.random() * 100 < m.ir.percentage) : []
   if (retry === undefined && mirrors.length === 0) return callUpstream(rt, ctx)
 
-  const read = await bufferRequestBody(ctx, REPLAY_BODY_LIMIT)
+  // Too large: streamed to the backend once, unmirrored and unretried.
+  const read = await readRequestBody(ctx, { maxBytes: REPLAY_BODY_LIMIT, whenTooLarge: 'keep' })
   if (read instanceof Error) {
     respondLocal(rt, ctx, 400, 'request body incomplete', 'InvalidRequest', `reading the request body: ${read.message}`)
     return

@@ -19,7 +19,7 @@ import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type CheckInput, type CheckResult, type HeaderMutation } from '../auth/ext-authz-check.ts'
 import { grpcCheck } from '../auth/ext-authz-grpc.ts'
 import { httpCheck } from '../auth/ext-authz-http.ts'
-import { requestHasBody } from '../http/upstream-call.ts'
+import { readRequestBody, requestHasBody } from '../http/request-body.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 
@@ -53,20 +53,17 @@ export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPol
     async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
       let body: Buffer | null = null
       if (ir.includeRequestBody !== null && ctx.upgrade === null) {
-        if (ctx.requestBody !== null) {
-          body = ctx.requestBody
-        } else if (requestHasBody(ctx.req.headers)) {
-          const read = await readRequestBody(ctx, bodyLimit)
-          if (read === 'too-large') {
-            trace(ctx, 'deny', `request body larger than includeRequestBody.maxBytes (${bodyLimit})`)
-            return { action: 'respond', status: 413, body: 'payload too large', reason: 'ExtAuth' }
-          }
-          if (read instanceof Error) {
-            trace(ctx, 'deny', `reading the request body: ${read.message}`)
-            return { action: 'respond', status: 400, body: 'request body incomplete', reason: 'InvalidRequest' }
-          }
-          body = ctx.requestBody = read
+        // A body another policy already read counts whole, whatever this policy's limit.
+        const read = ctx.requestBody !== null ? 'buffered' : await readRequestBody(ctx, { maxBytes: bodyLimit, whenTooLarge: 'drain' })
+        if (read === 'too-large') {
+          trace(ctx, 'deny', `request body larger than includeRequestBody.maxBytes (${bodyLimit})`)
+          return { action: 'respond', status: 413, body: 'payload too large', reason: 'ExtAuth' }
         }
+        if (read instanceof Error) {
+          trace(ctx, 'deny', `reading the request body: ${read.message}`)
+          return { action: 'respond', status: 400, body: 'request body incomplete', reason: 'InvalidRequest' }
+        }
+        body = ctx.requestBody
       }
       const started = performance.now()
       const result = await check(checkInput(ctx, include, body, ir.contextExtensions))
@@ -149,36 +146,4 @@ export function checkInput (ctx: RequestContext, include: ReadonlySet<string> | 
 function plainAddress (address: string | undefined): string {
   if (address === undefined) return ''
   return address.startsWith('::ffff:') ? address.slice(7) : address
-}
-
-/** The whole body, 'too-large' past `limit` (the rest is drained), or the stream's error. */
-function readRequestBody (ctx: RequestContext, limit: number): Promise<Buffer | 'too-large' | Error> {
-  const { req } = ctx
-  const declared = Number(req.headers['content-length'] ?? NaN)
-  if (declared > limit) {
-    req.resume()
-    return Promise.resolve('too-large')
-  }
-  return new Promise(resolve => {
-    const chunks: Buffer[] = []
-    let size = 0
-    let settled = false
-    const settle = (value: Buffer | 'too-large' | Error): void => {
-      if (settled) return
-      settled = true
-      resolve(value)
-    }
-    req.on('data', (chunk: Buffer) => {
-      if (settled) return
-      size += chunk.length
-      if (size > limit) {
-        settle('too-large')
-        return
-      }
-      chunks.push(chunk)
-    })
-    req.on('end', () => settle(Buffer.concat(chunks)))
-    req.on('error', err => settle(err))
-    req.on('close', () => { if (!req.complete) settle(new Error('the client closed the connection')) })
-  })
 }

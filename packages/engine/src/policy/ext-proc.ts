@@ -21,9 +21,8 @@ import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
 import { headerMutations } from '../auth/ext-authz-grpc.ts'
 import { createExtProcClient, ExtProcStream, headerMapMessage, type CommonResponseMessage, type ExchangeResult, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
-import { bufferRequestBody } from '../http/replay-body.ts'
+import { readRequestBody, requestHasBody } from '../http/request-body.ts'
 import { addResponseInterceptor, type InterceptResult, type ResponseDraft } from '../http/response-intercept.ts'
-import { requestHasBody } from '../http/upstream-call.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 
@@ -84,7 +83,7 @@ export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolic
       }
 
       if (mode.requestBodyMode === 'buffered' && bodyLike && !replaced) {
-        const read = await bufferRequestBody(ctx, ir.maxBodyBytes, { drain: true })
+        const read = await readRequestBody(ctx, { maxBytes: ir.maxBodyBytes, whenTooLarge: 'drain' })
         if (read === 'too-large') {
           stream.close()
           trace(ctx, 'deny', `request body larger than maxBodyBytes (${ir.maxBodyBytes})`)
