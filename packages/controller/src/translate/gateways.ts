@@ -1,0 +1,144 @@
+/**
+ * Gateways and their listeners: which listeners are valid (protocol, TLS certificate,
+ * conflicts on a port), which routes each admits (allowedRoutes), and the IR of each valid
+ * one. Routes attach to listeners afterwards (routes.ts); gatewayIR() then groups the
+ * listeners into binds by port.
+ */
+
+import { contentVersion, type BackendIR, type BindIR, type ListenerIR, type ProxyIR } from '@portico/engine/ir'
+import { GATEWAY_GROUP, matchesSelector, type Condition, type Gateway, type HTTPRoute, type Listener, type Namespace, type Secret } from './gateway-api.ts'
+import type { ParametersResolution } from './parameters.ts'
+import type { ReferenceGrants } from './reference-grants.ts'
+import { condition } from './conditions.ts'
+
+export interface ListenerState {
+  listener: Listener
+  ir: ListenerIR | null
+  valid: boolean
+  kinds: Array<{ group: string, kind: string }>
+  conditions: Condition[]
+  attached: Set<string>
+  tls?: { cert: string, key: string }
+}
+
+export interface GatewayState {
+  gw: Gateway
+  listeners: ListenerState[]
+  accepted: boolean
+  backends: Map<string, BackendIR>
+  parameters: ParametersResolution
+}
+
+const ROUTE_KIND = { group: GATEWAY_GROUP, kind: 'HTTPRoute' }
+
+export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution): GatewayState {
+  const gen = gw.metadata.generation
+  const ns = gw.metadata.namespace ?? ''
+  const listeners: ListenerState[] = gw.spec.listeners.map(listener => {
+    const conditions: Condition[] = []
+    let valid = true
+    let kinds: Array<{ group: string, kind: string }> = [ROUTE_KIND]
+    let tls: { cert: string, key: string } | undefined
+    let resolvedRefs = condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
+    let accepted = condition('Accepted', true, 'Accepted', 'Listener is accepted', gen)
+    if (listener.protocol !== 'HTTP' && listener.protocol !== 'HTTPS') {
+      valid = false
+      kinds = []
+      accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS)`, gen)
+    }
+    if (listener.allowedRoutes?.kinds !== undefined) {
+      const ok = listener.allowedRoutes.kinds.filter(k => (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && k.kind === 'HTTPRoute')
+      if (ok.length !== listener.allowedRoutes.kinds.length) {
+        resolvedRefs = condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported', gen)
+      }
+      kinds = valid ? ok.map(() => ROUTE_KIND) : []
+    }
+    if (valid && listener.protocol === 'HTTPS') {
+      const result = listenerTls(gw, listener, grants, secrets)
+      if (typeof result === 'string') {
+        resolvedRefs = condition('ResolvedRefs', false, result.startsWith('RefNotPermitted') ? 'RefNotPermitted' : 'InvalidCertificateRef', result.replace(/^\w+: /, ''), gen)
+        valid = false
+      } else {
+        tls = result
+      }
+    }
+    conditions.push(accepted, resolvedRefs)
+    return { listener, ir: null, valid, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}) }
+  })
+
+  // Conflicts: one protocol per port; one listener per (port, hostname).
+  const byPort = new Map<number, ListenerState[]>()
+  for (const l of listeners) {
+    let list = byPort.get(l.listener.port)
+    if (list === undefined) byPort.set(l.listener.port, list = [])
+    list.push(l)
+  }
+  for (const group of byPort.values()) {
+    const protocols = new Set(group.map(l => l.listener.protocol))
+    for (const l of group) {
+      let conflicted = condition('Conflicted', false, 'NoConflicts', 'No conflicts', gen)
+      if (protocols.size > 1) conflicted = condition('Conflicted', true, 'ProtocolConflict', `port ${l.listener.port} has listeners of several protocols`, gen)
+      else if (group.filter(o => (o.listener.hostname ?? '') === (l.listener.hostname ?? '')).length > 1) conflicted = condition('Conflicted', true, 'HostnameConflict', `another listener on port ${l.listener.port} has the same hostname`, gen)
+      if (conflicted.status === 'True') l.valid = false
+      l.conditions.push(conflicted)
+    }
+  }
+  for (const l of listeners) {
+    l.conditions.push(condition('Programmed', l.valid, l.valid ? 'Programmed' : 'Invalid', l.valid ? 'Listener is programmed' : 'Listener is invalid', gen))
+    if (l.valid) {
+      const ir: ListenerIR = { key: `${ns}/${gw.metadata.name}.${l.listener.name}`, gateway: gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as 'HTTP' | 'HTTPS', policies: {}, routes: [] }
+      if (l.listener.hostname !== undefined) ir.hostname = l.listener.hostname.toLowerCase()
+      if (l.tls !== undefined) ir.tls = l.tls
+      l.ir = ir
+    }
+  }
+  const accepted = (gw.spec.addresses === undefined || gw.spec.addresses.length === 0) && !('error' in parameters)
+  return { gw, listeners, accepted: accepted && listeners.some(l => l.valid), backends: new Map(), parameters }
+}
+
+/** The listener's certificate (PEM), or `Reason: message` when it cannot be used. */
+function listenerTls (gw: Gateway, listener: Listener, grants: ReferenceGrants, secrets: Map<string, Secret>): { cert: string, key: string } | string {
+  if (listener.tls?.mode === 'Passthrough') return 'InvalidCertificateRef: TLS passthrough is not supported'
+  const ref = listener.tls?.certificateRefs?.[0]
+  if (ref === undefined) return 'InvalidCertificateRef: an HTTPS listener needs a certificateRef'
+  if ((ref.group ?? '') !== '' || (ref.kind ?? 'Secret') !== 'Secret') return `InvalidCertificateRef: ${ref.kind ?? 'Secret'} is not a supported certificate kind`
+  const ns = ref.namespace ?? gw.metadata.namespace ?? ''
+  if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'Gateway', fromNamespace: gw.metadata.namespace ?? '', toGroup: '', toKind: 'Secret', toNamespace: ns, toName: ref.name })) {
+    return `RefNotPermitted: Secret ${ns}/${ref.name} is in another namespace without a ReferenceGrant`
+  }
+  const secret = secrets.get(`${ns}/${ref.name}`)
+  const cert = secret?.data?.['tls.crt']
+  const key = secret?.data?.['tls.key']
+  if (secret === undefined || cert === undefined || key === undefined) return `InvalidCertificateRef: Secret ${ns}/${ref.name} is missing or has no tls.crt/tls.key`
+  const pem = (b64: string) => Buffer.from(b64, 'base64').toString('utf8')
+  if (!pem(cert).includes('-----BEGIN') || !pem(key).includes('-----BEGIN')) return `InvalidCertificateRef: Secret ${ns}/${ref.name} does not hold PEM data`
+  return { cert: pem(cert), key: pem(key) }
+}
+
+/** Does the listener admit the route (a kind it takes; allowedRoutes.namespaces From Same/All/Selector)? */
+export function routeAllowed (l: ListenerState, route: HTTPRoute, gw: Gateway, namespaces: Map<string, Namespace>): boolean {
+  if (l.kinds.length === 0) return false
+  const from = l.listener.allowedRoutes?.namespaces?.from ?? 'Same'
+  const routeNs = route.metadata.namespace ?? ''
+  if (from === 'Same') return routeNs === (gw.metadata.namespace ?? '')
+  if (from === 'All') return true
+  return matchesSelector(namespaces.get(routeNs)?.metadata.labels, l.listener.allowedRoutes?.namespaces?.selector ?? {})
+}
+
+/** The Gateway's ProxyIR: valid listeners grouped into one bind per port, the backends its routes use. */
+export function gatewayIR (g: GatewayState): ProxyIR {
+  const binds = new Map<number, BindIR>()
+  for (const l of g.listeners) {
+    if (l.ir === null) continue
+    let bind = binds.get(l.listener.port)
+    if (bind === undefined) {
+      bind = { key: `0.0.0.0:${l.listener.port}`, address: '0.0.0.0', port: l.listener.port, protocol: l.ir.protocol, listeners: [] }
+      if (l.tls !== undefined) bind.tls = l.tls
+      binds.set(l.listener.port, bind)
+    }
+    bind.listeners.push(l.ir)
+  }
+  const ir: ProxyIR = { version: '', binds: [...binds.values()].sort((a, b) => a.port - b.port), backends: [...g.backends.values()].sort((a, b) => a.key.localeCompare(b.key)) }
+  ir.version = contentVersion(ir)
+  return ir
+}

@@ -1,0 +1,158 @@
+/**
+ * HTTPRoutes: each parentRef attaches the route to the Gateway's listeners that match it
+ * (sectionName, port, allowedRoutes, hostname intersection), or says in the parent's status
+ * why not; each rule becomes a RouteIR (matches, filters' policies, weighted backends,
+ * timeouts, retry, mirrors) on every listener it attaches to.
+ */
+
+import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine'
+import type { BackendRefIR, RouteIR, RouteMatchIR } from '@portico/engine/ir'
+import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type HTTPRouteRule, type Namespace } from './gateway-api.ts'
+import { routeAllowed, type GatewayState } from './gateways.ts'
+import type { ResolvedBackends } from './backends.ts'
+import { ruleMirrors, type RoutePolicies } from './filters.ts'
+import type { RouteParentStatus } from './status.ts'
+import { condition } from './conditions.ts'
+
+/** One route, ready to attach: its backends resolved, its policies converted, and why it cannot be accepted (or null). */
+export interface PreparedRoute {
+  route: HTTPRoute
+  /** Position among routes (older first): orders its rules against other routes'. */
+  rank: number
+  resolved: ResolvedBackends
+  policies: RoutePolicies
+  unsupported: string | null
+}
+
+/**
+ * Attaches the route through each of its parentRefs that names one of `gateways`, adding its
+ * RouteIRs to the matching listeners and its backends to the Gateway. Returns the status of
+ * each such parent.
+ */
+export function attachRoute (prepared: PreparedRoute, gateways: Map<string, GatewayState>, namespaces: Map<string, Namespace>, controllerName: string): RouteParentStatus[] {
+  const { route, resolved, unsupported } = prepared
+  const parents: RouteParentStatus[] = []
+  for (const parentRef of route.spec.parentRefs ?? []) {
+    if ((parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || (parentRef.kind ?? 'Gateway') !== 'Gateway') continue
+    const gwKey = `${parentRef.namespace ?? route.metadata.namespace ?? ''}/${parentRef.name}`
+    const gwState = gateways.get(gwKey)
+    if (gwState === undefined) continue
+    const gen = route.metadata.generation
+    const status = (accepted: Condition): RouteParentStatus => ({
+      parentRef,
+      controllerName,
+      conditions: [accepted, resolved.condition(gen)]
+    })
+    const candidates = gwState.listeners.filter(l =>
+      (parentRef.sectionName === undefined || l.listener.name === parentRef.sectionName) &&
+      (parentRef.port === undefined || l.listener.port === parentRef.port))
+    if (candidates.length === 0) {
+      parents.push(status(condition('Accepted', false, 'NoMatchingParent', parentRef.sectionName !== undefined ? `no listener named ${parentRef.sectionName}${parentRef.port !== undefined ? ` on port ${parentRef.port}` : ''}` : `no listener on port ${parentRef.port ?? '-'}`, gen)))
+      continue
+    }
+    const allowed = candidates.filter(l => l.valid && routeAllowed(l, route, gwState.gw, namespaces))
+    if (allowed.length === 0) {
+      parents.push(status(condition('Accepted', false, 'NotAllowedByListeners', 'no listener allows this route (namespace or kind)', gen)))
+      continue
+    }
+    const matching = allowed.filter(l => intersectHostnames(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase())) !== null)
+    if (matching.length === 0) {
+      parents.push(status(condition('Accepted', false, 'NoMatchingListenerHostname', 'no listener hostname matches the route\'s hostnames', gen)))
+      continue
+    }
+    if (unsupported !== null) {
+      parents.push(status(condition('Accepted', false, 'UnsupportedValue', unsupported, gen)))
+      continue
+    }
+    parents.push(status(condition('Accepted', true, 'Accepted', 'Route is accepted', gen)))
+    for (const l of matching) {
+      l.attached.add(nsName(route.metadata))
+      const hostnames = intersectHostnames(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))!
+      for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
+      for (const b of resolved.backends.values()) gwState.backends.set(b.key, b)
+    }
+  }
+  return parents
+}
+
+/** Older first, then namespace/name: the Gateway API's tie-break between routes. */
+export function byAge (a: HTTPRoute, b: HTTPRoute): number {
+  const ta = a.metadata.creationTimestamp ?? ''
+  const tb = b.metadata.creationTimestamp ?? ''
+  return ta < tb ? -1 : ta > tb ? 1 : nsName(a.metadata).localeCompare(nsName(b.metadata))
+}
+
+/**
+ * A RegularExpression path, header or query match the engine cannot run (it runs them on a
+ * linear-time RE2 engine: no lookaround, no backreferences), as `field: why`. The route is
+ * then not Accepted (UnsupportedValue) rather than pushed to proxies that would refuse it.
+ */
+export function invalidRegex (route: HTTPRoute): string | null {
+  for (const [i, rule] of (route.spec.rules ?? []).entries()) {
+    for (const [j, m] of (rule.matches ?? []).entries()) {
+      const at = `spec.rules[${i}].matches[${j}]`
+      const checks: Array<[string, string | undefined]> = [
+        [`${at}.path.value`, m.path?.type === 'RegularExpression' ? m.path.value ?? '/' : undefined],
+        ...(m.headers ?? []).map((h, k): [string, string | undefined] => [`${at}.headers[${k}].value`, h.type === 'RegularExpression' ? h.value : undefined]),
+        ...(m.queryParams ?? []).map((q, k): [string, string | undefined] => [`${at}.queryParams[${k}].value`, q.type === 'RegularExpression' ? q.value : undefined])
+      ]
+      for (const [field, pattern] of checks) {
+        const problem = pattern === undefined ? null : linearRegexProblem(pattern)
+        if (problem !== null) return `${field}: ${problem}`
+      }
+    }
+  }
+  return null
+}
+
+function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames: string[]): RouteIR[] {
+  const ns = route.metadata.namespace ?? ''
+  return (route.spec.rules ?? [{}] as HTTPRouteRule[]).map((rule, i) => {
+    const rulePolicies = policies.rules[i]
+    const matches: RouteMatchIR[] = (rule.matches ?? [{}]).map(m => {
+      const type = m.path?.type ?? 'PathPrefix'
+      const value = m.path?.value ?? '/'
+      const match: RouteMatchIR = {
+        path: { kind: type === 'Exact' ? 'exact' : type === 'RegularExpression' ? 'regex' : 'prefix', value },
+        headers: (m.headers ?? []).map(h => ({ name: h.name.toLowerCase(), kind: h.type === 'RegularExpression' ? 'regex' : 'exact', value: h.value })),
+        query: (m.queryParams ?? []).map(q => ({ name: q.name, kind: q.type === 'RegularExpression' ? 'regex' : 'exact', value: q.value }))
+      }
+      if (m.method !== undefined) match.method = m.method
+      return match
+    })
+    const backends: BackendRefIR[] = (rule.backendRefs ?? []).map((ref, j) => ({
+      backend: resolved.refs[i]![j]!,
+      weight: ref.weight ?? 1,
+      policies: rulePolicies?.backends[j] ?? {}
+    }))
+    const ir: RouteIR = {
+      key: `${ns}/${route.metadata.name}.${rule.name ?? i}`,
+      name: route.metadata.name,
+      namespace: ns,
+      ruleName: rule.name ?? String(i),
+      hostnames,
+      matches,
+      policies: rulePolicies?.policies ?? {},
+      backends,
+      order: rank * 1000 + i
+    }
+    const timeouts = ruleTimeouts(rule)
+    if (timeouts !== undefined) ir.timeouts = timeouts
+    const mirrors = ruleMirrors(rule, resolved.mirrors[i] ?? [], resolved.backends, ['spec', 'rules', i, 'filters'])
+    if (mirrors.length > 0) ir.mirrors = mirrors
+    if (rulePolicies?.retry !== undefined) ir.retry = rulePolicies.retry
+    return ir
+  })
+}
+
+/**
+ * HTTPRouteTimeouts → timeouts. A zero duration means "no timeout" in the Gateway API, so it
+ * is left out; the YAML front end's timeout keeps a 0 as written, which is why this does not
+ * go through its converter.
+ */
+function ruleTimeouts (rule: HTTPRouteRule): RouteIR['timeouts'] {
+  const timeouts: { requestMs?: number, backendRequestMs?: number } = {}
+  if (rule.timeouts?.request !== undefined && parseDuration(rule.timeouts.request) > 0) timeouts.requestMs = parseDuration(rule.timeouts.request)
+  if (rule.timeouts?.backendRequest !== undefined && parseDuration(rule.timeouts.backendRequest) > 0) timeouts.backendRequestMs = parseDuration(rule.timeouts.backendRequest)
+  return Object.keys(timeouts).length > 0 ? timeouts : undefined
+}

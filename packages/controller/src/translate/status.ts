@@ -1,0 +1,97 @@
+/**
+ * What a translation reports: the status of every GatewayClass, Gateway (with its listeners)
+ * and HTTPRoute parent, and each Gateway's IR and proxy ports. The controller writes these
+ * statuses (Programmed comes later, from the proxies' ACKs) and provisions from the rest.
+ */
+
+import type { ProxyIR } from '@portico/engine/ir'
+import type { Condition, GatewayClass, ParentReference, ProxyParameters } from './gateway-api.ts'
+import type { ParametersResolution } from './parameters.ts'
+import { gatewayIR, type GatewayState } from './gateways.ts'
+import { condition } from './conditions.ts'
+
+export interface ListenerStatus {
+  name: string
+  supportedKinds: Array<{ group: string, kind: string }>
+  attachedRoutes: number
+  conditions: Condition[]
+}
+
+export interface GatewayResult {
+  namespace: string
+  name: string
+  generation: number | undefined
+  /** Accepted, and (without Programmed, which needs a proxy's ACK) the listeners' state. */
+  conditions: Condition[]
+  listeners: ListenerStatus[]
+  /** Whether the Gateway is accepted at all (a proxy is provisioned only then). */
+  accepted: boolean
+  ir: ProxyIR
+  /** Ports of valid listeners, for the proxy Service. */
+  ports: Array<{ name: string, port: number, protocol: string }>
+  /** Proxy settings from PorticoParameters (the Gateway's own, else its class's). */
+  parameters?: ProxyParameters
+}
+
+export interface RouteParentStatus {
+  parentRef: ParentReference
+  controllerName: string
+  conditions: Condition[]
+}
+
+export interface RouteResult {
+  namespace: string
+  name: string
+  generation: number | undefined
+  parents: RouteParentStatus[]
+}
+
+export interface ClassResult {
+  name: string
+  generation: number | undefined
+  conditions: Condition[]
+}
+
+export interface TranslationResult {
+  classes: ClassResult[]
+  gateways: GatewayResult[]
+  routes: RouteResult[]
+}
+
+export function classResult (c: GatewayClass, params: ParametersResolution): ClassResult {
+  return {
+    name: c.metadata.name,
+    generation: c.metadata.generation,
+    conditions: ['error' in params
+      ? condition('Accepted', false, 'InvalidParameters', params.error, c.metadata.generation)
+      : condition('Accepted', true, 'Accepted', 'GatewayClass accepted by the portico controller', c.metadata.generation)]
+  }
+}
+
+export function gatewayResult (g: GatewayState): GatewayResult {
+  const { gw } = g
+  const gen = gw.metadata.generation
+  const ir = gatewayIR(g)
+  const invalid = g.listeners.filter(l => !l.valid).length
+  const conditions: Condition[] = []
+  if ('error' in g.parameters) {
+    conditions.push(condition('Accepted', false, 'InvalidParameters', g.parameters.error, gen))
+  } else if (gw.spec.addresses !== undefined && gw.spec.addresses.length > 0) {
+    conditions.push(condition('Accepted', false, 'UnsupportedAddress', 'spec.addresses is not supported: the address comes from the proxy Service', gen))
+  } else if (invalid === 0) {
+    conditions.push(condition('Accepted', true, 'Accepted', 'Gateway is accepted', gen))
+  } else {
+    conditions.push(condition('Accepted', g.accepted, 'ListenersNotValid', `${invalid} of ${g.listeners.length} listeners are not valid`, gen))
+  }
+  return {
+    namespace: gw.metadata.namespace ?? '',
+    name: gw.metadata.name,
+    generation: gen,
+    conditions,
+    listeners: g.listeners.map(l => ({ name: l.listener.name, supportedKinds: l.kinds, attachedRoutes: l.attached.size, conditions: l.conditions })),
+    accepted: g.accepted,
+    ir,
+    ports: [...new Set(g.listeners.filter(l => l.valid).map(l => l.listener.port))].sort((a, b) => a - b).map(port => ({ name: `port-${port}`, port, protocol: 'TCP' })),
+    ...('parameters' in g.parameters && g.parameters.parameters !== undefined ? { parameters: g.parameters.parameters } : {})
+  }
+}

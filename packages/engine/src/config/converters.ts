@@ -1,0 +1,15 @@
+/**
+ * The config → IR converters every front end shares, exported alone as
+ * `@portico/engine/config`: the YAML file (to-ir.ts) and the Kubernetes controller's Gateway
+ * API translation both turn a redirect, a rewrite, CORS, header modifiers, a retry or a
+ * mirror into IR through these functions, so defaults (302, 1 retry of 500/502/503/504 after
+ * 25ms, a 100 % mirror) and semantic checks (origin grammar, `*` alone, maxAge ≥ 1s) are
+ * written once. Front ends map their own shapes onto the YAML config shapes below and collect
+ * what `report` tells them.
+ */
+
+export { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
+export { retryToIR, mirrorsToIR, DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_CODES, DEFAULT_RETRY_BACKOFF_MS, type RetryConfig, type RequestMirrorConfig } from './traffic-to-ir.ts'
+export { checkPrefixModifiers } from './http-policy-to-ir.ts'
+export type { CorsConfig, PathModifierConfig, RequestRedirectConfig, UrlRewriteConfig } from './http-policy-schema.ts'
+export { formatPath } from './diagnostics.ts'
