@@ -5,7 +5,7 @@
  * timeouts, retry, mirrors) on every listener it attaches to.
  */
 
-import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine'
+import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine/config'
 import type { BackendRefIR, RouteIR, RouteMatchIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type HTTPRouteRule, type Namespace } from './gateway-api.ts'
 import { routeAllowed, type GatewayState } from './gateways.ts'

@@ -13,3 +13,8 @@ export { retryToIR, mirrorsToIR, DEFAULT_RETRY_ATTEMPTS, DEFAULT_RETRY_CODES, DE
 export { checkPrefixModifiers } from './http-policy-to-ir.ts'
 export type { CorsConfig, PathModifierConfig, RequestRedirectConfig, UrlRewriteConfig } from './http-policy-schema.ts'
 export { formatPath } from './diagnostics.ts'
+// What front ends check and convert with besides: the duration syntax, listener × route
+// hostname intersection, and whether the route table's regex engine can run a pattern.
+export { parseDuration } from '../util/duration.ts'
+export { intersectHostnames } from '../routing/hostname.ts'
+export { linearRegexProblem } from '../util/linear-regex.ts'
