@@ -46,18 +46,6 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
  * line when its import goes; never add one.
  */
 const ALLOWED: ReadonlySet<string> = new Set([
-  // http → pipeline, http → llm/trace/engine: http/ is to receive what it needs from the
-  // pipeline as hooks (as InterceptHooks already does) instead of importing it; these files
-  // are being restructured for that ("callUpstream split", "Imports run one way").
-  'http/response-intercept.ts -> pipeline/context.ts',
-  'http/upgrade.ts -> engine/compiled.ts',
-  'http/upgrade.ts -> pipeline/context.ts',
-  'http/upgrade.ts -> pipeline/run.ts',
-  'http/upstream-call.ts -> llm/usage.ts',
-  'http/upstream-call.ts -> pipeline/context.ts',
-  'http/upstream-call.ts -> pipeline/respond.ts',
-  'http/upstream-call.ts -> pipeline/run.ts',
-
   // RequestContext (pipeline/context.ts) is read by rooms below the pipeline; it is to move
   // to a room of its own under them ("Per-request state in one place").
   'cel/vars.ts -> pipeline/context.ts',

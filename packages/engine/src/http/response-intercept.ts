@@ -6,11 +6,12 @@
  * handler so the response is held (headers, and the body when an interceptor buffers it)
  * until every interceptor has answered, and the handler gets the changed response.
  *
- * Requests without interceptors pay nothing: the backend call checks one WeakMap.
+ * Requests without interceptors pay nothing: the backend call checks one field of the
+ * request's state (`responseInterceptors`, null until a policy adds one).
  */
 
 import type { Dispatcher } from 'undici'
-import type { RequestContext } from '../pipeline/context.ts'
+import type { ServerResponse } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
 
@@ -44,12 +45,18 @@ export interface ResponseInterceptor {
   onBodyTooLarge(): InterceptResult
 }
 
-const interceptors = new WeakMap<RequestContext, ResponseInterceptor[]>()
+/** What interception reads of a request's state (pipeline/context.ts RequestContext has it). */
+export interface InterceptContext {
+  readonly method: string
+  readonly res: ServerResponse
+  readonly done: boolean
+  upstreamHeadersAt: number
+  /** The request's response interceptors, in the order their policies ran; null for none. */
+  responseInterceptors: ResponseInterceptor[] | null
+}
 
-export function addResponseInterceptor (ctx: RequestContext, interceptor: ResponseInterceptor): void {
-  let list = interceptors.get(ctx)
-  if (list === undefined) interceptors.set(ctx, list = [])
-  list.push(interceptor)
+export function addResponseInterceptor (ctx: InterceptContext, interceptor: ResponseInterceptor): void {
+  (ctx.responseInterceptors ??= []).push(interceptor)
 }
 
 /** What the wrapper needs from the backend call. */
@@ -74,9 +81,9 @@ const NOOP_CONTROLLER = {
  * interceptors, else a wrapper that runs them (innermost phase first) before `handler`
  * sees the response.
  */
-export function interceptResponse (ctx: RequestContext, handler: Dispatcher.DispatchHandler, hooks: InterceptHooks): Dispatcher.DispatchHandler {
-  const list = interceptors.get(ctx)
-  if (list === undefined || list.length === 0) return handler
+export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.DispatchHandler, hooks: InterceptHooks): Dispatcher.DispatchHandler {
+  const list = ctx.responseInterceptors
+  if (list === null || list.length === 0) return handler
   const ordered = [...list].reverse()
   let mode: 'waiting' | 'buffering' | 'passing' | 'discarding' | 'done' = 'waiting'
   let draft: ResponseDraft | null = null

@@ -24,6 +24,7 @@ import {
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
 import { requestSnapshot } from '../trace/snapshot.ts'
+import { traceCallResult, traceCallStart } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
 import type { ClientInit } from './target.ts'
 
@@ -94,7 +95,7 @@ function traceStart (rt: McpRuntime, ctx: RequestContext): void {
   ctx.upstreamStart = performance.now()
   if (ctx.tracer === null) return
   ctx.tracer.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
-  ctx.tracer.emit({ type: 'backendCallStart', target: ctx.mcp?.target !== undefined && ctx.mcp.target !== '' ? ctx.mcp.target : ctx.backend!.target })
+  traceCallStart(ctx, ctx.mcp?.target !== undefined && ctx.mcp.target !== '' ? ctx.mcp.target : ctx.backend!.target)
 }
 
 /**
@@ -108,7 +109,7 @@ function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, header
   ctx.responseHeaders = headers
   ctx.upstreamHeadersAt = performance.now()
   if (ctx.upstreamStart === 0) traceStart(rt, ctx)
-  ctx.tracer?.emit({ type: 'backendCallResult', status, error }, { eventStart: 0, severity: error !== null || status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
+  traceCallResult(ctx, status, error)
   rt.finish(ctx)
   return ctx.responseHeaders as Record<string, string | string[]>
 }

@@ -14,6 +14,7 @@ import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import type { McpCallInfo } from '../mcp/session.ts'
 import type { LlmCall } from '../llm/request.ts'
+import type { ResponseInterceptor } from '../http/response-intercept.ts'
 
 /**
  * Why a request ended the way it did — a stable label for access logs and metrics
@@ -136,6 +137,18 @@ export class RequestContext {
    * the answer (they take it from their buckets then).
    */
   llmTokenHooks: Array<(tokens: number) => void> | null = null
+  /** µs on the trace's clock when the backend call in progress started (trace/backend-call.ts). */
+  backendCallStartUs = 0
+  /**
+   * Policies that must see the backend's response before the client does (extProc), in the
+   * order they ran; null for none (http/response-intercept.ts).
+   */
+  responseInterceptors: ResponseInterceptor[] | null = null
+  /**
+   * The request as it was before the backend phase, on routes with retries: each retry runs
+   * the backend policies again on it (pipeline/resiliency.ts).
+   */
+  beforeBackend: { headers: HeaderMap, path: string, body: Buffer | null } | null = null
   /** Slot in the engine's in-flight registry (-1 when not registered). */
   inFlightSlot = -1
   /** CEL's `request` and `source` variables, built once per request on first use. */

@@ -22,7 +22,10 @@ import type { PipelineRuntime } from './run.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { RetryIR } from '../ir/traffic.ts'
-import { callUpstream, classifyFailure } from '../http/upstream-call.ts'
+import type { CallWrapper } from '../http/upstream-call.ts'
+import { classifyFailure } from '../http/call-failure.ts'
+import { callBackend } from './backend-call.ts'
+import { traceCallResult } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
 import { respondLocal } from './respond.ts'
 import { PorticoError } from '../util/errors.ts'
@@ -33,12 +36,9 @@ const REPLAY_BODY_LIMIT = 1024 * 1024
 /** How long a mirror copy may take before it is abandoned. */
 const MIRROR_TIMEOUT_MS = 30_000
 
-/** The request as it was before the backend phase (backend policies run again per retry). */
-const beforeBackend = new WeakMap<RequestContext, { headers: HeaderMap, path: string, body: Buffer | null }>()
-
-/** Called before the first backend phase of a route with retries. */
+/** Called before the first backend phase of a route with retries: each retry starts from this request. */
 export function saveBeforeBackend (ctx: RequestContext): void {
-  beforeBackend.set(ctx, { headers: { ...ctx.headers }, path: ctx.path, body: ctx.requestBody })
+  ctx.beforeBackend = { headers: { ...ctx.headers }, path: ctx.path, body: ctx.requestBody }
 }
 
 export type RunBackendPhase = (ctx: RequestContext) => Promise<{ status: number, body: string, headers?: HeaderMap, reason: string } | null>
@@ -51,7 +51,7 @@ export async function callWithResiliency (rt: PipelineRuntime, ctx: RequestConte
   const route = ctx.route!
   const retry = ctx.upgrade === null ? route.ir.retry : undefined
   const mirrors = ctx.upgrade === null ? route.mirrors.filter(m => Math.random() * 100 < m.ir.percentage) : []
-  if (retry === undefined && mirrors.length === 0) return callUpstream(rt, ctx)
+  if (retry === undefined && mirrors.length === 0) return callBackend(rt, ctx)
 
   // Too large: streamed to the backend once, unmirrored and unretried.
   const read = await readRequestBody(ctx, { maxBytes: REPLAY_BODY_LIMIT, whenTooLarge: 'keep' })
@@ -70,7 +70,7 @@ export async function callWithResiliency (rt: PipelineRuntime, ctx: RequestConte
   }
   if (retry === undefined || !replayable || retry.attempts === 0) {
     if (retry !== undefined && !replayable) ctx.tracer?.emit({ type: 'retry', enabled: false, reason: `request body larger than ${REPLAY_BODY_LIMIT} bytes: not retried` })
-    return callUpstream(rt, ctx)
+    return callBackend(rt, ctx)
   }
   attempt(rt, ctx, retry, 1, backendPhase, new Set())
 }
@@ -80,7 +80,7 @@ type BackendChoice = NonNullable<RequestContext['backendRef']>
 
 /** `tried`: the backend choices that failed so far; a retry picks among the others first. */
 function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: number, backendPhase: RunBackendPhase, tried: Set<BackendChoice>): void {
-  callUpstream(rt, ctx, (inner, release) => {
+  const wrap: CallWrapper = (inner, release) => {
     let dropped = false
     const started = performance.now()
     const backend = ctx.backend!
@@ -90,7 +90,7 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: n
       if (ctx.backendRef !== undefined && ctx.backendRef !== null) tried.add(ctx.backendRef)
       release()
       rt.backendStats?.recordCall(backend.key, true, status === null ? null : performance.now() - started)
-      ctx.tracer?.emit({ type: 'backendCallResult', status, error }, { severity: 'warn' })
+      traceCallResult(ctx, status, error, 'warn')
       ctx.tracer?.emit({ type: 'retry', attempt: n + 1, attempts: retry.attempts + 1, backend: backend.target, reason: why, backoffMs: retry.backoffMs }, { severity: 'warn' })
       setTimeout(() => { next(rt, ctx, retry, n + 1, backendPhase, tried).catch(err => fail(rt, ctx, err)) }, retry.backoffMs)
     }
@@ -118,7 +118,8 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: n
       }
     }
     return handler
-  })
+  }
+  callBackend(rt, ctx, wrap)
 }
 
 /** Connection-level failures are retried; timeouts, a client that left and bad request bodies are not. */
@@ -141,8 +142,8 @@ async function next (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n
     respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends', why)
     return
   }
-  const saved = beforeBackend.get(ctx)
-  if (saved !== undefined) {
+  const saved = ctx.beforeBackend
+  if (saved !== null) {
     ctx.headers = { ...saved.headers }
     ctx.path = saved.path
     if (saved.body !== null) ctx.requestBody = saved.body

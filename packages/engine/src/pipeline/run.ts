@@ -6,6 +6,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Duplex } from 'node:stream'
 import type { CompiledBind } from '../engine/compiled.ts'
 import type { CompiledPolicySet, PolicyOutcome } from '../policy/types.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
@@ -18,12 +19,27 @@ import { hostOnly } from '../routing/hostname.ts'
 import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
 import { hostHeaderProblem, normalizePath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
-import { callUpstream } from '../http/upstream-call.ts'
+import { callBackend } from './backend-call.ts'
+import { upgradeResponse } from '../http/upgrade.ts'
+import { upgradeAllowed } from '../http/frontend.ts'
 import { finishResponse, respondLocal } from './respond.ts'
 import { serveProtectedResourceMetadata } from './well-known.ts'
 import { callWithResiliency, saveBeforeBackend } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
 import { prepareLlmRequest } from '../llm/request.ts'
+
+/**
+ * An HTTP/1.1 upgrade request (WebSocket) runs the same pipeline, with a response bound to
+ * the raw socket for the proxy's own answers (http/upgrade.ts).
+ */
+export function handleUpgrade (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  const res = upgradeResponse(req, socket)
+  // The listener asks the engine first (shouldUpgradeCallback), so only allowed upgrades get
+  // here; on a Node without that hook a refused one (h2c, ...) still never reaches a backend
+  // as an upgrade: it is proxied as a plain request, without its Upgrade headers.
+  const allowed = upgradeAllowed(bind.selectListener(hostOnly(req.headers.host)).frontend, req.headers.upgrade)
+  handleRequest(rt, bind, req, res, allowed ? { socket, head } : undefined)
+}
 
 /** What the pipeline needs from the engine that runs it. */
 export interface PipelineRuntime {
@@ -147,7 +163,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
 
   if (ctx.res.destroyed) return // the client left while policies ran
   if (route.ir.retry !== undefined || route.mirrors.length > 0) return await callWithResiliency(rt, ctx, backendPhase)
-  callUpstream(rt, ctx)
+  callBackend(rt, ctx)
 }
 
 /** `targetProblem` of a path whose escaped slashes were unescaped: redirect to the clean path. */

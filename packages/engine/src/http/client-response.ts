@@ -1,0 +1,127 @@
+/**
+ * The base handler of a backend call: streams the backend's answer straight into the
+ * client's response (backpressure both ways, nothing buffered whole), joins the sockets of
+ * an accepted upgrade, and turns a transport failure into the proxy's own answer (503/504,
+ * or a cut connection once the head is out). The pipeline's response policies and trace
+ * snapshots run through `hooks` when the head arrives. Optional handlers wrap this one
+ * (http/trace-bodies.ts, llm/usage-handler.ts, http/response-intercept.ts, retries) only
+ * when a request needs them.
+ */
+
+import type { Dispatcher } from 'undici'
+import type { Duplex } from 'node:stream'
+import type { CallContext, UpstreamHooks } from './call-context.ts'
+import { releaseCall, stopCallTimer, type CallState } from './call-timers.ts'
+import { classifyFailure } from './call-failure.ts'
+import { responseEndToEnd } from './headers.ts'
+import { completeUpgrade } from './upgrade.ts'
+import { traceCallResult } from '../trace/backend-call.ts'
+import { PorticoError, isPorticoError } from '../util/errors.ts'
+
+const CLOSE = { connection: 'close' }
+
+export class ClientResponse<R, C extends CallContext> implements Dispatcher.DispatchHandler {
+  private readonly rt: R
+  private readonly ctx: C
+  private readonly call: CallState
+  private readonly hooks: UpstreamHooks<R, C>
+  private waitingForDrain = false
+
+  constructor (rt: R, ctx: C, call: CallState, hooks: UpstreamHooks<R, C>) {
+    this.rt = rt
+    this.ctx = ctx
+    this.call = call
+    this.hooks = hooks
+  }
+
+  onRequestStart (c: Dispatcher.DispatchController): void {
+    this.call.controller = c
+  }
+
+  onRequestUpgrade (_c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, upstreamSocket: Duplex): void {
+    const ctx = this.ctx
+    releaseCall(this.call, ctx)
+    ctx.upstreamHeadersAt = performance.now()
+    ctx.reason = 'Upstream'
+    traceCallResult(ctx, statusCode, null)
+    ctx.responseHeaders = headers
+    ctx.status = statusCode
+    this.hooks.upgradeHead(this.rt, ctx)
+    completeUpgrade(ctx, statusCode, headers, upstreamSocket)
+  }
+
+  onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    const ctx = this.ctx
+    const res = ctx.res
+    stopCallTimer(this.call)
+    ctx.upstreamHeadersAt = performance.now()
+    ctx.status = statusCode
+    ctx.reason = 'Upstream'
+    ctx.responseHeaders = responseEndToEnd(headers)
+    traceCallResult(ctx, statusCode, null)
+    this.hooks.responseHead(this.rt, ctx)
+    if (res.destroyed) {
+      c.abort(new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'client closed the connection'))
+      return
+    }
+    try {
+      res.writeHead(statusCode, ctx.responseHeaders as Record<string, string | string[]>)
+    } catch (err) {
+      ctx.error = `invalid response header from backend: ${(err as Error).message}`
+      c.abort(err as Error)
+      return
+    }
+    // Server-sent events and other streams must reach the client as they are produced.
+    if (isStreaming(ctx.responseHeaders['content-type'])) res.flushHeaders()
+  }
+
+  onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
+    // A response policy replaced the body (transformation): the backend's is discarded.
+    if (this.ctx.responseBody !== null) return
+    const res = this.ctx.res
+    if (!res.write(chunk) && !this.waitingForDrain) {
+      this.waitingForDrain = true
+      c.pause()
+      res.once('drain', () => {
+        this.waitingForDrain = false
+        c.resume()
+      })
+    }
+  }
+
+  onResponseEnd (_c: Dispatcher.DispatchController, trailers: Record<string, string | string[] | undefined>): void {
+    const ctx = this.ctx
+    const res = ctx.res
+    releaseCall(this.call, ctx)
+    if (ctx.responseBody !== null) {
+      res.end(ctx.responseBody)
+      return
+    }
+    if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && res.chunkedEncoding) {
+      res.addTrailers(trailers as Record<string, string>)
+    }
+    res.end()
+  }
+
+  onResponseError (_c: Dispatcher.DispatchController, err: Error): void {
+    const ctx = this.ctx
+    const res = ctx.res
+    releaseCall(this.call, ctx)
+    if (ctx.done || isPorticoError(err, 'PORTICO_DOWNSTREAM_CLOSED')) return
+    const failure = classifyFailure(err, this.call.timedOut)
+    ctx.error = failure.detail
+    if (!res.headersSent) {
+      traceCallResult(ctx, null, failure.detail)
+      // The rest of a request body that was cut off cannot be read: the connection ends.
+      this.hooks.respondLocal(this.rt, ctx, failure.status, failure.body, failure.reason, failure.detail, failure.status === 408 || failure.status === 400 ? CLOSE : undefined)
+    } else {
+      // Headers are out: the only honest signal left is to cut the connection.
+      ctx.reason = failure.reason
+      res.destroy(err)
+    }
+  }
+}
+
+function isStreaming (contentType: string | string[] | undefined): boolean {
+  return typeof contentType === 'string' && contentType.startsWith('text/event-stream')
+}

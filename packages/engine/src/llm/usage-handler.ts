@@ -1,0 +1,57 @@
+/**
+ * Wraps an `ai` backend call's handler: reads the token usage out of the answer as it
+ * streams past (llm/usage.ts) and settles the call when it ends — or is cut short, which
+ * still spent the tokens reported so far. The pipeline adds it only for `ai` backends.
+ */
+
+import type { Dispatcher } from 'undici'
+import type { Duplex } from 'node:stream'
+import { endLlmCall, LlmUsageTap } from './usage.ts'
+
+/** The request's state, as llm/usage.ts reads it. */
+type UsageContext = Parameters<typeof endLlmCall>[0]
+
+export class LlmUsageHandler implements Dispatcher.DispatchHandler {
+  private readonly inner: Dispatcher.DispatchHandler
+  private readonly ctx: UsageContext
+  private tap: LlmUsageTap | null = null
+
+  constructor (inner: Dispatcher.DispatchHandler, ctx: UsageContext) {
+    this.inner = inner
+    this.ctx = ctx
+  }
+
+  onRequestStart (c: Dispatcher.DispatchController, context: unknown): void {
+    this.inner.onRequestStart?.(c, context)
+  }
+
+  onRequestUpgrade (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, socket: Duplex): void {
+    this.inner.onRequestUpgrade?.(c, statusCode, headers, socket)
+  }
+
+  onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    this.inner.onResponseStart?.(c, statusCode, headers, statusMessage)
+    // The content type as the response policies left it; only an answer the client gets counts.
+    if (this.ctx.res.headersSent) this.tap = new LlmUsageTap(this.ctx.responseHeaders['content-type'])
+  }
+
+  onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.tap?.push(chunk)
+    this.inner.onResponseData?.(c, chunk)
+  }
+
+  onResponseEnd (c: Dispatcher.DispatchController, trailers: Record<string, string | string[] | undefined>): void {
+    if (this.tap !== null) endLlmCall(this.ctx, this.tap)
+    this.inner.onResponseEnd?.(c, trailers)
+  }
+
+  onResponseError (c: Dispatcher.DispatchController, err: Error): void {
+    if (this.tap !== null) endLlmCall(this.ctx, this.tap)
+    this.inner.onResponseError?.(c, err)
+  }
+}
+
+/** A CallWrapper-shaped constructor for the pipeline (pipeline/backend-call.ts). */
+export function withLlmUsage (inner: Dispatcher.DispatchHandler, ctx: UsageContext): Dispatcher.DispatchHandler {
+  return new LlmUsageHandler(inner, ctx)
+}
