@@ -5,9 +5,13 @@
  */
 
 import { pino, type Logger, type LevelWithSilent } from 'pino'
-import pinoPretty from 'pino-pretty'
+import { createRequire } from 'node:module'
+import type PinoPretty from 'pino-pretty'
 // The errors module alone, not the engine barrel: the controller and `portico --version` load logs early.
 import { PorticoError } from '@portico/engine/errors'
+
+/** pino-pretty (about 30 modules) only for text logs: JSON, the default off a terminal, never loads it. */
+const requireModule = createRequire(import.meta.url)
 
 export const LEVELS = ['error', 'warn', 'info', 'debug', 'trace', 'off'] as const
 export type LevelName = typeof LEVELS[number]
@@ -67,6 +71,7 @@ export class Logs {
       this.root = pino(base, options.stream)
     } else if (options.format === 'text') {
       // pino-pretty in the same thread: readable logs for people at a terminal.
+      const pinoPretty = requireModule('pino-pretty') as typeof PinoPretty
       this.root = pino(base, pinoPretty({ sync: true, colorize: process.stdout.isTTY, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }))
     } else {
       // Access logs are one line per request: batch writes (up to sonic-boom's 16 KiB write

@@ -9,9 +9,9 @@
  * anything else is a denial (`denied_response`'s status, default 403, headers and body).
  */
 
-import * as grpc from '@grpc/grpc-js'
+import type * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
-import { envoyClient, envoyProtos } from '../util/envoy-grpc.ts'
+import { envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
 import type { CheckInput, CheckResult, HeaderAction, HeaderMutation } from './ext-authz-check.ts'
 
 export const CHECK_METHOD = '/envoy.service.auth.v3.Authorization/Check'
@@ -92,12 +92,12 @@ function socketAddress (peer: { address: string, port: number }): Record<string,
 export async function grpcCheck (client: AuthorizationClient, input: CheckInput, options: { timeoutMs: number, packAsBytes: boolean }): Promise<CheckResult> {
   const request = checkRequestMessage(input, options)
   const response = await new Promise<CheckResponseMessage | grpc.ServiceError>(resolve => {
-    client.Check(request, new grpc.Metadata(), { deadline: Date.now() + options.timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
+    client.Check(request, new (grpcJs().Metadata)(), { deadline: Date.now() + options.timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
   })
   if (response instanceof Error) {
     const code = (response as grpc.ServiceError).code
-    if (code === grpc.status.DEADLINE_EXCEEDED) return { decision: 'error', reason: `timed out after ${options.timeoutMs}ms` }
-    return { decision: 'error', reason: `${grpc.status[code] ?? code}: ${(response as grpc.ServiceError).details || response.message}` }
+    if (code === grpcJs().status.DEADLINE_EXCEEDED) return { decision: 'error', reason: `timed out after ${options.timeoutMs}ms` }
+    return { decision: 'error', reason: `${grpcJs().status[code] ?? code}: ${(response as grpc.ServiceError).details || response.message}` }
   }
   return checkResult(response)
 }
@@ -113,7 +113,7 @@ export function checkResult (response: CheckResponseMessage): CheckResult {
       responseHeaders: mutations(ok.response_headers_to_add)
     }
   }
-  const grpcName = grpc.status[code] ?? String(code)
+  const grpcName = grpcJs().status[code] ?? String(code)
   if (response.error_response !== undefined) {
     const e = response.error_response
     const reason = `service error ${grpcName}${response.status?.message ? `: ${response.status.message}` : ''}`

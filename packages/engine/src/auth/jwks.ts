@@ -9,7 +9,9 @@
  */
 
 import { request } from 'undici'
-import { createLocalJWKSet, errors as joseErrors, type JSONWebKeySet, type JWSHeaderParameters, type FlattenedJWSInput, type CryptoKey, type KeyObject } from 'jose'
+import type * as Jose from 'jose'
+import type { JSONWebKeySet, JWSHeaderParameters, FlattenedJWSInput, CryptoKey, KeyObject } from 'jose'
+import { lazyRequire } from '../util/lazy-require.ts'
 import { PorticoError } from '../util/errors.ts'
 
 export type JwksSource = { url: string } | { keys: JSONWebKeySet }
@@ -25,12 +27,15 @@ export interface JwksOptions {
 
 type Resolver = (header: JWSHeaderParameters, input: FlattenedJWSInput) => Promise<CryptoKey | KeyObject | Uint8Array>
 
+/** jose, loaded when a config first has a JWT policy (a JwksCache is made at compile time). */
+export const jose = lazyRequire<typeof Jose>('jose')
+
 export class JwksCache {
   private readonly source: JwksSource
   private readonly maxAgeMs: number
   private readonly minRefreshMs: number
   private readonly timeoutMs: number
-  private local: ReturnType<typeof createLocalJWKSet> | null = null
+  private local: ReturnType<typeof Jose.createLocalJWKSet> | null = null
   private fetchedAt = 0
   private lastAttempt = -Infinity
   private inflight: Promise<void> | null = null
@@ -42,8 +47,10 @@ export class JwksCache {
     this.maxAgeMs = options.maxAgeMs ?? 5 * 60_000
     this.minRefreshMs = options.minRefreshMs ?? 2_000
     this.timeoutMs = options.timeoutMs ?? 5_000
+    // Loaded now, while the config compiles, rather than by the first request that needs it.
+    jose()
     if ('keys' in source) {
-      this.local = createLocalJWKSet(source.keys)
+      this.local = jose().createLocalJWKSet(source.keys)
       this.fetchedAt = Infinity
     }
   }
@@ -55,7 +62,7 @@ export class JwksCache {
     try {
       return await this.local(header, input)
     } catch (err) {
-      if (!(err instanceof joseErrors.JWKSNoMatchingKey) || !('url' in this.source)) throw err
+      if (!(err instanceof jose().errors.JWKSNoMatchingKey) || !('url' in this.source)) throw err
       // An unknown kid: the provider may have rotated its keys.
       if (await this.refresh(true)) return await this.local(header, input)
       throw err
@@ -80,7 +87,7 @@ export class JwksCache {
         if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${url}`)
         const jwks = JSON.parse(text) as JSONWebKeySet
         if (!Array.isArray(jwks.keys)) throw new Error(`no "keys" in the document at ${url}`)
-        this.local = createLocalJWKSet(jwks)
+        this.local = jose().createLocalJWKSet(jwks)
         this.fetchedAt = Date.now()
         this.lastError = null
       } catch (err) {

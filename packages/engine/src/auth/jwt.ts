@@ -4,8 +4,7 @@
  * exp/nbf with a small leeway. Failures carry a short reason for the 401 and the trace.
  */
 
-import { jwtVerify, errors as joseErrors, decodeProtectedHeader } from 'jose'
-import { JwksCache } from './jwks.ts'
+import { jose, JwksCache } from './jwks.ts'
 
 export const DEFAULT_JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']
 
@@ -29,7 +28,7 @@ export async function verifyJwt (token: string, providers: readonly JwtProvider[
   if (token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: `token too large (over ${MAX_TOKEN_LENGTH} bytes)` }
   let header
   try {
-    header = decodeProtectedHeader(token)
+    header = jose().decodeProtectedHeader(token)
   } catch {
     return { ok: false, reason: 'malformed token' }
   }
@@ -41,7 +40,7 @@ export async function verifyJwt (token: string, providers: readonly JwtProvider[
       continue
     }
     try {
-      const { payload } = await jwtVerify(token, provider.jwks.resolve, {
+      const { payload } = await jose().jwtVerify(token, provider.jwks.resolve, {
         issuer: provider.issuer,
         audience: provider.audiences,
         algorithms: provider.algorithms,
@@ -51,15 +50,15 @@ export async function verifyJwt (token: string, providers: readonly JwtProvider[
     } catch (err) {
       last = { ok: false, reason: describe(err) }
       // A token for another issuer may be for the next provider; anything else is final.
-      if (!(err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'iss')) return last
+      if (!(err instanceof jose().errors.JWTClaimValidationFailed && err.claim === 'iss')) return last
     }
   }
   return last
 }
 
 function describe (err: unknown): string {
-  if (err instanceof joseErrors.JWTExpired) return 'token expired'
-  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+  if (err instanceof jose().errors.JWTExpired) return 'token expired'
+  if (err instanceof jose().errors.JWTClaimValidationFailed) {
     switch (err.claim) {
       case 'iss': return 'wrong issuer'
       case 'aud': return 'wrong audience'
@@ -67,10 +66,10 @@ function describe (err: unknown): string {
       default: return `invalid claim ${err.claim}: ${err.reason}`
     }
   }
-  if (err instanceof joseErrors.JWSSignatureVerificationFailed) return 'invalid signature'
-  if (err instanceof joseErrors.JOSEAlgNotAllowed) return 'algorithm not allowed'
-  if (err instanceof joseErrors.JWKSNoMatchingKey) return 'unknown signing key'
-  if (err instanceof joseErrors.JWSInvalid || err instanceof joseErrors.JWTInvalid) return 'malformed token'
+  if (err instanceof jose().errors.JWSSignatureVerificationFailed) return 'invalid signature'
+  if (err instanceof jose().errors.JOSEAlgNotAllowed) return 'algorithm not allowed'
+  if (err instanceof jose().errors.JWKSNoMatchingKey) return 'unknown signing key'
+  if (err instanceof jose().errors.JWSInvalid || err instanceof jose().errors.JWTInvalid) return 'malformed token'
   return (err as Error).message ?? 'invalid token'
 }
 

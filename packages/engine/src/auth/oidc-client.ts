@@ -7,7 +7,8 @@
  * tests and development) are allowed; openid-client refuses them by default.
  */
 
-import * as client from 'openid-client'
+import type * as client from 'openid-client'
+import { lazyRequire } from '../util/lazy-require.ts'
 import { PorticoError } from '../util/errors.ts'
 
 export interface OidcClientOptions {
@@ -34,25 +35,30 @@ export interface LoginResult {
   expiresAt: number
 }
 
+/** openid-client (and oauth4webapi under it), loaded when a config first has an oidc policy. */
+const openid = lazyRequire<typeof client>('openid-client')
+
 export class OidcClient {
   readonly options: OidcClientOptions
   private config: Promise<client.Configuration> | null = null
 
   constructor (options: OidcClientOptions) {
     this.options = options
+    // Loaded now, while the config compiles, rather than by the first login.
+    openid()
   }
 
   /** The provider's configuration (discovered on first use, then cached). */
   async configuration (): Promise<client.Configuration> {
     if (this.config === null) {
       const { issuer, clientId, clientSecret } = this.options
-      const execute: Array<(config: client.Configuration) => void> = [client.enableNonRepudiationChecks]
-      if (issuer.startsWith('http:')) execute.push(client.allowInsecureRequests)
-      const pending = client.discovery(
+      const execute: Array<(config: client.Configuration) => void> = [openid().enableNonRepudiationChecks]
+      if (issuer.startsWith('http:')) execute.push(openid().allowInsecureRequests)
+      const pending = openid().discovery(
         new URL(issuer),
         clientId,
         clientSecret !== undefined ? { client_secret: clientSecret } : undefined,
-        clientSecret !== undefined ? client.ClientSecretBasic(clientSecret) : client.None(),
+        clientSecret !== undefined ? openid().ClientSecretBasic(clientSecret) : openid().None(),
         { execute, timeout: this.options.timeoutSeconds ?? 10 }
       )
       this.config = pending
@@ -68,12 +74,12 @@ export class OidcClient {
   /** Where to send the browser to log in. */
   async authorizationUrl (login: LoginRequest): Promise<URL> {
     const config = await this.configuration()
-    return client.buildAuthorizationUrl(config, {
+    return openid().buildAuthorizationUrl(config, {
       redirect_uri: login.redirectUri,
       scope: login.scopes.join(' '),
       state: login.state,
       nonce: login.nonce,
-      code_challenge: await client.calculatePKCECodeChallenge(login.codeVerifier),
+      code_challenge: await openid().calculatePKCECodeChallenge(login.codeVerifier),
       code_challenge_method: 'S256'
     })
   }
@@ -86,7 +92,7 @@ export class OidcClient {
     const config = await this.configuration()
     let tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>
     try {
-      tokens = await client.authorizationCodeGrant(config, callbackUrl, {
+      tokens = await openid().authorizationCodeGrant(config, callbackUrl, {
         pkceCodeVerifier: checks.codeVerifier,
         expectedState: checks.state,
         expectedNonce: checks.nonce,
@@ -112,7 +118,7 @@ export class OidcClient {
     const p: Record<string, string> = {}
     if (params.idTokenHint !== undefined) p.id_token_hint = params.idTokenHint
     if (params.postLogoutRedirectUri !== undefined) p.post_logout_redirect_uri = params.postLogoutRedirectUri
-    return client.buildEndSessionUrl(config, p)
+    return openid().buildEndSessionUrl(config, p)
   }
 }
 
@@ -127,4 +133,15 @@ function describe (err: unknown): string {
   return message
 }
 
-export { randomNonce, randomPKCECodeVerifier, randomState } from 'openid-client'
+/** openid-client's random values for a login (state, nonce, PKCE verifier). */
+export function randomState (): string {
+  return openid().randomState()
+}
+
+export function randomNonce (): string {
+  return openid().randomNonce()
+}
+
+export function randomPKCECodeVerifier (): string {
+  return openid().randomPKCECodeVerifier()
+}

@@ -15,9 +15,13 @@
  * engine refuses is a config error, and patterns are compiled once, not per evaluation.
  */
 
-import { celEnv, isCelError, parse, plan } from '@bufbuild/cel'
+import type * as Cel from '@bufbuild/cel'
 import { PorticoError } from '../util/errors.ts'
 import { LinearRegexCache, linearRegexProblem } from '../util/linear-regex.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
+
+/** @bufbuild/cel (and @bufbuild/protobuf under it), loaded when a config first has an expression. */
+export const celLib = lazyRequire<typeof Cel>('@bufbuild/cel')
 
 export const CEL_VARIABLES = ['request', 'source', 'jwt', 'apiKey', 'basicAuth', 'mcp'] as const
 
@@ -28,7 +32,10 @@ export const RESPONSE_CEL_VARIABLES = [...CEL_VARIABLES, 'response'] as const
 const patterns = new LinearRegexCache(1024)
 
 // CEL's `matches()` finds the pattern anywhere in the string (RE2 semantics), so `find`.
-const env = celEnv({ re2: { compile: pattern => ({ test: text => patterns.get(pattern).find(text) }) } })
+let env: ReturnType<typeof Cel.celEnv> | undefined
+function celEnvironment (): ReturnType<typeof Cel.celEnv> {
+  return env ??= celLib().celEnv({ re2: { compile: pattern => ({ test: text => patterns.get(pattern).find(text) }) } })
+}
 
 export interface CelProgram {
   readonly source: string
@@ -38,6 +45,7 @@ export interface CelProgram {
 
 /** Compiles an expression; throws PORTICO_BAD_CEL with the parser's message. */
 export function compileCel (source: string, variables: readonly string[] = CEL_VARIABLES): CelProgram {
+  const { isCelError, parse, plan } = celLib()
   let ast
   try {
     ast = parse(source)
@@ -52,7 +60,7 @@ export function compileCel (source: string, variables: readonly string[] = CEL_V
     const problem = linearRegexProblem(pattern)
     if (problem !== null) throw new PorticoError('PORTICO_BAD_CEL', `invalid CEL expression ${JSON.stringify(source)}: matches(${JSON.stringify(pattern)}): ${problem}`)
   }
-  const program = plan(env, ast)
+  const program = plan(celEnvironment(), ast)
   return {
     source,
     evaluate (vars) {

@@ -4,7 +4,6 @@
  * on the hot path (the SDK's zod schemas are thorough but slow per message).
  */
 
-import { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
 
 export type JsonRpcId = string | number
 
@@ -51,7 +50,13 @@ export const TARGET_TIMEOUT = -32001
 /** An unknown Mcp-Session-Id (with HTTP 404), as the SDK's server answers it. */
 export const SESSION_NOT_FOUND = -32001
 
-export { LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS }
+/**
+ * The MCP protocol versions, as the SDK's types.js defines them (test/mcp-protocol-versions
+ * pins them equal). Not imported from there: types.js loads zod, about 1 MiB of source and
+ * tens of MiB of heap, which the gateway itself never uses.
+ */
+export const LATEST_PROTOCOL_VERSION = '2025-11-25'
+export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = [LATEST_PROTOCOL_VERSION, '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07']
 
 export function isRequest (m: JsonRpcMessage): m is JsonRpcRequest {
   return 'method' in m && 'id' in m && m.id !== undefined && m.id !== null

@@ -12,8 +12,16 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process'
-import { serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js'
-import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js'
+import type * as SdkStdio from '@modelcontextprotocol/sdk/client/stdio.js'
+import { lazyRequire } from '../util/lazy-require.ts'
+
+/** The SDK's stdio client, for its default environment only: loaded when the first server starts. */
+const sdkStdio = lazyRequire<typeof SdkStdio>('@modelcontextprotocol/sdk/client/stdio.js')
+
+/** One message per line, as the SDK's serializeMessage writes it. */
+function serializeMessage (message: unknown): string {
+  return JSON.stringify(message) + '\n'
+}
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { LineSplitter } from './line-splitter.ts'
@@ -57,7 +65,7 @@ export class StdioProcessTransport implements Transport {
   start (): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn(this.options.cmd, this.options.args, {
-        env: { ...getDefaultEnvironment(), ...this.options.env },
+        env: { ...sdkStdio().getDefaultEnvironment(), ...this.options.env },
         cwd: this.options.cwd,
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true

@@ -11,7 +11,8 @@
  */
 
 import { StreamableHttpClientTransport } from './http-client-transport.ts'
-import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
+import type { SSEClientTransport, SSEClientTransportOptions } from '@modelcontextprotocol/sdk/client/sse.js'
+import { lazyRequire } from '../util/lazy-require.ts'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import type { McpTargetIR } from '../ir/types.ts'
@@ -55,8 +56,17 @@ interface Pending {
 }
 
 /** A legacy SSE client transport that says why it closed itself (an oversized event). */
-class LimitedSseClientTransport extends SSEClientTransport {
-  fault: string | null = null
+type LimitedSseClientTransport = SSEClientTransport & { fault: string | null }
+
+const sdkSse = lazyRequire<typeof import('@modelcontextprotocol/sdk/client/sse.js')>('@modelcontextprotocol/sdk/client/sse.js')
+/** The class, made when the first SSE target connects (the SDK's SSE client loads zod). */
+let LimitedSse: (new (url: URL, options: SSEClientTransportOptions) => LimitedSseClientTransport) | undefined
+
+function newLimitedSseClientTransport (url: URL, options: SSEClientTransportOptions): LimitedSseClientTransport {
+  LimitedSse ??= class extends sdkSse().SSEClientTransport {
+    fault: string | null = null
+  }
+  return new LimitedSse(url, options)
 }
 
 export type TargetState = 'idle' | 'starting' | 'ready' | 'restarting' | 'closed'
@@ -138,7 +148,7 @@ export class TargetConnection {
         transport.onerror?.(err)
         void transport.close().catch(() => {})
       })
-      const transport: LimitedSseClientTransport = new LimitedSseClientTransport(new URL(spec.url), { eventSourceInit: { fetch }, fetch })
+      const transport: LimitedSseClientTransport = newLimitedSseClientTransport(new URL(spec.url), { eventSourceInit: { fetch }, fetch })
       return transport
     }
     const options: ConstructorParameters<typeof StreamableHttpClientTransport>[1] = { maxMessageBytes: spec.maxMessageBytes }
@@ -359,7 +369,7 @@ export class TargetConnection {
     const exit = transport instanceof StdioProcessTransport && transport.exitInfo !== null
       ? ` (exit code ${transport.exitInfo.code ?? 'none'}${transport.exitInfo.signal !== null ? `, signal ${transport.exitInfo.signal}` : ''})`
       : ''
-    const fault = transport instanceof StdioProcessTransport || transport instanceof LimitedSseClientTransport ? transport.fault : null
+    const fault = transport instanceof StdioProcessTransport || (LimitedSse !== undefined && transport instanceof LimitedSse) ? transport.fault : null
     const reason = fault !== null
       ? `target "${this.name}" was ${this.spec.kind === 'stdio' ? 'killed' : 'disconnected'}: ${fault}; it is restarted`
       : `target "${this.name}" ${this.spec.kind === 'stdio' ? 'exited' : 'closed the connection'}${exit}`

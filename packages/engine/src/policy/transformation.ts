@@ -16,11 +16,10 @@
  * response side the backend's body is discarded and `content-encoding` dropped.
  */
 
-import { isCelList, isCelMap, isCelUint } from '@bufbuild/cel'
 import type { RequestContext } from '../pipeline/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from './types.ts'
 import type { TransformationIR, TransformIR } from '../ir/policy.ts'
-import { compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
+import { celLib, compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celResponseVars, celVars } from '../cel/vars.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
@@ -43,6 +42,7 @@ function compileTransform (ir: TransformIR, variables: readonly string[]): Compi
 
 /** A CEL value as plain JSON data (for lists and maps). */
 function toJson (v: unknown): unknown {
+  const { isCelList, isCelMap, isCelUint } = celLib()
   if (typeof v === 'bigint') return Number(v)
   if (isCelUint(v)) return Number(v.value)
   if (v instanceof Uint8Array) return Buffer.from(v).toString('base64')
@@ -70,7 +70,7 @@ export function evalToBuffer (program: CelProgram, vars: Record<string, unknown>
   if (typeof v === 'string') return Buffer.from(v)
   if (v instanceof Uint8Array) return Buffer.from(v)
   if (typeof v === 'bigint' || typeof v === 'number' || typeof v === 'boolean') return Buffer.from(String(v))
-  if (isCelUint(v)) return Buffer.from(String(v.value))
+  if (celLib().isCelUint(v)) return Buffer.from(String(v.value))
   try {
     return Buffer.from(JSON.stringify(toJson(v)))
   } catch (err) {

@@ -11,9 +11,9 @@
  * turn or is too slow is a failure.
  */
 
-import * as grpc from '@grpc/grpc-js'
+import type * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
-import { envoyClient, envoyProtos } from '../util/envoy-grpc.ts'
+import { envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 
 export const PROCESS_METHOD = '/envoy.service.ext_proc.v3.ExternalProcessor/Process'
@@ -97,13 +97,13 @@ export class ExtProcStream {
   }
 
   private open (): grpc.ClientDuplexStream<unknown, ProcessingResponseMessage> {
-    const call = this.client.Process(new grpc.Metadata())
+    const call = this.client.Process(new (grpcJs().Metadata)())
     call.on('data', (m: ProcessingResponseMessage) => {
       this.inbox.push(m)
       this.wake()
     })
     call.on('error', (err: grpc.ServiceError) => {
-      this.ended ??= err.code === grpc.status.CANCELLED && this.closed ? 'closed' : `${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`
+      this.ended ??= err.code === grpcJs().status.CANCELLED && this.closed ? 'closed' : `${grpcJs().status[err.code] ?? err.code}: ${err.details || err.message}`
       this.wake()
     })
     call.on('end', () => {

@@ -6,9 +6,9 @@
  * channel) per target lives in PolicyServices, so reloads reuse the connection.
  */
 
-import * as grpc from '@grpc/grpc-js'
+import type * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
-import { envoyClient, envoyProtos } from '../util/envoy-grpc.ts'
+import { envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
 
 export const SHOULD_RATE_LIMIT_METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit'
 
@@ -70,12 +70,12 @@ export async function shouldRateLimit (
     }))
   }
   const response = await new Promise<RateLimitResponseMessage | grpc.ServiceError>(resolve => {
-    client.ShouldRateLimit(message, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
+    client.ShouldRateLimit(message, new (grpcJs().Metadata)(), { deadline: Date.now() + timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
   })
   if (response instanceof Error) {
     const code = (response as grpc.ServiceError).code
-    if (code === grpc.status.DEADLINE_EXCEEDED) return { decision: 'error', reason: `timed out after ${timeoutMs}ms` }
-    return { decision: 'error', reason: `${grpc.status[code] ?? code}: ${(response as grpc.ServiceError).details || response.message}` }
+    if (code === grpcJs().status.DEADLINE_EXCEEDED) return { decision: 'error', reason: `timed out after ${timeoutMs}ms` }
+    return { decision: 'error', reason: `${grpcJs().status[code] ?? code}: ${(response as grpc.ServiceError).details || response.message}` }
   }
   return {
     // As Envoy's client: OVER_LIMIT limits; OK and UNKNOWN let the request through.

@@ -5,8 +5,14 @@
  */
 
 import { fileURLToPath } from 'node:url'
-import * as grpc from '@grpc/grpc-js'
-import { loadSync, type PackageDefinition } from '@grpc/proto-loader'
+import type * as GrpcJs from '@grpc/grpc-js'
+import type * as ProtoLoader from '@grpc/proto-loader'
+import type { PackageDefinition } from '@grpc/proto-loader'
+import { lazyRequire } from './lazy-require.ts'
+
+/** @grpc/grpc-js, loaded when a config first needs a gRPC client. */
+export const grpcJs = lazyRequire<typeof GrpcJs>('@grpc/grpc-js')
+const protoLoader = lazyRequire<typeof ProtoLoader>('@grpc/proto-loader')
 
 /** The repository's protos/ (PORTICO_PROTOS_DIR overrides it, as for the xDS protos). */
 export const PROTO_DIR = process.env.PORTICO_PROTOS_DIR ?? fileURLToPath(new URL('../../../../protos', import.meta.url))
@@ -17,7 +23,7 @@ const definitions = new Map<string, PackageDefinition>()
 export function envoyProtos (file: string): PackageDefinition {
   let definition = definitions.get(file)
   if (definition === undefined) {
-    definition = loadSync(file, { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true })
+    definition = protoLoader().loadSync(file, { includeDirs: [PROTO_DIR], keepCase: true, longs: Number, enums: Number, defaults: false, oneofs: true })
     definitions.set(file, definition)
   }
   return definition
@@ -29,9 +35,10 @@ export function envoyProtos (file: string): PackageDefinition {
  * is one HTTP/2 channel; PolicyServices keeps one per target so reloads reuse it.
  */
 export function envoyClient<T> (file: string, service: string, target: string, tls: boolean, userAgent: string): T {
+  const grpc = grpcJs()
   let node: unknown = grpc.loadPackageDefinition(envoyProtos(file))
   for (const part of service.split('.')) node = (node as Record<string, unknown>)[part]
-  const Ctor = node as grpc.ServiceClientConstructor
+  const Ctor = node as GrpcJs.ServiceClientConstructor
   return new Ctor(target, tls ? grpc.credentials.createSsl() : grpc.credentials.createInsecure(), {
     'grpc.primary_user_agent': userAgent,
     // Reconnect soon after the service comes back (the default backoff grows to 2 minutes).

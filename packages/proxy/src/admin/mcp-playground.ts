@@ -8,8 +8,8 @@
 
 import { randomUUID } from 'node:crypto'
 import { fetch as undiciFetch, type Agent } from 'undici'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { PorticoError } from '@portico/engine'
 import type { Portico } from '../portico.ts'
@@ -60,6 +60,11 @@ export class McpPlayground {
     const url = `${listenerOrigin(target, host)}${path}`
     const dispatcher = listenerDispatcher(target, { insecure: req.insecure === true, timeoutMs: 0 })
     const fetchVia: FetchLike = async (input, init) => await (undiciFetch(input, { ...(init as object), dispatcher } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>)
+    // The SDK's client (and zod under it) loads with the first playground session, not with the admin server.
+    const [{ Client }, { StreamableHTTPClientTransport }] = await Promise.all([
+      import('@modelcontextprotocol/sdk/client/index.js'),
+      import('@modelcontextprotocol/sdk/client/streamableHttp.js')
+    ])
     const transport = new StreamableHTTPClientTransport(new URL(url), {
       fetch: fetchVia,
       requestInit: { headers: { ...(req.headers ?? {}) } }

@@ -1,0 +1,46 @@
+/**
+ * What starting Portico loads (issue 15, "Footprint"): `portico --version` and `--help` print
+ * without the engine, and the engine barrel leaves out what only some configs use — gRPC
+ * (ext_authz, ext_proc, the rate limit service, xDS), CEL and the MCP SDK (with zod) load
+ * at their first use. bench/footprint.ts measures what this is for.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
+const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
+
+/** Preloaded: prints the URL of every module loaded (imports and requires) when the process exits. */
+const PROBE = 'data:text/javascript,' + encodeURIComponent(`
+import { registerHooks } from 'node:module'
+const urls = []
+registerHooks({ load (url, context, next) { urls.push(url); return next(url, context) } })
+process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(urls) + '\\n'))
+`)
+
+function run (args: string[]): { stdout: string, urls: string[] } {
+  const r = spawnSync(process.execPath, ['--import', PROBE, ...args], { cwd: PROXY_DIR, encoding: 'utf8' })
+  assert.equal(r.status, 0, r.stderr)
+  const line = r.stderr.split('\n').find(l => l.startsWith('LOADED '))
+  assert.ok(line !== undefined, r.stderr)
+  return { stdout: r.stdout, urls: JSON.parse(line.slice('LOADED '.length)) as string[] }
+}
+
+test('portico --version and --help load nothing but the argument parser and the version', () => {
+  for (const flag of ['--version', '--help']) {
+    const { stdout, urls } = run([BIN, flag])
+    assert.match(stdout, flag === '--version' ? /^portico \d/ : /usage: portico/)
+    const ours = urls.filter(u => !u.startsWith('node:'))
+    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
+  }
+})
+
+test('the engine barrel does not load gRPC, CEL or the MCP SDK', () => {
+  const { urls } = run(['--input-type=module', '-e', "await import('@portico/engine')"])
+  const heavy = urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@grpc\/|@bufbuild\/cel|@modelcontextprotocol\/|zod\/|protobufjs\/)/.test(u))
+  assert.deepEqual(heavy, [])
+  assert.ok(urls.some(u => u.endsWith('/packages/engine/src/index.ts')), 'the barrel was loaded')
+})
