@@ -2,20 +2,77 @@
  * Schema validation with Ajv, turning Ajv's errors into diagnostics people can act on:
  * one line per problem, unknown keys with a did-you-mean, union failures collapsed into
  * one sentence instead of one per branch.
+ *
+ * Compiling the schema takes Ajv about 300 ms (and its garbage collection more), the
+ * largest single cost of starting a gateway. scripts/setup therefore precompiles it
+ * (scripts/gen-validator.ts: Ajv's standalone code, never committed) into node_modules'
+ * cache; a precompiled validator is used only when its key — the Ajv version, the options
+ * and the schema itself — matches, so an edited schema is never validated by a stale one.
+ * Without one, the schema compiles at the first validation, as before.
  */
 
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import { createHash } from 'node:crypto'
+import { closeSync, openSync, readSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import type { Ajv, ErrorObject, Options, ValidateFunction } from 'ajv'
 import { ConfigFileSchema } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
 import { didYouMean } from '../util/did-you-mean.ts'
 
+const require = createRequire(import.meta.url)
+
+/** Ajv's options for the config schema: the runtime compile and the precompiled code share them. */
+export const AJV_OPTIONS: Options = { allErrors: true, verbose: true, strict: true, allowUnionTypes: true }
+
+/** Where scripts/gen-validator.ts writes the precompiled validator (under node_modules: never committed). */
+export const PRECOMPILED_VALIDATOR_PATH = fileURLToPath(new URL('../../node_modules/.cache/portico/config-validator.cjs', import.meta.url))
+
+/** The first line of a precompiled validator: this prefix, then its key. */
+export const PRECOMPILED_HEADER = '// portico config validator '
+
 let compiled: ValidateFunction | undefined
 
-function validator (): ValidateFunction {
-  if (compiled === undefined) {
-    const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, allowUnionTypes: true })
-    compiled = ajv.compile(ConfigFileSchema)
+/** What a precompiled validator must have been made from: Ajv's version, the options, the schema. */
+export function validatorKey (): string {
+  const ajvVersion = (require('ajv/package.json') as { version: string }).version
+  return createHash('sha256').update(JSON.stringify([ajvVersion, AJV_OPTIONS, ConfigFileSchema])).digest('hex')
+}
+
+/** Compiles the schema with Ajv (`source` keeps the generated code for standalone output). */
+export function compileValidator (options: { source?: boolean } = {}): { ajv: Ajv, validate: ValidateFunction } {
+  const { Ajv: AjvClass } = require('ajv') as typeof import('ajv')
+  const ajv = new AjvClass({ ...AJV_OPTIONS, ...(options.source === true ? { code: { source: true } } : {}) })
+  return { ajv, validate: ajv.compile(ConfigFileSchema) }
+}
+
+/** The precompiled validator's file text: its key line, then Ajv's standalone code (CommonJS). */
+export function precompiledValidatorText (): string {
+  const { ajv, validate } = compileValidator({ source: true })
+  const standalone = (require('ajv/dist/standalone/index.js') as typeof import('ajv/dist/standalone/index.js')).default
+  return `${PRECOMPILED_HEADER}${validatorKey()}\n${standalone(ajv, validate)}\n`
+}
+
+/** The precompiled validator at `path` if it exists and its key is `key`; otherwise null. */
+export function loadPrecompiledValidator (path: string, key: string): ValidateFunction | null {
+  let fd: number
+  try {
+    fd = openSync(path, 'r')
+  } catch {
+    return null
   }
+  try {
+    const head = Buffer.alloc(PRECOMPILED_HEADER.length + 64)
+    const n = readSync(fd, head, 0, head.length, 0)
+    if (head.toString('utf8', 0, n) !== PRECOMPILED_HEADER + key) return null
+  } finally {
+    closeSync(fd)
+  }
+  return require(path) as ValidateFunction
+}
+
+function validator (): ValidateFunction {
+  compiled ??= loadPrecompiledValidator(PRECOMPILED_VALIDATOR_PATH, validatorKey()) ?? compileValidator().validate
   return compiled
 }
 

@@ -1,0 +1,39 @@
+/**
+ * The precompiled config validator (scripts/gen-validator.ts, run by scripts/setup) gives
+ * the same answers as compiling the schema at run time, and is ignored when its key does
+ * not match the schema and Ajv it was made from.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { compileValidator, loadPrecompiledValidator, precompiledValidatorText, validatorKey } from '../src/config/validate.ts'
+
+const DOCUMENTS: unknown[] = [
+  { gateways: { default: { port: 3000 } }, routes: [{ name: 'a', backends: [{ host: '127.0.0.1:8080' }] }] },
+  { gateways: { default: { port: 'x' } } },
+  { gateways: { default: { port: 3000, protcol: 'HTTP' } }, routes: [] },
+  { gateways: { default: { port: 3000 } }, routes: [{ name: 'a', matches: [{ path: { exact: 1 } }], policies: { cors: { allowOrigins: 5 } } }] },
+  { config: { session: { key: 'short' } }, gateways: {} },
+  'not an object'
+]
+
+test('the precompiled validator answers as the runtime-compiled one; a stale or missing file is ignored', t => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-validator-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const path = join(dir, 'config-validator.cjs')
+  writeFileSync(path, precompiledValidatorText())
+  const precompiled = loadPrecompiledValidator(path, validatorKey())
+  assert.ok(precompiled !== null)
+  const runtime = compileValidator().validate
+  assert.ok(DOCUMENTS.filter(d => !runtime(d)).length >= 4, 'the invalid documents are invalid')
+  for (const doc of DOCUMENTS) {
+    assert.equal(precompiled(doc), runtime(doc), JSON.stringify(doc))
+    const strip = (errors: typeof runtime.errors) => (errors ?? []).map(e => ({ ...e, parentSchema: JSON.stringify(e.parentSchema), schema: JSON.stringify(e.schema) }))
+    assert.deepEqual(strip(precompiled.errors), strip(runtime.errors), JSON.stringify(doc))
+  }
+  assert.equal(loadPrecompiledValidator(path, 'another key'), null)
+  assert.equal(loadPrecompiledValidator(join(dir, 'missing.cjs'), validatorKey()), null)
+})
