@@ -14,7 +14,8 @@ export { validateIR, formatIrDiagnostic, formatIrPath, type IrDiagnostic, type I
 export { loadConfigFile, loadConfigText, readConfigText, DEFAULT_MAX_CONFIG_BYTES, type LoadResult, type LoadedConfig, type LoadOptions } from './config/load.ts'
 export { parseByteSize, formatByteSize } from './util/byte-size.ts'
 export { configToIR, parseHostTarget } from './config/to-ir.ts'
-export { ConfigFileSchema, type ConfigFile, type StaticConfig } from './config/schema.ts'
+// ConfigFileSchema (TypeBox, 200 modules) is not exported: validation reads schema/config.schema.json.
+export type { ConfigFile, StaticConfig } from './config/schema.ts'
 export { formatDiagnostic, formatPath, type ConfigDiagnostic } from './config/diagnostics.ts'
 export { TraceHub, type TraceCandidate, type TraceWatcher } from './trace/hub.ts'
 export type * from './trace/events.ts'

@@ -7,16 +7,15 @@
  * largest single cost of starting a gateway. scripts/setup therefore precompiles it
  * (scripts/gen-validator.ts: Ajv's standalone code, never committed) into node_modules'
  * cache; a precompiled validator is used only when its key — the Ajv version, the options
- * and the schema itself — matches, so an edited schema is never validated by a stale one.
+ * and the schema file — matches, so an edited schema is never validated by a stale one.
  * Without one, the schema compiles at the first validation, as before.
  */
 
 import { createHash } from 'node:crypto'
-import { closeSync, openSync, readSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import type { Ajv, ErrorObject, Options, ValidateFunction } from 'ajv'
-import { ConfigFileSchema } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
 import { didYouMean } from '../util/did-you-mean.ts'
 
@@ -31,19 +30,31 @@ export const PRECOMPILED_VALIDATOR_PATH = fileURLToPath(new URL('../../node_modu
 /** The first line of a precompiled validator: this prefix, then its key. */
 export const PRECOMPILED_HEADER = '// portico config validator '
 
+/**
+ * The schema as the JSON file scripts/gen-schema.ts writes from schema.ts (a test keeps them
+ * equal): validating needs only this text, not TypeBox's 200 modules that build it.
+ */
+export const SCHEMA_FILE = fileURLToPath(new URL('../../schema/config.schema.json', import.meta.url))
+
 let compiled: ValidateFunction | undefined
+let schemaText: string | undefined
+
+function schemaFileText (): string {
+  schemaText ??= readFileSync(SCHEMA_FILE, 'utf8')
+  return schemaText
+}
 
 /** What a precompiled validator must have been made from: Ajv's version, the options, the schema. */
 export function validatorKey (): string {
   const ajvVersion = (require('ajv/package.json') as { version: string }).version
-  return createHash('sha256').update(JSON.stringify([ajvVersion, AJV_OPTIONS, ConfigFileSchema])).digest('hex')
+  return createHash('sha256').update(JSON.stringify([ajvVersion, AJV_OPTIONS, schemaFileText()])).digest('hex')
 }
 
 /** Compiles the schema with Ajv (`source` keeps the generated code for standalone output). */
 export function compileValidator (options: { source?: boolean } = {}): { ajv: Ajv, validate: ValidateFunction } {
   const { Ajv: AjvClass } = require('ajv') as typeof import('ajv')
   const ajv = new AjvClass({ ...AJV_OPTIONS, ...(options.source === true ? { code: { source: true } } : {}) })
-  return { ajv, validate: ajv.compile(ConfigFileSchema) }
+  return { ajv, validate: ajv.compile(JSON.parse(schemaFileText()) as object) }
 }
 
 /** The precompiled validator's file text: its key line, then Ajv's standalone code (CommonJS). */
