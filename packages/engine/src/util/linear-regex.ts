@@ -9,8 +9,12 @@
  * error says which one and why.
  */
 
-import { RE2JS } from '@bufbuild/re2'
+import type { RE2JS } from '@bufbuild/re2'
 import { PorticoError } from './errors.ts'
+import { lazyRequire } from './lazy-require.ts'
+
+/** @bufbuild/re2, loaded when a config first has a pattern (compile time, never per request). */
+const re2 = lazyRequire<typeof import('@bufbuild/re2')>('@bufbuild/re2')
 
 export interface LinearRegex {
   readonly source: string
@@ -24,7 +28,7 @@ export interface LinearRegex {
 export function compileLinearRegex (source: string): LinearRegex {
   let re: RE2JS
   try {
-    re = RE2JS.compile(source)
+    re = re2().RE2JS.compile(source)
   } catch (err) {
     throw new PorticoError('PORTICO_BAD_REGEX', explain(source, (err as Error).message), { cause: err })
   }
