@@ -6,7 +6,7 @@
 import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type LoadResult, type StaticConfig } from '@portico/engine'
 import { existsSync, readFileSync } from 'node:fs'
 import { Logs } from '@portico/ops'
-import { Portico } from './portico.ts'
+import type { Portico } from './portico.ts'
 import { resolveSettings, type Settings } from './settings.ts'
 import { version } from './version.ts'
 
@@ -35,6 +35,8 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   }
 
   const setup = startLogging(config.staticConfig)
+  // The servers (admin, metrics: Fastify, prom-client) load only to run, not to validate.
+  const { Portico } = await import('./portico.ts')
   const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0) })
   await run(portico, setup.logs, async () => {
     await portico.start(config, readFileSync(file, 'utf8'))
@@ -86,6 +88,7 @@ export async function runClusterMode (): Promise<void> {
   }
   const setup = startLogging({})
   const identity = { podName: env.POD_NAME!, namespace: env.NAMESPACE!, gateway: env.GATEWAY! }
+  const { Portico } = await import('./portico.ts')
   const portico = new Portico({ settings: setup.settings, logs: setup.logs, env: identity, onQuit: () => process.exit(0) })
   const tokenFile = env.XDS_TOKEN_FILE ?? (existsSync(DEFAULT_TOKEN_FILE) ? DEFAULT_TOKEN_FILE : undefined)
   // gRPC and the xDS protos load only here: a standalone gateway never needs them.
@@ -126,6 +129,9 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
     log.info({ address: `${scheme}://${l.address}:${l.port}` }, `listening on ${scheme}://${l.address}:${l.port}`)
   }
   log.info({ version, ...startedFields }, 'portico started')
+  // Out now, not at the next batched write (up to 250 ms later): whoever starts the process
+  // (an operator, a supervisor, the tests) waits for this line.
+  logs.flush()
   let signals = 0
   const onSignal = (signal: NodeJS.Signals) => {
     signals++
