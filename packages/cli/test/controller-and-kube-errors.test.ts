@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort } from '../../../e2e/lib/portico.ts'
+import { freePort } from '@portico/testkit/portico'
 import { ctl } from './helpers.ts'
 import { startFakeController, type FakeController } from './fake-controller.ts'
 

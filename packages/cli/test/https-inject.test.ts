@@ -7,8 +7,8 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../../../e2e/lib/portico.ts'
-import { startEchoBackend, type Backend } from '../../../e2e/lib/backends.ts'
+import { freePort, makeTempDir, startPortico, type PorticoProcess } from '@portico/testkit/portico'
+import { startEchoBackend, type Backend } from '@portico/testkit/backends'
 import { ctl, jsonLines } from './helpers.ts'
 
 let portico: PorticoProcess

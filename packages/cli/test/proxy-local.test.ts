@@ -12,8 +12,8 @@ import { join } from 'node:path'
 import type { IncomingHttpHeaders } from 'node:http'
 import { request } from 'undici'
 import { parse as parseYaml } from 'yaml'
-import { freePort, startPortico, type PorticoProcess } from '../../../e2e/lib/portico.ts'
-import { startBackend, type Backend } from '../../../e2e/lib/backends.ts'
+import { freePort, startPortico, type PorticoProcess } from '@portico/testkit/portico'
+import { startBackend, type Backend } from '@portico/testkit/backends'
 import { ctl, CtlProcess, jsonLines } from './helpers.ts'
 
 interface Seen {

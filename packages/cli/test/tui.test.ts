@@ -11,9 +11,9 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { freePort, startPortico, type PorticoProcess } from '../../../e2e/lib/portico.ts'
-import { startEchoBackend, type Backend } from '../../../e2e/lib/backends.ts'
-import { findTool } from '../../../e2e/lib/tools.ts'
+import { freePort, startPortico, type PorticoProcess } from '@portico/testkit/portico'
+import { startEchoBackend, type Backend } from '@portico/testkit/backends'
+import { findTool } from '@portico/testkit/tools'
 import { FIXTURES, PORTICOCTL_BIN } from './helpers.ts'
 
 const tmuxPath = findTool('TMUX_BIN', 'tmux')
