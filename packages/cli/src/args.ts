@@ -34,6 +34,8 @@ export interface ProgramContext {
   passthrough: string[]
   /** Tests only: extra target flags (a fake port-forward). */
   targetFlags?: Partial<TargetFlags>
+  /** The environment (process.env by default); tests run porticoctl in-process with their own. */
+  env?: NodeJS.ProcessEnv
 }
 
 interface CommonFlags {
@@ -69,7 +71,7 @@ function addTargetOptions (cmd: Command, role: 'proxy' | 'controller'): Command 
 }
 
 function flagsOf (flags: CommonFlags, ctx: ProgramContext): TargetFlags {
-  return { local: flags.local, adminAddr: flags.adminAddr, namespace: flags.namespace, kubeconfig: flags.kubeconfig, context: flags.context, ...ctx.targetFlags }
+  return { local: flags.local, adminAddr: flags.adminAddr, namespace: flags.namespace, kubeconfig: flags.kubeconfig, context: flags.context, env: ctx.env, ...ctx.targetFlags }
 }
 
 function noPassthrough (ctx: ProgramContext, command: string): void {

@@ -16,6 +16,8 @@ export interface TargetFlags {
   context?: string
   /** Tests only: replaces the Kubernetes port-forward. */
   forwarder?: Forwarder
+  /** Where KUBECONFIG, HOME and KUBERNETES_SERVICE_HOST are read (process.env by default). */
+  env?: NodeJS.ProcessEnv
 }
 
 /** `gateway/NAME` (also `gateways/`, `gtw/`) or a bare `NAME` → NAME. */
@@ -35,7 +37,7 @@ export function parseGatewayRef (ref: string): string {
 }
 
 function kubeOptions (flags: TargetFlags) {
-  return { kubeconfig: flags.kubeconfig, context: flags.context }
+  return { kubeconfig: flags.kubeconfig, context: flags.context, env: flags.env }
 }
 
 export function proxyTarget (ref: string | undefined, flags: TargetFlags): Target {
