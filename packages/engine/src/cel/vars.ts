@@ -3,9 +3,40 @@
  * request and source parts are made once per request and reused by every expression.
  */
 
-import type { McpItem, RequestContext } from '../pipeline/context.ts'
+import type { IncomingMessage } from 'node:http'
+import type { HeaderMap } from '../ir/header-map.ts'
 
-export function celVars (ctx: RequestContext, mcp: McpItem | null = null): Record<string, unknown> {
+/**
+ * What the variables are built from: a request's state (request/context.ts RequestContext has
+ * it). Declared here, by the side that reads it, so cel/ does not import the rooms above it.
+ * `celBase` is where the request and source parts are kept once made.
+ */
+export interface CelContext {
+  readonly req: IncomingMessage
+  readonly method: string
+  readonly originalPath: string
+  readonly pathAndQuery: string
+  readonly hostname: string
+  readonly scheme: 'http' | 'https'
+  readonly auth: {
+    jwt: Record<string, unknown> | null
+    apiKey: { name: string, metadata: Record<string, unknown> } | null
+    basicAuth: { username: string } | null
+  }
+  readonly status: number
+  readonly responseHeaders: HeaderMap
+  celBase: { request: Record<string, unknown>, source: Record<string, unknown> } | null
+}
+
+/** The MCP item an expression is asked about (request/context.ts McpItem has this shape). */
+export interface CelMcpItem {
+  method: string
+  kind?: 'tool' | 'prompt' | 'resource'
+  name?: string
+  target?: string
+}
+
+export function celVars (ctx: CelContext, mcp: CelMcpItem | null = null): Record<string, unknown> {
   let base = ctx.celBase
   if (base === null) {
     const headers: Record<string, string> = {}
@@ -28,7 +59,7 @@ export function celVars (ctx: RequestContext, mcp: McpItem | null = null): Recor
 }
 
 /** `mcp.method`, and `mcp.tool` / `mcp.prompt` / `mcp.resource` as `{name, target}`. */
-function mcpVar (item: McpItem): Record<string, unknown> {
+function mcpVar (item: CelMcpItem): Record<string, unknown> {
   const out: Record<string, unknown> = { method: item.method }
   if (item.kind !== undefined) out[item.kind] = { name: item.name ?? '', target: item.target ?? '' }
   return out
@@ -39,7 +70,7 @@ function mcpVar (item: McpItem): Record<string, unknown> {
  * plus `response` — `code` (the status, an int) and `headers` (lower-case names, repeated
  * values joined with ", ") as they stand when the expression runs.
  */
-export function celResponseVars (ctx: RequestContext): Record<string, unknown> {
+export function celResponseVars (ctx: CelContext): Record<string, unknown> {
   const vars = celVars(ctx)
   const headers: Record<string, string> = {}
   for (const [k, v] of Object.entries(ctx.responseHeaders)) if (v !== undefined) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v

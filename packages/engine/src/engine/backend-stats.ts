@@ -12,7 +12,7 @@
  * Retried attempts and mirrored copies count as calls of the backend they went to.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
+import type { RequestContext } from '../request/context.ts'
 
 export interface BackendStat {
   requests: number

@@ -1,60 +1,18 @@
 /**
  * The IR compiled for the hot path: route tables built, policies compiled, regexes made,
  * backends indexed. Built once per config version; requests hold on to the version they
- * started with, so a reload never changes a request mid-flight.
+ * started with, so a reload never changes a request mid-flight. The types it builds live in
+ * request/compiled.ts, below the pipeline that reads them.
  */
 
-import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
-import type { CompiledPolicySet } from '../policy/types.ts'
-import type { RequestMirrorIR } from '../ir/traffic.ts'
+import type { BackendIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
+import type { CompiledBackendRef, CompiledBind, CompiledConfig, CompiledListener, CompiledRoute } from '../request/compiled.ts'
 import { compilePolicySet } from '../policy/compile.ts'
 import type { PolicyServices } from '../policy/services.ts'
 import { RouteTable } from '../routing/route-table.ts'
 import { hostnameMatches, hostnameSpecificity } from '../routing/hostname.ts'
 import { WeightedPicker } from '../routing/weighted.ts'
-import { frontendSettings, type FrontendSettings } from '../http/frontend.ts'
-
-export interface CompiledBackendRef {
-  ir: BackendRefIR
-  backend: BackendIR | undefined
-  policies: CompiledPolicySet
-}
-
-export interface CompiledRoute {
-  ir: RouteIR
-  key: string
-  /** Every backend is an MCP backend: authorization defers item rules to the MCP layer. */
-  isMcp: boolean
-  policies: CompiledPolicySet
-  backends: WeightedPicker<CompiledBackendRef>
-  /** RequestMirror targets (empty without mirrors). */
-  mirrors: Array<{ ir: RequestMirrorIR, backend: BackendIR | undefined }>
-}
-
-export interface CompiledListener {
-  ir: ListenerIR
-  policies: CompiledPolicySet
-  table: RouteTable<CompiledRoute>
-  /** What the listener accepts from clients (X-Forwarded-* trust, upgrades, body idle), defaults filled in. */
-  frontend: FrontendSettings
-  /** Some route has mcpAuthentication: the listener serves protected-resource metadata. */
-  mcpAuthRoutes: boolean
-  routes: CompiledRoute[]
-}
-
-export interface CompiledBind {
-  ir: BindIR
-  /** Sorted most specific hostname first; the hostname-less listener last. */
-  listeners: CompiledListener[]
-  /** The listener for a host; a route-less stand-in (every request: 404) when none serves it. */
-  selectListener(host: string): CompiledListener
-}
-
-export interface CompiledConfig {
-  ir: ProxyIR
-  binds: Map<string, CompiledBind>
-  backends: Map<string, BackendIR>
-}
+import { frontendSettings } from '../http/frontend.ts'
 
 export function compileConfig (ir: ProxyIR, services: PolicyServices): CompiledConfig {
   const backends = new Map(ir.backends.map(b => [b.key, b]))

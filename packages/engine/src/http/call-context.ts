@@ -1,5 +1,5 @@
 /**
- * What the backend call reads and writes of one request's state. pipeline/context.ts
+ * What the backend call reads and writes of one request's state. request/context.ts
  * RequestContext has all of it; it is declared here, by the side that uses it, so http/
  * does not import the pipeline (the pipeline passes its context and hooks in).
  */

@@ -9,7 +9,7 @@
 
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 
-/** What the reader needs of a request's state (pipeline/context.ts RequestContext has it). */
+/** What the reader needs of a request's state (request/context.ts RequestContext has it). */
 export interface BodyContext {
   readonly req: IncomingMessage
   /** Set for an upgrade request: its bytes belong to the tunnel. */

@@ -45,7 +45,7 @@ export interface ResponseInterceptor {
   onBodyTooLarge(): InterceptResult
 }
 
-/** What interception reads of a request's state (pipeline/context.ts RequestContext has it). */
+/** What interception reads of a request's state (request/context.ts RequestContext has it). */
 export interface InterceptContext {
   readonly method: string
   readonly res: ServerResponse

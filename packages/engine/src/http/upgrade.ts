@@ -24,7 +24,7 @@ export function upgradeResponse (req: IncomingMessage, socket: Duplex): ServerRe
   return res
 }
 
-/** What joining the sockets needs of a request's state (pipeline/context.ts RequestContext has it). */
+/** What joining the sockets needs of a request's state (request/context.ts RequestContext has it). */
 export interface UpgradeContext {
   readonly res: ServerResponse
   readonly upgrade: { socket: Duplex, head: Buffer } | null

@@ -1,7 +1,7 @@
 /**
  * Policy IR: every policy kind's plain JSON-safe data, as written in config or pushed by the
  * controller, and the phases policies attach at. The compiled, runtime side of a policy (what
- * it does to a RequestContext) lives in policy/types.ts.
+ * it does to a RequestContext) lives in request/policy.ts.
  */
 
 import type { ExtProcIR, RemoteRateLimitIR } from './traffic.ts'

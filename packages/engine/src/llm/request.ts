@@ -8,34 +8,14 @@
  * What it learned goes into `ctx.llm`; the response side (llm/usage.ts) fills in the usage.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { LlmCall } from '../request/calls.ts'
 import type { AiBackendSpecIR } from '../ir/types.ts'
 import { readRequestBody } from '../http/request-body.ts'
 import { authority } from '../util/host-port.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
 export const LLM_REQUEST_LIMIT = 8 * 1024 * 1024
-
-/** What the proxy knows about one LLM call; `usage` is set once the answer told it. */
-export interface LlmCall {
-  /** Provider family, as OpenTelemetry's gen_ai.system names it. */
-  system: 'openai'
-  /** `model` as the client sent it ('' when absent). */
-  requestModel: string
-  /** `model` as sent to the provider. */
-  model: string
-  streaming: boolean
-  usage: LlmUsage | null
-}
-
-export interface LlmUsage {
-  inputTokens: number | null
-  outputTokens: number | null
-  /** What token-based rate limits take: the provider's total, else input + output. */
-  totalTokens: number
-  /** `model` of the answer (the provider's exact version), when it says. */
-  responseModel: string | null
-}
 
 /** A request the proxy refuses before the provider sees it. */
 export interface LlmRequestError {

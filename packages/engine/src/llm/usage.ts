@@ -14,8 +14,8 @@
  * `message` (streamed envelopes).
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { LlmUsage } from './request.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { LlmUsage } from '../request/calls.ts'
 
 /** Largest non-streamed answer whose usage is read (bigger ones pass through uncounted). */
 export const LLM_RESPONSE_LIMIT = 4 * 1024 * 1024

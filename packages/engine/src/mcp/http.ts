@@ -14,7 +14,7 @@
  */
 
 import { randomUUID } from 'node:crypto'
-import type { RequestContext } from '../pipeline/context.ts'
+import type { RequestContext } from '../request/context.ts'
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
 import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'

@@ -16,16 +16,7 @@ import {
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
 } from './jsonrpc.ts'
 import type { SessionState } from './session-id.ts'
-
-/** Which MCP operation a request is, for traces, logs and metrics. */
-export interface McpCallInfo {
-  method: string
-  /** Target(s) the request went to ('' for local answers, comma-joined for fan-outs). */
-  target: string
-  /** Tool, prompt or resource named by the request (client-side name). */
-  name?: string
-  kind?: 'tool' | 'prompt' | 'resource'
-}
+import type { McpCallInfo } from '../request/calls.ts'
 
 export interface SessionHooks {
   onProcess?(target: string, pid: number | undefined, running: boolean): void

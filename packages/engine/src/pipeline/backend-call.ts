@@ -6,7 +6,7 @@
  * needs (an `ai` backend's usage reader; retries pass theirs as `outer`).
  */
 
-import type { RequestContext } from './context.ts'
+import type { RequestContext } from '../request/context.ts'
 import type { PipelineRuntime } from './run.ts'
 import type { UpstreamHooks } from '../http/call-context.ts'
 import { callUpstream, type CallOptions, type CallWrapper } from '../http/upstream-call.ts'

@@ -17,7 +17,7 @@
  */
 
 import type { Dispatcher } from 'undici'
-import type { RequestContext } from './context.ts'
+import type { RequestContext } from '../request/context.ts'
 import type { PipelineRuntime } from './run.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { BackendIR } from '../ir/types.ts'

@@ -4,7 +4,7 @@
  * the same closing snapshots as a proxied response.
  */
 
-import type { RequestContext, RequestReason } from './context.ts'
+import type { RequestContext, RequestReason } from '../request/context.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 

@@ -6,9 +6,9 @@
  * `/.well-known/oauth-protected-resource`. No route needs to match these paths.
  */
 
-import type { RequestContext } from './context.ts'
+import type { RequestContext } from '../request/context.ts'
 import type { PipelineRuntime } from './run.ts'
-import type { CompiledRoute } from '../engine/compiled.ts'
+import type { CompiledRoute } from '../request/compiled.ts'
 import type { McpAuthenticationIR } from '../ir/policy.ts'
 import { PROTECTED_RESOURCE_PATH, protectedResourceMetadata } from '../policy/jwt-auth.ts'
 import { respondLocal } from './respond.ts'

@@ -5,9 +5,9 @@
  */
 
 import { createHash } from 'node:crypto'
-import type { RequestContext } from '../pipeline/context.ts'
+import type { RequestContext } from '../request/context.ts'
 import type { ApiKeyIR } from '../ir/policy.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { dropUpstreamHeader } from '../http/headers.ts'
 

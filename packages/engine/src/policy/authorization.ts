@@ -12,9 +12,9 @@
  * `mcp.tool.name == "echo"` picks tools.
  */
 
-import type { McpItem, McpItemAuthorizer, RequestContext } from '../pipeline/context.ts'
+import type { McpItem, McpItemAuthorizer, RequestContext } from '../request/context.ts'
 import type { AuthorizationIR } from '../ir/policy.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import { compileCel, evalBool, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
 import { CONTINUE } from './header-modifier.ts'

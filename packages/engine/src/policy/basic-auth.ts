@@ -1,8 +1,8 @@
 /** `basicAuth`: HTTP Basic credentials checked against an htpasswd file. */
 
-import type { RequestContext } from '../pipeline/context.ts'
+import type { RequestContext } from '../request/context.ts'
 import type { BasicAuthIR } from '../ir/policy.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import { HtpasswdVerifier, parseHtpasswd } from '../auth/htpasswd.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { dropUpstreamHeader } from '../http/headers.ts'

@@ -4,7 +4,7 @@
  * (the config schema and the controller's translation reject them).
  */
 
-import type { CompiledPolicy, CompiledPolicySet } from './types.ts'
+import type { CompiledPolicy, CompiledPolicySet } from '../request/policy.ts'
 import type { ImplementedPolicyKind, PolicyIRByKind, PolicySetIR } from '../ir/policy.ts'
 import { requestHeaderModifier, responseHeaderModifier } from './header-modifier.ts'
 import { directResponse } from './direct-response.ts'

@@ -23,8 +23,8 @@
  * the pattern matching runs once per origin, not once per request.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { CorsIR } from '../ir/policy.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'

@@ -11,8 +11,8 @@
  *    (not a browser: curl, servers).
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { CsrfIR } from '../ir/policy.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { normalizeOrigin } from '../ir/origin.ts'

@@ -1,4 +1,4 @@
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { DirectResponseIR } from '../ir/policy.ts'
 
 /** Answers from the proxy with a fixed status, body and headers; no backend is called. */

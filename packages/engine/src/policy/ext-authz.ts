@@ -12,8 +12,8 @@
  */
 
 import { randomUUID } from 'node:crypto'
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { ExtAuthzIR } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type CheckInput, type CheckResult, type HeaderMutation } from '../auth/ext-authz-check.ts'

@@ -14,8 +14,8 @@
  * request go on without it.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { ExtProcIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'

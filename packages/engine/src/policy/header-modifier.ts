@@ -1,7 +1,7 @@
-import type { CompiledPolicy } from './types.ts'
+import type { CompiledPolicy } from '../request/policy.ts'
 import type { HeaderModifierIR, PolicyKind } from '../ir/policy.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
-import type { RequestContext } from '../pipeline/context.ts'
+import type { RequestContext } from '../request/context.ts'
 
 /**
  * Applies a Gateway API header filter to a header map in place: `set` overwrites, `add`

@@ -6,8 +6,8 @@
  * pointing at the RFC 9728 document Portico serves for the route).
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { JwtAuthIR, JwtProviderIR, McpAuthenticationIR, TokenLocationIR, AuthMode } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
 import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider, type JwtResult } from '../auth/jwt.ts'

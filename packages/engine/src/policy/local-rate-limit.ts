@@ -19,8 +19,8 @@
  * one by the route's requests; a config reload starts new, full buckets.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { LocalRateLimitBucketIR, LocalRateLimitIR } from '../ir/policy.ts'
 import { CONTINUE } from './header-modifier.ts'
 

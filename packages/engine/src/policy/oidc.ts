@@ -16,8 +16,8 @@
  *   when it has one, else to postLogoutRedirectUri (or /).
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { OidcIR } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
 import { keyFromHex, open, readCookie, seal, setCookie, withoutCookies } from '../auth/session-cookie.ts'

@@ -19,8 +19,8 @@
  * (failOpen).
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { RemoteRateLimitIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
 import { compileCel, type CelProgram } from '../cel/expression.ts'

@@ -12,8 +12,8 @@
  * - status: 301, 302 (default), 303, 307 or 308.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { RequestRedirectIR } from '../ir/policy.ts'
 import { modifyPath } from './path-modifier.ts'
 import { CONTINUE } from './header-modifier.ts'

@@ -16,8 +16,8 @@
  * response side the backend's body is discarded and `content-encoding` dropped.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { TransformationIR, TransformIR } from '../ir/policy.ts'
 import { celLib, compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celResponseVars, celVars } from '../cel/vars.ts'

@@ -5,8 +5,8 @@
  * (see path-modifier.ts). The query string is kept.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
-import type { CompiledPolicy, PolicyOutcome } from './types.ts'
+import type { RequestContext } from '../request/context.ts'
+import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { UrlRewriteIR } from '../ir/policy.ts'
 import { modifyPath } from './path-modifier.ts'
 import { CONTINUE } from './header-modifier.ts'

@@ -1,19 +1,19 @@
 /**
  * Everything known about one request as it moves through the pipeline. Policies read and
  * change it (headers, path, response headers); the trace snapshots and the access log are
- * views of it.
+ * views of it. It lives in request/, below policy/, llm/, mcp/ and pipeline/, so the rooms
+ * that read it import down (issue 15, "Per-request state in one place").
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { BackendIR, PathMatchIR } from '../ir/types.ts'
-import type { CompiledBackendRef, CompiledListener, CompiledRoute } from '../engine/compiled.ts'
+import type { CompiledBackendRef, CompiledListener, CompiledRoute } from './compiled.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
-import type { CompiledPolicySet } from '../policy/types.ts'
+import type { CompiledPolicySet } from './policy.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
-import type { McpCallInfo } from '../mcp/session.ts'
-import type { LlmCall } from '../llm/request.ts'
+import type { LlmCall, McpCallInfo } from './calls.ts'
 import type { ResponseInterceptor } from '../http/response-intercept.ts'
 
 /**

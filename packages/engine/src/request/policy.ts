@@ -1,9 +1,11 @@
 /**
  * The contract a policy implementation fulfils in the pipeline: compiled from its IR
- * (ir/policy.ts), it reads and changes a RequestContext and may answer the request.
+ * (ir/policy.ts), it reads and changes a RequestContext and may answer the request. The
+ * implementations live in policy/; the contract lives here, beside the RequestContext it
+ * names, so the compiled config (request/compiled.ts) and the pipeline need not read policy/.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
+import type { RequestContext } from './context.ts'
 import type { PolicyKind, PolicySetIR } from '../ir/policy.ts'
 
 /**

@@ -8,7 +8,7 @@
 import type { TraceRecorder } from './recorder.ts'
 import type { TraceSeverity } from './events.ts'
 
-/** What the two events need of a request's state (pipeline/context.ts RequestContext has it). */
+/** What the two events need of a request's state (request/context.ts RequestContext has it). */
 export interface CallTraceContext {
   readonly tracer: TraceRecorder | null
   /** µs on the trace's clock when the call in progress started. */

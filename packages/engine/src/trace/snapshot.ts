@@ -3,13 +3,37 @@
  * source, backend, response, proxy and env. Built only for traced requests.
  */
 
-import type { RequestContext } from '../pipeline/context.ts'
+import type { IncomingMessage } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
-import type { CompiledPolicySet } from '../policy/types.ts'
-import { EFFECTIVE_POLICY_KEYS } from '../ir/policy.ts'
+import type { BackendIR } from '../ir/types.ts'
+import { EFFECTIVE_POLICY_KEYS, type PolicySetIR } from '../ir/policy.ts'
 import { formatSeconds } from '../util/duration.ts'
 import { redactHeaderValues, redactSecrets, redactUrl } from '../ir/redact.ts'
-import type { RequestState, ResponseState } from './events.ts'
+import type { McpSnapshot, RequestState, ResponseState } from './events.ts'
+
+/**
+ * What a snapshot shows of a request's state (request/context.ts RequestContext has it all).
+ * Declared here, by the side that reads it, so trace/ does not import the rooms above it.
+ */
+export interface SnapshotContext {
+  readonly req: IncomingMessage
+  readonly rawTarget: string
+  readonly method: string
+  readonly scheme: string
+  readonly host: string
+  readonly query: string
+  /** Wall-clock start (ms since epoch) and monotonic start (ms, performance.now()). */
+  readonly startTime: number
+  readonly startMono: number
+  readonly path: string
+  readonly headers: HeaderMap
+  readonly backend: BackendIR | null
+  readonly mcp: McpSnapshot | null
+  readonly status: number
+  readonly responseHeaders: HeaderMap
+  readonly upstreamStart: number
+  readonly upstreamHeadersAt: number
+}
 
 export const REDACTED = '<redacted>'
 
@@ -27,7 +51,7 @@ export function flattenHeaders (headers: HeaderMap | Record<string, string | str
   return redactHeaderValues(out, sentByClient)
 }
 
-function requestPart (ctx: RequestContext, initial: boolean): RequestState['request'] {
+function requestPart (ctx: SnapshotContext, initial: boolean): RequestState['request'] {
   // The initial snapshot shows the target as received (not yet normalised, maybe absolute-form).
   const raw = ctx.rawTarget
   const q = raw.indexOf('?')
@@ -46,7 +70,7 @@ function requestPart (ctx: RequestContext, initial: boolean): RequestState['requ
   }
 }
 
-function sourcePart (ctx: RequestContext): RequestState['source'] {
+function sourcePart (ctx: SnapshotContext): RequestState['source'] {
   // undici unsets req.socket when it gives up on a request body (so destroying the body does
   // not close the client connection): the response snapshot may come after that.
   const raw = ctx.req.socket?.remoteAddress ?? ''
@@ -59,7 +83,7 @@ function sourcePart (ctx: RequestContext): RequestState['source'] {
   }
 }
 
-export function requestSnapshot (ctx: RequestContext, env: Record<string, string>, options: { initial?: boolean, backend?: boolean }): RequestState {
+export function requestSnapshot (ctx: SnapshotContext, env: Record<string, string>, options: { initial?: boolean, backend?: boolean }): RequestState {
   const request = requestPart(ctx, options.initial === true)
   // Credential query parameters (?access_token=…) never reach a trace watcher.
   request.uri = redactUrl(request.uri)
@@ -74,7 +98,7 @@ export function requestSnapshot (ctx: RequestContext, env: Record<string, string
   }
 }
 
-export function responseSnapshot (ctx: RequestContext, env: Record<string, string>, withDurations: boolean): ResponseState {
+export function responseSnapshot (ctx: SnapshotContext, env: Record<string, string>, withDurations: boolean): ResponseState {
   return {
     response: { code: ctx.status, headers: flattenHeaders(ctx.responseHeaders) },
     ...(ctx.mcp !== null ? { mcp: ctx.mcp } : {}),
@@ -91,7 +115,7 @@ export function responseSnapshot (ctx: RequestContext, env: Record<string, strin
 }
 
 /** The 17 keys, each the phase's policy IR (secrets redacted) or null. */
-export function effectivePolicy (set: CompiledPolicySet): Record<string, unknown> {
+export function effectivePolicy (set: { readonly ir: PolicySetIR }): Record<string, unknown> {
   const out: Record<string, unknown> = {}
   const ir = set.ir as Record<string, unknown>
   for (const key of EFFECTIVE_POLICY_KEYS) out[key] = ir[key] ?? null

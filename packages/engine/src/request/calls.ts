@@ -1,0 +1,36 @@
+/**
+ * What a request records of its MCP and LLM calls (RequestContext `mcp` and `llm`), for
+ * traces, access logs and metrics. mcp/ and llm/ fill them in; they live here, below those
+ * rooms, because RequestContext names them.
+ */
+
+/** Which MCP operation a request is, for traces, logs and metrics. */
+export interface McpCallInfo {
+  method: string
+  /** Target(s) the request went to ('' for local answers, comma-joined for fan-outs). */
+  target: string
+  /** Tool, prompt or resource named by the request (client-side name). */
+  name?: string
+  kind?: 'tool' | 'prompt' | 'resource'
+}
+
+/** What the proxy knows about one LLM call; `usage` is set once the answer told it. */
+export interface LlmCall {
+  /** Provider family, as OpenTelemetry's gen_ai.system names it. */
+  system: 'openai'
+  /** `model` as the client sent it ('' when absent). */
+  requestModel: string
+  /** `model` as sent to the provider. */
+  model: string
+  streaming: boolean
+  usage: LlmUsage | null
+}
+
+export interface LlmUsage {
+  inputTokens: number | null
+  outputTokens: number | null
+  /** What token-based rate limits take: the provider's total, else input + output. */
+  totalTokens: number
+  /** `model` of the answer (the provider's exact version), when it says. */
+  responseModel: string | null
+}

@@ -1,0 +1,54 @@
+/**
+ * The compiled config's shape: the IR compiled for the hot path (route tables built, policies
+ * compiled, backends indexed), as the pipeline and a RequestContext read it. Only the types
+ * live here, below the pipeline; engine/compiled.ts builds them (compileConfig).
+ */
+
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
+import type { RequestMirrorIR } from '../ir/traffic.ts'
+import type { CompiledPolicySet } from './policy.ts'
+import type { RouteTable } from '../routing/route-table.ts'
+import type { WeightedPicker } from '../routing/weighted.ts'
+import type { FrontendSettings } from '../http/frontend.ts'
+
+export interface CompiledBackendRef {
+  ir: BackendRefIR
+  backend: BackendIR | undefined
+  policies: CompiledPolicySet
+}
+
+export interface CompiledRoute {
+  ir: RouteIR
+  key: string
+  /** Every backend is an MCP backend: authorization defers item rules to the MCP layer. */
+  isMcp: boolean
+  policies: CompiledPolicySet
+  backends: WeightedPicker<CompiledBackendRef>
+  /** RequestMirror targets (empty without mirrors). */
+  mirrors: Array<{ ir: RequestMirrorIR, backend: BackendIR | undefined }>
+}
+
+export interface CompiledListener {
+  ir: ListenerIR
+  policies: CompiledPolicySet
+  table: RouteTable<CompiledRoute>
+  /** What the listener accepts from clients (X-Forwarded-* trust, upgrades, body idle), defaults filled in. */
+  frontend: FrontendSettings
+  /** Some route has mcpAuthentication: the listener serves protected-resource metadata. */
+  mcpAuthRoutes: boolean
+  routes: CompiledRoute[]
+}
+
+export interface CompiledBind {
+  ir: BindIR
+  /** Sorted most specific hostname first; the hostname-less listener last. */
+  listeners: CompiledListener[]
+  /** The listener for a host; a route-less stand-in (every request: 404) when none serves it. */
+  selectListener(host: string): CompiledListener
+}
+
+export interface CompiledConfig {
+  ir: ProxyIR
+  binds: Map<string, CompiledBind>
+  backends: Map<string, BackendIR>
+}
