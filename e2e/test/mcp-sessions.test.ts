@@ -102,9 +102,10 @@ test('idle sessions expire (404 afterwards)', async () => {
   const init = await rawPost(url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } })
   const sid = init.headers['mcp-session-id'] as string
   assert.equal((await rawPost(url, { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': sid })).status, 200)
-  await new Promise(resolve => setTimeout(resolve, 2600))
+  // The reaper logs the expiry (it runs every second with a 1 s TTL): wait for that instead
+  // of a fixed 2.6 s; a request before it would count as activity and keep the session.
+  await p.waitForOutput('mcp session expired after being idle', { timeoutMs: 10_000 })
   assert.equal((await rawPost(url, { jsonrpc: '2.0', id: 3, method: 'ping' }, { 'mcp-session-id': sid })).status, 404)
-  await p.waitForOutput('mcp session expired after being idle')
 })
 
 test('the MCP method, target and tool appear in the trace, the access log and metrics', async () => {

@@ -16,6 +16,7 @@ import { request } from 'undici'
 import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { randomBody, sha256, sleep, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { openTrace } from '../lib/trace.ts'
+import { waitUntil } from '@portico/testkit/wait'
 
 let ok: Backend
 let okB: Backend
@@ -201,7 +202,9 @@ test('mirror: a percentage mirrors about that share of requests', async () => {
   const before = mirrored.filter(m => m.name === 'B').length
   const beforeA = mirrored.filter(m => m.name === 'A').length
   for (let i = 0; i < 200; i++) assert.equal((await send('/mirror/p')).status, 200)
-  await sleep(300)
+  // Mirrors finish after the client's answer: wait until A (100 %) has all 200 instead of a
+  // fixed 300 ms (B's copies leave alongside A's; a few still in flight stay within its bounds).
+  await waitUntil(() => mirrored.filter(m => m.name === 'A').length - beforeA >= 200, 5_000, 'mirror A to see 200 copies').catch(() => {})
   const b = mirrored.filter(m => m.name === 'B').length - before
   const a = mirrored.filter(m => m.name === 'A').length - beforeA
   assert.equal(a, 200)

@@ -10,6 +10,7 @@ import { EFFECTIVE_POLICY_KEYS } from '@portico/engine'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startBackend, type Backend } from '../lib/backends.ts'
 import { openTrace, sequence, type TraceRecord } from '../lib/trace.ts'
+import { waitUntil } from '@portico/testkit/wait'
 
 let backend: Backend
 let portico: PorticoProcess
@@ -251,7 +252,8 @@ test('framing: ready first, keep-alive comments while waiting, GET works too', a
   const trace = await openTrace(admin, 'path=/app/late', 'GET')
   await trace.ready
   assert.equal(trace.comments[0], 'ready')
-  await new Promise(resolve => setTimeout(resolve, 1300))
+  // The admin server sends one every second while nothing matches: wait for it, not a fixed 1.3 s.
+  await waitUntil(() => trace.comments.includes('keepalive'), 5_000, 'a keepalive comment').catch(() => {})
   assert.ok(trace.comments.includes('keepalive'), `comments: ${trace.comments.join(',')}`)
   await get('/app/late')
   const events = await trace.done
