@@ -24,7 +24,10 @@ export type JwtResult =
   | { ok: true, claims: Record<string, unknown>, issuer: string }
   | { ok: false, reason: string }
 
-export async function verifyJwt (token: string, providers: readonly JwtProvider[]): Promise<JwtResult> {
+/** Milliseconds since the epoch; injectable so tests move time instead of sleeping. */
+export type Clock = () => number
+
+export async function verifyJwt (token: string, providers: readonly JwtProvider[], now: Clock = Date.now): Promise<JwtResult> {
   if (token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: `token too large (over ${MAX_TOKEN_LENGTH} bytes)` }
   let header
   try {
@@ -44,7 +47,8 @@ export async function verifyJwt (token: string, providers: readonly JwtProvider[
         issuer: provider.issuer,
         audience: provider.audiences,
         algorithms: provider.algorithms,
-        clockTolerance: provider.leewaySeconds
+        clockTolerance: provider.leewaySeconds,
+        currentDate: new Date(now())
       })
       return { ok: true, claims: payload as Record<string, unknown>, issuer: provider.issuer }
     } catch (err) {
@@ -85,9 +89,11 @@ const CACHE_TTL_MS = 5 * 60_000
 export class VerifiedTokenCache {
   private readonly entries = new Map<string, { claims: Record<string, unknown>, issuer: string, until: number, nbf: number }>()
   private readonly leewayMs: number
+  private readonly now: Clock
 
-  constructor (leewaySeconds: number) {
+  constructor (leewaySeconds: number, options: { now?: Clock } = {}) {
     this.leewayMs = leewaySeconds * 1000
+    this.now = options.now ?? Date.now
   }
 
   /**
@@ -97,7 +103,7 @@ export class VerifiedTokenCache {
   lookup (token: string): JwtResult | undefined {
     const hit = this.entries.get(token)
     if (hit === undefined) return undefined
-    const now = Date.now()
+    const now = this.now()
     if (hit.until > now && hit.nbf <= now + this.leewayMs) return { ok: true, claims: hit.claims, issuer: hit.issuer }
     this.entries.delete(token)
     return undefined
@@ -106,8 +112,8 @@ export class VerifiedTokenCache {
   async verify (token: string, providers: readonly JwtProvider[]): Promise<JwtResult> {
     const known = this.lookup(token)
     if (known !== undefined) return known
-    const now = Date.now()
-    const result = await verifyJwt(token, providers)
+    const now = this.now()
+    const result = await verifyJwt(token, providers, this.now)
     if (result.ok) {
       const exp = typeof result.claims.exp === 'number' ? result.claims.exp * 1000 + this.leewayMs : Infinity
       const nbf = typeof result.claims.nbf === 'number' ? result.claims.nbf * 1000 : 0
