@@ -1,8 +1,9 @@
 /**
  * What starting Portico loads (issue 15, "Footprint"): `portico --version` and `--help` print
  * without the engine, and the engine barrel leaves out what only some configs use — gRPC
- * (ext_authz, ext_proc, the rate limit service, xDS), CEL and the MCP SDK (with zod) load
- * at their first use. bench/footprint.ts measures what this is for.
+ * (ext_authz, ext_proc, the rate limit service, xDS), CEL, RE2, JOSE, OIDC and the MCP SDK
+ * (with zod) load at their first use; TypeBox and the Kubernetes client never. The servers
+ * (Fastify, prom-client) load to run, not to validate. bench/footprint.ts measures why.
  */
 
 import { test } from 'node:test'
@@ -38,9 +39,17 @@ test('portico --version and --help load nothing but the argument parser and the 
   }
 })
 
-test('the engine barrel does not load gRPC, CEL or the MCP SDK', () => {
+/** Packages only some configs need (or, for the Kubernetes client, only the controller). */
+const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
+
+test('the engine barrel loads none of the packages only some configs need', () => {
   const { urls } = run(['--input-type=module', '-e', "await import('@portico/engine')"])
-  const heavy = urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@grpc\/|@bufbuild\/cel|@modelcontextprotocol\/|zod\/|protobufjs\/)/.test(u))
-  assert.deepEqual(heavy, [])
+  assert.deepEqual(urls.filter(u => ON_DEMAND.test(u)), [])
   assert.ok(urls.some(u => u.endsWith('/packages/engine/src/index.ts')), 'the barrel was loaded')
+})
+
+test('portico --validate on the quick start loads neither those nor the servers', () => {
+  const { stdout, urls } = run([BIN, '--validate', '-f', fileURLToPath(new URL('../../../examples/quickstart.yaml', import.meta.url))])
+  assert.match(stdout, /valid/)
+  assert.deepEqual(urls.filter(u => ON_DEMAND.test(u) || /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(fastify|prom-client)\//.test(u)), [])
 })
