@@ -7,9 +7,9 @@
 import { Transform, type Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import type { IncomingMessage } from 'node:http'
-import type { Duplex } from 'node:stream'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import { BodyTap } from '../trace/snapshot.ts'
+import { WrappingHandler } from './wrapping-handler.ts'
 
 /** The request body as sent upstream, through a pass-through that keeps its first bytes. */
 export function tracedRequestBody (ctx: { readonly tracer: TraceRecorder | null }, req: IncomingMessage, limit: number): Readable {
@@ -35,28 +35,19 @@ interface TracedContext {
 }
 
 /** Wraps a call's handler: the response body the client gets, first bytes, as a snapshot at its end. */
-export class TraceResponseBody implements Dispatcher.DispatchHandler {
-  private readonly inner: Dispatcher.DispatchHandler
+export class TraceResponseBody extends WrappingHandler {
   private readonly ctx: TracedContext
   private readonly limit: number
   private tap: BodyTap | null = null
 
   constructor (inner: Dispatcher.DispatchHandler, ctx: TracedContext, limit: number) {
-    this.inner = inner
+    super(inner)
     this.ctx = ctx
     this.limit = limit
   }
 
-  onRequestStart (c: Dispatcher.DispatchController, context: unknown): void {
-    this.inner.onRequestStart?.(c, context)
-  }
-
-  onRequestUpgrade (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, socket: Duplex): void {
-    this.inner.onRequestUpgrade?.(c, statusCode, headers, socket)
-  }
-
-  onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
-    this.inner.onResponseStart?.(c, statusCode, headers, statusMessage)
+  override onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    super.onResponseStart(c, statusCode, headers, statusMessage)
     // Only a head that reached the client has a body to show.
     if (!this.ctx.res.headersSent) return
     this.tap = new BodyTap(this.limit)
@@ -64,18 +55,14 @@ export class TraceResponseBody implements Dispatcher.DispatchHandler {
     if (this.ctx.responseBody !== null) this.tap.push(this.ctx.responseBody)
   }
 
-  onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
+  override onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
     if (this.tap !== null && this.ctx.responseBody === null) this.tap.push(chunk)
-    this.inner.onResponseData?.(c, chunk)
+    super.onResponseData(c, chunk)
   }
 
-  onResponseEnd (c: Dispatcher.DispatchController, trailers: Record<string, string | string[] | undefined>): void {
+  override onResponseEnd (c: Dispatcher.DispatchController, trailers: Record<string, string | string[] | undefined>): void {
     const tap = this.tap
     if (tap !== null && !tap.empty) this.ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: tap.toBase64(), truncated: tap.truncated })
-    this.inner.onResponseEnd?.(c, trailers)
-  }
-
-  onResponseError (c: Dispatcher.DispatchController, err: Error): void {
-    this.inner.onResponseError?.(c, err)
+    super.onResponseEnd(c, trailers)
   }
 }

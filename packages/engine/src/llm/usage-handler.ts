@@ -5,49 +5,40 @@
  */
 
 import type { Dispatcher } from 'undici'
-import type { Duplex } from 'node:stream'
 import { endLlmCall, LlmUsageTap } from './usage.ts'
+import { WrappingHandler } from '../http/wrapping-handler.ts'
 
 /** The request's state, as llm/usage.ts reads it. */
 type UsageContext = Parameters<typeof endLlmCall>[0]
 
-export class LlmUsageHandler implements Dispatcher.DispatchHandler {
-  private readonly inner: Dispatcher.DispatchHandler
+export class LlmUsageHandler extends WrappingHandler {
   private readonly ctx: UsageContext
   private tap: LlmUsageTap | null = null
 
   constructor (inner: Dispatcher.DispatchHandler, ctx: UsageContext) {
-    this.inner = inner
+    super(inner)
     this.ctx = ctx
   }
 
-  onRequestStart (c: Dispatcher.DispatchController, context: unknown): void {
-    this.inner.onRequestStart?.(c, context)
-  }
-
-  onRequestUpgrade (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, socket: Duplex): void {
-    this.inner.onRequestUpgrade?.(c, statusCode, headers, socket)
-  }
-
-  onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
-    this.inner.onResponseStart?.(c, statusCode, headers, statusMessage)
+  override onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    super.onResponseStart(c, statusCode, headers, statusMessage)
     // The content type as the response policies left it; only an answer the client gets counts.
     if (this.ctx.res.headersSent) this.tap = new LlmUsageTap(this.ctx.responseHeaders['content-type'])
   }
 
-  onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
+  override onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
     this.tap?.push(chunk)
-    this.inner.onResponseData?.(c, chunk)
+    super.onResponseData(c, chunk)
   }
 
-  onResponseEnd (c: Dispatcher.DispatchController, trailers: Record<string, string | string[] | undefined>): void {
+  override onResponseEnd (c: Dispatcher.DispatchController, trailers: Record<string, string | string[] | undefined>): void {
     if (this.tap !== null) endLlmCall(this.ctx, this.tap)
-    this.inner.onResponseEnd?.(c, trailers)
+    super.onResponseEnd(c, trailers)
   }
 
-  onResponseError (c: Dispatcher.DispatchController, err: Error): void {
+  override onResponseError (c: Dispatcher.DispatchController, err: Error): void {
     if (this.tap !== null) endLlmCall(this.ctx, this.tap)
-    this.inner.onResponseError?.(c, err)
+    super.onResponseError(c, err)
   }
 }
 
