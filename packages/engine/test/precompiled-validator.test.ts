@@ -7,9 +7,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { compileValidator, loadPrecompiledValidator, precompiledValidatorText, validatorKey } from '../src/config/validate.ts'
+import { mkdirSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { compileValidator, loadPrecompiledValidator, precompiledValidatorText, PRECOMPILED_VALIDATOR_PATH, validatorKey } from '../src/config/validate.ts'
 
 const DOCUMENTS: unknown[] = [
   { gateways: { default: { port: 3000 } }, routes: [{ name: 'a', backends: [{ host: '127.0.0.1:8080' }] }] },
@@ -21,7 +21,10 @@ const DOCUMENTS: unknown[] = [
 ]
 
 test('the precompiled validator answers as the runtime-compiled one; a stale or missing file is ignored', t => {
-  const dir = mkdtempSync(join(tmpdir(), 'portico-validator-'))
+  // Beside the real one, under the engine's node_modules: the generated code requires Ajv's
+  // runtime helpers, which resolve from there (not from a system temp directory).
+  mkdirSync(dirname(PRECOMPILED_VALIDATOR_PATH), { recursive: true })
+  const dir = mkdtempSync(join(dirname(PRECOMPILED_VALIDATOR_PATH), 'test-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   const path = join(dir, 'config-validator.cjs')
   writeFileSync(path, precompiledValidatorText())
