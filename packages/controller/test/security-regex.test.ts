@@ -8,13 +8,12 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { parseAllDocuments } from 'yaml'
 import { translate, type ClusterState } from '../src/translate/translate.ts'
+import { clusterState } from './cluster-state.ts'
 
 const CONTROLLER = 'portico.dev/gateway-controller'
 
 function state (routes: string): ClusterState {
-  const s: ClusterState = { gatewayClasses: [], gateways: [], httpRoutes: [], referenceGrants: [], services: [], endpointSlices: [], secrets: [], namespaces: [], parameters: [] }
   const text = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: { name: portico, generation: 1 }
@@ -27,13 +26,7 @@ spec:
   gatewayClassName: portico
   listeners: [{ name: http, port: 8080, protocol: HTTP }]
 ${routes}`
-  for (const doc of parseAllDocuments(text)) {
-    const obj = doc.toJS() as { kind: string }
-    if (obj.kind === 'GatewayClass') s.gatewayClasses.push(obj as never)
-    if (obj.kind === 'Gateway') s.gateways.push(obj as never)
-    if (obj.kind === 'HTTPRoute') s.httpRoutes.push(obj as never)
-  }
-  return s
+  return clusterState(text)
 }
 
 function route (name: string, match: string): string {

@@ -8,14 +8,13 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { parseAllDocuments } from 'yaml'
 import { loadConfigText, type RouteIR } from '@portico/engine'
 import { translate, type ClusterState } from '../src/translate/translate.ts'
+import { clusterState } from './cluster-state.ts'
 
 const CONTROLLER = 'portico.dev/gateway-controller'
 
 function state (rules: string): ClusterState {
-  const s: ClusterState = { gatewayClasses: [], gateways: [], httpRoutes: [], referenceGrants: [], services: [], endpointSlices: [], secrets: [], namespaces: [], parameters: [] }
   const text = `apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: { name: portico, generation: 1 }
@@ -40,14 +39,7 @@ spec:
   parentRefs: [{ name: web }]
   rules:
 ${rules}`
-  for (const doc of parseAllDocuments(text)) {
-    const obj = doc.toJS() as { kind: string }
-    if (obj.kind === 'GatewayClass') s.gatewayClasses.push(obj as never)
-    if (obj.kind === 'Gateway') s.gateways.push(obj as never)
-    if (obj.kind === 'Service') s.services.push(obj as never)
-    if (obj.kind === 'HTTPRoute') s.httpRoutes.push(obj as never)
-  }
-  return s
+  return clusterState(text)
 }
 
 function translated (rules: string): { accepted: { status: string, reason: string, message: string }, routes: RouteIR[] } {
