@@ -198,12 +198,12 @@ export class Controller {
       }
     }
     if (!this.isLeader) return
-    for (const cls of result.classes) this.status.gatewayClass(cls.name, cls.conditions, SUPPORTED_FEATURES)
+    for (const cls of result.classes) this.status.gatewayClass(cls.name, cls.conditions, SUPPORTED_FEATURES, cls.uid)
     for (const gw of result.gateways) {
       if (gw.accepted) await this.deploy(gw)
       this.writeGatewayStatus(gw)
     }
-    for (const r of result.routes) this.status.httpRoute(r.namespace, r.name, r.parents)
+    for (const r of result.routes) this.status.httpRoute(r.namespace, r.name, r.parents, r.uid)
   }
 
   private async deploy (gw: GatewayResult): Promise<void> {
@@ -258,7 +258,7 @@ export class Controller {
     const addresses = ingress.length > 0
       ? ingress.map(i => i.ip !== undefined ? { type: 'IPAddress', value: i.ip } : { type: 'Hostname', value: i.hostname ?? '' })
       : svc?.spec.clusterIP !== undefined && svc.spec.clusterIP !== 'None' ? [{ type: 'IPAddress', value: svc.spec.clusterIP }] : []
-    this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses })
+    this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses }, gw.uid)
   }
 
   private onAck (proxy: ProxyIdentity, version: string): void {

@@ -2,8 +2,10 @@
  * Writes status: GatewayClasses, Gateways (with listeners, addresses, and Programmed once a
  * proxy accepted the config) and HTTPRoute parents. Writes are queued per object — a newer
  * desired status replaces an older one not yet written, so churn coalesces — skipped when
- * nothing changed, and retried on conflicts with a fresh read, so none is lost.
- * lastTransitionTime moves only when a condition's status changes.
+ * the same object (same uid; the name when there is no uid) was last written with the same
+ * status, and retried on conflicts with a fresh read, so none is lost. An object deleted and
+ * re-created under the same name is a new uid, so its status is written even if it equals
+ * the one its predecessor got. lastTransitionTime moves only when a condition's status changes.
  */
 
 import type { Condition } from '../translate/gateway-api.ts'
@@ -29,8 +31,12 @@ export class StatusWriter {
   private readonly controllerName: string
   private readonly log: StatusLog
   private readonly queue = new Map<Key, Pending>()
-  /** What was last written, by object (conditions without transition times). */
-  private readonly written = new Map<Key, string>()
+  /**
+   * What was last written, by object name (kind/namespace/name): the uid it was written to
+   * and the status (conditions without transition times). Skipping needs both to match, so a
+   * re-created object (new uid) is written; keeping one entry per name bounds the map.
+   */
+  private readonly written = new Map<Key, { uid: string | undefined, fingerprint: string }>()
   private running = 0
   private readonly concurrency = 4
   /** Resolves when the queue is empty (tests, shutdown). */
@@ -42,16 +48,24 @@ export class StatusWriter {
     this.log = log
   }
 
-  private enqueue (key: Key, fingerprint: string, write: () => Promise<void>): void {
-    if (this.written.get(key) === fingerprint && !this.queue.has(key)) return
+  private enqueue (key: Key, uid: string | undefined, fingerprint: string, write: () => Promise<boolean>): void {
+    const last = this.written.get(key)
+    if (last !== undefined && last.uid === uid && last.fingerprint === fingerprint && !this.queue.has(key)) return
     this.queue.set(key, {
       key,
       write: async () => {
-        await write()
-        this.written.set(key, fingerprint)
+        if (await write()) this.written.set(key, { uid, fingerprint })
       }
     })
     this.pump()
+  }
+
+  /**
+   * Whether the object read back is the one the status was computed for: a write meant for
+   * a deleted object must not land on its successor (the next reconcile writes that one).
+   */
+  private static same (uid: string | undefined, current: { metadata?: { uid?: string } }): boolean {
+    return uid === undefined || current.metadata?.uid === undefined || current.metadata.uid === uid
   }
 
   private pump (): void {
@@ -90,23 +104,26 @@ export class StatusWriter {
     return new Promise(resolve => this.idleWaiters.push(resolve))
   }
 
-  gatewayClass (name: string, conditions: Condition[], supportedFeatures: string[]): void {
+  gatewayClass (name: string, conditions: Condition[], supportedFeatures: string[], uid?: string): void {
     const fingerprint = JSON.stringify({ conditions, supportedFeatures })
-    this.enqueue(`GatewayClass/${name}`, fingerprint, async () => {
-      const current = await this.api.get<{ status?: { conditions?: Condition[] } }>(paths.gatewayClass(name))
+    this.enqueue(`GatewayClass/${name}`, uid, fingerprint, async () => {
+      const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[] } }>(paths.gatewayClass(name))
+      if (!StatusWriter.same(uid, current)) return false
       await this.api.mergePatch(`${paths.gatewayClass(name)}/status`, {
         status: {
           conditions: withTransitionTimes(conditions, current.status?.conditions, new Date().toISOString()),
           supportedFeatures: supportedFeatures.map(f => ({ name: f }))
         }
       })
+      return true
     })
   }
 
-  gateway (ns: string, name: string, status: { conditions: Condition[], listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }>, addresses: Array<{ type: string, value: string }> }): void {
-    this.enqueue(`Gateway/${ns}/${name}`, JSON.stringify(status), async () => {
+  gateway (ns: string, name: string, status: { conditions: Condition[], listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }>, addresses: Array<{ type: string, value: string }> }, uid?: string): void {
+    this.enqueue(`Gateway/${ns}/${name}`, uid, JSON.stringify(status), async () => {
       const path = paths.gateway(ns, name)
-      const current = await this.api.get<{ status?: { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> } }>(path)
+      const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> } }>(path)
+      if (!StatusWriter.same(uid, current)) return false
       const now = new Date().toISOString()
       await this.api.mergePatch(`${path}/status`, {
         status: {
@@ -118,6 +135,7 @@ export class StatusWriter {
           addresses: status.addresses
         }
       })
+      return true
     })
   }
 
@@ -125,10 +143,11 @@ export class StatusWriter {
    * An HTTPRoute's parent statuses: ours are replaced, other controllers' are kept. A
    * read-modify-write with the resourceVersion, so a concurrent writer causes a retry.
    */
-  httpRoute (ns: string, name: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>): void {
-    this.enqueue(`HTTPRoute/${ns}/${name}`, JSON.stringify(parents), async () => {
+  httpRoute (ns: string, name: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
+    this.enqueue(`HTTPRoute/${ns}/${name}`, uid, JSON.stringify(parents), async () => {
       const path = paths.httpRoute(ns, name)
-      const current = await this.api.get<{ metadata: { resourceVersion: string }, status?: { parents?: Array<{ parentRef: unknown, controllerName: string, conditions?: Condition[] }> } }>(path)
+      const current = await this.api.get<{ metadata: { resourceVersion: string, uid?: string }, status?: { parents?: Array<{ parentRef: unknown, controllerName: string, conditions?: Condition[] }> } }>(path)
+      if (!StatusWriter.same(uid, current)) return false
       const now = new Date().toISOString()
       const others = (current.status?.parents ?? []).filter(p => p.controllerName !== this.controllerName)
       const ours = parents.map(p => {
@@ -140,6 +159,7 @@ export class StatusWriter {
         path: `${path}/status`,
         body: { ...current, status: { ...(current.status ?? {}), parents: [...others, ...ours] } }
       })
+      return true
     })
   }
 }

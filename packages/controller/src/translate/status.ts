@@ -20,6 +20,8 @@ export interface ListenerStatus {
 export interface GatewayResult {
   namespace: string
   name: string
+  /** metadata.uid (absent in tests' objects): the status writer tells re-created objects apart by it. */
+  uid?: string
   generation: number | undefined
   /** Accepted, and (without Programmed, which needs a proxy's ACK) the listeners' state. */
   conditions: Condition[]
@@ -42,12 +44,14 @@ export interface RouteParentStatus {
 export interface RouteResult {
   namespace: string
   name: string
+  uid?: string
   generation: number | undefined
   parents: RouteParentStatus[]
 }
 
 export interface ClassResult {
   name: string
+  uid?: string
   generation: number | undefined
   conditions: Condition[]
 }
@@ -61,6 +65,7 @@ export interface TranslationResult {
 export function classResult (c: GatewayClass, params: ParametersResolution): ClassResult {
   return {
     name: c.metadata.name,
+    ...(c.metadata.uid !== undefined ? { uid: c.metadata.uid } : {}),
     generation: c.metadata.generation,
     conditions: ['error' in params
       ? condition('Accepted', false, 'InvalidParameters', params.error, c.metadata.generation)
@@ -86,6 +91,7 @@ export function gatewayResult (g: GatewayState): GatewayResult {
   return {
     namespace: gw.metadata.namespace ?? '',
     name: gw.metadata.name,
+    ...(gw.metadata.uid !== undefined ? { uid: gw.metadata.uid } : {}),
     generation: gen,
     conditions,
     listeners: g.listeners.map(l => ({ name: l.listener.name, supportedKinds: l.kinds, attachedRoutes: l.attached.size, conditions: l.conditions })),

@@ -75,7 +75,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     const unsupported = unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route)
     const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName)
     if (parents.length > 0) {
-      routeResults.push({ namespace: route.metadata.namespace ?? '', name: route.metadata.name, generation: route.metadata.generation, parents })
+      routeResults.push({ namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
   })
 

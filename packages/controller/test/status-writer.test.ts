@@ -1,0 +1,97 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { StatusWriter } from '../src/status/writer.ts'
+import type { KubeHttp } from '../src/kube/http.ts'
+import type { Condition } from '../src/translate/gateway-api.ts'
+
+/** A fake API server holding one object per path; records the status writes. */
+function fakeApi () {
+  const objects = new Map<string, { metadata: { uid: string, resourceVersion: string }, status?: unknown }>()
+  const writes: Array<{ path: string, uid: string }> = []
+  const api = {
+    async get (path: string) {
+      const o = objects.get(path)
+      if (o === undefined) throw Object.assign(new Error('not found'), { code: 404 })
+      return structuredClone(o)
+    },
+    async mergePatch (path: string) {
+      const o = objects.get(path.replace(/\/status$/, ''))!
+      writes.push({ path, uid: o.metadata.uid })
+    },
+    async request (req: { path: string }) {
+      const o = objects.get(req.path.replace(/\/status$/, ''))!
+      writes.push({ path: req.path, uid: o.metadata.uid })
+    }
+  }
+  return { api: api as unknown as KubeHttp, objects, writes }
+}
+
+const log = { warn () {}, debug () {} }
+const accepted: Condition = { type: 'Accepted', status: 'True', reason: 'Accepted', message: 'Route is accepted', observedGeneration: 1 }
+const parents = [{ parentRef: { name: 'web' }, controllerName: 'portico.dev/gateway-controller', conditions: [accepted] }]
+const routePath = '/apis/gateway.networking.k8s.io/v1/namespaces/apps/httproutes/r1'
+const gatewayPath = '/apis/gateway.networking.k8s.io/v1/namespaces/apps/gateways/web'
+
+test('status writer: an unchanged status is written once per object', async () => {
+  const { api, objects, writes } = fakeApi()
+  const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
+  objects.set(routePath, { metadata: { uid: 'u1', resourceVersion: '1' } })
+  w.httpRoute('apps', 'r1', parents, 'u1')
+  await w.idle()
+  w.httpRoute('apps', 'r1', parents, 'u1')
+  await w.idle()
+  assert.deepEqual(writes, [{ path: `${routePath}/status`, uid: 'u1' }])
+})
+
+test('status writer: a deleted and re-created HTTPRoute (new uid) gets its status even when it equals the last one written', async () => {
+  const { api, objects, writes } = fakeApi()
+  const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
+  objects.set(routePath, { metadata: { uid: 'u1', resourceVersion: '1' } })
+  w.httpRoute('apps', 'r1', parents, 'u1')
+  await w.idle()
+  objects.set(routePath, { metadata: { uid: 'u2', resourceVersion: '5' } }) // deleted, re-created: no status
+  w.httpRoute('apps', 'r1', parents, 'u2')
+  await w.idle()
+  assert.deepEqual(writes.map(x => x.uid), ['u1', 'u2'])
+})
+
+test('status writer: a re-created Gateway and GatewayClass are written again too', async () => {
+  const { api, objects, writes } = fakeApi()
+  const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
+  const status = { conditions: [accepted], listeners: [], addresses: [] }
+  const classPath = '/apis/gateway.networking.k8s.io/v1/gatewayclasses/portico'
+  objects.set(gatewayPath, { metadata: { uid: 'g1', resourceVersion: '1' } })
+  objects.set(classPath, { metadata: { uid: 'c1', resourceVersion: '1' } })
+  w.gateway('apps', 'web', status, 'g1')
+  w.gatewayClass('portico', [accepted], ['Gateway'], 'c1')
+  await w.idle()
+  objects.set(gatewayPath, { metadata: { uid: 'g2', resourceVersion: '7' } })
+  objects.set(classPath, { metadata: { uid: 'c2', resourceVersion: '7' } })
+  w.gateway('apps', 'web', status, 'g2')
+  w.gatewayClass('portico', [accepted], ['Gateway'], 'c2')
+  await w.idle()
+  assert.deepEqual(writes.map(x => x.uid).sort(), ['c1', 'c2', 'g1', 'g2'])
+})
+
+test('status writer: a write meant for a deleted object does not land on its successor', async () => {
+  const { api, objects, writes } = fakeApi()
+  const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
+  objects.set(routePath, { metadata: { uid: 'u2', resourceVersion: '5' } })
+  w.httpRoute('apps', 'r1', parents, 'u1') // computed for the old object
+  await w.idle()
+  assert.equal(writes.length, 0)
+  w.httpRoute('apps', 'r1', parents, 'u2')
+  await w.idle()
+  assert.deepEqual(writes.map(x => x.uid), ['u2'])
+})
+
+test('status writer: without a uid, objects are told apart by name', async () => {
+  const { api, objects, writes } = fakeApi()
+  const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
+  objects.set(routePath, { metadata: { uid: 'u1', resourceVersion: '1' } })
+  w.httpRoute('apps', 'r1', parents)
+  await w.idle()
+  w.httpRoute('apps', 'r1', parents)
+  await w.idle()
+  assert.equal(writes.length, 1)
+})
