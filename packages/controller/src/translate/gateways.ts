@@ -13,8 +13,17 @@ import { condition } from './conditions.ts'
 
 export interface ListenerState {
   listener: Listener
+  /** The listener's IR; null when it is not programmed (not valid). */
   ir: ListenerIR | null
+  /** Accepted, refs resolved and no conflict: programmed on the proxy. */
   valid: boolean
+  /**
+   * Routes can attach (and count in attachedRoutes): a supported protocol and no conflict.
+   * Unresolved refs (a missing certificate) do not prevent attachment — the spec counts
+   * attached routes from allowedRoutes and parentRefs alone — but such a listener is not
+   * valid, so it stays out of the IR: no HTTPS is served without its certificate.
+   */
+  attachable: boolean
   kinds: Array<{ group: string, kind: string }>
   conditions: Condition[]
   attached: Set<string>
@@ -63,7 +72,7 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
       }
     }
     conditions.push(accepted, resolvedRefs)
-    return { listener, ir: null, valid, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}) }
+    return { listener, ir: null, valid, attachable: kinds.length > 0, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}) }
   })
 
   // Conflicts: one protocol per port; one listener per (port, hostname).
@@ -79,7 +88,10 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
       let conflicted = condition('Conflicted', false, 'NoConflicts', 'No conflicts', gen)
       if (protocols.size > 1) conflicted = condition('Conflicted', true, 'ProtocolConflict', `port ${l.listener.port} has listeners of several protocols`, gen)
       else if (group.filter(o => (o.listener.hostname ?? '') === (l.listener.hostname ?? '')).length > 1) conflicted = condition('Conflicted', true, 'HostnameConflict', `another listener on port ${l.listener.port} has the same hostname`, gen)
-      if (conflicted.status === 'True') l.valid = false
+      if (conflicted.status === 'True') {
+        l.valid = false
+        l.attachable = false
+      }
       l.conditions.push(conflicted)
     }
   }

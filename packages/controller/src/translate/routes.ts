@@ -50,7 +50,7 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
       parents.push(status(condition('Accepted', false, 'NoMatchingParent', parentRef.sectionName !== undefined ? `no listener named ${parentRef.sectionName}${parentRef.port !== undefined ? ` on port ${parentRef.port}` : ''}` : `no listener on port ${parentRef.port ?? '-'}`, gen)))
       continue
     }
-    const allowed = candidates.filter(l => l.valid && routeAllowed(l, route, gwState.gw, namespaces))
+    const allowed = candidates.filter(l => l.attachable && routeAllowed(l, route, gwState.gw, namespaces))
     if (allowed.length === 0) {
       parents.push(status(condition('Accepted', false, 'NotAllowedByListeners', 'no listener allows this route (namespace or kind)', gen)))
       continue
@@ -67,6 +67,7 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
     parents.push(status(condition('Accepted', true, 'Accepted', 'Route is accepted', gen)))
     for (const l of matching) {
       l.attached.add(nsName(route.metadata))
+      if (l.ir === null) continue // attached and counted, but the listener is not programmed
       const hostnames = intersectHostnames(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))!
       for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
       for (const b of resolved.backends.values()) gwState.backends.set(b.key, b)
