@@ -205,6 +205,7 @@ test('the chart in a real API server, and the controller running with its settin
       ...['get', 'create', 'patch', 'update'].map(v => [v, 'deployments', { group: 'apps', namespace: 'apps' }] as [string, string, Parameters<typeof can>[2]]),
       ['create', 'events', { namespace: 'default' }],
       ['create', 'tokenreviews', { group: 'authentication.k8s.io' }],
+      ['get', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'httproutes.gateway.networking.k8s.io' }],
       ['create', 'leases', { group: 'coordination.k8s.io', namespace: NAMESPACE }],
       ['get', 'leases', { group: 'coordination.k8s.io', namespace: NAMESPACE, name: 'portico-controller' }],
       ['update', 'leases', { group: 'coordination.k8s.io', namespace: NAMESPACE, name: 'portico-controller' }],
@@ -220,6 +221,9 @@ test('the chart in a real API server, and the controller running with its settin
       ['update', 'gateways', { group: gw, namespace: 'default' }],
       ['delete', 'gatewayclasses', { group: gw }],
       ['create', 'clusterrolebindings', { group: 'rbac.authorization.k8s.io' }],
+      ['get', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'gateways.gateway.networking.k8s.io' }],
+      ['list', 'customresourcedefinitions', { group: 'apiextensions.k8s.io' }],
+      ['update', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'httproutes.gateway.networking.k8s.io' }],
       ['create', 'pods', { namespace: 'default' }]
     ]
     const results = await Promise.all([...allowed.map(async ([v, r, o]) => ({ v, r, o, want: true, got: await can(v, r, o) })), ...denied.map(async ([v, r, o]) => ({ v, r, o, want: false, got: await can(v, r, o) }))])
@@ -244,6 +248,11 @@ test('the chart in a real API server, and the controller running with its settin
       return conditionOf(obj, 'Accepted')?.status === 'True' ? obj : undefined
     }, diagnostics)
     assert.equal(gc.spec.controllerName, 'portico.dev/gateway-controller')
+    // supportedFeatures from the installed (standard-channel) HTTPRoute CRD, read with the
+    // chart's RBAC: CORS's field is there, retry's is not.
+    const features = ((gc.status?.supportedFeatures ?? []) as Array<{ name: string }>).map(f => f.name)
+    assert.ok(features.includes('HTTPRouteCORS'), `supportedFeatures: ${features.join(', ')}`)
+    assert.ok(!features.includes('HTTPRouteRetry'), `supportedFeatures: ${features.join(', ')}`)
     // helm and the controller both manage its spec, without conflicting.
     const managers = (gc.metadata?.managedFields as Array<{ manager: string }>).map(m => m.manager)
     assert.ok(managers.includes('portico-controller'), `managers: ${managers.join(', ')}`)

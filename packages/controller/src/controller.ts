@@ -20,33 +20,9 @@ import { proxySettings } from './deployer/parameters.ts'
 import { applyObjects } from './deployer/apply.ts'
 import type { ControllerSettings } from './settings.ts'
 import type { LeaderElector } from './leader.ts'
+import { supportedFeatures, type CustomResourceDefinition } from './features.ts'
 
-/** Gateway API features Portico implements (GatewayClass status.supportedFeatures). */
-export const SUPPORTED_FEATURES = [
-  'Gateway',
-  'GatewayPort8080',
-  'HTTPRoute',
-  'HTTPRouteMethodMatching',
-  'HTTPRouteQueryParamMatching',
-  'HTTPRouteResponseHeaderModification',
-  'HTTPRouteBackendRequestHeaderModification',
-  'HTTPRouteRequestTimeout',
-  'HTTPRouteBackendTimeout',
-  'HTTPRouteSchemeRedirect',
-  'HTTPRoutePortRedirect',
-  'HTTPRoutePathRedirect',
-  'HTTPRoute303RedirectStatusCode',
-  'HTTPRoute307RedirectStatusCode',
-  'HTTPRoute308RedirectStatusCode',
-  'HTTPRouteHostRewrite',
-  'HTTPRoutePathRewrite',
-  'HTTPRouteCORS',
-  'HTTPRouteRequestMirror',
-  'HTTPRouteRequestMultipleMirrors',
-  'HTTPRouteRequestPercentageMirror',
-  'HTTPRouteRetry',
-  'ReferenceGrant'
-]
+export { SUPPORTED_FEATURES } from './features.ts'
 
 export interface ControllerLogs {
   syncer: Logger
@@ -121,6 +97,7 @@ export class Controller {
       }
     }
     await this.ensureGatewayClass()
+    await this.readFeatures()
     await this.informers.start()
     this.schedule()
   }
@@ -140,6 +117,24 @@ export class Controller {
     } catch (err) {
       this.logs.gatewayController.warn({ err: (err as Error).message, gatewayClass: name }, 'cannot create or update the GatewayClass')
     }
+  }
+
+  /** The features the GatewayClasses claim: those the installed HTTPRoute CRD carries (features.ts). */
+  private features: string[] = supportedFeatures(undefined)
+
+  /**
+   * Reads the installed HTTPRoute CRD once at start (a CRD upgrade, e.g. standard →
+   * experimental channel, needs a controller restart, as installing PorticoParameters does).
+   */
+  private async readFeatures (): Promise<void> {
+    try {
+      const crd = await this.api.get<CustomResourceDefinition>(paths.httpRouteCrd)
+      this.features = supportedFeatures(crd)
+    } catch (err) {
+      this.features = supportedFeatures(undefined)
+      this.logs.gatewayController.warn({ err: (err as Error).message }, 'cannot read the HTTPRoute CRD: claiming only the features that need no channel-specific field')
+    }
+    this.logs.gatewayController.info({ supportedFeatures: this.features }, 'supported features')
   }
 
   /**
@@ -198,7 +193,7 @@ export class Controller {
       }
     }
     if (!this.isLeader) return
-    for (const cls of result.classes) this.status.gatewayClass(cls.name, cls.conditions, SUPPORTED_FEATURES, cls.uid)
+    for (const cls of result.classes) this.status.gatewayClass(cls.name, cls.conditions, this.features, cls.uid)
     for (const gw of result.gateways) {
       if (gw.accepted) await this.deploy(gw)
       this.writeGatewayStatus(gw)

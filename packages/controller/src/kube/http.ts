@@ -107,6 +107,7 @@ export const paths = {
   namespaces: '/api/v1/namespaces',
   porticoParametersGroupVersion: '/apis/portico.dev/v1alpha1',
   porticoParameters: '/apis/portico.dev/v1alpha1/porticoparameters',
+  httpRouteCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/httproutes.gateway.networking.k8s.io',
   gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,
   httpRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`,

@@ -1,0 +1,86 @@
+/**
+ * Which Gateway API features the GatewayClass claims (status.supportedFeatures). Portico
+ * implements all of SUPPORTED_FEATURES, but a feature whose fields the installed CRDs do not
+ * carry cannot work: the API server prunes unknown fields, so an HTTPRoute's `retry` on the
+ * standard channel simply vanishes. A feature is therefore claimed only when the installed
+ * HTTPRoute CRD's v1 schema has every field it needs (FEATURE_FIELDS); features that need no
+ * field beyond the standard core are always claimed.
+ */
+
+/** Gateway API features Portico implements. */
+export const SUPPORTED_FEATURES = [
+  'Gateway',
+  'GatewayPort8080',
+  'HTTPRoute',
+  'HTTPRouteMethodMatching',
+  'HTTPRouteQueryParamMatching',
+  'HTTPRouteResponseHeaderModification',
+  'HTTPRouteBackendRequestHeaderModification',
+  'HTTPRouteRequestTimeout',
+  'HTTPRouteBackendTimeout',
+  'HTTPRouteSchemeRedirect',
+  'HTTPRoutePortRedirect',
+  'HTTPRoutePathRedirect',
+  'HTTPRoute303RedirectStatusCode',
+  'HTTPRoute307RedirectStatusCode',
+  'HTTPRoute308RedirectStatusCode',
+  'HTTPRouteHostRewrite',
+  'HTTPRoutePathRewrite',
+  'HTTPRouteCORS',
+  'HTTPRouteRequestMirror',
+  'HTTPRouteRequestMultipleMirrors',
+  'HTTPRouteRequestPercentageMirror',
+  'HTTPRouteRetry',
+  'ReferenceGrant'
+]
+
+/**
+ * Fields (paths in the HTTPRoute's v1 schema, array items stepped through) a feature needs,
+ * for the features whose fields are, or once were, experimental-channel only. A feature is
+ * claimed only when all of its paths exist.
+ */
+export const FEATURE_FIELDS: Record<string, string[][]> = {
+  HTTPRouteRetry: [['spec', 'rules', 'retry', 'codes'], ['spec', 'rules', 'retry', 'attempts'], ['spec', 'rules', 'retry', 'backoff']],
+  HTTPRouteCORS: [['spec', 'rules', 'filters', 'cors']],
+  HTTPRouteRequestTimeout: [['spec', 'rules', 'timeouts', 'request']],
+  HTTPRouteBackendTimeout: [['spec', 'rules', 'timeouts', 'backendRequest']],
+  HTTPRouteRequestPercentageMirror: [['spec', 'rules', 'filters', 'requestMirror', 'percent'], ['spec', 'rules', 'filters', 'requestMirror', 'fraction']],
+  HTTPRouteResponseHeaderModification: [['spec', 'rules', 'filters', 'responseHeaderModifier']],
+  HTTPRouteRequestMirror: [['spec', 'rules', 'filters', 'requestMirror']],
+  HTTPRouteHostRewrite: [['spec', 'rules', 'filters', 'urlRewrite', 'hostname']],
+  HTTPRoutePathRewrite: [['spec', 'rules', 'filters', 'urlRewrite', 'path']]
+}
+
+interface Schema {
+  properties?: Record<string, Schema>
+  items?: Schema
+}
+
+/** The subset of a CustomResourceDefinition read here. */
+export interface CustomResourceDefinition {
+  spec?: { versions?: Array<{ name: string, served?: boolean, schema?: { openAPIV3Schema?: Schema } }> }
+}
+
+function hasField (schema: Schema | undefined, path: string[]): boolean {
+  let node = schema
+  for (const name of path) {
+    while (node?.items !== undefined) node = node.items
+    node = node?.properties?.[name]
+    if (node === undefined) return false
+  }
+  return true
+}
+
+/**
+ * The features to claim given the installed HTTPRoute CRD. Without a CRD (it could not be
+ * read), only the features that need no field of FEATURE_FIELDS are claimed.
+ */
+export function supportedFeatures (crd: CustomResourceDefinition | undefined, implemented: string[] = SUPPORTED_FEATURES): string[] {
+  const versions = crd?.spec?.versions ?? []
+  const v1 = versions.find(v => v.name === 'v1' && v.served !== false)
+  const schema = v1?.schema?.openAPIV3Schema
+  return implemented.filter(f => {
+    const fields = FEATURE_FIELDS[f]
+    return fields === undefined || fields.every(path => hasField(schema, path))
+  })
+}

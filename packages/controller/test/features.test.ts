@@ -1,0 +1,73 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { FEATURE_FIELDS, SUPPORTED_FEATURES, supportedFeatures, type CustomResourceDefinition } from '../src/features.ts'
+
+/** An HTTPRoute CRD whose v1 schema has the standard channel's rule fields, plus `extraRule` ones. */
+function httpRouteCrd (extraRule: Record<string, unknown> = {}, version = 'v1'): CustomResourceDefinition {
+  const filters = {
+    type: 'array',
+    items: {
+      type: 'object',
+      properties: {
+        type: { type: 'string' },
+        requestHeaderModifier: { type: 'object' },
+        responseHeaderModifier: { type: 'object' },
+        requestRedirect: { type: 'object' },
+        urlRewrite: { type: 'object', properties: { hostname: { type: 'string' }, path: { type: 'object' } } },
+        requestMirror: { type: 'object', properties: { backendRef: { type: 'object' }, percent: { type: 'integer' }, fraction: { type: 'object' } } },
+        cors: { type: 'object' }
+      }
+    }
+  }
+  const rule = {
+    type: 'object',
+    properties: {
+      name: { type: 'string' },
+      matches: { type: 'array' },
+      filters,
+      backendRefs: { type: 'array' },
+      timeouts: { type: 'object', properties: { request: { type: 'string' }, backendRequest: { type: 'string' } } },
+      ...extraRule
+    }
+  }
+  return {
+    spec: {
+      versions: [{
+        name: version,
+        served: true,
+        schema: { openAPIV3Schema: { properties: { spec: { properties: { parentRefs: { type: 'array' }, hostnames: { type: 'array' }, rules: { type: 'array', items: rule } } } } } as never }
+      }]
+    }
+  }
+}
+
+const retry = { retry: { type: 'object', properties: { codes: { type: 'array' }, attempts: { type: 'integer' }, backoff: { type: 'string' } } } }
+
+test('supportedFeatures: a standard-channel HTTPRoute CRD (no rules[].retry) does not claim HTTPRouteRetry', () => {
+  const features = supportedFeatures(httpRouteCrd())
+  assert.ok(!features.includes('HTTPRouteRetry'))
+  assert.deepEqual(features, SUPPORTED_FEATURES.filter(f => f !== 'HTTPRouteRetry'))
+})
+
+test('supportedFeatures: an experimental-channel HTTPRoute CRD (with rules[].retry) claims every implemented feature', () => {
+  assert.deepEqual(supportedFeatures(httpRouteCrd(retry)), SUPPORTED_FEATURES)
+})
+
+test('supportedFeatures: each field-gated feature goes when its field is missing; the others stay', () => {
+  const crd = httpRouteCrd(retry)
+  const rule = (crd.spec!.versions![0]!.schema!.openAPIV3Schema as { properties: { spec: { properties: { rules: { items: { properties: Record<string, { properties?: Record<string, unknown>, items?: { properties: Record<string, unknown> } }> } } } } } }).properties.spec.properties.rules.items.properties
+  delete rule.filters!.items!.properties.cors
+  delete rule.timeouts!.properties!.backendRequest
+  const features = supportedFeatures(crd)
+  assert.ok(!features.includes('HTTPRouteCORS'))
+  assert.ok(!features.includes('HTTPRouteBackendTimeout'))
+  assert.ok(features.includes('HTTPRouteRequestTimeout'))
+  assert.ok(features.includes('HTTPRouteRetry'))
+})
+
+test('supportedFeatures: without a readable CRD, or without a v1 version, only features needing no gated field are claimed', () => {
+  const ungated = SUPPORTED_FEATURES.filter(f => FEATURE_FIELDS[f] === undefined)
+  assert.deepEqual(supportedFeatures(undefined), ungated)
+  assert.deepEqual(supportedFeatures(httpRouteCrd(retry, 'v1beta1')), ungated)
+  assert.ok(ungated.includes('HTTPRoute') && ungated.includes('Gateway') && !ungated.includes('HTTPRouteRetry'))
+})
