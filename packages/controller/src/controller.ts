@@ -14,6 +14,7 @@ import type { Service } from './translate/gateway-api.ts'
 import { Informers } from './kube/informers.ts'
 import { KubeError, KubeHttp, paths } from './kube/http.ts'
 import { StatusWriter } from './status/writer.ts'
+import { gatewayAddresses } from './status/addresses.ts'
 import { XdsServer, type ProxyIdentity, type XdsServerHooks } from './xds/server.ts'
 import { renderProxy, safeName } from './deployer/render.ts'
 import { proxySettings } from './deployer/parameters.ts'
@@ -249,10 +250,7 @@ export class Controller {
     else if (this.acked.get(key) === version) programmed = condition('Programmed', true, 'Programmed', `config ${version} accepted by a proxy`, gw.generation)
     else programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
     const svc = this.informers.get<Service>('services', gw.namespace, safeName(gw.name))
-    const ingress = svc?.status?.loadBalancer?.ingress ?? []
-    const addresses = ingress.length > 0
-      ? ingress.map(i => i.ip !== undefined ? { type: 'IPAddress', value: i.ip } : { type: 'Hostname', value: i.hostname ?? '' })
-      : svc?.spec.clusterIP !== undefined && svc.spec.clusterIP !== 'None' ? [{ type: 'IPAddress', value: svc.spec.clusterIP }] : []
+    const addresses = gatewayAddresses(svc) // the LB ingress; nothing while it is pending (addresses.ts)
     this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses }, gw.uid)
   }
 

@@ -173,7 +173,7 @@ export interface ServicePort {
 
 export interface Service {
   metadata: ObjectMeta
-  spec: { type?: string, clusterIP?: string, ports?: ServicePort[], externalName?: string }
+  spec: { type?: string, clusterIP?: string, clusterIPs?: string[], ports?: ServicePort[], externalName?: string }
   status?: { loadBalancer?: { ingress?: Array<{ ip?: string, hostname?: string }> } }
 }
 
