@@ -22,3 +22,19 @@ export function clusterState (text: string): ClusterState {
   }
   return state
 }
+
+export const CONTROLLER = 'portico.dev/gateway-controller'
+
+/** The GatewayClass `portico` and a Gateway `apps/web` with one HTTP listener on 8080, as YAML. */
+export const CLASS_AND_GATEWAY = `apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: portico, generation: 1 }
+spec: { controllerName: ${CONTROLLER} }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: web, namespace: apps, generation: 1 }
+spec:
+  gatewayClassName: portico
+  listeners: [{ name: http, port: 8080, protocol: HTTP }]
+`

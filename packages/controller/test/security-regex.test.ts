@@ -9,23 +9,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { translate, type ClusterState } from '../src/translate/translate.ts'
-import { clusterState } from './cluster-state.ts'
-
-const CONTROLLER = 'portico.dev/gateway-controller'
+import { CLASS_AND_GATEWAY, CONTROLLER, clusterState } from './cluster-state.ts'
 
 function state (routes: string): ClusterState {
-  const text = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: portico, generation: 1 }
-spec: { controllerName: ${CONTROLLER} }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: apps, generation: 1 }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: 8080, protocol: HTTP }]
-${routes}`
+  const text = `${CLASS_AND_GATEWAY}${routes}`
   return clusterState(text)
 }
 

@@ -10,23 +10,10 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { loadConfigText, type RouteIR } from '@portico/engine'
 import { translate, type ClusterState } from '../src/translate/translate.ts'
-import { clusterState } from './cluster-state.ts'
-
-const CONTROLLER = 'portico.dev/gateway-controller'
+import { CLASS_AND_GATEWAY, CONTROLLER, clusterState } from './cluster-state.ts'
 
 function state (rules: string): ClusterState {
-  const text = `apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: portico, generation: 1 }
-spec: { controllerName: ${CONTROLLER} }
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: apps, generation: 1 }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: 8080, protocol: HTTP }]
----
+  const text = `${CLASS_AND_GATEWAY}---
 apiVersion: v1
 kind: Service
 metadata: { name: app, namespace: apps }
