@@ -233,8 +233,13 @@ export function parseRequestTarget (url: string, options: PathNormalization = DE
     path: normal.path,
     query: split.query,
     authority: split.authority,
-    redirect: normal.unescapedSlash && options.escapedSlashesAction === 'UnescapeAndRedirect'
+    redirect: redirectsToNormalPath(normal, options)
   }
+}
+
+/** Whether the client is sent to the normalised path (escaped slashes under UnescapeAndRedirect). */
+export function redirectsToNormalPath (normal: { unescapedSlash: boolean }, options: PathNormalization): boolean {
+  return normal.unescapedSlash && options.escapedSlashesAction === 'UnescapeAndRedirect'
 }
 
 /** Characters of a reg-name (RFC 3986 §3.2.2): unreserved, sub-delims and `%` of escapes. */

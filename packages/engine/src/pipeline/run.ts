@@ -17,7 +17,7 @@ import { handleMcpHttp } from '../mcp/http.ts'
 import { RequestContext } from '../request/context.ts'
 import { hostOnly } from '../routing/hostname.ts'
 import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
-import { hostHeaderProblem, normalizePath, splitRequestTarget } from '../http/request-target.ts'
+import { hostHeaderProblem, normalizePath, redirectsToNormalPath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callBackend } from './backend-call.ts'
 import { upgradeResponse } from '../http/upgrade.ts'
@@ -74,7 +74,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
     if (typeof normal === 'string') problem = normal
     else {
       path = normal.path
-      if (normal.unescapedSlash && listener.frontend.path.escapedSlashesAction === 'UnescapeAndRedirect') problem = REDIRECT_TO_NORMAL_PATH
+      if (redirectsToNormalPath(normal, listener.frontend.path)) problem = REDIRECT_TO_NORMAL_PATH
     }
   }
   const ctx = new RequestContext({
