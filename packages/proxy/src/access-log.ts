@@ -2,26 +2,14 @@
 
 import type { RequestContext } from '@portico/engine'
 
-/**
- * The peer address. undici unsets `req.socket` when it abandons a request body it was
- * streaming (so destroying the body leaves the client connection open for the answer); the
- * address is then the X-Forwarded-For entry the gateway appended for this peer.
- */
-function clientAddress (ctx: RequestContext): string | undefined {
-  const socket = ctx.req.socket as typeof ctx.req.socket | null
-  if (socket !== null) return socket.remoteAddress
-  const xff = ctx.headers['x-forwarded-for']
-  const text = Array.isArray(xff) ? xff.join(', ') : xff
-  return text?.slice(text.lastIndexOf(',') + 1).trim()
-}
-
 export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
   const fields: Record<string, unknown> = {
     gateway: ctx.listener.ir.gateway,
     listener: ctx.listener.ir.name,
     route: ctx.routeKey,
     backend: ctx.backend?.name ?? null,
-    src: clientAddress(ctx),
+    // Read at arrival (RequestContext): never from a header a policy could have rewritten.
+    src: ctx.sourceAddress === '' ? undefined : ctx.sourceAddress,
     method: ctx.method,
     host: ctx.host,
     path: ctx.originalPath,

@@ -5,6 +5,7 @@
 
 import type { IncomingMessage } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
+import { plainAddress } from '../util/host-port.ts'
 
 /**
  * What the variables are built from: a request's state (request/context.ts RequestContext has
@@ -13,6 +14,8 @@ import type { HeaderMap } from '../ir/header-map.ts'
  */
 export interface CelContext {
   readonly req: IncomingMessage
+  readonly sourceAddress: string
+  readonly sourcePort: number
   readonly method: string
   readonly originalPath: string
   readonly pathAndQuery: string
@@ -41,10 +44,9 @@ export function celVars (ctx: CelContext, mcp: CelMcpItem | null = null): Record
   if (base === null) {
     const headers: Record<string, string> = {}
     for (const [k, v] of Object.entries(ctx.req.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v
-    const raw = ctx.req.socket.remoteAddress ?? ''
     base = {
       request: { method: ctx.method, path: ctx.originalPath, pathAndQuery: ctx.pathAndQuery, host: ctx.hostname, scheme: ctx.scheme, headers },
-      source: { address: raw.startsWith('::ffff:') ? raw.slice(7) : raw, port: ctx.req.socket.remotePort ?? 0 }
+      source: { address: plainAddress(ctx.sourceAddress), port: ctx.sourcePort }
     }
     ctx.celBase = base
   }

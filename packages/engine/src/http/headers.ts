@@ -6,6 +6,7 @@
 
 import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
+import { plainAddress } from '../util/host-port.ts'
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -61,8 +62,8 @@ export function dropUpstreamHeader (headers: HeaderMap, name: string): void {
  * https, or from another host, and change the redirects, cookies and URLs the backend makes.
  */
 export function addForwardedHeaders (headers: HeaderMap, clientAddress: string | undefined, scheme: string, host: string, trustedHops = 0): void {
-  if (clientAddress !== undefined) {
-    const addr = clientAddress.startsWith('::ffff:') ? clientAddress.slice(7) : clientAddress
+  if (clientAddress !== undefined && clientAddress !== '') {
+    const addr = plainAddress(clientAddress)
     const prior = headers['x-forwarded-for']
     headers['x-forwarded-for'] = prior === undefined ? addr : `${Array.isArray(prior) ? prior.join(', ') : prior}, ${addr}`
   }

@@ -111,7 +111,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   // An absolute-form target's authority is the request's host (RFC 9112 §3.2.2); the backend
   // gets it as Host with an origin-form target.
   if (ctx.host !== (req.headers.host ?? '')) ctx.headers.host = ctx.host
-  addForwardedHeaders(ctx.headers, req.socket.remoteAddress, ctx.scheme, ctx.host, listener.frontend.xffNumTrustedHops)
+  addForwardedHeaders(ctx.headers, ctx.sourceAddress, ctx.scheme, ctx.host, listener.frontend.xffNumTrustedHops)
 
   // Gateway phase.
   // Phases answer synchronously unless a policy had to wait: `await` only then (an await

@@ -22,6 +22,7 @@ import { httpCheck } from '../auth/ext-authz-http.ts'
 import { readRequestBody, requestHasBody } from '../http/request-body.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
+import { plainAddress } from '../util/host-port.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 
@@ -136,14 +137,9 @@ export function checkInput (ctx: RequestContext, include: ReadonlySet<string> | 
     size: body !== null ? body.length : Number.isFinite(declared) ? declared : requestHasBody(ctx.req.headers) ? -1 : 0,
     headers,
     body,
-    source: { address: plainAddress(socket.remoteAddress), port: socket.remotePort ?? 0 },
-    destination: { address: plainAddress(socket.localAddress), port: socket.localPort ?? 0 },
+    source: { address: plainAddress(ctx.sourceAddress), port: ctx.sourcePort },
+    destination: { address: plainAddress(socket.localAddress ?? ''), port: socket.localPort ?? 0 },
     contextExtensions,
     time: ctx.startTime
   }
-}
-
-function plainAddress (address: string | undefined): string {
-  if (address === undefined) return ''
-  return address.startsWith('::ffff:') ? address.slice(7) : address
 }

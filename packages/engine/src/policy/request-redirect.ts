@@ -18,6 +18,7 @@ import type { RequestRedirectIR } from '../ir/policy.ts'
 import { modifyPath } from './path-modifier.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { redactUrl } from '../ir/redact.ts'
+import { plainAddress } from '../util/host-port.ts'
 
 export const REDIRECT_STATUSES: readonly number[] = [301, 302, 303, 307, 308]
 
@@ -55,6 +56,6 @@ export function redirectOrigin (ctx: RequestContext, ir: Pick<RequestRedirectIR,
 }
 
 function bracketed (address: string): string {
-  if (address.startsWith('::ffff:')) return address.slice(7)
-  return address.includes(':') ? `[${address}]` : address
+  const plain = plainAddress(address)
+  return plain.includes(':') ? `[${plain}]` : plain
 }

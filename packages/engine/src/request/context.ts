@@ -71,6 +71,13 @@ export class RequestContext {
   readonly host: string
   /** Host without port, lower-case: what hostnames match against. */
   readonly hostname: string
+  /**
+   * The peer's address and port as the socket reported them at arrival (IPv4-mapped form
+   * kept). Read once here: undici unsets `req.socket` when it abandons a request body, and
+   * every later reader (access log, trace, CEL, ext_authz) must still see the real peer.
+   */
+  readonly sourceAddress: string
+  readonly sourcePort: number
   /** The request target exactly as received (`req.url`): the trace's initial snapshot. */
   readonly rawTarget: string
   /**
@@ -195,6 +202,8 @@ export class RequestContext {
     this.method = req.method ?? 'GET'
     this.host = init.host
     this.hostname = init.hostname
+    this.sourceAddress = req.socket.remoteAddress ?? ''
+    this.sourcePort = req.socket.remotePort ?? 0
     this.rawTarget = req.url ?? '/'
     this.originalPath = init.path
     this.query = init.query

@@ -10,6 +10,7 @@ import { EFFECTIVE_POLICY_KEYS, type PolicySetIR } from '../ir/policy.ts'
 import { formatSeconds } from '../util/duration.ts'
 import { redactHeaderValues, redactSecrets, redactUrl } from '../ir/redact.ts'
 import type { McpSnapshot, RequestState, ResponseState } from './events.ts'
+import { plainAddress } from '../util/host-port.ts'
 
 /**
  * What a snapshot shows of a request's state (request/context.ts RequestContext has it all).
@@ -18,6 +19,8 @@ import type { McpSnapshot, RequestState, ResponseState } from './events.ts'
 export interface SnapshotContext {
   readonly req: IncomingMessage
   readonly rawTarget: string
+  readonly sourceAddress: string
+  readonly sourcePort: number
   readonly method: string
   readonly scheme: string
   readonly host: string
@@ -71,12 +74,10 @@ function requestPart (ctx: SnapshotContext, initial: boolean): RequestState['req
 }
 
 function sourcePart (ctx: SnapshotContext): RequestState['source'] {
-  // undici unsets req.socket when it gives up on a request body (so destroying the body does
-  // not close the client connection): the response snapshot may come after that.
-  const raw = ctx.req.socket?.remoteAddress ?? ''
-  const port = ctx.req.socket?.remotePort ?? 0
+  const raw = ctx.sourceAddress
+  const port = ctx.sourcePort
   return {
-    address: raw.startsWith('::ffff:') ? raw.slice(7) : raw,
+    address: plainAddress(raw),
     port,
     rawAddress: raw,
     rawPort: port

@@ -4,6 +4,11 @@
  */
 
 /** `host:port`, or `[v6]:port`. */
+/** An address as people write it: an IPv4-mapped IPv6 address (`::ffff:1.2.3.4`) as IPv4. */
+export function plainAddress (address: string): string {
+  return address.startsWith('::ffff:') ? address.slice(7) : address
+}
+
 export function hostPort (host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`
 }
