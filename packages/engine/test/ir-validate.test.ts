@@ -98,3 +98,12 @@ test('Engine.apply refuses an IR with a bad CORS origin (as the controller could
   })
   assert.equal(engine.config?.ir.version, good.version, 'the last good config stays')
 })
+
+test('validateIR: timers Node cannot run are refused, from any source; --validate agrees with start', () => {
+  const ir = yamlIR(ROUTE)
+  ir.binds[0]!.listeners[0]!.routes[0]!.timeouts = { requestMs: 3_600_000_000 }
+  assert.deepEqual(validateIR(ir).map(d => d.path.join('.')), ['binds.0.listeners.0.routes.0.timeouts.requestMs'])
+  const yaml = loadConfigText('gateways: {default: {port: 3000}}\nroutes:\n  - {name: app, policies: {timeout: {requestTimeout: 1000h}}, backends: [{host: "127.0.0.1:1"}]}\n', { baseDir: '/' })
+  assert.equal(yaml.ok, false)
+  assert.match(!yaml.ok ? yaml.diagnostics[0]!.message : '', /timeouts\.requestMs: 3600000000 is not a usable duration/)
+})

@@ -15,6 +15,7 @@ import type { ConfigDiagnostic } from './diagnostics.ts'
 import { parseYamlSource } from './yaml-source.ts'
 import { validateAgainstSchema } from './validate.ts'
 import { configToIR } from './to-ir.ts'
+import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { formatByteSize } from '../util/byte-size.ts'
 import { PorticoError } from '../util/errors.ts'
 
@@ -77,6 +78,10 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
   if (diagnostics.length > 0) return { ok: false, diagnostics: place(diagnostics) }
+  // The checks every config source gets (Engine.apply runs them too): --validate must refuse
+  // what start would refuse. Most are caught above with positions; these name the IR path.
+  const problems = validateIR(ir)
+  if (problems.length > 0) return { ok: false, diagnostics: problems.map(p => ({ path: [], message: `in the translated config: ${formatIrDiagnostic(p)}` })) }
   return { ok: true, config: { file, ir, staticConfig: file.config ?? {} } }
 }
 

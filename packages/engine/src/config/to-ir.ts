@@ -9,7 +9,7 @@ import type { ConfigDiagnostic } from './diagnostics.ts'
 import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
-import { parseDuration } from '../util/duration.ts'
+import { MAX_TIMER_MS, parseDuration } from '../util/duration.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
@@ -292,7 +292,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     if (t.requestTimeout !== undefined) {
       limits.requestTimeoutMs = parseDuration(t.requestTimeout)
       // A Node timer longer than 2^31-1 ms fires at once.
-      if (limits.requestTimeoutMs < 1 || limits.requestTimeoutMs > 2_147_483_647) fail([...tp, 'requestTimeout'], 'must be between 1ms and 596h')
+      if (limits.requestTimeoutMs < 1 || limits.requestTimeoutMs > MAX_TIMER_MS) fail([...tp, 'requestTimeout'], 'must be between 1ms and 596h')
     }
     const kinds = (['stdio', 'mcp', 'sse'] as const).filter(k => t[k] !== undefined)
     if (kinds.length !== 1) {

@@ -15,6 +15,7 @@ import type { CorsIR, HeaderModifierIR, PolicySetIR } from './policy.ts'
 import { checkOriginPattern, normalizeOrigin } from './origin.ts'
 import { isHeaderName, isHeaderValue } from './http-grammar.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
+import { MAX_TIMER_MS } from '../util/duration.ts'
 
 export type IrPath = ReadonlyArray<string | number>
 
@@ -52,7 +53,7 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
   ir.backends.forEach((backend, i) => {
     const bp = ['backends', i]
     checkMs(backend.health?.ejectionMs, [...bp, 'health', 'ejectionMs'], report)
-    backend.mcp?.targets.forEach((t, j) => checkMs(t.requestTimeoutMs, [...bp, 'mcp', 'targets', j, 'requestTimeoutMs'], report))
+    backend.mcp?.targets.forEach((t, j) => checkMs(t.requestTimeoutMs, [...bp, 'mcp', 'targets', j, 'requestTimeoutMs'], report, 1))
   })
   return out
 }
@@ -71,8 +72,9 @@ export function formatIrDiagnostic (d: IrDiagnostic): string {
 
 type Report = (path: IrPath, message: string) => void
 
-function checkMs (ms: number | undefined, path: IrPath, report: Report): void {
-  if (ms !== undefined && !(Number.isFinite(ms) && ms >= 0)) report(path, `${ms} is not a duration (milliseconds ≥ 0)`)
+/** A timer in ms: a number from `min` to what Node can time (a longer timer fires at once). */
+function checkMs (ms: number | undefined, path: IrPath, report: Report, min = 0): void {
+  if (ms !== undefined && !(Number.isFinite(ms) && ms >= min && ms <= MAX_TIMER_MS)) report(path, `${ms} is not a usable duration (milliseconds from ${min} to ${MAX_TIMER_MS}, about 596h)`)
 }
 
 /** Regex matches must compile on the linear-time engine the route table runs them on. */
