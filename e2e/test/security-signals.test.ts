@@ -36,7 +36,7 @@ describe('security: signals', () => {
     writeFileSync(target, '')
     symlinkSync(target, join(mount, 'config.yaml'))
     // startPortico writes the config through the symlink (into `target`).
-    portico = await startPortico({ dir: mount, config: port => config(port, 'v1') })
+    portico = await startPortico({ dir: mount, config: port => config(port, 'v1'), env: { MAX_CONFIG_SIZE: '64KiB' } })
   })
 
   after(async () => {
@@ -75,5 +75,14 @@ describe('security: signals', () => {
     await portico.waitForOutput(/config reload rejected/, { fromStdout: from, timeoutMs: 5_000 })
     assert.equal(await body(), 'v2')
     assert.equal(portico.exit, null)
+  })
+
+  test('SIGHUP with a file over the size limit refuses it unread, as the watcher does', { timeout: 15_000 }, async () => {
+    writeFileSync(target, configText(config(portico.port, 'v3')) + `# ${'x'.repeat(100 * 1024)}\n`)
+    const from = portico.stdout.length
+    portico.signal('SIGHUP')
+    const text = await portico.waitForOutput(/config reload rejected/, { fromStdout: from, timeoutMs: 5_000 })
+    assert.match(text, /64 KiB/)
+    assert.equal(await body(), 'v2')
   })
 })

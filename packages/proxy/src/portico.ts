@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { Engine, formatDiagnostic, isPorticoError, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -12,7 +12,6 @@ import type { Logs } from '@portico/ops'
 import type { Settings } from './settings.ts'
 import { accessLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'
-import { readFileSync } from 'node:fs'
 import { ProxyMetrics } from './metrics.ts'
 import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
 import { startAdminServer } from './admin/server.ts'
@@ -191,8 +190,13 @@ export class Portico {
     this.log.info({ signal, file: this.configPath }, `${signal}: reloading ${this.configPath}`)
     let text: string
     try {
-      text = readFileSync(this.configPath, 'utf8')
+      // Bounded as the file watcher reads it: an oversized file is refused unread.
+      text = readConfigText(this.configPath, this.maxConfigBytes ?? DEFAULT_MAX_CONFIG_BYTES)
     } catch (err) {
+      if (isPorticoError(err, 'PORTICO_CONFIG_TOO_LARGE')) {
+        this.rejectReload([{ path: [], message: err.message }], 'rejected')
+        return
+      }
       this.log.error({ signal, err: (err as Error).message, file: this.configPath }, `${signal}: cannot read the config file; keeping version ${this.engine.config?.ir.version ?? 'none'}`)
       return
     }
