@@ -37,7 +37,9 @@ function withoutDefaultPort (host: string, scheme: string): string {
 }
 
 export function csrf (ir: CsrfIR): CompiledPolicy {
-  const additional = new Set(ir.additionalOrigins)
+  // Compared with the request's normalised Origin, so normalised here too (an IR from another
+  // source than the YAML front end may spell `https://Example.com:443`).
+  const additional = new Set(ir.additionalOrigins.map(o => normalizeOrigin(o) ?? o))
   const denied: PolicyOutcome = { action: 'respond', status: 403, body: 'CSRF validation failed', reason: 'Csrf' }
   const deny = (ctx: RequestContext, why: string): PolicyOutcome => {
     ctx.tracer?.emit({ type: 'policy', kind: 'csrf', result: { type: 'deny', details: why } }, { severity: 'warn' })
