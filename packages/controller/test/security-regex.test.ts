@@ -8,6 +8,7 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { validateIR } from '@portico/engine/ir'
 import { translate, type ClusterState } from '../src/translate/translate.ts'
 import { CLASS_AND_GATEWAY, CONTROLLER, clusterState } from './cluster-state.ts'
 
@@ -64,4 +65,24 @@ test('an HTTPRoute regex the engine cannot run is reported on the route, and the
   // A pattern that is catastrophic only for a backtracking engine is fine.
   assert.equal(accepted(result, 'good').status, 'True')
   assert.deepEqual(programmed(result), ['good'])
+})
+
+test('anything else the proxies would refuse in a route (a header value with edge whitespace) leaves only that route not Accepted', () => {
+  const badValue = `---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: badvalue, namespace: apps, generation: 1 }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: x-r, value: "v " }] } }]
+`
+  const result = translate(state(badValue + route('good', '{ path: { type: PathPrefix, value: /ok } }')), { controllerName: CONTROLLER })
+  const bad = accepted(result, 'badvalue')
+  assert.equal(bad.status, 'False')
+  assert.equal(bad.reason, 'UnsupportedValue')
+  assert.match(bad.message, /^spec\.rules\[0\]: policies\.requestHeaderModifier\.set/)
+  assert.deepEqual(programmed(result), ['good'])
+  // What is pushed is what every proxy installs.
+  assert.deepEqual(validateIR(result.gateways[0]!.ir), [])
 })

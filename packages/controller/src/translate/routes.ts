@@ -6,7 +6,7 @@
  */
 
 import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine/config'
-import type { BackendRefIR, RouteIR, RouteMatchIR } from '@portico/engine/ir'
+import { formatIrDiagnostic, validateRoute, type BackendRefIR, type RouteIR, type RouteMatchIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type HTTPRouteRule, type Namespace } from './gateway-api.ts'
 import { routeAllowed, type GatewayState } from './gateways.ts'
 import type { ResolvedBackends } from './backends.ts'
@@ -102,6 +102,20 @@ export function invalidRegex (route: HTTPRoute): string | null {
         if (problem !== null) return `${field}: ${problem}`
       }
     }
+  }
+  return null
+}
+
+/**
+ * Anything else in the route's IR the proxies would refuse (ir/validate.ts, the checks
+ * Engine.apply runs: header values a filter sets, durations, …), as `spec.rules[i]: field:
+ * why`. Checked here so one bad HTTPRoute is not Accepted instead of making every proxy
+ * refuse the whole Gateway's config.
+ */
+export function invalidRouteIR (prepared: Omit<PreparedRoute, 'unsupported'>): string | null {
+  for (const [i, ir] of routeIRs({ ...prepared, unsupported: null }, []).entries()) {
+    const [problem] = validateRoute(ir)
+    if (problem !== undefined) return `spec.rules[${i}]: ${formatIrDiagnostic(problem)}`
   }
   return null
 }

@@ -18,7 +18,7 @@ import { ReferenceGrants } from './reference-grants.ts'
 import { gatewayState, type GatewayState } from './gateways.ts'
 import { serviceIndex, resolveBackends } from './backends.ts'
 import { unsupportedFilter, routePolicies } from './filters.ts'
-import { attachRoute, byAge, invalidRegex } from './routes.ts'
+import { attachRoute, byAge, invalidRegex, invalidRouteIR } from './routes.ts'
 import { classResult, gatewayResult, type RouteResult, type TranslationResult } from './status.ts'
 
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
@@ -72,7 +72,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   routes.forEach((route, rank) => {
     const resolved = resolveBackends(route, grants, services)
     const policies = routePolicies(route)
-    const unsupported = unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route)
+    const unsupported = unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies })
     const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName)
     if (parents.length > 0) {
       routeResults.push({ namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })

@@ -10,7 +10,7 @@
  * end keeps its own positioned errors (file:line:col); these carry IR paths instead.
  */
 
-import type { ProxyIR, RouteMatchIR } from './types.ts'
+import type { ProxyIR, RouteIR, RouteMatchIR } from './types.ts'
 import type { CorsIR, HeaderModifierIR, PolicySetIR } from './policy.ts'
 import { checkOriginPattern, normalizeOrigin } from './origin.ts'
 import { isHeaderName, isHeaderValue } from './http-grammar.ts'
@@ -36,18 +36,7 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
       const lp = [...bp, 'listeners', l]
       checkPolicies(listener.policies, [...lp, 'policies'], report)
       checkMs(listener.frontend?.requestBodyIdleTimeoutMs, [...lp, 'frontend', 'requestBodyIdleTimeoutMs'], report)
-      listener.routes.forEach((route, r) => {
-        const rp = [...lp, 'routes', r]
-        route.matches.forEach((m, i) => checkMatch(m, [...rp, 'matches', i], report))
-        checkPolicies(route.policies, [...rp, 'policies'], report)
-        route.backends.forEach((ref, i) => checkPolicies(ref.policies, [...rp, 'backends', i, 'policies'], report))
-        checkMs(route.timeouts?.requestMs, [...rp, 'timeouts', 'requestMs'], report)
-        checkMs(route.timeouts?.backendRequestMs, [...rp, 'timeouts', 'backendRequestMs'], report)
-        if (route.retry !== undefined) {
-          if (!Number.isInteger(route.retry.attempts) || route.retry.attempts < 0) report([...rp, 'retry', 'attempts'], `${route.retry.attempts} is not a number of retries (an integer ≥ 0)`)
-          checkMs(route.retry.backoffMs, [...rp, 'retry', 'backoffMs'], report)
-        }
-      })
+      listener.routes.forEach((route, r) => checkRoute(route, [...lp, 'routes', r], report))
     })
   })
   ir.backends.forEach((backend, i) => {
@@ -75,6 +64,29 @@ type Report = (path: IrPath, message: string) => void
 /** A timer in ms: a number from `min` to what Node can time (a longer timer fires at once). */
 function checkMs (ms: number | undefined, path: IrPath, report: Report, min = 0): void {
   if (ms !== undefined && !(Number.isFinite(ms) && ms >= min && ms <= MAX_TIMER_MS)) report(path, `${ms} is not a usable duration (milliseconds from ${min} to ${MAX_TIMER_MS}, about 596h)`)
+}
+
+/**
+ * The problems of one route, at paths relative to it: what the controller checks per
+ * HTTPRoute rule, so one bad route is refused on its own instead of making every proxy
+ * refuse the whole config.
+ */
+export function validateRoute (route: RouteIR): IrDiagnostic[] {
+  const out: IrDiagnostic[] = []
+  checkRoute(route, [], (path, message) => { out.push({ path, message }) })
+  return out
+}
+
+function checkRoute (route: RouteIR, rp: IrPath, report: Report): void {
+  route.matches.forEach((m, i) => checkMatch(m, [...rp, 'matches', i], report))
+  checkPolicies(route.policies, [...rp, 'policies'], report)
+  route.backends.forEach((ref, i) => checkPolicies(ref.policies, [...rp, 'backends', i, 'policies'], report))
+  checkMs(route.timeouts?.requestMs, [...rp, 'timeouts', 'requestMs'], report)
+  checkMs(route.timeouts?.backendRequestMs, [...rp, 'timeouts', 'backendRequestMs'], report)
+  if (route.retry !== undefined) {
+    if (!Number.isInteger(route.retry.attempts) || route.retry.attempts < 0) report([...rp, 'retry', 'attempts'], `${route.retry.attempts} is not a number of retries (an integer ≥ 0)`)
+    checkMs(route.retry.backoffMs, [...rp, 'retry', 'backoffMs'], report)
+  }
 }
 
 /** Regex matches must compile on the linear-time engine the route table runs them on. */
