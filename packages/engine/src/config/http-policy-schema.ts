@@ -9,6 +9,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { DURATION_PATTERN } from '../util/duration.ts'
 import { HEADER_NAME_DESCRIPTION, KeyedRecord, NO_WHITESPACE_OR_CONTROLS } from './header-schema.ts'
+import { HEADER_NAME_PATTERN } from '../ir/http-grammar.ts'
 
 const strict = { additionalProperties: false } as const
 
@@ -20,7 +21,7 @@ function StringEnum<const T extends readonly string[]> (values: T, options: { de
   return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options })
 }
 
-const HeaderNamePattern = '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$'
+const HeaderNamePattern = HEADER_NAME_PATTERN
 const HeaderName = (description: string) => Type.String({ minLength: 1, pattern: HeaderNamePattern, description })
 
 /** A Gateway API PreciseHostname: no wildcard, no port. */

@@ -12,6 +12,7 @@ import { DURATION_PATTERN } from '../util/duration.ts'
 import { BackendHealthSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import { CorsSchema, CsrfSchema, LocalRateLimitSchema, RequestRedirectSchema, TransformationSchema, UrlRewriteSchema } from './http-policy-schema.ts'
 import { HeaderMap, HeaderName as HeaderNameOf, KeyedRecord, NO_WHITESPACE_OR_CONTROLS } from './header-schema.ts'
+import { HEADER_NAME_PATTERN } from '../ir/http-grammar.ts'
 
 const strict = { additionalProperties: false } as const
 
@@ -324,7 +325,7 @@ export const GatewaySchema = Type.Object({
       numTrustedHops: Type.Integer({ minimum: 0, maximum: 32, description: 'Proxies in front of this gateway that set X-Forwarded-* headers. 0 (default): the client is not trusted, its X-Forwarded-Proto and X-Forwarded-Host are replaced by what the gateway saw; 1 or more: they are kept when present. X-Forwarded-For always gets the peer address appended.' })
     }, strict))
   }, { ...strict, description: 'Whether X-Forwarded-* headers the client sent are trusted.' })),
-  upgrades: Opt(Type.Array(Type.String({ pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }), { description: 'HTTP/1.1 Upgrade protocols passed on to backends (case-insensitive). Default [websocket]. A request that asks for any other (h2c, ...) is forwarded as a plain request without its Upgrade headers.' })),
+  upgrades: Opt(Type.Array(Type.String({ pattern: HEADER_NAME_PATTERN }), { description: 'HTTP/1.1 Upgrade protocols passed on to backends (case-insensitive). Default [websocket]. A request that asks for any other (h2c, ...) is forwarded as a plain request without its Upgrade headers.' })),
   policies: Opt(GatewayPoliciesSchema)
 }, { ...strict, description: 'A listener.' })
 
@@ -342,7 +343,7 @@ export const StaticConfigSchema = Type.Object({
   }, { ...strict, description: 'sessionTtl: idle MCP sessions are closed after this long (default 30m).' })),
   adminAddr: Opt(Address),
   adminWrites: Opt(Type.Boolean({ description: 'Whether the admin web UI may change things: fire requests through the gateway, use MCP routes, set the log level (default false: read-only). Env ADMIN_WRITES.' })),
-  publicHeaders: Opt(Type.Array(Type.String({ minLength: 1, pattern: '^[!#$%&\'*+.^_`|~0-9A-Za-z-]+$' }), { description: 'Request header names whose values, when a policy sets them, are shown in /config_dump, the UI and traces (default: only standard headers such as content-type, user-agent, x-request-id; every other value a policy sets is redacted). Credential-like names (x-api-key, *-token) stay redacted. Env PUBLIC_HEADERS (comma-separated).' })),
+  publicHeaders: Opt(Type.Array(Type.String({ minLength: 1, pattern: HEADER_NAME_PATTERN }), { description: 'Request header names whose values, when a policy sets them, are shown in /config_dump, the UI and traces (default: only standard headers such as content-type, user-agent, x-request-id; every other value a policy sets is redacted). Credential-like names (x-api-key, *-token) stay redacted. Env PUBLIC_HEADERS (comma-separated).' })),
   adminAllowedHosts: Opt(Type.Array(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$' }), { description: 'DNS names the admin server may be reached by (its Host header), besides localhost, IP addresses and the name in adminAddr; any other name is refused (DNS rebinding protection). Env ADMIN_ALLOWED_HOSTS (comma-separated).' })),
   statsAddr: Opt(Address),
   readinessAddr: Opt(Address),

@@ -7,6 +7,7 @@
 import type { RequestContext, RequestReason } from '../request/context.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
+import { severityOf } from '../trace/recorder.ts'
 
 export function respondLocal (
   rt: { env: Record<string, string>, traceBodyLimit: number },
@@ -47,7 +48,7 @@ export function respondLocal (
 export function finishResponse (rt: { env: Record<string, string> }, ctx: RequestContext, which: 'outer' | 'all'): void {
   applyResponsePolicies(ctx, which)
   const status = ctx.status
-  ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) }, { severity: status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info' })
+  ctx.tracer?.emit({ type: 'responseSnapshot', stage: 'final response', requestState: responseSnapshot(ctx, rt.env, false) }, { severity: severityOf(status) })
 }
 
 /**

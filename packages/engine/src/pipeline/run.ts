@@ -27,6 +27,7 @@ import { serveProtectedResourceMetadata } from './well-known.ts'
 import { callWithResiliency, saveBeforeBackend } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
 import { prepareLlmRequest } from '../llm/request.ts'
+import { severityOf } from '../trace/recorder.ts'
 
 /**
  * An HTTP/1.1 upgrade request (WebSocket) runs the same pipeline, with a response bound to
@@ -251,7 +252,7 @@ function finish (rt: PipelineRuntime, ctx: RequestContext): void {
   ctx.abortUpstream?.()
   if (ctx.tracer !== null) {
     claimTrace(rt, ctx)
-    ctx.tracer?.emit({ type: 'requestFinished' }, { severity: ctx.reason === 'DownstreamClosed' || ctx.status >= 500 ? 'error' : ctx.status >= 400 ? 'warn' : 'info' })
+    ctx.tracer?.emit({ type: 'requestFinished' }, { severity: ctx.reason === 'DownstreamClosed' ? 'error' : severityOf(ctx.status) })
   }
   rt.onRequestEnd?.(ctx)
 }

@@ -4,15 +4,10 @@
  * rooms, because RequestContext names them.
  */
 
-/** Which MCP operation a request is, for traces, logs and metrics. */
-export interface McpCallInfo {
-  method: string
-  /** Target(s) the request went to ('' for local answers, comma-joined for fan-outs). */
-  target: string
-  /** Tool, prompt or resource named by the request (client-side name). */
-  name?: string
-  kind?: 'tool' | 'prompt' | 'resource'
-}
+import type { McpSnapshot } from '../trace/events.ts'
+
+/** Which MCP operation a request is, for traces, logs and metrics: what its snapshots show. */
+export type McpCallInfo = McpSnapshot
 
 /** What the proxy knows about one LLM call; `usage` is set once the answer told it. */
 export interface LlmCall {

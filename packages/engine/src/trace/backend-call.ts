@@ -7,6 +7,7 @@
 
 import type { TraceRecorder } from './recorder.ts'
 import type { TraceSeverity } from './events.ts'
+import { severityOf } from './recorder.ts'
 
 /** What the two events need of a request's state (request/context.ts RequestContext has it). */
 export interface CallTraceContext {
@@ -30,6 +31,6 @@ export function traceCallStart (ctx: CallTraceContext, target: string): void {
 export function traceCallResult (ctx: CallTraceContext, status: number | null, error: string | null, severity?: TraceSeverity): void {
   const tracer = ctx.tracer
   if (tracer === null) return
-  severity ??= error !== null || status === null || status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info'
+  severity ??= error !== null || status === null ? 'error' : severityOf(status)
   tracer.emit({ type: 'backendCallResult', status, error }, { eventStart: ctx.backendCallStartUs, severity })
 }

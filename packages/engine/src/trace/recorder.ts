@@ -1,5 +1,10 @@
 import type { TraceEvent, TraceMessage, TraceSeverity } from './events.ts'
 
+/** The severity of an answer's status in a trace: 5xx error, 4xx warn, else info. */
+export function severityOf (status: number): TraceSeverity {
+  return status >= 500 ? 'error' : status >= 400 ? 'warn' : 'info'
+}
+
 export type TraceSink = (event: TraceEvent) => void
 
 /**

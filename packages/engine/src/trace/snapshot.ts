@@ -38,7 +38,6 @@ export interface SnapshotContext {
   readonly upstreamHeadersAt: number
 }
 
-export const REDACTED = '<redacted>'
 
 /**
  * Headers as a snapshot shows them, secrets redacted (ir/redact.ts): with `sentByClient`,
