@@ -124,14 +124,8 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
     logs.flush()
     process.exit(1)
   }
-  for (const l of portico.listeners.addresses()) {
-    const scheme = l.protocol === 'HTTPS' ? 'https' : 'http'
-    log.info({ address: `${scheme}://${l.address}:${l.port}` }, `listening on ${scheme}://${l.address}:${l.port}`)
-  }
-  log.info({ version, ...startedFields }, 'portico started')
-  // Out now, not at the next batched write (up to 250 ms later): whoever starts the process
-  // (an operator, a supervisor, the tests) waits for this line.
-  logs.flush()
+  // Signals are wired before the line below: whoever waits for it (a supervisor, the tests)
+  // may signal at once, and a SIGTERM before the handler would kill the process undrained.
   let signals = 0
   const onSignal = (signal: NodeJS.Signals) => {
     signals++
@@ -149,6 +143,14 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
   process.on('SIGHUP', signal => {
     portico.reloadOnSignal(signal).catch(err => log.error({ err }, `${signal}: reload failed`))
   })
+  for (const l of portico.listeners.addresses()) {
+    const scheme = l.protocol === 'HTTPS' ? 'https' : 'http'
+    log.info({ address: `${scheme}://${l.address}:${l.port}` }, `listening on ${scheme}://${l.address}:${l.port}`)
+  }
+  log.info({ version, ...startedFields }, 'portico started')
+  // Out now, not at the next batched write (up to 250 ms later): whoever starts the process
+  // (an operator, a supervisor, the tests) waits for this line.
+  logs.flush()
 }
 
 function printErrors (file: string, result: Extract<LoadResult, { ok: false }>): void {
