@@ -131,7 +131,7 @@ export interface ClusterOptions {
    * scheduler). Default true. A function chooses each pod's IP (default: documentationAddresses();
    * never loopback, which EndpointSlices reject).
    */
-  fakeKubelet?: boolean | { podIP?: (pod: KubeObject) => string }
+  fakeKubelet?: boolean | { podIP?: (pod: KubeObject) => string, runtime?: PodRuntime }
   /**
    * Port-forwarding to pods (`pods/portforward`, WebSocket protocol only): where the fake
    * kubelet connects for a pod's port, or null to refuse (the default: every port is refused,
@@ -139,11 +139,28 @@ export interface ClusterOptions {
    * kubelet.
    */
   portForward?: (pod: KubeObject, port: number) => { host: string, port: number } | null
-  /** Install the Gateway API CRDs and wait until they are Established. Default true. */
-  gatewayApiCrds?: boolean
+  /**
+   * Install the Gateway API CRDs and wait until they are Established. Default true (the
+   * standard channel from the kube tools); a string is a directory of CRD manifests to install
+   * instead (e.g. the experimental channel).
+   */
+  gatewayApiCrds?: boolean | string
   /** Extra kube-apiserver flags (`--name=value`). */
   apiserverArgs?: string[]
   startTimeoutMs?: number
+}
+
+/**
+ * What runs a pod's containers for the fake kubelet (default: nothing runs; pods are only
+ * marked Ready). `start` is awaited before the pod is reported Ready with `podIP`; `stop`
+ * before a deleted pod's deletion is completed (and when the cluster stops). `logs` serves
+ * `pods/log` (the API server proxies it to the kubelet's /containerLogs).
+ */
+export interface PodRuntime {
+  start: (pod: KubeObject, podIP: string) => Promise<void>
+  stop: (pod: KubeObject) => Promise<void>
+  logs: (namespace: string, pod: string, container: string) => string | null
+  stopAll: () => Promise<void>
 }
 
 export interface KubeObject {
@@ -502,10 +519,13 @@ class FakeKubelet {
   private readonly busy = new Set<string>()
   private readonly tr: Transport
   private readonly podIP: (pod: KubeObject) => string
+  private readonly runtime: PodRuntime | undefined
+  private readonly ips = new Map<string, string>()
 
-  constructor (tr: Transport, podIP: (pod: KubeObject) => string) {
+  constructor (tr: Transport, podIP: (pod: KubeObject) => string, runtime?: PodRuntime) {
     this.tr = tr
     this.podIP = podIP
+    this.runtime = runtime
     void this.loop()
   }
 
@@ -521,11 +541,15 @@ class FakeKubelet {
     let work: Promise<void>
     if (pod.metadata?.deletionTimestamp !== undefined) {
       if (!bound || pod.spec.nodeName !== FAKE_NODE) return
-      work = finishDeletion(this.tr, pod)
+      work = (this.runtime?.stop(pod) ?? Promise.resolve()).then(async () => await finishDeletion(this.tr, pod))
     } else {
       if ((bound && podIsReady(pod)) || pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return
       if (bound && pod.spec.nodeName !== FAKE_NODE) return
-      work = makePodReady(this.tr, pod, this.podIP(pod))
+      // One IP per pod for its life: a retry after a conflict must not move it.
+      let ip = this.ips.get(uid)
+      if (ip === undefined) this.ips.set(uid, ip = this.podIP(pod))
+      const podIP = ip
+      work = (this.runtime?.start(pod, podIP) ?? Promise.resolve()).then(async () => await makePodReady(this.tr, pod, podIP))
     }
     this.busy.add(uid)
     work
@@ -573,6 +597,8 @@ class FakeKubelet {
             try {
               const event = JSON.parse(line) as { type: string, object: KubeObject }
               if (event.type === 'ADDED' || event.type === 'MODIFIED') this.handle(event.object)
+              // Deleted without a grace period: its processes go too.
+              else if (event.type === 'DELETED') this.runtime?.stop(event.object).catch(() => {})
             } catch {}
           }
         })
@@ -598,7 +624,7 @@ type PortForwardHook = (pod: KubeObject, port: number) => { host: string, port: 
  * the i-th port, every binary frame prefixed by its channel byte, and the first frame of each
  * channel is the port (uint16 little-endian). The hook says where a pod's port really is.
  */
-async function startKubeletServer (tr: Transport, dir: string, hook: PortForwardHook): Promise<{ server: HttpsServer, port: number }> {
+async function startKubeletServer (tr: Transport, dir: string, hook: PortForwardHook, runtime?: PodRuntime): Promise<{ server: HttpsServer, port: number }> {
   const wss = new WebSocketServer({
     noServer: true,
     handleProtocols: (offered) => {
@@ -606,8 +632,19 @@ async function startKubeletServer (tr: Transport, dir: string, hook: PortForward
       return false
     }
   })
-  const server = createHttpsServer({ cert: readFileSync(join(dir, 'kubelet.crt')), key: readFileSync(join(dir, 'kubelet.key')) }, (_req, res) => {
-    res.writeHead(404, { 'content-type': 'text/plain' }).end('fake kubelet: only WebSocket port-forward\n')
+  const server = createHttpsServer({ cert: readFileSync(join(dir, 'kubelet.crt')), key: readFileSync(join(dir, 'kubelet.key')) }, (req, res) => {
+    // `pods/log`: the API server asks GET /containerLogs/NS/POD/CONTAINER (?tailLines, ...).
+    const logs = /^\/containerLogs\/([^/]+)\/([^/]+)\/([^/?]+)/.exec(req.url ?? '')
+    const text = logs !== null && runtime !== undefined ? runtime.logs(decodeURIComponent(logs[1]!), decodeURIComponent(logs[2]!), decodeURIComponent(logs[3]!)) : null
+    if (text !== null) {
+      const tailLines = Number(new URL(req.url ?? '/', 'https://kubelet').searchParams.get('tailLines') ?? NaN)
+      const lines = text.split('\n')
+      if (lines.at(-1) === '') lines.pop()
+      const out = Number.isInteger(tailLines) && tailLines >= 0 ? lines.slice(Math.max(0, lines.length - tailLines)) : lines
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(out.map(l => l + '\n').join(''))
+      return
+    }
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('fake kubelet: port-forward and the logs of pods it runs only\n')
   })
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     socket.on('error', () => {})
@@ -733,9 +770,11 @@ async function startOnce (tools: KubeTools, options: ClusterOptions, timeout: nu
   installSignalHandlers()
   let kubelet: FakeKubelet | null = null
   let kubeletServer: HttpsServer | null = null
+  const runtime = typeof options.fakeKubelet === 'object' ? options.fakeKubelet.runtime : undefined
 
   const stop = async (): Promise<void> => {
     kubelet?.stop()
+    await runtime?.stopAll().catch(() => {})
     kubeletServer?.close()
     kubeletServer?.closeAllConnections()
     // Nothing is kept, so no graceful shutdown (the API server's takes seconds): SIGKILL,
@@ -831,7 +870,8 @@ async function startOnce (tools: KubeTools, options: ClusterOptions, timeout: nu
     }
 
     if (options.gatewayApiCrds !== false) {
-      await kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager=portico-e2e', '-f', tools.gatewayApiCrds])
+      const crds = typeof options.gatewayApiCrds === 'string' ? options.gatewayApiCrds : tools.gatewayApiCrds
+      await kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager=portico-e2e', '-f', crds])
       await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all'])
       // Established, and served: discovery lists the kinds tests create.
       await until('Gateway API discovery', timeout, async () => {
@@ -845,10 +885,10 @@ async function startOnce (tools: KubeTools, options: ClusterOptions, timeout: nu
       const choose = typeof options.fakeKubelet === 'object' && options.fakeKubelet.podIP !== undefined
         ? options.fakeKubelet.podIP
         : documentationAddresses()
-      const started = await startKubeletServer(tr, dir, options.portForward ?? (() => null))
+      const started = await startKubeletServer(tr, dir, options.portForward ?? (() => null), runtime)
       kubeletServer = started.server
       await ensureNode(tr, started.port)
-      kubelet = new FakeKubelet(tr, choose)
+      kubelet = new FakeKubelet(tr, choose, runtime)
     }
 
     const api = async <T = any>(method: string, path: string, body?: unknown, opts: { contentType?: string } = {}): Promise<T> =>

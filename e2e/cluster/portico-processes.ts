@@ -33,6 +33,11 @@ export interface StartControllerOptions {
   env?: Record<string, string>
   /** xDS port to listen on (to restart a controller on the same address). */
   xds?: number
+  /**
+   * The XDS_ADDRESS the deployer gives proxies, from the xDS port (default
+   * `http://127.0.0.1:PORT`; proxies in pods of their own reach the controller elsewhere).
+   */
+  xdsAddress?: (port: number) => string
 }
 
 export async function startController (cluster: Cluster, options: StartControllerOptions = {}): Promise<ControllerProcess> {
@@ -50,10 +55,10 @@ export async function startController (cluster: Cluster, options: StartControlle
       HEALTH_PORT: String(health),
       METRICS_PORT: String(metrics),
       ADMIN_ADDR: `127.0.0.1:${admin}`,
-      XDS_ADDRESS: `http://127.0.0.1:${xds}`,
       PROXY_IMAGE: 'portico:test',
       LOG_LEVEL: 'info',
-      ...options.env
+      ...options.env,
+      XDS_ADDRESS: options.xdsAddress?.(xds) ?? options.env?.XDS_ADDRESS ?? `http://127.0.0.1:${xds}`
     },
     stdio: ['ignore', 'pipe', 'pipe']
   })

@@ -1,0 +1,320 @@
+/**
+ * A process kubelet for the harness's fake kubelet (harness.ts `fakeKubelet.runtime`): pods
+ * whose image it knows run as local processes, each in its own network namespace joined to
+ * the caller's namespace by a veth pair — what a container runtime and a CNI plugin do, minus
+ * the images.
+ *
+ * Why a namespace per pod: the servers pods run bind every interface on fixed ports
+ * (echo-basic binds `:3000`, its gRPC server `0.0.0.0` hard-coded; every Portico proxy binds
+ * its listeners and 15020/15021), so two pods could not share one network stack.
+ *
+ * The plumbing per pod (docs/conformance.md):
+ *   caller's namespace:  veth `pk<n>` with 169.254.1.1/32, route `<podIP>/32 dev pk<n>`
+ *   pod's namespace:     `lo` up, `eth0` with `<podIP>/32`, default route via 169.254.1.1
+ * so the caller reaches every pod at its IP and pods reach each other (the caller must have
+ * net.ipv4.ip_forward=1) and the caller's wildcard listeners at 169.254.1.1. The namespace
+ * belongs to the process (`unshare --net`), so it and its veth go when the process exits; no
+ * `ip netns` files are left behind. This needs root, and should run inside a private network
+ * namespace of its own (the conformance runner's), not the machine's.
+ *
+ * A pod's spec is followed where it matters to the process: env (`value`, fieldRefs,
+ * secretKeyRef/configMapKeyRef), volumes (secret, configMap, projected service-account token,
+ * emptyDir) written to a per-pod directory, with env values under a mountPath rewritten to
+ * that directory (there is no mount namespace), and readiness (a `readinessProbe.httpGet` or
+ * `tcpSocket` is polled before the pod is reported Ready). Other images are Ready with no
+ * process, as the fake kubelet always did.
+ */
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { connect } from 'node:net'
+import { request } from 'node:http'
+import { dirname, join } from 'node:path'
+import type { KubeObject, PodRuntime } from './harness.ts'
+
+/** How a known image runs: the command, given the pod's resolved env and a path mapper. */
+export interface ImageCommand {
+  command: string
+  args: string[]
+  /** Variables added to (and over) the pod's env. */
+  env?: Record<string, string>
+}
+
+export interface ProcessKubeletOptions {
+  /** The image's command, or null: Ready with no process. */
+  commandFor: (image: string, pod: KubeObject, pod_: PodFiles) => ImageCommand | null
+  /** Raw API call (the harness's `cluster.api`), for Secrets, ConfigMaps and TokenRequests. */
+  api: <T = any>(method: string, path: string, body?: unknown) => Promise<T>
+  /** Per-pod directories go under this one. */
+  dir: string
+  /** The caller's side of every veth (the pods' default gateway). */
+  gatewayIP?: string
+  /** Called with one line per notable event (started, exited, plumbing failures). */
+  log?: (line: string) => void
+  /** Longest wait for a readiness probe before the pod is reported Ready anyway. Default 60 s. */
+  readinessTimeoutMs?: number
+}
+
+/** Where a pod's files are, and a mapper from its container paths to them. */
+export interface PodFiles {
+  dir: string
+  path: (containerPath: string) => string
+}
+
+interface RunningPod {
+  key: string
+  child: ChildProcess | null
+  exited: Promise<void>
+  output: string[]
+  outputBytes: number
+  dir: string
+  ready: Promise<void>
+}
+
+const GATEWAY_IP = '169.254.1.1'
+const LOG_CAP = 1 << 20
+
+function run (cmd: string, args: string[]): void {
+  const r = spawnSync(cmd, args, { stdio: 'pipe' })
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${String(r.stderr).trim() || `exit ${String(r.status)}`}`)
+}
+
+const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
+
+function key (pod: KubeObject): string {
+  return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}/${pod.metadata?.uid ?? ''}`
+}
+
+/** A fieldRef as the kubelet resolves it (downward API). */
+function fieldRef (pod: KubeObject, path: string, podIP: string): string {
+  const labels = /^metadata\.labels\['(.+)'\]$/.exec(path)
+  if (labels !== null) return String(pod.metadata?.labels?.[labels[1]!] ?? '')
+  const annotations = /^metadata\.annotations\['(.+)'\]$/.exec(path)
+  if (annotations !== null) return String((pod.metadata?.annotations as Record<string, string> | undefined)?.[annotations[1]!] ?? '')
+  switch (path) {
+    case 'metadata.name': return String(pod.metadata?.name ?? '')
+    case 'metadata.namespace': return String(pod.metadata?.namespace ?? '')
+    case 'metadata.uid': return String(pod.metadata?.uid ?? '')
+    case 'spec.nodeName': return String(pod.spec?.nodeName ?? '')
+    case 'spec.serviceAccountName': return String(pod.spec?.serviceAccountName ?? 'default')
+    case 'status.podIP': case 'status.podIPs': return podIP
+    case 'status.hostIP': case 'status.hostIPs': return '127.0.0.1'
+    default: return ''
+  }
+}
+
+export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { pods: () => string[] } {
+  const gatewayIP = options.gatewayIP ?? GATEWAY_IP
+  const log = options.log ?? (() => {})
+  const running = new Map<string, RunningPod>()
+  let vethCounter = 0
+
+  async function get<T> (path: string): Promise<T | undefined> {
+    try { return await options.api<T>('GET', path) } catch { return undefined }
+  }
+
+  /** Writes the pod's volumes; returns mountPath → directory, longest first. */
+  async function writeVolumes (pod: KubeObject, container: any, dir: string): Promise<Array<[string, string]>> {
+    const ns = String(pod.metadata?.namespace)
+    const mounts: Array<[string, string]> = []
+    const volumes = new Map<string, any>((pod.spec?.volumes ?? []).map((v: any) => [v.name, v]))
+    const decode = (data: Record<string, string> | undefined, base64: boolean): Record<string, Buffer> =>
+      Object.fromEntries(Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, base64 ? 'base64' : 'utf8')]))
+    const writeAll = (target: string, files: Record<string, Buffer>, items?: Array<{ key: string, path: string }>): void => {
+      for (const [k, v] of Object.entries(files)) {
+        const path = items !== undefined ? items.find(i => i.key === k)?.path : k
+        if (path === undefined) continue
+        mkdirSync(dirname(join(target, path)), { recursive: true })
+        writeFileSync(join(target, path), v, { mode: 0o600 })
+      }
+    }
+    for (const m of container.volumeMounts ?? []) {
+      const volume = volumes.get(m.name)
+      if (volume === undefined) continue
+      const target = join(dir, 'volumes', m.name)
+      mkdirSync(target, { recursive: true })
+      if (volume.secret !== undefined) {
+        const secret = await get<any>(`/api/v1/namespaces/${ns}/secrets/${volume.secret.secretName}`)
+        writeAll(target, decode(secret?.data, true), volume.secret.items)
+      } else if (volume.configMap !== undefined) {
+        const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${volume.configMap.name}`)
+        writeAll(target, { ...decode(cm?.data, false), ...decode(cm?.binaryData, true) }, volume.configMap.items)
+      } else if (volume.projected !== undefined) {
+        for (const source of volume.projected.sources ?? []) {
+          if (source.serviceAccountToken !== undefined) {
+            const sat = source.serviceAccountToken
+            const res = await options.api<{ status: { token: string } }>('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${String(pod.spec?.serviceAccountName ?? 'default')}/token`, {
+              apiVersion: 'authentication.k8s.io/v1',
+              kind: 'TokenRequest',
+              spec: { ...(sat.audience !== undefined ? { audiences: [sat.audience] } : {}), expirationSeconds: sat.expirationSeconds ?? 3600 }
+            })
+            writeAll(target, { [sat.path]: Buffer.from(res.status.token) })
+          } else if (source.configMap !== undefined) {
+            const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${source.configMap.name}`)
+            writeAll(target, decode(cm?.data, false), source.configMap.items)
+          } else if (source.secret !== undefined) {
+            const secret = await get<any>(`/api/v1/namespaces/${ns}/secrets/${source.secret.name}`)
+            writeAll(target, decode(secret?.data, true), source.secret.items)
+          }
+        }
+      }
+      // emptyDir and anything else: the empty directory.
+      mounts.push([String(m.mountPath).replace(/\/+$/, ''), m.subPath !== undefined ? join(target, m.subPath) : target])
+    }
+    return mounts.sort((a, b) => b[0].length - a[0].length)
+  }
+
+  async function resolveEnv (pod: KubeObject, container: any, podIP: string, path: (p: string) => string): Promise<Record<string, string>> {
+    const ns = String(pod.metadata?.namespace)
+    const env: Record<string, string> = {}
+    for (const e of container.env ?? []) {
+      let value: string | undefined = e.value
+      const from = e.valueFrom
+      if (from?.fieldRef !== undefined) value = fieldRef(pod, from.fieldRef.fieldPath, podIP)
+      else if (from?.secretKeyRef !== undefined) {
+        const s = await get<any>(`/api/v1/namespaces/${ns}/secrets/${from.secretKeyRef.name}`)
+        const v = s?.data?.[from.secretKeyRef.key]
+        value = v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8')
+      } else if (from?.configMapKeyRef !== undefined) {
+        const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${from.configMapKeyRef.name}`)
+        value = cm?.data?.[from.configMapKeyRef.key]
+      }
+      if (value === undefined) continue
+      // $(VAR) references to earlier variables, as the kubelet expands them.
+      value = value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, name: string) => env[name] ?? m)
+      env[e.name] = value.startsWith('/') ? path(value) : value
+    }
+    return env
+  }
+
+  /** veth pair from the caller's namespace into the pod process's; addresses and routes. */
+  function plumb (pid: number, podIP: string): void {
+    const host = `pk${vethCounter++}`
+    run('ip', ['link', 'add', host, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', String(pid)])
+    run('ip', ['addr', 'add', `${gatewayIP}/32`, 'dev', host])
+    run('ip', ['link', 'set', host, 'up'])
+    run('ip', ['route', 'replace', `${podIP}/32`, 'dev', host])
+    const inPod = (args: string[]): void => run('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', ...args])
+    inPod(['link', 'set', 'lo', 'up'])
+    inPod(['addr', 'add', `${podIP}/32`, 'dev', 'eth0'])
+    inPod(['link', 'set', 'eth0', 'up'])
+    inPod(['route', 'add', `${gatewayIP}/32`, 'dev', 'eth0'])
+    inPod(['route', 'add', 'default', 'via', gatewayIP, 'dev', 'eth0', 'onlink'])
+  }
+
+  /** Polls the container's readiness probe (httpGet or tcpSocket) at the pod's IP. */
+  async function probe (container: any, podIP: string, exited: () => boolean): Promise<void> {
+    const p = container.readinessProbe ?? container.startupProbe
+    const ports = new Map<string, number>((container.ports ?? []).map((x: any) => [x.name, x.containerPort]))
+    const portOf = (port: unknown): number => typeof port === 'number' ? port : Number(ports.get(String(port)) ?? port)
+    let check: (() => Promise<boolean>) | null = null
+    if (p?.httpGet !== undefined) {
+      const port = portOf(p.httpGet.port)
+      check = async () => await new Promise<boolean>(resolve => {
+        const req = request({ host: podIP, port, path: p.httpGet.path ?? '/', timeout: 1000 }, res => { res.resume(); resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 400) })
+        req.on('error', () => resolve(false)).on('timeout', () => { req.destroy(); resolve(false) }).end()
+      })
+    } else if (p?.tcpSocket !== undefined || (container.ports ?? []).length > 0) {
+      const port = p?.tcpSocket !== undefined ? portOf(p.tcpSocket.port) : Number(container.ports[0].containerPort)
+      check = async () => await new Promise<boolean>(resolve => {
+        const s = connect({ host: podIP, port, timeout: 1000 }, () => { s.destroy(); resolve(true) })
+        s.on('error', () => resolve(false)).on('timeout', () => { s.destroy(); resolve(false) })
+      })
+    }
+    if (check === null) return
+    const deadline = Date.now() + (options.readinessTimeoutMs ?? 60_000)
+    while (Date.now() < deadline && !exited()) {
+      if (await check()) return
+      await sleep(150)
+    }
+  }
+
+  async function start (pod: KubeObject, podIP: string): Promise<void> {
+    const k = key(pod)
+    const existing = running.get(k)
+    if (existing !== undefined) return await existing.ready
+    const container = pod.spec?.containers?.[0]
+    const dir = join(options.dir, `${String(pod.metadata?.namespace)}_${String(pod.metadata?.name)}`)
+    const entry: RunningPod = { key: k, child: null, exited: Promise.resolve(), output: [], outputBytes: 0, dir, ready: Promise.resolve() }
+    running.set(k, entry)
+    entry.ready = (async () => {
+      mkdirSync(dir, { recursive: true })
+      const mounts = await writeVolumes(pod, container, dir)
+      const path = (p: string): string => {
+        for (const [mountPath, local] of mounts) {
+          if (p === mountPath || p.startsWith(mountPath + '/')) return local + p.slice(mountPath.length)
+        }
+        return p
+      }
+      const files: PodFiles = { dir, path }
+      const cmd = container === undefined ? null : options.commandFor(String(container.image ?? ''), pod, files)
+      if (cmd === null) return
+      const env = { ...await resolveEnv(pod, container, podIP, path), ...cmd.env }
+      if (!running.has(k)) return // deleted meanwhile
+      const child = spawn('unshare', ['--net', '--', 'setpriv', '--pdeathsig', 'SIGKILL', '--', cmd.command, ...cmd.args], {
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, ...env },
+        cwd: dir,
+        stdio: ['ignore', 'pipe', 'pipe']
+      })
+      entry.child = child
+      const keep = (chunk: Buffer): void => {
+        entry.output.push(chunk.toString('utf8'))
+        entry.outputBytes += chunk.length
+        while (entry.outputBytes > LOG_CAP && entry.output.length > 1) entry.outputBytes -= Buffer.byteLength(entry.output.shift()!)
+      }
+      child.stdout!.on('data', keep)
+      child.stderr!.on('data', keep)
+      let gone = false
+      entry.exited = new Promise(resolve => child.once('close', (code, signal) => {
+        gone = true
+        if (running.get(k) === entry) log(`pod ${k}: ${cmd.command} exited (${code ?? signal})\n${entry.output.join('').split('\n').slice(-15).join('\n')}`)
+        resolve()
+      }))
+      // unshare runs the command in the same process once the namespace exists: wait for it.
+      const pid = child.pid!
+      for (let i = 0; i < 100; i++) {
+        const mine = spawnSync('readlink', [`/proc/${pid}/ns/net`]).stdout.toString().trim()
+        const ours = spawnSync('readlink', ['/proc/self/ns/net']).stdout.toString().trim()
+        if (mine !== '' && mine !== ours) break
+        await sleep(10)
+      }
+      plumb(pid, podIP)
+      log(`pod ${k}: ${cmd.command.split('/').at(-1)!} at ${podIP}`)
+      await probe(container, podIP, () => gone)
+    })()
+    try {
+      await entry.ready
+    } catch (err) {
+      await stop(pod)
+      throw err
+    }
+  }
+
+  async function stop (pod: KubeObject): Promise<void> {
+    const k = key(pod)
+    const entry = running.get(k)
+    if (entry === undefined) return
+    running.delete(k)
+    entry.child?.kill('SIGKILL')
+    await entry.exited
+    rmSync(entry.dir, { recursive: true, force: true })
+  }
+
+  return {
+    start,
+    stop,
+    logs: (namespace, name, _container) => {
+      for (const entry of running.values()) {
+        if (entry.key.startsWith(`${namespace}/${name}/`)) return entry.output.join('')
+      }
+      return null
+    },
+    stopAll: async () => {
+      const all = [...running.values()]
+      running.clear()
+      for (const e of all) e.child?.kill('SIGKILL')
+      await Promise.all(all.map(async e => { await e.exited; rmSync(e.dir, { recursive: true, force: true }) }))
+    },
+    pods: () => [...running.keys()]
+  }
+}

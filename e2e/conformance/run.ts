@@ -1,0 +1,230 @@
+/**
+ * Runs the official Gateway API conformance suite against Portico (docs/conformance.md).
+ *
+ *   node e2e/conformance/run.ts [--channel standard|experimental] [--profiles GATEWAY-HTTP]
+ *     [--report FILE] [--run-test NAME] [--skip-tests A,B] [--keep-dir] [--implementation-version V]
+ *
+ * (`./scripts/conformance` runs it on both channels with the tools built.)
+ *
+ * Everything happens inside a private network namespace (the script re-runs itself under
+ * `unshare --net`; root): a kube-apiserver with etcd and kube-controller-manager
+ * (e2e/cluster/harness.ts), the fake kubelet running echo-basic and Portico proxy pods as
+ * processes in namespaces of their own (process-kubelet.ts), a load-balancer stand-in, the
+ * Portico controller, then `conformance.test` (scripts/conformance-tools). Exit status: the
+ * suite's. The full output of the suite and of the controller is kept in the run's directory.
+ *
+ * Tools come from the environment `scripts/test-tools` / `scripts/conformance-tools` print
+ * (GATEWAY_CONFORMANCE_TEST, ECHO_BASIC, GATEWAY_API_CRDS_EXPERIMENTAL, KUBE_*).
+ */
+
+import { spawn, spawnSync } from 'node:child_process'
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { parseArgs } from 'node:util'
+import { documentationAddresses, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { processKubelet } from '../cluster/process-kubelet.ts'
+import { startController, type ControllerProcess } from '../cluster/portico-processes.ts'
+import { REPO_ROOT } from '../lib/portico.ts'
+import { startLoadBalancer } from './load-balancer.ts'
+
+const PROXY_IMAGE = 'portico:conformance'
+const PORTICO_BIN = join(REPO_ROOT, 'packages/proxy/bin/portico.ts')
+const GATEWAY_CLASS = 'portico'
+const CONTROLLER_NAME = 'portico.dev/gateway-controller'
+const GATEWAY_IP = '169.254.1.1'
+
+const { values: args } = parseArgs({
+  options: {
+    channel: { type: 'string', default: 'standard' },
+    profiles: { type: 'string', default: 'GATEWAY-HTTP' },
+    report: { type: 'string' },
+    'run-test': { type: 'string' },
+    'skip-tests': { type: 'string' },
+    'keep-dir': { type: 'boolean', default: false },
+    'implementation-version': { type: 'string', default: 'dev' }
+  }
+})
+
+function need (name: string): string {
+  const value = process.env[name]
+  if (value === undefined || value === '' || !existsSync(value)) {
+    process.stderr.write(`conformance: ${name} is not set or missing (run ./scripts/conformance-tools and ./scripts/test-tools, or ./scripts/conformance)\n`)
+    process.exit(2)
+  }
+  return value
+}
+
+// ---------------------------------------------------------------------------------------------
+// The private network namespace
+
+if (process.env.PORTICO_CONFORMANCE_NETNS !== '1') {
+  if (process.getuid?.() !== 0) {
+    process.stderr.write('conformance: needs root (network namespaces for the cluster and each pod)\n')
+    process.exit(2)
+  }
+  const child = spawn('unshare', ['--net', '--', process.execPath, ...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, PORTICO_CONFORMANCE_NETNS: '1' }
+  })
+  for (const s of ['SIGINT', 'SIGTERM'] as const) process.on(s, () => child.kill(s))
+  child.on('exit', (code, signal) => process.exit(code ?? (signal !== null ? 128 : 1)))
+} else {
+  await main()
+}
+
+function sh (cmd: string, cmdArgs: string[]): void {
+  const r = spawnSync(cmd, cmdArgs, { stdio: 'pipe' })
+  if (r.status !== 0) throw new Error(`${cmd} ${cmdArgs.join(' ')}: ${String(r.stderr).trim()}`)
+}
+
+function say (line: string): void {
+  process.stderr.write(`conformance: ${line}\n`)
+}
+
+async function main (): Promise<void> {
+  const started = Date.now()
+  const conformanceTest = need('GATEWAY_CONFORMANCE_TEST')
+  const echoBasic = need('ECHO_BASIC')
+  const channel = args.channel
+  if (channel !== 'standard' && channel !== 'experimental') throw new Error(`--channel: ${String(channel)}`)
+  const crds = channel === 'experimental' ? need('GATEWAY_API_CRDS_EXPERIMENTAL') : undefined
+  const dir = mkdtempSync(join(tmpdir(), 'portico-conformance-'))
+  const runLog = join(dir, 'runner.log')
+  const log = (line: string): void => appendFileSync(runLog, `${new Date().toISOString()} ${line}\n`)
+
+  // This namespace's loopback, forwarding between pods, nothing else.
+  sh('ip', ['link', 'set', 'lo', 'up'])
+  writeFileSync('/proc/sys/net/ipv4/ip_forward', '1\n')
+
+  let cluster: Cluster | undefined
+  let controller: ControllerProcess | undefined
+  let stopLb: (() => void) | undefined
+  let status = 1
+  const pods = processKubelet({
+    api: async (method, path, body) => await cluster!.api(method, path, body),
+    dir: join(dir, 'pods'),
+    gatewayIP: GATEWAY_IP,
+    log,
+    commandFor: (image, _pod, files) => {
+      if (image.startsWith('registry.k8s.io/gateway-api/echo-basic:')) return { command: echoBasic, args: [] }
+      if (image === PROXY_IMAGE) {
+        return {
+          command: process.execPath,
+          args: [PORTICO_BIN],
+          // The projected token the Deployment mounts; the proxy reads its fixed path otherwise.
+          env: { XDS_TOKEN_FILE: files.path('/var/run/secrets/portico/xds-token'), LOG_FORMAT: 'json', NODE_COMPILE_CACHE: join(REPO_ROOT, 'packages/proxy/node_modules/.cache/node-compile-cache') }
+        }
+      }
+      return null
+    }
+  })
+  const cleanup = async (): Promise<void> => {
+    stopLb?.()
+    await controller?.stop()
+    await cluster?.stop()
+    if (!args['keep-dir'] && status === 0) rmSync(dir, { recursive: true, force: true })
+  }
+  for (const s of ['SIGINT', 'SIGTERM'] as const) process.on(s, () => { void cleanup().finally(() => process.exit(130)) })
+
+  try {
+    say(`cluster (${channel} channel CRDs) in a private network namespace; files in ${dir}`)
+    cluster = await startCluster({
+      ...(crds !== undefined ? { gatewayApiCrds: crds } : {}),
+      fakeKubelet: { podIP: documentationAddresses(), runtime: pods },
+      startTimeoutMs: 120_000
+    })
+    await cluster.createNamespace('portico-system')
+    await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: ${GATEWAY_CLASS} }
+spec: { controllerName: ${CONTROLLER_NAME} }
+`)
+    stopLb = startLoadBalancer(cluster, log)
+    controller = await startController(cluster, {
+      env: {
+        PROXY_IMAGE,
+        LOG_LEVEL: 'info'
+      },
+      // The proxies run in their pods' namespaces: they reach the controller over the veth.
+      xdsAddress: (port: number) => `http://${GATEWAY_IP}:${port}`
+    })
+    const features = await waitForClassAccepted(cluster)
+    say(`cluster and controller up in ${((Date.now() - started) / 1000).toFixed(0)} s; running the suite (${String(args.profiles)})`)
+
+    const report = resolve(args.report ?? join(dir, 'report.yaml'))
+    const suiteArgs = [
+      '-test.v', '-test.run', '^TestConformance$', '-test.timeout', '60m',
+      `--kubeconfig=${cluster.kubeconfig}`,
+      `--gateway-class=${GATEWAY_CLASS}`,
+      `--conformance-profiles=${String(args.profiles)}`,
+      `--report-output=${report}`,
+      '--cleanup-base-resources=false',
+      `--version=${String(args['implementation-version'])}`,
+      // With --run-test the suite no longer reads the features from the GatewayClass.
+      ...(args['run-test'] !== undefined ? [`--run-test=${args['run-test']}`, `--supported-features=${features.join(',')}`] : []),
+      ...(args['skip-tests'] !== undefined ? [`--skip-tests=${args['skip-tests']}`] : [])
+    ]
+    status = await runSuite(conformanceTest, suiteArgs, join(dir, 'suite.log'))
+    writeFileSync(join(dir, 'controller.log'), controller.output())
+    say(`suite exited ${status} after ${((Date.now() - started) / 1000).toFixed(0)} s in all; report ${existsSync(report) ? report : '(none)'}`)
+    if (status !== 0) say(`logs kept in ${dir} (suite.log, controller.log, runner.log, ${cluster.dir} is removed)`)
+  } catch (err) {
+    say(`failed: ${(err as Error).stack ?? String(err)}`)
+    if (controller !== undefined) writeFileSync(join(dir, 'controller.log'), controller.output())
+    say(`logs kept in ${dir}`)
+    status = 1
+  } finally {
+    await cleanup()
+  }
+  process.exit(status)
+}
+
+/** Waits for the GatewayClass to be Accepted; returns the features it claims. */
+async function waitForClassAccepted (cluster: Cluster): Promise<string[]> {
+  const deadline = Date.now() + 60_000
+  while (Date.now() < deadline) {
+    const gc = await cluster.api<KubeObject>('GET', `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${GATEWAY_CLASS}`).catch(() => undefined)
+    const accepted = (gc?.status?.conditions ?? []).some((c: { type: string, status: string }) => c.type === 'Accepted' && c.status === 'True')
+    const features = ((gc?.status?.supportedFeatures ?? []) as Array<{ name: string }>).map(f => f.name)
+    if (accepted && features.length > 0) return features
+    await new Promise(resolve => setTimeout(resolve, 200))
+  }
+  throw new Error(`GatewayClass ${GATEWAY_CLASS} was not Accepted with supportedFeatures within 60 s`)
+}
+
+/**
+ * The suite's output goes to `logFile` whole; the terminal gets each test's verdict as it
+ * comes (`--- PASS: TestConformance/HTTPRouteSimpleSameNamespace`), and the failures' output
+ * at the end.
+ */
+async function runSuite (binary: string, suiteArgs: string[], logFile: string): Promise<number> {
+  const child = spawn(binary, suiteArgs, { stdio: ['ignore', 'pipe', 'pipe'] })
+  let pending = ''
+  const onData = (chunk: Buffer): void => {
+    appendFileSync(logFile, chunk)
+    pending += chunk.toString('utf8')
+    let nl
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, nl)
+      pending = pending.slice(nl + 1)
+      const verdict = /^\s*--- (PASS|FAIL|SKIP): TestConformance\/(\S+)(?:\/\S+)? \(([\d.]+)s\)/.exec(line)
+      if (verdict !== null && !verdict[2]!.includes('/')) process.stderr.write(`  ${verdict[1]!.padEnd(4)} ${verdict[2]!} (${verdict[3]!} s)\n`)
+    }
+  }
+  child.stdout.on('data', onData)
+  child.stderr.on('data', onData)
+  const code = await new Promise<number>(resolve => child.on('close', (c, signal) => resolve(c ?? (signal !== null ? 1 : 0))))
+  if (code !== 0) printFailures(readFileSync(logFile, 'utf8'))
+  return code
+}
+
+/** The lines of each failed test's output (Go's test log indents them under the test). */
+function printFailures (text: string): void {
+  const failed = [...text.matchAll(/^\s*--- FAIL: (TestConformance\/\S+)/gm)].map(m => m[1]!)
+  const leaves = failed.filter(name => !failed.some(other => other !== name && other.startsWith(name + '/')))
+  for (const name of leaves) {
+    const lines = text.split('\n').filter(l => l.includes(name.split('/').at(-1)!) || /Error Trace|Error:|expected|got/.test(l))
+    process.stderr.write(`\n===== ${name}\n${lines.slice(0, 60).join('\n')}\n`)
+  }
+}
