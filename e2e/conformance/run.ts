@@ -194,9 +194,9 @@ async function waitForClassAccepted (cluster: Cluster): Promise<string[]> {
 }
 
 /**
- * The suite's output goes to `logFile` whole; the terminal gets each test's verdict as it
- * comes (`--- PASS: TestConformance/HTTPRouteSimpleSameNamespace`), and the failures' output
- * at the end.
+ * The suite's output goes to `logFile` whole; the terminal gets each run test's verdict as
+ * it comes (`--- PASS: TestConformance/HTTPRouteSimpleSameNamespace`), a count, and the
+ * failures' output at the end.
  */
 async function runSuite (binary: string, suiteArgs: string[], logFile: string): Promise<number> {
   const child = spawn(binary, suiteArgs, { stdio: ['ignore', 'pipe', 'pipe'] })
@@ -209,12 +209,17 @@ async function runSuite (binary: string, suiteArgs: string[], logFile: string): 
       const line = pending.slice(0, nl)
       pending = pending.slice(nl + 1)
       const verdict = /^\s*--- (PASS|FAIL|SKIP): TestConformance\/(\S+)(?:\/\S+)? \(([\d.]+)s\)/.exec(line)
-      if (verdict !== null && !verdict[2]!.includes('/')) process.stderr.write(`  ${verdict[1]!.padEnd(4)} ${verdict[2]!} (${verdict[3]!} s)\n`)
+      if (verdict === null || verdict[2]!.includes('/')) continue
+      counts[verdict[1] as 'PASS' | 'FAIL' | 'SKIP']++
+      // Skipped tests (features not claimed) are counted, not listed.
+      if (verdict[1] !== 'SKIP') process.stderr.write(`  ${verdict[1]!.padEnd(4)} ${verdict[2]!} (${verdict[3]!} s)\n`)
     }
   }
+  const counts = { PASS: 0, FAIL: 0, SKIP: 0 }
   child.stdout.on('data', onData)
   child.stderr.on('data', onData)
   const code = await new Promise<number>(resolve => child.on('close', (c, signal) => resolve(c ?? (signal !== null ? 1 : 0))))
+  process.stderr.write(`  ${counts.PASS} passed, ${counts.FAIL} failed, ${counts.SKIP} skipped (features not claimed or tests not run)\n`)
   if (code !== 0) printFailures(readFileSync(logFile, 'utf8'))
   return code
 }
