@@ -31,6 +31,11 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteRequestMultipleMirrors',
   'HTTPRouteRequestPercentageMirror',
   'HTTPRouteRetry',
+  'HTTPRouteNamedRouteRule',
+  'HTTPRouteBackendProtocolWebSocket',
+  'HTTPRouteParentRefPort',
+  'HTTPRouteDestinationPortMatching',
+  'GatewayHTTPListenerIsolation',
   'ReferenceGrant'
 ]
 
@@ -48,7 +53,9 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
   HTTPRouteResponseHeaderModification: [['spec', 'rules', 'filters', 'responseHeaderModifier']],
   HTTPRouteRequestMirror: [['spec', 'rules', 'filters', 'requestMirror']],
   HTTPRouteHostRewrite: [['spec', 'rules', 'filters', 'urlRewrite', 'hostname']],
-  HTTPRoutePathRewrite: [['spec', 'rules', 'filters', 'urlRewrite', 'path']]
+  HTTPRoutePathRewrite: [['spec', 'rules', 'filters', 'urlRewrite', 'path']],
+  HTTPRouteNamedRouteRule: [['spec', 'rules', 'name']],
+  HTTPRouteParentRefPort: [['spec', 'parentRefs', 'port']]
 }
 
 interface Schema {
