@@ -35,7 +35,7 @@ function httpRouteCrd (extraRule: Record<string, unknown> = {}, version = 'v1'):
       versions: [{
         name: version,
         served: true,
-        schema: { openAPIV3Schema: { properties: { spec: { properties: { parentRefs: { type: 'array' }, hostnames: { type: 'array' }, rules: { type: 'array', items: rule } } } } } as never }
+        schema: { openAPIV3Schema: { properties: { spec: { properties: { parentRefs: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, sectionName: { type: 'string' }, port: { type: 'integer' } } } }, hostnames: { type: 'array' }, rules: { type: 'array', items: rule } } } } } as never }
       }]
     }
   }
