@@ -42,6 +42,13 @@ async function startFlaky (): Promise<Backend> {
       const sha = hash.digest('hex')
       flakySeen.push({ key, sha, length })
       const failed = failures.get(key) ?? 0
+      // x-hang: the first N tries of a key get no answer for a second (a backend timeout).
+      if (failed < Number(req.headers['x-hang'] ?? 0)) {
+        failures.set(key, failed + 1)
+        const timer = setTimeout(() => res.end('too late'), 1_000)
+        res.on('close', () => clearTimeout(timer))
+        return
+      }
       if (failed < Number(req.headers['x-fail'] ?? 0)) {
         failures.set(key, failed + 1)
         res.writeHead(503, { 'content-type': 'text/plain' }).end('flaky says no')
@@ -81,6 +88,18 @@ before(async () => {
       routes: [
         { name: 'retry', matches: [{ path: { pathPrefix: '/retry' } }], policies: { retry }, backends: [{ host: flaky.host }] },
         { name: 'no-retry', matches: [{ path: { pathPrefix: '/no-retry' } }], backends: [{ host: flaky.host }] },
+        {
+          name: 'slow-retry',
+          matches: [{ path: { pathPrefix: '/slow-retry' } }],
+          policies: { retry: { attempts: 2, backoff: '10ms' }, timeout: { backendRequestTimeout: '150ms' } },
+          backends: [{ host: flaky.host }]
+        },
+        {
+          name: 'deadline',
+          matches: [{ path: { pathPrefix: '/deadline' } }],
+          policies: { retry: { attempts: 5, backoff: '10ms' }, timeout: { requestTimeout: '300ms', backendRequestTimeout: '150ms' } },
+          backends: [{ host: flaky.host }]
+        },
         {
           name: 'conn',
           matches: [{ path: { pathPrefix: '/conn' } }],
@@ -167,6 +186,27 @@ test('retry: connection failures are retried on a backend picked again, with its
     const echo = JSON.parse(r.text) as EchoedRequest
     assert.equal(echo.headers['x-attempt'], 'ok', 'the dead backend\'s header modifier did not stick')
   }
+})
+
+test('retry: a try that hits the backend request timeout is retried (HTTPRouteRetryBackendTimeout)', async () => {
+  const r = await send('/slow-retry', { headers: { 'x-key': 'k7', 'x-hang': '2' } })
+  assert.equal(r.status, 200, r.text)
+  assert.equal(r.text, 'ok after 2 failures')
+  assert.equal(flakySeen.filter(s => s.key === 'k7').length, 3)
+  // Every try timed out: the last timeout is the answer.
+  const gaveUp = await send('/slow-retry', { headers: { 'x-key': 'k8', 'x-hang': '5' } })
+  assert.equal(gaveUp.status, 504)
+  assert.equal(flakySeen.filter(s => s.key === 'k8').length, 3)
+})
+
+test('retry: the request timeout bounds every try together and is not retried', async () => {
+  const started = performance.now()
+  const r = await send('/deadline', { headers: { 'x-key': 'k9', 'x-hang': '10' } })
+  const took = performance.now() - started
+  assert.equal(r.status, 504)
+  // Tries of 150 ms, 10 ms apart, inside 300 ms: two, and the second is cut by the request timeout.
+  assert.equal(flakySeen.filter(s => s.key === 'k9').length, 2)
+  assert.ok(took < 900, `took ${Math.round(took)} ms; the request timeout is 300 ms`)
 })
 
 test('retry: the trace shows each retry', async () => {

@@ -31,6 +31,8 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteRequestMultipleMirrors',
   'HTTPRouteRequestPercentageMirror',
   'HTTPRouteRetry',
+  'HTTPRouteRetryBackendTimeout',
+  'HTTPRouteRetryConnectionError',
   'HTTPRouteNamedRouteRule',
   'HTTPRouteBackendProtocolWebSocket',
   'HTTPRouteParentRefPort',
@@ -46,6 +48,8 @@ export const SUPPORTED_FEATURES = [
  */
 export const FEATURE_FIELDS: Record<string, string[][]> = {
   HTTPRouteRetry: [['spec', 'rules', 'retry', 'codes'], ['spec', 'rules', 'retry', 'attempts'], ['spec', 'rules', 'retry', 'backoff']],
+  HTTPRouteRetryBackendTimeout: [['spec', 'rules', 'retry', 'attempts'], ['spec', 'rules', 'timeouts', 'backendRequest']],
+  HTTPRouteRetryConnectionError: [['spec', 'rules', 'retry', 'attempts']],
   HTTPRouteCORS: [['spec', 'rules', 'filters', 'cors']],
   HTTPRouteRequestTimeout: [['spec', 'rules', 'timeouts', 'request']],
   HTTPRouteBackendTimeout: [['spec', 'rules', 'timeouts', 'backendRequest']],

@@ -12,6 +12,14 @@ import type { IncomingMessage } from 'node:http'
 import type { CallContext } from './call-context.ts'
 import { PorticoError } from '../util/errors.ts'
 
+/**
+ * The two timeouts a call can hit, as the PORTICO_TIMEOUT error's message: the route's
+ * whole-request budget (never retried: it is the client's deadline) or the per-try backend
+ * timeout (retried when the route retries, as HTTPRouteRetry says).
+ */
+export const REQUEST_TIMEOUT = 'request timeout'
+export const BACKEND_TIMEOUT = 'upstream call timeout'
+
 /** What the abort paths (timeouts, client gone) need from a backend call. */
 export interface CallState {
   controller: Dispatcher.DispatchController | null
@@ -49,7 +57,7 @@ export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallSt
     const backendLimit = timeouts.backendRequestMs ?? Infinity
     const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
     if (wait !== Infinity) {
-      const which = remainingRequest <= backendLimit ? 'request timeout' : 'upstream call timeout'
+      const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
       call.timer = setTimeout(onCallTimeout, wait, call, which)
     }
   }

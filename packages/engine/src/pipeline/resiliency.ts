@@ -6,11 +6,13 @@
  *   answer is read and dropped and never delays the client. A body larger than 1 MiB is not
  *   mirrored (the copy is skipped, the trace says so).
  * - Retries (HTTPRouteRetry): a backend answer whose status is in `codes`, or a connection
- *   failure (refused, reset, closed, TLS), is dropped before the client sees anything and
- *   the request is tried again after `backoff`, up to `attempts` more times. Each retry
- *   picks a backend by weight again (one not tried yet first) and runs that backend's
- *   policies again on the request as it was before the backend phase. Only replayable requests are retried: no body, or a
- *   body that fits 1 MiB (read whole first). Timeouts are not retried.
+ *   failure (refused, reset, closed, TLS), or a try that hit the backend request timeout
+ *   (`backendRequestTimeout`), is dropped before the client sees anything and the request
+ *   is tried again after `backoff`, up to `attempts` more times. Each retry picks a backend
+ *   by weight again (one not tried yet first) and runs that backend's policies again on the
+ *   request as it was before the backend phase. Only replayable requests are retried: no
+ *   body, or a body that fits 1 MiB (read whole first). The whole-request timeout is never
+ *   retried (it bounds every try together: the client's deadline).
  *
  * Each retry and mirror is a trace event (`retry`, `mirror`); dropped attempts and mirror
  * copies count in the backend stats of the backend they went to.
@@ -24,6 +26,7 @@ import type { BackendIR } from '../ir/types.ts'
 import type { RetryIR } from '../ir/traffic.ts'
 import type { CallWrapper } from '../http/upstream-call.ts'
 import { classifyFailure } from '../http/call-failure.ts'
+import { BACKEND_TIMEOUT } from '../http/call-timers.ts'
 import { callBackend } from './backend-call.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
@@ -122,10 +125,15 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: n
   callBackend(rt, ctx, wrap)
 }
 
-/** Connection-level failures are retried; timeouts, a client that left and bad request bodies are not. */
+/**
+ * Connection-level failures and the per-try backend timeout are retried (the Gateway API's
+ * HTTPRouteRetryConnectionError and HTTPRouteRetryBackendTimeout); the request timeout, a
+ * client that left and bad request bodies are not.
+ */
 function retriable (err: Error): boolean {
   const code = (err as PorticoError).code ?? ''
-  if (code === 'PORTICO_TIMEOUT' || code === 'PORTICO_DOWNSTREAM_CLOSED' || code === 'PORTICO_RESPONSE_REPLACED') return false
+  if (code === 'PORTICO_TIMEOUT') return err.message === BACKEND_TIMEOUT
+  if (code === 'PORTICO_DOWNSTREAM_CLOSED' || code === 'PORTICO_RESPONSE_REPLACED') return false
   return classifyFailure(err, null).reason === 'UpstreamFailure'
 }
 
