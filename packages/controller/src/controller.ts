@@ -14,7 +14,7 @@ import type { Service } from './translate/gateway-api.ts'
 import { Informers } from './kube/informers.ts'
 import { KubeError, KubeHttp, paths } from './kube/http.ts'
 import { StatusWriter } from './status/writer.ts'
-import { gatewayAddresses } from './status/addresses.ts'
+import { gatewayAddresses, unusableAddresses } from './status/addresses.ts'
 import { XdsServer, type ProxyIdentity, type XdsServerHooks } from './xds/server.ts'
 import { renderProxy, safeName } from './deployer/render.ts'
 import { proxySettings } from './deployer/parameters.ts'
@@ -216,6 +216,7 @@ export class Controller {
         ...(obj.spec.infrastructure?.annotations !== undefined ? { annotations: obj.spec.infrastructure.annotations } : {})
       },
       ports: gw.ports,
+      ...(gw.requestedAddresses !== undefined ? { addresses: gw.requestedAddresses } : {}),
       ...proxySettings(this.settings, gw.parameters),
       xdsAddress: this.settings.xdsAddress,
       ...(this.xdsCa !== undefined ? { xdsCa: this.xdsCa } : {}),
@@ -244,12 +245,14 @@ export class Controller {
     const key = `${gw.namespace}/${gw.name}`
     const version = gw.ir.version
     const deployError = this.deployError.get(key)
+    const svc = this.informers.get<Service>('services', gw.namespace, safeName(gw.name))
+    const unusable = unusableAddresses(gw.requestedAddresses, svc)
     let programmed
     if (!gw.accepted) programmed = condition('Programmed', false, 'Invalid', 'the Gateway is not accepted', gw.generation)
     else if (deployError !== undefined) programmed = condition('Programmed', false, 'DeploymentFailed', deployError, gw.generation)
+    else if (unusable !== undefined) programmed = condition('Programmed', false, 'AddressNotUsable', unusable, gw.generation)
     else if (this.acked.get(key) === version) programmed = condition('Programmed', true, 'Programmed', `config ${version} accepted by a proxy`, gw.generation)
     else programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
-    const svc = this.informers.get<Service>('services', gw.namespace, safeName(gw.name))
     const addresses = gatewayAddresses(svc) // the LB ingress; nothing while it is pending (addresses.ts)
     this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses }, gw.uid)
   }

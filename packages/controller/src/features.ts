@@ -38,6 +38,9 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteParentRefPort',
   'HTTPRouteDestinationPortMatching',
   'GatewayHTTPListenerIsolation',
+  'GatewayInfrastructure',
+  'GatewayAddressEmpty',
+  'GatewayStaticAddresses',
   'ReferenceGrant'
 ]
 

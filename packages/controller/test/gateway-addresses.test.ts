@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { gatewayAddresses } from '../src/status/addresses.ts'
+import { gatewayAddresses, unusableAddresses } from '../src/status/addresses.ts'
 import type { Service } from '../src/translate/gateway-api.ts'
 
 const svc = (spec: Service['spec'], ingress?: Array<{ ip?: string, hostname?: string }>): Service => ({
@@ -31,4 +31,22 @@ test('gatewayAddresses: ClusterIP and NodePort Services publish their cluster IP
   assert.deepEqual(gatewayAddresses(svc({ clusterIP: '10.96.0.13' })), [{ type: 'IPAddress', value: '10.96.0.13' }])
   assert.deepEqual(gatewayAddresses(svc({ type: 'ClusterIP', clusterIP: 'None' })), [])
   assert.deepEqual(gatewayAddresses(undefined), [])
+})
+
+test('unusableAddresses: nothing requested, or every requested address in the load-balancer ingress: none', () => {
+  assert.equal(unusableAddresses(undefined, undefined), undefined)
+  assert.equal(unusableAddresses([], svc({ type: 'LoadBalancer' })), undefined)
+  assert.equal(unusableAddresses(['198.18.0.10'], svc({ type: 'LoadBalancer' }, [{ ip: '198.18.0.10' }])), undefined)
+})
+
+test('unusableAddresses: a requested address the load balancer did not assign is named', () => {
+  assert.match(unusableAddresses(['198.18.0.10'], undefined) ?? '', /198\.18\.0\.10 is not assigned by the load balancer/)
+  assert.match(unusableAddresses(['198.18.0.10'], svc({ type: 'LoadBalancer' })) ?? '', /198\.18\.0\.10 is not assigned/)
+  // The load balancer ignored the request and assigned another address.
+  assert.match(unusableAddresses(['198.18.0.10'], svc({ type: 'LoadBalancer' }, [{ ip: '192.0.2.5' }])) ?? '', /198\.18\.0\.10 is not assigned/)
+})
+
+test('unusableAddresses: addresses beyond the first cannot be asked for; other Service types cannot ask at all', () => {
+  assert.match(unusableAddresses(['198.18.0.10', '198.18.0.11'], svc({ type: 'LoadBalancer' }, [{ ip: '198.18.0.10' }])) ?? '', /198\.18\.0\.11 cannot be used: .*one address/)
+  assert.match(unusableAddresses(['10.96.0.10'], svc({ type: 'ClusterIP', clusterIP: '10.96.0.11' })) ?? '', /type ClusterIP/)
 })

@@ -3,7 +3,8 @@
  * server-side apply): a ServiceAccount named after the Gateway (the xDS server checks the
  * proxy's token against it), a ConfigMap with the xDS CA, a Service exposing the listener
  * ports, and a Deployment running `portico` in cluster mode. Everything is owned by the
- * Gateway, so deleting the Gateway deletes its proxy.
+ * Gateway, so deleting the Gateway deletes its proxy. The Gateway's spec.infrastructure labels
+ * and annotations go on every object and on the pods (the selector labels cannot be overridden).
  *
  * Pods carry `gateway.networking.k8s.io/gateway-name=<gateway>` (how `porticoctl` finds
  * them); admin stays on localhost:15000 in the pod, metrics on 15020, readiness on 15021.
@@ -23,6 +24,13 @@ export interface ProxyDeploymentOptions {
   xdsCa?: string
   replicas?: number
   serviceType?: string
+  /**
+   * Static IPs the Gateway asks for (spec.addresses). The first becomes the Service's
+   * spec.loadBalancerIP, the one request field load balancers (cloud providers, MetalLB,
+   * kube-vip, Cilium) commonly honour; a Service cannot ask for more than one, so any further
+   * address is never assigned and the Gateway reports it not usable (status/addresses.ts).
+   */
+  addresses?: string[]
   logLevel?: string
   resources?: Record<string, unknown>
   env?: Array<Record<string, unknown>>
@@ -69,12 +77,18 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
   if (tls && o.xdsCa !== undefined) {
     objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: metadata('ConfigMap'), data: { 'ca.crt': o.xdsCa } })
   }
+  const serviceType = o.serviceType ?? 'LoadBalancer'
   const servicePorts = (o.ports.length > 0 ? o.ports : [{ name: 'none', port: 65535, protocol: 'TCP' }]).map(p => ({ name: p.name, port: p.port, targetPort: p.port, protocol: p.protocol }))
   objects.push({
     apiVersion: 'v1',
     kind: 'Service',
     metadata: metadata('Service'),
-    spec: { type: o.serviceType ?? 'LoadBalancer', selector, ports: servicePorts }
+    spec: {
+      type: serviceType,
+      ...(serviceType === 'LoadBalancer' && o.addresses !== undefined && o.addresses.length > 0 ? { loadBalancerIP: o.addresses[0] } : {}),
+      selector,
+      ports: servicePorts
+    }
   })
   // Extra variables replace built-in ones of the same name: a list with a name twice is
   // refused by server-side apply.
@@ -107,7 +121,8 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
       replicas: o.replicas ?? 1,
       selector: { matchLabels: selector },
       template: {
-        metadata: { labels, annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '15020', 'prometheus.io/path': '/metrics' } },
+        // The Gateway's infrastructure annotations reach the pods too (over the scrape defaults).
+        metadata: { labels, annotations: { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '15020', 'prometheus.io/path': '/metrics', ...o.gateway.annotations } },
         spec: {
           serviceAccountName: name,
           automountServiceAccountToken: false,

@@ -29,3 +29,23 @@ export function gatewayAddresses (svc: Service | undefined): GatewayAddress[] {
   const ips = svc.spec.clusterIPs ?? (svc.spec.clusterIP !== undefined ? [svc.spec.clusterIP] : [])
   return ips.filter(ip => ip !== '' && ip !== 'None').map(ip => ({ type: 'IPAddress', value: ip }))
 }
+
+/**
+ * Why the Gateway's requested static IPs (spec.addresses) are not in use, or undefined when
+ * every one is published by the proxy Service's load balancer. The Service asks for the first
+ * (spec.loadBalancerIP, deployer/render.ts); a load balancer that cannot use it leaves the
+ * ingress pending or assigns another address, which is all the controller can see, so "not
+ * yet assigned" and "refused" read the same: Programmed=False, AddressNotUsable, naming the
+ * addresses.
+ */
+export function unusableAddresses (requested: string[] | undefined, svc: Service | undefined): string | undefined {
+  if (requested === undefined || requested.length === 0) return undefined
+  const published = new Set(gatewayAddresses(svc).map(a => a.value))
+  const missing = requested.filter(ip => !published.has(ip))
+  if (missing.length === 0) return undefined
+  const type = svc?.spec.type ?? 'LoadBalancer'
+  if (type !== 'LoadBalancer') return `requested address(es) ${missing.join(', ')} cannot be used: the proxy Service is of type ${type}, and only a LoadBalancer Service can ask for an address`
+  const extra = missing.filter(ip => ip !== requested[0])
+  if (extra.length > 0) return `requested address(es) ${extra.join(', ')} cannot be used: the proxy Service asks its load balancer for one address (spec.loadBalancerIP ${requested[0]})`
+  return `requested address ${requested[0]} is not assigned by the load balancer of Service ${svc?.metadata.name ?? '(not created yet)'}: it is outside the load balancer's pools or in use (or not yet assigned)`
+}

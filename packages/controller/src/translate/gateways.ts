@@ -8,6 +8,7 @@
 import { contentVersion, type BackendIR, type BindIR, type ListenerIR, type ProxyIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, matchesSelector, type Condition, type Gateway, type HTTPRoute, type Listener, type Namespace, type Secret } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
+import { requestedAddresses, type RequestedAddresses } from './addresses.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 
@@ -36,6 +37,8 @@ export interface GatewayState {
   accepted: boolean
   backends: Map<string, BackendIR>
   parameters: ParametersResolution
+  /** spec.addresses: the static IPs asked for, or why they cannot be (addresses.ts). */
+  addresses: RequestedAddresses
 }
 
 const ROUTE_KIND = { group: GATEWAY_GROUP, kind: 'HTTPRoute' }
@@ -104,8 +107,9 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
       l.ir = ir
     }
   }
-  const accepted = (gw.spec.addresses === undefined || gw.spec.addresses.length === 0) && !('error' in parameters)
-  return { gw, listeners, accepted: accepted && listeners.some(l => l.valid), backends: new Map(), parameters }
+  const addresses = requestedAddresses(gw)
+  const accepted = !('error' in addresses) && !('error' in parameters)
+  return { gw, listeners, accepted: accepted && listeners.some(l => l.valid), backends: new Map(), parameters, addresses }
 }
 
 /** The listener's certificate (PEM), or `Reason: message` when it cannot be used. */

@@ -33,6 +33,8 @@ export interface GatewayResult {
   ports: Array<{ name: string, port: number, protocol: string }>
   /** Proxy settings from PorticoParameters (the Gateway's own, else its class's). */
   parameters?: ProxyParameters
+  /** Static IPs spec.addresses asks for (absent: none; the load balancer assigns one). */
+  requestedAddresses?: string[]
 }
 
 export interface RouteParentStatus {
@@ -81,8 +83,8 @@ export function gatewayResult (g: GatewayState): GatewayResult {
   const conditions: Condition[] = []
   if ('error' in g.parameters) {
     conditions.push(condition('Accepted', false, 'InvalidParameters', g.parameters.error, gen))
-  } else if (gw.spec.addresses !== undefined && gw.spec.addresses.length > 0) {
-    conditions.push(condition('Accepted', false, 'UnsupportedAddress', 'spec.addresses is not supported: the address comes from the proxy Service', gen))
+  } else if ('error' in g.addresses) {
+    conditions.push(condition('Accepted', false, 'UnsupportedAddress', g.addresses.error, gen))
   } else if (invalid === 0) {
     conditions.push(condition('Accepted', true, 'Accepted', 'Gateway is accepted', gen))
   } else {
@@ -98,6 +100,7 @@ export function gatewayResult (g: GatewayState): GatewayResult {
     accepted: g.accepted,
     ir,
     ports: [...new Set(g.listeners.filter(l => l.valid).map(l => l.listener.port))].sort((a, b) => a - b).map(port => ({ name: `port-${port}`, port, protocol: 'TCP' })),
-    ...('parameters' in g.parameters && g.parameters.parameters !== undefined ? { parameters: g.parameters.parameters } : {})
+    ...('parameters' in g.parameters && g.parameters.parameters !== undefined ? { parameters: g.parameters.parameters } : {}),
+    ...('ips' in g.addresses && g.addresses.ips.length > 0 ? { requestedAddresses: g.addresses.ips } : {})
   }
 }
