@@ -69,6 +69,8 @@ interface RunningPod {
   outputBytes: number
   dir: string
   ready: Promise<void>
+  /** Once plumbed: the pod's IP, its process and the caller's end of its veth. */
+  net?: { podIP: string, pid: number, veth: string }
 }
 
 const GATEWAY_IP = '169.254.1.1'
@@ -103,7 +105,7 @@ function fieldRef (pod: KubeObject, path: string, podIP: string): string {
   }
 }
 
-export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { pods: () => string[] } {
+export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { pods: () => string[], addAddress: (podIP: string, address: string) => boolean } {
   const gatewayIP = options.gatewayIP ?? GATEWAY_IP
   const log = options.log ?? (() => {})
   const running = new Map<string, RunningPod>()
@@ -188,7 +190,7 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
   }
 
   /** veth pair from the caller's namespace into the pod process's; addresses and routes. */
-  function plumb (pid: number, podIP: string): void {
+  function plumb (pid: number, podIP: string): string {
     const host = `pk${vethCounter++}`
     run('ip', ['link', 'add', host, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', String(pid)])
     run('ip', ['addr', 'add', `${gatewayIP}/32`, 'dev', host])
@@ -200,6 +202,23 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
     inPod(['link', 'set', 'eth0', 'up'])
     inPod(['route', 'add', `${gatewayIP}/32`, 'dev', 'eth0'])
     inPod(['route', 'add', 'default', 'via', gatewayIP, 'dev', 'eth0', 'onlink'])
+    return host
+  }
+
+  /**
+   * Makes `address` reach the pod whose IP is `podIP`, as a load balancer's VIP reaches a
+   * node: the pod's namespace gets the address on eth0 (its wildcard listeners accept
+   * traffic for it), the caller's a route to it over the pod's veth (replacing one to another
+   * pod). False when no running pod has that IP.
+   */
+  function addAddress (podIP: string, address: string): boolean {
+    const entry = [...running.values()].find(e => e.net?.podIP === podIP)
+    if (entry?.net === undefined) return false
+    const { pid, veth } = entry.net
+    const have = spawnSync('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', '-o', 'addr', 'show', 'dev', 'eth0']).stdout.toString()
+    if (!have.includes(` ${address}/`)) run('nsenter', [`--net=/proc/${pid}/ns/net`, 'ip', 'addr', 'add', `${address}/32`, 'dev', 'eth0'])
+    run('ip', ['route', 'replace', `${address}/32`, 'dev', veth])
+    return true
   }
 
   /** Polls the container's readiness probe (httpGet or tcpSocket) at the pod's IP. */
@@ -278,7 +297,7 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
         if (mine !== '' && mine !== ours) break
         await sleep(10)
       }
-      plumb(pid, podIP)
+      entry.net = { podIP, pid, veth: plumb(pid, podIP) }
       log(`pod ${k}: ${cmd.command.split('/').at(-1)!} at ${podIP}`)
       await probe(container, podIP, () => gone)
     })()
@@ -315,6 +334,7 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
       for (const e of all) e.child?.kill('SIGKILL')
       await Promise.all(all.map(async e => { await e.exited; rmSync(e.dir, { recursive: true, force: true }) }))
     },
-    pods: () => [...running.keys()]
+    pods: () => [...running.keys()],
+    addAddress
   }
 }

@@ -33,6 +33,14 @@ const PORTICO_BIN = join(REPO_ROOT, 'packages/proxy/bin/portico.ts')
 const GATEWAY_CLASS = 'portico'
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
 const GATEWAY_IP = '169.254.1.1'
+/**
+ * The load-balancer stand-in's pool for requested addresses (a Gateway's spec.addresses):
+ * 198.18.0.0/24 (RFC 2544 benchmarking, never a pod IP). GatewayStaticAddresses gets one
+ * address from the pool (usable) and one outside it (unusable).
+ */
+const LB_POOL = /^198\.18\.0\.\d+$/
+const USABLE_ADDRESS = '198.18.0.10'
+const UNUSABLE_ADDRESS = '198.19.0.10'
 
 const { values: args } = parseArgs({
   options: {
@@ -140,7 +148,7 @@ kind: GatewayClass
 metadata: { name: ${GATEWAY_CLASS} }
 spec: { controllerName: ${CONTROLLER_NAME} }
 `)
-    stopLb = startLoadBalancer(cluster, log)
+    stopLb = startLoadBalancer(cluster, log, { pool: ip => LB_POOL.test(ip), attach: pods.addAddress })
     controller = await startController(cluster, {
       env: {
         PROXY_IMAGE,
@@ -161,6 +169,8 @@ spec: { controllerName: ${CONTROLLER_NAME} }
       `--report-output=${report}`,
       '--cleanup-base-resources=false',
       `--version=${String(args['implementation-version'])}`,
+      `--usable-address=${USABLE_ADDRESS}`,
+      `--unusable-address=${UNUSABLE_ADDRESS}`,
       // With --run-test the suite no longer reads the features from the GatewayClass.
       ...(args['run-test'] !== undefined ? [`--run-test=${args['run-test']}`, `--supported-features=${features.join(',')}`] : []),
       ...(args['skip-tests'] !== undefined ? [`--skip-tests=${args['skip-tests']}`] : [])
