@@ -257,7 +257,7 @@ export const McpBackendSchema = Type.Object({
   statefulMode: Opt(StringEnum(['stateful', 'stateless'], { description: 'Default stateful.' })),
   prefixMode: Opt(StringEnum(['conditional', 'always'], { description: 'conditional (default): prefix names with <target>_ only when there are several targets.' })),
   failureMode: Opt(StringEnum(['failClosed', 'failOpen'], { description: 'failClosed (default): a failing target fails list calls; failOpen: it is left out.' })),
-  dnsRebindingProtection: Opt(Type.Boolean({ description: 'Only accept localhost Host and Origin headers. Default false.' })),
+  dnsRebindingProtection: Opt(Type.Boolean({ description: 'Validate Origin (localhost, the listener hostname, the route cors policy or allowedOrigins) and, on loopback connections, Host (DNS rebinding protection). Default true.' })),
   allowedOrigins: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Origins allowed to call the endpoint (browser clients). Empty: any.' })),
   maxMessageSize: Opt(Type.Integer({ minimum: 1024, maximum: 1_073_741_824, description: 'Largest POST body in bytes; default 4194304 (4 MiB).' }))
 }, { ...strict, description: 'MCP servers behind one endpoint ({base_url}/mcp, and /sse for legacy clients).' })

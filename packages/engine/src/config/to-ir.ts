@@ -329,7 +329,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
       statefulMode: m.statefulMode ?? 'stateful',
       prefixMode: m.prefixMode ?? 'conditional',
       failureMode: m.failureMode ?? 'failClosed',
-      dnsRebindingProtection: m.dnsRebindingProtection ?? false,
+      dnsRebindingProtection: m.dnsRebindingProtection ?? true,
       allowedOrigins: m.allowedOrigins ?? [],
       maxMessageBytes: m.maxMessageSize ?? DEFAULT_MCP_MAX_MESSAGE_BYTES
     }

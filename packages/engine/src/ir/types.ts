@@ -190,7 +190,7 @@ export interface McpBackendSpecIR {
   prefixMode: 'conditional' | 'always'
   /** `failClosed`: a failing target fails fan-out calls; `failOpen`: it is skipped. */
   failureMode: 'failClosed' | 'failOpen'
-  /** Reject requests whose Host or Origin is not localhost (DNS rebinding protection). */
+  /** Validate Origin, and Host on loopback connections (DNS rebinding protection; mcp/http.ts). */
   dnsRebindingProtection: boolean
   /** Origins allowed to call (browser clients); empty = any origin unless the protection is on. */
   allowedOrigins: string[]

@@ -26,6 +26,8 @@ import {
 import { requestSnapshot } from '../trace/snapshot.ts'
 import { traceCallResult, traceCallStart } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
+import { hostnameMatches } from '../routing/hostname.ts'
+import { corsAllowsOrigin } from '../policy/cors.ts'
 import type { ClientInit } from './target.ts'
 
 const SESSION_HEADER = 'mcp-session-id'
@@ -65,12 +67,28 @@ export async function handleMcpHttp (gw: McpGateway, rt: McpRuntime, ctx: Reques
   }
 }
 
-/** Origin allow-list and, when enabled, DNS rebinding protection (localhost Host and Origin). */
+/**
+ * The MCP spec's Origin rule (servers MUST validate Origin; DNS rebinding), on by default
+ * (`dnsRebindingProtection`):
+ * - an `Origin`, when sent, must be a localhost origin, one whose host the listener serves
+ *   (its hostname), one the route's `cors` policy allows, or one in `allowedOrigins`;
+ * - on a connection that arrived over loopback (where a rebinding page reaches a local
+ *   gateway), `Host` must be a localhost name or the listener's hostname.
+ * Requests without `Origin` (every non-browser client) pass the first rule. Off, only
+ * `allowedOrigins` applies when it is set.
+ */
 function checkOrigin (ctx: RequestContext, spec: McpBackendSpecIR): string | null {
   const origin = ctx.req.headers.origin
   if (spec.dnsRebindingProtection) {
-    if (!isLocalHost(ctx.hostname)) return `Forbidden: Host ${ctx.host} is not allowed (DNS rebinding protection)`
-    if (origin !== undefined && !isLocalOrigin(origin) && !spec.allowedOrigins.includes(origin)) return `Forbidden: Origin ${origin} is not allowed`
+    const listenerHost = ctx.listener.ir.hostname
+    if (isLoopback(ctx.req.socket.localAddress) && !isLocalHost(ctx.hostname) && !(listenerHost !== undefined && hostnameMatches(listenerHost, ctx.hostname))) {
+      return `Forbidden: Host ${ctx.host} is not allowed (DNS rebinding protection)`
+    }
+    if (origin !== undefined && !isLocalOrigin(origin) && !spec.allowedOrigins.includes(origin) &&
+      !(listenerHost !== undefined && hostnameMatches(listenerHost, originHost(origin))) && corsAllowsOrigin(ctx, origin) !== true) {
+      return `Forbidden: Origin ${origin} is not allowed (not localhost, the listener's hostname, the route's cors or allowedOrigins)`
+    }
+    return null
   }
   if (origin !== undefined && spec.allowedOrigins.length > 0 && !spec.allowedOrigins.includes(origin)) return `Forbidden: Origin ${origin} is not allowed`
   return null
@@ -80,13 +98,18 @@ const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]', '::1'])
 function isLocalHost (host: string): boolean {
   return LOCAL_HOSTS.has(host)
 }
-function isLocalOrigin (origin: string): boolean {
+function isLoopback (address: string | undefined): boolean {
+  return address !== undefined && (address.startsWith('127.') || address === '::1' || address.startsWith('::ffff:127.'))
+}
+function originHost (origin: string): string {
   try {
-    const u = new URL(origin)
-    return LOCAL_HOSTS.has(u.hostname)
+    return new URL(origin).hostname.toLowerCase()
   } catch {
-    return false
+    return ''
   }
+}
+function isLocalOrigin (origin: string): boolean {
+  return LOCAL_HOSTS.has(originHost(origin))
 }
 
 // ---- trace and response helpers -------------------------------------------------------

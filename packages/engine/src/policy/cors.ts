@@ -65,6 +65,23 @@ function decidingIr (ctx: RequestContext): unknown {
   return undefined
 }
 
+/** Compiled allowOrigins per cors IR, for readers outside the policy (the MCP Origin check). */
+const compiledByIr = new WeakMap<object, { any: boolean, test: OriginTest }>()
+
+/**
+ * Does the cors policy deciding for this request (the innermost phase's) allow `origin`?
+ * null when no phase has a cors policy. MCP routes accept the origins their cors allows
+ * (mcp/http.ts), so one list serves both the browser and the DNS rebinding check.
+ */
+export function corsAllowsOrigin (ctx: RequestContext, origin: string): boolean | null {
+  const ir = decidingIr(ctx) as CorsIR | undefined
+  if (ir === undefined) return null
+  let compiled = compiledByIr.get(ir)
+  if (compiled === undefined) compiledByIr.set(ir, compiled = compileOrigins(ir.allowOrigins))
+  const canonical = canonicalOrigin(origin)
+  return compiled.any || (canonical !== null && compiled.test(canonical))
+}
+
 function isPreflight (ctx: RequestContext): boolean {
   return ctx.method === 'OPTIONS' && ctx.req.headers['access-control-request-method'] !== undefined
 }
