@@ -46,6 +46,27 @@ test('initialize merges capabilities and names the gateway as the server', async
   assert.match(client.getInstructions() ?? '', /\[sdk\] The sdk test server\./)
 })
 
+test('capabilities only advertise what the gateway serves across targets (everything offers tasks)', async () => {
+  const caps = client.getServerCapabilities()! as Record<string, unknown>
+  assert.equal(caps.tasks, undefined, JSON.stringify(caps))
+  assert.equal(caps.experimental, undefined)
+})
+
+test('resource links and embedded resources in tool results get the target prefix and read back', async () => {
+  const links = await client.callTool({ name: 'everything_get-resource-links', arguments: { count: 2 } })
+  const linkUris = (links.content as Array<{ type: string, uri?: string }>).filter(c => c.type === 'resource_link').map(c => c.uri!)
+  assert.equal(linkUris.length, 2, JSON.stringify(links.content))
+  for (const uri of linkUris) {
+    assert.match(uri, /^everything\+/)
+    const read = await client.readResource({ uri })
+    assert.equal(read.contents[0]?.uri, uri, 'read back through the gateway, by the prefixed URI')
+  }
+  const ref = await client.callTool({ name: 'everything_get-resource-reference', arguments: { resourceType: 'Text', resourceId: 1 } })
+  const embedded = (ref.content as Array<{ type: string, resource?: { uri: string } }>).find(c => c.type === 'resource')
+  assert.match(embedded?.resource?.uri ?? '', /^everything\+/, JSON.stringify(ref.content))
+  assert.equal((await client.readResource({ uri: embedded!.resource!.uri })).contents[0]?.uri, embedded!.resource!.uri)
+})
+
 test('tools of both targets are listed with <target>_ prefixes, across every page', async () => {
   const names: string[] = []
   let cursor: string | undefined

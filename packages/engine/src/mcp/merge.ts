@@ -31,10 +31,20 @@ export function negotiateVersion (requested: unknown): string {
   return typeof requested === 'string' && isSupportedVersion(requested) ? requested : LATEST_PROTOCOL_VERSION
 }
 
+/**
+ * What a session of several targets routes (mcp/session.ts): named items, resources, the
+ * completions of either, logging levels fanned out. Anything else a target offers (tasks,
+ * experimental features) would answer "not supported across several targets", so it is not
+ * advertised; one target's capabilities pass through whole.
+ */
+const MULTIPLEXED_CAPABILITIES = new Set(['tools', 'prompts', 'resources', 'completions', 'logging'])
+
 export function mergeInitialize (targets: Array<{ name: string, result: TargetInitResult }>, requestedVersion: unknown): Record<string, unknown> {
+  const capabilities = mergeCapabilities(targets.map(t => t.result.capabilities ?? {}))
+  if (targets.length > 1) for (const key of Object.keys(capabilities)) if (!MULTIPLEXED_CAPABILITIES.has(key)) delete capabilities[key]
   const result: Record<string, unknown> = {
     protocolVersion: negotiateVersion(requestedVersion),
-    capabilities: mergeCapabilities(targets.map(t => t.result.capabilities ?? {})),
+    capabilities,
     serverInfo: targets.length === 1 ? targets[0]!.result.serverInfo : GATEWAY_INFO
   }
   const instructions = targets.filter(t => typeof t.result.instructions === 'string' && t.result.instructions !== '')

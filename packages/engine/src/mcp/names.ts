@@ -43,3 +43,39 @@ export class TargetNaming {
     return this.names.has(target) ? { target, uri: uri.slice(i + 1) } : null
   }
 }
+
+/** A content block of a tool result or prompt message, as far as URIs go. */
+type ContentBlock = Record<string, unknown>
+
+/**
+ * URIs inside content (tool results, prompt messages) in the client's namespace: a
+ * `resource_link`'s `uri` and an embedded `resource`'s `resource.uri` get the target's
+ * prefix, so the client can read them back through the gateway. Other blocks are as sent.
+ */
+export function wrapContentUris (naming: TargetNaming, target: string, block: unknown): unknown {
+  if (!naming.prefixed || block === null || typeof block !== 'object') return block
+  const b = block as ContentBlock
+  if (b.type === 'resource_link' && typeof b.uri === 'string') return { ...b, uri: naming.wrapUri(target, b.uri) }
+  if (b.type === 'resource' && b.resource !== null && typeof b.resource === 'object') {
+    const r = b.resource as Record<string, unknown>
+    if (typeof r.uri === 'string') return { ...b, resource: { ...r, uri: naming.wrapUri(target, r.uri) } }
+  }
+  return block
+}
+
+/** A tools/call result with the URIs of its content blocks wrapped. */
+export function wrapToolResult (naming: TargetNaming, target: string, result: Record<string, unknown>): Record<string, unknown> {
+  if (!naming.prefixed || !Array.isArray(result.content)) return result
+  return { ...result, content: result.content.map(c => wrapContentUris(naming, target, c)) }
+}
+
+/** A prompts/get result with the URIs of its messages' content wrapped. */
+export function wrapPromptResult (naming: TargetNaming, target: string, result: Record<string, unknown>): Record<string, unknown> {
+  if (!naming.prefixed || !Array.isArray(result.messages)) return result
+  return {
+    ...result,
+    messages: (result.messages as unknown[]).map(m => m !== null && typeof m === 'object' && 'content' in m
+      ? { ...(m as Record<string, unknown>), content: wrapContentUris(naming, target, (m as Record<string, unknown>).content) }
+      : m)
+  }
+}

@@ -7,7 +7,7 @@
  */
 
 import type { McpBackendSpecIR } from '../ir/types.ts'
-import { TargetNaming } from './names.ts'
+import { TargetNaming, wrapPromptResult, wrapToolResult } from './names.ts'
 import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from './target.ts'
 import { EventLog, SessionStream, type Channel } from './channels.ts'
 import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
@@ -206,7 +206,10 @@ export class McpSession {
           channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown ${kind}: ${String(params.name ?? '')}`))
           return
         }
-        this.forward(req, channel, owner.target, { ...params, name: owner.name })
+        // Resource links and embedded resources in the answer get the target's prefix too.
+        this.forward(req, channel, owner.target, { ...params, name: owner.name }, kind === 'tool'
+          ? result => wrapToolResult(this.naming, owner.target, result)
+          : result => wrapPromptResult(this.naming, owner.target, result))
         return
       }
       case 'resources/read':

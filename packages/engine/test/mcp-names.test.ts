@@ -1,0 +1,23 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { TargetNaming, wrapPromptResult, wrapToolResult } from '../src/mcp/names.ts'
+import { mergeInitialize } from '../src/mcp/merge.ts'
+
+const two = new TargetNaming({ targets: [{ name: 'a' }, { name: 'b' }] as never, prefixMode: 'conditional' })
+const one = new TargetNaming({ targets: [{ name: 'a' }] as never, prefixMode: 'conditional' })
+
+test('URIs in tool results and prompt messages get the target prefix when names are prefixed', () => {
+  const tool = { content: [{ type: 'text', text: 'x' }, { type: 'resource_link', uri: 'file:///1', name: '1' }, { type: 'resource', resource: { uri: 'test://2', text: 't' } }], isError: false }
+  assert.deepEqual(wrapToolResult(two, 'a', tool).content, [{ type: 'text', text: 'x' }, { type: 'resource_link', uri: 'a+file:///1', name: '1' }, { type: 'resource', resource: { uri: 'a+test://2', text: 't' } }])
+  assert.equal(wrapToolResult(one, 'a', tool), tool, 'one target, conditional prefixing: untouched')
+  const prompt = { messages: [{ role: 'user', content: { type: 'resource', resource: { uri: 'test://3', text: 't' } } }, { role: 'user', content: { type: 'text', text: 'hi' } }] }
+  assert.deepEqual(wrapPromptResult(two, 'b', prompt).messages, [{ role: 'user', content: { type: 'resource', resource: { uri: 'b+test://3', text: 't' } } }, { role: 'user', content: { type: 'text', text: 'hi' } }])
+})
+
+test('several targets advertise only the capabilities the gateway routes across them; one target passes all', () => {
+  const caps = { tools: { listChanged: true }, tasks: { list: {} }, experimental: { x: {} }, logging: {} }
+  const merged = mergeInitialize([{ name: 'a', result: { capabilities: caps } as never }, { name: 'b', result: { capabilities: { prompts: {} } } as never }], '2025-11-25')
+  assert.deepEqual(Object.keys(merged.capabilities as object).sort(), ['logging', 'prompts', 'tools'])
+  const single = mergeInitialize([{ name: 'a', result: { capabilities: caps } as never }], '2025-11-25')
+  assert.ok('tasks' in (single.capabilities as object))
+})
