@@ -16,18 +16,21 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'backendTLSPolicies', 'listenerSets'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
   gateways: paths.gateways,
   httpRoutes: paths.httpRoutes,
+  listenerSets: paths.listenerSets,
   referenceGrants: paths.referenceGrants,
   services: paths.services,
   endpointSlices: paths.endpointSlices,
   secrets: paths.secrets,
   namespaces: paths.namespaces,
-  parameters: paths.porticoParameters
+  parameters: paths.porticoParameters,
+  backendTLSPolicies: paths.backendTLSPolicies,
+  configMaps: paths.configMaps
 }
 
 /**
@@ -35,7 +38,13 @@ const WATCHED: Record<Kind, string> = {
  * only when the API server serves them (checked at start; installing the CRD later needs a
  * controller restart), else read as none.
  */
-const OPTIONAL: Partial<Record<Kind, string>> = { parameters: paths.porticoParametersGroupVersion }
+const OPTIONAL: Partial<Record<Kind, string>> = {
+  parameters: paths.porticoParametersGroupVersion,
+  // ListenerSet too (v1 since Gateway API v1.5); read as none when absent.
+  listenerSets: paths.listenerSets,
+  // BackendTLSPolicy shares its group/version with Gateway: its own list answers 404 without the CRD.
+  backendTLSPolicies: paths.backendTLSPolicies
+}
 
 export interface InformerLog {
   warn(fields: Record<string, unknown>, msg: string): void
@@ -116,12 +125,15 @@ export class Informers {
       gatewayClasses: list('gatewayClasses'),
       gateways: list('gateways'),
       httpRoutes: list('httpRoutes'),
+      listenerSets: list('listenerSets'),
       referenceGrants: list('referenceGrants'),
       services: list('services'),
       endpointSlices: list('endpointSlices'),
       secrets: list('secrets'),
       namespaces: list('namespaces'),
-      parameters: list('parameters')
+      parameters: list('parameters'),
+      backendTLSPolicies: list('backendTLSPolicies'),
+      configMaps: list('configMaps')
     }
   }
 

@@ -5,10 +5,12 @@
  * rest of the route works.
  */
 
+import { createHash } from 'node:crypto'
 import type { BackendIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type Service } from './gateway-api.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
+import type { BackendTlsPolicies } from './backend-tls.ts'
 
 /** The Services a translation sees, and their EndpointSlices by `namespace/service`. */
 export interface ServiceIndex {
@@ -38,27 +40,30 @@ export interface ResolvedBackends {
   condition(generation: number | undefined): Condition
 }
 
-export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, index: ServiceIndex): ResolvedBackends {
+export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, index: ServiceIndex, tlsPolicies?: BackendTlsPolicies): ResolvedBackends {
   const routeNs = route.metadata.namespace ?? ''
   const backends = new Map<string, BackendIR>()
   let failure: { reason: string, message: string } | null = null
   const fail = (reason: string, message: string) => { failure ??= { reason, message } }
   const refs = (route.spec.rules ?? []).map(rule => (rule.backendRefs ?? []).map(ref => {
-    const b = resolveBackend(ref, routeNs, grants, index)
+    let b = resolveBackend(ref, routeNs, grants, index)
     if (b.kind === 'invalid') {
       const [reason, message] = b.invalidReason!.split(': ', 2) as [string, string]
       fail(reason, message)
     }
+    // After the check: a BackendTLSPolicy's problems are the policy's status, not the route's.
+    if (tlsPolicies !== undefined) b = withBackendTls(b, ref.port, index, tlsPolicies)
     backends.set(b.key, b)
     return b.key
   }))
   // RequestMirror backendRefs resolve like any backendRef (ReferenceGrant, Service, port).
   const mirrors = (route.spec.rules ?? []).map(rule => (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
-    const b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index)
+    let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index)
     if (b.kind === 'invalid') {
       const [reason, message] = b.invalidReason!.split(': ', 2) as [string, string]
       fail(reason, message)
     }
+    if (tlsPolicies !== undefined) b = withBackendTls(b, f.requestMirror!.backendRef.port, index, tlsPolicies)
     backends.set(b.key, b)
     return b.key
   }))
@@ -100,6 +105,28 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     endpoints,
     target: `${ref.name}.${ns}.svc.cluster.local:${ref.port}`
   }
+}
+
+/**
+ * The backend as the BackendTLSPolicy covering its Service port makes it: HTTPS with the
+ * policy's roots, SNI and names (the key then carries a digest of them, so proxies open new
+ * connections when they change), or `invalid` when the policy has no usable CA.
+ */
+function withBackendTls (b: BackendIR, port: number | undefined, index: ServiceIndex, policies: BackendTlsPolicies): BackendIR {
+  if (b.kind !== 'service') return b
+  const ns = b.namespace ?? ''
+  const portName = index.services.get(`${ns}/${b.name}`)?.spec.ports?.find(p => p.port === port)?.name
+  const policy = policies.forPort(ns, b.name, portName)
+  if (policy === undefined) return b
+  const { tls } = policy
+  if ('invalid' in tls) {
+    const key = `invalid/${b.key}#tls`
+    policy.use(key)
+    return { key, kind: 'invalid', name: b.name, namespace: ns, protocol: 'https', endpoints: [], target: b.target, invalidReason: tls.invalid }
+  }
+  const key = `${b.key}#tls-${createHash('sha256').update(JSON.stringify(tls)).digest('hex').slice(0, 8)}`
+  policy.use(key)
+  return { ...b, key, protocol: 'https', tls }
 }
 
 /** Ready endpoint addresses of a Service port, through its EndpointSlices. */

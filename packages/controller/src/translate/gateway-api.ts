@@ -190,6 +190,27 @@ export interface Secret {
   data?: Record<string, string>
 }
 
+export interface ConfigMap {
+  metadata: ObjectMeta
+  data?: Record<string, string>
+}
+
+/** Gateway API BackendTLSPolicy (v1): how Gateways reach the targeted Services over TLS. */
+export interface BackendTLSPolicy {
+  metadata: ObjectMeta
+  spec: {
+    targetRefs: Array<{ group: string, kind: string, name: string, sectionName?: string }>
+    validation: {
+      caCertificateRefs?: Array<{ group: string, kind: string, name: string }>
+      wellKnownCACertificates?: string
+      hostname: string
+      subjectAltNames?: Array<{ type: 'Hostname' | 'URI', hostname?: string, uri?: string }>
+    }
+    options?: Record<string, string>
+  }
+  status?: unknown
+}
+
 /** Proxy settings of a PorticoParameters object (the chart's CRD; unknown fields are kept). */
 export interface ProxyParameters {
   replicas?: number
@@ -203,6 +224,18 @@ export interface ProxyParameters {
 export interface PorticoParameters {
   metadata: ObjectMeta
   spec?: ProxyParameters
+}
+
+/** Gateway spec.allowedListeners: which namespaces' ListenerSets may attach (absent: none). */
+export interface AllowedListeners {
+  namespaces?: { from?: 'All' | 'Same' | 'Selector' | 'None', selector?: LabelSelector }
+}
+
+/** A ListenerSet (GEP-1713, gateway.networking.k8s.io/v1): more listeners for a parent Gateway. */
+export interface ListenerSet {
+  metadata: ObjectMeta
+  spec: { parentRef: { group?: string, kind?: string, name: string, namespace?: string }, listeners?: Listener[] }
+  status?: unknown
 }
 
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io'

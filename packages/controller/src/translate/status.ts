@@ -8,7 +8,10 @@ import type { ProxyIR } from '@portico/engine/ir'
 import type { Condition, GatewayClass, ParentReference, ProxyParameters } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
 import { gatewayIR, type GatewayState } from './gateways.ts'
+import type { ListenerSetResult } from './listener-sets.ts'
 import { condition } from './conditions.ts'
+import { insecureFrontendValidation } from './frontend-tls.ts'
+import type { BackendTLSPolicyResult } from './backend-tls.ts'
 
 export interface ListenerStatus {
   name: string
@@ -26,6 +29,8 @@ export interface GatewayResult {
   /** Accepted, and (without Programmed, which needs a proxy's ACK) the listeners' state. */
   conditions: Condition[]
   listeners: ListenerStatus[]
+  /** ListenerSets attached (accepted); absent when ListenerSets are not read (listener-sets.ts). */
+  attachedListenerSets?: number
   /** Whether the Gateway is accepted at all (a proxy is provisioned only then). */
   accepted: boolean
   ir: ProxyIR
@@ -62,6 +67,10 @@ export interface TranslationResult {
   classes: ClassResult[]
   gateways: GatewayResult[]
   routes: RouteResult[]
+  /** ListenerSets whose parent is one of the Gateways; absent when ListenerSets are not read. */
+  listenerSets?: ListenerSetResult[]
+  /** Statuses of the BackendTLSPolicies that apply to backends of our Gateways. */
+  backendTLSPolicies: BackendTLSPolicyResult[]
 }
 
 export function classResult (c: GatewayClass, params: ParametersResolution): ClassResult {
@@ -89,6 +98,10 @@ export function gatewayResult (g: GatewayState): GatewayResult {
     conditions.push(condition('Accepted', true, 'Accepted', 'Gateway is accepted', gen))
   } else {
     conditions.push(condition('Accepted', g.accepted, 'ListenersNotValid', `${invalid} of ${g.listeners.length} listeners are not valid`, gen))
+  }
+  if (insecureFrontendValidation(gw)) {
+    // GEP-91: said loudly, as clients without a valid certificate are let through.
+    conditions.push(condition('InsecureFrontendValidationMode', true, 'ConfigurationChanged', 'client certificate validation is AllowInsecureFallback on some port: clients without a valid certificate are served', gen))
   }
   return {
     namespace: gw.metadata.namespace ?? '',

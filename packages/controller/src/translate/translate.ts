@@ -12,7 +12,7 @@
  * indexes the cluster objects and runs them in order.
  */
 
-import { matchesSelector, nsName, type EndpointSlice, type GatewayClass, type Gateway, type HTTPRoute, type LabelSelector, type Namespace, type PorticoParameters, type ReferenceGrant, type Secret, type Service } from './gateway-api.ts'
+import { matchesSelector, nsName, type BackendTLSPolicy, type ConfigMap, type EndpointSlice, type GatewayClass, type Gateway, type HTTPRoute, type LabelSelector, type Namespace, type PorticoParameters, type ReferenceGrant, type Secret, type Service } from './gateway-api.ts'
 import { ParametersIndex } from './parameters.ts'
 import { ReferenceGrants } from './reference-grants.ts'
 import { gatewayState, type GatewayState } from './gateways.ts'
@@ -20,7 +20,11 @@ import { serviceIndex, resolveBackends } from './backends.ts'
 import { unsupportedFilter, routePolicies } from './filters.ts'
 import { attachRoute, byAge, invalidRegex, invalidRouteIR } from './routes.ts'
 import { classResult, gatewayResult, type RouteResult, type TranslationResult } from './status.ts'
+import { attachListenerSets, listenerSetResult, withListenerSets } from './listener-sets.ts'
+import type { ListenerSet } from './gateway-api.ts'
+import { BackendTlsPolicies } from './backend-tls.ts'
 
+export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
 
 export interface ClusterState {
@@ -34,6 +38,11 @@ export interface ClusterState {
   namespaces: Namespace[]
   /** PorticoParameters objects (absent when the CRD is not installed). */
   parameters?: PorticoParameters[]
+  /** ListenerSets (absent when they are not read: no CRD). */
+  listenerSets?: ListenerSet[]
+  /** BackendTLSPolicies (absent when the CRD is not installed) and the ConfigMaps holding their CAs. */
+  backendTLSPolicies?: BackendTLSPolicy[]
+  configMaps?: ConfigMap[]
 }
 
 export interface TranslateOptions {
@@ -50,6 +59,8 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const grants = new ReferenceGrants(state.referenceGrants.filter(g => discovered(g.metadata.namespace)))
   const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices)
   const secrets = new Map(state.secrets.map(s => [nsName(s.metadata), s]))
+  const configMaps = new Map((state.configMaps ?? []).map(c => [nsName(c.metadata), c]))
+  const tlsPolicies = new BackendTlsPolicies((state.backendTLSPolicies ?? []).filter(p => discovered(p.metadata.namespace)), state.configMaps ?? [])
 
   const classes = state.gatewayClasses
     .filter(c => c.spec.controllerName === options.controllerName)
@@ -63,22 +74,34 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const gateways = new Map<string, GatewayState>()
   for (const gw of [...state.gateways].sort((a, b) => nsName(a.metadata).localeCompare(nsName(b.metadata)))) {
     if (!ourClasses.has(gw.spec.gatewayClassName) || !discovered(gw.metadata.namespace)) continue
-    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!)))
+    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!), configMaps))
   }
+
+  // ListenerSets: listeners merged into the Gateways that allow them.
+  const listenerSets = state.listenerSets === undefined ? undefined : attachListenerSets(state.listenerSets.filter(ls => discovered(ls.metadata.namespace)), gateways, namespaces, grants, secrets)
 
   // Routes, older first: resolve backends, convert policies, attach to listeners.
   const routeResults: RouteResult[] = []
   const routes = state.httpRoutes.filter(r => discovered(r.metadata.namespace)).sort(byAge)
   routes.forEach((route, rank) => {
-    const resolved = resolveBackends(route, grants, services)
+    const resolved = resolveBackends(route, grants, services, tlsPolicies)
     const policies = routePolicies(route)
     const unsupported = unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies })
-    const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName)
+    const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
     if (parents.length > 0) {
       routeResults.push({ namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
   })
 
-  const gatewayResults = [...gateways.values()].map(g => gatewayResult(g))
-  return { classes: classResults, gateways: gatewayResults, routes: routeResults.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) }
+  // A BackendTLSPolicy's ancestors: the Gateways that program a backend it covers.
+  for (const [key, g] of gateways) for (const backend of g.backends.keys()) tlsPolicies.used(backend, key)
+
+  const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
+  return {
+    classes: classResults,
+    gateways: gatewayResults,
+    routes: routeResults.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)),
+    backendTLSPolicies: tlsPolicies.results(options.controllerName),
+    ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})
+  }
 }

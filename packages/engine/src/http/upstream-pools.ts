@@ -5,8 +5,10 @@
  * once their in-flight requests finish.
  */
 
+import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import { BalancedPool, Pool, type Dispatcher } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
+import type { BackendTlsSanIR } from '../ir/traffic.ts'
 import { HealthBalancer } from './endpoint-balancer.ts'
 import { hostPort } from '../util/host-port.ts'
 
@@ -21,6 +23,8 @@ export interface UpstreamPoolOptions {
 
 interface Entry {
   dispatcher: Dispatcher
+  /** What callers get: the dispatcher, or it composed to pin the TLS server name. */
+  front: Dispatcher
   origins: string[]
 }
 
@@ -48,8 +52,8 @@ export class UpstreamPools {
   /** The dispatcher for a backend, created on first use. */
   get (backend: BackendIR): Dispatcher {
     const entry = this.entries.get(backend.key)
-    if (entry !== undefined) return entry.dispatcher
-    return this.create(backend).dispatcher
+    if (entry !== undefined) return entry.front
+    return this.create(backend).front
   }
 
   private create (backend: BackendIR): Entry {
@@ -72,6 +76,7 @@ export class UpstreamPools {
       if (t.cert !== undefined) connect.cert = t.cert
       if (t.key !== undefined) connect.key = t.key
       if (t.serverName !== undefined) connect.servername = t.serverName
+      if (t.subjectAltNames !== undefined && t.subjectAltNames.length > 0) connect.checkServerIdentity = sanCheck(t.subjectAltNames)
       if (t.insecure === true) connect.rejectUnauthorized = false
       poolOptions.connect = connect as Pool.Options['connect']
     }
@@ -81,7 +86,13 @@ export class UpstreamPools {
       : origins.length === 1
         ? new Pool(origins[0]!, poolOptions)
         : new BalancedPool(origins, poolOptions)
-    const entry = { dispatcher, origins }
+    // undici takes each request's SNI from its Host header, over the connect options'
+    // servername: a configured server name must be pinned on every request instead.
+    const serverName = backend.tls?.serverName
+    const front = serverName === undefined
+      ? dispatcher
+      : dispatcher.compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
+    const entry = { dispatcher, front, origins }
     this.entries.set(backend.key, entry)
     return entry
   }
@@ -116,7 +127,8 @@ export class UpstreamPools {
   /** False when passive health has ejected every endpoint of the backend. */
   hasHealthyEndpoint (backend: BackendIR): boolean {
     if (backend.health === undefined) return true
-    const d = this.get(backend)
+    this.get(backend)
+    const d = this.entries.get(backend.key)?.dispatcher
     return !(d instanceof HealthBalancer) || d.healthy > 0
   }
 
@@ -148,6 +160,34 @@ export class UpstreamPools {
     this.entries.clear()
     await Promise.allSettled(all.map(e => e.dispatcher.destroy()))
   }
+}
+
+/**
+ * With subjectAltNames the certificate must carry one of them, whatever the SNI was (undici
+ * passes connect options through to tls.connect; the chain is still verified against ca).
+ */
+export function sanCheck (sans: BackendTlsSanIR[]): (host: string, cert: PeerCertificate) => Error | undefined {
+  return (_host, cert) => {
+    const uris = uriSans(cert.subjectaltname ?? '')
+    for (const san of sans) {
+      if (san.type === 'Hostname' ? checkServerIdentity(san.value, cert) === undefined : uris.includes(san.value)) return undefined
+    }
+    const err = new Error(`backend certificate matches none of the subjectAltNames ${sans.map(s => `${s.type}:${s.value}`).join(', ')} (it has ${cert.subjectaltname ?? 'none'})`) as Error & { code: string }
+    err.code = 'ERR_TLS_CERT_ALTNAME_INVALID'
+    return err
+  }
+}
+
+/** URI entries of Node's `subjectaltname` string (values with special characters come JSON-quoted). */
+function uriSans (altNames: string): string[] {
+  const out: string[] = []
+  for (const m of altNames.matchAll(/(?:^|, )URI:("(?:[^"\\]|\\.)*"|[^,]*)/g)) {
+    const v = m[1]!
+    try {
+      out.push(v.startsWith('"') ? JSON.parse(v) as string : v)
+    } catch {}
+  }
+  return out
 }
 
 function originsOf (backend: BackendIR): string[] {

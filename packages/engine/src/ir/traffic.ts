@@ -63,11 +63,22 @@ export interface BackendTlsIR {
   ca?: string
   /** Server name sent as SNI and checked against the certificate; absent = the backend host. */
   serverName?: string
+  /**
+   * Names the backend's certificate must carry instead of serverName (then only the SNI):
+   * one match is enough (Gateway API BackendTLSPolicy subjectAltNames). Hostname matches a
+   * DNS SAN (wildcards as in RFC 6125), URI a URI SAN exactly.
+   */
+  subjectAltNames?: BackendTlsSanIR[]
   /** Client certificate and key (PEM) for mutual TLS. */
   cert?: string
   key?: string
   /** Skip verification of the backend's certificate. */
   insecure?: boolean
+}
+
+export interface BackendTlsSanIR {
+  type: 'Hostname' | 'URI'
+  value: string
 }
 
 /** Passive health (outlier ejection) of a backend's endpoints. */
