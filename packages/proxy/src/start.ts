@@ -3,8 +3,8 @@
  * gateway on one, or run in cluster mode with the config from the controller.
  */
 
-import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type LoadResult, type StaticConfig } from '@portico/engine'
-import { existsSync, readFileSync } from 'node:fs'
+import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type FileLoadResult, type StaticConfig } from '@portico/engine'
+import { existsSync } from 'node:fs'
 import { Logs } from '@portico/ops'
 import type { Portico } from './portico.ts'
 import { resolveSettings, type Settings } from './settings.ts'
@@ -39,7 +39,7 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   const { Portico } = await import('./portico.ts')
   const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0) })
   await run(portico, setup.logs, async () => {
-    await portico.start(config, readFileSync(file, 'utf8'))
+    await portico.start(config, result.text)
   }, { config: config.ir.version })
 }
 
@@ -153,7 +153,7 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
   logs.flush()
 }
 
-function printErrors (file: string, result: Extract<LoadResult, { ok: false }>): void {
+function printErrors (file: string, result: Extract<FileLoadResult, { ok: false }>): void {
   for (const d of result.diagnostics) process.stderr.write(formatDiagnostic(file, d) + '\n')
   process.stderr.write(`${file}: ${result.diagnostics.length} error${result.diagnostics.length === 1 ? '' : 's'}\n`)
 }

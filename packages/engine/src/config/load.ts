@@ -29,6 +29,11 @@ export type LoadResult =
   | { ok: true, config: LoadedConfig }
   | { ok: false, diagnostics: ConfigDiagnostic[] }
 
+/** loadConfigFile's result: a loaded config comes with the text it was read from. */
+export type FileLoadResult =
+  | { ok: true, config: LoadedConfig, text: string }
+  | { ok: false, diagnostics: ConfigDiagnostic[] }
+
 /**
  * Largest config accepted by default. Parsing costs about a second and 150 MB of memory per
  * MiB of YAML (10,000 routes are ~6 MiB); 8 MiB leaves room for the largest hand-written
@@ -134,7 +139,7 @@ export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTE
   }
 }
 
-export function loadConfigFile (path: string, options: { maxBytes?: number } = {}): LoadResult {
+export function loadConfigFile (path: string, options: { maxBytes?: number } = {}): FileLoadResult {
   let text: string
   try {
     text = readConfigText(path, options.maxBytes)
@@ -142,5 +147,8 @@ export function loadConfigFile (path: string, options: { maxBytes?: number } = {
     const message = err instanceof PorticoError ? err.message : `cannot read config file: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`
     return { ok: false, diagnostics: [{ path: [], message }] }
   }
-  return loadConfigText(text, { baseDir: dirname(resolve(path)), ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) })
+  const result = loadConfigText(text, { baseDir: dirname(resolve(path)), ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) })
+  // The text read is handed on (the watcher compares later reads with it): reading the file a
+  // second time could read a different file, and without the size limit.
+  return result.ok ? { ...result, text } : result
 }
