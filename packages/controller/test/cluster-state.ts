@@ -7,13 +7,14 @@ import { parseAllDocuments } from 'yaml'
 import type { ClusterState } from '../src/translate/translate.ts'
 
 const LISTS: Record<string, keyof ClusterState> = {
+  BackendTLSPolicy: 'backendTLSPolicies', ConfigMap: 'configMaps',
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
   PorticoParameters: 'parameters'
 }
 
 export function clusterState (text: string): ClusterState {
-  const state: ClusterState = { gatewayClasses: [], gateways: [], httpRoutes: [], referenceGrants: [], services: [], endpointSlices: [], secrets: [], namespaces: [], parameters: [] }
+  const state: ClusterState = { gatewayClasses: [], gateways: [], httpRoutes: [], referenceGrants: [], services: [], endpointSlices: [], secrets: [], namespaces: [], parameters: [], backendTLSPolicies: [], configMaps: [] }
   for (const doc of parseAllDocuments(text)) {
     const obj = doc.toJS() as { kind: string }
     const list = LISTS[obj.kind]

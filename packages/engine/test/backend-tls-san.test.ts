@@ -1,0 +1,101 @@
+/**
+ * Backend TLS as BackendTLSPolicy needs it: subjectAltNames (Hostname, URI; one match is
+ * enough, the SNI name then does not have to match) and a configured server name that holds
+ * whatever Host header a request carries (undici would otherwise send the Host as SNI).
+ * Certificates are made by openssl at test time.
+ */
+
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import https from 'node:https'
+import type { TLSSocket } from 'node:tls'
+import { X509Certificate } from 'node:crypto'
+import { UpstreamPools, sanCheck } from '../src/http/upstream-pools.ts'
+import { validateIR } from '../src/ir/validate.ts'
+import type { BackendIR, ProxyIR } from '../src/ir/types.ts'
+import type { BackendTlsIR } from '../src/ir/traffic.ts'
+
+let dir: string
+let ca: string
+let server: https.Server
+let port: number
+const snis: Array<string | false> = []
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'portico-san-'))
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
+  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=san-test-ca')
+  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=abc.example.com')
+  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:abc.example.com,URI:spiffe://abc.example.com/test-identity\n')
+  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
+  ca = readFileSync(join(dir, 'ca.pem'), 'utf8')
+  server = https.createServer({ cert: readFileSync(join(dir, 'server.pem')), key: readFileSync(join(dir, 'server.key')) }, (req, res) => {
+    snis.push((req.socket as TLSSocket).servername ?? false)
+    res.end('ok')
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  port = (server.address() as { port: number }).port
+})
+
+after(() => {
+  server.close()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+function backend (key: string, tls: BackendTlsIR): BackendIR {
+  return { key, kind: 'service', name: key, protocol: 'https', endpoints: [{ host: '127.0.0.1', port }], target: `127.0.0.1:${port}`, tls }
+}
+
+async function call (b: BackendIR, host: string): Promise<number | string> {
+  const pools = new UpstreamPools()
+  try {
+    const res = await pools.get(b).request({ path: '/', method: 'GET', headers: { host } })
+    await res.body.text()
+    return res.statusCode
+  } catch (err) {
+    return (err as { code?: string }).code ?? (err as Error).message
+  } finally {
+    await pools.destroy()
+  }
+}
+
+test('sanCheck: a Hostname SAN matches a DNS name, a URI SAN a URI exactly; one match is enough', () => {
+  const cert = new X509Certificate(readFileSync(join(dir, 'server.pem'))).toLegacyObject()
+  assert.equal(sanCheck([{ type: 'Hostname', value: 'abc.example.com' }])('other.example.com', cert), undefined)
+  assert.equal(sanCheck([{ type: 'URI', value: 'spiffe://abc.example.com/test-identity' }])('x', cert), undefined)
+  assert.equal(sanCheck([{ type: 'URI', value: 'spiffe://def.example.com/test-identity' }, { type: 'Hostname', value: 'abc.example.com' }])('x', cert), undefined)
+  assert.match(String(sanCheck([{ type: 'Hostname', value: 'def.example.com' }])('abc.example.com', cert)), /matches none of the subjectAltNames/)
+  assert.ok(sanCheck([{ type: 'URI', value: 'spiffe://abc.example.com' }])('abc.example.com', cert) instanceof Error)
+})
+
+test('the configured server name is the SNI and the name verified, whatever the Host header', async () => {
+  snis.length = 0
+  assert.equal(await call(backend('pinned', { ca, serverName: 'abc.example.com' }), 'https-listener.org'), 200)
+  assert.deepEqual(snis, ['abc.example.com'])
+  assert.equal(await call(backend('wrong-name', { ca, serverName: 'mismatch.example.com' }), 'abc.example.com'), 'ERR_TLS_CERT_ALTNAME_INVALID')
+})
+
+test('subjectAltNames replace the server name in verification; a mismatch fails the call', async () => {
+  assert.equal(await call(backend('san-uri', { ca, serverName: 'other.example.com', subjectAltNames: [{ type: 'URI', value: 'spiffe://abc.example.com/test-identity' }] }), 'x.test'), 200)
+  assert.equal(await call(backend('san-miss', { ca, serverName: 'abc.example.com', subjectAltNames: [{ type: 'Hostname', value: 'def.example.com' }] }), 'x.test'), 'ERR_TLS_CERT_ALTNAME_INVALID')
+  // The chain is still verified: a name that matches does not excuse an unknown CA.
+  assert.equal(await call(backend('san-no-ca', { serverName: 'abc.example.com', subjectAltNames: [{ type: 'Hostname', value: 'abc.example.com' }] }), 'x.test'), 'UNABLE_TO_VERIFY_LEAF_SIGNATURE')
+})
+
+test('validateIR: subjectAltNames need a known type and a value (a URI for type URI)', () => {
+  const ir: ProxyIR = {
+    version: 'v',
+    binds: [],
+    backends: [backend('b', { subjectAltNames: [{ type: 'URI', value: 'not a uri' }, { type: 'DNS' as 'URI', value: 'x' }, { type: 'Hostname', value: '' }, { type: 'Hostname', value: 'ok.example.com' }] })]
+  }
+  assert.deepEqual(validateIR(ir).map(d => d.path.join('.')), [
+    'backends.0.tls.subjectAltNames.0.value',
+    'backends.0.tls.subjectAltNames.1.type',
+    'backends.0.tls.subjectAltNames.2.value'
+  ])
+})
