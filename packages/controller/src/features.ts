@@ -47,7 +47,8 @@ export const SUPPORTED_FEATURES = [
   'GatewayStaticAddresses',
   'ReferenceGrant',
   'BackendTLSPolicy',
-  'BackendTLSPolicySANValidation'
+  'BackendTLSPolicySANValidation',
+  'GatewayBackendClientCertificate'
 ]
 
 /**

@@ -99,3 +99,18 @@ test('validateIR: subjectAltNames need a known type and a value (a URI for type 
     'backends.0.tls.subjectAltNames.2.value'
   ])
 })
+
+test('a backend whose TLS settings change (a rotated client certificate, a new CA) gets a new pool', async () => {
+  const pools = new UpstreamPools()
+  try {
+    const before = backend('rotating', { ca, serverName: 'abc.example.com' })
+    const first = pools.get(before)
+    pools.sync([before])
+    assert.equal(pools.get(before), first, 'same settings: the warm pool stays')
+    const after = backend('rotating', { ca, serverName: 'abc.example.com', cert: 'new', key: 'new' })
+    pools.sync([after])
+    assert.notEqual(pools.get(after), first)
+  } finally {
+    await pools.destroy()
+  }
+})

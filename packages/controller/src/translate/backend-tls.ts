@@ -13,8 +13,9 @@
 
 import { X509Certificate } from 'node:crypto'
 import type { BackendTlsIR, BackendTlsSanIR } from '@portico/engine/ir'
-import { GATEWAY_GROUP, nsName, type BackendTLSPolicy, type Condition, type ConfigMap } from './gateway-api.ts'
+import { GATEWAY_GROUP, nsName, type BackendTLSPolicy, type Condition, type ConfigMap, type Gateway, type Secret } from './gateway-api.ts'
 import { condition } from './conditions.ts'
+import type { ReferenceGrants } from './reference-grants.ts'
 
 export interface PolicyAncestorStatus {
   ancestorRef: { group: string, kind: string, namespace: string, name: string }
@@ -179,6 +180,39 @@ function resolvePolicy (policy: BackendTLSPolicy, configMaps: Map<string, Config
   tls.ca = cas.join('\n') + '\n'
   r.tls = tls
   return r
+}
+
+/** Gateway spec.tls (only the backend part is read here). */
+interface GatewayBackendTls {
+  backend?: { clientCertificateRef?: { group?: string, kind?: string, name: string, namespace?: string } }
+}
+
+/**
+ * Gateway spec.tls.backend.clientCertificateRef: the certificate the Gateway presents to TLS
+ * backends, and the Gateway's ResolvedRefs condition about it; undefined when not set. A
+ * reference that does not resolve leaves the Gateway Accepted (its backends are then called
+ * without a client certificate, which a backend requiring one refuses).
+ */
+export function backendClientCertificate (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>): { tls?: { cert: string, key: string }, condition: Condition } | undefined {
+  const ref = (gw.spec as { tls?: GatewayBackendTls }).tls?.backend?.clientCertificateRef
+  if (ref === undefined) return undefined
+  const gen = gw.metadata.generation
+  const gwNs = gw.metadata.namespace ?? ''
+  const ns = ref.namespace ?? gwNs
+  const bad = (reason: string, message: string) => ({ condition: condition('ResolvedRefs', false, reason, message, gen) })
+  if ((ref.group ?? '') !== '' || (ref.kind ?? 'Secret') !== 'Secret') {
+    return bad('InvalidClientCertificateRef', `clientCertificateRef ${ref.group !== undefined && ref.group !== '' ? `${ref.group}/` : ''}${ref.kind ?? 'Secret'} ${ref.name} is not a core Secret`)
+  }
+  if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'Gateway', fromNamespace: gwNs, toGroup: '', toKind: 'Secret', toNamespace: ns, toName: ref.name })) {
+    return bad('RefNotPermitted', `Secret ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
+  }
+  const secret = secrets.get(`${ns}/${ref.name}`)
+  const pem = (b64: string | undefined) => b64 === undefined ? '' : Buffer.from(b64, 'base64').toString('utf8')
+  const cert = pem(secret?.data?.['tls.crt'])
+  const key = pem(secret?.data?.['tls.key'])
+  if (secret === undefined) return bad('InvalidClientCertificateRef', `Secret ${ns}/${ref.name} not found`)
+  if (!validPem(cert) || !key.includes('-----BEGIN')) return bad('InvalidClientCertificateRef', `Secret ${ns}/${ref.name} has no PEM tls.crt and tls.key`)
+  return { tls: { cert, key }, condition: condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen) }
 }
 
 /** Older first, then namespace/name: the Gateway API's tie-break between conflicting policies. */

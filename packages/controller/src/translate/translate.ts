@@ -22,7 +22,8 @@ import { attachRoute, byAge, invalidRegex, invalidRouteIR } from './routes.ts'
 import { classResult, gatewayResult, type RouteResult, type TranslationResult } from './status.ts'
 import { attachListenerSets, listenerSetResult, withListenerSets } from './listener-sets.ts'
 import type { ListenerSet } from './gateway-api.ts'
-import { BackendTlsPolicies } from './backend-tls.ts'
+import { BackendTlsPolicies, backendClientCertificate } from './backend-tls.ts'
+import type { Condition } from './gateway-api.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
@@ -95,8 +96,21 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
 
   // A BackendTLSPolicy's ancestors: the Gateways that program a backend it covers.
   for (const [key, g] of gateways) for (const backend of g.backends.keys()) tlsPolicies.used(backend, key)
+  // Gateway spec.tls.backend: its client certificate goes to every TLS backend it calls (each
+  // Gateway has proxies of its own, so a backend's key may stay the same across Gateways).
+  const clientCertConditions = new Map<string, Condition>()
+  for (const [key, g] of gateways) {
+    const client = backendClientCertificate(g.gw, grants, secrets)
+    if (client === undefined) continue
+    clientCertConditions.set(key, client.condition)
+    if (client.tls !== undefined) for (const [k, b] of g.backends) if (b.tls !== undefined) g.backends.set(k, { ...b, tls: { ...b.tls, ...client.tls } })
+  }
 
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
+  for (const r of gatewayResults) {
+    const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
+    if (c !== undefined) r.conditions.push(c)
+  }
   return {
     classes: classResults,
     gateways: gatewayResults,

@@ -26,6 +26,8 @@ interface Entry {
   /** What callers get: the dispatcher, or it composed to pin the TLS server name. */
   front: Dispatcher
   origins: string[]
+  /** The TLS settings it was made with: a change (a rotated client certificate, a new CA) needs a new pool. */
+  tls: string
 }
 
 export interface PoolStats {
@@ -92,7 +94,7 @@ export class UpstreamPools {
     const front = serverName === undefined
       ? dispatcher
       : dispatcher.compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
-    const entry = { dispatcher, front, origins }
+    const entry = { dispatcher, front, origins, tls: JSON.stringify(backend.tls ?? null) }
     this.entries.set(backend.key, entry)
     return entry
   }
@@ -107,6 +109,11 @@ export class UpstreamPools {
     for (const [key, entry] of this.entries) {
       const backend = live.get(key)
       const origins = backend === undefined ? [] : originsOf(backend)
+      if (backend !== undefined && JSON.stringify(backend.tls ?? null) !== entry.tls) {
+        this.entries.delete(key)
+        entry.dispatcher.close().catch(() => {})
+        continue
+      }
       if (backend !== undefined && entry.dispatcher instanceof HealthBalancer && backend.health !== undefined && origins.length > 0) {
         entry.dispatcher.update(origins, backend.health)
         entry.origins = origins
