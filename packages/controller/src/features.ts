@@ -38,10 +38,6 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteParentRefPort',
   'HTTPRouteDestinationPortMatching',
   'GatewayHTTPListenerIsolation',
-  'GatewayFrontendClientCertificateValidation',
-  'GatewayFrontendClientCertificateValidationInsecureFallback',
-  'GatewayHTTPSListenerDetectMisdirectedRequests',
-  'ListenerSet',
   'GatewayInfrastructure',
   'GatewayAddressEmpty',
   'GatewayStaticAddresses',
@@ -72,14 +68,6 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
   HTTPRouteParentRefPort: [['spec', 'parentRefs', 'port']]
 }
 
-/**
- * Kinds a feature needs that the core CRDs lack: the feature is claimed only when the API
- * server serves the kind (its CRD is installed).
- */
-export const FEATURE_KINDS: Record<string, string> = {
-  ListenerSet: 'ListenerSet'
-}
-
 interface Schema {
   properties?: Record<string, Schema>
   items?: Schema
@@ -102,17 +90,14 @@ function hasField (schema: Schema | undefined, path: string[]): boolean {
 
 /**
  * The features to claim given the installed HTTPRoute CRD. Without a CRD (it could not be
- * read), only the features that need no field of FEATURE_FIELDS are claimed. With `kinds`
- * (the served kinds of FEATURE_KINDS), a feature needing a kind not in it is not claimed.
+ * read), only the features that need no field of FEATURE_FIELDS are claimed.
  */
-export function supportedFeatures (crd: CustomResourceDefinition | undefined, implemented: string[] = SUPPORTED_FEATURES, kinds?: ReadonlySet<string>): string[] {
+export function supportedFeatures (crd: CustomResourceDefinition | undefined, implemented: string[] = SUPPORTED_FEATURES): string[] {
   const versions = crd?.spec?.versions ?? []
   const v1 = versions.find(v => v.name === 'v1' && v.served !== false)
   const schema = v1?.schema?.openAPIV3Schema
   return implemented.filter(f => {
     const fields = FEATURE_FIELDS[f]
-    const kind = FEATURE_KINDS[f]
-    if (kind !== undefined && kinds !== undefined && !kinds.has(kind)) return false
     return fields === undefined || fields.every(path => hasField(schema, path))
   })
 }

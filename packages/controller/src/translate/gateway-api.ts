@@ -226,18 +226,6 @@ export interface PorticoParameters {
   spec?: ProxyParameters
 }
 
-/** Gateway spec.allowedListeners: which namespaces' ListenerSets may attach (absent: none). */
-export interface AllowedListeners {
-  namespaces?: { from?: 'All' | 'Same' | 'Selector' | 'None', selector?: LabelSelector }
-}
-
-/** A ListenerSet (GEP-1713, gateway.networking.k8s.io/v1): more listeners for a parent Gateway. */
-export interface ListenerSet {
-  metadata: ObjectMeta
-  spec: { parentRef: { group?: string, kind?: string, name: string, namespace?: string }, listeners?: Listener[] }
-  status?: unknown
-}
-
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io'
 
 export function nsName (m: ObjectMeta): string {
