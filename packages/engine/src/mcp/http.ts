@@ -1,6 +1,8 @@
 /**
  * The client side of an MCP route: the streamable HTTP transport (revisions 2025-03-26,
  * 2025-06-18 and 2025-11-25) and the legacy HTTP+SSE transport, on the route's paths.
+ * 2026-07-28 clients (no initialize, no session; version in each request's `_meta`) are
+ * recognised per POST and served by mcp/revision-2026.ts on the same endpoint.
  *
  *  POST   one JSON-RPC message (or a batch, for 2025-03-26 clients): requests are answered
  *         as JSON or as an SSE stream; notifications and responses alone get 202.
@@ -9,7 +11,8 @@
  *  GET …/sse + POST …/message?sessionId=  the legacy transport.
  *
  * Errors follow the spec: missing session id 400, unknown session 404, bad
- * MCP-Protocol-Version 400, wrong Accept 406, wrong Content-Type 415, body too large 413,
+ * MCP-Protocol-Version 400 (UnsupportedProtocolVersionError, -32022), Mcp-Method/Mcp-Name
+ * that disagree with the body 400 (HeaderMismatch, -32020), wrong Accept 406, wrong Content-Type 415, body too large 413,
  * Origin/Host refused 403; JSON-RPC errors -32700 (parse) and -32600 (invalid request).
  */
 
@@ -20,7 +23,7 @@ import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, SseWriter, type HeadHook } from './channels.ts'
 import {
-  errorResponse, INVALID_REQUEST, isRequest, isSupportedVersion, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_TIMEOUT, TARGET_UNAVAILABLE, validMessage,
+  errorResponse, INVALID_REQUEST, isRequest, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_TIMEOUT, TARGET_UNAVAILABLE, validMessage,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
 import { requestSnapshot } from '../trace/snapshot.ts'
@@ -29,6 +32,7 @@ import { readRequestBody } from '../http/request-body.ts'
 import { hostnameMatches } from '../routing/hostname.ts'
 import { corsAllowsOrigin } from '../policy/cors.ts'
 import type { ClientInit } from './target.ts'
+import { classify, handleModernPost, isModernHeader, modernMethodNotAllowed, type McpHttpHelpers } from './revision-2026.ts'
 
 const SESSION_HEADER = 'mcp-session-id'
 
@@ -225,14 +229,15 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
   if (!String(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
     return reply(rt, ctx, 415, errorResponse(null, INVALID_REQUEST, 'Unsupported Media Type: Content-Type must be application/json'))
   }
-  const version = req.headers['mcp-protocol-version']
-  if (typeof version === 'string' && !isSupportedVersion(version)) {
-    return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, `Bad Request: Unsupported protocol version ${version}`))
-  }
   const read = await readMessages(rt, ctx, spec)
   if (read === null) return
   const { messages, batch } = read
   const first = messages[0]!
+  // The era (and an unsupported MCP-Protocol-Version, or Mcp-Method/Mcp-Name that disagree
+  // with the body) is known only with the body: 2026-07-28 puts the version in `_meta`.
+  const era = classify(req.headers, messages, batch)
+  if (era.era === 'reject') return reply(rt, ctx, era.status, era.body)
+  if (era.era === 'modern') return await handleModernPost(gw, ctx, backend, first, helpers(rt))
 
   const initialize = messages.find(m => isRequest(m) && m.method === 'initialize') as JsonRpcRequest | undefined
   if (initialize !== undefined) {
@@ -281,6 +286,17 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
   for (const m of messages) session.handle(m, channel, filter)
 }
 
+/** This module's reply, trace and authorization helpers, lent to mcp/revision-2026.ts. */
+function helpers (rt: McpRuntime): McpHttpHelpers {
+  return {
+    reply: (ctx, status, body, headers) => reply(rt, ctx, status, body, headers),
+    traceStart: ctx => traceStart(rt, ctx),
+    headHook: ctx => headHook(rt, ctx),
+    itemFilter,
+    traceTargetError
+  }
+}
+
 /** The route's MCP authorization for this caller, as a filter over items. */
 function itemFilter (ctx: RequestContext): ItemFilter | undefined {
   if (ctx.mcpAuthorization.length === 0) return undefined
@@ -289,6 +305,7 @@ function itemFilter (ctx: RequestContext): ItemFilter | undefined {
 
 async function get (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
   const spec = backend.mcp!
+  if (isModernHeader(ctx.req.headers)) return modernMethodNotAllowed(ctx, helpers(rt))
   if (spec.statefulMode === 'stateless') return reply(rt, ctx, 405, errorResponse(null, INVALID_REQUEST, 'Method not allowed: stateless mode has no session stream'), { allow: 'POST' })
   const accept = ctx.req.headers.accept ?? ''
   if (!accept.includes('text/event-stream') && !accept.includes('*/*')) {
@@ -327,6 +344,7 @@ async function get (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend
 }
 
 async function del (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
+  if (isModernHeader(ctx.req.headers)) return modernMethodNotAllowed(ctx, helpers(rt))
   if (backend.mcp!.statefulMode === 'stateless') return reply(rt, ctx, 405, errorResponse(null, INVALID_REQUEST, 'Method not allowed: stateless mode has no sessions'), { allow: 'POST' })
   const sid = ctx.req.headers[SESSION_HEADER]
   if (typeof sid !== 'string' || sid === '') return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))

@@ -58,6 +58,17 @@ export const SESSION_NOT_FOUND = -32001
 export const LATEST_PROTOCOL_VERSION = '2025-11-25'
 export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = [LATEST_PROTOCOL_VERSION, '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07']
 
+/**
+ * The stateless ("modern") revisions, served per request without initialize or session
+ * (mcp/revision-2026.ts). Kept apart from SUPPORTED_PROTOCOL_VERSIONS, which is the
+ * initialize-era list the SDK v1 negotiates and the pin test compares.
+ */
+export const MODERN_PROTOCOL_VERSIONS: readonly string[] = ['2026-07-28']
+
+/** MCP's own error codes from 2026-07-28 on (the -32020…-32099 range it reserves). */
+export const HEADER_MISMATCH = -32020
+export const UNSUPPORTED_PROTOCOL_VERSION = -32022
+
 export function isRequest (m: JsonRpcMessage): m is JsonRpcRequest {
   return 'method' in m && 'id' in m && m.id !== undefined && m.id !== null
 }

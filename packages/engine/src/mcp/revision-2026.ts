@@ -1,0 +1,367 @@
+/**
+ * MCP 2026-07-28 ("modern", stateless) clients on an MCP route, beside the initialize-era
+ * revisions that mcp/http.ts serves on the same endpoint.
+ *
+ * A modern request carries its protocol version, client capabilities and client info in
+ * `params._meta` (and the version again in the MCP-Protocol-Version header); there is no
+ * initialize and no Mcp-Session-Id. Portico answers `server/discover` itself, from its
+ * targets' initialize results, and sends the item methods (tools, prompts, resources,
+ * completion) over the backend's shared upstream session (McpGateway.statelessSession, the
+ * one `statefulMode: stateless` uses), so targets keep speaking their own initialize-era
+ * revision. Results are reshaped for the client: `resultType`, the cache hints of
+ * CacheableResult, and `io.modelcontextprotocol/serverInfo` in `_meta`.
+ *
+ * Not bridged yet: input requests (a target's sampling/elicitation/roots would need the
+ * multi-round-trip `input_required` result; such requests are refused towards the target),
+ * `subscriptions/listen`, a 2026-07-28 target behind Portico, and the tasks extension.
+ */
+
+import { randomUUID } from 'node:crypto'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { RequestContext } from '../request/context.ts'
+import type { BackendIR } from '../ir/types.ts'
+import type { McpGateway } from './gateway.ts'
+import type { ItemFilter, McpSession } from './session.ts'
+import { PostChannel, type Channel, type HeadHook } from './channels.ts'
+import {
+  errorResponse, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, isResponse, isSupportedVersion, LATEST_PROTOCOL_VERSION,
+  METHOD_NOT_FOUND, MODERN_PROTOCOL_VERSIONS, resultResponse, SUPPORTED_PROTOCOL_VERSIONS, TARGET_UNAVAILABLE, UNSUPPORTED_PROTOCOL_VERSION,
+  type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
+} from './jsonrpc.ts'
+
+export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion'
+export const META_CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities'
+export const META_CLIENT_INFO = 'io.modelcontextprotocol/clientInfo'
+export const META_LOG_LEVEL = 'io.modelcontextprotocol/logLevel'
+export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo'
+const MODERN_META_PREFIX = 'io.modelcontextprotocol/'
+
+/** Every version Portico speaks to clients, newest first: the `supported` list of its errors. */
+export function supportedVersions (): string[] {
+  return [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS]
+}
+
+export function isModernVersion (v: unknown): v is string {
+  return typeof v === 'string' && MODERN_PROTOCOL_VERSIONS.includes(v)
+}
+
+/** The methods a modern client is served (everything else is 404 Method not found). */
+const FORWARDED = new Set(['tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list', 'resources/read', 'resources/templates/list', 'completion/complete'])
+/** Results that are CacheableResult in 2026-07-28 (ttlMs and cacheScope required). */
+const CACHEABLE = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/read', 'resources/templates/list'])
+/** Methods whose Mcp-Name header mirrors `params.name` / `params.uri`. */
+const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
+const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
+/** 2025-11-25 and earlier answered an unknown resource with -32002; 2026-07-28 uses -32602. */
+const LEGACY_RESOURCE_NOT_FOUND = -32002
+
+/** How one POST is to be served. */
+export type Era =
+  | { era: 'legacy' }
+  | { era: 'modern', version: string }
+  | { era: 'reject', status: number, body: JsonRpcMessage }
+
+function metaOf (m: JsonRpcMessage): Record<string, unknown> | undefined {
+  if (!('method' in m)) return undefined
+  const meta = (m.params as Record<string, unknown> | undefined)?._meta
+  return meta !== null && typeof meta === 'object' && !Array.isArray(meta) ? meta as Record<string, unknown> : undefined
+}
+
+function header (headers: IncomingHttpHeaders, name: string): string | string[] | undefined {
+  return headers[name]
+}
+
+export function unsupportedVersion (id: JsonRpcId | null, requested: string): JsonRpcMessage {
+  return errorResponse(id, UNSUPPORTED_PROTOCOL_VERSION, `Unsupported protocol version: ${requested}`, { supported: supportedVersions(), requested })
+}
+
+function mismatch (id: JsonRpcId | null, message: string): Era {
+  return { era: 'reject', status: 400, body: errorResponse(id, HEADER_MISMATCH, `Header mismatch: ${message}`) }
+}
+
+/**
+ * Which era a POST belongs to, from the MCP-Protocol-Version header and the body:
+ * - `_meta[io.modelcontextprotocol/protocolVersion]` makes it modern (a 2026-07-28 version
+ *   is served, an unknown one is UnsupportedProtocolVersionError, an initialize-era one is
+ *   left to the initialize-era path); the header must then be present and equal to it;
+ * - without it, a modern header version is a notification (accepted) or a malformed
+ *   request; an unknown header version is UnsupportedProtocolVersionError; else legacy.
+ * Mcp-Method / Mcp-Name are checked against the body whenever they are sent (an
+ * intermediary may have routed or applied policy on them), and are required on modern
+ * requests, as the spec's server validation asks.
+ */
+export function classify (headers: IncomingHttpHeaders, messages: JsonRpcMessage[], batch: boolean): Era {
+  const first = messages[0]!
+  const id = isRequest(first) ? first.id : null
+  const rawVersion = header(headers, 'mcp-protocol-version')
+  if (Array.isArray(rawVersion)) return mismatch(id, 'MCP-Protocol-Version header sent more than once')
+  const metaVersion = metaOf(first)?.[META_PROTOCOL_VERSION]
+
+  if (metaVersion !== undefined && !(typeof metaVersion === 'string' && isSupportedVersion(metaVersion))) {
+    if (typeof metaVersion !== 'string') return { era: 'reject', status: 400, body: errorResponse(id, INVALID_PARAMS, `Invalid params: _meta ${META_PROTOCOL_VERSION} must be a string`) }
+    if (!isModernVersion(metaVersion)) return { era: 'reject', status: 400, body: unsupportedVersion(id, metaVersion) }
+    if (batch) return { era: 'reject', status: 400, body: errorResponse(null, INVALID_REQUEST, `Invalid Request: a ${metaVersion} POST carries one message, not a batch`) }
+    if (rawVersion === undefined) return mismatch(id, 'MCP-Protocol-Version header is required')
+    if (rawVersion !== metaVersion) return mismatch(id, `MCP-Protocol-Version header value '${rawVersion}' does not match body value '${metaVersion}'`)
+    if (isResponse(first)) return { era: 'reject', status: 400, body: errorResponse(null, INVALID_REQUEST, 'Invalid Request: a client must not send responses') }
+    const problem = checkStandardHeaders(headers, first, true)
+    return problem !== null ? mismatch(id, problem) : { era: 'modern', version: metaVersion }
+  }
+
+  if (rawVersion !== undefined && isModernVersion(rawVersion)) {
+    if (!batch && isNotification(first)) {
+      const problem = checkStandardHeaders(headers, first, false)
+      return problem !== null ? mismatch(null, problem) : { era: 'modern', version: rawVersion }
+    }
+    if (!batch && isRequest(first) && first.method === 'initialize') {
+      return { era: 'reject', status: 400, body: errorResponse(id, INVALID_REQUEST, `Invalid Request: initialize is not part of ${rawVersion}; send initialize with an initialize-era MCP-Protocol-Version or none`) }
+    }
+    return mismatch(id, `MCP-Protocol-Version header value '${rawVersion}' does not match body value (no _meta ${META_PROTOCOL_VERSION})`)
+  }
+  if (rawVersion !== undefined && !isSupportedVersion(rawVersion)) return { era: 'reject', status: 400, body: unsupportedVersion(id, rawVersion) }
+  for (const m of messages) {
+    const problem = checkStandardHeaders(headers, m, false)
+    if (problem !== null) return mismatch(isRequest(m) ? m.id : null, problem)
+  }
+  return { era: 'legacy' }
+}
+
+/**
+ * The `=?base64?…?=` sentinel of Mcp-Name (values that are not plain ASCII); null when the
+ * value is not one. A malformed sentinel decodes to null too and then fails the comparison.
+ */
+export function decodeHeaderValue (value: string): string | null {
+  if (!value.startsWith('=?base64?') || !value.endsWith('?=') || value.length < 11) return value
+  const b64 = value.slice(9, -2)
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 !== 0) return null
+  return Buffer.from(b64, 'base64').toString('utf8')
+}
+
+/**
+ * Mcp-Method and Mcp-Name against the body: null when they agree (or are absent and not
+ * `required`), else what is wrong.
+ */
+export function checkStandardHeaders (headers: IncomingHttpHeaders, message: JsonRpcMessage, required: boolean): string | null {
+  if (!('method' in message)) return null
+  const method = header(headers, 'mcp-method')
+  if (Array.isArray(method)) return 'Mcp-Method header sent more than once'
+  if (method === undefined) {
+    if (required) return 'Mcp-Method header is required'
+  } else if (method !== message.method) {
+    return `Mcp-Method header value '${method}' does not match body value '${message.method}'`
+  }
+  const field = NAME_FIELD[message.method]
+  const name = header(headers, 'mcp-name')
+  if (Array.isArray(name)) return 'Mcp-Name header sent more than once'
+  if (field === undefined) return null
+  const params = (message.params ?? {}) as Record<string, unknown>
+  const bodyValue = typeof params[field] === 'string' ? params[field] : undefined
+  if (name === undefined) return required ? `Mcp-Name header is required for ${message.method}` : null
+  const decoded = decodeHeaderValue(name)
+  if (decoded === null) return `Mcp-Name header value '${name}' is not valid base64`
+  if (decoded !== bodyValue) return `Mcp-Name header value '${name}' does not match body value '${String(bodyValue ?? '')}'`
+  return null
+}
+
+/**
+ * A 2026-07-28 `capabilities` object from the initialize-era merge: no `tasks` (an extension
+ * now, not bridged), and no `listChanged` / `subscribe` flags, which promise change
+ * notifications over `subscriptions/listen`, which Portico does not serve yet.
+ */
+export function modernCapabilities (caps: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(caps)) {
+    if (key === 'tasks') continue
+    if ((key === 'tools' || key === 'prompts' || key === 'resources') && value !== null && typeof value === 'object') {
+      const { listChanged: _l, subscribe: _s, ...rest } = value as Record<string, unknown>
+      out[key] = rest
+    } else {
+      out[key] = value
+    }
+  }
+  return out
+}
+
+/** What server/discover answers, from the session's merged initialize result. */
+export function discoverResult (merged: Record<string, unknown>): Record<string, unknown> {
+  const result: Record<string, unknown> = {
+    resultType: 'complete',
+    supportedVersions: supportedVersions(),
+    capabilities: modernCapabilities((merged.capabilities ?? {}) as Record<string, unknown>)
+  }
+  if (typeof merged.instructions === 'string') result.instructions = merged.instructions
+  return withCacheHints(withServerInfo(result, merged.serverInfo))
+}
+
+/**
+ * CacheableResult hints: nothing may be reused without asking again (ttlMs 0: targets can
+ * change their lists, and Portico does not relay list_changed yet), and only by this caller
+ * (`private`: authorization rules may filter lists per caller).
+ */
+function withCacheHints (result: Record<string, unknown>): Record<string, unknown> {
+  return { ...result, ttlMs: typeof result.ttlMs === 'number' ? result.ttlMs : 0, cacheScope: 'private' }
+}
+
+function withServerInfo (result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
+  if (serverInfo === null || typeof serverInfo !== 'object') return result
+  const meta = (result._meta !== null && typeof result._meta === 'object' ? result._meta : {}) as Record<string, unknown>
+  if (META_SERVER_INFO in meta) return result
+  return { ...result, _meta: { ...meta, [META_SERVER_INFO]: serverInfo } }
+}
+
+/** An initialize-era result in the 2026-07-28 shape for `method`. */
+export function modernResult (method: string, result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
+  let out: Record<string, unknown> = typeof result.resultType === 'string' ? result : { resultType: 'complete', ...result }
+  if (CACHEABLE.has(method)) out = withCacheHints(out)
+  return withServerInfo(out, serverInfo)
+}
+
+/**
+ * The request as sent on the shared upstream session: a gateway-unique id (clients of the
+ * shared session would otherwise collide on ids like 1), the modern `_meta` keys dropped
+ * (targets speak an initialize-era revision), and a gateway-unique progress token.
+ */
+export function upstreamRequest (req: JsonRpcRequest, id: string, progressToken: string | undefined): JsonRpcRequest {
+  const params = { ...(req.params ?? {}) } as Record<string, unknown>
+  const meta = metaOf(req)
+  if (meta !== undefined) {
+    const kept: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(meta)) if (!k.startsWith(MODERN_META_PREFIX) && k !== 'progressToken') kept[k] = v
+    if (progressToken !== undefined && meta.progressToken !== undefined) kept.progressToken = progressToken
+    if (Object.keys(kept).length > 0) params._meta = kept
+    else delete params._meta
+  }
+  const out: JsonRpcRequest = { jsonrpc: '2.0', id, method: req.method }
+  if (Object.keys(params).length > 0 || req.params !== undefined) out.params = params
+  return out
+}
+
+/**
+ * The answer of one modern request, between the session and the POST's channel: maps the
+ * upstream id and progress token back, reshapes the result, passes `notifications/message`
+ * only at or above the request's `_meta` logLevel (none without one, as the spec asks), and
+ * refuses a target's own requests (sampling, elicitation, roots), which a modern client
+ * would need as an `input_required` result.
+ */
+export class ModernChannel implements Channel {
+  private readonly inner: Channel
+  private readonly options: { clientId: JsonRpcId, upstreamId: string, method: string, clientToken: unknown, upstreamToken: string | undefined, logLevel: unknown, serverInfo: unknown, refuse: (message: JsonRpcMessage) => void }
+  /** The final response went out. */
+  done = false
+
+  constructor (inner: Channel, options: ModernChannel['options']) {
+    this.inner = inner
+    this.options = options
+  }
+
+  get open (): boolean {
+    return this.inner.open
+  }
+
+  deliver (message: JsonRpcMessage): boolean {
+    const o = this.options
+    if (isResponse(message)) {
+      if (message.id !== o.upstreamId) return true
+      this.done = true
+      if ('result' in message) return this.inner.deliver(resultResponse(o.clientId, modernResult(o.method, message.result, o.serverInfo)))
+      const error = message.error.code === LEGACY_RESOURCE_NOT_FOUND ? { ...message.error, code: INVALID_PARAMS } : message.error
+      return this.inner.deliver({ jsonrpc: '2.0', id: o.clientId, error })
+    }
+    if (isRequest(message)) {
+      o.refuse(errorResponse(message.id, METHOD_NOT_FOUND, `Method not found: ${message.method} (the client speaks 2026-07-28 through Portico, which does not bridge input requests yet)`))
+      return true
+    }
+    const params = (message.params ?? {}) as Record<string, unknown>
+    switch (message.method) {
+      case 'notifications/progress':
+        if (o.upstreamToken === undefined || params.progressToken !== o.upstreamToken) return true
+        return this.inner.deliver({ ...message, params: { ...params, progressToken: o.clientToken } })
+      case 'notifications/message': {
+        const wanted = LOG_LEVELS.indexOf(String(o.logLevel))
+        if (wanted < 0 || LOG_LEVELS.indexOf(String(params.level)) < wanted) return true
+        return this.inner.deliver(message)
+      }
+      default:
+        // Cancellations of refused input requests, and anything not about this request.
+        return true
+    }
+  }
+}
+
+/** What mcp/http.ts lends this module: its reply, trace and authorization helpers. */
+export interface McpHttpHelpers {
+  reply(ctx: RequestContext, status: number, body: JsonRpcMessage | null, headers?: Record<string, string>): void
+  traceStart(ctx: RequestContext): void
+  headHook(ctx: RequestContext): HeadHook
+  itemFilter(ctx: RequestContext): ItemFilter | undefined
+  traceTargetError(ctx: RequestContext, error: { code: number, message: string }): void
+}
+
+/** One modern POST (already classified): a notification, server/discover, or an item method. */
+export async function handleModernPost (gw: McpGateway, ctx: RequestContext, backend: BackendIR, message: JsonRpcMessage, h: McpHttpHelpers): Promise<void> {
+  const spec = backend.mcp!
+  if (!isRequest(message)) {
+    // 2026-07-28 defines no client notifications over HTTP (closing the stream cancels);
+    // one is accepted and dropped: forwarding it into the shared session could reach
+    // another client's request.
+    ctx.mcp = { method: 'method' in message ? message.method : 'response', target: '' }
+    h.traceStart(ctx)
+    return h.reply(ctx, 202, null)
+  }
+  const req = message
+  const allTargets = spec.targets.map(t => t.name).join(',')
+  if (req.method !== 'server/discover' && !FORWARDED.has(req.method)) {
+    ctx.mcp = { method: req.method, target: '' }
+    return h.reply(ctx, 404, errorResponse(req.id, METHOD_NOT_FOUND, `Method not found: ${req.method}`))
+  }
+  let session: McpSession
+  try {
+    session = await gw.statelessSession(backend)
+  } catch (err) {
+    ctx.mcp = { method: req.method, target: allTargets }
+    ctx.error = (err as Error).message
+    return h.reply(ctx, 200, errorResponse(req.id, TARGET_UNAVAILABLE, (err as Error).message))
+  }
+  const merged = session.initializeResult(LATEST_PROTOCOL_VERSION)
+  if (req.method === 'server/discover') {
+    ctx.mcp = { method: req.method, target: allTargets }
+    h.traceStart(ctx)
+    return h.reply(ctx, 200, resultResponse(req.id, discoverResult(merged)))
+  }
+
+  // The same description and authorization filter as an initialize-era request.
+  ctx.mcp = session.describe(req)
+  h.traceStart(ctx)
+  const meta = metaOf(req) ?? {}
+  const upstreamId = `p26-${randomUUID()}`
+  const upstreamToken = meta.progressToken !== undefined ? `p26-${randomUUID()}` : undefined
+  const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx) })
+  post.onError = error => h.traceTargetError(ctx, error)
+  const channel = new ModernChannel(post, {
+    clientId: req.id,
+    upstreamId,
+    method: req.method,
+    clientToken: meta.progressToken,
+    upstreamToken,
+    logLevel: meta[META_LOG_LEVEL],
+    serverInfo: merged.serverInfo,
+    refuse: answer => session.handle(answer, channel)
+  })
+  // Closing the response stream is the client's cancellation in 2026-07-28.
+  ctx.res.once('close', () => {
+    if (channel.done) return
+    session.handle({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: upstreamId, reason: 'the client closed the response stream' } }, channel)
+  })
+  session.handle(upstreamRequest(req, upstreamId, upstreamToken), channel, h.itemFilter(ctx))
+}
+
+/** GET and DELETE of a 2026-07-28 client: no session stream, no sessions (405, as the spec says). */
+export function modernMethodNotAllowed (ctx: RequestContext, h: McpHttpHelpers): void {
+  ctx.mcp = { method: ctx.method, target: '' }
+  h.reply(ctx, 405, errorResponse(null, INVALID_REQUEST, `Method not allowed: ${ctx.method} (2026-07-28 has no session stream or sessions; POST only)`), { allow: 'POST' })
+}
+
+/** Whether a GET/DELETE comes from a modern client (by its MCP-Protocol-Version header). */
+export function isModernHeader (headers: IncomingHttpHeaders): boolean {
+  return isModernVersion(headers['mcp-protocol-version'])
+}
