@@ -25,6 +25,41 @@ function clientErrorStatus (code: string | undefined): [string, string] {
   return ['400 Bad Request', 'bad request']
 }
 
+/** The bind's certificate and, with client certificate validation, the CAs clients must chain to. */
+function serverTlsOptions (bind: BindIR): tls.SecureContextOptions {
+  const ca = verifyingCa(bind)
+  return { cert: bind.tls?.cert, key: bind.tls?.key, ...(ca !== undefined ? { ca } : {}) }
+}
+
+/**
+ * The CAs OpenSSL checks client certificates against: AllowValidOnly only. In
+ * AllowInsecureFallback every client is served whatever it sends, and a failed check there
+ * is not harmless: a certificate whose issuer has the name of a trusted CA but another key
+ * fails its signature check, and Node leaves that error in OpenSSL's queue, where the next
+ * read finds it (ERR_SSL_INVALID_PADDING) and the first request gets a 400. So fallback asks
+ * for a certificate without naming or checking CAs.
+ */
+function verifyingCa (bind: BindIR): string | undefined {
+  const v = bind.tls?.clientValidation
+  return v?.mode === 'AllowValidOnly' ? v.caCerts : undefined
+}
+
+/**
+ * Whether the handshake asks for a client certificate, and fails without a valid one
+ * (AllowValidOnly; Node then ends the connection after a handshake whose certificate did not
+ * verify). AllowInsecureFallback asks but serves every client.
+ */
+function clientCertOptions (bind: BindIR): { requestCert: boolean, rejectUnauthorized: boolean } {
+  const v = bind.tls?.clientValidation
+  return { requestCert: v !== undefined, rejectUnauthorized: v?.mode === 'AllowValidOnly' }
+}
+
+function sameClientValidation (a: BindIR, b: BindIR): boolean {
+  const x = a.tls?.clientValidation
+  const y = b.tls?.clientValidation
+  return x?.caCerts === y?.caCerts && x?.mode === y?.mode
+}
+
 interface BoundServer {
   bind: BindIR
   server: http.Server
@@ -85,8 +120,13 @@ export class ListenerManager {
       }
       const headersTimeout = requestHeadersTimeoutMs(bind)
       if (s.server.headersTimeout !== headersTimeout) s.server.headersTimeout = headersTimeout
-      if (bind.tls !== undefined && (s.bind.tls?.cert !== bind.tls.cert || s.bind.tls?.key !== bind.tls.key)) {
-        ;(s.server as https.Server).setSecureContext({ cert: bind.tls.cert, key: bind.tls.key })
+      if (bind.tls !== undefined && (s.bind.tls?.cert !== bind.tls.cert || s.bind.tls?.key !== bind.tls.key || !sameClientValidation(s.bind, bind))) {
+        const server = s.server as https.Server & { requestCert?: boolean, rejectUnauthorized?: boolean }
+        server.setSecureContext(serverTlsOptions(bind))
+        // Each new connection's TLS socket copies these from the server (node:_tls_wrap);
+        // connections already open keep what they were accepted with.
+        server.requestCert = clientCertOptions(bind).requestCert
+        server.rejectUnauthorized = clientCertOptions(bind).rejectUnauthorized
       }
       s.bind = bind
     }
@@ -111,7 +151,7 @@ export class ListenerManager {
       shouldUpgradeCallback: (req: http.IncomingMessage) => this.engine.upgradeAllowed(entry.bind.key, req)
     }
     const server: http.Server = bind.protocol === 'HTTPS'
-      ? https.createServer({ ...options, cert: bind.tls?.cert, key: bind.tls?.key, SNICallback: (servername, cb) => cb(null, this.contextForSni(entry, servername)) })
+      ? https.createServer({ ...options, ...serverTlsOptions(bind), ...clientCertOptions(bind), SNICallback: (servername, cb) => cb(null, this.contextForSni(entry, servername)) })
       : http.createServer(options)
     entry.server = server
     const handle = this.engine.handler(bind.key)
@@ -164,10 +204,12 @@ export class ListenerManager {
     const name = servername.toLowerCase()
     const listener = entry.bind.listeners.find(l => l.tls !== undefined && l.hostname !== undefined && hostnameMatches(l.hostname, name))
     if (listener?.tls === undefined) return undefined
-    const key = `${listener.tls.cert}\0${listener.tls.key}`
+    // The verification of a client certificate uses the CA of the context SNI picked.
+    const ca = verifyingCa(entry.bind)
+    const key = `${listener.tls.cert}\0${listener.tls.key}\0${ca ?? ''}`
     let context = this.contexts.get(key)
     if (context === undefined) {
-      context = tls.createSecureContext({ cert: listener.tls.cert, key: listener.tls.key })
+      context = tls.createSecureContext({ cert: listener.tls.cert, key: listener.tls.key, ...(ca !== undefined ? { ca } : {}) })
       if (this.contexts.size > 1000) this.contexts.clear()
       this.contexts.set(key, context)
     }

@@ -305,7 +305,9 @@ export const GatewaySchema = Type.Object({
   hostname: Opt(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$', description: 'Only requests for this host (wildcard *. allowed) use this gateway; gateways on one port are told apart by it.' })),
   tls: Opt(Type.Object({
     cert: Type.String({ minLength: 1, description: 'Path to the PEM certificate chain (relative to the config file).' }),
-    key: Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file).' })
+    key: Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file).' }),
+    root: Opt(Type.String({ minLength: 1, description: 'Path to PEM CA certificates client certificates must chain to (relative to the config file): mutual TLS, named as agentgateway names it. Gateways sharing a port must agree.' })),
+    clientCertMode: Opt(StringEnum(['AllowValidOnly', 'AllowInsecureFallback'], { description: 'With root: AllowValidOnly (default) refuses, in the TLS handshake, a client without a certificate that chains to root; AllowInsecureFallback asks for one but serves every client (Gateway API FrontendValidationModeType).' }))
   }, { ...strict, description: 'Required for HTTPS.' })),
   path: Opt(Type.Object({
     escapedSlashesAction: Opt(StringEnum(['UnescapeAndRedirect', 'UnescapeAndForward', 'RejectRequest', 'KeepUnchanged'], {

@@ -107,6 +107,13 @@ function translateGateway (
     const key = readTlsFile(gw.tls.key, [...path, 'tls', 'key'], options, report)
     if (cert === undefined || key === undefined) return undefined
     tls = { cert, key }
+    if (gw.tls.root !== undefined) {
+      const caCerts = readTlsFile(gw.tls.root, [...path, 'tls', 'root'], options, report)
+      if (caCerts === undefined) return undefined
+      tls.clientValidation = { caCerts, mode: gw.tls.clientCertMode ?? 'AllowValidOnly' }
+    } else if (gw.tls.clientCertMode !== undefined) {
+      report([...path, 'tls', 'clientCertMode'], 'clientCertMode needs root (the CA client certificates are checked against)')
+    }
   } else if (gw.tls !== undefined) {
     report([...path, 'tls'], 'tls is only used with protocol HTTPS')
   }
@@ -138,6 +145,11 @@ function translateGateway (
   }
   if (tls !== undefined && (existing.tls?.cert !== tls.cert || existing.tls.key !== tls.key)) {
     report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same certificate`)
+    return undefined
+  }
+  if (tls !== undefined && (existing.tls?.clientValidation?.caCerts !== tls.clientValidation?.caCerts || existing.tls?.clientValidation?.mode !== tls.clientValidation?.mode)) {
+    // The handshake asks for a client certificate before the Host header picks a gateway.
+    report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same root and clientCertMode`)
     return undefined
   }
   if ((frontend.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS) !== (existing.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS)) {

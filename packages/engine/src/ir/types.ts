@@ -42,7 +42,27 @@ export interface BindIR {
 export interface TlsServerIR {
   cert: string
   key: string
+  /**
+   * Client certificate validation (mutual TLS); only on a bind's `tls`. It is per port, as
+   * Gateway API's spec.tls.frontend is: one handshake policy for every listener of the bind
+   * (a listener's own certificate is picked by SNI, the client certificate asked the same way).
+   */
+  clientValidation?: ClientValidationIR
 }
+
+/** How a bind checks client certificates (Gateway API FrontendTLSValidation). */
+export interface ClientValidationIR {
+  /** PEM CA certificates a client certificate must chain to. */
+  caCerts: string
+  /**
+   * AllowValidOnly: a client without a valid certificate fails the handshake.
+   * AllowInsecureFallback: a certificate is asked for and checked, but a client without a
+   * valid one is served anyway.
+   */
+  mode: ClientValidationMode
+}
+
+export type ClientValidationMode = 'AllowValidOnly' | 'AllowInsecureFallback'
 
 export interface ListenerIR {
   /** `<gateway>` in standalone mode, `<namespace>/<gateway>.<listener>` in cluster mode. */
@@ -196,6 +216,13 @@ export interface McpBackendSpecIR {
   allowedOrigins: string[]
   /** Largest JSON-RPC POST body accepted (413 above). */
   maxMessageBytes: number
+  /**
+   * A session whose client closed its GET stream, with nothing in flight, has its upstream
+   * sessions closed after this long (mcp/gateway.ts); absent in older IR = 60 s.
+   */
+  sessionIdleTimeoutMs?: number
+  /** Most live sessions per proxy; past it the least recently active is closed. Absent = 1000. */
+  maxSessions?: number
 }
 
 /**

@@ -10,7 +10,7 @@
  * end keeps its own positioned errors (file:line:col); these carry IR paths instead.
  */
 
-import type { ProxyIR, RouteIR, RouteMatchIR } from './types.ts'
+import type { ClientValidationIR, ProxyIR, RouteIR, RouteMatchIR } from './types.ts'
 import type { CorsIR, HeaderModifierIR, PolicySetIR } from './policy.ts'
 import { checkOriginPattern, normalizeOrigin } from './origin.ts'
 import { isHeaderName, isHeaderValue } from './http-grammar.ts'
@@ -25,6 +25,14 @@ export interface IrDiagnostic {
   message: string
 }
 
+function checkClientValidation (v: ClientValidationIR | undefined, protocol: string, path: IrPath, report: (path: IrPath, message: string) => void): void {
+  if (v === undefined) return
+  if (protocol !== 'HTTPS') report(path, 'client certificate validation needs an HTTPS bind')
+  if (v.mode !== 'AllowValidOnly' && v.mode !== 'AllowInsecureFallback') report([...path, 'mode'], `mode must be AllowValidOnly or AllowInsecureFallback, not ${String(v.mode)}`)
+  // Without a CA every client certificate fails, so AllowValidOnly would refuse everyone.
+  if (typeof v.caCerts !== 'string' || !v.caCerts.includes('-----BEGIN CERTIFICATE-----')) report([...path, 'caCerts'], 'caCerts must hold at least one PEM certificate')
+}
+
 /** Every semantic problem of `ir`; empty when it may be installed. */
 export function validateIR (ir: ProxyIR): IrDiagnostic[] {
   const out: IrDiagnostic[] = []
@@ -32,8 +40,13 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
   ir.binds.forEach((bind, b) => {
     const bp = ['binds', b]
     checkMs(bind.requestHeadersTimeoutMs, [...bp, 'requestHeadersTimeoutMs'], report)
+    checkClientValidation(bind.tls?.clientValidation, bind.protocol, [...bp, 'tls', 'clientValidation'], report)
     bind.listeners.forEach((listener, l) => {
       const lp = [...bp, 'listeners', l]
+      if (listener.tls?.clientValidation !== undefined) {
+        // The handshake asks for a client certificate per bind, not per SNI name.
+        report([...lp, 'tls', 'clientValidation'], 'client certificate validation is set per bind (port), not per listener')
+      }
       checkPolicies(listener.policies, [...lp, 'policies'], report)
       checkMs(listener.frontend?.requestBodyIdleTimeoutMs, [...lp, 'frontend', 'requestBodyIdleTimeoutMs'], report)
       listener.routes.forEach((route, r) => checkRoute(route, [...lp, 'routes', r], report))
