@@ -7,6 +7,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
+import type { TLSSocket } from 'node:tls'
 import type { CompiledBind } from '../request/compiled.ts'
 import type { CompiledPolicySet, PolicyOutcome } from '../request/policy.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
@@ -69,6 +70,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
   const hostname = hostOnly(host)
   const listener = bind.selectListener(hostname)
   let problem = target.ok ? hostHeaderProblem(req.rawHeaders) : target.why
+  if (problem === null && misdirected(bind, listener, req)) problem = MISDIRECTED
   let path = '/'
   if (target.ok && problem === null) {
     const normal = normalizePath(target.rawPath, listener.frontend.path)
@@ -169,6 +171,20 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
 
 /** `targetProblem` of a path whose escaped slashes were unescaped: redirect to the clean path. */
 const REDIRECT_TO_NORMAL_PATH = 'redirect'
+const MISDIRECTED = 'misdirected'
+
+/**
+ * An HTTPS request whose Host picks another listener of the bind than the TLS SNI name did
+ * (a client reusing a connection for a host another listener — another certificate, another
+ * client-certificate policy — serves) gets 421, so it retries on a connection of its own
+ * (RFC 9110 §15.5.20; Envoy answers the same). Without SNI (an IP address) nothing is checked.
+ */
+function misdirected (bind: CompiledBind, listener: CompiledBind['listeners'][number], req: IncomingMessage): boolean {
+  if (bind.ir.protocol !== 'HTTPS' || bind.listeners.length < 2) return false
+  const sni = (req.socket as TLSSocket).servername
+  if (typeof sni !== 'string' || sni === '') return false
+  return bind.selectListener(sni.toLowerCase()) !== listener
+}
 
 /**
  * A target that cannot be served (400), or a path with escaped slashes under
@@ -178,6 +194,9 @@ const REDIRECT_TO_NORMAL_PATH = 'redirect'
 function refuseTarget (rt: PipelineRuntime, ctx: RequestContext): void {
   if (ctx.targetProblem === REDIRECT_TO_NORMAL_PATH) {
     return respondLocal(rt, ctx, 307, '', 'DirectResponse', null, { location: ctx.pathAndQuery })
+  }
+  if (ctx.targetProblem === MISDIRECTED) {
+    return respondLocal(rt, ctx, 421, 'misdirected request', 'InvalidRequest', 'the Host header names a host another listener serves than the TLS SNI name selected')
   }
   respondLocal(rt, ctx, 400, 'bad request', 'InvalidRequest', ctx.targetProblem)
 }
