@@ -1,0 +1,301 @@
+/**
+ * MCP 2026-07-28 clients (stateless: no initialize, no session, the version in each
+ * request's `_meta`) on the same routes as initialize-era clients, in front of
+ * initialize-era targets: the SDK test server (2025-11-25, streamable HTTP) and
+ * server-everything (stdio). Raw HTTP in the 2026-07-28 shape — server/discover, tools,
+ * prompts, resources, completion, UnsupportedProtocolVersionError, HeaderMismatch, GET and
+ * DELETE — authorization rules applied to both eras alike, an older client beside them,
+ * and the official SDK v2 client pinned to 2026-07-28.
+ */
+
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { request } from 'undici'
+import { createParser } from 'eventsource-parser'
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
+import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { connectClient, everythingTarget, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
+
+const V = '2026-07-28'
+const ACCEPT = 'application/json, text/event-stream'
+const META = {
+  'io.modelcontextprotocol/protocolVersion': V,
+  'io.modelcontextprotocol/clientCapabilities': {},
+  'io.modelcontextprotocol/clientInfo': { name: 'raw-2026', version: '1.0.0' }
+}
+
+let portico: PorticoProcess
+let sdk: SdkServer
+
+before(async () => {
+  sdk = await startSdkServer('sdk')
+  portico = await startPortico({
+    config: port => ({
+      gateways: { default: { port, address: '127.0.0.1' } },
+      routes: [
+        { name: 'sdk', matches: [{ path: { pathPrefix: '/sdk' } }], backends: [{ mcp: { targets: [{ name: 'sdk', mcp: { host: sdk.url } }] } }] },
+        { name: 'everything', matches: [{ path: { pathPrefix: '/everything' } }], backends: [{ mcp: { targets: [everythingTarget()] } }] },
+        { name: 'mux', matches: [{ path: { pathPrefix: '/mux' } }], backends: [{ mcp: { targets: [everythingTarget('everything'), { name: 'sdk', mcp: { host: sdk.url } }] } }] },
+        {
+          name: 'guarded',
+          matches: [{ path: { pathPrefix: '/guarded' } }],
+          backends: [{ mcp: { targets: [{ name: 'sdk', mcp: { host: sdk.url } }] } }],
+          policies: { authorization: { rules: [{ deny: 'mcp.tool.name == "roots" || mcp.tool.name.startsWith("item-")' }, { deny: 'mcp.method == "prompts/get"' }] } }
+        }
+      ]
+    })
+  })
+})
+
+after(async () => {
+  await portico?.stop()
+  await sdk?.close()
+})
+
+interface Reply { status: number, headers: Record<string, string | string[] | undefined>, text: string, json: any, events: any[] }
+
+/** One POST; an SSE answer is parsed into its events (the last one is the response). */
+async function post (path: string, body: unknown, headers: Record<string, string> = {}): Promise<Reply> {
+  const res = await request(`${portico.url}${path}`, {
+    method: 'POST',
+    headers: { accept: ACCEPT, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body)
+  })
+  const text = await res.body.text()
+  const type = String(res.headers['content-type'] ?? '')
+  const events: any[] = []
+  let json: any = null
+  if (type.startsWith('application/json') && text !== '') json = JSON.parse(text)
+  if (type.startsWith('text/event-stream')) {
+    const parser = createParser({ onEvent: e => events.push(JSON.parse(e.data)) })
+    parser.feed(text)
+    json = events.at(-1) ?? null
+  }
+  return { status: res.statusCode, headers: res.headers, text, json, events }
+}
+
+let nextId = 1
+/** A 2026-07-28 request with its headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name). */
+function modern (path: string, method: string, params: Record<string, unknown> = {}, extra: { headers?: Record<string, string>, meta?: Record<string, unknown> } = {}): Promise<Reply> {
+  const headers: Record<string, string> = { 'mcp-protocol-version': V, 'mcp-method': method }
+  const name = method === 'resources/read' ? params.uri : (method === 'tools/call' || method === 'prompts/get') ? params.name : undefined
+  if (typeof name === 'string') headers['mcp-name'] = /^[\x20-\x7e]*$/.test(name) ? name : `=?base64?${Buffer.from(name).toString('base64')}?=`
+  return post(path, { jsonrpc: '2.0', id: nextId++, method, params: { ...params, _meta: { ...META, ...extra.meta } } }, { ...headers, ...extra.headers })
+}
+
+test('server/discover (SDK target, 2025-11-25): versions, capabilities, serverInfo and instructions in the 2026-07-28 shape, no session', async () => {
+  const r = await modern('/sdk', 'server/discover')
+  assert.equal(r.status, 200, r.text)
+  assert.equal(r.headers['mcp-session-id'], undefined, 'no session id is minted')
+  const result = r.json.result
+  assert.equal(result.resultType, 'complete')
+  assert.equal(result.supportedVersions[0], V)
+  assert.ok(result.supportedVersions.includes('2025-11-25'))
+  assert.deepEqual(result._meta['io.modelcontextprotocol/serverInfo'], { name: 'sdk-server', version: '1.0.0' })
+  assert.equal(result.instructions, 'The sdk test server.')
+  assert.equal(result.ttlMs, 0)
+  assert.equal(result.cacheScope, 'private')
+  assert.ok(result.capabilities.tools && result.capabilities.prompts && result.capabilities.resources, JSON.stringify(result.capabilities))
+  assert.equal(result.capabilities.tools.listChanged, undefined, 'no list_changed promise: subscriptions/listen is not served')
+  assert.equal(result.capabilities.resources.subscribe, undefined)
+})
+
+test('tools/list and tools/call through to the SDK target: resultType, cache hints, serverInfo; no session', async () => {
+  const list = await modern('/sdk', 'tools/list')
+  assert.equal(list.status, 200, list.text)
+  assert.equal(list.headers['mcp-session-id'], undefined)
+  assert.equal(list.json.result.resultType, 'complete')
+  assert.equal(list.json.result.ttlMs, 0)
+  assert.equal(list.json.result.cacheScope, 'private')
+  assert.equal(list.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'sdk-server')
+  assert.ok(list.json.result.tools.some((t: { name: string }) => t.name === 'add'))
+  assert.equal(typeof list.json.result.nextCursor, 'string', 'paginated as the target pages')
+  const page2 = await modern('/sdk', 'tools/list', { cursor: list.json.result.nextCursor })
+  assert.equal(page2.json.result.tools[0].name, 'item-4')
+
+  const call = await modern('/sdk', 'tools/call', { name: 'add', arguments: { a: 2, b: 40 } })
+  assert.equal(call.status, 200, call.text)
+  assert.equal(call.json.id, nextId - 1, 'the client\'s own id comes back')
+  assert.equal(call.json.result.resultType, 'complete')
+  assert.equal(textOf(call.json.result), '42')
+  assert.equal(call.json.result.ttlMs, undefined, 'tools/call is not a cacheable result')
+})
+
+test('progress on the request\'s own stream, with the client\'s token; logging only with _meta logLevel', async () => {
+  const slow = await modern('/sdk', 'tools/call', { name: 'slow', arguments: { steps: 2, delayMs: 10 } }, { meta: { progressToken: 'tok-1' } })
+  assert.equal(slow.status, 200, slow.text)
+  const progress = slow.events.filter(e => e.method === 'notifications/progress')
+  assert.equal(progress.length, 2, slow.text)
+  assert.ok(progress.every(p => p.params.progressToken === 'tok-1'))
+  assert.equal(textOf(slow.json.result), 'done after 2 steps')
+
+  const quiet = await modern('/sdk', 'tools/call', { name: 'log', arguments: { text: 'hi' } })
+  assert.equal(textOf(quiet.json.result), 'logged')
+  assert.equal(quiet.events.filter(e => e.method === 'notifications/message').length, 0, 'no notifications/message without a logLevel')
+  const loud = await modern('/sdk', 'tools/call', { name: 'log', arguments: { text: 'hi' } }, { meta: { 'io.modelcontextprotocol/logLevel': 'debug' } })
+  assert.equal(loud.events.filter(e => e.method === 'notifications/message').length, 1, loud.text)
+})
+
+test('a target\'s input request (sampling) is refused towards the target, not sent to a 2026-07-28 client', async () => {
+  const r = await modern('/sdk', 'tools/call', { name: 'sample', arguments: { prompt: 'x' } })
+  assert.equal(r.status, 200, r.text)
+  assert.ok(r.events.every(e => !('method' in e && 'id' in e)), 'no JSON-RPC request on the response stream')
+  assert.ok('error' in r.json || r.json.result.isError === true, r.text)
+})
+
+test('prompts, resources, templates and completion in the 2026-07-28 shape', async () => {
+  const prompts = await modern('/sdk', 'prompts/list')
+  assert.equal(prompts.json.result.resultType, 'complete')
+  assert.equal(prompts.json.result.cacheScope, 'private')
+  const greet = await modern('/sdk', 'prompts/get', { name: 'greet', arguments: { who: 'Ada' } })
+  assert.match(greet.json.result.messages[0].content.text, /Hello Ada/)
+  assert.equal(greet.json.result.resultType, 'complete')
+  const resources = await modern('/sdk', 'resources/list')
+  assert.deepEqual(resources.json.result.resources.map((r: { uri: string }) => r.uri), ['memo://one', 'memo://two'])
+  const read = await modern('/sdk', 'resources/read', { uri: 'memo://one' })
+  assert.equal(read.json.result.contents[0].text, 'content of memo://one')
+  assert.equal(read.json.result.ttlMs, 0)
+  const templates = await modern('/everything', 'resources/templates/list')
+  assert.equal(templates.status, 200, templates.text)
+  assert.equal(templates.json.result.resultType, 'complete')
+  const completion = await modern('/everything', 'completion/complete', { ref: { type: 'ref/prompt', name: 'completable-prompt' }, argument: { name: 'department', value: 'E' } })
+  assert.equal(completion.status, 200, completion.text)
+  assert.equal(completion.json.result.resultType, 'complete', completion.text)
+})
+
+test('server-everything over stdio: server/discover, tools/list, tools/call', async () => {
+  const discover = await modern('/everything', 'server/discover')
+  assert.equal(discover.status, 200, discover.text)
+  assert.equal(discover.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'mcp-servers/everything')
+  assert.equal(discover.json.result.capabilities.tasks, undefined, 'tasks (now an extension) are not advertised')
+  const list = await modern('/everything', 'tools/list')
+  assert.ok(list.json.result.tools.some((t: { name: string }) => t.name === 'echo'), list.text)
+  const call = await modern('/everything', 'tools/call', { name: 'echo', arguments: { message: 'modern' } })
+  assert.equal(textOf(call.json.result), 'Echo: modern')
+  assert.equal(call.json.result.resultType, 'complete')
+})
+
+test('several targets: prefixed names, merged discover, calls routed to the owner', async () => {
+  const discover = await modern('/mux', 'server/discover')
+  assert.deepEqual(discover.json.result._meta['io.modelcontextprotocol/serverInfo'], { name: 'portico', version: '0.1.0' })
+  assert.match(discover.json.result.instructions, /\[sdk\] The sdk test server\./)
+  const list = await modern('/mux', 'tools/list')
+  const names = list.json.result.tools.map((t: { name: string }) => t.name)
+  assert.ok(names.includes('everything_echo') && names.includes('sdk_add'), names.join(','))
+  assert.equal(textOf((await modern('/mux', 'tools/call', { name: 'sdk_add', arguments: { a: 1, b: 2 } })).json.result), '3')
+  assert.equal(textOf((await modern('/mux', 'tools/call', { name: 'everything_echo', arguments: { message: 'x' } })).json.result), 'Echo: x')
+  const read = await modern('/mux', 'resources/read', { uri: 'sdk+memo://two' })
+  assert.equal(read.json.result.contents[0].uri, 'sdk+memo://two')
+})
+
+test('an unsupported protocol version: 400 UnsupportedProtocolVersionError (-32022) with supported and requested', async () => {
+  const r = await post('/sdk', { jsonrpc: '2.0', id: 7, method: 'tools/list', params: { _meta: { ...META, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } },
+    { 'mcp-protocol-version': '2099-01-01', 'mcp-method': 'tools/list' })
+  assert.equal(r.status, 400)
+  assert.equal(r.json.id, 7)
+  assert.equal(r.json.error.code, -32022)
+  assert.equal(r.json.error.data.requested, '2099-01-01')
+  assert.ok(r.json.error.data.supported.includes(V) && r.json.error.data.supported.includes('2025-11-25'))
+  // By the header alone (no _meta), as an initialize-era client would send it.
+  const byHeader = await post('/sdk', { jsonrpc: '2.0', id: 8, method: 'tools/list' }, { 'mcp-protocol-version': '1999-01-01' })
+  assert.equal(byHeader.status, 400)
+  assert.equal(byHeader.json.error.code, -32022)
+  assert.equal(byHeader.json.error.data.requested, '1999-01-01')
+})
+
+test('Mcp-Method / Mcp-Name that disagree with the body, or are missing, or a version header that disagrees: 400 HeaderMismatch (-32020)', async () => {
+  const method = await modern('/sdk', 'tools/call', { name: 'add', arguments: { a: 1, b: 1 } }, { headers: { 'mcp-method': 'tools/list' } })
+  assert.equal(method.status, 400, method.text)
+  assert.equal(method.json.error.code, -32020)
+  const name = await modern('/sdk', 'tools/call', { name: 'add', arguments: { a: 1, b: 1 } }, { headers: { 'mcp-name': 'roots' } })
+  assert.equal(name.status, 400)
+  assert.match(name.json.error.message, /Mcp-Name/)
+  const missing = await post('/sdk', { jsonrpc: '2.0', id: 9, method: 'tools/list', params: { _meta: META } }, { 'mcp-protocol-version': V })
+  assert.equal(missing.status, 400)
+  assert.match(missing.json.error.message, /Mcp-Method header is required/)
+  const version = await modern('/sdk', 'tools/list', {}, { headers: { 'mcp-protocol-version': '2025-11-25' } })
+  assert.equal(version.status, 400)
+  assert.equal(version.json.error.code, -32020)
+  // Base64-encoded Mcp-Name is decoded before the comparison.
+  const encoded = await modern('/sdk', 'resources/read', { uri: 'memo://one' }, { headers: { 'mcp-name': `=?base64?${Buffer.from('memo://one').toString('base64')}?=` } })
+  assert.equal(encoded.status, 200, encoded.text)
+  // An initialize-era request with a disagreeing Mcp-Method is refused too (an intermediary may have trusted it).
+  const legacy = await post('/sdk', { jsonrpc: '2.0', id: 10, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }, { 'mcp-method': 'tools/call' })
+  assert.equal(legacy.status, 400)
+  assert.equal(legacy.json.error.code, -32020)
+})
+
+test('methods 2026-07-28 dropped or Portico does not serve: 404 Method not found; GET and DELETE: 405', async () => {
+  for (const m of ['ping', 'logging/setLevel', 'resources/subscribe', 'subscriptions/listen', 'no/such']) {
+    const r = await modern('/sdk', m, m === 'resources/subscribe' ? { uri: 'memo://one' } : {})
+    assert.equal(r.status, 404, `${m}: ${r.text}`)
+    assert.equal(r.json.error.code, -32601)
+  }
+  for (const method of ['GET', 'DELETE'] as const) {
+    const res = await request(`${portico.url}/sdk`, { method, headers: { accept: 'text/event-stream', 'mcp-protocol-version': V } })
+    await res.body.text()
+    assert.equal(res.statusCode, 405, method)
+    assert.equal(res.headers.allow, 'POST')
+  }
+})
+
+test('authorization rules over mcp.method / mcp.tool apply to 2026-07-28 requests as to initialize-era ones', async () => {
+  const list = await modern('/guarded', 'tools/list')
+  const names = list.json.result.tools.map((t: { name: string }) => t.name)
+  assert.ok(names.includes('add') && !names.includes('roots') && !names.some((n: string) => n.startsWith('item-')), names.join(','))
+  const denied = await modern('/guarded', 'tools/call', { name: 'roots', arguments: {} })
+  assert.equal(denied.json.error.code, -32602, denied.text)
+  assert.match(denied.json.error.message, /Unknown tool: roots/)
+  const prompt = await modern('/guarded', 'prompts/get', { name: 'greet', arguments: { who: 'x' } })
+  assert.match(prompt.json.error.message, /Unknown prompt/)
+  // The same rules, the same answers, for an initialize-era client.
+  const { client } = await connectClient(`${portico.url}/guarded`)
+  try {
+    const legacyNames = (await client.listTools()).tools.map(t => t.name)
+    assert.deepEqual(legacyNames, names)
+    await assert.rejects(client.callTool({ name: 'roots', arguments: {} }), /Unknown tool: roots/)
+  } finally {
+    await client.close()
+  }
+})
+
+test('an initialize-era client on the same route keeps its session, beside 2026-07-28 requests', async () => {
+  const { client, transport } = await connectClient(`${portico.url}/sdk`)
+  try {
+    assert.match(String((transport as { sessionId?: string }).sessionId), /^p1\./)
+    assert.equal(textOf(await client.callTool({ name: 'add', arguments: { a: 3, b: 4 } })), '7')
+    const between = await modern('/sdk', 'tools/call', { name: 'add', arguments: { a: 5, b: 5 } })
+    assert.equal(textOf(between.json.result), '10')
+    assert.equal(textOf(await client.callTool({ name: 'add', arguments: { a: 1, b: 1 } })), '2')
+  } finally {
+    await client.close()
+  }
+})
+
+test('the official SDK v2 client pinned to 2026-07-28: discover, list, call, through Portico', async () => {
+  const client = new ClientV2({ name: 'sdk-v2', version: '2.4.0' }, { versionNegotiation: { mode: { pin: V } } })
+  await client.connect(new TransportV2(new URL(`${portico.url}/mux`)))
+  try {
+    assert.equal(client.getNegotiatedProtocolVersion(), V)
+    assert.equal(client.getServerVersion()?.name, 'portico')
+    const { tools } = await client.listTools()
+    assert.ok(tools.some(t => t.name === 'sdk_add'))
+    const result = await client.callTool({ name: 'sdk_add', arguments: { a: 20, b: 22 } })
+    assert.equal(textOf(result), '42')
+    const read = await client.readResource({ uri: 'sdk+memo://one' })
+    assert.equal((read.contents[0] as { text?: string }).text, 'content of memo://one')
+  } finally {
+    await client.close()
+  }
+})
+
+test('the SDK v2 client in auto mode probes with server/discover and stays on 2026-07-28', async () => {
+  const client = new ClientV2({ name: 'sdk-v2-auto', version: '2.4.0' }, { versionNegotiation: { mode: 'auto' } })
+  await client.connect(new TransportV2(new URL(`${portico.url}/everything`)))
+  try {
+    assert.equal(client.getNegotiatedProtocolVersion(), V)
+    assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { message: 'v2' } })), 'Echo: v2')
+  } finally {
+    await client.close()
+  }
+})
