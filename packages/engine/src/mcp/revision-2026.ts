@@ -104,7 +104,8 @@ export function classify (headers: IncomingHttpHeaders, messages: JsonRpcMessage
     if (rawVersion === undefined) return mismatch(id, 'MCP-Protocol-Version header is required')
     if (rawVersion !== metaVersion) return mismatch(id, `MCP-Protocol-Version header value '${rawVersion}' does not match body value '${metaVersion}'`)
     if (isResponse(first)) return { era: 'reject', status: 400, body: errorResponse(null, INVALID_REQUEST, 'Invalid Request: a client must not send responses') }
-    const problem = checkStandardHeaders(headers, first, true)
+    // Header requirements for notification POSTs are not defined by 2026-07-28: checked only when sent.
+    const problem = checkStandardHeaders(headers, first, isRequest(first))
     return problem !== null ? mismatch(id, problem) : { era: 'modern', version: metaVersion }
   }
 
