@@ -38,6 +38,8 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteParentRefPort',
   'HTTPRouteDestinationPortMatching',
   'GatewayHTTPListenerIsolation',
+  'GatewayFrontendClientCertificateValidation',
+  'GatewayFrontendClientCertificateValidationInsecureFallback',
   'GatewayInfrastructure',
   'GatewayAddressEmpty',
   'GatewayStaticAddresses',

@@ -5,12 +5,13 @@
  * listeners into binds by port.
  */
 
-import { contentVersion, type BackendIR, type BindIR, type ListenerIR, type ProxyIR } from '@portico/engine/ir'
+import { contentVersion, type BackendIR, type BindIR, type ClientValidationIR, type ListenerIR, type ProxyIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, matchesSelector, type Condition, type Gateway, type HTTPRoute, type Listener, type Namespace, type Secret } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
 import { requestedAddresses, type RequestedAddresses } from './addresses.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
+import { frontendValidation } from './frontend-tls.ts'
 
 export interface ListenerState {
   listener: Listener
@@ -29,6 +30,8 @@ export interface ListenerState {
   conditions: Condition[]
   attached: Set<string>
   tls?: { cert: string, key: string }
+  /** Client certificate validation of the listener's port (Gateway spec.tls.frontend; frontend-tls.ts). */
+  clientValidation?: ClientValidationIR
 }
 
 export interface GatewayState {
@@ -43,7 +46,7 @@ export interface GatewayState {
 
 const ROUTE_KIND = { group: GATEWAY_GROUP, kind: 'HTTPRoute' }
 
-export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution): GatewayState {
+export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map()): GatewayState {
   const gen = gw.metadata.generation
   const ns = gw.metadata.namespace ?? ''
   const listeners: ListenerState[] = gw.spec.listeners.map(listener => {
@@ -78,6 +81,8 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
     return { listener, ir: null, valid, attachable: kinds.length > 0, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}) }
   })
 
+  applyFrontendValidation(gw, listeners, grants, configMaps)
+
   // Conflicts: one protocol per port; one listener per (port, hostname).
   const byPort = new Map<number, ListenerState[]>()
   for (const l of listeners) {
@@ -110,6 +115,30 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
   const addresses = requestedAddresses(gw)
   const accepted = !('error' in addresses) && !('error' in parameters)
   return { gw, listeners, accepted: accepted && listeners.some(l => l.valid), backends: new Map(), parameters, addresses }
+}
+
+/**
+ * Client certificate validation (spec.tls.frontend) on the Gateway's HTTPS listeners: a CA ref
+ * that does not resolve sets ResolvedRefs False on every HTTPS listener of the port; when none
+ * resolves the listeners are not accepted (NoValidCACertificate) and stay out of the IR, so
+ * the port never serves without the validation asked for.
+ */
+function applyFrontendValidation (gw: Gateway, listeners: ListenerState[], grants: ReferenceGrants, configMaps: ReadonlyMap<string, { data?: Record<string, string> }>): void {
+  const gen = gw.metadata.generation
+  for (const l of listeners) {
+    if (l.listener.protocol !== 'HTTPS') continue
+    const v = frontendValidation(gw, l.listener.port, grants, configMaps)
+    if (v === undefined) continue
+    if (v.ir !== undefined) l.clientValidation = v.ir
+    if (v.problem === undefined) continue
+    const replace = (c: Condition) => { l.conditions = l.conditions.map(o => o.type === c.type ? c : o) }
+    // A certificate problem found first keeps its own reason.
+    if (l.conditions.find(c => c.type === 'ResolvedRefs')?.status !== 'False') replace(condition('ResolvedRefs', false, v.problem.reason, v.problem.message, gen))
+    if (v.ir === undefined) {
+      replace(condition('Accepted', false, 'NoValidCACertificate', 'none of the client CA certificate refs of the port is usable', gen))
+      l.valid = false
+    }
+  }
 }
 
 /** The listener's certificate (PEM), or `Reason: message` when it cannot be used. */
@@ -149,7 +178,7 @@ export function gatewayIR (g: GatewayState): ProxyIR {
     let bind = binds.get(l.listener.port)
     if (bind === undefined) {
       bind = { key: `0.0.0.0:${l.listener.port}`, address: '0.0.0.0', port: l.listener.port, protocol: l.ir.protocol, listeners: [] }
-      if (l.tls !== undefined) bind.tls = l.tls
+      if (l.tls !== undefined) bind.tls = l.clientValidation !== undefined ? { ...l.tls, clientValidation: l.clientValidation } : l.tls
       binds.set(l.listener.port, bind)
     }
     bind.listeners.push(l.ir)

@@ -9,6 +9,7 @@ import type { Condition, GatewayClass, ParentReference, ProxyParameters } from '
 import type { ParametersResolution } from './parameters.ts'
 import { gatewayIR, type GatewayState } from './gateways.ts'
 import { condition } from './conditions.ts'
+import { insecureFrontendValidation } from './frontend-tls.ts'
 import type { BackendTLSPolicyResult } from './backend-tls.ts'
 
 export interface ListenerStatus {
@@ -92,6 +93,10 @@ export function gatewayResult (g: GatewayState): GatewayResult {
     conditions.push(condition('Accepted', true, 'Accepted', 'Gateway is accepted', gen))
   } else {
     conditions.push(condition('Accepted', g.accepted, 'ListenersNotValid', `${invalid} of ${g.listeners.length} listeners are not valid`, gen))
+  }
+  if (insecureFrontendValidation(gw)) {
+    // GEP-91: said loudly, as clients without a valid certificate are let through.
+    conditions.push(condition('InsecureFrontendValidationMode', true, 'ConfigurationChanged', 'client certificate validation is AllowInsecureFallback on some port: clients without a valid certificate are served', gen))
   }
   return {
     namespace: gw.metadata.namespace ?? '',

@@ -56,6 +56,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const grants = new ReferenceGrants(state.referenceGrants.filter(g => discovered(g.metadata.namespace)))
   const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices)
   const secrets = new Map(state.secrets.map(s => [nsName(s.metadata), s]))
+  const configMaps = new Map((state.configMaps ?? []).map(c => [nsName(c.metadata), c]))
   const tlsPolicies = new BackendTlsPolicies((state.backendTLSPolicies ?? []).filter(p => discovered(p.metadata.namespace)), state.configMaps ?? [])
 
   const classes = state.gatewayClasses
@@ -70,7 +71,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const gateways = new Map<string, GatewayState>()
   for (const gw of [...state.gateways].sort((a, b) => nsName(a.metadata).localeCompare(nsName(b.metadata)))) {
     if (!ourClasses.has(gw.spec.gatewayClassName) || !discovered(gw.metadata.namespace)) continue
-    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!)))
+    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!), configMaps))
   }
 
   // Routes, older first: resolve backends, convert policies, attach to listeners.
