@@ -259,7 +259,9 @@ export const McpBackendSchema = Type.Object({
   failureMode: Opt(StringEnum(['failClosed', 'failOpen'], { description: 'failClosed (default): a failing target fails list calls; failOpen: it is left out.' })),
   dnsRebindingProtection: Opt(Type.Boolean({ description: 'Validate Origin (localhost, the listener hostname, the route cors policy or allowedOrigins) and, on loopback connections, Host (DNS rebinding protection). Default true.' })),
   allowedOrigins: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Origins allowed to call the endpoint (browser clients). Empty: any.' })),
-  maxMessageSize: Opt(Type.Integer({ minimum: 1024, maximum: 1_073_741_824, description: 'Largest POST body in bytes; default 4194304 (4 MiB).' }))
+  maxMessageSize: Opt(Type.Integer({ minimum: 1024, maximum: 1_073_741_824, description: 'Largest POST body in bytes; default 4194304 (4 MiB).' })),
+  sessionIdleTimeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long a session whose client closed its GET stream, with no request in flight, is kept before its upstream sessions are closed (the client then gets 404 and initializes again). Default 60s.' })),
+  maxSessions: Opt(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Most live sessions of this backend on one proxy; past it the least recently active one is closed. Default 1000.' }))
 }, { ...strict, description: 'MCP servers behind one endpoint ({base_url}/mcp, and /sse for legacy clients).' })
 
 export const AiBackendSchema = Type.Object({

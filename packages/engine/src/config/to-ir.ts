@@ -292,6 +292,9 @@ function checkRegex (source: string, path: Path, fail: (p: Path, message: string
 export const DEFAULT_MCP_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 /** As the MCP SDK's DEFAULT_REQUEST_TIMEOUT_MSEC: what a client waits by default anyway. */
 export const DEFAULT_MCP_REQUEST_TIMEOUT_MS = 60_000
+/** A session whose client went away (GET stream closed, nothing in flight) is kept this long. */
+export const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS = 60_000
+export const DEFAULT_MCP_MAX_SESSIONS = 1000
 
 function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, options: ToIROptions, fail: (p: Path, message: string) => void): BackendIR | undefined {
   const targets: McpTargetIR[] = []
@@ -329,6 +332,11 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     }
     targets.push({ name: t.name, kind, url, ...limits })
   })
+  let idleMs = DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS
+  if (m.sessionIdleTimeout !== undefined) {
+    idleMs = parseDuration(m.sessionIdleTimeout)
+    if (idleMs < 1 || idleMs > MAX_TIMER_MS) fail([...path, 'sessionIdleTimeout'], 'must be between 1ms and 596h')
+  }
   return {
     key: `mcp:${name}`,
     kind: 'mcp',
@@ -343,7 +351,9 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
       failureMode: m.failureMode ?? 'failClosed',
       dnsRebindingProtection: m.dnsRebindingProtection ?? true,
       allowedOrigins: m.allowedOrigins ?? [],
-      maxMessageBytes: m.maxMessageSize ?? DEFAULT_MCP_MAX_MESSAGE_BYTES
+      maxMessageBytes: m.maxMessageSize ?? DEFAULT_MCP_MAX_MESSAGE_BYTES,
+      sessionIdleTimeoutMs: idleMs,
+      maxSessions: m.maxSessions ?? DEFAULT_MCP_MAX_SESSIONS
     }
   }
 }

@@ -62,6 +62,9 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
       else if (san.type === 'URI' && !/^[a-z][a-z0-9+.-]*:/i.test(san.value)) report([...sp, 'value'], `${san.value} is not a URI`)
     })
     backend.mcp?.targets.forEach((t, j) => checkMs(t.requestTimeoutMs, [...bp, 'mcp', 'targets', j, 'requestTimeoutMs'], report, 1))
+    checkMs(backend.mcp?.sessionIdleTimeoutMs, [...bp, 'mcp', 'sessionIdleTimeoutMs'], report, 1)
+    const max = backend.mcp?.maxSessions
+    if (max !== undefined && (!Number.isInteger(max) || max < 1)) report([...bp, 'mcp', 'maxSessions'], 'must be a positive integer')
   })
   return out
 }
