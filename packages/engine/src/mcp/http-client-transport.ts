@@ -10,6 +10,12 @@
  * it that answer is dropped and its request fails through `onrequestfailed`, as it does
  * when its stream breaks. A request the target connection gives up on (its timeout) is
  * aborted with `abandon`, so an upstream that never answers holds no pooled connection.
+ *
+ * Resumability (streamable HTTP, 2025-11-25): a server may answer a POST with an SSE stream
+ * that only primes an event id (and maybe `retry`) and then closes it — SSE polling. The
+ * answer then comes on a GET with `Last-Event-ID`, after `retry` ms; that GET is made with
+ * the request's own abort signal, so the target's requestTimeout bounds the whole exchange.
+ * A stream that ends with no answer and no event id to resume from fails its request.
  */
 
 import { Pool, type Dispatcher } from 'undici'
@@ -19,16 +25,51 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
 import { redactUrl } from '../ir/redact.ts'
 
+/** Waits `ms`, or rejects when `signal` aborts (the request was given up on). */
+function sleep (ms: number, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(signal.reason as Error)
+  if (ms <= 0) return Promise.resolve()
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort)
+      resolve()
+    }, ms)
+    const onAbort = () => {
+      clearTimeout(timer)
+      reject(signal.reason as Error)
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
 export interface HttpClientTransportOptions {
   /** Resume an existing upstream session. */
   sessionId?: string
   /** Largest JSON body or SSE event accepted from the server (default 4 MiB). */
   maxMessageBytes?: number
+  /**
+   * Bounds the exchanges no request timer covers: notification and response POSTs, DELETE
+   * (the target's requestTimeout; default 60 s). Requests are timed by their caller.
+   */
+  requestTimeoutMs?: number
+}
+
+/** What one SSE body brought: the last event id and retry it named, and whether the awaited answer came. */
+interface SseOutcome {
+  lastEventId: string | undefined
+  retryMs: number | undefined
+  answered: boolean
 }
 
 type RequestId = string | number
 
 const GET_RETRY_MS = 1000
+/** Reopening a GET stream that keeps failing backs off up to this. */
+const GET_RETRY_MAX_MS = 30_000
+/** A resumed POST stream that brings nothing new is retried no faster than this, doubling. */
+const RESUME_BACKOFF_START_MS = 100
+const RESUME_BACKOFF_MAX_MS = 5_000
+const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 /** Enough of an error page for a log line. */
 const MAX_ERROR_TEXT_BYTES = 4096
@@ -47,14 +88,29 @@ export class StreamableHttpClientTransport implements Transport {
   private getStream: Dispatcher.ResponseData | null = null
   private getAbort: AbortController | null = null
   private lastEventId: string | undefined
+  /** The `retry` the standalone stream asked for (ms), used before reopening it. */
+  private getRetryMs: number | undefined
   private getStarted = false
+  /**
+   * Settles once the first GET got an answer (a stream, 405 "none", an error status) or
+   * failed: until then server-initiated messages may have nowhere to go.
+   */
+  private getAnswered: Promise<void> | null = null
+  private answerGet: (() => void) | null = null
+  /**
+   * The GET stream will not come back: the server has none (405), or refused it for this
+   * session (400, 404 — typically after it restarted and forgot the session).
+   */
+  streamGone = false
   private readonly maxMessageBytes: number
+  private readonly requestTimeoutMs: number
   /** POSTs of requests still waiting for their answer, to abort when abandoned. */
   private readonly inflight = new Map<RequestId, AbortController>()
 
   constructor (url: URL, options: HttpClientTransportOptions = {}) {
     this.url = url
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
+    this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
     this.pool = new Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
     if (options.sessionId !== undefined) this.sessionId = options.sessionId
   }
@@ -62,6 +118,17 @@ export class StreamableHttpClientTransport implements Transport {
   async start (): Promise<void> {
     // Connections open on first use; a resumed session reopens its stream at once.
     if (this.sessionId !== undefined) this.openGetStream()
+  }
+
+  /**
+   * Resolves once the GET stream for server-initiated messages has been answered (or the
+   * server said it has none), or after `timeoutMs`; at once if it was never opened.
+   */
+  async streamReady (timeoutMs: number): Promise<void> {
+    if (this.getAnswered === null) return
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([this.getAnswered, new Promise<void>(resolve => { timer = setTimeout(resolve, timeoutMs) })])
+    clearTimeout(timer)
   }
 
   setProtocolVersion (version: string): void {
@@ -80,6 +147,9 @@ export class StreamableHttpClientTransport implements Transport {
     const requestId = 'method' in message && 'id' in message ? message.id as RequestId : undefined
     const abort = new AbortController()
     if (requestId !== undefined) this.inflight.set(requestId, abort)
+    // A notification or response has no caller timing it: it gets the requestTimeout here.
+    const timer = requestId === undefined ? setTimeout(() => abort.abort(new Error(`no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs) : undefined
+    timer?.unref()
     let streaming = false
     try {
       const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message), signal: abort.signal })
@@ -108,17 +178,54 @@ export class StreamableHttpClientTransport implements Transport {
       if (type.startsWith('text/event-stream')) {
         // The answer streams; consume it without holding up the caller.
         streaming = true
-        void this.readSse(res.body, requestId).then(
+        void this.followPostStream(res.body, requestId, abort.signal).then(
           () => { if (requestId !== undefined) this.inflight.delete(requestId) },
           (err: Error) => {
             if (requestId !== undefined && this.inflight.delete(requestId)) this.onrequestfailed?.(requestId, err)
-            else this.onerror?.(err)
-          })
+            else if (!abort.signal.aborted && !this.closed) this.onerror?.(err)
+          }).finally(() => clearTimeout(timer))
         return
       }
       await res.body.dump()
     } finally {
-      if (!streaming && requestId !== undefined) this.inflight.delete(requestId)
+      if (!streaming) {
+        clearTimeout(timer)
+        if (requestId !== undefined) this.inflight.delete(requestId)
+      }
+    }
+  }
+
+  /**
+   * Reads the SSE answer to a POST and, when the server closes it before the answer (SSE
+   * polling), resumes it with GET + Last-Event-ID after the `retry` it named, until the
+   * answer comes, the request is abandoned (its timeout) or the server refuses to resume.
+   */
+  private async followPostStream (body: Dispatcher.ResponseData['body'], requestId: RequestId | undefined, signal: AbortSignal): Promise<void> {
+    let outcome = await this.readSse(body, requestId)
+    if (requestId === undefined) return
+    let lastEventId = outcome.lastEventId
+    let retryMs = outcome.retryMs
+    let idle = RESUME_BACKOFF_START_MS
+    while (!outcome.answered && !this.closed && !signal.aborted) {
+      if (lastEventId === undefined) throw new Error('the stream ended before the answer, with no event id to resume from')
+      await sleep(retryMs ?? 0, signal)
+      const headers: Record<string, string> = { ...this.headers(), accept: 'text/event-stream', 'last-event-id': lastEventId }
+      delete headers['content-type']
+      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'GET', headers, signal })
+      if (res.statusCode !== 200 || !String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+        await res.body.dump().catch(() => {})
+        throw new Error(`HTTP ${res.statusCode} resuming the answer's stream (Last-Event-ID ${lastEventId})`)
+      }
+      outcome = await this.readSse(res.body, requestId)
+      if (outcome.retryMs !== undefined) retryMs = outcome.retryMs
+      if (outcome.lastEventId !== undefined && outcome.lastEventId !== lastEventId) {
+        lastEventId = outcome.lastEventId
+        idle = RESUME_BACKOFF_START_MS
+      } else if (!outcome.answered) {
+        // Nothing new: do not hammer a server that keeps closing at once.
+        await sleep(idle, signal)
+        idle = Math.min(idle * 2, RESUME_BACKOFF_MAX_MS)
+      }
     }
   }
 
@@ -134,12 +241,22 @@ export class StreamableHttpClientTransport implements Transport {
    * Reads an SSE body: the answer to a POST (`requestId`; the stream ends once it is in) or
    * the standalone stream (undefined). Rejects when an event passes maxMessageBytes.
    */
-  private async readSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false): Promise<void> {
+  private async readSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false): Promise<SseOutcome> {
     const decoder = new TextDecoder()
     const meter = new SseEventMeter(this.maxMessageBytes)
+    const outcome: SseOutcome = { lastEventId: undefined, retryMs: undefined, answered: false }
     const parser = createParser({
+      // Every event id counts, a priming event's (no data) too: it is where a resume starts.
+      onId: id => {
+        outcome.lastEventId = id === '' ? undefined : id
+        if (standalone) this.lastEventId = outcome.lastEventId
+      },
+      onRetry: ms => {
+        if (!Number.isFinite(ms) || ms < 0) return
+        outcome.retryMs = Math.min(ms, RESUME_BACKOFF_MAX_MS * 6)
+        if (standalone) this.getRetryMs = outcome.retryMs
+      },
       onEvent: event => {
-        if (standalone && event.id !== undefined) this.lastEventId = event.id
         if (event.event !== undefined && event.event !== 'message') return
         if (event.data === '') return
         let message: JSONRPCMessage
@@ -149,7 +266,10 @@ export class StreamableHttpClientTransport implements Transport {
           this.onerror?.(err as Error)
           return
         }
-        if (requestId !== undefined && !('method' in message) && 'id' in message && message.id === requestId) this.inflight.delete(requestId)
+        if (requestId !== undefined && !('method' in message) && 'id' in message && message.id === requestId) {
+          outcome.answered = true
+          this.inflight.delete(requestId)
+        }
         this.onmessage?.(message)
       }
     })
@@ -161,13 +281,26 @@ export class StreamableHttpClientTransport implements Transport {
       }
       parser.feed(decoder.decode(chunk, { stream: true }))
     }
+    return outcome
   }
 
-  /** The session's stream for server-initiated messages; reopened while the session lives. */
+  /**
+   * The session's stream for server-initiated messages; reopened while the session lives
+   * (after the server's `retry`, else 1 s doubling to 30 s while it keeps failing). It stops
+   * for good when the server has none (405) or refuses it for this session (400, 404: after
+   * a restart the server no longer knows the session; 404 also closes the transport, so the
+   * target is re-initialized). Retrying those would only knock on the door forever.
+   */
   private openGetStream (): void {
     if (this.closed || this.getStarted) return
     this.getStarted = true
+    this.getAnswered = new Promise<void>(resolve => { this.answerGet = resolve })
+    const answered = () => {
+      this.answerGet?.()
+      this.answerGet = null
+    }
     const loop = async () => {
+      let backoff = GET_RETRY_MS
       while (!this.closed) {
         const abort = new AbortController()
         this.getAbort = abort
@@ -178,30 +311,35 @@ export class StreamableHttpClientTransport implements Transport {
           if (this.lastEventId !== undefined) headers['last-event-id'] = this.lastEventId
           const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'GET', headers, signal: abort.signal })
           this.getStream = res
-          if (res.statusCode === 405) {
+          answered()
+          if (res.statusCode === 405 || res.statusCode === 400 || res.statusCode === 404) {
             await res.body.dump()
-            return // the server has no such stream
-          }
-          if (res.statusCode === 404) {
-            await res.body.dump()
-            this.onerror?.(new Error(`upstream session ${this.sessionId ?? ''} not found`))
-            this.onclose?.()
+            this.streamGone = true
+            if (res.statusCode === 400) this.onerror?.(new Error(`upstream refused the session's GET stream (HTTP 400); not retried`))
+            if (res.statusCode === 404) {
+              this.onerror?.(new Error(`upstream session ${this.sessionId ?? ''} not found`))
+              void this.close()
+            }
             return
           }
           if (res.statusCode !== 200) {
             await res.body.dump()
           } else {
+            backoff = GET_RETRY_MS
             await this.readSse(res.body, undefined, true)
           }
         } catch (err) {
+          answered()
           if (this.closed) return
           this.onerror?.(err as Error)
         }
         if (this.closed) return
-        await new Promise(resolve => setTimeout(resolve, GET_RETRY_MS).unref())
+        const wait = this.getRetryMs ?? backoff
+        backoff = Math.min(backoff * 2, GET_RETRY_MAX_MS)
+        await new Promise(resolve => setTimeout(resolve, wait).unref())
       }
     }
-    void loop()
+    void loop().finally(answered)
   }
 
   /** DELETE: ends the upstream session. */
@@ -209,7 +347,7 @@ export class StreamableHttpClientTransport implements Transport {
     if (this.sessionId === undefined) return
     const headers = this.headers()
     try {
-      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'DELETE', headers })
+      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'DELETE', headers, signal: AbortSignal.timeout(this.requestTimeoutMs) })
       await res.body.dump()
     } catch {}
   }
@@ -217,6 +355,7 @@ export class StreamableHttpClientTransport implements Transport {
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
+    this.answerGet?.()
     this.getAbort?.abort()
     for (const abort of this.inflight.values()) abort.abort()
     this.inflight.clear()

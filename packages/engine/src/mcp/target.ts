@@ -71,7 +71,6 @@ function newLimitedSseClientTransport (url: URL, options: SSEClientTransportOpti
 
 export type TargetState = 'idle' | 'starting' | 'ready' | 'restarting' | 'closed'
 
-const INIT_TIMEOUT_MS = 30_000
 const READY_WAIT_MS = 15_000
 const BACKOFF_START_MS = 250
 const BACKOFF_MAX_MS = 30_000
@@ -151,7 +150,7 @@ export class TargetConnection {
       const transport: LimitedSseClientTransport = newLimitedSseClientTransport(new URL(spec.url), { eventSourceInit: { fetch }, fetch })
       return transport
     }
-    const options: ConstructorParameters<typeof StreamableHttpClientTransport>[1] = { maxMessageBytes: spec.maxMessageBytes }
+    const options: ConstructorParameters<typeof StreamableHttpClientTransport>[1] = { maxMessageBytes: spec.maxMessageBytes, requestTimeoutMs: spec.requestTimeoutMs }
     if (resumeSession !== undefined) options.sessionId = resumeSession
     return new StreamableHttpClientTransport(new URL(spec.url), options)
   }
@@ -183,6 +182,10 @@ export class TargetConnection {
       } else {
         await this.initialize(transport)
       }
+      // Not ready before the stream for server-initiated messages is answered: a request
+      // the target sends meanwhile (sampling, elicitation) would have nowhere to go and be
+      // dropped. A target that never answers it only delays readiness by its requestTimeout.
+      if (transport instanceof StreamableHttpClientTransport) await transport.streamReady(this.spec.requestTimeoutMs)
       if (this.transport !== transport) return
       this.backoffMs = BACKOFF_START_MS
       this.setState('ready')
@@ -200,7 +203,7 @@ export class TargetConnection {
 
   private async initialize (transport: Transport): Promise<void> {
     const init = this.clientInit!
-    const response = await this.call({ method: 'initialize', params: { protocolVersion: init.protocolVersion, capabilities: init.capabilities, clientInfo: init.clientInfo } }, INIT_TIMEOUT_MS, transport)
+    const response = await this.call({ method: 'initialize', params: { protocolVersion: init.protocolVersion, capabilities: init.capabilities, clientInfo: init.clientInfo } }, this.spec.requestTimeoutMs, transport)
     if ('error' in response) throw new Error(`initialize failed: ${response.error.message}`)
     const result = response.result as unknown as TargetInitResult
     this.initResult = result
