@@ -251,6 +251,11 @@ export class SessionStream implements Channel {
   private writer: SseWriter | null = null
   private readonly backlog: string[] = []
   private readonly legacy: boolean
+  /**
+   * When the client's stream last closed; null while it is connected or before it ever
+   * was. The gateway lets a session whose client went away go after a grace period.
+   */
+  disconnectedAt: number | null = null
 
   constructor (log: EventLog, legacy = false) {
     this.log = log
@@ -269,6 +274,7 @@ export class SessionStream implements Channel {
   connect (writer: SseWriter, replayAfter?: number): void {
     this.writer?.end()
     this.writer = writer
+    this.disconnectedAt = null
     this.log.attach(this.streamId, writer)
     if (replayAfter !== undefined) {
       const replay = this.log.after(`${this.streamId}:${replayAfter}`)
@@ -280,6 +286,7 @@ export class SessionStream implements Channel {
   disconnect (writer: SseWriter): void {
     if (this.writer !== writer) return
     this.writer = null
+    this.disconnectedAt = Date.now()
     this.log.attach(this.streamId, null)
   }
 

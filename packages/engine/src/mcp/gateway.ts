@@ -2,6 +2,13 @@
  * All MCP sessions of one proxy: creating them (and minting their self-describing ids),
  * finding or resuming them by id, the shared upstream sessions of stateless backends, idle
  * expiry, and closing sessions whose backend changed or left the config.
+ *
+ * Clients often vanish without DELETE; each session holds an upstream session and GET
+ * stream per target, so those are let go early: a session whose client closed its GET
+ * stream, with no request in flight and no activity since, is closed after the backend's
+ * sessionIdleTimeout (default 60 s) rather than the 30-minute TTL, and a backend keeps at
+ * most maxSessions live sessions (the least recently active one is closed past it). A
+ * closed session's id answers 404, and the client initializes again.
  */
 
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
@@ -11,6 +18,11 @@ import type { ClientInit } from './target.ts'
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc.ts'
 import { GATEWAY_INFO } from './merge.ts'
 import type { SseWriter } from './channels.ts'
+
+const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
+const DEFAULT_MAX_SESSIONS = 1000
+/** How often sessions are checked for expiry (the idle grace is counted from the check). */
+const SWEEP_MS = 1_000
 
 export interface McpLogger {
   debug(fields: Record<string, unknown>, message: string): void
@@ -52,12 +64,14 @@ export class McpGateway {
    */
   private readonly ended = new Map<string, number>()
   private readonly reaper: NodeJS.Timeout
+  /** Draining: streams were ended on purpose, so a closed stream no longer means a client gone. */
+  private draining = false
 
   constructor (options: McpGatewayOptions = {}) {
     this.codec = new SessionIdCodec(options.sessionKey)
     this.ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS
     this.logger = options.logger
-    this.reaper = setInterval(() => this.reapIdle(), Math.min(60_000, Math.max(1_000, this.ttlMs / 4)))
+    this.reaper = setInterval(() => this.reapIdle(), Math.min(SWEEP_MS, this.ttlMs / 4))
     this.reaper.unref()
   }
 
@@ -84,7 +98,21 @@ export class McpGateway {
     session.id = this.codec.encode(session.state(SessionIdCodec.nonce()))
     this.sessions.set(session.id, session)
     this.specs.set(backend.key, JSON.stringify(backend.mcp))
+    this.enforceLimit(backend, session)
     return session
+  }
+
+  /** Past the backend's maxSessions, the least recently active sessions (not `keep`) are closed. */
+  private enforceLimit (backend: BackendIR, keep: McpSession): void {
+    const max = backend.mcp?.maxSessions ?? DEFAULT_MAX_SESSIONS
+    const mine = [...this.sessions.values()].filter(s => s.backendKey === backend.key && s !== keep)
+    if (mine.length + 1 <= max) return
+    mine.sort((a, b) => a.lastActivity - b.lastActivity)
+    for (const session of mine.slice(0, mine.length + 1 - max)) {
+      this.end(session)
+      this.logger?.info({ backend: backend.name, maxSessions: max }, 'mcp session closed: too many sessions (least recently active)')
+      void session.close()
+    }
   }
 
   /**
@@ -109,6 +137,7 @@ export class McpGateway {
       }
       session.id = id
       this.sessions.set(id, session)
+      this.enforceLimit(backend, session)
       this.logger?.info({ backend: backend.name }, 'mcp session resumed from its id')
       return session
     })()
@@ -191,12 +220,24 @@ export class McpGateway {
     const now = Date.now()
     const cutoff = now - this.ttlMs
     for (const session of [...this.sessions.values()]) {
-      if (session.lastActivity >= cutoff) continue
+      if (session.lastActivity >= cutoff && !this.clientGone(session, now)) continue
       this.end(session)
-      this.logger?.info({ backend: session.backendKey }, 'mcp session expired after being idle')
+      this.logger?.info({ backend: session.backendKey }, session.lastActivity >= cutoff ? 'mcp session closed: its client went away' : 'mcp session expired after being idle')
       void session.close()
     }
     for (const [id, until] of this.ended) if (until < now) this.ended.delete(id)
+  }
+
+  /**
+   * The client closed its GET stream and has had nothing in flight, nor any activity, for
+   * the backend's sessionIdleTimeout. A client that never opened a GET stream is not
+   * judged by this (it has nothing to close): the TTL and maxSessions bound it.
+   */
+  private clientGone (session: McpSession, now: number): boolean {
+    const since = session.stream.disconnectedAt
+    if (since === null || session.busy || this.draining) return false
+    const grace = session.spec.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_TIMEOUT_MS
+    return now - Math.max(since, session.lastActivity) >= grace
   }
 
   get sessionCount (): number {
@@ -212,6 +253,8 @@ export class McpGateway {
    * drain open; clients reconnect, to another replica if need be. Requests in flight finish.
    */
   endStreams (): void {
+    // The upstream sessions stay for other replicas to resume (close() detaches them).
+    this.draining = true
     for (const s of this.sessions.values()) s.stream.close()
     for (const { writer } of this.legacy.values()) writer.end()
   }

@@ -75,6 +75,11 @@ export class McpSession {
   private readonly serverRequests = new Map<string, { target: TargetConnection, id: JsonRpcId }>()
   private nextServerRequest = 1
 
+  /** Whether a client request is still being worked on (the gateway does not reap a busy session). */
+  get busy (): boolean {
+    return this.inflight.size > 0
+  }
+
   constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean }) {
     this.spec = options.spec
     this.backendKey = options.backendKey
