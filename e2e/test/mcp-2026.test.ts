@@ -136,6 +136,22 @@ test('progress on the request\'s own stream, with the client\'s token; logging o
   assert.equal(loud.events.filter(e => e.method === 'notifications/message').length, 1, loud.text)
 })
 
+test('closing the response stream cancels the request at the target', async () => {
+  const before = sdk.cancelled.length
+  const abort = new AbortController()
+  const pending = request(`${portico.url}/sdk`, {
+    method: 'POST',
+    signal: abort.signal,
+    headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-protocol-version': V, 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'c1', method: 'tools/call', params: { name: 'slow', arguments: { steps: 40, delayMs: 25 }, _meta: { ...META, progressToken: 'c' } } })
+  }).then(async res => { for await (const _ of res.body) { /* reading until aborted */ } })
+  setTimeout(() => abort.abort(), 200)
+  await assert.rejects(pending)
+  const deadline = Date.now() + 3000
+  while (sdk.cancelled.length === before && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 25))
+  assert.equal(sdk.cancelled.length, before + 1, 'the target saw notifications/cancelled')
+})
+
 test('a target\'s input request (sampling) is refused towards the target, not sent to a 2026-07-28 client', async () => {
   const r = await modern('/sdk', 'tools/call', { name: 'sample', arguments: { prompt: 'x' } })
   assert.equal(r.status, 200, r.text)
