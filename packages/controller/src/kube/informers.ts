@@ -99,16 +99,36 @@ export class Informers {
 
   async start (): Promise<void> {
     for (const [kind, groupVersion] of Object.entries(OPTIONAL) as Array<[Kind, string]>) {
-      const served = await this.api.get(groupVersion).then(() => true, (err: { code?: number }) => {
+      const served = await this.untilAnswered(`discovery of ${groupVersion}`, async () => await this.api.get(groupVersion).then(() => true, (err: { code?: number }) => {
         if (err.code === 404) return false
         throw err
-      })
+      }))
       if (!served) {
         this.informers.delete(kind)
         this.log.warn({ kind, api: groupVersion }, 'API not served (CRD not installed): not watched; install the chart\'s CRDs and restart the controller to use it')
       }
     }
-    await Promise.all([...this.informers.values()].map(i => i.start()))
+    await Promise.all([...this.informers.entries()].map(async ([kind, i]) => await this.untilAnswered(`list of ${kind}`, async () => await i.start())))
+  }
+
+  /**
+   * Retries what the API server may refuse for a while after it starts or a CRD is installed
+   * (429 "storage is (re)initializing", 5xx, a connection refused) with backoff up to 30 s
+   * per try; an answer that will not change (401, 403, 404, ...) fails at once. Without
+   * this, a controller started just after its CRDs exited with "cannot start".
+   */
+  private async untilAnswered<T> (what: string, attempt: () => Promise<T>): Promise<T> {
+    for (let delay = 250; ; delay = Math.min(delay * 2, 30_000)) {
+      try {
+        return await attempt()
+      } catch (err) {
+        const code = (err as { code?: number | string }).code
+        const transient = typeof code !== 'number' || code === 429 || code >= 500
+        if (!transient) throw err
+        this.log.warn({ err: (err as Error)?.message ?? String(err), retryInMs: delay }, `${what} failed; retrying`)
+        await new Promise(resolve => setTimeout(resolve, delay))
+      }
+    }
   }
 
   /** True once every kind has been listed. */
