@@ -22,6 +22,7 @@ import { applyObjects } from './deployer/apply.ts'
 import type { ControllerSettings } from './settings.ts'
 import type { LeaderElector } from './leader.ts'
 import { supportedFeatures, type CustomResourceDefinition } from './features.ts'
+import { listenerSetProgrammed } from './translate/listener-sets.ts'
 
 export { SUPPORTED_FEATURES } from './features.ts'
 
@@ -128,11 +129,14 @@ export class Controller {
    * experimental channel, needs a controller restart, as installing PorticoParameters does).
    */
   private async readFeatures (): Promise<void> {
+    // Kinds that features need beyond the core (FEATURE_KINDS): served only with their CRD.
+    const kinds = new Set<string>()
+    if (await this.api.get(paths.listenerSets, { limit: '1' }).then(() => true, () => false)) kinds.add('ListenerSet')
     try {
       const crd = await this.api.get<CustomResourceDefinition>(paths.httpRouteCrd)
-      this.features = supportedFeatures(crd)
+      this.features = supportedFeatures(crd, undefined, kinds)
     } catch (err) {
-      this.features = supportedFeatures(undefined)
+      this.features = supportedFeatures(undefined, undefined, kinds)
       this.logs.gatewayController.warn({ err: (err as Error).message }, 'cannot read the HTTPRoute CRD: claiming only the features that need no channel-specific field')
     }
     this.logs.gatewayController.info({ supportedFeatures: this.features }, 'supported features')
@@ -260,7 +264,11 @@ export class Controller {
     else if (this.acked.get(key) === version) programmed = condition('Programmed', true, 'Programmed', `config ${version} accepted by a proxy`, gw.generation)
     else programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
     const addresses = gatewayAddresses(svc) // the LB ingress; nothing while it is pending (addresses.ts)
-    this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses }, gw.uid)
+    this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses, ...(gw.attachedListenerSets !== undefined ? { attachedListenerSets: gw.attachedListenerSets } : {}) }, gw.uid)
+    // Its ListenerSets' statuses follow: their Programmed is the Gateway's (listener-sets.ts).
+    for (const ls of this.last?.listenerSets ?? []) {
+      if (ls.gateway === key) this.status.listenerSet(ls.namespace, ls.name, { conditions: [...ls.conditions, listenerSetProgrammed(ls, programmed)], listeners: ls.listeners }, ls.uid)
+    }
   }
 
   private onAck (proxy: ProxyIdentity, version: string): void {

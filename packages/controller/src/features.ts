@@ -40,6 +40,7 @@ export const SUPPORTED_FEATURES = [
   'GatewayHTTPListenerIsolation',
   'GatewayFrontendClientCertificateValidation',
   'GatewayFrontendClientCertificateValidationInsecureFallback',
+  'ListenerSet',
   'GatewayInfrastructure',
   'GatewayAddressEmpty',
   'GatewayStaticAddresses',
@@ -70,6 +71,14 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
   HTTPRouteParentRefPort: [['spec', 'parentRefs', 'port']]
 }
 
+/**
+ * Kinds a feature needs that the core CRDs lack: the feature is claimed only when the API
+ * server serves the kind (its CRD is installed).
+ */
+export const FEATURE_KINDS: Record<string, string> = {
+  ListenerSet: 'ListenerSet'
+}
+
 interface Schema {
   properties?: Record<string, Schema>
   items?: Schema
@@ -92,14 +101,17 @@ function hasField (schema: Schema | undefined, path: string[]): boolean {
 
 /**
  * The features to claim given the installed HTTPRoute CRD. Without a CRD (it could not be
- * read), only the features that need no field of FEATURE_FIELDS are claimed.
+ * read), only the features that need no field of FEATURE_FIELDS are claimed. With `kinds`
+ * (the served kinds of FEATURE_KINDS), a feature needing a kind not in it is not claimed.
  */
-export function supportedFeatures (crd: CustomResourceDefinition | undefined, implemented: string[] = SUPPORTED_FEATURES): string[] {
+export function supportedFeatures (crd: CustomResourceDefinition | undefined, implemented: string[] = SUPPORTED_FEATURES, kinds?: ReadonlySet<string>): string[] {
   const versions = crd?.spec?.versions ?? []
   const v1 = versions.find(v => v.name === 'v1' && v.served !== false)
   const schema = v1?.schema?.openAPIV3Schema
   return implemented.filter(f => {
     const fields = FEATURE_FIELDS[f]
+    const kind = FEATURE_KINDS[f]
+    if (kind !== undefined && kinds !== undefined && !kinds.has(kind)) return false
     return fields === undefined || fields.every(path => hasField(schema, path))
   })
 }

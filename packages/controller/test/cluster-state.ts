@@ -10,7 +10,7 @@ const LISTS: Record<string, keyof ClusterState> = {
   BackendTLSPolicy: 'backendTLSPolicies', ConfigMap: 'configMaps',
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
-  PorticoParameters: 'parameters'
+  PorticoParameters: 'parameters', ListenerSet: 'listenerSets'
 }
 
 export function clusterState (text: string): ClusterState {
@@ -19,6 +19,8 @@ export function clusterState (text: string): ClusterState {
     const obj = doc.toJS() as { kind: string }
     const list = LISTS[obj.kind]
     if (list === undefined) throw new Error(`unexpected kind ${obj.kind}`)
+    // Optional kinds (ListenerSets) are in the state only when a document has one.
+    if (list === 'listenerSets') state.listenerSets ??= []
     ;(state[list] as unknown[] | undefined)?.push(obj)
   }
   return state

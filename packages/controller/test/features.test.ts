@@ -71,3 +71,12 @@ test('supportedFeatures: without a readable CRD, or without a v1 version, only f
   assert.deepEqual(supportedFeatures(httpRouteCrd(retry, 'v1beta1')), ungated)
   assert.ok(ungated.includes('HTTPRoute') && ungated.includes('Gateway') && !ungated.includes('HTTPRouteRetry'))
 })
+
+test('supportedFeatures: ListenerSet is claimed only when the ListenerSet kind is served (its CRD installed)', () => {
+  assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set()).includes('ListenerSet'))
+  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet']))
+  assert.ok(withKind.includes('ListenerSet'))
+  assert.deepEqual(withKind, SUPPORTED_FEATURES)
+  // Without the kinds argument, kinds are not checked (the fields alone decide).
+  assert.ok(supportedFeatures(httpRouteCrd(retry)).includes('ListenerSet'))
+})

@@ -100,6 +100,7 @@ export const paths = {
   gatewayClasses: '/apis/gateway.networking.k8s.io/v1/gatewayclasses',
   gateways: '/apis/gateway.networking.k8s.io/v1/gateways',
   httpRoutes: '/apis/gateway.networking.k8s.io/v1/httproutes',
+  listenerSets: '/apis/gateway.networking.k8s.io/v1/listenersets',
   referenceGrants: '/apis/gateway.networking.k8s.io/v1beta1/referencegrants',
   services: '/api/v1/services',
   endpointSlices: '/apis/discovery.k8s.io/v1/endpointslices',
@@ -112,6 +113,7 @@ export const paths = {
   httpRouteCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/httproutes.gateway.networking.k8s.io',
   gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,
+  listenerSet: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/listenersets/${name}`,
   httpRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`,
   backendTLSPolicy: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/backendtlspolicies/${name}`,
   namespaced: (apiPrefix: string, ns: string, plural: string, name: string) => `${apiPrefix}/namespaces/${ns}/${plural}/${name}`

@@ -16,12 +16,13 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'backendTLSPolicies'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'backendTLSPolicies', 'listenerSets'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
   gateways: paths.gateways,
   httpRoutes: paths.httpRoutes,
+  listenerSets: paths.listenerSets,
   referenceGrants: paths.referenceGrants,
   services: paths.services,
   endpointSlices: paths.endpointSlices,
@@ -39,6 +40,8 @@ const WATCHED: Record<Kind, string> = {
  */
 const OPTIONAL: Partial<Record<Kind, string>> = {
   parameters: paths.porticoParametersGroupVersion,
+  // ListenerSet too (v1 since Gateway API v1.5); read as none when absent.
+  listenerSets: paths.listenerSets,
   // BackendTLSPolicy shares its group/version with Gateway: its own list answers 404 without the CRD.
   backendTLSPolicies: paths.backendTLSPolicies
 }
@@ -142,6 +145,7 @@ export class Informers {
       gatewayClasses: list('gatewayClasses'),
       gateways: list('gateways'),
       httpRoutes: list('httpRoutes'),
+      listenerSets: list('listenerSets'),
       referenceGrants: list('referenceGrants'),
       services: list('services'),
       endpointSlices: list('endpointSlices'),

@@ -119,7 +119,7 @@ export class StatusWriter {
     })
   }
 
-  gateway (ns: string, name: string, status: { conditions: Condition[], listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }>, addresses: Array<{ type: string, value: string }> }, uid?: string): void {
+  gateway (ns: string, name: string, status: { conditions: Condition[], listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }>, addresses: Array<{ type: string, value: string }>, attachedListenerSets?: number }, uid?: string): void {
     this.enqueue(`Gateway/${ns}/${name}`, uid, JSON.stringify(status), async () => {
       const path = paths.gateway(ns, name)
       const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> } }>(path)
@@ -132,7 +132,28 @@ export class StatusWriter {
             ...l,
             conditions: withTransitionTimes(l.conditions, current.status?.listeners?.find(x => x.name === l.name)?.conditions, now)
           })),
-          addresses: status.addresses
+          addresses: status.addresses,
+          ...(status.attachedListenerSets !== undefined ? { attachedListenerSets: status.attachedListenerSets } : {})
+        }
+      })
+      return true
+    })
+  }
+
+  /** A ListenerSet's status: its conditions and its listeners', as a Gateway's. */
+  listenerSet (ns: string, name: string, status: { conditions: Condition[], listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }> }, uid?: string): void {
+    this.enqueue(`ListenerSet/${ns}/${name}`, uid, JSON.stringify(status), async () => {
+      const path = paths.listenerSet(ns, name)
+      const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> } }>(path)
+      if (!StatusWriter.same(uid, current)) return false
+      const now = new Date().toISOString()
+      await this.api.mergePatch(`${path}/status`, {
+        status: {
+          conditions: withTransitionTimes(status.conditions, current.status?.conditions, now),
+          listeners: status.listeners.map(l => ({
+            ...l,
+            conditions: withTransitionTimes(l.conditions, current.status?.listeners?.find(x => x.name === l.name)?.conditions, now)
+          }))
         }
       })
       return true
@@ -162,6 +183,7 @@ export class StatusWriter {
       return true
     })
   }
+
   /**
    * A BackendTLSPolicy's ancestor statuses: ours (our controllerName) are replaced, other
    * controllers' kept; an empty list removes ours. Read-modify-write like httpRoute.

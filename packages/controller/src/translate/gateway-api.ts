@@ -45,7 +45,7 @@ export interface Listener {
 
 export interface Gateway {
   metadata: ObjectMeta
-  spec: { gatewayClassName: string, listeners: Listener[], addresses?: Array<{ type?: string, value?: string }>, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string>, parametersRef?: { group: string, kind: string, name: string } } }
+  spec: { gatewayClassName: string, listeners: Listener[], addresses?: Array<{ type?: string, value?: string }>, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string>, parametersRef?: { group: string, kind: string, name: string } }, allowedListeners?: AllowedListeners }
   status?: unknown
 }
 
@@ -224,6 +224,18 @@ export interface ProxyParameters {
 export interface PorticoParameters {
   metadata: ObjectMeta
   spec?: ProxyParameters
+}
+
+/** Gateway spec.allowedListeners: which namespaces' ListenerSets may attach (absent: none). */
+export interface AllowedListeners {
+  namespaces?: { from?: 'All' | 'Same' | 'Selector' | 'None', selector?: LabelSelector }
+}
+
+/** A ListenerSet (GEP-1713, gateway.networking.k8s.io/v1): more listeners for a parent Gateway. */
+export interface ListenerSet {
+  metadata: ObjectMeta
+  spec: { parentRef: { group?: string, kind?: string, name: string, namespace?: string }, listeners?: Listener[] }
+  status?: unknown
 }
 
 export const GATEWAY_GROUP = 'gateway.networking.k8s.io'

@@ -37,6 +37,8 @@ export interface ListenerState {
 export interface GatewayState {
   gw: Gateway
   listeners: ListenerState[]
+  /** Listeners of the ListenerSets attached to the Gateway (listener-sets.ts): served on its proxies too. */
+  listenerSetListeners?: ListenerState[]
   accepted: boolean
   backends: Map<string, BackendIR>
   parameters: ParametersResolution
@@ -49,37 +51,7 @@ const ROUTE_KIND = { group: GATEWAY_GROUP, kind: 'HTTPRoute' }
 export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map()): GatewayState {
   const gen = gw.metadata.generation
   const ns = gw.metadata.namespace ?? ''
-  const listeners: ListenerState[] = gw.spec.listeners.map(listener => {
-    const conditions: Condition[] = []
-    let valid = true
-    let kinds: Array<{ group: string, kind: string }> = [ROUTE_KIND]
-    let tls: { cert: string, key: string } | undefined
-    let resolvedRefs = condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
-    let accepted = condition('Accepted', true, 'Accepted', 'Listener is accepted', gen)
-    if (listener.protocol !== 'HTTP' && listener.protocol !== 'HTTPS') {
-      valid = false
-      kinds = []
-      accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS)`, gen)
-    }
-    if (listener.allowedRoutes?.kinds !== undefined) {
-      const ok = listener.allowedRoutes.kinds.filter(k => (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && k.kind === 'HTTPRoute')
-      if (ok.length !== listener.allowedRoutes.kinds.length) {
-        resolvedRefs = condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported', gen)
-      }
-      kinds = valid ? ok.map(() => ROUTE_KIND) : []
-    }
-    if (valid && listener.protocol === 'HTTPS') {
-      const result = listenerTls(gw, listener, grants, secrets)
-      if (typeof result === 'string') {
-        resolvedRefs = condition('ResolvedRefs', false, result.startsWith('RefNotPermitted') ? 'RefNotPermitted' : 'InvalidCertificateRef', result.replace(/^\w+: /, ''), gen)
-        valid = false
-      } else {
-        tls = result
-      }
-    }
-    conditions.push(accepted, resolvedRefs)
-    return { listener, ir: null, valid, attachable: kinds.length > 0, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}) }
-  })
+  const listeners: ListenerState[] = gw.spec.listeners.map(listener => listenerState({ kind: 'Gateway', namespace: ns, generation: gen }, listener, grants, secrets))
 
   applyFrontendValidation(gw, listeners, grants, configMaps)
 
@@ -118,6 +90,45 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
 }
 
 /**
+ * One listener's own state — protocol, allowedRoutes kinds, TLS certificate — before
+ * conflicts are looked at. `owner` is the object declaring it (a Gateway, or a ListenerSet:
+ * the certificate's ReferenceGrant must name that kind and namespace).
+ */
+export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespace: string, generation: number | undefined }, listener: Listener, grants: ReferenceGrants, secrets: Map<string, Secret>): ListenerState {
+  const gen = owner.generation
+  const conditions: Condition[] = []
+  let valid = true
+  let kinds: Array<{ group: string, kind: string }> = [ROUTE_KIND]
+  let tls: { cert: string, key: string } | undefined
+  let resolvedRefs = condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
+  let accepted = condition('Accepted', true, 'Accepted', 'Listener is accepted', gen)
+  if (listener.protocol !== 'HTTP' && listener.protocol !== 'HTTPS') {
+    valid = false
+    kinds = []
+    accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS)`, gen)
+  }
+  if (listener.allowedRoutes?.kinds !== undefined) {
+    // HTTPRoute is the only kind, and only on HTTP and HTTPS listeners (not on TLS ones).
+    const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && k.kind === 'HTTPRoute')
+    if (ok.length !== listener.allowedRoutes.kinds.length) {
+      resolvedRefs = condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported, on HTTP and HTTPS listeners', gen)
+    }
+    kinds = valid ? ok.map(() => ROUTE_KIND) : []
+  }
+  if (valid && listener.protocol === 'HTTPS') {
+    const result = listenerTls(owner, listener, grants, secrets)
+    if (typeof result === 'string') {
+      resolvedRefs = condition('ResolvedRefs', false, result.startsWith('RefNotPermitted') ? 'RefNotPermitted' : 'InvalidCertificateRef', result.replace(/^\w+: /, ''), gen)
+      valid = false
+    } else {
+      tls = result
+    }
+  }
+  conditions.push(accepted, resolvedRefs)
+  return { listener, ir: null, valid, attachable: kinds.length > 0, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}) }
+}
+
+/**
  * Client certificate validation (spec.tls.frontend) on the Gateway's HTTPS listeners: a CA ref
  * that does not resolve sets ResolvedRefs False on every HTTPS listener of the port; when none
  * resolves the listeners are not accepted (NoValidCACertificate) and stay out of the IR, so
@@ -142,13 +153,13 @@ function applyFrontendValidation (gw: Gateway, listeners: ListenerState[], grant
 }
 
 /** The listener's certificate (PEM), or `Reason: message` when it cannot be used. */
-function listenerTls (gw: Gateway, listener: Listener, grants: ReferenceGrants, secrets: Map<string, Secret>): { cert: string, key: string } | string {
+function listenerTls (owner: { kind: string, namespace: string }, listener: Listener, grants: ReferenceGrants, secrets: Map<string, Secret>): { cert: string, key: string } | string {
   if (listener.tls?.mode === 'Passthrough') return 'InvalidCertificateRef: TLS passthrough is not supported'
   const ref = listener.tls?.certificateRefs?.[0]
   if (ref === undefined) return 'InvalidCertificateRef: an HTTPS listener needs a certificateRef'
   if ((ref.group ?? '') !== '' || (ref.kind ?? 'Secret') !== 'Secret') return `InvalidCertificateRef: ${ref.kind ?? 'Secret'} is not a supported certificate kind`
-  const ns = ref.namespace ?? gw.metadata.namespace ?? ''
-  if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'Gateway', fromNamespace: gw.metadata.namespace ?? '', toGroup: '', toKind: 'Secret', toNamespace: ns, toName: ref.name })) {
+  const ns = ref.namespace ?? owner.namespace
+  if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: owner.kind, fromNamespace: owner.namespace, toGroup: '', toKind: 'Secret', toNamespace: ns, toName: ref.name })) {
     return `RefNotPermitted: Secret ${ns}/${ref.name} is in another namespace without a ReferenceGrant`
   }
   const secret = secrets.get(`${ns}/${ref.name}`)
@@ -160,8 +171,8 @@ function listenerTls (gw: Gateway, listener: Listener, grants: ReferenceGrants, 
   return { cert: pem(cert), key: pem(key) }
 }
 
-/** Does the listener admit the route (a kind it takes; allowedRoutes.namespaces From Same/All/Selector)? */
-export function routeAllowed (l: ListenerState, route: HTTPRoute, gw: Gateway, namespaces: Map<string, Namespace>): boolean {
+/** Does the listener admit the route (a kind it takes; allowedRoutes.namespaces From Same — `gw`'s namespace, the Gateway or ListenerSet declaring the listener — All or Selector)? */
+export function routeAllowed (l: ListenerState, route: HTTPRoute, gw: { metadata: { namespace?: string } }, namespaces: Map<string, Namespace>): boolean {
   if (l.kinds.length === 0) return false
   const from = l.listener.allowedRoutes?.namespaces?.from ?? 'Same'
   const routeNs = route.metadata.namespace ?? ''
@@ -173,7 +184,7 @@ export function routeAllowed (l: ListenerState, route: HTTPRoute, gw: Gateway, n
 /** The Gateway's ProxyIR: valid listeners grouped into one bind per port, the backends its routes use. */
 export function gatewayIR (g: GatewayState): ProxyIR {
   const binds = new Map<number, BindIR>()
-  for (const l of g.listeners) {
+  for (const l of [...g.listeners, ...(g.listenerSetListeners ?? [])]) {
     if (l.ir === null) continue
     let bind = binds.get(l.listener.port)
     if (bind === undefined) {

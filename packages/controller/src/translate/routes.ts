@@ -8,7 +8,8 @@
 import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine/config'
 import { formatIrDiagnostic, validateRoute, type BackendRefIR, type RouteIR, type RouteMatchIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type HTTPRouteRule, type Namespace } from './gateway-api.ts'
-import { routeAllowed, type GatewayState } from './gateways.ts'
+import { routeAllowed, type GatewayState, type ListenerState } from './gateways.ts'
+import type { ListenerSetState } from './listener-sets.ts'
 import type { ResolvedBackends } from './backends.ts'
 import { ruleMirrors, type RoutePolicies } from './filters.ts'
 import type { RouteParentStatus } from './status.ts'
@@ -25,32 +26,56 @@ export interface PreparedRoute {
 }
 
 /**
- * Attaches the route through each of its parentRefs that names one of `gateways`, adding its
- * RouteIRs to the matching listeners and its backends to the Gateway. Returns the status of
- * each such parent.
+ * Attaches the route through each of its parentRefs that names one of `gateways` (or of
+ * `listenerSets`, kind ListenerSet), adding its RouteIRs to the matching listeners and its
+ * backends to the Gateway. Returns the status of each such parent.
  */
-export function attachRoute (prepared: PreparedRoute, gateways: Map<string, GatewayState>, namespaces: Map<string, Namespace>, controllerName: string): RouteParentStatus[] {
+export function attachRoute (prepared: PreparedRoute, gateways: Map<string, GatewayState>, namespaces: Map<string, Namespace>, controllerName: string, listenerSets?: Map<string, ListenerSetState>): RouteParentStatus[] {
   const { route, resolved, unsupported } = prepared
   const parents: RouteParentStatus[] = []
   for (const parentRef of route.spec.parentRefs ?? []) {
-    if ((parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || (parentRef.kind ?? 'Gateway') !== 'Gateway') continue
-    const gwKey = `${parentRef.namespace ?? route.metadata.namespace ?? ''}/${parentRef.name}`
-    const gwState = gateways.get(gwKey)
-    if (gwState === undefined) continue
+    if ((parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP) continue
+    const parentKey = `${parentRef.namespace ?? route.metadata.namespace ?? ''}/${parentRef.name}`
+    // The listeners this parentRef can reach: a Gateway's own, or a ListenerSet's (whose
+    // allowedRoutes `Same` means the ListenerSet's namespace); the Gateway serves either.
+    let gwState: GatewayState | undefined
+    let listeners: ListenerState[]
+    let owner: { metadata: { namespace?: string } }
+    let notAccepted: string | undefined
+    const kind = parentRef.kind ?? 'Gateway'
+    if (kind === 'Gateway') {
+      gwState = gateways.get(parentKey)
+      if (gwState === undefined) continue
+      listeners = gwState.listeners
+      owner = gwState.gw
+    } else if (kind === 'ListenerSet') {
+      const set = listenerSets?.get(parentKey)
+      if (set === undefined) continue
+      gwState = set.gatewayState
+      listeners = set.listeners
+      owner = set.ls
+      if (set.problem !== null && set.problem.reason !== 'ListenersNotValid') notAccepted = `ListenerSet ${parentKey} is not accepted: ${set.problem.message}`
+    } else {
+      continue
+    }
     const gen = route.metadata.generation
     const status = (accepted: Condition): RouteParentStatus => ({
       parentRef,
       controllerName,
       conditions: [accepted, resolved.condition(gen)]
     })
-    const candidates = gwState.listeners.filter(l =>
+    if (notAccepted !== undefined) {
+      parents.push(status(condition('Accepted', false, 'NoMatchingParent', notAccepted, gen)))
+      continue
+    }
+    const candidates = listeners.filter(l =>
       (parentRef.sectionName === undefined || l.listener.name === parentRef.sectionName) &&
       (parentRef.port === undefined || l.listener.port === parentRef.port))
     if (candidates.length === 0) {
       parents.push(status(condition('Accepted', false, 'NoMatchingParent', parentRef.sectionName !== undefined ? `no listener named ${parentRef.sectionName}${parentRef.port !== undefined ? ` on port ${parentRef.port}` : ''}` : `no listener on port ${parentRef.port ?? '-'}`, gen)))
       continue
     }
-    const allowed = candidates.filter(l => l.attachable && routeAllowed(l, route, gwState.gw, namespaces))
+    const allowed = candidates.filter(l => l.attachable && routeAllowed(l, route, owner, namespaces))
     if (allowed.length === 0) {
       parents.push(status(condition('Accepted', false, 'NotAllowedByListeners', 'no listener allows this route (namespace or kind)', gen)))
       continue

@@ -8,6 +8,7 @@ import type { ProxyIR } from '@portico/engine/ir'
 import type { Condition, GatewayClass, ParentReference, ProxyParameters } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
 import { gatewayIR, type GatewayState } from './gateways.ts'
+import type { ListenerSetResult } from './listener-sets.ts'
 import { condition } from './conditions.ts'
 import { insecureFrontendValidation } from './frontend-tls.ts'
 import type { BackendTLSPolicyResult } from './backend-tls.ts'
@@ -28,6 +29,8 @@ export interface GatewayResult {
   /** Accepted, and (without Programmed, which needs a proxy's ACK) the listeners' state. */
   conditions: Condition[]
   listeners: ListenerStatus[]
+  /** ListenerSets attached (accepted); absent when ListenerSets are not read (listener-sets.ts). */
+  attachedListenerSets?: number
   /** Whether the Gateway is accepted at all (a proxy is provisioned only then). */
   accepted: boolean
   ir: ProxyIR
@@ -64,6 +67,8 @@ export interface TranslationResult {
   classes: ClassResult[]
   gateways: GatewayResult[]
   routes: RouteResult[]
+  /** ListenerSets whose parent is one of the Gateways; absent when ListenerSets are not read. */
+  listenerSets?: ListenerSetResult[]
   /** Statuses of the BackendTLSPolicies that apply to backends of our Gateways. */
   backendTLSPolicies: BackendTLSPolicyResult[]
 }

@@ -20,6 +20,8 @@ import { serviceIndex, resolveBackends } from './backends.ts'
 import { unsupportedFilter, routePolicies } from './filters.ts'
 import { attachRoute, byAge, invalidRegex, invalidRouteIR } from './routes.ts'
 import { classResult, gatewayResult, type RouteResult, type TranslationResult } from './status.ts'
+import { attachListenerSets, listenerSetResult, withListenerSets } from './listener-sets.ts'
+import type { ListenerSet } from './gateway-api.ts'
 import { BackendTlsPolicies, backendClientCertificate } from './backend-tls.ts'
 import type { Condition } from './gateway-api.ts'
 
@@ -37,6 +39,8 @@ export interface ClusterState {
   namespaces: Namespace[]
   /** PorticoParameters objects (absent when the CRD is not installed). */
   parameters?: PorticoParameters[]
+  /** ListenerSets (absent when they are not read: no CRD). */
+  listenerSets?: ListenerSet[]
   /** BackendTLSPolicies (absent when the CRD is not installed) and the ConfigMaps holding their CAs. */
   backendTLSPolicies?: BackendTLSPolicy[]
   configMaps?: ConfigMap[]
@@ -74,6 +78,9 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!), configMaps))
   }
 
+  // ListenerSets: listeners merged into the Gateways that allow them.
+  const listenerSets = state.listenerSets === undefined ? undefined : attachListenerSets(state.listenerSets.filter(ls => discovered(ls.metadata.namespace)), gateways, namespaces, grants, secrets)
+
   // Routes, older first: resolve backends, convert policies, attach to listeners.
   const routeResults: RouteResult[] = []
   const routes = state.httpRoutes.filter(r => discovered(r.metadata.namespace)).sort(byAge)
@@ -81,7 +88,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     const resolved = resolveBackends(route, grants, services, tlsPolicies)
     const policies = routePolicies(route)
     const unsupported = unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies })
-    const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName)
+    const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
     if (parents.length > 0) {
       routeResults.push({ namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
@@ -99,7 +106,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     if (client.tls !== undefined) for (const [k, b] of g.backends) if (b.tls !== undefined) g.backends.set(k, { ...b, tls: { ...b.tls, ...client.tls } })
   }
 
-  const gatewayResults = [...gateways.values()].map(g => gatewayResult(g))
+  const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
   for (const r of gatewayResults) {
     const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
     if (c !== undefined) r.conditions.push(c)
@@ -108,6 +115,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     classes: classResults,
     gateways: gatewayResults,
     routes: routeResults.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)),
-    backendTLSPolicies: tlsPolicies.results(options.controllerName)
+    backendTLSPolicies: tlsPolicies.results(options.controllerName),
+    ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})
   }
 }
