@@ -159,3 +159,61 @@ test('streamReady waits for the GET stream\'s answer; 400 stops the stream for g
     await server.close()
   }
 })
+
+test('a resumed stream the server holds open is let go once the answer is in; an answer on the standalone stream stops a resume', async () => {
+  let resumedClosed = false
+  let resumes = 0
+  let standalone: http.ServerResponse | null = null
+  const server = await listen((req, res) => {
+    if (req.method === 'GET' && req.headers['last-event-id'] === undefined) {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.flushHeaders()
+      standalone = res
+      return
+    }
+    if (req.method === 'GET') {
+      resumes++
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.on('close', () => { resumedClosed = true })
+      // Request 1 is answered here, and the stream kept open (as the conformance test server does).
+      if (req.headers['last-event-id'] === 'p1') res.write(`id: r1\nevent: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 1, result: {} })}\n\n`)
+      else res.write('id: p2\nretry: 50\ndata: \n\n')
+      return
+    }
+    let body = ''
+    req.on('data', (c: Buffer) => { body += c.toString() })
+    req.on('end', () => {
+      const m = JSON.parse(body) as { id?: number }
+      if (m.id === undefined) return void res.writeHead(202).end()
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'mcp-session-id': 's' })
+      res.end(`id: p${m.id}\nretry: 50\ndata: \n\n`)
+    })
+  })
+  const transport = new StreamableHttpClientTransport(server.url)
+  const got: JSONRPCMessage[] = []
+  transport.onmessage = m => got.push(m)
+  try {
+    await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' })
+    await transport.streamReady(2000)
+    await transport.send({ jsonrpc: '2.0', id: 1, method: 'tools/call' })
+    const wait = async (check: () => boolean) => {
+      const until = Date.now() + 3000
+      while (!check() && Date.now() < until) await new Promise(resolve => setTimeout(resolve, 20))
+    }
+    await wait(() => got.length === 1 && resumedClosed)
+    assert.deepEqual(got, [{ jsonrpc: '2.0', id: 1, result: {} }])
+    assert.equal(resumedClosed, true, 'the resumed GET is still open')
+
+    // Request 2: its resumed stream only primes; the answer comes on the standalone stream.
+    resumedClosed = false
+    await transport.send({ jsonrpc: '2.0', id: 2, method: 'tools/call' })
+    await wait(() => resumes >= 2)
+    ;(standalone as http.ServerResponse | null)!.write(`event: message\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: 2, result: { via: 'get' } })}\n\n`)
+    await wait(() => got.length === 2 && resumedClosed)
+    assert.deepEqual(got[1], { jsonrpc: '2.0', id: 2, result: { via: 'get' } })
+    assert.equal(resumedClosed, true, 'the resume of an answered request goes on')
+  } finally {
+    await transport.close()
+    await server.close()
+  }
+})

@@ -206,7 +206,7 @@ export class StreamableHttpClientTransport implements Transport {
     let lastEventId = outcome.lastEventId
     let retryMs = outcome.retryMs
     let idle = RESUME_BACKOFF_START_MS
-    while (!outcome.answered && !this.closed && !signal.aborted) {
+    while (!outcome.answered && !this.closed && !signal.aborted && this.inflight.has(requestId)) {
       if (lastEventId === undefined) throw new Error('the stream ended before the answer, with no event id to resume from')
       await sleep(retryMs ?? 0, signal)
       const headers: Record<string, string> = { ...this.headers(), accept: 'text/event-stream', 'last-event-id': lastEventId }
@@ -216,7 +216,7 @@ export class StreamableHttpClientTransport implements Transport {
         await res.body.dump().catch(() => {})
         throw new Error(`HTTP ${res.statusCode} resuming the answer's stream (Last-Event-ID ${lastEventId})`)
       }
-      outcome = await this.readSse(res.body, requestId)
+      outcome = await this.readSse(res.body, requestId, false, true)
       if (outcome.retryMs !== undefined) retryMs = outcome.retryMs
       if (outcome.lastEventId !== undefined && outcome.lastEventId !== lastEventId) {
         lastEventId = outcome.lastEventId
@@ -241,7 +241,7 @@ export class StreamableHttpClientTransport implements Transport {
    * Reads an SSE body: the answer to a POST (`requestId`; the stream ends once it is in) or
    * the standalone stream (undefined). Rejects when an event passes maxMessageBytes.
    */
-  private async readSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false): Promise<SseOutcome> {
+  private async readSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false, stopWhenAnswered = false): Promise<SseOutcome> {
     const decoder = new TextDecoder()
     const meter = new SseEventMeter(this.maxMessageBytes)
     const outcome: SseOutcome = { lastEventId: undefined, retryMs: undefined, answered: false }
@@ -266,11 +266,21 @@ export class StreamableHttpClientTransport implements Transport {
           this.onerror?.(err as Error)
           return
         }
-        if (requestId !== undefined && !('method' in message) && 'id' in message && message.id === requestId) {
-          outcome.answered = true
-          this.inflight.delete(requestId)
+        let settled: AbortController | undefined
+        if (!('method' in message) && 'id' in message) {
+          const id = message.id as RequestId
+          if (id === requestId) {
+            outcome.answered = true
+            this.inflight.delete(requestId)
+          } else {
+            // Another request's answer, come another way (a server may answer a polled
+            // request on whichever stream is open): its own resume stops.
+            settled = this.inflight.get(id)
+            if (settled !== undefined) this.inflight.delete(id)
+          }
         }
         this.onmessage?.(message)
+        settled?.abort()
       }
     })
     for await (const chunk of body) {
@@ -280,6 +290,11 @@ export class StreamableHttpClientTransport implements Transport {
         throw err
       }
       parser.feed(decoder.decode(chunk, { stream: true }))
+      if (stopWhenAnswered && outcome.answered) {
+        // A resumed stream may be held open by the server: it has served its purpose.
+        body.destroy?.()
+        break
+      }
     }
     return outcome
   }
