@@ -160,7 +160,7 @@ test('streamReady waits for the GET stream\'s answer; 400 stops the stream for g
   }
 })
 
-test('a resumed stream the server holds open is let go once the answer is in; an answer on the standalone stream stops a resume', async () => {
+test('a resumed stream the server holds open is let go once the answer is in; an answer on the standalone stream stops a resume', { timeout: 10_000 }, async () => {
   let resumedClosed = false
   let resumes = 0
   let standalone: http.ServerResponse | null = null
