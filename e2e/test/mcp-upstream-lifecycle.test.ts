@@ -6,6 +6,8 @@
  *    stream that only primes an event id and a `retry`, then closes it; the answer comes
  *    on GET with Last-Event-ID, after `retry` ms. A target that never answers the resumed
  *    stream releases the caller at its requestTimeout (-32001).
+ *    The same with the SDK's own server (eventStore, retryInterval, closeSSEStream), as
+ *    the conformance scenario server-sse-polling's test_reconnection tool does.
  *  - Readiness: the session is not ready (initialize not answered) before each target's GET
  *    stream is answered, so a server-initiated request the target sends right away is not
  *    dropped by a target that has no stream to send it on.
@@ -17,9 +19,14 @@
 
 import { after, test } from 'node:test'
 import assert from 'node:assert/strict'
-import type http from 'node:http'
+import http from 'node:http'
+import { randomUUID } from 'node:crypto'
+import type { AddressInfo } from 'node:net'
 import { request } from 'undici'
-import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js'
+import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startBackend, sleep, type Backend } from '../lib/backends.ts'
 import { connectClient, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
@@ -139,6 +146,52 @@ test('SSE polling: a POST stream closed after a priming event is resumed with GE
     const took = Date.now() - t0
     assert.ok(took >= 1800 && took < 5000, `timed out after ${took} ms (requestTimeout 2s)`)
     assert.ok(resumes.length >= 3, 'the unanswered stream was polled again')
+  } finally {
+    await client.close()
+  }
+})
+
+test('SSE polling with the SDK\'s own server: a tool that closes its stream mid-call (as the conformance test_reconnection does) answers through the gateway', async () => {
+  const sessions = new Map<string, StreamableHTTPServerTransport>()
+  let closedStreams = 0
+  const httpServer = http.createServer((req, res) => {
+    void (async () => {
+      const sid = req.headers['mcp-session-id']
+      let transport = typeof sid === 'string' ? sessions.get(sid) : undefined
+      if (transport === undefined) {
+        if (typeof sid === 'string') return void res.writeHead(404).end()
+        transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          eventStore: new InMemoryEventStore(),
+          retryInterval: 200,
+          onsessioninitialized: id => { sessions.set(id, transport!) }
+        })
+        const server = new Server({ name: 'polling', version: '1' }, { capabilities: { tools: {} } })
+        server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'test_reconnection', inputSchema: { type: 'object' as const } }] }))
+        server.setRequestHandler(CallToolRequestSchema, async (_req, extra) => {
+          // Closes the answer's stream after its priming event; the answer follows later.
+          extra.closeSSEStream?.()
+          closedStreams++
+          await new Promise(resolve => setTimeout(resolve, 400))
+          return { content: [{ type: 'text', text: 'Reconnection test completed successfully' }] }
+        })
+        await server.connect(transport)
+      }
+      await transport.handleRequest(req, res)
+    })().catch(err => { if (!res.headersSent) res.writeHead(500).end(String(err)) })
+  })
+  await new Promise<void>(resolve => httpServer.listen(0, '127.0.0.1', resolve))
+  started.push(() => new Promise(resolve => {
+    httpServer.closeAllConnections()
+    httpServer.close(resolve)
+  }))
+  const url = `http://127.0.0.1:${(httpServer.address() as AddressInfo).port}/mcp`
+  const p = await gateway({ targets: [{ name: 'sdk', mcp: { host: url }, requestTimeout: '5s' }] })
+  const { client } = await connectClient(`${p.url}/mcp`)
+  try {
+    const result = await client.callTool({ name: 'test_reconnection', arguments: {} }, undefined, { timeout: 10_000 })
+    assert.equal(textOf(result), 'Reconnection test completed successfully')
+    assert.equal(closedStreams, 1)
   } finally {
     await client.close()
   }
