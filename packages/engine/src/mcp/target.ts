@@ -72,6 +72,8 @@ function newLimitedSseClientTransport (url: URL, options: SSEClientTransportOpti
 export type TargetState = 'idle' | 'starting' | 'ready' | 'restarting' | 'closed'
 
 const READY_WAIT_MS = 15_000
+/** Longest a target's readiness waits for its GET stream to be answered. */
+const STREAM_WAIT_MS = 10_000
 const BACKOFF_START_MS = 250
 const BACKOFF_MAX_MS = 30_000
 
@@ -184,8 +186,9 @@ export class TargetConnection {
       }
       // Not ready before the stream for server-initiated messages is answered: a request
       // the target sends meanwhile (sampling, elicitation) would have nowhere to go and be
-      // dropped. A target that never answers it only delays readiness by its requestTimeout.
-      if (transport instanceof StreamableHttpClientTransport) await transport.streamReady(this.spec.requestTimeoutMs)
+      // dropped. A target that holds it unanswered (headers only with a first event) delays
+      // readiness by its requestTimeout at most, and never by more than STREAM_WAIT_MS.
+      if (transport instanceof StreamableHttpClientTransport) await transport.streamReady(Math.min(this.spec.requestTimeoutMs, STREAM_WAIT_MS))
       if (this.transport !== transport) return
       this.backoffMs = BACKOFF_START_MS
       this.setState('ready')
