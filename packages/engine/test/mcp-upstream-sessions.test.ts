@@ -12,6 +12,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { loadConfigText, formatDiagnostic, validateIR } from '../src/index.ts'
 import { StreamableHttpClientTransport } from '../src/mcp/http-client-transport.ts'
+import { TargetConnection } from '../src/mcp/target.ts'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 
 function mcpConfig (backendExtra: string): string {
@@ -214,6 +215,36 @@ test('a resumed stream the server holds open is let go once the answer is in; an
     assert.equal(resumedClosed, true, 'the resume of an answered request goes on')
   } finally {
     await transport.close()
+    await server.close()
+  }
+})
+
+test('a resumed upstream session opens its GET stream with the protocol version, and is ready once it is answered', async () => {
+  const gets: Array<Record<string, unknown>> = []
+  const server = await listen((req, res) => {
+    if (req.method === 'GET') {
+      gets.push({ version: req.headers['mcp-protocol-version'], session: req.headers['mcp-session-id'] })
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'text/event-stream' })
+        res.flushHeaders()
+      }, 300)
+      return
+    }
+    req.resume()
+    req.on('end', () => res.writeHead(202).end())
+  })
+  const conn = new TargetConnection({ name: 't', kind: 'mcp', url: server.url.href, maxMessageBytes: 1 << 20, requestTimeoutMs: 5000 }, { onMessage: () => {} })
+  try {
+    const t0 = Date.now()
+    await conn.start({ protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'c', version: '1' } }, {
+      session: 'up-1',
+      result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: {} }
+    })
+    assert.equal(conn.state, 'ready')
+    assert.ok(Date.now() - t0 >= 250, 'ready before the GET stream was answered')
+    assert.deepEqual(gets, [{ version: '2025-06-18', session: 'up-1' }])
+  } finally {
+    await conn.detach()
     await server.close()
   }
 })

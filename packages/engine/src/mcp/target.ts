@@ -172,12 +172,13 @@ export class TargetConnection {
       transport.onrequestfailed = (id, err) => this.sendFailed(id, err)
     }
     try {
+      // A resumed upstream session: the protocol version must be known before start() opens
+      // its GET stream (a server may refuse a request without MCP-Protocol-Version).
+      if (resume !== undefined && transport instanceof StreamableHttpClientTransport) transport.setProtocolVersion(resume.result?.protocolVersion ?? this.clientInit!.protocolVersion)
       await transport.start()
       if (transport instanceof StdioProcessTransport) this.hooks.onProcess?.(this, transport.pid, true)
       if (resume !== undefined && transport instanceof StreamableHttpClientTransport) {
-        // The upstream session lives on; only the protocol version must be known again.
-        const version = resume.result?.protocolVersion ?? this.clientInit!.protocolVersion
-        transport.setProtocolVersion(version)
+        // The upstream session lives on; nothing else to negotiate.
         this.initResult = resume.result
         this.upstreamSession = resume.session
         if (this.initResult === null) await this.initialize(transport)
