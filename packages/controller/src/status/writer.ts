@@ -26,6 +26,11 @@ export interface StatusLog {
 
 const MAX_ATTEMPTS = 5
 
+/** Listener statuses (a Gateway's, a ListenerSet's) with transition times carried over by name. */
+function listenerStatuses<L extends { name: string, conditions: Condition[] }> (listeners: L[], current: Array<{ name: string, conditions?: Condition[] }> | undefined, now: string): L[] {
+  return listeners.map(l => ({ ...l, conditions: withTransitionTimes(l.conditions, current?.find(x => x.name === l.name)?.conditions, now) }))
+}
+
 export class StatusWriter {
   private readonly api: KubeHttp
   private readonly controllerName: string
@@ -128,10 +133,7 @@ export class StatusWriter {
       await this.api.mergePatch(`${path}/status`, {
         status: {
           conditions: withTransitionTimes(status.conditions, current.status?.conditions, now),
-          listeners: status.listeners.map(l => ({
-            ...l,
-            conditions: withTransitionTimes(l.conditions, current.status?.listeners?.find(x => x.name === l.name)?.conditions, now)
-          })),
+          listeners: listenerStatuses(status.listeners, current.status?.listeners, now),
           addresses: status.addresses,
           ...(status.attachedListenerSets !== undefined ? { attachedListenerSets: status.attachedListenerSets } : {})
         }
@@ -150,10 +152,7 @@ export class StatusWriter {
       await this.api.mergePatch(`${path}/status`, {
         status: {
           conditions: withTransitionTimes(status.conditions, current.status?.conditions, now),
-          listeners: status.listeners.map(l => ({
-            ...l,
-            conditions: withTransitionTimes(l.conditions, current.status?.listeners?.find(x => x.name === l.name)?.conditions, now)
-          }))
+          listeners: listenerStatuses(status.listeners, current.status?.listeners, now)
         }
       })
       return true
@@ -165,44 +164,39 @@ export class StatusWriter {
    * read-modify-write with the resourceVersion, so a concurrent writer causes a retry.
    */
   httpRoute (ns: string, name: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
-    this.enqueue(`HTTPRoute/${ns}/${name}`, uid, JSON.stringify(parents), async () => {
-      const path = paths.httpRoute(ns, name)
-      const current = await this.api.get<{ metadata: { resourceVersion: string, uid?: string }, status?: { parents?: Array<{ parentRef: unknown, controllerName: string, conditions?: Condition[] }> } }>(path)
-      if (!StatusWriter.same(uid, current)) return false
-      const now = new Date().toISOString()
-      const others = (current.status?.parents ?? []).filter(p => p.controllerName !== this.controllerName)
-      const ours = parents.map(p => {
-        const before = current.status?.parents?.find(x => x.controllerName === this.controllerName && JSON.stringify(x.parentRef) === JSON.stringify(p.parentRef))
-        return { ...p, conditions: withTransitionTimes(p.conditions, before?.conditions, now) }
-      })
-      await this.api.request({
-        method: 'PUT',
-        path: `${path}/status`,
-        body: { ...current, status: { ...(current.status ?? {}), parents: [...others, ...ours] } }
-      })
-      return true
-    })
+    this.writeOurEntries(`HTTPRoute/${ns}/${name}`, paths.httpRoute(ns, name), 'parents', 'parentRef', parents, uid)
   }
 
   /**
-   * A BackendTLSPolicy's ancestor statuses: ours (our controllerName) are replaced, other
-   * controllers' kept; an empty list removes ours. Read-modify-write like httpRoute.
+   * A BackendTLSPolicy's ancestor statuses: ours replaced, other controllers' kept; an empty
+   * list removes ours. Read-modify-write like httpRoute.
    */
   backendTLSPolicy (ns: string, name: string, ancestors: Array<{ ancestorRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
-    this.enqueue(`BackendTLSPolicy/${ns}/${name}`, uid, JSON.stringify(ancestors), async () => {
-      const path = paths.backendTLSPolicy(ns, name)
-      const current = await this.api.get<{ metadata: { resourceVersion: string, uid?: string }, status?: { ancestors?: Array<{ ancestorRef: unknown, controllerName: string, conditions?: Condition[] }> } }>(path)
+    this.writeOurEntries(`BackendTLSPolicy/${ns}/${name}`, paths.backendTLSPolicy(ns, name), 'ancestors', 'ancestorRef', ancestors, uid)
+  }
+
+  /**
+   * The per-controller list of a route's parents or a policy's ancestors (`status[field]`,
+   * each entry told apart by `refField` and controllerName): our entries are replaced, with
+   * transition times carried over from the entry for the same reference; other controllers'
+   * stay. A PUT with the resourceVersion read, so a concurrent writer means a retry.
+   */
+  private writeOurEntries<F extends string, R extends string> (key: Key, path: string, field: F, refField: R, entries: Array<Record<R, unknown> & { controllerName: string, conditions: Condition[] }>, uid: string | undefined): void {
+    type Entry = Record<R, unknown> & { controllerName: string, conditions?: Condition[] }
+    this.enqueue(key, uid, JSON.stringify(entries), async () => {
+      const current = await this.api.get<{ metadata: { resourceVersion: string, uid?: string }, status?: Partial<Record<F, Entry[]>> }>(path)
       if (!StatusWriter.same(uid, current)) return false
       const now = new Date().toISOString()
-      const others = (current.status?.ancestors ?? []).filter(a => a.controllerName !== this.controllerName)
-      const ours = ancestors.map(a => {
-        const before = current.status?.ancestors?.find(x => x.controllerName === this.controllerName && JSON.stringify(x.ancestorRef) === JSON.stringify(a.ancestorRef))
-        return { ...a, conditions: withTransitionTimes(a.conditions, before?.conditions, now) }
+      const existing: Entry[] = current.status?.[field] ?? []
+      const others = existing.filter(e => e.controllerName !== this.controllerName)
+      const ours = entries.map(e => {
+        const before = existing.find(x => x.controllerName === this.controllerName && JSON.stringify(x[refField]) === JSON.stringify(e[refField]))
+        return { ...e, conditions: withTransitionTimes(e.conditions, before?.conditions, now) }
       })
       await this.api.request({
         method: 'PUT',
         path: `${path}/status`,
-        body: { ...current, status: { ...(current.status ?? {}), ancestors: [...others, ...ours] } }
+        body: { ...current, status: { ...(current.status ?? {}), [field]: [...others, ...ours] } }
       })
       return true
     })
