@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import { loadConfigText, formatDiagnostic } from '../src/index.ts'
 import { RouteTable, type MatchInput } from '../src/routing/route-table.ts'
 import { compileCel, evalBool } from '../src/cel/expression.ts'
-import { compileOrigins } from '../src/policy/cors.ts'
+import { compileOrigins } from '../src/request/cors-origins.ts'
 import { compileLinearRegex, linearRegexProblem } from '../src/util/linear-regex.ts'
 import type { RouteIR, RouteMatchIR } from '../src/ir/types.ts'
 

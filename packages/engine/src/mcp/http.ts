@@ -30,7 +30,7 @@ import { requestSnapshot } from '../trace/snapshot.ts'
 import { traceCallResult, traceCallStart } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
 import { hostnameMatches } from '../routing/hostname.ts'
-import { corsAllowsOrigin } from '../policy/cors.ts'
+import { corsAllowsOrigin } from '../request/cors-origins.ts'
 import type { ClientInit } from './target.ts'
 import { classify, handleModernPost, isModernHeader, modernMethodNotAllowed, type McpHttpHelpers } from './revision-2026.ts'
 
