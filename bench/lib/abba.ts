@@ -15,6 +15,8 @@ export interface AbbaTarget {
   url: string
   headers?: Record<string, string>
   body?: string
+  /** CPU of this target's own process, when the two are different processes (two builds). */
+  cpu?: CpuProbe
 }
 
 export interface AbbaOptions {
@@ -53,7 +55,7 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
         warmupSeconds: options.warmup,
         ...(target.headers !== undefined ? { headers: target.headers } : {}),
         ...(target.body !== undefined ? { body: target.body } : {}),
-        ...(options.cpu !== undefined ? { cpu: options.cpu } : {})
+        ...((target.cpu ?? options.cpu) !== undefined ? { cpu: (target.cpu ?? options.cpu)! } : {})
       }))
     }
   }
