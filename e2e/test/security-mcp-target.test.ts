@@ -188,6 +188,7 @@ test('a remote target whose answer is past the limit (an endless SSE event, a JS
   for (const tool of ['remote_flood_sse', 'remote_flood_json', 'remote_flood_length']) {
     const { error, ms } = await failing(tool)
     assert.equal(error.code, -32000, `${tool}: ${error.message}`)
+    assert.deepEqual(error.data, { source: 'portico', reason: 'target-unavailable' })
     assert.match(error.message, /more than 4194304 bytes.*maxMessageSize/, `${tool}: ${error.message}`)
     assert.ok(ms < CLIENT_TIMEOUT_MS / 3, `${tool}: answered at once (${Math.round(ms)} ms)`)
     assert.deepEqual(await call('remote_echo', { text: tool }), { text: tool })
@@ -209,6 +210,8 @@ test('a legacy SSE target that sends an event past the limit is disconnected and
 test('a remote target that never answers releases its caller at its requestTimeout', async () => {
   const { error, ms } = await failing('remote_hang')
   assert.equal(error.code, -32001, error.message)
+  // -32001 is also the SDK's unknown-session code, and a target may send it itself: the data says who and why.
+  assert.deepEqual(error.data, { source: 'portico', reason: 'target-timeout' })
   assert.match(error.message, /target "remote" did not answer tools\/call within 1000 ms/)
   assert.ok(ms >= 900 && ms < 10_000, `released after ~1 s (${Math.round(ms)} ms)`)
   assert.deepEqual(await call('remote_echo', { text: 'ok' }), { text: 'ok' })

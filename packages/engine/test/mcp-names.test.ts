@@ -2,6 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { TargetNaming, wrapPromptResult, wrapToolResult } from '../src/mcp/names.ts'
 import { mergeInitialize } from '../src/mcp/merge.ts'
+import { errorResponse, gatewayErrorReason, sessionNotFound, targetTimeout, targetUnavailable } from '../src/mcp/jsonrpc.ts'
 
 const two = new TargetNaming({ targets: [{ name: 'a' }, { name: 'b' }] as never, prefixMode: 'conditional' })
 const one = new TargetNaming({ targets: [{ name: 'a' }] as never, prefixMode: 'conditional' })
@@ -20,4 +21,13 @@ test('several targets advertise only the capabilities the gateway routes across 
   assert.deepEqual(Object.keys(merged.capabilities as object).sort(), ['logging', 'prompts', 'tools'])
   const single = mergeInitialize([{ name: 'a', result: { capabilities: caps } as never }], '2025-11-25')
   assert.ok('tasks' in (single.capabilities as object))
+})
+
+test('errors the gateway makes say so in data; a target\'s own error with the same code does not', () => {
+  assert.equal(gatewayErrorReason(targetTimeout(1, 'slow').error), 'target-timeout')
+  assert.equal(gatewayErrorReason(sessionNotFound().error), 'session-not-found')
+  assert.equal(targetTimeout(1, 'x').error.code, sessionNotFound().error.code, 'the SDK uses -32001 for both')
+  assert.equal(gatewayErrorReason(targetUnavailable(2, 'down').error), 'target-unavailable')
+  assert.equal(gatewayErrorReason(errorResponse(3, -32001, 'a target timing out its own work').error), null)
+  assert.equal(gatewayErrorReason(errorResponse(3, -32000, 'x', { source: 'someone-else' }).error), null)
 })

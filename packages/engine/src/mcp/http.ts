@@ -23,7 +23,7 @@ import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, SseWriter, type HeadHook } from './channels.ts'
 import {
-  errorResponse, INVALID_REQUEST, isRequest, PARSE_ERROR, resultResponse, SESSION_NOT_FOUND, TARGET_TIMEOUT, TARGET_UNAVAILABLE, validMessage,
+  errorResponse, gatewayErrorReason, INVALID_REQUEST, isRequest, PARSE_ERROR, resultResponse, sessionNotFound, targetUnavailable, validMessage,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
 import { requestSnapshot } from '../trace/snapshot.ts'
@@ -150,8 +150,10 @@ function headHook (rt: McpRuntime, ctx: RequestContext): HeadHook {
  * A call the gateway answered for a target (it failed, timed out, was killed) goes into
  * the access log and the trace, though the HTTP status is 200: the error is in the body.
  */
-function traceTargetError (ctx: RequestContext, error: { code: number, message: string }): void {
-  if (error.code !== TARGET_UNAVAILABLE && error.code !== TARGET_TIMEOUT) return
+function traceTargetError (ctx: RequestContext, error: { code: number, message: string, data?: unknown }): void {
+  // Only the gateway's own answers for a target: a target's error with the same code is an answer.
+  const reason = gatewayErrorReason(error)
+  if (reason !== 'target-unavailable' && reason !== 'target-timeout') return
   ctx.error ??= error.message
   // Before the head, the error goes into backendCallResult; after it (an SSE answer), on its own.
   if (ctx.upstreamHeadersAt !== 0) ctx.tracer?.emit({ type: 'mcpTargetError', code: error.code, error: error.message }, { severity: 'error' })
@@ -249,7 +251,7 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
       session = spec.statefulMode === 'stateless' ? await gw.statelessSession(backend) : await gw.createSession(backend, initOf(initialize))
     } catch (err) {
       ctx.error = (err as Error).message
-      return reply(rt, ctx, 200, errorResponse(initialize.id, TARGET_UNAVAILABLE, (err as Error).message))
+      return reply(rt, ctx, 200, targetUnavailable(initialize.id, (err as Error).message))
     }
     const headers: Record<string, string> = session.id !== '' && spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
     return reply(rt, ctx, 200, resultResponse(initialize.id, session.initializeResult((initialize.params ?? {}).protocolVersion)), headers)
@@ -261,7 +263,7 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
       session = await gw.statelessSession(backend)
     } catch (err) {
       const id = isRequest(first) ? first.id : null
-      return reply(rt, ctx, 200, errorResponse(id, TARGET_UNAVAILABLE, (err as Error).message))
+      return reply(rt, ctx, 200, targetUnavailable(id, (err as Error).message))
     }
   } else {
     const sid = req.headers[SESSION_HEADER]
@@ -269,7 +271,7 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
       return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))
     }
     session = await gw.getSession(backend, sid)
-    if (session === null) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+    if (session === null) return reply(rt, ctx, 404, sessionNotFound())
   }
 
   ctx.mcp = session.describe(messages.find(isRequest) ?? first)
@@ -314,7 +316,7 @@ async function get (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend
   const sid = ctx.req.headers[SESSION_HEADER]
   if (typeof sid !== 'string' || sid === '') return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))
   const session = await gw.getSession(backend, sid)
-  if (session === null) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  if (session === null) return reply(rt, ctx, 404, sessionNotFound())
   ctx.mcp = { method: 'GET', target: '' }
   traceStart(rt, ctx)
 
@@ -349,7 +351,7 @@ async function del (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend
   const sid = ctx.req.headers[SESSION_HEADER]
   if (typeof sid !== 'string' || sid === '') return reply(rt, ctx, 400, errorResponse(null, INVALID_REQUEST, 'Bad Request: Mcp-Session-Id header is required'))
   const session = await gw.getSession(backend, sid)
-  if (session === null) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  if (session === null) return reply(rt, ctx, 404, sessionNotFound())
   ctx.mcp = { method: 'DELETE', target: '' }
   traceStart(rt, ctx)
   await gw.deleteSession(session)
@@ -376,7 +378,7 @@ function legacyOpen (gw: McpGateway, rt: McpRuntime, ctx: RequestContext): void 
 async function legacyPost (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend: BackendIR): Promise<void> {
   const id = new URLSearchParams(ctx.query).get('sessionId') ?? ''
   const entry = gw.legacy.get(id)
-  if (entry === undefined) return reply(rt, ctx, 404, errorResponse(null, SESSION_NOT_FOUND, 'Session not found'))
+  if (entry === undefined) return reply(rt, ctx, 404, sessionNotFound())
   const { writer } = entry
   const read = await readMessages(rt, ctx, backend.mcp!)
   if (read === null) return
@@ -393,7 +395,7 @@ async function legacyPost (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, 
     try {
       session = await gw.createLegacySession(backend, initOf(initialize))
     } catch (err) {
-      writer.event(JSON.stringify(errorResponse(initialize.id, TARGET_UNAVAILABLE, (err as Error).message)), undefined, 'message')
+      writer.event(JSON.stringify(targetUnavailable(initialize.id, (err as Error).message)), undefined, 'message')
       return
     }
     if (!writer.open) {

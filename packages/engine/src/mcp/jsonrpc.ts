@@ -51,6 +51,39 @@ export const TARGET_TIMEOUT = -32001
 export const SESSION_NOT_FOUND = -32001
 
 /**
+ * Why the gateway itself answered with an error (`error.data.reason`, with `source:
+ * "portico"`): the codes follow the SDK's, so -32001 is both a target's timeout and an unknown
+ * session, and a target may send -32000/-32001 of its own; the data tells them apart for
+ * clients, traces and logs.
+ */
+export type GatewayErrorReason = 'target-unavailable' | 'target-timeout' | 'session-not-found'
+
+function gatewayError (id: JsonRpcId | null, code: number, message: string, reason: GatewayErrorReason): JsonRpcErrorResponse {
+  return errorResponse(id, code, message, { source: 'portico', reason })
+}
+
+/** A target is down, restarting, failed or was cut off (TARGET_UNAVAILABLE). */
+export function targetUnavailable (id: JsonRpcId | null, message: string): JsonRpcErrorResponse {
+  return gatewayError(id, TARGET_UNAVAILABLE, message, 'target-unavailable')
+}
+
+/** A target did not answer within its requestTimeout (TARGET_TIMEOUT). */
+export function targetTimeout (id: JsonRpcId | null, message: string): JsonRpcErrorResponse {
+  return gatewayError(id, TARGET_TIMEOUT, message, 'target-timeout')
+}
+
+/** An unknown or ended session (SESSION_NOT_FOUND, sent with HTTP 404). */
+export function sessionNotFound (): JsonRpcErrorResponse {
+  return gatewayError(null, SESSION_NOT_FOUND, 'Session not found', 'session-not-found')
+}
+
+/** The reason of an error the gateway made, or null for a target's own error. */
+export function gatewayErrorReason (error: { data?: unknown }): GatewayErrorReason | null {
+  const data = error.data as { source?: unknown, reason?: unknown } | undefined
+  return data !== undefined && data !== null && data.source === 'portico' ? data.reason as GatewayErrorReason : null
+}
+
+/**
  * The MCP protocol versions, as the SDK's types.js defines them (test/mcp-protocol-versions
  * pins them equal). Not imported from there: types.js loads zod, about 1 MiB of source and
  * tens of MiB of heap, which the gateway itself never uses.

@@ -24,8 +24,10 @@ import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, type Channel, type HeadHook } from './channels.ts'
 import {
-  errorResponse, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, isResponse, isSupportedVersion, LATEST_PROTOCOL_VERSION,
-  METHOD_NOT_FOUND, MODERN_PROTOCOL_VERSIONS, resultResponse, SUPPORTED_PROTOCOL_VERSIONS, TARGET_UNAVAILABLE, UNSUPPORTED_PROTOCOL_VERSION,
+  errorResponse, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest,
+  isResponse, isSupportedVersion, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND,
+  MODERN_PROTOCOL_VERSIONS, resultResponse, SUPPORTED_PROTOCOL_VERSIONS, targetUnavailable,
+  UNSUPPORTED_PROTOCOL_VERSION,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
 
@@ -321,7 +323,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   } catch (err) {
     ctx.mcp = { method: req.method, target: allTargets }
     ctx.error = (err as Error).message
-    return h.reply(ctx, 200, errorResponse(req.id, TARGET_UNAVAILABLE, (err as Error).message))
+    return h.reply(ctx, 200, targetUnavailable(req.id, (err as Error).message))
   }
   const merged = session.initializeResult(LATEST_PROTOCOL_VERSION)
   if (req.method === 'server/discover') {

@@ -12,7 +12,8 @@ import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitRes
 import { EventLog, SessionStream, type Channel } from './channels.ts'
 import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
 import {
-  errorResponse, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, METHOD_NOT_FOUND, resultResponse, TARGET_UNAVAILABLE,
+  errorResponse, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, METHOD_NOT_FOUND,
+  resultResponse, targetUnavailable,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
 } from './jsonrpc.ts'
 import type { SessionState } from './session-id.ts'
@@ -266,7 +267,7 @@ export class McpSession {
       entry.upstreamId = conn.request(message, response => this.complete(entry, response, transform))
     }
     if (conn.state === 'ready') send()
-    else conn.ready().then(send, (err: Error) => this.complete(entry, errorResponse(req.id, TARGET_UNAVAILABLE, err.message)))
+    else conn.ready().then(send, (err: Error) => this.complete(entry, targetUnavailable(req.id, err.message)))
   }
 
   private complete (entry: Inflight, response: JsonRpcResponse, transform?: (result: Record<string, unknown>) => Record<string, unknown>): void {
@@ -304,7 +305,7 @@ export class McpSession {
       try {
         await t.ready()
       } catch (err) {
-        return { t, response: errorResponse(req.id, TARGET_UNAVAILABLE, (err as Error).message) }
+        return { t, response: targetUnavailable(req.id, (err as Error).message) }
       }
       if (!(spec.capability in (t.initResult?.capabilities ?? {}))) return null
       const p = cursors !== null ? { ...params, cursor: cursors[t.name] } : params
@@ -341,7 +342,7 @@ export class McpSession {
       try {
         await t.ready()
       } catch (err) {
-        return errorResponse(req.id, TARGET_UNAVAILABLE, (err as Error).message)
+        return targetUnavailable(req.id, (err as Error).message)
       }
       const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
       if (req.params !== undefined) message.params = req.params

@@ -18,7 +18,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import type { McpTargetIR } from '../ir/types.ts'
 import { StdioProcessTransport } from './stdio-transport.ts'
 import {
-  errorResponse, isRequest, isResponse, TARGET_TIMEOUT, TARGET_UNAVAILABLE,
+  isRequest, isResponse, targetTimeout, targetUnavailable,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
 } from './jsonrpc.ts'
 import { limitedFetch, MESSAGE_TOO_LARGE } from './message-limits.ts'
@@ -250,7 +250,7 @@ export class TargetConnection {
     const id = this.nextId++
     const transport = this.transport
     if (transport === null || this.state !== 'ready') {
-      queueMicrotask(() => onResponse(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`)))
+      queueMicrotask(() => onResponse(targetUnavailable(id, `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`)))
       return id
     }
     const entry: Pending = { respond: onResponse, method: message.method, timer: undefined }
@@ -267,7 +267,7 @@ export class TargetConnection {
     const entry = this.pending.get(id)
     if (entry === undefined) return
     if (isPorticoError(err, MESSAGE_TOO_LARGE)) this.hooks.onWarning?.(this, `answer to ${entry.method} dropped: ${err.message}`)
-    this.failRequest(id, TARGET_UNAVAILABLE, `target "${this.name}" failed: ${err.message}`)
+    this.failRequest(id, targetUnavailable, `target "${this.name}" failed: ${err.message}`)
   }
 
   /** (Re)starts the requestTimeout of a pending request. */
@@ -292,18 +292,18 @@ export class TargetConnection {
   private timeOut (id: JsonRpcId, ms: number): void {
     const entry = this.pending.get(id)
     if (entry === undefined) return
-    this.failRequest(id, TARGET_TIMEOUT, `target "${this.name}" did not answer ${entry.method} within ${ms} ms (requestTimeout)`)
+    this.failRequest(id, targetTimeout, `target "${this.name}" did not answer ${entry.method} within ${ms} ms (requestTimeout)`)
     this.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `no answer within ${ms} ms` } })
     if (this.transport instanceof StreamableHttpClientTransport) this.transport.abandon(id)
   }
 
   /** Answers a pending request with an error of the gateway's (no-op once it is answered). */
-  private failRequest (id: JsonRpcId, code: number, message: string): void {
+  private failRequest (id: JsonRpcId, error: (id: JsonRpcId, message: string) => JsonRpcMessage, message: string): void {
     const entry = this.pending.get(id)
     if (entry === undefined) return
     this.pending.delete(id)
     clearTimeout(entry.timer)
-    entry.respond(errorResponse(id, code, message))
+    entry.respond(error(id, message) as never)
   }
 
   /** A request the gateway itself makes (initialize, fan-out), as a promise with a timeout. */
@@ -314,7 +314,7 @@ export class TargetConnection {
       const timer = setTimeout(() => {
         this.pending.delete(id)
         if (transport instanceof StreamableHttpClientTransport) transport.abandon(id)
-        resolve(errorResponse(id, TARGET_TIMEOUT, `target "${this.name}" did not answer ${message.method} within ${timeoutMs} ms`))
+        resolve(targetTimeout(id, `target "${this.name}" did not answer ${message.method} within ${timeoutMs} ms`))
       }, timeoutMs)
       this.pending.set(id, {
         respond: r => {
@@ -327,7 +327,7 @@ export class TargetConnection {
       if (transport === null) {
         clearTimeout(timer)
         this.pending.delete(id)
-        resolve(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`))
+        resolve(targetUnavailable(id, `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`))
         return
       }
       const request: JsonRpcRequest = { jsonrpc: '2.0', id, method: message.method }
@@ -335,7 +335,7 @@ export class TargetConnection {
       transport.send(request as JSONRPCMessage).catch((err: Error) => {
         clearTimeout(timer)
         this.pending.delete(id)
-        resolve(errorResponse(id, TARGET_UNAVAILABLE, `target "${this.name}" failed: ${err.message}`))
+        resolve(targetUnavailable(id, `target "${this.name}" failed: ${err.message}`))
       })
     })
   }
@@ -388,7 +388,7 @@ export class TargetConnection {
     for (const [id, entry] of [...this.pending]) {
       this.pending.delete(id)
       clearTimeout(entry.timer)
-      entry.respond(errorResponse(id, TARGET_UNAVAILABLE, reason))
+      entry.respond(targetUnavailable(id, reason))
     }
   }
 
