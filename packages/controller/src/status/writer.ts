@@ -26,6 +26,12 @@ export interface StatusLog {
 
 const MAX_ATTEMPTS = 5
 
+/** What a Gateway's and a ListenerSet's statuses share. */
+interface ListenerHolderStatus {
+  conditions: Condition[]
+  listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }>
+}
+
 /** Listener statuses (a Gateway's, a ListenerSet's) with transition times carried over by name. */
 function listenerStatuses<L extends { name: string, conditions: Condition[] }> (listeners: L[], current: Array<{ name: string, conditions?: Condition[] }> | undefined, now: string): L[] {
   return listeners.map(l => ({ ...l, conditions: withTransitionTimes(l.conditions, current?.find(x => x.name === l.name)?.conditions, now) }))
@@ -124,9 +130,24 @@ export class StatusWriter {
     })
   }
 
-  gateway (ns: string, name: string, status: { conditions: Condition[], listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }>, addresses: Array<{ type: string, value: string }>, attachedListenerSets?: number }, uid?: string): void {
-    this.enqueue(`Gateway/${ns}/${name}`, uid, JSON.stringify(status), async () => {
-      const path = paths.gateway(ns, name)
+  gateway (ns: string, name: string, status: ListenerHolderStatus & { addresses: Array<{ type: string, value: string }>, attachedListenerSets?: number }, uid?: string): void {
+    this.writeListenerHolder(`Gateway/${ns}/${name}`, paths.gateway(ns, name), status, {
+      addresses: status.addresses,
+      ...(status.attachedListenerSets !== undefined ? { attachedListenerSets: status.attachedListenerSets } : {})
+    }, uid)
+  }
+
+  /** A ListenerSet's status: its conditions and its listeners', as a Gateway's. */
+  listenerSet (ns: string, name: string, status: ListenerHolderStatus, uid?: string): void {
+    this.writeListenerHolder(`ListenerSet/${ns}/${name}`, paths.listenerSet(ns, name), status, {}, uid)
+  }
+
+  /**
+   * The status of an object with listeners (a Gateway, a ListenerSet): conditions and
+   * listeners with their transition times carried over, plus `extra` fields, merge-patched.
+   */
+  private writeListenerHolder (key: Key, path: string, status: ListenerHolderStatus, extra: Record<string, unknown>, uid: string | undefined): void {
+    this.enqueue(key, uid, JSON.stringify(status), async () => {
       const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> } }>(path)
       if (!StatusWriter.same(uid, current)) return false
       const now = new Date().toISOString()
@@ -134,25 +155,7 @@ export class StatusWriter {
         status: {
           conditions: withTransitionTimes(status.conditions, current.status?.conditions, now),
           listeners: listenerStatuses(status.listeners, current.status?.listeners, now),
-          addresses: status.addresses,
-          ...(status.attachedListenerSets !== undefined ? { attachedListenerSets: status.attachedListenerSets } : {})
-        }
-      })
-      return true
-    })
-  }
-
-  /** A ListenerSet's status: its conditions and its listeners', as a Gateway's. */
-  listenerSet (ns: string, name: string, status: { conditions: Condition[], listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }> }, uid?: string): void {
-    this.enqueue(`ListenerSet/${ns}/${name}`, uid, JSON.stringify(status), async () => {
-      const path = paths.listenerSet(ns, name)
-      const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> } }>(path)
-      if (!StatusWriter.same(uid, current)) return false
-      const now = new Date().toISOString()
-      await this.api.mergePatch(`${path}/status`, {
-        status: {
-          conditions: withTransitionTimes(status.conditions, current.status?.conditions, now),
-          listeners: listenerStatuses(status.listeners, current.status?.listeners, now)
+          ...extra
         }
       })
       return true
