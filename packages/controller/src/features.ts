@@ -35,6 +35,8 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteRetryConnectionError',
   'HTTPRouteNamedRouteRule',
   'HTTPRouteBackendProtocolWebSocket',
+  'HTTPRouteBackendProtocolH2C',
+  'HTTPRouteHTTPSListenerDetectMisdirectedRequests',
   'HTTPRouteParentRefPort',
   'HTTPRouteDestinationPortMatching',
   'GatewayHTTPListenerIsolation',

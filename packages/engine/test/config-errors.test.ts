@@ -38,7 +38,7 @@ test('unknown keys are errors with position and a did-you-mean', () => {
 
 test('an unknown key far from any known one lists the known fields', () => {
   const [line] = errors('gateways:\n  default:\n    port: 3000\n    zzzzzzzz: 1\n')
-  assert.match(line!, /^c\.yaml:4:5: gateways\.default\.zzzzzzzz: unknown field "zzzzzzzz" \(known fields: port, protocol, address, hostname, tls, path, timeout, clientIPDetection, upgrades, policies\)$/)
+  assert.match(line!, /^c\.yaml:4:5: gateways\.default\.zzzzzzzz: unknown field "zzzzzzzz" \(known fields: port, protocol, address, hostname, http2, tls, path, timeout, clientIPDetection, upgrades, policies\)$/)
 })
 
 test('type, enum, range and required errors name the field and line', () => {
@@ -130,4 +130,14 @@ test('duplicate keys are syntax errors', () => {
 test('bad durations are rejected by the schema', () => {
   const [line] = errors('gateways: {default: {port: 1}}\nroutes:\n  - policies: {timeout: {requestTimeout: 10}}\n')
   assert.match(line!, /^c\.yaml:3:\d+: routes\[0\]\.policies\.timeout\.requestTimeout: must be a string, got number 10$/)
+})
+
+test('gateways.<name>.http2: false turns HTTP/2 off for the port; gateways sharing a port must agree', () => {
+  const on = loadConfigText('gateways: {default: {port: 3000}}\nroutes: [{backends: [{host: "127.0.0.1:8080"}]}]\n', { baseDir: '/' })
+  const off = loadConfigText('gateways: {default: {port: 3000, http2: false}}\nroutes: [{backends: [{host: "127.0.0.1:8080"}]}]\n', { baseDir: '/' })
+  assert.ok(on.ok && off.ok)
+  assert.equal(on.config.ir.binds[0]!.http2, undefined)
+  assert.equal(off.config.ir.binds[0]!.http2, false)
+  const [line] = errors('gateways:\n  a: {port: 3000, hostname: a.test}\n  b: {port: 3000, hostname: b.test, http2: false}\nroutes: [{gateways: [a, b], backends: [{host: "127.0.0.1:8080"}]}]\n')
+  assert.match(line!, /gateways\.b\.http2: gateways sharing port 3000 must agree on http2/)
 })

@@ -7,11 +7,13 @@
 
 import http from 'node:http'
 import https from 'node:https'
+import http2 from 'node:http2'
 import tls from 'node:tls'
 import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { BindIR, Engine, ProxyIR } from '@portico/engine'
 import { PorticoError, hostnameMatches, requestHeadersTimeoutMs } from '@portico/engine'
+import { H2_SERVER_SETTINGS, adaptHttp2, sniffPreface } from './http2.ts'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
 const UNUSED_CONNECTION_GRACE_MS = 1_000
@@ -24,6 +26,14 @@ function clientErrorStatus (code: string | undefined): [string, string] {
   if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return ['408 Request Timeout', 'request timeout']
   return ['400 Bad Request', 'bad request']
 }
+
+function clientErrorResponse (code: string | undefined): string {
+  const [status, body] = clientErrorStatus(code)
+  return `HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`
+}
+
+/** An HTTP/2 connection with no stream open for this long is closed (as keepAliveTimeout does for HTTP/1.1). */
+const H2_IDLE_TIMEOUT_MS = 65_000
 
 /** The bind's certificate and, with client certificate validation, the CAs clients must chain to. */
 function serverTlsOptions (bind: BindIR): tls.SecureContextOptions {
@@ -67,6 +77,8 @@ interface BoundServer {
   sockets: Set<Socket>
   /** When each connection was accepted, so a drain can tell unused ones apart. */
   openedAt: WeakMap<Socket, number>
+  /** Open HTTP/2 sessions (h2 and h2c), which a drain ends with a GOAWAY. */
+  sessions: Set<http2.ServerHttp2Session>
 }
 
 export interface ListenerSnapshot {
@@ -133,7 +145,7 @@ export class ListenerManager {
   }
 
   private async open (bind: BindIR): Promise<BoundServer> {
-    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap() }
+    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set() }
     const options: http.ServerOptions = {
       // Bodies may stream for a long time (uploads, SSE): a whole-request limit would cut
       // them. Slow request heads are cut (requestHeadersTimeout), and so are streamed bodies
@@ -150,12 +162,64 @@ export class ListenerManager {
       // other (h2c, ...) is served as a plain request and its Upgrade headers are dropped.
       shouldUpgradeCallback: (req: http.IncomingMessage) => this.engine.upgradeAllowed(entry.bind.key, req)
     }
-    const server: http.Server = bind.protocol === 'HTTPS'
-      ? https.createServer({ ...options, ...serverTlsOptions(bind), ...clientCertOptions(bind), SNICallback: (servername, cb) => cb(null, this.contextForSni(entry, servername)) })
-      : http.createServer(options)
+    const h2 = bind.http2 !== false
+    const tlsOptions = { ...serverTlsOptions(bind), ...clientCertOptions(bind), SNICallback: (servername: string, cb: (err: Error | null, ctx?: tls.SecureContext) => void) => cb(null, this.contextForSni(entry, servername)) }
+    let server: http.Server
+    if (bind.protocol === 'HTTPS' && h2) {
+      // ALPN picks h2 or http/1.1; HTTP/1.1 connections then run Node's own HTTP/1.1 server
+      // code (the same parser, head deadline, keep-alive and upgrade handling as https).
+      const secure = http2.createSecureServer({ ...options, ...tlsOptions, allowHTTP1: true, settings: H2_SERVER_SETTINGS }) as unknown as http.Server & { shouldUpgradeCallback: (req: http.IncomingMessage) => boolean }
+      // Http2SecureServer replaces the option with "any 'upgrade' listener": set it again.
+      secure.shouldUpgradeCallback = options.shouldUpgradeCallback!
+      // It also reports failed handshakes as 'clientError', which would answer an HTTP 400
+      // on a connection that never spoke HTTP: like https, let such a socket just be destroyed.
+      secure.removeAllListeners('tlsClientError')
+      server = secure
+    } else {
+      server = bind.protocol === 'HTTPS' ? https.createServer({ ...options, ...tlsOptions }) : http.createServer(options)
+    }
     entry.server = server
     const handle = this.engine.handler(bind.key)
-    server.on('request', handle)
+    if (!h2) server.on('request', handle)
+    else {
+      const handleAny = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+        adaptHttp2(req, res)
+        handle(req, res)
+      }
+      const onSession = (session: http2.ServerHttp2Session): void => {
+        entry.sessions.add(session)
+        session.setTimeout(H2_IDLE_TIMEOUT_MS, () => session.close())
+        session.once('close', () => entry.sessions.delete(session))
+      }
+      const onSessionError = (err: NodeJS.ErrnoException): void => {
+        this.log.debug({ bind: bind.key, err: err.code ?? err.message }, 'http2 session error')
+      }
+      if (bind.protocol === 'HTTPS') {
+        server.on('request', handleAny)
+        server.on('session', onSession)
+        server.on('sessionError', onSessionError)
+      } else {
+        server.on('request', handle)
+        // h2c with prior knowledge: a connection that opens with the HTTP/2 preface goes to
+        // an HTTP/2 server that never listens itself; every other one to Node's HTTP/1.1
+        // connection handling, unchanged (its first bytes are put back before it reads).
+        const h2c = http2.createServer({ settings: H2_SERVER_SETTINGS })
+        h2c.on('request', handleAny)
+        h2c.on('session', onSession)
+        h2c.on('sessionError', onSessionError)
+        const http1 = server.listeners('connection')[0] as (socket: Socket) => void
+        server.off('connection', http1)
+        server.on('connection', (socket: Socket) => {
+          sniffPreface(socket, requestHeadersTimeoutMs(entry.bind), isH2 => {
+            if (isH2) h2c.emit('connection', socket)
+            else {
+              http1.call(server, socket)
+              socket.resume()
+            }
+          }, () => socket.end(clientErrorResponse('ERR_HTTP_REQUEST_TIMEOUT')))
+        })
+      }
+    }
     server.on('upgrade', this.engine.upgradeHandler(bind.key))
     server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => {
       entry.sockets.add(socket)
@@ -171,8 +235,7 @@ export class ListenerManager {
       if (socket.writable && !inPipeline) {
         // Malformed requests get a 400 and never reach the pipeline; oversized headers (a
         // 64 KiB token, say) and a head that took too long get the status naming the problem.
-        const [status, body] = clientErrorStatus(err.code)
-        socket.end(`HTTP/1.1 ${status}\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`)
+        socket.end(clientErrorResponse(err.code))
       } else if (!(socket.writable && inPipeline !== null && inPipeline !== undefined && this.engine.clientError(inPipeline, err))) {
         // The request is in the pipeline and its body broke (a bad chunk size): the engine
         // answers 400 unless the response has started, when closing is all that is left.
@@ -221,6 +284,8 @@ export class ListenerManager {
     const closed = new Promise<void>(resolve => s.server.close(() => resolve()))
     const closeIdle = () => {
       s.server.closeIdleConnections()
+      // HTTP/2: a GOAWAY; the session closes once its open streams are answered.
+      for (const session of s.sessions) if (!session.closed) session.close()
       // Node counts a connection that has not sent a request yet as busy, so one that was
       // opened and left unused (a preconnect, a spare in a client pool) would hold the drain
       // until its deadline. Once it has been quiet for a moment it is idle too.
@@ -235,7 +300,9 @@ export class ListenerManager {
     const deadline = new Promise<void>(resolve => setTimeout(resolve, deadlineMs).unref())
     await Promise.race([closed, deadline])
     clearInterval(sweep)
-    s.server.closeAllConnections()
+    // Http2SecureServer lacks closeAllConnections though it tracks HTTP/1.1 connections the
+    // same way; the sockets are destroyed below anyway.
+    http.Server.prototype.closeAllConnections.call(s.server)
     for (const socket of s.sockets) socket.destroy()
     await closed
   }

@@ -102,6 +102,7 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     name: ref.name,
     namespace: ns,
     protocol: port?.appProtocol === 'https' ? 'https' : 'http',
+    ...(port?.appProtocol === 'kubernetes.io/h2c' ? { h2c: true } : {}),
     endpoints,
     target: `${ref.name}.${ns}.svc.cluster.local:${ref.port}`
   }

@@ -305,6 +305,7 @@ export const GatewaySchema = Type.Object({
   protocol: Opt(StringEnum(['HTTP', 'HTTPS'], { description: 'Listener protocol; default HTTP.' })),
   address: Opt(Type.String({ minLength: 1, description: 'Bind address; default 0.0.0.0 (all IPv4 interfaces).' })),
   hostname: Opt(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$', description: 'Only requests for this host (wildcard *. allowed) use this gateway; gateways on one port are told apart by it.' })),
+  http2: Opt(Type.Boolean({ description: 'Serve HTTP/2 besides HTTP/1.1: h2 chosen by ALPN on HTTPS, h2c with prior knowledge on HTTP. Default true; false serves HTTP/1.1 only. Gateways sharing a port must agree.' })),
   tls: Opt(Type.Object({
     cert: Type.String({ minLength: 1, description: 'Path to the PEM certificate chain (relative to the config file).' }),
     key: Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file).' }),

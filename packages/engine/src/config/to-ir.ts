@@ -136,6 +136,7 @@ function translateGateway (
     const bind: BindIR = { key: bindKey, address, port: gw.port, protocol, listeners: [listener] }
     if (tls !== undefined) bind.tls = tls
     if (frontend.requestHeadersTimeoutMs !== undefined) bind.requestHeadersTimeoutMs = frontend.requestHeadersTimeoutMs
+    if (gw.http2 === false) bind.http2 = false
     binds.set(bindKey, bind)
     return listener
   }
@@ -155,6 +156,11 @@ function translateGateway (
   if ((frontend.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS) !== (existing.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS)) {
     // The head is read before its Host header can pick a gateway: one value per port.
     report([...path, 'timeout', 'http', 'requestHeadersTimeout'], `gateways sharing port ${gw.port} must use the same requestHeadersTimeout (gateway "${existing.listeners[0]!.gateway}" has ${describeMs(existing.requestHeadersTimeoutMs ?? DEFAULT_REQUEST_HEADERS_TIMEOUT_MS)})`)
+    return undefined
+  }
+  if ((gw.http2 ?? true) !== (existing.http2 ?? true)) {
+    // ALPN and the h2c preface are read before a Host header can pick a gateway.
+    report([...path, 'http2'], `gateways sharing port ${gw.port} must agree on http2 (gateway "${existing.listeners[0]!.gateway}" has ${String(existing.http2 ?? true)})`)
     return undefined
   }
   const clash = existing.listeners.find(l => l.hostname === listener.hostname)

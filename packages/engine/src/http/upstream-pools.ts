@@ -70,6 +70,10 @@ export class UpstreamPools {
       // limits with their timeouts.
       bodyTimeout: 0
     }
+    // A backend that speaks only h2c (appProtocol kubernetes.io/h2c) gets HTTP/2 with prior knowledge.
+    // (undici's Pool reads useH2c at the top level to build its connector; its types list it
+    // only under h2Options, which the connector does not see.)
+    if (backend.h2c === true && backend.protocol === 'http') Object.assign(poolOptions, { useH2c: true })
     if (backend.tls !== undefined) {
       // backendTLS: trusted roots, SNI and the name verified, client certificate.
       const t = backend.tls
@@ -94,7 +98,7 @@ export class UpstreamPools {
     const front = serverName === undefined
       ? dispatcher
       : dispatcher.compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
-    const entry = { dispatcher, front, origins, tls: JSON.stringify(backend.tls ?? null) }
+    const entry = { dispatcher, front, origins, tls: transportKey(backend) }
     this.entries.set(backend.key, entry)
     return entry
   }
@@ -109,7 +113,7 @@ export class UpstreamPools {
     for (const [key, entry] of this.entries) {
       const backend = live.get(key)
       const origins = backend === undefined ? [] : originsOf(backend)
-      if (backend !== undefined && JSON.stringify(backend.tls ?? null) !== entry.tls) {
+      if (backend !== undefined && transportKey(backend) !== entry.tls) {
         this.entries.delete(key)
         entry.dispatcher.close().catch(() => {})
         continue
@@ -203,4 +207,9 @@ function originsOf (backend: BackendIR): string[] {
 
 function sameList (a: string[], b: string[]): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i])
+}
+
+/** What a pool's connections are opened with: a change needs new connections. */
+function transportKey (backend: BackendIR): string {
+  return JSON.stringify(backend.tls ?? null) + (backend.h2c === true ? ' h2c' : '')
 }

@@ -37,6 +37,8 @@ export interface BindIR {
    * (http/frontend.ts). Per port: it runs before the Host header picks a listener.
    */
   requestHeadersTimeoutMs?: number
+  /** false: HTTP/1.1 only (no h2 by ALPN, no h2c with prior knowledge). Absent = on. */
+  http2?: boolean
 }
 
 export interface TlsServerIR {
@@ -187,6 +189,8 @@ export interface BackendIR {
   namespace?: string
   /** Upstream protocol; `https` wraps connections in TLS. */
   protocol: 'http' | 'https'
+  /** HTTP/2 over cleartext with prior knowledge (`http` only; a Service port's appProtocol kubernetes.io/h2c). */
+  h2c?: boolean
   endpoints: EndpointIR[]
   /** The `host:port` label shown by traces (`backendCallStart.target`) and `porticoctl`. */
   target: string

@@ -1,0 +1,108 @@
+/**
+ * Downstream HTTP/2: h2 (ALPN on HTTPS binds) and h2c with prior knowledge (plain HTTP
+ * binds). Node's compatibility API hands the engine Http2ServerRequest/Response objects;
+ * this module makes them look like HTTP/1.1 ones where the engine relies on HTTP/1.1 rules,
+ * so the engine's pipeline stays protocol-blind and the HTTP/1.1 path pays nothing.
+ */
+
+import http2 from 'node:http2'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+
+/** The client connection preface of RFC 9113 §3.4 (h2c with prior knowledge). */
+export const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1')
+
+/**
+ * Settings every downstream HTTP/2 session gets: as many concurrent streams as browsers
+ * expect of a proxy, and a header list limit close to Node's 16 KiB HTTP/1.1 limit.
+ */
+export const H2_SERVER_SETTINGS: http2.Settings = {
+  maxConcurrentStreams: 100,
+  maxHeaderListSize: 16 * 1024 + 1024
+}
+
+/**
+ * Headers HTTP/2 forbids in a message (RFC 9113 §8.2.2): Node refuses to send a response
+ * carrying one (ERR_HTTP2_INVALID_CONNECTION_HEADERS) and the engine sets `connection: close`
+ * on some of its own answers, so they are dropped here.
+ */
+const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade'])
+
+type Headers = Record<string, string | string[] | number | undefined>
+
+function withoutConnectionHeaders (headers: Headers): Headers {
+  let out: Headers | null = null
+  for (const name of Object.keys(headers)) {
+    if (!CONNECTION_SPECIFIC.has(name.toLowerCase())) continue
+    out ??= { ...headers }
+    delete out[name]
+  }
+  return out ?? headers
+}
+
+/**
+ * Prepares an HTTP/2 request for the engine (a no-op for HTTP/1.x):
+ * - the host is `:authority` when the client sent no Host header (RFC 9113 §8.3.1), so the
+ *   Host checks, listener selection and the upstream Host see it;
+ * - a body without content-length is marked as one (HTTP/2 frames bodies itself, so a client
+ *   need not declare a length; the engine decides "has a body" by HTTP/1.1 framing headers).
+ *   transfer-encoding is hop-by-hop: it is never forwarded, the backend call frames the body;
+ * - response heads lose the connection-specific headers HTTP/2 forbids.
+ */
+export function adaptHttp2 (req: IncomingMessage, res: ServerResponse): void {
+  if (req.httpVersionMajor !== 2) return
+  const headers = req.headers
+  const authority = headers[':authority']
+  if (headers.host === undefined && typeof authority === 'string') headers.host = authority
+  const stream = (req as unknown as http2.Http2ServerRequest).stream
+  if (headers['content-length'] === undefined && stream !== undefined && !stream.endAfterHeaders && !stream.readableEnded) {
+    headers['transfer-encoding'] = 'chunked'
+  }
+  const r = res as unknown as http2.Http2ServerResponse
+  const writeHead = r.writeHead
+  r.writeHead = function (this: http2.Http2ServerResponse, status: number, a?: unknown, b?: unknown) {
+    if (typeof a === 'object' && a !== null && !Array.isArray(a)) a = withoutConnectionHeaders(a as Headers)
+    if (typeof b === 'object' && b !== null && !Array.isArray(b)) b = withoutConnectionHeaders(b as Headers)
+    return (writeHead as (...args: unknown[]) => http2.Http2ServerResponse).call(this, status, a, b)
+  } as typeof r.writeHead
+  const setHeader = r.setHeader
+  r.setHeader = function (this: http2.Http2ServerResponse, name: string, value: string | string[] | number) {
+    if (CONNECTION_SPECIFIC.has(name.toLowerCase())) return this
+    return setHeader.call(this, name, value)
+  } as typeof r.setHeader
+}
+
+/**
+ * Reads the first bytes of a plain-HTTP connection and calls `onPreface(true)` when they are
+ * the HTTP/2 preface, `onPreface(false)` as soon as they cannot be (any HTTP/1.x request);
+ * the bytes read are put back first, so whoever serves the socket reads them again. A client
+ * that sends nothing gets `onSilent` after `silentMs` (0 = never), as Node's head deadline
+ * would have cut it.
+ */
+export function sniffPreface (socket: Socket, silentMs: number, onPreface: (h2: boolean) => void, onSilent: () => void): void {
+  const chunks: Buffer[] = []
+  let length = 0
+  const timer = silentMs > 0 ? setTimeout(() => { cleanup(); onSilent() }, silentMs) : undefined
+  const onError = (): void => { cleanup(); socket.destroy() }
+  const onData = (chunk: Buffer): void => {
+    chunks.push(chunk)
+    length += chunk.length
+    const data = chunks.length === 1 ? chunk : Buffer.concat(chunks)
+    const n = Math.min(data.length, H2_PREFACE.length)
+    const h2 = data.subarray(0, n).equals(H2_PREFACE.subarray(0, n))
+    if (h2 && length < H2_PREFACE.length) return
+    cleanup()
+    socket.pause()
+    socket.unshift(data)
+    onPreface(h2)
+  }
+  const cleanup = (): void => {
+    if (timer !== undefined) clearTimeout(timer)
+    socket.off('data', onData)
+    socket.off('error', onError)
+    socket.off('end', onError)
+  }
+  socket.on('error', onError)
+  socket.on('end', onError)
+  socket.on('data', onData)
+}
