@@ -36,7 +36,7 @@ export const SUPPORTED_FEATURES = [
   'HTTPRouteNamedRouteRule',
   'HTTPRouteBackendProtocolWebSocket',
   'HTTPRouteBackendProtocolH2C',
-  'HTTPRouteHTTPSListenerDetectMisdirectedRequests',
+  'GatewayHTTPSListenerDetectMisdirectedRequests',
   'HTTPRouteParentRefPort',
   'HTTPRouteDestinationPortMatching',
   'GatewayHTTPListenerIsolation',
