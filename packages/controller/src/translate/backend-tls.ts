@@ -11,7 +11,7 @@
  * its backends become `invalid`: requests get a 500 rather than an unverified connection.
  */
 
-import { X509Certificate } from 'node:crypto'
+import { configMapCa, validPem } from './ca-certificates.ts'
 import type { BackendTlsIR, BackendTlsSanIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type BackendTLSPolicy, type Condition, type ConfigMap, type Gateway, type Secret } from './gateway-api.ts'
 import { condition } from './conditions.ts'
@@ -160,16 +160,12 @@ function resolvePolicy (policy: BackendTLSPolicy, configMaps: Map<string, Config
       problem ??= { reason: 'InvalidKind', message: `caCertificateRef ${ref.group === '' ? '' : `${ref.group}/`}${ref.kind} ${ref.name} is not a ConfigMap` }
       continue
     }
-    const pem = configMaps.get(`${ns}/${ref.name}`)?.data?.['ca.crt']
-    if (pem === undefined) {
-      problem ??= { reason: 'InvalidCACertificateRef', message: `ConfigMap ${ns}/${ref.name} is missing or has no ca.crt` }
+    const ca = configMapCa(configMaps, ns, ref.name)
+    if ('problem' in ca) {
+      problem ??= { reason: 'InvalidCACertificateRef', message: ca.problem }
       continue
     }
-    if (!validPem(pem)) {
-      problem ??= { reason: 'InvalidCACertificateRef', message: `ConfigMap ${ns}/${ref.name}: ca.crt is not a PEM certificate` }
-      continue
-    }
-    cas.push(pem.trim())
+    cas.push(ca.pem.trim())
   }
   if (problem !== undefined) r.resolvedRefs = { ok: false, ...problem }
   if (cas.length === 0) {
@@ -220,15 +216,4 @@ function olderFirst (a: BackendTLSPolicy, b: BackendTLSPolicy): number {
   const ta = a.metadata.creationTimestamp ?? ''
   const tb = b.metadata.creationTimestamp ?? ''
   return ta < tb ? -1 : ta > tb ? 1 : nsName(a.metadata).localeCompare(nsName(b.metadata))
-}
-
-/** Does the text hold at least one parsable PEM certificate? */
-function validPem (pem: string): boolean {
-  if (!pem.includes('-----BEGIN CERTIFICATE-----')) return false
-  try {
-    void new X509Certificate(pem)
-    return true
-  } catch {
-    return false
-  }
 }

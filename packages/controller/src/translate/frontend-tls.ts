@@ -8,6 +8,7 @@
 import type { ClientValidationIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, type Gateway } from './gateway-api.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
+import { configMapCa } from './ca-certificates.ts'
 
 /** Gateway API FrontendTLSValidation. */
 export interface FrontendTlsValidation {
@@ -65,12 +66,12 @@ export function frontendValidation (gw: Gateway, port: number, grants: Reference
       problem ??= { reason: 'RefNotPermitted', message: `caCertificateRef ${what} is in another namespace without a ReferenceGrant` }
       continue
     }
-    const pem = configMaps.get(`${ns}/${ref.name}`)?.data?.['ca.crt']
-    if (pem === undefined || !pem.includes('-----BEGIN CERTIFICATE-----')) {
-      problem ??= { reason: 'InvalidCACertificateRef', message: `caCertificateRef ${what} is missing or has no PEM certificate in ca.crt` }
+    const ca = configMapCa(configMaps, ns, ref.name)
+    if ('problem' in ca) {
+      problem ??= { reason: 'InvalidCACertificateRef', message: `caCertificateRef: ${ca.problem}` }
       continue
     }
-    pems.push(pem.endsWith('\n') ? pem : `${pem}\n`)
+    pems.push(ca.pem)
   }
   if (pems.length === 0 && problem === undefined) problem = { reason: 'InvalidCACertificateRef', message: 'no caCertificateRefs' }
   const out: FrontendValidation = {}
