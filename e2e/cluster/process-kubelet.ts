@@ -26,11 +26,12 @@
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { request } from 'node:http'
 import { dirname, join } from 'node:path'
 import type { KubeObject, PodRuntime } from './harness.ts'
+import { sleep } from '@portico/testkit/wait'
 
 /** How a known image runs: the command, given the pod's resolved env and a path mapper. */
 export interface ImageCommand {
@@ -80,8 +81,6 @@ function run (cmd: string, args: string[]): void {
   const r = spawnSync(cmd, args, { stdio: 'pipe' })
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${String(r.stderr).trim() || `exit ${String(r.status)}`}`)
 }
-
-const sleep = async (ms: number): Promise<void> => await new Promise(resolve => setTimeout(resolve, ms))
 
 function key (pod: KubeObject): string {
   return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}/${pod.metadata?.uid ?? ''}`
@@ -291,9 +290,10 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
       }))
       // unshare runs the command in the same process once the namespace exists: wait for it.
       const pid = child.pid!
+      const ours = readlinkSync('/proc/self/ns/net')
       for (let i = 0; i < 100; i++) {
-        const mine = spawnSync('readlink', [`/proc/${pid}/ns/net`]).stdout.toString().trim()
-        const ours = spawnSync('readlink', ['/proc/self/ns/net']).stdout.toString().trim()
+        let mine = ''
+        try { mine = readlinkSync(`/proc/${pid}/ns/net`) } catch {}
         if (mine !== '' && mine !== ours) break
         await sleep(10)
       }
