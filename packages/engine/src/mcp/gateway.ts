@@ -18,6 +18,7 @@ import type { ClientInit } from './target.ts'
 import { LATEST_PROTOCOL_VERSION } from './jsonrpc.ts'
 import { GATEWAY_INFO } from './merge.ts'
 import type { SseWriter } from './channels.ts'
+import { ModernTargets } from './modern-target.ts'
 
 const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
 const DEFAULT_MAX_SESSIONS = 1000
@@ -50,6 +51,8 @@ export const DEFAULT_SESSION_TTL_MS = 30 * 60_000
 export class McpGateway {
   readonly codec: SessionIdCodec
   readonly ttlMs: number
+  /** 2026-07-28 targets: revision probes and the pools 2026-07-28 requests are forwarded on. */
+  readonly modernTargets = new ModernTargets({ clientInfo: GATEWAY_INFO })
   private readonly logger: McpLogger | undefined
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
@@ -272,6 +275,7 @@ export class McpGateway {
     this.sessions.clear()
     this.stateless.clear()
     this.legacy.clear()
+    all.push(this.modernTargets.close())
     await Promise.allSettled(all)
   }
 }

@@ -23,6 +23,7 @@ import type { BackendIR } from '../ir/types.ts'
 import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, type Channel, type HeadHook } from './channels.ts'
+import { forwardToModernTarget } from './modern-target.ts'
 import {
   errorResponse, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest,
   isResponse, isSupportedVersion, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND,
@@ -303,6 +304,11 @@ export interface McpHttpHelpers {
 /** One modern POST (already classified): a notification, server/discover, or an item method. */
 export async function handleModernPost (gw: McpGateway, ctx: RequestContext, backend: BackendIR, message: JsonRpcMessage, h: McpHttpHelpers): Promise<void> {
   const spec = backend.mcp!
+  // Both ends speak 2026-07-28: forwarded as sent (one target, so no names to prefix).
+  const only = spec.targets.length === 1 && spec.prefixMode === 'conditional' ? spec.targets[0]! : undefined
+  if (only?.kind === 'mcp' && await gw.modernTargets.isModern(only)) {
+    return await forwardToModernTarget(gw.modernTargets, ctx, only, message, h.itemFilter(ctx), h)
+  }
   if (!isRequest(message)) {
     // 2026-07-28 defines no client notifications over HTTP (closing the stream cancels);
     // one is accepted and dropped: forwarding it into the shared session could reach
