@@ -152,11 +152,84 @@ test('closing the response stream cancels the request at the target', async () =
   assert.equal(sdk.cancelled.length, before + 1, 'the target saw notifications/cancelled')
 })
 
-test('a target\'s input request (sampling) is refused towards the target, not sent to a 2026-07-28 client', async () => {
+test('a target\'s input request is refused towards the target when the 2026-07-28 client did not declare the capability', async () => {
   const r = await modern('/sdk', 'tools/call', { name: 'sample', arguments: { prompt: 'x' } })
   assert.equal(r.status, 200, r.text)
   assert.ok(r.events.every(e => !('method' in e && 'id' in e)), 'no JSON-RPC request on the response stream')
   assert.ok('error' in r.json || r.json.result.isError === true, r.text)
+})
+
+const WITH_INPUT = { ...META, 'io.modelcontextprotocol/clientCapabilities': { elicitation: {}, sampling: {}, roots: {} } }
+
+test('an initialize-era target\'s elicitation becomes input_required; the retry\'s inputResponses answer it and complete the call', async () => {
+  const first = await modern('/sdk', 'tools/call', { name: 'elicit', arguments: {} }, { meta: WITH_INPUT })
+  assert.equal(first.json.result.resultType, 'input_required', first.text)
+  const [key, ask] = Object.entries(first.json.result.inputRequests as Record<string, any>)[0]!
+  assert.equal(ask.method, 'elicitation/create')
+  assert.equal(ask.params.message, 'your name?')
+  assert.match(first.json.result.requestState, /^p26s\./)
+
+  const done = await modern('/sdk', 'tools/call', {
+    name: 'elicit',
+    arguments: {},
+    inputResponses: { [key]: { action: 'accept', content: { name: 'Ada' } }, unrelated: { ignored: true } },
+    requestState: first.json.result.requestState
+  }, { meta: WITH_INPUT })
+  assert.equal(done.json.result.resultType, 'complete', done.text)
+  assert.equal(done.json.result.content[0].text, 'elicited: accept {"name":"Ada"}')
+})
+
+test('sampling and roots are bridged too; a retry without the answer is asked again, not failed', async () => {
+  const sample = await modern('/sdk', 'tools/call', { name: 'sample', arguments: { prompt: 'hi' } }, { meta: WITH_INPUT })
+  const [key, ask] = Object.entries(sample.json.result.inputRequests as Record<string, any>)[0]!
+  assert.equal(ask.method, 'sampling/createMessage')
+  const again = await modern('/sdk', 'tools/call', { name: 'sample', arguments: { prompt: 'hi' }, inputResponses: {}, requestState: sample.json.result.requestState }, { meta: WITH_INPUT })
+  assert.equal(again.json.result.resultType, 'input_required')
+  assert.deepEqual(Object.keys(again.json.result.inputRequests), [key])
+  const done = await modern('/sdk', 'tools/call', {
+    name: 'sample',
+    arguments: { prompt: 'hi' },
+    inputResponses: { [key]: { role: 'assistant', content: { type: 'text', text: 'sampled text' }, model: 'test' } },
+    requestState: again.json.result.requestState
+  }, { meta: WITH_INPUT })
+  assert.equal(done.json.result.content[0].text, 'sampled: sampled text')
+
+  const roots = await modern('/sdk', 'tools/call', { name: 'roots', arguments: {} }, { meta: WITH_INPUT })
+  const [rootsKey] = Object.keys(roots.json.result.inputRequests)
+  const listed = await modern('/sdk', 'tools/call', { name: 'roots', arguments: {}, inputResponses: { [rootsKey!]: { roots: [{ uri: 'file:///work' }] } }, requestState: roots.json.result.requestState }, { meta: WITH_INPUT })
+  assert.equal(listed.json.result.content[0].text, 'roots: file:///work')
+})
+
+test('a requestState that was altered, belongs to another call or is not Portico\'s is -32602; bad inputResponses too', async () => {
+  const first = await modern('/sdk', 'tools/call', { name: 'elicit', arguments: {} }, { meta: WITH_INPUT })
+  const state: string = first.json.result.requestState
+  const altered = state.slice(0, 10) + (state[10] === 'A' ? 'B' : 'A') + state.slice(11)
+  for (const [params, pattern] of [
+    [{ name: 'elicit', arguments: {}, inputResponses: {}, requestState: altered }, /Invalid or expired requestState/],
+    [{ name: 'elicit', arguments: {}, inputResponses: {}, requestState: 'made-up' }, /Invalid or expired requestState/],
+    [{ name: 'add', arguments: { a: 1, b: 2 }, inputResponses: {}, requestState: state }, /another request/],
+    [{ name: 'elicit', arguments: {}, inputResponses: 'nope', requestState: state }, /inputResponses must be an object/]
+  ] as const) {
+    const r = await modern('/sdk', 'tools/call', params, { meta: WITH_INPUT })
+    assert.equal(r.json.error?.code, -32602, r.text)
+    assert.match(r.json.error.message, pattern)
+  }
+  // The call is still waiting for a proper retry.
+  const key = Object.keys(first.json.result.inputRequests)[0]!
+  const done = await modern('/sdk', 'tools/call', { name: 'elicit', arguments: {}, inputResponses: { [key]: { action: 'decline' } }, requestState: state }, { meta: WITH_INPUT })
+  assert.equal(done.json.result.content[0].text, 'elicited: decline {}')
+})
+
+test('the official SDK v2 client answers an initialize-era target\'s elicitation through Portico (multiplexed, prefixed)', async () => {
+  const client = new ClientV2({ name: 'sdk-v2', version: '2.4.0' }, { versionNegotiation: { mode: { pin: V } }, capabilities: { elicitation: { form: {} } } })
+  client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { name: 'Grace' } }))
+  await client.connect(new TransportV2(new URL(`${portico.url}/mux`)))
+  try {
+    const result = await client.callTool({ name: 'sdk_elicit', arguments: {} })
+    assert.equal(textOf(result), 'elicited: accept {"name":"Grace"}')
+  } finally {
+    await client.close()
+  }
 })
 
 test('prompts, resources, templates and completion in the 2026-07-28 shape', async () => {

@@ -7,8 +7,11 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import {
-  checkStandardHeaders, classify, decodeHeaderValue, discoverResult, modernCapabilities, ModernChannel, modernResult, upstreamRequest
+  checkStandardHeaders, classify, decodeHeaderValue, discoverResult, modernCapabilities, upstreamRequest
 } from '../src/mcp/revision-2026.ts'
+import { ModernCall, modernResult, ParkedCalls, type CallBinding } from '../src/mcp/modern-call.ts'
+import { SessionIdCodec } from '../src/mcp/session-id.ts'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { Channel } from '../src/mcp/channels.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../src/mcp/jsonrpc.ts'
 
@@ -82,24 +85,101 @@ test('upstreamRequest: a gateway id and progress token, the 2026 _meta keys left
   assert.deepEqual(upstreamRequest({ jsonrpc: '2.0', id: 3, method: 'tools/list', params: { _meta: META } }, 'up-2', undefined), { jsonrpc: '2.0', id: 'up-2', method: 'tools/list', params: {} })
 })
 
-test('ModernChannel: ids and tokens mapped back, logging by level, a target\'s own requests refused', () => {
+const sink = () => {
   const got: JsonRpcMessage[] = []
-  const refused: JsonRpcMessage[] = []
-  const inner: Channel = { open: true, deliver: m => { got.push(m); return true } }
-  const channel = new ModernChannel(inner, { clientId: 7, upstreamId: 'up', method: 'resources/read', clientToken: 'mine', upstreamToken: 'tok', logLevel: 'warning', serverInfo: { name: 's', version: '1' }, refuse: m => refused.push(m) })
-  channel.deliver({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'tok', progress: 1 } })
-  channel.deliver({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'someone-else', progress: 1 } })
-  channel.deliver({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x' } })
-  channel.deliver({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'error', data: 'y' } })
-  channel.deliver({ jsonrpc: '2.0', id: 'portico-1', method: 'sampling/createMessage', params: {} })
-  channel.deliver({ jsonrpc: '2.0', id: 'up', error: { code: -32002, message: 'Resource not found' } })
-  assert.equal(channel.done, true)
+  const channel: Channel = { open: true, deliver: m => { got.push(m); return true } }
+  return { got, channel }
+}
+
+test('ModernCall: ids and tokens mapped back, logging by level, input requests of a client without the capability refused', () => {
+  const { got, channel } = sink()
+  const answered: JsonRpcMessage[] = []
+  const call = new ModernCall({ channel, clientId: 7, clientToken: 'mine', logLevel: 'warning' }, {
+    upstreamId: 'up', method: 'resources/read', upstreamToken: 'tok', serverInfo: { name: 's', version: '1' }, clientCapabilities: {}, answer: m => answered.push(m), park: () => 'state'
+  })
+  call.deliver({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'tok', progress: 1 } })
+  call.deliver({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'someone-else', progress: 1 } })
+  call.deliver({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x' } })
+  call.deliver({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'error', data: 'y' } })
+  call.deliver({ jsonrpc: '2.0', id: 'portico-1', method: 'sampling/createMessage', params: {} })
+  call.deliver({ jsonrpc: '2.0', id: 'up', error: { code: -32002, message: 'Resource not found' } })
+  assert.equal(call.done, true)
   assert.deepEqual(got, [
     { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 'mine', progress: 1 } },
     { jsonrpc: '2.0', method: 'notifications/message', params: { level: 'error', data: 'y' } },
     { jsonrpc: '2.0', id: 7, error: { code: -32602, message: 'Resource not found' } }
   ])
-  assert.equal(refused.length, 1)
-  assert.equal((refused[0] as any).id, 'portico-1')
-  assert.equal((refused[0] as any).error.code, -32601)
+  assert.equal(answered.length, 1)
+  assert.equal((answered[0] as any).id, 'portico-1')
+  assert.equal((answered[0] as any).error.code, -32601)
+  assert.match((answered[0] as any).error.message, /did not declare the sampling capability/)
+})
+
+test('ModernCall: a target\'s requests become one input_required result; the retry\'s responses go back and its POST gets the answer', async () => {
+  const first = sink()
+  const answered: JsonRpcMessage[] = []
+  const parked: ModernCall[] = []
+  const call = new ModernCall({ channel: first.channel, clientId: 1, clientToken: undefined, logLevel: undefined }, {
+    upstreamId: 'up', method: 'tools/call', upstreamToken: undefined, serverInfo: undefined,
+    clientCapabilities: { elicitation: {}, sampling: {} }, answer: m => answered.push(m), park: c => { parked.push(c); return 'sealed' }
+  })
+  call.deliver({ jsonrpc: '2.0', id: 'portico-1', method: 'elicitation/create', params: { message: 'name?' } })
+  call.deliver({ jsonrpc: '2.0', id: 'portico-2', method: 'sampling/createMessage', params: { maxTokens: 5 } })
+  call.deliver({ jsonrpc: '2.0', id: 'portico-3', method: 'roots/list', params: {} })
+  await sleep(40)
+  assert.equal(answered.length, 1, 'roots/list refused: no roots capability')
+  assert.deepEqual(first.got, [{
+    jsonrpc: '2.0',
+    id: 1,
+    result: { resultType: 'input_required', inputRequests: { 'portico-1': { method: 'elicitation/create', params: { message: 'name?' } }, 'portico-2': { method: 'sampling/createMessage', params: { maxTokens: 5 } } }, requestState: 'sealed' }
+  }])
+  assert.equal(parked.length, 1)
+  assert.equal(call.isBoundTo(first.channel), false, 'the first POST is done; closing it does not cancel the call')
+
+  assert.match(call.checkResponses([1]) ?? '', /must be an object/)
+  assert.match(call.checkResponses({ 'portico-1': 'Ada' }) ?? '', /must be the result/)
+  assert.equal(call.checkResponses({ 'portico-1': { action: 'accept', content: { name: 'Ada' } }, extra: 1 }), null)
+
+  // One key answered, one missing: it is asked again, not an error.
+  const second = sink()
+  call.resume({ channel: second.channel, clientId: 2, clientToken: undefined, logLevel: undefined }, { 'portico-1': { action: 'accept', content: { name: 'Ada' } }, extra: 1 })
+  assert.deepEqual(answered.slice(1), [{ jsonrpc: '2.0', id: 'portico-1', result: { action: 'accept', content: { name: 'Ada' } } }])
+  await sleep(40)
+  assert.deepEqual(Object.keys((second.got[0] as any).result.inputRequests), ['portico-2'])
+
+  const third = sink()
+  call.resume({ channel: third.channel, clientId: 3, clientToken: undefined, logLevel: undefined } satisfies CallBinding, { 'portico-2': { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm' } })
+  call.deliver({ jsonrpc: '2.0', id: 'up', result: { content: [{ type: 'text', text: 'done' }] } })
+  assert.deepEqual(third.got, [{ jsonrpc: '2.0', id: 3, result: { resultType: 'complete', content: [{ type: 'text', text: 'done' }] } }])
+})
+
+test('ModernCall: input requests during a method that cannot answer input_required are refused', () => {
+  const { got, channel } = sink()
+  const answered: JsonRpcMessage[] = []
+  const call = new ModernCall({ channel, clientId: 1, clientToken: undefined, logLevel: undefined }, {
+    upstreamId: 'up', method: 'tools/list', upstreamToken: undefined, serverInfo: undefined, clientCapabilities: { elicitation: {} }, answer: m => answered.push(m), park: () => 'x'
+  })
+  call.deliver({ jsonrpc: '2.0', id: 'portico-1', method: 'elicitation/create', params: {} })
+  assert.equal((answered[0] as any).error.code, -32601)
+  assert.deepEqual(got, [])
+})
+
+test('ParkedCalls: a requestState opens only unaltered, for the same request, while the call waits', async () => {
+  const parked = new ParkedCalls(new SessionIdCodec())
+  const call = new ModernCall({ channel: sink().channel, clientId: 1, clientToken: undefined, logLevel: undefined }, {
+    upstreamId: 'up', method: 'tools/call', upstreamToken: undefined, serverInfo: undefined, clientCapabilities: {}, answer: () => {}, park: () => ''
+  })
+  let expired = 0
+  const what = { backend: 'b', method: 'tools/call', name: 'greet' }
+  const state = parked.park(call, what, 30, () => expired++)
+  assert.equal(parked.find(state, what), call)
+  const altered = state.slice(0, -2) + (state.endsWith('A') ? 'B' : 'A') + state.slice(-1)
+  assert.equal(parked.find(altered, what), 'Invalid or expired requestState')
+  assert.equal(parked.find('opaque-from-elsewhere', what), 'Invalid or expired requestState')
+  assert.match(String(parked.find(state, { ...what, name: 'other' })), /another request/)
+  assert.match(String(parked.find(42, what)), /must be a string/)
+  await sleep(60)
+  assert.equal(expired, 1)
+  assert.equal(call.done, true)
+  assert.match(String(parked.find(state, what)), /no longer waiting/)
 })

@@ -19,6 +19,7 @@ import { LATEST_PROTOCOL_VERSION } from './jsonrpc.ts'
 import { GATEWAY_INFO } from './merge.ts'
 import type { SseWriter } from './channels.ts'
 import { ModernTargets } from './modern-target.ts'
+import { ParkedCalls } from './modern-call.ts'
 
 const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
 const DEFAULT_MAX_SESSIONS = 1000
@@ -53,6 +54,8 @@ export class McpGateway {
   readonly ttlMs: number
   /** 2026-07-28 targets: revision probes and the pools 2026-07-28 requests are forwarded on. */
   readonly modernTargets = new ModernTargets({ clientInfo: GATEWAY_INFO })
+  /** 2026-07-28 calls to initialize-era targets waiting for the client's input (mcp/modern-call.ts). */
+  readonly parked: ParkedCalls
   private readonly logger: McpLogger | undefined
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
@@ -72,6 +75,7 @@ export class McpGateway {
 
   constructor (options: McpGatewayOptions = {}) {
     this.codec = new SessionIdCodec(options.sessionKey)
+    this.parked = new ParkedCalls(this.codec)
     this.ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS
     this.logger = options.logger
     this.reaper = setInterval(() => this.reapIdle(), Math.min(SWEEP_MS, this.ttlMs / 4))
@@ -179,6 +183,30 @@ export class McpGateway {
     return s
   }
 
+  /**
+   * The upstream session 2026-07-28 clients share, per backend: like statelessSession, but
+   * it declares the input capabilities Portico bridges (sampling, elicitation, roots), so
+   * targets ask for input during a call; mcp/modern-call.ts puts each such request to the
+   * client whose call it belongs to, or refuses it for a client without the capability.
+   * A target's request that belongs to no call is refused: there is no one to ask.
+   */
+  modernSession (backend: BackendIR): Promise<McpSession> {
+    const key = `${backend.key}#2026`
+    let s = this.stateless.get(key)
+    if (s === undefined) {
+      const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: { sampling: {}, elicitation: {}, roots: {} }, clientInfo: GATEWAY_INFO }
+      s = (async () => {
+        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), shared: true })
+        await session.start()
+        return session
+      })()
+      this.stateless.set(key, s)
+      s.catch(() => this.stateless.delete(key))
+      this.specs.set(backend.key, JSON.stringify(backend.mcp))
+    }
+    return s
+  }
+
   /** A session of the legacy HTTP+SSE transport (created at `initialize`, ended with its stream). */
   async createLegacySession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
     const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), legacy: true })
@@ -203,7 +231,8 @@ export class McpGateway {
       void session.close()
     }
     for (const [key, s] of this.stateless) {
-      if (!stale(key)) continue
+      // `<backend key>#2026`: the 2026-07-28 clients' session of that backend.
+      if (!stale(key.endsWith('#2026') ? key.slice(0, -5) : key)) continue
       this.stateless.delete(key)
       void s.then(session => session.close(), () => {})
     }
@@ -276,6 +305,7 @@ export class McpGateway {
     this.stateless.clear()
     this.legacy.clear()
     all.push(this.modernTargets.close())
+    this.parked.clear()
     await Promise.allSettled(all)
   }
 }

@@ -21,7 +21,7 @@
 import { Pool, type Dispatcher } from 'undici'
 import { createParser } from 'eventsource-parser'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
+import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
 import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
 import { redactUrl } from '../ir/redact.ts'
 
@@ -63,6 +63,11 @@ interface SseOutcome {
 
 type RequestId = string | number
 
+/** What onmessage's `extra` says of a message that came on a request's POST stream. */
+export interface RelatedInfo {
+  relatedRequestId: RequestId
+}
+
 const GET_RETRY_MS = 1000
 /** Reopening a GET stream that keeps failing backs off up to this. */
 const GET_RETRY_MAX_MS = 30_000
@@ -77,7 +82,11 @@ const MAX_ERROR_TEXT_BYTES = 4096
 export class StreamableHttpClientTransport implements Transport {
   onclose?: () => void
   onerror?: (error: Error) => void
-  onmessage?: (message: JSONRPCMessage) => void
+  /**
+   * `extra` carries `relatedRequestId` (RelatedInfo): the request whose POST stream carried
+   * the message. (Typed as the SDK's MessageExtraInfo, which Transport requires.)
+   */
+  onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void
   /** A request whose answer will not come: its stream broke, or the answer was too large. */
   onrequestfailed?: (id: RequestId, error: Error) => void
   sessionId?: string
@@ -279,7 +288,9 @@ export class StreamableHttpClientTransport implements Transport {
             if (settled !== undefined) this.inflight.delete(id)
           }
         }
-        this.onmessage?.(message)
+        // Which request's POST stream carried it: a server-initiated request (sampling,
+        // elicitation) on it belongs to that request, whoever else shares the session.
+        this.onmessage?.(message, requestId !== undefined && !standalone ? { relatedRequestId: requestId } satisfies RelatedInfo as MessageExtraInfo : undefined)
         settled?.abort()
       }
     })

@@ -4,16 +4,18 @@
  *
  * A modern request carries its protocol version, client capabilities and client info in
  * `params._meta` (and the version again in the MCP-Protocol-Version header); there is no
- * initialize and no Mcp-Session-Id. Portico answers `server/discover` itself, from its
- * targets' initialize results, and sends the item methods (tools, prompts, resources,
- * completion) over the backend's shared upstream session (McpGateway.statelessSession, the
- * one `statefulMode: stateless` uses), so targets keep speaking their own initialize-era
- * revision. Results are reshaped for the client: `resultType`, the cache hints of
- * CacheableResult, and `io.modelcontextprotocol/serverInfo` in `_meta`.
+ * initialize and no Mcp-Session-Id. Two ways to serve one:
+ *  - the route's one target speaks 2026-07-28 too: the request is forwarded as sent
+ *    (mcp/modern-target.ts), no state kept;
+ *  - otherwise Portico answers `server/discover` itself, from its targets' initialize
+ *    results, and sends the item methods (tools, prompts, resources, completion) over the
+ *    backend's shared upstream session for 2026-07-28 clients (McpGateway.modernSession),
+ *    so targets keep speaking their own initialize-era revision; a target's input requests
+ *    become `input_required` results (mcp/modern-call.ts). Results are reshaped for the
+ *    client: `resultType`, the cache hints of CacheableResult, and
+ *    `io.modelcontextprotocol/serverInfo` in `_meta`.
  *
- * Not bridged yet: input requests (a target's sampling/elicitation/roots would need the
- * multi-round-trip `input_required` result; such requests are refused towards the target),
- * `subscriptions/listen`, a 2026-07-28 target behind Portico, and the tasks extension.
+ * Not bridged yet: `subscriptions/listen`, and the tasks extension.
  */
 
 import { randomUUID } from 'node:crypto'
@@ -24,6 +26,7 @@ import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, type Channel, type HeadHook } from './channels.ts'
 import { forwardToModernTarget } from './modern-target.ts'
+import { ModernCall, withCacheHints, withServerInfo, type CallBinding } from './modern-call.ts'
 import {
   errorResponse, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest,
   isResponse, isSupportedVersion, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND,
@@ -36,7 +39,6 @@ export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion'
 export const META_CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities'
 export const META_CLIENT_INFO = 'io.modelcontextprotocol/clientInfo'
 export const META_LOG_LEVEL = 'io.modelcontextprotocol/logLevel'
-export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo'
 const MODERN_META_PREFIX = 'io.modelcontextprotocol/'
 
 /** Every version Portico speaks to clients, newest first: the `supported` list of its errors. */
@@ -198,35 +200,15 @@ export function discoverResult (merged: Record<string, unknown>): Record<string,
 }
 
 /**
- * CacheableResult hints: nothing may be reused without asking again (ttlMs 0: targets can
- * change their lists, and Portico does not relay list_changed yet), and only by this caller
- * (`private`: authorization rules may filter lists per caller).
- */
-function withCacheHints (result: Record<string, unknown>): Record<string, unknown> {
-  return { ...result, ttlMs: typeof result.ttlMs === 'number' ? result.ttlMs : 0, cacheScope: 'private' }
-}
-
-function withServerInfo (result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
-  if (serverInfo === null || typeof serverInfo !== 'object') return result
-  const meta = (result._meta !== null && typeof result._meta === 'object' ? result._meta : {}) as Record<string, unknown>
-  if (META_SERVER_INFO in meta) return result
-  return { ...result, _meta: { ...meta, [META_SERVER_INFO]: serverInfo } }
-}
-
-/** An initialize-era result in the 2026-07-28 shape for `method`. */
-export function modernResult (method: string, result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
-  let out: Record<string, unknown> = typeof result.resultType === 'string' ? result : { resultType: 'complete', ...result }
-  if (CACHEABLE.has(method)) out = withCacheHints(out)
-  return withServerInfo(out, serverInfo)
-}
-
-/**
  * The request as sent on the shared upstream session: a gateway-unique id (clients of the
  * shared session would otherwise collide on ids like 1), the modern `_meta` keys dropped
  * (targets speak an initialize-era revision), and a gateway-unique progress token.
  */
 export function upstreamRequest (req: JsonRpcRequest, id: string, progressToken: string | undefined): JsonRpcRequest {
   const params = { ...(req.params ?? {}) } as Record<string, unknown>
+  // The multi-round-trip fields are between the client and Portico (mcp/modern-call.ts).
+  delete params.inputResponses
+  delete params.requestState
   const meta = metaOf(req)
   if (meta !== undefined) {
     const kept: Record<string, unknown> = {}
@@ -238,58 +220,6 @@ export function upstreamRequest (req: JsonRpcRequest, id: string, progressToken:
   const out: JsonRpcRequest = { jsonrpc: '2.0', id, method: req.method }
   if (Object.keys(params).length > 0 || req.params !== undefined) out.params = params
   return out
-}
-
-/**
- * The answer of one modern request, between the session and the POST's channel: maps the
- * upstream id and progress token back, reshapes the result, passes `notifications/message`
- * only at or above the request's `_meta` logLevel (none without one, as the spec asks), and
- * refuses a target's own requests (sampling, elicitation, roots), which a modern client
- * would need as an `input_required` result.
- */
-export class ModernChannel implements Channel {
-  private readonly inner: Channel
-  private readonly options: { clientId: JsonRpcId, upstreamId: string, method: string, clientToken: unknown, upstreamToken: string | undefined, logLevel: unknown, serverInfo: unknown, refuse: (message: JsonRpcMessage) => void }
-  /** The final response went out. */
-  done = false
-
-  constructor (inner: Channel, options: ModernChannel['options']) {
-    this.inner = inner
-    this.options = options
-  }
-
-  get open (): boolean {
-    return this.inner.open
-  }
-
-  deliver (message: JsonRpcMessage): boolean {
-    const o = this.options
-    if (isResponse(message)) {
-      if (message.id !== o.upstreamId) return true
-      this.done = true
-      if ('result' in message) return this.inner.deliver(resultResponse(o.clientId, modernResult(o.method, message.result, o.serverInfo)))
-      const error = message.error.code === LEGACY_RESOURCE_NOT_FOUND ? { ...message.error, code: INVALID_PARAMS } : message.error
-      return this.inner.deliver({ jsonrpc: '2.0', id: o.clientId, error })
-    }
-    if (isRequest(message)) {
-      o.refuse(errorResponse(message.id, METHOD_NOT_FOUND, `Method not found: ${message.method} (the client speaks 2026-07-28 through Portico, which does not bridge input requests yet)`))
-      return true
-    }
-    const params = (message.params ?? {}) as Record<string, unknown>
-    switch (message.method) {
-      case 'notifications/progress':
-        if (o.upstreamToken === undefined || params.progressToken !== o.upstreamToken) return true
-        return this.inner.deliver({ ...message, params: { ...params, progressToken: o.clientToken } })
-      case 'notifications/message': {
-        const wanted = LOG_LEVELS.indexOf(String(o.logLevel))
-        if (wanted < 0 || LOG_LEVELS.indexOf(String(params.level)) < wanted) return true
-        return this.inner.deliver(message)
-      }
-      default:
-        // Cancellations of refused input requests, and anything not about this request.
-        return true
-    }
-  }
 }
 
 /** What mcp/http.ts lends this module: its reply, trace and authorization helpers. */
@@ -325,7 +255,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   }
   let session: McpSession
   try {
-    session = await gw.statelessSession(backend)
+    session = await gw.modernSession(backend)
   } catch (err) {
     ctx.mcp = { method: req.method, target: allTargets }
     ctx.error = (err as Error).message
@@ -340,28 +270,56 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
 
   // The same description and authorization filter as an initialize-era request.
   ctx.mcp = session.describe(req)
+  const filter = h.itemFilter(ctx)
   h.traceStart(ctx)
   const meta = metaOf(req) ?? {}
-  const upstreamId = `p26-${randomUUID()}`
-  const upstreamToken = meta.progressToken !== undefined ? `p26-${randomUUID()}` : undefined
   const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx) })
   post.onError = error => h.traceTargetError(ctx, error)
-  const channel = new ModernChannel(post, {
-    clientId: req.id,
-    upstreamId,
-    method: req.method,
-    clientToken: meta.progressToken,
-    upstreamToken,
-    logLevel: meta[META_LOG_LEVEL],
-    serverInfo: merged.serverInfo,
-    refuse: answer => session.handle(answer, channel)
-  })
-  // Closing the response stream is the client's cancellation in 2026-07-28.
+  const binding: CallBinding = { channel: post, clientId: req.id, clientToken: meta.progressToken, logLevel: meta[META_LOG_LEVEL] }
+  const params = (req.params ?? {}) as Record<string, unknown>
+
+  let call: ModernCall
+  if (params.requestState !== undefined) {
+    // A retry of a call parked for input: it carries on, with the client's inputResponses.
+    const what = { backend: backend.key, method: req.method, name: ctx.mcp?.name ?? '' }
+    const found = gw.parked.find(params.requestState, what)
+    const hidden = ctx.mcp !== null && ctx.mcp.kind !== undefined && filter !== undefined && !filter({ method: req.method, kind: ctx.mcp.kind, name: ctx.mcp.name ?? '', target: ctx.mcp.target })
+    const problem = typeof found === 'string' ? found : hidden ? `Unknown ${ctx.mcp!.kind!}: ${ctx.mcp!.name ?? ''}` : found.checkResponses(params.inputResponses)
+    if (problem !== null) {
+      post.deliver(errorResponse(req.id, INVALID_PARAMS, problem))
+      return
+    }
+    call = found as ModernCall
+    gw.parked.unpark(call)
+    call.resume(binding, params.inputResponses)
+  } else {
+    const upstreamId = `p26-${randomUUID()}`
+    const upstreamToken = meta.progressToken !== undefined ? `p26-${randomUUID()}` : undefined
+    const timeoutMs = Math.max(...spec.targets.map(t => t.requestTimeoutMs))
+    call = new ModernCall(binding, {
+      upstreamId,
+      method: req.method,
+      upstreamToken,
+      serverInfo: merged.serverInfo,
+      clientCapabilities: capabilitiesOf(meta),
+      answer: response => session.handle(response, call),
+      park: parked => gw.parked.park(parked, { backend: backend.key, method: req.method, name: ctx.mcp?.name ?? '' }, timeoutMs, () => {
+        session.handle({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: upstreamId, reason: 'the client did not come back with the input asked for' } }, parked)
+      })
+    })
+    session.handle(upstreamRequest(req, upstreamId, upstreamToken), call, filter)
+  }
+  // Closing the response stream is the client's cancellation in 2026-07-28 (not once the
+  // POST was answered with input_required: the call then waits for the retry).
   ctx.res.once('close', () => {
-    if (channel.done) return
-    session.handle({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: upstreamId, reason: 'the client closed the response stream' } }, channel)
+    if (call.done || !call.isBoundTo(post)) return
+    session.handle({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: call.upstreamId, reason: 'the client closed the response stream' } }, call)
   })
-  session.handle(upstreamRequest(req, upstreamId, upstreamToken), channel, h.itemFilter(ctx))
+}
+
+function capabilitiesOf (meta: Record<string, unknown>): Record<string, unknown> {
+  const caps = meta[META_CLIENT_CAPABILITIES]
+  return caps !== null && typeof caps === 'object' && !Array.isArray(caps) ? caps as Record<string, unknown> : {}
 }
 
 /** GET and DELETE of a 2026-07-28 client: no session stream, no sessions (405, as the spec says). */

@@ -37,23 +37,36 @@ export class SessionIdCodec {
   }
 
   encode (state: SessionState): string {
-    const iv = randomBytes(12)
-    const cipher = createCipheriv('aes-256-gcm', this.key, iv)
-    const body = Buffer.concat([cipher.update(JSON.stringify(state), 'utf8'), cipher.final()])
-    return PREFIX + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url')
+    return this.seal(PREFIX, state)
   }
 
   /** The state in an id, or null if it is not one of ours (wrong key, tampered, garbage). */
   decode (id: string): SessionState | null {
-    if (!id.startsWith(PREFIX) || id.length > 16_384) return null
-    const raw = Buffer.from(id.slice(PREFIX.length), 'base64url')
+    const state = this.open(PREFIX, id) as SessionState | null
+    return state !== null && typeof state.backend === 'string' && Array.isArray(state.targets) ? state : null
+  }
+
+  /**
+   * Any JSON value as `<prefix><base64url(iv ‖ ciphertext ‖ tag)>`, under the same key: the
+   * other tokens Portico hands clients and must get back unchanged (2026-07-28 requestState).
+   */
+  seal (prefix: string, value: unknown): string {
+    const iv = randomBytes(12)
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv)
+    const body = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()])
+    return prefix + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url')
+  }
+
+  /** What `seal(prefix, …)` sealed, or null (another prefix or key, tampered, garbage). */
+  open (prefix: string, token: string): unknown {
+    if (!token.startsWith(prefix) || token.length > 16_384) return null
+    const raw = Buffer.from(token.slice(prefix.length), 'base64url')
     if (raw.length < 12 + 16 + 2) return null
     try {
       const decipher = createDecipheriv('aes-256-gcm', this.key, raw.subarray(0, 12))
       decipher.setAuthTag(raw.subarray(raw.length - 16))
       const text = Buffer.concat([decipher.update(raw.subarray(12, raw.length - 16)), decipher.final()]).toString('utf8')
-      const state = JSON.parse(text) as SessionState
-      return typeof state.backend === 'string' && Array.isArray(state.targets) ? state : null
+      return JSON.parse(text) as unknown
     } catch {
       return null
     }

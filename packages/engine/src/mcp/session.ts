@@ -81,15 +81,19 @@ export class McpSession {
     return this.inflight.size > 0
   }
 
-  constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean }) {
+  /** Shared by many clients (2026-07-28): a target's request that belongs to no call is refused. */
+  private readonly shared: boolean
+
+  constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean, shared?: boolean }) {
     this.spec = options.spec
+    this.shared = options.shared === true
     this.backendKey = options.backendKey
     this.init = options.init
     this.naming = new TargetNaming(options.spec)
     this.stream = new SessionStream(this.events, options.legacy === true)
     const hooks = options.hooks ?? {}
     const targetHooks: TargetHooks = {
-      onMessage: (target, message) => this.onTargetMessage(target, message),
+      onMessage: (target, message, related) => this.onTargetMessage(target, message, related),
       onProcess: (target, pid, running) => hooks.onProcess?.(target.name, pid, running),
       onStderr: (target, line) => hooks.onStderr?.(target.name, line),
       onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail),
@@ -389,12 +393,17 @@ export class McpSession {
   }
 
   /** A target sent a request or notification meant for the client. */
-  private onTargetMessage (target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification): void {
+  private onTargetMessage (target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification, related?: JsonRpcId): void {
     this.lastActivity = Date.now()
     if (isRequest(message)) {
+      const channel = this.relatedChannel(target, related)
+      if (channel === this.stream && this.shared) {
+        target.send(errorResponse(message.id, METHOD_NOT_FOUND, `Method not found: ${message.method} (asked outside any call of a client: Portico has no one to ask)`))
+        return
+      }
       const id = `portico-${this.nextServerRequest++}`
       this.serverRequests.set(id, { target, id: message.id })
-      this.relatedChannel(target).deliver({ ...message, id })
+      channel.deliver({ ...message, id })
       return
     }
     const params = (message.params ?? {}) as Record<string, unknown>
@@ -410,7 +419,7 @@ export class McpSession {
         for (const [gid, origin] of this.serverRequests) {
           if (origin.target !== target || origin.id !== params.requestId) continue
           this.serverRequests.delete(gid)
-          this.relatedChannel(target).deliver({ ...message, params: { ...params, requestId: gid } })
+          this.relatedChannel(target, related).deliver({ ...message, params: { ...params, requestId: gid } })
         }
         return
       }
@@ -418,7 +427,7 @@ export class McpSession {
         this.stream.deliver({ ...message, params: { ...params, uri: this.naming.wrapUri(target.name, String(params.uri)) } })
         return
       case 'notifications/message':
-        this.relatedChannel(target).deliver(message)
+        this.relatedChannel(target, related).deliver(message)
         return
       default:
         this.stream.deliver(message)
@@ -426,14 +435,24 @@ export class McpSession {
   }
 
   /**
-   * The stream a target's own message belongs on: a request of the client's that the
-   * target is working on (the newest one still open), else the session's stream.
+   * The stream a target's own message belongs on: the request whose answer stream carried
+   * it (`related`, an upstream id), else a request of the client's that the target is
+   * working on (the newest one still open), else the session's stream.
    */
-  private relatedChannel (target: TargetConnection): Channel {
+  private relatedChannel (target: TargetConnection, related?: JsonRpcId): Channel {
     let found: Channel | null = null
+    let open = 0
     for (const entry of this.inflight.values()) {
-      if (entry.target === target && entry.channel.open) found = entry.channel
+      if (entry.target !== target) continue
+      if (related !== undefined && entry.upstreamId === related) return entry.channel
+      if (entry.channel.open) {
+        found = entry.channel
+        open++
+      }
     }
+    // A shared session guesses for no one: with several clients' calls open on the target
+    // (a stdio target says nothing of which call it is asking about), the message is nobody's.
+    if (this.shared && open > 1) return this.stream
     return found ?? this.stream
   }
 

@@ -10,7 +10,7 @@
  * as a crash) and an HTTP answer dropped, its callers answered with TARGET_UNAVAILABLE.
  */
 
-import { StreamableHttpClientTransport } from './http-client-transport.ts'
+import { StreamableHttpClientTransport, type RelatedInfo } from './http-client-transport.ts'
 import type { SSEClientTransport, SSEClientTransportOptions } from '@modelcontextprotocol/sdk/client/sse.js'
 import { lazyRequire } from '../util/lazy-require.ts'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
@@ -38,8 +38,11 @@ export interface TargetInitResult {
 }
 
 export interface TargetHooks {
-  /** A request or notification the target sent to the client side. */
-  onMessage(target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification): void
+  /**
+   * A request or notification the target sent to the client side; `related` is the
+   * upstream id of the request whose answer stream carried it (streamable HTTP), if known.
+   */
+  onMessage(target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification, related?: JsonRpcId): void
   /** A stdio child started or exited (for /debug/tasks). */
   onProcess?(target: TargetConnection, pid: number | undefined, running: boolean): void
   onStderr?(target: TargetConnection, line: string): void
@@ -161,7 +164,7 @@ export class TargetConnection {
     this.setState('starting')
     const transport = this.createTransport(resume?.session)
     this.transport = transport
-    transport.onmessage = (message: JSONRPCMessage) => this.onTransportMessage(message as JsonRpcMessage)
+    transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.onTransportMessage(message as JsonRpcMessage, (extra as Partial<RelatedInfo> | undefined)?.relatedRequestId)
     transport.onclose = () => this.onTransportClose(transport)
     transport.onerror = err => {
       this.lastError = err.message
@@ -351,7 +354,7 @@ export class TargetConnection {
     this.pending.delete(id)
   }
 
-  private onTransportMessage (message: JsonRpcMessage): void {
+  private onTransportMessage (message: JsonRpcMessage, related?: JsonRpcId): void {
     if (isResponse(message)) {
       const entry = message.id === null ? undefined : this.pending.get(message.id)
       if (entry === undefined) return
@@ -364,7 +367,7 @@ export class TargetConnection {
       this.send({ jsonrpc: '2.0', id: message.id, result: {} })
       return
     }
-    this.hooks.onMessage(this, message)
+    this.hooks.onMessage(this, message, related)
   }
 
   private onTransportClose (transport: Transport): void {

@@ -1,0 +1,322 @@
+/**
+ * One 2026-07-28 client request served by an initialize-era target, between the shared
+ * upstream session and the client's POST: ids, progress tokens and result shapes mapped
+ * between the revisions, and the target's own requests bridged to the multi-round-trip
+ * flow of 2026-07-28.
+ *
+ * An initialize-era target asks the client for input by sending it a request (sampling,
+ * elicitation, roots) while it works on a call; a 2026-07-28 client expects instead a
+ * result `{ resultType: 'input_required', inputRequests, requestState }` and retries its
+ * request with `inputResponses`. So, for tools/call, prompts/get and resources/read (the
+ * methods that may answer input_required):
+ *  1. the target's requests are gathered for a moment (it may ask several at once) and
+ *     answered to the client as input_required, keyed by the id Portico gave each request;
+ *     the upstream call stays open, parked on this replica (ParkedCalls), and the
+ *     requestState names it, sealed (AES-GCM under the session key: not forgeable);
+ *  2. the retry's inputResponses go to the target as the responses to its requests, and the
+ *     retry's POST carries the rest of the call: its result, or the next round of input.
+ * Keys the retry lacks are asked again (a new input_required, not an error); unknown keys
+ * are ignored; a malformed inputResponses, or a requestState that is not Portico's, names
+ * another call or has expired, is -32602. A parked call waits the target's requestTimeout
+ * for the client to come back, then is cancelled upstream.
+ *
+ * Input requests of other methods, and those the client's `clientCapabilities` do not
+ * cover, are refused to the target (-32601), as a client without the capability would.
+ */
+
+import { randomUUID } from 'node:crypto'
+import type { Channel } from './channels.ts'
+import type { SessionIdCodec } from './session-id.ts'
+import {
+  errorResponse, INTERNAL_ERROR, INVALID_PARAMS, isRequest, isResponse, METHOD_NOT_FOUND, resultResponse,
+  type JsonRpcId, type JsonRpcMessage, type JsonRpcResponse
+} from './jsonrpc.ts'
+
+export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo'
+/** Results that are CacheableResult in 2026-07-28 (ttlMs and cacheScope required). */
+const CACHEABLE = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/read', 'resources/templates/list'])
+const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
+/** 2025-11-25 and earlier answered an unknown resource with -32002; 2026-07-28 uses -32602. */
+const LEGACY_RESOURCE_NOT_FOUND = -32002
+/** The requests a call may answer with input_required (2026-07-28's list, tasks aside). */
+const BRIDGED_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read'])
+/** Input requests and the client capability each needs. */
+const INPUT_CAPABILITY: Record<string, string> = { 'sampling/createMessage': 'sampling', 'elicitation/create': 'elicitation', 'roots/list': 'roots' }
+/** A target asking several things at once sends them back to back: gathered this long. */
+const GATHER_MS = 15
+export const REQUEST_STATE_PREFIX = 'p26s.'
+
+/**
+ * CacheableResult hints: nothing may be reused without asking again (ttlMs 0: targets can
+ * change their lists, and Portico does not relay list_changed yet), and only by this caller
+ * (`private`: authorization rules may filter lists per caller).
+ */
+export function withCacheHints (result: Record<string, unknown>): Record<string, unknown> {
+  return { ...result, ttlMs: typeof result.ttlMs === 'number' ? result.ttlMs : 0, cacheScope: 'private' }
+}
+
+export function withServerInfo (result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
+  if (serverInfo === null || typeof serverInfo !== 'object') return result
+  const meta = (result._meta !== null && typeof result._meta === 'object' ? result._meta : {}) as Record<string, unknown>
+  if (META_SERVER_INFO in meta) return result
+  return { ...result, _meta: { ...meta, [META_SERVER_INFO]: serverInfo } }
+}
+
+/** An initialize-era result in the 2026-07-28 shape for `method`. */
+export function modernResult (method: string, result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
+  let out: Record<string, unknown> = typeof result.resultType === 'string' ? result : { resultType: 'complete', ...result }
+  if (CACHEABLE.has(method)) out = withCacheHints(out)
+  return withServerInfo(out, serverInfo)
+}
+
+/** What one POST of the call brings: its channel, id, and the `_meta` that may change per retry. */
+export interface CallBinding {
+  channel: Channel
+  clientId: JsonRpcId
+  clientToken: unknown
+  logLevel: unknown
+}
+
+export interface ModernCallOptions {
+  upstreamId: string
+  method: string
+  /** The progress token sent upstream (undefined when the client asked for no progress). */
+  upstreamToken: string | undefined
+  serverInfo: unknown
+  clientCapabilities: Record<string, unknown>
+  /** Sends a response to a target's request through the session. */
+  answer(message: JsonRpcResponse): void
+  /** Parks the call while the client is asked for input; returns the requestState naming it. */
+  park(call: ModernCall): string
+}
+
+/** An input request of the target's that the client has not answered yet. */
+interface AskedInput {
+  method: string
+  params: Record<string, unknown>
+}
+
+export class ModernCall implements Channel {
+  private binding: CallBinding | null
+  private readonly options: ModernCallOptions
+  /** The target's requests waiting for the client's input, by the id Portico gave them. */
+  readonly asked = new Map<string, AskedInput>()
+  /** The final answer, kept while the call is parked (the next POST takes it). */
+  private final: { result: Record<string, unknown> } | { error: { code: number, message: string, data?: unknown } } | null = null
+  private gatherTimer: NodeJS.Timeout | undefined
+  /** The final response came from the target. */
+  done = false
+  /** Set by ParkedCalls: the call's name in requestStates. */
+  parkId: string | null = null
+
+  constructor (binding: CallBinding, options: ModernCallOptions) {
+    this.binding = binding
+    this.options = options
+  }
+
+  get upstreamId (): string {
+    return this.options.upstreamId
+  }
+
+  /** Whether the client's POST for this call is the one given (it may cancel the call by closing). */
+  isBoundTo (channel: Channel): boolean {
+    return this.binding?.channel === channel
+  }
+
+  /** Open while the call lives: parked, its messages wait for the next POST. */
+  get open (): boolean {
+    return !this.done
+  }
+
+  deliver (message: JsonRpcMessage): boolean {
+    const o = this.options
+    if (isResponse(message)) {
+      if (message.id !== o.upstreamId) return true
+      this.done = true
+      clearTimeout(this.gatherTimer)
+      if ('result' in message) this.final = { result: modernResult(o.method, message.result, o.serverInfo) }
+      else this.final = { error: message.error.code === LEGACY_RESOURCE_NOT_FOUND ? { ...message.error, code: INVALID_PARAMS } : message.error }
+      // Input still asked for is moot now.
+      this.asked.clear()
+      this.flushFinal()
+      return true
+    }
+    if (isRequest(message)) {
+      const refusal = this.refusal(message.method)
+      if (refusal !== null) {
+        o.answer(errorResponse(message.id, METHOD_NOT_FOUND, refusal))
+        return true
+      }
+      this.asked.set(String(message.id), { method: message.method, params: message.params ?? {} })
+      clearTimeout(this.gatherTimer)
+      this.gatherTimer = setTimeout(() => this.askClient(), GATHER_MS)
+      return true
+    }
+    const params = (message.params ?? {}) as Record<string, unknown>
+    const b = this.binding
+    switch (message.method) {
+      case 'notifications/progress':
+        if (b === null || o.upstreamToken === undefined || params.progressToken !== o.upstreamToken || b.clientToken === undefined) return true
+        return b.channel.deliver({ ...message, params: { ...params, progressToken: b.clientToken } })
+      case 'notifications/message': {
+        if (b === null) return true
+        const wanted = LOG_LEVELS.indexOf(String(b.logLevel))
+        if (wanted < 0 || LOG_LEVELS.indexOf(String(params.level)) < wanted) return true
+        return b.channel.deliver(message)
+      }
+      case 'notifications/cancelled':
+        // The target withdrew one of its requests.
+        this.asked.delete(String(params.requestId))
+        return true
+      default:
+        return true
+    }
+  }
+
+  /** Why a target's request cannot be put to this client, or null when it can. */
+  private refusal (method: string): string | null {
+    const capability = INPUT_CAPABILITY[method]
+    if (capability === undefined) return `Method not found: ${method} (not an input request a 2026-07-28 client can answer)`
+    if (!BRIDGED_METHODS.has(this.options.method)) return `Method not found: ${method} (a 2026-07-28 client is asked for input only during tools/call, prompts/get or resources/read)`
+    if (!(capability in this.options.clientCapabilities)) return `Method not found: ${method} (the client did not declare the ${capability} capability)`
+    return null
+  }
+
+  /** Answers the bound POST with input_required for everything asked, and parks the call. */
+  private askClient (): void {
+    const b = this.binding
+    if (b === null || this.done || this.asked.size === 0) return
+    const requestState = this.options.park(this)
+    this.binding = null
+    const inputRequests: Record<string, unknown> = {}
+    for (const [key, input] of this.asked) inputRequests[key] = { method: input.method, params: input.params }
+    b.channel.deliver(resultResponse(b.clientId, withServerInfo({ resultType: 'input_required', inputRequests, requestState }, this.options.serverInfo)))
+  }
+
+  /**
+   * Checks a retry's `inputResponses` before anything is sent: null when usable, else why
+   * not (the call stays parked for a proper retry).
+   */
+  checkResponses (responses: unknown): string | null {
+    if (responses === undefined) return null
+    if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) return 'Invalid params: inputResponses must be an object'
+    for (const [key, value] of Object.entries(responses as Record<string, unknown>)) {
+      if (!this.asked.has(key)) continue
+      if (value === null || typeof value !== 'object' || Array.isArray(value)) return `Invalid params: inputResponses["${key}"] must be the result of the ${this.asked.get(key)!.method} request`
+    }
+    return null
+  }
+
+  /**
+   * A retry of the call (checkResponses passed): the responses go to the target, the POST
+   * carries the rest of the call — its final answer if it came meanwhile, input asked
+   * again when keys are missing, or whatever the target does next.
+   */
+  resume (binding: CallBinding, responses: unknown): void {
+    this.binding = binding
+    if (responses !== undefined) {
+      for (const [key, value] of Object.entries(responses as Record<string, unknown>)) {
+        if (!this.asked.has(key)) continue
+        this.asked.delete(key)
+        this.options.answer({ jsonrpc: '2.0', id: key, result: value as Record<string, unknown> })
+      }
+    }
+    if (this.final !== null) return this.flushFinal()
+    if (this.asked.size > 0) {
+      clearTimeout(this.gatherTimer)
+      this.gatherTimer = setTimeout(() => this.askClient(), GATHER_MS)
+    }
+  }
+
+  /** The parked call was never taken up again: what the target asked is answered with an error. */
+  expire (): void {
+    clearTimeout(this.gatherTimer)
+    for (const key of this.asked.keys()) this.options.answer(errorResponse(key, INTERNAL_ERROR, 'the client did not come back with input in time'))
+    this.asked.clear()
+    this.done = true
+  }
+
+  private flushFinal (): void {
+    const b = this.binding
+    if (b === null || this.final === null) return
+    b.channel.deliver('result' in this.final ? resultResponse(b.clientId, this.final.result) : { jsonrpc: '2.0', id: b.clientId, error: this.final.error })
+  }
+}
+
+/** Where a requestState points: the parked call, and what it was for (a retry must match). */
+interface SealedState {
+  park: string
+  backend: string
+  method: string
+  name: string
+}
+
+/**
+ * Calls waiting for a client's input on this replica. A requestState is sealed with the
+ * session key, so a forged or altered one does not open; one that opens but names a call
+ * that is not here (expired, or parked on another replica: bridged rounds need the same
+ * replica) is refused as expired.
+ */
+export class ParkedCalls {
+  private readonly codec: SessionIdCodec
+  private readonly calls = new Map<string, { call: ModernCall, timer: NodeJS.Timeout, state: SealedState }>()
+
+  constructor (codec: SessionIdCodec) {
+    this.codec = codec
+  }
+
+  get size (): number {
+    return this.calls.size
+  }
+
+  /** Parks `call` for `timeoutMs` (then `onExpire`); returns the requestState naming it. */
+  park (call: ModernCall, what: Omit<SealedState, 'park'>, timeoutMs: number, onExpire: () => void): string {
+    call.parkId ??= randomUUID()
+    const state: SealedState = { park: call.parkId, ...what }
+    const previous = this.calls.get(call.parkId)
+    clearTimeout(previous?.timer)
+    const timer = setTimeout(() => {
+      if (this.calls.get(state.park)?.call !== call) return
+      this.calls.delete(state.park)
+      call.expire()
+      onExpire()
+    }, timeoutMs)
+    timer.unref()
+    this.calls.set(call.parkId, { call, timer, state })
+    return this.codec.seal(REQUEST_STATE_PREFIX, state)
+  }
+
+  /**
+   * The parked call a retry names, or why there is none: the state is not Portico's or was
+   * altered, it names another backend, method or item, or the call is gone. The call stays
+   * parked until `unpark` (a retry that cannot be used leaves it for a proper one).
+   */
+  find (requestState: unknown, expected: Omit<SealedState, 'park'>): ModernCall | string {
+    if (typeof requestState !== 'string') return 'Invalid params: requestState must be a string'
+    const state = this.codec.open(REQUEST_STATE_PREFIX, requestState) as SealedState | null
+    if (state === null || typeof state.park !== 'string') return 'Invalid or expired requestState'
+    if (state.backend !== expected.backend || state.method !== expected.method || state.name !== expected.name) {
+      return 'Invalid requestState: it belongs to another request'
+    }
+    const entry = this.calls.get(state.park)
+    if (entry === undefined) return 'Invalid or expired requestState (the call it names is no longer waiting on this Portico replica)'
+    return entry.call
+  }
+
+  /** Takes a call off the shelf: a retry carries it on. */
+  unpark (call: ModernCall): void {
+    if (call.parkId === null) return
+    const entry = this.calls.get(call.parkId)
+    if (entry?.call !== call) return
+    clearTimeout(entry.timer)
+    this.calls.delete(call.parkId)
+  }
+
+  clear (): void {
+    for (const { call, timer } of this.calls.values()) {
+      clearTimeout(timer)
+      call.expire()
+    }
+    this.calls.clear()
+  }
+}
