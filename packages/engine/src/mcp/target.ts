@@ -17,6 +17,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import type { McpTargetIR } from '../ir/types.ts'
 import { StdioProcessTransport } from './stdio-transport.ts'
+import { ModernClientTransport, speaksModern } from './modern-client-transport.ts'
 import {
   isRequest, isResponse, targetTimeout, targetUnavailable,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
@@ -160,9 +161,8 @@ export class TargetConnection {
     return new StreamableHttpClientTransport(new URL(spec.url), options)
   }
 
-  private async connect (resume?: { session: string, result: TargetInitResult | null }): Promise<void> {
-    this.setState('starting')
-    const transport = this.createTransport(resume?.session)
+  /** Makes `transport` this connection's, its events routed here. */
+  private wire<T extends Transport> (transport: T): T {
     this.transport = transport
     transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.onTransportMessage(message as JsonRpcMessage, (extra as Partial<RelatedInfo> | undefined)?.relatedRequestId)
     transport.onclose = () => this.onTransportClose(transport)
@@ -174,6 +174,29 @@ export class TargetConnection {
     if (transport instanceof StreamableHttpClientTransport) {
       transport.onrequestfailed = (id, err) => this.sendFailed(id, err)
     }
+    return transport
+  }
+
+  /**
+   * A streamable HTTP target that refused initialize may speak only 2026-07-28: asked with
+   * server/discover, and if so served through ModernClientTransport from then on (the
+   * session's clients keep their initialize-era revision). Null when it is not one.
+   */
+  private async modernFallback (refused: Transport): Promise<ModernClientTransport | null> {
+    if (!(refused instanceof StreamableHttpClientTransport) || this.spec.kind !== 'mcp') return null
+    const url = new URL(this.spec.url)
+    if (!await speaksModern(url, Math.min(this.spec.requestTimeoutMs, 5_000), this.spec.maxMessageBytes)) return null
+    this.transport = null
+    void refused.close().catch(() => {})
+    const init = this.clientInit!
+    const modern = this.wire(new ModernClientTransport(url, { client: { capabilities: init.capabilities, clientInfo: init.clientInfo }, maxMessageBytes: this.spec.maxMessageBytes, requestTimeoutMs: this.spec.requestTimeoutMs }))
+    await modern.start()
+    return modern
+  }
+
+  private async connect (resume?: { session: string, result: TargetInitResult | null }): Promise<void> {
+    this.setState('starting')
+    let transport: Transport = this.wire(this.createTransport(resume?.session))
     try {
       // A resumed upstream session: the protocol version must be known before start() opens
       // its GET stream (a server may refuse a request without MCP-Protocol-Version).
@@ -186,7 +209,14 @@ export class TargetConnection {
         this.upstreamSession = resume.session
         if (this.initResult === null) await this.initialize(transport)
       } else {
-        await this.initialize(transport)
+        try {
+          await this.initialize(transport)
+        } catch (err) {
+          const modern = await this.modernFallback(transport)
+          if (modern === null) throw err
+          transport = modern
+          await this.initialize(transport)
+        }
       }
       // Not ready before the stream for server-initiated messages is answered: a request
       // the target sends meanwhile (sampling, elicitation) would have nowhere to go and be
@@ -297,7 +327,7 @@ export class TargetConnection {
     if (entry === undefined) return
     this.failRequest(id, targetTimeout, `target "${this.name}" did not answer ${entry.method} within ${ms} ms (requestTimeout)`)
     this.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `no answer within ${ms} ms` } })
-    if (this.transport instanceof StreamableHttpClientTransport) this.transport.abandon(id)
+    if (this.transport instanceof StreamableHttpClientTransport || this.transport instanceof ModernClientTransport) this.transport.abandon(id)
   }
 
   /** Answers a pending request with an error of the gateway's (no-op once it is answered). */

@@ -1,0 +1,285 @@
+/**
+ * The client side of a 2026-07-28 target, for an upstream session of initialize-era
+ * clients: a Transport (the SDK's interface, as StreamableHttpClientTransport) that makes
+ * a stateless 2026-07-28 server look like an initialize-era one to TargetConnection.
+ *
+ *  - `initialize` is answered from the target's `server/discover` (its capabilities,
+ *    serverInfo, instructions), in the revision the session's client asked for;
+ *    `notifications/initialized`, `ping` and `logging/setLevel` (gone in 2026-07-28) are
+ *    answered here, the level kept for the `_meta` of later requests;
+ *  - every other request is a POST of its own with the 2026-07-28 headers (MCP-Protocol-
+ *    Version, Mcp-Method, Mcp-Name) and `_meta` (protocolVersion, the client's capabilities
+ *    and info, logLevel); its answer (JSON or SSE, each message capped by maxMessageBytes)
+ *    comes back as onmessage, with the request's id as `relatedRequestId`;
+ *  - an `input_required` result becomes the initialize-era exchange the client knows: each
+ *    input request is sent to the client as a request of the target's (same related id),
+ *    and once all are answered the request is sent again with `inputResponses` and the
+ *    target's `requestState` (at most MAX_ROUNDS rounds);
+ *  - `notifications/cancelled` from the client aborts the request's POST: closing the
+ *    stream is how a 2026-07-28 client cancels.
+ * There is no session to open or end and no GET stream; resources/subscribe is refused
+ * (its 2026-07-28 successor, subscriptions/listen, is not bridged yet).
+ */
+
+import { Pool, type Dispatcher } from 'undici'
+import { createParser } from 'eventsource-parser'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
+import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
+import type { RelatedInfo } from './http-client-transport.ts'
+import {
+  errorResponse, INVALID_REQUEST, isRequest, isResponse, METHOD_NOT_FOUND, MODERN_PROTOCOL_VERSIONS, resultResponse,
+  type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest, type JsonRpcResponse
+} from './jsonrpc.ts'
+import { redactUrl } from '../ir/redact.ts'
+
+const MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[0]!
+/** A target that keeps asking for input is cut off after this many rounds. */
+const MAX_ROUNDS = 8
+const MAX_ERROR_TEXT_BYTES = 4096
+/** Methods whose Mcp-Name header mirrors `params.name` / `params.uri`. */
+const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
+
+export interface ModernClientTransportOptions {
+  /** The session's client (its capabilities and info go into every request's `_meta`). */
+  client: { capabilities: Record<string, unknown>, clientInfo: Record<string, unknown> }
+  maxMessageBytes: number
+  requestTimeoutMs: number
+}
+
+/** Whether `url` answers server/discover as a 2026-07-28 server (for TargetConnection's fallback). */
+export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes: number): Promise<boolean> {
+  const transport = new ModernClientTransport(url, { client: { capabilities: {}, clientInfo: { name: 'portico', version: '0' } }, maxMessageBytes, requestTimeoutMs: timeoutMs })
+  try {
+    const answer = await transport.exchange('portico-probe', 'server/discover', {}, AbortSignal.timeout(timeoutMs), () => {})
+    const versions = 'result' in answer ? answer.result.supportedVersions : undefined
+    return Array.isArray(versions) && versions.includes(MODERN_VERSION)
+  } catch {
+    return false
+  } finally {
+    await transport.close()
+  }
+}
+
+export class ModernClientTransport implements Transport {
+  onclose?: () => void
+  onerror?: (error: Error) => void
+  onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void
+  private readonly url: URL
+  private readonly pool: Pool
+  private readonly options: ModernClientTransportOptions
+  private closed = false
+  private logLevel: string | undefined
+  /** Requests on their way, to abort on cancellation, abandonment or close. */
+  private readonly inflight = new Map<JsonRpcId, AbortController>()
+  /** Input requests put to the client, waiting for its response. */
+  private readonly asked = new Map<string, (response: JsonRpcResponse) => void>()
+  private nextInput = 1
+
+  constructor (url: URL, options: ModernClientTransportOptions) {
+    this.url = url
+    this.options = options
+    this.pool = new Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
+  }
+
+  async start (): Promise<void> {}
+
+  async send (message: JSONRPCMessage): Promise<void> {
+    if (this.closed) throw new Error('transport closed')
+    const m = message as JsonRpcMessage
+    if (isResponse(m)) {
+      // The client's answer to an input request.
+      const resolve = m.id === null ? undefined : this.asked.get(String(m.id))
+      if (resolve !== undefined) {
+        this.asked.delete(String(m.id))
+        resolve(m)
+      }
+      return
+    }
+    if (!isRequest(m)) {
+      if (m.method === 'notifications/cancelled') {
+        const id = (m.params as { requestId?: JsonRpcId } | undefined)?.requestId
+        if (id !== undefined) this.abandon(id)
+      }
+      // initialized, roots/list_changed, progress of input requests: nothing to carry.
+      return
+    }
+    switch (m.method) {
+      case 'initialize':
+        return void this.run(m, () => this.initialize(m))
+      case 'ping':
+        return this.deliver(resultResponse(m.id, {}))
+      case 'logging/setLevel':
+        this.logLevel = String((m.params as { level?: unknown } | undefined)?.level ?? '')
+        return this.deliver(resultResponse(m.id, {}))
+      case 'resources/subscribe':
+      case 'resources/unsubscribe':
+        return this.deliver(errorResponse(m.id, METHOD_NOT_FOUND, `Method not found: ${m.method} (the target speaks 2026-07-28, where subscriptions/listen replaces it; not bridged yet)`))
+      default:
+        return void this.run(m, signal => this.call(m, signal))
+    }
+  }
+
+  /** Runs one request to its answer (or its error), delivered as a response with its id. */
+  private async run (req: JsonRpcRequest, work: (signal: AbortSignal) => Promise<JsonRpcResponse>): Promise<void> {
+    const abort = new AbortController()
+    this.inflight.set(req.id, abort)
+    try {
+      this.deliver(await work(abort.signal))
+    } catch (err) {
+      if (abort.signal.aborted || this.closed) return
+      // The caller (TargetConnection) answers its client with TARGET_UNAVAILABLE.
+      this.onerror?.(err as Error)
+      this.deliver(errorResponse(req.id, -32000, `target failed: ${(err as Error).message}`, { source: 'portico', reason: 'target-unavailable' }))
+    } finally {
+      this.inflight.delete(req.id)
+    }
+  }
+
+  private async initialize (req: JsonRpcRequest): Promise<JsonRpcResponse> {
+    const answer = await this.exchange(req.id, 'server/discover', {}, AbortSignal.timeout(this.options.requestTimeoutMs), () => {})
+    if (!('result' in answer)) return answer
+    const r = answer.result
+    const meta = (r._meta ?? {}) as Record<string, unknown>
+    const result: Record<string, unknown> = {
+      protocolVersion: String((req.params as { protocolVersion?: unknown } | undefined)?.protocolVersion ?? MODERN_VERSION),
+      capabilities: r.capabilities ?? {},
+      serverInfo: meta['io.modelcontextprotocol/serverInfo'] ?? { name: 'unknown', version: '0' }
+    }
+    if (typeof r.instructions === 'string') result.instructions = r.instructions
+    return resultResponse(req.id, result)
+  }
+
+  /** A request, and its rounds of input: the final answer, in the initialize-era shape. */
+  private async call (req: JsonRpcRequest, signal: AbortSignal): Promise<JsonRpcResponse> {
+    let params = { ...(req.params ?? {}) } as Record<string, unknown>
+    for (let round = 0; ; round++) {
+      const answer = await this.exchange(req.id, req.method, params, signal, m => this.deliver(m, req.id))
+      if (!('result' in answer)) return answer
+      const { resultType, ...rest } = answer.result
+      if (resultType !== 'input_required') return resultResponse(req.id, rest)
+      if (round >= MAX_ROUNDS) return errorResponse(req.id, INVALID_REQUEST, `the target asked for input more than ${MAX_ROUNDS} times`)
+      const requests = (rest.inputRequests ?? {}) as Record<string, { method?: unknown, params?: unknown }>
+      const responses: Record<string, unknown> = {}
+      for (const [key, input] of Object.entries(requests)) {
+        const response = await this.askClient(req.id, String(input.method), (input.params ?? {}) as Record<string, unknown>, signal)
+        if ('error' in response) return { jsonrpc: '2.0', id: req.id, error: response.error }
+        responses[key] = response.result
+      }
+      params = { ...(req.params ?? {}), inputResponses: responses }
+      if (typeof rest.requestState === 'string') params.requestState = rest.requestState
+    }
+  }
+
+  /** Puts one input request to the client as a request of the target's, and waits for its response. */
+  private askClient (related: JsonRpcId, method: string, params: Record<string, unknown>, signal: AbortSignal): Promise<JsonRpcResponse> {
+    const id = `p26-input-${this.nextInput++}`
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        this.asked.delete(id)
+        reject(signal.reason as Error)
+      }
+      signal.addEventListener('abort', onAbort, { once: true })
+      this.asked.set(id, response => {
+        signal.removeEventListener('abort', onAbort)
+        resolve(response)
+      })
+      this.deliver({ jsonrpc: '2.0', id, method, params }, related)
+    })
+  }
+
+  /**
+   * One POST in the 2026-07-28 shape and its answer; messages before the answer (progress,
+   * logging) go to `onOther`.
+   */
+  async exchange (id: JsonRpcId, method: string, params: Record<string, unknown>, signal: AbortSignal, onOther: (m: JsonRpcMessage) => void): Promise<JsonRpcResponse> {
+    const meta: Record<string, unknown> = {
+      ...((params._meta ?? {}) as Record<string, unknown>),
+      'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
+      'io.modelcontextprotocol/clientCapabilities': this.options.client.capabilities,
+      'io.modelcontextprotocol/clientInfo': this.options.client.clientInfo
+    }
+    if (this.logLevel !== undefined) meta['io.modelcontextprotocol/logLevel'] = this.logLevel
+    const headers: Record<string, string> = {
+      accept: 'application/json, text/event-stream',
+      'content-type': 'application/json',
+      'mcp-protocol-version': MODERN_VERSION,
+      'mcp-method': method
+    }
+    const field = NAME_FIELD[method]
+    const name = field !== undefined ? params[field] : undefined
+    if (typeof name === 'string') headers['mcp-name'] = /^[\x20-\x7e]*$/.test(name) ? name : `=?base64?${Buffer.from(name).toString('base64')}?=`
+    const res = await this.pool.request({
+      path: this.url.pathname + this.url.search,
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }),
+      headersTimeout: this.options.requestTimeoutMs,
+      signal
+    })
+    const type = String(res.headers['content-type'] ?? '')
+    if (type.startsWith('application/json')) {
+      const message = JSON.parse((await readLimited(res.body, this.options.maxMessageBytes, 'an answer')).toString('utf8')) as JsonRpcMessage
+      if (isResponse(message)) return message
+      throw new Error(`HTTP ${res.statusCode} from ${redactUrl(this.url.href)}: not a JSON-RPC response`)
+    }
+    if (res.statusCode === 200 && type.startsWith('text/event-stream')) return await this.readAnswer(res.body, id, onOther)
+    const text = await readLimited(res.body, MAX_ERROR_TEXT_BYTES).then(b => b.toString('utf8'), () => '')
+    throw new Error(`HTTP ${res.statusCode} from ${redactUrl(this.url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
+  }
+
+  /** Reads an SSE answer up to the response to `id`. */
+  private async readAnswer (body: Dispatcher.ResponseData['body'], id: JsonRpcId, onOther: (m: JsonRpcMessage) => void): Promise<JsonRpcResponse> {
+    const meter = new SseEventMeter(this.options.maxMessageBytes)
+    const decoder = new TextDecoder()
+    let answer: JsonRpcResponse | null = null
+    const parser = createParser({
+      onEvent: event => {
+        if (answer !== null || event.data === '' || (event.event !== undefined && event.event !== 'message')) return
+        let message: JsonRpcMessage
+        try {
+          message = JSON.parse(event.data) as JsonRpcMessage
+        } catch (err) {
+          this.onerror?.(err as Error)
+          return
+        }
+        if (isResponse(message) && message.id === id) answer = message
+        else onOther(message)
+      }
+    })
+    for await (const chunk of body) {
+      if (!meter.feed(chunk)) {
+        const err = messageTooLarge('an event', this.options.maxMessageBytes)
+        body.destroy(err)
+        throw err
+      }
+      parser.feed(decoder.decode(chunk, { stream: true }))
+      if (answer !== null) {
+        body.destroy()
+        break
+      }
+    }
+    if (answer === null) throw new Error('the answer stream ended before the answer')
+    return answer
+  }
+
+  private deliver (message: JsonRpcMessage, related?: JsonRpcId): void {
+    this.onmessage?.(message as JSONRPCMessage, related !== undefined ? { relatedRequestId: related } satisfies RelatedInfo as MessageExtraInfo : undefined)
+  }
+
+  /** Gives up on a request: its POST is aborted (the target sees its stream close). */
+  abandon (id: JsonRpcId): void {
+    this.inflight.get(id)?.abort(new Error('abandoned'))
+    this.inflight.delete(id)
+  }
+
+  async close (): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    for (const abort of this.inflight.values()) abort.abort(new Error('transport closed'))
+    this.inflight.clear()
+    this.asked.clear()
+    await this.pool.close().catch(() => {})
+    this.onclose?.()
+  }
+}
