@@ -96,8 +96,9 @@ test('server/discover (SDK target, 2025-11-25): versions, capabilities, serverIn
   assert.equal(result.ttlMs, 0)
   assert.equal(result.cacheScope, 'private')
   assert.ok(result.capabilities.tools && result.capabilities.prompts && result.capabilities.resources, JSON.stringify(result.capabilities))
-  assert.equal(result.capabilities.tools.listChanged, undefined, 'no list_changed promise: subscriptions/listen is not served')
-  assert.equal(result.capabilities.resources.subscribe, undefined)
+  // Kept: their notifications reach 2026-07-28 clients over subscriptions/listen.
+  assert.equal(result.capabilities.tools.listChanged, true)
+  assert.equal(result.capabilities.resources.subscribe, true)
 })
 
 test('tools/list and tools/call through to the SDK target: resultType, cache hints, serverInfo; no session', async () => {
@@ -232,6 +233,33 @@ test('the official SDK v2 client answers an initialize-era target\'s elicitation
   }
 })
 
+test('subscriptions/listen: acknowledged with what the targets honour, then resources/updated for a subscribed URI, stamped with the subscription id', async () => {
+  const res = await request(`${portico.url}/sdk`, {
+    method: 'POST',
+    headers: { accept: ACCEPT, 'content-type': 'application/json', 'mcp-protocol-version': V, 'mcp-method': 'subscriptions/listen' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'sub-1', method: 'subscriptions/listen', params: { _meta: META, notifications: { toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['memo://one'] } } })
+  })
+  assert.equal(res.statusCode, 200)
+  assert.match(String(res.headers['content-type']), /text\/event-stream/)
+  const events: any[] = []
+  const parser = createParser({ onEvent: e => events.push(JSON.parse(e.data)) })
+  const decoder = new TextDecoder()
+  const deadline = Date.now() + 5000
+  for await (const chunk of res.body) {
+    parser.feed(decoder.decode(chunk as Buffer, { stream: true }))
+    if (events.some(e => e.method === 'notifications/resources/updated') || Date.now() > deadline) break
+  }
+  res.body.destroy()
+  assert.equal(events[0].method, 'notifications/subscriptions/acknowledged')
+  // The SDK target announces tools.listChanged and resources.subscribe, not prompts.listChanged.
+  assert.deepEqual(events[0].params.notifications, { toolsListChanged: true, resourceSubscriptions: ['memo://one'] })
+  assert.equal(events[0].params._meta['io.modelcontextprotocol/subscriptionId'], 'sub-1')
+  const updated = events.find(e => e.method === 'notifications/resources/updated')
+  assert.ok(updated, JSON.stringify(events))
+  assert.equal(updated.params.uri, 'memo://one')
+  assert.equal(updated.params._meta['io.modelcontextprotocol/subscriptionId'], 'sub-1')
+})
+
 test('prompts, resources, templates and completion in the 2026-07-28 shape', async () => {
   const prompts = await modern('/sdk', 'prompts/list')
   assert.equal(prompts.json.result.resultType, 'complete')
@@ -315,7 +343,7 @@ test('Mcp-Method / Mcp-Name that disagree with the body, or are missing, or a ve
 })
 
 test('methods 2026-07-28 dropped or Portico does not serve: 404 Method not found; GET and DELETE: 405', async () => {
-  for (const m of ['ping', 'logging/setLevel', 'resources/subscribe', 'subscriptions/listen', 'no/such']) {
+  for (const m of ['ping', 'logging/setLevel', 'resources/subscribe', 'no/such']) {
     const r = await modern('/sdk', m, m === 'resources/subscribe' ? { uri: 'memo://one' } : {})
     assert.equal(r.status, 404, `${m}: ${r.text}`)
     assert.equal(r.json.error.code, -32601)

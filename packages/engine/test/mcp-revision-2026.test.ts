@@ -63,11 +63,11 @@ test('Mcp-Method and Mcp-Name: compared with the body, base64 sentinel decoded, 
   assert.equal(decodeHeaderValue('us-west1'), 'us-west1')
 })
 
-test('discover and results: resultType, cache hints, serverInfo in _meta; no tasks or change-notification flags', () => {
+test('discover and results: resultType, cache hints, serverInfo in _meta; no tasks, change-notification flags kept (subscriptions/listen)', () => {
   const d = discoverResult({ protocolVersion: '2025-11-25', capabilities: { tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, tasks: {}, logging: {} }, serverInfo: { name: 's', version: '1' }, instructions: 'hi' })
   assert.equal(d.resultType, 'complete')
   assert.equal((d.supportedVersions as string[])[0], '2026-07-28')
-  assert.deepEqual(d.capabilities, { tools: {}, resources: {}, logging: {} })
+  assert.deepEqual(d.capabilities, { tools: { listChanged: true }, resources: { subscribe: true, listChanged: true }, logging: {} })
   assert.equal(d.instructions, 'hi')
   assert.deepEqual(d._meta, { 'io.modelcontextprotocol/serverInfo': { name: 's', version: '1' } })
   assert.equal(d.ttlMs, 0)

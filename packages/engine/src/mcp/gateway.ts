@@ -56,6 +56,8 @@ export class McpGateway {
   readonly modernTargets = new ModernTargets({ clientInfo: GATEWAY_INFO })
   /** 2026-07-28 calls to initialize-era targets waiting for the client's input (mcp/modern-call.ts). */
   readonly parked: ParkedCalls
+  /** Open subscriptions/listen streams of 2026-07-28 clients: each ends gracefully on a drain. */
+  readonly listenStreams = new Set<() => void>()
   private readonly logger: McpLogger | undefined
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
@@ -289,6 +291,8 @@ export class McpGateway {
     this.draining = true
     for (const s of this.sessions.values()) s.stream.close()
     for (const { writer } of this.legacy.values()) writer.end()
+    for (const end of [...this.listenStreams]) end()
+    this.listenStreams.clear()
   }
 
   /** Shutdown: stdio servers stop; upstream HTTP sessions are left for other replicas. */

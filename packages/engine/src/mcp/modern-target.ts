@@ -183,8 +183,9 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
       headers,
       body: ctx.requestBody ?? Buffer.from(JSON.stringify(message)),
       headersTimeout: target.requestTimeoutMs,
-      // The answer's idle limit: an SSE answer that sends progress is alive.
-      bodyTimeout: target.requestTimeoutMs,
+      // The answer's idle limit: an SSE answer that sends progress is alive. A
+      // subscriptions/listen stream is quiet until something changes: no limit.
+      bodyTimeout: method === 'subscriptions/listen' ? 0 : target.requestTimeoutMs,
       signal: abort.signal
     })
   } catch (err) {

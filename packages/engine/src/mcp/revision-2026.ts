@@ -15,7 +15,8 @@
  *    client: `resultType`, the cache hints of CacheableResult, and
  *    `io.modelcontextprotocol/serverInfo` in `_meta`.
  *
- * Not bridged yet: `subscriptions/listen`, and the tasks extension.
+ * `subscriptions/listen` carries the targets' change notifications (mcp/listen.ts). Not
+ * bridged yet: the tasks extension.
  */
 
 import { randomUUID } from 'node:crypto'
@@ -24,7 +25,8 @@ import type { RequestContext } from '../request/context.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
-import { PostChannel, type Channel, type HeadHook } from './channels.ts'
+import { PostChannel, SseWriter, type Channel, type HeadHook } from './channels.ts'
+import { honouredFilter, META_SUBSCRIPTION_ID, parseFilter, stamped } from './listen.ts'
 import { forwardToModernTarget } from './modern-target.ts'
 import { ModernCall, withCacheHints, withServerInfo, type CallBinding } from './modern-call.ts'
 import {
@@ -51,7 +53,7 @@ export function isModernVersion (v: unknown): v is string {
 }
 
 /** The methods a modern client is served (everything else is 404 Method not found). */
-const FORWARDED = new Set(['tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list', 'resources/read', 'resources/templates/list', 'completion/complete'])
+const FORWARDED = new Set(['tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list', 'resources/read', 'resources/templates/list', 'completion/complete', 'subscriptions/listen'])
 /** Results that are CacheableResult in 2026-07-28 (ttlMs and cacheScope required). */
 const CACHEABLE = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/read', 'resources/templates/list'])
 /** Methods whose Mcp-Name header mirrors `params.name` / `params.uri`. */
@@ -170,21 +172,13 @@ export function checkStandardHeaders (headers: IncomingHttpHeaders, message: Jso
 }
 
 /**
- * A 2026-07-28 `capabilities` object from the initialize-era merge: no `tasks` (an extension
- * now, not bridged), and no `listChanged` / `subscribe` flags, which promise change
- * notifications over `subscriptions/listen`, which Portico does not serve yet.
+ * A 2026-07-28 `capabilities` object from the initialize-era merge: no `tasks` (an
+ * extension now, not bridged). `listChanged` and `subscribe` stay: their notifications
+ * reach 2026-07-28 clients over subscriptions/listen (mcp/listen.ts).
  */
 export function modernCapabilities (caps: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(caps)) {
-    if (key === 'tasks') continue
-    if ((key === 'tools' || key === 'prompts' || key === 'resources') && value !== null && typeof value === 'object') {
-      const { listChanged: _l, subscribe: _s, ...rest } = value as Record<string, unknown>
-      out[key] = rest
-    } else {
-      out[key] = value
-    }
-  }
+  for (const [key, value] of Object.entries(caps)) if (key !== 'tasks') out[key] = value
   return out
 }
 
@@ -268,6 +262,8 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
     return h.reply(ctx, 200, resultResponse(req.id, discoverResult(merged)))
   }
 
+  if (req.method === 'subscriptions/listen') return listen(gw, ctx, session, req, merged, h)
+
   // The same description and authorization filter as an initialize-era request.
   ctx.mcp = session.describe(req)
   const filter = h.itemFilter(ctx)
@@ -314,6 +310,43 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   ctx.res.once('close', () => {
     if (call.done || !call.isBoundTo(post)) return
     session.handle({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: call.upstreamId, reason: 'the client closed the response stream' } }, call)
+  })
+}
+
+/**
+ * subscriptions/listen: an SSE stream that opens with the acknowledgment (the part of the
+ * filter the targets can honour, URIs this caller may not see left out) and then carries
+ * the matching change notifications of the backend's targets, until the client closes it
+ * or Portico drains (then the request is answered, the graceful end).
+ */
+function listen (gw: McpGateway, ctx: RequestContext, session: McpSession, req: JsonRpcRequest, merged: Record<string, unknown>, h: McpHttpHelpers): void {
+  ctx.mcp = { method: req.method, target: [...session.targets.keys()].join(',') }
+  const wanted = parseFilter((req.params as Record<string, unknown> | undefined)?.notifications)
+  if (typeof wanted === 'string') {
+    h.traceStart(ctx)
+    return h.reply(ctx, 200, errorResponse(req.id, INVALID_PARAMS, `Invalid params: ${wanted}`))
+  }
+  const filter = h.itemFilter(ctx)
+  const honoured = honouredFilter(wanted, (merged.capabilities ?? {}) as Record<string, unknown>)
+  if (honoured.resourceSubscriptions !== undefined && filter !== undefined) {
+    honoured.resourceSubscriptions = honoured.resourceSubscriptions.filter(uri => {
+      const owner = session.naming.unwrapUri(uri)
+      return owner !== null && filter({ method: req.method, kind: 'resource', name: owner.uri, target: owner.target })
+    })
+  }
+  h.traceStart(ctx)
+  const writer = new SseWriter(ctx.res, {}, h.headHook(ctx))
+  const send = (m: JsonRpcMessage) => writer.event(JSON.stringify(m))
+  send(stamped({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications: honoured } }, req.id))
+  const remove = session.hub.add(honoured, m => send(stamped(m, req.id)), session)
+  const endGracefully = () => {
+    send(resultResponse(req.id, { resultType: 'complete', _meta: { [META_SUBSCRIPTION_ID]: req.id } }))
+    writer.end()
+  }
+  gw.listenStreams.add(endGracefully)
+  ctx.res.once('close', () => {
+    remove()
+    gw.listenStreams.delete(endGracefully)
   })
 }
 

@@ -11,6 +11,7 @@ import { TargetNaming, wrapPromptResult, wrapToolResult } from './names.ts'
 import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from './target.ts'
 import { EventLog, SessionStream, type Channel } from './channels.ts'
 import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
+import { SubscriptionHub } from './listen.ts'
 import {
   errorResponse, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, METHOD_NOT_FOUND,
   resultResponse, targetUnavailable,
@@ -43,6 +44,9 @@ interface Inflight {
 }
 
 const idKey = (id: JsonRpcId) => `${typeof id}:${id}`
+
+/** Where the answers of the session's own requests go (subscribe/unsubscribe for listen streams). */
+const DISCARD: Channel = { open: true, deliver: () => true }
 
 interface ListSpec {
   capability: string
@@ -81,8 +85,13 @@ export class McpSession {
     return this.inflight.size > 0
   }
 
-  /** Shared by many clients (2026-07-28): a target's request that belongs to no call is refused. */
+  /**
+   * Shared by many clients (2026-07-28): a target's request that belongs to no call is
+   * refused, and its change notifications go to the clients' subscriptions/listen streams.
+   */
   private readonly shared: boolean
+  readonly hub = new SubscriptionHub()
+  private nextSubscription = 1
 
   constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean, shared?: boolean }) {
     this.spec = options.spec
@@ -423,15 +432,28 @@ export class McpSession {
         }
         return
       }
-      case 'notifications/resources/updated':
-        this.stream.deliver({ ...message, params: { ...params, uri: this.naming.wrapUri(target.name, String(params.uri)) } })
+      case 'notifications/resources/updated': {
+        const updated = { ...message, params: { ...params, uri: this.naming.wrapUri(target.name, String(params.uri)) } }
+        if (this.shared) this.hub.publish(updated)
+        else this.stream.deliver(updated)
         return
+      }
       case 'notifications/message':
         this.relatedChannel(target, related).deliver(message)
         return
       default:
-        this.stream.deliver(message)
+        if (this.shared) this.hub.publish(message)
+        else this.stream.deliver(message)
     }
+  }
+
+  /** Subscribes a URI (the clients' namespace) at its target, for subscriptions/listen streams. */
+  subscribe (uri: string): void {
+    this.handle({ jsonrpc: '2.0', id: `portico-listen-${this.nextSubscription++}`, method: 'resources/subscribe', params: { uri } }, DISCARD)
+  }
+
+  unsubscribe (uri: string): void {
+    this.handle({ jsonrpc: '2.0', id: `portico-listen-${this.nextSubscription++}`, method: 'resources/unsubscribe', params: { uri } }, DISCARD)
   }
 
   /**
