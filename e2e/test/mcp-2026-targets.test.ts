@@ -213,3 +213,11 @@ test('an initialize-era client (SDK v1) in front of a 2026-07-28-only target: se
   assert.ok(!methods.includes('initialize') || strict.received.filter(r => r.method === 'initialize').length === 1, 'one refused initialize, then 2026-07-28 only')
   assert.ok(strict.received.filter(r => r.method !== 'initialize').every(r => r.headers['mcp-protocol-version'] === V))
 })
+
+test('access logs name the revision of each side: 2026-07-28 forwarded, and an initialize-era client bridged to a 2026-07-28 target', async () => {
+  // Access logs are written in batches.
+  await replicaA.waitForOutput(/"mcp.protocol.version":"2025-11-25","mcp.target.protocol.version":"2026-07-28"/)
+  const lines = replicaA.logs().filter(l => l['mcp.method'] === 'tools/call')
+  assert.ok(lines.some(l => l['mcp.protocol.version'] === V && l['mcp.target.protocol.version'] === V), 'a forwarded 2026-07-28 call')
+  assert.ok(lines.some(l => l['mcp.protocol.version'] === '2025-11-25' && l['mcp.target.protocol.version'] === V), 'an SDK v1 call bridged to the 2026-only target')
+})

@@ -118,18 +118,20 @@ test('the MCP method, target and tool appear in the trace, the access log and me
   const events = await trace.done
   const final = events.find(e => e.message.type === 'requestSnapshot' && e.message.stage === 'final request')!
   const state = final.message.requestState as Record<string, any>
-  assert.deepEqual(state.mcp, { method: 'tools/call', target: 'sdk', name: 'sdk_add', kind: 'tool' })
+  assert.deepEqual(state.mcp, { method: 'tools/call', target: 'sdk', name: 'sdk_add', kind: 'tool', protocolVersion: '2025-11-25', targetProtocolVersion: '2025-11-25' })
   assert.deepEqual(state.backend, { name: 'mcp', type: 'mcp', protocol: 'mcp' })
   assert.equal(events.find(e => e.message.type === 'backendCallStart')!.message.target, 'sdk')
   assert.equal(events.at(-1)!.message.type, 'requestFinished')
 
   const metrics = await (await request(`http://127.0.0.1:${statsPort}/metrics`)).body.text()
-  assert.match(metrics, /portico_mcp_requests_total\{method="tools\/call",target="sdk",tool="sdk_add"\} 1/)
-  assert.match(metrics, /portico_mcp_requests_total\{method="initialize",target="everything,sdk",tool=""\} 1/)
+  assert.match(metrics, /portico_mcp_requests_total\{method="tools\/call",target="sdk",tool="sdk_add",protocol_version="2025-11-25",target_protocol_version="2025-11-25"\} 1/)
+  assert.match(metrics, /portico_mcp_requests_total\{method="initialize",target="everything,sdk",tool="",protocol_version="2025-11-25",target_protocol_version=""\} 1/)
   await p.waitForOutput('"mcp.method":"tools/call"') // access logs are written in batches
   const line = p.logs().find(l => l['mcp.method'] === 'tools/call')
   assert.ok(line !== undefined, 'an access-log line for the call')
   assert.equal(line['mcp.target'], 'sdk')
+  assert.equal(line['mcp.protocol.version'], '2025-11-25')
+  assert.equal(line['mcp.target.protocol.version'], '2025-11-25')
   assert.equal(line['mcp.tool'], 'sdk_add')
   await client.close()
 })

@@ -21,6 +21,9 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
     fields['mcp.method'] = ctx.mcp.method
     if (ctx.mcp.target !== '') fields['mcp.target'] = ctx.mcp.target
     if (ctx.mcp.name !== undefined) fields[`mcp.${ctx.mcp.kind ?? 'name'}`] = ctx.mcp.name
+    // OpenTelemetry's mcp.protocol.version is the client's; the target's may differ (Portico bridges revisions).
+    if (ctx.mcp.protocolVersion !== undefined) fields['mcp.protocol.version'] = ctx.mcp.protocolVersion
+    if (ctx.mcp.targetProtocolVersion !== undefined) fields['mcp.target.protocol.version'] = ctx.mcp.targetProtocolVersion
   }
   if (ctx.llm !== null) {
     // OpenTelemetry's gen_ai attribute names (agentgateway logs the same).

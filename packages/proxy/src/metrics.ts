@@ -43,7 +43,7 @@ export class ProxyMetrics {
     this.upstreamDuration = new LocalHistogram(this.registry, 'portico_upstream_call_duration_seconds', 'Time from the start of a backend call to its response headers.', DURATION_BUCKETS)
     this.connections = new Counter({ name: 'portico_downstream_connections_total', help: 'Client connections accepted.', labelNames: ['bind', 'protocol'], registers })
     this.openConnections = new Gauge({ name: 'portico_downstream_connections_open', help: 'Client connections open now.', labelNames: ['bind', 'protocol'], registers })
-    this.mcpRequests = new LocalCounter(this.registry, 'portico_mcp_requests_total', 'MCP requests by method, target and tool (or prompt/resource).')
+    this.mcpRequests = new LocalCounter(this.registry, 'portico_mcp_requests_total', 'MCP requests by method, target, tool (or prompt), and the MCP revision of the client and of the target(s).')
     this.llmTokens = new LocalHistogram(this.registry, 'portico_gen_ai_client_token_usage', 'LLM tokens per request of ai backends, by token type (OpenTelemetry gen_ai.client.token.usage).', TOKEN_BUCKETS)
     this.reloads = new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers })
     this.reloads.inc({ result: 'success' }, 0)
@@ -70,7 +70,9 @@ export class ProxyMetrics {
     if (ctx.mcp !== null) {
       const mcp = ctx.mcp
       const tool = mcp.kind === 'resource' ? '' : mcp.name ?? ''
-      this.mcpRequests.inc(`${mcp.method}\0${mcp.target}\0${tool}`, () => ({ method: mcp.method, target: mcp.target === '' ? 'unknown' : mcp.target, tool }))
+      const version = mcp.protocolVersion ?? ''
+      const targetVersion = mcp.targetProtocolVersion ?? ''
+      this.mcpRequests.inc(`${mcp.method}\0${mcp.target}\0${tool}\0${version}\0${targetVersion}`, () => ({ method: mcp.method, target: mcp.target === '' ? 'unknown' : mcp.target, tool, protocol_version: version, target_protocol_version: targetVersion }))
     }
     if (ctx.llm?.usage != null) this.observeLlmUsage(ctx, ctx.llm, ctx.llm.usage, route ?? 'unknown')
     if (ctx.upstreamHeadersAt > 0 && backend !== undefined && ctx.backend!.kind !== 'mcp') {

@@ -239,12 +239,12 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
   // with the body) is known only with the body: 2026-07-28 puts the version in `_meta`.
   const era = classify(req.headers, messages, batch)
   if (era.era === 'reject') return reply(rt, ctx, era.status, era.body)
-  if (era.era === 'modern') return await handleModernPost(gw, ctx, backend, first, helpers(rt))
+  if (era.era === 'modern') return await handleModernPost(gw, ctx, backend, first, era.version, helpers(rt))
 
   const initialize = messages.find(m => isRequest(m) && m.method === 'initialize') as JsonRpcRequest | undefined
   if (initialize !== undefined) {
     if (messages.length > 1) return reply(rt, ctx, 400, errorResponse(initialize.id, INVALID_REQUEST, 'Invalid Request: initialize must be sent alone'))
-    ctx.mcp = { method: 'initialize', target: spec.targets.map(t => t.name).join(',') }
+    ctx.mcp = { method: 'initialize', target: spec.targets.map(t => t.name).join(','), protocolVersion: initOf(initialize).protocolVersion }
     traceStart(rt, ctx)
     let session: McpSession
     try {

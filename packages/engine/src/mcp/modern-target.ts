@@ -155,7 +155,7 @@ export interface ForwardHelpers {
 export async function forwardToModernTarget (targets: ModernTargets, ctx: RequestContext, target: McpTargetIR & { kind: 'mcp' | 'sse', url: string }, message: JsonRpcMessage, filter: ItemFilter | undefined, h: ForwardHelpers): Promise<void> {
   const method = 'method' in message ? message.method : 'response'
   const params = ('params' in message ? message.params ?? {} : {}) as Record<string, unknown>
-  ctx.mcp = describeForward(method, params, target.name)
+  ctx.mcp = { ...describeForward(method, params, target.name), protocolVersion: String(ctx.req.headers['mcp-protocol-version']), targetProtocolVersion: MODERN_PROTOCOL_VERSIONS[0]! }
   if (isRequest(message) && filter !== undefined && ctx.mcp.kind !== undefined && ctx.mcp.name !== undefined &&
     !filter({ method, kind: ctx.mcp.kind, name: ctx.mcp.name, target: target.name })) {
     // A forbidden item answers exactly like a missing one: its existence is not revealed.

@@ -226,7 +226,7 @@ export interface McpHttpHelpers {
 }
 
 /** One modern POST (already classified): a notification, server/discover, or an item method. */
-export async function handleModernPost (gw: McpGateway, ctx: RequestContext, backend: BackendIR, message: JsonRpcMessage, h: McpHttpHelpers): Promise<void> {
+export async function handleModernPost (gw: McpGateway, ctx: RequestContext, backend: BackendIR, message: JsonRpcMessage, version: string, h: McpHttpHelpers): Promise<void> {
   const spec = backend.mcp!
   // Both ends speak 2026-07-28: forwarded as sent (one target, so no names to prefix).
   const only = spec.targets.length === 1 && spec.prefixMode === 'conditional' ? spec.targets[0]! : undefined
@@ -237,27 +237,27 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
     // 2026-07-28 defines no client notifications over HTTP (closing the stream cancels);
     // one is accepted and dropped: forwarding it into the shared session could reach
     // another client's request.
-    ctx.mcp = { method: 'method' in message ? message.method : 'response', target: '' }
+    ctx.mcp = { method: 'method' in message ? message.method : 'response', target: '', protocolVersion: version }
     h.traceStart(ctx)
     return h.reply(ctx, 202, null)
   }
   const req = message
   const allTargets = spec.targets.map(t => t.name).join(',')
   if (req.method !== 'server/discover' && !FORWARDED.has(req.method)) {
-    ctx.mcp = { method: req.method, target: '' }
+    ctx.mcp = { method: req.method, target: '', protocolVersion: version }
     return h.reply(ctx, 404, errorResponse(req.id, METHOD_NOT_FOUND, `Method not found: ${req.method}`))
   }
   let session: McpSession
   try {
     session = await gw.modernSession(backend)
   } catch (err) {
-    ctx.mcp = { method: req.method, target: allTargets }
+    ctx.mcp = { method: req.method, target: allTargets, protocolVersion: version }
     ctx.error = (err as Error).message
     return h.reply(ctx, 200, targetUnavailable(req.id, (err as Error).message))
   }
   const merged = session.initializeResult(LATEST_PROTOCOL_VERSION)
   if (req.method === 'server/discover') {
-    ctx.mcp = { method: req.method, target: allTargets }
+    ctx.mcp = { method: req.method, target: allTargets, protocolVersion: version }
     h.traceStart(ctx)
     return h.reply(ctx, 200, resultResponse(req.id, discoverResult(merged)))
   }
@@ -265,7 +265,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   if (req.method === 'subscriptions/listen') return listen(gw, ctx, session, req, merged, h)
 
   // The same description and authorization filter as an initialize-era request.
-  ctx.mcp = session.describe(req)
+  ctx.mcp = { ...session.describe(req)!, protocolVersion: version }
   const filter = h.itemFilter(ctx)
   h.traceStart(ctx)
   const meta = metaOf(req) ?? {}
@@ -320,7 +320,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
  * or Portico drains (then the request is answered, the graceful end).
  */
 function listen (gw: McpGateway, ctx: RequestContext, session: McpSession, req: JsonRpcRequest, merged: Record<string, unknown>, h: McpHttpHelpers): void {
-  ctx.mcp = { method: req.method, target: [...session.targets.keys()].join(',') }
+  ctx.mcp = { method: req.method, target: [...session.targets.keys()].join(','), protocolVersion: String(ctx.req.headers['mcp-protocol-version']) }
   const wanted = parseFilter((req.params as Record<string, unknown> | undefined)?.notifications)
   if (typeof wanted === 'string') {
     h.traceStart(ctx)

@@ -185,6 +185,10 @@ export class McpSession {
         if (message.method in LISTS || message.method === 'initialize' || message.method === 'logging/setLevel') info.target = [...this.targets.keys()].join(',')
         else if (this.targets.size === 1) info.target = [...this.targets.keys()][0]!
     }
+    // A shared session's own init is not its clients': their revision is set by the caller.
+    if (!this.shared) info.protocolVersion = this.init.protocolVersion
+    const revisions = [...new Set((info.target === '' ? [] : info.target.split(',')).map(n => this.targets.get(n)?.revision).filter(v => v !== undefined))]
+    if (revisions.length > 0) info.targetProtocolVersion = revisions.join(',')
     return info
   }
 

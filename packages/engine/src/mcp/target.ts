@@ -19,7 +19,7 @@ import type { McpTargetIR } from '../ir/types.ts'
 import { StdioProcessTransport } from './stdio-transport.ts'
 import { ModernClientTransport, speaksModern } from './modern-client-transport.ts'
 import {
-  isRequest, isResponse, targetTimeout, targetUnavailable,
+  isRequest, isResponse, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
 } from './jsonrpc.ts'
 import { limitedFetch, MESSAGE_TOO_LARGE } from './message-limits.ts'
@@ -106,6 +106,11 @@ export class TargetConnection {
     this.name = spec.name
     this.spec = spec
     this.hooks = hooks
+  }
+
+  /** The revision spoken to the target: 2026-07-28 through ModernClientTransport, else what initialize negotiated. */
+  get revision (): string | undefined {
+    return this.transport instanceof ModernClientTransport ? MODERN_PROTOCOL_VERSIONS[0] : this.initResult?.protocolVersion
   }
 
   get pid (): number | undefined {

@@ -36,6 +36,10 @@ export interface McpSnapshot {
   target: string
   name?: string
   kind?: 'tool' | 'prompt' | 'resource'
+  /** The MCP revision the client speaks (e.g. 2025-11-25, 2026-07-28). */
+  protocolVersion?: string
+  /** The revision(s) spoken to the target(s) of this request, comma-joined like `target`. */
+  targetProtocolVersion?: string
 }
 
 /** `requestState` of a request snapshot (header values redacted, see ir/redact.ts). */
