@@ -11,12 +11,17 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { createHmac } from 'node:crypto'
-import { McpServer, createMcpHandler, inputRequired, acceptedContent } from '@modelcontextprotocol/server'
+import { McpServer, createMcpHandler, inputRequired, acceptedContent, completable } from '@modelcontextprotocol/server'
+import * as z from 'zod'
 
 export interface ModernServer {
   url: string
   /** JSON-RPC methods received (POST bodies), in order. */
   received: Array<{ method: string, headers: IncomingHttpHeaders }>
+  /** Names of tools whose call was cancelled (the client closed its stream, or a cancellation). */
+  cancelled: string[]
+  /** Publishes notifications/resources/updated to the subscriptions/listen streams that asked for `uri`. */
+  resourceUpdated(uri: string): void
   close(): Promise<void>
 }
 
@@ -30,8 +35,9 @@ export interface ModernServerOptions {
 }
 
 export async function startModernServer (name = 'modern', options: ModernServerOptions = {}): Promise<ModernServer> {
+  const cancelled: string[] = []
   const handler = createMcpHandler(() => {
-    const server = new McpServer({ name, version: '1.0.0' })
+    const server = new McpServer({ name, version: '1.0.0' }, { capabilities: { resources: { subscribe: true, listChanged: true }, tools: { listChanged: true } } })
     server.registerTool('echo', { description: 'echoes its text' }, async () => ({ content: [{ type: 'text', text: `echo from ${name}` }] }))
     server.registerTool('secret', { description: 'a tool a route may hide' }, async () => ({ content: [{ type: 'text', text: 'the secret' }] }))
     server.registerTool('big', { description: 'an answer of 256 KiB' }, async () => ({ content: [{ type: 'text', text: 'x'.repeat(256 * 1024) }] }))
@@ -46,6 +52,18 @@ export async function startModernServer (name = 'modern', options: ModernServerO
       // The state is the server's own: it comes back through the gateway unchanged, or not at all.
       const state = ctx.mcpReq.requestState()
       return { content: [{ type: 'text', text: `Hello, ${String(answer.name)}! (${verify(state) ? 'state-ok' : 'state-bad'})` }] }
+    })
+    server.registerResource('memo', 'memo://one', { description: 'a memo' }, async uri => ({ contents: [{ uri: uri.href, text: `content of ${uri.href} from ${name}` }] }))
+    server.registerPrompt('greet', {
+      description: 'greets someone',
+      argsSchema: z.object({ who: completable(z.string(), value => ['Ada', 'Alan', 'Grace'].filter(n => n.startsWith(value))) })
+    }, async ({ who }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello ${who} from ${name}` } }] }))
+    server.registerTool('slow', { description: 'waits until cancelled (or 10 s)' }, async ctx => {
+      await new Promise<void>(resolve => {
+        const timer = setTimeout(resolve, 10_000)
+        ctx.mcpReq.signal.addEventListener('abort', () => { cancelled.push('slow'); clearTimeout(timer); resolve() }, { once: true })
+      })
+      return { content: [{ type: 'text', text: 'slow done' }] }
     })
     server.registerTool('progress', { description: 'reports progress twice, then answers' }, async ctx => {
       const token = ctx.mcpReq._meta?.progressToken
@@ -71,9 +89,13 @@ export async function startModernServer (name = 'modern', options: ModernServerO
       }
       const headers = new Headers()
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === 'string') headers.set(k, v)
+      // The client closing its connection is how 2026-07-28 cancels: the handler sees it as the request's signal.
+      const closed = new AbortController()
+      res.once('close', () => { if (!res.writableFinished) closed.abort() })
       const request = new Request(`http://${req.headers.host ?? 'localhost'}${req.url ?? '/'}`, {
         method: req.method ?? 'GET',
         headers,
+        signal: closed.signal,
         ...(req.method === 'GET' || req.method === 'HEAD' || req.method === 'DELETE' ? {} : { body })
       })
       handler.fetch(request).then(async response => {
@@ -90,6 +112,8 @@ export async function startModernServer (name = 'modern', options: ModernServerO
   return {
     url: `http://127.0.0.1:${port}/mcp`,
     received,
+    cancelled,
+    resourceUpdated: uri => handler.notify.resourceUpdated(uri),
     close: async () => {
       await handler.close()
       http.closeAllConnections()

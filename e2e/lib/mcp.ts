@@ -15,7 +15,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import {
-  CallToolRequestSchema, CreateMessageRequestSchema, ElicitRequestSchema, GetPromptRequestSchema, ListPromptsRequestSchema,
+  CallToolRequestSchema, CompleteRequestSchema, CreateMessageRequestSchema, ElicitRequestSchema, GetPromptRequestSchema, ListPromptsRequestSchema,
   ListResourcesRequestSchema, ListRootsRequestSchema, ListToolsRequestSchema, ReadResourceRequestSchema, SetLevelRequestSchema,
   SubscribeRequestSchema, type CallToolResult, type ClientCapabilities
 } from '@modelcontextprotocol/sdk/types.js'
@@ -44,8 +44,9 @@ export interface SdkServer {
  * A streamable-HTTP MCP server built with the SDK's low-level Server. Tools:
  * `add`, `sample` (asks the client to sample), `elicit` (asks the client for input), `roots`
  * (asks the client for its roots), `slow` (progress notifications, honours cancellation),
- * `log` (a logging notification); 30 `item-N` tools paginated 10 at a time; prompt `greet`;
- * resources `memo://one` and `memo://two` (subscribable).
+ * `log` (a logging notification); 30 `item-N` tools paginated 10 at a time; prompt `greet`
+ * (its `who` completes to Ada, Alan, Grace); resources `memo://one` and `memo://two`
+ * (subscribable).
  */
 export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
   const sessions = new Map<string, StreamableHTTPServerTransport>()
@@ -53,7 +54,7 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
 
   const makeServer = () => {
     const server = new Server({ name: `${name}-server`, version: '1.0.0' }, {
-      capabilities: { tools: { listChanged: true }, prompts: {}, resources: { subscribe: true }, logging: {} },
+      capabilities: { tools: { listChanged: true }, prompts: {}, resources: { subscribe: true }, logging: {}, completions: {} },
       instructions: `The ${name} test server.`
     })
     const items = Array.from({ length: 30 }, (_, i) => ({ name: `item-${i}`, description: `item ${i}`, inputSchema: { type: 'object' as const } }))
@@ -122,6 +123,9 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
       return {}
     })
     server.setRequestHandler(SetLevelRequestSchema, async () => ({}))
+    server.setRequestHandler(CompleteRequestSchema, async req => ({
+      completion: { values: ['Ada', 'Alan', 'Grace'].filter(n => n.startsWith(req.params.argument.value)) }
+    }))
     return server
   }
 

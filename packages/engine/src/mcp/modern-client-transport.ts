@@ -17,8 +17,12 @@
  *    target's `requestState` (at most MAX_ROUNDS rounds);
  *  - `notifications/cancelled` from the client aborts the request's POST: closing the
  *    stream is how a 2026-07-28 client cancels.
- * There is no session to open or end and no GET stream; resources/subscribe is refused
- * (its 2026-07-28 successor, subscriptions/listen, is not bridged yet).
+ *  - change notifications come from one `subscriptions/listen` stream, opened after
+ *    `notifications/initialized` and reopened with the new filter whenever the client's
+ *    `resources/subscribe` / `resources/unsubscribe` change the set of URIs (answered here);
+ *    they reach the client as an initialize-era server would send them, without the
+ *    subscription id.
+ * There is no session to open or end and no GET stream.
  */
 
 import { Pool, type Dispatcher } from 'undici'
@@ -27,8 +31,9 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
 import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
 import type { RelatedInfo } from './http-client-transport.ts'
+import { META_SUBSCRIPTION_ID } from './listen.ts'
 import {
-  errorResponse, INVALID_REQUEST, isRequest, isResponse, METHOD_NOT_FOUND, MODERN_PROTOCOL_VERSIONS, resultResponse,
+  errorResponse, INVALID_PARAMS, INVALID_REQUEST, isRequest, isResponse, MODERN_PROTOCOL_VERSIONS, resultResponse,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest, type JsonRpcResponse
 } from './jsonrpc.ts'
 import { redactUrl } from '../ir/redact.ts'
@@ -37,6 +42,8 @@ const MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[0]!
 /** A target that keeps asking for input is cut off after this many rounds. */
 const MAX_ROUNDS = 8
 const MAX_ERROR_TEXT_BYTES = 4096
+/** A listen stream the target ended or refused is opened again after this long. */
+const LISTEN_RETRY_MS = 1000
 /** Methods whose Mcp-Name header mirrors `params.name` / `params.uri`. */
 const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
 
@@ -75,6 +82,9 @@ export class ModernClientTransport implements Transport {
   /** Input requests put to the client, waiting for its response. */
   private readonly asked = new Map<string, (response: JsonRpcResponse) => void>()
   private nextInput = 1
+  /** URIs the client subscribed to (resources/subscribe), and the listen stream carrying them. */
+  private readonly subscriptions = new Set<string>()
+  private listen: AbortController | null = null
 
   constructor (url: URL, options: ModernClientTransportOptions) {
     this.url = url
@@ -101,6 +111,7 @@ export class ModernClientTransport implements Transport {
         const id = (m.params as { requestId?: JsonRpcId } | undefined)?.requestId
         if (id !== undefined) this.abandon(id)
       }
+      if (m.method === 'notifications/initialized') this.relisten()
       // initialized, roots/list_changed, progress of input requests: nothing to carry.
       return
     }
@@ -113,8 +124,15 @@ export class ModernClientTransport implements Transport {
         this.logLevel = String((m.params as { level?: unknown } | undefined)?.level ?? '')
         return this.deliver(resultResponse(m.id, {}))
       case 'resources/subscribe':
-      case 'resources/unsubscribe':
-        return this.deliver(errorResponse(m.id, METHOD_NOT_FOUND, `Method not found: ${m.method} (the target speaks 2026-07-28, where subscriptions/listen replaces it; not bridged yet)`))
+      case 'resources/unsubscribe': {
+        const uri = (m.params as { uri?: unknown } | undefined)?.uri
+        if (typeof uri !== 'string') return this.deliver(errorResponse(m.id, INVALID_PARAMS, 'Invalid params: uri must be a string'))
+        const had = this.subscriptions.has(uri)
+        if (m.method === 'resources/subscribe') this.subscriptions.add(uri)
+        else this.subscriptions.delete(uri)
+        if (had !== this.subscriptions.has(uri)) this.relisten()
+        return this.deliver(resultResponse(m.id, {}))
+      }
       default:
         return void this.run(m, signal => this.call(m, signal))
     }
@@ -192,7 +210,7 @@ export class ModernClientTransport implements Transport {
    * One POST in the 2026-07-28 shape and its answer; messages before the answer (progress,
    * logging) go to `onOther`.
    */
-  async exchange (id: JsonRpcId, method: string, params: Record<string, unknown>, signal: AbortSignal, onOther: (m: JsonRpcMessage) => void): Promise<JsonRpcResponse> {
+  async exchange (id: JsonRpcId, method: string, params: Record<string, unknown>, signal: AbortSignal, onOther: (m: JsonRpcMessage) => void, bodyTimeoutMs = this.options.requestTimeoutMs): Promise<JsonRpcResponse> {
     const meta: Record<string, unknown> = {
       ...((params._meta ?? {}) as Record<string, unknown>),
       'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
@@ -215,6 +233,7 @@ export class ModernClientTransport implements Transport {
       headers,
       body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }),
       headersTimeout: this.options.requestTimeoutMs,
+      bodyTimeout: bodyTimeoutMs,
       signal
     })
     const type = String(res.headers['content-type'] ?? '')
@@ -263,6 +282,37 @@ export class ModernClientTransport implements Transport {
     return answer
   }
 
+  /** (Re)opens the listen stream with the current filter; the previous one is closed. */
+  private relisten (): void {
+    this.listen?.abort(new Error('filter changed'))
+    const abort = new AbortController()
+    this.listen = abort
+    const filter: Record<string, unknown> = { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true }
+    if (this.subscriptions.size > 0) filter.resourceSubscriptions = [...this.subscriptions]
+    void this.keepListening(filter, abort.signal)
+  }
+
+  /** One listen stream, reopened after a second if the target ends it, until replaced or closed. */
+  private async keepListening (filter: Record<string, unknown>, signal: AbortSignal): Promise<void> {
+    while (!this.closed && !signal.aborted) {
+      try {
+        await this.exchange(`portico-listen-${this.nextInput++}`, 'subscriptions/listen', { notifications: filter }, signal, m => {
+          if (!('method' in m) || m.method === 'notifications/subscriptions/acknowledged') return
+          const params = { ...((m.params ?? {}) as Record<string, unknown>) }
+          const meta = { ...((params._meta ?? {}) as Record<string, unknown>) }
+          delete meta[META_SUBSCRIPTION_ID]
+          if (Object.keys(meta).length > 0) params._meta = meta
+          else delete params._meta
+          this.deliver({ jsonrpc: '2.0', method: m.method, params })
+        }, 0)
+      } catch {
+        // Refused, broken or not served: tried again below (the filter may be served later).
+      }
+      if (this.closed || signal.aborted) return
+      await new Promise(resolve => setTimeout(resolve, LISTEN_RETRY_MS).unref())
+    }
+  }
+
   private deliver (message: JsonRpcMessage, related?: JsonRpcId): void {
     this.onmessage?.(message as JSONRPCMessage, related !== undefined ? { relatedRequestId: related } satisfies RelatedInfo as MessageExtraInfo : undefined)
   }
@@ -277,6 +327,7 @@ export class ModernClientTransport implements Transport {
     if (this.closed) return
     this.closed = true
     for (const abort of this.inflight.values()) abort.abort(new Error('transport closed'))
+    this.listen?.abort(new Error('transport closed'))
     this.inflight.clear()
     this.asked.clear()
     await this.pool.close().catch(() => {})
