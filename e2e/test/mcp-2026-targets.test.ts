@@ -24,7 +24,7 @@ import { createParser } from 'eventsource-parser'
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startModernServer, type ModernServer } from '../lib/mcp-modern.ts'
-import { connectClient, textOf } from '../lib/mcp.ts'
+import { connectClient, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 
 const V = '2026-07-28'
 const META = {
@@ -35,6 +35,7 @@ const META = {
 
 let target: ModernServer
 let strict: ModernServer
+let legacy: SdkServer
 let replicaA: PorticoProcess
 let replicaB: PorticoProcess
 let deadPort: number
@@ -53,7 +54,12 @@ function config (port: number) {
       },
       { name: 'small', matches: [{ path: { pathPrefix: '/small' } }], backends: modern(target.url, { maxMessageSize: 64 * 1024 }) },
       { name: 'dead', matches: [{ path: { pathPrefix: '/dead' } }], backends: modern(`http://127.0.0.1:${deadPort}/mcp`) },
-      { name: 'strict', matches: [{ path: { pathPrefix: '/strict' } }], backends: modern(strict.url) }
+      { name: 'strict', matches: [{ path: { pathPrefix: '/strict' } }], backends: modern(strict.url) },
+      // Mixed revisions behind one route: the 2026-only server and the SDK v1 server (2025-11-25).
+      { name: 'mixed', matches: [{ path: { pathPrefix: '/mixed' } }], backends: [{ mcp: { targets: [{ name: 'new', mcp: { host: strict.url } }, { name: 'old', mcp: { host: legacy.url } }] } }] },
+      // Routing on Mcp-Method without reading the body: tools/call goes to another route.
+      { name: 'calls', matches: [{ path: { pathPrefix: '/split' }, headers: [{ name: 'mcp-method', value: { exact: 'tools/call' } }] }], backends: modern(strict.url) },
+      { name: 'rest', matches: [{ path: { pathPrefix: '/split' } }], backends: modern(target.url) }
     ]
   }
 }
@@ -61,6 +67,7 @@ function config (port: number) {
 before(async () => {
   target = await startModernServer()
   strict = await startModernServer('strict', { legacy: 'reject' })
+  legacy = await startSdkServer('old')
   deadPort = await freePort()
   replicaA = await startPortico({ config })
   replicaB = await startPortico({ config })
@@ -71,6 +78,7 @@ after(async () => {
   await replicaB?.stop()
   await target?.close()
   await strict?.close()
+  await legacy?.close()
 })
 
 interface Reply { status: number, headers: Record<string, string | string[] | undefined>, json: any }
@@ -220,4 +228,35 @@ test('access logs name the revision of each side: 2026-07-28 forwarded, and an i
   const lines = replicaA.logs().filter(l => l['mcp.method'] === 'tools/call')
   assert.ok(lines.some(l => l['mcp.protocol.version'] === V && l['mcp.target.protocol.version'] === V), 'a forwarded 2026-07-28 call')
   assert.ok(lines.some(l => l['mcp.protocol.version'] === '2025-11-25' && l['mcp.target.protocol.version'] === V), 'an SDK v1 call bridged to the 2026-only target')
+})
+
+test('mixed revisions behind one route: a 2026-07-28-only target and a 2025-11-25 one, prefixed, for clients of both revisions', async () => {
+  const { client } = await connectClient(`${replicaA.url}/mixed`, { elicit: () => ({ action: 'accept', content: { name: 'Old' } }) })
+  try {
+    const names = (await client.listTools()).tools.map(t => t.name)
+    assert.ok(names.includes('new_echo') && names.includes('old_add'), names.join(','))
+    assert.equal(textOf(await client.callTool({ name: 'new_echo', arguments: {} })), 'echo from strict')
+    assert.equal(textOf(await client.callTool({ name: 'old_add', arguments: { a: 1, b: 2 } })), '3')
+    assert.equal(textOf(await client.callTool({ name: 'new_greet', arguments: {} })), 'Hello, Old! (state-ok)')
+  } finally {
+    await client.close()
+  }
+  const list = await call(replicaA.url, '/mixed', 'tools/list')
+  const names = list.json.result.tools.map((t: { name: string }) => t.name)
+  assert.ok(names.includes('new_echo') && names.includes('old_add'), names.join(','))
+  const echoed = await call(replicaA.url, '/mixed', 'tools/call', { name: 'new_echo', arguments: {} })
+  assert.equal(echoed.json.result.content[0].text, 'echo from strict')
+  const added = await call(replicaA.url, '/mixed', 'tools/call', { name: 'old_add', arguments: { a: 2, b: 3 } })
+  assert.equal(added.json.result.content[0].text, '5')
+})
+
+test('a route may match on Mcp-Method without reading the body; the header is still checked against it', async () => {
+  const viaCall = await call(replicaA.url, '/split', 'tools/call', { name: 'echo', arguments: {} })
+  assert.equal(viaCall.json.result.content[0].text, 'echo from strict')
+  const viaList = await call(replicaA.url, '/split', 'tools/list')
+  assert.equal(viaList.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'modern')
+  // A client that lies in the header to reach the other route is refused there.
+  const lying = await call(replicaA.url, '/split', 'tools/list', {}, { 'mcp-method': 'tools/call' })
+  assert.equal(lying.status, 400)
+  assert.equal(lying.json.error.code, -32020)
 })
