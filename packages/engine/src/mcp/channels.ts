@@ -151,8 +151,12 @@ export class PostChannel implements Channel {
   /** Called with the error of each final error response, before it is written. */
   onError: ((error: { code: number, message: string }) => void) | null = null
 
-  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook }) {
+  /** The HTTP status of a JSON answer (2026-07-28 gives some errors their own; default 200). */
+  private readonly statusOf: (message: JsonRpcMessage) => number
+
+  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number }) {
     this.res = res
+    this.statusOf = options.statusOf ?? (() => 200)
     this.head = options.head ?? PLAIN_HEAD
     this.awaiting = new Set(options.requestIds)
     this.batch = options.batch
@@ -188,7 +192,8 @@ export class PostChannel implements Channel {
     this.finished = true
     if (this.res.destroyed) return
     const body = JSON.stringify(this.batch ? this.collected : this.collected[0])
-    this.res.writeHead(200, { ...this.head(200, { 'content-type': 'application/json', ...this.headers }), 'content-length': String(Buffer.byteLength(body)) })
+    const status = this.batch ? 200 : this.statusOf(this.collected[0]!)
+    this.res.writeHead(status, { ...this.head(status, { 'content-type': 'application/json', ...this.headers }), 'content-length': String(Buffer.byteLength(body)) })
     this.res.end(body)
   }
 

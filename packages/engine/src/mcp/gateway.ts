@@ -22,6 +22,10 @@ import { ModernTargets } from './modern-target.ts'
 import { ParkedCalls } from './modern-call.ts'
 
 const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
+/** The client capabilities Portico bridges for 2026-07-28 clients (mcp/modern-call.ts), in key order. */
+const INPUT_CAPABILITIES = ['elicitation', 'roots', 'sampling']
+/** Marks the stateless-map keys of 2026-07-28 sessions: `<backend key>#2026#<capabilities>`. */
+const MODERN_KEY = '#2026#'
 const DEFAULT_MAX_SESSIONS = 1000
 /** How often sessions are checked for expiry (the idle grace is counted from the check). */
 const SWEEP_MS = 1_000
@@ -186,17 +190,20 @@ export class McpGateway {
   }
 
   /**
-   * The upstream session 2026-07-28 clients share, per backend: like statelessSession, but
-   * it declares the input capabilities Portico bridges (sampling, elicitation, roots), so
-   * targets ask for input during a call; mcp/modern-call.ts puts each such request to the
-   * client whose call it belongs to, or refuses it for a client without the capability.
-   * A target's request that belongs to no call is refused: there is no one to ask.
+   * The upstream session 2026-07-28 clients share, per backend and per set of input
+   * capabilities they declare (sampling, elicitation, roots: at most 8 sessions a backend).
+   * Targets of that era decide what to ask from the session's capabilities, so a client
+   * that cannot answer elicitation is served by a session that never declared it — the
+   * target takes its other path (or says -32021), as it would with that client directly.
+   * mcp/modern-call.ts puts each input request to the client whose call it belongs to. A
+   * target's request that belongs to no call is refused: there is no one to ask.
    */
-  modernSession (backend: BackendIR): Promise<McpSession> {
-    const key = `${backend.key}#2026`
+  modernSession (backend: BackendIR, clientCapabilities: Record<string, unknown>): Promise<McpSession> {
+    const bridged = INPUT_CAPABILITIES.filter(c => c in clientCapabilities)
+    const key = `${backend.key}${MODERN_KEY}${bridged.join(',')}`
     let s = this.stateless.get(key)
     if (s === undefined) {
-      const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: { sampling: {}, elicitation: {}, roots: {} }, clientInfo: GATEWAY_INFO }
+      const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: Object.fromEntries(bridged.map(c => [c, {}])), clientInfo: GATEWAY_INFO }
       s = (async () => {
         const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), shared: true })
         await session.start()
@@ -233,8 +240,8 @@ export class McpGateway {
       void session.close()
     }
     for (const [key, s] of this.stateless) {
-      // `<backend key>#2026`: the 2026-07-28 clients' session of that backend.
-      if (!stale(key.endsWith('#2026') ? key.slice(0, -5) : key)) continue
+      // `<backend key>#2026#<capabilities>`: a 2026-07-28 clients' session of that backend.
+      if (!stale(key.includes(MODERN_KEY) ? key.slice(0, key.indexOf(MODERN_KEY)) : key)) continue
       this.stateless.delete(key)
       void s.then(session => session.close(), () => {})
     }

@@ -98,8 +98,13 @@ export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = [LATEST_PROTOCOL_V
  */
 export const MODERN_PROTOCOL_VERSIONS: readonly string[] = ['2026-07-28']
 
+/** Every version Portico speaks to clients, newest first: `supportedVersions` of discover and -32022. */
+export const ALL_PROTOCOL_VERSIONS: readonly string[] = [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS]
+
 /** MCP's own error codes from 2026-07-28 on (the -32020…-32099 range it reserves). */
 export const HEADER_MISMATCH = -32020
+/** A request needs a client capability the client did not declare (HTTP 400 in 2026-07-28). */
+export const MISSING_CLIENT_CAPABILITY = -32021
 export const UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 export function isRequest (m: JsonRpcMessage): m is JsonRpcRequest {

@@ -27,7 +27,7 @@ import type { ItemFilter } from './session.ts'
 import type { HeadHook } from './channels.ts'
 import { readLimited, SseEventMeter } from './message-limits.ts'
 import {
-  errorResponse, INVALID_PARAMS, isRequest, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
+  ALL_PROTOCOL_VERSIONS, errorResponse, INVALID_PARAMS, isRequest, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
   type JsonRpcMessage, type JsonRpcResponse
 } from './jsonrpc.ts'
 
@@ -205,12 +205,19 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   if (contentType.startsWith('text/event-stream')) outHeaders['cache-control'] = 'no-cache, no-transform'
   if (res.statusCode === 405 && typeof res.headers.allow === 'string') outHeaders.allow = res.headers.allow
   const list = LIST_ITEMS[method]
+  // Answers Portico amends: a list this caller may see only part of, and discover, whose
+  // supportedVersions are Portico's on this endpoint (it serves every revision in front of
+  // the target), as its UnsupportedProtocolVersionError says too.
+  const amend = res.statusCode !== 200
+    ? null
+    : list !== undefined && filter !== undefined
+      ? (m: unknown) => filterList(m, method, list, filter, target.name)
+      : method === 'server/discover' ? withPorticoVersions : null
   try {
-    if (list !== undefined && filter !== undefined && res.statusCode === 200) {
-      // Lists are short: read whole, hide what this caller may not see, send as JSON or SSE again.
+    if (amend !== null) {
+      // Short answers: read whole, amended, sent as JSON or SSE again.
       const text = (await readLimited(res.body, target.maxMessageBytes, `the ${method} answer`)).toString('utf8')
-      const hide = (m: unknown) => filterList(m, method, list, filter, target.name)
-      const body = contentType.startsWith('text/event-stream') ? rewriteSse(text, hide) : JSON.stringify(hide(JSON.parse(text)))
+      const body = contentType.startsWith('text/event-stream') ? rewriteSse(text, amend) : JSON.stringify(amend(JSON.parse(text)))
       const final = h.headHook(ctx)(res.statusCode, outHeaders)
       if (!ctx.res.headersSent && !ctx.res.destroyed) {
         ctx.res.writeHead(res.statusCode, { ...final, 'content-length': String(Buffer.byteLength(body)) })
@@ -255,6 +262,13 @@ async function streamAnswer (ctx: RequestContext, res: Dispatcher.ResponseData, 
     if (!ctx.res.write(chunk)) await new Promise(resolve => ctx.res.once('drain', resolve))
   }
   ctx.res.end()
+}
+
+/** A discover answer listing the versions Portico serves on the endpoint. */
+function withPorticoVersions (message: unknown): unknown {
+  const m = message as JsonRpcResponse | null
+  if (m === null || typeof m !== 'object' || !('result' in m)) return message
+  return { ...m, result: { ...m.result, supportedVersions: [...ALL_PROTOCOL_VERSIONS] } }
 }
 
 /** A response message with the hidden items of its list taken out. */

@@ -30,9 +30,9 @@ import { honouredFilter, META_SUBSCRIPTION_ID, parseFilter, stamped } from './li
 import { forwardToModernTarget } from './modern-target.ts'
 import { ModernCall, withCacheHints, withServerInfo, type CallBinding } from './modern-call.ts'
 import {
-  errorResponse, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest,
+  ALL_PROTOCOL_VERSIONS, errorResponse, HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest,
   isResponse, isSupportedVersion, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND,
-  MODERN_PROTOCOL_VERSIONS, resultResponse, SUPPORTED_PROTOCOL_VERSIONS, targetUnavailable,
+  MODERN_PROTOCOL_VERSIONS, resultResponse, targetUnavailable,
   UNSUPPORTED_PROTOCOL_VERSION,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
 } from './jsonrpc.ts'
@@ -45,7 +45,7 @@ const MODERN_META_PREFIX = 'io.modelcontextprotocol/'
 
 /** Every version Portico speaks to clients, newest first: the `supported` list of its errors. */
 export function supportedVersions (): string[] {
-  return [...MODERN_PROTOCOL_VERSIONS, ...SUPPORTED_PROTOCOL_VERSIONS]
+  return [...ALL_PROTOCOL_VERSIONS]
 }
 
 export function isModernVersion (v: unknown): v is string {
@@ -82,6 +82,11 @@ export function unsupportedVersion (id: JsonRpcId | null, requested: string): Js
   return errorResponse(id, UNSUPPORTED_PROTOCOL_VERSION, `Unsupported protocol version: ${requested}`, { supported: supportedVersions(), requested })
 }
 
+/** A 2026-07-28 request whose `_meta` envelope is missing or malformed: 400 with -32602. */
+function invalidMeta (id: JsonRpcId | null, problem: string): Era {
+  return { era: 'reject', status: 400, body: errorResponse(id, INVALID_PARAMS, `Invalid params: ${problem}`) }
+}
+
 function mismatch (id: JsonRpcId | null, message: string): Era {
   return { era: 'reject', status: 400, body: errorResponse(id, HEADER_MISMATCH, `Header mismatch: ${message}`) }
 }
@@ -105,12 +110,17 @@ export function classify (headers: IncomingHttpHeaders, messages: JsonRpcMessage
   const metaVersion = metaOf(first)?.[META_PROTOCOL_VERSION]
 
   if (metaVersion !== undefined && !(typeof metaVersion === 'string' && isSupportedVersion(metaVersion))) {
-    if (typeof metaVersion !== 'string') return { era: 'reject', status: 400, body: errorResponse(id, INVALID_PARAMS, `Invalid params: _meta ${META_PROTOCOL_VERSION} must be a string`) }
+    if (typeof metaVersion !== 'string') return invalidMeta(id, `_meta ${META_PROTOCOL_VERSION} must be a string`)
+    // Header and body first: when they disagree that is the error, whichever is unknown.
+    if (rawVersion !== undefined && rawVersion !== metaVersion) return mismatch(id, `MCP-Protocol-Version header value '${rawVersion}' does not match body value '${metaVersion}'`)
     if (!isModernVersion(metaVersion)) return { era: 'reject', status: 400, body: unsupportedVersion(id, metaVersion) }
     if (batch) return { era: 'reject', status: 400, body: errorResponse(null, INVALID_REQUEST, `Invalid Request: a ${metaVersion} POST carries one message, not a batch`) }
     if (rawVersion === undefined) return mismatch(id, 'MCP-Protocol-Version header is required')
-    if (rawVersion !== metaVersion) return mismatch(id, `MCP-Protocol-Version header value '${rawVersion}' does not match body value '${metaVersion}'`)
     if (isResponse(first)) return { era: 'reject', status: 400, body: errorResponse(null, INVALID_REQUEST, 'Invalid Request: a client must not send responses') }
+    if (isRequest(first)) {
+      const caps = metaOf(first)?.[META_CLIENT_CAPABILITIES]
+      if (caps === null || typeof caps !== 'object' || Array.isArray(caps)) return invalidMeta(id, `_meta ${META_CLIENT_CAPABILITIES} is required (an object)`)
+    }
     // Header requirements for notification POSTs are not defined by 2026-07-28: checked only when sent.
     const problem = checkStandardHeaders(headers, first, isRequest(first))
     return problem !== null ? mismatch(id, problem) : { era: 'modern', version: metaVersion }
@@ -124,7 +134,8 @@ export function classify (headers: IncomingHttpHeaders, messages: JsonRpcMessage
     if (!batch && isRequest(first) && first.method === 'initialize') {
       return { era: 'reject', status: 400, body: errorResponse(id, INVALID_REQUEST, `Invalid Request: initialize is not part of ${rawVersion}; send initialize with an initialize-era MCP-Protocol-Version or none`) }
     }
-    return mismatch(id, `MCP-Protocol-Version header value '${rawVersion}' does not match body value (no _meta ${META_PROTOCOL_VERSION})`)
+    // A 2026-07-28 request whose _meta lacks its version: the envelope is invalid (-32602).
+    return invalidMeta(id, `_meta ${META_PROTOCOL_VERSION} is required on a ${rawVersion} request`)
   }
   if (rawVersion !== undefined && !isSupportedVersion(rawVersion)) return { era: 'reject', status: 400, body: unsupportedVersion(id, rawVersion) }
   for (const m of messages) {
@@ -249,7 +260,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   }
   let session: McpSession
   try {
-    session = await gw.modernSession(backend)
+    session = await gw.modernSession(backend, capabilitiesOf(metaOf(req) ?? {}))
   } catch (err) {
     ctx.mcp = { method: req.method, target: allTargets, protocolVersion: version }
     ctx.error = (err as Error).message
@@ -269,7 +280,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   const filter = h.itemFilter(ctx)
   h.traceStart(ctx)
   const meta = metaOf(req) ?? {}
-  const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx) })
+  const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx), statusOf: modernStatus })
   post.onError = error => h.traceTargetError(ctx, error)
   const binding: CallBinding = { channel: post, clientId: req.id, clientToken: meta.progressToken, logLevel: meta[META_LOG_LEVEL] }
   const params = (req.params ?? {}) as Record<string, unknown>
@@ -348,6 +359,14 @@ function listen (gw: McpGateway, ctx: RequestContext, session: McpSession, req: 
     remove()
     gw.listenStreams.delete(endGracefully)
   })
+}
+
+/**
+ * The HTTP status of a 2026-07-28 JSON answer: a MissingRequiredClientCapabilityError
+ * (-32021, whoever raised it) is 400, as the revision's HTTP binding says; other answers 200.
+ */
+function modernStatus (message: JsonRpcMessage): number {
+  return 'error' in message && message.error.code === MISSING_CLIENT_CAPABILITY ? 400 : 200
 }
 
 function capabilitiesOf (meta: Record<string, unknown>): Record<string, unknown> {
