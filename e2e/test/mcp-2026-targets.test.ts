@@ -59,7 +59,8 @@ function config (port: number) {
       { name: 'mixed', matches: [{ path: { pathPrefix: '/mixed' } }], backends: [{ mcp: { targets: [{ name: 'new', mcp: { host: strict.url } }, { name: 'old', mcp: { host: legacy.url } }] } }] },
       // Routing on Mcp-Method without reading the body: tools/call goes to another route.
       { name: 'calls', matches: [{ path: { pathPrefix: '/split' }, headers: [{ name: 'mcp-method', value: { exact: 'tools/call' } }] }], backends: modern(strict.url) },
-      { name: 'rest', matches: [{ path: { pathPrefix: '/split' } }], backends: modern(target.url) }
+      { name: 'rest', matches: [{ path: { pathPrefix: '/split' } }], backends: modern(target.url) },
+      { name: 'old', matches: [{ path: { pathPrefix: '/old' } }], backends: [{ mcp: { targets: [{ name: 'old', mcp: { host: legacy.url } }] } }] }
     ]
   }
 }
@@ -69,8 +70,9 @@ before(async () => {
   strict = await startModernServer('strict', { legacy: 'reject' })
   legacy = await startSdkServer('old')
   deadPort = await freePort()
-  replicaA = await startPortico({ config })
-  replicaB = await startPortico({ config })
+  // One SESSION_KEY: a requestState sealed by one replica opens on the other.
+  replicaA = await startPortico({ env: { SESSION_KEY: 'd'.repeat(64) }, config })
+  replicaB = await startPortico({ env: { SESSION_KEY: 'd'.repeat(64) }, config })
 })
 
 after(async () => {
@@ -96,7 +98,7 @@ async function call (base: string, path: string, method: string, params: Record<
       ...(name !== undefined ? { 'mcp-name': name } : {}),
       ...headers
     },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: META } })
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: { ...META, ...(params._meta as Record<string, unknown> | undefined) } } })
   })
   const text = await res.body.text()
   let json: any = null
@@ -259,4 +261,20 @@ test('a route may match on Mcp-Method without reading the body; the header is st
   const lying = await call(replicaA.url, '/split', 'tools/list', {}, { 'mcp-method': 'tools/call' })
   assert.equal(lying.status, 400)
   assert.equal(lying.json.error.code, -32020)
+})
+
+test('a bridged multi-round-trip call whose retry reaches another replica: run again there with the answers so far', async () => {
+  const meta = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } }
+  const first = await call(replicaA.url, '/old', 'tools/call', { name: 'elicit', arguments: {}, _meta: meta })
+  assert.equal(first.json.result.resultType, 'input_required', JSON.stringify(first.json))
+  const [key] = Object.keys(first.json.result.inputRequests)
+  const second = await call(replicaB.url, '/old', 'tools/call', {
+    name: 'elicit',
+    arguments: {},
+    _meta: meta,
+    inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } },
+    requestState: first.json.result.requestState
+  })
+  assert.equal(second.json.result?.resultType, 'complete', JSON.stringify(second.json))
+  assert.equal(second.json.result.content[0].text, 'elicited: accept {"name":"Ada"}')
 })

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import {
   checkStandardHeaders, classify, decodeHeaderValue, discoverResult, modernCapabilities, upstreamRequest
 } from '../src/mcp/revision-2026.ts'
-import { ModernCall, modernResult, ParkedCalls, type CallBinding } from '../src/mcp/modern-call.ts'
+import { inputKey, ModernCall, modernResult, ParkedCalls, type CallBinding } from '../src/mcp/modern-call.ts'
 import { SessionIdCodec } from '../src/mcp/session-id.ts'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { Channel } from '../src/mcp/channels.ts'
@@ -128,27 +128,31 @@ test('ModernCall: a target\'s requests become one input_required result; the ret
   call.deliver({ jsonrpc: '2.0', id: 'portico-3', method: 'roots/list', params: {} })
   await sleep(40)
   assert.equal(answered.length, 1, 'roots/list refused: no roots capability')
+  const nameKey = inputKey('elicitation/create', { message: 'name?' }, 0)
+  const sampleKey = inputKey('sampling/createMessage', { maxTokens: 5 }, 0)
+  assert.match(nameKey, /^in-[\w-]{16}-0$/)
   assert.deepEqual(first.got, [{
     jsonrpc: '2.0',
     id: 1,
-    result: { resultType: 'input_required', inputRequests: { 'portico-1': { method: 'elicitation/create', params: { message: 'name?' } }, 'portico-2': { method: 'sampling/createMessage', params: { maxTokens: 5 } } }, requestState: 'sealed' }
+    result: { resultType: 'input_required', inputRequests: { [nameKey]: { method: 'elicitation/create', params: { message: 'name?' } }, [sampleKey]: { method: 'sampling/createMessage', params: { maxTokens: 5 } } }, requestState: 'sealed' }
   }])
   assert.equal(parked.length, 1)
   assert.equal(call.isBoundTo(first.channel), false, 'the first POST is done; closing it does not cancel the call')
 
   assert.match(call.checkResponses([1]) ?? '', /must be an object/)
-  assert.match(call.checkResponses({ 'portico-1': 'Ada' }) ?? '', /must be the result/)
-  assert.equal(call.checkResponses({ 'portico-1': { action: 'accept', content: { name: 'Ada' } }, extra: 1 }), null)
+  assert.match(call.checkResponses({ [nameKey]: 'Ada' }) ?? '', /must be the result/)
+  assert.equal(call.checkResponses({ [nameKey]: { action: 'accept', content: { name: 'Ada' } }, extra: 1 }), null)
 
   // One key answered, one missing: it is asked again, not an error.
   const second = sink()
-  call.resume({ channel: second.channel, clientId: 2, clientToken: undefined, logLevel: undefined }, { 'portico-1': { action: 'accept', content: { name: 'Ada' } }, extra: 1 })
+  call.resume({ channel: second.channel, clientId: 2, clientToken: undefined, logLevel: undefined }, { [nameKey]: { action: 'accept', content: { name: 'Ada' } }, extra: 1 })
   assert.deepEqual(answered.slice(1), [{ jsonrpc: '2.0', id: 'portico-1', result: { action: 'accept', content: { name: 'Ada' } } }])
+  assert.deepEqual(call.answers, { [nameKey]: { action: 'accept', content: { name: 'Ada' } } })
   await sleep(40)
-  assert.deepEqual(Object.keys((second.got[0] as any).result.inputRequests), ['portico-2'])
+  assert.deepEqual(Object.keys((second.got[0] as any).result.inputRequests), [sampleKey])
 
   const third = sink()
-  call.resume({ channel: third.channel, clientId: 3, clientToken: undefined, logLevel: undefined } satisfies CallBinding, { 'portico-2': { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm' } })
+  call.resume({ channel: third.channel, clientId: 3, clientToken: undefined, logLevel: undefined } satisfies CallBinding, { [sampleKey]: { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm' } })
   call.deliver({ jsonrpc: '2.0', id: 'up', result: { content: [{ type: 'text', text: 'done' }] } })
   assert.deepEqual(third.got, [{ jsonrpc: '2.0', id: 3, result: { resultType: 'complete', content: [{ type: 'text', text: 'done' }] } }])
 })
@@ -164,22 +168,40 @@ test('ModernCall: input requests during a method that cannot answer input_requir
   assert.deepEqual(got, [])
 })
 
-test('ParkedCalls: a requestState opens only unaltered, for the same request, while the call waits', async () => {
+test('ModernCall run again with earlier answers: questions already answered are answered from them, the same question asked twice keeps two keys', async () => {
+  const { got, channel } = sink()
+  const answered: JsonRpcMessage[] = []
+  const known = inputKey('elicitation/create', { message: 'name?' }, 0)
+  const call = new ModernCall({ channel, clientId: 9, clientToken: undefined, logLevel: undefined }, {
+    upstreamId: 'up', method: 'tools/call', upstreamToken: undefined, serverInfo: undefined, clientCapabilities: { elicitation: {} }, answer: m => answered.push(m), park: () => 'sealed'
+  }, { [known]: { action: 'accept', content: { name: 'Ada' } } })
+  // _meta (a progress token the target adds) does not change the question.
+  call.deliver({ jsonrpc: '2.0', id: 'portico-7', method: 'elicitation/create', params: { message: 'name?', _meta: { progressToken: 3 } } })
+  assert.deepEqual(answered, [{ jsonrpc: '2.0', id: 'portico-7', result: { action: 'accept', content: { name: 'Ada' } } }])
+  call.deliver({ jsonrpc: '2.0', id: 'portico-8', method: 'elicitation/create', params: { message: 'name?' } })
+  await sleep(40)
+  assert.deepEqual(Object.keys((got[0] as any).result.inputRequests), [inputKey('elicitation/create', { message: 'name?' }, 1)])
+})
+
+test('ParkedCalls: a requestState opens only unaltered, for the same request; a call no longer parked is run again with its answers', async () => {
   const parked = new ParkedCalls(new SessionIdCodec())
   const call = new ModernCall({ channel: sink().channel, clientId: 1, clientToken: undefined, logLevel: undefined }, {
     upstreamId: 'up', method: 'tools/call', upstreamToken: undefined, serverInfo: undefined, clientCapabilities: {}, answer: () => {}, park: () => ''
   })
+  call.answers.k1 = { action: 'accept' }
   let expired = 0
   const what = { backend: 'b', method: 'tools/call', name: 'greet' }
   const state = parked.park(call, what, 30, () => expired++)
-  assert.equal(parked.find(state, what), call)
+  assert.deepEqual(parked.find(state, what), { call })
   const altered = state.slice(0, -2) + (state.endsWith('A') ? 'B' : 'A') + state.slice(-1)
-  assert.equal(parked.find(altered, what), 'Invalid or expired requestState')
-  assert.equal(parked.find('opaque-from-elsewhere', what), 'Invalid or expired requestState')
-  assert.match(String(parked.find(state, { ...what, name: 'other' })), /another request/)
-  assert.match(String(parked.find(42, what)), /must be a string/)
+  assert.deepEqual(parked.find(altered, what), { refused: 'Invalid or expired requestState' })
+  assert.deepEqual(parked.find('opaque-from-elsewhere', what), { refused: 'Invalid or expired requestState' })
+  assert.match(JSON.stringify(parked.find(state, { ...what, name: 'other' })), /another request/)
+  assert.match(JSON.stringify(parked.find(42, what)), /must be a string/)
   await sleep(60)
   assert.equal(expired, 1)
   assert.equal(call.done, true)
-  assert.match(String(parked.find(state, what)), /no longer waiting/)
+  // Another replica (or this one after the call expired): the answers so far, to run it again.
+  assert.deepEqual(parked.find(state, what), { rerun: { k1: { action: 'accept' } } })
+  assert.deepEqual(new ParkedCalls(new SessionIdCodec()).find(state, what), { refused: 'Invalid or expired requestState' }, 'another key: not ours')
 })

@@ -24,7 +24,7 @@
  * cover, are refused to the target (-32601), as a client without the capability would.
  */
 
-import { randomUUID } from 'node:crypto'
+import { createHash, randomUUID } from 'node:crypto'
 import type { Channel } from './channels.ts'
 import type { SessionIdCodec } from './session-id.ts'
 import {
@@ -45,6 +45,8 @@ const INPUT_CAPABILITY: Record<string, string> = { 'sampling/createMessage': 'sa
 /** A target asking several things at once sends them back to back: gathered this long. */
 const GATHER_MS = 15
 export const REQUEST_STATE_PREFIX = 'p26s.'
+/** A requestState carries the answers given so far (sampling results can be long): bounded all the same. */
+const MAX_REQUEST_STATE = 4 * 1024 * 1024
 
 /**
  * CacheableResult hints: nothing may be reused without asking again (ttlMs 0: targets can
@@ -92,15 +94,41 @@ export interface ModernCallOptions {
 
 /** An input request of the target's that the client has not answered yet. */
 interface AskedInput {
+  /** The id the session gave the target's request (its answer goes back under it). */
+  id: string
   method: string
   params: Record<string, unknown>
+}
+
+/**
+ * The key of an input request in `inputRequests`: derived from what is asked (method and
+ * params, `_meta` aside) and how many times the call asked the same, so a replica that runs
+ * the call again gets the same keys for the same questions (see ParkedCalls).
+ */
+export function inputKey (method: string, params: Record<string, unknown>, occurrence: number): string {
+  const { _meta: _m, ...rest } = params
+  return `in-${createHash('sha256').update(method).update('\0').update(canonicalJson(rest)).digest('base64url').slice(0, 16)}-${occurrence}`
+}
+
+/** JSON with object keys sorted, so equal values give equal text. */
+function canonicalJson (value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  const o = value as Record<string, unknown>
+  return `{${Object.keys(o).sort().filter(k => o[k] !== undefined).map(k => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`
 }
 
 export class ModernCall implements Channel {
   private binding: CallBinding | null
   private readonly options: ModernCallOptions
-  /** The target's requests waiting for the client's input, by the id Portico gave them. */
+  /** The target's requests waiting for the client's input, by their inputRequests key. */
   readonly asked = new Map<string, AskedInput>()
+  /** Every input given in this call so far, by key: sealed into each requestState. */
+  readonly answers: Record<string, unknown> = {}
+  /** Answers known before the target asks (a call run again on another replica). */
+  private readonly prefilled: Map<string, unknown>
+  /** How often each question was asked in this call (the occurrence in its key). */
+  private readonly seen = new Map<string, number>()
   /** The final answer, kept while the call is parked (the next POST takes it). */
   private final: { result: Record<string, unknown> } | { error: { code: number, message: string, data?: unknown } } | null = null
   private gatherTimer: NodeJS.Timeout | undefined
@@ -109,9 +137,10 @@ export class ModernCall implements Channel {
   /** Set by ParkedCalls: the call's name in requestStates. */
   parkId: string | null = null
 
-  constructor (binding: CallBinding, options: ModernCallOptions) {
+  constructor (binding: CallBinding, options: ModernCallOptions, prefilled: Record<string, unknown> = {}) {
     this.binding = binding
     this.options = options
+    this.prefilled = new Map(Object.entries(prefilled))
   }
 
   get upstreamId (): string {
@@ -147,7 +176,20 @@ export class ModernCall implements Channel {
         o.answer(errorResponse(message.id, METHOD_NOT_FOUND, refusal))
         return true
       }
-      this.asked.set(String(message.id), { method: message.method, params: message.params ?? {} })
+      const params = message.params ?? {}
+      const base = inputKey(message.method, params, 0).slice(0, -2)
+      const occurrence = this.seen.get(base) ?? 0
+      this.seen.set(base, occurrence + 1)
+      const key = `${base}-${occurrence}`
+      if (this.prefilled.has(key)) {
+        // Answered already (in the rounds before this replica ran the call again).
+        const value = this.prefilled.get(key)
+        this.prefilled.delete(key)
+        this.answers[key] = value
+        o.answer({ jsonrpc: '2.0', id: message.id, result: value as Record<string, unknown> })
+        return true
+      }
+      this.asked.set(key, { id: String(message.id), method: message.method, params })
       clearTimeout(this.gatherTimer)
       this.gatherTimer = setTimeout(() => this.askClient(), GATHER_MS)
       return true
@@ -166,7 +208,7 @@ export class ModernCall implements Channel {
       }
       case 'notifications/cancelled':
         // The target withdrew one of its requests.
-        this.asked.delete(String(params.requestId))
+        for (const [key, input] of this.asked) if (input.id === String(params.requestId)) this.asked.delete(key)
         return true
       default:
         return true
@@ -216,9 +258,11 @@ export class ModernCall implements Channel {
     this.binding = binding
     if (responses !== undefined) {
       for (const [key, value] of Object.entries(responses as Record<string, unknown>)) {
-        if (!this.asked.has(key)) continue
+        const input = this.asked.get(key)
+        if (input === undefined) continue
         this.asked.delete(key)
-        this.options.answer({ jsonrpc: '2.0', id: key, result: value as Record<string, unknown> })
+        this.answers[key] = value
+        this.options.answer({ jsonrpc: '2.0', id: input.id, result: value as Record<string, unknown> })
       }
     }
     if (this.final !== null) return this.flushFinal()
@@ -231,7 +275,7 @@ export class ModernCall implements Channel {
   /** The parked call was never taken up again: what the target asked is answered with an error. */
   expire (): void {
     clearTimeout(this.gatherTimer)
-    for (const key of this.asked.keys()) this.options.answer(errorResponse(key, INTERNAL_ERROR, 'the client did not come back with input in time'))
+    for (const input of this.asked.values()) this.options.answer(errorResponse(input.id, INTERNAL_ERROR, 'the client did not come back with input in time'))
     this.asked.clear()
     this.done = true
   }
@@ -243,23 +287,31 @@ export class ModernCall implements Channel {
   }
 }
 
-/** Where a requestState points: the parked call, and what it was for (a retry must match). */
+/** Where a requestState points: the parked call, what it was for (a retry must match), and the input given so far. */
 interface SealedState {
   park: string
   backend: string
   method: string
   name: string
+  /** Every answer the client gave in earlier rounds, by key: what another replica needs to run the call again. */
+  answers: Record<string, unknown>
 }
+
+/** What a retry's requestState leads to: the parked call, a run of the call from the start with the answers so far, or why neither. */
+export type Resumption = { call: ModernCall } | { rerun: Record<string, unknown> } | { refused: string }
 
 /**
  * Calls waiting for a client's input on this replica. A requestState is sealed with the
- * session key, so a forged or altered one does not open; one that opens but names a call
- * that is not here (expired, or parked on another replica: bridged rounds need the same
- * replica) is refused as expired.
+ * session key, so a forged or altered one does not open. One that opens but names a call
+ * not parked here (another replica parked it, or this process restarted) is still good: it
+ * carries every answer given so far, so the call is run again from the start and the
+ * target's questions already answered are answered from it (the keys derive from the
+ * questions), the rest asked as usual. That re-runs the target's work before its first
+ * question — the multi-round-trip model of 2026-07-28, where a server re-enters its handler.
  */
 export class ParkedCalls {
   private readonly codec: SessionIdCodec
-  private readonly calls = new Map<string, { call: ModernCall, timer: NodeJS.Timeout, state: SealedState }>()
+  private readonly calls = new Map<string, { call: ModernCall, timer: NodeJS.Timeout }>()
 
   constructor (codec: SessionIdCodec) {
     this.codec = codec
@@ -270,11 +322,10 @@ export class ParkedCalls {
   }
 
   /** Parks `call` for `timeoutMs` (then `onExpire`); returns the requestState naming it. */
-  park (call: ModernCall, what: Omit<SealedState, 'park'>, timeoutMs: number, onExpire: () => void): string {
+  park (call: ModernCall, what: Omit<SealedState, 'park' | 'answers'>, timeoutMs: number, onExpire: () => void): string {
     call.parkId ??= randomUUID()
-    const state: SealedState = { park: call.parkId, ...what }
-    const previous = this.calls.get(call.parkId)
-    clearTimeout(previous?.timer)
+    const state: SealedState = { park: call.parkId, ...what, answers: call.answers }
+    clearTimeout(this.calls.get(call.parkId)?.timer)
     const timer = setTimeout(() => {
       if (this.calls.get(state.park)?.call !== call) return
       this.calls.delete(state.park)
@@ -282,25 +333,24 @@ export class ParkedCalls {
       onExpire()
     }, timeoutMs)
     timer.unref()
-    this.calls.set(call.parkId, { call, timer, state })
+    this.calls.set(call.parkId, { call, timer })
     return this.codec.seal(REQUEST_STATE_PREFIX, state)
   }
 
   /**
-   * The parked call a retry names, or why there is none: the state is not Portico's or was
-   * altered, it names another backend, method or item, or the call is gone. The call stays
-   * parked until `unpark` (a retry that cannot be used leaves it for a proper one).
+   * What a retry's requestState leads to (the call stays parked until `unpark`, so a retry
+   * that cannot be used leaves it for a proper one): refused when the state is not Portico's,
+   * was altered, or names another backend, method or item.
    */
-  find (requestState: unknown, expected: Omit<SealedState, 'park'>): ModernCall | string {
-    if (typeof requestState !== 'string') return 'Invalid params: requestState must be a string'
-    const state = this.codec.open(REQUEST_STATE_PREFIX, requestState) as SealedState | null
-    if (state === null || typeof state.park !== 'string') return 'Invalid or expired requestState'
+  find (requestState: unknown, expected: Omit<SealedState, 'park' | 'answers'>): Resumption {
+    if (typeof requestState !== 'string') return { refused: 'Invalid params: requestState must be a string' }
+    const state = this.codec.open(REQUEST_STATE_PREFIX, requestState, MAX_REQUEST_STATE) as SealedState | null
+    if (state === null || typeof state.park !== 'string' || state.answers === null || typeof state.answers !== 'object') return { refused: 'Invalid or expired requestState' }
     if (state.backend !== expected.backend || state.method !== expected.method || state.name !== expected.name) {
-      return 'Invalid requestState: it belongs to another request'
+      return { refused: 'Invalid requestState: it belongs to another request' }
     }
     const entry = this.calls.get(state.park)
-    if (entry === undefined) return 'Invalid or expired requestState (the call it names is no longer waiting on this Portico replica)'
-    return entry.call
+    return entry !== undefined ? { call: entry.call } : { rerun: state.answers }
   }
 
   /** Takes a call off the shelf: a retry carries it on. */

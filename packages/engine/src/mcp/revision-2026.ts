@@ -285,36 +285,49 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   const binding: CallBinding = { channel: post, clientId: req.id, clientToken: meta.progressToken, logLevel: meta[META_LOG_LEVEL] }
   const params = (req.params ?? {}) as Record<string, unknown>
 
-  let call: ModernCall
-  if (params.requestState !== undefined) {
-    // A retry of a call parked for input: it carries on, with the client's inputResponses.
-    const what = { backend: backend.key, method: req.method, name: ctx.mcp?.name ?? '' }
-    const found = gw.parked.find(params.requestState, what)
-    const hidden = ctx.mcp !== null && ctx.mcp.kind !== undefined && filter !== undefined && !filter({ method: req.method, kind: ctx.mcp.kind, name: ctx.mcp.name ?? '', target: ctx.mcp.target })
-    const problem = typeof found === 'string' ? found : hidden ? `Unknown ${ctx.mcp!.kind!}: ${ctx.mcp!.name ?? ''}` : found.checkResponses(params.inputResponses)
-    if (problem !== null) {
-      post.deliver(errorResponse(req.id, INVALID_PARAMS, problem))
-      return
-    }
-    call = found as ModernCall
-    gw.parked.unpark(call)
-    call.resume(binding, params.inputResponses)
-  } else {
+  const what = { backend: backend.key, method: req.method, name: ctx.mcp?.name ?? '' }
+  /** A new upstream call; `prefilled`: answers from earlier rounds (a call run again here). */
+  const start = (prefilled: Record<string, unknown>): ModernCall => {
     const upstreamId = `p26-${randomUUID()}`
     const upstreamToken = meta.progressToken !== undefined ? `p26-${randomUUID()}` : undefined
     const timeoutMs = Math.max(...spec.targets.map(t => t.requestTimeoutMs))
-    call = new ModernCall(binding, {
+    const call: ModernCall = new ModernCall(binding, {
       upstreamId,
       method: req.method,
       upstreamToken,
       serverInfo: merged.serverInfo,
       clientCapabilities: capabilitiesOf(meta),
       answer: response => session.handle(response, call),
-      park: parked => gw.parked.park(parked, { backend: backend.key, method: req.method, name: ctx.mcp?.name ?? '' }, timeoutMs, () => {
+      park: parked => gw.parked.park(parked, what, timeoutMs, () => {
         session.handle({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: upstreamId, reason: 'the client did not come back with the input asked for' } }, parked)
       })
-    })
+    }, prefilled)
     session.handle(upstreamRequest(req, upstreamId, upstreamToken), call, filter)
+    return call
+  }
+
+  let call: ModernCall
+  if (params.requestState === undefined) {
+    call = start({})
+  } else {
+    // A retry of a call that asked for input: it carries on with the client's inputResponses
+    // where it is parked, or runs again here with every answer given so far.
+    const found = gw.parked.find(params.requestState, what)
+    const hidden = ctx.mcp !== null && ctx.mcp.kind !== undefined && filter !== undefined && !filter({ method: req.method, kind: ctx.mcp.kind, name: ctx.mcp.name ?? '', target: ctx.mcp.target })
+    const problem = 'refused' in found
+      ? found.refused
+      : hidden ? `Unknown ${ctx.mcp!.kind!}: ${ctx.mcp!.name ?? ''}` : checkInputResponses(params.inputResponses, 'call' in found ? found.call : null)
+    if (problem !== null) {
+      post.deliver(errorResponse(req.id, INVALID_PARAMS, problem))
+      return
+    }
+    if ('call' in found) {
+      call = found.call
+      gw.parked.unpark(call)
+      call.resume(binding, params.inputResponses)
+    } else {
+      call = start({ ...('rerun' in found ? found.rerun : {}), ...(params.inputResponses as Record<string, unknown> | undefined) })
+    }
   }
   // Closing the response stream is the client's cancellation in 2026-07-28 (not once the
   // POST was answered with input_required: the call then waits for the retry).
@@ -367,6 +380,17 @@ function listen (gw: McpGateway, ctx: RequestContext, session: McpSession, req: 
  */
 function modernStatus (message: JsonRpcMessage): number {
   return 'error' in message && message.error.code === MISSING_CLIENT_CAPABILITY ? 400 : 200
+}
+
+/** Why a retry's inputResponses cannot be used (the parked call's own check, or the shape alone), or null. */
+function checkInputResponses (responses: unknown, call: ModernCall | null): string | null {
+  if (call !== null) return call.checkResponses(responses)
+  if (responses === undefined) return null
+  if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) return 'Invalid params: inputResponses must be an object'
+  for (const [key, value] of Object.entries(responses as Record<string, unknown>)) {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return `Invalid params: inputResponses["${key}"] must be a result object`
+  }
+  return null
 }
 
 function capabilitiesOf (meta: Record<string, unknown>): Record<string, unknown> {

@@ -57,9 +57,9 @@ export class SessionIdCodec {
     return prefix + Buffer.concat([iv, body, cipher.getAuthTag()]).toString('base64url')
   }
 
-  /** What `seal(prefix, …)` sealed, or null (another prefix or key, tampered, garbage). */
-  open (prefix: string, token: string): unknown {
-    if (!token.startsWith(prefix) || token.length > 16_384) return null
+  /** What `seal(prefix, …)` sealed, or null (another prefix or key, tampered, garbage, longer than `maxLength`). */
+  open (prefix: string, token: string, maxLength = 16_384): unknown {
+    if (!token.startsWith(prefix) || token.length > maxLength) return null
     const raw = Buffer.from(token.slice(prefix.length), 'base64url')
     if (raw.length < 12 + 16 + 2) return null
     try {
