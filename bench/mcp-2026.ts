@@ -17,11 +17,11 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
-import { freePort, startNode, type Child } from './lib/children.ts'
+import { freePort, startNode } from './lib/children.ts'
 import { startPortico, type Server } from './lib/servers.ts'
-import { LatencyRecorder } from './lib/latency.ts'
+import { directVsPorticoRows, measureCalls, ROW_HEADER, type Connect } from './lib/mcp-calls.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, ratio, rounded, table } from './lib/report.ts'
+import { ratio, rounded, table } from './lib/report.ts'
 
 const TARGET_RATIO = 0.8
 const TARGET_ADDED_P50_MS = 0.3
@@ -34,9 +34,6 @@ const opts = readOptions({
 })
 
 const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
-
-interface Caller { call: () => Promise<unknown>, close: () => Promise<void> }
-type Connect = () => Promise<Caller>
 
 function modernClient (url: string): Connect {
   return async () => {
@@ -53,39 +50,6 @@ function legacyClient (url: string): Connect {
     await client.connect(transport as Transport)
     return { call: () => client.callTool({ name: 'echo', arguments: { message: 'hi' } }), close: async () => { await transport.terminateSession().catch(() => {}); await client.close() } }
   }
-}
-
-interface Result { p50: number, p99: number, callsPerSecond: number, porticoCpuUsPerCall: number }
-
-async function measure (name: string, connect: Connect, portico: Child | undefined): Promise<Result> {
-  progress(`${name}: ${opts.warmup} + ${opts.calls} sequential calls`)
-  const one = await connect()
-  const latency = new LatencyRecorder()
-  try {
-    for (let i = 0; i < opts.warmup + opts.calls; i++) {
-      const t = performance.now()
-      await one.call()
-      if (i >= opts.warmup) latency.add(performance.now() - t)
-    }
-  } finally {
-    await one.close()
-  }
-  progress(`${name}: ${opts.clients} clients for ${opts.duration} s`)
-  const callers = await Promise.all(Array.from({ length: opts.clients }, () => connect()))
-  let calls = 0
-  const cpu0 = portico?.cpuSeconds() ?? NaN
-  const t0 = performance.now()
-  const deadline = t0 + opts.duration * 1000
-  await Promise.all(callers.map(async c => {
-    while (performance.now() < deadline) {
-      await c.call()
-      calls++
-    }
-  }))
-  const elapsed = (performance.now() - t0) / 1000
-  const cpu = (portico?.cpuSeconds() ?? NaN) - cpu0
-  await Promise.all(callers.map(c => c.close()))
-  return { p50: latency.percentile(50), p99: latency.percentile(99), callsPerSecond: calls / elapsed, porticoCpuUsPerCall: cpu / calls * 1e6 }
 }
 
 async function main (): Promise<void> {
@@ -107,27 +71,23 @@ routes:
 `
     const portico = await startPortico({ config, logLevel: 'warn' })
     children.push(portico.child)
-    const pid = portico.child
+    const measure = (name: string, connect: Connect, cpuOf?: Server['child']) => measureCalls(name, connect, { ...opts, progress }, cpuOf)
     const results = {
       forwarded: {
-        direct: await measure('2026-07-28 → 2026-07-28, direct', modernClient(`http://127.0.0.1:${modernPort}/mcp`), undefined),
-        portico: await measure('2026-07-28 → 2026-07-28, through portico (forwarded)', modernClient(`http://127.0.0.1:${portico.port}/modern/mcp`), pid)
+        direct: await measure('2026-07-28 → 2026-07-28, direct', modernClient(`http://127.0.0.1:${modernPort}/mcp`)),
+        portico: await measure('2026-07-28 → 2026-07-28, through portico (forwarded)', modernClient(`http://127.0.0.1:${portico.port}/modern/mcp`), portico.child)
       },
       bridged: {
-        direct: await measure('2025-11-25 client → 2025-11-25 server, direct', legacyClient(`http://127.0.0.1:${legacyPort}/mcp`), undefined),
-        portico: await measure('2026-07-28 client → portico → 2025-11-25 server (bridged)', modernClient(`http://127.0.0.1:${portico.port}/legacy/mcp`), pid)
+        direct: await measure('2025-11-25 client → 2025-11-25 server, direct', legacyClient(`http://127.0.0.1:${legacyPort}/mcp`)),
+        portico: await measure('2026-07-28 client → portico → 2025-11-25 server (bridged)', modernClient(`http://127.0.0.1:${portico.port}/legacy/mcp`), portico.child)
       }
     }
-    const rows: string[][] = []
-    for (const [kind, r] of Object.entries(results)) {
-      rows.push([`${kind}: direct`, fmt(r.direct.p50, 3), fmt(r.direct.p99, 3), fmt(r.direct.callsPerSecond, 0), '', '', ''])
-      rows.push([`${kind}: via portico`, fmt(r.portico.p50, 3), fmt(r.portico.p99, 3), fmt(r.portico.callsPerSecond, 0), fmt(r.portico.p50 - r.direct.p50, 3), fmt(ratio(r.portico.callsPerSecond, r.direct.callsPerSecond)), fmt(r.portico.porticoCpuUsPerCall, 1)])
-    }
+    const rows = directVsPorticoRows(results, true)
     const f = results.forwarded
     const out = [
       `mcp 2026-07-28 benchmark: Node ${process.version}; tools/call echo; ${opts.calls} sequential calls (latency), ${opts.clients} clients x ${opts.duration} s (calls/s); client, portico and server share this machine's cores`,
       '',
-      table(['path', 'p50 ms', 'p99 ms', 'calls/s', 'added p50 ms', 'x direct calls/s', 'portico CPU us/call'], rows),
+      table([...ROW_HEADER, 'portico CPU us/call'], rows),
       '',
       `Targets (forwarded): calls/s >= ${TARGET_RATIO}x direct: ${ratio(f.portico.callsPerSecond, f.direct.callsPerSecond) >= TARGET_RATIO ? 'met' : 'NOT met'}; added p50 <= ${TARGET_ADDED_P50_MS} ms: ${f.portico.p50 - f.direct.p50 <= TARGET_ADDED_P50_MS ? 'met' : 'NOT met'}`,
       JSON.stringify(rounded({ bench: 'mcp-2026', node: process.version, options: opts, results }))

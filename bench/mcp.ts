@@ -15,9 +15,9 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { freePort, startNode } from './lib/children.ts'
 import { startPortico, type Server } from './lib/servers.ts'
-import { LatencyRecorder } from './lib/latency.ts'
+import { directVsPorticoRows, measureCalls, ROW_HEADER, type Connect } from './lib/mcp-calls.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, ratio, rounded, table } from './lib/report.ts'
+import { rounded, table } from './lib/report.ts'
 
 const TARGET_ADDED_P50_MS = 0.5
 
@@ -32,14 +32,14 @@ const require = createRequire(import.meta.url)
 const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js')
 const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
 
-type Connect = () => Promise<{ client: Client, close: () => Promise<void> }>
+const echo = (client: Client) => () => client.callTool({ name: 'echo', arguments: { message: 'hi' } })
 
 function httpClient (url: string): Connect {
   return async () => {
     const client = new Client({ name: 'bench', version: '1' })
     const transport = new StreamableHTTPClientTransport(new URL(url))
     await client.connect(transport as Transport)
-    return { client, close: async () => { await transport.terminateSession().catch(() => {}); await client.close() } }
+    return { call: echo(client), close: async () => { await transport.terminateSession().catch(() => {}); await client.close() } }
   }
 }
 
@@ -47,40 +47,11 @@ function stdioClient (): Connect {
   return async () => {
     const client = new Client({ name: 'bench', version: '1' })
     await client.connect(new StdioClientTransport({ command: process.execPath, args: [EVERYTHING, 'stdio'], stderr: 'ignore' }))
-    return { client, close: () => client.close() }
+    return { call: echo(client), close: () => client.close() }
   }
 }
 
-interface Result { p50: number, p99: number, callsPerSecond: number }
-
-async function measure (name: string, connect: Connect): Promise<Result> {
-  progress(`${name}: ${opts.warmup} + ${opts.calls} sequential calls`)
-  const { client, close } = await connect()
-  const latency = new LatencyRecorder()
-  try {
-    for (let i = 0; i < opts.warmup + opts.calls; i++) {
-      const t = performance.now()
-      await client.callTool({ name: 'echo', arguments: { message: 'hi' } })
-      if (i >= opts.warmup) latency.add(performance.now() - t)
-    }
-  } finally {
-    await close()
-  }
-  progress(`${name}: ${opts.clients} clients for ${opts.duration} s`)
-  const clients = await Promise.all(Array.from({ length: opts.clients }, () => connect()))
-  let calls = 0
-  const deadline = performance.now() + opts.duration * 1000
-  const t0 = performance.now()
-  await Promise.all(clients.map(async ({ client }) => {
-    while (performance.now() < deadline) {
-      await client.callTool({ name: 'echo', arguments: { message: 'hi' } })
-      calls++
-    }
-  }))
-  const elapsed = (performance.now() - t0) / 1000
-  await Promise.all(clients.map(c => c.close()))
-  return { p50: latency.percentile(50), p99: latency.percentile(99), callsPerSecond: calls / elapsed }
-}
+const measure = (name: string, connect: Connect) => measureCalls(name, connect, { ...opts, progress })
 
 async function main (): Promise<void> {
   const children: Server['child'][] = []
@@ -110,15 +81,11 @@ routes:
         portico: await measure('stdio target, through portico', httpClient(`http://127.0.0.1:${portico.port}/stdio/mcp`))
       }
     }
-    const rows: string[][] = []
-    for (const [kind, r] of Object.entries(results)) {
-      rows.push([`${kind} direct`, fmt(r.direct.p50, 3), fmt(r.direct.p99, 3), fmt(r.direct.callsPerSecond, 0), '', ''])
-      rows.push([`${kind} via portico`, fmt(r.portico.p50, 3), fmt(r.portico.p99, 3), fmt(r.portico.callsPerSecond, 0), fmt(r.portico.p50 - r.direct.p50, 3), fmt(ratio(r.portico.callsPerSecond, r.direct.callsPerSecond))])
-    }
+    const rows = directVsPorticoRows(results, false)
     const out = [
       `mcp benchmark: Node ${process.version}; tools/call echo; ${opts.calls} sequential calls (latency), ${opts.clients} clients x ${opts.duration} s (calls/s); client, portico and server share this machine's cores`,
       '',
-      table(['path', 'p50 ms', 'p99 ms', 'calls/s', 'added p50 ms', 'x direct calls/s'], rows),
+      table(ROW_HEADER, rows),
       '',
       `Target: added p50 <= ${TARGET_ADDED_P50_MS} ms — http: ${results.http.portico.p50 - results.http.direct.p50 <= TARGET_ADDED_P50_MS ? 'met' : 'NOT met'}; stdio: ${results.stdio.portico.p50 - results.stdio.direct.p50 <= TARGET_ADDED_P50_MS ? 'met' : 'NOT met'}`,
       JSON.stringify(rounded({ bench: 'mcp', node: process.version, options: opts, results }))
