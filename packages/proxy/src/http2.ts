@@ -106,3 +106,40 @@ export function sniffPreface (socket: Socket, silentMs: number, onPreface: (h2: 
   socket.on('end', onError)
   socket.on('data', onData)
 }
+
+/** How a session's prematurely reset streams are judged (Envoy's premature-reset rule, in spirit). */
+const RESET_MIN_STREAMS = 100
+const RESET_MAX_PER_SECOND = 200
+
+/**
+ * Rapid reset (CVE-2023-44487): a client that opens streams and resets them before they are
+ * answered makes the gateway start work (a backend call per stream) at no cost of its own.
+ * A session is ended with GOAWAY ENHANCE_YOUR_CALM once at least half of its streams (after
+ * the first RESET_MIN_STREAMS) were reset unanswered, or more than RESET_MAX_PER_SECOND
+ * were in one second; `onAbuse` is told why. Node's own HTTP/2 server lets such a session
+ * run for thousands of streams.
+ */
+export function guardPrematureResets (session: http2.ServerHttp2Session, onAbuse: (detail: { opened: number, premature: number }) => void): void {
+  let opened = 0
+  let premature = 0
+  let windowStart = performance.now()
+  let inWindow = 0
+  session.on('stream', (stream: http2.ServerHttp2Stream) => {
+    opened++
+    stream.once('close', () => {
+      if (stream.headersSent || stream.rstCode === http2.constants.NGHTTP2_NO_ERROR || session.destroyed) return
+      premature++
+      const now = performance.now()
+      if (now - windowStart > 1000) {
+        windowStart = now
+        inWindow = 0
+      }
+      inWindow++
+      if ((opened >= RESET_MIN_STREAMS && premature * 2 >= opened) || inWindow > RESET_MAX_PER_SECOND) {
+        onAbuse({ opened, premature })
+        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM)
+        session.destroy()
+      }
+    })
+  })
+}

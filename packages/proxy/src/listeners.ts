@@ -13,7 +13,7 @@ import type { Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { BindIR, Engine, ProxyIR } from '@portico/engine'
 import { PorticoError, hostnameMatches, requestHeadersTimeoutMs } from '@portico/engine'
-import { H2_SERVER_SETTINGS, adaptHttp2, sniffPreface } from './http2.ts'
+import { H2_SERVER_SETTINGS, adaptHttp2, guardPrematureResets, sniffPreface } from './http2.ts'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
 const UNUSED_CONNECTION_GRACE_MS = 1_000
@@ -188,6 +188,7 @@ export class ListenerManager {
       }
       const onSession = (session: http2.ServerHttp2Session): void => {
         entry.sessions.add(session)
+        guardPrematureResets(session, detail => this.log.warn({ bind: bind.key, ...detail }, 'http2 session ended: streams reset before their answer (rapid reset)'))
         session.setTimeout(H2_IDLE_TIMEOUT_MS, () => session.close())
         session.once('close', () => entry.sessions.delete(session))
       }
