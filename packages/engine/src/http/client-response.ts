@@ -65,6 +65,14 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
       return
     }
     try {
+      if (ctx.req.httpVersionMajor === 2 && ctx.responseHeaders['grpc-status'] !== undefined) {
+        // A gRPC "trailers-only" answer (a status and no message): over HTTP/2 it must stay
+        // one HEADERS frame that ends the stream, or the client never sees its status. Set,
+        // not written: end() then sends the head with END_STREAM.
+        res.statusCode = statusCode
+        for (const [name, value] of Object.entries(ctx.responseHeaders)) if (value !== undefined) res.setHeader(name, value as string | string[])
+        return
+      }
       res.writeHead(statusCode, ctx.responseHeaders as Record<string, string | string[]>)
     } catch (err) {
       ctx.error = `invalid response header from backend: ${(err as Error).message}`
@@ -97,7 +105,9 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
       res.end(ctx.responseBody)
       return
     }
-    if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && res.chunkedEncoding) {
+    // Trailers (gRPC's grpc-status, grpc-message) go on where the client's protocol carries
+    // them: HTTP/2, or a chunked HTTP/1.1 body.
+    if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && (res.chunkedEncoding || ctx.req.httpVersionMajor === 2)) {
       res.addTrailers(trailers as Record<string, string>)
     }
     res.end()

@@ -12,6 +12,9 @@ import type { BackendTlsSanIR } from '../ir/traffic.ts'
 import { HealthBalancer } from './endpoint-balancer.ts'
 import { hostPort } from '../util/host-port.ts'
 
+/** Suffix of the entry key of a backend's HTTP/2 pool for gRPC requests. */
+const GRPC_POOL = '\0grpc'
+
 export interface UpstreamPoolOptions {
   /** Max connections per endpoint; null = unlimited. */
   connections?: number | null
@@ -51,14 +54,20 @@ export class UpstreamPools {
     } as Required<UpstreamPoolOptions>
   }
 
-  /** The dispatcher for a backend, created on first use. */
-  get (backend: BackendIR): Dispatcher {
-    const entry = this.entries.get(backend.key)
+  /**
+   * The dispatcher for a backend, created on first use. `grpc`: the request is gRPC, which
+   * needs HTTP/2 — a plain `http` backend is then reached over h2c with prior knowledge and a
+   * TLS one offers h2 by ALPN, on a pool of its own beside the backend's HTTP/1.1 one.
+   */
+  get (backend: BackendIR, grpc = false): Dispatcher {
+    const variant = grpc && backend.h2c !== true
+    const key = variant ? backend.key + GRPC_POOL : backend.key
+    const entry = this.entries.get(key)
     if (entry !== undefined) return entry.front
-    return this.create(backend).front
+    return this.create(backend, key, variant).front
   }
 
-  private create (backend: BackendIR): Entry {
+  private create (backend: BackendIR, key: string, grpc: boolean): Entry {
     const origins = originsOf(backend)
     const poolOptions: Pool.Options = {
       connections: this.options.connections,
@@ -73,7 +82,9 @@ export class UpstreamPools {
     // A backend that speaks only h2c (appProtocol kubernetes.io/h2c) gets HTTP/2 with prior knowledge.
     // (undici's Pool reads useH2c at the top level to build its connector; its types list it
     // only under h2Options, which the connector does not see.)
-    if (backend.h2c === true && backend.protocol === 'http') Object.assign(poolOptions, { useH2c: true })
+    if ((backend.h2c === true || grpc) && backend.protocol === 'http') Object.assign(poolOptions, { useH2c: true })
+    // Several gRPC calls share one HTTP/2 connection (streams), as gRPC clients expect.
+    if (grpc && backend.protocol === 'https') Object.assign(poolOptions, { allowH2: true })
     if (backend.tls !== undefined) {
       // backendTLS: trusted roots, SNI and the name verified, client certificate.
       const t = backend.tls
@@ -99,7 +110,7 @@ export class UpstreamPools {
       ? dispatcher
       : dispatcher.compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
     const entry = { dispatcher, front, origins, tls: transportKey(backend) }
-    this.entries.set(backend.key, entry)
+    this.entries.set(key, entry)
     return entry
   }
 
@@ -111,7 +122,8 @@ export class UpstreamPools {
     const live = new Map<string, BackendIR>()
     for (const b of backends) live.set(b.key, b)
     for (const [key, entry] of this.entries) {
-      const backend = live.get(key)
+      // A gRPC variant follows its backend (`<key><GRPC_POOL>`).
+      const backend = live.get(key.endsWith(GRPC_POOL) ? key.slice(0, -GRPC_POOL.length) : key)
       const origins = backend === undefined ? [] : originsOf(backend)
       if (backend !== undefined && transportKey(backend) !== entry.tls) {
         this.entries.delete(key)

@@ -1,0 +1,140 @@
+/**
+ * gRPC through Portico: the official @grpc/grpc-js client (h2c with prior knowledge to
+ * Portico's HTTP listener) and server behind a plain `host:` backend. Portico sees
+ * `content-type: application/grpc` and calls the backend over HTTP/2 (h2c) on a pool of its
+ * own, and passes trailers (grpc-status, grpc-message, trailing metadata) back: unary calls,
+ * errors with their status and message, the three streaming kinds, and large messages.
+ */
+
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import * as grpc from '@grpc/grpc-js'
+import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+
+/** Messages are raw bytes: no protobuf needed to test the transport. */
+const raw = { serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b }
+const method = (path: string, requestStream: boolean, responseStream: boolean) => ({
+  path, requestStream, responseStream, requestSerialize: raw.serialize, requestDeserialize: raw.deserialize, responseSerialize: raw.serialize, responseDeserialize: raw.deserialize
+})
+const SERVICE: grpc.ServiceDefinition = {
+  Echo: method('/test.Echo/Echo', false, false),
+  Fail: method('/test.Echo/Fail', false, false),
+  Count: method('/test.Echo/Count', false, true),
+  Sum: method('/test.Echo/Sum', true, false),
+  Chat: method('/test.Echo/Chat', true, true)
+}
+
+let server: grpc.Server
+let portico: PorticoProcess
+let client: grpc.Client & Record<string, (...args: unknown[]) => unknown>
+
+before(async () => {
+  server = new grpc.Server()
+  server.addService(SERVICE, {
+    Echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      const trailer = new grpc.Metadata()
+      trailer.set('x-echo-trailer', 'kept')
+      cb(null, call.request, trailer)
+    },
+    Fail: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      cb({ code: grpc.status.NOT_FOUND, details: 'no such thing' } as grpc.ServiceError)
+    },
+    Count: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+      for (let i = 1; i <= 3; i++) call.write(Buffer.from(String(i)))
+      call.end()
+    },
+    Sum: (call: grpc.ServerReadableStream<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      let total = 0
+      call.on('data', (b: Buffer) => { total += Number(b.toString()) })
+      call.on('end', () => cb(null, Buffer.from(String(total))))
+    },
+    Chat: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+      call.on('data', (b: Buffer) => call.write(Buffer.from(`re: ${b.toString()}`)))
+      call.on('end', () => call.end())
+    }
+  })
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => err !== null ? reject(err) : resolve(p)))
+  portico = await startPortico({
+    config: listen => ({
+      gateways: { default: { port: listen, address: '127.0.0.1' } },
+      routes: [{ name: 'grpc', backends: [{ host: `127.0.0.1:${port}` }] }]
+    })
+  })
+  const Client = grpc.makeGenericClientConstructor(SERVICE, 'Echo')
+  client = new Client(`127.0.0.1:${portico.port}`, grpc.credentials.createInsecure()) as typeof client
+})
+
+after(async () => {
+  client?.close()
+  await portico?.stop()
+  await new Promise<void>(resolve => server ? server.tryShutdown(() => resolve()) : resolve())
+})
+
+function unary (name: string, request: Buffer): Promise<{ response: Buffer, trailers: grpc.Metadata }> {
+  return new Promise((resolve, reject) => {
+    let trailers = new grpc.Metadata()
+    const call = (client[name] as (req: Buffer, cb: (err: grpc.ServiceError | null, res: Buffer) => void) => grpc.ClientUnaryCall)(request, (err, response) => {
+      if (err !== null) reject(err)
+      else setImmediate(() => resolve({ response, trailers }))
+    })
+    call.on('status', (s: grpc.StatusObject) => { trailers = s.metadata })
+  })
+}
+
+test('a unary call goes through, with its trailing metadata', async () => {
+  const { response, trailers } = await unary('Echo', Buffer.from('hello'))
+  assert.equal(response.toString(), 'hello')
+  assert.deepEqual(trailers.get('x-echo-trailer'), ['kept'])
+})
+
+test('an error keeps its gRPC status and message (trailers)', async () => {
+  await assert.rejects(unary('Fail', Buffer.from('x')), (err: grpc.ServiceError) => {
+    assert.equal(err.code, grpc.status.NOT_FOUND, err.details)
+    assert.equal(err.details, 'no such thing')
+    return true
+  })
+})
+
+test('a 1 MiB message each way', async () => {
+  const big = Buffer.alloc(1024 * 1024, 7)
+  const { response } = await unary('Echo', big)
+  assert.equal(response.length, big.length)
+  assert.ok(response.equals(big))
+})
+
+test('server streaming, client streaming and bidi streaming', async () => {
+  const counted = await new Promise<string[]>((resolve, reject) => {
+    const got: string[] = []
+    const call = (client.Count as (req: Buffer) => grpc.ClientReadableStream<Buffer>)(Buffer.alloc(0))
+    call.on('data', (b: Buffer) => got.push(b.toString()))
+    call.on('end', () => resolve(got))
+    call.on('error', reject)
+  })
+  assert.deepEqual(counted, ['1', '2', '3'])
+
+  const sum = await new Promise<string>((resolve, reject) => {
+    const call = (client.Sum as (cb: (err: grpc.ServiceError | null, res: Buffer) => void) => grpc.ClientWritableStream<Buffer>)((err, res) => err !== null ? reject(err) : resolve(res.toString()))
+    for (const n of [1, 2, 3, 4]) call.write(Buffer.from(String(n)))
+    call.end()
+  })
+  assert.equal(sum, '10')
+
+  const replies = await new Promise<string[]>((resolve, reject) => {
+    const got: string[] = []
+    const call = (client.Chat as () => grpc.ClientDuplexStream<Buffer, Buffer>)()
+    call.on('data', (b: Buffer) => {
+      got.push(b.toString())
+      if (got.length === 2) call.end()
+    })
+    call.on('end', () => resolve(got))
+    call.on('error', reject)
+    call.write(Buffer.from('a'))
+    call.write(Buffer.from('b'))
+  })
+  assert.deepEqual(replies, ['re: a', 're: b'])
+})
+
+test('many concurrent unary calls share the HTTP/2 connections', async () => {
+  const results = await Promise.all(Array.from({ length: 50 }, (_, i) => unary('Echo', Buffer.from(`m${i}`))))
+  assert.deepEqual(results.map(r => r.response.toString()), Array.from({ length: 50 }, (_, i) => `m${i}`))
+})
