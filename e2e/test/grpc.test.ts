@@ -21,8 +21,11 @@ const SERVICE: grpc.ServiceDefinition = {
   Fail: method('/test.Echo/Fail', false, false),
   Count: method('/test.Echo/Count', false, true),
   Sum: method('/test.Echo/Sum', true, false),
-  Chat: method('/test.Echo/Chat', true, true)
+  Chat: method('/test.Echo/Chat', true, true),
+  Slow: method('/test.Echo/Slow', false, false)
 }
+/** The same methods under other service names, each routed to a route that refuses or fails in its own way. */
+const serviceAt = (name: string): grpc.ServiceDefinition => Object.fromEntries(Object.entries(SERVICE).map(([k, m]) => [k, { ...m, path: m.path.replace('/test.Echo/', `/${name}/`) }]))
 
 let server: grpc.Server
 let portico: PorticoProcess
@@ -51,13 +54,21 @@ before(async () => {
     Chat: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
       call.on('data', (b: Buffer) => call.write(Buffer.from(`re: ${b.toString()}`)))
       call.on('end', () => call.end())
+    },
+    Slow: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      setTimeout(() => cb(null, call.request), 1000)
     }
   })
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => err !== null ? reject(err) : resolve(p)))
   portico = await startPortico({
     config: listen => ({
       gateways: { default: { port: listen, address: '127.0.0.1' } },
-      routes: [{ name: 'grpc', backends: [{ host: `127.0.0.1:${port}` }] }]
+      routes: [
+        { name: 'grpc', matches: [{ path: { pathPrefix: '/test.Echo/' } }], backends: [{ host: `127.0.0.1:${port}` }], policies: { timeout: { requestTimeout: '300ms' } } },
+        { name: 'keyed', matches: [{ path: { pathPrefix: '/keyed.Echo/' } }], backends: [{ host: `127.0.0.1:${port}` }], policies: { apiKey: { keys: [{ key: 'grpc-key-0123456789' }] } } },
+        { name: 'limited', matches: [{ path: { pathPrefix: '/limited.Echo/' } }], backends: [{ host: `127.0.0.1:${port}` }], policies: { localRateLimit: [{ maxTokens: 1, tokensPerFill: 1, fillInterval: '1h' }] } },
+        { name: 'down', matches: [{ path: { pathPrefix: '/down.Echo/' } }], backends: [{ host: '127.0.0.1:1' }] }
+      ]
     })
   })
   const Client = grpc.makeGenericClientConstructor(SERVICE, 'Echo')
@@ -137,4 +148,38 @@ test('server streaming, client streaming and bidi streaming', async () => {
 test('many concurrent unary calls share the HTTP/2 connections', async () => {
   const results = await Promise.all(Array.from({ length: 50 }, (_, i) => unary('Echo', Buffer.from(`m${i}`))))
   assert.deepEqual(results.map(r => r.response.toString()), Array.from({ length: 50 }, (_, i) => `m${i}`))
+})
+
+function callAt (service: string, name: string, metadata = new grpc.Metadata()): Promise<Buffer> {
+  const Client = grpc.makeGenericClientConstructor(serviceAt(service), service)
+  const c = new Client(`127.0.0.1:${portico.port}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: Buffer, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Buffer) => void) => void> & grpc.Client
+  return new Promise<Buffer>((resolve, reject) => c[name]!(Buffer.from('x'), metadata, (err, res) => err !== null ? reject(err) : resolve(res))).finally(() => c.close())
+}
+
+async function statusOf (p: Promise<unknown>): Promise<{ code: number, details: string }> {
+  try {
+    await p
+    return { code: grpc.status.OK, details: '' }
+  } catch (err) {
+    return { code: (err as grpc.ServiceError).code, details: (err as grpc.ServiceError).details }
+  }
+}
+
+test('the gateway\'s own refusals reach gRPC clients as gRPC statuses', async () => {
+  // No route for the service: UNIMPLEMENTED.
+  assert.equal((await statusOf(callAt('nowhere.Echo', 'Echo'))).code, grpc.status.UNIMPLEMENTED)
+  // No API key: UNAUTHENTICATED; with it, the call goes through.
+  assert.equal((await statusOf(callAt('keyed.Echo', 'Echo'))).code, grpc.status.UNAUTHENTICATED)
+  const md = new grpc.Metadata()
+  md.set('authorization', 'Bearer grpc-key-0123456789')
+  assert.equal((await statusOf(callAt('keyed.Echo', 'Echo', md))).code, grpc.status.UNIMPLEMENTED, 'the backend has no keyed.Echo service: its own status comes back')
+  // Rate limited: RESOURCE_EXHAUSTED after the one token.
+  await statusOf(callAt('limited.Echo', 'Echo'))
+  assert.equal((await statusOf(callAt('limited.Echo', 'Echo'))).code, grpc.status.RESOURCE_EXHAUSTED)
+  // Backend down: UNAVAILABLE, with the gateway's reason as the message.
+  const down = await statusOf(callAt('down.Echo', 'Echo'))
+  assert.equal(down.code, grpc.status.UNAVAILABLE)
+  assert.ok(down.details.length > 0)
+  // The route's timeout: DEADLINE_EXCEEDED.
+  assert.equal((await statusOf(callAt('test.Echo', 'Slow'))).code, grpc.status.DEADLINE_EXCEEDED)
 })

@@ -4,6 +4,7 @@
  * the same closing snapshots as a proxied response.
  */
 
+import { isGrpc } from '../http/headers.ts'
 import type { RequestContext, RequestReason } from '../request/context.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
@@ -19,6 +20,7 @@ export function respondLocal (
   headers?: HeaderMap
 ): void {
   const { res } = ctx
+  if (isGrpc(ctx.req.headers)) return respondGrpc(rt, ctx, status, body, reason, error, headers)
   ctx.status = status
   ctx.reason = reason
   if (error !== null) ctx.error = error
@@ -36,6 +38,44 @@ export function respondLocal (
     res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(payload.length) })
   }
   res.end(ctx.method === 'HEAD' ? undefined : payload)
+}
+
+/**
+ * gRPC status codes for the gateway's own answers (gRPC's "HTTP to gRPC status code
+ * mapping", with Envoy's choices where the gateway knows more: a rate limit is
+ * RESOURCE_EXHAUSTED, a timeout DEADLINE_EXCEEDED).
+ */
+const GRPC_STATUS: Record<number, number> = { 400: 13, 401: 16, 403: 7, 404: 12, 408: 4, 413: 8, 429: 8, 431: 8, 502: 14, 503: 14, 504: 4 }
+const GRPC_INTERNAL = 13
+
+/** The gRPC status of an HTTP status the gateway answers with. */
+export function grpcStatusOf (httpStatus: number): number {
+  return GRPC_STATUS[httpStatus] ?? GRPC_INTERNAL
+}
+
+/**
+ * A local answer to a gRPC request (no route, auth refused, rate limited, backend down,
+ * timeout): gRPC clients read the status from `grpc-status` / `grpc-message`, not from the
+ * HTTP status, so the answer is HTTP 200 with them in a trailers-only response (one HEADERS
+ * frame ending the stream on HTTP/2). The access log and trace keep the HTTP status the
+ * gateway meant (`ctx.status`) and the gRPC one in the response headers.
+ */
+function respondGrpc (rt: { env: Record<string, string> }, ctx: RequestContext, status: number, body: string, reason: RequestReason, error: string | null, headers?: HeaderMap): void {
+  const { res } = ctx
+  ctx.status = status
+  ctx.reason = reason
+  if (error !== null) ctx.error = error
+  ctx.responseHeaders = { ...headers, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatusOf(status)), 'grpc-message': encodeURIComponent(body.trim()) }
+  finishResponse(rt, ctx, 'all')
+  if (res.headersSent || res.destroyed) return
+  delete ctx.responseHeaders['content-length']
+  res.statusCode = 200
+  try {
+    for (const [name, value] of Object.entries(ctx.responseHeaders)) if (value !== undefined) res.setHeader(name, value as string | string[])
+  } catch {
+    // A header a policy set that Node cannot send: the status still goes out.
+  }
+  res.end()
 }
 
 /**
