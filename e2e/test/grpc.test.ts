@@ -108,9 +108,11 @@ test('an error keeps its gRPC status and message (trailers)', async () => {
 
 test('a 1 MiB message each way', async () => {
   const big = Buffer.alloc(1024 * 1024, 7)
-  const { response } = await unary('Echo', big)
-  assert.equal(response.length, big.length)
-  assert.ok(response.equals(big))
+  for (let i = 0; i < 20; i++) {
+    const { response } = await unary('Echo', big)
+    assert.equal(response.length, big.length)
+    assert.ok(response.equals(big))
+  }
 })
 
 test('server streaming, client streaming and bidi streaming', async () => {
@@ -182,4 +184,15 @@ test('the gateway\'s own refusals reach gRPC clients as gRPC statuses', async ()
   assert.ok(down.details.length > 0)
   // The route's timeout: DEADLINE_EXCEEDED.
   assert.equal((await statusOf(callAt('test.Echo', 'Slow'))).code, grpc.status.DEADLINE_EXCEEDED)
+})
+
+test('grpc-timeout is the call\'s deadline at the gateway too: DEADLINE_EXCEEDED, and the backend call is cut', async () => {
+  const Client = grpc.makeGenericClientConstructor(SERVICE, 'Echo')
+  const c = new Client(`127.0.0.1:${portico.port}`, grpc.credentials.createInsecure()) as unknown as Record<string, (req: Buffer, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: Buffer) => void) => void> & grpc.Client
+  const started = performance.now()
+  // The client's deadline (150 ms) is tighter than the route's timeout (300 ms).
+  const err = await new Promise<grpc.ServiceError | null>(resolve => c.Slow!(Buffer.from('x'), new grpc.Metadata(), { deadline: Date.now() + 150 }, e => resolve(e)))
+  c.close()
+  assert.equal(err?.code, grpc.status.DEADLINE_EXCEEDED)
+  assert.ok(performance.now() - started < 1000)
 })

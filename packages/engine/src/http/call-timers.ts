@@ -52,9 +52,13 @@ interface BodyWatch {
 export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallState {
   const call: CallState = { controller: null, timedOut: null, timer: undefined, body: null }
   const timeouts = ctx.route?.ir.timeouts
-  if (timeouts !== undefined) {
-    const remainingRequest = timeouts.requestMs === undefined ? Infinity : timeouts.requestMs - (ctx.upstreamStart - ctx.startMono)
-    const backendLimit = timeouts.backendRequestMs ?? Infinity
+  const grpcDeadline = grpcTimeoutMs(ctx.req.headers['grpc-timeout'])
+  if (timeouts !== undefined || grpcDeadline !== undefined) {
+    const elapsed = ctx.upstreamStart - ctx.startMono
+    // The client's own deadline (gRPC's grpc-timeout) counts as the request timeout: it is
+    // never retried past.
+    const remainingRequest = Math.min(timeouts?.requestMs ?? Infinity, grpcDeadline ?? Infinity) - elapsed
+    const backendLimit = timeouts?.backendRequestMs ?? Infinity
     const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
     if (wait !== Infinity) {
       const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
@@ -65,6 +69,18 @@ export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallSt
   const idleMs = ctx.listener.frontend.requestBodyIdleTimeoutMs
   if (streamsBody && idleMs > 0 && !ctx.req.complete) watchBody(call, ctx.req, idleMs)
   return call
+}
+
+const GRPC_TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 }
+
+/**
+ * A `grpc-timeout` header in ms (gRPC over HTTP/2: 1 to 8 digits and a unit, H M S m u n),
+ * or undefined when absent or malformed (then ignored, as gRPC servers do).
+ */
+export function grpcTimeoutMs (value: string | string[] | undefined): number | undefined {
+  if (typeof value !== 'string') return undefined
+  const m = /^(\d{1,8})([HMSmun])$/.exec(value)
+  return m === null ? undefined : Number(m[1]) * GRPC_TIMEOUT_UNIT_MS[m[2]!]!
 }
 
 /** The backend answered: its time is up (the body's idle watch goes on while it streams). */

@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream'
 import type { CallContext, UpstreamHooks } from './call-context.ts'
 import { releaseCall, stopCallTimer, type CallState } from './call-timers.ts'
 import { classifyFailure } from './call-failure.ts'
-import { responseEndToEnd } from './headers.ts'
+import { isGrpc, responseEndToEnd } from './headers.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
@@ -88,6 +88,13 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     if (this.ctx.responseBody !== null) return
     const res = this.ctx.res
     if (!res.write(chunk) && !this.waitingForDrain) {
+      if (upstreamIsHttp2(this.ctx)) {
+        // undici's HTTP/2 client drops what arrives while a stream is paused (8.12: 1 MiB
+        // gRPC answers lost tens of KiB to a slow reader), so such an answer is not paused:
+        // the client's side buffers it, up to a bound, past which the call is cut.
+        if (res.writableLength > H2_UPSTREAM_BUFFER_LIMIT) c.abort(new PorticoError('PORTICO_DOWNSTREAM_SLOW', `the client reads the answer too slowly (over ${H2_UPSTREAM_BUFFER_LIMIT} bytes waiting)`))
+        return
+      }
       this.waitingForDrain = true
       c.pause()
       res.once('drain', () => {
@@ -134,4 +141,12 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
 
 function isStreaming (contentType: string | string[] | undefined): boolean {
   return typeof contentType === 'string' && contentType.startsWith('text/event-stream')
+}
+
+/** How much of an HTTP/2 backend's answer may wait for a slow client (not paused: see onResponseData). */
+const H2_UPSTREAM_BUFFER_LIMIT = 16 * 1024 * 1024
+
+/** The backend call runs over HTTP/2: an h2c backend, or a gRPC request (its own HTTP/2 pool). */
+function upstreamIsHttp2 (ctx: CallContext): boolean {
+  return ctx.backend?.h2c === true || isGrpc(ctx.req.headers)
 }

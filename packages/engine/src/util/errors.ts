@@ -33,6 +33,7 @@ export const PORTICO_ERRORS = {
 
   // A request's backend call: abort reasons, so the pipeline can tell them from transport errors.
   PORTICO_DOWNSTREAM_CLOSED: { message: 'client closed the connection' },
+  PORTICO_DOWNSTREAM_SLOW: { message: 'client reads the answer too slowly' },
   PORTICO_TIMEOUT: { message: 'timeout', status: 504 },
   PORTICO_REQUEST_BODY_TIMEOUT: { message: 'request body idle timeout', status: 408 },
   PORTICO_NO_HEALTHY_ENDPOINT: { message: 'every endpoint is ejected (passive health)', status: 503 },
