@@ -4,6 +4,8 @@
  * `content-type: application/grpc` and calls the backend over HTTP/2 (h2c) on a pool of its
  * own, and passes trailers (grpc-status, grpc-message, trailing metadata) back: unary calls,
  * errors with their status and message, the three streaming kinds, and large messages.
+ * Routes match gRPC methods (`matches[].grpc`); the gateway's own refusals are gRPC statuses,
+ * and grpc-timeout is a deadline at the gateway too.
  */
 
 import { after, before, test } from 'node:test'
@@ -64,7 +66,9 @@ before(async () => {
     config: listen => ({
       gateways: { default: { port: listen, address: '127.0.0.1' } },
       routes: [
-        { name: 'grpc', matches: [{ path: { pathPrefix: '/test.Echo/' } }], backends: [{ host: `127.0.0.1:${port}` }], policies: { timeout: { requestTimeout: '300ms' } } },
+        // gRPC method matches (GRPCRoute semantics): the whole service, and one method of it with a timeout.
+        { name: 'grpc', matches: [{ grpc: { service: 'test.Echo' } }], backends: [{ host: `127.0.0.1:${port}` }] },
+        { name: 'slow', matches: [{ grpc: { service: 'test.Echo', method: 'Slow' } }], backends: [{ host: `127.0.0.1:${port}` }], policies: { timeout: { requestTimeout: '300ms' } } },
         { name: 'keyed', matches: [{ path: { pathPrefix: '/keyed.Echo/' } }], backends: [{ host: `127.0.0.1:${port}` }], policies: { apiKey: { keys: [{ key: 'grpc-key-0123456789' }] } } },
         { name: 'limited', matches: [{ path: { pathPrefix: '/limited.Echo/' } }], backends: [{ host: `127.0.0.1:${port}` }], policies: { localRateLimit: [{ maxTokens: 1, tokensPerFill: 1, fillInterval: '1h' }] } },
         { name: 'down', matches: [{ path: { pathPrefix: '/down.Echo/' } }], backends: [{ host: '127.0.0.1:1' }] }

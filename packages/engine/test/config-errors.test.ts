@@ -141,3 +141,20 @@ test('gateways.<name>.http2: false turns HTTP/2 off for the port; gateways shari
   const [line] = errors('gateways:\n  a: {port: 3000, hostname: a.test}\n  b: {port: 3000, hostname: b.test, http2: false}\nroutes: [{gateways: [a, b], backends: [{host: "127.0.0.1:8080"}]}]\n')
   assert.match(line!, /gateways\.b\.http2: gateways sharing port 3000 must agree on http2/)
 })
+
+test('gRPC method matches become the path match they mean; malformed ones are positioned errors', () => {
+  const load = (match: string) => loadConfigText(`gateways: {default: {port: 3000}}\nroutes: [{matches: [${match}], backends: [{host: "127.0.0.1:8080"}]}]\n`, { baseDir: '/' })
+  const pathOf = (match: string) => {
+    const r = load(match)
+    assert.equal(r.ok, true, match)
+    return r.ok ? r.config.ir.binds[0]!.listeners[0]!.routes[0]!.matches[0]!.path : null
+  }
+  assert.deepEqual(pathOf('{grpc: {service: helloworld.Greeter, method: SayHello}}'), { kind: 'exact', value: '/helloworld.Greeter/SayHello' })
+  assert.deepEqual(pathOf('{grpc: {service: helloworld.Greeter}}'), { kind: 'prefix', value: '/helloworld.Greeter' })
+  assert.deepEqual(pathOf('{grpc: {method: SayHello}}'), { kind: 'regex', value: '/[^/]+/SayHello' })
+  assert.deepEqual(pathOf('{grpc: {service: "helloworld\\\\..*", type: RegularExpression}}'), { kind: 'regex', value: '/helloworld\\..*/[^/]+' })
+  assert.deepEqual(errors('gateways: {default: {port: 3000}}\nroutes: [{matches: [{grpc: {}}], backends: [{host: "127.0.0.1:8080"}]}]\n'), ['c.yaml:2:22: routes[0].matches[0].grpc: needs service, method or both'])
+  assert.match(errors('gateways: {default: {port: 3000}}\nroutes: [{matches: [{grpc: {service: "a/b"}}], backends: [{host: "127.0.0.1:8080"}]}]\n')[0]!, /routes\[0\]\.matches\[0\]\.grpc\.service: "a\/b" is not a gRPC service name/)
+  assert.match(errors('gateways: {default: {port: 3000}}\nroutes: [{matches: [{grpc: {method: X}, path: {exact: /x}}], backends: [{host: "127.0.0.1:8080"}]}]\n')[0]!, /grpc: cannot be used with path/)
+  assert.match(errors('gateways: {default: {port: 3000}}\nroutes: [{matches: [{grpc: {method: "(a)\\\\1", type: RegularExpression}}], backends: [{host: "127.0.0.1:8080"}]}]\n')[0]!, /grpc\.method/)
+})

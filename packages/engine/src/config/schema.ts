@@ -229,7 +229,12 @@ export const RouteMatchSchema = Type.Object({
   }, { ...strict, description: 'Exactly one of exact, pathPrefix (segment-aware) or regex (whole path). Default pathPrefix: /.' })),
   headers: Opt(Type.Array(HeaderValueMatch, { description: 'All must match.' })),
   query: Opt(Type.Array(NamedValueMatch, { description: 'All must match (first value of a repeated parameter).' })),
-  method: Opt(Type.String({ pattern: '^[A-Z]+$', description: 'HTTP method, upper case.' }))
+  method: Opt(Type.String({ pattern: '^[A-Z]+$', description: 'HTTP method, upper case.' })),
+  grpc: Opt(Type.Object({
+    service: Opt(Type.String({ minLength: 1, description: 'Fully qualified service, e.g. helloworld.Greeter (a regex with type RegularExpression).' })),
+    method: Opt(Type.String({ minLength: 1, description: 'Method name, e.g. SayHello (a regex with type RegularExpression).' })),
+    type: Opt(Type.Union([Type.Literal('Exact'), Type.Literal('RegularExpression')], { description: 'Default Exact.' }))
+  }, { ...strict, description: 'A gRPC method (Gateway API GRPCRoute\'s GRPCMethodMatch): service and/or method; matched on the request path /service/method. Not with path.' }))
 }, { ...strict, description: 'A request matches when every condition given holds.' })
 
 const TargetName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9-]*$', description: 'Target name: letters, digits and dashes (it becomes the <name>_ prefix of tools and prompts).' })
