@@ -8,6 +8,7 @@ import { after, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { connect } from 'node:net'
 import { request } from 'undici'
+import http2 from 'node:http2'
 import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
 import { newAgent, send, tryConnect } from '../lib/client.ts'
@@ -70,6 +71,37 @@ describe('graceful shutdown on SIGTERM', () => {
     const exitedAfter = performance.now() - signalledAt
     assert.ok(exitedAfter < 3_000, `exit took ${Math.round(exitedAfter)} ms after SIGTERM; the drain should end when the last request does`)
     assert.match(portico.stdout, /shutdown complete/)
+  })
+
+  test('HTTP/2: a drain sends GOAWAY, the stream in flight completes, no new stream is taken, and the exit code is 0', { timeout: 20_000 }, async () => {
+    const { portico, received } = await setup(1_000)
+    const session = http2.connect(portico.url)
+    session.on('error', () => {})
+    cleanups.push(async () => session.destroy())
+    const goaway = new Promise<number>(resolve => session.once('goaway', code => resolve(code)))
+    const inFlight = new Promise<{ status: number, body: string }>((resolve, reject) => {
+      const stream = session.request({ ':path': '/slow' })
+      let status = 0
+      let body = ''
+      stream.on('response', h => { status = Number(h[':status']) })
+      stream.setEncoding('utf8')
+      stream.on('data', (c: string) => { body += c })
+      stream.on('end', () => resolve({ status, body }))
+      stream.on('error', reject)
+    })
+    await withTimeout(received, 5_000, 'the backend never got the request')
+    portico.signal('SIGTERM')
+    assert.equal(await withTimeout(goaway, 5_000, 'no GOAWAY on drain'), http2.constants.NGHTTP2_NO_ERROR)
+    // The session takes no new stream after GOAWAY.
+    const refused = await new Promise<string>(resolve => {
+      const stream = session.request({ ':path': '/fast' })
+      stream.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message))
+      stream.on('response', () => resolve('answered'))
+    })
+    assert.equal(refused, 'ERR_HTTP2_GOAWAY_SESSION')
+    const res = await withTimeout(inFlight, 5_000, 'the in-flight stream did not complete')
+    assert.deepEqual(res, { status: 200, body: 'slow done' })
+    assert.deepEqual(await portico.waitForExit(5_000), { code: 0, signal: null })
   })
 
   test('idle keep-alive connections do not delay the exit', { timeout: 20_000 }, async () => {
