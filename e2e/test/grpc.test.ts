@@ -200,3 +200,16 @@ test('grpc-timeout is the call\'s deadline at the gateway too: DEADLINE_EXCEEDED
   assert.equal(err?.code, grpc.status.DEADLINE_EXCEEDED)
   assert.ok(performance.now() - started < 1000)
 })
+
+test('access logs carry the call as OpenTelemetry names it: rpc.system, rpc.service, rpc.method, rpc.grpc.status_code', async () => {
+  await unary('Echo', Buffer.from('log me'))
+  await statusOf(callAt('nowhere.Echo', 'Echo'))
+  // Access logs are written in batches.
+  await portico.waitForOutput(/"rpc.service":"nowhere.Echo"/)
+  const lines = portico.logs().filter(l => l['rpc.system'] === 'grpc')
+  const ok = lines.find(l => l['rpc.service'] === 'test.Echo' && l['rpc.method'] === 'Echo')
+  assert.equal(ok?.['rpc.grpc.status_code'], 0)
+  const refused = lines.find(l => l['rpc.service'] === 'nowhere.Echo')
+  assert.equal(refused?.['rpc.grpc.status_code'], grpc.status.UNIMPLEMENTED)
+  assert.equal(refused?.status, 404, 'the HTTP status the gateway meant stays in the log')
+})

@@ -65,6 +65,7 @@ const rt: UpstreamRuntime = {
 function contextFor (req: http.IncomingMessage, res: http.ServerResponse, backend: BackendIR, tracer: TraceRecorder | null = null): CallContext {
   return {
     req,
+    grpc: null,
     res,
     method: req.method!,
     pathAndQuery: req.url!,

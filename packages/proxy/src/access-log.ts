@@ -25,6 +25,13 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
     if (ctx.mcp.protocolVersion !== undefined) fields['mcp.protocol.version'] = ctx.mcp.protocolVersion
     if (ctx.mcp.targetProtocolVersion !== undefined) fields['mcp.target.protocol.version'] = ctx.mcp.targetProtocolVersion
   }
+  if (ctx.grpc !== null) {
+    // OpenTelemetry's RPC attribute names.
+    fields['rpc.system'] = 'grpc'
+    fields['rpc.service'] = ctx.grpc.service
+    fields['rpc.method'] = ctx.grpc.method
+    if (ctx.grpc.status !== null) fields['rpc.grpc.status_code'] = ctx.grpc.status
+  }
   if (ctx.llm !== null) {
     // OpenTelemetry's gen_ai attribute names (agentgateway logs the same).
     fields['gen_ai.request.model'] = ctx.llm.model

@@ -11,6 +11,7 @@ import type { HeaderMap } from '../ir/header-map.ts'
 import type { CallTraceContext } from '../trace/backend-call.ts'
 import type { BodyContext } from './request-body.ts'
 import type { InterceptContext } from './response-intercept.ts'
+import type { GrpcCall } from './grpc.ts'
 
 export interface CallContext extends CallTraceContext, BodyContext, InterceptContext {
   readonly req: IncomingMessage
@@ -36,6 +37,8 @@ export interface CallContext extends CallTraceContext, BodyContext, InterceptCon
   upstreamHeadersAt: number
   /** Cancels the call in progress (the client left). */
   abortUpstream: (() => void) | null
+  /** A gRPC request: its call, whose status the answer fills in. */
+  readonly grpc: GrpcCall | null
 }
 
 /**

@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream'
 import type { CallContext, UpstreamHooks } from './call-context.ts'
 import { releaseCall, stopCallTimer, type CallState } from './call-timers.ts'
 import { classifyFailure } from './call-failure.ts'
-import { isGrpc, responseEndToEnd } from './headers.ts'
+import { responseEndToEnd } from './headers.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
@@ -65,6 +65,7 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
       return
     }
     try {
+      if (ctx.grpc !== null && ctx.responseHeaders['grpc-status'] !== undefined) ctx.grpc.status = Number(ctx.responseHeaders['grpc-status'])
       if (ctx.req.httpVersionMajor === 2 && ctx.responseHeaders['grpc-status'] !== undefined) {
         // A gRPC "trailers-only" answer (a status and no message): over HTTP/2 it must stay
         // one HEADERS frame that ends the stream, or the client never sees its status. Set,
@@ -112,6 +113,7 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
       res.end(ctx.responseBody)
       return
     }
+    if (ctx.grpc !== null && trailers?.['grpc-status'] !== undefined) ctx.grpc.status = Number(trailers['grpc-status'])
     // Trailers (gRPC's grpc-status, grpc-message) go on where the client's protocol carries
     // them: HTTP/2, or a chunked HTTP/1.1 body.
     if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && (res.chunkedEncoding || ctx.req.httpVersionMajor === 2)) {
@@ -148,5 +150,5 @@ const H2_UPSTREAM_BUFFER_LIMIT = 16 * 1024 * 1024
 
 /** The backend call runs over HTTP/2: an h2c backend, or a gRPC request (its own HTTP/2 pool). */
 function upstreamIsHttp2 (ctx: CallContext): boolean {
-  return ctx.backend?.h2c === true || isGrpc(ctx.req.headers)
+  return ctx.backend?.h2c === true || ctx.grpc !== null
 }

@@ -87,11 +87,3 @@ export function responseEndToEnd (headers: Record<string, string | string[] | un
   return out
 }
 
-/**
- * Is this a gRPC request (`application/grpc`, `application/grpc+proto`, …; not gRPC-Web,
- * which HTTP/1.1 carries)? Such a request needs HTTP/2 to its backend.
- */
-export function isGrpc (headers: IncomingHttpHeaders): boolean {
-  const type = headers['content-type']
-  return typeof type === 'string' && type.startsWith('application/grpc') && (type.length === 16 || type[16] === '+' || type[16] === ';')
-}

@@ -15,7 +15,6 @@
 import type { Dispatcher } from 'undici'
 import type { Readable } from 'node:stream'
 import type { UpstreamPools } from './upstream-pools.ts'
-import { isGrpc } from './headers.ts'
 import type { CallContext, UpstreamHooks } from './call-context.ts'
 import { ClientResponse } from './client-response.ts'
 import { releaseCall, startCallTimers, stopCallTimer } from './call-timers.ts'
@@ -92,7 +91,7 @@ function pickDispatcher<R extends UpstreamRuntime, C extends CallContext> (rt: R
     return null
   }
   try {
-    return rt.pools.get(backend, isGrpc(ctx.req.headers))
+    return rt.pools.get(backend, ctx.grpc !== null)
   } catch (err) {
     hooks.respondLocal(rt, ctx, 503, `upstream call failed: ${(err as Error).message}`, 'UpstreamFailure', (err as Error).message)
     return null

@@ -26,7 +26,6 @@ import type { BackendIR } from '../ir/types.ts'
 import type { RetryIR } from '../ir/traffic.ts'
 import type { CallWrapper } from '../http/upstream-call.ts'
 import { classifyFailure } from '../http/call-failure.ts'
-import { isGrpc } from '../http/headers.ts'
 import { BACKEND_TIMEOUT } from '../http/call-timers.ts'
 import { callBackend } from './backend-call.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
@@ -181,7 +180,7 @@ function mirror (rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR | 
   }
   let dispatcher: Dispatcher
   try {
-    dispatcher = rt.pools.get(backend, isGrpc(ctx.req.headers))
+    dispatcher = rt.pools.get(backend, ctx.grpc !== null)
   } catch (err) {
     ctx.tracer?.emit({ type: 'mirror', backend: backend.target, sent: false, reason: (err as Error).message }, { severity: 'warn' })
     return

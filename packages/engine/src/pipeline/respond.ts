@@ -4,7 +4,6 @@
  * the same closing snapshots as a proxied response.
  */
 
-import { isGrpc } from '../http/headers.ts'
 import type { RequestContext, RequestReason } from '../request/context.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
@@ -20,7 +19,7 @@ export function respondLocal (
   headers?: HeaderMap
 ): void {
   const { res } = ctx
-  if (isGrpc(ctx.req.headers)) return respondGrpc(rt, ctx, status, body, reason, error, headers)
+  if (ctx.grpc !== null) return respondGrpc(rt, ctx, status, body, reason, error, headers)
   ctx.status = status
   ctx.reason = reason
   if (error !== null) ctx.error = error
@@ -65,7 +64,9 @@ function respondGrpc (rt: { env: Record<string, string> }, ctx: RequestContext, 
   ctx.status = status
   ctx.reason = reason
   if (error !== null) ctx.error = error
-  ctx.responseHeaders = { ...headers, 'content-type': 'application/grpc', 'grpc-status': String(grpcStatusOf(status)), 'grpc-message': encodeURIComponent(body.trim()) }
+  const code = grpcStatusOf(status)
+  if (ctx.grpc !== null) ctx.grpc.status = code
+  ctx.responseHeaders = { ...headers, 'content-type': 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURIComponent(body.trim()) }
   finishResponse(rt, ctx, 'all')
   if (res.headersSent || res.destroyed) return
   delete ctx.responseHeaders['content-length']

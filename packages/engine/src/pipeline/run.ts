@@ -271,7 +271,7 @@ function finish (rt: PipelineRuntime, ctx: RequestContext): void {
   ctx.abortUpstream?.()
   if (ctx.tracer !== null) {
     claimTrace(rt, ctx)
-    ctx.tracer?.emit({ type: 'requestFinished' }, { severity: ctx.reason === 'DownstreamClosed' ? 'error' : severityOf(ctx.status) })
+    ctx.tracer?.emit(ctx.grpc === null ? { type: 'requestFinished' } : { type: 'requestFinished', grpc: { ...ctx.grpc } }, { severity: ctx.reason === 'DownstreamClosed' ? 'error' : severityOf(ctx.status) })
   }
   rt.onRequestEnd?.(ctx)
 }

@@ -29,3 +29,4 @@ export interface LlmUsage {
   /** `model` of the answer (the provider's exact version), when it says. */
   responseModel: string | null
 }
+

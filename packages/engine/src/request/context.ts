@@ -14,6 +14,7 @@ import type { CompiledPolicySet } from './policy.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import type { LlmCall, McpCallInfo } from './calls.ts'
+import { grpcCallOf, isGrpc, type GrpcCall } from '../http/grpc.ts'
 import type { ResponseInterceptor } from '../http/response-intercept.ts'
 
 /**
@@ -139,6 +140,8 @@ export class RequestContext {
   mcp: McpCallInfo | null = null
   /** On `ai` backends: the model asked for and, once the answer told it, the token usage. */
   llm: LlmCall | null = null
+  /** A gRPC request (content-type application/grpc…): its service, method and status. */
+  grpc: GrpcCall | null = null
   /**
    * Token-based rate limits that admitted this request, waiting for the LLM token count of
    * the answer (they take it from their buckets then).
@@ -211,6 +214,7 @@ export class RequestContext {
     this.path = init.path
     this.headers = {}
     this.tracer = init.tracer
+    if (isGrpc(req.headers)) this.grpc = grpcCallOf(init.path)
   }
 
   get pathAndQuery (): string {

@@ -182,7 +182,11 @@ export interface McpTargetErrorEvent {
   error: string
 }
 
-export interface RequestFinishedEvent { type: 'requestFinished' }
+export interface RequestFinishedEvent {
+  type: 'requestFinished'
+  /** A gRPC request: the service and method called and the grpc-status it ended with (null: none came). */
+  grpc?: { service: string, method: string, status: number | null }
+}
 
 export type TraceMessage =
   | RequestStartedEvent
