@@ -9,7 +9,12 @@ import { LocalCounter, LocalHistogram } from './local-metrics.ts'
 import type { LlmCall, LlmUsage, RequestContext } from '@portico/engine'
 import { version } from './version.ts'
 
-type RequestLabels = Record<'gateway' | 'listener' | 'route' | 'backend' | 'method' | 'status' | 'reason', string>
+type RequestLabels = Record<'gateway' | 'listener' | 'route' | 'backend' | 'method' | 'status' | 'reason' | 'protocol', string>
+
+/** The `protocol` label of a request: gRPC (over HTTP/2), else the HTTP version the client spoke. */
+function protocolOf (ctx: RequestContext): 'grpc' | 'http2' | 'http1' {
+  return ctx.grpc !== null ? 'grpc' : ctx.req.httpVersionMajor === 2 ? 'http2' : 'http1'
+}
 
 /** LLM token counts per request: 1 … 4M tokens, powers of 4 (agentgateway's run to 67M). */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
@@ -38,7 +43,7 @@ export class ProxyMetrics {
       this.registry.removeSingleMetric(`portico_nodejs_${name}`)
     }
     new Gauge({ name: 'portico_build_info', help: 'Portico build information.', labelNames: ['version', 'node'], registers }).set({ version, node: process.version }, 1)
-    this.requests = new LocalCounter(this.registry, 'portico_requests_total', 'HTTP requests handled, by outcome.')
+    this.requests = new LocalCounter(this.registry, 'portico_requests_total', 'HTTP requests handled, by outcome and protocol (http1, http2, grpc).')
     this.requestDuration = new LocalHistogram(this.registry, 'portico_request_duration_seconds', 'Time from request arrival to the end of the response.', DURATION_BUCKETS)
     this.upstreamDuration = new LocalHistogram(this.registry, 'portico_upstream_call_duration_seconds', 'Time from the start of a backend call to its response headers.', DURATION_BUCKETS)
     this.connections = new Counter({ name: 'portico_downstream_connections_total', help: 'Client connections accepted.', labelNames: ['bind', 'protocol'], registers })
@@ -55,7 +60,8 @@ export class ProxyMetrics {
     const listener = ctx.listener.ir.name
     const route = ctx.routeKey
     const backend = ctx.backend?.name
-    const key = `${gateway}\0${listener}\0${route}\0${backend}\0${ctx.method}\0${ctx.status}\0${ctx.reason}`
+    const protocol = protocolOf(ctx)
+    const key = `${gateway}\0${listener}\0${route}\0${backend}\0${ctx.method}\0${ctx.status}\0${ctx.reason}\0${protocol}`
     const labels = (): RequestLabels => ({
       gateway: gateway || 'unknown',
       listener: listener || 'unknown',
@@ -63,7 +69,8 @@ export class ProxyMetrics {
       backend: backend ?? 'unknown',
       method: ctx.method,
       status: String(ctx.status),
-      reason: ctx.reason
+      reason: ctx.reason,
+      protocol
     })
     this.requests.inc(key, labels)
     this.requestDuration.observe(key, labels, (performance.now() - ctx.startMono) / 1000)
