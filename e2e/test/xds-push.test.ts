@@ -69,8 +69,13 @@ before(async () => {
 
 test('plaintext: first config, readiness, updates and removals, NACK keeps the last good config, reconnect', async () => {
   const [gwPort, readyPort] = [await freePort(), await freePort()]
-  const xdsPort = await freePort()
-  let c = await controller('plaintext', xdsPort)
+  // The controller takes a port of the system's choosing (a port probed free can be taken by a
+  // parallel test before it binds), and comes back on that same port below.
+  let c = await controller('plaintext')
+  const xdsPort = c.listener.port
+  // Closes whichever controller is current when the test ends, passed or not: an open gRPC
+  // server would keep this test file's process alive.
+  cleanup.push(() => c.listener.close())
   c.xds.setConfig('infra/web', ir(gwPort, `  - {name: app, matches: [{path: {pathPrefix: /app}}], backends: [{host: "${backend.host}"}]}\n`))
   const proxy = await proxyFor(`http://127.0.0.1:${xdsPort}`, { READINESS_ADDR: `127.0.0.1:${readyPort}` })
   await eventually(async () => (await get(readyPort, '/healthz/ready').catch(() => ({ status: 0 }))).status === 200)
@@ -107,7 +112,6 @@ test('plaintext: first config, readiness, updates and removals, NACK keeps the l
   await new Promise(resolve => setTimeout(resolve, 300))
   assert.equal((await get(gwPort, '/app/y')).status, 200)
   c = await controller('plaintext', xdsPort)
-  cleanup.push(() => c.listener.close())
   c.xds.setConfig('infra/web', ir(gwPort, `  - {name: only, matches: [{path: {exact: /only}}], policies: {directResponse: {status: 201, body: back}}}\n`))
   await eventually(async () => (await get(gwPort, '/only')).status === 201, 15_000)
   assert.equal((await get(gwPort, '/app/x')).status, 404, 'removed routes are gone')
