@@ -9,7 +9,7 @@
 
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { DURATION_PATTERN } from '../util/duration.ts'
-import { BackendHealthSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
+import { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import { CorsSchema, CsrfSchema, LocalRateLimitSchema, RequestRedirectSchema, TransformationSchema, UrlRewriteSchema } from './http-policy-schema.ts'
 import { HeaderMap, HeaderName as HeaderNameOf, KeyedRecord, NO_WHITESPACE_OR_CONTROLS } from './header-schema.ts'
 import { HEADER_NAME_PATTERN } from '../ir/http-grammar.ts'
@@ -202,7 +202,8 @@ export const RoutePoliciesSchema = Type.Object({
 export const BackendPoliciesSchema = Type.Object({
   ...policyFieldsWithout('directResponse', 'oidc'),
   backendTLS: Opt(BackendTlsSchema),
-  health: Opt(BackendHealthSchema)
+  health: Opt(BackendHealthSchema),
+  http: Opt(BackendHttpSchema)
 }, { ...strict, description: 'Policies applied when this backend is chosen.' })
 
 const ValueMatch = Type.Object({

@@ -209,13 +209,13 @@ function translateRoute (
 
   const refs: BackendRefIR[] = []
   ;(route.backends ?? []).forEach((b, i) => {
-    const { backendTLS, health, ...backendPolicies } = b.policies ?? {}
+    const { backendTLS, health, http, ...backendPolicies } = b.policies ?? {}
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
       : translateBackend(b, [...path, 'backends', i], fail)
     if (backend === undefined) return
-    if (backend.kind !== 'mcp') backend = backendSettingsToIR(backend, { backendTLS, health }, [...path, 'backends', i, 'policies'], options, report)
-    else if (backendTLS !== undefined || health !== undefined) report([...path, 'backends', i, 'policies'], 'backendTLS and health apply to host backends, not mcp')
+    if (backend.kind !== 'mcp') backend = backendSettingsToIR(backend, { backendTLS, health, http }, [...path, 'backends', i, 'policies'], options, report)
+    else if (backendTLS !== undefined || health !== undefined || http !== undefined) report([...path, 'backends', i, 'policies'], 'backendTLS, health and http apply to host backends, not mcp')
     const known = backends.get(backend.key)
     if (known === undefined) backends.set(backend.key, backend)
     else if (backend.kind === 'ai' && JSON.stringify(known) !== JSON.stringify(backend)) {

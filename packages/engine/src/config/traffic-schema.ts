@@ -81,6 +81,10 @@ export const BackendHealthSchema = Type.Object({
   ejectionDuration: Opt(Duration('How long an ejected endpoint gets no requests; default 30s.'))
 }, { ...strict, description: 'Passive health (outlier ejection) of the backend\'s endpoints: failing endpoints are skipped for a while; with every endpoint ejected the backend answers 503 "no healthy backends".' })
 
+export const BackendHttpSchema = Type.Object({
+  version: Opt(Type.Union([Type.Literal('HTTP1'), Type.Literal('HTTP2')], { description: 'HTTP1 (default): HTTP/1.1 (gRPC requests still go over HTTP/2). HTTP2: h2c with prior knowledge to an http backend, h2 by ALPN to an https one (HTTP/1.1 if the server does not offer h2).' }))
+}, { ...strict, description: 'How the backend is spoken to (agentgateway\'s backend `http` policy).' })
+
 function Opt<T extends Parameters<typeof Type.Optional>[0]> (schema: T) {
   return Type.Optional(schema)
 }

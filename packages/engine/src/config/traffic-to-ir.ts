@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto'
 import { resolve as resolvePath } from 'node:path'
 import type { Static } from '@sinclair/typebox'
-import type { BackendHealthSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
+import type { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, RequestMirrorIR, RetryIR } from '../ir/traffic.ts'
 import { parseDuration } from '../util/duration.ts'
@@ -24,6 +24,7 @@ export type RetryConfig = Static<typeof RetrySchema>
 export type RequestMirrorConfig = Static<typeof RequestMirrorSchema>
 export type BackendTlsConfig = Static<typeof BackendTlsSchema>
 export type BackendHealthConfig = Static<typeof BackendHealthSchema>
+export type BackendHttpConfig = Static<typeof BackendHttpSchema>
 
 export const DEFAULT_REMOTE_RATE_LIMIT_TIMEOUT_MS = 1000
 export const DEFAULT_EXT_PROC_TIMEOUT_MS = 1000
@@ -114,18 +115,19 @@ export function mirrorsToIR (c: RequestMirrorConfig, path: Path, makeBackend: (h
 }
 
 /**
- * Applies `backendTLS` and `health` to a static backend: TLS files are read and the
- * protocol becomes https. A backend with either gets a key of its own (`<key>#<hash>`), so
- * routes that call one host with different settings get separate pools and stats.
+ * Applies `backendTLS`, `health` and `http` to a static backend: TLS files are read and the
+ * protocol becomes https; `http.version: HTTP2` makes it h2c (http) or h2 by ALPN (https). A
+ * backend with any gets a key of its own (`<key>#<hash>`), so routes that call one host with
+ * different settings get separate pools and stats.
  */
 export function backendSettingsToIR (
   backend: BackendIR,
-  c: { backendTLS?: BackendTlsConfig, health?: BackendHealthConfig },
+  c: { backendTLS?: BackendTlsConfig, health?: BackendHealthConfig, http?: BackendHttpConfig },
   path: Path,
   options: { baseDir: string, readFile: (path: string) => string },
   report: Report
 ): BackendIR {
-  if (c.backendTLS === undefined && c.health === undefined) return backend
+  if (c.backendTLS === undefined && c.health === undefined && c.http?.version !== 'HTTP2') return backend
   const out: BackendIR = { ...backend }
   if (c.backendTLS !== undefined) {
     const t = c.backendTLS
@@ -169,7 +171,11 @@ export function backendSettingsToIR (
     }
     out.health = health
   }
-  const hash = createHash('sha256').update(JSON.stringify({ tls: out.tls ?? null, health: out.health ?? null })).digest('hex').slice(0, 8)
+  if (c.http?.version === 'HTTP2') {
+    if (out.protocol === 'https') out.h2 = true
+    else out.h2c = true
+  }
+  const hash = createHash('sha256').update(JSON.stringify({ tls: out.tls ?? null, health: out.health ?? null, h2: out.h2 === true || out.h2c === true })).digest('hex').slice(0, 8)
   const [, rest] = backend.key.split('://', 2)
   out.key = `${out.protocol}://${rest ?? backend.key}#${hash}`
   return out

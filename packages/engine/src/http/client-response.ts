@@ -148,7 +148,7 @@ function isStreaming (contentType: string | string[] | undefined): boolean {
 /** How much of an HTTP/2 backend's answer may wait for a slow client (not paused: see onResponseData). */
 const H2_UPSTREAM_BUFFER_LIMIT = 16 * 1024 * 1024
 
-/** The backend call runs over HTTP/2: an h2c backend, or a gRPC request (its own HTTP/2 pool). */
+/** The backend call may run over HTTP/2: an h2c or h2 backend, or a gRPC request (its own HTTP/2 pool). */
 function upstreamIsHttp2 (ctx: CallContext): boolean {
-  return ctx.backend?.h2c === true || ctx.grpc !== null
+  return ctx.backend?.h2c === true || ctx.backend?.h2 === true || ctx.grpc !== null
 }

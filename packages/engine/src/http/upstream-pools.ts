@@ -60,7 +60,7 @@ export class UpstreamPools {
    * TLS one offers h2 by ALPN, on a pool of its own beside the backend's HTTP/1.1 one.
    */
   get (backend: BackendIR, grpc = false): Dispatcher {
-    const variant = grpc && backend.h2c !== true
+    const variant = grpc && backend.h2c !== true && backend.h2 !== true
     const key = variant ? backend.key + GRPC_POOL : backend.key
     const entry = this.entries.get(key)
     if (entry !== undefined) return entry.front
@@ -83,8 +83,9 @@ export class UpstreamPools {
     // (undici's Pool reads useH2c at the top level to build its connector; its types list it
     // only under h2Options, which the connector does not see.)
     if ((backend.h2c === true || grpc) && backend.protocol === 'http') Object.assign(poolOptions, { useH2c: true })
-    // Several gRPC calls share one HTTP/2 connection (streams), as gRPC clients expect.
-    if (grpc && backend.protocol === 'https') Object.assign(poolOptions, { allowH2: true })
+    // Several gRPC calls share one HTTP/2 connection (streams), as gRPC clients expect; an
+    // `http.version: HTTP2` backend over TLS offers h2 by ALPN too.
+    if ((grpc || backend.h2 === true) && backend.protocol === 'https') Object.assign(poolOptions, { allowH2: true })
     if (backend.tls !== undefined) {
       // backendTLS: trusted roots, SNI and the name verified, client certificate.
       const t = backend.tls
@@ -223,5 +224,5 @@ function sameList (a: string[], b: string[]): boolean {
 
 /** What a pool's connections are opened with: a change needs new connections. */
 function transportKey (backend: BackendIR): string {
-  return JSON.stringify(backend.tls ?? null) + (backend.h2c === true ? ' h2c' : '')
+  return JSON.stringify(backend.tls ?? null) + (backend.h2c === true ? ' h2c' : '') + (backend.h2 === true ? ' h2' : '')
 }

@@ -191,6 +191,8 @@ export interface BackendIR {
   protocol: 'http' | 'https'
   /** HTTP/2 over cleartext with prior knowledge (`http` only; a Service port's appProtocol kubernetes.io/h2c). */
   h2c?: boolean
+  /** HTTP/2 offered by ALPN (`https` only; `http.version: HTTP2`): h2 when the server agrees. */
+  h2?: boolean
   endpoints: EndpointIR[]
   /** The `host:port` label shown by traces (`backendCallStart.target`) and `porticoctl`. */
   target: string
