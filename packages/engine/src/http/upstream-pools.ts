@@ -12,6 +12,9 @@ import type { BackendTlsSanIR } from '../ir/traffic.ts'
 import { HealthBalancer } from './endpoint-balancer.ts'
 import { hostPort } from '../util/host-port.ts'
 
+/** Concurrent requests on one HTTP/2 connection to a backend (most servers allow 100 or more). */
+const H2_STREAMS_PER_CONNECTION = 100
+
 /** Suffix of the entry key of a backend's HTTP/2 pool for gRPC requests. */
 const GRPC_POOL = '\0grpc'
 
@@ -83,6 +86,9 @@ export class UpstreamPools {
     // (undici's Pool reads useH2c at the top level to build its connector; its types list it
     // only under h2Options, which the connector does not see.)
     if ((backend.h2c === true || grpc) && backend.protocol === 'http') Object.assign(poolOptions, { useH2c: true })
+    // HTTP/2 multiplexes: a connection carries many requests at once (undici counts streams
+    // as pipelined requests; 1 would open a connection per concurrent request).
+    if (backend.h2c === true || backend.h2 === true || grpc) poolOptions.pipelining = H2_STREAMS_PER_CONNECTION
     // Several gRPC calls share one HTTP/2 connection (streams), as gRPC clients expect; an
     // `http.version: HTTP2` backend over TLS offers h2 by ALPN too.
     if ((grpc || backend.h2 === true) && backend.protocol === 'https') Object.assign(poolOptions, { allowH2: true })
