@@ -11,6 +11,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as grpc from '@grpc/grpc-js'
+import { request } from 'undici'
 import { startPortico, type PorticoProcess } from '../lib/portico.ts'
 
 /** Messages are raw bytes: no protobuf needed to test the transport. */
@@ -212,4 +213,40 @@ test('access logs carry the call as OpenTelemetry names it: rpc.system, rpc.serv
   const refused = lines.find(l => l['rpc.service'] === 'nowhere.Echo')
   assert.equal(refused?.['rpc.grpc.status_code'], grpc.status.UNIMPLEMENTED)
   assert.equal(refused?.status, 404, 'the HTTP status the gateway meant stays in the log')
+})
+
+/** A gRPC-Web (binary) call over HTTP/1.1, as a browser's grpc-web client makes it: frames in, frames out. */
+async function grpcWeb (path: string, message: Buffer): Promise<{ status: number, headers: Record<string, unknown>, frames: Array<{ flag: number, payload: Buffer }> }> {
+  const frame = Buffer.alloc(5 + message.length)
+  frame.writeUInt32BE(message.length, 1)
+  message.copy(frame, 5)
+  const res = await request(`${portico.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/grpc-web+proto', 'x-grpc-web': '1' }, body: frame })
+  const body = Buffer.from(await res.body.arrayBuffer())
+  const frames: Array<{ flag: number, payload: Buffer }> = []
+  for (let at = 0; at + 5 <= body.length;) {
+    const length = body.readUInt32BE(at + 1)
+    frames.push({ flag: body[at]!, payload: body.subarray(at + 5, at + 5 + length) })
+    at += 5 + length
+  }
+  return { status: res.statusCode, headers: res.headers, frames }
+}
+
+test('gRPC-Web (binary) over HTTP/1.1: the message through, the trailers back as the last frame', async () => {
+  const ok = await grpcWeb('/test.Echo/Echo', Buffer.from('from a browser'))
+  assert.equal(ok.status, 200)
+  assert.equal(ok.headers['content-type'], 'application/grpc-web+proto')
+  assert.equal(ok.frames[0]!.flag, 0)
+  assert.equal(ok.frames[0]!.payload.toString(), 'from a browser')
+  const trailer = ok.frames.at(-1)!
+  assert.equal(trailer.flag, 0x80)
+  assert.match(trailer.payload.toString('latin1'), /grpc-status:0\r\n/)
+  assert.match(trailer.payload.toString('latin1'), /x-echo-trailer:kept\r\n/)
+
+  // An error with no message: its status in the headers (gRPC-Web allows a trailers-only answer).
+  const failed = await grpcWeb('/test.Echo/Fail', Buffer.from('x'))
+  assert.equal(failed.headers['grpc-status'], String(grpc.status.NOT_FOUND))
+  // The gateway's own answer, in the gRPC-Web content type.
+  const unrouted = await grpcWeb('/nowhere.Echo/Echo', Buffer.from('x'))
+  assert.equal(unrouted.headers['grpc-status'], String(grpc.status.UNIMPLEMENTED))
+  assert.equal(unrouted.headers['content-type'], 'application/grpc-web')
 })

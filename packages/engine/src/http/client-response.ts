@@ -14,6 +14,7 @@ import type { CallContext, UpstreamHooks } from './call-context.ts'
 import { releaseCall, stopCallTimer, type CallState } from './call-timers.ts'
 import { classifyFailure } from './call-failure.ts'
 import { responseEndToEnd } from './headers.ts'
+import { grpcWebTrailerFrame } from './grpc.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
@@ -66,7 +67,13 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     }
     try {
       if (ctx.grpc !== null && ctx.responseHeaders['grpc-status'] !== undefined) ctx.grpc.status = Number(ctx.responseHeaders['grpc-status'])
-      if (ctx.req.httpVersionMajor === 2 && ctx.responseHeaders['grpc-status'] !== undefined) {
+      if (ctx.grpc?.web === true) {
+        // The gRPC-Web client gets its own content type; the trailers follow in the body.
+        const type = ctx.responseHeaders['content-type']
+        if (typeof type === 'string' && type.startsWith('application/grpc')) ctx.responseHeaders['content-type'] = 'application/grpc-web' + type.slice(16)
+        delete ctx.responseHeaders['content-length']
+      }
+      if (ctx.req.httpVersionMajor === 2 && ctx.grpc?.web !== true && ctx.responseHeaders['grpc-status'] !== undefined) {
         // A gRPC "trailers-only" answer (a status and no message): over HTTP/2 it must stay
         // one HEADERS frame that ends the stream, or the client never sees its status. Set,
         // not written: end() then sends the head with END_STREAM.
@@ -114,6 +121,10 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
       return
     }
     if (ctx.grpc !== null && trailers?.['grpc-status'] !== undefined) ctx.grpc.status = Number(trailers['grpc-status'])
+    if (ctx.grpc?.web === true && trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0) {
+      res.end(grpcWebTrailerFrame(trailers))
+      return
+    }
     // Trailers (gRPC's grpc-status, grpc-message) go on where the client's protocol carries
     // them: HTTP/2, or a chunked HTTP/1.1 body.
     if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && (res.chunkedEncoding || ctx.req.httpVersionMajor === 2)) {

@@ -18,6 +18,7 @@ import { handleMcpHttp } from '../mcp/http.ts'
 import { RequestContext } from '../request/context.ts'
 import { hostOnly } from '../routing/hostname.ts'
 import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
+import { grpcContentTypeOf } from '../http/grpc.ts'
 import { hostHeaderProblem, normalizePath, redirectsToNormalPath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callBackend } from './backend-call.ts'
@@ -111,6 +112,11 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (ctx.targetProblem !== null) return refuseTarget(rt, ctx)
 
   ctx.headers = endToEndHeaders(req.headers)
+  if (ctx.grpc?.web === true) {
+    // gRPC-Web in, gRPC to the backend: the same messages, the trailers coming back in the body.
+    ctx.headers['content-type'] = grpcContentTypeOf(String(req.headers['content-type']))
+    ctx.headers.te = 'trailers'
+  }
   // An absolute-form target's authority is the request's host (RFC 9112 §3.2.2); the backend
   // gets it as Host with an origin-form target.
   if (ctx.host !== (req.headers.host ?? '')) ctx.headers.host = ctx.host

@@ -14,7 +14,7 @@ import type { CompiledPolicySet } from './policy.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import type { LlmCall, McpCallInfo } from './calls.ts'
-import { grpcCallOf, isGrpc, type GrpcCall } from '../http/grpc.ts'
+import { grpcCallOf, grpcKind, type GrpcCall } from '../http/grpc.ts'
 import type { ResponseInterceptor } from '../http/response-intercept.ts'
 
 /**
@@ -214,7 +214,8 @@ export class RequestContext {
     this.path = init.path
     this.headers = {}
     this.tracer = init.tracer
-    if (isGrpc(req.headers)) this.grpc = grpcCallOf(init.path)
+    const grpc = grpcKind(req.headers['content-type'])
+    if (grpc !== null) this.grpc = grpcCallOf(init.path, grpc === 'grpc-web')
   }
 
   get pathAndQuery (): string {
