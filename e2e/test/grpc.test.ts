@@ -250,3 +250,22 @@ test('gRPC-Web (binary) over HTTP/1.1: the message through, the trailers back as
   assert.equal(unrouted.headers['grpc-status'], String(grpc.status.UNIMPLEMENTED))
   assert.equal(unrouted.headers['content-type'], 'application/grpc-web')
 })
+
+test('gRPC-Web text (base64, the grpc-web library\'s default mode): decoded to the backend, the answer and its trailers base64 back', async () => {
+  const message = Buffer.from('text mode '.repeat(100))
+  const frame = Buffer.alloc(5 + message.length)
+  frame.writeUInt32BE(message.length, 1)
+  message.copy(frame, 5)
+  const res = await request(`${portico.url}/test.Echo/Echo`, { method: 'POST', headers: { 'content-type': 'application/grpc-web-text+proto', accept: 'application/grpc-web-text' }, body: frame.toString('base64') })
+  assert.equal(res.statusCode, 200)
+  assert.equal(res.headers['content-type'], 'application/grpc-web-text+proto')
+  const text = await res.body.text()
+  // Padded base64 segments one after another (each may end with '='), as grpc-web clients read them.
+  const bytes = Buffer.concat((text.match(/[A-Za-z0-9+/]+={0,2}/g) ?? []).map(seg => Buffer.from(seg, 'base64')))
+  const first = bytes.readUInt32BE(1)
+  assert.equal(bytes[0], 0)
+  assert.equal(bytes.subarray(5, 5 + first).toString(), message.toString())
+  const trailer = bytes.subarray(5 + first)
+  assert.equal(trailer[0], 0x80)
+  assert.match(trailer.subarray(5).toString('latin1'), /grpc-status:0\r\n/)
+})

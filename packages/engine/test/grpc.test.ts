@@ -21,11 +21,34 @@ test('content types: gRPC, binary gRPC-Web, and what is neither', async () => {
   assert.equal(grpcKind('application/grpc;charset=utf-8'), 'grpc')
   assert.equal(grpcKind('application/grpc-web'), 'grpc-web')
   assert.equal(grpcKind('application/grpc-web+proto'), 'grpc-web')
-  for (const other of [undefined, 'application/json', 'application/grpcx', 'application/grpc-web-text', 'application/grpc-webx']) assert.equal(grpcKind(other), null, String(other))
+  assert.equal(grpcKind('application/grpc-web-text'), 'grpc-web-text')
+  assert.equal(grpcKind('application/grpc-web-text+proto'), 'grpc-web-text')
+  for (const other of [undefined, 'application/json', 'application/grpcx', 'application/grpc-webx', 'application/grpc-web-textx']) assert.equal(grpcKind(other), null, String(other))
+  assert.equal(grpcContentTypeOf('application/grpc-web-text+proto'), 'application/grpc+proto')
   assert.equal(grpcContentTypeOf('application/grpc-web+proto'), 'application/grpc+proto')
   assert.equal(grpcContentTypeOf('application/grpc-web'), 'application/grpc')
   const frame = grpcWebTrailerFrame({ 'grpc-status': '0', 'X-Multi': ['a', 'b'], skipped: undefined })
   assert.equal(frame[0], 0x80)
   assert.equal(frame.readUInt32BE(1), frame.length - 5)
   assert.equal(frame.subarray(5).toString('latin1'), 'grpc-status:0\r\nx-multi:a\r\nx-multi:b\r\n')
+})
+
+test('Base64Stream: chunks split anywhere decode and encode as the whole would', async () => {
+  const { Base64Stream } = await import('../src/http/grpc.ts')
+  const bytes = Buffer.from(Array.from({ length: 1000 }, (_, i) => i % 251))
+  const text = bytes.toString('base64')
+  for (const cut of [1, 2, 3, 5, 7, 64]) {
+    const d = new Base64Stream()
+    const parts: Buffer[] = []
+    for (let i = 0; i < text.length; i += cut) parts.push(d.decode(Buffer.from(text.slice(i, i + cut))))
+    assert.ok(Buffer.concat(parts).equals(bytes), `decode in ${cut}-char chunks`)
+    const e = new Base64Stream()
+    let out = ''
+    for (let i = 0; i < bytes.length; i += cut) out += e.encode(bytes.subarray(i, i + cut))
+    out += e.flush()
+    assert.equal(out, text, `encode in ${cut}-byte chunks`)
+  }
+  // Two padded segments back to back (grpc-web-text frames encoded one by one).
+  const d = new Base64Stream()
+  assert.equal(d.decode(Buffer.from(Buffer.from('ab').toString('base64') + Buffer.from('cde').toString('base64'))).toString(), 'abcde')
 })

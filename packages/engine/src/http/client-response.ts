@@ -14,7 +14,7 @@ import type { CallContext, UpstreamHooks } from './call-context.ts'
 import { releaseCall, stopCallTimer, type CallState } from './call-timers.ts'
 import { classifyFailure } from './call-failure.ts'
 import { responseEndToEnd } from './headers.ts'
-import { grpcWebTrailerFrame } from './grpc.ts'
+import { Base64Stream, grpcWebTrailerFrame } from './grpc.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
@@ -27,6 +27,8 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
   private readonly call: CallState
   private readonly hooks: UpstreamHooks<R, C>
   private waitingForDrain = false
+  /** grpc-web-text: the answer's bytes go to the client as base64. */
+  private base64: Base64Stream | null = null
 
   constructor (rt: R, ctx: C, call: CallState, hooks: UpstreamHooks<R, C>) {
     this.rt = rt
@@ -70,7 +72,8 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
       if (ctx.grpc?.web === true) {
         // The gRPC-Web client gets its own content type; the trailers follow in the body.
         const type = ctx.responseHeaders['content-type']
-        if (typeof type === 'string' && type.startsWith('application/grpc')) ctx.responseHeaders['content-type'] = 'application/grpc-web' + type.slice(16)
+        if (typeof type === 'string' && type.startsWith('application/grpc')) ctx.responseHeaders['content-type'] = (ctx.grpc.text ? 'application/grpc-web-text' : 'application/grpc-web') + type.slice(16)
+        if (ctx.grpc.text) this.base64 = new Base64Stream()
         delete ctx.responseHeaders['content-length']
       }
       if (ctx.req.httpVersionMajor === 2 && ctx.grpc?.web !== true && ctx.responseHeaders['grpc-status'] !== undefined) {
@@ -95,7 +98,7 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     // A response policy replaced the body (transformation): the backend's is discarded.
     if (this.ctx.responseBody !== null) return
     const res = this.ctx.res
-    if (!res.write(chunk) && !this.waitingForDrain) {
+    if (!res.write(this.base64 === null ? chunk : this.base64.encode(chunk)) && !this.waitingForDrain) {
       if (upstreamIsHttp2(this.ctx)) {
         // undici's HTTP/2 client drops what arrives while a stream is paused (8.12: 1 MiB
         // gRPC answers lost tens of KiB to a slow reader), so such an answer is not paused:
@@ -122,9 +125,13 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     }
     if (ctx.grpc !== null && trailers?.['grpc-status'] !== undefined) ctx.grpc.status = Number(trailers['grpc-status'])
     if (ctx.grpc?.web === true && trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0) {
-      res.end(grpcWebTrailerFrame(trailers))
+      const frame = grpcWebTrailerFrame(trailers)
+      // grpc-web-text: the messages' base64 ends (padded), the trailer frame is its own segment.
+      if (this.base64 !== null) res.end(this.base64.flush() + frame.toString('base64'))
+      else res.end(frame)
       return
     }
+    if (this.base64 !== null) res.write(this.base64.flush())
     // Trailers (gRPC's grpc-status, grpc-message) go on where the client's protocol carries
     // them: HTTP/2, or a chunked HTTP/1.1 body.
     if (trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0 && (res.chunkedEncoding || ctx.req.httpVersionMajor === 2)) {

@@ -13,9 +13,10 @@
  */
 
 import type { Dispatcher } from 'undici'
-import type { Readable } from 'node:stream'
+import { Transform, type Readable } from 'node:stream'
 import type { UpstreamPools } from './upstream-pools.ts'
 import type { CallContext, UpstreamHooks } from './call-context.ts'
+import { Base64Stream } from './grpc.ts'
 import { ClientResponse } from './client-response.ts'
 import { releaseCall, startCallTimers, stopCallTimer } from './call-timers.ts'
 import { tracedRequestBody, TraceResponseBody } from './trace-bodies.ts'
@@ -100,6 +101,15 @@ function pickDispatcher<R extends UpstreamRuntime, C extends CallContext> (rt: R
 
 /** The body to send: the copy a policy read whole, the request stream (traced: through a tap), or none. */
 function bodyToSend (rt: UpstreamRuntime, ctx: CallContext): Readable | Buffer | null {
+  const body = plainBody(rt, ctx)
+  // grpc-web-text: the client's base64 becomes the gRPC bytes the backend expects.
+  if (body === null || ctx.grpc?.text !== true) return body
+  const b64 = new Base64Stream()
+  if (Buffer.isBuffer(body)) return b64.decode(body)
+  return body.pipe(new Transform({ transform: (chunk: Buffer, _e, done) => done(null, b64.decode(chunk)) }))
+}
+
+function plainBody (rt: UpstreamRuntime, ctx: CallContext): Readable | Buffer | null {
   const tracer = ctx.tracer
   if (ctx.requestBody !== null) {
     const body = ctx.requestBody

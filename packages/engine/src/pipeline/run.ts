@@ -116,6 +116,8 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
     // gRPC-Web in, gRPC to the backend: the same messages, the trailers coming back in the body.
     ctx.headers['content-type'] = grpcContentTypeOf(String(req.headers['content-type']))
     ctx.headers.te = 'trailers'
+    // The base64 form's length is not the bytes' (HTTP/2 frames the body itself).
+    if (ctx.grpc.text) delete ctx.headers['content-length']
   }
   // An absolute-form target's authority is the request's host (RFC 9112 §3.2.2); the backend
   // gets it as Host with an origin-form target.

@@ -215,7 +215,7 @@ export class RequestContext {
     this.headers = {}
     this.tracer = init.tracer
     const grpc = grpcKind(req.headers['content-type'])
-    if (grpc !== null) this.grpc = grpcCallOf(init.path, grpc === 'grpc-web')
+    if (grpc !== null) this.grpc = grpcCallOf(init.path, grpc)
   }
 
   get pathAndQuery (): string {
