@@ -20,7 +20,12 @@ export interface ProxyIR {
   backends: BackendIR[]
 }
 
-export type ListenerProtocol = 'HTTP' | 'HTTPS'
+/**
+ * HTTP and HTTPS listeners serve HTTP routes; TCP and TLS listeners forward whole connections
+ * (stream routes): TCP as it comes, TLS chosen by SNI and either passed through encrypted or
+ * decrypted first (ListenerIR.tlsMode).
+ */
+export type ListenerProtocol = 'HTTP' | 'HTTPS' | 'TLS' | 'TCP'
 
 /** One listening socket. Several listeners (Gateway API style) may share it by hostname. */
 export interface BindIR {
@@ -29,7 +34,10 @@ export interface BindIR {
   address: string
   port: number
   protocol: ListenerProtocol
-  /** PEM material when protocol is HTTPS. All listeners of a bind share one certificate here. */
+  /**
+   * PEM material when protocol is HTTPS, or TLS with a terminating listener: the default
+   * certificate of the port (a listener's own is picked by SNI).
+   */
   tls?: TlsServerIR
   listeners: ListenerIR[]
   /**
@@ -50,7 +58,18 @@ export interface TlsServerIR {
    * (a listener's own certificate is picked by SNI, the client certificate asked the same way).
    */
   clientValidation?: ClientValidationIR
+  /** Oldest TLS version offered; absent = TLSv1.2. */
+  minVersion?: TlsVersion
+  /** Newest TLS version offered; absent = TLSv1.3. */
+  maxVersion?: TlsVersion
+  /**
+   * TLS 1.2 cipher suites allowed, OpenSSL names in order of preference; absent = Node's
+   * defaults. TLS 1.3 suites are always the standard three.
+   */
+  ciphers?: string[]
 }
+
+export type TlsVersion = 'TLSv1.2' | 'TLSv1.3'
 
 /** How a bind checks client certificates (Gateway API FrontendTLSValidation). */
 export interface ClientValidationIR {
@@ -84,7 +103,39 @@ export interface ListenerIR {
   policies: PolicySetIR
   /** How the listener treats what clients send; absent fields take the defaults (http/frontend.ts). */
   frontend?: FrontendIR
+  /** HTTP routes (HTTP and HTTPS listeners; empty on TCP and TLS ones). */
   routes: RouteIR[]
+  /**
+   * TLS listeners: `Terminate` decrypts with `tls` (or the bind's) and forwards the plaintext;
+   * `Passthrough` forwards the encrypted bytes as they came, the listener and route chosen by
+   * the SNI name of the client hello. Absent on other protocols.
+   */
+  tlsMode?: TlsMode
+  /** TCP and TLS listeners: where connections go (Gateway API TCPRoute / TLSRoute). */
+  streamRoutes?: StreamRouteIR[]
+}
+
+export type TlsMode = 'Terminate' | 'Passthrough'
+
+/**
+ * A route for whole connections. On a TLS listener its hostnames are matched against the
+ * client hello's SNI name (most specific wins, as for HTTP hosts); on a TCP listener they are
+ * empty and the first route (by `order`) takes every connection. A backend is chosen by weight
+ * per connection; backend policies other than the backend's own TLS do not apply.
+ */
+export interface StreamRouteIR {
+  /** Unique within the IR, as RouteIR.key. */
+  key: string
+  name: string
+  namespace?: string
+  /** `TCPRoute` or `TLSRoute` in cluster mode; `tcpRoutes` / `tlsRoutes` standalone. */
+  kind: 'tcp' | 'tls'
+  /** SNI names (TLS listeners; a leading `*.` is a wildcard); empty = any. */
+  hostnames: string[]
+  /** Backends by weight; an empty list, or only invalid ones, refuses connections. */
+  backends: BackendRefIR[]
+  /** Tie-breaker, as RouteIR.order. */
+  order: number
 }
 
 /** Client-facing settings of a listener. */
