@@ -31,3 +31,6 @@ export { intersectHostnames, hostnameMatches, hostOnly } from './routing/hostnam
 export { requestHeadersTimeoutMs, DEFAULT_REQUEST_HEADERS_TIMEOUT_MS, DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS } from './http/frontend.ts'
 export { compileCel, evalBool, CEL_VARIABLES, type CelProgram } from './cel/expression.ts'
 export { envoyProtos, envoyClient, PROTO_DIR } from './util/envoy-grpc.ts'
+export { serverSecureContext, serverContextOptions } from './stream/server-tls.ts'
+export type { StreamConnectionRecord, StreamReason, StreamProxyOptions } from './stream/stream-proxy.ts'
+export { cipherSuiteName, tlsVersion, secureContextOptions } from './util/tls-names.ts'

@@ -59,5 +59,5 @@ test('validateIR: clientValidation needs an HTTPS bind, a PEM CA and a known mod
   ])
   const http = structuredClone(ir) as ProxyIR
   http.binds[0]!.protocol = 'HTTP'
-  assert.deepEqual(validateIR(http).map(d => d.message), ['client certificate validation needs an HTTPS bind'])
+  assert.deepEqual(validateIR(http).map(d => d.message), ['client certificate validation needs an HTTPS or TLS bind'])
 })

@@ -53,7 +53,7 @@ test('type, enum, range and required errors name the field and line', () => {
     '  - backends: [{host: "a:1", weight: -1}]'
   ].join('\n')), [
     'c.yaml:3:5: gateways.default.port: must be an integer, got string "3000"',
-    'c.yaml:4:5: gateways.default.protocol: must be one of: HTTP, HTTPS',
+    'c.yaml:4:5: gateways.default.protocol: must be one of: HTTP, HTTPS, TLS, TCP',
     'c.yaml:5:3: gateways.other: missing required field "port"',
     'c.yaml:8:30: routes[0].backends[0].weight: must be >= 0'
   ])

@@ -1,6 +1,6 @@
 /** The fields of the one access-log line written per request. */
 
-import type { RequestContext } from '@portico/engine'
+import type { RequestContext, StreamConnectionRecord } from '@portico/engine'
 
 export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
   const fields: Record<string, unknown> = {
@@ -43,5 +43,32 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
     }
   }
   if (ctx.error !== null) fields.error = ctx.error
+  return fields
+}
+
+/**
+ * The access-log line of a connection on a TCP or TLS listener (message `connection`): where
+ * it went, the bytes each way, how long it lasted and how it ended. Field names as the
+ * request line's where they mean the same; `sni` is OpenTelemetry's tls.server.name.
+ */
+export function connectionLogFields (c: StreamConnectionRecord): Record<string, unknown> {
+  const fields: Record<string, unknown> = {
+    gateway: c.gateway,
+    listener: c.listener,
+    route: c.route,
+    backend: c.backend,
+    src: c.source.address === '' ? undefined : c.source.address,
+    protocol: c.protocol,
+    'bytes.received': c.bytesFromClient,
+    'bytes.sent': c.bytesToClient,
+    reason: c.reason,
+    duration: `${Math.round(c.durationMs * 1000) / 1000}ms`
+  }
+  if (c.protocol === 'tls') {
+    fields['tls.server.name'] = c.serverName
+    if (c.mode !== null) fields['tls.mode'] = c.mode
+  }
+  if (c.target !== null) fields.target = c.target
+  if (c.error !== null) fields.error = c.error
   return fields
 }

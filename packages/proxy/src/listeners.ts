@@ -9,10 +9,10 @@ import http from 'node:http'
 import https from 'node:https'
 import http2 from 'node:http2'
 import tls from 'node:tls'
-import type { Socket } from 'node:net'
+import net, { type Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { BindIR, Engine, ProxyIR } from '@portico/engine'
-import { PorticoError, hostnameMatches, requestHeadersTimeoutMs } from '@portico/engine'
+import { PorticoError, hostnameMatches, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine'
 import { H2_SERVER_SETTINGS, adaptHttp2, guardPrematureResets, sniffPreface } from './http2.ts'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
@@ -37,8 +37,7 @@ const H2_IDLE_TIMEOUT_MS = 65_000
 
 /** The bind's certificate and, with client certificate validation, the CAs clients must chain to. */
 function serverTlsOptions (bind: BindIR): tls.SecureContextOptions {
-  const ca = verifyingCa(bind)
-  return { cert: bind.tls?.cert, key: bind.tls?.key, ...(ca !== undefined ? { ca } : {}) }
+  return bind.tls === undefined ? {} : serverContextOptions(bind.tls, verifyingCa(bind))
 }
 
 /**
@@ -62,6 +61,15 @@ function verifyingCa (bind: BindIR): string | undefined {
 function clientCertOptions (bind: BindIR): { requestCert: boolean, rejectUnauthorized: boolean } {
   const v = bind.tls?.clientValidation
   return { requestCert: v !== undefined, rejectUnauthorized: v?.mode === 'AllowValidOnly' }
+}
+
+function sameTlsOptions (a: BindIR, b: BindIR): boolean {
+  return a.tls?.minVersion === b.tls?.minVersion && a.tls?.maxVersion === b.tls?.maxVersion && (a.tls?.ciphers ?? []).join(':') === (b.tls?.ciphers ?? []).join(':')
+}
+
+/** Whether a bind can keep its server across a config change (same protocol, same HTTP/2 setting). */
+function sameServerKind (a: BindIR, b: BindIR): boolean {
+  return a.protocol === b.protocol && (a.http2 ?? true) === (b.http2 ?? true)
 }
 
 function sameClientValidation (a: BindIR, b: BindIR): boolean {
@@ -113,7 +121,14 @@ export class ListenerManager {
     try {
       for (const bind of ir.binds) {
         const existing = this.servers.get(bind.key)
-        if (existing !== undefined) continue
+        if (existing !== undefined && sameServerKind(existing.bind, bind)) continue
+        if (existing !== undefined) {
+          // Another kind of server on the same port (HTTP → TCP, HTTPS → HTTP, ...): the old
+          // one must let go of the port before the new one can take it.
+          this.servers.delete(bind.key)
+          this.log.info({ bind: bind.key, from: existing.bind.protocol, to: bind.protocol }, 'listener changes protocol: reopening')
+          await this.closeServer(existing, 0)
+        }
         opened.push(await this.open(bind))
       }
     } catch (err) {
@@ -132,7 +147,7 @@ export class ListenerManager {
       }
       const headersTimeout = requestHeadersTimeoutMs(bind)
       if (s.server.headersTimeout !== headersTimeout) s.server.headersTimeout = headersTimeout
-      if (bind.tls !== undefined && (s.bind.tls?.cert !== bind.tls.cert || s.bind.tls?.key !== bind.tls.key || !sameClientValidation(s.bind, bind))) {
+      if (bind.protocol === 'HTTPS' && bind.tls !== undefined && (s.bind.tls?.cert !== bind.tls.cert || s.bind.tls?.key !== bind.tls.key || !sameClientValidation(s.bind, bind) || !sameTlsOptions(s.bind, bind))) {
         const server = s.server as https.Server & { requestCert?: boolean, rejectUnauthorized?: boolean }
         server.setSecureContext(serverTlsOptions(bind))
         // Each new connection's TLS socket copies these from the server (node:_tls_wrap);
@@ -146,6 +161,19 @@ export class ListenerManager {
 
   private async open (bind: BindIR): Promise<BoundServer> {
     const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set() }
+    if (bind.protocol === 'TCP' || bind.protocol === 'TLS') {
+      // Whole connections: the engine picks a route per connection and copies the bytes.
+      // allowHalfOpen: a client that shuts its write side still reads the rest of the answer.
+      const server = net.createServer({ allowHalfOpen: true, noDelay: true })
+      entry.server = server as unknown as http.Server
+      const handle = this.engine.streamHandler(bind.key)
+      server.on('connection', (socket: Socket) => {
+        this.track(entry, socket)
+        handle(socket)
+      })
+      await this.listen(entry)
+      return entry
+    }
     const options: http.ServerOptions = {
       // Bodies may stream for a long time (uploads, SSE): a whole-request limit would cut
       // them. Slow request heads are cut (requestHeadersTimeout), and so are streamed bodies
@@ -222,15 +250,7 @@ export class ListenerManager {
       }
     }
     server.on('upgrade', this.engine.upgradeHandler(bind.key))
-    server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => {
-      entry.sockets.add(socket)
-      entry.openedAt.set(socket, performance.now())
-      const closed = this.onConnection?.(bind.key, bind.protocol)
-      socket.once('close', () => {
-        entry.sockets.delete(socket)
-        closed?.()
-      })
-    })
+    server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => this.track(entry, socket))
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
       const inPipeline = (socket as Socket & { _httpMessage?: http.ServerResponse | null })._httpMessage
       if (socket.writable && !inPipeline) {
@@ -244,6 +264,23 @@ export class ListenerManager {
       }
       this.log.debug({ bind: bind.key, err: err.code ?? err.message }, err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request head timeout' : 'malformed request')
     })
+    await this.listen(entry)
+    return entry
+  }
+
+  /** Counts a client connection for drains, /debug/tasks and the connection metrics. */
+  private track (entry: BoundServer, socket: Socket): void {
+    entry.sockets.add(socket)
+    entry.openedAt.set(socket, performance.now())
+    const closed = this.onConnection?.(entry.bind.key, entry.bind.protocol)
+    socket.once('close', () => {
+      entry.sockets.delete(socket)
+      closed?.()
+    })
+  }
+
+  private async listen (entry: BoundServer): Promise<void> {
+    const { server, bind } = entry
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
         reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${bind.key}: ${err.code ?? err.message}`, { cause: err }))
@@ -255,10 +292,7 @@ export class ListenerManager {
         resolve()
       })
     })
-    return entry
   }
-
-  private readonly contexts = new Map<string, tls.SecureContext>()
 
   /**
    * The certificate for a TLS client hello: the listener of this bind whose hostname matches
@@ -268,22 +302,19 @@ export class ListenerManager {
     const name = servername.toLowerCase()
     const listener = entry.bind.listeners.find(l => l.tls !== undefined && l.hostname !== undefined && hostnameMatches(l.hostname, name))
     if (listener?.tls === undefined) return undefined
-    // The verification of a client certificate uses the CA of the context SNI picked.
-    const ca = verifyingCa(entry.bind)
-    const key = `${listener.tls.cert}\0${listener.tls.key}\0${ca ?? ''}`
-    let context = this.contexts.get(key)
-    if (context === undefined) {
-      context = tls.createSecureContext({ cert: listener.tls.cert, key: listener.tls.key, ...(ca !== undefined ? { ca } : {}) })
-      if (this.contexts.size > 1000) this.contexts.clear()
-      this.contexts.set(key, context)
-    }
-    return context
+    // The verification of a client certificate uses the CA of the context SNI picked; the
+    // versions and suites are the port's (they are settled before SNI is read).
+    return serverSecureContext({ ...listener.tls, minVersion: entry.bind.tls?.minVersion, maxVersion: entry.bind.tls?.maxVersion, ciphers: entry.bind.tls?.ciphers }, verifyingCa(entry.bind))
   }
 
   /** Stops accepting, lets in-flight requests finish for up to `deadlineMs`, then cuts the rest. */
   private async closeServer (s: BoundServer, deadlineMs: number): Promise<void> {
     const closed = new Promise<void>(resolve => s.server.close(() => resolve()))
+    // A TCP or TLS bind's connections carry no requests to wait for the end of: they run
+    // until they close or the deadline cuts them (as Envoy's tcp_proxy on drain).
+    const stream = s.bind.protocol === 'TCP' || s.bind.protocol === 'TLS'
     const closeIdle = () => {
+      if (stream) return
       s.server.closeIdleConnections()
       // HTTP/2: a GOAWAY; the session closes once its open streams are answered.
       for (const session of s.sessions) if (!session.closed) session.close()
@@ -303,7 +334,7 @@ export class ListenerManager {
     clearInterval(sweep)
     // Http2SecureServer lacks closeAllConnections though it tracks HTTP/1.1 connections the
     // same way; the sockets are destroyed below anyway.
-    http.Server.prototype.closeAllConnections.call(s.server)
+    if (!stream) http.Server.prototype.closeAllConnections.call(s.server)
     for (const socket of s.sockets) socket.destroy()
     await closed
   }

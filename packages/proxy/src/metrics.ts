@@ -6,7 +6,7 @@
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { LocalCounter, LocalHistogram } from './local-metrics.ts'
-import type { LlmCall, LlmUsage, RequestContext } from '@portico/engine'
+import type { LlmCall, LlmUsage, RequestContext, StreamConnectionRecord } from '@portico/engine'
 import { version } from './version.ts'
 
 type RequestLabels = Record<'gateway' | 'listener' | 'route' | 'backend' | 'method' | 'status' | 'reason' | 'protocol', string>
@@ -18,6 +18,9 @@ function protocolOf (ctx: RequestContext): 'grpc' | 'http2' | 'http1' {
 
 /** LLM token counts per request: 1 … 4M tokens, powers of 4 (agentgateway's run to 67M). */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
+
+/** Connection lifetimes: 1 ms … 1 h (a TCP connection may last as long as its idle timeout). */
+const CONNECTION_DURATION_BUCKETS = [0.001, 0.01, 0.1, 1, 10, 60, 300, 900, 3600]
 
 /** Request latency buckets: 1 ms … 80 s. */
 const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80]
@@ -32,6 +35,9 @@ export class ProxyMetrics {
   private readonly reloads: Counter<'result'>
   private readonly mcpRequests: LocalCounter
   private readonly llmTokens: LocalHistogram
+  private readonly streamConnections: LocalCounter
+  private readonly streamBytes: LocalCounter
+  private readonly streamDuration: LocalHistogram
 
   constructor () {
     const registers = [this.registry]
@@ -50,6 +56,9 @@ export class ProxyMetrics {
     this.openConnections = new Gauge({ name: 'portico_downstream_connections_open', help: 'Client connections open now.', labelNames: ['bind', 'protocol'], registers })
     this.mcpRequests = new LocalCounter(this.registry, 'portico_mcp_requests_total', 'MCP requests by method, target, tool (or prompt), and the MCP revision of the client and of the target(s).')
     this.llmTokens = new LocalHistogram(this.registry, 'portico_gen_ai_client_token_usage', 'LLM tokens per request of ai backends, by token type (OpenTelemetry gen_ai.client.token.usage).', TOKEN_BUCKETS)
+    this.streamConnections = new LocalCounter(this.registry, 'portico_tcp_connections_total', 'Connections of TCP and TLS listeners (protocol tcp, tls), by route, backend and how they ended (reason: Done, NoRoute, UpstreamConnectFailed, ...).')
+    this.streamBytes = new LocalCounter(this.registry, 'portico_tcp_bytes_total', 'Bytes of TCP and TLS listeners\' connections, as on the wire to the client, by direction (received from the client, sent to it).')
+    this.streamDuration = new LocalHistogram(this.registry, 'portico_tcp_connection_duration_seconds', 'How long connections of TCP and TLS listeners lasted.', CONNECTION_DURATION_BUCKETS)
     this.reloads = new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers })
     this.reloads.inc({ result: 'success' }, 0)
     this.reloads.inc({ result: 'failure' }, 0)
@@ -103,6 +112,19 @@ export class ProxyMetrics {
         backend
       }), tokens)
     }
+  }
+
+  observeConnection (c: StreamConnectionRecord): void {
+    const gateway = c.gateway || 'unknown'
+    const listener = c.listener || 'unknown'
+    const route = c.route ?? 'unknown'
+    const backend = c.backend ?? 'unknown'
+    const key = `${gateway}\0${listener}\0${route}\0${backend}\0${c.protocol}\0${c.reason}`
+    this.streamConnections.inc(key, () => ({ gateway, listener, route, backend, protocol: c.protocol, reason: c.reason }))
+    this.streamDuration.observe(key, () => ({ gateway, listener, route, backend, protocol: c.protocol, reason: c.reason }), c.durationMs / 1000)
+    const base = `${gateway}\0${listener}\0${route}\0${c.protocol}`
+    this.streamBytes.inc(`${base}\0received`, () => ({ gateway, listener, route, protocol: c.protocol, direction: 'received' }), c.bytesFromClient)
+    this.streamBytes.inc(`${base}\0sent`, () => ({ gateway, listener, route, protocol: c.protocol, direction: 'sent' }), c.bytesToClient)
   }
 
   connectionOpened (bind: string, protocol: string): () => void {

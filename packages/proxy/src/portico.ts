@@ -4,13 +4,13 @@
  */
 
 import type { Logger } from 'pino'
-import { DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
 import type { Logs } from '@portico/ops'
 import type { Settings } from './settings.ts'
-import { accessLogFields } from './access-log.ts'
+import { accessLogFields, connectionLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'
 import { ProxyMetrics } from './metrics.ts'
 import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
@@ -98,6 +98,7 @@ export class Portico {
         }
       },
       onRequestEnd: ctx => this.onRequestEnd(ctx),
+      streams: { onConnectionEnd: c => this.onConnectionEnd(c) },
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
     })
     this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol))
@@ -292,6 +293,11 @@ export class Portico {
   private onRequestEnd (ctx: RequestContext): void {
     this.metrics.observeRequest(ctx)
     if (this.accessLog.isLevelEnabled('info')) this.accessLog.info(accessLogFields(ctx), 'request')
+  }
+
+  private onConnectionEnd (c: StreamConnectionRecord): void {
+    this.metrics.observeConnection(c)
+    if (this.accessLog.isLevelEnabled('info')) this.accessLog.info(connectionLogFields(c), 'connection')
   }
 
   /**

@@ -144,7 +144,7 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
     portico.reloadOnSignal(signal).catch(err => log.error({ err }, `${signal}: reload failed`))
   })
   for (const l of portico.listeners.addresses()) {
-    const scheme = l.protocol === 'HTTPS' ? 'https' : 'http'
+    const scheme = l.protocol.toLowerCase()
     log.info({ address: `${scheme}://${l.address}:${l.port}` }, `listening on ${scheme}://${l.address}:${l.port}`)
   }
   log.info({ version, ...startedFields }, 'portico started')

@@ -92,7 +92,10 @@ export function summarize (events: TraceEvent[], index: number): string {
       const took = event.eventStart === null ? '' : `  ${formatMicros(event.eventEnd - event.eventStart)}`
       return `status=${m.status === null || m.status === undefined ? '-' : String(m.status)}${m.error !== null && m.error !== undefined ? ` error=${String(m.error)}` : ''}${took}`
     }
+    case 'connectionStarted':
+      return `${m.protocol} connection from ${String(m.source?.address)}${m.serverName !== undefined ? `  sni=${m.serverName ?? '-'}` : ''}${m.mode !== undefined ? `  ${m.mode.toLowerCase()}` : ''}`
     case 'requestFinished': {
+      if (m.stream !== undefined) return `${m.stream.reason}  received=${formatBytes(m.stream.bytesFromClient)} sent=${formatBytes(m.stream.bytesToClient)}  ${formatMicros(event.eventEnd)}`
       const final = [...events.slice(0, index)].reverse().find(e => e.message.type === 'responseSnapshot')
       const res = responseOf(final)
       return `${res === undefined ? 'no response' : `status=${String(res.code)}`}  ${formatMicros(event.eventEnd)}`

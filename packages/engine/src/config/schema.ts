@@ -306,18 +306,39 @@ export const RouteSchema = Type.Object({
   backends: Opt(Type.Array(RouteBackendSchema, { description: 'Backends; one is chosen by weight per request.' }))
 }, { ...strict, description: 'An HTTP route.' })
 
+export const StreamBackendSchema = Type.Object({
+  host: Opt(Type.String({ minLength: 1, description: 'The backend as host:port (no scheme: the bytes go as they are; policies.backendTLS wraps them in TLS).' })),
+  endpoints: Opt(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'Several host:port endpoints, taken in turn per connection.' })),
+  weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight per connection; default 1; 0 = never chosen.' })),
+  policies: Opt(Type.Object({
+    backendTLS: Opt(BackendTlsSchema)
+  }, { ...strict, description: 'Only backendTLS applies to connections.' }))
+}, { ...strict, description: 'Where a connection goes: exactly one of host or endpoints.' })
+
+export const StreamRouteSchema = Type.Object({
+  name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique among routes of its kind); shown in traces, logs and metrics.' })),
+  namespace: Opt(Type.String({ minLength: 1 })),
+  gateways: Opt(Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1 })], { description: 'a gateway name or a list of them; default: the gateway named "default".' })),
+  hostnames: Opt(Type.Array(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$' }), { description: 'SNI names the route takes (TLS gateways only; a leading *. is a wildcard; the most specific match wins). Empty: any.' })),
+  backends: Type.Array(StreamBackendSchema, { minItems: 1, description: 'Backends; one is chosen by weight per connection.' })
+}, { ...strict, description: 'A route for whole connections (Gateway API TCPRoute / TLSRoute).' })
+
 export const GatewaySchema = Type.Object({
   port: Type.Integer({ minimum: 1, maximum: 65535, description: 'Listener port.' }),
-  protocol: Opt(StringEnum(['HTTP', 'HTTPS'], { description: 'Listener protocol; default HTTP.' })),
+  protocol: Opt(StringEnum(['HTTP', 'HTTPS', 'TLS', 'TCP'], { description: 'Listener protocol; default HTTP. HTTP and HTTPS serve routes; TCP forwards connections to tcpRoutes; TLS forwards them to tlsRoutes (or tcpRoutes with hostnames) chosen by the SNI name, passed through encrypted or, with tls.cert and tls.key, decrypted first.' })),
   address: Opt(Type.String({ minLength: 1, description: 'Bind address; default 0.0.0.0 (all IPv4 interfaces).' })),
   hostname: Opt(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$', description: 'Only requests for this host (wildcard *. allowed) use this gateway; gateways on one port are told apart by it.' })),
   http2: Opt(Type.Boolean({ description: 'Serve HTTP/2 besides HTTP/1.1: h2 chosen by ALPN on HTTPS, h2c with prior knowledge on HTTP. Default true; false serves HTTP/1.1 only. Gateways sharing a port must agree.' })),
   tls: Opt(Type.Object({
-    cert: Type.String({ minLength: 1, description: 'Path to the PEM certificate chain (relative to the config file).' }),
-    key: Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file).' }),
-    root: Opt(Type.String({ minLength: 1, description: 'Path to PEM CA certificates client certificates must chain to (relative to the config file): mutual TLS, named as agentgateway names it. Gateways sharing a port must agree.' })),
-    clientCertMode: Opt(StringEnum(['AllowValidOnly', 'AllowInsecureFallback'], { description: 'With root: AllowValidOnly (default) refuses, in the TLS handshake, a client without a certificate that chains to root; AllowInsecureFallback asks for one but serves every client (Gateway API FrontendValidationModeType).' }))
-  }, { ...strict, description: 'Required for HTTPS.' })),
+    cert: Opt(Type.String({ minLength: 1, description: 'Path to the PEM certificate chain (relative to the config file). Required for HTTPS and for TLS in mode Terminate.' })),
+    key: Opt(Type.String({ minLength: 1, description: 'Path to the PEM private key (relative to the config file). Required with cert.' })),
+    mode: Opt(StringEnum(['Terminate', 'Passthrough'], { description: 'Protocol TLS only. Passthrough (the default without cert): the encrypted connection goes to the backend as it came, chosen by its SNI name. Terminate (the default with cert): Portico completes the handshake and forwards the plaintext.' })),
+    root: Opt(Type.String({ minLength: 1, description: 'Path to PEM CA certificates client certificates must chain to (relative to the config file): mutual TLS, named as agentgateway names it. Gateways sharing an HTTPS port must agree.' })),
+    clientCertMode: Opt(StringEnum(['AllowValidOnly', 'AllowInsecureFallback'], { description: 'With root: AllowValidOnly (default) refuses, in the TLS handshake, a client without a certificate that chains to root; AllowInsecureFallback asks for one but serves every client (Gateway API FrontendValidationModeType).' })),
+    minTLSVersion: Opt(StringEnum(['1.2', '1.3'], { description: 'Oldest TLS version accepted; default 1.2 (TLS 1.0 and 1.1 are never offered). Gateways sharing an HTTPS port must agree.' })),
+    maxTLSVersion: Opt(StringEnum(['1.2', '1.3'], { description: 'Newest TLS version offered; default 1.3.' })),
+    cipherSuites: Opt(Type.Array(Type.String({ pattern: '^[A-Za-z0-9_-]+$' }), { minItems: 1, description: 'TLS 1.2 cipher suites allowed, in order of preference, by IANA name (TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) or OpenSSL name (ECDHE-RSA-AES128-GCM-SHA256); TLS 1.3 suites (TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384, TLS_CHACHA20_POLY1305_SHA256) may be listed to restrict those too. Default: Node\'s defaults.' }))
+  }, { ...strict, description: 'Server TLS: required for HTTPS; for TLS, a certificate makes the gateway terminate.' })),
   path: Opt(Type.Object({
     escapedSlashesAction: Opt(StringEnum(['UnescapeAndRedirect', 'UnescapeAndForward', 'RejectRequest', 'KeepUnchanged'], {
       description: 'What %2F, %5C and \\ in a path do: UnescapeAndRedirect (default: 307 to the path with /), UnescapeAndForward, RejectRequest (400), or KeepUnchanged (unsafe with path-based policies: a backend that decodes %2F serves a path the gateway never checked).'
@@ -367,7 +388,9 @@ export const StaticConfigSchema = Type.Object({
 export const ConfigFileSchema = Type.Object({
   config: Opt(StaticConfigSchema),
   gateways: Opt(KeyedRecord(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'A gateway name: letters, digits, dots, dashes and underscores, starting and ending with a letter or digit.' }), GatewaySchema, { description: 'Listeners by gateway name.' })),
-  routes: Opt(Type.Array(RouteSchema))
+  routes: Opt(Type.Array(RouteSchema)),
+  tcpRoutes: Opt(Type.Array(StreamRouteSchema, { description: 'Connections on TCP gateways (the first route takes them all), or on TLS gateways by SNI name (as agentgateway\'s tcpRoutes).' })),
+  tlsRoutes: Opt(Type.Array(StreamRouteSchema, { description: 'Connections on TLS gateways, chosen by SNI name (Gateway API TLSRoute).' }))
 }, {
   ...strict,
   $id: 'https://portico.dev/schema/config.schema.json',
@@ -379,6 +402,7 @@ export type RouteConfig = Static<typeof RouteSchema>
 export type GatewayConfig = Static<typeof GatewaySchema>
 export type RouteBackendConfig = Static<typeof RouteBackendSchema>
 export type RouteMatchConfig = Static<typeof RouteMatchSchema>
+export type StreamRouteConfig = Static<typeof StreamRouteSchema>
 export type StaticConfig = Static<typeof StaticConfigSchema>
 export type RoutePoliciesConfig = Static<typeof RoutePoliciesSchema>
 export type McpBackendConfig = Static<typeof McpBackendSchema>

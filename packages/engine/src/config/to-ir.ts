@@ -6,7 +6,7 @@
 import { resolve as resolvePath } from 'node:path'
 import type { AiBackendConfig, ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
+import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
 import { MAX_TIMER_MS, parseDuration } from '../util/duration.ts'
@@ -18,6 +18,8 @@ import { backendSettingsToIR, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
 import { frontendToIR } from './frontend-to-ir.ts'
 import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
+import { streamRoutesToIR } from './stream-routes-to-ir.ts'
+import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -69,6 +71,10 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
         report(explicit ? [...path, 'gateways'] : path, known.length > 0 ? `${msg} (gateways: ${known.join(', ')})` : msg)
         continue
       }
+      if (listener.protocol === 'TCP' || listener.protocol === 'TLS') {
+        report(explicit ? [...path, 'gateways'] : path, `gateway "${gwName}" has protocol ${listener.protocol}: it forwards connections, not HTTP requests (use tcpRoutes${listener.protocol === 'TLS' ? ' or tlsRoutes' : ''})`)
+        continue
+      }
       const hostnames = intersectHostnames(listener.hostname, ir.hostnames)
       if (hostnames === null) {
         report([...path, 'hostnames'], `none of the route's hostnames is served by gateway "${gwName}" (hostname ${listener.hostname ?? ''})`)
@@ -77,6 +83,10 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
       if (!duplicate) listener.routes.push({ ...ir, hostnames })
     }
   })
+
+  const streamContext = { listenersByGateway, backends, defaultGateway: DEFAULT_GATEWAY, options, report }
+  streamRoutesToIR('tcp', config.tcpRoutes ?? [], streamContext)
+  streamRoutesToIR('tls', config.tlsRoutes ?? [], streamContext)
 
   const ir: ProxyIR = {
     version: '',
@@ -97,10 +107,26 @@ function translateGateway (
 ): ListenerIR | undefined {
   const protocol = gw.protocol ?? 'HTTP'
   const address = gw.address ?? DEFAULT_BIND_ADDRESS
-  let tls: BindIR['tls']
-  if (protocol === 'HTTPS') {
+  const stream = protocol === 'TCP' || protocol === 'TLS'
+  let tlsMode: TlsMode | undefined
+  if (protocol === 'TLS') {
+    tlsMode = gw.tls?.mode ?? (gw.tls?.cert !== undefined || gw.tls?.key !== undefined ? 'Terminate' : 'Passthrough')
+    if (tlsMode === 'Passthrough') {
+      for (const field of ['cert', 'key', 'root', 'clientCertMode', 'minTLSVersion', 'maxTLSVersion', 'cipherSuites'] as const) {
+        if (gw.tls?.[field] !== undefined) report([...path, 'tls', field], 'is not used in mode Passthrough: the backend completes the handshake')
+      }
+    }
+  } else if (gw.tls?.mode !== undefined) {
+    report([...path, 'tls', 'mode'], 'mode is only used with protocol TLS')
+  }
+  let tls: TlsServerIR | undefined
+  if (protocol === 'HTTPS' || tlsMode === 'Terminate') {
     if (gw.tls === undefined) {
-      report(path, 'protocol HTTPS needs "tls" with cert and key files')
+      report(path, `protocol ${protocol} needs "tls" with cert and key files`)
+      return undefined
+    }
+    if (gw.tls.cert === undefined || gw.tls.key === undefined) {
+      report([...path, 'tls', gw.tls.cert === undefined ? 'cert' : 'key'], `required${protocol === 'TLS' ? ' in mode Terminate' : ' for HTTPS'} (the certificate and key Portico answers with)`)
       return undefined
     }
     const cert = readTlsFile(gw.tls.cert, [...path, 'tls', 'cert'], options, report)
@@ -114,8 +140,16 @@ function translateGateway (
     } else if (gw.tls.clientCertMode !== undefined) {
       report([...path, 'tls', 'clientCertMode'], 'clientCertMode needs root (the CA client certificates are checked against)')
     }
-  } else if (gw.tls !== undefined) {
-    report([...path, 'tls'], 'tls is only used with protocol HTTPS')
+    if (!serverTlsOptionsToIR(gw.tls, tls, [...path, 'tls'], report)) return undefined
+  } else if (gw.tls !== undefined && !stream) {
+    report([...path, 'tls'], 'tls is only used with protocol HTTPS or TLS')
+  }
+  if (stream) {
+    // What only HTTP listeners read: said once, at the field, instead of being ignored.
+    for (const field of ['http2', 'path', 'timeout', 'clientIPDetection', 'upgrades', 'policies'] as const) {
+      if (gw[field] !== undefined) report([...path, field], `is not used with protocol ${protocol} (connections are forwarded, not HTTP requests)`)
+    }
+    if (protocol === 'TCP' && gw.hostname !== undefined) report([...path, 'hostname'], 'is not used with protocol TCP: a plain TCP connection carries no name (use protocol TLS to tell connections apart by SNI)')
   }
 
   const listener: ListenerIR = {
@@ -126,8 +160,15 @@ function translateGateway (
     policies: policiesToIR(gw.policies ?? {}, [...path, 'policies'], { baseDir: options.baseDir, readFile: options.readFile, report }),
     routes: []
   }
-  if (gw.hostname !== undefined) listener.hostname = gw.hostname.toLowerCase()
-  const frontend = frontendToIR(gw)
+  if (gw.hostname !== undefined && protocol !== 'TCP') listener.hostname = gw.hostname.toLowerCase()
+  if (tlsMode !== undefined) {
+    listener.tlsMode = tlsMode
+    // A TLS port picks the listener by SNI before the handshake: each terminating listener
+    // answers with its own certificate.
+    if (tls !== undefined) listener.tls = tls
+  }
+  if (stream) listener.streamRoutes = []
+  const frontend = stream ? {} : frontendToIR(gw)
   if (frontend.frontend !== undefined) listener.frontend = frontend.frontend
 
   const bindKey = `${address}:${gw.port}`
@@ -142,6 +183,26 @@ function translateGateway (
   }
   if (existing.protocol !== protocol) {
     report([...path, 'protocol'], `port ${gw.port} is already used by gateway "${existing.listeners[0]!.gateway}" with protocol ${existing.protocol}`)
+    return undefined
+  }
+  if (protocol === 'TCP') {
+    report(path, `port ${gw.port} is already used by gateway "${existing.listeners[0]!.gateway}": a TCP port serves one gateway (connections carry no name to tell gateways apart)`)
+    return undefined
+  }
+  if (protocol === 'TLS') {
+    const clash = existing.listeners.find(l => l.hostname === listener.hostname)
+    if (clash !== undefined) {
+      report(gw.hostname === undefined ? path : [...path, 'hostname'],
+        `port ${gw.port} is already used by gateway "${clash.gateway}" for ${clash.hostname === undefined ? 'any SNI name' : `SNI name ${clash.hostname}`}; TLS gateways sharing a port need distinct hostnames`)
+      return undefined
+    }
+    if (tls !== undefined) existing.tls ??= tls
+    existing.listeners.push(listener)
+    return listener
+  }
+  if (tls !== undefined && !sameServerTlsOptions(existing.tls, tls)) {
+    // Versions and suites are settled in the handshake, before SNI could pick a gateway's.
+    report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same minTLSVersion, maxTLSVersion and cipherSuites`)
     return undefined
   }
   if (tls !== undefined && (existing.tls?.cert !== tls.cert || existing.tls.key !== tls.key)) {

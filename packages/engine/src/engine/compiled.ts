@@ -38,7 +38,11 @@ function compileBind (ir: BindIR, backends: Map<string, BackendIR>, services: Po
 
 function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledListener {
   const routes = ir.routes.map(r => compileRoute(r, backends, services))
-  return { ir, policies: compilePolicySet(ir.policies, services), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined) }
+  const streamRoutes = (ir.streamRoutes ?? []).slice().sort((a, b) => a.order - b.order).map(r => ({
+    ir: r,
+    backends: new WeightedPicker(r.backends.map(ref => ({ item: { ir: ref, backend: backends.get(ref.backend) }, weight: ref.weight })))
+  }))
+  return { ir, policies: compilePolicySet(ir.policies, services), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined), streamRoutes }
 }
 
 function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledRoute {

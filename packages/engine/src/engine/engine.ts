@@ -6,6 +6,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
+import type { Socket } from 'node:net'
 import type { ProxyIR } from '../ir/types.ts'
 import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { compileConfig } from './compiled.ts'
@@ -23,6 +24,7 @@ import { BackendStats } from './backend-stats.ts'
 import { InFlightRequests } from './in-flight.ts'
 import { McpGateway, type McpGatewayOptions } from '../mcp/gateway.ts'
 import { PolicyServices } from '../policy/services.ts'
+import { StreamProxy, type StreamProxyOptions } from '../stream/stream-proxy.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -36,6 +38,8 @@ export interface EngineOptions {
   mcp?: McpGatewayOptions
   onRequestEnd?: (ctx: RequestContext) => void
   onInternalError?: (err: unknown, ctx: RequestContext) => void
+  /** Connections of TCP and TLS listeners: timeouts, and a hook told of each one that ends. */
+  streams?: StreamProxyOptions
 }
 
 export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
@@ -44,6 +48,8 @@ export class Engine implements PipelineRuntime {
   readonly hub: TraceHub
   readonly pools: UpstreamPools
   readonly mcp: McpGateway
+  /** TCP and TLS listeners' connections. */
+  readonly streams: StreamProxy
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
   readonly backendStats = new BackendStats()
@@ -64,6 +70,7 @@ export class Engine implements PipelineRuntime {
     // Cookie keys (oidc) derive from the same process session key as MCP session ids.
     this.policyServices = new PolicyServices(options.mcp?.sessionKey !== undefined ? { sessionKey: options.mcp.sessionKey } : {})
     this.mcp = new McpGateway(options.mcp)
+    this.streams = new StreamProxy(this.hub, { connectTimeoutMs: options.pools?.connectTimeout, ...options.streams })
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {
       this.inFlight.remove(ctx)
@@ -110,6 +117,15 @@ export class Engine implements PipelineRuntime {
         return
       }
       handleRequest(this, bind, req, res)
+    }
+  }
+
+  /** The connection listener for a TCP or TLS bind; it resolves the bind's current config per connection. */
+  streamHandler (bindKey: string): (socket: Socket) => void {
+    return socket => {
+      const bind = this.compiled?.binds.get(bindKey)
+      if (bind === undefined) socket.destroy()
+      else this.streams.handle(bind, socket)
     }
   }
 

@@ -5,10 +5,10 @@
  * once their in-flight requests finish.
  */
 
-import { checkServerIdentity, type PeerCertificate } from 'node:tls'
+import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls'
 import { BalancedPool, Pool, type Dispatcher } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
-import type { BackendTlsSanIR } from '../ir/traffic.ts'
+import type { BackendTlsIR, BackendTlsSanIR } from '../ir/traffic.ts'
 import { HealthBalancer } from './endpoint-balancer.ts'
 import { hostPort } from '../util/host-port.ts'
 
@@ -92,18 +92,7 @@ export class UpstreamPools {
     // Several gRPC calls share one HTTP/2 connection (streams), as gRPC clients expect; an
     // `http.version: HTTP2` backend over TLS offers h2 by ALPN too.
     if ((grpc || backend.h2 === true) && backend.protocol === 'https') Object.assign(poolOptions, { allowH2: true })
-    if (backend.tls !== undefined) {
-      // backendTLS: trusted roots, SNI and the name verified, client certificate.
-      const t = backend.tls
-      const connect: Record<string, unknown> = {}
-      if (t.ca !== undefined) connect.ca = t.ca
-      if (t.cert !== undefined) connect.cert = t.cert
-      if (t.key !== undefined) connect.key = t.key
-      if (t.serverName !== undefined) connect.servername = t.serverName
-      if (t.subjectAltNames !== undefined && t.subjectAltNames.length > 0) connect.checkServerIdentity = sanCheck(t.subjectAltNames)
-      if (t.insecure === true) connect.rejectUnauthorized = false
-      poolOptions.connect = connect as Pool.Options['connect']
-    }
+    if (backend.tls !== undefined) poolOptions.connect = backendTlsConnectOptions(backend.tls) as Pool.Options['connect']
     // Passive health needs to choose the endpoint itself (HealthBalancer); otherwise undici balances.
     const dispatcher = backend.health !== undefined && origins.length > 0
       ? new HealthBalancer(origins, backend.health, poolOptions)
@@ -196,6 +185,21 @@ export class UpstreamPools {
  * With subjectAltNames the certificate must carry one of them, whatever the SNI was (undici
  * passes connect options through to tls.connect; the chain is still verified against ca).
  */
+/**
+ * backendTLS as `tls.connect` options: trusted roots, SNI and the name verified, client
+ * certificate. The HTTP pools and the TCP/TLS stream proxy connect with the same ones.
+ */
+export function backendTlsConnectOptions (t: BackendTlsIR): ConnectionOptions {
+  const connect: ConnectionOptions = {}
+  if (t.ca !== undefined) connect.ca = t.ca
+  if (t.cert !== undefined) connect.cert = t.cert
+  if (t.key !== undefined) connect.key = t.key
+  if (t.serverName !== undefined) connect.servername = t.serverName
+  if (t.subjectAltNames !== undefined && t.subjectAltNames.length > 0) connect.checkServerIdentity = sanCheck(t.subjectAltNames)
+  if (t.insecure === true) connect.rejectUnauthorized = false
+  return connect
+}
+
 export function sanCheck (sans: BackendTlsSanIR[]): (host: string, cert: PeerCertificate) => Error | undefined {
   return (_host, cert) => {
     const uris = uriSans(cert.subjectaltname ?? '')

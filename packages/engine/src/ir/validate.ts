@@ -10,12 +10,14 @@
  * end keeps its own positioned errors (file:line:col); these carry IR paths instead.
  */
 
-import type { ClientValidationIR, ProxyIR, RouteIR, RouteMatchIR } from './types.ts'
+import { createSecureContext } from 'node:tls'
+import type { ClientValidationIR, ListenerIR, ProxyIR, RouteIR, RouteMatchIR, TlsServerIR } from './types.ts'
 import type { CorsIR, HeaderModifierIR, PolicySetIR } from './policy.ts'
 import { checkOriginPattern, normalizeOrigin } from './origin.ts'
 import { isHeaderName, isHeaderValue } from './http-grammar.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
 import { MAX_TIMER_MS } from '../util/duration.ts'
+import { secureContextOptions } from '../util/tls-names.ts'
 
 export type IrPath = ReadonlyArray<string | number>
 
@@ -27,7 +29,7 @@ export interface IrDiagnostic {
 
 function checkClientValidation (v: ClientValidationIR | undefined, protocol: string, path: IrPath, report: (path: IrPath, message: string) => void): void {
   if (v === undefined) return
-  if (protocol !== 'HTTPS') report(path, 'client certificate validation needs an HTTPS bind')
+  if (protocol !== 'HTTPS' && protocol !== 'TLS') report(path, 'client certificate validation needs an HTTPS or TLS bind')
   if (v.mode !== 'AllowValidOnly' && v.mode !== 'AllowInsecureFallback') report([...path, 'mode'], `mode must be AllowValidOnly or AllowInsecureFallback, not ${String(v.mode)}`)
   // Without a CA every client certificate fails, so AllowValidOnly would refuse everyone.
   if (typeof v.caCerts !== 'string' || !v.caCerts.includes('-----BEGIN CERTIFICATE-----')) report([...path, 'caCerts'], 'caCerts must hold at least one PEM certificate')
@@ -40,13 +42,19 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
   ir.binds.forEach((bind, b) => {
     const bp = ['binds', b]
     checkMs(bind.requestHeadersTimeoutMs, [...bp, 'requestHeadersTimeoutMs'], report)
+    if (!PROTOCOLS.has(bind.protocol)) report([...bp, 'protocol'], `protocol must be HTTP, HTTPS, TLS or TCP, not ${String(bind.protocol)}`)
     checkClientValidation(bind.tls?.clientValidation, bind.protocol, [...bp, 'tls', 'clientValidation'], report)
+    checkTlsOptions(bind.tls, [...bp, 'tls'], report)
     bind.listeners.forEach((listener, l) => {
       const lp = [...bp, 'listeners', l]
-      if (listener.tls?.clientValidation !== undefined) {
-        // The handshake asks for a client certificate per bind, not per SNI name.
+      if (listener.tls?.clientValidation !== undefined && bind.protocol !== 'TLS') {
+        // An HTTPS handshake asks for a client certificate per bind, not per SNI name (a TLS
+        // bind picks the listener from the client hello first, so there it is per listener).
         report([...lp, 'tls', 'clientValidation'], 'client certificate validation is set per bind (port), not per listener')
       }
+      if (bind.protocol === 'TLS') checkClientValidation(listener.tls?.clientValidation, 'TLS', [...lp, 'tls', 'clientValidation'], report)
+      checkTlsOptions(listener.tls, [...lp, 'tls'], report)
+      checkStreamListener(listener, bind.protocol, bind.tls, lp, report)
       checkPolicies(listener.policies, [...lp, 'policies'], report)
       checkMs(listener.frontend?.requestBodyIdleTimeoutMs, [...lp, 'frontend', 'requestBodyIdleTimeoutMs'], report)
       listener.routes.forEach((route, r) => checkRoute(route, [...lp, 'routes', r], report))
@@ -67,6 +75,33 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
     if (max !== undefined && (!Number.isInteger(max) || max < 1)) report([...bp, 'mcp', 'maxSessions'], 'must be a positive integer')
   })
   return out
+}
+
+const PROTOCOLS = new Set(['HTTP', 'HTTPS', 'TLS', 'TCP'])
+
+/** TLS versions and suites OpenSSL accepts (a bad suite name would fail every handshake). */
+function checkTlsOptions (tls: TlsServerIR | undefined, path: IrPath, report: Report): void {
+  if (tls === undefined || (tls.minVersion === undefined && tls.maxVersion === undefined && tls.ciphers === undefined)) return
+  for (const field of ['minVersion', 'maxVersion'] as const) {
+    const v = tls[field]
+    if (v !== undefined && v !== 'TLSv1.2' && v !== 'TLSv1.3') report([...path, field], `must be TLSv1.2 or TLSv1.3, not ${String(v)}`)
+  }
+  try {
+    createSecureContext(secureContextOptions(tls))
+  } catch (err) {
+    report(path, `OpenSSL refuses these TLS settings: ${(err as Error).message}`)
+  }
+}
+
+/** HTTP listeners have routes, TCP and TLS ones stream routes; TLS ones a mode (and a certificate to terminate with). */
+function checkStreamListener (listener: ListenerIR, protocol: string, bindTls: TlsServerIR | undefined, lp: IrPath, report: Report): void {
+  const stream = protocol === 'TCP' || protocol === 'TLS'
+  if (stream && listener.routes.length > 0) report([...lp, 'routes'], `a ${protocol} listener forwards connections: HTTP routes cannot attach to it`)
+  if (!stream && (listener.streamRoutes?.length ?? 0) > 0) report([...lp, 'streamRoutes'], `an ${protocol} listener serves HTTP routes: stream routes attach to TCP and TLS listeners`)
+  if (protocol === 'TLS') {
+    if (listener.tlsMode !== 'Terminate' && listener.tlsMode !== 'Passthrough') report([...lp, 'tlsMode'], `a TLS listener needs tlsMode Terminate or Passthrough, not ${String(listener.tlsMode)}`)
+    else if (listener.tlsMode === 'Terminate' && listener.tls === undefined && bindTls === undefined) report([...lp, 'tls'], 'tlsMode Terminate needs a certificate (the listener\'s or the bind\'s)')
+  } else if (listener.tlsMode !== undefined) report([...lp, 'tlsMode'], 'tlsMode is only for TLS listeners')
 }
 
 /** `binds[0].listeners[1].policies.cors.allowOrigins[0]`. */

@@ -4,7 +4,7 @@
  * live here, below the pipeline; engine/compiled.ts builds them (compileConfig).
  */
 
-import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR, StreamRouteIR } from '../ir/types.ts'
 import type { RequestMirrorIR } from '../ir/traffic.ts'
 import type { CompiledPolicySet } from './policy.ts'
 import type { RouteTable } from '../routing/route-table.ts'
@@ -37,6 +37,13 @@ export interface CompiledListener {
   /** Some route has mcpAuthentication: the listener serves protected-resource metadata. */
   mcpAuthRoutes: boolean
   routes: CompiledRoute[]
+  /** TCP and TLS listeners: their routes in order (empty otherwise). */
+  streamRoutes: CompiledStreamRoute[]
+}
+
+export interface CompiledStreamRoute {
+  ir: StreamRouteIR
+  backends: WeightedPicker<{ ir: BackendRefIR, backend: BackendIR | undefined }>
 }
 
 export interface CompiledBind {

@@ -186,10 +186,38 @@ export interface RequestFinishedEvent {
   type: 'requestFinished'
   /** A gRPC request: the service and method called and the grpc-status it ended with (null: none came). */
   grpc?: { service: string, method: string, status: number | null }
+  /** A forwarded connection (TCP and TLS listeners): the bytes each way and how it ended. */
+  stream?: StreamOutcome
+}
+
+/**
+ * A connection on a TCP or TLS listener, after its client hello was read (TLS): the first
+ * event of its trace after `requestStarted`. Connections are traced like requests; the
+ * watcher's filter sees method `TCP` or `TLS`, the SNI name as host and an empty path.
+ */
+export interface ConnectionStartedEvent {
+  type: 'connectionStarted'
+  protocol: 'tcp' | 'tls'
+  listener: string
+  /** TLS: the SNI name of the client hello (null: none sent). */
+  serverName?: string | null
+  /** TLS: the ALPN protocols the client offered. */
+  alpn?: string[]
+  /** TLS: whether the listener passes the connection through or terminates it. */
+  mode?: 'Terminate' | 'Passthrough'
+  source: { address: string, port: number }
+}
+
+export interface StreamOutcome {
+  bytesFromClient: number
+  bytesToClient: number
+  /** `Done`, or why the connection was refused or cut (the access log's reason). */
+  reason: string
 }
 
 export type TraceMessage =
   | RequestStartedEvent
+  | ConnectionStartedEvent
   | RequestSnapshotEvent
   | ResponseSnapshotEvent
   | BodySnapshotEvent

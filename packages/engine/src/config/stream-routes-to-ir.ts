@@ -1,0 +1,108 @@
+/**
+ * `tcpRoutes` and `tlsRoutes` of a standalone file → stream routes on TCP and TLS listeners.
+ *
+ * agentgateway has one list, `tcpRoutes`, whose hostnames are SNI names on TLS listeners;
+ * the Gateway API has TCPRoute (no hostnames) and TLSRoute (SNI). Both spellings are taken
+ * and become the same StreamRouteIR, so configs move across: `tcpRoutes` attach to TCP
+ * gateways, and to TLS gateways by SNI; `tlsRoutes` only to TLS gateways.
+ */
+
+import type { StreamRouteConfig } from './schema.ts'
+import type { BackendIR, BackendRefIR, ListenerIR, StreamRouteIR } from '../ir/types.ts'
+import { intersectHostnames } from '../routing/hostname.ts'
+import { hostPort } from '../util/host-port.ts'
+import { backendSettingsToIR } from './traffic-to-ir.ts'
+import { parseHostTarget } from './to-ir.ts'
+
+type Path = Array<string | number>
+type Report = (path: Path, message: string) => void
+
+export interface StreamRoutesContext {
+  listenersByGateway: Map<string, ListenerIR>
+  backends: Map<string, BackendIR>
+  defaultGateway: string
+  options: { baseDir: string, readFile: (path: string) => string }
+  report: Report
+}
+
+export function streamRoutesToIR (kind: 'tcp' | 'tls', routes: StreamRouteConfig[], ctx: StreamRoutesContext): void {
+  const field = kind === 'tcp' ? 'tcpRoutes' : 'tlsRoutes'
+  const keys = new Set<string>()
+  routes.forEach((route, index) => {
+    const path: Path = [field, index]
+    const name = route.name ?? `${kind}route${index}`
+    const key = `${kind}:${route.namespace !== undefined ? `${route.namespace}/` : ''}${name}`
+    if (keys.has(key)) {
+      ctx.report([...path, 'name'], `duplicate ${field} name "${name}"`)
+      return
+    }
+    keys.add(key)
+    const backends: BackendRefIR[] = []
+    route.backends.forEach((b, i) => {
+      const backend = streamBackend(b, [...path, 'backends', i], ctx)
+      if (backend === undefined) return
+      if (!ctx.backends.has(backend.key)) ctx.backends.set(backend.key, backend)
+      backends.push({ backend: backend.key, weight: b.weight ?? 1, policies: {} })
+    })
+    const ir: StreamRouteIR = { key, name, kind, hostnames: (route.hostnames ?? []).map(h => h.toLowerCase()), backends, order: index }
+    if (route.namespace !== undefined) ir.namespace = route.namespace
+
+    const explicit = route.gateways !== undefined
+    const names = route.gateways === undefined ? [ctx.defaultGateway] : typeof route.gateways === 'string' ? [route.gateways] : route.gateways
+    for (const gwName of names) {
+      const listener = ctx.listenersByGateway.get(gwName)
+      const where = explicit ? [...path, 'gateways'] : path
+      if (listener === undefined) {
+        const known = [...ctx.listenersByGateway.keys()]
+        const msg = explicit ? `no gateway named "${gwName}"` : `no gateway named "${ctx.defaultGateway}"; a route without "gateways" attaches to it`
+        ctx.report(where, known.length > 0 ? `${msg} (gateways: ${known.join(', ')})` : msg)
+        continue
+      }
+      const fits = listener.protocol === 'TLS' || (listener.protocol === 'TCP' && kind === 'tcp')
+      if (!fits) {
+        ctx.report(where, `gateway "${gwName}" has protocol ${listener.protocol}; ${field} attach to ${kind === 'tcp' ? 'TCP or TLS' : 'TLS'} gateways${listener.protocol === 'HTTP' || listener.protocol === 'HTTPS' ? ' (HTTP traffic goes in routes)' : ''}`)
+        continue
+      }
+      if (listener.protocol === 'TCP' && ir.hostnames.length > 0) {
+        ctx.report([...path, 'hostnames'], `gateway "${gwName}" has protocol TCP: a plain TCP connection carries no name to match (hostnames need a TLS gateway)`)
+        continue
+      }
+      const hostnames = intersectHostnames(listener.hostname, ir.hostnames)
+      if (hostnames === null) {
+        ctx.report([...path, 'hostnames'], `none of the route's hostnames is served by gateway "${gwName}" (hostname ${listener.hostname ?? ''})`)
+        continue
+      }
+      ;(listener.streamRoutes ??= []).push({ ...ir, hostnames })
+    }
+  })
+}
+
+/** `host:port` or `endpoints`, with backendTLS: a static backend whose key says TCP. */
+function streamBackend (b: StreamRouteConfig['backends'][number], path: Path, ctx: StreamRoutesContext): BackendIR | undefined {
+  if ((b.host === undefined) === (b.endpoints === undefined)) {
+    ctx.report(path, 'needs exactly one of host or endpoints')
+    return undefined
+  }
+  const texts = b.host !== undefined ? [b.host] : b.endpoints!
+  const endpoints: Array<{ host: string, port: number }> = []
+  texts.forEach((text, i) => {
+    const where = b.host !== undefined ? [...path, 'host'] : [...path, 'endpoints', i]
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
+      ctx.report(where, `"${text}": a connection backend is host:port (the bytes are forwarded as they are; for TLS to the backend use policies.backendTLS)`)
+      return
+    }
+    const parsed = parseHostTarget(text)
+    if (typeof parsed === 'string') ctx.report(where, parsed)
+    else endpoints.push({ host: parsed.host, port: parsed.port })
+  })
+  if (endpoints.length !== texts.length) return undefined
+  const labels = endpoints.map(e => hostPort(e.host, e.port))
+  if (new Set(labels).size !== labels.length) {
+    ctx.report([...path, 'endpoints'], 'endpoints must be distinct')
+    return undefined
+  }
+  const target = labels.join(',')
+  const backend: BackendIR = { key: `tcp://${target}`, kind: 'static', name: target, protocol: 'http', endpoints, target }
+  const backendTLS = b.policies?.backendTLS
+  return backendTLS === undefined ? backend : backendSettingsToIR(backend, { backendTLS }, [...path, 'policies'], ctx.options, ctx.report)
+}

@@ -1,0 +1,353 @@
+/**
+ * Connections on TCP and TLS listeners (Gateway API TCPRoute / TLSRoute): a route and a
+ * backend are chosen per connection and the bytes are copied both ways.
+ *
+ *   TCP          the listener's first route takes every connection.
+ *   TLS          the client hello is read (not consumed: it is replayed) and its SNI name picks
+ *                the listener and the route, most specific hostname first; then
+ *     Passthrough  the encrypted bytes go to the backend as they came, hello included;
+ *     Terminate    Portico completes the handshake with the listener's certificate (and
+ *                  checks a client certificate when asked) and forwards the plaintext.
+ *
+ * A connection nothing serves is closed — on TLS with an `unrecognized_name` alert, so the
+ * client reports why. Half-closes are passed on (a client that shuts its write side still
+ * gets the rest of the answer); a connection quiet for the idle timeout is cut; a client that
+ * takes too long to send its hello is dropped. Backpressure is the sockets' own: a slow
+ * reader pauses the writer on the other side.
+ */
+
+import net, { type Socket } from 'node:net'
+import tls from 'node:tls'
+import type { BackendIR, EndpointIR, TlsMode } from '../ir/types.ts'
+import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../request/compiled.ts'
+import type { TraceHub } from '../trace/hub.ts'
+import type { TraceRecorder } from '../trace/recorder.ts'
+import { hostnameMatches, hostnameSpecificity } from '../routing/hostname.ts'
+import { backendTlsConnectOptions } from '../http/upstream-pools.ts'
+import { hostPort, plainAddress } from '../util/host-port.ts'
+import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts'
+import { serverSecureContext } from './server-tls.ts'
+
+export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
+/** Envoy's tcp_proxy idle timeout: a connection with no byte either way for this long is cut. */
+export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 60 * 60_000
+/** How long a TLS client has to send its whole hello. */
+export const DEFAULT_CLIENT_HELLO_TIMEOUT_MS = 10_000
+
+/** TLS alert record: fatal (2) unrecognized_name (112), RFC 8446 §6. */
+const UNRECOGNIZED_NAME_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70])
+
+/** Why a connection ended: `Done`, or what refused or cut it (access log `reason`, metrics). */
+export type StreamReason =
+  | 'Done'
+  | 'NoRoute'
+  | 'NoBackend'
+  | 'UpstreamConnectFailed'
+  | 'UpstreamReset'
+  | 'ClientReset'
+  | 'IdleTimeout'
+  | 'ClientHelloTimeout'
+  | 'ClientHelloInvalid'
+  | 'HandshakeFailed'
+  | 'ClientCertificateRequired'
+
+/** One finished connection, for the access log and metrics. */
+export interface StreamConnectionRecord {
+  protocol: 'tcp' | 'tls'
+  bind: string
+  gateway: string
+  listener: string
+  route: string | null
+  backend: string | null
+  /** The endpoint connected to (`host:port`). */
+  target: string | null
+  serverName: string | null
+  mode: TlsMode | null
+  source: { address: string, port: number }
+  bytesFromClient: number
+  bytesToClient: number
+  durationMs: number
+  reason: StreamReason
+  error: string | null
+}
+
+export interface StreamProxyOptions {
+  connectTimeoutMs?: number
+  idleTimeoutMs?: number
+  clientHelloTimeoutMs?: number
+  onConnectionEnd?: (record: StreamConnectionRecord) => void
+}
+
+interface Conn {
+  client: Socket
+  bind: CompiledBind
+  listener: CompiledListener | null
+  route: CompiledStreamRoute | null
+  backend: BackendIR | null
+  target: string | null
+  serverName: string | null
+  mode: TlsMode | null
+  started: number
+  tracer: TraceRecorder | null
+  reason: StreamReason | null
+  error: string | null
+  ended: boolean
+}
+
+export class StreamProxy {
+  private readonly hub: TraceHub
+  private readonly connectTimeoutMs: number
+  private readonly idleTimeoutMs: number
+  private readonly helloTimeoutMs: number
+  private readonly onEnd: ((record: StreamConnectionRecord) => void) | undefined
+  /** Round robin position per backend, over its endpoints. */
+  private readonly next = new Map<string, number>()
+
+  constructor (hub: TraceHub, options: StreamProxyOptions = {}) {
+    this.hub = hub
+    this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_STREAM_CONNECT_TIMEOUT_MS
+    this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS
+    this.helloTimeoutMs = options.clientHelloTimeoutMs ?? DEFAULT_CLIENT_HELLO_TIMEOUT_MS
+    this.onEnd = options.onConnectionEnd
+  }
+
+  /** Takes a freshly accepted connection of a TCP or TLS bind. */
+  handle (bind: CompiledBind, client: Socket): void {
+    const conn: Conn = { client, bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
+    conn.tracer?.emit({ type: 'requestStarted' })
+    client.setNoDelay(true)
+    client.once('close', () => this.finish(conn))
+    client.on('error', err => this.fail(conn, 'ClientReset', err))
+    if (bind.ir.protocol === 'TLS') this.readHello(conn)
+    else this.route(conn, bind.selectListener(''), null)
+  }
+
+  private readHello (conn: Conn): void {
+    const { client } = conn
+    let buffered: Buffer = Buffer.alloc(0)
+    const timer = setTimeout(() => {
+      client.off('data', onData)
+      this.refuse(conn, 'ClientHelloTimeout', 'no complete client hello in time')
+    }, this.helloTimeoutMs)
+    const onData = (chunk: Buffer): void => {
+      buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk])
+      const hello = buffered.length > MAX_CLIENT_HELLO_BYTES + 5 * 8
+        ? { kind: 'invalid' as const, reason: 'client hello too large' }
+        : parseClientHello(buffered)
+      if (hello.kind === 'incomplete') return
+      clearTimeout(timer)
+      client.off('data', onData)
+      client.pause()
+      if (hello.kind === 'invalid') {
+        this.refuse(conn, 'ClientHelloInvalid', hello.reason)
+        return
+      }
+      conn.serverName = hello.serverName
+      const listener = conn.bind.selectListener(hello.serverName ?? '')
+      this.route(conn, listener, buffered, hello.alpn)
+    }
+    client.on('data', onData)
+  }
+
+  /** Chooses the route and backend, then passes the connection through or terminates it. */
+  private route (conn: Conn, listener: CompiledListener, hello: Buffer | null, alpn: string[] = []): void {
+    const tlsBind = conn.bind.ir.protocol === 'TLS'
+    conn.listener = listener
+    if (tlsBind) conn.mode = listener.ir.tlsMode ?? null
+    const tracer = conn.tracer
+    if (tracer !== null) {
+      const source = sourceOf(conn.client)
+      tracer.emit({
+        type: 'connectionStarted',
+        protocol: tlsBind ? 'tls' : 'tcp',
+        listener: listener.ir.key,
+        ...(tlsBind ? { serverName: conn.serverName, alpn, ...(conn.mode !== null ? { mode: conn.mode } : {}) } : {}),
+        source
+      })
+    }
+    const route = selectStreamRoute(listener, conn.serverName)
+    conn.route = route
+    if (tracer !== null) {
+      tracer.emit({ type: 'routeSelection', selectedRoute: route?.ir.key ?? null, evaluatedRoutes: listener.streamRoutes.map(r => r.ir.key) }, { severity: route === null ? 'error' : 'info' })
+      this.hub.claim(tracer, { method: tlsBind ? 'TLS' : 'TCP', host: conn.serverName ?? '', path: '', route: route?.ir.key ?? null, headers: {} })
+    }
+    if (route === null) {
+      this.refuse(conn, 'NoRoute', conn.serverName === null ? 'no route for this connection' : `no route for SNI name ${conn.serverName}`, tlsBind && hello !== null)
+      return
+    }
+    const picked = route.backends.pick()
+    const backend = picked?.backend
+    if (backend === undefined || backend.kind === 'invalid' || backend.endpoints.length === 0) {
+      this.refuse(conn, 'NoBackend', backend?.invalidReason ?? (picked === null ? 'the route has no backend with weight' : 'backend not found'), tlsBind && hello !== null)
+      return
+    }
+    conn.backend = backend
+    if (conn.mode === 'Terminate') this.terminate(conn, listener, hello!, backend)
+    else this.connect(conn, conn.client, backend, hello)
+  }
+
+  /** Completes the TLS handshake with the listener's certificate, then forwards the plaintext. */
+  private terminate (conn: Conn, listener: CompiledListener, hello: Buffer, backend: BackendIR): void {
+    const serverTls = listener.ir.tls ?? conn.bind.ir.tls
+    if (serverTls === undefined) {
+      this.refuse(conn, 'HandshakeFailed', 'no certificate to terminate with', true)
+      return
+    }
+    const validation = serverTls.clientValidation ?? conn.bind.ir.tls?.clientValidation
+    const { client } = conn
+    // The hello was read off the socket: put it back for the TLS layer to read first.
+    client.unshift(hello)
+    const secure = new tls.TLSSocket(client, {
+      isServer: true,
+      secureContext: serverSecureContext(serverTls, validation?.caCerts),
+      requestCert: validation !== undefined,
+      rejectUnauthorized: false
+    })
+    const timer = setTimeout(() => {
+      this.fail(conn, 'HandshakeFailed', new Error('handshake not completed in time'))
+      secure.destroy()
+    }, this.helloTimeoutMs)
+    let established = false
+    secure.on('error', err => {
+      clearTimeout(timer)
+      this.fail(conn, established ? 'ClientReset' : 'HandshakeFailed', err)
+      client.destroy()
+    })
+    secure.once('secure', () => {
+      established = true
+      clearTimeout(timer)
+      if (validation?.mode === 'AllowValidOnly' && !secure.authorized) {
+        this.fail(conn, 'ClientCertificateRequired', new Error(`client certificate refused: ${String(secure.authorizationError ?? 'none sent')}`))
+        secure.destroy()
+        client.destroy()
+        return
+      }
+      this.connect(conn, secure, backend, null)
+    })
+  }
+
+  /** Connects to an endpoint of `backend`, replays `first`, and copies bytes both ways. */
+  private connect (conn: Conn, downstream: Socket, backend: BackendIR, first: Buffer | null): void {
+    const endpoint = this.endpointOf(backend)
+    const target = hostPort(endpoint.host, endpoint.port)
+    conn.target = target
+    conn.tracer?.emit({ type: 'backendCallStart', target })
+    const callStart = conn.tracer?.now() ?? 0
+    const options = { host: endpoint.host, port: endpoint.port, allowHalfOpen: true, noDelay: true }
+    const upstream: Socket = backend.tls !== undefined
+      ? tls.connect({ ...options, servername: net.isIP(endpoint.host) === 0 ? endpoint.host : undefined, ...backendTlsConnectOptions(backend.tls) })
+      : net.connect(options)
+    let connected = false
+    const connectTimer = setTimeout(() => {
+      if (connected) return
+      this.fail(conn, 'UpstreamConnectFailed', new Error(`no connection to ${target} after ${this.connectTimeoutMs} ms`))
+      upstream.destroy()
+      downstream.destroy()
+    }, this.connectTimeoutMs)
+    upstream.once(backend.tls !== undefined ? 'secureConnect' : 'connect', () => {
+      connected = true
+      clearTimeout(connectTimer)
+      conn.tracer?.emit({ type: 'backendCallResult', status: null, error: null }, { eventStart: callStart })
+      if (first !== null) upstream.write(first)
+      downstream.pipe(upstream)
+      upstream.pipe(downstream)
+      downstream.resume()
+      const idle = (): void => {
+        this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
+        upstream.destroy()
+        downstream.destroy()
+      }
+      downstream.setTimeout(this.idleTimeoutMs, idle)
+      upstream.setTimeout(this.idleTimeoutMs, idle)
+    })
+    upstream.on('error', err => {
+      clearTimeout(connectTimer)
+      if (!connected) {
+        conn.tracer?.emit({ type: 'backendCallResult', status: null, error: err.message }, { severity: 'error', eventStart: callStart })
+        this.fail(conn, 'UpstreamConnectFailed', err)
+      } else this.fail(conn, 'UpstreamReset', err)
+      downstream.destroy()
+    })
+    // Either side closing ends the pair (each half-close was passed on by pipe already).
+    upstream.once('close', () => downstream.destroy())
+    downstream.once('close', () => upstream.destroy())
+  }
+
+  private endpointOf (backend: BackendIR): EndpointIR {
+    const n = backend.endpoints.length
+    if (n === 1) return backend.endpoints[0]!
+    const i = this.next.get(backend.key) ?? 0
+    this.next.set(backend.key, (i + 1) % n)
+    return backend.endpoints[i % n]!
+  }
+
+  /** Ends a connection nothing will serve; on TLS with an alert the client can report. */
+  private refuse (conn: Conn, reason: StreamReason, message: string, alert = false): void {
+    this.fail(conn, reason, new Error(message))
+    if (alert && conn.client.writable) conn.client.end(UNRECOGNIZED_NAME_ALERT)
+    else conn.client.destroy()
+    // end() waits for the client's FIN; do not wait long for it.
+    setTimeout(() => conn.client.destroy(), 1_000).unref()
+  }
+
+  /** Records the first reason a connection failed (later errors are its consequences). */
+  private fail (conn: Conn, reason: StreamReason, err: Error): void {
+    if (conn.reason !== null) return
+    conn.reason = reason
+    conn.error = err.message
+  }
+
+  private finish (conn: Conn): void {
+    if (conn.ended) return
+    conn.ended = true
+    const reason = conn.reason ?? 'Done'
+    const record: StreamConnectionRecord = {
+      protocol: conn.bind.ir.protocol === 'TLS' ? 'tls' : 'tcp',
+      bind: conn.bind.ir.key,
+      gateway: conn.listener?.ir.gateway ?? '',
+      listener: conn.listener?.ir.name ?? '',
+      route: conn.route?.ir.key ?? null,
+      backend: conn.backend?.name ?? null,
+      target: conn.target,
+      serverName: conn.serverName,
+      mode: conn.mode,
+      source: sourceOf(conn.client),
+      bytesFromClient: conn.client.bytesRead,
+      bytesToClient: conn.client.bytesWritten,
+      durationMs: performance.now() - conn.started,
+      reason,
+      error: conn.error
+    }
+    if (conn.tracer !== null) {
+      if (!conn.tracer.claimed) this.hub.claim(conn.tracer, { method: record.protocol.toUpperCase(), host: conn.serverName ?? '', path: '', route: record.route, headers: {} })
+      conn.tracer.emit({ type: 'requestFinished', stream: { bytesFromClient: record.bytesFromClient, bytesToClient: record.bytesToClient, reason } }, { severity: reason === 'Done' ? 'info' : 'error' })
+    }
+    this.onEnd?.(record)
+  }
+}
+
+/**
+ * The route a connection takes: on TLS the one whose hostnames match the SNI name most
+ * specifically (a route without hostnames matches any name, least specifically), ties going
+ * to the earlier route; on TCP the first.
+ */
+export function selectStreamRoute (listener: CompiledListener, serverName: string | null): CompiledStreamRoute | null {
+  let best: CompiledStreamRoute | null = null
+  let bestScore = -1
+  for (const route of listener.streamRoutes) {
+    let score = -1
+    if (route.ir.hostnames.length === 0) score = 0
+    else if (serverName !== null) {
+      for (const h of route.ir.hostnames) if (hostnameMatches(h, serverName)) score = Math.max(score, hostnameSpecificity(h))
+    }
+    if (score > bestScore) {
+      best = route
+      bestScore = score
+    }
+  }
+  return best
+}
+
+function sourceOf (socket: Socket): { address: string, port: number } {
+  return { address: plainAddress(socket.remoteAddress ?? ''), port: socket.remotePort ?? 0 }
+}
