@@ -216,8 +216,9 @@ export class StreamProxy {
     secure.once('secure', () => {
       established = true
       clearTimeout(timer)
-      if (validation?.mode === 'AllowValidOnly' && !secure.authorized) {
-        this.fail(conn, 'ClientCertificateRequired', new Error(`client certificate refused: ${String(secure.authorizationError ?? 'none sent')}`))
+      const refusal = validation?.mode === 'AllowValidOnly' ? clientCertificateProblem(secure) : null
+      if (refusal !== null) {
+        this.fail(conn, 'ClientCertificateRequired', new Error(`client certificate refused: ${refusal}`))
         secure.destroy()
         client.destroy()
         return
@@ -346,6 +347,20 @@ export function selectStreamRoute (listener: CompiledListener, serverName: strin
     }
   }
   return best
+}
+
+/**
+ * Why the client's certificate does not verify against the CAs asked for, or null when it does.
+ * A TLSSocket made outside a tls.Server is not told (tls.Server fills `authorized` in its
+ * own connection handler), so this asks the handle as that handler does; a Node without that
+ * method fails closed.
+ */
+function clientCertificateProblem (socket: tls.TLSSocket): string | null {
+  const handle = (socket as tls.TLSSocket & { _handle?: { verifyError?: () => (Error & { code?: string }) | null } })._handle
+  if (typeof handle?.verifyError !== 'function') return 'cannot verify'
+  if (Object.keys(socket.getPeerCertificate()).length === 0) return 'none sent'
+  const err = handle.verifyError()
+  return err === null || err === undefined ? null : (err.code ?? err.message)
 }
 
 function sourceOf (socket: Socket): { address: string, port: number } {
