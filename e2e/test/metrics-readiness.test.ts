@@ -13,22 +13,27 @@ import { Writable } from 'node:stream'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startBackend, type Backend } from '../lib/backends.ts'
 import { requireTool } from '../lib/tools.ts'
+import net from 'node:net'
+import { waitUntil } from '@portico/testkit/wait'
 
 let backend: Backend
 let portico: PorticoProcess
 let stats: string
 let readiness: string
+let tcpPort: number
 
 before(async () => {
   backend = await startBackend((_req, res) => res.end('ok'))
   const [statsPort, readyPort] = [await freePort(), await freePort()]
+  tcpPort = await freePort()
   stats = `http://127.0.0.1:${statsPort}`
   readiness = `http://127.0.0.1:${readyPort}`
   portico = await startPortico({
     env: { STATS_ADDR: `127.0.0.1:${statsPort}`, READINESS_ADDR: `127.0.0.1:${readyPort}` },
     config: port => ({
-      gateways: { default: { port, address: '127.0.0.1' } },
-      routes: [{ name: 'app', matches: [{ path: { pathPrefix: '/app' } }], backends: [{ host: backend.host }] }]
+      gateways: { default: { port, address: '127.0.0.1' }, tcp: { port: tcpPort, address: '127.0.0.1', protocol: 'TCP' } },
+      routes: [{ name: 'app', matches: [{ path: { pathPrefix: '/app' } }], backends: [{ host: backend.host }] }],
+      tcpRoutes: [{ name: 'raw', gateways: 'tcp', backends: [{ host: backend.host }] }]
     })
   })
 })
@@ -60,6 +65,27 @@ test('requests are counted by route, backend, status and reason', async () => {
   assert.match(body, /portico_process_resident_memory_bytes /)
   assert.equal((await text(`${stats}/stats/prometheus`)).status, 200)
   assert.equal((await text(`${stats}/other`)).status, 404)
+})
+
+test('connections of a TCP listener are counted by route, backend and how they ended, with their bytes', async () => {
+  // An HTTP request sent as raw bytes through the TCP listener; the backend closes after it.
+  const request = 'GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'
+  const answer = await new Promise<string>((resolve, reject) => {
+    let got = ''
+    const s = net.connect(tcpPort, '127.0.0.1', () => s.write(request))
+    s.setEncoding('utf8').on('data', (c: string) => { got += c })
+    s.on('close', () => resolve(got))
+    s.on('error', reject)
+  })
+  assert.match(answer, /^HTTP\/1\.1 200/)
+  let body = ''
+  await waitUntil(async () => { body = (await text(`${stats}/metrics`)).body; return body.includes('portico_tcp_connections_total{') }, 5_000, 'the connection counted')
+  const host = backend.host.replace(/\./g, '\\.')
+  assert.match(body, new RegExp(`portico_tcp_connections_total\\{gateway="tcp",listener="tcp",route="tcp:raw",backend="${host}",protocol="tcp",reason="Done"\\} 1`))
+  assert.match(body, new RegExp(`portico_tcp_bytes_total\\{gateway="tcp",listener="tcp",route="tcp:raw",protocol="tcp",direction="received"\\} ${request.length}`))
+  assert.match(body, new RegExp(`portico_tcp_bytes_total\\{gateway="tcp",listener="tcp",route="tcp:raw",protocol="tcp",direction="sent"\\} ${answer.length}`))
+  assert.match(body, /portico_tcp_connection_duration_seconds_bucket\{le="0\.1",gateway="tcp"/)
+  assert.match(body, /portico_downstream_connections_total\{bind="127\.0\.0\.1:\d+",protocol="TCP"\} 1/)
 })
 
 test('promtool check metrics accepts the exposition', async t => {

@@ -10,7 +10,7 @@ import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { loadConfigText, formatDiagnostic } from '../src/index.ts'
+import { loadConfigText, formatDiagnostic, redactSecrets } from '../src/index.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'portico-stream-config-'))
 execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-keyout', 'key.pem', '-out', 'cert.pem', '-subj', '/CN=t.test'], { cwd: dir, stdio: 'ignore' })
@@ -52,6 +52,9 @@ test('a TLS gateway without a certificate passes through; with one it terminates
   const db = ir.backends.find(b => b.key === tcp.listeners[0]!.streamRoutes![0]!.backends[0]!.backend)!
   assert.equal(db.protocol, 'https')
   assert.deepEqual(db.tls, { insecure: true })
+  // A terminating listener's key sits on the listener: /config_dump must not show it.
+  assert.match(JSON.stringify(ir), /PRIVATE KEY/)
+  assert.doesNotMatch(JSON.stringify(redactSecrets(ir)), /PRIVATE KEY/)
 })
 
 test('routes, tcpRoutes and tlsRoutes attach only to gateways of their kind', () => {
