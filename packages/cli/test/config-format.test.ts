@@ -66,3 +66,8 @@ test('config all -o short: three tables, backends by name', () => {
 test('tables pad with three spaces and trim trailing blanks', () => {
   assert.equal(formatTable(['A', 'BB'], [['xxx', ''], ['y', 'z']]), 'A     BB\nxxx\ny     z\n')
 })
+
+test('a TCP or TLS listener\'s route shows its kind instead of matches', () => {
+  const out = formatConfigAll({ ...dump, routes: [{ key: 'tls:shop', name: 'shop', kind: 'tls', listener: 'edge', hostnames: ['shop.example.com'], matches: [], policies: {}, backends: [{ backend: 'tcp://10.0.0.5:443', weight: 1 }] }] }, 'short')
+  assert.match(out, /shop\s+-\s+edge\s+shop\.example\.com\s+\(tls connections\)\s+tcp:\/\/10\.0\.0\.5:443/)
+})

@@ -36,6 +36,8 @@ export interface DumpRoute {
   name: string
   namespace?: string
   listener?: string
+  /** `tcp` / `tls`: a stream route of a TCP or TLS listener (no matches); absent for HTTP routes. */
+  kind?: string
   hostnames?: string[]
   matches?: DumpMatch[]
   policies?: Record<string, unknown>

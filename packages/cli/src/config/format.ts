@@ -65,7 +65,7 @@ export function routeRows (routes: DumpRoute[], backends: DumpBackend[] = []): s
     r.namespace ?? '-',
     r.listener ?? '-',
     (r.hostnames ?? []).length === 0 ? '*' : r.hostnames!.join(','),
-    (r.matches ?? []).map(matchText).join('; ') || '-',
+    r.kind === 'tcp' || r.kind === 'tls' ? `(${r.kind} connections)` : (r.matches ?? []).map(matchText).join('; ') || '-',
     (r.backends ?? []).map(b => (r.backends!.length > 1 ? `${backendName(b.backend)} (weight ${b.weight})` : backendName(b.backend))).join(', ') || '-',
     policyNames(r.policies)
   ])

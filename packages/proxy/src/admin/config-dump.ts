@@ -21,8 +21,22 @@ export function configDump (portico: Portico): Record<string, unknown> {
   const engine = portico.engine
   const ir = engine.config?.ir
   const binds = ir?.binds ?? []
-  const listeners = binds.flatMap(b => b.listeners.map(l => ({ bind: b.key, key: l.key, gateway: l.gateway, name: l.name, hostname: l.hostname ?? null, protocol: l.protocol, routes: l.routes.map(r => r.key) })))
-  const routes = binds.flatMap(b => b.listeners.flatMap(l => l.routes.map(r => ({ listener: l.key, ...r }))))
+  const listeners = binds.flatMap(b => b.listeners.map(l => ({
+    bind: b.key,
+    key: l.key,
+    gateway: l.gateway,
+    name: l.name,
+    hostname: l.hostname ?? null,
+    protocol: l.protocol,
+    ...(l.tlsMode !== undefined ? { tlsMode: l.tlsMode } : {}),
+    routes: [...l.routes.map(r => r.key), ...(l.streamRoutes ?? []).map(r => r.key)]
+  })))
+  // Stream routes (TCP/TLS listeners) are listed with the HTTP ones: `kind` tells them apart,
+  // and they have no matches (a connection is chosen by SNI name, or taken as it comes).
+  const routes = binds.flatMap(b => b.listeners.flatMap(l => [
+    ...l.routes.map(r => ({ listener: l.key, ...r })),
+    ...(l.streamRoutes ?? []).map(r => ({ listener: l.key, ...r, matches: [], policies: {} }))
+  ]))
   const policies: PolicyAttachment[] = []
   for (const b of binds) {
     for (const l of b.listeners) {
