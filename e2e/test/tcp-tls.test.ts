@@ -229,6 +229,35 @@ describe('TCP and TLS listeners', () => {
     assert.equal(refused?.['tls.server.name'], 'nobody.example')
   })
 
+  test('HTTPS gateways sharing a port with their own certificates: the SNI name picks each, the most specific first', async () => {
+    const port = await freePort()
+    const pem = (f: string) => join(dir, f)
+    const multi = await startPortico({
+      config: {
+        gateways: {
+          a: { port, address: '127.0.0.1', protocol: 'HTTPS', hostname: 'a.test', tls: { cert: pem('a.pem'), key: pem('a.key') } },
+          wild: { port, address: '127.0.0.1', protocol: 'HTTPS', hostname: '*.test', tls: { cert: pem('b.pem'), key: pem('b.key') } },
+          any: { port, address: '127.0.0.1', protocol: 'HTTPS', tls: { cert: pem('portico.pem'), key: pem('portico.key') } }
+        },
+        routes: [{ gateways: ['a', 'wild', 'any'], backends: [{ host: httpBackend.host }] }]
+      }
+    })
+    try {
+      const subject = (servername: string) => new Promise<string>((resolve, reject) => {
+        const s = tls.connect({ port, host: '127.0.0.1', servername, rejectUnauthorized: false }, () => {
+          resolve(String(s.getPeerCertificate().subject.CN))
+          s.end()
+        })
+        s.on('error', reject)
+      })
+      assert.equal(await subject('a.test'), 'a.test')
+      assert.equal(await subject('other.test'), 'b.test')
+      assert.equal(await subject('elsewhere.example'), 'term.test')
+    } finally {
+      await multi.stop()
+    }
+  })
+
   test('a port can change from HTTP to TCP on reload', async () => {
     const port = await freePort()
     const reloading = await startPortico({

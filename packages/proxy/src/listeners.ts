@@ -11,8 +11,8 @@ import http2 from 'node:http2'
 import tls from 'node:tls'
 import net, { type Socket } from 'node:net'
 import type { Logger } from 'pino'
-import type { BindIR, Engine, ProxyIR } from '@portico/engine'
-import { PorticoError, hostnameMatches, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine'
+import type { BindIR, Engine, ListenerIR, ProxyIR } from '@portico/engine'
+import { PorticoError, hostnameMatches, hostnameSpecificity, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine'
 import { H2_SERVER_SETTINGS, adaptHttp2, guardPrematureResets, sniffPreface } from './http2.ts'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
@@ -300,7 +300,12 @@ export class ListenerManager {
    */
   private contextForSni (entry: BoundServer, servername: string): tls.SecureContext | undefined {
     const name = servername.toLowerCase()
-    const listener = entry.bind.listeners.find(l => l.tls !== undefined && l.hostname !== undefined && hostnameMatches(l.hostname, name))
+    // The most specific hostname wins (api.example.com over *.example.com), as for routing.
+    let listener: ListenerIR | undefined
+    for (const l of entry.bind.listeners) {
+      if (l.tls === undefined || l.hostname === undefined || !hostnameMatches(l.hostname, name)) continue
+      if (listener === undefined || hostnameSpecificity(l.hostname) > hostnameSpecificity(listener.hostname)) listener = l
+    }
     if (listener?.tls === undefined) return undefined
     // The verification of a client certificate uses the CA of the context SNI picked; the
     // versions and suites are the port's (they are settled before SNI is read).

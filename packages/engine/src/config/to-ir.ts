@@ -205,10 +205,6 @@ function translateGateway (
     report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same minTLSVersion, maxTLSVersion and cipherSuites`)
     return undefined
   }
-  if (tls !== undefined && (existing.tls?.cert !== tls.cert || existing.tls.key !== tls.key)) {
-    report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same certificate`)
-    return undefined
-  }
   if (tls !== undefined && (existing.tls?.clientValidation?.caCerts !== tls.clientValidation?.caCerts || existing.tls?.clientValidation?.mode !== tls.clientValidation?.mode)) {
     // The handshake asks for a client certificate before the Host header picks a gateway.
     report([...path, 'tls'], `gateways sharing port ${gw.port} must use the same root and clientCertMode`)
@@ -229,6 +225,17 @@ function translateGateway (
     report(gw.hostname === undefined ? path : [...path, 'hostname'],
       `port ${gw.port} is already used by gateway "${clash.gateway}" for ${clash.hostname === undefined ? 'any host' : `host ${clash.hostname}`}; gateways sharing a port need distinct hostnames`)
     return undefined
+  }
+  if (tls !== undefined && existing.tls !== undefined && (existing.tls.cert !== tls.cert || existing.tls.key !== tls.key)) {
+    // Several certificates on one port: the client hello's SNI name picks the gateway and
+    // so its certificate (ListenerIR.tls); a name no gateway claims gets the port's default.
+    if (listener.hostname !== undefined) listener.tls = { cert: tls.cert, key: tls.key }
+    else {
+      // A gateway for any name: its certificate becomes the default, and the gateways before
+      // it (all with hostnames, or they would clash) keep theirs by SNI.
+      for (const l of existing.listeners) l.tls ??= { cert: existing.tls.cert, key: existing.tls.key }
+      existing.tls = { ...existing.tls, cert: tls.cert, key: tls.key }
+    }
   }
   existing.listeners.push(listener)
   return listener
