@@ -13,6 +13,7 @@ import { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcSchema
 import { CorsSchema, CsrfSchema, LocalRateLimitSchema, RequestRedirectSchema, TransformationSchema, UrlRewriteSchema } from './http-policy-schema.ts'
 import { HeaderMap, HeaderName as HeaderNameOf, KeyedRecord, NO_WHITESPACE_OR_CONTROLS } from './header-schema.ts'
 import { HEADER_NAME_PATTERN } from '../ir/http-grammar.ts'
+import { SECRET_FILE, SECRET_VALUE } from './secret-fields.ts'
 
 const strict = { additionalProperties: false } as const
 
@@ -56,7 +57,7 @@ const AuthModeSchema = StringEnum(['strict', 'optional', 'permissive'], { descri
 
 export const JwksSchema = Type.Object({
   url: Opt(Type.String({ pattern: '^https?://', description: 'Where the provider publishes its keys, e.g. {issuer}.well-known/jwks.json.' })),
-  file: Opt(Type.String({ minLength: 1, description: 'A JWKS file (relative to the config file).' })),
+  file: Opt(Type.String({ minLength: 1, $comment: SECRET_FILE, description: 'A JWKS file (relative to the config file); in cluster resources a secretRef.' })),
   keys: Opt(Type.Array(Type.Record(Type.String(), Type.Unknown()), { description: 'Inline JWK keys.' }))
 }, { ...strict, description: 'Exactly one of url, file or keys.' })
 
@@ -101,7 +102,7 @@ export const BasicAuthSchema = Type.Object({
   htpasswd: Type.Union([
     Type.String({ minLength: 1 }),
     Type.Object({ file: Type.String({ minLength: 1 }) }, strict)
-  ], { description: 'htpasswd lines inline, or {file: path}; bcrypt, apr1 or SHA hashes' }),
+  ], { $comment: SECRET_VALUE, description: 'htpasswd lines inline, or {file: path}; bcrypt, apr1 or SHA hashes. In cluster resources a secretRef to the lines.' }),
   // Sent in the WWW-Authenticate header as a quoted string: no control characters or backslashes.
   realm: Opt(Type.String({ pattern: '^[\\t\\x20-\\x5b\\x5d-\\x7e\\x80-\\xff]*$', description: 'Realm of the challenge; default "portico". Sent in WWW-Authenticate: no control characters (CR, LF, ...) or backslashes.' })),
   mode: Opt(StringEnum(['strict', 'optional'], { description: 'strict (default): credentials required; optional: checked when sent.' }))
@@ -109,7 +110,7 @@ export const BasicAuthSchema = Type.Object({
 
 export const ApiKeySchema = Type.Object({
   keys: Type.Array(Type.Object({
-    key: Opt(Type.String({ minLength: 8, description: 'The key in clear (hashed when the config loads).' })),
+    key: Opt(Type.String({ minLength: 8, $comment: SECRET_VALUE, description: 'The key in clear (hashed when the config loads); in cluster resources a secretRef.' })),
     keyHash: Opt(Type.String({ pattern: '^sha256:[0-9a-f]{64}$', description: 'sha256:<hex> of the key.' })),
     name: Opt(Type.String({ minLength: 1, description: 'Name for logs and CEL (apiKey.name).' })),
     metadata: Opt(Type.Record(Type.String(), Type.Unknown(), { description: 'Visible to CEL as apiKey.metadata.' }))
@@ -154,7 +155,7 @@ export const ExtAuthzSchema = Type.Object({
 export const OidcSchema = Type.Object({
   issuer: Type.String({ pattern: '^https?://', description: 'The OpenID provider\'s issuer URL; its /.well-known/openid-configuration is read.' }),
   clientId: Type.String({ minLength: 1, description: 'Client id registered with the provider.' }),
-  clientSecret: Opt(Type.String({ minLength: 1, description: 'Client secret (client_secret_basic). Absent: a public client (PKCE only).' })),
+  clientSecret: Opt(Type.String({ minLength: 1, $comment: SECRET_VALUE, description: 'Client secret (client_secret_basic); in cluster resources a secretRef. Absent: a public client (PKCE only).' })),
   redirectUri: Type.String({ pattern: `^(/|https?://)${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Where the provider sends the browser back: a path on the gateway (e.g. /oauth/callback; the scheme and host come from the request) or an absolute URL. Must be registered with the provider.' }),
   scopes: Opt(Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$' }), { description: 'Scopes requested; default [openid] (openid is always added).' })),
   cookieName: Opt(Type.String({ pattern: '^[A-Za-z0-9_.-]+$', description: 'Session cookie name; default portico_session (the login in progress uses <name>_login).' })),

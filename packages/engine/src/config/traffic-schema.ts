@@ -6,6 +6,7 @@
 
 import { Type } from '@sinclair/typebox'
 import { DURATION_PATTERN } from '../util/duration.ts'
+import { SECRET_FILE } from './secret-fields.ts'
 
 const strict = { additionalProperties: false } as const
 
@@ -69,10 +70,10 @@ export const RequestMirrorSchema = Type.Union([MirrorSchema, Type.Array(MirrorSc
 })
 
 export const BackendTlsSchema = Type.Object({
-  root: Opt(Type.String({ minLength: 1, description: 'PEM file of the CA certificates the backend\'s certificate must chain to (relative to the config file). Default: the system\'s roots.' })),
+  root: Opt(Type.String({ minLength: 1, $comment: SECRET_FILE, description: 'PEM file of the CA certificates the backend\'s certificate must chain to (relative to the config file; in cluster resources a secretRef). Default: the system\'s roots.' })),
   hostname: Opt(Type.String({ minLength: 1, description: 'Name sent as SNI and checked against the backend\'s certificate. Default: the backend\'s host.' })),
-  cert: Opt(Type.String({ minLength: 1, description: 'PEM client certificate file for mutual TLS (with key).' })),
-  key: Opt(Type.String({ minLength: 1, description: 'PEM private key file of the client certificate.' })),
+  cert: Opt(Type.String({ minLength: 1, $comment: SECRET_FILE, description: 'PEM client certificate file for mutual TLS (with key); in cluster resources a secretRef.' })),
+  key: Opt(Type.String({ minLength: 1, $comment: SECRET_FILE, description: 'PEM private key file of the client certificate; in cluster resources a secretRef.' })),
   insecure: Opt(Type.Boolean({ description: 'Do not verify the backend\'s certificate (testing only). Default false.' }))
 }, { ...strict, description: 'TLS to this backend (the backend is called over HTTPS even without https://): trusted roots, server name, client certificate.' })
 

@@ -44,6 +44,14 @@ function schemaFileText (): string {
   return schemaText
 }
 
+/**
+ * The config file's JSON Schema as an object (a fresh copy): what the controller derives its
+ * CRD schemas and secret references from.
+ */
+export function configJsonSchema (): Record<string, unknown> {
+  return JSON.parse(schemaFileText()) as Record<string, unknown>
+}
+
 /** What a precompiled validator must have been made from: Ajv's version, the options, the schema. */
 export function validatorKey (): string {
   const ajvVersion = (require('ajv/package.json') as { version: string }).version

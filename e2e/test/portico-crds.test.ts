@@ -1,0 +1,69 @@
+/**
+ * The PorticoPolicy and PorticoBackend CRDs, generated from the config file's JSON Schema
+ * (scripts/gen-crds.ts), against a real kube-apiserver: the API server takes them as
+ * structural schemas, keeps a policy written as the standalone block with secretRefs, refuses
+ * credentials written in clear and values the standalone schema refuses, and refuses an MCP
+ * target that would run a command.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { configJsonSchema } from '@portico/engine'
+import { requireKubeTools, startCluster } from '../cluster/harness.ts'
+import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+
+test('PorticoPolicy and PorticoBackend CRDs on a real API server', { timeout: 180_000 }, async t => {
+  const tools = requireKubeTools(t)
+  if (tools === null) return
+  const cluster = await startCluster({ tools })
+  t.after(async () => await cluster.stop())
+  const config = configJsonSchema()
+  await cluster.apply([porticoPolicyCrd(config), porticoBackendCrd(config)] as never)
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticopolicies.portico.dev', 'crd/porticobackends.portico.dev'])
+  await cluster.createNamespace('apps')
+
+  const policy = (policies: unknown) => ({
+    apiVersion: 'portico.dev/v1alpha1',
+    kind: 'PorticoPolicy',
+    metadata: { name: 'p', namespace: 'apps' },
+    spec: { targetRefs: [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute', name: 'mcp' }], policies }
+  })
+  const create = async (obj: { kind: string, metadata: { name: string } }, plural: string) => {
+    try {
+      await cluster.api('DELETE', `/apis/portico.dev/v1alpha1/namespaces/apps/${plural}/${obj.metadata.name}`)
+    } catch {}
+    return await cluster.api('POST', `/apis/portico.dev/v1alpha1/namespaces/apps/${plural}`, obj)
+  }
+
+  await t.test('the seed\'s MCP policy, with JWKS and htpasswd from Secrets, is kept as written', async () => {
+    const policies = {
+      mcpAuthentication: { issuer: 'https://idp.example', audiences: ['mcp'], jwks: { secretRef: { name: 'idp', key: 'jwks.json' } } },
+      authorization: { rules: ['"read" in jwt.permissions', { deny: 'request.method == "DELETE"' }] },
+      basicAuth: { htpasswd: { secretRef: { name: 'users', key: 'htpasswd' } } },
+      localRateLimit: [{ maxTokens: 10, tokensPerFill: 10, fillInterval: '1s' }]
+    }
+    const created = await create(policy(policies), 'porticopolicies')
+    assert.deepEqual(created.spec.policies, policies)
+  })
+
+  await t.test('credentials in clear and values the standalone schema refuses are rejected by the API server', async () => {
+    for (const [policies, why] of [
+      [{ basicAuth: { htpasswd: 'alice:$apr1$x$y' } }, /htpasswd: Invalid value: "string": .*must be of type object/],
+      [{ apiKey: { keys: [{ key: 'sk-in-clear-123' }] } }, /key: Invalid value: "string"/],
+      [{ timeout: { requestTimeout: 'soon' } }, /requestTimeout: Invalid value: "soon"/],
+      [{ jwtAuth: { mode: 'sometimes' } }, /mode: Unsupported value: "sometimes"/]
+    ] as const) {
+      await assert.rejects(create(policy(policies), 'porticopolicies'), (err: Error) => { assert.match(err.message, why); return true }, JSON.stringify(policies))
+    }
+  })
+
+  await t.test('a PorticoBackend takes MCP targets by Service or URL, never a command', async () => {
+    const backend = (mcp: unknown) => ({ apiVersion: 'portico.dev/v1alpha1', kind: 'PorticoBackend', metadata: { name: 'b', namespace: 'apps' }, spec: { mcp } })
+    const mcp = { targets: [{ name: 'everything', service: { name: 'mcp-everything', port: 3001 } }, { name: 'remote', mcp: { host: 'https://mcp.example.com/mcp' } }] }
+    const created = await create(backend(mcp), 'porticobackends')
+    assert.deepEqual(created.spec.mcp, mcp)
+    // An unknown field is pruned, not stored: a stdio target cannot be written at all.
+    const pruned = await create(backend({ targets: [{ name: 'shell', stdio: { cmd: 'sh' }, mcp: { host: 'http://a/mcp' } }] }), 'porticobackends')
+    assert.equal(pruned.spec.mcp.targets[0].stdio, undefined)
+  })
+})
