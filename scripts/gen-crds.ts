@@ -1,6 +1,6 @@
 /**
- * Writes the chart's PorticoPolicy and PorticoBackend CRDs
- * (charts/portico/templates/crd-portico{policies,backends}.yaml) from the config file's JSON
+ * Writes the chart's generated CRDs (charts/portico/templates/crd-porticopolicies.yaml) from
+ * the config file's JSON
  * Schema (packages/controller/src/crds). `--check` fails when a file is out of date (the test
  * suite runs it), so the CRDs and the standalone schema never drift.
  */

@@ -81,6 +81,7 @@ test('the defaults: the controller with every setting, Service, RBAC, GatewayCla
     'ClusterRoleBinding/portico-portico-system',
     'ClusterRoleBinding/portico-portico-system-deployer',
     'CustomResourceDefinition/porticoparameters.portico.dev',
+    'CustomResourceDefinition/porticopolicies.portico.dev',
     'Deployment/portico',
     'GatewayClass/portico',
     'Role/portico-local',

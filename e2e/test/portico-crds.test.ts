@@ -11,6 +11,12 @@ import assert from 'node:assert/strict'
 import { configJsonSchema } from '@portico/engine'
 import { requireKubeTools, startCluster } from '../cluster/harness.ts'
 import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { readFileSync } from 'node:fs'
+import { renderCrds } from '../../packages/controller/src/crds/render.ts'
+
+test('the chart\'s generated CRD templates are current', () => {
+  for (const [path, text] of renderCrds()) assert.equal(readFileSync(path, 'utf8'), text, `${path}: run node scripts/gen-crds.ts`)
+})
 
 test('PorticoPolicy and PorticoBackend CRDs on a real API server', { timeout: 180_000 }, async t => {
   const tools = requireKubeTools(t)

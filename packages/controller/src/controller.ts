@@ -210,6 +210,7 @@ export class Controller {
     for (const p of previous?.backendTLSPolicies ?? []) {
       if (!policies.has(`${p.namespace}/${p.name}`)) this.status.backendTLSPolicy(p.namespace, p.name, [], p.uid)
     }
+    for (const p of result.porticoPolicies ?? []) this.status.porticoPolicy(p.namespace, p.name, p.ancestors, p.uid)
   }
 
   private async deploy (gw: GatewayResult): Promise<void> {

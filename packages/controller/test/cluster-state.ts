@@ -10,7 +10,7 @@ const LISTS: Record<string, keyof ClusterState> = {
   BackendTLSPolicy: 'backendTLSPolicies', ConfigMap: 'configMaps',
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
-  PorticoParameters: 'parameters', ListenerSet: 'listenerSets'
+  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies'
 }
 
 export function clusterState (text: string): ClusterState {
@@ -21,6 +21,7 @@ export function clusterState (text: string): ClusterState {
     if (list === undefined) throw new Error(`unexpected kind ${obj.kind}`)
     // Optional kinds (ListenerSets) are in the state only when a document has one.
     if (list === 'listenerSets') state.listenerSets ??= []
+    if (list === 'porticoPolicies') state.porticoPolicies ??= []
     ;(state[list] as unknown[] | undefined)?.push(obj)
   }
   return state

@@ -1,13 +1,13 @@
 /**
- * The chart templates of the PorticoPolicy and PorticoBackend CRDs, as scripts/gen-crds.ts
+ * The chart templates of Portico's generated CRDs (PorticoPolicy), as scripts/gen-crds.ts
  * writes them and the tests compare them: the CRD as YAML inside the chart's
  * `crds.install` / `crds.keep` switches.
  */
 
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
-import { configJsonSchema } from '@portico/engine'
-import { porticoBackendCrd, porticoPolicyCrd } from './portico-crds.ts'
+import { configJsonSchema } from '@portico/engine/config'
+import { porticoPolicyCrd } from './portico-crds.ts'
 
 const TEMPLATES = fileURLToPath(new URL('../../../../charts/portico/templates/', import.meta.url))
 
@@ -15,7 +15,8 @@ const TEMPLATES = fileURLToPath(new URL('../../../../charts/portico/templates/',
 export function renderCrds (): Map<string, string> {
   const config = configJsonSchema()
   const out = new Map<string, string>()
-  for (const [file, crd] of [['crd-porticopolicies.yaml', porticoPolicyCrd(config)], ['crd-porticobackends.yaml', porticoBackendCrd(config)]] as const) {
+  // PorticoBackend (porticoBackendCrd) joins the chart when the controller translates it.
+  for (const [file, crd] of [['crd-porticopolicies.yaml', porticoPolicyCrd(config)]] as const) {
     const body = stringify(crd, { lineWidth: 0 })
       // The chart's labels on the CRD, and the keep annotation the values ask for.
       .replace(/^metadata:\n/m, 'metadata:\n  labels:\n    {{- include "portico.labels" . | nindent 4 }}\n  {{- if .Values.crds.keep }}\n  annotations:\n    helm.sh/resource-policy: keep\n  {{- end }}\n')

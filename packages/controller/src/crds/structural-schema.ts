@@ -16,7 +16,7 @@
  *   - `const` becomes a one-value enum; `$id`, `$comment`, `title` and `propertyNames` go.
  */
 
-import { SECRET_FILE, SECRET_VALUE } from '@portico/engine'
+import { SECRET_FILE, SECRET_VALUE } from '@portico/engine/config'
 
 export type JsonSchema = Record<string, unknown>
 

@@ -110,6 +110,8 @@ export const paths = {
   namespaces: '/api/v1/namespaces',
   porticoParametersGroupVersion: '/apis/portico.dev/v1alpha1',
   porticoParameters: '/apis/portico.dev/v1alpha1/porticoparameters',
+  porticoPolicies: '/apis/portico.dev/v1alpha1/porticopolicies',
+  porticoPolicy: (ns: string, name: string) => `/apis/portico.dev/v1alpha1/namespaces/${ns}/porticopolicies/${name}`,
   httpRouteCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/httproutes.gateway.networking.k8s.io',
   gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,

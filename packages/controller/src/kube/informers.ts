@@ -16,7 +16,7 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'backendTLSPolicies', 'listenerSets'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
@@ -30,7 +30,8 @@ const WATCHED: Record<Kind, string> = {
   namespaces: paths.namespaces,
   parameters: paths.porticoParameters,
   backendTLSPolicies: paths.backendTLSPolicies,
-  configMaps: paths.configMaps
+  configMaps: paths.configMaps,
+  porticoPolicies: paths.porticoPolicies
 }
 
 /**
@@ -43,7 +44,9 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   // ListenerSet too (v1 since Gateway API v1.5); read as none when absent.
   listenerSets: paths.listenerSets,
   // BackendTLSPolicy shares its group/version with Gateway: its own list answers 404 without the CRD.
-  backendTLSPolicies: paths.backendTLSPolicies
+  backendTLSPolicies: paths.backendTLSPolicies,
+  // PorticoPolicy shares portico.dev/v1alpha1 with PorticoParameters: its own list, likewise.
+  porticoPolicies: paths.porticoPolicies
 }
 
 export interface InformerLog {
@@ -153,7 +156,9 @@ export class Informers {
       namespaces: list('namespaces'),
       parameters: list('parameters'),
       backendTLSPolicies: list('backendTLSPolicies'),
-      configMaps: list('configMaps')
+      configMaps: list('configMaps'),
+      // Absent (not empty) when the CRD is not served: the translation then reports nothing for it.
+      ...(this.informers.has('porticoPolicies') ? { porticoPolicies: list('porticoPolicies') } : {})
     }
   }
 

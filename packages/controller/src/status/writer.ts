@@ -178,6 +178,11 @@ export class StatusWriter {
     this.writeOurEntries(`BackendTLSPolicy/${ns}/${name}`, paths.backendTLSPolicy(ns, name), 'ancestors', 'ancestorRef', ancestors, uid)
   }
 
+  /** A PorticoPolicy's ancestor statuses, as backendTLSPolicy. */
+  porticoPolicy (ns: string, name: string, ancestors: Array<{ ancestorRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
+    this.writeOurEntries(`PorticoPolicy/${ns}/${name}`, paths.porticoPolicy(ns, name), 'ancestors', 'ancestorRef', ancestors, uid)
+  }
+
   /**
    * The per-controller list of a route's parents or a policy's ancestors (`status[field]`,
    * each entry told apart by `refField` and controllerName): our entries are replaced, with

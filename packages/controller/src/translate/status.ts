@@ -12,6 +12,7 @@ import type { ListenerSetResult } from './listener-sets.ts'
 import { condition } from './conditions.ts'
 import { insecureFrontendValidation } from './frontend-tls.ts'
 import type { BackendTLSPolicyResult } from './backend-tls.ts'
+import type { PorticoPolicyResult } from './portico-policies.ts'
 
 export interface ListenerStatus {
   name: string
@@ -71,6 +72,8 @@ export interface TranslationResult {
   listenerSets?: ListenerSetResult[]
   /** Statuses of the BackendTLSPolicies that apply to backends of our Gateways. */
   backendTLSPolicies: BackendTLSPolicyResult[]
+  /** Statuses of the PorticoPolicies; absent when they are not read (no CRD). */
+  porticoPolicies?: PorticoPolicyResult[]
 }
 
 export function classResult (c: GatewayClass, params: ParametersResolution): ClassResult {

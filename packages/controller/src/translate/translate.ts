@@ -24,8 +24,10 @@ import { attachListenerSets, listenerSetResult, withListenerSets } from './liste
 import type { ListenerSet } from './gateway-api.ts'
 import { BackendTlsPolicies, backendClientCertificate } from './backend-tls.ts'
 import type { Condition } from './gateway-api.ts'
+import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
+export type { PorticoPolicy, PorticoPolicyResult } from './portico-policies.ts'
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
 
 export interface ClusterState {
@@ -44,6 +46,8 @@ export interface ClusterState {
   /** BackendTLSPolicies (absent when the CRD is not installed) and the ConfigMaps holding their CAs. */
   backendTLSPolicies?: BackendTLSPolicy[]
   configMaps?: ConfigMap[]
+  /** PorticoPolicies (absent when the CRD is not installed). */
+  porticoPolicies?: PorticoPolicy[]
 }
 
 export interface TranslateOptions {
@@ -106,6 +110,11 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     if (client.tls !== undefined) for (const [k, b] of g.backends) if (b.tls !== undefined) g.backends.set(k, { ...b, tls: { ...b.tls, ...client.tls } })
   }
 
+  // PorticoPolicies onto listeners, routes and backend references, before each IR is assembled.
+  const porticoPolicies = state.porticoPolicies === undefined
+    ? undefined
+    : applyPorticoPolicies(state.porticoPolicies.filter(p => discovered(p.metadata.namespace)), gateways, secrets, options.controllerName)
+
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
   for (const r of gatewayResults) {
     const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
@@ -116,6 +125,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     gateways: gatewayResults,
     routes: routeResults.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)),
     backendTLSPolicies: tlsPolicies.results(options.controllerName),
+    ...(porticoPolicies !== undefined ? { porticoPolicies } : {}),
     ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})
   }
 }

@@ -18,3 +18,10 @@ export { formatPath } from './diagnostics.ts'
 export { parseDuration } from '../util/duration.ts'
 export { intersectHostnames } from '../routing/hostname.ts'
 export { linearRegexProblem } from '../util/linear-regex.ts'
+// The whole loader, for blocks a cluster resource carries in the config file's own shape
+// (PorticoPolicy): loaded as the same lines of a file would be. The schema, and which of its
+// fields hold secrets, shape those resources' CRDs.
+export { loadConfigText, type LoadResult } from './load.ts'
+export { configJsonSchema } from './validate.ts'
+export { SECRET_FILE, SECRET_VALUE } from './secret-fields.ts'
+export type { ConfigDiagnostic } from './diagnostics.ts'

@@ -1,0 +1,320 @@
+/**
+ * PorticoPolicy → the policies of listeners, routes and backend references in the IR
+ * (Gateway API policy attachment, GEP-713 / GEP-2648 direct policies).
+ *
+ * A policy's `policies` block is the standalone config's `policies:` block at its target's
+ * level — a Gateway (or one listener, `sectionName`) takes gateway policies, an HTTPRoute (or
+ * one rule by name) route policies, a Service backend policies — and it is converted by the
+ * engine's own loader: the block is placed in a one-gateway config at that level and loaded
+ * (schema, semantic checks and conversion to IR all as for a file), so a cluster policy means
+ * exactly what the same lines mean standalone. Secret references are resolved first: a
+ * secret file (a JWKS) is read through the loader's file reader from the Secret, a secret
+ * value (htpasswd lines, a client secret, an API key) is put in place.
+ *
+ * Precedence: a policy on a section (listener, rule) wins over one on the whole object, field
+ * by field; among policies on the same target the oldest (creationTimestamp, then name) wins,
+ * and a newer one that sets a field the older already sets is not applied there (Conflicted).
+ * What the resource itself says (an HTTPRoute's filters) wins over any policy. Statuses:
+ * per Gateway reached (`ancestors`), Accepted True, or False with TargetNotFound, Invalid
+ * (the field and the loader's message) or Conflicted.
+ */
+
+import { loadConfigText, configJsonSchema, type ConfigDiagnostic } from '@portico/engine/config'
+import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR } from '@portico/engine/ir'
+import { GATEWAY_GROUP, nsName, type Condition, type ObjectMeta, type Secret } from './gateway-api.ts'
+import { condition } from './conditions.ts'
+import type { PolicyAncestorStatus } from './backend-tls.ts'
+import { configParts } from '../crds/portico-crds.ts'
+import { secretMark, type JsonSchema } from '../crds/structural-schema.ts'
+import type { GatewayState } from './gateways.ts'
+
+export interface PolicyTargetRef {
+  group?: string
+  kind: 'Gateway' | 'HTTPRoute' | 'Service' | 'PorticoBackend' | string
+  name: string
+  sectionName?: string
+}
+
+export interface PorticoPolicy {
+  metadata: ObjectMeta
+  spec: { targetRefs: PolicyTargetRef[], policies: Record<string, unknown> }
+}
+
+export interface PorticoPolicyResult {
+  namespace: string
+  name: string
+  uid?: string
+  generation: number | undefined
+  ancestors: PolicyAncestorStatus[]
+}
+
+type Level = 'gateway' | 'route' | 'backend'
+
+/** A policy converted for one level: its IR, or why it cannot be used. */
+type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health'> } | { ok: false, message: string }
+
+/** Where a policy applies: a listener, a route (rule), or a backend reference of a route. */
+interface Attachment {
+  policy: PorticoPolicy
+  /** 0: the whole Gateway / HTTPRoute / Service; 1: a section of it. */
+  specificity: number
+  converted: Converted
+}
+
+const LEVEL_OF: Record<string, Level> = { Gateway: 'gateway', HTTPRoute: 'route', Service: 'backend' }
+
+let levelSchemas: Record<Level, JsonSchema> | undefined
+function schemaOf (level: Level): JsonSchema {
+  levelSchemas ??= configParts(configJsonSchema())
+  return levelSchemas[level]
+}
+
+/** Oldest first: creationTimestamp, then namespace/name (GEP-713's tie-break). */
+function byAge (a: PorticoPolicy, b: PorticoPolicy): number {
+  const ta = a.metadata.creationTimestamp ?? ''
+  const tb = b.metadata.creationTimestamp ?? ''
+  return ta < tb ? -1 : ta > tb ? 1 : nsName(a.metadata).localeCompare(nsName(b.metadata))
+}
+
+/**
+ * Applies every policy to the Gateways' listeners, routes and backend references (in place,
+ * before gatewayIR() assembles each Gateway's IR) and returns each policy's status.
+ */
+export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<string, GatewayState>, secrets: Map<string, Secret>, controllerName: string): PorticoPolicyResult[] {
+  const sorted = [...policies].sort(byAge)
+  const cache = new Map<string, Converted>()
+  const convert = (p: PorticoPolicy, level: Level): Converted => {
+    const key = `${nsName(p.metadata)}\0${level}`
+    let c = cache.get(key)
+    if (c === undefined) {
+      c = convertPolicy(p, level, secrets)
+      cache.set(key, c)
+    }
+    return c
+  }
+  // Per policy and Gateway reached: the conditions found.
+  const ancestors = new Map<PorticoPolicy, Map<string, Condition[]>>(sorted.map(p => [p, new Map()]))
+  const note = (p: PorticoPolicy, gateway: string, c: Condition) => {
+    const byGw = ancestors.get(p)!
+    const list = byGw.get(gateway) ?? []
+    if (!list.some(o => o.reason === c.reason && o.message === c.message)) list.push(c)
+    byGw.set(gateway, list)
+  }
+  const found = new Set<PorticoPolicy>()
+
+  for (const [gwKey, g] of gateways) {
+    const gwNs = g.gw.metadata.namespace ?? ''
+    const listeners = [...g.listeners, ...(g.listenerSetListeners ?? [])]
+    for (const l of listeners) {
+      if (l.ir === null) continue
+      // Gateway level: policies on this Gateway, or on this listener of it.
+      const onListener: Attachment[] = []
+      for (const p of sorted) {
+        if ((p.metadata.namespace ?? '') !== gwNs) continue
+        for (const ref of p.spec.targetRefs) {
+          if (ref.kind !== 'Gateway' || (ref.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || ref.name !== g.gw.metadata.name) continue
+          if (ref.sectionName !== undefined && ref.sectionName !== l.listener.name) continue
+          found.add(p)
+          onListener.push({ policy: p, specificity: ref.sectionName !== undefined ? 1 : 0, converted: convert(p, 'gateway') })
+        }
+      }
+      mergeInto(l.ir, onListener, gwKey, note, g.gw.metadata.generation)
+      for (const route of l.ir.routes) applyToRoute(route, sorted, gwKey, convert, note, found, g)
+    }
+  }
+
+  const results: PorticoPolicyResult[] = []
+  for (const p of sorted) {
+    const gen = p.metadata.generation
+    const byGw = ancestors.get(p)!
+    const out: PolicyAncestorStatus[] = []
+    for (const [gw, conditions] of [...byGw].sort(([a], [b]) => a.localeCompare(b))) {
+      const [ns, name] = gw.split('/') as [string, string]
+      const refused = conditions.find(c => c.status === 'False')
+      out.push({ ancestorRef: { group: GATEWAY_GROUP, kind: 'Gateway', namespace: ns, name }, controllerName, conditions: [refused ?? condition('Accepted', true, 'Accepted', 'the policy applies', gen)] })
+    }
+    if (!found.has(p)) {
+      // Nothing it names is served by our Gateways: said on the first target itself.
+      const t = p.spec.targetRefs[0]
+      const ns = p.metadata.namespace ?? ''
+      if (t !== undefined) out.push({ ancestorRef: { group: t.group ?? (t.kind === 'Service' ? '' : GATEWAY_GROUP), kind: t.kind, namespace: ns, name: t.name }, controllerName, conditions: [condition('Accepted', false, 'TargetNotFound', `no ${t.kind} ${ns}/${t.name}${t.sectionName !== undefined ? ` (section ${t.sectionName})` : ''} served by a Gateway of this controller`, gen)] })
+    }
+    results.push({ namespace: p.metadata.namespace ?? '', name: p.metadata.name, ...(p.metadata.uid !== undefined ? { uid: p.metadata.uid } : {}), generation: gen, ancestors: out })
+  }
+  return results
+}
+
+function applyToRoute (
+  route: RouteIR,
+  sorted: PorticoPolicy[],
+  gwKey: string,
+  convert: (p: PorticoPolicy, level: Level) => Converted,
+  note: (p: PorticoPolicy, gateway: string, c: Condition) => void,
+  found: Set<PorticoPolicy>,
+  g: GatewayState
+): void {
+  const onRoute: Attachment[] = []
+  for (const p of sorted) {
+    if ((p.metadata.namespace ?? '') !== (route.namespace ?? '')) continue
+    for (const ref of p.spec.targetRefs) {
+      if (ref.kind !== 'HTTPRoute' || (ref.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || ref.name !== route.name) continue
+      if (ref.sectionName !== undefined && ref.sectionName !== route.ruleName) continue
+      found.add(p)
+      onRoute.push({ policy: p, specificity: ref.sectionName !== undefined ? 1 : 0, converted: convert(p, 'route') })
+    }
+  }
+  mergeInto(route, onRoute, gwKey, note, undefined)
+  for (const c of onRoute) {
+    if (!c.converted.ok) continue
+    const applied = c.converted.route
+    if (applied.timeouts !== undefined && route.timeouts === undefined) route.timeouts = applied.timeouts
+    if (applied.retry !== undefined && route.retry === undefined) route.retry = applied.retry
+  }
+  for (const refIR of route.backends) {
+    const backend = g.backends.get(refIR.backend)
+    if (backend?.kind !== 'service') continue
+    const onBackend: Attachment[] = []
+    for (const p of sorted) {
+      if ((p.metadata.namespace ?? '') !== (backend.namespace ?? '')) continue
+      for (const ref of p.spec.targetRefs) {
+        if (ref.kind !== 'Service' || (ref.group ?? '') !== '' || ref.name !== backend.name) continue
+        found.add(p)
+        onBackend.push({ policy: p, specificity: 0, converted: convert(p, 'backend') })
+      }
+    }
+    mergeInto(refIR, onBackend, gwKey, note, undefined)
+    for (const c of onBackend) {
+      if (!c.converted.ok) continue
+      const b = c.converted.backend
+      if (b.health !== undefined && backend.health === undefined) g.backends.set(backend.key, { ...g.backends.get(backend.key)!, health: b.health })
+    }
+  }
+}
+
+/**
+ * Lays the attached policies over `target.policies`: more specific first, then older, each
+ * field taken once; what the target already has (its own filters) stays.
+ */
+function mergeInto (target: { policies: PolicySetIR }, attached: Attachment[], gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void, _generation: number | undefined): void {
+  if (attached.length === 0) return
+  const own = new Set(Object.keys(target.policies))
+  const ordered = [...attached].sort((a, b) => b.specificity - a.specificity || byAge(a.policy, b.policy))
+  const taken = new Map<string, Attachment>()
+  for (const a of ordered) {
+    const gen = a.policy.metadata.generation
+    if (!a.converted.ok) {
+      note(a.policy, gwKey, condition('Accepted', false, 'Invalid', a.converted.message, gen))
+      continue
+    }
+    const fields = Object.keys(a.converted.policies)
+    const clash = fields.map(f => taken.get(f)).find(t => t !== undefined && t.specificity === a.specificity)
+    if (clash !== undefined) {
+      note(a.policy, gwKey, condition('Accepted', false, 'Conflicted', `PorticoPolicy ${nsName(clash.policy.metadata)} (older) sets the same policies on the same target`, gen))
+      continue
+    }
+    for (const f of fields) {
+      if (own.has(f) || taken.has(f)) continue
+      taken.set(f, a)
+      ;(target.policies as Record<string, unknown>)[f] = (a.converted.policies as Record<string, unknown>)[f]
+    }
+    note(a.policy, gwKey, condition('Accepted', true, 'Accepted', 'the policy applies', gen))
+  }
+}
+
+/**
+ * The policy's block at `level`, loaded as the same block of a standalone file would be.
+ */
+export function convertPolicy (p: PorticoPolicy, level: Level, secrets: Map<string, Secret>): Converted {
+  const ns = p.metadata.namespace ?? ''
+  const files = new Map<string, string>()
+  const values: string[] = []
+  let problem: string | undefined
+  const resolve = (ref: unknown, kind: 'file' | 'value', at: string): unknown => {
+    const r = (ref as { secretRef?: { name?: string, key?: string } } | undefined)?.secretRef
+    if (r?.name === undefined || r.key === undefined) {
+      problem ??= `spec.policies.${at}: needs secretRef with name and key`
+      return kind === 'file' ? '/missing' : 'missing'
+    }
+    const data = secrets.get(`${ns}/${r.name}`)?.data?.[r.key]
+    if (data === undefined) {
+      problem ??= `spec.policies.${at}: Secret ${ns}/${r.name} has no key ${r.key}`
+      return kind === 'file' ? '/missing' : 'missing'
+    }
+    const text = Buffer.from(data, 'base64').toString('utf8')
+    if (kind === 'value') {
+      values.push(text)
+      return text
+    }
+    const path = `/secrets/${ns}/${r.name}/${r.key}`
+    files.set(path, text)
+    return path
+  }
+  // Fields a Gateway API resource already says, which would otherwise be dropped here.
+  const elsewhere = level === 'backend'
+    ? { backendTLS: 'TLS to a Service is set with a BackendTLSPolicy', http: 'the Service port\'s appProtocol (kubernetes.io/h2c) chooses HTTP/2' }
+    : level === 'route' ? { requestMirror: 'mirrors are the HTTPRoute\'s RequestMirror filter' } : {}
+  for (const [field, why] of Object.entries(elsewhere)) {
+    if ((p.spec.policies ?? {})[field] !== undefined) return { ok: false, message: `spec.policies.${field}: not taken from a PorticoPolicy: ${why}` }
+  }
+  const block = withSecrets(p.spec.policies ?? {}, schemaOf(level), '', resolve)
+  if (problem !== undefined) return { ok: false, message: problem }
+  const config = level === 'gateway'
+    ? { gateways: { policy: { port: 1, policies: block } } }
+    : level === 'route'
+      ? { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', policies: block }] }
+      : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ host: '127.0.0.1:1', policies: block }] }] }
+  const result = loadConfigText(JSON.stringify(config), {
+    baseDir: '/',
+    readFile: path => {
+      const text = files.get(path)
+      if (text === undefined) throw Object.assign(new Error('not a Secret of this policy'), { code: 'ENOENT' })
+      return text
+    }
+  })
+  if (!result.ok) return { ok: false, message: describe(result.diagnostics, level, values) }
+  const ir: ProxyIR = result.config.ir
+  const listener: ListenerIR = ir.binds[0]!.listeners[0]!
+  if (level === 'gateway') return { ok: true, policies: listener.policies, route: {}, backend: {} }
+  const route = listener.routes[0]!
+  if (level === 'route') {
+    const extra: Pick<RouteIR, 'timeouts' | 'retry'> = {}
+    if (route.timeouts !== undefined) extra.timeouts = route.timeouts
+    if (route.retry !== undefined) extra.retry = route.retry
+    return { ok: true, policies: route.policies, route: extra, backend: {} }
+  }
+  const backend = ir.backends.find(b => b.key === route.backends[0]!.backend)
+  const settings: Pick<BackendIR, 'health'> = {}
+  if (backend?.health !== undefined) settings.health = backend.health
+  return { ok: true, policies: route.backends[0]!.policies, route: {}, backend: settings }
+}
+
+/** The loader's diagnostics at `spec.policies.…`, secret values masked. */
+function describe (diagnostics: ConfigDiagnostic[], level: Level, secretValues: string[]): string {
+  const lines = diagnostics.slice(0, 5).map(d => {
+    const at = d.path.indexOf('policies')
+    const field = at === -1 ? '' : d.path.slice(at + 1).map(p => typeof p === 'number' ? `[${p}]` : `.${p}`).join('')
+    let message = d.message
+    for (const v of secretValues) if (v.length > 0) message = message.split(v).join('<secret>')
+    if (/unknown field/.test(message)) message += ` (not a ${level}-level policy, or misspelt)`
+    return `spec.policies${field}: ${message}`
+  })
+  return lines.join('; ') + (diagnostics.length > 5 ? `; and ${diagnostics.length - 5} more` : '')
+}
+
+/** `value` with every secretRef of a field marked secret replaced by what `resolve` gives. */
+function withSecrets (value: unknown, schema: JsonSchema | undefined, at: string, resolve: (ref: unknown, kind: 'file' | 'value', at: string) => unknown): unknown {
+  if (schema === undefined || value === null || typeof value !== 'object') return value
+  const mark = secretMark(schema)
+  if (mark !== null) return resolve(value, mark === 'portico:secret-file' ? 'file' : 'value', at)
+  if (Array.isArray(value)) return value.map((v, i) => withSecrets(v, schema.items as JsonSchema | undefined, `${at}[${i}]`, resolve))
+  const properties = schema.properties as Record<string, JsonSchema> | undefined
+  if (properties === undefined) return value
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    const path = at === '' ? k : `${at}.${k}`
+    // `{secretRef}` where the standalone block has `{file: path}` (a JWKS from a Secret).
+    if (k === 'secretRef' && properties.file !== undefined && secretMark(properties.file) === 'portico:secret-file') out.file = resolve({ secretRef: v }, 'file', path)
+    else out[k] = withSecrets(v, properties[k], path, resolve)
+  }
+  return out
+}
