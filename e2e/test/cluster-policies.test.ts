@@ -1,0 +1,178 @@
+/**
+ * PorticoPolicy in a cluster, with real parts: a kube-apiserver with etcd, the controller and
+ * its proxy as local processes, a real OIDC provider (`oidc-provider`) issuing
+ * client-credentials tokens, and a real MCP server (the official SDK) on a test host behind a
+ * Service. The seed's scenario: an HTTPRoute to the MCP server and a PorticoPolicy with
+ * `mcpAuthentication` (JWKS from a Secret) and `authorization: ['"read" in jwt.permissions']`;
+ * the official SDK client gets through with a token carrying `read`, is refused 401 (with
+ * RFC 9728 metadata) without one and 403 with another permission; a bad rule makes the policy
+ * Invalid in its status while the rest keeps serving.
+ */
+
+import { after, before, test, type TestContext } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { configJsonSchema } from '@portico/engine/config'
+import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { backendService, gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { freePort } from '../lib/portico.ts'
+import { createTestHost, type TestHost } from '../lib/test-host.ts'
+import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
+import { porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+
+const MCP_SERVER = fileURLToPath(new URL('../lib/mcp-server-process.ts', import.meta.url))
+const CONTROLLER_NAME = 'portico.dev/gateway-controller'
+const reader: IdpClient = { id: 'reader', secret: 'reader-secret', permissions: ['read'] }
+const writer: IdpClient = { id: 'writer', secret: 'writer-secret', permissions: ['write'] }
+
+let cluster: Cluster | undefined
+let host: TestHost | null = null
+let idp: Idp | undefined
+let dir: string
+let gatewayUrl = ''
+const cleanup: Array<() => Promise<void> | void> = []
+
+async function eventually (check: () => Promise<boolean>, ms = 20_000, why: () => string = () => ''): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`condition not met within ${ms} ms ${why()}`)
+    await new Promise(resolve => setTimeout(resolve, 100))
+  }
+}
+
+async function policyCondition (name: string): Promise<{ status: string, reason: string, message: string } | undefined> {
+  const p = await cluster!.api<KubeObject>('GET', `/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/${name}`).catch(() => undefined)
+  const ours = (p?.status?.ancestors as Array<{ controllerName: string, conditions: Array<{ type: string, status: string, reason: string, message: string }> }> | undefined)?.find(a => a.controllerName === CONTROLLER_NAME)
+  return ours?.conditions.find(c => c.type === 'Accepted')
+}
+
+async function connect (token?: string): Promise<Client> {
+  const client = new Client({ name: 'cluster-e2e', version: '1.0.0' })
+  const transport = new StreamableHTTPClientTransport(new URL(`${gatewayUrl}/mcp`), token === undefined ? undefined : { requestInit: { headers: { authorization: `Bearer ${token}` } } })
+  await client.connect(transport)
+  return client
+}
+
+before(async s => {
+  const t = s as TestContext
+  if (requireKubeTools(t) === null) return
+  host = createTestHost(t)
+  if (host === null) return
+  cleanup.push(() => host?.destroy())
+  dir = mkdtempSync(join(tmpdir(), 'portico-cluster-policies-'))
+  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+  idp = await startIdp({ clients: [reader, writer] })
+  cleanup.push(() => idp!.stop())
+  cluster = await startCluster()
+  cleanup.push(() => cluster!.stop())
+  await cluster.apply(porticoPolicyCrd(configJsonSchema()) as never)
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticopolicies.portico.dev'])
+  await host.spawnNode([MCP_SERVER, host.address, '18091'], 'listening')
+  const jwks = await (await fetch(idp.jwksUrl)).text()
+  const gwPort = await freePort()
+  gatewayUrl = `http://127.0.0.1:${gwPort}`
+  await cluster.apply(`apiVersion: v1
+kind: Namespace
+metadata: { name: portico-system }
+---
+apiVersion: v1
+kind: Namespace
+metadata: { name: apps }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: idp, namespace: apps }
+stringData: { jwks.json: '${jwks}' }
+---
+${backendService(host.address, 'apps', 'mcp-server', 18091)}---
+${gatewayYaml('apps', 'web', gwPort)}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: mcp, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - name: tools
+      matches: [{ path: { type: PathPrefix, value: /mcp } }]
+      backendRefs: [{ name: mcp-server, port: 80 }]
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: mcp-auth, namespace: apps }
+spec:
+  targetRefs: [{ group: gateway.networking.k8s.io, kind: HTTPRoute, name: mcp }]
+  policies:
+    mcpAuthentication:
+      issuer: ${idp.issuer}
+      audiences: [${idp.audience}]
+      jwks: { secretRef: { name: idp, key: jwks.json } }
+    authorization:
+      rules: ['"read" in jwt.permissions']
+`)
+  const controller = await startController(cluster, {})
+  cleanup.push(() => controller.stop())
+  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web')
+  cleanup.push(async () => { await proxy.stop() })
+  await eventually(async () => (await policyCondition('mcp-auth'))?.status === 'True', 30_000, () => controller.output())
+})
+
+after(async () => {
+  for (const fn of cleanup.reverse()) await fn()
+})
+
+test('the seed\'s MCP route in a cluster: a token with read gets through, none gets 401 with metadata, another permission 403', async t => {
+  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  // The policy reaches the proxy (xDS) shortly after its status says Accepted.
+  let client: Client | undefined
+  await eventually(async () => {
+    try {
+      client = await connect(await idp!.token(reader))
+      return true
+    } catch { return false }
+  })
+  const tools = await client!.listTools()
+  assert.deepEqual(tools.tools.map(x => x.name), ['whoami'])
+  await client!.close()
+
+  const post = async (token?: string) => await fetch(`${gatewayUrl}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' })
+  })
+  const anonymous = await post()
+  assert.equal(anonymous.status, 401)
+  assert.match(anonymous.headers.get('www-authenticate') ?? '', /resource_metadata="[^"]*\/\.well-known\/oauth-protected-resource/)
+  await anonymous.arrayBuffer()
+  const metadata = await fetch(`${gatewayUrl}/.well-known/oauth-protected-resource/mcp`)
+  assert.equal(metadata.status, 200)
+  assert.deepEqual((await metadata.json() as { authorization_servers: string[] }).authorization_servers, [idp.issuer])
+
+  const other = await post(await idp.token(writer))
+  assert.equal(other.status, 403)
+  await other.arrayBuffer()
+  await assert.rejects(connect(await idp.token(writer)))
+})
+
+test('a policy with a rule that does not compile is Invalid in its status, naming the field; the older policy keeps serving', async t => {
+  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  await cluster.apply(`apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: broken, namespace: apps }
+spec:
+  targetRefs: [{ kind: HTTPRoute, name: mcp, sectionName: tools }]
+  policies:
+    authorization: { rules: ['jwt.sub =='] }
+`)
+  await eventually(async () => (await policyCondition('broken'))?.reason === 'Invalid')
+  const c = await policyCondition('broken')
+  assert.equal(c?.status, 'False')
+  assert.match(c!.message, /^spec\.policies\.authorization\.rules\[0\]: invalid CEL expression/)
+  const client = await connect(await idp.token(reader))
+  assert.equal((await client.listTools()).tools.length, 1)
+  await client.close()
+})
