@@ -1,5 +1,5 @@
 /**
- * Writes the chart's generated CRDs (charts/portico/templates/crd-porticopolicies.yaml) from
+ * Writes the chart's generated CRDs (charts/portico/templates/crd-portico{policies,backends}.yaml) from
  * the config file's JSON
  * Schema (packages/controller/src/crds). `--check` fails when a file is out of date (the test
  * suite runs it), so the CRDs and the standalone schema never drift.

@@ -80,6 +80,7 @@ test('the defaults: the controller with every setting, Service, RBAC, GatewayCla
     'ClusterRole/portico-portico-system-deployer',
     'ClusterRoleBinding/portico-portico-system',
     'ClusterRoleBinding/portico-portico-system-deployer',
+    'CustomResourceDefinition/porticobackends.portico.dev',
     'CustomResourceDefinition/porticoparameters.portico.dev',
     'CustomResourceDefinition/porticopolicies.portico.dev',
     'Deployment/portico',

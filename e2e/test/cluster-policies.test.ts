@@ -6,7 +6,8 @@
  * `mcpAuthentication` (JWKS from a Secret) and `authorization: ['"read" in jwt.permissions']`;
  * the official SDK client gets through with a token carrying `read`, is refused 401 (with
  * RFC 9728 metadata) without one and 403 with another permission; a bad rule makes the policy
- * Invalid in its status while the rest keeps serving.
+ * Invalid in its status while the rest keeps serving. And a PorticoBackend: Portico's MCP
+ * gateway over two MCP servers found through their Services.
  */
 
 import { after, before, test, type TestContext } from 'node:test'
@@ -23,7 +24,7 @@ import { backendService, gatewayYaml, startController, startGatewayProxy } from 
 import { freePort } from '../lib/portico.ts'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
-import { porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
 
 const MCP_SERVER = fileURLToPath(new URL('../lib/mcp-server-process.ts', import.meta.url))
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
@@ -51,9 +52,9 @@ async function policyCondition (name: string): Promise<{ status: string, reason:
   return ours?.conditions.find(c => c.type === 'Accepted')
 }
 
-async function connect (token?: string): Promise<Client> {
+async function connect (token?: string, path = '/mcp'): Promise<Client> {
   const client = new Client({ name: 'cluster-e2e', version: '1.0.0' })
-  const transport = new StreamableHTTPClientTransport(new URL(`${gatewayUrl}/mcp`), token === undefined ? undefined : { requestInit: { headers: { authorization: `Bearer ${token}` } } })
+  const transport = new StreamableHTTPClientTransport(new URL(`${gatewayUrl}${path}`), token === undefined ? undefined : { requestInit: { headers: { authorization: `Bearer ${token}` } } })
   await client.connect(transport)
   return client
 }
@@ -70,9 +71,10 @@ before(async s => {
   cleanup.push(() => idp!.stop())
   cluster = await startCluster()
   cleanup.push(() => cluster!.stop())
-  await cluster.apply(porticoPolicyCrd(configJsonSchema()) as never)
-  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticopolicies.portico.dev'])
+  await cluster.apply([porticoPolicyCrd(configJsonSchema()), porticoBackendCrd(configJsonSchema())] as never)
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticopolicies.portico.dev', 'crd/porticobackends.portico.dev'])
   await host.spawnNode([MCP_SERVER, host.address, '18091'], 'listening')
+  await host.spawnNode([MCP_SERVER, host.address, '18092'], 'listening')
   const jwks = await (await fetch(idp.jwksUrl)).text()
   const gwPort = await freePort()
   gatewayUrl = `http://127.0.0.1:${gwPort}`
@@ -90,6 +92,7 @@ metadata: { name: idp, namespace: apps }
 stringData: { jwks.json: '${jwks}' }
 ---
 ${backendService(host.address, 'apps', 'mcp-server', 18091)}---
+${backendService(host.address, 'apps', 'mcp-second', 18092)}---
 ${gatewayYaml('apps', 'web', gwPort)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -113,6 +116,24 @@ spec:
       jwks: { secretRef: { name: idp, key: jwks.json } }
     authorization:
       rules: ['"read" in jwt.permissions']
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoBackend
+metadata: { name: tools, namespace: apps }
+spec:
+  mcp:
+    targets:
+      - { name: first, service: { name: mcp-server, port: 80 } }
+      - { name: second, service: { name: mcp-second, port: 80 } }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: portal, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /portal } }]
+      backendRefs: [{ group: portico.dev, kind: PorticoBackend, name: tools }]
 `)
   const controller = await startController(cluster, {})
   cleanup.push(() => controller.stop())
@@ -175,4 +196,20 @@ spec:
   const client = await connect(await idp.token(reader))
   assert.equal((await client.listTools()).tools.length, 1)
   await client.close()
+})
+
+test('a PorticoBackend serves two MCP servers, found by Service, behind one endpoint with prefixed tool names', async t => {
+  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  let client: Client | undefined
+  await eventually(async () => {
+    try {
+      client = await connect(undefined, '/portal')
+      return true
+    } catch { return false }
+  })
+  const tools = await client!.listTools()
+  assert.deepEqual(tools.tools.map(x => x.name).sort(), ['first_whoami', 'second_whoami'])
+  const answer = await client!.callTool({ name: 'second_whoami', arguments: {} })
+  assert.deepEqual(answer.content, [{ type: 'text', text: 'none' }])
+  await client!.close()
 })

@@ -10,7 +10,7 @@ const LISTS: Record<string, keyof ClusterState> = {
   BackendTLSPolicy: 'backendTLSPolicies', ConfigMap: 'configMaps',
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
-  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies'
+  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends'
 }
 
 export function clusterState (text: string): ClusterState {
@@ -22,6 +22,7 @@ export function clusterState (text: string): ClusterState {
     // Optional kinds (ListenerSets) are in the state only when a document has one.
     if (list === 'listenerSets') state.listenerSets ??= []
     if (list === 'porticoPolicies') state.porticoPolicies ??= []
+    if (list === 'porticoBackends') state.porticoBackends ??= []
     ;(state[list] as unknown[] | undefined)?.push(obj)
   }
   return state

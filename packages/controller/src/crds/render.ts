@@ -1,5 +1,5 @@
 /**
- * The chart templates of Portico's generated CRDs (PorticoPolicy), as scripts/gen-crds.ts
+ * The chart templates of Portico's generated CRDs (PorticoPolicy, PorticoBackend), as scripts/gen-crds.ts
  * writes them and the tests compare them: the CRD as YAML inside the chart's
  * `crds.install` / `crds.keep` switches.
  */
@@ -7,7 +7,7 @@
 import { fileURLToPath } from 'node:url'
 import { stringify } from 'yaml'
 import { configJsonSchema } from '@portico/engine/config'
-import { porticoPolicyCrd } from './portico-crds.ts'
+import { porticoBackendCrd, porticoPolicyCrd } from './portico-crds.ts'
 
 const TEMPLATES = fileURLToPath(new URL('../../../../charts/portico/templates/', import.meta.url))
 
@@ -15,8 +15,7 @@ const TEMPLATES = fileURLToPath(new URL('../../../../charts/portico/templates/',
 export function renderCrds (): Map<string, string> {
   const config = configJsonSchema()
   const out = new Map<string, string>()
-  // PorticoBackend (porticoBackendCrd) joins the chart when the controller translates it.
-  for (const [file, crd] of [['crd-porticopolicies.yaml', porticoPolicyCrd(config)]] as const) {
+  for (const [file, crd] of [['crd-porticopolicies.yaml', porticoPolicyCrd(config)], ['crd-porticobackends.yaml', porticoBackendCrd(config)]] as const) {
     const body = stringify(crd, { lineWidth: 0 })
       // The chart's labels on the CRD, and the keep annotation the values ask for.
       .replace(/^metadata:\n/m, 'metadata:\n  labels:\n    {{- include "portico.labels" . | nindent 4 }}\n  {{- if .Values.crds.keep }}\n  annotations:\n    helm.sh/resource-policy: keep\n  {{- end }}\n')

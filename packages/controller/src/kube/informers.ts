@@ -31,7 +31,8 @@ const WATCHED: Record<Kind, string> = {
   parameters: paths.porticoParameters,
   backendTLSPolicies: paths.backendTLSPolicies,
   configMaps: paths.configMaps,
-  porticoPolicies: paths.porticoPolicies
+  porticoPolicies: paths.porticoPolicies,
+  porticoBackends: paths.porticoBackends
 }
 
 /**
@@ -45,8 +46,9 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   listenerSets: paths.listenerSets,
   // BackendTLSPolicy shares its group/version with Gateway: its own list answers 404 without the CRD.
   backendTLSPolicies: paths.backendTLSPolicies,
-  // PorticoPolicy shares portico.dev/v1alpha1 with PorticoParameters: its own list, likewise.
-  porticoPolicies: paths.porticoPolicies
+  // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
+  porticoPolicies: paths.porticoPolicies,
+  porticoBackends: paths.porticoBackends
 }
 
 export interface InformerLog {
@@ -158,7 +160,8 @@ export class Informers {
       backendTLSPolicies: list('backendTLSPolicies'),
       configMaps: list('configMaps'),
       // Absent (not empty) when the CRD is not served: the translation then reports nothing for it.
-      ...(this.informers.has('porticoPolicies') ? { porticoPolicies: list('porticoPolicies') } : {})
+      ...(this.informers.has('porticoPolicies') ? { porticoPolicies: list('porticoPolicies') } : {}),
+      ...(this.informers.has('porticoBackends') ? { porticoBackends: list('porticoBackends') } : {})
     }
   }
 

@@ -11,14 +11,17 @@ import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSl
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 import type { BackendTlsPolicies } from './backend-tls.ts'
+import { PORTICO_GROUP, porticoBackendIR, type PorticoBackend } from './portico-backends.ts'
 
 /** The Services a translation sees, and their EndpointSlices by `namespace/service`. */
 export interface ServiceIndex {
   services: Map<string, Service>
   slices: Map<string, EndpointSlice[]>
+  /** PorticoBackends by `namespace/name` (empty when the CRD is not installed). */
+  porticoBackends: Map<string, PorticoBackend>
 }
 
-export function serviceIndex (services: Service[], endpointSlices: EndpointSlice[]): ServiceIndex {
+export function serviceIndex (services: Service[], endpointSlices: EndpointSlice[], porticoBackends: PorticoBackend[] = []): ServiceIndex {
   const slices = new Map<string, EndpointSlice[]>()
   for (const slice of endpointSlices) {
     const svc = slice.metadata.labels?.['kubernetes.io/service-name']
@@ -28,7 +31,7 @@ export function serviceIndex (services: Service[], endpointSlices: EndpointSlice
     if (list === undefined) slices.set(key, list = [])
     list.push(slice)
   }
-  return { services: new Map(services.map(s => [nsName(s.metadata), s])), slices }
+  return { services: new Map(services.map(s => [nsName(s.metadata), s])), slices, porticoBackends: new Map(porticoBackends.map(b => [nsName(b.metadata), b])) }
 }
 
 export interface ResolvedBackends {
@@ -48,7 +51,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   const refs = (route.spec.rules ?? []).map(rule => (rule.backendRefs ?? []).map(ref => {
     let b = resolveBackend(ref, routeNs, grants, index)
     if (b.kind === 'invalid') {
-      const [reason, message] = b.invalidReason!.split(': ', 2) as [string, string]
+      const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
     }
     // After the check: a BackendTLSPolicy's problems are the policy's status, not the route's.
@@ -60,7 +63,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   const mirrors = (route.spec.rules ?? []).map(rule => (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
     let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index)
     if (b.kind === 'invalid') {
-      const [reason, message] = b.invalidReason!.split(': ', 2) as [string, string]
+      const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
     }
     if (tlsPolicies !== undefined) b = withBackendTls(b, f.requestMirror!.backendRef.port, index, tlsPolicies)
@@ -84,7 +87,18 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
   const invalid = (reason: string, message: string): BackendIR => ({
     key: `invalid/${ns}/${ref.name}:${ref.port ?? ''}/${kind}`, kind: 'invalid', name: ref.name, namespace: ns, protocol: 'http', endpoints: [], target: `${ref.name}.${ns}:${ref.port ?? ''}`, invalidReason: `${reason}: ${message}`
   })
-  if (group !== '' || kind !== 'Service') return invalid('InvalidKind', `backend kind ${group === '' ? '' : `${group}/`}${kind} is not supported (Service)`)
+  if (group === PORTICO_GROUP && kind === 'PorticoBackend') {
+    if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'HTTPRoute', fromNamespace: routeNs, toGroup: PORTICO_GROUP, toKind: 'PorticoBackend', toNamespace: ns, toName: ref.name })) {
+      return invalid('RefNotPermitted', `PorticoBackend ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
+    }
+    const pb = index.porticoBackends.get(`${ns}/${ref.name}`)
+    if (pb === undefined) return invalid('BackendNotFound', `PorticoBackend ${ns}/${ref.name} not found`)
+    const b = porticoBackendIR(pb, index)
+    if (typeof b !== 'string') return b
+    const [reason, message] = splitReason(b)
+    return invalid(reason, message)
+  }
+  if (group !== '' || kind !== 'Service') return invalid('InvalidKind', `backend kind ${group === '' ? '' : `${group}/`}${kind} is not supported (Service, portico.dev/PorticoBackend)`)
   if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'HTTPRoute', fromNamespace: routeNs, toGroup: '', toKind: 'Service', toNamespace: ns, toName: ref.name })) {
     return invalid('RefNotPermitted', `Service ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
   }
@@ -131,7 +145,13 @@ function withBackendTls (b: BackendIR, port: number | undefined, index: ServiceI
 }
 
 /** Ready endpoint addresses of a Service port, through its EndpointSlices. */
-function endpointsOf (slices: EndpointSlice[], port: { name?: string, port: number, targetPort?: number | string }): Array<{ host: string, port: number }> {
+/** `Reason: message` → [reason, message] (the message may hold ': ' itself). */
+function splitReason (text: string): [string, string] {
+  const at = text.indexOf(': ')
+  return at === -1 ? [text, ''] : [text.slice(0, at), text.slice(at + 2)]
+}
+
+export function endpointsOf (slices: EndpointSlice[], port: { name?: string, port: number, targetPort?: number | string }): Array<{ host: string, port: number }> {
   const out: Array<{ host: string, port: number }> = []
   const seen = new Set<string>()
   for (const slice of slices.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))) {

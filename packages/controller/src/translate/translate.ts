@@ -25,9 +25,11 @@ import type { ListenerSet } from './gateway-api.ts'
 import { BackendTlsPolicies, backendClientCertificate } from './backend-tls.ts'
 import type { Condition } from './gateway-api.ts'
 import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
+import type { PorticoBackend } from './portico-backends.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { PorticoPolicy, PorticoPolicyResult } from './portico-policies.ts'
+export type { PorticoBackend } from './portico-backends.ts'
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
 
 export interface ClusterState {
@@ -48,6 +50,8 @@ export interface ClusterState {
   configMaps?: ConfigMap[]
   /** PorticoPolicies (absent when the CRD is not installed). */
   porticoPolicies?: PorticoPolicy[]
+  /** PorticoBackends (absent when the CRD is not installed). */
+  porticoBackends?: PorticoBackend[]
 }
 
 export interface TranslateOptions {
@@ -62,7 +66,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const selectors = options.discoveryNamespaceSelectors ?? []
   const discovered = (ns: string | undefined) => selectors.length === 0 || selectors.some(s => matchesSelector(namespaces.get(ns ?? '')?.metadata.labels, s))
   const grants = new ReferenceGrants(state.referenceGrants.filter(g => discovered(g.metadata.namespace)))
-  const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices)
+  const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices, (state.porticoBackends ?? []).filter(b => discovered(b.metadata.namespace)))
   const secrets = new Map(state.secrets.map(s => [nsName(s.metadata), s]))
   const configMaps = new Map((state.configMaps ?? []).map(c => [nsName(c.metadata), c]))
   const tlsPolicies = new BackendTlsPolicies((state.backendTLSPolicies ?? []).filter(p => discovered(p.metadata.namespace)), state.configMaps ?? [])

@@ -1,0 +1,64 @@
+/**
+ * PorticoBackend → an engine backend of kind `mcp` or `ai`: what a Service cannot express.
+ * HTTPRoute backendRefs reach it with `group: portico.dev, kind: PorticoBackend` (another
+ * namespace's with a ReferenceGrant, as for Services).
+ *
+ * The spec is the standalone backend block (`mcp:` or `ai:`, the CRD schema generated from
+ * the same JSON Schema) and is loaded by the engine's own loader, so targets, naming, limits
+ * and session settings mean the same in both modes. In a cluster an MCP target may also name
+ * a Service of the backend's namespace (`service: {name, port, path, protocol}`): it becomes
+ * the URL of one ready endpoint from its EndpointSlices (a session stays on the server it
+ * started on). A command to run (`stdio`) is refused: a proxy pod does not start programs a
+ * resource names.
+ */
+
+import { loadConfigText } from '@portico/engine/config'
+import type { BackendIR } from '@portico/engine/ir'
+import type { ObjectMeta } from './gateway-api.ts'
+import { endpointsOf, type ServiceIndex } from './backends.ts'
+
+export const PORTICO_GROUP = 'portico.dev'
+
+export interface PorticoBackend {
+  metadata: ObjectMeta
+  spec: { mcp?: { targets?: Array<Record<string, unknown>>, [field: string]: unknown }, ai?: Record<string, unknown> }
+}
+
+/** The backend, or `reason: message` when it cannot be served. */
+export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): BackendIR | string {
+  const ns = pb.metadata.namespace ?? ''
+  const kinds = (['mcp', 'ai'] as const).filter(k => pb.spec[k] !== undefined)
+  if (kinds.length !== 1) return `InvalidKind: PorticoBackend ${ns}/${pb.metadata.name} needs exactly one of mcp or ai`
+  let block: Record<string, unknown> = pb.spec[kinds[0]!]!
+  if (kinds[0] === 'mcp') {
+    const targets: Array<Record<string, unknown>> = []
+    for (const t of pb.spec.mcp!.targets ?? []) {
+      if (t.stdio !== undefined) return `InvalidKind: PorticoBackend ${ns}/${pb.metadata.name} target ${String(t.name)}: stdio targets are not available in a cluster (a proxy pod does not start programs a resource names); use a Service or a URL`
+      const service = t.service as { name: string, port: number, path?: string, protocol?: 'mcp' | 'sse' } | undefined
+      if (service === undefined) {
+        targets.push(t)
+        continue
+      }
+      const svc = index.services.get(`${ns}/${service.name}`)
+      const port = svc?.spec.ports?.find(p => p.port === service.port)
+      if (svc === undefined || port === undefined) return `BackendNotFound: PorticoBackend ${ns}/${pb.metadata.name} target ${String(t.name)}: Service ${ns}/${service.name} has no port ${service.port}`
+      const endpoint = endpointsOf(index.slices.get(`${ns}/${service.name}`) ?? [], port)[0]
+      if (endpoint === undefined) return `BackendNotFound: PorticoBackend ${ns}/${pb.metadata.name} target ${String(t.name)}: Service ${ns}/${service.name} has no ready endpoint`
+      const protocol = service.protocol ?? 'mcp'
+      const host = endpoint.host.includes(':') ? `[${endpoint.host}]` : endpoint.host
+      const { service: _, ...rest } = t
+      targets.push({ ...rest, [protocol]: { host: `http://${host}:${endpoint.port}${service.path ?? (protocol === 'sse' ? '/sse' : '/mcp')}` } })
+    }
+    block = { ...pb.spec.mcp, targets }
+  }
+  const config = { gateways: { default: { port: 1 } }, routes: [{ name: pb.metadata.name, backends: [{ [kinds[0]!]: block }] }] }
+  const result = loadConfigText(JSON.stringify(config), { baseDir: '/', readFile: () => { throw Object.assign(new Error('no files in a cluster'), { code: 'ENOENT' }) } })
+  if (!result.ok) {
+    const d = result.diagnostics[0]!
+    const at = d.path.indexOf(kinds[0]!)
+    const field = at === -1 ? '' : d.path.slice(at).map(p => typeof p === 'number' ? `[${p}]` : `.${p}`).join('')
+    return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: spec${field}: ${d.message}`
+  }
+  const backend = result.config.ir.backends[0]!
+  return { ...backend, key: `portico/${ns}/${pb.metadata.name}`, name: pb.metadata.name, namespace: ns }
+}
