@@ -7,7 +7,9 @@
  * the official SDK client gets through with a token carrying `read`, is refused 401 (with
  * RFC 9728 metadata) without one and 403 with another permission; a bad rule makes the policy
  * Invalid in its status while the rest keeps serving. And a PorticoBackend: Portico's MCP
- * gateway over two MCP servers found through their Services.
+ * gateway over two MCP servers found through their Services, and an `ai` PorticoBackend with
+ * an API key from a Secret and a token budget, driven by the official openai SDK against a
+ * local OpenAI-compatible server.
  */
 
 import { after, before, test, type TestContext } from 'node:test'
@@ -25,6 +27,8 @@ import { freePort } from '../lib/portico.ts'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
 import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import OpenAI from 'openai'
+import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
 
 const MCP_SERVER = fileURLToPath(new URL('../lib/mcp-server-process.ts', import.meta.url))
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
@@ -34,6 +38,10 @@ const writer: IdpClient = { id: 'writer', secret: 'writer-secret', permissions: 
 let cluster: Cluster | undefined
 let host: TestHost | null = null
 let idp: Idp | undefined
+let llm: LlmServer | undefined
+const REPLY = 'one two three four five six seven eight nine ten eleven twelve'
+const MESSAGES = [{ role: 'user' as const, content: 'count to twelve please' }]
+const TEAM_KEY = 'sk-team-a-0123456789'
 let dir: string
 let gatewayUrl = ''
 const cleanup: Array<() => Promise<void> | void> = []
@@ -69,6 +77,8 @@ before(async s => {
   cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
   idp = await startIdp({ clients: [reader, writer] })
   cleanup.push(() => idp!.stop())
+  llm = await startLlmServer({ reply: REPLY })
+  cleanup.push(() => llm!.close())
   cluster = await startCluster()
   cleanup.push(() => cluster!.stop())
   await cluster.apply([porticoPolicyCrd(configJsonSchema()), porticoBackendCrd(configJsonSchema())] as never)
@@ -125,6 +135,35 @@ spec:
     targets:
       - { name: first, service: { name: mcp-server, port: 80 } }
       - { name: second, service: { name: mcp-second, port: 80 } }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: llm-keys, namespace: apps }
+stringData: { team-a: ${TEAM_KEY} }
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoBackend
+metadata: { name: llm, namespace: apps }
+spec:
+  ai: { name: local-llm, provider: { openAI: {} }, hostOverride: "http://${llm.host}" }
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: llm-budget, namespace: apps }
+spec:
+  targetRefs: [{ group: portico.dev, kind: PorticoBackend, name: llm }]
+  policies:
+    apiKey: { keys: [{ key: { secretRef: { name: llm-keys, key: team-a } }, name: team-a }] }
+    localRateLimit: [{ type: tokens, maxTokens: 30, tokensPerFill: 30, fillInterval: 1h }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: chat, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /llm } }]
+      backendRefs: [{ group: portico.dev, kind: PorticoBackend, name: llm }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -212,4 +251,23 @@ test('a PorticoBackend serves two MCP servers, found by Service, behind one endp
   const answer = await client!.callTool({ name: 'second_whoami', arguments: {} })
   assert.deepEqual(answer.content, [{ type: 'text', text: 'none' }])
   await client!.close()
+})
+
+test('an ai PorticoBackend with a PorticoPolicy: an API key from a Secret and a token budget, driven by the official openai SDK', async t => {
+  if (cluster === undefined || llm === undefined) return t.skip('no cluster')
+  const client = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${gatewayUrl}/llm`, maxRetries: 0 })
+  await eventually(async () => (await policyCondition('llm-budget'))?.status === 'True')
+  const cost = promptTokens(MESSAGES) + countTokens(REPLY)
+  assert.ok(cost > 15 && cost < 30, `two exchanges spend the budget of 30 (one costs ${cost})`)
+  let first: OpenAI.Chat.Completions.ChatCompletion | undefined
+  await eventually(async () => {
+    first = await client(TEAM_KEY).chat.completions.create({ model: 'gpt-test', messages: MESSAGES }).catch(() => undefined)
+    return first !== undefined
+  })
+  assert.equal(first!.choices[0]!.message.content, REPLY)
+  await assert.rejects(client('sk-someone-else-99').chat.completions.create({ model: 'gpt-test', messages: MESSAGES }), (err: unknown) => err instanceof OpenAI.AuthenticationError)
+  await client(TEAM_KEY).chat.completions.create({ model: 'gpt-test', messages: MESSAGES })
+  await assert.rejects(client(TEAM_KEY).chat.completions.create({ model: 'gpt-test', messages: MESSAGES }), (err: unknown) => err instanceof OpenAI.RateLimitError)
+  // The key never reaches the provider: the policy removed it (apiKey, as jwtAuth, strips the credential).
+  assert.ok(llm.headers.every(h => h.authorization !== `Bearer ${TEAM_KEY}`))
 })

@@ -4,7 +4,7 @@
  *
  * A policy's `policies` block is the standalone config's `policies:` block at its target's
  * level — a Gateway (or one listener, `sectionName`) takes gateway policies, an HTTPRoute (or
- * one rule by name) route policies, a Service backend policies — and it is converted by the
+ * one rule by name) route policies, a Service or a PorticoBackend backend policies — and it is converted by the
  * engine's own loader: the block is placed in a one-gateway config at that level and loaded
  * (schema, semantic checks and conversion to IR all as for a file), so a cluster policy means
  * exactly what the same lines mean standalone. Secret references are resolved first: a
@@ -49,6 +49,8 @@ export interface PorticoPolicyResult {
 }
 
 type Level = 'gateway' | 'route' | 'backend'
+/** A backend level is converted against the kind of backend it attaches to (token limits need an `ai` one). */
+type ConvertLevel = Level | 'backend-ai'
 
 /** A policy converted for one level: its IR, or why it cannot be used. */
 type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health'> } | { ok: false, message: string }
@@ -83,7 +85,7 @@ function byAge (a: PorticoPolicy, b: PorticoPolicy): number {
 export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<string, GatewayState>, secrets: Map<string, Secret>, controllerName: string): PorticoPolicyResult[] {
   const sorted = [...policies].sort(byAge)
   const cache = new Map<string, Converted>()
-  const convert = (p: PorticoPolicy, level: Level): Converted => {
+  const convert = (p: PorticoPolicy, level: ConvertLevel): Converted => {
     const key = `${nsName(p.metadata)}\0${level}`
     let c = cache.get(key)
     if (c === undefined) {
@@ -148,7 +150,7 @@ function applyToRoute (
   route: RouteIR,
   sorted: PorticoPolicy[],
   gwKey: string,
-  convert: (p: PorticoPolicy, level: Level) => Converted,
+  convert: (p: PorticoPolicy, level: ConvertLevel) => Converted,
   note: (p: PorticoPolicy, gateway: string, c: Condition) => void,
   found: Set<PorticoPolicy>,
   g: GatewayState
@@ -172,14 +174,16 @@ function applyToRoute (
   }
   for (const refIR of route.backends) {
     const backend = g.backends.get(refIR.backend)
-    if (backend?.kind !== 'service') continue
+    // A Service, or a PorticoBackend (whose keys start portico/, portico-backends.ts).
+    const target = backend?.kind === 'service' ? { group: '', kind: 'Service' } : backend?.key.startsWith('portico/') === true ? { group: 'portico.dev', kind: 'PorticoBackend' } : null
+    if (backend === undefined || target === null) continue
     const onBackend: Attachment[] = []
     for (const p of sorted) {
       if ((p.metadata.namespace ?? '') !== (backend.namespace ?? '')) continue
       for (const ref of p.spec.targetRefs) {
-        if (ref.kind !== 'Service' || (ref.group ?? '') !== '' || ref.name !== backend.name) continue
+        if (ref.kind !== target.kind || (ref.group ?? '') !== target.group || ref.name !== backend.name) continue
         found.add(p)
-        onBackend.push({ policy: p, specificity: 0, converted: convert(p, 'backend') })
+        onBackend.push({ policy: p, specificity: 0, converted: convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
       }
     }
     mergeInto(refIR, onBackend, gwKey, note, undefined)
@@ -224,7 +228,8 @@ function mergeInto (target: { policies: PolicySetIR }, attached: Attachment[], g
 /**
  * The policy's block at `level`, loaded as the same block of a standalone file would be.
  */
-export function convertPolicy (p: PorticoPolicy, level: Level, secrets: Map<string, Secret>): Converted {
+export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, secrets: Map<string, Secret>): Converted {
+  const level: Level = convertLevel === 'backend-ai' ? 'backend' : convertLevel
   const ns = p.metadata.namespace ?? ''
   const files = new Map<string, string>()
   const values: string[] = []
@@ -262,7 +267,7 @@ export function convertPolicy (p: PorticoPolicy, level: Level, secrets: Map<stri
     ? { gateways: { policy: { port: 1, policies: block } } }
     : level === 'route'
       ? { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', policies: block }] }
-      : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ host: '127.0.0.1:1', policies: block }] }] }
+      : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ ...(convertLevel === 'backend-ai' ? { ai: { name: 'policy', provider: { openAI: {} } } } : { host: '127.0.0.1:1' }), policies: block }] }] }
   const result = loadConfigText(JSON.stringify(config), {
     baseDir: '/',
     readFile: path => {
