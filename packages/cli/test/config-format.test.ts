@@ -71,3 +71,8 @@ test('a TCP or TLS listener\'s route shows its kind instead of matches', () => {
   const out = formatConfigAll({ ...dump, routes: [{ key: 'tls:shop', name: 'shop', kind: 'tls', listener: 'edge', hostnames: ['shop.example.com'], matches: [], policies: {}, backends: [{ backend: 'tcp://10.0.0.5:443', weight: 1 }] }] }, 'short')
   assert.match(out, /shop\s+-\s+edge\s+shop\.example\.com\s+\(tls connections\)\s+tcp:\/\/10\.0\.0\.5:443/)
 })
+
+test('a policy a PorticoPolicy attached names it in the policies table', () => {
+  const out = formatConfigAll({ ...dump, policies: [{ target: 'route/apps/mcp', phase: 'route', policies: { cors: {}, timeout: {} }, sources: { cors: 'PorticoPolicy apps/web-cors' } }] }, 'short')
+  assert.match(out, /route\/apps\/mcp\s+route\s+cors\(PorticoPolicy apps\/web-cors\),timeout/)
+})

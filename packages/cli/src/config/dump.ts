@@ -49,6 +49,8 @@ export interface DumpPolicy {
   target: string
   phase: string
   policies: Record<string, unknown>
+  /** Policies another resource attached (cluster: a PorticoPolicy): key → where from. */
+  sources?: Record<string, string>
 }
 
 export interface ConfigDump {

@@ -51,9 +51,10 @@ function matchText (m: DumpMatch): string {
   return parts.join(' ')
 }
 
-function policyNames (set: Record<string, unknown> | undefined): string {
+/** The policies set, each attached by another resource followed by where from: `cors(PorticoPolicy apps/web)`. */
+function policyNames (set: Record<string, unknown> | undefined, sources?: Record<string, string>): string {
   const names = Object.keys(set ?? {}).filter(k => set![k] !== null && set![k] !== undefined)
-  return names.length === 0 ? '-' : names.join(',')
+  return names.length === 0 ? '-' : names.map(n => sources?.[n] !== undefined ? `${n}(${sources[n]})` : n).join(',')
 }
 
 /** Route rows; backends are shown by name (`backends` maps keys to names). */
@@ -72,7 +73,7 @@ export function routeRows (routes: DumpRoute[], backends: DumpBackend[] = []): s
 }
 
 export function policyRows (policies: DumpPolicy[]): string[][] {
-  return policies.map(p => [p.target, p.phase, policyNames(p.policies)])
+  return policies.map(p => [p.target, p.phase, policyNames(p.policies, p.sources)])
 }
 
 /** The three sections `proxy config all` shows. */

@@ -199,7 +199,7 @@ function applyToRoute (
  * Lays the attached policies over `target.policies`: more specific first, then older, each
  * field taken once; what the target already has (its own filters) stays.
  */
-function mergeInto (target: { policies: PolicySetIR }, attached: Attachment[], gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void, _generation: number | undefined): void {
+function mergeInto (target: { policies: PolicySetIR, policySources?: Record<string, string> }, attached: Attachment[], gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void, _generation: number | undefined): void {
   if (attached.length === 0) return
   const own = new Set(Object.keys(target.policies))
   const ordered = [...attached].sort((a, b) => b.specificity - a.specificity || byAge(a.policy, b.policy))
@@ -220,6 +220,7 @@ function mergeInto (target: { policies: PolicySetIR }, attached: Attachment[], g
       if (own.has(f) || taken.has(f)) continue
       taken.set(f, a)
       ;(target.policies as Record<string, unknown>)[f] = (a.converted.policies as Record<string, unknown>)[f]
+      ;(target.policySources ??= {})[f] = `PorticoPolicy ${nsName(a.policy.metadata)}`
     }
     note(a.policy, gwKey, condition('Accepted', true, 'Accepted', 'the policy applies', gen))
   }

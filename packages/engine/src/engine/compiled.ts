@@ -42,20 +42,20 @@ function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>, serv
     ir: r,
     backends: new WeightedPicker(r.backends.map(ref => ({ item: { ir: ref, backend: backends.get(ref.backend) }, weight: ref.weight })))
   }))
-  return { ir, policies: compilePolicySet(ir.policies, services), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined), streamRoutes }
+  return { ir, policies: compilePolicySet(ir.policies, services, ir.policySources), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined), streamRoutes }
 }
 
 function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledRoute {
   const refs: CompiledBackendRef[] = ir.backends.map(ref => ({
     ir: ref,
     backend: backends.get(ref.backend),
-    policies: compilePolicySet(ref.policies, services)
+    policies: compilePolicySet(ref.policies, services, ref.policySources)
   }))
   return {
     ir,
     key: ir.key,
     isMcp: refs.length > 0 && refs.every(r => r.backend?.kind === 'mcp'),
-    policies: compilePolicySet(ir.policies, services),
+    policies: compilePolicySet(ir.policies, services, ir.policySources),
     backends: new WeightedPicker(refs.map(r => ({ item: r, weight: r.ir.weight }))),
     mirrors: (ir.mirrors ?? []).map(m => ({ ir: m, backend: backends.get(m.backend) }))
   }

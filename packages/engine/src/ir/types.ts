@@ -101,6 +101,12 @@ export interface ListenerIR {
   tls?: TlsServerIR
   /** Gateway-phase policies. */
   policies: PolicySetIR
+  /**
+   * Where policies came from when another resource attached them (cluster mode: a
+   * PorticoPolicy): policy key → `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
+   * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
+   */
+  policySources?: Record<string, string>
   /** How the listener treats what clients send; absent fields take the defaults (http/frontend.ts). */
   frontend?: FrontendIR
   /** HTTP routes (HTTP and HTTPS listeners; empty on TCP and TLS ones). */
@@ -176,6 +182,12 @@ export interface RouteIR {
   matches: RouteMatchIR[]
   /** Route-phase policies. */
   policies: PolicySetIR
+  /**
+   * Where policies came from when another resource attached them (cluster mode: a
+   * PorticoPolicy): policy key → `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
+   * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
+   */
+  policySources?: Record<string, string>
   backends: BackendRefIR[]
   /** Gateway API HTTPRouteTimeouts, in milliseconds; absent = no limit. */
   timeouts?: RouteTimeoutsIR
@@ -223,6 +235,12 @@ export interface BackendRefIR {
   weight: number
   /** Backend-phase policies for this reference. */
   policies: PolicySetIR
+  /**
+   * Where policies came from when another resource attached them (cluster mode: a
+   * PorticoPolicy): policy key → `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
+   * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
+   */
+  policySources?: Record<string, string>
 }
 
 /**

@@ -231,7 +231,7 @@ type PhaseOutcome = Exclude<PolicyOutcome, { action: 'continue' }> | null
  */
 function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicySet): PhaseOutcome | Promise<PhaseOutcome> {
   ctx.phases.push({ phase, set })
-  ctx.tracer?.emit({ type: 'policySelection', phase, effectivePolicy: effectivePolicy(set) })
+  ctx.tracer?.emit({ type: 'policySelection', phase, effectivePolicy: effectivePolicy(set), ...(set.sources !== undefined ? { sources: { ...set.sources } } : {}) })
   if (set.empty) return null
   const policies = set.policies
   for (let i = 0; i < policies.length; i++) {

@@ -79,7 +79,7 @@ const ORDER: readonly ImplementedPolicyKind[] = [
 
 export const EMPTY_POLICY_SET: CompiledPolicySet = Object.freeze({ policies: [], ir: {}, empty: true })
 
-export function compilePolicySet (ir: PolicySetIR, services: PolicyServices = new PolicyServices()): CompiledPolicySet {
+export function compilePolicySet (ir: PolicySetIR, services: PolicyServices = new PolicyServices(), sources?: Record<string, string>): CompiledPolicySet {
   const policies: CompiledPolicy[] = []
   for (const kind of ORDER) {
     const value = ir[kind]
@@ -87,5 +87,6 @@ export function compilePolicySet (ir: PolicySetIR, services: PolicyServices = ne
     const compile = COMPILERS[kind] as (ir: unknown, services: PolicyServices) => CompiledPolicy
     policies.push(compile(value, services))
   }
-  return policies.length === 0 ? EMPTY_POLICY_SET : { policies, ir, empty: false }
+  if (policies.length === 0) return EMPTY_POLICY_SET
+  return sources !== undefined ? { policies, ir, empty: false, sources } : { policies, ir, empty: false }
 }

@@ -31,4 +31,6 @@ export interface CompiledPolicySet {
   readonly policies: readonly CompiledPolicy[]
   readonly ir: PolicySetIR
   readonly empty: boolean
+  /** Where attached policies came from (IR `policySources`), for the trace. */
+  readonly sources?: Readonly<Record<string, string>>
 }

@@ -111,6 +111,8 @@ export interface PolicySelectionEvent {
   phase: 'gateway' | 'route' | 'backend'
   /** Every policy key of the phase: its IR (secrets redacted), or null when not set. */
   effectivePolicy: Record<string, unknown>
+  /** Policies another resource attached (a PorticoPolicy): policy key → where it came from. */
+  sources?: Record<string, string>
 }
 
 export interface PolicyEvent {

@@ -15,6 +15,8 @@ export interface PolicyAttachment {
   target: string
   phase: 'gateway' | 'route' | 'backend'
   policies: PolicySetIR
+  /** Policies another resource attached (a PorticoPolicy): policy key → where from. */
+  sources?: Record<string, string>
 }
 
 export function configDump (portico: Portico): Record<string, unknown> {
@@ -40,11 +42,11 @@ export function configDump (portico: Portico): Record<string, unknown> {
   const policies: PolicyAttachment[] = []
   for (const b of binds) {
     for (const l of b.listeners) {
-      if (Object.keys(l.policies).length > 0) policies.push({ target: `gateway/${l.key}`, phase: 'gateway', policies: l.policies })
+      if (Object.keys(l.policies).length > 0) policies.push({ target: `gateway/${l.key}`, phase: 'gateway', policies: l.policies, ...sourcesOf(l) })
       for (const r of l.routes) {
-        if (Object.keys(r.policies).length > 0) policies.push({ target: `route/${r.key}`, phase: 'route', policies: r.policies })
+        if (Object.keys(r.policies).length > 0) policies.push({ target: `route/${r.key}`, phase: 'route', policies: r.policies, ...sourcesOf(r) })
         for (const ref of r.backends) {
-          if (Object.keys(ref.policies).length > 0) policies.push({ target: `backend/${r.key}/${ref.backend}`, phase: 'backend', policies: ref.policies })
+          if (Object.keys(ref.policies).length > 0) policies.push({ target: `backend/${r.key}/${ref.backend}`, phase: 'backend', policies: ref.policies, ...sourcesOf(ref) })
         }
       }
     }
@@ -63,6 +65,10 @@ export function configDump (portico: Portico): Record<string, unknown> {
     env: engine.env,
     reloads: portico.reloads
   })
+}
+
+function sourcesOf (o: { policySources?: Record<string, string> }): { sources?: Record<string, string> } {
+  return o.policySources !== undefined ? { sources: o.policySources } : {}
 }
 
 function formatStats (s: BackendStat): Record<string, unknown> {
