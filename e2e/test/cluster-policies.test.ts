@@ -9,12 +9,14 @@
  * Invalid in its status while the rest keeps serving. And a PorticoBackend: Portico's MCP
  * gateway over two MCP servers found through their Services, and an `ai` PorticoBackend with
  * an API key from a Secret and a token budget, driven by the official openai SDK against a
- * local OpenAI-compatible server.
+ * local OpenAI-compatible server. And precedence on a second Gateway: basicAuth from Secrets
+ * on the whole Gateway and on one listener, a newer duplicate Conflicted.
  */
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -270,4 +272,76 @@ test('an ai PorticoBackend with a PorticoPolicy: an API key from a Secret and a 
   await assert.rejects(client(TEAM_KEY).chat.completions.create({ model: 'gpt-test', messages: MESSAGES }), (err: unknown) => err instanceof OpenAI.RateLimitError)
   // The key never reaches the provider: the policy removed it (apiKey, as jwtAuth, strips the credential).
   assert.ok(llm.headers.every(h => h.authorization !== `Bearer ${TEAM_KEY}`))
+})
+
+test('gateway and listener policies on a second Gateway: basicAuth from Secrets, the listener\'s wins there, a newer duplicate is Conflicted', async t => {
+  if (cluster === undefined || host === null) return t.skip('no cluster')
+  const hash = (user: string, password: string) => `${user}:${execFileSync('openssl', ['passwd', '-apr1', password], { encoding: 'utf8' }).trim()}`
+  const [portA, portB] = [await freePort(), await freePort()]
+  await cluster.apply(`apiVersion: v1
+kind: Secret
+metadata: { name: users, namespace: apps }
+stringData: { htpasswd: '${hash('alice', 'alice-pw')}' }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: admins, namespace: apps }
+stringData: { htpasswd: '${hash('bob', 'bob-pw')}' }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: edge, namespace: apps }
+spec:
+  gatewayClassName: portico
+  listeners:
+    - { name: a, port: ${portA}, protocol: HTTP }
+    - { name: b, port: ${portB}, protocol: HTTP }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: edge-route, namespace: apps }
+spec:
+  parentRefs: [{ name: edge }]
+  rules: [{ backendRefs: [{ name: mcp-server, port: 80 }] }]
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: edge-wide, namespace: apps }
+spec:
+  targetRefs: [{ kind: Gateway, name: edge }]
+  policies:
+    basicAuth: { htpasswd: { secretRef: { name: users, key: htpasswd } } }
+`)
+  // Created a moment later: newer than edge-wide.
+  await new Promise(resolve => setTimeout(resolve, 1100))
+  await cluster.apply(`apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: edge-b, namespace: apps }
+spec:
+  targetRefs: [{ kind: Gateway, name: edge, sectionName: b }]
+  policies:
+    basicAuth: { htpasswd: { secretRef: { name: admins, key: htpasswd } } }
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: edge-dup, namespace: apps }
+spec:
+  targetRefs: [{ kind: Gateway, name: edge }]
+  policies:
+    basicAuth: { htpasswd: { secretRef: { name: admins, key: htpasswd } } }
+`)
+  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'edge')
+  cleanup.push(async () => { await proxy.stop() })
+  const status = async (port: number, user?: string, password?: string) => {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { headers: user === undefined ? {} : { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` } }).catch(() => undefined)
+    await res?.arrayBuffer()
+    return res?.status ?? 0
+  }
+  await eventually(async () => (await status(portA)) === 401 && (await status(portB, 'bob', 'bob-pw')) !== 401 && (await status(portB)) === 401)
+  assert.notEqual(await status(portA, 'alice', 'alice-pw'), 401, 'listener a: the Gateway-wide policy (users)')
+  assert.equal(await status(portA, 'bob', 'bob-pw'), 401)
+  assert.equal(await status(portB, 'alice', 'alice-pw'), 401, 'listener b: its own policy wins (admins)')
+  await eventually(async () => (await policyCondition('edge-dup'))?.reason === 'Conflicted')
+  assert.match((await policyCondition('edge-dup'))!.message, /apps\/edge-wide/)
+  assert.equal((await policyCondition('edge-b'))?.status, 'True')
 })
