@@ -17,6 +17,7 @@ import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
+import { waitUntil } from '@portico/testkit/wait'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -44,16 +45,14 @@ let llm: LlmServer | undefined
 const REPLY = 'one two three four five six seven eight nine ten eleven twelve'
 const MESSAGES = [{ role: 'user' as const, content: 'count to twelve please' }]
 const TEAM_KEY = 'sk-team-a-0123456789'
+const PROVIDER_KEY = 'sk-provider-9876543210'
 let dir: string
 let gatewayUrl = ''
 const cleanup: Array<() => Promise<void> | void> = []
 
-async function eventually (check: () => Promise<boolean>, ms = 20_000, why: () => string = () => ''): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`condition not met within ${ms} ms ${why()}`)
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
+/** Until `check` holds (the controller, the xDS push and the proxy take a moment). */
+async function eventually (check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  await waitUntil(check, ms, what, 100)
 }
 
 async function policyCondition (name: string): Promise<{ status: string, reason: string, message: string } | undefined> {
@@ -141,7 +140,7 @@ spec:
 apiVersion: v1
 kind: Secret
 metadata: { name: llm-keys, namespace: apps }
-stringData: { team-a: ${TEAM_KEY} }
+stringData: { team-a: ${TEAM_KEY}, provider: ${PROVIDER_KEY} }
 ---
 apiVersion: portico.dev/v1alpha1
 kind: PorticoBackend
@@ -156,6 +155,7 @@ spec:
   targetRefs: [{ group: portico.dev, kind: PorticoBackend, name: llm }]
   policies:
     apiKey: { keys: [{ key: { secretRef: { name: llm-keys, key: team-a } }, name: team-a }] }
+    backendAuth: { key: { secretRef: { name: llm-keys, key: provider } } }
     localRateLimit: [{ type: tokens, maxTokens: 30, tokensPerFill: 30, fillInterval: 1h }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -180,7 +180,7 @@ spec:
   cleanup.push(() => controller.stop())
   const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web')
   cleanup.push(async () => { await proxy.stop() })
-  await eventually(async () => (await policyCondition('mcp-auth'))?.status === 'True', 30_000, () => controller.output())
+  await eventually(async () => (await policyCondition('mcp-auth'))?.status === 'True', 'mcp-auth Accepted', 30_000)
 })
 
 after(async () => {
@@ -196,7 +196,7 @@ test('the seed\'s MCP route in a cluster: a token with read gets through, none g
       client = await connect(await idp!.token(reader))
       return true
     } catch { return false }
-  })
+  }, 'the MCP route serving a reader')
   const tools = await client!.listTools()
   assert.deepEqual(tools.tools.map(x => x.name), ['whoami'])
   await client!.close()
@@ -230,7 +230,7 @@ spec:
   policies:
     authorization: { rules: ['jwt.sub =='] }
 `)
-  await eventually(async () => (await policyCondition('broken'))?.reason === 'Invalid')
+  await eventually(async () => (await policyCondition('broken'))?.reason === 'Invalid', "'broken' Invalid")
   const c = await policyCondition('broken')
   assert.equal(c?.status, 'False')
   assert.match(c!.message, /^spec\.policies\.authorization\.rules\[0\]: invalid CEL expression/)
@@ -247,7 +247,7 @@ test('a PorticoBackend serves two MCP servers, found by Service, behind one endp
       client = await connect(undefined, '/portal')
       return true
     } catch { return false }
-  })
+  }, 'the PorticoBackend serving')
   const tools = await client!.listTools()
   assert.deepEqual(tools.tools.map(x => x.name).sort(), ['first_whoami', 'second_whoami'])
   const answer = await client!.callTool({ name: 'second_whoami', arguments: {} })
@@ -255,23 +255,24 @@ test('a PorticoBackend serves two MCP servers, found by Service, behind one endp
   await client!.close()
 })
 
-test('an ai PorticoBackend with a PorticoPolicy: an API key from a Secret and a token budget, driven by the official openai SDK', async t => {
+test('an ai PorticoBackend with a PorticoPolicy: a client API key and the provider key from a Secret, a token budget, driven by the official openai SDK', async t => {
   if (cluster === undefined || llm === undefined) return t.skip('no cluster')
   const client = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${gatewayUrl}/llm`, maxRetries: 0 })
-  await eventually(async () => (await policyCondition('llm-budget'))?.status === 'True')
+  await eventually(async () => (await policyCondition('llm-budget'))?.status === 'True', 'llm-budget Accepted')
   const cost = promptTokens(MESSAGES) + countTokens(REPLY)
   assert.ok(cost > 15 && cost < 30, `two exchanges spend the budget of 30 (one costs ${cost})`)
   let first: OpenAI.Chat.Completions.ChatCompletion | undefined
   await eventually(async () => {
     first = await client(TEAM_KEY).chat.completions.create({ model: 'gpt-test', messages: MESSAGES }).catch(() => undefined)
     return first !== undefined
-  })
+  }, 'the ai backend answering')
   assert.equal(first!.choices[0]!.message.content, REPLY)
   await assert.rejects(client('sk-someone-else-99').chat.completions.create({ model: 'gpt-test', messages: MESSAGES }), (err: unknown) => err instanceof OpenAI.AuthenticationError)
   await client(TEAM_KEY).chat.completions.create({ model: 'gpt-test', messages: MESSAGES })
   await assert.rejects(client(TEAM_KEY).chat.completions.create({ model: 'gpt-test', messages: MESSAGES }), (err: unknown) => err instanceof OpenAI.RateLimitError)
-  // The key never reaches the provider: the policy removed it (apiKey, as jwtAuth, strips the credential).
+  // The team's key never reaches the provider; the provider's key, from the Secret, does.
   assert.ok(llm.headers.every(h => h.authorization !== `Bearer ${TEAM_KEY}`))
+  assert.equal(llm.headers.at(-1)?.authorization, `Bearer ${PROVIDER_KEY}`)
 })
 
 test('gateway and listener policies on a second Gateway: basicAuth from Secrets, the listener\'s wins there, a newer duplicate is Conflicted', async t => {
@@ -337,11 +338,11 @@ spec:
     await res?.arrayBuffer()
     return res?.status ?? 0
   }
-  await eventually(async () => (await status(portA)) === 401 && (await status(portB, 'bob', 'bob-pw')) !== 401 && (await status(portB)) === 401)
+  await eventually(async () => (await status(portA)) === 401 && (await status(portB, 'bob', 'bob-pw')) !== 401 && (await status(portB)) === 401, "the edge Gateway's policies on its proxy")
   assert.notEqual(await status(portA, 'alice', 'alice-pw'), 401, 'listener a: the Gateway-wide policy (users)')
   assert.equal(await status(portA, 'bob', 'bob-pw'), 401)
   assert.equal(await status(portB, 'alice', 'alice-pw'), 401, 'listener b: its own policy wins (admins)')
-  await eventually(async () => (await policyCondition('edge-dup'))?.reason === 'Conflicted')
+  await eventually(async () => (await policyCondition('edge-dup'))?.reason === 'Conflicted', 'edge-dup Conflicted')
   assert.match((await policyCondition('edge-dup'))!.message, /apps\/edge-wide/)
   assert.equal((await policyCondition('edge-b'))?.status, 'True')
 })

@@ -46,6 +46,7 @@ describe('ai backends', () => {
         routes: [
           { name: 'chat', matches: [{ path: { pathPrefix: '/openai' } }], backends: [{ ai: ai('local-llm') }] },
           { name: 'pinned', matches: [{ path: { pathPrefix: '/pinned' } }], backends: [{ ai: ai('pinned-llm', { provider: { openAI: { model: 'pinned-model' } } }) }] },
+          { name: 'keyed', matches: [{ path: { pathPrefix: '/keyed' } }], backends: [{ ai: ai('keyed-llm'), policies: { backendAuth: { key: 'sk-provider-key-1234' } } }] },
           {
             name: 'budget',
             matches: [{ path: { pathPrefix: '/budget' } }],
@@ -112,6 +113,13 @@ describe('ai backends', () => {
     const final = events.find(e => e.message.type === 'requestSnapshot' && e.message.stage === 'final request')!.message
     const state = final.requestState as { backend: { name: string, type: string }, request: { path?: string, uri?: string } }
     assert.deepEqual(state.backend, { name: 'local-llm', type: 'ai', protocol: 'http' })
+  })
+
+  test('backendAuth: the provider gets the configured key instead of the client\'s, and /config_dump does not show it', { timeout: 15_000 }, async () => {
+    await client('/keyed').chat.completions.create({ model: 'gpt-test', messages: MESSAGES })
+    assert.equal(llm.headers.at(-1)?.authorization, 'Bearer sk-provider-key-1234')
+    const dump = await (await fetch(`${admin}/config_dump`)).text()
+    assert.doesNotMatch(dump, /sk-provider-key-1234/)
   })
 
   test('provider.openAI.model replaces the request\'s model', { timeout: 15_000 }, async () => {

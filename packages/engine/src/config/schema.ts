@@ -200,8 +200,14 @@ export const RoutePoliciesSchema = Type.Object({
   requestMirror: Opt(RequestMirrorSchema)
 }, { ...strict, description: 'Policies of the route.' })
 
+/** agentgateway's `backendAuth: {key}`: the credential the gateway presents to the backend. */
+export const BackendAuthSchema = Type.Object({
+  key: Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'Sent to the backend as Authorization: Bearer <key>, replacing what the client sent (an LLM provider\'s API key); in cluster resources a secretRef. Redacted in dumps, logs and traces.' })
+}, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth key).' })
+
 export const BackendPoliciesSchema = Type.Object({
   ...policyFieldsWithout('directResponse', 'oidc'),
+  backendAuth: Opt(BackendAuthSchema),
   backendTLS: Opt(BackendTlsSchema),
   health: Opt(BackendHealthSchema),
   http: Opt(BackendHttpSchema)

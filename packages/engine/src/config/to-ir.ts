@@ -277,7 +277,16 @@ function translateRoute (
 
   const refs: BackendRefIR[] = []
   ;(route.backends ?? []).forEach((b, i) => {
-    const { backendTLS, health, http, ...backendPolicies } = b.policies ?? {}
+    const { backendTLS, health, http, backendAuth, ...backendPolicies } = b.policies ?? {}
+    if (backendAuth !== undefined) {
+      // The key becomes the Authorization header the backend gets: one header policy, so the
+      // trace and /config_dump show it there (redacted, as every credential header is).
+      if (backendPolicies.requestHeaderModifier?.set?.authorization !== undefined || backendPolicies.requestHeaderModifier?.add?.authorization !== undefined) {
+        report([...path, 'backends', i, 'policies', 'backendAuth'], 'the Authorization header is also set by requestHeaderModifier: use one of them')
+      }
+      const mod = backendPolicies.requestHeaderModifier ?? {}
+      backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${backendAuth.key}` } }
+    }
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
       : translateBackend(b, [...path, 'backends', i], fail)
