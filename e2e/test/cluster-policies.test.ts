@@ -10,7 +10,9 @@
  * gateway over two MCP servers found through their Services, and an `ai` PorticoBackend with
  * an API key from a Secret and a token budget, driven by the official openai SDK against a
  * local OpenAI-compatible server. And precedence on a second Gateway: basicAuth from Secrets
- * on the whole Gateway and on one listener, a newer duplicate Conflicted.
+ * on the whole Gateway and on one listener, a newer duplicate Conflicted; jwtAuth and a
+ * request rate limit on a route, extAuthz (a real gRPC ext_authz server) on a listener,
+ * attached and then deleted.
  */
 
 import { after, before, test, type TestContext } from 'node:test'
@@ -32,6 +34,7 @@ import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
 import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
 import OpenAI from 'openai'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
+import { OK, startAuthzServer } from '../lib/ext-authz.ts'
 
 const MCP_SERVER = fileURLToPath(new URL('../lib/mcp-server-process.ts', import.meta.url))
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
@@ -345,4 +348,45 @@ spec:
   await eventually(async () => (await policyCondition('edge-dup'))?.reason === 'Conflicted', 'edge-dup Conflicted')
   assert.match((await policyCondition('edge-dup'))!.message, /apps\/edge-wide/)
   assert.equal((await policyCondition('edge-b'))?.status, 'True')
+})
+
+test('jwtAuth and a request rate limit on a route, extAuthz on a listener, attached later: each takes effect, and goes when its policy is deleted', async t => {
+  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  const authz = await startAuthzServer(req => req.attributes.request?.http?.headers?.['x-let-me-in'] === 'yes' ? OK : { status: { code: 7 }, denied_response: { status: { code: 403 } } })
+  cleanup.push(() => authz.close())
+  await cluster.apply(`apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: portal-jwt, namespace: apps }
+spec:
+  targetRefs: [{ kind: HTTPRoute, name: portal }]
+  policies:
+    jwtAuth: { mode: strict, issuer: ${idp.issuer}, audiences: [${idp.audience}], jwks: { secretRef: { name: idp, key: jwks.json } } }
+    localRateLimit: [{ maxTokens: 3, tokensPerFill: 3, fillInterval: 1h }]
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: web-authz, namespace: apps }
+spec:
+  targetRefs: [{ kind: Gateway, name: web, sectionName: http }]
+  policies:
+    extAuthz: { host: "127.0.0.1:${authz.port}", protocol: { grpc: {} } }
+`)
+  const token = await idp.token(reader)
+  const post = async (headers: Record<string, string>) => {
+    const res = await fetch(`${gatewayUrl}/portal`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'e2e', version: '1' } } }) })
+    await res.arrayBuffer()
+    return res.status
+  }
+  await eventually(async () => (await post({ authorization: `Bearer ${token}` })) === 403, 'extAuthz refusing a request without x-let-me-in')
+  assert.ok(authz.calls.length > 0, 'the authorization service was asked')
+  assert.equal(await post({ 'x-let-me-in': 'yes' }), 401, 'extAuthz lets it in; jwtAuth (route) wants a token')
+  // Three requests a bucket: some were spent above; the rest, then 429.
+  const statuses: number[] = []
+  for (let i = 0; i < 4; i++) statuses.push(await post({ 'x-let-me-in': 'yes', authorization: `Bearer ${token}` }))
+  assert.ok(statuses.includes(200), `a valid token passes: ${statuses.join(',')}`)
+  assert.equal(statuses.at(-1), 429, `the route's bucket runs out: ${statuses.join(',')}`)
+  assert.equal((await policyCondition('portal-jwt'))?.status, 'True')
+  await cluster.api('DELETE', '/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/web-authz')
+  await cluster.api('DELETE', '/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/portal-jwt')
+  await eventually(async () => (await post({})) === 200, 'the route open again once the policies are deleted')
 })
