@@ -132,6 +132,7 @@ export class Controller {
     // Kinds that features need beyond the core (FEATURE_KINDS): served only with their CRD.
     const kinds = new Set<string>()
     if (await this.api.get(paths.listenerSets, { limit: '1' }).then(() => true, () => false)) kinds.add('ListenerSet')
+    if (await this.api.get(paths.grpcRoutes, { limit: '1' }).then(() => true, () => false)) kinds.add('GRPCRoute')
     try {
       const crd = await this.api.get<CustomResourceDefinition>(paths.httpRouteCrd)
       this.features = supportedFeatures(crd, undefined, kinds)
@@ -203,7 +204,10 @@ export class Controller {
       if (gw.accepted) await this.deploy(gw)
       this.writeGatewayStatus(gw)
     }
-    for (const r of result.routes) this.status.httpRoute(r.namespace, r.name, r.parents, r.uid)
+    for (const r of result.routes) {
+      if (r.kind === 'GRPCRoute') this.status.grpcRoute(r.namespace, r.name, r.parents, r.uid)
+      else this.status.httpRoute(r.namespace, r.name, r.parents, r.uid)
+    }
     for (const p of result.backendTLSPolicies) this.status.backendTLSPolicy(p.namespace, p.name, p.ancestors, p.uid)
     // A policy no Gateway of ours uses any more loses our ancestors.
     const policies = new Set(result.backendTLSPolicies.map(p => `${p.namespace}/${p.name}`))

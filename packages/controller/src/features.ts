@@ -49,7 +49,9 @@ export const SUPPORTED_FEATURES = [
   'ReferenceGrant',
   'BackendTLSPolicy',
   'BackendTLSPolicySANValidation',
-  'GatewayBackendClientCertificate'
+  'GatewayBackendClientCertificate',
+  'GRPCRoute',
+  'GRPCRouteNamedRouteRule'
 ]
 
 /**
@@ -78,7 +80,9 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
  * server serves the kind (its CRD is installed).
  */
 export const FEATURE_KINDS: Record<string, string> = {
-  ListenerSet: 'ListenerSet'
+  ListenerSet: 'ListenerSet',
+  GRPCRoute: 'GRPCRoute',
+  GRPCRouteNamedRouteRule: 'GRPCRoute'
 }
 
 interface Schema {

@@ -100,6 +100,7 @@ export const paths = {
   gatewayClasses: '/apis/gateway.networking.k8s.io/v1/gatewayclasses',
   gateways: '/apis/gateway.networking.k8s.io/v1/gateways',
   httpRoutes: '/apis/gateway.networking.k8s.io/v1/httproutes',
+  grpcRoutes: '/apis/gateway.networking.k8s.io/v1/grpcroutes',
   listenerSets: '/apis/gateway.networking.k8s.io/v1/listenersets',
   referenceGrants: '/apis/gateway.networking.k8s.io/v1beta1/referencegrants',
   services: '/api/v1/services',
@@ -118,6 +119,7 @@ export const paths = {
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,
   listenerSet: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/listenersets/${name}`,
   httpRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`,
+  grpcRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/grpcroutes/${name}`,
   backendTLSPolicy: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/backendtlspolicies/${name}`,
   namespaced: (apiPrefix: string, ns: string, plural: string, name: string) => `${apiPrefix}/namespaces/${ns}/${plural}/${name}`
 }

@@ -16,12 +16,13 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
   gateways: paths.gateways,
   httpRoutes: paths.httpRoutes,
+  grpcRoutes: paths.grpcRoutes,
   listenerSets: paths.listenerSets,
   referenceGrants: paths.referenceGrants,
   services: paths.services,
@@ -46,6 +47,7 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   listenerSets: paths.listenerSets,
   // BackendTLSPolicy shares its group/version with Gateway: its own list answers 404 without the CRD.
   backendTLSPolicies: paths.backendTLSPolicies,
+  grpcRoutes: paths.grpcRoutes,
   // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends
@@ -150,6 +152,7 @@ export class Informers {
       gatewayClasses: list('gatewayClasses'),
       gateways: list('gateways'),
       httpRoutes: list('httpRoutes'),
+      ...(this.informers.has('grpcRoutes') ? { grpcRoutes: list('grpcRoutes') } : {}),
       listenerSets: list('listenerSets'),
       referenceGrants: list('referenceGrants'),
       services: list('services'),

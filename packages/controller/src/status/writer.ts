@@ -178,6 +178,11 @@ export class StatusWriter {
     this.writeOurEntries(`BackendTLSPolicy/${ns}/${name}`, paths.backendTLSPolicy(ns, name), 'ancestors', 'ancestorRef', ancestors, uid)
   }
 
+  /** A GRPCRoute's parent statuses, as httpRoute. */
+  grpcRoute (ns: string, name: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
+    this.writeOurEntries(`GRPCRoute/${ns}/${name}`, paths.grpcRoute(ns, name), 'parents', 'parentRef', parents, uid)
+  }
+
   /** A PorticoPolicy's ancestor statuses, as backendTLSPolicy. */
   porticoPolicy (ns: string, name: string, ancestors: Array<{ ancestorRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
     this.writeOurEntries(`PorticoPolicy/${ns}/${name}`, paths.porticoPolicy(ns, name), 'ancestors', 'ancestorRef', ancestors, uid)

@@ -49,7 +49,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   let failure: { reason: string, message: string } | null = null
   const fail = (reason: string, message: string) => { failure ??= { reason, message } }
   const refs = (route.spec.rules ?? []).map(rule => (rule.backendRefs ?? []).map(ref => {
-    let b = resolveBackend(ref, routeNs, grants, index)
+    let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute')
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
@@ -61,7 +61,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   }))
   // RequestMirror backendRefs resolve like any backendRef (ReferenceGrant, Service, port).
   const mirrors = (route.spec.rules ?? []).map(rule => (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
-    let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index)
+    let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index, route.kind ?? 'HTTPRoute')
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
@@ -80,7 +80,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   }
 }
 
-function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGrants, index: ServiceIndex): BackendIR {
+function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGrants, index: ServiceIndex, fromKind: string): BackendIR {
   const ns = ref.namespace ?? routeNs
   const group = ref.group ?? ''
   const kind = ref.kind ?? 'Service'
@@ -88,7 +88,7 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     key: `invalid/${ns}/${ref.name}:${ref.port ?? ''}/${kind}`, kind: 'invalid', name: ref.name, namespace: ns, protocol: 'http', endpoints: [], target: `${ref.name}.${ns}:${ref.port ?? ''}`, invalidReason: `${reason}: ${message}`
   })
   if (group === PORTICO_GROUP && kind === 'PorticoBackend') {
-    if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'HTTPRoute', fromNamespace: routeNs, toGroup: PORTICO_GROUP, toKind: 'PorticoBackend', toNamespace: ns, toName: ref.name })) {
+    if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind, fromNamespace: routeNs, toGroup: PORTICO_GROUP, toKind: 'PorticoBackend', toNamespace: ns, toName: ref.name })) {
       return invalid('RefNotPermitted', `PorticoBackend ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
     }
     const pb = index.porticoBackends.get(`${ns}/${ref.name}`)
@@ -99,7 +99,7 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     return invalid(reason, message)
   }
   if (group !== '' || kind !== 'Service') return invalid('InvalidKind', `backend kind ${group === '' ? '' : `${group}/`}${kind} is not supported (Service, portico.dev/PorticoBackend)`)
-  if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'HTTPRoute', fromNamespace: routeNs, toGroup: '', toKind: 'Service', toNamespace: ns, toName: ref.name })) {
+  if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind, fromNamespace: routeNs, toGroup: '', toKind: 'Service', toNamespace: ns, toName: ref.name })) {
     return invalid('RefNotPermitted', `Service ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
   }
   const svc = index.services.get(`${ns}/${ref.name}`)

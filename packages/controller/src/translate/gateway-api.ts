@@ -141,8 +141,26 @@ export interface HTTPRouteRule {
 }
 
 export interface HTTPRoute {
+  /** Absent for an HTTPRoute; `GRPCRoute` for a GRPCRoute translated as one (grpc-routes.ts). */
+  kind?: 'HTTPRoute' | 'GRPCRoute'
   metadata: ObjectMeta
   spec: { parentRefs?: ParentReference[], hostnames?: string[], rules?: HTTPRouteRule[] }
+  status?: unknown
+}
+
+/** A GRPCRoute (gateway.networking.k8s.io/v1). */
+export interface GRPCRoute {
+  metadata: ObjectMeta
+  spec: {
+    parentRefs?: ParentReference[]
+    hostnames?: string[]
+    rules?: Array<{
+      name?: string
+      matches?: Array<{ method?: { type?: 'Exact' | 'RegularExpression', service?: string, method?: string }, headers?: HTTPHeaderMatch[] }>
+      filters?: HTTPRouteFilter[]
+      backendRefs?: BackendRef[]
+    }>
+  }
   status?: unknown
 }
 

@@ -46,7 +46,8 @@ export interface GatewayState {
   addresses: RequestedAddresses
 }
 
-const ROUTE_KIND = { group: GATEWAY_GROUP, kind: 'HTTPRoute' }
+/** Route kinds HTTP and HTTPS listeners take. */
+const HTTP_ROUTE_KINDS = [{ group: GATEWAY_GROUP, kind: 'HTTPRoute' }, { group: GATEWAY_GROUP, kind: 'GRPCRoute' }]
 
 export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map()): GatewayState {
   const gen = gw.metadata.generation
@@ -98,7 +99,7 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
   const gen = owner.generation
   const conditions: Condition[] = []
   let valid = true
-  let kinds: Array<{ group: string, kind: string }> = [ROUTE_KIND]
+  let kinds: Array<{ group: string, kind: string }> = HTTP_ROUTE_KINDS.map(k => ({ ...k }))
   let tls: { cert: string, key: string } | undefined
   let resolvedRefs = condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
   let accepted = condition('Accepted', true, 'Accepted', 'Listener is accepted', gen)
@@ -109,11 +110,11 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
   }
   if (listener.allowedRoutes?.kinds !== undefined) {
     // HTTPRoute is the only kind, and only on HTTP and HTTPS listeners (not on TLS ones).
-    const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && k.kind === 'HTTPRoute')
+    const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && HTTP_ROUTE_KINDS.some(h => h.kind === k.kind))
     if (ok.length !== listener.allowedRoutes.kinds.length) {
-      resolvedRefs = condition('ResolvedRefs', false, 'InvalidRouteKinds', 'only HTTPRoute is supported, on HTTP and HTTPS listeners', gen)
+      resolvedRefs = condition('ResolvedRefs', false, 'InvalidRouteKinds', 'HTTP and HTTPS listeners take HTTPRoute and GRPCRoute', gen)
     }
-    kinds = valid ? ok.map(() => ROUTE_KIND) : []
+    kinds = valid ? ok.map(k => ({ group: GATEWAY_GROUP, kind: k.kind })) : []
   }
   if (valid && listener.protocol === 'HTTPS') {
     const result = listenerTls(owner, listener, grants, secrets)
@@ -173,7 +174,8 @@ function listenerTls (owner: { kind: string, namespace: string }, listener: List
 
 /** Does the listener admit the route (a kind it takes; allowedRoutes.namespaces From Same — `gw`'s namespace, the Gateway or ListenerSet declaring the listener — All or Selector)? */
 export function routeAllowed (l: ListenerState, route: HTTPRoute, gw: { metadata: { namespace?: string } }, namespaces: Map<string, Namespace>): boolean {
-  if (l.kinds.length === 0) return false
+  const kind = route.kind ?? 'HTTPRoute'
+  if (!l.kinds.some(k => k.kind === kind)) return false
   const from = l.listener.allowedRoutes?.namespaces?.from ?? 'Same'
   const routeNs = route.metadata.namespace ?? ''
   if (from === 'Same') return routeNs === (gw.metadata.namespace ?? '')

@@ -91,7 +91,7 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
     }
     parents.push(status(condition('Accepted', true, 'Accepted', 'Route is accepted', gen)))
     for (const l of matching) {
-      l.attached.add(nsName(route.metadata))
+      l.attached.add(`${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`)
       if (l.ir === null) continue // attached and counted, but the listener is not programmed
       const hostnames = intersectHostnames(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))!
       for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
@@ -166,7 +166,8 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
       policies: rulePolicies?.backends[j] ?? {}
     }))
     const ir: RouteIR = {
-      key: `${ns}/${route.metadata.name}.${rule.name ?? i}`,
+      // A GRPCRoute may share its name with an HTTPRoute: its rules' keys say which it is.
+      key: `${route.kind === 'GRPCRoute' ? 'GRPCRoute/' : ''}${ns}/${route.metadata.name}.${rule.name ?? i}`,
       name: route.metadata.name,
       namespace: ns,
       ruleName: rule.name ?? String(i),

@@ -50,6 +50,8 @@ export interface RouteParentStatus {
 }
 
 export interface RouteResult {
+  /** Absent for HTTPRoutes; `GRPCRoute` for a GRPCRoute's status. */
+  kind?: 'GRPCRoute'
   namespace: string
   name: string
   uid?: string

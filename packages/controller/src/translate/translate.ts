@@ -12,7 +12,7 @@
  * indexes the cluster objects and runs them in order.
  */
 
-import { matchesSelector, nsName, type BackendTLSPolicy, type ConfigMap, type EndpointSlice, type GatewayClass, type Gateway, type HTTPRoute, type LabelSelector, type Namespace, type PorticoParameters, type ReferenceGrant, type Secret, type Service } from './gateway-api.ts'
+import { matchesSelector, nsName, type GRPCRoute, type BackendTLSPolicy, type ConfigMap, type EndpointSlice, type GatewayClass, type Gateway, type HTTPRoute, type LabelSelector, type Namespace, type PorticoParameters, type ReferenceGrant, type Secret, type Service } from './gateway-api.ts'
 import { ParametersIndex } from './parameters.ts'
 import { ReferenceGrants } from './reference-grants.ts'
 import { gatewayState, type GatewayState } from './gateways.ts'
@@ -25,6 +25,7 @@ import type { ListenerSet } from './gateway-api.ts'
 import { BackendTlsPolicies, backendClientCertificate } from './backend-tls.ts'
 import type { Condition } from './gateway-api.ts'
 import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
+import { grpcAsHttpRoute } from './grpc-routes.ts'
 import type { PorticoBackend } from './portico-backends.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
@@ -36,6 +37,8 @@ export interface ClusterState {
   gatewayClasses: GatewayClass[]
   gateways: Gateway[]
   httpRoutes: HTTPRoute[]
+  /** GRPCRoutes (absent when the CRD is not installed). */
+  grpcRoutes?: GRPCRoute[]
   referenceGrants: ReferenceGrant[]
   services: Service[]
   endpointSlices: EndpointSlice[]
@@ -91,14 +94,17 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
 
   // Routes, older first: resolve backends, convert policies, attach to listeners.
   const routeResults: RouteResult[] = []
-  const routes = state.httpRoutes.filter(r => discovered(r.metadata.namespace)).sort(byAge)
+  // GRPCRoutes route as the HTTPRoutes they are (grpc-routes.ts), in one age order with them.
+  const grpc = (state.grpcRoutes ?? []).filter(r => discovered(r.metadata.namespace)).map(grpcAsHttpRoute)
+  const grpcProblems = new Map(grpc.map(g => [g.route, g.problem]))
+  const routes = [...state.httpRoutes.filter(r => discovered(r.metadata.namespace)), ...grpc.map(g => g.route)].sort(byAge)
   routes.forEach((route, rank) => {
     const resolved = resolveBackends(route, grants, services, tlsPolicies)
     const policies = routePolicies(route)
-    const unsupported = unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies })
+    const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies })
     const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
     if (parents.length > 0) {
-      routeResults.push({ namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
+      routeResults.push({ ...(route.kind === 'GRPCRoute' ? { kind: 'GRPCRoute' as const } : {}), namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
   })
 
@@ -127,7 +133,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   return {
     classes: classResults,
     gateways: gatewayResults,
-    routes: routeResults.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)),
+    routes: routeResults.sort((a, b) => `${a.kind ?? ''}/${a.namespace}/${a.name}`.localeCompare(`${b.kind ?? ''}/${b.namespace}/${b.name}`)),
     backendTLSPolicies: tlsPolicies.results(options.controllerName),
     ...(porticoPolicies !== undefined ? { porticoPolicies } : {}),
     ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})

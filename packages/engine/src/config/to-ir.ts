@@ -19,6 +19,7 @@ import { hostPort } from '../util/host-port.ts'
 import { frontendToIR } from './frontend-to-ir.ts'
 import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
 import { streamRoutesToIR } from './stream-routes-to-ir.ts'
+import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 
 export interface ToIROptions {
@@ -356,32 +357,6 @@ function translateMatch (m: RouteMatchConfig, path: Path, fail: (p: Path, messag
   }
   if (m.method !== undefined) out.method = m.method
   return out
-}
-
-const GRPC_SERVICE = /^\.?[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*$/
-const GRPC_METHOD = /^[A-Za-z_][A-Za-z_0-9]*$/
-
-/**
- * A gRPC method match as the path match it means (gRPC calls POST /<service>/<method>), with
- * GRPCRoute's semantics: both exact → that path; a service alone → its path prefix; a method
- * alone, or regular expressions → a whole-path regex (RE2, like every route regex).
- */
-function grpcPathMatch (g: { service?: string, method?: string, type?: 'Exact' | 'RegularExpression' }, path: Path, fail: (p: Path, message: string) => void): RouteMatchIR['path'] | null {
-  if (g.service === undefined && g.method === undefined) {
-    fail(path, 'needs service, method or both')
-    return null
-  }
-  if (g.type === 'RegularExpression') {
-    const source = `/${g.service ?? '[^/]+'}/${g.method ?? '[^/]+'}`
-    if (g.service !== undefined) checkRegex(g.service, [...path, 'service'], fail)
-    if (g.method !== undefined) checkRegex(g.method, [...path, 'method'], fail)
-    return { kind: 'regex', value: source }
-  }
-  if (g.service !== undefined && !GRPC_SERVICE.test(g.service)) fail([...path, 'service'], `"${g.service}" is not a gRPC service name (package.Service)`)
-  if (g.method !== undefined && !GRPC_METHOD.test(g.method)) fail([...path, 'method'], `"${g.method}" is not a gRPC method name`)
-  if (g.service !== undefined && g.method !== undefined) return { kind: 'exact', value: `/${g.service}/${g.method}` }
-  if (g.service !== undefined) return { kind: 'prefix', value: `/${g.service}` }
-  return { kind: 'regex', value: `/[^/]+/${g.method!}` }
 }
 
 function translateValueMatch (name: string, value: { exact?: string, regex?: string }, path: Path, fail: (p: Path, message: string) => void): ValueMatchIR {
