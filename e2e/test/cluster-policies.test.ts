@@ -12,7 +12,8 @@
  * local OpenAI-compatible server. And precedence on a second Gateway: basicAuth from Secrets
  * on the whole Gateway and on one listener, a newer duplicate Conflicted; jwtAuth and a
  * request rate limit on a route, extAuthz (a real gRPC ext_authz server) on a listener,
- * attached and then deleted.
+ * attached and then deleted; oidc with its client secret from a Secret, a browser logging in
+ * at a real provider.
  */
 
 import { after, before, test, type TestContext } from 'node:test'
@@ -35,6 +36,7 @@ import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/s
 import OpenAI from 'openai'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
 import { OK, startAuthzServer } from '../lib/ext-authz.ts'
+import { Browser, startLoginIdp } from '../lib/oidc-login.ts'
 
 const MCP_SERVER = fileURLToPath(new URL('../lib/mcp-server-process.ts', import.meta.url))
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
@@ -389,4 +391,57 @@ spec:
   await cluster.api('DELETE', '/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/web-authz')
   await cluster.api('DELETE', '/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/portal-jwt')
   await eventually(async () => (await post({})) === 200, 'the route open again once the policies are deleted')
+})
+
+test('oidc from a PorticoPolicy (client secret from a Secret): a browser logs in at the provider and reaches the backend', async t => {
+  if (cluster === undefined || host === null) return t.skip('no cluster')
+  const [gwPort, idpPort] = [await freePort(), await freePort()]
+  const url = `http://127.0.0.1:${gwPort}`
+  const loginIdp = await startLoginIdp({
+    port: idpPort,
+    client: { id: 'portal', secret: 'portal-client-secret', redirectUris: [`${url}/oauth/callback`], postLogoutRedirectUris: [] },
+    accounts: { alice: { email: 'alice@example.test' } }
+  })
+  cleanup.push(() => loginIdp.stop())
+  await cluster.apply(`apiVersion: v1
+kind: Secret
+metadata: { name: sso, namespace: apps }
+stringData: { client-secret: portal-client-secret }
+---
+${gatewayYaml('apps', 'sso', gwPort)}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: sso-route, namespace: apps }
+spec:
+  parentRefs: [{ name: sso }]
+  rules: [{ backendRefs: [{ name: mcp-server, port: 80 }] }]
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: sso, namespace: apps }
+spec:
+  targetRefs: [{ kind: Gateway, name: sso }]
+  policies:
+    oidc:
+      issuer: ${loginIdp.issuer}
+      clientId: portal
+      clientSecret: { secretRef: { name: sso, key: client-secret } }
+      redirectUri: /oauth/callback
+`)
+  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'sso')
+  cleanup.push(async () => { await proxy.stop() })
+  let last = ''
+  await eventually(async () => {
+    const res = await fetch(`${url}/app`, { redirect: 'manual', headers: { accept: 'text/html' } }).catch((err: Error) => { last = err.message; return undefined })
+    if (res !== undefined) last = `${res.status} ${res.headers.get('location') ?? ''} ${await res.text()}`
+    return res?.status === 302 && (res.headers.get('location') ?? '').startsWith(`${loginIdp.issuer}/`)
+  }, 'the sso Gateway sending browsers to the provider').catch(async (err: Error) => {
+    throw new Error(`${err.message}; last answer: ${last}; policy: ${JSON.stringify(await policyCondition('sso'))}`)
+  })
+  const browser = new Browser()
+  const landed = await browser.login(`${url}/app`, 'alice')
+  // Back at the original URL, past the gateway: the MCP server itself answers a browser's GET.
+  assert.equal(landed.url, `${url}/app`)
+  assert.match(landed.text, /Client must accept text\/event-stream/)
+  assert.equal((await policyCondition('sso'))?.status, 'True')
 })

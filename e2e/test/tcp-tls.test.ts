@@ -169,10 +169,11 @@ describe('TCP and TLS listeners', () => {
     assert.match((await sClient(portico.port, ['-servername', 'c.test'], 'c\n')).out, /backend a got c sni=c\.test/)
   })
 
-  test('a name no route serves gets an unrecognized_name alert', async () => {
+  test('a name no route serves: the connection is closed before any handshake', async () => {
     const r = await sClient(portico.port, ['-servername', 'nobody.example'], 'x\n')
     assert.equal(r.ok, false)
-    assert.match(r.out, /unrecognized name|alert number 112/)
+    assert.match(r.out, /unexpected eof|Connection reset|errno=104|write:errno/i)
+    assert.doesNotMatch(r.out, /BEGIN CERTIFICATE/)
   })
 
   test('Terminate: Portico\'s certificate, TLS 1.3 only (minTLSVersion), the plaintext forwarded', async () => {

@@ -51,7 +51,11 @@ export const SUPPORTED_FEATURES = [
   'BackendTLSPolicySANValidation',
   'GatewayBackendClientCertificate',
   'GRPCRoute',
-  'GRPCRouteNamedRouteRule'
+  'GRPCRouteNamedRouteRule',
+  'TLSRoute',
+  'TLSRouteModeTerminate',
+  'TLSRouteModeMixed',
+  'TCPRoute'
 ]
 
 /**
@@ -82,7 +86,11 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
 export const FEATURE_KINDS: Record<string, string> = {
   ListenerSet: 'ListenerSet',
   GRPCRoute: 'GRPCRoute',
-  GRPCRouteNamedRouteRule: 'GRPCRoute'
+  GRPCRouteNamedRouteRule: 'GRPCRoute',
+  TLSRoute: 'TLSRoute',
+  TLSRouteModeTerminate: 'TLSRoute',
+  TLSRouteModeMixed: 'TLSRoute',
+  TCPRoute: 'TCPRoute'
 }
 
 interface Schema {

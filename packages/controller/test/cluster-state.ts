@@ -10,7 +10,7 @@ const LISTS: Record<string, keyof ClusterState> = {
   BackendTLSPolicy: 'backendTLSPolicies', ConfigMap: 'configMaps',
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
-  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends', GRPCRoute: 'grpcRoutes'
+  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends', GRPCRoute: 'grpcRoutes', TLSRoute: 'tlsRoutes', TCPRoute: 'tcpRoutes'
 }
 
 export function clusterState (text: string): ClusterState {
@@ -24,6 +24,8 @@ export function clusterState (text: string): ClusterState {
     if (list === 'porticoPolicies') state.porticoPolicies ??= []
     if (list === 'porticoBackends') state.porticoBackends ??= []
     if (list === 'grpcRoutes') state.grpcRoutes ??= []
+    if (list === 'tlsRoutes') state.tlsRoutes ??= []
+    if (list === 'tcpRoutes') state.tcpRoutes ??= []
     ;(state[list] as unknown[] | undefined)?.push(obj)
   }
   return state

@@ -101,6 +101,8 @@ export const paths = {
   gateways: '/apis/gateway.networking.k8s.io/v1/gateways',
   httpRoutes: '/apis/gateway.networking.k8s.io/v1/httproutes',
   grpcRoutes: '/apis/gateway.networking.k8s.io/v1/grpcroutes',
+  tlsRoutes: '/apis/gateway.networking.k8s.io/v1/tlsroutes',
+  tcpRoutes: '/apis/gateway.networking.k8s.io/v1/tcproutes',
   listenerSets: '/apis/gateway.networking.k8s.io/v1/listenersets',
   referenceGrants: '/apis/gateway.networking.k8s.io/v1beta1/referencegrants',
   services: '/api/v1/services',
@@ -119,7 +121,7 @@ export const paths = {
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,
   listenerSet: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/listenersets/${name}`,
   httpRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`,
-  grpcRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/grpcroutes/${name}`,
+  route: (kind: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute', ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/${kind.toLowerCase()}s/${name}`,
   backendTLSPolicy: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/backendtlspolicies/${name}`,
   namespaced: (apiPrefix: string, ns: string, plural: string, name: string) => `${apiPrefix}/namespaces/${ns}/${plural}/${name}`
 }

@@ -16,13 +16,15 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
   gateways: paths.gateways,
   httpRoutes: paths.httpRoutes,
   grpcRoutes: paths.grpcRoutes,
+  tlsRoutes: paths.tlsRoutes,
+  tcpRoutes: paths.tcpRoutes,
   listenerSets: paths.listenerSets,
   referenceGrants: paths.referenceGrants,
   services: paths.services,
@@ -48,6 +50,8 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   // BackendTLSPolicy shares its group/version with Gateway: its own list answers 404 without the CRD.
   backendTLSPolicies: paths.backendTLSPolicies,
   grpcRoutes: paths.grpcRoutes,
+  tlsRoutes: paths.tlsRoutes,
+  tcpRoutes: paths.tcpRoutes,
   // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends
@@ -153,6 +157,8 @@ export class Informers {
       gateways: list('gateways'),
       httpRoutes: list('httpRoutes'),
       ...(this.informers.has('grpcRoutes') ? { grpcRoutes: list('grpcRoutes') } : {}),
+      ...(this.informers.has('tlsRoutes') ? { tlsRoutes: list('tlsRoutes') } : {}),
+      ...(this.informers.has('tcpRoutes') ? { tcpRoutes: list('tcpRoutes') } : {}),
       listenerSets: list('listenerSets'),
       referenceGrants: list('referenceGrants'),
       services: list('services'),

@@ -39,7 +39,7 @@ export interface Listener {
   hostname?: string
   port: number
   protocol: string
-  tls?: { mode?: 'Terminate' | 'Passthrough', certificateRefs?: Array<{ group?: string, kind?: string, name: string, namespace?: string }> }
+  tls?: { mode?: 'Terminate' | 'Passthrough', certificateRefs?: Array<{ group?: string, kind?: string, name: string, namespace?: string }>, options?: Record<string, string> }
   allowedRoutes?: { namespaces?: RouteNamespaces, kinds?: Array<{ group?: string, kind: string }> }
 }
 
@@ -141,10 +141,20 @@ export interface HTTPRouteRule {
 }
 
 export interface HTTPRoute {
-  /** Absent for an HTTPRoute; `GRPCRoute` for a GRPCRoute translated as one (grpc-routes.ts). */
-  kind?: 'HTTPRoute' | 'GRPCRoute'
+  /**
+   * Absent for an HTTPRoute; another kind for a route translated as one: a GRPCRoute
+   * (grpc-routes.ts), or a TLSRoute / TCPRoute (stream-routes.ts: rules of backendRefs only).
+   */
+  kind?: 'HTTPRoute' | 'GRPCRoute' | 'TLSRoute' | 'TCPRoute'
   metadata: ObjectMeta
   spec: { parentRefs?: ParentReference[], hostnames?: string[], rules?: HTTPRouteRule[] }
+  status?: unknown
+}
+
+/** A TLSRoute or TCPRoute (gateway.networking.k8s.io/v1): backends for whole connections. */
+export interface StreamRoute {
+  metadata: ObjectMeta
+  spec: { parentRefs?: ParentReference[], hostnames?: string[], rules?: Array<{ name?: string, backendRefs?: BackendRef[] }> }
   status?: unknown
 }
 

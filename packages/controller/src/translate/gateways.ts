@@ -5,7 +5,8 @@
  * listeners into binds by port.
  */
 
-import { contentVersion, type BackendIR, type BindIR, type ClientValidationIR, type ListenerIR, type ProxyIR } from '@portico/engine/ir'
+import { contentVersion, type BackendIR, type BindIR, type ClientValidationIR, type ListenerIR, type ProxyIR, type TlsServerIR } from '@portico/engine/ir'
+import { serverTlsOptionsToIR } from '@portico/engine/config'
 import { GATEWAY_GROUP, matchesSelector, type Condition, type Gateway, type HTTPRoute, type Listener, type Namespace, type Secret } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
 import { requestedAddresses, type RequestedAddresses } from './addresses.ts'
@@ -29,7 +30,7 @@ export interface ListenerState {
   kinds: Array<{ group: string, kind: string }>
   conditions: Condition[]
   attached: Set<string>
-  tls?: { cert: string, key: string }
+  tls?: TlsServerIR
   /** Client certificate validation of the listener's port (Gateway spec.tls.frontend; frontend-tls.ts). */
   clientValidation?: ClientValidationIR
 }
@@ -48,6 +49,45 @@ export interface GatewayState {
 
 /** Route kinds HTTP and HTTPS listeners take. */
 const HTTP_ROUTE_KINDS = [{ group: GATEWAY_GROUP, kind: 'HTTPRoute' }, { group: GATEWAY_GROUP, kind: 'GRPCRoute' }]
+
+/** Route kinds by listener protocol. */
+function routeKindsOf (protocol: string): Array<{ group: string, kind: string }> {
+  if (protocol === 'HTTP' || protocol === 'HTTPS') return HTTP_ROUTE_KINDS.map(k => ({ ...k }))
+  if (protocol === 'TLS') return [{ group: GATEWAY_GROUP, kind: 'TLSRoute' }]
+  if (protocol === 'TCP') return [{ group: GATEWAY_GROUP, kind: 'TCPRoute' }]
+  return []
+}
+
+/** Listener `tls.options` Portico reads (the Gateway API leaves their names to implementations). */
+export const TLS_OPTIONS = { minVersion: 'portico.dev/min-tls-version', maxVersion: 'portico.dev/max-tls-version', cipherSuites: 'portico.dev/cipher-suites' } as const
+
+/**
+ * The listener's TLS versions and cipher suites from its `tls.options`, as the standalone
+ * `minTLSVersion`, `maxTLSVersion` and `cipherSuites` (comma-separated) mean them, checked by
+ * the same converter; why they cannot be used, or null. Unknown `portico.dev/` options are
+ * refused; other prefixes belong to other implementations and are left alone.
+ */
+function applyTlsOptions (listener: Listener, tls: TlsServerIR): string | null {
+  const options = listener.tls?.options ?? {}
+  const known = new Set<string>(Object.values(TLS_OPTIONS))
+  for (const key of Object.keys(options)) if (key.startsWith('portico.dev/') && !known.has(key)) return `tls.options: unknown option ${key} (known: ${[...known].join(', ')})`
+  const version = (key: string): '1.2' | '1.3' | undefined | null => {
+    const v = options[key]
+    return v === undefined ? undefined : v === '1.2' || v === '1.3' ? v : null
+  }
+  const min = version(TLS_OPTIONS.minVersion)
+  const max = version(TLS_OPTIONS.maxVersion)
+  if (min === null || max === null) return `tls.options: ${min === null ? TLS_OPTIONS.minVersion : TLS_OPTIONS.maxVersion} must be "1.2" or "1.3"`
+  const suites = options[TLS_OPTIONS.cipherSuites]?.split(',').map(s => s.trim()).filter(s => s !== '')
+  const problems: string[] = []
+  const ok = serverTlsOptionsToIR({ ...(min !== undefined ? { minTLSVersion: min } : {}), ...(max !== undefined ? { maxTLSVersion: max } : {}), ...(suites !== undefined ? { cipherSuites: suites } : {}) }, tls, [], (_path, message) => { problems.push(message) })
+  return ok ? null : `tls.options: ${problems.join('; ')}`
+}
+
+/** A TLS listener's mode: Terminate unless it says Passthrough (the Gateway API's default). */
+export function tlsModeOf (listener: Listener): 'Terminate' | 'Passthrough' {
+  return listener.tls?.mode === 'Passthrough' ? 'Passthrough' : 'Terminate'
+}
 
 export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map()): GatewayState {
   const gen = gw.metadata.generation
@@ -79,9 +119,11 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
   for (const l of listeners) {
     l.conditions.push(condition('Programmed', l.valid, l.valid ? 'Programmed' : 'Invalid', l.valid ? 'Listener is programmed' : 'Listener is invalid', gen))
     if (l.valid) {
-      const ir: ListenerIR = { key: `${ns}/${gw.metadata.name}.${l.listener.name}`, gateway: gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as 'HTTP' | 'HTTPS', policies: {}, routes: [] }
-      if (l.listener.hostname !== undefined) ir.hostname = l.listener.hostname.toLowerCase()
+      const ir: ListenerIR = { key: `${ns}/${gw.metadata.name}.${l.listener.name}`, gateway: gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as ListenerIR['protocol'], policies: {}, routes: [] }
+      if (l.listener.hostname !== undefined && l.listener.protocol !== 'TCP') ir.hostname = l.listener.hostname.toLowerCase()
       if (l.tls !== undefined) ir.tls = l.tls
+      if (l.listener.protocol === 'TLS') ir.tlsMode = tlsModeOf(l.listener)
+      if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP') ir.streamRoutes = []
       l.ir = ir
     }
   }
@@ -99,30 +141,35 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
   const gen = owner.generation
   const conditions: Condition[] = []
   let valid = true
-  let kinds: Array<{ group: string, kind: string }> = HTTP_ROUTE_KINDS.map(k => ({ ...k }))
-  let tls: { cert: string, key: string } | undefined
+  let kinds: Array<{ group: string, kind: string }> = routeKindsOf(listener.protocol)
+  let tls: TlsServerIR | undefined
   let resolvedRefs = condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
   let accepted = condition('Accepted', true, 'Accepted', 'Listener is accepted', gen)
-  if (listener.protocol !== 'HTTP' && listener.protocol !== 'HTTPS') {
+  const offered = kinds
+  if (offered.length === 0) {
     valid = false
-    kinds = []
-    accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS)`, gen)
+    accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS, TLS, TCP)`, gen)
   }
   if (listener.allowedRoutes?.kinds !== undefined) {
-    // HTTPRoute is the only kind, and only on HTTP and HTTPS listeners (not on TLS ones).
-    const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && HTTP_ROUTE_KINDS.some(h => h.kind === k.kind))
+    const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && offered.some(h => h.kind === k.kind))
     if (ok.length !== listener.allowedRoutes.kinds.length) {
-      resolvedRefs = condition('ResolvedRefs', false, 'InvalidRouteKinds', 'HTTP and HTTPS listeners take HTTPRoute and GRPCRoute', gen)
+      resolvedRefs = condition('ResolvedRefs', false, 'InvalidRouteKinds', `${listener.protocol} listeners take ${offered.map(k => k.kind).join(' and ')}`, gen)
     }
     kinds = valid ? ok.map(k => ({ group: GATEWAY_GROUP, kind: k.kind })) : []
   }
-  if (valid && listener.protocol === 'HTTPS') {
+  // A TLS listener that terminates needs its certificate, as an HTTPS one does.
+  if (valid && (listener.protocol === 'HTTPS' || (listener.protocol === 'TLS' && tlsModeOf(listener) === 'Terminate'))) {
     const result = listenerTls(owner, listener, grants, secrets)
     if (typeof result === 'string') {
       resolvedRefs = condition('ResolvedRefs', false, result.startsWith('RefNotPermitted') ? 'RefNotPermitted' : 'InvalidCertificateRef', result.replace(/^\w+: /, ''), gen)
       valid = false
     } else {
       tls = result
+      const problem = applyTlsOptions(listener, tls)
+      if (problem !== null) {
+        accepted = condition('Accepted', false, 'UnsupportedValue', problem, gen)
+        valid = false
+      }
     }
   }
   conditions.push(accepted, resolvedRefs)

@@ -12,7 +12,7 @@
 
 import type { ListenerIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, matchesSelector, nsName, type AllowedListeners, type Condition, type ListenerSet, type Namespace, type Secret } from './gateway-api.ts'
-import { listenerState, type GatewayState, type ListenerState } from './gateways.ts'
+import { listenerState, type GatewayState, type ListenerState , tlsModeOf } from './gateways.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import type { GatewayResult, ListenerStatus } from './status.ts'
 import { condition } from './conditions.ts'
@@ -128,7 +128,9 @@ export function attachListenerSets (listenerSets: readonly ListenerSet[], gatewa
 
 function listenerIR (g: GatewayState, ls: ListenerSet, l: ListenerState): ListenerIR {
   // Keyed by the ListenerSet: its listener names may repeat the Gateway's.
-  const ir: ListenerIR = { key: `ListenerSet/${nsName(ls.metadata)}.${l.listener.name}`, gateway: g.gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as 'HTTP' | 'HTTPS', policies: {}, routes: [] }
+  const ir: ListenerIR = { key: `ListenerSet/${nsName(ls.metadata)}.${l.listener.name}`, gateway: g.gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as ListenerIR['protocol'], policies: {}, routes: [] }
+  if (l.listener.protocol === 'TLS') ir.tlsMode = tlsModeOf(l.listener)
+  if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP') ir.streamRoutes = []
   if (l.listener.hostname !== undefined) ir.hostname = l.listener.hostname.toLowerCase()
   if (l.tls !== undefined) ir.tls = l.tls
   return ir

@@ -6,7 +6,7 @@
  */
 
 import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine/config'
-import { formatIrDiagnostic, validateRoute, type BackendRefIR, type RouteIR, type RouteMatchIR } from '@portico/engine/ir'
+import { formatIrDiagnostic, validateRoute, type BackendRefIR, type RouteIR, type RouteMatchIR, type StreamRouteIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type HTTPRouteRule, type Namespace } from './gateway-api.ts'
 import { routeAllowed, type GatewayState, type ListenerState } from './gateways.ts'
 import type { ListenerSetState } from './listener-sets.ts'
@@ -94,7 +94,8 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
       l.attached.add(`${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`)
       if (l.ir === null) continue // attached and counted, but the listener is not programmed
       const hostnames = intersectHostnames(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))!
-      for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
+      if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, hostnames))
+      else for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
       for (const b of resolved.backends.values()) gwState.backends.set(b.key, b)
     }
   }
@@ -184,6 +185,17 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
     if (rulePolicies?.retry !== undefined) ir.retry = rulePolicies.retry
     return ir
   })
+}
+
+/**
+ * A TLSRoute or TCPRoute on one listener: every rule's backendRefs, by weight per connection
+ * (TLSRoute and TCPRoute rules have no matches; the hostnames are the SNI names).
+ */
+function streamRouteIR ({ route, rank, resolved }: PreparedRoute, hostnames: string[]): StreamRouteIR {
+  const ns = route.metadata.namespace ?? ''
+  const kind = route.kind === 'TLSRoute' ? 'tls' : 'tcp'
+  const backends: BackendRefIR[] = (route.spec.rules ?? []).flatMap((rule, i) => (rule.backendRefs ?? []).map((ref, j) => ({ backend: resolved.refs[i]![j]!, weight: ref.weight ?? 1, policies: {} })))
+  return { key: `${route.kind}/${ns}/${route.metadata.name}`, name: route.metadata.name, namespace: ns, kind, hostnames: route.kind === 'TLSRoute' ? hostnames : [], backends, order: rank }
 }
 
 /**

@@ -50,8 +50,8 @@ export interface RouteParentStatus {
 }
 
 export interface RouteResult {
-  /** Absent for HTTPRoutes; `GRPCRoute` for a GRPCRoute's status. */
-  kind?: 'GRPCRoute'
+  /** Absent for HTTPRoutes; the kind of any other route. */
+  kind?: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute'
   namespace: string
   name: string
   uid?: string

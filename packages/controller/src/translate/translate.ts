@@ -12,7 +12,7 @@
  * indexes the cluster objects and runs them in order.
  */
 
-import { matchesSelector, nsName, type GRPCRoute, type BackendTLSPolicy, type ConfigMap, type EndpointSlice, type GatewayClass, type Gateway, type HTTPRoute, type LabelSelector, type Namespace, type PorticoParameters, type ReferenceGrant, type Secret, type Service } from './gateway-api.ts'
+import { matchesSelector, nsName, type GRPCRoute, type StreamRoute, type BackendTLSPolicy, type ConfigMap, type EndpointSlice, type GatewayClass, type Gateway, type HTTPRoute, type LabelSelector, type Namespace, type PorticoParameters, type ReferenceGrant, type Secret, type Service } from './gateway-api.ts'
 import { ParametersIndex } from './parameters.ts'
 import { ReferenceGrants } from './reference-grants.ts'
 import { gatewayState, type GatewayState } from './gateways.ts'
@@ -39,6 +39,9 @@ export interface ClusterState {
   httpRoutes: HTTPRoute[]
   /** GRPCRoutes (absent when the CRD is not installed). */
   grpcRoutes?: GRPCRoute[]
+  /** TLSRoutes and TCPRoutes (absent when their CRDs are not installed). */
+  tlsRoutes?: StreamRoute[]
+  tcpRoutes?: StreamRoute[]
   referenceGrants: ReferenceGrant[]
   services: Service[]
   endpointSlices: EndpointSlice[]
@@ -97,14 +100,21 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   // GRPCRoutes route as the HTTPRoutes they are (grpc-routes.ts), in one age order with them.
   const grpc = (state.grpcRoutes ?? []).filter(r => discovered(r.metadata.namespace)).map(grpcAsHttpRoute)
   const grpcProblems = new Map(grpc.map(g => [g.route, g.problem]))
-  const routes = [...state.httpRoutes.filter(r => discovered(r.metadata.namespace)), ...grpc.map(g => g.route)].sort(byAge)
+  // TLSRoutes and TCPRoutes: their rules are backendRefs only; they attach to TLS / TCP listeners.
+  const streams = ([['TLSRoute', state.tlsRoutes ?? []], ['TCPRoute', state.tcpRoutes ?? []]] as const).flatMap(([kind, list]) => list.filter(r => discovered(r.metadata.namespace)).map((r): HTTPRoute => ({
+    kind,
+    metadata: r.metadata,
+    spec: { ...(r.spec.parentRefs !== undefined ? { parentRefs: r.spec.parentRefs } : {}), ...(r.spec.hostnames !== undefined ? { hostnames: r.spec.hostnames } : {}), rules: (r.spec.rules ?? []).map(rule => ({ ...(rule.name !== undefined ? { name: rule.name } : {}), backendRefs: rule.backendRefs ?? [] })) }
+  })))
+  const routes = [...state.httpRoutes.filter(r => discovered(r.metadata.namespace)), ...grpc.map(g => g.route), ...streams].sort(byAge)
   routes.forEach((route, rank) => {
     const resolved = resolveBackends(route, grants, services, tlsPolicies)
     const policies = routePolicies(route)
-    const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies })
+    const stream = route.kind === 'TLSRoute' || route.kind === 'TCPRoute'
+    const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? (stream ? null : invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies }))
     const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
     if (parents.length > 0) {
-      routeResults.push({ ...(route.kind === 'GRPCRoute' ? { kind: 'GRPCRoute' as const } : {}), namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
+      routeResults.push({ ...(route.kind !== undefined && route.kind !== 'HTTPRoute' ? { kind: route.kind } : {}), namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
   })
 

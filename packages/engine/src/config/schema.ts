@@ -159,7 +159,7 @@ export const OidcSchema = Type.Object({
   redirectUri: Type.String({ pattern: `^(/|https?://)${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Where the provider sends the browser back: a path on the gateway (e.g. /oauth/callback; the scheme and host come from the request) or an absolute URL. Must be registered with the provider.' }),
   scopes: Opt(Type.Array(Type.String({ pattern: '^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$' }), { description: 'Scopes requested; default [openid] (openid is always added).' })),
   cookieName: Opt(Type.String({ pattern: '^[A-Za-z0-9_.-]+$', description: 'Session cookie name; default portico_session (the login in progress uses <name>_login).' })),
-  sessionKey: Opt(Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'Hex AES-256 key that encrypts the cookies. Default: derived from config.session.key / SESSION_KEY, else random per process.' })),
+  sessionKey: Opt(Type.String({ pattern: '^[0-9a-fA-F]{64}$', $comment: SECRET_VALUE, description: 'Hex AES-256 key that encrypts the cookies (in cluster resources a secretRef). Default: derived from config.session.key / SESSION_KEY, else random per process.' })),
   sessionTtl: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'Session lifetime, e.g. 8h. Default: until the ID token expires.' })),
   logoutPath: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Path that logs out; default /logout.' })),
   postLogoutRedirectUri: Opt(Type.String({ pattern: `^(/|https?://)${NO_WHITESPACE_OR_CONTROLS}$`, description: 'Where the browser goes after logout (sent to the provider\'s end_session_endpoint; used directly when the provider has none). Default /.' }))

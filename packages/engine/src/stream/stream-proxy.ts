@@ -9,8 +9,9 @@
  *     Terminate    Portico completes the handshake with the listener's certificate (and
  *                  checks a client certificate when asked) and forwards the plaintext.
  *
- * A connection nothing serves is closed — on TLS with an `unrecognized_name` alert, so the
- * client reports why. Half-closes are passed on (a client that shuts its write side still
+ * A connection nothing serves is closed without a word, as Envoy does when no filter chain
+ * matches (and as the Gateway API conformance suite expects of a TLS client: a reset or end
+ * of stream, not a TLS alert); the access log and the trace say why. Half-closes are passed on (a client that shuts its write side still
  * gets the rest of the answer); a connection quiet for the idle timeout is cut; a client that
  * takes too long to send its hello is dropped. Backpressure is the sockets' own: a slow
  * reader pauses the writer on the other side.
@@ -33,9 +34,6 @@ export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
 export const DEFAULT_STREAM_IDLE_TIMEOUT_MS = 60 * 60_000
 /** How long a TLS client has to send its whole hello. */
 export const DEFAULT_CLIENT_HELLO_TIMEOUT_MS = 10_000
-
-/** TLS alert record: fatal (2) unrecognized_name (112), RFC 8446 §6. */
-const UNRECOGNIZED_NAME_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70])
 
 /** Why a connection ended: `Done`, or what refused or cut it (access log `reason`, metrics). */
 export type StreamReason =
@@ -172,13 +170,13 @@ export class StreamProxy {
       this.hub.claim(tracer, { method: tlsBind ? 'TLS' : 'TCP', host: conn.serverName ?? '', path: '', route: route?.ir.key ?? null, headers: {} })
     }
     if (route === null) {
-      this.refuse(conn, 'NoRoute', conn.serverName === null ? 'no route for this connection' : `no route for SNI name ${conn.serverName}`, tlsBind && hello !== null)
+      this.refuse(conn, 'NoRoute', conn.serverName === null ? 'no route for this connection' : `no route for SNI name ${conn.serverName}`)
       return
     }
     const picked = route.backends.pick()
     const backend = picked?.backend
     if (backend === undefined || backend.kind === 'invalid' || backend.endpoints.length === 0) {
-      this.refuse(conn, 'NoBackend', backend?.invalidReason ?? (picked === null ? 'the route has no backend with weight' : 'backend not found'), tlsBind && hello !== null)
+      this.refuse(conn, 'NoBackend', backend?.invalidReason ?? (picked === null ? 'the route has no backend with weight' : 'backend not found'))
       return
     }
     conn.backend = backend
@@ -190,7 +188,7 @@ export class StreamProxy {
   private terminate (conn: Conn, listener: CompiledListener, hello: Buffer, backend: BackendIR): void {
     const serverTls = listener.ir.tls ?? conn.bind.ir.tls
     if (serverTls === undefined) {
-      this.refuse(conn, 'HandshakeFailed', 'no certificate to terminate with', true)
+      this.refuse(conn, 'HandshakeFailed', 'no certificate to terminate with')
       return
     }
     const validation = serverTls.clientValidation ?? conn.bind.ir.tls?.clientValidation
@@ -286,13 +284,10 @@ export class StreamProxy {
     return backend.endpoints[i % n]!
   }
 
-  /** Ends a connection nothing will serve; on TLS with an alert the client can report. */
-  private refuse (conn: Conn, reason: StreamReason, message: string, alert = false): void {
+  /** Ends a connection nothing will serve (the record keeps why). */
+  private refuse (conn: Conn, reason: StreamReason, message: string): void {
     this.fail(conn, reason, new Error(message))
-    if (alert && conn.client.writable) conn.client.end(UNRECOGNIZED_NAME_ALERT)
-    else conn.client.destroy()
-    // end() waits for the client's FIN; do not wait long for it.
-    setTimeout(() => conn.client.destroy(), 1_000).unref()
+    conn.client.destroy()
   }
 
   /** Records the first reason a connection failed (later errors are its consequences). */
