@@ -26,8 +26,8 @@ const TARGET_REF: JsonSchema = {
   type: 'object',
   required: ['kind', 'name'],
   properties: {
-    group: { type: 'string', maxLength: 253, description: 'gateway.networking.k8s.io (Gateway, HTTPRoute), "" (Service) or portico.dev (PorticoBackend). Default: gateway.networking.k8s.io.' },
-    kind: { type: 'string', enum: ['Gateway', 'HTTPRoute', 'Service', 'PorticoBackend'] },
+    group: { type: 'string', maxLength: 253, description: 'gateway.networking.k8s.io (Gateway, HTTPRoute, GRPCRoute), "" (Service) or portico.dev (PorticoBackend). Default: gateway.networking.k8s.io.' },
+    kind: { type: 'string', enum: ['Gateway', 'HTTPRoute', 'GRPCRoute', 'Service', 'PorticoBackend'] },
     name: { type: 'string', minLength: 1, maxLength: 253 },
     sectionName: { type: 'string', minLength: 1, maxLength: 253, description: 'A listener of the Gateway, or a rule (by name) of the HTTPRoute: only that part gets the policy.' }
   }

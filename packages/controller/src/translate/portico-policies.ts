@@ -63,8 +63,6 @@ interface Attachment {
   converted: Converted
 }
 
-const LEVEL_OF: Record<string, Level> = { Gateway: 'gateway', HTTPRoute: 'route', Service: 'backend' }
-
 let levelSchemas: Record<Level, JsonSchema> | undefined
 function schemaOf (level: Level): JsonSchema {
   levelSchemas ??= configParts(configJsonSchema())
@@ -156,10 +154,12 @@ function applyToRoute (
   g: GatewayState
 ): void {
   const onRoute: Attachment[] = []
+  // A GRPCRoute's rules carry its kind in their keys (routes.ts): `kind: GRPCRoute` targets them.
+  const routeKind = route.key.startsWith('GRPCRoute/') ? 'GRPCRoute' : 'HTTPRoute'
   for (const p of sorted) {
     if ((p.metadata.namespace ?? '') !== (route.namespace ?? '')) continue
     for (const ref of p.spec.targetRefs) {
-      if (ref.kind !== 'HTTPRoute' || (ref.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || ref.name !== route.name) continue
+      if (ref.kind !== routeKind || (ref.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || ref.name !== route.name) continue
       if (ref.sectionName !== undefined && ref.sectionName !== route.ruleName) continue
       found.add(p)
       onRoute.push({ policy: p, specificity: ref.sectionName !== undefined ? 1 : 0, converted: convert(p, 'route') })
