@@ -33,6 +33,7 @@ import { freePort } from '../lib/portico.ts'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
 import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { ctl, jsonLines } from '../../packages/cli/test/helpers.ts'
 import OpenAI from 'openai'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
 import { OK, startAuthzServer } from '../lib/ext-authz.ts'
@@ -53,6 +54,9 @@ const TEAM_KEY = 'sk-team-a-0123456789'
 const PROVIDER_KEY = 'sk-provider-9876543210'
 let dir: string
 let gatewayUrl = ''
+let gatewayPort = 0
+/** Where a Gateway's proxy pod's ports really are (the local proxy process): gateway → pod port → local port. */
+const podPorts = new Map<string, Record<number, number>>()
 const cleanup: Array<() => Promise<void> | void> = []
 
 /** Until `check` holds (the controller, the xDS push and the proxy take a moment). */
@@ -85,7 +89,13 @@ before(async s => {
   cleanup.push(() => idp!.stop())
   llm = await startLlmServer({ reply: REPLY })
   cleanup.push(() => llm!.close())
-  cluster = await startCluster()
+  cluster = await startCluster({
+    // porticoctl reaches a Gateway's pod through a port-forward: to the local proxy here.
+    portForward: (pod, port) => {
+      const target = podPorts.get(`${pod.metadata?.namespace ?? ''}/${pod.metadata?.labels?.['gateway.networking.k8s.io/gateway-name'] ?? ''}`)?.[port]
+      return target === undefined ? null : { host: '127.0.0.1', port: target }
+    }
+  })
   cleanup.push(() => cluster!.stop())
   await cluster.apply([porticoPolicyCrd(configJsonSchema()), porticoBackendCrd(configJsonSchema())] as never)
   await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticopolicies.portico.dev', 'crd/porticobackends.portico.dev'])
@@ -93,6 +103,7 @@ before(async s => {
   await host.spawnNode([MCP_SERVER, host.address, '18092'], 'listening')
   const jwks = await (await fetch(idp.jwksUrl)).text()
   const gwPort = await freePort()
+  gatewayPort = gwPort
   gatewayUrl = `http://127.0.0.1:${gwPort}`
   await cluster.apply(`apiVersion: v1
 kind: Namespace
@@ -183,8 +194,10 @@ spec:
 `)
   const controller = await startController(cluster, {})
   cleanup.push(() => controller.stop())
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web')
+  const adminPort = await freePort()
+  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
   cleanup.push(async () => { await proxy.stop() })
+  podPorts.set('apps/web', { 15000: adminPort, [gwPort]: gwPort })
   await eventually(async () => (await policyCondition('mcp-auth'))?.status === 'True', 'mcp-auth Accepted', 30_000)
 })
 
@@ -223,6 +236,21 @@ test('the seed\'s MCP route in a cluster: a token with read gets through, none g
   assert.equal(other.status, 403)
   await other.arrayBuffer()
   await assert.rejects(connect(await idp.token(writer)))
+})
+
+test('porticoctl proxy trace gateway/web and proxy config all: the PorticoPolicy each attached policy came from', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  const home = mkdtempSync(join(tmpdir(), 'porticoctl-policies-'))
+  cleanup.push(() => rmSync(home, { recursive: true, force: true }))
+  const env = { KUBECONFIG: cluster.kubeconfig, HOME: home, KUBERNETES_SERVICE_HOST: '' }
+  await cluster.waitForReadyPods('apps', 'gateway.networking.k8s.io/gateway-name=web', 1)
+  const trace = await ctl(['proxy', 'trace', 'gateway/web', '-n', 'apps', '--raw', '--port', String(gatewayPort), '--', `http://127.0.0.1:${gatewayPort}/mcp`], { env, timeoutMs: 30_000 })
+  assert.equal(trace.code, 0, trace.stderr)
+  const routePhase = jsonLines(trace.stdout).find(e => e.message.type === 'policySelection' && e.message.phase === 'route')
+  assert.deepEqual(routePhase?.message.sources, { mcpAuthentication: 'PorticoPolicy apps/mcp-auth', authorization: 'PorticoPolicy apps/mcp-auth' })
+  const config = await ctl(['proxy', 'config', 'all', 'gateway/web', '-n', 'apps'], { env, timeoutMs: 30_000 })
+  assert.equal(config.code, 0, config.stderr)
+  assert.match(config.stdout, /mcpAuthentication\(PorticoPolicy apps\/mcp-auth\)/)
 })
 
 test('a policy with a rule that does not compile is Invalid in its status, naming the field; the older policy keeps serving', async t => {
