@@ -30,6 +30,11 @@ export interface ListenerState {
   kinds: Array<{ group: string, kind: string }>
   conditions: Condition[]
   attached: Set<string>
+  /**
+   * The hostnames each attached HTTPRoute and GRPCRoute serves here (routes.ts): the two kinds
+   * may not share a hostname on a listener, the older route keeps it.
+   */
+  served?: Array<{ kind: 'HTTPRoute' | 'GRPCRoute', route: string, hostnames: string[] }>
   tls?: TlsServerIR
   /** Client certificate validation of the listener's port (Gateway spec.tls.frontend; frontend-tls.ts). */
   clientValidation?: ClientValidationIR

@@ -11,13 +11,26 @@
 import { grpcPathMatch } from '@portico/engine/config'
 import type { HTTPRoute, HTTPRouteMatch, HTTPRouteRule, GRPCRoute } from './gateway-api.ts'
 
+/**
+ * A match without a method. The spec ranks GRPCRoute matches by the characters of the
+ * service, then of the method, then by header count; the engine ranks path matches exact >
+ * longest prefix > regex, then a method match, then header count. A method match becomes an
+ * exact path (service and method), a prefix (service) or a regex (method alone, or
+ * RegularExpression), and is a POST — which every gRPC call is; a match without one is this
+ * regex without a method, so it ranks below all of them, also below a method-only match that
+ * has fewer headers, instead of above them as the prefix `/` would.
+ */
+const CATCH_ALL = { type: 'RegularExpression', value: '/.*' } as const
+
 /** The GRPCRoute as an HTTPRoute, and what in it cannot be served (or null). */
 export function grpcAsHttpRoute (route: GRPCRoute): { route: HTTPRoute, problem: string | null } {
   let problem: string | null = null
   const rules: HTTPRouteRule[] = (route.spec.rules ?? []).map((rule, i) => {
-    const matches: HTTPRouteMatch[] | undefined = rule.matches?.map((m, j) => {
-      const out: HTTPRouteMatch = {}
+    // No matches: every gRPC request, as one match with no method.
+    const matches: HTTPRouteMatch[] = (rule.matches === undefined || rule.matches.length === 0 ? [{}] : rule.matches).map((m, j) => {
+      const out: HTTPRouteMatch = { path: CATCH_ALL }
       if (m.method !== undefined) {
+        out.method = 'POST'
         const path = grpcPathMatch({ ...(m.method.service !== undefined ? { service: m.method.service } : {}), ...(m.method.method !== undefined ? { method: m.method.method } : {}), type: m.method.type ?? 'Exact' }, ['spec', 'rules', i, 'matches', j, 'method'], (p, message) => {
           problem ??= `${p.map(x => typeof x === 'number' ? `[${x}]` : `.${x}`).join('').slice(1)}: ${message}`
         })
@@ -28,7 +41,7 @@ export function grpcAsHttpRoute (route: GRPCRoute): { route: HTTPRoute, problem:
     })
     const out: HTTPRouteRule = {}
     if (rule.name !== undefined) out.name = rule.name
-    if (matches !== undefined) out.matches = matches
+    out.matches = matches
     if (rule.filters !== undefined) out.filters = rule.filters
     if (rule.backendRefs !== undefined) out.backendRefs = rule.backendRefs
     return out

@@ -89,17 +89,40 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
       parents.push(status(condition('Accepted', false, 'UnsupportedValue', unsupported, gen)))
       continue
     }
+    const served = (l: ListenerState) => intersectHostnames(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))!
+    // Cross-serving: an HTTPRoute and a GRPCRoute may not share a hostname on a listener;
+    // routes come oldest first, so the one already there keeps it.
+    const conflicts = matching.map(l => ({ l, with: crossServed(l, route, served(l)) }))
+    const serving = conflicts.filter(c => c.with === undefined).map(c => c.l)
+    if (serving.length === 0) {
+      const c = conflicts[0]!
+      parents.push(status(condition('Accepted', false, 'HostnameConflict', `listener ${c.l.listener.name} already serves these hostnames for the older ${c.with!}`, gen)))
+      continue
+    }
     parents.push(status(condition('Accepted', true, 'Accepted', 'Route is accepted', gen)))
-    for (const l of matching) {
+    for (const l of serving) {
       l.attached.add(`${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`)
+      const hostnames = served(l)
+      if (route.kind === undefined || route.kind === 'HTTPRoute' || route.kind === 'GRPCRoute') (l.served ??= []).push({ kind: route.kind ?? 'HTTPRoute', route: nsName(route.metadata), hostnames })
       if (l.ir === null) continue // attached and counted, but the listener is not programmed
-      const hostnames = intersectHostnames(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))!
       if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, hostnames))
       else for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
       for (const b of resolved.backends.values()) gwState.backends.set(b.key, b)
     }
   }
   return parents
+}
+
+/**
+ * The route of the other kind (HTTPRoute for a GRPCRoute and the reverse) already attached to
+ * the listener whose hostnames intersect `hostnames` (the route's there; `[]` = any), as
+ * `Kind namespace/name`; undefined when none does or the route is of neither kind.
+ */
+function crossServed (l: ListenerState, route: HTTPRoute, hostnames: string[]): string | undefined {
+  const kind = route.kind ?? 'HTTPRoute'
+  if (kind !== 'HTTPRoute' && kind !== 'GRPCRoute') return undefined
+  const other = (l.served ?? []).find(s => s.kind !== kind && (s.hostnames.length === 0 || hostnames.length === 0 || hostnames.some(h => intersectHostnames(h, s.hostnames) !== null)))
+  return other === undefined ? undefined : `${other.kind} ${other.route}`
 }
 
 /** Older first, then namespace/name: the Gateway API's tie-break between routes. */
