@@ -209,7 +209,7 @@ function applyFrontendValidation (gw: Gateway, listeners: ListenerState[], grant
 function listenerTls (owner: { kind: string, namespace: string }, listener: Listener, grants: ReferenceGrants, secrets: Map<string, Secret>): { cert: string, key: string } | string {
   if (listener.tls?.mode === 'Passthrough') return 'InvalidCertificateRef: TLS passthrough is not supported'
   const ref = listener.tls?.certificateRefs?.[0]
-  if (ref === undefined) return 'InvalidCertificateRef: an HTTPS listener needs a certificateRef'
+  if (ref === undefined) return `InvalidCertificateRef: ${listener.protocol === 'TLS' ? 'a TLS listener that terminates (tls.mode Terminate)' : 'an HTTPS listener'} needs a certificateRef`
   if ((ref.group ?? '') !== '' || (ref.kind ?? 'Secret') !== 'Secret') return `InvalidCertificateRef: ${ref.kind ?? 'Secret'} is not a supported certificate kind`
   const ns = ref.namespace ?? owner.namespace
   if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: owner.kind, fromNamespace: owner.namespace, toGroup: '', toKind: 'Secret', toNamespace: ns, toName: ref.name })) {
