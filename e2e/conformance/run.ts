@@ -1,7 +1,8 @@
 /**
  * Runs the official Gateway API conformance suite against Portico (docs/conformance.md).
  *
- *   node e2e/conformance/run.ts [--channel standard|experimental] [--profiles GATEWAY-HTTP]
+ *   node e2e/conformance/run.ts [--channel standard|experimental]
+ *     [--profiles GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP (the default: every profile Portico claims)]
  *     [--report FILE] [--run-test NAME] [--skip-tests A,B] [--keep-dir] [--implementation-version V]
  *
  * (`./scripts/conformance` runs it on both channels with the tools built.)
@@ -45,7 +46,7 @@ const UNUSABLE_ADDRESS = '198.19.0.10'
 const { values: args } = parseArgs({
   options: {
     channel: { type: 'string', default: 'standard' },
-    profiles: { type: 'string', default: 'GATEWAY-HTTP' },
+    profiles: { type: 'string', default: 'GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP' },
     report: { type: 'string' },
     'run-test': { type: 'string' },
     'skip-tests': { type: 'string' },
