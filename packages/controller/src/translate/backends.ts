@@ -2,7 +2,8 @@
  * HTTPRoute backendRefs (and RequestMirror backendRefs) → engine backends: Services resolved
  * through their EndpointSlices, cross-namespace references gated by ReferenceGrant, and
  * invalid references kept as `invalid` backends (their share of traffic gets 500) while the
- * rest of the route works.
+ * rest of the route works. GRPCRoutes, TLSRoutes and TCPRoutes resolve the same way (their
+ * kind is what a ReferenceGrant must name); the stream routes take Services only.
  */
 
 import { createHash } from 'node:crypto'
@@ -88,6 +89,8 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     key: `invalid/${ns}/${ref.name}:${ref.port ?? ''}/${kind}`, kind: 'invalid', name: ref.name, namespace: ns, protocol: 'http', endpoints: [], target: `${ref.name}.${ns}:${ref.port ?? ''}`, invalidReason: `${reason}: ${message}`
   })
   if (group === PORTICO_GROUP && kind === 'PorticoBackend') {
+    // MCP and AI backends serve HTTP requests; TLSRoutes and TCPRoutes forward connections.
+    if (fromKind === 'TLSRoute' || fromKind === 'TCPRoute') return invalid('InvalidKind', `a ${fromKind} forwards connections to Services, not to a PorticoBackend`)
     if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind, fromNamespace: routeNs, toGroup: PORTICO_GROUP, toKind: 'PorticoBackend', toNamespace: ns, toName: ref.name })) {
       return invalid('RefNotPermitted', `PorticoBackend ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
     }

@@ -21,6 +21,8 @@ export interface PreparedRoute {
   /** Position among routes (older first): orders its rules against other routes'. */
   rank: number
   resolved: ResolvedBackends
+  /** A TLSRoute's backends without BackendTLSPolicy: those of its Passthrough listeners. */
+  plain?: ResolvedBackends
   policies: RoutePolicies
   unsupported: string | null
 }
@@ -105,9 +107,10 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
       const hostnames = served(l)
       if (route.kind === undefined || route.kind === 'HTTPRoute' || route.kind === 'GRPCRoute') (l.served ??= []).push({ kind: route.kind ?? 'HTTPRoute', route: nsName(route.metadata), hostnames })
       if (l.ir === null) continue // attached and counted, but the listener is not programmed
-      if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, hostnames))
+      const backends = l.ir.tlsMode === 'Passthrough' ? prepared.plain ?? resolved : resolved
+      if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, backends, hostnames))
       else for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
-      for (const b of resolved.backends.values()) gwState.backends.set(b.key, b)
+      for (const b of backends.backends.values()) gwState.backends.set(b.key, b)
     }
   }
   return parents
@@ -211,10 +214,11 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
 }
 
 /**
- * A TLSRoute or TCPRoute on one listener: every rule's backendRefs, by weight per connection
- * (TLSRoute and TCPRoute rules have no matches; the hostnames are the SNI names).
+ * A TLSRoute or TCPRoute on one listener: every rule's backendRefs (`resolved`: the ones for
+ * this listener's mode), by weight per connection (TLSRoute and TCPRoute rules have no
+ * matches; the hostnames are the SNI names).
  */
-function streamRouteIR ({ route, rank, resolved }: PreparedRoute, hostnames: string[]): StreamRouteIR {
+function streamRouteIR ({ route, rank }: PreparedRoute, resolved: ResolvedBackends, hostnames: string[]): StreamRouteIR {
   const ns = route.metadata.namespace ?? ''
   const kind = route.kind === 'TLSRoute' ? 'tls' : 'tcp'
   const backends: BackendRefIR[] = (route.spec.rules ?? []).flatMap((rule, i) => (rule.backendRefs ?? []).map((ref, j) => ({ backend: resolved.refs[i]![j]!, weight: ref.weight ?? 1, policies: {} })))

@@ -108,11 +108,16 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   })))
   const routes = [...state.httpRoutes.filter(r => discovered(r.metadata.namespace)), ...grpc.map(g => g.route), ...streams].sort(byAge)
   routes.forEach((route, rank) => {
-    const resolved = resolveBackends(route, grants, services, tlsPolicies)
+    // A BackendTLSPolicy applies to HTTPRoutes, GRPCRoutes and TLSRoutes that terminate TLS
+    // (the Gateway API's extended support): a TLSRoute's backends are resolved both ways, the
+    // plain ones for Passthrough listeners, whose connections are TLS already; TCPRoutes
+    // forward the bytes as they come.
+    const resolved = resolveBackends(route, grants, services, route.kind === 'TCPRoute' ? undefined : tlsPolicies)
+    const plain = route.kind === 'TLSRoute' ? resolveBackends(route, grants, services) : undefined
     const policies = routePolicies(route)
     const stream = route.kind === 'TLSRoute' || route.kind === 'TCPRoute'
     const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? (stream ? null : invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies }))
-    const parents = attachRoute({ route, rank, resolved, policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
+    const parents = attachRoute({ route, rank, resolved, ...(plain !== undefined ? { plain } : {}), policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
     if (parents.length > 0) {
       routeResults.push({ ...(route.kind !== undefined && route.kind !== 'HTTPRoute' ? { kind: route.kind } : {}), namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
