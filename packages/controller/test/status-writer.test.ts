@@ -95,3 +95,36 @@ test('status writer: without a uid, objects are told apart by name', async () =>
   await w.idle()
   assert.equal(writes.length, 1)
 })
+
+test('status writer: a status that returns to the last one written while another write of the object is under way lands last', async () => {
+  // The conformance run's stuck Gateway: Programmed True written; a Pending write (computed
+  // just before the proxy's ACK) under way; the ACK's True equals the last written, and was
+  // skipped, so Pending stayed for good.
+  const patches: string[] = []
+  let release: () => void = () => {}
+  let gate: Promise<void> | null = null
+  const api = {
+    async get () {
+      if (gate !== null) await gate
+      return { metadata: { uid: 'g1', resourceVersion: '1' } }
+    },
+    async mergePatch (_path: string, body: { status: { conditions: Condition[] } }) {
+      patches.push(body.status.conditions.map(c => `${c.type}=${c.status}`).join(','))
+    }
+  } as unknown as KubeHttp
+  const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
+  const programmed = (status: 'True' | 'False'): Condition => ({ type: 'Programmed', status, reason: status === 'True' ? 'Programmed' : 'Pending', message: '', observedGeneration: 1 })
+  const gateway = (status: 'True' | 'False') => { w.gateway('apps', 'web', { conditions: [programmed(status)], listeners: [], addresses: [] }, 'g1') }
+  gateway('True')
+  await w.idle()
+  gate = new Promise(resolve => { release = resolve })
+  gateway('False') // under way, held at its read
+  await new Promise(resolve => setImmediate(resolve))
+  gateway('True') // equal to the last written, but the write under way will replace that
+  await new Promise(resolve => setImmediate(resolve))
+  assert.deepEqual(patches, ['Programmed=True'], 'one write of an object at a time')
+  gate = null
+  release()
+  await w.idle()
+  assert.deepEqual(patches, ['Programmed=True', 'Programmed=False', 'Programmed=True'])
+})

@@ -1,7 +1,8 @@
 /**
  * Writes status: GatewayClasses, Gateways (with listeners, addresses, and Programmed once a
  * proxy accepted the config) and HTTPRoute parents. Writes are queued per object — a newer
- * desired status replaces an older one not yet written, so churn coalesces — skipped when
+ * desired status replaces an older one not yet written, so churn coalesces; one write per
+ * object at a time, so they land in order — skipped when
  * the same object (same uid; the name when there is no uid) was last written with the same
  * status, and retried on conflicts with a fresh read, so none is lost. An object deleted and
  * re-created under the same name is a new uid, so its status is written even if it equals
@@ -48,6 +49,12 @@ export class StatusWriter {
    * re-created object (new uid) is written; keeping one entry per name bounds the map.
    */
   private readonly written = new Map<Key, { uid: string | undefined, fingerprint: string }>()
+  /**
+   * Objects whose write is under way. A newer status for one waits in the queue until it is
+   * done (two writes of one object in flight could land in either order), and is never
+   * skipped as equal to the last written: the write under way may be about to replace that.
+   */
+  private readonly inflight = new Set<Key>()
   private running = 0
   private readonly concurrency = 4
   /** Resolves when the queue is empty (tests, shutdown). */
@@ -61,7 +68,7 @@ export class StatusWriter {
 
   private enqueue (key: Key, uid: string | undefined, fingerprint: string, write: () => Promise<boolean>): void {
     const last = this.written.get(key)
-    if (last !== undefined && last.uid === uid && last.fingerprint === fingerprint && !this.queue.has(key)) return
+    if (last !== undefined && last.uid === uid && last.fingerprint === fingerprint && !this.queue.has(key) && !this.inflight.has(key)) return
     this.queue.set(key, {
       key,
       write: async () => {
@@ -80,11 +87,21 @@ export class StatusWriter {
   }
 
   private pump (): void {
-    while (this.running < this.concurrency && this.queue.size > 0) {
-      const [key, job] = this.queue.entries().next().value as [Key, Pending]
-      this.queue.delete(key)
+    while (this.running < this.concurrency) {
+      let next: Pending | undefined
+      for (const job of this.queue.values()) {
+        if (!this.inflight.has(job.key)) {
+          next = job
+          break
+        }
+      }
+      if (next === undefined) return
+      const job = next
+      this.queue.delete(job.key)
+      this.inflight.add(job.key)
       this.running++
       void this.attempt(job).finally(() => {
+        this.inflight.delete(job.key)
         this.running--
         this.pump()
         if (this.running === 0 && this.queue.size === 0) for (const w of this.idleWaiters.splice(0)) w()
