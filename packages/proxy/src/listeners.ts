@@ -89,6 +89,12 @@ interface BoundServer {
   sessions: Set<http2.ServerHttp2Session>
 }
 
+/** Binds `prepare` opened for a config not yet in force. */
+export interface PreparedBinds {
+  ir: ProxyIR
+  opened: BoundServer[]
+}
+
 export interface ListenerSnapshot {
   key: string
   address: string
@@ -104,19 +110,37 @@ export class ListenerManager {
   /** Told of each accepted connection; returns what to call when it closes (metrics). */
   private readonly onConnection: ((bind: string, protocol: string) => () => void) | undefined
 
-  constructor (engine: Engine, log: Logger, onConnection?: (bind: string, protocol: string) => () => void) {
+  /** SO_REUSEPORT: several data-plane workers listen on the same ports (config.workers). */
+  private readonly reusePort: boolean
+
+  constructor (engine: Engine, log: Logger, onConnection?: (bind: string, protocol: string) => () => void, options: { reusePort?: boolean } = {}) {
     this.engine = engine
     this.log = log
     this.onConnection = onConnection
+    this.reusePort = options.reusePort === true
   }
 
   /**
    * Opens the binds of `ir` that are not open yet, then calls `commit` (which installs the
-   * config), then closes binds `ir` no longer has. If a new bind fails, the ones just opened
-   * are closed again and the error is thrown: the old config keeps serving.
+   * config), then closes binds `ir` no longer has. If a new bind fails (or `commit` throws),
+   * the ones just opened are closed again and the error is thrown: the old config keeps serving.
    */
   async apply (ir: ProxyIR, commit: () => void): Promise<void> {
-    const wanted = new Map(ir.binds.map(b => [b.key, b]))
+    const prepared = await this.prepare(ir)
+    try {
+      commit()
+    } catch (err) {
+      await this.abort(prepared)
+      throw err
+    }
+    this.commit(prepared)
+  }
+
+  /**
+   * The first half of `apply`: opens the binds `ir` adds (a bind that cannot be opened closes
+   * the others just opened and throws). Nothing else changes until `commit` or `abort`.
+   */
+  async prepare (ir: ProxyIR): Promise<PreparedBinds> {
     const opened: BoundServer[] = []
     try {
       for (const bind of ir.binds) {
@@ -135,8 +159,19 @@ export class ListenerManager {
       await Promise.all(opened.map(s => this.closeServer(s, 0)))
       throw err
     }
+    return { ir, opened }
+  }
+
+  /** A refused reload: closes what `prepare` opened. */
+  async abort (prepared: PreparedBinds): Promise<void> {
+    await Promise.all(prepared.opened.map(s => this.closeServer(s, 0)))
+  }
+
+  /** The second half of `apply`, once the config is in force: binds that went away drain, the rest take the new settings. */
+  commit (prepared: PreparedBinds): void {
+    const { ir, opened } = prepared
+    const wanted = new Map(ir.binds.map(b => [b.key, b]))
     for (const s of opened) this.servers.set(s.bind.key, s)
-    commit()
     for (const [key, s] of this.servers) {
       const bind = wanted.get(key)
       if (bind === undefined) {
@@ -286,7 +321,7 @@ export class ListenerManager {
         reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${bind.key}: ${err.code ?? err.message}`, { cause: err }))
       }
       server.once('error', onError)
-      server.listen({ host: bind.address, port: bind.port }, () => {
+      server.listen({ host: bind.address, port: bind.port, ...(this.reusePort ? { reusePort: true } : {}) }, () => {
         server.off('error', onError)
         server.on('error', err => this.log.error({ err, bind: bind.key }, 'listener error'))
         resolve()

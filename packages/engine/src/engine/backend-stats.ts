@@ -10,9 +10,14 @@
  * A backend with passive health (outlier ejection) also reports its endpoints, and its
  * health is at most the share of endpoints not ejected (2 of 4 ejected: at most 0.50).
  * Retried attempts and mirrored copies count as calls of the backend they went to.
+ *
+ * With several data-plane workers the figures live in shared records (engine/shared-state.ts),
+ * so every worker's calls feed one set per backend.
  */
 
 import type { RequestContext } from '../request/context.ts'
+import { Records } from '../util/shared-records.ts'
+import { STATS, statsKey, type SharedBackendState } from './shared-state.ts'
 
 export interface BackendStat {
   requests: number
@@ -32,6 +37,8 @@ export class BackendStats {
   private readonly stats = new Map<string, BackendStat>()
   /** Passive health of a backend's endpoints (the upstream pools know it), or null. */
   endpointHealth: ((backendKey: string) => { healthy: number, total: number, ejected: string[] } | null) | null = null
+  /** Set when data-plane workers share the figures. */
+  shared: SharedBackendState | null = null
 
   record (ctx: RequestContext): void {
     const backend = ctx.backend
@@ -42,6 +49,8 @@ export class BackendStats {
 
   /** One backend call that is not a request's last (a retried attempt, a mirrored copy). */
   recordCall (backendKey: string, failed: boolean, latencyMs: number | null): void {
+    const record = this.shared?.record(statsKey(backendKey))
+    if (record !== undefined) return this.recordShared(this.shared!.records, record, failed, latencyMs)
     let s = this.stats.get(backendKey)
     if (s === undefined) this.stats.set(backendKey, s = { requests: 0, failures: 0, health: 1, latencyMs: null })
     s.requests++
@@ -50,8 +59,30 @@ export class BackendStats {
     if (latencyMs !== null) s.latencyMs = s.latencyMs === null ? latencyMs : s.latencyMs + LATENCY_ALPHA * (latencyMs - s.latencyMs)
   }
 
+  private recordShared (r: Records, record: number, failed: boolean, latencyMs: number | null): void {
+    const f = r.f64
+    const at = (slot: number) => Records.float(record, slot)
+    r.lock(record)
+    f[at(STATS.requests)]!++
+    if (failed) f[at(STATS.failures)]!++
+    f[at(STATS.health)] = f[at(STATS.health)]! + HEALTH_ALPHA * ((failed ? 0 : 1) - f[at(STATS.health)]!)
+    if (latencyMs !== null) {
+      const old = f[at(STATS.latencyMs)]!
+      f[at(STATS.latencyMs)] = Number.isNaN(old) ? latencyMs : old + LATENCY_ALPHA * (latencyMs - old)
+    }
+    r.unlock(record)
+  }
+
+  private read (backendKey: string): BackendStat | undefined {
+    const record = this.shared?.record(statsKey(backendKey))
+    if (record === undefined) return this.stats.get(backendKey)
+    const f = this.shared!.records.f64
+    const latency = f[Records.float(record, STATS.latencyMs)]!
+    return { requests: f[Records.float(record, STATS.requests)]!, failures: f[Records.float(record, STATS.failures)]!, health: f[Records.float(record, STATS.health)]!, latencyMs: Number.isNaN(latency) ? null : latency }
+  }
+
   get (backendKey: string): BackendStat {
-    const s = this.stats.get(backendKey) ?? { requests: 0, failures: 0, health: 1, latencyMs: null }
+    const s = this.read(backendKey) ?? { requests: 0, failures: 0, health: 1, latencyMs: null }
     const endpoints = this.endpointHealth?.(backendKey) ?? null
     if (endpoints === null || endpoints.total === 0) return s
     return { ...s, health: Math.min(s.health, endpoints.healthy / endpoints.total), endpoints }

@@ -42,7 +42,8 @@ function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>, serv
     ir: r,
     backends: new WeightedPicker(r.backends.map(ref => ({ item: { ir: ref, backend: backends.get(ref.backend) }, weight: ref.weight })))
   }))
-  return { ir, policies: compilePolicySet(ir.policies, services, ir.policySources), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined), streamRoutes }
+  const mcpHandoff = !routes.some(r => r.hasMcp) ? 'none' : ir.policies.urlRewrite !== undefined ? 'all' : 'route'
+  return { ir, policies: compilePolicySet(ir.policies, services, ir.policySources), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined), mcpHandoff, streamRoutes }
 }
 
 function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledRoute {
@@ -55,6 +56,7 @@ function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: 
     ir,
     key: ir.key,
     isMcp: refs.length > 0 && refs.every(r => r.backend?.kind === 'mcp'),
+    hasMcp: refs.some(r => r.backend?.kind === 'mcp'),
     policies: compilePolicySet(ir.policies, services, ir.policySources),
     backends: new WeightedPicker(refs.map(r => ({ item: r, weight: r.ir.weight }))),
     mirrors: (ir.mirrors ?? []).map(m => ({ ir: m, backend: backends.get(m.backend) }))

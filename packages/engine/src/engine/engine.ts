@@ -25,6 +25,9 @@ import { InFlightRequests } from './in-flight.ts'
 import { McpGateway, type McpGatewayOptions } from '../mcp/gateway.ts'
 import { PolicyServices } from '../policy/services.ts'
 import { StreamProxy, type StreamProxyOptions } from '../stream/stream-proxy.ts'
+import { RecordArena } from '../util/shared-records.ts'
+import { SharedBackendState } from './shared-state.ts'
+import type { ClientFacts } from '../request/context.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -40,6 +43,31 @@ export interface EngineOptions {
   onInternalError?: (err: unknown, ctx: RequestContext) => void
   /** Connections of TCP and TLS listeners: timeouts, and a hook told of each one that ends. */
   streams?: StreamProxyOptions
+  /**
+   * Several data-plane workers share this process (config.workers > 1): rate-limit buckets
+   * and backend state live in shared memory (`backends`: the growable buffer of backend
+   * records, util/shared-records.ts).
+   */
+  shared?: { backends: SharedArrayBuffer }
+  /**
+   * A data-plane worker hands requests for MCP routes to the thread that owns MCP sessions
+   * and stdio targets (the request is answered there; nothing of it runs here).
+   */
+  handoff?: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void
+}
+
+/** A config checked and compiled, not in force yet (`install`, or `stage` on a worker). */
+export interface PreparedConfig {
+  compiled: CompiledConfig
+  /** Shared mode: the memory of its rate-limit buckets, to give the other threads. */
+  buckets: SharedArrayBuffer | null
+}
+
+export interface PrepareOptions {
+  /** Shared mode on a worker: the buckets the primary made for this config. */
+  buckets?: SharedArrayBuffer
+  /** Shared mode: the primary's key → record table of backend state for this config. */
+  slots?: Record<string, number>
 }
 
 export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
@@ -59,14 +87,28 @@ export class Engine implements PipelineRuntime {
   readonly inFlight = new InFlightRequests<RequestContext>()
   onRequestEnd: (ctx: RequestContext) => void
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
+  readonly handoff: ((req: IncomingMessage, res: ServerResponse, bindKey: string) => void) | null
+  /** Shared mode: backend state every worker sees. */
+  readonly sharedBackends: SharedBackendState | null
   private compiled: CompiledConfig | null = null
+  /** A prepared config that goes into force once `ready()` says so (see `stage`). */
+  private staged: { prepared: PreparedConfig, ready: () => boolean } | null = null
 
   constructor (options: EngineOptions = {}) {
     this.env = options.env ?? {}
     this.hub = new TraceHub(options.tracing ?? true)
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
-    this.pools = new UpstreamPools(options.pools)
-    this.backendStats.endpointHealth = key => this.pools.endpointHealth(key)
+    this.sharedBackends = options.shared !== undefined ? new SharedBackendState(options.shared.backends) : null
+    const shared = this.sharedBackends
+    this.pools = new UpstreamPools(shared === null ? options.pools : { ...options.pools, endpointState: (key, origin) => shared.endpointState(key, origin) })
+    this.backendStats.shared = shared
+    this.backendStats.endpointHealth = shared === null
+      ? key => this.pools.endpointHealth(key)
+      : key => {
+        const backend = this.compiled?.backends.get(key)
+        return backend === undefined ? null : shared.endpointHealth(backend)
+      }
+    this.handoff = options.handoff ?? null
     // Cookie keys (oidc) derive from the same process session key as MCP session ids.
     this.policyServices = new PolicyServices(options.mcp?.sessionKey !== undefined ? { sessionKey: options.mcp.sessionKey } : {})
     this.mcp = new McpGateway(options.mcp)
@@ -82,6 +124,12 @@ export class Engine implements PipelineRuntime {
 
   /** The config in force, or null before the first `apply`. */
   get config (): CompiledConfig | null {
+    return this.live()
+  }
+
+  /** The config in force, after promoting a staged one whose moment has come. */
+  private live (): CompiledConfig | null {
+    if (this.staged !== null && this.staged.ready()) this.install(this.staged.prepared)
     return this.compiled
   }
 
@@ -91,27 +139,61 @@ export class Engine implements PipelineRuntime {
    * ir/validate.ts — every config source gets the same semantic checks — or cannot compile.
    */
   apply (ir: ProxyIR): CompiledConfig {
+    const prepared = this.prepare(ir)
+    this.install(prepared)
+    return prepared.compiled
+  }
+
+  /** The checking and compiling half of `apply`: throws PORTICO_INVALID_IR, changes nothing. */
+  prepare (ir: ProxyIR, options: PrepareOptions = {}): PreparedConfig {
     const problems = validateIR(ir)
     if (problems.length > 0) {
       throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${problems.map(formatIrDiagnostic).join('; ')}`)
     }
+    // Records of keys this config adds; the config in force keeps using its own.
+    if (this.sharedBackends !== null && options.slots !== undefined) this.sharedBackends.setSlots(options.slots)
+    const arena = this.sharedBackends !== null ? new RecordArena(options.buckets) : undefined
     let next: CompiledConfig
+    this.policyServices.buckets = arena
     try {
       next = compileConfig(ir, this.policyServices)
+      arena?.seal(true)
     } catch (err) {
       throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${(err as Error).message}`, { cause: err })
+    } finally {
+      this.policyServices.buckets = undefined
     }
-    this.compiled = next
+    return { compiled: next, buckets: arena?.buffer ?? null }
+  }
+
+  /** Puts a prepared config in force (synchronous; cannot fail). */
+  install (prepared: PreparedConfig): void {
+    if (this.staged?.prepared === prepared) this.staged = null
+    const ir = prepared.compiled.ir
+    this.compiled = prepared.compiled
     this.pools.sync(ir.backends.filter(b => b.kind !== 'mcp'))
     this.mcp.sync(ir.backends)
     this.backendStats.retain(new Set(ir.backends.map(b => b.key)))
-    return next
+  }
+
+  /**
+   * A worker's half of an all-workers reload: `prepared` goes into force at the first request
+   * (or `config` read) after `ready()` turns true — the primary flips one shared word for
+   * every worker at once — or at `install`, whichever comes first.
+   */
+  stage (prepared: PreparedConfig, ready: () => boolean): void {
+    this.staged = { prepared, ready }
+  }
+
+  /** Drops a staged config (the reload was refused elsewhere). */
+  unstage (): void {
+    this.staged = null
   }
 
   /** The request listener for one bind; it resolves the bind's current config per request. */
   handler (bindKey: string): (req: IncomingMessage, res: ServerResponse) => void {
     return (req, res) => {
-      const bind = this.compiled?.binds.get(bindKey)
+      const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
       if (bind === undefined) {
         res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('listener not found')
         return
@@ -120,10 +202,23 @@ export class Engine implements PipelineRuntime {
     }
   }
 
+  /**
+   * A request a data-plane worker handed over (an MCP route): the whole pipeline runs here,
+   * with the client's addresses as the worker saw them.
+   */
+  handleHandoff (bindKey: string, req: IncomingMessage, res: ServerResponse, facts: ClientFacts): void {
+    const bind = this.live()?.binds.get(bindKey)
+    if (bind === undefined) {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('listener not found')
+      return
+    }
+    handleRequest(this, bind, req, res, undefined, facts)
+  }
+
   /** The connection listener for a TCP or TLS bind; it resolves the bind's current config per connection. */
   streamHandler (bindKey: string): (socket: Socket) => void {
     return socket => {
-      const bind = this.compiled?.binds.get(bindKey)
+      const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
       if (bind === undefined) socket.destroy()
       else this.streams.handle(bind, socket)
     }
@@ -132,7 +227,7 @@ export class Engine implements PipelineRuntime {
   /** The `upgrade` listener for one bind (WebSocket and other HTTP/1.1 upgrades). */
   upgradeHandler (bindKey: string): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
     return (req, socket, head) => {
-      const bind = this.compiled?.binds.get(bindKey)
+      const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
       if (bind === undefined) {
         socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 18\r\nconnection: close\r\n\r\nlistener not found')
         return
@@ -147,7 +242,7 @@ export class Engine implements PipelineRuntime {
    * its HTTP parser, so a refused upgrade is served as a plain request.
    */
   upgradeAllowed (bindKey: string, req: IncomingMessage): boolean {
-    const bind = this.compiled?.binds.get(bindKey)
+    const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
     if (bind === undefined) return true
     return upgradeAllowed(bind.selectListener(hostOnly(req.headers.host)).frontend, req.headers.upgrade)
   }

@@ -6,17 +6,75 @@
  * `consecutiveFailures` in a row the endpoint is ejected for `ejectionMs`, then gets traffic
  * again (and is ejected again if it keeps failing). With every endpoint ejected, the backend
  * call answers 503 `no healthy backends` without dispatching.
+ *
+ * With several data-plane workers (config.workers) the failure counts and ejections live in
+ * memory the workers share (EndpointState over util/shared-records.ts): failures seen by
+ * any worker count toward one run, and an ejection holds for every worker.
  */
 
 import { Dispatcher, Pool } from 'undici'
 import type { BackendHealthIR } from '../ir/traffic.ts'
 import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
+import { Records } from '../util/shared-records.ts'
+
+/** An endpoint's passive-health state: this thread's, or shared by the data-plane workers. */
+export interface EndpointState {
+  /** Until when (ms since the epoch) the endpoint is ejected; 0 = not. */
+  ejectedUntil(): number
+  /** Counts a failure; at `threshold` in a row the endpoint is ejected until `until()`. */
+  failed(threshold: number, until: () => number): void
+  succeeded(): void
+}
+
+class LocalEndpointState implements EndpointState {
+  private failures = 0
+  private until = 0
+  ejectedUntil (): number {
+    return this.until
+  }
+
+  failed (threshold: number, until: () => number): void {
+    if (++this.failures < threshold) return
+    this.failures = 0
+    this.until = until()
+  }
+
+  succeeded (): void {
+    this.failures = 0
+  }
+}
+
+/** Int32 1 of the record: failures in a row; Float64 1: ejected until. */
+export class SharedEndpointState implements EndpointState {
+  private readonly records: Records
+  private readonly count: number
+  private readonly until: number
+
+  constructor (records: Records, record: number) {
+    this.records = records
+    this.count = Records.int(record, 1)
+    this.until = Records.float(record, 1)
+  }
+
+  ejectedUntil (): number {
+    return this.records.f64[this.until]!
+  }
+
+  failed (threshold: number, until: () => number): void {
+    if (Atomics.add(this.records.i32, this.count, 1) + 1 < threshold) return
+    Atomics.store(this.records.i32, this.count, 0)
+    this.records.f64[this.until] = until()
+  }
+
+  succeeded (): void {
+    if (Atomics.load(this.records.i32, this.count) !== 0) Atomics.store(this.records.i32, this.count, 0)
+  }
+}
 
 interface Endpoint {
   origin: string
   pool: Pool
-  failures: number
-  ejectedUntil: number
+  state: EndpointState
 }
 
 /** Errors that say nothing about the endpoint: the client left, a retry or a policy dropped the answer. */
@@ -28,12 +86,14 @@ export class HealthBalancer extends Dispatcher {
   private health: BackendHealthIR
   private readonly poolOptions: Pool.Options
   private readonly now: () => number
+  private readonly stateOf: (origin: string) => EndpointState
 
-  constructor (origins: string[], health: BackendHealthIR, poolOptions: Pool.Options, now: () => number = Date.now) {
+  constructor (origins: string[], health: BackendHealthIR, poolOptions: Pool.Options, now: () => number = Date.now, stateOf?: (origin: string) => EndpointState | undefined) {
     super()
     this.health = health
     this.poolOptions = poolOptions
     this.now = now
+    this.stateOf = origin => stateOf?.(origin) ?? new LocalEndpointState()
     this.update(origins, health)
   }
 
@@ -41,7 +101,7 @@ export class HealthBalancer extends Dispatcher {
   update (origins: string[], health: BackendHealthIR): void {
     this.health = health
     const old = new Map(this.endpoints.map(e => [e.origin, e]))
-    this.endpoints = origins.map(origin => old.get(origin) ?? { origin, pool: new Pool(origin, this.poolOptions), failures: 0, ejectedUntil: 0 })
+    this.endpoints = origins.map(origin => old.get(origin) ?? { origin, pool: new Pool(origin, this.poolOptions), state: this.stateOf(origin) })
     for (const [origin, e] of old) if (!origins.includes(origin)) e.pool.close().catch(() => {})
     this.next = 0
   }
@@ -49,7 +109,7 @@ export class HealthBalancer extends Dispatcher {
   /** Endpoints currently ejected (their origins). */
   ejected (): string[] {
     const now = this.now()
-    return this.endpoints.filter(e => e.ejectedUntil > now).map(e => e.origin)
+    return this.endpoints.filter(e => e.state.ejectedUntil() > now).map(e => e.origin)
   }
 
   get total (): number {
@@ -58,7 +118,7 @@ export class HealthBalancer extends Dispatcher {
 
   get healthy (): number {
     const now = this.now()
-    return this.endpoints.filter(e => e.ejectedUntil <= now).length
+    return this.endpoints.filter(e => e.state.ejectedUntil() <= now).length
   }
 
   get stats (): { connected: number, free: number, pending: number, running: number } {
@@ -79,7 +139,7 @@ export class HealthBalancer extends Dispatcher {
     for (let i = 0; i < n; i++) {
       const index = (this.next + i) % n
       const e = this.endpoints[index]!
-      if (e.ejectedUntil > now) continue
+      if (e.state.ejectedUntil() > now) continue
       this.next = (index + 1) % n
       return e.pool.dispatch(options, this.observe(e, handler))
     }
@@ -92,15 +152,8 @@ export class HealthBalancer extends Dispatcher {
     const record = (failed: boolean): void => {
       if (seen) return
       seen = true
-      if (!failed) {
-        e.failures = 0
-        return
-      }
-      e.failures++
-      if (e.failures >= this.health.consecutiveFailures) {
-        e.failures = 0
-        e.ejectedUntil = this.now() + this.health.ejectionMs
-      }
+      if (!failed) e.state.succeeded()
+      else e.state.failed(this.health.consecutiveFailures, () => this.now() + this.health.ejectionMs)
     }
     return {
       onRequestStart: (c, context) => handler.onRequestStart?.(c, context),

@@ -9,7 +9,7 @@ import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } fro
 import { BalancedPool, Pool, type Dispatcher } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendTlsIR, BackendTlsSanIR } from '../ir/traffic.ts'
-import { HealthBalancer } from './endpoint-balancer.ts'
+import { HealthBalancer, type EndpointState } from './endpoint-balancer.ts'
 import { hostPort } from '../util/host-port.ts'
 
 /** Concurrent requests on one HTTP/2 connection to a backend (most servers allow 100 or more). */
@@ -25,6 +25,8 @@ export interface UpstreamPoolOptions {
   connectTimeout?: number
   /** Idle keep-alive timeout in ms (servers' `Keep-Alive: timeout` hints win when shorter). */
   keepAliveTimeout?: number
+  /** Passive-health state of an endpoint shared by the data-plane workers; undefined: this pool's own. */
+  endpointState?: (backendKey: string, origin: string) => EndpointState | undefined
 }
 
 interface Entry {
@@ -47,14 +49,16 @@ export interface PoolStats {
 
 export class UpstreamPools {
   private readonly entries = new Map<string, Entry>()
-  private readonly options: Required<UpstreamPoolOptions>
+  private readonly options: Required<Omit<UpstreamPoolOptions, 'endpointState'>>
+  private readonly endpointState: UpstreamPoolOptions['endpointState']
 
   constructor (options: UpstreamPoolOptions = {}) {
+    this.endpointState = options.endpointState
     this.options = {
       connections: options.connections ?? null,
       connectTimeout: options.connectTimeout ?? 10_000,
       keepAliveTimeout: options.keepAliveTimeout ?? 4_000
-    } as Required<UpstreamPoolOptions>
+    } as Required<Omit<UpstreamPoolOptions, 'endpointState'>>
   }
 
   /**
@@ -95,7 +99,7 @@ export class UpstreamPools {
     if (backend.tls !== undefined) poolOptions.connect = backendTlsConnectOptions(backend.tls) as Pool.Options['connect']
     // Passive health needs to choose the endpoint itself (HealthBalancer); otherwise undici balances.
     const dispatcher = backend.health !== undefined && origins.length > 0
-      ? new HealthBalancer(origins, backend.health, poolOptions)
+      ? new HealthBalancer(origins, backend.health, poolOptions, Date.now, origin => this.endpointState?.(backend.key, origin))
       : origins.length === 1
         ? new Pool(origins[0]!, poolOptions)
         : new BalancedPool(origins, poolOptions)
@@ -224,7 +228,7 @@ function uriSans (altNames: string): string[] {
   return out
 }
 
-function originsOf (backend: BackendIR): string[] {
+export function originsOf (backend: BackendIR): string[] {
   return backend.endpoints.map(e => `${backend.protocol}://${hostPort(e.host, e.port)}`)
 }
 

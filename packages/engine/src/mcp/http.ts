@@ -85,7 +85,7 @@ function checkOrigin (ctx: RequestContext, spec: McpBackendSpecIR): string | nul
   const origin = ctx.req.headers.origin
   if (spec.dnsRebindingProtection) {
     const listenerHost = ctx.listener.ir.hostname
-    if (isLoopback(ctx.req.socket.localAddress) && !isLocalHost(ctx.hostname) && !(listenerHost !== undefined && hostnameMatches(listenerHost, ctx.hostname))) {
+    if (isLoopback(ctx.localAddress) && !isLocalHost(ctx.hostname) && !(listenerHost !== undefined && hostnameMatches(listenerHost, ctx.hostname))) {
       return `Forbidden: Host ${ctx.host} is not allowed (DNS rebinding protection)`
     }
     if (origin !== undefined && !isLocalOrigin(origin) && !spec.allowedOrigins.includes(origin) &&

@@ -15,7 +15,7 @@ import type { TraceHub } from '../trace/hub.ts'
 import type { UpstreamPools } from '../http/upstream-pools.ts'
 import type { McpGateway } from '../mcp/gateway.ts'
 import { handleMcpHttp } from '../mcp/http.ts'
-import { RequestContext } from '../request/context.ts'
+import { RequestContext, type ClientFacts } from '../request/context.ts'
 import { hostOnly } from '../routing/hostname.ts'
 import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
 import { grpcContentTypeOf } from '../http/grpc.ts'
@@ -61,9 +61,11 @@ export interface PipelineRuntime {
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
   /** Per-backend stats: calls that are not a request's last (retried attempts, mirror copies). */
   backendStats?: { recordCall(backendKey: string, failed: boolean, latencyMs: number | null): void }
+  /** On a data-plane worker: hands a request for an MCP route to the thread that owns MCP. */
+  handoff?: ((req: IncomingMessage, res: ServerResponse, bindKey: string) => void) | null
 }
 
-export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade']): void {
+export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade'], facts?: ClientFacts): void {
   // The target and Host are checked and the path normalised before anything looks at them:
   // routes, policies and the backend all see the one normalised path.
   const target = splitRequestTarget(req.url ?? '/')
@@ -71,7 +73,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
   const hostname = hostOnly(host)
   const listener = bind.selectListener(hostname)
   let problem = target.ok ? hostHeaderProblem(req.rawHeaders) : target.why
-  if (problem === null && misdirected(bind, listener, req)) problem = MISDIRECTED
+  if (problem === null && misdirected(bind, listener, req, facts)) problem = MISDIRECTED
   let path = '/'
   if (target.ok && problem === null) {
     const normal = normalizePath(target.rawPath, listener.frontend.path)
@@ -81,10 +83,17 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
       if (redirectsToNormalPath(normal, listener.frontend.path)) problem = REDIRECT_TO_NORMAL_PATH
     }
   }
+  // MCP sessions and stdio targets live on one thread: a worker passes MCP requests on whole,
+  // before anything here counts, traces or rate-limits them (the owner does all of that).
+  if (rt.handoff != null && listener.mcpHandoff !== 'none' && upgrade == null && handsOff(listener, hostname, req, path, target, problem)) {
+    rt.handoff(req, res, bind.ir.key)
+    return
+  }
   const ctx = new RequestContext({
     req,
     res,
     listener,
+    ...(facts !== undefined ? { facts } : {}),
     scheme: bind.ir.protocol === 'HTTPS' ? 'https' : 'http',
     host,
     hostname,
@@ -177,6 +186,19 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   callBackend(rt, ctx)
 }
 
+/**
+ * Whether a worker hands this request over: every request of a listener whose gateway
+ * policies could reroute it, else those whose route — chosen here as the pipeline would
+ * (gateway policies never change what route selection reads) — has an MCP backend.
+ * Requests with a bad target are answered here, as anywhere.
+ */
+function handsOff (listener: CompiledBind['listeners'][number], hostname: string, req: IncomingMessage, path: string, target: ReturnType<typeof splitRequestTarget>, problem: string | null): boolean {
+  if (!target.ok || problem !== null) return false
+  if (listener.mcpHandoff === 'all') return true
+  const route = listener.table.select(hostname, { method: req.method ?? 'GET', path, query: target.query, headers: req.headers }, false).route
+  return route !== null && route.hasMcp
+}
+
 /** `targetProblem` of a path whose escaped slashes were unescaped: redirect to the clean path. */
 const REDIRECT_TO_NORMAL_PATH = 'redirect'
 const MISDIRECTED = 'misdirected'
@@ -187,9 +209,9 @@ const MISDIRECTED = 'misdirected'
  * client-certificate policy — serves) gets 421, so it retries on a connection of its own
  * (RFC 9110 §15.5.20; Envoy answers the same). Without SNI (an IP address) nothing is checked.
  */
-function misdirected (bind: CompiledBind, listener: CompiledBind['listeners'][number], req: IncomingMessage): boolean {
+function misdirected (bind: CompiledBind, listener: CompiledBind['listeners'][number], req: IncomingMessage, facts: ClientFacts | undefined): boolean {
   if (bind.ir.protocol !== 'HTTPS' || bind.listeners.length < 2) return false
-  const sni = (req.socket as TLSSocket).servername
+  const sni = facts !== undefined ? facts.servername : (req.socket as TLSSocket).servername
   if (typeof sni !== 'string' || sni === '') return false
   return bind.selectListener(sni.toLowerCase()) !== listener
 }

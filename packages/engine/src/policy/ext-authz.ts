@@ -124,7 +124,6 @@ export function checkInput (ctx: RequestContext, include: ReadonlySet<string> | 
     if (value === undefined || name === 'host' || (include !== null && !include.has(name))) continue
     headers[name] = Array.isArray(value) ? value.join(',') : value
   }
-  const { socket } = ctx.req
   const requestId = ctx.headers['x-request-id']
   const declared = Number(ctx.req.headers['content-length'] ?? NaN)
   return {
@@ -138,7 +137,7 @@ export function checkInput (ctx: RequestContext, include: ReadonlySet<string> | 
     headers,
     body,
     source: { address: plainAddress(ctx.sourceAddress), port: ctx.sourcePort },
-    destination: { address: plainAddress(socket.localAddress ?? ''), port: socket.localPort ?? 0 },
+    destination: { address: plainAddress(ctx.localAddress ?? ''), port: ctx.localPort ?? 0 },
     contextExtensions,
     time: ctx.startTime
   }

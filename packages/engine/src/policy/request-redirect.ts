@@ -50,8 +50,8 @@ export function requestRedirect (ir: RequestRedirectIR): CompiledPolicy {
 export function redirectOrigin (ctx: RequestContext, ir: Pick<RequestRedirectIR, 'scheme' | 'hostname' | 'port'>): string {
   const scheme = ir.scheme ?? ctx.scheme
   let host = ir.hostname ?? ctx.hostname
-  if (host === '') host = bracketed(ctx.req.socket.localAddress ?? 'localhost')
-  const port = ir.port ?? (ir.scheme !== undefined ? DEFAULT_PORT[ir.scheme]! : (ctx.req.socket.localPort ?? DEFAULT_PORT[ctx.scheme]!))
+  if (host === '') host = bracketed(ctx.localAddress ?? 'localhost')
+  const port = ir.port ?? (ir.scheme !== undefined ? DEFAULT_PORT[ir.scheme]! : (ctx.localPort ?? DEFAULT_PORT[ctx.scheme]!))
   return port === DEFAULT_PORT[scheme] ? `${scheme}://${host}` : `${scheme}://${host}:${port}`
 }
 

@@ -11,6 +11,7 @@ import { createAuthorizationClient, type AuthorizationClient } from '../auth/ext
 import { OidcClient, type OidcClientOptions } from '../auth/oidc-client.ts'
 import { deriveKey, keyFromHex } from '../auth/session-cookie.ts'
 import type { JwksIR } from '../ir/policy.ts'
+import type { RecordArena } from '../util/shared-records.ts'
 
 export interface PolicyServicesOptions {
   /** The process session key (config.session.key / SESSION_KEY), 64 hex digits. */
@@ -25,6 +26,11 @@ export class PolicyServices {
   private readonly masterKey: Buffer | null
   private readonly cookieKeys = new Map<string, Buffer>()
   private readonly grpcClients = new Map<string, { close(): void }>()
+  /**
+   * Where this compile's localRateLimit buckets live when data-plane workers share them
+   * (the engine sets a fresh arena per compile); undefined: each bucket in its own memory.
+   */
+  buckets: RecordArena | undefined
 
   constructor (options: PolicyServicesOptions = {}) {
     this.masterKey = options.sessionKey !== undefined ? keyFromHex(options.sessionKey) : null

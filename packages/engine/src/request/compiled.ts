@@ -22,6 +22,8 @@ export interface CompiledRoute {
   key: string
   /** Every backend is an MCP backend: authorization defers item rules to the MCP layer. */
   isMcp: boolean
+  /** Some backend is an MCP backend (a data-plane worker hands such requests over). */
+  hasMcp: boolean
   policies: CompiledPolicySet
   backends: WeightedPicker<CompiledBackendRef>
   /** RequestMirror targets (empty without mirrors). */
@@ -36,6 +38,12 @@ export interface CompiledListener {
   frontend: FrontendSettings
   /** Some route has mcpAuthentication: the listener serves protected-resource metadata. */
   mcpAuthRoutes: boolean
+  /**
+   * Which requests a data-plane worker hands to the thread that owns MCP: none (no MCP
+   * routes), those whose route (chosen up front) has an MCP backend, or all of them (a
+   * gateway-phase urlRewrite could change which route a request gets).
+   */
+  mcpHandoff: 'none' | 'route' | 'all'
   routes: CompiledRoute[]
   /** TCP and TLS listeners: their routes in order (empty otherwise). */
   streamRoutes: CompiledStreamRoute[]

@@ -42,6 +42,20 @@ export interface RequestAuth {
   basicAuth: { username: string } | null
 }
 
+/**
+ * The client connection's addresses, when they are not the socket's own: a request a
+ * data-plane worker handed to the thread that owns MCP (engine.handleHandoff) arrives over
+ * an internal connection, and carries what the worker's socket said.
+ */
+export interface ClientFacts {
+  remoteAddress: string
+  remotePort: number
+  localAddress: string
+  localPort: number
+  /** TLS SNI name, when the client sent one. */
+  servername?: string
+}
+
 /** Decides whether a request may see or use one MCP item. */
 export interface McpItemAuthorizer {
   allows(ctx: RequestContext, item: McpItem): boolean
@@ -78,6 +92,8 @@ export class RequestContext {
    * every later reader (access log, trace, CEL, ext_authz) must still see the real peer.
    */
   readonly sourceAddress: string
+  /** Set when the request was handed over from a data-plane worker (ClientFacts). */
+  readonly facts: ClientFacts | null
   readonly sourcePort: number
   /** The request target exactly as received (`req.url`): the trace's initial snapshot. */
   readonly rawTarget: string
@@ -194,6 +210,7 @@ export class RequestContext {
     query: string
     targetProblem: string | null
     tracer: TraceRecorder | null
+    facts?: ClientFacts
   }) {
     const { req } = init
     this.req = req
@@ -205,8 +222,9 @@ export class RequestContext {
     this.method = req.method ?? 'GET'
     this.host = init.host
     this.hostname = init.hostname
-    this.sourceAddress = req.socket.remoteAddress ?? ''
-    this.sourcePort = req.socket.remotePort ?? 0
+    this.facts = init.facts ?? null
+    this.sourceAddress = init.facts?.remoteAddress ?? req.socket.remoteAddress ?? ''
+    this.sourcePort = init.facts?.remotePort ?? req.socket.remotePort ?? 0
     this.rawTarget = req.url ?? '/'
     this.originalPath = init.path
     this.query = init.query
@@ -216,6 +234,15 @@ export class RequestContext {
     this.tracer = init.tracer
     const grpc = grpcKind(req.headers['content-type'])
     if (grpc !== null) this.grpc = grpcCallOf(init.path, grpc)
+  }
+
+  /** The address and port the client connected to. */
+  get localAddress (): string | undefined {
+    return this.facts !== null ? this.facts.localAddress : this.req.socket?.localAddress
+  }
+
+  get localPort (): number | undefined {
+    return this.facts !== null ? this.facts.localPort : this.req.socket?.localPort
   }
 
   get pathAndQuery (): string {

@@ -17,6 +17,11 @@ export interface TraceWatcher {
   accepts(candidate: TraceCandidate): boolean
   /** Receives every event of the claimed request, `requestFinished` last. */
   deliver(event: TraceEvent): void
+  /**
+   * Armed on several threads at once (data-plane workers): takes the tap for this thread's
+   * request, false when another thread took it first (the watcher is then dropped here).
+   */
+  take?(): boolean
 }
 
 /**
@@ -62,6 +67,7 @@ export class TraceHub {
       }
       if (!ok) continue
       this.remove(watcher)
+      if (watcher.take !== undefined && !watcher.take()) continue
       recorder.attach(event => watcher.deliver(event))
       return true
     }
