@@ -2,7 +2,10 @@
  * @portico/engine — config schema → IR → route matching → policy phases → backend call,
  * with trace events at each step. Shared by the standalone proxy and cluster mode.
  */
-export { Engine, DEFAULT_TRACE_BODY_LIMIT, type EngineOptions } from './engine/engine.ts'
+export { Engine, DEFAULT_TRACE_BODY_LIMIT, type EngineOptions, type PreparedConfig, type PrepareOptions } from './engine/engine.ts'
+export { Records, RECORD_BYTES } from './util/shared-records.ts'
+export { initSharedRecord, sharedBackendKeys } from './engine/shared-state.ts'
+export type { ClientFacts } from './request/context.ts'
 export type { CompiledConfig, CompiledBind, CompiledListener, CompiledRoute } from './request/compiled.ts'
 export type * from './ir/types.ts'
 export type * from './ir/policy.ts'

@@ -32,23 +32,34 @@ export class ProxyMetrics {
   private readonly upstreamDuration: LocalHistogram
   private readonly connections: Counter<'bind' | 'protocol'>
   private readonly openConnections: Gauge<'bind' | 'protocol'>
-  private readonly reloads: Counter<'result'>
+  private readonly reloads: Counter<'result'> | null
+  private readonly workerRestarts: Counter | null
   private readonly mcpRequests: LocalCounter
   private readonly llmTokens: LocalHistogram
   private readonly streamConnections: LocalCounter
   private readonly streamBytes: LocalCounter
   private readonly streamDuration: LocalHistogram
 
-  constructor () {
+  /**
+   * `dataPlane`: the metrics of one data-plane worker, which the primary sums with the other
+   * workers' and its own (workers/metrics-merge.ts): request, connection, MCP, LLM and TCP
+   * series only — process, build and reload series are the primary's alone (a sum of them
+   * would count the one process N times). `workers`: the primary of that many workers.
+   */
+  constructor (options: { dataPlane?: boolean, workers?: number } = {}) {
     const registers = [this.registry]
-    collectDefaultMetrics({ register: this.registry, prefix: 'portico_' })
-    // prom-client names three gauges `*_total`, which the exposition conventions (and
-    // promtool) reserve for counters. Its `nodejs_active_resources{type}` gauge already
-    // carries the same numbers, so the misnamed ones go.
-    for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) {
-      this.registry.removeSingleMetric(`portico_nodejs_${name}`)
+    const processWide = options.dataPlane !== true
+    if (processWide) {
+      collectDefaultMetrics({ register: this.registry, prefix: 'portico_' })
+      // prom-client names three gauges `*_total`, which the exposition conventions (and
+      // promtool) reserve for counters. Its `nodejs_active_resources{type}` gauge already
+      // carries the same numbers, so the misnamed ones go.
+      for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) {
+        this.registry.removeSingleMetric(`portico_nodejs_${name}`)
+      }
+      new Gauge({ name: 'portico_build_info', help: 'Portico build information.', labelNames: ['version', 'node'], registers }).set({ version, node: process.version }, 1)
+      new Gauge({ name: 'portico_workers', help: 'Data-plane workers configured (config.workers); 1: one event loop.', registers }).set(options.workers ?? 1)
     }
-    new Gauge({ name: 'portico_build_info', help: 'Portico build information.', labelNames: ['version', 'node'], registers }).set({ version, node: process.version }, 1)
     this.requests = new LocalCounter(this.registry, 'portico_requests_total', 'HTTP requests handled, by outcome and protocol (http1, http2, grpc).')
     this.requestDuration = new LocalHistogram(this.registry, 'portico_request_duration_seconds', 'Time from request arrival to the end of the response.', DURATION_BUCKETS)
     this.upstreamDuration = new LocalHistogram(this.registry, 'portico_upstream_call_duration_seconds', 'Time from the start of a backend call to its response headers.', DURATION_BUCKETS)
@@ -59,9 +70,14 @@ export class ProxyMetrics {
     this.streamConnections = new LocalCounter(this.registry, 'portico_tcp_connections_total', 'Connections of TCP and TLS listeners (protocol tcp, tls), by route, backend and how they ended (reason: Done, NoRoute, UpstreamConnectFailed, ...).')
     this.streamBytes = new LocalCounter(this.registry, 'portico_tcp_bytes_total', 'Bytes of TCP and TLS listeners\' connections, as on the wire to the client, by direction (received from the client, sent to it).')
     this.streamDuration = new LocalHistogram(this.registry, 'portico_tcp_connection_duration_seconds', 'How long connections of TCP and TLS listeners lasted.', CONNECTION_DURATION_BUCKETS)
-    this.reloads = new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers })
-    this.reloads.inc({ result: 'success' }, 0)
-    this.reloads.inc({ result: 'failure' }, 0)
+    this.reloads = processWide ? new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers }) : null
+    this.reloads?.inc({ result: 'success' }, 0)
+    this.reloads?.inc({ result: 'failure' }, 0)
+    this.workerRestarts = processWide && (options.workers ?? 1) > 1 ? new Counter({ name: 'portico_worker_restarts_total', help: 'Data-plane workers restarted after they ended unexpectedly.', registers }) : null
+  }
+
+  workerRestarted (): void {
+    this.workerRestarts?.inc()
   }
 
   observeRequest (ctx: RequestContext): void {
@@ -134,7 +150,7 @@ export class ProxyMetrics {
   }
 
   configLoaded (ok: boolean): void {
-    this.reloads.inc({ result: ok ? 'success' : 'failure' })
+    this.reloads?.inc({ result: ok ? 'success' : 'failure' })
   }
 
 }

@@ -7,6 +7,13 @@
 import http from 'node:http'
 import type { Address } from './settings.ts'
 import type { ProxyMetrics } from './metrics.ts'
+import { AggregatorRegistry } from 'prom-client'
+import type { MetricObjectWithValues, MetricValue } from 'prom-client'
+
+/** The data-plane workers' metrics, to sum with the primary's (workers/pool.ts). */
+export interface WorkerMetrics {
+  metrics(): Promise<Array<MetricObjectWithValues<MetricValue<string>>[]>>
+}
 
 export interface RunningServer {
   port: number
@@ -31,7 +38,18 @@ async function listen (server: http.Server, address: Address): Promise<RunningSe
   }
 }
 
-export function startMetricsServer (address: Address, metrics: ProxyMetrics): Promise<RunningServer> {
+/**
+ * One exposition for the process: with data-plane workers, each series is the sum over the
+ * primary and every worker (prom-client's aggregation, by metric name and label set); the
+ * process-wide series (CPU, memory, build, reloads) come from the primary alone.
+ */
+async function render (metrics: ProxyMetrics, workers: WorkerMetrics | null): Promise<string> {
+  if (workers === null) return await metrics.registry.metrics()
+  const parts = [await metrics.registry.getMetricsAsJSON(), ...await workers.metrics()]
+  return await AggregatorRegistry.aggregate(parts as Parameters<typeof AggregatorRegistry.aggregate>[0]).metrics()
+}
+
+export function startMetricsServer (address: Address, metrics: ProxyMetrics, workers: WorkerMetrics | null = null): Promise<RunningServer> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0]
     if (path !== '/metrics' && path !== '/stats/prometheus') {
@@ -42,7 +60,7 @@ export function startMetricsServer (address: Address, metrics: ProxyMetrics): Pr
       res.writeHead(405, { allow: 'GET', 'content-type': 'text/plain' }).end('method not allowed\n')
       return
     }
-    metrics.registry.metrics().then(
+    render(metrics, workers).then(
       text => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
       err => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${(err as Error).message}\n`)
     )

@@ -14,8 +14,12 @@ import { accessLogFields, connectionLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'
 import { ProxyMetrics } from './metrics.ts'
 import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
-import { startAdminServer } from './admin/server.ts'
 import { formatAddress } from './settings.ts'
+import { randomBytes } from 'node:crypto'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { WorkerPool } from './workers/pool.ts'
+import { SlotTable } from './workers/slot-table.ts'
+import type { ListenerAddress } from './workers/protocol.ts'
 
 export interface ReloadRecord {
   at: string
@@ -35,6 +39,12 @@ export interface PorticoOptions {
   onQuit?: () => void
   /** Largest config file a reload reads (bytes); default the engine's DEFAULT_MAX_CONFIG_BYTES. */
   maxConfigBytes?: number
+  /**
+   * This Portico is data-plane worker `index` of a primary (workers/worker-main.ts): its
+   * engine shares state through `backends` and hands MCP requests over with `handoff`.
+   * Without it, `settings.workers` > 1 makes this Portico the primary of that many workers.
+   */
+  worker?: { index: number, backends: SharedArrayBuffer, handoff: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void }
 }
 
 /** A child process the proxy runs (MCP stdio servers), for /debug/tasks. */
@@ -47,10 +57,13 @@ export interface ChildProcessInfo {
 
 export class Portico {
   readonly engine: Engine
+  /** The data-plane listeners of this event loop (none on a primary: its workers listen). */
   readonly listeners: ListenerManager
+  /** The data-plane workers when this is their primary (settings.workers > 1), else null. */
+  readonly pool: WorkerPool | null
   readonly settings: Settings
   readonly logs: Logs
-  readonly metrics = new ProxyMetrics()
+  readonly metrics: ProxyMetrics
   readonly startedAt = new Date()
   /** Ports the admin, metrics and readiness servers actually listen on (0 = off). */
   readonly ports = { admin: 0, stats: 0, readiness: 0 }
@@ -84,12 +97,21 @@ export class Portico {
     const configLog = options.logs.for('engine')
     const mcpLog = options.logs.for('mcp')
     setPublicHeaders(options.settings.publicHeaders)
+    const primary = options.worker === undefined && options.settings.workers > 1
+    this.metrics = new ProxyMetrics({ dataPlane: options.worker !== undefined, workers: options.settings.workers })
+    // Every thread must mint and read the same session ids and cookies: without a configured
+    // key, the primary makes one for the process (still random per process).
+    const sessionKey = options.settings.sessionKey ?? (primary ? randomBytes(32).toString('hex') : undefined)
+    const backends = primary ? new SlotTable() : null
+    const shared = backends?.buffer ?? options.worker?.backends
     this.engine = new Engine({
       env: options.env ?? {},
       tracing: options.settings.debugTrace,
       traceBodyLimit: options.settings.traceBodyLimit,
+      ...(shared !== undefined ? { shared: { backends: shared } } : {}),
+      ...(options.worker !== undefined ? { handoff: options.worker.handoff } : {}),
       mcp: {
-        ...(options.settings.sessionKey !== undefined ? { sessionKey: options.settings.sessionKey } : {}),
+        ...(sessionKey !== undefined ? { sessionKey } : {}),
         sessionTtlMs: options.settings.mcpSessionTtlMs,
         logger: {
           debug: (fields, message) => mcpLog.debug(fields, message),
@@ -101,7 +123,10 @@ export class Portico {
       streams: { onConnectionEnd: c => this.onConnectionEnd(c) },
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
     })
-    this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol))
+    this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), { reusePort: options.worker !== undefined })
+    this.pool = backends === null
+      ? null
+      : new WorkerPool({ count: options.settings.workers, settings: options.settings, logs: options.logs, engine: this.engine, metrics: this.metrics, sessionKey: sessionKey!, env: options.env ?? {}, backends })
     this.onQuit = options.onQuit
     this.maxConfigBytes = options.maxConfigBytes
   }
@@ -113,8 +138,12 @@ export class Portico {
   async startServers (): Promise<void> {
     const { settings } = this
     const log = this.log
+    if (this.pool !== null) {
+      await this.pool.start()
+      log.info({ workers: settings.workers }, `${settings.workers} data-plane workers`)
+    }
     if (settings.statsAddr !== null) {
-      const s: RunningServer = await startMetricsServer(settings.statsAddr, this.metrics)
+      const s: RunningServer = await startMetricsServer(settings.statsAddr, this.metrics, this.pool)
       this.servers.push(s)
       this.ports.stats = s.port
       log.info(`metrics on http://${formatAddress({ ...settings.statsAddr, port: s.port })}/metrics`)
@@ -125,6 +154,8 @@ export class Portico {
       this.ports.readiness = s.port
     }
     if (settings.adminAddr !== null) {
+      // Loaded here, not at import: data-plane workers build a Portico too and never serve admin.
+      const { startAdminServer } = await import('./admin/server.ts')
       const admin = await startAdminServer({
         portico: this,
         address: settings.adminAddr,
@@ -143,9 +174,15 @@ export class Portico {
     const out: string[] = []
     if (this.configSource !== undefined && !this.configSource.synced) out.push('xds')
     else if (this.engine.config === null) out.push('config')
-    else if (this.listeners.addresses().length < this.engine.config.ir.binds.length) out.push('listeners')
+    else if (this.addresses().length < this.engine.config.ir.binds.length) out.push('listeners')
+    if (this.pool !== null && this.engine.config !== null) out.push(...this.pool.pending())
     if (this.shuttingDown !== undefined) out.push('shutting down')
     return out
+  }
+
+  /** Where the data plane listens (a primary: where its workers listen). */
+  addresses (): ListenerAddress[] {
+    return this.pool?.addresses() ?? this.listeners.addresses()
   }
 
   /** Registers a child process for /debug/tasks; returns the function that forgets it. */
@@ -223,7 +260,7 @@ export class Portico {
       if (!result.ok) return reject(result.diagnostics, 'rejected')
       // The loader refuses a config without gateways; this guards the listeners themselves:
       // a reload never leaves the process listening nowhere.
-      if (result.config.ir.binds.length === 0 && this.listeners.addresses().length > 0) {
+      if (result.config.ir.binds.length === 0 && this.addresses().length > 0) {
         return reject([{ path: ['gateways'], message: 'this config would close every listener; refused (the running config keeps serving)' }], 'rejected')
       }
       if (result.config.ir.version === this.engine.config?.ir.version) return { ok: true, diagnostics: [] }
@@ -264,7 +301,8 @@ export class Portico {
   /** Installs an IR from any source (file or, in cluster mode, the controller). */
   async applyIR (ir: ProxyIR): Promise<void> {
     try {
-      await this.listeners.apply(ir, () => this.engine.apply(ir))
+      if (this.pool !== null) await this.pool.apply(ir)
+      else await this.listeners.apply(ir, () => this.engine.apply(ir))
     } catch (err) {
       if (this.configSource !== undefined) {
         this.recordReload({ ok: false, errors: [(err as Error).message] })
@@ -310,7 +348,7 @@ export class Portico {
       this.watcher?.close()
       this.configSource?.close()
       this.engine.beginDrain()
-      await this.listeners.drain(this.settings.drainTimeoutMs)
+      await (this.pool ?? this.listeners).drain(this.settings.drainTimeoutMs)
       await this.engine.close()
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')

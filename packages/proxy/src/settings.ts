@@ -6,6 +6,7 @@
 
 import type { StaticConfig } from '@portico/engine'
 import { parseDuration } from '@portico/engine'
+import { availableCpus } from './workers/cpus.ts'
 
 export interface Address {
   host: string
@@ -42,7 +43,17 @@ export interface Settings {
   debugTrace: boolean
   /** Max bytes of a body kept in a trace snapshot. */
   traceBodyLimit: number
+  /**
+   * Data-plane event loops: 1 serves everything on the main thread (one loop); more run
+   * that many worker threads sharing the listening ports, with the admin, metrics and
+   * readiness servers (and MCP sessions) on the main thread. Default: the CPUs available
+   * to the process (cgroup quota aware).
+   */
+  workers: number
 }
+
+/** Upper bound of config.workers / WORKERS. */
+export const MAX_WORKERS = 256
 
 export const DEFAULTS = {
   adminAddr: '127.0.0.1:15000',
@@ -53,7 +64,7 @@ export const DEFAULTS = {
   mcpSessionTtl: '30m'
 } as const
 
-export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isTTY: boolean): Settings {
+export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isTTY: boolean, cpus: () => number = availableCpus): Settings {
   const pick = (envName: string, fromFile: string | undefined, fallback: string): string =>
     nonEmpty(env[envName]) ?? fromFile ?? fallback
   const format = pick('LOG_FORMAT', file.logging?.format, isTTY ? 'text' : 'json')
@@ -70,8 +81,16 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     sessionKey: sessionKey(nonEmpty(env.SESSION_KEY) ?? file.session?.key),
     mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl)),
     debugTrace: !['off', 'false', '0'].includes(pick('DEBUG_TRACE', file.debugTrace === false ? 'off' : undefined, 'on').toLowerCase()),
-    traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536'))
+    traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
+    workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus)
   }
+}
+
+function workerCount (text: string | undefined, cpus: () => number): number {
+  if (text === undefined || text === 'auto') return Math.min(MAX_WORKERS, cpus())
+  const n = Number(text)
+  if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) throw new Error(`WORKERS / config.workers: invalid value "${text}" (want an integer from 1 to ${MAX_WORKERS}, or auto)`)
+  return n
 }
 
 function sessionKey (hex: string | undefined): string | undefined {

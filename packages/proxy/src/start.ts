@@ -68,7 +68,8 @@ function startLogging (file: StaticConfig): { settings: Settings, logs: Logs } {
     process.exit(1)
   }
   try {
-    return { settings, logs: new Logs({ level: settings.logLevel, format: settings.logFormat }) }
+    // With data-plane workers every thread writes stdout: whole lines, in pipe-atomic writes.
+    return { settings, logs: new Logs({ level: settings.logLevel, format: settings.logFormat, sharedOutput: settings.workers > 1 }) }
   } catch (err) {
     process.stderr.write(`portico: LOG_LEVEL / config.logging.level: ${(err as Error).message}\n`)
     process.exit(1)
@@ -143,7 +144,7 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
   process.on('SIGHUP', signal => {
     portico.reloadOnSignal(signal).catch(err => log.error({ err }, `${signal}: reload failed`))
   })
-  for (const l of portico.listeners.addresses()) {
+  for (const l of portico.addresses()) {
     const scheme = l.protocol.toLowerCase()
     log.info({ address: `${scheme}://${l.address}:${l.port}` }, `listening on ${scheme}://${l.address}:${l.port}`)
   }

@@ -227,9 +227,17 @@ export class PorticoProcess {
   }
 }
 
+/**
+ * Data-plane workers of every instance the tests start: one event loop (WORKERS=1) unless
+ * PORTICO_TEST_WORKERS says otherwise — scripts/test runs a named subset of the suites a
+ * second time with 2 (the production default, the CPUs available, would make every test's
+ * gateway as many threads as the machine has cores). A test's own `env.WORKERS` wins.
+ */
+export const TEST_WORKERS = process.env.PORTICO_TEST_WORKERS ?? '1'
+
 function spawnPortico (args: string[], env: Record<string, string> | undefined): ChildProcess {
   return spawn(process.execPath, [PORTICO_BIN, ...args], {
-    env: { ...process.env, ...QUIET_ENV, ...env },
+    env: { ...process.env, ...QUIET_ENV, WORKERS: TEST_WORKERS, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
 }

@@ -389,7 +389,8 @@ export const StaticConfigSchema = Type.Object({
   logging: Opt(LoggingSchema),
   drainTimeout: Opt(Duration),
   debugTrace: Opt(Type.Boolean({ description: 'Whether /debug/trace can be used (default true). Env DEBUG_TRACE=off.' })),
-  traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' }))
+  traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' })),
+  workers: Opt(Type.Integer({ minimum: 1, maximum: 256, description: 'Data-plane workers (event loops on worker threads sharing the listening ports). Default: the CPUs available to the process, cgroup quota aware. 1: one event loop serves everything. Env WORKERS (a number or auto).' }))
 }, { ...strict, description: 'Process settings, read at start (not hot-reloaded). Each also has an environment variable.' })
 
 export const ConfigFileSchema = Type.Object({

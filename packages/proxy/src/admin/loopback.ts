@@ -20,7 +20,7 @@ export interface ListenerTarget {
 
 /** The listener on `port`; PORTICO_NOT_A_LISTENER for a port that is not one of this proxy's listeners. */
 export function listenerTarget (portico: Portico, port: unknown): ListenerTarget {
-  const binds = portico.listeners.addresses()
+  const binds = portico.addresses()
   const bind = binds.find(b => b.port === port)
   if (bind === undefined) {
     const ports = binds.map(b => b.port).join(', ')

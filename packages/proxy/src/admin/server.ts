@@ -11,7 +11,7 @@ import type { Address } from '../settings.ts'
 import { configDump } from './config-dump.ts'
 import { registerTraceRoutes } from './trace-stream.ts'
 import { memoryStats } from './memory.ts'
-import { tasksDump } from './tasks.ts'
+import { tasksDump, workersTasksDump } from './tasks.ts'
 import { cpuProfile, HeapSampler } from './pprof.ts'
 import { findUiDir, registerUiStatic } from './ui-static.ts'
 import { registerUiApi } from './ui-api.ts'
@@ -25,6 +25,8 @@ export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]
   ['GET', '/debug/pprof/profile', 'CPU profile (pprof), ?seconds=1..300 (default 10)'],
   ['GET', '/debug/pprof/heap', 'heap profile (pprof)'],
   ['GET', '/debug/tasks', 'listeners, connections, in-flight requests, pools, child processes'],
+  ['GET', '/debug/workers', 'data-plane workers: state, restarts, config generation, heap'],
+  ['POST', '/debug/workers/terminate', '?worker=N: end worker N at once, as a crash would (it is restarted)'],
   ['POST', '/quitquitquit', 'graceful shutdown'],
   ['GET', '/ui', 'web UI (a browser asking for / is redirected there; /?format=text for this list)'],
   ['GET, POST', '/api/*', 'the web UI\'s JSON API (same-origin; changes need adminWrites)']
@@ -71,7 +73,7 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
     return reply.type('application/json').send(JSON.stringify(dump, null, 2))
   })
 
-  registerTraceRoutes(app, portico.engine.hub)
+  registerTraceRoutes(app, portico.engine.hub, portico.pool)
 
   const logging = async (req: { query: unknown, method: string }, reply: import('fastify').FastifyReply) => {
     const level = (req.query as { level?: string }).level
@@ -87,8 +89,19 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
   app.get('/logging', logging)
   app.post('/logging', logging)
 
-  app.get('/memory', async () => memoryStats())
-  app.get('/debug/tasks', async () => tasksDump(portico))
+  const pool = portico.pool
+  app.get('/memory', async () => pool === null ? memoryStats() : { ...memoryStats(), workers: await pool.heaps() })
+  app.get('/debug/tasks', async () => pool === null ? tasksDump(portico) : await workersTasksDump(portico, pool))
+  app.get('/debug/workers', async () => {
+    if (pool === null) return { workers: 1, threads: [] }
+    const heaps = new Map((await pool.heaps()).map(h => [h.worker, h.heap]))
+    return { workers: portico.settings.workers, threads: pool.info().map(w => ({ ...w, heap: heaps.get(w.worker) ?? null })) }
+  })
+  app.post('/debug/workers/terminate', async (req, reply) => {
+    const n = Number((req.query as { worker?: string }).worker)
+    if (pool === null || !pool.terminate(n)) return reply.code(400).type('text/plain').send(`no running worker "${(req.query as { worker?: string }).worker ?? ''}"\n`)
+    return reply.type('text/plain').send(`worker ${n} terminated; it is restarted\n`)
+  })
 
   app.get('/debug/pprof/profile', async (req, reply) => {
     const raw = (req.query as { seconds?: string }).seconds
@@ -96,8 +109,14 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
     if (!Number.isInteger(seconds) || seconds < 1 || seconds > 300) {
       return reply.code(400).type('text/plain').send(`invalid seconds "${raw}": an integer from 1 to 300 (default 10)\n`)
     }
+    // With data-plane workers the requests run on them: worker 1 unless ?worker= names another (0: the primary).
+    const rawWorker = (req.query as { worker?: string }).worker
+    const worker = pool === null ? 0 : rawWorker === undefined ? 1 : Number(rawWorker)
+    if (pool !== null && (!Number.isInteger(worker) || worker < 0 || worker > portico.settings.workers)) {
+      return reply.code(400).type('text/plain').send(`invalid worker "${rawWorker}": 0 (the primary) to ${portico.settings.workers}\n`)
+    }
     try {
-      const profile = await cpuProfile(seconds)
+      const profile = worker === 0 ? await cpuProfile(seconds) : await pool!.profile(worker, seconds)
       return reply.type('application/octet-stream').header('content-disposition', 'attachment; filename="cpu.pb.gz"').send(Buffer.from(profile))
     } catch (err) {
       if (isPorticoError(err, 'PORTICO_PROFILE_BUSY')) return reply.code(409).type('text/plain').send(`${err.message}\n`)

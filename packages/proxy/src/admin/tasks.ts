@@ -6,6 +6,7 @@
  */
 
 import type { Portico } from '../portico.ts'
+import type { WorkerPool } from '../workers/pool.ts'
 
 export function tasksDump (portico: Portico): Record<string, unknown> {
   const now = performance.now()
@@ -35,4 +36,31 @@ function countBy (items: string[]): Record<string, number> {
   const out: Record<string, number> = {}
   for (const i of items) out[i] = (out[i] ?? 0) + 1
   return out
+}
+
+/**
+ * With data-plane workers: the primary's own dump (MCP requests, child processes) with each
+ * worker's requests and pools added (marked with the worker's number), and listeners' connections
+ * summed over the workers.
+ */
+export async function workersTasksDump (portico: Portico, pool: WorkerPool): Promise<Record<string, unknown>> {
+  const own = tasksDump(portico)
+  const workers = await pool.tasks()
+  const connections = new Map<string, Record<string, unknown> & { connections: number }>()
+  for (const w of workers) {
+    for (const l of w.listeners as Array<Record<string, unknown> & { key: string, connections: number }>) {
+      const seen = connections.get(l.key)
+      if (seen === undefined) connections.set(l.key, { ...l })
+      else seen.connections += l.connections
+    }
+  }
+  const tagged = (key: string) => workers.flatMap(w => (w[key] as Array<Record<string, unknown>>).map(x => ({ worker: w.worker, ...x })))
+  return {
+    ...own,
+    listeners: [...connections.values()],
+    requests: [...tagged('requests'), ...(own.requests as unknown[])],
+    upstreamPools: tagged('upstreamPools'),
+    traceWatchers: own.traceWatchers,
+    workers: workers.map(w => ({ worker: w.worker, activeResources: w.activeResources }))
+  }
 }

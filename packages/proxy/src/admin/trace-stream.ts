@@ -70,7 +70,12 @@ export function sseFrame (event: TraceEvent): string {
   return `data: ${json}\n\n`
 }
 
-export function registerTraceRoutes (app: FastifyInstance, hub: TraceHub): void {
+/** Data-plane workers (workers/pool.ts): the tap is armed on each, and the first thread to take it wins. */
+export interface TraceFanOut {
+  armTrace(query: TraceQuery, deliver: (event: unknown) => void): Promise<{ take: () => boolean, disarm: () => void }>
+}
+
+export function registerTraceRoutes (app: FastifyInstance, hub: TraceHub, workers: TraceFanOut | null = null): void {
   const handler = async (request: FastifyRequest<{ Querystring: TraceQuery }>, reply: FastifyReply) => {
     if (!hub.enabled) return reply.code(404).type('text/plain').send('tracing is disabled (DEBUG_TRACE=off)\n')
     const filter = traceFilter(request.query)
@@ -92,17 +97,35 @@ export function registerTraceRoutes (app: FastifyInstance, hub: TraceHub): void 
       disarm()
       res.end()
     }
-    const disarm = hub.arm({
-      accepts: filter,
-      deliver (event) {
-        if (closed) return
-        res.write(sseFrame(event))
-        if (event.message.type === 'requestFinished') close()
-      }
-    })
-    res.write(': ready\n\n')
+    const deliver = (event: TraceEvent): void => {
+      if (closed) return
+      res.write(sseFrame(event))
+      if (event.message.type === 'requestFinished') close()
+    }
+    let remote: { take: () => boolean, disarm: () => void } | null = null
+    let disarmHere = (): void => {}
+    const disarm = (): void => {
+      disarmHere()
+      remote?.disarm()
+    }
     request.raw.socket.on('close', close)
     res.on('close', close)
+    if (workers !== null) {
+      try {
+        remote = await workers.armTrace(request.query, event => deliver(event as TraceEvent))
+      } catch (err) {
+        clearInterval(keepalive)
+        closed = true
+        res.end(`: ${(err as Error).message}\n\n`)
+        return
+      }
+      if (closed) {
+        remote.disarm()
+        return
+      }
+    }
+    disarmHere = hub.arm({ accepts: filter, deliver, ...(remote !== null ? { take: remote.take } : {}) })
+    res.write(': ready\n\n')
   }
   app.get('/debug/trace', handler)
   app.post('/debug/trace', handler)

@@ -225,7 +225,7 @@ export function registerUiApi (app: FastifyInstance, portico: Portico, guardOpti
 
 function overview (portico: Portico): Record<string, unknown> {
   const ir = portico.engine.config?.ir
-  const bound = new Map(portico.listeners.addresses().map(a => [a.key, a.port]))
+  const bound = new Map(portico.addresses().map(a => [a.key, a.port]))
   const pending = portico.pending()
   const lastError = portico.reloads.find(r => !r.ok) ?? null
   const s = portico.settings

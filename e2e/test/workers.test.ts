@@ -1,0 +1,260 @@
+/**
+ * config.workers > 1 against the real binary (WORKERS=2): what must hold across data-plane
+ * workers. Rate limits admit exactly the configured count whichever worker a request lands
+ * on; a reload under load fails no request and every worker ends on the new version; a
+ * refused reload changes nothing; a terminated worker fails only its own requests and is
+ * restarted (readiness says so meanwhile); a trace tap is taken once, by whichever worker
+ * gets the request; /metrics sums the workers (promtool-clean); an MCP session with a stdio
+ * target works over many connections with one stdio server; the log level reaches every
+ * worker; SIGTERM drains them all.
+ */
+
+import { after, before, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { Agent, request } from 'undici'
+import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
+import { waitUntil } from '@portico/testkit/wait'
+import { requireTool } from '@portico/testkit/tools'
+import { openTrace } from '../lib/trace.ts'
+import { connectClient, everythingTarget, textOf } from '../lib/mcp.ts'
+
+const WORKERS = { WORKERS: '2' }
+
+/** Each request on a connection of its own, so the kernel spreads them over the workers. */
+async function get (url: string, headers: Record<string, string> = {}): Promise<{ status: number, body: string, headers: Record<string, unknown> }> {
+  const res = await request(url, { headers: { connection: 'close', ...headers }, reset: true })
+  return { status: res.statusCode, body: await res.body.text(), headers: res.headers }
+}
+
+/** Which workers wrote access-log lines (`worker` field) for paths starting with `prefix`. */
+function workersServing (p: PorticoProcess, prefix: string): Set<unknown> {
+  return new Set(p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith(prefix)).map(l => l.worker))
+}
+
+describe('data-plane workers (WORKERS=2)', () => {
+  let backend: Backend
+  const slowSeen = new Map<string, () => void>()
+  const cleanups: Array<() => Promise<unknown>> = []
+
+  before(async () => {
+    backend = await startBackend((req, res) => {
+      req.resume()
+      if (req.url!.startsWith('/slow')) {
+        slowSeen.get(req.url!)?.()
+        const timer = setTimeout(() => res.end('slow done'), 1500)
+        res.on('close', () => clearTimeout(timer))
+        return
+      }
+      res.end('ok')
+    })
+  })
+  after(async () => {
+    for (const c of cleanups.reverse()) await c()
+    await backend.close()
+  })
+
+  async function start (config: (port: number) => unknown, env: Record<string, string> = {}): Promise<PorticoProcess> {
+    const p = await startPortico({ env: { ...WORKERS, ...env }, config: config as never })
+    cleanups.push(() => p.stop())
+    return p
+  }
+
+  test('localRateLimit admits exactly maxTokens across both workers', { timeout: 30_000 }, async () => {
+    const p = await start(port => ({
+      gateways: { default: gateway(port, { policies: { localRateLimit: [{ maxTokens: 60, tokensPerFill: 1, fillInterval: '1h' }] } }) },
+      routes: [{ name: 'all', backends: [{ host: backend.host }] }]
+    }))
+    const results = await Promise.all(Array.from({ length: 240 }, (_, i) => get(`${p.url}/rl/${i}`)))
+    const statuses = results.map(r => r.status)
+    assert.equal(statuses.filter(s => s === 200).length, 60, 'exactly maxTokens admitted')
+    assert.equal(statuses.filter(s => s === 429).length, 180)
+    await waitUntil(() => workersServing(p, '/rl/').size === 2, 5_000, 'both workers to have served requests')
+  })
+
+  test('a reload under load fails no request; every worker ends on the new version; a refused reload changes nothing', { timeout: 60_000 }, async () => {
+    const config = (version: string, extra: Record<string, unknown> = {}) => (port: number) => ({
+      gateways: { default: gateway(port), ...extra },
+      routes: [{ name: 'all', policies: { responseHeaderModifier: { set: { 'x-version': version } } }, backends: [{ host: backend.host }] }]
+    })
+    const adminPort = await freePort()
+    const p = await start(config('v0'), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    let running = true
+    const failures: string[] = []
+    let sent = 0
+    const loops = Array.from({ length: 8 }, async () => {
+      const agent = new Agent({ connections: 1 })
+      while (running) {
+        try {
+          const res = await request(`${p.url}/load`, { dispatcher: agent })
+          await res.body.text()
+          sent++
+          if (res.statusCode !== 200) failures.push(`status ${res.statusCode}`)
+        } catch (err) {
+          failures.push((err as Error).message)
+        }
+      }
+      await agent.close()
+    })
+    for (const v of ['v1', 'v2', 'v3']) {
+      await sleep(400)
+      const before = p.stdout.length
+      p.writeConfig(config(v)(p.port))
+      await p.waitForOutput('config reloaded', { fromStdout: before, timeoutMs: 10_000 })
+    }
+    // A config that cannot be put in force (a port taken by another process) is refused everywhere.
+    const blocker = await startBackend((_req, res) => res.end())
+    cleanups.push(() => blocker.close())
+    const before = p.stdout.length
+    p.writeConfig(config('v4', { other: gateway(blocker.port) })(p.port))
+    await p.waitForOutput('config reload failed', { fromStdout: before, timeoutMs: 10_000 })
+    await sleep(300)
+    running = false
+    await Promise.all(loops)
+    assert.deepEqual(failures, [], `no request may fail during reloads (${sent} sent)`)
+    assert.ok(sent > 50, `load ran (${sent} requests)`)
+    // Every worker serves v3, on fresh connections.
+    const versions = new Set((await Promise.all(Array.from({ length: 20 }, () => get(`${p.url}/after`)))).map(r => r.headers['x-version']))
+    assert.deepEqual([...versions], ['v3'])
+    await waitUntil(() => workersServing(p, '/after').size === 2, 5_000, 'both workers to serve after the reloads')
+    const dump = JSON.parse((await get(`http://127.0.0.1:${adminPort}/config_dump`)).body) as { version: { configVersion: string }, binds: unknown[] }
+    assert.equal(dump.binds.length, 1, 'the refused config opened nothing')
+    const workers = JSON.parse((await get(`http://127.0.0.1:${adminPort}/debug/workers`)).body) as { threads: Array<{ configGeneration: number }> }
+    assert.equal(new Set(workers.threads.map(t => t.configGeneration)).size, 1, 'one config generation on every worker')
+  })
+
+  test('a terminated worker: only its in-flight requests fail, it is restarted, readiness says so meanwhile', { timeout: 60_000 }, async () => {
+    const adminPort = await freePort()
+    const readyPort = await freePort()
+    const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}`, READINESS_ADDR: `127.0.0.1:${readyPort}` })
+    const admin = `http://127.0.0.1:${adminPort}`
+    // Slow requests on connections of their own until both workers hold some.
+    const inFlight: Array<{ path: string, result: Promise<number | string> }> = []
+    let onWorker = new Map<string, number>()
+    for (let i = 0; i < 40; i++) {
+      const path = `/slow/${i}`
+      const seen = deferred()
+      slowSeen.set(path, seen.resolve)
+      inFlight.push({ path, result: get(`${p.url}${path}`).then(r => r.status, err => (err as Error).message) })
+      await withTimeout(seen.promise, 5_000, `${path} to reach the backend`)
+      const tasks = JSON.parse((await get(`${admin}/debug/tasks`)).body) as { requests: Array<{ worker: number, path: string }> }
+      onWorker = new Map(tasks.requests.filter(r => r.path.startsWith('/slow/')).map(r => [r.path, r.worker]))
+      if (new Set(onWorker.values()).size === 2 && i >= 5) break
+    }
+    assert.equal(new Set(onWorker.values()).size, 2, 'slow requests on both workers')
+    assert.equal((await request(`${admin}/debug/workers/terminate?worker=1`, { method: 'POST' })).statusCode, 200)
+    const ready = await request(`http://127.0.0.1:${readyPort}/healthz/ready`)
+    const readyBody = await ready.body.text()
+    assert.equal(ready.statusCode, 503, readyBody)
+    assert.match(readyBody, /workers/)
+    const outcomes = await Promise.all(inFlight.map(async r => ({ path: r.path, worker: onWorker.get(r.path), result: await r.result })))
+    for (const o of outcomes) {
+      if (o.worker === 2) assert.equal(o.result, 200, `${o.path} on worker 2 must not fail`)
+      if (o.worker === 1) assert.notEqual(o.result, 200, `${o.path} on the terminated worker cannot complete`)
+    }
+    await p.waitForOutput('worker 1 restarted', { timeoutMs: 20_000 })
+    await waitUntil(async () => (await request(`http://127.0.0.1:${readyPort}/healthz/ready`).then(async r => { await r.body.text(); return r.statusCode })) === 200, 10_000, 'ready again')
+    const after = await Promise.all(Array.from({ length: 20 }, (_, i) => get(`${p.url}/again/${i}`)))
+    assert.deepEqual(new Set(after.map(r => r.status)), new Set([200]))
+    await waitUntil(() => workersServing(p, '/again/').size === 2, 5_000, 'the restarted worker to serve too')
+  })
+
+  test('a trace is taken once, by whichever worker gets the request; /metrics sums the workers; the log level reaches every worker', { timeout: 60_000 }, async t => {
+    const adminPort = await freePort()
+    const statsPort = await freePort()
+    const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}` })
+    const admin = `http://127.0.0.1:${adminPort}`
+    const tracedBy = new Set<unknown>()
+    for (let round = 0; round < 12 && tracedBy.size < 2; round++) {
+      const trace = await openTrace(admin, `path=/traced/${round}*`)
+      await trace.ready
+      // Several matching requests at once, over separate connections: only one is traced.
+      await Promise.all(Array.from({ length: 4 }, (_, i) => get(`${p.url}/traced/${round}/${i}`)))
+      const events = await withTimeout(trace.done, 5_000, 'the trace to end')
+      assert.equal(events.filter(e => e.message.type === 'requestStarted').length, 1, 'one request per tap')
+      const path = (events.find(e => e.message.type === 'requestSnapshot')!.message as unknown as { requestState: { request: { path: string } } }).requestState.request.path
+      await waitUntil(() => p.logs().some(l => l.msg === 'request' && l.path === path), 5_000, 'the traced request\'s log line')
+      tracedBy.add(p.logs().find(l => l.msg === 'request' && l.path === path)!.worker)
+    }
+    assert.equal(tracedBy.size, 2, 'taps taken on both workers over the rounds')
+
+    const total = 30
+    await Promise.all(Array.from({ length: total }, (_, i) => get(`${p.url}/counted/${i}`)))
+    const metrics = (await get(`http://127.0.0.1:${statsPort}/metrics`)).body
+    const lines = metrics.split('\n').filter(l => l.startsWith('portico_requests_total{'))
+    const sum = lines.reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0)
+    await waitUntil(() => p.logs().filter(l => l.msg === 'request').length >= sum, 5_000, 'every access-log line')
+    assert.equal(sum, p.logs().filter(l => l.msg === 'request').length, 'the requests counter sums every worker')
+    assert.equal(metrics.split('\n').filter(l => l.startsWith('# TYPE portico_requests_total')).length, 1, 'one series family')
+    assert.match(metrics, /^portico_workers 2$/m)
+    assert.match(metrics, /^portico_process_cpu_seconds_total \d/m)
+    const promtool = requireTool(t, 'PROMTOOL', 'promtool')
+    if (promtool !== null) {
+      const out = spawnSync(promtool, ['check', 'metrics'], { input: metrics, encoding: 'utf8' })
+      assert.equal(out.status, 0, `${out.stdout}\n${out.stderr}`)
+    }
+
+    assert.equal((await request(`${admin}/logging?level=warn`, { method: 'POST' })).statusCode, 200)
+    const before = p.logs().filter(l => l.msg === 'request').length
+    await Promise.all(Array.from({ length: 20 }, (_, i) => get(`${p.url}/quiet/${i}`)))
+    await sleep(600)
+    assert.equal(p.logs().filter(l => l.msg === 'request').length, before, 'no access-log lines from any worker at warn')
+  })
+
+  test('an MCP session with a stdio target works over many connections; one stdio server for the gateway', { timeout: 60_000 }, async () => {
+    const adminPort = await freePort()
+    const p = await start(port => ({
+      gateways: { default: gateway(port) },
+      routes: [
+        { name: 'mcp', matches: [{ path: { pathPrefix: '/mcp' } }], backends: [{ mcp: { targets: [everythingTarget('everything')] } }] },
+        { name: 'http', backends: [{ host: backend.host }] }
+      ]
+    }), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    // One client per connection: each fresh client's requests land on either worker.
+    const { client, transport } = await connectClient(`${p.url}/mcp`)
+    const sessionId = (transport as { sessionId?: string }).sessionId
+    assert.ok(sessionId !== undefined)
+    for (let i = 0; i < 10; i++) {
+      const r: Awaited<ReturnType<typeof request>> = await request(`${p.url}/mcp`, {
+        method: 'POST',
+        reset: true,
+        headers: { connection: 'close', accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 100 + i, method: 'tools/call', params: { name: 'echo', arguments: { message: `m${i}` } } })
+      })
+      const text = await r.body.text()
+      assert.equal(r.statusCode, 200, text)
+      assert.match(text, new RegExp(`Echo: m${i}`))
+    }
+    assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { message: 'sdk' } })), 'Echo: sdk')
+    await client.close()
+    const tasks = JSON.parse((await get(`http://127.0.0.1:${adminPort}/debug/tasks`)).body) as { children: Array<{ purpose: string }> }
+    assert.equal(tasks.children.filter(c => c.purpose.startsWith('mcp stdio target')).length, 1, 'one stdio server for the gateway')
+    // The plain route next to it is served by the workers themselves.
+    await Promise.all(Array.from({ length: 10 }, (_, i) => get(`${p.url}/plain/${i}`)))
+    await waitUntil(() => workersServing(p, '/plain/').size === 2, 5_000, 'both workers to serve the plain route')
+    assert.ok(p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith('/mcp')).every(l => l.worker === undefined), 'MCP requests are logged by the primary')
+  })
+
+  test('SIGTERM drains every worker: requests in flight on both finish, exit 0', { timeout: 30_000 }, async () => {
+    const adminPort = await freePort()
+    const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    const inFlight: Array<Promise<number>> = []
+    let workers = new Set<number>()
+    for (let i = 0; i < 30 && workers.size < 2; i++) {
+      const path = `/slow/drain-${i}`
+      const seen = deferred()
+      slowSeen.set(path, seen.resolve)
+      inFlight.push(get(`${p.url}${path}`).then(r => r.status))
+      await withTimeout(seen.promise, 5_000, `${path} to reach the backend`)
+      const tasks = JSON.parse((await get(`http://127.0.0.1:${adminPort}/debug/tasks`)).body) as { requests: Array<{ worker: number }> }
+      workers = new Set(tasks.requests.map(r => r.worker).filter(w => w !== undefined))
+    }
+    assert.equal(workers.size, 2, 'requests in flight on both workers')
+    p.signal('SIGTERM')
+    assert.deepEqual(new Set(await Promise.all(inFlight)), new Set([200]))
+    const exit = await p.waitForExit(15_000)
+    assert.equal(exit.code, 0, p.output)
+    assert.equal(p.logs().filter(l => l.msg === 'shutdown complete').length, 3, 'the primary and both workers drained')
+  })
+})

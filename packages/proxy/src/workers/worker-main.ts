@@ -1,0 +1,111 @@
+/**
+ * A data-plane worker (worker thread, config.workers > 1): its own event loop running the
+ * engine, listening on every port of the config with SO_REUSEPORT, writing its access log
+ * and keeping its metrics; everything else — config sources, admin, metrics and readiness
+ * servers, MCP sessions — is the primary's, which drives this thread with the messages of
+ * protocol.ts.
+ */
+
+import { enableCompileCache } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import { parentPort, workerData } from 'node:worker_threads'
+import { Logs } from '@portico/ops'
+import type { PreparedConfig, ProxyIR } from '@portico/engine'
+import { Portico } from '../portico.ts'
+import { CONTROL, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
+import { handoffRelay } from './handoff.ts'
+import { traceFilter } from '../admin/trace-stream.ts'
+import { tasksDump } from '../admin/tasks.ts'
+import type { PreparedBinds } from '../listeners.ts'
+
+enableCompileCache(fileURLToPath(new URL('../../node_modules/.cache/node-compile-cache', import.meta.url)))
+
+const init = workerData as WorkerInit
+const port = parentPort!
+const control = new Int32Array(init.control)
+const traceSlots = new Int32Array(init.traceSlots)
+const logs = new Logs({ level: init.logLevel, format: init.settings.logFormat, bindings: { worker: init.index }, sharedOutput: true })
+const log = logs.for('portico')
+process.on('uncaughtException', err => log.error({ err }, 'uncaught exception'))
+process.on('unhandledRejection', err => log.error({ err }, 'unhandled rejection'))
+
+const relay = handoffRelay(init.handoff)
+const portico = new Portico({
+  settings: { ...init.settings, sessionKey: init.sessionKey },
+  logs,
+  env: init.env,
+  worker: { index: init.index, backends: init.backends, handoff: relay.relay }
+})
+const { engine, listeners } = portico
+
+/** Configs prepared and waiting for the primary's commit (or abort), by generation. */
+const pending = new Map<number, { prepared: PreparedConfig, binds: PreparedBinds }>()
+const traces = new Map<number, () => void>()
+
+const send = (message: FromWorker): void => port.postMessage(message)
+
+async function handle (message: ToWorker): Promise<unknown> {
+  switch (message.type) {
+    case 'prepare': {
+      const ir = JSON.parse(message.ir) as ProxyIR
+      const prepared = engine.prepare(ir, { ...(message.buckets !== null ? { buckets: message.buckets } : {}), slots: message.slots })
+      const binds = await listeners.prepare(ir)
+      const generation = message.generation
+      engine.stage(prepared, () => Atomics.load(control, CONTROL.generation) >= generation)
+      pending.set(generation, { prepared, binds })
+      return null
+    }
+    case 'commit': {
+      const p = pending.get(message.generation)
+      if (p === undefined) throw new Error(`no prepared config of generation ${message.generation}`)
+      pending.delete(message.generation)
+      if (engine.config !== p.prepared.compiled) engine.install(p.prepared)
+      listeners.commit(p.binds)
+      return listeners.addresses()
+    }
+    case 'abort': {
+      const p = pending.get(message.generation)
+      if (p === undefined) return null
+      pending.delete(message.generation)
+      engine.unstage()
+      await listeners.abort(p.binds)
+      return null
+    }
+    case 'trace-arm': {
+      const { arm, slot } = message
+      const filter = traceFilter(message.query)
+      if (typeof filter === 'string') throw new Error(filter)
+      traces.set(arm, engine.hub.arm({
+        accepts: filter,
+        take: () => Atomics.compareExchange(traceSlots, slot, arm, 0) === arm,
+        deliver: event => send({ type: 'trace-event', arm, event })
+      }))
+      return null
+    }
+    case 'trace-disarm':
+      traces.get(message.arm)?.()
+      traces.delete(message.arm)
+      return null
+    case 'metrics':
+      return await portico.metrics.registry.getMetricsAsJSON()
+    case 'tasks':
+      return tasksDump(portico)
+    case 'profile':
+      return await (await import('../admin/pprof.ts')).cpuProfile(message.seconds)
+    case 'log-level':
+      logs.set(message.level)
+      return null
+    case 'drain':
+      await portico.shutdown('primary')
+      await relay.close()
+      return null
+  }
+}
+
+port.on('message', (message: ToWorker) => {
+  handle(message).then(
+    value => { if ('id' in message) send({ type: 'reply', id: message.id, ok: true, value }) },
+    err => { if ('id' in message) send({ type: 'reply', id: message.id, ok: false, error: (err as Error).message ?? String(err) }) }
+  )
+})
+send({ type: 'ready' })
