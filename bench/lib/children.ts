@@ -25,6 +25,8 @@ export interface StartOptions {
   readyPort?: number
   /** Give up after this long (default 15 s). */
   timeoutMs?: number
+  /** CPUs to pin the child (and its threads) to, as `taskset -c` takes them (e.g. `0`, `0,1`). */
+  cpus?: string
 }
 
 export interface Child {
@@ -60,7 +62,9 @@ process.once('exit', () => {
 export async function startNode (options: StartOptions): Promise<Child> {
   const logPath = join(scratchDir('logs'), 'output.log')
   const fd = openSync(logPath, 'w')
-  const proc = spawn(process.execPath, options.args, {
+  // taskset execs node in place: the child's pid is node's.
+  const [command, args] = options.cpus === undefined ? [process.execPath, options.args] : ['taskset', ['-c', options.cpus, process.execPath, ...options.args]]
+  const proc = spawn(command, args, {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', fd, fd]
   })
@@ -121,6 +125,37 @@ export function processCpuSeconds (pid: number | undefined): number {
     return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
   } catch {
     return NaN
+  }
+}
+
+/**
+ * CPU seconds of a process and its child processes (a Node cluster's workers), from /proc;
+ * threads are counted in their process already.
+ */
+export function treeCpuSeconds (pid: number | undefined): number {
+  if (pid === undefined) return NaN
+  return processCpuSeconds(pid) + childPids(pid).reduce((sum, child) => sum + processCpuSeconds(child), 0)
+}
+
+/** Resident memory (bytes) of a process and its child processes, from /proc. */
+export function treeRssBytes (pid: number | undefined): number {
+  if (pid === undefined) return NaN
+  const rss = (p: number) => {
+    try {
+      const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))
+      return m === null ? 0 : Number(m[1]) * 1024
+    } catch {
+      return 0
+    }
+  }
+  return rss(pid) + childPids(pid).reduce((sum, child) => sum + rss(child), 0)
+}
+
+function childPids (pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(x => x !== '').map(Number)
+  } catch {
+    return []
   }
 }
 

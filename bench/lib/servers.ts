@@ -12,6 +12,7 @@ const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 const BACKEND = here('../servers/backend.ts')
 const FASTIFY_PROXY = here('../servers/fastify-proxy.ts')
 const LLM_SERVER = here('../servers/llm-server.ts')
+const FASTIFY_CLUSTER = here('../servers/fastify-cluster.ts')
 const PORTICO = here('../../packages/proxy/bin/portico.ts')
 
 export interface Server {
@@ -25,9 +26,9 @@ function server (child: Child, port: number): Server {
 }
 
 /** node:http answering `200 hello world` to everything. */
-export async function startBackend (): Promise<Server> {
+export async function startBackend (cpus?: string): Promise<Server> {
   const port = await freePort()
-  const child = await startNode({ name: 'backend', args: [BACKEND, String(port)], readyLine: 'ready' })
+  const child = await startNode({ name: 'backend', args: [BACKEND, String(port)], readyLine: 'ready', ...(cpus !== undefined ? { cpus } : {}) })
   return server(child, port)
 }
 
@@ -45,6 +46,13 @@ export async function startFastifyProxy (upstreamUrl: string): Promise<Server> {
   return server(child, port)
 }
 
+/** Fastify + @fastify/http-proxy in `workers` processes under Node's cluster module. */
+export async function startFastifyCluster (upstreamUrl: string, workers: number, cpus?: string): Promise<Server> {
+  const port = await freePort()
+  const child = await startNode({ name: `fastify-cluster x${workers}`, args: [FASTIFY_CLUSTER, String(port), upstreamUrl, String(workers)], readyLine: 'ready', ...(cpus !== undefined ? { cpus } : {}) })
+  return server(child, port)
+}
+
 export interface PorticoOptions {
   /** A YAML config; `{port}` is replaced by the data-plane port chosen here. */
   config: string
@@ -52,8 +60,10 @@ export interface PorticoOptions {
   logLevel: string
   /** Entry point to run (default: this checkout's packages/proxy/bin/portico.ts), to compare builds. */
   bin?: string
-  /** Extra environment (e.g. ADMIN_ADDR to reach /debug/trace, DEBUG_TRACE=off). */
+  /** Extra environment (e.g. ADMIN_ADDR to reach /debug/trace, DEBUG_TRACE=off, WORKERS). */
   env?: Record<string, string>
+  /** CPUs to pin it to (`taskset -c`). */
+  cpus?: string
 }
 
 /**
@@ -75,8 +85,11 @@ export async function startPortico (options: PorticoOptions): Promise<Server> {
       LOG_LEVEL: options.logLevel,
       LOG_FORMAT: 'json',
       DRAIN_TIMEOUT: '1s',
+      // One event loop unless a benchmark asks for data-plane workers (bench/workers.ts).
+      WORKERS: '1',
       ...options.env
     },
+    ...(options.cpus !== undefined ? { cpus: options.cpus } : {}),
     ...(logsStart ? { readyLine: 'portico started' } : { readyPort: port })
   })
   return server(child, port)

@@ -73,6 +73,23 @@ describe('data-plane workers (WORKERS=2)', () => {
     await waitUntil(() => workersServing(p, '/rl/').size === 2, 5_000, 'both workers to have served requests')
   })
 
+  test('passive health is shared: a failing endpoint is ejected after consecutiveFailures in total, whichever worker saw them', { timeout: 30_000 }, async () => {
+    const deadPort = await freePort()
+    const adminPort = await freePort()
+    const p = await start(port => ({
+      gateways: { default: gateway(port) },
+      routes: [{ name: 'all', backends: [{ endpoints: [backend.host, `127.0.0.1:${deadPort}`], policies: { health: { consecutiveFailures: 3, ejectionDuration: '1m' } } }] }]
+    }), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    const results = []
+    for (let i = 0; i < 30; i++) results.push(await get(`${p.url}/h/${i}`))
+    // Per-worker state would need 3 failures on each worker (6 in all) before both stop sending.
+    assert.equal(results.filter(r => r.status !== 200).length, 3, 'exactly consecutiveFailures requests failed')
+    await waitUntil(() => workersServing(p, '/h/').size === 2, 5_000, 'both workers to have served')
+    const dump = JSON.parse((await get(`http://127.0.0.1:${adminPort}/config_dump`)).body) as { backends: Array<{ stats: { requests: number, endpoints?: { ejected: string[] } } }> }
+    assert.deepEqual(dump.backends[0]!.stats.endpoints?.ejected, [`http://127.0.0.1:${deadPort}`])
+    assert.equal(dump.backends[0]!.stats.requests, 30, 'backend stats count every worker\'s calls')
+  })
+
   test('a reload under load fails no request; every worker ends on the new version; a refused reload changes nothing', { timeout: 60_000 }, async () => {
     const config = (version: string, extra: Record<string, unknown> = {}) => (port: number) => ({
       gateways: { default: gateway(port), ...extra },
