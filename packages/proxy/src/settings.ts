@@ -86,10 +86,17 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
   }
 }
 
-function workerCount (text: string | undefined, cpus: () => number): number {
-  if (text === undefined || text === 'auto') return Math.min(MAX_WORKERS, cpus())
+/**
+ * Systems whose SO_REUSEPORT spreads connections over the sockets sharing a port (Node's
+ * `reusePort`); elsewhere (macOS, Windows) workers could not share the listening ports.
+ */
+export const REUSE_PORT_BALANCES = ['linux', 'freebsd', 'sunos', 'aix'].includes(process.platform)
+
+function workerCount (text: string | undefined, cpus: () => number, balances = REUSE_PORT_BALANCES): number {
+  if (text === undefined || text === 'auto') return balances ? Math.min(MAX_WORKERS, cpus()) : 1
   const n = Number(text)
   if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) throw new Error(`WORKERS / config.workers: invalid value "${text}" (want an integer from 1 to ${MAX_WORKERS}, or auto)`)
+  if (n > 1 && !balances) throw new Error(`WORKERS / config.workers: ${n} workers need SO_REUSEPORT that balances connections (Linux); on ${process.platform} use 1`)
   return n
 }
 
