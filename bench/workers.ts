@@ -136,7 +136,8 @@ async function main (): Promise<void> {
     const two = s.get('portico workers=2')
     if (two !== undefined) {
       const scaling = ratio(two.rps, one.rps)
-      process.stdout.write(`2 workers / 1 worker: ${fmt(scaling)}x req/s (target >= ${TARGET_SCALING}x with the client on its own core), CPU/req ${fmt(ratio(two.cpuUs, one.cpuUs))}x; RSS added by the 2nd worker: ${fmt(two.rssIdleMb - one.rssIdleMb, 0)} MB idle\n`)
+      // workers=1 has no threads; workers=2 is the primary and two worker threads.
+      process.stdout.write(`2 workers / 1 worker: ${fmt(scaling)}x req/s (target >= ${TARGET_SCALING}x with the client on its own core), CPU/req ${fmt(ratio(two.cpuUs, one.cpuUs))}x; RSS per worker thread ~${fmt((two.rssIdleMb - one.rssIdleMb) / 2, 0)} MB idle ((workers=2 − workers=1) / 2)\n`)
     }
     report[placement] = Object.fromEntries([...s].map(([k, v]) => [k, rounded(v, 1)]))
   }

@@ -2,7 +2,7 @@
  * Fixed-size records of numbers that the data-plane workers share (config.workers > 1):
  * rate-limit buckets, passive-health state, backend stats. With one event loop the same
  * records live in ordinary memory and the locks cost nothing; across worker threads they live
- * in a SharedArrayBuffer and a record's first Int32 is a spin lock, held only for the few
+ * in a SharedArrayBuffer and a record's first Int32 is a lock, held only for the few
  * arithmetic steps of one update.
  *
  * A record is 64 bytes (a cache line): Int32 0 is the lock, Int32 1 a counter, and Float64
@@ -13,13 +13,11 @@ export const RECORD_BYTES = 64
 const INTS_PER_RECORD = RECORD_BYTES / 4
 const FLOATS_PER_RECORD = RECORD_BYTES / 8
 
-/**
- * Spins before a lock is taken to be abandoned. A holder keeps it for well under a
- * microsecond; a worker thread that was terminated mid-update never releases it, and a
- * data plane must not hang on that, so after about a millisecond of spinning the lock is
- * broken (at worst one update of the dead worker is lost).
- */
-const SPIN_LIMIT = 1 << 20
+/** Spins before a contended lock waits (a holder keeps it for well under a microsecond). */
+const SPINS = 100
+/** A wait's timeout, and how many in a row mean the holder is gone. */
+const WAIT_MS = 5
+const WAITS_BEFORE_BREAKING = 200
 
 export class Records {
   readonly i32: Int32Array
@@ -53,20 +51,39 @@ export class Records {
     return record * INTS_PER_RECORD + slot
   }
 
+  /**
+   * A futex-style mutex (0 free, 1 held, 2 held with waiters): a brief spin, then the thread
+   * sleeps in Atomics.wait rather than spinning, since workers may outnumber the cores and a
+   * holder that was descheduled would otherwise be waited for by spinning a whole time slice.
+   * A data plane must not hang on a worker thread that was terminated while holding one: after
+   * about a second of waiting the lock is taken to be abandoned and broken (at worst one update
+   * of the dead worker is lost).
+   */
   lock (record: number): void {
     if (!this.shared) return
+    const i32 = this.i32
     const at = record * INTS_PER_RECORD
-    let spins = 0
-    while (Atomics.compareExchange(this.i32, at, 0, 1) !== 0) {
-      if (++spins > SPIN_LIMIT) {
-        Atomics.store(this.i32, at, 0)
-        spins = 0
+    let c = Atomics.compareExchange(i32, at, 0, 1)
+    if (c === 0) return
+    for (let spins = 0; spins < SPINS; spins++) {
+      c = Atomics.compareExchange(i32, at, 0, 1)
+      if (c === 0) return
+    }
+    if (c !== 2) c = Atomics.exchange(i32, at, 2)
+    let waits = 0
+    while (c !== 0) {
+      if (Atomics.wait(i32, at, 2, WAIT_MS) === 'timed-out' && ++waits >= WAITS_BEFORE_BREAKING) {
+        Atomics.store(i32, at, 0)
+        waits = 0
       }
+      c = Atomics.exchange(i32, at, 2)
     }
   }
 
   unlock (record: number): void {
-    if (this.shared) Atomics.store(this.i32, record * INTS_PER_RECORD, 0)
+    if (!this.shared) return
+    const at = record * INTS_PER_RECORD
+    if (Atomics.exchange(this.i32, at, 0) === 2) Atomics.notify(this.i32, at, 1)
   }
 }
 
