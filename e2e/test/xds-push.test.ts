@@ -85,6 +85,9 @@ test('plaintext: first config, readiness, updates and removals, NACK keeps the l
   // An update: a new route.
   c.xds.setConfig('infra/web', ir(gwPort, `  - {name: app, matches: [{path: {pathPrefix: /app}}], backends: [{host: "${backend.host}"}]}\n  - {name: hello, matches: [{path: {exact: /hello}}], policies: {directResponse: {status: 200, body: hi}}}\n`))
   await eventually(async () => (await get(gwPort, '/hello')).body === 'hi')
+  // With data-plane workers the new version serves from the switch; the ACK follows once
+  // every worker has committed it, a moment later.
+  await eventually(async () => c.acks.length === 2)
   assert.equal(c.acks.length, 2)
 
   // A config the proxy cannot install (a regex the engine cannot compile) is NACKed.
