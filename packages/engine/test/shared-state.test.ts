@@ -11,7 +11,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { Engine, loadConfigText, sharedBackendKeys, Records, RECORD_BYTES, initSharedRecord } from '../src/index.ts'
+import { Engine, loadConfigText, sharedBackendKeys, Records, RECORD_BYTES, initSharedRecord, TraceHub } from '../src/index.ts'
 
 function config (buckets = '[{ maxTokens: 5, tokensPerFill: 1, fillInterval: 1h }]') {
   const loaded = loadConfigText(`
@@ -78,4 +78,17 @@ test('a staged config goes live at the first request after the shared switch', (
   assert.equal(engine.config?.ir.version, ir.version)
   flipped = true
   assert.equal(engine.config?.ir.version, 'next')
+})
+
+test('a trace tap another thread took is skipped, and the next watcher still gets the request', () => {
+  const hub = new TraceHub()
+  const got: string[] = []
+  const candidate = { method: 'GET', host: 'h', path: '/app/x', route: null, headers: {} }
+  hub.arm({ accepts: () => true, take: () => false, deliver: () => got.push('a') })
+  hub.arm({ accepts: () => true, take: () => true, deliver: () => got.push('b') })
+  const recorder = hub.begin()
+  assert.equal(hub.claim(recorder, candidate), true, 'the second watcher takes it')
+  recorder.emit({ type: 'requestStarted' })
+  assert.deepEqual(got, ['b'])
+  assert.equal(hub.watcherCount, 0, 'both are gone here: one taken elsewhere, one here')
 })

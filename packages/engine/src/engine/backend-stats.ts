@@ -17,7 +17,7 @@
 
 import type { RequestContext } from '../request/context.ts'
 import { Records } from '../util/shared-records.ts'
-import { STATS, statsKey, type SharedBackendState } from './shared-state.ts'
+import { STATS, type SharedBackendState } from './shared-state.ts'
 
 export interface BackendStat {
   requests: number
@@ -49,7 +49,7 @@ export class BackendStats {
 
   /** One backend call that is not a request's last (a retried attempt, a mirrored copy). */
   recordCall (backendKey: string, failed: boolean, latencyMs: number | null): void {
-    const record = this.shared?.record(statsKey(backendKey))
+    const record = this.shared?.statsRecord(backendKey)
     if (record !== undefined) return this.recordShared(this.shared!.records, record, failed, latencyMs)
     let s = this.stats.get(backendKey)
     if (s === undefined) this.stats.set(backendKey, s = { requests: 0, failures: 0, health: 1, latencyMs: null })
@@ -74,7 +74,7 @@ export class BackendStats {
   }
 
   private read (backendKey: string): BackendStat | undefined {
-    const record = this.shared?.record(statsKey(backendKey))
+    const record = this.shared?.statsRecord(backendKey)
     if (record === undefined) return this.stats.get(backendKey)
     const f = this.shared!.records.f64
     const latency = f[Records.float(record, STATS.latencyMs)]!

@@ -41,6 +41,8 @@ export function initSharedRecord (records: Records, record: number, key: string)
 export class SharedBackendState {
   readonly records: Records
   private slots = new Map<string, number>()
+  /** Stats records by backend key (the request path looks them up without building a key). */
+  private stats = new Map<string, number>()
 
   constructor (buffer: SharedArrayBuffer) {
     this.records = new Records(buffer)
@@ -49,6 +51,12 @@ export class SharedBackendState {
   /** The primary's key → record table for the config being prepared (a superset of the one in force). */
   setSlots (slots: Record<string, number>): void {
     this.slots = new Map(Object.entries(slots))
+    this.stats = new Map()
+    for (const [key, record] of this.slots) if (key.startsWith('stats\0')) this.stats.set(key.slice('stats\0'.length), record)
+  }
+
+  statsRecord (backendKey: string): number | undefined {
+    return this.stats.get(backendKey)
   }
 
   record (key: string): number | undefined {

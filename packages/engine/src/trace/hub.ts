@@ -58,7 +58,8 @@ export class TraceHub {
   /** Offers a request to the watchers; the first that accepts it is removed and gets its events. */
   claim (recorder: TraceRecorder, candidate: TraceCandidate): boolean {
     if (recorder.claimed) return true
-    for (const watcher of this.watchers) {
+    // Over a copy: a watcher another thread took is removed while the loop goes on.
+    for (const watcher of [...this.watchers]) {
       let ok = false
       try {
         ok = watcher.accepts(candidate)
