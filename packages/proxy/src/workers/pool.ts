@@ -19,7 +19,7 @@ import { sharedBackendKeys } from '@portico/engine'
 import type { Logger } from 'pino'
 import type { MetricObjectWithValues, MetricValue } from 'prom-client'
 import { AggregatorRegistry } from 'prom-client'
-import { CONTROL, CONTROL_INTS, TRACE_SLOTS, type FromWorker, type ListenerAddress, type ToWorker, type WorkerInit } from './protocol.ts'
+import { CONTROL, CONTROL_INTS, STALLED_AFTER_MS, TRACE_SLOTS, type FromWorker, type ListenerAddress, type ToWorker, type WorkerInit } from './protocol.ts'
 import { SlotTable } from './slot-table.ts'
 import { startHandoffServer, type HandoffServer } from './handoff.ts'
 import type { Settings } from '../settings.ts'
@@ -64,6 +64,8 @@ interface Slot {
   calls: Map<number, { resolve: (value: unknown) => void, reject: (err: Error) => void }>
   /** Its last metrics (kept when it ends, so counters never go backwards). */
   metrics: Metrics | null
+  /** The heartbeat last seen, and when it last moved. */
+  beat: { value: number, at: number }
 }
 
 export interface WorkerInfo {
@@ -73,6 +75,7 @@ export interface WorkerInfo {
   restarts: number
   uptimeSeconds: number
   configGeneration: number
+  stalled: boolean
 }
 
 export class WorkerPool {
@@ -103,7 +106,7 @@ export class WorkerPool {
   async start (): Promise<void> {
     this.handoff = await startHandoffServer(this.options.engine)
     for (let i = 1; i <= this.options.count; i++) {
-      this.slots.push({ index: i, thread: null, state: 'starting', generation: 0, restarts: 0, startedAt: Date.now(), addresses: [], calls: new Map(), metrics: null })
+      this.slots.push({ index: i, thread: null, state: 'starting', generation: 0, restarts: 0, startedAt: Date.now(), addresses: [], calls: new Map(), metrics: null, beat: { value: -1, at: Date.now() } })
     }
     await Promise.all(this.slots.map(slot => this.spawn(slot)))
     for (const slot of this.slots) slot.state = 'running'
@@ -264,10 +267,21 @@ export class WorkerPool {
     this.options.backends.retain(new Set(keys), generation)
   }
 
-  /** What readiness still waits for: workers not up on the version in force. */
+  /** What readiness still waits for: workers not up on the version in force, or whose event loop stalled. */
   pending (): string[] {
-    const behind = this.slots.filter(s => s.state !== 'running' || s.generation < this.generation)
+    const behind = this.slots.filter(s => s.state !== 'running' || s.generation < this.generation || this.stalled(s))
     return behind.length === 0 ? [] : [`workers (${behind.length} of ${this.slots.length} not serving)`]
+  }
+
+  /** Whether a worker's heartbeat stood still for STALLED_AFTER_MS (judged from what earlier calls saw). */
+  private stalled (slot: Slot): boolean {
+    const value = Atomics.load(this.control, CONTROL.heartbeat + slot.index)
+    const now = Date.now()
+    if (value !== slot.beat.value) {
+      slot.beat = { value, at: now }
+      return false
+    }
+    return now - slot.beat.at > STALLED_AFTER_MS
   }
 
   /** The listening ports (every worker listens on the same ones). */
@@ -282,7 +296,8 @@ export class WorkerPool {
       state: s.state,
       restarts: s.restarts,
       uptimeSeconds: s.thread === null ? 0 : Math.round((Date.now() - s.startedAt) / 1000),
-      configGeneration: s.generation
+      configGeneration: s.generation,
+      stalled: s.thread !== null && this.stalled(s)
     }))
   }
 

@@ -10,9 +10,14 @@ import type { TraceQuery } from '../admin/trace-stream.ts'
 /** Int32 slots of the control buffer. */
 export const CONTROL = {
   /** The config generation in force: a worker's staged config of this generation or less goes live. */
-  generation: 0
+  generation: 0,
+  /** Worker N's heartbeat is slot heartbeat + N: its event loop adds 1 every HEARTBEAT_MS. */
+  heartbeat: 1
 } as const
-export const CONTROL_INTS = 4
+export const CONTROL_INTS = 1 + 1 + 256
+export const HEARTBEAT_MS = 500
+/** A worker whose heartbeat has not moved for this long is stalled (readiness says so). */
+export const STALLED_AFTER_MS = 5_000
 
 /** Claim slots for armed traces (a slot holds the arm id until a thread takes it). */
 export const TRACE_SLOTS = 256

@@ -12,7 +12,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import { Logs } from '@portico/ops'
 import type { PreparedConfig, ProxyIR } from '@portico/engine'
 import { Portico } from '../portico.ts'
-import { CONTROL, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
+import { CONTROL, HEARTBEAT_MS, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
 import { handoffRelay } from './handoff.ts'
 import { traceFilter } from '../admin/trace-stream.ts'
 import { tasksDump } from '../admin/tasks.ts'
@@ -108,4 +108,7 @@ port.on('message', (message: ToWorker) => {
     err => { if ('id' in message) send({ type: 'reply', id: message.id, ok: false, error: (err as Error).message ?? String(err) }) }
   )
 })
+// A loop that stops turning (a request stuck in a loop, say) stops this too: the primary's
+// readiness then names the worker.
+setInterval(() => Atomics.add(control, CONTROL.heartbeat + init.index, 1), HEARTBEAT_MS).unref()
 send({ type: 'ready' })
