@@ -12,6 +12,7 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { Agent, request } from 'undici'
 import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
@@ -251,6 +252,32 @@ describe('data-plane workers (WORKERS=2)', () => {
     await Promise.all(Array.from({ length: 10 }, (_, i) => get(`${p.url}/plain/${i}`)))
     await waitUntil(() => workersServing(p, '/plain/').size === 2, 5_000, 'both workers to serve the plain route')
     assert.ok(p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith('/mcp')).every(l => l.worker === undefined), 'MCP requests are logged by the primary')
+
+    // The hand-over is not a door: a client's copy of the internal headers is dropped (the
+    // primary sees the real peer), and the internal socket refuses requests without the token.
+    const spoofed = await request(`${p.url}/mcp`, {
+      method: 'POST',
+      reset: true,
+      headers: { connection: 'close', accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'x-portico-client': JSON.stringify({ bind: 'x', remoteAddress: '10.9.9.9', remotePort: 1, localAddress: '10.9.9.9', localPort: 1 }), 'x-portico-handoff': 'guess' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'spoof', version: '1' } } })
+    })
+    assert.equal(spoofed.statusCode, 200, await spoofed.body.text())
+    await waitUntil(() => p.logs().some(l => l.msg === 'request' && l['mcp.method'] === 'initialize' && l.src === '127.0.0.1'), 5_000, 'the initialize logged with the real peer')
+    assert.ok(!p.logs().some(l => l.src === '10.9.9.9'), 'the spoofed peer is never believed')
+    const name = readFileSync('/proc/net/unix', 'utf8').split('\n').map(l => l.trim().split(/\s+/).at(-1) ?? '').find(n => n.startsWith(`@portico-${p.child.pid}-`))
+    assert.ok(name !== undefined, 'the hand-over socket (abstract, Linux)')
+    {
+      for (const token of [undefined, 'wrong']) {
+        const r: Awaited<ReturnType<typeof request>> = await request('http://internal/mcp', {
+          method: 'POST',
+          dispatcher: new Agent({ connect: { socketPath: '\0' + name.slice(1) } }),
+          headers: { 'content-type': 'application/json', 'x-portico-client': JSON.stringify({ bind: p.url.slice(7), remoteAddress: '10.9.9.9', remotePort: 1, localAddress: '127.0.0.1', localPort: 1 }), ...(token !== undefined ? { 'x-portico-handoff': token } : {}) },
+          body: '{}'
+        })
+        await r.body.text()
+        assert.equal(r.statusCode, 403, `internal socket with token ${String(token)}`)
+      }
+    }
   })
 
   test('SIGTERM drains every worker: requests in flight on both finish, exit 0', { timeout: 30_000 }, async () => {

@@ -22,7 +22,7 @@ options:
   -V, --version     print the version
   -h, --help        this help
 environment: ADMIN_ADDR, STATS_ADDR, READINESS_ADDR, LOG_LEVEL, LOG_FORMAT, DRAIN_TIMEOUT,
-SESSION_KEY, MCP_SESSION_TTL (each overrides the file's config: section)
+SESSION_KEY, MCP_SESSION_TTL, WORKERS (each overrides the file's config: section)
 cluster mode: XDS_ADDRESS (http:// or https://host:port), XDS_ROOT_CA (CA file for https),
 XDS_TOKEN_FILE (service-account token), POD_NAME, NAMESPACE, GATEWAY`
 

@@ -99,7 +99,7 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
   })
   app.post('/debug/workers/terminate', async (req, reply) => {
     const n = Number((req.query as { worker?: string }).worker)
-    if (pool === null || !pool.terminate(n)) return reply.code(400).type('text/plain').send(`no running worker "${(req.query as { worker?: string }).worker ?? ''}"\n`)
+    if (pool === null || !await pool.terminate(n)) return reply.code(400).type('text/plain').send(`no running worker "${(req.query as { worker?: string }).worker ?? ''}"\n`)
     return reply.type('text/plain').send(`worker ${n} terminated; it is restarted\n`)
   })
 

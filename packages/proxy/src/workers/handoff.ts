@@ -3,10 +3,14 @@
  * thread, the primary's: a session must be found by whichever worker receives its next
  * request, and a stdio target must run once per gateway, not once per worker. A worker
  * therefore hands every request for an MCP route (engine: `handoff`) to the primary whole,
- * over an HTTP/1.1 connection on a Unix socket only this process knows (a 0700 directory,
- * and a random token every request must carry); the primary runs the full pipeline for it
+ * over an HTTP/1.1 connection on a Unix socket; the primary runs the full pipeline for it
  * (policies, rate limits, trace, metrics, access log) with the client's addresses as the
  * worker saw them, and the worker streams the answer back (SSE included).
+ *
+ * On Linux the socket is in the abstract namespace (no file: proxy pods run with a read-only
+ * root filesystem), whose names other local processes can list and connect to; elsewhere it
+ * is a file in a fresh 0700 directory. What keeps others out is the random 256-bit token
+ * every request must carry, which never leaves the process.
  */
 
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
@@ -32,8 +36,9 @@ export interface HandoffServer {
 
 /** The primary's end: answers handed-over requests with `engine`. */
 export async function startHandoffServer (engine: Engine): Promise<HandoffServer> {
-  const dir = mkdtempSync(join(tmpdir(), 'portico-'))
-  const socketPath = join(dir, 'mcp.sock')
+  const abstract = process.platform === 'linux'
+  const dir = abstract ? null : mkdtempSync(join(tmpdir(), 'portico-'))
+  const socketPath = dir === null ? `\0portico-${process.pid}-${randomBytes(16).toString('hex')}` : join(dir, 'mcp.sock')
   const token = randomBytes(32).toString('hex')
   const expected = Buffer.from(token)
   const server = http.createServer({ requestTimeout: 0, keepAliveTimeout: 65_000, noDelay: true }, (req, res) => {
@@ -62,7 +67,7 @@ export async function startHandoffServer (engine: Engine): Promise<HandoffServer
     token,
     close: () => new Promise(resolve => {
       server.close(() => {
-        rmSync(dir, { recursive: true, force: true })
+        if (dir !== null) rmSync(dir, { recursive: true, force: true })
         resolve()
       })
       server.closeAllConnections()

@@ -307,10 +307,12 @@ export class WorkerPool {
   }
 
   /** Ends worker `index` at once, as a crash would (its connections are cut); it is restarted. */
-  terminate (index: number): boolean {
+  async terminate (index: number): Promise<boolean> {
     const slot = this.slots.find(s => s.index === index)
-    if (slot?.thread == null) return false
-    void slot.thread.terminate()
+    if (slot?.thread == null || slot.state !== 'running') return false
+    // Not serving from this moment (readiness), before the thread is even gone.
+    slot.state = 'restarting'
+    await slot.thread.terminate()
     return true
   }
 
