@@ -93,7 +93,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
     req,
     res,
     listener,
-    ...(facts !== undefined ? { facts } : {}),
+    facts,
     scheme: bind.ir.protocol === 'HTTPS' ? 'https' : 'http',
     host,
     hostname,

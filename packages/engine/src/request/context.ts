@@ -210,7 +210,7 @@ export class RequestContext {
     query: string
     targetProblem: string | null
     tracer: TraceRecorder | null
-    facts?: ClientFacts
+    facts?: ClientFacts | undefined
   }) {
     const { req } = init
     this.req = req
