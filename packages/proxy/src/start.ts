@@ -41,6 +41,16 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   await run(portico, setup.logs, async () => {
     await portico.start(config, result.text)
   }, { config: config.ir.version })
+  if (process.stdout.isTTY === true) {
+    const { readySummary } = await import('./ready-summary.ts')
+    const { settings } = setup
+    process.stdout.write(readySummary({
+      ir: config.ir,
+      listeners: portico.listeners.addresses(),
+      admin: settings.adminAddr === null ? null : { host: settings.adminAddr.host, port: portico.ports.admin },
+      adminWrites: settings.adminWrites
+    }))
+  }
 }
 
 /**
