@@ -9,6 +9,7 @@
 import type { McpBackendSpecIR } from '../ir/types.ts'
 import { TargetNaming, wrapPromptResult, wrapToolResult } from './names.ts'
 import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from './target.ts'
+import type { StdioSpares } from './stdio-spares.ts'
 import { EventLog, SessionStream, type Channel } from './channels.ts'
 import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
 import { SubscriptionHub } from './listen.ts'
@@ -93,7 +94,7 @@ export class McpSession {
   readonly hub = new SubscriptionHub()
   private nextSubscription = 1
 
-  constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean, shared?: boolean }) {
+  constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean, shared?: boolean, spares?: StdioSpares }) {
     this.spec = options.spec
     this.shared = options.shared === true
     this.backendKey = options.backendKey
@@ -108,7 +109,7 @@ export class McpSession {
       onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail),
       onWarning: (target, message) => hooks.onWarning?.(target.name, message)
     }
-    for (const t of options.spec.targets) this.targets.set(t.name, new TargetConnection(t, targetHooks))
+    for (const t of options.spec.targets) this.targets.set(t.name, new TargetConnection(t, targetHooks, options.spares))
   }
 
   /**
