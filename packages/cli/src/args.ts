@@ -24,6 +24,8 @@ import { DEFAULT_CONTROLLER_ADMIN, DEFAULT_PROXY_ADMIN } from './targets/local.t
 import { traceCommand } from './trace/command.ts'
 import { SUPPORTED_CURL_OPTIONS } from './trace/curl-args.ts'
 import { version } from './version.ts'
+import { wrap } from './util/wrap.ts'
+import { HEALTH_EXPLAINED } from '@portico/trace-view'
 
 export const DEFAULT_LISTENER_PORT = 3000
 export const DEFAULT_INJECT_TIMEOUT_MS = 60_000
@@ -147,10 +149,12 @@ export function buildProgram (ctx: ProgramContext): Command {
 
   const config = proxy.command('config').description('show what a proxy has loaded (from its /config_dump)')
   for (const section of ['all', 'backends'] as const) {
-    addTargetOptions(config.command(section).argument('[gateway]', 'gateway/NAME (in a cluster)'), 'proxy')
+    const command = addTargetOptions(config.command(section).argument('[gateway]', 'gateway/NAME (in a cluster)'), 'proxy')
+    if (section === 'backends') command.addHelpText('after', `\n${wrap(HEALTH_EXPLAINED, 80)}\n`)
+    command
       .description(section === 'all'
         ? 'routes, backends and policies'
-        : 'backends: TYPE NAME NAMESPACE ENDPOINT HEALTH (1.00 = healthy) REQUESTS LATENCY')
+        : 'backends: TYPE NAME NAMESPACE ENDPOINT HEALTH (1.00 = every recent call succeeded) REQUESTS LATENCY')
       .usage('[gateway/NAME | --local] [options]')
       .addOption(new Option('-o, --output <format>', 'output format').choices(OUTPUT_FORMATS).default('short'))
       .action(async (gateway: string | undefined, flags: CommonFlags & { output: OutputFormat }) => {
