@@ -131,7 +131,9 @@ if (kubeBlocks.length > 0) {
     for (const crd of [porticoPolicyCrd(config), porticoBackendCrd(config)] as Array<Record<string, any>>) addCrd(schemas, crd)
     const crdDir = findKubeTools().gatewayApiCrds
     if (crdDir !== undefined) {
-      for (const f of readdirSync(crdDir).filter(n => n.endsWith('.yaml'))) addCrd(schemas, parse(readFileSync(join(crdDir, f), 'utf8')))
+      for (const f of readdirSync(crdDir).filter(n => n.endsWith('.yaml'))) {
+        for (const doc of parseAllDocuments(readFileSync(join(crdDir, f), 'utf8'))) addCrd(schemas, doc.toJS())
+      }
     }
     for (const block of kubeBlocks) {
       for (const doc of parseAllDocuments(block.text)) {
