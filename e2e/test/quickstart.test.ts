@@ -104,7 +104,9 @@ test('on a terminal the summary follows the start-up logs; in a pipe it does not
   const port = await freePort()
   writeFileSync(join(dir, 'q.yaml'), exampleOn(port))
   const env = { ...process.env, ADMIN_ADDR: `127.0.0.1:${await freePort()}`, STATS_ADDR: 'off', READINESS_ADDR: 'off', LOG_FORMAT: 'text' }
-  const child = spawn('script', ['-qec', `${JSON.stringify(process.execPath)} ${JSON.stringify(PORTICO_BIN)} -f ${JSON.stringify(join(dir, 'q.yaml'))}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] })
+  // `exec`: portico is script's own child, stopped by its pid below (script passes on a
+  // SIGHUP, which portico takes as "reload", not "stop").
+  const child = spawn('script', ['-qec', `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(PORTICO_BIN)} -f ${JSON.stringify(join(dir, 'q.yaml'))}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] })
   let out = ''
   child.stdout.setEncoding('utf8').on('data', (s: string) => { out += s })
   try {
@@ -112,8 +114,11 @@ test('on a terminal the summary follows the start-up logs; in a pipe it does not
     assert.match(out, new RegExp(`MCP \\(route mcp\\)\\s+http://127\\.0\\.0\\.1:${port}/mcp\\s+point an MCP client here`))
     assert.ok(out.indexOf('portico started') < out.indexOf('Portico is ready:'), out)
   } finally {
-    child.kill('SIGTERM')
-    await new Promise(resolve => child.once('close', resolve))
+    const closed = new Promise(resolve => child.once('close', resolve))
+    const gateway = Number(execFileSync('ps', ['-o', 'pid=', '--ppid', String(child.pid)], { encoding: 'utf8' }).trim().split('\n')[0])
+    if (gateway > 0) process.kill(gateway, 'SIGTERM')
+    else child.kill('SIGTERM')
+    await closed
     rmSync(dir, { recursive: true, force: true })
   }
   assert.doesNotMatch(portico.stdout, /Portico is ready/)
