@@ -43,16 +43,18 @@ function blocks (): Block[] {
   for (const file of files) {
     const lines = readFileSync(join(REPO_ROOT, file), 'utf8').split('\n')
     for (let i = 0; i < lines.length; i++) {
-      const open = /^```(\S*)/.exec(lines[i]!)
+      // A fence may be indented (an example inside a list item): its lines are, as much.
+      const open = /^( *)```(\S*)/.exec(lines[i]!)
       if (open === null) continue
-      const end = lines.findIndex((l, j) => j > i && l.startsWith('```'))
+      const indent = open[1]!
+      const end = lines.findIndex((l, j) => j > i && l.startsWith(indent + '```'))
       assert.ok(end > i, `${file}:${i + 1}: unclosed code fence`)
-      if (open[1] === 'yaml' || open[1] === 'yml') {
-        const marker = MARKER.exec(lines[i - 1] ?? '')?.[1] ?? ''
+      if (open[2] === 'yaml' || open[2] === 'yml') {
+        const marker = MARKER.exec((lines[i - 1] ?? '').trim())?.[1] ?? ''
         const words = marker.split(/\s+/).filter(w => w !== '')
         const kind = (['policies', 'kubernetes', 'other'] as const).find(k => words[0] === k) ?? 'config'
         const files = words.find(w => w.startsWith('files='))?.slice('files='.length).split(',') ?? []
-        out.push({ file, line: i + 1, text: lines.slice(i + 1, end).join('\n') + '\n', kind, files })
+        out.push({ file, line: i + 1, text: lines.slice(i + 1, end).map(l => l.slice(indent.length)).join('\n') + '\n', kind, files })
       }
       i = end
     }
