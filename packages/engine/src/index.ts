@@ -35,4 +35,6 @@ export { serverSecureContext, serverContextOptions } from './stream/server-tls.t
 export type { StreamConnectionRecord, StreamReason, StreamProxyOptions } from './stream/stream-proxy.ts'
 export { cipherSuiteName, tlsVersion, secureContextOptions } from './util/tls-names.ts'
 export { SECRET_FILE, SECRET_VALUE } from './config/secret-fields.ts'
-export { configJsonSchema } from './config/validate.ts'
+export { configJsonSchema, validateAgainstSchema } from './config/validate.ts'
+export type { RequestTracing, RequestSpan, OtelSpan } from './trace/otel.ts'
+export type { TracingOptions } from './trace/otel-sdk.ts'

@@ -88,7 +88,9 @@ function contextFor (req: http.IncomingMessage, res: http.ServerResponse, backen
     done: false,
     responseInterceptors: null,
     tracer,
-    backendCallStartUs: 0
+    backendCallStartUs: 0,
+    span: null,
+    callSpan: null
   }
 }
 

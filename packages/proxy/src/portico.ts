@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type StreamConnectionRecord } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -35,6 +35,18 @@ export interface PorticoOptions {
   onQuit?: () => void
   /** Largest config file a reload reads (bytes); default the engine's DEFAULT_MAX_CONFIG_BYTES. */
   maxConfigBytes?: number
+  /** OpenTelemetry tracing, started from settings.tracing (startTracing). */
+  otel?: RequestTracing
+}
+
+/**
+ * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
+ * its exporters load only then.
+ */
+export async function startTracing (settings: Settings): Promise<RequestTracing | undefined> {
+  if (settings.tracing === null) return undefined
+  const { createRequestTracing } = await import('@portico/engine/otel-sdk')
+  return await createRequestTracing(settings.tracing)
 }
 
 /** A child process the proxy runs (MCP stdio servers), for /debug/tasks. */
@@ -88,6 +100,7 @@ export class Portico {
       env: options.env ?? {},
       tracing: options.settings.debugTrace,
       traceBodyLimit: options.settings.traceBodyLimit,
+      ...(options.otel !== undefined ? { otel: options.otel } : {}),
       mcp: {
         ...(options.settings.sessionKey !== undefined ? { sessionKey: options.settings.sessionKey } : {}),
         sessionTtlMs: options.settings.mcpSessionTtlMs,

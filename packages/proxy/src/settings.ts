@@ -4,8 +4,8 @@
  * instances (each with its own ADMIN_ADDR, say). Read once at start; not hot-reloaded.
  */
 
-import type { StaticConfig } from '@portico/engine'
-import { parseDuration } from '@portico/engine'
+import type { StaticConfig, TracingOptions } from '@portico/engine'
+import { formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
 
 export interface Address {
   host: string
@@ -42,6 +42,8 @@ export interface Settings {
   debugTrace: boolean
   /** Max bytes of a body kept in a trace snapshot. */
   traceBodyLimit: number
+  /** OpenTelemetry tracing (config.tracing, env TRACING as JSON); null = off. */
+  tracing: TracingOptions | null
 }
 
 export const DEFAULTS = {
@@ -70,7 +72,41 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     sessionKey: sessionKey(nonEmpty(env.SESSION_KEY) ?? file.session?.key),
     mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl)),
     debugTrace: !['off', 'false', '0'].includes(pick('DEBUG_TRACE', file.debugTrace === false ? 'off' : undefined, 'on').toLowerCase()),
-    traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536'))
+    traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
+    tracing: tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing)
+  }
+}
+
+/**
+ * A `config:` section given as JSON in an environment variable (cluster mode: the
+ * controller passes PorticoParameters' tracing and accessLog so), checked against the
+ * same schema as the file's.
+ */
+export function fromEnvJson<K extends keyof StaticConfig> (env: NodeJS.ProcessEnv, name: string, key: K): StaticConfig[K] | undefined {
+  const text = nonEmpty(env[name])
+  if (text === undefined) return undefined
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (err) {
+    throw new Error(`${name}: not JSON (${(err as Error).message})`)
+  }
+  const problems = validateAgainstSchema({ config: { [key]: value } })
+  if (problems.length > 0) throw new Error(`${name}: ${problems.map(d => formatDiagnostic(name, { ...d, path: d.path.slice(1) })).join('; ')}`)
+  return value as StaticConfig[K]
+}
+
+function tracingOptions (t: StaticConfig['tracing']): TracingOptions | null {
+  if (t === undefined) return null
+  return {
+    otlpEndpoint: t.otlpEndpoint,
+    otlpProtocol: t.otlpProtocol ?? 'grpc',
+    ...(t.path !== undefined ? { path: t.path } : {}),
+    headers: t.headers ?? {},
+    // agentgateway's defaults: no trace of our own, the caller's decision honoured.
+    randomSampling: t.randomSampling ?? false,
+    clientSampling: t.clientSampling ?? true,
+    resources: t.resources ?? {}
   }
 }
 

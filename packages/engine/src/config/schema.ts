@@ -373,6 +373,22 @@ export const LoggingSchema = Type.Object({
   format: Opt(StringEnum(['json', 'text'], { description: 'Default: text on a terminal, json otherwise. Env LOG_FORMAT.' }))
 }, strict)
 
+const SamplingSchema = Type.Union([
+  Type.Boolean(),
+  Type.Number({ minimum: 0, maximum: 1 })
+], { description: 'true, false, or the share of requests to sample (0.0 to 1.0).' })
+
+/** agentgateway's `config.tracing` field names. */
+export const TracingSchema = Type.Object({
+  otlpEndpoint: Type.String({ pattern: '^https?://[^\\s/?#]+/?$', description: 'The OTLP collector: http://host:port (plaintext) or https://host:port. gRPC usually listens on 4317, OTLP/HTTP on 4318.' }),
+  otlpProtocol: Opt(StringEnum(['grpc', 'http'], { description: 'grpc (default): OTLP over gRPC; http: OTLP/HTTP with protobuf bodies, POSTed to <otlpEndpoint><path>.' })),
+  path: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, description: 'OTLP/HTTP path; default /v1/traces.' })),
+  headers: Opt(Type.Record(Type.String({ pattern: HEADER_NAME_PATTERN }), Type.String({ pattern: '^[\\t\\x20-\\x7e\\x80-\\xff]*$' }), { description: 'Sent with every export (gRPC metadata or HTTP headers): an API key, a tenant id.' })),
+  randomSampling: Opt(SamplingSchema),
+  clientSampling: Opt(SamplingSchema),
+  resources: Opt(Type.Record(Type.String({ minLength: 1 }), Type.String(), { description: 'OpenTelemetry resource attributes of every span (plain strings, not CEL), e.g. deployment.environment.name: prod. service.name defaults to portico.' }))
+}, { ...strict, description: 'OpenTelemetry distributed tracing: a server span per request, child spans for the calls it makes, W3C trace context and baggage read from the request and propagated upstream.' })
+
 export const StaticConfigSchema = Type.Object({
   session: Opt(Type.Object({
     key: Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'Hex AES-256 key that encrypts MCP session ids, so any replica with the same key can resume a session. Env SESSION_KEY. Default: a random key per process.' })
@@ -389,7 +405,8 @@ export const StaticConfigSchema = Type.Object({
   logging: Opt(LoggingSchema),
   drainTimeout: Opt(Duration),
   debugTrace: Opt(Type.Boolean({ description: 'Whether /debug/trace can be used (default true). Env DEBUG_TRACE=off.' })),
-  traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' }))
+  traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' })),
+  tracing: Opt(TracingSchema)
 }, { ...strict, description: 'Process settings, read at start (not hot-reloaded). Each also has an environment variable.' })
 
 export const ConfigFileSchema = Type.Object({

@@ -25,6 +25,7 @@ import { InFlightRequests } from './in-flight.ts'
 import { McpGateway, type McpGatewayOptions } from '../mcp/gateway.ts'
 import { PolicyServices } from '../policy/services.ts'
 import { StreamProxy, type StreamProxyOptions } from '../stream/stream-proxy.ts'
+import type { RequestTracing } from '../trace/otel.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -40,6 +41,8 @@ export interface EngineOptions {
   onInternalError?: (err: unknown, ctx: RequestContext) => void
   /** Connections of TCP and TLS listeners: timeouts, and a hook told of each one that ends. */
   streams?: StreamProxyOptions
+  /** OpenTelemetry tracing (trace/otel-sdk.ts createRequestTracing); absent = off. */
+  otel?: RequestTracing
 }
 
 export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
@@ -52,6 +55,7 @@ export class Engine implements PipelineRuntime {
   readonly streams: StreamProxy
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
+  readonly otel: RequestTracing | null
   readonly backendStats = new BackendStats()
   /** Resources policies share across reloads (JWKS caches, ...). */
   readonly policyServices: PolicyServices
@@ -65,6 +69,7 @@ export class Engine implements PipelineRuntime {
     this.env = options.env ?? {}
     this.hub = new TraceHub(options.tracing ?? true)
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
+    this.otel = options.otel ?? null
     this.pools = new UpstreamPools(options.pools)
     this.backendStats.endpointHealth = key => this.pools.endpointHealth(key)
     // Cookie keys (oidc) derive from the same process session key as MCP session ids.
@@ -176,6 +181,6 @@ export class Engine implements PipelineRuntime {
   }
 
   async close (): Promise<void> {
-    await Promise.all([this.pools.close(), this.mcp.close(), this.policyServices.close()])
+    await Promise.all([this.pools.close(), this.mcp.close(), this.policyServices.close(), this.otel?.shutdown()])
   }
 }

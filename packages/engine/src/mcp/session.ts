@@ -20,6 +20,8 @@ import {
 } from './jsonrpc.ts'
 import type { SessionState } from './session-id.ts'
 import type { McpCallInfo } from '../request/calls.ts'
+import type { OtelSpan } from '../trace/otel.ts'
+import { endTargetSpan, startTargetSpan } from './span.ts'
 
 export interface SessionHooks {
   onProcess?(target: string, pid: number | undefined, running: boolean): void
@@ -42,6 +44,8 @@ interface Inflight {
   upstreamId: JsonRpcId | null
   progressToken: string | number | undefined
   cancelled: boolean
+  /** The target call's OpenTelemetry span (mcp/span.ts); null when not recorded. */
+  span: OtelSpan | null
 }
 
 const idKey = (id: JsonRpcId) => `${typeof id}:${id}`
@@ -275,7 +279,7 @@ export class McpSession {
     const conn = this.targets.get(targetName)!
     const meta = (params?._meta ?? undefined) as Record<string, unknown> | undefined
     const token = meta?.progressToken as string | number | undefined
-    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: token, cancelled: false }
+    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: token, cancelled: false, span: startTargetSpan(channel.span, req.method, conn, params, conn.revision) }
     this.inflight.set(idKey(req.id), entry)
     if (token !== undefined) this.byProgressToken.set(token, entry)
     const send = () => {
@@ -290,6 +294,7 @@ export class McpSession {
 
   private complete (entry: Inflight, response: JsonRpcResponse, transform?: (result: Record<string, unknown>) => Record<string, unknown>): void {
     this.inflight.delete(idKey(entry.clientId))
+    endTargetSpan(entry.span, response, entry.upstreamId)
     if (entry.progressToken !== undefined) this.byProgressToken.delete(entry.progressToken)
     if (entry.cancelled) return
     this.lastActivity = Date.now()
@@ -316,7 +321,7 @@ export class McpSession {
       }
     }
     delete params.cursor
-    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: null, upstreamId: null, progressToken: undefined, cancelled: false }
+    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: null, upstreamId: null, progressToken: undefined, cancelled: false, span: null }
     this.inflight.set(idKey(req.id), entry)
     const targets = [...this.targets.values()].filter(t => (cursors === null || t.name in cursors) && (t.initResult === null || spec.capability in (t.initResult.capabilities ?? {})))
     const answers = await Promise.all(targets.map(async t => {
@@ -327,7 +332,10 @@ export class McpSession {
       }
       if (!(spec.capability in (t.initResult?.capabilities ?? {}))) return null
       const p = cursors !== null ? { ...params, cursor: cursors[t.name] } : params
-      return { t, response: await t.call({ method: req.method, params: p }, t.spec.requestTimeoutMs) }
+      const span = startTargetSpan(channel.span, req.method, t, p, t.revision)
+      const response = await t.call({ method: req.method, params: p }, t.spec.requestTimeoutMs)
+      endTargetSpan(span, response)
+      return { t, response }
     }))
     this.inflight.delete(idKey(req.id))
     if (entry.cancelled) return

@@ -16,6 +16,7 @@ import type { TraceRecorder } from '../trace/recorder.ts'
 import type { LlmCall, McpCallInfo } from './calls.ts'
 import { grpcCallOf, grpcKind, type GrpcCall } from '../http/grpc.ts'
 import type { ResponseInterceptor } from '../http/response-intercept.ts'
+import type { OtelSpan, RequestSpan } from '../trace/otel.ts'
 
 /**
  * Why a request ended the way it did — a stable label for access logs and metrics
@@ -149,6 +150,12 @@ export class RequestContext {
   llmTokenHooks: Array<(tokens: number) => void> | null = null
   /** µs on the trace's clock when the backend call in progress started (trace/backend-call.ts). */
   backendCallStartUs = 0
+  /** The OpenTelemetry server span (trace/otel.ts); null while tracing is off. */
+  span: RequestSpan | null = null
+  /** The client span of the backend call in progress; null when not recorded. */
+  callSpan: OtelSpan | null = null
+  /** Backend calls made so far (retries count): `http.request.resend_count` of the next one. */
+  upstreamAttempts = 0
   /**
    * Policies that must see the backend's response before the client does (extProc), in the
    * order they ran; null for none (http/response-intercept.ts).
