@@ -65,7 +65,9 @@ describe('OpenTelemetry tracing', { skip }, () => {
             otlpEndpoint: collector.grpcEndpoint,
             randomSampling: true,
             resources: { 'deployment.environment.name': 'e2e' }
-          }
+          },
+          // The access log too, as OTLP log records (over OTLP/HTTP), with a CEL field.
+          accessLog: { fields: { add: { tool: 'mcp.tool.name' } }, otlp: { otlpEndpoint: collector.httpEndpoint, otlpProtocol: 'http' } }
         },
         gateways: { default: gateway(port) },
         routes: [
@@ -199,6 +201,15 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(server.kind, SERVER)
     assert.equal(server.attributes['mcp.method.name'], 'tools/call')
     assert.equal(server.attributes['gen_ai.tool.name'], 'add')
+
+    // The access-log line of that request, with its CEL field, as a log record of the same trace.
+    const logs = await collector.waitForLogs(all => all.some(l => l.attributes.tool === 'add'))
+    const record = logs.find(l => l.attributes.tool === 'add')!
+    assert.equal(record.body, 'request')
+    assert.equal(record.traceId, call.traceId)
+    assert.equal(record.attributes['mcp.method'], 'tools/call')
+    assert.equal(record.resource['service.name'], 'portico')
+    assert.ok(portico.logs().some(l => l.msg === 'request' && l.tool === 'add' && l.traceId === call.traceId))
   })
 })
 

@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
+import { applyAccessLogFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -16,6 +16,7 @@ import { ProxyMetrics } from './metrics.ts'
 import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
 import { startAdminServer } from './admin/server.ts'
 import { formatAddress } from './settings.ts'
+import type { OtlpLogs } from './otlp-logs.ts'
 
 export interface ReloadRecord {
   at: string
@@ -37,16 +38,25 @@ export interface PorticoOptions {
   maxConfigBytes?: number
   /** OpenTelemetry tracing, started from settings.tracing (startTracing). */
   otel?: RequestTracing
+  /** The access log's OTLP export, started from settings.accessLog.otlp (startTracing). */
+  otlpLogs?: OtlpLogs
 }
 
 /**
  * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
  * its exporters load only then.
  */
-export async function startTracing (settings: Settings): Promise<RequestTracing | undefined> {
-  if (settings.tracing === null) return undefined
-  const { createRequestTracing } = await import('@portico/engine/otel-sdk')
-  return await createRequestTracing(settings.tracing)
+export async function startTracing (settings: Settings): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
+  const out: Pick<PorticoOptions, 'otel' | 'otlpLogs'> = {}
+  if (settings.tracing !== null) {
+    const { createRequestTracing } = await import('@portico/engine/otel-sdk')
+    out.otel = await createRequestTracing(settings.tracing)
+  }
+  if (settings.accessLog.otlp !== null) {
+    const { startOtlpLogs } = await import('./otlp-logs.ts')
+    out.otlpLogs = await startOtlpLogs(settings.accessLog.otlp)
+  }
+  return out
 }
 
 /** A child process the proxy runs (MCP stdio servers), for /debug/tasks. */
@@ -70,6 +80,7 @@ export class Portico {
   readonly reloads: ReloadRecord[] = []
   private readonly log: Logger
   private readonly accessLog: Logger
+  private readonly otlpLogs: OtlpLogs | null
   private readonly configPath: string | undefined
   private watcher: FileWatch | undefined
   private applying: Promise<unknown> = Promise.resolve()
@@ -92,6 +103,7 @@ export class Portico {
     this.logs = options.logs
     this.log = options.logs.for('portico')
     this.accessLog = options.logs.for('request')
+    this.otlpLogs = options.otlpLogs ?? null
     this.configPath = options.configPath === undefined ? undefined : resolve(options.configPath)
     const configLog = options.logs.for('engine')
     const mcpLog = options.logs.for('mcp')
@@ -305,7 +317,12 @@ export class Portico {
 
   private onRequestEnd (ctx: RequestContext): void {
     this.metrics.observeRequest(ctx)
-    if (this.accessLog.isLevelEnabled('info')) this.accessLog.info(accessLogFields(ctx), 'request')
+    if (!this.accessLog.isLevelEnabled('info')) return
+    const fields = accessLogFields(ctx)
+    const configured = this.settings.accessLog.fields
+    if (configured !== null && !applyAccessLogFields(configured, ctx, fields)) return
+    this.accessLog.info(fields, 'request')
+    this.otlpLogs?.emit('request', fields, ctx.span)
   }
 
   private onConnectionEnd (c: StreamConnectionRecord): void {
@@ -325,6 +342,7 @@ export class Portico {
       this.engine.beginDrain()
       await this.listeners.drain(this.settings.drainTimeoutMs)
       await this.engine.close()
+      await this.otlpLogs?.shutdown()
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

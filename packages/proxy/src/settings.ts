@@ -4,8 +4,9 @@
  * instances (each with its own ADMIN_ADDR, say). Read once at start; not hot-reloaded.
  */
 
-import type { StaticConfig, TracingOptions } from '@portico/engine'
-import { formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
+import type { AccessLogFields, StaticConfig, TracingOptions } from '@portico/engine'
+import { compileAccessLogFields, formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
+import type { OtlpLogsOptions } from './otlp-logs.ts'
 
 export interface Address {
   host: string
@@ -44,6 +45,8 @@ export interface Settings {
   traceBodyLimit: number
   /** OpenTelemetry tracing (config.tracing, env TRACING as JSON); null = off. */
   tracing: TracingOptions | null
+  /** config.accessLog (env ACCESS_LOG as JSON): the CEL fields and filter, compiled; the OTLP logs export. */
+  accessLog: { fields: AccessLogFields | null, otlp: OtlpLogsOptions | null, config: StaticConfig['accessLog'] }
 }
 
 export const DEFAULTS = {
@@ -73,8 +76,23 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl)),
     debugTrace: !['off', 'false', '0'].includes(pick('DEBUG_TRACE', file.debugTrace === false ? 'off' : undefined, 'on').toLowerCase()),
     traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
-    tracing: tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing)
+    tracing: tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing),
+    accessLog: accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing)
   }
+}
+
+function accessLogSettings (a: StaticConfig['accessLog'], tracing: StaticConfig['tracing']): Settings['accessLog'] {
+  let fields: AccessLogFields | null
+  try {
+    fields = compileAccessLogFields(a)
+  } catch (err) {
+    throw new Error(`config.accessLog / ACCESS_LOG: ${(err as Error).message}`)
+  }
+  const o = a?.otlp
+  const otlp = o === undefined
+    ? null
+    : { otlpEndpoint: o.otlpEndpoint, otlpProtocol: o.otlpProtocol ?? 'grpc', ...(o.path !== undefined ? { path: o.path } : {}), headers: o.headers ?? {}, resources: tracing?.resources ?? {} }
+  return { fields, otlp, config: a }
 }
 
 /**
