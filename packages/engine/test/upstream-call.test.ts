@@ -84,6 +84,7 @@ function contextFor (req: http.IncomingMessage, res: http.ServerResponse, backen
     requestBody: null,
     upstreamStart: 0,
     upstreamHeadersAt: 0,
+    responseBytes: 0,
     abortUpstream: null,
     done: false,
     responseInterceptors: null,

@@ -17,6 +17,7 @@ import { startMetricsServer, startReadinessServer, type RunningServer } from './
 import { startAdminServer } from './admin/server.ts'
 import { formatAddress } from './settings.ts'
 import type { OtlpLogs } from './otlp-logs.ts'
+import { watchUpstreamConnects } from './connect-timing.ts'
 
 export interface ReloadRecord {
   at: string
@@ -89,6 +90,9 @@ export class Portico {
   private readonly onQuit: (() => void) | undefined
   private readonly maxConfigBytes: number | undefined
   private readonly childProcesses = new Set<ChildProcessInfo>()
+  /** Backend endpoints (host:port) → backend name, for the connect metrics; rebuilt per config. */
+  private endpointBackends = new Map<string, string>()
+  private readonly unwatchConnects: () => void
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
   /** Cluster mode's config source (readiness waits for its first config). */
@@ -129,6 +133,7 @@ export class Portico {
     this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol))
     this.onQuit = options.onQuit
     this.maxConfigBytes = options.maxConfigBytes
+    this.unwatchConnects = watchUpstreamConnects((host, port) => this.endpointBackends.get(`${host}:${port}`) ?? 'unknown', (b, tcp, tls) => this.metrics.observeConnect(b, tcp, tls))
   }
 
   /**
@@ -290,6 +295,9 @@ export class Portico {
   async applyIR (ir: ProxyIR): Promise<void> {
     try {
       await this.listeners.apply(ir, () => this.engine.apply(ir))
+      const endpoints = new Map<string, string>()
+      for (const b of ir.backends) for (const e of b.endpoints) if (!endpoints.has(`${e.host}:${e.port}`)) endpoints.set(`${e.host}:${e.port}`, b.name)
+      this.endpointBackends = endpoints
     } catch (err) {
       if (this.configSource !== undefined) {
         this.recordReload({ ok: false, errors: [(err as Error).message] })
@@ -343,6 +351,7 @@ export class Portico {
       await this.listeners.drain(this.settings.drainTimeoutMs)
       await this.engine.close()
       await this.otlpLogs?.shutdown()
+      this.unwatchConnects()
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

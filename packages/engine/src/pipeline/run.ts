@@ -245,7 +245,10 @@ function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicyS
     if (hook === undefined) continue
     const out = hook.call(policies[i], ctx)
     if (out instanceof Promise) return finishPhase(ctx, policies, i, out)
-    if (out.action === 'respond') return out
+    if (out.action === 'respond') {
+      ctx.answeredBy = policies[i]!
+      return out
+    }
   }
   return null
 }
@@ -253,13 +256,19 @@ function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicyS
 /** The rest of a phase once policy `i` returned a promise. */
 async function finishPhase (ctx: RequestContext, policies: CompiledPolicySet['policies'], i: number, pending: Promise<PolicyOutcome>): Promise<PhaseOutcome> {
   const first = await pending
-  if (first.action === 'respond') return first
+  if (first.action === 'respond') {
+    ctx.answeredBy = policies[i]!
+    return first
+  }
   for (let j = i + 1; j < policies.length; j++) {
     const hook = policies[j]!.onRequest
     if (hook === undefined) continue
     let out = hook.call(policies[j], ctx)
     if (out instanceof Promise) out = await out
-    if (out.action === 'respond') return out
+    if (out.action === 'respond') {
+      ctx.answeredBy = policies[j]!
+      return out
+    }
   }
   return null
 }

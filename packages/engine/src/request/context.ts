@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream'
 import type { BackendIR, PathMatchIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledListener, CompiledRoute } from './compiled.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
-import type { CompiledPolicySet } from './policy.ts'
+import type { CompiledPolicy, CompiledPolicySet } from './policy.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import type { LlmCall, McpCallInfo } from './calls.ts'
@@ -110,6 +110,12 @@ export class RequestContext {
   backend: BackendIR | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
+  /**
+   * The policy whose request hook answered the request (an auth policy refusing, a rate
+   * limit): the policies before it in `phases` let the request through. Metrics count
+   * decisions from it.
+   */
+  answeredBy: CompiledPolicy | null = null
 
   status = 0
   responseHeaders: HeaderMap = {}
@@ -119,6 +125,8 @@ export class RequestContext {
   /** Monotonic ms when the backend call started and when its response headers arrived. */
   upstreamStart = 0
   upstreamHeadersAt = 0
+  /** Bytes of the backend's response body passed to the client (http/client-response.ts). */
+  responseBytes = 0
   /** Set once the response is complete (or the client went away). */
   done = false
   /** Cancels the backend call in progress, if any (client gone, timeout). */

@@ -145,9 +145,11 @@ class SdkSpan implements OtelSpan {
   }
 
   setAttributes (attrs: SpanAttributes): void {
+    // The SDK skips undefined values itself (with a diagnostic per value): filtered here.
+    const span = this.span
     for (const key in attrs) {
       const v = attrs[key]
-      if (v !== undefined && v !== null) this.span.setAttribute(key, v)
+      if (v !== undefined && v !== null) span.setAttribute(key, v)
     }
   }
 

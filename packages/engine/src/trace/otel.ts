@@ -131,14 +131,12 @@ export function endServerSpan (span: OtelSpan, v: ServerSpanView): void {
     'server.address': v.hostname,
     'server.port': port,
     'client.address': v.sourceAddress === '' ? undefined : v.sourceAddress,
-    'client.port': v.sourcePort === 0 ? undefined : v.sourcePort,
-    'network.protocol.name': 'http',
+    // network.protocol.name is left out: semconv asks for it only when it is not http.
     'network.protocol.version': v.req.httpVersion === '2.0' ? '2' : v.req.httpVersion,
     'user_agent.original': firstHeader(v.req.headers['user-agent']),
     'http.route': route,
     'http.response.status_code': v.status === 0 ? undefined : v.status,
     'portico.gateway': v.listener.ir.gateway,
-    'portico.listener': v.listener.ir.name,
     'portico.route': v.routeKey ?? undefined,
     'portico.backend': v.backend?.name,
     'portico.reason': v.reason
