@@ -279,6 +279,9 @@ export class Controller {
 
   private onAck (proxy: ProxyIdentity, version: string): void {
     this.m.acks.inc({ gateway: proxy.gateway })
+    // The gateway's rejects series exists from its first push (at 0): a rate of rejects
+    // reads 0 rather than no data.
+    this.m.nacks.inc({ gateway: proxy.gateway }, 0)
     if (this.acked.get(proxy.gateway) === version) return
     this.acked.set(proxy.gateway, version)
     this.logs.syncer.info({ gateway: proxy.gateway, pod: proxy.pod, version }, 'proxy accepted config')
