@@ -9,12 +9,9 @@ import { ROOT_CONTEXT, SeverityNumber, TraceFlags, trace } from '@opentelemetry/
 import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from '@opentelemetry/sdk-logs'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
 import type { RequestSpan } from '@portico/engine'
+import { otlpTarget, type OtlpEndpointOptions } from '@portico/engine/otel-sdk'
 
-export interface OtlpLogsOptions {
-  otlpEndpoint: string
-  otlpProtocol: 'grpc' | 'http'
-  path?: string
-  headers: Record<string, string>
+export interface OtlpLogsOptions extends OtlpEndpointOptions {
   /** Resource attributes (config.tracing's, when set); service.name defaults to portico. */
   resources: Record<string, string>
 }
@@ -47,13 +44,11 @@ export async function startOtlpLogs (options: OtlpLogsOptions): Promise<OtlpLogs
 }
 
 async function exporterFor (options: OtlpLogsOptions): Promise<LogRecordExporter> {
-  const base = options.otlpEndpoint.replace(/\/+$/, '')
-  if (options.otlpProtocol === 'http') {
+  const target = await otlpTarget(options, '/v1/logs')
+  if (target.protocol === 'http') {
     const { OTLPLogExporter } = await import('@opentelemetry/exporter-logs-otlp-proto')
-    return new OTLPLogExporter({ url: `${base}${options.path ?? '/v1/logs'}`, headers: options.headers })
+    return new OTLPLogExporter(target.options)
   }
-  const [{ OTLPLogExporter }, { Metadata }] = await Promise.all([import('@opentelemetry/exporter-logs-otlp-grpc'), import('@grpc/grpc-js')])
-  const metadata = new Metadata()
-  for (const [k, v] of Object.entries(options.headers)) metadata.set(k, v)
-  return new OTLPLogExporter({ url: base, metadata })
+  const { OTLPLogExporter } = await import('@opentelemetry/exporter-logs-otlp-grpc')
+  return new OTLPLogExporter(target.options)
 }

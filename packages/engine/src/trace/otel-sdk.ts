@@ -16,15 +16,8 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes } from './otel.ts'
 
-/** `config.tracing`, resolved (proxy/settings.ts). */
-export interface TracingOptions {
-  /** Where spans go: http(s)://host:port. */
-  otlpEndpoint: string
-  otlpProtocol: 'grpc' | 'http'
-  /** OTLP/HTTP path; default /v1/traces. */
-  path?: string
-  /** Sent with every export (gRPC metadata or HTTP headers): an API key, a tenant. */
-  headers: Record<string, string>
+/** `config.tracing`, resolved (proxy/settings.ts): where spans go (OTLP/HTTP path default /v1/traces), and how many. */
+export interface TracingOptions extends OtlpEndpointOptions {
   /** Requests without a trace: true, false or the share of them to sample. */
   randomSampling: boolean | number
   /** Requests with a trace: true follows the caller's sampled flag, false ignores the caller, a ratio samples that share of the caller's sampled ones. */
@@ -49,15 +42,34 @@ export async function createRequestTracing (options: TracingOptions): Promise<Re
 }
 
 async function otlpExporter (options: TracingOptions): Promise<SpanExporter> {
-  const base = options.otlpEndpoint.replace(/\/+$/, '')
-  if (options.otlpProtocol === 'http') {
+  const target = await otlpTarget(options, '/v1/traces')
+  if (target.protocol === 'http') {
     const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto')
-    return new OTLPTraceExporter({ url: `${base}${options.path ?? '/v1/traces'}`, headers: options.headers })
+    return new OTLPTraceExporter(target.options)
   }
-  const [{ OTLPTraceExporter }, { Metadata }] = await Promise.all([import('@opentelemetry/exporter-trace-otlp-grpc'), import('@grpc/grpc-js')])
+  const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc')
+  return new OTLPTraceExporter(target.options)
+}
+
+/** Where an OTLP exporter sends, as the config says it (tracing's and the access log's). */
+export interface OtlpEndpointOptions {
+  otlpEndpoint: string
+  otlpProtocol: 'grpc' | 'http'
+  path?: string
+  headers: Record<string, string>
+}
+
+/**
+ * The options of an OTLP exporter of either protocol: OTLP/HTTP posts to the endpoint's
+ * `path` (`defaultPath` when unset) with the headers; gRPC sends them as metadata.
+ */
+export async function otlpTarget (o: OtlpEndpointOptions, defaultPath: string): Promise<{ protocol: 'http', options: { url: string, headers: Record<string, string> } } | { protocol: 'grpc', options: { url: string, metadata: InstanceType<typeof import('@grpc/grpc-js').Metadata> } }> {
+  const base = o.otlpEndpoint.replace(/\/+$/, '')
+  if (o.otlpProtocol === 'http') return { protocol: 'http', options: { url: `${base}${o.path ?? defaultPath}`, headers: o.headers } }
+  const { Metadata } = await import('@grpc/grpc-js')
   const metadata = new Metadata()
-  for (const [k, v] of Object.entries(options.headers)) metadata.set(k, v)
-  return new OTLPTraceExporter({ url: base, metadata })
+  for (const [k, v] of Object.entries(o.headers)) metadata.set(k, v)
+  return { protocol: 'grpc', options: { url: base, metadata } }
 }
 
 /**

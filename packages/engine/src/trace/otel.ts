@@ -57,11 +57,6 @@ export interface SpanContext {
 
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH', 'QUERY'])
 
-/** `http.request.method`: a known method, else `_OTHER` (with the original beside it). */
-export function methodAttributes (method: string): SpanAttributes {
-  return KNOWN_METHODS.has(method) ? { 'http.request.method': method } : { 'http.request.method': '_OTHER', 'http.request.method_original': method }
-}
-
 /**
  * Query parameters whose values never leave the gateway in a span (semconv's url.query
  * guidance, plus the credential names Portico's own policies read from queries).
@@ -123,8 +118,10 @@ export function endServerSpan (span: OtelSpan, v: ServerSpanView): void {
   const method = KNOWN_METHODS.has(v.method) ? v.method : 'HTTP'
   span.updateName(route !== undefined ? `${method} ${route}` : method)
   const port = portOf(v.host) ?? v.req.socket?.localPort
+  const known = KNOWN_METHODS.has(v.method)
   span.setAttributes({
-    ...methodAttributes(v.method),
+    'http.request.method': known ? v.method : '_OTHER',
+    'http.request.method_original': known ? undefined : v.method,
     'url.scheme': v.scheme,
     'url.path': v.originalPath,
     'url.query': v.query === '' ? undefined : redactQuery(v.query),
@@ -167,8 +164,10 @@ export function mcpSpanName (method: string, item: string | undefined): string {
 export function httpClientAttributes (method: string, url: { scheme: string, host: string, port: number, pathAndQuery: string }): SpanAttributes {
   const q = url.pathAndQuery.indexOf('?')
   const target = q < 0 ? url.pathAndQuery : `${url.pathAndQuery.slice(0, q)}?${redactQuery(url.pathAndQuery.slice(q + 1))}`
+  const known = KNOWN_METHODS.has(method)
   return {
-    ...methodAttributes(method),
+    'http.request.method': known ? method : '_OTHER',
+    'http.request.method_original': known ? undefined : method,
     'server.address': url.host,
     'server.port': url.port,
     'url.full': `${url.scheme}://${url.host.includes(':') ? `[${url.host}]` : url.host}:${url.port}${target}`
