@@ -16,6 +16,8 @@ import { startLlmServer, type LlmServer } from '../lib/llm.ts'
 import { connectClient, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 import { OK, startAuthzServer, type AuthzServer } from '../lib/ext-authz.ts'
 import { startCollector, type CollectedSpan, type Collector } from '../lib/otel-collector.ts'
+import { startIdp, type Idp } from '../lib/idp.ts'
+import { startExtProcServer, type ExtProcServer } from '../lib/ext-proc.ts'
 import { findTool } from '../lib/tools.ts'
 import { openTrace } from '../lib/trace.ts'
 
@@ -46,8 +48,11 @@ describe('OpenTelemetry tracing', { skip }, () => {
   let llm: LlmServer
   let mcp: SdkServer
   let authz: AuthzServer
+  let idp: Idp
+  let processor: ExtProcServer
   let portico: PorticoProcess
   let admin: string
+  const alice = { id: 'alice', secret: 'alice-secret-123', permissions: [] }
 
   before(async () => {
     collector = await startCollector(OTELCOL!)
@@ -55,6 +60,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
     llm = await startLlmServer({ reply: 'one two three' })
     mcp = await startSdkServer('tools')
     authz = await startAuthzServer(() => OK)
+    idp = await startIdp({ clients: [alice] })
+    processor = await startExtProcServer()
     const adminPort = await freePort()
     admin = `http://127.0.0.1:${adminPort}`
     portico = await startPortico({
@@ -72,6 +79,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
         gateways: { default: gateway(port) },
         routes: [
           { name: 'echo', matches: [{ path: { pathPrefix: '/echo' } }], backends: [{ host: echo.host }] },
+          { name: 'jwt', matches: [{ path: { pathPrefix: '/jwt' } }], policies: { jwtAuth: { mode: 'strict', issuer: idp.issuer, audiences: [idp.audience], jwks: { url: idp.jwksUrl } } }, backends: [{ host: echo.host }] },
+          { name: 'processed', matches: [{ path: { pathPrefix: '/processed' } }], policies: { extProc: { host: processor.host, processingMode: { responseHeaderMode: 'skip' } } }, backends: [{ host: echo.host }] },
           { name: 'authz', matches: [{ path: { pathPrefix: '/authz' } }], policies: { extAuthz: { host: `http://${authz.host}`, protocol: { grpc: {} } } }, backends: [{ host: echo.host }] },
           { name: 'chat', matches: [{ path: { pathPrefix: '/openai' } }], backends: [{ ai: { name: 'local-llm', provider: { openAI: {} }, hostOverride: llm.host } }] },
           { name: 'tools', matches: [{ path: { pathPrefix: '/mcp' } }], backends: [{ mcp: { targets: [{ name: 'tools', mcp: { host: mcp.url } }] } }] }
@@ -82,7 +91,7 @@ describe('OpenTelemetry tracing', { skip }, () => {
 
   after(async () => {
     await portico?.stop()
-    await Promise.all([echo?.close(), llm?.close(), mcp?.close(), authz?.close()])
+    await Promise.all([echo?.close(), llm?.close(), mcp?.close(), authz?.close(), idp?.stop(), processor?.close()])
     await collector?.close()
   })
 
@@ -153,6 +162,35 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(check.attributes['rpc.system'], 'grpc')
     assert.equal(check.attributes['rpc.method'], 'Check')
     assert.equal(check.attributes['portico.decision'], 'allow')
+  })
+
+  test('ext_proc: each message exchanged on the stream is a client span, named for its phase', async () => {
+    const trace = traceId()
+    const res = await fetch(`${portico.url}/processed/x`, { headers: { traceparent: `00-${trace}-${CALLER_SPAN}-01` } })
+    assert.equal(res.status, 200)
+    const spans = await spansOf(trace, 3)
+    const server = spans.find(s => s.kind === SERVER)!
+    const exchange = spans.find(s => s.name === 'envoy.service.ext_proc.v3.ExternalProcessor/Process request_headers')
+    assert.ok(exchange !== undefined, JSON.stringify(spans.map(s => s.name)))
+    assert.equal(exchange.parentSpanId, server.spanId)
+    assert.equal(exchange.attributes['rpc.service'], 'envoy.service.ext_proc.v3.ExternalProcessor')
+    assert.equal(exchange.attributes['portico.decision'], 'response')
+  })
+
+  test('the JWKS fetch a request waited for is a client span of it', async () => {
+    const token = await idp.token(alice)
+    const trace = traceId()
+    const res = await fetch(`${portico.url}/jwt/x`, { headers: { authorization: `Bearer ${token}`, traceparent: `00-${trace}-${CALLER_SPAN}-01` } })
+    assert.equal(res.status, 200)
+    const spans = await spansOf(trace, 3)
+    const server = spans.find(s => s.kind === SERVER)!
+    const jwks = spans.find(s => s.attributes['portico.jwks.issuer'] !== undefined)
+    assert.ok(jwks !== undefined, JSON.stringify(spans.map(s => [s.name, s.attributes])))
+    assert.equal(jwks.kind, CLIENT)
+    assert.equal(jwks.name, 'GET')
+    assert.equal(jwks.parentSpanId, server.spanId)
+    assert.equal(jwks.attributes['url.full'], idp.jwksUrl)
+    assert.equal(jwks.attributes['http.response.status_code'], 200)
   })
 
   test('an LLM call is a GenAI client span: operation, provider, models and tokens', async () => {
