@@ -202,8 +202,10 @@ function splitAddress (address: string): { host: string, port: number | undefine
 }
 
 function portOf (host: string): number | undefined {
-  const m = /:(\d+)$/.exec(host)
-  return m === null ? undefined : Number(m[1])
+  const colon = host.lastIndexOf(':')
+  if (colon < 0 || host.endsWith(']')) return undefined
+  const port = Number(host.slice(colon + 1))
+  return Number.isInteger(port) && port > 0 ? port : undefined
 }
 
 function firstHeader (v: string | string[] | undefined): string | undefined {
