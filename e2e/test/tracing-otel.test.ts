@@ -234,6 +234,11 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(typeof call.attributes['mcp.session.id'], 'string')
     assert.ok(String(call.attributes['mcp.session.id']).length > 0)
     assert.equal(call.attributes['network.transport'], 'tcp')
+    // The target gets the call span as the parent, in params._meta (MCP's trace context).
+    const meta = mcp.toolCallMeta.at(-1)!
+    const sent = parseTraceparent(meta.traceparent)
+    assert.equal(sent.traceId, call.traceId)
+    assert.equal(sent.parentId, call.spanId)
     const server = spans.find(s => s.spanId === call.parentSpanId)
     assert.ok(server !== undefined, 'the tool call\'s parent is the request\'s server span')
     assert.equal(server.kind, SERVER)

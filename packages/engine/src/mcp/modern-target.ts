@@ -177,6 +177,8 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   ctx.res.once('close', onClose)
   const id = isRequest(message) ? message.id : null
   const span = startTargetSpan(ctx.span, method, { name: target.name, spec: target }, params, MODERN_PROTOCOL_VERSIONS[0])
+  // One HTTP request per MCP request here: the trace context goes in its headers.
+  ctx.span?.inject(headers, span)
   let res: Dispatcher.ResponseData
   try {
     res = await targets.pool(url).request({

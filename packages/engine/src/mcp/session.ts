@@ -21,7 +21,7 @@ import {
 import type { SessionState } from './session-id.ts'
 import type { McpCallInfo } from '../request/calls.ts'
 import type { OtelSpan } from '../trace/otel.ts'
-import { endTargetSpan, startTargetSpan } from './span.ts'
+import { endTargetSpan, startTargetSpan, withTraceContext } from './span.ts'
 
 export interface SessionHooks {
   onProcess?(target: string, pid: number | undefined, running: boolean): void
@@ -286,6 +286,7 @@ export class McpSession {
       if (entry.cancelled) return
       const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
       if (params !== undefined) message.params = params
+      if (channel.span != null) message.params = withTraceContext(message.params, channel.span, entry.span)
       entry.upstreamId = conn.request(message, response => this.complete(entry, response, transform))
     }
     if (conn.state === 'ready') send()
@@ -333,7 +334,7 @@ export class McpSession {
       if (!(spec.capability in (t.initResult?.capabilities ?? {}))) return null
       const p = cursors !== null ? { ...params, cursor: cursors[t.name] } : params
       const span = startTargetSpan(channel.span, req.method, t, p, t.revision)
-      const response = await t.call({ method: req.method, params: p }, t.spec.requestTimeoutMs)
+      const response = await t.call({ method: req.method, params: channel.span != null ? withTraceContext(p, channel.span, span) : p }, t.spec.requestTimeoutMs)
       endTargetSpan(span, response)
       return { t, response }
     }))

@@ -8,6 +8,7 @@
 import type { McpTargetIR } from '../ir/types.ts'
 import { mcpAttributes, mcpSpanName, startChildSpan, type OtelSpan, type RequestSpan } from '../trace/otel.ts'
 import type { JsonRpcId, JsonRpcResponse } from './jsonrpc.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 
 /** What the span reads of a target connection (mcp/target.ts TargetConnection, or a 2026-07-28 target). */
 export interface SpanTarget {
@@ -50,4 +51,19 @@ function safeUrl (text: string): URL | null {
   } catch {
     return null
   }
+}
+
+/**
+ * The params of a request to a target with the trace context in `_meta` (`traceparent`,
+ * `tracestate`, as OpenTelemetry's MCP conventions propagate it: one session carries many
+ * requests, so HTTP headers cannot), the call's span as parent; the caller's params are not
+ * changed.
+ */
+export function withTraceContext (params: Record<string, unknown> | undefined, request: RequestSpan, call: OtelSpan | null): Record<string, unknown> {
+  const carrier: HeaderMap = {}
+  request.inject(carrier, call)
+  const meta = params?._meta !== null && typeof params?._meta === 'object' ? params._meta as Record<string, unknown> : {}
+  const traced: Record<string, unknown> = { ...meta, traceparent: carrier.traceparent }
+  if (carrier.tracestate !== undefined) traced.tracestate = carrier.tracestate
+  return { ...params, _meta: traced }
 }
