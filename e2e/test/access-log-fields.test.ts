@@ -87,6 +87,9 @@ describe('access log configuration errors', () => {
     const r = await runPortico(['-f', file], { env: { ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off' } })
     assert.equal(r.code, 1)
     assert.match(r.stderr, /config\.accessLog \/ ACCESS_LOG: invalid CEL expression "jwt\.sub \+"/)
+    const check = await runPortico(['--validate', '-f', file])
+    assert.equal(check.code, 1, '--validate refuses it too')
+    assert.match(check.stderr, /config\.accessLog: invalid CEL expression "jwt\.sub \+"/)
   })
 
   test('ACCESS_LOG (cluster mode\'s variable) is checked against the schema', async () => {
