@@ -64,6 +64,7 @@ describe('OpenTelemetry tracing', { skip }, () => {
     processor = await startExtProcServer()
     const adminPort = await freePort()
     admin = `http://127.0.0.1:${adminPort}`
+    const deadPort = await freePort()
     portico = await startPortico({
       env: { LOG_LEVEL: 'info', ADMIN_ADDR: `127.0.0.1:${adminPort}` },
       config: (port): ConfigFile => ({
@@ -81,6 +82,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
           { name: 'echo', matches: [{ path: { pathPrefix: '/echo' } }], backends: [{ host: echo.host }] },
           { name: 'jwt', matches: [{ path: { pathPrefix: '/jwt' } }], policies: { jwtAuth: { mode: 'strict', issuer: idp.issuer, audiences: [idp.audience], jwks: { url: idp.jwksUrl } } }, backends: [{ host: echo.host }] },
           { name: 'processed', matches: [{ path: { pathPrefix: '/processed' } }], policies: { extProc: { host: processor.host, processingMode: { responseHeaderMode: 'skip' } } }, backends: [{ host: echo.host }] },
+          // A rate limit service that is not there, failing open: the request goes on, its span says why.
+          { name: 'limited', matches: [{ path: { pathPrefix: '/limited' } }], policies: { remoteRateLimit: { host: `http://127.0.0.1:${deadPort}`, domain: 'portico', descriptors: [{ entries: [{ key: 'route', value: '"limited"' }] }], failureMode: 'failOpen', timeout: '500ms' } }, backends: [{ host: echo.host }] },
           { name: 'authz', matches: [{ path: { pathPrefix: '/authz' } }], policies: { extAuthz: { host: `http://${authz.host}`, protocol: { grpc: {} } } }, backends: [{ host: echo.host }] },
           { name: 'chat', matches: [{ path: { pathPrefix: '/openai' } }], backends: [{ ai: { name: 'local-llm', provider: { openAI: {} }, hostOverride: llm.host } }] },
           { name: 'tools', matches: [{ path: { pathPrefix: '/mcp' } }], backends: [{ mcp: { targets: [{ name: 'tools', mcp: { host: mcp.url } }] } }] }
@@ -162,6 +165,20 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(check.attributes['rpc.system'], 'grpc')
     assert.equal(check.attributes['rpc.method'], 'Check')
     assert.equal(check.attributes['portico.decision'], 'allow')
+  })
+
+  test('remote rate limit: the ShouldRateLimit call is a client span, failed when the service is down', async () => {
+    const trace = traceId()
+    const res = await fetch(`${portico.url}/limited/x`, { headers: { traceparent: `00-${trace}-${CALLER_SPAN}-01` } })
+    assert.equal(res.status, 200, 'failureMode failOpen')
+    const spans = await spansOf(trace, 3)
+    const server = spans.find(s => s.kind === SERVER)!
+    const call = spans.find(s => s.name === 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit')
+    assert.ok(call !== undefined, JSON.stringify(spans.map(s => s.name)))
+    assert.equal(call.parentSpanId, server.spanId)
+    assert.equal(call.attributes['portico.decision'], 'error')
+    assert.equal(call.attributes['error.type'], 'error')
+    assert.equal(call.status.code, 2, 'ERROR status')
   })
 
   test('ext_proc: each message exchanged on the stream is a client span, named for its phase', async () => {
