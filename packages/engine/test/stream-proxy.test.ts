@@ -10,13 +10,14 @@ import assert from 'node:assert/strict'
 import net, { type AddressInfo, type Socket } from 'node:net'
 import tls from 'node:tls'
 import { execFileSync } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Engine } from '../src/engine/engine.ts'
 import { configToIR } from '../src/config/to-ir.ts'
 import type { ConfigFile } from '../src/config/schema.ts'
-import type { StreamConnectionRecord } from '../src/stream/stream-proxy.ts'
+import type { StreamConnectionRecord, StreamProxyOptions } from '../src/stream/stream-proxy.ts'
 import type { TraceEvent } from '../src/trace/events.ts'
 
 /** The proxy's own close handler runs a moment after the client saw the close. */
@@ -47,6 +48,36 @@ async function exchange (port: number, data: Buffer | string | null, options: { 
   })
 }
 
+/** A TCP gateway in front of `backend`, served by an engine of its own with these stream options, on loopback. */
+async function tcpProxy (dir: string, backend: { host: string, policies?: { backendTLS: { insecure: boolean } } }, streams: StreamProxyOptions): Promise<{ port: number, close: () => Promise<void> }> {
+  const { ir, diagnostics } = configToIR({ gateways: { tcp: { port: 2, protocol: 'TCP' } }, tcpRoutes: [{ name: 'r', gateways: 'tcp', backends: [backend] }] }, { baseDir: dir, readFile: p => readFileSync(p, 'utf8') })
+  assert.deepEqual(diagnostics, [])
+  const engine = new Engine({ streams })
+  engine.apply(ir)
+  const handle = engine.streamHandler(ir.binds[0]!.key)
+  const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, s => handle(s))
+  const port = await listen(server)
+  return {
+    port,
+    close: async () => {
+      server.close()
+      await engine.close()
+    }
+  }
+}
+
+/** Sends `data` and half-closes, reading everything back until the other side closes. */
+async function roundTrip (port: number, data: Buffer): Promise<Buffer> {
+  return await new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    const s = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => s.end(data))
+    s.on('data', (c: Buffer) => chunks.push(c))
+    s.on('end', () => s.end())
+    s.on('close', () => resolve(Buffer.concat(chunks)))
+    s.on('error', reject)
+  })
+}
+
 describe('stream proxy', () => {
   let dir: string
   let echo: net.Server
@@ -56,6 +87,7 @@ describe('stream proxy', () => {
   let tlsPort: number
   let tcpFront: net.Server
   let tcpPort: number
+  let tcpBindKey: string
   const records: StreamConnectionRecord[] = []
 
   before(async () => {
@@ -86,7 +118,8 @@ describe('stream proxy', () => {
     }
     front = serve(ir.binds.find(b => b.protocol === 'TLS')!.key)
     tlsPort = await listen(front)
-    tcpFront = serve(ir.binds.find(b => b.protocol === 'TCP')!.key)
+    tcpBindKey = ir.binds.find(b => b.protocol === 'TCP')!.key
+    tcpFront = serve(tcpBindKey)
     tcpPort = await listen(tcpFront)
   })
 
@@ -199,6 +232,260 @@ describe('stream proxy', () => {
     } finally {
       server.close()
       await local.close()
+    }
+  })
+  test('TCP: concurrent bulk transfers, more than there are bulk buffers, all arrive intact both ways', async () => {
+    // 20 connections at once (relay.ts lends at most 16 bulk buffers; the rest copy).
+    const payloads = Array.from({ length: 20 }, () => randomBytes(1024 * 1024 + 17))
+    const backs = await Promise.all(payloads.map(p => roundTrip(tcpPort, p)))
+    for (const [i, back] of backs.entries()) {
+      assert.equal(back.length, payloads[i]!.length + 3)
+      assert.equal(createHash('sha256').update(back.subarray(0, -3)).digest('hex'), createHash('sha256').update(payloads[i]!).digest('hex'))
+      assert.equal(back.subarray(-3).toString(), 'bye')
+    }
+  })
+
+  test('a stalled reader\'s waiting writes keep their bytes while other connections flow', async () => {
+    // A write to a client that stopped reading waits, holding the buffer its bytes were copied
+    // into; the other connections copy their reads meanwhile. A buffer handed out again
+    // before its write was flushed would put their bytes into the stalled client's stream.
+    // Each connection gets the pattern from an offset of its own (sent first, 4 bytes), in
+    // 40 KiB writes a millisecond apart (reads that do not fill the shared buffer: copies).
+    const pattern = randomBytes(1024 * 1024 + 7)
+    const sockets = new Set<net.Socket>()
+    const source = net.createServer(s => {
+      sockets.add(s)
+      s.on('error', () => {})
+      let at = Math.floor(Math.random() * pattern.length)
+      const head = Buffer.alloc(4)
+      head.writeUInt32BE(at)
+      s.write(head)
+      const timer = setInterval(() => {
+        if (s.writableLength > 1024 * 1024) return
+        const chunk = pattern.subarray(at, Math.min(at + 40 * 1024, pattern.length))
+        at = (at + chunk.length) % pattern.length
+        s.write(chunk)
+      }, 1)
+      s.on('close', () => clearInterval(timer))
+    })
+    const port = await listen(source)
+    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}` }, {})
+    /** Reads `size` bytes after `stallMs` without reading, checking each against the pattern. */
+    const download = (size: number, stallMs: number) => new Promise<number>((resolve, reject) => {
+      const c = net.connect({ port: proxy.port, host: '127.0.0.1' })
+      let head: Buffer | null = Buffer.alloc(0)
+      let at = 0
+      let got = 0
+      c.on('error', reject)
+      c.pause()
+      setTimeout(() => c.resume(), stallMs)
+      c.on('data', (d: Buffer) => {
+        if (head !== null) {
+          head = Buffer.concat([head, d])
+          if (head.length < 4) return
+          at = head.readUInt32BE(0)
+          d = head.subarray(4)
+          head = null
+        }
+        for (let i = 0; i < d.length; i++) {
+          if (d[i] !== pattern[(at + i) % pattern.length]) {
+            c.destroy()
+            reject(new Error(`byte ${got + i} differs from what the backend sent`))
+            return
+          }
+        }
+        at = (at + d.length) % pattern.length
+        got += d.length
+        if (got >= size) {
+          c.destroy()
+          resolve(got)
+        }
+      })
+    })
+    try {
+      const stalled = download(8 * 1024 * 1024, 1_500)
+      const flowing = Array.from({ length: 4 }, () => download(8 * 1024 * 1024, 0))
+      await Promise.all([stalled, ...flowing])
+    } finally {
+      for (const s of sockets) s.destroy()
+      await proxy.close()
+      source.close()
+    }
+  })
+
+  test('a connection the engine gets after it has read (no onread): its early bytes and the rest are forwarded', async () => {
+    // A server that lets the socket read before handing it over: it cannot be re-made to read
+    // through a relay, so the proxy reads it through the stream API.
+    const handle = engine.streamHandler(tcpBindKey)
+    const server = net.createServer({ allowHalfOpen: true }, s => {
+      s.once('readable', () => {
+        assert.ok(s.readableLength > 0)
+        const carried = handle(s)
+        assert.equal(carried, s)
+      })
+    })
+    const port = await listen(server)
+    try {
+      const got = await new Promise<string>((resolve, reject) => {
+        let text = ''
+        const c = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => {
+          c.write('early ')
+          setTimeout(() => c.end('late'), 100)
+        })
+        c.setEncoding('utf8').on('data', (d: string) => { text += d })
+        c.on('end', () => c.end())
+        c.on('close', () => resolve(text))
+        c.on('error', reject)
+      })
+      assert.equal(got, 'early latebye')
+    } finally {
+      server.close()
+    }
+  })
+
+  test('TCP to a TLS backend (backendTLS): the bytes go through Portico\'s TLS connection intact', async () => {
+    const tlsEcho = tls.createServer({ cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')), allowHalfOpen: true }, s => {
+      s.on('data', (c: Buffer) => s.write(c))
+      s.on('end', () => s.end('bye'))
+      s.on('error', () => {})
+    })
+    const port = await listen(tlsEcho)
+    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}`, policies: { backendTLS: { insecure: true } } }, {})
+    try {
+      const data = randomBytes(3 * 1024 * 1024)
+      const back = await roundTrip(proxy.port, data)
+      assert.equal(back.length, data.length + 3)
+      assert.ok(back.subarray(0, data.length).equals(data))
+    } finally {
+      await proxy.close()
+      tlsEcho.close()
+    }
+  })
+
+  test('backpressure: a reader that stops holds the writer on the other side, with bounded memory, and gets every byte after', async () => {
+    // The backend writes a patterned stream as fast as it is let; the client reads nothing for
+    // a second. Without backpressure the proxy would read it all (hundreds of MiB a second)
+    // into memory. Writes to the stalled client wait meanwhile, holding the proxy's buffers:
+    // the pattern shows a buffer reused too early.
+    const pattern = randomBytes(1024 * 1024 + 7)
+    let pushed = 0
+    let backendSocket: net.Socket | undefined
+    const firehose = net.createServer(s => {
+      backendSocket = s
+      s.on('error', () => {})
+      const pump = (): void => {
+        while (pushed < 256 * 1024 * 1024) {
+          const at = pushed % pattern.length
+          const chunk = pattern.subarray(at, Math.min(at + 64 * 1024, pattern.length))
+          pushed += chunk.length
+          if (!s.write(chunk)) { s.once('drain', pump); return }
+        }
+        s.end()
+      }
+      pump()
+    })
+    const port = await listen(firehose)
+    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}` }, {})
+    const arrayBuffers = process.memoryUsage().arrayBuffers
+    const client = net.connect({ port: proxy.port, host: '127.0.0.1' })
+    try {
+      client.pause()
+      await new Promise(resolve => setTimeout(resolve, 1_000))
+      // Socket buffers of two loopback hops hold some MiB; the proxy at most a few more.
+      assert.ok(pushed < 64 * 1024 * 1024, `the backend could push ${pushed} bytes`)
+      assert.ok(process.memoryUsage().arrayBuffers - arrayBuffers < 32 * 1024 * 1024, 'proxy memory grew')
+      // Then the client reads: the bytes arrive as sent, and the backend goes on.
+      const before = pushed
+      let got = 0
+      await new Promise<void>((resolve, reject) => {
+        client.on('data', (c: Buffer) => {
+          for (let i = 0; i < c.length; i++) {
+            if (c[i] !== pattern[(got + i) % pattern.length]) {
+              reject(new Error(`byte ${got + i} differs from what the backend sent`))
+              return
+            }
+          }
+          got += c.length
+          if (got >= before + 16 * 1024 * 1024) resolve()
+        })
+        client.resume()
+      })
+      assert.ok(pushed > before)
+    } finally {
+      client.destroy()
+      backendSocket?.destroy()
+      await proxy.close()
+      firehose.close()
+    }
+  })
+
+  test('backpressure the other way: a backend that stops reading holds the client', async () => {
+    let backendSocket: net.Socket | undefined
+    const sink = net.createServer(s => {
+      backendSocket = s
+      s.pause()
+      s.on('error', () => {})
+    })
+    const port = await listen(sink)
+    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}` }, {})
+    const client = net.connect({ port: proxy.port, host: '127.0.0.1' })
+    try {
+      client.on('error', () => {})
+      let accepted = 0
+      const chunk = Buffer.alloc(64 * 1024, 2)
+      await new Promise<void>(resolve => {
+        const pump = (): void => {
+          while (client.write(chunk)) accepted += chunk.length
+          accepted += chunk.length
+          client.once('drain', pump)
+        }
+        client.once('connect', pump)
+        setTimeout(resolve, 1_000)
+      })
+      assert.ok(accepted < 64 * 1024 * 1024, `the client could write ${accepted} bytes`)
+      // The backend reads again: what the client wrote comes through.
+      let read = 0
+      await new Promise<void>(resolve => {
+        backendSocket!.on('data', (c: Buffer) => {
+          read += c.length
+          if (read >= 8 * 1024 * 1024) resolve()
+        })
+        backendSocket!.resume()
+      })
+    } finally {
+      client.destroy()
+      backendSocket?.destroy()
+      await proxy.close()
+      sink.close()
+    }
+  })
+
+  test('a connection quiet for the idle timeout is cut (IdleTimeout); one that keeps talking is not', async () => {
+    const local: StreamConnectionRecord[] = []
+    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${echoPort}` }, { idleTimeoutMs: 300, onConnectionEnd: r => local.push(r) })
+    try {
+      const talk = (everyMs: number, forMs: number) => new Promise<{ closedMs: number, text: string }>((resolve, reject) => {
+        const started = performance.now()
+        let text = ''
+        const c = net.connect({ port: proxy.port, host: '127.0.0.1', allowHalfOpen: true })
+        const timer = setInterval(() => { if (performance.now() - started < forMs) c.write('.') }, everyMs)
+        c.setEncoding('utf8').on('data', (d: string) => { text += d })
+        c.on('end', () => c.end())
+        c.on('close', () => {
+          clearInterval(timer)
+          resolve({ closedMs: performance.now() - started, text })
+        })
+        c.on('error', reject)
+      })
+      // A byte each way every 100 ms for 900 ms: alive all along, then quiet and cut.
+      const [chatty, quiet] = await Promise.all([talk(100, 900), talk(10_000, 0)])
+      assert.ok(chatty.closedMs >= 900 && chatty.closedMs < 3_000, `chatty closed after ${chatty.closedMs} ms`)
+      assert.ok(chatty.text.length >= 8)
+      assert.ok(quiet.closedMs >= 250 && quiet.closedMs < 2_000, `quiet closed after ${quiet.closedMs} ms`)
+      await settled()
+      assert.deepEqual(local.map(r => r.reason), ['IdleTimeout', 'IdleTimeout'])
+    } finally {
+      await proxy.close()
     }
   })
 })

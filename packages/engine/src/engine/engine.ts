@@ -125,12 +125,16 @@ export class Engine implements PipelineRuntime {
     }
   }
 
-  /** The connection listener for a TCP or TLS bind; it resolves the bind's current config per connection. */
-  streamHandler (bindKey: string): (socket: Socket) => void {
+  /**
+   * The connection listener for a TCP or TLS bind; it resolves the bind's current config per
+   * connection. Call it in the server's 'connection' listener: it returns the socket that
+   * carries the connection from then on (StreamProxy.handle), which may not be the one given.
+   */
+  streamHandler (bindKey: string): (socket: Socket) => Socket {
     return socket => {
       const bind = this.compiled?.binds.get(bindKey)
-      if (bind === undefined) socket.destroy()
-      else this.streams.handle(bind, socket)
+      if (bind === undefined) return socket.destroy()
+      return this.streams.handle(bind, socket)
     }
   }
 

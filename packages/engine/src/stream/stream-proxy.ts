@@ -13,8 +13,9 @@
  * matches (and as the Gateway API conformance suite expects of a TLS client: a reset or end
  * of stream, not a TLS alert); the access log and the trace say why. Half-closes are passed on (a client that shuts its write side still
  * gets the rest of the answer); a connection quiet for the idle timeout is cut; a client that
- * takes too long to send its hello is dropped. Backpressure is the sockets' own: a slow
- * reader pauses the writer on the other side.
+ * takes too long to send its hello is dropped. The bytes are copied by relays (relay.ts), one
+ * per direction; backpressure is the sockets' own: a slow reader pauses the writer on the
+ * other side.
  */
 
 import net, { type Socket } from 'node:net'
@@ -28,6 +29,7 @@ import { backendTlsConnectOptions } from '../http/upstream-pools.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts'
 import { serverSecureContext } from './server-tls.ts'
+import { adoptAccepted, Relay } from './relay.ts'
 
 export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
 /** Envoy's tcp_proxy idle timeout: a connection with no byte either way for this long is cut. */
@@ -78,6 +80,10 @@ export interface StreamProxyOptions {
 
 interface Conn {
   client: Socket
+  /** The client's bytes on their way to the backend. */
+  up: Relay
+  /** Whether `client` reads through `up` (`onread`) rather than the stream API. */
+  adopted: boolean
   bind: CompiledBind
   listener: CompiledListener | null
   route: CompiledStreamRoute | null
@@ -109,42 +115,65 @@ export class StreamProxy {
     this.onEnd = options.onConnectionEnd
   }
 
-  /** Takes a freshly accepted connection of a TCP or TLS bind. */
-  handle (bind: CompiledBind, client: Socket): void {
-    const conn: Conn = { client, bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
+  /**
+   * Takes a freshly accepted connection of a TCP or TLS bind (in the server's 'connection'
+   * listener, before it has read anything) and returns the socket that carries it from now
+   * on: the accepted one re-made to read through a relay (relay.ts `adoptAccepted`), or the
+   * accepted one itself where that cannot be done.
+   */
+  handle (bind: CompiledBind, accepted: Socket): Socket {
+    const up = new Relay()
+    const adopted = adoptAccepted(accepted, up)
+    const client = adopted ?? accepted
+    const conn: Conn = { client, up, adopted: adopted !== null, bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
     conn.tracer?.emit({ type: 'requestStarted' })
     client.setNoDelay(true)
     client.once('close', () => this.finish(conn))
     client.on('error', err => this.fail(conn, 'ClientReset', err))
     if (bind.ir.protocol === 'TLS') this.readHello(conn)
-    else this.route(conn, bind.selectListener(''), null)
+    else {
+      // Nothing is read until the backend is connected (a socket read through the stream
+      // API buffers up to its high-water mark meanwhile, as before).
+      if (conn.adopted) client.pause()
+      this.route(conn, bind.selectListener(''), null)
+    }
+    return client
   }
 
   private readHello (conn: Conn): void {
     const { client } = conn
     let buffered: Buffer = Buffer.alloc(0)
+    const stop = (): void => {
+      clearTimeout(timer)
+      if (conn.adopted) conn.up.collect = null
+      else client.off('data', onData)
+    }
     const timer = setTimeout(() => {
-      client.off('data', onData)
+      stop()
       this.refuse(conn, 'ClientHelloTimeout', 'no complete client hello in time')
     }, this.helloTimeoutMs)
-    const onData = (chunk: Buffer): void => {
+    /** Takes the next bytes of the hello; false once it is complete (reading then pauses). */
+    const onChunk = (chunk: Buffer): boolean => {
       buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk])
       const hello = buffered.length > MAX_CLIENT_HELLO_BYTES + 5 * 8
         ? { kind: 'invalid' as const, reason: 'client hello too large' }
         : parseClientHello(buffered)
-      if (hello.kind === 'incomplete') return
-      clearTimeout(timer)
-      client.off('data', onData)
-      client.pause()
+      if (hello.kind === 'incomplete') return true
+      stop()
       if (hello.kind === 'invalid') {
         this.refuse(conn, 'ClientHelloInvalid', hello.reason)
-        return
+        return false
       }
       conn.serverName = hello.serverName
       const listener = conn.bind.selectListener(hello.serverName ?? '')
       this.route(conn, listener, buffered, hello.alpn)
+      return false
     }
-    client.on('data', onData)
+    const onData = (chunk: Buffer): void => {
+      if (!onChunk(chunk)) client.pause()
+    }
+    if (conn.adopted) conn.up.collect = onChunk
+    else client.on('data', onData)
   }
 
   /** Chooses the route and backend, then passes the connection through or terminates it. */
@@ -232,13 +261,12 @@ export class StreamProxy {
     conn.target = target
     conn.tracer?.emit({ type: 'backendCallStart', target })
     const callStart = conn.tracer?.now() ?? 0
-    const options = { host: endpoint.host, port: endpoint.port, allowHalfOpen: true, noDelay: true }
-    // Plain upstreams are read into one buffer per connection and copied into recycled ones
-    // (copyInto); TLS ones (no `onread` in Node) through a pipe.
-    const copy = backend.tls === undefined ? copyInto(downstream, () => upstream) : undefined
+    // The backend's bytes are read through a relay (`onread`, for TLS backends too).
+    const down = new Relay()
+    const options = { host: endpoint.host, port: endpoint.port, allowHalfOpen: true, noDelay: true, onread: down }
     const upstream: Socket = backend.tls !== undefined
       ? tls.connect({ ...options, servername: net.isIP(endpoint.host) === 0 ? endpoint.host : undefined, ...backendTlsConnectOptions(backend.tls) })
-      : net.connect({ ...options, onread: copy! })
+      : net.connect(options)
     let connected = false
     const connectTimer = setTimeout(() => {
       if (connected) return
@@ -251,17 +279,18 @@ export class StreamProxy {
       clearTimeout(connectTimer)
       conn.tracer?.emit({ type: 'backendCallResult', status: null, error: null }, { eventStart: callStart })
       if (first !== null) upstream.write(first)
-      downstream.pipe(upstream)
-      if (copy === undefined) upstream.pipe(downstream)
-      else upstream.once('end', () => downstream.end())
-      downstream.resume()
-      const idle = (): void => {
+      // The client's bytes: through its relay when it reads through it (`onread`), else (the
+      // plaintext of a terminated connection, or a socket that could not be adopted)
+      // through 'data' events.
+      if (conn.adopted && downstream === conn.client) conn.up.forward(downstream, upstream)
+      else conn.up.forwardStream(downstream, upstream)
+      down.forward(upstream, downstream)
+      // One idle timer: every byte, either way, is read or written by the client's socket.
+      downstream.setTimeout(this.idleTimeoutMs, () => {
         this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
         upstream.destroy()
         downstream.destroy()
-      }
-      downstream.setTimeout(this.idleTimeoutMs, idle)
-      upstream.setTimeout(this.idleTimeoutMs, idle)
+      })
     })
     upstream.on('error', err => {
       clearTimeout(connectTimer)
@@ -271,7 +300,7 @@ export class StreamProxy {
       } else this.fail(conn, 'UpstreamReset', err)
       downstream.destroy()
     })
-    // Either side closing ends the pair (each half-close was passed on by pipe already).
+    // Either side closing ends the pair (each half-close was passed on by its relay already).
     upstream.once('close', () => downstream.destroy())
     downstream.once('close', () => upstream.destroy())
   }
@@ -323,43 +352,6 @@ export class StreamProxy {
       conn.tracer.emit({ type: 'requestFinished', stream: { bytesFromClient: record.bytesFromClient, bytesToClient: record.bytesToClient, reason } }, { severity: reason === 'Done' ? 'info' : 'error' })
     }
     this.onEnd?.(record)
-  }
-}
-
-/** Recycled 64 KiB copies, shared by all connections: a write in flight holds one until it is flushed. */
-const MAX_POOLED_BUFFERS = 64
-const READ_BUFFER_BYTES = 64 * 1024
-/** Reads smaller than this are copied into a slice of Node's shared slab instead. */
-const SMALL_READ_BYTES = 4096
-const pooled: Buffer[] = []
-/**
- * Every plain upstream reads into this one buffer: the read callback runs to its end (copying
- * the bytes out) before the event loop can place another read anywhere.
- */
-const readBuffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES)
-
-/**
- * Upstream-to-client copying without a new ArrayBuffer per read: each read lands in the
- * shared read buffer (`onread`) and is copied into a buffer recycled once its write to the
- * client is flushed (small reads into Node's slab). A stream pipe allocates 64 KiB per read
- * instead, and that external memory makes V8 run old-space collections over the whole heap —
- * a third of the proxy's CPU on a bulk transfer (bench/tcp.ts); the copy costs a few µs. When
- * the client cannot take more, reading pauses until it drains (backpressure, as a pipe does).
- */
-function copyInto (downstream: Socket, upstream: () => Socket): { buffer: Buffer, callback: (n: number, buf: Buffer) => boolean } {
-  return {
-    buffer: readBuffer,
-    callback: (n, buf) => {
-      let more: boolean
-      if (n < SMALL_READ_BYTES) more = downstream.write(Buffer.from(buf.subarray(0, n)))
-      else {
-        const out = pooled.pop() ?? Buffer.allocUnsafeSlow(READ_BUFFER_BYTES)
-        buf.copy(out, 0, 0, n)
-        more = downstream.write(out.subarray(0, n), () => { if (pooled.length < MAX_POOLED_BUFFERS) pooled.push(out) })
-      }
-      if (!more) downstream.once('drain', () => upstream().resume())
-      return more
-    }
   }
 }
 
