@@ -141,6 +141,9 @@ describe('stream proxy', () => {
     assert.equal(r.reason, 'Done')
     assert.equal(r.bytesFromClient, 4)
     assert.equal(r.bytesToClient, 7)
+    // Read while the connection was open: a closed socket no longer knows its peer.
+    assert.equal(r.source.address, '127.0.0.1')
+    assert.ok(r.source.port > 0)
   })
 
   test('TLS terminate: the handshake is Portico\'s, the plaintext reaches the backend', async () => {

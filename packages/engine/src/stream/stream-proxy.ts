@@ -84,6 +84,8 @@ interface Conn {
   up: Relay
   /** Whether `client` reads through `up` (`onread`) rather than the stream API. */
   adopted: boolean
+  /** The client's address, read while the socket is open (a closed one no longer says). */
+  source: { address: string, port: number }
   bind: CompiledBind
   listener: CompiledListener | null
   route: CompiledStreamRoute | null
@@ -125,7 +127,7 @@ export class StreamProxy {
     const up = new Relay()
     const adopted = adoptAccepted(accepted, up)
     const client = adopted ?? accepted
-    const conn: Conn = { client, up, adopted: adopted !== null, bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
+    const conn: Conn = { client, up, adopted: adopted !== null, source: sourceOf(client), bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
     conn.tracer?.emit({ type: 'requestStarted' })
     client.setNoDelay(true)
     client.once('close', () => this.finish(conn))
@@ -183,13 +185,12 @@ export class StreamProxy {
     if (tlsBind) conn.mode = listener.ir.tlsMode ?? null
     const tracer = conn.tracer
     if (tracer !== null) {
-      const source = sourceOf(conn.client)
       tracer.emit({
         type: 'connectionStarted',
         protocol: tlsBind ? 'tls' : 'tcp',
         listener: listener.ir.key,
         ...(tlsBind ? { serverName: conn.serverName, alpn, ...(conn.mode !== null ? { mode: conn.mode } : {}) } : {}),
-        source
+        source: conn.source
       })
     }
     const route = selectStreamRoute(listener, conn.serverName)
@@ -340,7 +341,7 @@ export class StreamProxy {
       target: conn.target,
       serverName: conn.serverName,
       mode: conn.mode,
-      source: sourceOf(conn.client),
+      source: conn.source,
       bytesFromClient: conn.client.bytesRead,
       bytesToClient: conn.client.bytesWritten,
       durationMs: performance.now() - conn.started,
