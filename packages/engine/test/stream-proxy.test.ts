@@ -463,6 +463,36 @@ describe('stream proxy', () => {
     }
   })
 
+  test('a backend that takes the connection but never completes TLS is given up after the connect timeout', async () => {
+    const mute = net.createServer(s => s.on('error', () => {}))
+    const port = await listen(mute)
+    const local: StreamConnectionRecord[] = []
+    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}`, policies: { backendTLS: { insecure: true } } }, { connectTimeoutMs: 300, onConnectionEnd: r => local.push(r) })
+    try {
+      const { closedMs } = await exchange(proxy.port, 'x')
+      assert.ok(closedMs >= 250 && closedMs < 3_000, `closed after ${closedMs} ms`)
+      await settled()
+      assert.equal(local[0]?.reason, 'UpstreamConnectFailed')
+      assert.match(local[0]?.error ?? '', /after 300 ms/)
+    } finally {
+      await proxy.close()
+      mute.close()
+    }
+  })
+
+  test('a client that sends its hello but never finishes the handshake is dropped after the hello timeout (Terminate)', async () => {
+    // A real client hello for t.test, taken from a TLS client talking to a server that only listens.
+    const hello = await new Promise<Buffer>(resolve => {
+      const taker = net.createServer(s => s.once('data', (d: Buffer) => { resolve(d); s.destroy(); taker.close() }))
+      taker.listen(0, '127.0.0.1', () => tls.connect({ port: (taker.address() as AddressInfo).port, host: '127.0.0.1', servername: 't.test' }).on('error', () => {}))
+    })
+    const { closedMs } = await exchange(tlsPort, hello)
+    assert.ok(closedMs >= 250 && closedMs < 3_000, `closed after ${closedMs} ms`)
+    await settled()
+    assert.equal(records.at(-1)!.reason, 'HandshakeFailed')
+    assert.match(records.at(-1)!.error ?? '', /not completed in time/)
+  })
+
   test('a connection quiet for the idle timeout is cut (IdleTimeout); one that keeps talking is not', async () => {
     const local: StreamConnectionRecord[] = []
     const proxy = await tcpProxy(dir, { host: `127.0.0.1:${echoPort}` }, { idleTimeoutMs: 300, onConnectionEnd: r => local.push(r) })

@@ -30,6 +30,7 @@ import { hostPort, plainAddress } from '../util/host-port.ts'
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts'
 import { serverSecureContext } from './server-tls.ts'
 import { adoptAccepted, Relay } from './relay.ts'
+import { Sweeper } from './sweeper.ts'
 
 export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
 /** Envoy's tcp_proxy idle timeout: a connection with no byte either way for this long is cut. */
@@ -86,6 +87,14 @@ interface Conn {
   adopted: boolean
   /** The client's address, read while the socket is open (a closed one no longer says). */
   source: { address: string, port: number }
+  /** What runs at `deadline` (performance.now()): a hello, handshake or connect not done in time; null when none is due. */
+  expire: (() => void) | null
+  deadline: number
+  /** Once bytes flow: the two sockets (their reads count every byte either way), and what cuts the pair when they stop. */
+  pair: { upstream: Socket, downstream: Socket, idle: () => void } | null
+  /** Bytes read by the pair at the last sweep that saw them change, and when that was. */
+  bytesSeen: number
+  quietSince: number
   bind: CompiledBind
   listener: CompiledListener | null
   route: CompiledStreamRoute | null
@@ -108,12 +117,17 @@ export class StreamProxy {
   private readonly onEnd: ((record: StreamConnectionRecord) => void) | undefined
   /** Round robin position per backend, over its endpoints. */
   private readonly next = new Map<string, number>()
+  /** Every connection's deadlines and idle timeout, on one timer. */
+  private readonly clock: Sweeper<Conn>
 
   constructor (hub: TraceHub, options: StreamProxyOptions = {}) {
     this.hub = hub
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_STREAM_CONNECT_TIMEOUT_MS
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS
     this.helloTimeoutMs = options.clientHelloTimeoutMs ?? DEFAULT_CLIENT_HELLO_TIMEOUT_MS
+    // A sixteenth of the shortest limit (at most a second): deadlines are met up to that late.
+    const period = Math.max(5, Math.min(1000, Math.min(this.connectTimeoutMs, this.idleTimeoutMs, this.helloTimeoutMs) / 16))
+    this.clock = new Sweeper(period, (conn, now) => this.check(conn, now))
     this.onEnd = options.onConnectionEnd
   }
 
@@ -127,11 +141,12 @@ export class StreamProxy {
     const up = new Relay()
     const adopted = adoptAccepted(accepted, up)
     const client = adopted ?? accepted
-    const conn: Conn = { client, up, adopted: adopted !== null, source: sourceOf(client), bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
+    const conn: Conn = { client, up, adopted: adopted !== null, source: sourceOf(client), expire: null, deadline: 0, pair: null, bytesSeen: -1, quietSince: 0, bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
     conn.tracer?.emit({ type: 'requestStarted' })
     client.setNoDelay(true)
     client.once('close', () => this.finish(conn))
     client.on('error', err => this.fail(conn, 'ClientReset', err))
+    this.clock.add(conn)
     if (bind.ir.protocol === 'TLS') this.readHello(conn)
     else {
       // Nothing is read until the backend is connected (a socket read through the stream
@@ -146,14 +161,14 @@ export class StreamProxy {
     const { client } = conn
     let buffered: Buffer = Buffer.alloc(0)
     const stop = (): void => {
-      clearTimeout(timer)
+      conn.expire = null
       if (conn.adopted) conn.up.collect = null
       else client.off('data', onData)
     }
-    const timer = setTimeout(() => {
+    this.due(conn, this.helloTimeoutMs, () => {
       stop()
       this.refuse(conn, 'ClientHelloTimeout', 'no complete client hello in time')
-    }, this.helloTimeoutMs)
+    })
     /** Takes the next bytes of the hello; false once it is complete (reading then pauses). */
     const onChunk = (chunk: Buffer): boolean => {
       buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk])
@@ -231,19 +246,19 @@ export class StreamProxy {
       requestCert: validation !== undefined,
       rejectUnauthorized: false
     })
-    const timer = setTimeout(() => {
+    this.due(conn, this.helloTimeoutMs, () => {
       this.fail(conn, 'HandshakeFailed', new Error('handshake not completed in time'))
       secure.destroy()
-    }, this.helloTimeoutMs)
+    })
     let established = false
     secure.on('error', err => {
-      clearTimeout(timer)
+      conn.expire = null
       this.fail(conn, established ? 'ClientReset' : 'HandshakeFailed', err)
       client.destroy()
     })
     secure.once('secure', () => {
       established = true
-      clearTimeout(timer)
+      conn.expire = null
       const refusal = validation?.mode === 'AllowValidOnly' ? clientCertificateProblem(secure) : null
       if (refusal !== null) {
         this.fail(conn, 'ClientCertificateRequired', new Error(`client certificate refused: ${refusal}`))
@@ -269,15 +284,14 @@ export class StreamProxy {
       ? tls.connect({ ...options, servername: net.isIP(endpoint.host) === 0 ? endpoint.host : undefined, ...backendTlsConnectOptions(backend.tls) })
       : net.connect(options)
     let connected = false
-    const connectTimer = setTimeout(() => {
-      if (connected) return
+    this.due(conn, this.connectTimeoutMs, () => {
       this.fail(conn, 'UpstreamConnectFailed', new Error(`no connection to ${target} after ${this.connectTimeoutMs} ms`))
       upstream.destroy()
       downstream.destroy()
-    }, this.connectTimeoutMs)
+    })
     upstream.once(backend.tls !== undefined ? 'secureConnect' : 'connect', () => {
       connected = true
-      clearTimeout(connectTimer)
+      conn.expire = null
       conn.tracer?.emit({ type: 'backendCallResult', status: null, error: null }, { eventStart: callStart })
       if (first !== null) upstream.write(first)
       // The client's bytes: through its relay when it reads through it (`onread`), else (the
@@ -286,15 +300,18 @@ export class StreamProxy {
       if (conn.adopted && downstream === conn.client) conn.up.forward(downstream, upstream)
       else conn.up.forwardStream(downstream, upstream)
       down.forward(upstream, downstream)
-      // One idle timer: every byte, either way, is read or written by the client's socket.
-      downstream.setTimeout(this.idleTimeoutMs, () => {
-        this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
-        upstream.destroy()
-        downstream.destroy()
-      })
+      conn.pair = {
+        upstream,
+        downstream,
+        idle: () => {
+          this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
+          upstream.destroy()
+          downstream.destroy()
+        }
+      }
     })
     upstream.on('error', err => {
-      clearTimeout(connectTimer)
+      conn.expire = null
       if (!connected) {
         conn.tracer?.emit({ type: 'backendCallResult', status: null, error: err.message }, { severity: 'error', eventStart: callStart })
         this.fail(conn, 'UpstreamConnectFailed', err)
@@ -304,6 +321,34 @@ export class StreamProxy {
     // Either side closing ends the pair (each half-close was passed on by its relay already).
     upstream.once('close', () => downstream.destroy())
     downstream.once('close', () => upstream.destroy())
+  }
+
+  /** Runs `expire` unless the connection moves on (clearing `conn.expire`) within `ms`. */
+  private due (conn: Conn, ms: number, expire: () => void): void {
+    conn.deadline = performance.now() + ms
+    conn.expire = expire
+  }
+
+  /** The clock's round: a deadline passed, or a pair that moved no byte for the idle timeout. */
+  private check (conn: Conn, now: number): void {
+    if (conn.expire !== null) {
+      if (now < conn.deadline) return
+      const expire = conn.expire
+      conn.expire = null
+      expire()
+      return
+    }
+    const pair = conn.pair
+    if (pair === null) return
+    // Every byte either way is read by one of the two sockets.
+    const bytes = pair.upstream.bytesRead + pair.downstream.bytesRead
+    if (bytes !== conn.bytesSeen) {
+      conn.bytesSeen = bytes
+      conn.quietSince = now
+    } else if (now - conn.quietSince >= this.idleTimeoutMs) {
+      conn.pair = null
+      pair.idle()
+    }
   }
 
   private endpointOf (backend: BackendIR): EndpointIR {
@@ -330,6 +375,7 @@ export class StreamProxy {
   private finish (conn: Conn): void {
     if (conn.ended) return
     conn.ended = true
+    this.clock.delete(conn)
     const reason = conn.reason ?? 'Done'
     const record: StreamConnectionRecord = {
       protocol: conn.bind.ir.protocol === 'TLS' ? 'tls' : 'tcp',
