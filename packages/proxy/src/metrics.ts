@@ -5,7 +5,7 @@
  */
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
-import { LocalCounter, LocalHistogram } from './local-metrics.ts'
+import { LocalCounter, LocalGauge, LocalHistogram } from './local-metrics.ts'
 import type { LlmCall, LlmUsage, RequestContext, StreamConnectionRecord } from '@portico/engine'
 import { version } from './version.ts'
 
@@ -49,8 +49,8 @@ export class ProxyMetrics {
   private readonly requests: LocalCounter
   private readonly requestDuration: LocalHistogram
   private readonly upstreamDuration: LocalHistogram
-  private readonly connections: Counter<'bind' | 'protocol'>
-  private readonly openConnections: Gauge<'bind' | 'protocol'>
+  private readonly connections: LocalCounter
+  private readonly openConnections: LocalGauge
   private readonly reloads: Counter<'result'>
   private readonly mcpRequests: LocalCounter
   private readonly llmTokens: LocalHistogram
@@ -80,8 +80,8 @@ export class ProxyMetrics {
     this.requests = new LocalCounter(this.registry, 'portico_requests_total', 'HTTP requests handled, by outcome and protocol (http1, http2, grpc).')
     this.requestDuration = new LocalHistogram(this.registry, 'portico_request_duration_seconds', 'Time from request arrival to the end of the response.', DURATION_BUCKETS)
     this.upstreamDuration = new LocalHistogram(this.registry, 'portico_upstream_call_duration_seconds', 'Time from the start of a backend call to its response headers.', DURATION_BUCKETS)
-    this.connections = new Counter({ name: 'portico_downstream_connections_total', help: 'Client connections accepted.', labelNames: ['bind', 'protocol'], registers })
-    this.openConnections = new Gauge({ name: 'portico_downstream_connections_open', help: 'Client connections open now.', labelNames: ['bind', 'protocol'], registers })
+    this.connections = new LocalCounter(this.registry, 'portico_downstream_connections_total', 'Client connections accepted.')
+    this.openConnections = new LocalGauge(this.registry, 'portico_downstream_connections_open', 'Client connections open now.')
     this.mcpRequests = new LocalCounter(this.registry, 'portico_mcp_requests_total', 'MCP requests by method, target, tool (or prompt), and the MCP revision of the client and of the target(s).')
     this.llmTokens = new LocalHistogram(this.registry, 'portico_gen_ai_client_token_usage', 'LLM tokens per request of ai backends, by token type (OpenTelemetry gen_ai.client.token.usage).', TOKEN_BUCKETS)
     this.streamConnections = new LocalCounter(this.registry, 'portico_tcp_connections_total', 'Connections of TCP and TLS listeners (protocol tcp, tls), by route, backend and how they ended (reason: Done, NoRoute, UpstreamConnectFailed, ...).')
@@ -224,9 +224,11 @@ export class ProxyMetrics {
   }
 
   connectionOpened (bind: string, protocol: string): () => void {
-    this.connections.inc({ bind, protocol })
-    this.openConnections.inc({ bind, protocol })
-    return () => this.openConnections.dec({ bind, protocol })
+    const key = `${bind}\0${protocol}`
+    const labels = (): Record<string, string> => ({ bind, protocol })
+    this.connections.inc(key, labels)
+    this.openConnections.add(key, labels, 1)
+    return () => this.openConnections.add(key, labels, -1)
   }
 
   configLoaded (ok: boolean): void {
