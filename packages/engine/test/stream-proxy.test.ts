@@ -48,34 +48,53 @@ async function exchange (port: number, data: Buffer | string | null, options: { 
   })
 }
 
-/** A TCP gateway in front of `backend`, served by an engine of its own with these stream options, on loopback. */
-async function tcpProxy (dir: string, backend: { host: string, policies?: { backendTLS: { insecure: boolean } } }, streams: StreamProxyOptions): Promise<{ port: number, close: () => Promise<void> }> {
-  const { ir, diagnostics } = configToIR({ gateways: { tcp: { port: 2, protocol: 'TCP' } }, tcpRoutes: [{ name: 'r', gateways: 'tcp', backends: [backend] }] }, { baseDir: dir, readFile: p => readFileSync(p, 'utf8') })
+interface Backing {
+  /** The gateway's stream options (timeouts, the record hook). */
+  streams?: StreamProxyOptions
+  /** The backend is a TLS server with these options (and the route has backendTLS). */
+  tls?: tls.TlsOptions
+  /** The route has backendTLS though the backend does not speak TLS. */
+  backendTLS?: boolean
+}
+
+/**
+ * `serve` as the backend (each connection) behind a TCP gateway with an engine of its own, for
+ * `body`, which connects through the gateway with `connect`; every socket and server is
+ * closed after.
+ */
+async function behindProxy (dir: string, serve: (s: net.Socket) => void, backing: Backing, body: (port: number, connect: () => net.Socket) => Promise<void>): Promise<void> {
+  const sockets = new Set<net.Socket>()
+  const track = (s: net.Socket): net.Socket => {
+    sockets.add(s)
+    s.on('error', () => {})
+    return s
+  }
+  const backend = backing.tls !== undefined
+    ? tls.createServer({ allowHalfOpen: true, ...backing.tls }, s => serve(track(s)))
+    : net.createServer({ allowHalfOpen: true }, s => serve(track(s)))
+  const port = await listen(backend)
+  const policies = backing.tls !== undefined || backing.backendTLS === true ? { backendTLS: { insecure: true } } : undefined
+  const { ir, diagnostics } = configToIR({ gateways: { tcp: { port: 2, protocol: 'TCP' } }, tcpRoutes: [{ name: 'r', gateways: 'tcp', backends: [{ host: `127.0.0.1:${port}`, ...(policies !== undefined ? { policies } : {}) }] }] }, { baseDir: dir, readFile: p => readFileSync(p, 'utf8') })
   assert.deepEqual(diagnostics, [])
-  const engine = new Engine({ streams })
+  const engine = new Engine({ streams: backing.streams ?? {} })
   engine.apply(ir)
   const handle = engine.streamHandler(ir.binds[0]!.key)
-  const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, s => handle(s))
-  const port = await listen(server)
-  return {
-    port,
-    close: async () => {
-      server.close()
-      await engine.close()
-    }
+  const front = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, s => handle(s))
+  const frontPort = await listen(front)
+  try {
+    await body(frontPort, () => track(net.connect({ port: frontPort, host: '127.0.0.1', allowHalfOpen: true })))
+  } finally {
+    for (const s of sockets) s.destroy()
+    front.close()
+    backend.close()
+    await engine.close()
   }
 }
 
-/** Sends `data` and half-closes, reading everything back until the other side closes. */
-async function roundTrip (port: number, data: Buffer): Promise<Buffer> {
-  return await new Promise((resolve, reject) => {
-    const chunks: Buffer[] = []
-    const s = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => s.end(data))
-    s.on('data', (c: Buffer) => chunks.push(c))
-    s.on('end', () => s.end())
-    s.on('close', () => resolve(Buffer.concat(chunks)))
-    s.on('error', reject)
-  })
+/** Echoes, and says goodbye when the client half-closes. */
+function echoBye (s: net.Socket): void {
+  s.on('data', (c: Buffer) => s.write(c))
+  s.on('end', () => s.end('bye'))
 }
 
 describe('stream proxy', () => {
@@ -95,8 +114,7 @@ describe('stream proxy', () => {
     execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', 'key.pem', '-out', 'cert.pem', '-subj', '/CN=t.test', '-addext', 'subjectAltName=DNS:t.test'], { cwd: dir, stdio: 'ignore' })
     // Echoes, and says goodbye when the client half-closes (so half-close passing is visible).
     echo = net.createServer({ allowHalfOpen: true }, s => {
-      s.on('data', (c: Buffer) => s.write(c))
-      s.on('end', () => s.end('bye'))
+      echoBye(s)
       s.on('error', () => {})
     })
     echoPort = await listen(echo)
@@ -240,7 +258,7 @@ describe('stream proxy', () => {
   test('TCP: concurrent bulk transfers, more than there are bulk buffers, all arrive intact both ways', async () => {
     // 20 connections at once (relay.ts lends at most 16 bulk buffers; the rest copy).
     const payloads = Array.from({ length: 20 }, () => randomBytes(1024 * 1024 + 17))
-    const backs = await Promise.all(payloads.map(p => roundTrip(tcpPort, p)))
+    const backs = await Promise.all(payloads.map(async p => (await exchange(tcpPort, p, { endAfterMs: 0 })).received))
     for (const [i, back] of backs.entries()) {
       assert.equal(back.length, payloads[i]!.length + 3)
       assert.equal(createHash('sha256').update(back.subarray(0, -3)).digest('hex'), createHash('sha256').update(payloads[i]!).digest('hex'))
@@ -255,10 +273,7 @@ describe('stream proxy', () => {
     // Each connection gets the pattern from an offset of its own (sent first, 4 bytes), in
     // 40 KiB writes a millisecond apart (reads that do not fill the shared buffer: copies).
     const pattern = randomBytes(1024 * 1024 + 7)
-    const sockets = new Set<net.Socket>()
-    const source = net.createServer(s => {
-      sockets.add(s)
-      s.on('error', () => {})
+    const source = (s: net.Socket): void => {
       let at = Math.floor(Math.random() * pattern.length)
       const head = Buffer.alloc(4)
       head.writeUInt32BE(at)
@@ -270,50 +285,44 @@ describe('stream proxy', () => {
         s.write(chunk)
       }, 1)
       s.on('close', () => clearInterval(timer))
-    })
-    const port = await listen(source)
-    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}` }, {})
-    /** Reads `size` bytes after `stallMs` without reading, checking each against the pattern. */
-    const download = (size: number, stallMs: number) => new Promise<number>((resolve, reject) => {
-      const c = net.connect({ port: proxy.port, host: '127.0.0.1' })
-      let head: Buffer | null = Buffer.alloc(0)
-      let at = 0
-      let got = 0
-      c.on('error', reject)
-      c.pause()
-      setTimeout(() => c.resume(), stallMs)
-      c.on('data', (d: Buffer) => {
-        if (head !== null) {
-          head = Buffer.concat([head, d])
-          if (head.length < 4) return
-          at = head.readUInt32BE(0)
-          d = head.subarray(4)
-          head = null
-        }
-        for (let i = 0; i < d.length; i++) {
-          if (d[i] !== pattern[(at + i) % pattern.length]) {
-            c.destroy()
-            reject(new Error(`byte ${got + i} differs from what the backend sent`))
-            return
+    }
+    await behindProxy(dir, source, {}, async (_, connect) => {
+      /** Reads `size` bytes after `stallMs` without reading, checking each against the pattern. */
+      const download = (size: number, stallMs: number) => new Promise<number>((resolve, reject) => {
+        const c = connect()
+        let head: Buffer | null = Buffer.alloc(0)
+        let at = 0
+        let got = 0
+        c.on('error', reject)
+        c.pause()
+        setTimeout(() => c.resume(), stallMs)
+        c.on('data', (d: Buffer) => {
+          if (head !== null) {
+            head = Buffer.concat([head, d])
+            if (head.length < 4) return
+            at = head.readUInt32BE(0)
+            d = head.subarray(4)
+            head = null
           }
-        }
-        at = (at + d.length) % pattern.length
-        got += d.length
-        if (got >= size) {
-          c.destroy()
-          resolve(got)
-        }
+          for (let i = 0; i < d.length; i++) {
+            if (d[i] !== pattern[(at + i) % pattern.length]) {
+              c.destroy()
+              reject(new Error(`byte ${got + i} differs from what the backend sent`))
+              return
+            }
+          }
+          at = (at + d.length) % pattern.length
+          got += d.length
+          if (got >= size) {
+            c.destroy()
+            resolve(got)
+          }
+        })
       })
-    })
-    try {
       const stalled = download(8 * 1024 * 1024, 1_500)
       const flowing = Array.from({ length: 4 }, () => download(8 * 1024 * 1024, 0))
       await Promise.all([stalled, ...flowing])
-    } finally {
-      for (const s of sockets) s.destroy()
-      await proxy.close()
-      source.close()
-    }
+    })
   })
 
   test('a connection the engine gets after it has read (no onread): its early bytes and the rest are forwarded', async () => {
@@ -347,22 +356,13 @@ describe('stream proxy', () => {
   })
 
   test('TCP to a TLS backend (backendTLS): the bytes go through Portico\'s TLS connection intact', async () => {
-    const tlsEcho = tls.createServer({ cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')), allowHalfOpen: true }, s => {
-      s.on('data', (c: Buffer) => s.write(c))
-      s.on('end', () => s.end('bye'))
-      s.on('error', () => {})
-    })
-    const port = await listen(tlsEcho)
-    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}`, policies: { backendTLS: { insecure: true } } }, {})
-    try {
+    const tlsOptions = { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')) }
+    await behindProxy(dir, echoBye, { tls: tlsOptions }, async port => {
       const data = randomBytes(3 * 1024 * 1024)
-      const back = await roundTrip(proxy.port, data)
-      assert.equal(back.length, data.length + 3)
-      assert.ok(back.subarray(0, data.length).equals(data))
-    } finally {
-      await proxy.close()
-      tlsEcho.close()
-    }
+      const { received } = await exchange(port, data, { endAfterMs: 0 })
+      assert.equal(received.length, data.length + 3)
+      assert.ok(received.subarray(0, data.length).equals(data))
+    })
   })
 
   test('backpressure: a reader that stops holds the writer on the other side, with bounded memory, and gets every byte after', async () => {
@@ -372,10 +372,7 @@ describe('stream proxy', () => {
     // the pattern shows a buffer reused too early.
     const pattern = randomBytes(1024 * 1024 + 7)
     let pushed = 0
-    let backendSocket: net.Socket | undefined
-    const firehose = net.createServer(s => {
-      backendSocket = s
-      s.on('error', () => {})
+    const firehose = (s: net.Socket): void => {
       const pump = (): void => {
         while (pushed < 256 * 1024 * 1024) {
           const at = pushed % pattern.length
@@ -386,12 +383,10 @@ describe('stream proxy', () => {
         s.end()
       }
       pump()
-    })
-    const port = await listen(firehose)
-    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}` }, {})
-    const arrayBuffers = process.memoryUsage().arrayBuffers
-    const client = net.connect({ port: proxy.port, host: '127.0.0.1' })
-    try {
+    }
+    await behindProxy(dir, firehose, {}, async (_, connect) => {
+      const arrayBuffers = process.memoryUsage().arrayBuffers
+      const client = connect()
       client.pause()
       await new Promise(resolve => setTimeout(resolve, 1_000))
       // Socket buffers of two loopback hops hold some MiB; the proxy at most a few more.
@@ -414,26 +409,17 @@ describe('stream proxy', () => {
         client.resume()
       })
       assert.ok(pushed > before)
-    } finally {
-      client.destroy()
-      backendSocket?.destroy()
-      await proxy.close()
-      firehose.close()
-    }
+    })
   })
 
   test('backpressure the other way: a backend that stops reading holds the client', async () => {
     let backendSocket: net.Socket | undefined
-    const sink = net.createServer(s => {
+    const sink = (s: net.Socket): void => {
       backendSocket = s
       s.pause()
-      s.on('error', () => {})
-    })
-    const port = await listen(sink)
-    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}` }, {})
-    const client = net.connect({ port: proxy.port, host: '127.0.0.1' })
-    try {
-      client.on('error', () => {})
+    }
+    await behindProxy(dir, sink, {}, async (_, connect) => {
+      const client = connect()
       let accepted = 0
       const chunk = Buffer.alloc(64 * 1024, 2)
       await new Promise<void>(resolve => {
@@ -455,29 +441,18 @@ describe('stream proxy', () => {
         })
         backendSocket!.resume()
       })
-    } finally {
-      client.destroy()
-      backendSocket?.destroy()
-      await proxy.close()
-      sink.close()
-    }
+    })
   })
 
   test('a backend that takes the connection but never completes TLS is given up after the connect timeout', async () => {
-    const mute = net.createServer(s => s.on('error', () => {}))
-    const port = await listen(mute)
     const local: StreamConnectionRecord[] = []
-    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${port}`, policies: { backendTLS: { insecure: true } } }, { connectTimeoutMs: 300, onConnectionEnd: r => local.push(r) })
-    try {
-      const { closedMs } = await exchange(proxy.port, 'x')
+    await behindProxy(dir, () => {}, { backendTLS: true, streams: { connectTimeoutMs: 300, onConnectionEnd: r => local.push(r) } }, async port => {
+      const { closedMs } = await exchange(port, 'x')
       assert.ok(closedMs >= 250 && closedMs < 3_000, `closed after ${closedMs} ms`)
       await settled()
       assert.equal(local[0]?.reason, 'UpstreamConnectFailed')
       assert.match(local[0]?.error ?? '', /after 300 ms/)
-    } finally {
-      await proxy.close()
-      mute.close()
-    }
+    })
   })
 
   test('a client that sends its hello but never finishes the handshake is dropped after the hello timeout (Terminate)', async () => {
@@ -495,12 +470,11 @@ describe('stream proxy', () => {
 
   test('a connection quiet for the idle timeout is cut (IdleTimeout); one that keeps talking is not', async () => {
     const local: StreamConnectionRecord[] = []
-    const proxy = await tcpProxy(dir, { host: `127.0.0.1:${echoPort}` }, { idleTimeoutMs: 300, onConnectionEnd: r => local.push(r) })
-    try {
+    await behindProxy(dir, echoBye, { streams: { idleTimeoutMs: 300, onConnectionEnd: r => local.push(r) } }, async (_, connect) => {
       const talk = (everyMs: number, forMs: number) => new Promise<{ closedMs: number, text: string }>((resolve, reject) => {
         const started = performance.now()
         let text = ''
-        const c = net.connect({ port: proxy.port, host: '127.0.0.1', allowHalfOpen: true })
+        const c = connect()
         const timer = setInterval(() => { if (performance.now() - started < forMs) c.write('.') }, everyMs)
         c.setEncoding('utf8').on('data', (d: string) => { text += d })
         c.on('end', () => c.end())
@@ -517,8 +491,6 @@ describe('stream proxy', () => {
       assert.ok(quiet.closedMs >= 250 && quiet.closedMs < 2_000, `quiet closed after ${quiet.closedMs} ms`)
       await settled()
       assert.deepEqual(local.map(r => r.reason), ['IdleTimeout', 'IdleTimeout'])
-    } finally {
-      await proxy.close()
-    }
+    })
   })
 })

@@ -44,12 +44,12 @@ abstract class LocalMetric {
   reset (): void {}
 }
 
-export class LocalCounter extends LocalMetric {
-  readonly type = 'counter' as const
+/** One number per series: what counters and gauges have in common. */
+abstract class LocalValues extends LocalMetric {
   private readonly series = new Map<string, { labels: Record<string, string>, value: number }>()
 
   /** Adds `by` to the series `key`; `labels` is only called for a new series. */
-  inc (key: string, labels: () => Record<string, string>, by = 1): void {
+  protected addTo (key: string, labels: () => Record<string, string>, by: number): void {
     const s = this.series.get(key)
     if (s !== undefined) s.value += by
     else this.series.set(key, { labels: labels(), value: by })
@@ -64,23 +64,21 @@ export class LocalCounter extends LocalMetric {
   }
 }
 
-export class LocalGauge extends LocalMetric {
+export class LocalCounter extends LocalValues {
+  readonly type = 'counter' as const
+
+  /** Adds `by` to the series `key`; `labels` is only called for a new series. */
+  inc (key: string, labels: () => Record<string, string>, by = 1): void {
+    this.addTo(key, labels, by)
+  }
+}
+
+export class LocalGauge extends LocalValues {
   readonly type = 'gauge' as const
-  private readonly series = new Map<string, { labels: Record<string, string>, value: number }>()
 
   /** Adds `by` (negative to subtract) to the series `key`; `labels` is only called for a new series. */
   add (key: string, labels: () => Record<string, string>, by: number): void {
-    const s = this.series.get(key)
-    if (s !== undefined) s.value += by
-    else this.series.set(key, { labels: labels(), value: by })
-  }
-
-  values (): MetricValue[] {
-    return [...this.series.values()].map(s => ({ labels: s.labels, value: s.value }))
-  }
-
-  override reset (): void {
-    this.series.clear()
+    this.addTo(key, labels, by)
   }
 }
 
