@@ -15,8 +15,10 @@ import { setTimeout as sleep } from 'node:timers/promises'
 export interface StartOptions {
   /** Short name, for messages. */
   name: string
-  /** Arguments after the node binary: a script path and its arguments. */
+  /** Arguments after the node binary (or `command`): a script path and its arguments. */
   args: string[]
+  /** The executable to run instead of this Node (a compiled reference server). */
+  command?: string
   /** Extra environment variables (added to this process's environment). */
   env?: Record<string, string>
   /** Ready once this text appears in the child's output... */
@@ -58,13 +60,14 @@ process.once('exit', () => {
   if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true })
 })
 
-/** Starts `node ...args` and resolves once it is ready; rejects (and kills it) otherwise. */
+/** Starts `node ...args` (or `command ...args`) and resolves once it is ready; rejects (and kills it) otherwise. */
 export async function startNode (options: StartOptions): Promise<Child> {
   const logPath = join(scratchDir('logs'), 'output.log')
   const fd = openSync(logPath, 'w')
-  // taskset execs node in place: the child's pid is node's.
-  const [command, args] = options.cpus === undefined ? [process.execPath, options.args] : ['taskset', ['-c', options.cpus, process.execPath, ...options.args]]
-  const proc = spawn(command, args, {
+  // taskset execs the command in place: the child's pid is the command's.
+  const command = options.command ?? process.execPath
+  const [file, args] = options.cpus === undefined ? [command, options.args] : ['taskset', ['-c', options.cpus, command, ...options.args]]
+  const proc = spawn(file, args, {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', fd, fd]
   })

@@ -24,6 +24,8 @@ export interface ControllerProcess {
   xds: number
   /** Admin port (/logging) on 127.0.0.1. */
   admin: number
+  /** Metrics port (/metrics, portico_controller_*). */
+  metrics: number
   output: () => string
   stop: () => Promise<void>
 }
@@ -69,6 +71,7 @@ export async function startController (cluster: Cluster, options: StartControlle
     health,
     xds,
     admin,
+    metrics,
     output: () => out,
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return

@@ -11,6 +11,9 @@ import type { Socket } from 'node:net'
 import Provider, { errors } from 'oidc-provider'
 import { exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose'
 import { request } from 'undici'
+import { quietOidcProviderNotices } from './oidc-quiet.ts'
+
+quietOidcProviderNotices()
 
 export interface IdpClient {
   id: string

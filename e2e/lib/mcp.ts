@@ -37,6 +37,8 @@ export interface SdkServer {
   cancelled: string[]
   /** Sessions the server knows. */
   sessions: Map<string, StreamableHTTPServerTransport>
+  /** `params._meta` of each tools/call, in order (the trace context a gateway propagates). */
+  toolCallMeta: Array<Record<string, unknown>>
   close(): Promise<void>
 }
 
@@ -51,6 +53,7 @@ export interface SdkServer {
 export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
   const sessions = new Map<string, StreamableHTTPServerTransport>()
   const cancelled: string[] = []
+  const toolCallMeta: Array<Record<string, unknown>> = []
 
   const makeServer = () => {
     const server = new Server({ name: `${name}-server`, version: '1.0.0' }, {
@@ -74,6 +77,7 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
     })
     server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
       const args = (req.params.arguments ?? {}) as Record<string, unknown>
+      toolCallMeta.push({ ...req.params._meta })
       switch (req.params.name) {
         case 'add':
           return { content: [{ type: 'text', text: String(Number(args.a) + Number(args.b)) }] }
@@ -162,6 +166,7 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
     port,
     cancelled,
     sessions,
+    toolCallMeta,
     close: async () => {
       for (const t of sessions.values()) await t.close().catch(() => {})
       await new Promise<void>(resolve => {

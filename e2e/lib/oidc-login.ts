@@ -9,8 +9,11 @@
 import http from 'node:http'
 import type { Socket } from 'node:net'
 import Provider from 'oidc-provider'
+import { quietOidcProviderNotices } from './oidc-quiet.ts'
 import { request } from 'undici'
 import { newSigningKey } from './idp.ts'
+
+quietOidcProviderNotices()
 
 export interface LoginIdpOptions {
   port: number

@@ -327,6 +327,8 @@ test('the chart in a real API server, and the controller running with its settin
     }, diagnostics)
     const container = proxy.spec.template.spec.containers[0]
     assert.equal((container.env as Array<{ name: string, value?: string }>).find(e => e.name === 'DRAIN_TIMEOUT')?.value, '20s')
+    // config.accessLog reaches the proxy as ACCESS_LOG (JSON), checked by the controller.
+    assert.deepEqual(JSON.parse((container.env as Array<{ name: string, value?: string }>).find(e => e.name === 'ACCESS_LOG')?.value ?? '{}'), { fields: { add: { user_agent: 'request.headers["user-agent"]' } } })
     assert.equal(container.imagePullPolicy, 'IfNotPresent')
     assert.deepEqual(container.resources, { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } })
     // Once more, now that the controller has re-applied the class: no field-ownership conflict.

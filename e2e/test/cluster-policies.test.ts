@@ -20,6 +20,7 @@ import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { execFileSync } from 'node:child_process'
+import { connect as connectTcp } from 'node:net'
 import { waitUntil } from '@portico/testkit/wait'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -163,6 +164,8 @@ kind: PorticoBackend
 metadata: { name: llm, namespace: apps }
 spec:
   ai: { name: local-llm, provider: { openAI: {} }, hostOverride: "http://${llm.host}" }
+  policies:
+    backendAuth: { key: { secretRef: { name: llm-keys, key: provider } } }
 ---
 apiVersion: portico.dev/v1alpha1
 kind: PorticoPolicy
@@ -171,7 +174,6 @@ spec:
   targetRefs: [{ group: portico.dev, kind: PorticoBackend, name: llm }]
   policies:
     apiKey: { keys: [{ key: { secretRef: { name: llm-keys, key: team-a } }, name: team-a }] }
-    backendAuth: { key: { secretRef: { name: llm-keys, key: provider } } }
     localRateLimit: [{ type: tokens, maxTokens: 30, tokensPerFill: 30, fillInterval: 1h }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -288,7 +290,7 @@ test('a PorticoBackend serves two MCP servers, found by Service, behind one endp
   await client!.close()
 })
 
-test('an ai PorticoBackend with a PorticoPolicy: a client API key and the provider key from a Secret, a token budget, driven by the official openai SDK', async t => {
+test('an ai PorticoBackend with its provider key from a Secret, and a PorticoPolicy with a client API key from a Secret and a token budget, driven by the official openai SDK', async t => {
   if (cluster === undefined || llm === undefined) return t.skip('no cluster')
   const client = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${gatewayUrl}/llm`, maxRetries: 0 })
   await eventually(async () => (await policyCondition('llm-budget'))?.status === 'True', 'llm-budget Accepted')
@@ -419,6 +421,53 @@ spec:
   await cluster.api('DELETE', '/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/web-authz')
   await cluster.api('DELETE', '/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/portal-jwt')
   await eventually(async () => (await post({})) === 200, 'the route open again once the policies are deleted')
+})
+
+test('client-connection settings from a PorticoPolicy frontend: the path and request-head timeout of every listener of a Gateway, until the policy is deleted', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  const port = await freePort()
+  await cluster.apply(`${gatewayYaml('apps', 'clients', port)}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: clients-route, namespace: apps }
+spec:
+  parentRefs: [{ name: clients }]
+  rules: [{ backendRefs: [{ name: mcp-server, port: 80 }] }]
+`)
+  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'clients')
+  cleanup.push(async () => { await proxy.stop() })
+  const status = async (path: string) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { redirect: 'manual' }).catch(() => undefined)
+    await res?.arrayBuffer()
+    return res?.status ?? 0
+  }
+  // Default: an encoded slash is redirected to the path with /.
+  await eventually(async () => (await status('/a%2Fb')) === 307, 'the clients Gateway serving with the default path settings')
+  await cluster.apply(`apiVersion: portico.dev/v1alpha1
+kind: PorticoPolicy
+metadata: { name: clients-frontend, namespace: apps }
+spec:
+  targetRefs: [{ kind: Gateway, name: clients }]
+  frontend:
+    path: { escapedSlashesAction: RejectRequest }
+    timeout: { http: { requestHeadersTimeout: 1s } }
+`)
+  await eventually(async () => (await status('/a%2Fb')) === 400, 'RejectRequest from the policy')
+  assert.equal((await policyCondition('clients-frontend'))?.status, 'True')
+  // A client that never finishes its request head gets 408 after the policy's 1 s.
+  const started = Date.now()
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = connectTcp(port, '127.0.0.1', () => socket.write('GET / HTTP/1.1\r\nhost: x\r\n'))
+    let text = ''
+    socket.on('data', d => { text += String(d) })
+    socket.on('close', () => resolve(text))
+    socket.on('error', reject)
+    socket.setTimeout(8000, () => socket.destroy())
+  })
+  assert.match(answer, /^HTTP\/1\.1 408/)
+  assert.ok(Date.now() - started < 5000, `408 after the policy's 1 s, not the default 10 s (${Date.now() - started} ms)`)
+  await cluster.api('DELETE', '/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/clients-frontend')
+  await eventually(async () => (await status('/a%2Fb')) === 307, 'the default again once the policy is deleted')
 })
 
 test('oidc from a PorticoPolicy (client secret from a Secret): a browser logs in at the provider and reaches the backend', async t => {

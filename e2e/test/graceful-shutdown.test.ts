@@ -6,7 +6,7 @@
 
 import { after, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { connect } from 'node:net'
+import net, { connect, type AddressInfo } from 'node:net'
 import { request } from 'undici'
 import http2 from 'node:http2'
 import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
@@ -131,6 +131,34 @@ describe('graceful shutdown on SIGTERM', () => {
     const took = performance.now() - signalledAt
     assert.ok(took < 3_000, `exit took ${Math.round(took)} ms with one unused connection open (DRAIN_TIMEOUT is 10 s)`)
     await withTimeout(closedByServer, 2_000, 'the unused connection was not closed')
+  })
+
+  test('TCP: a connection open at SIGTERM keeps flowing until DRAIN_TIMEOUT cuts it, and the process exits 0', { timeout: 20_000 }, async () => {
+    const echo = net.createServer(s => {
+      s.on('data', (c: Buffer) => s.write(c))
+      s.on('error', () => {})
+    })
+    await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve))
+    cleanups.push(async () => { echo.close() })
+    const portico = await startPortico({
+      env: { DRAIN_TIMEOUT: '800ms' },
+      config: port => ({ gateways: { tcp: { port, protocol: 'TCP', address: '127.0.0.1' } }, tcpRoutes: [{ gateways: 'tcp', backends: [{ host: `127.0.0.1:${(echo.address() as AddressInfo).port}` }] }] })
+    })
+    cleanups.push(() => portico.stop())
+    const client = connect(portico.port, '127.0.0.1')
+    client.on('error', () => {})
+    const closed = new Promise<void>(resolve => client.once('close', () => resolve()))
+    const echoed = (text: string) => new Promise<string>(resolve => client.once('data', (c: Buffer) => resolve(c.toString())).write(text))
+    assert.equal(await echoed('before'), 'before')
+    const signalledAt = performance.now()
+    portico.signal('SIGTERM')
+    await portico.waitForOutput('shutting down', { timeoutMs: 5_000 })
+    // Draining: the open connection still carries bytes both ways.
+    assert.equal(await echoed('during'), 'during')
+    await withTimeout(closed, 5_000, 'the connection was not cut at the drain deadline')
+    assert.deepEqual(await portico.waitForExit(5_000), { code: 0, signal: null })
+    const took = performance.now() - signalledAt
+    assert.ok(took >= 700 && took < 4_000, `exit took ${Math.round(took)} ms; want about the 800 ms drain timeout`)
   })
 
   test('a request still running at DRAIN_TIMEOUT is cut and the process exits 0', { timeout: 20_000 }, async () => {

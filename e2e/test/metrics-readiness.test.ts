@@ -86,6 +86,8 @@ test('connections of a TCP listener are counted by route, backend and how they e
   assert.match(body, new RegExp(`portico_tcp_bytes_total\\{gateway="tcp",listener="tcp",route="tcp:raw",protocol="tcp",direction="sent"\\} ${answer.length}`))
   assert.match(body, /portico_tcp_connection_duration_seconds_bucket\{le="0\.1",gateway="tcp"/)
   assert.match(body, /portico_downstream_connections_total\{bind="127\.0\.0\.1:\d+",protocol="TCP"\} 1/)
+  assert.match(body, /# TYPE portico_downstream_connections_open gauge\n/)
+  assert.match(body, /portico_downstream_connections_open\{bind="127\.0\.0\.1:\d+",protocol="TCP"\} 0/)
 })
 
 test('promtool check metrics accepts the exposition', async t => {

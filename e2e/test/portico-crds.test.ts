@@ -2,8 +2,9 @@
  * The PorticoPolicy and PorticoBackend CRDs, generated from the config file's JSON Schema
  * (scripts/gen-crds.ts), against a real kube-apiserver: the API server takes them as
  * structural schemas, keeps a policy written as the standalone block with secretRefs, refuses
- * credentials written in clear and values the standalone schema refuses, and refuses an MCP
- * target that would run a command.
+ * credentials written in clear and values the standalone schema refuses (in `policies`, a
+ * `frontend` and a PorticoBackend's own policies), and refuses an MCP target that would run a
+ * command.
  */
 
 import { test } from 'node:test'
@@ -61,6 +62,23 @@ test('PorticoPolicy and PorticoBackend CRDs on a real API server', { timeout: 18
     ] as const) {
       await assert.rejects(create(policy(policies), 'porticopolicies'), (err: Error) => { assert.match(err.message, why); return true }, JSON.stringify(policies))
     }
+  })
+
+  await t.test('a frontend is kept as written; a policy with neither policies nor frontend, and a bad frontend value, are refused', async () => {
+    const frontend = { path: { escapedSlashesAction: 'RejectRequest' }, timeout: { http: { requestHeadersTimeout: '5s' } }, clientIPDetection: { xForwardedFor: { numTrustedHops: 1 } }, upgrades: ['websocket'], http2: false }
+    const gatewayPolicy = (spec: Record<string, unknown>) => ({ ...policy({}), spec: { targetRefs: [{ kind: 'Gateway', name: 'web' }], ...spec } })
+    const created = await create(gatewayPolicy({ frontend }), 'porticopolicies')
+    assert.deepEqual(created.spec.frontend, frontend)
+    await assert.rejects(create(gatewayPolicy({}), 'porticopolicies'), /a PorticoPolicy sets policies, frontend or both/)
+    await assert.rejects(create(gatewayPolicy({ frontend: { path: { escapedSlashesAction: 'Sometimes' } } }), 'porticopolicies'), /escapedSlashesAction: Unsupported value: "Sometimes"/)
+  })
+
+  await t.test('a PorticoBackend takes its provider key as a secretRef in its own policies, never in clear', async () => {
+    const backend = (policies: unknown) => ({ apiVersion: 'portico.dev/v1alpha1', kind: 'PorticoBackend', metadata: { name: 'llm', namespace: 'apps' }, spec: { ai: { name: 'openai', provider: { openAI: {} } }, policies } })
+    const policies = { backendAuth: { key: { secretRef: { name: 'openai', key: 'api-key' } } } }
+    const created = await create(backend(policies), 'porticobackends')
+    assert.deepEqual(created.spec.policies, policies)
+    await assert.rejects(create(backend({ backendAuth: { key: 'sk-in-clear-123' } }), 'porticobackends'), /key: Invalid value: "string"/)
   })
 
   await t.test('a PorticoBackend takes MCP targets by Service or URL, never a command', async () => {

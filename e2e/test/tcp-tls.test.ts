@@ -226,6 +226,7 @@ describe('TCP and TLS listeners', () => {
     assert.equal(line.reason, 'Done')
     assert.equal(line['bytes.sent'], 6 + 'done 6'.length)
     assert.equal(line.target, `127.0.0.1:${echoPort}`)
+    assert.equal(line.src, '127.0.0.1')
     const refused = portico.logs().find(l => l.msg === 'connection' && l.reason === 'NoRoute')
     assert.equal(refused?.['tls.server.name'], 'nobody.example')
   })

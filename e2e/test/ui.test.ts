@@ -172,6 +172,8 @@ describe('web UI at /ui', { skip }, () => {
     await row.waitFor()
     await waitUntil(async () => Number(await row.getByTestId('backend-requests').textContent()) >= 3, 10_000, 'the backends view to count 3 requests')
     assert.equal(await row.getByTestId('backend-health').textContent(), '1.00')
+    assert.equal(await row.getByTestId('backend-health').getAttribute('class'), 'badge badge-ok', 'green by the shared threshold')
+    assert.match(await text(page, 'health-explained'), /share of recent calls .* Green from 0\.95, yellow from 0\.75, red below/)
     assert.match((await row.getByTestId('backend-latency').textContent()) ?? '', /^\d+\.\d\d ms$/)
     assert.match(await text(page, 'backends-table'), /mcp[\s\S]*everything \(stdio\)/)
     await browser.screenshot('backends')

@@ -21,11 +21,12 @@ import { proxyLogCommand } from './log/proxy.ts'
 import { controllerTarget, proxyTarget, type TargetFlags } from './targets/resolve.ts'
 import { CONTROLLER_NAMESPACE } from './targets/pods.ts'
 import { DEFAULT_CONTROLLER_ADMIN, DEFAULT_PROXY_ADMIN } from './targets/local.ts'
-import { traceCommand } from './trace/command.ts'
+import { DEFAULT_LISTENER_PORT, traceCommand } from './trace/command.ts'
 import { SUPPORTED_CURL_OPTIONS } from './trace/curl-args.ts'
 import { version } from './version.ts'
+import { wrap } from './util/wrap.ts'
+import { HEALTH_EXPLAINED } from '@portico/trace-view'
 
-export const DEFAULT_LISTENER_PORT = 3000
 export const DEFAULT_INJECT_TIMEOUT_MS = 60_000
 
 export interface ProgramContext {
@@ -100,7 +101,8 @@ detail mode (raw event, snapshot, diff against the previous snapshot), q quits.
 Examples:
   porticoctl proxy trace --local --raw -- http://example.test/hello > trace.jsonl
   porticoctl proxy trace gateway/web -n apps -- https://shop.example.com/cart -k -X POST -d 'id=1'
-  porticoctl proxy trace --local --port 8080 --timeout 10s -- localhost/health`
+  porticoctl proxy trace --local -- http://localhost:8080/health   (sent to listener port 8080)
+  porticoctl proxy trace --local --port 8080 --timeout 10s -- shop.example.com/health`
 
 export function buildProgram (ctx: ProgramContext): Command {
   const { io } = ctx
@@ -122,7 +124,7 @@ export function buildProgram (ctx: ProgramContext): Command {
     .description('trace one request through a proxy: watch for the next one, or send one (-- URL [curl args])')
     .usage('[gateway/NAME | --local] [options] [-- URL [curl args]]')
     .option('--raw', 'print JSON Lines (one event record per line) instead of the interactive view')
-    .option('--port <port>', `inject mode: the listener port to send to (default ${DEFAULT_LISTENER_PORT}, the quick start's)`)
+    .option('--port <port>', `inject mode: the listener port to send to (default: the URL's port when it has one, else ${DEFAULT_LISTENER_PORT}, the quick start's)`)
     .option('-f, --file <file>', 'replay a trace saved with --raw (- for stdin)')
     .option('--timeout <duration>', `give up when the request has not finished after this long (default ${DEFAULT_INJECT_TIMEOUT_MS / 1000}s in inject mode; watch mode waits forever)`)
     .option('--path <path>', 'watch mode: only a request for this path (a trailing * matches a prefix)')
@@ -131,7 +133,7 @@ export function buildProgram (ctx: ProgramContext): Command {
     .action(async (gateway: string | undefined, flags: CommonFlags & { raw?: boolean, port?: string, file?: string, timeout?: string, path?: string, route?: string }) => {
       const inject = ctx.passthrough.length > 0
       const timeoutMs = flags.timeout !== undefined ? parseTimeout(flags.timeout) : inject ? DEFAULT_INJECT_TIMEOUT_MS : null
-      const port = flags.port !== undefined ? parsePort(flags.port) : DEFAULT_LISTENER_PORT
+      const port = flags.port !== undefined ? parsePort(flags.port) : undefined
       const target = flags.file !== undefined && gateway === undefined && flags.local !== true ? null : proxyTarget(gateway, flagsOf(flags, ctx))
       await traceCommand({
         target,
@@ -147,10 +149,12 @@ export function buildProgram (ctx: ProgramContext): Command {
 
   const config = proxy.command('config').description('show what a proxy has loaded (from its /config_dump)')
   for (const section of ['all', 'backends'] as const) {
-    addTargetOptions(config.command(section).argument('[gateway]', 'gateway/NAME (in a cluster)'), 'proxy')
+    const command = addTargetOptions(config.command(section).argument('[gateway]', 'gateway/NAME (in a cluster)'), 'proxy')
+    if (section === 'backends') command.addHelpText('after', `\n${wrap(HEALTH_EXPLAINED, 80)}\n`)
+    command
       .description(section === 'all'
         ? 'routes, backends and policies'
-        : 'backends: TYPE NAME NAMESPACE ENDPOINT HEALTH (1.00 = healthy) REQUESTS LATENCY')
+        : 'backends: TYPE NAME NAMESPACE ENDPOINT HEALTH (1.00 = every recent call succeeded) REQUESTS LATENCY')
       .usage('[gateway/NAME | --local] [options]')
       .addOption(new Option('-o, --output <format>', 'output format').choices(OUTPUT_FORMATS).default('short'))
       .action(async (gateway: string | undefined, flags: CommonFlags & { output: OutputFormat }) => {

@@ -1,7 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { parse } from 'yaml'
-import { backendsTable, formatConfigAll, formatHealth, formatLatency } from '../src/config/format.ts'
+import { backendsTable, formatConfigAll, formatLatency } from '../src/config/format.ts'
+import { healthText } from '@portico/trace-view'
 import type { ConfigDump } from '../src/config/dump.ts'
 import { formatTable } from '../src/util/table.ts'
 
@@ -18,7 +19,8 @@ const dump: ConfigDump = {
   ],
   backends: [
     { key: 'http://127.0.0.1:8080', kind: 'static', name: '127.0.0.1:8080', target: '127.0.0.1:8080', stats: { requests: 12, failures: 0, health: 1, latencyMs: 0.42 } },
-    { key: 'svc/apps/web:80', kind: 'service', name: 'web', namespace: 'apps', target: 'web.apps:80', stats: { requests: 0, failures: 0, health: 0.5, latencyMs: null } },
+    { key: 'svc/apps/web:80', kind: 'service', name: 'web', namespace: 'apps', target: 'web.apps:80', stats: { requests: 4, failures: 2, health: 0.5, latencyMs: null } },
+    { key: 'http://127.0.0.1:9', kind: 'static', name: '127.0.0.1:9', target: '127.0.0.1:9', stats: { requests: 0, failures: 0, health: 1, latencyMs: null } },
     { key: 'bad', kind: 'invalid', name: 'bad', target: '', invalidReason: 'no such service' }
   ],
   policies: [
@@ -27,9 +29,11 @@ const dump: ConfigDump = {
   listeners: [{ key: 'default' }]
 }
 
-test('health as a decimal, latency in ms', () => {
-  assert.equal(formatHealth(1), '1.00')
-  assert.equal(formatHealth(0.5), '0.50')
+test('health as a decimal (- before the first call), latency in ms', () => {
+  assert.equal(healthText({ requests: 3, health: 1 }), '1.00')
+  assert.equal(healthText({ requests: 2, health: 0.5 }), '0.50')
+  assert.equal(healthText({ requests: 0, health: 1 }), '-')
+  assert.equal(healthText(undefined), '-')
   assert.equal(formatLatency(0.42), '0.42ms')
   assert.equal(formatLatency(12.3456), '12.346ms')
   assert.equal(formatLatency(null), '-')
@@ -39,10 +43,25 @@ test('the backends table: TYPE NAME NAMESPACE ENDPOINT HEALTH REQUESTS LATENCY',
   assert.equal(backendsTable(dump), [
     'TYPE      NAME             NAMESPACE   ENDPOINT         HEALTH   REQUESTS   LATENCY',
     'Backend   127.0.0.1:8080   -           127.0.0.1:8080   1.00     12         0.42ms',
-    'Service   web              apps        web.apps:80      0.50     0          -',
+    'Service   web              apps        web.apps:80      0.50     4          -',
+    'Backend   127.0.0.1:9      -           127.0.0.1:9      -        0          -',
     'Invalid   bad              -           -                -        -          -',
     ''
   ].join('\n'))
+})
+
+test('on a terminal HEALTH is green, yellow or red by threshold; the columns stay aligned', () => {
+  const colour = backendsTable(dump, { colour: true })
+  assert.equal(colour.replace(/\x1b\[\d+m/g, ''), backendsTable(dump))
+  const lines = colour.split('\n')
+  assert.match(lines[1]!, /\x1b\[32m1\.00\x1b\[39m {5}12/, 'green, padding outside the colour')
+  assert.match(lines[2]!, /\x1b\[31m0\.50\x1b\[39m/, 'red')
+  assert.doesNotMatch(lines[3]!, /\x1b/, 'no colour before the first call')
+  const one = (health: number) => backendsTable({ ...dump, backends: [{ key: 'k', kind: 'static', name: 'n', target: 't', stats: { requests: 10, failures: 1, health, latencyMs: 1 } }] }, { colour: true })
+  assert.match(one(0.95), /\x1b\[32m0\.95/)
+  assert.match(one(0.9), /\x1b\[33m0\.90/)
+  assert.match(one(0.75), /\x1b\[33m0\.75/)
+  assert.match(one(0.74), /\x1b\[31m0\.74/)
 })
 
 test('config all -o json and -o yaml: routes, backends and policies only', () => {

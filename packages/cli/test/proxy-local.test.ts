@@ -75,6 +75,16 @@ function lastSeen (path: string): Seen {
   return found
 }
 
+test('inject mode without --port: sent to the URL\'s own port, traced', async () => {
+  const r = await ctl(['proxy', 'trace', ...local, '--raw', '--', `http://localhost:${portico.port}/app/by-url-port`])
+  assert.equal(r.code, 0, r.stderr)
+  const events = jsonLines(r.stdout)
+  assert.equal(events.at(-1)!.message.type, 'requestFinished')
+  const initial = events.find(e => e.message.stage === 'initial request')!.message.requestState as { request: { host: string, path: string } }
+  assert.equal(initial.request.path, '/app/by-url-port')
+  assert.equal(initial.request.host, `localhost:${portico.port}`)
+})
+
 test('inject mode --raw: JSON Lines, requestStarted first, requestFinished last, Host from the URL', async () => {
   const r = await ctl(['proxy', 'trace', ...local, '--raw', '--port', String(portico.port), '--', 'http://example.test/app/path?x=1', '-H', 'x: y'])
   assert.equal(r.code, 0, r.stderr)
@@ -201,6 +211,8 @@ test('proxy config all -o json|yaml|short', async () => {
 })
 
 test('proxy config backends: the table, with live stats', async () => {
+  // At least one call to the dead backend, which fails: its HEALTH must say so.
+  await request(`${portico.url}/dead/health-check`).then(r => r.body.text())
   const r = await ctl(['proxy', 'config', 'backends', ...local])
   assert.equal(r.code, 0, r.stderr)
   const lines = r.stdout.trimEnd().split('\n')
@@ -215,7 +227,10 @@ test('proxy config backends: the table, with live stats', async () => {
   assert.ok(Number(cells[5]) >= 3, `requests: ${cells[5]}`)
   assert.match(cells[6]!, /^\d+(\.\d+)?ms$/)
   const dead = lines.find(l => l.includes(`127.0.0.1:${deadPort}`))!
-  assert.match(dead, /^Backend .* (0\.\d\d|1\.00) +\d+ +-$/, 'a backend that never answered has no latency')
+  // Every call failed: 0.00 (a moving average that started at 1 used to say 0.90 after one failure).
+  assert.match(dead, /^Backend .* 0\.00 +[1-9]\d* +-$/, 'a backend that never answered: health 0.00, no latency')
+  // Not on a terminal: no colour codes.
+  assert.doesNotMatch(r.stdout, /\x1b/)
 })
 
 test('proxy log: show, set with --level, refuse a bad level', async () => {
@@ -258,12 +273,18 @@ test('errors: admin port closed, bad curl arguments, trace timeout, unreachable 
 
   const refused = await ctl(['proxy', 'trace', ...local, '--raw', '--port', String(await freePort()), '--', 'http://example.test/app/x'])
   assert.equal(refused.code, 1)
-  assert.match(refused.stderr, /^porticoctl: the request to http:\/\/127\.0\.0\.1:\d+\/app\/x \(Host: example\.test\) failed: connection refused \(is --port the listener port\?\)\n$/)
+  assert.match(refused.stderr, /^porticoctl: the request to http:\/\/127\.0\.0\.1:\d+\/app\/x \(Host: example\.test\) failed: connection refused \(is --port \d+ a listener port of this proxy\?\)\n$/)
 
   // --port pointing at something that is not this proxy: answered, but never traced.
   const elsewhere = await ctl(['proxy', 'trace', ...local, '--raw', '--port', String(backend.port), '--', 'http://example.test/app/x'])
   assert.equal(elsewhere.code, 1)
-  assert.equal(elsewhere.stderr, `porticoctl: port ${backend.port} answered 200, but the proxy at ${adminAddr} traced no request: is --port a listener of this proxy?\n`)
+  assert.equal(elsewhere.stderr, `porticoctl: port ${backend.port} answered 200, but the proxy at ${adminAddr} traced no request: is --port ${backend.port} a listener port of this proxy?\n`)
+
+  // No --port: the URL's own port says where (the quick start's 3000 only when it names none).
+  const dead = await freePort()
+  const fromUrl = await ctl(['proxy', 'trace', ...local, '--raw', '--', `http://localhost:${dead}/app/x`])
+  assert.equal(fromUrl.code, 1)
+  assert.equal(fromUrl.stderr, `porticoctl: the request to http://127.0.0.1:${dead}/app/x (Host: localhost:${dead}) failed: connection refused (is ${dead} (the URL's port) a listener port of this proxy? --port names another)\n`)
 
   const neither = await ctl(['proxy', 'log'])
   assert.equal(neither.code, 2)

@@ -33,6 +33,11 @@ test('summaries of a real GET trace', () => {
   assert.match(s[15]!, /^status=200  \d+\.\d\dms$/)
 })
 
+test('requestStarted names the OpenTelemetry trace id when tracing is on', () => {
+  const traced = [ev({ type: 'requestStarted', traceId: '4bf92f3577b34da6a3ce929d0e0e4736' }), ...events.slice(1)]
+  assert.equal(summarize(traced, 0), 'GET /?q=1  host=example.test  trace=4bf92f3577b34da6a3ce929d0e0e4736')
+})
+
 test('summaries of failures: no route, a refused backend, a truncated body', () => {
   assert.equal(summarize([ev({ type: 'routeSelection', selectedRoute: null, evaluatedRoutes: ['a', 'b', 'c'] })], 0), 'no route matched (3 evaluated)')
   const refused = ev({ type: 'backendCallResult', status: null, error: 'connect ECONNREFUSED 127.0.0.1:9' }, { eventStart: 100, eventEnd: 1600, severity: 'error' })

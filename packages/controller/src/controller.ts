@@ -131,10 +131,9 @@ export class Controller {
   private async readFeatures (): Promise<void> {
     // Kinds that features need beyond the core (FEATURE_KINDS): served only with their CRD.
     const kinds = new Set<string>()
-    if (await this.api.get(paths.listenerSets, { limit: '1' }).then(() => true, () => false)) kinds.add('ListenerSet')
-    if (await this.api.get(paths.grpcRoutes, { limit: '1' }).then(() => true, () => false)) kinds.add('GRPCRoute')
-    if (await this.api.get(paths.tlsRoutes, { limit: '1' }).then(() => true, () => false)) kinds.add('TLSRoute')
-    if (await this.api.get(paths.tcpRoutes, { limit: '1' }).then(() => true, () => false)) kinds.add('TCPRoute')
+    for (const [kind, path] of [['ListenerSet', paths.listenerSets], ['GRPCRoute', paths.grpcRoutes], ['TLSRoute', paths.tlsRoutes], ['TCPRoute', paths.tcpRoutes]] as const) {
+      if (await this.api.get(path, { limit: '1' }).then(() => true, () => false)) kinds.add(kind)
+    }
     try {
       const crd = await this.api.get<CustomResourceDefinition>(paths.httpRouteCrd)
       this.features = supportedFeatures(crd, undefined, kinds)
@@ -269,10 +268,7 @@ export class Controller {
     else if (deployError !== undefined) programmed = condition('Programmed', false, 'DeploymentFailed', deployError, gw.generation)
     else if (unusable !== undefined) programmed = condition('Programmed', false, 'AddressNotUsable', unusable, gw.generation)
     else if (this.acked.get(key) === version) programmed = condition('Programmed', true, 'Programmed', `config ${version} accepted by a proxy`, gw.generation)
-    else {
-      programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
-      this.recheckProgrammed(key)
-    }
+    else programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
     const addresses = gatewayAddresses(svc) // the LB ingress; nothing while it is pending (addresses.ts)
     this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses, ...(gw.attachedListenerSets !== undefined ? { attachedListenerSets: gw.attachedListenerSets } : {}) }, gw.uid)
     // Its ListenerSets' statuses follow: their Programmed is the Gateway's (listener-sets.ts).
@@ -281,24 +277,11 @@ export class Controller {
     }
   }
 
-  private readonly rechecks = new Map<string, NodeJS.Timeout>()
-
-  /**
-   * A Pending status is looked at again a moment later. When the config flips back to a
-   * version the proxy already holds (A → B → A within a reconcile's writes), its ACK can land
-   * between the status being computed and written, and no later ACK comes to correct it.
-   */
-  private recheckProgrammed (key: string): void {
-    if (this.rechecks.has(key)) return
-    this.rechecks.set(key, setTimeout(() => {
-      this.rechecks.delete(key)
-      const gw = this.last?.gateways.find(g => `${g.namespace}/${g.name}` === key)
-      if (gw !== undefined && this.isLeader && this.acked.get(key) === gw.ir.version) this.writeGatewayStatus(gw)
-    }, 1_000).unref())
-  }
-
   private onAck (proxy: ProxyIdentity, version: string): void {
     this.m.acks.inc({ gateway: proxy.gateway })
+    // The gateway's rejects series exists from its first push (at 0): a rate of rejects
+    // reads 0 rather than no data.
+    this.m.nacks.inc({ gateway: proxy.gateway }, 0)
     if (this.acked.get(proxy.gateway) === version) return
     this.acked.set(proxy.gateway, version)
     this.logs.syncer.info({ gateway: proxy.gateway, pod: proxy.pod, version }, 'proxy accepted config')
@@ -336,7 +319,6 @@ export class Controller {
 
   async stop (): Promise<void> {
     clearTimeout(this.timer)
-    for (const t of this.rechecks.values()) clearTimeout(t)
     await this.informers.stop()
   }
 }

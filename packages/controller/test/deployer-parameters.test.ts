@@ -2,6 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { image, proxySettings } from '../src/deployer/parameters.ts'
 import { renderProxy } from '../src/deployer/render.ts'
+import { proxyConfigProblem } from '../src/translate/parameters.ts'
 
 const settings = { proxyImage: 'ghcr.io/portico-dev/portico:0.1.0', proxyImagePullPolicy: '' }
 
@@ -46,4 +47,15 @@ test('proxySettings: unset fields keep the defaults; set ones reach the rendered
   assert.equal(env.find(e => e.name === 'DRAIN_TIMEOUT')?.value, '20s')
   // A name given twice would be refused by server-side apply: the parameters' value wins.
   assert.deepEqual(env.filter(e => e.name === 'LOG_FORMAT').map(e => e.value), ['text'])
+})
+
+test('tracing and accessLog reach the proxy as TRACING and ACCESS_LOG (JSON); a variable of the same name in env wins', () => {
+  const tracing = { otlpEndpoint: 'http://otel-collector.observability:4317', randomSampling: 0.1 }
+  const options = proxySettings(settings, { tracing, accessLog: { fields: { add: { user: 'jwt.sub' } } }, env: [{ name: 'ACCESS_LOG', value: '{}' }] })
+  assert.deepEqual(options.env, [{ name: 'TRACING', value: JSON.stringify(tracing) }, { name: 'ACCESS_LOG', value: '{}' }])
+})
+
+test('PorticoParameters with an invalid tracing section are InvalidParameters, naming the field', () => {
+  assert.equal(proxyConfigProblem({ tracing: { otlpEndpoint: 'http://collector:4317', randomSampling: 0.5 } }), null)
+  assert.match(proxyConfigProblem({ tracing: { otlpEndpoint: 'collector:4317', bogus: true } }) ?? '', /tracing\.otlpEndpoint: invalid value.*tracing\.bogus: unknown field/s)
 })

@@ -117,6 +117,38 @@ test('HTTPS needs readable PEM files', () => {
   ])
 })
 
+// A config error is reported once, at its cause: a gateway that fails (here an unreadable
+// certificate, a port clash) does not also make every route naming it say that the gateway
+// does not exist; a file with no gateways gets one error, not one more per route.
+test('a failed gateway is reported at its cause only, not again at the routes naming it', () => {
+  const lines = errors([
+    'gateways:',
+    '  default: {port: 3443, protocol: HTTPS, tls: {cert: missing.pem, key: key.pem}}',
+    '  plain: {port: 3000}',
+    '  clash: {port: 3000, protocol: TCP}',
+    'routes:',
+    '  - name: implicit',
+    '  - name: explicit',
+    '    gateways: [default, plain, nope]',
+    'tcpRoutes:',
+    '  - name: t',
+    '    gateways: clash',
+    '    backends: [{host: "127.0.0.1:9"}]'
+  ].join('\n'), p => {
+    if (p.endsWith('missing.pem')) throw Object.assign(new Error('nope'), { code: 'EACCES' })
+    return '-----BEGIN X-----'
+  })
+  assert.deepEqual(lines, [
+    'c.yaml:2:48: gateways.default.tls.cert: cannot read /cfg/missing.pem: EACCES',
+    'c.yaml:4:23: gateways.clash.protocol: port 3000 is already used by gateway "plain" with protocol HTTP',
+    'c.yaml:8:5: routes[1].gateways: no gateway named "nope" (gateways: default, plain, clash)'
+  ])
+  // Routes only, no gateway: one error, the cause.
+  assert.deepEqual(errors('routes:\n  - name: a\ntcpRoutes:\n  - {backends: [{host: "127.0.0.1:9"}]}\n'), [
+    'c.yaml:1:1: no gateways: a config needs at least one gateway (a listener); an empty or partly written file is refused so that it never replaces a running config'
+  ])
+})
+
 test('YAML syntax errors carry their position', () => {
   const [line] = errors('gateways:\n  default:\n    port: 3000\n   bad: indent\n')
   assert.match(line!, /^c\.yaml:4:\d+: YAML syntax: /)

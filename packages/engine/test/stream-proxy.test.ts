@@ -10,13 +10,14 @@ import assert from 'node:assert/strict'
 import net, { type AddressInfo, type Socket } from 'node:net'
 import tls from 'node:tls'
 import { execFileSync } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Engine } from '../src/engine/engine.ts'
 import { configToIR } from '../src/config/to-ir.ts'
 import type { ConfigFile } from '../src/config/schema.ts'
-import type { StreamConnectionRecord } from '../src/stream/stream-proxy.ts'
+import type { StreamConnectionRecord, StreamProxyOptions } from '../src/stream/stream-proxy.ts'
 import type { TraceEvent } from '../src/trace/events.ts'
 
 /** The proxy's own close handler runs a moment after the client saw the close. */
@@ -47,6 +48,55 @@ async function exchange (port: number, data: Buffer | string | null, options: { 
   })
 }
 
+interface Backing {
+  /** The gateway's stream options (timeouts, the record hook). */
+  streams?: StreamProxyOptions
+  /** The backend is a TLS server with these options (and the route has backendTLS). */
+  tls?: tls.TlsOptions
+  /** The route has backendTLS though the backend does not speak TLS. */
+  backendTLS?: boolean
+}
+
+/**
+ * `serve` as the backend (each connection) behind a TCP gateway with an engine of its own, for
+ * `body`, which connects through the gateway with `connect`; every socket and server is
+ * closed after.
+ */
+async function behindProxy (dir: string, serve: (s: net.Socket) => void, backing: Backing, body: (port: number, connect: () => net.Socket) => Promise<void>): Promise<void> {
+  const sockets = new Set<net.Socket>()
+  const track = (s: net.Socket): net.Socket => {
+    sockets.add(s)
+    s.on('error', () => {})
+    return s
+  }
+  const backend = backing.tls !== undefined
+    ? tls.createServer({ allowHalfOpen: true, ...backing.tls }, s => serve(track(s)))
+    : net.createServer({ allowHalfOpen: true }, s => serve(track(s)))
+  const port = await listen(backend)
+  const policies = backing.tls !== undefined || backing.backendTLS === true ? { backendTLS: { insecure: true } } : undefined
+  const { ir, diagnostics } = configToIR({ gateways: { tcp: { port: 2, protocol: 'TCP' } }, tcpRoutes: [{ name: 'r', gateways: 'tcp', backends: [{ host: `127.0.0.1:${port}`, ...(policies !== undefined ? { policies } : {}) }] }] }, { baseDir: dir, readFile: p => readFileSync(p, 'utf8') })
+  assert.deepEqual(diagnostics, [])
+  const engine = new Engine({ streams: backing.streams ?? {} })
+  engine.apply(ir)
+  const handle = engine.streamHandler(ir.binds[0]!.key)
+  const front = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, s => handle(s))
+  const frontPort = await listen(front)
+  try {
+    await body(frontPort, () => track(net.connect({ port: frontPort, host: '127.0.0.1', allowHalfOpen: true })))
+  } finally {
+    for (const s of sockets) s.destroy()
+    front.close()
+    backend.close()
+    await engine.close()
+  }
+}
+
+/** Echoes, and says goodbye when the client half-closes. */
+function echoBye (s: net.Socket): void {
+  s.on('data', (c: Buffer) => s.write(c))
+  s.on('end', () => s.end('bye'))
+}
+
 describe('stream proxy', () => {
   let dir: string
   let echo: net.Server
@@ -56,6 +106,7 @@ describe('stream proxy', () => {
   let tlsPort: number
   let tcpFront: net.Server
   let tcpPort: number
+  let tcpBindKey: string
   const records: StreamConnectionRecord[] = []
 
   before(async () => {
@@ -63,8 +114,7 @@ describe('stream proxy', () => {
     execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', 'key.pem', '-out', 'cert.pem', '-subj', '/CN=t.test', '-addext', 'subjectAltName=DNS:t.test'], { cwd: dir, stdio: 'ignore' })
     // Echoes, and says goodbye when the client half-closes (so half-close passing is visible).
     echo = net.createServer({ allowHalfOpen: true }, s => {
-      s.on('data', (c: Buffer) => s.write(c))
-      s.on('end', () => s.end('bye'))
+      echoBye(s)
       s.on('error', () => {})
     })
     echoPort = await listen(echo)
@@ -86,7 +136,8 @@ describe('stream proxy', () => {
     }
     front = serve(ir.binds.find(b => b.protocol === 'TLS')!.key)
     tlsPort = await listen(front)
-    tcpFront = serve(ir.binds.find(b => b.protocol === 'TCP')!.key)
+    tcpBindKey = ir.binds.find(b => b.protocol === 'TCP')!.key
+    tcpFront = serve(tcpBindKey)
     tcpPort = await listen(tcpFront)
   })
 
@@ -108,6 +159,9 @@ describe('stream proxy', () => {
     assert.equal(r.reason, 'Done')
     assert.equal(r.bytesFromClient, 4)
     assert.equal(r.bytesToClient, 7)
+    // Read while the connection was open: a closed socket no longer knows its peer.
+    assert.equal(r.source.address, '127.0.0.1')
+    assert.ok(r.source.port > 0)
   })
 
   test('TLS terminate: the handshake is Portico\'s, the plaintext reaches the backend', async () => {
@@ -200,5 +254,243 @@ describe('stream proxy', () => {
       server.close()
       await local.close()
     }
+  })
+  test('TCP: concurrent bulk transfers, more than there are bulk buffers, all arrive intact both ways', async () => {
+    // 20 connections at once (relay.ts lends at most 16 bulk buffers; the rest copy).
+    const payloads = Array.from({ length: 20 }, () => randomBytes(1024 * 1024 + 17))
+    const backs = await Promise.all(payloads.map(async p => (await exchange(tcpPort, p, { endAfterMs: 0 })).received))
+    for (const [i, back] of backs.entries()) {
+      assert.equal(back.length, payloads[i]!.length + 3)
+      assert.equal(createHash('sha256').update(back.subarray(0, -3)).digest('hex'), createHash('sha256').update(payloads[i]!).digest('hex'))
+      assert.equal(back.subarray(-3).toString(), 'bye')
+    }
+  })
+
+  test('a stalled reader\'s waiting writes keep their bytes while other connections flow', async () => {
+    // A write to a client that stopped reading waits, holding the buffer its bytes were copied
+    // into; the other connections copy their reads meanwhile. A buffer handed out again
+    // before its write was flushed would put their bytes into the stalled client's stream.
+    // Each connection gets the pattern from an offset of its own (sent first, 4 bytes), in
+    // 40 KiB writes a millisecond apart (reads that do not fill the shared buffer: copies).
+    const pattern = randomBytes(1024 * 1024 + 7)
+    const source = (s: net.Socket): void => {
+      let at = Math.floor(Math.random() * pattern.length)
+      const head = Buffer.alloc(4)
+      head.writeUInt32BE(at)
+      s.write(head)
+      const timer = setInterval(() => {
+        if (s.writableLength > 1024 * 1024) return
+        const chunk = pattern.subarray(at, Math.min(at + 40 * 1024, pattern.length))
+        at = (at + chunk.length) % pattern.length
+        s.write(chunk)
+      }, 1)
+      s.on('close', () => clearInterval(timer))
+    }
+    await behindProxy(dir, source, {}, async (_, connect) => {
+      /** Reads `size` bytes after `stallMs` without reading, checking each against the pattern. */
+      const download = (size: number, stallMs: number) => new Promise<number>((resolve, reject) => {
+        const c = connect()
+        let head: Buffer | null = Buffer.alloc(0)
+        let at = 0
+        let got = 0
+        c.on('error', reject)
+        c.pause()
+        setTimeout(() => c.resume(), stallMs)
+        c.on('data', (d: Buffer) => {
+          if (head !== null) {
+            head = Buffer.concat([head, d])
+            if (head.length < 4) return
+            at = head.readUInt32BE(0)
+            d = head.subarray(4)
+            head = null
+          }
+          for (let i = 0; i < d.length; i++) {
+            if (d[i] !== pattern[(at + i) % pattern.length]) {
+              c.destroy()
+              reject(new Error(`byte ${got + i} differs from what the backend sent`))
+              return
+            }
+          }
+          at = (at + d.length) % pattern.length
+          got += d.length
+          if (got >= size) {
+            c.destroy()
+            resolve(got)
+          }
+        })
+      })
+      const stalled = download(8 * 1024 * 1024, 1_500)
+      const flowing = Array.from({ length: 4 }, () => download(8 * 1024 * 1024, 0))
+      await Promise.all([stalled, ...flowing])
+    })
+  })
+
+  test('a connection the engine gets after it has read (no onread): its early bytes and the rest are forwarded', async () => {
+    // A server that lets the socket read before handing it over: it cannot be re-made to read
+    // through a relay, so the proxy reads it through the stream API.
+    const handle = engine.streamHandler(tcpBindKey)
+    const server = net.createServer({ allowHalfOpen: true }, s => {
+      s.once('readable', () => {
+        assert.ok(s.readableLength > 0)
+        const carried = handle(s)
+        assert.equal(carried, s)
+      })
+    })
+    const port = await listen(server)
+    try {
+      const got = await new Promise<string>((resolve, reject) => {
+        let text = ''
+        const c = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () => {
+          c.write('early ')
+          setTimeout(() => c.end('late'), 100)
+        })
+        c.setEncoding('utf8').on('data', (d: string) => { text += d })
+        c.on('end', () => c.end())
+        c.on('close', () => resolve(text))
+        c.on('error', reject)
+      })
+      assert.equal(got, 'early latebye')
+    } finally {
+      server.close()
+    }
+  })
+
+  test('TCP to a TLS backend (backendTLS): the bytes go through Portico\'s TLS connection intact', async () => {
+    const tlsOptions = { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')) }
+    await behindProxy(dir, echoBye, { tls: tlsOptions }, async port => {
+      const data = randomBytes(3 * 1024 * 1024)
+      const { received } = await exchange(port, data, { endAfterMs: 0 })
+      assert.equal(received.length, data.length + 3)
+      assert.ok(received.subarray(0, data.length).equals(data))
+    })
+  })
+
+  test('backpressure: a reader that stops holds the writer on the other side, with bounded memory, and gets every byte after', async () => {
+    // The backend writes a patterned stream as fast as it is let; the client reads nothing for
+    // a second. Without backpressure the proxy would read it all (hundreds of MiB a second)
+    // into memory. Writes to the stalled client wait meanwhile, holding the proxy's buffers:
+    // the pattern shows a buffer reused too early.
+    const pattern = randomBytes(1024 * 1024 + 7)
+    let pushed = 0
+    const firehose = (s: net.Socket): void => {
+      const pump = (): void => {
+        while (pushed < 256 * 1024 * 1024) {
+          const at = pushed % pattern.length
+          const chunk = pattern.subarray(at, Math.min(at + 64 * 1024, pattern.length))
+          pushed += chunk.length
+          if (!s.write(chunk)) { s.once('drain', pump); return }
+        }
+        s.end()
+      }
+      pump()
+    }
+    await behindProxy(dir, firehose, {}, async (_, connect) => {
+      const arrayBuffers = process.memoryUsage().arrayBuffers
+      const client = connect()
+      client.pause()
+      await new Promise(resolve => setTimeout(resolve, 1_000))
+      // Socket buffers of two loopback hops hold some MiB; the proxy at most a few more.
+      assert.ok(pushed < 64 * 1024 * 1024, `the backend could push ${pushed} bytes`)
+      assert.ok(process.memoryUsage().arrayBuffers - arrayBuffers < 32 * 1024 * 1024, 'proxy memory grew')
+      // Then the client reads: the bytes arrive as sent, and the backend goes on.
+      const before = pushed
+      let got = 0
+      await new Promise<void>((resolve, reject) => {
+        client.on('data', (c: Buffer) => {
+          for (let i = 0; i < c.length; i++) {
+            if (c[i] !== pattern[(got + i) % pattern.length]) {
+              reject(new Error(`byte ${got + i} differs from what the backend sent`))
+              return
+            }
+          }
+          got += c.length
+          if (got >= before + 16 * 1024 * 1024) resolve()
+        })
+        client.resume()
+      })
+      assert.ok(pushed > before)
+    })
+  })
+
+  test('backpressure the other way: a backend that stops reading holds the client', async () => {
+    let backendSocket: net.Socket | undefined
+    const sink = (s: net.Socket): void => {
+      backendSocket = s
+      s.pause()
+    }
+    await behindProxy(dir, sink, {}, async (_, connect) => {
+      const client = connect()
+      let accepted = 0
+      const chunk = Buffer.alloc(64 * 1024, 2)
+      await new Promise<void>(resolve => {
+        const pump = (): void => {
+          while (client.write(chunk)) accepted += chunk.length
+          accepted += chunk.length
+          client.once('drain', pump)
+        }
+        client.once('connect', pump)
+        setTimeout(resolve, 1_000)
+      })
+      assert.ok(accepted < 64 * 1024 * 1024, `the client could write ${accepted} bytes`)
+      // The backend reads again: what the client wrote comes through.
+      let read = 0
+      await new Promise<void>(resolve => {
+        backendSocket!.on('data', (c: Buffer) => {
+          read += c.length
+          if (read >= 8 * 1024 * 1024) resolve()
+        })
+        backendSocket!.resume()
+      })
+    })
+  })
+
+  test('a backend that takes the connection but never completes TLS is given up after the connect timeout', async () => {
+    const local: StreamConnectionRecord[] = []
+    await behindProxy(dir, () => {}, { backendTLS: true, streams: { connectTimeoutMs: 300, onConnectionEnd: r => local.push(r) } }, async port => {
+      const { closedMs } = await exchange(port, 'x')
+      assert.ok(closedMs >= 250 && closedMs < 3_000, `closed after ${closedMs} ms`)
+      await settled()
+      assert.equal(local[0]?.reason, 'UpstreamConnectFailed')
+      assert.match(local[0]?.error ?? '', /after 300 ms/)
+    })
+  })
+
+  test('a client that sends its hello but never finishes the handshake is dropped after the hello timeout (Terminate)', async () => {
+    // A real client hello for t.test, taken from a TLS client talking to a server that only listens.
+    const hello = await new Promise<Buffer>(resolve => {
+      const taker = net.createServer(s => s.once('data', (d: Buffer) => { resolve(d); s.destroy(); taker.close() }))
+      taker.listen(0, '127.0.0.1', () => tls.connect({ port: (taker.address() as AddressInfo).port, host: '127.0.0.1', servername: 't.test' }).on('error', () => {}))
+    })
+    const { closedMs } = await exchange(tlsPort, hello)
+    assert.ok(closedMs >= 250 && closedMs < 3_000, `closed after ${closedMs} ms`)
+    await settled()
+    assert.equal(records.at(-1)!.reason, 'HandshakeFailed')
+    assert.match(records.at(-1)!.error ?? '', /not completed in time/)
+  })
+
+  test('a connection quiet for the idle timeout is cut (IdleTimeout); one that keeps talking is not', async () => {
+    const local: StreamConnectionRecord[] = []
+    await behindProxy(dir, echoBye, { streams: { idleTimeoutMs: 300, onConnectionEnd: r => local.push(r) } }, async (_, connect) => {
+      const talk = (everyMs: number, forMs: number) => new Promise<{ closedMs: number, text: string }>((resolve, reject) => {
+        const started = performance.now()
+        let text = ''
+        const c = connect()
+        const timer = setInterval(() => { if (performance.now() - started < forMs) c.write('.') }, everyMs)
+        c.setEncoding('utf8').on('data', (d: string) => { text += d })
+        c.on('end', () => c.end())
+        c.on('close', () => {
+          clearInterval(timer)
+          resolve({ closedMs: performance.now() - started, text })
+        })
+        c.on('error', reject)
+      })
+      // A byte each way every 100 ms for 900 ms: alive all along, then quiet and cut.
+      const [chatty, quiet] = await Promise.all([talk(100, 900), talk(10_000, 0)])
+      assert.ok(chatty.closedMs >= 900 && chatty.closedMs < 3_000, `chatty closed after ${chatty.closedMs} ms`)
+      assert.ok(chatty.text.length >= 8)
+      assert.ok(quiet.closedMs >= 250 && quiet.closedMs < 2_000, `quiet closed after ${quiet.closedMs} ms`)
+      await settled()
+      assert.deepEqual(local.map(r => r.reason), ['IdleTimeout', 'IdleTimeout'])
+    })
   })
 })

@@ -84,11 +84,14 @@ function contextFor (req: http.IncomingMessage, res: http.ServerResponse, backen
     requestBody: null,
     upstreamStart: 0,
     upstreamHeadersAt: 0,
+    responseBytes: 0,
     abortUpstream: null,
     done: false,
     responseInterceptors: null,
     tracer,
-    backendCallStartUs: 0
+    backendCallStartUs: 0,
+    span: null,
+    callSpan: null
   }
 }
 

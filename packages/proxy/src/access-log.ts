@@ -43,6 +43,8 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
     }
   }
   if (ctx.error !== null) fields.error = ctx.error
+  // Joins the line to the OpenTelemetry trace and to the debug trace's requestStarted.
+  if (ctx.span !== null) fields.traceId = ctx.span.traceId
   return fields
 }
 

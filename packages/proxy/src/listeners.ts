@@ -199,13 +199,12 @@ export class ListenerManager {
     if (bind.protocol === 'TCP' || bind.protocol === 'TLS') {
       // Whole connections: the engine picks a route per connection and copies the bytes.
       // allowHalfOpen: a client that shuts its write side still reads the rest of the answer.
-      const server = net.createServer({ allowHalfOpen: true, noDelay: true })
+      // pauseOnConnect: nothing is read before the engine has the socket (it may re-make it
+      // to read through its own buffers); what it returns is the connection's socket.
+      const server = net.createServer({ allowHalfOpen: true, noDelay: true, pauseOnConnect: true })
       entry.server = server as unknown as http.Server
       const handle = this.engine.streamHandler(bind.key)
-      server.on('connection', (socket: Socket) => {
-        this.track(entry, socket)
-        handle(socket)
-      })
+      server.on('connection', (socket: Socket) => this.track(entry, handle(socket)))
       await this.listen(entry)
       return entry
     }

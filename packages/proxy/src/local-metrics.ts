@@ -1,6 +1,6 @@
 /**
- * Request-path counters and histograms that cost a map lookup and a few additions per
- * request. prom-client validates and hashes label sets on every call (even through
+ * Request-path counters, gauges and histograms that cost a map lookup and a few additions per
+ * request (or connection). prom-client validates and hashes label sets on every call (even through
  * `labels()` children), which showed as several percent of proxy CPU under load; these keep
  * their series in a Map keyed by a string the caller builds, and hand prom-client's
  * registry the values only when /metrics is scraped (prom-client formats them).
@@ -18,7 +18,7 @@ interface MetricValue {
 interface ScrapedMetric {
   name: string
   help: string
-  type: 'counter' | 'histogram'
+  type: 'counter' | 'gauge' | 'histogram'
   aggregator: 'sum'
   values: MetricValue[]
 }
@@ -26,7 +26,7 @@ interface ScrapedMetric {
 abstract class LocalMetric {
   readonly name: string
   readonly help: string
-  abstract readonly type: 'counter' | 'histogram'
+  abstract readonly type: 'counter' | 'gauge' | 'histogram'
   readonly aggregator = 'sum' as const
 
   constructor (registry: Registry, name: string, help: string) {
@@ -44,12 +44,12 @@ abstract class LocalMetric {
   reset (): void {}
 }
 
-export class LocalCounter extends LocalMetric {
-  readonly type = 'counter' as const
+/** One number per series: what counters and gauges have in common. */
+abstract class LocalValues extends LocalMetric {
   private readonly series = new Map<string, { labels: Record<string, string>, value: number }>()
 
   /** Adds `by` to the series `key`; `labels` is only called for a new series. */
-  inc (key: string, labels: () => Record<string, string>, by = 1): void {
+  protected addTo (key: string, labels: () => Record<string, string>, by: number): void {
     const s = this.series.get(key)
     if (s !== undefined) s.value += by
     else this.series.set(key, { labels: labels(), value: by })
@@ -61,6 +61,24 @@ export class LocalCounter extends LocalMetric {
 
   override reset (): void {
     this.series.clear()
+  }
+}
+
+export class LocalCounter extends LocalValues {
+  readonly type = 'counter' as const
+
+  /** Adds `by` to the series `key`; `labels` is only called for a new series. */
+  inc (key: string, labels: () => Record<string, string>, by = 1): void {
+    this.addTo(key, labels, by)
+  }
+}
+
+export class LocalGauge extends LocalValues {
+  readonly type = 'gauge' as const
+
+  /** Adds `by` (negative to subtract) to the series `key`; `labels` is only called for a new series. */
+  add (key: string, labels: () => Record<string, string>, by: number): void {
+    this.addTo(key, labels, by)
   }
 }
 

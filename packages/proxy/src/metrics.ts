@@ -5,7 +5,7 @@
  */
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
-import { LocalCounter, LocalHistogram } from './local-metrics.ts'
+import { LocalCounter, LocalGauge, LocalHistogram } from './local-metrics.ts'
 import type { LlmCall, LlmUsage, RequestContext, StreamConnectionRecord } from '@portico/engine'
 import { version } from './version.ts'
 
@@ -22,6 +22,25 @@ const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048
 /** Connection lifetimes: 1 ms … 1 h (a TCP connection may last as long as its idle timeout). */
 const CONNECTION_DURATION_BUCKETS = [0.001, 0.01, 0.1, 1, 10, 60, 300, 900, 3600]
 
+/** Body sizes: 64 B … 64 MiB, powers of 4. */
+const SIZE_BUCKETS = [64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+
+/** Connection set-up: 0.1 ms … 10 s. */
+const CONNECT_BUCKETS = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+
+/** Auth policies (their keys in EFFECTIVE_POLICY_KEYS) and rate limits, as the decision metrics name them. */
+const AUTH_POLICIES = new Set(['jwt', 'oidc', 'basicAuth', 'apiKey', 'extAuthz', 'authorization'])
+const RATE_LIMIT_POLICIES = new Set(['localRateLimit', 'remoteRateLimit'])
+
+/** The `reason` of a refused auth decision, from the status the policy answered with (a bounded set). */
+function denyReason (status: number): string {
+  if (status === 401) return 'unauthenticated'
+  if (status === 403) return 'forbidden'
+  if (status >= 300 && status < 400) return 'login_redirect'
+  if (status >= 500) return 'error'
+  return 'invalid_request'
+}
+
 /** Request latency buckets: 1 ms … 80 s. */
 const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80]
 
@@ -30,8 +49,8 @@ export class ProxyMetrics {
   private readonly requests: LocalCounter
   private readonly requestDuration: LocalHistogram
   private readonly upstreamDuration: LocalHistogram
-  private readonly connections: Counter<'bind' | 'protocol'>
-  private readonly openConnections: Gauge<'bind' | 'protocol'>
+  private readonly connections: LocalCounter
+  private readonly openConnections: LocalGauge
   private readonly reloads: Counter<'result'> | null
   private readonly workerRestarts: Counter | null
   private readonly mcpRequests: LocalCounter
@@ -39,6 +58,15 @@ export class ProxyMetrics {
   private readonly streamConnections: LocalCounter
   private readonly streamBytes: LocalCounter
   private readonly streamDuration: LocalHistogram
+  private readonly requestBodySize: LocalHistogram
+  private readonly responseBodySize: LocalHistogram
+  private readonly mcpDuration: LocalHistogram
+  private readonly llmDuration: LocalHistogram
+  private readonly llmFirstToken: LocalHistogram
+  private readonly authDecisions: LocalCounter
+  private readonly rateLimitDecisions: LocalCounter
+  private readonly connectDuration: LocalHistogram
+  private readonly tlsDuration: LocalHistogram
 
   /**
    * `dataPlane`: the metrics of one data-plane worker, which the primary sums with the other
@@ -63,13 +91,22 @@ export class ProxyMetrics {
     this.requests = new LocalCounter(this.registry, 'portico_requests_total', 'HTTP requests handled, by outcome and protocol (http1, http2, grpc).')
     this.requestDuration = new LocalHistogram(this.registry, 'portico_request_duration_seconds', 'Time from request arrival to the end of the response.', DURATION_BUCKETS)
     this.upstreamDuration = new LocalHistogram(this.registry, 'portico_upstream_call_duration_seconds', 'Time from the start of a backend call to its response headers.', DURATION_BUCKETS)
-    this.connections = new Counter({ name: 'portico_downstream_connections_total', help: 'Client connections accepted.', labelNames: ['bind', 'protocol'], registers })
-    this.openConnections = new Gauge({ name: 'portico_downstream_connections_open', help: 'Client connections open now.', labelNames: ['bind', 'protocol'], registers })
+    this.connections = new LocalCounter(this.registry, 'portico_downstream_connections_total', 'Client connections accepted.')
+    this.openConnections = new LocalGauge(this.registry, 'portico_downstream_connections_open', 'Client connections open now.')
     this.mcpRequests = new LocalCounter(this.registry, 'portico_mcp_requests_total', 'MCP requests by method, target, tool (or prompt), and the MCP revision of the client and of the target(s).')
     this.llmTokens = new LocalHistogram(this.registry, 'portico_gen_ai_client_token_usage', 'LLM tokens per request of ai backends, by token type (OpenTelemetry gen_ai.client.token.usage).', TOKEN_BUCKETS)
     this.streamConnections = new LocalCounter(this.registry, 'portico_tcp_connections_total', 'Connections of TCP and TLS listeners (protocol tcp, tls), by route, backend and how they ended (reason: Done, NoRoute, UpstreamConnectFailed, ...).')
     this.streamBytes = new LocalCounter(this.registry, 'portico_tcp_bytes_total', 'Bytes of TCP and TLS listeners\' connections, as on the wire to the client, by direction (received from the client, sent to it).')
     this.streamDuration = new LocalHistogram(this.registry, 'portico_tcp_connection_duration_seconds', 'How long connections of TCP and TLS listeners lasted.', CONNECTION_DURATION_BUCKETS)
+    this.requestBodySize = new LocalHistogram(this.registry, 'portico_request_body_size_bytes', 'Request body sizes by gateway and route: the declared content-length, or the body read whole (a chunked body streamed to the backend is not counted).', SIZE_BUCKETS)
+    this.responseBodySize = new LocalHistogram(this.registry, 'portico_response_body_size_bytes', 'Response body sizes by gateway and route: the bytes of the backend\'s body passed to the client, or of the proxy\'s own answer.', SIZE_BUCKETS)
+    this.mcpDuration = new LocalHistogram(this.registry, 'portico_mcp_request_duration_seconds', 'MCP requests (one JSON-RPC call over HTTP) from arrival to the end of the answer, by method, target and tool (or prompt).', DURATION_BUCKETS)
+    this.llmDuration = new LocalHistogram(this.registry, 'portico_gen_ai_client_operation_duration_seconds', 'LLM calls of ai backends from the call to the end of the answer (OpenTelemetry gen_ai.client.operation.duration).', DURATION_BUCKETS)
+    this.llmFirstToken = new LocalHistogram(this.registry, 'portico_gen_ai_server_time_to_first_token_seconds', 'Streamed LLM answers: from the call to their first chunk (agentgateway\'s gen_ai_server_time_to_first_token).', DURATION_BUCKETS)
+    this.authDecisions = new LocalCounter(this.registry, 'portico_auth_decisions_total', 'Decisions of auth policies (jwt — jwtAuth and mcpAuthentication —, oidc, basicAuth, apiKey, extAuthz, authorization) on requests that reached them: allow, or deny with a reason (unauthenticated, forbidden, login_redirect, error, invalid_request).')
+    this.rateLimitDecisions = new LocalCounter(this.registry, 'portico_rate_limit_decisions_total', 'Decisions of localRateLimit and remoteRateLimit on requests that reached them: allowed, limited (429) or error (the service failed, failureMode failClosed).')
+    this.connectDuration = new LocalHistogram(this.registry, 'portico_upstream_connect_duration_seconds', 'New backend connections: TCP connect time, by backend.', CONNECT_BUCKETS)
+    this.tlsDuration = new LocalHistogram(this.registry, 'portico_upstream_tls_handshake_duration_seconds', 'New TLS backend connections: the TLS handshake after TCP connect, by backend.', CONNECT_BUCKETS)
     this.reloads = processWide ? new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers }) : null
     this.reloads?.inc({ result: 'success' }, 0)
     this.reloads?.inc({ result: 'failure' }, 0)
@@ -110,6 +147,65 @@ export class ProxyMetrics {
     if (ctx.upstreamHeadersAt > 0 && backend !== undefined && ctx.backend!.kind !== 'mcp') {
       this.upstreamDuration.observe(backend, () => ({ backend }), (ctx.upstreamHeadersAt - ctx.upstreamStart) / 1000)
     }
+    this.observeSizesAndCalls(ctx, gateway || 'unknown', route ?? 'unknown', backend ?? 'unknown')
+    if (ctx.phases.length > 0) this.observeDecisions(ctx, gateway || 'unknown', route ?? 'unknown')
+  }
+
+  private observeSizesAndCalls (ctx: RequestContext, gateway: string, route: string, backend: string): void {
+    const now = performance.now()
+    const where = `${gateway}\0${route}`
+    const labels = () => ({ gateway, route })
+    const declared = ctx.req.headers['content-length']
+    const requestBytes = ctx.requestBody !== null ? ctx.requestBody.length : declared !== undefined ? Number(declared) : NaN
+    if (requestBytes >= 0) this.requestBodySize.observe(where, labels, requestBytes)
+    const local = ctx.responseHeaders['content-length']
+    const responseBytes = ctx.responseBytes > 0 ? ctx.responseBytes : typeof local === 'string' ? Number(local) : NaN
+    if (responseBytes >= 0) this.responseBodySize.observe(where, labels, responseBytes)
+    const mcp = ctx.mcp
+    if (mcp !== null) {
+      const tool = mcp.kind === 'resource' ? '' : mcp.name ?? ''
+      this.mcpDuration.observe(`${mcp.method}\0${mcp.target}\0${tool}`, () => ({ method: mcp.method, target: mcp.target === '' ? 'unknown' : mcp.target, tool }), (now - ctx.startMono) / 1000)
+    }
+    const llm = ctx.llm
+    if (llm !== null && ctx.upstreamStart > 0) {
+      const responseModel = llm.usage?.responseModel ?? 'unknown'
+      const key = `${llm.model}\0${responseModel}\0${route}\0${backend}`
+      const llmLabels = () => ({ gen_ai_operation_name: 'chat', gen_ai_provider_name: llm.system, gen_ai_request_model: llm.model, gen_ai_response_model: responseModel, route, backend })
+      this.llmDuration.observe(key, llmLabels, (now - ctx.upstreamStart) / 1000)
+      if (llm.streaming && llm.firstChunkAt > 0) this.llmFirstToken.observe(key, llmLabels, (llm.firstChunkAt - ctx.upstreamStart) / 1000)
+    }
+  }
+
+  /**
+   * Auth and rate-limit decisions: every such policy of the phases entered let the request
+   * through, except the one that answered it (`ctx.answeredBy`), which refused it; the
+   * policies after it never ran.
+   */
+  private observeDecisions (ctx: RequestContext, gateway: string, route: string): void {
+    const refused = ctx.answeredBy
+    for (const { set } of ctx.phases) {
+      if (set.empty) continue
+      for (const policy of set.policies) {
+        const kind = policy.kind
+        const denied = policy === refused
+        if (AUTH_POLICIES.has(kind)) {
+          const reason = denied ? denyReason(ctx.status) : ''
+          const decision = denied ? 'deny' : 'allow'
+          this.authDecisions.inc(`${gateway}\0${route}\0${kind}\0${decision}\0${reason}`, () => ({ gateway, route, policy: kind, decision, reason }))
+        } else if (RATE_LIMIT_POLICIES.has(kind)) {
+          const decision = !denied ? 'allowed' : ctx.status === 429 ? 'limited' : 'error'
+          this.rateLimitDecisions.inc(`${gateway}\0${route}\0${kind}\0${decision}`, () => ({ gateway, route, policy: kind, decision }))
+        }
+        if (denied) return
+      }
+    }
+  }
+
+  /** A new backend connection: its TCP connect time and, over TLS, its handshake (seconds). */
+  observeConnect (backend: string, tcpSeconds: number, tlsSeconds: number | null): void {
+    const labels = () => ({ backend })
+    this.connectDuration.observe(backend, labels, tcpSeconds)
+    if (tlsSeconds !== null) this.tlsDuration.observe(backend, labels, tlsSeconds)
   }
 
   private observeLlmUsage (ctx: RequestContext, call: LlmCall, usage: LlmUsage, route: string): void {
@@ -144,9 +240,11 @@ export class ProxyMetrics {
   }
 
   connectionOpened (bind: string, protocol: string): () => void {
-    this.connections.inc({ bind, protocol })
-    this.openConnections.inc({ bind, protocol })
-    return () => this.openConnections.dec({ bind, protocol })
+    const key = `${bind}\0${protocol}`
+    const labels = (): Record<string, string> => ({ bind, protocol })
+    this.connections.inc(key, labels)
+    this.openConnections.add(key, labels, 1)
+    return () => this.openConnections.add(key, labels, -1)
   }
 
   configLoaded (ok: boolean): void {

@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type StreamConnectionRecord } from '@portico/engine'
+import { applyAccessLogFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -20,6 +20,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { WorkerPool } from './workers/pool.ts'
 import { SlotTable } from './workers/slot-table.ts'
 import type { ListenerAddress } from './workers/protocol.ts'
+import type { OtlpLogs } from './otlp-logs.ts'
+import { watchUpstreamConnects } from './connect-timing.ts'
 
 export interface ReloadRecord {
   at: string
@@ -45,6 +47,27 @@ export interface PorticoOptions {
    * Without it, `settings.workers` > 1 makes this Portico the primary of that many workers.
    */
   worker?: { index: number, backends: SharedArrayBuffer, handoff: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void }
+  /** OpenTelemetry tracing, started from settings.tracing (startTracing). */
+  otel?: RequestTracing
+  /** The access log's OTLP export, started from settings.accessLog.otlp (startTracing). */
+  otlpLogs?: OtlpLogs
+}
+
+/**
+ * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
+ * its exporters load only then.
+ */
+export async function startTracing (settings: Settings): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
+  const out: Pick<PorticoOptions, 'otel' | 'otlpLogs'> = {}
+  if (settings.tracing !== null) {
+    const { createRequestTracing } = await import('@portico/engine/otel-sdk')
+    out.otel = await createRequestTracing(settings.tracing)
+  }
+  if (settings.accessLog.otlp !== null) {
+    const { startOtlpLogs } = await import('./otlp-logs.ts')
+    out.otlpLogs = await startOtlpLogs(settings.accessLog.otlp)
+  }
+  return out
 }
 
 /** A child process the proxy runs (MCP stdio servers), for /debug/tasks. */
@@ -71,6 +94,7 @@ export class Portico {
   readonly reloads: ReloadRecord[] = []
   private readonly log: Logger
   private readonly accessLog: Logger
+  private readonly otlpLogs: OtlpLogs | null
   private readonly configPath: string | undefined
   private watcher: FileWatch | undefined
   private applying: Promise<unknown> = Promise.resolve()
@@ -79,6 +103,9 @@ export class Portico {
   private readonly onQuit: (() => void) | undefined
   private readonly maxConfigBytes: number | undefined
   private readonly childProcesses = new Set<ChildProcessInfo>()
+  /** Backend endpoints (host:port) → backend name, for the connect metrics; rebuilt per config. */
+  private endpointBackends = new Map<string, string>()
+  private readonly unwatchConnects: () => void
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
   /** Cluster mode's config source (readiness waits for its first config). */
@@ -93,6 +120,7 @@ export class Portico {
     this.logs = options.logs
     this.log = options.logs.for('portico')
     this.accessLog = options.logs.for('request')
+    this.otlpLogs = options.otlpLogs ?? null
     this.configPath = options.configPath === undefined ? undefined : resolve(options.configPath)
     const configLog = options.logs.for('engine')
     const mcpLog = options.logs.for('mcp')
@@ -110,6 +138,7 @@ export class Portico {
       traceBodyLimit: options.settings.traceBodyLimit,
       ...(shared !== undefined ? { shared: { backends: shared } } : {}),
       ...(options.worker !== undefined ? { handoff: options.worker.handoff } : {}),
+      ...(options.otel !== undefined ? { otel: options.otel } : {}),
       mcp: {
         ...(sessionKey !== undefined ? { sessionKey } : {}),
         sessionTtlMs: options.settings.mcpSessionTtlMs,
@@ -129,6 +158,7 @@ export class Portico {
       : new WorkerPool({ count: options.settings.workers, settings: options.settings, logs: options.logs, engine: this.engine, metrics: this.metrics, sessionKey: sessionKey!, env: options.env ?? {}, backends })
     this.onQuit = options.onQuit
     this.maxConfigBytes = options.maxConfigBytes
+    this.unwatchConnects = watchUpstreamConnects((host, port) => this.endpointBackends.get(`${host}:${port}`) ?? 'unknown', (b, tcp, tls) => this.metrics.observeConnect(b, tcp, tls))
   }
 
   /**
@@ -303,6 +333,7 @@ export class Portico {
     try {
       if (this.pool !== null) await this.pool.apply(ir)
       else await this.listeners.apply(ir, () => this.engine.apply(ir))
+      this.noteEndpoints(ir)
     } catch (err) {
       if (this.configSource !== undefined) {
         this.recordReload({ ok: false, errors: [(err as Error).message] })
@@ -314,6 +345,13 @@ export class Portico {
       this.recordReload({ ok: true, version: ir.version })
       this.metrics.configLoaded(true)
     }
+  }
+
+  /** Which backend an endpoint belongs to, for the connect-timing metrics (the first that names it). */
+  noteEndpoints (ir: ProxyIR): void {
+    const endpoints = new Map<string, string>()
+    for (const b of ir.backends) for (const e of b.endpoints) if (!endpoints.has(`${e.host}:${e.port}`)) endpoints.set(`${e.host}:${e.port}`, b.name)
+    this.endpointBackends = endpoints
   }
 
   private async install (config: LoadedConfig): Promise<void> {
@@ -330,7 +368,12 @@ export class Portico {
 
   private onRequestEnd (ctx: RequestContext): void {
     this.metrics.observeRequest(ctx)
-    if (this.accessLog.isLevelEnabled('info')) this.accessLog.info(accessLogFields(ctx), 'request')
+    if (!this.accessLog.isLevelEnabled('info')) return
+    const fields = accessLogFields(ctx)
+    const configured = this.settings.accessLog.fields
+    if (configured !== null && !applyAccessLogFields(configured, ctx, fields)) return
+    this.accessLog.info(fields, 'request')
+    this.otlpLogs?.emit('request', fields, ctx.span)
   }
 
   private onConnectionEnd (c: StreamConnectionRecord): void {
@@ -350,6 +393,8 @@ export class Portico {
       this.engine.beginDrain()
       await (this.pool ?? this.listeners).drain(this.settings.drainTimeoutMs)
       await this.engine.close()
+      await this.otlpLogs?.shutdown()
+      this.unwatchConnects()
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

@@ -4,8 +4,9 @@
  * instances (each with its own ADMIN_ADDR, say). Read once at start; not hot-reloaded.
  */
 
-import type { StaticConfig } from '@portico/engine'
-import { parseDuration } from '@portico/engine'
+import type { AccessLogFields, StaticConfig, TracingOptions } from '@portico/engine'
+import { compileAccessLogFields, formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
+import type { OtlpLogsOptions } from './otlp-logs.ts'
 import { availableCpus } from './workers/cpus.ts'
 
 export interface Address {
@@ -43,6 +44,10 @@ export interface Settings {
   debugTrace: boolean
   /** Max bytes of a body kept in a trace snapshot. */
   traceBodyLimit: number
+  /** OpenTelemetry tracing (config.tracing, env TRACING as JSON); null = off. */
+  tracing: TracingOptions | null
+  /** config.accessLog (env ACCESS_LOG as JSON): the CEL fields and filter, compiled; the OTLP logs export. */
+  accessLog: { fields: AccessLogFields | null, otlp: OtlpLogsOptions | null, config: StaticConfig['accessLog'] }
   /**
    * Data-plane event loops: 1 serves everything on the main thread (one loop); more run
    * that many worker threads sharing the listening ports, with the admin, metrics and
@@ -50,6 +55,19 @@ export interface Settings {
    * to the process (cgroup quota aware).
    */
   workers: number
+}
+
+/**
+ * Settings as they cross to a data-plane worker (structured clone): the access log's compiled
+ * CEL fields stay behind, and the worker compiles them again from the same config.
+ */
+export function transferableSettings (s: Settings): Settings {
+  return { ...s, accessLog: { ...s.accessLog, fields: null } }
+}
+
+/** The worker's side of transferableSettings. */
+export function receivedSettings (s: Settings): Settings {
+  return { ...s, accessLog: accessLogSettings(s.accessLog.config, s.tracing) }
 }
 
 /** Upper bound of config.workers / WORKERS. */
@@ -82,7 +100,56 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl)),
     debugTrace: !['off', 'false', '0'].includes(pick('DEBUG_TRACE', file.debugTrace === false ? 'off' : undefined, 'on').toLowerCase()),
     traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
-    workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus)
+    workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
+    tracing: tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing),
+    accessLog: accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing)
+  }
+}
+
+export function accessLogSettings (a: StaticConfig['accessLog'], tracing: Pick<NonNullable<StaticConfig['tracing']>, 'resources'> | null | undefined): Settings['accessLog'] {
+  let fields: AccessLogFields | null
+  try {
+    fields = compileAccessLogFields(a)
+  } catch (err) {
+    throw new Error(`config.accessLog / ACCESS_LOG: ${(err as Error).message}`)
+  }
+  const o = a?.otlp
+  const otlp = o === undefined
+    ? null
+    : { otlpEndpoint: o.otlpEndpoint, otlpProtocol: o.otlpProtocol ?? 'grpc', ...(o.path !== undefined ? { path: o.path } : {}), headers: o.headers ?? {}, resources: tracing?.resources ?? {} }
+  return { fields, otlp, config: a }
+}
+
+/**
+ * A `config:` section given as JSON in an environment variable (cluster mode: the
+ * controller passes PorticoParameters' tracing and accessLog so), checked against the
+ * same schema as the file's.
+ */
+export function fromEnvJson<K extends keyof StaticConfig> (env: NodeJS.ProcessEnv, name: string, key: K): StaticConfig[K] | undefined {
+  const text = nonEmpty(env[name])
+  if (text === undefined) return undefined
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (err) {
+    throw new Error(`${name}: not JSON (${(err as Error).message})`)
+  }
+  const problems = validateAgainstSchema({ config: { [key]: value } })
+  if (problems.length > 0) throw new Error(`${name}: ${problems.map(d => formatDiagnostic(name, { ...d, path: d.path.slice(1) })).join('; ')}`)
+  return value as StaticConfig[K]
+}
+
+function tracingOptions (t: StaticConfig['tracing']): TracingOptions | null {
+  if (t === undefined) return null
+  return {
+    otlpEndpoint: t.otlpEndpoint,
+    otlpProtocol: t.otlpProtocol ?? 'grpc',
+    ...(t.path !== undefined ? { path: t.path } : {}),
+    headers: t.headers ?? {},
+    // agentgateway's defaults: no trace of our own, the caller's decision honoured.
+    randomSampling: t.randomSampling ?? false,
+    clientSampling: t.clientSampling ?? true,
+    resources: t.resources ?? {}
   }
 }
 

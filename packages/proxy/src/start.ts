@@ -3,7 +3,7 @@
  * gateway on one, or run in cluster mode with the config from the controller.
  */
 
-import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type FileLoadResult, type StaticConfig } from '@portico/engine'
+import { compileAccessLogFields, DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type FileLoadResult, type StaticConfig } from '@portico/engine'
 import { existsSync } from 'node:fs'
 import { Logs } from '@portico/ops'
 import type { Portico } from './portico.ts'
@@ -29,6 +29,13 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   }
   const { config } = result
   if (options.validate) {
+    // The access log's CEL compiles at start; --validate says now what start would refuse.
+    try {
+      compileAccessLogFields(config.staticConfig.accessLog)
+    } catch (err) {
+      process.stderr.write(`${file}: config.accessLog: ${(err as Error).message}\n${file}: 1 error\n`)
+      process.exit(1)
+    }
     const routes = config.ir.binds.reduce((n, b) => n + b.listeners.reduce((m, l) => m + l.routes.length, 0), 0)
     process.stdout.write(`${file}: valid (${config.ir.binds.length} listener port${config.ir.binds.length === 1 ? '' : 's'}, ${routes} route attachment${routes === 1 ? '' : 's'}, ${config.ir.backends.length} backend${config.ir.backends.length === 1 ? '' : 's'})\n`)
     return
@@ -36,11 +43,21 @@ export async function runFile (options: FileRunOptions): Promise<void> {
 
   const setup = startLogging(config.staticConfig)
   // The servers (admin, metrics: Fastify, prom-client) load only to run, not to validate.
-  const { Portico } = await import('./portico.ts')
-  const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0) })
+  const { Portico, startTracing } = await import('./portico.ts')
+  const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0), ...await startTracing(setup.settings) })
   await run(portico, setup.logs, async () => {
     await portico.start(config, result.text)
   }, { config: config.ir.version })
+  if (process.stdout.isTTY === true) {
+    const { readySummary } = await import('./ready-summary.ts')
+    const { settings } = setup
+    process.stdout.write(readySummary({
+      ir: config.ir,
+      listeners: portico.listeners.addresses(),
+      admin: settings.adminAddr === null ? null : { host: settings.adminAddr.host, port: portico.ports.admin },
+      adminWrites: settings.adminWrites
+    }))
+  }
 }
 
 /**
@@ -89,8 +106,8 @@ export async function runClusterMode (): Promise<void> {
   }
   const setup = startLogging({})
   const identity = { podName: env.POD_NAME!, namespace: env.NAMESPACE!, gateway: env.GATEWAY! }
-  const { Portico } = await import('./portico.ts')
-  const portico = new Portico({ settings: setup.settings, logs: setup.logs, env: identity, onQuit: () => process.exit(0) })
+  const { Portico, startTracing } = await import('./portico.ts')
+  const portico = new Portico({ settings: setup.settings, logs: setup.logs, env: identity, onQuit: () => process.exit(0), ...await startTracing(setup.settings) })
   const tokenFile = env.XDS_TOKEN_FILE ?? (existsSync(DEFAULT_TOKEN_FILE) ? DEFAULT_TOKEN_FILE : undefined)
   // gRPC and the xDS protos load only here: a standalone gateway never needs them.
   const { XdsClient } = await import('./xds-client.ts')

@@ -39,8 +39,8 @@ test('portico --version and --help load nothing but the argument parser and the 
   }
 })
 
-/** Packages only some configs need (or, for the Kubernetes client, only the controller). */
-const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
+/** Packages only some configs need (the OpenTelemetry SDK: only with config.tracing or accessLog.otlp; the Kubernetes client: only the controller). */
+const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@opentelemetry\/|@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
 
 test('the engine barrel loads none of the packages only some configs need', () => {
   const { urls } = run(['--input-type=module', '-e', "await import('@portico/engine')"])

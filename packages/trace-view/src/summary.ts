@@ -65,7 +65,8 @@ export function summarize (events: TraceEvent[], index: number): string {
     case 'requestStarted': {
       const initial = events.find(e => e.message.type === 'requestSnapshot' && e.message.stage === 'initial request')
       const req = requestOf(initial)
-      return req === undefined ? '' : `${String(req.method)} ${String(req.pathAndQuery ?? req.path)}${req.host !== undefined ? `  host=${String(req.host)}` : ''}`
+      const traceId = m.traceId !== undefined ? `  trace=${m.traceId}` : ''
+      return req === undefined ? traceId.trimStart() : `${String(req.method)} ${String(req.pathAndQuery ?? req.path)}${req.host !== undefined ? `  host=${String(req.host)}` : ''}${traceId}`
     }
     case 'requestSnapshot': {
       const req = requestOf(event)

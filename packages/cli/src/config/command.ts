@@ -22,7 +22,7 @@ export async function configCommand (options: ConfigCommandOptions): Promise<voi
     if (options.section === 'all') text = formatConfigAll(dump, options.output)
     else if (options.output === 'json') text = JSON.stringify(dump.backends ?? [], null, 2) + '\n'
     else if (options.output === 'yaml') text = stringify(dump.backends ?? [], { lineWidth: 0 })
-    else text = backendsTable(dump)
+    else text = backendsTable(dump, { colour: options.io.stdout.isTTY === true && process.env.NO_COLOR === undefined })
     options.io.stdout.write(text)
   } finally {
     await connection.close()

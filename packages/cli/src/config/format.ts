@@ -4,6 +4,7 @@
  */
 
 import { stringify } from 'yaml'
+import { healthLevel, healthText, type HealthLevel } from '@portico/trace-view'
 import { formatTable } from '../util/table.ts'
 import type { ConfigDump, DumpBackend, DumpMatch, DumpPolicy, DumpRoute } from './dump.ts'
 
@@ -16,9 +17,8 @@ export function backendType (kind: string): string {
   return BACKEND_TYPES[kind] ?? kind
 }
 
-export function formatHealth (health: number | undefined): string {
-  return health === undefined ? '-' : health.toFixed(2)
-}
+/** HEALTH's terminal colours: green, yellow, red (the web UI's, by the same thresholds). */
+const HEALTH_COLOURS: Record<HealthLevel, string | null> = { good: '\x1b[32m', degraded: '\x1b[33m', poor: '\x1b[31m', none: null }
 
 export function formatLatency (ms: number | null | undefined): string {
   return ms === null || ms === undefined ? '-' : `${Number(ms.toFixed(3))}ms`
@@ -30,7 +30,7 @@ export function backendRows (backends: DumpBackend[]): string[][] {
     b.name,
     b.namespace ?? '-',
     b.target !== undefined && b.target !== '' ? b.target : '-',
-    formatHealth(b.stats?.health),
+    healthText(b.stats),
     b.stats === undefined ? '-' : String(b.stats.requests),
     formatLatency(b.stats?.latencyMs)
   ])
@@ -38,8 +38,16 @@ export function backendRows (backends: DumpBackend[]): string[][] {
 
 export const BACKEND_HEADERS = ['TYPE', 'NAME', 'NAMESPACE', 'ENDPOINT', 'HEALTH', 'REQUESTS', 'LATENCY']
 
-export function backendsTable (dump: ConfigDump): string {
-  return formatTable(BACKEND_HEADERS, backendRows(dump.backends ?? []))
+/** `colour`: HEALTH in green, yellow or red (on a terminal). */
+export function backendsTable (dump: ConfigDump, options: { colour?: boolean } = {}): string {
+  const backends = dump.backends ?? []
+  const column = BACKEND_HEADERS.indexOf('HEALTH')
+  return formatTable(BACKEND_HEADERS, backendRows(backends), options.colour === true
+    ? (row, col, cell) => {
+        const code = col === column ? HEALTH_COLOURS[healthLevel(backends[row]?.stats)] : null
+        return code === null ? cell : `${code}${cell}\x1b[39m`
+      }
+    : undefined)
 }
 
 function matchText (m: DumpMatch): string {

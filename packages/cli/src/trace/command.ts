@@ -9,9 +9,9 @@ import { cliError, usageError } from '../errors.ts'
 import type { Io } from '../io.ts'
 import type { Target } from '../targets/types.ts'
 import { createTraceStore } from '../tui/store.ts'
-import { parseCurlArgs } from './curl-args.ts'
+import { parseCurlArgs, type CurlRequest } from './curl-args.ts'
 import { parseRawTrace, rawLine } from './events.ts'
-import { runTraceSession } from './session.ts'
+import { runTraceSession, type PortSource } from './session.ts'
 import type { TraceFilter } from './stream.ts'
 
 export interface TraceCommandOptions {
@@ -20,13 +20,26 @@ export interface TraceCommandOptions {
   /** `-f FILE`: replay a saved `--raw` trace. */
   file?: string
   raw: boolean
-  /** Listener port for inject mode. */
-  port: number
+  /** Listener port for inject mode (--port); default the URL's own port, else DEFAULT_LISTENER_PORT. */
+  port: number | undefined
   /** Everything after `--`: URL and curl arguments (empty = watch mode). */
   curlArgs: string[]
   timeoutMs: number | null
   filter: TraceFilter
   io: Io
+}
+
+/** Inject mode's listener port when neither --port nor the URL names one: the quick start's. */
+export const DEFAULT_LISTENER_PORT = 3000
+
+/**
+ * Where inject mode sends: --port, else the port the URL names (`http://localhost:8080/x` is
+ * meant for 8080), else the quick start's listener. A URL without a port only names the Host.
+ */
+export function listenerPort (flag: number | undefined, inject: CurlRequest | null): { port: number, portFrom: PortSource } {
+  if (flag !== undefined) return { port: flag, portFrom: '--port' }
+  if (inject !== null && inject.url.port !== '') return { port: Number(inject.url.port), portFrom: 'the URL' }
+  return { port: DEFAULT_LISTENER_PORT, portFrom: 'the default' }
 }
 
 export async function traceCommand (options: TraceCommandOptions): Promise<void> {
@@ -39,7 +52,7 @@ export async function traceCommand (options: TraceCommandOptions): Promise<void>
   }
   if (options.target === null) throw usageError('which proxy? give gateway/NAME, --local or -f FILE')
   const inject = options.curlArgs.length > 0 ? parseCurlArgs(options.curlArgs) : null
-  const base = { target: options.target, inject, port: options.port, filter: options.filter, timeoutMs: options.timeoutMs, verboseOut: io.stderr }
+  const base = { target: options.target, inject, ...listenerPort(options.port, inject), filter: options.filter, timeoutMs: options.timeoutMs, verboseOut: io.stderr }
 
   if (!interactive) {
     await runTraceSession({

@@ -19,6 +19,8 @@ export interface SendOptions {
   /** Where `-v` writes (stderr). */
   verboseOut?: NodeJS.WritableStream
   timeoutMs?: number
+  /** Said when the connection is refused: which port was chosen, and how to pick another. */
+  portHint?: string
 }
 
 export interface SendResult {
@@ -74,16 +76,16 @@ export async function sendRequest (options: SendOptions): Promise<SendResult> {
     for await (const _chunk of res.body) { /* discard */ }
     return { status: res.statusCode, headers: res.headers }
   } catch (err) {
-    throw cliError('PORTICOCTL_REQUEST_FAILED', `the request to ${origin}${path} (Host: ${req.url.host}) failed: ${describeSendError(err)}`, err)
+    throw cliError('PORTICOCTL_REQUEST_FAILED', `the request to ${origin}${path} (Host: ${req.url.host}) failed: ${describeSendError(err, options.portHint)}`, err)
   } finally {
     dispatcher.close().catch(() => {})
   }
 }
 
-function describeSendError (err: unknown): string {
+function describeSendError (err: unknown, portHint = 'is --port the listener port?'): string {
   const e = err as { code?: string, message?: string, cause?: { code?: string, message?: string } }
   const code = e.code ?? e.cause?.code
-  if (code === 'ECONNREFUSED') return 'connection refused (is --port the listener port?)'
+  if (code === 'ECONNREFUSED') return `connection refused (${portHint})`
   if (code !== undefined && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code)) return `${e.message ?? code} (use -k to skip certificate verification)`
   return e.message ?? String(err)
 }

@@ -14,6 +14,9 @@ import { openTraceStream, type TraceFilter } from './stream.ts'
 
 export const TRACE_TAG_HEADER = 'x-porticoctl-trace'
 
+/** Where inject mode's listener port came from. */
+export type PortSource = '--port' | 'the URL' | 'the default'
+
 /** How long after the response inject mode waits for the trace's first event. */
 export const UNTRACED_GRACE_MS = 2000
 
@@ -27,8 +30,9 @@ export interface TraceSessionOptions {
   target: Target
   /** Inject mode's request; null for watch mode. */
   inject: CurlRequest | null
-  /** Listener port inject mode sends to. */
+  /** Listener port inject mode sends to, and who chose it (for the error when nothing listens there). */
   port: number
+  portFrom: PortSource
   /** Extra filters for watch mode (`--path`, `--route`). */
   filter: TraceFilter
   /** Give up after this long without the request finishing; null waits forever. */
@@ -78,14 +82,14 @@ export async function runTraceSession (options: TraceSessionOptions): Promise<vo
       const req = options.inject
       const to = await instance.reach(options.port)
       sink.status(`sending ${req.method} ${req.url.href} to port ${options.port}…`)
-      const sent = sendRequest({ request: req, to, tag: [TRACE_TAG_HEADER, tag], verboseOut: options.verboseOut })
+      const sent = sendRequest({ request: req, to, tag: [TRACE_TAG_HEADER, tag], verboseOut: options.verboseOut, portHint: portHint(options) })
       sent.then(r => sink.status(`sent ${req.method} ${req.url.href} → ${r.status}`), () => {})
       // The response is complete but the proxy traced nothing: the request went elsewhere
       // (--port is another process's port). Say so instead of waiting for the timeout.
       const untraced = sent.then(async r => {
         await new Promise(resolve => setTimeout(resolve, UNTRACED_GRACE_MS).unref())
         if (s.count === 0) {
-          throw cliError('PORTICOCTL_TRACE_TIMEOUT', `port ${options.port} answered ${r.status}, but the proxy at ${instance.label} traced no request: is --port a listener of this proxy?`)
+          throw cliError('PORTICOCTL_TRACE_TIMEOUT', `port ${options.port} answered ${r.status}, but the proxy at ${instance.label} traced no request: ${portHint(options)}`)
         }
         return await new Promise<never>(() => {})
       })
@@ -100,4 +104,10 @@ export async function runTraceSession (options: TraceSessionOptions): Promise<vo
     stream?.close()
     await connection.close()
   }
+}
+
+/** What to say when the chosen port is not one of the proxy's listeners. */
+function portHint (options: { port: number, portFrom: PortSource }): string {
+  if (options.portFrom === '--port') return `is --port ${options.port} a listener port of this proxy?`
+  return `is ${options.port} (${options.portFrom === 'the URL' ? 'the URL\'s port' : 'the default, the quick start\'s'}) a listener port of this proxy? --port names another`
 }

@@ -13,14 +13,26 @@ export const PORTICO_GROUP = 'portico.dev'
 export const PORTICO_VERSION = 'v1alpha1'
 
 /** Where the policy blocks and backend kinds sit in the config file's schema. */
-export function configParts (config: JsonSchema): { gateway: JsonSchema, route: JsonSchema, backend: JsonSchema, mcp: JsonSchema, ai: JsonSchema } {
+export function configParts (config: JsonSchema): { gateway: JsonSchema, frontend: JsonSchema, route: JsonSchema, backend: JsonSchema, mcp: JsonSchema, ai: JsonSchema } {
   const props = (s: JsonSchema) => s.properties as Record<string, JsonSchema>
   const gateways = props(config).gateways!
-  const gateway = props(Object.values(gateways.patternProperties as Record<string, JsonSchema>)[0]!).policies!
+  const gatewayFields = props(Object.values(gateways.patternProperties as Record<string, JsonSchema>)[0]!)
   const route = props(props(config).routes!.items as JsonSchema)
   const backendRef = props(route.backends!.items as JsonSchema)
-  return { gateway, route: route.policies!, backend: backendRef.policies!, mcp: backendRef.mcp!, ai: backendRef.ai! }
+  const frontend: JsonSchema = {
+    type: 'object',
+    additionalProperties: false,
+    properties: Object.fromEntries(FRONTEND_FIELDS.map(f => [f, gatewayFields[f]!]))
+  }
+  return { gateway: gatewayFields.policies!, frontend, route: route.policies!, backend: backendRef.policies!, mcp: backendRef.mcp!, ai: backendRef.ai! }
 }
+
+/**
+ * A standalone gateway's client-connection settings, which a PorticoPolicy's `frontend`
+ * sets on a whole Gateway (as Envoy Gateway's ClientTrafficPolicy, agentgateway's
+ * `frontend` policies). The rest of a gateway (port, protocol, hostname, tls) is the Gateway.
+ */
+export const FRONTEND_FIELDS = ['http2', 'path', 'timeout', 'clientIPDetection', 'upgrades'] as const
 
 const TARGET_REF: JsonSchema = {
   type: 'object',
@@ -118,10 +130,15 @@ export function porticoPolicyCrd (config: JsonSchema): JsonSchema {
     'Portico policies attached to Gateways, listeners, HTTPRoutes, rules, Services or PorticoBackends (Gateway API policy attachment). The more specific target wins; among equals the oldest.',
     {
       type: 'object',
-      required: ['targetRefs', 'policies'],
+      required: ['targetRefs'],
+      'x-kubernetes-validations': [{ rule: 'has(self.policies) || has(self.frontend)', message: 'a PorticoPolicy sets policies, frontend or both' }],
       properties: {
         targetRefs: { type: 'array', minItems: 1, maxItems: 16, items: TARGET_REF, description: 'What the policies attach to, all in this namespace.' },
-        policies: policiesSchema(config)
+        policies: policiesSchema(config),
+        frontend: toStructural({
+          ...configParts(config).frontend,
+          description: 'How a Gateway treats what clients send — a standalone gateway\'s http2, path, timeout, clientIPDetection and upgrades — for every listener of the Gateway; only with a whole-Gateway target (no sectionName).'
+        })
       }
     },
     [{ name: 'Targets', type: 'string', jsonPath: '.spec.targetRefs[*].name' }])
@@ -132,10 +149,14 @@ export function porticoBackendCrd (config: JsonSchema): JsonSchema {
     'A backend a Service cannot express: MCP servers behind one endpoint, or an LLM provider. HTTPRoute backendRefs reach it with group portico.dev, kind PorticoBackend.',
     {
       type: 'object',
-      description: 'Exactly one of mcp or ai.',
+      description: 'Exactly one of mcp or ai, and optionally the backend policies every reference to it gets.',
       properties: {
         mcp: mcpBackendSchema(config),
-        ai: toStructural(configParts(config).ai)
+        ai: toStructural(configParts(config).ai),
+        policies: toStructural({
+          ...configParts(config).backend,
+          description: 'Backend policies (a standalone backend\'s `policies:` block, credentials as secretRefs to Secrets of this namespace) for every route reaching this backend — e.g. the provider key: backendAuth: {key: {secretRef: {name, key}}}. A PorticoPolicy targeting the PorticoBackend adds to them; these win on the same field.'
+        })
       }
     },
     [])

@@ -16,7 +16,12 @@ export function proxySettings (settings: Settings, parameters: ProxyParameters |
   const out: ProxyOptions = { image: image(settings.proxyImage, p.image), imagePullPolicy: p.image?.pullPolicy ?? settings.proxyImagePullPolicy }
   if (p.replicas !== undefined) out.replicas = p.replicas
   if (p.service?.type !== undefined) out.serviceType = p.service.type
-  if (p.env !== undefined) out.env = p.env
+  // The proxy reads its config sections from JSON variables (proxy/settings.ts); a variable
+  // of the same name in env wins, as it does over the controller's own.
+  const sections = [['TRACING', p.tracing], ['ACCESS_LOG', p.accessLog]] as const
+  const given = new Set((p.env ?? []).map(e => e.name))
+  const generated = sections.filter(([name, v]) => v !== undefined && !given.has(name)).map(([name, v]) => ({ name, value: JSON.stringify(v) }))
+  if (p.env !== undefined || generated.length > 0) out.env = [...generated, ...(p.env ?? [])]
   if (p.resources !== undefined) out.resources = p.resources
   if (p.logLevel !== undefined) out.logLevel = p.logLevel
   return out

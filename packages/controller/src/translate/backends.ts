@@ -7,8 +7,8 @@
  */
 
 import { createHash } from 'node:crypto'
-import type { BackendIR } from '@portico/engine/ir'
-import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type Service } from './gateway-api.ts'
+import type { BackendIR, PolicySetIR } from '@portico/engine/ir'
+import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type Secret, type Service } from './gateway-api.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 import type { BackendTlsPolicies } from './backend-tls.ts'
@@ -20,9 +20,11 @@ export interface ServiceIndex {
   slices: Map<string, EndpointSlice[]>
   /** PorticoBackends by `namespace/name` (empty when the CRD is not installed). */
   porticoBackends: Map<string, PorticoBackend>
+  /** Secrets by `namespace/name`: a PorticoBackend's own policies take credentials from them. */
+  secrets: Map<string, Secret>
 }
 
-export function serviceIndex (services: Service[], endpointSlices: EndpointSlice[], porticoBackends: PorticoBackend[] = []): ServiceIndex {
+export function serviceIndex (services: Service[], endpointSlices: EndpointSlice[], porticoBackends: PorticoBackend[] = [], secrets: Map<string, Secret> = new Map()): ServiceIndex {
   const slices = new Map<string, EndpointSlice[]>()
   for (const slice of endpointSlices) {
     const svc = slice.metadata.labels?.['kubernetes.io/service-name']
@@ -32,7 +34,7 @@ export function serviceIndex (services: Service[], endpointSlices: EndpointSlice
     if (list === undefined) slices.set(key, list = [])
     list.push(slice)
   }
-  return { services: new Map(services.map(s => [nsName(s.metadata), s])), slices, porticoBackends: new Map(porticoBackends.map(b => [nsName(b.metadata), b])) }
+  return { services: new Map(services.map(s => [nsName(s.metadata), s])), slices, porticoBackends: new Map(porticoBackends.map(b => [nsName(b.metadata), b])), secrets }
 }
 
 export interface ResolvedBackends {
@@ -41,16 +43,19 @@ export interface ResolvedBackends {
   /** Per rule, per RequestMirror filter: the mirror backend's key (valid or invalid). */
   mirrors: string[][]
   backends: Map<string, BackendIR>
+  /** A PorticoBackend's own policies, by backend key: every reference to it starts from them. */
+  ownPolicies: Map<string, PolicySetIR>
   condition(generation: number | undefined): Condition
 }
 
 export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, index: ServiceIndex, tlsPolicies?: BackendTlsPolicies): ResolvedBackends {
   const routeNs = route.metadata.namespace ?? ''
   const backends = new Map<string, BackendIR>()
+  const ownPolicies = new Map<string, PolicySetIR>()
   let failure: { reason: string, message: string } | null = null
   const fail = (reason: string, message: string) => { failure ??= { reason, message } }
   const refs = (route.spec.rules ?? []).map(rule => (rule.backendRefs ?? []).map(ref => {
-    let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute')
+    let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies)
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
@@ -62,7 +67,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   }))
   // RequestMirror backendRefs resolve like any backendRef (ReferenceGrant, Service, port).
   const mirrors = (route.spec.rules ?? []).map(rule => (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
-    let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index, route.kind ?? 'HTTPRoute')
+    let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies)
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
@@ -75,13 +80,14 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
     refs,
     mirrors,
     backends,
+    ownPolicies,
     condition: gen => failure === null
       ? condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
       : condition('ResolvedRefs', false, failure.reason, failure.message, gen)
   }
 }
 
-function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGrants, index: ServiceIndex, fromKind: string): BackendIR {
+function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGrants, index: ServiceIndex, fromKind: string, ownPolicies: Map<string, PolicySetIR>): BackendIR {
   const ns = ref.namespace ?? routeNs
   const group = ref.group ?? ''
   const kind = ref.kind ?? 'Service'
@@ -97,7 +103,10 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     const pb = index.porticoBackends.get(`${ns}/${ref.name}`)
     if (pb === undefined) return invalid('BackendNotFound', `PorticoBackend ${ns}/${ref.name} not found`)
     const b = porticoBackendIR(pb, index)
-    if (typeof b !== 'string') return b
+    if (typeof b !== 'string') {
+      if (Object.keys(b.policies).length > 0) ownPolicies.set(b.backend.key, b.policies)
+      return b.backend
+    }
     const [reason, message] = splitReason(b)
     return invalid(reason, message)
   }

@@ -247,6 +247,10 @@ export interface ProxyParameters {
   env?: Array<Record<string, unknown>>
   resources?: Record<string, unknown>
   logLevel?: string
+  /** The proxy's `config.tracing` (OpenTelemetry), as in a standalone config file. */
+  tracing?: Record<string, unknown>
+  /** The proxy's `config.accessLog` (fields added with CEL, removed, OTLP logs). */
+  accessLog?: Record<string, unknown>
 }
 
 export interface PorticoParameters {

@@ -5,7 +5,7 @@
  * listeners into binds by port.
  */
 
-import { contentVersion, type BackendIR, type BindIR, type ClientValidationIR, type ListenerIR, type ProxyIR, type TlsServerIR } from '@portico/engine/ir'
+import { contentVersion, type BackendIR, type BindIR, type ClientValidationIR, type FrontendIR, type ListenerIR, type ProxyIR, type TlsServerIR } from '@portico/engine/ir'
 import { serverTlsOptionsToIR } from '@portico/engine/config'
 import { GATEWAY_GROUP, matchesSelector, type Condition, type Gateway, type HTTPRoute, type Listener, type Namespace, type Secret } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
@@ -50,6 +50,18 @@ export interface GatewayState {
   parameters: ParametersResolution
   /** spec.addresses: the static IPs asked for, or why they cannot be (addresses.ts). */
   addresses: RequestedAddresses
+  /** Client-connection settings from PorticoPolicies' `frontend` (portico-policies.ts). */
+  frontend?: GatewayFrontend
+}
+
+/**
+ * What a PorticoPolicy's `frontend` gives a Gateway: its HTTP listeners' FrontendIR and the
+ * settings of each port (read before a Host header could pick a listener).
+ */
+export interface GatewayFrontend {
+  listener?: FrontendIR
+  requestHeadersTimeoutMs?: number
+  http2?: boolean
 }
 
 /** Route kinds HTTP and HTTPS listeners take. */
@@ -244,6 +256,8 @@ export function gatewayIR (g: GatewayState): ProxyIR {
     if (bind === undefined) {
       bind = { key: `0.0.0.0:${l.listener.port}`, address: '0.0.0.0', port: l.listener.port, protocol: l.ir.protocol, listeners: [] }
       if (l.tls !== undefined) bind.tls = l.clientValidation !== undefined ? { ...l.tls, clientValidation: l.clientValidation } : l.tls
+      if (l.ir.streamRoutes === undefined && g.frontend?.requestHeadersTimeoutMs !== undefined) bind.requestHeadersTimeoutMs = g.frontend.requestHeadersTimeoutMs
+      if (l.ir.streamRoutes === undefined && g.frontend?.http2 === false) bind.http2 = false
       binds.set(l.listener.port, bind)
     }
     bind.listeners.push(l.ir)

@@ -12,7 +12,7 @@
 
 import type { ListenerIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, matchesSelector, nsName, type AllowedListeners, type Condition, type ListenerSet, type Namespace, type Secret } from './gateway-api.ts'
-import { listenerState, type GatewayState, type ListenerState , tlsModeOf } from './gateways.ts'
+import { listenerState, tlsModeOf, type GatewayState, type ListenerState } from './gateways.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import type { GatewayResult, ListenerStatus } from './status.ts'
 import { condition } from './conditions.ts'

@@ -6,6 +6,7 @@
  * class (or the Gateway) `Accepted=False` with reason `InvalidParameters`.
  */
 
+import { loadConfigText } from '@portico/engine/config'
 import type { GatewayClass, Gateway, PorticoParameters, ProxyParameters } from './gateway-api.ts'
 
 export const PARAMETERS_GROUP = 'portico.dev'
@@ -42,6 +43,23 @@ export class ParametersIndex {
     if (group !== PARAMETERS_GROUP || kind !== PARAMETERS_KIND) return { error: `parametersRef must be a ${PARAMETERS_GROUP} ${PARAMETERS_KIND}, not ${group === '' ? 'core' : group} ${kind}` }
     const found = this.byKey.get(`${namespace}/${name}`)
     if (found === undefined) return { error: `${PARAMETERS_KIND} ${namespace}/${name} not found` }
+    const problem = proxyConfigProblem(found.spec ?? {})
+    if (problem !== null) return { error: `${PARAMETERS_KIND} ${namespace}/${name}: ${problem}` }
     return { parameters: found.spec ?? {} }
   }
+}
+
+/**
+ * `tracing` and `accessLog` are the proxy's `config:` sections, checked here against the
+ * config file's schema: a bad one makes the class or Gateway InvalidParameters instead of a
+ * proxy that cannot start.
+ */
+export function proxyConfigProblem (spec: ProxyParameters): string | null {
+  const config: Record<string, unknown> = {}
+  if (spec.tracing !== undefined) config.tracing = spec.tracing
+  if (spec.accessLog !== undefined) config.accessLog = spec.accessLog
+  if (Object.keys(config).length === 0) return null
+  const result = loadConfigText(JSON.stringify({ config }), { baseDir: '.' })
+  const problems = result.ok ? [] : result.diagnostics.filter(d => d.path[0] === 'config')
+  return problems.length === 0 ? null : problems.map(d => `${d.path.slice(1).join('.')}: ${d.message}`).join('; ')
 }

@@ -13,19 +13,31 @@
  */
 
 import { loadConfigText } from '@portico/engine/config'
-import type { BackendIR } from '@portico/engine/ir'
+import type { BackendIR, PolicySetIR } from '@portico/engine/ir'
 import type { ObjectMeta } from './gateway-api.ts'
 import { endpointsOf, type ServiceIndex } from './backends.ts'
+import { convertPolicy } from './portico-policies.ts'
 
 export const PORTICO_GROUP = 'portico.dev'
 
 export interface PorticoBackend {
   metadata: ObjectMeta
-  spec: { mcp?: { targets?: Array<Record<string, unknown>>, [field: string]: unknown }, ai?: Record<string, unknown> }
+  spec: { mcp?: { targets?: Array<Record<string, unknown>>, [field: string]: unknown }, ai?: Record<string, unknown>, policies?: Record<string, unknown> }
+}
+
+/**
+ * A PorticoBackend served: its backend, and the backend policies of its own `spec.policies`
+ * that every reference to it gets (converted as a PorticoPolicy's backend block: the same
+ * schema, Secrets of the backend's namespace). The resource's own policies win over a
+ * PorticoPolicy attached to it, as an HTTPRoute's filters win over one attached to the route.
+ */
+export interface PorticoBackendServed {
+  backend: BackendIR
+  policies: PolicySetIR
 }
 
 /** The backend, or `reason: message` when it cannot be served. */
-export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): BackendIR | string {
+export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): PorticoBackendServed | string {
   const ns = pb.metadata.namespace ?? ''
   const kinds = (['mcp', 'ai'] as const).filter(k => pb.spec[k] !== undefined)
   if (kinds.length !== 1) return `InvalidKind: PorticoBackend ${ns}/${pb.metadata.name} needs exactly one of mcp or ai`
@@ -60,5 +72,11 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Back
     return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: spec${field}: ${d.message}`
   }
   const backend = result.config.ir.backends[0]!
-  return { ...backend, key: `portico/${ns}/${pb.metadata.name}`, name: pb.metadata.name, namespace: ns }
+  let policies: PolicySetIR = {}
+  if (pb.spec.policies !== undefined) {
+    const converted = convertPolicy({ metadata: pb.metadata, spec: { targetRefs: [], policies: pb.spec.policies } }, kinds[0] === 'ai' ? 'backend-ai' : 'backend', index.secrets)
+    if (!converted.ok) return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: ${converted.message}`
+    policies = converted.policies
+  }
+  return { backend: { ...backend, key: `portico/${ns}/${pb.metadata.name}`, name: pb.metadata.name, namespace: ns }, policies }
 }

@@ -20,13 +20,13 @@
  */
 
 import { loadConfigText, configJsonSchema, type ConfigDiagnostic } from '@portico/engine/config'
-import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR } from '@portico/engine/ir'
+import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR, FrontendIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type ObjectMeta, type Secret } from './gateway-api.ts'
 import { condition } from './conditions.ts'
 import type { PolicyAncestorStatus } from './backend-tls.ts'
-import { configParts } from '../crds/portico-crds.ts'
+import { configParts, FRONTEND_FIELDS } from '../crds/portico-crds.ts'
 import { secretMark, type JsonSchema } from '../crds/structural-schema.ts'
-import type { GatewayState } from './gateways.ts'
+import type { GatewayFrontend, GatewayState } from './gateways.ts'
 
 export interface PolicyTargetRef {
   group?: string
@@ -37,8 +37,9 @@ export interface PolicyTargetRef {
 
 export interface PorticoPolicy {
   metadata: ObjectMeta
-  spec: { targetRefs: PolicyTargetRef[], policies: Record<string, unknown> }
+  spec: { targetRefs: PolicyTargetRef[], policies?: Record<string, unknown>, frontend?: Record<string, unknown> }
 }
+
 
 export interface PorticoPolicyResult {
   namespace: string
@@ -54,6 +55,7 @@ type ConvertLevel = Level | 'backend-ai'
 
 /** A policy converted for one level: its IR, or why it cannot be used. */
 type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health'> } | { ok: false, message: string }
+type ConvertedFrontend = { ok: true, frontend: GatewayFrontend } | { ok: false, message: string }
 
 /** Where a policy applies: a listener, a route (rule), or a backend reference of a route. */
 interface Attachment {
@@ -105,6 +107,10 @@ export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<s
   for (const [gwKey, g] of gateways) {
     const gwNs = g.gw.metadata.namespace ?? ''
     const listeners = [...g.listeners, ...(g.listenerSetListeners ?? [])]
+    g.frontend = gatewayFrontend(g, sorted, gwKey, note, found)
+    for (const l of listeners) {
+      if (l.ir !== null && l.ir.streamRoutes === undefined && g.frontend.listener !== undefined) l.ir.frontend = g.frontend.listener
+    }
     for (const l of listeners) {
       if (l.ir === null) continue
       // Gateway level: policies on this Gateway, or on this listener of it.
@@ -142,6 +148,78 @@ export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<s
     results.push({ namespace: p.metadata.namespace ?? '', name: p.metadata.name, ...(p.metadata.uid !== undefined ? { uid: p.metadata.uid } : {}), generation: gen, ancestors: out })
   }
   return results
+}
+
+/**
+ * The client-connection settings of the PorticoPolicies whose `frontend` targets the whole
+ * Gateway: field by field, the oldest policy's value; a newer policy setting a field an older
+ * one sets is Conflicted (all have the same specificity: one listener cannot have its own,
+ * since several listeners share a port and these settings are read before a listener is known).
+ */
+function gatewayFrontend (g: GatewayState, sorted: PorticoPolicy[], gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void, found: Set<PorticoPolicy>): GatewayFrontend {
+  const gwNs = g.gw.metadata.namespace ?? ''
+  const merged: Record<string, unknown> = {}
+  const taken = new Map<string, PorticoPolicy>()
+  for (const p of sorted) {
+    if (p.spec.frontend === undefined || (p.metadata.namespace ?? '') !== gwNs) continue
+    const refs = p.spec.targetRefs.filter(ref => ref.kind === 'Gateway' && (ref.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && ref.name === g.gw.metadata.name)
+    if (refs.length === 0) continue
+    found.add(p)
+    const gen = p.metadata.generation
+    if (refs.some(ref => ref.sectionName !== undefined)) {
+      note(p, gwKey, condition('Accepted', false, 'Invalid', 'spec.frontend: applies to a whole Gateway (listeners sharing a port share these settings): target the Gateway without sectionName', gen))
+      continue
+    }
+    const converted = convertFrontend(p)
+    if (!converted.ok) {
+      note(p, gwKey, condition('Accepted', false, 'Invalid', converted.message, gen))
+      continue
+    }
+    const fields = flatFrontend(converted.frontend)
+    const clash = Object.keys(fields).map(f => taken.get(f)).find(t => t !== undefined)
+    if (clash !== undefined) {
+      note(p, gwKey, condition('Accepted', false, 'Conflicted', `PorticoPolicy ${nsName(clash.metadata)} (older) sets the same frontend settings on this Gateway`, gen))
+      continue
+    }
+    for (const [f, v] of Object.entries(fields)) {
+      taken.set(f, p)
+      merged[f] = v
+    }
+    note(p, gwKey, condition('Accepted', true, 'Accepted', 'the policy applies', gen))
+  }
+  const out: GatewayFrontend = {}
+  for (const [f, v] of Object.entries(merged)) {
+    if (f.startsWith('listener.')) (out.listener ??= {} as FrontendIR)[f.slice('listener.'.length) as keyof FrontendIR] = v as never
+    else (out as Record<string, unknown>)[f] = v
+  }
+  return out
+}
+
+/** One key per setting (`listener.path`, `requestHeadersTimeoutMs`, ...): the unit of precedence. */
+function flatFrontend (f: GatewayFrontend): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(f.listener ?? {})) out[`listener.${k}`] = v
+  if (f.requestHeadersTimeoutMs !== undefined) out.requestHeadersTimeoutMs = f.requestHeadersTimeoutMs
+  if (f.http2 !== undefined) out.http2 = f.http2
+  return out
+}
+
+/** A policy's `frontend`, loaded as the same fields of a standalone gateway are. */
+export function convertFrontend (p: PorticoPolicy): ConvertedFrontend {
+  const block = Object.fromEntries(FRONTEND_FIELDS.filter(f => p.spec.frontend?.[f] !== undefined).map(f => [f, p.spec.frontend![f]]))
+  const result = loadConfigText(JSON.stringify({ gateways: { frontend: { port: 1, ...block } } }), { baseDir: '/', readFile: noFiles })
+  if (!result.ok) return { ok: false, message: describe(result.diagnostics, 'frontend', []) }
+  const bind = result.config.ir.binds[0]!
+  const listener = bind.listeners[0]!
+  const frontend: GatewayFrontend = {}
+  if (listener.frontend !== undefined) frontend.listener = listener.frontend
+  if (bind.requestHeadersTimeoutMs !== undefined) frontend.requestHeadersTimeoutMs = bind.requestHeadersTimeoutMs
+  if (bind.http2 === false) frontend.http2 = false
+  return { ok: true, frontend }
+}
+
+function noFiles (): never {
+  throw Object.assign(new Error('no files in a cluster'), { code: 'ENOENT' })
 }
 
 function applyToRoute (
@@ -262,6 +340,7 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
   for (const [field, why] of Object.entries(elsewhere)) {
     if ((p.spec.policies ?? {})[field] !== undefined) return { ok: false, message: `spec.policies.${field}: not taken from a PorticoPolicy: ${why}` }
   }
+  if (level !== 'gateway' && p.spec.frontend !== undefined) return { ok: false, message: 'spec.frontend: client-connection settings apply to a Gateway, not to a route or a backend' }
   const block = withSecrets(p.spec.policies ?? {}, schemaOf(level), '', resolve)
   if (problem !== undefined) return { ok: false, message: problem }
   const config = level === 'gateway'
@@ -294,15 +373,18 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
   return { ok: true, policies: route.backends[0]!.policies, route: {}, backend: settings }
 }
 
-/** The loader's diagnostics at `spec.policies.…`, secret values masked. */
-function describe (diagnostics: ConfigDiagnostic[], level: Level, secretValues: string[]): string {
+/**
+ * The loader's diagnostics at `spec.policies.…` (or `spec.frontend.…`: the fields of the
+ * one-gateway config `convertFrontend` loads), secret values masked.
+ */
+function describe (diagnostics: ConfigDiagnostic[], level: Level | 'frontend', secretValues: string[]): string {
   const lines = diagnostics.slice(0, 5).map(d => {
-    const at = d.path.indexOf('policies')
+    const at = level === 'frontend' ? d.path.indexOf('frontend') : d.path.indexOf('policies')
     const field = at === -1 ? '' : d.path.slice(at + 1).map(p => typeof p === 'number' ? `[${p}]` : `.${p}`).join('')
     let message = d.message
     for (const v of secretValues) if (v.length > 0) message = message.split(v).join('<secret>')
-    if (/unknown field/.test(message)) message += ` (not a ${level}-level policy, or misspelt)`
-    return `spec.policies${field}: ${message}`
+    if (/unknown field/.test(message)) message += level === 'frontend' ? ' (not a frontend setting, or misspelt)' : ` (not a ${level}-level policy, or misspelt)`
+    return `spec.${level === 'frontend' ? 'frontend' : 'policies'}${field}: ${message}`
   })
   return lines.join('; ') + (diagnostics.length > 5 ? `; and ${diagnostics.length - 5} more` : '')
 }

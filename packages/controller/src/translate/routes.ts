@@ -187,11 +187,19 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
       if (m.method !== undefined) match.method = m.method
       return match
     })
-    const backends: BackendRefIR[] = (rule.backendRefs ?? []).map((ref, j) => ({
-      backend: resolved.refs[i]![j]!,
-      weight: ref.weight ?? 1,
-      policies: rulePolicies?.backends[j] ?? {}
-    }))
+    const backends: BackendRefIR[] = (rule.backendRefs ?? []).map((ref, j) => {
+      const key = resolved.refs[i]![j]!
+      const out: BackendRefIR = { backend: key, weight: ref.weight ?? 1, policies: rulePolicies?.backends[j] ?? {} }
+      // A PorticoBackend's own policies, under what the backendRef's filters set.
+      const own = resolved.ownPolicies.get(key)
+      if (own !== undefined) {
+        const fields = Object.keys(own).filter(f => !(f in out.policies))
+        out.policies = { ...own, ...out.policies }
+        const b = resolved.backends.get(key)!
+        if (fields.length > 0) out.policySources = Object.fromEntries(fields.map(f => [f, `PorticoBackend ${b.namespace ?? ''}/${b.name}`]))
+      }
+      return out
+    })
     const ir: RouteIR = {
       // A GRPCRoute may share its name with an HTTPRoute: its rules' keys say which it is.
       key: `${route.kind === 'GRPCRoute' ? 'GRPCRoute/' : ''}${ns}/${route.metadata.name}.${rule.name ?? i}`,

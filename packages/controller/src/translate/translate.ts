@@ -72,8 +72,8 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const selectors = options.discoveryNamespaceSelectors ?? []
   const discovered = (ns: string | undefined) => selectors.length === 0 || selectors.some(s => matchesSelector(namespaces.get(ns ?? '')?.metadata.labels, s))
   const grants = new ReferenceGrants(state.referenceGrants.filter(g => discovered(g.metadata.namespace)))
-  const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices, (state.porticoBackends ?? []).filter(b => discovered(b.metadata.namespace)))
   const secrets = new Map(state.secrets.map(s => [nsName(s.metadata), s]))
+  const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices, (state.porticoBackends ?? []).filter(b => discovered(b.metadata.namespace)), secrets)
   const configMaps = new Map((state.configMaps ?? []).map(c => [nsName(c.metadata), c]))
   const tlsPolicies = new BackendTlsPolicies((state.backendTLSPolicies ?? []).filter(p => discovered(p.metadata.namespace)), state.configMaps ?? [])
 

@@ -37,6 +37,12 @@ export class JwksCache {
   private readonly timeoutMs: number
   private local: ReturnType<typeof Jose.createLocalJWKSet> | null = null
   private fetchedAt = 0
+  /**
+   * The last fetch from `url` (ms since the epoch) and how it went, with a count of them: the
+   * JWT policy turns a fetch a request waited for into a span of that request.
+   */
+  lastFetch: { url: string, start: number, end: number, status: number | null, error: string | null } | null = null
+  fetches = 0
   private lastAttempt = -Infinity
   private inflight: Promise<void> | null = null
   /** Why the last fetch failed (null after a success). */
@@ -81,8 +87,10 @@ export class JwksCache {
     this.lastAttempt = now
     const url = this.source.url
     this.inflight = (async () => {
+      const fetch: NonNullable<JwksCache['lastFetch']> = { url, start: Date.now(), end: 0, status: null, error: null }
       try {
         const res = await request(url, { headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs, headers: { accept: 'application/json' } })
+        fetch.status = res.statusCode
         const text = await res.body.text()
         if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${url}`)
         const jwks = JSON.parse(text) as JSONWebKeySet
@@ -94,6 +102,10 @@ export class JwksCache {
         this.lastError = (err as Error).message
       } finally {
         this.inflight = null
+        fetch.end = Date.now()
+        fetch.error = this.lastError
+        this.lastFetch = fetch
+        this.fetches++
       }
     })()
     await this.inflight

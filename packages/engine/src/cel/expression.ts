@@ -70,6 +70,23 @@ export function compileCel (source: string, variables: readonly string[] = CEL_V
   }
 }
 
+/** A CEL value as plain JSON data: ints as numbers, bytes as base64, lists and maps as arrays and objects. */
+export function celToJson (v: unknown): unknown {
+  const { isCelList, isCelMap, isCelUint } = celLib()
+  if (typeof v === 'bigint') return Number(v)
+  if (isCelUint(v)) return Number(v.value)
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('base64')
+  if (isCelList(v)) return [...v].map(celToJson)
+  if (isCelMap(v)) {
+    const out: Record<string, unknown> = {}
+    for (const [k, x] of v) out[String(isCelUint(k) ? k.value : k)] = celToJson(x)
+    return out
+  }
+  if (Array.isArray(v)) return v.map(celToJson)
+  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, celToJson(x)]))
+  return v
+}
+
 /** True only when the expression evaluates to boolean true. */
 export function evalBool (program: CelProgram, vars: Record<string, unknown>): { value: boolean, error: string | null } {
   let v: unknown

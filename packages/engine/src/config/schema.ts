@@ -373,6 +373,41 @@ export const LoggingSchema = Type.Object({
   format: Opt(StringEnum(['json', 'text'], { description: 'Default: text on a terminal, json otherwise. Env LOG_FORMAT.' }))
 }, strict)
 
+const OtlpExportFields = {
+  otlpEndpoint: Type.String({ pattern: '^https?://[^\\s/?#]+/?$', description: 'The OTLP collector: http://host:port (plaintext) or https://host:port. gRPC usually listens on 4317, OTLP/HTTP on 4318.' }),
+  otlpProtocol: Opt(StringEnum(['grpc', 'http'], { description: 'grpc (default): OTLP over gRPC; http: OTLP/HTTP with protobuf bodies, POSTed to <otlpEndpoint><path>.' })),
+  headers: Opt(Type.Record(Type.String({ pattern: HEADER_NAME_PATTERN }), Type.String({ pattern: '^[\\t\\x20-\\x7e\\x80-\\xff]*$' }), { description: 'Sent with every export (gRPC metadata or HTTP headers): an API key, a tenant id. Redacted in /config_dump.' }))
+}
+
+const SamplingSchema = Type.Union([
+  Type.Boolean(),
+  Type.Number({ minimum: 0, maximum: 1 })
+], { description: 'true, false, or the share of requests to sample (0.0 to 1.0).' })
+
+/** agentgateway's `config.tracing` field names. */
+export const TracingSchema = Type.Object({
+  ...OtlpExportFields,
+  path: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, description: 'OTLP/HTTP path; default /v1/traces.' })),
+  randomSampling: Opt(SamplingSchema),
+  clientSampling: Opt(SamplingSchema),
+  resources: Opt(Type.Record(Type.String({ minLength: 1 }), Type.String(), { description: 'OpenTelemetry resource attributes of every span (plain strings, not CEL), e.g. deployment.environment.name: prod. service.name defaults to portico.' }))
+}, { ...strict, description: 'OpenTelemetry distributed tracing: a server span per request, child spans for the calls it makes, W3C trace context and baggage read from the request and propagated upstream.' })
+
+const CelExpression = Type.String({ minLength: 1, description: 'A CEL expression.' })
+
+/** agentgateway's access-log `filter` and `fields.add` / `fields.remove`. */
+export const AccessLogSchema = Type.Object({
+  filter: Opt(Type.String({ minLength: 1, description: 'CEL: only requests for which it is true are logged (e.g. response.code >= 400). An evaluation error logs the request.' })),
+  fields: Opt(Type.Object({
+    add: Opt(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), CelExpression, { description: 'Field name → CEL expression over request, source, jwt, apiKey, basicAuth, mcp (method, target, tool/prompt/resource {name, target}), response (code, headers) and llm (requestModel, model, responseModel, inputTokens, outputTokens, totalTokens, streaming). A field whose expression fails is left out.' })),
+    remove: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Built-in fields left out of every line (e.g. src, duration).' }))
+  }, strict)),
+  otlp: Opt(Type.Object({
+    ...OtlpExportFields,
+    path: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, description: 'OTLP/HTTP path; default /v1/logs.' }))
+  }, { ...strict, description: 'Also export every access-log line as an OpenTelemetry log record (the fields as attributes, the trace id set).' }))
+}, { ...strict, description: 'The request access log (component request, one line per request at info): fields added with CEL or removed, a filter, and optional OTLP logs export. JSON or text as logging.format.' })
+
 export const StaticConfigSchema = Type.Object({
   session: Opt(Type.Object({
     key: Type.String({ pattern: '^[0-9a-fA-F]{64}$', description: 'Hex AES-256 key that encrypts MCP session ids, so any replica with the same key can resume a session. Env SESSION_KEY. Default: a random key per process.' })
@@ -390,7 +425,9 @@ export const StaticConfigSchema = Type.Object({
   drainTimeout: Opt(Duration),
   debugTrace: Opt(Type.Boolean({ description: 'Whether /debug/trace can be used (default true). Env DEBUG_TRACE=off.' })),
   traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' })),
-  workers: Opt(Type.Integer({ minimum: 1, maximum: 256, description: 'Data-plane workers (event loops on worker threads sharing the listening ports). Default: the CPUs available to the process, cgroup quota aware. 1: one event loop serves everything. Env WORKERS (a number or auto).' }))
+  workers: Opt(Type.Integer({ minimum: 1, maximum: 256, description: 'Data-plane workers (event loops on worker threads sharing the listening ports). Default: the CPUs available to the process, cgroup quota aware. 1: one event loop serves everything. Env WORKERS (a number or auto).' })),
+  tracing: Opt(TracingSchema),
+  accessLog: Opt(AccessLogSchema)
 }, { ...strict, description: 'Process settings, read at start (not hot-reloaded). Each also has an environment variable.' })
 
 export const ConfigFileSchema = Type.Object({

@@ -8,7 +8,8 @@
  */
 
 import type { StreamRouteConfig } from './schema.ts'
-import type { BackendIR, BackendRefIR, ListenerIR, StreamRouteIR } from '../ir/types.ts'
+import type { BackendIR, BackendRefIR, StreamRouteIR } from '../ir/types.ts'
+import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { hostPort } from '../util/host-port.ts'
 import { backendSettingsToIR } from './traffic-to-ir.ts'
@@ -18,9 +19,8 @@ type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
 
 export interface StreamRoutesContext {
-  listenersByGateway: Map<string, ListenerIR>
+  gatewayRefs: GatewayRefs
   backends: Map<string, BackendIR>
-  defaultGateway: string
   options: { baseDir: string, readFile: (path: string) => string }
   report: Report
 }
@@ -47,17 +47,7 @@ export function streamRoutesToIR (kind: 'tcp' | 'tls', routes: StreamRouteConfig
     const ir: StreamRouteIR = { key, name, kind, hostnames: (route.hostnames ?? []).map(h => h.toLowerCase()), backends, order: index }
     if (route.namespace !== undefined) ir.namespace = route.namespace
 
-    const explicit = route.gateways !== undefined
-    const names = route.gateways === undefined ? [ctx.defaultGateway] : typeof route.gateways === 'string' ? [route.gateways] : route.gateways
-    for (const gwName of names) {
-      const listener = ctx.listenersByGateway.get(gwName)
-      const where = explicit ? [...path, 'gateways'] : path
-      if (listener === undefined) {
-        const known = [...ctx.listenersByGateway.keys()]
-        const msg = explicit ? `no gateway named "${gwName}"` : `no gateway named "${ctx.defaultGateway}"; a route without "gateways" attaches to it`
-        ctx.report(where, known.length > 0 ? `${msg} (gateways: ${known.join(', ')})` : msg)
-        continue
-      }
+    for (const { name: gwName, listener, where } of routeGateways(route.gateways, path, ctx.gatewayRefs)) {
       const fits = listener.protocol === 'TLS' || (listener.protocol === 'TCP' && kind === 'tcp')
       if (!fits) {
         ctx.report(where, `gateway "${gwName}" has protocol ${listener.protocol}; ${field} attach to ${kind === 'tcp' ? 'TCP or TLS' : 'TLS'} gateways${listener.protocol === 'HTTP' || listener.protocol === 'HTTPS' ? ' (HTTP traffic goes in routes)' : ''}`)

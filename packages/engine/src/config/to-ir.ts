@@ -21,6 +21,7 @@ import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
 import { streamRoutesToIR } from './stream-routes-to-ir.ts'
 import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
+import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -52,6 +53,7 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
     if (listener !== undefined) listenersByGateway.set(name, listener)
   }
 
+  const gatewayRefs: GatewayRefs = { listeners: listenersByGateway, declared: new Set(Object.keys(config.gateways ?? {})), defaultGateway: DEFAULT_GATEWAY, report }
   const routeKeys = new Set<string>()
   ;(config.routes ?? []).forEach((route, index) => {
     const path: Path = ['routes', index]
@@ -60,20 +62,9 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
     if (duplicate) report([...path, 'name'], `duplicate route name "${ir.key}"`)
     routeKeys.add(ir.key)
 
-    const explicit = route.gateways !== undefined
-    const gatewayNames = route.gateways === undefined ? [DEFAULT_GATEWAY] : typeof route.gateways === 'string' ? [route.gateways] : route.gateways
-    for (const gwName of gatewayNames) {
-      const listener = listenersByGateway.get(gwName)
-      if (listener === undefined) {
-        const known = [...listenersByGateway.keys()]
-        const msg = explicit
-          ? `no gateway named "${gwName}"`
-          : `no gateway named "${DEFAULT_GATEWAY}"; a route without "gateways" attaches to it`
-        report(explicit ? [...path, 'gateways'] : path, known.length > 0 ? `${msg} (gateways: ${known.join(', ')})` : msg)
-        continue
-      }
+    for (const { name: gwName, listener, where } of routeGateways(route.gateways, path, gatewayRefs)) {
       if (listener.protocol === 'TCP' || listener.protocol === 'TLS') {
-        report(explicit ? [...path, 'gateways'] : path, `gateway "${gwName}" has protocol ${listener.protocol}: it forwards connections, not HTTP requests (use tcpRoutes${listener.protocol === 'TLS' ? ' or tlsRoutes' : ''})`)
+        report(where, `gateway "${gwName}" has protocol ${listener.protocol}: it forwards connections, not HTTP requests (use tcpRoutes${listener.protocol === 'TLS' ? ' or tlsRoutes' : ''})`)
         continue
       }
       const hostnames = intersectHostnames(listener.hostname, ir.hostnames)
@@ -85,7 +76,7 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
     }
   })
 
-  const streamContext = { listenersByGateway, backends, defaultGateway: DEFAULT_GATEWAY, options, report }
+  const streamContext = { gatewayRefs, backends, options, report }
   streamRoutesToIR('tcp', config.tcpRoutes ?? [], streamContext)
   streamRoutesToIR('tls', config.tlsRoutes ?? [], streamContext)
 

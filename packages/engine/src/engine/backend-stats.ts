@@ -3,8 +3,12 @@
  * request. /config_dump shows them and `porticoctl proxy config backends` prints them as
  * HEALTH, REQUESTS and LATENCY.
  *
- * Health is an exponentially weighted success ratio (1.00 = every recent call succeeded),
- * where a failure is a transport error, a timeout or a 5xx from the backend. Latency is an
+ * Health is the share of recent calls that succeeded, each call weighing 0.9 times the one
+ * after it (about the last 10–20 calls count): Σ 0.9^age · success / Σ 0.9^age, over the
+ * calls made so far. It is exact from the first call on — one call that failed is 0.00, one
+ * of two 0.47 — where a plain moving average started at 1 would still say 0.90 after a
+ * single failure. A failure is a transport error, a timeout or a 5xx from the backend; 1
+ * before any call. How it is coloured: @portico/trace-view's backend-health.ts. Latency is an
  * exponentially weighted mean of the time to response headers.
  *
  * A backend with passive health (outlier ejection) also reports its endpoints, and its
@@ -33,8 +37,12 @@ export interface BackendStat {
 const HEALTH_ALPHA = 0.1
 const LATENCY_ALPHA = 0.2
 
+/** The weighted sums behind `health`: Σ weight · success and Σ weight. */
+interface HealthSums { ok: number, weight: number }
+
 export class BackendStats {
   private readonly stats = new Map<string, BackendStat>()
+  private readonly sums = new Map<string, HealthSums>()
   /** Passive health of a backend's endpoints (the upstream pools know it), or null. */
   endpointHealth: ((backendKey: string) => { healthy: number, total: number, ejected: string[] } | null) | null = null
   /** Set when data-plane workers share the figures. */
@@ -55,7 +63,11 @@ export class BackendStats {
     if (s === undefined) this.stats.set(backendKey, s = { requests: 0, failures: 0, health: 1, latencyMs: null })
     s.requests++
     if (failed) s.failures++
-    s.health += HEALTH_ALPHA * ((failed ? 0 : 1) - s.health)
+    let h = this.sums.get(backendKey)
+    if (h === undefined) this.sums.set(backendKey, h = { ok: 0, weight: 0 })
+    h.ok = h.ok * (1 - HEALTH_ALPHA) + (failed ? 0 : 1)
+    h.weight = h.weight * (1 - HEALTH_ALPHA) + 1
+    s.health = h.ok / h.weight
     if (latencyMs !== null) s.latencyMs = s.latencyMs === null ? latencyMs : s.latencyMs + LATENCY_ALPHA * (latencyMs - s.latencyMs)
   }
 
@@ -90,6 +102,10 @@ export class BackendStats {
 
   /** Drops stats of backends that left the config. */
   retain (keys: Set<string>): void {
-    for (const key of this.stats.keys()) if (!keys.has(key)) this.stats.delete(key)
+    for (const key of this.stats.keys()) {
+      if (keys.has(key)) continue
+      this.stats.delete(key)
+      this.sums.delete(key)
+    }
   }
 }

@@ -28,6 +28,7 @@ import { StreamProxy, type StreamProxyOptions } from '../stream/stream-proxy.ts'
 import { RecordArena } from '../util/shared-records.ts'
 import { SharedBackendState } from './shared-state.ts'
 import type { ClientFacts } from '../request/context.ts'
+import type { RequestTracing } from '../trace/otel.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -43,6 +44,8 @@ export interface EngineOptions {
   onInternalError?: (err: unknown, ctx: RequestContext) => void
   /** Connections of TCP and TLS listeners: timeouts, and a hook told of each one that ends. */
   streams?: StreamProxyOptions
+  /** OpenTelemetry tracing (trace/otel-sdk.ts createRequestTracing); absent = off. */
+  otel?: RequestTracing
   /**
    * Several data-plane workers share this process (config.workers > 1): rate-limit buckets
    * and backend state live in shared memory (`backends`: the growable buffer of backend
@@ -80,6 +83,7 @@ export class Engine implements PipelineRuntime {
   readonly streams: StreamProxy
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
+  readonly otel: RequestTracing | null
   readonly backendStats = new BackendStats()
   /** Resources policies share across reloads (JWKS caches, ...). */
   readonly policyServices: PolicyServices
@@ -98,6 +102,7 @@ export class Engine implements PipelineRuntime {
     this.env = options.env ?? {}
     this.hub = new TraceHub(options.tracing ?? true)
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
+    this.otel = options.otel ?? null
     this.sharedBackends = options.shared !== undefined ? new SharedBackendState(options.shared.backends) : null
     const shared = this.sharedBackends
     this.pools = new UpstreamPools(shared === null ? options.pools : { ...options.pools, endpointState: (key, origin) => shared.endpointState(key, origin) })
@@ -215,12 +220,16 @@ export class Engine implements PipelineRuntime {
     handleRequest(this, bind, req, res, undefined, facts)
   }
 
-  /** The connection listener for a TCP or TLS bind; it resolves the bind's current config per connection. */
-  streamHandler (bindKey: string): (socket: Socket) => void {
+  /**
+   * The connection listener for a TCP or TLS bind; it resolves the bind's current config per
+   * connection. Call it in the server's 'connection' listener: it returns the socket that
+   * carries the connection from then on (StreamProxy.handle), which may not be the one given.
+   */
+  streamHandler (bindKey: string): (socket: Socket) => Socket {
     return socket => {
       const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
-      if (bind === undefined) socket.destroy()
-      else this.streams.handle(bind, socket)
+      if (bind === undefined) return socket.destroy()
+      return this.streams.handle(bind, socket)
     }
   }
 
@@ -271,6 +280,6 @@ export class Engine implements PipelineRuntime {
   }
 
   async close (): Promise<void> {
-    await Promise.all([this.pools.close(), this.mcp.close(), this.policyServices.close()])
+    await Promise.all([this.pools.close(), this.mcp.close(), this.policyServices.close(), this.otel?.shutdown()])
   }
 }

@@ -35,6 +35,8 @@ export interface CallContext extends CallTraceContext, BodyContext, InterceptCon
   responseBody: Buffer | null
   upstreamStart: number
   upstreamHeadersAt: number
+  /** Bytes of the backend's response body passed to the client (metrics). */
+  responseBytes: number
   /** Cancels the call in progress (the client left). */
   abortUpstream: (() => void) | null
   /** A gRPC request: its call, whose status the answer fills in. */

@@ -97,6 +97,7 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
   onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
     // A response policy replaced the body (transformation): the backend's is discarded.
     if (this.ctx.responseBody !== null) return
+    this.ctx.responseBytes += chunk.length
     const res = this.ctx.res
     if (!res.write(this.base64 === null ? chunk : this.base64.encode(chunk)) && !this.waitingForDrain) {
       if (upstreamIsHttp2(this.ctx)) {

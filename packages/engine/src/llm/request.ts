@@ -63,7 +63,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const { host, port } = backend.endpoints[0]!
   ctx.headers.host = authority(host, port, backend.protocol)
   ctx.path = spec.path
-  ctx.llm = { system: systemOf(spec), requestModel, model: body.model as string, streaming, usage: null }
+  ctx.llm = { system: systemOf(spec), requestModel, model: body.model as string, streaming, usage: null, firstChunkAt: 0 }
   ctx.tracer?.emit({ type: 'llmRequest', provider: spec.provider, requestModel, model: ctx.llm.model, streaming, path: spec.path })
   return null
 }

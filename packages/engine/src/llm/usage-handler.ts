@@ -27,7 +27,11 @@ export class LlmUsageHandler extends WrappingHandler {
   }
 
   override onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
-    this.tap?.push(chunk)
+    if (this.tap !== null) {
+      const call = this.ctx.llm
+      if (call !== null && call.firstChunkAt === 0) call.firstChunkAt = performance.now()
+      this.tap.push(chunk)
+    }
     super.onResponseData(c, chunk)
   }
 

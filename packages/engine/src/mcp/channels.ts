@@ -11,6 +11,7 @@
 
 import type { ServerResponse } from 'node:http'
 import { isResponse, type JsonRpcId, type JsonRpcMessage } from './jsonrpc.ts'
+import type { RequestSpan } from '../trace/otel.ts'
 
 /**
  * The finish step of an answer's head, passed in by mcp/http.ts (the pipeline's response
@@ -26,6 +27,8 @@ export interface Channel {
   /** Delivers one message; returns false when the channel can no longer carry it. */
   deliver(message: JsonRpcMessage): boolean
   readonly open: boolean
+  /** The OpenTelemetry span of the HTTP request this channel answers: the parent of the target calls it causes. */
+  readonly span?: RequestSpan | null
 }
 
 interface LoggedEvent {
@@ -153,9 +156,11 @@ export class PostChannel implements Channel {
 
   /** The HTTP status of a JSON answer (2026-07-28 gives some errors their own; default 200). */
   private readonly statusOf: (message: JsonRpcMessage) => number
+  readonly span: RequestSpan | null
 
-  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number }) {
+  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number, span?: RequestSpan | null }) {
     this.res = res
+    this.span = options.span ?? null
     this.statusOf = options.statusOf ?? (() => 200)
     this.head = options.head ?? PLAIN_HEAD
     this.awaiting = new Set(options.requestIds)

@@ -20,6 +20,7 @@ import { GATEWAY_INFO } from './merge.ts'
 import type { SseWriter } from './channels.ts'
 import { ModernTargets } from './modern-target.ts'
 import { ParkedCalls } from './modern-call.ts'
+import { StdioSpares } from './stdio-spares.ts'
 
 const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
 /** The client capabilities Portico bridges for 2026-07-28 clients (mcp/modern-call.ts), in key order. */
@@ -62,6 +63,8 @@ export class McpGateway {
   readonly parked: ParkedCalls
   /** Open subscriptions/listen streams of 2026-07-28 clients: each ends gracefully on a drain. */
   readonly listenStreams = new Set<() => void>()
+  /** Stdio server processes started ahead of sessions (mcp/stdio-spares.ts). */
+  private readonly spares: StdioSpares
   private readonly logger: McpLogger | undefined
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
@@ -84,6 +87,7 @@ export class McpGateway {
     this.parked = new ParkedCalls(this.codec)
     this.ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS
     this.logger = options.logger
+    this.spares = new StdioSpares({ onLog: (fields, message) => this.logger?.warn(fields, message) })
     this.reaper = setInterval(() => this.reapIdle(), Math.min(SWEEP_MS, this.ttlMs / 4))
     this.reaper.unref()
   }
@@ -106,7 +110,7 @@ export class McpGateway {
 
   /** A new stateful session: every target started and initialized, then the id minted. */
   async createSession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
-    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend) })
+    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares })
     await session.start()
     session.id = this.codec.encode(session.state(SessionIdCodec.nonce()))
     this.sessions.set(session.id, session)
@@ -141,7 +145,7 @@ export class McpGateway {
     const state = this.codec.decode(id)
     if (state === null || state.backend !== backend.key) return null
     const job = (async () => {
-      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init: state.init, hooks: this.hooks(backend) })
+      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init: state.init, hooks: this.hooks(backend), spares: this.spares })
       try {
         await session.start(state)
       } catch (err) {
@@ -178,7 +182,7 @@ export class McpGateway {
     if (s === undefined) {
       const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: GATEWAY_INFO }
       s = (async () => {
-        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend) })
+        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares })
         await session.start()
         return session
       })()
@@ -205,7 +209,7 @@ export class McpGateway {
     if (s === undefined) {
       const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: Object.fromEntries(bridged.map(c => [c, {}])), clientInfo: GATEWAY_INFO }
       s = (async () => {
-        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), shared: true })
+        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares, shared: true })
         await session.start()
         return session
       })()
@@ -218,7 +222,7 @@ export class McpGateway {
 
   /** A session of the legacy HTTP+SSE transport (created at `initialize`, ended with its stream). */
   async createLegacySession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
-    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), legacy: true })
+    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares, legacy: true })
     await session.start()
     return session
   }
@@ -228,8 +232,9 @@ export class McpGateway {
    * changed, are closed (their stdio servers stopped); the rest carry on.
    */
   sync (backends: Iterable<BackendIR>): void {
+    const list = [...backends]
     const current = new Map<string, McpBackendSpecIR>()
-    for (const b of backends) if (b.kind === 'mcp' && b.mcp !== undefined) current.set(b.key, b.mcp)
+    for (const b of list) if (b.kind === 'mcp' && b.mcp !== undefined) current.set(b.key, b.mcp)
     const stale = (key: string) => {
       const spec = current.get(key)
       return spec === undefined || (this.specs.has(key) && this.specs.get(key) !== JSON.stringify(spec))
@@ -255,6 +260,7 @@ export class McpGateway {
       if (!current.has(key)) this.specs.delete(key)
       else this.specs.set(key, JSON.stringify(current.get(key)))
     }
+    this.spares.sync(list)
   }
 
   private reapIdle (): void {
@@ -285,8 +291,9 @@ export class McpGateway {
     return this.sessions.size
   }
 
+  /** Stdio servers: those of sessions, then the spares no session has taken yet (target `<name> (spare)`). */
   children (): McpChildProcess[] {
-    return [...this.processes.values()]
+    return [...this.processes.values(), ...this.spares.children().map(c => ({ ...c, target: `${c.target} (spare)` }))]
   }
 
   /**
@@ -316,6 +323,7 @@ export class McpGateway {
     this.stateless.clear()
     this.legacy.clear()
     all.push(this.modernTargets.close())
+    all.push(this.spares.close())
     this.parked.clear()
     await Promise.allSettled(all)
   }

@@ -282,7 +282,7 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
     return reply(rt, ctx, 202, null)
   }
   const headers: Record<string, string> = spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
-  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null, head: headHook(rt, ctx) })
+  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null, head: headHook(rt, ctx), span: ctx.span })
   channel.onError = error => traceTargetError(ctx, error)
   const filter = itemFilter(ctx)
   for (const m of messages) session.handle(m, channel, filter)

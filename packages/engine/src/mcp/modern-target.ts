@@ -19,6 +19,7 @@
  * answers 400 or "method not found") is served by the initialize-era bridge.
  */
 
+import { endTargetSpan, startTargetSpan } from './span.ts'
 import { Pool, type Dispatcher } from 'undici'
 import { createParser } from 'eventsource-parser'
 import type { RequestContext } from '../request/context.ts'
@@ -175,6 +176,9 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   const onClose = () => abort.abort(new Error('the client closed the response stream'))
   ctx.res.once('close', onClose)
   const id = isRequest(message) ? message.id : null
+  const span = startTargetSpan(ctx.span, method, { name: target.name, spec: target }, params, MODERN_PROTOCOL_VERSIONS[0])
+  // One HTTP request per MCP request here: the trace context goes in its headers.
+  ctx.span?.inject(headers, span)
   let res: Dispatcher.ResponseData
   try {
     res = await targets.pool(url).request({
@@ -196,8 +200,10 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
       ? targetTimeout(id, `target "${target.name}" did not answer ${method} within ${target.requestTimeoutMs} ms (requestTimeout)`)
       : targetUnavailable(id, `target "${target.name}" failed: ${(err as Error).message}`)
     h.traceTargetError(ctx, answer.error)
+    endTargetSpan(span, answer, id)
     return h.reply(ctx, 200, id === null ? null : answer, id === null ? {} : undefined)
   }
+  span?.setAttributes({ 'http.response.status_code': res.statusCode })
 
   const contentType = String(res.headers['content-type'] ?? '')
   const outHeaders: Record<string, string> = {}
@@ -237,6 +243,7 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
     }
     ctx.res.destroy()
   } finally {
+    endTargetSpan(span, null, id)
     ctx.res.off('close', onClose)
   }
 }

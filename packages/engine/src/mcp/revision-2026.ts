@@ -280,7 +280,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   const filter = h.itemFilter(ctx)
   h.traceStart(ctx)
   const meta = metaOf(req) ?? {}
-  const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx), statusOf: modernStatus })
+  const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx), statusOf: modernStatus, span: ctx.span })
   post.onError = error => h.traceTargetError(ctx, error)
   const binding: CallBinding = { channel: post, clientId: req.id, clientToken: meta.progressToken, logLevel: meta[META_LOG_LEVEL] }
   const params = (req.params ?? {}) as Record<string, unknown>

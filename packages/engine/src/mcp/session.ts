@@ -9,6 +9,7 @@
 import type { McpBackendSpecIR } from '../ir/types.ts'
 import { TargetNaming, wrapPromptResult, wrapToolResult } from './names.ts'
 import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from './target.ts'
+import type { StdioSpares } from './stdio-spares.ts'
 import { EventLog, SessionStream, type Channel } from './channels.ts'
 import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
 import { SubscriptionHub } from './listen.ts'
@@ -19,6 +20,8 @@ import {
 } from './jsonrpc.ts'
 import type { SessionState } from './session-id.ts'
 import type { McpCallInfo } from '../request/calls.ts'
+import type { OtelSpan } from '../trace/otel.ts'
+import { endTargetSpan, startTargetSpan, withTraceContext } from './span.ts'
 
 export interface SessionHooks {
   onProcess?(target: string, pid: number | undefined, running: boolean): void
@@ -41,6 +44,8 @@ interface Inflight {
   upstreamId: JsonRpcId | null
   progressToken: string | number | undefined
   cancelled: boolean
+  /** The target call's OpenTelemetry span (mcp/span.ts); null when not recorded. */
+  span: OtelSpan | null
 }
 
 const idKey = (id: JsonRpcId) => `${typeof id}:${id}`
@@ -93,7 +98,7 @@ export class McpSession {
   readonly hub = new SubscriptionHub()
   private nextSubscription = 1
 
-  constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean, shared?: boolean }) {
+  constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean, shared?: boolean, spares?: StdioSpares }) {
     this.spec = options.spec
     this.shared = options.shared === true
     this.backendKey = options.backendKey
@@ -108,7 +113,7 @@ export class McpSession {
       onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail),
       onWarning: (target, message) => hooks.onWarning?.(target.name, message)
     }
-    for (const t of options.spec.targets) this.targets.set(t.name, new TargetConnection(t, targetHooks))
+    for (const t of options.spec.targets) this.targets.set(t.name, new TargetConnection(t, targetHooks, options.spares))
   }
 
   /**
@@ -274,13 +279,14 @@ export class McpSession {
     const conn = this.targets.get(targetName)!
     const meta = (params?._meta ?? undefined) as Record<string, unknown> | undefined
     const token = meta?.progressToken as string | number | undefined
-    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: token, cancelled: false }
+    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: token, cancelled: false, span: startTargetSpan(channel.span, req.method, conn, params, conn.revision) }
     this.inflight.set(idKey(req.id), entry)
     if (token !== undefined) this.byProgressToken.set(token, entry)
     const send = () => {
       if (entry.cancelled) return
       const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
       if (params !== undefined) message.params = params
+      if (channel.span != null) message.params = withTraceContext(message.params, channel.span, entry.span)
       entry.upstreamId = conn.request(message, response => this.complete(entry, response, transform))
     }
     if (conn.state === 'ready') send()
@@ -289,6 +295,7 @@ export class McpSession {
 
   private complete (entry: Inflight, response: JsonRpcResponse, transform?: (result: Record<string, unknown>) => Record<string, unknown>): void {
     this.inflight.delete(idKey(entry.clientId))
+    endTargetSpan(entry.span, response, entry.upstreamId)
     if (entry.progressToken !== undefined) this.byProgressToken.delete(entry.progressToken)
     if (entry.cancelled) return
     this.lastActivity = Date.now()
@@ -315,7 +322,7 @@ export class McpSession {
       }
     }
     delete params.cursor
-    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: null, upstreamId: null, progressToken: undefined, cancelled: false }
+    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: null, upstreamId: null, progressToken: undefined, cancelled: false, span: null }
     this.inflight.set(idKey(req.id), entry)
     const targets = [...this.targets.values()].filter(t => (cursors === null || t.name in cursors) && (t.initResult === null || spec.capability in (t.initResult.capabilities ?? {})))
     const answers = await Promise.all(targets.map(async t => {
@@ -326,7 +333,10 @@ export class McpSession {
       }
       if (!(spec.capability in (t.initResult?.capabilities ?? {}))) return null
       const p = cursors !== null ? { ...params, cursor: cursors[t.name] } : params
-      return { t, response: await t.call({ method: req.method, params: p }, t.spec.requestTimeoutMs) }
+      const span = startTargetSpan(channel.span, req.method, t, p, t.revision)
+      const response = await t.call({ method: req.method, params: channel.span != null ? withTraceContext(p, channel.span, span) : p }, t.spec.requestTimeoutMs)
+      endTargetSpan(span, response)
+      return { t, response }
     }))
     this.inflight.delete(idKey(req.id))
     if (entry.cancelled) return

@@ -41,6 +41,12 @@ export interface StdioTargetOptions {
 
 /** Stderr lines are for logs: longer ones are cut off here. */
 const MAX_STDERR_LINE_BYTES = 16 * 1024
+/**
+ * What a server started ahead of time (a spare, mcp/stdio-spares.ts) may write before a
+ * session takes it, kept for that session: a server has no reason to say much before
+ * `initialize`, and one that says more is cut off here (the excess is dropped).
+ */
+const MAX_EARLY_ITEMS = 256
 
 export class StdioProcessTransport implements Transport {
   onclose?: () => void
@@ -53,16 +59,51 @@ export class StdioProcessTransport implements Transport {
   exitInfo: { code: number | null, signal: NodeJS.Signals | null } | null = null
   /** Why the transport stopped the server itself (it broke the protocol), or null. */
   fault: string | null = null
+  /** Each line the server writes to stderr (options.onStderr to begin with). */
+  onstderr: ((line: string) => void) | undefined
+  private starting: Promise<void> | undefined
+  private spawned = false
+  /**
+   * Messages and stderr lines that came before anyone listened (a spare not yet taken), in
+   * order; handed to whoever starts the transport next.
+   */
+  private early: Array<{ message: JSONRPCMessage } | { stderr: string }> = []
 
   constructor (options: StdioTargetOptions) {
     this.options = options
+    this.onstderr = options.onStderr
+  }
+
+  /** Launched (or launching), and neither exited, closing nor stopped for a fault. */
+  get usable (): boolean {
+    return this.starting !== undefined && this.exitInfo === null && this.fault === null && !this.closing
   }
 
   get pid (): number | undefined {
     return this.child?.pid
   }
 
-  start (): Promise<void> {
+  /**
+   * Launches the server. Called again (a spare being taken, with its handlers now set), it
+   * waits for that same launch and hands over what the server wrote meanwhile.
+   */
+  async start (): Promise<void> {
+    if (this.starting === undefined) {
+      this.starting = this.launch()
+      await this.starting
+      return
+    }
+    if (!this.spawned) await this.starting
+    // At once, before any new output can be read: the session sees everything in order.
+    const early = this.early
+    this.early = []
+    for (const item of early) {
+      if ('message' in item) this.onmessage?.(item.message)
+      else this.onstderr?.(item.stderr)
+    }
+  }
+
+  private launch (): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn(this.options.cmd, this.options.args, {
         env: { ...sdkStdio().getDefaultEnvironment(), ...this.options.env },
@@ -78,6 +119,7 @@ export class StdioProcessTransport implements Transport {
       })
       child.once('spawn', () => {
         started = true
+        this.spawned = true
         resolve()
       })
       child.once('close', (code, signal) => {
@@ -99,9 +141,9 @@ export class StdioProcessTransport implements Transport {
         maxLineBytes: MAX_STDERR_LINE_BYTES,
         onLine: line => {
           const text = line.toString('utf8').replace(/\r$/, '')
-          if (text !== '') this.options.onStderr?.(text)
+          if (text !== '') this.stderrLine(text)
         },
-        onOverflow: () => this.options.onStderr?.(`[a stderr line of more than ${MAX_STDERR_LINE_BYTES} bytes was dropped]`)
+        onOverflow: () => this.stderrLine(`[a stderr line of more than ${MAX_STDERR_LINE_BYTES} bytes was dropped]`)
       })
       child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk))
       for (const stream of [child.stdin!, child.stdout!, child.stderr!]) stream.on('error', err => this.onerror?.(err))
@@ -122,7 +164,13 @@ export class StdioProcessTransport implements Transport {
       this.onerror?.(new Error(`stdout line is not a JSON-RPC message (skipped): ${text.slice(0, 200)}`))
       return
     }
-    this.onmessage?.(message as JSONRPCMessage)
+    if (this.onmessage !== undefined) this.onmessage(message as JSONRPCMessage)
+    else if (this.early.length < MAX_EARLY_ITEMS) this.early.push({ message: message as JSONRPCMessage })
+  }
+
+  private stderrLine (text: string): void {
+    if (this.onstderr !== undefined) this.onstderr(text)
+    else if (this.early.length < MAX_EARLY_ITEMS) this.early.push({ stderr: text })
   }
 
   /**

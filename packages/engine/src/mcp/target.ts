@@ -17,6 +17,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import type { McpTargetIR } from '../ir/types.ts'
 import { StdioProcessTransport } from './stdio-transport.ts'
+import { stdioLaunchOptions, type StdioSpares } from './stdio-spares.ts'
 import { ModernClientTransport, speaksModern } from './modern-client-transport.ts'
 import {
   isRequest, isResponse, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
@@ -102,10 +103,14 @@ export class TargetConnection {
   private restartTimer: NodeJS.Timeout | undefined
   private readonly waiters = new Set<() => void>()
 
-  constructor (spec: McpTargetIR, hooks: TargetHooks) {
+  private readonly spares: StdioSpares | undefined
+
+  /** `spares`: where a stdio target takes a server process started ahead of time, if one is ready. */
+  constructor (spec: McpTargetIR, hooks: TargetHooks, spares?: StdioSpares) {
     this.name = spec.name
     this.spec = spec
     this.hooks = hooks
+    this.spares = spares
   }
 
   /** The revision spoken to the target: 2026-07-28 through ModernClientTransport, else what initialize negotiated. */
@@ -139,15 +144,13 @@ export class TargetConnection {
   private createTransport (resumeSession?: string): Transport {
     const spec = this.spec
     if (spec.kind === 'stdio') {
-      const options: ConstructorParameters<typeof StdioProcessTransport>[0] = {
-        cmd: spec.cmd,
-        args: spec.args,
-        env: spec.env,
-        maxLineBytes: spec.maxMessageBytes,
-        onStderr: line => this.hooks.onStderr?.(this, line)
+      const onStderr = (line: string) => this.hooks.onStderr?.(this, line)
+      const spare = this.spares?.take(spec)
+      if (spare !== undefined) {
+        spare.onstderr = onStderr
+        return spare
       }
-      if (spec.cwd !== undefined) options.cwd = spec.cwd
-      return new StdioProcessTransport(options)
+      return new StdioProcessTransport({ ...stdioLaunchOptions(spec), onStderr })
     }
     if (spec.kind === 'sse') {
       // The SDK's transport reads through fetch: the cap goes in there. Past it the

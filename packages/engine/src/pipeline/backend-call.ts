@@ -13,6 +13,8 @@ import { callUpstream, type CallOptions, type CallWrapper } from '../http/upstre
 import { withLlmUsage } from '../llm/usage-handler.ts'
 import { applyResponsePolicies, finishResponse, respondLocal } from './respond.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
+import { httpClientAttributes, startChildSpan } from '../trace/otel.ts'
+import { llmRequestAttributes, llmSpanName } from '../llm/span.ts'
 
 /** One constant object for every call: its functions take the runtime and context. */
 const hooks: UpstreamHooks<PipelineRuntime, RequestContext> = {
@@ -35,6 +37,29 @@ const LLM_CALL: CallOptions<RequestContext> = { inner: withLlmUsage }
 /** Calls `ctx.backend`; `outer` wraps the call's handler (retries). */
 export function callBackend (rt: PipelineRuntime, ctx: RequestContext, outer?: CallWrapper): void {
   const llm = ctx.llm !== null
+  if (ctx.span !== null) startCallSpan(ctx, ctx.span)
   const options = outer !== undefined ? { inner: llm ? withLlmUsage : undefined, outer } : llm ? LLM_CALL : undefined
   callUpstream(rt, ctx, hooks, options)
+}
+
+/**
+ * The backend call's client span (an `ai` backend's is the GenAI span) and the trace
+ * context the backend gets: the call's span when the request is recorded, else the
+ * request's own (unsampled, so the backend does not start a trace of its own).
+ */
+function startCallSpan (ctx: RequestContext, span: NonNullable<RequestContext['span']>): void {
+  const backend = ctx.backend!
+  const at = backend.target.lastIndexOf(':')
+  const host = at > 0 ? backend.target.slice(0, at).replace(/^\[|\]$/g, '') : backend.target
+  const port = at > 0 ? Number(backend.target.slice(at + 1)) : backend.protocol === 'https' ? 443 : 80
+  const attempt = ctx.upstreamAttempts++
+  const call = startChildSpan(ctx, ctx.llm !== null ? llmSpanName(ctx.llm) : ctx.method, {
+    ...httpClientAttributes(ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery }),
+    'http.request.resend_count': attempt > 0 ? attempt : undefined,
+    'portico.backend': backend.name,
+    ...(ctx.llm !== null ? llmRequestAttributes(ctx.llm) : {})
+  })
+  ctx.callSpan?.end()
+  ctx.callSpan = call
+  span.inject(ctx.headers, call)
 }

@@ -199,6 +199,8 @@ function mirror (rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR | 
   ctx.tracer?.emit({ type: 'mirror', backend: backend.target, sent: true })
   const headers = { ...ctx.headers } as Record<string, string | string[]>
   if (ctx.requestBody !== null) headers['content-length'] = String(ctx.requestBody.length)
+  // The copy belongs to the request's trace: its parent is the request's span.
+  ctx.span?.inject(headers)
   try {
     dispatcher.dispatch({
       path: ctx.pathAndQuery,

@@ -14,6 +14,9 @@ import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { UpstreamPools } from '../http/upstream-pools.ts'
 import type { McpGateway } from '../mcp/gateway.ts'
+import type { RequestTracing } from '../trace/otel.ts'
+import { endServerSpan } from '../trace/otel.ts'
+import { llmResponseAttributes } from '../llm/span.ts'
 import { handleMcpHttp } from '../mcp/http.ts'
 import { RequestContext, type ClientFacts } from '../request/context.ts'
 import { hostOnly } from '../routing/hostname.ts'
@@ -59,6 +62,8 @@ export interface PipelineRuntime {
   onRequestEnd: ((ctx: RequestContext) => void) | null
   /** Called when a request fails inside the proxy (a bug or an unexpected condition). */
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
+  /** OpenTelemetry tracing; null = off (no span is started). */
+  otel: RequestTracing | null
   /** Per-backend stats: calls that are not a request's last (retried attempts, mirror copies). */
   backendStats?: { recordCall(backendKey: string, failed: boolean, latencyMs: number | null): void }
   /** On a data-plane worker: hands a request for an MCP route to the thread that owns MCP. */
@@ -103,6 +108,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
     tracer: rt.hub.armed ? rt.hub.begin() : null
   })
   if (upgrade != null) ctx.upgrade = upgrade
+  if (rt.otel !== null) ctx.span = rt.otel.startRequest(req.headers, ctx.method)
   rt.inFlight.add(ctx)
   res.once('close', () => finish(rt, ctx))
   run(rt, ctx).catch(err => {
@@ -115,7 +121,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
 async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   const { req, listener } = ctx
   const tracer = ctx.tracer
-  tracer?.emit({ type: 'requestStarted' })
+  tracer?.emit(ctx.span === null ? { type: 'requestStarted' } : { type: 'requestStarted', traceId: ctx.span.traceId })
   tracer?.emit({ type: 'requestSnapshot', stage: 'initial request', requestState: requestSnapshot(ctx, rt.env, { initial: true }) })
 
   if (ctx.targetProblem !== null) return refuseTarget(rt, ctx)
@@ -261,7 +267,10 @@ function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicyS
     if (hook === undefined) continue
     const out = hook.call(policies[i], ctx)
     if (out instanceof Promise) return finishPhase(ctx, policies, i, out)
-    if (out.action === 'respond') return out
+    if (out.action === 'respond') {
+      ctx.answeredBy = policies[i]!
+      return out
+    }
   }
   return null
 }
@@ -269,13 +278,19 @@ function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicyS
 /** The rest of a phase once policy `i` returned a promise. */
 async function finishPhase (ctx: RequestContext, policies: CompiledPolicySet['policies'], i: number, pending: Promise<PolicyOutcome>): Promise<PhaseOutcome> {
   const first = await pending
-  if (first.action === 'respond') return first
+  if (first.action === 'respond') {
+    ctx.answeredBy = policies[i]!
+    return first
+  }
   for (let j = i + 1; j < policies.length; j++) {
     const hook = policies[j]!.onRequest
     if (hook === undefined) continue
     let out = hook.call(policies[j], ctx)
     if (out instanceof Promise) out = await out
-    if (out.action === 'respond') return out
+    if (out.action === 'respond') {
+      ctx.answeredBy = policies[j]!
+      return out
+    }
   }
   return null
 }
@@ -303,5 +318,20 @@ function finish (rt: PipelineRuntime, ctx: RequestContext): void {
     claimTrace(rt, ctx)
     ctx.tracer?.emit(ctx.grpc === null ? { type: 'requestFinished' } : { type: 'requestFinished', grpc: { ...ctx.grpc } }, { severity: ctx.reason === 'DownstreamClosed' ? 'error' : severityOf(ctx.status) })
   }
+  if (ctx.span !== null) endSpans(ctx, ctx.span)
   rt.onRequestEnd?.(ctx)
+}
+
+/** The backend call's span, if still open (it closes with the answer), then the request's. */
+function endSpans (ctx: RequestContext, span: NonNullable<RequestContext['span']>): void {
+  if (!span.recording) return
+  const call = ctx.callSpan
+  if (call !== null) {
+    ctx.callSpan = null
+    if (ctx.llm !== null) call.setAttributes(llmResponseAttributes(ctx.llm))
+    if (ctx.reason !== 'Upstream' && ctx.error !== null) call.setError(ctx.reason, ctx.error)
+    call.end()
+  }
+  endServerSpan(span, ctx)
+  span.end()
 }

@@ -11,6 +11,7 @@
  * service, and kept in `ctx.requestBody` so the backend still gets it intact.
  */
 
+import { endDecisionSpan, grpcClientAttributes, httpClientAttributes, startChildSpan } from '../trace/otel.ts'
 import { randomUUID } from 'node:crypto'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
@@ -48,6 +49,11 @@ export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPol
   }
   /** Response headers the service asked for, per request, applied on the way back. */
   const responseHeaders = new WeakMap<RequestContext, HeaderMutation[]>()
+  // The check's client span: made once here, so a request pays nothing for it while tracing is off.
+  const spanName = 'grpc' in ir.protocol ? 'envoy.service.auth.v3.Authorization/Check' : 'POST'
+  const spanAttrs = 'grpc' in ir.protocol
+    ? { ...grpcClientAttributes('envoy.service.auth.v3.Authorization', 'Check', target), 'portico.policy': 'extAuthz' }
+    : { ...httpClientAttributes('POST', { scheme: url.protocol.slice(0, -1), host: url.hostname, port: Number(url.port !== '' ? url.port : tls ? 443 : 80), pathAndQuery: ir.protocol.http.pathPrefix ?? '/' }), 'portico.policy': 'extAuthz' }
 
   return {
     kind: 'extAuthz',
@@ -67,7 +73,9 @@ export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPol
         body = ctx.requestBody
       }
       const started = performance.now()
+      const span = startChildSpan(ctx, spanName, spanAttrs)
       const result = await check(checkInput(ctx, include, body, ir.contextExtensions))
+      endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
       const took = `${Math.round(performance.now() - started)}ms`
       switch (result.decision) {
         case 'allow': {

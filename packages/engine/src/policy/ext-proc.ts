@@ -14,6 +14,7 @@
  * request go on without it.
  */
 
+import { endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { ExtProcIR } from '../ir/traffic.ts'
@@ -44,6 +45,7 @@ export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolic
   const mode = ir.processingMode
   const protocolConfig = { request_body_mode: BODY_MODE[mode.requestBodyMode], response_body_mode: BODY_MODE[mode.responseBodyMode] }
   const wantsResponse = mode.responseHeaderMode === 'send' || mode.responseBodyMode === 'buffered'
+  const spanAttrs = { ...grpcClientAttributes('envoy.service.ext_proc.v3.ExternalProcessor', 'Process', target), 'portico.policy': 'extProc' }
 
   return {
     kind: 'extProc',
@@ -56,7 +58,11 @@ export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolic
           message.protocol_config = protocolConfig
           first = false
         }
-        return await stream.exchange(message, expect)
+        // One span per message exchanged on the stream, named for the phase (request_headers, ...).
+        const span = ctx.span === null ? null : startChildSpan(ctx, `envoy.service.ext_proc.v3.ExternalProcessor/Process ${expect}`, spanAttrs)
+        const result = await stream.exchange(message, expect)
+        endDecisionSpan(span, result.kind, result.kind === 'error' ? result.reason : null)
+        return result
       }
       /** A failure: failClosed answers 500, failOpen stops processing and goes on. */
       const fail = (reason: string): PolicyOutcome => {

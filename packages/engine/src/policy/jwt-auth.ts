@@ -6,6 +6,7 @@
  * pointing at the RFC 9728 document Portico serves for the route).
  */
 
+import { httpClientAttributes, startChildSpan } from '../trace/otel.ts'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { JwtAuthIR, JwtProviderIR, McpAuthenticationIR, TokenLocationIR, AuthMode } from '../ir/policy.ts'
@@ -97,8 +98,24 @@ function authenticator (options: {
       // A token seen before is decided without waiting on anything.
       const known = cache.lookup(token)
       if (known !== undefined) return decide(ctx, known)
+      if (ctx.span !== null && ctx.span.recording) return verifyTraced(ctx, token)
       return cache.verify(token, providers).then(result => decide(ctx, result))
     }
+  }
+
+  /** A verification that fetched a provider's keys shows the fetch as a span of the request. */
+  async function verifyTraced (ctx: RequestContext, token: string): Promise<PolicyOutcome> {
+    const before = providers.map(p => p.jwks.fetches)
+    const result = await cache.verify(token, providers)
+    providers.forEach((p, i) => {
+      const f = p.jwks.lastFetch
+      if (f === null || p.jwks.fetches === before[i]) return
+      const u = new URL(f.url)
+      const span = startChildSpan(ctx, 'GET', { ...httpClientAttributes('GET', { scheme: u.protocol.slice(0, -1), host: u.hostname, port: Number(u.port !== '' ? u.port : u.protocol === 'https:' ? 443 : 80), pathAndQuery: u.pathname + u.search }), 'http.response.status_code': f.status ?? undefined, 'portico.jwks.issuer': p.issuer }, f.start)
+      if (f.error !== null) span?.setError('JwksFetchFailed', f.error)
+      span?.end(f.end)
+    })
+    return decide(ctx, result)
   }
 }
 

@@ -19,6 +19,7 @@
  * (failOpen).
  */
 
+import { endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { RemoteRateLimitIR } from '../ir/traffic.ts'
@@ -43,6 +44,7 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
   const descriptors = ir.descriptors.map(d => ({ type: d.type, entries: d.entries.map(e => ({ key: e.key, value: compileCel(e.value) })) }))
   /** Response headers the service asked for, per request, added on the way back. */
   const responseHeaders = new WeakMap<RequestContext, Array<[string, string]>>()
+  const spanAttrs = { ...grpcClientAttributes('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit', target), 'portico.policy': 'remoteRateLimit' }
 
   /** After an ai backend's answer: its LLM tokens, as hits, for the request's token descriptors. */
   const sendLlmTokens = (ctx: RequestContext, entries: Array<Array<[string, string]>>, tokens: number): void => {
@@ -73,7 +75,9 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
         return CONTINUE
       }
       const started = performance.now()
+      const span = startChildSpan(ctx, 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', spanAttrs)
       const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built }, ir.timeoutMs)
+      endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
       const took = `${Math.round(performance.now() - started)}ms`
       const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d.entries)) }
       const tokenNote = forTokens.length === 0 ? '' : `; ${forTokens.length} token descriptor${forTokens.length === 1 ? '' : 's'} checked without a hit, LLM tokens sent after the answer`

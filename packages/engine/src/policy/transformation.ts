@@ -19,7 +19,7 @@
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { TransformationIR, TransformIR } from '../ir/policy.ts'
-import { celLib, compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
+import { celLib, celToJson, compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celResponseVars, celVars } from '../cel/vars.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
@@ -40,23 +40,6 @@ function compileTransform (ir: TransformIR, variables: readonly string[]): Compi
   }
 }
 
-/** A CEL value as plain JSON data (for lists and maps). */
-function toJson (v: unknown): unknown {
-  const { isCelList, isCelMap, isCelUint } = celLib()
-  if (typeof v === 'bigint') return Number(v)
-  if (isCelUint(v)) return Number(v.value)
-  if (v instanceof Uint8Array) return Buffer.from(v).toString('base64')
-  if (isCelList(v)) return [...v].map(toJson)
-  if (isCelMap(v)) {
-    const out: Record<string, unknown> = {}
-    for (const [k, x] of v) out[String(isCelUint(k) ? k.value : k)] = toJson(x)
-    return out
-  }
-  if (Array.isArray(v)) return v.map(toJson)
-  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, toJson(x)]))
-  return v
-}
-
 /** Evaluates to bytes: the value, null (leave untouched), or an Error saying why not. */
 export function evalToBuffer (program: CelProgram, vars: Record<string, unknown>): Buffer | null | Error {
   let v: unknown
@@ -72,7 +55,7 @@ export function evalToBuffer (program: CelProgram, vars: Record<string, unknown>
   if (typeof v === 'bigint' || typeof v === 'number' || typeof v === 'boolean') return Buffer.from(String(v))
   if (celLib().isCelUint(v)) return Buffer.from(String(v.value))
   try {
-    return Buffer.from(JSON.stringify(toJson(v)))
+    return Buffer.from(JSON.stringify(celToJson(v)))
   } catch (err) {
     return new Error(`cannot turn the value into text: ${(err as Error).message}`)
   }

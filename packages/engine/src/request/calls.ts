@@ -19,6 +19,8 @@ export interface LlmCall {
   model: string
   streaming: boolean
   usage: LlmUsage | null
+  /** Monotonic ms when the first bytes of the answer's body arrived (0 before): time to first token of a stream. */
+  firstChunkAt: number
 }
 
 export interface LlmUsage {

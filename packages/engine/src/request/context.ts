@@ -10,12 +10,13 @@ import type { Duplex } from 'node:stream'
 import type { BackendIR, PathMatchIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledListener, CompiledRoute } from './compiled.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
-import type { CompiledPolicySet } from './policy.ts'
+import type { CompiledPolicy, CompiledPolicySet } from './policy.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import type { LlmCall, McpCallInfo } from './calls.ts'
 import { grpcCallOf, grpcKind, type GrpcCall } from '../http/grpc.ts'
 import type { ResponseInterceptor } from '../http/response-intercept.ts'
+import type { OtelSpan, RequestSpan } from '../trace/otel.ts'
 
 /**
  * Why a request ended the way it did — a stable label for access logs and metrics
@@ -125,6 +126,12 @@ export class RequestContext {
   backend: BackendIR | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
+  /**
+   * The policy whose request hook answered the request (an auth policy refusing, a rate
+   * limit): the policies before it in `phases` let the request through. Metrics count
+   * decisions from it.
+   */
+  answeredBy: CompiledPolicy | null = null
 
   status = 0
   responseHeaders: HeaderMap = {}
@@ -134,6 +141,8 @@ export class RequestContext {
   /** Monotonic ms when the backend call started and when its response headers arrived. */
   upstreamStart = 0
   upstreamHeadersAt = 0
+  /** Bytes of the backend's response body passed to the client (http/client-response.ts). */
+  responseBytes = 0
   /** Set once the response is complete (or the client went away). */
   done = false
   /** Cancels the backend call in progress, if any (client gone, timeout). */
@@ -165,6 +174,12 @@ export class RequestContext {
   llmTokenHooks: Array<(tokens: number) => void> | null = null
   /** µs on the trace's clock when the backend call in progress started (trace/backend-call.ts). */
   backendCallStartUs = 0
+  /** The OpenTelemetry server span (trace/otel.ts); null while tracing is off. */
+  span: RequestSpan | null = null
+  /** The client span of the backend call in progress; null when not recorded. */
+  callSpan: OtelSpan | null = null
+  /** Backend calls made so far (retries count): `http.request.resend_count` of the next one. */
+  upstreamAttempts = 0
   /**
    * Policies that must see the backend's response before the client does (extProc), in the
    * order they ran; null for none (http/response-intercept.ts).

@@ -13,8 +13,9 @@
  * matches (and as the Gateway API conformance suite expects of a TLS client: a reset or end
  * of stream, not a TLS alert); the access log and the trace say why. Half-closes are passed on (a client that shuts its write side still
  * gets the rest of the answer); a connection quiet for the idle timeout is cut; a client that
- * takes too long to send its hello is dropped. Backpressure is the sockets' own: a slow
- * reader pauses the writer on the other side.
+ * takes too long to send its hello is dropped. The bytes are copied by relays (relay.ts), one
+ * per direction; backpressure is the sockets' own: a slow reader pauses the writer on the
+ * other side.
  */
 
 import net, { type Socket } from 'node:net'
@@ -28,6 +29,8 @@ import { backendTlsConnectOptions } from '../http/upstream-pools.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts'
 import { serverSecureContext } from './server-tls.ts'
+import { adoptAccepted, Relay } from './relay.ts'
+import { Sweeper } from './sweeper.ts'
 
 export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
 /** Envoy's tcp_proxy idle timeout: a connection with no byte either way for this long is cut. */
@@ -78,6 +81,20 @@ export interface StreamProxyOptions {
 
 interface Conn {
   client: Socket
+  /** The client's bytes on their way to the backend. */
+  up: Relay
+  /** Whether `client` reads through `up` (`onread`) rather than the stream API. */
+  adopted: boolean
+  /** The client's address, read while the socket is open (a closed one no longer says). */
+  source: { address: string, port: number }
+  /** What runs at `deadline` (performance.now()): a hello, handshake or connect not done in time; null when none is due. */
+  expire: (() => void) | null
+  deadline: number
+  /** Once bytes flow: the two sockets (their reads count every byte either way), and what cuts the pair when they stop. */
+  pair: { upstream: Socket, downstream: Socket, idle: () => void } | null
+  /** Bytes read by the pair at the last sweep that saw them change, and when that was. */
+  bytesSeen: number
+  quietSince: number
   bind: CompiledBind
   listener: CompiledListener | null
   route: CompiledStreamRoute | null
@@ -100,51 +117,80 @@ export class StreamProxy {
   private readonly onEnd: ((record: StreamConnectionRecord) => void) | undefined
   /** Round robin position per backend, over its endpoints. */
   private readonly next = new Map<string, number>()
+  /** Every connection's deadlines and idle timeout, on one timer. */
+  private readonly clock: Sweeper<Conn>
 
   constructor (hub: TraceHub, options: StreamProxyOptions = {}) {
     this.hub = hub
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_STREAM_CONNECT_TIMEOUT_MS
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS
     this.helloTimeoutMs = options.clientHelloTimeoutMs ?? DEFAULT_CLIENT_HELLO_TIMEOUT_MS
+    // A sixteenth of the shortest limit (at most a second): deadlines are met up to that late.
+    const period = Math.max(5, Math.min(1000, Math.min(this.connectTimeoutMs, this.idleTimeoutMs, this.helloTimeoutMs) / 16))
+    this.clock = new Sweeper(period, (conn, now) => this.check(conn, now))
     this.onEnd = options.onConnectionEnd
   }
 
-  /** Takes a freshly accepted connection of a TCP or TLS bind. */
-  handle (bind: CompiledBind, client: Socket): void {
-    const conn: Conn = { client, bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
+  /**
+   * Takes a freshly accepted connection of a TCP or TLS bind (in the server's 'connection'
+   * listener, before it has read anything) and returns the socket that carries it from now
+   * on: the accepted one re-made to read through a relay (relay.ts `adoptAccepted`), or the
+   * accepted one itself where that cannot be done.
+   */
+  handle (bind: CompiledBind, accepted: Socket): Socket {
+    const up = new Relay()
+    const adopted = adoptAccepted(accepted, up)
+    const client = adopted ?? accepted
+    const conn: Conn = { client, up, adopted: adopted !== null, source: sourceOf(client), expire: null, deadline: 0, pair: null, bytesSeen: -1, quietSince: 0, bind, listener: null, route: null, backend: null, target: null, serverName: null, mode: null, started: performance.now(), tracer: this.hub.armed ? this.hub.begin() : null, reason: null, error: null, ended: false }
     conn.tracer?.emit({ type: 'requestStarted' })
     client.setNoDelay(true)
     client.once('close', () => this.finish(conn))
     client.on('error', err => this.fail(conn, 'ClientReset', err))
+    this.clock.add(conn)
     if (bind.ir.protocol === 'TLS') this.readHello(conn)
-    else this.route(conn, bind.selectListener(''), null)
+    else {
+      // Nothing is read until the backend is connected (a socket read through the stream
+      // API buffers up to its high-water mark meanwhile, as before).
+      if (conn.adopted) client.pause()
+      this.route(conn, bind.selectListener(''), null)
+    }
+    return client
   }
 
   private readHello (conn: Conn): void {
     const { client } = conn
     let buffered: Buffer = Buffer.alloc(0)
-    const timer = setTimeout(() => {
-      client.off('data', onData)
+    const stop = (): void => {
+      conn.expire = null
+      if (conn.adopted) conn.up.collect = null
+      else client.off('data', onData)
+    }
+    this.due(conn, this.helloTimeoutMs, () => {
+      stop()
       this.refuse(conn, 'ClientHelloTimeout', 'no complete client hello in time')
-    }, this.helloTimeoutMs)
-    const onData = (chunk: Buffer): void => {
+    })
+    /** Takes the next bytes of the hello; false once it is complete (reading then pauses). */
+    const onChunk = (chunk: Buffer): boolean => {
       buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk])
       const hello = buffered.length > MAX_CLIENT_HELLO_BYTES + 5 * 8
         ? { kind: 'invalid' as const, reason: 'client hello too large' }
         : parseClientHello(buffered)
-      if (hello.kind === 'incomplete') return
-      clearTimeout(timer)
-      client.off('data', onData)
-      client.pause()
+      if (hello.kind === 'incomplete') return true
+      stop()
       if (hello.kind === 'invalid') {
         this.refuse(conn, 'ClientHelloInvalid', hello.reason)
-        return
+        return false
       }
       conn.serverName = hello.serverName
       const listener = conn.bind.selectListener(hello.serverName ?? '')
       this.route(conn, listener, buffered, hello.alpn)
+      return false
     }
-    client.on('data', onData)
+    const onData = (chunk: Buffer): void => {
+      if (!onChunk(chunk)) client.pause()
+    }
+    if (conn.adopted) conn.up.collect = onChunk
+    else client.on('data', onData)
   }
 
   /** Chooses the route and backend, then passes the connection through or terminates it. */
@@ -154,13 +200,12 @@ export class StreamProxy {
     if (tlsBind) conn.mode = listener.ir.tlsMode ?? null
     const tracer = conn.tracer
     if (tracer !== null) {
-      const source = sourceOf(conn.client)
       tracer.emit({
         type: 'connectionStarted',
         protocol: tlsBind ? 'tls' : 'tcp',
         listener: listener.ir.key,
         ...(tlsBind ? { serverName: conn.serverName, alpn, ...(conn.mode !== null ? { mode: conn.mode } : {}) } : {}),
-        source
+        source: conn.source
       })
     }
     const route = selectStreamRoute(listener, conn.serverName)
@@ -201,19 +246,19 @@ export class StreamProxy {
       requestCert: validation !== undefined,
       rejectUnauthorized: false
     })
-    const timer = setTimeout(() => {
+    this.due(conn, this.helloTimeoutMs, () => {
       this.fail(conn, 'HandshakeFailed', new Error('handshake not completed in time'))
       secure.destroy()
-    }, this.helloTimeoutMs)
+    })
     let established = false
     secure.on('error', err => {
-      clearTimeout(timer)
+      conn.expire = null
       this.fail(conn, established ? 'ClientReset' : 'HandshakeFailed', err)
       client.destroy()
     })
     secure.once('secure', () => {
       established = true
-      clearTimeout(timer)
+      conn.expire = null
       const refusal = validation?.mode === 'AllowValidOnly' ? clientCertificateProblem(secure) : null
       if (refusal !== null) {
         this.fail(conn, 'ClientCertificateRequired', new Error(`client certificate refused: ${refusal}`))
@@ -232,48 +277,78 @@ export class StreamProxy {
     conn.target = target
     conn.tracer?.emit({ type: 'backendCallStart', target })
     const callStart = conn.tracer?.now() ?? 0
-    const options = { host: endpoint.host, port: endpoint.port, allowHalfOpen: true, noDelay: true }
-    // Plain upstreams are read into one buffer per connection and copied into recycled ones
-    // (copyInto); TLS ones (no `onread` in Node) through a pipe.
-    const copy = backend.tls === undefined ? copyInto(downstream, () => upstream) : undefined
+    // The backend's bytes are read through a relay (`onread`, for TLS backends too).
+    const down = new Relay()
+    const options = { host: endpoint.host, port: endpoint.port, allowHalfOpen: true, noDelay: true, onread: down }
     const upstream: Socket = backend.tls !== undefined
       ? tls.connect({ ...options, servername: net.isIP(endpoint.host) === 0 ? endpoint.host : undefined, ...backendTlsConnectOptions(backend.tls) })
-      : net.connect({ ...options, onread: copy! })
+      : net.connect(options)
     let connected = false
-    const connectTimer = setTimeout(() => {
-      if (connected) return
+    this.due(conn, this.connectTimeoutMs, () => {
       this.fail(conn, 'UpstreamConnectFailed', new Error(`no connection to ${target} after ${this.connectTimeoutMs} ms`))
       upstream.destroy()
       downstream.destroy()
-    }, this.connectTimeoutMs)
+    })
     upstream.once(backend.tls !== undefined ? 'secureConnect' : 'connect', () => {
       connected = true
-      clearTimeout(connectTimer)
+      conn.expire = null
       conn.tracer?.emit({ type: 'backendCallResult', status: null, error: null }, { eventStart: callStart })
       if (first !== null) upstream.write(first)
-      downstream.pipe(upstream)
-      if (copy === undefined) upstream.pipe(downstream)
-      else upstream.once('end', () => downstream.end())
-      downstream.resume()
-      const idle = (): void => {
-        this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
-        upstream.destroy()
-        downstream.destroy()
+      // The client's bytes: through its relay when it reads through it (`onread`), else (the
+      // plaintext of a terminated connection, or a socket that could not be adopted)
+      // through 'data' events.
+      if (conn.adopted && downstream === conn.client) conn.up.forward(downstream, upstream)
+      else conn.up.forwardStream(downstream, upstream)
+      down.forward(upstream, downstream)
+      conn.pair = {
+        upstream,
+        downstream,
+        idle: () => {
+          this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
+          upstream.destroy()
+          downstream.destroy()
+        }
       }
-      downstream.setTimeout(this.idleTimeoutMs, idle)
-      upstream.setTimeout(this.idleTimeoutMs, idle)
     })
     upstream.on('error', err => {
-      clearTimeout(connectTimer)
+      conn.expire = null
       if (!connected) {
         conn.tracer?.emit({ type: 'backendCallResult', status: null, error: err.message }, { severity: 'error', eventStart: callStart })
         this.fail(conn, 'UpstreamConnectFailed', err)
       } else this.fail(conn, 'UpstreamReset', err)
       downstream.destroy()
     })
-    // Either side closing ends the pair (each half-close was passed on by pipe already).
+    // Either side closing ends the pair (each half-close was passed on by its relay already).
     upstream.once('close', () => downstream.destroy())
     downstream.once('close', () => upstream.destroy())
+  }
+
+  /** Runs `expire` unless the connection moves on (clearing `conn.expire`) within `ms`. */
+  private due (conn: Conn, ms: number, expire: () => void): void {
+    conn.deadline = performance.now() + ms
+    conn.expire = expire
+  }
+
+  /** The clock's round: a deadline passed, or a pair that moved no byte for the idle timeout. */
+  private check (conn: Conn, now: number): void {
+    if (conn.expire !== null) {
+      if (now < conn.deadline) return
+      const expire = conn.expire
+      conn.expire = null
+      expire()
+      return
+    }
+    const pair = conn.pair
+    if (pair === null) return
+    // Every byte either way is read by one of the two sockets.
+    const bytes = pair.upstream.bytesRead + pair.downstream.bytesRead
+    if (bytes !== conn.bytesSeen) {
+      conn.bytesSeen = bytes
+      conn.quietSince = now
+    } else if (now - conn.quietSince >= this.idleTimeoutMs) {
+      conn.pair = null
+      pair.idle()
+    }
   }
 
   private endpointOf (backend: BackendIR): EndpointIR {
@@ -300,6 +375,7 @@ export class StreamProxy {
   private finish (conn: Conn): void {
     if (conn.ended) return
     conn.ended = true
+    this.clock.delete(conn)
     const reason = conn.reason ?? 'Done'
     const record: StreamConnectionRecord = {
       protocol: conn.bind.ir.protocol === 'TLS' ? 'tls' : 'tcp',
@@ -311,7 +387,7 @@ export class StreamProxy {
       target: conn.target,
       serverName: conn.serverName,
       mode: conn.mode,
-      source: sourceOf(conn.client),
+      source: conn.source,
       bytesFromClient: conn.client.bytesRead,
       bytesToClient: conn.client.bytesWritten,
       durationMs: performance.now() - conn.started,
@@ -323,43 +399,6 @@ export class StreamProxy {
       conn.tracer.emit({ type: 'requestFinished', stream: { bytesFromClient: record.bytesFromClient, bytesToClient: record.bytesToClient, reason } }, { severity: reason === 'Done' ? 'info' : 'error' })
     }
     this.onEnd?.(record)
-  }
-}
-
-/** Recycled 64 KiB copies, shared by all connections: a write in flight holds one until it is flushed. */
-const MAX_POOLED_BUFFERS = 64
-const READ_BUFFER_BYTES = 64 * 1024
-/** Reads smaller than this are copied into a slice of Node's shared slab instead. */
-const SMALL_READ_BYTES = 4096
-const pooled: Buffer[] = []
-/**
- * Every plain upstream reads into this one buffer: the read callback runs to its end (copying
- * the bytes out) before the event loop can place another read anywhere.
- */
-const readBuffer = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES)
-
-/**
- * Upstream-to-client copying without a new ArrayBuffer per read: each read lands in the
- * shared read buffer (`onread`) and is copied into a buffer recycled once its write to the
- * client is flushed (small reads into Node's slab). A stream pipe allocates 64 KiB per read
- * instead, and that external memory makes V8 run old-space collections over the whole heap —
- * a third of the proxy's CPU on a bulk transfer (bench/tcp.ts); the copy costs a few µs. When
- * the client cannot take more, reading pauses until it drains (backpressure, as a pipe does).
- */
-function copyInto (downstream: Socket, upstream: () => Socket): { buffer: Buffer, callback: (n: number, buf: Buffer) => boolean } {
-  return {
-    buffer: readBuffer,
-    callback: (n, buf) => {
-      let more: boolean
-      if (n < SMALL_READ_BYTES) more = downstream.write(Buffer.from(buf.subarray(0, n)))
-      else {
-        const out = pooled.pop() ?? Buffer.allocUnsafeSlow(READ_BUFFER_BYTES)
-        buf.copy(out, 0, 0, n)
-        more = downstream.write(out.subarray(0, n), () => { if (pooled.length < MAX_POOLED_BUFFERS) pooled.push(out) })
-      }
-      if (!more) downstream.once('drain', () => upstream().resume())
-      return more
-    }
   }
 }
 

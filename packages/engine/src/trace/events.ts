@@ -76,7 +76,11 @@ export type TracedPolicyKind =
   | 'apiKey' | 'basicAuth' | 'cors' | 'csrf' | 'extAuthz' | 'extProc' | 'jwt' | 'localRateLimit'
   | 'oidc' | 'remoteRateLimit' | 'requestRedirect' | 'transformation' | 'urlRewrite'
 
-export interface RequestStartedEvent { type: 'requestStarted' }
+export interface RequestStartedEvent {
+  type: 'requestStarted'
+  /** The OpenTelemetry trace id, when tracing is on: the access log line carries the same. */
+  traceId?: string
+}
 
 export interface RequestSnapshotEvent {
   type: 'requestSnapshot'

@@ -5,7 +5,7 @@
  * redacted.
  */
 
-import { redactSecrets, type BackendStat, type PolicySetIR } from '@portico/engine'
+import { REDACTED_VALUE, redactSecrets, type BackendStat, type PolicySetIR } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 import { formatAddress, type Settings } from '../settings.ts'
 import { version } from '../version.ts'
@@ -86,7 +86,18 @@ export function staticConfig (settings: Settings): Record<string, unknown> {
     statsAddr: settings.statsAddr === null ? 'off' : formatAddress(settings.statsAddr),
     readinessAddr: settings.readinessAddr === null ? 'off' : formatAddress(settings.readinessAddr),
     logging: { level: settings.logLevel, format: settings.logFormat },
-    drainTimeoutMs: settings.drainTimeoutMs
+    drainTimeoutMs: settings.drainTimeoutMs,
+    ...(settings.tracing !== null ? { tracing: { ...settings.tracing, headers: redactedValues(settings.tracing.headers) } } : {}),
+    ...(settings.accessLog.config !== undefined ? { accessLog: withRedactedOtlpHeaders(settings.accessLog.config) } : {})
   }
+}
+
+/** Export headers carry API keys: their names show, never their values. */
+function redactedValues (headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.keys(headers).map(k => [k, REDACTED_VALUE]))
+}
+
+function withRedactedOtlpHeaders (a: NonNullable<Settings['accessLog']['config']>): Record<string, unknown> {
+  return a.otlp === undefined ? a : { ...a, otlp: { ...a.otlp, headers: redactedValues(a.otlp.headers ?? {}) } }
 }
 

@@ -22,7 +22,7 @@ import { AggregatorRegistry } from 'prom-client'
 import { CONTROL, CONTROL_INTS, STALLED_AFTER_MS, TRACE_SLOTS, type FromWorker, type ListenerAddress, type ToWorker, type WorkerInit } from './protocol.ts'
 import { SlotTable } from './slot-table.ts'
 import { startHandoffServer, type HandoffServer } from './handoff.ts'
-import type { Settings } from '../settings.ts'
+import { transferableSettings, type Settings } from '../settings.ts'
 import type { Logs } from '@portico/ops'
 import type { ProxyMetrics } from '../metrics.ts'
 import type { TraceQuery } from '../admin/trace-stream.ts'
@@ -115,7 +115,7 @@ export class WorkerPool {
   private spawn (slot: Slot): Promise<void> {
     const init: WorkerInit = {
       index: slot.index,
-      settings: this.options.settings,
+      settings: transferableSettings(this.options.settings),
       logLevel: this.options.logs.current,
       sessionKey: this.options.sessionKey,
       env: this.options.env,

@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url'
 import { parentPort, workerData } from 'node:worker_threads'
 import { Logs } from '@portico/ops'
 import type { PreparedConfig, ProxyIR } from '@portico/engine'
-import { Portico } from '../portico.ts'
+import { Portico, startTracing } from '../portico.ts'
+import { receivedSettings } from '../settings.ts'
 import { CONTROL, HEARTBEAT_MS, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
 import { handoffRelay } from './handoff.ts'
 import { traceFilter } from '../admin/trace-stream.ts'
@@ -30,11 +31,14 @@ process.on('uncaughtException', err => log.error({ err }, 'uncaught exception'))
 process.on('unhandledRejection', err => log.error({ err }, 'unhandled rejection'))
 
 const relay = handoffRelay(init.handoff)
+const settings = { ...receivedSettings(init.settings), sessionKey: init.sessionKey }
 const portico = new Portico({
-  settings: { ...init.settings, sessionKey: init.sessionKey },
+  settings,
   logs,
   env: init.env,
-  worker: { index: init.index, backends: init.backends, handoff: relay.relay }
+  worker: { index: init.index, backends: init.backends, handoff: relay.relay },
+  // Each worker exports the spans (and OTLP access-log records) of the requests it serves.
+  ...await startTracing(settings)
 })
 const { engine, listeners } = portico
 
@@ -61,6 +65,7 @@ async function handle (message: ToWorker): Promise<unknown> {
       pending.delete(message.generation)
       if (engine.config !== p.prepared.compiled) engine.install(p.prepared)
       listeners.commit(p.binds)
+      portico.noteEndpoints(p.prepared.compiled.ir)
       return listeners.addresses()
     }
     case 'abort': {

@@ -4,6 +4,7 @@ import { Fragment, useState } from 'react'
 import { getJson, type BackendInfo, type ConfigDump } from '../api.ts'
 import { Badge, ErrorBox, Json, usePoll } from '../common.tsx'
 import { healthTone } from './Routes.tsx'
+import { healthText, HEALTH_EXPLAINED } from '@portico/trace-view'
 
 function targetOf (b: BackendInfo): string {
   if (b.kind === 'mcp') return (b.mcp?.targets ?? []).map(t => `${t.name} (${String(t.kind)})`).join(', ')
@@ -20,8 +21,9 @@ export function BackendsView () {
   return (
     <div data-testid='view-backends'>
       <div className='toolbar'>
-        <span className='muted'>{d === null ? 'Loading…' : `${d.backends.length} backends · refreshed every 2 s · health is a moving average of successes (1 = all good)`}</span>
+        <span className='muted'>{d === null ? 'Loading…' : `${d.backends.length} backends · refreshed every 2 s`}</span>
       </div>
+      <p className='muted small' data-testid='health-explained'>{HEALTH_EXPLAINED}</p>
       <ErrorBox error={dump.error} title='GET /config_dump' />
       {d !== null
         ? (
@@ -36,7 +38,7 @@ export function BackendsView () {
                     <td className='strong'>{b.name}</td>
                     <td>{b.kind}</td>
                     <td><code>{targetOf(b)}</code></td>
-                    <td>{b.kind === 'invalid' ? <Badge tone='bad'>invalid</Badge> : <Badge tone={healthTone(b.stats.health)} testId='backend-health'>{b.stats.health.toFixed(2)}</Badge>}</td>
+                    <td>{b.kind === 'invalid' ? <Badge tone='bad'>invalid</Badge> : <Badge tone={healthTone(b.stats)} testId='backend-health' title={HEALTH_EXPLAINED}>{healthText(b.stats)}</Badge>}</td>
                     <td className='num' data-testid='backend-requests'>{b.stats.requests}</td>
                     <td className='num'>{b.stats.failures}</td>
                     <td className='num' data-testid='backend-latency'>{b.stats.latencyMs === null ? '—' : `${b.stats.latencyMs.toFixed(2)} ms`}</td>

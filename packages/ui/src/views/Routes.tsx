@@ -3,6 +3,7 @@
 import { useState } from 'react'
 import { getJson, type BackendInfo, type ConfigDump, type PolicySet, type RouteInfo, type RouteMatch } from '../api.ts'
 import { Badge, Card, ErrorBox, Json, usePoll } from '../common.tsx'
+import { healthLevel, healthText, HEALTH_EXPLAINED, type HealthStats } from '@portico/trace-view'
 
 export function matchText (m: RouteMatch): string {
   // As `porticoctl proxy config routes` writes them: `GET prefix /api`, then header and query matches.
@@ -27,8 +28,9 @@ function PolicyList (props: { policies: PolicySet, phase: string }) {
   )
 }
 
-export function healthTone (h: number): 'ok' | 'warn' | 'bad' {
-  return h >= 0.9 ? 'ok' : h >= 0.5 ? 'warn' : 'bad'
+/** HEALTH's colour, by the thresholds `porticoctl proxy config backends` uses too. */
+export function healthTone (stats: HealthStats): 'ok' | 'warn' | 'bad' | 'muted' {
+  return ({ good: 'ok', degraded: 'warn', poor: 'bad', none: 'muted' } as const)[healthLevel(stats)]
 }
 
 function RouteCard (props: { route: RouteInfo, backends: Map<string, BackendInfo>, gatewayPolicies: PolicySet | undefined }) {
@@ -68,7 +70,7 @@ function RouteCard (props: { route: RouteInfo, backends: Map<string, BackendInfo
                         <td>{b?.kind ?? '?'}</td>
                         <td><code>{b === undefined ? '' : b.kind === 'mcp' ? (b.mcp?.targets ?? []).map(t => t.name).join(', ') : b.target}</code></td>
                         <td>{ref.weight}</td>
-                        <td>{b === undefined ? null : b.kind === 'invalid' ? <Badge tone='bad' title={b.invalidReason}>invalid</Badge> : <Badge tone={healthTone(b.stats.health)}>{Math.round(b.stats.health * 100)}%</Badge>}</td>
+                        <td>{b === undefined ? null : b.kind === 'invalid' ? <Badge tone='bad' title={b.invalidReason}>invalid</Badge> : <Badge tone={healthTone(b.stats)} title={HEALTH_EXPLAINED}>{healthText(b.stats)}</Badge>}</td>
                         <td><PolicyList policies={ref.policies} phase='backend' /></td>
                       </tr>
                     )

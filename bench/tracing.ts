@@ -1,0 +1,91 @@
+/**
+ * What OpenTelemetry tracing costs a proxied GET: Portico with tracing off against the same
+ * config with `config.tracing` sampling 1 % and 100 % of requests (randomSampling), spans
+ * exported over OTLP/HTTP to a sink on loopback that accepts every batch (a collector's
+ * work is not Portico's). ABBA rounds per comparison (bench/lib/abba.ts); ratios are
+ * taken within each round and the median reported, with each proxy's own CPU per request.
+ * The cost of tracing *off* against a build without it is bench/builds.ts's question.
+ *
+ * Run: node bench/tracing.ts [--rounds 3] [--duration 5] [--warmup 2] [--connections 50]
+ */
+
+import http from 'node:http'
+import { availableParallelism, loadavg } from 'node:os'
+import { parseArgs } from 'node:util'
+import { abbaReport, compareAbba } from './lib/abba.ts'
+import { fmt, rounded } from './lib/report.ts'
+import { freePort } from './lib/children.ts'
+import { startBackend, startPortico, type Server } from './lib/servers.ts'
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '3' },
+    duration: { type: 'string', default: '5' },
+    warmup: { type: 'string', default: '2' },
+    connections: { type: 'string', default: '50' }
+  }
+})
+const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections) }
+const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
+
+/** An OTLP/HTTP endpoint that reads each export and answers 200 (and counts the bytes). */
+async function startSink (): Promise<{ url: string, bytes: () => number, close: () => Promise<void> }> {
+  let bytes = 0
+  const port = await freePort()
+  const server = http.createServer((req, res) => {
+    req.on('data', (c: Buffer) => { bytes += c.length })
+    req.on('end', () => { res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end() })
+  })
+  await new Promise<void>(resolve => server.listen(port, '127.0.0.1', resolve))
+  return { url: `http://127.0.0.1:${port}`, bytes: () => bytes, close: () => new Promise(resolve => server.close(() => resolve())) }
+}
+
+function config (backendPort: number, tracing: string): string {
+  return `${tracing}gateways:
+  default: { port: {port}, protocol: HTTP }
+routes:
+  - name: bench
+    backends:
+      - host: 127.0.0.1:${backendPort}
+`
+}
+
+async function main (): Promise<void> {
+  const servers: Server[] = []
+  const sink = await startSink()
+  try {
+    const backend = await startBackend()
+    servers.push(backend)
+    const traced = (sampling: string) => `config:\n  tracing:\n    otlpEndpoint: ${sink.url}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
+    const off = await startPortico({ config: config(backend.port, ''), logLevel: 'warn' })
+    const one = await startPortico({ config: config(backend.port, traced('0.01')), logLevel: 'warn' })
+    const all = await startPortico({ config: config(backend.port, traced('true')), logLevel: 'warn' })
+    servers.push(off, one, all)
+    const load = loadavg()
+    const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress }
+    const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds })
+    progress('off vs 1 % sampled')
+    const r1 = await compareAbba(target('off', off), target('1%', one), common)
+    progress('off vs 100 % sampled')
+    const r100 = await compareAbba(target('off', off), target('100%', all), common)
+    const out = [
+      `tracing benchmark: Node ${process.version}; ${opts.connections} connections, ${opts.rounds} ABBA rounds of ${opts.duration} s per comparison; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
+      '',
+      ...abbaReport(r1, { a: 'off', b: '1% sampled' }),
+      `1% sampled / off: req/s ${fmt(r1.rpsRatio, 3)}x, CPU µs/req ${fmt(r1.cpuRatio, 3)}x (median of rounds)`,
+      '',
+      ...abbaReport(r100, { a: 'off', b: '100% sampled' }),
+      `100% sampled / off: req/s ${fmt(r100.rpsRatio, 3)}x, CPU µs/req ${fmt(r100.cpuRatio, 3)}x (median of rounds)`,
+      JSON.stringify(rounded({ bench: 'tracing', oneInHundred: { rpsRatio: r1.rpsRatio, cpuRatio: r1.cpuRatio, median: r1.median }, all: { rpsRatio: r100.rpsRatio, cpuRatio: r100.cpuRatio, median: r100.median } }))
+    ]
+    process.stdout.write(out.join('\n') + '\n')
+  } finally {
+    await Promise.all(servers.map(s => s.child.stop()))
+    await sink.close()
+  }
+}
+
+main().catch(err => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`)
+  process.exitCode = 1
+})

@@ -1,0 +1,87 @@
+/**
+ * The access log's configurable part (`config.accessLog`, agentgateway's `fields.add` /
+ * `fields.remove` and `filter`): CEL expressions compiled once at start and evaluated when a
+ * request ends, over the request variables every policy sees plus `response` (code,
+ * headers), `mcp` (the MCP call) and `llm` (the LLM call and its token usage). A field whose
+ * expression fails to evaluate (a missing claim, say) is left out of the line; a filter
+ * that fails drops nothing.
+ */
+
+import type { RequestContext } from '../request/context.ts'
+import { celResponseVars } from '../cel/vars.ts'
+import { celToJson, compileCel, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
+
+/** Variables of access-log expressions. */
+export const ACCESS_LOG_CEL_VARIABLES = [...RESPONSE_CEL_VARIABLES, 'llm'] as const
+
+export interface AccessLogConfig {
+  filter?: string
+  fields?: { add?: Record<string, string>, remove?: string[] }
+}
+
+export interface AccessLogFields {
+  /** Only requests for which this is true are logged; null = all. */
+  readonly filter: CelProgram | null
+  readonly add: ReadonlyArray<readonly [string, CelProgram]>
+  readonly remove: readonly string[]
+}
+
+/** Compiles the expressions; throws PORTICO_BAD_CEL naming the bad one. */
+export function compileAccessLogFields (config: AccessLogConfig | undefined): AccessLogFields | null {
+  if (config === undefined) return null
+  const add = Object.entries(config.fields?.add ?? {}).map(([name, source]) => [name, compileCel(source, ACCESS_LOG_CEL_VARIABLES)] as const)
+  const filter = config.filter !== undefined ? compileCel(config.filter, ACCESS_LOG_CEL_VARIABLES) : null
+  const remove = config.fields?.remove ?? []
+  if (add.length === 0 && remove.length === 0 && filter === null) return null
+  return { filter, add, remove }
+}
+
+/**
+ * Applies the configured fields to a request's line (built by the proxy): returns false when
+ * the filter leaves the request out of the log.
+ */
+export function applyAccessLogFields (compiled: AccessLogFields, ctx: RequestContext, fields: Record<string, unknown>): boolean {
+  const vars = compiled.filter !== null || compiled.add.length > 0 ? accessLogVars(ctx) : null
+  if (compiled.filter !== null) {
+    const keep = safeEvaluate(compiled.filter, vars!)
+    if (keep === false) return false
+  }
+  for (const name of compiled.remove) delete fields[name]
+  for (const [name, program] of compiled.add) {
+    const value = safeEvaluate(program, vars!)
+    if (value !== undefined && !(value instanceof Error)) fields[name] = celToJson(value)
+  }
+  return true
+}
+
+function safeEvaluate (program: CelProgram, vars: Record<string, unknown>): unknown {
+  try {
+    return program.evaluate(vars)
+  } catch (err) {
+    return err as Error
+  }
+}
+
+/** The request's variables, with `mcp` and `llm` as the request recorded them. */
+export function accessLogVars (ctx: RequestContext): Record<string, unknown> {
+  const vars = celResponseVars(ctx)
+  const m = ctx.mcp
+  if (m !== null) {
+    const mcp: Record<string, unknown> = { method: m.method, target: m.target }
+    if (m.kind !== undefined) mcp[m.kind] = { name: m.name ?? '', target: m.target }
+    vars.mcp = mcp
+  }
+  const l = ctx.llm
+  vars.llm = l === null
+    ? null
+    : {
+        requestModel: l.requestModel,
+        model: l.model,
+        streaming: l.streaming,
+        responseModel: l.usage?.responseModel ?? null,
+        inputTokens: l.usage?.inputTokens ?? null,
+        outputTokens: l.usage?.outputTokens ?? null,
+        totalTokens: l.usage?.totalTokens ?? null
+      }
+  return vars
+}

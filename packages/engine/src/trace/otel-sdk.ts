@@ -1,0 +1,219 @@
+/**
+ * The OpenTelemetry JS SDK behind trace/otel.ts: a tracer provider with Portico's sampler,
+ * a batch span processor and an OTLP exporter (gRPC, or HTTP with protobuf bodies to
+ * `<endpoint>/v1/traces`), and the W3C propagators. Loaded only when `config.tracing` is
+ * set (`createRequestTracing`); the pipeline reaches it through the RequestTracing interface.
+ *
+ * No context manager is installed: spans are parented explicitly, so nothing runs on the
+ * async hooks of every request.
+ */
+
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, trace, type Context, type Span, type SpanContext } from '@opentelemetry/api'
+import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core'
+import { BatchSpanProcessor, TracerProvider, type Sampler, type SamplingResult, type SpanExporter } from '@opentelemetry/sdk-trace'
+import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { HeaderMap } from '../ir/header-map.ts'
+import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes } from './otel.ts'
+
+/** `config.tracing`, resolved (proxy/settings.ts): where spans go (OTLP/HTTP path default /v1/traces), and how many. */
+export interface TracingOptions extends OtlpEndpointOptions {
+  /** Requests without a trace: true, false or the share of them to sample. */
+  randomSampling: boolean | number
+  /** Requests with a trace: true follows the caller's sampled flag, false ignores the caller, a ratio samples that share of the caller's sampled ones. */
+  clientSampling: boolean | number
+  /** Resource attributes (service.name defaults to portico). */
+  resources: Record<string, string>
+  /** Export batching (tests shorten it). */
+  scheduledDelayMs?: number
+  /** Exporter to use instead of OTLP (tests). */
+  exporter?: SpanExporter
+}
+
+export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
+  const exporter = options.exporter ?? await otlpExporter(options)
+  const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': 'portico', ...options.resources }))
+  const provider = new TracerProvider({
+    resource,
+    sampler: new PorticoSampler(options.randomSampling, options.clientSampling),
+    spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: options.scheduledDelayMs ?? 1000, maxQueueSize: 8192, maxExportBatchSize: 512 })]
+  })
+  return new SdkTracing(provider)
+}
+
+async function otlpExporter (options: TracingOptions): Promise<SpanExporter> {
+  const target = await otlpTarget(options, '/v1/traces')
+  if (target.protocol === 'http') {
+    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto')
+    return new OTLPTraceExporter(target.options)
+  }
+  const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc')
+  return new OTLPTraceExporter(target.options)
+}
+
+/** Where an OTLP exporter sends, as the config says it (tracing's and the access log's). */
+export interface OtlpEndpointOptions {
+  otlpEndpoint: string
+  otlpProtocol: 'grpc' | 'http'
+  path?: string
+  headers: Record<string, string>
+}
+
+/**
+ * The options of an OTLP exporter of either protocol: OTLP/HTTP posts to the endpoint's
+ * `path` (`defaultPath` when unset) with the headers; gRPC sends them as metadata.
+ */
+export async function otlpTarget (o: OtlpEndpointOptions, defaultPath: string): Promise<{ protocol: 'http', options: { url: string, headers: Record<string, string> } } | { protocol: 'grpc', options: { url: string, metadata: InstanceType<typeof import('@grpc/grpc-js').Metadata> } }> {
+  const base = o.otlpEndpoint.replace(/\/+$/, '')
+  if (o.otlpProtocol === 'http') return { protocol: 'http', options: { url: `${base}${o.path ?? defaultPath}`, headers: o.headers } }
+  const { Metadata } = await import('@grpc/grpc-js')
+  const metadata = new Metadata()
+  for (const [k, v] of Object.entries(o.headers)) metadata.set(k, v)
+  return { protocol: 'grpc', options: { url: base, metadata } }
+}
+
+/**
+ * Head sampling as agentgateway's `randomSampling` / `clientSampling`: a request that
+ * arrives with a trace (a remote parent) follows `clientSampling`, one without follows
+ * `randomSampling`; spans under the request's own span follow it.
+ */
+export class PorticoSampler implements Sampler {
+  private readonly random: number
+  private readonly client: boolean | number
+
+  constructor (random: boolean | number, client: boolean | number) {
+    this.random = random === true ? 1 : random === false ? 0 : random
+    this.client = client
+  }
+
+  shouldSample (context: Context, _traceId: string): SamplingResult {
+    const parent = trace.getSpanContext(context)
+    if (parent === undefined || !trace.isSpanContextValid(parent)) return decide(chance(this.random))
+    const parentSampled = (parent.traceFlags & 1) === 1
+    if (!parent.isRemote) return decide(parentSampled)
+    if (this.client === false) return decide(chance(this.random))
+    return decide(parentSampled && chance(this.client === true ? 1 : this.client))
+  }
+
+  toString (): string {
+    return `PorticoSampler{random=${this.random}, client=${this.client}}`
+  }
+}
+
+const SAMPLED: SamplingResult = { decision: SamplingDecision.RECORD_AND_SAMPLED }
+const DROPPED: SamplingResult = { decision: SamplingDecision.NOT_RECORD }
+
+function decide (sampled: boolean): SamplingResult {
+  return sampled ? SAMPLED : DROPPED
+}
+
+function chance (ratio: number): boolean {
+  return ratio >= 1 || (ratio > 0 && Math.random() < ratio)
+}
+
+const propagator = new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] })
+
+/** Reads W3C headers off Node's request headers (lower-case names; repeated ones as arrays). */
+const headerGetter = {
+  get: (h: IncomingHttpHeaders, key: string) => h[key],
+  keys: (h: IncomingHttpHeaders) => Object.keys(h)
+}
+
+const headerSetter = {
+  set: (h: HeaderMap, key: string, value: string) => { h[key] = value }
+}
+
+class SdkTracing implements RequestTracing {
+  private readonly provider: TracerProvider
+  private readonly tracer: ReturnType<TracerProvider['getTracer']>
+
+  constructor (provider: TracerProvider) {
+    this.provider = provider
+    this.tracer = provider.getTracer('portico')
+  }
+
+  startRequest (headers: IncomingHttpHeaders, method: string): RequestSpan {
+    // No traceparent and no baggage: the extract would return the root context as it is.
+    const parent = headers.traceparent === undefined && headers.baggage === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, headerGetter)
+    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER }, parent)
+    return new SdkRequestSpan(this.tracer, span, parent)
+  }
+
+  async shutdown (): Promise<void> {
+    await this.provider.shutdown()
+  }
+}
+
+/** A child span (or the request's own): the OtelSpan face of an SDK span. */
+class SdkSpan implements OtelSpan {
+  protected readonly span: Span
+
+  constructor (span: Span) {
+    this.span = span
+  }
+
+  get sdkSpan (): Span {
+    return this.span
+  }
+
+  setAttributes (attrs: SpanAttributes): void {
+    // The SDK skips undefined values itself (with a diagnostic per value): filtered here.
+    const span = this.span
+    for (const key in attrs) {
+      const v = attrs[key]
+      if (v !== undefined && v !== null) span.setAttribute(key, v)
+    }
+  }
+
+  setError (type: string, message?: string): void {
+    this.span.setAttribute('error.type', type)
+    this.span.setStatus(message !== undefined ? { code: SpanStatusCode.ERROR, message } : { code: SpanStatusCode.ERROR })
+  }
+
+  updateName (name: string): void {
+    this.span.updateName(name)
+  }
+
+  end (endTime?: number): void {
+    this.span.end(endTime)
+  }
+}
+
+class SdkRequestSpan extends SdkSpan implements RequestSpan {
+  readonly recording: boolean
+  private readonly tracer: ReturnType<TracerProvider['getTracer']>
+  /** The caller's context (its baggage goes on to the calls this request makes). */
+  private readonly parent: Context
+  private readonly sc: SpanContext
+
+  constructor (tracer: ReturnType<TracerProvider['getTracer']>, span: Span, parent: Context) {
+    super(span)
+    this.tracer = tracer
+    this.parent = parent
+    this.sc = span.spanContext()
+    this.recording = span.isRecording()
+  }
+
+  get traceId (): string {
+    return this.sc.traceId
+  }
+
+  get spanId (): string {
+    return this.sc.spanId
+  }
+
+  child (name: string, kind: 'client' | 'internal', attrs: SpanAttributes, startTime?: number): OtelSpan | null {
+    if (!this.recording) return null
+    const options = { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, ...(startTime !== undefined ? { startTime } : {}) }
+    const child = new SdkSpan(this.tracer.startSpan(name, options, trace.setSpan(this.parent, this.span)))
+    child.setAttributes(attrs)
+    return child
+  }
+
+  inject (headers: HeaderMap, span?: OtelSpan | null): void {
+    const from = span instanceof SdkSpan ? span.sdkSpan : this.span
+    // A caller's tracestate belongs to its traceparent, which is being replaced.
+    delete headers.tracestate
+    propagator.inject(trace.setSpan(this.parent, from), headers, headerSetter)
+  }
+}

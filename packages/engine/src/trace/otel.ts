@@ -1,0 +1,213 @@
+/**
+ * OpenTelemetry distributed tracing, as the pipeline sees it: a request's server span, the
+ * child spans of the calls it makes, and the trace context it propagates. This module is
+ * the hot path's only contact with tracing and imports nothing at run time: the SDK
+ * (trace/otel-sdk.ts) is loaded only when `config.tracing` is set, and with tracing off
+ * `ctx.span` stays null, so no request allocates anything for it.
+ *
+ * Attribute names follow OpenTelemetry's semantic conventions: HTTP (stable), RPC for the
+ * Envoy gRPC services, MCP and GenAI (development status, as of semconv 1.3x).
+ */
+
+import type { IncomingHttpHeaders } from 'node:http'
+import type { HeaderMap } from '../ir/header-map.ts'
+
+export type SpanAttributeValue = string | number | boolean | string[]
+export type SpanAttributes = Record<string, SpanAttributeValue | undefined | null>
+
+/** One span: a request's server span or a call's client span. */
+export interface OtelSpan {
+  setAttributes(attrs: SpanAttributes): void
+  /** Marks the span failed: `error.type` and an ERROR status with `message`. */
+  setError(type: string, message?: string): void
+  updateName(name: string): void
+  /** Ends the span now, or at `endTime` (ms since the epoch) for a call timed elsewhere. */
+  end(endTime?: number): void
+}
+
+/** The server span of one request, sampled or not: it always has a trace id to propagate. */
+export interface RequestSpan extends OtelSpan {
+  readonly traceId: string
+  readonly spanId: string
+  /** False for a request the sampler dropped: no child spans, nothing exported. */
+  readonly recording: boolean
+  /** A child span of this request (a call it makes); null when the request is not recorded. */
+  child(name: string, kind: 'client' | 'internal', attrs: SpanAttributes, startTime?: number): OtelSpan | null
+  /**
+   * Writes the W3C `traceparent`, `tracestate` and `baggage` of a call made under `span`
+   * (this request's span when null) into `headers`, replacing the caller's.
+   */
+  inject(headers: HeaderMap, span?: OtelSpan | null): void
+}
+
+/** A running tracer (trace/otel-sdk.ts), handed to the engine when tracing is configured. */
+export interface RequestTracing {
+  /** Starts a request's server span from its headers (W3C trace context and baggage). */
+  startRequest(headers: IncomingHttpHeaders, method: string): RequestSpan
+  /** Exports what is buffered and stops. */
+  shutdown(): Promise<void>
+}
+
+/** What a call's span needs of a request's state (request/context.ts RequestContext has it). */
+export interface SpanContext {
+  span: RequestSpan | null
+  /** The client span of the backend call in progress (one at a time; retries are one each). */
+  callSpan: OtelSpan | null
+}
+
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH', 'QUERY'])
+
+/**
+ * Query parameters whose values never leave the gateway in a span (semconv's url.query
+ * guidance, plus the credential names Portico's own policies read from queries).
+ */
+const SENSITIVE_QUERY = /^(awsaccesskeyid|signature|sig|x-goog-signature|x-amz-signature|x-amz-credential|x-amz-security-token|access_token|id_token|refresh_token|token|api[-_]?key|key|code|client_secret|password|secret)$/i
+
+/** The query with the values of credential-like parameters replaced by REDACTED. */
+export function redactQuery (query: string): string {
+  if (query === '') return ''
+  return query.split('&').map(pair => {
+    const eq = pair.indexOf('=')
+    if (eq < 0) return pair
+    let name = pair.slice(0, eq)
+    try {
+      name = decodeURIComponent(name.replace(/\+/g, ' '))
+    } catch {
+      // A malformed escape: the raw name is tested.
+    }
+    return SENSITIVE_QUERY.test(name) ? `${pair.slice(0, eq)}=REDACTED` : pair
+  }).join('&')
+}
+
+/** What the server span reads of a finished request. */
+export interface ServerSpanView {
+  readonly method: string
+  readonly scheme: string
+  readonly host: string
+  readonly hostname: string
+  readonly originalPath: string
+  readonly query: string
+  readonly sourceAddress: string
+  readonly sourcePort: number
+  readonly status: number
+  readonly reason: string
+  readonly error: string | null
+  readonly routeKey: string | null
+  readonly req: { readonly httpVersion: string, readonly headers: IncomingHttpHeaders, readonly socket: { readonly localPort?: number | undefined } | null }
+  readonly listener: { readonly ir: { readonly gateway: string, readonly name: string } }
+  readonly matchedPath: { readonly kind: string, readonly value: string } | null
+  readonly backend: { readonly name: string } | null
+  readonly mcp: { readonly method: string, readonly target: string, readonly name?: string | undefined, readonly kind?: string | undefined } | null
+  readonly grpc: { readonly service: string, readonly method: string, readonly status: number | null } | null
+}
+
+/**
+ * `http.route`: the route's path template — an exact path as it is, a prefix as
+ * `/prefix/*` — never the request's own path (span names must stay low-cardinality).
+ */
+export function httpRoute (match: ServerSpanView['matchedPath']): string | undefined {
+  if (match === null) return undefined
+  if (match.kind === 'exact') return match.value
+  if (match.kind === 'prefix') return match.value === '/' ? '/*' : `${match.value.replace(/\/$/, '')}/*`
+  return undefined
+}
+
+/** Name and attributes of a finished request's server span; its status is ERROR for 5xx only. */
+export function endServerSpan (span: OtelSpan, v: ServerSpanView): void {
+  const route = httpRoute(v.matchedPath)
+  const method = KNOWN_METHODS.has(v.method) ? v.method : 'HTTP'
+  span.updateName(route !== undefined ? `${method} ${route}` : method)
+  const port = portOf(v.host) ?? v.req.socket?.localPort
+  const known = KNOWN_METHODS.has(v.method)
+  span.setAttributes({
+    'http.request.method': known ? v.method : '_OTHER',
+    'http.request.method_original': known ? undefined : v.method,
+    'url.scheme': v.scheme,
+    'url.path': v.originalPath,
+    'url.query': v.query === '' ? undefined : redactQuery(v.query),
+    'server.address': v.hostname,
+    'server.port': port,
+    'client.address': v.sourceAddress === '' ? undefined : v.sourceAddress,
+    // network.protocol.name is left out: semconv asks for it only when it is not http.
+    'network.protocol.version': v.req.httpVersion === '2.0' ? '2' : v.req.httpVersion,
+    'user_agent.original': firstHeader(v.req.headers['user-agent']),
+    'http.route': route,
+    'http.response.status_code': v.status === 0 ? undefined : v.status,
+    'portico.gateway': v.listener.ir.gateway,
+    'portico.route': v.routeKey ?? undefined,
+    'portico.backend': v.backend?.name,
+    'portico.reason': v.reason
+  })
+  if (v.mcp !== null) span.setAttributes(mcpAttributes(v.mcp))
+  if (v.grpc !== null) span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': v.grpc.service, 'rpc.method': v.grpc.method, 'rpc.grpc.status_code': v.grpc.status ?? undefined })
+  if (v.status >= 500 || v.status === 0) span.setError(v.status === 0 ? v.reason : String(v.status), v.error ?? undefined)
+}
+
+/** The MCP attributes of a request or of one call to a target. */
+export function mcpAttributes (m: { method: string, target: string, name?: string | undefined, kind?: string | undefined }): SpanAttributes {
+  return {
+    'mcp.method.name': m.method,
+    'portico.mcp.target': m.target === '' ? undefined : m.target,
+    'gen_ai.operation.name': m.method === 'tools/call' ? 'execute_tool' : undefined,
+    'gen_ai.tool.name': m.kind === 'tool' ? m.name : undefined,
+    'gen_ai.prompt.name': m.kind === 'prompt' ? m.name : undefined,
+    'mcp.resource.uri': m.kind === 'resource' ? m.name : undefined
+  }
+}
+
+/** The span name of an MCP call: `{mcp.method.name} {tool or prompt}` (semconv's MCP client span). */
+export function mcpSpanName (method: string, item: string | undefined): string {
+  return item !== undefined && item !== '' ? `${method} ${item}` : method
+}
+
+/** Attributes of an outgoing HTTP call (semconv HTTP client span). */
+export function httpClientAttributes (method: string, url: { scheme: string, host: string, port: number, pathAndQuery: string }): SpanAttributes {
+  const q = url.pathAndQuery.indexOf('?')
+  const target = q < 0 ? url.pathAndQuery : `${url.pathAndQuery.slice(0, q)}?${redactQuery(url.pathAndQuery.slice(q + 1))}`
+  const known = KNOWN_METHODS.has(method)
+  return {
+    'http.request.method': known ? method : '_OTHER',
+    'http.request.method_original': known ? undefined : method,
+    'server.address': url.host,
+    'server.port': url.port,
+    'url.full': `${url.scheme}://${url.host.includes(':') ? `[${url.host}]` : url.host}:${url.port}${target}`
+  }
+}
+
+/** Attributes of a gRPC call to one of Envoy's services (ext_authz, ext_proc, rate limit). */
+export function grpcClientAttributes (service: string, method: string, address: string): SpanAttributes {
+  const { host, port } = splitAddress(address)
+  return { 'rpc.system': 'grpc', 'rpc.service': service, 'rpc.method': method, 'server.address': host, 'server.port': port }
+}
+
+/** Starts a child span of the request, when it is recorded. */
+export function startChildSpan (ctx: { span: RequestSpan | null }, name: string, attrs: SpanAttributes, startTime?: number): OtelSpan | null {
+  const span = ctx.span
+  return span === null || !span.recording ? null : span.child(name, 'client', attrs, startTime)
+}
+
+/** Ends a policy's call span with its decision (`portico.decision`), failed when the call did. */
+export function endDecisionSpan (span: OtelSpan | null, decision: string, error: string | null = null): void {
+  if (span === null) return
+  span.setAttributes({ 'portico.decision': decision })
+  if (error !== null) span.setError(decision, error)
+  span.end()
+}
+
+function splitAddress (address: string): { host: string, port: number | undefined } {
+  const a = address.replace(/^[a-z]+:\/\//, '').replace(/\/.*$/, '')
+  const m = /^(?:\[([^\]]+)\]|([^:]+))(?::(\d+))?$/.exec(a)
+  if (m === null) return { host: a, port: undefined }
+  return { host: m[1] ?? m[2]!, port: m[3] !== undefined ? Number(m[3]) : undefined }
+}
+
+function portOf (host: string): number | undefined {
+  const colon = host.lastIndexOf(':')
+  if (colon < 0 || host.endsWith(']')) return undefined
+  const port = Number(host.slice(colon + 1))
+  return Number.isInteger(port) && port > 0 ? port : undefined
+}
+
+function firstHeader (v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v
+}
