@@ -14,6 +14,7 @@ import { request } from 'undici'
 import { Profile } from 'pprof-format'
 import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startBackend, type Backend } from '../lib/backends.ts'
+import { waitUntil } from '@portico/testkit/wait'
 
 let backend: Backend
 let portico: PorticoProcess
@@ -75,8 +76,14 @@ test('GET / lists the endpoints', async () => {
 
 test('/config_dump shows what is loaded, with live backend stats and secrets redacted', async () => {
   await request(`${portico.url}/x`).then(r => r.body.text())
-  const { status, text } = await adminGet('/config_dump')
-  assert.equal(status, 200)
+  // With data-plane workers the request's stats land when the worker sees it end, which may
+  // be a moment after the client has the answer.
+  let status = 0
+  let text = ''
+  await waitUntil(async () => {
+    ({ status, text } = await adminGet('/config_dump'))
+    return status === 200 && JSON.parse(text).backends[0]?.stats.requests >= 1
+  }, 5_000, 'the request in the backend stats')
   const dump = JSON.parse(text)
   for (const key of ['binds', 'listeners', 'routes', 'backends', 'workloads', 'services', 'policies', 'version', 'config']) assert.ok(key in dump, `missing ${key}`)
   assert.deepEqual(dump.routes.map((r: { key: string }) => r.key).sort(), ['app', 'tls'])

@@ -77,7 +77,10 @@ export class BackendStats {
     r.lock(record)
     f[at(STATS.requests)]!++
     if (failed) f[at(STATS.failures)]!++
-    f[at(STATS.health)] = f[at(STATS.health)]! + HEALTH_ALPHA * ((failed ? 0 : 1) - f[at(STATS.health)]!)
+    // The same weighted sums as recordCall's, in the shared record.
+    f[at(STATS.ok)] = f[at(STATS.ok)]! * (1 - HEALTH_ALPHA) + (failed ? 0 : 1)
+    f[at(STATS.weight)] = f[at(STATS.weight)]! * (1 - HEALTH_ALPHA) + 1
+    f[at(STATS.health)] = f[at(STATS.ok)]! / f[at(STATS.weight)]!
     if (latencyMs !== null) {
       const old = f[at(STATS.latencyMs)]!
       f[at(STATS.latencyMs)] = Number.isNaN(old) ? latencyMs : old + LATENCY_ALPHA * (latencyMs - old)

@@ -15,8 +15,8 @@ import { Records } from '../util/shared-records.ts'
 export const healthKey = (backendKey: string, origin: string): string => `health\0${backendKey}\0${origin}`
 export const statsKey = (backendKey: string): string => `stats\0${backendKey}`
 
-/** Float64 slots of a stats record. */
-export const STATS = { requests: 1, failures: 2, health: 3, latencyMs: 4 } as const
+/** Float64 slots of a stats record (`ok` and `weight`: the weighted sums behind health, backend-stats.ts). */
+export const STATS = { requests: 1, failures: 2, health: 3, latencyMs: 4, ok: 5, weight: 6 } as const
 
 /** Every key a config's backends need a record for. */
 export function sharedBackendKeys (ir: ProxyIR): string[] {
