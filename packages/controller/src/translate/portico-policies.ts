@@ -55,7 +55,6 @@ type ConvertLevel = Level | 'backend-ai'
 
 /** A policy converted for one level: its IR, or why it cannot be used. */
 type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health'> } | { ok: false, message: string }
-type ConvertedFrontend = { ok: true, frontend: GatewayFrontend } | { ok: false, message: string }
 
 /** Where a policy applies: a listener, a route (rule), or a backend reference of a route. */
 interface Attachment {
@@ -152,70 +151,48 @@ export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<s
 
 /**
  * The client-connection settings of the PorticoPolicies whose `frontend` targets the whole
- * Gateway: field by field, the oldest policy's value; a newer policy setting a field an older
- * one sets is Conflicted (all have the same specificity: one listener cannot have its own,
- * since several listeners share a port and these settings are read before a listener is known).
+ * Gateway, laid over each other as any policies are (mergeInto: field by field the oldest
+ * policy's value, a newer one setting a field an older one sets Conflicted). All have the
+ * same specificity: one listener cannot have its own, since several listeners share a port
+ * and these settings are read before a listener is known.
  */
 function gatewayFrontend (g: GatewayState, sorted: PorticoPolicy[], gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void, found: Set<PorticoPolicy>): GatewayFrontend {
   const gwNs = g.gw.metadata.namespace ?? ''
-  const merged: Record<string, unknown> = {}
-  const taken = new Map<string, PorticoPolicy>()
+  const attached: Attachment[] = []
   for (const p of sorted) {
     if (p.spec.frontend === undefined || (p.metadata.namespace ?? '') !== gwNs) continue
     const refs = p.spec.targetRefs.filter(ref => ref.kind === 'Gateway' && (ref.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && ref.name === g.gw.metadata.name)
     if (refs.length === 0) continue
     found.add(p)
-    const gen = p.metadata.generation
-    if (refs.some(ref => ref.sectionName !== undefined)) {
-      note(p, gwKey, condition('Accepted', false, 'Invalid', 'spec.frontend: applies to a whole Gateway (listeners sharing a port share these settings): target the Gateway without sectionName', gen))
-      continue
-    }
-    const converted = convertFrontend(p)
-    if (!converted.ok) {
-      note(p, gwKey, condition('Accepted', false, 'Invalid', converted.message, gen))
-      continue
-    }
-    const fields = flatFrontend(converted.frontend)
-    const clash = Object.keys(fields).map(f => taken.get(f)).find(t => t !== undefined)
-    if (clash !== undefined) {
-      note(p, gwKey, condition('Accepted', false, 'Conflicted', `PorticoPolicy ${nsName(clash.metadata)} (older) sets the same frontend settings on this Gateway`, gen))
-      continue
-    }
-    for (const [f, v] of Object.entries(fields)) {
-      taken.set(f, p)
-      merged[f] = v
-    }
-    note(p, gwKey, condition('Accepted', true, 'Accepted', 'the policy applies', gen))
+    const converted: Converted = refs.some(ref => ref.sectionName !== undefined)
+      ? { ok: false, message: 'spec.frontend: applies to a whole Gateway (listeners sharing a port share these settings): target the Gateway without sectionName' }
+      : convertFrontend(p)
+    attached.push({ policy: p, specificity: 0, converted })
   }
+  const merged: { policies: PolicySetIR } = { policies: {} }
+  mergeInto(merged, attached, gwKey, note, undefined)
   const out: GatewayFrontend = {}
-  for (const [f, v] of Object.entries(merged)) {
+  for (const [f, v] of Object.entries(merged.policies)) {
     if (f.startsWith('listener.')) (out.listener ??= {} as FrontendIR)[f.slice('listener.'.length) as keyof FrontendIR] = v as never
     else (out as Record<string, unknown>)[f] = v
   }
   return out
 }
 
-/** One key per setting (`listener.path`, `requestHeadersTimeoutMs`, ...): the unit of precedence. */
-function flatFrontend (f: GatewayFrontend): Record<string, unknown> {
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(f.listener ?? {})) out[`listener.${k}`] = v
-  if (f.requestHeadersTimeoutMs !== undefined) out.requestHeadersTimeoutMs = f.requestHeadersTimeoutMs
-  if (f.http2 !== undefined) out.http2 = f.http2
-  return out
-}
-
-/** A policy's `frontend`, loaded as the same fields of a standalone gateway are. */
-export function convertFrontend (p: PorticoPolicy): ConvertedFrontend {
+/**
+ * A policy's `frontend`, loaded as the same fields of a standalone gateway are, as one key per
+ * setting (`listener.path`, `requestHeadersTimeoutMs`, `http2`): the unit of precedence.
+ */
+function convertFrontend (p: PorticoPolicy): Converted {
   const block = Object.fromEntries(FRONTEND_FIELDS.filter(f => p.spec.frontend?.[f] !== undefined).map(f => [f, p.spec.frontend![f]]))
   const result = loadConfigText(JSON.stringify({ gateways: { frontend: { port: 1, ...block } } }), { baseDir: '/', readFile: noFiles })
   if (!result.ok) return { ok: false, message: describe(result.diagnostics, 'frontend', []) }
   const bind = result.config.ir.binds[0]!
-  const listener = bind.listeners[0]!
-  const frontend: GatewayFrontend = {}
-  if (listener.frontend !== undefined) frontend.listener = listener.frontend
-  if (bind.requestHeadersTimeoutMs !== undefined) frontend.requestHeadersTimeoutMs = bind.requestHeadersTimeoutMs
-  if (bind.http2 === false) frontend.http2 = false
-  return { ok: true, frontend }
+  const settings: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(bind.listeners[0]!.frontend ?? {})) settings[`listener.${k}`] = v
+  if (bind.requestHeadersTimeoutMs !== undefined) settings.requestHeadersTimeoutMs = bind.requestHeadersTimeoutMs
+  if (bind.http2 === false) settings.http2 = false
+  return { ok: true, policies: settings as PolicySetIR, route: {}, backend: {} }
 }
 
 function noFiles (): never {
