@@ -59,3 +59,34 @@ test('PorticoParameters with an invalid tracing section are InvalidParameters, n
   assert.equal(proxyConfigProblem({ tracing: { otlpEndpoint: 'http://collector:4317', randomSampling: 0.5 } }), null)
   assert.match(proxyConfigProblem({ tracing: { otlpEndpoint: 'collector:4317', bogus: true } }) ?? '', /tracing\.otlpEndpoint: invalid value.*tracing\.bogus: unknown field/s)
 })
+
+test('WORKERS: PorticoParameters workers, else none under a CPU limit (the proxy reads its quota), else the CPU request rounded up, else 1', () => {
+  const workersOf = (parameters: Parameters<typeof proxySettings>[1]): string | undefined => {
+    const objects = renderProxy({
+      namespace: 'apps',
+      gateway: { name: 'web', uid: 'u1', className: 'portico' },
+      ports: [],
+      xdsAddress: 'http://portico-controller.portico-system.svc:9978',
+      tokenAudience: 'portico',
+      managedBy: 'portico',
+      ...proxySettings(settings, parameters)
+    }) as Array<{ kind: string, spec: any }>
+    const env = objects.find(o => o.kind === 'Deployment')!.spec.template.spec.containers[0].env as Array<{ name: string, value?: string }>
+    const found = env.filter(e => e.name === 'WORKERS')
+    assert.ok(found.length <= 1, 'WORKERS given once')
+    return found[0]?.value
+  }
+  // The default resources request 100m and set no limit: one worker, not one per CPU of the node.
+  assert.equal(workersOf(undefined), '1')
+  assert.equal(workersOf({ workers: 3 }), '3')
+  assert.equal(workersOf({ workers: 3, resources: { limits: { cpu: '8' } } }), '3')
+  assert.equal(workersOf({ resources: { limits: { cpu: '2' } } }), undefined)
+  assert.equal(workersOf({ resources: { requests: { cpu: '1500m' } } }), '2')
+  assert.equal(workersOf({ resources: { requests: { cpu: '4' }, limits: { memory: '1Gi' } } }), '4')
+  assert.equal(workersOf({ resources: { requests: { cpu: 'lots' } } }), '1')
+  assert.equal(workersOf({ resources: { requests: { cpu: '99999999' } } }), '256')
+  // A WORKERS variable in env wins, given once.
+  assert.equal(workersOf({ workers: 3, env: [{ name: 'WORKERS', value: '2' }] }), '2')
+  assert.equal(proxyConfigProblem({ workers: 0 }) !== null, true)
+  assert.equal(proxyConfigProblem({ workers: 4 }), null)
+})

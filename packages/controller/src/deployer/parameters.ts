@@ -9,7 +9,7 @@ import type { ProxyDeploymentOptions } from './render.ts'
 import type { ControllerSettings } from '../settings.ts'
 
 type Settings = Pick<ControllerSettings, 'proxyImage' | 'proxyImagePullPolicy'>
-type ProxyOptions = Pick<ProxyDeploymentOptions, 'image' | 'imagePullPolicy' | 'replicas' | 'serviceType' | 'env' | 'resources' | 'logLevel'>
+type ProxyOptions = Pick<ProxyDeploymentOptions, 'image' | 'imagePullPolicy' | 'replicas' | 'serviceType' | 'env' | 'resources' | 'logLevel' | 'workers'>
 
 export function proxySettings (settings: Settings, parameters: ProxyParameters | undefined): ProxyOptions {
   const p = parameters ?? {}
@@ -24,6 +24,7 @@ export function proxySettings (settings: Settings, parameters: ProxyParameters |
   if (p.env !== undefined || generated.length > 0) out.env = [...generated, ...(p.env ?? [])]
   if (p.resources !== undefined) out.resources = p.resources
   if (p.logLevel !== undefined) out.logLevel = p.logLevel
+  if (p.workers !== undefined) out.workers = p.workers
   return out
 }
 

@@ -11,6 +11,7 @@
  */
 
 import { createHash } from 'node:crypto'
+import { proxyWorkers } from './workers.ts'
 
 export interface ProxyDeploymentOptions {
   namespace: string
@@ -33,6 +34,8 @@ export interface ProxyDeploymentOptions {
   addresses?: string[]
   logLevel?: string
   resources?: Record<string, unknown>
+  /** PorticoParameters `workers`; unset: chosen from `resources` (proxyWorkers). */
+  workers?: number
   env?: Array<Record<string, unknown>>
   /** Audience of the projected token the xDS server's TokenReview expects. */
   tokenAudience: string
@@ -49,6 +52,9 @@ export function safeName (name: string): string {
   if (name.length <= 63) return name
   return `${name.slice(0, 50)}-${createHash('sha256').update(name).digest('hex').slice(0, 12)}`
 }
+
+/** A proxy container's resources when PorticoParameters give none. */
+const DEFAULT_RESOURCES = { requests: { cpu: '100m', memory: '128Mi' } }
 
 export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, unknown>> {
   const name = safeName(o.gateway.name)
@@ -93,6 +99,8 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
   // Extra variables replace built-in ones of the same name: a list with a name twice is
   // refused by server-side apply.
   const extra = o.env ?? []
+  const resources = o.resources ?? DEFAULT_RESOURCES
+  const workers = proxyWorkers(o.workers, resources)
   const replaced = new Set(extra.map(e => e.name))
   const builtin: Array<Record<string, unknown>> = [
     { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
@@ -102,7 +110,8 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
     { name: 'XDS_TOKEN_FILE', value: `${TOKEN_DIR}/xds-token` },
     ...(tls ? [{ name: 'XDS_ROOT_CA', value: `${CA_DIR}/ca.crt` }] : []),
     { name: 'LOG_FORMAT', value: 'json' },
-    ...(o.logLevel !== undefined ? [{ name: 'LOG_LEVEL', value: o.logLevel }] : [])
+    ...(o.logLevel !== undefined ? [{ name: 'LOG_LEVEL', value: o.logLevel }] : []),
+    ...(workers !== null ? [{ name: 'WORKERS', value: String(workers) }] : [])
   ]
   const env = [...builtin.filter(e => !replaced.has(e.name)), ...extra]
   const volumes: Array<Record<string, unknown>> = [
@@ -140,7 +149,7 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
             ],
             readinessProbe: { httpGet: { path: '/healthz/ready', port: 15021 }, periodSeconds: 5 },
             startupProbe: { httpGet: { path: '/healthz/ready', port: 15021 }, periodSeconds: 1, failureThreshold: 60 },
-            resources: o.resources ?? { requests: { cpu: '100m', memory: '128Mi' } },
+            resources,
             securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
             volumeMounts: mounts
           }],

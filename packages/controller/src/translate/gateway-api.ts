@@ -247,6 +247,8 @@ export interface ProxyParameters {
   env?: Array<Record<string, unknown>>
   resources?: Record<string, unknown>
   logLevel?: string
+  /** Data-plane workers per proxy pod (the proxy's `WORKERS`); unset: from the container's CPU (deployer/workers.ts). */
+  workers?: number
   /** The proxy's `config.tracing` (OpenTelemetry), as in a standalone config file. */
   tracing?: Record<string, unknown>
   /** The proxy's `config.accessLog` (fields added with CEL, removed, OTLP logs). */

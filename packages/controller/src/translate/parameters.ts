@@ -50,7 +50,7 @@ export class ParametersIndex {
 }
 
 /**
- * `tracing` and `accessLog` are the proxy's `config:` sections, checked here against the
+ * `tracing`, `accessLog` and `workers` are the proxy's `config:` fields, checked here against the
  * config file's schema: a bad one makes the class or Gateway InvalidParameters instead of a
  * proxy that cannot start.
  */
@@ -58,6 +58,7 @@ export function proxyConfigProblem (spec: ProxyParameters): string | null {
   const config: Record<string, unknown> = {}
   if (spec.tracing !== undefined) config.tracing = spec.tracing
   if (spec.accessLog !== undefined) config.accessLog = spec.accessLog
+  if (spec.workers !== undefined) config.workers = spec.workers
   if (Object.keys(config).length === 0) return null
   const result = loadConfigText(JSON.stringify({ config }), { baseDir: '.' })
   const problems = result.ok ? [] : result.diagnostics.filter(d => d.path[0] === 'config')
