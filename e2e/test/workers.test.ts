@@ -11,8 +11,12 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import net from 'node:net'
+import http2 from 'node:http2'
 import { Agent, request } from 'undici'
 import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
@@ -21,7 +25,12 @@ import { requireTool } from '@portico/testkit/tools'
 import { openTrace } from '../lib/trace.ts'
 import { connectClient, everythingTarget, textOf } from '../lib/mcp.ts'
 
-const WORKERS = { WORKERS: '2' }
+/**
+ * Tests that depend on how workers get their connections (spread, ports on reload, a worker
+ * ending, drains) run in both modes: SO_REUSEPORT, and the primary accepting and handing
+ * connections over (WORKER_ACCEPT=primary, the default where SO_REUSEPORT does not balance).
+ */
+const ACCEPT_MODES = ['reuseport', 'primary'] as const
 
 /** Each request on a connection of its own, so the kernel spreads them over the workers. */
 async function get (url: string, headers: Record<string, string> = {}): Promise<{ status: number, body: string, headers: Record<string, unknown> }> {
@@ -34,7 +43,10 @@ function workersServing (p: PorticoProcess, prefix: string): Set<unknown> {
   return new Set(p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith(prefix)).map(l => l.worker))
 }
 
-describe('data-plane workers (WORKERS=2)', () => {
+for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORKER_ACCEPT=${accept})`, () => {
+  const WORKERS = { WORKERS: '2', WORKER_ACCEPT: accept }
+  /** A test whose subject does not depend on the accept mode: run once, with SO_REUSEPORT. */
+  const once: typeof test = ((...args: Parameters<typeof test>) => accept === 'reuseport' ? test(...args) : undefined) as typeof test
   let backend: Backend
   const slowSeen = new Map<string, () => void>()
   const cleanups: Array<() => Promise<unknown>> = []
@@ -74,7 +86,7 @@ describe('data-plane workers (WORKERS=2)', () => {
     await waitUntil(() => workersServing(p, '/rl/').size === 2, 5_000, 'both workers to have served requests')
   })
 
-  test('passive health is shared: a failing endpoint is ejected after consecutiveFailures in total, whichever worker saw them', { timeout: 30_000 }, async () => {
+  once('passive health is shared: a failing endpoint is ejected after consecutiveFailures in total, whichever worker saw them', { timeout: 30_000 }, async () => {
     const deadPort = await freePort()
     const adminPort = await freePort()
     const p = await start(port => ({
@@ -178,7 +190,7 @@ describe('data-plane workers (WORKERS=2)', () => {
     await waitUntil(() => workersServing(p, '/again/').size === 2, 5_000, 'the restarted worker to serve too')
   })
 
-  test('a trace is taken once, by whichever worker gets the request; /metrics sums the workers; the log level reaches every worker', { timeout: 60_000 }, async t => {
+  once('a trace is taken once, by whichever worker gets the request; /metrics sums the workers; the log level reaches every worker', { timeout: 60_000 }, async t => {
     const adminPort = await freePort()
     const statsPort = await freePort()
     const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}` })
@@ -229,7 +241,7 @@ describe('data-plane workers (WORKERS=2)', () => {
     assert.equal(p.logs().filter(l => l.msg === 'request').length, before, 'no access-log lines from any worker at warn')
   })
 
-  test('an MCP session with a stdio target works over many connections; one stdio server for the gateway', { timeout: 60_000 }, async () => {
+  once('an MCP session with a stdio target works over many connections; one stdio server for the gateway', { timeout: 60_000 }, async () => {
     const adminPort = await freePort()
     const p = await start(port => ({
       gateways: { default: gateway(port) },
@@ -290,6 +302,93 @@ describe('data-plane workers (WORKERS=2)', () => {
         await r.body.text()
         assert.equal(r.statusCode, 403, `internal socket with token ${String(token)}`)
       }
+    }
+  })
+
+  test('clients keep their addresses; HTTPS (HTTP/1.1 and h2) and TCP binds are served by the workers', { timeout: 30_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'portico-workers-tls-'))
+    cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'key.pem', '-out', 'cert.pem', '-days', '1', '-subj', '/CN=localhost'], { cwd: dir, stdio: 'ignore' })
+    const echo = net.createServer({ allowHalfOpen: true }, s => s.pipe(s))
+    await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise(resolve => echo.close(resolve)))
+    const tlsPort = await freePort()
+    const tcpPort = await freePort()
+    const p = await startPortico({
+      dir,
+      env: WORKERS,
+      config: (port: number) => ({
+        gateways: {
+          default: gateway(port),
+          secure: { port: tlsPort, address: '127.0.0.1', protocol: 'HTTPS', tls: { cert: 'cert.pem', key: 'key.pem' } },
+          tcp: { port: tcpPort, address: '127.0.0.1', protocol: 'TCP' }
+        },
+        routes: [{ name: 'all', gateways: ['default', 'secure'], backends: [{ host: backend.host }] }],
+        tcpRoutes: [{ name: 'echo', gateways: 'tcp', backends: [{ host: `127.0.0.1:${(echo.address() as net.AddressInfo).port}` }] }]
+      }) as never
+    })
+    cleanups.push(() => p.stop())
+    // New connections until both workers have served each kind (the kernel's spread is a
+    // hash of the client's port: a handful of connections may all land on one worker).
+    const untilBoth = async (prefix: string, send: (i: number) => Promise<void>): Promise<void> => {
+      for (let i = 0; i < 60; i++) {
+        await send(i)
+        if (i % 6 === 5 && workersServing(p, prefix).size === 2) return
+      }
+    }
+    await untilBoth('/addr/', async i => assert.equal((await get(`${p.url}/addr/${i}`)).status, 200))
+    await untilBoth('/tls1/', async i => {
+      // A client of its own each time: a new TLS connection.
+      const insecure = new Agent({ connect: { rejectUnauthorized: false } })
+      const r = await request(`https://127.0.0.1:${tlsPort}/tls1/${i}`, { dispatcher: insecure })
+      assert.equal(r.statusCode, 200, await r.body.text())
+      await insecure.close()
+    })
+    await untilBoth('/h2/', async i => {
+      const session = http2.connect(`https://127.0.0.1:${tlsPort}`, { rejectUnauthorized: false })
+      try {
+        const status = await new Promise<number>((resolve, reject) => {
+          session.once('error', reject)
+          const stream = session.request({ ':path': `/h2/${i}` })
+          stream.on('response', h => resolve(Number(h[':status'])))
+          stream.on('error', reject)
+          stream.resume()
+        })
+        assert.equal(status, 200)
+      } finally {
+        session.close()
+      }
+    })
+    for (let i = 0; i < 4; i++) {
+      const echoed = await new Promise<string>((resolve, reject) => {
+        const chunks: Buffer[] = []
+        const c = net.connect(tcpPort, '127.0.0.1', () => c.end(`tcp ${i}`))
+        c.on('data', d => chunks.push(d))
+        c.on('end', () => resolve(Buffer.concat(chunks).toString()))
+        c.on('error', reject)
+      })
+      assert.equal(echoed, `tcp ${i}`)
+    }
+    for (const prefix of ['/addr/', '/tls1/', '/h2/']) {
+      await waitUntil(() => workersServing(p, prefix).size === 2, 5_000, `both workers to serve ${prefix}: ${JSON.stringify(p.logs().filter(l => String(l.path).startsWith(prefix)).map(l => [l.worker, l.msg, l.status]))}`)
+      const lines = p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith(prefix))
+      assert.ok(lines.every(l => l.src === '127.0.0.1'), `the client's address on every ${prefix} line: ${JSON.stringify(lines.map(l => l.src))}`)
+    }
+    if (accept === 'primary') {
+      // The workers' intake sockets take nothing without the process's token first.
+      const intakes = readFileSync('/proc/net/unix', 'utf8').split('\n').map(l => l.trim().split(/\s+/).at(-1) ?? '').filter((n, i, all) => n.startsWith(`@portico-${p.child.pid}-worker-`) && all.indexOf(n) === i)
+      assert.equal(intakes.length, 2, 'an intake socket per worker (abstract, Linux)')
+      for (const forged of [`${'0'.repeat(64)}{"bind":"127.0.0.1:${p.port}","remoteAddress":"10.9.9.9","remotePort":1,"remoteFamily":"IPv4","localAddress":"127.0.0.1","localPort":1}\nGET /forged HTTP/1.1\r\nhost: x\r\n\r\n`, 'GET /forged HTTP/1.1\r\nhost: x\r\n\r\n']) {
+        const answer = await new Promise<string>(resolve => {
+          const chunks: Buffer[] = []
+          const c = net.connect({ path: '\0' + intakes[0]!.slice(1) }, () => c.write(forged))
+          c.on('data', d => chunks.push(d))
+          c.on('close', () => resolve(Buffer.concat(chunks).toString()))
+          c.on('error', () => {})
+        })
+        assert.equal(answer, '', 'cut without an answer')
+      }
+      assert.ok(!p.logs().some(l => l.src === '10.9.9.9' || l.path === '/forged'), 'nothing forged is served')
     }
   })
 

@@ -14,6 +14,7 @@ import type { Logger } from 'pino'
 import type { BindIR, Engine, ListenerIR, ProxyIR } from '@portico/engine'
 import { PorticoError, hostnameMatches, hostnameSpecificity, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine'
 import { H2_SERVER_SETTINGS, adaptHttp2, guardPrematureResets, sniffPreface } from './http2.ts'
+import { assumeAddresses } from './workers/intake.ts'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
 const UNUSED_CONNECTION_GRACE_MS = 1_000
@@ -112,12 +113,38 @@ export class ListenerManager {
 
   /** SO_REUSEPORT: several data-plane workers listen on the same ports (config.workers). */
   private readonly reusePort: boolean
+  /**
+   * The servers listen nowhere: the primary accepts their connections and hands them over
+   * (`accept`; workers/intake.ts, WORKER_ACCEPT=primary).
+   */
+  private readonly intake: boolean
+  /** Servers `prepare` opened, by bind key, until `commit` or `abort` (intake: handed-over connections may arrive before the commit). */
+  private readonly preparing = new Map<string, BoundServer>()
 
-  constructor (engine: Engine, log: Logger, onConnection?: (bind: string, protocol: string) => () => void, options: { reusePort?: boolean } = {}) {
+  constructor (engine: Engine, log: Logger, onConnection?: (bind: string, protocol: string) => () => void, options: { reusePort?: boolean, intake?: boolean } = {}) {
     this.engine = engine
     this.log = log
     this.onConnection = onConnection
     this.reusePort = options.reusePort === true
+    this.intake = options.intake === true
+  }
+
+  /**
+   * A connection the primary accepted for bind `key` (intake mode): served as if this bind's
+   * server had accepted it. It arrives paused, with the client's addresses.
+   */
+  accept (key: string, socket: Socket): void {
+    const entry = this.servers.get(key) ?? this.preparing.get(key)
+    if (entry === undefined) {
+      socket.destroy()
+      return
+    }
+    entry.server.emit('connection', socket)
+    // An HTTP server reads the socket through its stream (which pause() stopped). An HTTPS
+    // server's TLS socket reads the handle itself: resuming this one too would race it for
+    // the bytes. A TCP or TLS bind's server was made with pauseOnConnect: the engine starts
+    // reading.
+    if (entry.bind.protocol === 'HTTP') socket.resume()
   }
 
   /**
@@ -153,9 +180,12 @@ export class ListenerManager {
           this.log.info({ bind: bind.key, from: existing.bind.protocol, to: bind.protocol }, 'listener changes protocol: reopening')
           await this.closeServer(existing, 0)
         }
-        opened.push(await this.open(bind))
+        const entry = await this.open(bind)
+        opened.push(entry)
+        this.preparing.set(bind.key, entry)
       }
     } catch (err) {
+      for (const s of opened) this.preparing.delete(s.bind.key)
       await Promise.all(opened.map(s => this.closeServer(s, 0)))
       throw err
     }
@@ -164,6 +194,7 @@ export class ListenerManager {
 
   /** A refused reload: closes what `prepare` opened. */
   async abort (prepared: PreparedBinds): Promise<void> {
+    for (const s of prepared.opened) this.preparing.delete(s.bind.key)
     await Promise.all(prepared.opened.map(s => this.closeServer(s, 0)))
   }
 
@@ -171,7 +202,10 @@ export class ListenerManager {
   commit (prepared: PreparedBinds): void {
     const { ir, opened } = prepared
     const wanted = new Map(ir.binds.map(b => [b.key, b]))
-    for (const s of opened) this.servers.set(s.bind.key, s)
+    for (const s of opened) {
+      this.preparing.delete(s.bind.key)
+      this.servers.set(s.bind.key, s)
+    }
     for (const [key, s] of this.servers) {
       const bind = wanted.get(key)
       if (bind === undefined) {
@@ -304,6 +338,10 @@ export class ListenerManager {
 
   /** Counts a client connection for drains, /debug/tasks and the connection metrics. */
   private track (entry: BoundServer, socket: Socket): void {
+    // A TLS socket over a handed-over connection asks its own (addressless) handle who the
+    // client is: it gets the addresses the connection was given (workers/intake.ts).
+    const parent = (socket as Socket & { _parent?: Socket })._parent
+    if (this.intake && parent != null && Object.hasOwn(parent, 'remoteAddress')) assumeAddresses(socket, parent as Socket & { remoteFamily: string })
     entry.sockets.add(socket)
     entry.openedAt.set(socket, performance.now())
     const closed = this.onConnection?.(entry.bind.key, entry.bind.protocol)
@@ -315,6 +353,7 @@ export class ListenerManager {
 
   private async listen (entry: BoundServer): Promise<void> {
     const { server, bind } = entry
+    if (this.intake) return
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
         reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${bind.key}: ${err.code ?? err.message}`, { cause: err }))
@@ -348,7 +387,13 @@ export class ListenerManager {
 
   /** Stops accepting, lets in-flight requests finish for up to `deadlineMs`, then cuts the rest. */
   private async closeServer (s: BoundServer, deadlineMs: number): Promise<void> {
-    const closed = new Promise<void>(resolve => s.server.close(() => resolve()))
+    // A server that never listened (intake) is done when its last connection is.
+    const closed = this.intake
+      ? new Promise<void>(resolve => {
+        const check = (): void => { if (s.sockets.size === 0) resolve(); else setTimeout(check, 50).unref() }
+        check()
+      })
+      : new Promise<void>(resolve => s.server.close(() => resolve()))
     // A TCP or TLS bind's connections carry no requests to wait for the end of: they run
     // until they close or the deadline cuts them (as Envoy's tcp_proxy on drain).
     const stream = s.bind.protocol === 'TCP' || s.bind.protocol === 'TLS'

@@ -46,7 +46,7 @@ export interface PorticoOptions {
    * engine shares state through `backends` and hands MCP requests over with `handoff`.
    * Without it, `settings.workers` > 1 makes this Portico the primary of that many workers.
    */
-  worker?: { index: number, backends: SharedArrayBuffer, handoff: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void }
+  worker?: { index: number, backends: SharedArrayBuffer, handoff: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void, intake: boolean }
   /** OpenTelemetry tracing, started from settings.tracing (startTracing). */
   otel?: RequestTracing
   /** The access log's OTLP export, started from settings.accessLog.otlp (startTracing). */
@@ -152,7 +152,7 @@ export class Portico {
       streams: { onConnectionEnd: c => this.onConnectionEnd(c) },
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
     })
-    this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), { reusePort: options.worker !== undefined })
+    this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), { reusePort: options.worker !== undefined && !options.worker.intake, intake: options.worker?.intake === true })
     this.pool = backends === null
       ? null
       : new WorkerPool({ count: options.settings.workers, settings: options.settings, logs: options.logs, engine: this.engine, metrics: this.metrics, sessionKey: sessionKey!, env: options.env ?? {}, backends })

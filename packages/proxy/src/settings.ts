@@ -55,6 +55,12 @@ export interface Settings {
    * to the process (cgroup quota aware).
    */
   workers: number
+  /**
+   * How workers get connections: `reuseport`, each listens with SO_REUSEPORT and the kernel
+   * spreads connections; `primary`, the primary listens and hands connections over
+   * (workers/distributor.ts). Env WORKER_ACCEPT; default reuseport where SO_REUSEPORT balances.
+   */
+  workerAccept: 'reuseport' | 'primary'
 }
 
 /**
@@ -101,6 +107,7 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     debugTrace: !['off', 'false', '0'].includes(pick('DEBUG_TRACE', file.debugTrace === false ? 'off' : undefined, 'on').toLowerCase()),
     traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
     workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
+    workerAccept: workerAccept(nonEmpty(env.WORKER_ACCEPT)),
     tracing: tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing),
     accessLog: accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing)
   }
@@ -155,16 +162,29 @@ function tracingOptions (t: StaticConfig['tracing']): TracingOptions | null {
 
 /**
  * Systems whose SO_REUSEPORT spreads connections over the sockets sharing a port (Node's
- * `reusePort`); elsewhere (macOS, Windows) workers could not share the listening ports.
+ * `reusePort`); elsewhere (macOS, Windows) the primary accepts and hands connections over.
  */
 export const REUSE_PORT_BALANCES = ['linux', 'freebsd', 'sunos', 'aix'].includes(process.platform)
 
+/**
+ * Where connections cannot be spread by the kernel, the default stays one event loop: the
+ * primary's copying (WORKER_ACCEPT=primary) is a way to use more cores when asked for, not a
+ * free one.
+ */
 function workerCount (text: string | undefined, cpus: () => number, balances = REUSE_PORT_BALANCES): number {
   if (text === undefined || text === 'auto') return balances ? Math.min(MAX_WORKERS, cpus()) : 1
   const n = Number(text)
   if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) throw new Error(`WORKERS / config.workers: invalid value "${text}" (want an integer from 1 to ${MAX_WORKERS}, or auto)`)
-  if (n > 1 && !balances) throw new Error(`WORKERS / config.workers: ${n} workers need SO_REUSEPORT that balances connections (Linux); on ${process.platform} use 1`)
   return n
+}
+
+function workerAccept (text: string | undefined, balances = REUSE_PORT_BALANCES): Settings['workerAccept'] {
+  if (text === undefined || text === 'auto') return balances ? 'reuseport' : 'primary'
+  if (text === 'reuseport' || text === 'primary') {
+    if (text === 'reuseport' && !balances) throw new Error(`WORKER_ACCEPT=reuseport: SO_REUSEPORT does not spread connections on ${process.platform}; use primary or auto`)
+    return text
+  }
+  throw new Error(`WORKER_ACCEPT: invalid value "${text}" (want reuseport, primary or auto)`)
 }
 
 function sessionKey (hex: string | undefined): string | undefined {

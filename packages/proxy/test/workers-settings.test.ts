@@ -7,6 +7,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { availableCpus, quotaCpus } from '../src/workers/cpus.ts'
 import { resolveSettings } from '../src/settings.ts'
+import { intakeHeader, parseIntakeHeader } from '../src/workers/intake.ts'
 
 test('cgroup quotas: v2 cpu.max and v1 cfs files, fractions rounded up, no quota is null', () => {
   assert.equal(quotaCpus({ cpuMax: '200000 100000\n' }), 2)
@@ -41,4 +42,27 @@ test('WORKERS wins over config.workers; default and auto are the CPUs; bad value
   for (const bad of ['0', '-1', '1.5', 'many', '257']) {
     assert.throws(() => resolveSettings({}, { WORKERS: bad }, false, cpus), /WORKERS \/ config\.workers: invalid value/)
   }
+})
+
+test('WORKER_ACCEPT: reuseport where SO_REUSEPORT balances (Linux), else primary; bad values are refused', () => {
+  const cpus = () => 2
+  assert.equal(resolveSettings({}, {}, false, cpus).workerAccept, 'reuseport')
+  assert.equal(resolveSettings({}, { WORKER_ACCEPT: 'primary' }, false, cpus).workerAccept, 'primary')
+  assert.equal(resolveSettings({}, { WORKER_ACCEPT: 'auto' }, false, cpus).workerAccept, 'reuseport')
+  assert.throws(() => resolveSettings({}, { WORKER_ACCEPT: 'kernel' }, false, cpus), /WORKER_ACCEPT: invalid value/)
+})
+
+test('intake header: only the process token with well-formed client addresses is believed', () => {
+  const token = 'a'.repeat(64)
+  const client = { bind: '0.0.0.0:8080', remoteAddress: '192.0.2.1', remotePort: 40000, remoteFamily: 'IPv4', localAddress: '127.0.0.1', localPort: 8080 }
+  const line = (t: string, body: unknown) => Buffer.from(t + (typeof body === 'string' ? body : JSON.stringify(body)))
+  assert.deepEqual(parseIntakeHeader(intakeHeader(token, client).subarray(0, -1), Buffer.from(token)), client)
+  assert.equal(parseIntakeHeader(line('b'.repeat(64), client), Buffer.from(token)), 'bad token')
+  assert.equal(parseIntakeHeader(line('a'.repeat(10), ''), Buffer.from(token)), 'bad token')
+  assert.equal(parseIntakeHeader(line(token, '{nope'), Buffer.from(token)), 'header is not JSON')
+  for (const bad of [null, [], { ...client, remotePort: 70000 }, { ...client, localPort: -1 }, { ...client, bind: 1 }, { ...client, remoteAddress: undefined }, { ...client, remotePort: '1' }]) {
+    assert.equal(parseIntakeHeader(line(token, bad), Buffer.from(token)), 'header lacks the client addresses', JSON.stringify(bad))
+  }
+  // Extra fields are dropped, not passed on.
+  assert.deepEqual(parseIntakeHeader(line(token, { ...client, admin: true }), Buffer.from(token)), client)
 })

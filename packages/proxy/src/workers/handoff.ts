@@ -7,20 +7,17 @@
  * (policies, rate limits, trace, metrics, access log) with the client's addresses as the
  * worker saw them, and the worker streams the answer back (SSE included).
  *
- * On Linux the socket is in the abstract namespace (no file: proxy pods run with a read-only
- * root filesystem), whose names other local processes can list and connect to; elsewhere it
- * is a file in a fresh 0700 directory. What keeps others out is the random 256-bit token
- * every request must carry, which never leaves the process.
+ * The socket is one of local-socket.ts (abstract on Linux, else a file in a 0700 directory);
+ * what keeps others out is the random 256-bit token every request must carry, which never
+ * leaves the process.
  */
 
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 import type { TLSSocket } from 'node:tls'
 import { Pool } from 'undici'
 import type { ClientFacts, Engine } from '@portico/engine'
+import { localSocketPath, socketToken } from './local-socket.ts'
 
 const TOKEN_HEADER = 'x-portico-handoff'
 const CLIENT_HEADER = 'x-portico-client'
@@ -36,10 +33,8 @@ export interface HandoffServer {
 
 /** The primary's end: answers handed-over requests with `engine`. */
 export async function startHandoffServer (engine: Engine): Promise<HandoffServer> {
-  const abstract = process.platform === 'linux'
-  const dir = abstract ? null : mkdtempSync(join(tmpdir(), 'portico-'))
-  const socketPath = dir === null ? `\0portico-${process.pid}-${randomBytes(16).toString('hex')}` : join(dir, 'mcp.sock')
-  const token = randomBytes(32).toString('hex')
+  const { path: socketPath, remove } = localSocketPath('mcp')
+  const token = socketToken()
   const expected = Buffer.from(token)
   const server = http.createServer({ requestTimeout: 0, keepAliveTimeout: 65_000, noDelay: true }, (req, res) => {
     const given = Buffer.from(String(req.headers[TOKEN_HEADER] ?? ''))
@@ -67,7 +62,7 @@ export async function startHandoffServer (engine: Engine): Promise<HandoffServer
     token,
     close: () => new Promise(resolve => {
       server.close(() => {
-        if (dir !== null) rmSync(dir, { recursive: true, force: true })
+        remove()
         resolve()
       })
       server.closeAllConnections()

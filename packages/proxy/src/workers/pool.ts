@@ -22,6 +22,8 @@ import { AggregatorRegistry } from 'prom-client'
 import { CONTROL, CONTROL_INTS, STALLED_AFTER_MS, TRACE_SLOTS, type FromWorker, type ListenerAddress, type ToWorker, type WorkerInit } from './protocol.ts'
 import { SlotTable } from './slot-table.ts'
 import { startHandoffServer, type HandoffServer } from './handoff.ts'
+import { ConnectionDistributor } from './distributor.ts'
+import { localSocketPath, socketToken } from './local-socket.ts'
 import { transferableSettings, type Settings } from '../settings.ts'
 import type { Logs } from '@portico/ops'
 import type { ProxyMetrics } from '../metrics.ts'
@@ -66,6 +68,8 @@ interface Slot {
   metrics: Metrics | null
   /** The heartbeat last seen, and when it last moved. */
   beat: { value: number, at: number }
+  /** WORKER_ACCEPT=primary: its intake socket (kept across restarts). */
+  intake: string | null
 }
 
 export interface WorkerInfo {
@@ -86,6 +90,9 @@ export class WorkerPool {
   private readonly slots: Slot[] = []
   private readonly traces = new Map<number, (event: unknown) => void>()
   private handoff: HandoffServer | null = null
+  /** WORKER_ACCEPT=primary: the primary's listening ports, and the token its hand-overs carry. */
+  private readonly distributor: ConnectionDistributor | null
+  private readonly intakeToken = socketToken()
   private generation = 0
   private current: { ir: string, buckets: SharedArrayBuffer | null, slots: Record<string, number> } | null = null
   private queue: Promise<unknown> = Promise.resolve()
@@ -100,13 +107,17 @@ export class WorkerPool {
     this.options = options
     this.log = options.logs.for('portico')
     options.logs.onChange.add(level => this.broadcast({ type: 'log-level', level }))
+    this.distributor = options.settings.workerAccept === 'primary'
+      ? new ConnectionDistributor({ workers: () => this.running().flatMap(s => s.intake === null ? [] : [s.intake]), token: this.intakeToken, log: this.log })
+      : null
   }
 
   /** Starts the MCP handoff socket and every worker; resolves once all have loaded. */
   async start (): Promise<void> {
     this.handoff = await startHandoffServer(this.options.engine)
     for (let i = 1; i <= this.options.count; i++) {
-      this.slots.push({ index: i, thread: null, state: 'starting', generation: 0, restarts: 0, startedAt: Date.now(), addresses: [], calls: new Map(), metrics: null, beat: { value: -1, at: Date.now() } })
+      const intake = this.distributor === null ? null : localSocketPath(`worker-${i}`).path
+      this.slots.push({ index: i, thread: null, state: 'starting', generation: 0, restarts: 0, startedAt: Date.now(), addresses: [], calls: new Map(), metrics: null, beat: { value: -1, at: Date.now() }, intake })
     }
     await Promise.all(this.slots.map(slot => this.spawn(slot)))
     for (const slot of this.slots) slot.state = 'running'
@@ -122,7 +133,8 @@ export class WorkerPool {
       control: this.control.buffer as SharedArrayBuffer,
       traceSlots: this.traceSlots.buffer as SharedArrayBuffer,
       backends: this.options.backends.buffer,
-      handoff: { socketPath: this.handoff!.socketPath, token: this.handoff!.token }
+      handoff: { socketPath: this.handoff!.socketPath, token: this.handoff!.token },
+      intake: slot.intake === null ? null : { path: slot.intake, token: this.intakeToken }
     }
     const thread = new Worker(WORKER_URL, { workerData: init, stdin: false, name: `portico worker ${slot.index}` })
     slot.thread = thread
@@ -246,13 +258,17 @@ export class WorkerPool {
     const keys = sharedBackendKeys(ir)
     const slots = this.options.backends.assign(keys, generation)
     const prepared = this.options.engine.prepare(ir, { slots })
-    await probeNewPorts(ir, new Set(this.addresses().map(a => a.key)))
+    // WORKER_ACCEPT=primary: the primary binds the new ports itself (and keeps them);
+    // otherwise it only checks nobody holds them (probeNewPorts).
+    const ports = this.distributor !== null ? await this.distributor.prepare(ir) : null
+    if (ports === null) await probeNewPorts(ir, new Set(this.addresses().map(a => a.key)))
     const text = JSON.stringify(ir)
     const targets = this.running()
     const results = await Promise.allSettled(targets.map(slot => this.call(slot, { type: 'prepare', id: 0, generation, ir: text, buckets: prepared.buckets, slots })))
     const refused = results.findIndex(r => r.status === 'rejected' && !(r.reason instanceof WorkerGone))
     if (refused !== -1) {
       await Promise.allSettled(targets.map(slot => this.call(slot, { type: 'abort', id: 0, generation })))
+      if (ports !== null) this.distributor!.abort(ports)
       throw (results[refused] as PromiseRejectedResult).reason as Error
     }
     // The moment of the switch, for every worker at once.
@@ -264,6 +280,7 @@ export class WorkerPool {
       slot.addresses = await this.call(slot, { type: 'commit', id: 0, generation }) as ListenerAddress[]
       slot.generation = generation
     }))
+    if (ports !== null) this.distributor!.commit(ports, ir)
     this.options.backends.retain(new Set(keys), generation)
   }
 
@@ -286,6 +303,7 @@ export class WorkerPool {
 
   /** The listening ports (every worker listens on the same ones). */
   addresses (): ListenerAddress[] {
+    if (this.distributor !== null) return this.distributor.addresses()
     return this.slots.find(s => s.addresses.length > 0)?.addresses ?? []
   }
 
@@ -371,6 +389,7 @@ export class WorkerPool {
   async drain (deadlineMs: number): Promise<void> {
     this.stopping = true
     await this.queue
+    this.distributor?.close()
     await Promise.allSettled(this.running().map(slot => this.call(slot, { type: 'drain', id: 0, deadlineMs }, deadlineMs + QUERY_TIMEOUT_MS)))
     for (const slot of this.slots) slot.state = 'stopped'
     await Promise.allSettled(this.slots.map(s => s.thread?.terminate()))

@@ -36,6 +36,8 @@ export interface WorkerInit {
   backends: SharedArrayBuffer
   /** Where MCP requests go: the primary's internal socket, and the token it wants. */
   handoff: { socketPath: string, token: string }
+  /** WORKER_ACCEPT=primary: where this worker takes the connections the primary hands over (intake.ts). */
+  intake: { path: string, token: string } | null
 }
 
 export type ToWorker =

@@ -15,6 +15,7 @@ import { Portico, startTracing } from '../portico.ts'
 import { receivedSettings } from '../settings.ts'
 import { CONTROL, HEARTBEAT_MS, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
 import { handoffRelay } from './handoff.ts'
+import { startIntake } from './intake.ts'
 import { traceFilter } from '../admin/trace-stream.ts'
 import { tasksDump } from '../admin/tasks.ts'
 import type { PreparedBinds } from '../listeners.ts'
@@ -36,11 +37,16 @@ const portico = new Portico({
   settings,
   logs,
   env: init.env,
-  worker: { index: init.index, backends: init.backends, handoff: relay.relay },
+  worker: { index: init.index, backends: init.backends, handoff: relay.relay, intake: init.intake !== null },
   // Each worker exports the spans (and OTLP access-log records) of the requests it serves.
   ...await startTracing(settings)
 })
 const { engine, listeners } = portico
+// WORKER_ACCEPT=primary: connections come from the primary (a file socket of an earlier run
+// of this worker is replaced).
+const intake = init.intake === null
+  ? null
+  : await startIntake(init.intake.path, init.intake.token, (bind, socket) => listeners.accept(bind, socket), why => log.warn({ why }, 'intake connection refused'))
 
 /** Configs prepared and waiting for the primary's commit (or abort), by generation. */
 const pending = new Map<number, { prepared: PreparedConfig, binds: PreparedBinds }>()
@@ -102,6 +108,7 @@ async function handle (message: ToWorker): Promise<unknown> {
       return null
     case 'drain':
       await portico.shutdown('primary')
+      await intake?.close()
       await relay.close()
       return null
   }

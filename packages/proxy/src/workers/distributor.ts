@@ -1,0 +1,162 @@
+/**
+ * The primary's side of `WORKER_ACCEPT=primary` (intake.ts says why it exists): the primary
+ * listens on every data-plane port itself, without SO_REUSEPORT, and hands each connection it
+ * accepts to the next serving worker in turn, copying the bytes between the two sockets.
+ *
+ * The ports follow the workers' all-or-nothing reloads: `prepare` binds the ports a config
+ * adds (a port that cannot be bound refuses the reload, as a worker's bind failure does);
+ * connections they accept wait, paused, until `commit` (handed on) or `abort` (closed).
+ * `commit` stops accepting on the ports the config dropped; their connections run to their end.
+ *
+ * What it costs: every byte crosses the primary's event loop once more each way, so the
+ * primary's core caps throughput well before N workers would; the workers still do all the
+ * HTTP, TLS and policy work. Where SO_REUSEPORT balances (Linux), it is not used by default.
+ */
+
+import net, { type Server, type Socket } from 'node:net'
+import type { Logger } from 'pino'
+import type { ProxyIR } from '@portico/engine'
+import { PorticoError } from '@portico/engine'
+import { INTAKE_ACK, intakeHeader } from './intake.ts'
+import type { ListenerAddress } from './protocol.ts'
+
+interface Port {
+  key: string
+  protocol: string
+  address: string
+  server: Server
+  /** False until the config that added it is in force: its connections wait. */
+  live: boolean
+  waiting: Socket[]
+}
+
+export interface PreparedPorts {
+  opened: Port[]
+}
+
+export interface DistributorOptions {
+  /** The intake addresses of the workers serving now, in a stable order. */
+  workers: () => string[]
+  token: string
+  log: Logger
+}
+
+export class ConnectionDistributor {
+  private readonly ports = new Map<string, Port>()
+  private readonly options: DistributorOptions
+  private next = 0
+
+  constructor (options: DistributorOptions) {
+    this.options = options
+  }
+
+  /** Binds the ports `ir` adds; throws (having closed what it opened) if one cannot be bound. */
+  async prepare (ir: ProxyIR): Promise<PreparedPorts> {
+    const opened: Port[] = []
+    try {
+      for (const bind of ir.binds) {
+        if (this.ports.has(bind.key)) continue
+        opened.push(await this.open(bind.key, bind.protocol, bind.address, bind.port))
+      }
+    } catch (err) {
+      for (const p of opened) this.close(p)
+      throw err
+    }
+    return { opened }
+  }
+
+  abort (prepared: PreparedPorts): void {
+    for (const p of prepared.opened) this.close(p)
+  }
+
+  /** The config is in force: new ports hand on what they accepted; dropped ones stop accepting. */
+  commit (prepared: PreparedPorts, ir: ProxyIR): void {
+    for (const p of prepared.opened) {
+      this.ports.set(p.key, p)
+      p.live = true
+      for (const socket of p.waiting.splice(0)) this.handOn(p, socket)
+    }
+    const wanted = new Set(ir.binds.map(b => b.key))
+    for (const [key, p] of this.ports) {
+      if (wanted.has(key)) continue
+      this.ports.delete(key)
+      this.close(p)
+    }
+  }
+
+  addresses (): ListenerAddress[] {
+    return [...this.ports.values()].map(p => {
+      const a = p.server.address()
+      return { key: p.key, protocol: p.protocol, address: p.address, port: typeof a === 'object' && a !== null ? a.port : 0 }
+    })
+  }
+
+  /** Stops accepting everywhere (a drain: the workers finish what they hold). */
+  close (port?: Port): void {
+    const all = port !== undefined ? [port] : [...this.ports.values()]
+    if (port === undefined) this.ports.clear()
+    for (const p of all) {
+      p.server.close()
+      for (const s of p.waiting.splice(0)) s.destroy()
+    }
+  }
+
+  private async open (key: string, protocol: string, address: string, port: number): Promise<Port> {
+    const server = net.createServer({ allowHalfOpen: true, noDelay: true, pauseOnConnect: true })
+    const entry: Port = { key, protocol, address, server, live: false, waiting: [] }
+    server.on('connection', (socket: Socket) => {
+      if (entry.live) this.handOn(entry, socket)
+      else entry.waiting.push(socket)
+    })
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (err: NodeJS.ErrnoException) => reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${key}: ${err.code ?? err.message}`, { cause: err })))
+      server.listen({ host: address, port }, () => {
+        server.removeAllListeners('error')
+        server.on('error', err => this.options.log.error({ err, bind: key }, 'listener error'))
+        resolve()
+      })
+    })
+    return entry
+  }
+
+  /** To the next serving worker, round robin; with none serving, the connection is closed. */
+  private handOn (port: Port, client: Socket): void {
+    const workers = this.options.workers()
+    if (workers.length === 0 || client.remoteAddress === undefined) {
+      client.destroy()
+      return
+    }
+    const path = workers[this.next++ % workers.length]!
+    if (this.next >= 0x7fffffff) this.next = 0
+    const header = intakeHeader(this.options.token, {
+      bind: port.key,
+      remoteAddress: client.remoteAddress,
+      remotePort: client.remotePort ?? 0,
+      remoteFamily: client.remoteFamily ?? 'IPv4',
+      localAddress: client.localAddress ?? '',
+      localPort: client.localPort ?? 0
+    })
+    const worker = net.connect({ path, allowHalfOpen: true })
+    worker.write(header)
+    const cut = (): void => {
+      client.destroy()
+      worker.destroy()
+    }
+    client.once('error', cut)
+    worker.once('error', cut)
+    client.once('close', cut)
+    worker.once('close', cut)
+    // The client's bytes follow only once the worker has taken the header (INTAKE_ACK): the
+    // worker's server must be the first to read them (a TLS server reads the socket's handle
+    // directly, so bytes that arrived with the header could not be handed to it).
+    worker.once('data', (first: Buffer) => {
+      if (first[0] !== INTAKE_ACK) return cut()
+      if (first.length > 1) client.write(first.subarray(1))
+      // Both ways with backpressure; a half close passes on (allowHalfOpen), an error or a
+      // close on either side ends the other.
+      client.pipe(worker)
+      worker.pipe(client)
+      client.resume()
+    })
+  }
+}
