@@ -63,6 +63,8 @@ function hasTaskset (): boolean {
   }
 }
 
+const PRIMARY_ACCEPTS = 'portico workers=2 (primary accepts)'
+
 async function measurePlacement (placement: 'pinned' | 'shared', widths: number[], cpuCount: number): Promise<Target[]> {
   const last = cpuCount - 1
   const serverCpus = placement === 'pinned' ? (last === 1 ? '0' : `0-${last - 1}`) : undefined
@@ -73,6 +75,11 @@ async function measurePlacement (placement: 'pinned' | 'shared', widths: number[
   for (const w of widths) {
     const server = await startPortico({ config: singleRouteConfig(backend.port), logLevel: 'warn', env: { WORKERS: String(w) }, ...(serverCpus !== undefined ? { cpus: serverCpus } : {}) })
     targets.push({ name: `portico workers=${w}`, server, width: w, kind: 'portico', rssIdle: 0, results: [], rssLoaded: [] })
+  }
+  if (widths.includes(2)) {
+    // The fallback where SO_REUSEPORT does not balance (macOS, Windows): the primary accepts and copies.
+    const server = await startPortico({ config: singleRouteConfig(backend.port), logLevel: 'warn', env: { WORKERS: '2', WORKER_ACCEPT: 'primary' }, ...(serverCpus !== undefined ? { cpus: serverCpus } : {}) })
+    targets.push({ name: PRIMARY_ACCEPTS, server, width: 2, kind: 'portico', rssIdle: 0, results: [], rssLoaded: [] })
   }
   for (const w of widths) {
     const server = await startFastifyCluster(backend.url, w, serverCpus)
@@ -134,6 +141,10 @@ async function main (): Promise<void> {
     process.stdout.write(`\n${placement === 'pinned' ? `pinned: client on CPU ${cpuCount - 1}, backend and proxies on the other CPU(s)` : 'shared: nothing pinned'} (${opts.rounds} rounds, ${opts.duration} s each, ${opts.connections} connections; medians)\n`)
     process.stdout.write(table(['target', 'req/s', 'vs 1 worker', 'vs fastify same width', 'CPU µs/req (proxy)', 'RSS MB idle / loaded', 'failures'], rows) + '\n')
     const two = s.get('portico workers=2')
+    const handed = s.get(PRIMARY_ACCEPTS)
+    if (two !== undefined && handed !== undefined) {
+      process.stdout.write(`2 workers, primary accepts / SO_REUSEPORT: ${fmt(ratio(handed.rps, two.rps))}x req/s, CPU/req ${fmt(ratio(handed.cpuUs, two.cpuUs))}x (WORKER_ACCEPT=primary copies every byte through the main thread)\n`)
+    }
     if (two !== undefined) {
       const scaling = ratio(two.rps, one.rps)
       // workers=1 has no threads; workers=2 is the primary and two worker threads.
