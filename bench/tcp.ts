@@ -13,15 +13,20 @@
  * client, proxy and server on two cores the proxy's CPU per MiB decides how close to direct
  * it can get. Target: throughput ≥ 0.8× direct.
  *
- * Run: node bench/tcp.ts [--mib 512] [--rounds 5] [--clients 16] [--duration 2]
+ * `--pin 1` gives the proxies CPU 0 and the client and server the other CPUs
+ * (taskset): direct then runs on the client's and server's CPUs alone, and a proxy's ratio
+ * says whether it keeps up with a flow when it has a core of its own, as in a deployment,
+ * rather than how three processes share two cores.
+ *
+ * Run: node bench/tcp.ts [--mib 512] [--rounds 5] [--clients 16] [--duration 2] [--pin 0|1]
  */
 
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import net from 'node:net'
-import { loadavg } from 'node:os'
+import { availableParallelism, loadavg } from 'node:os'
 import { join } from 'node:path'
-import { freePort, scratchDir, startNode, type Child } from './lib/children.ts'
+import { freePort, hasTaskset, pinSelf, scratchDir, startNode, type Child } from './lib/children.ts'
 import { startPortico } from './lib/servers.ts'
 import { readOptions } from './lib/options.ts'
 import { fmt, median, ratio, rounded, table } from './lib/report.ts'
@@ -31,7 +36,8 @@ const opts = readOptions({
   mib: { flag: 'mib', default: 512, help: 'MiB moved per throughput run' },
   rounds: { flag: 'rounds', default: 5, help: 'interleaved rounds (medians reported)' },
   clients: { flag: 'clients', default: 16, help: 'concurrent connectors in the connection-rate runs' },
-  duration: { flag: 'duration', default: 2, help: 'seconds per connection-rate run' }
+  duration: { flag: 'duration', default: 2, help: 'seconds per connection-rate run' },
+  pin: { flag: 'pin', default: 0, help: '1: the proxies on CPU 0, client and server on the others (taskset), so a proxy has a core of its own as in a deployment; 0: nothing pinned' }
 })
 const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
 
@@ -135,20 +141,28 @@ function rotated<T> (items: T[], k: number): T[] {
 async function main (): Promise<void> {
   const children: Child[] = []
   const loadBefore = loadavg()
+  const cpuCount = availableParallelism()
+  const pinned = opts.pin === 1
+  if (pinned && (!hasTaskset() || cpuCount < 2)) throw new Error('--pin 1 needs taskset and at least 2 CPUs')
+  const rest = cpuCount === 2 ? '1' : `1-${cpuCount - 1}`
+  const proxyCpus = pinned ? { cpus: '0' } : {}
+  const serverCpus = pinned ? { cpus: rest } : {}
+  if (pinned) pinSelf(rest)
+  const placement = pinned ? `pinned: proxies on CPU 0, client and server on CPU ${rest}` : 'shared: client, proxy and server share this machine\'s cores'
   try {
     const port = await freePort()
-    const server = await startNode({ name: 'tcp-server', args: [new URL('./servers/tcp-server.ts', import.meta.url).pathname, String(port), String(opts.mib * 1024 * 1024)], readyLine: 'ready' })
+    const server = await startNode({ name: 'tcp-server', args: [new URL('./servers/tcp-server.ts', import.meta.url).pathname, String(port), String(opts.mib * 1024 * 1024)], readyLine: 'ready', ...serverCpus })
     children.push(server)
-    const portico = await startPortico({ config: `gateways:\n  tcp: { port: {port}, protocol: TCP }\ntcpRoutes:\n  - name: bench\n    gateways: tcp\n    backends: [{ host: "127.0.0.1:${port}" }]\n`, logLevel: 'warn' })
+    const portico = await startPortico({ config: `gateways:\n  tcp: { port: {port}, protocol: TCP }\ntcpRoutes:\n  - name: bench\n    gateways: tcp\n    backends: [{ host: "127.0.0.1:${port}" }]\n`, logLevel: 'warn', ...proxyCpus })
     children.push(portico.child)
     const pipePort = await freePort()
-    const pipe = await startNode({ name: 'tcp-pipe-proxy', args: [new URL('./servers/tcp-pipe-proxy.ts', import.meta.url).pathname, String(pipePort), String(port)], readyLine: 'ready' })
+    const pipe = await startNode({ name: 'tcp-pipe-proxy', args: [new URL('./servers/tcp-pipe-proxy.ts', import.meta.url).pathname, String(pipePort), String(port)], readyLine: 'ready', ...proxyCpus })
     children.push(pipe)
     const targets: Target[] = [{ name: 'direct', label: 'direct', port, child: null }, { name: 'portico', label: 'portico', port: portico.port, child: portico.child }, { name: 'pipe', label: 'node pipe', port: pipePort, child: pipe }]
     const splice = buildSpliceProxy()
     if (splice !== null) {
       const splicePort = await freePort()
-      const child = await startNode({ name: 'tcp-splice-proxy', command: splice, args: [String(splicePort), String(port)], readyLine: 'ready' })
+      const child = await startNode({ name: 'tcp-splice-proxy', command: splice, args: [String(splicePort), String(port)], readyLine: 'ready', ...proxyCpus })
       children.push(child)
       targets.push({ name: 'splice', label: 'go splice', port: splicePort, child })
     } else progress('no Go toolchain: the splice proxy is left out')
@@ -182,7 +196,7 @@ async function main (): Promise<void> {
     const up = ratio(m('upload', 'portico', 'rate'), m('upload', 'direct', 'rate'))
     const loadAfter = loadavg()
     process.stdout.write([
-      `tcp benchmark: Node ${process.version}; ${opts.mib} MiB per bulk run; ${opts.clients} connectors x ${opts.duration} s per rate run; medians of ${opts.rounds} interleaved rounds after a warm-up; client, proxy and server share this machine's cores; load average ${loadBefore.map(l => fmt(l, 1)).join(' ')} before, ${loadAfter.map(l => fmt(l, 1)).join(' ')} after`,
+      `tcp benchmark: Node ${process.version}; ${opts.mib} MiB per bulk run; ${opts.clients} connectors x ${opts.duration} s per rate run; medians of ${opts.rounds} interleaved rounds after a warm-up; ${placement}; load average ${loadBefore.map(l => fmt(l, 1)).join(' ')} before, ${loadAfter.map(l => fmt(l, 1)).join(' ')} after`,
       '',
       table(['', 'direct', ...proxies.flatMap(t => [t.label, `/direct`])], [line('download MiB/s', 'download'), line('upload MiB/s', 'upload'), line('short connections/s', 'connections')]),
       '',
@@ -190,7 +204,7 @@ async function main (): Promise<void> {
       table(['', 'unit', ...proxies.map(t => t.label), 'client (direct)', 'server (direct)'], [cpu('download', 'download', 'us/MiB'), cpu('upload', 'upload', 'us/MiB'), cpu('short connections', 'connections', 'us/conn')]),
       '',
       `Target: throughput >= ${TARGET_RATIO}x direct: ${Math.min(down, up) >= TARGET_RATIO ? 'met' : 'NOT met'}`,
-      JSON.stringify(rounded({ bench: 'tcp', node: process.version, options: opts, loadavg: { before: loadBefore, after: loadAfter }, runs }))
+      JSON.stringify(rounded({ bench: 'tcp', node: process.version, options: opts, placement, loadavg: { before: loadBefore, after: loadAfter }, runs }))
     ].join('\n') + '\n')
   } finally {
     await Promise.all(children.map(c => c.stop()))

@@ -23,7 +23,7 @@ import { measureThroughput, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
 import { fmt, median, ratio, rounded, table } from './lib/report.ts'
 import { singleRouteConfig, startBackend, startFastifyCluster, startPortico, type Server } from './lib/servers.ts'
-import { treeCpuSeconds, treeRssBytes } from './lib/children.ts'
+import { hasTaskset, pinSelf, treeCpuSeconds, treeRssBytes } from './lib/children.ts'
 import { availableCpus } from '../packages/proxy/src/workers/cpus.ts'
 
 const TARGET_SCALING = 1.7
@@ -47,20 +47,6 @@ interface Target {
   rssIdle: number
   results: LoadResult[]
   rssLoaded: number[]
-}
-
-/** Pins this process (every thread: autocannon runs here) to `cpus`. */
-function pinSelf (cpus: string): void {
-  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' })
-}
-
-function hasTaskset (): boolean {
-  try {
-    execFileSync('taskset', ['-V'], { stdio: 'ignore' })
-    return true
-  } catch {
-    return false
-  }
 }
 
 const PRIMARY_ACCEPTS = 'portico workers=2 (primary accepts)'

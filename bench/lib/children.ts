@@ -5,7 +5,7 @@
  * reading access logs; readiness is a line in that file or a port that accepts connections.
  */
 
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { createServer, connect } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -188,4 +188,18 @@ export function freePort (): Promise<number> {
 
 function tail (text: string, chars: number): string {
   return text.length <= chars ? text : '...' + text.slice(-chars)
+}
+
+/** Pins this process (every thread: a load generator may run here) to `cpus` (taskset). */
+export function pinSelf (cpus: string): void {
+  execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' })
+}
+
+export function hasTaskset (): boolean {
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
 }
