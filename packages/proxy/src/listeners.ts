@@ -353,7 +353,13 @@ export class ListenerManager {
 
   private async listen (entry: BoundServer): Promise<void> {
     const { server, bind } = entry
-    if (this.intake) return
+    if (this.intake) {
+      // Never listening itself, the server still needs what Node sets up when it starts to:
+      // the connection list behind closeIdleConnections (drains) and the timer that enforces
+      // headersTimeout (http's setupConnectionsTracking runs on 'listening').
+      server.emit('listening')
+      return
+    }
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
         reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${bind.key}: ${err.code ?? err.message}`, { cause: err }))
@@ -387,9 +393,11 @@ export class ListenerManager {
 
   /** Stops accepting, lets in-flight requests finish for up to `deadlineMs`, then cuts the rest. */
   private async closeServer (s: BoundServer, deadlineMs: number): Promise<void> {
-    // A server that never listened (intake) is done when its last connection is.
+    // A server that never listened (intake) is done when its last connection is; close()
+    // still stops its timers (and reports, harmlessly, that it was not listening).
     const closed = this.intake
       ? new Promise<void>(resolve => {
+        s.server.close(() => {})
         const check = (): void => { if (s.sockets.size === 0) resolve(); else setTimeout(check, 50).unref() }
         check()
       })

@@ -207,5 +207,21 @@ export function adoptAccepted (socket: Socket, onread: { buffer: () => Buffer, c
   shell._handle = null
   const adopted = new net.Socket({ handle, allowHalfOpen: socket.allowHalfOpen, onread } as unknown as net.SocketConstructorOpts)
   adopted.once('close', () => socket.destroy())
+  carryOver(socket, adopted)
   return adopted
+}
+
+/**
+ * What an accepted socket was told about itself carries over to the one re-made over its
+ * handle: a connection a data-plane worker took from the primary (proxy workers/intake.ts)
+ * has the client's addresses as own properties, and byte counts that leave out the intake's
+ * header and acknowledgement — counted on the handle, which the new socket uses too.
+ */
+const CARRIED = ['remoteAddress', 'remotePort', 'remoteFamily', 'localAddress', 'localPort', 'bytesRead', 'bytesWritten'] as const
+
+function carryOver (from: Socket, to: Socket): void {
+  for (const name of CARRIED) {
+    const own = Object.getOwnPropertyDescriptor(from, name)
+    if (own !== undefined) Object.defineProperty(to, name, own)
+  }
 }

@@ -79,6 +79,15 @@ export function assumeAddresses (socket: Socket, c: Pick<Socket, 'remoteAddress'
 
 const ACK = Buffer.from([INTAKE_ACK])
 
+const socketBytesRead = Object.getOwnPropertyDescriptor(net.Socket.prototype, 'bytesRead')!.get!
+const socketBytesWritten = Object.getOwnPropertyDescriptor(net.Socket.prototype, 'bytesWritten')!.get!
+
+/** The socket's byte counts from now on exclude what the intake itself read and wrote. */
+function discountBytes (socket: Socket, read: number, written: number): void {
+  Object.defineProperty(socket, 'bytesRead', { get () { return socketBytesRead.call(this) - read }, configurable: true })
+  Object.defineProperty(socket, 'bytesWritten', { get () { return socketBytesWritten.call(this) - written }, configurable: true })
+}
+
 export interface Intake {
   close(): Promise<void>
 }
@@ -93,7 +102,7 @@ export async function startIntake (path: string, token: string, accept: (bind: s
   const server = net.createServer({ allowHalfOpen: true, noDelay: true }, socket => {
     open.add(socket)
     socket.once('close', () => open.delete(socket))
-    readHeader(socket, expected, (client, rest) => {
+    readHeader(socket, expected, (client, rest, header) => {
       open.delete(socket)
       socket.pause()
       // Nothing may follow the header before the acknowledgement.
@@ -104,6 +113,8 @@ export async function startIntake (path: string, token: string, accept: (bind: s
       }
       assumeAddresses(socket, client)
       socket.write(ACK)
+      // Byte counts (TCP metrics, access log) are the client's: without the header and the acknowledgement.
+      discountBytes(socket, header, ACK.length)
       accept(client.bind, socket)
     }, why => {
       onRefused(why)
@@ -127,7 +138,7 @@ export async function startIntake (path: string, token: string, accept: (bind: s
   }
 }
 
-function readHeader (socket: Socket, token: Buffer, done: (client: RelayedClient, rest: Buffer) => void, refuse: (why: string) => void): void {
+function readHeader (socket: Socket, token: Buffer, done: (client: RelayedClient, rest: Buffer, headerBytes: number) => void, refuse: (why: string) => void): void {
   let seen: Buffer = Buffer.alloc(0)
   const timer = setTimeout(() => finish(), HEADER_TIMEOUT_MS)
   const onData = (chunk: Buffer): void => {
@@ -141,7 +152,7 @@ function readHeader (socket: Socket, token: Buffer, done: (client: RelayedClient
     const client = parseIntakeHeader(seen.subarray(0, end), token)
     if (typeof client === 'string') return finish(client)
     cleanup()
-    done(client, seen.subarray(end + 1))
+    done(client, seen.subarray(end + 1), end + 1)
   }
   const onEnd = (): void => finish('closed before its header')
   const cleanup = (): void => {
