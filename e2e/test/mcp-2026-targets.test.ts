@@ -19,6 +19,7 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
+import { waitUntil } from '@portico/testkit/wait'
 import { request } from 'undici'
 import { createParser } from 'eventsource-parser'
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
@@ -225,11 +226,13 @@ test('an initialize-era client (SDK v1) in front of a 2026-07-28-only target: se
 })
 
 test('access logs name the revision of each side: 2026-07-28 forwarded, and an initialize-era client bridged to a 2026-07-28 target', async () => {
-  // Access logs are written in batches.
-  await replicaA.waitForOutput(/"mcp.protocol.version":"2025-11-25","mcp.target.protocol.version":"2026-07-28"/)
-  const lines = replicaA.logs().filter(l => l['mcp.method'] === 'tools/call')
-  assert.ok(lines.some(l => l['mcp.protocol.version'] === V && l['mcp.target.protocol.version'] === V), 'a forwarded 2026-07-28 call')
-  assert.ok(lines.some(l => l['mcp.protocol.version'] === '2025-11-25' && l['mcp.target.protocol.version'] === V), 'an SDK v1 call bridged to the 2026-only target')
+  // Access logs are written in batches: wait for both kinds of line, whichever batch each is in.
+  const calls = () => replicaA.logs().filter(l => l['mcp.method'] === 'tools/call')
+  const forwarded = () => calls().some(l => l['mcp.protocol.version'] === V && l['mcp.target.protocol.version'] === V)
+  const bridged = () => calls().some(l => l['mcp.protocol.version'] === '2025-11-25' && l['mcp.target.protocol.version'] === V)
+  await waitUntil(() => forwarded() && bridged(), 10_000, 'the access-log lines of both calls')
+  assert.ok(forwarded(), 'a forwarded 2026-07-28 call')
+  assert.ok(bridged(), 'an SDK v1 call bridged to the 2026-only target')
 })
 
 test('mixed revisions behind one route: a 2026-07-28-only target and a 2025-11-25 one, prefixed, for clients of both revisions', async () => {
