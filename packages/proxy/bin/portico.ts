@@ -9,6 +9,14 @@
  */
 import { enableCompileCache, flushCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
+import { SEMI_SPACE_FLAG, semiSpaceGiven } from '../src/heap.ts'
+
+// The young generation's size is fixed at start (src/heap.ts says why it is set): without
+// one given, Node starts again in this process (same pid, signals and descriptors) with it.
+// The image passes the flag itself; this covers `pnpm exec portico`, tests and benchmarks.
+if (!semiSpaceGiven(process.execArgv, process.env.NODE_OPTIONS) && typeof process.execve === 'function') {
+  process.execve(process.execPath, [process.execPath, SEMI_SPACE_FLAG, ...process.execArgv, ...process.argv.slice(1)], process.env)
+}
 
 enableCompileCache(fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url)))
 // Imported after the cache is on (a static import would load cli.ts before this line runs).

@@ -23,6 +23,7 @@ import { CONTROL, CONTROL_INTS, STALLED_AFTER_MS, TRACE_SLOTS, type FromWorker, 
 import { SlotTable } from './slot-table.ts'
 import { startHandoffServer, type HandoffServer } from './handoff.ts'
 import { ConnectionDistributor } from './distributor.ts'
+import { WORKER_YOUNG_GENERATION_MB } from '../heap.ts'
 import { localSocketPath, socketToken } from './local-socket.ts'
 import { transferableSettings, type Settings } from '../settings.ts'
 import type { Logs } from '@portico/ops'
@@ -136,7 +137,7 @@ export class WorkerPool {
       handoff: { socketPath: this.handoff!.socketPath, token: this.handoff!.token },
       intake: slot.intake === null ? null : { path: slot.intake, token: this.intakeToken }
     }
-    const thread = new Worker(WORKER_URL, { workerData: init, stdin: false, name: `portico worker ${slot.index}` })
+    const thread = new Worker(WORKER_URL, { workerData: init, stdin: false, name: `portico worker ${slot.index}`, resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB } })
     slot.thread = thread
     slot.startedAt = Date.now()
     return new Promise<void>((resolve, reject) => {
