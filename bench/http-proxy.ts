@@ -11,8 +11,12 @@
 import { availableParallelism } from 'node:os'
 import { measureFixedRate, measureThroughput, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, ratio, rounded, table } from './lib/report.ts'
+import { fmt, median, ratio, rounded, table } from './lib/report.ts'
 import { singleRouteConfig, startBackend, startFastifyProxy, startPortico, type Server } from './lib/servers.ts'
+import { hasWrk, runWrk, type WrkResult } from './lib/wrk.ts'
+import { hasNginx, startNginx } from './lib/nginx.ts'
+import { processCpuSeconds } from './lib/children.ts'
+import { readFileSync } from 'node:fs'
 
 const TARGET_RPS_RATIO = 1.5
 const TARGET_ADDED_P99_MS = 1
@@ -24,7 +28,9 @@ const opts = readOptions({
   rate: { flag: 'rate', default: 1000, help: 'requests/s of the fixed-rate runs' },
   rateDuration: { flag: 'rate-duration', default: 10, help: 'seconds per measured fixed-rate run' },
   rateWarmup: { flag: 'rate-warmup', default: 2, help: 'seconds of warm-up before each fixed-rate run' },
-  rateConnections: { flag: 'rate-connections', default: 32, help: 'max connections of the fixed-rate client' }
+  rateConnections: { flag: 'rate-connections', default: 32, help: 'max connections of the fixed-rate client' },
+  bodyRounds: { flag: 'body-rounds', default: 3, help: 'interleaved rounds of the body-path runs (wrk; 0 skips them)' },
+  bodyDuration: { flag: 'body-duration', default: 5, help: 'seconds per body-path run' }
 })
 
 const LOG_LEVELS = ['warn', 'info'] as const
@@ -58,6 +64,7 @@ async function main (): Promise<void> {
       portico: await perLevel(level => fixedRateRun(`portico (LOG_LEVEL=${level})`, portico[level]))
     }
     report(throughput, fixedRate)
+    await bodyPath(backend, portico.warn, peer, start)
   } finally {
     await Promise.all(servers.map(s => s.child.stop()))
   }
@@ -143,6 +150,95 @@ function summarize (tp: Throughput, fr: FixedRate) {
     peerRpsVsDirect: ratio(tp.peer.rps, tp.direct.rps),
     targets
   }
+}
+
+/** Body-path targets (issue 20), relative to nginx measured in the same run. */
+const BODY_TARGETS = {
+  small: { cpuVsNginx: 3.5, rpsVsPeer: 1.5 },
+  '64k': { cpuVsNginx: 2.9, rpsVsPeer: 1.3 }
+} as const
+const TARGET_RSS_LOADED_MB = 150
+
+/** VmRSS and RssAnon of a process, in MB (RssFile, the binary's pages, is shared with others). */
+function rssMb (pid: number | undefined): { rss: number, anon: number } {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (name: string) => Number(new RegExp(`${name}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN)
+    return { rss: kb('VmRSS') / 1024, anon: kb('RssAnon') / 1024 }
+  } catch {
+    return { rss: NaN, anon: NaN }
+  }
+}
+
+/**
+ * The body path: wrk -t1 (a client cheap enough to leave the cores to the servers), keep-alive
+ * GETs of 12 bytes and of 64 KiB, through Portico (LOG_LEVEL=warn), @fastify/http-proxy and
+ * nginx (the reference: one process, upstream keep-alive), and direct; interleaved rounds,
+ * medians. CPU µs per request is each server process's own (direct: the backend's); RSS
+ * idle before the runs and the largest seen after one.
+ */
+async function bodyPath (backend: Server, portico: Server, peer: Server, start: (what: string, f: () => Promise<Server>) => Promise<Server>): Promise<void> {
+  if (opts.bodyRounds === 0) return
+  if (!await hasWrk() || !await hasNginx()) {
+    process.stdout.write('\nBody path: skipped (needs wrk and nginx: apt-get install wrk nginx-light)\n')
+    return
+  }
+  const nginx = await start('nginx (reference)', () => startNginx(backend.port))
+  const targets = [
+    { name: 'direct', server: backend },
+    { name: 'portico', server: portico },
+    { name: '@fastify/http-proxy', server: peer },
+    { name: 'nginx', server: nginx }
+  ]
+  const idle = new Map(targets.map(t => [t.name, rssMb(t.server.child.proc.pid)]))
+  const loaded = new Map(targets.map(t => [t.name, { rss: 0, anon: 0 }]))
+  const sizes = ['small', '64k'] as const
+  const runs = new Map<string, Array<{ rps: number, cpuUs: number, failures: number, p99: number }>>()
+  for (let round = 0; round < opts.bodyRounds; round++) {
+    for (const size of sizes) {
+      for (let i = 0; i < targets.length; i++) {
+        const t = targets[(i + round) % targets.length]!
+        const url = t.server.url + (size === '64k' ? '64k' : 'small')
+        progress(`body path round ${round + 1}/${opts.bodyRounds}: ${size} ${t.name}`)
+        await runWrk(url, { connections: opts.connections, seconds: 1 })
+        const pid = t.server.child.proc.pid
+        const cpu0 = processCpuSeconds(pid)
+        const r: WrkResult = await runWrk(url, { connections: opts.connections, seconds: opts.bodyDuration })
+        const cpuUs = (processCpuSeconds(pid) - cpu0) * 1e6 / Math.max(1, r.requests)
+        const key = `${size} ${t.name}`
+        runs.set(key, [...(runs.get(key) ?? []), { rps: r.rps, cpuUs, failures: r.failures, p99: r.p99 }])
+        const m = rssMb(pid)
+        const seen = loaded.get(t.name)!
+        loaded.set(t.name, { rss: Math.max(seen.rss, m.rss), anon: Math.max(seen.anon, m.anon) })
+      }
+    }
+  }
+  const med = (key: string, field: 'rps' | 'cpuUs' | 'p99') => median(runs.get(key)!.map(r => r[field]))
+  const out: string[] = ['', `Body path: wrk -t1 -c${opts.connections}, ${opts.bodyDuration} s per run, medians of ${opts.bodyRounds} interleaved rounds; CPU µs/req of each server process itself (direct: the backend); RSS MB (VmRSS, RssAnon in brackets: RssFile is the binary's pages, shared)`]
+  const summary: Record<string, unknown> = {}
+  for (const size of sizes) {
+    const nginxCpu = med(`${size} nginx`, 'cpuUs')
+    const rows = targets.map(t => {
+      const key = `${size} ${t.name}`
+      const failures = runs.get(key)!.reduce((n, r) => n + r.failures, 0)
+      return [t.name, fmt(med(key, 'rps'), 0), fmt(med(key, 'p99')), fmt(med(key, 'cpuUs'), 1), t.name === 'direct' ? '' : `${fmt(med(key, 'cpuUs') / nginxCpu)}x`, String(failures)]
+    })
+    out.push('', `${size === 'small' ? '12-byte' : '64 KiB'} responses`, table(['target', 'req/s', 'p99 ms', 'CPU µs/req', 'CPU vs nginx', 'failures'], rows))
+    const cpuVsNginx = med(`${size} portico`, 'cpuUs') / nginxCpu
+    const rpsVsPeer = ratio(med(`${size} portico`, 'rps'), med(`${size} @fastify/http-proxy`, 'rps'))
+    const target = BODY_TARGETS[size]
+    out.push(`portico: CPU per request ${fmt(cpuVsNginx)}x nginx's (target <= ${target.cpuVsNginx}x: ${cpuVsNginx <= target.cpuVsNginx ? 'met' : 'NOT met'}); req/s ${fmt(rpsVsPeer)}x @fastify/http-proxy's (target >= ${target.rpsVsPeer}x: ${rpsVsPeer >= target.rpsVsPeer ? 'met' : 'NOT met'})`)
+    summary[size] = { cpuVsNginx, rpsVsPeer, runs: Object.fromEntries(targets.map(t => [t.name, runs.get(`${size} ${t.name}`)])) }
+  }
+  out.push('', table(['process', 'RSS idle', 'RSS loaded'], targets.map(t => {
+    const i = idle.get(t.name)!
+    const l = loaded.get(t.name)!
+    return [t.name, `${fmt(i.rss, 0)} (${fmt(i.anon, 0)})`, `${fmt(l.rss, 0)} (${fmt(l.anon, 0)})`]
+  })))
+  const porticoLoaded = loaded.get('portico')!.rss
+  out.push(`portico RSS under load ${fmt(porticoLoaded, 0)} MB (target <= ${TARGET_RSS_LOADED_MB} MB: ${porticoLoaded <= TARGET_RSS_LOADED_MB ? 'met' : 'NOT met'})`)
+  out.push(JSON.stringify(rounded({ bench: 'http-proxy body path', summary, rss: { idle: Object.fromEntries(idle), loaded: Object.fromEntries(loaded) } })))
+  process.stdout.write(out.join('\n') + '\n')
 }
 
 main().catch(err => {
