@@ -30,8 +30,8 @@ export type CheckReply = Record<string, unknown> | Buffer | 'hang'
 export interface AuthzServer {
   port: number
   host: string
-  /** Each call: decoded, raw bytes, and the client's address (`ipv4:127.0.0.1:PORT`) — one per connection. */
-  calls: Array<{ request: CheckRequest, raw: Buffer, peer: string }>
+  /** Each call: decoded, raw bytes, the client's address (`ipv4:127.0.0.1:PORT`) — one per connection — and its metadata. */
+  calls: Array<{ request: CheckRequest, raw: Buffer, peer: string, metadata: Record<string, unknown> }>
   /** Replace the answer for the next calls. */
   handler: (request: CheckRequest) => CheckReply | Promise<CheckReply>
   close(): Promise<void>
@@ -67,7 +67,7 @@ export async function startAuthzServer (handler: AuthzServer['handler'] = () => 
   }
   server.addService(definition, {
     Check: (call: grpc.ServerUnaryCall<CheckRequest, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-      state.calls.push({ request: call.request, raw: lastRaw, peer: call.getPeer() })
+      state.calls.push({ request: call.request, raw: lastRaw, peer: call.getPeer(), metadata: call.metadata.getMap() })
       Promise.resolve(state.handler(call.request)).then(reply => {
         if (reply !== 'hang') callback(null, reply)
       }, err => callback(err as Error))

@@ -26,6 +26,8 @@ export interface ExtProcServer {
   host: string
   /** Every stream, with the messages it carried in order. */
   streams: ProcessingRequest[][]
+  /** The metadata each stream was opened with (same order as streams). */
+  metadata: Array<Record<string, unknown>>
   handler: (request: ProcessingRequest, stream: ProcessingRequest[]) => ProcessingReply | Promise<ProcessingReply>
   close(): Promise<void>
 }
@@ -61,6 +63,7 @@ export async function startExtProcServer (handler: ExtProcServer['handler'] = r 
   const state: ExtProcServer = {
     host: '',
     streams: [],
+    metadata: [],
     handler,
     close: async () => { server.forceShutdown() }
   }
@@ -68,6 +71,7 @@ export async function startExtProcServer (handler: ExtProcServer['handler'] = r 
     Process: (call: grpc.ServerDuplexStream<ProcessingRequest, unknown>) => {
       const messages: ProcessingRequest[] = []
       state.streams.push(messages)
+      state.metadata.push(call.metadata.getMap())
       let ended = false
       call.on('data', (m: ProcessingRequest) => {
         messages.push(m)

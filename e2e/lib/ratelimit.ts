@@ -10,6 +10,8 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { freePort, makeTempDir } from './portico.ts'
 import { sleep } from './backends.ts'
+import * as grpc from '@grpc/grpc-js'
+import { envoyProtos } from '@portico/engine'
 
 export interface RateLimitService {
   /** The gRPC address, `127.0.0.1:PORT`. */
@@ -96,4 +98,31 @@ async function startOnce (tools: { ratelimit: string, redis: string }, configYam
     await sleep(100)
   }
   return { host: `127.0.0.1:${grpcPort}`, output: () => log.join(''), close }
+}
+
+/**
+ * A rate limit service of our own (grpc-js, the proxy's protos) that answers OK to every
+ * ShouldRateLimit and records each call's descriptors and metadata: for what the real service
+ * does not show, such as the trace context the call carried.
+ */
+export interface RecordingRateLimitService {
+  host: string
+  calls: Array<{ request: unknown, metadata: Record<string, unknown> }>
+  close(): Promise<void>
+}
+
+export async function startRecordingRateLimitService (): Promise<RecordingRateLimitService> {
+  const pkg = grpc.loadPackageDefinition(envoyProtos('envoy/service/ratelimit/v3/rls.proto')) as unknown as { envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } } }
+  const server = new grpc.Server()
+  const calls: RecordingRateLimitService['calls'] = []
+  server.addService(pkg.envoy.service.ratelimit.v3.RateLimitService.service, {
+    ShouldRateLimit: (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+      calls.push({ request: call.request, metadata: call.metadata.getMap() })
+      callback(null, { overall_code: 1 })
+    }
+  })
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => err !== null ? reject(err) : resolve(p))
+  })
+  return { host: `127.0.0.1:${port}`, calls, close: async () => { server.forceShutdown() } }
 }

@@ -18,6 +18,7 @@ import { OK, startAuthzServer, type AuthzServer } from '../lib/ext-authz.ts'
 import { startCollector, type CollectedSpan, type Collector } from '../lib/otel-collector.ts'
 import { startIdp, type Idp } from '../lib/idp.ts'
 import { startExtProcServer, type ExtProcServer } from '../lib/ext-proc.ts'
+import { startRecordingRateLimitService, type RecordingRateLimitService } from '../lib/ratelimit.ts'
 import { findTool } from '../lib/tools.ts'
 import { openTrace } from '../lib/trace.ts'
 
@@ -50,6 +51,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
   let authz: AuthzServer
   let idp: Idp
   let processor: ExtProcServer
+  let limiter: RecordingRateLimitService
+  let authzHttp: Backend
   let portico: PorticoProcess
   let admin: string
   const alice = { id: 'alice', secret: 'alice-secret-123', permissions: [] }
@@ -62,6 +65,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
     authz = await startAuthzServer(() => OK)
     idp = await startIdp({ clients: [alice] })
     processor = await startExtProcServer()
+    limiter = await startRecordingRateLimitService()
+    authzHttp = await startEchoBackend('authz-http')
     const adminPort = await freePort()
     admin = `http://127.0.0.1:${adminPort}`
     const deadPort = await freePort()
@@ -84,6 +89,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
           { name: 'processed', matches: [{ path: { pathPrefix: '/processed' } }], policies: { extProc: { host: processor.host, processingMode: { responseHeaderMode: 'skip' } } }, backends: [{ host: echo.host }] },
           // A rate limit service that is not there, failing open: the request goes on, its span says why.
           { name: 'limited', matches: [{ path: { pathPrefix: '/limited' } }], policies: { remoteRateLimit: { host: `http://127.0.0.1:${deadPort}`, domain: 'portico', descriptors: [{ entries: [{ key: 'route', value: '"limited"' }] }], failureMode: 'failOpen', timeout: '500ms' } }, backends: [{ host: echo.host }] },
+          { name: 'counted', matches: [{ path: { pathPrefix: '/counted' } }], policies: { remoteRateLimit: { host: `http://${limiter.host}`, domain: 'portico', descriptors: [{ entries: [{ key: 'route', value: '"counted"' }] }], timeout: '2s' } }, backends: [{ host: echo.host }] },
+          { name: 'authz-http', matches: [{ path: { pathPrefix: '/http-authz' } }], policies: { extAuthz: { host: `http://${authzHttp.host}`, protocol: { http: {} } } }, backends: [{ host: echo.host }] },
           { name: 'authz', matches: [{ path: { pathPrefix: '/authz' } }], policies: { extAuthz: { host: `http://${authz.host}`, protocol: { grpc: {} } } }, backends: [{ host: echo.host }] },
           { name: 'chat', matches: [{ path: { pathPrefix: '/openai' } }], backends: [{ ai: { name: 'local-llm', provider: { openAI: {} }, hostOverride: llm.host } }] },
           { name: 'tools', matches: [{ path: { pathPrefix: '/mcp' } }], backends: [{ mcp: { targets: [{ name: 'tools', mcp: { host: mcp.url } }] } }] }
@@ -94,7 +101,7 @@ describe('OpenTelemetry tracing', { skip }, () => {
 
   after(async () => {
     await portico?.stop()
-    await Promise.all([echo?.close(), llm?.close(), mcp?.close(), authz?.close(), idp?.stop(), processor?.close()])
+    await Promise.all([echo?.close(), llm?.close(), mcp?.close(), authz?.close(), idp?.stop(), processor?.close(), limiter?.close(), authzHttp?.close()])
     await collector?.close()
   })
 
@@ -165,6 +172,36 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(check.attributes['rpc.system'], 'grpc')
     assert.equal(check.attributes['rpc.method'], 'Check')
     assert.equal(check.attributes['portico.decision'], 'allow')
+    // The service got the Check span's context as gRPC metadata: its spans join the trace under it.
+    const sent = parseTraceparent(authz.calls.at(-1)!.metadata.traceparent)
+    assert.equal(sent.traceId, trace)
+    assert.equal(sent.parentId, check.spanId)
+  })
+
+  test('ext_authz over HTTP: the service gets the check span\'s traceparent, not the caller\'s', async () => {
+    const trace = traceId()
+    const res = await fetch(`${portico.url}/http-authz/x`, { headers: { traceparent: `00-${trace}-${CALLER_SPAN}-01` } })
+    assert.equal(res.status, 200)
+    const spans = await spansOf(trace, 3)
+    const check = spans.find(s => s.attributes['portico.policy'] === 'extAuthz')
+    assert.ok(check !== undefined, JSON.stringify(spans.map(s => s.name)))
+    const sent = parseTraceparent(authzHttp.requests.at(-1)!.headers.traceparent)
+    assert.equal(sent.traceId, trace)
+    assert.equal(sent.parentId, check.spanId)
+  })
+
+  test('remote rate limit: the service gets the ShouldRateLimit span\'s trace context as gRPC metadata', async () => {
+    const trace = traceId()
+    const res = await fetch(`${portico.url}/counted/x`, { headers: { traceparent: `00-${trace}-${CALLER_SPAN}-01` } })
+    assert.equal(res.status, 200)
+    const spans = await spansOf(trace, 3)
+    const call = spans.find(s => s.name === 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit')
+    assert.ok(call !== undefined, JSON.stringify(spans.map(s => s.name)))
+    assert.equal(call.attributes['portico.decision'], 'ok')
+    const sent = parseTraceparent(limiter.calls.at(-1)!.metadata.traceparent)
+    assert.equal(sent.traceId, trace)
+    assert.equal(sent.parentId, call.spanId)
+    assert.equal(sent.flags, '01')
   })
 
   test('remote rate limit: the ShouldRateLimit call is a client span, failed when the service is down', async () => {
@@ -192,6 +229,10 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(exchange.parentSpanId, server.spanId)
     assert.equal(exchange.attributes['rpc.service'], 'envoy.service.ext_proc.v3.ExternalProcessor')
     assert.equal(exchange.attributes['portico.decision'], 'response')
+    // The stream was opened with its first exchange's trace context as gRPC metadata.
+    const sent = parseTraceparent(processor.metadata.at(-1)!.traceparent)
+    assert.equal(sent.traceId, trace)
+    assert.equal(sent.parentId, exchange.spanId)
   })
 
   test('the JWKS fetch a request waited for is a client span of it', async () => {

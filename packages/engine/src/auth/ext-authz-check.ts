@@ -28,6 +28,11 @@ export interface CheckInput {
   headers: Record<string, string>
   /** The buffered body when the policy includes it. */
   body: Buffer | null
+  /**
+   * The W3C trace context of the check's span (trace/otel.ts callTraceHeaders): gRPC
+   * metadata, or headers of the HTTP check replacing the request's own; null: tracing off.
+   */
+  traceHeaders: Readonly<Record<string, string>> | null
   source: Peer
   destination: Peer
   contextExtensions: Record<string, string>

@@ -11,7 +11,7 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
-import { envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
+import { callMetadata, envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
 import type { CheckInput, CheckResult, HeaderAction, HeaderMutation } from './ext-authz-check.ts'
 
 export const CHECK_METHOD = '/envoy.service.auth.v3.Authorization/Check'
@@ -92,7 +92,7 @@ function socketAddress (peer: { address: string, port: number }): Record<string,
 export async function grpcCheck (client: AuthorizationClient, input: CheckInput, options: { timeoutMs: number, packAsBytes: boolean }): Promise<CheckResult> {
   const request = checkRequestMessage(input, options)
   const response = await new Promise<CheckResponseMessage | grpc.ServiceError>(resolve => {
-    client.Check(request, new (grpcJs().Metadata)(), { deadline: Date.now() + options.timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
+    client.Check(request, callMetadata(input.traceHeaders), { deadline: Date.now() + options.timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
   })
   if (response instanceof Error) {
     const code = (response as grpc.ServiceError).code

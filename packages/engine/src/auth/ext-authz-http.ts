@@ -36,6 +36,8 @@ export async function httpCheck (dispatcher: Dispatcher, input: CheckInput, opti
     if (!NOT_FORWARDED.has(name) && !name.startsWith(':')) headers[name] = value
   }
   if (input.body !== null) headers['content-length'] = String(input.body.length)
+  // The check's own trace context, whichever headers the policy passes on.
+  if (input.traceHeaders !== null) Object.assign(headers, input.traceHeaders)
   let res: Dispatcher.ResponseData
   try {
     res = await dispatcher.request({

@@ -11,7 +11,7 @@
  * service, and kept in `ctx.requestBody` so the backend still gets it intact.
  */
 
-import { endDecisionSpan, grpcClientAttributes, httpClientAttributes, startChildSpan } from '../trace/otel.ts'
+import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, httpClientAttributes, startChildSpan } from '../trace/otel.ts'
 import { randomUUID } from 'node:crypto'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
@@ -74,7 +74,9 @@ export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPol
       }
       const started = performance.now()
       const span = startChildSpan(ctx, spanName, spanAttrs)
-      const result = await check(checkInput(ctx, include, body, ir.contextExtensions))
+      const input = checkInput(ctx, include, body, ir.contextExtensions)
+      input.traceHeaders = callTraceHeaders(ctx, span)
+      const result = await check(input)
       endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
       const took = `${Math.round(performance.now() - started)}ms`
       switch (result.decision) {
@@ -144,6 +146,7 @@ export function checkInput (ctx: RequestContext, include: ReadonlySet<string> | 
     size: body !== null ? body.length : Number.isFinite(declared) ? declared : requestHasBody(ctx.req.headers) ? -1 : 0,
     headers,
     body,
+    traceHeaders: null,
     source: { address: plainAddress(ctx.sourceAddress), port: ctx.sourcePort },
     destination: { address: plainAddress(ctx.localAddress ?? ''), port: ctx.localPort ?? 0 },
     contextExtensions,

@@ -14,7 +14,7 @@
  * request go on without it.
  */
 
-import { endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
+import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { ExtProcIR } from '../ir/traffic.ts'
@@ -54,12 +54,14 @@ export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolic
       ctx.res.once('close', () => stream.close())
       let first = true
       const send = async (message: Record<string, unknown>, expect: Parameters<ExtProcStream['exchange']>[1]): Promise<ExchangeResult> => {
-        if (first) {
-          message.protocol_config = protocolConfig
-          first = false
-        }
         // One span per message exchanged on the stream, named for the phase (request_headers, ...).
         const span = ctx.span === null ? null : startChildSpan(ctx, `envoy.service.ext_proc.v3.ExternalProcessor/Process ${expect}`, spanAttrs)
+        if (first) {
+          message.protocol_config = protocolConfig
+          // The stream opens with this first exchange: its trace context goes with it.
+          stream.traceHeaders = callTraceHeaders(ctx, span)
+          first = false
+        }
         const result = await stream.exchange(message, expect)
         endDecisionSpan(span, result.kind, result.kind === 'error' ? result.reason : null)
         return result

@@ -19,7 +19,7 @@
  * (failOpen).
  */
 
-import { endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
+import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { RemoteRateLimitIR } from '../ir/traffic.ts'
@@ -76,7 +76,7 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       }
       const started = performance.now()
       const span = startChildSpan(ctx, 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', spanAttrs)
-      const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built }, ir.timeoutMs)
+      const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built }, ir.timeoutMs, callTraceHeaders(ctx, span))
       endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
       const took = `${Math.round(performance.now() - started)}ms`
       const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d.entries)) }

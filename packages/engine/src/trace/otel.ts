@@ -186,6 +186,18 @@ export function startChildSpan (ctx: { span: RequestSpan | null }, name: string,
   return span === null || !span.recording ? null : span.child(name, 'client', attrs, startTime)
 }
 
+/**
+ * The W3C trace context (`traceparent`, `tracestate`, `baggage`) of a call a policy makes
+ * under `span` — the request's own span when the call has none (not sampled) — as headers or
+ * gRPC metadata; null while tracing is off. The service's spans then join the request's trace.
+ */
+export function callTraceHeaders (ctx: { span: RequestSpan | null }, span: OtelSpan | null): Record<string, string> | null {
+  if (ctx.span === null) return null
+  const headers: HeaderMap = {}
+  ctx.span.inject(headers, span)
+  return headers as Record<string, string>
+}
+
 /** Ends a policy's call span with its decision (`portico.decision`), failed when the call did. */
 export function endDecisionSpan (span: OtelSpan | null, decision: string, error: string | null = null): void {
   if (span === null) return

@@ -13,7 +13,7 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
-import { envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
+import { callMetadata, envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 
 export const PROCESS_METHOD = '/envoy.service.ext_proc.v3.ExternalProcessor/Process'
@@ -90,6 +90,11 @@ export class ExtProcStream {
   private readonly client: ExternalProcessorClient
   private readonly timeoutMs: number
   closed = false
+  /**
+   * The W3C trace context the stream is opened with (its first exchange's span; trace/otel.ts
+   * callTraceHeaders): metadata goes with the stream's start, not with each message.
+   */
+  traceHeaders: Readonly<Record<string, string>> | null = null
 
   constructor (client: ExternalProcessorClient, timeoutMs: number) {
     this.client = client
@@ -97,7 +102,7 @@ export class ExtProcStream {
   }
 
   private open (): grpc.ClientDuplexStream<unknown, ProcessingResponseMessage> {
-    const call = this.client.Process(new (grpcJs().Metadata)())
+    const call = this.client.Process(callMetadata(this.traceHeaders))
     call.on('data', (m: ProcessingResponseMessage) => {
       this.inbox.push(m)
       this.wake()

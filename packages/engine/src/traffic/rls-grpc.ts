@@ -8,7 +8,7 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
-import { envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
+import { callMetadata, envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
 
 export const SHOULD_RATE_LIMIT_METHOD = '/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit'
 
@@ -59,7 +59,9 @@ export interface DescriptorToSend {
 export async function shouldRateLimit (
   client: RateLimitClient,
   request: { domain: string, descriptors: DescriptorToSend[] },
-  timeoutMs: number
+  timeoutMs: number,
+  /** The call's W3C trace context (trace/otel.ts callTraceHeaders), sent as metadata. */
+  traceHeaders: Readonly<Record<string, string>> | null = null
 ): Promise<RateLimitResult> {
   const message = {
     domain: request.domain,
@@ -70,7 +72,7 @@ export async function shouldRateLimit (
     }))
   }
   const response = await new Promise<RateLimitResponseMessage | grpc.ServiceError>(resolve => {
-    client.ShouldRateLimit(message, new (grpcJs().Metadata)(), { deadline: Date.now() + timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
+    client.ShouldRateLimit(message, callMetadata(traceHeaders), { deadline: Date.now() + timeoutMs }, (err, res) => resolve(err ?? res ?? {}))
   })
   if (response instanceof Error) {
     const code = (response as grpc.ServiceError).code

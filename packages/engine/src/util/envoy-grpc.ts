@@ -30,6 +30,16 @@ export function envoyProtos (file: string): PackageDefinition {
 }
 
 /**
+ * The metadata of one call: the W3C trace context of its span (trace/otel.ts
+ * callTraceHeaders), so the service's own spans join the request's trace, as Envoy sends it.
+ */
+export function callMetadata (traceHeaders: Readonly<Record<string, string>> | null): GrpcJs.Metadata {
+  const metadata = new (grpcJs().Metadata)()
+  if (traceHeaders !== null) for (const [name, value] of Object.entries(traceHeaders)) metadata.set(name, value)
+  return metadata
+}
+
+/**
  * A client of `service` (fully qualified, e.g. `envoy.service.auth.v3.Authorization`) defined
  * in `file`, for `target` (`host:port`), plaintext or TLS with the system's roots. One client
  * is one HTTP/2 channel; PolicyServices keeps one per target so reloads reuse it.
