@@ -86,10 +86,26 @@ describe('access log configuration errors', () => {
     writeFileSync(file, JSON.stringify({ config: { accessLog: { fields: { add: { user: 'jwt.sub +' } } } }, gateways: { default: { port: 1, address: '127.0.0.1' } } }))
     const r = await runPortico(['-f', file], { env: { ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off' } })
     assert.equal(r.code, 1)
-    assert.match(r.stderr, /config\.accessLog \/ ACCESS_LOG: invalid CEL expression "jwt\.sub \+"/)
+    // Refused where the file is read, with its place: at start and by --validate alike.
+    assert.match(r.stderr, /portico\.yaml:1:\d+: config\.accessLog\.fields\.add\.user: invalid CEL expression "jwt\.sub \+"/)
     const check = await runPortico(['--validate', '-f', file])
     assert.equal(check.code, 1, '--validate refuses it too')
-    assert.match(check.stderr, /config\.accessLog: invalid CEL expression "jwt\.sub \+"/)
+    assert.match(check.stderr, /portico\.yaml:1:\d+: config\.accessLog\.fields\.add\.user: invalid CEL expression "jwt\.sub \+"/)
+  })
+
+  test('a bad tracing.fields expression is refused the same way', async () => {
+    const dir = makeTempDir()
+    const file = join(dir, 'portico.yaml')
+    writeFileSync(file, 'config:\n  tracing:\n    otlpEndpoint: http://127.0.0.1:4317\n    fields:\n      add:\n        app.user: "jwt.sub +"\ngateways:\n  default: { port: 1, address: 127.0.0.1 }\n')
+    const check = await runPortico(['--validate', '-f', file])
+    assert.equal(check.code, 1)
+    assert.match(check.stderr, /portico\.yaml:6:9: config\.tracing\.fields\.add\["app\.user"\]: invalid CEL expression "jwt\.sub \+"/)
+    // TRACING (cluster mode's variable) is checked at start, naming the variable.
+    const plain = join(dir, 'plain.yaml')
+    writeFileSync(plain, 'gateways:\n  default: { port: 1, address: 127.0.0.1 }\n')
+    const r = await runPortico(['-f', plain], { env: { ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', TRACING: '{"otlpEndpoint":"http://127.0.0.1:4317","fields":{"add":{"a":"1 +"}}}' } })
+    assert.equal(r.code, 1)
+    assert.match(r.stderr, /config\.tracing\.fields \/ TRACING: invalid CEL expression "1 \+"/)
   })
 
   test('ACCESS_LOG (cluster mode\'s variable) is checked against the schema', async () => {

@@ -77,7 +77,9 @@ describe('OpenTelemetry tracing', { skip }, () => {
           tracing: {
             otlpEndpoint: collector.grpcEndpoint,
             randomSampling: true,
-            resources: { 'deployment.environment.name': 'e2e' }
+            resources: { 'deployment.environment.name': 'e2e' },
+            // Server-span attributes from CEL, and a built-in one left out.
+            fields: { add: { 'app.path': 'request.path', 'app.status_class': 'string(response.code / 100) + "xx"', 'app.tool': 'mcp.tool.name' }, remove: ['user_agent.original'] }
           },
           // The access log too, as OTLP log records (over OTLP/HTTP), with a CEL field.
           accessLog: { fields: { add: { tool: 'mcp.tool.name' } }, otlp: { otlpEndpoint: collector.httpEndpoint, otlpProtocol: 'http' } }
@@ -132,6 +134,11 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(server.attributes['url.query'], 'token=REDACTED&x=1', 'credential-like query values never leave in a span')
     assert.equal(server.attributes['http.response.status_code'], 200)
     assert.equal(server.attributes['portico.route'], 'echo')
+    // config.tracing.fields: added with CEL, removed; an expression that fails (no MCP call here) is left out.
+    assert.equal(server.attributes['app.path'], '/echo/a')
+    assert.equal(server.attributes['app.status_class'], '2xx')
+    assert.ok(!('app.tool' in server.attributes))
+    assert.ok(!('user_agent.original' in server.attributes), 'removed by tracing.fields.remove')
     assert.equal(call.name, 'GET')
     assert.equal(call.attributes['http.response.status_code'], 200)
     assert.equal(call.attributes['server.address'], '127.0.0.1')
@@ -302,6 +309,7 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.equal(server.kind, SERVER)
     assert.equal(server.attributes['mcp.method.name'], 'tools/call')
     assert.equal(server.attributes['gen_ai.tool.name'], 'add')
+    assert.equal(server.attributes['app.tool'], 'add', 'a tracing.fields attribute over the mcp variable')
 
     // The access-log line of that request, with its CEL field, as a log record of the same trace.
     const logs = await collector.waitForLogs(all => all.some(l => l.attributes.tool === 'add'))

@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { applyAccessLogFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
+import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -139,6 +139,7 @@ export class Portico {
       ...(shared !== undefined ? { shared: { backends: shared } } : {}),
       ...(options.worker !== undefined ? { handoff: options.worker.handoff } : {}),
       ...(options.otel !== undefined ? { otel: options.otel } : {}),
+      ...(options.otel !== undefined && options.settings.tracing?.fields !== undefined ? { otelFields: compileCelFields(options.settings.tracing.fields) } : {}),
       mcp: {
         ...(sessionKey !== undefined ? { sessionKey } : {}),
         sessionTtlMs: options.settings.mcpSessionTtlMs,

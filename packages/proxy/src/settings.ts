@@ -5,7 +5,7 @@
  */
 
 import type { AccessLogFields, StaticConfig, TracingOptions } from '@portico/engine'
-import { compileAccessLogFields, formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
+import { compileAccessLogFields, compileCelFields, formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
 import type { OtlpLogsOptions } from './otlp-logs.ts'
 import { availableCpus } from './workers/cpus.ts'
 
@@ -156,8 +156,19 @@ function tracingOptions (t: StaticConfig['tracing']): TracingOptions | null {
     // agentgateway's defaults: no trace of our own, the caller's decision honoured.
     randomSampling: t.randomSampling ?? false,
     clientSampling: t.clientSampling ?? true,
-    resources: t.resources ?? {}
+    resources: t.resources ?? {},
+    ...(t.fields !== undefined ? { fields: checkedCelFields(t.fields) } : {})
   }
+}
+
+/** The fields as written, once their CEL compiled (a bad expression stops the start, naming it). */
+function checkedCelFields (fields: NonNullable<NonNullable<StaticConfig['tracing']>['fields']>): typeof fields {
+  try {
+    compileCelFields(fields)
+  } catch (err) {
+    throw new Error(`config.tracing.fields / TRACING: ${(err as Error).message}`)
+  }
+  return fields
 }
 
 /**

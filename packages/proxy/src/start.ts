@@ -3,7 +3,7 @@
  * gateway on one, or run in cluster mode with the config from the controller.
  */
 
-import { compileAccessLogFields, DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type FileLoadResult, type StaticConfig } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type FileLoadResult, type StaticConfig } from '@portico/engine'
 import { existsSync } from 'node:fs'
 import { Logs } from '@portico/ops'
 import type { Portico } from './portico.ts'
@@ -29,13 +29,6 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   }
   const { config } = result
   if (options.validate) {
-    // The access log's CEL compiles at start; --validate says now what start would refuse.
-    try {
-      compileAccessLogFields(config.staticConfig.accessLog)
-    } catch (err) {
-      process.stderr.write(`${file}: config.accessLog: ${(err as Error).message}\n${file}: 1 error\n`)
-      process.exit(1)
-    }
     const routes = config.ir.binds.reduce((n, b) => n + b.listeners.reduce((m, l) => m + l.routes.length, 0), 0)
     process.stdout.write(`${file}: valid (${config.ir.binds.length} listener port${config.ir.binds.length === 1 ? '' : 's'}, ${routes} route attachment${routes === 1 ? '' : 's'}, ${config.ir.backends.length} backend${config.ir.backends.length === 1 ? '' : 's'})\n`)
     return

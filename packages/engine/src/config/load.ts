@@ -15,6 +15,7 @@ import type { ConfigDiagnostic } from './diagnostics.ts'
 import { parseYamlSource } from './yaml-source.ts'
 import { validateAgainstSchema } from './validate.ts'
 import { configToIR } from './to-ir.ts'
+import { staticConfigDiagnostics } from './static-config-check.ts'
 import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { formatByteSize } from '../util/byte-size.ts'
 import { PorticoError } from '../util/errors.ts'
@@ -82,6 +83,7 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   })
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
+  diagnostics.push(...staticConfigDiagnostics(file.config))
   if (diagnostics.length > 0) return { ok: false, diagnostics: place(diagnostics) }
   // The checks every config source gets (Engine.apply runs them too): --validate must refuse
   // what start would refuse. Most are caught above with positions; these name the IR path.

@@ -384,16 +384,21 @@ const SamplingSchema = Type.Union([
   Type.Number({ minimum: 0, maximum: 1 })
 ], { description: 'true, false, or the share of requests to sample (0.0 to 1.0).' })
 
+const CelExpression = Type.String({ minLength: 1, description: 'A CEL expression.' })
+
 /** agentgateway's `config.tracing` field names. */
 export const TracingSchema = Type.Object({
   ...OtlpExportFields,
   path: Opt(Type.String({ pattern: `^/${NO_WHITESPACE_OR_CONTROLS}$`, description: 'OTLP/HTTP path; default /v1/traces.' })),
   randomSampling: Opt(SamplingSchema),
   clientSampling: Opt(SamplingSchema),
-  resources: Opt(Type.Record(Type.String({ minLength: 1 }), Type.String(), { description: 'OpenTelemetry resource attributes of every span (plain strings, not CEL), e.g. deployment.environment.name: prod. service.name defaults to portico.' }))
+  resources: Opt(Type.Record(Type.String({ minLength: 1 }), Type.String(), { description: 'OpenTelemetry resource attributes of every span (plain strings, not CEL), e.g. deployment.environment.name: prod. service.name defaults to portico.' })),
+  fields: Opt(Type.Object({
+    add: Opt(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), CelExpression, { description: 'Attribute name → CEL expression, set on each request\'s server span when it ends; the same variables as accessLog.fields.add. An attribute whose expression fails is left out.' })),
+    remove: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Built-in attributes left off every server span (e.g. client.address, user_agent.original).' }))
+  }, { ...strict, description: 'Server-span attributes added with CEL or removed (agentgateway\'s tracing.fields).' }))
 }, { ...strict, description: 'OpenTelemetry distributed tracing: a server span per request, child spans for the calls it makes, W3C trace context and baggage read from the request and propagated upstream.' })
 
-const CelExpression = Type.String({ minLength: 1, description: 'A CEL expression.' })
 
 /** agentgateway's access-log `filter` and `fields.add` / `fields.remove`. */
 export const AccessLogSchema = Type.Object({

@@ -29,6 +29,7 @@ import { RecordArena } from '../util/shared-records.ts'
 import { SharedBackendState } from './shared-state.ts'
 import type { ClientFacts } from '../request/context.ts'
 import type { RequestTracing } from '../trace/otel.ts'
+import type { CelFields } from '../pipeline/access-log-fields.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -46,6 +47,8 @@ export interface EngineOptions {
   streams?: StreamProxyOptions
   /** OpenTelemetry tracing (trace/otel-sdk.ts createRequestTracing); absent = off. */
   otel?: RequestTracing
+  /** config.tracing.fields, compiled (compileCelFields): server-span attributes added with CEL or removed. */
+  otelFields?: CelFields | null
   /**
    * Several data-plane workers share this process (config.workers > 1): rate-limit buckets
    * and backend state live in shared memory (`backends`: the growable buffer of backend
@@ -84,6 +87,7 @@ export class Engine implements PipelineRuntime {
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
   readonly otel: RequestTracing | null
+  readonly otelFields: CelFields | null
   readonly backendStats = new BackendStats()
   /** Resources policies share across reloads (JWKS caches, ...). */
   readonly policyServices: PolicyServices
@@ -103,6 +107,7 @@ export class Engine implements PipelineRuntime {
     this.hub = new TraceHub(options.tracing ?? true)
     this.traceBodyLimit = options.traceBodyLimit ?? DEFAULT_TRACE_BODY_LIMIT
     this.otel = options.otel ?? null
+    this.otelFields = options.otelFields ?? null
     this.sharedBackends = options.shared !== undefined ? new SharedBackendState(options.shared.backends) : null
     const shared = this.sharedBackends
     this.pools = new UpstreamPools(shared === null ? options.pools : { ...options.pools, endpointState: (key, origin) => shared.endpointState(key, origin) })

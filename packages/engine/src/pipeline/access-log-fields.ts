@@ -19,19 +19,30 @@ export interface AccessLogConfig {
   fields?: { add?: Record<string, string>, remove?: string[] }
 }
 
-export interface AccessLogFields {
-  /** Only requests for which this is true are logged; null = all. */
-  readonly filter: CelProgram | null
+/** Names added with CEL and built-in names removed: an access-log line's, or a server span's (`config.tracing.fields`). */
+export interface CelFields {
   readonly add: ReadonlyArray<readonly [string, CelProgram]>
   readonly remove: readonly string[]
+}
+
+export interface AccessLogFields extends CelFields {
+  /** Only requests for which this is true are logged; null = all. */
+  readonly filter: CelProgram | null
+}
+
+/** Compiles `fields.add` (over the access log's variables); throws PORTICO_BAD_CEL naming the bad one. */
+export function compileCelFields (fields: AccessLogConfig['fields']): CelFields {
+  return {
+    add: Object.entries(fields?.add ?? {}).map(([name, source]) => [name, compileCel(source, ACCESS_LOG_CEL_VARIABLES)] as const),
+    remove: fields?.remove ?? []
+  }
 }
 
 /** Compiles the expressions; throws PORTICO_BAD_CEL naming the bad one. */
 export function compileAccessLogFields (config: AccessLogConfig | undefined): AccessLogFields | null {
   if (config === undefined) return null
-  const add = Object.entries(config.fields?.add ?? {}).map(([name, source]) => [name, compileCel(source, ACCESS_LOG_CEL_VARIABLES)] as const)
+  const { add, remove } = compileCelFields(config.fields)
   const filter = config.filter !== undefined ? compileCel(config.filter, ACCESS_LOG_CEL_VARIABLES) : null
-  const remove = config.fields?.remove ?? []
   if (add.length === 0 && remove.length === 0 && filter === null) return null
   return { filter, add, remove }
 }
@@ -47,11 +58,18 @@ export function applyAccessLogFields (compiled: AccessLogFields, ctx: RequestCon
     if (keep === false) return false
   }
   for (const name of compiled.remove) delete fields[name]
-  for (const [name, program] of compiled.add) {
-    const value = safeEvaluate(program, vars!)
-    if (value !== undefined && !(value instanceof Error)) fields[name] = celToJson(value)
-  }
+  if (compiled.add.length > 0) for (const [name, value] of evaluateAdded(compiled, vars!)) fields[name] = value
   return true
+}
+
+/** The added names' values for one request (`vars`: accessLogVars), those whose expression failed left out. */
+export function evaluateAdded (compiled: CelFields, vars: Record<string, unknown>): Array<[string, unknown]> {
+  const out: Array<[string, unknown]> = []
+  for (const [name, program] of compiled.add) {
+    const value = safeEvaluate(program, vars)
+    if (value !== undefined && !(value instanceof Error)) out.push([name, celToJson(value)])
+  }
+  return out
 }
 
 function safeEvaluate (program: CelProgram, vars: Record<string, unknown>): unknown {

@@ -15,7 +15,8 @@ import type { TraceHub } from '../trace/hub.ts'
 import type { UpstreamPools } from '../http/upstream-pools.ts'
 import type { McpGateway } from '../mcp/gateway.ts'
 import type { RequestTracing } from '../trace/otel.ts'
-import { endServerSpan } from '../trace/otel.ts'
+import { celAttribute, endServerSpan, type SpanAttributes } from '../trace/otel.ts'
+import { accessLogVars, evaluateAdded, type CelFields } from './access-log-fields.ts'
 import { llmResponseAttributes } from '../llm/span.ts'
 import { handleMcpHttp } from '../mcp/http.ts'
 import { RequestContext, type ClientFacts } from '../request/context.ts'
@@ -64,6 +65,8 @@ export interface PipelineRuntime {
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
   /** OpenTelemetry tracing; null = off (no span is started). */
   otel: RequestTracing | null
+  /** config.tracing.fields: server-span attributes added with CEL or removed; null: none. */
+  otelFields: CelFields | null
   /** Per-backend stats: calls that are not a request's last (retried attempts, mirror copies). */
   backendStats?: { recordCall(backendKey: string, failed: boolean, latencyMs: number | null): void }
   /** On a data-plane worker: hands a request for an MCP route to the thread that owns MCP. */
@@ -318,12 +321,12 @@ function finish (rt: PipelineRuntime, ctx: RequestContext): void {
     claimTrace(rt, ctx)
     ctx.tracer?.emit(ctx.grpc === null ? { type: 'requestFinished' } : { type: 'requestFinished', grpc: { ...ctx.grpc } }, { severity: ctx.reason === 'DownstreamClosed' ? 'error' : severityOf(ctx.status) })
   }
-  if (ctx.span !== null) endSpans(ctx, ctx.span)
+  if (ctx.span !== null) endSpans(rt, ctx, ctx.span)
   rt.onRequestEnd?.(ctx)
 }
 
 /** The backend call's span, if still open (it closes with the answer), then the request's. */
-function endSpans (ctx: RequestContext, span: NonNullable<RequestContext['span']>): void {
+function endSpans (rt: PipelineRuntime, ctx: RequestContext, span: NonNullable<RequestContext['span']>): void {
   if (!span.recording) return
   const call = ctx.callSpan
   if (call !== null) {
@@ -332,6 +335,12 @@ function endSpans (ctx: RequestContext, span: NonNullable<RequestContext['span']
     if (ctx.reason !== 'Upstream' && ctx.error !== null) call.setError(ctx.reason, ctx.error)
     call.end()
   }
-  endServerSpan(span, ctx)
+  const fields = rt.otelFields
+  endServerSpan(span, ctx, fields?.remove)
+  if (fields !== null && fields.add.length > 0) {
+    const added: SpanAttributes = {}
+    for (const [name, value] of evaluateAdded(fields, accessLogVars(ctx))) added[name] = celAttribute(value)
+    span.setAttributes(added)
+  }
   span.end()
 }

@@ -24,6 +24,11 @@ export interface TracingOptions extends OtlpEndpointOptions {
   clientSampling: boolean | number
   /** Resource attributes (service.name defaults to portico). */
   resources: Record<string, string>
+  /**
+   * config.tracing.fields as written (server-span attributes added with CEL or removed): the
+   * engine compiles and applies them (compileCelFields, pipeline/run.ts), not the SDK.
+   */
+  fields?: { add?: Record<string, string>, remove?: string[] }
   /** Export batching (tests shorten it). */
   scheduledDelayMs?: number
   /** Exporter to use instead of OTLP (tests). */

@@ -113,13 +113,13 @@ export function httpRoute (match: ServerSpanView['matchedPath']): string | undef
 }
 
 /** Name and attributes of a finished request's server span; its status is ERROR for 5xx only. */
-export function endServerSpan (span: OtelSpan, v: ServerSpanView): void {
+export function endServerSpan (span: OtelSpan, v: ServerSpanView, remove: readonly string[] = []): void {
   const route = httpRoute(v.matchedPath)
   const method = KNOWN_METHODS.has(v.method) ? v.method : 'HTTP'
   span.updateName(route !== undefined ? `${method} ${route}` : method)
   const port = portOf(v.host) ?? v.req.socket?.localPort
   const known = KNOWN_METHODS.has(v.method)
-  span.setAttributes({
+  const attrs: SpanAttributes = {
     'http.request.method': known ? v.method : '_OTHER',
     'http.request.method_original': known ? undefined : v.method,
     'url.scheme': v.scheme,
@@ -137,10 +137,24 @@ export function endServerSpan (span: OtelSpan, v: ServerSpanView): void {
     'portico.route': v.routeKey ?? undefined,
     'portico.backend': v.backend?.name,
     'portico.reason': v.reason
-  })
-  if (v.mcp !== null) span.setAttributes(mcpAttributes(v.mcp))
-  if (v.grpc !== null) span.setAttributes({ 'rpc.system': 'grpc', 'rpc.service': v.grpc.service, 'rpc.method': v.grpc.method, 'rpc.grpc.status_code': v.grpc.status ?? undefined })
+  }
+  if (v.mcp !== null) Object.assign(attrs, mcpAttributes(v.mcp))
+  if (v.grpc !== null) Object.assign(attrs, { 'rpc.system': 'grpc', 'rpc.service': v.grpc.service, 'rpc.method': v.grpc.method, 'rpc.grpc.status_code': v.grpc.status ?? undefined })
+  // config.tracing.fields.remove: built-in attributes an operator keeps out of their traces.
+  for (const name of remove) delete attrs[name]
+  span.setAttributes(attrs)
   if (v.status >= 500 || v.status === 0) span.setError(v.status === 0 ? v.reason : String(v.status), v.error ?? undefined)
+}
+
+/**
+ * A CEL value (as JSON) as a span attribute: strings, numbers and booleans as they are, a
+ * list of strings as an array, anything else as its JSON text; null is left out.
+ */
+export function celAttribute (value: unknown): SpanAttributeValue | undefined {
+  if (value === null || value === undefined) return undefined
+  if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value
+  if (Array.isArray(value) && value.every(v => typeof v === 'string')) return value as string[]
+  return JSON.stringify(value)
 }
 
 /** The MCP attributes of a request or of one call to a target. */
