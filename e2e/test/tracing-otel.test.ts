@@ -326,17 +326,27 @@ describe('OpenTelemetry sampling over OTLP/HTTP', { skip }, () => {
   let collector: Collector
   let echo: Backend
   let portico: PorticoProcess
+  let internalPort: number
+  let mutedPort: number
 
   before(async () => {
     collector = await startCollector(OTELCOL!)
     echo = await startEchoBackend('echo')
+    internalPort = await freePort()
+    mutedPort = await freePort()
     portico = await startPortico({
       env: { LOG_LEVEL: 'info' },
       config: (port): ConfigFile => ({
         // agentgateway's defaults: randomSampling false, clientSampling true.
         config: { tracing: { otlpEndpoint: collector.httpEndpoint, otlpProtocol: 'http', headers: { 'x-tenant': 'e2e' } } },
-        gateways: { default: gateway(port) },
-        routes: [{ name: 'echo', backends: [{ host: echo.host }] }]
+        gateways: {
+          default: gateway(port),
+          // A gateway's own sampling over the global one: every request of an internal
+          // listener; none of a muted one, whatever the caller sampled.
+          internal: { ...gateway(internalPort), tracing: { randomSampling: true } },
+          muted: { ...gateway(mutedPort), tracing: { clientSampling: false } }
+        },
+        routes: [{ name: 'echo', gateways: ['default', 'internal', 'muted'], backends: [{ host: echo.host }] }]
       })
     })
   })
@@ -372,5 +382,20 @@ describe('OpenTelemetry sampling over OTLP/HTTP', { skip }, () => {
     assert.ok(spans.length >= 2)
     // Unsampled requests still log their trace id.
     assert.ok(portico.logs().some(l => l.msg === 'request' && l.traceId === unsampled))
+  })
+
+  test('a gateway\'s tracing sampling wins over the global one for its requests', async () => {
+    const base = (port: number) => `http://127.0.0.1:${port}`
+    const internal = await (await fetch(`${base(internalPort)}/i`)).json() as { headers: Record<string, string> }
+    const callerSampled = traceId()
+    const muted = await (await fetch(`${base(mutedPort)}/m`, { headers: { traceparent: `00-${callerSampled}-${CALLER_SPAN}-01` } })).json() as { headers: Record<string, string> }
+    const fresh = parseTraceparent(internal.headers.traceparent)
+    assert.equal(fresh.flags, '01', 'randomSampling true on the internal gateway (false globally)')
+    const kept = parseTraceparent(muted.headers.traceparent)
+    assert.equal(kept.traceId, callerSampled, 'the trace still goes on')
+    assert.equal(kept.flags, '00', 'clientSampling false on the muted gateway: the caller\'s flag is not followed')
+    await collector.waitForSpans(all => all.some(s => s.traceId === fresh.traceId && s.kind === SERVER))
+    await new Promise(resolve => setTimeout(resolve, 1500))
+    assert.ok(!collector.spans().some(s => s.traceId === callerSampled), 'nothing exported for the muted gateway\'s request')
   })
 })

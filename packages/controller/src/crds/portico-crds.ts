@@ -32,7 +32,7 @@ export function configParts (config: JsonSchema): { gateway: JsonSchema, fronten
  * sets on a whole Gateway (as Envoy Gateway's ClientTrafficPolicy, agentgateway's
  * `frontend` policies). The rest of a gateway (port, protocol, hostname, tls) is the Gateway.
  */
-export const FRONTEND_FIELDS = ['http2', 'path', 'timeout', 'clientIPDetection', 'upgrades'] as const
+export const FRONTEND_FIELDS = ['http2', 'path', 'timeout', 'clientIPDetection', 'upgrades', 'tracing'] as const
 
 const TARGET_REF: JsonSchema = {
   type: 'object',

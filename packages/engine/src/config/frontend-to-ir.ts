@@ -1,5 +1,5 @@
 /**
- * A gateway's client-connection settings (`timeout.http`, `clientIPDetection`, `upgrades`, `path`)
+ * A gateway's client-connection settings (`timeout.http`, `clientIPDetection`, `upgrades`, `path`, `tracing`)
  * to IR. Only what the file sets is written: an absent field means the default
  * (http/frontend.ts), so configs that do not use these settings keep their IR and version.
  */
@@ -28,6 +28,13 @@ export function frontendToIR (gw: GatewayConfig): FrontendTranslation {
     if (gw.path.escapedSlashesAction !== undefined) path.escapedSlashesAction = gw.path.escapedSlashesAction
     if (gw.path.disableMergeSlashes === true) path.mergeSlashes = false
     if (Object.keys(path).length > 0) frontend.path = path
+  }
+  const t = gw.tracing
+  if (t !== undefined && (t.randomSampling !== undefined || t.clientSampling !== undefined)) {
+    frontend.tracing = {
+      ...(t.randomSampling !== undefined ? { randomSampling: t.randomSampling } : {}),
+      ...(t.clientSampling !== undefined ? { clientSampling: t.clientSampling } : {})
+    }
   }
   if (Object.keys(frontend).length > 0) out.frontend = frontend
   return out

@@ -330,6 +330,11 @@ export const StreamRouteSchema = Type.Object({
   backends: Type.Array(StreamBackendSchema, { minItems: 1, description: 'Backends; one is chosen by weight per connection.' })
 }, { ...strict, description: 'A route for whole connections (Gateway API TCPRoute / TLSRoute).' })
 
+const SamplingSchema = Type.Union([
+  Type.Boolean(),
+  Type.Number({ minimum: 0, maximum: 1 })
+], { description: 'true, false, or the share of requests to sample (0.0 to 1.0).' })
+
 export const GatewaySchema = Type.Object({
   port: Type.Integer({ minimum: 1, maximum: 65535, description: 'Listener port.' }),
   protocol: Opt(StringEnum(['HTTP', 'HTTPS', 'TLS', 'TCP'], { description: 'Listener protocol; default HTTP. HTTP and HTTPS serve routes; TCP forwards connections to tcpRoutes; TLS forwards them to tlsRoutes (or tcpRoutes with hostnames) chosen by the SNI name, passed through encrypted or, with tls.cert and tls.key, decrypted first.' })),
@@ -365,6 +370,10 @@ export const GatewaySchema = Type.Object({
     }, strict))
   }, { ...strict, description: 'Whether X-Forwarded-* headers the client sent are trusted.' })),
   upgrades: Opt(Type.Array(Type.String({ pattern: HEADER_NAME_PATTERN }), { description: 'HTTP/1.1 Upgrade protocols passed on to backends (case-insensitive). Default [websocket]. A request that asks for any other (h2c, ...) is forwarded as a plain request without its Upgrade headers.' })),
+  tracing: Opt(Type.Object({
+    randomSampling: Opt(SamplingSchema),
+    clientSampling: Opt(SamplingSchema)
+  }, { ...strict, description: 'This gateway\'s sampling, over config.tracing\'s (agentgateway\'s frontend tracing): e.g. every request of an internal listener, 1 % of a public one. Has effect only when tracing is on (config.tracing, or TRACING in a cluster).' })),
   policies: Opt(GatewayPoliciesSchema)
 }, { ...strict, description: 'A listener.' })
 
@@ -378,11 +387,6 @@ const OtlpExportFields = {
   otlpProtocol: Opt(StringEnum(['grpc', 'http'], { description: 'grpc (default): OTLP over gRPC; http: OTLP/HTTP with protobuf bodies, POSTed to <otlpEndpoint><path>.' })),
   headers: Opt(Type.Record(Type.String({ pattern: HEADER_NAME_PATTERN }), Type.String({ pattern: '^[\\t\\x20-\\x7e\\x80-\\xff]*$' }), { description: 'Sent with every export (gRPC metadata or HTTP headers): an API key, a tenant id. Redacted in /config_dump.' }))
 }
-
-const SamplingSchema = Type.Union([
-  Type.Boolean(),
-  Type.Number({ minimum: 0, maximum: 1 })
-], { description: 'true, false, or the share of requests to sample (0.0 to 1.0).' })
 
 const CelExpression = Type.String({ minLength: 1, description: 'A CEL expression.' })
 

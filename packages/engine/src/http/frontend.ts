@@ -5,7 +5,7 @@
  * the default), so a config that does not mention these settings dumps unchanged.
  */
 
-import type { BindIR, FrontendIR } from '../ir/types.ts'
+import type { BindIR, FrontendIR, SamplingIR } from '../ir/types.ts'
 import { DEFAULT_PATH_NORMALIZATION, pathNormalization, type PathNormalization } from './request-target.ts'
 
 /**
@@ -25,13 +25,16 @@ export interface FrontendSettings {
   xffNumTrustedHops: number
   upgrades: ReadonlySet<string>
   path: PathNormalization
+  /** This listener's tracing sampling over config.tracing's; null: the global one. */
+  sampling: SamplingIR | null
 }
 
 const DEFAULTS: FrontendSettings = {
   requestBodyIdleTimeoutMs: DEFAULT_REQUEST_BODY_IDLE_TIMEOUT_MS,
   xffNumTrustedHops: 0,
   upgrades: new Set(DEFAULT_UPGRADES),
-  path: DEFAULT_PATH_NORMALIZATION
+  path: DEFAULT_PATH_NORMALIZATION,
+  sampling: null
 }
 
 export function frontendSettings (ir: FrontendIR | undefined): FrontendSettings {
@@ -40,7 +43,8 @@ export function frontendSettings (ir: FrontendIR | undefined): FrontendSettings 
     requestBodyIdleTimeoutMs: ir.requestBodyIdleTimeoutMs ?? DEFAULTS.requestBodyIdleTimeoutMs,
     xffNumTrustedHops: ir.xffNumTrustedHops ?? DEFAULTS.xffNumTrustedHops,
     upgrades: ir.upgrades === undefined ? DEFAULTS.upgrades : new Set(ir.upgrades.map(u => u.toLowerCase())),
-    path: pathNormalization(ir.path)
+    path: pathNormalization(ir.path),
+    sampling: ir.tracing ?? null
   }
 }
 

@@ -154,6 +154,14 @@ export interface FrontendIR {
   upgrades?: string[]
   /** How request paths are normalised before matching (http/request-target.ts). */
   path?: PathNormalizationIR
+  /** This listener's tracing sampling, over config.tracing's (absent fields: the global ones). */
+  tracing?: SamplingIR
+}
+
+/** Head sampling, as config.tracing's randomSampling / clientSampling (true, false or a share). */
+export interface SamplingIR {
+  randomSampling?: boolean | number
+  clientSampling?: boolean | number
 }
 
 /**

@@ -111,7 +111,7 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
     tracer: rt.hub.armed ? rt.hub.begin() : null
   })
   if (upgrade != null) ctx.upgrade = upgrade
-  if (rt.otel !== null) ctx.span = rt.otel.startRequest(req.headers, ctx.method)
+  if (rt.otel !== null) ctx.span = rt.otel.startRequest(req.headers, ctx.method, listener.frontend.sampling)
   rt.inFlight.add(ctx)
   res.once('close', () => finish(rt, ctx))
   run(rt, ctx).catch(err => {

@@ -8,12 +8,13 @@
  * async hooks of every request.
  */
 
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, trace, type Context, type Span, type SpanContext } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, createContextKey, trace, type Context, type Span, type SpanContext } from '@opentelemetry/api'
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core'
 import { BatchSpanProcessor, TracerProvider, type Sampler, type SamplingResult, type SpanExporter } from '@opentelemetry/sdk-trace'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
+import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes } from './otel.ts'
 
 /** `config.tracing`, resolved (proxy/settings.ts): where spans go (OTLP/HTTP path default /v1/traces), and how many. */
@@ -87,17 +88,21 @@ export class PorticoSampler implements Sampler {
   private readonly client: boolean | number
 
   constructor (random: boolean | number, client: boolean | number) {
-    this.random = random === true ? 1 : random === false ? 0 : random
+    this.random = ratioOf(random)
     this.client = client
   }
 
   shouldSample (context: Context, _traceId: string): SamplingResult {
+    // A listener's own sampling (a gateway's `tracing`), handed over in the request's context.
+    const own = context.getValue(LISTENER_SAMPLING) as SamplingIR | undefined
+    const random = own?.randomSampling !== undefined ? ratioOf(own.randomSampling) : this.random
+    const client = own?.clientSampling ?? this.client
     const parent = trace.getSpanContext(context)
-    if (parent === undefined || !trace.isSpanContextValid(parent)) return decide(chance(this.random))
+    if (parent === undefined || !trace.isSpanContextValid(parent)) return decide(chance(random))
     const parentSampled = (parent.traceFlags & 1) === 1
     if (!parent.isRemote) return decide(parentSampled)
-    if (this.client === false) return decide(chance(this.random))
-    return decide(parentSampled && chance(this.client === true ? 1 : this.client))
+    if (client === false) return decide(chance(random))
+    return decide(parentSampled && chance(client === true ? 1 : client))
   }
 
   toString (): string {
@@ -107,6 +112,13 @@ export class PorticoSampler implements Sampler {
 
 const SAMPLED: SamplingResult = { decision: SamplingDecision.RECORD_AND_SAMPLED }
 const DROPPED: SamplingResult = { decision: SamplingDecision.NOT_RECORD }
+
+/** The context key under which startRequest passes a listener's sampling to the sampler. */
+const LISTENER_SAMPLING = createContextKey('portico listener sampling')
+
+function ratioOf (s: boolean | number): number {
+  return s === true ? 1 : s === false ? 0 : s
+}
 
 function decide (sampled: boolean): SamplingResult {
   return sampled ? SAMPLED : DROPPED
@@ -137,10 +149,10 @@ class SdkTracing implements RequestTracing {
     this.tracer = provider.getTracer('portico')
   }
 
-  startRequest (headers: IncomingHttpHeaders, method: string): RequestSpan {
+  startRequest (headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan {
     // No traceparent and no baggage: the extract would return the root context as it is.
     const parent = headers.traceparent === undefined && headers.baggage === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, headerGetter)
-    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER }, parent)
+    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER }, sampling == null ? parent : parent.setValue(LISTENER_SAMPLING, sampling))
     return new SdkRequestSpan(this.tracer, span, parent)
   }
 

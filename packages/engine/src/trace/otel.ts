@@ -11,6 +11,7 @@
 
 import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
+import type { SamplingIR } from '../ir/types.ts'
 
 export type SpanAttributeValue = string | number | boolean | string[]
 export type SpanAttributes = Record<string, SpanAttributeValue | undefined | null>
@@ -42,8 +43,11 @@ export interface RequestSpan extends OtelSpan {
 
 /** A running tracer (trace/otel-sdk.ts), handed to the engine when tracing is configured. */
 export interface RequestTracing {
-  /** Starts a request's server span from its headers (W3C trace context and baggage). */
-  startRequest(headers: IncomingHttpHeaders, method: string): RequestSpan
+  /**
+   * Starts a request's server span from its headers (W3C trace context and baggage);
+   * `sampling`: its listener's, over the global one (a gateway's `tracing`).
+   */
+  startRequest(headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan
   /** Exports what is buffered and stops. */
   shutdown(): Promise<void>
 }
