@@ -12,11 +12,26 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process'
-import type * as SdkStdio from '@modelcontextprotocol/sdk/client/stdio.js'
-import { lazyRequire } from '../util/lazy-require.ts'
 
-/** The SDK's stdio client, for its default environment only: loaded when the first server starts. */
-const sdkStdio = lazyRequire<typeof SdkStdio>('@modelcontextprotocol/sdk/client/stdio.js')
+/**
+ * What a stdio server inherits of the gateway's environment besides what its target sets:
+ * the variables the MCP SDK's stdio client passes on (its DEFAULT_INHERITED_ENV_VARS, after
+ * sudo's), skipping exported shell functions. Kept here rather than imported: the SDK's stdio
+ * module loads its message schemas (zod, ~100 modules and tens of MiB of heap) for a list of
+ * names. packages/engine/test/mcp-stdio-environment.test.ts pins it to the SDK's.
+ */
+export const INHERITED_ENV_VARS = process.platform === 'win32'
+  ? ['APPDATA', 'HOMEDRIVE', 'HOMEPATH', 'LOCALAPPDATA', 'PATH', 'PROCESSOR_ARCHITECTURE', 'SYSTEMDRIVE', 'SYSTEMROOT', 'TEMP', 'USERNAME', 'USERPROFILE', 'PROGRAMFILES']
+  : ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER']
+
+export function inheritedEnvironment (env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const name of INHERITED_ENV_VARS) {
+    const value = env[name]
+    if (value !== undefined && !value.startsWith('()')) out[name] = value
+  }
+  return out
+}
 
 /** One message per line, as the SDK's serializeMessage writes it. */
 function serializeMessage (message: unknown): string {
@@ -106,7 +121,7 @@ export class StdioProcessTransport implements Transport {
   private launch (): Promise<void> {
     return new Promise((resolve, reject) => {
       const child = spawn(this.options.cmd, this.options.args, {
-        env: { ...sdkStdio().getDefaultEnvironment(), ...this.options.env },
+        env: { ...inheritedEnvironment(), ...this.options.env },
         cwd: this.options.cwd,
         stdio: ['pipe', 'pipe', 'pipe'],
         detached: true
