@@ -20,6 +20,9 @@ import { PorticoError } from '@portico/engine'
 import { INTAKE_ACK, intakeHeader } from './intake.ts'
 import type { ListenerAddress } from './protocol.ts'
 
+/** How long a worker has to acknowledge a hand-over before the next one is tried. */
+const ACK_TIMEOUT_MS = 2_000
+
 interface Port {
   key: string
   protocol: string
@@ -119,10 +122,15 @@ export class ConnectionDistributor {
     return entry
   }
 
-  /** To the next serving worker, round robin; with none serving, the connection is closed. */
-  private handOn (port: Port, client: Socket): void {
+  /**
+   * To the next serving worker, round robin; with none serving, the connection is closed. A
+   * worker that cannot be reached (it just ended) or does not take the header in time (its
+   * loop is stuck) is passed over for the next one, once around at most, before anything of
+   * the client's was sent.
+   */
+  private handOn (port: Port, client: Socket, tried = 0): void {
     const workers = this.options.workers()
-    if (workers.length === 0 || client.remoteAddress === undefined) {
+    if (workers.length === 0 || tried >= workers.length || client.remoteAddress === undefined || client.destroyed) {
       client.destroy()
       return
     }
@@ -138,19 +146,41 @@ export class ConnectionDistributor {
     })
     const worker = net.connect({ path, allowHalfOpen: true })
     worker.write(header)
+    // A client error (a reset) ends it whatever the state; its 'close' ends the pair.
+    if (tried === 0) client.on('error', () => client.destroy())
+    let state: 'waiting' | 'joined' | 'passed' = 'waiting'
     const cut = (): void => {
       client.destroy()
       worker.destroy()
     }
-    client.once('error', cut)
-    worker.once('error', cut)
+    // Before the acknowledgement nothing of the client's has moved: another worker may take it.
+    const passOver = (): void => {
+      if (state !== 'waiting') return
+      state = 'passed'
+      clearTimeout(timer)
+      client.off('close', cut)
+      worker.destroy()
+      this.handOn(port, client, tried + 1)
+    }
+    const timer = setTimeout(passOver, ACK_TIMEOUT_MS)
     client.once('close', cut)
-    worker.once('close', cut)
+    const workerGone = (): void => {
+      if (state === 'waiting') passOver()
+      else if (state === 'joined') cut()
+    }
+    worker.once('error', workerGone)
+    worker.once('close', workerGone)
     // The client's bytes follow only once the worker has taken the header (INTAKE_ACK): the
     // worker's server must be the first to read them (a TLS server reads the socket's handle
     // directly, so bytes that arrived with the header could not be handed to it).
     worker.once('data', (first: Buffer) => {
-      if (first[0] !== INTAKE_ACK) return cut()
+      if (state !== 'waiting') return
+      clearTimeout(timer)
+      if (first[0] !== INTAKE_ACK) {
+        state = 'joined'
+        return cut()
+      }
+      state = 'joined'
       if (first.length > 1) client.write(first.subarray(1))
       // Both ways with backpressure; a half close passes on (allowHalfOpen), an error or a
       // close on either side ends the other.
