@@ -1,8 +1,9 @@
 /**
  * How long new backend connections take to set up, from Node's and undici's diagnostics
  * channels (nothing in the request path): `net.client.socket` marks when a client socket
- * is created and when its TCP connect completes; undici's `undici:client:connected` says
- * the connection (TLS included) is ready and to which host. The TLS handshake is the time
+ * is created and when its TCP connect completes; `portico:upstream:connected` (the HTTP/1.1
+ * client, http/h1-pool.ts) and undici's `undici:client:connected` (HTTP/2) say the connection
+ * (TLS included) is ready and to which host. The TLS handshake is the time
  * between the two. Hosts are named by the backend that has them as an endpoint.
  */
 
@@ -35,8 +36,10 @@ export function watchUpstreamConnects (backendOf: (host: string, port: number) =
   }
   dc.subscribe('net.client.socket', onSocket)
   dc.subscribe('undici:client:connected', onConnected)
+  dc.subscribe('portico:upstream:connected', onConnected)
   return () => {
     dc.unsubscribe('net.client.socket', onSocket)
     dc.unsubscribe('undici:client:connected', onConnected)
+    dc.unsubscribe('portico:upstream:connected', onConnected)
   }
 }

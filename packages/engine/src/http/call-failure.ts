@@ -1,7 +1,7 @@
 /**
  * What a failed backend call becomes for the client: the status, reason and body of the
  * proxy's answer for each transport error (timeouts 504, a client body cut short 408, a
- * request Node refused 400, anything else 503).
+ * request Node refused 400, a malformed response 502, anything else 503).
  */
 
 import { isPorticoError } from '../util/errors.ts'
@@ -23,10 +23,15 @@ export function classifyFailure (err: Error, timedOut: string | null): Failure {
   // Node's parser refused the rest of the request (a bad chunk size, say).
   if (code.startsWith('HPE_')) return { status: 400, reason: 'InvalidRequest', body: 'bad request', detail }
   switch (code) {
+    case 'PORTICO_UPSTREAM_HEADERS_TIMEOUT':
     case 'UND_ERR_HEADERS_TIMEOUT':
       return { status: 504, reason: 'Timeout', body: 'upstream call timeout', detail }
+    case 'PORTICO_REQUEST_LENGTH_MISMATCH':
     case 'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH':
       return { status: 400, reason: 'InvalidRequest', body: 'invalid request: body does not match content-length', detail }
+    case 'PORTICO_UPSTREAM_PROTOCOL':
+      // A response that breaks HTTP/1.1 framing is refused whole (RFC 9112 asks a proxy for a 502).
+      return { status: 502, reason: 'UpstreamFailure', body: err.message, detail }
     case 'ECONNABORTED':
     case 'ERR_STREAM_PREMATURE_CLOSE':
       return { status: 400, reason: 'DownstreamClosed', body: 'request body incomplete', detail }

@@ -1,7 +1,7 @@
 /**
- * Passive health for backends with several endpoints (outlier ejection, as Envoy's
- * consecutive-5xx detection): one keep-alive pool per endpoint, round robin over the
- * endpoints not ejected. Every finished call is an observation: a connection error, a
+ * Round robin over a backend's endpoints, one keep-alive pool each (http/h1-pool.ts for
+ * HTTP/1.1, undici's for HTTP/2), with optional passive health (outlier ejection, as Envoy's
+ * consecutive-5xx detection): round robin over the endpoints not ejected. Every finished call is an observation: a connection error, a
  * timeout or a 5xx answer counts a failure, anything else resets the count; after
  * `consecutiveFailures` in a row the endpoint is ejected for `ejectionMs`, then gets traffic
  * again (and is ejected again if it keeps failing). With every endpoint ejected, the backend
@@ -12,7 +12,7 @@
  * any worker count toward one run, and an ejection holds for every worker.
  */
 
-import { Dispatcher, Pool } from 'undici'
+import { Dispatcher } from 'undici'
 import type { BackendHealthIR } from '../ir/traffic.ts'
 import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
 import { Records } from '../util/shared-records.ts'
@@ -73,35 +73,41 @@ export class SharedEndpointState implements EndpointState {
 
 interface Endpoint {
   origin: string
-  pool: Pool
+  pool: Dispatcher & { readonly stats: PoolCounts }
   state: EndpointState
 }
+
+export interface PoolCounts { connected: number, free: number, pending: number, running: number }
+
+/** Makes an endpoint's pool. */
+export type PoolFactory = (origin: string) => Dispatcher & { readonly stats: PoolCounts }
 
 /** Errors that say nothing about the endpoint: the client left, a retry or a policy dropped the answer. */
 const NOT_THE_ENDPOINT = new Set<PorticoErrorCode>(['PORTICO_DOWNSTREAM_CLOSED', 'PORTICO_RETRY', 'PORTICO_RESPONSE_REPLACED'])
 
-export class HealthBalancer extends Dispatcher {
+export class EndpointBalancer extends Dispatcher {
   private endpoints: Endpoint[] = []
   private next = 0
-  private health: BackendHealthIR
-  private readonly poolOptions: Pool.Options
+  /** Undefined: no passive health, every endpoint takes its turn. */
+  private health: BackendHealthIR | undefined
+  private readonly makePool: PoolFactory
   private readonly now: () => number
   private readonly stateOf: (origin: string) => EndpointState
 
-  constructor (origins: string[], health: BackendHealthIR, poolOptions: Pool.Options, now: () => number = Date.now, stateOf?: (origin: string) => EndpointState | undefined) {
+  constructor (origins: string[], health: BackendHealthIR | undefined, makePool: PoolFactory, now: () => number = Date.now, stateOf?: (origin: string) => EndpointState | undefined) {
     super()
     this.health = health
-    this.poolOptions = poolOptions
+    this.makePool = makePool
     this.now = now
     this.stateOf = origin => stateOf?.(origin) ?? new LocalEndpointState()
     this.update(origins, health)
   }
 
   /** New endpoints or settings (a reload): kept endpoints keep their pools and state. */
-  update (origins: string[], health: BackendHealthIR): void {
+  update (origins: string[], health: BackendHealthIR | undefined): void {
     this.health = health
     const old = new Map(this.endpoints.map(e => [e.origin, e]))
-    this.endpoints = origins.map(origin => old.get(origin) ?? { origin, pool: new Pool(origin, this.poolOptions), state: this.stateOf(origin) })
+    this.endpoints = origins.map(origin => old.get(origin) ?? { origin, pool: this.makePool(origin), state: this.stateOf(origin) })
     for (const [origin, e] of old) if (!origins.includes(origin)) e.pool.close().catch(() => {})
     this.next = 0
   }
@@ -110,6 +116,11 @@ export class HealthBalancer extends Dispatcher {
   ejected (): string[] {
     const now = this.now()
     return this.endpoints.filter(e => e.state.ejectedUntil() > now).map(e => e.origin)
+  }
+
+  /** Passive health is on (ejections happen). */
+  get watchesHealth (): boolean {
+    return this.health !== undefined
   }
 
   get total (): number {
@@ -134,8 +145,13 @@ export class HealthBalancer extends Dispatcher {
   }
 
   override dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
-    const now = this.now()
     const n = this.endpoints.length
+    if (this.health === undefined && n > 0) {
+      const e = this.endpoints[this.next % n]!
+      this.next = (this.next + 1) % n
+      return e.pool.dispatch(options, handler)
+    }
+    const now = this.now()
     for (let i = 0; i < n; i++) {
       const index = (this.next + i) % n
       const e = this.endpoints[index]!
@@ -148,12 +164,13 @@ export class HealthBalancer extends Dispatcher {
   }
 
   private observe (e: Endpoint, handler: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
+    const health = this.health!
     let seen = false
     const record = (failed: boolean): void => {
       if (seen) return
       seen = true
       if (!failed) e.state.succeeded()
-      else e.state.failed(this.health.consecutiveFailures, () => this.now() + this.health.ejectionMs)
+      else e.state.failed(health.consecutiveFailures, () => this.now() + health.ejectionMs)
     }
     return {
       onRequestStart: (c, context) => handler.onRequestStart?.(c, context),

@@ -1,15 +1,17 @@
 /**
- * Keep-alive connection pools to backends (undici), one per backend: a Pool for a single
- * endpoint, a BalancedPool (round robin) for several. Pools outlive config versions: a reload
- * that keeps a backend keeps its warm connections; pools of removed backends close gracefully
- * once their in-flight requests finish.
+ * Keep-alive connection pools to backends, one per backend: for HTTP/1.1 Portico's own
+ * client (http/h1-pool.ts), for HTTP/2 (h2c, h2 by ALPN, gRPC) undici's Pool; a backend with
+ * several endpoints, or passive health, gets an EndpointBalancer over one pool per endpoint.
+ * Pools outlive config versions: a reload that keeps a backend keeps its warm connections;
+ * pools of removed backends close gracefully once their in-flight requests finish.
  */
 
 import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls'
-import { BalancedPool, Pool, type Dispatcher } from 'undici'
+import { Pool, type Dispatcher } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendTlsIR, BackendTlsSanIR } from '../ir/traffic.ts'
-import { HealthBalancer, type EndpointState } from './endpoint-balancer.ts'
+import { EndpointBalancer, type EndpointState, type PoolFactory } from './endpoint-balancer.ts'
+import { H1Pool } from './h1-pool.ts'
 import { hostPort } from '../util/host-port.ts'
 
 /** Concurrent requests on one HTTP/2 connection to a backend (most servers allow 100 or more). */
@@ -96,17 +98,20 @@ export class UpstreamPools {
     // Several gRPC calls share one HTTP/2 connection (streams), as gRPC clients expect; an
     // `http.version: HTTP2` backend over TLS offers h2 by ALPN too.
     if ((grpc || backend.h2 === true) && backend.protocol === 'https') Object.assign(poolOptions, { allowH2: true })
-    if (backend.tls !== undefined) poolOptions.connect = backendTlsConnectOptions(backend.tls) as Pool.Options['connect']
-    // Passive health needs to choose the endpoint itself (HealthBalancer); otherwise undici balances.
-    const dispatcher = backend.health !== undefined && origins.length > 0
-      ? new HealthBalancer(origins, backend.health, poolOptions, Date.now, origin => this.endpointState?.(backend.key, origin))
-      : origins.length === 1
-        ? new Pool(origins[0]!, poolOptions)
-        : new BalancedPool(origins, poolOptions)
+    const tlsOptions = backend.tls !== undefined ? backendTlsConnectOptions(backend.tls) : undefined
+    if (tlsOptions !== undefined) poolOptions.connect = tlsOptions as Pool.Options['connect']
+    const http1 = poolOptions.pipelining === 1
+    const makePool: PoolFactory = http1
+      ? origin => new H1Pool(origin, { connections: this.options.connections, connectTimeout: this.options.connectTimeout, keepAliveTimeout: this.options.keepAliveTimeout, connect: tlsOptions })
+      : origin => new Pool(origin, poolOptions) as Pool & { readonly stats: Pool['stats'] }
+    const dispatcher = !needsBalancer(backend, origins)
+      ? makePool(origins[0]!)
+      : new EndpointBalancer(origins, backend.health, makePool, Date.now, origin => this.endpointState?.(backend.key, origin))
     // undici takes each request's SNI from its Host header, over the connect options'
-    // servername: a configured server name must be pinned on every request instead.
+    // servername: a configured server name must be pinned on every request instead (the
+    // HTTP/1.1 client prefers the configured one itself).
     const serverName = backend.tls?.serverName
-    const front = serverName === undefined
+    const front = serverName === undefined || http1
       ? dispatcher
       : dispatcher.compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
     const entry = { dispatcher, front, origins, tls: transportKey(backend) }
@@ -130,18 +135,13 @@ export class UpstreamPools {
         entry.dispatcher.close().catch(() => {})
         continue
       }
-      if (backend !== undefined && entry.dispatcher instanceof HealthBalancer && backend.health !== undefined && origins.length > 0) {
-        entry.dispatcher.update(origins, backend.health)
+      const balanced = entry.dispatcher instanceof EndpointBalancer
+      if (backend !== undefined && balanced && needsBalancer(backend, origins)) {
+        (entry.dispatcher as EndpointBalancer).update(origins, backend.health)
         entry.origins = origins
         continue
       }
-      if (backend !== undefined && sameList(origins, entry.origins)) continue
-      if (backend !== undefined && entry.dispatcher instanceof BalancedPool && origins.length > 1) {
-        for (const o of entry.origins) if (!origins.includes(o)) entry.dispatcher.removeUpstream(o)
-        for (const o of origins) if (!entry.origins.includes(o)) entry.dispatcher.addUpstream(o)
-        entry.origins = origins
-        continue
-      }
+      if (backend !== undefined && !balanced && !needsBalancer(backend, origins) && sameList(origins, entry.origins)) continue
       this.entries.delete(key)
       entry.dispatcher.close().catch(() => {})
     }
@@ -152,13 +152,13 @@ export class UpstreamPools {
     if (backend.health === undefined) return true
     this.get(backend)
     const d = this.entries.get(backend.key)?.dispatcher
-    return !(d instanceof HealthBalancer) || d.healthy > 0
+    return !(d instanceof EndpointBalancer) || d.healthy > 0
   }
 
   /** Passive health of a backend's endpoints, or null without it (or before its first call). */
   endpointHealth (backendKey: string): { healthy: number, total: number, ejected: string[] } | null {
     const d = this.entries.get(backendKey)?.dispatcher
-    if (!(d instanceof HealthBalancer)) return null
+    if (!(d instanceof EndpointBalancer) || !d.watchesHealth) return null
     return { healthy: d.healthy, total: d.total, ejected: d.ejected() }
   }
 
@@ -230,6 +230,11 @@ function uriSans (altNames: string): string[] {
 
 export function originsOf (backend: BackendIR): string[] {
   return backend.endpoints.map(e => `${backend.protocol}://${hostPort(e.host, e.port)}`)
+}
+
+/** One endpoint without passive health is called through its pool directly; anything else is balanced. */
+function needsBalancer (backend: BackendIR, origins: string[]): boolean {
+  return backend.health !== undefined || origins.length !== 1
 }
 
 function sameList (a: string[], b: string[]): boolean {

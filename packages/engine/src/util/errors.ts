@@ -40,6 +40,15 @@ export const PORTICO_ERRORS = {
   PORTICO_RETRY: { message: 'retried' },
   PORTICO_RESPONSE_REPLACED: { message: 'response replaced by a policy' },
 
+  // The HTTP/1.1 backend client (http/h1-pool.ts): transport failures with their own codes.
+  PORTICO_UPSTREAM_PROTOCOL: { message: 'invalid response from backend', status: 502 },
+  PORTICO_UPSTREAM_CLOSED: { message: 'backend closed the connection before the response was complete' },
+  PORTICO_UPSTREAM_CONNECT_TIMEOUT: { message: 'connect timeout' },
+  PORTICO_UPSTREAM_HEADERS_TIMEOUT: { message: 'no response headers from backend in time', status: 504 },
+  PORTICO_REQUEST_LENGTH_MISMATCH: { message: 'request body does not match content-length', status: 400 },
+  PORTICO_INVALID_UPSTREAM_HEADER: { message: 'invalid request header for backend' },
+  PORTICO_POOL_CLOSED: { message: 'backend connection pool closed' },
+
   // MCP targets.
   PORTICO_MCP_MESSAGE_TOO_LARGE: { message: 'message larger than maxMessageSize' },
 

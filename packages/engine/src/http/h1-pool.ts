@@ -1,0 +1,210 @@
+/**
+ * Keep-alive HTTP/1.1 connections to one backend endpoint (origin), as a dispatcher with
+ * undici's interface (`dispatch(options, handler)`, `close`, `destroy`, `stats`), so the
+ * endpoint balancer, retries, mirrors and every handler that wraps a call use it as they
+ * would an undici Pool. HTTP/2 backends (h2c, h2 by ALPN, gRPC) stay on undici's pools.
+ *
+ * A call takes the most recently used idle connection (the warmest), else a new one up to
+ * `connections`, else waits in order. Connections idle longer than `keepAliveTimeout` (or
+ * the server's shorter `Keep-Alive: timeout`, less a second) close. A call whose reused
+ * connection turns out closed before a byte of answer came back is sent once more on
+ * another connection when that is safe (an idempotent method with no streamed body).
+ */
+
+import dc from 'node:diagnostics_channel'
+import net, { type Socket } from 'node:net'
+import tls, { type ConnectionOptions } from 'node:tls'
+import { Dispatcher } from 'undici'
+import { H1Call, H1Connection, type ConnectionOwner } from './h1-connection.ts'
+import { PorticoError } from '../util/errors.ts'
+
+/** Published when a connection is ready (TLS included): proxy/src/connect-timing.ts reads it. */
+export const CONNECTED_CHANNEL = dc.channel('portico:upstream:connected')
+
+export interface H1PoolOptions {
+  /** Max connections; null = unlimited. */
+  connections?: number | null
+  connectTimeout?: number
+  keepAliveTimeout?: number
+  /** How long a call waits for the response head (ms). */
+  headersTimeout?: number
+  /** tls.connect options for an https origin (CA, client certificate, servername, identity check). */
+  connect?: ConnectionOptions
+}
+
+export class H1Pool extends Dispatcher implements ConnectionOwner {
+  readonly host: string
+  readonly headersTimeoutMs: number
+  readonly keepAliveMs: number
+  private readonly hostname: string
+  private readonly port: number
+  private readonly secure: boolean
+  private readonly maxConnections: number
+  private readonly connectTimeoutMs: number
+  private readonly tlsOptions: ConnectionOptions | undefined
+  private readonly all = new Set<H1Connection>()
+  /** Idle connections, the most recently used last. */
+  private readonly idle: H1Connection[] = []
+  private queue: H1Call[] = []
+  /** Calls waiting for the connection being opened for them. */
+  private readonly opening = new Map<H1Connection, H1Call>()
+  private closing: { resolve: () => void, promise: Promise<void> } | null = null
+  private destroyed = false
+
+  constructor (origin: string, options: H1PoolOptions = {}) {
+    super()
+    const url = new URL(origin)
+    this.secure = url.protocol === 'https:'
+    this.hostname = url.hostname.replace(/^\[|\]$/g, '')
+    this.port = url.port === '' ? (this.secure ? 443 : 80) : Number(url.port)
+    this.host = url.host
+    this.maxConnections = options.connections ?? Infinity
+    this.connectTimeoutMs = options.connectTimeout ?? 10_000
+    this.keepAliveMs = options.keepAliveTimeout ?? 4_000
+    this.headersTimeoutMs = options.headersTimeout ?? 300_000
+    this.tlsOptions = options.connect
+  }
+
+  get stats (): { connected: number, free: number, pending: number, running: number, size: number } {
+    const running = this.all.size - this.idle.length - this.opening.size
+    return { connected: this.all.size - this.opening.size, free: this.idle.length, pending: this.queue.length + this.opening.size, running, size: running + this.queue.length + this.opening.size }
+  }
+
+  override dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    const call = new H1Call(this, options, handler)
+    handler.onRequestStart?.(call, {})
+    if (call.finished) return true
+    if (this.closing !== null || this.destroyed) {
+      call.fail(new PorticoError('PORTICO_POOL_CLOSED'))
+      return true
+    }
+    this.assign(call)
+    return true
+  }
+
+  private assign (call: H1Call): void {
+    let conn = this.idle.pop()
+    while (conn !== undefined && !conn.idle) conn = this.idle.pop()
+    if (conn !== undefined) {
+      conn.run(call)
+      return
+    }
+    if (this.all.size < this.maxConnections) {
+      this.open(call)
+      return
+    }
+    this.queue.push(call)
+  }
+
+  private open (call: H1Call): void {
+    let socket: Socket
+    try {
+      socket = this.secure
+        ? tls.connect({ ...this.tlsOptions, host: this.hostname, port: this.port, servername: this.tlsOptions?.servername ?? serverName(call.options.headers, this.hostname), ALPNProtocols: ['http/1.1'] })
+        : net.connect({ host: this.hostname, port: this.port, allowHalfOpen: true })
+    } catch (err) {
+      call.fail(err as Error)
+      return
+    }
+    const conn = new H1Connection(this, socket)
+    this.all.add(conn)
+    this.opening.set(conn, call)
+    const timer = setTimeout(() => {
+      const err = new PorticoError('PORTICO_UPSTREAM_CONNECT_TIMEOUT', `connect timeout (${this.host}, ${this.connectTimeoutMs} ms)`)
+      conn.error ??= err
+      socket.destroy(err)
+    }, this.connectTimeoutMs)
+    socket.once(this.secure ? 'secureConnect' : 'connect', () => {
+      clearTimeout(timer)
+      socket.setNoDelay(true)
+      socket.setKeepAlive(true, 60_000)
+      conn.connecting = false
+      if (CONNECTED_CHANNEL.hasSubscribers) CONNECTED_CHANNEL.publish({ connectParams: { hostname: this.hostname, port: this.port, protocol: this.secure ? 'https:' : 'http:' }, socket })
+      const waiting = this.opening.get(conn)!
+      this.opening.delete(conn)
+      if (waiting.finished) this.released(conn)
+      else conn.run(waiting)
+    })
+    socket.once('close', () => clearTimeout(timer))
+  }
+
+  released (conn: H1Connection): void {
+    if (!conn.idle) return
+    const next = this.queue.shift()
+    if (next !== undefined) {
+      conn.run(next)
+      return
+    }
+    if (this.closing !== null || this.destroyed) {
+      conn.socket.destroy()
+      return
+    }
+    this.idle.push(conn)
+  }
+
+  closed (conn: H1Connection): void {
+    if (!this.all.delete(conn)) return
+    const i = this.idle.indexOf(conn)
+    if (i !== -1) this.idle.splice(i, 1)
+    const waiting = this.opening.get(conn)
+    if (waiting !== undefined) {
+      // The connection never opened: the call it was for fails with why.
+      this.opening.delete(conn)
+      waiting.fail(conn.error ?? new PorticoError('PORTICO_UPSTREAM_CLOSED', 'the connection closed while it was being opened'))
+    }
+    // Calls waiting for a free connection get a new one in its place.
+    if (this.queue.length > 0 && this.all.size < this.maxConnections && !this.destroyed) this.open(this.queue.shift()!)
+    this.checkClosed()
+  }
+
+  retry (call: H1Call): void {
+    if (this.destroyed || this.closing !== null) {
+      call.fail(new PorticoError('PORTICO_POOL_CLOSED'))
+      return
+    }
+    this.assign(call)
+  }
+
+  dequeue (call: H1Call): void {
+    const i = this.queue.indexOf(call)
+    if (i !== -1) this.queue.splice(i, 1)
+  }
+
+  /** Stops taking calls; resolves once those under way are done and every connection is closed. */
+  override async close (): Promise<void> {
+    if (this.closing === null) {
+      let resolve!: () => void
+      const promise = new Promise<void>(r => { resolve = r })
+      this.closing = { resolve, promise }
+      for (const conn of this.idle.splice(0)) conn.socket.destroy()
+      this.checkClosed()
+    }
+    await this.closing.promise
+  }
+
+  /** Ends every call and connection now. */
+  override async destroy (): Promise<void> {
+    this.destroyed = true
+    const queued = this.queue
+    this.queue = []
+    for (const call of queued) call.fail(new PorticoError('PORTICO_POOL_CLOSED'))
+    for (const conn of [...this.all]) conn.socket.destroy(new PorticoError('PORTICO_POOL_CLOSED'))
+    if (this.all.size > 0) await this.close()
+  }
+
+  private checkClosed (): void {
+    if (this.closing === null || this.all.size > 0 || this.queue.length > 0) return
+    this.closing.resolve()
+  }
+}
+
+/**
+ * The TLS server name for a new connection: the request's Host (as undici does), else the
+ * origin's host name; never an IP address (SNI carries names only).
+ */
+function serverName (headers: Dispatcher.DispatchOptions['headers'], hostname: string): string | undefined {
+  const host = (headers as Record<string, string | string[] | undefined> | null | undefined)?.host
+  const value = typeof host === 'string' ? host : Array.isArray(host) ? host[0] : undefined
+  const name = value === undefined ? hostname : value.startsWith('[') ? '' : value.replace(/:\d+$/, '')
+  return name === '' || net.isIP(name) !== 0 ? undefined : name
+}

@@ -1,0 +1,397 @@
+/**
+ * A strict HTTP/1.1 response parser (RFC 9112) for the backend client (http/h1-pool.ts).
+ * It refuses what llhttp refuses in its strict mode, because a response a proxy reads one
+ * way and a later hop reads another is how responses get split and caches poisoned:
+ *
+ *   - a status line other than `HTTP/1.0|1.1 SP 3DIGIT [SP reason]`, lines not ended by CRLF
+ *   - header names that are not tokens (so whitespace before the colon), obs-fold, control
+ *     characters in values
+ *   - Content-Length that is not digits, or several that differ; Content-Length together
+ *     with Transfer-Encoding
+ *   - chunk sizes that are not hex or overflow, chunk data not followed by CRLF
+ *   - a header section (or trailer section) larger than `maxHeaderSize`
+ *
+ * Bodies are delivered as slices of the socket's chunks (no copies). `execute` stops after
+ * any callback that set `paused`, returning how far it got, so a paused consumer gets no
+ * more bytes until it resumes (the caller keeps the rest).
+ */
+
+import { PorticoError } from '../util/errors.ts'
+
+export type ResponseHeaders = Record<string, string | string[]>
+
+export interface ResponseHead {
+  statusCode: number
+  statusMessage: string
+  /** Lowercase names; a repeated header is an array of its values in order. */
+  headers: ResponseHeaders
+  /** The connection can carry another request after this response. */
+  keepAlive: boolean
+  /** Seconds from the server's `Keep-Alive: timeout=N`, or null. */
+  keepAliveHint: number | null
+}
+
+export interface ResponseEvents {
+  onHead(head: ResponseHead): void
+  onData(chunk: Buffer): void
+  onEnd(trailers: ResponseHeaders): void
+}
+
+/** Parser states (plain numbers: type stripping has no enums). */
+const State = { Head: 0, Length: 1, ChunkSize: 2, ChunkExt: 3, ChunkSizeLf: 4, ChunkData: 5, ChunkDataCr: 6, ChunkDataLf: 7, Trailers: 8, UntilClose: 9, Done: 10 } as const
+type State = typeof State[keyof typeof State]
+
+const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+/** Anything but HTAB, SP, VCHAR and obs-text. */
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/
+const DIGITS = /^[0-9]{1,15}$/
+const CRLF_CRLF = Buffer.from('\r\n\r\n')
+
+export function protocolError (message: string): PorticoError {
+  return new PorticoError('PORTICO_UPSTREAM_PROTOCOL', `invalid response from backend: ${message}`)
+}
+
+export class H1ResponseParser {
+  /** Set by a consumer's callback to stop `execute` after it. */
+  paused = false
+  private state: State = State.Done
+  private readonly events: ResponseEvents
+  private readonly maxHeaderSize: number
+  /** Bytes of a head (or trailer section) not complete yet. */
+  private pending: Buffer | null = null
+  private remaining = 0
+  private sizeDigits = 0
+  private trailerLine = ''
+  private trailerBytes = 0
+  private trailers: ResponseHeaders = {}
+  private noBody = false
+  private upgradeAllowed = false
+  /** The last head's framing left the connection unusable for another request. */
+  reusable = true
+  /** A 101 was read: the bytes after the head belong to the upgraded protocol. */
+  upgraded = false
+
+  constructor (events: ResponseEvents, maxHeaderSize = 16 * 1024) {
+    this.events = events
+    this.maxHeaderSize = maxHeaderSize
+  }
+
+  /** Readies the parser for the response to one request. */
+  expect (method: string, upgrade: boolean): void {
+    this.state = State.Head
+    this.noBody = method === 'HEAD'
+    this.upgradeAllowed = upgrade
+    this.pending = null
+    this.reusable = true
+    this.upgraded = false
+    this.paused = false
+  }
+
+  get done (): boolean {
+    return this.state === State.Done
+  }
+
+  /** A response that ends when the connection does (no length, not chunked). */
+  get untilClose (): boolean {
+    return this.state === State.UntilClose
+  }
+
+  /** The head has been read (bytes of the body may be outstanding). */
+  get headRead (): boolean {
+    return this.state !== State.Head
+  }
+
+  /** The connection ended: completes a close-delimited body, anything else was cut short. */
+  finish (): boolean {
+    if (this.state !== State.UntilClose) return false
+    this.state = State.Done
+    this.events.onEnd({})
+    return true
+  }
+
+  /**
+   * Parses `buf` from `offset`; returns the offset it stopped at: the end, where the response
+   * ended (the rest is not this response's), or after a callback that paused. Throws a
+   * PORTICO_UPSTREAM_PROTOCOL error on a malformed response.
+   */
+  execute (buf: Buffer, offset = 0): number {
+    let i = offset
+    const end = buf.length
+    while (i < end && !this.paused) {
+      switch (this.state) {
+        case State.Head:
+          i = this.readHead(buf, i)
+          break
+        case State.Length: {
+          const n = Math.min(this.remaining, end - i)
+          this.remaining -= n
+          const chunk = i === 0 && n === end ? buf : buf.subarray(i, i + n)
+          i += n
+          if (this.remaining === 0) this.state = State.Done
+          this.events.onData(chunk)
+          if (this.state === State.Done) this.events.onEnd({})
+          break
+        }
+        case State.UntilClose:
+          this.events.onData(i === 0 ? buf : buf.subarray(i))
+          i = end
+          break
+        case State.ChunkSize:
+        case State.ChunkExt:
+        case State.ChunkSizeLf:
+          i = this.readChunkSize(buf, i)
+          break
+        case State.ChunkData: {
+          const n = Math.min(this.remaining, end - i)
+          this.remaining -= n
+          const chunk = buf.subarray(i, i + n)
+          i += n
+          if (this.remaining === 0) this.state = State.ChunkDataCr
+          this.events.onData(chunk)
+          break
+        }
+        case State.ChunkDataCr:
+          if (buf[i++] !== 13) throw protocolError('chunk data not followed by CRLF')
+          this.state = State.ChunkDataLf
+          break
+        case State.ChunkDataLf:
+          if (buf[i++] !== 10) throw protocolError('chunk data not followed by CRLF')
+          this.state = State.ChunkSize
+          this.remaining = 0
+          this.sizeDigits = 0
+          break
+        case State.Trailers:
+          i = this.readTrailers(buf, i)
+          break
+        case State.Done:
+          return i
+      }
+    }
+    return i
+  }
+
+  private readHead (buf: Buffer, start: number): number {
+    let data = buf
+    let from = start
+    if (this.pending !== null) {
+      data = Buffer.concat([this.pending, buf.subarray(start)])
+      from = 0
+    }
+    const at = data.indexOf(CRLF_CRLF, from)
+    if (at === -1) {
+      const size = data.length - from
+      // A lone LF would never make a CRLF CRLF: refuse it now rather than wait for the limit.
+      if (size > this.maxHeaderSize) throw protocolError(`header section larger than ${this.maxHeaderSize} bytes`)
+      if (hasBareLf(data, from)) throw protocolError('header line not ended by CRLF')
+      this.pending = from === 0 ? data : data.subarray(from)
+      return buf.length
+    }
+    if (at + 4 - from > this.maxHeaderSize) throw protocolError(`header section larger than ${this.maxHeaderSize} bytes`)
+    const consumedOfBuf = this.pending === null ? at + 4 : at + 4 - this.pending.length + start
+    this.pending = null
+    this.parseHead(data.toString('latin1', from, at))
+    return consumedOfBuf
+  }
+
+  private parseHead (text: string): void {
+    const lines = text.split('\r\n')
+    const status = STATUS_LINE.exec(lines[0]!)
+    if (status === null) throw protocolError(`malformed status line ${JSON.stringify(lines[0]!.slice(0, 80))}`)
+    const minor = status[1]
+    const statusCode = Number(status[2])
+    const headers: ResponseHeaders = {}
+    let contentLength = -1
+    let transferEncoding: string | null = null
+    let connection = ''
+    let keepAliveHint: number | null = null
+    for (let n = 1; n < lines.length; n++) {
+      const line = lines[n]!
+      const colon = line.indexOf(':')
+      if (colon <= 0) throw protocolError(line.length > 0 && (line.charCodeAt(0) === 32 || line.charCodeAt(0) === 9) ? 'obsolete line folding' : 'header line without a name')
+      const rawName = line.slice(0, colon)
+      if (!TOKEN.test(rawName)) throw protocolError(`invalid header name ${JSON.stringify(rawName.slice(0, 80))}`)
+      const value = trimOws(line, colon + 1)
+      if (BAD_VALUE.test(value)) throw protocolError(`invalid character in header ${rawName}`)
+      const name = rawName.toLowerCase()
+      switch (name) {
+        case 'content-length': {
+          if (!DIGITS.test(value)) throw protocolError(`invalid content-length ${JSON.stringify(value.slice(0, 40))}`)
+          const length = Number(value)
+          if (contentLength !== -1 && contentLength !== length) throw protocolError('conflicting content-length headers')
+          contentLength = length
+          break
+        }
+        case 'transfer-encoding':
+          transferEncoding = transferEncoding === null ? value : `${transferEncoding}, ${value}`
+          break
+        case 'connection':
+          connection = connection === '' ? value : `${connection}, ${value}`
+          break
+        case 'keep-alive': {
+          const m = /(?:^|[,;\s])timeout\s*=\s*(\d+)/i.exec(value)
+          if (m !== null) keepAliveHint = Number(m[1])
+          break
+        }
+        default:
+      }
+      const prior = headers[name]
+      if (prior === undefined) headers[name] = value
+      else if (typeof prior === 'string') headers[name] = [prior, value]
+      else prior.push(value)
+    }
+    if (transferEncoding !== null && contentLength !== -1) throw protocolError('both content-length and transfer-encoding')
+    const tokens = connection === '' ? null : connection.toLowerCase()
+    let keepAlive = minor === '1' && (tokens === null || !/(?:^|,)\s*close\s*(?:,|$)/.test(tokens))
+
+    if (statusCode < 200) {
+      if (statusCode === 101) {
+        if (!this.upgradeAllowed) throw protocolError('101 Switching Protocols to a request that asked for no upgrade')
+        this.upgraded = true
+        this.reusable = false
+        this.state = State.Done
+        this.events.onHead({ statusCode, statusMessage: status[3] ?? '', headers, keepAlive: false, keepAliveHint })
+        return
+      }
+      // 100 Continue, 103 Early Hints and other interim answers: the final one follows.
+      this.state = State.Head
+      return
+    }
+    if (this.upgradeAllowed) keepAlive = false
+    let next: State
+    if (this.noBody || statusCode === 204 || statusCode === 304) {
+      // No body, whatever the head says; one announced on a 204/304 may follow anyway.
+      if (!this.noBody && (contentLength > 0 || transferEncoding !== null)) keepAlive = false
+      next = State.Done
+    } else if (transferEncoding !== null) {
+      const codings = transferEncoding.toLowerCase().split(',').map(c => c.trim())
+      const chunked = codings.indexOf('chunked')
+      if (chunked !== -1 && chunked !== codings.length - 1) throw protocolError('transfer-encoding with chunked before another coding')
+      if (chunked === -1) {
+        // Not chunked last: the body runs to the end of the connection (RFC 9112 §6.3).
+        keepAlive = false
+        next = State.UntilClose
+      } else {
+        next = State.ChunkSize
+        this.remaining = 0
+        this.sizeDigits = 0
+      }
+    } else if (contentLength !== -1) {
+      next = contentLength === 0 ? State.Done : State.Length
+      this.remaining = contentLength
+    } else {
+      keepAlive = false
+      next = State.UntilClose
+    }
+    this.reusable = keepAlive
+    this.state = next
+    this.events.onHead({ statusCode, statusMessage: status[3] ?? '', headers, keepAlive, keepAliveHint })
+    if (next === State.Done && this.state === State.Done) this.events.onEnd({})
+  }
+
+  private readChunkSize (buf: Buffer, start: number): number {
+    let i = start
+    const end = buf.length
+    while (i < end) {
+      const c = buf[i]!
+      if (this.state === State.ChunkSize) {
+        const digit = hexValue(c)
+        if (digit !== -1) {
+          // 15 hex digits stay within a safe integer.
+          if (++this.sizeDigits > 15) throw protocolError('chunk size too large')
+          this.remaining = this.remaining * 16 + digit
+          i++
+          continue
+        }
+        if (this.sizeDigits === 0) throw protocolError('chunk size is not hexadecimal')
+        if (c === 13) this.state = State.ChunkSizeLf
+        else if (c === 59 /* ; */ || c === 32 || c === 9) this.state = State.ChunkExt
+        else throw protocolError('invalid character after the chunk size')
+        i++
+        continue
+      }
+      if (this.state === State.ChunkExt) {
+        // Extensions are ignored; they must still be printable.
+        if (c === 13) this.state = State.ChunkSizeLf
+        else if ((c < 32 && c !== 9) || c === 127) throw protocolError('invalid character in a chunk extension')
+        i++
+        continue
+      }
+      // ChunkSizeLf
+      if (c !== 10) throw protocolError('chunk size line not ended by CRLF')
+      i++
+      if (this.remaining === 0) {
+        this.state = State.Trailers
+        this.trailerLine = ''
+        this.trailerBytes = 0
+        this.trailers = {}
+      } else {
+        this.state = State.ChunkData
+      }
+      return i
+    }
+    return i
+  }
+
+  private readTrailers (buf: Buffer, start: number): number {
+    let i = start
+    const end = buf.length
+    while (i < end) {
+      const lf = buf.indexOf(10, i)
+      const stop = lf === -1 ? end : lf
+      this.trailerBytes += stop - i + 1
+      if (this.trailerBytes > this.maxHeaderSize) throw protocolError(`trailer section larger than ${this.maxHeaderSize} bytes`)
+      this.trailerLine += buf.toString('latin1', i, stop)
+      if (lf === -1) return end
+      i = lf + 1
+      const line = this.trailerLine
+      this.trailerLine = ''
+      if (line.charCodeAt(line.length - 1) !== 13) throw protocolError('trailer line not ended by CRLF')
+      if (line.length === 1) {
+        this.state = State.Done
+        this.events.onEnd(this.trailers)
+        return i
+      }
+      this.addTrailer(line.slice(0, -1))
+    }
+    return i
+  }
+
+  private addTrailer (line: string): void {
+    const colon = line.indexOf(':')
+    if (colon <= 0) throw protocolError('trailer line without a name')
+    const rawName = line.slice(0, colon)
+    if (!TOKEN.test(rawName)) throw protocolError(`invalid trailer name ${JSON.stringify(rawName.slice(0, 80))}`)
+    const value = trimOws(line, colon + 1)
+    if (BAD_VALUE.test(value)) throw protocolError(`invalid character in trailer ${rawName}`)
+    const name = rawName.toLowerCase()
+    const prior = this.trailers[name]
+    if (prior === undefined) this.trailers[name] = value
+    else if (typeof prior === 'string') this.trailers[name] = [prior, value]
+    else prior.push(value)
+  }
+}
+
+function trimOws (line: string, from: number): string {
+  let s = from
+  let e = line.length
+  while (s < e && (line.charCodeAt(s) === 32 || line.charCodeAt(s) === 9)) s++
+  while (e > s && (line.charCodeAt(e - 1) === 32 || line.charCodeAt(e - 1) === 9)) e--
+  return s === from && e === line.length ? line.slice(from) : line.slice(s, e)
+}
+
+function hexValue (c: number): number {
+  if (c >= 48 && c <= 57) return c - 48
+  if (c >= 97 && c <= 102) return c - 87
+  if (c >= 65 && c <= 70) return c - 55
+  return -1
+}
+
+function hasBareLf (buf: Buffer, from: number): boolean {
+  let i = buf.indexOf(10, from)
+  while (i !== -1) {
+    if (i === from || buf[i - 1] !== 13) return true
+    i = buf.indexOf(10, i + 1)
+  }
+  return false
+}

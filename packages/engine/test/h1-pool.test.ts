@@ -1,0 +1,315 @@
+/**
+ * The HTTP/1.1 backend client (http/h1-pool.ts) against raw TCP servers that write exactly
+ * the bytes a test wants: what it refuses (the framing tricks behind response splitting and
+ * smuggling), what it sends (its own framing only, no header a caller could inject), and how
+ * it keeps, reuses and retires connections.
+ */
+
+import { test, describe, after } from 'node:test'
+import assert from 'node:assert/strict'
+import net, { type AddressInfo, type Socket } from 'node:net'
+import { Readable } from 'node:stream'
+import type { Dispatcher } from 'undici'
+import { H1Pool } from '../src/http/h1-pool.ts'
+import { H1ResponseParser } from '../src/http/h1-response-parser.ts'
+import { classifyFailure } from '../src/http/call-failure.ts'
+
+interface Answer { status: number, headers: Record<string, string | string[]>, body: string, trailers: Record<string, string | string[]> }
+
+/** One dispatch through the pool, collected. */
+function call (pool: Dispatcher, options: Partial<Dispatcher.DispatchOptions> = {}, onStart?: (c: Dispatcher.DispatchController) => void): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    let status = 0
+    let headers = {}
+    const chunks: Buffer[] = []
+    pool.dispatch({ method: 'GET', path: '/', headers: {}, ...options } as Dispatcher.DispatchOptions, {
+      onRequestStart: c => onStart?.(c),
+      onResponseStart: (_c, s, h) => { status = s; headers = h },
+      onResponseData: (_c, chunk) => { chunks.push(chunk) },
+      onResponseEnd: (_c, trailers) => resolve({ status, headers, body: Buffer.concat(chunks).toString(), trailers: trailers as Record<string, string> }),
+      onResponseError: (_c, err) => reject(err)
+    })
+  })
+}
+
+interface RawServer { origin: string, requests: string[], connections: number, sockets: Socket[], close: () => Promise<void> }
+
+/**
+ * A server that answers each request head it reads with `answer(head, socket)`'s bytes (it
+ * reads a body only by Content-Length or chunked to its end, enough for these tests).
+ */
+async function rawServer (answer: (head: string, socket: Socket, n: number) => string | Buffer | null): Promise<RawServer> {
+  const state: RawServer = { origin: '', requests: [], connections: 0, sockets: [], close: async () => {} }
+  const server = net.createServer(socket => {
+    state.connections++
+    state.sockets.push(socket)
+    let buf = ''
+    socket.on('error', () => {})
+    socket.on('data', d => {
+      buf += d.toString('latin1')
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n')
+        if (end === -1) return
+        const head = buf.slice(0, end)
+        let rest = buf.slice(end + 4)
+        const length = /\r\ncontent-length: (\d+)/i.exec(head)
+        let body = ''
+        if (length !== null) {
+          if (rest.length < Number(length[1])) return
+          body = rest.slice(0, Number(length[1]))
+          rest = rest.slice(Number(length[1]))
+        } else if (/\r\ntransfer-encoding: chunked/i.test(head)) {
+          const last = rest.indexOf('0\r\n\r\n')
+          if (last === -1) return
+          body = rest.slice(0, last + 5)
+          rest = rest.slice(last + 5)
+        }
+        buf = rest
+        state.requests.push(head + '\r\n\r\n' + body)
+        const out = answer(head, socket, state.requests.length)
+        if (out !== null) socket.write(out)
+      }
+    })
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  state.origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  state.close = () => new Promise(resolve => {
+    for (const s of state.sockets) s.destroy()
+    server.close(() => resolve())
+  })
+  return state
+}
+
+const OK = 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok'
+const servers: RawServer[] = []
+const pools: H1Pool[] = []
+async function setup (answer: Parameters<typeof rawServer>[0], options = {}): Promise<{ server: RawServer, pool: H1Pool }> {
+  const server = await rawServer(answer)
+  const pool = new H1Pool(server.origin, options)
+  servers.push(server)
+  pools.push(pool)
+  return { server, pool }
+}
+after(async () => {
+  await Promise.all(pools.map(p => p.destroy()))
+  await Promise.all(servers.map(s => s.close()))
+})
+
+describe('h1 client: responses it refuses', () => {
+  const refused: Array<[string, string]> = [
+    ['content-length and transfer-encoding together', 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n'],
+    ['two different content-lengths', 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok'],
+    ['a content-length that is not digits', 'HTTP/1.1 200 OK\r\ncontent-length: +2\r\n\r\nok'],
+    ['obsolete line folding', 'HTTP/1.1 200 OK\r\nx-a: 1\r\n folded\r\ncontent-length: 2\r\n\r\nok'],
+    ['whitespace before the colon', 'HTTP/1.1 200 OK\r\ncontent-length : 2\r\n\r\nok'],
+    ['a bare LF ending a header line', 'HTTP/1.1 200 OK\ncontent-length: 2\r\n\r\nok'],
+    ['a bare LF with no CRLF at all', 'HTTP/1.1 200 OK\nx: y\n\nok'],
+    ['a control character in a value', 'HTTP/1.1 200 OK\r\nx-a: a\x00b\r\ncontent-length: 2\r\n\r\nok'],
+    ['a malformed status line', 'HTTP/1.1 2000 OK\r\ncontent-length: 2\r\n\r\nok'],
+    ['an unknown HTTP version', 'HTTP/2.0 200 OK\r\ncontent-length: 2\r\n\r\nok'],
+    ['chunked before another coding', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\n2\r\nok\r\n0\r\n\r\n'],
+    ['a chunk size that is not hex', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n'],
+    ['a chunk size that overflows', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n10000000000000002\r\nok\r\n0\r\n\r\n'],
+    ['chunk data longer than its size', 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\nok\r\n0\r\n\r\n'],
+    ['a 101 nobody asked for', 'HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n']
+  ]
+  for (const [name, bytes] of refused) {
+    test(name, async () => {
+      const { pool } = await setup(() => bytes)
+      const err = await call(pool).then(() => null, (e: Error) => e)
+      assert.ok(err !== null, 'refused')
+      const failure = classifyFailure(err, null)
+      // Refused before any byte of it reached the caller: the client gets a 502.
+      assert.equal((err as { code?: string }).code, 'PORTICO_UPSTREAM_PROTOCOL', err.message)
+      assert.equal(failure.status, 502)
+    })
+  }
+
+  test('a header section over the limit', async () => {
+    const { pool } = await setup(() => `HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(20_000)}\r\ncontent-length: 2\r\n\r\nok`)
+    await assert.rejects(call(pool), { code: 'PORTICO_UPSTREAM_PROTOCOL', message: /header section larger/ })
+  })
+})
+
+describe('h1 client: what it sends', () => {
+  test('its own framing only: a caller cannot set transfer-encoding, connection or content-length', async () => {
+    const { server, pool } = await setup(() => OK)
+    await call(pool, { method: 'POST', headers: { 'transfer-encoding': 'chunked', connection: 'close', 'content-length': '999', 'x-keep': 'yes' }, body: Buffer.from('hello') })
+    const sent = server.requests[0]!
+    assert.match(sent, /^POST \/ HTTP\/1\.1\r\n/)
+    assert.match(sent, /\r\ncontent-length: 5\r\n/)
+    assert.doesNotMatch(sent, /transfer-encoding|connection: close|999/i)
+    assert.match(sent, /\r\nx-keep: yes\r\n/)
+    assert.match(sent, /\r\n\r\nhello$/)
+  })
+
+  test('a CR or LF in a header value, a bad name or request target is refused, nothing sent', async () => {
+    const { server, pool } = await setup(() => OK)
+    await assert.rejects(call(pool, { headers: { 'x-a': 'a\r\nx-injected: 1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
+    await assert.rejects(call(pool, { headers: { 'x a': '1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
+    await assert.rejects(call(pool, { path: '/a b HTTP/1.1\r\nx: y' }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
+    // The pool still works, and none of those reached the server.
+    assert.equal((await call(pool)).body, 'ok')
+    assert.equal(server.requests.length, 1)
+  })
+
+  test('a stream without a length goes chunked; one with a length must match it', async () => {
+    const { server, pool } = await setup(() => OK)
+    await call(pool, { method: 'POST', body: Readable.from([Buffer.from('ab'), Buffer.from(''), Buffer.from('cd')]) })
+    assert.match(server.requests[0]!, /transfer-encoding: chunked\r\n/)
+    assert.match(server.requests[0]!, /\r\n\r\n2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n$/)
+    await assert.rejects(call(pool, { method: 'POST', headers: { 'content-length': '3' }, body: Readable.from([Buffer.from('abcd')]) }), { code: 'PORTICO_REQUEST_LENGTH_MISMATCH' })
+    await assert.rejects(call(pool, { method: 'POST', headers: { 'content-length': '5' }, body: Readable.from([Buffer.from('abcd')]) }), { code: 'PORTICO_REQUEST_LENGTH_MISMATCH' })
+    await assert.rejects(call(pool, { method: 'GET', headers: { 'content-length': '5' } }), { code: 'PORTICO_REQUEST_LENGTH_MISMATCH' })
+  })
+
+  test('the Host header is the caller\'s, else the origin\'s; an empty POST says content-length: 0', async () => {
+    const { server, pool } = await setup(() => OK)
+    await call(pool, { headers: { host: 'example.test' } })
+    await call(pool, { method: 'POST' })
+    assert.match(server.requests[0]!, /\r\nhost: example\.test\r\n/)
+    assert.match(server.requests[1]!, new RegExp(`\\r\\nhost: ${new URL(server.origin).host}\\r\\n`))
+    assert.match(server.requests[1]!, /\r\ncontent-length: 0\r\n/)
+  })
+})
+
+describe('h1 client: answers and connections', () => {
+  test('keep-alive: one connection carries sequential calls; close ends it', async () => {
+    const { server, pool } = await setup((_h, _s, n) => n === 3 ? 'HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\nok' : OK)
+    for (let i = 0; i < 4; i++) assert.equal((await call(pool)).body, 'ok')
+    assert.equal(server.connections, 2)
+  })
+
+  test('chunked answers with trailers; interim 1xx answers are skipped', async () => {
+    const { pool } = await setup(() => 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\ngrpc-status: 0\r\nx-t: 1\r\n\r\n')
+    const a = await call(pool)
+    assert.equal(a.status, 200)
+    assert.equal(a.body, 'abcde')
+    assert.deepEqual(a.trailers, { 'grpc-status': '0', 'x-t': '1' })
+  })
+
+  test('one byte at a time parses the same', async () => {
+    const bytes = 'HTTP/1.1 200 OK\r\nx-a: 1\r\nx-a: 2\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n'
+    const events: string[] = []
+    const parser = new H1ResponseParser({
+      onHead: h => events.push(`head ${h.statusCode} ${JSON.stringify(h.headers)}`),
+      onData: c => events.push(`data ${c.toString()}`),
+      onEnd: t => events.push(`end ${JSON.stringify(t)}`)
+    })
+    parser.expect('GET', false)
+    const buf = Buffer.from(bytes)
+    for (let i = 0; i < buf.length; i++) assert.equal(parser.execute(buf.subarray(i, i + 1)), 1)
+    assert.deepEqual(events, ['head 200 {"x-a":["1","2"],"transfer-encoding":"chunked"}', 'data a', 'data b', 'data c', 'end {"x-t":"1"}'])
+  })
+
+  test('a body to the end of the connection; a 204 announcing one leaves the connection unusable', async () => {
+    const { server, pool } = await setup((_h, s, n) => {
+      if (n === 1) {
+        s.end('HTTP/1.1 200 OK\r\n\r\nto the end')
+        return null
+      }
+      return 'HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n'
+    })
+    assert.equal((await call(pool)).body, 'to the end')
+    assert.equal((await call(pool)).status, 204)
+    assert.equal((await call(pool)).status, 204)
+    assert.equal(server.connections, 3)
+  })
+
+  test('a reused connection the server closed: an idempotent call is sent again, a POST is not', async () => {
+    const { server, pool } = await setup((_h, s, n) => {
+      if (n === 2 || n === 4) {
+        // Closed as the request arrived, without an answer: what a keep-alive race looks like.
+        s.destroy()
+        return null
+      }
+      return OK
+    })
+    assert.equal((await call(pool)).body, 'ok')
+    assert.equal((await call(pool)).body, 'ok', 'the GET went again on a new connection')
+    assert.equal(server.requests.length, 3)
+    await assert.rejects(call(pool, { method: 'POST', body: Buffer.from('x') }), { code: 'PORTICO_UPSTREAM_CLOSED' })
+    assert.equal(server.requests.length, 4)
+  })
+
+  test('pause holds the answer\'s bytes until resume', async () => {
+    const { pool } = await setup(() => `HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nabcdef`)
+    let controller: Dispatcher.DispatchController | null = null
+    const got: string[] = []
+    const done = new Promise<void>((resolve, reject) => {
+      pool.dispatch({ method: 'GET', path: '/', headers: {} }, {
+        onRequestStart: c => { controller = c },
+        onResponseStart: c => { c.pause() },
+        onResponseData: (_c, chunk) => { got.push(chunk.toString()) },
+        onResponseEnd: () => resolve(),
+        onResponseError: (_c, e) => reject(e)
+      })
+    })
+    await new Promise(resolve => setTimeout(resolve, 50))
+    assert.deepEqual(got, [], 'nothing while paused')
+    controller!.resume()
+    await done
+    assert.deepEqual(got, ['abcdef'])
+  })
+
+  test('abort ends the call with its reason and the connection with it', async () => {
+    const { server, pool } = await setup(() => null)
+    let controller: Dispatcher.DispatchController | null = null
+    const pending = call(pool, {}, c => { controller = c })
+    await new Promise(resolve => setTimeout(resolve, 30))
+    controller!.abort(new Error('gone'))
+    await assert.rejects(pending, { message: 'gone' })
+    await new Promise(resolve => setTimeout(resolve, 30))
+    assert.equal(server.sockets[0]!.destroyed, true)
+  })
+
+  test('no answer head in time: a headers timeout (504)', async () => {
+    const { pool } = await setup(() => null, { headersTimeout: 100 })
+    const err = await call(pool).then(() => null, (e: Error) => e)
+    assert.equal((err as { code?: string })?.code, 'PORTICO_UPSTREAM_HEADERS_TIMEOUT')
+    assert.equal(classifyFailure(err!, null).status, 504)
+  })
+
+  test('at most `connections` at once; the rest wait their turn', async () => {
+    const held: Socket[] = []
+    const { server, pool } = await setup((_h, s) => {
+      held.push(s)
+      return null
+    }, { connections: 2 })
+    const calls = [call(pool), call(pool), call(pool)]
+    await new Promise(resolve => setTimeout(resolve, 50))
+    assert.equal(server.connections, 2)
+    assert.equal(pool.stats.pending, 1)
+    for (const s of held.splice(0)) s.write(OK)
+    await new Promise(resolve => setTimeout(resolve, 50))
+    for (const s of held.splice(0)) s.write(OK)
+    assert.deepEqual((await Promise.all(calls)).map(a => a.body), ['ok', 'ok', 'ok'])
+    assert.equal(server.connections, 2)
+  })
+
+  test('a refused connection fails the call with the socket error; close waits for calls under way', async () => {
+    const { server, pool } = await setup(() => OK)
+    await server.close()
+    await assert.rejects(call(pool), { code: 'ECONNREFUSED' })
+    await pool.close()
+    await assert.rejects(call(pool), { code: 'PORTICO_POOL_CLOSED' })
+  })
+
+  test('upgrade: a 101 hands over the socket, with the bytes that came after the head', async () => {
+    const { pool } = await setup(() => 'HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\nearly')
+    const socket = await new Promise<Socket>((resolve, reject) => {
+      pool.dispatch({ method: 'GET', path: '/ws', headers: {}, upgrade: 'websocket' }, {
+        onRequestUpgrade: (_c, status, headers, s) => {
+          assert.equal(status, 101)
+          assert.equal(headers.upgrade, 'websocket')
+          resolve(s as Socket)
+        },
+        onResponseError: (_c, e) => reject(e)
+      })
+    })
+    const first = await new Promise<string>(resolve => socket.once('data', d => resolve(d.toString())).resume())
+    assert.equal(first, 'early')
+    socket.destroy()
+    assert.equal(pool.stats.connected, 0)
+  })
+})
