@@ -15,6 +15,7 @@ import https from 'node:https'
 import type { TLSSocket } from 'node:tls'
 import { X509Certificate } from 'node:crypto'
 import { UpstreamPools, sanCheck } from '../src/http/upstream-pools.ts'
+import { collect } from './lib/dispatch.ts'
 import { validateIR } from '../src/ir/validate.ts'
 import type { BackendIR, ProxyIR } from '../src/ir/types.ts'
 import type { BackendTlsIR } from '../src/ir/traffic.ts'
@@ -54,9 +55,7 @@ function backend (key: string, tls: BackendTlsIR): BackendIR {
 async function call (b: BackendIR, host: string): Promise<number | string> {
   const pools = new UpstreamPools()
   try {
-    const res = await pools.get(b).request({ path: '/', method: 'GET', headers: { host } })
-    await res.body.text()
-    return res.statusCode
+    return (await collect(pools.get(b), { headers: { host } })).status
   } catch (err) {
     return (err as { code?: string }).code ?? (err as Error).message
   } finally {

@@ -11,26 +11,11 @@ import net, { type AddressInfo, type Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { H1Pool } from '../src/http/h1-pool.ts'
+import { collect } from './lib/dispatch.ts'
 import { H1ResponseParser } from '../src/http/h1-response-parser.ts'
 import { classifyFailure } from '../src/http/call-failure.ts'
 
-interface Answer { status: number, headers: Record<string, string | string[]>, body: string, trailers: Record<string, string | string[]> }
-
-/** One dispatch through the pool, collected. */
-function call (pool: Dispatcher, options: Partial<Dispatcher.DispatchOptions> = {}, onStart?: (c: Dispatcher.DispatchController) => void): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    let status = 0
-    let headers = {}
-    const chunks: Buffer[] = []
-    pool.dispatch({ method: 'GET', path: '/', headers: {}, ...options } as Dispatcher.DispatchOptions, {
-      onRequestStart: c => onStart?.(c),
-      onResponseStart: (_c, s, h) => { status = s; headers = h },
-      onResponseData: (_c, chunk) => { chunks.push(chunk) },
-      onResponseEnd: (_c, trailers) => resolve({ status, headers, body: Buffer.concat(chunks).toString(), trailers: trailers as Record<string, string> }),
-      onResponseError: (_c, err) => reject(err)
-    })
-  })
-}
+const call = collect
 
 interface RawServer { origin: string, requests: string[], connections: number, sockets: Socket[], close: () => Promise<void> }
 

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { UpstreamPools } from '../src/http/upstream-pools.ts'
+import { collect } from './lib/dispatch.ts'
 import type { BackendIR } from '../src/ir/types.ts'
 
 test('an h2c backend is called over HTTP/2 with prior knowledge', async () => {
@@ -18,9 +19,9 @@ test('an h2c backend is called over HTTP/2 with prior knowledge', async () => {
   const backend: BackendIR = { key: 'service/apps/app:81', kind: 'service', name: 'app', protocol: 'http', h2c: true, endpoints: [{ host: '127.0.0.1', port }], target: `127.0.0.1:${port}` }
   const pools = new UpstreamPools()
   try {
-    const res = await pools.get(backend).request({ method: 'GET', path: '/', origin: `http://127.0.0.1:${port}`, headers: { host: 'app.example' } })
-    assert.equal(res.statusCode, 200)
-    assert.equal(await res.body.text(), '2.0 app.example')
+    const res = await collect(pools.get(backend), { headers: { host: 'app.example' } })
+    assert.equal(res.status, 200)
+    assert.equal(res.body, '2.0 app.example')
     const first = pools.get(backend)
     pools.sync([{ ...backend, h2c: false }])
     assert.notEqual(pools.get({ ...backend, h2c: false }), first, 'turning h2c off makes a new pool')

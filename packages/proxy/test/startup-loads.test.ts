@@ -2,7 +2,7 @@
  * What starting Portico loads (issue 15, "Footprint"): `portico --version` and `--help` print
  * without the engine, and the engine barrel leaves out what only some configs use — gRPC
  * (ext_authz, ext_proc, the rate limit service, xDS), CEL, RE2, JOSE, OIDC and the MCP SDK
- * (with zod) load at their first use; TypeBox and the Kubernetes client never. The servers
+ * (with zod) and undici load at their first use; TypeBox and the Kubernetes client never. The servers
  * (Fastify, prom-client) load to run, not to validate. bench/footprint.ts measures why.
  */
 
@@ -39,8 +39,12 @@ test('portico --version and --help load nothing but the argument parser, the ver
   }
 })
 
-/** Packages only some configs need (the OpenTelemetry SDK: only with config.tracing or accessLog.otlp; the Kubernetes client: only the controller). */
-const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@opentelemetry\/|@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
+/**
+ * Packages only some configs need (the OpenTelemetry SDK: only with config.tracing or
+ * accessLog.otlp; undici: only for HTTP/2 backends, MCP HTTP targets, JWKS, HTTP ext_authz,
+ * the admin's loopback calls; the Kubernetes client: only the controller).
+ */
+const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(undici\/|@opentelemetry\/|@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
 
 test('the engine barrel loads none of the packages only some configs need', () => {
   const { urls } = run(['--input-type=module', '-e', "await import('@portico/engine')"])

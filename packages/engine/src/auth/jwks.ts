@@ -8,7 +8,7 @@
  * Inline or file keys never refresh.
  */
 
-import { request } from 'undici'
+import { undici } from '../util/undici.ts'
 import type * as Jose from 'jose'
 import type { JSONWebKeySet, JWSHeaderParameters, FlattenedJWSInput, CryptoKey, KeyObject } from 'jose'
 import { lazyRequire } from '../util/lazy-require.ts'
@@ -89,7 +89,7 @@ export class JwksCache {
     this.inflight = (async () => {
       const fetch: NonNullable<JwksCache['lastFetch']> = { url, start: Date.now(), end: 0, status: null, error: null }
       try {
-        const res = await request(url, { headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs, headers: { accept: 'application/json' } })
+        const res = await undici().request(url, { headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs, headers: { accept: 'application/json' } })
         fetch.status = res.statusCode
         const text = await res.body.text()
         if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${url}`)

@@ -12,7 +12,8 @@
  * any worker count toward one run, and an ejection holds for every worker.
  */
 
-import { Dispatcher } from 'undici'
+import type { Dispatcher } from 'undici'
+import type { PoolCounts, UpstreamDispatcher } from './dispatcher.ts'
 import type { BackendHealthIR } from '../ir/traffic.ts'
 import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
 import { Records } from '../util/shared-records.ts'
@@ -73,19 +74,17 @@ export class SharedEndpointState implements EndpointState {
 
 interface Endpoint {
   origin: string
-  pool: Dispatcher & { readonly stats: PoolCounts }
+  pool: UpstreamDispatcher
   state: EndpointState
 }
 
-export interface PoolCounts { connected: number, free: number, pending: number, running: number }
-
 /** Makes an endpoint's pool. */
-export type PoolFactory = (origin: string) => Dispatcher & { readonly stats: PoolCounts }
+export type PoolFactory = (origin: string) => UpstreamDispatcher
 
 /** Errors that say nothing about the endpoint: the client left, a retry or a policy dropped the answer. */
 const NOT_THE_ENDPOINT = new Set<PorticoErrorCode>(['PORTICO_DOWNSTREAM_CLOSED', 'PORTICO_RETRY', 'PORTICO_RESPONSE_REPLACED'])
 
-export class EndpointBalancer extends Dispatcher {
+export class EndpointBalancer implements UpstreamDispatcher {
   private endpoints: Endpoint[] = []
   private next = 0
   /** Undefined: no passive health, every endpoint takes its turn. */
@@ -95,7 +94,6 @@ export class EndpointBalancer extends Dispatcher {
   private readonly stateOf: (origin: string) => EndpointState
 
   constructor (origins: string[], health: BackendHealthIR | undefined, makePool: PoolFactory, now: () => number = Date.now, stateOf?: (origin: string) => EndpointState | undefined) {
-    super()
     this.health = health
     this.makePool = makePool
     this.now = now
@@ -132,7 +130,7 @@ export class EndpointBalancer extends Dispatcher {
     return this.endpoints.filter(e => e.state.ejectedUntil() <= now).length
   }
 
-  get stats (): { connected: number, free: number, pending: number, running: number } {
+  get stats (): PoolCounts {
     const out = { connected: 0, free: 0, pending: 0, running: 0 }
     for (const e of this.endpoints) {
       const s = e.pool.stats
@@ -144,7 +142,7 @@ export class EndpointBalancer extends Dispatcher {
     return out
   }
 
-  override dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+  dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     const n = this.endpoints.length
     if (this.health === undefined && n > 0) {
       const e = this.endpoints[this.next % n]!
@@ -191,11 +189,11 @@ export class EndpointBalancer extends Dispatcher {
     }
   }
 
-  override async close (): Promise<void> {
+  async close (): Promise<void> {
     await Promise.allSettled(this.endpoints.map(e => e.pool.close()))
   }
 
-  override async destroy (): Promise<void> {
+  async destroy (): Promise<void> {
     await Promise.allSettled(this.endpoints.map(e => e.pool.destroy()))
   }
 }

@@ -14,7 +14,8 @@
 import dc from 'node:diagnostics_channel'
 import net, { type Socket } from 'node:net'
 import tls, { type ConnectionOptions } from 'node:tls'
-import { Dispatcher } from 'undici'
+import type { Dispatcher } from 'undici'
+import type { PoolCounts, UpstreamDispatcher } from './dispatcher.ts'
 import { H1Call, H1Connection, type ConnectionOwner } from './h1-connection.ts'
 import { PorticoError } from '../util/errors.ts'
 
@@ -32,7 +33,7 @@ export interface H1PoolOptions {
   connect?: ConnectionOptions
 }
 
-export class H1Pool extends Dispatcher implements ConnectionOwner {
+export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   readonly host: string
   readonly headersTimeoutMs: number
   readonly keepAliveMs: number
@@ -52,7 +53,6 @@ export class H1Pool extends Dispatcher implements ConnectionOwner {
   private destroyed = false
 
   constructor (origin: string, options: H1PoolOptions = {}) {
-    super()
     const url = new URL(origin)
     this.secure = url.protocol === 'https:'
     this.hostname = url.hostname.replace(/^\[|\]$/g, '')
@@ -65,12 +65,12 @@ export class H1Pool extends Dispatcher implements ConnectionOwner {
     this.tlsOptions = options.connect
   }
 
-  get stats (): { connected: number, free: number, pending: number, running: number, size: number } {
+  get stats (): PoolCounts & { size: number } {
     const running = this.all.size - this.idle.length - this.opening.size
     return { connected: this.all.size - this.opening.size, free: this.idle.length, pending: this.queue.length + this.opening.size, running, size: running + this.queue.length + this.opening.size }
   }
 
-  override dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+  dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
     const call = new H1Call(this, options, handler)
     handler.onRequestStart?.(call, {})
     if (call.finished) return true
@@ -171,7 +171,7 @@ export class H1Pool extends Dispatcher implements ConnectionOwner {
   }
 
   /** Stops taking calls; resolves once those under way are done and every connection is closed. */
-  override async close (): Promise<void> {
+  async close (): Promise<void> {
     if (this.closing === null) {
       let resolve!: () => void
       const promise = new Promise<void>(r => { resolve = r })
@@ -183,7 +183,7 @@ export class H1Pool extends Dispatcher implements ConnectionOwner {
   }
 
   /** Ends every call and connection now. */
-  override async destroy (): Promise<void> {
+  async destroy (): Promise<void> {
     this.destroyed = true
     const queued = this.queue
     this.queue = []

@@ -15,6 +15,7 @@
 import type { Dispatcher } from 'undici'
 import { Transform, type Readable } from 'node:stream'
 import type { UpstreamPools } from './upstream-pools.ts'
+import type { UpstreamCaller } from './dispatcher.ts'
 import type { CallContext, UpstreamHooks } from './call-context.ts'
 import { Base64Stream } from './grpc.ts'
 import { ClientResponse } from './client-response.ts'
@@ -79,7 +80,7 @@ export function callUpstream<R extends UpstreamRuntime, C extends CallContext> (
 }
 
 /** The backend's connection pool, or null after answering 503 (no endpoint to call). */
-function pickDispatcher<R extends UpstreamRuntime, C extends CallContext> (rt: R, ctx: C, hooks: UpstreamHooks<R, C>): Dispatcher | null {
+function pickDispatcher<R extends UpstreamRuntime, C extends CallContext> (rt: R, ctx: C, hooks: UpstreamHooks<R, C>): UpstreamCaller | null {
   const backend = ctx.backend!
   if (backend.endpoints.length === 0) {
     // A Service with no ready endpoints (scaled to zero, all pods failing readiness).

@@ -7,11 +7,13 @@
  */
 
 import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls'
-import { Pool, type Dispatcher } from 'undici'
+import type { Dispatcher, Pool } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendTlsIR, BackendTlsSanIR } from '../ir/traffic.ts'
 import { EndpointBalancer, type EndpointState, type PoolFactory } from './endpoint-balancer.ts'
 import { H1Pool } from './h1-pool.ts'
+import type { UpstreamCaller, UpstreamDispatcher } from './dispatcher.ts'
+import { undici } from '../util/undici.ts'
 import { hostPort } from '../util/host-port.ts'
 
 /** Concurrent requests on one HTTP/2 connection to a backend (most servers allow 100 or more). */
@@ -32,9 +34,9 @@ export interface UpstreamPoolOptions {
 }
 
 interface Entry {
-  dispatcher: Dispatcher
+  dispatcher: UpstreamDispatcher
   /** What callers get: the dispatcher, or it composed to pin the TLS server name. */
-  front: Dispatcher
+  front: UpstreamCaller
   origins: string[]
   /** The TLS settings it was made with: a change (a rotated client certificate, a new CA) needs a new pool. */
   tls: string
@@ -68,7 +70,7 @@ export class UpstreamPools {
    * needs HTTP/2 — a plain `http` backend is then reached over h2c with prior knowledge and a
    * TLS one offers h2 by ALPN, on a pool of its own beside the backend's HTTP/1.1 one.
    */
-  get (backend: BackendIR, grpc = false): Dispatcher {
+  get (backend: BackendIR, grpc = false): UpstreamCaller {
     const variant = grpc && backend.h2c !== true && backend.h2 !== true
     const key = variant ? backend.key + GRPC_POOL : backend.key
     const entry = this.entries.get(key)
@@ -103,7 +105,7 @@ export class UpstreamPools {
     const http1 = poolOptions.pipelining === 1
     const makePool: PoolFactory = http1
       ? origin => new H1Pool(origin, { connections: this.options.connections, connectTimeout: this.options.connectTimeout, keepAliveTimeout: this.options.keepAliveTimeout, connect: tlsOptions })
-      : origin => new Pool(origin, poolOptions) as Pool & { readonly stats: Pool['stats'] }
+      : origin => new (undici().Pool)(origin, poolOptions)
     const dispatcher = !needsBalancer(backend, origins)
       ? makePool(origins[0]!)
       : new EndpointBalancer(origins, backend.health, makePool, Date.now, origin => this.endpointState?.(backend.key, origin))
@@ -113,7 +115,7 @@ export class UpstreamPools {
     const serverName = backend.tls?.serverName
     const front = serverName === undefined || http1
       ? dispatcher
-      : dispatcher.compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
+      : (dispatcher as Pool).compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
     const entry = { dispatcher, front, origins, tls: transportKey(backend) }
     this.entries.set(key, entry)
     return entry
@@ -165,7 +167,7 @@ export class UpstreamPools {
   stats (): PoolStats[] {
     const out: PoolStats[] = []
     for (const [backend, entry] of this.entries) {
-      const s = (entry.dispatcher as Pool).stats as unknown as { connected: number, free: number, pending: number, running: number } | undefined
+      const s = entry.dispatcher.stats as UpstreamDispatcher['stats'] | undefined
       out.push({ backend, origins: entry.origins, connected: s?.connected ?? 0, free: s?.free ?? 0, pending: s?.pending ?? 0, running: s?.running ?? 0 })
     }
     return out

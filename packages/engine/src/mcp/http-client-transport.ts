@@ -18,7 +18,8 @@
  * A stream that ends with no answer and no event id to resume from fails its request.
  */
 
-import { Pool, type Dispatcher } from 'undici'
+import type { Pool, Dispatcher } from 'undici'
+import { undici } from '../util/undici.ts'
 import { createParser } from 'eventsource-parser'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
@@ -120,7 +121,7 @@ export class StreamableHttpClientTransport implements Transport {
     this.url = url
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
-    this.pool = new Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
+    this.pool = new (undici().Pool)(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
     if (options.sessionId !== undefined) this.sessionId = options.sessionId
   }
 

@@ -25,7 +25,8 @@
  * There is no session to open or end and no GET stream.
  */
 
-import { Pool, type Dispatcher } from 'undici'
+import type { Pool, Dispatcher } from 'undici'
+import { undici } from '../util/undici.ts'
 import { createParser } from 'eventsource-parser'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
@@ -89,7 +90,7 @@ export class ModernClientTransport implements Transport {
   constructor (url: URL, options: ModernClientTransportOptions) {
     this.url = url
     this.options = options
-    this.pool = new Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
+    this.pool = new (undici().Pool)(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
   }
 
   async start (): Promise<void> {}

@@ -20,7 +20,8 @@
  */
 
 import { endTargetSpan, startTargetSpan } from './span.ts'
-import { Pool, type Dispatcher } from 'undici'
+import type { Pool, Dispatcher } from 'undici'
+import { undici } from '../util/undici.ts'
 import { createParser } from 'eventsource-parser'
 import type { RequestContext } from '../request/context.ts'
 import type { McpTargetIR } from '../ir/types.ts'
@@ -66,7 +67,7 @@ export class ModernTargets {
   pool (url: URL): Pool {
     let pool = this.pools.get(url.origin)
     if (pool === undefined) {
-      pool = new Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000 })
+      pool = new (undici().Pool)(url.origin, { connections: 64, keepAliveTimeout: 30_000 })
       this.pools.set(url.origin, pool)
     }
     return pool

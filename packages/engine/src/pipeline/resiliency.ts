@@ -25,6 +25,7 @@ import type { HeaderMap } from '../ir/header-map.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { RetryIR } from '../ir/traffic.ts'
 import type { CallWrapper } from '../http/upstream-call.ts'
+import type { UpstreamCaller } from '../http/dispatcher.ts'
 import { classifyFailure } from '../http/call-failure.ts'
 import { BACKEND_TIMEOUT } from '../http/call-timers.ts'
 import { callBackend } from './backend-call.ts'
@@ -178,7 +179,7 @@ function mirror (rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR | 
     ctx.tracer?.emit({ type: 'mirror', backend: backend?.target ?? key, sent: false, reason: backend === undefined ? `backend ${key} does not exist` : `backend ${backend.target} cannot be called` }, { severity: 'warn' })
     return
   }
-  let dispatcher: Dispatcher
+  let dispatcher: UpstreamCaller
   try {
     dispatcher = rt.pools.get(backend, ctx.grpc !== null)
   } catch (err) {

@@ -5,7 +5,8 @@
  */
 
 import { createHash, randomBytes } from 'node:crypto'
-import { Pool } from 'undici'
+import type { Pool } from 'undici'
+import { undici } from '../util/undici.ts'
 import { JwksCache } from '../auth/jwks.ts'
 import { createAuthorizationClient, type AuthorizationClient } from '../auth/ext-authz-grpc.ts'
 import { OidcClient, type OidcClientOptions } from '../auth/oidc-client.ts'
@@ -66,7 +67,7 @@ export class PolicyServices {
   /** A connection pool to an HTTP service (`http(s)://host:port`). */
   httpPool (origin: string): Pool {
     let p = this.httpPools.get(origin)
-    if (p === undefined) this.httpPools.set(origin, p = new Pool(origin, { connections: 64 }))
+    if (p === undefined) this.httpPools.set(origin, p = new (undici().Pool)(origin, { connections: 64 }))
     return p
   }
 

@@ -7,8 +7,8 @@
  * else.
  */
 
-import { Agent, buildConnector } from 'undici'
-import { PorticoError } from '@portico/engine'
+import type { Agent } from 'undici'
+import { PorticoError, undici } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 
 export interface ListenerTarget {
@@ -35,8 +35,9 @@ export function listenerTarget (portico: Portico, port: unknown): ListenerTarget
  * verification (HTTPS listeners with self-signed certificates).
  */
 export function listenerDispatcher (target: ListenerTarget, options: { insecure?: boolean, timeoutMs?: number } = {}): Agent {
+  const { Agent: UndiciAgent, buildConnector } = undici()
   const connect = buildConnector({ rejectUnauthorized: options.insecure !== true, timeout: 10_000 })
-  return new Agent({
+  return new UndiciAgent({
     headersTimeout: options.timeoutMs ?? 30_000,
     bodyTimeout: options.timeoutMs ?? 30_000,
     connect: (opts, callback) => {

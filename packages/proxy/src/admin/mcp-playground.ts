@@ -7,11 +7,11 @@
  */
 
 import { randomUUID } from 'node:crypto'
-import { fetch as undiciFetch, type Agent } from 'undici'
+import type { Agent, fetch as undiciFetch } from 'undici'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { PorticoError } from '@portico/engine'
+import { PorticoError, undici } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 import { version } from '../version.ts'
 import { listenerDispatcher, listenerOrigin, listenerTarget } from './loopback.ts'
@@ -59,7 +59,7 @@ export class McpPlayground {
     if (!/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:.]+\](:\d{1,5})?$/.test(host)) throw new Error(`invalid host "${host}"`)
     const url = `${listenerOrigin(target, host)}${path}`
     const dispatcher = listenerDispatcher(target, { insecure: req.insecure === true, timeoutMs: 0 })
-    const fetchVia: FetchLike = async (input, init) => await (undiciFetch(input, { ...(init as object), dispatcher } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>)
+    const fetchVia: FetchLike = async (input, init) => await (undici().fetch(input, { ...(init as object), dispatcher } as Parameters<typeof undiciFetch>[1]) as unknown as Promise<Response>)
     // The SDK's client (and zod under it) loads with the first playground session, not with the admin server.
     const [{ Client }, { StreamableHTTPClientTransport }] = await Promise.all([
       import('@modelcontextprotocol/sdk/client/index.js'),

@@ -19,8 +19,7 @@
  */
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { request as undiciRequest } from 'undici'
-import { CEL_VARIABLES, PorticoError, compileCel, evalBool, isPorticoError } from '@portico/engine'
+import { CEL_VARIABLES, PorticoError, compileCel, evalBool, isPorticoError, undici } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 import { version } from '../version.ts'
 import { formatAddress } from '../settings.ts'
@@ -318,7 +317,7 @@ async function fire (portico: Portico, b: Record<string, unknown>): Promise<Reco
   const path = `${url.pathname}${url.search}`
   const started = performance.now()
   try {
-    const res = await undiciRequest(`${listenerOrigin(target, url.host)}${path}`, {
+    const res = await undici().request(`${listenerOrigin(target, url.host)}${path}`, {
       method: method as 'GET',
       headers: headers.flat(),
       body: reqBody === undefined || reqBody === '' || method === 'GET' || method === 'HEAD' ? undefined : reqBody,

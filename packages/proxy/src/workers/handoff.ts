@@ -15,8 +15,8 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import { timingSafeEqual } from 'node:crypto'
 import type { TLSSocket } from 'node:tls'
-import { Pool } from 'undici'
 import type { ClientFacts, Engine } from '@portico/engine'
+import { undici } from '@portico/engine'
 import { localSocketPath, socketToken } from './local-socket.ts'
 
 const TOKEN_HEADER = 'x-portico-handoff'
@@ -85,7 +85,7 @@ function stripInternal (req: IncomingMessage): void {
 export function handoffRelay (target: { socketPath: string, token: string }): { relay: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void, close: () => Promise<void> } {
   // No limits here: the primary's pipeline applies the route's timeouts, and MCP streams
   // (GET, SSE answers) stay open as long as the session wants.
-  const pool = new Pool('http://portico.internal', { socketPath: target.socketPath, connections: null, pipelining: 1, bodyTimeout: 0, headersTimeout: 0, keepAliveTimeout: 60_000 })
+  const pool = new (undici().Pool)('http://portico.internal', { socketPath: target.socketPath, connections: null, pipelining: 1, bodyTimeout: 0, headersTimeout: 0, keepAliveTimeout: 60_000 })
   const relay = (req: IncomingMessage, res: ServerResponse, bindKey: string): void => {
     const socket = req.socket as TLSSocket | undefined
     const client: ClientFacts & { bind: string } = {
