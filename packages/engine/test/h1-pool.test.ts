@@ -148,6 +148,14 @@ describe('h1 client: what it sends', () => {
     await assert.rejects(call(pool, { method: 'GET', headers: { 'content-length': '5' } }), { code: 'PORTICO_REQUEST_LENGTH_MISMATCH' })
   })
 
+  test('a string or typed-array body is sent as its bytes, with its length', async () => {
+    const { server, pool } = await setup(() => OK)
+    await call(pool, { method: 'PUT', body: 'héllo' })
+    await call(pool, { method: 'PUT', body: new Uint8Array([104, 105]) })
+    assert.match(server.requests[0]!, /\r\ncontent-length: 6\r\n[\s\S]*\r\n\r\nh\xc3\xa9llo$/)
+    assert.match(server.requests[1]!, /\r\ncontent-length: 2\r\n[\s\S]*\r\n\r\nhi$/)
+  })
+
   test('the Host header is the caller\'s, else the origin\'s; an empty POST says content-length: 0', async () => {
     const { server, pool } = await setup(() => OK)
     await call(pool, { headers: { host: 'example.test' } })

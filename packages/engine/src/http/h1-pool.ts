@@ -71,6 +71,9 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   }
 
   dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
+    // A string or typed-array body (undici takes them too) is sent as the bytes it is.
+    const body = options.body
+    if (typeof body === 'string' || (body instanceof Uint8Array && !Buffer.isBuffer(body))) options = { ...options, body: typeof body === 'string' ? Buffer.from(body) : Buffer.from(body.buffer, body.byteOffset, body.byteLength) }
     const call = new H1Call(this, options, handler)
     handler.onRequestStart?.(call, {})
     if (call.finished) return true
