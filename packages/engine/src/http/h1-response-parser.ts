@@ -17,6 +17,7 @@
  */
 
 import { PorticoError } from '../util/errors.ts'
+import { hexValue } from '../util/hex.ts'
 
 export type ResponseHeaders = Record<string, string | string[]>
 
@@ -380,12 +381,6 @@ function trimOws (line: string, from: number): string {
   return s === from && e === line.length ? line.slice(from) : line.slice(s, e)
 }
 
-function hexValue (c: number): number {
-  if (c >= 48 && c <= 57) return c - 48
-  if (c >= 97 && c <= 102) return c - 87
-  if (c >= 65 && c <= 70) return c - 55
-  return -1
-}
 
 function hasBareLf (buf: Buffer, from: number): boolean {
   let i = buf.indexOf(10, from)

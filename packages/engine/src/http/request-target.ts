@@ -24,6 +24,7 @@
  */
 
 import type { EscapedSlashesAction, PathNormalizationIR } from '../ir/types.ts'
+import { hexValue } from '../util/hex.ts'
 
 /** A listener's normalisation settings with the defaults filled in. */
 export interface PathNormalization {
@@ -76,12 +77,6 @@ const SLASH = 0x2f
 const DOT = 0x2e
 const BACKSLASH = 0x5c
 
-function hexValue (code: number): number {
-  if (code >= 0x30 && code <= 0x39) return code - 0x30
-  if (code >= 0x41 && code <= 0x46) return code - 0x37
-  if (code >= 0x61 && code <= 0x66) return code - 0x57
-  return -1
-}
 
 /**
  * True when `path` is already in normal form: only ordinary characters, no escapes, no
