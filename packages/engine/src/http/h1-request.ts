@@ -13,9 +13,8 @@
 import type { Dispatcher } from 'undici'
 import type { Readable } from 'node:stream'
 import { PorticoError } from '../util/errors.ts'
+import { hasInvalidFieldChar, isToken } from '../ir/http-grammar.ts'
 
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/
 
 /** Names this client writes itself (lowercase). */
 const FRAMING = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'expect', 'content-length', 'host'])
@@ -37,8 +36,8 @@ export type Framing = typeof Framing[keyof typeof Framing]
 export function requestHead (options: Dispatcher.DispatchOptions, defaultHost: string): { head: string, framing: Framing, length: number } {
   const method = options.method
   const path = options.path
-  if (!TOKEN.test(method)) throw new PorticoError('PORTICO_INVALID_UPSTREAM_HEADER', `invalid method ${JSON.stringify(method.slice(0, 40))}`)
-  if (BAD_VALUE.test(path) || path.includes(' ')) throw new PorticoError('PORTICO_INVALID_UPSTREAM_HEADER', 'invalid request target')
+  if (!isToken(method)) throw new PorticoError('PORTICO_INVALID_UPSTREAM_HEADER', `invalid method ${JSON.stringify(method.slice(0, 40))}`)
+  if (hasInvalidFieldChar(path) || path.includes(' ')) throw new PorticoError('PORTICO_INVALID_UPSTREAM_HEADER', 'invalid request target')
   const headers = options.headers as Record<string, string | string[] | undefined> | null | undefined
   let head = `${method} ${path} HTTP/1.1\r\n`
   let host: string | undefined
@@ -53,20 +52,20 @@ export function requestHead (options: Dispatcher.DispatchOptions, defaultHost: s
         else if (name === 'content-length') declared = Array.isArray(value) ? value[0] : value
         continue
       }
-      if (!TOKEN.test(name)) throw new PorticoError('PORTICO_INVALID_UPSTREAM_HEADER', `invalid header name ${JSON.stringify(name.slice(0, 80))}`)
+      if (!isToken(name)) throw new PorticoError('PORTICO_INVALID_UPSTREAM_HEADER', `invalid header name ${JSON.stringify(name.slice(0, 80))}`)
       if (typeof value === 'string') {
-        if (BAD_VALUE.test(value)) throw badValue(name)
+        if (hasInvalidFieldChar(value)) throw badValue(name)
         head += name + ': ' + value + '\r\n'
       } else {
         for (const v of value) {
-          if (BAD_VALUE.test(v)) throw badValue(name)
+          if (hasInvalidFieldChar(v)) throw badValue(name)
           head += name + ': ' + v + '\r\n'
         }
       }
     }
   }
   host ??= defaultHost
-  if (BAD_VALUE.test(host)) throw badValue('host')
+  if (hasInvalidFieldChar(host)) throw badValue('host')
   head = head + 'host: ' + host + '\r\n'
 
   const body = options.body as RequestBody | undefined
@@ -90,7 +89,7 @@ export function requestHead (options: Dispatcher.DispatchOptions, defaultHost: s
   }
   const upgrade = options.upgrade
   if (typeof upgrade === 'string') {
-    if (BAD_VALUE.test(upgrade)) throw badValue('upgrade')
+    if (hasInvalidFieldChar(upgrade)) throw badValue('upgrade')
     head += 'connection: upgrade\r\nupgrade: ' + upgrade + '\r\n\r\n'
   } else {
     head += 'connection: keep-alive\r\n\r\n'

@@ -18,6 +18,7 @@
 
 import { PorticoError } from '../util/errors.ts'
 import { hexValue } from '../util/hex.ts'
+import { hasInvalidFieldChar, isToken } from '../ir/http-grammar.ts'
 
 export type ResponseHeaders = Record<string, string | string[]>
 
@@ -43,9 +44,6 @@ const State = { Head: 0, Length: 1, ChunkSize: 2, ChunkExt: 3, ChunkSizeLf: 4, C
 type State = typeof State[keyof typeof State]
 
 const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
-/** Anything but HTAB, SP, VCHAR and obs-text. */
-const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/
 const DIGITS = /^[0-9]{1,15}$/
 const CRLF_CRLF = Buffer.from('\r\n\r\n')
 
@@ -195,10 +193,12 @@ export class H1ResponseParser {
     return consumedOfBuf
   }
 
+  /** `text`: the head without its final CRLF CRLF. Lines are cut with indexOf, names and values checked in loops (no split, no RegExp per line). */
   private parseHead (text: string): void {
-    const lines = text.split('\r\n')
-    const status = STATUS_LINE.exec(lines[0]!)
-    if (status === null) throw protocolError(`malformed status line ${JSON.stringify(lines[0]!.slice(0, 80))}`)
+    const firstEnd = text.indexOf('\r\n')
+    const statusLine = firstEnd === -1 ? text : text.slice(0, firstEnd)
+    const status = STATUS_LINE.exec(statusLine)
+    if (status === null) throw protocolError(`malformed status line ${JSON.stringify(statusLine.slice(0, 80))}`)
     const minor = status[1]
     const statusCode = Number(status[2])
     const headers: ResponseHeaders = {}
@@ -206,14 +206,21 @@ export class H1ResponseParser {
     let transferEncoding: string | null = null
     let connection = ''
     let keepAliveHint: number | null = null
-    for (let n = 1; n < lines.length; n++) {
-      const line = lines[n]!
-      const colon = line.indexOf(':')
-      if (colon <= 0) throw protocolError(line.length > 0 && (line.charCodeAt(0) === 32 || line.charCodeAt(0) === 9) ? 'obsolete line folding' : 'header line without a name')
-      const rawName = line.slice(0, colon)
-      if (!TOKEN.test(rawName)) throw protocolError(`invalid header name ${JSON.stringify(rawName.slice(0, 80))}`)
-      const value = trimOws(line, colon + 1)
-      if (BAD_VALUE.test(value)) throw protocolError(`invalid character in header ${rawName}`)
+    const length = text.length
+    let pos = firstEnd === -1 ? length : firstEnd + 2
+    while (pos < length) {
+      let end = text.indexOf('\r\n', pos)
+      if (end === -1) end = length
+      const colon = text.indexOf(':', pos)
+      if (colon === -1 || colon >= end || colon === pos) {
+        const first = text.charCodeAt(pos)
+        throw protocolError(first === 32 || first === 9 ? 'obsolete line folding' : 'header line without a name')
+      }
+      const rawName = text.slice(pos, colon)
+      if (!isToken(rawName)) throw protocolError(`invalid header name ${JSON.stringify(rawName.slice(0, 80))}`)
+      const value = trimOws(text, colon + 1, end)
+      if (hasInvalidFieldChar(value)) throw protocolError(`invalid character in header ${rawName}`)
+      pos = end + 2
       const name = rawName.toLowerCase()
       switch (name) {
         case 'content-length': {
@@ -362,9 +369,9 @@ export class H1ResponseParser {
     const colon = line.indexOf(':')
     if (colon <= 0) throw protocolError('trailer line without a name')
     const rawName = line.slice(0, colon)
-    if (!TOKEN.test(rawName)) throw protocolError(`invalid trailer name ${JSON.stringify(rawName.slice(0, 80))}`)
-    const value = trimOws(line, colon + 1)
-    if (BAD_VALUE.test(value)) throw protocolError(`invalid character in trailer ${rawName}`)
+    if (!isToken(rawName)) throw protocolError(`invalid trailer name ${JSON.stringify(rawName.slice(0, 80))}`)
+    const value = trimOws(line, colon + 1, line.length)
+    if (hasInvalidFieldChar(value)) throw protocolError(`invalid character in trailer ${rawName}`)
     const name = rawName.toLowerCase()
     const prior = this.trailers[name]
     if (prior === undefined) this.trailers[name] = value
@@ -373,12 +380,13 @@ export class H1ResponseParser {
   }
 }
 
-function trimOws (line: string, from: number): string {
+/** `text[from, to)` without leading and trailing spaces and tabs (OWS). */
+function trimOws (text: string, from: number, to: number): string {
   let s = from
-  let e = line.length
-  while (s < e && (line.charCodeAt(s) === 32 || line.charCodeAt(s) === 9)) s++
-  while (e > s && (line.charCodeAt(e - 1) === 32 || line.charCodeAt(e - 1) === 9)) e--
-  return s === from && e === line.length ? line.slice(from) : line.slice(s, e)
+  let e = to
+  while (s < e && (text.charCodeAt(s) === 32 || text.charCodeAt(s) === 9)) s++
+  while (e > s && (text.charCodeAt(e - 1) === 32 || text.charCodeAt(e - 1) === 9)) e--
+  return text.slice(s, e)
 }
 
 

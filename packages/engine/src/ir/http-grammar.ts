@@ -26,3 +26,30 @@ export function isHeaderName (name: string): boolean {
 export function isHeaderValue (value: string): boolean {
   return HEADER_VALUE.test(value)
 }
+
+/** tchar over ASCII, 1 where allowed: the per-request checks below loop over it (no RegExp). */
+const TCHAR = new Uint8Array(128)
+for (const c of '!#$%&\'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz') TCHAR[c.charCodeAt(0)] = 1
+
+/** A token (a header name, a method), checked as the HTTP/1.1 client writes and reads heads. */
+export function isToken (s: string): boolean {
+  const n = s.length
+  if (n === 0) return false
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i)
+    if (c >= 128 || TCHAR[c] === 0) return false
+  }
+  return true
+}
+
+/**
+ * True when `s` holds a character no field value may carry: a control character other than
+ * HTAB (CR, LF and NUL among them: header injection), DEL, or anything above U+00FF.
+ */
+export function hasInvalidFieldChar (s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i)
+    if ((c < 32 && c !== 9) || c === 127 || c > 255) return true
+  }
+  return false
+}
