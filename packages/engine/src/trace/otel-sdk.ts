@@ -16,7 +16,6 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes } from './otel.ts'
-import { ThreadSpanProcessor } from './otel-export-thread.ts'
 
 /** `config.tracing`, resolved (proxy/settings.ts): where spans go (OTLP/HTTP path default /v1/traces), and how many. */
 export interface TracingOptions extends OtlpEndpointOptions {
@@ -38,22 +37,17 @@ export interface TracingOptions extends OtlpEndpointOptions {
 }
 
 export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
+  const exporter = options.exporter ?? await otlpExporter(options)
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': 'portico', ...options.resources }))
-  // OTLP export runs on a thread of its own (trace/otel-export-thread.ts); an exporter
-  // handed in (tests) is called here, through the SDK's batch processor.
-  const processor = options.exporter !== undefined
-    ? new BatchSpanProcessor({ exporter: options.exporter, scheduledDelayMillis: options.scheduledDelayMs ?? 1000, maxQueueSize: 8192, maxExportBatchSize: 512 })
-    : new ThreadSpanProcessor({ otlpEndpoint: options.otlpEndpoint, otlpProtocol: options.otlpProtocol, headers: options.headers, resources: options.resources, ...(options.path !== undefined ? { path: options.path } : {}) }, { ...(options.scheduledDelayMs !== undefined ? { delayMs: options.scheduledDelayMs } : {}), maxQueueSize: 8192 })
   const provider = new TracerProvider({
     resource,
     sampler: new PorticoSampler(options.randomSampling, options.clientSampling),
-    spanProcessors: [processor]
+    spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: options.scheduledDelayMs ?? 1000, maxQueueSize: 8192, maxExportBatchSize: 512 })]
   })
   return new SdkTracing(provider)
 }
 
-/** The SDK's OTLP exporter for an endpoint (called on the export thread). */
-export async function otlpExporter (options: OtlpEndpointOptions): Promise<SpanExporter> {
+async function otlpExporter (options: TracingOptions): Promise<SpanExporter> {
   const target = await otlpTarget(options, '/v1/traces')
   if (target.protocol === 'http') {
     const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto')
