@@ -8,7 +8,7 @@
  * async hooks of every request.
  */
 
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, createContextKey, trace, type Context, type Span, type SpanContext } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, createContextKey, propagation, trace, type Context, type Span, type SpanContext } from '@opentelemetry/api'
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core'
 import { BatchSpanProcessor, TracerProvider, type Sampler, type SamplingResult, type SpanExporter } from '@opentelemetry/sdk-trace'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
@@ -202,6 +202,14 @@ class SdkRequestSpan extends SdkSpan implements RequestSpan {
   /** The caller's context (its baggage goes on to the calls this request makes). */
   private readonly parent: Context
   private readonly sc: SpanContext
+  /** The caller's context with this span in it: the parent of every child span (made once). */
+  private withSpan: Context | null = null
+  /**
+   * No baggage and no tracestate to pass on: a call's trace context is its `traceparent`
+   * alone, written here rather than through the propagators (the common case, and the
+   * propagators' context lookups and validation are a good part of a call span's cost).
+   */
+  private readonly traceparentOnly: boolean
 
   constructor (tracer: ReturnType<TracerProvider['getTracer']>, span: Span, parent: Context) {
     super(span)
@@ -209,6 +217,7 @@ class SdkRequestSpan extends SdkSpan implements RequestSpan {
     this.parent = parent
     this.sc = span.spanContext()
     this.recording = span.isRecording()
+    this.traceparentOnly = this.sc.traceState === undefined && (parent === ROOT_CONTEXT || propagation.getBaggage(parent) === undefined)
   }
 
   get traceId (): string {
@@ -222,15 +231,22 @@ class SdkRequestSpan extends SdkSpan implements RequestSpan {
   child (name: string, kind: 'client' | 'internal', attrs: SpanAttributes, startTime?: number): OtelSpan | null {
     if (!this.recording) return null
     const options = { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, ...(startTime !== undefined ? { startTime } : {}) }
-    const child = new SdkSpan(this.tracer.startSpan(name, options, trace.setSpan(this.parent, this.span)))
+    this.withSpan ??= trace.setSpan(this.parent, this.span)
+    const child = new SdkSpan(this.tracer.startSpan(name, options, this.withSpan))
     child.setAttributes(attrs)
     return child
   }
 
   inject (headers: HeaderMap, span?: OtelSpan | null): void {
     const from = span instanceof SdkSpan ? span.sdkSpan : this.span
-    // A caller's tracestate belongs to its traceparent, which is being replaced.
-    delete headers.tracestate
-    propagator.inject(trace.setSpan(this.parent, from), headers, headerSetter)
+    // A caller's tracestate belongs to its traceparent, which is being replaced (set
+    // undefined, not deleted: see http/headers.ts dropUpstreamHeader).
+    if (headers.tracestate !== undefined) headers.tracestate = undefined
+    if (this.traceparentOnly) {
+      const sc = from.spanContext()
+      headers.traceparent = `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 1) === 1 ? '01' : '00'}`
+      return
+    }
+    propagator.inject(from === this.span ? (this.withSpan ??= trace.setSpan(this.parent, this.span)) : trace.setSpan(this.parent, from), headers, headerSetter)
   }
 }
