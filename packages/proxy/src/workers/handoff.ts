@@ -15,6 +15,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http'
 import { timingSafeEqual } from 'node:crypto'
 import type { TLSSocket } from 'node:tls'
+import type { Pool } from 'undici'
 import type { ClientFacts, Engine } from '@portico/engine'
 import { undici } from '@portico/engine'
 import { localSocketPath, socketToken } from './local-socket.ts'
@@ -85,7 +86,9 @@ function stripInternal (req: IncomingMessage): void {
 export function handoffRelay (target: { socketPath: string, token: string }): { relay: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void, close: () => Promise<void> } {
   // No limits here: the primary's pipeline applies the route's timeouts, and MCP streams
   // (GET, SSE answers) stay open as long as the session wants.
-  const pool = new (undici().Pool)('http://portico.internal', { socketPath: target.socketPath, connections: null, pipelining: 1, bodyTimeout: 0, headersTimeout: 0, keepAliveTimeout: 60_000 })
+  // Made at the first relayed request: a config without MCP routes never loads undici here.
+  let pool: Pool | null = null
+  const poolOf = (): Pool => pool ??= new (undici().Pool)('http://portico.internal', { socketPath: target.socketPath, connections: null, pipelining: 1, bodyTimeout: 0, headersTimeout: 0, keepAliveTimeout: 60_000 })
   const relay = (req: IncomingMessage, res: ServerResponse, bindKey: string): void => {
     const socket = req.socket as TLSSocket | undefined
     const client: ClientFacts & { bind: string } = {
@@ -106,7 +109,7 @@ export function handoffRelay (target: { socketPath: string, token: string }): { 
     const framed = req.headers['content-length'] !== undefined || req.headers['transfer-encoding'] !== undefined
     const abort = new AbortController()
     res.once('close', () => { if (!res.writableFinished) abort.abort() })
-    pool.request({ path: req.url ?? '/', method: (req.method ?? 'GET') as 'GET', headers, body: framed ? req : null, signal: abort.signal }).then(
+    poolOf().request({ path: req.url ?? '/', method: (req.method ?? 'GET') as 'GET', headers, body: framed ? req : null, signal: abort.signal }).then(
       answer => {
         const out: Record<string, string | string[]> = {}
         for (const [name, value] of Object.entries(answer.headers)) {
@@ -124,5 +127,5 @@ export function handoffRelay (target: { socketPath: string, token: string }): { 
       }
     )
   }
-  return { relay, close: () => pool.close() }
+  return { relay, close: async () => { await pool?.close() } }
 }
