@@ -8,7 +8,11 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
@@ -67,4 +71,42 @@ test('portico --validate on the quick start loads neither those nor the servers'
   const { stdout, urls } = run([BIN, '--validate', '-f', fileURLToPath(new URL('../../../examples/quickstart.yaml', import.meta.url))])
   assert.match(stdout, /valid/)
   assert.deepEqual(urls.filter(u => ON_DEMAND.test(u) || /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(fastify|prom-client)\//.test(u)), [])
+})
+
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-loads-'))
+  const seen = join(dir, 'loaded.txt')
+  // Every thread (the primary and the workers: execArgv is inherited) appends what it loads.
+  const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { registerHooks } from 'node:module'
+import { appendFileSync } from 'node:fs'
+registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen)}, url + '\\n'); return next(url, context) } })
+`)
+  const port = await new Promise<number>(resolve => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as AddressInfo).port
+      s.close(() => resolve(p))
+    })
+  })
+  writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n`)
+  const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
+    cwd: PROXY_DIR,
+    env: { ...process.env, WORKERS: '2', LOG_LEVEL: 'info', ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let out = ''
+      const onData = (d: Buffer) => { out += d.toString(); if (out.includes('portico started')) resolve() }
+      child.stdout!.on('data', onData)
+      child.stderr!.on('data', onData)
+      child.once('exit', code => reject(new Error(`portico exited (${code}): ${out}`)))
+    })
+    const urls = readFileSync(seen, 'utf8').split('\n')
+    assert.ok(urls.some(u => u.endsWith('/workers/worker-main.ts')), 'the workers started')
+    assert.deepEqual(urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?undici\//.test(u)), [])
+  } finally {
+    child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  }
 })
