@@ -173,6 +173,15 @@ describe('h1 client: answers and connections', () => {
     assert.equal(server.connections, 2)
   })
 
+  test('a server\'s Keep-Alive timeout wins when shorter, less a second: timeout=1 keeps nothing idle', async () => {
+    const { server, pool } = await setup(() => 'HTTP/1.1 200 OK\r\nKeep-Alive: timeout=1, max=100\r\ncontent-length: 2\r\n\r\nok')
+    await call(pool)
+    await call(pool)
+    assert.equal(server.connections, 2)
+    await new Promise(resolve => setTimeout(resolve, 20))
+    assert.equal(pool.stats.connected, 0)
+  })
+
   test('chunked answers with trailers; interim 1xx answers are skipped', async () => {
     const { pool } = await setup(() => 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\ngrpc-status: 0\r\nx-t: 1\r\n\r\n')
     const a = await call(pool)

@@ -18,7 +18,7 @@
 
 import { PorticoError } from '../util/errors.ts'
 import { hexValue } from '../util/hex.ts'
-import { hasInvalidFieldChar, isToken } from '../ir/http-grammar.ts'
+import { TCHAR, hasInvalidFieldChar, isToken } from '../ir/http-grammar.ts'
 
 export type ResponseHeaders = Record<string, string | string[]>
 
@@ -44,7 +44,6 @@ const State = { Head: 0, Length: 1, ChunkSize: 2, ChunkExt: 3, ChunkSizeLf: 4, C
 type State = typeof State[keyof typeof State]
 
 const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/
-const DIGITS = /^[0-9]{1,15}$/
 const CRLF_CRLF = Buffer.from('\r\n\r\n')
 
 export function protocolError (message: string): PorticoError {
@@ -66,6 +65,9 @@ export class H1ResponseParser {
   private trailers: ResponseHeaders = {}
   private noBody = false
   private upgradeAllowed = false
+  /** The last `Keep-Alive` value seen and its timeout (one connection's server repeats it). */
+  private keepAliveValue = ''
+  private keepAliveSeconds: number | null = null
   /** The last head's framing left the connection unusable for another request. */
   reusable = true
   /** A 101 was read: the bytes after the head belong to the upgraded protocol. */
@@ -193,7 +195,11 @@ export class H1ResponseParser {
     return consumedOfBuf
   }
 
-  /** `text`: the head without its final CRLF CRLF. Lines are cut with indexOf, names and values checked in loops (no split, no RegExp per line). */
+  /**
+   * `text`: the head without its final CRLF CRLF. Lines are cut with indexOf; each name is
+   * checked and its case tested in one loop, each value trimmed and checked in another (no
+   * split, no RegExp per line: this runs once per proxied response).
+   */
   private parseHead (text: string): void {
     const firstEnd = text.indexOf('\r\n')
     const statusLine = firstEnd === -1 ? text : text.slice(0, firstEnd)
@@ -201,6 +207,7 @@ export class H1ResponseParser {
     if (status === null) throw protocolError(`malformed status line ${JSON.stringify(statusLine.slice(0, 80))}`)
     const minor = status[1]
     const statusCode = Number(status[2])
+    const statusMessage = status[3] ?? ''
     const headers: ResponseHeaders = {}
     let contentLength = -1
     let transferEncoding: string | null = null
@@ -216,16 +223,28 @@ export class H1ResponseParser {
         const first = text.charCodeAt(pos)
         throw protocolError(first === 32 || first === 9 ? 'obsolete line folding' : 'header line without a name')
       }
-      const rawName = text.slice(pos, colon)
-      if (!isToken(rawName)) throw protocolError(`invalid header name ${JSON.stringify(rawName.slice(0, 80))}`)
-      const value = trimOws(text, colon + 1, end)
-      if (hasInvalidFieldChar(value)) throw protocolError(`invalid character in header ${rawName}`)
+      let upper = false
+      for (let i = pos; i < colon; i++) {
+        const c = text.charCodeAt(i)
+        if (c >= 128 || TCHAR[c] === 0) throw protocolError(`invalid header name ${JSON.stringify(text.slice(pos, Math.min(colon, pos + 80)))}`)
+        if (c <= 90 && c >= 65) upper = true
+      }
+      const name = upper ? text.slice(pos, colon).toLowerCase() : text.slice(pos, colon)
+      let vs = colon + 1
+      let ve = end
+      while (vs < ve && (text.charCodeAt(vs) === 32 || text.charCodeAt(vs) === 9)) vs++
+      while (ve > vs && (text.charCodeAt(ve - 1) === 32 || text.charCodeAt(ve - 1) === 9)) ve--
+      for (let i = vs; i < ve; i++) {
+        // A latin1 string: every code is a byte. Control characters but HTAB, and DEL, are refused.
+        const c = text.charCodeAt(i)
+        if ((c < 32 && c !== 9) || c === 127) throw protocolError(`invalid character in header ${name}`)
+      }
+      const value = text.slice(vs, ve)
       pos = end + 2
-      const name = rawName.toLowerCase()
       switch (name) {
         case 'content-length': {
-          if (!DIGITS.test(value)) throw protocolError(`invalid content-length ${JSON.stringify(value.slice(0, 40))}`)
-          const length = Number(value)
+          const length = digitsValue(value)
+          if (length === -1) throw protocolError(`invalid content-length ${JSON.stringify(value.slice(0, 40))}`)
           if (contentLength !== -1 && contentLength !== length) throw protocolError('conflicting content-length headers')
           contentLength = length
           break
@@ -237,8 +256,13 @@ export class H1ResponseParser {
           connection = connection === '' ? value : `${connection}, ${value}`
           break
         case 'keep-alive': {
-          const m = /(?:^|[,;\s])timeout\s*=\s*(\d+)/i.exec(value)
-          if (m !== null) keepAliveHint = Number(m[1])
+          // Servers send the same value every time: parsed once per distinct value.
+          if (value !== this.keepAliveValue) {
+            const m = /(?:^|[,;\s])timeout\s*=\s*(\d+)/i.exec(value)
+            this.keepAliveValue = value
+            this.keepAliveSeconds = m === null ? null : Number(m[1])
+          }
+          keepAliveHint = this.keepAliveSeconds
           break
         }
         default:
@@ -249,8 +273,7 @@ export class H1ResponseParser {
       else prior.push(value)
     }
     if (transferEncoding !== null && contentLength !== -1) throw protocolError('both content-length and transfer-encoding')
-    const tokens = connection === '' ? null : connection.toLowerCase()
-    let keepAlive = minor === '1' && (tokens === null || !/(?:^|,)\s*close\s*(?:,|$)/.test(tokens))
+    let keepAlive = minor === '1' && (connection === '' || connection === 'keep-alive' || connection === 'Keep-Alive' || !/(?:^|,)\s*close\s*(?:,|$)/i.test(connection))
 
     if (statusCode < 200) {
       if (statusCode === 101) {
@@ -258,7 +281,7 @@ export class H1ResponseParser {
         this.upgraded = true
         this.reusable = false
         this.state = State.Done
-        this.events.onHead({ statusCode, statusMessage: status[3] ?? '', headers, keepAlive: false, keepAliveHint })
+        this.events.onHead({ statusCode, statusMessage, headers, keepAlive: false, keepAliveHint })
         return
       }
       // 100 Continue, 103 Early Hints and other interim answers: the final one follows.
@@ -293,7 +316,7 @@ export class H1ResponseParser {
     }
     this.reusable = keepAlive
     this.state = next
-    this.events.onHead({ statusCode, statusMessage: status[3] ?? '', headers, keepAlive, keepAliveHint })
+    this.events.onHead({ statusCode, statusMessage, headers, keepAlive, keepAliveHint })
     if (next === State.Done && this.state === State.Done) this.events.onEnd({})
   }
 
@@ -389,6 +412,19 @@ function trimOws (text: string, from: number, to: number): string {
   return text.slice(s, e)
 }
 
+
+/** A Content-Length's value: 1 to 15 digits (a safe integer), else -1. */
+function digitsValue (value: string): number {
+  const n = value.length
+  if (n === 0 || n > 15) return -1
+  let v = 0
+  for (let i = 0; i < n; i++) {
+    const c = value.charCodeAt(i) - 48
+    if (c < 0 || c > 9) return -1
+    v = v * 10 + c
+  }
+  return v
+}
 
 function hasBareLf (buf: Buffer, from: number): boolean {
   let i = buf.indexOf(10, from)

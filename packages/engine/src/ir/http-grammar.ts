@@ -28,7 +28,7 @@ export function isHeaderValue (value: string): boolean {
 }
 
 /** tchar over ASCII, 1 where allowed: the per-request checks below loop over it (no RegExp). */
-const TCHAR = new Uint8Array(128)
+export const TCHAR = new Uint8Array(128)
 for (const c of '!#$%&\'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz') TCHAR[c.charCodeAt(0)] = 1
 
 /** A token (a header name, a method), checked as the HTTP/1.1 client writes and reads heads. */
