@@ -156,6 +156,18 @@ describe('h1 client: what it sends', () => {
     assert.match(server.requests[1]!, /\r\ncontent-length: 2\r\n[\s\S]*\r\n\r\nhi$/)
   })
 
+  test('a body stream that already ended sends what it declared (nothing), one already destroyed fails the call', async () => {
+    const { server, pool } = await setup(() => OK)
+    const ended = Readable.from([])
+    ended.resume()
+    await new Promise(resolve => ended.once('end', resolve))
+    assert.equal((await call(pool, { method: 'POST', headers: { 'content-length': '0' }, body: ended })).body, 'ok')
+    assert.match(server.requests[0]!, /\r\ncontent-length: 0\r\n/)
+    const broken = new Readable({ read () {} })
+    broken.destroy()
+    await assert.rejects(call(pool, { method: 'POST', body: broken }), { code: 'ERR_STREAM_PREMATURE_CLOSE' })
+  })
+
   test('the Host header is the caller\'s, else the origin\'s; an empty POST says content-length: 0', async () => {
     const { server, pool } = await setup(() => OK)
     await call(pool, { headers: { host: 'example.test' } })

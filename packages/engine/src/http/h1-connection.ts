@@ -189,7 +189,10 @@ export class H1Connection implements ResponseEvents {
     body.on('end', this.onBodyEnd)
     body.on('error', this.onBodyError)
     body.on('close', this.onBodyClose)
-    body.resume()
+    // A stream that already ended or broke emits nothing more: settle it now.
+    if (body.readableEnded) this.onBodyEnd()
+    else if (body.destroyed) this.onBodyClose()
+    else body.resume()
   }
 
   private readonly onBodyData = (chunk: Buffer | string): void => {
