@@ -266,6 +266,32 @@ describe('h1 client: answers and connections', () => {
     assert.deepEqual(got, ['abcdef'])
   })
 
+  test('a body to the end of the connection, paused when the connection ends: complete on resume', async () => {
+    const { pool } = await setup((_h, s) => {
+      // The body, then (while the caller is paused, nothing held) the end of the connection.
+      s.write('HTTP/1.1 200 OK\r\n\r\nall of it')
+      setTimeout(() => s.end(), 20)
+      return null
+    })
+    let controller: Dispatcher.DispatchController | null = null
+    const got: string[] = []
+    const done = new Promise<void>((resolve, reject) => {
+      pool.dispatch({ method: 'GET', path: '/', headers: {} }, {
+        onRequestStart: c => { controller = c },
+        onResponseData: (c, chunk) => {
+          got.push(chunk.toString())
+          c.pause()
+        },
+        onResponseEnd: () => resolve(),
+        onResponseError: (_c, e) => reject(e)
+      })
+    })
+    await new Promise(resolve => setTimeout(resolve, 60))
+    controller!.resume()
+    await done
+    assert.equal(got.join(''), 'all of it')
+  })
+
   test('abort ends the call with its reason and the connection with it', async () => {
     const { server, pool } = await setup(() => null)
     let controller: Dispatcher.DispatchController | null = null

@@ -271,12 +271,15 @@ export class H1Connection implements ResponseEvents {
   resumeReading (): void {
     this.parser.paused = false
     this.socket.resume()
-    if (this.executing || this.held === null) return
-    const held = this.held
-    this.held = null
+    if (this.executing) return
     const call = this.call
-    this.feed(held)
-    if (this.eofPending && this.call === call && call !== null && this.held === null && !this.parser.paused && this.parser.finish()) this.finishCall()
+    if (this.held !== null) {
+      const held = this.held
+      this.held = null
+      this.feed(held)
+    }
+    // The connection ended while paused: a close-delimited body is complete once its held bytes are out.
+    if (this.eofPending && call !== null && this.call === call && this.held === null && !this.parser.paused && this.parser.finish()) this.finishCall()
   }
 
   private onSocketData (chunk: Buffer): void {
