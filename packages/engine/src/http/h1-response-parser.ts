@@ -18,7 +18,7 @@
 
 import { PorticoError } from '../util/errors.ts'
 import { hexValue } from '../util/hex.ts'
-import { TCHAR, hasInvalidFieldChar, isToken } from '../ir/http-grammar.ts'
+import { TCHAR } from '../ir/http-grammar.ts'
 
 export type ResponseHeaders = Record<string, string | string[]>
 
@@ -124,16 +124,10 @@ export class H1ResponseParser {
         case State.Head:
           i = this.readHead(buf, i)
           break
-        case State.Length: {
-          const n = Math.min(this.remaining, end - i)
-          this.remaining -= n
-          const chunk = i === 0 && n === end ? buf : buf.subarray(i, i + n)
-          i += n
-          if (this.remaining === 0) this.state = State.Done
-          this.events.onData(chunk)
-          if (this.state === State.Done) this.events.onEnd({})
+        case State.Length:
+          i = this.deliver(buf, i, State.Done)
+          if (this.remaining === 0) this.events.onEnd({})
           break
-        }
         case State.UntilClose:
           this.events.onData(i === 0 ? buf : buf.subarray(i))
           i = end
@@ -143,15 +137,9 @@ export class H1ResponseParser {
         case State.ChunkSizeLf:
           i = this.readChunkSize(buf, i)
           break
-        case State.ChunkData: {
-          const n = Math.min(this.remaining, end - i)
-          this.remaining -= n
-          const chunk = buf.subarray(i, i + n)
-          i += n
-          if (this.remaining === 0) this.state = State.ChunkDataCr
-          this.events.onData(chunk)
+        case State.ChunkData:
+          i = this.deliver(buf, i, State.ChunkDataCr)
           break
-        }
         case State.ChunkDataCr:
           if (buf[i++] !== 13) throw protocolError('chunk data not followed by CRLF')
           this.state = State.ChunkDataLf
@@ -170,6 +158,18 @@ export class H1ResponseParser {
       }
     }
     return i
+  }
+
+  /**
+   * Hands on what `buf` holds of the `remaining` body bytes from `i` (the chunk itself when it
+   * is all body) and moves to `then` once they are all out; returns where it stopped.
+   */
+  private deliver (buf: Buffer, i: number, then: State): number {
+    const n = Math.min(this.remaining, buf.length - i)
+    this.remaining -= n
+    if (this.remaining === 0) this.state = then
+    this.events.onData(i === 0 && n === buf.length ? buf : buf.subarray(i, i + n))
+    return i + n
   }
 
   private readHead (buf: Buffer, start: number): number {
@@ -218,28 +218,9 @@ export class H1ResponseParser {
     while (pos < length) {
       let end = text.indexOf('\r\n', pos)
       if (end === -1) end = length
-      const colon = text.indexOf(':', pos)
-      if (colon === -1 || colon >= end || colon === pos) {
-        const first = text.charCodeAt(pos)
-        throw protocolError(first === 32 || first === 9 ? 'obsolete line folding' : 'header line without a name')
-      }
-      let upper = false
-      for (let i = pos; i < colon; i++) {
-        const c = text.charCodeAt(i)
-        if (c >= 128 || TCHAR[c] === 0) throw protocolError(`invalid header name ${JSON.stringify(text.slice(pos, Math.min(colon, pos + 80)))}`)
-        if (c <= 90 && c >= 65) upper = true
-      }
-      const name = upper ? text.slice(pos, colon).toLowerCase() : text.slice(pos, colon)
-      let vs = colon + 1
-      let ve = end
-      while (vs < ve && (text.charCodeAt(vs) === 32 || text.charCodeAt(vs) === 9)) vs++
-      while (ve > vs && (text.charCodeAt(ve - 1) === 32 || text.charCodeAt(ve - 1) === 9)) ve--
-      for (let i = vs; i < ve; i++) {
-        // A latin1 string: every code is a byte. Control characters but HTAB, and DEL, are refused.
-        const c = text.charCodeAt(i)
-        if ((c < 32 && c !== 9) || c === 127) throw protocolError(`invalid character in header ${name}`)
-      }
-      const value = text.slice(vs, ve)
+      readField(text, pos, end, 'header')
+      const name = FIELD.name
+      const value = FIELD.value
       pos = end + 2
       switch (name) {
         case 'content-length': {
@@ -267,10 +248,7 @@ export class H1ResponseParser {
         }
         default:
       }
-      const prior = headers[name]
-      if (prior === undefined) headers[name] = value
-      else if (typeof prior === 'string') headers[name] = [prior, value]
-      else prior.push(value)
+      addField(headers, name, value)
     }
     if (transferEncoding !== null && contentLength !== -1) throw protocolError('both content-length and transfer-encoding')
     let keepAlive = minor === '1' && (connection === '' || connection === 'keep-alive' || connection === 'Keep-Alive' || !/(?:^|,)\s*close\s*(?:,|$)/i.test(connection))
@@ -383,33 +361,55 @@ export class H1ResponseParser {
         this.events.onEnd(this.trailers)
         return i
       }
-      this.addTrailer(line.slice(0, -1))
+      readField(line, 0, line.length - 1, 'trailer')
+      addField(this.trailers, FIELD.name, FIELD.value)
     }
     return i
   }
 
-  private addTrailer (line: string): void {
-    const colon = line.indexOf(':')
-    if (colon <= 0) throw protocolError('trailer line without a name')
-    const rawName = line.slice(0, colon)
-    if (!isToken(rawName)) throw protocolError(`invalid trailer name ${JSON.stringify(rawName.slice(0, 80))}`)
-    const value = trimOws(line, colon + 1, line.length)
-    if (hasInvalidFieldChar(value)) throw protocolError(`invalid character in trailer ${rawName}`)
-    const name = rawName.toLowerCase()
-    const prior = this.trailers[name]
-    if (prior === undefined) this.trailers[name] = value
-    else if (typeof prior === 'string') this.trailers[name] = [prior, value]
-    else prior.push(value)
-  }
 }
 
-/** `text[from, to)` without leading and trailing spaces and tabs (OWS). */
-function trimOws (text: string, from: number, to: number): string {
-  let s = from
-  let e = to
-  while (s < e && (text.charCodeAt(s) === 32 || text.charCodeAt(s) === 9)) s++
-  while (e > s && (text.charCodeAt(e - 1) === 32 || text.charCodeAt(e - 1) === 9)) e--
-  return text.slice(s, e)
+/** The field line `readField` read last (one at a time: no object per line). */
+const FIELD = { name: '', value: '' }
+
+/**
+ * Reads the field line `text[pos, end)` of a header or trailer section into FIELD: the name
+ * must be a token (so no whitespace before the colon, and a line starting with whitespace is
+ * obsolete folding) and comes out lower-case; the value, without its surrounding spaces and
+ * tabs, must hold no control character but HTAB, nor DEL. One loop for each, no RegExp.
+ */
+function readField (text: string, pos: number, end: number, section: 'header' | 'trailer'): void {
+  const colon = text.indexOf(':', pos)
+  if (colon === -1 || colon >= end || colon === pos) {
+    const first = text.charCodeAt(pos)
+    throw protocolError(first === 32 || first === 9 ? 'obsolete line folding' : `${section} line without a name`)
+  }
+  let upper = false
+  for (let i = pos; i < colon; i++) {
+    const c = text.charCodeAt(i)
+    if (c >= 128 || TCHAR[c] === 0) throw protocolError(`invalid ${section} name ${JSON.stringify(text.slice(pos, Math.min(colon, pos + 80)))}`)
+    if (c <= 90 && c >= 65) upper = true
+  }
+  const name = upper ? text.slice(pos, colon).toLowerCase() : text.slice(pos, colon)
+  let vs = colon + 1
+  let ve = end
+  while (vs < ve && (text.charCodeAt(vs) === 32 || text.charCodeAt(vs) === 9)) vs++
+  while (ve > vs && (text.charCodeAt(ve - 1) === 32 || text.charCodeAt(ve - 1) === 9)) ve--
+  for (let i = vs; i < ve; i++) {
+    // A latin1 string: every code is a byte.
+    const c = text.charCodeAt(i)
+    if ((c < 32 && c !== 9) || c === 127) throw protocolError(`invalid character in ${section} ${name}`)
+  }
+  FIELD.name = name
+  FIELD.value = text.slice(vs, ve)
+}
+
+/** Adds a field to a section: a repeated name becomes an array of its values in order. */
+function addField (fields: ResponseHeaders, name: string, value: string): void {
+  const prior = fields[name]
+  if (prior === undefined) fields[name] = value
+  else if (typeof prior === 'string') fields[name] = [prior, value]
+  else prior.push(value)
 }
 
 

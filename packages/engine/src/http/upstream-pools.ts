@@ -167,8 +167,8 @@ export class UpstreamPools {
   stats (): PoolStats[] {
     const out: PoolStats[] = []
     for (const [backend, entry] of this.entries) {
-      const s = entry.dispatcher.stats as UpstreamDispatcher['stats'] | undefined
-      out.push({ backend, origins: entry.origins, connected: s?.connected ?? 0, free: s?.free ?? 0, pending: s?.pending ?? 0, running: s?.running ?? 0 })
+      const { connected, free, pending, running } = entry.dispatcher.stats
+      out.push({ backend, origins: entry.origins, connected, free, pending, running })
     }
     return out
   }
