@@ -110,6 +110,11 @@ describe('h1 client: responses it refuses', () => {
     })
   }
 
+  test('chunk extensions that never end', async () => {
+    const { pool } = await setup(() => `HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2;${'x'.repeat(20_000)}`)
+    await assert.rejects(call(pool), { code: 'PORTICO_UPSTREAM_PROTOCOL', message: /chunk extensions longer/ })
+  })
+
   test('a header section over the limit', async () => {
     const { pool } = await setup(() => `HTTP/1.1 200 OK\r\nx-big: ${'a'.repeat(20_000)}\r\ncontent-length: 2\r\n\r\nok`)
     await assert.rejects(call(pool), { code: 'PORTICO_UPSTREAM_PROTOCOL', message: /header section larger/ })

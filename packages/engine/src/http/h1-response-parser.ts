@@ -60,6 +60,8 @@ export class H1ResponseParser {
   private pending: Buffer | null = null
   private remaining = 0
   private sizeDigits = 0
+  /** Bytes of the current chunk's extensions. */
+  private extBytes = 0
   private trailerLine = ''
   private trailerBytes = 0
   private trailers: ResponseHeaders = {}
@@ -149,6 +151,7 @@ export class H1ResponseParser {
           this.state = State.ChunkSize
           this.remaining = 0
           this.sizeDigits = 0
+          this.extBytes = 0
           break
         case State.Trailers:
           i = this.readTrailers(buf, i)
@@ -284,6 +287,7 @@ export class H1ResponseParser {
         next = State.ChunkSize
         this.remaining = 0
         this.sizeDigits = 0
+        this.extBytes = 0
       }
     } else if (contentLength !== -1) {
       next = contentLength === 0 ? State.Done : State.Length
@@ -320,7 +324,8 @@ export class H1ResponseParser {
         continue
       }
       if (this.state === State.ChunkExt) {
-        // Extensions are ignored; they must still be printable.
+        // Extensions are ignored; they must still be printable, and end within a header section's size.
+        if (++this.extBytes > this.maxHeaderSize) throw protocolError(`chunk extensions longer than ${this.maxHeaderSize} bytes`)
         if (c === 13) this.state = State.ChunkSizeLf
         else if ((c < 32 && c !== 9) || c === 127) throw protocolError('invalid character in a chunk extension')
         i++
