@@ -37,6 +37,7 @@ export { compileCel, evalBool, CEL_VARIABLES, type CelProgram } from './cel/expr
 export { compileAccessLogFields, compileCelFields, applyAccessLogFields, ACCESS_LOG_CEL_VARIABLES, type AccessLogFields, type CelFields } from './pipeline/access-log-fields.ts'
 export { envoyProtos, envoyClient, PROTO_DIR } from './util/envoy-grpc.ts'
 export { serverSecureContext, serverContextOptions } from './stream/server-tls.ts'
+export { closeWhenFlushed } from './stream/pair-close.ts'
 export type { StreamConnectionRecord, StreamReason, StreamProxyOptions } from './stream/stream-proxy.ts'
 export { cipherSuiteName, tlsVersion, secureContextOptions } from './util/tls-names.ts'
 export { SECRET_FILE, SECRET_VALUE } from './config/secret-fields.ts'

@@ -30,6 +30,7 @@ import { hostPort, plainAddress } from '../util/host-port.ts'
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts'
 import { serverSecureContext } from './server-tls.ts'
 import { adoptAccepted, Relay } from './relay.ts'
+import { closeWhenFlushed } from './pair-close.ts'
 import { Sweeper } from './sweeper.ts'
 
 export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
@@ -318,9 +319,10 @@ export class StreamProxy {
       } else this.fail(conn, 'UpstreamReset', err)
       downstream.destroy()
     })
-    // Either side closing ends the pair (each half-close was passed on by its relay already).
-    upstream.once('close', () => downstream.destroy())
-    downstream.once('close', () => upstream.destroy())
+    // Either side closing ends the pair (each half-close was passed on by its relay already);
+    // bytes the other side still holds are written first (the idle timeout bounds the wait).
+    upstream.once('close', () => closeWhenFlushed(downstream))
+    downstream.once('close', () => closeWhenFlushed(upstream))
   }
 
   /** Runs `expire` unless the connection moves on (clearing `conn.expire`) within `ms`. */

@@ -16,12 +16,17 @@
 import net, { type Server, type Socket } from 'node:net'
 import type { Logger } from 'pino'
 import type { ProxyIR } from '@portico/engine'
-import { PorticoError } from '@portico/engine'
+import { closeWhenFlushed, PorticoError } from '@portico/engine'
 import { INTAKE_ACK, intakeHeader } from './intake.ts'
 import type { ListenerAddress } from './protocol.ts'
 
 /** How long a worker has to acknowledge a hand-over before the next one is tried. */
 const ACK_TIMEOUT_MS = 2_000
+/**
+ * How long a client may take to read what the worker sent before it closed (at most a
+ * socket's high-water mark): the primary has no idle timeout of its own.
+ */
+const LINGER_MS = 30_000
 
 interface Port {
   key: string
@@ -149,26 +154,35 @@ export class ConnectionDistributor {
     // A client error (a reset) ends it whatever the state; its 'close' ends the pair.
     if (tried === 0) client.on('error', () => client.destroy())
     let state: 'waiting' | 'joined' | 'passed' = 'waiting'
+    // A reset (or a worker that went away) ends both at once; a clean close lets the other
+    // side write out what it holds first (closeWhenFlushed), the client within LINGER_MS.
     const cut = (): void => {
       client.destroy()
       worker.destroy()
+    }
+    const clientClosed = (): void => {
+      if (state === 'joined') closeWhenFlushed(worker)
+      else cut()
     }
     // Before the acknowledgement nothing of the client's has moved: another worker may take it.
     const passOver = (): void => {
       if (state !== 'waiting') return
       state = 'passed'
       clearTimeout(timer)
-      client.off('close', cut)
+      client.off('close', clientClosed)
       worker.destroy()
       this.handOn(port, client, tried + 1)
     }
     const timer = setTimeout(passOver, ACK_TIMEOUT_MS)
-    client.once('close', cut)
+    client.once('close', clientClosed)
     const workerGone = (): void => {
       if (state === 'waiting') passOver()
-      else if (state === 'joined') cut()
+      else if (state === 'joined') closeWhenFlushed(client, LINGER_MS)
     }
-    worker.once('error', workerGone)
+    worker.once('error', () => {
+      if (state === 'waiting') passOver()
+      else if (state === 'joined') cut()
+    })
     worker.once('close', workerGone)
     // The client's bytes follow only once the worker has taken the header (INTAKE_ACK): the
     // worker's server must be the first to read them (a TLS server reads the socket's handle
@@ -182,8 +196,8 @@ export class ConnectionDistributor {
       }
       state = 'joined'
       if (first.length > 1) client.write(first.subarray(1))
-      // Both ways with backpressure; a half close passes on (allowHalfOpen), an error or a
-      // close on either side ends the other.
+      // Both ways with backpressure; a half close passes on (allowHalfOpen); a close on either
+      // side ends the other (above).
       client.pipe(worker)
       worker.pipe(client)
       client.resume()
