@@ -47,8 +47,38 @@ test('a request span continues the caller\'s trace and writes the call\'s tracep
   fresh.inject(out)
   assert.notEqual(fresh.traceId, TRACE)
   assert.equal(out.tracestate, undefined)
+  // No trace at all: a new one, flagged unsampled, with ids of its own each time.
+  const seen = new Set<string>()
+  for (let i = 0; i < 600; i++) {
+    const own = tracing.startRequest({}, 'GET')
+    const h: Record<string, string> = {}
+    own.inject(h)
+    assert.match(h.traceparent!, new RegExp(`^00-${own.traceId}-${own.spanId}-00$`))
+    assert.match(own.traceId, /^(?!0+$)[0-9a-f]{32}$/)
+    assert.match(own.spanId, /^(?!0+$)[0-9a-f]{16}$/)
+    seen.add(own.traceId)
+    own.end()
+  }
+  assert.equal(seen.size, 600, 'every request a trace id of its own')
   await tracing.shutdown()
   assert.equal(spans.length, 0)
+})
+
+test('a sampled request is decided once: its span and the children under it are all recorded', async () => {
+  const spans: Array<{ name: string, parentSpanContext?: { spanId: string } }> = []
+  const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: 0.5, clientSampling: true, resources: {}, scheduledDelayMs: 10, exporter: { export: (s, cb) => { spans.push(...s as never[]); cb({ code: 0 }) }, shutdown: async () => {} } })
+  let recorded = 0
+  for (let i = 0; i < 400; i++) {
+    const span = tracing.startRequest({}, 'GET')
+    const child = span.child('GET', 'client', {})
+    assert.equal(child !== null, span.recording, 'a child exactly when the request is recorded')
+    if (span.recording) recorded++
+    child?.end()
+    span.end()
+  }
+  await tracing.shutdown()
+  assert.ok(recorded > 140 && recorded < 260, `${recorded} of 400 at 0.5`)
+  assert.equal(spans.length, 2 * recorded, 'each recorded request exported with its child')
 })
 
 test('http.route is the route\'s template, never the request path; credential-like query values are redacted', () => {

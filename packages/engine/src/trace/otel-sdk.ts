@@ -8,10 +8,11 @@
  * async hooks of every request.
  */
 
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, createContextKey, propagation, trace, type Context, type Span, type SpanContext } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, TraceFlags, createContextKey, propagation, trace, type Context, type Span, type SpanContext, type TraceState } from '@opentelemetry/api'
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core'
 import { BatchSpanProcessor, TracerProvider, type Sampler, type SamplingResult, type SpanExporter } from '@opentelemetry/sdk-trace'
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
+import { randomFillSync } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
@@ -39,12 +40,13 @@ export interface TracingOptions extends OtlpEndpointOptions {
 export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
   const exporter = options.exporter ?? await otlpExporter(options)
   const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': 'portico', ...options.resources }))
+  const sampler = new PorticoSampler(options.randomSampling, options.clientSampling)
   const provider = new TracerProvider({
     resource,
-    sampler: new PorticoSampler(options.randomSampling, options.clientSampling),
+    sampler,
     spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: options.scheduledDelayMs ?? 1000, maxQueueSize: 8192, maxExportBatchSize: 512 })]
   })
-  return new SdkTracing(provider)
+  return new SdkTracing(provider, sampler)
 }
 
 async function otlpExporter (options: TracingOptions): Promise<SpanExporter> {
@@ -93,16 +95,23 @@ export class PorticoSampler implements Sampler {
   }
 
   shouldSample (context: Context, _traceId: string): SamplingResult {
+    // A request's own span, sampled by `sampleRequest` already (startRequest).
+    if (context.getValue(REQUEST_SAMPLED) === true) return SAMPLED
+    return decide(this.sampleRequest(context))
+  }
+
+  /** Whether a span in `context` (a request's, or one under it) is sampled. */
+  sampleRequest (context: Context): boolean {
     // A listener's own sampling (a gateway's `tracing`), handed over in the request's context.
     const own = context.getValue(LISTENER_SAMPLING) as SamplingIR | undefined
     const random = own?.randomSampling !== undefined ? ratioOf(own.randomSampling) : this.random
     const client = own?.clientSampling ?? this.client
     const parent = trace.getSpanContext(context)
-    if (parent === undefined || !trace.isSpanContextValid(parent)) return decide(chance(random))
+    if (parent === undefined || !trace.isSpanContextValid(parent)) return chance(random)
     const parentSampled = (parent.traceFlags & 1) === 1
-    if (!parent.isRemote) return decide(parentSampled)
-    if (client === false) return decide(chance(random))
-    return decide(parentSampled && chance(client === true ? 1 : client))
+    if (!parent.isRemote) return parentSampled
+    if (client === false) return chance(random)
+    return parentSampled && chance(client === true ? 1 : client)
   }
 
   toString (): string {
@@ -115,6 +124,8 @@ const DROPPED: SamplingResult = { decision: SamplingDecision.NOT_RECORD }
 
 /** The context key under which startRequest passes a listener's sampling to the sampler. */
 const LISTENER_SAMPLING = createContextKey('portico listener sampling')
+/** Set on the context of a request span startRequest has sampled (the SDK asks the sampler again). */
+const REQUEST_SAMPLED = createContextKey('portico request sampled')
 
 function ratioOf (s: boolean | number): number {
   return s === true ? 1 : s === false ? 0 : s
@@ -143,16 +154,22 @@ const headerSetter = {
 class SdkTracing implements RequestTracing {
   private readonly provider: TracerProvider
   private readonly tracer: ReturnType<TracerProvider['getTracer']>
+  private readonly sampler: PorticoSampler
 
-  constructor (provider: TracerProvider) {
+  constructor (provider: TracerProvider, sampler: PorticoSampler) {
     this.provider = provider
+    this.sampler = sampler
     this.tracer = provider.getTracer('portico')
   }
 
   startRequest (headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan {
     // No traceparent and no baggage: the extract would return the root context as it is.
     const parent = headers.traceparent === undefined && headers.baggage === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, headerGetter)
-    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER }, sampling == null ? parent : parent.setValue(LISTENER_SAMPLING, sampling))
+    const context = sampling == null ? parent : parent.setValue(LISTENER_SAMPLING, sampling)
+    // Decided here, so a request the sampler drops (most, at a low ratio) costs ids and a
+    // header, not the SDK's span machinery.
+    if (!this.sampler.sampleRequest(context)) return new UnsampledRequestSpan(parent)
+    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER }, context.setValue(REQUEST_SAMPLED, true))
     return new SdkRequestSpan(this.tracer, span, parent)
   }
 
@@ -248,5 +265,63 @@ class SdkRequestSpan extends SdkSpan implements RequestSpan {
       return
     }
     propagator.inject(from === this.span ? (this.withSpan ??= trace.setSpan(this.parent, this.span)) : trace.setSpan(this.parent, from), headers, headerSetter)
+  }
+}
+
+/**
+ * The span of a request the sampler dropped: nothing is recorded or exported, but the call
+ * it makes still carries the trace on, flagged unsampled (so the backend does not start a
+ * trace of its own), under a span id of its own — as the SDK's non-recording span would.
+ */
+class UnsampledRequestSpan implements RequestSpan {
+  readonly recording = false
+  readonly traceId: string
+  readonly spanId: string
+  /** The caller's context (its tracestate and baggage go on to the calls). */
+  private readonly parent: Context
+  private readonly traceState: TraceState | undefined
+
+  constructor (parent: Context) {
+    const caller = parent === ROOT_CONTEXT ? undefined : trace.getSpanContext(parent)
+    this.parent = parent
+    this.traceId = caller !== undefined && trace.isSpanContextValid(caller) ? caller.traceId : randomId(16)
+    this.spanId = randomId(8)
+    this.traceState = caller?.traceState
+  }
+
+  setAttributes (): void {}
+  setError (): void {}
+  updateName (): void {}
+  end (): void {}
+
+  child (): null {
+    return null
+  }
+
+  inject (headers: HeaderMap): void {
+    if (headers.tracestate !== undefined) headers.tracestate = undefined
+    if (this.traceState === undefined && (this.parent === ROOT_CONTEXT || propagation.getBaggage(this.parent) === undefined)) {
+      headers.traceparent = `00-${this.traceId}-${this.spanId}-00`
+      return
+    }
+    const own = trace.wrapSpanContext({ traceId: this.traceId, spanId: this.spanId, traceFlags: TraceFlags.NONE, ...(this.traceState !== undefined ? { traceState: this.traceState } : {}) })
+    propagator.inject(trace.setSpan(this.parent, own), headers, headerSetter)
+  }
+}
+
+/** Random bytes for ids, filled a few hundred ids at a time. */
+const idPool = Buffer.allocUnsafe(24 * 256)
+let idAt = idPool.length
+
+/** A random trace (16 bytes) or span (8 bytes) id in hex, never all zeros (W3C: invalid). */
+function randomId (bytes: 8 | 16): string {
+  for (;;) {
+    if (idAt + bytes > idPool.length) {
+      randomFillSync(idPool)
+      idAt = 0
+    }
+    const at = idAt
+    idAt += bytes
+    for (let i = at; i < at + bytes; i++) if (idPool[i] !== 0) return idPool.toString('hex', at, at + bytes)
   }
 }

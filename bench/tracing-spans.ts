@@ -1,0 +1,81 @@
+/**
+ * What tracing costs one request in-process, without a load generator or sockets: the calls
+ * the pipeline makes for a proxied GET (the server span from the request's headers, the
+ * backend call's client span and its traceparent, the server span's attributes, both ends)
+ * run in a loop, and this process's CPU per request is reported for
+ *   - unsampled: the sampler drops every request (what 99 % of requests cost at 1 %),
+ *   - recorded: every request sampled, spans handed to an exporter that drops them,
+ *   - exported: every request sampled and exported over OTLP/HTTP (protobuf) to a sink in
+ *     another process — the SDK's batch processor and encoding included.
+ * bench/tracing.ts measures the same through a running proxy under load, where the figures
+ * come out larger (see docs/observability.md, Cost).
+ *
+ * Run: node bench/tracing-spans.ts [--requests 200000]
+ */
+
+import { spawn } from 'node:child_process'
+import { parseArgs } from 'node:util'
+import { createRequestTracing, type TracingOptions } from '@portico/engine/otel-sdk'
+import { endServerSpan, httpClientAttributes, type ServerSpanView } from '../packages/engine/src/trace/otel.ts'
+import { fmt, rounded } from './lib/report.ts'
+import { freePort, portAnswers } from './lib/children.ts'
+
+const { values } = parseArgs({ options: { requests: { type: 'string', default: '200000' } } })
+const REQUESTS = Number(values.requests)
+
+const headers = { host: '127.0.0.1:8080', 'user-agent': 'wrk', accept: '*/*' }
+const view: ServerSpanView = {
+  method: 'GET', scheme: 'http', host: '127.0.0.1:8080', hostname: '127.0.0.1', originalPath: '/', query: '', sourceAddress: '127.0.0.1', sourcePort: 50000,
+  status: 200, reason: 'Upstream', error: null, routeKey: 'default/bench', req: { httpVersion: '1.1', headers, socket: { localPort: 8080 } },
+  listener: { ir: { gateway: 'default', name: 'default' } }, matchedPath: { kind: 'prefix', value: '/' }, backend: { name: 'bench' }, mcp: null, grpc: null
+}
+
+/** Microseconds of this process's CPU per request, over `REQUESTS` of them after a warm-up. */
+async function measure (options: TracingOptions): Promise<number> {
+  const tracing = await createRequestTracing({ ...options, scheduledDelayMs: 100 })
+  const one = (): void => {
+    const span = tracing.startRequest(headers, 'GET')
+    const upstream: Record<string, string | undefined> = { ...headers }
+    const call = span.child('GET', 'client', { ...httpClientAttributes('GET', { scheme: 'http', host: '127.0.0.1', port: 9000, pathAndQuery: '/' }), 'portico.backend': 'bench' })
+    span.inject(upstream, call)
+    call?.setAttributes({ 'http.response.status_code': 200 })
+    call?.end()
+    if (span.recording) endServerSpan(span, view)
+    span.end()
+  }
+  // Batches of a thousand with a turn of the event loop between, as requests arrive: the
+  // batch processor's timer and the exporter's I/O get their turns.
+  const run = async (n: number): Promise<void> => {
+    for (let done = 0; done < n; done += 1000) {
+      for (let i = 0; i < 1000; i++) one()
+      await new Promise(resolve => setImmediate(resolve))
+    }
+  }
+  await run(Math.min(20_000, REQUESTS))
+  const before = process.cpuUsage()
+  await run(REQUESTS)
+  await tracing.shutdown()
+  const used = process.cpuUsage(before)
+  return (used.user + used.system) / REQUESTS
+}
+
+async function main (): Promise<void> {
+  // The collector's side runs in a process of its own: reads each export and answers 200.
+  const port = await freePort()
+  const sink = spawn(process.execPath, ['-e', `require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => s.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()) }).listen(${port}, '127.0.0.1')`], { stdio: 'ignore' })
+  try {
+    while (!await portAnswers(port)) await new Promise(resolve => setTimeout(resolve, 50))
+    const base = { otlpEndpoint: `http://127.0.0.1:${port}`, otlpProtocol: 'http' as const, headers: {}, clientSampling: true, resources: {} }
+    const drop = { export: (_spans: unknown[], done: (r: { code: number }) => void) => done({ code: 0 }), shutdown: async () => {} }
+    const unsampled = await measure({ ...base, randomSampling: false })
+    const recorded = await measure({ ...base, randomSampling: true, exporter: drop as unknown as NonNullable<TracingOptions['exporter']> })
+    const exported = await measure({ ...base, randomSampling: true })
+    console.log(`tracing in-process: Node ${process.version}, ${REQUESTS} requests each; CPU µs per request (this process; the sink runs apart)`)
+    console.log(`unsampled ${fmt(unsampled, 2)}, recorded ${fmt(recorded, 2)} (spans and attributes), exported ${fmt(exported, 2)} (+ batching, OTLP protobuf encoding, export)`)
+    console.log(JSON.stringify(rounded({ bench: 'tracing-spans', requests: REQUESTS, unsampledUs: unsampled, recordedUs: recorded, exportedUs: exported })))
+  } finally {
+    sink.kill()
+  }
+}
+
+await main()
