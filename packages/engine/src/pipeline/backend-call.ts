@@ -48,6 +48,11 @@ export function callBackend (rt: PipelineRuntime, ctx: RequestContext, outer?: C
  * request's own (unsampled, so the backend does not start a trace of its own).
  */
 function startCallSpan (ctx: RequestContext, span: NonNullable<RequestContext['span']>): void {
+  if (!span.recording) {
+    // Not recorded: no client span, so nothing to describe; the backend still gets the trace.
+    span.inject(ctx.headers, null)
+    return
+  }
   const backend = ctx.backend!
   const at = backend.target.lastIndexOf(':')
   const host = at > 0 ? backend.target.slice(0, at).replace(/^\[|\]$/g, '') : backend.target
