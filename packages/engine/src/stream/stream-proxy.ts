@@ -320,9 +320,10 @@ export class StreamProxy {
       downstream.destroy()
     })
     // Either side closing ends the pair (each half-close was passed on by its relay already);
-    // bytes the other side still holds are written first (the idle timeout bounds the wait).
-    upstream.once('close', () => closeWhenFlushed(downstream))
-    downstream.once('close', () => closeWhenFlushed(upstream))
+    // bytes the other side still holds are written first, within the idle timeout (the
+    // connection leaves the idle clock when the client's side closes, so it is passed here).
+    upstream.once('close', () => closeWhenFlushed(downstream, this.idleTimeoutMs))
+    downstream.once('close', () => closeWhenFlushed(upstream, this.idleTimeoutMs))
   }
 
   /** Runs `expire` unless the connection moves on (clearing `conn.expire`) within `ms`. */
