@@ -13,12 +13,11 @@
  * Run: node bench/tracing-spans.ts [--requests 200000]
  */
 
-import { spawn } from 'node:child_process'
 import { parseArgs } from 'node:util'
 import { createRequestTracing, type TracingOptions } from '@portico/engine/otel-sdk'
 import { endServerSpan, httpClientAttributes, type ServerSpanView } from '../packages/engine/src/trace/otel.ts'
 import { fmt, rounded } from './lib/report.ts'
-import { freePort, portAnswers } from './lib/children.ts'
+import { startOtlpSink } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { requests: { type: 'string', default: '200000' } } })
 const REQUESTS = Number(values.requests)
@@ -60,12 +59,10 @@ async function measure (options: TracingOptions): Promise<number> {
 }
 
 async function main (): Promise<void> {
-  // The collector's side runs in a process of its own: reads each export and answers 200.
-  const port = await freePort()
-  const sink = spawn(process.execPath, ['-e', `require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => s.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()) }).listen(${port}, '127.0.0.1')`], { stdio: 'ignore' })
+  // The collector's side runs in a process of its own.
+  const sink = await startOtlpSink()
   try {
-    while (!await portAnswers(port)) await new Promise(resolve => setTimeout(resolve, 50))
-    const base = { otlpEndpoint: `http://127.0.0.1:${port}`, otlpProtocol: 'http' as const, headers: {}, clientSampling: true, resources: {} }
+    const base = { otlpEndpoint: `http://127.0.0.1:${sink.port}`, otlpProtocol: 'http' as const, headers: {}, clientSampling: true, resources: {} }
     const drop = { export: (_spans: unknown[], done: (r: { code: number }) => void) => done({ code: 0 }), shutdown: async () => {} }
     const unsampled = await measure({ ...base, randomSampling: false })
     const recorded = await measure({ ...base, randomSampling: true, exporter: drop as unknown as NonNullable<TracingOptions['exporter']> })
@@ -74,7 +71,7 @@ async function main (): Promise<void> {
     console.log(`unsampled ${fmt(unsampled, 2)}, recorded ${fmt(recorded, 2)} (spans and attributes), exported ${fmt(exported, 2)} (+ batching, OTLP protobuf encoding, export)`)
     console.log(JSON.stringify(rounded({ bench: 'tracing-spans', requests: REQUESTS, unsampledUs: unsampled, recordedUs: recorded, exportedUs: exported })))
   } finally {
-    sink.kill()
+    await sink.child.stop()
   }
 }
 

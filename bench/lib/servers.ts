@@ -12,6 +12,7 @@ const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 const BACKEND = here('../servers/backend.ts')
 const FASTIFY_PROXY = here('../servers/fastify-proxy.ts')
 const LLM_SERVER = here('../servers/llm-server.ts')
+const OTLP_SINK = here('../servers/otlp-sink.ts')
 const FASTIFY_CLUSTER = here('../servers/fastify-cluster.ts')
 const PORTICO = here('../../packages/proxy/bin/portico.ts')
 
@@ -29,6 +30,13 @@ function server (child: Child, port: number): Server {
 export async function startBackend (cpus?: string): Promise<Server> {
   const port = await freePort()
   const child = await startNode({ name: 'backend', args: [BACKEND, String(port)], readyLine: 'ready', ...(cpus !== undefined ? { cpus } : {}) })
+  return server(child, port)
+}
+
+/** An OTLP/HTTP endpoint that takes every export (bench/servers/otlp-sink.ts). */
+export async function startOtlpSink (): Promise<Server> {
+  const port = await freePort()
+  const child = await startNode({ name: 'otlp-sink', args: [OTLP_SINK, String(port)], readyLine: 'ready' })
   return server(child, port)
 }
 

@@ -234,7 +234,7 @@ class SdkRequestSpan extends SdkSpan implements RequestSpan {
     this.parent = parent
     this.sc = span.spanContext()
     this.recording = span.isRecording()
-    this.traceparentOnly = this.sc.traceState === undefined && (parent === ROOT_CONTEXT || propagation.getBaggage(parent) === undefined)
+    this.traceparentOnly = traceparentAlone(this.sc.traceState, parent)
   }
 
   get traceId (): string {
@@ -261,7 +261,7 @@ class SdkRequestSpan extends SdkSpan implements RequestSpan {
     if (headers.tracestate !== undefined) headers.tracestate = undefined
     if (this.traceparentOnly) {
       const sc = from.spanContext()
-      headers.traceparent = `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 1) === 1 ? '01' : '00'}`
+      headers.traceparent = traceparent(sc.traceId, sc.spanId, (sc.traceFlags & 1) === 1)
       return
     }
     propagator.inject(from === this.span ? (this.withSpan ??= trace.setSpan(this.parent, this.span)) : trace.setSpan(this.parent, from), headers, headerSetter)
@@ -300,13 +300,26 @@ class UnsampledRequestSpan implements RequestSpan {
 
   inject (headers: HeaderMap): void {
     if (headers.tracestate !== undefined) headers.tracestate = undefined
-    if (this.traceState === undefined && (this.parent === ROOT_CONTEXT || propagation.getBaggage(this.parent) === undefined)) {
-      headers.traceparent = `00-${this.traceId}-${this.spanId}-00`
+    if (traceparentAlone(this.traceState, this.parent)) {
+      headers.traceparent = traceparent(this.traceId, this.spanId, false)
       return
     }
     const own = trace.wrapSpanContext({ traceId: this.traceId, spanId: this.spanId, traceFlags: TraceFlags.NONE, ...(this.traceState !== undefined ? { traceState: this.traceState } : {}) })
     propagator.inject(trace.setSpan(this.parent, own), headers, headerSetter)
   }
+}
+
+/**
+ * Whether a call's trace context is its `traceparent` alone — no tracestate, no baggage in
+ * the caller's context — so it is written directly rather than through the propagators.
+ */
+function traceparentAlone (traceState: TraceState | undefined, parent: Context): boolean {
+  return traceState === undefined && (parent === ROOT_CONTEXT || propagation.getBaggage(parent) === undefined)
+}
+
+/** A W3C `traceparent` header value (version 00). */
+function traceparent (traceId: string, spanId: string, sampled: boolean): string {
+  return `00-${traceId}-${spanId}-${sampled ? '01' : '00'}`
 }
 
 /** Random bytes for ids, filled a few hundred ids at a time. */

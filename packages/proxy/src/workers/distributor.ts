@@ -175,15 +175,16 @@ export class ConnectionDistributor {
     }
     const timer = setTimeout(passOver, ACK_TIMEOUT_MS)
     client.once('close', clientClosed)
-    const workerGone = (): void => {
+    const workerFailed = (): void => {
+      if (state === 'waiting') passOver()
+      else if (state === 'joined') cut()
+    }
+    const workerClosed = (): void => {
       if (state === 'waiting') passOver()
       else if (state === 'joined') closeWhenFlushed(client, LINGER_MS)
     }
-    worker.once('error', () => {
-      if (state === 'waiting') passOver()
-      else if (state === 'joined') cut()
-    })
-    worker.once('close', workerGone)
+    worker.once('error', workerFailed)
+    worker.once('close', workerClosed)
     // The client's bytes follow only once the worker has taken the header (INTAKE_ACK): the
     // worker's server must be the first to read them (a TLS server reads the socket's handle
     // directly, so bytes that arrived with the header could not be handed to it).
