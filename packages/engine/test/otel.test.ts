@@ -7,13 +7,17 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { ROOT_CONTEXT, trace, TraceFlags, SamplingDecision } from '@opentelemetry/api'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags } from '@opentelemetry/api'
+import { hrTimeToMilliseconds } from '@opentelemetry/core'
+import type { ReadableSpan } from '@opentelemetry/sdk-trace'
 import { createRequestTracing, PorticoSampler } from '../src/trace/otel-sdk.ts'
 import { httpRoute, redactQuery } from '../src/trace/otel.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const remote = (sampled: boolean) => trace.setSpanContext(ROOT_CONTEXT, { traceId: TRACE, spanId: '00f067aa0ba902b7', traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true })
-const decide = (s: PorticoSampler, context = ROOT_CONTEXT) => s.shouldSample(context, TRACE).decision === SamplingDecision.RECORD_AND_SAMPLED
+const decide = (s: PorticoSampler, context = ROOT_CONTEXT) => s.sampleRequest(context)
 
 test('sampler: randomSampling for requests without a trace, clientSampling for the others', () => {
   assert.equal(decide(new PorticoSampler(false, true)), false)
@@ -89,4 +93,82 @@ test('http.route is the route\'s template, never the request path; credential-li
   assert.equal(httpRoute(null), undefined)
   assert.equal(redactQuery('a=1&api_key=k&Signature=s&x-amz-signature=z&access_token=t&token&b'), 'a=1&api_key=REDACTED&Signature=REDACTED&x-amz-signature=REDACTED&access_token=REDACTED&token&b')
   assert.equal(redactQuery('%74oken=secret'), '%74oken=REDACTED', 'an escaped name is decoded before it is checked')
+})
+
+test('recorded spans reach the exporter as the SDK\'s spans: parent, remote parent, status, attributes (a later value wins)', async () => {
+  const spans: ReadableSpan[] = []
+  const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: false, clientSampling: true, resources: { 'deployment.environment.name': 'test' }, scheduledDelayMs: 5, exporter: { export: (s, cb) => { spans.push(...s); cb({ code: 0 }) }, shutdown: async () => {} } })
+  const span = tracing.startRequest({ traceparent: `00-${TRACE}-00f067aa0ba902b7-01`, tracestate: 'v=1' }, 'GET')
+  assert.equal(span.recording, true)
+  const call = span.child('GET', 'client', { 'server.port': 9000, 'url.full': undefined })!
+  call.setAttributes({ 'server.port': 9001 })
+  call.setError('UpstreamFailure', 'connection refused')
+  call.end()
+  span.updateName('GET /api/*')
+  span.setAttributes({ 'http.response.status_code': 502, 'portico.route': null })
+  span.end()
+  span.end()
+  await tracing.shutdown()
+  assert.equal(spans.length, 2, 'each span once, however often it is ended')
+  const [client, server] = spans as [ReadableSpan, ReadableSpan]
+  assert.equal(server.name, 'GET /api/*')
+  assert.equal(server.kind, SpanKind.SERVER)
+  assert.equal(server.spanContext().traceId, TRACE)
+  assert.equal(server.spanContext().traceState?.serialize(), 'v=1')
+  assert.deepEqual({ spanId: server.parentSpanContext?.spanId, remote: server.parentSpanContext?.isRemote }, { spanId: '00f067aa0ba902b7', remote: true })
+  assert.deepEqual(server.attributes, { 'http.response.status_code': 502 })
+  assert.equal(server.resource.attributes['service.name'], 'portico')
+  assert.equal(server.resource.attributes['deployment.environment.name'], 'test')
+  assert.equal(client.kind, SpanKind.CLIENT)
+  assert.deepEqual({ spanId: client.parentSpanContext?.spanId, remote: client.parentSpanContext?.isRemote }, { spanId: span.spanId, remote: false })
+  assert.deepEqual(client.attributes, { 'server.port': 9001, 'error.type': 'UpstreamFailure' })
+  assert.deepEqual(client.status, { code: SpanStatusCode.ERROR, message: 'connection refused' })
+  assert.ok(hrTimeToMilliseconds(server.endTime) >= hrTimeToMilliseconds(client.endTime) && hrTimeToMilliseconds(client.startTime) >= hrTimeToMilliseconds(server.startTime))
+})
+
+test('a collector that does not answer holds at most 8192 spans; the rest are dropped, never waited for', async () => {
+  const waiting: Array<(r: { code: number }) => void> = []
+  let exported = 0
+  const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 5, exporter: { export: (s, cb) => { exported += s.length; waiting.push(cb) }, shutdown: async () => {} } })
+  for (let i = 0; i < 10_000; i++) tracing.startRequest({}, 'GET').end()
+  assert.equal(waiting.length, 1, 'one export at a time')
+  while (waiting.length > 0) waiting.shift()!({ code: 0 })
+  await tracing.shutdown()
+  assert.equal(exported, 8192)
+})
+
+test('the export thread sends OTLP/HTTP protobuf to the endpoint, flushes at shutdown, and reports a failed export', async () => {
+  const bodies: Buffer[] = []
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      bodies.push(Buffer.concat(chunks))
+      res.writeHead(req.url === '/v1/traces' ? 200 : 404, { 'content-type': 'application/x-protobuf' }).end()
+    })
+  })
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as AddressInfo).port
+  try {
+    const tracing = await createRequestTracing({ otlpEndpoint: `http://127.0.0.1:${port}`, otlpProtocol: 'http', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 60_000 })
+    for (let i = 0; i < 3; i++) {
+      const span = tracing.startRequest({}, 'GET')
+      span.updateName(`GET /thread-${i}`)
+      span.end()
+    }
+    await tracing.shutdown()
+    const all = Buffer.concat(bodies).toString('latin1')
+    for (let i = 0; i < 3; i++) assert.ok(all.includes(`GET /thread-${i}`), `span ${i} exported before the thread stopped`)
+    // The wrong path: the collector answers 404, and the proxy hears of it once.
+    const errors: string[] = []
+    const refused = await createRequestTracing({ otlpEndpoint: `http://127.0.0.1:${port}`, otlpProtocol: 'http', path: '/nowhere', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 1, onExportError: message => errors.push(message) })
+    refused.startRequest({}, 'GET').end()
+    for (let i = 0; i < 200 && errors.length === 0; i++) await new Promise(resolve => setTimeout(resolve, 25))
+    refused.startRequest({}, 'GET').end()
+    await refused.shutdown()
+    assert.equal(errors.length, 1, `one report a minute: ${JSON.stringify(errors)}`)
+    assert.match(errors[0]!, /span export failed/)
+  } finally {
+    server.close()
+  }
 })

@@ -57,11 +57,13 @@ export interface PorticoOptions {
  * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
  * its exporters load only then.
  */
-export async function startTracing (settings: Settings): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
+export async function startTracing (settings: Settings, logs: Logs): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
   const out: Pick<PorticoOptions, 'otel' | 'otlpLogs'> = {}
   if (settings.tracing !== null) {
     const { createRequestTracing } = await import('@portico/engine/otel-sdk')
-    out.otel = await createRequestTracing(settings.tracing)
+    const log = logs.for('tracing')
+    // Spans that cannot be exported are lost; the proxy says so at most once a minute.
+    out.otel = await createRequestTracing({ ...settings.tracing, onExportError: message => log.warn({ err: message }, 'spans not exported') })
   }
   if (settings.accessLog.otlp !== null) {
     const { startOtlpLogs } = await import('./otlp-logs.ts')

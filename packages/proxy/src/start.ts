@@ -37,7 +37,7 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   const setup = startLogging(config.staticConfig)
   // The servers (admin, metrics: Fastify, prom-client) load only to run, not to validate.
   const { Portico, startTracing } = await import('./portico.ts')
-  const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0), ...await startTracing(setup.settings) })
+  const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0), ...await startTracing(setup.settings, setup.logs) })
   await run(portico, setup.logs, async () => {
     await portico.start(config, result.text)
   }, { config: config.ir.version })
@@ -100,7 +100,7 @@ export async function runClusterMode (): Promise<void> {
   const setup = startLogging({})
   const identity = { podName: env.POD_NAME!, namespace: env.NAMESPACE!, gateway: env.GATEWAY! }
   const { Portico, startTracing } = await import('./portico.ts')
-  const portico = new Portico({ settings: setup.settings, logs: setup.logs, env: identity, onQuit: () => process.exit(0), ...await startTracing(setup.settings) })
+  const portico = new Portico({ settings: setup.settings, logs: setup.logs, env: identity, onQuit: () => process.exit(0), ...await startTracing(setup.settings, setup.logs) })
   const tokenFile = env.XDS_TOKEN_FILE ?? (existsSync(DEFAULT_TOKEN_FILE) ? DEFAULT_TOKEN_FILE : undefined)
   // gRPC and the xDS protos load only here: a standalone gateway never needs them.
   const { XdsClient } = await import('./xds-client.ts')

@@ -1,91 +1,64 @@
 /**
- * The OpenTelemetry JS SDK behind trace/otel.ts: a tracer provider with Portico's sampler,
- * a batch span processor and an OTLP exporter (gRPC, or HTTP with protobuf bodies to
- * `<endpoint>/v1/traces`), and the W3C propagators. Loaded only when `config.tracing` is
- * set (`createRequestTracing`); the pipeline reaches it through the RequestTracing interface.
+ * Tracing as the pipeline uses it (trace/otel.ts RequestTracing): Portico's sampler decides
+ * each request, W3C trace context and baggage are read and written with the OpenTelemetry
+ * API's propagators, recorded spans are written as plain records (trace/span-export.ts) and
+ * exported with the SDK's OTLP exporter on a thread of their own
+ * (trace/span-export-worker.ts). Loaded only when `config.tracing` is set.
  *
  * No context manager is installed: spans are parented explicitly, so nothing runs on the
  * async hooks of every request.
  */
 
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, SamplingDecision, TraceFlags, createContextKey, propagation, trace, type Context, type Span, type SpanContext, type TraceState } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanKind, TraceFlags, propagation, trace, type Context, type TraceState } from '@opentelemetry/api'
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core'
-import { BatchSpanProcessor, TracerProvider, type Sampler, type SamplingResult, type SpanExporter } from '@opentelemetry/sdk-trace'
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources'
+import type { SpanExporter } from '@opentelemetry/sdk-trace'
 import { randomFillSync } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
+import { Worker } from 'node:worker_threads'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes } from './otel.ts'
+import { EXPORT_BATCH, RecordExport, spanResource, type SpanExportOptions, type SpanRecord } from './span-export.ts'
+
+export { otlpTarget, type OtlpEndpointOptions } from './span-export.ts'
 
 /** `config.tracing`, resolved (proxy/settings.ts): where spans go (OTLP/HTTP path default /v1/traces), and how many. */
-export interface TracingOptions extends OtlpEndpointOptions {
+export interface TracingOptions extends SpanExportOptions {
   /** Requests without a trace: true, false or the share of them to sample. */
   randomSampling: boolean | number
   /** Requests with a trace: true follows the caller's sampled flag, false ignores the caller, a ratio samples that share of the caller's sampled ones. */
   clientSampling: boolean | number
-  /** Resource attributes (service.name defaults to portico). */
-  resources: Record<string, string>
   /**
    * config.tracing.fields as written (server-span attributes added with CEL or removed): the
    * engine compiles and applies them (compileCelFields, pipeline/run.ts), not the SDK.
    */
   fields?: { add?: Record<string, string>, remove?: string[] }
-  /** Export batching (tests shorten it). */
+  /** How long a recorded span may wait for a full batch before it is sent (ms; tests shorten it). */
   scheduledDelayMs?: number
-  /** Exporter to use instead of OTLP (tests). */
+  /** Exporter to use in this thread instead of OTLP from the export thread (tests). */
   exporter?: SpanExporter
+  /** A failed export or a failed export thread (spans are lost, the proxy goes on); at most once a minute. */
+  onExportError?: (message: string) => void
 }
+
+/** Spans recorded but not yet exported, at most (more are dropped, as the SDK's batch processor does). */
+const MAX_QUEUE = 8192
+/** The export thread's time to send what it holds when the proxy stops. */
+const SHUTDOWN_MS = 10_000
+const ERROR_EVERY_MS = 60_000
 
 export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
-  const exporter = options.exporter ?? await otlpExporter(options)
-  const resource = defaultResource().merge(resourceFromAttributes({ 'service.name': 'portico', ...options.resources }))
   const sampler = new PorticoSampler(options.randomSampling, options.clientSampling)
-  const provider = new TracerProvider({
-    resource,
-    sampler,
-    spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: options.scheduledDelayMs ?? 1000, maxQueueSize: 8192, maxExportBatchSize: 512 })]
-  })
-  return new SdkTracing(provider, sampler)
-}
-
-async function otlpExporter (options: TracingOptions): Promise<SpanExporter> {
-  const target = await otlpTarget(options, '/v1/traces')
-  if (target.protocol === 'http') {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto')
-    return new OTLPTraceExporter(target.options)
-  }
-  const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc')
-  return new OTLPTraceExporter(target.options)
-}
-
-/** Where an OTLP exporter sends, as the config says it (tracing's and the access log's). */
-export interface OtlpEndpointOptions {
-  otlpEndpoint: string
-  otlpProtocol: 'grpc' | 'http'
-  path?: string
-  headers: Record<string, string>
-}
-
-/**
- * The options of an OTLP exporter of either protocol: OTLP/HTTP posts to the endpoint's
- * `path` (`defaultPath` when unset) with the headers; gRPC sends them as metadata.
- */
-export async function otlpTarget (o: OtlpEndpointOptions, defaultPath: string): Promise<{ protocol: 'http', options: { url: string, headers: Record<string, string> } } | { protocol: 'grpc', options: { url: string, metadata: InstanceType<typeof import('@grpc/grpc-js').Metadata> } }> {
-  const base = o.otlpEndpoint.replace(/\/+$/, '')
-  if (o.otlpProtocol === 'http') return { protocol: 'http', options: { url: `${base}${o.path ?? defaultPath}`, headers: o.headers } }
-  const { Metadata } = await import('@grpc/grpc-js')
-  const metadata = new Metadata()
-  for (const [k, v] of Object.entries(o.headers)) metadata.set(k, v)
-  return { protocol: 'grpc', options: { url: base, metadata } }
+  const spans = new SpanBatches(options)
+  return new SdkTracing(sampler, spans)
 }
 
 /**
  * Head sampling as agentgateway's `randomSampling` / `clientSampling`: a request that
  * arrives with a trace (a remote parent) follows `clientSampling`, one without follows
- * `randomSampling`; spans under the request's own span follow it.
+ * `randomSampling`; the spans under a request's own span follow the request.
  */
-export class PorticoSampler implements Sampler {
+export class PorticoSampler {
   private readonly random: number
   private readonly client: boolean | number
 
@@ -94,24 +67,15 @@ export class PorticoSampler implements Sampler {
     this.client = client
   }
 
-  shouldSample (context: Context, _traceId: string): SamplingResult {
-    // A request's own span, sampled by `sampleRequest` already (startRequest).
-    if (context.getValue(REQUEST_SAMPLED) === true) return SAMPLED
-    return decide(this.sampleRequest(context))
-  }
-
-  /** Whether a span in `context` (a request's, or one under it) is sampled. */
-  sampleRequest (context: Context): boolean {
-    // A listener's own sampling (a gateway's `tracing`), handed over in the request's context.
-    const own = context.getValue(LISTENER_SAMPLING) as SamplingIR | undefined
+  /** Whether a request arriving with `parent` (its extracted trace context) is sampled. */
+  sampleRequest (parent: Context, own?: SamplingIR | null): boolean {
+    // A listener's own sampling (a gateway's `tracing`) over the global one.
     const random = own?.randomSampling !== undefined ? ratioOf(own.randomSampling) : this.random
     const client = own?.clientSampling ?? this.client
-    const parent = trace.getSpanContext(context)
-    if (parent === undefined || !trace.isSpanContextValid(parent)) return chance(random)
-    const parentSampled = (parent.traceFlags & 1) === 1
-    if (!parent.isRemote) return parentSampled
+    const caller = parent === ROOT_CONTEXT ? undefined : trace.getSpanContext(parent)
+    if (caller === undefined || !trace.isSpanContextValid(caller)) return chance(random)
     if (client === false) return chance(random)
-    return parentSampled && chance(client === true ? 1 : client)
+    return (caller.traceFlags & 1) === 1 && chance(client === true ? 1 : client)
   }
 
   toString (): string {
@@ -119,20 +83,8 @@ export class PorticoSampler implements Sampler {
   }
 }
 
-const SAMPLED: SamplingResult = { decision: SamplingDecision.RECORD_AND_SAMPLED }
-const DROPPED: SamplingResult = { decision: SamplingDecision.NOT_RECORD }
-
-/** The context key under which startRequest passes a listener's sampling to the sampler. */
-const LISTENER_SAMPLING = createContextKey('portico listener sampling')
-/** Set on the context of a request span startRequest has sampled (the SDK asks the sampler again). */
-const REQUEST_SAMPLED = createContextKey('portico request sampled')
-
 function ratioOf (s: boolean | number): number {
   return s === true ? 1 : s === false ? 0 : s
-}
-
-function decide (sampled: boolean): SamplingResult {
-  return sampled ? SAMPLED : DROPPED
 }
 
 function chance (ratio: number): boolean {
@@ -151,127 +103,246 @@ const headerSetter = {
   set: (h: HeaderMap, key: string, value: string) => { h[key] = value }
 }
 
-class SdkTracing implements RequestTracing {
-  private readonly provider: TracerProvider
-  private readonly tracer: ReturnType<TracerProvider['getTracer']>
-  private readonly sampler: PorticoSampler
+/** The wall clock in ms since the epoch with a sub-ms fraction, as span times are kept. */
+function now (): number {
+  return performance.timeOrigin + performance.now()
+}
 
-  constructor (provider: TracerProvider, sampler: PorticoSampler) {
-    this.provider = provider
+class SdkTracing implements RequestTracing {
+  private readonly sampler: PorticoSampler
+  private readonly spans: SpanBatches
+
+  constructor (sampler: PorticoSampler, spans: SpanBatches) {
     this.sampler = sampler
-    this.tracer = provider.getTracer('portico')
+    this.spans = spans
   }
 
   startRequest (headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan {
     // No traceparent and no baggage: the extract would return the root context as it is.
     const parent = headers.traceparent === undefined && headers.baggage === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, headerGetter)
-    const context = sampling == null ? parent : parent.setValue(LISTENER_SAMPLING, sampling)
-    // Decided here, so a request the sampler drops (most, at a low ratio) costs ids and a
-    // header, not the SDK's span machinery.
-    if (!this.sampler.sampleRequest(context)) return new UnsampledRequestSpan(parent)
-    const span = this.tracer.startSpan(method, { kind: SpanKind.SERVER }, context.setValue(REQUEST_SAMPLED, true))
-    return new SdkRequestSpan(this.tracer, span, parent)
+    const caller = parent === ROOT_CONTEXT ? undefined : trace.getSpanContext(parent)
+    const valid = caller !== undefined && trace.isSpanContextValid(caller)
+    // Decided first, so a request the sampler drops (most, at a low ratio) costs ids and a
+    // header, nothing more.
+    if (!this.sampler.sampleRequest(parent, sampling)) return new UnsampledRequestSpan(parent, valid ? caller : undefined)
+    return new RecordedRequestSpan(this.spans, method, parent, valid ? caller : undefined)
   }
 
   async shutdown (): Promise<void> {
-    await this.provider.shutdown()
+    await this.spans.shutdown()
   }
 }
 
-/** A child span (or the request's own): the OtelSpan face of an SDK span. */
-class SdkSpan implements OtelSpan {
-  protected readonly span: Span
+/**
+ * Ended spans on their way to the exporter: gathered into batches of EXPORT_BATCH (or what
+ * came within `scheduledDelayMs`), handed to the export thread — or to the exporter in this
+ * thread, when a test gives one — with at most MAX_QUEUE waiting; beyond that they are
+ * dropped (a collector that cannot keep up loses spans, never the proxy's time).
+ */
+class SpanBatches {
+  private batch: SpanRecord[] = []
+  /** Records handed over and not yet reported done. */
+  private outstanding = 0
+  private timer: NodeJS.Timeout | null = null
+  private readonly delayMs: number
+  private readonly send: (batch: SpanRecord[]) => void
+  private readonly close: () => Promise<void>
+  private readonly onError: ((message: string) => void) | undefined
+  private lastError = -Infinity
+  private closed = false
 
-  constructor (span: Span) {
-    this.span = span
+  constructor (options: TracingOptions) {
+    this.delayMs = options.scheduledDelayMs ?? 1000
+    this.onError = options.onExportError
+    const done = (count: number, error: string | null): void => {
+      this.outstanding -= count
+      if (error !== null) this.error(error)
+    }
+    if (options.exporter !== undefined) {
+      const records = new RecordExport(options.exporter, spanResource(options.resources), done)
+      this.send = batch => records.add(batch)
+      this.close = () => records.shutdown()
+    } else {
+      // Started with the first batch: a proxy that records nothing (the default sampling
+      // records only what callers sampled) never pays the thread's memory (~35 MB).
+      let thread: Worker | null = null
+      this.send = batch => {
+        thread ??= startExportThread(options, done, message => this.error(message))
+        thread.postMessage({ type: 'spans', spans: batch })
+      }
+      this.close = async () => { if (thread !== null) await stopExportThread(thread) }
+    }
   }
 
-  get sdkSpan (): Span {
-    return this.span
+  add (record: SpanRecord): void {
+    if (this.closed || this.outstanding + this.batch.length >= MAX_QUEUE) return
+    this.batch.push(record)
+    if (this.batch.length >= EXPORT_BATCH) this.flush()
+    else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.delayMs).unref()
+  }
+
+  private flush (): void {
+    if (this.timer !== null) {
+      clearTimeout(this.timer)
+      this.timer = null
+    }
+    if (this.batch.length === 0) return
+    const batch = this.batch
+    this.batch = []
+    this.outstanding += batch.length
+    this.send(batch)
+  }
+
+  private error (message: string): void {
+    const at = Date.now()
+    if (at - this.lastError < ERROR_EVERY_MS) return
+    this.lastError = at
+    this.onError?.(message)
+  }
+
+  async shutdown (): Promise<void> {
+    this.flush()
+    this.closed = true
+    await this.close()
+  }
+}
+
+/** The export thread (trace/span-export-worker.ts); it holds the process open only while stopping. */
+function startExportThread (options: TracingOptions, done: (count: number, error: string | null) => void, fail: (message: string) => void): Worker {
+  const { otlpEndpoint, otlpProtocol, headers, resources } = options
+  const exportOptions: SpanExportOptions = { otlpEndpoint, otlpProtocol, headers, resources, ...(options.path !== undefined ? { path: options.path } : {}) }
+  const thread = new Worker(new URL('./span-export-worker.ts', import.meta.url), { workerData: { options: exportOptions }, stdin: false })
+  thread.unref()
+  thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
+    if (msg.type === 'done') done(msg.count!, msg.error ?? null)
+  })
+  thread.on('error', err => fail(`the span export thread failed: ${err.message}`))
+  return thread
+}
+
+async function stopExportThread (thread: Worker): Promise<void> {
+  thread.ref()
+  const stopped = new Promise<void>(resolve => {
+    thread.once('exit', () => resolve())
+    thread.on('message', (msg: { type: string }) => { if (msg.type === 'closed') resolve() })
+  })
+  const timer = setTimeout(() => { void thread.terminate() }, SHUTDOWN_MS)
+  thread.postMessage({ type: 'shutdown' })
+  await stopped
+  clearTimeout(timer)
+  await thread.terminate()
+}
+
+/**
+ * A recorded span: its record is filled as the request goes and handed over when it ends.
+ * Attributes are kept as given (Portico's own values are strings, numbers, booleans and
+ * string arrays, CEL values made so by celAttribute), so nothing is validated per value.
+ */
+class RecordedSpan implements OtelSpan {
+  protected readonly spans: SpanBatches
+  readonly record: SpanRecord
+  private ended = false
+
+  constructor (spans: SpanBatches, record: SpanRecord) {
+    this.spans = spans
+    this.record = record
   }
 
   setAttributes (attrs: SpanAttributes): void {
-    // The SDK skips undefined values itself (with a diagnostic per value): filtered here.
-    const span = this.span
+    const a = this.record.attributes
     for (const key in attrs) {
       const v = attrs[key]
-      if (v !== undefined && v !== null) span.setAttribute(key, v)
+      if (v !== undefined && v !== null) a.push(key, v)
     }
   }
 
   setError (type: string, message?: string): void {
-    this.span.setAttribute('error.type', type)
-    this.span.setStatus(message !== undefined ? { code: SpanStatusCode.ERROR, message } : { code: SpanStatusCode.ERROR })
+    this.record.attributes.push('error.type', type)
+    this.record.status = 2
+    this.record.statusMessage = message ?? ''
   }
 
   updateName (name: string): void {
-    this.span.updateName(name)
+    this.record.name = name
   }
 
   end (endTime?: number): void {
-    this.span.end(endTime)
+    if (this.ended) return
+    this.ended = true
+    this.record.end = endTime ?? now()
+    this.spans.add(this.record)
   }
 }
 
-class SdkRequestSpan extends SdkSpan implements RequestSpan {
-  readonly recording: boolean
-  private readonly tracer: ReturnType<TracerProvider['getTracer']>
+class RecordedRequestSpan extends RecordedSpan implements RequestSpan {
+  readonly recording = true
   /** The caller's context (its baggage goes on to the calls this request makes). */
   private readonly parent: Context
-  private readonly sc: SpanContext
-  /** The caller's context with this span in it: the parent of every child span (made once). */
-  private withSpan: Context | null = null
   /**
    * No baggage and no tracestate to pass on: a call's trace context is its `traceparent`
-   * alone, written here rather than through the propagators (the common case, and the
-   * propagators' context lookups and validation are a good part of a call span's cost).
+   * alone, written here rather than through the propagators (the common case).
    */
   private readonly traceparentOnly: boolean
+  private readonly traceState: TraceState | undefined
 
-  constructor (tracer: ReturnType<TracerProvider['getTracer']>, span: Span, parent: Context) {
-    super(span)
-    this.tracer = tracer
+  constructor (spans: SpanBatches, name: string, parent: Context, caller: { traceId: string, spanId: string, traceState?: TraceState | undefined } | undefined) {
+    super(spans, {
+      traceId: caller?.traceId ?? randomId(16),
+      spanId: randomId(8),
+      parentSpanId: caller?.spanId ?? '',
+      parentRemote: caller !== undefined,
+      traceState: caller?.traceState?.serialize() ?? '',
+      name,
+      kind: SpanKind.SERVER,
+      start: now(),
+      end: 0,
+      status: 0,
+      statusMessage: '',
+      attributes: []
+    })
     this.parent = parent
-    this.sc = span.spanContext()
-    this.recording = span.isRecording()
-    this.traceparentOnly = traceparentAlone(this.sc.traceState, parent)
+    this.traceState = caller?.traceState
+    this.traceparentOnly = traceparentAlone(this.traceState, parent)
   }
 
   get traceId (): string {
-    return this.sc.traceId
+    return this.record.traceId
   }
 
   get spanId (): string {
-    return this.sc.spanId
+    return this.record.spanId
   }
 
   child (name: string, kind: 'client' | 'internal', attrs: SpanAttributes, startTime?: number): OtelSpan | null {
-    if (!this.recording) return null
-    const options = { kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, ...(startTime !== undefined ? { startTime } : {}) }
-    this.withSpan ??= trace.setSpan(this.parent, this.span)
-    const child = new SdkSpan(this.tracer.startSpan(name, options, this.withSpan))
+    const r = this.record
+    const child = new RecordedSpan(this.spans, {
+      traceId: r.traceId,
+      spanId: randomId(8),
+      parentSpanId: r.spanId,
+      parentRemote: false,
+      traceState: r.traceState,
+      name,
+      kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL,
+      start: startTime ?? now(),
+      end: 0,
+      status: 0,
+      statusMessage: '',
+      attributes: []
+    })
     child.setAttributes(attrs)
     return child
   }
 
   inject (headers: HeaderMap, span?: OtelSpan | null): void {
-    const from = span instanceof SdkSpan ? span.sdkSpan : this.span
-    // A caller's tracestate belongs to its traceparent, which is being replaced (set
-    // undefined, not deleted: see http/headers.ts dropUpstreamHeader).
-    if (headers.tracestate !== undefined) headers.tracestate = undefined
-    if (this.traceparentOnly) {
-      const sc = from.spanContext()
-      headers.traceparent = traceparent(sc.traceId, sc.spanId, (sc.traceFlags & 1) === 1)
-      return
-    }
-    propagator.inject(from === this.span ? (this.withSpan ??= trace.setSpan(this.parent, this.span)) : trace.setSpan(this.parent, from), headers, headerSetter)
+    const from = span instanceof RecordedSpan ? span.record : this.record
+    injectTrace(headers, from.traceId, from.spanId, true, this.traceparentOnly, this.parent, this.traceState)
   }
 }
 
 /**
  * The span of a request the sampler dropped: nothing is recorded or exported, but the call
  * it makes still carries the trace on, flagged unsampled (so the backend does not start a
- * trace of its own), under a span id of its own — as the SDK's non-recording span would.
+ * trace of its own), under a span id of its own.
  */
 class UnsampledRequestSpan implements RequestSpan {
   readonly recording = false
@@ -281,10 +352,9 @@ class UnsampledRequestSpan implements RequestSpan {
   private readonly parent: Context
   private readonly traceState: TraceState | undefined
 
-  constructor (parent: Context) {
-    const caller = parent === ROOT_CONTEXT ? undefined : trace.getSpanContext(parent)
+  constructor (parent: Context, caller: { traceId: string, traceState?: TraceState | undefined } | undefined) {
     this.parent = parent
-    this.traceId = caller !== undefined && trace.isSpanContextValid(caller) ? caller.traceId : randomId(16)
+    this.traceId = caller?.traceId ?? randomId(16)
     this.spanId = randomId(8)
     this.traceState = caller?.traceState
   }
@@ -299,14 +369,25 @@ class UnsampledRequestSpan implements RequestSpan {
   }
 
   inject (headers: HeaderMap): void {
-    if (headers.tracestate !== undefined) headers.tracestate = undefined
-    if (traceparentAlone(this.traceState, this.parent)) {
-      headers.traceparent = traceparent(this.traceId, this.spanId, false)
-      return
-    }
-    const own = trace.wrapSpanContext({ traceId: this.traceId, spanId: this.spanId, traceFlags: TraceFlags.NONE, ...(this.traceState !== undefined ? { traceState: this.traceState } : {}) })
-    propagator.inject(trace.setSpan(this.parent, own), headers, headerSetter)
+    injectTrace(headers, this.traceId, this.spanId, false, traceparentAlone(this.traceState, this.parent), this.parent, this.traceState)
   }
+}
+
+/**
+ * Writes a call's W3C trace context into `headers`: its `traceparent` (the call's span
+ * `spanId`), and the caller's tracestate and baggage — through the propagators only when
+ * there are some to pass on.
+ */
+function injectTrace (headers: HeaderMap, traceId: string, spanId: string, sampled: boolean, alone: boolean, parent: Context, traceState: TraceState | undefined): void {
+  // A caller's tracestate belongs to its traceparent, which is being replaced (set
+  // undefined, not deleted: see http/headers.ts dropUpstreamHeader).
+  if (headers.tracestate !== undefined) headers.tracestate = undefined
+  if (alone) {
+    headers.traceparent = traceparent(traceId, spanId, sampled)
+    return
+  }
+  const own = trace.wrapSpanContext({ traceId, spanId, traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState !== undefined ? { traceState } : {}) })
+  propagator.inject(trace.setSpan(parent, own), headers, headerSetter)
 }
 
 /**
@@ -322,19 +403,29 @@ function traceparent (traceId: string, spanId: string, sampled: boolean): string
   return `00-${traceId}-${spanId}-${sampled ? '01' : '00'}`
 }
 
-/** Random bytes for ids, filled a few hundred ids at a time. */
-const idPool = Buffer.allocUnsafe(24 * 256)
-let idAt = idPool.length
+/**
+ * Random ids, cut from a hex string made a few hundred ids at a time: one `randomFillSync`
+ * and one hex conversion per refill, and a slice per id (a request that is not sampled pays
+ * for its two ids and nothing else).
+ */
+const ID_BYTES = 24 * 256
+const idBytes = Buffer.allocUnsafe(ID_BYTES)
+let idHex = ''
+let idAt = 0
+
+const ZERO_TRACE = '0'.repeat(32)
+const ZERO_SPAN = '0'.repeat(16)
 
 /** A random trace (16 bytes) or span (8 bytes) id in hex, never all zeros (W3C: invalid). */
 function randomId (bytes: 8 | 16): string {
+  const chars = bytes * 2
   for (;;) {
-    if (idAt + bytes > idPool.length) {
-      randomFillSync(idPool)
+    if (idAt + chars > idHex.length) {
+      randomFillSync(idBytes)
+      idHex = idBytes.toString('hex')
       idAt = 0
     }
-    const at = idAt
-    idAt += bytes
-    for (let i = at; i < at + bytes; i++) if (idPool[i] !== 0) return idPool.toString('hex', at, at + bytes)
+    const id = idHex.slice(idAt, idAt += chars)
+    if (id !== (bytes === 16 ? ZERO_TRACE : ZERO_SPAN)) return id
   }
 }

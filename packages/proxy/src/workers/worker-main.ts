@@ -39,7 +39,7 @@ const portico = new Portico({
   env: init.env,
   worker: { index: init.index, backends: init.backends, handoff: relay.relay, intake: init.intake !== null },
   // Each worker exports the spans (and OTLP access-log records) of the requests it serves.
-  ...await startTracing(settings)
+  ...await startTracing(settings, logs)
 })
 const { engine, listeners } = portico
 // WORKER_ACCEPT=primary: connections come from the primary (a file socket of an earlier run
