@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path'
 import { REPO_ROOT, run } from '../lib/chart.ts'
 import { freePort } from '../lib/portico.ts'
 import { requireTool } from '../lib/tools.ts'
-import { SEMI_SPACE_FLAG } from '../../packages/proxy/src/heap.ts'
+import { SEMI_SPACE_FLAG } from '../../packages/proxy/src/v8-flags.ts'
 
 const IMAGES = [
   { dockerfile: 'deploy/controller.Dockerfile', pkg: '@portico/controller', entry: 'packages/controller/bin/portico-controller.ts', ports: ['9978', '9093', '9092'] },
@@ -98,7 +98,7 @@ for (const image of IMAGES) {
     assert.ok(last.some(i => i.op === 'COPY' && i.args.startsWith('--from=build /out/')), 'the runtime copies only the runtime tree')
     assert.ok(!last.some(i => i.op === 'RUN' && /npm install|pnpm/.test(i.args)), 'nothing is installed in the runtime stage')
     const entry = last.find(i => i.op === 'ENTRYPOINT')
-    // The proxy's image gives Node the data plane's young-generation size (packages/proxy/src/heap.ts).
+    // The proxy's image gives Node the data plane's young-generation size (packages/proxy/src/v8-flags.ts).
     assert.deepEqual(JSON.parse(entry!.args), ['node', ...(image.pkg === '@portico/proxy' ? [SEMI_SPACE_FLAG] : []), `/app/${image.entry}`])
     assert.ok(existsSync(join(REPO_ROOT, image.entry)))
     assert.deepEqual(last.find(i => i.op === 'EXPOSE')!.args.split(/\s+/), image.ports)

@@ -9,14 +9,18 @@
  */
 import { enableCompileCache, flushCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
-import { SEMI_SPACE_FLAG, semiSpaceGiven } from '../src/heap.ts'
+import { setFlagsFromString } from 'node:v8'
+import { INLINING_FLAG, SEMI_SPACE_FLAG, inliningGiven, semiSpaceGiven } from '../src/v8-flags.ts'
 
-// The young generation's size is fixed at start (src/heap.ts says why it is set): without
+// The young generation's size is fixed at start (src/v8-flags.ts says why it is set): without
 // one given, Node starts again in this process (same pid, signals and descriptors) with it.
 // The image passes the flag itself; this covers `pnpm exec portico`, tests and benchmarks.
 if (!semiSpaceGiven(process.execArgv, process.env.NODE_OPTIONS) && typeof process.execve === 'function') {
   process.execve(process.execPath, [process.execPath, SEMI_SPACE_FLAG, ...process.execArgv, ...process.argv.slice(1)], process.env)
 }
+
+// Before anything hot is optimized (src/v8-flags.ts says why).
+if (!inliningGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(INLINING_FLAG)
 
 enableCompileCache(fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url)))
 // Imported after the cache is on (a static import would load cli.ts before this line runs).

@@ -23,7 +23,7 @@ import { CONTROL, CONTROL_INTS, STALLED_AFTER_MS, TRACE_SLOTS, type FromWorker, 
 import { SlotTable } from './slot-table.ts'
 import { startHandoffServer, type HandoffServer } from './handoff.ts'
 import { ConnectionDistributor } from './distributor.ts'
-import { WORKER_YOUNG_GENERATION_MB } from '../heap.ts'
+import { WORKER_YOUNG_GENERATION_MB } from '../v8-flags.ts'
 import { localSocketPath, socketToken } from './local-socket.ts'
 import { transferableSettings, type Settings } from '../settings.ts'
 import type { Logs } from '@portico/ops'
