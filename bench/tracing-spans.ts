@@ -4,9 +4,11 @@
  * backend call's client span and its traceparent, the server span's attributes, both ends)
  * run in a loop, and this process's CPU per request is reported for
  *   - unsampled: the sampler drops every request (what 99 % of requests cost at 1 %),
- *   - recorded: every request sampled, spans handed to an exporter that drops them,
+ *   - recorded: every request sampled, its span records turned into the SDK's spans and
+ *     handed (in this thread) to an exporter that drops them,
  *   - exported: every request sampled and exported over OTLP/HTTP (protobuf) to a sink in
- *     another process — the SDK's batch processor and encoding included.
+ *     another process — from the export thread, whose CPU is counted too (process.cpuUsage
+ *     covers every thread of the process).
  * bench/tracing.ts measures the same through a running proxy under load, where the figures
  * come out larger (see docs/observability.md, Cost).
  *

@@ -34,12 +34,13 @@ export function semiSpaceGiven (execArgv: string[], nodeOptions: string | undefi
  * one (tracing's, say) pushes more of the later ones out of line.
  *
  * Measured (2 cores, wrk -c50 through one event loop, interleaved rounds): an untraced
- * proxied GET 0.5–1.5 µs of CPU cheaper (2–5 %) with a budget of 3000; 1840, 3000 and 6000
- * measured the same. Set at start with v8.setFlagsFromString (TurboFan reads it when it
- * optimizes, so it covers every function optimized after), unless Node was given it.
+ * proxied GET 1–1.5 µs of CPU cheaper (~5 %) with twice the default; 3000 and 6000 measured
+ * no cheaper, and 3000 held ~5 MB more optimized code under load than 1840 (which holds
+ * ~2 MB more than the default). Set at start with v8.setFlagsFromString (TurboFan reads it
+ * when it optimizes, so it covers every function optimized after), unless Node was given it.
  */
 
-export const INLINING_FLAG = '--max-inlined-bytecode-size-cumulative=3000'
+export const INLINING_FLAG = '--max-inlined-bytecode-size-cumulative=1840'
 
 /** Whether Node was started with an inlining budget of its own (the flag, or NODE_OPTIONS). */
 export function inliningGiven (execArgv: string[], nodeOptions: string | undefined): boolean {
