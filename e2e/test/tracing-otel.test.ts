@@ -55,6 +55,7 @@ describe('OpenTelemetry tracing', { skip }, () => {
   let authzHttp: Backend
   let portico: PorticoProcess
   let admin: string
+  let stats: string
   const alice = { id: 'alice', secret: 'alice-secret-123', permissions: [] }
 
   before(async () => {
@@ -69,9 +70,11 @@ describe('OpenTelemetry tracing', { skip }, () => {
     authzHttp = await startEchoBackend('authz-http')
     const adminPort = await freePort()
     admin = `http://127.0.0.1:${adminPort}`
+    const statsPort = await freePort()
+    stats = `http://127.0.0.1:${statsPort}`
     const deadPort = await freePort()
     portico = await startPortico({
-      env: { LOG_LEVEL: 'info', ADMIN_ADDR: `127.0.0.1:${adminPort}` },
+      env: { LOG_LEVEL: 'info', ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}` },
       config: (port): ConfigFile => ({
         config: {
           tracing: {
@@ -147,6 +150,19 @@ describe('OpenTelemetry tracing', { skip }, () => {
 
     // The access log line joins the trace.
     await portico.waitForOutput(new RegExp(`"traceId":"${TRACE_ID}"`))
+  })
+
+  test('portico_tracing_spans_total counts the spans the collector took', async () => {
+    const res = await fetch(`${portico.url}/echo/counted`)
+    const sent = parseTraceparent((await res.json() as { headers: Record<string, string> }).headers.traceparent)
+    await spansOf(sent.traceId, 2)
+    let exported = 0
+    for (let i = 0; i < 100 && exported < 2; i++) {
+      const text = await (await fetch(`${stats}/metrics`)).text()
+      exported = Number(/^portico_tracing_spans_total\{result="exported"\} (\d+)$/m.exec(text)?.[1] ?? 0)
+      if (exported < 2) await new Promise(resolve => setTimeout(resolve, 50))
+    }
+    assert.ok(exported >= 2, `exported ${exported}`)
   })
 
   test('a request without a trace starts one (randomSampling true); the debug trace\'s requestStarted carries its id', async () => {

@@ -42,5 +42,5 @@ export type { StreamConnectionRecord, StreamReason, StreamProxyOptions } from '.
 export { cipherSuiteName, tlsVersion, secureContextOptions } from './util/tls-names.ts'
 export { SECRET_FILE, SECRET_VALUE } from './config/secret-fields.ts'
 export { configJsonSchema, validateAgainstSchema } from './config/validate.ts'
-export type { RequestTracing, RequestSpan, OtelSpan } from './trace/otel.ts'
+export type { RequestTracing, RequestSpan, OtelSpan, SpanOutcome } from './trace/otel.ts'
 export type { TracingOptions } from './trace/otel-sdk.ts'

@@ -130,11 +130,14 @@ test('a collector that does not answer holds at most 8192 spans; the rest are dr
   const waiting: Array<(r: { code: number }) => void> = []
   let exported = 0
   const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 5, exporter: { export: (s, cb) => { exported += s.length; waiting.push(cb) }, shutdown: async () => {} } })
+  const outcomes: Record<string, number> = {}
+  tracing.onSpans = (result, count) => { outcomes[result] = (outcomes[result] ?? 0) + count }
   for (let i = 0; i < 10_000; i++) tracing.startRequest({}, 'GET').end()
   assert.equal(waiting.length, 1, 'one export at a time')
   while (waiting.length > 0) waiting.shift()!({ code: 0 })
   await tracing.shutdown()
   assert.equal(exported, 8192)
+  assert.deepEqual(outcomes, { dropped: 10_000 - 8192, exported: 8192 }, 'each span counted once, as what became of it')
 })
 
 test('the export thread sends OTLP/HTTP protobuf to the endpoint, flushes at shutdown, and reports a failed export', async () => {
@@ -162,11 +165,14 @@ test('the export thread sends OTLP/HTTP protobuf to the endpoint, flushes at shu
     // The wrong path: the collector answers 404, and the proxy hears of it once.
     const errors: string[] = []
     const refused = await createRequestTracing({ otlpEndpoint: `http://127.0.0.1:${port}`, otlpProtocol: 'http', path: '/nowhere', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 1, onExportError: message => errors.push(message) })
+    let failed = 0
+    refused.onSpans = (result, count) => { if (result === 'failed') failed += count }
     refused.startRequest({}, 'GET').end()
     for (let i = 0; i < 200 && errors.length === 0; i++) await new Promise(resolve => setTimeout(resolve, 25))
     refused.startRequest({}, 'GET').end()
     await refused.shutdown()
     assert.equal(errors.length, 1, `one report a minute: ${JSON.stringify(errors)}`)
+    assert.equal(failed, 2, 'both spans counted as failed exports')
     assert.match(errors[0]!, /span export failed/)
   } finally {
     server.close()

@@ -6,7 +6,7 @@
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { LocalCounter, LocalGauge, LocalHistogram } from './local-metrics.ts'
-import type { LlmCall, LlmUsage, RequestContext, StreamConnectionRecord } from '@portico/engine'
+import type { LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord } from '@portico/engine'
 import { version } from './version.ts'
 
 type RequestLabels = Record<'gateway' | 'listener' | 'route' | 'backend' | 'method' | 'status' | 'reason' | 'protocol', string>
@@ -67,6 +67,7 @@ export class ProxyMetrics {
   private readonly rateLimitDecisions: LocalCounter
   private readonly connectDuration: LocalHistogram
   private readonly tlsDuration: LocalHistogram
+  private readonly tracingSpans: LocalCounter
 
   /**
    * `dataPlane`: the metrics of one data-plane worker, which the primary sums with the other
@@ -107,10 +108,16 @@ export class ProxyMetrics {
     this.rateLimitDecisions = new LocalCounter(this.registry, 'portico_rate_limit_decisions_total', 'Decisions of localRateLimit and remoteRateLimit on requests that reached them: allowed, limited (429) or error (the service failed, failureMode failClosed).')
     this.connectDuration = new LocalHistogram(this.registry, 'portico_upstream_connect_duration_seconds', 'New backend connections: TCP connect time, by backend.', CONNECT_BUCKETS)
     this.tlsDuration = new LocalHistogram(this.registry, 'portico_upstream_tls_handshake_duration_seconds', 'New TLS backend connections: the TLS handshake after TCP connect, by backend.', CONNECT_BUCKETS)
+    this.tracingSpans = new LocalCounter(this.registry, 'portico_tracing_spans_total', 'Spans of sampled requests (config.tracing) by what became of them: exported, failed (the collector refused or was away) or dropped (8192 were already waiting).')
     this.reloads = processWide ? new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers }) : null
     this.reloads?.inc({ result: 'success' }, 0)
     this.reloads?.inc({ result: 'failure' }, 0)
     this.workerRestarts = processWide && (options.workers ?? 1) > 1 ? new Counter({ name: 'portico_worker_restarts_total', help: 'Data-plane workers restarted after they ended unexpectedly.', registers }) : null
+  }
+
+  /** Recorded spans as they leave (RequestTracing.onSpans). */
+  observeSpans (result: SpanOutcome, count: number): void {
+    this.tracingSpans.inc(result, () => ({ result }), count)
   }
 
   workerRestarted (): void {

@@ -17,7 +17,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { Worker } from 'node:worker_threads'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
-import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes } from './otel.ts'
+import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes, SpanOutcome } from './otel.ts'
 import { EXPORT_BATCH, RecordExport, spanResource, type SpanExportOptions, type SpanRecord } from './span-export.ts'
 
 export { otlpTarget, type OtlpEndpointOptions } from './span-export.ts'
@@ -117,6 +117,14 @@ class SdkTracing implements RequestTracing {
     this.spans = spans
   }
 
+  get onSpans (): ((result: SpanOutcome, count: number) => void) | null {
+    return this.spans.onSpans
+  }
+
+  set onSpans (hook: ((result: SpanOutcome, count: number) => void) | null) {
+    this.spans.onSpans = hook
+  }
+
   startRequest (headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan {
     // No traceparent and no baggage: the extract would return the root context as it is.
     const parent = headers.traceparent === undefined && headers.baggage === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, headerGetter)
@@ -150,12 +158,14 @@ class SpanBatches {
   private readonly onError: ((message: string) => void) | undefined
   private lastError = -Infinity
   private closed = false
+  onSpans: ((result: SpanOutcome, count: number) => void) | null = null
 
   constructor (options: TracingOptions) {
     this.delayMs = options.scheduledDelayMs ?? 1000
     this.onError = options.onExportError
     const done = (count: number, error: string | null): void => {
       this.outstanding -= count
+      this.onSpans?.(error === null ? 'exported' : 'failed', count)
       if (error !== null) this.error(error)
     }
     if (options.exporter !== undefined) {
@@ -166,8 +176,15 @@ class SpanBatches {
       // Started with the first batch: a proxy that records nothing (the default sampling
       // records only what callers sampled) never pays the thread's memory (~35 MB).
       let thread: Worker | null = null
+      // A thread that failed (its exporter could not start, say) takes nothing more: what it
+      // held and all that comes after count as failed exports.
+      let failed: string | null = null
       this.send = batch => {
-        thread ??= startExportThread(options, done, message => this.error(message))
+        if (failed !== null) return done(batch.length, failed)
+        thread ??= startExportThread(options, done, message => {
+          failed = message
+          done(this.outstanding, message)
+        })
         thread.postMessage({ type: 'spans', spans: batch })
       }
       this.close = async () => { if (thread !== null) await stopExportThread(thread) }
@@ -175,7 +192,10 @@ class SpanBatches {
   }
 
   add (record: SpanRecord): void {
-    if (this.closed || this.outstanding + this.batch.length >= MAX_QUEUE) return
+    if (this.closed || this.outstanding + this.batch.length >= MAX_QUEUE) {
+      this.onSpans?.('dropped', 1)
+      return
+    }
     this.batch.push(record)
     if (this.batch.length >= EXPORT_BATCH) this.flush()
     else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.delayMs).unref()

@@ -41,6 +41,9 @@ export interface RequestSpan extends OtelSpan {
   inject(headers: HeaderMap, span?: OtelSpan | null): void
 }
 
+/** What became of recorded spans (the `result` of portico_tracing_spans_total). */
+export type SpanOutcome = 'exported' | 'failed' | 'dropped'
+
 /** A running tracer (trace/otel-sdk.ts), handed to the engine when tracing is configured. */
 export interface RequestTracing {
   /**
@@ -48,6 +51,11 @@ export interface RequestTracing {
    * `sampling`: its listener's, over the global one (a gateway's `tracing`).
    */
   startRequest(headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan
+  /**
+   * Told of each lot of recorded spans as it leaves: exported, failed (the collector refused
+   * or was away) or dropped (the queue was full). Set by the proxy, for its metrics.
+   */
+  onSpans: ((result: SpanOutcome, count: number) => void) | null
   /** Exports what is buffered and stops. */
   shutdown(): Promise<void>
 }

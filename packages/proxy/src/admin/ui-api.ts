@@ -37,7 +37,7 @@ export const UI_TRACE_HEADER = 'x-portico-ui-trace'
 /** Largest response body the fire endpoint hands back (the rest is cut, and said so). */
 const FIRE_BODY_LIMIT = 64 * 1024
 
-export const LOG_COMPONENTS = ['portico', 'engine', 'listeners', 'request', 'mcp'] as const
+export const LOG_COMPONENTS = ['portico', 'engine', 'listeners', 'request', 'mcp', 'tracing'] as const
 
 /**
  * Same-origin and anti-rebinding checks for every /api request. Stricter than the admin-wide
