@@ -18,7 +18,7 @@ import { Worker } from 'node:worker_threads'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes, SpanOutcome } from './otel.ts'
-import { EXPORT_BATCH, RecordExport, spanResource, type SpanExportOptions, type SpanRecord } from './span-export.ts'
+import { RECORD, RecordExport, spanResource, type SpanExportOptions, type SpanRecord } from './span-export.ts'
 
 export { otlpTarget, type OtlpEndpointOptions } from './span-export.ts'
 
@@ -43,6 +43,12 @@ export interface TracingOptions extends SpanExportOptions {
 
 /** Spans recorded but not yet exported, at most (more are dropped, as the SDK's batch processor does). */
 const MAX_QUEUE = 8192
+/**
+ * Records handed to the export thread at a time. Small, so a busy proxy's records leave
+ * before the young generation's next scavenge would copy them (and promote them to the old
+ * one); the export thread gathers them into export calls of up to 512 (RecordExport).
+ */
+const HANDOVER_BATCH = 64
 /** The export thread's time to send what it holds when the proxy stops. */
 const SHUTDOWN_MS = 10_000
 const ERROR_EVERY_MS = 60_000
@@ -142,7 +148,7 @@ class SdkTracing implements RequestTracing {
 }
 
 /**
- * Ended spans on their way to the exporter: gathered into batches of EXPORT_BATCH (or what
+ * Ended spans on their way to the exporter: gathered into batches of HANDOVER_BATCH (or what
  * came within `scheduledDelayMs`), handed to the export thread — or to the exporter in this
  * thread, when a test gives one — with at most MAX_QUEUE waiting; beyond that they are
  * dropped (a collector that cannot keep up loses spans, never the proxy's time).
@@ -197,7 +203,7 @@ class SpanBatches {
       return
     }
     this.batch.push(record)
-    if (this.batch.length >= EXPORT_BATCH) this.flush()
+    if (this.batch.length >= HANDOVER_BATCH) this.flush()
     else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.delayMs).unref()
   }
 
@@ -269,27 +275,28 @@ class RecordedSpan implements OtelSpan {
   }
 
   setAttributes (attrs: SpanAttributes): void {
-    const a = this.record.attributes
+    const r = this.record
     for (const key in attrs) {
       const v = attrs[key]
-      if (v !== undefined && v !== null) a.push(key, v)
+      if (v !== undefined && v !== null) r.push(key, v)
     }
   }
 
   setError (type: string, message?: string): void {
-    this.record.attributes.push('error.type', type)
-    this.record.status = 2
-    this.record.statusMessage = message ?? ''
+    const r = this.record
+    r.push('error.type', type)
+    r[RECORD.status] = 2
+    r[RECORD.statusMessage] = message ?? ''
   }
 
   updateName (name: string): void {
-    this.record.name = name
+    this.record[RECORD.name] = name
   }
 
   end (endTime?: number): void {
     if (this.ended) return
     this.ended = true
-    this.record.end = endTime ?? now()
+    this.record[RECORD.end] = endTime ?? now()
     this.spans.add(this.record)
   }
 }
@@ -306,56 +313,30 @@ class RecordedRequestSpan extends RecordedSpan implements RequestSpan {
   private readonly traceState: TraceState | undefined
 
   constructor (spans: SpanBatches, name: string, parent: Context, caller: { traceId: string, spanId: string, traceState?: TraceState | undefined } | undefined) {
-    super(spans, {
-      traceId: caller?.traceId ?? randomId(16),
-      spanId: randomId(8),
-      parentSpanId: caller?.spanId ?? '',
-      parentRemote: caller !== undefined,
-      traceState: caller?.traceState?.serialize() ?? '',
-      name,
-      kind: SpanKind.SERVER,
-      start: now(),
-      end: 0,
-      status: 0,
-      statusMessage: '',
-      attributes: []
-    })
+    super(spans, [caller?.traceId ?? randomId(16), randomId(8), caller?.spanId ?? '', caller !== undefined, caller?.traceState?.serialize() ?? '', name, SpanKind.SERVER, now(), 0, 0, ''])
     this.parent = parent
     this.traceState = caller?.traceState
     this.traceparentOnly = traceparentAlone(this.traceState, parent)
   }
 
   get traceId (): string {
-    return this.record.traceId
+    return this.record[RECORD.traceId]
   }
 
   get spanId (): string {
-    return this.record.spanId
+    return this.record[RECORD.spanId]
   }
 
   child (name: string, kind: 'client' | 'internal', attrs: SpanAttributes, startTime?: number): OtelSpan | null {
     const r = this.record
-    const child = new RecordedSpan(this.spans, {
-      traceId: r.traceId,
-      spanId: randomId(8),
-      parentSpanId: r.spanId,
-      parentRemote: false,
-      traceState: r.traceState,
-      name,
-      kind: kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL,
-      start: startTime ?? now(),
-      end: 0,
-      status: 0,
-      statusMessage: '',
-      attributes: []
-    })
+    const child = new RecordedSpan(this.spans, [r[RECORD.traceId], randomId(8), r[RECORD.spanId], false, r[RECORD.traceState], name, kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime ?? now(), 0, 0, ''])
     child.setAttributes(attrs)
     return child
   }
 
   inject (headers: HeaderMap, span?: OtelSpan | null): void {
     const from = span instanceof RecordedSpan ? span.record : this.record
-    injectTrace(headers, from.traceId, from.spanId, true, this.traceparentOnly, this.parent, this.traceState)
+    injectTrace(headers, from[RECORD.traceId], from[RECORD.spanId], true, this.traceparentOnly, this.parent, this.traceState)
   }
 }
 
