@@ -6,7 +6,12 @@
  * taken within each round and the median reported, with each proxy's own CPU per request.
  * The cost of tracing *off* against a build without it is bench/builds.ts's question.
  *
- * Run: node bench/tracing.ts [--rounds 3] [--duration 5] [--warmup 2] [--connections 50]
+ * A control comes first: a second untraced proxy against the first, the same way (A/A).
+ * Its ratio is the noise floor of this machine and run — two identical processes differ by
+ * where they run and what their JIT chose — and tracing's ratios mean something only
+ * beyond it (`--control 0` skips it).
+ *
+ * Run: node bench/tracing.ts [--rounds 3] [--duration 5] [--warmup 2] [--connections 50] [--control 1]
  */
 
 import http from 'node:http'
@@ -22,10 +27,11 @@ const { values } = parseArgs({
     rounds: { type: 'string', default: '3' },
     duration: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '2' },
-    connections: { type: 'string', default: '50' }
+    connections: { type: 'string', default: '50' },
+    control: { type: 'string', default: '1' }
   }
 })
-const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections) }
+const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0' }
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
 /** An OTLP/HTTP endpoint that reads each export and answers 200 (and counts the bytes). */
@@ -58,12 +64,19 @@ async function main (): Promise<void> {
     servers.push(backend)
     const traced = (sampling: string) => `config:\n  tracing:\n    otlpEndpoint: ${sink.url}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
     const off = await startPortico({ config: config(backend.port, ''), logLevel: 'warn' })
+    const twin = opts.control ? await startPortico({ config: config(backend.port, ''), logLevel: 'warn' }) : null
+    if (twin !== null) servers.push(twin)
     const one = await startPortico({ config: config(backend.port, traced('0.01')), logLevel: 'warn' })
     const all = await startPortico({ config: config(backend.port, traced('true')), logLevel: 'warn' })
     servers.push(off, one, all)
     const load = loadavg()
     const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress }
     const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds })
+    let control: Awaited<ReturnType<typeof compareAbba>> | null = null
+    if (twin !== null) {
+      progress('control: off vs another off')
+      control = await compareAbba(target('off', off), target('off (twin)', twin), common)
+    }
     progress('off vs 1 % sampled')
     const r1 = await compareAbba(target('off', off), target('1%', one), common)
     progress('off vs 100 % sampled')
@@ -71,12 +84,15 @@ async function main (): Promise<void> {
     const out = [
       `tracing benchmark: Node ${process.version}; ${opts.connections} connections, ${opts.rounds} ABBA rounds of ${opts.duration} s per comparison; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
       '',
+      ...(control !== null
+        ? [...abbaReport(control, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.rpsRatio, 3)}x, CPU µs/req ${fmt(control.cpuRatio, 3)}x (median of rounds; rounds ${control.roundRatios.map(r => fmt(r, 3)).join(', ')}) — the noise floor`, '']
+        : []),
       ...abbaReport(r1, { a: 'off', b: '1% sampled' }),
       `1% sampled / off: req/s ${fmt(r1.rpsRatio, 3)}x, CPU µs/req ${fmt(r1.cpuRatio, 3)}x (median of rounds)`,
       '',
       ...abbaReport(r100, { a: 'off', b: '100% sampled' }),
       `100% sampled / off: req/s ${fmt(r100.rpsRatio, 3)}x, CPU µs/req ${fmt(r100.cpuRatio, 3)}x (median of rounds)`,
-      JSON.stringify(rounded({ bench: 'tracing', oneInHundred: { rpsRatio: r1.rpsRatio, cpuRatio: r1.cpuRatio, median: r1.median }, all: { rpsRatio: r100.rpsRatio, cpuRatio: r100.cpuRatio, median: r100.median } }))
+      JSON.stringify(rounded({ bench: 'tracing', ...(control !== null ? { control: { rpsRatio: control.rpsRatio, cpuRatio: control.cpuRatio, roundRatios: control.roundRatios } } : {}), oneInHundred: { rpsRatio: r1.rpsRatio, cpuRatio: r1.cpuRatio, median: r1.median }, all: { rpsRatio: r100.rpsRatio, cpuRatio: r100.cpuRatio, median: r100.median } }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {
