@@ -17,7 +17,7 @@ import { httpRoute, redactQuery } from '../src/trace/otel.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const remote = (sampled: boolean) => trace.setSpanContext(ROOT_CONTEXT, { traceId: TRACE, spanId: '00f067aa0ba902b7', traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true })
-const decide = (s: PorticoSampler, context = ROOT_CONTEXT) => s.sampleRequest(context)
+const decide = (s: PorticoSampler, context = ROOT_CONTEXT) => s.sampleRequest(trace.getSpanContext(context))
 
 test('sampler: randomSampling for requests without a trace, clientSampling for the others', () => {
   assert.equal(decide(new PorticoSampler(false, true)), false)

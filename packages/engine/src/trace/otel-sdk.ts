@@ -9,7 +9,7 @@
  * async hooks of every request.
  */
 
-import { ROOT_CONTEXT, SpanKind, TraceFlags, propagation, trace, type Context, type TraceState } from '@opentelemetry/api'
+import { ROOT_CONTEXT, SpanKind, TraceFlags, propagation, trace, type Context, type SpanContext, type TraceState } from '@opentelemetry/api'
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core'
 import type { SpanExporter } from '@opentelemetry/sdk-trace'
 import { randomFillSync } from 'node:crypto'
@@ -73,19 +73,13 @@ export class PorticoSampler {
     this.client = client
   }
 
-  /** Whether a request arriving with `parent` (its extracted trace context) is sampled. */
-  sampleRequest (parent: Context, own?: SamplingIR | null): boolean {
+  /** Whether a request is sampled; `caller`: the valid trace context it arrived with, if any. */
+  sampleRequest (caller: SpanContext | undefined, own?: SamplingIR | null): boolean {
     // A listener's own sampling (a gateway's `tracing`) over the global one.
     const random = own?.randomSampling !== undefined ? ratioOf(own.randomSampling) : this.random
     const client = own?.clientSampling ?? this.client
-    const caller = parent === ROOT_CONTEXT ? undefined : trace.getSpanContext(parent)
-    if (caller === undefined || !trace.isSpanContextValid(caller)) return chance(random)
-    if (client === false) return chance(random)
+    if (caller === undefined || client === false) return chance(random)
     return (caller.traceFlags & 1) === 1 && chance(client === true ? 1 : client)
-  }
-
-  toString (): string {
-    return `PorticoSampler{random=${this.random}, client=${this.client}}`
   }
 }
 
@@ -134,12 +128,12 @@ class SdkTracing implements RequestTracing {
   startRequest (headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan {
     // No traceparent and no baggage: the extract would return the root context as it is.
     const parent = headers.traceparent === undefined && headers.baggage === undefined ? ROOT_CONTEXT : propagator.extract(ROOT_CONTEXT, headers, headerGetter)
-    const caller = parent === ROOT_CONTEXT ? undefined : trace.getSpanContext(parent)
-    const valid = caller !== undefined && trace.isSpanContextValid(caller)
+    const found = parent === ROOT_CONTEXT ? undefined : trace.getSpanContext(parent)
+    const caller = found !== undefined && trace.isSpanContextValid(found) ? found : undefined
     // Decided first, so a request the sampler drops (most, at a low ratio) costs ids and a
     // header, nothing more.
-    if (!this.sampler.sampleRequest(parent, sampling)) return new UnsampledRequestSpan(parent, valid ? caller : undefined)
-    return new RecordedRequestSpan(this.spans, method, parent, valid ? caller : undefined)
+    if (!this.sampler.sampleRequest(caller, sampling)) return new UnsampledRequestSpan(parent, caller)
+    return new RecordedRequestSpan(this.spans, method, parent, caller)
   }
 
   async shutdown (): Promise<void> {
@@ -235,6 +229,7 @@ class SpanBatches {
 
 /** The export thread (trace/span-export-worker.ts); it holds the process open only while stopping. */
 function startExportThread (options: TracingOptions, done: (count: number, error: string | null) => void, fail: (message: string) => void): Worker {
+  // Only what the thread needs, and can be cloned to it (the options also carry functions).
   const { otlpEndpoint, otlpProtocol, headers, resources } = options
   const exportOptions: SpanExportOptions = { otlpEndpoint, otlpProtocol, headers, resources, ...(options.path !== undefined ? { path: options.path } : {}) }
   const thread = new Worker(new URL('./span-export-worker.ts', import.meta.url), { workerData: { options: exportOptions }, stdin: false })

@@ -12,7 +12,7 @@
  * conversion and exporter in-thread when a test hands in an exporter.
  */
 
-import { SpanKind, type Attributes, type HrTime, type SpanContext } from '@opentelemetry/api'
+import { SpanKind, type Attributes, type SpanContext } from '@opentelemetry/api'
 import { TraceState, millisToHrTime } from '@opentelemetry/core'
 import { defaultResource, resourceFromAttributes, type Resource } from '@opentelemetry/resources'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
@@ -108,7 +108,7 @@ export function toReadableSpan (r: SpanRecord, resource: Resource): ReadableSpan
     ...(parentSpanId !== '' ? { parentSpanContext: { traceId, spanId: parentSpanId, traceFlags: 1, isRemote: parentRemote, ...(traceState !== undefined ? { traceState } : {}) } } : {}),
     startTime: millisToHrTime(start),
     endTime: millisToHrTime(end),
-    duration: millisToHrTime(Math.max(0, end - start)) satisfies HrTime,
+    duration: millisToHrTime(Math.max(0, end - start)),
     status: statusMessage !== '' ? { code: status, message: statusMessage } : { code: status },
     attributes,
     links: NO_LINKS,
