@@ -1,0 +1,164 @@
+/**
+ * What OpenTelemetry tracing costs a proxied GET, counted in instructions rather than timed:
+ * Portico runs under valgrind's callgrind, which counts every instruction each thread
+ * executes, so the same build, config and requests give the same count run after run
+ * whatever else the machine is doing (two untraced runs agree within ~0.1 %). On a small
+ * shared machine requests/s moves by 5 % and more between identical runs (bench/tracing.ts
+ * runs an A/A control to show it), too much to see a cost of 1–3 %; this count sees it.
+ *
+ * For each config — tracing off, configured and sampling nothing (0 %), 1 % and 100 % of
+ * requests (randomSampling), exported over OTLP/HTTP to a sink in another process — the
+ * proxy gets `--warmup` requests, the counters are zeroed (callgrind_control), `--requests`
+ * more are sent over 10 keep-alive connections and the counters dumped. Reported per request:
+ *   - request thread: the event loop that serves the requests (what bounds requests/s);
+ *   - all threads: with V8's helper threads (GC, compilers) and the span export thread.
+ *
+ * Two things valgrind changes, and what is done about them:
+ *   - Its clock runs ~50× slower than the machine's, so work done per unit of time (the 1 s
+ *     span handover, the export thread's 100 ms gather and each export call) lands on ~50×
+ *     fewer requests. The export thread's share of "all threads" is therefore overstated at
+ *     1 %; the request thread's figure has no such term.
+ *   - V8 sizes the young generation by how fast allocation goes in time, so under the slowed
+ *     clock a small change (one more header) can halve it and double the scavenges. Every
+ *     config runs with the young generation fixed at the size Portico sets as its maximum
+ *     (--min-semi-space-size = --max-semi-space-size), so the counts compare the requests'
+ *     work, not where V8's sizing happened to land.
+ *
+ * Needs valgrind (Debian's package). Each config takes about a minute; two run at a time.
+ *
+ * Run: node bench/tracing-instructions.ts [--warmup 3000] [--requests 5000] [--node-flags '--some-v8-flag=1']
+ */
+
+import { execFile, spawn } from 'node:child_process'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { Pool } from 'undici'
+import { SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
+import { fmt, rounded, table } from './lib/report.ts'
+import { freePort, portAnswers, scratchDir } from './lib/children.ts'
+import { startBackend, startOtlpSink, type Server } from './lib/servers.ts'
+
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '3000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' } } })
+const WARMUP = Number(values.warmup)
+const REQUESTS = Number(values.requests)
+/** Extra Node/V8 flags for every config (to try a JIT hypothesis on both sides). */
+const NODE_FLAGS = values['node-flags'].split(/\s+/).filter(f => f !== '')
+const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
+const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
+
+interface Count {
+  name: string
+  /** Instructions per request: the event loop's thread, and every thread of the process. */
+  requestThread: number
+  allThreads: number
+}
+
+function run (command: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => execFile(command, args, (err, stdout) => err !== null ? reject(err) : resolve(stdout)))
+}
+
+/** Sends `n` GETs over 10 keep-alive connections, each answer read to its end. */
+async function send (url: string, n: number): Promise<void> {
+  const pool = new Pool(url, { connections: 10 })
+  let left = n
+  let failed = 0
+  const worker = async (): Promise<void> => {
+    while (left-- > 0) {
+      const res = await pool.request({ path: '/', method: 'GET' })
+      await res.body.dump()
+      if (res.statusCode !== 200) failed++
+    }
+  }
+  await Promise.all(Array.from({ length: 10 }, worker))
+  await pool.close()
+  if (failed > 0) throw new Error(`${failed} of ${n} requests failed`)
+}
+
+/** `summary:` of each part file callgrind wrote for a dump (one file per thread: …-01 is the main thread). */
+function dumpTotals (dir: string, dump: number): { main: number, all: number } {
+  let main = 0
+  let all = 0
+  for (const file of readdirSync(dir)) {
+    const m = /^callgrind\.out\.\d+\.(\d+)-(\d+)$/.exec(file)
+    if (m === null || Number(m[1]) !== dump) continue
+    const summary = /^summary: (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'))
+    const count = summary === null ? 0 : Number(summary[1])
+    all += count
+    if (Number(m[2]) === 1) main = count
+  }
+  return { main, all }
+}
+
+async function measure (name: string, tracing: string, backendPort: number): Promise<Count> {
+  const dir = scratchDir(`callgrind-${name}`)
+  const port = await freePort()
+  const configPath = join(dir, 'config.yaml')
+  writeFileSync(configPath, `${tracing}gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - name: bench\n    backends:\n      - host: 127.0.0.1:${backendPort}\n`)
+  // The semi-space flags on the command line: bin/portico.ts then runs as it is (it starts
+  // Node again only when the size was not given, which valgrind would not follow).
+  const proc = spawn('valgrind', [
+    '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
+    process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, ...NODE_FLAGS, PORTICO, '-f', configPath
+  ], {
+    env: { ...process.env, ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', LOG_LEVEL: 'warn', LOG_FORMAT: 'json', DRAIN_TIMEOUT: '1s', WORKERS: '1' },
+    stdio: ['ignore', 'ignore', 'pipe']
+  })
+  let stderr = ''
+  proc.stderr!.on('data', (c: Buffer) => { stderr = (stderr + c.toString()).slice(-4000) })
+  const exited = new Promise<void>(resolve => proc.once('exit', () => resolve()))
+  try {
+    const deadline = Date.now() + 180_000
+    while (!(await portAnswers(port))) {
+      if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`${name}: Portico under valgrind did not start:\n${stderr}`)
+      await new Promise(resolve => setTimeout(resolve, 500))
+    }
+    const url = `http://127.0.0.1:${port}`
+    progress(`${name}: ${WARMUP} requests to warm up, then ${REQUESTS} counted`)
+    await send(url, WARMUP)
+    await run('callgrind_control', ['--zero', String(proc.pid)])
+    await send(url, REQUESTS)
+    await run('callgrind_control', ['--dump', String(proc.pid)])
+  } finally {
+    proc.kill('SIGTERM')
+    await exited
+  }
+  const { main, all } = dumpTotals(dir, 1)
+  if (main === 0) throw new Error(`${name}: no callgrind dump found in ${dir}`)
+  return { name, requestThread: main / REQUESTS, allThreads: all / REQUESTS }
+}
+
+async function main (): Promise<void> {
+  try {
+    await run('valgrind', ['--version'])
+  } catch {
+    process.stdout.write('tracing-instructions: skipped (needs valgrind: apt-get install valgrind)\n')
+    return
+  }
+  const servers: Server[] = []
+  try {
+    const backend = await startBackend()
+    const sink = await startOtlpSink()
+    servers.push(backend, sink)
+    const traced = (sampling: string): string => `config:\n  tracing:\n    otlpEndpoint: http://127.0.0.1:${sink.port}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
+    const configs: Array<[string, string]> = [['off', ''], ['0 %', traced('false')], ['1 %', traced('0.01')], ['100 %', traced('true')]]
+    // Two at a time: the counts do not depend on what else runs.
+    const counts: Count[] = []
+    for (let i = 0; i < configs.length; i += 2) {
+      counts.push(...await Promise.all(configs.slice(i, i + 2).map(([name, tracing]) => measure(name, tracing, backend.port))))
+    }
+    const off = counts[0]!
+    const rows = counts.map(c => [c.name, fmt(c.requestThread, 0), c === off ? '' : `×${fmt(c.requestThread / off.requestThread, 3)}`, fmt(c.allThreads, 0), c === off ? '' : `×${fmt(c.allThreads / off.allThreads, 3)}`])
+    process.stdout.write([
+      `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
+      table(['tracing', 'request thread', 'vs off', 'all threads', 'vs off'], rows),
+      'all threads include V8\'s helpers and the span export thread, whose per-second work valgrind\'s slow clock spreads over ~50× fewer requests (overstated at 1 %)',
+      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, warmup: WARMUP, requests: REQUESTS, counts }))
+    ].join('\n') + '\n')
+  } finally {
+    for (const s of servers) await s.child.stop()
+  }
+}
+
+await main()
