@@ -2,9 +2,10 @@
  * What OpenTelemetry tracing costs a proxied GET, counted in instructions rather than timed:
  * Portico runs under valgrind's callgrind, which counts every instruction each thread
  * executes, so the same build, config and requests give the same count run after run
- * whatever else the machine is doing (two untraced runs agree within ~0.1 %). On a small
+ * whatever else the machine is doing (two runs of one config and seed agree within ~0.2 %). On a small
  * shared machine requests/s moves by 5 % and more between identical runs (bench/tracing.ts
- * runs an A/A control to show it), too much to see a cost of 1–3 %; this count sees it.
+ * runs an A/A control to show it), too much to see a cost of 1–3 %; a count has no such
+ * noise, only the JIT's (below).
  *
  * For each config — tracing off, configured and sampling nothing (0 %), 1 % and 100 % of
  * requests (randomSampling), exported over OTLP/HTTP to a sink in another process — the
@@ -12,6 +13,15 @@
  * more are sent over 10 keep-alive connections and the counters dumped. Reported per request:
  *   - request thread: the event loop that serves the requests (what bounds requests/s);
  *   - all threads: with V8's helper threads (GC, compilers) and the span export thread.
+ *
+ * What the count does not settle alone: where V8's JIT lands. Which functions TurboFan
+ * inlines, which stay in Maglev, which loads go through the generic inline-cache builtins,
+ * can differ between processes (with --single-threaded, say, the configs even swapped
+ * order). So each config can run under several V8 random seeds (`--seeds`,
+ * `--random-seed`): the table gives the median and the range (here within ~1–2 %), and a
+ * difference means something only beyond the ranges. And what a module costs can depend on
+ * when it loads, not only on what runs: docs/observability.md (Cost) has the case found
+ * with this bench and `--node-flags=--import=…`.
  *
  * Two things valgrind changes, and what is done about them:
  *   - Its clock runs ~50× slower than the machine's, so work done per unit of time (the 1 s
@@ -24,9 +34,11 @@
  *     (--min-semi-space-size = --max-semi-space-size), so the counts compare the requests'
  *     work, not where V8's sizing happened to land.
  *
- * Needs valgrind (Debian's package). Each config takes about a minute; two run at a time.
+ * Needs valgrind (Debian's package). Each config and seed takes about a minute; two run at a
+ * time.
  *
- * Run: node bench/tracing-instructions.ts [--warmup 3000] [--requests 5000] [--node-flags '--some-v8-flag=1']
+ * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100] [--warmup 3000] [--requests 5000]
+ *      [--node-flags='--a-v8-flag']
  */
 
 import { execFile, spawn } from 'node:child_process'
@@ -36,20 +48,25 @@ import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
-import { fmt, rounded, table } from './lib/report.ts'
+import { fmt, median, rounded, table } from './lib/report.ts'
 import { freePort, portAnswers, scratchDir } from './lib/children.ts'
 import { startBackend, startOtlpSink, type Server } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { warmup: { type: 'string', default: '3000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' } } })
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '3000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, configs: { type: 'string', default: 'off,0,1,100' } } })
 const WARMUP = Number(values.warmup)
 const REQUESTS = Number(values.requests)
 /** Extra Node/V8 flags for every config (to try a JIT hypothesis on both sides). */
 const NODE_FLAGS = values['node-flags'].split(/\s+/).filter(f => f !== '')
+/** V8 random seeds each config runs under (1..N): each lands the JIT somewhere else. */
+const SEEDS = Number(values.seeds)
+/** Which configs to run: off and the sampling percentages (off always runs: the others are compared with it). */
+const CONFIGS = new Set(['off', ...values.configs.split(',')])
 const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
 interface Count {
   name: string
+  seed: number
   /** Instructions per request: the event loop's thread, and every thread of the process. */
   requestThread: number
   allThreads: number
@@ -91,8 +108,8 @@ function dumpTotals (dir: string, dump: number): { main: number, all: number } {
   return { main, all }
 }
 
-async function measure (name: string, tracing: string, backendPort: number): Promise<Count> {
-  const dir = scratchDir(`callgrind-${name}`)
+async function measure (name: string, seed: number, tracing: string, backendPort: number): Promise<Count> {
+  const dir = scratchDir(`callgrind-${name}-${seed}`)
   const port = await freePort()
   const configPath = join(dir, 'config.yaml')
   writeFileSync(configPath, `${tracing}gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - name: bench\n    backends:\n      - host: 127.0.0.1:${backendPort}\n`)
@@ -100,7 +117,7 @@ async function measure (name: string, tracing: string, backendPort: number): Pro
   // Node again only when the size was not given, which valgrind would not follow).
   const proc = spawn('valgrind', [
     '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
-    process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, ...NODE_FLAGS, PORTICO, '-f', configPath
+    process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
   ], {
     env: { ...process.env, ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', LOG_LEVEL: 'warn', LOG_FORMAT: 'json', DRAIN_TIMEOUT: '1s', WORKERS: '1' },
     stdio: ['ignore', 'ignore', 'pipe']
@@ -115,7 +132,7 @@ async function measure (name: string, tracing: string, backendPort: number): Pro
       await new Promise(resolve => setTimeout(resolve, 500))
     }
     const url = `http://127.0.0.1:${port}`
-    progress(`${name}: ${WARMUP} requests to warm up, then ${REQUESTS} counted`)
+    progress(`${name}, seed ${seed}: ${WARMUP} requests to warm up, then ${REQUESTS} counted`)
     await send(url, WARMUP)
     await run('callgrind_control', ['--zero', String(proc.pid)])
     await send(url, REQUESTS)
@@ -126,7 +143,7 @@ async function measure (name: string, tracing: string, backendPort: number): Pro
   }
   const { main, all } = dumpTotals(dir, 1)
   if (main === 0) throw new Error(`${name}: no callgrind dump found in ${dir}`)
-  return { name, requestThread: main / REQUESTS, allThreads: all / REQUESTS }
+  return { name, seed, requestThread: main / REQUESTS, allThreads: all / REQUESTS }
 }
 
 async function main (): Promise<void> {
@@ -142,19 +159,26 @@ async function main (): Promise<void> {
     const sink = await startOtlpSink()
     servers.push(backend, sink)
     const traced = (sampling: string): string => `config:\n  tracing:\n    otlpEndpoint: http://127.0.0.1:${sink.port}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
-    const configs: Array<[string, string]> = [['off', ''], ['0 %', traced('false')], ['1 %', traced('0.01')], ['100 %', traced('true')]]
+    const configs = ([['off', ''], ['0 %', traced('false')], ['1 %', traced('0.01')], ['100 %', traced('true')]] as Array<[string, string]>).filter(([name]) => CONFIGS.has(name.replace(' %', '')))
     // Two at a time: the counts do not depend on what else runs.
+    const runs = configs.flatMap(([name, tracing]) => Array.from({ length: SEEDS }, (_, i) => ({ name, seed: i + 1, tracing })))
     const counts: Count[] = []
-    for (let i = 0; i < configs.length; i += 2) {
-      counts.push(...await Promise.all(configs.slice(i, i + 2).map(([name, tracing]) => measure(name, tracing, backend.port))))
+    for (let i = 0; i < runs.length; i += 2) {
+      counts.push(...await Promise.all(runs.slice(i, i + 2).map(r => measure(r.name, r.seed, r.tracing, backend.port))))
     }
-    const off = counts[0]!
-    const rows = counts.map(c => [c.name, fmt(c.requestThread, 0), c === off ? '' : `×${fmt(c.requestThread / off.requestThread, 3)}`, fmt(c.allThreads, 0), c === off ? '' : `×${fmt(c.allThreads / off.allThreads, 3)}`])
+    // Per config, the median over seeds; the seeds' spread is the JIT's, not tracing's.
+    const summary = configs.map(([name]) => {
+      const mine = counts.filter(c => c.name === name)
+      return { name, requestThread: median(mine.map(c => c.requestThread)), allThreads: median(mine.map(c => c.allThreads)), spread: mine.map(c => c.requestThread) }
+    })
+    const off = summary[0]!
+    const range = (xs: number[]): string => xs.length === 1 ? '' : `${fmt(Math.min(...xs), 0)}–${fmt(Math.max(...xs), 0)}`
+    const rows = summary.map(c => [c.name, fmt(c.requestThread, 0), range(c.spread), c === off ? '' : `×${fmt(c.requestThread / off.requestThread, 3)}`, fmt(c.allThreads, 0), c === off ? '' : `×${fmt(c.allThreads / off.allThreads, 3)}`])
     process.stdout.write([
-      `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
-      table(['tracing', 'request thread', 'vs off', 'all threads', 'vs off'], rows),
+      `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces, median of ${SEEDS} V8 random seed${SEEDS === 1 ? '' : 's'}${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
+      table(['tracing', 'request thread', 'seeds', 'vs off', 'all threads', 'vs off'], rows),
       'all threads include V8\'s helpers and the span export thread, whose per-second work valgrind\'s slow clock spreads over ~50× fewer requests (overstated at 1 %)',
-      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, warmup: WARMUP, requests: REQUESTS, counts }))
+      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts }))
     ].join('\n') + '\n')
   } finally {
     for (const s of servers) await s.child.stop()

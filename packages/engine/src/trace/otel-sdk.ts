@@ -1,9 +1,10 @@
 /**
  * Tracing as the pipeline uses it (trace/otel.ts RequestTracing): Portico's sampler decides
  * each request, W3C trace context and baggage are read and written with the OpenTelemetry
- * API's propagators, recorded spans are written as plain records (trace/span-export.ts) and
+ * API's propagators, recorded spans are written as plain records (trace/span-record.ts) and
  * exported with the SDK's OTLP exporter on a thread of their own
- * (trace/span-export-worker.ts). Loaded only when `config.tracing` is set.
+ * (trace/span-export-worker.ts), which alone loads the SDK. Loaded only when
+ * `config.tracing` is set.
  *
  * No context manager is installed: spans are parented explicitly, so nothing runs on the
  * async hooks of every request.
@@ -18,9 +19,9 @@ import { Worker } from 'node:worker_threads'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes, SpanOutcome } from './otel.ts'
-import { RECORD, RecordExport, spanResource, type SpanExportOptions, type SpanRecord } from './span-export.ts'
+import { RECORD, type SpanExportOptions, type SpanRecord } from './span-record.ts'
 
-export { otlpTarget, type OtlpEndpointOptions } from './span-export.ts'
+export { otlpTarget, type OtlpEndpointOptions } from './span-record.ts'
 
 /** `config.tracing`, resolved (proxy/settings.ts): where spans go (OTLP/HTTP path default /v1/traces), and how many. */
 export interface TracingOptions extends SpanExportOptions {
@@ -55,8 +56,19 @@ const ERROR_EVERY_MS = 60_000
 
 export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
   const sampler = new PorticoSampler(options.randomSampling, options.clientSampling)
-  const spans = new SpanBatches(options)
+  const spans = new SpanBatches(options, options.exporter !== undefined ? await exportInThread(options.exporter, options.resources) : null)
   return new SdkTracing(sampler, spans)
+}
+
+/** What SpanBatches calls to export in this thread (a test's exporter): the SDK loads here only then. */
+type InThreadExport = (done: (count: number, error: string | null) => void) => { send: (batch: SpanRecord[]) => void, close: () => Promise<void> }
+
+async function exportInThread (exporter: SpanExporter, resources: Record<string, string>): Promise<InThreadExport> {
+  const { RecordExport, spanResource } = await import('./span-export.ts')
+  return done => {
+    const records = new RecordExport(exporter, spanResource(resources), done)
+    return { send: batch => records.add(batch), close: () => records.shutdown() }
+  }
 }
 
 /**
@@ -160,7 +172,7 @@ class SpanBatches {
   private closed = false
   onSpans: ((result: SpanOutcome, count: number) => void) | null = null
 
-  constructor (options: TracingOptions) {
+  constructor (options: TracingOptions, inThread: InThreadExport | null) {
     this.delayMs = options.scheduledDelayMs ?? 1000
     this.onError = options.onExportError
     const done = (count: number, error: string | null): void => {
@@ -168,10 +180,10 @@ class SpanBatches {
       this.onSpans?.(error === null ? 'exported' : 'failed', count)
       if (error !== null) this.error(error)
     }
-    if (options.exporter !== undefined) {
-      const records = new RecordExport(options.exporter, spanResource(options.resources), done)
-      this.send = batch => records.add(batch)
-      this.close = () => records.shutdown()
+    if (inThread !== null) {
+      const local = inThread(done)
+      this.send = local.send
+      this.close = local.close
     } else {
       // Started with the first batch: a proxy that records nothing (the default sampling
       // records only what callers sampled) never pays the thread's memory (~35 MB).

@@ -8,7 +8,8 @@
  */
 
 import { parentPort, workerData } from 'node:worker_threads'
-import { RecordExport, otlpSpanExporter, spanResource, type SpanExportOptions, type SpanRecord } from './span-export.ts'
+import { RecordExport, otlpSpanExporter, spanResource } from './span-export.ts'
+import type { SpanExportOptions, SpanRecord } from './span-record.ts'
 
 type Message = { type: 'spans', spans: SpanRecord[] } | { type: 'shutdown' }
 

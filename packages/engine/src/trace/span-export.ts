@@ -1,8 +1,10 @@
 /**
  * A recorded span's way out: the request's thread writes each ended span as a plain
- * `SpanRecord` (ids, name, times, status, attributes as key/value pairs) and hands them over
- * in batches; here they become the SDK's `ReadableSpan`s and go to an OpenTelemetry exporter
- * (OTLP over gRPC or HTTP/protobuf — the SDK's, never hand-written OTLP).
+ * `SpanRecord` (trace/span-record.ts: ids, name, times, status, attributes as key/value
+ * pairs) and hands them over in batches; here they become the SDK's `ReadableSpan`s and go
+ * to an OpenTelemetry exporter (OTLP over gRPC or HTTP/protobuf — the SDK's, never
+ * hand-written OTLP). Loaded by the export thread, and on the request's thread only when a
+ * test hands in an exporter.
  *
  * Why records and not the SDK's own spans: in a running proxy the SDK's span objects, its
  * batch processor's encoding and the exporter's HTTP client cost several times their
@@ -12,67 +14,11 @@
  * conversion and exporter in-thread when a test hands in an exporter.
  */
 
-import { SpanKind, type Attributes, type HrTime, type SpanContext, type SpanStatus } from '@opentelemetry/api'
+import type { Attributes, HrTime, SpanContext, SpanKind, SpanStatus } from '@opentelemetry/api'
 import { TraceState, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core'
 import { defaultResource, resourceFromAttributes, type Resource } from '@opentelemetry/resources'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
-import type { SpanAttributeValue } from './otel.ts'
-
-/**
- * One ended span as the request's thread wrote it: a flat array, fields at the indexes of
- * `RECORD` and the attributes after them as key, value, key, value… (a later value of a key
- * replaces an earlier one). Flat because it is structured-cloned to the export thread, and
- * one array clones about three times faster than an object holding an array of attributes.
- */
-export type SpanRecord = [
-  traceId: string,
-  spanId: string,
-  /** '' for a span without a parent (a request that arrived without a trace). */
-  parentSpanId: string,
-  /** The parent is the caller's (a request's server span continuing a trace). */
-  parentRemote: boolean,
-  /** The caller's W3C tracestate, '' for none. */
-  traceState: string,
-  name: string,
-  kind: SpanKind,
-  /** ms since the epoch, with the fraction (performance.timeOrigin + performance.now()). */
-  start: number,
-  end: number,
-  /** SpanStatusCode: 0 unset, 2 error. */
-  status: number,
-  statusMessage: string,
-  ...attributes: Array<string | SpanAttributeValue>
-]
-
-/** Where each field of a SpanRecord is. */
-export const RECORD = { traceId: 0, spanId: 1, parentSpanId: 2, parentRemote: 3, traceState: 4, name: 5, kind: 6, start: 7, end: 8, status: 9, statusMessage: 10, attributes: 11 } as const
-
-/** Where the export goes, as the config says it (`config.tracing`). */
-export interface SpanExportOptions extends OtlpEndpointOptions {
-  /** Resource attributes (service.name defaults to portico). */
-  resources: Record<string, string>
-}
-
-/** Where an OTLP exporter sends, as the config says it (tracing's and the access log's). */
-export interface OtlpEndpointOptions {
-  otlpEndpoint: string
-  otlpProtocol: 'grpc' | 'http'
-  path?: string
-  headers: Record<string, string>
-}
-
-/**
- * The options of an OTLP exporter of either protocol: OTLP/HTTP posts to the endpoint's
- * `path` (`defaultPath` when unset) with the headers; gRPC sends them as metadata.
- */
-export async function otlpTarget (o: OtlpEndpointOptions, defaultPath: string): Promise<{ protocol: 'http', options: { url: string, headers: Record<string, string> } } | { protocol: 'grpc', options: { url: string, metadata: InstanceType<typeof import('@grpc/grpc-js').Metadata> } }> {
-  const base = o.otlpEndpoint.replace(/\/+$/, '')
-  if (o.otlpProtocol === 'http') return { protocol: 'http', options: { url: `${base}${o.path ?? defaultPath}`, headers: o.headers } }
-  const { Metadata } = await import('@grpc/grpc-js')
-  const metadata = new Metadata()
-  for (const [k, v] of Object.entries(o.headers)) metadata.set(k, v)
-  return { protocol: 'grpc', options: { url: base, metadata } }
-}
+import { RECORD, otlpTarget, type OtlpEndpointOptions, type SpanRecord } from './span-record.ts'
 
 /** The SDK's OTLP trace exporter for `config.tracing`. */
 export async function otlpSpanExporter (options: OtlpEndpointOptions): Promise<SpanExporter> {
