@@ -41,7 +41,7 @@
  *      [--node-flags='--a-v8-flag']
  */
 
-import { execFile, spawn } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -49,8 +49,8 @@ import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
-import { freePort, portAnswers, scratchDir } from './lib/children.ts'
-import { startBackend, startOtlpSink, type Server } from './lib/servers.ts'
+import { freePort, scratchDir, startNode } from './lib/children.ts'
+import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '3000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, configs: { type: 'string', default: 'off,0,1,100' } } })
 const WARMUP = Number(values.warmup)
@@ -112,34 +112,30 @@ async function measure (name: string, seed: number, tracing: string, backendPort
   const dir = scratchDir(`callgrind-${name}-${seed}`)
   const port = await freePort()
   const configPath = join(dir, 'config.yaml')
-  writeFileSync(configPath, `${tracing}gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - name: bench\n    backends:\n      - host: 127.0.0.1:${backendPort}\n`)
+  writeFileSync(configPath, tracing + singleRouteConfig(backendPort).replaceAll('{port}', String(port)))
   // The semi-space flags on the command line: bin/portico.ts then runs as it is (it starts
   // Node again only when the size was not given, which valgrind would not follow).
-  const proc = spawn('valgrind', [
-    '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
-    process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
-  ], {
-    env: { ...process.env, ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', LOG_LEVEL: 'warn', LOG_FORMAT: 'json', DRAIN_TIMEOUT: '1s', WORKERS: '1' },
-    stdio: ['ignore', 'ignore', 'pipe']
+  const child = await startNode({
+    name: `portico under callgrind (${name}, seed ${seed})`,
+    command: 'valgrind',
+    args: [
+      '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
+      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
+    ],
+    env: porticoEnv('warn'),
+    readyPort: port,
+    timeoutMs: 180_000
   })
-  let stderr = ''
-  proc.stderr!.on('data', (c: Buffer) => { stderr = (stderr + c.toString()).slice(-4000) })
-  const exited = new Promise<void>(resolve => proc.once('exit', () => resolve()))
   try {
-    const deadline = Date.now() + 180_000
-    while (!(await portAnswers(port))) {
-      if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`${name}: Portico under valgrind did not start:\n${stderr}`)
-      await new Promise(resolve => setTimeout(resolve, 500))
-    }
     const url = `http://127.0.0.1:${port}`
     progress(`${name}, seed ${seed}: ${WARMUP} requests to warm up, then ${REQUESTS} counted`)
     await send(url, WARMUP)
-    await run('callgrind_control', ['--zero', String(proc.pid)])
+    await run('callgrind_control', ['--zero', String(child.proc.pid)])
     await send(url, REQUESTS)
-    await run('callgrind_control', ['--dump', String(proc.pid)])
+    await run('callgrind_control', ['--dump', String(child.proc.pid)])
   } finally {
-    proc.kill('SIGTERM')
-    await exited
+    // valgrind writes its last part file on the way out.
+    await child.stop(30_000)
   }
   const { main, all } = dumpTotals(dir, 1)
   if (main === 0) throw new Error(`${name}: no callgrind dump found in ${dir}`)

@@ -86,21 +86,20 @@ export async function startPortico (options: PorticoOptions): Promise<Server> {
   const child = await startNode({
     name: `portico (LOG_LEVEL=${options.logLevel})`,
     args: [options.bin ?? PORTICO, '-f', configPath],
-    env: {
-      ADMIN_ADDR: 'off',
-      STATS_ADDR: 'off',
-      READINESS_ADDR: 'off',
-      LOG_LEVEL: options.logLevel,
-      LOG_FORMAT: 'json',
-      DRAIN_TIMEOUT: '1s',
-      // One event loop unless a benchmark asks for data-plane workers (bench/workers.ts).
-      WORKERS: '1',
-      ...options.env
-    },
+    env: { ...porticoEnv(options.logLevel), ...options.env },
     ...(options.cpus !== undefined ? { cpus: options.cpus } : {}),
     ...(logsStart ? { readyLine: 'portico started' } : { readyPort: port })
   })
   return server(child, port)
+}
+
+/**
+ * The environment a benchmarked Portico runs with: admin, stats and readiness ports off, JSON
+ * logs at `logLevel`, a short drain, one event loop unless a benchmark asks for data-plane
+ * workers (bench/workers.ts).
+ */
+export function porticoEnv (logLevel: string): Record<string, string> {
+  return { ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', LOG_LEVEL: logLevel, LOG_FORMAT: 'json', DRAIN_TIMEOUT: '1s', WORKERS: '1' }
 }
 
 /** A one-route Portico config sending everything to `backendPort`. */

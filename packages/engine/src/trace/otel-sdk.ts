@@ -56,19 +56,9 @@ const ERROR_EVERY_MS = 60_000
 
 export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
   const sampler = new PorticoSampler(options.randomSampling, options.clientSampling)
-  const spans = new SpanBatches(options, options.exporter !== undefined ? await exportInThread(options.exporter, options.resources) : null)
-  return new SdkTracing(sampler, spans)
-}
-
-/** What SpanBatches calls to export in this thread (a test's exporter): the SDK loads here only then. */
-type InThreadExport = (done: (count: number, error: string | null) => void) => { send: (batch: SpanRecord[]) => void, close: () => Promise<void> }
-
-async function exportInThread (exporter: SpanExporter, resources: Record<string, string>): Promise<InThreadExport> {
-  const { RecordExport, spanResource } = await import('./span-export.ts')
-  return done => {
-    const records = new RecordExport(exporter, spanResource(resources), done)
-    return { send: batch => records.add(batch), close: () => records.shutdown() }
-  }
+  // The SDK loads on this thread only for a test's in-thread exporter (span-record.ts says why).
+  const sdk = options.exporter !== undefined ? await import('./span-export.ts') : null
+  return new SdkTracing(sampler, new SpanBatches(options, sdk))
 }
 
 /**
@@ -172,7 +162,7 @@ class SpanBatches {
   private closed = false
   onSpans: ((result: SpanOutcome, count: number) => void) | null = null
 
-  constructor (options: TracingOptions, inThread: InThreadExport | null) {
+  constructor (options: TracingOptions, sdk: typeof import('./span-export.ts') | null) {
     this.delayMs = options.scheduledDelayMs ?? 1000
     this.onError = options.onExportError
     const done = (count: number, error: string | null): void => {
@@ -180,10 +170,10 @@ class SpanBatches {
       this.onSpans?.(error === null ? 'exported' : 'failed', count)
       if (error !== null) this.error(error)
     }
-    if (inThread !== null) {
-      const local = inThread(done)
-      this.send = local.send
-      this.close = local.close
+    if (options.exporter !== undefined && sdk !== null) {
+      const records = new sdk.RecordExport(options.exporter, sdk.spanResource(options.resources), done)
+      this.send = batch => records.add(batch)
+      this.close = () => records.shutdown()
     } else {
       // Started with the first batch: a proxy that records nothing (the default sampling
       // records only what callers sampled) never pays the thread's memory (~35 MB).

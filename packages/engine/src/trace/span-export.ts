@@ -93,11 +93,6 @@ class RecordReadableSpan implements ReadableSpan {
   get droppedLinksCount (): number { return 0 }
 }
 
-/** A record as the SDK's exporters read a span. */
-export function toReadableSpan (r: SpanRecord, resource: Resource): ReadableSpan {
-  return new RecordReadableSpan(r, resource)
-}
-
 /** Spans per export call, at most (the SDK's batch processor's default). */
 export const EXPORT_BATCH = 512
 
@@ -152,7 +147,7 @@ export class RecordExport {
     this.exporting = true
     let spans: ReadableSpan[]
     try {
-      spans = batch.map(r => toReadableSpan(r, this.resource))
+      spans = batch.map(r => new RecordReadableSpan(r, this.resource))
     } catch (err) {
       this.done(batch.length, `span conversion failed: ${(err as Error).message}`)
       this.next()
