@@ -23,7 +23,12 @@
  * when it loads, not only on what runs: docs/observability.md (Cost) has the case found
  * with this bench and `--node-flags=--import=…`.
  *
- * Two things valgrind changes, and what is done about them:
+ * Three things valgrind changes, and what is done about them:
+ *   - It runs one thread at a time, so V8's compiler threads finish their jobs many more
+ *     requests later than in real time: after 3000 requests many hot functions still ran
+ *     in their baseline or Maglev code (an untraced request counted ~148k instructions;
+ *     after 20000, ~126k, nearly all of it TurboFan's). The default warm-up is 20000 so the
+ *     counts are of the code a busy proxy runs.
  *   - Its clock runs ~50× slower than the machine's, so work done per unit of time (the 1 s
  *     span handover, the export thread's 100 ms gather and each export call) lands on ~50×
  *     fewer requests. The export thread's share of "all threads" is therefore overstated at
@@ -37,12 +42,16 @@
  * Needs valgrind (Debian's package). Each config and seed takes about a minute; two run at a
  * time.
  *
- * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100] [--warmup 3000] [--requests 5000]
- *      [--node-flags='--a-v8-flag']
+ * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100] [--warmup 20000] [--requests 5000]
+ *      [--node-flags='--a-v8-flag'] [--keep DIR]
+ *
+ * --keep DIR keeps each run's callgrind files in DIR/<config>-<seed>/ (one per thread and dump;
+ * …-01 is the request thread) and what the process printed: `callgrind_annotate` on two of them shows which builtins and
+ * native functions a change moved (V8's JIT code has no symbols under valgrind).
  */
 
 import { execFile } from 'node:child_process'
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -52,7 +61,7 @@ import { fmt, median, rounded, table } from './lib/report.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { warmup: { type: 'string', default: '3000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, configs: { type: 'string', default: 'off,0,1,100' } } })
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '20000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, configs: { type: 'string', default: 'off,0,1,100' } } })
 const WARMUP = Number(values.warmup)
 const REQUESTS = Number(values.requests)
 /** Extra Node/V8 flags for every config (to try a JIT hypothesis on both sides). */
@@ -61,6 +70,8 @@ const NODE_FLAGS = values['node-flags'].split(/\s+/).filter(f => f !== '')
 const SEEDS = Number(values.seeds)
 /** Which configs to run: off and the sampling percentages (off always runs: the others are compared with it). */
 const CONFIGS = new Set(['off', ...values.configs.split(',')])
+/** Where to keep each run's callgrind files (for callgrind_annotate); otherwise they go with the scratch directory. */
+const KEEP = values.keep
 const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
@@ -109,7 +120,8 @@ function dumpTotals (dir: string, dump: number): { main: number, all: number } {
 }
 
 async function measure (name: string, seed: number, tracing: string, backendPort: number): Promise<Count> {
-  const dir = scratchDir(`callgrind-${name}-${seed}`)
+  const dir = KEEP === undefined ? scratchDir(`callgrind-${name}-${seed}`) : join(KEEP, `${name.replace(' %', '')}-${seed}`)
+  if (KEEP !== undefined) mkdirSync(dir, { recursive: true })
   const port = await freePort()
   const configPath = join(dir, 'config.yaml')
   writeFileSync(configPath, tracing + singleRouteConfig(backendPort).replaceAll('{port}', String(port)))
@@ -136,6 +148,7 @@ async function measure (name: string, seed: number, tracing: string, backendPort
   } finally {
     // valgrind writes its last part file on the way out.
     await child.stop(30_000)
+    if (KEEP !== undefined) writeFileSync(join(dir, 'output.log'), child.output())
   }
   const { main, all } = dumpTotals(dir, 1)
   if (main === 0) throw new Error(`${name}: no callgrind dump found in ${dir}`)

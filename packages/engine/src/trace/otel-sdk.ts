@@ -310,7 +310,7 @@ class RecordedRequestSpan extends RecordedSpan implements RequestSpan {
   private readonly traceState: TraceState | undefined
 
   constructor (spans: SpanBatches, name: string, parent: Context, caller: { traceId: string, spanId: string, traceState?: TraceState | undefined } | undefined) {
-    super(spans, [caller?.traceId ?? randomId(16), randomId(8), caller?.spanId ?? '', caller !== undefined, caller?.traceState?.serialize() ?? '', name, SpanKind.SERVER, now(), 0, 0, ''])
+    super(spans, [caller?.traceId ?? randomTraceId(), randomSpanId(), caller?.spanId ?? '', caller !== undefined, caller?.traceState?.serialize() ?? '', name, SpanKind.SERVER, now(), 0, 0, ''])
     this.parent = parent
     this.traceState = caller?.traceState
     this.traceparentOnly = traceparentAlone(this.traceState, parent)
@@ -326,14 +326,14 @@ class RecordedRequestSpan extends RecordedSpan implements RequestSpan {
 
   child (name: string, kind: 'client' | 'internal', attrs: SpanAttributes, startTime?: number): OtelSpan | null {
     const r = this.record
-    const child = new RecordedSpan(this.spans, [r[RECORD.traceId], randomId(8), r[RECORD.spanId], false, r[RECORD.traceState], name, kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime ?? now(), 0, 0, ''])
+    const child = new RecordedSpan(this.spans, [r[RECORD.traceId], randomSpanId(), r[RECORD.spanId], false, r[RECORD.traceState], name, kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime ?? now(), 0, 0, ''])
     child.setAttributes(attrs)
     return child
   }
 
   inject (headers: HeaderMap, span?: OtelSpan | null): void {
     const from = span instanceof RecordedSpan ? span.record : this.record
-    injectTrace(headers, from[RECORD.traceId], from[RECORD.spanId], true, this.traceparentOnly, this.parent, this.traceState)
+    injectTrace(headers, traceparent(from[RECORD.traceId], from[RECORD.spanId], true), this.traceparentOnly, this.parent, this.traceState)
   }
 }
 
@@ -344,17 +344,27 @@ class RecordedRequestSpan extends RecordedSpan implements RequestSpan {
  */
 class UnsampledRequestSpan implements RequestSpan {
   readonly recording = false
-  readonly traceId: string
-  readonly spanId: string
+  /** The call's `traceparent` (this span's ids, flagged unsampled); the ids are cut from it when asked for. */
+  private readonly traceparent: string
   /** The caller's context (its tracestate and baggage go on to the calls). */
   private readonly parent: Context
   private readonly traceState: TraceState | undefined
+  /** No tracestate and no baggage to pass on: the `traceparent` alone (RecordedRequestSpan's traceparentOnly). */
+  private readonly alone: boolean
 
   constructor (parent: Context, caller: { traceId: string, traceState?: TraceState | undefined } | undefined) {
     this.parent = parent
-    this.traceId = caller?.traceId ?? randomId(16)
-    this.spanId = randomId(8)
+    this.traceparent = caller === undefined ? unsampledTraceparent() : traceparent(caller.traceId, randomSpanId(), false)
     this.traceState = caller?.traceState
+    this.alone = traceparentAlone(this.traceState, parent)
+  }
+
+  get traceId (): string {
+    return this.traceparent.slice(3, 35)
+  }
+
+  get spanId (): string {
+    return this.traceparent.slice(36, 52)
   }
 
   setAttributes (): void {}
@@ -367,24 +377,25 @@ class UnsampledRequestSpan implements RequestSpan {
   }
 
   inject (headers: HeaderMap): void {
-    injectTrace(headers, this.traceId, this.spanId, false, traceparentAlone(this.traceState, this.parent), this.parent, this.traceState)
+    injectTrace(headers, this.traceparent, this.alone, this.parent, this.traceState)
   }
 }
 
 /**
- * Writes a call's W3C trace context into `headers`: its `traceparent` (the call's span
- * `spanId`), and the caller's tracestate and baggage — through the propagators only when
- * there are some to pass on.
+ * Writes a call's W3C trace context into `headers`: its `traceparent` (`value`, naming the
+ * call's span), and the caller's tracestate and baggage — through the propagators only when
+ * there are some to pass on (`alone` false).
  */
-function injectTrace (headers: HeaderMap, traceId: string, spanId: string, sampled: boolean, alone: boolean, parent: Context, traceState: TraceState | undefined): void {
+function injectTrace (headers: HeaderMap, value: string, alone: boolean, parent: Context, traceState: TraceState | undefined): void {
   // A caller's tracestate belongs to its traceparent, which is being replaced (set
   // undefined, not deleted: see http/headers.ts dropUpstreamHeader).
   if (headers.tracestate !== undefined) headers.tracestate = undefined
   if (alone) {
-    headers.traceparent = traceparent(traceId, spanId, sampled)
+    headers.traceparent = value
     return
   }
-  const own = trace.wrapSpanContext({ traceId, spanId, traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState !== undefined ? { traceState } : {}) })
+  const sampled = value.charCodeAt(54) === 49 /* '1' */
+  const own = trace.wrapSpanContext({ traceId: value.slice(3, 35), spanId: value.slice(36, 52), traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState !== undefined ? { traceState } : {}) })
   propagator.inject(trace.setSpan(parent, own), headers, headerSetter)
 }
 
@@ -402,28 +413,62 @@ function traceparent (traceId: string, spanId: string, sampled: boolean): string
 }
 
 /**
- * Random ids, cut from a hex string made a few hundred ids at a time: one `randomFillSync`
- * and one hex conversion per refill, and a slice per id (a request that is not sampled pays
- * for its two ids and nothing else).
+ * Random ids, cut from a pool made a few hundred at a time: one `randomFillSync` and one hex
+ * conversion per refill. Each entry is a trace id and a span id, kept twice: as hex
+ * (`idHex`, 48 characters an entry) for the spans that need ids, and already written as the
+ * `traceparent` of an unsampled call (`tpPool`, `00-<trace id>-<span id>-00`, 55 characters
+ * an entry). So the common case at a low sampling ratio — a request that arrives without a
+ * trace and is not sampled — costs one slice of a flat string: no id to build, no header
+ * value to concatenate (a concatenation is flattened again by each reader of the header).
  */
-const ID_BYTES = 24 * 256
-const idBytes = Buffer.allocUnsafe(ID_BYTES)
+const POOL_ENTRIES = 256
+const ENTRY_HEX = 48
+const ENTRY_TP = 55
+const idBytes = Buffer.allocUnsafe(POOL_ENTRIES * ENTRY_HEX / 2)
 let idHex = ''
-let idAt = 0
+let tpPool = ''
+/** The next entry to take; POOL_ENTRIES: refill first. */
+let entry = POOL_ENTRIES
 
-const ZERO_TRACE = '0'.repeat(32)
+/** W3C: an all-zero trace or span id is invalid. */
 const ZERO_SPAN = '0'.repeat(16)
 
-/** A random trace (16 bytes) or span (8 bytes) id in hex, never all zeros (W3C: invalid). */
-function randomId (bytes: 8 | 16): string {
-  const chars = bytes * 2
-  for (;;) {
-    if (idAt + chars > idHex.length) {
-      randomFillSync(idBytes)
-      idHex = idBytes.toString('hex')
-      idAt = 0
-    }
-    const id = idHex.slice(idAt, idAt += chars)
-    if (id !== (bytes === 16 ? ZERO_TRACE : ZERO_SPAN)) return id
+/** Takes the next entry of the pool (its index), refilling it when spent. */
+function takeEntry (): number {
+  if (entry === POOL_ENTRIES) refill()
+  return entry++
+}
+
+function refill (): void {
+  do {
+    randomFillSync(idBytes)
+    idHex = idBytes.toString('hex')
+    // A run of 16 zeros anywhere (an all-zero span id, or half of an all-zero trace id, one
+    // chance in 2^64 an id) makes the pool again; a run across two ids only wastes a refill.
+  } while (idHex.includes(ZERO_SPAN))
+  const parts = new Array<string>(POOL_ENTRIES)
+  for (let k = 0; k < POOL_ENTRIES; k++) {
+    const at = k * ENTRY_HEX
+    parts[k] = `00-${idHex.slice(at, at + 32)}-${idHex.slice(at + 32, at + ENTRY_HEX)}-00`
   }
+  tpPool = parts.join('')
+  entry = 0
+}
+
+/** A random trace id (16 bytes in hex). */
+function randomTraceId (): string {
+  const at = takeEntry() * ENTRY_HEX
+  return idHex.slice(at, at + 32)
+}
+
+/** A random span id (8 bytes in hex). */
+function randomSpanId (): string {
+  const at = takeEntry() * ENTRY_HEX + 32
+  return idHex.slice(at, at + 16)
+}
+
+/** The `traceparent` of an unsampled call in a new trace (its ids at 3 and 36). */
+function unsampledTraceparent (): string {
+  const at = takeEntry() * ENTRY_TP
+  return tpPool.slice(at, at + ENTRY_TP)
 }
