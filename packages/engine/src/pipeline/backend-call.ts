@@ -7,6 +7,7 @@
  */
 
 import type { RequestContext } from '../request/context.ts'
+import type { BackendIR } from '../ir/types.ts'
 import type { PipelineRuntime } from './run.ts'
 import type { UpstreamHooks } from '../http/call-context.ts'
 import { callUpstream, type CallOptions, type CallWrapper } from '../http/upstream-call.ts'
@@ -42,6 +43,21 @@ export function callBackend (rt: PipelineRuntime, ctx: RequestContext, outer?: C
   callUpstream(rt, ctx, hooks, options)
 }
 
+/** Each backend's host and port as its call spans give them, worked out once (the IR does not change). */
+const ADDRESSES = new WeakMap<BackendIR, { host: string, port: number }>()
+
+function backendAddress (backend: BackendIR): { host: string, port: number } {
+  let address = ADDRESSES.get(backend)
+  if (address === undefined) {
+    const at = backend.target.lastIndexOf(':')
+    address = at > 0
+      ? { host: backend.target.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(backend.target.slice(at + 1)) }
+      : { host: backend.target, port: backend.protocol === 'https' ? 443 : 80 }
+    ADDRESSES.set(backend, address)
+  }
+  return address
+}
+
 /**
  * The backend call's client span (an `ai` backend's is the GenAI span) and the trace
  * context the backend gets: the call's span when the request is recorded, else the
@@ -54,16 +70,11 @@ function startCallSpan (ctx: RequestContext, span: NonNullable<RequestContext['s
     return
   }
   const backend = ctx.backend!
-  const at = backend.target.lastIndexOf(':')
-  const host = at > 0 ? backend.target.slice(0, at).replace(/^\[|\]$/g, '') : backend.target
-  const port = at > 0 ? Number(backend.target.slice(at + 1)) : backend.protocol === 'https' ? 443 : 80
+  const { host, port } = backendAddress(backend)
   const attempt = ctx.upstreamAttempts++
-  const call = startChildSpan(ctx, ctx.llm !== null ? llmSpanName(ctx.llm) : ctx.method, {
-    ...httpClientAttributes(ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery }),
-    'http.request.resend_count': attempt > 0 ? attempt : undefined,
-    'portico.backend': backend.name,
-    ...(ctx.llm !== null ? llmRequestAttributes(ctx.llm) : {})
-  })
+  const call = startChildSpan(ctx, ctx.llm !== null ? llmSpanName(ctx.llm) : ctx.method, httpClientAttributes(ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery }))
+  call?.setAttributes({ 'http.request.resend_count': attempt > 0 ? attempt : undefined, 'portico.backend': backend.name })
+  if (ctx.llm !== null) call?.setAttributes(llmRequestAttributes(ctx.llm))
   ctx.callSpan?.end()
   ctx.callSpan = call
   span.inject(ctx.headers, call)

@@ -15,6 +15,7 @@ import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } 
 import type { SpanExporter } from '@opentelemetry/sdk-trace'
 import { randomFillSync } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
+import { performance } from 'node:perf_hooks'
 import { Worker } from 'node:worker_threads'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
@@ -105,9 +106,12 @@ const headerSetter = {
   set: (h: HeaderMap, key: string, value: string) => { h[key] = value }
 }
 
+/** performance.timeOrigin, read once (a getter, and `performance` a lazily made global: each read of either went through V8's generic load). */
+const TIME_ORIGIN = performance.timeOrigin
+
 /** The wall clock in ms since the epoch with a sub-ms fraction, as span times are kept. */
 function now (): number {
-  return performance.timeOrigin + performance.now()
+  return TIME_ORIGIN + performance.now()
 }
 
 class SdkTracing implements RequestTracing {
