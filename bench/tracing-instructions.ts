@@ -43,7 +43,12 @@
  * time.
  *
  * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100] [--warmup 20000] [--requests 5000]
- *      [--node-flags='--a-v8-flag'] [--keep DIR]
+ *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N]
+ *
+ * --functions N lists, per config, the N functions of the request thread whose instructions
+ * per request moved most against off — V8's compiled code named through --perf-basic-prof
+ * (bench/lib/callgrind.ts) — which is how the costs in docs/observability.md (Cost) were
+ * found: a header check's loop, a module loaded on the request's thread, a clone.
  *
  * --keep DIR keeps each run's callgrind files in DIR/<config>-<seed>/ (one per thread and dump;
  * …-01 is the request thread) and what the process printed: `callgrind_annotate` on two of them shows which builtins and
@@ -51,25 +56,28 @@
  */
 
 import { execFile } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
+import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { warmup: { type: 'string', default: '20000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, configs: { type: 'string', default: 'off,0,1,100' } } })
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '20000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' } } })
 const WARMUP = Number(values.warmup)
 const REQUESTS = Number(values.requests)
 /** Extra Node/V8 flags for every config (to try a JIT hypothesis on both sides). */
-const NODE_FLAGS = values['node-flags'].split(/\s+/).filter(f => f !== '')
+const NODE_FLAGS = [...values['node-flags'].split(/\s+/).filter(f => f !== ''), ...(Number(values.functions) > 0 ? ['--perf-basic-prof'] : [])]
 /** V8 random seeds each config runs under (1..N): each lands the JIT somewhere else. */
 const SEEDS = Number(values.seeds)
 /** Which configs to run: off and the sampling percentages (off always runs: the others are compared with it). */
 const CONFIGS = new Set(['off', ...values.configs.split(',')])
+/** How many functions to list per config: those whose instructions per request moved most against off (0: none). */
+const FUNCTIONS = Number(values.functions)
 /** Where to keep each run's callgrind files (for callgrind_annotate); otherwise they go with the scratch directory. */
 const KEEP = values.keep
 const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
@@ -81,6 +89,8 @@ interface Count {
   /** Instructions per request: the event loop's thread, and every thread of the process. */
   requestThread: number
   allThreads: number
+  /** With --functions: the request thread's instructions by function (whole count, not per request). */
+  functions?: Map<string, number>
 }
 
 function run (command: string, args: string[]): Promise<string> {
@@ -105,18 +115,22 @@ async function send (url: string, n: number): Promise<void> {
 }
 
 /** `summary:` of each part file callgrind wrote for a dump (one file per thread: …-01 is the main thread). */
-function dumpTotals (dir: string, dump: number): { main: number, all: number } {
+function dumpTotals (dir: string, dump: number): { main: number, all: number, mainFile: string } {
   let main = 0
   let all = 0
+  let mainFile = ''
   for (const file of readdirSync(dir)) {
     const m = /^callgrind\.out\.\d+\.(\d+)-(\d+)$/.exec(file)
     if (m === null || Number(m[1]) !== dump) continue
     const summary = /^summary: (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'))
     const count = summary === null ? 0 : Number(summary[1])
     all += count
-    if (Number(m[2]) === 1) main = count
+    if (Number(m[2]) === 1) {
+      main = count
+      mainFile = join(dir, file)
+    }
   }
-  return { main, all }
+  return { main, all, mainFile }
 }
 
 async function measure (name: string, seed: number, tracing: string, backendPort: number): Promise<Count> {
@@ -150,9 +164,28 @@ async function measure (name: string, seed: number, tracing: string, backendPort
     await child.stop(30_000)
     if (KEEP !== undefined) writeFileSync(join(dir, 'output.log'), child.output())
   }
-  const { main, all } = dumpTotals(dir, 1)
+  const { main, all, mainFile } = dumpTotals(dir, 1)
   if (main === 0) throw new Error(`${name}: no callgrind dump found in ${dir}`)
-  return { name, seed, requestThread: main / REQUESTS, allThreads: all / REQUESTS }
+  const count: Count = { name, seed, requestThread: main / REQUESTS, allThreads: all / REQUESTS }
+  if (FUNCTIONS > 0) {
+    const pid = child.proc.pid!
+    count.functions = await functionCounts(mainFile, jitCodeMap(pid))
+    rmSync(`/tmp/perf-${pid}.map`, { force: true })
+  }
+  return count
+}
+
+/**
+ * With --functions N: per config, the N functions of the request thread whose instructions
+ * per request moved most against off (seed 1 of each), JIT code named with its tier.
+ */
+function functionTables (counts: Count[]): string[] {
+  if (FUNCTIONS === 0) return []
+  const off = counts.find(c => c.name === 'off' && c.seed === 1)!.functions!
+  return counts.filter(c => c.name !== 'off' && c.seed === 1).map(c => [
+    `request thread, ${c.name} against off (seed 1): the ${FUNCTIONS} functions that moved most, instructions per request (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
+    table(['function', 'change'], largestChanges(off, c.functions!, REQUESTS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
+  ].join('\n'))
 }
 
 async function main (): Promise<void> {
@@ -187,7 +220,8 @@ async function main (): Promise<void> {
       `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces, median of ${SEEDS} V8 random seed${SEEDS === 1 ? '' : 's'}${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
       table(['tracing', 'request thread', 'seeds', 'vs off', 'all threads', 'vs off'], rows),
       'all threads include V8\'s helpers and the span export thread, whose per-second work valgrind\'s slow clock spreads over ~50× fewer requests (overstated at 1 %)',
-      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts }))
+      ...functionTables(counts),
+      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts: counts.map(({ functions: _, ...c }) => c) }))
     ].join('\n') + '\n')
   } finally {
     for (const s of servers) await s.child.stop()
