@@ -138,9 +138,19 @@ describe('h1 client: what it sends', () => {
     await assert.rejects(call(pool, { headers: { 'x-a': 'a\r\nx-injected: 1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
     await assert.rejects(call(pool, { headers: { 'x a': '1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
     await assert.rejects(call(pool, { path: '/a b HTTP/1.1\r\nx: y' }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
-    // The pool still works, and none of those reached the server.
+    // Values built at run time (V8 keeps concatenations and slices as strings of their own
+    // kinds) are checked as literal ones are: a lone LF, NUL, DEL, a character above U+00FF,
+    // in one value of several.
+    const prefix = 'p'.repeat(Number('20'))
+    for (const bad of [`${prefix}\nx-injected: 1`, `${prefix}\r\n`.slice(3), `${prefix}\u0000`, `${prefix}\u007f`, `${prefix}\u0100`]) {
+      await assert.rejects(call(pool, { headers: { 'x-a': bad } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' }, JSON.stringify(bad))
+      await assert.rejects(call(pool, { headers: { 'x-a': ['fine', bad] } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' }, JSON.stringify(bad))
+    }
+    // obs-text and tabs are field content.
+    assert.equal((await call(pool, { headers: { 'x-a': `${prefix}\t\u00e9` } })).body, 'ok')
+    // The pool still works, and none of the refused ones reached the server.
     assert.equal((await call(pool)).body, 'ok')
-    assert.equal(server.requests.length, 1)
+    assert.equal(server.requests.length, 2)
   })
 
   test('a stream without a length goes chunked; one with a length must match it', async () => {
