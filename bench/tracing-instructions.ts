@@ -149,6 +149,9 @@ async function measure (name: string, seed: number, tracing: string, backendPort
       process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
     ],
     env: porticoEnv('warn'),
+    // --perf-basic-prof (--functions) also makes V8 write isolate-*-v8.log files where the
+    // process runs: in the run's directory, not the repository.
+    cwd: dir,
     readyPort: port,
     timeoutMs: 180_000
   })

@@ -29,6 +29,8 @@ export interface StartOptions {
   timeoutMs?: number
   /** CPUs to pin the child (and its threads) to, as `taskset -c` takes them (e.g. `0`, `0,1`). */
   cpus?: string
+  /** The child's working directory (default this process's): where files it writes unasked, such as V8's logs, land. */
+  cwd?: string
 }
 
 export interface Child {
@@ -69,6 +71,7 @@ export async function startNode (options: StartOptions): Promise<Child> {
   const [file, args] = options.cpus === undefined ? [command, options.args] : ['taskset', ['-c', options.cpus, command, ...options.args]]
   const proc = spawn(file, args, {
     env: { ...process.env, ...options.env },
+    ...(options.cwd !== undefined ? { cwd: options.cwd } : {}),
     stdio: ['ignore', fd, fd]
   })
   closeSync(fd)
