@@ -50,9 +50,9 @@
  * (bench/lib/callgrind.ts) — which is how the costs in docs/observability.md (Cost) were
  * found: a header check's loop, a module loaded on the request's thread, a clone.
  *
- * --keep DIR keeps each run's callgrind files in DIR/<config>-<seed>/ (one per thread and dump;
- * …-01 is the request thread) and what the process printed: `callgrind_annotate` on two of them shows which builtins and
- * native functions a change moved (V8's JIT code has no symbols under valgrind).
+ * --keep DIR keeps each run's callgrind files in DIR/<config>-<seed>/ (one per thread and
+ * dump; …-01 is the request thread) and what the process printed, for `callgrind_annotate`
+ * (which names V8's JIT code only through the perf map --functions reads).
  */
 
 import { execFile } from 'node:child_process'
@@ -69,15 +69,15 @@ import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '20000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' } } })
 const WARMUP = Number(values.warmup)
+/** How many functions to list per config: those whose instructions per request moved most against off (0: none). */
+const FUNCTIONS = Number(values.functions)
 const REQUESTS = Number(values.requests)
 /** Extra Node/V8 flags for every config (to try a JIT hypothesis on both sides). */
-const NODE_FLAGS = [...values['node-flags'].split(/\s+/).filter(f => f !== ''), ...(Number(values.functions) > 0 ? ['--perf-basic-prof'] : [])]
+const NODE_FLAGS = [...values['node-flags'].split(/\s+/).filter(f => f !== ''), ...(FUNCTIONS > 0 ? ['--perf-basic-prof'] : [])]
 /** V8 random seeds each config runs under (1..N): each lands the JIT somewhere else. */
 const SEEDS = Number(values.seeds)
 /** Which configs to run: off and the sampling percentages (off always runs: the others are compared with it). */
 const CONFIGS = new Set(['off', ...values.configs.split(',')])
-/** How many functions to list per config: those whose instructions per request moved most against off (0: none). */
-const FUNCTIONS = Number(values.functions)
 /** Where to keep each run's callgrind files (for callgrind_annotate); otherwise they go with the scratch directory. */
 const KEEP = values.keep
 const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))

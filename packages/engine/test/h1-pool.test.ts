@@ -141,7 +141,7 @@ describe('h1 client: what it sends', () => {
     // Values built at run time (V8 keeps concatenations and slices as strings of their own
     // kinds) are checked as literal ones are: a lone LF, NUL, DEL, a character above U+00FF,
     // in one value of several.
-    const prefix = 'p'.repeat(Number('20'))
+    const prefix = 'p'.repeat(20)
     for (const bad of [`${prefix}\nx-injected: 1`, `${prefix}\r\n`.slice(3), `${prefix}\u0000`, `${prefix}\u007f`, `${prefix}\u0100`]) {
       await assert.rejects(call(pool, { headers: { 'x-a': bad } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' }, JSON.stringify(bad))
       await assert.rejects(call(pool, { headers: { 'x-a': ['fine', bad] } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' }, JSON.stringify(bad))
