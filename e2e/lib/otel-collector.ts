@@ -25,6 +25,12 @@ export interface CollectedLog {
   body: unknown
   attributes: Record<string, unknown>
   traceId: string
+  spanId: string
+  severityText: string
+  severityNumber: number
+  /** ns since the epoch, as the collector printed it. */
+  timeUnixNano: string
+  scope: string
   resource: Record<string, unknown>
 }
 
@@ -128,11 +134,21 @@ service:
   const logRecords = (): CollectedLog[] => {
     const out: CollectedLog[] = []
     for (const doc of lines(logs)) {
-      for (const rl of (doc.resourceLogs ?? []) as Array<{ resource?: { attributes?: KeyValue[] }, scopeLogs?: Array<{ logRecords?: Array<Record<string, unknown>> }> }>) {
+      for (const rl of (doc.resourceLogs ?? []) as Array<{ resource?: { attributes?: KeyValue[] }, scopeLogs?: Array<{ scope?: { name?: string }, logRecords?: Array<Record<string, unknown>> }> }>) {
         const resource = attributesOf(rl.resource?.attributes)
         for (const sl of rl.scopeLogs ?? []) {
           for (const r of sl.logRecords ?? []) {
-            out.push({ body: valueOf(r.body as AnyValue | undefined), attributes: attributesOf(r.attributes as KeyValue[] | undefined), traceId: String(r.traceId ?? ''), resource })
+            out.push({
+              body: valueOf(r.body as AnyValue | undefined),
+              attributes: attributesOf(r.attributes as KeyValue[] | undefined),
+              traceId: String(r.traceId ?? ''),
+              spanId: String(r.spanId ?? ''),
+              severityText: String(r.severityText ?? ''),
+              severityNumber: Number(r.severityNumber ?? 0),
+              timeUnixNano: String(r.timeUnixNano ?? ''),
+              scope: sl.scope?.name ?? '',
+              resource
+            })
           }
         }
       }

@@ -332,6 +332,12 @@ describe('OpenTelemetry tracing', { skip }, () => {
     const record = logs.find(l => l.attributes.tool === 'add')!
     assert.equal(record.body, 'request')
     assert.equal(record.traceId, call.traceId)
+    assert.equal(record.spanId, server.spanId, 'the record\'s span is the request\'s server span')
+    assert.equal(record.severityText, 'INFO')
+    assert.equal(record.severityNumber, 9)
+    assert.equal(record.scope, 'portico.access')
+    const at = Number(BigInt(record.timeUnixNano) / 1_000_000n)
+    assert.ok(Math.abs(at - Date.now()) < 60_000, `the record's time is now (${record.timeUnixNano})`)
     assert.equal(record.attributes['mcp.method'], 'tools/call')
     assert.equal(record.resource['service.name'], 'portico')
     assert.ok(portico.logs().some(l => l.msg === 'request' && l.tool === 'add' && l.traceId === call.traceId))

@@ -67,7 +67,8 @@ export async function startTracing (settings: Settings, logs: Logs): Promise<Pic
   }
   if (settings.accessLog.otlp !== null) {
     const { startOtlpLogs } = await import('./otlp-logs.ts')
-    out.otlpLogs = await startOtlpLogs(settings.accessLog.otlp)
+    const log = logs.for('request')
+    out.otlpLogs = startOtlpLogs(settings.accessLog.otlp, { onError: message => log.warn({ err: message }, 'access log records not exported') })
   }
   return out
 }

@@ -73,14 +73,21 @@ test('portico --validate on the quick start loads neither those nor the servers'
   assert.deepEqual(urls.filter(u => ON_DEMAND.test(u) || /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(fastify|prom-client)\//.test(u)), [])
 })
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread', async () => {
+/**
+ * Starts `portico -f` on `config` (a free port is `PORT` in it) with every thread — the
+ * primary, data-plane workers, export threads: execArgv is inherited — writing what it
+ * loads to a file, as `<thread> <url>` lines (`<thread>`: main, or the module an export
+ * thread serves, or worker). Returns the port, the lines read so far and a stop.
+ */
+async function startProbed (config: string, env: Record<string, string>): Promise<{ port: number, loaded: () => Array<{ thread: string, url: string }>, stop: () => void }> {
   const dir = mkdtempSync(join(tmpdir(), 'portico-loads-'))
   const seen = join(dir, 'loaded.txt')
-  // Every thread (the primary and the workers: execArgv is inherited) appends what it loads.
   const probe = 'data:text/javascript,' + encodeURIComponent(`
 import { registerHooks } from 'node:module'
 import { appendFileSync } from 'node:fs'
-registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen)}, url + '\\n'); return next(url, context) } })
+import { isMainThread, workerData } from 'node:worker_threads'
+const thread = isMainThread ? 'main' : typeof workerData?.module === 'string' ? workerData.module.split('/').pop() : 'worker'
+registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen)}, thread + ' ' + url + '\\n'); return next(url, context) } })
 `)
   const port = await new Promise<number>(resolve => {
     const s = createServer().listen(0, '127.0.0.1', () => {
@@ -88,12 +95,16 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
       s.close(() => resolve(p))
     })
   })
-  writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n`)
+  writeFileSync(join(dir, 'config.yaml'), config.replaceAll('PORT', String(port)))
   const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
     cwd: PROXY_DIR,
-    env: { ...process.env, WORKERS: '2', LOG_LEVEL: 'info', ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off' },
+    env: { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
+  const stop = (): void => {
+    child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  }
   try {
     await new Promise<void>((resolve, reject) => {
       let out = ''
@@ -102,11 +113,49 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
       child.stderr!.on('data', onData)
       child.once('exit', code => reject(new Error(`portico exited (${code}): ${out}`)))
     })
-    const urls = readFileSync(seen, 'utf8').split('\n')
+  } catch (err) {
+    stop()
+    throw err
+  }
+  const loaded = () => readFileSync(seen, 'utf8').split('\n').filter(l => l !== '').map(l => {
+    const at = l.indexOf(' ')
+    return { thread: l.slice(0, at), url: l.slice(at + 1) }
+  })
+  return { port, loaded, stop }
+}
+
+const PACKAGE = (names: string) => new RegExp(`node_modules/(\\.pnpm/[^/]+/node_modules/)?(${names})/`)
+
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread', async () => {
+  const { loaded, stop } = await startProbed('gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n', { WORKERS: '2' })
+  try {
+    const urls = loaded().map(l => l.url)
     assert.ok(urls.some(u => u.endsWith('/workers/worker-main.ts')), 'the workers started')
-    assert.deepEqual(urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?undici\//.test(u)), [])
+    assert.deepEqual(urls.filter(u => PACKAGE('undici').test(u)), [])
   } finally {
-    child.kill('SIGKILL')
-    rmSync(dir, { recursive: true, force: true })
+    stop()
+  }
+})
+
+test('with tracing and accessLog.otlp, only the export threads load the OpenTelemetry SDK and its exporters', async () => {
+  // Nothing listens at the collector's address: the exports fail, after their modules loaded.
+  const collector = 'http://127.0.0.1:9'
+  const config = `gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n` +
+    `config:\n  tracing: { otlpEndpoint: '${collector}', otlpProtocol: http, randomSampling: true }\n  accessLog:\n    otlp: { otlpEndpoint: '${collector}', otlpProtocol: http }\n`
+  const { port, loaded, stop } = await startProbed(config, {})
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/`)
+    await res.arrayBuffer()
+    // Each kind's export thread starts with its first batch (within a second).
+    const deadline = Date.now() + 15_000
+    const exporters = PACKAGE('@opentelemetry/exporter-(trace|logs)-otlp-proto')
+    while (new Set(loaded().filter(l => exporters.test(l.url)).map(l => l.thread)).size < 2 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 100))
+    const lines = loaded()
+    const sdk = PACKAGE('@opentelemetry/(sdk-[a-z]+|exporter-[a-z-]+|resources|otlp-[a-z-]+)')
+    assert.deepEqual(lines.filter(l => l.thread === 'main' && sdk.test(l.url)).map(l => l.url), [], 'the request\'s thread loads none of the SDK')
+    assert.ok(lines.some(l => l.thread === 'span-export.ts' && PACKAGE('@opentelemetry/exporter-trace-otlp-proto').test(l.url)), 'the spans\' export thread loaded the trace exporter')
+    assert.ok(lines.some(l => l.thread === 'otlp-logs-export.ts' && PACKAGE('@opentelemetry/exporter-logs-otlp-proto').test(l.url)), 'the access log\'s export thread loaded the logs exporter')
+  } finally {
+    stop()
   }
 })

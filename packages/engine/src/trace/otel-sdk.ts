@@ -3,7 +3,7 @@
  * each request, W3C trace context and baggage are read and written with the OpenTelemetry
  * API's propagators, recorded spans are written as plain records (trace/span-record.ts) and
  * exported with the SDK's OTLP exporter on a thread of their own
- * (trace/span-export-worker.ts), which alone loads the SDK. Loaded only when
+ * (trace/export-worker.ts), which alone loads the SDK. Loaded only when
  * `config.tracing` is set.
  *
  * No context manager is installed: spans are parented explicitly, so nothing runs on the
@@ -15,13 +15,13 @@ import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } 
 import type { SpanExporter } from '@opentelemetry/sdk-trace'
 import { randomFillSync } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
-import { Worker } from 'node:worker_threads'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes, SpanOutcome } from './otel.ts'
+import { RecordBatches, type RecordBatchesOptions } from './record-batches.ts'
 import { RECORD, type SpanExportOptions, type SpanRecord } from './span-record.ts'
 
-export { otlpTarget, type OtlpEndpointOptions } from './span-record.ts'
+export type { OtlpEndpointOptions } from './span-record.ts'
 
 /** `config.tracing`, resolved (proxy/settings.ts): where spans go (OTLP/HTTP path default /v1/traces), and how many. */
 export interface TracingOptions extends SpanExportOptions {
@@ -42,23 +42,28 @@ export interface TracingOptions extends SpanExportOptions {
   onExportError?: (message: string) => void
 }
 
-/** Spans recorded but not yet exported, at most (more are dropped, as the SDK's batch processor does). */
-const MAX_QUEUE = 8192
-/**
- * Records handed to the export thread at a time. Small, so a busy proxy's records leave
- * before the young generation's next scavenge would copy them (and promote them to the old
- * one); the export thread gathers them into export calls of up to 512 (RecordExport).
- */
-const HANDOVER_BATCH = 64
-/** The export thread's time to send what it holds when the proxy stops. */
-const SHUTDOWN_MS = 10_000
-const ERROR_EVERY_MS = 60_000
+type SpanBatches = RecordBatches<SpanRecord>
 
 export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
   const sampler = new PorticoSampler(options.randomSampling, options.clientSampling)
-  // The SDK loads on this thread only for a test's in-thread exporter (span-record.ts says why).
-  const sdk = options.exporter !== undefined ? await import('./span-export.ts') : null
-  return new SdkTracing(sampler, new SpanBatches(options, sdk))
+  const { otlpEndpoint, otlpProtocol, headers, resources, exporter } = options
+  let sink: RecordBatchesOptions<SpanRecord>['sink']
+  if (exporter !== undefined) {
+    // The SDK loads on this thread only for a test's in-thread exporter (span-record.ts says why).
+    const { spanExport } = await import('./span-export.ts')
+    sink = { local: done => spanExport(exporter, resources, done) }
+  } else {
+    // Only what the export thread needs, and can be cloned to it (the options also carry functions).
+    const exportOptions: SpanExportOptions = { otlpEndpoint, otlpProtocol, headers, resources, ...(options.path !== undefined ? { path: options.path } : {}) }
+    sink = { module: new URL('./span-export.ts', import.meta.url), options: exportOptions }
+  }
+  const spans: SpanBatches = new RecordBatches<SpanRecord>({
+    sink,
+    delayMs: options.scheduledDelayMs ?? 1000,
+    what: 'span',
+    ...(options.onExportError !== undefined ? { onError: options.onExportError } : {})
+  })
+  return new SdkTracing(sampler, spans)
 }
 
 /**
@@ -130,11 +135,11 @@ class SdkTracing implements RequestTracing {
   }
 
   get onSpans (): ((result: SpanOutcome, count: number) => void) | null {
-    return this.spans.onSpans
+    return this.spans.onOutcome
   }
 
   set onSpans (hook: ((result: SpanOutcome, count: number) => void) | null) {
-    this.spans.onSpans = hook
+    this.spans.onOutcome = hook
   }
 
   startRequest (headers: IncomingHttpHeaders, method: string, sampling?: SamplingIR | null): RequestSpan {
@@ -151,119 +156,6 @@ class SdkTracing implements RequestTracing {
   async shutdown (): Promise<void> {
     await this.spans.shutdown()
   }
-}
-
-/**
- * Ended spans on their way to the exporter: gathered into batches of HANDOVER_BATCH (or what
- * came within `scheduledDelayMs`), handed to the export thread — or to the exporter in this
- * thread, when a test gives one — with at most MAX_QUEUE waiting; beyond that they are
- * dropped (a collector that cannot keep up loses spans, never the proxy's time).
- */
-class SpanBatches {
-  private batch: SpanRecord[] = []
-  /** Records handed over and not yet reported done. */
-  private outstanding = 0
-  private timer: NodeJS.Timeout | null = null
-  private readonly delayMs: number
-  private readonly send: (batch: SpanRecord[]) => void
-  private readonly close: () => Promise<void>
-  private readonly onError: ((message: string) => void) | undefined
-  private lastError = -Infinity
-  private closed = false
-  onSpans: ((result: SpanOutcome, count: number) => void) | null = null
-
-  constructor (options: TracingOptions, sdk: typeof import('./span-export.ts') | null) {
-    this.delayMs = options.scheduledDelayMs ?? 1000
-    this.onError = options.onExportError
-    const done = (count: number, error: string | null): void => {
-      this.outstanding -= count
-      this.onSpans?.(error === null ? 'exported' : 'failed', count)
-      if (error !== null) this.error(error)
-    }
-    if (options.exporter !== undefined && sdk !== null) {
-      const records = new sdk.RecordExport(options.exporter, sdk.spanResource(options.resources), done)
-      this.send = batch => records.add(batch)
-      this.close = () => records.shutdown()
-    } else {
-      // Started with the first batch: a proxy that records nothing (the default sampling
-      // records only what callers sampled) never pays the thread's memory (~35 MB).
-      let thread: Worker | null = null
-      // A thread that failed (its exporter could not start, say) takes nothing more: what it
-      // held and all that comes after count as failed exports.
-      let failed: string | null = null
-      this.send = batch => {
-        if (failed !== null) return done(batch.length, failed)
-        thread ??= startExportThread(options, done, message => {
-          failed = message
-          done(this.outstanding, message)
-        })
-        thread.postMessage({ type: 'spans', spans: batch })
-      }
-      this.close = async () => { if (thread !== null) await stopExportThread(thread) }
-    }
-  }
-
-  add (record: SpanRecord): void {
-    if (this.closed || this.outstanding + this.batch.length >= MAX_QUEUE) {
-      this.onSpans?.('dropped', 1)
-      return
-    }
-    this.batch.push(record)
-    if (this.batch.length >= HANDOVER_BATCH) this.flush()
-    else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.delayMs).unref()
-  }
-
-  private flush (): void {
-    if (this.timer !== null) {
-      clearTimeout(this.timer)
-      this.timer = null
-    }
-    if (this.batch.length === 0) return
-    const batch = this.batch
-    this.batch = []
-    this.outstanding += batch.length
-    this.send(batch)
-  }
-
-  private error (message: string): void {
-    const at = Date.now()
-    if (at - this.lastError < ERROR_EVERY_MS) return
-    this.lastError = at
-    this.onError?.(message)
-  }
-
-  async shutdown (): Promise<void> {
-    this.flush()
-    this.closed = true
-    await this.close()
-  }
-}
-
-/** The export thread (trace/span-export-worker.ts); it holds the process open only while stopping. */
-function startExportThread (options: TracingOptions, done: (count: number, error: string | null) => void, fail: (message: string) => void): Worker {
-  // Only what the thread needs, and can be cloned to it (the options also carry functions).
-  const { otlpEndpoint, otlpProtocol, headers, resources } = options
-  const exportOptions: SpanExportOptions = { otlpEndpoint, otlpProtocol, headers, resources, ...(options.path !== undefined ? { path: options.path } : {}) }
-  const thread = new Worker(new URL('./span-export-worker.ts', import.meta.url), { workerData: { options: exportOptions }, stdin: false })
-  thread.unref()
-  thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
-    if (msg.type === 'done') done(msg.count!, msg.error ?? null)
-  })
-  thread.on('error', err => fail(`the span export thread failed: ${err.message}`))
-  return thread
-}
-
-async function stopExportThread (thread: Worker): Promise<void> {
-  thread.ref()
-  const stopped = new Promise<void>(resolve => {
-    thread.once('exit', () => resolve())
-    thread.on('message', (msg: { type: string }) => { if (msg.type === 'closed') resolve() })
-  })
-  const timer = setTimeout(() => { void thread.terminate() }, SHUTDOWN_MS)
-  thread.postMessage({ type: 'shutdown' })
-  await stopped
-  clearTimeout(timer)
-  await thread.terminate()
 }
 
 /**

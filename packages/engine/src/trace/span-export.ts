@@ -10,15 +10,17 @@
  * batch processor's encoding and the exporter's HTTP client cost several times their
  * in-process figures (they share V8's inline caches and inlining budget with the proxy's hot
  * path; docs/observability.md, Cost). So the request's thread only fills records, and the
- * encoding and export run on a thread of their own (trace/span-export-worker.ts) — the same
- * conversion and exporter in-thread when a test hands in an exporter.
+ * encoding and export run on a thread of their own (trace/export-worker.ts, batching in
+ * trace/record-export.ts) — the same conversion and exporter in-thread when a test hands in
+ * an exporter.
  */
 
 import type { Attributes, HrTime, SpanContext, SpanKind, SpanStatus } from '@opentelemetry/api'
 import { TraceState, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core'
-import { defaultResource, resourceFromAttributes, type Resource } from '@opentelemetry/resources'
+import type { Resource } from '@opentelemetry/resources'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
-import { RECORD, otlpTarget, type OtlpEndpointOptions, type SpanRecord } from './span-record.ts'
+import { RecordExport, otlpResource, otlpTarget, type RecordSink } from './record-export.ts'
+import { RECORD, type OtlpEndpointOptions, type SpanExportOptions, type SpanRecord } from './span-record.ts'
 
 /** The SDK's OTLP trace exporter for `config.tracing`. */
 export async function otlpSpanExporter (options: OtlpEndpointOptions): Promise<SpanExporter> {
@@ -29,11 +31,6 @@ export async function otlpSpanExporter (options: OtlpEndpointOptions): Promise<S
   }
   const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc')
   return new OTLPTraceExporter(target.options)
-}
-
-/** The resource every span is exported under. */
-export function spanResource (resources: Record<string, string>): Resource {
-  return defaultResource().merge(resourceFromAttributes({ 'service.name': 'portico', ...resources }))
 }
 
 const SCOPE = { name: 'portico' }
@@ -93,82 +90,17 @@ class RecordReadableSpan implements ReadableSpan {
   get droppedLinksCount (): number { return 0 }
 }
 
-/** Spans per export call, at most (the SDK's batch processor's default). */
-export const EXPORT_BATCH = 512
-
-/** How long records may wait for a full export batch (the proxy's thread has held them up to a second already). */
-export const GATHER_MS = 100
-
 /**
- * Exports records through an SDK exporter, one export call at a time (as the SDK's batch
- * processor does), EXPORT_BATCH at once or what came within GATHER_MS — every export call
- * costs its own encoding setup and HTTP request, so a busy proxy's spans go in full
- * batches. `done(n)` is called as each `n` records leave — exported or given up on (a
- * collector that refuses or is away loses those spans, never the proxy's time).
+ * Spans' export: records converted to the SDK's spans and sent with `exporter`, each batch
+ * reported to `done`. The export thread opens it with the OTLP exporter of `config.tracing`
+ * (trace/export-worker.ts calls `openRecordExport`); tests hand in an exporter.
  */
-export class RecordExport {
-  private readonly exporter: SpanExporter
-  private readonly resource: Resource
-  private readonly done: (n: number, error: string | null) => void
-  private readonly gatherMs: number
-  private pending: SpanRecord[] = []
-  private exporting = false
-  private timer: NodeJS.Timeout | null = null
-  private flushing = false
-  private idle: Array<() => void> = []
+export function spanExport (exporter: SpanExporter, resources: Record<string, string>, done: (n: number, error: string | null) => void): RecordExport<SpanRecord, ReadableSpan> {
+  const resource = otlpResource(resources)
+  return new RecordExport({ exporter, convert: r => new RecordReadableSpan(r, resource), done, what: 'span' })
+}
 
-  constructor (exporter: SpanExporter, resource: Resource, done: (n: number, error: string | null) => void, gatherMs = GATHER_MS) {
-    this.exporter = exporter
-    this.resource = resource
-    this.done = done
-    this.gatherMs = gatherMs
-  }
-
-  add (records: SpanRecord[]): void {
-    if (this.pending.length === 0) this.pending = records
-    else for (const r of records) this.pending.push(r)
-    if (this.exporting) return
-    if (this.pending.length >= EXPORT_BATCH || this.flushing) this.next()
-    else this.timer ??= setTimeout(() => this.next(), this.gatherMs)
-  }
-
-  private next (): void {
-    if (this.timer !== null) {
-      clearTimeout(this.timer)
-      this.timer = null
-    }
-    if (this.pending.length === 0) {
-      this.exporting = false
-      for (const resolve of this.idle.splice(0)) resolve()
-      return
-    }
-    const batch = this.pending.length <= EXPORT_BATCH ? this.pending : this.pending.slice(0, EXPORT_BATCH)
-    this.pending = batch === this.pending ? [] : this.pending.slice(EXPORT_BATCH)
-    this.exporting = true
-    let spans: ReadableSpan[]
-    try {
-      spans = batch.map(r => new RecordReadableSpan(r, this.resource))
-    } catch (err) {
-      this.done(batch.length, `span conversion failed: ${(err as Error).message}`)
-      this.next()
-      return
-    }
-    this.exporter.export(spans, result => {
-      this.done(batch.length, result.code === 0 ? null : `span export failed: ${result.error?.message ?? 'unknown error'}`)
-      // A full batch goes at once; less waits for more (or the shutdown).
-      if (this.pending.length >= EXPORT_BATCH || this.flushing || this.pending.length === 0) this.next()
-      else {
-        this.exporting = false
-        this.timer ??= setTimeout(() => this.next(), this.gatherMs)
-      }
-    })
-  }
-
-  /** Exports what is queued, then shuts the exporter down. */
-  async shutdown (): Promise<void> {
-    this.flushing = true
-    if (!this.exporting) this.next()
-    if (this.exporting) await new Promise<void>(resolve => this.idle.push(resolve))
-    await this.exporter.shutdown()
-  }
+/** The export thread's entry to this kind of record (trace/export-worker.ts). */
+export async function openRecordExport (options: SpanExportOptions, done: (n: number, error: string | null) => void): Promise<RecordSink<SpanRecord>> {
+  return spanExport(await otlpSpanExporter(options), options.resources, done)
 }

@@ -54,16 +54,3 @@ export interface OtlpEndpointOptions {
   path?: string
   headers: Record<string, string>
 }
-
-/**
- * The options of an OTLP exporter of either protocol: OTLP/HTTP posts to the endpoint's
- * `path` (`defaultPath` when unset) with the headers; gRPC sends them as metadata.
- */
-export async function otlpTarget (o: OtlpEndpointOptions, defaultPath: string): Promise<{ protocol: 'http', options: { url: string, headers: Record<string, string> } } | { protocol: 'grpc', options: { url: string, metadata: InstanceType<typeof import('@grpc/grpc-js').Metadata> } }> {
-  const base = o.otlpEndpoint.replace(/\/+$/, '')
-  if (o.otlpProtocol === 'http') return { protocol: 'http', options: { url: `${base}${o.path ?? defaultPath}`, headers: o.headers } }
-  const { Metadata } = await import('@grpc/grpc-js')
-  const metadata = new Metadata()
-  for (const [k, v] of Object.entries(o.headers)) metadata.set(k, v)
-  return { protocol: 'grpc', options: { url: base, metadata } }
-}

@@ -1,0 +1,156 @@
+/**
+ * Flat records (ended spans, access-log records) on their way from the request's thread to
+ * an exporter: gathered into batches of HANDOVER_BATCH (or what came within `delayMs`),
+ * handed to an export thread (trace/export-worker.ts) — or to a sink in this thread, when a
+ * test gives one — with at most MAX_QUEUE waiting; beyond that they are dropped (a
+ * collector that cannot keep up loses records, never the proxy's time).
+ *
+ * Nothing of the OpenTelemetry SDK is loaded here: in a running proxy its objects and
+ * encoders cost several times their in-process figures on the request's thread
+ * (docs/observability.md, Cost), so only the export thread loads them.
+ */
+
+import { Worker } from 'node:worker_threads'
+import type { RecordSink } from './record-export.ts'
+import type { SpanOutcome } from './otel.ts'
+
+/** Records handed over but not yet exported, at most (more are dropped, as the SDK's batch processors do). */
+const MAX_QUEUE = 8192
+/**
+ * Records handed to the export thread at a time. Small, so a busy proxy's records leave
+ * before the young generation's next scavenge would copy them (and promote them to the old
+ * one); the export thread gathers them into export calls of up to 512 (RecordExport).
+ */
+const HANDOVER_BATCH = 64
+/** The export thread's time to send what it holds when the proxy stops. */
+const SHUTDOWN_MS = 10_000
+const ERROR_EVERY_MS = 60_000
+
+export interface RecordBatchesOptions<R> {
+  /**
+   * Where the records go: a module the export thread loads (`openRecordExport(options, done)`,
+   * trace/export-worker.ts) with its options (plain data), or a sink in this thread (tests).
+   */
+  sink: { module: URL, options: unknown } | { local: (done: (count: number, error: string | null) => void) => RecordSink<R> }
+  /** Records handed to the thread at a time (default HANDOVER_BATCH). */
+  handoverBatch?: number
+  /** Records handed over and not yet exported, at most; more are dropped (default MAX_QUEUE). */
+  maxQueue?: number
+  /** How long a record may wait for a full batch (ms). */
+  delayMs: number
+  /** What a record is, for error messages ('span', 'access log record'). */
+  what: string
+  /** A failed export or a failed export thread (records are lost, the proxy goes on); at most once a minute. */
+  onError?: (message: string) => void
+}
+
+export class RecordBatches<R> {
+  private batch: R[] = []
+  /** Records handed over and not yet reported done. */
+  private outstanding = 0
+  private timer: NodeJS.Timeout | null = null
+  private readonly delayMs: number
+  private readonly handoverBatch: number
+  private readonly maxQueue: number
+  private readonly send: (batch: R[]) => void
+  private readonly close: () => Promise<void>
+  private readonly onError: ((message: string) => void) | undefined
+  private lastError = -Infinity
+  private closed = false
+  /** Each record's fate, counted (the proxy's metrics). */
+  onOutcome: ((result: SpanOutcome, count: number) => void) | null = null
+
+  constructor (options: RecordBatchesOptions<R>) {
+    this.delayMs = options.delayMs
+    this.handoverBatch = options.handoverBatch ?? HANDOVER_BATCH
+    this.maxQueue = options.maxQueue ?? MAX_QUEUE
+    this.onError = options.onError
+    const done = (count: number, error: string | null): void => {
+      this.outstanding -= count
+      this.onOutcome?.(error === null ? 'exported' : 'failed', count)
+      if (error !== null) this.error(error)
+    }
+    const sink = options.sink
+    if ('local' in sink) {
+      const records = sink.local(done)
+      this.send = batch => records.add(batch)
+      this.close = () => records.shutdown()
+    } else {
+      // Started with the first batch: a proxy that records nothing (tracing's default
+      // sampling records only what callers sampled) never pays the thread's memory (~35 MB).
+      let thread: Worker | null = null
+      // A thread that failed (its exporter could not start, say) takes nothing more: what it
+      // held and all that comes after count as failed exports.
+      let failed: string | null = null
+      this.send = batch => {
+        if (failed !== null) return done(batch.length, failed)
+        thread ??= startExportThread(sink, done, message => {
+          failed = message
+          done(this.outstanding, message)
+        }, options.what)
+        thread.postMessage({ type: 'records', records: batch })
+      }
+      this.close = async () => { if (thread !== null) await stopExportThread(thread) }
+    }
+  }
+
+  add (record: R): void {
+    if (this.closed || this.outstanding + this.batch.length >= this.maxQueue) {
+      this.onOutcome?.('dropped', 1)
+      return
+    }
+    this.batch.push(record)
+    if (this.batch.length >= this.handoverBatch) this.flush()
+    else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.delayMs).unref()
+  }
+
+  private flush (): void {
+    if (this.timer !== null) {
+      clearTimeout(this.timer)
+      this.timer = null
+    }
+    if (this.batch.length === 0) return
+    const batch = this.batch
+    this.batch = []
+    this.outstanding += batch.length
+    this.send(batch)
+  }
+
+  private error (message: string): void {
+    const at = Date.now()
+    if (at - this.lastError < ERROR_EVERY_MS) return
+    this.lastError = at
+    this.onError?.(message)
+  }
+
+  /** Hands over what is gathered and waits for the export to send it (or give up). */
+  async shutdown (): Promise<void> {
+    this.flush()
+    this.closed = true
+    await this.close()
+  }
+}
+
+/** An export thread; it holds the process open only while stopping. */
+function startExportThread (sink: { module: URL, options: unknown }, done: (count: number, error: string | null) => void, fail: (message: string) => void, what: string): Worker {
+  const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData: { module: sink.module.href, options: sink.options }, stdin: false })
+  thread.unref()
+  thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
+    if (msg.type === 'done') done(msg.count!, msg.error ?? null)
+  })
+  thread.on('error', err => fail(`the ${what} export thread failed: ${err.message}`))
+  return thread
+}
+
+async function stopExportThread (thread: Worker): Promise<void> {
+  thread.ref()
+  const stopped = new Promise<void>(resolve => {
+    thread.once('exit', () => resolve())
+    thread.on('message', (msg: { type: string }) => { if (msg.type === 'closed') resolve() })
+  })
+  const timer = setTimeout(() => { void thread.terminate() }, SHUTDOWN_MS)
+  thread.postMessage({ type: 'shutdown' })
+  await stopped
+  clearTimeout(timer)
+  await thread.terminate()
+}

@@ -1,0 +1,66 @@
+/**
+ * The export thread's side of `accessLog.otlp` (loaded by the engine's
+ * trace/export-worker.ts): access-log records (otlp-logs.ts LogRecord) become the SDK's
+ * `ReadableLogRecord`s and go to its OTLP log exporter (gRPC or HTTP/protobuf to
+ * `<endpoint>/v1/logs`), batched as spans are (the engine's RecordExport).
+ */
+
+import { SeverityNumber, type Attributes, type HrTime, type SpanContext } from '@opentelemetry/api'
+import type { Resource } from '@opentelemetry/resources'
+import type { LogRecordExporter, ReadableLogRecord } from '@opentelemetry/sdk-logs'
+import { RecordExport, otlpResource, otlpTarget, type RecordSink } from '@portico/engine/record-export'
+import { LOG_RECORD, type LogRecord, type OtlpLogsOptions } from './otlp-logs.ts'
+
+const SCOPE = { name: 'portico.access' }
+
+function hrTime (ms: number): HrTime {
+  const seconds = Math.trunc(ms / 1000)
+  return [seconds, Math.round((ms - seconds * 1000) * 1e6)]
+}
+
+/** A record as the SDK's log exporters read one; one shape for every record. */
+class RecordReadableLog implements ReadableLogRecord {
+  readonly hrTime: HrTime
+  readonly hrTimeObserved: HrTime
+  readonly spanContext: SpanContext | undefined
+  readonly severityText = 'INFO'
+  readonly severityNumber = SeverityNumber.INFO
+  readonly body: string
+  readonly resource: Resource
+  readonly instrumentationScope = SCOPE
+  readonly attributes: Attributes
+  readonly droppedAttributesCount = 0
+
+  constructor (r: LogRecord, resource: Resource) {
+    this.hrTime = hrTime(r[LOG_RECORD.time])
+    this.hrTimeObserved = this.hrTime
+    const traceId = r[LOG_RECORD.traceId]
+    this.spanContext = traceId === '' ? undefined : { traceId, spanId: r[LOG_RECORD.spanId], traceFlags: r[LOG_RECORD.traceFlags] }
+    this.body = r[LOG_RECORD.body]
+    const attributes: Attributes = {}
+    for (let i = LOG_RECORD.attributes; i + 1 < r.length; i += 2) attributes[r[i] as string] = r[i + 1]
+    this.attributes = attributes
+    this.resource = resource
+  }
+}
+
+async function otlpLogExporter (options: OtlpLogsOptions): Promise<LogRecordExporter> {
+  const target = await otlpTarget(options, '/v1/logs')
+  if (target.protocol === 'http') {
+    const { OTLPLogExporter } = await import('@opentelemetry/exporter-logs-otlp-proto')
+    return new OTLPLogExporter(target.options)
+  }
+  const { OTLPLogExporter } = await import('@opentelemetry/exporter-logs-otlp-grpc')
+  return new OTLPLogExporter(target.options)
+}
+
+/** Access-log records' export, with `exporter` (tests) or the OTLP exporter of the options. */
+export function logExport (exporter: LogRecordExporter, resources: Record<string, string>, done: (n: number, error: string | null) => void): RecordExport<LogRecord, ReadableLogRecord> {
+  const resource = otlpResource(resources)
+  return new RecordExport({ exporter, convert: r => new RecordReadableLog(r, resource), done, what: 'access log record' })
+}
+
+/** The export thread's entry to this kind of record (the engine's trace/export-worker.ts). */
+export async function openRecordExport (options: OtlpLogsOptions, done: (n: number, error: string | null) => void): Promise<RecordSink<LogRecord>> {
+  return logExport(await otlpLogExporter(options), options.resources, done)
+}
