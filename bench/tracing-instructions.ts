@@ -42,11 +42,11 @@
  * Needs valgrind (Debian's package). Each config and seed takes about a minute; two run at a
  * time.
  *
- * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100] [--warmup 20000] [--requests 5000]
+ * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100,log,log-otlp] [--warmup 20000] [--requests 5000]
  *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N]
  *
  * --functions N lists, per config, the N functions of the request thread whose instructions
- * per request moved most against off — V8's compiled code named through --perf-basic-prof
+ * per request moved most against off (log-otlp: against log) — V8's compiled code named through --perf-basic-prof
  * (bench/lib/callgrind.ts) — which is how the costs in docs/observability.md (Cost) were
  * found: a header check's loop, a module loaded on the request's thread, a clone.
  *
@@ -76,12 +76,26 @@ const REQUESTS = Number(values.requests)
 const NODE_FLAGS = [...values['node-flags'].split(/\s+/).filter(f => f !== ''), ...(FUNCTIONS > 0 ? ['--perf-basic-prof'] : [])]
 /** V8 random seeds each config runs under (1..N): each lands the JIT somewhere else. */
 const SEEDS = Number(values.seeds)
-/** Which configs to run: off and the sampling percentages (off always runs: the others are compared with it). */
+/**
+ * Which configs to run: off, the sampling percentages, `log` (the access log, LOG_LEVEL=info)
+ * and `log-otlp` (the access log exported as OTLP logs too). off always runs: the others are
+ * compared with it, log-otlp with log.
+ */
 const CONFIGS = new Set(['off', ...values.configs.split(',')])
 /** Where to keep each run's callgrind files (for callgrind_annotate); otherwise they go with the scratch directory. */
 const KEEP = values.keep
 const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
+
+interface Config {
+  name: string
+  /** Prepended to the one-route config. */
+  yaml: string
+  /** LOG_LEVEL: info writes the access log. */
+  level: string
+  /** The config its ratio is against. */
+  base: string
+}
 
 interface Count {
   name: string
@@ -133,7 +147,7 @@ function dumpTotals (dir: string, dump: number): { main: number, all: number, ma
   return { main, all, mainFile }
 }
 
-async function measure (name: string, seed: number, tracing: string, backendPort: number): Promise<Count> {
+async function measure (name: string, seed: number, tracing: string, logLevel: string, backendPort: number): Promise<Count> {
   const dir = KEEP === undefined ? scratchDir(`callgrind-${name}-${seed}`) : join(KEEP, `${name.replace(' %', '')}-${seed}`)
   if (KEEP !== undefined) mkdirSync(dir, { recursive: true })
   const port = await freePort()
@@ -148,7 +162,7 @@ async function measure (name: string, seed: number, tracing: string, backendPort
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
       process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
     ],
-    env: porticoEnv('warn'),
+    env: porticoEnv(logLevel),
     // --perf-basic-prof (--functions) also makes V8 write isolate-*-v8.log files where the
     // process runs: in the run's directory, not the repository.
     cwd: dir,
@@ -182,12 +196,12 @@ async function measure (name: string, seed: number, tracing: string, backendPort
  * With --functions N: per config, the N functions of the request thread whose instructions
  * per request moved most against off (seed 1 of each), JIT code named with its tier.
  */
-function functionTables (counts: Count[]): string[] {
+function functionTables (counts: Count[], configs: Config[]): string[] {
   if (FUNCTIONS === 0) return []
-  const off = counts.find(c => c.name === 'off' && c.seed === 1)!.functions!
-  return counts.filter(c => c.name !== 'off' && c.seed === 1).map(c => [
-    `request thread, ${c.name} against off (seed 1): the ${FUNCTIONS} functions that moved most, instructions per request (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
-    table(['function', 'change'], largestChanges(off, c.functions!, REQUESTS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
+  const first = (name: string): Count => counts.find(c => c.name === name && c.seed === 1)!
+  return configs.filter(c => c.name !== c.base).map(c => [
+    `request thread, ${c.name} against ${c.base} (seed 1): the ${FUNCTIONS} functions that moved most, instructions per request (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
+    table(['function', 'change'], largestChanges(first(c.base).functions!, first(c.name).functions!, REQUESTS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
   ].join('\n'))
 }
 
@@ -204,26 +218,38 @@ async function main (): Promise<void> {
     const sink = await startOtlpSink()
     servers.push(backend, sink)
     const traced = (sampling: string): string => `config:\n  tracing:\n    otlpEndpoint: http://127.0.0.1:${sink.port}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
-    const configs = ([['off', ''], ['0 %', traced('false')], ['1 %', traced('0.01')], ['100 %', traced('true')]] as Array<[string, string]>).filter(([name]) => CONFIGS.has(name.replace(' %', '')))
+    // The access log (LOG_LEVEL=info) alone, and with its OTLP export: `log otlp` is compared with `log`.
+    const otlpLog = `config:\n  accessLog:\n    otlp:\n      otlpEndpoint: http://127.0.0.1:${sink.port}\n      otlpProtocol: http\n`
+    const all: Config[] = [
+      { name: 'off', yaml: '', level: 'warn', base: 'off' },
+      { name: '0 %', yaml: traced('false'), level: 'warn', base: 'off' },
+      { name: '1 %', yaml: traced('0.01'), level: 'warn', base: 'off' },
+      { name: '100 %', yaml: traced('true'), level: 'warn', base: 'off' },
+      { name: 'log', yaml: '', level: 'info', base: 'off' },
+      { name: 'log otlp', yaml: otlpLog, level: 'info', base: 'log' }
+    ]
+    const configs = all.filter(c => CONFIGS.has(c.name.replace(' %', '').replace(' ', '-')))
+    if (configs.some(c => !configs.some(b => b.name === c.base))) throw new Error(`--configs: log-otlp is compared with log; run both`)
     // Two at a time: the counts do not depend on what else runs.
-    const runs = configs.flatMap(([name, tracing]) => Array.from({ length: SEEDS }, (_, i) => ({ name, seed: i + 1, tracing })))
+    const runs = configs.flatMap(c => Array.from({ length: SEEDS }, (_, i) => ({ ...c, seed: i + 1 })))
     const counts: Count[] = []
     for (let i = 0; i < runs.length; i += 2) {
-      counts.push(...await Promise.all(runs.slice(i, i + 2).map(r => measure(r.name, r.seed, r.tracing, backend.port))))
+      counts.push(...await Promise.all(runs.slice(i, i + 2).map(r => measure(r.name, r.seed, r.yaml, r.level, backend.port))))
     }
     // Per config, the median over seeds; the seeds' spread is the JIT's, not tracing's.
-    const summary = configs.map(([name]) => {
-      const mine = counts.filter(c => c.name === name)
-      return { name, requestThread: median(mine.map(c => c.requestThread)), allThreads: median(mine.map(c => c.allThreads)), spread: mine.map(c => c.requestThread) }
+    const summary = configs.map(c => {
+      const mine = counts.filter(n => n.name === c.name)
+      return { name: c.name, base: c.base, requestThread: median(mine.map(n => n.requestThread)), allThreads: median(mine.map(n => n.allThreads)), spread: mine.map(n => n.requestThread) }
     })
-    const off = summary[0]!
+    const baseOf = (c: { base: string }) => summary.find(b => b.name === c.base)!
     const range = (xs: number[]): string => xs.length === 1 ? '' : `${fmt(Math.min(...xs), 0)}–${fmt(Math.max(...xs), 0)}`
-    const rows = summary.map(c => [c.name, fmt(c.requestThread, 0), range(c.spread), c === off ? '' : `×${fmt(c.requestThread / off.requestThread, 3)}`, fmt(c.allThreads, 0), c === off ? '' : `×${fmt(c.allThreads / off.allThreads, 3)}`])
+    const versus = (c: typeof summary[number], key: 'requestThread' | 'allThreads'): string => c.name === c.base ? '' : `×${fmt(c[key] / baseOf(c)[key], 3)}${c.base === 'off' ? '' : ` (vs ${c.base})`}`
+    const rows = summary.map(c => [c.name, fmt(c.requestThread, 0), range(c.spread), versus(c, 'requestThread'), fmt(c.allThreads, 0), versus(c, 'allThreads')])
     process.stdout.write([
       `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces, median of ${SEEDS} V8 random seed${SEEDS === 1 ? '' : 's'}${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
-      table(['tracing', 'request thread', 'seeds', 'vs off', 'all threads', 'vs off'], rows),
+      table(['config', 'request thread', 'seeds', 'vs off', 'all threads', 'vs off'], rows),
       'all threads include V8\'s helpers and the span export thread, whose per-second work valgrind\'s slow clock spreads over ~50× fewer requests (overstated at 1 %)',
-      ...functionTables(counts),
+      ...functionTables(counts, configs),
       JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts: counts.map(({ functions: _, ...c }) => c) }))
     ].join('\n') + '\n')
   } finally {
