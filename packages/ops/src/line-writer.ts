@@ -1,0 +1,166 @@
+/**
+ * Where JSON log lines go: a file descriptor (stdout), written in batches of whole lines,
+ * one write at a time, off the event loop (libuv's fs.write).
+ *
+ * In place of pino's sonic-boom, which measures the UTF-8 length of the whole batch it is
+ * filling on every line (`Buffer.byteLength` of a string grown by `+=` to 16 KB): with the
+ * access log on, that alone was ~20,000 instructions per proxied GET, a sixth of a whole
+ * untraced request (bench/tracing-instructions.ts --configs log --functions 12). Here each
+ * line's length is measured once, and a batch is joined and encoded once, when written.
+ *
+ * A stdout that does not drain (a stuck pipe) cannot make the proxy hold unbounded memory:
+ * beyond `maxBuffered` bytes new lines are dropped and counted, and a line saying how many
+ * goes out once writing resumes.
+ */
+
+import { write, writeSync } from 'node:fs'
+
+export interface LineWriterOptions {
+  fd: number
+  /** Bytes gathered before a write starts (a timer or flush() writes what is there sooner). */
+  minLength: number
+  /**
+   * Bytes per write, at most (a longer line goes alone, whole). With PIPE_BUF (4096) a write
+   * of whole lines is never interleaved with another writer's on a pipe — for threads that
+   * share stdout.
+   */
+  maxWrite: number
+  /** Bytes waiting, at most, before lines are dropped (default 64 MiB). */
+  maxBuffered?: number
+}
+
+/** The errors a non-blocking stdout answers while full: wait and write again. */
+const RETRY_CODES = new Set(['EAGAIN', 'EBUSY'])
+const RETRY_MS = 20
+
+export class LineWriter {
+  private readonly fd: number
+  private readonly minLength: number
+  private readonly maxWrite: number
+  private readonly maxBuffered: number
+  /** Whole batches waiting (each ≤ maxWrite bytes, or one longer line). */
+  private readonly ready: Buffer[] = []
+  /** The batch being filled: its lines and their bytes. */
+  private lines: string[] = []
+  private lineBytes = 0
+  /** Bytes waiting in `ready` and `lines`. */
+  private buffered = 0
+  private writing = false
+  /** A write that stdout refused for now (EAGAIN), to be tried again: its batch and offset. */
+  private retry: { timer: NodeJS.Timeout, at: number } | null = null
+  private dropped = 0
+
+  constructor (options: LineWriterOptions) {
+    this.fd = options.fd
+    this.minLength = options.minLength
+    this.maxWrite = options.maxWrite
+    this.maxBuffered = options.maxBuffered ?? 64 * 1024 * 1024
+  }
+
+  /** pino's stream interface: one line (with its newline). */
+  write (line: string): boolean {
+    const bytes = Buffer.byteLength(line)
+    if (this.buffered + bytes > this.maxBuffered) {
+      this.dropped++
+      return false
+    }
+    if (this.lineBytes > 0 && this.lineBytes + bytes > this.maxWrite) this.seal()
+    this.lines.push(line)
+    this.lineBytes += bytes
+    this.buffered += bytes
+    if (!this.writing && this.buffered >= this.minLength) this.next()
+    return true
+  }
+
+  /** Starts writing what is gathered, however little (a timer calls it). */
+  flush (): void {
+    if (!this.writing) this.next()
+  }
+
+  /**
+   * Writes what waits now, blocking (at exit). A write in flight keeps its batch (its
+   * callback may yet come); the rest goes after it — as sonic-boom's flushSync does.
+   */
+  flushSync (): void {
+    this.seal()
+    // A write waiting to be tried again is not in flight: it goes now, from where it was.
+    const first = this.writing && this.retry === null ? 1 : 0
+    let at = this.retry?.at ?? 0
+    if (this.retry !== null) {
+      clearTimeout(this.retry.timer)
+      this.retry = null
+      this.writing = false
+    }
+    for (const batch of this.ready.splice(first)) {
+      while (at < batch.length) {
+        try {
+          at += writeSync(this.fd, batch, at, batch.length - at)
+        } catch (err) {
+          if (!RETRY_CODES.has((err as NodeJS.ErrnoException).code ?? '')) throw err
+        }
+      }
+      this.buffered -= batch.length
+      at = 0
+    }
+  }
+
+  /** The batch being filled becomes a buffer, ready to write. */
+  private seal (): void {
+    if (this.lines.length === 0) return
+    this.ready.push(Buffer.from(this.lines.length === 1 ? this.lines[0]! : this.lines.join(''), 'utf8'))
+    this.lines = []
+    this.lineBytes = 0
+  }
+
+  private next (): void {
+    if (this.ready.length === 0) this.seal()
+    const batch = this.ready[0]
+    if (batch === undefined) {
+      this.writing = false
+      return
+    }
+    this.writing = true
+    this.send(batch, 0)
+  }
+
+  private send (batch: Buffer, at: number): void {
+    write(this.fd, batch, at, batch.length - at, null, (err, n) => {
+      if (err !== null) {
+        if (RETRY_CODES.has(err.code ?? '')) {
+          // Held like a write in flight: the process waits for it (the exit path writes it
+          // with flushSync instead).
+          this.retry = {
+            at,
+            timer: setTimeout(() => {
+              this.retry = null
+              this.send(batch, at)
+            }, RETRY_MS)
+          }
+          return
+        }
+        // stdout is gone (EPIPE, closed): nothing to log to; what waits is dropped.
+        this.ready.length = 0
+        this.lines = []
+        this.lineBytes = 0
+        this.buffered = 0
+        this.writing = false
+        return
+      }
+      if (at + n < batch.length) return this.send(batch, at + n)
+      this.ready.shift()
+      this.buffered -= batch.length
+      if (this.dropped > 0) this.reportDropped()
+      if (this.buffered >= this.minLength || this.ready.length > 0) this.next()
+      else this.writing = false
+    })
+  }
+
+  private reportDropped (): void {
+    const line = `${JSON.stringify({ level: 40, time: new Date().toISOString(), pid: process.pid, component: 'logs', dropped: this.dropped, msg: 'log lines dropped: stdout did not keep up' })}\n`
+    this.dropped = 0
+    const bytes = Buffer.byteLength(line)
+    this.seal()
+    this.ready.push(Buffer.from(line, 'utf8'))
+    this.buffered += bytes
+  }
+}

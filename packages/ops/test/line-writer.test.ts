@@ -1,0 +1,113 @@
+/**
+ * The JSON logs' writer (src/line-writer.ts): lines arrive whole and in order, batched;
+ * a destination that does not drain costs bounded memory and says what it dropped.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { LineWriter } from '../src/line-writer.ts'
+
+function withFile (fn: (fd: number, read: () => string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-lines-'))
+  const path = join(dir, 'out.log')
+  const fd = openSync(path, 'w')
+  return fn(fd, () => readFileSync(path, 'utf8')).finally(() => {
+    closeSync(fd)
+    rmSync(dir, { recursive: true, force: true })
+  })
+}
+
+async function until (what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 5))
+  }
+}
+
+test('lines arrive whole and in order, in batches of at most maxWrite bytes (a longer line alone)', async () => {
+  await withFile(async (fd, read) => {
+    const w = new LineWriter({ fd, minLength: 100, maxWrite: 256 })
+    const lines = Array.from({ length: 500 }, (_, i) => `{"n":${i},"s":"${'é'.repeat(i % 40)}"}\n`)
+    lines.splice(250, 0, `{"long":"${'x'.repeat(1000)}"}\n`)
+    for (const l of lines) w.write(l)
+    w.flush()
+    await until('all lines written', () => read() === lines.join(''))
+  })
+})
+
+test('flushSync writes what waits at once', async () => {
+  await withFile(async (fd, read) => {
+    const w = new LineWriter({ fd, minLength: 1_000_000, maxWrite: 16384 })
+    w.write('{"a":1}\n')
+    w.write('{"b":2}\n')
+    assert.equal(read(), '', 'below minLength nothing is written yet')
+    w.flushSync()
+    assert.equal(read(), '{"a":1}\n{"b":2}\n')
+  })
+})
+
+test('beyond maxBuffered, lines are dropped and counted; a line says so once writing resumes', async () => {
+  await withFile(async (fd, read) => {
+    const w = new LineWriter({ fd, minLength: 1_000_000, maxWrite: 16384, maxBuffered: 100 })
+    const kept: string[] = []
+    for (let i = 0; i < 20; i++) {
+      const line = `{"n":${i}}\n`
+      if (w.write(line)) kept.push(line)
+    }
+    assert.ok(kept.length > 0 && kept.length < 20, `${kept.length} kept`)
+    w.flush()
+    await until('the drop reported', () => read().includes('log lines dropped'))
+    const out = read().split('\n').filter(l => l !== '')
+    assert.deepEqual(out.slice(0, kept.length), kept.map(l => l.trimEnd()))
+    const report = JSON.parse(out.at(-1)!) as { level: number, dropped: number, component: string }
+    assert.equal(report.level, 40)
+    assert.equal(report.component, 'logs')
+    assert.equal(report.dropped, 20 - kept.length)
+  })
+})
+
+test('threads sharing a pipe with maxWrite PIPE_BUF: no line is ever cut by another writer\'s', async () => {
+  const writer = new URL('../src/line-writer.ts', import.meta.url).href
+  // Four threads write 3,000 lines of ~300 bytes each to the same stdout, a pipe read here.
+  const script = `
+import { Worker, isMainThread, threadId } from 'node:worker_threads'
+import { LineWriter } from ${JSON.stringify(writer)}
+if (isMainThread) {
+  for (let i = 0; i < 4; i++) new Worker(new URL(import.meta.url))
+} else {
+  const w = new LineWriter({ fd: 1, minLength: 4000, maxWrite: 4096 })
+  for (let i = 0; i < 3000; i++) {
+    w.write(JSON.stringify({ thread: threadId, n: i, pad: 'p'.repeat(250 + (i % 50)) }) + '\\n')
+    if (i % 100 === 0) await new Promise(resolve => setImmediate(resolve))
+  }
+  w.flush()
+  await new Promise(resolve => setTimeout(resolve, 200))
+  w.flushSync()
+}
+`
+  const { spawn } = await import('node:child_process')
+  const dir = mkdtempSync(join(tmpdir(), 'portico-lines-'))
+  const file = join(dir, 'writers.mjs')
+  const { writeFileSync } = await import('node:fs')
+  writeFileSync(file, script)
+  try {
+    const child = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d })
+    // A reader that lags keeps the pipe full, so writers block part-way: where a write
+    // larger than PIPE_BUF would be split and interleaved.
+    const lag = setInterval(() => { if (child.stdout.isPaused()) child.stdout.resume(); else child.stdout.pause() }, 5)
+    await new Promise<void>(resolve => child.once('close', () => resolve()))
+    clearInterval(lag)
+    const lines = out.split('\n').filter(l => l !== '')
+    const bad = lines.filter(l => { try { JSON.parse(l); return false } catch { return true } })
+    assert.deepEqual(bad.map(l => l.slice(0, 80)), [])
+    assert.equal(lines.length, 4 * 3000)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
