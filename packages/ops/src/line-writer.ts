@@ -5,8 +5,8 @@
  * In place of pino's sonic-boom, which measures the UTF-8 length of the whole batch it is
  * filling on every line (`Buffer.byteLength` of a string grown by `+=` to 16 KB): with the
  * access log on, that alone was ~20,000 instructions per proxied GET, a sixth of a whole
- * untraced request (bench/tracing-instructions.ts --configs log --functions 12). Here each
- * line's length is measured once, and a batch is joined and encoded once, when written.
+ * untraced request (bench/tracing-instructions.ts --configs log --functions 12). Here a
+ * batch is joined and encoded once, when it is complete.
  *
  * A stdout that does not drain (a stuck pipe) cannot make the proxy hold unbounded memory:
  * beyond `maxBuffered` bytes new lines are dropped and counted, and a line saying how many
@@ -25,8 +25,10 @@ export interface LineWriterOptions {
    * share stdout.
    */
   maxWrite: number
-  /** Bytes waiting, at most, before lines are dropped (default 64 MiB). */
+  /** Bytes (about: UTF-16 units until a batch is sealed) waiting, at most, before lines are dropped (default 64 MiB). */
   maxBuffered?: number
+  /** The writes (node:fs's; tests watch them). */
+  io?: { write: typeof write, writeSync: typeof writeSync }
 }
 
 /** The errors a non-blocking stdout answers while full: wait and write again. */
@@ -38,12 +40,13 @@ export class LineWriter {
   private readonly minLength: number
   private readonly maxWrite: number
   private readonly maxBuffered: number
+  private readonly io: { write: typeof write, writeSync: typeof writeSync }
   /** Whole batches waiting (each ≤ maxWrite bytes, or one longer line). */
   private readonly ready: Buffer[] = []
-  /** The batch being filled: its lines and their bytes. */
+  /** The batch being filled: its lines and their length (UTF-16 units). */
   private lines: string[] = []
   private lineBytes = 0
-  /** Bytes waiting in `ready` and `lines`. */
+  /** What waits: bytes in `ready`, UTF-16 units in `lines`. */
   private buffered = 0
   private writing = false
   /** A write that stdout refused for now (EAGAIN), to be tried again: its batch and offset. */
@@ -55,19 +58,25 @@ export class LineWriter {
     this.minLength = options.minLength
     this.maxWrite = options.maxWrite
     this.maxBuffered = options.maxBuffered ?? 64 * 1024 * 1024
+    this.io = options.io ?? { write, writeSync }
   }
 
-  /** pino's stream interface: one line (with its newline). */
+  /**
+   * pino's stream interface: one line (with its newline). Batches are sized by the lines'
+   * lengths in UTF-16 units, not bytes (measuring UTF-8 per line cost ~3,000 instructions a
+   * line: the line is a concatenation V8 must flatten first); seal() cuts a batch whose bytes
+   * come out over maxWrite at line ends.
+   */
   write (line: string): boolean {
-    const bytes = Buffer.byteLength(line)
-    if (this.buffered + bytes > this.maxBuffered) {
+    const n = line.length
+    if (this.buffered + n > this.maxBuffered) {
       this.dropped++
       return false
     }
-    if (this.lineBytes > 0 && this.lineBytes + bytes > this.maxWrite) this.seal()
+    if (this.lineBytes > 0 && this.lineBytes + n > this.maxWrite) this.seal()
     this.lines.push(line)
-    this.lineBytes += bytes
-    this.buffered += bytes
+    this.lineBytes += n
+    this.buffered += n
     if (!this.writing && this.buffered >= this.minLength) this.next()
     return true
   }
@@ -94,7 +103,7 @@ export class LineWriter {
     for (const batch of this.ready.splice(first)) {
       while (at < batch.length) {
         try {
-          at += writeSync(this.fd, batch, at, batch.length - at)
+          at += this.io.writeSync(this.fd, batch, at, batch.length - at)
         } catch (err) {
           if (!RETRY_CODES.has((err as NodeJS.ErrnoException).code ?? '')) throw err
         }
@@ -104,12 +113,26 @@ export class LineWriter {
     }
   }
 
-  /** The batch being filled becomes a buffer, ready to write. */
+  /**
+   * The batch being filled becomes bytes, ready to write: one buffer, or — when characters
+   * beyond ASCII made it longer than maxWrite — several, cut after the last line end that
+   * fits (a line longer than maxWrite goes alone, whole).
+   */
   private seal (): void {
     if (this.lines.length === 0) return
-    this.ready.push(Buffer.from(this.lines.length === 1 ? this.lines[0]! : this.lines.join(''), 'utf8'))
+    const bytes = Buffer.from(this.lines.length === 1 ? this.lines[0]! : this.lines.join(''), 'utf8')
+    // `buffered` counted the batch in UTF-16 units; from here it counts its bytes.
+    this.buffered += bytes.length - this.lineBytes
     this.lines = []
     this.lineBytes = 0
+    let rest = bytes
+    while (rest.length > this.maxWrite) {
+      const cut = rest.lastIndexOf(10, this.maxWrite - 1)
+      const end = cut >= 0 ? cut + 1 : rest.indexOf(10) + 1 || rest.length
+      this.ready.push(rest.subarray(0, end))
+      rest = rest.subarray(end)
+    }
+    if (rest.length > 0) this.ready.push(rest)
   }
 
   private next (): void {
@@ -124,7 +147,7 @@ export class LineWriter {
   }
 
   private send (batch: Buffer, at: number): void {
-    write(this.fd, batch, at, batch.length - at, null, (err, n) => {
+    this.io.write(this.fd, batch, at, batch.length - at, null, (err, n) => {
       if (err !== null) {
         if (RETRY_CODES.has(err.code ?? '')) {
           // Held like a write in flight: the process waits for it (the exit path writes it
@@ -158,9 +181,9 @@ export class LineWriter {
   private reportDropped (): void {
     const line = `${JSON.stringify({ level: 40, time: new Date().toISOString(), pid: process.pid, component: 'logs', dropped: this.dropped, msg: 'log lines dropped: stdout did not keep up' })}\n`
     this.dropped = 0
-    const bytes = Buffer.byteLength(line)
     this.seal()
-    this.ready.push(Buffer.from(line, 'utf8'))
-    this.buffered += bytes
+    const bytes = Buffer.from(line, 'utf8')
+    this.ready.push(bytes)
+    this.buffered += bytes.length
   }
 }

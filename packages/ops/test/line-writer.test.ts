@@ -5,7 +5,7 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, write as writeFn, writeSync as writeSyncFn } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { LineWriter } from '../src/line-writer.ts'
@@ -34,8 +34,34 @@ test('lines arrive whole and in order, in batches of at most maxWrite bytes (a l
     const lines = Array.from({ length: 500 }, (_, i) => `{"n":${i},"s":"${'é'.repeat(i % 40)}"}\n`)
     lines.splice(250, 0, `{"long":"${'x'.repeat(1000)}"}\n`)
     for (const l of lines) w.write(l)
-    w.flush()
-    await until('all lines written', () => read() === lines.join(''))
+    // (Logs calls flush() every 250 ms: what is left under minLength goes then.)
+    await until('all lines written', () => { w.flush(); return read() === lines.join('') })
+  })
+})
+
+test('each write is whole lines of at most maxWrite bytes — cut by bytes, not characters — or one longer line', async () => {
+  await withFile(async (fd, read) => {
+    const writes: Buffer[] = []
+    const io = {
+      write: ((f: number, b: Buffer, o: number, n: number, p: null, cb: (err: NodeJS.ErrnoException | null, n: number) => void) => {
+        writes.push(Buffer.from(b.subarray(o, o + n)))
+        writeFn(f, b, o, n, p, cb)
+      }) as typeof writeFn,
+      writeSync: writeSyncFn
+    }
+    const w = new LineWriter({ fd, minLength: 2000, maxWrite: 1024, io })
+    // Two bytes a character: a batch of 1024 characters is ~2048 bytes.
+    const lines = Array.from({ length: 300 }, (_, i) => `{"n":${i},"s":"${'é'.repeat(20 + (i % 60))}"}\n`)
+    lines.splice(150, 0, `{"long":"${'é'.repeat(2000)}"}\n`)
+    for (const l of lines) w.write(l)
+    // (Logs calls flush() every 250 ms: what is left under minLength goes then.)
+    await until('all lines written', () => { w.flush(); return read() === lines.join('') })
+    for (const b of writes) {
+      assert.equal(b.at(-1), 10, 'a write ends at a line end')
+      const text = b.toString('utf8')
+      assert.ok(b.length <= 1024 || text.indexOf('\n') === text.length - 1, `a ${b.length}-byte write holds one line only if it is longer than maxWrite`)
+    }
+    assert.ok(writes.length >= 1 + Buffer.byteLength(lines.join('')) / 1024, `${writes.length} writes`)
   })
 })
 
@@ -70,9 +96,11 @@ test('beyond maxBuffered, lines are dropped and counted; a line says so once wri
   })
 })
 
-test('threads sharing a pipe with maxWrite PIPE_BUF: no line is ever cut by another writer\'s', async () => {
+test('threads sharing a pipe with maxWrite PIPE_BUF: no line is ever cut by another writer\'s, whatever its characters', async () => {
   const writer = new URL('../src/line-writer.ts', import.meta.url).href
-  // Four threads write 3,000 lines of ~300 bytes each to the same stdout, a pipe read here.
+  // Four threads write 3,000 lines of 300–600 bytes each to the same stdout, a pipe read
+  // here; a third of the lines are two bytes a character (é), so batches sized in characters
+  // come out over 4096 bytes and must be cut at line ends.
   const script = `
 import { Worker, isMainThread, threadId } from 'node:worker_threads'
 import { LineWriter } from ${JSON.stringify(writer)}
@@ -81,7 +109,7 @@ if (isMainThread) {
 } else {
   const w = new LineWriter({ fd: 1, minLength: 4000, maxWrite: 4096 })
   for (let i = 0; i < 3000; i++) {
-    w.write(JSON.stringify({ thread: threadId, n: i, pad: 'p'.repeat(250 + (i % 50)) }) + '\\n')
+    w.write(JSON.stringify({ thread: threadId, n: i, pad: (i % 3 === 0 ? 'é' : 'p').repeat(250 + (i % 50)) }) + '\\n')
     if (i % 100 === 0) await new Promise(resolve => setImmediate(resolve))
   }
   w.flush()

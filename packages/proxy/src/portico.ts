@@ -97,6 +97,8 @@ export class Portico {
   readonly reloads: ReloadRecord[] = []
   private readonly log: Logger
   private readonly accessLog: Logger
+  /** Writes an access-log line (Logs.infoLine: the access log's own fast JSON). */
+  private readonly writeAccessLine: (fields: Record<string, unknown>, msg: string) => void
   private readonly otlpLogs: OtlpLogs | null
   private readonly configPath: string | undefined
   private watcher: FileWatch | undefined
@@ -123,6 +125,7 @@ export class Portico {
     this.logs = options.logs
     this.log = options.logs.for('portico')
     this.accessLog = options.logs.for('request')
+    this.writeAccessLine = options.logs.infoLine('request')
     this.otlpLogs = options.otlpLogs ?? null
     this.configPath = options.configPath === undefined ? undefined : resolve(options.configPath)
     const configLog = options.logs.for('engine')
@@ -377,13 +380,13 @@ export class Portico {
     const fields = accessLogFields(ctx)
     const configured = this.settings.accessLog.fields
     if (configured !== null && !applyAccessLogFields(configured, ctx, fields)) return
-    this.accessLog.info(fields, 'request')
+    this.writeAccessLine(fields, 'request')
     this.otlpLogs?.emit('request', fields, ctx.span)
   }
 
   private onConnectionEnd (c: StreamConnectionRecord): void {
     this.metrics.observeConnection(c)
-    if (this.accessLog.isLevelEnabled('info')) this.accessLog.info(connectionLogFields(c), 'connection')
+    if (this.accessLog.isLevelEnabled('info')) this.writeAccessLine(connectionLogFields(c), 'connection')
   }
 
   /**
