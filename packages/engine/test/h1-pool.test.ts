@@ -217,6 +217,15 @@ describe('h1 client: answers and connections', () => {
     assert.deepEqual(a.trailers, { 'grpc-status': '0', 'x-t': '1' })
   })
 
+  test('header names come lower-case whatever their case: the common Title-Case ones and any other', async () => {
+    const { pool } = await setup(() => 'HTTP/1.1 200 OK\r\nDate: Fri, 27 Nov 2026 12:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Type: text/plain\r\nCONTENT-LENGTH: 2\r\nX-Custom-Thing: 1\r\nDatE2: x\r\nKeep-alivE: y\r\n\r\nok')
+    const a = await call(pool)
+    assert.equal(a.body, 'ok')
+    assert.deepEqual(Object.keys(a.headers).sort(), ['connection', 'content-length', 'content-type', 'date', 'date2', 'keep-alive', 'x-custom-thing'])
+    assert.deepEqual(a.headers['keep-alive'], ['timeout=5', 'y'])
+    assert.equal(a.headers['content-length'], '2')
+  })
+
   test('one byte at a time parses the same', async () => {
     const bytes = 'HTTP/1.1 200 OK\r\nx-a: 1\r\nx-a: 2\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n'
     const events: string[] = []
