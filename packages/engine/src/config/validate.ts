@@ -37,11 +37,10 @@ export const PRECOMPILED_HEADER = '// portico config validator '
 export const SCHEMA_FILE = fileURLToPath(new URL('../../schema/config.schema.json', import.meta.url))
 
 let compiled: ValidateFunction | undefined
-let schemaText: string | undefined
 
+/** Read when needed, not kept: ~470 KB a running proxy has no use for once validation is set up. */
 function schemaFileText (): string {
-  schemaText ??= readFileSync(SCHEMA_FILE, 'utf8')
-  return schemaText
+  return readFileSync(SCHEMA_FILE, 'utf8')
 }
 
 /**
@@ -69,7 +68,11 @@ export function compileValidator (options: { source?: boolean } = {}): { ajv: Aj
 export function precompiledValidatorText (): string {
   const { ajv, validate } = compileValidator({ source: true })
   const standalone = (require('ajv/dist/standalone/index.js') as typeof import('ajv/dist/standalone/index.js')).default
-  return `${PRECOMPILED_HEADER}${validatorKey()}\n${standalone(ajv, validate)}\n`
+  // Only ASCII, characters beyond it escaped (they are in the schema's descriptions, in
+  // string literals): one such character made V8 hold the whole ~1.4 MB source two bytes a
+  // character for as long as the process runs.
+  const code = standalone(ajv, validate).replace(/[^\x00-\x7f]/g, c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  return `${PRECOMPILED_HEADER}${validatorKey()}\n${code}\n`
 }
 
 /** The precompiled validator at `path` if it exists and its key is `key`; otherwise null. */
