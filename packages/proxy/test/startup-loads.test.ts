@@ -159,3 +159,44 @@ test('with tracing and accessLog.otlp, only the export threads load the OpenTele
     stop()
   }
 })
+
+test('a running proxy started as `portico -f` does not keep Node\'s TypeScript compiler loaded (compile cache warm)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-amaro-'))
+  const seen = join(dir, 'amaro.txt')
+  // Preloaded (execArgv passes on when bin/portico.ts starts Node again with its flags): says,
+  // once the proxy runs, whether Node's type-stripping compiler (amaro) was loaded.
+  const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { writeFileSync } from 'node:fs'
+setTimeout(() => writeFileSync(${JSON.stringify(seen)}, String(process.moduleLoadList.some(m => m.includes('amaro')))), 1500).unref()
+`)
+  const port = await new Promise<number>(resolve => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as AddressInfo).port
+      s.close(() => resolve(p))
+    })
+  })
+  writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - backends: [{ host: 127.0.0.1:9 }]\n`)
+  const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', WORKERS: '1', NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
+  const once = async (): Promise<string> => {
+    rmSync(seen, { force: true })
+    // No --max-semi-space-size: the binary starts Node again, as `pnpm exec portico` does.
+    const child = spawn(process.execPath, ['--import', probe, BIN, '-f', join(dir, 'config.yaml')], { cwd: PROXY_DIR, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    try {
+      const deadline = Date.now() + 15_000
+      for (;;) {
+        try { return readFileSync(seen, 'utf8') } catch {}
+        if (Date.now() > deadline) throw new Error('the probe never wrote')
+        await new Promise(resolve => setTimeout(resolve, 50))
+      }
+    } finally {
+      child.kill('SIGTERM')
+      await new Promise(resolve => child.once('exit', resolve))
+    }
+  }
+  try {
+    await once() // fills the compile cache if this tree's files are not in it yet
+    assert.equal(await once(), 'false')
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
