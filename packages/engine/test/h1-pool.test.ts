@@ -218,10 +218,10 @@ describe('h1 client: answers and connections', () => {
   })
 
   test('header names come lower-case whatever their case: the common Title-Case ones and any other', async () => {
-    const { pool } = await setup(() => 'HTTP/1.1 200 OK\r\nDate: Fri, 27 Nov 2026 12:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Type: text/plain\r\nCONTENT-LENGTH: 2\r\nX-Custom-Thing: 1\r\nDatE2: x\r\nKeep-alivE: y\r\n\r\nok')
+    const { pool } = await setup(() => 'HTTP/1.1 200 OK\r\nDate: Fri, 27 Nov 2026 12:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\ncontent-type: text/plain\r\nCONTENT-LENGTH: 2\r\nX-Custom-Thing: 1\r\nDatE2: x\r\nKeep-alivE: y\r\ndatf: z\r\n\r\nok')
     const a = await call(pool)
     assert.equal(a.body, 'ok')
-    assert.deepEqual(Object.keys(a.headers).sort(), ['connection', 'content-length', 'content-type', 'date', 'date2', 'keep-alive', 'x-custom-thing'])
+    assert.deepEqual(Object.keys(a.headers).sort(), ['connection', 'content-length', 'content-type', 'date', 'date2', 'datf', 'keep-alive', 'x-custom-thing'])
     assert.deepEqual(a.headers['keep-alive'], ['timeout=5', 'y'])
     assert.equal(a.headers['content-length'], '2')
   })

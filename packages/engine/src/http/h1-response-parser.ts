@@ -378,19 +378,24 @@ export class H1ResponseParser {
 const FIELD = { name: '', value: '' }
 
 /**
- * The lower-case form of the headers backends send most in Title-Case, read in place: a
- * slice and toLowerCase cost ~250 instructions a header (V8's Intl lowering), four times a
- * typical response.
+ * The names backends send most, as the (internalized) lower-case constants, read in place
+ * whether sent in Title-Case or lower-case: a slice and toLowerCase cost ~250 instructions a
+ * header (V8's Intl lowering), and a sliced name used as a key is hashed and looked up in
+ * V8's string table, where a constant is not.
  */
 function commonName (text: string, pos: number, length: number): string | undefined {
   switch (length) {
-    case 4: return text.startsWith('Date', pos) ? 'date' : undefined
-    case 10: return text.startsWith('Connection', pos) ? 'connection' : text.startsWith('Keep-Alive', pos) ? 'keep-alive' : undefined
-    case 12: return text.startsWith('Content-Type', pos) ? 'content-type' : undefined
-    case 14: return text.startsWith('Content-Length', pos) ? 'content-length' : undefined
-    case 17: return text.startsWith('Transfer-Encoding', pos) ? 'transfer-encoding' : undefined
+    case 4: return nameAt(text, pos, 'Date', 'date')
+    case 10: return nameAt(text, pos, 'Connection', 'connection') ?? nameAt(text, pos, 'Keep-Alive', 'keep-alive')
+    case 12: return nameAt(text, pos, 'Content-Type', 'content-type')
+    case 14: return nameAt(text, pos, 'Content-Length', 'content-length')
+    case 17: return nameAt(text, pos, 'Transfer-Encoding', 'transfer-encoding')
     default: return undefined
   }
+}
+
+function nameAt (text: string, pos: number, title: string, lower: string): string | undefined {
+  return text.startsWith(title, pos) || text.startsWith(lower, pos) ? lower : undefined
 }
 
 /**
@@ -411,7 +416,7 @@ function readField (text: string, pos: number, end: number, section: 'header' | 
     if (c >= 128 || TCHAR[c] === 0) throw protocolError(`invalid ${section} name ${JSON.stringify(text.slice(pos, Math.min(colon, pos + 80)))}`)
     if (c <= 90 && c >= 65) upper = true
   }
-  const name = upper ? (commonName(text, pos, colon - pos) ?? text.slice(pos, colon).toLowerCase()) : text.slice(pos, colon)
+  const name = commonName(text, pos, colon - pos) ?? (upper ? text.slice(pos, colon).toLowerCase() : text.slice(pos, colon))
   let vs = colon + 1
   let ve = end
   while (vs < ve && (text.charCodeAt(vs) === 32 || text.charCodeAt(vs) === 9)) vs++
