@@ -11,7 +11,9 @@
  * where they run and what their JIT chose — and tracing's ratios mean something only
  * beyond it (`--control 0` skips it).
  *
- * Run: node bench/tracing.ts [--rounds 3] [--duration 5] [--warmup 2] [--connections 50] [--control 1]
+ * Run: node bench/tracing.ts [--rounds 3] [--duration 5] [--warmup 2] [--connections 50] [--control 1] [--samplings 0.01,1]
+ * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
+ * propagates, and starts no export thread)
  */
 
 import http from 'node:http'
@@ -28,10 +30,11 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '2' },
     connections: { type: 'string', default: '50' },
-    control: { type: 'string', default: '1' }
+    control: { type: 'string', default: '1' },
+    samplings: { type: 'string', default: '0.01,1' }
   }
 })
-const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0' }
+const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number) }
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
 /** An OTLP/HTTP endpoint that reads each export and answers 200 (and counts the bytes). */
@@ -66,9 +69,12 @@ async function main (): Promise<void> {
     const off = await startPortico({ config: config(backend.port, ''), logLevel: 'warn' })
     const twin = opts.control ? await startPortico({ config: config(backend.port, ''), logLevel: 'warn' }) : null
     if (twin !== null) servers.push(twin)
-    const one = await startPortico({ config: config(backend.port, traced('0.01')), logLevel: 'warn' })
-    const all = await startPortico({ config: config(backend.port, traced('true')), logLevel: 'warn' })
-    servers.push(off, one, all)
+    const traces = []
+    for (const ratio of opts.samplings) {
+      const name = `${fmt(ratio * 100, ratio < 0.01 && ratio > 0 ? 2 : 0)}% sampled`
+      traces.push({ ratio, name, server: await startPortico({ config: config(backend.port, traced(ratio >= 1 ? 'true' : String(ratio))), logLevel: 'warn' }) })
+    }
+    servers.push(off, ...traces.map(t => t.server))
     const load = loadavg()
     const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress }
     const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds })
@@ -77,22 +83,23 @@ async function main (): Promise<void> {
       progress('control: off vs another off')
       control = await compareAbba(target('off', off), target('off (twin)', twin), common)
     }
-    progress('off vs 1 % sampled')
-    const r1 = await compareAbba(target('off', off), target('1%', one), common)
-    progress('off vs 100 % sampled')
-    const r100 = await compareAbba(target('off', off), target('100%', all), common)
+    const results = []
+    for (const t of traces) {
+      progress(`off vs ${t.name}`)
+      results.push({ ...t, r: await compareAbba(target('off', off), target(t.name, t.server), common) })
+    }
     const out = [
       `tracing benchmark: Node ${process.version}; ${opts.connections} connections, ${opts.rounds} ABBA rounds of ${opts.duration} s per comparison; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
       '',
       ...(control !== null
         ? [...abbaReport(control, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.rpsRatio, 3)}x, CPU µs/req ${fmt(control.cpuRatio, 3)}x (median of rounds; rounds ${control.roundRatios.map(r => fmt(r, 3)).join(', ')}) — the noise floor`, '']
         : []),
-      ...abbaReport(r1, { a: 'off', b: '1% sampled' }),
-      `1% sampled / off: req/s ${fmt(r1.rpsRatio, 3)}x, CPU µs/req ${fmt(r1.cpuRatio, 3)}x (median of rounds)`,
-      '',
-      ...abbaReport(r100, { a: 'off', b: '100% sampled' }),
-      `100% sampled / off: req/s ${fmt(r100.rpsRatio, 3)}x, CPU µs/req ${fmt(r100.cpuRatio, 3)}x (median of rounds)`,
-      JSON.stringify(rounded({ bench: 'tracing', ...(control !== null ? { control: { rpsRatio: control.rpsRatio, cpuRatio: control.cpuRatio, roundRatios: control.roundRatios } } : {}), oneInHundred: { rpsRatio: r1.rpsRatio, cpuRatio: r1.cpuRatio, median: r1.median }, all: { rpsRatio: r100.rpsRatio, cpuRatio: r100.cpuRatio, median: r100.median } }))
+      ...results.flatMap(({ name, r }) => [
+        ...abbaReport(r, { a: 'off', b: name }),
+        `${name} / off: req/s ${fmt(r.rpsRatio, 3)}x, CPU µs/req ${fmt(r.cpuRatio, 3)}x (median of rounds)`,
+        ''
+      ]),
+      JSON.stringify(rounded({ bench: 'tracing', ...(control !== null ? { control: { rpsRatio: control.rpsRatio, cpuRatio: control.cpuRatio, roundRatios: control.roundRatios } } : {}), samplings: results.map(({ ratio, r }) => ({ ratio, rpsRatio: r.rpsRatio, cpuRatio: r.cpuRatio, median: r.median })) }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {

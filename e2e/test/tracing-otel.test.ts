@@ -74,7 +74,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
     stats = `http://127.0.0.1:${statsPort}`
     const deadPort = await freePort()
     portico = await startPortico({
-      env: { LOG_LEVEL: 'info', ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}` },
+      // OpenTelemetry's batch delay variables, shortened: spans and log records leave in ~0.1 s.
+      env: { LOG_LEVEL: 'info', ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}`, OTEL_BSP_SCHEDULE_DELAY: '100', OTEL_BLRP_SCHEDULE_DELAY: '100' },
       config: (port): ConfigFile => ({
         config: {
           tracing: {
@@ -357,7 +358,7 @@ describe('OpenTelemetry sampling over OTLP/HTTP', { skip }, () => {
     internalPort = await freePort()
     mutedPort = await freePort()
     portico = await startPortico({
-      env: { LOG_LEVEL: 'info' },
+      env: { LOG_LEVEL: 'info', OTEL_BSP_SCHEDULE_DELAY: '100' },
       config: (port): ConfigFile => ({
         // agentgateway's defaults: randomSampling false, clientSampling true.
         config: { tracing: { otlpEndpoint: collector.httpEndpoint, otlpProtocol: 'http', headers: { 'x-tenant': 'e2e' } } },

@@ -55,12 +55,12 @@ async function otlpLogExporter (options: OtlpLogsOptions): Promise<LogRecordExpo
 }
 
 /** Access-log records' export, with `exporter` (tests) or the OTLP exporter of the options. */
-export function logExport (exporter: LogRecordExporter, resources: Record<string, string>, done: (n: number, error: string | null) => void): RecordExport<LogRecord, ReadableLogRecord> {
+export function logExport (exporter: LogRecordExporter, resources: Record<string, string>, done: (n: number, error: string | null) => void, gatherMs?: number): RecordExport<LogRecord, ReadableLogRecord> {
   const resource = otlpResource(resources)
-  return new RecordExport({ exporter, convert: r => new RecordReadableLog(r, resource), done, what: 'access log record' })
+  return new RecordExport({ exporter, convert: r => new RecordReadableLog(r, resource), done, what: 'access log record', ...(gatherMs !== undefined ? { gatherMs } : {}) })
 }
 
 /** The export thread's entry to this kind of record (the engine's trace/export-worker.ts). */
 export async function openRecordExport (options: OtlpLogsOptions, done: (n: number, error: string | null) => void): Promise<RecordSink<LogRecord>> {
-  return logExport(await otlpLogExporter(options), options.resources, done)
+  return logExport(await otlpLogExporter(options), options.resources, done, options.gatherMs)
 }

@@ -17,6 +17,10 @@ import type { OtlpEndpointOptions } from '@portico/engine/otel-sdk'
 export interface OtlpLogsOptions extends OtlpEndpointOptions {
   /** Resource attributes (config.tracing's, when set); service.name defaults to portico. */
   resources: Record<string, string>
+  /** How long the export thread gathers records for one export call (ms; set from scheduledDelayMs below a second). */
+  gatherMs?: number
+  /** How long a record may wait for a full batch on this thread (ms, default 1000; OTEL_BLRP_SCHEDULE_DELAY). */
+  scheduledDelayMs?: number
 }
 
 /**
@@ -47,16 +51,15 @@ export interface OtlpLogs {
 export interface StartOtlpLogsOptions {
   /** Records that could not be exported (lost; the proxy goes on); at most once a minute. */
   onError?: (message: string) => void
-  /** How long a record may wait for a full batch (ms; tests shorten it). Default 1000. */
-  delayMs?: number
 }
 
 export function startOtlpLogs (options: OtlpLogsOptions, start: StartOtlpLogsOptions = {}): OtlpLogs {
-  // Only plain data crosses to the export thread.
-  const exportOptions: OtlpLogsOptions = { otlpEndpoint: options.otlpEndpoint, otlpProtocol: options.otlpProtocol, headers: options.headers, resources: options.resources, ...(options.path !== undefined ? { path: options.path } : {}) }
+  const delayMs = options.scheduledDelayMs ?? 1000
+  // Only plain data crosses to the export thread; a test's short delay shortens its gathering too.
+  const exportOptions: OtlpLogsOptions = { otlpEndpoint: options.otlpEndpoint, otlpProtocol: options.otlpProtocol, headers: options.headers, resources: options.resources, ...(options.path !== undefined ? { path: options.path } : {}), ...(delayMs < 1000 ? { gatherMs: delayMs } : {}) }
   const batches = new RecordBatches<LogRecord>({
     sink: { module: new URL('./otlp-logs-export.ts', import.meta.url), options: exportOptions },
-    delayMs: start.delayMs ?? 1000,
+    delayMs,
     what: 'access log record',
     ...(start.onError !== undefined ? { onError: start.onError } : {})
   })

@@ -108,9 +108,32 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
     workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
     workerAccept: workerAccept(nonEmpty(env.WORKER_ACCEPT)),
-    tracing: tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing),
-    accessLog: accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing)
+    tracing: withDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env, 'OTEL_BSP_SCHEDULE_DELAY'),
+    accessLog: withLogDelay(accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env)
   }
+}
+
+/**
+ * OpenTelemetry's own variables for how long the batch processors wait before an export
+ * (OTEL_BSP_SCHEDULE_DELAY for spans, OTEL_BLRP_SCHEDULE_DELAY for log records; ms, default
+ * 1000 here): how long this thread gathers records before handing them to the export
+ * thread, which, given less than a second, gathers no longer itself.
+ */
+function scheduleDelay (env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const text = nonEmpty(env[name])
+  if (text === undefined) return undefined
+  if (!/^[0-9]{1,7}$/.test(text)) throw new Error(`${name}: ${JSON.stringify(text.slice(0, 40))} is not a number of milliseconds`)
+  return Number(text)
+}
+
+function withDelay (t: TracingOptions | null, env: NodeJS.ProcessEnv, name: string): TracingOptions | null {
+  const delay = scheduleDelay(env, name)
+  return t === null || delay === undefined ? t : { ...t, scheduledDelayMs: delay }
+}
+
+function withLogDelay (a: Settings['accessLog'], env: NodeJS.ProcessEnv): Settings['accessLog'] {
+  const delay = scheduleDelay(env, 'OTEL_BLRP_SCHEDULE_DELAY')
+  return a.otlp === null || delay === undefined ? a : { ...a, otlp: { ...a.otlp, scheduledDelayMs: delay } }
 }
 
 export function accessLogSettings (a: StaticConfig['accessLog'], tracing: Pick<NonNullable<StaticConfig['tracing']>, 'resources'> | null | undefined): Settings['accessLog'] {

@@ -44,3 +44,17 @@ test('/config_dump shows the export headers\' names, never their values', () => 
   assert.equal(config.tracing.headers['x-api-key'], REDACTED_VALUE)
   assert.equal(config.accessLog.otlp.headers.authorization, REDACTED_VALUE)
 })
+
+test('OTEL_BSP_SCHEDULE_DELAY and OTEL_BLRP_SCHEDULE_DELAY set how long spans and access-log records wait to be handed over; anything but milliseconds stops the start', () => {
+  const file = { tracing: { otlpEndpoint: 'http://collector:4317' }, accessLog: { otlp: { otlpEndpoint: 'http://collector:4317' } } }
+  const s = resolveSettings(file, { OTEL_BSP_SCHEDULE_DELAY: '250', OTEL_BLRP_SCHEDULE_DELAY: '50' }, false)
+  assert.equal(s.tracing?.scheduledDelayMs, 250)
+  assert.equal(s.accessLog.otlp?.scheduledDelayMs, 50)
+  const plain = resolveSettings(file, {}, false)
+  assert.equal(plain.tracing?.scheduledDelayMs, undefined)
+  assert.equal(plain.accessLog.otlp?.scheduledDelayMs, undefined)
+  assert.equal(resolveSettings({}, { OTEL_BSP_SCHEDULE_DELAY: '250' }, false).tracing, null, 'no tracing, nothing to delay')
+  for (const bad of ['-1', '1.5', '5s', '99999999']) {
+    assert.throws(() => resolveSettings(file, { OTEL_BSP_SCHEDULE_DELAY: bad }, false), /OTEL_BSP_SCHEDULE_DELAY: .* is not a number of milliseconds/)
+  }
+})

@@ -6,6 +6,8 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { InMemoryLogRecordExporter } from '@opentelemetry/sdk-logs'
 import type { RequestSpan } from '@portico/engine'
 import { logExport } from '../src/otlp-logs-export.ts'
@@ -16,7 +18,7 @@ test('a record becomes a log record: time, body, INFO, the trace context and the
   const done: Array<[number, string | null]> = []
   let exported!: () => void
   const sent = new Promise<void>(resolve => { exported = resolve })
-  const sink = logExport(exporter, { 'deployment.environment.name': 'test' }, (n, error) => { done.push([n, error]); exported() })
+  const sink = logExport(exporter, { 'deployment.environment.name': 'test' }, (n, error) => { done.push([n, error]); exported() }, 10)
   const at = Date.UTC(2026, 10, 27, 12, 0, 0) + 123.5
   const traced: LogRecord = [at, '0af7651916cd43dd8448eb211c80319c', 'b7ad6b7169203331', 1, 'request', 'status', 200, 'path', '/a', 'cached', false]
   const plain: LogRecord = [at, '', '', 0, 'request', 'status', 502]
@@ -38,14 +40,25 @@ test('a record becomes a log record: time, body, INFO, the trace context and the
   assert.equal(a!.resource, b!.resource, 'one resource object: the OTLP encoder groups records by it')
 })
 
-test('emitted lines reach the export thread; a collector that is away is reported, and the proxy goes on', async () => {
+test('emitted lines reach the export thread; a collector that refuses them is reported, and the proxy goes on', async () => {
+  // A collector that refuses every export (400: not retried, so the failure comes at once).
+  let posts = 0
+  const collector = createServer((req, res) => {
+    posts++
+    req.resume().on('end', () => res.writeHead(400).end())
+  })
+  await new Promise<void>(resolve => collector.listen(0, '127.0.0.1', resolve))
   const errors: string[] = []
-  // Nothing listens on port 9 of the loopback.
-  const logs = startOtlpLogs({ otlpEndpoint: 'http://127.0.0.1:9', otlpProtocol: 'http', headers: {}, resources: {} }, { delayMs: 10, onError: m => errors.push(m) })
-  const span = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', recording: false } as RequestSpan
-  logs.emit('request', { status: 200, route: 'r', nested: { a: 1 }, absent: undefined }, span)
-  logs.emit('request', { status: 404 }, null)
-  await logs.shutdown()
+  try {
+    const logs = startOtlpLogs({ otlpEndpoint: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`, otlpProtocol: 'http', headers: {}, resources: {}, scheduledDelayMs: 10 }, { onError: m => errors.push(m) })
+    const span = { traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'b7ad6b7169203331', recording: false } as RequestSpan
+    logs.emit('request', { status: 200, route: 'r', nested: { a: 1 }, absent: undefined }, span)
+    logs.emit('request', { status: 404 }, null)
+    await logs.shutdown()
+  } finally {
+    collector.close()
+  }
+  assert.ok(posts >= 1, 'the records reached the collector')
   assert.equal(errors.length, 1, 'reported once')
   assert.match(errors[0]!, /^access log record export failed: /)
 })

@@ -95,12 +95,12 @@ class RecordReadableSpan implements ReadableSpan {
  * reported to `done`. The export thread opens it with the OTLP exporter of `config.tracing`
  * (trace/export-worker.ts calls `openRecordExport`); tests hand in an exporter.
  */
-export function spanExport (exporter: SpanExporter, resources: Record<string, string>, done: (n: number, error: string | null) => void): RecordExport<SpanRecord, ReadableSpan> {
+export function spanExport (exporter: SpanExporter, resources: Record<string, string>, done: (n: number, error: string | null) => void, gatherMs?: number): RecordExport<SpanRecord, ReadableSpan> {
   const resource = otlpResource(resources)
-  return new RecordExport({ exporter, convert: r => new RecordReadableSpan(r, resource), done, what: 'span' })
+  return new RecordExport({ exporter, convert: r => new RecordReadableSpan(r, resource), done, what: 'span', ...(gatherMs !== undefined ? { gatherMs } : {}) })
 }
 
 /** The export thread's entry to this kind of record (trace/export-worker.ts). */
 export async function openRecordExport (options: SpanExportOptions, done: (n: number, error: string | null) => void): Promise<RecordSink<SpanRecord>> {
-  return spanExport(await otlpSpanExporter(options), options.resources, done)
+  return spanExport(await otlpSpanExporter(options), options.resources, done, options.gatherMs)
 }
