@@ -34,6 +34,9 @@ export interface LineWriterOptions {
 /** The errors a non-blocking stdout answers while full: wait and write again. */
 const RETRY_CODES = new Set(['EAGAIN', 'EBUSY'])
 const RETRY_MS = 20
+const FLUSH_SYNC_MS = 2000
+/** What flushSync sleeps on between attempts (Atomics.wait: nothing ever wakes it). */
+const SLEEP = new Int32Array(new SharedArrayBuffer(4))
 
 export class LineWriter {
   private readonly fd: number
@@ -100,12 +103,16 @@ export class LineWriter {
       this.retry = null
       this.writing = false
     }
+    // A stdout that stays full (EAGAIN) is waited for in 1 ms sleeps, at most FLUSH_SYNC_MS:
+    // the exit it holds up must still come.
+    const until = Date.now() + FLUSH_SYNC_MS
     for (const batch of this.ready.splice(first)) {
       while (at < batch.length) {
         try {
           at += this.io.writeSync(this.fd, batch, at, batch.length - at)
         } catch (err) {
-          if (!RETRY_CODES.has((err as NodeJS.ErrnoException).code ?? '')) throw err
+          if (!RETRY_CODES.has((err as NodeJS.ErrnoException).code ?? '') || Date.now() > until) throw err
+          Atomics.wait(SLEEP, 0, 0, 1)
         }
       }
       this.buffered -= batch.length

@@ -76,6 +76,24 @@ test('flushSync writes what waits at once', async () => {
   })
 })
 
+test('flushSync waits out a full stdout (EAGAIN) and writes everything', async () => {
+  await withFile(async (fd, read) => {
+    let refusals = 2
+    const io = {
+      write: writeFn,
+      writeSync: ((f: number, b: Buffer, o: number, n: number) => {
+        if (refusals-- > 0) throw Object.assign(new Error('EAGAIN'), { code: 'EAGAIN' })
+        return writeSyncFn(f, b, o, Math.min(n, 5)) // and short writes
+      }) as typeof writeSyncFn
+    }
+    const w = new LineWriter({ fd, minLength: 1_000_000, maxWrite: 16384, io })
+    w.write('{"a":1}\n')
+    w.write('{"b":2}\n')
+    w.flushSync()
+    assert.equal(read(), '{"a":1}\n{"b":2}\n')
+  })
+})
+
 test('beyond maxBuffered, lines are dropped and counted; a line says so once writing resumes', async () => {
   await withFile(async (fd, read) => {
     const w = new LineWriter({ fd, minLength: 1_000_000, maxWrite: 16384, maxBuffered: 100 })
