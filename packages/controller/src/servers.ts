@@ -7,7 +7,8 @@
  * as the proxy's admin does (one guard, packages/ops/src/admin-guard.ts).
  */
 
-import http from 'node:http'
+import type * as Http from 'node:http'
+import http from '@portico/engine/node-http'
 import type { Registry } from 'prom-client'
 import { checkAdminRequest, requestFacts, type Logs } from '@portico/ops'
 
@@ -19,7 +20,7 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
-function listen (server: http.Server, host: string, port: number): Promise<RunningServer> {
+function listen (server: Http.Server, host: string, port: number): Promise<RunningServer> {
   return new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen({ host, port }, () => {
@@ -35,7 +36,7 @@ function listen (server: http.Server, host: string, port: number): Promise<Runni
   })
 }
 
-function send (res: http.ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
+function send (res: Http.ServerResponse, status: number, body: string, type = 'text/plain; charset=utf-8'): void {
   res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body) }).end(body)
 }
 

@@ -5,7 +5,8 @@
  * that went away.
  */
 
-import http from 'node:http'
+import type * as Http from 'node:http'
+import http from '@portico/engine/node-http'
 import https from 'node:https'
 import http2 from 'node:http2'
 import tls from 'node:tls'
@@ -81,7 +82,7 @@ function sameClientValidation (a: BindIR, b: BindIR): boolean {
 
 interface BoundServer {
   bind: BindIR
-  server: http.Server
+  server: Http.Server
   /** Open client connections, for draining and for /debug/tasks. */
   sockets: Set<Socket>
   /** When each connection was accepted, so a drain can tell unused ones apart. */
@@ -229,20 +230,20 @@ export class ListenerManager {
   }
 
   private async open (bind: BindIR): Promise<BoundServer> {
-    const entry: BoundServer = { bind, server: null as unknown as http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set() }
+    const entry: BoundServer = { bind, server: null as unknown as Http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set() }
     if (bind.protocol === 'TCP' || bind.protocol === 'TLS') {
       // Whole connections: the engine picks a route per connection and copies the bytes.
       // allowHalfOpen: a client that shuts its write side still reads the rest of the answer.
       // pauseOnConnect: nothing is read before the engine has the socket (it may re-make it
       // to read through its own buffers); what it returns is the connection's socket.
       const server = net.createServer({ allowHalfOpen: true, noDelay: true, pauseOnConnect: true })
-      entry.server = server as unknown as http.Server
+      entry.server = server as unknown as Http.Server
       const handle = this.engine.streamHandler(bind.key)
       server.on('connection', (socket: Socket) => this.track(entry, handle(socket)))
       await this.listen(entry)
       return entry
     }
-    const options: http.ServerOptions = {
+    const options: Http.ServerOptions = {
       // Bodies may stream for a long time (uploads, SSE): a whole-request limit would cut
       // them. Slow request heads are cut (requestHeadersTimeout), and so are streamed bodies
       // that go quiet (requestBodyIdleTimeout, in the backend call).
@@ -256,15 +257,15 @@ export class ListenerManager {
       noDelay: true,
       // Only upgrades the listener allows (WebSocket by default) leave the HTTP parser; any
       // other (h2c, ...) is served as a plain request and its Upgrade headers are dropped.
-      shouldUpgradeCallback: (req: http.IncomingMessage) => this.engine.upgradeAllowed(entry.bind.key, req)
+      shouldUpgradeCallback: (req: Http.IncomingMessage) => this.engine.upgradeAllowed(entry.bind.key, req)
     }
     const h2 = bind.http2 !== false
     const tlsOptions = { ...serverTlsOptions(bind), ...clientCertOptions(bind), SNICallback: (servername: string, cb: (err: Error | null, ctx?: tls.SecureContext) => void) => cb(null, this.contextForSni(entry, servername)) }
-    let server: http.Server
+    let server: Http.Server
     if (bind.protocol === 'HTTPS' && h2) {
       // ALPN picks h2 or http/1.1; HTTP/1.1 connections then run Node's own HTTP/1.1 server
       // code (the same parser, head deadline, keep-alive and upgrade handling as https).
-      const secure = http2.createSecureServer({ ...options, ...tlsOptions, allowHTTP1: true, settings: H2_SERVER_SETTINGS }) as unknown as http.Server & { shouldUpgradeCallback: (req: http.IncomingMessage) => boolean }
+      const secure = http2.createSecureServer({ ...options, ...tlsOptions, allowHTTP1: true, settings: H2_SERVER_SETTINGS }) as unknown as Http.Server & { shouldUpgradeCallback: (req: Http.IncomingMessage) => boolean }
       // Http2SecureServer replaces the option with "any 'upgrade' listener": set it again.
       secure.shouldUpgradeCallback = options.shouldUpgradeCallback!
       // It also reports failed handshakes as 'clientError', which would answer an HTTP 400
@@ -278,7 +279,7 @@ export class ListenerManager {
     const handle = this.engine.handler(bind.key)
     if (!h2) server.on('request', handle)
     else {
-      const handleAny = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+      const handleAny = (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
         adaptHttp2(req, res)
         handle(req, res)
       }
@@ -320,7 +321,7 @@ export class ListenerManager {
     server.on('upgrade', this.engine.upgradeHandler(bind.key))
     server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => this.track(entry, socket))
     server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      const inPipeline = (socket as Socket & { _httpMessage?: http.ServerResponse | null })._httpMessage
+      const inPipeline = (socket as Socket & { _httpMessage?: Http.ServerResponse | null })._httpMessage
       if (socket.writable && !inPipeline) {
         // Malformed requests get a 400 and never reach the pipeline; oversized headers (a
         // 64 KiB token, say) and a head that took too long get the status naming the problem.

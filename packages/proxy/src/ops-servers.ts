@@ -4,7 +4,8 @@
  * 0.0.0.0:15021). Plain node:http — two fixed paths need no framework.
  */
 
-import http from 'node:http'
+import type * as Http from 'node:http'
+import http from '@portico/engine/node-http'
 import type { Address } from './settings.ts'
 import type { ProxyMetrics } from './metrics.ts'
 import { AggregatorRegistry } from 'prom-client'
@@ -20,7 +21,7 @@ export interface RunningServer {
   close(): Promise<void>
 }
 
-async function listen (server: http.Server, address: Address): Promise<RunningServer> {
+async function listen (server: Http.Server, address: Address): Promise<RunningServer> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen({ host: address.host, port: address.port }, () => {

@@ -9,7 +9,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -160,14 +160,16 @@ test('with tracing and accessLog.otlp, only the export threads load the OpenTele
   }
 })
 
-test('a running proxy started as `portico -f` does not keep Node\'s TypeScript compiler loaded (compile cache warm)', async () => {
+test('a running proxy started as `portico -f` loads neither Node\'s TypeScript compiler (compile cache warm) nor Node\'s bundled undici', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'portico-amaro-'))
   const seen = join(dir, 'amaro.txt')
   // Preloaded (execArgv passes on when bin/portico.ts starts Node again with its flags): says,
-  // once the proxy runs, whether Node's type-stripping compiler (amaro) was loaded.
+  // once the proxy runs, whether Node's type-stripping compiler (amaro) was loaded, and its
+  // bundled undici (what an ESM import of node:http pulls in: engine/src/util/node-http.ts).
   const probe = 'data:text/javascript,' + encodeURIComponent(`
 import { writeFileSync } from 'node:fs'
-setTimeout(() => writeFileSync(${JSON.stringify(seen)}, String(process.moduleLoadList.some(m => m.includes('amaro')))), 1500).unref()
+const loaded = name => process.moduleLoadList.some(m => m.includes(name))
+setTimeout(() => writeFileSync(${JSON.stringify(seen)}, JSON.stringify({ amaro: loaded('amaro'), undici: loaded('deps/undici') })), 1500).unref()
 `)
   const port = await new Promise<number>(resolve => {
     const s = createServer().listen(0, '127.0.0.1', () => {
@@ -176,7 +178,8 @@ setTimeout(() => writeFileSync(${JSON.stringify(seen)}, String(process.moduleLoa
     })
   })
   writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - backends: [{ host: 127.0.0.1:9 }]\n`)
-  const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', WORKERS: '1', NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
+  // The admin, metrics and readiness servers on, on free ports: they must not load undici either.
+  const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', WORKERS: '1', NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
   const once = async (): Promise<string> => {
     rmSync(seen, { force: true })
     // No --max-semi-space-size: the binary starts Node again, as `pnpm exec portico` does.
@@ -195,8 +198,27 @@ setTimeout(() => writeFileSync(${JSON.stringify(seen)}, String(process.moduleLoa
   }
   try {
     await once() // fills the compile cache if this tree's files are not in it yet
-    assert.equal(await once(), 'false')
+    assert.deepEqual(JSON.parse(await once()), { amaro: false, undici: false })
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
+})
+
+test('no module of Portico\'s imports node:http as ESM (it would load Node\'s bundled undici): they take it from engine/src/util/node-http.ts', () => {
+  const root = fileURLToPath(new URL('../../', import.meta.url))
+  const offenders: string[] = []
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name)
+      if (entry.isDirectory()) {
+        if (entry.name !== 'node_modules') walk(path)
+      } else if (entry.name.endsWith('.ts') && /^import (?!type )[^\n]*from 'node:http'/m.test(readFileSync(path, 'utf8'))) offenders.push(path.slice(root.length))
+    }
+  }
+  for (const pkg of ['engine', 'proxy', 'controller', 'ops', 'cli']) {
+    for (const dir of ['src', 'bin']) {
+      try { walk(join(root, pkg, dir)) } catch {}
+    }
+  }
+  assert.deepEqual(offenders, [])
 })

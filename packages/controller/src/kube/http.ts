@@ -6,7 +6,7 @@
  */
 
 import https from 'node:https'
-import http from 'node:http'
+import http from '@portico/engine/node-http'
 import type { KubeConfig } from '@kubernetes/client-node'
 
 // Not a PorticoError: like undici's ResponseError it carries another server's answer (the

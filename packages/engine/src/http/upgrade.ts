@@ -6,7 +6,8 @@
  * until either side closes.
  */
 
-import { ServerResponse, type IncomingMessage } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import http from '../util/node-http.ts'
 import type { Duplex } from 'node:stream'
 import type { Socket } from 'node:net'
 
@@ -16,7 +17,7 @@ import type { Socket } from 'node:net'
  * request.
  */
 export function upgradeResponse (req: IncomingMessage, socket: Duplex): ServerResponse {
-  const res = new ServerResponse(req)
+  const res = new http.ServerResponse(req)
   res.assignSocket(socket as Socket)
   socket.on('error', () => socket.destroy())
   res.shouldKeepAlive = false

@@ -12,7 +12,8 @@
  * leaves the process.
  */
 
-import http, { type IncomingMessage, type ServerResponse } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import http from '@portico/engine/node-http'
 import { timingSafeEqual } from 'node:crypto'
 import type { TLSSocket } from 'node:tls'
 import type { Pool } from 'undici'
