@@ -71,9 +71,9 @@ export function transferableSettings (s: Settings): Settings {
   return { ...s, accessLog: { ...s.accessLog, fields: null } }
 }
 
-/** The worker's side of transferableSettings. */
+/** The worker's side of transferableSettings: the fields compiled again, the rest as received. */
 export function receivedSettings (s: Settings): Settings {
-  return { ...s, accessLog: accessLogSettings(s.accessLog.config, s.tracing) }
+  return { ...s, accessLog: { ...s.accessLog, fields: accessLogSettings(s.accessLog.config, s.tracing).fields } }
 }
 
 /** Upper bound of config.workers / WORKERS. */

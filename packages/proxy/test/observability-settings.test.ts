@@ -8,7 +8,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { REDACTED_VALUE } from '@portico/engine'
-import { resolveSettings } from '../src/settings.ts'
+import { receivedSettings, resolveSettings, transferableSettings } from '../src/settings.ts'
 import { staticConfig } from '../src/admin/config-dump.ts'
 
 test('tracing: agentgateway\'s defaults (gRPC, randomSampling false, clientSampling true)', () => {
@@ -54,6 +54,10 @@ test('OTEL_BSP_SCHEDULE_DELAY and OTEL_BLRP_SCHEDULE_DELAY set how long spans an
   assert.equal(plain.tracing?.scheduledDelayMs, undefined)
   assert.equal(plain.accessLog.otlp?.scheduledDelayMs, undefined)
   assert.equal(resolveSettings({}, { OTEL_BSP_SCHEDULE_DELAY: '250' }, false).tracing, null, 'no tracing, nothing to delay')
+  // A data-plane worker gets them too (its settings cross as a structured clone).
+  const worker = receivedSettings(structuredClone(transferableSettings(s)))
+  assert.equal(worker.tracing?.scheduledDelayMs, 250)
+  assert.equal(worker.accessLog.otlp?.scheduledDelayMs, 50)
   for (const bad of ['-1', '1.5', '5s', '99999999']) {
     assert.throws(() => resolveSettings(file, { OTEL_BSP_SCHEDULE_DELAY: bad }, false), /OTEL_BSP_SCHEDULE_DELAY: .* is not a number of milliseconds/)
   }
