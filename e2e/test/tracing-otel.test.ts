@@ -176,6 +176,8 @@ describe('OpenTelemetry tracing', { skip }, () => {
     const spans = await spansOf(sent.traceId, 2)
     const server = spans.find(s => s.kind === SERVER)!
     assert.equal(server.parentSpanId, '', 'a new trace: the server span is its root')
+    // The access line reaches stdout at the next batched write (at most 250 ms after).
+    await portico.waitForOutput(sent.traceId, { timeoutMs: 5000 })
     const line = portico.logs().find(l => l.msg === 'request' && l.path === '/echo/debug')
     assert.equal(line?.traceId, sent.traceId)
     const events = await watch.done
@@ -341,6 +343,7 @@ describe('OpenTelemetry tracing', { skip }, () => {
     assert.ok(Math.abs(at - Date.now()) < 60_000, `the record's time is now (${record.timeUnixNano})`)
     assert.equal(record.attributes['mcp.method'], 'tools/call')
     assert.equal(record.resource['service.name'], 'portico')
+    await portico.waitForOutput(call.traceId, { timeoutMs: 5000 })
     assert.ok(portico.logs().some(l => l.msg === 'request' && l.tool === 'add' && l.traceId === call.traceId))
   })
 })
@@ -404,6 +407,7 @@ describe('OpenTelemetry sampling over OTLP/HTTP', { skip }, () => {
     assert.ok(!ids.has(fresh.traceId), 'randomSampling false: a request without a trace is not exported')
     assert.ok(spans.length >= 2)
     // Unsampled requests still log their trace id.
+    await portico.waitForOutput(unsampled, { timeoutMs: 5000 })
     assert.ok(portico.logs().some(l => l.msg === 'request' && l.traceId === unsampled))
   })
 
