@@ -8,15 +8,10 @@
 import { SeverityNumber, type Attributes, type HrTime, type SpanContext } from '@opentelemetry/api'
 import type { Resource } from '@opentelemetry/resources'
 import type { LogRecordExporter, ReadableLogRecord } from '@opentelemetry/sdk-logs'
-import { RecordExport, otlpResource, otlpTarget, type RecordSink } from '@portico/engine/record-export'
+import { RecordExport, millisToHrTime, otlpExporter, otlpResource, type RecordSink } from '@portico/engine/record-export'
 import { LOG_RECORD, type LogRecord, type OtlpLogsOptions } from './otlp-logs.ts'
 
 const SCOPE = { name: 'portico.access' }
-
-function hrTime (ms: number): HrTime {
-  const seconds = Math.trunc(ms / 1000)
-  return [seconds, Math.round((ms - seconds * 1000) * 1e6)]
-}
 
 /** A record as the SDK's log exporters read one; one shape for every record. */
 class RecordReadableLog implements ReadableLogRecord {
@@ -32,7 +27,7 @@ class RecordReadableLog implements ReadableLogRecord {
   readonly droppedAttributesCount = 0
 
   constructor (r: LogRecord, resource: Resource) {
-    this.hrTime = hrTime(r[LOG_RECORD.time])
+    this.hrTime = millisToHrTime(r[LOG_RECORD.time])
     this.hrTimeObserved = this.hrTime
     const traceId = r[LOG_RECORD.traceId]
     this.spanContext = traceId === '' ? undefined : { traceId, spanId: r[LOG_RECORD.spanId], traceFlags: r[LOG_RECORD.traceFlags] }
@@ -44,14 +39,11 @@ class RecordReadableLog implements ReadableLogRecord {
   }
 }
 
-async function otlpLogExporter (options: OtlpLogsOptions): Promise<LogRecordExporter> {
-  const target = await otlpTarget(options, '/v1/logs')
-  if (target.protocol === 'http') {
-    const { OTLPLogExporter } = await import('@opentelemetry/exporter-logs-otlp-proto')
-    return new OTLPLogExporter(target.options)
-  }
-  const { OTLPLogExporter } = await import('@opentelemetry/exporter-logs-otlp-grpc')
-  return new OTLPLogExporter(target.options)
+function otlpLogExporter (options: OtlpLogsOptions): Promise<LogRecordExporter> {
+  return otlpExporter<LogRecordExporter>(options, '/v1/logs', {
+    http: async () => (await import('@opentelemetry/exporter-logs-otlp-proto')).OTLPLogExporter,
+    grpc: async () => (await import('@opentelemetry/exporter-logs-otlp-grpc')).OTLPLogExporter
+  })
 }
 
 /** Access-log records' export, with `exporter` (tests) or the OTLP exporter of the options. */
@@ -61,6 +53,6 @@ export function logExport (exporter: LogRecordExporter, resources: Record<string
 }
 
 /** The export thread's entry to this kind of record (the engine's trace/export-worker.ts). */
-export async function openRecordExport (options: OtlpLogsOptions, done: (n: number, error: string | null) => void): Promise<RecordSink<LogRecord>> {
-  return logExport(await otlpLogExporter(options), options.resources, done, options.gatherMs)
+export async function openRecordExport (options: OtlpLogsOptions, done: (n: number, error: string | null) => void, gatherMs: number): Promise<RecordSink<LogRecord>> {
+  return logExport(await otlpLogExporter(options), options.resources, done, gatherMs)
 }

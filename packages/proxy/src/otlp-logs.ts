@@ -17,8 +17,6 @@ import type { OtlpEndpointOptions } from '@portico/engine/otel-sdk'
 export interface OtlpLogsOptions extends OtlpEndpointOptions {
   /** Resource attributes (config.tracing's, when set); service.name defaults to portico. */
   resources: Record<string, string>
-  /** How long the export thread gathers records for one export call (ms; set from scheduledDelayMs below a second). */
-  gatherMs?: number
   /** How long a record may wait for a full batch on this thread (ms, default 1000; OTEL_BLRP_SCHEDULE_DELAY). */
   scheduledDelayMs?: number
 }
@@ -54,12 +52,10 @@ export interface StartOtlpLogsOptions {
 }
 
 export function startOtlpLogs (options: OtlpLogsOptions, start: StartOtlpLogsOptions = {}): OtlpLogs {
-  const delayMs = options.scheduledDelayMs ?? 1000
-  // Only plain data crosses to the export thread; a test's short delay shortens its gathering too.
-  const exportOptions: OtlpLogsOptions = { otlpEndpoint: options.otlpEndpoint, otlpProtocol: options.otlpProtocol, headers: options.headers, resources: options.resources, ...(options.path !== undefined ? { path: options.path } : {}), ...(delayMs < 1000 ? { gatherMs: delayMs } : {}) }
   const batches = new RecordBatches<LogRecord>({
-    sink: { module: new URL('./otlp-logs-export.ts', import.meta.url), options: exportOptions },
-    delayMs,
+    // The options are plain data (the settings' accessLog.otlp): cloned to the export thread as they are.
+    sink: { module: new URL('./otlp-logs-export.ts', import.meta.url), options },
+    delayMs: options.scheduledDelayMs ?? 1000,
     what: 'access log record',
     ...(start.onError !== undefined ? { onError: start.onError } : {})
   })

@@ -108,7 +108,7 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
     workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
     workerAccept: workerAccept(nonEmpty(env.WORKER_ACCEPT)),
-    tracing: withDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env, 'OTEL_BSP_SCHEDULE_DELAY'),
+    tracing: withSpanDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env),
     accessLog: withLogDelay(accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env)
   }
 }
@@ -126,8 +126,8 @@ function scheduleDelay (env: NodeJS.ProcessEnv, name: string): number | undefine
   return Number(text)
 }
 
-function withDelay (t: TracingOptions | null, env: NodeJS.ProcessEnv, name: string): TracingOptions | null {
-  const delay = scheduleDelay(env, name)
+function withSpanDelay (t: TracingOptions | null, env: NodeJS.ProcessEnv): TracingOptions | null {
+  const delay = scheduleDelay(env, 'OTEL_BSP_SCHEDULE_DELAY')
   return t === null || delay === undefined ? t : { ...t, scheduledDelayMs: delay }
 }
 

@@ -16,18 +16,20 @@ import type { RecordSink } from './record-export.ts'
 type Message = { type: 'records', records: unknown[] } | { type: 'shutdown' }
 
 export interface ExportWorkerData {
-  /** URL of a module exporting `openRecordExport(options, done): Promise<RecordSink>`. */
+  /** URL of a module exporting `openRecordExport(options, done, gatherMs): Promise<RecordSink>`. */
   module: string
   /** Its options: plain data (cloned to this thread). */
   options: unknown
+  /** How long the proxy's thread waits for a full batch (ms): the gathering here waits no longer. */
+  gatherMs: number
 }
 
 const port = parentPort!
 const data = workerData as ExportWorkerData
-const { openRecordExport } = await import(data.module) as { openRecordExport: (options: unknown, done: (count: number, error: string | null) => void) => Promise<RecordSink<unknown>> }
+const { openRecordExport } = await import(data.module) as { openRecordExport: (options: unknown, done: (count: number, error: string | null) => void, gatherMs: number) => Promise<RecordSink<unknown>> }
 const sink = await openRecordExport(data.options, (count, error) => {
   port.postMessage({ type: 'done', count, error })
-})
+}, data.gatherMs)
 
 port.on('message', (msg: Message) => {
   if (msg.type === 'records') {

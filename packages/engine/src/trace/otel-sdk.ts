@@ -47,22 +47,19 @@ type SpanBatches = RecordBatches<SpanRecord>
 export async function createRequestTracing (options: TracingOptions): Promise<RequestTracing> {
   const sampler = new PorticoSampler(options.randomSampling, options.clientSampling)
   const { otlpEndpoint, otlpProtocol, headers, resources, exporter } = options
-  const delayMs = options.scheduledDelayMs ?? 1000
-  // A test's short delay shortens the export side's gathering too.
-  const gatherMs = delayMs < 1000 ? delayMs : undefined
   let sink: RecordBatchesOptions<SpanRecord>['sink']
   if (exporter !== undefined) {
     // The SDK loads on this thread only for a test's in-thread exporter (span-record.ts says why).
     const { spanExport } = await import('./span-export.ts')
-    sink = { local: done => spanExport(exporter, resources, done, gatherMs) }
+    sink = { local: (done, gatherMs) => spanExport(exporter, resources, done, gatherMs) }
   } else {
     // Only what the export thread needs, and can be cloned to it (the options also carry functions).
-    const exportOptions: SpanExportOptions = { otlpEndpoint, otlpProtocol, headers, resources, ...(options.path !== undefined ? { path: options.path } : {}), ...(gatherMs !== undefined ? { gatherMs } : {}) }
+    const exportOptions: SpanExportOptions = { otlpEndpoint, otlpProtocol, headers, resources, ...(options.path !== undefined ? { path: options.path } : {}) }
     sink = { module: new URL('./span-export.ts', import.meta.url), options: exportOptions }
   }
   const spans: SpanBatches = new RecordBatches<SpanRecord>({
     sink,
-    delayMs,
+    delayMs: options.scheduledDelayMs ?? 1000,
     what: 'span',
     ...(options.onExportError !== undefined ? { onError: options.onExportError } : {})
   })

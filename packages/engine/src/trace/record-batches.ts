@@ -11,6 +11,7 @@
  */
 
 import { Worker } from 'node:worker_threads'
+import type { ExportWorkerData } from './export-worker.ts'
 import type { RecordSink } from './record-export.ts'
 import type { SpanOutcome } from './otel.ts'
 
@@ -28,14 +29,12 @@ const ERROR_EVERY_MS = 60_000
 
 export interface RecordBatchesOptions<R> {
   /**
-   * Where the records go: a module the export thread loads (`openRecordExport(options, done)`,
-   * trace/export-worker.ts) with its options (plain data), or a sink in this thread (tests).
+   * Where the records go: a module the export thread loads (`openRecordExport(options, done,
+   * gatherMs)`, trace/export-worker.ts) with its options (plain data), or a sink in this
+   * thread (tests). Either gets `delayMs` as `gatherMs`: the export side gathers no longer
+   * than this side waits (nor than its GATHER_MS).
    */
-  sink: { module: URL, options: unknown } | { local: (done: (count: number, error: string | null) => void) => RecordSink<R> }
-  /** Records handed to the thread at a time (default HANDOVER_BATCH). */
-  handoverBatch?: number
-  /** Records handed over and not yet exported, at most; more are dropped (default MAX_QUEUE). */
-  maxQueue?: number
+  sink: { module: URL, options: unknown } | { local: (done: (count: number, error: string | null) => void, gatherMs: number) => RecordSink<R> }
   /** How long a record may wait for a full batch (ms). */
   delayMs: number
   /** What a record is, for error messages ('span', 'access log record'). */
@@ -50,8 +49,6 @@ export class RecordBatches<R> {
   private outstanding = 0
   private timer: NodeJS.Timeout | null = null
   private readonly delayMs: number
-  private readonly handoverBatch: number
-  private readonly maxQueue: number
   private readonly send: (batch: R[]) => void
   private readonly close: () => Promise<void>
   private readonly onError: ((message: string) => void) | undefined
@@ -62,8 +59,6 @@ export class RecordBatches<R> {
 
   constructor (options: RecordBatchesOptions<R>) {
     this.delayMs = options.delayMs
-    this.handoverBatch = options.handoverBatch ?? HANDOVER_BATCH
-    this.maxQueue = options.maxQueue ?? MAX_QUEUE
     this.onError = options.onError
     const done = (count: number, error: string | null): void => {
       this.outstanding -= count
@@ -72,7 +67,7 @@ export class RecordBatches<R> {
     }
     const sink = options.sink
     if ('local' in sink) {
-      const records = sink.local(done)
+      const records = sink.local(done, this.delayMs)
       this.send = batch => records.add(batch)
       this.close = () => records.shutdown()
     } else {
@@ -84,7 +79,7 @@ export class RecordBatches<R> {
       let failed: string | null = null
       this.send = batch => {
         if (failed !== null) return done(batch.length, failed)
-        thread ??= startExportThread(sink, done, message => {
+        thread ??= startExportThread(sink, this.delayMs, done, message => {
           failed = message
           done(this.outstanding, message)
         }, options.what)
@@ -95,12 +90,12 @@ export class RecordBatches<R> {
   }
 
   add (record: R): void {
-    if (this.closed || this.outstanding + this.batch.length >= this.maxQueue) {
+    if (this.closed || this.outstanding + this.batch.length >= MAX_QUEUE) {
       this.onOutcome?.('dropped', 1)
       return
     }
     this.batch.push(record)
-    if (this.batch.length >= this.handoverBatch) this.flush()
+    if (this.batch.length >= HANDOVER_BATCH) this.flush()
     else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.delayMs).unref()
   }
 
@@ -132,8 +127,9 @@ export class RecordBatches<R> {
 }
 
 /** An export thread; it holds the process open only while stopping. */
-function startExportThread (sink: { module: URL, options: unknown }, done: (count: number, error: string | null) => void, fail: (message: string) => void, what: string): Worker {
-  const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData: { module: sink.module.href, options: sink.options }, stdin: false })
+function startExportThread (sink: { module: URL, options: unknown }, gatherMs: number, done: (count: number, error: string | null) => void, fail: (message: string) => void, what: string): Worker {
+  const workerData: ExportWorkerData = { module: sink.module.href, options: sink.options, gatherMs }
+  const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false })
   thread.unref()
   thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
     if (msg.type === 'done') done(msg.count!, msg.error ?? null)

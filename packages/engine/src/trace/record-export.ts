@@ -12,6 +12,9 @@
 import { defaultResource, resourceFromAttributes, type Resource } from '@opentelemetry/resources'
 import type { OtlpEndpointOptions } from './span-record.ts'
 
+/** Span and log-record times as the SDK keeps them ([seconds, nanoseconds]) from ms. */
+export { millisToHrTime } from '@opentelemetry/core'
+
 /** An SDK exporter as far as this file uses one. */
 export interface BatchExporter<T> {
   export(items: T[], resultCallback: (result: { code: number, error?: Error }) => void): void
@@ -44,6 +47,7 @@ export interface RecordExportOptions<R, T> {
   done: (n: number, error: string | null) => void
   /** What a record is, for error messages ('span', 'access log record'). */
   what: string
+  /** How long to gather for one export call (ms), at most GATHER_MS. */
   gatherMs?: number
 }
 
@@ -70,7 +74,7 @@ export class RecordExport<R, T> implements RecordSink<R> {
     this.convert = options.convert
     this.done = options.done
     this.what = options.what
-    this.gatherMs = options.gatherMs ?? GATHER_MS
+    this.gatherMs = Math.min(options.gatherMs ?? GATHER_MS, GATHER_MS)
   }
 
   add (records: R[]): void {
@@ -127,15 +131,21 @@ export function otlpResource (resources: Record<string, string>): Resource {
   return defaultResource().merge(resourceFromAttributes({ 'service.name': 'portico', ...resources }))
 }
 
+type GrpcMetadata = InstanceType<typeof import('@grpc/grpc-js').Metadata>
+
 /**
- * The options of an OTLP exporter of either protocol: OTLP/HTTP posts to the endpoint's
- * `path` (`defaultPath` when unset) with the headers; gRPC sends them as metadata.
+ * The SDK's OTLP exporter of one kind of record for the endpoint: OTLP/HTTP (protobuf) posts
+ * to the endpoint's `path` (`defaultPath` when unset) with the headers; gRPC sends them as
+ * metadata. Only the chosen protocol's exporter package is loaded.
  */
-export async function otlpTarget (o: OtlpEndpointOptions, defaultPath: string): Promise<{ protocol: 'http', options: { url: string, headers: Record<string, string> } } | { protocol: 'grpc', options: { url: string, metadata: InstanceType<typeof import('@grpc/grpc-js').Metadata> } }> {
+export async function otlpExporter<E> (o: OtlpEndpointOptions, defaultPath: string, exporters: {
+  http: () => Promise<new (options: { url: string, headers: Record<string, string> }) => E>
+  grpc: () => Promise<new (options: { url: string, metadata: GrpcMetadata }) => E>
+}): Promise<E> {
   const base = o.otlpEndpoint.replace(/\/+$/, '')
-  if (o.otlpProtocol === 'http') return { protocol: 'http', options: { url: `${base}${o.path ?? defaultPath}`, headers: o.headers } }
+  if (o.otlpProtocol === 'http') return new (await exporters.http())({ url: `${base}${o.path ?? defaultPath}`, headers: o.headers })
   const { Metadata } = await import('@grpc/grpc-js')
   const metadata = new Metadata()
   for (const [k, v] of Object.entries(o.headers)) metadata.set(k, v)
-  return { protocol: 'grpc', options: { url: base, metadata } }
+  return new (await exporters.grpc())({ url: base, metadata })
 }

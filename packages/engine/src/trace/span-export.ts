@@ -19,18 +19,15 @@ import type { Attributes, HrTime, SpanContext, SpanKind, SpanStatus } from '@ope
 import { TraceState, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core'
 import type { Resource } from '@opentelemetry/resources'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
-import { RecordExport, otlpResource, otlpTarget, type RecordSink } from './record-export.ts'
+import { RecordExport, otlpExporter, otlpResource, type RecordSink } from './record-export.ts'
 import { RECORD, type OtlpEndpointOptions, type SpanExportOptions, type SpanRecord } from './span-record.ts'
 
 /** The SDK's OTLP trace exporter for `config.tracing`. */
-export async function otlpSpanExporter (options: OtlpEndpointOptions): Promise<SpanExporter> {
-  const target = await otlpTarget(options, '/v1/traces')
-  if (target.protocol === 'http') {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto')
-    return new OTLPTraceExporter(target.options)
-  }
-  const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-grpc')
-  return new OTLPTraceExporter(target.options)
+export function otlpSpanExporter (options: OtlpEndpointOptions): Promise<SpanExporter> {
+  return otlpExporter<SpanExporter>(options, '/v1/traces', {
+    http: async () => (await import('@opentelemetry/exporter-trace-otlp-proto')).OTLPTraceExporter,
+    grpc: async () => (await import('@opentelemetry/exporter-trace-otlp-grpc')).OTLPTraceExporter
+  })
 }
 
 const SCOPE = { name: 'portico' }
@@ -101,6 +98,6 @@ export function spanExport (exporter: SpanExporter, resources: Record<string, st
 }
 
 /** The export thread's entry to this kind of record (trace/export-worker.ts). */
-export async function openRecordExport (options: SpanExportOptions, done: (n: number, error: string | null) => void): Promise<RecordSink<SpanRecord>> {
-  return spanExport(await otlpSpanExporter(options), options.resources, done, options.gatherMs)
+export async function openRecordExport (options: SpanExportOptions, done: (n: number, error: string | null) => void, gatherMs: number): Promise<RecordSink<SpanRecord>> {
+  return spanExport(await otlpSpanExporter(options), options.resources, done, gatherMs)
 }

@@ -45,8 +45,6 @@ export const RECORD = { traceId: 0, spanId: 1, parentSpanId: 2, parentRemote: 3,
 export interface SpanExportOptions extends OtlpEndpointOptions {
   /** Resource attributes (service.name defaults to portico). */
   resources: Record<string, string>
-  /** How long the export thread gathers records for one export call (ms; default GATHER_MS, tests shorten it). */
-  gatherMs?: number
 }
 
 /** Where an OTLP exporter sends, as the config says it (tracing's and the access log's). */
