@@ -13,7 +13,8 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags } from '@open
 import { hrTimeToMilliseconds } from '@opentelemetry/core'
 import type { ReadableSpan } from '@opentelemetry/sdk-trace'
 import { createRequestTracing, PorticoSampler } from '../src/trace/otel-sdk.ts'
-import { httpRoute, redactQuery } from '../src/trace/otel.ts'
+import { endServerSpan, httpRoute, redactQuery, setBackendCallAttributes, type ServerSpanView } from '../src/trace/otel.ts'
+import { LAYOUTS } from '../src/trace/attribute-layouts.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const remote = (sampled: boolean) => trace.setSpanContext(ROOT_CONTEXT, { traceId: TRACE, spanId: '00f067aa0ba902b7', traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true })
@@ -124,6 +125,44 @@ test('recorded spans reach the exporter as the SDK\'s spans: parent, remote pare
   assert.deepEqual(client.attributes, { 'server.port': 9001, 'error.type': 'UpstreamFailure' })
   assert.deepEqual(client.status, { code: SpanStatusCode.ERROR, message: 'connection refused' })
   assert.ok(hrTimeToMilliseconds(server.endTime) >= hrTimeToMilliseconds(client.endTime) && hrTimeToMilliseconds(client.startTime) >= hrTimeToMilliseconds(server.startTime))
+})
+
+test('the server span and the backend call send their attributes as layouts: the SDK\'s spans get them by name, fields.remove and later values apply', async () => {
+  LAYOUTS.forEach((layout, id) => {
+    if (layout === undefined) return
+    assert.equal(layout.id, id, 'a layout sits at its id')
+    assert.equal(new Set(layout.keys).size, layout.keys.length, 'no key twice')
+  })
+  const spans: ReadableSpan[] = []
+  const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 5, exporter: { export: (s, cb) => { spans.push(...s); cb({ code: 0 }) }, shutdown: async () => {} } })
+  const span = tracing.startRequest({}, 'PURGE')
+  const call = span.child('PURGE', 'client', {})!
+  setBackendCallAttributes(call, 'PURGE', { scheme: 'http', host: '::1', port: 9000, pathAndQuery: '/a?token=x&b=1' }, 1, 'api')
+  call.setAttributes({ 'http.response.status_code': 200 })
+  call.end()
+  const view: ServerSpanView = {
+    method: 'PURGE', scheme: 'https', host: 'example.com:8443', hostname: 'example.com', originalPath: '/mcp', query: 'key=secret', sourceAddress: '10.0.0.1', sourcePort: 50000,
+    status: 502, reason: 'UpstreamFailure', error: 'refused', routeKey: 'default/r', req: { httpVersion: '2.0', headers: { 'user-agent': 'curl/8' }, socket: { localPort: 8443 } },
+    listener: { ir: { gateway: 'default', name: 'web' } }, matchedPath: { kind: 'prefix', value: '/mcp/' }, backend: { name: 'api' },
+    mcp: { method: 'tools/call', target: 'everything', name: 'echo', kind: 'tool' }, grpc: null
+  }
+  endServerSpan(span, view, ['user_agent.original', 'portico.mcp.target'])
+  span.setAttributes({ 'portico.reason': 'Overridden' })
+  span.end()
+  await tracing.shutdown()
+  const [client, server] = spans as [ReadableSpan, ReadableSpan]
+  assert.deepEqual(client.attributes, {
+    'http.request.method': '_OTHER', 'http.request.method_original': 'PURGE', 'server.address': '::1', 'server.port': 9000,
+    'url.full': 'http://[::1]:9000/a?token=REDACTED&b=1', 'http.request.resend_count': 1, 'portico.backend': 'api', 'http.response.status_code': 200
+  })
+  assert.equal(server.name, 'HTTP /mcp/*')
+  assert.deepEqual(server.attributes, {
+    'http.request.method': '_OTHER', 'http.request.method_original': 'PURGE', 'url.scheme': 'https', 'url.path': '/mcp', 'url.query': 'key=REDACTED',
+    'server.address': 'example.com', 'server.port': 8443, 'client.address': '10.0.0.1', 'network.protocol.version': '2', 'http.route': '/mcp/*',
+    'http.response.status_code': 502, 'portico.gateway': 'default', 'portico.route': 'default/r', 'portico.backend': 'api', 'portico.reason': 'Overridden',
+    'mcp.method.name': 'tools/call', 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'echo', 'error.type': '502'
+  })
+  assert.deepEqual(server.status, { code: SpanStatusCode.ERROR, message: 'refused' })
 })
 
 test('a collector that does not answer holds at most 8192 spans; the rest are dropped, never waited for', async () => {

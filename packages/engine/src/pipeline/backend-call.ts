@@ -14,7 +14,7 @@ import { callUpstream, type CallOptions, type CallWrapper } from '../http/upstre
 import { withLlmUsage } from '../llm/usage-handler.ts'
 import { applyResponsePolicies, finishResponse, respondLocal } from './respond.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
-import { httpClientAttributes, startChildSpan } from '../trace/otel.ts'
+import { setBackendCallAttributes, startChildSpan, type SpanAttributes } from '../trace/otel.ts'
 import { llmRequestAttributes, llmSpanName } from '../llm/span.ts'
 
 /** One constant object for every call: its functions take the runtime and context. */
@@ -34,6 +34,8 @@ const hooks: UpstreamHooks<PipelineRuntime, RequestContext> = {
 }
 
 const LLM_CALL: CallOptions<RequestContext> = { inner: withLlmUsage }
+/** The backend call's span starts bare; its attributes come as a layout (setBackendCallAttributes). */
+const NO_ATTRIBUTES: SpanAttributes = {}
 
 /** Calls `ctx.backend`; `outer` wraps the call's handler (retries). */
 export function callBackend (rt: PipelineRuntime, ctx: RequestContext, outer?: CallWrapper): void {
@@ -72,9 +74,11 @@ function startCallSpan (ctx: RequestContext, span: NonNullable<RequestContext['s
   const backend = ctx.backend!
   const { host, port } = backendAddress(backend)
   const attempt = ctx.upstreamAttempts++
-  const call = startChildSpan(ctx, ctx.llm !== null ? llmSpanName(ctx.llm) : ctx.method, httpClientAttributes(ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery }))
-  call?.setAttributes({ 'http.request.resend_count': attempt > 0 ? attempt : undefined, 'portico.backend': backend.name })
-  if (ctx.llm !== null) call?.setAttributes(llmRequestAttributes(ctx.llm))
+  const call = startChildSpan(ctx, ctx.llm !== null ? llmSpanName(ctx.llm) : ctx.method, NO_ATTRIBUTES)
+  if (call !== null) {
+    setBackendCallAttributes(call, ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery }, attempt, backend.name)
+    if (ctx.llm !== null) call.setAttributes(llmRequestAttributes(ctx.llm))
+  }
   ctx.callSpan?.end()
   ctx.callSpan = call
   span.inject(ctx.headers, call)

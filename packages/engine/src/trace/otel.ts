@@ -12,6 +12,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { SamplingIR } from '../ir/types.ts'
+import { BACKEND_CALL, HTTP_CLIENT_KEYS, SERVER_HTTP, type AttributeLayout, type LayoutValues } from './attribute-layouts.ts'
 
 export type SpanAttributeValue = string | number | boolean | string[]
 export type SpanAttributes = Record<string, SpanAttributeValue | undefined | null>
@@ -19,6 +20,12 @@ export type SpanAttributes = Record<string, SpanAttributeValue | undefined | nul
 /** One span: a request's server span or a call's client span. */
 export interface OtelSpan {
   setAttributes(attrs: SpanAttributes): void
+  /**
+   * The attributes of a fixed layout (trace/attribute-layouts.ts), as values in its key
+   * order: what the hot path's spans use, so the keys never travel. One layout a span (a
+   * second call replaces the first); setAttributes' keys win over a layout's.
+   */
+  setLayout(layout: AttributeLayout, values: LayoutValues): void
   /** Marks the span failed: `error.type` and an ERROR status with `message`. */
   setError(type: string, message?: string): void
   updateName(name: string): void
@@ -127,34 +134,40 @@ export function httpRoute (match: ServerSpanView['matchedPath']): string | undef
 /** Name and attributes of a finished request's server span; its status is ERROR for 5xx only. */
 export function endServerSpan (span: OtelSpan, v: ServerSpanView, remove: readonly string[] = []): void {
   const route = httpRoute(v.matchedPath)
-  const method = KNOWN_METHODS.has(v.method) ? v.method : 'HTTP'
-  span.updateName(route !== undefined ? `${method} ${route}` : method)
-  const port = portOf(v.host) ?? v.req.socket?.localPort
   const known = KNOWN_METHODS.has(v.method)
-  const attrs: SpanAttributes = {
-    'http.request.method': known ? v.method : '_OTHER',
-    'http.request.method_original': known ? undefined : v.method,
-    'url.scheme': v.scheme,
-    'url.path': v.originalPath,
-    'url.query': v.query === '' ? undefined : redactQuery(v.query),
-    'server.address': v.hostname,
-    'server.port': port,
-    'client.address': v.sourceAddress === '' ? undefined : v.sourceAddress,
+  const method = known ? v.method : 'HTTP'
+  span.updateName(route !== undefined ? `${method} ${route}` : method)
+  // In SERVER_HTTP's key order.
+  const values: LayoutValues = [
+    known ? v.method : '_OTHER',
+    known ? undefined : v.method,
+    v.scheme,
+    v.originalPath,
+    v.query === '' ? undefined : redactQuery(v.query),
+    v.hostname,
+    portOf(v.host) ?? v.req.socket?.localPort,
+    v.sourceAddress === '' ? undefined : v.sourceAddress,
     // network.protocol.name is left out: semconv asks for it only when it is not http.
-    'network.protocol.version': v.req.httpVersion === '2.0' ? '2' : v.req.httpVersion,
-    'user_agent.original': firstHeader(v.req.headers['user-agent']),
-    'http.route': route,
-    'http.response.status_code': v.status === 0 ? undefined : v.status,
-    'portico.gateway': v.listener.ir.gateway,
-    'portico.route': v.routeKey ?? undefined,
-    'portico.backend': v.backend?.name,
-    'portico.reason': v.reason
-  }
-  if (v.mcp !== null) Object.assign(attrs, mcpAttributes(v.mcp))
-  if (v.grpc !== null) Object.assign(attrs, { 'rpc.system': 'grpc', 'rpc.service': v.grpc.service, 'rpc.method': v.grpc.method, 'rpc.grpc.status_code': v.grpc.status ?? undefined })
+    v.req.httpVersion === '2.0' ? '2' : v.req.httpVersion,
+    firstHeader(v.req.headers['user-agent']),
+    route,
+    v.status === 0 ? undefined : v.status,
+    v.listener.ir.gateway,
+    v.routeKey ?? undefined,
+    v.backend?.name,
+    v.reason
+  ]
+  let more: SpanAttributes | null = null
+  if (v.mcp !== null) more = mcpAttributes(v.mcp)
+  if (v.grpc !== null) more = { ...more, 'rpc.system': 'grpc', 'rpc.service': v.grpc.service, 'rpc.method': v.grpc.method, 'rpc.grpc.status_code': v.grpc.status ?? undefined }
   // config.tracing.fields.remove: built-in attributes an operator keeps out of their traces.
-  for (const name of remove) delete attrs[name]
-  span.setAttributes(attrs)
+  for (const name of remove) {
+    const at = SERVER_HTTP.keys.indexOf(name)
+    if (at >= 0) values[at] = undefined
+    if (more !== null) delete more[name]
+  }
+  span.setLayout(SERVER_HTTP, values)
+  if (more !== null) span.setAttributes(more)
   if (v.status >= 500 || v.status === 0) span.setError(v.status === 0 ? v.reason : String(v.status), v.error ?? undefined)
 }
 
@@ -187,17 +200,40 @@ export function mcpSpanName (method: string, item: string | undefined): string {
 }
 
 /** Attributes of an outgoing HTTP call (semconv HTTP client span). */
-export function httpClientAttributes (method: string, url: { scheme: string, host: string, port: number, pathAndQuery: string }): SpanAttributes {
+export function httpClientAttributes (method: string, url: HttpCallUrl): SpanAttributes {
+  const values = httpClientValues(method, url)
+  const attrs: SpanAttributes = {}
+  HTTP_CLIENT_KEYS.forEach((key, i) => { attrs[key] = values[i] })
+  return attrs
+}
+
+export interface HttpCallUrl { scheme: string, host: string, port: number, pathAndQuery: string }
+
+/**
+ * httpClientAttributes' values in HTTP_CLIENT_KEYS' order, and room for BACKEND_CALL's two
+ * more (made with its length, not grown).
+ */
+function httpClientValues (method: string, url: HttpCallUrl): LayoutValues {
   const q = url.pathAndQuery.indexOf('?')
   const target = q < 0 ? url.pathAndQuery : `${url.pathAndQuery.slice(0, q)}?${redactQuery(url.pathAndQuery.slice(q + 1))}`
   const known = KNOWN_METHODS.has(method)
-  return {
-    'http.request.method': known ? method : '_OTHER',
-    'http.request.method_original': known ? undefined : method,
-    'server.address': url.host,
-    'server.port': url.port,
-    'url.full': `${url.scheme}://${url.host.includes(':') ? `[${url.host}]` : url.host}:${url.port}${target}`
-  }
+  return [
+    known ? method : '_OTHER',
+    known ? undefined : method,
+    url.host,
+    url.port,
+    `${url.scheme}://${url.host.includes(':') ? `[${url.host}]` : url.host}:${url.port}${target}`,
+    undefined,
+    undefined
+  ]
+}
+
+/** The backend call's client span attributes (BACKEND_CALL): the HTTP call's, its retry count (from 1) and backend. */
+export function setBackendCallAttributes (span: OtelSpan, method: string, url: HttpCallUrl, resendCount: number, backend: string): void {
+  const values = httpClientValues(method, url)
+  values[5] = resendCount > 0 ? resendCount : undefined
+  values[6] = backend
+  span.setLayout(BACKEND_CALL, values)
 }
 
 /** Attributes of a gRPC call to one of Envoy's services (ext_authz, ext_proc, rate limit). */

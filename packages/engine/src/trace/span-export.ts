@@ -19,6 +19,7 @@ import type { Attributes, HrTime, SpanContext, SpanKind, SpanStatus } from '@ope
 import { TraceState, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core'
 import type { Resource } from '@opentelemetry/resources'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
+import { LAYOUTS } from './attribute-layouts.ts'
 import { RecordExport, otlpExporter, otlpResource, type RecordSink } from './record-export.ts'
 import { RECORD, type OtlpEndpointOptions, type SpanExportOptions, type SpanRecord } from './span-record.ts'
 
@@ -69,6 +70,16 @@ class RecordReadableSpan implements ReadableSpan {
     this.duration = millisToHrTime(Math.max(0, end - start))
     this.status = message !== '' ? { code: r[RECORD.status], message } : { code: r[RECORD.status] }
     const attributes: Attributes = {}
+    const layout = r[RECORD.layout]
+    if (layout !== 0) {
+      const keys = LAYOUTS[layout]?.keys
+      const values = r[RECORD.layoutValues]
+      if (keys === undefined || values === null) throw new Error(`unknown attribute layout ${layout}`)
+      for (let i = 0; i < keys.length; i++) {
+        const v = values[i]
+        if (v !== undefined) attributes[keys[i]!] = v
+      }
+    }
     for (let i = RECORD.attributes; i + 1 < r.length; i += 2) attributes[r[i] as string] = r[i + 1]
     this.attributes = attributes
     this.resource = resource

@@ -10,13 +10,17 @@
  */
 
 import type { SpanKind } from '@opentelemetry/api'
+import type { LayoutValues } from './attribute-layouts.ts'
 import type { SpanAttributeValue } from './otel.ts'
 
 /**
  * One ended span as the request's thread wrote it: a flat array, fields at the indexes of
- * `RECORD` and the attributes after them as key, value, key, value… (a later value of a key
- * replaces an earlier one). Flat because it is structured-cloned to the export thread, and
- * one array clones about three times faster than an object holding an array of attributes.
+ * `RECORD`. Attributes come two ways: the values of a fixed layout (trace/attribute-layouts.ts:
+ * the layout's id, then its values in the layout's key order, so the keys never travel),
+ * and after them any others as key, value, key, value… (a later value of a key replaces an
+ * earlier one, and a pair replaces a layout's value). Flat because it is structured-cloned
+ * to the export thread, and one array clones about three times faster than an object
+ * holding an array of attributes.
  */
 export type SpanRecord = [
   traceId: string,
@@ -35,11 +39,15 @@ export type SpanRecord = [
   /** SpanStatusCode: 0 unset, 2 error. */
   status: number,
   statusMessage: string,
+  /** The attribute layout's id (0: none). */
+  layout: number,
+  /** Its values (null: none). */
+  layoutValues: LayoutValues | null,
   ...attributes: Array<string | SpanAttributeValue>
 ]
 
 /** Where each field of a SpanRecord is. */
-export const RECORD = { traceId: 0, spanId: 1, parentSpanId: 2, parentRemote: 3, traceState: 4, name: 5, kind: 6, start: 7, end: 8, status: 9, statusMessage: 10, attributes: 11 } as const
+export const RECORD = { traceId: 0, spanId: 1, parentSpanId: 2, parentRemote: 3, traceState: 4, name: 5, kind: 6, start: 7, end: 8, status: 9, statusMessage: 10, layout: 11, layoutValues: 12, attributes: 13 } as const
 
 /** Where the export goes, as the config says it (`config.tracing`). */
 export interface SpanExportOptions extends OtlpEndpointOptions {
