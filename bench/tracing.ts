@@ -11,7 +11,14 @@
  * where they run and what their JIT chose — and tracing's ratios mean something only
  * beyond it (`--control 0` skips it).
  *
- * Run: node bench/tracing.ts [--rounds 3] [--duration 5] [--warmup 2] [--connections 50] [--control 1] [--samplings 0.01,1]
+ * Each config runs as `--processes` processes (3), and each comparison is made pair by pair
+ * (the first off process against the first traced one, and so on), its rounds pooled into
+ * one median. One pair of processes is one draw of two JIT states: runs of one pair agree
+ * with each other, while separate runs of the same build came out ×0.86 to ×0.99 at 1 %
+ * (2026-11-27), so the spread between processes, not between rounds, is what more
+ * processes average out.
+ *
+ * Run: node bench/tracing.ts [--rounds 2] [--processes 3] [--duration 5] [--warmup 2] [--connections 50] [--control 1] [--samplings 0.01,1]
  * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
  * propagates, and starts no export thread)
  */
@@ -19,14 +26,15 @@
 import http from 'node:http'
 import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
-import { abbaReport, compareAbba } from './lib/abba.ts'
+import { abbaReport, compareAbba, mergeAbba, type AbbaResult } from './lib/abba.ts'
 import { fmt, rounded } from './lib/report.ts'
 import { freePort } from './lib/children.ts'
 import { startBackend, startPortico, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '2' },
+    processes: { type: 'string', default: '3' },
     duration: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '2' },
     connections: { type: 'string', default: '50' },
@@ -34,7 +42,7 @@ const { values } = parseArgs({
     samplings: { type: 'string', default: '0.01,1' }
   }
 })
-const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number) }
+const opts = { rounds: Number(values.rounds), processes: Math.max(1, Number(values.processes)), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number) }
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
 /** An OTLP/HTTP endpoint that reads each export and answers 200 (and counts the bytes). */
@@ -66,30 +74,45 @@ async function main (): Promise<void> {
     const backend = await startBackend()
     servers.push(backend)
     const traced = (sampling: string) => `config:\n  tracing:\n    otlpEndpoint: ${sink.url}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
-    const off = await startPortico({ config: config(backend.port, ''), logLevel: 'warn' })
-    const twin = opts.control ? await startPortico({ config: config(backend.port, ''), logLevel: 'warn' }) : null
-    if (twin !== null) servers.push(twin)
+    const many = async (tracing: string): Promise<Server[]> => {
+      const started: Server[] = []
+      for (let i = 0; i < opts.processes; i++) {
+        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn' }))
+        servers.push(started.at(-1)!)
+      }
+      return started
+    }
+    const off = await many('')
+    const twin = opts.control ? await many('') : null
     const traces = []
     for (const ratio of opts.samplings) {
       const name = `${fmt(ratio * 100, ratio < 0.01 && ratio > 0 ? 2 : 0)}% sampled`
-      traces.push({ ratio, name, server: await startPortico({ config: config(backend.port, traced(ratio >= 1 ? 'true' : String(ratio))), logLevel: 'warn' }) })
+      traces.push({ ratio, name, servers: await many(traced(ratio >= 1 ? 'true' : String(ratio))) })
     }
-    servers.push(off, ...traces.map(t => t.server))
     const load = loadavg()
     const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress }
     const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds })
-    let control: Awaited<ReturnType<typeof compareAbba>> | null = null
+    /** Pair by pair (off's i-th process against the other's), the rounds pooled. */
+    const comparePairs = async (name: string, others: Server[]): Promise<AbbaResult> => {
+      const results: AbbaResult[] = []
+      for (let i = 0; i < opts.processes; i++) {
+        progress(`pair ${i + 1}/${opts.processes}`)
+        results.push(await compareAbba(target('off', off[i]!), target(name, others[i]!), common))
+      }
+      return mergeAbba(results)
+    }
+    let control: AbbaResult | null = null
     if (twin !== null) {
       progress('control: off vs another off')
-      control = await compareAbba(target('off', off), target('off (twin)', twin), common)
+      control = await comparePairs('off (twin)', twin)
     }
     const results = []
     for (const t of traces) {
       progress(`off vs ${t.name}`)
-      results.push({ ...t, r: await compareAbba(target('off', off), target(t.name, t.server), common) })
+      results.push({ ...t, r: await comparePairs(t.name, t.servers) })
     }
     const out = [
-      `tracing benchmark: Node ${process.version}; ${opts.connections} connections, ${opts.rounds} ABBA rounds of ${opts.duration} s per comparison; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
+      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; each comparison ${opts.processes} pairs of processes × ${opts.rounds} ABBA rounds of ${opts.duration} s (rounds numbered across the pairs); ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
       '',
       ...(control !== null
         ? [...abbaReport(control, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.rpsRatio, 3)}x, CPU µs/req ${fmt(control.cpuRatio, 3)}x (median of rounds; rounds ${control.roundRatios.map(r => fmt(r, 3)).join(', ')}) — the noise floor`, '']

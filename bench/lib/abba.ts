@@ -77,6 +77,31 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
 }
 
 /**
+ * Several comparisons of the same two configs as one: their rounds together, the medians
+ * taken over all of them (bench/tracing.ts compares several pairs of processes).
+ */
+export function mergeAbba (results: AbbaResult[]): AbbaResult {
+  const a = results.flatMap(r => r.a)
+  const b = results.flatMap(r => r.b)
+  const roundRatios = results.flatMap(r => r.roundRatios)
+  const roundCpuRatios = results.flatMap(r => r.roundCpuRatios)
+  return {
+    a,
+    b,
+    roundRatios,
+    roundCpuRatios,
+    rpsRatio: median(roundRatios),
+    cpuRatio: median(roundCpuRatios),
+    median: {
+      aRps: median(a.map(r => r.rps)),
+      bRps: median(b.map(r => r.rps)),
+      aCpuUsPerRequest: median(a.map(r => r.cpuUsPerRequest)),
+      bCpuUsPerRequest: median(b.map(r => r.cpuUsPerRequest))
+    }
+  }
+}
+
+/**
  * The per-round table (each round's A and B runs) and the line of per-round B/A ratios,
  * `labels` naming A and B.
  */
