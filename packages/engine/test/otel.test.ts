@@ -125,6 +125,8 @@ test('recorded spans reach the exporter as the SDK\'s spans: parent, remote pare
   assert.deepEqual(client.attributes, { 'server.port': 9001, 'error.type': 'UpstreamFailure' })
   assert.deepEqual(client.status, { code: SpanStatusCode.ERROR, message: 'connection refused' })
   assert.ok(hrTimeToMilliseconds(server.endTime) >= hrTimeToMilliseconds(client.endTime) && hrTimeToMilliseconds(client.startTime) >= hrTimeToMilliseconds(server.startTime))
+  assert.ok(Math.abs(hrTimeToMilliseconds(server.duration) - (hrTimeToMilliseconds(server.endTime) - hrTimeToMilliseconds(server.startTime))) < 0.001, 'duration is end - start')
+  assert.deepEqual(server.status, { code: SpanStatusCode.UNSET })
 })
 
 test('the server span and the backend call send their attributes as layouts: the SDK\'s spans get them by name, fields.remove and later values apply', async () => {

@@ -14,7 +14,7 @@ import { callUpstream, type CallOptions, type CallWrapper } from '../http/upstre
 import { withLlmUsage } from '../llm/usage-handler.ts'
 import { applyResponsePolicies, finishResponse, respondLocal } from './respond.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
-import { setBackendCallAttributes, startChildSpan, type SpanAttributes } from '../trace/otel.ts'
+import { setBackendCallAttributes, startChildSpan, urlOrigin, type SpanAttributes } from '../trace/otel.ts'
 import { llmRequestAttributes, llmSpanName } from '../llm/span.ts'
 
 /** One constant object for every call: its functions take the runtime and context. */
@@ -45,16 +45,20 @@ export function callBackend (rt: PipelineRuntime, ctx: RequestContext, outer?: C
   callUpstream(rt, ctx, hooks, options)
 }
 
-/** Each backend's host and port as its call spans give them, worked out once (the IR does not change). */
-const ADDRESSES = new WeakMap<BackendIR, { host: string, port: number }>()
+/**
+ * Each backend's host, port and the start of its `url.full` as its call spans give them,
+ * worked out once (the IR does not change).
+ */
+const ADDRESSES = new WeakMap<BackendIR, { host: string, port: number, origin: string }>()
 
-function backendAddress (backend: BackendIR): { host: string, port: number } {
+function backendAddress (backend: BackendIR): { host: string, port: number, origin: string } {
   let address = ADDRESSES.get(backend)
   if (address === undefined) {
     const at = backend.target.lastIndexOf(':')
-    address = at > 0
+    const { host, port } = at > 0
       ? { host: backend.target.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(backend.target.slice(at + 1)) }
       : { host: backend.target, port: backend.protocol === 'https' ? 443 : 80 }
+    address = { host, port, origin: urlOrigin(backend.protocol, host, port) }
     ADDRESSES.set(backend, address)
   }
   return address
@@ -72,11 +76,11 @@ function startCallSpan (ctx: RequestContext, span: NonNullable<RequestContext['s
     return
   }
   const backend = ctx.backend!
-  const { host, port } = backendAddress(backend)
+  const { host, port, origin } = backendAddress(backend)
   const attempt = ctx.upstreamAttempts++
   const call = startChildSpan(ctx, ctx.llm !== null ? llmSpanName(ctx.llm) : ctx.method, NO_ATTRIBUTES)
   if (call !== null) {
-    setBackendCallAttributes(call, ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery }, attempt, backend.name)
+    setBackendCallAttributes(call, ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery, origin }, attempt, backend.name)
     if (ctx.llm !== null) call.setAttributes(llmRequestAttributes(ctx.llm))
   }
   ctx.callSpan?.end()

@@ -207,7 +207,19 @@ export function httpClientAttributes (method: string, url: HttpCallUrl): SpanAtt
   return attrs
 }
 
-export interface HttpCallUrl { scheme: string, host: string, port: number, pathAndQuery: string }
+export interface HttpCallUrl {
+  scheme: string
+  host: string
+  port: number
+  pathAndQuery: string
+  /** urlOrigin(scheme, host, port), when the caller keeps it (a backend's is worked out once). */
+  origin?: string
+}
+
+/** How `url.full` starts: `scheme://host:port`, an IPv6 host in brackets. */
+export function urlOrigin (scheme: string, host: string, port: number): string {
+  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`
+}
 
 /**
  * httpClientAttributes' values in HTTP_CLIENT_KEYS' order, and room for BACKEND_CALL's two
@@ -222,7 +234,7 @@ function httpClientValues (method: string, url: HttpCallUrl): LayoutValues {
     known ? undefined : method,
     url.host,
     url.port,
-    `${url.scheme}://${url.host.includes(':') ? `[${url.host}]` : url.host}:${url.port}${target}`,
+    (url.origin ?? urlOrigin(url.scheme, url.host, url.port)) + target,
     undefined,
     undefined
   ]

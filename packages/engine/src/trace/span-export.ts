@@ -16,7 +16,7 @@
  */
 
 import type { Attributes, HrTime, SpanContext, SpanKind, SpanStatus } from '@opentelemetry/api'
-import { TraceState, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core'
+import { TraceState, hrTimeToMilliseconds, millisToHrTime, type InstrumentationScope } from '@opentelemetry/core'
 import type { Resource } from '@opentelemetry/resources'
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace'
 import { LAYOUTS } from './attribute-layouts.ts'
@@ -34,6 +34,7 @@ export function otlpSpanExporter (options: OtlpEndpointOptions): Promise<SpanExp
 const SCOPE = { name: 'portico' }
 const NO_LINKS: never[] = []
 const NO_EVENTS: never[] = []
+const STATUS_UNSET: SpanStatus = Object.freeze({ code: 0 })
 
 /**
  * A record as the SDK's exporters read a span. A class, every field set in the constructor
@@ -47,7 +48,6 @@ class RecordReadableSpan implements ReadableSpan {
   readonly parentSpanContext: SpanContext | undefined
   readonly startTime: HrTime
   readonly endTime: HrTime
-  readonly duration: HrTime
   readonly status: SpanStatus
   readonly attributes: Attributes
   readonly resource: Resource
@@ -67,8 +67,7 @@ class RecordReadableSpan implements ReadableSpan {
     this.kind = r[RECORD.kind]
     this.startTime = millisToHrTime(start)
     this.endTime = millisToHrTime(end)
-    this.duration = millisToHrTime(Math.max(0, end - start))
-    this.status = message !== '' ? { code: r[RECORD.status], message } : { code: r[RECORD.status] }
+    this.status = message !== '' ? { code: r[RECORD.status], message } : r[RECORD.status] === 0 ? STATUS_UNSET : { code: r[RECORD.status] }
     const attributes: Attributes = {}
     const layout = r[RECORD.layout]
     if (layout !== 0) {
@@ -87,6 +86,11 @@ class RecordReadableSpan implements ReadableSpan {
 
   spanContext (): SpanContext {
     return this.context
+  }
+
+  /** Worked out when read: the OTLP serializer reads the start and end times, never this. */
+  get duration (): HrTime {
+    return millisToHrTime(Math.max(0, hrTimeToMilliseconds(this.endTime) - hrTimeToMilliseconds(this.startTime)))
   }
 
   get links (): never[] { return NO_LINKS }
