@@ -12,8 +12,8 @@
  * beyond it (`--control 0` skips it).
  *
  * Each config runs as `--processes` processes (3), and each comparison is made pair by pair
- * (the first off process against the first traced one, and so on), its rounds pooled into
- * one median. One pair of processes is one draw of two JIT states: runs of one pair agree
+ * (the first off process against the first traced one, and so on, both of a pair at the same
+ * V8 random seed), its rounds pooled into one median. One pair of processes is one draw of two JIT states: runs of one pair agree
  * with each other, while separate runs of the same build came out ×0.86 to ×0.99 at 1 %
  * (2026-11-27), so the spread between processes, not between rounds, is what more
  * processes average out.
@@ -77,7 +77,10 @@ async function main (): Promise<void> {
     const many = async (tracing: string): Promise<Server[]> => {
       const started: Server[] = []
       for (let i = 0; i < opts.processes; i++) {
-        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn' }))
+        // Pair i runs at V8 random seed i + 1 on both sides: the seed places V8's code and
+        // heap pages and seeds its hashes, so a pair compares like with like, and the pairs
+        // sample different placements.
+        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn', nodeFlags: [`--random-seed=${i + 1}`] }))
         servers.push(started.at(-1)!)
       }
       return started

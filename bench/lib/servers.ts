@@ -72,6 +72,8 @@ export interface PorticoOptions {
   env?: Record<string, string>
   /** CPUs to pin it to (`taskset -c`). */
   cpus?: string
+  /** Node/V8 flags before the entry point (kept when the binary starts itself again). */
+  nodeFlags?: string[]
 }
 
 /**
@@ -85,7 +87,7 @@ export async function startPortico (options: PorticoOptions): Promise<Server> {
   const logsStart = ['info', 'debug', 'trace'].includes(options.logLevel)
   const child = await startNode({
     name: `portico (LOG_LEVEL=${options.logLevel})`,
-    args: [options.bin ?? PORTICO, '-f', configPath],
+    args: [...(options.nodeFlags ?? []), options.bin ?? PORTICO, '-f', configPath],
     env: { ...porticoEnv(options.logLevel), ...options.env },
     ...(options.cpus !== undefined ? { cpus: options.cpus } : {}),
     ...(logsStart ? { readyLine: 'portico started' } : { readyPort: port })
