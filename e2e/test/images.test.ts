@@ -9,7 +9,7 @@
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFileSync } from 'node:child_process'
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { REPO_ROOT, run } from '../lib/chart.ts'
@@ -100,6 +100,14 @@ for (const image of IMAGES) {
     const entry = last.find(i => i.op === 'ENTRYPOINT')
     // The proxy's image gives Node the data plane's young-generation size (packages/proxy/src/v8-flags.ts).
     assert.deepEqual(JSON.parse(entry!.args), ['node', ...(image.pkg === '@portico/proxy' ? [SEMI_SPACE_FLAG] : []), `/app/${image.entry}`])
+    if (image.pkg === '@portico/proxy') {
+      // Node's compile cache is filled at build time with the entrypoint's own command line,
+      // as the pods' user (Node keys the cache by both), where NODE_COMPILE_CACHE points.
+      const warm = last.findIndex(i => i.op === 'RUN' && i.args === [...JSON.parse(entry!.args) as string[], '--warm-cache'].join(' '))
+      assert.ok(warm >= 0, 'the runtime stage runs the entrypoint with --warm-cache')
+      assert.equal(last.slice(0, warm).filter(i => i.op === 'USER').at(-1)?.args, '10101:10101', 'the cache is filled as the pods\' user')
+      assert.match(text, /NODE_COMPILE_CACHE=\/app\/packages\/proxy\/node_modules\/\.cache\/node-compile-cache\b/)
+    }
     assert.ok(existsSync(join(REPO_ROOT, image.entry)))
     assert.deepEqual(last.find(i => i.op === 'EXPOSE')!.args.split(/\s+/), image.ports)
     // Every build-context path a COPY names (not --from) is in the context.
@@ -185,11 +193,31 @@ test('the images\' build steps, replayed on their build context, give runnable r
         const config = readFileSync(join(REPO_ROOT, 'examples/quickstart.yaml'), 'utf8').replace(/port: 3000/, `port: ${port}`)
         const configFile = join(dir, 'quickstart.yaml')
         writeFileSync(configFile, config)
-        const child = spawn(process.execPath, [join(out, image.entry), '-f', configFile], { env: { ...env, ADMIN_ADDR: `127.0.0.1:${admin}`, STATS_ADDR: `127.0.0.1:${stats}`, READINESS_ADDR: `127.0.0.1:${ready}` }, stdio: 'ignore' })
+        // RUN node --max-semi-space-size=4 …/portico.ts --warm-cache, with the image's
+        // NODE_COMPILE_CACHE (under the tree, read-only afterwards as in the image).
+        const cache = join(out, 'packages/proxy/node_modules/.cache/node-compile-cache')
+        const warm = await run(process.execPath, [SEMI_SPACE_FLAG, join(out, image.entry), '--warm-cache'], { env: { ...env, NODE_COMPILE_CACHE: cache }, timeoutMs: 60_000 })
+        assert.equal(warm.code, 0, warm.stdout + warm.stderr)
+        execFileSync('chmod', ['-R', 'a-w', cache])
+        const writable = (): void => { if (existsSync(cache)) execFileSync('chmod', ['-R', 'u+w', cache]) }
+        t.after(writable)
+        // The entrypoint, as a pod runs it (two data-plane workers): every thread takes its
+        // modules from the cache, so none loads Node's TypeScript compiler (amaro).
+        const seen = join(dir, 'threads')
+        mkdirSync(seen)
+        const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { writeFileSync } from 'node:fs'
+import { threadId } from 'node:worker_threads'
+setTimeout(() => writeFileSync(${JSON.stringify(seen)} + '/' + threadId, String(process.moduleLoadList.some(m => m.includes('amaro')))), 1500).unref()
+`)
+        const child = spawn(process.execPath, [SEMI_SPACE_FLAG, '--import', probe, join(out, image.entry), '-f', configFile], { env: { ...env, NODE_COMPILE_CACHE: cache, WORKERS: '2', ADMIN_ADDR: `127.0.0.1:${admin}`, STATS_ADDR: `127.0.0.1:${stats}`, READINESS_ADDR: `127.0.0.1:${ready}` }, stdio: 'ignore' })
         t.after(() => { if (child.exitCode === null) child.kill('SIGKILL') })
         await waitFor('the gateway to listen', 20_000, async () => (await fetch(`http://127.0.0.1:${port}/hello`)).status === 200)
         assert.equal(await (await fetch(`http://127.0.0.1:${stats}/metrics`)).status, 200)
+        await waitFor('every thread\'s probe', 20_000, async () => readdirSync(seen).length >= 3)
+        assert.deepEqual(readdirSync(seen).map(f => readFileSync(join(seen, f), 'utf8')), ['false', 'false', 'false'], 'no thread loaded Node\'s TypeScript compiler')
         child.kill('SIGTERM')
+        writable()
       }
     })
   }

@@ -13,6 +13,8 @@ import { version } from './version.ts'
 export const USAGE = `usage: portico -f FILE            run the gateway on a config file
        portico --validate -f FILE validate a config file and exit
        portico                    cluster mode: config from the controller (XDS_ADDRESS)
+       portico --warm-cache       fill Node's compile cache (NODE_COMPILE_CACHE) with the
+                                  modules a running gateway loads, and exit (image builds)
 options:
   -f, --file FILE   config file (YAML or JSON)
       --validate    check the file and exit: 0 when valid, 1 with errors
@@ -34,6 +36,7 @@ export async function main (argv: string[]): Promise<void> {
       options: {
         file: { type: 'string', short: 'f' },
         validate: { type: 'boolean', default: false },
+        'warm-cache': { type: 'boolean', default: false },
         'max-config-size': { type: 'string' },
         version: { type: 'boolean', short: 'V', default: false },
         help: { type: 'boolean', short: 'h', default: false }
@@ -51,6 +54,11 @@ export async function main (argv: string[]): Promise<void> {
   }
   if (args.version) {
     process.stdout.write(`portico ${version}\n`)
+    return
+  }
+  if (args['warm-cache']) {
+    const { warmCompileCache } = await import('./start.ts')
+    await warmCompileCache()
     return
   }
   if (args.file === undefined) {
