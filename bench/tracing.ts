@@ -18,7 +18,15 @@
  * (2026-11-27), so the spread between processes, not between rounds, is what more
  * processes average out.
  *
- * Run: node bench/tracing.ts [--rounds 2] [--processes 3] [--duration 5] [--warmup 2] [--connections 50] [--control 1] [--samplings 0.01,1]
+ * The load comes from wrk (`--load autocannon`: autocannon in this process, as before
+ * 2026-11-27). With autocannon — a Node client as heavy as the proxy, on the same 2 cores —
+ * 1 % sampling came out at CPU ×1.12–1.31 a request in every round of one run, where wrk runs
+ * of the same build measured ×1.02–1.08 and callgrind counts ×1.06 on the request's thread;
+ * why the heavier client magnifies it is not known (docs/observability.md, Cost).
+ *
+ * `--node-flags='--a-v8-flag'` passes flags to every proxy (a JIT hypothesis).
+ *
+ * Run: node bench/tracing.ts [--load wrk] [--rounds 2] [--processes 3] [--node-flags=…] [--duration 5] [--warmup 2] [--connections 50] [--control 1] [--samplings 0.01,1]
  * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
  * propagates, and starts no export thread)
  */
@@ -29,6 +37,7 @@ import { parseArgs } from 'node:util'
 import { abbaReport, compareAbba, mergeAbba, type AbbaResult } from './lib/abba.ts'
 import { fmt, rounded } from './lib/report.ts'
 import { freePort } from './lib/children.ts'
+import { hasWrk } from './lib/wrk.ts'
 import { startBackend, startPortico, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({
@@ -39,10 +48,12 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '2' },
     connections: { type: 'string', default: '50' },
     control: { type: 'string', default: '1' },
-    samplings: { type: 'string', default: '0.01,1' }
+    samplings: { type: 'string', default: '0.01,1' },
+    load: { type: 'string', default: 'wrk' },
+    'node-flags': { type: 'string', default: '' }
   }
 })
-const opts = { rounds: Number(values.rounds), processes: Math.max(1, Number(values.processes)), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number) }
+const opts = { rounds: Number(values.rounds), processes: Math.max(1, Number(values.processes)), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number), load: values.load, nodeFlags: values['node-flags'].split(/\s+/).filter(f => f !== '') }
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
 /** An OTLP/HTTP endpoint that reads each export and answers 200 (and counts the bytes). */
@@ -80,7 +91,7 @@ async function main (): Promise<void> {
         // Pair i runs at V8 random seed i + 1 on both sides: the seed places V8's code and
         // heap pages and seeds its hashes, so a pair compares like with like, and the pairs
         // sample different placements.
-        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn', nodeFlags: [`--random-seed=${i + 1}`] }))
+        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn', nodeFlags: [`--random-seed=${i + 1}`, ...opts.nodeFlags] }))
         servers.push(started.at(-1)!)
       }
       return started
@@ -92,8 +103,11 @@ async function main (): Promise<void> {
       const name = `${fmt(ratio * 100, ratio < 0.01 && ratio > 0 ? 2 : 0)}% sampled`
       traces.push({ ratio, name, servers: await many(traced(ratio >= 1 ? 'true' : String(ratio))) })
     }
+    if (opts.load !== 'wrk' && opts.load !== 'autocannon') throw new Error(`--load: wrk or autocannon, not ${opts.load}`)
+    const generator: 'wrk' | 'autocannon' = opts.load === 'wrk' && await hasWrk() ? 'wrk' : 'autocannon'
+    if (generator !== opts.load) progress('wrk not found: autocannon instead')
     const load = loadavg()
-    const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress }
+    const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress, load: generator }
     const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds })
     /** Pair by pair (off's i-th process against the other's), the rounds pooled. */
     const comparePairs = async (name: string, others: Server[]): Promise<AbbaResult> => {
@@ -115,7 +129,7 @@ async function main (): Promise<void> {
       results.push({ ...t, r: await comparePairs(t.name, t.servers) })
     }
     const out = [
-      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; each comparison ${opts.processes} pairs of processes × ${opts.rounds} ABBA rounds of ${opts.duration} s (rounds numbered across the pairs); ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
+      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; each comparison ${opts.processes} pairs of processes × ${opts.rounds} ABBA rounds of ${opts.duration} s (rounds numbered across the pairs), load by ${generator}; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
       '',
       ...(control !== null
         ? [...abbaReport(control, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.rpsRatio, 3)}x, CPU µs/req ${fmt(control.cpuRatio, 3)}x (median of rounds; rounds ${control.roundRatios.map(r => fmt(r, 3)).join(', ')}) — the noise floor`, '']
@@ -125,7 +139,7 @@ async function main (): Promise<void> {
         `${name} / off: req/s ${fmt(r.rpsRatio, 3)}x, CPU µs/req ${fmt(r.cpuRatio, 3)}x (median of rounds)`,
         ''
       ]),
-      JSON.stringify(rounded({ bench: 'tracing', ...(control !== null ? { control: { rpsRatio: control.rpsRatio, cpuRatio: control.cpuRatio, roundRatios: control.roundRatios } } : {}), samplings: results.map(({ ratio, r }) => ({ ratio, rpsRatio: r.rpsRatio, cpuRatio: r.cpuRatio, median: r.median })) }))
+      JSON.stringify(rounded({ bench: 'tracing', load: generator, ...(control !== null ? { control: { rpsRatio: control.rpsRatio, cpuRatio: control.cpuRatio, roundRatios: control.roundRatios } } : {}), samplings: results.map(({ ratio, r }) => ({ ratio, rpsRatio: r.rpsRatio, cpuRatio: r.cpuRatio, median: r.median })) }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {

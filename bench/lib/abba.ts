@@ -8,6 +8,7 @@
 
 import { measureThroughput, type CpuProbe, type LoadResult } from './load.ts'
 import { fmt, median, ratio, table } from './report.ts'
+import { runWrk } from './wrk.ts'
 
 export interface AbbaTarget {
   /** Label in progress lines and tables. */
@@ -27,6 +28,12 @@ export interface AbbaOptions {
   /** CPU of the process under test (the same for both targets). */
   cpu?: CpuProbe
   progress: (message: string) => void
+  /**
+   * The load generator: autocannon in this process (the default), or wrk (lib/wrk.ts), a C
+   * client that takes far less of a small machine's CPU from the targets. wrk sends GETs
+   * only (no `headers` or `body`).
+   */
+  load?: 'autocannon' | 'wrk'
 }
 
 export interface AbbaResult {
@@ -49,6 +56,10 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
     for (const which of order) {
       const target = which === 'a' ? a : b
       options.progress(`round ${round}/${options.rounds}: ${target.name} (${options.warmup} s warm-up + ${options.duration} s)`)
+      if (options.load === 'wrk') {
+        runs[which].push(await measureWrk(target.url, options, target.cpu ?? options.cpu))
+        continue
+      }
       runs[which].push(await measureThroughput(target.url, {
         connections: options.connections,
         seconds: options.duration,
@@ -74,6 +85,15 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
       bCpuUsPerRequest: median(runs.b.map(r => r.cpuUsPerRequest))
     }
   }
+}
+
+/** One wrk run after a warm-up one, with the target's CPU per request over the measured run. */
+async function measureWrk (url: string, options: AbbaOptions, cpu: CpuProbe | undefined): Promise<LoadResult> {
+  if (options.warmup > 0) await runWrk(url, { connections: options.connections, seconds: options.warmup })
+  const before = cpu?.() ?? NaN
+  const r = await runWrk(url, { connections: options.connections, seconds: options.duration })
+  const used = (cpu?.() ?? NaN) - before
+  return { rps: r.rps, p50: r.p50, p99: r.p99, requests: r.requests, failures: r.failures, seconds: options.duration, cpuUsPerRequest: r.requests > 0 ? (used * 1e6) / r.requests : NaN }
 }
 
 /**
