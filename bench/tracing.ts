@@ -18,11 +18,9 @@
  * (2026-11-27), so the spread between processes, not between rounds, is what more
  * processes average out.
  *
- * The load comes from wrk (`--load autocannon`: autocannon in this process, as before
- * 2026-11-27). With autocannon — a Node client as heavy as the proxy, on the same 2 cores —
- * 1 % sampling came out at CPU ×1.12–1.31 a request in every round of one run, where wrk runs
- * of the same build measured ×1.02–1.08 and callgrind counts ×1.06 on the request's thread;
- * why the heavier client magnifies it is not known (docs/observability.md, Cost).
+ * The load comes from wrk, as in bench/http-proxy.ts: a C client takes far less of the 2
+ * cores from the proxies than autocannon in this process (`--load autocannon`, the way
+ * before 2026-11-27).
  *
  * `--node-flags='--a-v8-flag'` passes flags to every proxy (a JIT hypothesis).
  *
