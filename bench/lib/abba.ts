@@ -6,9 +6,8 @@
  * ratio of medians when the load moves between rounds.
  */
 
-import { measureThroughput, type CpuProbe, type LoadResult } from './load.ts'
+import { measureThroughput, measureWrkThroughput, type CpuProbe, type LoadResult } from './load.ts'
 import { fmt, median, ratio, table } from './report.ts'
-import { runWrk } from './wrk.ts'
 
 export interface AbbaTarget {
   /** Label in progress lines and tables. */
@@ -30,8 +29,8 @@ export interface AbbaOptions {
   progress: (message: string) => void
   /**
    * The load generator: autocannon in this process (the default), or wrk (lib/wrk.ts), a C
-   * client that takes far less of a small machine's CPU from the targets. wrk sends GETs
-   * only (no `headers` or `body`).
+   * client that takes far less of a small machine's CPU from the targets (GETs only: a
+   * target's `headers` or `body` need autocannon).
    */
   load?: 'autocannon' | 'wrk'
 }
@@ -56,20 +55,23 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
     for (const which of order) {
       const target = which === 'a' ? a : b
       options.progress(`round ${round}/${options.rounds}: ${target.name} (${options.warmup} s warm-up + ${options.duration} s)`)
-      if (options.load === 'wrk') {
-        runs[which].push(await measureWrk(target.url, options, target.cpu ?? options.cpu))
-        continue
-      }
-      runs[which].push(await measureThroughput(target.url, {
+      const cpu = target.cpu ?? options.cpu
+      const throughput = {
         connections: options.connections,
         seconds: options.duration,
         warmupSeconds: options.warmup,
         ...(target.headers !== undefined ? { headers: target.headers } : {}),
         ...(target.body !== undefined ? { body: target.body } : {}),
-        ...((target.cpu ?? options.cpu) !== undefined ? { cpu: (target.cpu ?? options.cpu)! } : {})
-      }))
+        ...(cpu !== undefined ? { cpu } : {})
+      }
+      runs[which].push(await (options.load === 'wrk' ? measureWrkThroughput(target.url, throughput) : measureThroughput(target.url, throughput)))
     }
   }
+  return abbaResult(runs)
+}
+
+/** The rounds' B/A ratios and the medians, from each round's A and B runs (a[i] with b[i]). */
+function abbaResult (runs: { a: LoadResult[], b: LoadResult[] }): AbbaResult {
   const roundRatios = runs.a.map((r, i) => ratio(runs.b[i]!.rps, r.rps))
   const roundCpuRatios = runs.a.map((r, i) => ratio(runs.b[i]!.cpuUsPerRequest, r.cpuUsPerRequest))
   return {
@@ -87,38 +89,12 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
   }
 }
 
-/** One wrk run after a warm-up one, with the target's CPU per request over the measured run. */
-async function measureWrk (url: string, options: AbbaOptions, cpu: CpuProbe | undefined): Promise<LoadResult> {
-  if (options.warmup > 0) await runWrk(url, { connections: options.connections, seconds: options.warmup })
-  const before = cpu?.() ?? NaN
-  const r = await runWrk(url, { connections: options.connections, seconds: options.duration })
-  const used = (cpu?.() ?? NaN) - before
-  return { rps: r.rps, p50: r.p50, p99: r.p99, requests: r.requests, failures: r.failures, seconds: options.duration, cpuUsPerRequest: r.requests > 0 ? (used * 1e6) / r.requests : NaN }
-}
-
 /**
  * Several comparisons of the same two configs as one: their rounds together, the medians
  * taken over all of them (bench/tracing.ts compares several pairs of processes).
  */
 export function mergeAbba (results: AbbaResult[]): AbbaResult {
-  const a = results.flatMap(r => r.a)
-  const b = results.flatMap(r => r.b)
-  const roundRatios = results.flatMap(r => r.roundRatios)
-  const roundCpuRatios = results.flatMap(r => r.roundCpuRatios)
-  return {
-    a,
-    b,
-    roundRatios,
-    roundCpuRatios,
-    rpsRatio: median(roundRatios),
-    cpuRatio: median(roundCpuRatios),
-    median: {
-      aRps: median(a.map(r => r.rps)),
-      bRps: median(b.map(r => r.rps)),
-      aCpuUsPerRequest: median(a.map(r => r.cpuUsPerRequest)),
-      bCpuUsPerRequest: median(b.map(r => r.cpuUsPerRequest))
-    }
-  }
+  return abbaResult({ a: results.flatMap(r => r.a), b: results.flatMap(r => r.b) })
 }
 
 /**

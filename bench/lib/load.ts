@@ -1,7 +1,8 @@
 /**
  * Load generation. Two shapes:
  * - throughput: autocannon, closed loop (each connection sends its next request when the
- *   previous answer arrives), so requests/s is what the target sustains;
+ *   previous answer arrives), so requests/s is what the target sustains — or wrk, the same
+ *   closed loop from a C client that leaves more of a small machine to the targets;
  * - fixed rate: an open loop over an undici pool that starts requests on a fixed schedule
  *   whatever the answers do (autocannon's `overallRate` sends each second's quota in one
  *   burst, which measures queueing, not the latency a steady load sees).
@@ -13,6 +14,7 @@ import autocannon from 'autocannon'
 import { Pool } from 'undici'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { LatencyRecorder } from './latency.ts'
+import { runWrk } from './wrk.ts'
 
 export interface LoadResult {
   /** Successful (2xx) responses per second over the measured run. */
@@ -58,6 +60,16 @@ export interface FixedRateOptions {
 export async function measureThroughput (url: string, options: ThroughputOptions): Promise<LoadResult> {
   if (options.warmupSeconds > 0) await runAutocannon(url, options.connections, options.warmupSeconds, options.headers, options.body)
   return withCpu(options.cpu, () => runAutocannon(url, options.connections, options.seconds, options.headers, options.body))
+}
+
+/** Closed-loop load with wrk (lib/wrk.ts; GETs only): a warm-up run, then the measured one. */
+export async function measureWrkThroughput (url: string, options: ThroughputOptions): Promise<LoadResult> {
+  if (options.headers !== undefined || options.body !== undefined) throw new Error('wrk load sends plain GETs: no headers or body')
+  if (options.warmupSeconds > 0) await runWrk(url, { connections: options.connections, seconds: options.warmupSeconds })
+  return withCpu(options.cpu, async () => {
+    const r = await runWrk(url, { connections: options.connections, seconds: options.seconds })
+    return { rps: r.rps, p50: r.p50, p99: r.p99, requests: r.requests, failures: r.failures, seconds: options.seconds, cpuUsPerRequest: NaN }
+  })
 }
 
 /** Runs `measure` and fills in the CPU per request the probe saw meanwhile. */
