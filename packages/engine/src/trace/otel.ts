@@ -243,8 +243,8 @@ function httpClientValues (method: string, url: HttpCallUrl): LayoutValues {
 /** The backend call's client span attributes (BACKEND_CALL): the HTTP call's, its retry count (from 1) and backend. */
 export function setBackendCallAttributes (span: OtelSpan, method: string, url: HttpCallUrl, resendCount: number, backend: string): void {
   const values = httpClientValues(method, url)
-  values[5] = resendCount > 0 ? resendCount : undefined
-  values[6] = backend
+  values[HTTP_CLIENT_KEYS.length] = resendCount > 0 ? resendCount : undefined
+  values[HTTP_CLIENT_KEYS.length + 1] = backend
   span.setLayout(BACKEND_CALL, values)
 }
 
