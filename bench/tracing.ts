@@ -2,21 +2,24 @@
  * What OpenTelemetry tracing costs a proxied GET: Portico with tracing off against the same
  * config with `config.tracing` sampling 1 % and 100 % of requests (randomSampling), spans
  * exported over OTLP/HTTP to a sink on loopback that accepts every batch (a collector's
- * work is not Portico's). ABBA rounds per comparison (bench/lib/abba.ts); ratios are
- * taken within each round and the median reported, with each proxy's own CPU per request.
- * The cost of tracing *off* against a build without it is bench/builds.ts's question.
+ * work is not Portico's). The cost of tracing *off* against a build without it is
+ * bench/builds.ts's question.
  *
- * A control comes first: a second untraced proxy against the first, the same way (A/A).
- * Its ratio is the noise floor of this machine and run — two identical processes differ by
- * where they run and what their JIT chose — and tracing's ratios mean something only
- * beyond it (`--control 0` skips it).
+ * Each config runs as `--processes` processes (4), in groups: group i is off's i-th process,
+ * a second untraced one (the control, A/A; `--control 0` leaves it out) and each traced
+ * config's i-th, all at V8 random seed i + 1. A group's processes are measured in the same
+ * rounds, in turn (ABC…, then …CBA: bench/lib/abba.ts interleavedRounds), and each config
+ * is compared with off within each round, with each proxy's own CPU per request. The
+ * rounds of all groups are pooled into one median per config.
  *
- * Each config runs as `--processes` processes (3), and each comparison is made pair by pair
- * (the first off process against the first traced one, and so on, both of a pair at the same
- * V8 random seed), its rounds pooled into one median. One pair of processes is one draw of two JIT states: runs of one pair agree
- * with each other, while separate runs of the same build came out ×0.86 to ×0.99 at 1 %
- * (2026-11-27), so the spread between processes, not between rounds, is what more
- * processes average out.
+ * Why so, and why an interval: on this 2-core shared machine a 4-second run's req/s moves
+ * by ±15 % with the machine's speed, and two processes of the same build differ by as much
+ * for where their code and heap landed and what their JIT chose (one pair's median ×1.04,
+ * another's ×1.25, in one run, 2026-11-28). A median of a few rounds cannot show a 3 %
+ * cost. So each ratio comes with a 95 % bootstrap interval over groups and rounds
+ * (`ratioInterval`), and the verdict on issue 21's targets (1 %: ≥ ×0.97, 100 %: ≥ ×0.85)
+ * is "met" or "not met" only when the whole interval says so. The control's interval is
+ * the noise floor: a config differs from off only where its interval leaves it.
  *
  * The load comes from wrk, as in bench/http-proxy.ts: a C client takes far less of the 2
  * cores from the proxies than autocannon in this process (`--load autocannon`, the way
@@ -24,7 +27,7 @@
  *
  * `--node-flags='--a-v8-flag'` passes flags to every proxy (a JIT hypothesis).
  *
- * Run: node bench/tracing.ts [--load wrk] [--rounds 2] [--processes 3] [--node-flags=…] [--duration 5] [--warmup 2] [--connections 50] [--control 1] [--samplings 0.01,1]
+ * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
  * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
  * propagates, and starts no export thread)
  */
@@ -32,7 +35,7 @@
 import http from 'node:http'
 import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
-import { abbaReport, compareAbba, mergeAbba, type AbbaResult } from './lib/abba.ts'
+import { abbaReport, interleavedRounds, mergeAbba, pairRounds, ratioInterval, type AbbaResult } from './lib/abba.ts'
 import { fmt, rounded } from './lib/report.ts'
 import { freePort } from './lib/children.ts'
 import { hasWrk } from './lib/wrk.ts'
@@ -40,10 +43,10 @@ import { startBackend, startPortico, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '2' },
-    processes: { type: 'string', default: '3' },
-    duration: { type: 'string', default: '5' },
-    warmup: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '4' },
+    processes: { type: 'string', default: '4' },
+    duration: { type: 'string', default: '4' },
+    warmup: { type: 'string', default: '1' },
     connections: { type: 'string', default: '50' },
     control: { type: 'string', default: '1' },
     samplings: { type: 'string', default: '0.01,1' },
@@ -74,6 +77,19 @@ routes:
     backends:
       - host: 127.0.0.1:${backendPort}
 `
+}
+
+/**
+ * Issue 21's targets: at 1 % sampling (or less) requests/s within 3 % of off, at 100 % within
+ * 15 %. Met only when the whole interval clears the target, missed only when the whole of it
+ * falls short; in between this run cannot tell.
+ */
+function verdict (ratio: number, i: { low: number, high: number }): string {
+  const target = ratio <= 0.01 ? 0.97 : ratio >= 1 ? 0.85 : null
+  if (target === null) return 'target: none at this ratio'
+  if (i.low >= target) return `target ≥ ×${target}: met (the whole interval clears it)`
+  if (i.high < target) return `target ≥ ×${target}: NOT met (the whole interval falls short)`
+  return `target ≥ ×${target}: not settled by this run (the interval straddles it; more groups narrow it)`
 }
 
 async function main (): Promise<void> {
@@ -107,37 +123,35 @@ async function main (): Promise<void> {
     const load = loadavg()
     const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress, load: generator }
     const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds })
-    /** Pair by pair (off's i-th process against the other's), the rounds pooled. */
-    const comparePairs = async (name: string, others: Server[]): Promise<AbbaResult> => {
-      const results: AbbaResult[] = []
-      for (let i = 0; i < opts.processes; i++) {
-        progress(`pair ${i + 1}/${opts.processes}`)
-        results.push(await compareAbba(target('off', off[i]!), target(name, others[i]!), common))
-      }
-      return mergeAbba(results)
+    // Group i: off's i-th process, the twin's and each traced config's, all measured in the
+    // same rounds (interleavedRounds: ABC… then …CBA), so every process serves the same load
+    // and each comparison is taken within a round. (Until 2026-11-28 each comparison ran on
+    // its own, after the control: the off processes had served more load than the traced ones
+    // they were compared with, and the ratios leaned by that.)
+    const columns = [{ name: 'off', servers: off }, ...(twin !== null ? [{ name: 'off (twin)', servers: twin }] : []), ...traces]
+    const perPair: AbbaResult[][] = columns.map(() => [])
+    for (let i = 0; i < opts.processes; i++) {
+      progress(`group ${i + 1}/${opts.processes}: ${columns.map(c => c.name).join(', ')}`)
+      const runs = await interleavedRounds(columns.map(c => target(c.name, c.servers[i]!)), common)
+      for (let k = 1; k < columns.length; k++) perPair[k]!.push(pairRounds(runs[0]!, runs[k]!))
     }
-    let control: AbbaResult | null = null
-    if (twin !== null) {
-      progress('control: off vs another off')
-      control = await comparePairs('off (twin)', twin)
-    }
-    const results = []
-    for (const t of traces) {
-      progress(`off vs ${t.name}`)
-      results.push({ ...t, r: await comparePairs(t.name, t.servers) })
-    }
+    const compared = (k: number) => ({ r: mergeAbba(perPair[k]!), interval: ratioInterval(perPair[k]!) })
+    const control = twin !== null ? compared(1) : null
+    const results = traces.map((t, j) => ({ ...t, ...compared(columns.length - traces.length + j) }))
+    const interval = (i: { low: number, high: number }) => `95 % interval ×${fmt(i.low, 3)}–×${fmt(i.high, 3)} over groups and rounds`
     const out = [
-      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; each comparison ${opts.processes} pairs of processes × ${opts.rounds} ABBA rounds of ${opts.duration} s (rounds numbered across the pairs), load by ${generator}; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
+      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; ${opts.processes} groups of processes (one per config each) × ${opts.rounds} interleaved rounds of ${opts.duration} s (rounds numbered across the groups), load by ${generator}; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
       '',
       ...(control !== null
-        ? [...abbaReport(control, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.rpsRatio, 3)}x, CPU µs/req ${fmt(control.cpuRatio, 3)}x (median of rounds; rounds ${control.roundRatios.map(r => fmt(r, 3)).join(', ')}) — the noise floor`, '']
+        ? [...abbaReport(control.r, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.r.rpsRatio, 3)}x (${interval(control.interval)}), CPU µs/req ${fmt(control.r.cpuRatio, 3)}x — the noise floor`, '']
         : []),
-      ...results.flatMap(({ name, r }) => [
+      ...results.flatMap(({ ratio, name, r, interval: i }) => [
         ...abbaReport(r, { a: 'off', b: name }),
-        `${name} / off: req/s ${fmt(r.rpsRatio, 3)}x, CPU µs/req ${fmt(r.cpuRatio, 3)}x (median of rounds)`,
+        `${name} / off: req/s ${fmt(r.rpsRatio, 3)}x (${interval(i)}), CPU µs/req ${fmt(r.cpuRatio, 3)}x (medians of rounds)`,
+        verdict(ratio, i),
         ''
       ]),
-      JSON.stringify(rounded({ bench: 'tracing', load: generator, ...(control !== null ? { control: { rpsRatio: control.rpsRatio, cpuRatio: control.cpuRatio, roundRatios: control.roundRatios } } : {}), samplings: results.map(({ ratio, r }) => ({ ratio, rpsRatio: r.rpsRatio, cpuRatio: r.cpuRatio, median: r.median })) }))
+      JSON.stringify(rounded({ bench: 'tracing', load: generator, ...(control !== null ? { control: { rpsRatio: control.r.rpsRatio, interval: control.interval, cpuRatio: control.r.cpuRatio, roundRatios: control.r.roundRatios } } : {}), samplings: results.map(({ ratio, r, interval: i }) => ({ ratio, rpsRatio: r.rpsRatio, interval: i, cpuRatio: r.cpuRatio, median: r.median, roundRatios: r.roundRatios })) }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {

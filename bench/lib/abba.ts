@@ -49,11 +49,23 @@ export interface AbbaResult {
 }
 
 export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOptions): Promise<AbbaResult> {
-  const runs = { a: [] as LoadResult[], b: [] as LoadResult[] }
+  const [runsA, runsB] = await interleavedRounds([a, b], options)
+  return abbaResult({ a: runsA!, b: runsB! })
+}
+
+/**
+ * Several targets measured in the same rounds: in odd rounds in the order given, in even
+ * ones reversed (ABC CBA …), so each target serves the same load, a drift in the machine's
+ * speed favours none, and any two of them can be compared round by round (`pairRounds`).
+ * Returns each target's runs, round by round.
+ */
+export async function interleavedRounds (targets: AbbaTarget[], options: AbbaOptions): Promise<LoadResult[][]> {
+  const runs: LoadResult[][] = targets.map(() => [])
   for (let round = 1; round <= options.rounds; round++) {
-    const order = round % 2 === 1 ? ['a', 'b'] as const : ['b', 'a'] as const
+    const order = targets.map((_, i) => i)
+    if (round % 2 === 0) order.reverse()
     for (const which of order) {
-      const target = which === 'a' ? a : b
+      const target = targets[which]!
       options.progress(`round ${round}/${options.rounds}: ${target.name} (${options.warmup} s warm-up + ${options.duration} s)`)
       const cpu = target.cpu ?? options.cpu
       const throughput = {
@@ -64,10 +76,15 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
         ...(target.body !== undefined ? { body: target.body } : {}),
         ...(cpu !== undefined ? { cpu } : {})
       }
-      runs[which].push(await (options.load === 'wrk' ? measureWrkThroughput(target.url, throughput) : measureThroughput(target.url, throughput)))
+      runs[which]!.push(await (options.load === 'wrk' ? measureWrkThroughput(target.url, throughput) : measureThroughput(target.url, throughput)))
     }
   }
-  return abbaResult(runs)
+  return runs
+}
+
+/** Two targets' runs from the same rounds (interleavedRounds), as a comparison of B against A. */
+export function pairRounds (a: LoadResult[], b: LoadResult[]): AbbaResult {
+  return abbaResult({ a, b })
 }
 
 /** The rounds' B/A ratios and the medians, from each round's A and B runs (a[i] with b[i]). */
@@ -95,6 +112,38 @@ function abbaResult (runs: { a: LoadResult[], b: LoadResult[] }): AbbaResult {
  */
 export function mergeAbba (results: AbbaResult[]): AbbaResult {
   return abbaResult({ a: results.flatMap(r => r.a), b: results.flatMap(r => r.b) })
+}
+
+/**
+ * How far the pooled median of B/A req/s ratios can be trusted, when the comparisons are
+ * separate pairs of processes: a 95 % bootstrap interval that resamples the pairs, then the
+ * rounds within each drawn pair, and takes the pooled median each time. Both levels are
+ * resampled because on a shared machine they vary apart: rounds of one pair by the
+ * machine's speed from second to second, pairs by the JIT state and code placement each
+ * process happened to get (2026-11-28: one pair's median ×1.04, another's ×1.25, in one run
+ * at 1 % sampling). A seeded generator, so a run's interval can be reproduced from its ratios.
+ */
+export function ratioInterval (pairs: AbbaResult[], iterations = 4000, seed = 1): { low: number, high: number } {
+  let state = seed >>> 0
+  const random = (n: number): number => {
+    // mulberry32
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n)
+  }
+  const medians: number[] = []
+  for (let k = 0; k < iterations; k++) {
+    const pooled: number[] = []
+    for (let p = 0; p < pairs.length; p++) {
+      const ratios = pairs[random(pairs.length)]!.roundRatios
+      for (let r = 0; r < ratios.length; r++) pooled.push(ratios[random(ratios.length)]!)
+    }
+    medians.push(median(pooled))
+  }
+  medians.sort((x, y) => x - y)
+  return { low: medians[Math.floor(iterations * 0.025)]!, high: medians[Math.ceil(iterations * 0.975) - 1]! }
 }
 
 /**
