@@ -127,17 +127,19 @@ async function main (): Promise<void> {
     // same rounds (interleavedRounds: ABC… then …CBA), so every process serves the same load
     // and each comparison is taken within a round. (Until 2026-11-28 each comparison ran on
     // its own, after the control: the off processes had served more load than the traced ones
-    // they were compared with, and the ratios leaned by that.)
-    const columns = [{ name: 'off', servers: off }, ...(twin !== null ? [{ name: 'off (twin)', servers: twin }] : []), ...traces]
-    const perPair: AbbaResult[][] = columns.map(() => [])
+    // they were compared with, and the ratios leaned by that.) Each column other than off
+    // gathers its comparisons with off, group by group.
+    const twinColumn = twin !== null ? { name: 'off (twin)', servers: twin, pairs: [] as AbbaResult[] } : null
+    const tracedColumns = traces.map(t => ({ ...t, pairs: [] as AbbaResult[] }))
+    const others = [...(twinColumn !== null ? [twinColumn] : []), ...tracedColumns]
     for (let i = 0; i < opts.processes; i++) {
-      progress(`group ${i + 1}/${opts.processes}: ${columns.map(c => c.name).join(', ')}`)
-      const runs = await interleavedRounds(columns.map(c => target(c.name, c.servers[i]!)), common)
-      for (let k = 1; k < columns.length; k++) perPair[k]!.push(pairRounds(runs[0]!, runs[k]!))
+      progress(`group ${i + 1}/${opts.processes}: off, ${others.map(c => c.name).join(', ')}`)
+      const [offRuns, ...runs] = await interleavedRounds([target('off', off[i]!), ...others.map(c => target(c.name, c.servers[i]!))], common)
+      others.forEach((c, k) => c.pairs.push(pairRounds(offRuns!, runs[k]!)))
     }
-    const compared = (k: number) => ({ r: mergeAbba(perPair[k]!), interval: ratioInterval(perPair[k]!) })
-    const control = twin !== null ? compared(1) : null
-    const results = traces.map((t, j) => ({ ...t, ...compared(columns.length - traces.length + j) }))
+    const compared = (c: { pairs: AbbaResult[] }) => ({ r: mergeAbba(c.pairs), interval: ratioInterval(c.pairs) })
+    const control = twinColumn !== null ? compared(twinColumn) : null
+    const results = tracedColumns.map(t => ({ ...t, ...compared(t) }))
     const interval = (i: { low: number, high: number }) => `95 % interval ×${fmt(i.low, 3)}–×${fmt(i.high, 3)} over groups and rounds`
     const out = [
       `tracing benchmark: Node ${process.version}; ${opts.connections} connections; ${opts.processes} groups of processes (one per config each) × ${opts.rounds} interleaved rounds of ${opts.duration} s (rounds numbered across the groups), load by ${generator}; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,

@@ -50,7 +50,7 @@ export interface AbbaResult {
 
 export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOptions): Promise<AbbaResult> {
   const [runsA, runsB] = await interleavedRounds([a, b], options)
-  return abbaResult({ a: runsA!, b: runsB! })
+  return pairRounds(runsA!, runsB!)
 }
 
 /**
@@ -82,26 +82,25 @@ export async function interleavedRounds (targets: AbbaTarget[], options: AbbaOpt
   return runs
 }
 
-/** Two targets' runs from the same rounds (interleavedRounds), as a comparison of B against A. */
+/**
+ * B against A from two targets' runs in the same rounds (interleavedRounds): the rounds' B/A
+ * ratios and the medians, a[i] with b[i].
+ */
 export function pairRounds (a: LoadResult[], b: LoadResult[]): AbbaResult {
-  return abbaResult({ a, b })
-}
-
-/** The rounds' B/A ratios and the medians, from each round's A and B runs (a[i] with b[i]). */
-function abbaResult (runs: { a: LoadResult[], b: LoadResult[] }): AbbaResult {
-  const roundRatios = runs.a.map((r, i) => ratio(runs.b[i]!.rps, r.rps))
-  const roundCpuRatios = runs.a.map((r, i) => ratio(runs.b[i]!.cpuUsPerRequest, r.cpuUsPerRequest))
+  const roundRatios = a.map((r, i) => ratio(b[i]!.rps, r.rps))
+  const roundCpuRatios = a.map((r, i) => ratio(b[i]!.cpuUsPerRequest, r.cpuUsPerRequest))
   return {
-    ...runs,
+    a,
+    b,
     roundRatios,
     roundCpuRatios,
     rpsRatio: median(roundRatios),
     cpuRatio: median(roundCpuRatios),
     median: {
-      aRps: median(runs.a.map(r => r.rps)),
-      bRps: median(runs.b.map(r => r.rps)),
-      aCpuUsPerRequest: median(runs.a.map(r => r.cpuUsPerRequest)),
-      bCpuUsPerRequest: median(runs.b.map(r => r.cpuUsPerRequest))
+      aRps: median(a.map(r => r.rps)),
+      bRps: median(b.map(r => r.rps)),
+      aCpuUsPerRequest: median(a.map(r => r.cpuUsPerRequest)),
+      bCpuUsPerRequest: median(b.map(r => r.cpuUsPerRequest))
     }
   }
 }
@@ -111,7 +110,7 @@ function abbaResult (runs: { a: LoadResult[], b: LoadResult[] }): AbbaResult {
  * taken over all of them (bench/tracing.ts compares several pairs of processes).
  */
 export function mergeAbba (results: AbbaResult[]): AbbaResult {
-  return abbaResult({ a: results.flatMap(r => r.a), b: results.flatMap(r => r.b) })
+  return pairRounds(results.flatMap(r => r.a), results.flatMap(r => r.b))
 }
 
 /**
