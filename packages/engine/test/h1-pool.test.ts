@@ -14,6 +14,7 @@ import { H1Pool } from '../src/http/h1-pool.ts'
 import { collect } from './lib/dispatch.ts'
 import { H1ResponseParser } from '../src/http/h1-response-parser.ts'
 import { classifyFailure } from '../src/http/call-failure.ts'
+import { vouchTraceparent } from '../src/ir/http-grammar.ts'
 
 const call = collect
 
@@ -151,6 +152,20 @@ describe('h1 client: what it sends', () => {
     // The pool still works, and none of the refused ones reached the server.
     assert.equal((await call(pool)).body, 'ok')
     assert.equal(server.requests.length, 2)
+  })
+
+  test('tracing\'s vouched traceparent is written unchecked; any other traceparent is checked', async () => {
+    const { server, pool } = await setup(() => OK)
+    const own = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
+    vouchTraceparent(own)
+    await call(pool, { headers: { traceparent: own } })
+    assert.match(server.requests[0]!, new RegExp(`\\r\\ntraceparent: ${own}\\r\\n`))
+    // A caller's or a policy's traceparent (not the vouched string) is checked as any value,
+    // and the vouched value under another name takes the usual path (its name checked).
+    await assert.rejects(call(pool, { headers: { traceparent: `${own}\r\nx-injected: 1` } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
+    await assert.rejects(call(pool, { headers: { traceparent: [own, 'x\ny'] } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
+    await assert.rejects(call(pool, { headers: { 'bad name': own } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
+    assert.equal(server.requests.length, 1)
   })
 
   test('a stream without a length goes chunked; one with a length must match it', async () => {

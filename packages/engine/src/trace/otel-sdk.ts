@@ -16,6 +16,7 @@ import type { SpanExporter } from '@opentelemetry/sdk-trace'
 import { randomFillSync } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
+import { vouchTraceparent } from '../ir/http-grammar.ts'
 import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes, SpanOutcome } from './otel.ts'
 import type { AttributeLayout, LayoutValues } from './attribute-layouts.ts'
@@ -302,6 +303,8 @@ function injectTrace (headers: HeaderMap, value: string, alone: boolean, parent:
   if (headers.tracestate !== undefined) headers.tracestate = undefined
   if (alone) {
     headers.traceparent = value
+    // Hex ids and dashes: the HTTP/1.1 client need not check it (ir/http-grammar.ts).
+    vouchTraceparent(value)
     return
   }
   const sampled = value.charCodeAt(54) === 49 /* '1' */
