@@ -27,8 +27,12 @@
  *   - It runs one thread at a time, so V8's compiler threads finish their jobs many more
  *     requests later than in real time: after 3000 requests many hot functions still ran
  *     in their baseline or Maglev code (an untraced request counted ~148k instructions;
- *     after 20000, ~126k, nearly all of it TurboFan's). The default warm-up is 20000 so the
- *     counts are of the code a busy proxy runs.
+ *     after 20000, ~126k, nearly all of it TurboFan's). And a function that deoptimizes late
+ *     (at 1 % sampling, when sampled requests first take their paths) can still be in
+ *     Maglev code after 20000: the 1 % config then counted ~2,000 more (with `run` in
+ *     Maglev) than after 60000. The default warm-up is 60000 so the counts are of the code
+ *     a busy proxy runs; it costs little, as each process's start under valgrind is most
+ *     of its time.
  *   - Its clock runs ~50× slower than the machine's, so work done per unit of time (the 1 s
  *     span handover, the export thread's 100 ms gather and each export call) lands on ~50×
  *     fewer requests. The export thread's share of "all threads" is therefore overstated at
@@ -42,7 +46,7 @@
  * Needs valgrind (Debian's package). Each config and seed takes about a minute; two run at a
  * time.
  *
- * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100,log,log-otlp] [--warmup 20000] [--requests 5000]
+ * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100,log,log-otlp] [--warmup 60000] [--requests 10000]
  *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N]
  *
  * --functions N lists, per config, the N functions of the request thread whose instructions
@@ -67,7 +71,7 @@ import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { warmup: { type: 'string', default: '20000' }, requests: { type: 'string', default: '5000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' } } })
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' } } })
 const WARMUP = Number(values.warmup)
 /** How many functions to list per config: those whose instructions per request moved most against off (0: none). */
 const FUNCTIONS = Number(values.functions)

@@ -131,12 +131,48 @@ export function httpRoute (match: ServerSpanView['matchedPath']): string | undef
   return undefined
 }
 
+/** A route match's `http.route` and its server spans' names by method. */
+interface RouteNames {
+  readonly route: string | undefined
+  /** `{method} {route}` by method (a known method or HTTP: a bounded set). */
+  readonly names: Map<string, string>
+}
+
+/**
+ * Each route match's names, worked out once (the IR does not change): built per request,
+ * the route's template and the span's name cost a recorded request ~400 instructions
+ * (bench/tracing-instructions.ts), and their concatenations were flattened again by the
+ * record's handover.
+ */
+const ROUTE_NAMES = new WeakMap<NonNullable<ServerSpanView['matchedPath']>, RouteNames>()
+const NO_ROUTE: RouteNames = { route: undefined, names: new Map() }
+
+function routeNames (match: ServerSpanView['matchedPath']): RouteNames {
+  if (match === null) return NO_ROUTE
+  let names = ROUTE_NAMES.get(match)
+  if (names === undefined) {
+    names = { route: httpRoute(match), names: new Map() }
+    ROUTE_NAMES.set(match, names)
+  }
+  return names
+}
+
+/** The server span's name: `{method} {http.route}`, or the method alone without a route template. */
+function serverSpanName (r: RouteNames, method: string): string {
+  let name = r.names.get(method)
+  if (name === undefined) {
+    name = r.route !== undefined ? `${method} ${r.route}` : method
+    r.names.set(method, name)
+  }
+  return name
+}
+
 /** Name and attributes of a finished request's server span; its status is ERROR for 5xx only. */
 export function endServerSpan (span: OtelSpan, v: ServerSpanView, remove: readonly string[] = []): void {
-  const route = httpRoute(v.matchedPath)
+  const names = routeNames(v.matchedPath)
+  const route = names.route
   const known = KNOWN_METHODS.has(v.method)
-  const method = known ? v.method : 'HTTP'
-  span.updateName(route !== undefined ? `${method} ${route}` : method)
+  span.updateName(serverSpanName(names, known ? v.method : 'HTTP'))
   // In SERVER_HTTP's key order.
   const values: LayoutValues = [
     known ? v.method : '_OTHER',
