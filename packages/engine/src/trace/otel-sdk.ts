@@ -325,103 +325,73 @@ function traceparent (traceId: string, spanId: string, sampled: boolean): string
   return `00-${traceId}-${spanId}-${sampled ? '01' : '00'}`
 }
 
-/** One pool entry: a trace id and a span id in hex. */
+/**
+ * Random ids, cut from a pool made a few hundred at a time: one `randomFillSync` and one hex
+ * conversion per refill. Each entry is a trace id and a span id, kept twice: as hex
+ * (`idHex`, 48 characters an entry) for the spans that need ids, and already written as the
+ * `traceparent` of an unsampled call (`tpPool`, `00-<trace id>-<span id>-00`, 55 characters
+ * an entry). So the common case at a low sampling ratio — a request that arrives without a
+ * trace and is not sampled — costs one slice of a flat string: no id to build, no header
+ * value to concatenate (a concatenation is flattened again by each reader of the header).
+ * `tpPool` is written only when an unsampled call first asks for it after a refill: at
+ * 100 % sampling nothing does, and writing it cost every recorded request ~500
+ * instructions (bench/tracing-instructions.ts).
+ */
+const POOL_ENTRIES = 256
 const ENTRY_HEX = 48
-/** One entry as an unsampled call's traceparent: `00-<trace id>-<span id>-00`. */
 const ENTRY_TP = 55
+const idBytes = Buffer.allocUnsafe(POOL_ENTRIES * ENTRY_HEX / 2)
+let idHex = ''
+/** '' until written for the current `idHex`. */
+let tpPool = ''
+/** The next entry to take; POOL_ENTRIES: refill first. */
+let entry = POOL_ENTRIES
+
 /** W3C: an all-zero trace or span id is invalid. */
 const ZERO_SPAN = '0'.repeat(16)
 
-/**
- * Random ids, cut from a pool made `entries` at a time: one `randomFillSync` and one hex
- * conversion per refill, then a slice per id.
- */
-class IdPool {
-  /** The entries in hex, ENTRY_HEX characters each. */
-  hex = ''
-  /** Refills so far (what the unsampled traceparents were last written for). */
-  refills = 0
-  private readonly entries: number
-  private readonly bytes: Buffer
-  /** The next entry to take; `entries`: refill first. */
-  private next: number
-
-  constructor (entries: number) {
-    this.entries = entries
-    this.bytes = Buffer.allocUnsafe(entries * ENTRY_HEX / 2)
-    this.next = entries
-  }
-
-  /** The next entry's index, refilling the pool when spent. */
-  take (): number {
-    if (this.next === this.entries) this.refill()
-    return this.next++
-  }
-
-  private refill (): void {
-    do {
-      randomFillSync(this.bytes)
-      this.hex = this.bytes.toString('hex')
-      // A run of 16 zeros anywhere (an all-zero span id, or half of an all-zero trace id, one
-      // chance in 2^64 an id) makes the pool again; a run across two ids only wastes a refill.
-    } while (this.hex.includes(ZERO_SPAN))
-    this.refills++
-    this.next = 0
-  }
+/** Takes the next entry of the pool (its index), refilling it when spent. */
+function takeEntry (): number {
+  if (entry === POOL_ENTRIES) refill()
+  return entry++
 }
 
-/**
- * The ids of requests the sampler drops and that arrive without a trace (all but the sampled
- * share, at a low ratio), already written as their calls' `traceparent` (`tpPool`): such a
- * request costs one slice of a flat string — no id to build, no header value to concatenate
- * (a concatenation is flattened again by each reader of the header). `tpPool` is written only
- * when an unsampled call first asks for it after a refill: at 100 % sampling nothing does,
- * and writing it cost every recorded request ~500 instructions
- * (bench/tracing-instructions.ts). These slices live as long as the request's headers.
- */
-const UNSAMPLED_ENTRIES = 256
-const unsampledIds = new IdPool(UNSAMPLED_ENTRIES)
-let tpPool = ''
-/** The refill of unsampledIds that tpPool was written for (0: none). */
-let tpRefill = 0
+function refill (): void {
+  do {
+    randomFillSync(idBytes)
+    idHex = idBytes.toString('hex')
+    // A run of 16 zeros anywhere (an all-zero span id, or half of an all-zero trace id, one
+    // chance in 2^64 an id) makes the pool again; a run across two ids only wastes a refill.
+  } while (idHex.includes(ZERO_SPAN))
+  tpPool = ''
+  entry = 0
+}
 
-/**
- * The ids of recorded spans (and the span id of an unsampled call continuing a caller's
- * trace). A small pool, apart from the other: an id is a slice of its pool's hex, so a span
- * record waiting for its handover holds the whole pool alive, and young-generation
- * collections promote it with the record. Cut from the 256-entry pool, each recorded span
- * at 1 % sampling held 12 KB (promotion per scavenge 19.9 KB against 4.8 KB untraced,
- * docs/observability.md, Cost); from 32 entries, 1.5 KB.
- */
-const recordIds = new IdPool(32)
-
-/** `unsampledIds`' entries written as unsampled traceparents. */
+/** `idHex`'s entries written as unsampled traceparents. */
 function writeTpPool (): void {
-  const hex = unsampledIds.hex
-  const parts = new Array<string>(UNSAMPLED_ENTRIES)
-  for (let k = 0; k < UNSAMPLED_ENTRIES; k++) {
+  const parts = new Array<string>(POOL_ENTRIES)
+  for (let k = 0; k < POOL_ENTRIES; k++) {
     const at = k * ENTRY_HEX
-    parts[k] = `00-${hex.slice(at, at + 32)}-${hex.slice(at + 32, at + ENTRY_HEX)}-00`
+    parts[k] = `00-${idHex.slice(at, at + 32)}-${idHex.slice(at + 32, at + ENTRY_HEX)}-00`
   }
   tpPool = parts.join('')
-  tpRefill = unsampledIds.refills
 }
 
 /** A random trace id (16 bytes in hex). */
 function randomTraceId (): string {
-  const at = recordIds.take() * ENTRY_HEX
-  return recordIds.hex.slice(at, at + 32)
+  const at = takeEntry() * ENTRY_HEX
+  return idHex.slice(at, at + 32)
 }
 
 /** A random span id (8 bytes in hex). */
 function randomSpanId (): string {
-  const at = recordIds.take() * ENTRY_HEX + 32
-  return recordIds.hex.slice(at, at + 16)
+  const at = takeEntry() * ENTRY_HEX + 32
+  return idHex.slice(at, at + 16)
 }
 
 /** The `traceparent` of an unsampled call in a new trace (its ids at 3 and 36). */
 function unsampledTraceparent (): string {
-  const at = unsampledIds.take() * ENTRY_TP
-  if (tpRefill !== unsampledIds.refills) writeTpPool()
+  const at = takeEntry() * ENTRY_TP
+  if (tpPool === '') writeTpPool()
   return tpPool.slice(at, at + ENTRY_TP)
 }
