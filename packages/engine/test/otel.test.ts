@@ -167,6 +167,26 @@ test('the server span and the backend call send their attributes as layouts: the
   assert.deepEqual(server.status, { code: SpanStatusCode.ERROR, message: 'refused' })
 })
 
+test('server span names are worked out once per route match, and stay apart by method and by match', async () => {
+  const spans: ReadableSpan[] = []
+  const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 5, exporter: { export: (s, cb) => { spans.push(...s); cb({ code: 0 }) }, shutdown: async () => {} } })
+  const api = { kind: 'prefix', value: '/api/' }
+  const login = { kind: 'exact', value: '/login' }
+  const requests: Array<[string, ServerSpanView['matchedPath']]> = [['POST', api], ['GET', api], ['POST', api], ['GET', login], ['PURGE', login], ['GET', null]]
+  for (const [method, matchedPath] of requests) {
+    const span = tracing.startRequest({}, method)
+    endServerSpan(span, {
+      method, scheme: 'http', host: 'a', hostname: 'a', originalPath: '/', query: '', sourceAddress: '', sourcePort: 0, status: 200, reason: 'Upstream', error: null,
+      routeKey: null, req: { httpVersion: '1.1', headers: {}, socket: null }, listener: { ir: { gateway: 'g', name: 'l' } }, matchedPath, backend: null, mcp: null, grpc: null
+    })
+    span.end()
+  }
+  await tracing.shutdown()
+  assert.deepEqual(spans.map(s => [s.name, s.attributes['http.route']]), [
+    ['POST /api/*', '/api/*'], ['GET /api/*', '/api/*'], ['POST /api/*', '/api/*'], ['GET /login', '/login'], ['HTTP /login', '/login'], ['GET', undefined]
+  ])
+})
+
 test('a collector that does not answer holds at most 8192 spans; the rest are dropped, never waited for', async () => {
   const waiting: Array<(r: { code: number }) => void> = []
   let exported = 0
