@@ -1,6 +1,7 @@
 /** The fields of the one access-log line written per request. */
 
 import type { RequestContext, StreamConnectionRecord } from '@portico/engine'
+import { performance } from '@portico/engine/clock'
 
 export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
   const fields: Record<string, unknown> = {

@@ -9,6 +9,7 @@
 
 import dc from 'node:diagnostics_channel'
 import type { Socket } from 'node:net'
+import { performance } from '@portico/engine/clock'
 
 interface Timing { start: number, tcp: number }
 

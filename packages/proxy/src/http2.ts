@@ -8,6 +8,7 @@
 import http2 from 'node:http2'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import { performance } from '@portico/engine/clock'
 
 /** The client connection preface of RFC 9113 §3.4 (h2c with prior knowledge). */
 export const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1')

@@ -16,6 +16,7 @@ import type { BindIR, Engine, ListenerIR, ProxyIR } from '@portico/engine'
 import { PorticoError, hostnameMatches, hostnameSpecificity, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine'
 import { H2_SERVER_SETTINGS, adaptHttp2, guardPrematureResets, sniffPreface } from './http2.ts'
 import { assumeAddresses } from './workers/intake.ts'
+import { performance } from '@portico/engine/clock'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
 const UNUSED_CONNECTION_GRACE_MS = 1_000

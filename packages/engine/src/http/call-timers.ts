@@ -11,6 +11,7 @@ import type { Dispatcher } from 'undici'
 import type { IncomingMessage } from 'node:http'
 import type { CallContext } from './call-context.ts'
 import { PorticoError } from '../util/errors.ts'
+import { performance } from '../util/clock.ts'
 
 /**
  * The two timeouts a call can hit, as the PORTICO_TIMEOUT error's message: the route's

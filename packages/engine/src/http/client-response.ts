@@ -18,6 +18,7 @@ import { Base64Stream, grpcWebTrailerFrame } from './grpc.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
+import { performance } from '../util/clock.ts'
 
 const CLOSE = { connection: 'close' }
 

@@ -14,6 +14,7 @@ import type { Dispatcher } from 'undici'
 import type { ServerResponse } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
+import { performance } from '../util/clock.ts'
 
 /** The response as interceptors see and change it. */
 export interface ResponseDraft {

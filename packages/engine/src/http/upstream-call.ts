@@ -24,6 +24,7 @@ import { tracedRequestBody, TraceResponseBody } from './trace-bodies.ts'
 import { interceptResponse } from './response-intercept.ts'
 import { requestHasBody } from './request-body.ts'
 import { traceCallStart } from '../trace/backend-call.ts'
+import { performance } from '../util/clock.ts'
 
 /** What the backend call needs of the runtime that runs it. */
 export interface UpstreamRuntime {

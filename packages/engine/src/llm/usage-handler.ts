@@ -7,6 +7,7 @@
 import type { Dispatcher } from 'undici'
 import { endLlmCall, LlmUsageTap } from './usage.ts'
 import { WrappingHandler } from '../http/wrapping-handler.ts'
+import { performance } from '../util/clock.ts'
 
 /** The request's state, as llm/usage.ts reads it. */
 type UsageContext = Parameters<typeof endLlmCall>[0]

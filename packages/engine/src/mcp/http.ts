@@ -33,6 +33,7 @@ import { hostnameMatches } from '../routing/hostname.ts'
 import { corsAllowsOrigin } from '../request/cors-origins.ts'
 import type { ClientInit } from './target.ts'
 import { classify, handleModernPost, isModernHeader, modernMethodNotAllowed, type McpHttpHelpers } from './revision-2026.ts'
+import { performance } from '../util/clock.ts'
 
 const SESSION_HEADER = 'mcp-session-id'
 

@@ -33,6 +33,7 @@ import { traceCallResult } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
 import { respondLocal } from './respond.ts'
 import { PorticoError } from '../util/errors.ts'
+import { performance } from '../util/clock.ts'
 
 /** Largest body buffered so a request can be retried or mirrored. */
 const REPLAY_BODY_LIMIT = 1024 * 1024

@@ -24,6 +24,7 @@ import { readRequestBody, requestHasBody } from '../http/request-body.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { plainAddress } from '../util/host-port.ts'
+import { performance } from '../util/clock.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 

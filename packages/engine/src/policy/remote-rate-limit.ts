@@ -30,6 +30,7 @@ import { applyHeaderMutations } from '../auth/ext-authz-check.ts'
 import { createRateLimitClient, shouldRateLimit, type DescriptorToSend } from '../traffic/rls-grpc.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { PolicyEvent } from '../trace/events.ts'
+import { performance } from '../util/clock.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 

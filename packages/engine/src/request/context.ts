@@ -17,6 +17,7 @@ import type { LlmCall, McpCallInfo } from './calls.ts'
 import { grpcCallOf, grpcKind, type GrpcCall } from '../http/grpc.ts'
 import type { ResponseInterceptor } from '../http/response-intercept.ts'
 import type { OtelSpan, RequestSpan } from '../trace/otel.ts'
+import { performance } from '../util/clock.ts'
 
 /**
  * Why a request ended the way it did — a stable label for access logs and metrics

@@ -32,6 +32,7 @@ import { serverSecureContext } from './server-tls.ts'
 import { adoptAccepted, Relay } from './relay.ts'
 import { closeWhenFlushed } from './pair-close.ts'
 import { Sweeper } from './sweeper.ts'
+import { performance } from '../util/clock.ts'
 
 export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
 /** Envoy's tcp_proxy idle timeout: a connection with no byte either way for this long is cut. */

@@ -1,3 +1,5 @@
+import { performance } from '../util/clock.ts'
+
 /**
  * One timer for the deadlines of many connections (stream-proxy.ts: the client hello, the TLS
  * handshake, the backend connect, the idle timeout) instead of a timer each. A Node timer

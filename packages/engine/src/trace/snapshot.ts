@@ -11,6 +11,7 @@ import { formatSeconds } from '../util/duration.ts'
 import { redactHeaderValues, redactSecrets, redactUrl } from '../ir/redact.ts'
 import type { McpSnapshot, RequestState, ResponseState } from './events.ts'
 import { plainAddress } from '../util/host-port.ts'
+import { performance } from '../util/clock.ts'
 
 /**
  * What a snapshot shows of a request's state (request/context.ts RequestContext has it all).

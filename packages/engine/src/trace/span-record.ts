@@ -12,6 +12,7 @@
 import type { SpanKind } from '@opentelemetry/api'
 import type { LayoutValues } from './attribute-layouts.ts'
 import type { SpanAttributeValue } from './otel.ts'
+import { performance } from '../util/clock.ts'
 
 /**
  * One ended span as the request's thread wrote it: a flat array, fields at the indexes of

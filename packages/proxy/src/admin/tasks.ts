@@ -7,6 +7,7 @@
 
 import type { Portico } from '../portico.ts'
 import type { WorkerPool } from '../workers/pool.ts'
+import { performance } from '@portico/engine/clock'
 
 export function tasksDump (portico: Portico): Record<string, unknown> {
   const now = performance.now()

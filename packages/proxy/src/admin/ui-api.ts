@@ -27,6 +27,7 @@ import { LEVELS } from '@portico/ops'
 import { listenerDispatcher, listenerOrigin, listenerTarget } from './loopback.ts'
 import { McpPlayground } from './mcp-playground.ts'
 import { checkAdminHost, checkSameOrigin, requestFacts, type AdminGuardOptions } from '@portico/ops'
+import { performance } from '@portico/engine/clock'
 
 /** The guard options of an admin on 127.0.0.1 with no extra names (unit tests). */
 const LOOPBACK_ADMIN: AdminGuardOptions = { bindHost: '127.0.0.1', allowedHosts: [] }
