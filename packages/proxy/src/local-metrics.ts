@@ -44,23 +44,46 @@ abstract class LocalMetric {
   reset (): void {}
 }
 
+/** A counter's or gauge's series: its labels and its value. */
+export interface ValueSeries {
+  readonly labels: Record<string, string>
+  value: number
+}
+
+/** A histogram's series: its labels, a count per bucket (not cumulative), the sum and the count. */
+export interface HistogramSeries {
+  readonly labels: Record<string, string>
+  readonly counts: Float64Array
+  sum: number
+  count: number
+}
+
 /** One number per series: what counters and gauges have in common. */
 abstract class LocalValues extends LocalMetric {
-  private readonly series = new Map<string, { labels: Record<string, string>, value: number }>()
+  private readonly series = new Map<string, ValueSeries>()
+
+  /**
+   * The series `key`, made on first use (`labels` is only called then). A caller that keeps
+   * it adds to `value` without looking it up again (metrics.ts caches a request's series).
+   */
+  seriesOf (key: string, labels: () => Record<string, string>): ValueSeries {
+    let s = this.series.get(key)
+    if (s === undefined) this.series.set(key, s = { labels: labels(), value: 0 })
+    return s
+  }
 
   /** Adds `by` to the series `key`; `labels` is only called for a new series. */
   protected addTo (key: string, labels: () => Record<string, string>, by: number): void {
-    const s = this.series.get(key)
-    if (s !== undefined) s.value += by
-    else this.series.set(key, { labels: labels(), value: by })
+    this.seriesOf(key, labels).value += by
   }
 
   values (): MetricValue[] {
     return [...this.series.values()].map(s => ({ labels: s.labels, value: s.value }))
   }
 
+  /** Zeroes the series rather than dropping them: a caller may hold one (seriesOf). */
   override reset (): void {
-    this.series.clear()
+    for (const s of this.series.values()) s.value = 0
   }
 }
 
@@ -85,16 +108,26 @@ export class LocalGauge extends LocalValues {
 export class LocalHistogram extends LocalMetric {
   readonly type = 'histogram' as const
   private readonly buckets: readonly number[]
-  private readonly series = new Map<string, { labels: Record<string, string>, counts: Float64Array, sum: number, count: number }>()
+  private readonly series = new Map<string, HistogramSeries>()
 
   constructor (registry: Registry, name: string, help: string, buckets: readonly number[]) {
     super(registry, name, help)
     this.buckets = buckets
   }
 
-  observe (key: string, labels: () => Record<string, string>, value: number): void {
+  /** The series `key`, made on first use (`labels` is only called then); see LocalValues.seriesOf. */
+  seriesOf (key: string, labels: () => Record<string, string>): HistogramSeries {
     let s = this.series.get(key)
     if (s === undefined) this.series.set(key, s = { labels: labels(), counts: new Float64Array(this.buckets.length), sum: 0, count: 0 })
+    return s
+  }
+
+  observe (key: string, labels: () => Record<string, string>, value: number): void {
+    this.record(this.seriesOf(key, labels), value)
+  }
+
+  /** Counts `value` in the series `s` (one of this histogram's, from seriesOf). */
+  record (s: HistogramSeries, value: number): void {
     const b = this.buckets
     for (let i = 0; i < b.length; i++) {
       if (value <= b[i]!) {
@@ -121,7 +154,12 @@ export class LocalHistogram extends LocalMetric {
     return out
   }
 
+  /** Zeroes the series rather than dropping them: a caller may hold one (seriesOf). */
   override reset (): void {
-    this.series.clear()
+    for (const s of this.series.values()) {
+      s.counts.fill(0)
+      s.sum = 0
+      s.count = 0
+    }
   }
 }

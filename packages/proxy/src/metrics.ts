@@ -5,16 +5,39 @@
  */
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
-import { LocalCounter, LocalGauge, LocalHistogram } from './local-metrics.ts'
+import { LocalCounter, LocalGauge, LocalHistogram, type HistogramSeries, type ValueSeries } from './local-metrics.ts'
 import type { LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord } from '@portico/engine'
 import { version } from './version.ts'
-
-type RequestLabels = Record<'gateway' | 'listener' | 'route' | 'backend' | 'method' | 'status' | 'reason' | 'protocol', string>
+import { performance } from '@portico/engine/clock'
 
 /** The `protocol` label of a request: gRPC (over HTTP/2), else the HTTP version the client spoke. */
 function protocolOf (ctx: RequestContext): 'grpc' | 'http2' | 'http1' {
   return ctx.grpc !== null ? 'grpc' : ctx.req.httpVersionMajor === 2 ? 'http2' : 'http1'
 }
+
+/**
+ * A request's label values and the series they select: `portico_requests_total` and
+ * `portico_request_duration_seconds` (all eight labels), and — made when first observed — the
+ * body sizes (gateway, route) and the backend call's duration (backend).
+ */
+interface RequestSeries {
+  readonly gateway: string
+  readonly listener: string
+  readonly route: string | null
+  readonly backend: string | undefined
+  readonly method: string
+  readonly status: number
+  readonly reason: string
+  readonly protocol: string
+  readonly requests: ValueSeries
+  readonly duration: HistogramSeries
+  requestBodySize: HistogramSeries | null
+  responseBodySize: HistogramSeries | null
+  upstreamDuration: HistogramSeries | null
+}
+
+/** How many label sets ProxyMetrics.requestSeries keeps to compare before building a key. */
+const RECENT_SERIES = 8
 
 /** LLM token counts per request: 1 … 4M tokens, powers of 4 (agentgateway's run to 67M). */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
@@ -68,6 +91,11 @@ export class ProxyMetrics {
   private readonly connectDuration: LocalHistogram
   private readonly tlsDuration: LocalHistogram
   private readonly tracingSpans: LocalCounter
+  /** Every request label set seen, by key (requestSeries). */
+  private readonly requestSeriesByKey = new Map<string, RequestSeries>()
+  /** The last RECENT_SERIES label sets looked up, filled round robin (requestSeries). */
+  private readonly recentSeries: Array<RequestSeries | undefined> = new Array<RequestSeries | undefined>(RECENT_SERIES)
+  private nextRecent = 0
 
   /**
    * `dataPlane`: the metrics of one data-plane worker, which the primary sums with the other
@@ -125,24 +153,12 @@ export class ProxyMetrics {
   }
 
   observeRequest (ctx: RequestContext): void {
-    const gateway = ctx.listener.ir.gateway
-    const listener = ctx.listener.ir.name
+    const now = performance.now()
     const route = ctx.routeKey
     const backend = ctx.backend?.name
-    const protocol = protocolOf(ctx)
-    const key = `${gateway}\0${listener}\0${route}\0${backend}\0${ctx.method}\0${ctx.status}\0${ctx.reason}\0${protocol}`
-    const labels = (): RequestLabels => ({
-      gateway: gateway || 'unknown',
-      listener: listener || 'unknown',
-      route: route ?? 'unknown',
-      backend: backend ?? 'unknown',
-      method: ctx.method,
-      status: String(ctx.status),
-      reason: ctx.reason,
-      protocol
-    })
-    this.requests.inc(key, labels)
-    this.requestDuration.observe(key, labels, (performance.now() - ctx.startMono) / 1000)
+    const series = this.requestSeries(ctx.listener.ir.gateway, ctx.listener.ir.name, route, backend, ctx.method, ctx.status, ctx.reason, protocolOf(ctx))
+    series.requests.value++
+    this.requestDuration.record(series.duration, (now - ctx.startMono) / 1000)
     if (ctx.mcp !== null) {
       const mcp = ctx.mcp
       const tool = mcp.kind === 'resource' ? '' : mcp.name ?? ''
@@ -152,22 +168,70 @@ export class ProxyMetrics {
     }
     if (ctx.llm?.usage != null) this.observeLlmUsage(ctx, ctx.llm, ctx.llm.usage, route ?? 'unknown')
     if (ctx.upstreamHeadersAt > 0 && backend !== undefined && ctx.backend!.kind !== 'mcp') {
-      this.upstreamDuration.observe(backend, () => ({ backend }), (ctx.upstreamHeadersAt - ctx.upstreamStart) / 1000)
+      series.upstreamDuration ??= this.upstreamDuration.seriesOf(backend, () => ({ backend }))
+      this.upstreamDuration.record(series.upstreamDuration, (ctx.upstreamHeadersAt - ctx.upstreamStart) / 1000)
     }
-    this.observeSizesAndCalls(ctx, gateway || 'unknown', route ?? 'unknown', backend ?? 'unknown')
-    if (ctx.phases.length > 0) this.observeDecisions(ctx, gateway || 'unknown', route ?? 'unknown')
+    this.observeSizesAndCalls(ctx, series, now)
+    if (ctx.phases.length > 0) this.observeDecisions(ctx, series.gateway || 'unknown', route ?? 'unknown')
   }
 
-  private observeSizesAndCalls (ctx: RequestContext, gateway: string, route: string, backend: string): void {
-    const now = performance.now()
-    const where = `${gateway}\0${route}`
-    const labels = () => ({ gateway, route })
+  /**
+   * The series of a request with these labels. Label sets repeat from one request to the
+   * next (the same listener, route, backend, method, status…, and each value the same string
+   * object), so the last few are compared value by value before a key is built: building the
+   * key (a string of fifteen parts) and finding it in four Maps cost ~4,800 instructions a
+   * request, the Map comparing it as a string not yet flat (bench/tracing-instructions.ts
+   * --functions, tracing off).
+   */
+  private requestSeries (gateway: string, listener: string, route: string | null, backend: string | undefined, method: string, status: number, reason: string, protocol: string): RequestSeries {
+    const recent = this.recentSeries
+    for (let i = 0; i < RECENT_SERIES; i++) {
+      const s = recent[i]
+      if (s === undefined) break
+      if (s.status === status && s.route === route && s.method === method && s.backend === backend && s.reason === reason && s.protocol === protocol && s.listener === listener && s.gateway === gateway) return s
+    }
+    const key = `${gateway}\0${listener}\0${route}\0${backend}\0${method}\0${status}\0${reason}\0${protocol}`
+    let s = this.requestSeriesByKey.get(key)
+    if (s === undefined) {
+      const labels = (): Record<string, string> => ({
+        gateway: gateway || 'unknown',
+        listener: listener || 'unknown',
+        route: route ?? 'unknown',
+        backend: backend ?? 'unknown',
+        method,
+        status: String(status),
+        reason,
+        protocol
+      })
+      s = {
+        gateway,
+        listener,
+        route,
+        backend,
+        method,
+        status,
+        reason,
+        protocol,
+        requests: this.requests.seriesOf(key, labels),
+        duration: this.requestDuration.seriesOf(key, labels),
+        requestBodySize: null,
+        responseBodySize: null,
+        upstreamDuration: null
+      }
+      this.requestSeriesByKey.set(key, s)
+    }
+    recent[this.nextRecent] = s
+    this.nextRecent = (this.nextRecent + 1) % RECENT_SERIES
+    return s
+  }
+
+  private observeSizesAndCalls (ctx: RequestContext, series: RequestSeries, now: number): void {
     const declared = ctx.req.headers['content-length']
     const requestBytes = ctx.requestBody !== null ? ctx.requestBody.length : declared !== undefined ? Number(declared) : NaN
-    if (requestBytes >= 0) this.requestBodySize.observe(where, labels, requestBytes)
+    if (requestBytes >= 0) this.requestBodySize.record(series.requestBodySize ??= this.bodySizeSeries(this.requestBodySize, series), requestBytes)
     const local = ctx.responseHeaders['content-length']
     const responseBytes = ctx.responseBytes > 0 ? ctx.responseBytes : typeof local === 'string' ? Number(local) : NaN
-    if (responseBytes >= 0) this.responseBodySize.observe(where, labels, responseBytes)
+    if (responseBytes >= 0) this.responseBodySize.record(series.responseBodySize ??= this.bodySizeSeries(this.responseBodySize, series), responseBytes)
     const mcp = ctx.mcp
     if (mcp !== null) {
       const tool = mcp.kind === 'resource' ? '' : mcp.name ?? ''
@@ -175,12 +239,21 @@ export class ProxyMetrics {
     }
     const llm = ctx.llm
     if (llm !== null && ctx.upstreamStart > 0) {
+      const route = series.route ?? 'unknown'
+      const backend = series.backend ?? 'unknown'
       const responseModel = llm.usage?.responseModel ?? 'unknown'
       const key = `${llm.model}\0${responseModel}\0${route}\0${backend}`
       const llmLabels = () => ({ gen_ai_operation_name: 'chat', gen_ai_provider_name: llm.system, gen_ai_request_model: llm.model, gen_ai_response_model: responseModel, route, backend })
       this.llmDuration.observe(key, llmLabels, (now - ctx.upstreamStart) / 1000)
       if (llm.streaming && llm.firstChunkAt > 0) this.llmFirstToken.observe(key, llmLabels, (llm.firstChunkAt - ctx.upstreamStart) / 1000)
     }
+  }
+
+  /** A body-size histogram's series for a request's gateway and route. */
+  private bodySizeSeries (histogram: LocalHistogram, series: RequestSeries): HistogramSeries {
+    const gateway = series.gateway || 'unknown'
+    const route = series.route ?? 'unknown'
+    return histogram.seriesOf(`${gateway}\0${route}`, () => ({ gateway, route }))
   }
 
   /**

@@ -1,0 +1,83 @@
+/**
+ * ProxyMetrics finds a request's series by comparing its label values with the last few
+ * label sets before it builds a key (metrics.ts requestSeries). These check that the cache
+ * never mixes series up: labels that differ in one value count apart, more label sets than
+ * the cache holds all count, and equal values in different string objects count together.
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { ProxyMetrics } from '../src/metrics.ts'
+
+interface Labels { gateway?: string, listener?: string, route?: string | null, backend?: string, method?: string, status?: number, reason?: string, grpc?: boolean, http2?: boolean, contentLength?: string }
+
+/** The fields of a RequestContext that observeRequest reads. */
+function request (l: Labels): never {
+  const backend = l.backend !== undefined ? { name: l.backend, kind: 'service' } : null
+  return {
+    listener: { ir: { gateway: l.gateway ?? 'default/portico', name: l.listener ?? 'http' } },
+    routeKey: l.route === undefined ? 'default/r' : l.route,
+    backend,
+    method: l.method ?? 'GET',
+    status: l.status ?? 200,
+    reason: l.reason ?? 'Upstream',
+    grpc: l.grpc === true ? {} : null,
+    req: { httpVersionMajor: l.http2 === true ? 2 : 1, headers: l.contentLength !== undefined ? { 'content-length': l.contentLength } : {} },
+    startMono: performance.now() - 5,
+    mcp: null,
+    llm: null,
+    upstreamHeadersAt: backend !== null ? performance.now() : 0,
+    upstreamStart: backend !== null ? performance.now() - 2 : 0,
+    requestBody: null,
+    responseHeaders: { 'content-length': '12' },
+    responseBytes: 12,
+    phases: []
+  } as never
+}
+
+async function counts (m: ProxyMetrics, name: string): Promise<Map<string, number>> {
+  const metric = (await m.registry.getMetricsAsJSON()).find(x => x.name === name)!
+  const out = new Map<string, number>()
+  for (const v of metric.values as Array<{ labels: Record<string, string | number>, value: number, metricName?: string }>) {
+    if (v.metricName !== undefined && !v.metricName.endsWith('_count')) continue
+    const { le: _, ...labels } = v.labels
+    out.set(Object.entries(labels).map(([k, x]) => `${k}=${x}`).join(','), v.value)
+  }
+  return out
+}
+
+test('requests whose labels differ in one value count in series of their own', async () => {
+  const m = new ProxyMetrics({ dataPlane: true })
+  const variants: Labels[] = [
+    {}, { gateway: 'default/other' }, { listener: 'https' }, { route: 'default/r2' }, { route: null },
+    { backend: 'default/b' }, { method: 'POST' }, { status: 404 }, { reason: 'NoRoute' }, { grpc: true }, { http2: true }
+  ]
+  // Three rounds, interleaved: more label sets than the cache keeps, each seen again after others.
+  for (let round = 0; round < 3; round++) for (const v of variants) m.observeRequest(request(v))
+  const requests = await counts(m, 'portico_requests_total')
+  assert.equal(requests.size, variants.length, [...requests.keys()].join('\n'))
+  for (const [labels, value] of requests) assert.equal(value, 3, labels)
+  const durations = await counts(m, 'portico_request_duration_seconds')
+  assert.deepEqual([...durations.values()], variants.map(() => 3))
+  const protocols = [...requests.keys()].map(k => /protocol=(\w+)/.exec(k)![1])
+  assert.deepEqual(protocols.filter(p => p !== 'http1').sort(), ['grpc', 'http2'])
+  assert.ok(requests.has('gateway=default/portico,listener=http,route=unknown,backend=unknown,method=GET,status=200,reason=Upstream,protocol=http1'), 'a request without a route')
+})
+
+test('equal label values in different string objects count together; body sizes and backend calls follow the request\'s series', async () => {
+  const m = new ProxyMetrics({ dataPlane: true })
+  for (let i = 0; i < 5; i++) {
+    // Made per request, as HTTP/2's :method and a route key read from a config would be.
+    m.observeRequest(request({ method: ['PO', 'ST'].join(''), route: `default/${'r'.repeat(1 + (i % 1))}`, backend: 'default/b', contentLength: String(100 + i) }))
+  }
+  const requests = await counts(m, 'portico_requests_total')
+  assert.deepEqual([...requests.values()], [5])
+  assert.deepEqual([...(await counts(m, 'portico_request_body_size_bytes')).entries()], [['gateway=default/portico,route=default/r', 5]])
+  assert.deepEqual([...(await counts(m, 'portico_response_body_size_bytes')).entries()], [['gateway=default/portico,route=default/r', 5]])
+  assert.deepEqual([...(await counts(m, 'portico_upstream_call_duration_seconds')).entries()], [['backend=default/b', 5]])
+  // A label set that shares the gateway and route shares their body-size series.
+  m.observeRequest(request({ status: 503, backend: 'default/b', contentLength: '1' }))
+  assert.deepEqual([...(await counts(m, 'portico_request_body_size_bytes')).values()], [6])
+  assert.deepEqual([...(await counts(m, 'portico_upstream_call_duration_seconds')).values()], [6])
+  assert.equal((await counts(m, 'portico_requests_total')).size, 2)
+})
