@@ -15,6 +15,7 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace'
 import { createRequestTracing, PorticoSampler } from '../src/trace/otel-sdk.ts'
 import { endServerSpan, httpRoute, redactQuery, setBackendCallAttributes, type ServerSpanView } from '../src/trace/otel.ts'
 import { LAYOUTS } from '../src/trace/attribute-layouts.ts'
+import { vouchedTraceparentLine } from '../src/ir/http-grammar.ts'
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
 const remote = (sampled: boolean) => trace.setSpanContext(ROOT_CONTEXT, { traceId: TRACE, spanId: '00f067aa0ba902b7', traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true })
@@ -61,6 +62,8 @@ test('a request span continues the caller\'s trace and writes the call\'s tracep
     assert.match(h.traceparent!, new RegExp(`^00-${own.traceId}-${own.spanId}-00$`))
     assert.match(own.traceId, /^(?!0+$)[0-9a-f]{32}$/)
     assert.match(own.spanId, /^(?!0+$)[0-9a-f]{16}$/)
+    // The HTTP/1.1 head writes the vouched value as this line, whole (from the pool of lines).
+    assert.equal(vouchedTraceparentLine(h.traceparent!), `traceparent: ${h.traceparent!}\r\n`)
     seen.add(own.traceId)
     own.end()
   }

@@ -13,7 +13,7 @@
 import type { Dispatcher } from 'undici'
 import type { Readable } from 'node:stream'
 import { PorticoError } from '../util/errors.ts'
-import { hasInvalidFieldChar, isToken, isVouchedTraceparent } from '../ir/http-grammar.ts'
+import { hasInvalidFieldChar, isToken, vouchedTraceparentLine } from '../ir/http-grammar.ts'
 
 
 /** Names this client writes itself (lowercase). */
@@ -46,10 +46,13 @@ export function requestHead (options: Dispatcher.DispatchOptions, defaultHost: s
     for (const rawName in headers) {
       const value = headers[rawName]
       if (value === undefined) continue
-      if (rawName === 'traceparent' && typeof value === 'string' && isVouchedTraceparent(value)) {
+      if (rawName === 'traceparent' && typeof value === 'string') {
         // Tracing's own header, vouched for (ir/http-grammar.ts): a good name, a value of hex ids.
-        head += 'traceparent: ' + value + '\r\n'
-        continue
+        const line = vouchedTraceparentLine(value)
+        if (line !== null) {
+          head += line
+          continue
+        }
       }
       const name = hasUpper(rawName) ? rawName.toLowerCase() : rawName
       if (FRAMING.has(name)) {

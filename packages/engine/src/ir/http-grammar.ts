@@ -59,8 +59,9 @@ export function hasInvalidFieldChar (s: string): boolean {
   return INVALID_FIELD_CHAR.test(s)
 }
 
-/** The traceparent vouchTraceparent last vouched for ('' before any). */
+/** The traceparent vouchTraceparent last vouched for ('' before any), and its header line ('' until asked for). */
 let vouched = ''
+let vouchedLine = ''
 
 /**
  * Vouches for a `traceparent` value tracing wrote itself from hex ids (trace/otel-sdk.ts), so
@@ -68,18 +69,22 @@ let vouched = ''
  * slot: the backend call's head is built right after the header is set
  * (pipeline/backend-call.ts); if another request vouched in between, this one's header is
  * checked like any other. Only for a value valid by how it was made: any string equal to it
- * passes, whoever wrote that one. Kept here, beside the checks it skips, because both
+ * passes, whoever wrote that one. `line`, when tracing has it already, is the header as the
+ * head carries it (`traceparent: <value>\r\n`, a slice of the unsampled ids' pool), so the
+ * head adds one string rather than three. Kept here, beside the checks it skips, because both
  * rooms import this one and trace/ may not import http/ (docs/architecture.md).
  *
  * Why: checking the header's name and scanning its value were ~1,600 of the ~5,200
  * instructions that configuring tracing added to every proxied request
  * (bench/tracing-instructions.ts; docs/observability.md, Cost).
  */
-export function vouchTraceparent (value: string): void {
+export function vouchTraceparent (value: string, line?: string): void {
   vouched = value
+  vouchedLine = line ?? ''
 }
 
-/** Whether `value` is the traceparent last vouched for. */
-export function isVouchedTraceparent (value: string): boolean {
-  return value === vouched
+/** The header line (`traceparent: <value>\r\n`) of `value` if it is the traceparent last vouched for; null if not. */
+export function vouchedTraceparentLine (value: string): string | null {
+  if (value !== vouched) return null
+  return vouchedLine !== '' ? vouchedLine : (vouchedLine = 'traceparent: ' + value + '\r\n')
 }

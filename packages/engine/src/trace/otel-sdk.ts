@@ -17,6 +17,7 @@ import { randomFillSync } from 'node:crypto'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { vouchTraceparent } from '../ir/http-grammar.ts'
+import { performance } from '../util/clock.ts'
 import type { SamplingIR } from '../ir/types.ts'
 import type { OtelSpan, RequestSpan, RequestTracing, SpanAttributes, SpanOutcome } from './otel.ts'
 import type { AttributeLayout, LayoutValues } from './attribute-layouts.ts'
@@ -112,19 +113,12 @@ const headerSetter = {
   set: (h: HeaderMap, key: string, value: string) => { h[key] = value }
 }
 
-/**
- * The `performance` global and its time origin, read once: the global is a lazily made
- * accessor and timeOrigin a getter, and each read of either went through V8's generic load.
- * (Not imported from node:perf_hooks: loading that module on the request's thread made every
- * request of a traced proxy ~2,400 instructions dearer, none of its code running;
- * bench/tracing-instructions.ts.)
- */
-const perf = globalThis.performance
-const TIME_ORIGIN = perf.timeOrigin
+/** The time origin, read once (a getter; each read went through V8's generic load). */
+const TIME_ORIGIN = performance.timeOrigin
 
 /** The wall clock in ms since the epoch with a sub-ms fraction, as span times are kept. */
 function now (): number {
-  return TIME_ORIGIN + perf.now()
+  return TIME_ORIGIN + performance.now()
 }
 
 class SdkTracing implements RequestTracing {
@@ -256,6 +250,8 @@ class UnsampledRequestSpan implements RequestSpan {
   readonly recording = false
   /** The call's `traceparent` (this span's ids, flagged unsampled); the ids are cut from it when asked for. */
   private readonly traceparent: string
+  /** Its header line, `traceparent: <value>\r\n`, when the pool made it (a new trace); else undefined. */
+  private readonly line: string | undefined
   /** The caller's context (its tracestate and baggage go on to the calls). */
   private readonly parent: Context
   private readonly traceState: TraceState | undefined
@@ -264,7 +260,14 @@ class UnsampledRequestSpan implements RequestSpan {
 
   constructor (parent: Context, caller: { traceId: string, traceState?: TraceState | undefined } | undefined) {
     this.parent = parent
-    this.traceparent = caller === undefined ? unsampledTraceparent() : traceparent(caller.traceId, randomSpanId(), false)
+    if (caller === undefined) {
+      const line = unsampledTraceparentLine()
+      this.line = line
+      this.traceparent = line.slice(LINE_VALUE, LINE_VALUE + 55)
+    } else {
+      this.line = undefined
+      this.traceparent = traceparent(caller.traceId, randomSpanId(), false)
+    }
     this.traceState = caller?.traceState
     this.alone = traceparentAlone(this.traceState, parent)
   }
@@ -288,7 +291,7 @@ class UnsampledRequestSpan implements RequestSpan {
   }
 
   inject (headers: HeaderMap): void {
-    injectTrace(headers, this.traceparent, this.alone, this.parent, this.traceState)
+    injectTrace(headers, this.traceparent, this.alone, this.parent, this.traceState, this.line)
   }
 }
 
@@ -297,14 +300,14 @@ class UnsampledRequestSpan implements RequestSpan {
  * call's span), and the caller's tracestate and baggage — through the propagators only when
  * there are some to pass on (`alone` false).
  */
-function injectTrace (headers: HeaderMap, value: string, alone: boolean, parent: Context, traceState: TraceState | undefined): void {
+function injectTrace (headers: HeaderMap, value: string, alone: boolean, parent: Context, traceState: TraceState | undefined, line?: string): void {
   // A caller's tracestate belongs to its traceparent, which is being replaced (set
   // undefined, not deleted: see http/headers.ts dropUpstreamHeader).
   if (headers.tracestate !== undefined) headers.tracestate = undefined
   if (alone) {
     headers.traceparent = value
     // Hex ids and dashes: the HTTP/1.1 client need not check it (ir/http-grammar.ts).
-    vouchTraceparent(value)
+    vouchTraceparent(value, line)
     return
   }
   const sampled = value.charCodeAt(54) === 49 /* '1' */
@@ -329,21 +332,38 @@ function traceparent (traceId: string, spanId: string, sampled: boolean): string
  * Random ids, cut from a pool made a few hundred at a time: one `randomFillSync` and one hex
  * conversion per refill. Each entry is a trace id and a span id, kept twice: as hex
  * (`idHex`, 48 characters an entry) for the spans that need ids, and already written as the
- * `traceparent` of an unsampled call (`tpPool`, `00-<trace id>-<span id>-00`, 55 characters
- * an entry). So the common case at a low sampling ratio — a request that arrives without a
- * trace and is not sampled — costs one slice of a flat string: no id to build, no header
- * value to concatenate (a concatenation is flattened again by each reader of the header).
- * `tpPool` is written only when an unsampled call first asks for it after a refill: at
+ * `traceparent` header line of an unsampled call (`linePool`, `traceparent:
+ * 00-<trace id>-<span id>-00\r\n`, 70 characters an entry). So the common case at a low
+ * sampling ratio — a request that arrives without a trace and is not sampled — costs one
+ * slice of a flat string for the line and one for the value: no id to build, no header
+ * value to concatenate (a concatenation is flattened again by each reader of the header),
+ * and the HTTP/1.1 head adds the line whole (ir/http-grammar.ts vouchTraceparent).
+ * `linePool` is written only when an unsampled call first asks for it after a refill: at
  * 100 % sampling nothing does, and writing it cost every recorded request ~500
  * instructions (bench/tracing-instructions.ts).
  */
 const POOL_ENTRIES = 256
 const ENTRY_HEX = 48
-const ENTRY_TP = 55
-const idBytes = Buffer.allocUnsafe(POOL_ENTRIES * ENTRY_HEX / 2)
+const ENTRY_BYTES = ENTRY_HEX / 2
+const idBytes = Buffer.allocUnsafe(POOL_ENTRIES * ENTRY_BYTES)
 let idHex = ''
+
+/** An entry of `linePool`: where its value, trace id and span id start, and its length. */
+const LINE_VALUE = 'traceparent: '.length
+const LINE_TRACE_ID = LINE_VALUE + 3
+const LINE_SPAN_ID = LINE_TRACE_ID + 33
+const LINE_LENGTH = LINE_SPAN_ID + 16 + 5
+/**
+ * The lines' bytes, the fixed parts written once; each refill's ids are written over the
+ * hex digits (writeLinePool). `lineView` writes two hex digits at once.
+ */
+const lineBytes = Buffer.from(`traceparent: 00-${'0'.repeat(32)}-${'0'.repeat(16)}-00\r\n`.repeat(POOL_ENTRIES), 'latin1')
+const lineView = new DataView(lineBytes.buffer, lineBytes.byteOffset, lineBytes.length)
+/** A byte's two hex digits as one little-endian 16-bit store. */
+const HEX_PAIRS = new Uint16Array(256)
+for (let b = 0; b < 256; b++) HEX_PAIRS[b] = '0123456789abcdef'.charCodeAt(b >> 4) | ('0123456789abcdef'.charCodeAt(b & 15) << 8)
 /** '' until written for the current `idHex`. */
-let tpPool = ''
+let linePool = ''
 /** The next entry to take; POOL_ENTRIES: refill first. */
 let entry = POOL_ENTRIES
 
@@ -363,18 +383,24 @@ function refill (): void {
     // A run of 16 zeros anywhere (an all-zero span id, or half of an all-zero trace id, one
     // chance in 2^64 an id) makes the pool again; a run across two ids only wastes a refill.
   } while (idHex.includes(ZERO_SPAN))
-  tpPool = ''
+  linePool = ''
   entry = 0
 }
 
-/** `idHex`'s entries written as unsampled traceparents. */
-function writeTpPool (): void {
-  const parts = new Array<string>(POOL_ENTRIES)
-  for (let k = 0; k < POOL_ENTRIES; k++) {
-    const at = k * ENTRY_HEX
-    parts[k] = `00-${idHex.slice(at, at + 32)}-${idHex.slice(at + 32, at + ENTRY_HEX)}-00`
+/**
+ * `idBytes`' entries written as unsampled traceparent lines: each byte's hex digits stored
+ * into the lines' bytes, then one latin1 string of them all. (Building 256 template strings
+ * and joining them cost ~2.5× as much; bench/tracing-instructions.ts.)
+ */
+function writeLinePool (): void {
+  let from = 0
+  for (let at = 0; at < lineBytes.length; at += LINE_LENGTH) {
+    let to = at + LINE_TRACE_ID
+    for (let i = 0; i < 16; i++, to += 2) lineView.setUint16(to, HEX_PAIRS[idBytes[from++]!]!, true)
+    to = at + LINE_SPAN_ID
+    for (let i = 0; i < 8; i++, to += 2) lineView.setUint16(to, HEX_PAIRS[idBytes[from++]!]!, true)
   }
-  tpPool = parts.join('')
+  linePool = lineBytes.toString('latin1')
 }
 
 /** A random trace id (16 bytes in hex). */
@@ -389,9 +415,9 @@ function randomSpanId (): string {
   return idHex.slice(at, at + 16)
 }
 
-/** The `traceparent` of an unsampled call in a new trace (its ids at 3 and 36). */
-function unsampledTraceparent (): string {
-  const at = takeEntry() * ENTRY_TP
-  if (tpPool === '') writeTpPool()
-  return tpPool.slice(at, at + ENTRY_TP)
+/** The `traceparent` header line of an unsampled call in a new trace (its value at LINE_VALUE). */
+function unsampledTraceparentLine (): string {
+  const at = takeEntry() * LINE_LENGTH
+  if (linePool === '') writeLinePool()
+  return linePool.slice(at, at + LINE_LENGTH)
 }
