@@ -37,8 +37,26 @@ export function gateway (port: number, extra: Partial<NonNullable<ConfigFile['ga
   return { port, protocol: 'HTTP', address: '127.0.0.1', ...extra }
 }
 
-/** A port that was free a moment ago (listen on 0, read the port, close). */
+/**
+ * Ports this process has handed out: a port is only free until its user binds it, and a
+ * test often picks one (a Gateway's listener) long before the proxy binds it, while other
+ * picks (a controller's metrics port) come in between. Without this, the kernel could give
+ * the same still-unbound port to both (seen once in CI: the listener's requests answered by
+ * the controller's metrics server).
+ */
+const handedOut = new Set<number>()
+
+/** A port that was free a moment ago (listen on 0, read the port, close), never one this process handed out before. */
 export async function freePort (): Promise<number> {
+  for (;;) {
+    const port = await probePort()
+    if (handedOut.has(port)) continue
+    handedOut.add(port)
+    return port
+  }
+}
+
+async function probePort (): Promise<number> {
   return await new Promise((resolve, reject) => {
     const server = createServer()
     server.unref()
