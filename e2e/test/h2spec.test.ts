@@ -35,6 +35,9 @@ const H2C_ONLY: Record<string, string> = {
   'http2/3.5: Sends invalid connection preface': 'h2c and HTTP/1.1 share the port: bytes that are not the HTTP/2 preface are served as HTTP/1.1 (an answer, not a closed connection)'
 }
 
+/** How long the backend holds each answer (see before()): h2spec's own timeout is 3 s (-o 3). */
+const ANSWER_DELAY_MS = 100
+
 let backend: Backend
 let portico: PorticoProcess
 let tlsPort: number
@@ -42,7 +45,13 @@ let tlsPort: number
 before(async () => {
   backend = await startBackend((req, res) => {
     req.resume()
-    req.on('end', () => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'))
+    // Answered after a pause: several cases send a frame right after the request's
+    // END_STREAM and expect the stream still half-closed (remote) when it arrives. h2spec
+    // writes the two frames separately; on a busy machine it can be descheduled between them
+    // long enough for an immediate answer to close the stream first, and nghttp2 then
+    // ignores the frame (the "closed" cases in NGHTTP2) — "half closed (remote): Sends a
+    // DATA frame" failed so once in CI (2026-11-28).
+    req.on('end', () => setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'), ANSWER_DELAY_MS))
   })
   const dir = makeTempDir()
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })
