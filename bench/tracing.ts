@@ -25,9 +25,15 @@
  * cores from the proxies than autocannon in this process (`--load autocannon`, the way
  * before 2026-11-27).
  *
+ * `--placement pinned` gives every proxy the last CPU, all its threads on it (taskset), and
+ * keeps wrk, the backend and the sink (this process) on the others: a proxy with one core of
+ * its own, as in a pod limited to one CPU, where the export thread's and V8's helper
+ * threads' time comes out of the request thread's core and nobody else's. `shared` (the
+ * default) lets every process run on every core.
+ *
  * `--node-flags='--a-v8-flag'` passes flags to every proxy (a JIT hypothesis).
  *
- * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
+ * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--placement shared|pinned] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
  * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
  * propagates, and starts no export thread)
  */
@@ -37,7 +43,7 @@ import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { abbaReport, interleavedRounds, mergeAbba, pairRounds, ratioInterval, type AbbaResult } from './lib/abba.ts'
 import { fmt, rounded } from './lib/report.ts'
-import { freePort } from './lib/children.ts'
+import { freePort, hasTaskset, pinSelf } from './lib/children.ts'
 import { hasWrk } from './lib/wrk.ts'
 import { startBackend, startPortico, type Server } from './lib/servers.ts'
 
@@ -51,11 +57,14 @@ const { values } = parseArgs({
     control: { type: 'string', default: '1' },
     samplings: { type: 'string', default: '0.01,1' },
     load: { type: 'string', default: 'wrk' },
+    placement: { type: 'string', default: 'shared' },
     'node-flags': { type: 'string', default: '' }
   }
 })
-const opts = { rounds: Number(values.rounds), processes: Math.max(1, Number(values.processes)), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number), load: values.load, nodeFlags: values['node-flags'].split(/\s+/).filter(f => f !== '') }
+const opts = { rounds: Number(values.rounds), processes: Math.max(1, Number(values.processes)), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number), load: values.load, placement: values.placement, nodeFlags: values['node-flags'].split(/\s+/).filter(f => f !== '') }
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
+/** The machine's CPUs, counted before --placement pinned confines this process to some. */
+const CPUS = availableParallelism()
 
 /** An OTLP/HTTP endpoint that reads each export and answers 200 (and counts the bytes). */
 async function startSink (): Promise<{ url: string, bytes: () => number, close: () => Promise<void> }> {
@@ -94,7 +103,23 @@ function verdict (ratio: number, i: { low: number, high: number }, groups: numbe
   return `target ≥ ×${target}: not settled by this run (the interval straddles it; more groups narrow it)`
 }
 
+/**
+ * Where the processes run (--placement): pinned, the proxies on the last CPU and this
+ * process (the sink), wrk and the backend — children started after it inherit its CPUs — on
+ * the others; shared, everything anywhere.
+ */
+function placeProcesses (): { proxyCpus?: string, label: string } {
+  if (opts.placement === 'shared') return { label: 'shared: every process on every CPU' }
+  if (opts.placement !== 'pinned') throw new Error(`--placement: shared or pinned, not ${opts.placement}`)
+  const last = CPUS - 1
+  if (last < 1 || !hasTaskset()) throw new Error('--placement pinned needs 2 CPUs and taskset')
+  const others = last === 1 ? '0' : `0-${last - 1}`
+  pinSelf(others)
+  return { proxyCpus: String(last), label: `pinned: each proxy on CPU ${last} (all its threads), wrk, the backend and the sink on CPU ${others}` }
+}
+
 async function main (): Promise<void> {
+  const placement = placeProcesses()
   const servers: Server[] = []
   const sink = await startSink()
   try {
@@ -107,7 +132,7 @@ async function main (): Promise<void> {
         // Pair i runs at V8 random seed i + 1 on both sides: the seed places V8's code and
         // heap pages and seeds its hashes, so a pair compares like with like, and the pairs
         // sample different placements.
-        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn', nodeFlags: [`--random-seed=${i + 1}`, ...opts.nodeFlags] }))
+        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn', nodeFlags: [`--random-seed=${i + 1}`, ...opts.nodeFlags], ...(placement.proxyCpus !== undefined ? { cpus: placement.proxyCpus } : {}) }))
         servers.push(started.at(-1)!)
       }
       return started
@@ -144,7 +169,7 @@ async function main (): Promise<void> {
     const results = tracedColumns.map(t => ({ ...t, ...compared(t) }))
     const interval = (i: { low: number, high: number }) => `95 % interval ×${fmt(i.low, 3)}–×${fmt(i.high, 3)} over groups and rounds`
     const out = [
-      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; ${opts.processes} groups of processes (one per config each) × ${opts.rounds} interleaved rounds of ${opts.duration} s (rounds numbered across the groups), load by ${generator}; ${availableParallelism()} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
+      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; ${opts.processes} groups of processes (one per config each) × ${opts.rounds} interleaved rounds of ${opts.duration} s (rounds numbered across the groups), load by ${generator}; ${CPUS} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); placement ${placement.label}; spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
       '',
       ...(control !== null
         ? [...abbaReport(control.r, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.r.rpsRatio, 3)}x (${interval(control.interval)}), CPU µs/req ${fmt(control.r.cpuRatio, 3)}x — the noise floor`, '']
@@ -155,7 +180,7 @@ async function main (): Promise<void> {
         verdict(ratio, i, opts.processes),
         ''
       ]),
-      JSON.stringify(rounded({ bench: 'tracing', load: generator, ...(control !== null ? { control: { rpsRatio: control.r.rpsRatio, interval: control.interval, cpuRatio: control.r.cpuRatio, roundRatios: control.r.roundRatios } } : {}), samplings: results.map(({ ratio, r, interval: i }) => ({ ratio, rpsRatio: r.rpsRatio, interval: i, cpuRatio: r.cpuRatio, median: r.median, roundRatios: r.roundRatios })) }))
+      JSON.stringify(rounded({ bench: 'tracing', load: generator, placement: opts.placement, ...(control !== null ? { control: { rpsRatio: control.r.rpsRatio, interval: control.interval, cpuRatio: control.r.cpuRatio, roundRatios: control.r.roundRatios } } : {}), samplings: results.map(({ ratio, r, interval: i }) => ({ ratio, rpsRatio: r.rpsRatio, interval: i, cpuRatio: r.cpuRatio, median: r.median, roundRatios: r.roundRatios })) }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {
