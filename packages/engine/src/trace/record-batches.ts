@@ -73,8 +73,10 @@ export class RecordBatches<R> {
     } else {
       // Started with the first batch: a proxy that records nothing (tracing's default
       // sampling records only what callers sampled) never pays the thread's memory (~35 MB),
-      // nor what its mere presence costs the request's thread (~2,400 instructions a request
-      // under callgrind, cause not found: docs/observability.md, Cost, seventh round).
+      // nor what its mere presence costs the request's thread: the Worker, its ports and its
+      // stdio streams take EventEmitter's shared field accesses megamorphic, and with them
+      // every request's ServerResponse and IncomingMessage (~2,000 instructions a request
+      // under callgrind; docs/observability.md, Cost, eighth round).
       let thread: Worker | null = null
       // A thread that failed (its exporter could not start, say) takes nothing more: what it
       // held and all that comes after count as failed exports.
