@@ -204,6 +204,30 @@ test('a collector that does not answer holds at most 8192 spans; the rest are dr
   assert.deepEqual(outcomes, { dropped: 10_000 - 8192, exported: 8192 }, 'each span counted once, as what became of it')
 })
 
+test('relayed spans (a data-plane worker\'s, to its primary) are exported and counted where they arrive, once; the relaying side counts none', async () => {
+  const spans: ReadableSpan[] = []
+  const primary = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 5, exporter: { export: (s, cb) => { spans.push(...s); cb({ code: 0 }) }, shutdown: async () => {} } })
+  const counted: Record<string, Record<string, number>> = { primary: {}, worker: {} }
+  primary.onSpans = (result, count) => { counted.primary![result] = (counted.primary![result] ?? 0) + count }
+  const batches: unknown[][] = []
+  // The worker side: batches go through a function (the worker's message port), no export thread.
+  const worker = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: true, clientSampling: true, resources: {}, scheduledDelayMs: 60_000, relay: records => { batches.push(records); primary.acceptRelayed(records) } })
+  worker.onSpans = (result, count) => { counted.worker![result] = (counted.worker![result] ?? 0) + count }
+  const ids = new Set<string>()
+  for (let i = 0; i < 100; i++) {
+    const span = worker.startRequest({}, 'GET')
+    ids.add(span.spanId)
+    span.end()
+  }
+  // 64 a batch: one handed over at once, the rest when the worker stops.
+  assert.equal(batches.length, 1)
+  await worker.shutdown()
+  assert.equal(batches.length, 2)
+  await primary.shutdown()
+  assert.deepEqual(new Set(spans.map(s => s.spanContext().spanId)), ids)
+  assert.deepEqual(counted, { primary: { exported: 100 }, worker: {} })
+})
+
 test('the export thread sends OTLP/HTTP protobuf to the endpoint, flushes at shutdown, and reports a failed export', async () => {
   const bodies: Buffer[] = []
   const server = http.createServer((req, res) => {

@@ -41,6 +41,12 @@ export interface TracingOptions extends SpanExportOptions {
   scheduledDelayMs?: number
   /** Exporter to use in this thread instead of OTLP from the export thread (tests). */
   exporter?: SpanExporter
+  /**
+   * Hands each batch of span records to another thread that exports them (its
+   * RequestTracing.acceptRelayed) instead of starting an export thread here: a data-plane
+   * worker's spans go to its primary.
+   */
+  relay?: (records: SpanRecord[]) => void
   /** A failed export or a failed export thread (spans are lost, the proxy goes on); at most once a minute. */
   onExportError?: (message: string) => void
 }
@@ -51,7 +57,9 @@ export async function createRequestTracing (options: TracingOptions): Promise<Re
   const sampler = new PorticoSampler(options.randomSampling, options.clientSampling)
   const { otlpEndpoint, otlpProtocol, headers, resources, exporter } = options
   let sink: RecordBatchesOptions<SpanRecord>['sink']
-  if (exporter !== undefined) {
+  if (options.relay !== undefined) {
+    sink = { relay: options.relay }
+  } else if (exporter !== undefined) {
     // The SDK loads on this thread only for a test's in-thread exporter (span-record.ts says why).
     const { spanExport } = await import('./span-export.ts')
     sink = { local: (done, gatherMs) => spanExport(exporter, resources, done, gatherMs) }
@@ -147,6 +155,10 @@ class SdkTracing implements RequestTracing {
     // header, nothing more.
     if (!this.sampler.sampleRequest(caller, sampling)) return new UnsampledRequestSpan(parent, caller)
     return new RecordedRequestSpan(this.spans, method, parent, caller)
+  }
+
+  acceptRelayed (records: unknown[]): void {
+    this.spans.addRelayed(records as SpanRecord[])
   }
 
   async shutdown (): Promise<void> {

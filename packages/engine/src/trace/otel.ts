@@ -63,6 +63,11 @@ export interface RequestTracing {
    * or was away) or dropped (the queue was full). Set by the proxy, for its metrics.
    */
   onSpans: ((result: SpanOutcome, count: number) => void) | null
+  /**
+   * Records of ended spans another thread of this process recorded and relayed here (a
+   * data-plane worker's, TracingOptions.relay): exported, and counted in onSpans, here.
+   */
+  acceptRelayed(records: unknown[]): void
   /** Exports what is buffered and stops. */
   shutdown(): Promise<void>
 }

@@ -32,9 +32,13 @@ export interface RecordBatchesOptions<R> {
    * Where the records go: a module the export thread loads (`openRecordExport(options, done,
    * gatherMs)`, trace/export-worker.ts) with its options (plain data), or a sink in this
    * thread (tests). Either gets `delayMs` as `gatherMs`: the export side gathers no longer
-   * than this side waits (nor than its GATHER_MS).
+   * than this side waits (nor than its GATHER_MS). Or `relay`: each batch handed to a
+   * function that takes it to another thread's RecordBatches (`addRelayed`), which exports
+   * it and counts what becomes of it — a data-plane worker's to its primary's, so that no
+   * thread serving requests starts an export thread (docs/observability.md, Cost, eighth
+   * round).
    */
-  sink: { module: URL, options: unknown } | { local: (done: (count: number, error: string | null) => void, gatherMs: number) => RecordSink<R> }
+  sink: { module: URL, options: unknown } | { local: (done: (count: number, error: string | null) => void, gatherMs: number) => RecordSink<R> } | { relay: (records: R[]) => void }
   /** How long a record may wait for a full batch (ms). */
   delayMs: number
   /** What a record is, for error messages ('span', 'access log record'). */
@@ -66,7 +70,14 @@ export class RecordBatches<R> {
       if (error !== null) this.error(error)
     }
     const sink = options.sink
-    if ('local' in sink) {
+    if ('relay' in sink) {
+      // Counted where they are exported; here they only leave the queue.
+      this.send = batch => {
+        this.outstanding -= batch.length
+        sink.relay(batch)
+      }
+      this.close = async () => {}
+    } else if ('local' in sink) {
       const records = sink.local(done, this.delayMs)
       this.send = batch => records.add(batch)
       this.close = () => records.shutdown()
@@ -101,6 +112,11 @@ export class RecordBatches<R> {
     this.batch.push(record)
     if (this.batch.length >= HANDOVER_BATCH) this.flush()
     else if (this.timer === null) this.timer = setTimeout(() => this.flush(), this.delayMs).unref()
+  }
+
+  /** Records another thread gathered and relayed here (its `relay` sink): exported from here, as if added here. */
+  addRelayed (records: R[]): void {
+    for (const record of records) this.add(record)
   }
 
   private flush (): void {
