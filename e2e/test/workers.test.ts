@@ -12,9 +12,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import http from 'node:http'
 import net from 'node:net'
 import http2 from 'node:http2'
 import { Agent, request } from 'undici'
@@ -390,6 +391,46 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       }
       assert.ok(!p.logs().some(l => l.src === '10.9.9.9' || l.path === '/forged'), 'nothing forged is served')
     }
+  })
+
+  once('OpenTelemetry: the workers\' spans and OTLP access-log records leave through the primary\'s export threads, none of their own; /metrics counts them; SIGTERM sends what waits', { timeout: 60_000 }, async () => {
+    // An OTLP/HTTP endpoint that takes every export and counts the calls by path.
+    const calls = new Map<string, number>()
+    const sink = http.createServer((req, res) => {
+      req.resume()
+      req.on('end', () => {
+        calls.set(req.url!, (calls.get(req.url!) ?? 0) + 1)
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()
+      })
+    })
+    await new Promise<void>(resolve => sink.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise(resolve => sink.close(resolve)))
+    const endpoint = `http://127.0.0.1:${(sink.address() as net.AddressInfo).port}`
+    const statsPort = await freePort()
+    const p = await start(port => ({
+      config: { tracing: { otlpEndpoint: endpoint, otlpProtocol: 'http', randomSampling: true }, accessLog: { otlp: { otlpEndpoint: endpoint, otlpProtocol: 'http' } } },
+      gateways: { default: gateway(port) },
+      routes: [{ name: 'all', backends: [{ host: backend.host }] }]
+    }), { STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info', OTEL_BSP_SCHEDULE_DELAY: '2000', OTEL_BLRP_SCHEDULE_DELAY: '2000' })
+    for (let i = 0; i < 20; i++) await get(`${p.url}/otel/${i}`)
+    await waitUntil(() => workersServing(p, '/otel/').size === 2, 5_000, 'both workers to serve')
+    const exported = async () => Number(/^portico_tracing_spans_total\{result="exported"\} (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${statsPort}/metrics`)).text())?.[1] ?? 0)
+    // Each request's server span and its backend call's span.
+    await waitUntil(async () => await exported() === 40, 15_000, 'the 40 spans to be exported and counted once')
+    assert.ok((calls.get('/v1/logs') ?? 0) > 0, 'access-log records exported')
+    // The export threads are the primary's: one for spans, one for access-log records, and
+    // none in a data-plane worker (each started its own two before: four). Linux names a
+    // worker thread `WorkerThread`, and Portico's data-plane workers `portico worker N`.
+    const names = readdirSync(`/proc/${p.child.pid}/task`).map(t => readFileSync(`/proc/${p.child.pid}/task/${t}/comm`, 'utf8').trim())
+    assert.equal(names.filter(n => n.startsWith('portico worker')).length, 2, names.join(', '))
+    assert.equal(names.filter(n => n === 'WorkerThread').length, 2, `two export threads: ${names.join(', ')}`)
+    // Spans waiting in the workers when SIGTERM comes (they wait up to 2 s for a full batch,
+    // OTEL_BSP_SCHEDULE_DELAY) still leave, through the primary.
+    const before = calls.get('/v1/traces') ?? 0
+    await Promise.all(Array.from({ length: 6 }, (_, i) => get(`${p.url}/otel/late-${i}`)))
+    p.signal('SIGTERM')
+    assert.equal((await p.waitForExit(15_000)).code, 0, p.output)
+    assert.ok((calls.get('/v1/traces') ?? 0) > before, 'the spans of the last requests were exported on the way out')
   })
 
   test('SIGTERM drains every worker: requests in flight on both finish, exit 0', { timeout: 30_000 }, async () => {

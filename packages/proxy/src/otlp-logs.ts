@@ -43,18 +43,25 @@ export const LOG_RECORD = { time: 0, traceId: 1, spanId: 2, traceFlags: 3, body:
 
 export interface OtlpLogs {
   emit(message: string, fields: Record<string, unknown>, span: RequestSpan | null): void
+  /** Records another thread wrote and relayed here (a data-plane worker's): exported from here. */
+  acceptRelayed(records: unknown[]): void
   shutdown(): Promise<void>
 }
 
 export interface StartOtlpLogsOptions {
   /** Records that could not be exported (lost; the proxy goes on); at most once a minute. */
   onError?: (message: string) => void
+  /**
+   * Hands each batch to another thread that exports them (its OtlpLogs.acceptRelayed)
+   * instead of starting an export thread here: a data-plane worker's go to its primary.
+   */
+  relay?: (records: LogRecord[]) => void
 }
 
 export function startOtlpLogs (options: OtlpLogsOptions, start: StartOtlpLogsOptions = {}): OtlpLogs {
   const batches = new RecordBatches<LogRecord>({
     // The options are plain data (the settings' accessLog.otlp): cloned to the export thread as they are.
-    sink: { module: new URL('./otlp-logs-export.ts', import.meta.url), options },
+    sink: start.relay !== undefined ? { relay: start.relay } : { module: new URL('./otlp-logs-export.ts', import.meta.url), options },
     delayMs: options.scheduledDelayMs ?? 1000,
     what: 'access log record',
     ...(start.onError !== undefined ? { onError: start.onError } : {})
@@ -69,6 +76,7 @@ export function startOtlpLogs (options: OtlpLogsOptions, start: StartOtlpLogsOpt
       }
       batches.add(record)
     },
+    acceptRelayed: records => batches.addRelayed(records as LogRecord[]),
     shutdown: () => batches.shutdown()
   }
 }

@@ -55,20 +55,30 @@ export interface PorticoOptions {
 
 /**
  * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
- * its exporters load only then.
+ * its exporters load only then. `relay` (a data-plane worker): its spans and OTLP access-log
+ * records go to the primary, which exports them, rather than to an export thread of its
+ * own — a `Worker` made in a thread that serves requests costs each of its requests
+ * (docs/observability.md, Cost, eighth round), and one exporter serves the process.
  */
-export async function startTracing (settings: Settings, logs: Logs): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
+export async function startTracing (settings: Settings, logs: Logs, relay?: (kind: 'spans' | 'logs', records: unknown[]) => void): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
   const out: Pick<PorticoOptions, 'otel' | 'otlpLogs'> = {}
   if (settings.tracing !== null) {
     const { createRequestTracing } = await import('@portico/engine/otel-sdk')
     const log = logs.for('tracing')
     // Spans that cannot be exported are lost; the proxy says so at most once a minute.
-    out.otel = await createRequestTracing({ ...settings.tracing, onExportError: message => log.warn({ err: message }, 'spans not exported') })
+    out.otel = await createRequestTracing({
+      ...settings.tracing,
+      onExportError: message => log.warn({ err: message }, 'spans not exported'),
+      ...(relay !== undefined ? { relay: (records: unknown[]) => relay('spans', records) } : {})
+    })
   }
   if (settings.accessLog.otlp !== null) {
     const { startOtlpLogs } = await import('./otlp-logs.ts')
     const log = logs.for('request')
-    out.otlpLogs = startOtlpLogs(settings.accessLog.otlp, { onError: message => log.warn({ err: message }, 'access log records not exported') })
+    out.otlpLogs = startOtlpLogs(settings.accessLog.otlp, {
+      onError: message => log.warn({ err: message }, 'access log records not exported'),
+      ...(relay !== undefined ? { relay: (records: unknown[]) => relay('logs', records) } : {})
+    })
   }
   return out
 }
@@ -163,7 +173,21 @@ export class Portico {
     this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), { reusePort: options.worker !== undefined && !options.worker.intake, intake: options.worker?.intake === true })
     this.pool = backends === null
       ? null
-      : new WorkerPool({ count: options.settings.workers, settings: options.settings, logs: options.logs, engine: this.engine, metrics: this.metrics, sessionKey: sessionKey!, env: options.env ?? {}, backends })
+      : new WorkerPool({
+        count: options.settings.workers,
+        settings: options.settings,
+        logs: options.logs,
+        engine: this.engine,
+        metrics: this.metrics,
+        sessionKey: sessionKey!,
+        env: options.env ?? {},
+        backends,
+        // The workers' spans and OTLP access-log records, exported (and counted) here.
+        onRecords: (kind, records) => {
+          if (kind === 'spans') options.otel?.acceptRelayed(records)
+          else this.otlpLogs?.acceptRelayed(records)
+        }
+      })
     this.onQuit = options.onQuit
     this.maxConfigBytes = options.maxConfigBytes
     this.unwatchConnects = watchUpstreamConnects((host, port) => this.endpointBackends.get(`${host}:${port}`) ?? 'unknown', (b, tcp, tls) => this.metrics.observeConnect(b, tcp, tls))

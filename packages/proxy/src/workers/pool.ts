@@ -48,6 +48,8 @@ export interface WorkerPoolOptions {
   sessionKey: string
   env: Record<string, string>
   backends: SlotTable
+  /** Records a worker relayed (its spans, its OTLP access-log records): the primary exports them. */
+  onRecords?: (kind: 'spans' | 'logs', records: unknown[]) => void
 }
 
 /** A call's answer never came: the worker ended first (not a refusal of what was asked). */
@@ -167,6 +169,8 @@ export class WorkerPool {
       else call.reject(new Error(message.error))
     } else if (message.type === 'trace-event') {
       this.traces.get(message.arm)?.(message.event)
+    } else if (message.type === 'records') {
+      this.options.onRecords?.(message.kind, message.records)
     }
   }
 

@@ -57,6 +57,11 @@ export type FromWorker =
   | { type: 'reply', id: number, ok: true, value: unknown }
   | { type: 'reply', id: number, ok: false, error: string }
   | { type: 'trace-event', arm: number, event: unknown }
+  /**
+   * Records the worker's requests left, for the primary to export (one export thread for the
+   * process, started by a thread that serves no requests): ended spans, OTLP access-log records.
+   */
+  | { type: 'records', kind: 'spans' | 'logs', records: unknown[] }
 
 export interface ListenerAddress {
   key: string

@@ -38,8 +38,9 @@ const portico = new Portico({
   logs,
   env: init.env,
   worker: { index: init.index, backends: init.backends, handoff: relay.relay, intake: init.intake !== null },
-  // Each worker exports the spans (and OTLP access-log records) of the requests it serves.
-  ...await startTracing(settings, logs)
+  // The spans (and OTLP access-log records) of the requests this worker serves go to the
+  // primary, whose export thread sends them: no Worker is made in a thread serving requests.
+  ...await startTracing(settings, logs, (kind, records) => port.postMessage({ type: 'records', kind, records } satisfies FromWorker))
 })
 const { engine, listeners } = portico
 // WORKER_ACCEPT=primary: connections come from the primary (a file socket of an earlier run
