@@ -180,12 +180,14 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
       process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
     ],
-    env: { ...porticoEnv(logLevel), WORKERS: String(WORKERS) },
+    // Under valgrind a worker takes minutes to load (its threads run one at a time with the
+    // primary's and the other workers').
+    env: { ...porticoEnv(logLevel), WORKERS: String(WORKERS), WORKER_START_TIMEOUT: '15m' },
     // --perf-basic-prof (--functions) also makes V8 write isolate-*-v8.log files where the
     // process runs: in the run's directory, not the repository.
     cwd: dir,
     readyPort: port,
-    timeoutMs: 180_000 * WORKERS
+    timeoutMs: WORKERS === 1 ? 180_000 : 900_000
   })
   try {
     const url = `http://127.0.0.1:${port}`

@@ -61,6 +61,12 @@ export interface Settings {
    * (workers/distributor.ts). Env WORKER_ACCEPT; default reuseport where SO_REUSEPORT balances.
    */
   workerAccept: 'reuseport' | 'primary'
+  /**
+   * How long a data-plane worker may take to load before start-up fails (env
+   * WORKER_START_TIMEOUT, default 60s): longer where loading is slow (a small CPU quota, a
+   * proxy run under valgrind, bench/tracing-instructions.ts --workers).
+   */
+  workerStartTimeoutMs: number
 }
 
 /**
@@ -85,7 +91,8 @@ export const DEFAULTS = {
   readinessAddr: '0.0.0.0:15021',
   logLevel: 'info',
   drainTimeout: '10s',
-  mcpSessionTtl: '30m'
+  mcpSessionTtl: '30m',
+  workerStartTimeout: '60s'
 } as const
 
 export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isTTY: boolean, cpus: () => number = availableCpus): Settings {
@@ -108,6 +115,7 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
     workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
     workerAccept: workerAccept(nonEmpty(env.WORKER_ACCEPT)),
+    workerStartTimeoutMs: parseDuration(nonEmpty(env.WORKER_START_TIMEOUT) ?? DEFAULTS.workerStartTimeout),
     tracing: withSpanDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env),
     accessLog: withLogDelay(accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env)
   }

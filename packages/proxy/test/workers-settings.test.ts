@@ -66,3 +66,9 @@ test('intake header: only the process token with well-formed client addresses is
   // Extra fields are dropped, not passed on.
   assert.deepEqual(parseIntakeHeader(line(token, { ...client, admin: true }), Buffer.from(token)), client)
 })
+
+test('WORKER_START_TIMEOUT: how long a worker may take to load, 60 s unless given; not a duration is refused', () => {
+  assert.equal(resolveSettings({}, {}, false, () => 2).workerStartTimeoutMs, 60_000)
+  assert.equal(resolveSettings({}, { WORKER_START_TIMEOUT: '15m' }, false, () => 2).workerStartTimeoutMs, 900_000)
+  assert.throws(() => resolveSettings({}, { WORKER_START_TIMEOUT: 'soon' }, false, () => 2))
+})

@@ -32,8 +32,6 @@ import type { TraceQuery } from '../admin/trace-stream.ts'
 import type { ListenerSnapshot } from '../listeners.ts'
 
 const WORKER_URL = new URL('./worker-main.ts', import.meta.url)
-/** How long a worker may take to load before start-up fails. */
-const READY_TIMEOUT_MS = 60_000
 /** Restart back-off after a worker that ended within a minute of its start. */
 const RESTART_MAX_DELAY_MS = 10_000
 /** Answers the admin and metrics servers wait for before going on without a worker. */
@@ -143,7 +141,9 @@ export class WorkerPool {
     slot.thread = thread
     slot.startedAt = Date.now()
     return new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`worker ${slot.index} did not start within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS)
+      // How long a worker may take to load before start-up fails (WORKER_START_TIMEOUT).
+      const timeoutMs = this.options.settings.workerStartTimeoutMs
+      const timer = setTimeout(() => reject(new Error(`worker ${slot.index} did not start within ${timeoutMs / 1000} s (WORKER_START_TIMEOUT)`)), timeoutMs)
       timer.unref()
       thread.on('message', (message: FromWorker) => {
         if (message.type === 'ready') {
