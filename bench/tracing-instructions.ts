@@ -47,12 +47,7 @@
  * time.
  *
  * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100,log,log-otlp] [--warmup 60000] [--requests 10000]
- *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N] [--workers N]
- *
- * --workers N runs N data-plane workers (config.workers): the request threads are then the
- * workers' threads, and "request thread" sums the N busiest threads other than the primary's
- * main thread (which serves no requests). At 100 % the export thread can be as busy as a
- * worker, so that config is refused there; so is --functions (it reads one thread).
+ *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N]
  *
  * --functions N lists, per config, the N functions of the request thread whose instructions
  * per request moved most against off (log-otlp: against log) — V8's compiled code named through --perf-basic-prof
@@ -76,10 +71,8 @@ import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { workers: { type: 'string', default: '1' }, warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' } } })
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' } } })
 const WARMUP = Number(values.warmup)
-/** Data-plane workers (config.workers); 1: one event loop, the main thread's. */
-const WORKERS = Math.max(1, Number(values.workers))
 /** How many functions to list per config: those whose instructions per request moved most against off (0: none). */
 const FUNCTIONS = Number(values.functions)
 const REQUESTS = Number(values.requests)
@@ -139,17 +132,11 @@ async function send (url: string, n: number): Promise<void> {
   if (failed > 0) throw new Error(`${failed} of ${n} requests failed`)
 }
 
-/**
- * `summary:` of each part file callgrind wrote for a dump (one file per thread: …-01 is the
- * main thread). `main`: what the request threads did — the main thread's count, or with
- * data-plane workers the WORKERS busiest other threads' (the workers', by far the busiest
- * below 100 % sampling).
- */
+/** `summary:` of each part file callgrind wrote for a dump (one file per thread: …-01 is the main thread). */
 function dumpTotals (dir: string, dump: number): { main: number, all: number, mainFile: string } {
+  let main = 0
   let all = 0
   let mainFile = ''
-  let mainThread = 0
-  const others: number[] = []
   for (const file of readdirSync(dir)) {
     const m = /^callgrind\.out\.\d+\.(\d+)-(\d+)$/.exec(file)
     if (m === null || Number(m[1]) !== dump) continue
@@ -157,11 +144,10 @@ function dumpTotals (dir: string, dump: number): { main: number, all: number, ma
     const count = summary === null ? 0 : Number(summary[1])
     all += count
     if (Number(m[2]) === 1) {
-      mainThread = count
+      main = count
       mainFile = join(dir, file)
-    } else others.push(count)
+    }
   }
-  const main = WORKERS === 1 ? mainThread : others.sort((a, b) => b - a).slice(0, WORKERS).reduce((a, b) => a + b, 0)
   return { main, all, mainFile }
 }
 
@@ -180,14 +166,12 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
       process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
     ],
-    // Under valgrind a worker takes minutes to load (its threads run one at a time with the
-    // primary's and the other workers').
-    env: { ...porticoEnv(logLevel), WORKERS: String(WORKERS), WORKER_START_TIMEOUT: '15m' },
+    env: porticoEnv(logLevel),
     // --perf-basic-prof (--functions) also makes V8 write isolate-*-v8.log files where the
     // process runs: in the run's directory, not the repository.
     cwd: dir,
     readyPort: port,
-    timeoutMs: WORKERS === 1 ? 180_000 : 900_000
+    timeoutMs: 180_000
   })
   try {
     const url = `http://127.0.0.1:${port}`
@@ -250,7 +234,6 @@ async function main (): Promise<void> {
     ]
     const configs = all.filter(c => CONFIGS.has(c.name.replace(' %', '').replace(' ', '-')))
     if (configs.some(c => !configs.some(b => b.name === c.base))) throw new Error(`--configs: log-otlp is compared with log; run both`)
-    if (WORKERS > 1 && (CONFIGS.has('100') || FUNCTIONS > 0)) throw new Error('--workers: not with the 100 config or --functions (see the header)')
     // Two at a time: the counts do not depend on what else runs.
     const runs = configs.flatMap(c => Array.from({ length: SEEDS }, (_, i) => ({ ...c, seed: i + 1 })))
     const counts: Count[] = []
@@ -267,11 +250,11 @@ async function main (): Promise<void> {
     const versus = (c: typeof summary[number], key: 'requestThread' | 'allThreads'): string => c.name === c.base ? '' : `×${fmt(c[key] / baseOf(c)[key], 3)}${c.base === 'off' ? '' : ` (vs ${c.base})`}`
     const rows = summary.map(c => [c.name, fmt(c.requestThread, 0), range(c.spread), versus(c, 'requestThread'), fmt(c.allThreads, 0), versus(c, 'allThreads')])
     process.stdout.write([
-      `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces, median of ${SEEDS} V8 random seed${SEEDS === 1 ? '' : 's'}${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}${WORKERS > 1 ? `; ${WORKERS} data-plane workers (request thread: their threads together)` : ''}`,
+      `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces, median of ${SEEDS} V8 random seed${SEEDS === 1 ? '' : 's'}${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
       table(['config', 'request thread', 'seeds', 'vs off', 'all threads', 'vs off'], rows),
       'all threads include V8\'s helpers and the span export thread, whose per-second work valgrind\'s slow clock spreads over ~50× fewer requests (overstated at 1 %)',
       ...functionTables(counts, configs),
-      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, workers: WORKERS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts: counts.map(({ functions: _, ...c }) => c) }))
+      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts: counts.map(({ functions: _, ...c }) => c) }))
     ].join('\n') + '\n')
   } finally {
     for (const s of servers) await s.child.stop()

@@ -64,7 +64,7 @@ export interface Settings {
   /**
    * How long a data-plane worker may take to load before start-up fails (env
    * WORKER_START_TIMEOUT, default 60s): longer where loading is slow (a small CPU quota, a
-   * proxy run under valgrind, bench/tracing-instructions.ts --workers).
+   * proxy run under valgrind).
    */
   workerStartTimeoutMs: number
 }
