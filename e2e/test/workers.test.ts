@@ -6,7 +6,8 @@
  * restarted (readiness says so meanwhile); a trace tap is taken once, by whichever worker
  * gets the request; /metrics sums the workers (promtool-clean); an MCP session with a stdio
  * target works over many connections with one stdio server; the log level reaches every
- * worker; SIGTERM drains them all.
+ * worker; spans and OTLP access-log records leave through the primary's export threads;
+ * SIGTERM drains them all.
  */
 
 import { after, before, describe, test } from 'node:test'
@@ -414,7 +415,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     }), { STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info', OTEL_BSP_SCHEDULE_DELAY: '2000', OTEL_BLRP_SCHEDULE_DELAY: '2000' })
     for (let i = 0; i < 20; i++) await get(`${p.url}/otel/${i}`)
     await waitUntil(() => workersServing(p, '/otel/').size === 2, 5_000, 'both workers to serve')
-    const exported = async () => Number(/^portico_tracing_spans_total\{result="exported"\} (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${statsPort}/metrics`)).text())?.[1] ?? 0)
+    const exported = async () => Number(/^portico_tracing_spans_total\{result="exported"\} (\d+)$/m.exec((await get(`http://127.0.0.1:${statsPort}/metrics`)).body)?.[1] ?? 0)
     // Each request's server span and its backend call's span.
     await waitUntil(async () => await exported() === 40, 15_000, 'the 40 spans to be exported and counted once')
     assert.ok((calls.get('/v1/logs') ?? 0) > 0, 'access-log records exported')
