@@ -108,14 +108,14 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     readinessAddr: parseAddress(pick('READINESS_ADDR', file.readinessAddr, DEFAULTS.readinessAddr), 'READINESS_ADDR'),
     logLevel: pick('LOG_LEVEL', file.logging?.level, DEFAULTS.logLevel),
     logFormat: format === 'text' ? 'text' : 'json',
-    drainTimeoutMs: parseDuration(pick('DRAIN_TIMEOUT', file.drainTimeout, DEFAULTS.drainTimeout)),
+    drainTimeoutMs: namedDuration(pick('DRAIN_TIMEOUT', file.drainTimeout, DEFAULTS.drainTimeout), 'DRAIN_TIMEOUT'),
     sessionKey: sessionKey(nonEmpty(env.SESSION_KEY) ?? file.session?.key),
-    mcpSessionTtlMs: parseDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl)),
+    mcpSessionTtlMs: namedDuration(pick('MCP_SESSION_TTL', file.mcp?.sessionTtl, DEFAULTS.mcpSessionTtl), 'MCP_SESSION_TTL'),
     debugTrace: !['off', 'false', '0'].includes(pick('DEBUG_TRACE', file.debugTrace === false ? 'off' : undefined, 'on').toLowerCase()),
     traceBodyLimit: Number(pick('TRACE_BODY_LIMIT', file.traceBodyLimit === undefined ? undefined : String(file.traceBodyLimit), '65536')),
     workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
     workerAccept: workerAccept(nonEmpty(env.WORKER_ACCEPT)),
-    workerStartTimeoutMs: parseDuration(nonEmpty(env.WORKER_START_TIMEOUT) ?? DEFAULTS.workerStartTimeout),
+    workerStartTimeoutMs: namedDuration(pick('WORKER_START_TIMEOUT', undefined, DEFAULTS.workerStartTimeout), 'WORKER_START_TIMEOUT'),
     tracing: withSpanDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env),
     accessLog: withLogDelay(accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env)
   }
@@ -236,6 +236,15 @@ function sessionKey (hex: string | undefined): string | undefined {
 }
 
 /** `on`/`true`/`1` or `off`/`false`/`0` (any case). */
+/** A duration setting, a bad one refused with the setting's name (as parseAddress and parseSwitch do). */
+function namedDuration (text: string, name: string): number {
+  try {
+    return parseDuration(text)
+  } catch (err) {
+    throw new Error(`${name}: ${(err as Error).message}`)
+  }
+}
+
 function parseSwitch (text: string, name: string): boolean {
   const v = text.toLowerCase()
   if (['on', 'true', '1'].includes(v)) return true

@@ -70,5 +70,5 @@ test('intake header: only the process token with well-formed client addresses is
 test('WORKER_START_TIMEOUT: how long a worker may take to load, 60 s unless given; not a duration is refused', () => {
   assert.equal(resolveSettings({}, {}, false, () => 2).workerStartTimeoutMs, 60_000)
   assert.equal(resolveSettings({}, { WORKER_START_TIMEOUT: '15m' }, false, () => 2).workerStartTimeoutMs, 900_000)
-  assert.throws(() => resolveSettings({}, { WORKER_START_TIMEOUT: 'soon' }, false, () => 2))
+  assert.throws(() => resolveSettings({}, { WORKER_START_TIMEOUT: 'soon' }, false, () => 2), /^Error: WORKER_START_TIMEOUT: invalid duration "soon"/)
 })
