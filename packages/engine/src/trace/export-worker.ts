@@ -24,6 +24,11 @@ export interface ExportWorkerData {
   gatherMs: number
 }
 
+// Nothing this thread prints is read: its stdout and stderr are not piped to the process's
+// (record-batches.ts says why), so what it wrote would wait there for good. Failed exports
+// reach the proxy as `done` messages with their error.
+for (const method of ['log', 'info', 'warn', 'error', 'debug', 'trace'] as const) console[method] = () => {}
+
 const port = parentPort!
 const data = workerData as ExportWorkerData
 const { openRecordExport } = await import(data.module) as { openRecordExport: (options: unknown, done: (count: number, error: string | null) => void, gatherMs: number) => Promise<RecordSink<unknown>> }

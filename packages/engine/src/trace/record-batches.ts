@@ -149,7 +149,13 @@ export class RecordBatches<R> {
 /** An export thread; it holds the process open only while stopping. */
 function startExportThread (sink: { module: URL, options: unknown }, gatherMs: number, done: (count: number, error: string | null) => void, fail: (message: string) => void, what: string): Worker {
   const workerData: ExportWorkerData = { module: sink.module.href, options: sink.options, gatherMs }
-  const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false })
+  // stdout/stderr true: the thread's stdio streams are not piped into the process's. A pipe
+  // sets them flowing, and their reads, pushes and listeners then run through the same
+  // functions as every request's IncomingMessage (Readable.read, flow, resume_, …), which
+  // V8 had optimized for the request's streams alone and now deoptimizes and recompiles for
+  // more classes. The thread writes nothing (export-worker.ts silences its console); its
+  // failures come back as messages.
+  const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false, stdout: true, stderr: true })
   thread.unref()
   thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
     if (msg.type === 'done') done(msg.count!, msg.error ?? null)
