@@ -92,15 +92,20 @@ export class RecordBatches<R> {
       // A thread that failed (its exporter could not start, say) takes nothing more: what it
       // held and all that comes after count as failed exports.
       let failed: string | null = null
+      // A thread that is gone is not waited for at shutdown: its 'exit' has come and gone.
+      let exited = false
       this.send = batch => {
         if (failed !== null) return done(batch.length, failed)
-        thread ??= startExportThread(sink, this.delayMs, done, message => {
-          failed = message
-          done(this.outstanding, message)
-        }, options.what)
+        if (thread === null) {
+          thread = startExportThread(sink, this.delayMs, done, message => {
+            failed = message
+            done(this.outstanding, message)
+          }, options.what)
+          thread.once('exit', () => { exited = true })
+        }
         thread.postMessage({ type: 'records', records: batch })
       }
-      this.close = async () => { if (thread !== null) await stopExportThread(thread) }
+      this.close = async () => { if (thread !== null && !exited) await stopExportThread(thread) }
     }
   }
 
