@@ -155,11 +155,12 @@ export class RecordBatches<R> {
 function startExportThread (sink: { module: URL, options: unknown }, gatherMs: number, done: (count: number, error: string | null) => void, fail: (message: string) => void, what: string): Worker {
   const workerData: ExportWorkerData = { module: sink.module.href, options: sink.options, gatherMs }
   // stdout/stderr true: the thread's stdio streams are not piped into the process's. A pipe
-  // sets them flowing, and their reads, pushes and listeners then run through the same
-  // functions as every request's IncomingMessage (Readable.read, flow, resume_, …), which
-  // V8 had optimized for the request's streams alone and now deoptimizes and recompiles for
-  // more classes. The thread writes nothing (export-worker.ts silences its console); its
-  // failures come back as messages.
+  // sets them flowing, and their reads and listeners then run through the same functions as
+  // every request's IncomingMessage: with it, `--trace-deopt` showed Readable.read, flow,
+  // resume_ and endReadable deoptimized for the new class once the thread started; without
+  // it they were not (neither the instruction count nor the timed bench moved beyond their
+  // noise: docs/observability.md, Cost, ninth round). The thread writes nothing
+  // (export-worker.ts silences its console); its failures come back as messages.
   const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false, stdout: true, stderr: true })
   thread.unref()
   thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
