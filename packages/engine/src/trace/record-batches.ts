@@ -154,13 +154,12 @@ export class RecordBatches<R> {
 /** An export thread; it holds the process open only while stopping. */
 function startExportThread (sink: { module: URL, options: unknown }, gatherMs: number, done: (count: number, error: string | null) => void, fail: (message: string) => void, what: string): Worker {
   const workerData: ExportWorkerData = { module: sink.module.href, options: sink.options, gatherMs }
-  // stdout/stderr true: the thread's stdio streams are not piped into the process's. A pipe
-  // sets them flowing, and their reads and listeners then run through the same functions as
-  // every request's IncomingMessage: with it, `--trace-deopt` showed Readable.read, flow,
-  // resume_ and endReadable deoptimized for the new class once the thread started; without
-  // it they were not (neither the instruction count nor the timed bench moved beyond their
-  // noise: docs/observability.md, Cost, ninth round). The thread writes nothing
-  // (export-worker.ts silences its console); its failures come back as messages.
+  // stdout/stderr true: the thread's stdio is not piped into the process's. The process's
+  // stdout carries its JSON log lines, and whatever the SDK printed there would land among
+  // them unparsed; the thread's failures come back as messages (export-worker.ts silences
+  // its console). Not piping also keeps its stdio streams out of Node's Readable code, which
+  // every request's IncomingMessage runs; no cost of that was measurable, though
+  // (docs/observability.md, Cost, ninth round).
   const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false, stdout: true, stderr: true })
   thread.unref()
   thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
