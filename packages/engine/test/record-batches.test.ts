@@ -1,10 +1,8 @@
 /**
  * trace/record-batches.ts and its export thread, run in a process of their own:
- *   - the thread's own output: its stdout and stderr are not piped into the process's (a
- *     pipe runs the thread's stdio streams through the Readable code every request's
- *     IncomingMessage runs, and V8 recompiles that code for them), so nothing it prints —
- *     console or a direct write — reaches the proxy's output, and the records still leave
- *     and are counted;
+ *   - the thread's own output: its stdout and stderr are not piped into the process's,
+ *     whose stdout carries the JSON log lines, so nothing it prints — console or a direct
+ *     write — reaches the proxy's output, and the records still leave and are counted;
  *   - a thread whose exporter could not start: its records count as failed, and shutting
  *     down does not wait for a thread that is already gone.
  */
@@ -19,7 +17,7 @@ import { promisify } from 'node:util'
 
 const run = promisify(execFile)
 
-/** Runs RecordBatches with the export module `fixture` in a fresh process; its stdout, stderr and how long the shutdown took. */
+/** Runs RecordBatches with the export module `fixture` in a fresh process: its stdout (the outcomes, and whether the shutdown came at once) and stderr. */
 async function runBatches (fixture: string): Promise<{ stdout: string, stderr: string }> {
   const script = `
     import { RecordBatches } from ${JSON.stringify(new URL('../src/trace/record-batches.ts', import.meta.url).href)}
