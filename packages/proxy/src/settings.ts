@@ -235,7 +235,6 @@ function sessionKey (hex: string | undefined): string | undefined {
   return hex
 }
 
-/** `on`/`true`/`1` or `off`/`false`/`0` (any case). */
 /** A duration setting, a bad one refused with the setting's name (as parseAddress and parseSwitch do). */
 function namedDuration (text: string, name: string): number {
   try {
@@ -245,6 +244,7 @@ function namedDuration (text: string, name: string): number {
   }
 }
 
+/** `on`/`true`/`1` or `off`/`false`/`0` (any case). */
 function parseSwitch (text: string, name: string): boolean {
   const v = text.toLowerCase()
   if (['on', 'true', '1'].includes(v)) return true
