@@ -67,6 +67,38 @@ test('rate-limit buckets in shared memory: two engines admit maxTokens in all; a
   await Promise.all([primary.close(), worker.close()])
 })
 
+test('records past where a growable buffer first ended: used once the engine takes the config\'s slots', async () => {
+  const upstream = http.createServer((_, res) => res.end('ok'))
+  await new Promise<void>(resolve => upstream.listen({ host: '127.0.0.1', port: 0 }, resolve))
+  const loaded = loadConfigText(`
+gateways:
+  default: { port: 1, address: 127.0.0.1 }
+routes:
+  - name: up
+    backends:
+      - host: 127.0.0.1:${(upstream.address() as AddressInfo).port}
+`, { baseDir: process.cwd() })
+  assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.diagnostics))
+  const ir = loaded.config.ir
+  // The worker's engine makes its views of the buffer while it holds one record...
+  const backends = new SharedArrayBuffer(RECORD_BYTES, { maxByteLength: 16 * RECORD_BYTES })
+  const worker = new Engine({ tracing: false, shared: { backends } })
+  // ...then the primary grows it and gives the backend's stats record 5.
+  backends.grow(8 * RECORD_BYTES)
+  const records = new Records(backends)
+  const slots: Record<string, number> = {}
+  sharedBackendKeys(ir).forEach((key, i) => { initSharedRecord(records, 5 + i, key); slots[key] = 5 + i })
+  worker.install(worker.prepare(ir, { slots }))
+  const a = await serve(worker, ir.binds[0]!.key)
+  for (let i = 0; i < 3; i++) assert.equal((await fetch(a.url)).status, 200)
+  a.close()
+  upstream.close()
+  const backendKey = ir.backends[0]!.key
+  assert.equal(worker.backendStats.get(backendKey).requests, 3)
+  assert.equal(records.f64[Records.float(slots[`stats\0${backendKey}`]!, 1)], 3, 'in the shared record, where other threads read it')
+  await worker.close()
+})
+
 test('a staged config goes live at the first request after the shared switch', () => {
   const backends = new SharedArrayBuffer(16 * RECORD_BYTES)
   const ir = config()

@@ -50,6 +50,8 @@ export class SharedBackendState {
 
   /** The primary's key → record table for the config being prepared (a superset of the one in force). */
   setSlots (slots: Record<string, number>): void {
+    // The primary grew the buffer, if it had to, before it assigned these records.
+    this.records.refresh()
     this.slots = new Map(Object.entries(slots))
     this.stats = new Map()
     for (const [key, record] of this.slots) if (key.startsWith('stats\0')) this.stats.set(key.slice('stats\0'.length), record)

@@ -20,16 +20,36 @@ const WAIT_MS = 5
 const WAITS_BEFORE_BREAKING = 200
 
 export class Records {
-  readonly i32: Int32Array
-  readonly f64: Float64Array
+  /**
+   * Views of the buffer as long as it was when they were made: a growable buffer that has
+   * grown since is seen whole after `refresh()`. Not length-tracking views, which would see
+   * it grow by themselves: on a growable SharedArrayBuffer each access through one asks V8's
+   * runtime for the buffer's length (~30 ns an access; a backend-stats update took ~200 ns
+   * against ~4 ns through fixed-length views), and every proxied request of a data-plane
+   * worker makes several (docs/multicore.md).
+   */
+  i32: Int32Array
+  f64: Float64Array
   /** Whether other threads see these records (then updates lock). */
   readonly shared: boolean
+  private readonly buffer: ArrayBuffer | SharedArrayBuffer
 
   constructor (buffer: ArrayBuffer | SharedArrayBuffer) {
-    // Length-tracking views: a growable SharedArrayBuffer that grows is seen whole.
-    this.i32 = new Int32Array(buffer)
-    this.f64 = new Float64Array(buffer)
+    this.buffer = buffer
+    this.i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2)
+    this.f64 = new Float64Array(buffer, 0, buffer.byteLength >> 3)
     this.shared = typeof SharedArrayBuffer !== 'undefined' && buffer instanceof SharedArrayBuffer
+  }
+
+  /**
+   * After the buffer grew (SharedArrayBuffer#grow, here or in another thread): views of all
+   * of it. Called before records beyond the old length are used — by the primary after it
+   * grows the buffer, by every thread when it takes the key → record table of a config.
+   */
+  refresh (): void {
+    if (this.f64.byteLength === this.buffer.byteLength) return
+    this.i32 = new Int32Array(this.buffer, 0, this.buffer.byteLength >> 2)
+    this.f64 = new Float64Array(this.buffer, 0, this.buffer.byteLength >> 3)
   }
 
   static allocate (count: number, shared: boolean): Records {

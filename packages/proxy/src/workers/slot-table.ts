@@ -34,6 +34,7 @@ export class SlotTable {
       const record = reusable ?? this.next++
       if ((record + 1) * RECORD_BYTES > this.buffer.byteLength) {
         this.buffer.grow(Math.min(MAX_BYTES, Math.max((record + 1) * RECORD_BYTES, this.buffer.byteLength * 2)))
+        this.records.refresh()
       }
       initSharedRecord(this.records, record, key)
       this.byKey.set(key, record)
