@@ -24,9 +24,9 @@ export class Records {
    * Views of the buffer as long as it was when they were made: a growable buffer that has
    * grown since is seen whole after `refresh()`. Not length-tracking views, which would see
    * it grow by themselves: on a growable SharedArrayBuffer each access through one asks V8's
-   * runtime for the buffer's length (~30 ns an access; a backend-stats update took ~200 ns
-   * against ~4 ns through fixed-length views), and every proxied request of a data-plane
-   * worker makes several (docs/multicore.md).
+   * runtime for the buffer's length, and every proxied request of a data-plane worker makes
+   * several (a backend-stats update: 285 ns through them, 69 ns through these;
+   * bench/shared-records.ts, docs/multicore.md).
    */
   i32: Int32Array
   f64: Float64Array
