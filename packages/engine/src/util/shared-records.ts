@@ -19,6 +19,11 @@ const SPINS = 100
 const WAIT_MS = 5
 const WAITS_BEFORE_BREAKING = 200
 
+/** Fixed-length views of all of `buffer` as long as it is now (Records says why not length-tracking ones). */
+function viewsOf (buffer: ArrayBuffer | SharedArrayBuffer): [Int32Array, Float64Array] {
+  return [new Int32Array(buffer, 0, buffer.byteLength >> 2), new Float64Array(buffer, 0, buffer.byteLength >> 3)]
+}
+
 export class Records {
   /**
    * Views of the buffer as long as it was when they were made: a growable buffer that has
@@ -36,8 +41,7 @@ export class Records {
 
   constructor (buffer: ArrayBuffer | SharedArrayBuffer) {
     this.buffer = buffer
-    this.i32 = new Int32Array(buffer, 0, buffer.byteLength >> 2)
-    this.f64 = new Float64Array(buffer, 0, buffer.byteLength >> 3)
+    ;[this.i32, this.f64] = viewsOf(buffer)
     this.shared = typeof SharedArrayBuffer !== 'undefined' && buffer instanceof SharedArrayBuffer
   }
 
@@ -48,8 +52,7 @@ export class Records {
    */
   refresh (): void {
     if (this.f64.byteLength === this.buffer.byteLength) return
-    this.i32 = new Int32Array(this.buffer, 0, this.buffer.byteLength >> 2)
-    this.f64 = new Float64Array(this.buffer, 0, this.buffer.byteLength >> 3)
+    ;[this.i32, this.f64] = viewsOf(this.buffer)
   }
 
   static allocate (count: number, shared: boolean): Records {
