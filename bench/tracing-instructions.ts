@@ -56,11 +56,12 @@
  *
  * --keep DIR keeps each run's callgrind files in DIR/<config>-<seed>/ (one per thread and
  * dump; …-01 is the request thread) and what the process printed, for `callgrind_annotate`
- * (which names V8's JIT code only through the perf map --functions reads).
+ * (which names V8's JIT code only through the perf map --functions reads; with --functions
+ * that map is kept there too, as perf-<pid>.map).
  */
 
 import { execFile } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -191,6 +192,8 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
   if (FUNCTIONS > 0) {
     const pid = child.proc.pid!
     count.functions = await functionCounts(mainFile, jitCodeMap(pid))
+    // Kept with the run's files, for reading callgrind's caller trees by hand (JIT addresses).
+    if (KEEP !== undefined) copyFileSync(`/tmp/perf-${pid}.map`, join(dir, `perf-${pid}.map`))
     rmSync(`/tmp/perf-${pid}.map`, { force: true })
   }
   return count

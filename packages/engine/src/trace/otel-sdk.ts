@@ -368,13 +368,13 @@ const VALUE_LENGTH = 55
 const LINE_LENGTH = LINE_VALUE + VALUE_LENGTH + 2
 /**
  * The lines' bytes, the fixed parts written once; each refill's ids are written over the
- * hex digits (writeLinePool). `lineView` writes two hex digits at once.
+ * hex digits (writeLinePool) through `lineView`, eight digits a store.
  */
 const lineBytes = Buffer.from(`traceparent: 00-${'0'.repeat(32)}-${'0'.repeat(16)}-00\r\n`.repeat(POOL_ENTRIES), 'latin1')
 const lineView = new DataView(lineBytes.buffer, lineBytes.byteOffset, lineBytes.length)
-/** A byte's two hex digits as one little-endian 16-bit store. */
-const HEX_PAIRS = new Uint16Array(256)
-for (let b = 0; b < 256; b++) HEX_PAIRS[b] = '0123456789abcdef'.charCodeAt(b >> 4) | ('0123456789abcdef'.charCodeAt(b & 15) << 8)
+/** `idHex`'s characters as bytes, read eight at a time (an entry's 48 digits are 6 words). */
+const hexBytes = Buffer.alloc(POOL_ENTRIES * ENTRY_HEX)
+const hexView = new DataView(hexBytes.buffer, hexBytes.byteOffset, hexBytes.length)
 /** '' until written for the current `idHex`. */
 let linePool = ''
 /** The next entry to take; POOL_ENTRIES: refill first. */
@@ -401,18 +401,26 @@ function refill (): void {
 }
 
 /**
- * `idBytes`' entries written as unsampled traceparent lines: each byte's hex digits stored
- * into the lines' bytes, then one latin1 string of them all: ~730 instructions an entry,
- * where building 256 template strings and joining them cost ~1,200 with their flattening
- * (bench/tracing-instructions.ts).
+ * `idHex`'s entries written as unsampled traceparent lines: its digits copied as bytes once
+ * (one native write), then each entry's six 8-byte words moved into its line, then one
+ * latin1 string of them all. Storing each byte's two digits from a table (24 16-bit stores)
+ * cost ~730 instructions an entry, a quarter of what configuring tracing added to an
+ * unsampled request; 4-byte words ~320; 8-byte words a third of that again, in a loop
+ * (docs/observability.md, Cost, twelfth round).
+ *
+ * The words travel as float64s, the only 8-byte load and store a DataView has that stay
+ * numbers (a BigInt would be allocated). That is exact: eight hex digits never make a NaN
+ * (whose bits a store may change) nor a denormal, as the top byte of each little-endian word
+ * is a digit (0x30–0x39, 0x61–0x66), so its exponent field is neither all ones nor zero.
  */
 function writeLinePool (): void {
+  hexBytes.write(idHex, 0, 'latin1')
   let from = 0
   for (let at = 0; at < lineBytes.length; at += LINE_LENGTH) {
     let to = at + LINE_TRACE_ID
-    for (let i = 0; i < 16; i++, to += 2) lineView.setUint16(to, HEX_PAIRS[idBytes[from++]!]!, true)
+    for (let i = 0; i < 4; i++, to += 8, from += 8) lineView.setFloat64(to, hexView.getFloat64(from, true), true)
     to = at + LINE_SPAN_ID
-    for (let i = 0; i < 8; i++, to += 2) lineView.setUint16(to, HEX_PAIRS[idBytes[from++]!]!, true)
+    for (let i = 0; i < 2; i++, to += 8, from += 8) lineView.setFloat64(to, hexView.getFloat64(from, true), true)
   }
   linePool = lineBytes.toString('latin1')
 }
