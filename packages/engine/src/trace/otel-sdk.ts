@@ -405,8 +405,8 @@ function refill (): void {
  * (one native write), then each entry's six 8-byte words moved into its line, then one
  * latin1 string of them all. Storing each byte's two digits from a table (24 16-bit stores)
  * cost ~730 instructions an entry, a quarter of what configuring tracing added to an
- * unsampled request; 4-byte words ~320; 8-byte words a third of that again, in a loop
- * (docs/observability.md, Cost, twelfth round).
+ * unsampled request; 4-byte words ~320; 8-byte words ~150 (bench/tracing-instructions.ts
+ * --functions; docs/observability.md, Cost, twelfth round).
  *
  * The words travel as float64s, the only 8-byte load and store a DataView has that stay
  * numbers (a BigInt would be allocated). That is exact: eight hex digits never make a NaN
