@@ -61,7 +61,7 @@
  */
 
 import { execFile } from 'node:child_process'
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -193,7 +193,8 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
     const pid = child.proc.pid!
     count.functions = await functionCounts(mainFile, jitCodeMap(pid))
     // Kept with the run's files, for reading callgrind's caller trees by hand (JIT addresses).
-    if (KEEP !== undefined) copyFileSync(`/tmp/perf-${pid}.map`, join(dir, `perf-${pid}.map`))
+    // (jitCodeMap reads no map when V8 wrote none; nor is one copied then.)
+    if (KEEP !== undefined && existsSync(`/tmp/perf-${pid}.map`)) copyFileSync(`/tmp/perf-${pid}.map`, join(dir, `perf-${pid}.map`))
     rmSync(`/tmp/perf-${pid}.map`, { force: true })
   }
   return count
