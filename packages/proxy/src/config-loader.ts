@@ -8,8 +8,7 @@
  * milliseconds, less than starting a worker.
  */
 
-import { Worker } from 'node:worker_threads'
-import { loadConfigText, type LoadOptions, type LoadResult } from '@portico/engine'
+import { loadConfigText, startWorkerThread, type LoadOptions, type LoadResult } from '@portico/engine'
 
 export interface OffThreadOptions extends LoadOptions {
   /** Texts up to this many UTF-16 units load inline. Default 64 KiB (~100 routes, a few ms). */
@@ -38,7 +37,9 @@ export async function loadConfigOffThread (text: string, options: OffThreadOptio
       void worker.terminate()
     }
     const fail = (message: string) => finish({ ok: false, diagnostics: [{ path: [], message: `cannot load the config: ${message}` }] })
-    const worker = new Worker(WORKER_URL, {
+    // Started as the export thread is (@portico/engine's util/emitter-init.ts): a reload does not leave every
+    // later request's EventEmitter fields on V8's generic path.
+    const worker = startWorkerThread(WORKER_URL, {
       workerData: { text, options: load },
       resourceLimits: { maxOldGenerationSizeMb: maxHeapMb },
       // The worker reads TLS, htpasswd and JWKS files itself; it needs no stdin.

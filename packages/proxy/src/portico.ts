@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
+import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -274,6 +274,9 @@ export class Portico {
       })
       if (initialText !== undefined) this.watcher.setCurrent(initialText)
     }
+    // Start-up has built its servers, listeners and watcher: from here on Node's
+    // EventEmitter.init keeps feedback only for what serving builds (engine util/emitter-init.ts).
+    renewEmitterInit()
   }
 
   /**
@@ -376,6 +379,8 @@ export class Portico {
     if (this.configSource !== undefined) {
       this.recordReload({ ok: true, version: ir.version })
       this.metrics.configLoaded(true)
+      // The controller's first config has built the listeners: as at the end of start().
+      renewEmitterInit()
     }
   }
 

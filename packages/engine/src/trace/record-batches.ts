@@ -10,8 +10,9 @@
  * (docs/observability.md, Cost), so only the export thread loads them.
  */
 
-import { Worker } from 'node:worker_threads'
+import type { Worker } from 'node:worker_threads'
 import type { ExportWorkerData } from './export-worker.ts'
+import { startWorkerThread } from '../util/emitter-init.ts'
 import type { RecordSink } from './record-export.ts'
 import type { SpanOutcome } from './otel.ts'
 
@@ -83,11 +84,11 @@ export class RecordBatches<R> {
       this.close = () => records.shutdown()
     } else {
       // Started with the first batch: a proxy that records nothing (tracing's default
-      // sampling records only what callers sampled) never pays the thread's memory (~35 MB),
-      // nor what its mere presence costs the request's thread: the Worker, its ports and its
-      // stdio streams take EventEmitter's shared field accesses megamorphic, and with them
-      // every request's ServerResponse and IncomingMessage (~2,000 instructions a request
-      // under callgrind; docs/observability.md, Cost, eighth round).
+      // sampling records only what callers sampled) never pays the thread's memory (~35 MB).
+      // Started through startWorkerThread, so that the Worker does not take EventEmitter's
+      // shared field accesses past what V8 checks inline, and with them every request's
+      // ServerResponse and IncomingMessage (util/emitter-init.ts; docs/observability.md,
+      // Cost, eighth and thirteenth rounds).
       let thread: Worker | null = null
       // A thread that failed (its exporter could not start, say) takes nothing more: what it
       // held and all that comes after count as failed exports.
@@ -160,7 +161,7 @@ function startExportThread (sink: { module: URL, options: unknown }, gatherMs: n
   // its console). Not piping also keeps its stdio streams out of Node's Readable code, which
   // every request's IncomingMessage runs; no cost of that was measurable, though
   // (docs/observability.md, Cost, ninth round).
-  const thread = new Worker(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false, stdout: true, stderr: true })
+  const thread = startWorkerThread(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false, stdout: true, stderr: true })
   thread.unref()
   thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {
     if (msg.type === 'done') done(msg.count!, msg.error ?? null)

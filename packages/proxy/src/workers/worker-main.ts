@@ -10,7 +10,7 @@ import { enableCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { parentPort, workerData } from 'node:worker_threads'
 import { Logs } from '@portico/ops'
-import type { PreparedConfig, ProxyIR } from '@portico/engine'
+import { renewEmitterInit, type PreparedConfig, type ProxyIR } from '@portico/engine'
 import { Portico, startTracing } from '../portico.ts'
 import { receivedSettings } from '../settings.ts'
 import { CONTROL, HEARTBEAT_MS, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
@@ -73,6 +73,8 @@ async function handle (message: ToWorker): Promise<unknown> {
       if (engine.config !== p.prepared.compiled) engine.install(p.prepared)
       listeners.commit(p.binds)
       portico.noteEndpoints(p.prepared.compiled.ir)
+      // This thread serves from its first config on (as Portico.start does; the first call counts).
+      renewEmitterInit()
       return listeners.addresses()
     }
     case 'abort': {

@@ -1,0 +1,75 @@
+/**
+ * Every thread that serves requests renews Node's EventEmitter.init once it serves
+ * (@portico/engine's util/emitter-init.ts says why): `portico -f` with one event loop, and
+ * each data-plane worker with two. Read from inside the running process by a preloaded probe
+ * (execArgv is inherited, so worker threads run it too).
+ */
+
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
+const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
+
+/** Each thread's `init` (`node` or `renewed`), as the probe last wrote it, once the proxy has started. */
+async function initByThread (workers: string): Promise<Map<string, string>> {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-emitter-init-'))
+  const seen = join(dir, 'init.txt')
+  // The copy calls Node's own for options that capture rejections: its source names it.
+  const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { EventEmitter } from 'node:events'
+import { appendFileSync } from 'node:fs'
+import { isMainThread, threadId } from 'node:worker_threads'
+const thread = isMainThread ? 'main' : 'thread ' + threadId
+setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (String(EventEmitter.init).includes('nodeInit') ? 'renewed' : 'node') + '\\n'), 50).unref()
+`)
+  const port = await new Promise<number>(resolve => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as AddressInfo).port
+      s.close(() => resolve(p))
+    })
+  })
+  writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - backends: [{ host: 127.0.0.1:9 }]\n`)
+  const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
+    cwd: PROXY_DIR,
+    env: { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', WORKERS: workers },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let out = ''
+      const onData = (d: Buffer) => { out += d.toString(); if (out.includes('portico started')) resolve() }
+      child.stdout!.on('data', onData)
+      child.stderr!.on('data', onData)
+      child.once('exit', code => reject(new Error(`portico exited (${code}): ${out}`)))
+    })
+    await new Promise(resolve => setTimeout(resolve, 300))
+    const last = new Map<string, string>()
+    for (const line of readFileSync(seen, 'utf8').split('\n')) {
+      const at = line.lastIndexOf(' ')
+      if (at > 0) last.set(line.slice(0, at), line.slice(at + 1))
+    }
+    return last
+  } finally {
+    child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+test('portico -f with one event loop renews EventEmitter.init once it serves', async () => {
+  const threads = await initByThread('1')
+  assert.equal(threads.get('main'), 'renewed')
+})
+
+test('with two data-plane workers, each worker renews it too', async () => {
+  const threads = await initByThread('2')
+  const renewed = [...threads].filter(([thread, state]) => thread !== 'main' && state === 'renewed')
+  // Two workers, and nothing else that serves (an export thread or config loader would not run here).
+  assert.equal(renewed.length, 2, JSON.stringify([...threads]))
+})
