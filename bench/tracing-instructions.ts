@@ -47,7 +47,7 @@
  * time.
  *
  * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100,log,log-otlp] [--warmup 60000] [--requests 10000]
- *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N]
+ *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N] [--servers]
  *
  * --functions N lists, per config, the N functions of the request thread whose instructions
  * per request moved most against off (log-otlp: against log) — V8's compiled code named through --perf-basic-prof
@@ -72,7 +72,7 @@ import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' } } })
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' }, servers: { type: 'boolean', default: false } } })
 const WARMUP = Number(values.warmup)
 /** How many functions to list per config: those whose instructions per request moved most against off (0: none). */
 const FUNCTIONS = Number(values.functions)
@@ -89,6 +89,11 @@ const SEEDS = Number(values.seeds)
 const CONFIGS = new Set(['off', ...values.configs.split(',')])
 /** Where to keep each run's callgrind files (for callgrind_annotate); otherwise they go with the scratch directory. */
 const KEEP = values.keep
+/**
+ * --servers: the admin, stats and readiness servers on (loopback, ports of the system's
+ * choosing), as a default deployment runs them; without it they are off, as in the other benches.
+ */
+const SERVERS = values.servers
 const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
@@ -167,7 +172,7 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
       process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
     ],
-    env: porticoEnv(logLevel),
+    env: { ...porticoEnv(logLevel), ...(SERVERS ? { ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0' } : {}) },
     // --perf-basic-prof (--functions) also makes V8 write isolate-*-v8.log files where the
     // process runs: in the run's directory, not the repository.
     cwd: dir,
@@ -254,11 +259,11 @@ async function main (): Promise<void> {
     const versus = (c: typeof summary[number], key: 'requestThread' | 'allThreads'): string => c.name === c.base ? '' : `×${fmt(c[key] / baseOf(c)[key], 3)}${c.base === 'off' ? '' : ` (vs ${c.base})`}`
     const rows = summary.map(c => [c.name, fmt(c.requestThread, 0), range(c.spread), versus(c, 'requestThread'), fmt(c.allThreads, 0), versus(c, 'allThreads')])
     process.stdout.write([
-      `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces, median of ${SEEDS} V8 random seed${SEEDS === 1 ? '' : 's'}${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
+      `tracing-instructions: Node ${process.version}, callgrind; instructions per proxied GET over ${REQUESTS} requests after ${WARMUP} (10 connections), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces${SERVERS ? ', admin, stats and readiness servers on' : ''}, median of ${SEEDS} V8 random seed${SEEDS === 1 ? '' : 's'}${NODE_FLAGS.length > 0 ? `, node flags ${NODE_FLAGS.join(' ')}` : ''}`,
       table(['config', 'request thread', 'seeds', 'vs off', 'all threads', 'vs off'], rows),
       'all threads include V8\'s helpers and the span export thread, whose per-second work valgrind\'s slow clock spreads over ~50× fewer requests (overstated at 1 %)',
       ...functionTables(counts, configs),
-      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts: counts.map(({ functions: _, ...c }) => c) }))
+      JSON.stringify(rounded({ bench: 'tracing-instructions', node: process.version, nodeFlags: NODE_FLAGS, servers: SERVERS, seeds: SEEDS, warmup: WARMUP, requests: REQUESTS, summary, counts: counts.map(({ functions: _, ...c }) => c) }))
     ].join('\n') + '\n')
   } finally {
     for (const s of servers) await s.child.stop()
