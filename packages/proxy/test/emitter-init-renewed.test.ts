@@ -13,6 +13,7 @@ import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { porticoStarted } from './lib/started.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -42,13 +43,7 @@ setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (String
     stdio: ['ignore', 'pipe', 'pipe']
   })
   try {
-    await new Promise<void>((resolve, reject) => {
-      let out = ''
-      const onData = (d: Buffer) => { out += d.toString(); if (out.includes('portico started')) resolve() }
-      child.stdout!.on('data', onData)
-      child.stderr!.on('data', onData)
-      child.once('exit', code => reject(new Error(`portico exited (${code}): ${out}`)))
-    })
+    await porticoStarted(child)
     await new Promise(resolve => setTimeout(resolve, 300))
     const last = new Map<string, string>()
     for (const line of readFileSync(seen, 'utf8').split('\n')) {

@@ -14,6 +14,7 @@ import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { porticoStarted } from './lib/started.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -106,13 +107,7 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
     rmSync(dir, { recursive: true, force: true })
   }
   try {
-    await new Promise<void>((resolve, reject) => {
-      let out = ''
-      const onData = (d: Buffer) => { out += d.toString(); if (out.includes('portico started')) resolve() }
-      child.stdout!.on('data', onData)
-      child.stderr!.on('data', onData)
-      child.once('exit', code => reject(new Error(`portico exited (${code}): ${out}`)))
-    })
+    await porticoStarted(child)
   } catch (err) {
     stop()
     throw err
