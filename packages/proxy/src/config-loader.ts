@@ -37,8 +37,8 @@ export async function loadConfigOffThread (text: string, options: OffThreadOptio
       void worker.terminate()
     }
     const fail = (message: string) => finish({ ok: false, diagnostics: [{ path: [], message: `cannot load the config: ${message}` }] })
-    // Started as the export thread is (@portico/engine's util/emitter-init.ts): a reload does not leave every
-    // later request's EventEmitter fields on V8's generic path.
+    // Started as the export thread is (@portico/engine's util/emitter-init.ts): a reload
+    // does not leave every later request's EventEmitter fields on V8's generic path.
     const worker = startWorkerThread(WORKER_URL, {
       workerData: { text, options: load },
       resourceLimits: { maxOldGenerationSizeMb: maxHeapMb },
