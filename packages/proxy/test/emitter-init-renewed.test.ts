@@ -22,13 +22,14 @@ const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
 async function initByThread (workers: string): Promise<Map<string, string>> {
   const dir = mkdtempSync(join(tmpdir(), 'portico-emitter-init-'))
   const seen = join(dir, 'init.txt')
-  // The copy calls Node's own for options that capture rejections: its source names it.
+  // Preloaded, so it holds Node's own init before Portico runs.
   const probe = 'data:text/javascript,' + encodeURIComponent(`
 import { EventEmitter } from 'node:events'
 import { appendFileSync } from 'node:fs'
 import { isMainThread, threadId } from 'node:worker_threads'
 const thread = isMainThread ? 'main' : 'thread ' + threadId
-setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (String(EventEmitter.init).includes('nodeInit') ? 'renewed' : 'node') + '\\n'), 50).unref()
+const nodeInit = EventEmitter.init
+setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (EventEmitter.init === nodeInit ? 'node' : 'renewed') + '\\n'), 50).unref()
 `)
   const port = await new Promise<number>(resolve => {
     const s = createServer().listen(0, '127.0.0.1', () => {

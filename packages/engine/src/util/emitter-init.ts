@@ -77,8 +77,9 @@ let renewed = false
 
 /**
  * Makes `EventEmitter.init` a copy of Node's with feedback of its own, for the classes built
- * from now on; call once the process serves (later calls do nothing). Options that capture rejections (rare) go to
- * Node's own, which validates them. Returns whether it did (false on a Node it does not know).
+ * from now on; call once the process serves (later calls do nothing). Options that capture
+ * rejections (rare) go to Node's own, which validates them. Returns whether it did (false
+ * on a Node it does not know, or when done already).
  */
 export function renewEmitterInit (): boolean {
   // Once: a second closure of the same function would share the first one's feedback.
