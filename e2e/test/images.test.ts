@@ -8,7 +8,8 @@
 
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, execFileSync } from 'node:child_process'
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -199,8 +200,18 @@ test('the images\' build steps, replayed on their build context, give runnable r
         const warm = await run(process.execPath, [SEMI_SPACE_FLAG, join(out, image.entry), '--warm-cache'], { env: { ...env, NODE_COMPILE_CACHE: cache }, timeoutMs: 60_000 })
         assert.equal(warm.code, 0, warm.stdout + warm.stderr)
         execFileSync('chmod', ['-R', 'a-w', cache])
+        // Writable again only once the gateway has exited: a Node process writes its compile
+        // cache as it exits (a temporary file, then a rename), and `chmod -R` racing that
+        // rename fails on the vanished temporary file.
         const writable = (): void => { if (existsSync(cache)) execFileSync('chmod', ['-R', 'u+w', cache]) }
-        t.after(writable)
+        let child: ChildProcess | undefined
+        t.after(async () => {
+          if (child !== undefined && child.exitCode === null && child.signalCode === null) {
+            child.kill('SIGKILL')
+            await once(child, 'exit')
+          }
+          writable()
+        })
         // The entrypoint, as a pod runs it (two data-plane workers): every thread takes its
         // modules from the cache, so none loads Node's TypeScript compiler (amaro).
         const seen = join(dir, 'threads')
@@ -210,14 +221,14 @@ import { writeFileSync } from 'node:fs'
 import { threadId } from 'node:worker_threads'
 setTimeout(() => writeFileSync(${JSON.stringify(seen)} + '/' + threadId, String(process.moduleLoadList.some(m => m.includes('amaro')))), 1500).unref()
 `)
-        const child = spawn(process.execPath, [SEMI_SPACE_FLAG, '--import', probe, join(out, image.entry), '-f', configFile], { env: { ...env, NODE_COMPILE_CACHE: cache, WORKERS: '2', ADMIN_ADDR: `127.0.0.1:${admin}`, STATS_ADDR: `127.0.0.1:${stats}`, READINESS_ADDR: `127.0.0.1:${ready}` }, stdio: 'ignore' })
-        t.after(() => { if (child.exitCode === null) child.kill('SIGKILL') })
+        child = spawn(process.execPath, [SEMI_SPACE_FLAG, '--import', probe, join(out, image.entry), '-f', configFile], { env: { ...env, NODE_COMPILE_CACHE: cache, WORKERS: '2', ADMIN_ADDR: `127.0.0.1:${admin}`, STATS_ADDR: `127.0.0.1:${stats}`, READINESS_ADDR: `127.0.0.1:${ready}` }, stdio: 'ignore' })
         await waitFor('the gateway to listen', 20_000, async () => (await fetch(`http://127.0.0.1:${port}/hello`)).status === 200)
         assert.equal(await (await fetch(`http://127.0.0.1:${stats}/metrics`)).status, 200)
         await waitFor('every thread\'s probe', 20_000, async () => readdirSync(seen).length >= 3)
         assert.deepEqual(readdirSync(seen).map(f => readFileSync(join(seen, f), 'utf8')), ['false', 'false', 'false'], 'no thread loaded Node\'s TypeScript compiler')
+        const exited = once(child, 'exit')
         child.kill('SIGTERM')
-        writable()
+        assert.deepEqual(await exited, [0, null], 'a SIGTERM drains and exits 0, its compile cache read-only')
       }
     })
   }
