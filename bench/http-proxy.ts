@@ -2,7 +2,9 @@
  * HTTP proxy benchmark: requests/s and latency of a tiny loopback backend reached directly,
  * through Portico (access log off and on) and through @fastify/http-proxy, then p50/p99 at a
  * fixed request rate, direct and through Portico. Targets: Portico >= 1.5x the peer's
- * requests/s; <= 1 ms added p99 at 1,000 requests/s.
+ * requests/s; <= 1 ms added p99 at 1,000 requests/s. Each figure is the median of interleaved
+ * rounds: on a shared two-core machine one 10 s window's p99 is one scheduling hiccup away
+ * from doubling, and a single window made the targets flip between runs of the same build.
  *
  * Run: `pnpm run bench` (or `node bench/http-proxy.ts --help` for the knobs).
  * Progress goes to stderr; the tables and a final JSON line go to stdout.
@@ -29,6 +31,7 @@ const opts = readOptions({
   rateDuration: { flag: 'rate-duration', default: 10, help: 'seconds per measured fixed-rate run' },
   rateWarmup: { flag: 'rate-warmup', default: 2, help: 'seconds of warm-up before each fixed-rate run' },
   rateConnections: { flag: 'rate-connections', default: 32, help: 'max connections of the fixed-rate client' },
+  rounds: { flag: 'rounds', default: 3, help: 'interleaved rounds of the throughput and fixed-rate runs (medians are reported)' },
   bodyRounds: { flag: 'body-rounds', default: 3, help: 'interleaved rounds of the body-path runs (wrk; 0 skips them)' },
   bodyDuration: { flag: 'body-duration', default: 5, help: 'seconds per body-path run' }
 })
@@ -54,47 +57,85 @@ async function main (): Promise<void> {
     }
     const peer = await start('@fastify/http-proxy', () => startFastifyProxy(`http://127.0.0.1:${backend.port}`))
 
+    const tpRuns = await interleaved([
+      { name: 'direct', server: backend },
+      ...LOG_LEVELS.map(level => ({ name: `portico (LOG_LEVEL=${level})`, server: portico[level] })),
+      { name: '@fastify/http-proxy', server: peer }
+    ], throughputRun)
     const throughput = {
-      direct: await throughputRun('direct', backend),
-      portico: await perLevel(level => throughputRun(`portico (LOG_LEVEL=${level})`, portico[level])),
-      peer: await throughputRun('@fastify/http-proxy', peer)
+      direct: medianResult(tpRuns.get('direct')!),
+      portico: perLevel(level => medianResult(tpRuns.get(`portico (LOG_LEVEL=${level})`)!)),
+      peer: medianResult(tpRuns.get('@fastify/http-proxy')!)
     }
+    const frRuns = await interleaved([
+      { name: 'direct', server: backend },
+      ...LOG_LEVELS.map(level => ({ name: `portico (LOG_LEVEL=${level})`, server: portico[level] }))
+    ], fixedRateRun)
     const fixedRate = {
-      direct: await fixedRateRun('direct', backend),
-      portico: await perLevel(level => fixedRateRun(`portico (LOG_LEVEL=${level})`, portico[level]))
+      direct: medianResult(frRuns.get('direct')!),
+      portico: perLevel(level => medianResult(frRuns.get(`portico (LOG_LEVEL=${level})`)!))
     }
-    report(throughput, fixedRate)
+    report(throughput, fixedRate, { throughput: Object.fromEntries(tpRuns), fixedRate: Object.fromEntries(frRuns) })
     await bodyPath(backend, portico.warn, peer, start)
   } finally {
     await Promise.all(servers.map(s => s.child.stop()))
   }
 }
 
-async function perLevel (f: (level: LogLevel) => Promise<LoadResult>): Promise<Record<LogLevel, LoadResult>> {
+function perLevel (f: (level: LogLevel) => LoadResult): Record<LogLevel, LoadResult> {
   const out = {} as Record<LogLevel, LoadResult>
-  for (const level of LOG_LEVELS) out[level] = await f(level)
+  for (const level of LOG_LEVELS) out[level] = f(level)
   return out
 }
 
-function throughputRun (name: string, target: Server): Promise<LoadResult> {
-  progress(`throughput: ${name} (${opts.warmup} s warm-up + ${opts.duration} s)`)
+/**
+ * `opts.rounds` rounds of one run per target; each round starts one target later, so no
+ * target always runs first (or right after the same neighbour). The runs by target name.
+ */
+async function interleaved (targets: Array<{ name: string, server: Server }>, measure: (name: string, target: Server, round: number) => Promise<LoadResult>): Promise<Map<string, LoadResult[]>> {
+  const runs = new Map<string, LoadResult[]>(targets.map(t => [t.name, []]))
+  for (let round = 0; round < opts.rounds; round++) {
+    for (let i = 0; i < targets.length; i++) {
+      const t = targets[(i + round) % targets.length]!
+      runs.get(t.name)!.push(await measure(t.name, t.server, round))
+    }
+  }
+  return runs
+}
+
+/** Each figure's median over the rounds; the counts summed. */
+function medianResult (runs: LoadResult[]): LoadResult {
+  const med = (f: (r: LoadResult) => number) => median(runs.map(f))
+  return {
+    rps: med(r => r.rps),
+    p50: med(r => r.p50),
+    p99: med(r => r.p99),
+    requests: runs.reduce((n, r) => n + r.requests, 0),
+    failures: runs.reduce((n, r) => n + r.failures, 0),
+    seconds: runs.reduce((n, r) => n + r.seconds, 0),
+    cpuUsPerRequest: med(r => r.cpuUsPerRequest)
+  }
+}
+
+function throughputRun (name: string, target: Server, round: number): Promise<LoadResult> {
+  progress(`throughput round ${round + 1}/${opts.rounds}: ${name} (${opts.warmup} s warm-up + ${opts.duration} s)`)
   return measureThroughput(target.url, { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup, cpu: target.child.cpuSeconds })
 }
 
-function fixedRateRun (name: string, target: Server): Promise<LoadResult> {
-  progress(`fixed rate: ${name} (${opts.rateWarmup} s warm-up + ${opts.rateDuration} s at ${opts.rate} req/s)`)
+function fixedRateRun (name: string, target: Server, round: number): Promise<LoadResult> {
+  progress(`fixed rate round ${round + 1}/${opts.rounds}: ${name} (${opts.rateWarmup} s warm-up + ${opts.rateDuration} s at ${opts.rate} req/s)`)
   return measureFixedRate(target.url, { rate: opts.rate, seconds: opts.rateDuration, warmupSeconds: opts.rateWarmup, connections: opts.rateConnections, cpu: target.child.cpuSeconds })
 }
 
 interface Throughput { direct: LoadResult, portico: Record<LogLevel, LoadResult>, peer: LoadResult }
 interface FixedRate { direct: LoadResult, portico: Record<LogLevel, LoadResult> }
 
-function report (tp: Throughput, fr: FixedRate): void {
+function report (tp: Throughput, fr: FixedRate, runs: Record<string, unknown>): void {
   const out: string[] = []
   const cpus = availableParallelism()
   out.push(`http-proxy benchmark: Node ${process.version}, ${cpus} CPU${cpus === 1 ? '' : 's'}; the load generator, the proxy and the backend share ${cpus === 1 ? 'it' : `these ${cpus}`} (no pinning), so absolute figures understate a proxy on its own cores`)
   out.push('')
-  out.push(`Throughput: closed loop (autocannon), ${opts.connections} connections, ${opts.duration} s measured after ${opts.warmup} s warm-up; latency of 2xx responses;`)
+  out.push(`Throughput: closed loop (autocannon), ${opts.connections} connections, ${opts.duration} s measured after ${opts.warmup} s warm-up, medians of ${opts.rounds} interleaved rounds; latency of 2xx responses;`)
   out.push('CPU µs/req is the CPU time of the server process measured (the backend for direct, else the proxy alone) per response')
   const tpRow = (name: string, r: LoadResult, vsDirect: boolean) =>
     [name, fmt(r.rps, 0), fmt(r.p50), fmt(r.p99), fmt(r.cpuUsPerRequest, 1), String(r.failures), vsDirect ? fmt(ratio(r.rps, tp.direct.rps)) : '']
@@ -104,7 +145,7 @@ function report (tp: Throughput, fr: FixedRate): void {
     tpRow('@fastify/http-proxy', tp.peer, true)
   ]))
   out.push('')
-  out.push(`Fixed rate: open loop, ${opts.rate} req/s, ${opts.rateDuration} s measured after ${opts.rateWarmup} s warm-up`)
+  out.push(`Fixed rate: open loop, ${opts.rate} req/s, ${opts.rateDuration} s measured after ${opts.rateWarmup} s warm-up, medians of ${opts.rounds} interleaved rounds; added p99 is Portico's median less direct's`)
   const frRow = (name: string, r: LoadResult, added: boolean) =>
     [name, fmt(r.rps, 0), fmt(r.p50, 3), fmt(r.p99, 3), fmt(r.cpuUsPerRequest, 1), String(r.failures), added ? fmt(r.p99 - fr.direct.p99, 3) : '']
   out.push(table(['target', 'req/s', 'p50 ms', 'p99 ms', 'CPU µs/req', 'failures', 'added p99 ms'], [
@@ -122,7 +163,7 @@ function report (tp: Throughput, fr: FixedRate): void {
       `peer/portico CPU per request ${fmt(s.cpuPerRequestPeerVsPortico)}x`)
   }
   out.push('')
-  out.push(JSON.stringify(rounded(summary)))
+  out.push(JSON.stringify(rounded({ ...summary, runs })))
   process.stdout.write(out.join('\n') + '\n')
 }
 
