@@ -9,11 +9,10 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { porticoStarted } from './lib/started.ts'
+import { freePort, porticoStarted } from './lib/portico-child.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -31,12 +30,7 @@ const thread = isMainThread ? 'main' : 'thread ' + threadId
 const nodeInit = EventEmitter.init
 setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (EventEmitter.init === nodeInit ? 'node' : 'renewed') + '\\n'), 50).unref()
 `)
-  const port = await new Promise<number>(resolve => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as AddressInfo).port
-      s.close(() => resolve(p))
-    })
-  })
+  const port = await freePort()
   writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - backends: [{ host: 127.0.0.1:9 }]\n`)
   const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
     cwd: PROXY_DIR,

@@ -10,11 +10,10 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { porticoStarted } from './lib/started.ts'
+import { freePort, porticoStarted } from './lib/portico-child.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -90,12 +89,7 @@ import { isMainThread, workerData } from 'node:worker_threads'
 const thread = isMainThread ? 'main' : typeof workerData?.module === 'string' ? workerData.module.split('/').pop() : 'worker'
 registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen)}, thread + ' ' + url + '\\n'); return next(url, context) } })
 `)
-  const port = await new Promise<number>(resolve => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as AddressInfo).port
-      s.close(() => resolve(p))
-    })
-  })
+  const port = await freePort()
   writeFileSync(join(dir, 'config.yaml'), config.replaceAll('PORT', String(port)))
   const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
     cwd: PROXY_DIR,
@@ -166,12 +160,7 @@ import { writeFileSync } from 'node:fs'
 const loaded = name => process.moduleLoadList.some(m => m.includes(name))
 setTimeout(() => writeFileSync(${JSON.stringify(seen)}, JSON.stringify({ amaro: loaded('amaro'), undici: loaded('deps/undici') })), 1500).unref()
 `)
-  const port = await new Promise<number>(resolve => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as AddressInfo).port
-      s.close(() => resolve(p))
-    })
-  })
+  const port = await freePort()
   writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - backends: [{ host: 127.0.0.1:9 }]\n`)
   // The admin, metrics and readiness servers on, on free ports: they must not load undici either.
   const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', WORKERS: '1', NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
