@@ -95,12 +95,15 @@ function perLevel (f: (level: LogLevel) => LoadResult): Record<LogLevel, LoadRes
 async function interleaved (targets: Array<{ name: string, server: Server }>, measure: (name: string, target: Server, round: number) => Promise<LoadResult>): Promise<Map<string, LoadResult[]>> {
   const runs = new Map<string, LoadResult[]>(targets.map(t => [t.name, []]))
   for (let round = 0; round < opts.rounds; round++) {
-    for (let i = 0; i < targets.length; i++) {
-      const t = targets[(i + round) % targets.length]!
-      runs.get(t.name)!.push(await measure(t.name, t.server, round))
-    }
+    for (const t of rotated(targets, round)) runs.get(t.name)!.push(await measure(t.name, t.server, round))
   }
   return runs
+}
+
+/** `items` in the order of round `round`: starting `round` places later, wrapping around. */
+function rotated<T> (items: readonly T[], round: number): T[] {
+  const at = round % items.length
+  return [...items.slice(at), ...items.slice(0, at)]
 }
 
 /** Each figure's median over the rounds; the counts summed. */
@@ -237,8 +240,7 @@ async function bodyPath (backend: Server, portico: Server, peer: Server, start: 
   const runs = new Map<string, Array<{ rps: number, cpuUs: number, failures: number, p99: number }>>()
   for (let round = 0; round < opts.bodyRounds; round++) {
     for (const size of sizes) {
-      for (let i = 0; i < targets.length; i++) {
-        const t = targets[(i + round) % targets.length]!
+      for (const t of rotated(targets, round)) {
         const url = t.server.url + (size === '64k' ? '64k' : 'small')
         progress(`body path round ${round + 1}/${opts.bodyRounds}: ${size} ${t.name}`)
         await runWrk(url, { connections: opts.connections, seconds: 1 })
