@@ -13,7 +13,7 @@
 import { availableParallelism } from 'node:os'
 import { measureFixedRate, measureThroughput, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, median, ratio, rounded, table } from './lib/report.ts'
+import { fmt, median, ratio, rotated, rounded, table } from './lib/report.ts'
 import { singleRouteConfig, startBackend, startFastifyProxy, startPortico, type Server } from './lib/servers.ts'
 import { hasWrk, runWrk, type WrkResult } from './lib/wrk.ts'
 import { hasNginx, startNginx } from './lib/nginx.ts'
@@ -98,12 +98,6 @@ async function interleaved (targets: Array<{ name: string, server: Server }>, me
     for (const t of rotated(targets, round)) runs.get(t.name)!.push(await measure(t.name, t.server, round))
   }
   return runs
-}
-
-/** `items` in the order of round `round`: starting `round` places later, wrapping around. */
-function rotated<T> (items: readonly T[], round: number): T[] {
-  const at = round % items.length
-  return [...items.slice(at), ...items.slice(0, at)]
 }
 
 /** Each figure's median over the rounds; the counts summed. */

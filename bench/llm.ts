@@ -16,7 +16,7 @@ import { availableParallelism, loadavg } from 'node:os'
 import { request } from 'undici'
 import { measureThroughput, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
-import { fmt, median, ratio, rounded, table } from './lib/report.ts'
+import { fmt, median, ratio, rotated, rounded, table } from './lib/report.ts'
 import { startFastifyProxy, startLlmServer, startPortico, type Server } from './lib/servers.ts'
 
 const opts = readOptions({
@@ -90,9 +90,7 @@ async function main (): Promise<void> {
 
     const runs = new Map<string, LoadResult[]>(targets.map(t => [t.name, []]))
     for (let round = 0; round < opts.rounds; round++) {
-      // Rotate the order each round so a drift in the machine's load favours no target.
-      const order = targets.map((_, i) => targets[(i + round) % targets.length]!)
-      for (const t of order) {
+      for (const t of rotated(targets, round)) {
         progress(`round ${round + 1}/${opts.rounds}: ${t.name} (${opts.warmup} s warm-up + ${opts.duration} s)`)
         runs.get(t.name)!.push(await measureThroughput(t.url, {
           connections: opts.connections,

@@ -31,3 +31,12 @@ export function median (values: number[]): number {
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
+
+/**
+ * `items` in the order of round `round` of interleaved runs: starting `round` places later,
+ * wrapping around, so a drift in the machine's load favours no target.
+ */
+export function rotated<T> (items: readonly T[], round: number): T[] {
+  const at = round % items.length
+  return [...items.slice(at), ...items.slice(0, at)]
+}
