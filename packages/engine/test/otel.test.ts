@@ -89,6 +89,35 @@ test('a sampled request is decided once: its span and the children under it are 
   assert.equal(spans.length, 2 * recorded, 'each recorded request exported with its child')
 })
 
+test('recorded and unsampled requests take ids from pools of their own: across both, every id is valid and used once', async () => {
+  // Two pools (trace/otel-sdk.ts says why): each refilled several times here.
+  const spans: ReadableSpan[] = []
+  const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: 0.5, clientSampling: true, resources: {}, scheduledDelayMs: 10, exporter: { export: (s, cb) => { spans.push(...s); cb({ code: 0 }) }, shutdown: async () => {} } })
+  const traceIds: string[] = []
+  const spanIds: string[] = []
+  for (let i = 0; i < 1500; i++) {
+    const span = tracing.startRequest({}, 'GET')
+    if (!span.recording) {
+      const h: Record<string, string> = {}
+      span.inject(h)
+      assert.equal(vouchedTraceparentLine(h.traceparent!), `traceparent: 00-${span.traceId}-${span.spanId}-00\r\n`)
+      traceIds.push(span.traceId)
+      spanIds.push(span.spanId)
+    }
+    span.child('GET', 'client', {})?.end()
+    span.end()
+  }
+  await tracing.shutdown()
+  const recorded = spans.filter(s => s.kind === SpanKind.SERVER)
+  assert.ok(recorded.length > 600 && recorded.length < 900, `${recorded.length} of 1500 recorded at 0.5`)
+  traceIds.push(...recorded.map(s => s.spanContext().traceId))
+  spanIds.push(...spans.map(s => s.spanContext().spanId))
+  for (const id of traceIds) assert.match(id, /^(?!0+$)[0-9a-f]{32}$/)
+  for (const id of spanIds) assert.match(id, /^(?!0+$)[0-9a-f]{16}$/)
+  assert.equal(new Set(traceIds).size, traceIds.length, 'no trace id twice')
+  assert.equal(new Set(spanIds).size, spanIds.length, 'no span id twice')
+})
+
 test('http.route is the route\'s template, never the request path; credential-like query values are redacted', () => {
   assert.equal(httpRoute({ kind: 'prefix', value: '/api/' }), '/api/*')
   assert.equal(httpRoute({ kind: 'prefix', value: '/' }), '/*')

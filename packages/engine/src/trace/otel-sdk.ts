@@ -226,7 +226,7 @@ class RecordedRequestSpan extends RecordedSpan implements RequestSpan {
   private readonly traceState: TraceState | undefined
 
   constructor (spans: SpanBatches, name: string, parent: Context, caller: { traceId: string, spanId: string, traceState?: TraceState | undefined } | undefined) {
-    super(spans, [caller?.traceId ?? randomTraceId(), randomSpanId(), caller?.spanId ?? '', caller !== undefined, caller?.traceState?.serialize() ?? '', name, SpanKind.SERVER, now(), 0, 0, '', 0, null])
+    super(spans, [caller?.traceId ?? randomTraceId(recordedIds), randomSpanId(recordedIds), caller?.spanId ?? '', caller !== undefined, caller?.traceState?.serialize() ?? '', name, SpanKind.SERVER, now(), 0, 0, '', 0, null])
     this.parent = parent
     this.traceState = caller?.traceState
     this.traceparentOnly = traceparentAlone(this.traceState, parent)
@@ -242,7 +242,7 @@ class RecordedRequestSpan extends RecordedSpan implements RequestSpan {
 
   child (name: string, kind: 'client' | 'internal', attrs: SpanAttributes, startTime?: number): OtelSpan | null {
     const r = this.record
-    const child = new RecordedSpan(this.spans, [r[RECORD.traceId], randomSpanId(), r[RECORD.spanId], false, r[RECORD.traceState], name, kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime ?? now(), 0, 0, '', 0, null])
+    const child = new RecordedSpan(this.spans, [r[RECORD.traceId], randomSpanId(recordedIds), r[RECORD.spanId], false, r[RECORD.traceState], name, kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL, startTime ?? now(), 0, 0, '', 0, null])
     child.setAttributes(attrs)
     return child
   }
@@ -278,7 +278,7 @@ class UnsampledRequestSpan implements RequestSpan {
       this.traceparent = line.slice(LINE_VALUE, LINE_VALUE + VALUE_LENGTH)
     } else {
       this.line = undefined
-      this.traceparent = traceparent(caller.traceId, randomSpanId(), false)
+      this.traceparent = traceparent(caller.traceId, randomSpanId(unsampledIds), false)
     }
     this.traceState = caller?.traceState
     this.alone = traceparentAlone(this.traceState, parent)
@@ -341,26 +341,54 @@ function traceparent (traceId: string, spanId: string, sampled: boolean): string
 }
 
 /**
- * Random ids, cut from a pool made a few hundred at a time: one `randomFillSync` and one hex
- * conversion per refill. Each entry is a trace id and a span id, kept twice: as hex
- * (`idHex`, 48 characters an entry) for the spans that need ids, and already written as the
- * `traceparent` header line of an unsampled call (`linePool`, `traceparent:
- * 00-<trace id>-<span id>-00\r\n`, 70 characters an entry). So the common case at a low
- * sampling ratio — a request that arrives without a trace and is not sampled — costs one
- * slice of a flat string for the line and one for the value: no id to build, no header
- * value to concatenate (a concatenation is flattened again by each reader of the header),
- * and the HTTP/1.1 head adds the line whole (ir/http-grammar.ts vouchTraceparent).
- * `linePool` is written only when an unsampled call first asks for it after a refill: at
- * 100 % sampling nothing does, and writing it cost every recorded request ~500
- * instructions (bench/tracing-instructions.ts).
+ * Random ids, cut from pools made a few hundred at a time: one `randomFillSync` and one hex
+ * conversion per refill. Each entry is a trace id and a span id, kept as hex (`hex`, 48
+ * characters an entry) for the spans that need ids, and, in the pool of unsampled requests,
+ * already written as the `traceparent` header line of an unsampled call (`lines`,
+ * `traceparent: 00-<trace id>-<span id>-00\r\n`, 70 characters an entry). So the common case
+ * at a low sampling ratio — a request that arrives without a trace and is not sampled — costs
+ * one slice of a flat string for the line and one for the value: no id to build, no header
+ * value to concatenate (a concatenation is flattened again by each reader of the header), and
+ * the HTTP/1.1 head adds the line whole (ir/http-grammar.ts vouchTraceparent). `lines` is
+ * written only when an unsampled call first asks for it after a refill: at 100 % sampling
+ * nothing does, and writing it cost every recorded request ~500 instructions
+ * (bench/tracing-instructions.ts).
+ *
+ * Two pools, because an id is a slice and keeps its pool's whole string alive (V8 slices
+ * strings of 13 characters and more rather than copying them). A recorded span's record holds
+ * its ids until it is handed over (trace/record-batches.ts: 64 records, or a second), which at
+ * 1 % sampling is ~3,000 requests later. Cut from one pool shared with the unsampled requests,
+ * which go through a pool every 256 requests, a batch of records kept a dozen 12 KB strings
+ * alive, long enough to be promoted to the old generation: at 1 % and ~23,000 requests a
+ * second the old generation grew ~2 MB a second (off: ~0.5), with a full mark-compact every
+ * few seconds. The recorded spans' own pool lasts ~85 recorded requests, so a batch keeps one
+ * or two alive: ~0.9 MB a second, and no mark-compact in 10 s (docs/observability.md, Cost,
+ * fifteenth session). Unsampled requests' ids die with their requests.
  */
 const POOL_ENTRIES = 256
 const ENTRY_HEX = 48
 const ENTRY_BYTES = ENTRY_HEX / 2
-const idBytes = Buffer.allocUnsafe(POOL_ENTRIES * ENTRY_BYTES)
-let idHex = ''
 
-/** An entry of `linePool`: where its value, trace id and span id start, the value's length and the line's. */
+interface IdPool {
+  readonly bytes: Buffer
+  /** The entries' ids as hex, `ENTRY_HEX` characters an entry ('' before the first refill). */
+  hex: string
+  /** The entries as unsampled traceparent lines; '' until written for the current `hex`. */
+  lines: string
+  /** The next entry to take; POOL_ENTRIES: refill first. */
+  next: number
+}
+
+function idPool (): IdPool {
+  return { bytes: Buffer.allocUnsafe(POOL_ENTRIES * ENTRY_BYTES), hex: '', lines: '', next: POOL_ENTRIES }
+}
+
+/** Ids of the requests the sampler drops, and their calls' traceparent lines. */
+const unsampledIds = idPool()
+/** Ids of recorded spans. */
+const recordedIds = idPool()
+
+/** An entry of `lines`: where its value, trace id and span id start, the value's length and the line's. */
 const LINE_VALUE = 'traceparent: '.length
 const LINE_TRACE_ID = LINE_VALUE + 3
 const LINE_SPAN_ID = LINE_TRACE_ID + 33
@@ -372,36 +400,32 @@ const LINE_LENGTH = LINE_VALUE + VALUE_LENGTH + 2
  */
 const lineBytes = Buffer.from(`traceparent: 00-${'0'.repeat(32)}-${'0'.repeat(16)}-00\r\n`.repeat(POOL_ENTRIES), 'latin1')
 const lineView = new DataView(lineBytes.buffer, lineBytes.byteOffset, lineBytes.length)
-/** `idHex`'s characters as bytes, read eight at a time (an entry's 48 digits are 6 words). */
+/** A pool's `hex` as bytes, read eight at a time (an entry's 48 digits are 6 words). */
 const hexBytes = Buffer.alloc(POOL_ENTRIES * ENTRY_HEX)
 const hexView = new DataView(hexBytes.buffer, hexBytes.byteOffset, hexBytes.length)
-/** '' until written for the current `idHex`. */
-let linePool = ''
-/** The next entry to take; POOL_ENTRIES: refill first. */
-let entry = POOL_ENTRIES
 
 /** W3C: an all-zero trace or span id is invalid. */
 const ZERO_SPAN = '0'.repeat(16)
 
-/** Takes the next entry of the pool (its index), refilling it when spent. */
-function takeEntry (): number {
-  if (entry === POOL_ENTRIES) refill()
-  return entry++
+/** Takes the next entry of a pool (its index), refilling the pool when spent. */
+function takeEntry (pool: IdPool): number {
+  if (pool.next === POOL_ENTRIES) refill(pool)
+  return pool.next++
 }
 
-function refill (): void {
+function refill (pool: IdPool): void {
   do {
-    randomFillSync(idBytes)
-    idHex = idBytes.toString('hex')
+    randomFillSync(pool.bytes)
+    pool.hex = pool.bytes.toString('hex')
     // A run of 16 zeros anywhere (an all-zero span id, or half of an all-zero trace id, one
     // chance in 2^64 an id) makes the pool again; a run across two ids only wastes a refill.
-  } while (idHex.includes(ZERO_SPAN))
-  linePool = ''
-  entry = 0
+  } while (pool.hex.includes(ZERO_SPAN))
+  pool.lines = ''
+  pool.next = 0
 }
 
 /**
- * `idHex`'s entries written as unsampled traceparent lines: its digits copied as bytes once
+ * A pool's entries written as unsampled traceparent lines: its digits copied as bytes once
  * (one native write), then each entry's six 8-byte words moved into its line, then one
  * latin1 string of them all. Storing each byte's two digits from a table (24 16-bit stores)
  * cost ~730 instructions an entry, a quarter of what configuring tracing added to an
@@ -413,8 +437,8 @@ function refill (): void {
  * (whose bits a store may change) nor a denormal, as the top byte of each little-endian word
  * is a digit (0x30–0x39, 0x61–0x66), so its exponent field is neither all ones nor zero.
  */
-function writeLinePool (): void {
-  hexBytes.write(idHex, 0, 'latin1')
+function writeLinePool (pool: IdPool): void {
+  hexBytes.write(pool.hex, 0, 'latin1')
   let from = 0
   for (let at = 0; at < lineBytes.length; at += LINE_LENGTH) {
     let to = at + LINE_TRACE_ID
@@ -422,24 +446,24 @@ function writeLinePool (): void {
     to = at + LINE_SPAN_ID
     for (let i = 0; i < 2; i++, to += 8, from += 8) lineView.setFloat64(to, hexView.getFloat64(from, true), true)
   }
-  linePool = lineBytes.toString('latin1')
+  pool.lines = lineBytes.toString('latin1')
 }
 
-/** A random trace id (16 bytes in hex). */
-function randomTraceId (): string {
-  const at = takeEntry() * ENTRY_HEX
-  return idHex.slice(at, at + 32)
+/** A random trace id (16 bytes in hex) from `pool`. */
+function randomTraceId (pool: IdPool): string {
+  const at = takeEntry(pool) * ENTRY_HEX
+  return pool.hex.slice(at, at + 32)
 }
 
-/** A random span id (8 bytes in hex). */
-function randomSpanId (): string {
-  const at = takeEntry() * ENTRY_HEX + 32
-  return idHex.slice(at, at + 16)
+/** A random span id (8 bytes in hex) from `pool`. */
+function randomSpanId (pool: IdPool): string {
+  const at = takeEntry(pool) * ENTRY_HEX + 32
+  return pool.hex.slice(at, at + 16)
 }
 
 /** The `traceparent` header line of an unsampled call in a new trace (its value at LINE_VALUE). */
 function unsampledTraceparentLine (): string {
-  const at = takeEntry() * LINE_LENGTH
-  if (linePool === '') writeLinePool()
-  return linePool.slice(at, at + LINE_LENGTH)
+  const at = takeEntry(unsampledIds) * LINE_LENGTH
+  if (unsampledIds.lines === '') writeLinePool(unsampledIds)
+  return unsampledIds.lines.slice(at, at + LINE_LENGTH)
 }
