@@ -33,6 +33,9 @@
  *
  * `--node-flags='--a-v8-flag'` passes flags to every proxy (a JIT hypothesis).
  *
+ * Each config's CPU per request is also given thread by thread (threadSplit): the request
+ * thread's, V8's helper threads' and the export thread's, and how far each is from off's.
+ *
  * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--placement shared|pinned] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
  * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
  * propagates, and starts no export thread)
@@ -42,7 +45,8 @@ import http from 'node:http'
 import { availableParallelism, loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
 import { abbaReport, interleavedRounds, mergeAbba, pairRounds, ratioInterval, type AbbaResult } from './lib/abba.ts'
-import { fmt, rounded } from './lib/report.ts'
+import { fmt, median, rounded, table } from './lib/report.ts'
+import type { LoadResult } from './lib/load.ts'
 import { freePort, hasTaskset, pinSelf } from './lib/children.ts'
 import { hasWrk } from './lib/wrk.ts'
 import { startBackend, startPortico, type Server } from './lib/servers.ts'
@@ -149,7 +153,7 @@ async function main (): Promise<void> {
     if (generator !== opts.load) progress('wrk not found: autocannon instead')
     const load = loadavg()
     const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress, load: generator }
-    const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds })
+    const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds, threads: s.child.threadCpuSeconds })
     // Group i: off's i-th process, the twin's and each traced config's, all measured in the
     // same rounds (interleavedRounds: ABC… then …CBA), so every process serves the same load
     // and each comparison is taken within a round. (Until 2026-11-28 each comparison ran on
@@ -167,6 +171,7 @@ async function main (): Promise<void> {
     const compared = (c: { pairs: AbbaResult[] }) => ({ r: mergeAbba(c.pairs), interval: ratioInterval(c.pairs) })
     const control = twinColumn !== null ? compared(twinColumn) : null
     const results = tracedColumns.map(t => ({ ...t, ...compared(t) }))
+    const split = others.length === 0 ? { lines: [], medians: {} } : threadSplit([{ name: 'off', runs: (twinColumn ?? tracedColumns[0]!).pairs.flatMap(p => p.a) }, ...others.map(c => ({ name: c.name, runs: c.pairs.flatMap(p => p.b) }))])
     const interval = (i: { low: number, high: number }) => `95 % interval ×${fmt(i.low, 3)}–×${fmt(i.high, 3)} over groups and rounds`
     const out = [
       `tracing benchmark: Node ${process.version}; ${opts.connections} connections; ${opts.processes} groups of processes (one per config each) × ${opts.rounds} interleaved rounds of ${opts.duration} s (rounds numbered across the groups), load by ${generator}; ${CPUS} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); placement ${placement.label}; spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
@@ -180,12 +185,40 @@ async function main (): Promise<void> {
         verdict(ratio, i, opts.processes),
         ''
       ]),
-      JSON.stringify(rounded({ bench: 'tracing', load: generator, placement: opts.placement, ...(control !== null ? { control: { rpsRatio: control.r.rpsRatio, interval: control.interval, cpuRatio: control.r.cpuRatio, roundRatios: control.r.roundRatios } } : {}), samplings: results.map(({ ratio, r, interval: i }) => ({ ratio, rpsRatio: r.rpsRatio, interval: i, cpuRatio: r.cpuRatio, median: r.median, roundRatios: r.roundRatios })) }))
+      ...split.lines,
+      '',
+      JSON.stringify(rounded({ bench: 'tracing', load: generator, placement: opts.placement, threads: split.medians, ...(control !== null ? { control: { rpsRatio: control.r.rpsRatio, interval: control.interval, cpuRatio: control.r.cpuRatio, roundRatios: control.r.roundRatios } } : {}), samplings: results.map(({ ratio, r, interval: i }) => ({ ratio, rpsRatio: r.rpsRatio, interval: i, cpuRatio: r.cpuRatio, median: r.median, roundRatios: r.roundRatios })) }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {
     await Promise.all(servers.map(s => s.child.stop()))
     await sink.close()
+  }
+}
+
+/**
+ * Where each config's CPU goes, thread by thread: the median over all its runs of each kind
+ * of thread's µs per request (bench/lib/children.ts threadCpuSeconds: `main`, the thread that
+ * serves requests; `V8Worker`, V8's garbage-collector and compiler jobs, of the export
+ * thread's isolate too; `WorkerThread`, the span export thread), and how far each is from
+ * off's. A cost on the request thread bounds requests/s wherever the proxy runs; the others'
+ * does only while they share its cores (as --placement pinned makes them).
+ */
+function threadSplit (configs: Array<{ name: string, runs: LoadResult[] }>): { lines: string[], medians: Record<string, Record<string, number>> } {
+  const kinds = new Set<string>()
+  for (const c of configs) for (const r of c.runs) for (const [kind, us] of Object.entries(r.threadUsPerRequest ?? {})) if (us > 0) kinds.add(kind)
+  // main first, then the busiest.
+  const order = ['main', ...[...kinds].filter(k => k !== 'main').sort()]
+  const medians: Record<string, Record<string, number>> = {}
+  for (const c of configs) medians[c.name] = Object.fromEntries(order.map(kind => [kind, median(c.runs.map(r => r.threadUsPerRequest?.[kind] ?? 0))]))
+  const off = medians[configs[0]!.name]!
+  const rows = configs.map(c => [c.name, ...order.map(kind => {
+    const us = medians[c.name]![kind]!
+    return c === configs[0] ? fmt(us, 2) : `${fmt(us, 2)} (${us >= off[kind]! ? '+' : ''}${fmt(us - off[kind]!, 2)})`
+  })])
+  return {
+    lines: ['CPU µs per request by thread (medians of all runs; in brackets, against off):', table(['config', ...order], rows)],
+    medians
   }
 }
 

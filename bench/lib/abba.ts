@@ -6,7 +6,7 @@
  * ratio of medians when the load moves between rounds.
  */
 
-import { measureThroughput, measureWrkThroughput, type CpuProbe, type LoadResult } from './load.ts'
+import { measureThroughput, measureWrkThroughput, type CpuProbe, type LoadResult, type ThreadCpuProbe } from './load.ts'
 import { fmt, median, ratio, table } from './report.ts'
 
 export interface AbbaTarget {
@@ -17,6 +17,8 @@ export interface AbbaTarget {
   body?: string
   /** CPU of this target's own process, when the two are different processes (two builds). */
   cpu?: CpuProbe
+  /** And thread by thread (bench/tracing.ts). */
+  threads?: ThreadCpuProbe
 }
 
 export interface AbbaOptions {
@@ -74,7 +76,8 @@ export async function interleavedRounds (targets: AbbaTarget[], options: AbbaOpt
         warmupSeconds: options.warmup,
         ...(target.headers !== undefined ? { headers: target.headers } : {}),
         ...(target.body !== undefined ? { body: target.body } : {}),
-        ...(cpu !== undefined ? { cpu } : {})
+        ...(cpu !== undefined ? { cpu } : {}),
+        ...(target.threads !== undefined ? { threads: target.threads } : {})
       }
       runs[which]!.push(await (options.load === 'wrk' ? measureWrkThroughput(target.url, throughput) : measureThroughput(target.url, throughput)))
     }

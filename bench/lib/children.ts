@@ -6,7 +6,7 @@
  */
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { createServer, connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -40,6 +40,8 @@ export interface Child {
   output (): string
   /** CPU time (user + system) the child has used so far, in seconds; NaN off Linux. */
   cpuSeconds (): number
+  /** The same, thread by thread (threadCpuSeconds); empty off Linux. */
+  threadCpuSeconds (): Map<string, number>
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
   stop (graceMs?: number): Promise<void>
 }
@@ -80,6 +82,7 @@ export async function startNode (options: StartOptions): Promise<Child> {
     proc,
     output: () => readFileSync(logPath, 'utf8'),
     cpuSeconds: () => processCpuSeconds(proc.pid),
+    threadCpuSeconds: () => threadCpuSeconds(proc.pid),
     stop: graceMs => stopProcess(proc, graceMs).finally(() => live.delete(child))
   }
   live.add(child)
@@ -123,8 +126,13 @@ const CLOCK_TICKS = 100
 /** User + system CPU seconds of a process, from /proc (Linux); NaN when unavailable. */
 export function processCpuSeconds (pid: number | undefined): number {
   if (pid === undefined) return NaN
+  return statCpuSeconds(`/proc/${pid}/stat`)
+}
+
+/** utime + stime of a /proc stat file, in seconds; NaN when it cannot be read (the thread or process is gone). */
+function statCpuSeconds (path: string): number {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    const stat = readFileSync(path, 'utf8')
     // Fields after the command name (which may contain spaces) start at index 2 (state);
     // utime and stime are fields 14 and 15, in clock ticks (100 per second on Linux).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
@@ -132,6 +140,40 @@ export function processCpuSeconds (pid: number | undefined): number {
   } catch {
     return NaN
   }
+}
+
+/**
+ * CPU seconds of a process's threads by kind, from /proc (Linux): `main` is the thread whose
+ * id is the process's (Node's event loop: the one that serves requests), the others go by
+ * their names, those of one name summed (`V8Worker`: V8's platform threads, which run the
+ * garbage collector's and the optimizing compiler's jobs of every isolate in the process;
+ * `WorkerThread`: a worker_threads thread, such as Portico's span export thread;
+ * `libuv-worker`: libuv's pool). A thread that ended takes its time with it, so compare
+ * readings of threads that outlive the measurement.
+ */
+export function threadCpuSeconds (pid: number | undefined): Map<string, number> {
+  const threads = new Map<string, number>()
+  if (pid === undefined) return threads
+  let tids: string[]
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return threads
+  }
+  for (const tid of tids) {
+    const seconds = statCpuSeconds(`/proc/${pid}/task/${tid}/stat`)
+    if (Number.isNaN(seconds)) continue
+    let kind = 'main'
+    if (tid !== String(pid)) {
+      try {
+        kind = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()
+      } catch {
+        continue
+      }
+    }
+    threads.set(kind, (threads.get(kind) ?? 0) + seconds)
+  }
+  return threads
 }
 
 /**

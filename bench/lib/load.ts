@@ -29,10 +29,14 @@ export interface LoadResult {
   seconds: number
   /** CPU time the measured process used per 2xx response, in µs (NaN when not measured). */
   cpuUsPerRequest: number
+  /** The same by kind of thread (ThreadCpuProbe's kinds), when a thread probe was given. */
+  threadUsPerRequest?: Record<string, number>
 }
 
 /** Cumulative CPU seconds of the process under test (see Child.cpuSeconds). */
 export type CpuProbe = () => number
+/** Cumulative CPU seconds of each kind of thread of the process under test (see Child.threadCpuSeconds). */
+export type ThreadCpuProbe = () => Map<string, number>
 
 export interface ThroughputOptions {
   connections: number
@@ -44,6 +48,8 @@ export interface ThroughputOptions {
   body?: string
   /** Measures the CPU the target spends per request during the measured run. */
   cpu?: CpuProbe
+  /** And thread by thread. */
+  threads?: ThreadCpuProbe
 }
 
 export interface FixedRateOptions {
@@ -59,25 +65,33 @@ export interface FixedRateOptions {
 /** Closed-loop load with autocannon: a warm-up run, then the measured one. */
 export async function measureThroughput (url: string, options: ThroughputOptions): Promise<LoadResult> {
   if (options.warmupSeconds > 0) await runAutocannon(url, options.connections, options.warmupSeconds, options.headers, options.body)
-  return withCpu(options.cpu, () => runAutocannon(url, options.connections, options.seconds, options.headers, options.body))
+  return withCpu(options, () => runAutocannon(url, options.connections, options.seconds, options.headers, options.body))
 }
 
 /** Closed-loop load with wrk (lib/wrk.ts; GETs only): a warm-up run, then the measured one. */
 export async function measureWrkThroughput (url: string, options: ThroughputOptions): Promise<LoadResult> {
   if (options.headers !== undefined || options.body !== undefined) throw new Error('wrk load sends plain GETs: no headers or body')
   if (options.warmupSeconds > 0) await runWrk(url, { connections: options.connections, seconds: options.warmupSeconds })
-  return withCpu(options.cpu, async () => {
+  return withCpu(options, async () => {
     const r = await runWrk(url, { connections: options.connections, seconds: options.seconds })
     return { rps: r.rps, p50: r.p50, p99: r.p99, requests: r.requests, failures: r.failures, seconds: options.seconds, cpuUsPerRequest: NaN }
   })
 }
 
-/** Runs `measure` and fills in the CPU per request the probe saw meanwhile. */
-async function withCpu (cpu: CpuProbe | undefined, measure: () => Promise<LoadResult>): Promise<LoadResult> {
-  const before = cpu?.() ?? NaN
+/** Runs `measure` and fills in the CPU per request the probes saw meanwhile. */
+async function withCpu (probes: { cpu?: CpuProbe | undefined, threads?: ThreadCpuProbe | undefined }, measure: () => Promise<LoadResult>): Promise<LoadResult> {
+  const before = probes.cpu?.() ?? NaN
+  const threadsBefore = probes.threads?.()
   const result = await measure()
-  const used = (cpu?.() ?? NaN) - before
-  return { ...result, cpuUsPerRequest: result.requests > 0 ? (used * 1e6) / result.requests : NaN }
+  const used = (probes.cpu?.() ?? NaN) - before
+  const perRequest = (seconds: number): number => result.requests > 0 ? (seconds * 1e6) / result.requests : NaN
+  const threads = threadsBefore !== undefined ? probes.threads!() : undefined
+  return {
+    ...result,
+    cpuUsPerRequest: perRequest(used),
+    // A kind absent before (a thread started during the run) counts from zero.
+    ...(threads !== undefined ? { threadUsPerRequest: Object.fromEntries([...threads].map(([kind, s]) => [kind, perRequest(s - (threadsBefore!.get(kind) ?? 0))])) } : {})
+  }
 }
 
 function runAutocannon (url: string, connections: number, seconds: number, headers?: Record<string, string>, body?: string): Promise<LoadResult> {
@@ -109,7 +123,7 @@ export async function measureFixedRate (url: string, options: FixedRateOptions):
   try {
     const path = target.pathname + target.search
     if (options.warmupSeconds > 0) await runFixedRate(pool, path, options.rate, options.warmupSeconds)
-    return await withCpu(options.cpu, () => runFixedRate(pool, path, options.rate, options.seconds))
+    return await withCpu(options, () => runFixedRate(pool, path, options.rate, options.seconds))
   } finally {
     await pool.close()
   }
