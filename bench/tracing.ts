@@ -207,7 +207,7 @@ async function main (): Promise<void> {
 function threadSplit (configs: Array<{ name: string, runs: LoadResult[] }>): { lines: string[], medians: Record<string, Record<string, number>> } {
   const kinds = new Set<string>()
   for (const c of configs) for (const r of c.runs) for (const [kind, us] of Object.entries(r.threadUsPerRequest ?? {})) if (us > 0) kinds.add(kind)
-  // main first, then the busiest.
+  // main first, then the others by name.
   const order = ['main', ...[...kinds].filter(k => k !== 'main').sort()]
   const medians: Record<string, Record<string, number>> = {}
   for (const c of configs) medians[c.name] = Object.fromEntries(order.map(kind => [kind, median(c.runs.map(r => r.threadUsPerRequest?.[kind] ?? 0))]))
