@@ -85,12 +85,12 @@ async function withCpu (probes: { cpu?: CpuProbe | undefined, threads?: ThreadCp
   const result = await measure()
   const used = (probes.cpu?.() ?? NaN) - before
   const perRequest = (seconds: number): number => result.requests > 0 ? (seconds * 1e6) / result.requests : NaN
-  const threads = threadsBefore !== undefined ? probes.threads!() : undefined
+  const threadsAfter = probes.threads?.()
   return {
     ...result,
     cpuUsPerRequest: perRequest(used),
     // A kind absent before (a thread started during the run) counts from zero.
-    ...(threads !== undefined ? { threadUsPerRequest: Object.fromEntries([...threads].map(([kind, s]) => [kind, perRequest(s - (threadsBefore!.get(kind) ?? 0))])) } : {})
+    ...(threadsBefore !== undefined && threadsAfter !== undefined ? { threadUsPerRequest: Object.fromEntries([...threadsAfter].map(([kind, s]) => [kind, perRequest(s - (threadsBefore.get(kind) ?? 0))])) } : {})
   }
 }
 
