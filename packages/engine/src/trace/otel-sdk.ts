@@ -426,11 +426,13 @@ function refill (pool: IdPool): void {
 
 /**
  * Bytes to hex, at most HEX_CHUNK bytes a conversion. Node converts to hex through a
- * 512-character stack buffer and mallocs a bigger one: one 12 KB malloc per refill made glibc
- * consolidate its fast bins — every small chunk the sockets' reads and writes had freed —
- * every 256 requests, and the small mallocs after it take the slow path until the bins refill.
- * At 1 % sampling that cost the request's thread ~0.8 µs a request, off callgrind's count,
- * as valgrind replaces malloc (docs/observability.md, Cost, sixteenth session).
+ * 512-character stack buffer and mallocs a bigger one. A pool's 12 KB in one conversion was a
+ * 12 KB malloc every 256 requests, and a request that large makes glibc consolidate its fast
+ * bins (the small chunks the sockets' reads and writes keep freeing) into its sorted bins,
+ * where the next small mallocs then look. Sampled by perf on the request thread at 1 %
+ * sampling, `malloc_consolidate` and `unlink_chunk` took 0.3–0.6 µs a request against ~0.1
+ * with tracing off; chunked, they are back to off's (bench/tracing-profile.ts;
+ * docs/observability.md, Cost, sixteenth session).
  */
 const HEX_CHUNK = 256
 function hexOf (bytes: Buffer): string {
