@@ -118,6 +118,31 @@ test('recorded and unsampled requests take ids from pools of their own: across b
   assert.equal(new Set(spanIds).size, spanIds.length, 'no span id twice')
 })
 
+test('the id pools convert to hex within Node\'s 512-character stack buffer: no refill mallocs a 12 KB one', async () => {
+  // A larger conversion is a malloc, and one of 12 KB every 256 requests made glibc consolidate
+  // its free lists each time (trace/otel-sdk.ts hexOf; docs/observability.md, Cost, sixteenth session).
+  const sizes: number[] = []
+  const toString = Buffer.prototype.toString
+  Buffer.prototype.toString = function (this: Buffer, encoding?: BufferEncoding, start?: number, end?: number) {
+    if (encoding === 'hex') sizes.push(Math.min(end ?? this.length, this.length) - (start ?? 0))
+    return toString.call(this, encoding, start, end)
+  }
+  try {
+    const tracing = await createRequestTracing({ otlpEndpoint: 'http://unused:1', otlpProtocol: 'http', headers: {}, randomSampling: 0.5, clientSampling: true, resources: {}, scheduledDelayMs: 10, exporter: { export: (_s, cb) => cb({ code: 0 }), shutdown: async () => {} } })
+    for (let i = 0; i < 1200; i++) {
+      const span = tracing.startRequest({}, 'GET')
+      span.inject({})
+      span.child('GET', 'client', {})?.end()
+      span.end()
+    }
+    await tracing.shutdown()
+  } finally {
+    Buffer.prototype.toString = toString
+  }
+  assert.ok(sizes.length >= 2 * 24, `both pools refilled (${sizes.length} hex conversions)`)
+  assert.ok(sizes.every(n => n <= 256), `largest hex conversion ${Math.max(...sizes)} bytes`)
+})
+
 test('http.route is the route\'s template, never the request path; credential-like query values are redacted', () => {
   assert.equal(httpRoute({ kind: 'prefix', value: '/api/' }), '/api/*')
   assert.equal(httpRoute({ kind: 'prefix', value: '/' }), '/*')
