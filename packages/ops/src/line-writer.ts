@@ -37,6 +37,8 @@ const RETRY_MS = 20
 const FLUSH_SYNC_MS = 2000
 /** What flushSync sleeps on between attempts (Atomics.wait: nothing ever wakes it). */
 const SLEEP = new Int32Array(new SharedArrayBuffer(4))
+/** Written batches' buffers kept for the next ones (one is usually in flight while one fills). */
+const SPARE_BUFFERS = 2
 
 export class LineWriter {
   private readonly fd: number
@@ -55,6 +57,18 @@ export class LineWriter {
   /** A write that stdout refused for now (EAGAIN), to be tried again: its batch and offset. */
   private retry: { timer: NodeJS.Timeout, at: number } | null = null
   private dropped = 0
+  /**
+   * Buffers batches are encoded into, kept for reuse once written. A new Buffer per batch
+   * was a native allocation of 4–16 KB every few dozen requests with the access log on, and
+   * a malloc that large makes glibc consolidate its free chunks (the sockets' reads and
+   * writes keep freeing small ones) each time: ~0.25 µs a request on the request's thread
+   * (bench/tracing-profile.ts; docs/observability.md, Cost, sixteenth session). Each holds
+   * 3 × maxWrite bytes: a batch is at most maxWrite UTF-16 units (a lone longer line gets a
+   * buffer of its own), and a unit is at most 3 bytes of UTF-8.
+   */
+  private readonly spare: Buffer[] = []
+  /** The last piece of each batch encoded into a reusable buffer → that buffer. */
+  private readonly owners = new Map<Buffer, Buffer>()
 
   constructor (options: LineWriterOptions) {
     this.fd = options.fd
@@ -107,6 +121,8 @@ export class LineWriter {
     // the exit it holds up must still come.
     const until = Date.now() + FLUSH_SYNC_MS
     for (const batch of this.ready.splice(first)) {
+      // Not reused: a piece before this one may still be in flight (the exit is near anyway).
+      this.owners.delete(batch)
       while (at < batch.length) {
         try {
           at += this.io.writeSync(this.fd, batch, at, batch.length - at)
@@ -127,7 +143,15 @@ export class LineWriter {
    */
   private seal (): void {
     if (this.lines.length === 0) return
-    const bytes = Buffer.from(this.lines.length === 1 ? this.lines[0]! : this.lines.join(''), 'utf8')
+    const text = this.lines.length === 1 ? this.lines[0]! : this.lines.join('')
+    let owner: Buffer | undefined
+    let bytes: Buffer
+    if (this.lineBytes <= this.maxWrite) {
+      owner = this.spare.pop() ?? Buffer.allocUnsafeSlow(3 * this.maxWrite)
+      bytes = owner.subarray(0, owner.write(text, 0, 'utf8'))
+    } else {
+      bytes = Buffer.from(text, 'utf8')
+    }
     // `buffered` counted the batch in UTF-16 units; from here it counts its bytes.
     this.buffered += bytes.length - this.lineBytes
     this.lines = []
@@ -140,6 +164,16 @@ export class LineWriter {
       rest = rest.subarray(end)
     }
     if (rest.length > 0) this.ready.push(rest)
+    // The buffer comes back when its last piece is written (pieces go in order, one at a time).
+    if (owner !== undefined) this.owners.set(this.ready.at(-1)!, owner)
+  }
+
+  /** A written piece: the last of its buffer's gives the buffer back for reuse. */
+  private release (piece: Buffer): void {
+    const owner = this.owners.get(piece)
+    if (owner === undefined) return
+    this.owners.delete(piece)
+    if (this.spare.length < SPARE_BUFFERS) this.spare.push(owner)
   }
 
   private next (): void {
@@ -170,6 +204,7 @@ export class LineWriter {
         }
         // stdout is gone (EPIPE, closed): nothing to log to; what waits is dropped.
         this.ready.length = 0
+        this.owners.clear()
         this.lines = []
         this.lineBytes = 0
         this.buffered = 0
@@ -178,6 +213,7 @@ export class LineWriter {
       }
       if (at + n < batch.length) return this.send(batch, at + n)
       this.ready.shift()
+      this.release(batch)
       this.buffered -= batch.length
       if (this.dropped > 0) this.reportDropped()
       if (this.buffered >= this.minLength || this.ready.length > 0) this.next()

@@ -65,6 +65,30 @@ test('each write is whole lines of at most maxWrite bytes — cut by bytes, not 
   })
 })
 
+test('batches are encoded into a few buffers, reused once written, not a new one each (each was a malloc)', async () => {
+  await withFile(async (fd, read) => {
+    const buffers = new Set<ArrayBufferLike>()
+    const io = {
+      write: ((f: number, b: Buffer, o: number, n: number, p: null, cb: (err: NodeJS.ErrnoException | null, n: number) => void) => {
+        buffers.add(b.buffer)
+        writeFn(f, b, o, n, p, cb)
+      }) as typeof writeFn,
+      writeSync: writeSyncFn
+    }
+    // The access log's sizes in a one-loop proxy (ops/src/logs.ts).
+    const w = new LineWriter({ fd, minLength: 16000, maxWrite: 16384, io })
+    const lines = Array.from({ length: 6000 }, (_, i) => `{"n":${i},"s":"${i % 7 === 0 ? 'é€😀' : 'x'.repeat(i % 300)}"}\n`)
+    // Paced as requests come, so writes keep up: lines arrive while one is in flight, but no
+    // backlog builds (a backlog takes a buffer per waiting batch, as it must).
+    for (const [i, l] of lines.entries()) {
+      w.write(l)
+      if (i % 20 === 0) await new Promise(resolve => setTimeout(resolve, 1))
+    }
+    await until('all lines written', () => { w.flush(); return read() === lines.join('') })
+    assert.ok(buffers.size <= 3, `${buffers.size} buffers for ${Math.ceil(Buffer.byteLength(lines.join('')) / 16384)}+ batches`)
+  })
+})
+
 test('flushSync writes what waits at once', async () => {
   await withFile(async (fd, read) => {
     const w = new LineWriter({ fd, minLength: 1_000_000, maxWrite: 16384 })
