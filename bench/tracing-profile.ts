@@ -32,6 +32,7 @@
  */
 
 import { execFile, spawn } from 'node:child_process'
+import { readdirSync, rmSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -164,6 +165,10 @@ async function main (): Promise<void> {
     process.stdout.write(out.join('\n') + '\n')
   } finally {
     await Promise.all(started.map(s => s.child.stop()))
+    // --perf-basic-prof leaves each proxy's symbol map in /tmp and V8's log in the working directory.
+    const pids = new Set(started.map(s => String(s.child.proc.pid)))
+    for (const pid of pids) rmSync(`/tmp/perf-${pid}.map`, { force: true })
+    for (const file of readdirSync('.')) if (pids.has(/^isolate-0x[0-9a-f]+-(\d+)-v8\.log$/.exec(file)?.[1] ?? '')) rmSync(file, { force: true })
   }
 }
 
