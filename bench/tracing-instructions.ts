@@ -70,7 +70,7 @@ import { SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
-import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, type Server } from './lib/servers.ts'
+import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, tracingConfig, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' }, servers: { type: 'boolean', default: false } } })
 const WARMUP = Number(values.warmup)
@@ -230,7 +230,7 @@ async function main (): Promise<void> {
     const backend = await startBackend()
     const sink = await startOtlpSink()
     servers.push(backend, sink)
-    const traced = (sampling: string): string => `config:\n  tracing:\n    otlpEndpoint: http://127.0.0.1:${sink.port}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
+    const traced = (sampling: string): string => tracingConfig(`http://127.0.0.1:${sink.port}`, sampling)
     // The access log (LOG_LEVEL=info) alone, and with its OTLP export: `log otlp` is compared with `log`.
     const otlpLog = `config:\n  accessLog:\n    otlp:\n      otlpEndpoint: http://127.0.0.1:${sink.port}\n      otlpProtocol: http\n`
     const all: Config[] = [

@@ -38,7 +38,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { hasTaskset, pinSelf, scratchDir } from './lib/children.ts'
 import { fmt, table } from './lib/report.ts'
-import { startBackend, startOtlpSink, startPortico, type Server } from './lib/servers.ts'
+import { singleRouteConfig, startBackend, startOtlpSink, startPortico, tracingConfig, type Server } from './lib/servers.ts'
 import { hasWrk, runWrk } from './lib/wrk.ts'
 
 const { values } = parseArgs({ options: { configs: { type: 'string', default: 'off,0.01' }, processes: { type: 'string', default: '2' }, rounds: { type: 'string', default: '2' }, duration: { type: 'string', default: '6' }, warmup: { type: 'string', default: '15' }, frequency: { type: 'string', default: '4000' }, symbols: { type: 'string', default: '25' }, before: { type: 'string' } } })
@@ -68,11 +68,6 @@ function kindOf (symbol: string): Kind {
   return 'other native'
 }
 
-/** The sampling ratio's tracing block (none for `off`), exported to the sink. */
-function tracing (config: string, sinkUrl: string): string {
-  if (config === 'off') return ''
-  return `config:\n  tracing:\n    otlpEndpoint: ${sinkUrl}\n    otlpProtocol: http\n    randomSampling: ${Number(config) >= 1 ? 'true' : config}\n`
-}
 
 interface Subject { config: string, label: string, server: Server }
 
@@ -113,7 +108,8 @@ async function main (): Promise<void> {
       for (const label of labels) {
         const config = label.split(' ')[0]!
         const bin = label.endsWith('(before)') ? { bin: join(opts.before!, 'packages/proxy/bin/portico.ts') } : {}
-        const yaml = `${tracing(config, sink.url.replace(/\/$/, ''))}gateways:\n  default: { port: {port}, protocol: HTTP }\nroutes:\n  - name: bench\n    backends:\n      - host: 127.0.0.1:${backend.port}\n`
+        const traced = config === 'off' ? '' : tracingConfig(`http://127.0.0.1:${sink.port}`, Number(config) >= 1 ? 'true' : config)
+        const yaml = traced + singleRouteConfig(backend.port)
         const server = await startPortico({ config: yaml, logLevel: 'warn', nodeFlags: ['--perf-basic-prof', `--random-seed=${i + 1}`], cpus: String(last), ...bin })
         started.push(server)
         subjects.push({ config, label, server })

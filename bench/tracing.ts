@@ -49,7 +49,7 @@ import { fmt, median, rounded, table } from './lib/report.ts'
 import type { LoadResult } from './lib/load.ts'
 import { freePort, hasTaskset, pinSelf } from './lib/children.ts'
 import { hasWrk } from './lib/wrk.ts'
-import { startBackend, startPortico, type Server } from './lib/servers.ts'
+import { singleRouteConfig, startBackend, startPortico, tracingConfig, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({
   options: {
@@ -80,16 +80,6 @@ async function startSink (): Promise<{ url: string, bytes: () => number, close: 
   })
   await new Promise<void>(resolve => server.listen(port, '127.0.0.1', resolve))
   return { url: `http://127.0.0.1:${port}`, bytes: () => bytes, close: () => new Promise(resolve => server.close(() => resolve())) }
-}
-
-function config (backendPort: number, tracing: string): string {
-  return `${tracing}gateways:
-  default: { port: {port}, protocol: HTTP }
-routes:
-  - name: bench
-    backends:
-      - host: 127.0.0.1:${backendPort}
-`
 }
 
 /**
@@ -129,14 +119,14 @@ async function main (): Promise<void> {
   try {
     const backend = await startBackend()
     servers.push(backend)
-    const traced = (sampling: string) => `config:\n  tracing:\n    otlpEndpoint: ${sink.url}\n    otlpProtocol: http\n    randomSampling: ${sampling}\n`
+    const traced = (sampling: string) => tracingConfig(sink.url, sampling)
     const many = async (tracing: string): Promise<Server[]> => {
       const started: Server[] = []
       for (let i = 0; i < opts.processes; i++) {
         // Pair i runs at V8 random seed i + 1 on both sides: the seed places V8's code and
         // heap pages and seeds its hashes, so a pair compares like with like, and the pairs
         // sample different placements.
-        started.push(await startPortico({ config: config(backend.port, tracing), logLevel: 'warn', nodeFlags: [`--random-seed=${i + 1}`, ...opts.nodeFlags], ...(placement.proxyCpus !== undefined ? { cpus: placement.proxyCpus } : {}) }))
+        started.push(await startPortico({ config: tracing + singleRouteConfig(backend.port), logLevel: 'warn', nodeFlags: [`--random-seed=${i + 1}`, ...opts.nodeFlags], ...(placement.proxyCpus !== undefined ? { cpus: placement.proxyCpus } : {}) }))
         servers.push(started.at(-1)!)
       }
       return started

@@ -104,6 +104,14 @@ export function porticoEnv (logLevel: string): Record<string, string> {
   return { ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', LOG_LEVEL: logLevel, LOG_FORMAT: 'json', DRAIN_TIMEOUT: '1s', WORKERS: '1' }
 }
 
+/**
+ * The `config.tracing` block of the tracing benches: spans exported over OTLP/HTTP to
+ * `endpoint`, `randomSampling` (true, false or a ratio, as YAML) of requests without a trace.
+ */
+export function tracingConfig (endpoint: string, randomSampling: string): string {
+  return `config:\n  tracing:\n    otlpEndpoint: ${endpoint}\n    otlpProtocol: http\n    randomSampling: ${randomSampling}\n`
+}
+
 /** A one-route Portico config sending everything to `backendPort`. */
 export function singleRouteConfig (backendPort: number): string {
   return `gateways:
