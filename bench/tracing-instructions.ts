@@ -20,7 +20,7 @@
  * order). So each config can run under several V8 random seeds (`--seeds`,
  * `--random-seed`): the table gives the median and the range (here within ~1–2 %), and a
  * difference means something only beyond the ranges. And what a module costs can depend on
- * when it loads, not only on what runs: docs/observability.md (Cost) has the case found
+ * when it loads, not only on what runs: docs/tracing-cost-log.md ("Counted, not timed") has the case found
  * with this bench and `--node-flags=--import=…`.
  *
  * Three things valgrind changes, and what is done about them:
@@ -51,7 +51,7 @@
  *
  * --functions N lists, per config, the N functions of the request thread whose instructions
  * per request moved most against off (log-otlp: against log) — V8's compiled code named through --perf-basic-prof
- * (bench/lib/callgrind.ts) — which is how the costs in docs/observability.md (Cost) were
+ * (bench/lib/callgrind.ts) — which is how the costs in docs/tracing-cost-log.md were
  * found: a header check's loop, a module loaded on the request's thread, a clone.
  *
  * --keep DIR keeps each run's callgrind files in DIR/<config>-<seed>/ (one per thread and

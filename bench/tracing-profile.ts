@@ -10,7 +10,7 @@
  * count, and code whose time goes in cache misses — glibc walking the chunks it keeps freed,
  * say — costs more than its count says. This profile is how one such cost was found: the id
  * pools' 12 KB hex conversion mallocs its buffer, and each such malloc made glibc consolidate
- * its fast bins (docs/observability.md, Cost, sixteenth session).
+ * its fast bins (docs/tracing-cost-log.md, sixteenth session).
  *
  * What a sample cannot settle alone: a process's JIT state and code placement move its time by
  * ±3 µs a request (of ~35–45), as much as the differences looked for. So each config runs as

@@ -120,7 +120,7 @@ test('recorded and unsampled requests take ids from pools of their own: across b
 
 test('the id pools convert to hex within Node\'s 512-character stack buffer: no refill mallocs a 12 KB one', async () => {
   // A larger conversion is a malloc, and one of 12 KB every 256 requests made glibc consolidate
-  // its free lists each time (trace/otel-sdk.ts hexOf; docs/observability.md, Cost, sixteenth session).
+  // its free lists each time (trace/otel-sdk.ts hexOf; docs/tracing-cost-log.md, sixteenth session).
   const sizes: number[] = []
   const toString = Buffer.prototype.toString
   Buffer.prototype.toString = function (this: Buffer, encoding?: BufferEncoding, start?: number, end?: number) {

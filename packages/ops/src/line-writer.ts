@@ -62,7 +62,7 @@ export class LineWriter {
    * was a native allocation of 4–16 KB every few dozen requests with the access log on, and
    * a malloc that large makes glibc consolidate its free chunks (the sockets' reads and
    * writes keep freeing small ones) each time: ~0.25 µs a request on the request's thread
-   * (bench/tracing-profile.ts; docs/observability.md, Cost, sixteenth session). Each holds
+   * (bench/tracing-profile.ts; docs/tracing-cost-log.md, sixteenth session). Each holds
    * 3 × maxWrite bytes: a batch is at most maxWrite UTF-16 units (a lone longer line gets a
    * buffer of its own), and a unit is at most 3 bytes of UTF-8.
    */

@@ -58,7 +58,7 @@ export interface PorticoOptions {
  * its exporters load only then. `relay` (a data-plane worker): its spans and OTLP access-log
  * records go to the primary, which exports them, rather than to an export thread of its
  * own — a `Worker` made in a thread that serves requests costs each of its requests
- * (docs/observability.md, Cost, eighth round), and one exporter serves the process.
+ * (docs/tracing-cost-log.md, eighth round), and one exporter serves the process.
  */
 export async function startTracing (settings: Settings, logs: Logs, relay?: (kind: 'spans' | 'logs', records: unknown[]) => void): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
   const out: Pick<PorticoOptions, 'otel' | 'otlpLogs'> = {}

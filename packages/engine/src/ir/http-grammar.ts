@@ -76,7 +76,7 @@ let vouchedLine = ''
  *
  * Why: checking the header's name and scanning its value were ~1,600 of the ~5,200
  * instructions that configuring tracing added to every proxied request
- * (bench/tracing-instructions.ts; docs/observability.md, Cost).
+ * (bench/tracing-instructions.ts; docs/tracing-cost-log.md, second and sixth rounds).
  */
 export function vouchTraceparent (value: string, line?: string): void {
   vouched = value

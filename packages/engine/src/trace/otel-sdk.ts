@@ -362,7 +362,7 @@ function traceparent (traceId: string, spanId: string, sampled: boolean): string
  * alive, long enough to be promoted to the old generation: at 1 % and ~23,000 requests a
  * second the old generation grew ~2 MB a second (off: ~0.5), with a full mark-compact every
  * few seconds. The recorded spans' own pool lasts ~85 recorded requests, so a batch keeps one
- * or two alive: ~0.9 MB a second, and no mark-compact in 10 s (docs/observability.md, Cost,
+ * or two alive: ~0.9 MB a second, and no mark-compact in 10 s (docs/tracing-cost-log.md,
  * fifteenth session). Unsampled requests' ids die with their requests.
  */
 const POOL_ENTRIES = 256
@@ -432,7 +432,7 @@ function refill (pool: IdPool): void {
  * where the next small mallocs then look. Sampled by perf on the request thread at 1 %
  * sampling, `malloc_consolidate` and `unlink_chunk` took 0.3–0.6 µs a request against ~0.1
  * with tracing off; chunked, they are back to off's (bench/tracing-profile.ts;
- * docs/observability.md, Cost, sixteenth session).
+ * docs/tracing-cost-log.md, sixteenth session).
  */
 const HEX_CHUNK = 256
 function hexOf (bytes: Buffer): string {
@@ -447,7 +447,7 @@ function hexOf (bytes: Buffer): string {
  * latin1 string of them all. Storing each byte's two digits from a table (24 16-bit stores)
  * cost ~730 instructions an entry, a quarter of what configuring tracing added to an
  * unsampled request; 4-byte words ~320; 8-byte words ~150 (bench/tracing-instructions.ts
- * --functions; docs/observability.md, Cost, twelfth round).
+ * --functions; docs/tracing-cost-log.md, twelfth round).
  *
  * The words travel as float64s, the only 8-byte load and store a DataView has that stay
  * numbers (a BigInt would be allocated). That is exact: eight hex digits never make a NaN

@@ -36,7 +36,7 @@ export interface RecordBatchesOptions<R> {
    * than this side waits (nor than its GATHER_MS). Or `relay`: each batch handed to a
    * function that takes it to another thread's RecordBatches (`addRelayed`), which exports
    * it and counts what becomes of it — a data-plane worker's to its primary's, so that no
-   * thread serving requests starts an export thread (docs/observability.md, Cost, eighth
+   * thread serving requests starts an export thread (docs/tracing-cost-log.md, eighth
    * round).
    */
   sink: { module: URL, options: unknown } | { local: (done: (count: number, error: string | null) => void, gatherMs: number) => RecordSink<R> } | { relay: (records: R[]) => void }
@@ -87,8 +87,8 @@ export class RecordBatches<R> {
       // sampling records only what callers sampled) never pays the thread's memory (~35 MB).
       // Started through startWorkerThread, so that the Worker does not take EventEmitter's
       // shared field accesses past what V8 checks inline, and with them every request's
-      // ServerResponse and IncomingMessage (util/emitter-init.ts; docs/observability.md,
-      // Cost, eighth and thirteenth rounds).
+      // ServerResponse and IncomingMessage (util/emitter-init.ts; docs/tracing-cost-log.md,
+      // eighth and thirteenth rounds).
       let thread: Worker | null = null
       // A thread that failed (its exporter could not start, say) takes nothing more: what it
       // held and all that comes after count as failed exports.
@@ -160,7 +160,7 @@ function startExportThread (sink: { module: URL, options: unknown }, gatherMs: n
   // them unparsed; the thread's failures come back as messages (export-worker.ts silences
   // its console). Not piping also keeps its stdio streams out of Node's Readable code, which
   // every request's IncomingMessage runs; no cost of that was measurable, though
-  // (docs/observability.md, Cost, ninth round).
+  // (docs/tracing-cost-log.md, ninth round).
   const thread = startWorkerThread(new URL('./export-worker.ts', import.meta.url), { workerData, stdin: false, stdout: true, stderr: true })
   thread.unref()
   thread.on('message', (msg: { type: string, count?: number, error?: string | null }) => {

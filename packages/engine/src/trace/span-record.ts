@@ -6,7 +6,7 @@
  * in the export thread (trace/span-export.ts). Loaded on the request's thread, the SDK's
  * resources (and the semantic-conventions package under them) made every request of a
  * proxy with tracing configured ~5 % dearer in instructions, with none of their code
- * running (bench/tracing-instructions.ts; docs/observability.md, Cost).
+ * running (bench/tracing-instructions.ts; docs/tracing-cost-log.md, "Counted, not timed").
  */
 
 import type { SpanKind } from '@opentelemetry/api'

@@ -6,6 +6,6 @@
  * --functions). Modules on the request path import it from here instead, under the same name.
  *
  * Not node:perf_hooks: loading that module on the request's thread made every request of a
- * traced proxy ~2,400 instructions dearer, none of its code running (docs/observability.md).
+ * traced proxy ~2,400 instructions dearer, none of its code running (docs/tracing-cost-log.md, second round).
  */
 export const performance: typeof globalThis.performance = globalThis.performance

@@ -17,7 +17,7 @@
  *   - a `Worker` (the span export thread at its first batch, or a big config's loader)
  *     adds two: the `Worker` and its stdio's `ReadableWorkerStdio`.
  * Over four, requests cost ~600–800 more instructions each under callgrind
- * (docs/observability.md, Cost, eighth and thirteenth rounds).
+ * (docs/tracing-cost-log.md, eighth and thirteenth rounds).
  *
  * Two remedies here, both copies of what Node's `init` does:
  *   - `renewEmitterInit()`, once the process serves: `EventEmitter.init` becomes a copy whose
