@@ -8,7 +8,7 @@
  * Each config runs as `--processes` processes (4), in groups: group i is off's i-th process,
  * a second untraced one (the control, A/A; `--control 0` leaves it out) and each traced
  * config's i-th, all at V8 random seed i + 1. A group's processes are measured in the same
- * rounds, in turn (ABC…, then …CBA: bench/lib/abba.ts interleavedRounds), and each config
+ * rounds, in turn (ABC CBA, BCA ACB, …: bench/lib/abba.ts interleavedRounds), and each config
  * is compared with off within each round, with each proxy's own CPU per request. The
  * rounds of all groups are pooled into one median per config.
  *
@@ -145,8 +145,9 @@ async function main (): Promise<void> {
     const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress, load: generator }
     const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds, threads: s.child.threadCpuSeconds })
     // Group i: off's i-th process, the twin's and each traced config's, all measured in the
-    // same rounds (interleavedRounds: ABC… then …CBA), so every process serves the same load
-    // and each comparison is taken within a round. (Until 2026-11-28 each comparison ran on
+    // same rounds (interleavedRounds: ABC CBA, BCA ACB, …, each group starting one later), so
+    // every process serves the same load in every position, and each comparison is taken
+    // within a round. (Until 2026-11-28 each comparison ran on
     // its own, after the control: the off processes had served more load than the traced ones
     // they were compared with, and the ratios leaned by that.) Each column other than off
     // gathers its comparisons with off, group by group.
@@ -155,7 +156,7 @@ async function main (): Promise<void> {
     const others = [...(twinColumn !== null ? [twinColumn] : []), ...tracedColumns]
     for (let i = 0; i < opts.processes; i++) {
       progress(`group ${i + 1}/${opts.processes}: off, ${others.map(c => c.name).join(', ')}`)
-      const [offRuns, ...runs] = await interleavedRounds([target('off', off[i]!), ...others.map(c => target(c.name, c.servers[i]!))], common)
+      const [offRuns, ...runs] = await interleavedRounds([target('off', off[i]!), ...others.map(c => target(c.name, c.servers[i]!))], { ...common, start: i })
       others.forEach((c, k) => c.pairs.push(pairRounds(offRuns!, runs[k]!)))
     }
     const compared = (c: { pairs: AbbaResult[] }) => ({ r: mergeAbba(c.pairs), interval: ratioInterval(c.pairs) })

@@ -56,16 +56,18 @@ export async function compareAbba (a: AbbaTarget, b: AbbaTarget, options: AbbaOp
 }
 
 /**
- * Several targets measured in the same rounds: in odd rounds in the order given, in even
- * ones reversed (ABC CBA …), so each target serves the same load, a drift in the machine's
- * speed favours none, and any two of them can be compared round by round (`pairRounds`).
- * Returns each target's runs, round by round.
+ * Several targets measured in the same rounds, so each target serves the same load, a
+ * drift in the machine's speed favours none, and any two of them can be compared round by
+ * round (`pairRounds`). Rounds go in pairs, one order and then its reverse, and each pair
+ * starts one target later than the last (ABC CBA, BCA ACB, CAB BAC): with three targets or
+ * more, plain ABC CBA keeps the middle one in the middle, and a position that costs
+ * something then leans every ratio of that target. `start` shifts the first order (a bench
+ * with several groups gives each its own). Returns each target's runs, round by round.
  */
-export async function interleavedRounds (targets: AbbaTarget[], options: AbbaOptions): Promise<LoadResult[][]> {
+export async function interleavedRounds (targets: AbbaTarget[], options: AbbaOptions & { start?: number }): Promise<LoadResult[][]> {
   const runs: LoadResult[][] = targets.map(() => [])
   for (let round = 1; round <= options.rounds; round++) {
-    const order = targets.map((_, i) => i)
-    if (round % 2 === 0) order.reverse()
+    const order = roundOrder(targets.length, round, options.start ?? 0)
     for (const which of order) {
       const target = targets[which]!
       options.progress(`round ${round}/${options.rounds}: ${target.name} (${options.warmup} s warm-up + ${options.duration} s)`)
@@ -83,6 +85,13 @@ export async function interleavedRounds (targets: AbbaTarget[], options: AbbaOpt
     }
   }
   return runs
+}
+
+/** The order of `count` targets in round `round` (1-based): see interleavedRounds. */
+export function roundOrder (count: number, round: number, start = 0): number[] {
+  const shift = (Math.floor((round - 1) / 2) + start) % count
+  const order = Array.from({ length: count }, (_, i) => (i + shift) % count)
+  return round % 2 === 0 ? order.reverse() : order
 }
 
 /**
