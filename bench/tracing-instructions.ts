@@ -20,8 +20,8 @@
  * order). So each config can run under several V8 random seeds (`--seeds`,
  * `--random-seed`): the table gives the median and the range (here within ~1–2 %), and a
  * difference means something only beyond the ranges. And what a module costs can depend on
- * when it loads, not only on what runs: docs/tracing-cost-log.md ("Counted, not timed") has the case found
- * with this bench and `--node-flags=--import=…`.
+ * when it loads, not only on what runs: docs/tracing-cost-log.md ("Counted, not timed") has
+ * the case found with this bench and `--node-flags=--import=…`.
  *
  * Three things valgrind changes, and what is done about them:
  *   - It runs one thread at a time, so V8's compiler threads finish their jobs many more

@@ -68,7 +68,6 @@ function kindOf (symbol: string): Kind {
   return 'other native'
 }
 
-
 interface Subject { config: string, label: string, server: Server }
 
 /** perf's samples of one thread, by symbol, while `load` runs. */

@@ -147,10 +147,10 @@ async function main (): Promise<void> {
     // Group i: off's i-th process, the twin's and each traced config's, all measured in the
     // same rounds (interleavedRounds: ABC CBA, BCA ACB, …, each group starting one later), so
     // every process serves the same load in every position, and each comparison is taken
-    // within a round. (Until 2026-11-28 each comparison ran on
-    // its own, after the control: the off processes had served more load than the traced ones
-    // they were compared with, and the ratios leaned by that.) Each column other than off
-    // gathers its comparisons with off, group by group.
+    // within a round. (Until 2026-11-28 each comparison ran on its own, after the control:
+    // the off processes had served more load than the traced ones they were compared with,
+    // and the ratios leaned by that.) Each column other than off gathers its comparisons with
+    // off, group by group.
     const twinColumn = twin !== null ? { name: 'off (twin)', servers: twin, pairs: [] as AbbaResult[] } : null
     const tracedColumns = traces.map(t => ({ ...t, pairs: [] as AbbaResult[] }))
     const others = [...(twinColumn !== null ? [twinColumn] : []), ...tracedColumns]
