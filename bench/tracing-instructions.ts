@@ -66,7 +66,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
-import { SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
+import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
@@ -163,14 +163,14 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
   const port = await freePort()
   const configPath = join(dir, 'config.yaml')
   writeFileSync(configPath, tracing + singleRouteConfig(backendPort).replaceAll('{port}', String(port)))
-  // The semi-space flags on the command line: bin/portico.ts then runs as it is (it starts
-  // Node again only when the size was not given, which valgrind would not follow).
+  // The semi-space and memory-reducer flags on the command line: bin/portico.ts then runs as
+  // it is (it starts Node again only when one was not given, which valgrind would not follow).
   const child = await startNode({
     name: `portico under callgrind (${name}, seed ${seed})`,
     command: 'valgrind',
     args: [
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
-      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
+      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, MEMORY_REDUCER_FLAG, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
     ],
     env: { ...porticoEnv(logLevel), ...(SERVERS ? { ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0' } : {}) },
     // --perf-basic-prof (--functions) also makes V8 write isolate-*-v8.log files where the

@@ -63,12 +63,12 @@ ENV NODE_ENV=production \
     NODE_COMPILE_CACHE=/app/packages/proxy/node_modules/.cache/node-compile-cache
 RUN install -d -o 10101 -g 10101 "$NODE_COMPILE_CACHE"
 USER 10101:10101
-RUN node --max-semi-space-size=4 /app/packages/proxy/bin/portico.ts --warm-cache
+RUN node --max-semi-space-size=4 --no-memory-reducer /app/packages/proxy/bin/portico.ts --warm-cache
 USER 0:0
 RUN chown -R root:root "$NODE_COMPILE_CACHE" && chmod -R a+rX,a-w "$NODE_COMPILE_CACHE"
 USER 10101:10101
 # Admin (15000) binds to loopback; metrics (15020) and readiness (15021) to every interface;
 # listener ports come from the config.
 EXPOSE 15020 15021
-# The young generation the data plane runs with (packages/proxy/src/heap.ts); given here, bin/portico.ts need not start Node again.
-ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/packages/proxy/bin/portico.ts"]
+# The young generation the data plane runs with, and no memory reducer (packages/proxy/src/v8-flags.ts); given here, bin/portico.ts need not start Node again.
+ENTRYPOINT ["node", "--max-semi-space-size=4", "--no-memory-reducer", "/app/packages/proxy/bin/portico.ts"]

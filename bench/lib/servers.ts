@@ -26,10 +26,10 @@ function server (child: Child, port: number): Server {
   return { child, port, url: `http://127.0.0.1:${port}/` }
 }
 
-/** node:http answering `200 hello world` to everything. */
-export async function startBackend (cpus?: string): Promise<Server> {
+/** node:http answering `200 hello world` to everything; `nodeFlags` go to its Node. */
+export async function startBackend (cpus?: string, nodeFlags: string[] = []): Promise<Server> {
   const port = await freePort()
-  const child = await startNode({ name: 'backend', args: [BACKEND, String(port)], readyLine: 'ready', ...(cpus !== undefined ? { cpus } : {}) })
+  const child = await startNode({ name: 'backend', args: [...nodeFlags, BACKEND, String(port)], readyLine: 'ready', ...(cpus !== undefined ? { cpus } : {}) })
   return server(child, port)
 }
 

@@ -1,14 +1,15 @@
 /**
- * The data plane's young generation (packages/proxy/src/v8-flags.ts): a gateway started without
- * a semi-space size runs with Portico's (bin/portico.ts starts Node again with it, same
- * pid); one given by the user (NODE_OPTIONS) is left alone.
+ * The data plane's V8 start flags (packages/proxy/src/v8-flags.ts): a gateway started without
+ * a semi-space size or a memory-reducer setting runs with Portico's (bin/portico.ts starts
+ * Node again with them, same pid); one given by the user (NODE_OPTIONS, or Node's command
+ * line for the reducer) is left alone.
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { gateway, startPortico } from '../lib/portico.ts'
-import { SEMI_SPACE_FLAG, inliningGiven, semiSpaceGiven } from '../../packages/proxy/src/v8-flags.ts'
+import { MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../../packages/proxy/src/v8-flags.ts'
 
 const argv = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
 
@@ -19,6 +20,13 @@ test('semiSpaceGiven: the flag in either spelling, in execArgv or NODE_OPTIONS',
   assert.equal(semiSpaceGiven(['--max-old-space-size=512'], '--max-semi-space-sizes'), false)
 })
 
+test('memoryReducerGiven: the user\'s own setting either way, on Node\'s command line', () => {
+  assert.equal(memoryReducerGiven([]), false)
+  assert.equal(memoryReducerGiven(['--no-memory-reducer']), true)
+  assert.equal(memoryReducerGiven(['--trace-gc', '--memory_reducer']), true)
+  assert.equal(memoryReducerGiven(['--memory-reducer-for-small-heaps']), false, 'another flag')
+})
+
 test('inliningGiven: the user\'s own inlining budget (execArgv or NODE_OPTIONS) is left alone', () => {
   assert.equal(inliningGiven([], undefined), false)
   assert.equal(inliningGiven(['--max-inlined-bytecode-size-cumulative=500'], undefined), true)
@@ -26,16 +34,18 @@ test('inliningGiven: the user\'s own inlining budget (execArgv or NODE_OPTIONS) 
   assert.equal(inliningGiven(['--max-inlined-bytecode-size=460'], undefined), false, 'the per-function limit is another flag')
 })
 
-test('a gateway started without a semi-space size runs with Portico\'s; the user\'s own wins', async () => {
+test('a gateway started without a semi-space size or memory-reducer setting runs with Portico\'s; the user\'s own wins', async () => {
   const plain = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
   try {
     assert.ok(argv(plain.child.pid!).includes(SEMI_SPACE_FLAG), argv(plain.child.pid!).join(' '))
+    assert.ok(argv(plain.child.pid!).includes(MEMORY_REDUCER_FLAG), argv(plain.child.pid!).join(' '))
   } finally {
     await plain.stop()
   }
   const own = await startPortico({ env: { NODE_OPTIONS: '--max-semi-space-size=2' }, config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
   try {
     assert.ok(!argv(own.child.pid!).includes(SEMI_SPACE_FLAG), argv(own.child.pid!).join(' '))
+    assert.ok(argv(own.child.pid!).includes(MEMORY_REDUCER_FLAG), 'the flag not given is still added: ' + argv(own.child.pid!).join(' '))
   } finally {
     await own.stop()
   }

@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path'
 import { REPO_ROOT, run } from '../lib/chart.ts'
 import { freePort } from '../lib/portico.ts'
 import { requireTool } from '../lib/tools.ts'
-import { SEMI_SPACE_FLAG } from '../../packages/proxy/src/v8-flags.ts'
+import { START_FLAGS } from '../../packages/proxy/src/v8-flags.ts'
 
 const IMAGES = [
   { dockerfile: 'deploy/controller.Dockerfile', pkg: '@portico/controller', entry: 'packages/controller/bin/portico-controller.ts', ports: ['9978', '9093', '9092'] },
@@ -100,7 +100,7 @@ for (const image of IMAGES) {
     assert.ok(!last.some(i => i.op === 'RUN' && /npm install|pnpm/.test(i.args)), 'nothing is installed in the runtime stage')
     const entry = last.find(i => i.op === 'ENTRYPOINT')
     // The proxy's image gives Node the data plane's young-generation size (packages/proxy/src/v8-flags.ts).
-    assert.deepEqual(JSON.parse(entry!.args), ['node', ...(image.pkg === '@portico/proxy' ? [SEMI_SPACE_FLAG] : []), `/app/${image.entry}`])
+    assert.deepEqual(JSON.parse(entry!.args), ['node', ...(image.pkg === '@portico/proxy' ? START_FLAGS : []), `/app/${image.entry}`])
     if (image.pkg === '@portico/proxy') {
       // Node's compile cache is filled at build time with the entrypoint's own command line,
       // as the pods' user (Node keys the cache by both), where NODE_COMPILE_CACHE points.
@@ -194,10 +194,10 @@ test('the images\' build steps, replayed on their build context, give runnable r
         const config = readFileSync(join(REPO_ROOT, 'examples/quickstart.yaml'), 'utf8').replace(/port: 3000/, `port: ${port}`)
         const configFile = join(dir, 'quickstart.yaml')
         writeFileSync(configFile, config)
-        // RUN node --max-semi-space-size=4 …/portico.ts --warm-cache, with the image's
+        // RUN node --max-semi-space-size=4 --no-memory-reducer …/portico.ts --warm-cache, with the image's
         // NODE_COMPILE_CACHE (under the tree, read-only afterwards as in the image).
         const cache = join(out, 'packages/proxy/node_modules/.cache/node-compile-cache')
-        const warm = await run(process.execPath, [SEMI_SPACE_FLAG, join(out, image.entry), '--warm-cache'], { env: { ...env, NODE_COMPILE_CACHE: cache }, timeoutMs: 60_000 })
+        const warm = await run(process.execPath, [...START_FLAGS, join(out, image.entry), '--warm-cache'], { env: { ...env, NODE_COMPILE_CACHE: cache }, timeoutMs: 60_000 })
         assert.equal(warm.code, 0, warm.stdout + warm.stderr)
         execFileSync('chmod', ['-R', 'a-w', cache])
         // Writable again only once the gateway has exited: a Node process writes its compile
@@ -221,7 +221,7 @@ import { writeFileSync } from 'node:fs'
 import { threadId } from 'node:worker_threads'
 setTimeout(() => writeFileSync(${JSON.stringify(seen)} + '/' + threadId, String(process.moduleLoadList.some(m => m.includes('amaro')))), 1500).unref()
 `)
-        child = spawn(process.execPath, [SEMI_SPACE_FLAG, '--import', probe, join(out, image.entry), '-f', configFile], { env: { ...env, NODE_COMPILE_CACHE: cache, WORKERS: '2', ADMIN_ADDR: `127.0.0.1:${admin}`, STATS_ADDR: `127.0.0.1:${stats}`, READINESS_ADDR: `127.0.0.1:${ready}` }, stdio: 'ignore' })
+        child = spawn(process.execPath, [...START_FLAGS, '--import', probe, join(out, image.entry), '-f', configFile], { env: { ...env, NODE_COMPILE_CACHE: cache, WORKERS: '2', ADMIN_ADDR: `127.0.0.1:${admin}`, STATS_ADDR: `127.0.0.1:${stats}`, READINESS_ADDR: `127.0.0.1:${ready}` }, stdio: 'ignore' })
         await waitFor('the gateway to listen', 20_000, async () => (await fetch(`http://127.0.0.1:${port}/hello`)).status === 200)
         assert.equal(await (await fetch(`http://127.0.0.1:${stats}/metrics`)).status, 200)
         await waitFor('every thread\'s probe', 20_000, async () => readdirSync(seen).length >= 3)

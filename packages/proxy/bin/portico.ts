@@ -10,19 +10,24 @@
 import { enableCompileCache, flushCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
-import { INLINING_FLAG, SEMI_SPACE_FLAG, inliningGiven, semiSpaceGiven } from '../src/v8-flags.ts'
+import { INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
 
 const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url))
 
-// The young generation's size is fixed at start (src/v8-flags.ts says why it is set): without
-// one given, Node starts again in this process (same pid, signals and descriptors) with it.
-// The image passes the flag itself; this covers `pnpm exec portico`, tests and benchmarks.
-// The new process gets the compile cache from its first module (NODE_COMPILE_CACHE): enabled
-// only below, this file and v8-flags.ts would be stripped by Node's TypeScript compiler,
-// which then stays loaded — ~13 MB of the running proxy's RSS (bench/footprint.ts).
-if (!semiSpaceGiven(process.execArgv, process.env.NODE_OPTIONS) && typeof process.execve === 'function') {
+// The young generation's size and the memory reducer are fixed at start (src/v8-flags.ts says
+// why each is set): without a setting of the user's own for each, Node starts again in this
+// process (same pid, signals and descriptors) with Portico's. The image passes both flags
+// itself; this covers `pnpm exec portico`, tests and benchmarks. The new process gets the
+// compile cache from its first module (NODE_COMPILE_CACHE): enabled only below, this file and
+// v8-flags.ts would be stripped by Node's TypeScript compiler, which then stays loaded —
+// ~13 MB of the running proxy's RSS (bench/footprint.ts).
+const startFlags = [
+  ...(semiSpaceGiven(process.execArgv, process.env.NODE_OPTIONS) ? [] : [SEMI_SPACE_FLAG]),
+  ...(memoryReducerGiven(process.execArgv) ? [] : [MEMORY_REDUCER_FLAG])
+]
+if (startFlags.length > 0 && typeof process.execve === 'function') {
   const env = process.env.NODE_COMPILE_CACHE === undefined && process.env.NODE_DISABLE_COMPILE_CACHE !== '1' ? { ...process.env, NODE_COMPILE_CACHE: CACHE_DIR } : process.env
-  process.execve(process.execPath, [process.execPath, SEMI_SPACE_FLAG, ...process.execArgv, ...process.argv.slice(1)], env)
+  process.execve(process.execPath, [process.execPath, ...startFlags, ...process.execArgv, ...process.argv.slice(1)], env)
 }
 
 // Before anything hot is optimized (src/v8-flags.ts says why).

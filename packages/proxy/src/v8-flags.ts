@@ -1,6 +1,6 @@
 /**
- * The V8 settings the data plane runs with: the young generation's size and TurboFan's
- * inlining budget.
+ * The V8 settings the data plane runs with: the young generation's size, no memory reducer,
+ * and TurboFan's inlining budget.
  *
  * The young generation. Node's default lets it grow to 64 MB
  * (two 32 MB semi-spaces): under load every request's short-lived objects fill it before a
@@ -23,6 +23,35 @@ export const WORKER_YOUNG_GENERATION_MB = 3 * SEMI_SPACE_MB
 export function semiSpaceGiven (execArgv: string[], nodeOptions: string | undefined): boolean {
   return [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some(a => /^--max[-_]semi[-_]space[-_]size(=|$)/.test(a))
 }
+
+/**
+ * No memory reducer. When a process's allocation stops for a while, V8's memory reducer
+ * runs full GCs that shrink the heap (`Mark-Compact (reduce)` under --trace-gc). A proxy
+ * that served load, then sat idle a few minutes, came back from them slower, and stayed so:
+ * one event loop, wrk -c50, 2026-11-29, after 240 s idle (two reducing GCs, RSS 133 → 113
+ * MB) ×0.72 of its requests/s before the idle for 10 s, then ×0.86 for the 30 s measured
+ * after, all of it user-space CPU (+2–4 µs a request; the kernel's share did not move, page
+ * faults only in the first 5 s). Not so after 60 s idle, before the reducer had run. bench/idle.ts, the two
+ * side by side after 240 s idle: ×0.913 of the requests/s before without it, ×0.655 with it
+ * (docs/tracing-cost-log.md, eighteenth session). The young generation's size is not it
+ * (--min-semi-space-size=4 kept the drop), nor bytecode flushing (--no-flush-bytecode kept
+ * it). The cost: a heap is not shrunk while idle, so a proxy idle after load holds what it
+ * held under load (~20 MB more RSS in that run) until its next GC. Given when Node starts
+ * (bin/portico.ts), as the semi-space size is; a reducer setting of the user's own
+ * (`node --memory-reducer …/portico.ts`, say) wins.
+ */
+export const MEMORY_REDUCER_FLAG = '--no-memory-reducer'
+
+/**
+ * Whether Node was started with a memory-reducer setting of its own, either way (only on its
+ * command line: Node refuses the flag in NODE_OPTIONS).
+ */
+export function memoryReducerGiven (execArgv: string[]): boolean {
+  return execArgv.some(a => /^--(no-)?memory[-_]reducer(=|$)/.test(a))
+}
+
+/** What bin/portico.ts starts Node with when none of them was given (and the image's entrypoint passes). */
+export const START_FLAGS = [SEMI_SPACE_FLAG, MEMORY_REDUCER_FLAG] as const
 
 /**
  * TurboFan's inlining budget for the data plane. V8 stops inlining into an optimized

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { freePort, porticoStarted } from './lib/portico-child.ts'
+import { START_FLAGS } from '../src/v8-flags.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -32,7 +33,7 @@ setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (EventE
 `)
   const port = await freePort()
   writeFileSync(join(dir, 'config.yaml'), `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - backends: [{ host: 127.0.0.1:9 }]\n`)
-  const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
+  const child = spawn(process.execPath, [...START_FLAGS, '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
     cwd: PROXY_DIR,
     env: { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', WORKERS: workers },
     stdio: ['ignore', 'pipe', 'pipe']

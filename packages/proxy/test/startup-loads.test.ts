@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { freePort, porticoStarted } from './lib/portico-child.ts'
+import { START_FLAGS } from '../src/v8-flags.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
@@ -91,7 +92,7 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
 `)
   const port = await freePort()
   writeFileSync(join(dir, 'config.yaml'), config.replaceAll('PORT', String(port)))
-  const child = spawn(process.execPath, ['--max-semi-space-size=4', '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
+  const child = spawn(process.execPath, [...START_FLAGS, '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
     cwd: PROXY_DIR,
     env: { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: 'off', STATS_ADDR: 'off', READINESS_ADDR: 'off', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -166,7 +167,7 @@ setTimeout(() => writeFileSync(${JSON.stringify(seen)}, JSON.stringify({ amaro: 
   const env: Record<string, string | undefined> = { ...process.env, LOG_LEVEL: 'info', ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', WORKERS: '1', NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
   const once = async (): Promise<string> => {
     rmSync(seen, { force: true })
-    // No --max-semi-space-size: the binary starts Node again, as `pnpm exec portico` does.
+    // None of START_FLAGS: the binary starts Node again, as `pnpm exec portico` does.
     const child = spawn(process.execPath, ['--import', probe, BIN, '-f', join(dir, 'config.yaml')], { cwd: PROXY_DIR, env, stdio: ['ignore', 'pipe', 'pipe'] })
     try {
       const deadline = Date.now() + 15_000
