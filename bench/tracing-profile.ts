@@ -19,8 +19,9 @@
  * pooled. Rows that move by less than the spread between processes of one config (`off`'s
  * processes are printed one by one for that) mean nothing.
  *
- * Placement is bench/tracing.ts's `pinned`: every proxy, all its threads, on the last CPU;
- * wrk, the backend and the OTLP sink on the others. `--before DIR` runs each config on the
+ * Placement is bench/tracing.ts's `pinned` (every proxy, all its threads, on the last CPU;
+ * wrk, the backend and the OTLP sink on the others) or, with `--placement apart`, its `apart`
+ * (the request thread alone on the last CPU, the proxy's other threads with wrk). `--before DIR` runs each config on the
  * build in DIR as well (a copy of the tree with its node_modules, as bench/builds.ts takes),
  * labelled `… (before)`.
  *
@@ -29,6 +30,7 @@
  *
  * Run: node bench/tracing-profile.ts [--configs off,0.01] [--processes 2] [--rounds 2] [--duration 6]
  *      [--warmup 15] [--frequency 4000] [--symbols 25] [--before DIR]
+ *      [--placement pinned|apart]
  */
 
 import { execFile, spawn } from 'node:child_process'
@@ -36,13 +38,13 @@ import { readdirSync, rmSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { hasTaskset, pinSelf, scratchDir } from './lib/children.ts'
+import { hasTaskset, pinSelf, pinThreads, scratchDir } from './lib/children.ts'
 import { fmt, table } from './lib/report.ts'
 import { singleRouteConfig, startBackend, startOtlpSink, startPortico, tracingConfig, type Server } from './lib/servers.ts'
 import { hasWrk, runWrk } from './lib/wrk.ts'
 
-const { values } = parseArgs({ options: { configs: { type: 'string', default: 'off,0.01' }, processes: { type: 'string', default: '2' }, rounds: { type: 'string', default: '2' }, duration: { type: 'string', default: '6' }, warmup: { type: 'string', default: '15' }, frequency: { type: 'string', default: '4000' }, symbols: { type: 'string', default: '25' }, before: { type: 'string' } } })
-const opts = { configs: values.configs.split(','), processes: Number(values.processes), rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), frequency: Number(values.frequency), symbols: Number(values.symbols), before: values.before }
+const { values } = parseArgs({ options: { configs: { type: 'string', default: 'off,0.01' }, processes: { type: 'string', default: '2' }, rounds: { type: 'string', default: '2' }, duration: { type: 'string', default: '6' }, warmup: { type: 'string', default: '15' }, frequency: { type: 'string', default: '4000' }, symbols: { type: 'string', default: '25' }, before: { type: 'string' }, placement: { type: 'string', default: 'pinned' } } })
+const opts = { configs: values.configs.split(','), processes: Number(values.processes), rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), frequency: Number(values.frequency), symbols: Number(values.symbols), before: values.before, placement: values.placement }
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 const CONNECTIONS = 50
 
@@ -94,7 +96,13 @@ async function main (): Promise<void> {
   const last = availableParallelism() - 1
   if (last < 1 || !hasTaskset()) throw new Error('needs 2 CPUs and taskset')
   if (!await hasWrk()) throw new Error('needs wrk')
-  pinSelf(last === 1 ? '0' : `0-${last - 1}`)
+  if (opts.placement !== 'pinned' && opts.placement !== 'apart') throw new Error(`--placement: pinned or apart, not ${opts.placement}`)
+  const others = last === 1 ? '0' : `0-${last - 1}`
+  pinSelf(others)
+  // Apart: each proxy's threads placed before each of its runs (bench/tracing.ts says why
+  // again each time: a thread started since runs where its starter does).
+  const place = (pid: number): void => { if (opts.placement === 'apart') pinThreads(pid, String(last), others) }
+  const where = opts.placement === 'apart' ? `each proxy's request thread alone on CPU ${last}, its other threads, wrk, the backend and the sink on ${others}` : `every proxy on CPU ${last}, wrk, the backend and the sink on the others`
   const dir = scratchDir('tracing-profile')
   const started: Server[] = []
   try {
@@ -109,13 +117,16 @@ async function main (): Promise<void> {
         const bin = label.endsWith('(before)') ? { bin: join(opts.before!, 'packages/proxy/bin/portico.ts') } : {}
         const traced = config === 'off' ? '' : tracingConfig(`http://127.0.0.1:${sink.port}`, Number(config) >= 1 ? 'true' : config)
         const yaml = traced + singleRouteConfig(backend.port)
-        const server = await startPortico({ config: yaml, logLevel: 'warn', nodeFlags: ['--perf-basic-prof', `--random-seed=${i + 1}`], cpus: String(last), ...bin })
+        const server = await startPortico({ config: yaml, logLevel: 'warn', nodeFlags: ['--perf-basic-prof', `--random-seed=${i + 1}`], ...(opts.placement === 'pinned' ? { cpus: String(last) } : {}), ...bin })
         started.push(server)
         subjects.push({ config, label, server })
       }
     }
     progress(`${subjects.length} proxies: warming each up for ${opts.warmup} s`)
-    for (const s of subjects) await runWrk(s.server.url, { connections: CONNECTIONS, seconds: opts.warmup })
+    for (const s of subjects) {
+      place(s.server.child.proc.pid!)
+      await runWrk(s.server.url, { connections: CONNECTIONS, seconds: opts.warmup })
+    }
     const requests = new Map<string, number>()
     const samples = new Map<string, Map<string, number>>()
     const perProcess: Array<{ label: string, us: number }> = []
@@ -124,6 +135,7 @@ async function main (): Promise<void> {
       for (const [k, s] of (round % 2 === 0 ? subjects : [...subjects].reverse()).entries()) {
         progress(`round ${round + 1}/${opts.rounds}: ${s.label}, process ${k + 1}/${subjects.length}`)
         // taskset execs the command in place, so the child's pid is node's, and its main thread's id.
+        place(s.server.child.proc.pid!)
         const got = await sampleThread(s.server.child.proc.pid!, join(dir, `perf-${round}-${k}.data`), async () => (await runWrk(s.server.url, { connections: CONNECTIONS, seconds: opts.duration })).requests)
         requests.set(s.label, (requests.get(s.label) ?? 0) + got.requests)
         const into = samples.get(s.label) ?? new Map<string, number>()
@@ -144,7 +156,7 @@ async function main (): Promise<void> {
       return l === base ? fmt(v, 2) : `${fmt(v, 2)} (${v - us(base, pick) >= 0 ? '+' : ''}${fmt(v - us(base, pick), 2)})`
     })]
     const out = [
-      `tracing profile: Node ${process.version}; request thread sampled by perf at ${opts.frequency} Hz; ${opts.processes} processes a config × ${opts.rounds} rounds of ${opts.duration} s (wrk, ${CONNECTIONS} connections), after ${opts.warmup} s of warm-up each; every proxy on CPU ${last}, wrk, the backend and the sink on the others`,
+      `tracing profile: Node ${process.version}; request thread sampled by perf at ${opts.frequency} Hz; ${opts.processes} processes a config × ${opts.rounds} rounds of ${opts.duration} s (wrk, ${CONNECTIONS} connections), after ${opts.warmup} s of warm-up each; ${where}`,
       '',
       'CPU µs per request on the request thread, by kind of code (in brackets, against the first config):',
       table(['kind', ...labels], [...KINDS.map(k => row(k, s => kindOf(s) === k)), row('all', () => true)]),

@@ -28,15 +28,20 @@
  * `--placement pinned` gives every proxy the last CPU, all its threads on it (taskset), and
  * keeps wrk, the backend and the sink (this process) on the others: a proxy with one core of
  * its own, as in a pod limited to one CPU, where the export thread's and V8's helper
- * threads' time comes out of the request thread's core and nobody else's. `shared` (the
- * default) lets every process run on every core.
+ * threads' time comes out of the request thread's core and nobody else's. `apart` gives the
+ * last CPU to each proxy's request thread alone and puts its other threads (the export
+ * thread, V8's helpers) with wrk, the backend and the sink: a proxy whose export has a core
+ * to spare, as in a pod of several CPUs whose request thread is the busy one. It does not
+ * flatter tracing: what the export thread takes, it takes from the load generator and the
+ * backend of its own run, never from another config's. `shared` (the default) lets every
+ * process run on every core.
  *
  * `--node-flags='--a-v8-flag'` passes flags to every proxy (a JIT hypothesis).
  *
  * Each config's CPU per request is also given thread by thread (threadSplit): the request
  * thread's, V8's helper threads' and the export thread's, and how far each is from off's.
  *
- * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--placement shared|pinned] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
+ * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--placement shared|pinned|apart] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
  * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
  * propagates, and starts no export thread)
  */
@@ -47,7 +52,7 @@ import { parseArgs } from 'node:util'
 import { abbaReport, interleavedRounds, mergeAbba, pairRounds, ratioInterval, type AbbaResult } from './lib/abba.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 import type { LoadResult } from './lib/load.ts'
-import { freePort, hasTaskset, pinSelf } from './lib/children.ts'
+import { freePort, hasTaskset, pinSelf, pinThreads } from './lib/children.ts'
 import { hasWrk } from './lib/wrk.ts'
 import { singleRouteConfig, startBackend, startPortico, tracingConfig, type Server } from './lib/servers.ts'
 
@@ -102,13 +107,19 @@ function verdict (ratio: number, i: { low: number, high: number }, groups: numbe
  * process (the sink), wrk and the backend — children started after it inherit its CPUs — on
  * the others; shared, everything anywhere.
  */
-function placeProcesses (): { proxyCpus?: string, label: string } {
+function placeProcesses (): { proxyCpus?: string, place?: (pid: number) => void, label: string } {
   if (opts.placement === 'shared') return { label: 'shared: every process on every CPU' }
-  if (opts.placement !== 'pinned') throw new Error(`--placement: shared or pinned, not ${opts.placement}`)
+  if (opts.placement !== 'pinned' && opts.placement !== 'apart') throw new Error(`--placement: shared, pinned or apart, not ${opts.placement}`)
   const last = CPUS - 1
-  if (last < 1 || !hasTaskset()) throw new Error('--placement pinned needs 2 CPUs and taskset')
+  if (last < 1 || !hasTaskset()) throw new Error(`--placement ${opts.placement} needs 2 CPUs and taskset`)
   const others = last === 1 ? '0' : `0-${last - 1}`
   pinSelf(others)
+  if (opts.placement === 'apart') {
+    return {
+      place: pid => pinThreads(pid, String(last), others),
+      label: `apart: each proxy's request thread alone on CPU ${last}; its other threads, wrk, the backend and the sink on CPU ${others}`
+    }
+  }
   return { proxyCpus: String(last), label: `pinned: each proxy on CPU ${last} (all its threads), wrk, the backend and the sink on CPU ${others}` }
 }
 
@@ -143,7 +154,8 @@ async function main (): Promise<void> {
     if (generator !== opts.load) progress('wrk not found: autocannon instead')
     const load = loadavg()
     const common = { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, progress, load: generator }
-    const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds, threads: s.child.threadCpuSeconds })
+    const place = placement.place
+    const target = (name: string, s: Server) => ({ name, url: s.url, cpu: s.child.cpuSeconds, threads: s.child.threadCpuSeconds, ...(place !== undefined ? { before: () => place(s.child.proc.pid!) } : {}) })
     // Group i: off's i-th process, the twin's and each traced config's, all measured in the
     // same rounds (interleavedRounds: ABC CBA, BCA ACB, …, each group starting one later), so
     // every process serves the same load in every position, and each comparison is taken
@@ -156,6 +168,15 @@ async function main (): Promise<void> {
     const others = [...(twinColumn !== null ? [twinColumn] : []), ...tracedColumns]
     for (let i = 0; i < opts.processes; i++) {
       progress(`group ${i + 1}/${opts.processes}: off, ${others.map(c => c.name).join(', ')}`)
+      // Apart, each traced proxy of the group first gets a few requests and time for its
+      // first handover, so its export thread exists when its threads are first placed (a
+      // thread started later would start on the request thread's CPU, as its starter's
+      // affinity goes with it). Just before its group, not all at the start: primed at the
+      // start, the later groups' traced proxies sat idle for minutes after serving, and came
+      // back slower than the untraced ones, never primed (1 % ×0.859 that way). That was V8's
+      // memory reducer, which Portico now starts Node without (proxy/src/v8-flags.ts;
+      // docs/tracing-cost-log.md, eighteenth session); like for like is kept all the same.
+      if (place !== undefined) for (const t of traces) await prime(t.servers[i]!.url)
       const [offRuns, ...runs] = await interleavedRounds([target('off', off[i]!), ...others.map(c => target(c.name, c.servers[i]!))], { ...common, start: i })
       others.forEach((c, k) => c.pairs.push(pairRounds(offRuns!, runs[k]!)))
     }
@@ -185,6 +206,17 @@ async function main (): Promise<void> {
     await Promise.all(servers.map(s => s.child.stop()))
     await sink.close()
   }
+}
+
+/** 500 GETs, then the 1 s a proxy may hold its first span records before handing them over. */
+async function prime (url: string): Promise<void> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 10 })
+  const one = () => new Promise<void>((resolve, reject) => {
+    http.get(url, { agent }, res => { res.resume(); res.on('end', resolve) }).on('error', reject)
+  })
+  for (let i = 0; i < 50; i++) await Promise.all(Array.from({ length: 10 }, one))
+  agent.destroy()
+  await new Promise(resolve => setTimeout(resolve, 1500))
 }
 
 /**

@@ -19,6 +19,8 @@ export interface AbbaTarget {
   cpu?: CpuProbe
   /** And thread by thread (bench/tracing.ts). */
   threads?: ThreadCpuProbe
+  /** Called before each of its runs (bench/tracing.ts --placement apart pins its threads). */
+  before?: () => void
 }
 
 export interface AbbaOptions {
@@ -71,6 +73,7 @@ export async function interleavedRounds (targets: AbbaTarget[], options: AbbaOpt
     for (const which of order) {
       const target = targets[which]!
       options.progress(`round ${round}/${options.rounds}: ${target.name} (${options.warmup} s warm-up + ${options.duration} s)`)
+      target.before?.()
       const cpu = target.cpu ?? options.cpu
       const throughput = {
         connections: options.connections,

@@ -240,6 +240,28 @@ export function pinSelf (cpus: string): void {
   execFileSync('taskset', ['-a', '-p', '-c', cpus, String(process.pid)], { stdio: 'ignore' })
 }
 
+/**
+ * Pins a running process thread by thread (taskset -p on each thread id): its main thread,
+ * the one that serves requests, to `mainCpus`, every other thread (V8's helpers, a span
+ * export thread, libuv's pool) to `otherCpus`. A thread started later takes the affinity of
+ * the thread that starts it, so call it again once the process has started its threads.
+ */
+export function pinThreads (pid: number, mainCpus: string, otherCpus: string): void {
+  let tids: string[]
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+  } catch {
+    return
+  }
+  for (const tid of tids) {
+    try {
+      execFileSync('taskset', ['-p', '-c', tid === String(pid) ? mainCpus : otherCpus, tid], { stdio: 'ignore' })
+    } catch {
+      // The thread ended in between.
+    }
+  }
+}
+
 export function hasTaskset (): boolean {
   try {
     execFileSync('taskset', ['-V'], { stdio: 'ignore' })
