@@ -4,10 +4,12 @@
  * `--no-memory-reducer`, packages/proxy/src/v8-flags.ts) and one with V8's default
  * (`--memory-reducer`: while a process allocates nothing for a while, V8 runs full GCs that
  * shrink its heap), each warmed up and measured (`--rounds` runs of `--duration` s, "before"),
- * then both left idle for `--idle` s, then measured again ("after"). Their runs alternate
- * (A B B A …) so the machine's swings fall on both. Reported per process: req/s and CPU µs
- * per request before and after (medians), after/before, the heap-reducing GCs V8 ran
- * while idle (`--trace-gc`), and RSS before and after the idle.
+ * then both left idle for `--idle` s, then measured again ("after") beside a third started
+ * only then ("fresh", Portico's flags). Their runs alternate (A B B A …) so the machine's
+ * swings fall on all. Reported per process: req/s and CPU µs per request before and after
+ * (medians), after/before, after/fresh (the idle's own share, whatever the machine does
+ * after an idle), the heap-reducing GCs V8 ran while idle (`--trace-gc`), and RSS before
+ * and after the idle.
  *
  * Found 2026-11-29 while measuring tracing (docs/tracing-cost-log.md, eighteenth session):
  * with the reducer, after 240 s idle, a proxy served ×0.72 of its requests/s for 10 s and
@@ -89,22 +91,31 @@ async function main (): Promise<void> {
     await new Promise(resolve => setTimeout(resolve, opts.idle * 1000))
     const rssIdle = subjects.map(s => rssMb(s.server.child.proc.pid!))
     const reduced = subjects.map((s, i) => reducingGcs(s.server.child.output()) - gcsBefore[i]!)
-    await rounds(subjects, 'after')
+    // A third proxy, started and warmed only now, is measured in the same rounds: what the
+    // machine itself does after the idle (its own caches, the backend's, wrk's) falls on it
+    // too, so "after / fresh" is the idle proxies' own share.
+    const fresh: Subject = { name: 'fresh (started after the idle)', server: await startPortico({ config: singleRouteConfig(backend.port), logLevel: 'warn', nodeFlags: ['--trace-gc', '--random-seed=1'], cpus: String(last) }), before: [], after: [] }
+    started.push(fresh.server)
+    progress(`warming ${fresh.name} up for ${opts.warmup} s`)
+    await measure(fresh, opts.warmup)
+    await rounds([...subjects, fresh], 'after')
+    const freshRps = median(fresh.after.map(r => r.rps))
     const rows = subjects.map((s, i) => {
       const before = { rps: median(s.before.map(r => r.rps)), cpuUs: median(s.before.map(r => r.cpuUs)) }
       const after = { rps: median(s.after.map(r => r.rps)), cpuUs: median(s.after.map(r => r.cpuUs)) }
-      return { name: s.name, before, after, rpsRatio: after.rps / before.rps, cpuRatio: after.cpuUs / before.cpuUs, firstAfter: s.after[0]!.rps / before.rps, reducingGcs: reduced[i]!, rssBefore: rssBefore[i]!, rssIdle: rssIdle[i]! }
+      return { name: s.name, before, after, rpsRatio: after.rps / before.rps, cpuRatio: after.cpuUs / before.cpuUs, firstAfter: s.after[0]!.rps / before.rps, afterFresh: after.rps / freshRps, reducingGcs: reduced[i]!, rssBefore: rssBefore[i]!, rssIdle: rssIdle[i]! }
     })
     const out = [
       `idle benchmark: Node ${process.version}; ${opts.connections} connections (wrk); ${opts.rounds} runs of ${opts.duration} s each side of ${opts.idle} s idle, after ${opts.warmup} s of warm-up; each proxy on CPU ${last} (all its threads), wrk and the backend on the others`,
       '',
-      table(['process', 'req/s before', 'after', 'after/before', 'first run after', 'CPU µs/req before', 'after', 'after/before', 'reducing GCs while idle', 'RSS MB before idle', 'after idle'], rows.map(r => [
-        r.name, fmt(r.before.rps, 0), fmt(r.after.rps, 0), `×${fmt(r.rpsRatio, 3)}`, `×${fmt(r.firstAfter, 3)}`, fmt(r.before.cpuUs, 1), fmt(r.after.cpuUs, 1), `×${fmt(r.cpuRatio, 3)}`, String(r.reducingGcs), fmt(r.rssBefore, 0), fmt(r.rssIdle, 0)
+      table(['process', 'req/s before', 'after', 'after/before', 'first run after', 'after/fresh', 'CPU µs/req before', 'after', 'after/before', 'reducing GCs while idle', 'RSS MB before idle', 'after idle'], rows.map(r => [
+        r.name, fmt(r.before.rps, 0), fmt(r.after.rps, 0), `×${fmt(r.rpsRatio, 3)}`, `×${fmt(r.firstAfter, 3)}`, `×${fmt(r.afterFresh, 3)}`, fmt(r.before.cpuUs, 1), fmt(r.after.cpuUs, 1), `×${fmt(r.cpuRatio, 3)}`, String(r.reducingGcs), fmt(r.rssBefore, 0), fmt(r.rssIdle, 0)
       ])),
+      `fresh (started after the idle, Portico's flags): ${fmt(freshRps, 0)} req/s in the same rounds`,
       '',
       `after/before, Portico's start against V8's default: req/s ×${fmt(rows[0]!.rpsRatio / rows[1]!.rpsRatio, 3)}`,
       '',
-      JSON.stringify(rounded({ bench: 'idle', idleSeconds: opts.idle, processes: rows }))
+      JSON.stringify(rounded({ bench: 'idle', idleSeconds: opts.idle, freshRps, processes: rows }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {

@@ -32,11 +32,11 @@ export function semiSpaceGiven (execArgv: string[], nodeOptions: string | undefi
  * MB) ×0.72 of its requests/s before the idle for 10 s, then ×0.86 for the 30 s measured
  * after, all of it user-space CPU (+2–4 µs a request; the kernel's share did not move, page
  * faults only in the first 5 s). Not so after 60 s idle, before the reducer had run. bench/idle.ts, the two
- * side by side after 240 s idle: ×0.913 of the requests/s before without it, ×0.655 with it
+ * side by side after 240 s idle: ×0.995 of the requests/s before without it, ×0.810 with it
  * (docs/tracing-cost-log.md, eighteenth session). The young generation's size is not it
  * (--min-semi-space-size=4 kept the drop), nor bytecode flushing (--no-flush-bytecode kept
  * it). The cost: a heap is not shrunk while idle, so a proxy idle after load holds what it
- * held under load (~20 MB more RSS in that run) until its next GC. Given when Node starts
+ * held under load (147 MB RSS against 114 after the idle, in that run) until its next GC. Given when Node starts
  * (bin/portico.ts), as the semi-space size is; a reducer setting of the user's own
  * (`node --memory-reducer …/portico.ts`, say) wins.
  */
