@@ -36,7 +36,9 @@ export function semiSpaceGiven (execArgv: string[], nodeOptions: string | undefi
  * (docs/tracing-cost-log.md, eighteenth session). The young generation's size is not it
  * (--min-semi-space-size=4 kept the drop), nor bytecode flushing (--no-flush-bytecode kept
  * it). The cost: a heap is not shrunk while idle, so a proxy idle after load holds what it
- * held under load (147 MB RSS against 114 after the idle, in that run) until its next GC. Given when Node starts
+ * held under load (147 MB RSS against 114 after the idle, in that run) until its next GC,
+ * and one that never served keeps ~7 MB the reducer would take off after a few idle minutes
+ * (docs/multicore.md, Memory). Given when Node starts
  * (bin/portico.ts), as the semi-space size is; a reducer setting of the user's own
  * (`node --memory-reducer …/portico.ts`, say) wins.
  */
