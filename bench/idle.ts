@@ -23,9 +23,8 @@
  */
 
 import { availableParallelism } from 'node:os'
-import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
-import { hasTaskset, pinSelf, processCpuSeconds } from './lib/children.ts'
+import { hasTaskset, pinSelf, processCpuSeconds, treeRssBytes } from './lib/children.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 import { singleRouteConfig, startBackend, startPortico, type Server } from './lib/servers.ts'
 import { hasWrk, runWrk } from './lib/wrk.ts'
@@ -38,7 +37,7 @@ interface Subject { name: string, server: Server, before: Run[], after: Run[] }
 interface Run { rps: number, cpuUs: number }
 
 function rssMb (pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024
+  return treeRssBytes(pid) / 2 ** 20
 }
 
 /** The heap-reducing full GCs V8 reported (--trace-gc) in `output`. */

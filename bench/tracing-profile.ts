@@ -38,7 +38,7 @@ import { readdirSync, rmSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { hasTaskset, pinSelf, pinThreads, scratchDir } from './lib/children.ts'
+import { placeProxies, scratchDir } from './lib/children.ts'
 import { fmt, table } from './lib/report.ts'
 import { singleRouteConfig, startBackend, startOtlpSink, startPortico, tracingConfig, type Server } from './lib/servers.ts'
 import { hasWrk, runWrk } from './lib/wrk.ts'
@@ -93,16 +93,12 @@ async function sampleThread (tid: number, file: string, load: () => Promise<numb
 }
 
 async function main (): Promise<void> {
-  const last = availableParallelism() - 1
-  if (last < 1 || !hasTaskset()) throw new Error('needs 2 CPUs and taskset')
   if (!await hasWrk()) throw new Error('needs wrk')
-  if (opts.placement !== 'pinned' && opts.placement !== 'apart') throw new Error(`--placement: pinned or apart, not ${opts.placement}`)
-  const others = last === 1 ? '0' : `0-${last - 1}`
-  pinSelf(others)
-  // Apart: each proxy's threads placed before each of its runs (bench/tracing.ts says why
-  // again each time: a thread started since runs where its starter does).
-  const place = (pid: number): void => { if (opts.placement === 'apart') pinThreads(pid, String(last), others) }
-  const where = opts.placement === 'apart' ? `each proxy's request thread alone on CPU ${last}, its other threads, wrk, the backend and the sink on ${others}` : `every proxy on CPU ${last}, wrk, the backend and the sink on the others`
+  if (opts.placement === 'shared') throw new Error('--placement: pinned or apart')
+  const placement = placeProxies(opts.placement, availableParallelism())
+  // Apart, a proxy's threads are placed again before each of its runs: a thread started
+  // since runs where the thread that started it does.
+  const place = (pid: number): void => placement.place?.(pid)
   const dir = scratchDir('tracing-profile')
   const started: Server[] = []
   try {
@@ -117,7 +113,7 @@ async function main (): Promise<void> {
         const bin = label.endsWith('(before)') ? { bin: join(opts.before!, 'packages/proxy/bin/portico.ts') } : {}
         const traced = config === 'off' ? '' : tracingConfig(`http://127.0.0.1:${sink.port}`, Number(config) >= 1 ? 'true' : config)
         const yaml = traced + singleRouteConfig(backend.port)
-        const server = await startPortico({ config: yaml, logLevel: 'warn', nodeFlags: ['--perf-basic-prof', `--random-seed=${i + 1}`], ...(opts.placement === 'pinned' ? { cpus: String(last) } : {}), ...bin })
+        const server = await startPortico({ config: yaml, logLevel: 'warn', nodeFlags: ['--perf-basic-prof', `--random-seed=${i + 1}`], ...(placement.proxyCpus !== undefined ? { cpus: placement.proxyCpus } : {}), ...bin })
         started.push(server)
         subjects.push({ config, label, server })
       }
@@ -156,7 +152,7 @@ async function main (): Promise<void> {
       return l === base ? fmt(v, 2) : `${fmt(v, 2)} (${v - us(base, pick) >= 0 ? '+' : ''}${fmt(v - us(base, pick), 2)})`
     })]
     const out = [
-      `tracing profile: Node ${process.version}; request thread sampled by perf at ${opts.frequency} Hz; ${opts.processes} processes a config × ${opts.rounds} rounds of ${opts.duration} s (wrk, ${CONNECTIONS} connections), after ${opts.warmup} s of warm-up each; ${where}`,
+      `tracing profile: Node ${process.version}; request thread sampled by perf at ${opts.frequency} Hz; ${opts.processes} processes a config × ${opts.rounds} rounds of ${opts.duration} s (wrk, ${CONNECTIONS} connections), after ${opts.warmup} s of warm-up each; placement ${placement.label}`,
       '',
       'CPU µs per request on the request thread, by kind of code (in brackets, against the first config):',
       table(['kind', ...labels], [...KINDS.map(k => row(k, s => kindOf(s) === k)), row('all', () => true)]),

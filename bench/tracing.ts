@@ -52,7 +52,7 @@ import { parseArgs } from 'node:util'
 import { abbaReport, interleavedRounds, mergeAbba, pairRounds, ratioInterval, type AbbaResult } from './lib/abba.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 import type { LoadResult } from './lib/load.ts'
-import { freePort, hasTaskset, pinSelf, pinThreads } from './lib/children.ts'
+import { freePort, placeProxies } from './lib/children.ts'
 import { hasWrk } from './lib/wrk.ts'
 import { singleRouteConfig, startBackend, startPortico, tracingConfig, type Server } from './lib/servers.ts'
 
@@ -102,29 +102,11 @@ function verdict (ratio: number, i: { low: number, high: number }, groups: numbe
   return `target ≥ ×${target}: not settled by this run (the interval straddles it; more groups narrow it)`
 }
 
-/**
- * Where the processes run (--placement): pinned, the proxies on the last CPU and this
- * process (the sink), wrk and the backend — children started after it inherit its CPUs — on
- * the others; shared, everything anywhere.
- */
-function placeProcesses (): { proxyCpus?: string, place?: (pid: number) => void, label: string } {
-  if (opts.placement === 'shared') return { label: 'shared: every process on every CPU' }
-  if (opts.placement !== 'pinned' && opts.placement !== 'apart') throw new Error(`--placement: shared, pinned or apart, not ${opts.placement}`)
-  const last = CPUS - 1
-  if (last < 1 || !hasTaskset()) throw new Error(`--placement ${opts.placement} needs 2 CPUs and taskset`)
-  const others = last === 1 ? '0' : `0-${last - 1}`
-  pinSelf(others)
-  if (opts.placement === 'apart') {
-    return {
-      place: pid => pinThreads(pid, String(last), others),
-      label: `apart: each proxy's request thread alone on CPU ${last}; its other threads, wrk, the backend and the sink on CPU ${others}`
-    }
-  }
-  return { proxyCpus: String(last), label: `pinned: each proxy on CPU ${last} (all its threads), wrk, the backend and the sink on CPU ${others}` }
-}
 
 async function main (): Promise<void> {
-  const placement = placeProcesses()
+  // This process (the sink) and the children it starts after (wrk, the backend) go where
+  // the placement says, before any of them starts.
+  const placement = placeProxies(opts.placement, CPUS)
   const servers: Server[] = []
   const sink = await startSink()
   try {

@@ -262,6 +262,37 @@ export function pinThreads (pid: number, mainCpus: string, otherCpus: string): v
   }
 }
 
+/** Where a bench's proxies run (bench/tracing.ts `--placement`, which says why each). */
+export interface ProxyPlacement {
+  /** CPUs to start each proxy on (taskset), all its threads; undefined: anywhere. */
+  proxyCpus?: string
+  /** Places a running proxy's threads; call before each of its runs. */
+  place?: (pid: number) => void
+  label: string
+}
+
+/**
+ * `pinned`: each proxy, all its threads, on the last CPU; `apart`: each proxy's main thread
+ * alone on the last CPU, its other threads on the others (pinThreads); `shared`: anywhere.
+ * Either of the first two also pins this process — and the children it starts after, wrk and
+ * the backend — to the other CPUs.
+ */
+export function placeProxies (placement: string, cpus: number): ProxyPlacement {
+  if (placement === 'shared') return { label: 'shared: every process on every CPU' }
+  if (placement !== 'pinned' && placement !== 'apart') throw new Error(`--placement: shared, pinned or apart, not ${placement}`)
+  const last = cpus - 1
+  if (last < 1 || !hasTaskset()) throw new Error(`--placement ${placement} needs 2 CPUs and taskset`)
+  const others = last === 1 ? '0' : `0-${last - 1}`
+  pinSelf(others)
+  if (placement === 'apart') {
+    return {
+      place: pid => pinThreads(pid, String(last), others),
+      label: `apart: each proxy's request thread alone on CPU ${last}; its other threads, wrk, the backend and the sink on CPU ${others}`
+    }
+  }
+  return { proxyCpus: String(last), label: `pinned: each proxy on CPU ${last} (all its threads), wrk, the backend and the sink on CPU ${others}` }
+}
+
 export function hasTaskset (): boolean {
   try {
     execFileSync('taskset', ['-V'], { stdio: 'ignore' })
