@@ -36,12 +36,17 @@
  * backend of its own run, never from another config's. `shared` (the default) lets every
  * process run on every core.
  *
+ * `--backend nginx` answers from nginx (`return 200`) instead of node:http. With `apart`, the
+ * CPU the export thread shares is then not also running a Node backend: on 2 CPUs this is
+ * the nearest to a pod whose export thread has a core to spare (the request thread is the
+ * limit only while the other CPU has time left; threadSplit shows both).
+ *
  * `--node-flags='--a-v8-flag'` passes flags to every proxy (a JIT hypothesis).
  *
  * Each config's CPU per request is also given thread by thread (threadSplit): the request
  * thread's, V8's helper threads' and the export thread's, and how far each is from off's.
  *
- * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--placement shared|pinned|apart] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
+ * Run: node bench/tracing.ts [--load wrk] [--rounds 4] [--processes 4] [--placement shared|pinned|apart] [--backend node|nginx] [--node-flags=…] [--duration 4] [--warmup 1] [--connections 50] [--control 1] [--samplings 0.01,1]
  * (`--samplings`: the sampling ratios to compare with off; 0 records nothing but still
  * propagates, and starts no export thread)
  */
@@ -54,6 +59,7 @@ import { fmt, median, rounded, table } from './lib/report.ts'
 import type { LoadResult } from './lib/load.ts'
 import { freePort, placeProxies } from './lib/children.ts'
 import { hasWrk } from './lib/wrk.ts'
+import { hasNginx, startNginxBackend } from './lib/nginx.ts'
 import { singleRouteConfig, startBackend, startPortico, tracingConfig, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({
@@ -67,10 +73,11 @@ const { values } = parseArgs({
     samplings: { type: 'string', default: '0.01,1' },
     load: { type: 'string', default: 'wrk' },
     placement: { type: 'string', default: 'shared' },
+    backend: { type: 'string', default: 'node' },
     'node-flags': { type: 'string', default: '' }
   }
 })
-const opts = { rounds: Number(values.rounds), processes: Math.max(1, Number(values.processes)), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number), load: values.load, placement: values.placement, nodeFlags: values['node-flags'].split(/\s+/).filter(f => f !== '') }
+const opts = { rounds: Number(values.rounds), processes: Math.max(1, Number(values.processes)), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections), control: values.control !== '0', samplings: values.samplings.split(',').map(Number), load: values.load, placement: values.placement, backend: values.backend, nodeFlags: values['node-flags'].split(/\s+/).filter(f => f !== '') }
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 /** The machine's CPUs, counted before --placement pinned confines this process to some. */
 const CPUS = availableParallelism()
@@ -110,7 +117,9 @@ async function main (): Promise<void> {
   const servers: Server[] = []
   const sink = await startSink()
   try {
-    const backend = await startBackend()
+    if (opts.backend !== 'node' && opts.backend !== 'nginx') throw new Error(`--backend: node or nginx, not ${opts.backend}`)
+    if (opts.backend === 'nginx' && !await hasNginx()) throw new Error('--backend nginx: nginx not found (apt-get install nginx-light)')
+    const backend = opts.backend === 'nginx' ? await startNginxBackend() : await startBackend()
     servers.push(backend)
     const traced = (sampling: string) => tracingConfig(sink.url, sampling)
     const many = async (tracing: string): Promise<Server[]> => {
@@ -168,7 +177,7 @@ async function main (): Promise<void> {
     const split = others.length === 0 ? { lines: [], medians: {} } : threadSplit([{ name: 'off', runs: (twinColumn ?? tracedColumns[0]!).pairs.flatMap(p => p.a) }, ...others.map(c => ({ name: c.name, runs: c.pairs.flatMap(p => p.b) }))])
     const interval = (i: { low: number, high: number }) => `95 % interval ×${fmt(i.low, 3)}–×${fmt(i.high, 3)} over groups and rounds`
     const out = [
-      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; ${opts.processes} groups of processes (one per config each) × ${opts.rounds} interleaved rounds of ${opts.duration} s (rounds numbered across the groups), load by ${generator}; ${CPUS} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); placement ${placement.label}; spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
+      `tracing benchmark: Node ${process.version}; ${opts.connections} connections; ${opts.processes} groups of processes (one per config each) × ${opts.rounds} interleaved rounds of ${opts.duration} s (rounds numbered across the groups), load by ${generator}; ${CPUS} CPUs, load average ${loadavg().map(l => fmt(l, 2)).join(' ')} (at start ${load.map(l => fmt(l, 2)).join(' ')}); placement ${placement.label}; backend ${opts.backend}; spans to an OTLP/HTTP sink on loopback (${sink.bytes()} bytes received)`,
       '',
       ...(control !== null
         ? [...abbaReport(control.r, { a: 'off', b: 'off (twin)' }), `control, off (twin) / off: req/s ${fmt(control.r.rpsRatio, 3)}x (${interval(control.interval)}), CPU µs/req ${fmt(control.r.cpuRatio, 3)}x — the noise floor`, '']
@@ -181,7 +190,7 @@ async function main (): Promise<void> {
       ]),
       ...split.lines,
       '',
-      JSON.stringify(rounded({ bench: 'tracing', load: generator, placement: opts.placement, threads: split.medians, ...(control !== null ? { control: { rpsRatio: control.r.rpsRatio, interval: control.interval, cpuRatio: control.r.cpuRatio, roundRatios: control.r.roundRatios } } : {}), samplings: results.map(({ ratio, r, interval: i }) => ({ ratio, rpsRatio: r.rpsRatio, interval: i, cpuRatio: r.cpuRatio, median: r.median, roundRatios: r.roundRatios })) }))
+      JSON.stringify(rounded({ bench: 'tracing', load: generator, placement: opts.placement, backend: opts.backend, threads: split.medians, ...(control !== null ? { control: { rpsRatio: control.r.rpsRatio, interval: control.interval, cpuRatio: control.r.cpuRatio, roundRatios: control.r.roundRatios } } : {}), samplings: results.map(({ ratio, r, interval: i }) => ({ ratio, rpsRatio: r.rpsRatio, interval: i, cpuRatio: r.cpuRatio, median: r.median, roundRatios: r.roundRatios })) }))
     ]
     process.stdout.write(out.join('\n') + '\n')
   } finally {

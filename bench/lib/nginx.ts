@@ -17,7 +17,34 @@ export function hasNginx (): Promise<boolean> {
   return new Promise(resolve => execFile(NGINX, ['-v'], err => resolve(err === null)))
 }
 
-export async function startNginx (backendPort: number): Promise<Server> {
+export function startNginx (backendPort: number): Promise<Server> {
+  return nginx('nginx', `
+  upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }`, `
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }`)
+}
+
+/**
+ * nginx as the *backend*: `200 hello world` (the same 12 bytes as bench/servers/backend.ts)
+ * from the config, every connection kept for good. A backend in C takes a fraction of the
+ * CPU a node:http one does, which matters on 2 cores where the backend shares a CPU with
+ * what is not being measured (bench/tracing.ts --backend nginx).
+ */
+export function startNginxBackend (): Promise<Server> {
+  return nginx('nginx backend', '', `
+    keepalive_requests 100000000;
+    keepalive_timeout 600s;
+    location / {
+      default_type text/plain;
+      return 200 "hello world\\n";
+    }`)
+}
+
+/** One nginx process, `http { <upstreams> server { listen <port>; <server> } }`, in a scratch folder. */
+async function nginx (name: string, upstreams: string, server: string): Promise<Server> {
   const port = await freePort()
   const dir = scratchDir('nginx')
   const conf = join(dir, 'nginx.conf')
@@ -33,18 +60,12 @@ http {
   proxy_temp_path ${dir}/proxy;
   fastcgi_temp_path ${dir}/fastcgi;
   uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  upstream backend { server 127.0.0.1:${backendPort}; keepalive 64; }
+  scgi_temp_path ${dir}/scgi;${upstreams}
   server {
-    listen 127.0.0.1:${port};
-    location / {
-      proxy_pass http://backend;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-    }
+    listen 127.0.0.1:${port};${server}
   }
 }
 `)
-  const child = await startNode({ name: 'nginx', command: NGINX, args: ['-c', conf, '-p', dir], readyPort: port })
+  const child = await startNode({ name, command: NGINX, args: ['-c', conf, '-p', dir], readyPort: port })
   return { child, port, url: `http://127.0.0.1:${port}/` }
 }
