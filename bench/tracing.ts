@@ -111,14 +111,15 @@ function verdict (ratio: number, i: { low: number, high: number }, groups: numbe
 
 
 async function main (): Promise<void> {
+  // Refused before anything starts, as placeProxies refuses an unknown --placement.
+  if (opts.backend !== 'node' && opts.backend !== 'nginx') throw new Error(`--backend: node or nginx, not ${opts.backend}`)
+  if (opts.backend === 'nginx' && !await hasNginx()) throw new Error('--backend nginx: nginx not found (apt-get install nginx-light)')
   // This process (the sink) and the children it starts after (wrk, the backend) go where
   // the placement says, before any of them starts.
   const placement = placeProxies(opts.placement, CPUS)
   const servers: Server[] = []
   const sink = await startSink()
   try {
-    if (opts.backend !== 'node' && opts.backend !== 'nginx') throw new Error(`--backend: node or nginx, not ${opts.backend}`)
-    if (opts.backend === 'nginx' && !await hasNginx()) throw new Error('--backend nginx: nginx not found (apt-get install nginx-light)')
     const backend = opts.backend === 'nginx' ? await startNginxBackend() : await startBackend()
     servers.push(backend)
     const traced = (sampling: string) => tracingConfig(sink.url, sampling)

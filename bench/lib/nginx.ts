@@ -1,8 +1,10 @@
 /**
- * nginx (Debian's `nginx` / `nginx-light`) as the reference proxy: one process
- * (`master_process off`, so the process measured is the one serving), upstream keep-alive
- * to the backend (`keepalive`, HTTP/1.1, no `Connection` header passed on), no access log —
- * the set-up an operator would measure nginx with.
+ * nginx (Debian's `nginx` / `nginx-light`), one process (`master_process off`, so the
+ * process measured is the one serving), no access log:
+ *   - `startNginx`, the reference proxy: upstream keep-alive to the backend (`keepalive`,
+ *     HTTP/1.1, no `Connection` header passed on) — the set-up an operator would measure
+ *     nginx with;
+ *   - `startNginxBackend`, a backend that costs its CPU little.
  */
 
 import { execFile } from 'node:child_process'
