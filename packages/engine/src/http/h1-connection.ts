@@ -34,6 +34,11 @@ export interface ConnectionOwner {
   retry(call: H1Call): void
   /** A call aborted while it waited for a connection. */
   dequeue(call: H1Call): void
+  /**
+   * Bytes nobody asked for came on the connection (while it was idle, or after an answer
+   * was complete): the backend's other connections are in doubt too.
+   */
+  stray(conn: H1Connection): void
 }
 
 /** Methods safe to send again when a reused connection turned out to be closed (RFC 9110 §9.2.2). */
@@ -133,6 +138,14 @@ export class H1Connection implements ResponseEvents {
 
   get idle (): boolean {
     return this.call === null && !this.connecting && !this.socket.destroyed
+  }
+
+  /**
+   * Something came while it was idle that the 'data' and 'end' listeners have not dealt with
+   * yet (bytes held in the stream's buffer, its end): it must not carry another request.
+   */
+  unsolicited (): boolean {
+    return this.socket.readableLength !== 0 || this.socket.readableEnded
   }
 
   /** Runs a call: writes its request, reads its answer. */
@@ -285,8 +298,10 @@ export class H1Connection implements ResponseEvents {
   private onSocketData (chunk: Buffer): void {
     const call = this.call
     if (call === null) {
-      // Bytes nobody asked for: whatever comes next on this connection is suspect.
+      // Bytes nobody asked for (the socket is read while idle so that they are seen): whatever
+      // comes next on this connection is suspect, and so are the backend's other connections.
       this.socket.destroy()
+      this.owner.stray(this)
       return
     }
     this.received += chunk.length
@@ -319,7 +334,12 @@ export class H1Connection implements ResponseEvents {
       return
     }
     if (this.ended !== null) {
-      if (at < chunk.length) this.reusable = false
+      if (at < chunk.length) {
+        // Bytes after a complete answer in the same read: the answer is passed on (as nginx
+        // and Envoy do), the connection is not reused, and the backend is in doubt.
+        this.reusable = false
+        this.owner.stray(this)
+      }
       this.finishCall()
       return
     }
