@@ -90,6 +90,8 @@ describe('security: a backend\'s stray responses answer no one', () => {
     assert.ok(sequential.sent > 20 && concurrent.sent > 20, `enough requests (${sequential.sent}, ${concurrent.sent})`)
     assert.deepEqual(sequential.wrong, [])
     assert.deepEqual(concurrent.wrong, [])
+    const warnings = portico.logs().filter(l => typeof l.msg === 'string' && l.msg.includes('sent bytes nobody asked for'))
+    assert.equal(warnings.length, 1, 'one warning for the hold, not one per stray')
   })
 
   test('a second response in the same write as the answer: the answer is passed on, the next requests get their own', async () => {
