@@ -438,6 +438,26 @@ describe('h1 client: bytes nobody asked for (issue 49)', () => {
     assert.equal(server.connections, 3)
   })
 
+  test('a HEAD answer that carries a body: the answer has none, and no connection to that backend is reused', async () => {
+    const { server, pool } = await setup(head => head.startsWith('HEAD ') ? 'HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstray' : named(head))
+    const head = await call(pool, { method: 'HEAD', path: '/h' })
+    assert.equal(head.status, 200)
+    assert.equal(head.body, '')
+    assert.equal((await call(pool, { path: '/a' })).body, 'a')
+    assert.equal((await call(pool, { path: '/b' })).body, 'b')
+    assert.equal(server.connections, 3)
+  })
+
+  test('empty lines after an answer or on an idle connection are dropped (RFC 9112 §9.2): the connection is kept', async () => {
+    const { server, pool } = await setup(head => named(head) + '\r\n')
+    assert.equal((await call(pool, { path: '/a' })).body, 'a')
+    server.sockets[0]!.write('\r\n\r\n')
+    await settle()
+    assert.equal((await call(pool, { path: '/b' })).body, 'b')
+    assert.equal((await call(pool, { path: '/c' })).body, 'c')
+    assert.equal(server.connections, 1)
+  })
+
   test('the doubt lasts `strayHold` ms: then connections are kept again', async () => {
     const { server, pool } = await setup(named, { strayHold: 300 })
     assert.equal((await call(pool, { path: '/a' })).body, 'a')

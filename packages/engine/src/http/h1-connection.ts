@@ -298,6 +298,8 @@ export class H1Connection implements ResponseEvents {
   private onSocketData (chunk: Buffer): void {
     const call = this.call
     if (call === null) {
+      // Empty lines may be dropped (RFC 9112 §9.2: some servers end an answer with one more).
+      if (onlyCrlf(chunk, 0)) return
       // Bytes nobody asked for (the socket is read while idle so that they are seen): whatever
       // comes next on this connection is suspect, and so are the backend's other connections.
       this.socket.destroy()
@@ -334,9 +336,10 @@ export class H1Connection implements ResponseEvents {
       return
     }
     if (this.ended !== null) {
-      if (at < chunk.length) {
-        // Bytes after a complete answer in the same read: the answer is passed on (as nginx
-        // and Envoy do), the connection is not reused, and the backend is in doubt.
+      if (at < chunk.length && !onlyCrlf(chunk, at)) {
+        // Bytes after a complete answer in the same read (other than empty lines, RFC 9112
+        // §9.2): the answer is passed on (as nginx and Envoy do), the connection is not
+        // reused, and the backend is in doubt.
         this.reusable = false
         this.owner.stray(this)
       }
@@ -539,3 +542,12 @@ function isReplayable (body: unknown): boolean {
 }
 
 function noop (): void {}
+
+/** `buf` from `from` holds only CR and LF bytes (empty lines). */
+function onlyCrlf (buf: Buffer, from: number): boolean {
+  for (let i = from; i < buf.length; i++) {
+    const c = buf[i]
+    if (c !== 13 && c !== 10) return false
+  }
+  return true
+}
