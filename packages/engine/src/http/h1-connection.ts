@@ -141,11 +141,12 @@ export class H1Connection implements ResponseEvents {
   }
 
   /**
-   * Something came while it was idle that the 'data' and 'end' listeners have not dealt with
-   * yet (bytes held in the stream's buffer, its end): it must not carry another request.
+   * Bytes came while it was idle that the 'data' listener has not seen (held in the stream's
+   * buffer, were the socket paused): it must not carry another request. (Its end needs no
+   * check: the 'end' listener destroys it.)
    */
   unsolicited (): boolean {
-    return this.socket.readableLength !== 0 || this.socket.readableEnded
+    return this.socket.readableLength !== 0
   }
 
   /** Runs a call: writes its request, reads its answer. */

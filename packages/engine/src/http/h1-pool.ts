@@ -15,8 +15,8 @@
  * the next request on that connection, and each later request there would get the answer
  * to the one before (issue 49). So a connection is never reused after an answer that was
  * not framed exactly (bytes after it in the same read, an answer delimited by the close,
- * anything the parser flags), an idle connection keeps reading and ends at its first byte,
- * and one that holds unread bytes or its end when a call takes it is closed instead. What
+ * anything the parser flags), an idle connection keeps reading and ends at its first byte
+ * (empty lines aside), and one that holds unread bytes when a call takes it is closed. What
  * no HTTP/1.1 client can see is a stray that arrives after the next request went out (one
  * a backend without TCP_NODELAY sends as that request's ACK reaches it, say): once the pool
  * has seen any stray from its backend, it reuses none of its connections for `strayHoldMs`
@@ -34,7 +34,7 @@ import { PorticoError } from '../util/errors.ts'
 
 /** Published when a connection is ready (TLS included): proxy/src/connect-timing.ts reads it. */
 export const CONNECTED_CHANNEL = dc.channel('portico:upstream:connected')
-/** Published when a pool first sees stray bytes from its backend (once per hold): `{ origin }`. */
+/** Published when a pool first sees stray bytes from its backend (once per hold): `{ origin, holdMs }`. */
 export const STRAY_CHANNEL = dc.channel('portico:upstream:stray')
 
 /** How long a pool reuses no connection after its backend sent stray bytes (ms). */
@@ -112,8 +112,8 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   private assign (call: H1Call): void {
     let conn = this.idle.pop()
     while (conn !== undefined && (!conn.idle || conn.unsolicited())) {
-      // Bytes or an end it holds unread: never reused.
-      if (!conn.socket.destroyed) {
+      if (conn.idle) {
+        // Bytes it holds unread: never reused.
         conn.socket.destroy()
         this.stray(conn)
       }
