@@ -392,3 +392,96 @@ describe('h1 client: answers and connections', () => {
     assert.equal(pool.stats.connected, 0)
   })
 })
+
+describe('h1 client: bytes nobody asked for (issue 49)', () => {
+  /** An answer that names the request it answers (its path without the slash). */
+  const named = (head: string): string => {
+    const id = head.split(' ')[1]!.slice(1)
+    return `HTTP/1.1 200 OK\r\ncontent-length: ${id.length}\r\n\r\n${id}`
+  }
+  const STRAY = 'HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstray'
+  const settle = (): Promise<void> => new Promise(resolve => setTimeout(resolve, 50))
+
+  /**
+   * Two calls at once, so two connections; then `trigger` makes the first send bytes nobody
+   * asked for. The second connection's backend holds a stray too and sends it just before
+   * its next answer, as a backend without TCP_NODELAY does once the next request's ACK
+   * reaches it: reused, that connection would answer the next call with the stray.
+   */
+  async function twoConnections (trigger: (first: Socket) => void, answer: (head: string) => string = named): Promise<{ server: RawServer, pool: H1Pool }> {
+    const holding = new Set<Socket>()
+    const carried = new Map<string, Socket>()
+    const { server, pool } = await setup((head, s) => {
+      carried.set(head.split(' ')[1]!, s)
+      if (!holding.has(s)) return answer(head)
+      holding.delete(s)
+      return STRAY + answer(head)
+    })
+    assert.deepEqual((await Promise.all([call(pool, { path: '/a' }), call(pool, { path: '/b' })])).map(a => a.body), ['a', 'b'])
+    assert.equal(server.connections, 2)
+    holding.add(carried.get('/b')!)
+    trigger(carried.get('/a')!)
+    await settle()
+    return { server, pool }
+  }
+
+  test('bytes on an idle connection end it, and the backend\'s other connections are not reused', async () => {
+    const { server, pool } = await twoConnections(first => first.write(STRAY))
+    assert.equal((await call(pool, { path: '/c' })).body, 'c', 'never the stray')
+    assert.equal((await call(pool, { path: '/d' })).body, 'd')
+    assert.equal(server.connections, 4, 'while the backend is in doubt, each connection carries one call')
+  })
+
+  test('bytes after a complete answer in the same write: the answer is passed on, no connection to that backend is reused', async () => {
+    const { server, pool } = await twoConnections(() => {}, head => named(head) + (head.startsWith('GET /a ') ? STRAY : ''))
+    assert.equal((await call(pool, { path: '/c' })).body, 'c', 'never the stray')
+    assert.equal(server.connections, 3)
+  })
+
+  test('a HEAD answer that carries a body: the answer has none, and no connection to that backend is reused', async () => {
+    const { server, pool } = await setup(head => head.startsWith('HEAD ') ? 'HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nstray' : named(head))
+    const head = await call(pool, { method: 'HEAD', path: '/h' })
+    assert.equal(head.status, 200)
+    assert.equal(head.body, '')
+    assert.equal((await call(pool, { path: '/a' })).body, 'a')
+    assert.equal((await call(pool, { path: '/b' })).body, 'b')
+    assert.equal(server.connections, 3)
+  })
+
+  test('empty lines after an answer or on an idle connection are dropped (RFC 9112 §9.2): the connection is kept', async () => {
+    const { server, pool } = await setup(head => named(head) + '\r\n')
+    assert.equal((await call(pool, { path: '/a' })).body, 'a')
+    server.sockets[0]!.write('\r\n\r\n')
+    await settle()
+    assert.equal((await call(pool, { path: '/b' })).body, 'b')
+    assert.equal((await call(pool, { path: '/c' })).body, 'c')
+    assert.equal(server.connections, 1)
+  })
+
+  test('the doubt lasts `strayHold` ms: then connections are kept again', async () => {
+    const { server, pool } = await setup(named, { strayHold: 300 })
+    assert.equal((await call(pool, { path: '/a' })).body, 'a')
+    server.sockets[0]!.write(STRAY)
+    await settle()
+    assert.equal(pool.stats.connected, 0)
+    for (const id of ['b', 'c']) assert.equal((await call(pool, { path: `/${id}` })).body, id)
+    assert.equal(server.connections, 3, 'b and c each on a connection of its own')
+    await new Promise(resolve => setTimeout(resolve, 300))
+    for (const id of ['d', 'e']) assert.equal((await call(pool, { path: `/${id}` })).body, id)
+    assert.equal(server.connections, 4, 'd and e on one kept connection')
+  })
+
+  test('an idle connection holding unread bytes is not reused (even if its reader stopped)', async () => {
+    const { server, pool } = await setup(named, { headersTimeout: 500 })
+    assert.equal((await call(pool, { path: '/a' })).body, 'a')
+    // Nothing in the pool pauses an idle socket; if anything did, 'data' would not fire and
+    // the bytes would wait in the stream's buffer.
+    const conn = (pool as unknown as { idle: Array<{ socket: Socket }> }).idle[0]!
+    conn.socket.pause()
+    server.sockets[0]!.write(STRAY)
+    await settle()
+    assert.ok(conn.socket.readableLength > 0)
+    assert.equal((await call(pool, { path: '/b' })).body, 'b')
+    assert.equal(server.connections, 2)
+  })
+})

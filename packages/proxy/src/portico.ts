@@ -22,6 +22,7 @@ import { SlotTable } from './workers/slot-table.ts'
 import type { ListenerAddress } from './workers/protocol.ts'
 import type { OtlpLogs } from './otlp-logs.ts'
 import { watchUpstreamConnects } from './connect-timing.ts'
+import { watchStrayBytes } from './stray-bytes.ts'
 
 export interface ReloadRecord {
   at: string
@@ -121,6 +122,7 @@ export class Portico {
   /** Backend endpoints (host:port) → backend name, for the connect metrics; rebuilt per config. */
   private endpointBackends = new Map<string, string>()
   private readonly unwatchConnects: () => void
+  private readonly unwatchStrays: () => void
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
   /** Cluster mode's config source (readiness waits for its first config). */
@@ -191,6 +193,7 @@ export class Portico {
     this.onQuit = options.onQuit
     this.maxConfigBytes = options.maxConfigBytes
     this.unwatchConnects = watchUpstreamConnects((host, port) => this.endpointBackends.get(`${host}:${port}`) ?? 'unknown', (b, tcp, tls) => this.metrics.observeConnect(b, tcp, tls))
+    this.unwatchStrays = watchStrayBytes((origin, holdMs) => this.log.warn({ endpoint: origin, holdSeconds: holdMs / 1000 }, `backend ${origin} sent bytes nobody asked for: none of its connections is reused for ${holdMs / 1000} s`))
   }
 
   /**
@@ -432,6 +435,7 @@ export class Portico {
       await this.engine.close()
       await this.otlpLogs?.shutdown()
       this.unwatchConnects()
+      this.unwatchStrays()
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

@@ -34,6 +34,11 @@ export interface ConnectionOwner {
   retry(call: H1Call): void
   /** A call aborted while it waited for a connection. */
   dequeue(call: H1Call): void
+  /**
+   * Bytes nobody asked for came on the connection (while it was idle, or after an answer
+   * was complete): the backend's other connections are in doubt too.
+   */
+  stray(conn: H1Connection): void
 }
 
 /** Methods safe to send again when a reused connection turned out to be closed (RFC 9110 §9.2.2). */
@@ -133,6 +138,15 @@ export class H1Connection implements ResponseEvents {
 
   get idle (): boolean {
     return this.call === null && !this.connecting && !this.socket.destroyed
+  }
+
+  /**
+   * Bytes came while it was idle that the 'data' listener has not seen (held in the stream's
+   * buffer, were the socket paused): it must not carry another request. (Its end needs no
+   * check: the 'end' listener destroys it.)
+   */
+  unsolicited (): boolean {
+    return this.socket.readableLength !== 0
   }
 
   /** Runs a call: writes its request, reads its answer. */
@@ -285,8 +299,12 @@ export class H1Connection implements ResponseEvents {
   private onSocketData (chunk: Buffer): void {
     const call = this.call
     if (call === null) {
-      // Bytes nobody asked for: whatever comes next on this connection is suspect.
+      // Empty lines may be dropped (RFC 9112 §9.2: some servers end an answer with one more).
+      if (onlyCrlf(chunk, 0)) return
+      // Bytes nobody asked for (the socket is read while idle so that they are seen): whatever
+      // comes next on this connection is suspect, and so are the backend's other connections.
       this.socket.destroy()
+      this.owner.stray(this)
       return
     }
     this.received += chunk.length
@@ -319,7 +337,13 @@ export class H1Connection implements ResponseEvents {
       return
     }
     if (this.ended !== null) {
-      if (at < chunk.length) this.reusable = false
+      if (at < chunk.length && !onlyCrlf(chunk, at)) {
+        // Bytes after a complete answer in the same read (other than empty lines, RFC 9112
+        // §9.2): the answer is passed on (as nginx and Envoy do), the connection is not
+        // reused, and the backend is in doubt.
+        this.reusable = false
+        this.owner.stray(this)
+      }
       this.finishCall()
       return
     }
@@ -519,3 +543,12 @@ function isReplayable (body: unknown): boolean {
 }
 
 function noop (): void {}
+
+/** `buf` from `from` holds only CR and LF bytes (empty lines). */
+function onlyCrlf (buf: Buffer, from: number): boolean {
+  for (let i = from; i < buf.length; i++) {
+    const c = buf[i]
+    if (c !== 13 && c !== 10) return false
+  }
+  return true
+}

@@ -9,6 +9,19 @@
  * the server's shorter `Keep-Alive: timeout`, less a second) close. A call whose reused
  * connection turns out closed before a byte of answer came back is sent once more on
  * another connection when that is safe (an idempotent method with no streamed body).
+ *
+ * Stray bytes. HTTP/1.1 answers carry no request id: bytes a backend sends that nobody asked
+ * for (a second response, a body after a HEAD or 204 answer) would be read as the answer to
+ * the next request on that connection, and each later request there would get the answer
+ * to the one before (issue 49). So a connection is never reused after an answer that was
+ * not framed exactly (bytes after it in the same read, an answer delimited by the close,
+ * anything the parser flags), an idle connection keeps reading and ends at its first byte
+ * (empty lines aside), and one that holds unread bytes when a call takes it is closed. What
+ * no HTTP/1.1 client can see is a stray that arrives after the next request went out (one
+ * a backend without TCP_NODELAY sends as that request's ACK reaches it, say): once the pool
+ * has seen any stray from its backend, it reuses none of its connections for `strayHoldMs`
+ * (each carries one call, as with `Connection: close`), so that no later stray, whatever
+ * its timing, can answer a request.
  */
 
 import dc from 'node:diagnostics_channel'
@@ -21,6 +34,11 @@ import { PorticoError } from '../util/errors.ts'
 
 /** Published when a connection is ready (TLS included): proxy/src/connect-timing.ts reads it. */
 export const CONNECTED_CHANNEL = dc.channel('portico:upstream:connected')
+/** Published when a pool first sees stray bytes from its backend (once per hold): `{ origin, holdMs }`. */
+export const STRAY_CHANNEL = dc.channel('portico:upstream:stray')
+
+/** How long a pool reuses no connection after its backend sent stray bytes (ms). */
+export const STRAY_HOLD_MS = 60_000
 
 export interface H1PoolOptions {
   /** Max connections; null = unlimited. */
@@ -31,6 +49,8 @@ export interface H1PoolOptions {
   headersTimeout?: number
   /** tls.connect options for an https origin (CA, client certificate, servername, identity check). */
   connect?: ConnectionOptions
+  /** How long no connection is reused after the backend sent stray bytes (ms); default STRAY_HOLD_MS. */
+  strayHold?: number
 }
 
 export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
@@ -51,6 +71,9 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   private readonly opening = new Map<H1Connection, H1Call>()
   private closing: { resolve: () => void, promise: Promise<void> } | null = null
   private destroyed = false
+  private readonly strayHoldMs: number
+  /** Until when (Date.now() ms) no connection is reused, the backend having sent stray bytes; 0: none. */
+  private strayUntil = 0
 
   constructor (origin: string, options: H1PoolOptions = {}) {
     const url = new URL(origin)
@@ -63,6 +86,7 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
     this.keepAliveMs = options.keepAliveTimeout ?? 4_000
     this.headersTimeoutMs = options.headersTimeout ?? 300_000
     this.tlsOptions = options.connect
+    this.strayHoldMs = options.strayHold ?? STRAY_HOLD_MS
   }
 
   get stats (): PoolCounts & { size: number } {
@@ -87,7 +111,14 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
 
   private assign (call: H1Call): void {
     let conn = this.idle.pop()
-    while (conn !== undefined && !conn.idle) conn = this.idle.pop()
+    while (conn !== undefined && (!conn.idle || conn.unsolicited())) {
+      if (conn.idle) {
+        // Bytes it holds unread: never reused.
+        conn.socket.destroy()
+        this.stray(conn)
+      }
+      conn = this.idle.pop()
+    }
     if (conn !== undefined) {
       conn.run(call)
       return
@@ -133,6 +164,14 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
 
   released (conn: H1Connection): void {
     if (!conn.idle) return
+    if (this.strayUntil !== 0) {
+      // The backend sent stray bytes lately: one call per connection (see the top of this file).
+      if (Date.now() < this.strayUntil) {
+        conn.socket.destroy()
+        return
+      }
+      this.strayUntil = 0
+    }
     const next = this.queue.shift()
     if (next !== undefined) {
       conn.run(next)
@@ -158,6 +197,16 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
     // Calls waiting for a free connection get a new one in its place.
     if (this.queue.length > 0 && this.all.size < this.maxConnections && !this.destroyed) this.open(this.queue.shift()!)
     this.checkClosed()
+  }
+
+  stray (_conn: H1Connection): void {
+    if (this.strayHoldMs <= 0) return
+    const now = Date.now()
+    const first = now >= this.strayUntil
+    this.strayUntil = now + this.strayHoldMs
+    // Idle connections close now; busy ones close when their calls end (`released`).
+    for (const conn of this.idle.splice(0)) conn.socket.destroy()
+    if (first && STRAY_CHANNEL.hasSubscribers) STRAY_CHANNEL.publish({ origin: `${this.secure ? 'https' : 'http'}://${this.host}`, holdMs: this.strayHoldMs })
   }
 
   retry (call: H1Call): void {
