@@ -19,9 +19,10 @@
 import { randomUUID } from 'node:crypto'
 import type { RequestContext } from '../request/context.ts'
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
-import { PostChannel, SseWriter, type HeadHook } from './channels.ts'
+import { PostChannel, SseWriter, type Head, type HeadHook } from './channels.ts'
 import {
   errorResponse, gatewayErrorReason, INVALID_REQUEST, isRequest, PARSE_ERROR, resultResponse, sessionNotFound, targetUnavailable, validMessage,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
@@ -29,6 +30,7 @@ import {
 import { requestSnapshot } from '../trace/snapshot.ts'
 import { traceCallResult, traceCallStart } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
+import { interceptAnswer, interceptedAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
 import { hostnameMatches } from '../routing/hostname.ts'
 import { corsAllowsOrigin } from '../request/cors-origins.ts'
 import type { ClientInit } from './target.ts'
@@ -129,11 +131,11 @@ function traceStart (rt: McpRuntime, ctx: RequestContext): void {
 /**
  * Every MCP answer's head goes through here: status and reason bookkeeping, the trace's
  * backendCallResult, then the pipeline's finish step (response policies, closing snapshot).
- * Returns the headers to write.
+ * Returns the headers to write. `reason`: an answer a response policy made (extProc).
  */
-function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, headers: Record<string, string>, error: string | null): Record<string, string | string[]> {
+function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, headers: HeaderMap, error: string | null, reason?: string): Record<string, string | string[]> {
   ctx.status = status
-  ctx.reason = status >= 400 ? 'MCP' : 'Upstream'
+  ctx.reason = reason ?? (status >= 400 ? 'MCP' : 'Upstream')
   ctx.responseHeaders = headers
   ctx.upstreamHeadersAt = performance.now()
   if (ctx.upstreamStart === 0) traceStart(rt, ctx)
@@ -142,9 +144,45 @@ function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, header
   return ctx.responseHeaders as Record<string, string | string[]>
 }
 
-/** The head of a streamed answer (SSE, a POST's JSON) goes through the same finish step. */
+/**
+ * The head of a streamed answer (SSE, a POST's JSON) goes through the same finish step —
+ * after the request's response interceptors (extProc's response phase), when it has any.
+ */
 function headHook (rt: McpRuntime, ctx: RequestContext): HeadHook {
-  return (status, headers) => finishHead(rt, ctx, status, { ...headers }, ctx.error)
+  return (status, headers) => {
+    const ordered = ctx.responseInterceptors === null ? null : takeInterceptors(ctx)
+    if (ordered === null) return { status, headers: finishHead(rt, ctx, status, { ...headers }, ctx.error) }
+    return interceptHead(rt, ctx, ordered, status, headers)
+  }
+}
+
+/**
+ * A streamed answer's head through the response interceptors: their header step only (its
+ * body cannot be held; config/to-ir.ts refuses a body mode on MCP routes). When they replace
+ * the answer (an immediate response, a body set at the headers, a failure) it is written
+ * here and the stream is over (null).
+ */
+async function interceptHead (rt: McpRuntime, ctx: RequestContext, ordered: ResponseInterceptor[], status: number, headers: Record<string, string>): Promise<Head> {
+  const draft: ResponseDraft = { status, headers: { ...headers }, body: null, hasBody: true }
+  const answer = await runInterceptors(ctx, ordered, draft, 'stream')
+  if (answer === null) return null
+  if (answer.body !== null) {
+    writeWhole(rt, ctx, answer.status, answer.headers, answer.body, answer.error ?? ctx.error, answer.reason ?? undefined)
+    return null
+  }
+  return { status: answer.status, headers: finishHead(rt, ctx, answer.status, answer.headers, ctx.error) }
+}
+
+/** The interceptors over an answer; null when the client left meanwhile. */
+async function runInterceptors (ctx: RequestContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<ReturnType<typeof interceptedAnswer> | null> {
+  let result
+  try {
+    result = await interceptAnswer(ctx, ordered, draft, body)
+  } catch (err) {
+    result = { action: 'fail' as const, status: 500, body: 'internal error', reason: 'Internal', error: `response processing failed: ${(err as Error)?.message ?? String(err)}` }
+  }
+  if (result === 'stopped' || ctx.res.headersSent || ctx.res.destroyed) return null
+  return interceptedAnswer(result, draft)
 }
 
 /**
@@ -161,13 +199,27 @@ function traceTargetError (ctx: RequestContext, error: { code: number, message: 
 }
 
 function reply (rt: McpRuntime, ctx: RequestContext, status: number, body: JsonRpcMessage | JsonRpcMessage[] | null, headers: Record<string, string> = {}): void {
-  const { res } = ctx
   const error = status >= 400 && body !== null && !Array.isArray(body) && 'error' in body ? body.error.message : null
   if (error !== null) ctx.error = error
-  const final = finishHead(rt, ctx, status, body === null ? { ...headers } : { 'content-type': 'application/json', ...headers }, error)
+  const head = body === null ? { ...headers } : { 'content-type': 'application/json', ...headers }
+  const payload = Buffer.from(body === null ? '' : JSON.stringify(body))
+  const ordered = ctx.responseInterceptors === null ? null : takeInterceptors(ctx)
+  if (ordered === null) return writeWhole(rt, ctx, status, head, payload, error)
+  // A whole answer: the response interceptors see it (and its body) first, as on any route.
+  const draft: ResponseDraft = { status, headers: head, body: null, hasBody: payload.length > 0 }
+  void runInterceptors(ctx, ordered, draft, payload).then(answer => {
+    if (answer !== null) writeWhole(rt, ctx, answer.status, answer.headers, answer.body ?? payload, answer.error ?? error, answer.reason ?? undefined)
+  })
+}
+
+/** A whole answer: its head through the finish step, then the body. */
+function writeWhole (rt: McpRuntime, ctx: RequestContext, status: number, headers: HeaderMap, body: Buffer, error: string | null, reason?: string): void {
+  const { res } = ctx
+  if (error !== null) ctx.error = error
+  const final = finishHead(rt, ctx, status, headers, error, reason)
   if (res.headersSent || res.destroyed) return
   // A response policy may have replaced the body (transformation), as on any route.
-  const payload = ctx.responseBody ?? Buffer.from(body === null ? '' : JSON.stringify(body))
+  const payload = ctx.responseBody ?? body
   res.writeHead(status, { ...final, 'content-length': String(payload.length) })
   res.end(payload)
 }
