@@ -44,6 +44,8 @@ export interface Channel {
   readonly open: boolean
   /** The OpenTelemetry span of the HTTP request this channel answers: the parent of the target calls it causes. */
   readonly span?: RequestSpan | null
+  /** The session calls a target for a request this channel answers (the trace's backend call starts). */
+  calling?(target: string): void
 }
 
 interface LoggedEvent {
@@ -181,13 +183,15 @@ export class PostChannel implements Channel {
   private readonly head: HeadHook
   /** Called with the error of each final error response, before it is written. */
   onError: ((error: { code: number, message: string }) => void) | null = null
+  private readonly onCall: ((target: string) => void) | null
 
   /** The HTTP status of a JSON answer (2026-07-28 gives some errors their own; default 200). */
   private readonly statusOf: (message: JsonRpcMessage) => number
   readonly span: RequestSpan | null
 
-  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number, span?: RequestSpan | null }) {
+  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number, span?: RequestSpan | null, onCall?: (target: string) => void }) {
     this.res = res
+    this.onCall = options.onCall ?? null
     this.span = options.span ?? null
     this.statusOf = options.statusOf ?? (() => 200)
     this.head = options.head ?? PLAIN_HEAD
@@ -199,6 +203,10 @@ export class PostChannel implements Channel {
 
   get open (): boolean {
     return !this.finished && !this.res.destroyed
+  }
+
+  calling (target: string): void {
+    this.onCall?.(target)
   }
 
   /** True while this POST still waits for the response to `id`. */

@@ -121,16 +121,35 @@ function isLocalOrigin (origin: string): boolean {
 
 // ---- trace and response helpers -------------------------------------------------------
 
-function traceStart (rt: McpRuntime, ctx: RequestContext): void {
+/**
+ * The request as it leaves for the MCP layer (the trace's "final request"). `call`: a target
+ * is called for it now (traceTargetCall); otherwise only when the session calls one.
+ */
+function traceStart (rt: McpRuntime, ctx: RequestContext, call = false): void {
   ctx.upstreamStart = performance.now()
   if (ctx.tracer === null) return
   ctx.tracer.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
+  if (call) traceTargetCall(ctx)
+}
+
+/** Requests whose trace has a backendCallStart: only they get a backendCallResult. */
+const calling = new WeakSet<RequestContext>()
+
+/**
+ * A target is called for this request: the trace's backendCallStart, once. Only then does
+ * its answer's head end a backend call in the trace — an answer the gateway made itself (a
+ * tools/call MCP authorization refused, a ping, an unknown session) shows no backend call,
+ * as no backend was called.
+ */
+function traceTargetCall (ctx: RequestContext): void {
+  if (ctx.tracer === null || calling.has(ctx)) return
+  calling.add(ctx)
   traceCallStart(ctx, ctx.mcp?.target !== undefined && ctx.mcp.target !== '' ? ctx.mcp.target : ctx.backend!.target)
 }
 
 /**
  * Every MCP answer's head goes through here: status and reason bookkeeping, the trace's
- * backendCallResult, then the pipeline's finish step (response policies, closing snapshot).
+ * backendCallResult (when a target was called), then the pipeline's finish step (response policies, closing snapshot).
  * Returns the headers to write. `reason`: an answer a response policy made (extProc).
  */
 function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, headers: HeaderMap, error: string | null, reason?: string): Record<string, string | string[]> {
@@ -139,7 +158,7 @@ function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, header
   ctx.responseHeaders = headers
   ctx.upstreamHeadersAt = performance.now()
   if (ctx.upstreamStart === 0) traceStart(rt, ctx)
-  traceCallResult(ctx, status, error)
+  if (calling.has(ctx)) traceCallResult(ctx, status, error)
   rt.finish(ctx)
   return ctx.responseHeaders as Record<string, string | string[]>
 }
@@ -298,7 +317,8 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
   if (initialize !== undefined) {
     if (messages.length > 1) return reply(rt, ctx, 400, errorResponse(initialize.id, INVALID_REQUEST, 'Invalid Request: initialize must be sent alone'))
     ctx.mcp = { method: 'initialize', target: spec.targets.map(t => t.name).join(','), protocolVersion: initOf(initialize).protocolVersion }
-    traceStart(rt, ctx)
+    // The session starts by initializing its targets.
+    traceStart(rt, ctx, true)
     let session: McpSession
     try {
       session = spec.statefulMode === 'stateless' ? await gw.statelessSession(backend) : await gw.createSession(backend, initOf(initialize))
@@ -335,7 +355,7 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
     return reply(rt, ctx, 202, null)
   }
   const headers: Record<string, string> = spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
-  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null, head: headHook(rt, ctx), span: ctx.span })
+  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null, head: headHook(rt, ctx), span: ctx.span, onCall: () => traceTargetCall(ctx) })
   channel.onError = error => traceTargetError(ctx, error)
   const filter = itemFilter(ctx)
   for (const m of messages) session.handle(m, channel, filter)
@@ -345,7 +365,8 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
 function helpers (rt: McpRuntime): McpHttpHelpers {
   return {
     reply: (ctx, status, body, headers) => reply(rt, ctx, status, body, headers),
-    traceStart: ctx => traceStart(rt, ctx),
+    traceStart: (ctx, call) => traceStart(rt, ctx, call),
+    traceTargetCall,
     headHook: ctx => headHook(rt, ctx),
     itemFilter,
     traceTargetError
@@ -406,7 +427,8 @@ async function del (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend
   const session = await gw.getSession(backend, sid)
   if (session === null) return reply(rt, ctx, 404, sessionNotFound())
   ctx.mcp = { method: 'DELETE', target: '' }
-  traceStart(rt, ctx)
+  // Ending the session ends the targets' sessions.
+  traceStart(rt, ctx, true)
   await gw.deleteSession(session)
   reply(rt, ctx, 200, null)
 }

@@ -144,7 +144,7 @@ function lastSseMessage (text: string): unknown {
 /** What the forwarding needs of mcp/http.ts (the answer's head goes through the pipeline's finish step). */
 export interface ForwardHelpers {
   reply(ctx: RequestContext, status: number, body: JsonRpcMessage | null, headers?: Record<string, string>): void
-  traceStart(ctx: RequestContext): void
+  traceStart(ctx: RequestContext, call?: boolean): void
   headHook(ctx: RequestContext): HeadHook
   traceTargetError(ctx: RequestContext, error: { code: number, message: string }): void
 }
@@ -164,7 +164,7 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
     h.traceStart(ctx)
     return h.reply(ctx, 200, errorResponse(message.id, INVALID_PARAMS, `Unknown ${ctx.mcp.kind}: ${ctx.mcp.name}`))
   }
-  h.traceStart(ctx)
+  h.traceStart(ctx, true)
 
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
   for (const [name, value] of Object.entries(ctx.req.headers)) {
