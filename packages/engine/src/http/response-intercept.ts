@@ -119,16 +119,40 @@ async function runBody (takers: ResponseInterceptor[], draft: ResponseDraft, goi
 
 const CONTINUE: InterceptResult = { action: 'continue' }
 
+/** An answer as the interceptors left it. `body` null: its own body; `reason`/`error` null: its own. */
+export interface InterceptedAnswer {
+  status: number
+  headers: HeaderMap
+  body: Buffer | null
+  reason: string | null
+  error: string | null
+}
+
 /**
- * The interceptors over an answer whose body is known whole (`body`), or that streams and
- * cannot be held (`'stream'`: only the header step applies; an interceptor that wants the
- * body fails the answer — the config loader refuses that combination, so this is never
- * silent). Changes `draft` in place; `draft.body` is null unless an interceptor set it.
- * Resolves 'stopped' when the client left meanwhile.
+ * The interceptors over an answer the proxy makes (a local answer, an MCP answer): its body
+ * known whole (`body`), or streaming and never held (`'stream'`: only the header step
+ * applies; an interceptor that wants the body fails the answer — the config loader refuses
+ * that combination, so this is never silent). Resolves with the answer to send — the draft
+ * as they changed it, their immediate response, or their failure (a 500) — or null when
+ * the client left (or another answer went out) meanwhile.
  */
-export async function interceptAnswer (ctx: InterceptContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<InterceptResult | Stopped> {
+export async function interceptAnswer (ctx: InterceptContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<InterceptedAnswer | null> {
+  let result: InterceptResult | Stopped
+  try {
+    result = await runAll(ctx, ordered, draft, body)
+  } catch (err) {
+    result = { action: 'fail', status: 500, body: 'internal error', reason: 'Internal', error: `response processing failed: ${(err as Error)?.message ?? String(err)}` }
+  }
+  if (result === 'stopped' || ctx.done || ctx.res.headersSent || ctx.res.destroyed) return null
+  if (result.action === 'fail') return { status: result.status, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: Buffer.from(result.body), reason: result.reason, error: result.error }
+  return { status: draft.status, headers: draft.headers, body: draft.body, reason: result.action === 'respond' ? 'ExtProc' : null, error: null }
+}
+
+/** The header step, then the body step when an interceptor wants the body. */
+async function runAll (ctx: InterceptContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<InterceptResult | Stopped> {
   const going = () => !ctx.done
   const head = await runHeaders(ordered, draft, going)
+  // Ended, or a body given at the headers (it replaces the answer's).
   if (head !== CONTINUE || draft.body !== null) return head
   const takers = bodyTakersOf(ordered, draft)
   if (takers.length === 0) return CONTINUE
@@ -140,16 +164,6 @@ export async function interceptAnswer (ctx: InterceptContext, ordered: ResponseI
   if (over !== null) return over.onBodyTooLarge()
   draft.body = body
   return await runBody(takers, draft, going)
-}
-
-/**
- * An answer as the interceptors left it: the draft (changed, or replaced by an immediate
- * response), or their failure. `body` null: the answer's own body. `reason`/`error` null:
- * the answer's own.
- */
-export function interceptedAnswer (result: InterceptResult, draft: ResponseDraft): { status: number, headers: HeaderMap, body: Buffer | null, reason: string | null, error: string | null } {
-  if (result.action === 'fail') return { status: result.status, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: Buffer.from(result.body), reason: result.reason, error: result.error }
-  return { status: draft.status, headers: draft.headers, body: draft.body, reason: result.action === 'respond' ? 'ExtProc' : null, error: null }
 }
 
 /** What the wrapper needs from the backend call. */

@@ -30,7 +30,7 @@ import {
 import { requestSnapshot } from '../trace/snapshot.ts'
 import { traceCallResult, traceCallStart } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
-import { interceptAnswer, interceptedAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
+import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
 import { hostnameMatches } from '../routing/hostname.ts'
 import { corsAllowsOrigin } from '../request/cors-origins.ts'
 import type { ClientInit } from './target.ts'
@@ -183,25 +183,13 @@ function headHook (rt: McpRuntime, ctx: RequestContext): HeadHook {
  */
 async function interceptHead (rt: McpRuntime, ctx: RequestContext, ordered: ResponseInterceptor[], status: number, headers: Record<string, string>): Promise<Head> {
   const draft: ResponseDraft = { status, headers: { ...headers }, body: null, hasBody: true }
-  const answer = await runInterceptors(ctx, ordered, draft, 'stream')
+  const answer = await interceptAnswer(ctx, ordered, draft, 'stream')
   if (answer === null) return null
   if (answer.body !== null) {
     writeWhole(rt, ctx, answer.status, answer.headers, answer.body, answer.error ?? ctx.error, answer.reason ?? undefined)
     return null
   }
   return { status: answer.status, headers: finishHead(rt, ctx, answer.status, answer.headers, ctx.error) }
-}
-
-/** The interceptors over an answer; null when the client left meanwhile. */
-async function runInterceptors (ctx: RequestContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<ReturnType<typeof interceptedAnswer> | null> {
-  let result
-  try {
-    result = await interceptAnswer(ctx, ordered, draft, body)
-  } catch (err) {
-    result = { action: 'fail' as const, status: 500, body: 'internal error', reason: 'Internal', error: `response processing failed: ${(err as Error)?.message ?? String(err)}` }
-  }
-  if (result === 'stopped' || ctx.res.headersSent || ctx.res.destroyed) return null
-  return interceptedAnswer(result, draft)
 }
 
 /**
@@ -226,7 +214,7 @@ function reply (rt: McpRuntime, ctx: RequestContext, status: number, body: JsonR
   if (ordered === null) return writeWhole(rt, ctx, status, head, payload, error)
   // A whole answer: the response interceptors see it (and its body) first, as on any route.
   const draft: ResponseDraft = { status, headers: head, body: null, hasBody: payload.length > 0 }
-  void runInterceptors(ctx, ordered, draft, payload).then(answer => {
+  void interceptAnswer(ctx, ordered, draft, payload).then(answer => {
     if (answer !== null) writeWhole(rt, ctx, answer.status, answer.headers, answer.body ?? payload, answer.error ?? error, answer.reason ?? undefined)
   })
 }

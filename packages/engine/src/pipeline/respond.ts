@@ -9,7 +9,7 @@ import type { RequestContext, RequestReason } from '../request/context.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 import { severityOf } from '../trace/recorder.ts'
-import { interceptAnswer, interceptedAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
+import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
 
 export function respondLocal (
   rt: { env: Record<string, string>, traceBodyLimit: number },
@@ -68,14 +68,8 @@ async function intercepted (
   const payload = ctx.responseBody ?? Buffer.from(body)
   const noBody = payload.length === 0 || ctx.method === 'HEAD' || status === 204 || status === 304
   const draft: ResponseDraft = { status, headers: { 'content-type': 'text/plain; charset=utf-8', ...headers }, body: null, hasBody: !noBody }
-  let result
-  try {
-    result = await interceptAnswer(ctx, ordered, draft, payload)
-  } catch (err) {
-    result = { action: 'fail' as const, status: 500, body: 'internal error', reason: 'Internal', error: `response processing failed: ${(err as Error)?.message ?? String(err)}` }
-  }
-  if (result === 'stopped' || ctx.res.headersSent || ctx.res.destroyed) return
-  const answer = interceptedAnswer(result, draft)
+  const answer = await interceptAnswer(ctx, ordered, draft, payload)
+  if (answer === null) return
   if (answer.body !== null) ctx.responseBody = answer.body
   const text = answer.body !== null ? answer.body.toString('utf8') : body
   respondLocal(rt, ctx, answer.status, text, (answer.reason ?? reason) as RequestReason, answer.error ?? error, answer.headers)
