@@ -16,6 +16,7 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
+import * as grpc from '@grpc/grpc-js'
 import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startEchoBackend, type Backend, type EchoedRequest, sha256 } from '../lib/backends.ts'
 import { answer, headersOf, phaseOf, startExtProcServer, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
@@ -65,6 +66,7 @@ function behave (m: ProcessingRequest, stream: ProcessingRequest[]): ProcessingR
     case 'dead-backend':
     case 'nothing':
     case 'mcp-ext':
+    case 'dead.Svc':
       // What the processor saw of each answer comes back in a header the client sees.
       if (phase === 'response_headers') return answer(phase, { header_mutation: { set_headers: [set('x-processed', `status ${headersOf(m.response_headers!.headers)[':status']}`)] } })
       return answer(phase)
@@ -110,6 +112,7 @@ before(async () => {
         local('local-immediate', { directResponse: { status: 200, body: 'never sent' } }),
         local('redirect', { requestRedirect: { hostname: 'example.com', status: 301 } }),
         { name: 'dead-backend', matches: [{ path: { pathPrefix: '/dead-backend' } }], policies: { extProc: ep() } as never, backends: [{ host: `127.0.0.1:${deadPort}` }] },
+        { name: 'dead-grpc', matches: [{ path: { pathPrefix: '/dead.Svc' } }], policies: { extProc: ep() } as never, backends: [{ host: `127.0.0.1:${deadPort}` }] },
         { name: 'mcp-ext', matches: [{ path: { pathPrefix: '/mcp-ext' } }], policies: { extProc: ep() } as never, backends: [{ mcp: { targets: [{ name: 'sdk', mcp: { host: sdk.url } }] } as never }] },
         { name: 'edge-only', gateways: ['edge'], matches: [{ path: { pathPrefix: '/edge-only' } }], backends: [{ host: backend.host }] },
         route('headers', ep()),
@@ -295,6 +298,24 @@ test('the response phase runs on local answers: a directResponse, a redirect, a 
   assert.equal(routed.statusCode, 200)
   assert.equal(routed.headers['x-processed'], undefined, 'the processor added nothing to a backend\'s answer here')
   await routed.body.dump()
+})
+
+test('a gRPC call\'s local answer (backend down): the processor sees it and its header reaches the grpc-js client', async () => {
+  const raw = { serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b }
+  const Client = grpc.makeGenericClientConstructor({
+    Call: { path: '/dead.Svc/Call', requestStream: false, responseStream: false, requestSerialize: raw.serialize, requestDeserialize: raw.deserialize, responseSerialize: raw.serialize, responseDeserialize: raw.deserialize }
+  }, 'Svc')
+  const client = new Client(`127.0.0.1:${portico.port}`, grpc.credentials.createInsecure()) as grpc.Client & { Call: (req: Buffer, cb: (err: grpc.ServiceError | null) => void) => void }
+  try {
+    const err = await new Promise<grpc.ServiceError | null>(resolve => client.Call(Buffer.from('x'), resolve))
+    assert.ok(err !== null)
+    assert.equal(err.code, grpc.status.UNAVAILABLE)
+    assert.deepEqual(err.metadata.get('x-processed'), ['status 503'])
+  } finally {
+    client.close()
+  }
+  const s = streamFor('/dead.Svc/Call')
+  assert.deepEqual(s.map(phaseOf), ['request_headers', 'response_headers'])
 })
 
 test('on a local answer: the body phase replaces its body; an immediate response replaces the answer', async () => {
