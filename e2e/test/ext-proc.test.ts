@@ -305,7 +305,7 @@ test('a gRPC call\'s local answer (backend down): the processor sees it and its 
   const Client = grpc.makeGenericClientConstructor({
     Call: { path: '/dead.Svc/Call', requestStream: false, responseStream: false, requestSerialize: raw.serialize, requestDeserialize: raw.deserialize, responseSerialize: raw.serialize, responseDeserialize: raw.deserialize }
   }, 'Svc')
-  const client = new Client(`127.0.0.1:${portico.port}`, grpc.credentials.createInsecure()) as grpc.Client & { Call: (req: Buffer, cb: (err: grpc.ServiceError | null) => void) => void }
+  const client = new Client(`127.0.0.1:${portico.port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Call: (req: Buffer, cb: (err: grpc.ServiceError | null) => void) => void }
   try {
     const err = await new Promise<grpc.ServiceError | null>(resolve => client.Call(Buffer.from('x'), resolve))
     assert.ok(err !== null)

@@ -11,6 +11,7 @@ import type { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcS
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, RequestMirrorIR, RetryIR } from '../ir/traffic.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
+import { extProcBuffersResponses } from '../ir/validate.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { parseHostTarget } from './to-ir.ts'
@@ -98,7 +99,7 @@ export function extProcToIR (c: ExtProcConfig, path: Path, report: Report): ExtP
  * MCP (null: nothing). The response headers are processed on MCP answers as on any other.
  */
 export function checkExtProcOnMcp (policies: PolicySetIR, mcp: string | null, path: Path, report: Report): void {
-  if (mcp === null || policies.extProc?.processingMode.responseBodyMode !== 'buffered') return
+  if (mcp === null || !extProcBuffersResponses(policies)) return
   report([...path, 'extProc', 'processingMode', 'responseBodyMode'], `buffered cannot apply: ${mcp}, whose answers may be SSE streams that are never whole (use none; the response headers are still sent to the processor)`)
 }
 
