@@ -193,6 +193,32 @@ test('the trace shows the jwt policy, its decision, and which rules allowed or d
   assert.equal((initial.message.requestState as any).request.headers.authorization, '<redacted>')
 })
 
+test('the trace of a tools/call MCP authorization refused has no backend call (none was made); an allowed one has it', async () => {
+  const authorization = `Bearer ${await idp.token(reader)}`
+  const init = await initWith(authorization)
+  assert.equal(init.status, 200)
+  const headers = { authorization, accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'mcp-session-id': String(init.headers['mcp-session-id']), 'mcp-protocol-version': '2025-11-25' }
+  const traced = async (id: number, name: string) => {
+    const trace = await openTrace(admin, 'path=/mcp&method=POST')
+    await trace.ready
+    const res = await request(mcp, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: { a: 1, b: 2 } } }) })
+    const text = await res.body.text()
+    return { status: res.statusCode, text, events: await trace.done }
+  }
+  const refused = await traced(2, 'elicit')
+  assert.equal(refused.status, 200)
+  assert.match(refused.text, /Unknown tool: elicit/)
+  const types = refused.events.map(e => e.message.type)
+  assert.ok(!types.includes('backendCallStart'), `no backend call started: ${types.join(',')}`)
+  assert.ok(!types.includes('backendCallResult'), `no backend result: ${types.join(',')}`)
+  assert.ok(refused.events.some(e => e.message.type === 'responseSnapshot' && e.message.stage === 'final response'), 'the answer is still traced')
+
+  const allowed = await traced(3, 'add')
+  assert.match(allowed.text, /"text":"3"/)
+  assert.equal(allowed.events.find(e => e.message.type === 'backendCallStart')?.message.target, 'tools')
+  assert.equal(allowed.events.find(e => e.message.type === 'backendCallResult')?.message.status, 200)
+})
+
 function unsigned (claims: Record<string, unknown>): string {
   const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url')
   return `${enc({ alg: 'none', typ: 'JWT' })}.${enc(claims)}.`

@@ -4,7 +4,11 @@
  * on the request and the response, body replacement both ways (content-length fixed), a
  * body added at the headers (CONTINUE_AND_REPLACE), immediate responses, a processor that
  * hangs (on the request or the response), errors, ends the stream, or is down — failClosed
- * 500 and failOpen through — bodies over the limit, the trace and config errors.
+ * 500 and failOpen through — bodies over the limit, the trace and config errors. The
+ * response phase runs on every answer, as Envoy runs ext_proc on local replies: a
+ * directResponse, a redirect, a 503 when the backend is down, a 404 with no route (the
+ * gateway's extProc), and MCP answers (JSON and an SSE stream) — and a response body mode
+ * on an MCP route is refused at load.
  */
 
 import { after, before, test } from 'node:test'
@@ -12,15 +16,19 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
+import * as grpc from '@grpc/grpc-js'
 import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startEchoBackend, type Backend, type EchoedRequest, sha256 } from '../lib/backends.ts'
 import { answer, headersOf, phaseOf, startExtProcServer, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
 import { openTrace } from '../lib/trace.ts'
+import { startSdkServer, type SdkServer } from '../lib/mcp.ts'
 
 let backend: Backend
 let processor: ExtProcServer
 let portico: PorticoProcess
 let admin: string
+let sdk: SdkServer
+let edge: string
 
 const set = (key: string, value: string, appendAction = 2) => ({ header: { key, raw_value: Buffer.from(value) }, append_action: appendAction })
 
@@ -53,6 +61,21 @@ function behave (m: ProcessingRequest, stream: ProcessingRequest[]): ProcessingR
       return 'hang'
     case 'resp-hang':
       return phase === 'response_headers' ? 'hang' : answer(phase)
+    case 'local':
+    case 'redirect':
+    case 'dead-backend':
+    case 'nothing':
+    case 'mcp-ext':
+    case 'dead.Svc':
+      // What the processor saw of each answer comes back in a header the client sees.
+      if (phase === 'response_headers') return answer(phase, { header_mutation: { set_headers: [set('x-processed', `status ${headersOf(m.response_headers!.headers)[':status']}`)] } })
+      return answer(phase)
+    case 'local-body':
+      if (phase === 'response_body') return answer(phase, { body_mutation: { body: Buffer.from(`processed: ${m.response_body!.body!.toString('utf8')}`) } })
+      return answer(phase)
+    case 'local-immediate':
+      if (phase === 'response_headers') return { immediate_response: { status: { code: 418 }, body: Buffer.from('the processor answers instead') } }
+      return answer(phase)
     case 'error':
       return 'error'
     case 'close':
@@ -65,17 +88,33 @@ function behave (m: ProcessingRequest, stream: ProcessingRequest[]): ProcessingR
 before(async () => {
   backend = await startEchoBackend('app', { 'x-drop': 'me' })
   processor = await startExtProcServer(behave)
+  sdk = await startSdkServer('sdk')
   const deadPort = await freePort()
   const adminPort = await freePort()
+  const edgePort = await freePort()
+  edge = `http://127.0.0.1:${edgePort}`
   admin = `http://127.0.0.1:${adminPort}`
   const ep = (extra: Record<string, unknown> = {}) => ({ host: processor.host, timeout: '2s', ...extra })
   const route = (name: string, extProc: Record<string, unknown>) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], policies: { extProc } as never, backends: [{ host: backend.host }] })
   const buffered = { requestBodyMode: 'buffered', responseBodyMode: 'buffered' }
+  const local = (name: string, policies: Record<string, unknown>, extProc: Record<string, unknown> = ep()) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], policies: { extProc, ...policies } as never, backends: [{ host: backend.host }] })
   portico = await startPortico({
     env: { ADMIN_ADDR: `127.0.0.1:${adminPort}` },
     config: port => ({
-      gateways: { default: { port, address: '127.0.0.1' } },
+      gateways: {
+        default: { port, address: '127.0.0.1' },
+        // The gateway's own extProc: it sees the 404 of a request no route takes.
+        edge: { port: edgePort, address: '127.0.0.1', policies: { extProc: ep() } as never }
+      },
       routes: [
+        local('local', { directResponse: { status: 200, body: 'from the gateway', headers: { 'x-local': 'yes' } } }),
+        local('local-body', { directResponse: { status: 201, body: 'local body' } }, ep({ processingMode: { responseBodyMode: 'buffered' } })),
+        local('local-immediate', { directResponse: { status: 200, body: 'never sent' } }),
+        local('redirect', { requestRedirect: { hostname: 'example.com', status: 301 } }),
+        { name: 'dead-backend', matches: [{ path: { pathPrefix: '/dead-backend' } }], policies: { extProc: ep() } as never, backends: [{ host: `127.0.0.1:${deadPort}` }] },
+        { name: 'dead-grpc', matches: [{ path: { pathPrefix: '/dead.Svc' } }], policies: { extProc: ep() } as never, backends: [{ host: `127.0.0.1:${deadPort}` }] },
+        { name: 'mcp-ext', matches: [{ path: { pathPrefix: '/mcp-ext' } }], policies: { extProc: ep() } as never, backends: [{ mcp: { targets: [{ name: 'sdk', mcp: { host: sdk.url } }] } as never }] },
+        { name: 'edge-only', gateways: ['edge'], matches: [{ path: { pathPrefix: '/edge-only' } }], backends: [{ host: backend.host }] },
         route('headers', ep()),
         route('bodies', ep({ processingMode: buffered, maxBodyBytes: 4096 })),
         route('clear', ep({ processingMode: { responseBodyMode: 'buffered' } })),
@@ -99,6 +138,7 @@ after(async () => {
   await portico?.stop()
   await processor?.close()
   await backend?.close()
+  await sdk?.close()
 })
 
 async function send (path: string, options: { method?: string, headers?: Record<string, string | string[]>, body?: string | Buffer } = {}) {
@@ -229,6 +269,94 @@ test('at the backend level, with response headers skipped', async () => {
   assert.deepEqual(streamFor('/backend-level').map(phaseOf), ['request_headers'])
 })
 
+test('the response phase runs on local answers: a directResponse, a redirect, a 503 with the backend down, a 404 with no route', async () => {
+  const direct = await send('/local')
+  assert.equal(direct.status, 200)
+  assert.equal(direct.text, 'from the gateway')
+  assert.equal(direct.headers['x-local'], 'yes')
+  assert.equal(direct.headers['x-processed'], 'status 200')
+  assert.deepEqual(streamFor('/local').map(phaseOf), ['request_headers', 'response_headers'])
+  assert.equal(headersOf(streamFor('/local')[1]!.response_headers!.headers)['x-local'], 'yes', 'the processor sees the answer\'s headers')
+
+  const redirect = await send('/redirect/a')
+  assert.equal(redirect.status, 301)
+  assert.equal(redirect.headers.location, `http://example.com:${portico.port}/redirect/a`)
+  assert.equal(redirect.headers['x-processed'], 'status 301')
+
+  // Envoy runs ext_proc's response phase on the router's local reply: the route's extProc sees the 503.
+  const dead = await send('/dead-backend')
+  assert.equal(dead.status, 503)
+  assert.equal(dead.headers['x-processed'], 'status 503')
+  assert.deepEqual(streamFor('/dead-backend').map(phaseOf), ['request_headers', 'response_headers'])
+
+  // No route: only the gateway's policies ran, and the gateway's extProc sees the 404.
+  const res = await request(`${edge}/nothing`)
+  assert.equal(res.statusCode, 404)
+  assert.equal(res.headers['x-processed'], 'status 404')
+  await res.body.dump()
+  const routed = await request(`${edge}/edge-only`)
+  assert.equal(routed.statusCode, 200)
+  assert.equal(routed.headers['x-processed'], undefined, 'the processor added nothing to a backend\'s answer here')
+  await routed.body.dump()
+})
+
+test('a gRPC call\'s local answer (backend down): the processor sees it and its header reaches the grpc-js client', async () => {
+  const raw = { serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b }
+  const Client = grpc.makeGenericClientConstructor({
+    Call: { path: '/dead.Svc/Call', requestStream: false, responseStream: false, requestSerialize: raw.serialize, requestDeserialize: raw.deserialize, responseSerialize: raw.serialize, responseDeserialize: raw.deserialize }
+  }, 'Svc')
+  const client = new Client(`127.0.0.1:${portico.port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Call: (req: Buffer, cb: (err: grpc.ServiceError | null) => void) => void }
+  try {
+    const err = await new Promise<grpc.ServiceError | null>(resolve => client.Call(Buffer.from('x'), resolve))
+    assert.ok(err !== null)
+    assert.equal(err.code, grpc.status.UNAVAILABLE)
+    assert.deepEqual(err.metadata.get('x-processed'), ['status 503'])
+  } finally {
+    client.close()
+  }
+  const s = streamFor('/dead.Svc/Call')
+  assert.deepEqual(s.map(phaseOf), ['request_headers', 'response_headers'])
+})
+
+test('on a local answer: the body phase replaces its body; an immediate response replaces the answer', async () => {
+  const body = await send('/local-body')
+  assert.equal(body.status, 201)
+  assert.equal(body.text, 'processed: local body')
+  assert.equal(body.headers['content-length'], String('processed: local body'.length))
+  assert.deepEqual(streamFor('/local-body').map(phaseOf), ['request_headers', 'response_headers', 'response_body'])
+  const immediate = await send('/local-immediate')
+  assert.equal(immediate.status, 418)
+  assert.equal(immediate.text, 'the processor answers instead')
+})
+
+test('the response phase runs on MCP answers: JSON answers and an SSE stream\'s head', async () => {
+  const url = `${portico.url}/mcp-ext`
+  const post = async (body: unknown, headers: Record<string, string> = {}) => {
+    const res = await request(url, { method: 'POST', headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) })
+    return { status: res.statusCode, headers: res.headers, text: await res.body.text() }
+  }
+  const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } })
+  assert.equal(init.status, 200)
+  assert.equal(init.headers['x-processed'], 'status 200')
+  const sid = init.headers['mcp-session-id'] as string
+  assert.ok(sid)
+  // A tool call answered as JSON (the channel's own head).
+  const call = await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'add', arguments: { a: 1, b: 2 } } }, { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' })
+  assert.equal(call.status, 200)
+  assert.equal(call.headers['x-processed'], 'status 200')
+  assert.match(call.text, /"text":"3"/)
+  // Progress first: the answer is an SSE stream, its events held until the processor answered the head.
+  const slow = await post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'slow', arguments: { steps: 2, delayMs: 10 }, _meta: { progressToken: 'p1' } } }, { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' })
+  assert.equal(slow.status, 200)
+  assert.match(String(slow.headers['content-type']), /^text\/event-stream/)
+  assert.equal(slow.headers['x-processed'], 'status 200')
+  assert.match(slow.text, /notifications\/progress/)
+  assert.match(slow.text, /"id":3/)
+  const phases = processor.streams.filter(st => headersOf(st[0]?.request_headers?.headers)[':path'] === '/mcp-ext').map(st => st.map(phaseOf))
+  assert.ok(phases.length >= 3)
+  for (const p of phases) assert.deepEqual(p, ['request_headers', 'response_headers'])
+})
+
 test('the trace shows extProc in effectivePolicy and what the processor changed', async () => {
   const trace = await openTrace(admin, 'path=/headers/traced')
   await trace.ready
@@ -257,4 +385,43 @@ test('config errors: a bad host; schema errors for an unknown body mode and a ze
   assert.match(r2.stderr, /extProc\.processingMode\.requestBodyMode: /)
   assert.match(r2.stderr, /extProc\.maxBodyBytes: /)
   assert.match(r2.stderr, /extProc\.failureMode: /)
+})
+
+test('config errors: a response body mode where the answers are MCP (route, backend, a gateway with an MCP route)', async () => {
+  const dir = makeTempDir()
+  const file = join(dir, 'mcp.yaml')
+  writeFileSync(file, [
+    'gateways:',
+    '  default:',
+    '    port: 3000',
+    '    policies:',
+    '      extProc: {host: "127.0.0.1:9000", processingMode: {responseBodyMode: buffered}}',
+    'routes:',
+    '  - name: tools',
+    '    policies:',
+    '      extProc: {host: "127.0.0.1:9000", processingMode: {responseBodyMode: buffered}}',
+    '    backends:',
+    '      - mcp: {targets: [{name: a, mcp: {host: "http://127.0.0.1:9001/mcp"}}]}',
+    '        policies:',
+    '          extProc: {host: "127.0.0.1:9000", processingMode: {responseBodyMode: buffered}}',
+    '  - name: plain',
+    '    gateways: [default]',
+    '    matches: [{path: {pathPrefix: /plain}}]',
+    '    policies:',
+    '      extProc: {host: "127.0.0.1:9000", processingMode: {responseBodyMode: buffered, responseHeaderMode: send}}',
+    '    backends: [{host: "127.0.0.1:9002"}]',
+    ''
+  ].join('\n'))
+  const r = await runPortico(['--validate', '-f', file])
+  assert.equal(r.code, 1)
+  const lines = r.stderr.trim().split('\n')
+  assert.deepEqual(lines.filter(l => l.includes('responseBodyMode')).map(l => l.replace(/ buffered cannot apply: .*/, '').replace(file, 'F')), [
+    'F:5:58: gateways.default.policies.extProc.processingMode.responseBodyMode:',
+    'F:9:58: routes[0].policies.extProc.processingMode.responseBodyMode:',
+    'F:13:62: routes[0].backends[0].policies.extProc.processingMode.responseBodyMode:'
+  ])
+  assert.match(r.stderr, /gateways\.default\.policies\.extProc\.processingMode\.responseBodyMode: buffered cannot apply: route "tools" on this gateway has an mcp backend, whose answers may be SSE streams that are never whole \(use none; the response headers are still sent to the processor\)/)
+  assert.match(r.stderr, /routes\[0\]\.policies\.extProc\.processingMode\.responseBodyMode: buffered cannot apply: this route has an mcp backend/)
+  assert.match(r.stderr, /routes\[0\]\.backends\[0\]\.policies\.extProc\.processingMode\.responseBodyMode: buffered cannot apply: this backend is mcp/)
+  assert.doesNotMatch(r.stderr, /routes\[1\]/, 'a body mode on a route without MCP is fine')
 })

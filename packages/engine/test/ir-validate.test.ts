@@ -107,3 +107,22 @@ test('validateIR: timers Node cannot run are refused, from any source; --validat
   assert.equal(yaml.ok, false)
   assert.match(!yaml.ok ? yaml.diagnostics[0]!.message : '', /timeouts\.requestMs: 3600000000 is not a usable duration/)
 })
+
+test('validateIR: an extProc response body mode where the answers are MCP is refused (listener, route, backend reference)', () => {
+  const ir = yamlIR('  - name: tools\n    backends: [{mcp: {targets: [{name: a, mcp: {host: "http://127.0.0.1:9001/mcp"}}]}}]\n  - {name: app, matches: [{path: {pathPrefix: /app}}], backends: [{host: "127.0.0.1:9002"}]}\n')
+  assert.deepEqual(validateIR(ir), [])
+  const buffered = { extProc: { host: 'http://127.0.0.1:9000', failureMode: 'failClosed' as const, messageTimeoutMs: 1000, maxBodyBytes: 1024, processingMode: { requestHeaderMode: 'send' as const, responseHeaderMode: 'send' as const, requestBodyMode: 'none' as const, responseBodyMode: 'buffered' as const } } }
+  const listener = ir.binds[0]!.listeners[0]!
+  const mcp = listener.routes.findIndex(r => r.name === 'tools')
+  const app = listener.routes.findIndex(r => r.name === 'app')
+  listener.policies = buffered
+  listener.routes[mcp]!.policies = buffered
+  listener.routes[mcp]!.backends[0]!.policies = buffered
+  listener.routes[app]!.policies = buffered
+  const why = 'extProc responseBodyMode buffered cannot apply to MCP answers (they may be SSE streams that are never whole)'
+  assert.deepEqual(validateIR(ir).map(formatIrDiagnostic).sort(), [
+    `binds[0].listeners[0].policies.extProc: ${why}`,
+    `binds[0].listeners[0].routes[${mcp}].backends[0].policies.extProc: ${why}`,
+    `binds[0].listeners[0].routes[${mcp}].policies.extProc: ${why}`
+  ].sort())
+})

@@ -21,6 +21,7 @@
 
 import { loadConfigText, configJsonSchema, type ConfigDiagnostic } from '@portico/engine/config'
 import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR, FrontendIR } from '@portico/engine/ir'
+import { extProcBuffersResponses } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type ObjectMeta, type Secret } from './gateway-api.ts'
 import { condition } from './conditions.ts'
 import type { PolicyAncestorStatus } from './backend-tls.ts'
@@ -123,7 +124,8 @@ export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<s
           onListener.push({ policy: p, specificity: ref.sectionName !== undefined ? 1 : 0, converted: convert(p, 'gateway') })
         }
       }
-      mergeInto(l.ir, onListener, gwKey, note, g.gw.metadata.generation)
+      const mcpRoute = l.ir.routes.find(r => r.backends.some(b => g.backends.get(b.backend)?.kind === 'mcp'))
+      mergeInto(l.ir, refuseBodyModeOnMcp(onListener, mcpRoute === undefined ? null : `route ${mcpRoute.key} on this Gateway has an MCP backend`, gwKey, note), gwKey, note, g.gw.metadata.generation)
       for (const route of l.ir.routes) applyToRoute(route, sorted, gwKey, convert, note, found, g)
     }
   }
@@ -220,7 +222,8 @@ function applyToRoute (
       onRoute.push({ policy: p, specificity: ref.sectionName !== undefined ? 1 : 0, converted: convert(p, 'route') })
     }
   }
-  mergeInto(route, onRoute, gwKey, note, undefined)
+  const mcp = route.backends.some(b => g.backends.get(b.backend)?.kind === 'mcp') ? 'this route has an MCP backend' : null
+  mergeInto(route, refuseBodyModeOnMcp(onRoute, mcp, gwKey, note), gwKey, note, undefined)
   for (const c of onRoute) {
     if (!c.converted.ok) continue
     const applied = c.converted.route
@@ -241,13 +244,28 @@ function applyToRoute (
         onBackend.push({ policy: p, specificity: 0, converted: convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
       }
     }
-    mergeInto(refIR, onBackend, gwKey, note, undefined)
+    mergeInto(refIR, refuseBodyModeOnMcp(onBackend, backend.kind === 'mcp' ? 'this backend is MCP' : null, gwKey, note), gwKey, note, undefined)
     for (const c of onBackend) {
       if (!c.converted.ok) continue
       const b = c.converted.backend
       if (b.health !== undefined && backend.health === undefined) g.backends.set(backend.key, { ...g.backends.get(backend.key)!, health: b.health })
     }
   }
+}
+
+/**
+ * extProc's response body mode cannot apply where the answers are MCP (`mcp` says why they
+ * are; null: they are not): MCP answers may be SSE streams that never end. An attachment
+ * that sets it there is refused (Accepted False, Invalid) — as the file's loader refuses
+ * it — rather than reaching the proxies, which would refuse the whole config (validateIR).
+ */
+function refuseBodyModeOnMcp (attached: Attachment[], mcp: string | null, gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void): Attachment[] {
+  if (mcp === null) return attached
+  return attached.filter(a => {
+    if (!a.converted.ok || !extProcBuffersResponses(a.converted.policies)) return true
+    note(a.policy, gwKey, condition('Accepted', false, 'Invalid', `spec.policies.extProc.processingMode.responseBodyMode: buffered cannot apply: ${mcp}, whose answers may be SSE streams that are never whole (use none; the response headers are still sent to the processor)`, a.policy.metadata.generation))
+    return false
+  })
 }
 
 /**

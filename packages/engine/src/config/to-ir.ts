@@ -14,7 +14,7 @@ import { linearRegexProblem } from '../util/linear-regex.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
-import { backendSettingsToIR, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
+import { backendSettingsToIR, checkExtProcOnMcp, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
 import { frontendToIR } from './frontend-to-ir.ts'
 import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
@@ -55,6 +55,8 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
 
   const gatewayRefs: GatewayRefs = { listeners: listenersByGateway, declared: new Set(Object.keys(config.gateways ?? {})), defaultGateway: DEFAULT_GATEWAY, report }
   const routeKeys = new Set<string>()
+  /** Gateways whose extProc was refused for an MCP route already (said once, not per route). */
+  const refusedOnMcp = new Set<string>()
   ;(config.routes ?? []).forEach((route, index) => {
     const path: Path = ['routes', index]
     const ir = translateRoute(route, index, path, backends, options, report)
@@ -73,6 +75,11 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
         continue
       }
       if (!duplicate) listener.routes.push({ ...ir, hostnames })
+      if (!refusedOnMcp.has(gwName) && ir.backends.some(r => backends.get(r.backend)?.kind === 'mcp')) {
+        const before = diagnostics.length
+        checkExtProcOnMcp(listener.policies, `route "${ir.key}" on this gateway has an mcp backend`, ['gateways', gwName, 'policies'], report)
+        if (diagnostics.length > before) refusedOnMcp.add(gwName)
+      }
     }
   })
 
@@ -293,6 +300,7 @@ function translateRoute (
     refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policiesToIR(backendPolicies, [...path, 'backends', i, 'policies'], pc) })
     checkPrefixModifiers(refs[refs.length - 1]!.policies, matches, [...path, 'backends', i, 'policies'], report)
     checkTokenLimits(refs[refs.length - 1]!.policies, backend.kind === 'ai', `this backend is ${backend.kind === 'static' ? 'a host' : backend.kind}`, [...path, 'backends', i, 'policies'], report)
+    checkExtProcOnMcp(refs[refs.length - 1]!.policies, backend.kind === 'mcp' ? 'this backend is mcp' : null, [...path, 'backends', i, 'policies'], report)
   })
 
   const { timeout, retry, requestMirror, ...policies } = route.policies ?? {}
@@ -308,6 +316,7 @@ function translateRoute (
   if (route.namespace !== undefined) ir.namespace = route.namespace
   checkPrefixModifiers(ir.policies, matches, [...path, 'policies'], report)
   checkTokenLimits(ir.policies, refs.some(r => backends.get(r.backend)?.kind === 'ai'), 'this route has none', [...path, 'policies'], report)
+  checkExtProcOnMcp(ir.policies, refs.some(r => backends.get(r.backend)?.kind === 'mcp') ? 'this route has an mcp backend' : null, [...path, 'policies'], report)
   if (retry !== undefined) ir.retry = retryToIR(retry, [...path, 'policies', 'retry'], report)
   if (requestMirror !== undefined) {
     ir.mirrors = mirrorsToIR(requestMirror, [...path, 'policies', 'requestMirror'], (host, p) => {

@@ -10,6 +10,8 @@ import type { Static } from '@sinclair/typebox'
 import type { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, RequestMirrorIR, RetryIR } from '../ir/traffic.ts'
+import type { PolicySetIR } from '../ir/policy.ts'
+import { extProcBuffersResponses } from '../ir/validate.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { parseHostTarget } from './to-ir.ts'
@@ -87,6 +89,18 @@ export function extProcToIR (c: ExtProcConfig, path: Path, report: Report): ExtP
     },
     maxBodyBytes: c.maxBodyBytes ?? DEFAULT_EXT_PROC_MAX_BODY_BYTES
   }
+}
+
+/**
+ * extProc's response body mode holds the whole answer for the processor. An MCP backend's
+ * answers may be SSE streams that stay open (a POST that streams progress, the session's
+ * GET stream) and are never whole, so on a route or backend that answers with MCP it can
+ * never apply: refused here rather than skipped at run time. `mcp`: what makes the answers
+ * MCP (null: nothing). The response headers are processed on MCP answers as on any other.
+ */
+export function checkExtProcOnMcp (policies: PolicySetIR, mcp: string | null, path: Path, report: Report): void {
+  if (mcp === null || !extProcBuffersResponses(policies)) return
+  report([...path, 'extProc', 'processingMode', 'responseBodyMode'], `buffered cannot apply: ${mcp}, whose answers may be SSE streams that are never whole (use none; the response headers are still sent to the processor)`)
 }
 
 export function retryToIR (c: RetryConfig, path: Path, report: Report): RetryIR {

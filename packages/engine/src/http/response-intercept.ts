@@ -1,12 +1,25 @@
 /**
- * Response interceptors: policies that must see (and may change) a backend's response
- * before the client gets it, asynchronously — external processing sends the response
- * headers, and optionally the whole body, to a service and waits for its answer. A policy
- * registers one per request in its request hook; the backend call then wraps its dispatch
- * handler so the response is held (headers, and the body when an interceptor buffers it)
- * until every interceptor has answered, and the handler gets the changed response.
+ * Response interceptors: policies that must see (and may change) an answer before the
+ * client gets it, asynchronously — external processing sends the response headers, and
+ * optionally the whole body, to a service and waits for its answer. A policy registers one
+ * per request in its request hook; every answer then goes through them once, whoever made
+ * it (as Envoy runs ext_proc's response phase on local replies too, and agentgateway its
+ * response policies on every answer):
  *
- * Requests without interceptors pay nothing: the backend call checks one field of the
+ *   a backend's answer      the backend call wraps its dispatch handler (interceptResponse):
+ *                           the response is held (headers, and the body when an
+ *                           interceptor buffers it) until every interceptor has answered
+ *   a whole answer          the proxy's own (directResponse, redirects, errors) and the MCP
+ *                           layer's JSON answers: interceptAnswer, the body known up front
+ *   a streamed answer       an MCP SSE stream: interceptAnswer on its head; its body cannot
+ *                           be held (config/to-ir.ts refuses a body mode on MCP routes)
+ *
+ * The interceptors run in one order (innermost phase first) by the same steps
+ * (runHeaders, runBody) for all three. An answer takes them (takeInterceptors): a later
+ * answer of the same request — their own failure, a backend body that broke after the
+ * head — does not run them again.
+ *
+ * Requests without interceptors pay nothing: each answer checks one field of the
  * request's state (`responseInterceptors`, null until a policy adds one).
  */
 
@@ -60,6 +73,99 @@ export function addResponseInterceptor (ctx: InterceptContext, interceptor: Resp
   (ctx.responseInterceptors ??= []).push(interceptor)
 }
 
+/**
+ * The request's interceptors for the answer about to go out, innermost phase first (the
+ * backend's, then the route's, then the gateway's); null for none. Taken once: the request
+ * has none afterwards, so an answer made while or after they ran does not run them again.
+ */
+export function takeInterceptors (ctx: InterceptContext): ResponseInterceptor[] | null {
+  const list = ctx.responseInterceptors
+  ctx.responseInterceptors = null
+  return list === null || list.length === 0 ? null : [...list].reverse()
+}
+
+/** The client left (or the answer failed) while an interceptor ran: stop. */
+type Stopped = 'stopped'
+
+/** Each interceptor's header step in turn; the first result that ends the answer, else continue. */
+async function runHeaders (ordered: ResponseInterceptor[], draft: ResponseDraft, going: () => boolean): Promise<InterceptResult | Stopped> {
+  for (const i of ordered) {
+    const r = await i.onHeaders(draft)
+    if (!going()) return 'stopped'
+    if (r.action !== 'continue') return r
+  }
+  return CONTINUE
+}
+
+/** The interceptors that want the whole body, after the header step. */
+function bodyTakersOf (ordered: ResponseInterceptor[], draft: ResponseDraft): ResponseInterceptor[] {
+  return draft.hasBody ? ordered.filter(i => i.wantsBody()) : []
+}
+
+/** The first body taker whose limit `size` is over; null when it fits them all. */
+function overLimit (takers: ResponseInterceptor[], size: number): ResponseInterceptor | null {
+  return takers.find(i => i.maxBodyBytes < size) ?? null
+}
+
+/** Each body taker's body step in turn, with the whole body in `draft.body`. */
+async function runBody (takers: ResponseInterceptor[], draft: ResponseDraft, going: () => boolean): Promise<InterceptResult | Stopped> {
+  for (const i of takers) {
+    const r = await i.onBody(draft)
+    if (!going()) return 'stopped'
+    if (r.action !== 'continue') return r
+  }
+  return CONTINUE
+}
+
+const CONTINUE: InterceptResult = { action: 'continue' }
+
+/** An answer as the interceptors left it. `body` null: its own body; `reason`/`error` null: its own. */
+export interface InterceptedAnswer {
+  status: number
+  headers: HeaderMap
+  body: Buffer | null
+  reason: string | null
+  error: string | null
+}
+
+/**
+ * The interceptors over an answer the proxy makes (a local answer, an MCP answer): its body
+ * known whole (`body`), or streaming and never held (`'stream'`: only the header step
+ * applies; an interceptor that wants the body fails the answer — the config loader refuses
+ * that combination, so this is never silent). Resolves with the answer to send — the draft
+ * as they changed it, their immediate response, or their failure (a 500) — or null when
+ * the client left (or another answer went out) meanwhile.
+ */
+export async function interceptAnswer (ctx: InterceptContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<InterceptedAnswer | null> {
+  let result: InterceptResult | Stopped
+  try {
+    result = await runAll(ctx, ordered, draft, body)
+  } catch (err) {
+    result = { action: 'fail', status: 500, body: 'internal error', reason: 'Internal', error: `response processing failed: ${(err as Error)?.message ?? String(err)}` }
+  }
+  if (result === 'stopped' || ctx.done || ctx.res.headersSent || ctx.res.destroyed) return null
+  if (result.action === 'fail') return { status: result.status, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: Buffer.from(result.body), reason: result.reason, error: result.error }
+  return { status: draft.status, headers: draft.headers, body: draft.body, reason: result.action === 'respond' ? 'ExtProc' : null, error: null }
+}
+
+/** The header step, then the body step when an interceptor wants the body. */
+async function runAll (ctx: InterceptContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<InterceptResult | Stopped> {
+  const going = () => !ctx.done
+  const head = await runHeaders(ordered, draft, going)
+  // Ended, or a body given at the headers (it replaces the answer's).
+  if (head !== CONTINUE || draft.body !== null) return head
+  const takers = bodyTakersOf(ordered, draft)
+  if (takers.length === 0) return CONTINUE
+  if (body === 'stream') {
+    return { action: 'fail', status: 500, body: 'internal error', reason: 'Internal', error: 'a response policy wants the body of a streamed answer, which cannot be held' }
+  }
+  // Too large for one: it fails the answer, or lets it through unprocessed.
+  const over = overLimit(takers, body.length)
+  if (over !== null) return over.onBodyTooLarge()
+  draft.body = body
+  return await runBody(takers, draft, going)
+}
+
 /** What the wrapper needs from the backend call. */
 export interface InterceptHooks {
   /** The backend answered: stop the call's timers (the interceptors' time is not the backend's). */
@@ -79,13 +185,13 @@ const NOOP_CONTROLLER = {
 
 /**
  * The dispatch handler to use for a backend call: `handler` itself when the request has no
- * interceptors, else a wrapper that runs them (innermost phase first) before `handler`
- * sees the response.
+ * interceptors, else a wrapper that runs them (innermost phase first) on the answer that
+ * reaches it before `handler` sees the response. A retried call is wrapped per attempt; the
+ * attempt whose answer arrives first past the retries takes the interceptors.
  */
 export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.DispatchHandler, hooks: InterceptHooks): Dispatcher.DispatchHandler {
-  const list = ctx.responseInterceptors
-  if (list === null || list.length === 0) return handler
-  const ordered = [...list].reverse()
+  if (ctx.responseInterceptors === null || ctx.responseInterceptors.length === 0) return handler
+  let ordered: ResponseInterceptor[] = []
   let mode: 'waiting' | 'buffering' | 'passing' | 'discarding' | 'done' = 'waiting'
   let draft: ResponseDraft | null = null
   let controller: Dispatcher.DispatchController | null = null
@@ -95,8 +201,10 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
   let upstreamError: Error | null = null
   let headersAt = 0
   let bodyTakers: ResponseInterceptor[] = []
+  const going = (): boolean => upstreamError === null && !ctx.done
 
-  const finish = (result: InterceptResult): boolean => {
+  const finish = (result: InterceptResult | Stopped): boolean => {
+    if (result === 'stopped') return true
     if (result.action === 'continue') return false
     mode = 'done'
     if (result.action === 'respond') {
@@ -121,11 +229,7 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
   }
 
   const afterHeaders = async (): Promise<void> => {
-    for (const i of ordered) {
-      const r = await i.onHeaders(draft!)
-      if (upstreamError !== null || ctx.done) return
-      if (finish(r)) return
-    }
+    if (finish(await runHeaders(ordered, draft!, going))) return
     if (draft!.body !== null) {
       // Replaced at the headers: the backend's body is dropped.
       mode = 'discarding'
@@ -135,7 +239,7 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
       controller!.resume()
       return
     }
-    bodyTakers = draft!.hasBody ? ordered.filter(i => i.wantsBody()) : []
+    bodyTakers = bodyTakersOf(ordered, draft!)
     if (bodyTakers.length === 0) {
       passThrough()
       return
@@ -147,11 +251,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
   }
 
   const checkSize = (): boolean => {
-    const limit = Math.min(...bodyTakers.map(i => i.maxBodyBytes))
-    if (size <= limit) return true
-    const over = bodyTakers.find(i => i.maxBodyBytes < size)!
-    const r = over.onBodyTooLarge()
-    if (finish(r)) return false
+    const over = overLimit(bodyTakers, size)
+    if (over === null) return true
+    if (finish(over.onBodyTooLarge())) return false
     // Let it through unprocessed.
     passThrough()
     return false
@@ -170,11 +272,7 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
   const afterBody = async (): Promise<void> => {
     draft!.body = Buffer.concat(queued)
     queued = []
-    for (const i of bodyTakers) {
-      const r = await i.onBody(draft!)
-      if (ctx.done) return
-      if (finish(r)) return
-    }
+    if (finish(await runBody(bodyTakers, draft!, () => !ctx.done))) return
     mode = 'done'
     deliverHeaders(NOOP_CONTROLLER)
     handler.onResponseData?.(NOOP_CONTROLLER, draft!.body!)
@@ -194,8 +292,15 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
     onRequestUpgrade (c, statusCode, headers, socket) {
       handler.onRequestUpgrade?.(c, statusCode, headers, socket)
     },
-    onResponseStart (c, statusCode, headers) {
+    onResponseStart (c, statusCode, headers, statusMessage) {
       controller = c
+      const taken = takeInterceptors(ctx)
+      if (taken === null) {
+        // Another answer took them already: this one goes through as it is.
+        mode = 'passing'
+        return handler.onResponseStart?.(c, statusCode, headers, statusMessage)
+      }
+      ordered = taken
       hooks.stopTimers()
       headersAt = performance.now()
       const copy: HeaderMap = {}

@@ -35,10 +35,20 @@ function checkClientValidation (v: ClientValidationIR | undefined, protocol: str
   if (typeof v.caCerts !== 'string' || !v.caCerts.includes('-----BEGIN CERTIFICATE-----')) report([...path, 'caCerts'], 'caCerts must hold at least one PEM certificate')
 }
 
+/**
+ * Whether an extProc in `policies` wants response bodies whole: it can never apply where the
+ * answers are MCP (they may be SSE streams that never end), so the YAML front end
+ * (config/traffic-to-ir.ts) and the check below refuse it there.
+ */
+export function extProcBuffersResponses (policies: PolicySetIR): boolean {
+  return policies.extProc?.processingMode.responseBodyMode === 'buffered'
+}
+
 /** Every semantic problem of `ir`; empty when it may be installed. */
 export function validateIR (ir: ProxyIR): IrDiagnostic[] {
   const out: IrDiagnostic[] = []
   const report = (path: IrPath, message: string): void => { out.push({ path, message }) }
+  const mcpBackends = new Set(ir.backends.filter(b => b.kind === 'mcp').map(b => b.key))
   ir.binds.forEach((bind, b) => {
     const bp = ['binds', b]
     checkMs(bind.requestHeadersTimeoutMs, [...bp, 'requestHeadersTimeoutMs'], report)
@@ -58,6 +68,7 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
       checkPolicies(listener.policies, [...lp, 'policies'], report)
       checkMs(listener.frontend?.requestBodyIdleTimeoutMs, [...lp, 'frontend', 'requestBodyIdleTimeoutMs'], report)
       listener.routes.forEach((route, r) => checkRoute(route, [...lp, 'routes', r], report))
+      checkExtProcOnMcp(listener, mcpBackends, lp, report)
     })
   })
   ir.backends.forEach((backend, i) => {
@@ -75,6 +86,22 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
     if (max !== undefined && (!Number.isInteger(max) || max < 1)) report([...bp, 'mcp', 'maxSessions'], 'must be a positive integer')
   })
   return out
+}
+
+/** extProc's response body mode where the answers are MCP: on the listener, a route, a backend reference. */
+function checkExtProcOnMcp (listener: ListenerIR, mcpBackends: ReadonlySet<string>, lp: IrPath, report: (path: IrPath, message: string) => void): void {
+  const why = 'extProc responseBodyMode buffered cannot apply to MCP answers (they may be SSE streams that are never whole)'
+  let listenerHasMcp = false
+  listener.routes.forEach((route, r) => {
+    const rp = [...lp, 'routes', r]
+    const mcp = route.backends.some(ref => mcpBackends.has(ref.backend))
+    listenerHasMcp ||= mcp
+    if (mcp && extProcBuffersResponses(route.policies)) report([...rp, 'policies', 'extProc'], why)
+    route.backends.forEach((ref, i) => {
+      if (mcpBackends.has(ref.backend) && extProcBuffersResponses(ref.policies)) report([...rp, 'backends', i, 'policies', 'extProc'], why)
+    })
+  })
+  if (listenerHasMcp && extProcBuffersResponses(listener.policies)) report([...lp, 'policies', 'extProc'], why)
 }
 
 const PROTOCOLS = new Set(['HTTP', 'HTTPS', 'TLS', 'TCP'])

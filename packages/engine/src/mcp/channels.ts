@@ -13,15 +13,30 @@ import type { ServerResponse } from 'node:http'
 import { isResponse, type JsonRpcId, type JsonRpcMessage } from './jsonrpc.ts'
 import type { RequestSpan } from '../trace/otel.ts'
 
+/** The head to write; null when the finish step answered the request itself (the stream is over). */
+export type Head = { status: number, headers: Record<string, string | string[]> } | null
+
 /**
  * The finish step of an answer's head, passed in by mcp/http.ts (the pipeline's response
  * policies and trace, as for every other answer): given the status and the headers the
- * answer would send, returns the headers to write.
+ * answer would send, returns the head to write — at once, or once an asynchronous response
+ * policy (extProc) has answered; what is sent meanwhile waits.
  */
-export type HeadHook = (status: number, headers: Record<string, string>) => Record<string, string | string[]>
+export type HeadHook = (status: number, headers: Record<string, string>) => Head | Promise<Head>
 
-/** Writes the headers as they are (a channel nobody finishes, in unit tests). */
-const PLAIN_HEAD: HeadHook = (_status, headers) => headers
+/** Writes the head as it is (a channel nobody finishes, in unit tests). */
+const PLAIN_HEAD: HeadHook = (status, headers) => ({ status, headers })
+
+/** Calls `then` with the hook's head: at once when it has it, else when it comes. */
+export function withHead (res: ServerResponse, head: Head | Promise<Head>, then: (head: NonNullable<Head>) => void): void {
+  if (!(head instanceof Promise)) {
+    if (head !== null && !res.headersSent && !res.destroyed) then(head)
+    return
+  }
+  head.then(h => {
+    if (h !== null && !res.headersSent && !res.destroyed) then(h)
+  }, (err: Error) => res.destroy(err))
+}
 
 export interface Channel {
   /** Delivers one message; returns false when the channel can no longer carry it. */
@@ -29,6 +44,8 @@ export interface Channel {
   readonly open: boolean
   /** The OpenTelemetry span of the HTTP request this channel answers: the parent of the target calls it causes. */
   readonly span?: RequestSpan | null
+  /** The session calls a target for a request this channel answers (the trace's backend call starts). */
+  calling?(target: string): void
 }
 
 interface LoggedEvent {
@@ -97,20 +114,31 @@ export class EventLog {
 export class SseWriter {
   readonly res: ServerResponse
   private keepalive: NodeJS.Timeout | undefined
+  /** Frames written while the head waits for an asynchronous response policy; null once it is out. */
+  private pending: string[] | null = null
+  private endPending = false
 
   constructor (res: ServerResponse, headers: Record<string, string>, head: HeadHook = PLAIN_HEAD, keepaliveMs = 15_000) {
     this.res = res
     if (!res.headersSent) {
-      res.writeHead(200, head(200, {
+      const h = head(200, {
         'content-type': 'text/event-stream',
         'cache-control': 'no-cache, no-transform',
         'x-accel-buffering': 'no',
         ...headers
-      }))
-      res.flushHeaders()
+      })
+      if (h instanceof Promise) this.pending = []
+      withHead(res, h, ({ status, headers }) => {
+        res.writeHead(status, headers)
+        res.flushHeaders()
+        const frames = this.pending ?? []
+        this.pending = null
+        for (const frame of frames) res.write(frame)
+        if (this.endPending) res.end()
+      })
     }
     if (keepaliveMs > 0) {
-      this.keepalive = setInterval(() => { if (this.open) res.write(': keepalive\n\n') }, keepaliveMs)
+      this.keepalive = setInterval(() => { if (this.open && this.pending === null) res.write(': keepalive\n\n') }, keepaliveMs)
       this.keepalive.unref()
       res.once('close', () => clearInterval(this.keepalive))
     }
@@ -126,12 +154,14 @@ export class SseWriter {
     if (event !== undefined) frame += `event: ${event}\n`
     if (id !== undefined) frame += `id: ${id}\n`
     frame += `data: ${data}\n\n`
-    this.res.write(frame)
+    if (this.pending !== null) this.pending.push(frame)
+    else this.res.write(frame)
   }
 
   end (): void {
     clearInterval(this.keepalive)
-    if (this.open) this.res.end()
+    if (this.pending !== null) this.endPending = true
+    else if (this.open) this.res.end()
   }
 }
 
@@ -153,13 +183,15 @@ export class PostChannel implements Channel {
   private readonly head: HeadHook
   /** Called with the error of each final error response, before it is written. */
   onError: ((error: { code: number, message: string }) => void) | null = null
+  private readonly onCall: ((target: string) => void) | null
 
   /** The HTTP status of a JSON answer (2026-07-28 gives some errors their own; default 200). */
   private readonly statusOf: (message: JsonRpcMessage) => number
   readonly span: RequestSpan | null
 
-  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number, span?: RequestSpan | null }) {
+  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number, span?: RequestSpan | null, onCall?: (target: string) => void }) {
     this.res = res
+    this.onCall = options.onCall ?? null
     this.span = options.span ?? null
     this.statusOf = options.statusOf ?? (() => 200)
     this.head = options.head ?? PLAIN_HEAD
@@ -171,6 +203,10 @@ export class PostChannel implements Channel {
 
   get open (): boolean {
     return !this.finished && !this.res.destroyed
+  }
+
+  calling (target: string): void {
+    this.onCall?.(target)
   }
 
   /** True while this POST still waits for the response to `id`. */
@@ -197,9 +233,15 @@ export class PostChannel implements Channel {
     this.finished = true
     if (this.res.destroyed) return
     const body = JSON.stringify(this.batch ? this.collected : this.collected[0])
-    const status = this.batch ? 200 : this.statusOf(this.collected[0]!)
-    this.res.writeHead(status, { ...this.head(status, { 'content-type': 'application/json', ...this.headers }), 'content-length': String(Buffer.byteLength(body)) })
-    this.res.end(body)
+    this.sendWhole(this.batch ? 200 : this.statusOf(this.collected[0]!), body)
+  }
+
+  /** A whole JSON answer, its head through the finish step. */
+  private sendWhole (status: number, body: string): void {
+    withHead(this.res, this.head(status, { 'content-type': 'application/json', ...this.headers }), head => {
+      this.res.writeHead(head.status, { ...head.headers, 'content-length': String(Buffer.byteLength(body)) })
+      this.res.end(body)
+    })
   }
 
   private switchToSse (): void {
@@ -240,13 +282,12 @@ export class PostChannel implements Channel {
   fail (status: number, body: JsonRpcMessage): void {
     if (this.finished) return
     this.finished = true
-    if (this.res.headersSent) {
+    // An SSE head may still wait for a response policy: the stream is ended, not answered again.
+    if (this.sse !== null || this.res.headersSent) {
       this.sse?.end()
       return
     }
-    const text = JSON.stringify(body)
-    this.res.writeHead(status, { ...this.head(status, { 'content-type': 'application/json', ...this.headers }), 'content-length': String(Buffer.byteLength(text)) })
-    this.res.end(text)
+    this.sendWhole(status, JSON.stringify(body))
   }
 }
 

@@ -19,9 +19,10 @@
 import { randomUUID } from 'node:crypto'
 import type { RequestContext } from '../request/context.ts'
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
+import type { HeaderMap } from '../ir/header-map.ts'
 import type { McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
-import { PostChannel, SseWriter, type HeadHook } from './channels.ts'
+import { PostChannel, SseWriter, type Head, type HeadHook } from './channels.ts'
 import {
   errorResponse, gatewayErrorReason, INVALID_REQUEST, isRequest, PARSE_ERROR, resultResponse, sessionNotFound, targetUnavailable, validMessage,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
@@ -29,6 +30,7 @@ import {
 import { requestSnapshot } from '../trace/snapshot.ts'
 import { traceCallResult, traceCallStart } from '../trace/backend-call.ts'
 import { readRequestBody } from '../http/request-body.ts'
+import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
 import { hostnameMatches } from '../routing/hostname.ts'
 import { corsAllowsOrigin } from '../request/cors-origins.ts'
 import type { ClientInit } from './target.ts'
@@ -119,32 +121,75 @@ function isLocalOrigin (origin: string): boolean {
 
 // ---- trace and response helpers -------------------------------------------------------
 
-function traceStart (rt: McpRuntime, ctx: RequestContext): void {
+/**
+ * The request as it leaves for the MCP layer (the trace's "final request"). `call`: a target
+ * is called for it now (traceTargetCall); otherwise only when the session calls one.
+ */
+function traceStart (rt: McpRuntime, ctx: RequestContext, call = false): void {
   ctx.upstreamStart = performance.now()
   if (ctx.tracer === null) return
   ctx.tracer.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
+  if (call) traceTargetCall(ctx)
+}
+
+/** Requests whose trace has a backendCallStart: only they get a backendCallResult. */
+const calling = new WeakSet<RequestContext>()
+
+/**
+ * A target is called for this request: the trace's backendCallStart, once. Only then does
+ * its answer's head end a backend call in the trace — an answer the gateway made itself (a
+ * tools/call MCP authorization refused, a ping, an unknown session) shows no backend call,
+ * as no backend was called.
+ */
+function traceTargetCall (ctx: RequestContext): void {
+  if (ctx.tracer === null || calling.has(ctx)) return
+  calling.add(ctx)
   traceCallStart(ctx, ctx.mcp?.target !== undefined && ctx.mcp.target !== '' ? ctx.mcp.target : ctx.backend!.target)
 }
 
 /**
  * Every MCP answer's head goes through here: status and reason bookkeeping, the trace's
- * backendCallResult, then the pipeline's finish step (response policies, closing snapshot).
- * Returns the headers to write.
+ * backendCallResult (when a target was called), then the pipeline's finish step (response policies, closing snapshot).
+ * Returns the headers to write. `reason`: an answer a response policy made (extProc).
  */
-function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, headers: Record<string, string>, error: string | null): Record<string, string | string[]> {
+function finishHead (rt: McpRuntime, ctx: RequestContext, status: number, headers: HeaderMap, error: string | null, reason?: string): Record<string, string | string[]> {
   ctx.status = status
-  ctx.reason = status >= 400 ? 'MCP' : 'Upstream'
+  ctx.reason = reason ?? (status >= 400 ? 'MCP' : 'Upstream')
   ctx.responseHeaders = headers
   ctx.upstreamHeadersAt = performance.now()
   if (ctx.upstreamStart === 0) traceStart(rt, ctx)
-  traceCallResult(ctx, status, error)
+  if (calling.has(ctx)) traceCallResult(ctx, status, error)
   rt.finish(ctx)
   return ctx.responseHeaders as Record<string, string | string[]>
 }
 
-/** The head of a streamed answer (SSE, a POST's JSON) goes through the same finish step. */
+/**
+ * The head of a streamed answer (SSE, a POST's JSON) goes through the same finish step —
+ * after the request's response interceptors (extProc's response phase), when it has any.
+ */
 function headHook (rt: McpRuntime, ctx: RequestContext): HeadHook {
-  return (status, headers) => finishHead(rt, ctx, status, { ...headers }, ctx.error)
+  return (status, headers) => {
+    const ordered = ctx.responseInterceptors === null ? null : takeInterceptors(ctx)
+    if (ordered === null) return { status, headers: finishHead(rt, ctx, status, { ...headers }, ctx.error) }
+    return interceptHead(rt, ctx, ordered, status, headers)
+  }
+}
+
+/**
+ * A streamed answer's head through the response interceptors: their header step only (its
+ * body cannot be held; config/to-ir.ts refuses a body mode on MCP routes). When they replace
+ * the answer (an immediate response, a body set at the headers, a failure) it is written
+ * here and the stream is over (null).
+ */
+async function interceptHead (rt: McpRuntime, ctx: RequestContext, ordered: ResponseInterceptor[], status: number, headers: Record<string, string>): Promise<Head> {
+  const draft: ResponseDraft = { status, headers: { ...headers }, body: null, hasBody: true }
+  const answer = await interceptAnswer(ctx, ordered, draft, 'stream')
+  if (answer === null) return null
+  if (answer.body !== null) {
+    writeWhole(rt, ctx, answer.status, answer.headers, answer.body, answer.error ?? ctx.error, answer.reason ?? undefined)
+    return null
+  }
+  return { status: answer.status, headers: finishHead(rt, ctx, answer.status, answer.headers, ctx.error) }
 }
 
 /**
@@ -161,13 +206,27 @@ function traceTargetError (ctx: RequestContext, error: { code: number, message: 
 }
 
 function reply (rt: McpRuntime, ctx: RequestContext, status: number, body: JsonRpcMessage | JsonRpcMessage[] | null, headers: Record<string, string> = {}): void {
-  const { res } = ctx
   const error = status >= 400 && body !== null && !Array.isArray(body) && 'error' in body ? body.error.message : null
   if (error !== null) ctx.error = error
-  const final = finishHead(rt, ctx, status, body === null ? { ...headers } : { 'content-type': 'application/json', ...headers }, error)
+  const head = body === null ? { ...headers } : { 'content-type': 'application/json', ...headers }
+  const payload = Buffer.from(body === null ? '' : JSON.stringify(body))
+  const ordered = ctx.responseInterceptors === null ? null : takeInterceptors(ctx)
+  if (ordered === null) return writeWhole(rt, ctx, status, head, payload, error)
+  // A whole answer: the response interceptors see it (and its body) first, as on any route.
+  const draft: ResponseDraft = { status, headers: head, body: null, hasBody: payload.length > 0 }
+  void interceptAnswer(ctx, ordered, draft, payload).then(answer => {
+    if (answer !== null) writeWhole(rt, ctx, answer.status, answer.headers, answer.body ?? payload, answer.error ?? error, answer.reason ?? undefined)
+  })
+}
+
+/** A whole answer: its head through the finish step, then the body. */
+function writeWhole (rt: McpRuntime, ctx: RequestContext, status: number, headers: HeaderMap, body: Buffer, error: string | null, reason?: string): void {
+  const { res } = ctx
+  if (error !== null) ctx.error = error
+  const final = finishHead(rt, ctx, status, headers, error, reason)
   if (res.headersSent || res.destroyed) return
   // A response policy may have replaced the body (transformation), as on any route.
-  const payload = ctx.responseBody ?? Buffer.from(body === null ? '' : JSON.stringify(body))
+  const payload = ctx.responseBody ?? body
   res.writeHead(status, { ...final, 'content-length': String(payload.length) })
   res.end(payload)
 }
@@ -246,7 +305,8 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
   if (initialize !== undefined) {
     if (messages.length > 1) return reply(rt, ctx, 400, errorResponse(initialize.id, INVALID_REQUEST, 'Invalid Request: initialize must be sent alone'))
     ctx.mcp = { method: 'initialize', target: spec.targets.map(t => t.name).join(','), protocolVersion: initOf(initialize).protocolVersion }
-    traceStart(rt, ctx)
+    // The session starts by initializing its targets.
+    traceStart(rt, ctx, true)
     let session: McpSession
     try {
       session = spec.statefulMode === 'stateless' ? await gw.statelessSession(backend) : await gw.createSession(backend, initOf(initialize))
@@ -283,7 +343,7 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
     return reply(rt, ctx, 202, null)
   }
   const headers: Record<string, string> = spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
-  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null, head: headHook(rt, ctx), span: ctx.span })
+  const channel = new PostChannel(ctx.res, { requestIds, batch, headers, log: spec.statefulMode === 'stateful' ? session.events : null, head: headHook(rt, ctx), span: ctx.span, onCall: () => traceTargetCall(ctx) })
   channel.onError = error => traceTargetError(ctx, error)
   const filter = itemFilter(ctx)
   for (const m of messages) session.handle(m, channel, filter)
@@ -293,7 +353,8 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
 function helpers (rt: McpRuntime): McpHttpHelpers {
   return {
     reply: (ctx, status, body, headers) => reply(rt, ctx, status, body, headers),
-    traceStart: ctx => traceStart(rt, ctx),
+    traceStart: (ctx, call) => traceStart(rt, ctx, call),
+    traceTargetCall,
     headHook: ctx => headHook(rt, ctx),
     itemFilter,
     traceTargetError
@@ -354,7 +415,8 @@ async function del (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backend
   const session = await gw.getSession(backend, sid)
   if (session === null) return reply(rt, ctx, 404, sessionNotFound())
   ctx.mcp = { method: 'DELETE', target: '' }
-  traceStart(rt, ctx)
+  // Ending the session ends the targets' sessions.
+  traceStart(rt, ctx, true)
   await gw.deleteSession(session)
   reply(rt, ctx, 200, null)
 }

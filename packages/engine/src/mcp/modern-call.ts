@@ -152,6 +152,10 @@ export class ModernCall implements Channel {
     return this.binding?.channel === channel
   }
 
+  calling (target: string): void {
+    this.binding?.channel.calling?.(target)
+  }
+
   /** Open while the call lives: parked, its messages wait for the next POST. */
   get open (): boolean {
     return !this.done

@@ -144,7 +144,7 @@ function lastSseMessage (text: string): unknown {
 /** What the forwarding needs of mcp/http.ts (the answer's head goes through the pipeline's finish step). */
 export interface ForwardHelpers {
   reply(ctx: RequestContext, status: number, body: JsonRpcMessage | null, headers?: Record<string, string>): void
-  traceStart(ctx: RequestContext): void
+  traceStart(ctx: RequestContext, call?: boolean): void
   headHook(ctx: RequestContext): HeadHook
   traceTargetError(ctx: RequestContext, error: { code: number, message: string }): void
 }
@@ -164,7 +164,7 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
     h.traceStart(ctx)
     return h.reply(ctx, 200, errorResponse(message.id, INVALID_PARAMS, `Unknown ${ctx.mcp.kind}: ${ctx.mcp.name}`))
   }
-  h.traceStart(ctx)
+  h.traceStart(ctx, true)
 
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
   for (const [name, value] of Object.entries(ctx.req.headers)) {
@@ -225,9 +225,9 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
       // Short answers: read whole, amended, sent as JSON or SSE again.
       const text = (await readLimited(res.body, target.maxMessageBytes, `the ${method} answer`)).toString('utf8')
       const body = contentType.startsWith('text/event-stream') ? rewriteSse(text, amend) : JSON.stringify(amend(JSON.parse(text)))
-      const final = h.headHook(ctx)(res.statusCode, outHeaders)
-      if (!ctx.res.headersSent && !ctx.res.destroyed) {
-        ctx.res.writeHead(res.statusCode, { ...final, 'content-length': String(Buffer.byteLength(body)) })
+      const head = await h.headHook(ctx)(res.statusCode, outHeaders)
+      if (head !== null && !ctx.res.headersSent && !ctx.res.destroyed) {
+        ctx.res.writeHead(head.status, { ...head.headers, 'content-length': String(Buffer.byteLength(body)) })
         ctx.res.end(body)
       }
       return
@@ -253,15 +253,19 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
 async function streamAnswer (ctx: RequestContext, res: Dispatcher.ResponseData, headers: Record<string, string>, sse: boolean, target: McpTargetIR, h: ForwardHelpers): Promise<void> {
   if (!sse) {
     const body = await readLimited(res.body, target.maxMessageBytes, 'an answer')
-    const final = h.headHook(ctx)(res.statusCode, headers)
-    if (ctx.res.headersSent || ctx.res.destroyed) return
-    ctx.res.writeHead(res.statusCode, { ...final, 'content-length': String(body.length) })
+    const head = await h.headHook(ctx)(res.statusCode, headers)
+    if (head === null || ctx.res.headersSent || ctx.res.destroyed) return
+    ctx.res.writeHead(head.status, { ...head.headers, 'content-length': String(body.length) })
     ctx.res.end(body)
     return
   }
-  const final = h.headHook(ctx)(res.statusCode, headers)
-  if (ctx.res.headersSent || ctx.res.destroyed) return
-  ctx.res.writeHead(res.statusCode, final)
+  // The target's stream waits (unread) while a response policy decides on the head.
+  const head = await h.headHook(ctx)(res.statusCode, headers)
+  if (head === null || ctx.res.headersSent || ctx.res.destroyed) {
+    res.body.destroy()
+    return
+  }
+  ctx.res.writeHead(head.status, head.headers)
   ctx.res.flushHeaders()
   const meter = new SseEventMeter(target.maxMessageBytes)
   for await (const chunk of res.body as AsyncIterable<Buffer>) {

@@ -230,7 +230,10 @@ export function upstreamRequest (req: JsonRpcRequest, id: string, progressToken:
 /** What mcp/http.ts lends this module: its reply, trace and authorization helpers. */
 export interface McpHttpHelpers {
   reply(ctx: RequestContext, status: number, body: JsonRpcMessage | null, headers?: Record<string, string>): void
-  traceStart(ctx: RequestContext): void
+  /** The trace's final request; `call`: a target is called for it now. */
+  traceStart(ctx: RequestContext, call?: boolean): void
+  /** A target is called for this request (the trace's backend call starts). */
+  traceTargetCall(ctx: RequestContext): void
   headHook(ctx: RequestContext): HeadHook
   itemFilter(ctx: RequestContext): ItemFilter | undefined
   traceTargetError(ctx: RequestContext, error: { code: number, message: string }): void
@@ -280,7 +283,7 @@ export async function handleModernPost (gw: McpGateway, ctx: RequestContext, bac
   const filter = h.itemFilter(ctx)
   h.traceStart(ctx)
   const meta = metaOf(req) ?? {}
-  const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx), statusOf: modernStatus, span: ctx.span })
+  const post = new PostChannel(ctx.res, { requestIds: [req.id], batch: false, headers: {}, log: null, head: h.headHook(ctx), statusOf: modernStatus, span: ctx.span, onCall: () => h.traceTargetCall(ctx) })
   post.onError = error => h.traceTargetError(ctx, error)
   const binding: CallBinding = { channel: post, clientId: req.id, clientToken: meta.progressToken, logLevel: meta[META_LOG_LEVEL] }
   const params = (req.params ?? {}) as Record<string, unknown>

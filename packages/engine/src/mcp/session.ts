@@ -282,6 +282,7 @@ export class McpSession {
     const entry: Inflight = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: token, cancelled: false, span: startTargetSpan(channel.span, req.method, conn, params, conn.revision) }
     this.inflight.set(idKey(req.id), entry)
     if (token !== undefined) this.byProgressToken.set(token, entry)
+    channel.calling?.(targetName)
     const send = () => {
       if (entry.cancelled) return
       const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
@@ -325,6 +326,7 @@ export class McpSession {
     const entry: Inflight = { clientId: req.id, channel, method: req.method, target: null, upstreamId: null, progressToken: undefined, cancelled: false, span: null }
     this.inflight.set(idKey(req.id), entry)
     const targets = [...this.targets.values()].filter(t => (cursors === null || t.name in cursors) && (t.initResult === null || spec.capability in (t.initResult.capabilities ?? {})))
+    if (targets.length > 0) channel.calling?.(targets.map(t => t.name).join(','))
     const answers = await Promise.all(targets.map(async t => {
       try {
         await t.ready()
@@ -365,6 +367,7 @@ export class McpSession {
 
   /** A request every target gets (logging/setLevel); one empty result for the client. */
   private async broadcastRequest (req: JsonRpcRequest, channel: Channel): Promise<void> {
+    channel.calling?.([...this.targets.keys()].join(','))
     const answers = await Promise.all([...this.targets.values()].map(async t => {
       try {
         await t.ready()

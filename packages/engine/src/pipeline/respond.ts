@@ -1,13 +1,15 @@
 /**
  * Answers from the proxy itself (no route, policy decisions, failures before the backend
- * answered). Response policies of the phases entered so far still apply, and the trace gets
- * the same closing snapshots as a proxied response.
+ * answered). Response policies of the phases entered so far still apply — the asynchronous
+ * ones (extProc's response phase) first, as on a backend's answer — and the trace gets the
+ * same closing snapshots as a proxied response.
  */
 
 import type { RequestContext, RequestReason } from '../request/context.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 import { severityOf } from '../trace/recorder.ts'
+import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
 
 export function respondLocal (
   rt: { env: Record<string, string>, traceBodyLimit: number },
@@ -19,6 +21,10 @@ export function respondLocal (
   headers?: HeaderMap
 ): void {
   const { res } = ctx
+  if (ctx.responseInterceptors !== null) {
+    const ordered = takeInterceptors(ctx)
+    if (ordered !== null) return void intercepted(rt, ctx, ordered, status, body, reason, error, headers)
+  }
   if (ctx.grpc !== null) return respondGrpc(rt, ctx, status, body, reason, error, headers)
   ctx.status = status
   ctx.reason = reason
@@ -37,6 +43,36 @@ export function respondLocal (
     res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(payload.length) })
   }
   res.end(ctx.method === 'HEAD' ? undefined : payload)
+}
+
+/**
+ * A local answer through the request's response interceptors first (extProc's response
+ * phase: Envoy runs it on local replies too), then answered as they left it — changed, or
+ * replaced by their immediate response or failure. The interceptors are taken: answering
+ * here does not run them again. A gRPC request's answer is shown to them as the HTTP
+ * status and headers the gateway means; the gRPC status is made from what they leave.
+ */
+async function intercepted (
+  rt: { env: Record<string, string>, traceBodyLimit: number },
+  ctx: RequestContext,
+  ordered: ResponseInterceptor[],
+  status: number,
+  body: string,
+  reason: RequestReason,
+  error: string | null,
+  headers: HeaderMap | undefined
+): Promise<void> {
+  ctx.status = status
+  ctx.reason = reason
+  if (error !== null) ctx.error = error
+  const payload = ctx.responseBody ?? Buffer.from(body)
+  const noBody = payload.length === 0 || ctx.method === 'HEAD' || status === 204 || status === 304
+  const draft: ResponseDraft = { status, headers: { 'content-type': 'text/plain; charset=utf-8', ...headers }, body: null, hasBody: !noBody }
+  const answer = await interceptAnswer(ctx, ordered, draft, payload)
+  if (answer === null) return
+  if (answer.body !== null) ctx.responseBody = answer.body
+  const text = answer.body !== null ? answer.body.toString('utf8') : body
+  respondLocal(rt, ctx, answer.status, text, (answer.reason ?? reason) as RequestReason, answer.error ?? error, answer.headers)
 }
 
 /**

@@ -67,12 +67,14 @@ const ORDER: readonly ImplementedPolicyKind[] = [
   'authorization',
   // After identity and authorization: descriptors may use jwt claims, refused requests use no quota.
   'remoteRateLimit',
-  'requestRedirect',
   'urlRewrite',
   'requestHeaderModifier',
   'transformation',
   // The processor sees the request as it would go upstream.
   'extProc',
+  // The local answers last, after extProc (as Envoy's router answers a route's redirect or
+  // direct response behind its filters): the processor sees the request and their answer.
+  'requestRedirect',
   'directResponse',
   'responseHeaderModifier'
 ]

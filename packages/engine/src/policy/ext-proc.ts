@@ -226,7 +226,7 @@ function responseInterceptor (
         draft.headers = { 'content-type': 'text/plain; charset=utf-8' }
         applyMutation(draft.headers, r.immediate.headers, changes)
         draft.body = r.immediate.body !== undefined ? Buffer.from(r.immediate.body) : Buffer.alloc(0)
-        trace(ctx, 'deny', `immediate response ${draft.status} instead of the backend's`)
+        trace(ctx, 'deny', `immediate response ${draft.status} instead of the answer`)
         return { action: 'respond' }
       }
       case 'response': {
