@@ -1,10 +1,13 @@
 /**
  * The clocks of one backend call: the route's request and backend timeouts (504), the
- * streamed request body's idle timeout (408), and the abort when the client leaves. Their
- * functions are made once, outside the call, on purpose: with an abort closure over the
- * call's whole scope (request, response, handler) made per request, V8's young-generation
- * GC kept promoting every request's objects, and scavenges took 5-10 ms instead of under
- * 1 ms (measured with bench/http-proxy.ts at 1,000 requests/s).
+ * streamed request body's idle timeout and minimum rate (408), the response stream's idle
+ * timeout (the stream is cut), and the abort when the client leaves. The defaults are the
+ * listener's (`timeout.http`, http/frontend.ts), a route's `policies.timeout` overrides them;
+ * the table is in docs/configuration.md#timeouts. Their functions are made once, outside the
+ * call, on purpose: with an abort closure over the call's whole scope (request, response,
+ * handler) made per request, V8's young-generation GC kept promoting every request's
+ * objects, and scavenges took 5-10 ms instead of under 1 ms (measured with
+ * bench/http-proxy.ts at 1,000 requests/s).
  */
 
 import type { Dispatcher } from 'undici'
@@ -28,19 +31,47 @@ export interface CallState {
   timedOut: string | null
   /** The route's request/backend timeout, while it runs. */
   timer: NodeJS.Timeout | undefined
+  /**
+   * The timer is the listener's default wait for response headers: it counts from the end of
+   * a streamed request body, not its start (Envoy's route timeout starts there too), so a long
+   * upload is bounded by the body's idle timeout and rate instead.
+   */
+  defaultWait: boolean
   /** The request body being streamed, while its idle timeout watches it. */
   body: BodyWatch | null
+  /** The response being streamed, while its idle timeout watches it. */
+  stream: StreamWatch | null
+  /**
+   * Progress of the response stream: the client response handler adds one per chunk from
+   * the backend and per drain of the client's side (a counter, so a chunk costs no clock read).
+   */
+  progress: number
 }
 
 /**
- * A streamed request body's idle timeout. It polls the client socket's byte count (a few
- * times per timeout period) instead of hooking every chunk, so a body costs one timer, not
- * work per chunk; the timeout fires between `idleMs` and 1.25 × `idleMs` after the last byte.
+ * A streamed request body's idle timeout and minimum rate. It polls the client socket's byte
+ * count (a few times per timeout period) instead of hooking every chunk, so a body costs one
+ * timer, not work per chunk; the idle timeout fires between `idleMs` and 1.25 × `idleMs`
+ * after the last byte. Until the response begins, each `idleMs` window must also bring
+ * `minBytes`: a byte every few seconds is never idle, yet holds the backend connection as
+ * long as the client likes.
  */
 interface BodyWatch {
   req: IncomingMessage
   idleMs: number
   lastBytes: number
+  lastChange: number
+  /** Bytes each window must bring; 0 once the response began (or no minimum). */
+  minBytes: number
+  windowStart: number
+  windowBytes: number
+  timer: NodeJS.Timeout
+}
+
+/** A response stream's idle timeout: polls `CallState.progress` as BodyWatch polls bytes. */
+interface StreamWatch {
+  idleMs: number
+  lastProgress: number
   lastChange: number
   timer: NodeJS.Timeout
 }
@@ -51,25 +82,37 @@ interface BodyWatch {
  * and the abort when the client leaves (`ctx.abortUpstream`).
  */
 export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallState {
-  const call: CallState = { controller: null, timedOut: null, timer: undefined, body: null }
+  const call: CallState = { controller: null, timedOut: null, timer: undefined, defaultWait: false, body: null, stream: null, progress: 0 }
   const timeouts = ctx.route?.ir.timeouts
+  const frontend = ctx.listener.frontend
   const grpcDeadline = grpcTimeoutMs(ctx.req.headers['grpc-timeout'])
-  if (timeouts !== undefined || grpcDeadline !== undefined) {
-    const elapsed = ctx.upstreamStart - ctx.startMono
-    // The client's own deadline (gRPC's grpc-timeout) counts as the request timeout: it is
-    // never retried past.
-    const remainingRequest = Math.min(timeouts?.requestMs ?? Infinity, grpcDeadline ?? Infinity) - elapsed
-    const backendLimit = timeouts?.backendRequestMs ?? Infinity
-    const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
-    if (wait !== Infinity) {
-      const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
-      call.timer = setTimeout(onCallTimeout, wait, call, which)
-    }
+  const elapsed = ctx.upstreamStart - ctx.startMono
+  // The client's own deadline (gRPC's grpc-timeout) counts as the request timeout: it is
+  // never retried past. 0 is no limit (the Gateway API's zero).
+  const remainingRequest = Math.min(limit(timeouts?.requestMs), grpcDeadline ?? Infinity) - elapsed
+  // The listener's default bounds the wait for response headers only when the route says
+  // nothing: a route's requestTimeout is its whole budget (the Gateway API's backendRequest
+  // must not exceed request), and an explicit 0 is no limit.
+  const routeSets = timeouts?.backendRequestMs !== undefined || timeouts?.requestMs !== undefined
+  const backendLimit = limit(routeSets ? timeouts?.backendRequestMs : frontend.backendRequestTimeoutMs)
+  const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
+  if (wait !== Infinity) {
+    const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
+    call.defaultWait = !routeSets && which === BACKEND_TIMEOUT
+    call.timer = setTimeout(onCallTimeout, wait, call, which)
   }
   ctx.abortUpstream = abortOnClientClose(call)
-  const idleMs = ctx.listener.frontend.requestBodyIdleTimeoutMs
-  if (streamsBody && idleMs > 0 && !ctx.req.complete) watchBody(call, ctx.req, idleMs)
+  const idleMs = timeouts?.requestBodyIdleMs ?? frontend.requestBodyIdleTimeoutMs
+  // gRPC client and bidirectional streams send messages when they have them, as grpc-dotnet
+  // exempts them from Kestrel's minimum rate; the idle timeout still applies.
+  const minRate = ctx.grpc !== null ? 0 : timeouts?.requestBodyMinRate ?? frontend.requestBodyMinRate
+  if (streamsBody && idleMs > 0 && !ctx.req.complete) watchBody(call, ctx.req, idleMs, Math.ceil(minRate * idleMs / 1000))
   return call
+}
+
+/** A limit in ms from the IR, where absent and 0 are both no limit. */
+function limit (ms: number | undefined): number {
+  return ms === undefined || ms === 0 ? Infinity : ms
 }
 
 const GRPC_TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 }
@@ -84,21 +127,45 @@ export function grpcTimeoutMs (value: string | string[] | undefined): number | u
   return m === null ? undefined : Number(m[1]) * GRPC_TIMEOUT_UNIT_MS[m[2]!]!
 }
 
-/** The backend answered: its time is up (the body's idle watch goes on while it streams). */
+/**
+ * The backend answered: its time is up. The body's idle watch goes on while the answer
+ * streams (its minimum rate stops: a backend that answers early reads at its own pace, as
+ * gRPC streams and Envoy Gateway's requestReceivedTimeout do).
+ */
 export function stopCallTimer (call: CallState): void {
   if (call.timer !== undefined) clearTimeout(call.timer)
+  call.defaultWait = false
+  if (call.body !== null) call.body.minBytes = 0
+}
+
+/**
+ * The response head went to the client: the stream's idle timeout starts (the route's
+ * `streamIdleTimeout`, else the listener's).
+ */
+export function startStreamWatch (call: CallState, ctx: CallContext): void {
+  const idleMs = ctx.route?.ir.timeouts?.streamIdleMs ?? ctx.listener.frontend.streamIdleTimeoutMs
+  if (idleMs <= 0 || call.stream !== null) return
+  const every = Math.max(10, Math.floor(idleMs / 4))
+  call.stream = { idleMs, lastProgress: call.progress, lastChange: performance.now(), timer: setTimeout(checkStream, every, call, every) }
 }
 
 /** The call is over or dropped (a retry): every clock stops and the client-abort hook goes. */
 export function releaseCall (call: CallState, ctx: CallContext): void {
   if (call.timer !== undefined) clearTimeout(call.timer)
+  call.defaultWait = false
   stopBodyWatch(call)
+  if (call.stream !== null) {
+    clearTimeout(call.stream.timer)
+    call.stream = null
+  }
   ctx.abortUpstream = null
 }
 
-function watchBody (call: CallState, req: IncomingMessage, idleMs: number): void {
+function watchBody (call: CallState, req: IncomingMessage, idleMs: number, minBytes: number): void {
   const every = Math.max(10, Math.floor(idleMs / 4))
-  call.body = { req, idleMs, lastBytes: req.socket?.bytesRead ?? 0, lastChange: performance.now(), timer: setTimeout(checkBody, every, call, every) }
+  const now = performance.now()
+  const bytes = req.socket?.bytesRead ?? 0
+  call.body = { req, idleMs, lastBytes: bytes, lastChange: now, minBytes, windowStart: now, windowBytes: bytes, timer: setTimeout(checkBody, every, call, every) }
 }
 
 function stopBodyWatch (call: CallState): void {
@@ -113,13 +180,16 @@ function checkBody (call: CallState, every: number): void {
   const { req } = watch
   if (req.complete || req.destroyed) {
     call.body = null
+    // The body is in: the default wait for the answer starts now (within `every`).
+    if (call.defaultWait) call.timer?.refresh()
     return
   }
   const now = performance.now()
   const bytes = req.socket?.bytesRead ?? 0
   // Bytes still buffered mean the backend is not taking them: that wait is the backend's,
-  // bounded by the route's timeouts, not the client's.
-  if (bytes !== watch.lastBytes || req.readableLength > 0) {
+  // bounded by the route's timeouts, not the client's (and the rate's window starts again).
+  const backendBehind = req.readableLength > 0
+  if (bytes !== watch.lastBytes || backendBehind) {
     watch.lastBytes = bytes
     watch.lastChange = now
   } else if (now - watch.lastChange >= watch.idleMs && call.controller !== null) {
@@ -127,10 +197,43 @@ function checkBody (call: CallState, every: number): void {
     call.controller.abort(new PorticoError('PORTICO_REQUEST_BODY_TIMEOUT', `request body idle timeout: no bytes from the client for ${watch.idleMs} ms`))
     return
   }
+  if (backendBehind || watch.minBytes === 0) {
+    watch.windowStart = now
+    watch.windowBytes = bytes
+  } else if (now - watch.windowStart >= watch.idleMs) {
+    const got = bytes - watch.windowBytes
+    if (got < watch.minBytes && call.controller !== null) {
+      call.body = null
+      call.controller.abort(new PorticoError('PORTICO_REQUEST_BODY_TIMEOUT', `request body too slow: ${got} bytes from the client in ${Math.round(now - watch.windowStart)} ms, below ${watch.minBytes} per ${watch.idleMs} ms (requestBodyMinRate)`))
+      return
+    }
+    watch.windowStart = now
+    watch.windowBytes = bytes
+  }
   watch.timer = setTimeout(checkBody, every, call, every)
 }
 
+function checkStream (call: CallState, every: number): void {
+  const watch = call.stream
+  if (watch === null) return
+  const now = performance.now()
+  if (call.progress !== watch.lastProgress) {
+    watch.lastProgress = call.progress
+    watch.lastChange = now
+  } else if (now - watch.lastChange >= watch.idleMs && call.controller !== null) {
+    call.stream = null
+    call.controller.abort(new PorticoError('PORTICO_STREAM_IDLE_TIMEOUT', `response stream idle timeout: no progress for ${watch.idleMs} ms`))
+    return
+  }
+  watch.timer = setTimeout(checkStream, every, call, every)
+}
+
 function onCallTimeout (call: CallState, which: string): void {
+  if (call.defaultWait && call.body !== null) {
+    // Still receiving the body (its own limits watch it): the default wait has not begun.
+    call.timer?.refresh()
+    return
+  }
   call.timedOut = which
   call.controller?.abort(new PorticoError('PORTICO_TIMEOUT', which))
 }
