@@ -123,14 +123,15 @@ describe('security: slow clients', () => {
     await portico.waitForOutput(/"status":408[^\n]*"error":"request body idle timeout/, { timeoutMs: 5_000 })
   })
 
-  test('a body whose bytes keep coming, each within the idle timeout and above the minimum rate, is not cut', { timeout: 20_000 }, async () => {
+  test('a body whose bytes keep coming, each within the idle timeout and above the minimum rate, is not cut, though it lasts longer than the default wait for the answer', { timeout: 20_000 }, async () => {
     upload = deferred()
     const raw = openRaw(portico.port)
-    const chunks = 8
-    // 200 bytes every 125 ms: 1,600 bytes/s, over requestBodyMinRate's default 240.
+    // 200 bytes every 125 ms: 1,600 bytes/s, over requestBodyMinRate's default 240, for 1.75 s:
+    // longer than the default wait for the answer too, which starts when the body is in.
+    const chunks = 14
     const chunk = 'x'.repeat(200)
     raw.socket.write(`POST /upload HTTP/1.1\r\nHost: gw.test\r\nContent-Length: ${chunks * chunk.length}\r\nConnection: close\r\n\r\n`)
-    // In all longer than the idle timeout (and the default wait for the answer), but never quiet for that long.
+    // In all longer than the idle timeout, but never quiet for that long.
     for (let i = 0; i < chunks; i++) {
       await sleep(IDLE_MS / 4)
       raw.socket.write(chunk)
