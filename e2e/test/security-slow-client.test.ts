@@ -92,6 +92,8 @@ describe('security: slow clients', () => {
           { name: 'stall', matches: [{ path: { exact: '/stall' } }], policies: stream, backends: [{ host: streams.host }] },
           { name: 'sse', matches: [{ path: { exact: '/sse' } }], policies: stream, backends: [{ host: streams.host }] },
           { name: 'never', matches: [{ path: { exact: '/never' } }], backends: [{ host: streams.host }] },
+          // A route for slow devices: no minimum rate (the idle timeout still applies).
+          { name: 'devices', matches: [{ path: { exact: '/devices' } }], policies: { timeout: { requestBodyMinRate: 0 } }, backends: [{ host: backend.host }] },
           { name: 'upload', backends: [{ host: backend.host }] }
         ]
       })
@@ -156,6 +158,20 @@ describe('security: slow clients', () => {
     assert.match(raw.received(), /request body timeout/)
     assert.equal(await withTimeout(upload.promise, 5_000, 'the backend request is still open'), 'aborted')
     await portico.waitForOutput(/"status":408[^\n]*"error":"request body too slow/, { timeoutMs: 5_000 })
+  })
+
+  test('a route that sets requestBodyMinRate: 0 takes the same trickle to the end', { timeout: 20_000 }, async () => {
+    upload = deferred()
+    const raw = openRaw(portico.port)
+    const bytes = 30
+    raw.socket.write(`POST /devices HTTP/1.1\r\nHost: gw.test\r\nContent-Length: ${bytes}\r\nConnection: close\r\n\r\n`)
+    for (let i = 0; i < bytes; i++) {
+      await sleep(50)
+      raw.socket.write('x')
+    }
+    await withTimeout(raw.closed, 10_000, 'no answer')
+    assert.match(raw.received(), /^HTTP\/1\.1 200 /, raw.received())
+    assert.equal(await upload.promise, 'complete')
   })
 
   test('a backend that sends its head and stalls: the stream ends without its last chunk and the backend connection is closed', { timeout: 20_000 }, async () => {
