@@ -15,6 +15,7 @@ import type { IncomingMessage } from 'node:http'
 import type { CallContext } from './call-context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
+import { Sweep, Sweeps } from './sweep.ts'
 
 /**
  * The two timeouts a call can hit, as the PORTICO_TIMEOUT error's message: the route's
@@ -29,14 +30,10 @@ export interface CallState {
   controller: Dispatcher.DispatchController | null
   /** Which timeout fired, if one did. */
   timedOut: string | null
-  /** The route's request/backend timeout, while it runs. */
+  /** The route's request/backend timeout (or the client's grpc-timeout), while it runs. */
   timer: NodeJS.Timeout | undefined
-  /**
-   * The timer is the listener's default wait for response headers: it counts from the end of
-   * a streamed request body, not its start (Envoy's route timeout starts there too), so a long
-   * upload is bounded by the body's idle timeout and rate instead.
-   */
-  defaultWait: boolean
+  /** The listener's default wait for response headers, while it runs. */
+  headers: HeadersWait | null
   /** The request body being streamed, while its idle timeout watches it. */
   body: BodyWatch | null
   /** The response being streamed, while its idle timeout watches it. */
@@ -46,6 +43,18 @@ export interface CallState {
    * the backend and per drain of the client's side (a counter, so a chunk costs no clock read).
    */
   progress: number
+}
+
+/**
+ * The listener's default wait for response headers, for routes that set no timeout. It
+ * counts from the end of a streamed request body, not its start (Envoy's route timeout
+ * starts there too), so a long upload is bounded by the body's idle timeout and rate instead.
+ * Checked by a sweep: it fires between `limitMs` and 1.25 × `limitMs` after `since`.
+ */
+interface HeadersWait {
+  limitMs: number
+  since: number
+  sweep: Sweep<CallState>
 }
 
 /**
@@ -68,12 +77,20 @@ interface BodyWatch {
   timer: NodeJS.Timeout
 }
 
-/** A response stream's idle timeout: polls `CallState.progress` as BodyWatch polls bytes. */
+/**
+ * A response stream's idle timeout: a sweep reads `CallState.progress` as BodyWatch reads
+ * bytes, and fires between `idleMs` and 1.25 × `idleMs` after the last progress.
+ */
 interface StreamWatch {
   idleMs: number
   lastProgress: number
   lastChange: number
-  timer: NodeJS.Timeout
+  sweep: Sweep<CallState>
+}
+
+/** Sweeps check a quarter of their limit apart (at least 10 ms). */
+function periodOf (limitMs: number): number {
+  return Math.max(10, Math.floor(limitMs / 4))
 }
 
 /**
@@ -82,24 +99,30 @@ interface StreamWatch {
  * and the abort when the client leaves (`ctx.abortUpstream`).
  */
 export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallState {
-  const call: CallState = { controller: null, timedOut: null, timer: undefined, defaultWait: false, body: null, stream: null, progress: 0 }
+  const call: CallState = { controller: null, timedOut: null, timer: undefined, headers: null, body: null, stream: null, progress: 0 }
   const timeouts = ctx.route?.ir.timeouts
   const frontend = ctx.listener.frontend
   const grpcDeadline = grpcTimeoutMs(ctx.req.headers['grpc-timeout'])
-  const elapsed = ctx.upstreamStart - ctx.startMono
-  // The client's own deadline (gRPC's grpc-timeout) counts as the request timeout: it is
-  // never retried past. 0 is no limit (the Gateway API's zero).
-  const remainingRequest = Math.min(limit(timeouts?.requestMs), grpcDeadline ?? Infinity) - elapsed
   // The listener's default bounds the wait for response headers only when the route says
   // nothing: a route's requestTimeout is its whole budget (the Gateway API's backendRequest
   // must not exceed request), and an explicit 0 is no limit.
   const routeSets = timeouts?.backendRequestMs !== undefined || timeouts?.requestMs !== undefined
-  const backendLimit = limit(routeSets ? timeouts?.backendRequestMs : frontend.backendRequestTimeoutMs)
-  const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
-  if (wait !== Infinity) {
-    const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
-    call.defaultWait = !routeSets && which === BACKEND_TIMEOUT
-    call.timer = setTimeout(onCallTimeout, wait, call, which)
+  if (routeSets || grpcDeadline !== undefined) {
+    const elapsed = ctx.upstreamStart - ctx.startMono
+    // The client's own deadline (gRPC's grpc-timeout) counts as the request timeout: it is
+    // never retried past. 0 is no limit (the Gateway API's zero).
+    const remainingRequest = Math.min(limit(timeouts?.requestMs), grpcDeadline ?? Infinity) - elapsed
+    const backendLimit = limit(timeouts?.backendRequestMs)
+    const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
+    if (wait !== Infinity) {
+      const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
+      call.timer = setTimeout(onCallTimeout, wait, call, which)
+    }
+  }
+  if (!routeSets && frontend.backendRequestTimeoutMs > 0) {
+    const sweep = headerSweeps.get(periodOf(frontend.backendRequestTimeoutMs))
+    call.headers = { limitMs: frontend.backendRequestTimeoutMs, since: ctx.upstreamStart, sweep }
+    sweep.add(call)
   }
   ctx.abortUpstream = abortOnClientClose(call)
   const idleMs = timeouts?.requestBodyIdleMs ?? frontend.requestBodyIdleTimeoutMs
@@ -134,7 +157,7 @@ export function grpcTimeoutMs (value: string | string[] | undefined): number | u
  */
 export function stopCallTimer (call: CallState): void {
   if (call.timer !== undefined) clearTimeout(call.timer)
-  call.defaultWait = false
+  stopHeadersWait(call)
   if (call.body !== null) call.body.minBytes = 0
 }
 
@@ -145,20 +168,40 @@ export function stopCallTimer (call: CallState): void {
 export function startStreamWatch (call: CallState, ctx: CallContext): void {
   const idleMs = ctx.route?.ir.timeouts?.streamIdleMs ?? ctx.listener.frontend.streamIdleTimeoutMs
   if (idleMs <= 0 || call.stream !== null) return
-  const every = Math.max(10, Math.floor(idleMs / 4))
-  call.stream = { idleMs, lastProgress: call.progress, lastChange: performance.now(), timer: setTimeout(checkStream, every, call, every) }
+  const sweep = streamSweeps.get(periodOf(idleMs))
+  call.stream = { idleMs, lastProgress: call.progress, lastChange: performance.now(), sweep }
+  sweep.add(call)
 }
 
 /** The call is over or dropped (a retry): every clock stops and the client-abort hook goes. */
 export function releaseCall (call: CallState, ctx: CallContext): void {
   if (call.timer !== undefined) clearTimeout(call.timer)
-  call.defaultWait = false
+  stopHeadersWait(call)
   stopBodyWatch(call)
   if (call.stream !== null) {
-    clearTimeout(call.stream.timer)
+    call.stream.sweep.delete(call)
     call.stream = null
   }
   ctx.abortUpstream = null
+}
+
+function stopHeadersWait (call: CallState): void {
+  if (call.headers === null) return
+  call.headers.sweep.delete(call)
+  call.headers = null
+}
+
+const headerSweeps = new Sweeps<CallState>(checkHeaders)
+const streamSweeps = new Sweeps<CallState>(checkStream)
+
+function checkHeaders (call: CallState, now: number): void {
+  const wait = call.headers!
+  // Still receiving the body (its own limits watch it): the wait has not begun.
+  if (call.body !== null) wait.since = now
+  else if (now - wait.since >= wait.limitMs && call.controller !== null) {
+    stopHeadersWait(call)
+    onCallTimeout(call, BACKEND_TIMEOUT)
+  }
 }
 
 function watchBody (call: CallState, req: IncomingMessage, idleMs: number, minBytes: number): void {
@@ -181,7 +224,7 @@ function checkBody (call: CallState, every: number): void {
   if (req.complete || req.destroyed) {
     call.body = null
     // The body is in: the default wait for the answer starts now (within `every`).
-    if (call.defaultWait) call.timer?.refresh()
+    if (call.headers !== null) call.headers.since = performance.now()
     return
   }
   const now = performance.now()
@@ -213,27 +256,19 @@ function checkBody (call: CallState, every: number): void {
   watch.timer = setTimeout(checkBody, every, call, every)
 }
 
-function checkStream (call: CallState, every: number): void {
-  const watch = call.stream
-  if (watch === null) return
-  const now = performance.now()
+function checkStream (call: CallState, now: number): void {
+  const watch = call.stream!
   if (call.progress !== watch.lastProgress) {
     watch.lastProgress = call.progress
     watch.lastChange = now
   } else if (now - watch.lastChange >= watch.idleMs && call.controller !== null) {
+    watch.sweep.delete(call)
     call.stream = null
     call.controller.abort(new PorticoError('PORTICO_STREAM_IDLE_TIMEOUT', `response stream idle timeout: no progress for ${watch.idleMs} ms`))
-    return
   }
-  watch.timer = setTimeout(checkStream, every, call, every)
 }
 
 function onCallTimeout (call: CallState, which: string): void {
-  if (call.defaultWait && call.body !== null) {
-    // Still receiving the body (its own limits watch it): the default wait has not begun.
-    call.timer?.refresh()
-    return
-  }
   call.timedOut = which
   call.controller?.abort(new PorticoError('PORTICO_TIMEOUT', which))
 }
