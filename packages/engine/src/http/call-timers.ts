@@ -95,8 +95,10 @@ function periodOf (limitMs: number): number {
 
 /**
  * Starts the call's clocks (from `ctx.upstreamStart`): the tighter of what is left of the
- * request timeout and the backend timeout, the body's idle timeout when a body is streamed,
- * and the abort when the client leaves (`ctx.abortUpstream`).
+ * route's request timeout and backend timeout (or the client's grpc-timeout), else the
+ * listener's default wait for response headers; the body's idle timeout and minimum rate when
+ * a body is streamed; and the abort when the client leaves (`ctx.abortUpstream`). The
+ * response stream's clock starts with the response (startStreamWatch).
  */
 export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallState {
   const call: CallState = { controller: null, timedOut: null, timer: undefined, headers: null, body: null, stream: null, progress: 0 }
