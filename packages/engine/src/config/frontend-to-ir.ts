@@ -44,7 +44,6 @@ export function frontendToIR (gw: GatewayConfig): FrontendTranslation {
 }
 
 /** Schema-validated: a duration or "off" (0). A zero duration is "off" too. */
-/** A duration or `off` in ms, `off` (no limit) as 0. */
 export function durationOrOff (text: string): number {
   return text === 'off' ? 0 : Math.round(parseDuration(text))
 }

@@ -1,8 +1,10 @@
 /**
  * What a listener accepts from its clients, defaults filled in: how long a request head, an
- * idle or trickling request body, a backend's response head and an idle response stream may take, whether X-Forwarded-* headers from the client are believed,
- * which HTTP/1.1 upgrades reach a backend, and how request paths are normalised. The IR leaves defaults out (an absent field is
- * the default), so a config that does not mention these settings dumps unchanged.
+ * idle or trickling request body, a backend's response head and an idle response stream may
+ * take (docs/configuration.md#timeouts), whether X-Forwarded-* headers from the client are
+ * believed, which HTTP/1.1 upgrades reach a backend, and how request paths are normalised.
+ * The IR leaves defaults out (an absent field is the default), so a config that does not
+ * mention these settings dumps unchanged.
  */
 
 import type { BindIR, FrontendIR, SamplingIR } from '../ir/types.ts'
