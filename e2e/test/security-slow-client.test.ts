@@ -92,6 +92,9 @@ describe('security: slow clients', () => {
           { name: 'stall', matches: [{ path: { exact: '/stall' } }], policies: stream, backends: [{ host: streams.host }] },
           { name: 'sse', matches: [{ path: { exact: '/sse' } }], policies: stream, backends: [{ host: streams.host }] },
           { name: 'never', matches: [{ path: { exact: '/never' } }], backends: [{ host: streams.host }] },
+          // Bodies read whole before a backend is called: for retries, and by an LLM backend.
+          { name: 'replayed', matches: [{ path: { exact: '/replayed' } }], policies: { retry: { attempts: 1 } }, backends: [{ host: backend.host }] },
+          { name: 'llm', matches: [{ path: { exact: '/v1/chat/completions' } }], backends: [{ ai: { name: 'llm', provider: { openAI: {} }, hostOverride: backend.host } }] },
           // A route for slow devices: no minimum rate (the idle timeout still applies).
           { name: 'devices', matches: [{ path: { exact: '/devices' } }], policies: { timeout: { requestBodyMinRate: 0 } }, backends: [{ host: backend.host }] },
           { name: 'upload', backends: [{ host: backend.host }] }
@@ -159,6 +162,24 @@ describe('security: slow clients', () => {
     assert.equal(await withTimeout(upload.promise, 5_000, 'the backend request is still open'), 'aborted')
     await portico.waitForOutput(/"status":408[^\n]*"error":"request body too slow/, { timeoutMs: 5_000 })
   })
+
+  for (const path of ['/replayed', '/v1/chat/completions']) {
+    test(`a body read whole before the backend is called (${path}) gets the same 408 when it trickles or goes quiet`, { timeout: 20_000 }, async () => {
+      const before = backend.requests.length
+      for (const trickle of [true, false]) {
+        const raw = openRaw(portico.port)
+        raw.socket.write(`POST ${path} HTTP/1.1\r\nHost: gw.test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`)
+        const timer = trickle ? setInterval(() => { if (!raw.socket.destroyed) raw.socket.write(' ') }, 50) : undefined
+        try {
+          await withTimeout(raw.closed, 10_000, `the body is still being read; received ${JSON.stringify(raw.received())}`)
+        } finally {
+          clearInterval(timer)
+        }
+        assert.match(raw.received(), /^HTTP\/1\.1 408 [\s\S]*request body timeout$/, raw.received())
+      }
+      assert.equal(backend.requests.length, before, 'no backend was called')
+    })
+  }
 
   test('a route that sets requestBodyMinRate: 0 takes the same trickle to the end', { timeout: 20_000 }, async () => {
     upload = deferred()

@@ -16,6 +16,7 @@ import type { CallContext } from './call-context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
 import { Sweep, Sweeps } from './sweep.ts'
+import { bodyLimits, bodyPollMs, bodyProgress, checkBodyProgress, type BodyLimits, type BodyProgress } from './body-clock.ts'
 
 /**
  * The two timeouts a call can hit, as the PORTICO_TIMEOUT error's message: the route's
@@ -57,23 +58,8 @@ interface HeadersWait {
   sweep: Sweep<CallState>
 }
 
-/**
- * A streamed request body's idle timeout and minimum rate. It polls the client socket's byte
- * count (a few times per timeout period) instead of hooking every chunk, so a body costs one
- * timer, not work per chunk; the idle timeout fires between `idleMs` and 1.25 × `idleMs`
- * after the last byte. Until the response begins, each `idleMs` window must also bring
- * `minBytes`: a byte every few seconds is never idle, yet holds the backend connection as
- * long as the client likes.
- */
-interface BodyWatch {
-  req: IncomingMessage
-  idleMs: number
-  lastBytes: number
-  lastChange: number
-  /** Bytes each window must bring; 0 once the response began (or no minimum). */
-  minBytes: number
-  windowStart: number
-  windowBytes: number
+/** A streamed request body's clocks (http/body-clock.ts), polled by their own timer. */
+interface BodyWatch extends BodyProgress {
   timer: NodeJS.Timeout
 }
 
@@ -127,11 +113,10 @@ export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallSt
     sweep.add(call)
   }
   ctx.abortUpstream = abortOnClientClose(call)
-  const idleMs = timeouts?.requestBodyIdleMs ?? frontend.requestBodyIdleTimeoutMs
-  // gRPC client and bidirectional streams send messages when they have them, as grpc-dotnet
-  // exempts them from Kestrel's minimum rate; the idle timeout still applies.
-  const minRate = ctx.grpc !== null ? 0 : timeouts?.requestBodyMinRate ?? frontend.requestBodyMinRate
-  if (streamsBody && idleMs > 0 && !ctx.req.complete) watchBody(call, ctx.req, idleMs, Math.ceil(minRate * idleMs / 1000))
+  if (streamsBody && !ctx.req.complete) {
+    const limits = bodyLimits(ctx)
+    if (limits.idleMs > 0) watchBody(call, ctx.req, limits)
+  }
   return call
 }
 
@@ -206,11 +191,11 @@ function checkHeaders (call: CallState, now: number): void {
   }
 }
 
-function watchBody (call: CallState, req: IncomingMessage, idleMs: number, minBytes: number): void {
-  const every = Math.max(10, Math.floor(idleMs / 4))
-  const now = performance.now()
-  const bytes = req.socket?.bytesRead ?? 0
-  call.body = { req, idleMs, lastBytes: bytes, lastChange: now, minBytes, windowStart: now, windowBytes: bytes, timer: setTimeout(checkBody, every, call, every) }
+function watchBody (call: CallState, req: IncomingMessage, limits: BodyLimits): void {
+  const every = bodyPollMs(limits.idleMs)
+  const watch = bodyProgress(req, limits, performance.now()) as BodyWatch
+  watch.timer = setTimeout(checkBody, every, call, every)
+  call.body = watch
 }
 
 function stopBodyWatch (call: CallState): void {
@@ -229,31 +214,11 @@ function checkBody (call: CallState, every: number): void {
     if (call.headers !== null) call.headers.since = performance.now()
     return
   }
-  const now = performance.now()
-  const bytes = req.socket?.bytesRead ?? 0
-  // Bytes still buffered mean the backend is not taking them: that wait is the backend's,
-  // bounded by the route's timeouts, not the client's (and the rate's window starts again).
-  const backendBehind = req.readableLength > 0
-  if (bytes !== watch.lastBytes || backendBehind) {
-    watch.lastBytes = bytes
-    watch.lastChange = now
-  } else if (now - watch.lastChange >= watch.idleMs && call.controller !== null) {
+  const cut = checkBodyProgress(watch, performance.now())
+  if (cut !== null && call.controller !== null) {
     call.body = null
-    call.controller.abort(new PorticoError('PORTICO_REQUEST_BODY_TIMEOUT', `request body idle timeout: no bytes from the client for ${watch.idleMs} ms`))
+    call.controller.abort(cut)
     return
-  }
-  if (backendBehind || watch.minBytes === 0) {
-    watch.windowStart = now
-    watch.windowBytes = bytes
-  } else if (now - watch.windowStart >= watch.idleMs) {
-    const got = bytes - watch.windowBytes
-    if (got < watch.minBytes && call.controller !== null) {
-      call.body = null
-      call.controller.abort(new PorticoError('PORTICO_REQUEST_BODY_TIMEOUT', `request body too slow: ${got} bytes from the client in ${Math.round(now - watch.windowStart)} ms, below ${watch.minBytes} per ${watch.idleMs} ms (requestBodyMinRate)`))
-      return
-    }
-    watch.windowStart = now
-    watch.windowBytes = bytes
   }
   watch.timer = setTimeout(checkBody, every, call, every)
 }
