@@ -11,7 +11,8 @@
  * then stalls has its stream cut after `streamIdleTimeout` (HTTP/1.1: closed without the last
  * chunk; HTTP/2: the stream reset) and its connection closed; a backend that never answers
  * gets 504 after the gateway's `backendRequestTimeout`; and an SSE stream whose keep-alives
- * come within the idle timeout outlives it many times over.
+ * come within the idle timeout outlives it many times over. Bodies read whole before any
+ * backend is called (retries, an LLM backend, MCP) are under the same body limits.
  *
  * Raw sockets write exact bytes, so the client controls every pause.
  */
@@ -95,6 +96,7 @@ describe('security: slow clients', () => {
           // Bodies read whole before a backend is called: for retries, and by an LLM backend.
           { name: 'replayed', matches: [{ path: { exact: '/replayed' } }], policies: { retry: { attempts: 1 } }, backends: [{ host: backend.host }] },
           { name: 'llm', matches: [{ path: { exact: '/v1/chat/completions' } }], backends: [{ ai: { name: 'llm', provider: { openAI: {} }, hostOverride: backend.host } }] },
+          { name: 'mcp', matches: [{ path: { exact: '/mcp' } }], backends: [{ mcp: { targets: [{ name: 'never-called', mcp: { host: `http://${backend.host}/mcp` } }] } }] },
           // A route for slow devices: no minimum rate (the idle timeout still applies).
           { name: 'devices', matches: [{ path: { exact: '/devices' } }], policies: { timeout: { requestBodyMinRate: 0 } }, backends: [{ host: backend.host }] },
           { name: 'upload', backends: [{ host: backend.host }] }
@@ -163,19 +165,20 @@ describe('security: slow clients', () => {
     await portico.waitForOutput(/"status":408[^\n]*"error":"request body too slow/, { timeoutMs: 5_000 })
   })
 
-  for (const path of ['/replayed', '/v1/chat/completions']) {
+  for (const path of ['/replayed', '/v1/chat/completions', '/mcp']) {
     test(`a body read whole before the backend is called (${path}) gets the same 408 when it trickles or goes quiet`, { timeout: 20_000 }, async () => {
       const before = backend.requests.length
       for (const trickle of [true, false]) {
         const raw = openRaw(portico.port)
-        raw.socket.write(`POST ${path} HTTP/1.1\r\nHost: gw.test\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`)
+        // (MCP answers only a local Host: DNS rebinding protection.)
+        raw.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${path === '/mcp' ? 'localhost' : 'gw.test'}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{`)
         const timer = trickle ? setInterval(() => { if (!raw.socket.destroyed) raw.socket.write(' ') }, 50) : undefined
         try {
           await withTimeout(raw.closed, 10_000, `the body is still being read; received ${JSON.stringify(raw.received())}`)
         } finally {
           clearInterval(timer)
         }
-        assert.match(raw.received(), /^HTTP\/1\.1 408 [\s\S]*request body timeout$/, raw.received())
+        assert.match(raw.received(), /^HTTP\/1\.1 408 [\s\S]*request body (timeout|idle timeout|too slow)/i, raw.received())
       }
       assert.equal(backend.requests.length, before, 'no backend was called')
     })
