@@ -39,11 +39,6 @@ export function bodyLimits (ctx: BodyClockContext): BodyLimits {
   return { idleMs, minBytes: Math.ceil(minRate * idleMs / 1000) }
 }
 
-/** How often a reader polls a body's progress: a quarter of the idle timeout (at least 10 ms). */
-export function bodyPollMs (idleMs: number): number {
-  return Math.max(10, Math.floor(idleMs / 4))
-}
-
 /**
  * A body's progress between polls. The idle timeout fires between `idleMs` and 1.25 ×
  * `idleMs` after the last byte; the rate is judged over windows of at least `idleMs`.

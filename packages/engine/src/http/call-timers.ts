@@ -15,8 +15,8 @@ import type { IncomingMessage } from 'node:http'
 import type { CallContext } from './call-context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
-import { Sweep, Sweeps } from './sweep.ts'
-import { bodyLimits, bodyPollMs, bodyProgress, checkBodyProgress, type BodyLimits, type BodyProgress } from './body-clock.ts'
+import { pollPeriod, Sweep, Sweeps } from './sweep.ts'
+import { bodyLimits, bodyProgress, checkBodyProgress, type BodyLimits, type BodyProgress } from './body-clock.ts'
 
 /**
  * The two timeouts a call can hit, as the PORTICO_TIMEOUT error's message: the route's
@@ -74,11 +74,6 @@ interface StreamWatch {
   sweep: Sweep<CallState>
 }
 
-/** Sweeps check a quarter of their limit apart (at least 10 ms). */
-function periodOf (limitMs: number): number {
-  return Math.max(10, Math.floor(limitMs / 4))
-}
-
 /**
  * Starts the call's clocks (from `ctx.upstreamStart`): the tighter of what is left of the
  * route's request timeout and backend timeout (or the client's grpc-timeout), else the
@@ -108,7 +103,7 @@ export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallSt
     }
   }
   if (!routeSets && frontend.backendRequestTimeoutMs > 0) {
-    const sweep = headerSweeps.get(periodOf(frontend.backendRequestTimeoutMs))
+    const sweep = headerSweeps.get(pollPeriod(frontend.backendRequestTimeoutMs))
     call.headers = { limitMs: frontend.backendRequestTimeoutMs, since: ctx.upstreamStart, sweep }
     sweep.add(call)
   }
@@ -155,7 +150,7 @@ export function stopCallTimer (call: CallState): void {
 export function startStreamWatch (call: CallState, ctx: CallContext): void {
   const idleMs = ctx.route?.ir.timeouts?.streamIdleMs ?? ctx.listener.frontend.streamIdleTimeoutMs
   if (idleMs <= 0 || call.stream !== null) return
-  const sweep = streamSweeps.get(periodOf(idleMs))
+  const sweep = streamSweeps.get(pollPeriod(idleMs))
   call.stream = { idleMs, lastProgress: call.progress, lastChange: performance.now(), sweep }
   sweep.add(call)
 }
@@ -192,7 +187,7 @@ function checkHeaders (call: CallState, now: number): void {
 }
 
 function watchBody (call: CallState, req: IncomingMessage, limits: BodyLimits): void {
-  const every = bodyPollMs(limits.idleMs)
+  const every = pollPeriod(limits.idleMs)
   const watch = bodyProgress(req, limits, performance.now()) as BodyWatch
   watch.timer = setTimeout(checkBody, every, call, every)
   call.body = watch

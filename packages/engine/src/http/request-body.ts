@@ -8,7 +8,8 @@
  */
 
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
-import { bodyLimits, bodyPollMs, bodyProgress, checkBodyProgress, type BodyClockContext } from './body-clock.ts'
+import { bodyLimits, bodyProgress, checkBodyProgress, type BodyClockContext } from './body-clock.ts'
+import { pollPeriod } from './sweep.ts'
 import { isPorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
 
@@ -101,7 +102,7 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
     // keep its connection and this read for as long as it likes.
     const limits = bodyLimits(ctx)
     if (limits.idleMs > 0 && !req.complete) {
-      const every = bodyPollMs(limits.idleMs)
+      const every = pollPeriod(limits.idleMs)
       const progress = bodyProgress(req, limits, performance.now())
       const poll = (): void => {
         const cut = checkBodyProgress(progress, performance.now())

@@ -12,6 +12,14 @@ import { performance } from '../util/clock.ts'
 
 export type SweepCheck<T> = (item: T, now: number) => void
 
+/**
+ * How often a coarse clock is checked: a quarter of its limit (at least 10 ms), so it fires
+ * between 1 and 1.25 times the limit after its start.
+ */
+export function pollPeriod (limitMs: number): number {
+  return Math.max(10, Math.floor(limitMs / 4))
+}
+
 export class Sweep<T> {
   readonly periodMs: number
   private readonly check: SweepCheck<T>
