@@ -101,3 +101,18 @@ test('a mirror takes the engine\'s default percentage when the filter gives neit
 `)
   assert.deepEqual(routes[0]!.mirrors, [{ backend: 'service/apps/app:80', percentage: 100 }, { backend: 'service/apps/app:80', percentage: 25 }])
 })
+
+test('HTTPRoute timeouts: a 0s (the Gateway API\'s "no timeout") is kept as 0, so the gateway\'s default wait for headers does not replace it', () => {
+  const { accepted, routes } = translated(`    - matches: [{ path: { type: PathPrefix, value: /slow } }]
+      timeouts: { request: 0s, backendRequest: 0s }
+      backendRefs: [{ name: app, port: 80 }]
+    - matches: [{ path: { type: PathPrefix, value: /fast } }]
+      timeouts: { request: 10s, backendRequest: 2s }
+      backendRefs: [{ name: app, port: 80 }]`)
+  assert.equal(accepted.status, 'True', accepted.message)
+  const byPath = new Map(routes.map(r => [r.matches[0]!.path.value, r.timeouts]))
+  assert.deepEqual(byPath.get('/slow'), { requestMs: 0, backendRequestMs: 0 })
+  assert.deepEqual(byPath.get('/fast'), { requestMs: 10_000, backendRequestMs: 2_000 })
+  // The YAML front end says the same with the same words.
+  assert.deepEqual(yamlRoute('      timeout: { requestTimeout: 0s, backendRequestTimeout: 0s }').timeouts, { requestMs: 0, backendRequestMs: 0 })
+})

@@ -1,7 +1,8 @@
 /**
  * http/request-body.ts, the one reader of a request body whole: a body under the limit ends
  * in ctx.requestBody; past it `keep` leaves the stream whole for a streamed call and `drain`
- * discards the rest; a body a policy already read is used as it is; no body is `none`.
+ * discards the rest; a body a policy already read is used as it is; no body is `none`; a
+ * body that goes quiet or trickles under the minimum rate fails the read (408 for the client).
  * In-process, against a real node:http server.
  */
 
@@ -10,8 +11,13 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import { Readable } from 'node:stream'
 import type { AddressInfo } from 'node:net'
+import { connect } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { request } from 'undici'
-import { readRequestBody, requestHasBody, type BodyContext, type ReadBodyOptions } from '../src/http/request-body.ts'
+import { bodyReadFailure, readRequestBody, requestHasBody, type BodyContext, type ReadBodyOptions } from '../src/http/request-body.ts'
+
+/** The body's clocks (http/body-clock.ts): off, unless a test sets them. */
+let clock: BodyContext['listener'] = { frontend: { requestBodyIdleTimeoutMs: 0, requestBodyMinRate: 0 } }
 
 type Probe = (ctx: BodyContext, req: http.IncomingMessage) => Promise<unknown>
 let probe: Probe
@@ -20,7 +26,7 @@ let url: string
 
 before(async () => {
   server = http.createServer((req, res) => {
-    const ctx: BodyContext = { req, upgrade: null, requestBody: null }
+    const ctx: BodyContext = { req, upgrade: null, requestBody: null, listener: clock, route: null, grpc: null }
     probe(ctx, req).then(
       out => res.end(JSON.stringify(out)),
       err => res.end(JSON.stringify({ thrown: String(err) }))
@@ -89,9 +95,43 @@ test('a body a policy already read is used as it is, checked against this limit'
 })
 
 test('an upgrade request has no body to read (its bytes are the tunnel\'s)', async () => {
-  probe = async (ctx, req) => readRequestBody({ req, upgrade: {}, requestBody: null }, { maxBytes: 64, whenTooLarge: 'drain' }).then(read => ({ read }))
+  probe = async (ctx, req) => readRequestBody({ req, upgrade: {}, requestBody: null, listener: clock, route: null, grpc: null }, { maxBytes: 64, whenTooLarge: 'drain' }).then(read => ({ read }))
   assert.deepEqual(await send('x'), { read: 'none' })
 })
+
+test('a body that goes quiet, or trickles under the minimum rate, fails the read with the 408 answer', async () => {
+  clock = { frontend: { requestBodyIdleTimeoutMs: 200, requestBodyMinRate: 240 } }
+  try {
+    probe = async ctx => {
+      const read = await readRequestBody(ctx, { maxBytes: 1024, whenTooLarge: 'drain' })
+      return { read: read instanceof Error ? read.message.replace(/\d+ bytes from the client in \d+ ms/, 'N bytes in T ms') : read, answer: read instanceof Error ? bodyReadFailure(read) : null }
+    }
+    const answer = { status: 408, body: 'request body timeout', reason: 'Timeout', headers: { connection: 'close' } }
+    // Quiet: 2 of 100 bytes, then nothing.
+    assert.deepEqual(await raw('ab', 0), { read: 'request body idle timeout: no bytes from the client for 200 ms', answer })
+    // A byte every 20 ms: never quiet, 50 bytes/s (under 240: 48 bytes per 200 ms).
+    assert.deepEqual(await raw('', 20), { read: 'request body too slow: N bytes in T ms, below 48 per 200 ms (requestBodyMinRate)', answer })
+  } finally {
+    clock = { frontend: { requestBodyIdleTimeoutMs: 0, requestBodyMinRate: 0 } }
+  }
+})
+
+/** POSTs a 100-byte body: `first`, then a byte every `everyMs` (0: none) until the answer. */
+async function raw (first: string, everyMs: number): Promise<any> {
+  const socket = connect((server.address() as AddressInfo).port, '127.0.0.1')
+  socket.on('error', () => {})
+  let text = ''
+  socket.on('data', c => { text += c.toString() })
+  const closed = new Promise(resolve => socket.once('close', resolve))
+  socket.write(`POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n${first}`)
+  while (!text.includes('\r\n\r\n{') && !socket.destroyed) {
+    await sleep(everyMs === 0 ? 20 : everyMs)
+    if (everyMs > 0) socket.write('x')
+  }
+  socket.destroy()
+  await closed
+  return JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4).replace(/^[0-9a-f]+\r\n/, '').replace(/\r\n0\r\n\r\n$/, '').replace(/\r\n$/, ''))
+}
 
 test('requestHasBody follows RFC 9112 §6.3', () => {
   assert.equal(requestHasBody({}), false)

@@ -70,7 +70,7 @@ function contextFor (req: http.IncomingMessage, res: http.ServerResponse, backen
     method: req.method!,
     pathAndQuery: req.url!,
     startMono: performance.now(),
-    listener: { frontend: { requestBodyIdleTimeoutMs: 0 } },
+    listener: { frontend: { requestBodyIdleTimeoutMs: 0, requestBodyMinRate: 0, backendRequestTimeoutMs: 0, streamIdleTimeoutMs: 0 } },
     route: null,
     backend,
     headers: { host: backend.target },

@@ -234,13 +234,13 @@ function streamRouteIR ({ route, rank }: PreparedRoute, resolved: ResolvedBacken
 }
 
 /**
- * HTTPRouteTimeouts → timeouts. A zero duration means "no timeout" in the Gateway API, so it
- * is left out; the YAML front end's timeout keeps a 0 as written, which is why this does not
- * go through its converter.
+ * HTTPRouteTimeouts → timeouts. A zero duration means "no timeout" in the Gateway API, and
+ * is kept as 0, which the IR reads the same way: left out, the gateway's default wait for
+ * response headers (http/call-timers.ts) would apply instead.
  */
 function ruleTimeouts (rule: HTTPRouteRule): RouteIR['timeouts'] {
   const timeouts: { requestMs?: number, backendRequestMs?: number } = {}
-  if (rule.timeouts?.request !== undefined && parseDuration(rule.timeouts.request) > 0) timeouts.requestMs = parseDuration(rule.timeouts.request)
-  if (rule.timeouts?.backendRequest !== undefined && parseDuration(rule.timeouts.backendRequest) > 0) timeouts.backendRequestMs = parseDuration(rule.timeouts.backendRequest)
+  if (rule.timeouts?.request !== undefined) timeouts.requestMs = parseDuration(rule.timeouts.request)
+  if (rule.timeouts?.backendRequest !== undefined) timeouts.backendRequestMs = parseDuration(rule.timeouts.backendRequest)
   return Object.keys(timeouts).length > 0 ? timeouts : undefined
 }

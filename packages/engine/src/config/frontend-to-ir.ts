@@ -20,6 +20,9 @@ export function frontendToIR (gw: GatewayConfig): FrontendTranslation {
   if (http?.requestHeadersTimeout !== undefined) out.requestHeadersTimeoutMs = durationOrOff(http.requestHeadersTimeout)
   const frontend: FrontendIR = {}
   if (http?.requestBodyIdleTimeout !== undefined) frontend.requestBodyIdleTimeoutMs = durationOrOff(http.requestBodyIdleTimeout)
+  if (http?.requestBodyMinRate !== undefined) frontend.requestBodyMinRate = http.requestBodyMinRate
+  if (http?.backendRequestTimeout !== undefined) frontend.backendRequestTimeoutMs = durationOrOff(http.backendRequestTimeout)
+  if (http?.streamIdleTimeout !== undefined) frontend.streamIdleTimeoutMs = durationOrOff(http.streamIdleTimeout)
   const hops = gw.clientIPDetection?.xForwardedFor?.numTrustedHops
   if (hops !== undefined) frontend.xffNumTrustedHops = hops
   if (gw.upgrades !== undefined) frontend.upgrades = [...new Set(gw.upgrades.map(u => u.toLowerCase()))]
@@ -41,6 +44,6 @@ export function frontendToIR (gw: GatewayConfig): FrontendTranslation {
 }
 
 /** Schema-validated: a duration or "off" (0). A zero duration is "off" too. */
-function durationOrOff (text: string): number {
+export function durationOrOff (text: string): number {
   return text === 'off' ? 0 : Math.round(parseDuration(text))
 }

@@ -48,10 +48,19 @@ export const DirectResponseSchema = Type.Object({
   headers: Opt(HeaderMap('Response headers.'))
 }, { ...strict, description: 'Answer the request from the proxy; no backend is called.' })
 
+/** A duration, or `off` for no limit. */
+const DurationOrOff = (description: string) => Type.Union([Duration, Type.Literal('off')], { description })
+
+/** Bytes per second a request body must keep up before the response begins (0: no minimum). */
+const MinRate = (description: string) => Type.Integer({ minimum: 0, maximum: 1_073_741_824, description })
+
 export const TimeoutSchema = Type.Object({
-  requestTimeout: Opt(Duration),
-  backendRequestTimeout: Opt(Duration)
-}, { ...strict, description: 'Gateway API HTTPRouteTimeouts: whole request, and each backend call (until response headers). 504 when exceeded.' })
+  requestTimeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'The whole request, from its arrival to the response headers, across retries; 504 when exceeded. 0s: no limit (the Gateway API\'s zero). Default: none.' })),
+  backendRequestTimeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'Each backend call, until its response headers; 504 when exceeded (retried when the route retries). 0s: no limit. Default: the gateway\'s timeout.http.backendRequestTimeout (5m), unless requestTimeout is set.' })),
+  requestBodyIdleTimeout: Opt(DurationOrOff('This route\'s request body idle timeout, over the gateway\'s timeout.http.requestBodyIdleTimeout.')),
+  requestBodyMinRate: Opt(MinRate('This route\'s request body minimum rate in bytes per second, over the gateway\'s timeout.http.requestBodyMinRate; 0: none.')),
+  streamIdleTimeout: Opt(DurationOrOff('This route\'s response stream idle timeout, over the gateway\'s timeout.http.streamIdleTimeout.'))
+}, { ...strict, description: 'Gateway API HTTPRouteTimeouts (requestTimeout, backendRequestTimeout) and this route\'s overrides of the gateway\'s timeout.http defaults. See docs/configuration.md#timeouts.' })
 
 const AuthModeSchema = StringEnum(['strict', 'optional', 'permissive'], { description: 'strict: a valid token is required; optional: validated when present; permissive: never rejects.' })
 
@@ -361,9 +370,12 @@ export const GatewaySchema = Type.Object({
   timeout: Opt(Type.Object({
     http: Opt(Type.Object({
       requestHeadersTimeout: Opt(Type.Union([Duration, Type.Literal('off')], { description: 'How long a client has to send a whole request head (request line and headers), counted from the connection or the end of the previous request; past it the client gets 408 and the connection is closed. Default 10s; "off" disables it. Gateways sharing a port must agree (it runs before the Host header is read).' })),
-      requestBodyIdleTimeout: Opt(Type.Union([Duration, Type.Literal('off')], { description: 'How long a request body being sent to a backend may go without a byte from the client. Past it the backend call is cut (its connection released) and the client gets 408 unless response headers were already sent. Default 5m, as Envoy\'s stream idle timeout; "off" disables it.' }))
+      requestBodyIdleTimeout: Opt(Type.Union([Duration, Type.Literal('off')], { description: 'How long a request body being sent to a backend may go without a byte from the client, and the window requestBodyMinRate is measured over. Past it the backend call is cut (its connection released) and the client gets 408 unless response headers were already sent. Default 5m, as Envoy\'s stream idle timeout; "off" disables it.' })),
+      requestBodyMinRate: Opt(MinRate('Until the response begins, a request body being sent to a backend must bring at least this many bytes per second, measured over each requestBodyIdleTimeout (a client trickling a byte every few seconds is cut there: 408). Not applied to gRPC. Default 240 (Kestrel\'s MinRequestBodyDataRate); 0: no minimum.')),
+      backendRequestTimeout: Opt(DurationOrOff('Default for routes that set neither requestTimeout nor backendRequestTimeout: how long each backend call may take to send its response headers; then 504. Default 5m; "off" disables it.')),
+      streamIdleTimeout: Opt(DurationOrOff('How long a response being streamed to the client may go without a byte from the backend (or, while the client is not reading, without the client taking one). Past it the stream ends: HTTP/1.1 closes the connection without the last chunk, HTTP/2 resets the stream; the backend connection is closed. Default 5m, as Envoy\'s stream_idle_timeout; SSE keep-alives and LLM tokens keep a stream alive. "off" disables it.'))
     }, strict))
-  }, { ...strict, description: 'Timeouts on what clients send.' })),
+  }, { ...strict, description: 'Default time limits of this gateway\'s requests (routes override all but requestHeadersTimeout in policies.timeout). See docs/configuration.md#timeouts.' })),
   clientIPDetection: Opt(Type.Object({
     xForwardedFor: Opt(Type.Object({
       numTrustedHops: Type.Integer({ minimum: 0, maximum: 32, description: 'Proxies in front of this gateway that set X-Forwarded-* headers. 0 (default): the client is not trusted, its X-Forwarded-Proto and X-Forwarded-Host are replaced by what the gateway saw; 1 or more: they are kept when present. X-Forwarded-For always gets the peer address appended.' })

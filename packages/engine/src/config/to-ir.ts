@@ -16,7 +16,7 @@ import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, checkExtProcOnMcp, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
-import { frontendToIR } from './frontend-to-ir.ts'
+import { durationOrOff, frontendToIR } from './frontend-to-ir.ts'
 import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
 import { streamRoutesToIR } from './stream-routes-to-ir.ts'
 import { grpcPathMatch } from './grpc-match.ts'
@@ -329,6 +329,9 @@ function translateRoute (
     ir.timeouts = {}
     if (timeout.requestTimeout !== undefined) ir.timeouts.requestMs = parseDuration(timeout.requestTimeout)
     if (timeout.backendRequestTimeout !== undefined) ir.timeouts.backendRequestMs = parseDuration(timeout.backendRequestTimeout)
+    if (timeout.requestBodyIdleTimeout !== undefined) ir.timeouts.requestBodyIdleMs = durationOrOff(timeout.requestBodyIdleTimeout)
+    if (timeout.requestBodyMinRate !== undefined) ir.timeouts.requestBodyMinRate = timeout.requestBodyMinRate
+    if (timeout.streamIdleTimeout !== undefined) ir.timeouts.streamIdleMs = durationOrOff(timeout.streamIdleTimeout)
   }
   return ir
 }

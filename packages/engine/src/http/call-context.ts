@@ -12,6 +12,7 @@ import type { CallTraceContext } from '../trace/backend-call.ts'
 import type { BodyContext } from './request-body.ts'
 import type { InterceptContext } from './response-intercept.ts'
 import type { GrpcCall } from './grpc.ts'
+import type { FrontendSettings } from './frontend.ts'
 
 export interface CallContext extends CallTraceContext, BodyContext, InterceptContext {
   readonly req: IncomingMessage
@@ -20,7 +21,7 @@ export interface CallContext extends CallTraceContext, BodyContext, InterceptCon
   readonly pathAndQuery: string
   /** Monotonic start of the request (ms): the request timeout counts from it. */
   readonly startMono: number
-  readonly listener: { readonly frontend: { readonly requestBodyIdleTimeoutMs: number } }
+  readonly listener: { readonly frontend: Pick<FrontendSettings, 'requestBodyIdleTimeoutMs' | 'requestBodyMinRate' | 'backendRequestTimeoutMs' | 'streamIdleTimeoutMs'> }
   readonly route: { readonly ir: { readonly timeouts?: RouteTimeoutsIR } } | null
   readonly backend: BackendIR | null
   /** Request headers sent upstream. */

@@ -20,6 +20,8 @@ export function classifyFailure (err: Error, timedOut: string | null): Failure {
   if (timedOut !== null) return { status: 504, reason: 'Timeout', body: timedOut, detail: timedOut }
   // The client stopped sending its body (http/frontend.ts: requestBodyIdleTimeout).
   if (isPorticoError(err, 'PORTICO_REQUEST_BODY_TIMEOUT')) return { status: 408, reason: 'Timeout', body: 'request body timeout', detail: err.message }
+  // The backend's answer stopped moving (streamIdleTimeout): its head is out, so the stream is cut.
+  if (isPorticoError(err, 'PORTICO_STREAM_IDLE_TIMEOUT')) return { status: 504, reason: 'Timeout', body: 'upstream call timeout', detail: err.message }
   // Node's parser refused the rest of the request (a bad chunk size, say).
   if (code.startsWith('HPE_')) return { status: 400, reason: 'InvalidRequest', body: 'bad request', detail }
   switch (code) {

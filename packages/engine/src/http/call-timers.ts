@@ -1,10 +1,13 @@
 /**
  * The clocks of one backend call: the route's request and backend timeouts (504), the
- * streamed request body's idle timeout (408), and the abort when the client leaves. Their
- * functions are made once, outside the call, on purpose: with an abort closure over the
- * call's whole scope (request, response, handler) made per request, V8's young-generation
- * GC kept promoting every request's objects, and scavenges took 5-10 ms instead of under
- * 1 ms (measured with bench/http-proxy.ts at 1,000 requests/s).
+ * streamed request body's idle timeout and minimum rate (408), the response stream's idle
+ * timeout (the stream is cut), and the abort when the client leaves. The defaults are the
+ * listener's (`timeout.http`, http/frontend.ts), a route's `policies.timeout` overrides them;
+ * the table is in docs/configuration.md#timeouts. Their functions are made once, outside the
+ * call, on purpose: with an abort closure over the call's whole scope (request, response,
+ * handler) made per request, V8's young-generation GC kept promoting every request's
+ * objects, and scavenges took 5-10 ms instead of under 1 ms (measured with
+ * bench/http-proxy.ts at 1,000 requests/s).
  */
 
 import type { Dispatcher } from 'undici'
@@ -12,6 +15,8 @@ import type { IncomingMessage } from 'node:http'
 import type { CallContext } from './call-context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
+import { pollPeriod, Sweep, Sweeps } from './sweep.ts'
+import { bodyLimits, bodyProgress, checkBodyProgress, type BodyLimits, type BodyProgress } from './body-clock.ts'
 
 /**
  * The two timeouts a call can hit, as the PORTICO_TIMEOUT error's message: the route's
@@ -26,50 +31,93 @@ export interface CallState {
   controller: Dispatcher.DispatchController | null
   /** Which timeout fired, if one did. */
   timedOut: string | null
-  /** The route's request/backend timeout, while it runs. */
+  /** The route's request/backend timeout (or the client's grpc-timeout), while it runs. */
   timer: NodeJS.Timeout | undefined
+  /** The listener's default wait for response headers, while it runs. */
+  headers: HeadersWait | null
   /** The request body being streamed, while its idle timeout watches it. */
   body: BodyWatch | null
+  /** The response being streamed, while its idle timeout watches it. */
+  stream: StreamWatch | null
+  /**
+   * Progress of the response stream: the client response handler adds one per chunk from
+   * the backend and per drain of the client's side (a counter, so a chunk costs no clock read).
+   */
+  progress: number
 }
 
 /**
- * A streamed request body's idle timeout. It polls the client socket's byte count (a few
- * times per timeout period) instead of hooking every chunk, so a body costs one timer, not
- * work per chunk; the timeout fires between `idleMs` and 1.25 × `idleMs` after the last byte.
+ * The listener's default wait for response headers, for routes that set no timeout. It
+ * counts from the end of a streamed request body, not its start (Envoy's route timeout
+ * starts there too), so a long upload is bounded by the body's idle timeout and rate instead.
+ * Checked by a sweep: it fires between `limitMs` and 1.25 × `limitMs` after `since`.
  */
-interface BodyWatch {
-  req: IncomingMessage
-  idleMs: number
-  lastBytes: number
-  lastChange: number
+interface HeadersWait {
+  limitMs: number
+  since: number
+  sweep: Sweep<CallState>
+}
+
+/** A streamed request body's clocks (http/body-clock.ts), polled by their own timer. */
+interface BodyWatch extends BodyProgress {
   timer: NodeJS.Timeout
 }
 
 /**
+ * A response stream's idle timeout: a sweep reads `CallState.progress` as BodyWatch reads
+ * bytes, and fires between `idleMs` and 1.25 × `idleMs` after the last progress.
+ */
+interface StreamWatch {
+  idleMs: number
+  lastProgress: number
+  lastChange: number
+  sweep: Sweep<CallState>
+}
+
+/**
  * Starts the call's clocks (from `ctx.upstreamStart`): the tighter of what is left of the
- * request timeout and the backend timeout, the body's idle timeout when a body is streamed,
- * and the abort when the client leaves (`ctx.abortUpstream`).
+ * route's request timeout and backend timeout (or the client's grpc-timeout), else the
+ * listener's default wait for response headers; the body's idle timeout and minimum rate when
+ * a body is streamed; and the abort when the client leaves (`ctx.abortUpstream`). The
+ * response stream's clock starts with the response (startStreamWatch).
  */
 export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallState {
-  const call: CallState = { controller: null, timedOut: null, timer: undefined, body: null }
+  const call: CallState = { controller: null, timedOut: null, timer: undefined, headers: null, body: null, stream: null, progress: 0 }
   const timeouts = ctx.route?.ir.timeouts
+  const frontend = ctx.listener.frontend
   const grpcDeadline = grpcTimeoutMs(ctx.req.headers['grpc-timeout'])
-  if (timeouts !== undefined || grpcDeadline !== undefined) {
+  // The listener's default bounds the wait for response headers only when the route says
+  // nothing: a route's requestTimeout is its whole budget (the Gateway API's backendRequest
+  // must not exceed request), and an explicit 0 is no limit.
+  const routeSets = timeouts?.backendRequestMs !== undefined || timeouts?.requestMs !== undefined
+  if (routeSets || grpcDeadline !== undefined) {
     const elapsed = ctx.upstreamStart - ctx.startMono
     // The client's own deadline (gRPC's grpc-timeout) counts as the request timeout: it is
-    // never retried past.
-    const remainingRequest = Math.min(timeouts?.requestMs ?? Infinity, grpcDeadline ?? Infinity) - elapsed
-    const backendLimit = timeouts?.backendRequestMs ?? Infinity
+    // never retried past. 0 is no limit (the Gateway API's zero).
+    const remainingRequest = Math.min(limit(timeouts?.requestMs), grpcDeadline ?? Infinity) - elapsed
+    const backendLimit = limit(timeouts?.backendRequestMs)
     const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
     if (wait !== Infinity) {
       const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
       call.timer = setTimeout(onCallTimeout, wait, call, which)
     }
   }
+  if (!routeSets && frontend.backendRequestTimeoutMs > 0) {
+    const sweep = headerSweeps.get(pollPeriod(frontend.backendRequestTimeoutMs))
+    call.headers = { limitMs: frontend.backendRequestTimeoutMs, since: ctx.upstreamStart, sweep }
+    sweep.add(call)
+  }
   ctx.abortUpstream = abortOnClientClose(call)
-  const idleMs = ctx.listener.frontend.requestBodyIdleTimeoutMs
-  if (streamsBody && idleMs > 0 && !ctx.req.complete) watchBody(call, ctx.req, idleMs)
+  if (streamsBody && !ctx.req.complete) {
+    const limits = bodyLimits(ctx)
+    if (limits.idleMs > 0) watchBody(call, ctx.req, limits)
+  }
   return call
+}
+
+/** A limit in ms from the IR, where absent and 0 are both no limit. */
+function limit (ms: number | undefined): number {
+  return ms === undefined || ms === 0 ? Infinity : ms
 }
 
 const GRPC_TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 }
@@ -84,21 +132,65 @@ export function grpcTimeoutMs (value: string | string[] | undefined): number | u
   return m === null ? undefined : Number(m[1]) * GRPC_TIMEOUT_UNIT_MS[m[2]!]!
 }
 
-/** The backend answered: its time is up (the body's idle watch goes on while it streams). */
+/**
+ * The backend answered: its time is up. The body's idle watch goes on while the answer
+ * streams (its minimum rate stops: a backend that answers early reads at its own pace, as
+ * gRPC streams and Envoy Gateway's requestReceivedTimeout do).
+ */
 export function stopCallTimer (call: CallState): void {
   if (call.timer !== undefined) clearTimeout(call.timer)
+  stopHeadersWait(call)
+  if (call.body !== null) call.body.minBytes = 0
+}
+
+/**
+ * The response head went to the client: the stream's idle timeout starts (the route's
+ * `streamIdleTimeout`, else the listener's).
+ */
+export function startStreamWatch (call: CallState, ctx: CallContext): void {
+  const idleMs = ctx.route?.ir.timeouts?.streamIdleMs ?? ctx.listener.frontend.streamIdleTimeoutMs
+  if (idleMs <= 0 || call.stream !== null) return
+  const sweep = streamSweeps.get(pollPeriod(idleMs))
+  call.stream = { idleMs, lastProgress: call.progress, lastChange: performance.now(), sweep }
+  sweep.add(call)
 }
 
 /** The call is over or dropped (a retry): every clock stops and the client-abort hook goes. */
 export function releaseCall (call: CallState, ctx: CallContext): void {
   if (call.timer !== undefined) clearTimeout(call.timer)
+  stopHeadersWait(call)
   stopBodyWatch(call)
+  if (call.stream !== null) {
+    call.stream.sweep.delete(call)
+    call.stream = null
+  }
   ctx.abortUpstream = null
 }
 
-function watchBody (call: CallState, req: IncomingMessage, idleMs: number): void {
-  const every = Math.max(10, Math.floor(idleMs / 4))
-  call.body = { req, idleMs, lastBytes: req.socket?.bytesRead ?? 0, lastChange: performance.now(), timer: setTimeout(checkBody, every, call, every) }
+function stopHeadersWait (call: CallState): void {
+  if (call.headers === null) return
+  call.headers.sweep.delete(call)
+  call.headers = null
+}
+
+const headerSweeps = new Sweeps<CallState>(checkHeaders)
+const streamSweeps = new Sweeps<CallState>(checkStream)
+
+function checkHeaders (call: CallState, now: number): void {
+  const wait = call.headers!
+  // Still receiving the body (its own limits watch it): the wait has not begun.
+  if (call.body !== null) wait.since = now
+  else if (now - wait.since >= wait.limitMs && call.controller !== null) {
+    stopHeadersWait(call)
+    onCallTimeout(call, BACKEND_TIMEOUT)
+  }
+}
+
+function watchBody (call: CallState, req: IncomingMessage, limits: BodyLimits): void {
+  const every = pollPeriod(limits.idleMs)
+  const watch = bodyProgress(req, limits, performance.now()) as BodyWatch
+  watch.timer = setTimeout(checkBody, every, call, every)
+  call.body = watch
 }
 
 function stopBodyWatch (call: CallState): void {
@@ -113,21 +205,29 @@ function checkBody (call: CallState, every: number): void {
   const { req } = watch
   if (req.complete || req.destroyed) {
     call.body = null
+    // The body is in: the default wait for the answer starts now (within `every`).
+    if (call.headers !== null) call.headers.since = performance.now()
     return
   }
-  const now = performance.now()
-  const bytes = req.socket?.bytesRead ?? 0
-  // Bytes still buffered mean the backend is not taking them: that wait is the backend's,
-  // bounded by the route's timeouts, not the client's.
-  if (bytes !== watch.lastBytes || req.readableLength > 0) {
-    watch.lastBytes = bytes
-    watch.lastChange = now
-  } else if (now - watch.lastChange >= watch.idleMs && call.controller !== null) {
+  const cut = checkBodyProgress(watch, performance.now())
+  if (cut !== null && call.controller !== null) {
     call.body = null
-    call.controller.abort(new PorticoError('PORTICO_REQUEST_BODY_TIMEOUT', `request body idle timeout: no bytes from the client for ${watch.idleMs} ms`))
+    call.controller.abort(cut)
     return
   }
   watch.timer = setTimeout(checkBody, every, call, every)
+}
+
+function checkStream (call: CallState, now: number): void {
+  const watch = call.stream!
+  if (call.progress !== watch.lastProgress) {
+    watch.lastProgress = call.progress
+    watch.lastChange = now
+  } else if (now - watch.lastChange >= watch.idleMs && call.controller !== null) {
+    watch.sweep.delete(call)
+    call.stream = null
+    call.controller.abort(new PorticoError('PORTICO_STREAM_IDLE_TIMEOUT', `response stream idle timeout: no progress for ${watch.idleMs} ms`))
+  }
 }
 
 function onCallTimeout (call: CallState, which: string): void {

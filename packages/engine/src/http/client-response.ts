@@ -11,7 +11,7 @@
 import type { Dispatcher } from 'undici'
 import type { Duplex } from 'node:stream'
 import type { CallContext, UpstreamHooks } from './call-context.ts'
-import { releaseCall, stopCallTimer, type CallState } from './call-timers.ts'
+import { releaseCall, startStreamWatch, stopCallTimer, type CallState } from './call-timers.ts'
 import { classifyFailure } from './call-failure.ts'
 import { responseEndToEnd } from './headers.ts'
 import { Base64Stream, grpcWebTrailerFrame } from './grpc.ts'
@@ -93,9 +93,11 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     }
     // Server-sent events and other streams must reach the client as they are produced.
     if (isStreaming(ctx.responseHeaders['content-type'])) res.flushHeaders()
+    startStreamWatch(this.call, ctx)
   }
 
   onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.call.progress++
     // A response policy replaced the body (transformation): the backend's is discarded.
     if (this.ctx.responseBody !== null) return
     this.ctx.responseBytes += chunk.length
@@ -111,6 +113,9 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
       this.waitingForDrain = true
       c.pause()
       res.once('drain', () => {
+        // The client took what waited: progress for the stream's idle timeout (a client that
+        // stops reading is cut by it, as Envoy's stream idle timeout cuts one).
+        this.call.progress++
         this.waitingForDrain = false
         c.resume()
       })

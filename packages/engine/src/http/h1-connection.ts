@@ -169,7 +169,9 @@ export class H1Connection implements ResponseEvents {
     this.eofPending = false
     const upgrade = typeof call.options.upgrade === 'string'
     this.parser.expect(call.options.method, upgrade)
-    if (this.headersTimer === null) this.headersTimer = setTimeout(onHeadersTimeout, this.owner.headersTimeoutMs, this).unref()
+    if (this.owner.headersTimeoutMs <= 0) {
+      // No pool limit: the call's own clock (http/call-timers.ts) bounds the wait.
+    } else if (this.headersTimer === null) this.headersTimer = setTimeout(onHeadersTimeout, this.owner.headersTimeoutMs, this).unref()
     else this.headersTimer.refresh()
     this.socket.ref()
     if (call.paused) this.pauseReading()

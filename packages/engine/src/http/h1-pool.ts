@@ -45,7 +45,7 @@ export interface H1PoolOptions {
   connections?: number | null
   connectTimeout?: number
   keepAliveTimeout?: number
-  /** How long a call waits for the response head (ms). */
+  /** How long a call waits for the response head (ms); 0: no limit (the caller keeps its own clock). */
   headersTimeout?: number
   /** tls.connect options for an https origin (CA, client certificate, servername, identity check). */
   connect?: ConnectionOptions

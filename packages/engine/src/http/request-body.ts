@@ -8,9 +8,16 @@
  */
 
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+import { bodyLimits, bodyProgress, checkBodyProgress, type BodyClockContext } from './body-clock.ts'
+import { pollPeriod } from './sweep.ts'
+import { isPorticoError } from '../util/errors.ts'
+import { performance } from '../util/clock.ts'
 
-/** What the reader needs of a request's state (request/context.ts RequestContext has it). */
-export interface BodyContext {
+/**
+ * What the reader needs of a request's state (request/context.ts RequestContext has it): the
+ * body's clocks read the listener's and route's limits (http/body-clock.ts).
+ */
+export interface BodyContext extends BodyClockContext {
   readonly req: IncomingMessage
   /** Set for an upgrade request: its bytes belong to the tunnel. */
   readonly upgrade: object | null
@@ -40,7 +47,9 @@ export interface ReadBodyOptions {
 /**
  * `buffered`: `ctx.requestBody` holds the whole body (read now, or already by a policy).
  * `none`: the request has no body (or is an upgrade, whose bytes are the tunnel's).
- * `too-large`: more than `maxBytes`. An Error: the stream failed or the client left.
+ * `too-large`: more than `maxBytes`. An Error: the stream failed, the client left, or it was
+ * too slow (PORTICO_REQUEST_BODY_TIMEOUT: quiet for the idle timeout, or under the minimum
+ * rate; `bodyReadFailure` gives the answer).
  */
 export type BodyRead = 'buffered' | 'none' | 'too-large' | Error
 
@@ -57,7 +66,9 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
   return await new Promise<BodyRead>(resolve => {
     const chunks: Buffer[] = []
     let size = 0
+    let timer: NodeJS.Timeout | undefined
     const done = (value: BodyRead): void => {
+      clearTimeout(timer)
       req.off('data', onData)
       req.off('end', onEnd)
       req.off('error', onError)
@@ -87,5 +98,28 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
     req.on('end', onEnd)
     req.on('error', onError)
     req.on('close', onClose)
+    // The same clocks as a body streamed to a backend: a quiet or trickling client does not
+    // keep its connection and this read for as long as it likes.
+    const limits = bodyLimits(ctx)
+    if (limits.idleMs > 0 && !req.complete) {
+      const every = pollPeriod(limits.idleMs)
+      const progress = bodyProgress(req, limits, performance.now())
+      const poll = (): void => {
+        const cut = checkBodyProgress(progress, performance.now())
+        if (cut !== null) done(cut)
+        else timer = setTimeout(poll, every)
+      }
+      timer = setTimeout(poll, every)
+    }
   })
+}
+
+/**
+ * The answer to a body that could not be read whole: 408 `request body timeout` (and the
+ * connection closed: the rest of the body is never read) when the client was too slow, as a
+ * body streamed to a backend gets; 400 `request body incomplete` otherwise.
+ */
+export function bodyReadFailure (err: Error): { status: number, body: string, reason: 'Timeout' | 'InvalidRequest', headers?: Record<string, string> } {
+  if (isPorticoError(err, 'PORTICO_REQUEST_BODY_TIMEOUT')) return { status: 408, body: 'request body timeout', reason: 'Timeout', headers: { connection: 'close' } }
+  return { status: 400, body: 'request body incomplete', reason: 'InvalidRequest' }
 }

@@ -85,9 +85,10 @@ export class UpstreamPools {
       pipelining: 1,
       keepAliveTimeout: this.options.keepAliveTimeout,
       connectTimeout: this.options.connectTimeout,
-      // Streams (SSE, long downloads) must not be cut by an idle body timer. Waiting for
-      // response headers keeps undici's 300 s default (a 504 after it); routes set tighter
-      // limits with their timeouts.
+      // The call's clocks (http/call-timers.ts: backendRequestTimeout, streamIdleTimeout) bound
+      // the wait for headers and a quiet stream, with defaults and per-route values; a pool
+      // limit under them would cut a route that asks for longer.
+      headersTimeout: 0,
       bodyTimeout: 0
     }
     // A backend that speaks only h2c (appProtocol kubernetes.io/h2c) gets HTTP/2 with prior knowledge.
@@ -104,7 +105,7 @@ export class UpstreamPools {
     if (tlsOptions !== undefined) poolOptions.connect = tlsOptions as Pool.Options['connect']
     const http1 = poolOptions.pipelining === 1
     const makePool: PoolFactory = http1
-      ? origin => new H1Pool(origin, { connections: this.options.connections, connectTimeout: this.options.connectTimeout, keepAliveTimeout: this.options.keepAliveTimeout, connect: tlsOptions })
+      ? origin => new H1Pool(origin, { connections: this.options.connections, connectTimeout: this.options.connectTimeout, keepAliveTimeout: this.options.keepAliveTimeout, headersTimeout: 0, connect: tlsOptions })
       : origin => new (undici().Pool)(origin, poolOptions)
     const dispatcher = !needsBalancer(backend, origins)
       ? makePool(origins[0]!)

@@ -148,6 +148,12 @@ export interface StreamRouteIR {
 export interface FrontendIR {
   /** Milliseconds a streamed request body may go without a byte; 0 = no limit. */
   requestBodyIdleTimeoutMs?: number
+  /** Bytes per second a streamed request body must bring, over each idle period, until the response begins; 0 = none. */
+  requestBodyMinRate?: number
+  /** Default limit on each backend call's wait for response headers (routes without timeouts); 0 = none. */
+  backendRequestTimeoutMs?: number
+  /** Milliseconds a streamed response may go without progress; 0 = no limit. */
+  streamIdleTimeoutMs?: number
   /** Proxies in front whose X-Forwarded-Proto/-Host are trusted; 0 = none (they are replaced). */
   xffNumTrustedHops?: number
   /** Upgrade protocols forwarded (lower case). */
@@ -211,10 +217,16 @@ export interface RouteIR {
 }
 
 export interface RouteTimeoutsIR {
-  /** Whole request, from arrival to the end of the response headers; 504 when exceeded. */
+  /** Whole request, from arrival to the end of the response headers; 504 when exceeded. 0 = none. */
   requestMs?: number
-  /** Each backend call, until its response headers; 504 when exceeded. */
+  /** Each backend call, until its response headers; 504 when exceeded. 0 = none. */
   backendRequestMs?: number
+  /** Over the listener's requestBodyIdleTimeoutMs; 0 = none. */
+  requestBodyIdleMs?: number
+  /** Over the listener's requestBodyMinRate; 0 = none. */
+  requestBodyMinRate?: number
+  /** Over the listener's streamIdleTimeoutMs; 0 = none. */
+  streamIdleMs?: number
 }
 
 export interface RouteMatchIR {

@@ -67,6 +67,9 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
       checkStreamListener(listener, bind.protocol, bind.tls, lp, report)
       checkPolicies(listener.policies, [...lp, 'policies'], report)
       checkMs(listener.frontend?.requestBodyIdleTimeoutMs, [...lp, 'frontend', 'requestBodyIdleTimeoutMs'], report)
+      checkMs(listener.frontend?.backendRequestTimeoutMs, [...lp, 'frontend', 'backendRequestTimeoutMs'], report)
+      checkMs(listener.frontend?.streamIdleTimeoutMs, [...lp, 'frontend', 'streamIdleTimeoutMs'], report)
+      checkRate(listener.frontend?.requestBodyMinRate, [...lp, 'frontend', 'requestBodyMinRate'], report)
       listener.routes.forEach((route, r) => checkRoute(route, [...lp, 'routes', r], report))
       checkExtProcOnMcp(listener, mcpBackends, lp, report)
     })
@@ -146,6 +149,10 @@ export function formatIrDiagnostic (d: IrDiagnostic): string {
 type Report = (path: IrPath, message: string) => void
 
 /** A timer in ms: a number from `min` to what Node can time (a longer timer fires at once). */
+function checkRate (rate: number | undefined, path: IrPath, report: Report): void {
+  if (rate !== undefined && !(Number.isInteger(rate) && rate >= 0)) report(path, `${rate} is not a rate (whole bytes per second, 0 or more)`)
+}
+
 function checkMs (ms: number | undefined, path: IrPath, report: Report, min = 0): void {
   if (ms !== undefined && !(Number.isFinite(ms) && ms >= min && ms <= MAX_TIMER_MS)) report(path, `${ms} is not a usable duration (milliseconds from ${min} to ${MAX_TIMER_MS}, about 596h)`)
 }
@@ -167,6 +174,9 @@ function checkRoute (route: RouteIR, rp: IrPath, report: Report): void {
   route.backends.forEach((ref, i) => checkPolicies(ref.policies, [...rp, 'backends', i, 'policies'], report))
   checkMs(route.timeouts?.requestMs, [...rp, 'timeouts', 'requestMs'], report)
   checkMs(route.timeouts?.backendRequestMs, [...rp, 'timeouts', 'backendRequestMs'], report)
+  checkMs(route.timeouts?.requestBodyIdleMs, [...rp, 'timeouts', 'requestBodyIdleMs'], report)
+  checkMs(route.timeouts?.streamIdleMs, [...rp, 'timeouts', 'streamIdleMs'], report)
+  checkRate(route.timeouts?.requestBodyMinRate, [...rp, 'timeouts', 'requestBodyMinRate'], report)
   if (route.retry !== undefined) {
     if (!Number.isInteger(route.retry.attempts) || route.retry.attempts < 0) report([...rp, 'retry', 'attempts'], `${route.retry.attempts} is not a number of retries (an integer ≥ 0)`)
     checkMs(route.retry.backoffMs, [...rp, 'retry', 'backoffMs'], report)

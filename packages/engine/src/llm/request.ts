@@ -11,7 +11,7 @@
 import type { RequestContext } from '../request/context.ts'
 import type { LlmCall } from '../request/calls.ts'
 import type { AiBackendSpecIR } from '../ir/types.ts'
-import { readRequestBody } from '../http/request-body.ts'
+import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { authority } from '../util/host-port.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
@@ -35,7 +35,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const read = await readRequestBody(ctx, { maxBytes: LLM_REQUEST_LIMIT, whenTooLarge: 'drain' })
   if (read === 'too-large') return { status: 413, body: `LLM request larger than ${LLM_REQUEST_LIMIT} bytes` }
   if (read === 'none') return { status: 400, body: 'invalid LLM request: no body (a JSON chat completion request is expected)' }
-  if (read instanceof Error) return { status: 400, body: 'request body incomplete' }
+  if (read instanceof Error) return bodyReadFailure(read)
 
   let request: unknown
   try {

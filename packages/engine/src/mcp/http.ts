@@ -36,6 +36,7 @@ import { corsAllowsOrigin } from '../request/cors-origins.ts'
 import type { ClientInit } from './target.ts'
 import { classify, handleModernPost, isModernHeader, modernMethodNotAllowed, type McpHttpHelpers } from './revision-2026.ts'
 import { performance } from '../util/clock.ts'
+import { isPorticoError } from '../util/errors.ts'
 
 const SESSION_HEADER = 'mcp-session-id'
 
@@ -252,7 +253,14 @@ function initOf (req: JsonRpcRequest): ClientInit {
  */
 async function readMessages (rt: McpRuntime, ctx: RequestContext, spec: McpBackendSpecIR): Promise<{ messages: JsonRpcMessage[], batch: boolean } | null> {
   const read = await readRequestBody(ctx, { maxBytes: spec.maxMessageBytes, whenTooLarge: 'drain' })
-  if (read instanceof Error) throw read
+  if (read instanceof Error) {
+    // A client too slow with its body (idle timeout, minimum rate): 408, as on any route.
+    if (isPorticoError(read, 'PORTICO_REQUEST_BODY_TIMEOUT')) {
+      reply(rt, ctx, 408, errorResponse(null, INVALID_REQUEST, `Request body timeout: ${read.message}`), { connection: 'close' })
+      return null
+    }
+    throw read
+  }
   if (read === 'too-large') {
     reply(rt, ctx, 413, errorResponse(null, INVALID_REQUEST, `Message too large: the limit is ${spec.maxMessageBytes} bytes`), { connection: 'close' })
     return null

@@ -30,7 +30,7 @@ import { classifyFailure } from '../http/call-failure.ts'
 import { BACKEND_TIMEOUT } from '../http/call-timers.ts'
 import { callBackend } from './backend-call.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
-import { readRequestBody } from '../http/request-body.ts'
+import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { respondLocal } from './respond.ts'
 import { PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
@@ -61,7 +61,8 @@ export async function callWithResiliency (rt: PipelineRuntime, ctx: RequestConte
   // Too large: streamed to the backend once, unmirrored and unretried.
   const read = await readRequestBody(ctx, { maxBytes: REPLAY_BODY_LIMIT, whenTooLarge: 'keep' })
   if (read instanceof Error) {
-    respondLocal(rt, ctx, 400, 'request body incomplete', 'InvalidRequest', `reading the request body: ${read.message}`)
+    const failure = bodyReadFailure(read)
+    respondLocal(rt, ctx, failure.status, failure.body, failure.reason, `reading the request body: ${read.message}`, failure.headers)
     return
   }
   if (ctx.res.destroyed) return

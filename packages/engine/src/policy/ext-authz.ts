@@ -20,7 +20,7 @@ import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type CheckInput, type CheckResult, type HeaderMutation } from '../auth/ext-authz-check.ts'
 import { grpcCheck } from '../auth/ext-authz-grpc.ts'
 import { httpCheck } from '../auth/ext-authz-http.ts'
-import { readRequestBody, requestHasBody } from '../http/request-body.ts'
+import { bodyReadFailure, readRequestBody, requestHasBody } from '../http/request-body.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { plainAddress } from '../util/host-port.ts'
@@ -69,7 +69,7 @@ export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPol
         }
         if (read instanceof Error) {
           trace(ctx, 'deny', `reading the request body: ${read.message}`)
-          return { action: 'respond', status: 400, body: 'request body incomplete', reason: 'InvalidRequest' }
+          return { action: 'respond', ...bodyReadFailure(read) }
         }
         body = ctx.requestBody
       }

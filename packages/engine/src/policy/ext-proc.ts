@@ -22,7 +22,7 @@ import type { PolicyServices } from './services.ts'
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
 import { headerMutations } from '../auth/ext-authz-grpc.ts'
 import { createExtProcClient, ExtProcStream, headerMapMessage, type CommonResponseMessage, type ExchangeResult, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
-import { readRequestBody, requestHasBody } from '../http/request-body.ts'
+import { bodyReadFailure, readRequestBody, requestHasBody } from '../http/request-body.ts'
 import { addResponseInterceptor, type InterceptResult, type ResponseDraft } from '../http/response-intercept.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
@@ -100,7 +100,7 @@ export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolic
         if (read instanceof Error) {
           stream.close()
           trace(ctx, 'deny', `reading the request body: ${read.message}`)
-          return { action: 'respond', status: 400, body: 'request body incomplete', reason: 'InvalidRequest' }
+          return { action: 'respond', ...bodyReadFailure(read) }
         }
         const r = await send({ request_body: { body: ctx.requestBody ?? Buffer.alloc(0), end_of_stream: true } }, 'request_body')
         const handled = handleRequestAnswer(ctx, r, true, changes)

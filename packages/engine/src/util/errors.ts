@@ -36,6 +36,7 @@ export const PORTICO_ERRORS = {
   PORTICO_DOWNSTREAM_SLOW: { message: 'client reads the answer too slowly' },
   PORTICO_TIMEOUT: { message: 'timeout', status: 504 },
   PORTICO_REQUEST_BODY_TIMEOUT: { message: 'request body idle timeout', status: 408 },
+  PORTICO_STREAM_IDLE_TIMEOUT: { message: 'response stream idle timeout' },
   PORTICO_NO_HEALTHY_ENDPOINT: { message: 'every endpoint is ejected (passive health)', status: 503 },
   PORTICO_RETRY: { message: 'retried' },
   PORTICO_RESPONSE_REPLACED: { message: 'response replaced by a policy' },
