@@ -23,11 +23,11 @@ test('listenerSetProgrammed: follows the Gateway once accepted; not accepted kee
   assert.equal(notAllowed.observedGeneration, 3)
 })
 
-test('status writer: ListenerSet status and Gateway attachedListenerSets are merge-patched', async () => {
+test('status writer: ListenerSet status and Gateway attachedListenerSets are written', async () => {
   const patches: Array<{ path: string, body: unknown }> = []
   const api = {
-    async get () { return { metadata: { uid: 'u1' } } },
-    async mergePatch (path: string, body: unknown) { patches.push({ path, body }) }
+    async get () { return { metadata: { uid: 'u1', resourceVersion: '1' } } },
+    async request (req: { path: string, body: unknown }) { patches.push({ path: req.path, body: req.body }) }
   } as unknown as KubeHttp
   const w = new StatusWriter(api, 'portico.dev/gateway-controller', { warn () {}, debug () {} })
   const listeners = [{ name: 'l1', supportedKinds: [], attachedRoutes: 2, conditions: [condition('Accepted', true, 'Accepted', 'ok', 3)] }]

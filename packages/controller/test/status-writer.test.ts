@@ -14,10 +14,6 @@ function fakeApi () {
       if (o === undefined) throw Object.assign(new Error('not found'), { code: 404 })
       return structuredClone(o)
     },
-    async mergePatch (path: string) {
-      const o = objects.get(path.replace(/\/status$/, ''))!
-      writes.push({ path, uid: o.metadata.uid })
-    },
     async request (req: { path: string }) {
       const o = objects.get(req.path.replace(/\/status$/, ''))!
       writes.push({ path: req.path, uid: o.metadata.uid })
@@ -108,8 +104,8 @@ test('status writer: a status that returns to the last one written while another
       if (gate !== null) await gate
       return { metadata: { uid: 'g1', resourceVersion: '1' } }
     },
-    async mergePatch (_path: string, body: { status: { conditions: Condition[] } }) {
-      patches.push(body.status.conditions.map(c => `${c.type}=${c.status}`).join(','))
+    async request (req: { body: { status: { conditions: Condition[] } } }) {
+      patches.push(req.body.status.conditions.map(c => `${c.type}=${c.status}`).join(','))
     }
   } as unknown as KubeHttp
   const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
@@ -127,4 +123,33 @@ test('status writer: a status that returns to the last one written while another
   release()
   await w.idle()
   assert.deepEqual(patches, ['Programmed=True', 'Programmed=False', 'Programmed=True'])
+})
+
+test('status writer: a Gateway\'s and a GatewayClass\'s statuses are PUT under the resourceVersion read, with other controllers\' conditions kept', async () => {
+  // The API-server side (the 409 on a stale resourceVersion, the retry) is in
+  // e2e/test/cluster-status.test.ts against a real kube-apiserver.
+  const foreign: Condition = { type: 'example.com/Stale', status: 'True', reason: 'Seeded', message: '', observedGeneration: 1, lastTransitionTime: '2026-01-01T00:00:00Z' }
+  const classPath = '/apis/gateway.networking.k8s.io/v1/gatewayclasses/portico'
+  const objects = new Map<string, unknown>([
+    [gatewayPath, { metadata: { uid: 'g1', resourceVersion: '41' }, status: { conditions: [foreign], listeners: [{ name: 'http', conditions: [foreign] }] } }],
+    [classPath, { metadata: { uid: 'c1', resourceVersion: '42' }, status: { conditions: [foreign] } }]
+  ])
+  const puts: Array<{ method: string, path: string, body: { metadata: { resourceVersion: string }, status: { conditions: Condition[], listeners?: Array<{ conditions: Condition[] }> } } }> = []
+  const api = {
+    async get (path: string) { return structuredClone(objects.get(path)) },
+    async request (req: typeof puts[number]) { puts.push(req) }
+  } as unknown as KubeHttp
+  const w = new StatusWriter(api, 'portico.dev/gateway-controller', log)
+  w.gateway('apps', 'web', { conditions: [accepted], listeners: [{ name: 'http', supportedKinds: [], attachedRoutes: 0, conditions: [accepted] }], addresses: [] }, 'g1')
+  w.gatewayClass('portico', [accepted], ['Gateway'], 'c1')
+  await w.idle()
+  const gw = puts.find(p => p.path === `${gatewayPath}/status`)!
+  assert.equal(gw.method, 'PUT')
+  assert.equal(gw.body.metadata.resourceVersion, '41')
+  assert.deepEqual(gw.body.status.conditions.map(c => c.type), ['Accepted', 'example.com/Stale'])
+  assert.deepEqual(gw.body.status.conditions[1], foreign)
+  assert.deepEqual(gw.body.status.listeners![0]!.conditions[1], foreign)
+  const cls = puts.find(p => p.path === `${classPath}/status`)!
+  assert.equal(cls.body.metadata.resourceVersion, '42')
+  assert.deepEqual(cls.body.status.conditions[1], foreign)
 })

@@ -12,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import https from 'node:https'
+import http2 from 'node:http2'
 import type { TLSSocket } from 'node:tls'
 import { X509Certificate } from 'node:crypto'
 import { UpstreamPools, sanCheck } from '../src/http/upstream-pools.ts'
@@ -25,6 +26,7 @@ let ca: string
 let server: https.Server
 let port: number
 const snis: Array<string | false> = []
+const h2Servers: http2.Http2SecureServer[] = []
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'portico-san-'))
@@ -44,6 +46,7 @@ before(async () => {
 })
 
 after(() => {
+  for (const s of h2Servers) s.close()
   server.close()
   rmSync(dir, { recursive: true, force: true })
 })
@@ -111,5 +114,43 @@ test('a backend whose TLS settings change (a rotated client certificate, a new C
     assert.notEqual(pools.get(after), first)
   } finally {
     await pools.destroy()
+  }
+})
+
+test('HTTP/2 (and gRPC) to several endpoints with a server name: a balancer over pools that each pin it, with and without passive health', async () => {
+  // The Gateway API's BackendTLSPolicyGRPCRoute: a GRPCRoute to a Service with two ready pods
+  // under a BackendTLSPolicy answered 503 `dispatcher.compose is not a function`.
+  const seen: Array<{ server: number, sni: string | false }> = []
+  const cert = readFileSync(join(dir, 'server.pem'))
+  const key = readFileSync(join(dir, 'server.key'))
+  const ports: number[] = []
+  for (let i = 0; i < 2; i++) {
+    const s = http2.createSecureServer({ cert, key }, (req, res) => {
+      seen.push({ server: i, sni: (req.socket as TLSSocket).servername ?? false })
+      res.end(`h2 ${i}`)
+    })
+    h2Servers.push(s)
+    await new Promise<void>(resolve => s.listen(0, '127.0.0.1', resolve))
+    ports.push((s.address() as { port: number }).port)
+  }
+  const endpoints = ports.map(p => ({ host: '127.0.0.1', port: p }))
+  const variants: Array<[string, Partial<BackendIR>, boolean]> = [
+    ['h2', { h2: true }, false],
+    ['h2-health', { h2: true, health: { consecutiveFailures: 3, ejectionMs: 60_000 } }, false],
+    ['grpc', {}, true],
+    ['grpc-health', { health: { consecutiveFailures: 3, ejectionMs: 60_000 } }, true]
+  ]
+  for (const [name, extra, grpc] of variants) {
+    seen.length = 0
+    const pools = new UpstreamPools()
+    try {
+      const b: BackendIR = { ...backend(name, { ca, serverName: 'abc.example.com' }), endpoints, ...extra }
+      const bodies = []
+      for (let i = 0; i < 4; i++) bodies.push((await collect(pools.get(b, grpc), { headers: { host: 'https-listener.org' } })).body)
+      assert.deepEqual(bodies, ['h2 0', 'h2 1', 'h2 0', 'h2 1'], `${name}: round robin`)
+      assert.deepEqual(new Set(seen.map(s => s.sni)), new Set(['abc.example.com']), `${name}: the server name is the SNI on every endpoint`)
+    } finally {
+      await pools.destroy()
+    }
   }
 })

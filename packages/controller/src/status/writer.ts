@@ -1,17 +1,24 @@
 /**
  * Writes status: GatewayClasses, Gateways (with listeners, addresses, and Programmed once a
- * proxy accepted the config) and HTTPRoute parents. Writes are queued per object — a newer
- * desired status replaces an older one not yet written, so churn coalesces; one write per
- * object at a time, so they land in order — skipped when
+ * proxy accepted the config), ListenerSets, route parents and policy ancestors. Writes are
+ * queued per object — a newer desired status replaces an older one not yet written, so churn
+ * coalesces; one write per object at a time, so they land in order — skipped when
  * the same object (same uid; the name when there is no uid) was last written with the same
  * status, and retried on conflicts with a fresh read, so none is lost. An object deleted and
  * re-created under the same name is a new uid, so its status is written even if it equals
  * the one its predecessor got. lastTransitionTime moves only when a condition's status changes.
+ *
+ * Every write is a read-modify-write: the object is read, Portico's part merged into its
+ * current status (status/merge.ts: other controllers' condition types, route parents and
+ * policy ancestors stay as they are), and the whole status PUT with the resourceVersion
+ * read — a writer that changed the object in between makes it a 409, and the write is redone
+ * from a fresh read. A merge patch cannot do this: it replaces lists whole, dropping what
+ * others added, and carries no precondition.
  */
 
 import type { Condition } from '../translate/gateway-api.ts'
-import { withTransitionTimes } from '../translate/conditions.ts'
 import { KubeError, KubeHttp, paths } from '../kube/http.ts'
+import { mergeConditions, mergeEntries, mergeListeners } from './merge.ts'
 
 type Key = string
 
@@ -33,9 +40,10 @@ interface ListenerHolderStatus {
   listeners: Array<{ name: string, supportedKinds: unknown[], attachedRoutes: number, conditions: Condition[] }>
 }
 
-/** Listener statuses (a Gateway's, a ListenerSet's) with transition times carried over by name. */
-function listenerStatuses<L extends { name: string, conditions: Condition[] }> (listeners: L[], current: Array<{ name: string, conditions?: Condition[] }> | undefined, now: string): L[] {
-  return listeners.map(l => ({ ...l, conditions: withTransitionTimes(l.conditions, current?.find(x => x.name === l.name)?.conditions, now) }))
+/** An object as read, for a read-modify-write of its status. */
+interface Current<S> {
+  metadata: { resourceVersion: string, uid?: string }
+  status?: S
 }
 
 export class StatusWriter {
@@ -134,17 +142,11 @@ export class StatusWriter {
 
   gatewayClass (name: string, conditions: Condition[], supportedFeatures: string[], uid?: string): void {
     const fingerprint = JSON.stringify({ conditions, supportedFeatures })
-    this.enqueue(`GatewayClass/${name}`, uid, fingerprint, async () => {
-      const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[] } }>(paths.gatewayClass(name))
-      if (!StatusWriter.same(uid, current)) return false
-      await this.api.mergePatch(`${paths.gatewayClass(name)}/status`, {
-        status: {
-          conditions: withTransitionTimes(conditions, current.status?.conditions, new Date().toISOString()),
-          supportedFeatures: supportedFeatures.map(f => ({ name: f }))
-        }
-      })
-      return true
-    })
+    this.enqueue(`GatewayClass/${name}`, uid, fingerprint, () => this.readModifyWrite<{ conditions?: Condition[] }>(paths.gatewayClass(name), uid, (status, now) => ({
+      ...status,
+      conditions: mergeConditions(conditions, status.conditions, now),
+      supportedFeatures: supportedFeatures.map(f => ({ name: f }))
+    })))
   }
 
   gateway (ns: string, name: string, status: ListenerHolderStatus & { addresses: Array<{ type: string, value: string }>, attachedListenerSets?: number }, uid?: string): void {
@@ -161,22 +163,17 @@ export class StatusWriter {
 
   /**
    * The status of an object with listeners (a Gateway, a ListenerSet): conditions and
-   * listeners with their transition times carried over, plus `extra` fields, merge-patched.
+   * listeners merged into the current ones (other controllers' condition types kept), plus
+   * `extra` fields.
    */
   private writeListenerHolder (key: Key, path: string, status: ListenerHolderStatus, extra: Record<string, unknown>, uid: string | undefined): void {
-    this.enqueue(key, uid, JSON.stringify(status), async () => {
-      const current = await this.api.get<{ metadata?: { uid?: string }, status?: { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> } }>(path)
-      if (!StatusWriter.same(uid, current)) return false
-      const now = new Date().toISOString()
-      await this.api.mergePatch(`${path}/status`, {
-        status: {
-          conditions: withTransitionTimes(status.conditions, current.status?.conditions, now),
-          listeners: listenerStatuses(status.listeners, current.status?.listeners, now),
-          ...extra
-        }
-      })
-      return true
-    })
+    type S = { conditions?: Condition[], listeners?: Array<{ name: string, conditions?: Condition[] }> }
+    this.enqueue(key, uid, JSON.stringify(status), () => this.readModifyWrite<S>(path, uid, (current, now) => ({
+      ...current,
+      conditions: mergeConditions(status.conditions, current.conditions, now),
+      listeners: mergeListeners(status.listeners, current.listeners, now),
+      ...extra
+    })))
   }
 
   /**
@@ -207,28 +204,28 @@ export class StatusWriter {
 
   /**
    * The per-controller list of a route's parents or a policy's ancestors (`status[field]`,
-   * each entry told apart by `refField` and controllerName): our entries are replaced, with
-   * transition times carried over from the entry for the same reference; other controllers'
-   * stay. A PUT with the resourceVersion read, so a concurrent writer means a retry.
+   * each entry told apart by `refField` and controllerName): our entries are replaced, other
+   * controllers' stay (merge.ts).
    */
   private writeOurEntries<F extends string, R extends string> (key: Key, path: string, field: F, refField: R, entries: Array<Record<R, unknown> & { controllerName: string, conditions: Condition[] }>, uid: string | undefined): void {
     type Entry = Record<R, unknown> & { controllerName: string, conditions?: Condition[] }
-    this.enqueue(key, uid, JSON.stringify(entries), async () => {
-      const current = await this.api.get<{ metadata: { resourceVersion: string, uid?: string }, status?: Partial<Record<F, Entry[]>> }>(path)
-      if (!StatusWriter.same(uid, current)) return false
-      const now = new Date().toISOString()
-      const existing: Entry[] = current.status?.[field] ?? []
-      const others = existing.filter(e => e.controllerName !== this.controllerName)
-      const ours = entries.map(e => {
-        const before = existing.find(x => x.controllerName === this.controllerName && JSON.stringify(x[refField]) === JSON.stringify(e[refField]))
-        return { ...e, conditions: withTransitionTimes(e.conditions, before?.conditions, now) }
-      })
-      await this.api.request({
-        method: 'PUT',
-        path: `${path}/status`,
-        body: { ...current, status: { ...(current.status ?? {}), [field]: [...others, ...ours] } }
-      })
-      return true
-    })
+    this.enqueue(key, uid, JSON.stringify(entries), () => this.readModifyWrite<Partial<Record<F, Entry[]>>>(path, uid, (current, now) => ({
+      ...current,
+      [field]: mergeEntries(entries, current[field], this.controllerName, refField, now)
+    })))
+  }
+
+  /**
+   * Reads the object at `path`, and PUTs its status subresource with the status `merge`
+   * makes of the current one, under the resourceVersion read: a 409 (someone wrote in
+   * between) is thrown, and attempt() redoes the whole read-modify-write. False when the
+   * object read is not the one the status was computed for.
+   */
+  private async readModifyWrite<S> (path: string, uid: string | undefined, merge: (current: Partial<S>, now: string) => Partial<S>): Promise<boolean> {
+    const current = await this.api.get<Current<S>>(path)
+    if (!StatusWriter.same(uid, current)) return false
+    const status = merge(current.status ?? {}, new Date().toISOString())
+    await this.api.request({ method: 'PUT', path: `${path}/status`, body: { ...current, status } })
+    return true
   }
 }

@@ -2,7 +2,17 @@
 
 import type { Condition } from './gateway-api.ts'
 
-export function condition (type: string, ok: boolean, reason: string, message: string, generation: number | undefined): Condition {
+/**
+ * The condition types Portico writes, on every object it writes status to (GatewayClasses,
+ * Gateways and their listeners, ListenerSets, route parents, policy ancestors). Only these
+ * are Portico's: any other type on those objects belongs to another controller and is kept
+ * as it is (status/merge.ts). `condition` takes only these, so a type Portico starts writing
+ * is owned, and removed when Portico stops writing it, without another list to keep.
+ */
+export const OWNED_CONDITION_TYPES = ['Accepted', 'Programmed', 'ResolvedRefs', 'Conflicted', 'InsecureFrontendValidationMode'] as const
+export type OwnedConditionType = typeof OWNED_CONDITION_TYPES[number]
+
+export function condition (type: OwnedConditionType, ok: boolean, reason: string, message: string, generation: number | undefined): Condition {
   const c: Condition = { type, status: ok ? 'True' : 'False', reason, message }
   if (generation !== undefined) c.observedGeneration = generation
   return c

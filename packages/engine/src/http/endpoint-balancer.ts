@@ -14,6 +14,8 @@
 
 import type { Dispatcher } from 'undici'
 import type { PoolCounts, UpstreamDispatcher } from './dispatcher.ts'
+import type { H1Pool } from './h1-pool.ts'
+import type { H2Pool } from './h2-pool.ts'
 import type { BackendHealthIR } from '../ir/traffic.ts'
 import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
 import { Records } from '../util/shared-records.ts'
@@ -72,14 +74,21 @@ export class SharedEndpointState implements EndpointState {
   }
 }
 
+/**
+ * One endpoint's pool. The concrete classes, not UpstreamDispatcher, which a balancer is too:
+ * a balancer can then never be made where a pool is expected, nor cast to one (or to
+ * undici's Pool) — their private fields make the type checker refuse the conversion.
+ */
+export type EndpointPool = H1Pool | H2Pool
+
 interface Endpoint {
   origin: string
-  pool: UpstreamDispatcher
+  pool: EndpointPool
   state: EndpointState
 }
 
 /** Makes an endpoint's pool. */
-export type PoolFactory = (origin: string) => UpstreamDispatcher
+export type PoolFactory = (origin: string) => EndpointPool
 
 /** Errors that say nothing about the endpoint: the client left, a retry or a policy dropped the answer. */
 const NOT_THE_ENDPOINT = new Set<PorticoErrorCode>(['PORTICO_DOWNSTREAM_CLOSED', 'PORTICO_RETRY', 'PORTICO_RESPONSE_REPLACED'])

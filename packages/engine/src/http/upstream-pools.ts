@@ -1,19 +1,21 @@
 /**
  * Keep-alive connection pools to backends, one per backend: for HTTP/1.1 Portico's own
- * client (http/h1-pool.ts), for HTTP/2 (h2c, h2 by ALPN, gRPC) undici's Pool; a backend with
- * several endpoints, or passive health, gets an EndpointBalancer over one pool per endpoint.
+ * client (http/h1-pool.ts), for HTTP/2 (h2c, h2 by ALPN, gRPC) undici's Pool (http/h2-pool.ts);
+ * a backend with several endpoints, or passive health, gets an EndpointBalancer over one pool
+ * per endpoint. Each endpoint's pool pins the configured TLS server name itself, so a
+ * balanced backend gets it on every endpoint.
  * Pools outlive config versions: a reload that keeps a backend keeps its warm connections;
  * pools of removed backends close gracefully once their in-flight requests finish.
  */
 
 import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls'
-import type { Dispatcher, Pool } from 'undici'
+import type { Pool } from 'undici'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendTlsIR, BackendTlsSanIR } from '../ir/traffic.ts'
-import { EndpointBalancer, type EndpointState, type PoolFactory } from './endpoint-balancer.ts'
+import { EndpointBalancer, type EndpointPool, type EndpointState, type PoolFactory } from './endpoint-balancer.ts'
 import { H1Pool } from './h1-pool.ts'
-import type { UpstreamCaller, UpstreamDispatcher } from './dispatcher.ts'
-import { undici } from '../util/undici.ts'
+import { H2Pool } from './h2-pool.ts'
+import type { UpstreamCaller } from './dispatcher.ts'
 import { hostPort } from '../util/host-port.ts'
 
 /** Concurrent requests on one HTTP/2 connection to a backend (most servers allow 100 or more). */
@@ -34,9 +36,8 @@ export interface UpstreamPoolOptions {
 }
 
 interface Entry {
-  dispatcher: UpstreamDispatcher
-  /** What callers get: the dispatcher, or it composed to pin the TLS server name. */
-  front: UpstreamCaller
+  /** What callers get: one endpoint's pool, or a balancer over several. */
+  dispatcher: EndpointPool | EndpointBalancer
   origins: string[]
   /** The TLS settings it was made with: a change (a rotated client certificate, a new CA) needs a new pool. */
   tls: string
@@ -74,8 +75,8 @@ export class UpstreamPools {
     const variant = grpc && backend.h2c !== true && backend.h2 !== true
     const key = variant ? backend.key + GRPC_POOL : backend.key
     const entry = this.entries.get(key)
-    if (entry !== undefined) return entry.front
-    return this.create(backend, key, variant).front
+    if (entry !== undefined) return entry.dispatcher
+    return this.create(backend, key, variant).dispatcher
   }
 
   private create (backend: BackendIR, key: string, grpc: boolean): Entry {
@@ -104,20 +105,16 @@ export class UpstreamPools {
     const tlsOptions = backend.tls !== undefined ? backendTlsConnectOptions(backend.tls) : undefined
     if (tlsOptions !== undefined) poolOptions.connect = tlsOptions as Pool.Options['connect']
     const http1 = poolOptions.pipelining === 1
+    // undici takes each request's SNI from its Host header over the connect options'
+    // servername: each HTTP/2 pool pins a configured server name on every request (the
+    // HTTP/1.1 client prefers the configured one itself).
     const makePool: PoolFactory = http1
       ? origin => new H1Pool(origin, { connections: this.options.connections, connectTimeout: this.options.connectTimeout, keepAliveTimeout: this.options.keepAliveTimeout, headersTimeout: 0, connect: tlsOptions })
-      : origin => new (undici().Pool)(origin, poolOptions)
+      : origin => new H2Pool(origin, poolOptions, backend.tls?.serverName)
     const dispatcher = !needsBalancer(backend, origins)
       ? makePool(origins[0]!)
       : new EndpointBalancer(origins, backend.health, makePool, Date.now, origin => this.endpointState?.(backend.key, origin))
-    // undici takes each request's SNI from its Host header, over the connect options'
-    // servername: a configured server name must be pinned on every request instead (the
-    // HTTP/1.1 client prefers the configured one itself).
-    const serverName = backend.tls?.serverName
-    const front = serverName === undefined || http1
-      ? dispatcher
-      : (dispatcher as Pool).compose(dispatch => (opts, handler) => dispatch({ ...opts, servername: serverName } as Dispatcher.DispatchOptions, handler))
-    const entry = { dispatcher, front, origins, tls: transportKey(backend) }
+    const entry: Entry = { dispatcher, origins, tls: transportKey(backend) }
     this.entries.set(key, entry)
     return entry
   }
@@ -138,9 +135,10 @@ export class UpstreamPools {
         entry.dispatcher.close().catch(() => {})
         continue
       }
-      const balanced = entry.dispatcher instanceof EndpointBalancer
+      const d = entry.dispatcher
+      const balanced = d instanceof EndpointBalancer
       if (backend !== undefined && balanced && needsBalancer(backend, origins)) {
-        (entry.dispatcher as EndpointBalancer).update(origins, backend.health)
+        d.update(origins, backend.health)
         entry.origins = origins
         continue
       }

@@ -1,0 +1,210 @@
+/**
+ * Status that other controllers wrote survives Portico's status writes, against a real
+ * kube-apiserver (e2e/cluster/harness.ts): the Gateway API's GatewayPreserveForeignConditions,
+ * extended to GatewayClasses, listeners and routes. Another writer adds conditions of a type
+ * Portico does not own (and a route parent entry of another controller); Portico reconciles
+ * after a spec change; what the other writer stored is still there, unchanged. And a writer
+ * that changes the object between Portico's read and its write makes Portico's write a 409
+ * (the resourceVersion precondition), redone from a fresh read — the race is made
+ * deterministic by doing the other write from inside Portico's read.
+ */
+
+import { after, before, test, type TestContext } from 'node:test'
+import assert from 'node:assert/strict'
+import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { gatewayYaml, startController } from '../cluster/portico-processes.ts'
+import { freePort } from '../lib/portico.ts'
+import { waitUntil } from '../lib/client.ts'
+import { KubeHttp, type KubeRequest } from '../../packages/controller/src/kube/http.ts'
+import { StatusWriter } from '../../packages/controller/src/status/writer.ts'
+import type { Condition } from '../../packages/controller/src/translate/gateway-api.ts'
+
+const CONTROLLER_NAME = 'portico.dev/gateway-controller'
+const GW_API = '/apis/gateway.networking.k8s.io/v1'
+const OTHER = 'example.com/other-controller'
+
+interface Cond { type: string, status: string, reason: string, message: string, observedGeneration?: number, lastTransitionTime?: string }
+
+let cluster: Cluster | undefined
+const cleanup: Array<() => Promise<void> | void> = []
+
+before(async s => {
+  const t = s as TestContext
+  const tools = requireKubeTools(t)
+  if (tools === null) return
+  cluster = await startCluster({ tools, controllerManager: false })
+  cleanup.push(() => cluster!.stop())
+  await cluster.apply(`apiVersion: v1
+kind: Namespace
+metadata: { name: portico-system }
+---
+apiVersion: v1
+kind: Namespace
+metadata: { name: apps }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: echo, namespace: apps }
+spec: { ports: [{ name: http, port: 80 }] }
+`)
+})
+
+after(async () => {
+  for (const fn of cleanup.reverse()) await fn()
+})
+
+/** A condition another controller sets: a type Portico does not own. */
+function foreignCondition (type: string, generation: number): Cond {
+  return { type, status: 'True', reason: 'Seeded', message: 'set by another controller', observedGeneration: generation, lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, 'Z') }
+}
+
+/** GET, change, PUT the status, as another controller does (client-go's RetryOnConflict): the stored object. */
+async function updateStatus (path: string, change: (obj: KubeObject) => void): Promise<KubeObject> {
+  for (let i = 0; ; i++) {
+    const obj = await cluster!.api<KubeObject>('GET', path)
+    change(obj)
+    try {
+      return await cluster!.api<KubeObject>('PUT', `${path}/status`, obj)
+    } catch (err) {
+      if ((err as { status?: number }).status !== 409 || i > 10) throw err
+    }
+  }
+}
+
+const byType = (conditions: Cond[] | undefined, type: string): Cond | undefined => conditions?.find(c => c.type === type)
+const ours = (obj: KubeObject): { parentRef: unknown, controllerName: string, conditions: Cond[] } | undefined => (obj.status?.parents as Array<{ parentRef: unknown, controllerName: string, conditions: Cond[] }> | undefined)?.find(p => p.controllerName === CONTROLLER_NAME)
+const listener = (gw: KubeObject, name: string): { conditions: Cond[] } | undefined => (gw.status?.listeners as Array<{ name: string, conditions: Cond[] }> | undefined)?.find(l => l.name === name)
+
+test('a writer between Portico\'s read and its write: Portico\'s PUT under the stale resourceVersion is a 409, redone from a fresh read, and keeps what the other wrote', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  // No controller runs yet: this StatusWriter is the only Portico writer. The Gateway's class
+  // is nobody's, so the controller started by the next test leaves it alone.
+  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: race, namespace: apps }
+spec:
+  gatewayClassName: nobody
+  listeners: [{ name: http, port: 80, protocol: HTTP }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: race, namespace: apps }
+spec:
+  parentRefs: [{ name: race }]
+  rules: [{ backendRefs: [{ name: echo, port: 80 }] }]
+`)
+  const gwPath = `${GW_API}/namespaces/apps/gateways/race`
+  const routePath = `${GW_API}/namespaces/apps/httproutes/race`
+  const gw = await cluster.api<KubeObject>('GET', gwPath)
+  const route = await cluster.api<KubeObject>('GET', routePath)
+  const kinds = [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute' }]
+  // What the other writer stores, from inside Portico's first read of each object.
+  const stored = new Map<string, KubeObject>()
+  const otherWrites: Record<string, (obj: KubeObject) => void> = {
+    [gwPath]: obj => {
+      obj.status = {
+        ...obj.status,
+        conditions: [...(obj.status?.conditions ?? []), foreignCondition('example.com/Raced', 1)],
+        listeners: [{ name: 'http', supportedKinds: kinds, attachedRoutes: 0, conditions: [foreignCondition('example.com/Raced', 1)] }]
+      }
+    },
+    [routePath]: obj => {
+      obj.status = { parents: [{ parentRef: { name: 'race' }, controllerName: OTHER, conditions: [foreignCondition('Accepted', 1)] }] }
+    }
+  }
+  const conflicts: string[] = []
+  class RacingApi extends KubeHttp {
+    override async request<T = unknown> (req: KubeRequest): Promise<T> {
+      try {
+        const answer = await super.request<T>(req)
+        const other = otherWrites[req.path]
+        if (req.method === 'GET' && other !== undefined && !stored.has(req.path)) stored.set(req.path, await updateStatus(req.path, other))
+        return answer
+      } catch (err) {
+        if ((err as { code?: number }).code === 409) conflicts.push(req.path)
+        throw err
+      }
+    }
+  }
+  const warnings: string[] = []
+  const writer = new StatusWriter(new RacingApi(cluster.kubeConfig()), CONTROLLER_NAME, { warn: (_f, msg) => warnings.push(msg), debug: () => {} })
+  const accepted = (generation: number): Condition => ({ type: 'Accepted', status: 'True', reason: 'Accepted', message: 'ours', observedGeneration: generation })
+  writer.gateway('apps', 'race', { conditions: [accepted(1)], listeners: [{ name: 'http', supportedKinds: kinds, attachedRoutes: 1, conditions: [accepted(1)] }], addresses: [] }, gw.metadata?.uid as string)
+  writer.httpRoute('apps', 'race', [{ parentRef: { name: 'race' }, controllerName: CONTROLLER_NAME, conditions: [accepted(1)] }], route.metadata?.uid as string)
+  await writer.idle()
+  assert.deepEqual(warnings, [])
+  assert.deepEqual(conflicts.sort(), [`${gwPath}/status`, `${routePath}/status`], 'each first write was refused: its resourceVersion was stale')
+
+  const after = await cluster.api<KubeObject>('GET', gwPath)
+  const seeded = stored.get(gwPath)!
+  assert.equal(byType(after.status.conditions, 'Accepted')?.message, 'ours')
+  assert.deepEqual(byType(after.status.conditions, 'example.com/Raced'), byType(seeded.status.conditions, 'example.com/Raced'))
+  assert.equal(listener(after, 'http')?.conditions.length, 2)
+  assert.deepEqual(byType(listener(after, 'http')?.conditions, 'example.com/Raced'), byType(listener(seeded, 'http')?.conditions, 'example.com/Raced'))
+  assert.equal(after.status.listeners[0].attachedRoutes, 1, 'ours, written over the fresh read')
+
+  const routeAfter = await cluster.api<KubeObject>('GET', routePath)
+  assert.deepEqual((routeAfter.status.parents as Array<{ controllerName: string }>).map(p => p.controllerName), [OTHER, CONTROLLER_NAME])
+  assert.deepEqual(routeAfter.status.parents[0], stored.get(routePath)!.status.parents[0])
+})
+
+test('another controller\'s conditions on the GatewayClass, a Gateway, its listener and an HTTPRoute survive the controller\'s reconciles', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  const controller = await startController(cluster, {})
+  cleanup.push(() => controller.stop())
+  const classPath = `${GW_API}/gatewayclasses/portico`
+  const gwPath = `${GW_API}/namespaces/apps/gateways/web`
+  const routePath = `${GW_API}/namespaces/apps/httproutes/r1`
+  const route = (prefix: string) => `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: r1, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: ${prefix} } }]
+      backendRefs: [{ name: echo, port: 80 }]
+`
+  await cluster.apply(`${gatewayYaml('apps', 'web', await freePort())}---\n${route('/a')}`)
+  const get = (path: string) => cluster!.api<KubeObject>('GET', path)
+  const why = () => controller.output().slice(-3000)
+  await waitUntil(async () => {
+    const [cls, gw, r] = [await get(classPath), await get(gwPath), await get(routePath)]
+    return byType(cls.status?.conditions, 'Accepted')?.status === 'True' && byType(gw.status?.conditions, 'Accepted') !== undefined &&
+      listener(gw, 'http') !== undefined && byType(ours(r)?.conditions, 'Accepted') !== undefined
+  }, 30_000, `Portico's first statuses\n${why()}`, 100)
+
+  // The other controller's conditions: on the class, the Gateway, its listener, and in the
+  // route a parent entry of its own plus a condition of its type in Portico's entry.
+  const seededClass = await updateStatus(classPath, obj => { obj.status.conditions.push(foreignCondition('example.com/Audited', obj.metadata!.generation as number)) })
+  const seededGw = await updateStatus(gwPath, obj => {
+    obj.status.conditions.push(foreignCondition('gateway.networking.k8s.io/StaleCondition', obj.metadata!.generation as number))
+    listener(obj, 'http')!.conditions.push(foreignCondition('gateway.networking.k8s.io/StaleCondition', obj.metadata!.generation as number))
+  })
+  const seededRoute = await updateStatus(routePath, obj => {
+    ours(obj)!.conditions.push(foreignCondition('example.com/Scanned', obj.metadata!.generation as number))
+    obj.status.parents.unshift({ parentRef: { name: 'web' }, controllerName: OTHER, conditions: [foreignCondition('Accepted', obj.metadata!.generation as number)] })
+  })
+
+  // New generations: the controller has to write each status again, over the seeded ones.
+  await cluster.api('PATCH', classPath, { spec: { description: 'edited by the test' } }, { contentType: 'application/merge-patch+json' })
+  await cluster.api('PATCH', gwPath, { spec: { listeners: [{ name: 'http', port: (seededGw.spec.listeners[0] as { port: number }).port, protocol: 'HTTP', hostname: 'second.example.com' }] } }, { contentType: 'application/merge-patch+json' })
+  await cluster.apply(route('/b'))
+  const caughtUp = (obj: KubeObject, conditions: Cond[] | undefined) => conditions !== undefined && conditions.filter(c => !c.type.includes('/')).every(c => c.observedGeneration === obj.metadata!.generation)
+  await waitUntil(async () => {
+    const [cls, gw, r] = [await get(classPath), await get(gwPath), await get(routePath)]
+    return (cls.metadata!.generation as number) > 1 && caughtUp(cls, cls.status.conditions) &&
+      (gw.metadata!.generation as number) > 1 && caughtUp(gw, gw.status.conditions) && (gw.status.listeners as Array<{ conditions: Cond[] }>).every(l => caughtUp(gw, l.conditions)) &&
+      (r.metadata!.generation as number) > 1 && caughtUp(r, ours(r)?.conditions)
+  }, 30_000, `Portico's statuses for the new generations\n${why()}`, 100)
+
+  const [cls, gw, r] = [await get(classPath), await get(gwPath), await get(routePath)]
+  assert.deepEqual(byType(cls.status.conditions, 'example.com/Audited'), byType(seededClass.status.conditions, 'example.com/Audited'), 'GatewayClass')
+  const stale = 'gateway.networking.k8s.io/StaleCondition'
+  assert.deepEqual(byType(gw.status.conditions, stale), byType(seededGw.status.conditions, stale), 'Gateway')
+  assert.deepEqual(byType(listener(gw, 'http')?.conditions, stale), byType(listener(seededGw, 'http')?.conditions, stale), 'listener')
+  assert.deepEqual(byType(ours(r)?.conditions, 'example.com/Scanned'), byType(ours(seededRoute)?.conditions, 'example.com/Scanned'), 'a foreign type in Portico\'s route parent')
+  assert.deepEqual((r.status.parents as Array<{ controllerName: string }>).find(p => p.controllerName === OTHER), seededRoute.status.parents[0], 'another controller\'s route parent')
+  // And Portico's own conditions are current (the writes did happen).
+  assert.equal(byType(gw.status.conditions, 'Accepted')?.observedGeneration, gw.metadata!.generation)
+  assert.equal(byType(ours(r)?.conditions, 'Accepted')?.observedGeneration, r.metadata!.generation)
+})
