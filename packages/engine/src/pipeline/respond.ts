@@ -8,6 +8,7 @@ import type { RequestContext, RequestReason } from '../request/context.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 import { severityOf } from '../trace/recorder.ts'
+import { grpcMessageEncode } from '../http/grpc.ts'
 
 export function respondLocal (
   rt: { env: Record<string, string>, traceBodyLimit: number },
@@ -66,7 +67,7 @@ function respondGrpc (rt: { env: Record<string, string> }, ctx: RequestContext, 
   if (error !== null) ctx.error = error
   const code = grpcStatusOf(status)
   if (ctx.grpc !== null) ctx.grpc.status = code
-  ctx.responseHeaders = { ...headers, 'content-type': ctx.grpc!.text ? 'application/grpc-web-text' : ctx.grpc!.web ? 'application/grpc-web' : 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURIComponent(body.trim()) }
+  ctx.responseHeaders = { ...headers, 'content-type': ctx.grpc!.text ? 'application/grpc-web-text' : ctx.grpc!.web ? 'application/grpc-web' : 'application/grpc', 'grpc-status': String(code), 'grpc-message': grpcMessageEncode(body.trim()) }
   finishResponse(rt, ctx, 'all')
   if (res.headersSent || res.destroyed) return
   delete ctx.responseHeaders['content-length']
