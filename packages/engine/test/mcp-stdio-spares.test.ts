@@ -154,3 +154,16 @@ test('the transport keeps what a spare writes before anyone listens, and hands i
     await transport.close()
   }
 })
+
+test('a gateway that serves no sessions (a data-plane worker: spares: false) starts no spare', async () => {
+  const launches = join(dir, 'f.launches')
+  const gateway = new McpGateway({ spares: false })
+  try {
+    gateway.sync(backends(launches))
+    await new Promise(resolve => setTimeout(resolve, 300))
+    assert.deepEqual(launched(launches), [])
+    assert.deepEqual(gateway.children(), [])
+  } finally {
+    await gateway.close()
+  }
+})

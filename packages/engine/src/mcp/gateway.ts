@@ -42,6 +42,11 @@ export interface McpGatewayOptions {
   sessionKey?: string
   /** Idle sessions are closed after this long (default 30 minutes). */
   sessionTtlMs?: number
+  /**
+   * Keep warm stdio spares (mcp/stdio-spares.ts); default true. A data-plane worker hands
+   * every MCP request to the primary, so it would start spares no session ever takes.
+   */
+  spares?: boolean
   logger?: McpLogger
 }
 
@@ -63,8 +68,8 @@ export class McpGateway {
   readonly parked: ParkedCalls
   /** Open subscriptions/listen streams of 2026-07-28 clients: each ends gracefully on a drain. */
   readonly listenStreams = new Set<() => void>()
-  /** Stdio server processes started ahead of sessions (mcp/stdio-spares.ts). */
-  private readonly spares: StdioSpares
+  /** Stdio server processes started ahead of sessions (mcp/stdio-spares.ts); undefined when this gateway serves no sessions. */
+  private readonly spares: StdioSpares | undefined
   private readonly logger: McpLogger | undefined
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
@@ -87,7 +92,7 @@ export class McpGateway {
     this.parked = new ParkedCalls(this.codec)
     this.ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS
     this.logger = options.logger
-    this.spares = new StdioSpares({ onLog: (fields, message) => this.logger?.warn(fields, message) })
+    this.spares = options.spares === false ? undefined : new StdioSpares({ onLog: (fields, message) => this.logger?.warn(fields, message) })
     this.reaper = setInterval(() => this.reapIdle(), Math.min(SWEEP_MS, this.ttlMs / 4))
     this.reaper.unref()
   }
@@ -260,7 +265,7 @@ export class McpGateway {
       if (!current.has(key)) this.specs.delete(key)
       else this.specs.set(key, JSON.stringify(current.get(key)))
     }
-    this.spares.sync(list)
+    this.spares?.sync(list)
   }
 
   private reapIdle (): void {
@@ -293,7 +298,7 @@ export class McpGateway {
 
   /** Stdio servers: those of sessions, then the spares no session has taken yet (target `<name> (spare)`). */
   children (): McpChildProcess[] {
-    return [...this.processes.values(), ...this.spares.children().map(c => ({ ...c, target: `${c.target} (spare)` }))]
+    return [...this.processes.values(), ...(this.spares?.children() ?? []).map(c => ({ ...c, target: `${c.target} (spare)` }))]
   }
 
   /**
@@ -323,7 +328,7 @@ export class McpGateway {
     this.stateless.clear()
     this.legacy.clear()
     all.push(this.modernTargets.close())
-    all.push(this.spares.close())
+    if (this.spares !== undefined) all.push(this.spares.close())
     this.parked.clear()
     await Promise.allSettled(all)
   }
