@@ -167,3 +167,49 @@ test('a gateway that serves no sessions (a data-plane worker: spares: false) sta
     await gateway.close()
   }
 })
+
+test('children lists only stdio servers still running: an ended session\'s process leaves the list', async () => {
+  const launches = join(dir, 'g.launches')
+  const gateway = new McpGateway()
+  try {
+    const list = backends(launches)
+    gateway.sync(list)
+    const backend = list.find(b => b.kind === 'mcp')!
+    const a = await gateway.createSession(backend, INIT)
+    const b = await gateway.createSession(backend, INIT)
+    const [pa, pb] = [a.targets.get('t')!.pid!, b.targets.get('t')!.pid!]
+    const sessionPids = () => gateway.children().filter(c => c.target === 't').map(c => c.pid).sort()
+    assert.deepEqual(sessionPids(), [pa, pb].sort())
+    await gateway.deleteSession(a)
+    await until(() => !alive(pa), 'the ended session\'s process exited')
+    assert.deepEqual(sessionPids(), [pb], 'the exited process is no longer listed')
+    await gateway.deleteSession(b)
+    await until(() => !alive(pb), 'exited')
+    assert.deepEqual(sessionPids(), [])
+  } finally {
+    await gateway.close()
+  }
+})
+
+test('a pid the kernel reuses is never shown as a stdio server, and a late exit report removes only its own process', () => {
+  const gateway = new McpGateway({ spares: false })
+  try {
+    // Fake transports: the gateway knows a process by its transport, whose pid is gone once it exited.
+    const hooks = (gateway as unknown as { hooks (b: BackendIR): { onProcess (t: string, p: StdioProcessTransport, running: boolean): void } }).hooks(backends(join(dir, 'h.launches')).find(b => b.kind === 'mcp')!)
+    const first = { pid: 4242 as number | undefined } as StdioProcessTransport
+    hooks.onProcess('t', first, true)
+    assert.deepEqual(gateway.children().map(c => c.pid), [4242])
+    // It exits; the kernel hands 4242 to some other process before (or without) the exit being reported.
+    ;(first as { pid: number | undefined }).pid = undefined
+    assert.deepEqual(gateway.children(), [], 'an exited server is not listed, whoever has its pid now')
+    // Another session's server gets the same pid; the first one's exit is reported after that.
+    const second = { pid: 4242 as number | undefined } as StdioProcessTransport
+    hooks.onProcess('t', second, true)
+    hooks.onProcess('t', first, false)
+    assert.deepEqual(gateway.children().map(c => c.pid), [4242], 'the late report of the first exit leaves the second server listed')
+    hooks.onProcess('t', second, false)
+    assert.deepEqual(gateway.children(), [])
+  } finally {
+    void gateway.close()
+  }
+})

@@ -21,6 +21,7 @@ import type { SseWriter } from './channels.ts'
 import { ModernTargets } from './modern-target.ts'
 import { ParkedCalls } from './modern-call.ts'
 import { StdioSpares } from './stdio-spares.ts'
+import type { StdioProcessTransport } from './stdio-transport.ts'
 
 const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
 /** The client capabilities Portico bridges for 2026-07-28 clients (mcp/modern-call.ts), in key order. */
@@ -76,7 +77,11 @@ export class McpGateway {
   private readonly stateless = new Map<string, Promise<McpSession>>()
   /** Legacy HTTP+SSE connections by id: the stream, and the session once initialized. */
   readonly legacy = new Map<string, { writer: SseWriter, session: McpSession | null }>()
-  private readonly processes = new Map<number, McpChildProcess>()
+  /**
+   * Stdio servers of sessions, by transport rather than pid: the exit of one process must not
+   * remove another that was given its pid since, and an exited one is never listed.
+   */
+  private readonly processes = new Map<StdioProcessTransport, McpChildProcess>()
   private readonly specs = new Map<string, string>()
   /**
    * Ids ended here (DELETE, idle expiry, config change) and when to forget them: such an id
@@ -99,10 +104,11 @@ export class McpGateway {
 
   private hooks (backend: BackendIR): SessionHooks {
     return {
-      onProcess: (target, pid, running) => {
-        if (pid === undefined) return
-        if (running) this.processes.set(pid, { pid, backend: backend.name, target, startedAt: new Date().toISOString() })
-        else this.processes.delete(pid)
+      onProcess: (target, process, running) => {
+        // An exited process's transport no longer knows its pid: the one recorded at start is logged.
+        const pid = running ? process.pid : this.processes.get(process)?.pid
+        if (running && pid !== undefined) this.processes.set(process, { pid, backend: backend.name, target, startedAt: new Date().toISOString() })
+        else this.processes.delete(process)
         this.logger?.debug({ backend: backend.name, target, pid }, running ? 'mcp stdio server started' : 'mcp stdio server exited')
       },
       onStderr: (target, line) => this.logger?.debug({ backend: backend.name, target, line }, 'mcp stdio server stderr'),
@@ -298,7 +304,9 @@ export class McpGateway {
 
   /** Stdio servers: those of sessions, then the spares no session has taken yet (target `<name> (spare)`). */
   children (): McpChildProcess[] {
-    return [...this.processes.values(), ...(this.spares?.children() ?? []).map(c => ({ ...c, target: `${c.target} (spare)` }))]
+    // Only processes still running: an exited one's transport no longer has a pid.
+    const sessions = [...this.processes].flatMap(([process, info]) => process.pid === info.pid ? [info] : [])
+    return [...sessions, ...(this.spares?.children() ?? []).map(c => ({ ...c, target: `${c.target} (spare)` }))]
   }
 
   /**
