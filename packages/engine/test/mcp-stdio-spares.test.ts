@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfigText } from '../src/index.ts'
-import { McpGateway } from '../src/mcp/gateway.ts'
+import { McpGateway, StdioCapacityError } from '../src/mcp/gateway.ts'
 import type { BackendIR } from '../src/ir/types.ts'
 import { StdioProcessTransport } from '../src/mcp/stdio-transport.ts'
 
@@ -211,5 +211,40 @@ test('a pid the kernel reuses is never shown as a stdio server, and a late exit 
     assert.deepEqual(gateway.children(), [])
   } finally {
     void gateway.close()
+  }
+})
+
+test('maxProcesses bounds a target\'s processes, the spare included: an abandoned-looking session makes room, connected ones are never cut (503 instead); idle ones go after stdioSessionIdleTimeout', async () => {
+  const launches = join(dir, 'i.launches')
+  const yaml = `gateways: {default: {port: 3000}}\nroutes:\n  - backends:\n      - mcp:\n          stdioSessionIdleTimeout: 1500ms\n          targets:\n            - {name: t, stdio: {cmd: ${JSON.stringify(process.execPath)}, args: ${JSON.stringify([SERVER, launches])}, maxProcesses: 3}}\n`
+  const loaded = loadConfigText(yaml, { baseDir: dir })
+  assert.ok(loaded.ok, loaded.ok ? '' : JSON.stringify(loaded.diagnostics))
+  const list = loaded.config.ir.backends
+  const backend = list.find(b => b.kind === 'mcp')!
+  const running = () => launched(launches).filter(alive)
+  const gateway = new McpGateway()
+  let most = 0
+  const watch = setInterval(() => { most = Math.max(most, running().length) }, 5)
+  try {
+    gateway.sync(list)
+    const sessions = []
+    // Clients that initialize and leave without DELETE (no GET stream): each new one past the cap replaces the oldest.
+    for (let i = 0; i < 6; i++) sessions.push(await gateway.createSession(backend, INIT))
+    await until(() => running().length === 3, 'three processes')
+    assert.equal(gateway.sessionCount, 3, 'three sessions live')
+    assert.ok(most <= 3, `at most maxProcesses processes at any time, spare included (saw ${most})`)
+    // The three live ones get a connected GET stream: clients in use. A new session finds no one to replace.
+    const live = sessions.slice(3)
+    for (const s of live) s.stream.connect({ open: true, event: () => {}, end: () => {} } as never)
+    await assert.rejects(gateway.createSession(backend, INIT), StdioCapacityError)
+    assert.equal(gateway.sessionCount, 3, 'no connected session was cut')
+    // Their clients go away (GET streams close): past stdioSessionIdleTimeout they are closed, well before the TTL.
+    for (const s of live) s.stream.disconnect((s.stream as unknown as { writer: never }).writer)
+    await until(() => gateway.sessionCount === 0, 'idle sessions with stdio processes closed')
+    await until(() => running().length === 1, 'only the spare is left running')
+    assert.ok(most <= 3, `never more than maxProcesses (saw ${most})`)
+  } finally {
+    clearInterval(watch)
+    await gateway.close()
   }
 })
