@@ -376,7 +376,7 @@ export const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS = 60_000
 export const DEFAULT_MCP_MAX_SESSIONS = 1000
 /** A session holding stdio processes with no GET stream open, idle this long, is closed. */
 export const DEFAULT_MCP_STDIO_SESSION_IDLE_TIMEOUT_MS = 5 * 60_000
-/** Most processes of one stdio target (about 65 MB each for a Node server such as server-everything). */
+/** Most processes of one stdio target (65–80 MB each for a Node server such as server-everything). */
 export const DEFAULT_MCP_STDIO_MAX_PROCESSES = 8
 
 function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, options: ToIROptions, fail: (p: Path, message: string) => void): BackendIR | undefined {
