@@ -299,6 +299,15 @@ export class McpGateway {
    */
   private async endAndClose (session: McpSession): Promise<void> {
     this.end(session)
+    await this.stop(session)
+  }
+
+  /** A legacy HTTP+SSE session whose stream ended (mcp/http.ts): stopped as above. */
+  closeLegacySession (session: McpSession): Promise<void> {
+    return this.stop(session)
+  }
+
+  private async stop (session: McpSession): Promise<void> {
     this.closing.add(session)
     try {
       await session.close()
@@ -393,7 +402,7 @@ export class McpGateway {
       if (session === null || !stale(session.backendKey)) continue
       this.legacy.delete(id)
       writer.end()
-      void session.close()
+      void this.stop(session)
     }
     for (const key of [...this.specs.keys()]) {
       if (!current.has(key)) this.specs.delete(key)

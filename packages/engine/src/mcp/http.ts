@@ -374,7 +374,7 @@ function legacyOpen (gw: McpGateway, rt: McpRuntime, ctx: RequestContext): void 
   ctx.res.once('close', () => {
     const entry = gw.legacy.get(id)
     gw.legacy.delete(id)
-    void entry?.session?.close()
+    if (entry?.session != null) void gw.closeLegacySession(entry.session)
   })
 }
 
