@@ -6,6 +6,7 @@
  */
 
 import http from 'node:http'
+import { readdirSync, readFileSync } from 'node:fs'
 import { randomUUID } from 'node:crypto'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
@@ -25,6 +26,37 @@ const require = createRequire(import.meta.url)
 
 /** The entry script of server-everything, run with this test's own Node. */
 export const EVERYTHING_SCRIPT = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js')
+
+/**
+ * The processes under `pid` (any depth, children of every thread: a worker thread's spawns
+ * are children of its own task) whose command line contains `marker` — real processes from
+ * /proc, not what the gateway says it runs.
+ */
+export function processesUnder (pid: number, marker: string): number[] {
+  const found: number[] = []
+  const walk = (p: number) => {
+    let tasks: string[] = []
+    try {
+      tasks = readdirSync(`/proc/${p}/task`)
+    } catch {
+      return
+    }
+    for (const tid of tasks) {
+      let children: number[] = []
+      try {
+        children = readFileSync(`/proc/${p}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(x => x !== '').map(Number)
+      } catch {}
+      for (const child of children) {
+        try {
+          if (readFileSync(`/proc/${child}/cmdline`, 'utf8').includes(marker)) found.push(child)
+        } catch {}
+        walk(child)
+      }
+    }
+  }
+  walk(pid)
+  return found
+}
 
 export function everythingTarget (name = 'everything'): { name: string, stdio: { cmd: string, args: string[] } } {
   return { name, stdio: { cmd: process.execPath, args: [EVERYTHING_SCRIPT, 'stdio'] } }

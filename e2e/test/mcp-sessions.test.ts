@@ -10,7 +10,8 @@ import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
 import { freePort, processAlive, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { connectClient, everythingTarget, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
+import { connectClient, EVERYTHING_SCRIPT, everythingTarget, processesUnder, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
+import { sleep } from '../lib/backends.ts'
 import { openTrace } from '../lib/trace.ts'
 
 let sdk: SdkServer
@@ -162,6 +163,54 @@ test('stdio servers are reaped: when a reload changes the backend, and at shutdo
   await waitUntil(() => during.every(pid => !processAlive(pid)), 8000, `stdio servers ${during.join(',')} outlived portico`)
   await client.close().catch(() => {})
   await again.client.close().catch(() => {})
+})
+
+test('42 quick sessions left without DELETE hold at most maxProcesses stdio processes (8); /debug/tasks lists only the live ones', { timeout: 120_000 }, async () => {
+  const adminPort = await freePort()
+  const p = await gateway({ targets: [everythingTarget('everything')] }, { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+  const url = `${p.url}/mcp`
+  const everything = () => processesUnder(p.child.pid!, EVERYTHING_SCRIPT)
+  let most = 0
+  let detail = ''
+  const watch = setInterval(() => {
+    const now = everything()
+    if (now.length > most) {
+      most = now.length
+      if (most > 8) detail = execFileSync('ps', ['-o', 'pid,ppid,pgid,stat,etimes,args', '-p', now.join(',')], { encoding: 'utf8' }) + JSON.stringify(p.logs().filter(l => String(l.msg).startsWith('mcp')).slice(-20).map(l => l.msg))
+    }
+  }, 20)
+  const ids: string[] = []
+  try {
+    // Clients that initialize, call once and leave (no GET stream, no DELETE), a few at a time.
+    for (let i = 0; i < 42; i += 6) {
+      await Promise.all(Array.from({ length: Math.min(6, 42 - i) }, async (_, j) => {
+        const init = await rawPost(url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: `quick-${i + j}`, version: '1' } } })
+        // At the cap with every other session still starting, a newcomer may be refused (503): it is a quick client, it tries again.
+        if (init.status === 503) {
+          assert.equal(init.json.error.code, -32000)
+          return
+        }
+        assert.equal(init.status, 200, JSON.stringify(init.json))
+        const sid = init.headers['mcp-session-id'] as string
+        ids.push(sid)
+        const call = await rawPost(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' } } }, { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' })
+        // A session may already have been replaced by a newer one (404): the client would initialize again.
+        assert.ok(call.status === 200 || call.status === 404, JSON.stringify(call.json))
+      }))
+    }
+    assert.ok(ids.length >= 36, `most sessions were served (${ids.length} of 42)`)
+    await sleep(500)
+  } finally {
+    clearInterval(watch)
+  }
+  assert.ok(most <= 8, `at most maxProcesses (8) stdio processes at any time, the spare included; saw ${most}\n${detail}`)
+  const listed = async () => ((await (await request(`http://127.0.0.1:${adminPort}/debug/tasks`)).body.json()) as { children: Array<{ pid: number, purpose: string }> }).children.filter(c => c.purpose.startsWith('mcp stdio target')).map(c => c.pid).sort()
+  assert.deepEqual(await listed(), everything().sort(), '/debug/tasks lists exactly the stdio processes running')
+  // Ending the sessions that are left: the list shrinks to the spare, and so do the processes.
+  for (const sid of ids) await request(url, { method: 'DELETE', headers: { 'mcp-session-id': sid } }).then(r => r.body.dump())
+  await waitUntil(() => everything().length === 1, 10_000, `only the spare left: ${everything().join(' ')}`)
+  assert.deepEqual(await listed(), everything(), 'the ended sessions left /debug/tasks')
+  assert.equal((await listed()).length, 1)
 })
 
 function descendants (pid: number): number[] {

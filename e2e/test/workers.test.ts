@@ -25,7 +25,7 @@ import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib
 import { waitUntil } from '@portico/testkit/wait'
 import { requireTool } from '@portico/testkit/tools'
 import { openTrace } from '../lib/trace.ts'
-import { connectClient, everythingTarget, textOf } from '../lib/mcp.ts'
+import { connectClient, everythingTarget, EVERYTHING_SCRIPT, processesUnder, textOf } from '../lib/mcp.ts'
 
 /**
  * Tests that depend on how workers get their connections (spread, ports on reload, a worker
@@ -252,6 +252,11 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
         { name: 'http', backends: [{ host: backend.host }] }
       ]
     }), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    // The stdio target runs once per gateway, on the primary: one warm spare before any session
+    // — the workers hand MCP over and start none (they used to: 3 processes for 2 workers).
+    const everything = () => processesUnder(p.child.pid!, EVERYTHING_SCRIPT)
+    await sleep(1000)
+    assert.equal(everything().length, 1, `one stdio process (the primary's spare): ${everything().join(' ')}`)
     // One client per connection: each fresh client's requests land on either worker.
     const { client, transport } = await connectClient(`${p.url}/mcp`)
     const sessionId = (transport as { sessionId?: string }).sessionId
@@ -275,6 +280,10 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     const stdio = tasks.children.filter(c => c.purpose.startsWith('mcp stdio target'))
     assert.equal(stdio.filter(c => !c.purpose.includes('(spare)')).length, 1, `one stdio server for the session: ${JSON.stringify(stdio)}`)
     assert.ok(stdio.filter(c => c.purpose.includes('(spare)')).length <= 1, `at most one spare: ${JSON.stringify(stdio)}`)
+    // The same counted from /proc: the session's process and the spare that replaced it, nothing else.
+    await sleep(500)
+    assert.deepEqual(everything().sort(), stdio.map(c => (c as { pid?: number }).pid).sort(), 'the processes that run are those /debug/tasks lists')
+    assert.equal(everything().length, 2, `the session's process and one spare: ${everything().join(' ')}`)
     // The plain route next to it is served by the workers themselves.
     await Promise.all(Array.from({ length: 10 }, (_, i) => get(`${p.url}/plain/${i}`)))
     await waitUntil(() => workersServing(p, '/plain/').size === 2, 5_000, 'both workers to serve the plain route')

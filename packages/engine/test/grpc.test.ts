@@ -52,3 +52,18 @@ test('Base64Stream: chunks split anywhere decode and encode as the whole would',
   const d = new Base64Stream()
   assert.equal(d.decode(Buffer.from(Buffer.from('ab').toString('base64') + Buffer.from('cde').toString('base64'))).toString(), 'abcde')
 })
+
+test('grpc-message: only bytes outside 0x20-0x7E and % are percent-encoded, after UTF-8 (the gRPC spec)', async () => {
+  const { grpcMessageEncode } = await import('../src/http/grpc.ts')
+  assert.equal(grpcMessageEncode('no route: /a/b?c=d#e'), 'no route: /a/b?c=d#e')
+  assert.equal(grpcMessageEncode('upstream connect error: ECONNREFUSED 127.0.0.1:1'), 'upstream connect error: ECONNREFUSED 127.0.0.1:1')
+  assert.equal(grpcMessageEncode('100% done'), '100%25 done')
+  assert.equal(grpcMessageEncode('a\r\nb\tc\x7f'), 'a%0D%0Ab%09c%7F')
+  assert.equal(grpcMessageEncode('café ✓'), 'caf%C3%A9 %E2%9C%93')
+  assert.equal(grpcMessageEncode(''), '')
+  // Every printable ASCII byte but % stays as it is; what grpc-js decodes (decodeURI) gives the text back.
+  let printable = ''
+  for (let c = 0x20; c <= 0x7e; c++) if (c !== 0x25) printable += String.fromCharCode(c)
+  assert.equal(grpcMessageEncode(printable), printable)
+  for (const text of ['no route: x', '100% done', 'café ✓ a\nb']) assert.equal(decodeURIComponent(grpcMessageEncode(text)), text)
+})

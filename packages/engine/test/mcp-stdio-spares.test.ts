@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfigText } from '../src/index.ts'
-import { McpGateway } from '../src/mcp/gateway.ts'
+import { McpGateway, StdioCapacityError } from '../src/mcp/gateway.ts'
 import type { BackendIR } from '../src/ir/types.ts'
 import { StdioProcessTransport } from '../src/mcp/stdio-transport.ts'
 
@@ -152,5 +152,99 @@ test('the transport keeps what a spare writes before anyone listens, and hands i
     assert.equal(got[2], 'answer 7')
   } finally {
     await transport.close()
+  }
+})
+
+test('a gateway that serves no sessions (a data-plane worker: spares: false) starts no spare', async () => {
+  const launches = join(dir, 'f.launches')
+  const gateway = new McpGateway({ spares: false })
+  try {
+    gateway.sync(backends(launches))
+    await new Promise(resolve => setTimeout(resolve, 300))
+    assert.deepEqual(launched(launches), [])
+    assert.deepEqual(gateway.children(), [])
+  } finally {
+    await gateway.close()
+  }
+})
+
+test('children lists only stdio servers still running: an ended session\'s process leaves the list', async () => {
+  const launches = join(dir, 'g.launches')
+  const gateway = new McpGateway()
+  try {
+    const list = backends(launches)
+    gateway.sync(list)
+    const backend = list.find(b => b.kind === 'mcp')!
+    const a = await gateway.createSession(backend, INIT)
+    const b = await gateway.createSession(backend, INIT)
+    const [pa, pb] = [a.targets.get('t')!.pid!, b.targets.get('t')!.pid!]
+    const sessionPids = () => gateway.children().filter(c => c.target === 't').map(c => c.pid).sort()
+    assert.deepEqual(sessionPids(), [pa, pb].sort())
+    await gateway.deleteSession(a)
+    await until(() => !alive(pa), 'the ended session\'s process exited')
+    assert.deepEqual(sessionPids(), [pb], 'the exited process is no longer listed')
+    await gateway.deleteSession(b)
+    await until(() => !alive(pb), 'exited')
+    assert.deepEqual(sessionPids(), [])
+  } finally {
+    await gateway.close()
+  }
+})
+
+test('a pid the kernel reuses is never shown as a stdio server, and a late exit report removes only its own process', () => {
+  const gateway = new McpGateway({ spares: false })
+  try {
+    // Fake transports: the gateway knows a process by its transport, whose pid is gone once it exited.
+    const hooks = (gateway as unknown as { hooks (b: BackendIR): { onProcess (t: string, p: StdioProcessTransport, running: boolean): void } }).hooks(backends(join(dir, 'h.launches')).find(b => b.kind === 'mcp')!)
+    const first = { pid: 4242 as number | undefined } as StdioProcessTransport
+    hooks.onProcess('t', first, true)
+    assert.deepEqual(gateway.children().map(c => c.pid), [4242])
+    // It exits; the kernel hands 4242 to some other process before (or without) the exit being reported.
+    ;(first as { pid: number | undefined }).pid = undefined
+    assert.deepEqual(gateway.children(), [], 'an exited server is not listed, whoever has its pid now')
+    // Another session's server gets the same pid; the first one's exit is reported after that.
+    const second = { pid: 4242 as number | undefined } as StdioProcessTransport
+    hooks.onProcess('t', second, true)
+    hooks.onProcess('t', first, false)
+    assert.deepEqual(gateway.children().map(c => c.pid), [4242], 'the late report of the first exit leaves the second server listed')
+    hooks.onProcess('t', second, false)
+    assert.deepEqual(gateway.children(), [])
+  } finally {
+    void gateway.close()
+  }
+})
+
+test('maxProcesses bounds a target\'s processes, the spare included: an abandoned-looking session makes room, connected ones are never cut (503 instead); idle ones go after stdioSessionIdleTimeout', async () => {
+  const launches = join(dir, 'i.launches')
+  const yaml = `gateways: {default: {port: 3000}}\nroutes:\n  - backends:\n      - mcp:\n          stdioSessionIdleTimeout: 1500ms\n          targets:\n            - {name: t, stdio: {cmd: ${JSON.stringify(process.execPath)}, args: ${JSON.stringify([SERVER, launches])}, maxProcesses: 3}}\n`
+  const loaded = loadConfigText(yaml, { baseDir: dir })
+  assert.ok(loaded.ok, loaded.ok ? '' : JSON.stringify(loaded.diagnostics))
+  const list = loaded.config.ir.backends
+  const backend = list.find(b => b.kind === 'mcp')!
+  const running = () => launched(launches).filter(alive)
+  const gateway = new McpGateway()
+  let most = 0
+  const watch = setInterval(() => { most = Math.max(most, running().length) }, 5)
+  try {
+    gateway.sync(list)
+    const sessions = []
+    // Clients that initialize and leave without DELETE (no GET stream): each new one past the cap replaces the oldest.
+    for (let i = 0; i < 6; i++) sessions.push(await gateway.createSession(backend, INIT))
+    await until(() => running().length === 3, 'three processes')
+    assert.equal(gateway.sessionCount, 3, 'three sessions live')
+    assert.ok(most <= 3, `at most maxProcesses processes at any time, spare included (saw ${most})`)
+    // The three live ones get a connected GET stream: clients in use. A new session finds no one to replace.
+    const live = sessions.slice(3)
+    for (const s of live) s.stream.connect({ open: true, event: () => {}, end: () => {} } as never)
+    await assert.rejects(gateway.createSession(backend, INIT), StdioCapacityError)
+    assert.equal(gateway.sessionCount, 3, 'no connected session was cut')
+    // Their clients go away (GET streams close): past stdioSessionIdleTimeout they are closed, well before the TTL.
+    for (const s of live) s.stream.disconnect((s.stream as unknown as { writer: never }).writer)
+    await until(() => gateway.sessionCount === 0, 'idle sessions with stdio processes closed')
+    await until(() => running().length === 1, 'only the spare is left running')
+    assert.ok(most <= 3, `never more than maxProcesses (saw ${most})`)
+  } finally {
+    clearInterval(watch)
+    await gateway.close()
   }
 })

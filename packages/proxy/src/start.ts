@@ -12,6 +12,7 @@ import { Logs } from '@portico/ops'
 import type { Portico } from './portico.ts'
 import { resolveSettings, type Settings } from './settings.ts'
 import { version } from './version.ts'
+import { SAME_STOP_MS, wireStopRequests } from './stop-requests.ts'
 
 export interface FileRunOptions {
   file: string
@@ -170,18 +171,17 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
   }
   // Signals are wired before the line below: whoever waits for it (a supervisor, the tests)
   // may signal at once, and a SIGTERM before the handler would kill the process undrained.
-  let signals = 0
-  const onSignal = (signal: NodeJS.Signals) => {
-    signals++
-    if (signals > 1) {
+  // The first stop request drains; a wrapper's copy of the same Ctrl-C is not a second one
+  // (stop-requests.ts).
+  wireStopRequests({
+    stop: reason => { portico.shutdown(reason).then(() => process.exit(0), () => process.exit(1)) },
+    stopNow: signal => {
       log.warn({ signal }, 'second signal: exiting now')
       logs.flush()
       process.exit(1)
-    }
-    portico.shutdown(signal).then(() => process.exit(0), () => process.exit(1))
-  }
-  process.on('SIGTERM', onSignal)
-  process.on('SIGINT', onSignal)
+    },
+    onSameStop: signal => log.info({ signal, withinMs: SAME_STOP_MS }, 'signal taken as part of the stop already under way (a wrapper passing Ctrl-C on)')
+  })
   // Node's default for SIGHUP is to exit at once (no log, no drain). A terminal closing or
   // an operator asking for a reload must not stop the gateway: re-read the config instead.
   process.on('SIGHUP', signal => {

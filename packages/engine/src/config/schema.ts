@@ -266,7 +266,8 @@ export const McpTargetSchema = Type.Object({
     cmd: Type.String({ minLength: 1, description: 'Executable; a relative path with a slash is resolved against the config file\'s directory.' }),
     args: Opt(Type.Array(Type.String())),
     env: Opt(KeyedRecord(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]*$', description: 'An environment variable name: letters, digits and _, not starting with a digit.' }), Type.String(), { description: 'Extra environment (added to a minimal safe environment).' })),
-    cwd: Opt(Type.String({ minLength: 1 }))
+    cwd: Opt(Type.String({ minLength: 1 })),
+    maxProcesses: Opt(Type.Integer({ minimum: 1, maximum: 100_000, description: 'Most processes of this server at once on one proxy: one per session, the warm spare included. Default 8. At the cap a new session first closes the least recently active one with no GET stream open and nothing in flight; with none, initialize gets HTTP 503 and JSON-RPC error -32000.' }))
   }, { ...strict, description: 'A server the proxy launches and talks to over stdin/stdout.' })),
   mcp: Opt(McpUrlTarget),
   sse: Opt(McpUrlTarget),
@@ -283,7 +284,8 @@ export const McpBackendSchema = Type.Object({
   allowedOrigins: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Origins allowed to call the endpoint (browser clients). Empty: any.' })),
   maxMessageSize: Opt(Type.Integer({ minimum: 1024, maximum: 1_073_741_824, description: 'Largest POST body in bytes; default 4194304 (4 MiB).' })),
   sessionIdleTimeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long a session whose client closed its GET stream, with no request in flight, is kept before its upstream sessions are closed (the client then gets 404 and initializes again). Default 60s.' })),
-  maxSessions: Opt(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Most live sessions of this backend on one proxy; past it the least recently active one is closed. Default 1000.' }))
+  maxSessions: Opt(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Most live sessions of this backend on one proxy; past it the least recently active one is closed. Default 1000.' })),
+  stdioSessionIdleTimeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long a session holding stdio server processes is kept without a request while its client has no GET stream open and nothing is in flight (a client that left without DELETE); then it is closed and its processes stopped. Default 5m.' }))
 }, { ...strict, description: 'MCP servers behind one endpoint ({base_url}/mcp, and /sse for legacy clients).' })
 
 export const AiBackendSchema = Type.Object({

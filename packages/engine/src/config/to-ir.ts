@@ -386,6 +386,10 @@ export const DEFAULT_MCP_REQUEST_TIMEOUT_MS = 60_000
 /** A session whose client went away (GET stream closed, nothing in flight) is kept this long. */
 export const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS = 60_000
 export const DEFAULT_MCP_MAX_SESSIONS = 1000
+/** A session holding stdio processes with no GET stream open, idle this long, is closed. */
+export const DEFAULT_MCP_STDIO_SESSION_IDLE_TIMEOUT_MS = 5 * 60_000
+/** Most processes of one stdio target (65–80 MB each for a Node server such as server-everything). */
+export const DEFAULT_MCP_STDIO_MAX_PROCESSES = 8
 
 function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, options: ToIROptions, fail: (p: Path, message: string) => void): BackendIR | undefined {
   const targets: McpTargetIR[] = []
@@ -407,7 +411,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     }
     if (t.stdio !== undefined) {
       const cmd = t.stdio.cmd.includes('/') && !t.stdio.cmd.startsWith('/') ? resolvePath(options.baseDir, t.stdio.cmd) : t.stdio.cmd
-      const target: McpTargetIR = { name: t.name, kind: 'stdio', cmd, args: t.stdio.args ?? [], env: t.stdio.env ?? {}, ...limits }
+      const target: McpTargetIR = { name: t.name, kind: 'stdio', cmd, args: t.stdio.args ?? [], env: t.stdio.env ?? {}, maxProcesses: t.stdio.maxProcesses ?? DEFAULT_MCP_STDIO_MAX_PROCESSES, ...limits }
       if (t.stdio.cwd !== undefined) target.cwd = resolvePath(options.baseDir, t.stdio.cwd)
       targets.push(target)
       return
@@ -428,6 +432,11 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     idleMs = parseDuration(m.sessionIdleTimeout)
     if (idleMs < 1 || idleMs > MAX_TIMER_MS) fail([...path, 'sessionIdleTimeout'], 'must be between 1ms and 596h')
   }
+  let stdioIdleMs = DEFAULT_MCP_STDIO_SESSION_IDLE_TIMEOUT_MS
+  if (m.stdioSessionIdleTimeout !== undefined) {
+    stdioIdleMs = parseDuration(m.stdioSessionIdleTimeout)
+    if (stdioIdleMs < 1 || stdioIdleMs > MAX_TIMER_MS) fail([...path, 'stdioSessionIdleTimeout'], 'must be between 1ms and 596h')
+  }
   return {
     key: `mcp:${name}`,
     kind: 'mcp',
@@ -444,7 +453,8 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
       allowedOrigins: m.allowedOrigins ?? [],
       maxMessageBytes: m.maxMessageSize ?? DEFAULT_MCP_MAX_MESSAGE_BYTES,
       sessionIdleTimeoutMs: idleMs,
-      maxSessions: m.maxSessions ?? DEFAULT_MCP_MAX_SESSIONS
+      maxSessions: m.maxSessions ?? DEFAULT_MCP_MAX_SESSIONS,
+      stdioSessionIdleTimeoutMs: stdioIdleMs
     }
   }
 }

@@ -121,7 +121,9 @@ export class Engine implements PipelineRuntime {
     this.handoff = options.handoff ?? null
     // Cookie keys (oidc) derive from the same process session key as MCP session ids.
     this.policyServices = new PolicyServices(options.mcp?.sessionKey !== undefined ? { sessionKey: options.mcp.sessionKey } : {})
-    this.mcp = new McpGateway(options.mcp)
+    // A worker serves no MCP session (all go to the primary): stdio targets run once per
+    // gateway, so it starts no warm spares either.
+    this.mcp = new McpGateway(this.handoff === null ? options.mcp : { ...options.mcp, spares: false })
     this.streams = new StreamProxy(this.hub, { connectTimeoutMs: options.pools?.connectTimeout, ...options.streams })
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {

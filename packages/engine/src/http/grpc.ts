@@ -15,6 +15,26 @@ export function isGrpc (headers: IncomingHttpHeaders): boolean {
   return grpcKind(headers['content-type']) !== null
 }
 
+/**
+ * A `grpc-message` value as the gRPC spec (PROTOCOL-HTTP2.md, "Status-Message") writes it:
+ * the text's UTF-8 bytes, with only those outside 0x20–0x7E and `%` itself percent-encoded
+ * (upper-case hex). Clients decode exactly this, and grpc-js with `decodeURI`, which leaves
+ * `%3A` or `%2F` as they are — so `encodeURIComponent` would reach users as `no route%3A …`.
+ */
+export function grpcMessageEncode (text: string): string {
+  let plain = true
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x20 || c > 0x7e || c === 0x25) { plain = false; break }
+  }
+  if (plain) return text
+  let out = ''
+  for (const byte of Buffer.from(text, 'utf8')) {
+    out += byte < 0x20 || byte > 0x7e || byte === 0x25 ? '%' + byte.toString(16).toUpperCase().padStart(2, '0') : String.fromCharCode(byte)
+  }
+  return out
+}
+
 /** `grpc`, `grpc-web` or `grpc-web-text` from a content type, or null. */
 export function grpcKind (type: string | string[] | undefined): 'grpc' | 'grpc-web' | 'grpc-web-text' | null {
   if (typeof type !== 'string' || !type.startsWith('application/grpc')) return null

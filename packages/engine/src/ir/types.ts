@@ -318,6 +318,11 @@ export interface McpBackendSpecIR {
   sessionIdleTimeoutMs?: number
   /** Most live sessions per proxy; past it the least recently active is closed. Absent = 1000. */
   maxSessions?: number
+  /**
+   * A session holding stdio processes, with no GET stream open and nothing in flight, is
+   * closed after this long without activity (mcp/gateway.ts); absent in older IR = 5 min.
+   */
+  stdioSessionIdleTimeoutMs?: number
 }
 
 /**
@@ -335,7 +340,11 @@ export interface AiBackendSpecIR {
 }
 
 export type McpTargetIR = McpTargetLimitsIR & (
-  | { name: string, kind: 'stdio', cmd: string, args: string[], env: Record<string, string>, cwd?: string }
+  | {
+    name: string, kind: 'stdio', cmd: string, args: string[], env: Record<string, string>, cwd?: string
+    /** Most processes of this target at once on one proxy (a session's each, the warm spare included); absent in older IR = 8. */
+    maxProcesses?: number
+  }
   | { name: string, kind: 'mcp' | 'sse', url: string }
 )
 

@@ -85,6 +85,10 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
     })
     backend.mcp?.targets.forEach((t, j) => checkMs(t.requestTimeoutMs, [...bp, 'mcp', 'targets', j, 'requestTimeoutMs'], report, 1))
     checkMs(backend.mcp?.sessionIdleTimeoutMs, [...bp, 'mcp', 'sessionIdleTimeoutMs'], report, 1)
+    checkMs(backend.mcp?.stdioSessionIdleTimeoutMs, [...bp, 'mcp', 'stdioSessionIdleTimeoutMs'], report, 1)
+    backend.mcp?.targets.forEach((t, j) => {
+      if (t.kind === 'stdio' && t.maxProcesses !== undefined && (!Number.isInteger(t.maxProcesses) || t.maxProcesses < 1)) report([...bp, 'mcp', 'targets', j, 'maxProcesses'], 'must be a positive integer')
+    })
     const max = backend.mcp?.maxSessions
     if (max !== undefined && (!Number.isInteger(max) || max < 1)) report([...bp, 'mcp', 'maxSessions'], 'must be a positive integer')
   })

@@ -9,6 +9,14 @@
  * sessionIdleTimeout (default 60 s) rather than the 30-minute TTL, and a backend keeps at
  * most maxSessions live sessions (the least recently active one is closed past it). A
  * closed session's id answers 404, and the client initializes again.
+ *
+ * A stdio target costs a process per session (tens of MB each), so those are bounded more
+ * tightly: a session holding stdio processes whose client has no GET stream open is closed
+ * after the backend's stdioSessionIdleTimeout (default 5 min) without a request, and a stdio
+ * target runs at most maxProcesses processes (default 8, its warm spare included). At the cap
+ * a new session first closes the least recently active session that looks abandoned (no GET
+ * stream open, nothing in flight); with none, it is refused (HTTP 503) rather than cutting
+ * off a connected client — as Envoy's and nginx's connection limits refuse the newcomer.
  */
 
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
@@ -21,8 +29,13 @@ import type { SseWriter } from './channels.ts'
 import { ModernTargets } from './modern-target.ts'
 import { ParkedCalls } from './modern-call.ts'
 import { StdioSpares } from './stdio-spares.ts'
+import type { StdioProcessTransport } from './stdio-transport.ts'
 
 const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
+/** Absent in older IR: a stdio session with no GET stream open is closed after 5 idle minutes. */
+const DEFAULT_STDIO_SESSION_IDLE_TIMEOUT_MS = 5 * 60_000
+/** Absent in older IR: a stdio target runs at most this many processes (the spare included). */
+const DEFAULT_STDIO_MAX_PROCESSES = 8
 /** The client capabilities Portico bridges for 2026-07-28 clients (mcp/modern-call.ts), in key order. */
 const INPUT_CAPABILITIES = ['elicitation', 'roots', 'sampling']
 /** Marks the stateless-map keys of 2026-07-28 sessions: `<backend key>#2026#<capabilities>`. */
@@ -42,6 +55,11 @@ export interface McpGatewayOptions {
   sessionKey?: string
   /** Idle sessions are closed after this long (default 30 minutes). */
   sessionTtlMs?: number
+  /**
+   * Keep warm stdio spares (mcp/stdio-spares.ts); default true. A data-plane worker hands
+   * every MCP request to the primary, so it would start spares no session ever takes.
+   */
+  spares?: boolean
   logger?: McpLogger
 }
 
@@ -54,6 +72,27 @@ export interface McpChildProcess {
 
 export const DEFAULT_SESSION_TTL_MS = 30 * 60_000
 
+/**
+ * A new session of a backend whose stdio targets run their maxProcesses processes, none of
+ * them held by a session that looks abandoned: answered HTTP 503 (mcp/http.ts).
+ */
+export class StdioCapacityError extends Error {
+  readonly backend: string
+  readonly maxProcesses: number
+  constructor (backend: string, maxProcesses: number) {
+    super(`backend ${backend}: its stdio targets run their maxProcesses (${maxProcesses}) processes, each held by a session in use; try again later`)
+    this.backend = backend
+    this.maxProcesses = maxProcesses
+  }
+}
+
+/** Most sessions of a backend that may hold its stdio processes at once (its targets' smallest maxProcesses), or null without stdio targets. */
+export function stdioProcessCap (spec: McpBackendSpecIR): number | null {
+  let cap: number | null = null
+  for (const t of spec.targets) if (t.kind === 'stdio') cap = Math.min(cap ?? Infinity, t.maxProcesses ?? DEFAULT_STDIO_MAX_PROCESSES)
+  return cap
+}
+
 export class McpGateway {
   readonly codec: SessionIdCodec
   readonly ttlMs: number
@@ -63,15 +102,19 @@ export class McpGateway {
   readonly parked: ParkedCalls
   /** Open subscriptions/listen streams of 2026-07-28 clients: each ends gracefully on a drain. */
   readonly listenStreams = new Set<() => void>()
-  /** Stdio server processes started ahead of sessions (mcp/stdio-spares.ts). */
-  private readonly spares: StdioSpares
+  /** Stdio server processes started ahead of sessions (mcp/stdio-spares.ts); undefined when this gateway serves no sessions. */
+  private readonly spares: StdioSpares | undefined
   private readonly logger: McpLogger | undefined
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
   private readonly stateless = new Map<string, Promise<McpSession>>()
   /** Legacy HTTP+SSE connections by id: the stream, and the session once initialized. */
   readonly legacy = new Map<string, { writer: SseWriter, session: McpSession | null }>()
-  private readonly processes = new Map<number, McpChildProcess>()
+  /**
+   * Stdio servers of sessions, by transport rather than pid: the exit of one process must not
+   * remove another that was given its pid since, and an exited one is never listed.
+   */
+  private readonly processes = new Map<StdioProcessTransport, McpChildProcess>()
   private readonly specs = new Map<string, string>()
   /**
    * Ids ended here (DELETE, idle expiry, config change) and when to forget them: such an id
@@ -81,23 +124,44 @@ export class McpGateway {
   private readonly reaper: NodeJS.Timeout
   /** Draining: streams were ended on purpose, so a closed stream no longer means a client gone. */
   private draining = false
+  /** Sessions admitted under the stdio process cap and still starting, by backend key. */
+  private readonly starting = new Map<string, number>()
+  /** Sessions ended whose targets are still stopping (their processes still count). */
+  private readonly closing = new Set<McpSession>()
+  /** Backend keys by name, for the spares' room check (a spare knows its backend by name). */
+  private readonly backendSpecs = new Map<string, { key: string, spec: McpBackendSpecIR }>()
 
   constructor (options: McpGatewayOptions = {}) {
     this.codec = new SessionIdCodec(options.sessionKey)
     this.parked = new ParkedCalls(this.codec)
     this.ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS
     this.logger = options.logger
-    this.spares = new StdioSpares({ onLog: (fields, message) => this.logger?.warn(fields, message) })
+    this.spares = options.spares === false
+      ? undefined
+      : new StdioSpares({
+        onLog: (fields, message) => this.logger?.warn(fields, message),
+        // The spare counts toward its target's maxProcesses: one is kept only while there is room.
+        room: backendName => {
+          const b = this.backendSpecs.get(backendName)
+          const cap = b === undefined ? null : stdioProcessCap(b.spec)
+          return cap === null || this.holding(b!.key) + 1 <= cap
+        }
+      })
     this.reaper = setInterval(() => this.reapIdle(), Math.min(SWEEP_MS, this.ttlMs / 4))
     this.reaper.unref()
   }
 
   private hooks (backend: BackendIR): SessionHooks {
     return {
-      onProcess: (target, pid, running) => {
-        if (pid === undefined) return
-        if (running) this.processes.set(pid, { pid, backend: backend.name, target, startedAt: new Date().toISOString() })
-        else this.processes.delete(pid)
+      onProcess: (target, process, running) => {
+        // An exited process's transport no longer knows its pid: the one recorded at start is logged.
+        const pid = running ? process.pid : this.processes.get(process)?.pid
+        if (running && pid !== undefined) this.processes.set(process, { pid, backend: backend.name, target, startedAt: new Date().toISOString() })
+        else {
+          this.processes.delete(process)
+          // A session's process is gone: below the cap again, the spare comes back.
+          this.spares?.refill()
+        }
         this.logger?.debug({ backend: backend.name, target, pid }, running ? 'mcp stdio server started' : 'mcp stdio server exited')
       },
       onStderr: (target, line) => this.logger?.debug({ backend: backend.name, target, line }, 'mcp stdio server stderr'),
@@ -110,13 +174,64 @@ export class McpGateway {
 
   /** A new stateful session: every target started and initialized, then the id minted. */
   async createSession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
-    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares })
-    await session.start()
-    session.id = this.codec.encode(session.state(SessionIdCodec.nonce()))
-    this.sessions.set(session.id, session)
-    this.specs.set(backend.key, JSON.stringify(backend.mcp))
-    this.enforceLimit(backend, session)
-    return session
+    const release = await this.admit(backend)
+    try {
+      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares })
+      await session.start()
+      session.id = this.codec.encode(session.state(SessionIdCodec.nonce()))
+      this.sessions.set(session.id, session)
+      this.specs.set(backend.key, JSON.stringify(backend.mcp))
+      this.enforceLimit(backend, session)
+      return session
+    } finally {
+      release()
+    }
+  }
+
+  /**
+   * Sessions of the backend that hold its stdio processes (one per stdio target each):
+   * live, starting, stopping, legacy, and the shared ones of stateless backends and
+   * 2026-07-28 clients.
+   */
+  private holding (backendKey: string): number {
+    let n = this.starting.get(backendKey) ?? 0
+    for (const s of this.sessions.values()) if (s.backendKey === backendKey) n++
+    for (const s of this.closing) if (s.backendKey === backendKey) n++
+    for (const { session } of this.legacy.values()) if (session?.backendKey === backendKey) n++
+    for (const key of this.stateless.keys()) if (key === backendKey || key.startsWith(backendKey + MODERN_KEY)) n++
+    return n
+  }
+
+  /**
+   * Room for one more session holding the backend's stdio processes, reserved before any
+   * process starts (the returned function gives the reservation back once the session is
+   * live or failed). At the cap, the least recently active session that looks abandoned —
+   * no GET stream open, nothing in flight — is closed first, and its processes have exited
+   * before the new ones start; with none, StdioCapacityError.
+   */
+  private async admit (backend: BackendIR): Promise<() => void> {
+    const cap = stdioProcessCap(backend.mcp!)
+    if (cap === null) return () => {}
+    this.backendSpecs.set(backend.name, { key: backend.key, spec: backend.mcp! })
+    while (this.holding(backend.key) >= cap) {
+      let victim: McpSession | undefined
+      for (const s of this.sessions.values()) {
+        if (s.backendKey !== backend.key || s.busy || s.stream.connected) continue
+        if (victim === undefined || s.lastActivity < victim.lastActivity) victim = s
+      }
+      if (victim === undefined) throw new StdioCapacityError(backend.name, cap)
+      this.logger?.info({ backend: backend.name, maxProcesses: cap }, 'mcp session closed: stdio process cap reached (least recently active session without a GET stream)')
+      await this.endAndClose(victim)
+    }
+    this.starting.set(backend.key, (this.starting.get(backend.key) ?? 0) + 1)
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      const left = (this.starting.get(backend.key) ?? 1) - 1
+      if (left > 0) this.starting.set(backend.key, left)
+      else this.starting.delete(backend.key)
+    }
   }
 
   /** Past the backend's maxSessions, the least recently active sessions (not `keep`) are closed. */
@@ -126,9 +241,8 @@ export class McpGateway {
     if (mine.length + 1 <= max) return
     mine.sort((a, b) => a.lastActivity - b.lastActivity)
     for (const session of mine.slice(0, mine.length + 1 - max)) {
-      this.end(session)
       this.logger?.info({ backend: backend.name, maxSessions: max }, 'mcp session closed: too many sessions (least recently active)')
-      void session.close()
+      void this.endAndClose(session)
     }
   }
 
@@ -145,18 +259,22 @@ export class McpGateway {
     const state = this.codec.decode(id)
     if (state === null || state.backend !== backend.key) return null
     const job = (async () => {
-      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init: state.init, hooks: this.hooks(backend), spares: this.spares })
+      let release = () => {}
       try {
+        release = await this.admit(backend)
+        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init: state.init, hooks: this.hooks(backend), spares: this.spares })
         await session.start(state)
+        session.id = id
+        this.sessions.set(id, session)
+        this.enforceLimit(backend, session)
+        this.logger?.info({ backend: backend.name }, 'mcp session resumed from its id')
+        return session
       } catch (err) {
         this.logger?.warn({ backend: backend.name, err: (err as Error).message }, 'mcp session could not be resumed')
         return null
+      } finally {
+        release()
       }
-      session.id = id
-      this.sessions.set(id, session)
-      this.enforceLimit(backend, session)
-      this.logger?.info({ backend: backend.name }, 'mcp session resumed from its id')
-      return session
     })()
     this.resuming.set(id, job)
     try {
@@ -167,13 +285,37 @@ export class McpGateway {
   }
 
   async deleteSession (session: McpSession): Promise<void> {
-    this.end(session)
-    await session.close()
+    await this.endAndClose(session)
   }
 
   private end (session: McpSession): void {
     this.sessions.delete(session.id)
     this.ended.set(session.id, Date.now() + this.ttlMs)
+  }
+
+  /**
+   * Ends a session and stops its targets; until its stdio processes have exited it still
+   * counts toward the stdio process cap (`holding`).
+   */
+  private async endAndClose (session: McpSession): Promise<void> {
+    this.end(session)
+    await this.stop(session)
+  }
+
+  /** A legacy HTTP+SSE session whose stream ended (mcp/http.ts): stopped as above. */
+  closeLegacySession (session: McpSession): Promise<void> {
+    return this.stop(session)
+  }
+
+  private async stop (session: McpSession): Promise<void> {
+    this.closing.add(session)
+    try {
+      await session.close()
+    } finally {
+      this.closing.delete(session)
+      // Below the cap again: the spare comes back.
+      this.spares?.refill()
+    }
   }
 
   /** Stateless backends share one upstream session per target, opened on first use. */
@@ -221,10 +363,17 @@ export class McpGateway {
   }
 
   /** A session of the legacy HTTP+SSE transport (created at `initialize`, ended with its stream). */
-  async createLegacySession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
-    const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares, legacy: true })
-    await session.start()
-    return session
+  async createLegacySession (backend: BackendIR, init: ClientInit, onStarted: (session: McpSession) => void): Promise<McpSession> {
+    const release = await this.admit(backend)
+    try {
+      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares, legacy: true })
+      await session.start()
+      // Counted from here on by its entry in `legacy`, which `onStarted` sets.
+      onStarted(session)
+      return session
+    } finally {
+      release()
+    }
   }
 
   /**
@@ -241,8 +390,7 @@ export class McpGateway {
     }
     for (const session of [...this.sessions.values()]) {
       if (!stale(session.backendKey)) continue
-      this.end(session)
-      void session.close()
+      void this.endAndClose(session)
     }
     for (const [key, s] of this.stateless) {
       // `<backend key>#2026#<capabilities>`: a 2026-07-28 clients' session of that backend.
@@ -254,23 +402,27 @@ export class McpGateway {
       if (session === null || !stale(session.backendKey)) continue
       this.legacy.delete(id)
       writer.end()
-      void session.close()
+      void this.stop(session)
     }
     for (const key of [...this.specs.keys()]) {
       if (!current.has(key)) this.specs.delete(key)
       else this.specs.set(key, JSON.stringify(current.get(key)))
     }
-    this.spares.sync(list)
+    this.backendSpecs.clear()
+    for (const b of list) if (b.kind === 'mcp' && b.mcp !== undefined) this.backendSpecs.set(b.name, { key: b.key, spec: b.mcp })
+    this.spares?.sync(list)
   }
 
   private reapIdle (): void {
     const now = Date.now()
     const cutoff = now - this.ttlMs
     for (const session of [...this.sessions.values()]) {
-      if (session.lastActivity >= cutoff && !this.clientGone(session, now)) continue
-      this.end(session)
-      this.logger?.info({ backend: session.backendKey }, session.lastActivity >= cutoff ? 'mcp session closed: its client went away' : 'mcp session expired after being idle')
-      void session.close()
+      const expired = session.lastActivity < cutoff
+      const gone = !expired && this.clientGone(session, now)
+      const stdioIdle = !expired && !gone && this.stdioIdle(session, now)
+      if (!expired && !gone && !stdioIdle) continue
+      this.logger?.info({ backend: session.backendKey }, expired ? 'mcp session expired after being idle' : gone ? 'mcp session closed: its client went away' : 'mcp session closed: idle with stdio processes and no GET stream (stdioSessionIdleTimeout)')
+      void this.endAndClose(session)
     }
     for (const [id, until] of this.ended) if (until < now) this.ended.delete(id)
   }
@@ -287,13 +439,26 @@ export class McpGateway {
     return now - Math.max(since, session.lastActivity) >= grace
   }
 
+  /**
+   * A session holding stdio processes (each tens of MB) whose client has no GET stream open
+   * and nothing in flight, idle for the backend's stdioSessionIdleTimeout: most likely a
+   * client that left without DELETE (one that never opened a GET stream included).
+   */
+  private stdioIdle (session: McpSession, now: number): boolean {
+    if (session.busy || session.stream.connected || this.draining || stdioProcessCap(session.spec) === null) return false
+    const limit = session.spec.stdioSessionIdleTimeoutMs ?? DEFAULT_STDIO_SESSION_IDLE_TIMEOUT_MS
+    return now - Math.max(session.stream.disconnectedAt ?? 0, session.lastActivity) >= limit
+  }
+
   get sessionCount (): number {
     return this.sessions.size
   }
 
   /** Stdio servers: those of sessions, then the spares no session has taken yet (target `<name> (spare)`). */
   children (): McpChildProcess[] {
-    return [...this.processes.values(), ...this.spares.children().map(c => ({ ...c, target: `${c.target} (spare)` }))]
+    // Only processes still running: an exited one's transport no longer has a pid.
+    const sessions = [...this.processes].flatMap(([process, info]) => process.pid === info.pid ? [info] : [])
+    return [...sessions, ...(this.spares?.children() ?? []).map(c => ({ ...c, target: `${c.target} (spare)` }))]
   }
 
   /**
@@ -323,7 +488,7 @@ export class McpGateway {
     this.stateless.clear()
     this.legacy.clear()
     all.push(this.modernTargets.close())
-    all.push(this.spares.close())
+    if (this.spares !== undefined) all.push(this.spares.close())
     this.parked.clear()
     await Promise.allSettled(all)
   }

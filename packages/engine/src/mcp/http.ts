@@ -20,7 +20,7 @@ import { randomUUID } from 'node:crypto'
 import type { RequestContext } from '../request/context.ts'
 import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
-import type { McpGateway } from './gateway.ts'
+import { StdioCapacityError, type McpGateway } from './gateway.ts'
 import type { ItemFilter, McpSession } from './session.ts'
 import { PostChannel, SseWriter, type Head, type HeadHook } from './channels.ts'
 import {
@@ -320,6 +320,8 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
       session = spec.statefulMode === 'stateless' ? await gw.statelessSession(backend) : await gw.createSession(backend, initOf(initialize))
     } catch (err) {
       ctx.error = (err as Error).message
+      // Every stdio process of the backend is held by a session in use: overloaded, not broken.
+      if (err instanceof StdioCapacityError) return reply(rt, ctx, 503, targetUnavailable(initialize.id, err.message), { 'retry-after': '5' })
       return reply(rt, ctx, 200, targetUnavailable(initialize.id, (err as Error).message))
     }
     const headers: Record<string, string> = session.id !== '' && spec.statefulMode === 'stateful' ? { [SESSION_HEADER]: session.id } : {}
@@ -442,7 +444,7 @@ function legacyOpen (gw: McpGateway, rt: McpRuntime, ctx: RequestContext): void 
   ctx.res.once('close', () => {
     const entry = gw.legacy.get(id)
     gw.legacy.delete(id)
-    void entry?.session?.close()
+    if (entry?.session != null) void gw.closeLegacySession(entry.session)
   })
 }
 
@@ -464,7 +466,7 @@ async function legacyPost (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, 
       return
     }
     try {
-      session = await gw.createLegacySession(backend, initOf(initialize))
+      session = await gw.createLegacySession(backend, initOf(initialize), started => { if (writer.open) entry.session = started })
     } catch (err) {
       writer.event(JSON.stringify(targetUnavailable(initialize.id, (err as Error).message)), undefined, 'message')
       return

@@ -10,6 +10,7 @@ import type { McpBackendSpecIR } from '../ir/types.ts'
 import { TargetNaming, wrapPromptResult, wrapToolResult } from './names.ts'
 import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from './target.ts'
 import type { StdioSpares } from './stdio-spares.ts'
+import type { StdioProcessTransport } from './stdio-transport.ts'
 import { EventLog, SessionStream, type Channel } from './channels.ts'
 import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
 import { SubscriptionHub } from './listen.ts'
@@ -24,7 +25,7 @@ import type { OtelSpan } from '../trace/otel.ts'
 import { endTargetSpan, startTargetSpan, withTraceContext } from './span.ts'
 
 export interface SessionHooks {
-  onProcess?(target: string, pid: number | undefined, running: boolean): void
+  onProcess?(target: string, process: StdioProcessTransport, running: boolean): void
   onStderr?(target: string, line: string): void
   onTargetState?(target: string, state: string, detail: string | null): void
   onWarning?(target: string, message: string): void
@@ -108,7 +109,7 @@ export class McpSession {
     const hooks = options.hooks ?? {}
     const targetHooks: TargetHooks = {
       onMessage: (target, message, related) => this.onTargetMessage(target, message, related),
-      onProcess: (target, pid, running) => hooks.onProcess?.(target.name, pid, running),
+      onProcess: (target, process, running) => hooks.onProcess?.(target.name, process, running),
       onStderr: (target, line) => hooks.onStderr?.(target.name, line),
       onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail),
       onWarning: (target, message) => hooks.onWarning?.(target.name, message)

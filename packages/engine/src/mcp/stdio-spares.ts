@@ -13,6 +13,8 @@
  * shared session starts its processes once). A spare is replaced when taken, not when it
  * dies on its own: a server that exits at once costs one launch per session, never a loop.
  * A config change stops the spares of commands no longer in it; shutdown stops them all.
+ * A spare counts toward its target's maxProcesses: none is started while the sessions hold
+ * them all, and one comes back (`refill`) when a session's process exits.
  */
 
 import type { BackendIR, McpTargetIR } from '../ir/types.ts'
@@ -30,6 +32,11 @@ export interface SpareProcess {
 export interface StdioSparesOptions {
   /** A spare's stderr before a session takes it, and why one could not start. */
   onLog?: (fields: Record<string, unknown>, message: string) => void
+  /**
+   * Whether the backend's stdio targets have room for a spare under their maxProcesses
+   * (the gateway counts the sessions holding them); without it, always.
+   */
+  room?: (backend: string) => boolean
 }
 
 interface Entry {
@@ -97,10 +104,16 @@ export class StdioSpares {
     return undefined
   }
 
+  /** Starts the spares that are missing and have room (a session's process exited). */
+  refill (): void {
+    for (const key of this.wanted.keys()) this.prepare(key)
+  }
+
   private prepare (key: string): void {
     const want = this.wanted.get(key)
     if (this.closed || want === undefined || this.idle.has(key)) return
     const { spec, backend } = want
+    if (this.options.room?.(backend) === false) return
     const transport = new StdioProcessTransport(stdioLaunchOptions(spec))
     const entry: Entry = { transport, backend, target: spec.name, startedAt: new Date().toISOString(), taken: false }
     this.idle.set(key, entry)

@@ -45,8 +45,8 @@ export interface TargetHooks {
    * upstream id of the request whose answer stream carried it (streamable HTTP), if known.
    */
   onMessage(target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification, related?: JsonRpcId): void
-  /** A stdio child started or exited (for /debug/tasks). */
-  onProcess?(target: TargetConnection, pid: number | undefined, running: boolean): void
+  /** A stdio child started or exited (for /debug/tasks); the transport is the process's identity (a pid can be reused). */
+  onProcess?(target: TargetConnection, process: StdioProcessTransport, running: boolean): void
   onStderr?(target: TargetConnection, line: string): void
   onStateChange?(target: TargetConnection, state: TargetState, detail: string | null): void
   /** The target broke the protocol (a line that is not JSON-RPC, an oversized message). */
@@ -210,7 +210,7 @@ export class TargetConnection {
       // its GET stream (a server may refuse a request without MCP-Protocol-Version).
       if (resume !== undefined && transport instanceof StreamableHttpClientTransport) transport.setProtocolVersion(resume.result?.protocolVersion ?? this.clientInit!.protocolVersion)
       await transport.start()
-      if (transport instanceof StdioProcessTransport) this.hooks.onProcess?.(this, transport.pid, true)
+      if (transport instanceof StdioProcessTransport) this.hooks.onProcess?.(this, transport, true)
       if (resume !== undefined && transport instanceof StreamableHttpClientTransport) {
         // The upstream session lives on; nothing else to negotiate.
         this.initResult = resume.result
@@ -410,7 +410,7 @@ export class TargetConnection {
 
   private onTransportClose (transport: Transport): void {
     if (transport instanceof StdioProcessTransport) {
-      this.hooks.onProcess?.(this, transport.pid, false)
+      this.hooks.onProcess?.(this, transport, false)
     }
     if (this.transport !== transport || this.state === 'closed') return
     this.transport = null

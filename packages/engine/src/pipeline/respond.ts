@@ -10,6 +10,7 @@ import type { HeaderMap } from '../ir/header-map.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 import { severityOf } from '../trace/recorder.ts'
 import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
+import { grpcMessageEncode } from '../http/grpc.ts'
 
 export function respondLocal (
   rt: { env: Record<string, string>, traceBodyLimit: number },
@@ -102,7 +103,7 @@ function respondGrpc (rt: { env: Record<string, string> }, ctx: RequestContext, 
   if (error !== null) ctx.error = error
   const code = grpcStatusOf(status)
   if (ctx.grpc !== null) ctx.grpc.status = code
-  ctx.responseHeaders = { ...headers, 'content-type': ctx.grpc!.text ? 'application/grpc-web-text' : ctx.grpc!.web ? 'application/grpc-web' : 'application/grpc', 'grpc-status': String(code), 'grpc-message': encodeURIComponent(body.trim()) }
+  ctx.responseHeaders = { ...headers, 'content-type': ctx.grpc!.text ? 'application/grpc-web-text' : ctx.grpc!.web ? 'application/grpc-web' : 'application/grpc', 'grpc-status': String(code), 'grpc-message': grpcMessageEncode(body.trim()) }
   finishResponse(rt, ctx, 'all')
   if (res.headersSent || res.destroyed) return
   delete ctx.responseHeaders['content-length']
