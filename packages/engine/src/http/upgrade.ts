@@ -25,6 +25,26 @@ export function upgradeResponse (req: IncomingMessage, socket: Duplex): ServerRe
   return res
 }
 
+/** The start of the HTTP/2 client preface (RFC 9113 §3.4), as an HTTP/1.1 parser sees it. */
+const H2_PREFACE_LINE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1')
+
+/**
+ * An HTTP/1.1 request carrying an `Upgrade` the listener refused (h2c, or anything but the
+ * allowed upgrades) is served as a plain request, and its answer closes the connection: Node's
+ * parser stopped at the end of its head as for an upgrade, so it drops whatever the client
+ * sent behind the head in the same read (a pipelined request would never be answered), and
+ * an HTTP/2 preface sent later stalls it. Returns true when the preface is already there:
+ * an h2c client must wait for a 101 before it sends one (RFC 7540 §3.2; RFC 9113 dropped the
+ * h2c upgrade altogether), so the request is a smuggling attempt and gets a 400.
+ */
+export function refuseUpgrade (req: IncomingMessage, res: ServerResponse): boolean {
+  res.shouldKeepAlive = false
+  // The read the parser is working through while it announces this request (a copy).
+  const parser = (req.socket as (Socket & { parser?: { getCurrentBuffer?: () => Buffer } | null }) | null)?.parser
+  const read = parser?.getCurrentBuffer?.()
+  return read !== undefined && read.includes(H2_PREFACE_LINE)
+}
+
 /** What joining the sockets needs of a request's state (request/context.ts RequestContext has it). */
 export interface UpgradeContext {
   readonly res: ServerResponse
