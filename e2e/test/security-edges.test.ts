@@ -135,6 +135,30 @@ describe('security: edges', () => {
     assert.equal(upgradesSeen.length, upgradesBefore)
   })
 
+  test('an upgrade pipelined behind a request still being answered is served after that answer (no uncaught exception)', { timeout: 15_000 }, async () => {
+    const fromStdout = portico.stdout.length
+    const before = upgradesSeen.length
+    const answer = await new Promise<string>((resolve, reject) => {
+      import('node:net').then(({ connect }) => {
+        const socket = connect({ host: '127.0.0.1', port: portico.port })
+        let text = ''
+        const timer = setTimeout(() => { socket.destroy(); reject(new Error(`no 101; got ${JSON.stringify(text)}`)) }, 8_000)
+        socket.on('data', (c: Buffer) => {
+          text += c.toString('latin1')
+          if (text.includes('101 Switching Protocols')) { clearTimeout(timer); socket.destroy(); resolve(text) }
+        })
+        socket.on('error', () => {})
+        socket.write('GET /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n' +
+          'GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n')
+      }, reject)
+    })
+    assert.match(answer, /^HTTP\/1\.1 200 [^]*HTTP\/1\.1 101 Switching Protocols/, answer)
+    assert.equal(upgradesSeen.length, before + 1)
+    await new Promise(resolve => setTimeout(resolve, 100))
+    const errors = portico.stdout.slice(fromStdout).split('\n').filter(line => /"level":(5\d|6\d)\b/.test(line))
+    assert.deepEqual(errors, [])
+  })
+
   test('HTTP/1.1 leniencies are a 400 that closes the connection; nothing pipelined behind them is served', { timeout: 30_000 }, async () => {
     const pipelined = 'GET /echo/pipelined HTTP/1.1\r\nHost: gw.test\r\n\r\n'
     const cases: Record<string, string> = {

@@ -25,6 +25,24 @@ export function upgradeResponse (req: IncomingMessage, socket: Duplex): ServerRe
   return res
 }
 
+/**
+ * Calls `serve` once no response of an earlier request is pending on the connection. An
+ * upgrade request pipelined behind a request still being answered reaches the `upgrade`
+ * listener at once (Node hands the socket over as soon as it has parsed the head), while that
+ * answer still owns the socket: binding a response to it then would throw (an uncaught
+ * ERR_HTTP_SOCKET_ASSIGNED) and leave the client waiting. The earlier answers go out first;
+ * a connection that closes meanwhile is left alone.
+ */
+export function afterPendingResponses (socket: Duplex, serve: () => void): void {
+  const pending = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+  if (pending == null) {
+    if (!socket.destroyed && socket.writable) serve()
+    return
+  }
+  // Node's own 'finish' listener runs first: it frees the socket or binds the next queued answer.
+  pending.once('finish', () => afterPendingResponses(socket, serve))
+}
+
 /** The start of the HTTP/2 client preface (RFC 9113 §3.4), as an HTTP/1.1 parser sees it. */
 const H2_PREFACE_LINE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1')
 
