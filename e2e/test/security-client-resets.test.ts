@@ -4,7 +4,9 @@
  * with a request in flight, on HTTP/1.1, h2c, TLS and h2 — a reset is the client's business.
  * It must never surface as an uncaught exception (the gateway used to log one stack trace at
  * error level per connection that was reset after its 408 on a plain-HTTP listener, where the
- * h2c preface sniffing had already let go of the socket).
+ * h2c preface sniffing had already let go of the socket; and one per upgrade request pipelined
+ * behind a request still being answered, whose socket Node hands over without its error
+ * listener).
  *
  * Thousands of connections on loopback, in bounded batches; then the gateway's stdout has no
  * line at error level and neither stream has a stack trace.
@@ -89,6 +91,7 @@ const KINDS: Kind[] = [
   { name: 'half a request head, reset', send: 'GET /x HTTP/1.1\r\nHo', afterMs: 5 },
   { name: 'request in flight, reset', send: 'GET /x HTTP/1.1\r\nHost: gw.test\r\n\r\n', afterMs: 5 },
   { name: 'half a body, reset', send: 'POST /x HTTP/1.1\r\nHost: gw.test\r\nContent-Length: 100\r\n\r\nabc', afterMs: 5 },
+  { name: 'an upgrade pipelined behind a request in flight, reset', send: 'GET /x HTTP/1.1\r\nHost: gw.test\r\n\r\nGET /x HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n', afterMs: 5 },
   { name: 'h2c stream in flight, reset', send: h2Request, afterMs: 5 },
   { name: 'half the h2c preface, reset', send: PREFACE.slice(0, 10), afterMs: 5 },
   { name: 'TLS, silent until the 408, reset', tls: 'http/1.1', until: /^HTTP\/1\.1 408 / },

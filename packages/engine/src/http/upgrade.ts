@@ -39,6 +39,9 @@ export function afterPendingResponses (socket: Duplex, serve: () => void): void 
     if (!socket.destroyed && socket.writable) serve()
     return
   }
+  // Node took its error listener off the socket when it handed it over: a reset while the
+  // earlier answers are written must not become an uncaught 'error'.
+  if (socket.listenerCount('error') === 0) socket.on('error', () => socket.destroy())
   // Node's own 'finish' listener runs first: it frees the socket or binds the next queued answer.
   pending.once('finish', () => afterPendingResponses(socket, serve))
 }
