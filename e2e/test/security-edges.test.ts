@@ -40,7 +40,7 @@ describe('security: edges', () => {
       req.on('data', (c: Buffer) => chunks.push(c))
       req.on('end', () => {
         const echoed: EchoedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, bodyLength: Buffer.concat(chunks).length } as unknown as EchoedRequest
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(echoed))
+        setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(echoed)), req.url?.startsWith('/echo/slow') === true ? 300 : 0)
       })
     })
     // WebSocket upgrades go to `ws`; a backend that speaks h2c would answer 101 to h2c.
@@ -119,6 +119,23 @@ describe('security: edges', () => {
     const answer = await rawExchange(portico.port, 'GET /echo HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\nGET /echo HTTP/1.1\r\nHost: gw.test\r\n\r\n')
     assert.match(answer, /^HTTP\/1\.1 200 /, answer)
     assert.match(answer, /\r\nconnection: close\r\n/i, answer)
+    // Nor is a request the client writes while that answer is under way sent to a backend
+    // whose answer could never reach the client.
+    const before = requestsSeen.length
+    const slow = await new Promise<string>((resolve, reject) => {
+      import('node:net').then(({ connect }) => {
+        const socket = connect({ host: '127.0.0.1', port: portico.port })
+        let text = ''
+        socket.on('data', (c: Buffer) => { text += c.toString('latin1') })
+        socket.on('error', () => {})
+        socket.on('close', () => resolve(text))
+        socket.write('GET /echo/slow HTTP/1.1\r\nHost: gw.test\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n')
+        setTimeout(() => socket.write('GET /echo/after HTTP/1.1\r\nHost: gw.test\r\n\r\n'), 100)
+        setTimeout(() => { socket.destroy(); reject(new Error(`still open; got ${JSON.stringify(text)}`)) }, 5_000).unref()
+      }, reject)
+    })
+    assert.match(slow, /^HTTP\/1\.1 200 /, slow)
+    assert.deepEqual(requestsSeen.slice(before), ['/echo/slow'])
   })
 
   test('an HTTP/2 preface right behind an Upgrade: h2c request is a 400 that closes the connection', { timeout: 15_000 }, async () => {

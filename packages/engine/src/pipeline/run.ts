@@ -76,9 +76,9 @@ export interface PipelineRuntime {
 export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade'], facts?: ClientFacts): void {
   // The target and Host are checked and the path normalised before anything looks at them:
   // routes, policies and the backend all see the one normalised path.
-  // A request pipelined behind one refused with 400 is not served: that answer closes the
-  // connection (refuseTarget), and Node has parsed what followed before it could.
-  if (closingAfterRefusal.has(req.socket)) return
+  // A request pipelined behind one whose answer closes the connection (a 400 of refuseTarget,
+  // a refused upgrade) is not served: Node parsed it before that answer could close.
+  if (closingAfterAnswer.has(req.socket)) return
   const target = splitRequestTarget(req.url ?? '/')
   const host = target.ok && target.authority !== null ? target.authority : req.headers.host ?? ''
   const hostname = hostOnly(host)
@@ -87,7 +87,12 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
     ? HTTP_09
     : target.ok ? hostHeaderProblem(req.rawHeaders) ?? connectionHeaderProblem(req.headers.connection) : target.why
   if (problem === null && misdirected(bind, listener, req, facts)) problem = MISDIRECTED
-  if (upgrade == null && req.headers.upgrade !== undefined && req.httpVersionMajor === 1 && refuseUpgrade(req, res)) problem ??= PREFACE_AFTER_UPGRADE
+  if (upgrade == null && req.headers.upgrade !== undefined && req.httpVersionMajor === 1) {
+    // Its answer closes the connection (refuseUpgrade): what the client pipelined behind it
+    // in later reads is not served either.
+    if (req.socket != null) closingAfterAnswer.add(req.socket)
+    if (refuseUpgrade(req, res)) problem ??= PREFACE_AFTER_UPGRADE
+  }
   let path = '/'
   if (target.ok && problem === null) {
     const normal = normalizePath(target.rawPath, listener.frontend.path)
@@ -219,8 +224,8 @@ const HTTP_09 = 'HTTP/0.9 requests are not served'
 
 const PREFACE_AFTER_UPGRADE = 'an HTTP/2 preface follows an upgrade request (h2c upgrades are not served)'
 
-/** HTTP/1.x connections whose last answer was a 400 that closes them. */
-const closingAfterRefusal = new WeakSet<object>()
+/** HTTP/1.x connections closing after the answer under way (requests behind it are dropped). */
+const closingAfterAnswer = new WeakSet<object>()
 
 /** `targetProblem` of a path whose escaped slashes were unescaped: redirect to the clean path. */
 const REDIRECT_TO_NORMAL_PATH = 'redirect'
@@ -254,7 +259,7 @@ function refuseTarget (rt: PipelineRuntime, ctx: RequestContext): void {
   // A request the gateway cannot make sense of puts the rest of the connection in doubt (a
   // front proxy may have framed or routed it otherwise): answer, close, and serve nothing
   // pipelined behind it, as Envoy does after a codec error. HTTP/2 frames each stream itself.
-  if (ctx.req.httpVersionMajor < 2 && ctx.req.socket != null) closingAfterRefusal.add(ctx.req.socket)
+  if (ctx.req.httpVersionMajor < 2 && ctx.req.socket != null) closingAfterAnswer.add(ctx.req.socket)
   respondLocal(rt, ctx, 400, 'bad request', 'InvalidRequest', ctx.targetProblem, { connection: 'close' })
 }
 
