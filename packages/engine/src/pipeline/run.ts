@@ -74,11 +74,11 @@ export interface PipelineRuntime {
 }
 
 export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade'], facts?: ClientFacts): void {
-  // The target and Host are checked and the path normalised before anything looks at them:
-  // routes, policies and the backend all see the one normalised path.
   // A request pipelined behind one whose answer closes the connection (a 400 of refuseTarget,
   // a refused upgrade) is not served: Node parsed it before that answer could close.
   if (closingAfterAnswer.has(req.socket)) return
+  // The target and Host are checked and the path normalised before anything looks at them:
+  // routes, policies and the backend all see the one normalised path.
   const target = splitRequestTarget(req.url ?? '/')
   const host = target.ok && target.authority !== null ? target.authority : req.headers.host ?? ''
   const hostname = hostOnly(host)
