@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { rawExchange } from '../lib/client.ts'
 import { startBackend, type Backend } from '../lib/backends.ts'
 import { ctl } from '../../packages/cli/test/helpers.ts'
 
@@ -135,6 +136,27 @@ test('localhost names, IP literals and configured names are accepted as Host, wi
   const dump = await call('/config_dump', { headers: { host: `localhost:${adminPort}` } })
   assert.equal(dump.status, 200)
   assert.deepEqual(JSON.parse(dump.text).config.adminAllowedHosts, ['portico-admin.internal'])
+})
+
+test('two Host lines or an absolute-form target are a 400 that closes the connection, as on the listeners', async () => {
+  const requests: Record<string, string> = {
+    // The guard read the first Host (Node keeps only that one in headers.host).
+    'two Host lines, the allowed one first': 'GET /config_dump HTTP/1.1\r\nHost: localhost\r\nHost: evil.example\r\n\r\n',
+    'two Host lines, both allowed': 'GET /config_dump HTTP/1.1\r\nHost: localhost\r\nHost: 127.0.0.1\r\n\r\n',
+    // A target whose authority the Host check never sees.
+    'an absolute-form target': 'GET http://evil.example/config_dump HTTP/1.1\r\nHost: localhost\r\n\r\n',
+    'an absolute-form POST /quitquitquit': 'POST http://localhost/quitquitquit HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n',
+    'asterisk-form': 'OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n'
+  }
+  for (const [name, head] of Object.entries(requests)) {
+    // A second request pipelined behind it is not served: the connection closes.
+    const answer = await rawExchange(adminPort, head + 'GET /memory HTTP/1.1\r\nHost: localhost\r\n\r\n')
+    assert.match(answer, /^HTTP\/1\.1 400 /, `${name}: ${JSON.stringify(answer)}`)
+    assert.match(answer, /\r\nconnection: close\r\n/i, `${name}: ${JSON.stringify(answer)}`)
+    assert.equal(answer.match(/HTTP\/1\.1 \d{3} /g)?.length, 1, `${name}: ${JSON.stringify(answer)}`)
+    assert.ok(!answer.includes('"routes"') && !answer.includes('heap'), `${name}: an admin answer leaked`)
+  }
+  assert.equal(portico.exit, null)
 })
 
 test('a refusal is logged at debug, not at info', async () => {

@@ -10,7 +10,7 @@
 import type * as Http from 'node:http'
 import http from '@portico/engine/node-http'
 import type { Registry } from 'prom-client'
-import { checkAdminRequest, requestFacts, type Logs } from '@portico/ops'
+import { checkAdminMessage, checkAdminRequest, requestFacts, type Logs } from '@portico/ops'
 
 export const COMPONENTS = ['portico/syncer', 'portico/translator', 'gateway-controller', 'deployer', 'default'] as const
 const LEVELS = ['error', 'warn', 'info', 'debug', 'trace', 'off']
@@ -61,6 +61,11 @@ export function startAdminServer (host: string, port: number, logs: Logs): Promi
   const current = () => COMPONENTS.map(c => `${c}=${logs.levelOf(c)}`).join('\n') + '\n'
   const guard = { bindHost: host, allowedHosts: [] }
   return listen(http.createServer((req, res) => {
+    const bad = checkAdminMessage(req.url ?? '/', req.rawHeaders)
+    if (bad !== null) {
+      res.shouldKeepAlive = false
+      return send(res, 400, `bad request: ${bad}\n`)
+    }
     const refused = checkAdminRequest(requestFacts(req.method ?? 'GET', req.headers), guard)
     if (refused !== null) return send(res, 403, `${refused}\n`)
     const url = new URL(req.url ?? '/', 'http://admin')

@@ -7,6 +7,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { hostHeaderProblem, normalizePath, parseRequestTarget, type PathNormalization } from '../src/http/request-target.ts'
+import { connectionHeaderProblem } from '../src/http/headers.ts'
 
 const DEFAULTS: PathNormalization = { escapedSlashesAction: 'UnescapeAndRedirect', mergeSlashes: true }
 
@@ -74,4 +75,25 @@ test('Host lines: one, valid', () => {
   assert.equal(hostHeaderProblem(['host', '[::1]:80']), null)
   assert.notEqual(hostHeaderProblem(['Host', 'a.test', 'HOST', 'b.test']), null)
   for (const bad of ['a b', 'a/b', 'a@b', 'a:b:c', '[::1', 'a\\b', 'a:8x']) assert.notEqual(hostHeaderProblem(['Host', bad]), null, bad)
+})
+
+test('a NUL in the path, escaped or raw, is refused; in the query it is the backend\'s business', () => {
+  for (const path of ['/a%00b', '/%00', '/a/%00/../b', '/a\u0000b']) {
+    assert.match(String(normalizePath(path)), /NUL/, path)
+    assert.equal(parseRequestTarget(path).ok, false, path)
+  }
+  assert.equal(parseRequestTarget('/a?x=%00').ok, true)
+})
+
+test('Connection may not name a field the gateway routes, frames or identifies the client by', () => {
+  for (const value of [undefined, '', 'close', 'keep-alive', 'Keep-Alive', 'Upgrade', 'close, X-Private', 'TE, close', ['close', 'x-a']]) {
+    assert.equal(connectionHeaderProblem(value), null, JSON.stringify(value))
+  }
+  for (const name of ['Host', 'content-length', 'Transfer-Encoding', 'Forwarded', 'X-Forwarded-For', 'x-forwarded-host', 'X-FORWARDED-PROTO', ':authority', ':path']) {
+    assert.match(connectionHeaderProblem(`close, ${name}`) ?? '', /names/, name)
+  }
+  assert.match(connectionHeaderProblem(['close', 'host']) ?? '', /names host/)
+  // Envoy's limit: ten names or more.
+  assert.equal(connectionHeaderProblem(Array.from({ length: 9 }, (_, i) => `x-${i}`).join(',')), null)
+  assert.match(connectionHeaderProblem(Array.from({ length: 10 }, (_, i) => `x-${i}`).join(',')) ?? '', /10 fields/)
 })

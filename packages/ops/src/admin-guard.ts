@@ -20,6 +20,7 @@
  */
 
 import { isIP } from 'node:net'
+import { hostHeaderProblem } from '@portico/engine/request-target'
 
 export interface AdminGuardOptions {
   /** The host of the admin's own address (ADMIN_ADDR), a name when the operator gave one. */
@@ -44,6 +45,19 @@ export function hostnameOf (host: string): string {
   const h = host.trim().toLowerCase()
   const name = h.startsWith('[') ? h.slice(1, h.indexOf(']') === -1 ? undefined : h.indexOf(']')) : h.replace(/:\d*$/, '')
   return name.endsWith('.') ? name.slice(0, -1) : name
+}
+
+/**
+ * Null when the admin may read this request line and its Host lines at all; else why, for a
+ * 400 that closes the connection (as the listeners answer). The target must be a path: an
+ * absolute-form one (`GET http://evil.example/config_dump`) names a host the Host check
+ * never sees, and asterisk-form names nothing to serve. At most one Host line, and a valid
+ * one: Node keeps the first of two in `headers.host`, and the guard must not approve one
+ * Host while something else reads the other.
+ */
+export function checkAdminMessage (url: string, rawHeaders: readonly string[]): string | null {
+  if (url.charCodeAt(0) !== 0x2f /* / */) return 'the request target must be a path (absolute-form and asterisk-form are not served here)'
+  return hostHeaderProblem(rawHeaders)
 }
 
 /** Null when `host` (a Host header) names this admin server; else why not. */

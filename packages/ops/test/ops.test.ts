@@ -10,7 +10,7 @@ import { PassThrough } from 'node:stream'
 import { fileURLToPath } from 'node:url'
 import { isPorticoError } from '@portico/engine/errors'
 import { isoTime } from '../src/logs.ts'
-import { Logs, checkAdminRequest, formatLogFilter, parseLogFilter, requestFacts } from '@portico/ops'
+import { Logs, checkAdminMessage, checkAdminRequest, formatLogFilter, parseLogFilter, requestFacts } from '@portico/ops'
 
 test('log filters: global and per-component levels, both separators; bad input is PORTICO_BAD_LOG_LEVEL', () => {
   assert.equal(formatLogFilter(parseLogFilter('warn,config=debug,engine:off')), 'warn,config=debug,engine=off')
@@ -41,6 +41,15 @@ test('admin guard: rebinding Hosts are refused for reads, cross-site origins for
   assert.equal(check('GET', { host: 'localhost:15000', origin: 'http://evil.example' }), null, 'reads are not cross-site writes')
 })
 
+test('admin guard: the request line must have a path for its target and at most one valid Host line', () => {
+  assert.equal(checkAdminMessage('/config_dump', ['Host', '127.0.0.1:15000']), null)
+  assert.equal(checkAdminMessage('/', []), null, 'HTTP/1.0 without Host')
+  assert.match(checkAdminMessage('http://evil.example/config_dump', ['Host', 'localhost']) ?? '', /must be a path/)
+  assert.match(checkAdminMessage('*', ['Host', 'localhost']) ?? '', /must be a path/)
+  assert.match(checkAdminMessage('/', ['Host', 'localhost', 'host', 'evil.example']) ?? '', /more than one Host/)
+  assert.match(checkAdminMessage('/', ['Host', 'evil example']) ?? '', /not a valid host/)
+})
+
 test('importing @portico/ops loads neither @portico/proxy nor the engine barrel', () => {
   // Sync module hooks record every file the import loads.
   const script = `
@@ -53,7 +62,7 @@ test('importing @portico/ops loads neither @portico/proxy nor the engine barrel'
   const cwd = fileURLToPath(new URL('..', import.meta.url))
   const loaded = JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd, encoding: 'utf8' })) as string[]
   const local = loaded.map(u => u.slice(u.indexOf('/packages/') + 1))
-  assert.deepEqual(local.filter(p => !p.startsWith('packages/ops/')), ['packages/engine/src/util/errors.ts'])
+  assert.deepEqual(local.filter(p => !p.startsWith('packages/ops/')).sort(), ['packages/engine/src/http/request-target.ts', 'packages/engine/src/util/errors.ts', 'packages/engine/src/util/hex.ts'])
 })
 
 test('log line times: what pino\'s isoTime writes, the part up to the second made once a second', () => {

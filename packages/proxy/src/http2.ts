@@ -83,7 +83,15 @@ export function adaptHttp2 (req: IncomingMessage, res: ServerResponse): void {
 export function sniffPreface (socket: Socket, silentMs: number, onPreface: (h2: boolean) => void, onSilent: () => void): void {
   const chunks: Buffer[] = []
   let length = 0
-  const timer = silentMs > 0 ? setTimeout(() => { cleanup(); onSilent() }, silentMs) : undefined
+  const timer = silentMs > 0
+    ? setTimeout(() => {
+      cleanup()
+      // Nobody serves the socket now: `onSilent` answers 408 and ends it, and a client that
+      // resets it meanwhile must not become an uncaught 'error' (one stack trace each).
+      socket.on('error', () => socket.destroy())
+      onSilent()
+    }, silentMs)
+    : undefined
   const onError = (): void => { cleanup(); socket.destroy() }
   const onData = (chunk: Buffer): void => {
     chunks.push(chunk)

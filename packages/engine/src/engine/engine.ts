@@ -16,6 +16,7 @@ import { UpstreamPools, type UpstreamPoolOptions } from '../http/upstream-pools.
 import { handleRequest, type PipelineRuntime } from '../pipeline/run.ts'
 import { handleUpgrade } from '../pipeline/run.ts'
 import { upgradeAllowed } from '../http/frontend.ts'
+import { afterPendingResponses } from '../http/upgrade.ts'
 import { respondLocal } from '../pipeline/respond.ts'
 import { hostOnly } from '../routing/hostname.ts'
 import type { RequestContext } from '../request/context.ts'
@@ -248,7 +249,7 @@ export class Engine implements PipelineRuntime {
         socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 18\r\nconnection: close\r\n\r\nlistener not found')
         return
       }
-      handleUpgrade(this, bind, req, socket, head)
+      afterPendingResponses(socket, () => handleUpgrade(this, bind, req, socket, head))
     }
   }
 

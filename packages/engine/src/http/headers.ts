@@ -31,6 +31,33 @@ function connectionTokens (value: string | string[] | undefined): Set<string> | 
   return new Set(lower.split(',').map(t => t.trim()).filter(t => t !== ''))
 }
 
+/**
+ * Fields a request's `Connection` header may not name. RFC 9110 §7.6.1 lets a client name any
+ * field it wants dropped at the next hop; naming one the gateway itself relies on turns the
+ * request into another one behind it (a backend or a proxy further on that honours the list
+ * sees no Host, no framing, or forwarding headers stripped of the hops this gateway trusted).
+ * Envoy refuses X-Forwarded-For/-Host/-Proto and pseudo-headers, and ten names or more; Host,
+ * Content-Length, Transfer-Encoding and Forwarded are added here because the gateway routes,
+ * frames and identifies the client by them. Such a request is a 400 (and the connection closes).
+ */
+const NOT_NOMINABLE = new Set(['host', 'content-length', 'transfer-encoding', 'forwarded', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-proto'])
+const MAX_CONNECTION_TOKENS = 10
+
+/** Null when a request's `Connection` header names nothing it may not (NOT_NOMINABLE); else why. */
+export function connectionHeaderProblem (value: string | string[] | undefined): string | null {
+  const listed = connectionTokens(value)
+  if (listed === undefined) return null
+  let count = 0
+  for (const token of (Array.isArray(value) ? value.join(',') : value!).split(',')) {
+    if (token.trim() !== '') count++
+  }
+  if (count >= MAX_CONNECTION_TOKENS) return `the Connection header names ${count} fields (the limit is ${MAX_CONNECTION_TOKENS - 1})`
+  for (const name of listed) {
+    if (NOT_NOMINABLE.has(name) || name.charCodeAt(0) === 58 /* ':' */) return `the Connection header names ${name}, which must reach the backend`
+  }
+  return null
+}
+
 /** Copies end-to-end headers from a received message. `te: trailers` is kept (gRPC needs it). */
 export function endToEndHeaders (headers: IncomingHttpHeaders): HeaderMap {
   const out: HeaderMap = {}

@@ -18,7 +18,7 @@
  * (`http://host/path`, which proxies and some clients send). An absolute-form target is
  * routed on its path, its authority replaces the Host header (§3.2.2), and the request goes
  * upstream in origin-form. Anything else — asterisk-form, a fragment, a bad escape, userinfo
- * in the authority — is refused with 400.
+ * in the authority, a NUL (raw or `%00`) in the path — is refused with 400.
  *
  * The query is forwarded as received; it is not part of the path policies see.
  */
@@ -122,6 +122,9 @@ export function normalizePath (raw: string, options: PathNormalization = DEFAULT
       if (lo === -1) return 'the path has a % that does not start a %XX escape'
       const byte = hi * 16 + lo
       i += 2
+      // A NUL ends a string in C: a backend (or a file system) would see a shorter path than
+      // the one routed and authorised. llhttp already refuses a raw one.
+      if (byte === 0) return 'the path has an escaped NUL (%00)'
       if (byte === SLASH || byte === BACKSLASH) {
         switch (options.escapedSlashesAction) {
           case 'RejectRequest': return 'the path has an escaped slash (%2F or %5C)'
@@ -147,6 +150,7 @@ export function normalizePath (raw: string, options: PathNormalization = DEFAULT
     // A character a path cannot carry raw. Node hands us the target as latin1, one char per
     // byte, so each is one byte to escape.
     if (c > 0xff) return 'the path has a character that is not a byte'
+    if (c === 0) return 'the path has a NUL'
     out += '%' + HEX[c >> 4]! + HEX[c & 15]!
   }
 

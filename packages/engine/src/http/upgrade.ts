@@ -25,6 +25,47 @@ export function upgradeResponse (req: IncomingMessage, socket: Duplex): ServerRe
   return res
 }
 
+/**
+ * Calls `serve` once no response of an earlier request is pending on the connection. An
+ * upgrade request pipelined behind a request still being answered reaches the `upgrade`
+ * listener at once (Node hands the socket over as soon as it has parsed the head), while that
+ * answer still owns the socket: binding a response to it then would throw (an uncaught
+ * ERR_HTTP_SOCKET_ASSIGNED) and leave the client waiting. The earlier answers go out first;
+ * a connection that closes meanwhile is left alone.
+ */
+export function afterPendingResponses (socket: Duplex, serve: () => void): void {
+  const pending = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+  if (pending == null) {
+    if (!socket.destroyed && socket.writable) serve()
+    return
+  }
+  // Node took its error listener off the socket when it handed it over: a reset while the
+  // earlier answers are written must not become an uncaught 'error'.
+  if (socket.listenerCount('error') === 0) socket.on('error', () => socket.destroy())
+  // Node's own 'finish' listener runs first: it frees the socket or binds the next queued answer.
+  pending.once('finish', () => afterPendingResponses(socket, serve))
+}
+
+/** The start of the HTTP/2 client preface (RFC 9113 §3.4), as an HTTP/1.1 parser sees it. */
+const H2_PREFACE_LINE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1')
+
+/**
+ * An HTTP/1.1 request carrying an `Upgrade` the listener refused (h2c, or anything but the
+ * allowed upgrades) is served as a plain request, and its answer closes the connection: Node's
+ * parser stopped at the end of its head as for an upgrade, so it drops whatever the client
+ * sent behind the head in the same read (a pipelined request would never be answered), and
+ * an HTTP/2 preface sent later stalls it. Returns true when the preface is already there:
+ * an h2c client must wait for a 101 before it sends one (RFC 7540 §3.2; RFC 9113 dropped the
+ * h2c upgrade altogether), so the request is a smuggling attempt and gets a 400.
+ */
+export function refuseUpgrade (req: IncomingMessage, res: ServerResponse): boolean {
+  res.shouldKeepAlive = false
+  // The read the parser is working through while it announces this request (a copy).
+  const parser = (req.socket as (Socket & { parser?: { getCurrentBuffer?: () => Buffer } | null }) | null)?.parser
+  const read = parser?.getCurrentBuffer?.()
+  return read !== undefined && read.includes(H2_PREFACE_LINE)
+}
+
 /** What joining the sockets needs of a request's state (request/context.ts RequestContext has it). */
 export interface UpgradeContext {
   readonly res: ServerResponse

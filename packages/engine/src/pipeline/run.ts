@@ -21,12 +21,12 @@ import { llmResponseAttributes } from '../llm/span.ts'
 import { handleMcpHttp } from '../mcp/http.ts'
 import { RequestContext, type ClientFacts } from '../request/context.ts'
 import { hostOnly } from '../routing/hostname.ts'
-import { addForwardedHeaders, endToEndHeaders } from '../http/headers.ts'
+import { addForwardedHeaders, connectionHeaderProblem, endToEndHeaders } from '../http/headers.ts'
 import { grpcContentTypeOf } from '../http/grpc.ts'
 import { hostHeaderProblem, normalizePath, redirectsToNormalPath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callBackend } from './backend-call.ts'
-import { upgradeResponse } from '../http/upgrade.ts'
+import { refuseUpgrade, upgradeResponse } from '../http/upgrade.ts'
 import { upgradeAllowed } from '../http/frontend.ts'
 import { finishResponse, respondLocal } from './respond.ts'
 import { serveProtectedResourceMetadata } from './well-known.ts'
@@ -74,14 +74,25 @@ export interface PipelineRuntime {
 }
 
 export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade'], facts?: ClientFacts): void {
+  // A request pipelined behind one whose answer closes the connection (a 400 of refuseTarget,
+  // a refused upgrade) is not served: Node parsed it before that answer could close.
+  if (closingAfterAnswer.has(req.socket)) return
   // The target and Host are checked and the path normalised before anything looks at them:
   // routes, policies and the backend all see the one normalised path.
   const target = splitRequestTarget(req.url ?? '/')
   const host = target.ok && target.authority !== null ? target.authority : req.headers.host ?? ''
   const hostname = hostOnly(host)
   const listener = bind.selectListener(hostname)
-  let problem = target.ok ? hostHeaderProblem(req.rawHeaders) : target.why
+  let problem = req.httpVersionMajor === 0
+    ? HTTP_09
+    : target.ok ? hostHeaderProblem(req.rawHeaders) ?? connectionHeaderProblem(req.headers.connection) : target.why
   if (problem === null && misdirected(bind, listener, req, facts)) problem = MISDIRECTED
+  if (upgrade == null && req.headers.upgrade !== undefined && req.httpVersionMajor === 1) {
+    // Its answer closes the connection (refuseUpgrade): what the client pipelined behind it
+    // in later reads is not served either.
+    if (req.socket != null) closingAfterAnswer.add(req.socket)
+    if (refuseUpgrade(req, res)) problem ??= PREFACE_AFTER_UPGRADE
+  }
   let path = '/'
   if (target.ok && problem === null) {
     const normal = normalizePath(target.rawPath, listener.frontend.path)
@@ -208,6 +219,14 @@ function handsOff (listener: CompiledBind['listeners'][number], hostname: string
   return route !== null && route.hasMcp
 }
 
+/** llhttp takes a request line without a version (`GET /`) as HTTP/0.9, which has no headers and no framing. */
+const HTTP_09 = 'HTTP/0.9 requests are not served'
+
+const PREFACE_AFTER_UPGRADE = 'an HTTP/2 preface follows an upgrade request (h2c upgrades are not served)'
+
+/** HTTP/1.x connections closing after the answer under way (requests behind it are dropped). */
+const closingAfterAnswer = new WeakSet<object>()
+
 /** `targetProblem` of a path whose escaped slashes were unescaped: redirect to the clean path. */
 const REDIRECT_TO_NORMAL_PATH = 'redirect'
 const MISDIRECTED = 'misdirected'
@@ -237,7 +256,11 @@ function refuseTarget (rt: PipelineRuntime, ctx: RequestContext): void {
   if (ctx.targetProblem === MISDIRECTED) {
     return respondLocal(rt, ctx, 421, 'misdirected request', 'InvalidRequest', 'the Host header names a host another listener serves than the TLS SNI name selected')
   }
-  respondLocal(rt, ctx, 400, 'bad request', 'InvalidRequest', ctx.targetProblem)
+  // A request the gateway cannot make sense of puts the rest of the connection in doubt (a
+  // front proxy may have framed or routed it otherwise): answer, close, and serve nothing
+  // pipelined behind it, as Envoy does after a codec error. HTTP/2 frames each stream itself.
+  if (ctx.req.httpVersionMajor < 2 && ctx.req.socket != null) closingAfterAnswer.add(ctx.req.socket)
+  respondLocal(rt, ctx, 400, 'bad request', 'InvalidRequest', ctx.targetProblem, { connection: 'close' })
 }
 
 /**

@@ -15,7 +15,7 @@ import { tasksDump, workersTasksDump } from './tasks.ts'
 import { cpuProfile, HeapSampler } from './pprof.ts'
 import { findUiDir, registerUiStatic } from './ui-static.ts'
 import { registerUiApi } from './ui-api.ts'
-import { checkAdminRequest, requestFacts, type AdminGuardOptions } from '@portico/ops'
+import { checkAdminMessage, checkAdminRequest, requestFacts, type AdminGuardOptions } from '@portico/ops'
 
 export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]> = [
   ['GET', '/config_dump', 'the loaded configuration (secrets redacted)'],
@@ -49,6 +49,11 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
   const guard: AdminGuardOptions = { bindHost: options.address.host, allowedHosts: portico.settings.adminAllowedHosts }
   const log = portico.logs.for('admin')
   app.addHook('onRequest', async (req, reply) => {
+    const bad = checkAdminMessage(req.raw.url ?? '/', req.raw.rawHeaders)
+    if (bad !== null) {
+      log.debug({ method: req.method, url: req.raw.url, reason: bad }, 'admin request refused')
+      return await reply.code(400).header('connection', 'close').type('text/plain').send(`bad request: ${bad}\n`)
+    }
     const problem = checkAdminRequest(requestFacts(req.method, req.headers), guard)
     if (problem === null) return
     log.debug({ method: req.method, url: req.url, host: req.headers.host, origin: req.headers.origin, secFetchSite: req.headers['sec-fetch-site'], reason: problem }, 'admin request refused')
