@@ -7,7 +7,7 @@
  *     lines not ended by CRLF
  *   - header names that are not tokens (so whitespace before the colon), obs-fold, control
  *     characters in values
- *   - Content-Length that is not digits, or more than one (even equal: as llhttp and nginx);
+ *   - Content-Length that is not digits, or more than one (even equal, as llhttp);
  *     Content-Length together with Transfer-Encoding
  *   - chunk sizes that are not hex, overflow a safe integer or are followed by whitespace;
  *     chunk extensions outside RFC 9112 §7.1.1's grammar (no whitespace around `;` or `=`, as
@@ -243,8 +243,8 @@ export class H1ResponseParser {
       pos = end + 2
       switch (name) {
         case 'content-length': {
-          // RFC 9110 §8.6 lets a recipient take identical repeats as one; llhttp and nginx
-          // refuse any repeat, and so does Portico: a hop that reads it otherwise is a split.
+          // RFC 9110 §8.6 lets a recipient take identical repeats as one; llhttp refuses any
+          // repeat, and so does Portico: a hop that reads it otherwise is a split.
           if (contentLength !== -1) throw protocolError('more than one content-length header')
           const length = digitsValue(value)
           if (length === -1) throw protocolError(`invalid content-length ${JSON.stringify(value.slice(0, 40))}`)
