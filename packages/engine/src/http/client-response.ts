@@ -1,8 +1,9 @@
 /**
  * The base handler of a backend call: streams the backend's answer straight into the
  * client's response (backpressure both ways, nothing buffered whole), joins the sockets of
- * an accepted upgrade, and turns a transport failure into the proxy's own answer (503/504,
- * or a cut connection once the head is out). The pipeline's response policies and trace
+ * an accepted upgrade, and turns a transport failure into the proxy's own answer (502/503/504,
+ * or a cut connection once the head is out: it goes with the body's first byte, see
+ * writeHead). The pipeline's response policies and trace
  * snapshots run through `hooks` when the head arrives. Optional handlers wrap this one
  * (http/trace-bodies.ts, llm/usage-handler.ts, http/response-intercept.ts, retries) only
  * when a request needs them.
@@ -113,7 +114,7 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
    * anyway); an HTTP/2 client gets the HEADERS frame with the first DATA frame.
    * A 204 or 304 never carries Content-Length or Transfer-Encoding (RFC 9110 §8.6, §15.4.5):
    * what the backend said of a body that is not there means nothing to the client.
-   * False when Node refused the head: the call then ends in the proxy's 502.
+   * False when Node refused the head: the call then ends in the proxy's own answer.
    */
   private writeHead (c: Dispatcher.DispatchController): boolean {
     this.headPending = false
