@@ -42,6 +42,8 @@ const FIXED: Array<{ name: string, mutation?: string, text: string, method?: 'GE
   { name: 'a chunk extension value with a space', text: `${CHUNKED}2;a=b c\r\nok\r\n0\r\n\r\n`, verdict: 'both failed' },
   { name: 'whitespace around a chunk extension\'s =', text: `${CHUNKED}2;a = b\r\nok\r\n0\r\n\r\n`, verdict: 'both failed' },
   { name: 'a quoted chunk extension value followed by more', text: `${CHUNKED}2;a="x"y\r\nok\r\n0\r\n\r\n`, verdict: 'both failed' },
+  { name: 'an empty Transfer-Encoding', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: \r\n\r\nuntil the end', verdict: 'both failed' },
+  { name: 'an empty Transfer-Encoding after chunked', text: `${CHUNKED.slice(0, -2)}transfer-encoding:\r\n\r\n2\r\nok\r\n0\r\n\r\n`, verdict: 'both failed' },
   // Found by the differential run: Portico refused a size with leading zeros as an overflow.
   { name: 'a last chunk written with 17 zeros', text: `${CHUNKED}2\r\nok\r\n00000000000000000\r\n\r\n`, verdict: 'agree' },
   // Well-formed extensions and sizes both take.
@@ -67,6 +69,11 @@ const FIXED: Array<{ name: string, mutation?: string, text: string, method?: 'GE
   { name: 'a control character in the reason phrase', mutation: 'reason', text: 'HTTP/1.1 200 O\x01K\r\ncontent-length: 2\r\n\r\nok', verdict: 'stricter: reason' },
   { name: 'a 101 to a request that asked for no upgrade', mutation: 'switching-protocols', text: 'HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n', verdict: 'stricter: switching-protocols' },
   { name: 'chunked before another coding', mutation: 'transfer-encoding', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\nokok', verdict: 'stricter: transfer-encoding' },
+  // Found by the differential run: llhttp reads `chunked,` as a body to the connection's end
+  // (an empty element taken for a coding), where RFC 9110 §5.6.1 would have it chunked.
+  { name: 'chunked followed by an empty list element', mutation: 'transfer-encoding', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked,\r\n\r\n2\r\nok\r\n0\r\n\r\n', verdict: 'stricter: transfer-encoding' },
+  { name: 'an empty list element before chunked', mutation: 'transfer-encoding', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, , chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', verdict: 'stricter: transfer-encoding' },
+  { name: 'a Transfer-Encoding of empty list elements only', mutation: 'empty-framing-value', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: ,\r\n\r\nuntil the end', verdict: 'stricter: empty-framing-value' },
   { name: 'a chunk extension with an empty name', mutation: 'chunk-extension', text: `${CHUNKED}2;=b\r\nok\r\n0\r\n\r\n`, verdict: 'stricter: chunk-extension' },
   { name: 'a chunk extension with an empty value', mutation: 'chunk-extension', text: `${CHUNKED}2;a=\r\nok\r\n0\r\n\r\n`, verdict: 'stricter: chunk-extension' },
   // Where Portico takes what llhttp refuses, on purpose: it drops the field before the client.

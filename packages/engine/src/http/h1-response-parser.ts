@@ -252,6 +252,8 @@ export class H1ResponseParser {
           break
         }
         case 'transfer-encoding':
+          // An empty one says nothing a reader could agree on (llhttp refuses it too).
+          if (value === '') throw protocolError('empty transfer-encoding')
           transferEncoding = transferEncoding === null ? value : `${transferEncoding}, ${value}`
           break
         case 'connection':
@@ -294,10 +296,7 @@ export class H1ResponseParser {
       if (!this.noBody && (contentLength > 0 || transferEncoding !== null)) keepAlive = false
       next = State.Done
     } else if (transferEncoding !== null) {
-      const codings = transferEncoding.toLowerCase().split(',').map(c => c.trim())
-      const chunked = codings.indexOf('chunked')
-      if (chunked !== -1 && chunked !== codings.length - 1) throw protocolError('transfer-encoding with chunked before another coding')
-      if (chunked === -1) {
+      if (!chunkedLast(transferEncoding)) {
         // Not chunked last: the body runs to the end of the connection (RFC 9112 §6.3).
         keepAlive = false
         next = State.UntilClose
@@ -463,6 +462,22 @@ function addField (fields: ResponseHeaders, name: string, value: string): void {
   else prior.push(value)
 }
 
+
+/**
+ * Whether a Transfer-Encoding's codings end in chunked (the body is chunked) or not (it runs
+ * to the connection's end, RFC 9112 §6.3). Chunked before another coding (chunked twice, or
+ * encoded over) is refused: RFC 9112 §6.1 has chunked applied once and last. So is an empty
+ * list element, which RFC 9110 §5.6.1 says to ignore but parsers read apart: llhttp takes
+ * `chunked,` for a body that runs to the connection's end, another reader for chunked.
+ */
+function chunkedLast (te: string): boolean {
+  if (te === 'chunked') return true
+  const codings = te.toLowerCase().split(',').map(c => c.trim())
+  if (codings.includes('')) throw protocolError('transfer-encoding with an empty list element')
+  const at = codings.indexOf('chunked')
+  if (at !== -1 && at !== codings.length - 1) throw protocolError('transfer-encoding with chunked before another coding')
+  return at !== -1
+}
 
 /** One byte of a chunk extension: the grammar's next step. */
 function nextExt (at: Ext, c: number): Ext {

@@ -129,7 +129,7 @@ const MUTATIONS: Array<[string, (d: Draft, rand: Rand) => boolean]> = [
   }],
   ['transfer-encoding', (d, rand) => {
     if (d.framing === 'length') return false
-    const value = pick(rand, ['Chunked', 'CHUNKED', 'chunked ', 'gzip, chunked', 'chunked, gzip', 'chunked, chunked', 'identity', 'x-custom', 'chunked;q=1', ' chunked', 'gzip,chunked'])
+    const value = pick(rand, ['Chunked', 'CHUNKED', 'chunked ', 'gzip, chunked', 'chunked, gzip', 'chunked, chunked', 'identity', 'x-custom', 'chunked;q=1', ' chunked', 'gzip,chunked', 'chunked,', ', chunked', 'gzip, , chunked'])
     if (d.framing === 'close') d.headers.push(`Transfer-Encoding: ${value}`)
     else replaceOrAdd(d.headers, 'transfer-encoding', `Transfer-Encoding: ${value}`)
     return true
@@ -170,6 +170,19 @@ const MUTATIONS: Array<[string, (d: Draft, rand: Rand) => boolean]> = [
     d.trailers.push(pick(rand, ['x-t: 1', 'grpc-status: 0', 'x-t : 1', 'x-t: a\x01b', 'content-length: 5', 'transfer-encoding: chunked', ' folded', 'x@t: 1', 'x-t:']))
     return true
   }],
+  ['framing-name-case', (d, rand) => {
+    const at = d.headers.findIndex(h => /^(content-length|transfer-encoding):/i.test(h))
+    if (at === -1) return false
+    const line = d.headers[at]!
+    const colon = line.indexOf(':')
+    const name = line.slice(0, colon)
+    d.headers[at] = pick(rand, [name.toUpperCase(), name.toLowerCase(), name.replace(/./g, (ch, i: number) => i % 2 === 0 ? ch.toUpperCase() : ch.toLowerCase())]) + line.slice(colon)
+    return true
+  }],
+  ['empty-framing-value', (d, rand) => { d.headers.push(pick(rand, ['Transfer-Encoding:', 'Transfer-Encoding: ', 'Transfer-Encoding: ,', 'Content-Length:', 'Content-Length:  '])); return true }],
+  ['first-line-fold', (d, rand) => { d.headers.unshift(pick(rand, [' x: 1', '	x: 1'])); return true }],
+  ['connection', (d, rand) => { d.headers.push(pick(rand, ['Connection: close', 'Connection: keep-alive', 'Connection: Upgrade', 'Keep-Alive: timeout=5', 'Connection: close, x-a', 'Proxy-Connection: close'])); return true }],
+  ['big-header', (d, rand) => { d.headers.push(`x-big: ${'v'.repeat(pick(rand, [1000, 8000, 15_000]))}`); return true }],
   ['no-body-status', (d, rand) => { d.code = pick(rand, ['204', '304']); return true }],
   ['head', d => { d.method = 'HEAD'; return true }],
   ['switching-protocols', d => { d.code = '101'; d.headers.push('Upgrade: websocket', 'Connection: Upgrade'); return true }],
@@ -371,12 +384,16 @@ export const STRICTER: Record<string, { message: RegExp, why: string }> = {
     why: 'RFC 9110 §15.2.2: a server sends 101 only to a request with Upgrade. Portico refuses one it did not ask for; node:http hands the socket to whoever listens for it.'
   },
   'transfer-encoding': {
-    message: /transfer-encoding with chunked before another coding/,
-    why: 'A response whose codings end in something other than chunked runs to the connection\'s end (RFC 9112 §6.3), which llhttp does; Portico refuses one with chunked before another coding — chunked applied and then encoded over is no framing a sender means (RFC 9112 §6.1: chunked MUST NOT be applied more than once and is the final coding).'
+    message: /transfer-encoding with (chunked before another coding|an empty list element)/,
+    why: 'A response whose codings end in something other than chunked runs to the connection\'s end (RFC 9112 §6.3), which llhttp does; Portico refuses one with chunked before another coding — chunked applied and then encoded over is no framing a sender means (RFC 9112 §6.1: chunked MUST NOT be applied more than once and is the final coding). And it refuses an empty list element in it: RFC 9110 §5.6.1 says to ignore one, but llhttp reads "chunked," as a body that runs to the connection\'s end while "gzip, , chunked" is chunked to it — framing two readers may take apart.'
   },
   'two-transfer-encodings': {
-    message: /transfer-encoding with chunked before another coding/,
+    message: /transfer-encoding with (chunked before another coding|an empty list element)/,
     why: 'As for transfer-encoding.'
+  },
+  'empty-framing-value': {
+    message: /transfer-encoding with an empty list element/,
+    why: 'As for transfer-encoding: a Transfer-Encoding of "," names no coding; llhttp reads the body to the connection\'s end.'
   },
   'chunk-extension': {
     message: /invalid chunk extension/,
