@@ -73,6 +73,7 @@ const FIXED: Array<{ name: string, mutation?: string, text: string, method?: 'GE
   // (an empty element taken for a coding), where RFC 9110 §5.6.1 would have it chunked.
   { name: 'chunked followed by an empty list element', mutation: 'transfer-encoding', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked,\r\n\r\n2\r\nok\r\n0\r\n\r\n', verdict: 'stricter: transfer-encoding' },
   { name: 'an empty list element before chunked', mutation: 'transfer-encoding', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, , chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n', verdict: 'stricter: transfer-encoding' },
+  { name: 'an empty line before the status line', mutation: 'leading-bytes', text: '\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok', verdict: 'stricter: leading-bytes' },
   { name: 'a Transfer-Encoding of empty list elements only', mutation: 'empty-framing-value', text: 'HTTP/1.1 200 OK\r\ntransfer-encoding: ,\r\n\r\nuntil the end', verdict: 'stricter: empty-framing-value' },
   { name: 'a chunk extension with an empty name', mutation: 'chunk-extension', text: `${CHUNKED}2;=b\r\nok\r\n0\r\n\r\n`, verdict: 'stricter: chunk-extension' },
   { name: 'a chunk extension with an empty value', mutation: 'chunk-extension', text: `${CHUNKED}2;a=\r\nok\r\n0\r\n\r\n`, verdict: 'stricter: chunk-extension' },

@@ -170,6 +170,8 @@ const MUTATIONS: Array<[string, (d: Draft, rand: Rand) => boolean]> = [
     d.trailers.push(pick(rand, ['x-t: 1', 'grpc-status: 0', 'x-t : 1', 'x-t: a\x01b', 'content-length: 5', 'transfer-encoding: chunked', ' folded', 'x@t: 1', 'x-t:']))
     return true
   }],
+  ['leading-bytes', (d, rand) => { d.interim = pick(rand, ['\r\n', '\n', ' ', 'x', '\r\n\r\n']) + d.interim; return true }],
+  ['status-separator', (d, rand) => { d.version += pick(rand, ['\t', '\x0b', '']); return true }],
   ['framing-name-case', (d, rand) => {
     const at = d.headers.findIndex(h => /^(content-length|transfer-encoding):/i.test(h))
     if (at === -1) return false
@@ -378,6 +380,10 @@ export const STRICTER: Record<string, { message: RegExp, why: string }> = {
   reason: {
     message: /malformed status line/,
     why: 'reason-phrase = *( HTAB / SP / VCHAR / obs-text ) (RFC 9112 §4): llhttp passes control characters in it; Portico refuses them, as it does in field values.'
+  },
+  'leading-bytes': {
+    message: /malformed status line|header line not ended by CRLF/,
+    why: 'llhttp skips empty lines before a status line (RFC 9112 §2.2 allows a server that for a request-line); a response has no such allowance, and on a kept-alive connection bytes before a response are bytes nobody asked for: Portico refuses a response that does not begin with its status line.'
   },
   'switching-protocols': {
     message: /101 Switching Protocols to a request that asked for no upgrade/,
