@@ -100,9 +100,8 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     this.headPending = true
     // Server-sent events and other streams must reach the client as they are produced, and a
     // gRPC client may wait for its response metadata before any message: their heads go now.
-    if (isStreaming(ctx.responseHeaders['content-type']) || ctx.grpc !== null) {
-      if (this.writeHead(c)) res.flushHeaders()
-    }
+    const streaming = isStreaming(ctx.responseHeaders['content-type'])
+    if ((streaming || ctx.grpc !== null) && this.writeHead(c) && streaming) res.flushHeaders()
   }
 
   /**

@@ -14,7 +14,9 @@
  *
  * Portico may be stricter than llhttp where RFC 9112 or the proxy's safety says so
  * (STRICTER below: each is a refusal by Portico, matched by its error message, of a response
- * llhttp took); everything else must agree. Used by test/h1-differential.test.ts (a fixed
+ * llhttp took), and takes one thing llhttp refuses (LAXER); everything else must agree. A
+ * response neither parser gives (one refuses, the other sees it cut short) is agreement:
+ * the client gets the proxy's 5xx either way. Used by test/h1-differential.test.ts (a fixed
  * seed, a bounded count) and scripts/h1-differential.ts (any seed, any count).
  */
 
@@ -58,7 +60,7 @@ interface Draft {
   reason: string
   /** Header lines without their line ends. */
   headers: string[]
-  /** The line end after each header line and after the status line (same index + 1). */
+  /** The line end of the empty line that ends the head. */
   eol: string
   framing: 'length' | 'chunked' | 'close'
   body: string
@@ -184,7 +186,9 @@ const MUTATIONS: Array<[string, (d: Draft, rand: Rand) => boolean]> = [
   ['empty-framing-value', (d, rand) => { d.headers.push(pick(rand, ['Transfer-Encoding:', 'Transfer-Encoding: ', 'Transfer-Encoding: ,', 'Content-Length:', 'Content-Length:  '])); return true }],
   ['first-line-fold', (d, rand) => { d.headers.unshift(pick(rand, [' x: 1', '	x: 1'])); return true }],
   ['connection', (d, rand) => { d.headers.push(pick(rand, ['Connection: close', 'Connection: keep-alive', 'Connection: Upgrade', 'Keep-Alive: timeout=5', 'Connection: close, x-a', 'Proxy-Connection: close'])); return true }],
-  ['big-header', (d, rand) => { d.headers.push(`x-big: ${'v'.repeat(pick(rand, [1000, 8000, 15_000]))}`); return true }],
+  // Well under both parsers' 16 KiB (three of them included) or far over: their limits count
+  // slightly different bytes, and where exactly a limit falls is no framing question.
+  ['big-header', (d, rand) => { d.headers.push(`x-big: ${'v'.repeat(pick(rand, [1000, 4000, 40_000]))}`); return true }],
   ['no-body-status', (d, rand) => { d.code = pick(rand, ['204', '304']); return true }],
   ['head', d => { d.method = 'HEAD'; return true }],
   ['switching-protocols', d => { d.code = '101'; d.headers.push('Upgrade: websocket', 'Connection: Upgrade'); return true }],
