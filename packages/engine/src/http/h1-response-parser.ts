@@ -196,7 +196,7 @@ export class H1ResponseParser {
     const at = data.indexOf(CRLF_CRLF, from)
     if (at === -1) {
       const size = data.length - from
-      // A lone LF would never make a CRLF CRLF: refuse it now rather than wait for the limit.
+      // A lone LF or CR would never make a CRLF CRLF: refuse it now rather than wait for the limit.
       if (size > this.maxHeaderSize) throw protocolError(`header section larger than ${this.maxHeaderSize} bytes`)
       if (hasBareLineEnd(data, from)) throw protocolError('header line not ended by CRLF')
       this.pending = from === 0 ? data : data.subarray(from)
