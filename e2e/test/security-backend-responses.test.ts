@@ -103,6 +103,8 @@ const HOSTILE: Record<string, string | string[]> = {
   '/chunk-overflow': 'HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nfffffffffffffffffff\r\nhello\r\n0\r\n\r\n',
   '/chunk-overflow-later': ['HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n', 'fffffffffffffffffff\r\nhello\r\n0\r\n\r\n'],
   '/short-body': ['HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n'],
+  // A stream whose first event is long in coming: its head must not wait for it.
+  '/quiet-stream': ['HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n'],
   '/no-content': 'HTTP/1.1 204 No Content\r\ncontent-length: 0\r\nx-kept: 1\r\n\r\n',
   '/no-content-chunked': 'HTTP/1.1 204 No Content\r\ntransfer-encoding: chunked\r\nx-kept: 1\r\n\r\n',
   '/not-modified': 'HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\netag: "a"\r\n\r\n',
@@ -169,6 +171,37 @@ describe('security: a hostile backend\'s status line, framing and trailers', () 
     const reply = await rawExchange(portico.port, 'GET /short-body HTTP/1.1\r\nhost: gw.test\r\nconnection: close\r\n\r\n', 3_000)
     assert.match(reply, /^HTTP\/1\.1 503 /)
     assert.equal((await accessLine('/short-body')).status, 503)
+  })
+
+  test('a stream\'s head (text/event-stream) still reaches the client before its first byte of body (HTTP/1.1 and HTTP/2)', async () => {
+    const head = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(portico.port, '127.0.0.1')
+      let got = ''
+      const timer = setTimeout(() => { socket.destroy(); reject(new Error(`no head within 2 s: ${JSON.stringify(got)}`)) }, 2_000)
+      socket.on('error', reject)
+      socket.on('data', (d: Buffer) => {
+        got += d.toString('latin1')
+        if (!got.includes('\r\n\r\n')) return
+        clearTimeout(timer)
+        socket.destroy()
+        resolve(got)
+      })
+      socket.write('GET /quiet-stream HTTP/1.1\r\nhost: gw.test\r\n\r\n')
+    })
+    assert.match(head, /^HTTP\/1\.1 200 /)
+    const session = http2.connect(`http://127.0.0.1:${portico.port}`)
+    session.on('error', () => {})
+    try {
+      const status = await new Promise<number>((resolve, reject) => {
+        const stream = session.request({ ':path': '/quiet-stream', ':authority': 'gw.test' })
+        stream.setTimeout(2_000, () => reject(new Error('no HTTP/2 head within 2 s')))
+        stream.on('response', h => resolve(Number(h[':status'])))
+        stream.on('error', reject)
+      })
+      assert.equal(status, 200)
+    } finally {
+      session.destroy()
+    }
   })
 
   for (const path of ['/no-content', '/no-content-chunked', '/not-modified']) {
