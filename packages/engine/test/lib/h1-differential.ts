@@ -70,6 +70,8 @@ interface Draft {
   trailers: string[]
   /** Bytes to cut from the end (a truncated response). */
   cut: number
+  /** Bytes after the response (where it ends is the question). */
+  extra: string
   mutations: string[]
   method: 'GET' | 'HEAD'
 }
@@ -96,7 +98,7 @@ function baseDraft (rand: Rand): Draft {
     }
   }
   const code = pick(rand, ['200', '200', '200', '201', '301', '404', '500'])
-  return { interim: '', version: 'HTTP/1.1', code, reason: ' OK', headers, eol: '\r\n', framing, body, chunks, lastChunk: '0\r\n', trailers: [], cut: 0, mutations: [], method: 'GET' }
+  return { interim: '', version: 'HTTP/1.1', code, reason: ' OK', headers, eol: '\r\n', framing, body, chunks, lastChunk: '0\r\n', trailers: [], cut: 0, extra: '', mutations: [], method: 'GET' }
 }
 
 /** Each mutation: its name and what it does to a draft (false: it does not apply to this one). */
@@ -192,7 +194,16 @@ const MUTATIONS: Array<[string, (d: Draft, rand: Rand) => boolean]> = [
   ['no-body-status', (d, rand) => { d.code = pick(rand, ['204', '304']); return true }],
   ['head', d => { d.method = 'HEAD'; return true }],
   ['switching-protocols', d => { d.code = '101'; d.headers.push('Upgrade: websocket', 'Connection: Upgrade'); return true }],
-  ['cut', (d, rand) => { d.cut = 1 + int(rand, 12); return true }]
+  ['cut', (d, rand) => { d.cut = 1 + int(rand, 12); return true }],
+  ['extra-bytes', (d, rand) => {
+    d.extra = pick(rand, ['HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled', 'garbage', '\r\n', '0\r\n\r\n', 'HTTP/1.1 404 Nope\r\n\r\n'])
+    return true
+  }],
+  ['content-length-short', (d, rand) => {
+    if (d.framing !== 'length' || d.body.length === 0) return false
+    replaceOrAdd(d.headers, 'content-length', `Content-Length: ${int(rand, d.body.length)}`)
+    return true
+  }]
 ]
 
 function replaceOrAdd (headers: string[], lowerName: string, line: string): void {
@@ -243,7 +254,7 @@ function bytesOf (d: Draft): Buffer {
       text += d.body
     }
   }
-  const bytes = Buffer.from(text, 'latin1')
+  const bytes = Buffer.from(text + d.extra, 'latin1')
   return d.cut > 0 ? bytes.subarray(0, Math.max(0, bytes.length - d.cut)) : bytes
 }
 
