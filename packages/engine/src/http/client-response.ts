@@ -1,8 +1,9 @@
 /**
  * The base handler of a backend call: streams the backend's answer straight into the
  * client's response (backpressure both ways, nothing buffered whole), joins the sockets of
- * an accepted upgrade, and turns a transport failure into the proxy's own answer (503/504,
- * or a cut connection once the head is out). The pipeline's response policies and trace
+ * an accepted upgrade, and turns a transport failure into the proxy's own answer (502/503/504,
+ * or a cut connection once the head is out: it goes with the body's first byte, see
+ * writeHead). The pipeline's response policies and trace
  * snapshots run through `hooks` when the head arrives. Optional handlers wrap this one
  * (http/trace-bodies.ts, llm/usage-handler.ts, http/response-intercept.ts, retries) only
  * when a request needs them.
@@ -13,7 +14,7 @@ import type { Duplex } from 'node:stream'
 import type { CallContext, UpstreamHooks } from './call-context.ts'
 import { releaseCall, startStreamWatch, stopCallTimer, type CallState } from './call-timers.ts'
 import { classifyFailure } from './call-failure.ts'
-import { responseEndToEnd } from './headers.ts'
+import { responseEndToEnd, trailerFields } from './headers.ts'
 import { Base64Stream, grpcWebTrailerFrame } from './grpc.ts'
 import { completeUpgrade } from './upgrade.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
@@ -30,6 +31,11 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
   private waitingForDrain = false
   /** grpc-web-text: the answer's bytes go to the client as base64. */
   private base64: Base64Stream | null = null
+  /** The backend's status, and whether its head still waits to be written (see writeHead). */
+  private status = 0
+  private headPending = false
+  /** The call ended in onResponseError (once: a later failure must not cut the answer it gave). */
+  private failed = false
 
   constructor (rt: R, ctx: C, call: CallState, hooks: UpstreamHooks<R, C>) {
     this.rt = rt
@@ -85,21 +91,58 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
         for (const [name, value] of Object.entries(ctx.responseHeaders)) if (value !== undefined) res.setHeader(name, value as string | string[])
         return
       }
-      res.writeHead(statusCode, ctx.responseHeaders as Record<string, string | string[]>)
     } catch (err) {
       ctx.error = `invalid response header from backend: ${(err as Error).message}`
       c.abort(err as Error)
       return
     }
-    // Server-sent events and other streams must reach the client as they are produced.
-    if (isStreaming(ctx.responseHeaders['content-type'])) res.flushHeaders()
+    this.status = statusCode
+    this.headPending = true
+    // Server-sent events and other streams must reach the client as they are produced, and a
+    // gRPC client may wait for its response metadata before any message: their heads go now.
+    const streaming = isStreaming(ctx.responseHeaders['content-type'])
+    if ((streaming || ctx.grpc !== null) && this.writeHead(c) && streaming) res.flushHeaders()
     startStreamWatch(this.call, ctx)
+  }
+
+  /**
+   * Writes the backend's head to the client. It waits for the body's first byte (or the
+   * answer's end): until then a framing error in the body (an over-long chunk extension, an
+   * overflowing first chunk size) or a backend that closes early is still answered with the
+   * proxy's own 5xx, which is also what the access log records — nothing has gone out. An
+   * HTTP/1.1 client sees no difference (Node writes the head with the first body bytes
+   * anyway); an HTTP/2 client gets the HEADERS frame with the first DATA frame.
+   * A 204 or 304 never carries Content-Length or Transfer-Encoding (RFC 9110 §8.6, §15.4.5):
+   * what the backend said of a body that is not there means nothing to the client.
+   * False when Node refused the head: the call then ends in the proxy's own answer.
+   */
+  private writeHead (c: Dispatcher.DispatchController): boolean {
+    this.headPending = false
+    const ctx = this.ctx
+    const headers = ctx.responseHeaders
+    const status = this.status
+    if ((status === 204 || status === 304) && (headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined)) {
+      delete headers['content-length']
+      delete headers['transfer-encoding']
+    }
+    try {
+      ctx.res.writeHead(status, headers as Record<string, string | string[]>)
+      return true
+    } catch (err) {
+      ctx.error = `invalid response header from backend: ${(err as Error).message}`
+      c.abort(err as Error)
+      // A call already over (its end being written) or a controller that does nothing (a
+      // response interceptor's) does not call back: the client is answered here.
+      if (!this.failed) this.onResponseError(c, err as Error)
+      return false
+    }
   }
 
   onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
     this.call.progress++
     // A response policy replaced the body (transformation): the backend's is discarded.
     if (this.ctx.responseBody !== null) return
+    if (this.headPending && !this.writeHead(c)) return
     this.ctx.responseBytes += chunk.length
     const res = this.ctx.res
     if (!res.write(this.base64 === null ? chunk : this.base64.encode(chunk)) && !this.waitingForDrain) {
@@ -122,14 +165,16 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     }
   }
 
-  onResponseEnd (_c: Dispatcher.DispatchController, trailers: Record<string, string | string[] | undefined>): void {
+  onResponseEnd (c: Dispatcher.DispatchController, received: Record<string, string | string[] | undefined>): void {
     const ctx = this.ctx
     const res = ctx.res
     releaseCall(this.call, ctx)
+    if (this.headPending && !this.writeHead(c)) return
     if (ctx.responseBody !== null) {
       res.end(ctx.responseBody)
       return
     }
+    const trailers = trailerFields(received)
     if (ctx.grpc !== null && trailers?.['grpc-status'] !== undefined) ctx.grpc.status = Number(trailers['grpc-status'])
     if (ctx.grpc?.web === true && trailers !== null && typeof trailers === 'object' && Object.keys(trailers).length > 0) {
       const frame = grpcWebTrailerFrame(trailers)
@@ -148,6 +193,9 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
   }
 
   onResponseError (_c: Dispatcher.DispatchController, err: Error): void {
+    if (this.failed) return
+    this.failed = true
+    this.headPending = false
     const ctx = this.ctx
     const res = ctx.res
     releaseCall(this.call, ctx)

@@ -3,12 +3,15 @@
  * It refuses what llhttp refuses in its strict mode, because a response a proxy reads one
  * way and a later hop reads another is how responses get split and caches poisoned:
  *
- *   - a status line other than `HTTP/1.0|1.1 SP 3DIGIT [SP reason]`, lines not ended by CRLF
+ *   - a status line other than `HTTP/1.0|1.1 SP 3DIGIT [SP reason]`, a status outside 100–599,
+ *     lines not ended by CRLF
  *   - header names that are not tokens (so whitespace before the colon), obs-fold, control
  *     characters in values
- *   - Content-Length that is not digits, or several that differ; Content-Length together
- *     with Transfer-Encoding
- *   - chunk sizes that are not hex or overflow, chunk data not followed by CRLF
+ *   - Content-Length that is not digits, or more than one (even equal, as llhttp);
+ *     Content-Length together with Transfer-Encoding
+ *   - chunk sizes that are not hex, overflow a safe integer or are followed by whitespace;
+ *     chunk extensions outside RFC 9112 §7.1.1's grammar (no whitespace around `;` or `=`, as
+ *     llhttp); chunk data not followed by CRLF
  *   - a header section (or trailer section) larger than `maxHeaderSize`
  *
  * Bodies are delivered as slices of the socket's chunks (no copies). `execute` stops after
@@ -43,6 +46,13 @@ export interface ResponseEvents {
 const State = { Head: 0, Length: 1, ChunkSize: 2, ChunkExt: 3, ChunkSizeLf: 4, ChunkData: 5, ChunkDataCr: 6, ChunkDataLf: 7, Trailers: 8, UntilClose: 9, Done: 10 } as const
 type State = typeof State[keyof typeof State]
 
+/** Where a chunk extension's parse is (RFC 9112 §7.1.1); Invalid and End are outcomes. */
+const Ext = { NameStart: 0, Name: 1, ValueStart: 2, Token: 3, Quoted: 4, QuotedPair: 5, QuotedEnd: 6, End: 7, Invalid: 8 } as const
+type Ext = typeof Ext[keyof typeof Ext]
+
+/** The largest chunk size that can take another hex digit and stay a safe integer. */
+const MAX_CHUNK_PREFIX = Math.floor((Number.MAX_SAFE_INTEGER - 15) / 16)
+
 const STATUS_LINE = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?$/
 const CRLF_CRLF = Buffer.from('\r\n\r\n')
 
@@ -60,8 +70,9 @@ export class H1ResponseParser {
   private pending: Buffer | null = null
   private remaining = 0
   private sizeDigits = 0
-  /** Bytes of the current chunk's extensions. */
+  /** Bytes of the current chunk's extensions, and where in their grammar the parser is. */
   private extBytes = 0
+  private ext: Ext = Ext.NameStart
   private trailerLine = ''
   private trailerBytes = 0
   private trailers: ResponseHeaders = {}
@@ -185,9 +196,9 @@ export class H1ResponseParser {
     const at = data.indexOf(CRLF_CRLF, from)
     if (at === -1) {
       const size = data.length - from
-      // A lone LF would never make a CRLF CRLF: refuse it now rather than wait for the limit.
+      // A lone LF or CR would never make a CRLF CRLF: refuse it now rather than wait for the limit.
       if (size > this.maxHeaderSize) throw protocolError(`header section larger than ${this.maxHeaderSize} bytes`)
-      if (hasBareLf(data, from)) throw protocolError('header line not ended by CRLF')
+      if (hasBareLineEnd(data, from)) throw protocolError('header line not ended by CRLF')
       this.pending = from === 0 ? data : data.subarray(from)
       return buf.length
     }
@@ -212,6 +223,9 @@ export class H1ResponseParser {
     // Three digits (STATUS_LINE); digitsValue rather than Number(), which sends a fresh
     // string to V8's runtime (~380 instructions a response, bench/tracing-instructions.ts).
     const statusCode = digitsValue(status[2]!)
+    // RFC 9110 §15: a status is 100–599. Below 100 is no interim answer (the client would wait
+    // for a final one forever), and a client cannot know what one above 599 means.
+    if (statusCode < 100 || statusCode > 599) throw protocolError(`status ${status[2]} outside 100-599`)
     const statusMessage = status[3] ?? ''
     const headers: ResponseHeaders = {}
     let contentLength = -1
@@ -229,13 +243,17 @@ export class H1ResponseParser {
       pos = end + 2
       switch (name) {
         case 'content-length': {
+          // RFC 9110 §8.6 lets a recipient take identical repeats as one; llhttp refuses any
+          // repeat, and so does Portico: a hop that reads it otherwise is a split.
+          if (contentLength !== -1) throw protocolError('more than one content-length header')
           const length = digitsValue(value)
           if (length === -1) throw protocolError(`invalid content-length ${JSON.stringify(value.slice(0, 40))}`)
-          if (contentLength !== -1 && contentLength !== length) throw protocolError('conflicting content-length headers')
           contentLength = length
           break
         }
         case 'transfer-encoding':
+          // An empty one says nothing a reader could agree on (llhttp refuses it too).
+          if (value === '') throw protocolError('empty transfer-encoding')
           transferEncoding = transferEncoding === null ? value : `${transferEncoding}, ${value}`
           break
         case 'connection':
@@ -278,10 +296,7 @@ export class H1ResponseParser {
       if (!this.noBody && (contentLength > 0 || transferEncoding !== null)) keepAlive = false
       next = State.Done
     } else if (transferEncoding !== null) {
-      const codings = transferEncoding.toLowerCase().split(',').map(c => c.trim())
-      const chunked = codings.indexOf('chunked')
-      if (chunked !== -1 && chunked !== codings.length - 1) throw protocolError('transfer-encoding with chunked before another coding')
-      if (chunked === -1) {
+      if (!chunkedLast(transferEncoding)) {
         // Not chunked last: the body runs to the end of the connection (RFC 9112 §6.3).
         keepAlive = false
         next = State.UntilClose
@@ -312,24 +327,31 @@ export class H1ResponseParser {
       if (this.state === State.ChunkSize) {
         const digit = hexValue(c)
         if (digit !== -1) {
-          // 15 hex digits stay within a safe integer.
-          if (++this.sizeDigits > 15) throw protocolError('chunk size too large')
+          // The size stays a safe integer (leading zeros are no overflow, as in llhttp).
+          if (this.remaining > MAX_CHUNK_PREFIX) throw protocolError('chunk size too large')
+          this.sizeDigits++
           this.remaining = this.remaining * 16 + digit
           i++
           continue
         }
         if (this.sizeDigits === 0) throw protocolError('chunk size is not hexadecimal')
+        // No whitespace after the size (llhttp refuses it too): `5 ;x` and `5 ` are where
+        // parsers that skip it and parsers that stop there part ways.
         if (c === 13) this.state = State.ChunkSizeLf
-        else if (c === 59 /* ; */ || c === 32 || c === 9) this.state = State.ChunkExt
-        else throw protocolError('invalid character after the chunk size')
+        else if (c === 59 /* ; */) {
+          this.state = State.ChunkExt
+          this.ext = Ext.NameStart
+        } else throw protocolError('invalid character after the chunk size')
         i++
         continue
       }
       if (this.state === State.ChunkExt) {
-        // Extensions are ignored; they must still be printable, and end within a header section's size.
+        // Extensions are ignored, but must end within a header section's size and follow
+        // RFC 9112 §7.1.1: *( ";" token [ "=" ( token / quoted-string ) ] ), no whitespace.
         if (++this.extBytes > this.maxHeaderSize) throw protocolError(`chunk extensions longer than ${this.maxHeaderSize} bytes`)
-        if (c === 13) this.state = State.ChunkSizeLf
-        else if ((c < 32 && c !== 9) || c === 127) throw protocolError('invalid character in a chunk extension')
+        this.ext = nextExt(this.ext, c)
+        if (this.ext === Ext.Invalid) throw protocolError('invalid chunk extension')
+        if (this.ext === Ext.End) this.state = State.ChunkSizeLf
         i++
         continue
       }
@@ -441,6 +463,53 @@ function addField (fields: ResponseHeaders, name: string, value: string): void {
 }
 
 
+/**
+ * Whether a Transfer-Encoding's codings end in chunked (the body is chunked) or not (it runs
+ * to the connection's end, RFC 9112 §6.3). Chunked before another coding (chunked twice, or
+ * encoded over) is refused: RFC 9112 §6.1 has chunked applied once and last. So is an empty
+ * list element, which RFC 9110 §5.6.1 says to ignore but parsers read apart: llhttp takes
+ * `chunked,` for a body that runs to the connection's end, another reader for chunked.
+ */
+function chunkedLast (te: string): boolean {
+  if (te === 'chunked') return true
+  const codings = te.toLowerCase().split(',').map(c => c.trim())
+  if (codings.includes('')) throw protocolError('transfer-encoding with an empty list element')
+  const at = codings.indexOf('chunked')
+  if (at !== -1 && at !== codings.length - 1) throw protocolError('transfer-encoding with chunked before another coding')
+  return at !== -1
+}
+
+/** One byte of a chunk extension: the grammar's next step. */
+function nextExt (at: Ext, c: number): Ext {
+  const tchar = c < 128 && TCHAR[c] === 1
+  switch (at) {
+    case Ext.NameStart:
+      return tchar ? Ext.Name : Ext.Invalid
+    case Ext.Name:
+    case Ext.Token:
+      if (tchar) return at
+      if (c === 59 /* ; */) return Ext.NameStart
+      if (c === 13) return Ext.End
+      if (c === 61 /* = */ && at === Ext.Name) return Ext.ValueStart
+      return Ext.Invalid
+    case Ext.ValueStart:
+      if (tchar) return Ext.Token
+      return c === 34 /* " */ ? Ext.Quoted : Ext.Invalid
+    case Ext.Quoted:
+      // qdtext: HTAB, SP, VCHAR but " and \, obs-text.
+      if (c === 34) return Ext.QuotedEnd
+      if (c === 92 /* \ */) return Ext.QuotedPair
+      return c === 9 || (c >= 32 && c !== 127) ? Ext.Quoted : Ext.Invalid
+    case Ext.QuotedPair:
+      return c === 9 || (c >= 32 && c !== 127) ? Ext.Quoted : Ext.Invalid
+    case Ext.QuotedEnd:
+      if (c === 59) return Ext.NameStart
+      return c === 13 ? Ext.End : Ext.Invalid
+    default:
+      return Ext.Invalid
+  }
+}
+
 /** A Content-Length's value: 1 to 15 digits (a safe integer), else -1. */
 function digitsValue (value: string): number {
   const n = value.length
@@ -454,11 +523,17 @@ function digitsValue (value: string): number {
   return v
 }
 
-function hasBareLf (buf: Buffer, from: number): boolean {
+/** An LF without its CR, or a CR followed by something other than LF, in `buf` from `from`. */
+function hasBareLineEnd (buf: Buffer, from: number): boolean {
   let i = buf.indexOf(10, from)
   while (i !== -1) {
     if (i === from || buf[i - 1] !== 13) return true
     i = buf.indexOf(10, i + 1)
+  }
+  i = buf.indexOf(13, from)
+  while (i !== -1 && i + 1 < buf.length) {
+    if (buf[i + 1] !== 10) return true
+    i = buf.indexOf(13, i + 1)
   }
   return false
 }

@@ -117,3 +117,35 @@ export function responseEndToEnd (headers: Record<string, string | string[] | un
   return out
 }
 
+
+/**
+ * Fields a trailer section must not carry on to the client (RFC 9110 §6.5.1): message
+ * framing (Content-Length, Transfer-Encoding), routing (Host), the hop-by-hop fields, and
+ * pseudo-headers. A client that merges trailers into the head (some do) must not be handed a
+ * second framing, and Node's HTTP/2 server refuses connection-specific fields outright.
+ */
+const NOT_IN_TRAILERS = new Set([...HOP_BY_HOP, 'content-length', 'host'])
+
+/**
+ * A backend's trailers without the fields that have no place there (NOT_IN_TRAILERS, and the
+ * names a `connection` trailer lists): the same object when none is present (the usual case,
+ * nothing allocated), a copy without them otherwise.
+ */
+export function trailerFields<T extends Record<string, string | string[] | undefined> | null | undefined> (trailers: T): T {
+  if (trailers === null || typeof trailers !== 'object') return trailers
+  let clean = true
+  for (const name in trailers) {
+    if (NOT_IN_TRAILERS.has(name) || name.charCodeAt(0) === 58 /* ':' */) {
+      clean = false
+      break
+    }
+  }
+  if (clean) return trailers
+  const listed = connectionTokens(trailers.connection)
+  const out: Record<string, string | string[] | undefined> = {}
+  for (const name in trailers) {
+    if (NOT_IN_TRAILERS.has(name) || name.charCodeAt(0) === 58 || listed?.has(name) === true) continue
+    out[name] = trailers[name]
+  }
+  return out as T
+}

@@ -30,7 +30,7 @@ export function tracedRequestBody (ctx: { readonly tracer: TraceRecorder | null 
 
 interface TracedContext {
   readonly tracer: TraceRecorder | null
-  readonly res: { readonly headersSent: boolean }
+  readonly res: { readonly destroyed: boolean }
   readonly responseBody: Buffer | null
 }
 
@@ -48,8 +48,9 @@ export class TraceResponseBody extends WrappingHandler {
 
   override onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
     super.onResponseStart(c, statusCode, headers, statusMessage)
-    // Only a head that reached the client has a body to show.
-    if (!this.ctx.res.headersSent) return
+    // Only an answer the client gets has a body to show (the client may have left; the head
+    // itself is written with the first body byte, http/client-response.ts).
+    if (this.ctx.res.destroyed) return
     this.tap = new BodyTap(this.limit)
     // A response policy replaced the body (transformation): that is what the client gets.
     if (this.ctx.responseBody !== null) this.tap.push(this.ctx.responseBody)

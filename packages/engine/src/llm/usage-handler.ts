@@ -23,8 +23,9 @@ export class LlmUsageHandler extends WrappingHandler {
 
   override onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
     super.onResponseStart(c, statusCode, headers, statusMessage)
-    // The content type as the response policies left it; only an answer the client gets counts.
-    if (this.ctx.res.headersSent) this.tap = new LlmUsageTap(this.ctx.responseHeaders['content-type'])
+    // The content type as the response policies left it; only an answer the client gets
+    // counts (the head itself is written with the first body byte, http/client-response.ts).
+    if (!this.ctx.res.destroyed) this.tap = new LlmUsageTap(this.ctx.responseHeaders['content-type'])
   }
 
   override onResponseData (c: Dispatcher.DispatchController, chunk: Buffer): void {
