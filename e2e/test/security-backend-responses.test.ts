@@ -135,7 +135,12 @@ describe('security: a hostile backend\'s status line, framing and trailers', () 
     })
     await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
     const host = `127.0.0.1:${(server.address() as AddressInfo).port}`
-    portico = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host }] }] }) })
+    portico = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [
+      // Portico's own 204/304 follow the same rule as a backend's.
+      { name: 'local-204', matches: [{ path: { exact: '/local-no-content' } }], policies: { directResponse: { status: 204, body: 'ignored' } } },
+      { name: 'local-304', matches: [{ path: { exact: '/local-not-modified' } }], policies: { directResponse: { status: 304 } } },
+      { name: 'all', backends: [{ host }] }
+    ] }) })
   })
 
   after(async () => {
@@ -204,7 +209,7 @@ describe('security: a hostile backend\'s status line, framing and trailers', () 
     }
   })
 
-  for (const path of ['/no-content', '/no-content-chunked', '/not-modified']) {
+  for (const path of ['/no-content', '/no-content-chunked', '/not-modified', '/local-no-content', '/local-not-modified']) {
     test(`${path}: a 204/304 reaches the client without Content-Length or Transfer-Encoding (HTTP/1.1 and HTTP/2)`, async () => {
       const reply = await rawExchange(portico.port, `GET ${path} HTTP/1.1\r\nhost: gw.test\r\nconnection: close\r\n\r\n`, 3_000)
       const head = reply.slice(0, reply.indexOf('\r\n\r\n')).toLowerCase()

@@ -12,6 +12,8 @@ import { severityOf } from '../trace/recorder.ts'
 import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
 import { grpcMessageEncode } from '../http/grpc.ts'
 
+const EMPTY = Buffer.alloc(0)
+
 export function respondLocal (
   rt: { env: Record<string, string>, traceBodyLimit: number },
   ctx: RequestContext,
@@ -33,17 +35,25 @@ export function respondLocal (
   ctx.responseHeaders = { 'content-type': 'text/plain; charset=utf-8', ...headers }
   finishResponse(rt, ctx, 'all')
   if (res.headersSent || res.destroyed) return
+  // A 204 or 304 has no body and says nothing of one (RFC 9110 §8.6, §15.3.5, §15.4.5): the
+  // same rule as for a backend's (client-response.ts), whatever a directResponse's body says.
+  const bodiless = status === 204 || status === 304
   // A response policy may have replaced the body (transformation).
-  const payload = ctx.responseBody ?? Buffer.from(body)
-  ctx.responseHeaders['content-length'] = String(payload.length)
+  const payload = bodiless ? EMPTY : ctx.responseBody ?? Buffer.from(body)
+  if (bodiless) {
+    delete ctx.responseHeaders['content-length']
+    delete ctx.responseHeaders['transfer-encoding']
+  } else {
+    ctx.responseHeaders['content-length'] = String(payload.length)
+  }
   if (payload.length > 0) ctx.tracer?.emit({ type: 'bodySnapshot', stage: 'response', body: payload.subarray(0, rt.traceBodyLimit).toString('base64'), truncated: payload.length > rt.traceBodyLimit })
   // Node refuses header values it cannot send; a policy bug must not crash the request.
   try {
     res.writeHead(status, ctx.responseHeaders as Record<string, string | string[]>)
   } catch {
-    res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(payload.length) })
+    res.writeHead(status, bodiless ? { 'content-type': 'text/plain; charset=utf-8' } : { 'content-type': 'text/plain; charset=utf-8', 'content-length': String(payload.length) })
   }
-  res.end(ctx.method === 'HEAD' ? undefined : payload)
+  res.end(ctx.method === 'HEAD' || bodiless ? undefined : payload)
 }
 
 /**
