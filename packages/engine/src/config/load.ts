@@ -7,7 +7,7 @@
  * reload can end in a stack trace or an unhandled rejection.
  */
 
-import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
+import { closeSync, fstatSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import type { ConfigFile, StaticConfig } from './schema.ts'
 import type { ProxyIR } from '../ir/types.ts'
@@ -19,6 +19,7 @@ import { staticConfigDiagnostics } from './static-config-check.ts'
 import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { formatByteSize } from '../util/byte-size.ts'
 import { PorticoError } from '../util/errors.ts'
+import { readBounded, readReferencedFile } from './referenced-file.ts'
 
 export interface LoadedConfig {
   file: ConfigFile
@@ -46,8 +47,12 @@ export const DEFAULT_MAX_CONFIG_BYTES = 8 * 1024 * 1024
 export interface LoadOptions {
   /** Directory that relative paths in the file are resolved against. */
   baseDir: string
+  /**
+   * Reads a file the config names (TLS, JWKS, htpasswd). Default: readReferencedFile, with
+   * the same size limit as the config; tests inject one.
+   */
   readFile?: (path: string) => string
-  /** Size limit in bytes (UTF-8); default DEFAULT_MAX_CONFIG_BYTES. */
+  /** Size limit in bytes (UTF-8) of the config and of each file it names; default DEFAULT_MAX_CONFIG_BYTES. */
   maxBytes?: number
 }
 
@@ -79,7 +84,7 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   const file = value as ConfigFile
   const { ir, diagnostics } = configToIR(file, {
     baseDir: options.baseDir,
-    readFile: options.readFile ?? (p => readFileSync(p, 'utf8'))
+    readFile: options.readFile ?? (p => readReferencedFile(p, options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES))
   })
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
@@ -125,17 +130,7 @@ export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTE
   try {
     const stat = fstatSync(fd)
     if (stat.isFile() && stat.size > maxBytes) throw new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(stat.size, maxBytes).message)
-    const chunks: Buffer[] = []
-    let total = 0
-    const chunk = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(stat.size + 1, 64 * 1024)))
-    for (;;) {
-      const n = readSync(fd, chunk, 0, chunk.length, null)
-      if (n === 0) break
-      total += n
-      if (total > maxBytes) throw new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(undefined, maxBytes).message)
-      chunks.push(Buffer.from(chunk.subarray(0, n)))
-    }
-    return Buffer.concat(chunks, total).toString('utf8')
+    return readBounded(fd, stat.size, maxBytes, () => new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(undefined, maxBytes).message)).toString('utf8')
   } finally {
     closeSync(fd)
   }

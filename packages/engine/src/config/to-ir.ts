@@ -22,6 +22,7 @@ import { streamRoutesToIR } from './stream-routes-to-ir.ts'
 import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
+import { readPemField } from './referenced-file.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -121,13 +122,15 @@ function translateGateway (
       report([...path, 'tls', gw.tls.cert === undefined ? 'cert' : 'key'], `required${protocol === 'TLS' ? ' in mode Terminate' : ' for HTTPS'} (the certificate and key Portico answers with)`)
       return undefined
     }
-    const cert = readTlsFile(gw.tls.cert, [...path, 'tls', 'cert'], options, report)
-    const key = readTlsFile(gw.tls.key, [...path, 'tls', 'key'], options, report)
-    if (cert === undefined || key === undefined) return undefined
+    // All three are read before giving up on the gateway: --validate names every file that
+    // cannot be used, not only the first.
+    const files = { ...options, report }
+    const cert = readPemField(gw.tls.cert, [...path, 'tls', 'cert'], files)
+    const key = readPemField(gw.tls.key, [...path, 'tls', 'key'], files)
+    const caCerts = gw.tls.root !== undefined ? readPemField(gw.tls.root, [...path, 'tls', 'root'], files) : undefined
+    if (cert === undefined || key === undefined || (gw.tls.root !== undefined && caCerts === undefined)) return undefined
     tls = { cert, key }
-    if (gw.tls.root !== undefined) {
-      const caCerts = readTlsFile(gw.tls.root, [...path, 'tls', 'root'], options, report)
-      if (caCerts === undefined) return undefined
+    if (caCerts !== undefined) {
       tls.clientValidation = { caCerts, mode: gw.tls.clientCertMode ?? 'AllowValidOnly' }
     } else if (gw.tls.clientCertMode !== undefined) {
       report([...path, 'tls', 'clientCertMode'], 'clientCertMode needs root (the CA client certificates are checked against)')
@@ -235,21 +238,6 @@ function translateGateway (
 
 function describeMs (ms: number): string {
   return ms === 0 ? 'off' : `${ms}ms`
-}
-
-function readTlsFile (file: string, path: Path, options: ToIROptions, report: (path: Path, message: string) => void): string | undefined {
-  const full = resolvePath(options.baseDir, file)
-  try {
-    const text = options.readFile(full)
-    if (!text.includes('-----BEGIN ')) {
-      report(path, `${full} is not a PEM file`)
-      return undefined
-    }
-    return text
-  } catch (err) {
-    report(path, `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
-    return undefined
-  }
 }
 
 function translateRoute (

@@ -5,7 +5,6 @@
  */
 
 import { createHash } from 'node:crypto'
-import { resolve as resolvePath } from 'node:path'
 import type { Static } from '@sinclair/typebox'
 import type { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import type { BackendIR } from '../ir/types.ts'
@@ -14,6 +13,7 @@ import { parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { parseHostTarget } from './to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
+import { readPemField } from './referenced-file.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -133,20 +133,7 @@ export function backendSettingsToIR (
     const t = c.backendTLS
     const tp = [...path, 'backendTLS']
     const tls: BackendTlsIR = {}
-    const read = (file: string, field: string): string | undefined => {
-      const full = resolvePath(options.baseDir, file)
-      try {
-        const text = options.readFile(full)
-        if (!text.includes('-----BEGIN ')) {
-          report([...tp, field], `${full} is not a PEM file`)
-          return undefined
-        }
-        return text
-      } catch (err) {
-        report([...tp, field], `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
-        return undefined
-      }
-    }
+    const read = (file: string, field: string): string | undefined => readPemField(file, [...tp, field], { ...options, report })
     if (t.root !== undefined) {
       const ca = read(t.root, 'root')
       if (ca !== undefined) tls.ca = ca
