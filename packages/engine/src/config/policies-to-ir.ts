@@ -9,7 +9,7 @@ import { parseHostTarget } from './to-ir.ts'
 import { parseHtpasswd } from '../auth/htpasswd.ts'
 import { sha256Hex } from '../policy/api-key.ts'
 import type { AuthorizationRuleIR, ExtAuthzIR, JwksIR, JwtProviderIR, OidcIR, PolicySetIR, TokenLocationIR } from '../ir/policy.ts'
-import { parseDuration } from '../util/duration.ts'
+import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { extProcToIR, remoteRateLimitToIR, type ExtProcConfig, type RemoteRateLimitConfig } from './traffic-to-ir.ts'
 import { checkHttpPolicySet, corsToIR, csrfToIR, localRateLimitToIR, requestRedirectToIR, transformationToIR, urlRewriteToIR } from './http-policy-to-ir.ts'
@@ -150,7 +150,7 @@ function authorizationToIR (c: AuthorizationConfig, path: Path, report: Report) 
     const rule: AuthorizationRuleIR = typeof r === 'string' ? { allow: r } : r
     const expression = 'allow' in rule ? rule.allow : 'deny' in rule ? rule.deny : rule.require
     try {
-      compileCel(expression)
+      compileCel(expression, undefined, { expectBool: true })
     } catch (err) {
       report([...path, 'rules', i], (err as Error).message)
     }
@@ -221,6 +221,7 @@ function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzI
       }
     }
   }
+  if (c.timeout !== undefined) checkTimerMs(parseDuration(c.timeout), [...path, 'timeout'], report)
   const ir: ExtAuthzIR = {
     host: `${target.protocol}://${hostPort(target.host, target.port)}`,
     protocol,

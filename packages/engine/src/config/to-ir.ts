@@ -9,7 +9,7 @@ import type { ConfigDiagnostic } from './diagnostics.ts'
 import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
-import { MAX_TIMER_MS, parseDuration } from '../util/duration.ts'
+import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
@@ -164,6 +164,8 @@ function translateGateway (
   }
   if (stream) listener.streamRoutes = []
   const frontend = stream ? {} : frontendToIR(gw)
+  checkTimerMs(frontend.requestHeadersTimeoutMs, [...path, 'timeout', 'http', 'requestHeadersTimeout'], report)
+  checkTimerMs(frontend.frontend?.requestBodyIdleTimeoutMs, [...path, 'timeout', 'http', 'requestBodyIdleTimeout'], report)
   if (frontend.frontend !== undefined) listener.frontend = frontend.frontend
 
   const bindKey = `${address}:${gw.port}`
@@ -308,6 +310,8 @@ function translateRoute (
     ir.timeouts = {}
     if (timeout.requestTimeout !== undefined) ir.timeouts.requestMs = parseDuration(timeout.requestTimeout)
     if (timeout.backendRequestTimeout !== undefined) ir.timeouts.backendRequestMs = parseDuration(timeout.backendRequestTimeout)
+    checkTimerMs(ir.timeouts.requestMs, [...path, 'policies', 'timeout', 'requestTimeout'], report)
+    checkTimerMs(ir.timeouts.backendRequestMs, [...path, 'policies', 'timeout', 'backendRequestTimeout'], report)
   }
   return ir
 }
@@ -374,7 +378,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     if (t.requestTimeout !== undefined) {
       limits.requestTimeoutMs = parseDuration(t.requestTimeout)
       // A Node timer longer than 2^31-1 ms fires at once.
-      if (limits.requestTimeoutMs < 1 || limits.requestTimeoutMs > MAX_TIMER_MS) fail([...tp, 'requestTimeout'], 'must be between 1ms and 596h')
+      checkTimerMs(limits.requestTimeoutMs, [...tp, 'requestTimeout'], fail, 1)
     }
     const kinds = (['stdio', 'mcp', 'sse'] as const).filter(k => t[k] !== undefined)
     if (kinds.length !== 1) {
@@ -402,7 +406,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
   let idleMs = DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS
   if (m.sessionIdleTimeout !== undefined) {
     idleMs = parseDuration(m.sessionIdleTimeout)
-    if (idleMs < 1 || idleMs > MAX_TIMER_MS) fail([...path, 'sessionIdleTimeout'], 'must be between 1ms and 596h')
+    checkTimerMs(idleMs, [...path, 'sessionIdleTimeout'], fail, 1)
   }
   return {
     key: `mcp:${name}`,

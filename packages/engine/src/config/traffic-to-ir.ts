@@ -9,7 +9,7 @@ import type { Static } from '@sinclair/typebox'
 import type { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, RequestMirrorIR, RetryIR } from '../ir/traffic.ts'
-import { parseDuration } from '../util/duration.ts'
+import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { parseHostTarget } from './to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
@@ -49,6 +49,7 @@ function positiveDuration (text: string | undefined, fallback: number, path: Pat
   if (text === undefined) return fallback
   const ms = parseDuration(text)
   if (ms <= 0) report(path, 'must be more than 0')
+  else checkTimerMs(ms, path, report)
   return ms
 }
 
