@@ -113,29 +113,12 @@ function translateGateway (
     report([...path, 'tls', 'mode'], 'mode is only used with protocol TLS')
   }
   let tls: TlsServerIR | undefined
+  // A gateway whose TLS cannot be set up is not installed, but the rest of it is still
+  // checked (its policies, its timers): --validate reports every problem in one run.
+  let usable = true
   if (protocol === 'HTTPS' || tlsMode === 'Terminate') {
-    if (gw.tls === undefined) {
-      report(path, `protocol ${protocol} needs "tls" with cert and key files`)
-      return undefined
-    }
-    if (gw.tls.cert === undefined || gw.tls.key === undefined) {
-      report([...path, 'tls', gw.tls.cert === undefined ? 'cert' : 'key'], `required${protocol === 'TLS' ? ' in mode Terminate' : ' for HTTPS'} (the certificate and key Portico answers with)`)
-      return undefined
-    }
-    // All three are read before giving up on the gateway: --validate names every file that
-    // cannot be used, not only the first.
-    const files = { ...options, report }
-    const cert = readPemField(gw.tls.cert, [...path, 'tls', 'cert'], files)
-    const key = readPemField(gw.tls.key, [...path, 'tls', 'key'], files)
-    const caCerts = gw.tls.root !== undefined ? readPemField(gw.tls.root, [...path, 'tls', 'root'], files) : undefined
-    if (cert === undefined || key === undefined || (gw.tls.root !== undefined && caCerts === undefined)) return undefined
-    tls = { cert, key }
-    if (caCerts !== undefined) {
-      tls.clientValidation = { caCerts, mode: gw.tls.clientCertMode ?? 'AllowValidOnly' }
-    } else if (gw.tls.clientCertMode !== undefined) {
-      report([...path, 'tls', 'clientCertMode'], 'clientCertMode needs root (the CA client certificates are checked against)')
-    }
-    if (!serverTlsOptionsToIR(gw.tls, tls, [...path, 'tls'], report)) return undefined
+    tls = serverTlsToIR(gw, protocol, path, options, report)
+    usable = tls !== undefined
   } else if (gw.tls !== undefined && !stream) {
     report([...path, 'tls'], 'tls is only used with protocol HTTPS or TLS')
   }
@@ -167,6 +150,7 @@ function translateGateway (
   checkTimerMs(frontend.requestHeadersTimeoutMs, [...path, 'timeout', 'http', 'requestHeadersTimeout'], report)
   checkTimerMs(frontend.frontend?.requestBodyIdleTimeoutMs, [...path, 'timeout', 'http', 'requestBodyIdleTimeout'], report)
   if (frontend.frontend !== undefined) listener.frontend = frontend.frontend
+  if (!usable) return undefined
 
   const bindKey = `${address}:${gw.port}`
   const existing = binds.get(bindKey)
@@ -236,6 +220,37 @@ function translateGateway (
   }
   existing.listeners.push(listener)
   return listener
+}
+
+/**
+ * The certificate, key and client CA of an HTTPS gateway or a terminating TLS one. Every
+ * field is checked and every file read before giving up, so each problem is reported once.
+ */
+function serverTlsToIR (gw: GatewayConfig, protocol: string, path: Path, options: ToIROptions, report: (path: Path, message: string) => void): TlsServerIR | undefined {
+  if (gw.tls === undefined) {
+    report(path, `protocol ${protocol} needs "tls" with cert and key files`)
+    return undefined
+  }
+  const t = gw.tls
+  const files = { ...options, report }
+  const pem = (field: 'cert' | 'key'): string | undefined => {
+    const file = t[field]
+    if (file !== undefined) return readPemField(file, [...path, 'tls', field], files)
+    report([...path, 'tls', field], `required${protocol === 'TLS' ? ' in mode Terminate' : ' for HTTPS'} (the certificate and key Portico answers with)`)
+    return undefined
+  }
+  const cert = pem('cert')
+  const key = pem('key')
+  const caCerts = t.root !== undefined ? readPemField(t.root, [...path, 'tls', 'root'], files) : undefined
+  const tls: TlsServerIR = { cert: cert ?? '', key: key ?? '' }
+  if (caCerts !== undefined) {
+    tls.clientValidation = { caCerts, mode: t.clientCertMode ?? 'AllowValidOnly' }
+  } else if (t.clientCertMode !== undefined && t.root === undefined) {
+    report([...path, 'tls', 'clientCertMode'], 'clientCertMode needs root (the CA client certificates are checked against)')
+  }
+  const tlsOptionsOk = serverTlsOptionsToIR(t, tls, [...path, 'tls'], report)
+  if (cert === undefined || key === undefined || (t.root !== undefined && caCerts === undefined) || !tlsOptionsOk) return undefined
+  return tls
 }
 
 function describeMs (ms: number): string {
