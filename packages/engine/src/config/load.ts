@@ -79,7 +79,7 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
       .sort((a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.col ?? 0) - (b.col ?? 0))
 
   const schemaErrors = validateAgainstSchema(value)
-  if (schemaErrors.length > 0) return { ok: false, diagnostics: place(schemaErrors) }
+  if (schemaErrors.length > 0) return { ok: false, diagnostics: place([...schemaErrors, ...semanticsBesides(value, schemaErrors, options)]) }
 
   const file = value as ConfigFile
   const { ir, diagnostics } = configToIR(file, {
@@ -95,6 +95,36 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   const problems = validateIR(ir)
   if (problems.length > 0) return { ok: false, diagnostics: problems.map(p => ({ path: [], message: `in the translated config: ${formatIrDiagnostic(p)}` })) }
   return { ok: true, config: { file, ir, staticConfig: file.config ?? {} } }
+}
+
+const ROUTE_LISTS = new Set(['routes', 'tcpRoutes', 'tlsRoutes'])
+
+/**
+ * The semantic problems (files, CEL, timers, references) of a document the schema refused,
+ * when every schema error lies inside routes: those routes are left out — as holes, so the
+ * others keep their indices and positions — and the rest is translated, so --validate
+ * reports a route's typo and a missing certificate in one run. Schema errors anywhere else
+ * (a gateway, `config:`, the top level) come alone: translation assumes their shape.
+ */
+function semanticsBesides (value: unknown, schemaErrors: ConfigDiagnostic[], options: LoadOptions): ConfigDiagnostic[] {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return []
+  const doc: Record<string, unknown> = { ...(value as Record<string, unknown>) }
+  for (const { path } of schemaErrors) {
+    const [list, index] = path
+    if (typeof list !== 'string' || !ROUTE_LISTS.has(list) || typeof index !== 'number' || !Array.isArray(doc[list])) return []
+    if (doc[list] === (value as Record<string, unknown>)[list]) doc[list] = [...(doc[list] as unknown[])]
+    // A hole, not a splice: the other routes keep their indices (forEach skips holes).
+    delete (doc[list] as unknown[])[index]
+  }
+  try {
+    return configToIR(doc as ConfigFile, {
+      baseDir: options.baseDir,
+      readFile: options.readFile ?? (p => readReferencedFile(p, options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES))
+    }).diagnostics
+  } catch {
+    // The schema errors are what matter; a translation tripping over the rest adds nothing.
+    return []
+  }
 }
 
 /**
