@@ -219,3 +219,16 @@ test('schema errors inside routes come with the semantic problems of the rest of
     'c.yaml:2:13: gateways.default.port: must be an integer, got string "3000"'
   ])
 })
+
+test('a backend that cannot be built still has its policies checked', () => {
+  assert.deepEqual(errors([
+    'gateways: {default: {port: 3000}}',
+    'routes:',
+    '  - backends:',
+    '      - host: "no-port"',
+    '        policies: { transformation: { request: { set: { x-a: "request.path + 1" } } } }'
+  ].join('\n')), [
+    'c.yaml:4:9: routes[0].backends[0].host: "no-port" needs a port: host:port',
+    'c.yaml:5:57: routes[0].backends[0].policies.transformation.request.set.x-a: invalid CEL expression "request.path + 1": found no matching overload for \'_+_\' applied to (string, int)'
+  ])
+})

@@ -287,7 +287,12 @@ function translateRoute (
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
       : translateBackend(b, [...path, 'backends', i], fail)
-    if (backend === undefined) return
+    if (backend === undefined) {
+      // The backend cannot be built, but its policies are still checked: every problem of
+      // the file is reported in one run.
+      policiesToIR(backendPolicies, [...path, 'backends', i, 'policies'], pc)
+      return
+    }
     if (backend.kind !== 'mcp') backend = backendSettingsToIR(backend, { backendTLS, health, http }, [...path, 'backends', i, 'policies'], options, report)
     else if (backendTLS !== undefined || health !== undefined || http !== undefined) report([...path, 'backends', i, 'policies'], 'backendTLS, health and http apply to host backends, not mcp')
     const known = backends.get(backend.key)
