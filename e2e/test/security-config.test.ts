@@ -16,7 +16,7 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { appendFileSync, mkdirSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
+import { appendFileSync, closeSync, constants, mkdirSync, openSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { execFileSync, spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { makeTempDir, PORTICO_BIN, QUIET_ENV, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
@@ -494,6 +494,27 @@ describe('security: config input', () => {
         assert.ok(line !== undefined && DIAGNOSTIC.test(line) && c.message.test(line), `${c.what}: expected ${c.field} matching ${String(c.message)}, got:\n${run.stderr}`)
         assertNoStack(run.stderr)
         assert.ok(run.ms < 20_000, `${c.what}: took ${Math.round(run.ms)} ms`)
+      }
+    })
+
+    test('a config file replaced by a FIFO is refused unread on reload; traffic keeps flowing', { timeout: 60_000 }, async () => {
+      const portico = await startPortico({ config: port => versionConfig(port, 'v1') })
+      const fifo = join(portico.dir, 'next.fifo')
+      try {
+        execFileSync('mkfifo', [fifo])
+        const stdoutBefore = portico.stdout.length
+        // Renamed over the config, as an editor saves: the watcher reads it on the serving loop.
+        renameSync(fifo, portico.configPath)
+        const logged = await portico.waitForOutput(/cannot read config file/, { fromStdout: stdoutBefore, timeoutMs: 10_000 })
+        assert.match(logged, /FIFO \(named pipe\), not a regular file/)
+        for (let i = 0; i < 5; i++) {
+          const res = await send(agent, `${portico.url}/version`, { timeoutMs: 3_000 })
+          assert.equal(res.text, 'v1')
+        }
+      } finally {
+        // Were the open blocked, a writer releases it (O_NONBLOCK: fails at once if no reader).
+        try { closeSync(openSync(portico.configPath, constants.O_WRONLY | constants.O_NONBLOCK)) } catch {}
+        await portico.stop()
       }
     })
 

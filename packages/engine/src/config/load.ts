@@ -19,7 +19,7 @@ import { staticConfigDiagnostics } from './static-config-check.ts'
 import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { formatByteSize } from '../util/byte-size.ts'
 import { PorticoError } from '../util/errors.ts'
-import { readBounded, readReferencedFile } from './referenced-file.ts'
+import { openRegularFile, readBounded, readReferencedFile } from './referenced-file.ts'
 
 export interface LoadedConfig {
   file: ConfigFile
@@ -155,10 +155,14 @@ function tooLarge (bytes: number | undefined, maxBytes: number): ConfigDiagnosti
  * regular file by its size; a pipe or device by reading at most one byte past the limit).
  * Throws PORTICO_CONFIG_TOO_LARGE, or the file system's error.
  */
-export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTES): string {
-  const fd = openSync(path, 'r')
+export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTES, options: { regularOnly?: boolean } = {}): string {
+  // A reload reads on the event loop that serves requests: there, a config file that is not a
+  // regular file (replaced by a FIFO, which would block the open until a writer came) is
+  // refused unread. At start, a pipe stays allowed (`-f /dev/stdin`, `-f <(generate)`).
+  const opened = options.regularOnly === true ? openRegularFile(path) : undefined
+  const fd = opened?.fd ?? openSync(path, 'r')
   try {
-    const stat = fstatSync(fd)
+    const stat = opened?.stat ?? fstatSync(fd)
     if (stat.isFile() && stat.size > maxBytes) throw new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(stat.size, maxBytes).message)
     return readBounded(fd, stat.size, maxBytes, () => new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(undefined, maxBytes).message)).toString('utf8')
   } finally {

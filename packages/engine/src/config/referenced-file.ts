@@ -62,16 +62,30 @@ export function readBounded (fd: number, sizeHint: number, maxBytes: number, too
  * caller reports after `cannot read PATH: `.
  */
 export function readReferencedFile (path: string, maxBytes: number): string {
+  const { fd, stat } = openRegularFile(path)
+  try {
+    if (stat.size > maxBytes) throw new PorticoError('PORTICO_REFERENCED_FILE', fileTooLargeMessage(stat.size, maxBytes))
+    return readBounded(fd, stat.size, maxBytes, () => new PorticoError('PORTICO_REFERENCED_FILE', fileTooLargeMessage(undefined, maxBytes))).toString('utf8')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/**
+ * Opens `path` for reading if it is a regular file; the caller closes the descriptor. Anything
+ * else throws PORTICO_REFERENCED_FILE without a byte read (and the descriptor closed).
+ */
+export function openRegularFile (path: string): { fd: number, stat: Stats } {
   // O_NONBLOCK: opening a FIFO for reading returns at once instead of waiting for a writer.
   // O_NOCTTY: a terminal named by mistake does not become the controlling one.
   const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY)
   try {
     const stat = fstatSync(fd)
     if (!stat.isFile()) throw new PorticoError('PORTICO_REFERENCED_FILE', `${kindOf(stat)}, not a regular file (not read)`)
-    if (stat.size > maxBytes) throw new PorticoError('PORTICO_REFERENCED_FILE', fileTooLargeMessage(stat.size, maxBytes))
-    return readBounded(fd, stat.size, maxBytes, () => new PorticoError('PORTICO_REFERENCED_FILE', fileTooLargeMessage(undefined, maxBytes))).toString('utf8')
-  } finally {
+    return { fd, stat }
+  } catch (err) {
     closeSync(fd)
+    throw err
   }
 }
 
