@@ -82,10 +82,7 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   if (schemaErrors.length > 0) return { ok: false, diagnostics: place([...schemaErrors, ...semanticsBesides(value, schemaErrors, options)]) }
 
   const file = value as ConfigFile
-  const { ir, diagnostics } = configToIR(file, {
-    baseDir: options.baseDir,
-    readFile: options.readFile ?? (p => readReferencedFile(p, options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES))
-  })
+  const { ir, diagnostics } = configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options) })
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
   diagnostics.push(...staticConfigDiagnostics(file.config))
@@ -95,6 +92,11 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   const problems = validateIR(ir)
   if (problems.length > 0) return { ok: false, diagnostics: problems.map(p => ({ path: [], message: `in the translated config: ${formatIrDiagnostic(p)}` })) }
   return { ok: true, config: { file, ir, staticConfig: file.config ?? {} } }
+}
+
+/** The reader of files the config names: the injected one, else readReferencedFile with the config's size limit. */
+function fileReader (options: LoadOptions): (path: string) => string {
+  return options.readFile ?? (p => readReferencedFile(p, options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES))
 }
 
 const ROUTE_LISTS = new Set(['routes', 'tcpRoutes', 'tlsRoutes'])
@@ -117,10 +119,7 @@ function semanticsBesides (value: unknown, schemaErrors: ConfigDiagnostic[], opt
     delete (doc[list] as unknown[])[index]
   }
   try {
-    return configToIR(doc as ConfigFile, {
-      baseDir: options.baseDir,
-      readFile: options.readFile ?? (p => readReferencedFile(p, options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES))
-    }).diagnostics
+    return configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options) }).diagnostics
   } catch {
     // The schema errors are what matter; a translation tripping over the rest adds nothing.
     return []
@@ -153,7 +152,8 @@ function tooLarge (bytes: number | undefined, maxBytes: number): ConfigDiagnosti
 /**
  * Reads a config file as UTF-8, refusing one over `maxBytes` without reading it all (a
  * regular file by its size; a pipe or device by reading at most one byte past the limit).
- * Throws PORTICO_CONFIG_TOO_LARGE, or the file system's error.
+ * With `regularOnly` (reloads), anything but a regular file is refused unread.
+ * Throws PORTICO_CONFIG_TOO_LARGE, PORTICO_REFERENCED_FILE, or the file system's error.
  */
 export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTES, options: { regularOnly?: boolean } = {}): string {
   // A reload reads on the event loop that serves requests: there, a config file that is not a
