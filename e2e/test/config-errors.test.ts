@@ -1,7 +1,8 @@
 /**
  * The binary's handling of bad config files: `portico -f BAD` exits 1 with one
  * `<file>:<line>:<col>: <path>: <message>` line per problem on stderr (unknown keys get a
- * did-you-mean), `--validate` exits 0 for a good file and 1 for a bad one.
+ * did-you-mean), `--validate` exits 0 for a good file and 1 for a bad one, and reports every
+ * problem of a file in one run in the user's own terms (issue 49).
  */
 
 import { after, before, describe, test } from 'node:test'
@@ -167,6 +168,49 @@ routes:
     const run = await runPortico(['--validate', '-f', path])
     assert.equal(run.code, 1)
     assert.equal(diagnostics(run.stderr, path)[0], `${path}:8:9: routes[0].backends[0].hots: unknown field "hots"; did you mean "host"?`)
+  })
+
+  test('--validate reports every problem in one run, each in the user\'s terms at file:line:col (issue 49)', { timeout: 15_000 }, async () => {
+    // A copy of a shadow file where an htpasswd file belongs: its lines are secrets.
+    writeFileSync(join(dir, 'shadow-copy'), 'root:$6$s4lt$H4shOfRootPassword/x:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n')
+    const text = `gateways:
+  default:
+    port: 18443
+    protocol: HTTPS
+    tls: { cert: missing-cert.pem, key: missing-key.pem, root: missing-ca.pem }
+    timeout: { http: { requestHeadersTimeout: 99999999999h } }
+routes:
+  - name: app
+    policies:
+      timeout: { requestTimeout: 99999999999999h }
+      authorization:
+        rules: ['request.path + 1']
+      basicAuth:
+        htpasswd: { file: shadow-copy }
+    backends: [{ host: "127.0.0.1:8080" }]
+`
+    const path = file('every-error.yaml', text)
+    const run = await runPortico(['--validate', '-f', path])
+    assert.equal(run.code, 1, run.stderr)
+    const lines = diagnostics(run.stderr, path)
+    const expected: Array<[string, string, RegExp]> = [
+      ['5:12', 'gateways.default.tls.cert', /cannot read \S+missing-cert\.pem: ENOENT/],
+      ['5:36', 'gateways.default.tls.key', /cannot read \S+missing-key\.pem: ENOENT/],
+      ['5:58', 'gateways.default.tls.root', /cannot read \S+missing-ca\.pem: ENOENT/],
+      // The gateway cannot be installed without its certificate, but the rest of it is checked.
+      ['6:24', 'gateways.default.timeout.http.requestHeadersTimeout', /must be between 0ms and 596h/],
+      ['10:18', 'routes[0].policies.timeout.requestTimeout', /must be between 0ms and 596h/],
+      ['12:17', 'routes[0].policies.authorization.rules[0]', /invalid CEL expression "request\.path \+ 1": found no matching overload for '_\+_' applied to \(string, int\)/],
+      ['14:21', 'routes[0].policies.basicAuth.htpasswd.file', /\S+shadow-copy is not an htpasswd file: lines 1, 2 are not user:hash/]
+    ]
+    assert.equal(lines.length, expected.length, `want ${expected.length} problems, got:\n${run.stderr}`)
+    for (const [i, [at, field, message]] of expected.entries()) {
+      const m = DIAGNOSTIC.exec(lines[i]!)
+      assert.ok(m !== null && `${m[2]}:${m[3]}` === at && m[4] === field && message.test(m[5]!), `line ${i + 1}: want ${at} ${field} ${String(message)}, got: ${lines[i]}`)
+    }
+    // No internal IR path, and nothing of the shadow file's lines.
+    assert.doesNotMatch(run.stderr, /binds\[|in the translated config/)
+    assert.doesNotMatch(run.stderr, /root:\$|"root"|daemon|\$6\$|H4sh|19000/)
   })
 
   test('bad arguments exit 2 with the usage', { timeout: 15_000 }, async () => {

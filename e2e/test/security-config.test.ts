@@ -7,14 +7,19 @@
  * - header names and values that HTTP cannot carry are config errors with file:line:col;
  * - a YAML alias bomb is a clean config error (no stack, no unhandled rejection on reload);
  * - a file over the size limit is refused with a message naming the knob, and a large
- *   allowed reload is parsed off the event loop: the data plane keeps answering meanwhile.
+ *   allowed reload is parsed off the event loop: the data plane keeps answering meanwhile;
+ * - (issue 49) every file the config names (JWKS, htpasswd, certificates, keys, CA bundles) is
+ *   a regular file within the same limit: a device, a FIFO or a directory is refused unread and
+ *   an over-limit file by its size, by a --validate whose memory is capped; on reload such a
+ *   file is refused off the event loop while traffic keeps flowing.
  */
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { appendFileSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, closeSync, constants, mkdirSync, openSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { makeTempDir, PORTICO_BIN, QUIET_ENV, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { sleep } from '../lib/backends.ts'
 import { newAgent, send } from '../lib/client.ts'
 import { validateConfig } from '../lib/validate.ts'
@@ -430,6 +435,163 @@ describe('security: config input', () => {
         // installing the result (a fraction of it) runs on the main thread.
         assert.ok(ratio < 0.4, `the data plane stalled for ${Math.round(during.max)} ms of a ${Math.round(reloadMs)} ms reload`)
         assert.ok(during.n >= 10, `only ${during.n} requests were answered during the reload`)
+      } finally {
+        await portico.stop()
+      }
+    })
+  })
+  describe('files a config names', () => {
+    /** Address-space cap of the --validate child: Node needs ~1.5 GiB of it to start; reading /dev/zero whole would need far more. */
+    const CAP_KIB = 2 * 1024 * 1024
+
+    /** `portico --validate -f path` under `ulimit -v`: a runaway read fails in the child, never in the machine. */
+    async function validateCapped (path: string): Promise<{ code: number | null, stderr: string, ms: number }> {
+      const started = performance.now()
+      const child = spawn('/bin/sh', ['-c', `ulimit -v ${CAP_KIB} && exec "$@"`, 'sh', process.execPath, PORTICO_BIN, '--validate', '-f', path], {
+        env: { ...process.env, ...QUIET_ENV },
+        stdio: ['ignore', 'pipe', 'pipe']
+      })
+      let stderr = ''
+      child.stderr!.setEncoding('utf8').on('data', (s: string) => { stderr += s })
+      child.stdout!.resume()
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+      const code = await new Promise<number | null>(resolve => child.once('close', c => resolve(c)))
+      clearTimeout(timer)
+      return { code, stderr, ms: performance.now() - started }
+    }
+
+    const PEM = '-----BEGIN PRIVATE KEY-----\nMAA=\n-----END PRIVATE KEY-----\n'
+
+    /** Each hostile file, in the field that names it: the field's path and the message expected. */
+    function hostileCases (): Array<{ what: string, yaml: string, field: string, message: RegExp }> {
+      const fifo = join(dir, 'hostile.fifo')
+      rmSync(fifo, { force: true })
+      execFileSync('mkfifo', [fifo])
+      const directory = join(dir, 'hostile.dir')
+      mkdirSync(directory, { recursive: true })
+      // Sparse: 300 MiB of size, no data written.
+      const sparse = join(dir, 'hostile.sparse')
+      writeFileSync(sparse, '')
+      truncateSync(sparse, 300 * 1024 * 1024)
+      writeFileSync(join(dir, 'key.pem'), PEM)
+      const route = (policies: string): string => `${gatewayYaml(18080)}routes:\n  - name: r\n    policies: ${policies}\n    backends: [{ host: "127.0.0.1:1" }]\n`
+      const https = (tls: string): string => `gateways:\n  default:\n    port: 18443\n    protocol: HTTPS\n    tls: ${tls}\n`
+      return [
+        { what: 'a JWKS path of /dev/zero', yaml: route('{ jwtAuth: { issuer: i, audiences: [a], jwks: { file: /dev/zero } } }'), field: 'routes[0].policies.jwtAuth.jwks.file', message: /cannot read \/dev\/zero: a character device, not a regular file/ },
+        { what: 'an htpasswd of /dev/urandom', yaml: route('{ basicAuth: { htpasswd: { file: /dev/urandom } } }'), field: 'routes[0].policies.basicAuth.htpasswd.file', message: /cannot read \/dev\/urandom: a character device, not a regular file/ },
+        { what: 'a certificate that is a FIFO', yaml: https(`{ cert: ${fifo}, key: key.pem }`), field: 'gateways.default.tls.cert', message: /a FIFO \(named pipe\), not a regular file/ },
+        { what: 'a CA bundle that is a directory', yaml: route(`{}`).replace('backends: [{ host: "127.0.0.1:1" }]', `backends: [{ host: "127.0.0.1:1", policies: { backendTLS: { root: ${directory} } } }]`), field: 'routes[0].backends[0].policies.backendTLS.root', message: /a directory, not a regular file/ },
+        { what: 'a 300 MiB sparse key', yaml: https(`{ cert: key.pem, key: ${sparse} }`), field: 'gateways.default.tls.key', message: /file is 314572800 bytes, limit 8388608/ }
+      ]
+    }
+
+    test('a device, a FIFO, a directory or an over-limit file is refused promptly by a memory-capped --validate', { timeout: 180_000 }, async () => {
+      for (const c of hostileCases()) {
+        const path = file('hostile.yaml', c.yaml)
+        const run = await validateCapped(path)
+        assert.equal(run.code, 1, `${c.what}: exit ${run.code}\n${run.stderr}`)
+        const line = run.stderr.split('\n').find(l => l.startsWith(`${path}:`) && l.includes(`: ${c.field}: `))
+        assert.ok(line !== undefined && DIAGNOSTIC.test(line) && c.message.test(line), `${c.what}: expected ${c.field} matching ${String(c.message)}, got:\n${run.stderr}`)
+        assertNoStack(run.stderr)
+        assert.ok(run.ms < 20_000, `${c.what}: took ${Math.round(run.ms)} ms`)
+      }
+    })
+
+    test('a config file replaced by a FIFO is refused unread on reload; traffic keeps flowing', { timeout: 60_000 }, async () => {
+      const portico = await startPortico({ config: port => versionConfig(port, 'v1') })
+      const fifo = join(portico.dir, 'next.fifo')
+      try {
+        execFileSync('mkfifo', [fifo])
+        const stdoutBefore = portico.stdout.length
+        // Renamed over the config, as an editor saves: the watcher reads it on the serving loop.
+        renameSync(fifo, portico.configPath)
+        const logged = await portico.waitForOutput(/cannot read config file/, { fromStdout: stdoutBefore, timeoutMs: 10_000 })
+        assert.match(logged, /FIFO \(named pipe\), not a regular file/)
+        for (let i = 0; i < 5; i++) {
+          const res = await send(agent, `${portico.url}/version`, { timeoutMs: 3_000 })
+          assert.equal(res.text, 'v1')
+        }
+      } finally {
+        // Were the open blocked, a writer releases it (O_NONBLOCK: fails at once if no reader).
+        try { closeSync(openSync(portico.configPath, constants.O_WRONLY | constants.O_NONBLOCK)) } catch {}
+        await portico.stop()
+      }
+    })
+
+    test('a reload naming a large htpasswd under the limit applies while traffic keeps flowing', { timeout: 120_000 }, async ctx => {
+      const portico = await startPortico({ config: port => versionConfig(port, 'v1') })
+      try {
+        // ~7.5 MiB: about 110,000 bcrypt users, under the 8 MiB limit.
+        const line = (i: number): string => `user${String(i).padStart(7, '0')}:$2y$10$abcdefghijklmnopqrstuuS0123456789abcdefghijklmnopqrstu\n`
+        const lines: string[] = []
+        for (let i = 0, size = 0; size < 7.5 * 1024 * 1024; i++) { lines.push(line(i)); size += lines[i]!.length }
+        writeFileSync(join(portico.dir, 'users.htpasswd'), lines.join(''))
+        const stdoutBefore = portico.stdout.length
+        const reloaded = portico.waitForOutput(/config reloaded|config reload rejected/, { fromStdout: stdoutBefore, timeoutMs: 90_000 })
+        let done = false
+        void reloaded.finally(() => { done = true }).catch(() => {})
+        const started = performance.now()
+        // Only /guarded needs a password: /version keeps answering without one.
+        portico.writeConfig(versionConfig(portico.port, 'v2') + `  - name: guarded
+    matches: [{ path: { exact: /guarded } }]
+    policies:
+      basicAuth: { htpasswd: { file: users.htpasswd } }
+      directResponse: { status: 200, body: "in" }
+`)
+        let max = 0
+        let n = 0
+        while (!done) {
+          const t = performance.now()
+          const res = await send(agent, `${portico.url}/version`, { timeoutMs: 60_000 })
+          assert.equal(res.status, 200)
+          max = Math.max(max, performance.now() - t)
+          n++
+          await sleep(5)
+        }
+        const log = await reloaded
+        const reloadMs = performance.now() - started
+        ctx.diagnostic(`${lines.length} htpasswd users (${(lines.join('').length / 1048576).toFixed(1)} MiB): reload took ${Math.round(reloadMs)} ms; longest request meanwhile ${Math.round(max)} ms (${n} requests)`)
+        assert.match(log, /config reloaded/, portico.output)
+        assert.equal((await send(agent, `${portico.url}/version`)).text, 'v2')
+        assert.equal((await send(agent, `${portico.url}/guarded`)).status, 401)
+        assert.ok(n >= 5, `only ${n} requests were answered during the reload`)
+        // Read and parsed in the worker; the main thread only installs the result (about 0.13
+        // of the reload here; reading inline stalled requests for 0.5-0.65 of it).
+        assert.ok(max / reloadMs < 0.4, `the data plane stalled for ${Math.round(max)} ms of a ${Math.round(reloadMs)} ms reload`)
+      } finally {
+        await portico.stop()
+      }
+    })
+
+    test('a reload naming an over-limit htpasswd is refused off the event loop; traffic keeps flowing', { timeout: 120_000 }, async ctx => {
+      const portico = await startPortico({ config: port => versionConfig(port, 'v1') })
+      try {
+        const sparse = join(portico.dir, 'users.htpasswd')
+        writeFileSync(sparse, '')
+        truncateSync(sparse, 300 * 1024 * 1024)
+        const stdoutBefore = portico.stdout.length
+        const reloaded = portico.waitForOutput(/config reloaded|config reload rejected/, { fromStdout: stdoutBefore, timeoutMs: 60_000 })
+        let done = false
+        void reloaded.finally(() => { done = true }).catch(() => {})
+        const started = performance.now()
+        portico.writeConfig(versionConfig(portico.port, 'v2').replace('directResponse:', 'basicAuth: { htpasswd: { file: users.htpasswd } }\n      directResponse:'))
+        let max = 0
+        let n = 0
+        while (!done) {
+          const t = performance.now()
+          const res = await send(agent, `${portico.url}/version`, { timeoutMs: 60_000 })
+          assert.equal(res.status, 200)
+          assert.equal(res.text, 'v1')
+          max = Math.max(max, performance.now() - t)
+          n++
+          await sleep(5)
+        }
+        const log = await reloaded
+        ctx.diagnostic(`300 MiB sparse htpasswd: refused after ${Math.round(performance.now() - started)} ms; longest request meanwhile ${Math.round(max)} ms (${n} requests)`)
+        assert.match(log, /config reload rejected/)
+        assert.match(portico.output, /basicAuth\.htpasswd\.file: cannot read \S+users\.htpasswd: file is 314572800 bytes, limit 8388608/)
+        assert.ok(max < 1_000, `a request waited ${Math.round(max)} ms while the reload was handled`)
+        assert.equal((await send(agent, `${portico.url}/version`)).text, 'v1')
       } finally {
         await portico.stop()
       }

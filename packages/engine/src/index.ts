@@ -15,6 +15,7 @@ export { EFFECTIVE_POLICY_KEYS } from './ir/policy.ts'
 export { contentVersion } from './ir/version.ts'
 export { validateIR, formatIrDiagnostic, formatIrPath, type IrDiagnostic, type IrPath } from './ir/validate.ts'
 export { loadConfigFile, loadConfigText, readConfigText, DEFAULT_MAX_CONFIG_BYTES, type LoadResult, type FileLoadResult, type LoadedConfig, type LoadOptions } from './config/load.ts'
+export { readReferencedFile } from './config/referenced-file.ts'
 export { parseByteSize, formatByteSize } from './util/byte-size.ts'
 export { configToIR, parseHostTarget } from './config/to-ir.ts'
 // ConfigFileSchema (TypeBox, 200 modules) is not exported: validation reads schema/config.schema.json.

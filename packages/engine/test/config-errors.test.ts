@@ -190,3 +190,45 @@ test('gRPC method matches become the path match they mean; malformed ones are po
   assert.match(errors('gateways: {default: {port: 3000}}\nroutes: [{matches: [{grpc: {method: X}, path: {exact: /x}}], backends: [{host: "127.0.0.1:8080"}]}]\n')[0]!, /grpc: cannot be used with path/)
   assert.match(errors('gateways: {default: {port: 3000}}\nroutes: [{matches: [{grpc: {method: "(a)\\\\1", type: RegularExpression}}], backends: [{host: "127.0.0.1:8080"}]}]\n')[0]!, /grpc\.method/)
 })
+
+// Issue 49: --validate reports every problem in one run. A route the schema refuses is left
+// out and the rest is still translated, so its typo and another route's semantic problem (a
+// missing file, CEL that cannot type-check, a duplicate name) come together.
+test('schema errors inside routes come with the semantic problems of the rest of the file', () => {
+  const missing = (p: string): string => { throw Object.assign(new Error(`no ${p}`), { code: 'ENOENT' }) }
+  assert.deepEqual(errors([
+    'gateways:',
+    '  default: {port: 3443, protocol: HTTPS, tls: {cert: c.pem, key: k.pem}}',
+    'routes:',
+    '  - name: a',
+    '    backends: [{hots: "127.0.0.1:1"}]',
+    '  - name: b',
+    '    policies: {authorization: {rules: ["request.path + 1"]}}',
+    '    backends: [{host: "127.0.0.1:1"}]',
+    '  - name: b',
+    '    backends: [{host: "127.0.0.1:1"}]'
+  ].join('\n'), missing), [
+    'c.yaml:2:48: gateways.default.tls.cert: cannot read /cfg/c.pem: ENOENT',
+    'c.yaml:2:61: gateways.default.tls.key: cannot read /cfg/k.pem: ENOENT',
+    'c.yaml:5:17: routes[0].backends[0].hots: unknown field "hots"; did you mean "host"?',
+    'c.yaml:7:40: routes[1].policies.authorization.rules[0]: invalid CEL expression "request.path + 1": found no matching overload for \'_+_\' applied to (string, int)',
+    'c.yaml:9:5: routes[2].name: duplicate route name "b"'
+  ])
+  // A schema error outside routes (a gateway's shape) still comes alone: translation needs it.
+  assert.deepEqual(errors('gateways:\n  default: {port: "3000"}\nroutes:\n  - policies: {authorization: {rules: ["request.path + 1"]}}\n    backends: [{host: "127.0.0.1:1"}]\n'), [
+    'c.yaml:2:13: gateways.default.port: must be an integer, got string "3000"'
+  ])
+})
+
+test('a backend that cannot be built still has its policies checked', () => {
+  assert.deepEqual(errors([
+    'gateways: {default: {port: 3000}}',
+    'routes:',
+    '  - backends:',
+    '      - host: "no-port"',
+    '        policies: { transformation: { request: { set: { x-a: "request.path + 1" } } } }'
+  ].join('\n')), [
+    'c.yaml:4:9: routes[0].backends[0].host: "no-port" needs a port: host:port',
+    'c.yaml:5:57: routes[0].backends[0].policies.transformation.request.set.x-a: invalid CEL expression "request.path + 1": found no matching overload for \'_+_\' applied to (string, int)'
+  ])
+})

@@ -105,7 +105,10 @@ test('validateIR: timers Node cannot run are refused, from any source; --validat
   assert.deepEqual(validateIR(ir).map(d => d.path.join('.')), ['binds.0.listeners.0.routes.0.timeouts.requestMs'])
   const yaml = loadConfigText('gateways: {default: {port: 3000}}\nroutes:\n  - {name: app, policies: {timeout: {requestTimeout: 1000h}}, backends: [{host: "127.0.0.1:1"}]}\n', { baseDir: '/' })
   assert.equal(yaml.ok, false)
-  assert.match(!yaml.ok ? yaml.diagnostics[0]!.message : '', /timeouts\.requestMs: 3600000000 is not a usable duration/)
+  // From YAML the error names the user's field at its position, not the IR path (issue 49).
+  const d = !yaml.ok ? yaml.diagnostics[0]! : undefined
+  assert.deepEqual(d && { path: d.path.join('.'), line: d.line, col: d.col }, { path: 'routes.0.policies.timeout.requestTimeout', line: 3, col: 38 })
+  assert.match(d?.message ?? '', /must be between 0ms and 596h/)
 })
 
 test('validateIR: an extProc response body mode where the answers are MCP is refused (listener, route, backend reference)', () => {

@@ -94,6 +94,7 @@ test('TLS settings that can never work are refused at load', () => {
   ].join('\n')), [
     'c.yaml:2:59: gateways.a.tls.cert: is not used in mode Passthrough: the backend completes the handshake',
     'c.yaml:3:34: gateways.b.tls.cert: required in mode Terminate (the certificate and key Portico answers with)',
+    'c.yaml:3:34: gateways.b.tls.key: required in mode Terminate (the certificate and key Portico answers with)',
     'c.yaml:4:94: gateways.c.tls.maxTLSVersion: is older than minTLSVersion 1.3: no version is left to offer',
     'c.yaml:5:87: gateways.d.tls.cipherSuites[0]: unknown cipher suite "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA265" (did you mean TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256?)',
     'c.yaml:6:72: gateways.e.tls.cipherSuites: lists only TLS 1.3 suites while TLS 1.2 is allowed: add a TLS 1.2 suite or set minTLSVersion: "1.3"',

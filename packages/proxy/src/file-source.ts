@@ -53,7 +53,7 @@ export function watchConfigFile (options: FileWatchOptions): FileWatch {
     timer = undefined
     let text: string
     try {
-      text = readConfigText(full, maxBytes)
+      text = readConfigText(full, maxBytes, { regularOnly: true })
     } catch (err) {
       candidate = undefined
       // Over the size limit: each new version of the file is a refused reload of its own.

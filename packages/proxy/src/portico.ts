@@ -297,7 +297,7 @@ export class Portico {
     let text: string
     try {
       // Bounded as the file watcher reads it: an oversized file is refused unread.
-      text = readConfigText(this.configPath, this.maxConfigBytes ?? DEFAULT_MAX_CONFIG_BYTES)
+      text = readConfigText(this.configPath, this.maxConfigBytes ?? DEFAULT_MAX_CONFIG_BYTES, { regularOnly: true })
     } catch (err) {
       if (isPorticoError(err, 'PORTICO_CONFIG_TOO_LARGE')) {
         this.rejectReload([{ path: [], message: err.message }], 'rejected')

@@ -7,12 +7,14 @@
  * and reconnects with backoff, telling the controller what it already has.
  */
 
-import { readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js'
 import { assembleIR, decodeResource, protocol, RESOURCE_TYPE_URL, type DecodedResource, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse } from '@portico/xds'
-import type { ProxyIR } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, readReferencedFile, type ProxyIR } from '@portico/engine'
 import type { Logger } from 'pino'
+
+/** A service-account token is a JWT of a few KiB; a file much larger is not one. */
+const MAX_TOKEN_BYTES = 64 * 1024
 
 export interface XdsClientOptions {
   /** `http://host:port` (plaintext) or `https://host:port` (TLS). */
@@ -55,7 +57,7 @@ export class XdsClient {
     const url = new URL(this.options.address)
     const target = `${url.hostname}:${url.port !== '' ? url.port : url.protocol === 'https:' ? '443' : '80'}`
     const creds = url.protocol === 'https:'
-      ? credentials.createSsl(this.options.caFile !== undefined ? readFileSync(this.options.caFile) : null)
+      ? credentials.createSsl(this.options.caFile !== undefined ? Buffer.from(readReferencedFile(this.options.caFile, DEFAULT_MAX_CONFIG_BYTES)) : null)
       : credentials.createInsecure()
     const Client = protocol().client
     this.client = new Client(target, creds, { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 })
@@ -67,7 +69,9 @@ export class XdsClient {
     const metadata = new Metadata()
     if (this.options.tokenFile !== undefined) {
       try {
-        metadata.set('authorization', `Bearer ${readFileSync(this.options.tokenFile, 'utf8').trim()}`)
+        // Bounded and regular-file-only, as every file a config names (a reconnect reads it on
+        // the event loop that serves requests).
+        metadata.set('authorization', `Bearer ${readReferencedFile(this.options.tokenFile, MAX_TOKEN_BYTES).trim()}`)
       } catch (err) {
         this.options.log.warn({ err: (err as Error).message, file: this.options.tokenFile }, 'cannot read the xDS token')
       }

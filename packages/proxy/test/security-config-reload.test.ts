@@ -1,12 +1,14 @@
 /**
  * Reload input hardening in the proxy (issue 14, items 4 and 9): the file watcher reports a
  * text only once it has settled (a write in pieces is one change), and large texts load in
- * a worker thread with the same result as inline.
+ * a worker thread with the same result as inline; so does any text that names a file
+ * (issue 49: reading a referenced file never blocks the event loop).
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import fs, { appendFileSync, mkdtempSync, rmSync, writeFileSync, type PathLike } from 'node:fs'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfigText } from '@portico/engine'
@@ -88,4 +90,32 @@ test('a large text loads in a worker thread with the same result as inline', { t
   if (!broken.ok) assert.deepEqual(broken.diagnostics.map(d => [d.path.join('.'), d.line]), [['routes.7.matches.0.path.pathPrefix', 26]])
   const empty = await loadConfigOffThread('# nothing\n'.repeat(100), { baseDir: '/', inlineBelow: 0 })
   assert.equal(empty.ok, false)
+})
+
+test('a small text that names files loads in the worker: no file it names is opened on the event loop', { timeout: 60_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-files-'))
+  const htpasswd = join(dir, 'users.htpasswd')
+  writeFileSync(htpasswd, 'alice:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M=\n')
+  const text = `gateways:\n  default: { port: 3000, address: 127.0.0.1 }\nroutes:\n  - policies: { basicAuth: { htpasswd: { file: users.htpasswd } } }\n    backends: [{ host: "127.0.0.1:8000" }]\n`
+  // Every open on this thread is seen (the worker thread has its own fs bindings).
+  const opened: string[] = []
+  const open = fs.openSync
+  fs.openSync = ((path: PathLike, ...rest: unknown[]) => {
+    opened.push(String(path))
+    return (open as (...args: unknown[]) => number)(path, ...rest)
+  }) as typeof fs.openSync
+  syncBuiltinESMExports()
+  let result
+  try {
+    result = await loadConfigOffThread(text, { baseDir: dir })
+  } finally {
+    fs.openSync = open
+    syncBuiltinESMExports()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  assert.equal(result.ok, true, JSON.stringify(result))
+  assert.deepEqual(opened.filter(p => p.startsWith(dir)), [], 'the htpasswd file was read on the main thread')
+  if (result.ok) assert.match(JSON.stringify(result.config.ir), /alice/)
+  // A text that names no file still loads inline (no worker to start for a few ms of work).
+  assert.equal((await loadConfigOffThread(config(2), { baseDir: '/' })).ok, true)
 })

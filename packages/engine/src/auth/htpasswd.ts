@@ -17,21 +17,31 @@ export interface HtpasswdEntry {
   hash: string
 }
 
-/** Parses the file; returns entries and line errors (`line N: ...`). */
-export function parseHtpasswd (text: string): { entries: HtpasswdEntry[], errors: string[] } {
+/** One line that is not `user:hash` with a supported hash: its number and what is wrong, never its text. */
+export interface HtpasswdLineError {
+  line: number
+  problem: string
+}
+
+/**
+ * Parses the file; returns entries and the lines that are not entries. Errors name a line by
+ * its number only: the text may be a secret (a password hash, or a file such as /etc/shadow
+ * named by mistake), and errors end up in logs and in --validate's output.
+ */
+export function parseHtpasswd (text: string): { entries: HtpasswdEntry[], errors: HtpasswdLineError[] } {
   const entries: HtpasswdEntry[] = []
-  const errors: string[] = []
+  const errors: HtpasswdLineError[] = []
   text.split('\n').forEach((raw, i) => {
     const line = raw.trim()
     if (line === '' || line.startsWith('#')) return
     const colon = line.indexOf(':')
     if (colon <= 0) {
-      errors.push(`line ${i + 1}: expected user:hash`)
+      errors.push({ line: i + 1, problem: 'expected user:hash' })
       return
     }
     const hash = line.slice(colon + 1)
     if (!/^\$2[aby]\$\d\d\$/.test(hash) && !hash.startsWith('$apr1$') && !hash.startsWith('{SHA}')) {
-      errors.push(`line ${i + 1}: unsupported hash for "${line.slice(0, colon)}" (use bcrypt, apr1 or SHA)`)
+      errors.push({ line: i + 1, problem: 'unsupported hash (use bcrypt, apr1 or SHA)' })
       return
     }
     entries.push({ user: line.slice(0, colon), hash })

@@ -10,6 +10,9 @@
  * on MCP routes; null elsewhere). Expressions that run on the response
  * (`transformation.response`) also see `response` (code, headers).
  *
+ * An expression that can never evaluate (`request.path + 1`, a field `request` does not have)
+ * is refused when it compiles, by the conservative checker in cel/check.ts.
+ *
  * `matches()` runs on the same linear-time RE2 engine as route regexes
  * (util/linear-regex.ts); a constant pattern is compiled with the expression, so one the
  * engine refuses is a config error, and patterns are compiled once, not per evaluation.
@@ -19,6 +22,7 @@ import type * as Cel from '@bufbuild/cel'
 import { PorticoError } from '../util/errors.ts'
 import { LinearRegexCache, linearRegexProblem } from '../util/linear-regex.ts'
 import { lazyRequire } from '../util/lazy-require.ts'
+import { celTypeProblem } from './check.ts'
 
 /** @bufbuild/cel (and @bufbuild/protobuf under it), loaded when a config first has an expression. */
 export const celLib = lazyRequire<typeof Cel>('@bufbuild/cel')
@@ -43,8 +47,12 @@ export interface CelProgram {
   evaluate(vars: Record<string, unknown>): unknown
 }
 
-/** Compiles an expression; throws PORTICO_BAD_CEL with the parser's message. */
-export function compileCel (source: string, variables: readonly string[] = CEL_VARIABLES): CelProgram {
+/**
+ * Compiles an expression; throws PORTICO_BAD_CEL with the parser's message, or the checker's
+ * when the expression can never evaluate (cel/check.ts). `expectBool`: the expression decides
+ * something (an authorization rule, a log filter), so a result that cannot be a bool is refused.
+ */
+export function compileCel (source: string, variables: readonly string[] = CEL_VARIABLES, options: { expectBool?: boolean } = {}): CelProgram {
   const { isCelError, parse, plan } = celLib()
   let ast
   try {
@@ -60,6 +68,8 @@ export function compileCel (source: string, variables: readonly string[] = CEL_V
     const problem = linearRegexProblem(pattern)
     if (problem !== null) throw new PorticoError('PORTICO_BAD_CEL', `invalid CEL expression ${JSON.stringify(source)}: matches(${JSON.stringify(pattern)}): ${problem}`)
   }
+  const typeProblem = celTypeProblem(ast, variables, options.expectBool === true)
+  if (typeProblem !== null) throw new PorticoError('PORTICO_BAD_CEL', `invalid CEL expression ${JSON.stringify(source)}: ${typeProblem}`)
   const program = plan(celEnvironment(), ast)
   return {
     source,

@@ -7,7 +7,7 @@
  * reload can end in a stack trace or an unhandled rejection.
  */
 
-import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs'
+import { closeSync, fstatSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import type { ConfigFile, StaticConfig } from './schema.ts'
 import type { ProxyIR } from '../ir/types.ts'
@@ -19,6 +19,7 @@ import { staticConfigDiagnostics } from './static-config-check.ts'
 import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { formatByteSize } from '../util/byte-size.ts'
 import { PorticoError } from '../util/errors.ts'
+import { openRegularFile, readBounded, readReferencedFile } from './referenced-file.ts'
 
 export interface LoadedConfig {
   file: ConfigFile
@@ -46,8 +47,12 @@ export const DEFAULT_MAX_CONFIG_BYTES = 8 * 1024 * 1024
 export interface LoadOptions {
   /** Directory that relative paths in the file are resolved against. */
   baseDir: string
+  /**
+   * Reads a file the config names (TLS, JWKS, htpasswd). Default: readReferencedFile, with
+   * the same size limit as the config; tests inject one.
+   */
   readFile?: (path: string) => string
-  /** Size limit in bytes (UTF-8); default DEFAULT_MAX_CONFIG_BYTES. */
+  /** Size limit in bytes (UTF-8) of the config and of each file it names; default DEFAULT_MAX_CONFIG_BYTES. */
   maxBytes?: number
 }
 
@@ -74,13 +79,10 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
       .sort((a, b) => (a.line ?? 0) - (b.line ?? 0) || (a.col ?? 0) - (b.col ?? 0))
 
   const schemaErrors = validateAgainstSchema(value)
-  if (schemaErrors.length > 0) return { ok: false, diagnostics: place(schemaErrors) }
+  if (schemaErrors.length > 0) return { ok: false, diagnostics: place([...schemaErrors, ...semanticsBesides(value, schemaErrors, options)]) }
 
   const file = value as ConfigFile
-  const { ir, diagnostics } = configToIR(file, {
-    baseDir: options.baseDir,
-    readFile: options.readFile ?? (p => readFileSync(p, 'utf8'))
-  })
+  const { ir, diagnostics } = configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options) })
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
   diagnostics.push(...staticConfigDiagnostics(file.config))
@@ -90,6 +92,38 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   const problems = validateIR(ir)
   if (problems.length > 0) return { ok: false, diagnostics: problems.map(p => ({ path: [], message: `in the translated config: ${formatIrDiagnostic(p)}` })) }
   return { ok: true, config: { file, ir, staticConfig: file.config ?? {} } }
+}
+
+/** The reader of files the config names: the injected one, else readReferencedFile with the config's size limit. */
+function fileReader (options: LoadOptions): (path: string) => string {
+  return options.readFile ?? (p => readReferencedFile(p, options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES))
+}
+
+const ROUTE_LISTS = new Set(['routes', 'tcpRoutes', 'tlsRoutes'])
+
+/**
+ * The semantic problems (files, CEL, timers, references) of a document the schema refused,
+ * when every schema error lies inside routes: those routes are left out — as holes, so the
+ * others keep their indices and positions — and the rest is translated, so --validate
+ * reports a route's typo and a missing certificate in one run. Schema errors anywhere else
+ * (a gateway, `config:`, the top level) come alone: translation assumes their shape.
+ */
+function semanticsBesides (value: unknown, schemaErrors: ConfigDiagnostic[], options: LoadOptions): ConfigDiagnostic[] {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return []
+  const doc: Record<string, unknown> = { ...(value as Record<string, unknown>) }
+  for (const { path } of schemaErrors) {
+    const [list, index] = path
+    if (typeof list !== 'string' || !ROUTE_LISTS.has(list) || typeof index !== 'number' || !Array.isArray(doc[list])) return []
+    if (doc[list] === (value as Record<string, unknown>)[list]) doc[list] = [...(doc[list] as unknown[])]
+    // A hole, not a splice: the other routes keep their indices (forEach skips holes).
+    delete (doc[list] as unknown[])[index]
+  }
+  try {
+    return configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options) }).diagnostics
+  } catch {
+    // The schema errors are what matter; a translation tripping over the rest adds nothing.
+    return []
+  }
 }
 
 /**
@@ -118,24 +152,19 @@ function tooLarge (bytes: number | undefined, maxBytes: number): ConfigDiagnosti
 /**
  * Reads a config file as UTF-8, refusing one over `maxBytes` without reading it all (a
  * regular file by its size; a pipe or device by reading at most one byte past the limit).
- * Throws PORTICO_CONFIG_TOO_LARGE, or the file system's error.
+ * With `regularOnly` (reloads), anything but a regular file is refused unread.
+ * Throws PORTICO_CONFIG_TOO_LARGE, PORTICO_REFERENCED_FILE, or the file system's error.
  */
-export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTES): string {
-  const fd = openSync(path, 'r')
+export function readConfigText (path: string, maxBytes = DEFAULT_MAX_CONFIG_BYTES, options: { regularOnly?: boolean } = {}): string {
+  // A reload reads on the event loop that serves requests: there, a config file that is not a
+  // regular file (replaced by a FIFO, which would block the open until a writer came) is
+  // refused unread. At start, a pipe stays allowed (`-f /dev/stdin`, `-f <(generate)`).
+  const opened = options.regularOnly === true ? openRegularFile(path) : undefined
+  const fd = opened?.fd ?? openSync(path, 'r')
   try {
-    const stat = fstatSync(fd)
+    const stat = opened?.stat ?? fstatSync(fd)
     if (stat.isFile() && stat.size > maxBytes) throw new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(stat.size, maxBytes).message)
-    const chunks: Buffer[] = []
-    let total = 0
-    const chunk = Buffer.allocUnsafe(Math.min(maxBytes + 1, Math.max(stat.size + 1, 64 * 1024)))
-    for (;;) {
-      const n = readSync(fd, chunk, 0, chunk.length, null)
-      if (n === 0) break
-      total += n
-      if (total > maxBytes) throw new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(undefined, maxBytes).message)
-      chunks.push(Buffer.from(chunk.subarray(0, n)))
-    }
-    return Buffer.concat(chunks, total).toString('utf8')
+    return readBounded(fd, stat.size, maxBytes, () => new PorticoError('PORTICO_CONFIG_TOO_LARGE', tooLarge(undefined, maxBytes).message)).toString('utf8')
   } finally {
     closeSync(fd)
   }

@@ -4,18 +4,18 @@
  * compiled here so a bad expression is a config error naming the rule.
  */
 
-import { resolve as resolvePath } from 'node:path'
 import type { ApiKeyConfig, AuthorizationConfig, BasicAuthConfig, ExtAuthzConfig, JwksConfig, JwtAuthConfig, McpAuthenticationConfig, OidcConfig } from './schema.ts'
 import { parseHostTarget } from './to-ir.ts'
 import { parseHtpasswd } from '../auth/htpasswd.ts'
 import { sha256Hex } from '../policy/api-key.ts'
 import type { AuthorizationRuleIR, ExtAuthzIR, JwksIR, JwtProviderIR, OidcIR, PolicySetIR, TokenLocationIR } from '../ir/policy.ts'
-import { parseDuration } from '../util/duration.ts'
+import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { extProcToIR, remoteRateLimitToIR, type ExtProcConfig, type RemoteRateLimitConfig } from './traffic-to-ir.ts'
 import { checkHttpPolicySet, corsToIR, csrfToIR, localRateLimitToIR, requestRedirectToIR, transformationToIR, urlRewriteToIR } from './http-policy-to-ir.ts'
 import type { CorsConfig, CsrfConfig, LocalRateLimitConfig, RequestRedirectConfig, TransformationConfig, UrlRewriteConfig } from './http-policy-schema.ts'
 import { hostPort } from '../util/host-port.ts'
+import { readFileField } from './referenced-file.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -83,13 +83,18 @@ function jwksToIR (c: JwksConfig, path: Path, pc: PolicyContext): JwksIR | undef
   }
   if (c.url !== undefined) return { url: c.url }
   if (c.keys !== undefined) return { keys: { keys: c.keys } }
-  const full = resolvePath(pc.baseDir, c.file!)
+  const at = [...path, 'file']
+  const read = readFileField(c.file!, at, pc)
+  if (read === undefined) return undefined
   try {
-    const parsed = JSON.parse(pc.readFile(full)) as { keys?: unknown }
-    if (!Array.isArray(parsed.keys)) throw new Error('no "keys" list')
+    const parsed = JSON.parse(read.text) as { keys?: unknown }
+    if (!Array.isArray(parsed?.keys)) throw new Error('no "keys" list')
     return { keys: { keys: parsed.keys as Array<Record<string, unknown>> } }
   } catch (err) {
-    pc.report([...path, 'file'], `cannot use ${full} as a JWKS: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+    // JSON.parse's message quotes the text near the error: the file's own words, which may
+    // be a secret (a private JWK, a file named by mistake), so it is not passed on.
+    const why = err instanceof SyntaxError ? 'not JSON' : (err as Error).message
+    pc.report(at, `cannot use ${read.full} as a JWKS: ${why}`)
     return undefined
   }
 }
@@ -145,7 +150,7 @@ function authorizationToIR (c: AuthorizationConfig, path: Path, report: Report) 
     const rule: AuthorizationRuleIR = typeof r === 'string' ? { allow: r } : r
     const expression = 'allow' in rule ? rule.allow : 'deny' in rule ? rule.deny : rule.require
     try {
-      compileCel(expression)
+      compileCel(expression, undefined, { expectBool: true })
     } catch (err) {
       report([...path, 'rules', i], (err as Error).message)
     }
@@ -155,22 +160,29 @@ function authorizationToIR (c: AuthorizationConfig, path: Path, report: Report) 
 }
 
 function basicAuthToIR (c: BasicAuthConfig, path: Path, pc: PolicyContext) {
-  let text: string
+  const mode = c.mode ?? 'strict'
+  const realm = c.realm ?? 'portico'
   if (typeof c.htpasswd === 'string') {
-    text = c.htpasswd
-  } else {
-    const full = resolvePath(pc.baseDir, c.htpasswd.file)
-    try {
-      text = pc.readFile(full)
-    } catch (err) {
-      pc.report([...path, 'htpasswd', 'file'], `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
-      return undefined
-    }
+    const { entries, errors } = parseHtpasswd(c.htpasswd)
+    for (const e of errors) pc.report([...path, 'htpasswd'], `line ${e.line}: ${e.problem}`)
+    if (entries.length === 0 && errors.length === 0) pc.report([...path, 'htpasswd'], 'no users')
+    return { mode, realm, htpasswd: c.htpasswd }
   }
-  const { entries, errors } = parseHtpasswd(text)
-  for (const e of errors) pc.report([...path, 'htpasswd'], e)
-  if (entries.length === 0 && errors.length === 0) pc.report([...path, 'htpasswd'], 'no users')
-  return { mode: c.mode ?? 'strict', realm: c.realm ?? 'portico', htpasswd: text }
+  const at = [...path, 'htpasswd', 'file']
+  const read = readFileField(c.htpasswd.file, at, pc)
+  if (read === undefined) return undefined
+  const { entries, errors } = parseHtpasswd(read.text)
+  if (errors.length > 0) {
+    // One error for the file, by line numbers only: a file that is not htpasswd (a shadow
+    // file, a key named by mistake) would otherwise fill the output with errors, and its
+    // lines are never shown — they may be secrets.
+    const first = errors.slice(0, 5).map(e => e.line).join(', ')
+    const more = errors.length > 5 ? ` and ${errors.length - 5} more` : ''
+    pc.report(at, `${read.full} is not an htpasswd file: line${errors.length === 1 ? '' : 's'} ${first}${more} ${errors.length === 1 ? 'is' : 'are'} not user:hash with a bcrypt, apr1 or SHA hash (${entries.length} valid entr${entries.length === 1 ? 'y' : 'ies'}; the lines are not shown)`)
+    return undefined
+  }
+  if (entries.length === 0) pc.report(at, `${read.full} has no users`)
+  return { mode, realm, htpasswd: read.text }
 }
 
 function apiKeyToIR (c: ApiKeyConfig, path: Path, pc: PolicyContext) {
@@ -209,6 +221,7 @@ function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzI
       }
     }
   }
+  if (c.timeout !== undefined) checkTimerMs(parseDuration(c.timeout), [...path, 'timeout'], report)
   const ir: ExtAuthzIR = {
     host: `${target.protocol}://${hostPort(target.host, target.port)}`,
     protocol,

@@ -12,15 +12,15 @@ import { ACCESS_LOG_CEL_VARIABLES } from '../pipeline/access-log-fields.ts'
 
 export function staticConfigDiagnostics (config: StaticConfig | undefined): ConfigDiagnostic[] {
   const out: ConfigDiagnostic[] = []
-  const check = (expression: string, path: Array<string | number>): void => {
+  const check = (expression: string, path: Array<string | number>, expectBool = false): void => {
     try {
-      compileCel(expression, ACCESS_LOG_CEL_VARIABLES)
+      compileCel(expression, ACCESS_LOG_CEL_VARIABLES, { expectBool })
     } catch (err) {
       out.push({ path, message: (err as Error).message })
     }
   }
   const accessLog = config?.accessLog
-  if (accessLog?.filter !== undefined) check(accessLog.filter, ['config', 'accessLog', 'filter'])
+  if (accessLog?.filter !== undefined) check(accessLog.filter, ['config', 'accessLog', 'filter'], true)
   for (const [name, expression] of Object.entries(accessLog?.fields?.add ?? {})) check(expression, ['config', 'accessLog', 'fields', 'add', name])
   for (const [name, expression] of Object.entries(config?.tracing?.fields?.add ?? {})) check(expression, ['config', 'tracing', 'fields', 'add', name])
   return out

@@ -9,7 +9,7 @@ import type { ConfigDiagnostic } from './diagnostics.ts'
 import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
-import { MAX_TIMER_MS, parseDuration } from '../util/duration.ts'
+import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
@@ -22,6 +22,7 @@ import { streamRoutesToIR } from './stream-routes-to-ir.ts'
 import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
+import { readPemField } from './referenced-file.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -119,27 +120,12 @@ function translateGateway (
     report([...path, 'tls', 'mode'], 'mode is only used with protocol TLS')
   }
   let tls: TlsServerIR | undefined
+  // A gateway whose TLS cannot be set up is not installed, but the rest of it is still
+  // checked (its policies, its timers): --validate reports every problem in one run.
+  let usable = true
   if (protocol === 'HTTPS' || tlsMode === 'Terminate') {
-    if (gw.tls === undefined) {
-      report(path, `protocol ${protocol} needs "tls" with cert and key files`)
-      return undefined
-    }
-    if (gw.tls.cert === undefined || gw.tls.key === undefined) {
-      report([...path, 'tls', gw.tls.cert === undefined ? 'cert' : 'key'], `required${protocol === 'TLS' ? ' in mode Terminate' : ' for HTTPS'} (the certificate and key Portico answers with)`)
-      return undefined
-    }
-    const cert = readTlsFile(gw.tls.cert, [...path, 'tls', 'cert'], options, report)
-    const key = readTlsFile(gw.tls.key, [...path, 'tls', 'key'], options, report)
-    if (cert === undefined || key === undefined) return undefined
-    tls = { cert, key }
-    if (gw.tls.root !== undefined) {
-      const caCerts = readTlsFile(gw.tls.root, [...path, 'tls', 'root'], options, report)
-      if (caCerts === undefined) return undefined
-      tls.clientValidation = { caCerts, mode: gw.tls.clientCertMode ?? 'AllowValidOnly' }
-    } else if (gw.tls.clientCertMode !== undefined) {
-      report([...path, 'tls', 'clientCertMode'], 'clientCertMode needs root (the CA client certificates are checked against)')
-    }
-    if (!serverTlsOptionsToIR(gw.tls, tls, [...path, 'tls'], report)) return undefined
+    tls = serverTlsToIR(gw, protocol, path, options, report)
+    usable = tls !== undefined
   } else if (gw.tls !== undefined && !stream) {
     report([...path, 'tls'], 'tls is only used with protocol HTTPS or TLS')
   }
@@ -168,7 +154,12 @@ function translateGateway (
   }
   if (stream) listener.streamRoutes = []
   const frontend = stream ? {} : frontendToIR(gw)
+  checkTimerMs(frontend.requestHeadersTimeoutMs, [...path, 'timeout', 'http', 'requestHeadersTimeout'], report)
+  checkTimerMs(frontend.frontend?.requestBodyIdleTimeoutMs, [...path, 'timeout', 'http', 'requestBodyIdleTimeout'], report)
+  checkTimerMs(frontend.frontend?.backendRequestTimeoutMs, [...path, 'timeout', 'http', 'backendRequestTimeout'], report)
+  checkTimerMs(frontend.frontend?.streamIdleTimeoutMs, [...path, 'timeout', 'http', 'streamIdleTimeout'], report)
   if (frontend.frontend !== undefined) listener.frontend = frontend.frontend
+  if (!usable) return undefined
 
   const bindKey = `${address}:${gw.port}`
   const existing = binds.get(bindKey)
@@ -240,23 +231,39 @@ function translateGateway (
   return listener
 }
 
-function describeMs (ms: number): string {
-  return ms === 0 ? 'off' : `${ms}ms`
-}
-
-function readTlsFile (file: string, path: Path, options: ToIROptions, report: (path: Path, message: string) => void): string | undefined {
-  const full = resolvePath(options.baseDir, file)
-  try {
-    const text = options.readFile(full)
-    if (!text.includes('-----BEGIN ')) {
-      report(path, `${full} is not a PEM file`)
-      return undefined
-    }
-    return text
-  } catch (err) {
-    report(path, `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
+/**
+ * The certificate, key and client CA of an HTTPS gateway or a terminating TLS one. Every
+ * field is checked and every file read before giving up, so each problem is reported once.
+ */
+function serverTlsToIR (gw: GatewayConfig, protocol: string, path: Path, options: ToIROptions, report: (path: Path, message: string) => void): TlsServerIR | undefined {
+  if (gw.tls === undefined) {
+    report(path, `protocol ${protocol} needs "tls" with cert and key files`)
     return undefined
   }
+  const t = gw.tls
+  const files = { ...options, report }
+  const pem = (field: 'cert' | 'key'): string | undefined => {
+    const file = t[field]
+    if (file !== undefined) return readPemField(file, [...path, 'tls', field], files)
+    report([...path, 'tls', field], `required${protocol === 'TLS' ? ' in mode Terminate' : ' for HTTPS'} (the certificate and key Portico answers with)`)
+    return undefined
+  }
+  const cert = pem('cert')
+  const key = pem('key')
+  const caCerts = t.root !== undefined ? readPemField(t.root, [...path, 'tls', 'root'], files) : undefined
+  const tls: TlsServerIR = { cert: cert ?? '', key: key ?? '' }
+  if (caCerts !== undefined) {
+    tls.clientValidation = { caCerts, mode: t.clientCertMode ?? 'AllowValidOnly' }
+  } else if (t.clientCertMode !== undefined && t.root === undefined) {
+    report([...path, 'tls', 'clientCertMode'], 'clientCertMode needs root (the CA client certificates are checked against)')
+  }
+  const tlsOptionsOk = serverTlsOptionsToIR(t, tls, [...path, 'tls'], report)
+  if (cert === undefined || key === undefined || (t.root !== undefined && caCerts === undefined) || !tlsOptionsOk) return undefined
+  return tls
+}
+
+function describeMs (ms: number): string {
+  return ms === 0 ? 'off' : `${ms}ms`
 }
 
 function translateRoute (
@@ -289,7 +296,12 @@ function translateRoute (
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
       : translateBackend(b, [...path, 'backends', i], fail)
-    if (backend === undefined) return
+    if (backend === undefined) {
+      // The backend cannot be built, but its policies are still checked: every problem of
+      // the file is reported in one run.
+      policiesToIR(backendPolicies, [...path, 'backends', i, 'policies'], pc)
+      return
+    }
     if (backend.kind !== 'mcp') backend = backendSettingsToIR(backend, { backendTLS, health, http }, [...path, 'backends', i, 'policies'], options, report)
     else if (backendTLS !== undefined || health !== undefined || http !== undefined) report([...path, 'backends', i, 'policies'], 'backendTLS, health and http apply to host backends, not mcp')
     const known = backends.get(backend.key)
@@ -332,6 +344,10 @@ function translateRoute (
     if (timeout.requestBodyIdleTimeout !== undefined) ir.timeouts.requestBodyIdleMs = durationOrOff(timeout.requestBodyIdleTimeout)
     if (timeout.requestBodyMinRate !== undefined) ir.timeouts.requestBodyMinRate = timeout.requestBodyMinRate
     if (timeout.streamIdleTimeout !== undefined) ir.timeouts.streamIdleMs = durationOrOff(timeout.streamIdleTimeout)
+    checkTimerMs(ir.timeouts.requestMs, [...path, 'policies', 'timeout', 'requestTimeout'], report)
+    checkTimerMs(ir.timeouts.backendRequestMs, [...path, 'policies', 'timeout', 'backendRequestTimeout'], report)
+    checkTimerMs(ir.timeouts.requestBodyIdleMs, [...path, 'policies', 'timeout', 'requestBodyIdleTimeout'], report)
+    checkTimerMs(ir.timeouts.streamIdleMs, [...path, 'policies', 'timeout', 'streamIdleTimeout'], report)
   }
   return ir
 }
@@ -402,7 +418,7 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
     if (t.requestTimeout !== undefined) {
       limits.requestTimeoutMs = parseDuration(t.requestTimeout)
       // A Node timer longer than 2^31-1 ms fires at once.
-      if (limits.requestTimeoutMs < 1 || limits.requestTimeoutMs > MAX_TIMER_MS) fail([...tp, 'requestTimeout'], 'must be between 1ms and 596h')
+      checkTimerMs(limits.requestTimeoutMs, [...tp, 'requestTimeout'], fail, 1)
     }
     const kinds = (['stdio', 'mcp', 'sse'] as const).filter(k => t[k] !== undefined)
     if (kinds.length !== 1) {
@@ -430,12 +446,12 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
   let idleMs = DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS
   if (m.sessionIdleTimeout !== undefined) {
     idleMs = parseDuration(m.sessionIdleTimeout)
-    if (idleMs < 1 || idleMs > MAX_TIMER_MS) fail([...path, 'sessionIdleTimeout'], 'must be between 1ms and 596h')
+    checkTimerMs(idleMs, [...path, 'sessionIdleTimeout'], fail, 1)
   }
   let stdioIdleMs = DEFAULT_MCP_STDIO_SESSION_IDLE_TIMEOUT_MS
   if (m.stdioSessionIdleTimeout !== undefined) {
     stdioIdleMs = parseDuration(m.stdioSessionIdleTimeout)
-    if (stdioIdleMs < 1 || stdioIdleMs > MAX_TIMER_MS) fail([...path, 'stdioSessionIdleTimeout'], 'must be between 1ms and 596h')
+    checkTimerMs(stdioIdleMs, [...path, 'stdioSessionIdleTimeout'], fail, 1)
   }
   return {
     key: `mcp:${name}`,

@@ -5,17 +5,17 @@
  */
 
 import { createHash } from 'node:crypto'
-import { resolve as resolvePath } from 'node:path'
 import type { Static } from '@sinclair/typebox'
 import type { BackendHealthSchema, BackendHttpSchema, BackendTlsSchema, ExtProcSchema, RemoteRateLimitSchema, RequestMirrorSchema, RetrySchema } from './traffic-schema.ts'
 import type { BackendIR } from '../ir/types.ts'
 import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, RequestMirrorIR, RetryIR } from '../ir/traffic.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { extProcBuffersResponses } from '../ir/validate.ts'
-import { parseDuration } from '../util/duration.ts'
+import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { compileCel } from '../cel/expression.ts'
 import { parseHostTarget } from './to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
+import { readPemField } from './referenced-file.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -51,6 +51,7 @@ function positiveDuration (text: string | undefined, fallback: number, path: Pat
   if (text === undefined) return fallback
   const ms = parseDuration(text)
   if (ms <= 0) report(path, 'must be more than 0')
+  else checkTimerMs(ms, path, report)
   return ms
 }
 
@@ -147,20 +148,7 @@ export function backendSettingsToIR (
     const t = c.backendTLS
     const tp = [...path, 'backendTLS']
     const tls: BackendTlsIR = {}
-    const read = (file: string, field: string): string | undefined => {
-      const full = resolvePath(options.baseDir, file)
-      try {
-        const text = options.readFile(full)
-        if (!text.includes('-----BEGIN ')) {
-          report([...tp, field], `${full} is not a PEM file`)
-          return undefined
-        }
-        return text
-      } catch (err) {
-        report([...tp, field], `cannot read ${full}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`)
-        return undefined
-      }
-    }
+    const read = (file: string, field: string): string | undefined => readPemField(file, [...tp, field], { ...options, report })
     if (t.root !== undefined) {
       const ca = read(t.root, 'root')
       if (ca !== undefined) tls.ca = ca

@@ -8,6 +8,16 @@ export const MAX_TIMER_MS = 2_147_483_647
 
 export const DURATION_PATTERN = '^(\\d+(\\.\\d+)?(ms|s|m|h))+$'
 
+/**
+ * Reports `ms` at `path` when it cannot be a timer: below `min`, or longer than Node can time.
+ * The YAML front end calls it where it reads each timer field, so the error carries the
+ * field's file:line:col; validateIR's own check (IR paths, for every config source) then
+ * never has to speak for a YAML file.
+ */
+export function checkTimerMs<P> (ms: number | undefined, path: P, report: (path: P, message: string) => void, min = 0): void {
+  if (ms !== undefined && !(Number.isFinite(ms) && ms >= min && ms <= MAX_TIMER_MS)) report(path, `must be between ${min}ms and 596h (the longest timer Node runs)`)
+}
+
 /** Parses a duration such as `1m30s` into milliseconds. */
 export function parseDuration (text: string): number {
   let total = 0

@@ -19,6 +19,7 @@ export interface PorticoErrorSpec {
 export const PORTICO_ERRORS = {
   // Config and its values (thrown while loading or compiling a config).
   PORTICO_CONFIG_TOO_LARGE: { message: 'config file too large (--max-config-size)' },
+  PORTICO_REFERENCED_FILE: { message: 'a file the config names is not a regular file within the size limit' },
   PORTICO_INVALID_IR: { message: 'config rejected by the engine' },
   PORTICO_BAD_DURATION: { message: 'invalid duration (use e.g. 500ms, 10s, 1m)' },
   PORTICO_BAD_REGEX: { message: 'regular expression not supported (RE2 syntax only)' },
