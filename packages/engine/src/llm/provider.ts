@@ -1,0 +1,41 @@
+/**
+ * What the `ai` backend needs of each provider besides its wire format: where an operation
+ * goes (path and query, per model and streaming) and how a request is authorised (a header
+ * with a key, an OAuth2 access token, an AWS SigV4 signature over the final body).
+ *
+ * One module per provider under `llm/providers/` exports a `ProviderAdapter`; the OpenAI-
+ * compatible presets (Ollama, vLLM, Groq, ...) are data on top of the `openAI` adapter
+ * (a base URL and a path prefix), not modules of their own.
+ */
+
+import type { WireFormatName } from './canonical.ts'
+
+/** Operations an `ai` route serves, told apart by the client's path. */
+export type LlmOperation = 'chat' | 'embeddings' | 'models'
+
+export interface ProviderRequest {
+  operation: LlmOperation
+  /** The model the provider is asked for (after the backend's override). */
+  model: string
+  streaming: boolean
+  /** The final body, already in the provider's format (signers hash it). */
+  body: Buffer
+  /** Headers to send; the adapter adds its authorisation here. Lower-case names. */
+  headers: Record<string, string>
+}
+
+export interface ProviderAdapter {
+  /** Wire format of the provider's chat API. */
+  readonly format: WireFormatName
+  /** `gen_ai.provider.name` (OpenTelemetry semantic conventions): `openai`, `anthropic`, `gcp.gemini`, `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai`, ... */
+  readonly system: string
+  /** Path and query for the request (`/v1/messages`, `/v1beta/models/m:streamGenerateContent?alt=sse`). */
+  path (request: ProviderRequest): string
+  /**
+   * Adds the provider's authorisation to `request.headers` (and any fixed headers such as
+   * `anthropic-version`). Async: an access token may have to be fetched or refreshed. Errors
+   * are thrown as `TranslationError`-shaped objects (status 500/503: the gateway's own
+   * credentials failed, never the client's fault).
+   */
+  authorize (request: ProviderRequest, origin: { host: string, port: number, protocol: 'http' | 'https' }): void | Promise<void>
+}
