@@ -352,3 +352,14 @@ test('stream encoder: sequence numbers, one item per call, text parts share a me
   assert.match(wire, /^event: error\ndata: \{"type":"error".*larger than/)
   assert.equal(encoder.encode({ type: 'text_delta', index: 0, text: 'z' }), '', 'nothing after the error')
 })
+
+test('stream decoder: a server that sends only output_text.done still delivers its text, once', () => {
+  const head = CREATED +
+    'data: {"type":"response.output_item.added","output_index":0,"item":{"id":"m","type":"message","status":"in_progress","role":"assistant","content":[]}}\n\n' +
+    'data: {"type":"response.content_part.added","output_index":0,"content_index":0,"item_id":"m","part":{"type":"output_text","text":"","annotations":[]}}\n\n'
+  const tail = 'data: {"type":"response.output_text.done","output_index":0,"content_index":0,"item_id":"m","text":"whole"}\n\n' +
+    'data: {"type":"response.completed","response":{"status":"completed","usage":null}}\n\n'
+  const deltas = (text: string): string[] => decodeAll(text).flatMap((e) => e.type === 'text_delta' ? [e.text] : [])
+  assert.deepEqual(deltas(head + tail), ['whole'])
+  assert.deepEqual(deltas(head + 'data: {"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"m","delta":"whole"}\n\n' + tail), ['whole'])
+})

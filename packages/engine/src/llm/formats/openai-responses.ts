@@ -581,9 +581,10 @@ class ItemIds {
   readonly response: string
   private readonly base: string
   private next = 0
-  constructor (id: string) {
-    const clean = id.replace(/[^\w-]/g, '')
+  constructor (id: string, fallback: string) {
+    const clean = id.replace(/[^\w-]/g, '').slice(0, 128)
     this.base = clean.startsWith('resp_') ? clean.slice(5) : clean
+    if (this.base === '') this.base = fallback
     this.response = `resp_${this.base}`
   }
 
@@ -642,7 +643,7 @@ function errorCode (error: TranslationError | undefined): string {
 }
 
 function encodeResponse (response: ChatResponse, options: EncodeOptions): Json {
-  const ids = new ItemIds(response.id)
+  const ids = new ItemIds(response.id, `portico${options.now}`)
   const shell = responseShell(ids, response.model !== '' ? response.model : options.requestModel, response.created ?? options.now)
   finishShell(shell, response.stopReason, response.usage)
   const itemStatus = shell.status === 'incomplete' ? 'incomplete' : 'completed'
@@ -724,6 +725,8 @@ class ResponsesStreamDecoder implements StreamDecoder {
   private nextIndex = 0
   /** `output_index` (and `:content_index` for message parts) → neutral block index. */
   private readonly blocks = new Map<string, number>()
+  /** Neutral text blocks that got at least one delta (servers that send only `output_text.done` still deliver their text). */
+  private readonly textStreamed = new Set<number>()
   /** Neutral block indices of function calls, with whether any argument bytes were streamed. */
   private readonly calls = new Map<number, { index: number, streamed: boolean }>()
   private readonly reasoning = new Map<number, number>()
@@ -827,7 +830,20 @@ class ResponsesStreamDecoder implements StreamDecoder {
         const index = this.blocks.get(`${outputIndex}:${String(event.content_index)}`)
         if (index === undefined || typeof event.delta !== 'string') return this.fail(`${type} for a part that was not added`, out)
         if (type === 'response.refusal.delta') this.refused = true
-        if (event.delta !== '') out.push({ type: 'text_delta', index, text: event.delta })
+        if (event.delta !== '') {
+          this.textStreamed.add(index)
+          out.push({ type: 'text_delta', index, text: event.delta })
+        }
+        return
+      }
+      case 'response.output_text.done':
+      case 'response.refusal.done': {
+        const index = this.blocks.get(`${outputIndex}:${String(event.content_index)}`)
+        const text = type === 'response.output_text.done' ? event.text : event.refusal
+        if (index === undefined || this.textStreamed.has(index) || typeof text !== 'string' || text === '') return
+        if (type === 'response.refusal.done') this.refused = true
+        this.textStreamed.add(index)
+        out.push({ type: 'text_delta', index, text })
         return
       }
       case 'response.content_part.done': {
@@ -906,7 +922,7 @@ class ResponsesStreamDecoder implements StreamDecoder {
         return
       }
       default:
-        // output_text.done, content_part/summary_part bookkeeping, annotations: the neutral stream already has their content.
+        // content_part/summary_part bookkeeping, annotations: the neutral stream already has their content.
     }
   }
 
@@ -955,14 +971,14 @@ class ResponsesStreamEncoder implements StreamEncoder {
   }
 
   private begin (id: string, model: string, created: number | undefined): string {
-    this.ids = new ItemIds(id)
+    this.ids = new ItemIds(id, `portico${this.options.now}`)
     this.shell = responseShell(this.ids, model !== '' ? model : this.options.requestModel, created ?? this.options.now)
     return this.emit('response.created', { response: this.shell }) + this.emit('response.in_progress', { response: this.shell })
   }
 
   /** Starts the stream if a provider skipped its start event. */
   private ensureStarted (): string {
-    return this.shell === null ? this.begin(`portico${this.options.now}`, '', undefined) : ''
+    return this.shell === null ? this.begin('', '', undefined) : ''
   }
 
   private addItem (item: Json): { text: string, open: OpenItem } {
