@@ -363,3 +363,14 @@ test('stream decoder: a server that sends only output_text.done still delivers i
   assert.deepEqual(deltas(head + tail), ['whole'])
   assert.deepEqual(deltas(head + 'data: {"type":"response.output_text.delta","output_index":0,"content_index":0,"item_id":"m","delta":"whole"}\n\n' + tail), ['whole'])
 })
+
+test('stream round trip: what the encoder writes, the decoder reads back as the same events', () => {
+  for (const name of cases('streams', '.sse')) {
+    const events = decodeSplit(readFileSync(join(DIR, 'streams', `${name}.sse`)), 5)
+    const again = decodeSplit(Buffer.from(encodeStream(events)), 9)
+    const start = events[0]
+    assert.ok(start?.type === 'start')
+    // Ids get the `resp_` prefix (already there for OpenAI's own); everything else is the same.
+    assert.deepEqual(again, events.map((e) => e.type === 'start' ? { ...e, id: start.id.startsWith('resp_') ? start.id : `resp_${start.id}` } : e), name)
+  }
+})
