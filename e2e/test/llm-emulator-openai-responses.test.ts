@@ -234,7 +234,7 @@ describe('OpenAI Responses wire format, checked by the official openai SDK', () 
     }, (error: unknown) => {
       assert.ok(error instanceof OpenAI.APIError, String(error))
       assert.match(error.message, /Overloaded/)
-      assert.equal(error.code, 'overloaded')
+      assert.equal(error.code, 'server_error')
       return true
     })
     assert.equal(deltas, 'partial', 'what came before the error was delivered')
@@ -244,11 +244,11 @@ describe('OpenAI Responses wire format, checked by the official openai SDK', () 
     const cases: Array<[number, new (...args: never[]) => Error, string, string | null]> = [
       [400, OpenAI.BadRequestError, 'invalid_request_error', null],
       [401, OpenAI.AuthenticationError, 'invalid_request_error', 'invalid_api_key'],
-      [403, OpenAI.PermissionDeniedError, 'invalid_request_error', 'insufficient_permissions'],
-      [404, OpenAI.NotFoundError, 'invalid_request_error', 'not_found'],
+      [403, OpenAI.PermissionDeniedError, 'invalid_request_error', null],
+      [404, OpenAI.NotFoundError, 'invalid_request_error', null],
       [429, OpenAI.RateLimitError, 'requests', 'rate_limit_exceeded'],
       [500, OpenAI.InternalServerError, 'server_error', null],
-      [503, OpenAI.InternalServerError, 'server_error', 'overloaded']
+      [503, OpenAI.InternalServerError, 'server_error', null]
     ]
     for (const [status, type, errorType, code] of cases) {
       await assert.rejects(client.responses.create({ model: `error:${status}`, input: 'x' }), (error: unknown) => {

@@ -29,6 +29,7 @@ import {
   type ToolChoice, type ToolDefinition, type TranslationError, type Usage, type WireFormat
 } from '../canonical.ts'
 import { SseReader, sseEvent } from '../sse.ts'
+import { decodeOpenAIError as decodeError, encodeOpenAIError as encodeError, openAIErrorCode } from './openai-errors.ts'
 
 /** Request fields that need OpenAI's server-side state or hosted features: refused (400 naming them). */
 const REFUSED: Record<string, string> = {
@@ -677,46 +678,6 @@ function reasoningItem (id: string, text: string, signature: string | undefined)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Errors
-
-const ERROR_TYPES: Record<TranslationError['kind'], [type: string, code: string | null]> = {
-  invalid_request: ['invalid_request_error', null],
-  authentication: ['invalid_request_error', 'invalid_api_key'],
-  permission: ['invalid_request_error', 'insufficient_permissions'],
-  not_found: ['invalid_request_error', 'not_found'],
-  rate_limit: ['requests', 'rate_limit_exceeded'],
-  overloaded: ['server_error', 'overloaded'],
-  api_error: ['server_error', null],
-  timeout: ['server_error', 'timeout']
-}
-
-function encodeError (error: TranslationError): Json {
-  const [type, code] = ERROR_TYPES[error.kind]
-  return { error: { message: error.message, type, param: error.field ?? null, code } }
-}
-
-function kindForStatus (status: number): TranslationError['kind'] {
-  if (status === 401) return 'authentication'
-  if (status === 403) return 'permission'
-  if (status === 404) return 'not_found'
-  if (status === 429) return 'rate_limit'
-  if (status === 408 || status === 504) return 'timeout'
-  if (status === 503 || status === 529) return 'overloaded'
-  if (status >= 400 && status < 500) return 'invalid_request'
-  return 'api_error'
-}
-
-function decodeError (status: number, body: unknown): TranslationError {
-  const error = isObject(body) && isObject(body.error) ? body.error : null
-  const message = error !== null && typeof error.message === 'string' && error.message !== '' ? error.message : `the provider answered ${status}`
-  // A 200 carrying an error body is still an error, the provider's (502).
-  const outStatus = status >= 400 ? status : 502
-  const kind = status >= 400 ? kindForStatus(status) : 'api_error'
-  const param = error !== null && typeof error.param === 'string' ? error.param : undefined
-  return translationError(outStatus, kind, message, param)
-}
-
-// ---------------------------------------------------------------------------------------------
 // Streams: provider SSE → neutral events
 
 class ResponsesStreamDecoder implements StreamDecoder {
@@ -1123,8 +1084,7 @@ class ResponsesStreamEncoder implements StreamEncoder {
 
   /** The `error` event: the SDK raises it as an APIError (`code`, `message`, `param`). */
   private errorEvent (error: TranslationError): string {
-    const [, code] = ERROR_TYPES[error.kind]
-    return this.emit('error', { code: code ?? (error.kind === 'invalid_request' ? 'invalid_request_error' : 'server_error'), message: error.message, param: error.field ?? null })
+    return this.emit('error', { code: openAIErrorCode(error) ?? (error.kind === 'invalid_request' ? 'invalid_request_error' : 'server_error'), message: error.message, param: error.field ?? null })
   }
 
   private overflow (): string {
