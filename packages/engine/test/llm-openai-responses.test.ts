@@ -270,6 +270,8 @@ test('hostile requests: clean 400s naming the field; giant arguments pass throug
   assert.equal(field({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] }), 'input[0].content[0].type')
   assert.equal(field({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'ftp://x' }] }] }), 'input[0].content[0].image_url')
   assert.equal(field({ model: 'm', input: [{ role: 'assistant', content: [{ type: 'input_image', image_url: 'https://x' }] }] }), 'input[0].content[0].type')
+  assert.equal(field({ model: 'm', input: [{ role: 'assistant', content: [{ type: 'input_text', text: 'x' }] }] }), 'input[0].content[0].type')
+  assert.equal(field({ model: 'm', input: [{ role: 'user', content: [{ type: 'output_text', text: 'x' }] }] }), 'input[0].content[0].type')
   assert.equal(field({ model: 'm', input: [{ type: 'computer_call_output', call_id: 'c', output: {} }] }), 'input[0].type')
   assert.equal(field({ model: 'm', input: 'x', temperature: 3 }), 'temperature')
   assert.equal(field({ model: 'm', input: 'x', max_output_tokens: 1.5 }), 'max_output_tokens')

@@ -235,7 +235,8 @@ function decodeMessage (item: Json, at: string, request: ChatRequest): Translati
     const part: unknown = content[j]
     const pat = `${at}.content[${j}]`
     if (!isObject(part)) return bad('a content part must be an object', pat)
-    if (part.type === 'input_text' || part.type === 'output_text') {
+    // As OpenAI validates: assistant turns carry output_text / refusal, the others input_text.
+    if (part.type === (role === 'assistant' ? 'output_text' : 'input_text')) {
       if (typeof part.text !== 'string') return bad('`text` must be a string', `${pat}.text`)
       if (role === 'system' || role === 'developer') texts.push(part.text)
       else append(request.messages, role, { type: 'text', text: part.text })
@@ -249,6 +250,8 @@ function decodeMessage (item: Json, at: string, request: ChatRequest): Translati
       append(request.messages, 'assistant', { type: 'text', text: part.refusal })
     } else if (part.type === 'input_file') {
       return bad('`input_file` parts cannot be translated to another provider', `${pat}.type`)
+    } else if (role === 'assistant') {
+      return bad(`invalid value ${JSON.stringify(part.type)}: an assistant message takes output_text and refusal parts`, `${pat}.type`)
     } else {
       return bad(`content part type ${JSON.stringify(part.type)} is not allowed in a ${role} message`, `${pat}.type`)
     }
