@@ -23,7 +23,7 @@
  */
 
 import {
-  translationError,
+  isTranslationError, translationError,
   type ChatMessage, type ChatRequest, type ChatResponse, type ContentPart, type EncodeOptions,
   type ResponseFormat, type StopReason, type StreamDecoder, type StreamEncoder, type StreamEvent,
   type ToolChoice, type ToolDefinition, type TranslationError, type Usage, type WireFormat
@@ -80,10 +80,6 @@ function bad (message: string, field: string): TranslationError {
   return translationError(400, 'invalid_request', message, field)
 }
 
-function isErr (value: unknown): value is TranslationError {
-  return isObject(value) && 'kind' in value && 'status' in value && !('type' in value)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Requests: client → neutral
 
@@ -95,7 +91,7 @@ function decodeRequest (body: Json): ChatRequest | TranslationError {
       if (body[key] === null || (key === 'background' && body[key] === false)) continue
       return bad(`\`${key}\` cannot be translated to another provider: ${REFUSED[key]}`, key)
     }
-    if (!HANDLED.has(key) && !(key in IGNORED)) return bad(`unsupported field \`${key}\``, key)
+    if (!HANDLED.has(key) && !(key in IGNORED && !key.includes('.'))) return bad(`unsupported field \`${key}\``, key)
   }
   if (typeof body.model !== 'string' || body.model === '') return bad('`model` must be a non-empty string', 'model')
   if (body.store === true) {
@@ -118,12 +114,12 @@ function decodeRequest (body: Json): ChatRequest | TranslationError {
 
   if (body.tools !== undefined && body.tools !== null) {
     const tools = decodeTools(body.tools)
-    if (isErr(tools)) return tools
+    if (isTranslationError(tools)) return tools
     if (tools.length > 0) request.tools = tools
   }
   if (body.tool_choice !== undefined && body.tool_choice !== null) {
     const choice = decodeToolChoice(body.tool_choice)
-    if (isErr(choice)) return choice
+    if (isTranslationError(choice)) return choice
     request.toolChoice = choice
   }
   if (body.parallel_tool_calls !== undefined && body.parallel_tool_calls !== null) {
@@ -150,7 +146,7 @@ function decodeRequest (body: Json): ChatRequest | TranslationError {
     }
     if (body.text.format !== undefined && body.text.format !== null) {
       const format = decodeTextFormat(body.text.format)
-      if (isErr(format)) return format
+      if (isTranslationError(format)) return format
       request.responseFormat = format
     }
   }
@@ -202,11 +198,11 @@ function decodeInput (input: unknown, request: ChatRequest): TranslationError | 
     } else if (type === 'function_call_output') {
       if (typeof item.call_id !== 'string' || item.call_id === '') return bad('`call_id` must be a non-empty string', `${at}.call_id`)
       const content = decodeToolOutput(item.output, `${at}.output`)
-      if (isErr(content)) return content
+      if (isTranslationError(content)) return content
       append(request.messages, 'user', { type: 'tool_result', callId: item.call_id, content })
     } else if (type === 'reasoning') {
       const part = decodeReasoningItem(item, at)
-      if (isErr(part)) return part
+      if (isTranslationError(part)) return part
       append(request.messages, 'assistant', part)
     } else if (type === 'item_reference') {
       return bad('`item_reference` names an item stored by OpenAI; another provider cannot resolve it — send the item itself', `${at}.type`)
@@ -242,7 +238,7 @@ function decodeMessage (item: Json, at: string, request: ChatRequest): Translati
       else append(request.messages, role, { type: 'text', text: part.text })
     } else if (part.type === 'input_image' && role === 'user') {
       const image = decodeImage(part, pat)
-      if (isErr(image)) return image
+      if (isTranslationError(image)) return image
       append(request.messages, 'user', image)
     } else if (part.type === 'refusal' && role === 'assistant') {
       // An earlier answer's refusal, sent back as history: its text is what the model said.
@@ -300,7 +296,7 @@ function decodeToolOutput (output: unknown, at: string): Array<{ type: 'text', t
       content.push({ type: 'text', text: part.text })
     } else if (part.type === 'input_image') {
       const image = decodeImage(part, pat)
-      if (isErr(image)) return image
+      if (isTranslationError(image)) return image
       if (image.type === 'image') content.push({ type: 'image', source: image.source })
     } else {
       return bad(`output part type ${JSON.stringify(part.type)} cannot be translated to another provider`, `${pat}.type`)
@@ -559,7 +555,7 @@ function decodeResponse (body: Json): ChatResponse | TranslationError {
       content.push({ type: 'tool_call', id: item.call_id, name: item.name, input: args })
     } else if (item.type === 'reasoning') {
       const part = decodeReasoningItem(item, 'output')
-      if (isErr(part)) return translationError(502, 'api_error', 'the provider answered a malformed reasoning item')
+      if (isTranslationError(part)) return translationError(502, 'api_error', 'the provider answered a malformed reasoning item')
       content.push(part)
     } else {
       return translationError(502, 'api_error', `the provider answered an output item of type ${JSON.stringify(item.type)}, which has no neutral form`)
