@@ -40,6 +40,7 @@ const WHOLE: Record<string, ChatResponse> = {
   },
   max: { id: 'gen-1', model: 'gemini-2.5-flash', content: [{ type: 'text', text: 'Once upon' }], stopReason: 'max_tokens', usage: { inputTokens: 4, outputTokens: 2 } },
   reasoning: { id: 'msg_r', model: 'claude-sonnet-4-5', content: [{ type: 'reasoning', text: 'Three r.', signature: 'EqQBCgIYAhIM' }, { type: 'text', text: '3' }], stopReason: 'end_turn', usage: USAGE },
+  json: { id: 'msg_json', model: 'claude-sonnet-4-5', content: [{ type: 'text', text: '{"name":"science fair","participants":["Alice","Bob"]}' }], stopReason: 'end_turn', usage: USAGE },
   nousage: { id: 'x', model: '', content: [{ type: 'text', text: 'ok' }], stopReason: 'end_turn', usage: null }
 }
 
@@ -54,6 +55,7 @@ const STREAMS: Record<string, StreamEvent[]> = {
   text: [START, ...textEvents(0, ['Hel', 'lo, ', 'wörld ✓']), { type: 'finish', stopReason: 'end_turn', usage: USAGE }],
   tool: [START, ...callEvents(0, 'toolu_01A', 'get_weather', ['{"ci', 'ty": "Par', 'is"}']), { type: 'finish', stopReason: 'tool_use', usage: USAGE }],
   parallel: [START, ...textEvents(0, ['Checking ', 'both.']), ...callEvents(1, 'toolu_01A', 'get_weather', ['{"city":"Paris"}']), ...callEvents(2, 'toolu_01B', 'get_time', ['{"city":', '"Tokyo"}']), { type: 'finish', stopReason: 'tool_use', usage: USAGE }],
+  json: [START, ...textEvents(0, ['{"name":"science', ' fair","participants":["Alice"', ',"Bob"]}']), { type: 'finish', stopReason: 'end_turn', usage: USAGE }],
   twoTexts: [START, ...textEvents(0, ['a']), ...textEvents(1, ['b']), { type: 'finish', stopReason: 'end_turn', usage: USAGE }],
   reasoning: [START, { type: 'block_start', index: 0, block: { type: 'reasoning' } }, { type: 'reasoning_delta', index: 0, text: 'Three ' }, { type: 'reasoning_delta', index: 0, text: 'r.' }, { type: 'reasoning_delta', index: 0, text: '', signature: 'EqQBCgIYAhIM' }, { type: 'block_stop', index: 0 }, ...textEvents(1, ['3']), { type: 'finish', stopReason: 'end_turn', usage: USAGE }],
   // Max tokens hit mid-sentence (the provider never closed the block) and mid tool call.
@@ -151,6 +153,15 @@ describe('OpenAI Responses wire format, checked by the official openai SDK', () 
     const noUsage = await client.responses.create({ model: 'whole:nousage', input: 'x' })
     assert.equal(noUsage.model, 'gpt-4.1', 'the requested model when the provider names none')
     assert.equal(noUsage.created_at, OPTIONS.now)
+  })
+
+  test('structured output: responses.parse() parses the encoded answer, whole and streamed', async () => {
+    const text = { format: { type: 'json_schema' as const, name: 'event', strict: true, schema: { type: 'object', properties: { name: { type: 'string' }, participants: { type: 'array', items: { type: 'string' } } }, required: ['name', 'participants'], additionalProperties: false } } }
+    const parsed = await client.responses.parse({ model: 'whole:json', input: 'x', text })
+    assert.deepEqual(parsed.output_parsed, { name: 'science fair', participants: ['Alice', 'Bob'] })
+    const stream = client.responses.stream({ model: 'stream:json', input: 'x', text })
+    for await (const _ of stream) { /* drain */ }
+    assert.deepEqual((await stream.finalResponse()).output_parsed, { name: 'science fair', participants: ['Alice', 'Bob'] })
   })
 
   test('stream encoder: responses.stream() accumulates the same final response', async () => {
