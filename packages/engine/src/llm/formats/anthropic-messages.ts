@@ -97,7 +97,7 @@ function arr (v: unknown, field: string): unknown[] {
 /** Fields of `o` outside `known` and not null: refused, naming the first. */
 function onlyKnown (o: Json, known: ReadonlySet<string>, field: string): void {
   for (const key of Object.keys(o)) {
-    if (!known.has(key) && o[key] !== null && o[key] !== undefined) refuse(`${field}.${key}`, 'not supported when translating to another provider')
+    if (!known.has(key) && o[key] !== null && o[key] !== undefined) refuse(field === '' ? key : `${field}.${key}`, 'not supported when translating to another provider')
   }
 }
 const fields = (...names: string[]): ReadonlySet<string> => new Set(names)
@@ -109,7 +109,7 @@ const REQUEST_FIELDS = fields('model', 'messages', 'max_tokens', 'system', 'stop
   'tools', 'tool_choice', 'thinking', 'output_config', 'output_format', ...Object.keys(IGNORED))
 
 function decodeRequest (body: Json): ChatRequest {
-  onlyKnown(body, REQUEST_FIELDS, 'body')
+  onlyKnown(body, REQUEST_FIELDS, '')
   const request: ChatRequest = {
     model: body.model === undefined ? '' : str(body.model, 'model'),
     system: [],
@@ -656,7 +656,12 @@ class AnthropicStreamDecoder implements StreamDecoder {
         const delta = isObject(payload.delta) ? payload.delta : badAnswer('content_block_delta without a delta')
         switch (delta.type) {
           case 'text_delta': out.push({ type: 'text_delta', index, text: stringField(delta.text) }); return
-          case 'input_json_delta': out.push({ type: 'tool_args_delta', index, json: stringField(delta.partial_json) }); return
+          case 'input_json_delta': {
+            // Anthropic opens each call with an empty fragment; it says nothing.
+            const json = stringField(delta.partial_json)
+            if (json !== '') out.push({ type: 'tool_args_delta', index, json })
+            return
+          }
           case 'thinking_delta': out.push({ type: 'reasoning_delta', index, text: stringField(delta.thinking) }); return
           case 'signature_delta': out.push({ type: 'reasoning_delta', index, text: '', signature: stringField(delta.signature) }); return
           case 'citations_delta': return // see answerBlock: citations only follow refused inputs
