@@ -11,7 +11,7 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import Anthropic from '@anthropic-ai/sdk'
+import Anthropic, { type APIError } from '@anthropic-ai/sdk'
 import { startBackend, type Backend } from '../lib/backends.ts'
 import { ANTHROPIC_TEST_KEY, EMULATED_MODELS, loadAnthropicTranscripts, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { anthropicMessagesFormat as format } from '../../packages/engine/src/llm/formats/anthropic-messages.ts'
@@ -91,7 +91,7 @@ describe('Anthropic emulator, checked by @anthropic-ai/sdk', () => {
   })
 
   test('errors are the SDK\'s typed errors, with Anthropic\'s error type', async () => {
-    const cases: Array<[string, new (...args: any[]) => Anthropic.APIError, number, string]> = [
+    const cases: Array<[string, new (...args: any[]) => APIError, number, string]> = [
       ['invalid-request', Anthropic.BadRequestError, 400, 'invalid_request_error'],
       ['auth', Anthropic.AuthenticationError, 401, 'authentication_error'],
       ['rate-limit', Anthropic.RateLimitError, 429, 'rate_limit_error'],
@@ -219,7 +219,7 @@ describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
   })
 
   test('encodeError: each neutral error is the SDK\'s typed error for its status', async () => {
-    const cases: Array<[TranslationError, new (...args: any[]) => Anthropic.APIError, string]> = [
+    const cases: Array<[TranslationError, new (...args: any[]) => APIError, string]> = [
       [translationError(400, 'invalid_request', 'messages[0].content[0].type: "document" blocks are not supported', 'messages[0].content[0].type'), Anthropic.BadRequestError, 'invalid_request_error'],
       [translationError(401, 'authentication', 'bad key'), Anthropic.AuthenticationError, 'authentication_error'],
       [translationError(403, 'permission', 'no'), Anthropic.PermissionDeniedError, 'permission_error'],
