@@ -177,9 +177,10 @@ test('responses: decode to neutral (golden), encode gives the answer back', () =
   assert.deepEqual(text.usage, { inputTokens: 2095 + 1800 + 120, outputTokens: 503, cachedInputTokens: 1800, cacheCreationInputTokens: 120 })
 })
 
-test('decodeResponse: an error body with a 200, unknown blocks or stop reasons are a 502', () => {
+test('decodeResponse: an error body with a 200 is that error; unknown blocks or stop reasons are a 502', () => {
+  assert.deepEqual(format.decodeResponse({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }), { status: 529, kind: 'overloaded', message: 'Overloaded' })
+  assert.deepEqual(format.decodeResponse({ type: 'error', error: { message: 'strange' } }), { status: 502, kind: 'api_error', message: 'strange' })
   for (const body of [
-    { type: 'error', error: { type: 'api_error', message: 'x' } },
     { id: 'm', content: [{ type: 'server_tool_use', id: 'x', name: 'web_search', input: {} }], stop_reason: 'end_turn' },
     { id: 'm', content: [], stop_reason: 'bored' },
     { id: 'm', content: 'text' }

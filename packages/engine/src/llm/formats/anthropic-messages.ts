@@ -435,7 +435,8 @@ function encodeUsage (usage: Usage | null | undefined): Json {
 }
 
 function decodeResponse (body: Json): ChatResponse {
-  if (body.type === 'error') badAnswer('an error body with a success status')
+  // An error body under a success status (a proxy on the way, an overloaded backend): the error it carries.
+  if (body.type === 'error') throw new Refusal(decodeError(errorStatus(body), body))
   const content: ContentPart[] = []
   const blocks = Array.isArray(body.content) ? body.content : badAnswer('no content array')
   for (const b of blocks) {
@@ -520,6 +521,12 @@ const ERROR_STATUS: Readonly<Record<string, number>> = {
   api_error: 500,
   timeout_error: 504,
   overloaded_error: 529
+}
+
+/** The status of an error body that came without one (inside a 200 or a stream). */
+function errorStatus (body: Json): number {
+  const type = isObject(body.error) ? body.error.type : undefined
+  return typeof type === 'string' ? ERROR_STATUS[type] ?? 502 : 502
 }
 
 function kindOfStatus (status: number): TranslationError['kind'] {
@@ -690,9 +697,7 @@ class AnthropicStreamDecoder implements StreamDecoder {
         this.done = true
         return
       case 'error': {
-        const error = isObject(payload.error) ? payload.error : {}
-        const status = typeof error.type === 'string' ? ERROR_STATUS[error.type] ?? 500 : 500
-        out.push({ type: 'error', error: decodeError(status, payload) })
+        out.push({ type: 'error', error: decodeError(errorStatus(payload), payload) })
         this.done = true
         return
       }
