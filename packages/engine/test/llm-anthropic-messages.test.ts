@@ -153,6 +153,16 @@ test('decodeRequest: hostile and malformed bodies are 400s naming the field', ()
     assert.equal(out.field, field, JSON.stringify(body))
     assert.equal(out.status, 400)
   }
+  // An answer passed back as is (caller, null and empty fields) is accepted.
+  const passedBack = format.decodeRequest({
+    model: 'm',
+    messages: [
+      { role: 'user', content: 'x' },
+      { role: 'assistant', content: [{ type: 'text', text: 'a', citations: [] }, { type: 'text', text: 'b', citations: null }, { type: 'tool_use', id: 't', name: 'f', input: {}, caller: { type: 'direct' }, toolset_name: null }] }
+    ]
+  })
+  assert.ok(!isTranslationError(passedBack), JSON.stringify(passedBack))
+  assert.equal(passedBack.messages[1]!.content.length, 3)
   // A leading system turn is the system prompt.
   const ok = format.decodeRequest({ model: 'm', max_tokens: 5, system: 'a', messages: [{ role: 'system', content: [{ type: 'text', text: 'b' }] }, { role: 'user', content: 'c' }] })
   assert.ok(!isTranslationError(ok))

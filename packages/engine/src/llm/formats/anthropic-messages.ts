@@ -179,14 +179,18 @@ function decodeContent (value: unknown, role: 'user' | 'assistant', field: strin
 function decodeBlock (block: Json, role: 'user' | 'assistant', field: string): ContentPart | null {
   switch (block.type) {
     case 'text':
-      onlyKnown(block, fields('type', 'text', 'cache_control'), field)
+      onlyKnown(block, fields('type', 'text', 'cache_control', 'citations'), field)
+      // Citations point into documents and search results, which are refused; an empty list (as
+      // an answer passed back may carry) says nothing.
+      if (Array.isArray(block.citations) && block.citations.length > 0) refuse(`${field}.citations`, 'citations are not supported when translating to another provider')
       return { type: 'text', text: str(block.text, `${field}.text`) }
     case 'image':
       onlyKnown(block, fields('type', 'source', 'cache_control'), field)
       return { type: 'image', source: decodeImageSource(obj(block.source, `${field}.source`), `${field}.source`) }
     case 'tool_use': {
       if (role !== 'assistant') refuse(`${field}.type`, 'tool_use blocks belong to assistant turns')
-      onlyKnown(block, fields('type', 'id', 'name', 'input', 'cache_control'), field)
+      // `caller` is on every tool_use block of an answer passed back; only the model's own calls translate.
+      onlyKnown(block, fields('type', 'id', 'name', 'input', 'cache_control', 'caller'), field)
       if (isObject(block.caller) && block.caller.type !== 'direct') refuse(`${field}.caller`, 'calls made by server tools are not supported')
       return { type: 'tool_call', id: str(block.id, `${field}.id`), name: str(block.name, `${field}.name`), input: obj(block.input, `${field}.input`) }
     }
