@@ -125,6 +125,15 @@ describe('Anthropic emulator, checked by @anthropic-ai/sdk', () => {
     })
     await assert.rejects(client.messages.stream(ask('hostile-cut-mid-tool-call')).finalMessage(), Anthropic.AnthropicError)
   })
+
+  test('an endless stream (pings only) runs until the client aborts it', async () => {
+    const stream = client.messages.stream(ask('hostile-endless'))
+    const events: string[] = []
+    stream.on('streamEvent', e => events.push(e.type))
+    setTimeout(() => stream.abort(), 200)
+    await assert.rejects(stream.finalMessage(), Anthropic.APIUserAbortError)
+    assert.deepEqual(events, ['message_start'])
+  })
 })
 
 /** Serves whatever `next` gives as the answer to each POST /v1/messages. */

@@ -31,7 +31,12 @@ export interface Transcript {
   stream?: string
   /** An error answer for either. */
   error?: { status: number, body: Record<string, unknown> }
+  /** A stream that never ends: `message_start`, then a `ping` every 20 ms until the client goes. */
+  endless?: boolean
 }
+
+/** Transcripts no fixture file holds, added to every emulator's set. */
+export const BUILT_IN_TRANSCRIPTS: ReadonlyMap<string, Transcript> = new Map([['hostile-endless', { endless: true }]])
 
 /** Every transcript under the fixture directory, by case name. */
 export function loadAnthropicTranscripts (dir: string = ANTHROPIC_FIXTURES): Map<string, Transcript> {
@@ -77,7 +82,7 @@ let requestCounter = 0
 
 export async function startAnthropicEmulator (options: AnthropicEmulatorOptions = {}): Promise<AnthropicEmulator> {
   const apiKey = options.apiKey ?? ANTHROPIC_TEST_KEY
-  const transcripts = options.transcripts ?? loadAnthropicTranscripts()
+  const transcripts = new Map([...BUILT_IN_TRANSCRIPTS, ...(options.transcripts ?? loadAnthropicTranscripts())])
   const chunkBytes = options.streamChunkBytes ?? 17
   const bodies: Array<Record<string, unknown>> = []
   const headers: http.IncomingHttpHeaders[] = []
@@ -125,6 +130,13 @@ export async function startAnthropicEmulator (options: AnthropicEmulatorOptions 
       const transcript = transcripts.get(name)
       if (transcript === undefined) return fail(400, 'invalid_request_error', `emulator: no transcript "${name}"`)
       if (transcript.error !== undefined) return sendJson(res, transcript.error.status, requestId, { ...transcript.error.body, request_id: requestId })
+      if (body.stream === true && transcript.endless === true) {
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': requestId })
+        res.write(`event: message_start\ndata: ${JSON.stringify({ type: 'message_start', message: { id: 'msg_endless', type: 'message', role: 'assistant', model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 1, output_tokens: 1 } } })}\n\n`)
+        const timer = setInterval(() => res.write('event: ping\ndata: {"type": "ping"}\n\n'), 20)
+        res.on('close', () => clearInterval(timer))
+        return
+      }
       if (body.stream === true) {
         if (transcript.stream === undefined) return fail(400, 'invalid_request_error', `emulator: transcript "${name}" has no recorded stream`)
         res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': requestId })

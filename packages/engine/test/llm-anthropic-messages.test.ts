@@ -280,6 +280,23 @@ test('stream encoder: blocks that interleave are made sequential; tool args outs
   assert.equal(enc.encode({ type: 'finish', stopReason: 'end_turn', usage: null }), '', 'nothing after the error')
 })
 
+test('stream decoder: giant tool arguments pass fragment by fragment, nothing accumulated', () => {
+  const decoder = format.newStreamDecoder()
+  const fragment = JSON.stringify('x'.repeat(4096))
+  const event = (data: unknown, name: string): Buffer => Buffer.from(`event: ${name}\ndata: ${JSON.stringify(data)}\n\n`)
+  let args = 0
+  const count = (events: StreamEvent[]): void => { for (const e of events) if (e.type === 'tool_args_delta') args += e.json.length; else assert.notEqual(e.type, 'error') }
+  count(decoder.push(event({ type: 'message_start', message: { id: 'm', model: 'x', usage: { input_tokens: 1, output_tokens: 1 } } }, 'message_start')))
+  count(decoder.push(event({ type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: 't', name: 'f', input: {} } }, 'content_block_start')))
+  count(decoder.push(event({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{"a":[' } }, 'content_block_delta')))
+  for (let i = 0; i < 4096; i++) count(decoder.push(event({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: fragment + ',' } }, 'content_block_delta')))
+  count(decoder.push(event({ type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '0]}' } }, 'content_block_delta')))
+  count(decoder.push(event({ type: 'content_block_stop', index: 0 }, 'content_block_stop')))
+  count(decoder.push(event({ type: 'message_delta', delta: { stop_reason: 'tool_use' }, usage: { output_tokens: 9 } }, 'message_delta')))
+  count(decoder.end())
+  assert.ok(args > 16 * 1024 * 1024, `${args} bytes of arguments`)
+})
+
 test('stream decoder: an endless event is an error, not memory', () => {
   const decoder = format.newStreamDecoder()
   const line = Buffer.from('data: ' + 'x'.repeat(1 << 20))
