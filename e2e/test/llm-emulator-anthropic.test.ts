@@ -14,7 +14,7 @@ import assert from 'node:assert/strict'
 import Anthropic, { type APIError } from '@anthropic-ai/sdk'
 import { startBackend, type Backend } from '../lib/backends.ts'
 import { ANTHROPIC_TEST_KEY, EMULATED_MODELS, loadAnthropicTranscripts, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
-import { anthropicMessagesFormat as format } from '../../packages/engine/src/llm/formats/anthropic-messages.ts'
+import { anthropicMessagesFormat as format, decodeAnthropicModelList, encodeAnthropicModelList } from '../../packages/engine/src/llm/formats/anthropic-messages.ts'
 import { isTranslationError, translationError, type StreamEvent, type TranslationError } from '../../packages/engine/src/llm/canonical.ts'
 
 const transcripts = loadAnthropicTranscripts()
@@ -225,6 +225,14 @@ describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
       assert.equal((err.error as { error?: { type?: string } }).error?.type, 'api_error')
       return true
     })
+  })
+
+  test('encodeAnthropicModelList: a neutral model list (as from OpenAI) is a page models.list reads', async () => {
+    answer = { status: 200, contentType: 'application/json', body: JSON.stringify(encodeAnthropicModelList([{ id: 'gpt-4o-mini', created: 1721172741 }, { id: 'o3', displayName: 'o3' }])) }
+    const models = []
+    for await (const m of client.models.list()) models.push(m)
+    assert.deepEqual(models.map(m => [m.id, m.display_name, m.created_at]), [['gpt-4o-mini', 'gpt-4o-mini', '2024-07-16T23:32:21Z'], ['o3', 'o3', '1970-01-01T00:00:00Z']])
+    assert.deepEqual(decodeAnthropicModelList(JSON.parse(answer.body)), [{ id: 'gpt-4o-mini', created: 1721172741, displayName: 'gpt-4o-mini' }, { id: 'o3', created: 0, displayName: 'o3' }])
   })
 
   test('encodeError: each neutral error is the SDK\'s typed error for its status', async () => {

@@ -860,3 +860,45 @@ export const anthropicMessagesFormat: WireFormat = {
   newStreamEncoder: options => new AnthropicStreamEncoder(options),
   streamContentType: 'text/event-stream'
 }
+
+// ---------------------------------------------------------------------------------------------
+// The model list (`GET /v1/models`), for a route that serves `/v1/models` in another format than
+// its provider's. Not part of `WireFormat` (which is about chat); plain functions.
+
+/** One model in a list, in neutral terms. */
+export interface ListedModel {
+  id: string
+  /** Seconds since the epoch, when known. */
+  created?: number
+  displayName?: string
+}
+
+/** Anthropic's `{data: [{type: "model", id, display_name, created_at}], has_more, first_id, last_id}` → models. */
+export function decodeAnthropicModelList (body: unknown): ListedModel[] | TranslationError {
+  if (!isObject(body) || !Array.isArray(body.data)) return translationError(502, 'api_error', 'invalid answer from Anthropic: a model list without data')
+  const out: ListedModel[] = []
+  for (const m of body.data) {
+    if (!isObject(m) || typeof m.id !== 'string') continue
+    const model: ListedModel = { id: m.id }
+    const created = typeof m.created_at === 'string' ? Date.parse(m.created_at) : NaN
+    if (Number.isFinite(created)) model.created = Math.floor(created / 1000)
+    if (typeof m.display_name === 'string') model.displayName = m.display_name
+    out.push(model)
+  }
+  return out
+}
+
+/** Models → Anthropic's list page (one page: `has_more: false`). */
+export function encodeAnthropicModelList (models: ListedModel[]): Record<string, unknown> {
+  return {
+    data: models.map(m => ({
+      type: 'model',
+      id: m.id,
+      display_name: m.displayName ?? m.id,
+      created_at: new Date((m.created ?? 0) * 1000).toISOString().replace('.000Z', 'Z')
+    })),
+    has_more: false,
+    first_id: models[0]?.id ?? null,
+    last_id: models.at(-1)?.id ?? null
+  }
+}
