@@ -351,11 +351,9 @@ function encodePart (part: ContentPart, field: string): Json | null {
     case 'image': return { type: 'image', source: encodeImageSource(part.source, field) }
     case 'tool_call': return { type: 'tool_use', id: part.id, name: part.name, input: part.input }
     case 'tool_result': {
-      const block: Json = {
-        type: 'tool_result',
-        tool_use_id: part.callId,
-        content: part.content.map(c => c.type === 'text' ? { type: 'text', text: c.text } : { type: 'image', source: encodeImageSource(c.source, field) })
-      }
+      // `content` is optional at Anthropic; an empty result leaves it out.
+      const block: Json = { type: 'tool_result', tool_use_id: part.callId }
+      if (part.content.length > 0) block.content = part.content.map(c => c.type === 'text' ? { type: 'text', text: c.text } : { type: 'image', source: encodeImageSource(c.source, field) })
       if (part.isError === true) block.is_error = true
       return block
     }
