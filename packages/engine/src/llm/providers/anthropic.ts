@@ -4,9 +4,8 @@
  *
  * The key: `backendAuth: {key}` is applied as `authorization: Bearer <key>` (config/to-ir.ts,
  * as for every backend), and a client of another format (an OpenAI SDK) sends its own token
- * so too. Anthropic's API reference authorises with `x-api-key` (the API also takes a bearer,
- * which the SDK 1.x sends, but Vertex-style and older Anthropic-compatible servers do not), so a
- * bearer token is moved there — replacing a client's own `x-api-key`, since the bearer (when
+ * so too. Anthropic's API reference and examples authorise with `x-api-key` (the API also
+ * accepts the bearer the SDK 1.x sends), so a bearer token is moved there — replacing a client's own `x-api-key`, since the bearer (when
  * backendAuth set it) is the gateway's key — and `authorization` is not sent on: one key, one
  * header.
  */
