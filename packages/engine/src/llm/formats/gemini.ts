@@ -797,8 +797,10 @@ class GeminiStreamDecoder implements StreamDecoder {
     if (isError(parts)) return this.fail(out, parts)
     for (const part of parts) {
       if (part.type === 'text') {
+        // An empty text part (Google sends one to carry the last signature) opens no block.
+        if (part.text === '') continue
         const index = this.openBlock('text', out)
-        if (part.text !== '') out.push({ type: 'text_delta', index, text: part.text })
+        out.push({ type: 'text_delta', index, text: part.text })
       } else if (part.type === 'reasoning') {
         const index = this.openBlock('reasoning', out)
         out.push(part.signature === undefined ? { type: 'reasoning_delta', index, text: part.text } : { type: 'reasoning_delta', index, text: part.text, signature: part.signature })
