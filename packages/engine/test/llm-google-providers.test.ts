@@ -60,6 +60,7 @@ test('vertex: Gemini and Claude paths, hosts, the Anthropic body change', async 
   assert.equal(c.format, 'anthropic-messages')
   assert.equal(c.defaultOrigin.host, 'aiplatform.googleapis.com')
   assert.equal(vertexHost('europe-west1'), 'europe-west1-aiplatform.googleapis.com')
+  assert.equal(vertexHost('eu'), 'aiplatform.eu.rep.googleapis.com')
   assert.equal(c.path(req({ model: 'claude-sonnet-4-5@20250929' })), '/v1/projects/my-proj/locations/global/publishers/anthropic/models/claude-sonnet-4-5%4020250929:rawPredict')
   assert.equal(c.path(req({ model: 'claude-sonnet-4-5', streaming: true })), '/v1/projects/my-proj/locations/global/publishers/anthropic/models/claude-sonnet-4-5:streamRawPredict')
   assert.deepEqual(c.adaptBody?.({ model: 'claude-sonnet-4-5', max_tokens: 10, messages: [], stream: true }, { operation: 'chat', model: 'claude-sonnet-4-5', streaming: true }),

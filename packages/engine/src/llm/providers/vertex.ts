@@ -9,8 +9,8 @@
  *   `.../publishers/anthropic/models/{model}:rawPredict` or `:streamRawPredict`, without `model`
  *   (it is in the path) and with `anthropic_version: "vertex-2023-10-16"` in the body — Anthropic's
  *   and Google's "Claude on Vertex AI" guides; answers and streams are the Messages API's own.
- * - Host: `{region}-aiplatform.googleapis.com`, or `aiplatform.googleapis.com` for the `global`
- *   region (the default).
+ * - Host: `{region}-aiplatform.googleapis.com`, `aiplatform.googleapis.com` for the `global`
+ *   region (the default), `aiplatform.{us|eu}.rep.googleapis.com` for the multi-regions.
  * - Embeddings go to Vertex's OpenAI-compatible endpoint (`.../endpoints/openapi/embeddings`);
  *   Vertex has no OpenAI-style model list, so `models` is refused (404).
  */
@@ -42,8 +42,13 @@ export interface VertexProviderOptions {
 
 const NAME = /^[a-z0-9][a-z0-9-]{0,62}$/
 
+/** Multi-region locations, served from regional endpoints of their own (as the Google Gen AI SDK addresses them). */
+const MULTI_REGIONS = new Set(['us', 'eu'])
+
 export function vertexHost (region: string): string {
-  return region === 'global' ? 'aiplatform.googleapis.com' : `${region}-aiplatform.googleapis.com`
+  if (region === 'global') return 'aiplatform.googleapis.com'
+  if (MULTI_REGIONS.has(region)) return `aiplatform.${region}.rep.googleapis.com`
+  return `${region}-aiplatform.googleapis.com`
 }
 
 /** Credentials of other providers a client may have sent; never forwarded to Google. */
