@@ -115,6 +115,30 @@ describe('Gemini emulator, checked by @google/genai', () => {
     }
   })
 
+  test('hostile transcripts, read off the socket by Portico\'s stream decoder: one clean error each, or the right text', async () => {
+    const read = async (kind: string) => {
+      emulator.answerWith(`hostile:${kind}`)
+      const response = await fetch(`${emulator.url}/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse`, { method: 'POST', headers: { 'x-goog-api-key': emulator.apiKey }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }) })
+      const decoder = geminiFormat.newStreamDecoder()
+      const events: StreamEvent[] = []
+      for await (const piece of response.body ?? []) events.push(...decoder.push(Buffer.from(piece)))
+      events.push(...decoder.end())
+      return events
+    }
+    for (const kind of ['cut-mid-call', 'error-mid-stream', 'no-finish', 'endless-line']) {
+      const events = await read(kind)
+      assert.equal(events.filter(e => e.type === 'error').length, 1, kind)
+      assert.equal(events.at(-1)?.type, 'error', kind)
+    }
+    const utf8 = await read('split-utf8')
+    assert.equal(utf8.filter(e => e.type === 'text_delta').map(e => e.type === 'text_delta' ? e.text : '').join(''), 'héllo — wörld ✓ 😀.')
+    assert.equal(utf8.at(-1)?.type, 'finish')
+    emulator.answerWith('hostile:error-200')
+    const r = await fetch(`${emulator.url}/v1beta/models/gemini-2.0-flash:generateContent`, { method: 'POST', headers: { 'x-goog-api-key': emulator.apiKey }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }) })
+    assert.equal(r.status, 200)
+    assert.deepEqual(geminiFormat.decodeResponse(await r.json() as Record<string, unknown>), { status: 429, kind: 'rate_limit', message: 'You exceeded your current quota, please check your plan and billing details.' })
+  })
+
   test('Vertex AI (Gemini): project path, Bearer token checked', async () => {
     const vertex = new GoogleGenAI({ vertexai: true, project: emulator.project, location: 'us-central1', httpOptions: { baseUrl: emulator.url, apiVersion: 'v1' }, googleAuthOptions: { authClient: fixedToken(emulator.vertexToken) as never } })
     const response = await vertex.models.generateContent({ model: 'gemini-2.0-flash', contents: 'Explain how AI works' })

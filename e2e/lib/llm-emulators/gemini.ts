@@ -17,7 +17,8 @@
  *   data, roles `user`/`model` on Vertex.
  *
  * Which transcript answers: the next queued with `answerWith(...)`, else `tool-calls` when the
- * request declares tools and its last turn is not a function response, else `text`.
+ * request declares tools and its last turn is not a function response, else `text`. Queued
+ * `hostile:<kind>` names answer like a misbehaving provider (see `hostile`).
  */
 
 import { readFileSync, existsSync } from 'node:fs'
@@ -42,7 +43,7 @@ export interface GeminiEmulator extends Backend {
   readonly project: string
   /** Every well-formed call, in order. */
   calls: GeminiCall[]
-  /** Transcripts for the next calls, in order: `text`, `tool-calls`, `max-tokens`, ..., or `error:<name>` (errors/<name>.json). */
+  /** Transcripts for the next calls, in order: `text`, `tool-calls`, `max-tokens`, ..., `error:<name>` (errors/<name>.json) or `hostile:<kind>`. */
   answerWith (...names: string[]): void
 }
 
@@ -132,6 +133,7 @@ export async function startGeminiEmulator (options: GeminiEmulatorOptions = {}):
     calls.push({ api: vertex !== null ? 'vertex' : 'gemini', method, model, sse, path: req.url ?? '', headers: req.headers, body })
 
     const name = queue.shift() ?? defaultTranscript(body)
+    if (name.startsWith('hostile:')) return hostile(res, name.slice(8))
     if (name.startsWith('error:')) {
       const error = name.slice(6)
       const status = Number(golden(`errors/${error}.status`).trim())
@@ -167,6 +169,42 @@ export async function startGeminiEmulator (options: GeminiEmulatorOptions = {}):
     calls,
     answerWith: (...names: string[]) => { queue.push(...names) }
   })
+}
+
+/**
+ * Misbehaving providers, for the gateway's hostile-input tests:
+ * - `cut-mid-call`: a text chunk, then half of a functionCall event, then the connection ends;
+ * - `error-mid-stream`: a text chunk, then Google's `{error}` event (a stream failing after its head);
+ * - `error-200`: a 200 `application/json` answer whose body is an error;
+ * - `split-utf8`: a stream whose multi-byte characters are split across network writes;
+ * - `no-finish`: a stream that ends cleanly without a finishReason;
+ * - `endless-line`: 8 MiB of one `data:` line without an end, then the connection ends.
+ */
+function hostile (res: http.ServerResponse, kind: string): void {
+  const chunk = (text: string, extra: Record<string, unknown> = {}): string => `data: ${JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text }] }, index: 0, ...extra }], modelVersion: 'gemini-2.0-flash', responseId: 'hostile-1' })}\r\n\r\n`
+  if (kind === 'error-200') {
+    res.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' })
+    return void res.end(golden('errors/rate-limit.json'))
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream' })
+  const writes: Array<string | Buffer> = []
+  if (kind === 'cut-mid-call') writes.push(chunk('Let me look that up.'), 'data: {"candidates": [{"content": {"parts": [{"functionCall": {"name": "get_current_weather","args": {"locat')
+  else if (kind === 'error-mid-stream') writes.push(chunk('Once upon'), `data: ${JSON.stringify({ error: { code: 503, message: 'The model is overloaded. Please try again later.', status: 'UNAVAILABLE' } })}\r\n\r\n`)
+  else if (kind === 'no-finish') writes.push(chunk('Once upon'), chunk(' a time'))
+  else if (kind === 'split-utf8') {
+    const bytes = Buffer.from(chunk('h\u00e9llo \u2014 w\u00f6rld \u2713 \ud83d\ude00') + chunk('.', { finishReason: 'STOP' }))
+    for (let i = 0; i < bytes.length; i += 3) writes.push(bytes.subarray(i, i + 3))
+  } else if (kind === 'endless-line') {
+    writes.push('data: {"candidates": [{"content": {"parts": [{"text": "')
+    for (let i = 0; i < 128; i++) writes.push('x'.repeat(64 * 1024))
+  } else throw new Error(`unknown hostile transcript ${kind}`)
+  const next = (): void => {
+    const piece = writes.shift()
+    if (piece === undefined) return void res.end()
+    if (res.write(piece)) setImmediate(next)
+    else res.once('drain', next)
+  }
+  next()
 }
 
 function defaultTranscript (body: Record<string, unknown>): string {

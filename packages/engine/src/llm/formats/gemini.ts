@@ -277,7 +277,8 @@ function decodeRequestPart (part: unknown, at: string, role: 'user' | 'assistant
     return [thoughtSignature === undefined ? { type: 'reasoning', text: rest.text } : { type: 'reasoning', text: rest.text, signature: thoughtSignature }]
   }
   if (thought !== undefined && thought !== false) return bad('thought must be a boolean', `${at}.thought`)
-  if (thoughtSignature !== undefined) out.push({ type: 'reasoning', text: '', signature: thoughtSignature })
+  // The documented dummy carries no reasoning (the encoder adds it again where Gemini needs it).
+  if (thoughtSignature !== undefined && thoughtSignature !== GEMINI_DUMMY_THOUGHT_SIGNATURE) out.push({ type: 'reasoning', text: '', signature: thoughtSignature })
   switch (kind) {
     case 'text':
       if (typeof rest.text !== 'string') return bad('text must be a string', `${at}.text`)
