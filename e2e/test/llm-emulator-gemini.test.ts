@@ -16,6 +16,9 @@ import { startBackend, type Backend } from '../lib/backends.ts'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
 import { geminiFormat } from '../../packages/engine/src/llm/formats/gemini.ts'
 import type { ChatResponse, StreamEvent } from '../../packages/engine/src/llm/canonical.ts'
+import type { ProviderAdapter, ProviderRequest } from '../../packages/engine/src/llm/provider.ts'
+import { geminiProvider } from '../../packages/engine/src/llm/providers/gemini.ts'
+import { vertexProvider } from '../../packages/engine/src/llm/providers/vertex.ts'
 
 const WEATHER_TOOL = {
   functionDeclarations: [{
@@ -137,6 +140,44 @@ describe('Gemini emulator, checked by @google/genai', () => {
     const r = await fetch(`${emulator.url}/v1beta/models/gemini-2.0-flash:generateContent`, { method: 'POST', headers: { 'x-goog-api-key': emulator.apiKey }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }) })
     assert.equal(r.status, 200)
     assert.deepEqual(geminiFormat.decodeResponse(await r.json() as Record<string, unknown>), { status: 429, kind: 'rate_limit', message: 'You exceeded your current quota, please check your plan and billing details.' })
+  })
+
+  test('Portico\'s adapters (path, authorisation, body) against the emulator: Gemini API, Vertex Gemini, Vertex Claude', async () => {
+    const origin = { host: '127.0.0.1', port: emulator.port, protocol: 'http' as const }
+    const send = async (adapter: ProviderAdapter, model: string, streaming: boolean, json: Record<string, unknown>) => {
+      const body = adapter.adaptBody?.(json, { operation: 'chat', model, streaming }) ?? json
+      const request: ProviderRequest = { operation: 'chat', model, streaming, body: Buffer.from(JSON.stringify(body)), headers: { 'content-type': 'application/json', authorization: 'Bearer client-key-for-portico' } }
+      await adapter.authorize(request, origin)
+      return await fetch(`${emulator.url}${adapter.path(request)}`, { method: 'POST', headers: request.headers, body: request.body })
+    }
+    const neutral = { model: 'gemini-2.0-flash', system: ['Be brief.'], messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text: 'Explain how AI works' }] }], stream: false }
+    const body = geminiFormat.encodeRequest(neutral, 'gemini-2.0-flash') as Record<string, unknown>
+
+    const gemini = geminiProvider({ apiKey: emulator.apiKey })
+    const answer = geminiFormat.decodeResponse(await (await send(gemini, 'gemini-2.0-flash', false, body)).json() as Record<string, unknown>) as ChatResponse
+    assert.deepEqual(answer.content, [{ type: 'text', text: 'AI learns patterns from data to make predictions or decisions.' }])
+    assert.equal(emulator.calls.at(-1)?.headers.authorization, undefined, 'the client\'s credentials stay home')
+
+    const tokens = { token: async () => emulator.vertexToken }
+    const vertex = vertexProvider({ project: emulator.project, region: 'us-central1', tokens })
+    const streamed = await send(vertex, 'gemini-2.0-flash', true, body)
+    assert.equal(streamed.headers.get('content-type'), 'text/event-stream')
+    const decoder = geminiFormat.newStreamDecoder()
+    const events: StreamEvent[] = []
+    for await (const piece of streamed.body ?? []) events.push(...decoder.push(Buffer.from(piece)))
+    events.push(...decoder.end())
+    assert.equal(events.at(-1)?.type, 'finish')
+    assert.equal(emulator.calls.at(-1)?.path, `/v1/projects/${emulator.project}/locations/us-central1/publishers/google/models/gemini-2.0-flash:streamGenerateContent?alt=sse`)
+
+    const claude = vertexProvider({ project: emulator.project, region: 'us-east5', model: 'claude-sonnet-4-5@20250929', tokens })
+    const message = await (await send(claude, 'claude-sonnet-4-5@20250929', false, { model: 'claude-sonnet-4-5@20250929', max_tokens: 64, messages: [{ role: 'user', content: 'Hello' }] })).json() as { content: Array<{ text: string }> }
+    assert.equal(message.content[0]?.text, 'Hello! How can I help you today?')
+    assert.equal(emulator.calls.at(-1)?.body.anthropic_version, 'vertex-2023-10-16')
+
+    const wrong = vertexProvider({ project: emulator.project, tokens: { token: async () => 'ya29.stale' } })
+    const refused = await send(wrong, 'gemini-2.0-flash', false, body)
+    assert.equal(refused.status, 401)
+    assert.equal(geminiFormat.decodeError(refused.status, await refused.json()).kind, 'authentication')
   })
 
   test('Vertex AI (Gemini): project path, Bearer token checked', async () => {
