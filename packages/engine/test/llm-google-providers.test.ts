@@ -14,6 +14,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
+import { createRequire } from 'node:module'
 import { geminiProvider, geminiModelPath } from '../src/llm/providers/gemini.ts'
 import { vertexProvider, vertexHost } from '../src/llm/providers/vertex.ts'
 import { googleAccessTokens, type ServiceAccountKey } from '../src/llm/providers/google-token.ts'
@@ -21,6 +22,12 @@ import type { ProviderRequest } from '../src/llm/provider.ts'
 
 const ORIGIN = { host: 'x', port: 443, protocol: 'https' as const }
 const req = (over: Partial<ProviderRequest> = {}): ProviderRequest => ({ operation: 'chat', model: 'gemini-2.5-flash', streaming: false, body: Buffer.from('{}'), headers: {}, ...over })
+
+test('google-auth-library is not loaded until a Vertex backend needs its first token', () => {
+  const loaded = () => Object.keys(createRequire(import.meta.url).cache).some(k => k.includes('google-auth-library'))
+  vertexProvider({ project: 'portico-test', keyFile: '/nonexistent/key.json' })
+  assert.equal(loaded(), false)
+})
 
 test('gemini: paths per operation and streaming; the key in x-goog-api-key, client credentials dropped', () => {
   const p = geminiProvider({ apiKey: 'AIza-test-portico' })
