@@ -38,4 +38,11 @@ export interface ProviderAdapter {
    * credentials failed, never the client's fault).
    */
   authorize (request: ProviderRequest, origin: { host: string, port: number, protocol: 'http' | 'https' }): void | Promise<void>
+  /**
+   * Optional last change to the JSON body, already in the provider's format (translated or
+   * passed through), before it is serialised and authorised: Vertex AI's Anthropic models take
+   * the Messages body without `model` (it is in the path) and with `anthropic_version`.
+   * Adapters without it send the body as it is.
+   */
+  adaptBody? (body: Record<string, unknown>, request: Pick<ProviderRequest, 'operation' | 'model' | 'streaming'>): Record<string, unknown>
 }
