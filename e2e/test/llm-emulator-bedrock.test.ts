@@ -1,0 +1,193 @@
+/**
+ * The Bedrock emulator (e2e/lib/llm-emulators/bedrock.ts) checked by the official
+ * `@aws-sdk/client-bedrock-runtime` as a client talking to it directly (its default HTTP/2
+ * handler, SigV4 with its own signer, its restJson1 and event-stream parsers): what the SDK
+ * sends for each request fixture is the fixture byte for byte in meaning, what it parses out
+ * of each recorded answer is the recorded answer, its exceptions are Bedrock's. Then Portico's
+ * Bedrock adapter signs requests the emulator verifies with the SDK's signer; a tampered body
+ * or path is refused as Bedrock refuses it.
+ */
+
+import { after, before, describe, test } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import path from 'node:path'
+import { request } from 'undici'
+import {
+  BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand,
+  type ConverseCommandInput, type ConverseStreamCommandInput
+} from '@aws-sdk/client-bedrock-runtime'
+import {
+  BEDROCK_TEST_API_KEY, BEDROCK_TEST_CREDENTIALS, BEDROCK_TRANSCRIPTS, startBedrockEmulator,
+  type BedrockAnswer, type BedrockEmulator
+} from '../lib/llm-emulators/bedrock.ts'
+import { bedrockProvider } from '../../packages/engine/src/llm/providers/bedrock.ts'
+import { bedrockConverseFormat } from '../../packages/engine/src/llm/formats/bedrock-converse.ts'
+import type { StreamEvent } from '../../packages/engine/src/llm/canonical.ts'
+
+const MODEL = 'anthropic.claude-sonnet-4-20250514-v1:0'
+const REGION = 'us-east-1'
+
+function fixture (...parts: string[]): any {
+  return JSON.parse(fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, ...parts), 'utf8'))
+}
+
+function names (sub: string, suffix: string): string[] {
+  return fs.readdirSync(path.join(BEDROCK_TRANSCRIPTS, sub)).filter(f => f.endsWith(suffix) && !f.endsWith('.neutral.json')).map(f => f.slice(0, -suffix.length)).sort()
+}
+
+/** A request fixture as SDK input: the wire's base64 blobs are Uint8Arrays in the SDK. */
+function sdkInput (body: any): any {
+  return JSON.parse(JSON.stringify(body), (key, value) => key === 'bytes' && typeof value === 'string' ? Buffer.from(value, 'base64') : value)
+}
+
+function withoutPadding (value: any): any {
+  return JSON.parse(JSON.stringify(value, (key, v) => key === 'p' ? undefined : v))
+}
+
+describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
+  let emulator: BedrockEmulator
+  let next: BedrockAnswer | undefined
+  let client: BedrockRuntimeClient
+
+  before(async () => {
+    emulator = await startBedrockEmulator({ region: REGION, answer: call => next ?? (call.streaming ? { stream: 'text' } : { response: 'text' }) })
+    client = new BedrockRuntimeClient({ region: REGION, endpoint: emulator.url, credentials: BEDROCK_TEST_CREDENTIALS, maxAttempts: 1 })
+  })
+  after(async () => {
+    client?.destroy()
+    await emulator?.close()
+  })
+
+  test('Converse: every request fixture is what the SDK puts on the wire; the answer parses', async () => {
+    for (const name of names('requests', '.json').filter(n => !n.startsWith('refused-'))) {
+      const body = fixture('requests', `${name}.json`)
+      next = { response: 'text' }
+      const out = await client.send(new ConverseCommand({ modelId: MODEL, ...sdkInput(body) } as ConverseCommandInput))
+      const call = emulator.calls.at(-1)
+      assert.equal(call?.auth, 'sigv4', name)
+      assert.equal(call?.modelId, MODEL)
+      assert.equal(call?.streaming, false)
+      assert.deepEqual(call?.body, body, `${name}: the SDK's JSON is the fixture`)
+      assert.equal(out.$metadata.httpStatusCode, 200)
+    }
+  })
+
+  test('Converse: the SDK parses each recorded answer into exactly the recorded fields', async () => {
+    for (const name of names('responses', '.json')) {
+      next = { response: name }
+      const out = await client.send(new ConverseCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] }))
+      const recorded = fixture('responses', `${name}.json`)
+      const { $metadata, ...parsed } = out
+      assert.deepEqual(JSON.parse(JSON.stringify(parsed)), recorded, name)
+      assert.match(String($metadata.requestId), /^[0-9a-f-]{36}$/)
+    }
+  })
+
+  test('ConverseStream with tools: the SDK decodes the event-stream frames into the recorded events', async () => {
+    for (const name of ['text', 'tool-calls', 'parallel-tool-calls', 'max-tokens', 'reasoning']) {
+      next = { stream: name }
+      const tools = fixture('requests', 'tools.json')
+      const out = await client.send(new ConverseStreamCommand({ modelId: MODEL, ...tools } as ConverseStreamCommandInput))
+      const events: unknown[] = []
+      for await (const event of out.stream ?? []) events.push(JSON.parse(JSON.stringify(event)))
+      const recorded = (fixture('streams', `${name}.events.json`) as Array<{ event: string, payload: unknown }>)
+        .map(e => ({ [e.event]: withoutPadding(e.payload) }))
+      assert.deepEqual(events, recorded, name)
+      assert.equal(emulator.calls.at(-1)?.streaming, true)
+      assert.deepEqual(emulator.calls.at(-1)?.body, tools)
+    }
+  })
+
+  test('exceptions: HTTP errors and an exception inside the stream are the SDK\'s typed exceptions', async () => {
+    for (const name of names('errors', '.json')) {
+      next = { error: name }
+      const type = fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, 'errors', `${name}.type`), 'utf8').trim()
+      const status = Number(fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, 'errors', `${name}.status`), 'utf8'))
+      await assert.rejects(client.send(new ConverseCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] })),
+        (err: any) => err.name === type && err.$metadata?.httpStatusCode === status && err.message === fixture('errors', `${name}.json`).message, name)
+    }
+    next = { stream: 'throttled' }
+    const out = await client.send(new ConverseStreamCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] }))
+    const seen: string[] = []
+    await assert.rejects(async () => {
+      for await (const event of out.stream ?? []) seen.push(Object.keys(event)[0] ?? '')
+    }, (err: any) => err.name === 'ThrottlingException' && err.message === 'Too many tokens, please wait before trying again.')
+    assert.deepEqual(seen, ['messageStart', 'contentBlockDelta'])
+  })
+
+  test('authorisation: a wrong secret is InvalidSignatureException, an unknown key UnrecognizedClientException; a Bedrock API key works', async () => {
+    const input = { modelId: MODEL, messages: [{ role: 'user' as const, content: [{ text: 'hi' }] }] }
+    const wrongSecret = new BedrockRuntimeClient({ region: REGION, endpoint: emulator.url, credentials: { ...BEDROCK_TEST_CREDENTIALS, secretAccessKey: 'not-the-secret' }, maxAttempts: 1 })
+    await assert.rejects(wrongSecret.send(new ConverseCommand(input)), (err: any) => err.name === 'InvalidSignatureException' && err.$metadata.httpStatusCode === 403)
+    wrongSecret.destroy()
+    const unknownKey = new BedrockRuntimeClient({ region: REGION, endpoint: emulator.url, credentials: { accessKeyId: 'AKIDUNKNOWN', secretAccessKey: 'x' }, maxAttempts: 1 })
+    await assert.rejects(unknownKey.send(new ConverseCommand(input)), (err: any) => err.name === 'UnrecognizedClientException' && err.$metadata.httpStatusCode === 403)
+    unknownKey.destroy()
+    const wrongRegion = new BedrockRuntimeClient({ region: 'eu-west-3', endpoint: emulator.url, credentials: BEDROCK_TEST_CREDENTIALS, maxAttempts: 1 })
+    await assert.rejects(wrongRegion.send(new ConverseCommand(input)), (err: any) => err.name === 'InvalidSignatureException')
+    wrongRegion.destroy()
+
+    next = { response: 'text' }
+    const bearer = new BedrockRuntimeClient({ region: REGION, endpoint: emulator.url, token: { token: BEDROCK_TEST_API_KEY }, authSchemePreference: ['httpBearerAuth'], maxAttempts: 1 })
+    const out = await bearer.send(new ConverseCommand(input))
+    assert.equal(out.stopReason, 'end_turn')
+    assert.equal(emulator.calls.at(-1)?.auth, 'bearer')
+    bearer.destroy()
+  })
+})
+
+describe('Portico\'s Bedrock adapter against the emulator', () => {
+  let emulator: BedrockEmulator
+  before(async () => {
+    emulator = await startBedrockEmulator({ region: REGION })
+  })
+  after(async () => {
+    await emulator?.close()
+  })
+
+  async function send (streaming: boolean, options: { tamperBody?: boolean, tamperPath?: boolean, apiKey?: string } = {}): Promise<{ status: number, headers: Record<string, unknown>, body: Buffer }> {
+    const adapter = bedrockProvider(options.apiKey !== undefined ? { region: REGION, apiKey: options.apiKey } : { region: REGION, credentials: BEDROCK_TEST_CREDENTIALS })
+    const encoded = bedrockConverseFormat.encodeRequest({ model: MODEL, system: ['be brief'], messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], stream: streaming, maxTokens: 64 }, MODEL)
+    const body = Buffer.from(JSON.stringify(encoded))
+    const providerRequest = { operation: 'chat' as const, model: MODEL, streaming, body, headers: {} as Record<string, string> }
+    await adapter.authorize(providerRequest, { host: '127.0.0.1', port: emulator.port, protocol: 'http' })
+    let requestPath = adapter.path(providerRequest)
+    if (options.tamperPath === true) requestPath = requestPath.replace('sonnet', 'opus')
+    const sent = options.tamperBody === true ? Buffer.from(body.toString().replace('hi', 'HI')) : body
+    const response = await request(`${emulator.url}${requestPath}`, { method: 'POST', headers: providerRequest.headers, body: sent })
+    return { status: response.statusCode, headers: response.headers, body: Buffer.from(await response.body.arrayBuffer()) }
+  }
+
+  test('a request the adapter signed is accepted (Converse and ConverseStream); its answer decodes', async () => {
+    const whole = await send(false)
+    assert.equal(whole.status, 200, whole.body.toString())
+    assert.equal(emulator.calls.at(-1)?.auth, 'sigv4')
+    const decoded = bedrockConverseFormat.decodeResponse(JSON.parse(whole.body.toString()))
+    assert.deepEqual(decoded, fixture('responses', 'text.neutral.json'))
+
+    const streamed = await send(true)
+    assert.equal(streamed.status, 200)
+    assert.equal(streamed.headers['content-type'], 'application/vnd.amazon.eventstream')
+    const decoder = bedrockConverseFormat.newStreamDecoder()
+    const events: StreamEvent[] = [...decoder.push(streamed.body), ...decoder.end()]
+    assert.deepEqual(events, fixture('streams', 'text.neutral.json'))
+  })
+
+  test('a tampered body or path is refused as Bedrock refuses a bad signature', async () => {
+    for (const tamper of [{ tamperBody: true }, { tamperPath: true }]) {
+      const out = await send(false, tamper)
+      assert.equal(out.status, 403, JSON.stringify(tamper))
+      assert.match(String(out.headers['x-amzn-errortype']), /^InvalidSignatureException:/)
+      assert.match(JSON.parse(out.body.toString()).message, /signature we calculated does not match/)
+    }
+  })
+
+  test('a Bedrock API key is sent as a bearer token; a wrong one is refused', async () => {
+    assert.equal((await send(false, { apiKey: BEDROCK_TEST_API_KEY })).status, 200)
+    assert.equal(emulator.calls.at(-1)?.auth, 'bearer')
+    const wrong = await send(false, { apiKey: 'bedrock-api-key-wrong' })
+    assert.equal(wrong.status, 403)
+    assert.match(String(wrong.headers['x-amzn-errortype']), /^UnrecognizedClientException:/)
+  })
+})
