@@ -163,14 +163,14 @@ test('hostile: a corrupted message CRC or prelude CRC is an error, not garbage e
   const first = bytes.readUInt32BE(0)
   // A payload byte of the second message: its message CRC no longer matches.
   const flipped = Buffer.from(bytes)
-  flipped[first + 30] ^= 0x01
+  flipped.writeUInt8(flipped.readUInt8(first + 30) ^ 0x01, first + 30)
   const events = decodeAll(flipped)
   assert.equal(events.filter(e => e.type === 'start').length, 1, 'the first message still went through')
   assert.equal(events.at(-1)?.type, 'error')
   assert.match(JSON.stringify(events.at(-1)), /malformed event stream message/)
   // The total length of the first message: the prelude CRC catches it before any wait.
   const prelude = Buffer.from(bytes)
-  prelude[1] ^= 0x40
+  prelude.writeUInt8(prelude.readUInt8(1) ^ 0x40, 1)
   const reader = new EventStreamReader()
   assert.deepEqual(reader.push(prelude.subarray(0, 12)), [])
   assert.match(reader.failed ?? '', /prelude checksum/)
@@ -234,6 +234,19 @@ test('neutral → Converse: what Converse cannot express is refused with the fie
   // tool_choice none without tool history: the tools are simply not offered.
   const none = fmt.encodeRequest({ ...base, tools: [{ name: 't', parameters: { type: 'object' } }], toolChoice: { type: 'none' } }, 'm')
   assert.deepEqual(none, { messages: [{ role: 'user', content: [{ text: 'hi' }] }] })
+  // Two turns of one role in a row (OpenAI tool results, then a user message) are one Converse turn.
+  const merged = fmt.encodeRequest({
+    ...base,
+    messages: [
+      { role: 'user', content: [{ type: 'text', text: 'weather?' }] },
+      { role: 'assistant', content: [{ type: 'tool_call', id: 'a', name: 't', input: { city: 'Paris' } }] },
+      { role: 'user', content: [{ type: 'tool_result', callId: 'a', content: [{ type: 'text', text: 'rain' }] }] },
+      { role: 'user', content: [{ type: 'text', text: 'and tomorrow?' }] }
+    ],
+    tools: [{ name: 't', parameters: { type: 'object' } }]
+  }, 'm')
+  assert.deepEqual((merged as { messages: unknown[] }).messages.at(-1), { role: 'user', content: [{ toolResult: { toolUseId: 'a', content: [{ text: 'rain' }] } }, { text: 'and tomorrow?' }] })
+  assert.equal((merged as { messages: unknown[] }).messages.length, 3)
   // The model is never in the body (it is in the path).
   assert.equal('modelId' in (fmt.encodeRequest(base, 'm') as object), false)
 })

@@ -312,7 +312,12 @@ function encodeRequest (request: ChatRequest, _model: string): Json | Translatio
       if ('status' in block) return block as TranslationError
       content.push(block)
     }
-    messages.push({ role: message.role, content })
+    // Converse wants turns to alternate ("A conversation must alternate between user and
+    // assistant roles"); other formats allow two in a row (OpenAI's tool results followed by
+    // a user message). Consecutive turns of one role are one turn with both contents.
+    const previous = messages.at(-1)
+    if (previous !== undefined && previous.role === message.role) (previous.content as Json[]).push(...content)
+    else messages.push({ role: message.role, content })
   }
   body.messages = messages
   if (request.system.length > 0) body.system = request.system.map(text => ({ text }))
@@ -432,7 +437,8 @@ function decodeResponse (body: Json): ChatResponse | TranslationError {
     const [kind, value] = m
     if (kind === 'text' && typeof value === 'string') content.push({ type: 'text', text: value })
     else if (kind === 'toolUse' && isObject(value) && typeof value.toolUseId === 'string' && typeof value.name === 'string') {
-      content.push({ type: 'tool_call', id: value.toolUseId, name: value.name, input: isObject(value.input) ? value.input : {} })
+      if (!isObject(value.input)) return providerError(`content[${i}].toolUse.input is not an object`)
+      content.push({ type: 'tool_call', id: value.toolUseId, name: value.name, input: value.input })
     } else if (kind === 'reasoningContent' && isObject(value)) {
       const r = value.reasoningText
       if (isObject(r) && typeof r.text === 'string') {
