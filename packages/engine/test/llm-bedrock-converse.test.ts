@@ -200,6 +200,11 @@ test('hostile: events out of order, bad JSON, error messages', () => {
   assert.match(JSON.stringify(decodeAll(badJson).at(-1)), /not JSON/)
   const error = encodeEventStreamMessage({ ':error-code': 'InternalFailure', ':error-message': 'boom', ':message-type': 'error' }, '')
   assert.deepEqual(decodeAll(error), [{ type: 'error', error: { status: 502, kind: 'api_error', message: 'boom' } }])
+  // A stream opening blocks without end, or with a nonsense index.
+  const many = frames(Array.from({ length: 300 }, (_, i) => ({ event: 'contentBlockDelta', payload: { contentBlockIndex: i, delta: { text: 'x' } } })))
+  assert.match(JSON.stringify(decodeAll(many).at(-1)), /more than 256 content blocks/)
+  const negative = frames([{ event: 'contentBlockStop', payload: { contentBlockIndex: -1 } }])
+  assert.match(JSON.stringify(decodeAll(negative).at(-1)), /non-negative integer/)
   // Nothing after an error is decoded.
   const after = Buffer.concat([error, streamBytes('text')])
   assert.equal(decodeAll(after).length, 1)

@@ -535,6 +535,9 @@ const STREAM_EXCEPTIONS: Record<string, [number, TranslationError['kind']]> = {
 
 type BlockKind = 'text' | 'reasoning' | 'tool_call'
 
+/** Blocks open at once: a model opens one at a time; a stream opening thousands is hostile, not memory to spend. */
+const MAX_OPEN_BLOCKS = 256
+
 export class ConverseStreamDecoder implements StreamDecoder {
   private readonly reader: EventStreamReader
   private started = false
@@ -571,8 +574,9 @@ export class ConverseStreamDecoder implements StreamDecoder {
     return out
   }
 
-  private fail (out: StreamEvent[], reason: string, error: TranslationError = providerError(reason)): void {
-    out.push({ type: 'error', error })
+  /** Ends the stream with an error: a reason of Portico's (a malformed stream, a 502) or Bedrock's own error. */
+  private fail (out: StreamEvent[], reason: string | TranslationError): void {
+    out.push({ type: 'error', error: typeof reason === 'string' ? providerError(reason) : reason })
     this.done = true
   }
 
@@ -595,7 +599,7 @@ export class ConverseStreamDecoder implements StreamDecoder {
   private onMessage (message: EventStreamMessage, out: StreamEvent[]): void {
     const messageType = message.headers[':message-type']
     if (messageType === 'error') {
-      return this.fail(out, '', translationError(502, 'api_error', message.headers[':error-message'] ?? message.headers[':error-code'] ?? 'Bedrock stream error'))
+      return this.fail(out, translationError(502, 'api_error', message.headers[':error-message'] ?? message.headers[':error-code'] ?? 'Bedrock stream error'))
     }
     let payload: unknown
     try {
@@ -608,10 +612,11 @@ export class ConverseStreamDecoder implements StreamDecoder {
       const type = message.headers[':exception-type'] ?? ''
       const [status, kind] = STREAM_EXCEPTIONS[type] ?? [502, 'api_error']
       const text = typeof payload.message === 'string' ? payload.message : type
-      return this.fail(out, '', translationError(status, kind, text))
+      return this.fail(out, translationError(status, kind, text))
     }
     if (messageType !== 'event') return this.fail(out, `unknown message type ${JSON.stringify(messageType)}`)
     const index = payload.contentBlockIndex
+    if (index !== undefined && !(Number.isSafeInteger(index) && (index as number) >= 0)) return this.fail(out, 'contentBlockIndex is not a non-negative integer')
     switch (message.headers[':event-type']) {
       case 'messageStart':
         return this.ensureStarted(out)
@@ -619,6 +624,7 @@ export class ConverseStreamDecoder implements StreamDecoder {
         const start = isObject(payload.start) ? payload.start.toolUse : undefined
         if (typeof index !== 'number' || !isObject(start) || typeof start.toolUseId !== 'string' || typeof start.name !== 'string') return this.fail(out, 'contentBlockStart is not a toolUse start')
         if (this.open.has(index)) return this.fail(out, `content block ${index} started twice`)
+        if (this.open.size >= MAX_OPEN_BLOCKS) return this.fail(out, `more than ${MAX_OPEN_BLOCKS} content blocks open at once`)
         this.ensureStarted(out)
         this.open.set(index, 'tool_call')
         out.push({ type: 'block_start', index, block: { type: 'tool_call', id: start.toolUseId, name: start.name } })
@@ -653,24 +659,27 @@ export class ConverseStreamDecoder implements StreamDecoder {
     if (typeof index !== 'number' || m === null) return this.fail(out, 'contentBlockDelta without index or delta')
     const [kind, value] = m
     const open = this.open.get(index)
-    const openAs = (block: 'text' | 'reasoning'): boolean => {
-      if (open === undefined) {
-        this.ensureStarted(out)
-        this.open.set(index, block)
-        out.push({ type: 'block_start', index, block: { type: block } })
-        return true
-      }
-      return open === block
+    /** Opens a text or reasoning block at its first delta (Converse sends no start for those); an error when it cannot. */
+    const openAs = (block: 'text' | 'reasoning'): string | null => {
+      if (open === block) return null
+      if (open !== undefined) return `${block} delta for ${open} block ${index}`
+      if (this.open.size >= MAX_OPEN_BLOCKS) return `more than ${MAX_OPEN_BLOCKS} content blocks open at once`
+      this.ensureStarted(out)
+      this.open.set(index, block)
+      out.push({ type: 'block_start', index, block: { type: block } })
+      return null
     }
     if (kind === 'text' && typeof value === 'string') {
-      if (!openAs('text')) return this.fail(out, `text delta for ${open} block ${index}`)
+      const error = openAs('text')
+      if (error !== null) return this.fail(out, error)
       out.push({ type: 'text_delta', index, text: value })
     } else if (kind === 'toolUse' && isObject(value) && typeof value.input === 'string') {
       if (open !== 'tool_call') return this.fail(out, `tool input delta for block ${index}, which is not a tool call`)
       out.push({ type: 'tool_args_delta', index, json: value.input })
     } else if (kind === 'reasoningContent' && isObject(value)) {
       if (typeof value.text === 'string' || typeof value.signature === 'string') {
-        if (!openAs('reasoning')) return this.fail(out, `reasoning delta for ${open} block ${index}`)
+        const error = openAs('reasoning')
+        if (error !== null) return this.fail(out, error)
         const event: StreamEvent = { type: 'reasoning_delta', index, text: typeof value.text === 'string' ? value.text : '' }
         if (typeof value.signature === 'string') event.signature = value.signature
         out.push(event)
