@@ -11,6 +11,7 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 import { request } from 'undici'
 import {
@@ -146,8 +147,10 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
     await emulator?.close()
   })
 
-  async function send (streaming: boolean, options: { tamperBody?: boolean, tamperPath?: boolean, apiKey?: string } = {}): Promise<{ status: number, headers: Record<string, unknown>, body: Buffer }> {
-    const adapter = bedrockProvider(options.apiKey !== undefined ? { region: REGION, apiKey: options.apiKey } : { region: REGION, credentials: BEDROCK_TEST_CREDENTIALS })
+  async function send (streaming: boolean, options: { tamperBody?: boolean, tamperPath?: boolean, apiKey?: string, chain?: boolean } = {}): Promise<{ status: number, headers: Record<string, unknown>, body: Buffer }> {
+    const adapter = bedrockProvider(options.apiKey !== undefined
+      ? { region: REGION, apiKey: options.apiKey }
+      : options.chain === true ? { region: REGION } : { region: REGION, credentials: BEDROCK_TEST_CREDENTIALS })
     const encoded = bedrockConverseFormat.encodeRequest({ model: MODEL, system: ['be brief'], messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], stream: streaming, maxTokens: 64 }, MODEL)
     const body = Buffer.from(JSON.stringify(encoded))
     const providerRequest = { operation: 'chat' as const, model: MODEL, streaming, body, headers: {} as Record<string, string> }
@@ -180,6 +183,38 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
       assert.equal(out.status, 403, JSON.stringify(tamper))
       assert.match(String(out.headers['x-amzn-errortype']), /^InvalidSignatureException:/)
       assert.match(JSON.parse(out.body.toString()).message, /signature we calculated does not match/)
+    }
+  })
+
+  test('credentials from the SDK\'s default chain: environment variables, then a shared credentials file', async () => {
+    const saved = { ...process.env }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'portico-aws-'))
+    try {
+      for (const name of Object.keys(process.env)) if (name.startsWith('AWS_')) delete process.env[name]
+      process.env.AWS_EC2_METADATA_DISABLED = 'true'
+      process.env.AWS_ACCESS_KEY_ID = BEDROCK_TEST_CREDENTIALS.accessKeyId
+      process.env.AWS_SECRET_ACCESS_KEY = BEDROCK_TEST_CREDENTIALS.secretAccessKey
+      assert.equal((await send(false, { chain: true })).status, 200)
+      assert.equal(emulator.calls.at(-1)?.auth, 'sigv4')
+
+      delete process.env.AWS_ACCESS_KEY_ID
+      delete process.env.AWS_SECRET_ACCESS_KEY
+      const file = path.join(dir, 'credentials')
+      fs.writeFileSync(file, `[portico-test]\naws_access_key_id = ${BEDROCK_TEST_CREDENTIALS.accessKeyId}\naws_secret_access_key = ${BEDROCK_TEST_CREDENTIALS.secretAccessKey}\n`)
+      process.env.AWS_SHARED_CREDENTIALS_FILE = file
+      process.env.AWS_CONFIG_FILE = path.join(dir, 'config')
+      process.env.AWS_PROFILE = 'portico-test'
+      assert.equal((await send(false, { chain: true })).status, 200)
+      // A profile with the wrong secret (another file: the SDK caches the files it read): signed, and refused.
+      const wrong = path.join(dir, 'credentials-wrong')
+      fs.writeFileSync(wrong, `[portico-wrong]\naws_access_key_id = ${BEDROCK_TEST_CREDENTIALS.accessKeyId}\naws_secret_access_key = wrong\n`)
+      process.env.AWS_SHARED_CREDENTIALS_FILE = wrong
+      process.env.AWS_PROFILE = 'portico-wrong'
+      assert.equal((await send(false, { chain: true })).status, 403)
+    } finally {
+      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
+      Object.assign(process.env, saved)
+      fs.rmSync(dir, { recursive: true, force: true })
     }
   })
 
