@@ -11,6 +11,7 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { request } from 'undici'
@@ -215,6 +216,38 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
       for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
       Object.assign(process.env, saved)
       fs.rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('credentials from the container endpoint (ECS / EKS Pod Identity): session token signed, cached until near expiry', async () => {
+    const session = { ...BEDROCK_TEST_CREDENTIALS, sessionToken: 'portico-test-session-token' }
+    const withSession = await startBedrockEmulator({ region: REGION, credentials: session })
+    let fetched = 0
+    const container = http.createServer((req, res) => {
+      fetched++
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify({ AccessKeyId: session.accessKeyId, SecretAccessKey: session.secretAccessKey, Token: session.sessionToken, Expiration: new Date(Date.now() + 3600_000).toISOString() }))
+    })
+    await new Promise<void>(resolve => container.listen(0, '127.0.0.1', resolve))
+    const saved = { ...process.env }
+    try {
+      for (const name of Object.keys(process.env)) if (name.startsWith('AWS_')) delete process.env[name]
+      process.env.AWS_EC2_METADATA_DISABLED = 'true'
+      process.env.AWS_CONTAINER_CREDENTIALS_FULL_URI = `http://127.0.0.1:${(container.address() as { port: number }).port}/creds`
+      const adapter = bedrockProvider({ region: REGION })
+      for (let i = 0; i < 2; i++) {
+        const providerRequest = { operation: 'chat' as const, model: MODEL, streaming: false, body: Buffer.from('{"messages":[{"role":"user","content":[{"text":"hi"}]}]}'), headers: {} as Record<string, string> }
+        await adapter.authorize(providerRequest, { host: '127.0.0.1', port: withSession.port, protocol: 'http' })
+        assert.equal(providerRequest.headers['x-amz-security-token'], session.sessionToken)
+        const response = await request(`${withSession.url}${adapter.path(providerRequest)}`, { method: 'POST', headers: providerRequest.headers, body: providerRequest.body })
+        assert.equal(response.statusCode, 200, await response.body.text())
+      }
+      assert.equal(fetched, 1, 'the chain caches credentials until they near expiry')
+    } finally {
+      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
+      Object.assign(process.env, saved)
+      container.close()
+      await withSession.close()
     }
   })
 
