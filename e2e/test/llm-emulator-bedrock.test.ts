@@ -116,6 +116,13 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
       for await (const event of out.stream ?? []) seen.push(Object.keys(event)[0] ?? '')
     }, (err: any) => err.name === 'ThrottlingException' && err.message === 'Too many tokens, please wait before trying again.')
     assert.deepEqual(seen, ['messageStart', 'contentBlockDelta'])
+
+    // A stream cut mid-frame: the SDK fails too (what Portico's decoder reports as a cut stream).
+    next = { stream: 'tool-calls', cutAtByte: 300 }
+    const cut = await client.send(new ConverseStreamCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] }))
+    await assert.rejects(async () => {
+      for await (const event of cut.stream ?? []) seen.push(Object.keys(event)[0] ?? '')
+    })
   })
 
   test('authorisation: a wrong secret is InvalidSignatureException, an unknown key UnrecognizedClientException; a Bedrock API key works', async () => {

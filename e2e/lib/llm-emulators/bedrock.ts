@@ -57,8 +57,12 @@ export const BEDROCK_TRANSCRIPTS = path.join(import.meta.dirname, '..', '..', '.
 export const BEDROCK_TEST_CREDENTIALS = { accessKeyId: 'AKIDPORTICOTESTONLY', secretAccessKey: 'portico-test-secret-not-a-real-key' }
 export const BEDROCK_TEST_API_KEY = 'bedrock-api-key-portico-test-not-real'
 
-/** What the emulator answers: a recorded case of responses/, streams/ (.b64) or errors/. */
-export type BedrockAnswer = { response: string } | { stream: string } | { error: string }
+/**
+ * What the emulator answers: a recorded case of responses/, streams/ (.b64) or errors/. A
+ * stream can be cut after `cutAtByte` bytes (the connection then ends: a provider that died
+ * mid-frame); `cut-tool-call` is a recorded stream that stops inside a tool call.
+ */
+export type BedrockAnswer = { response: string } | { stream: string, cutAtByte?: number } | { error: string }
 
 export interface BedrockCall {
   modelId: string
@@ -117,7 +121,8 @@ function sendError (res: Res, status: number, type: string, message: string): vo
 export function splitFrames (bytes: Buffer): Buffer[] {
   const out: Buffer[] = []
   for (let at = 0; at < bytes.length;) {
-    const length = bytes.readUInt32BE(at)
+    // A cut stream's last frame is shorter than its length says: sent as it is.
+    const length = at + 4 <= bytes.length ? bytes.readUInt32BE(at) : bytes.length - at
     out.push(bytes.subarray(at, at + length))
     at += length
   }
@@ -256,7 +261,8 @@ export async function startBedrockEmulator (options: BedrockEmulatorOptions = {}
       res.end(text)
       return
     }
-    const bytes = Buffer.from(fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, 'streams', `${answer.stream}.b64`), 'utf8').trim(), 'base64')
+    const recorded = Buffer.from(fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, 'streams', `${answer.stream}.b64`), 'utf8').trim(), 'base64')
+    const bytes = answer.cutAtByte === undefined ? recorded : recorded.subarray(0, answer.cutAtByte)
     let closed = false
     res.once('close', () => { closed = true })
     res.writeHead(200, { 'content-type': 'application/vnd.amazon.eventstream', 'x-amzn-requestid': requestId })
