@@ -11,7 +11,7 @@ import path from 'node:path'
 import { crc32 } from 'node:zlib'
 import { bedrockConverseFormat, ConverseStreamDecoder, ConverseStreamEncoder, IGNORED } from '../src/llm/formats/bedrock-converse.ts'
 import { EventStreamReader, encodeEventStreamMessage } from '../src/llm/eventstream.ts'
-import { bedrockProvider } from '../src/llm/providers/bedrock.ts'
+import { bedrockProvider, withBedrockGuardrail } from '../src/llm/providers/bedrock.ts'
 import { isTranslationError, type ChatRequest, type StreamEvent } from '../src/llm/canonical.ts'
 
 const dir = path.join(import.meta.dirname, 'golden', 'llm', 'bedrock-converse')
@@ -313,4 +313,9 @@ test('the AWS modules load only at first use', async () => {
     console.log(loaded.length)
   `
   assert.equal(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' }).trim(), '0')
+})
+
+test('provider: a backend guardrail is added to the encoded body as guardrailConfig', () => {
+  assert.deepEqual(withBedrockGuardrail({ messages: [] }, { identifier: 'gr-abc123', version: 'DRAFT' }),
+    { messages: [], guardrailConfig: { guardrailIdentifier: 'gr-abc123', guardrailVersion: 'DRAFT' } })
 })

@@ -51,6 +51,22 @@ export function bedrockHost (region: string): string {
   return `bedrock-runtime.${region}.amazonaws.com`
 }
 
+/** A Bedrock guardrail applied to every request of a backend (agentgateway's `guardrailIdentifier` / `guardrailVersion`). */
+export interface BedrockGuardrail {
+  identifier: string
+  version: string
+}
+
+/**
+ * The encoded Converse body with the backend's guardrail (`guardrailConfig`), to be called
+ * before signing. Bedrock then checks prompt and answer; a blocked one ends with `stopReason:
+ * guardrail_intervened` (a content filter for the client). Streams use the default
+ * synchronous processing, so nothing unchecked reaches the client.
+ */
+export function withBedrockGuardrail (body: Record<string, unknown>, guardrail: BedrockGuardrail): Record<string, unknown> {
+  return { ...body, guardrailConfig: { guardrailIdentifier: guardrail.identifier, guardrailVersion: guardrail.version } }
+}
+
 /** Path segment encoding as the AWS SDK does it (RFC 3986: also `!'()*`), so `:` and `/` in model ids and ARNs are escaped. */
 function encodeSegment (value: string): string {
   return encodeURIComponent(value).replace(/[!'()*]/g, c => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
