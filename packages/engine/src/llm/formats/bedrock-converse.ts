@@ -168,7 +168,8 @@ function decodeToolConfig (config: unknown, out: ChatRequest): TranslationError 
 function decodeRequest (body: Json): ChatRequest | TranslationError {
   const out: ChatRequest = { model: '', system: [], messages: [], stream: false }
   for (const key of Object.keys(body)) {
-    if (!['messages', 'system', 'inferenceConfig', 'toolConfig', 'additionalModelRequestFields', 'outputConfig'].includes(key) && IGNORED[key] === undefined) {
+    const known = ['messages', 'system', 'inferenceConfig', 'toolConfig', 'additionalModelRequestFields', 'outputConfig'].includes(key)
+    if (!known && (IGNORED[key] === undefined || key === 'cachePoint')) {
       return bad(`"${key}" is not supported`, key)
     }
   }
