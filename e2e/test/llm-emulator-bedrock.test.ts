@@ -254,6 +254,58 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
       for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
       Object.assign(process.env, saved)
       container.close()
+      container.closeAllConnections()
+      await withSession.close()
+    }
+  })
+
+  test('credentials from web identity (EKS IRSA): the token file exchanged at STS, the session signed', async () => {
+    const session = { accessKeyId: 'ASIAPORTICOTESTONLY', secretAccessKey: 'portico-sts-secret-not-real', sessionToken: 'portico-sts-session-token' }
+    const withSession = await startBedrockEmulator({ region: REGION, credentials: session })
+    const stsCalls: URLSearchParams[] = []
+    // STS's AssumeRoleWithWebIdentity (query protocol: form-encoded in, XML out), as documented.
+    const sts = http.createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        stsCalls.push(new URLSearchParams(Buffer.concat(chunks).toString()))
+        res.writeHead(200, { 'content-type': 'text/xml' })
+        res.end(`<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult>
+<Credentials><AccessKeyId>${session.accessKeyId}</AccessKeyId><SecretAccessKey>${session.secretAccessKey}</SecretAccessKey><SessionToken>${session.sessionToken}</SessionToken><Expiration>${new Date(Date.now() + 3600_000).toISOString()}</Expiration></Credentials>
+<SubjectFromWebIdentityToken>system:serviceaccount:ai:portico</SubjectFromWebIdentityToken>
+<AssumedRoleUser><Arn>arn:aws:sts::123456789012:assumed-role/portico-bedrock/portico</Arn><AssumedRoleId>AROAPORTICOTEST:portico</AssumedRoleId></AssumedRoleUser>
+</AssumeRoleWithWebIdentityResult><ResponseMetadata><RequestId>${'0'.repeat(8)}-0000-0000-0000-000000000000</RequestId></ResponseMetadata></AssumeRoleWithWebIdentityResponse>`)
+      })
+    })
+    await new Promise<void>(resolve => sts.listen(0, '127.0.0.1', resolve))
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'portico-irsa-'))
+    const saved = { ...process.env }
+    try {
+      for (const name of Object.keys(process.env)) if (name.startsWith('AWS_')) delete process.env[name]
+      process.env.AWS_EC2_METADATA_DISABLED = 'true'
+      process.env.AWS_CONFIG_FILE = path.join(dir, 'config')
+      process.env.AWS_SHARED_CREDENTIALS_FILE = path.join(dir, 'credentials')
+      fs.writeFileSync(path.join(dir, 'token'), 'eyJportico.test.token')
+      process.env.AWS_WEB_IDENTITY_TOKEN_FILE = path.join(dir, 'token')
+      process.env.AWS_ROLE_ARN = 'arn:aws:iam::123456789012:role/portico-bedrock'
+      process.env.AWS_ROLE_SESSION_NAME = 'portico'
+      process.env.AWS_REGION = REGION
+      process.env.AWS_ENDPOINT_URL_STS = `http://127.0.0.1:${(sts.address() as { port: number }).port}`
+      const adapter = bedrockProvider({ region: REGION })
+      const providerRequest = { operation: 'chat' as const, model: MODEL, streaming: false, body: Buffer.from('{"messages":[{"role":"user","content":[{"text":"hi"}]}]}'), headers: {} as Record<string, string> }
+      await adapter.authorize(providerRequest, { host: '127.0.0.1', port: withSession.port, protocol: 'http' })
+      const response = await request(`${withSession.url}${adapter.path(providerRequest)}`, { method: 'POST', headers: providerRequest.headers, body: providerRequest.body })
+      assert.equal(response.statusCode, 200, await response.body.text())
+      assert.equal(stsCalls.length, 1)
+      assert.equal(stsCalls[0]?.get('Action'), 'AssumeRoleWithWebIdentity')
+      assert.equal(stsCalls[0]?.get('WebIdentityToken'), 'eyJportico.test.token')
+      assert.equal(stsCalls[0]?.get('RoleArn'), 'arn:aws:iam::123456789012:role/portico-bedrock')
+    } finally {
+      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
+      Object.assign(process.env, saved)
+      fs.rmSync(dir, { recursive: true, force: true })
+      sts.close()
+      sts.closeAllConnections()
       await withSession.close()
     }
   })
