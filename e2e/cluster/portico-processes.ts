@@ -100,7 +100,8 @@ export async function startGatewayProxy (cluster: Cluster, dir: string, ns: stri
   await waitUntil(async () => {
     deployment = await cluster.api('GET', `/apis/apps/v1/namespaces/${ns}/deployments/${gateway}`).catch(() => undefined)
     return deployment !== undefined
-  }, 15_000, `the deployer's Deployment ${ns}/${gateway}`, 100)
+  // 30 s: a controller that starts on a loaded 2-core machine (CI with other suites) took more than 15.
+  }, 30_000, `the deployer's Deployment ${ns}/${gateway}`, 100)
   const container = deployment!.spec.template.spec.containers[0] as { env: Array<{ name: string, value?: string }> }
   const env: Record<string, string> = {}
   for (const e of container.env) if (e.value !== undefined) env[e.name] = e.value
