@@ -1,0 +1,29 @@
+/**
+ * OpenAI and every server that speaks its API (the presets: Ollama, vLLM, llama.cpp,
+ * Mistral, Groq, ...; `custom` with format openai-chat): operations are appended to the
+ * provider's base path. The key (backendAuth) is `Authorization: Bearer`, set by the header
+ * policy the config adds, so `authorize` has nothing to add.
+ */
+
+import type { AiBackendSpecIR } from '../../ir/types.ts'
+import type { LlmOperation, ProviderAdapter, ProviderRequest } from '../provider.ts'
+
+const SUFFIX: Readonly<Record<LlmOperation, string>> = {
+  chat: '/chat/completions',
+  embeddings: '/embeddings',
+  models: '/models'
+}
+
+export function openaiAdapter (spec: AiBackendSpecIR, system = 'openai'): ProviderAdapter {
+  const paths: Record<LlmOperation, string> = {
+    chat: spec.path ?? spec.pathPrefix + SUFFIX.chat,
+    embeddings: spec.pathPrefix + SUFFIX.embeddings,
+    models: spec.pathPrefix + SUFFIX.models
+  }
+  return {
+    format: 'openai-chat',
+    system,
+    path: (request: ProviderRequest) => paths[request.operation],
+    authorize: () => {}
+  }
+}
