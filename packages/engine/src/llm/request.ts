@@ -115,7 +115,10 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const operation = endpoint.operation
 
   if (operation === 'embeddings' && adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: embeddings are not available for provider ${spec.provider}` }
-  if (operation === 'chat' && endpoint.format !== adapter.format) {
+  // A `custom` provider always goes through the neutral shape, its format's own too: the
+  // request is checked field by field and the answer rebuilt (use openAI + hostOverride for a
+  // byte-exact pass-through).
+  if (operation === 'chat' && (endpoint.format !== adapter.format || spec.provider === 'custom')) {
     const client = formatByName(endpoint.format)
     if (client === undefined) return { status: 404, body: `invalid LLM request: the ${endpoint.format} client format is not available in this build` }
     const provider = formatByName(adapter.format)!
