@@ -168,7 +168,9 @@ async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: Prov
   }
   const call = ctx.llm
   if (call !== null) {
-    const formats = call.inputFormat !== 'openai-chat' || call.providerFormat !== 'openai-chat' ? { inputFormat: call.inputFormat, providerFormat: call.providerFormat } : {}
+    // Shown once formats matter: translated, or not OpenAI chat on both sides (the event of a
+    // plain OpenAI pass-through stays as it was before formats were told apart).
+    const formats = TRANSLATIONS.has(ctx) || call.inputFormat !== 'openai-chat' || call.providerFormat !== 'openai-chat' ? { inputFormat: call.inputFormat, providerFormat: call.providerFormat } : {}
     ctx.tracer?.emit({ type: 'llmRequest', provider: spec.provider, ...formats, requestModel: call.requestModel, model: call.model, streaming: call.streaming, path: ctx.path })
   }
   return null
