@@ -188,5 +188,7 @@ describe('ai backends: translation', () => {
     assert.equal(seen.url, '/openai/v1/chat/completions')
     assert.equal(seen.body!.model, 'gpt4o-deploy')
     assert.equal(seen.headers['api-key'], 'azure-test-key')
+    const dump = await (await fetch(`${admin}/config_dump`)).text()
+    assert.doesNotMatch(dump, /azure-test-key|sk-test-portico/, 'keys are redacted in /config_dump')
   })
 })
