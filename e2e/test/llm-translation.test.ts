@@ -161,6 +161,19 @@ describe('ai backends: translation', () => {
       (err: unknown) => err instanceof OpenAI.InternalServerError && err.status === 503)
   })
 
+  test('custom, hostile provider: a 200 carrying an error, a stream cut mid-tool-call — clean OpenAI-shaped errors', { timeout: 15_000 }, async () => {
+    await assert.rejects(client('/custom').chat.completions.create({ model: 'error-in-200', messages: HI }),
+      (err: unknown) => err instanceof OpenAI.APIError && err.status === 502 && /error while processing/.test(err.message))
+    const stream = await client('/custom').chat.completions.create({ model: 'cut-mid-tool-call', messages: HI, tools: TOOLS, stream: true })
+    const seen: string[] = []
+    await assert.rejects((async () => {
+      for await (const chunk of stream) seen.push(chunk.choices[0]?.delta.tool_calls?.[0]?.function?.name ?? '')
+    })(), (err: unknown) => err instanceof OpenAI.APIError && /invalid answer from the provider/.test(err.message))
+    assert.ok(seen.includes('get_weather'), 'the part before the cut reached the client')
+    // Others are unaffected.
+    assert.equal((await client('/custom').chat.completions.create({ model: 'gpt-4o-mini', messages: HI })).choices[0]!.message.content, 'Hello!')
+  })
+
   test('openAI: models and embeddings pass through to the provider\'s paths', { timeout: 15_000 }, async () => {
     const models = await client('/openai/v1').models.list()
     assert.ok(models.data.some(m => m.id === 'gpt-4o-mini'))

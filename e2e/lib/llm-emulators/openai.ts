@@ -13,7 +13,9 @@
  * Which recorded answer: model `error-<case>` answers errors/<case>.<status>.json; a request
  * with tools (and no tool result last) the tool-calls transcript (parallel-tool-calls when
  * streamed with several tools); `response_format: json_schema` the json-schema answer;
- * model `max-tokens` the max-tokens one; else the text one. Streams are written one event
+ * model `max-tokens` the max-tokens one; else the text one. Hostile ones: model
+ * `error-in-200` answers 200 with an error body, `cut-mid-tool-call` drops the connection in
+ * the middle of a streamed tool call's arguments. Streams are written one event
  * per write; `gate` (when set) is awaited after the first content event, so a test can prove
  * the first token reached the client before the rest was sent.
  */
@@ -118,6 +120,15 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
       return send(res, 200, { object: 'list', data: input.map((_, index) => ({ object: 'embedding', index, embedding: [0.0023064255, -0.009327292, 0.015797347] })), model: 'text-embedding-3-small', usage: { prompt_tokens: 8 * input.length, total_tokens: 8 * input.length } })
     }
 
+    if (model === 'error-in-200') return send(res, 200, { error: { message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null } })
+    if (model === 'cut-mid-tool-call') {
+      // The tool-calls stream up to the middle of the arguments, then the connection drops.
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' })
+      for (const event of events('tool-calls').slice(0, 3)) res.write(event)
+      await new Promise(resolve => setTimeout(resolve, 20))
+      res.destroy()
+      return
+    }
     if (model.startsWith('error-')) {
       const e = errorFixture(model.slice(6))
       if (e !== null) return sendRaw(res, e.status, e.body)

@@ -23,6 +23,7 @@ import { isTranslationError, translationError } from './canonical.ts'
 import { recordLlmUsage } from './usage.ts'
 import { WrappingHandler } from '../http/wrapping-handler.ts'
 import { performance } from '../util/clock.ts'
+import { isPorticoError } from '../util/errors.ts'
 
 /** Largest whole answer (or error body) translated; a larger one is a 502 in the client's shape. */
 export const LLM_TRANSLATED_RESPONSE_LIMIT = 8 * 1024 * 1024
@@ -113,6 +114,17 @@ export class LlmTranslateHandler extends WrappingHandler {
   override onResponseError (c: Dispatcher.DispatchController, err: Error): void {
     // Cut short: the usage seen so far still counts (as on the pass-through path).
     this.problem ??= `the answer was cut: ${err.message}`
+    if (this.mode === 'stream' && !this.ctx.res.destroyed && !isPorticoError(err, 'PORTICO_DOWNSTREAM_CLOSED')) {
+      // The provider's stream broke after the head went out: the client gets its format's
+      // error event and a proper end (its SDK raises a clean error), not a cut connection.
+      // The access log still records the failure.
+      const out = this.encode(this.decoder!.end()) + this.encoder!.end()
+      if (out !== '') super.onResponseData(c, Buffer.from(out))
+      this.ctx.error = `the provider's stream broke: ${err.message}`
+      this.record()
+      super.onResponseEnd(c, {})
+      return
+    }
     this.record()
     super.onResponseError(c, err)
   }
