@@ -326,7 +326,7 @@ export const AiProviderSchema = Type.Object({
   deepseek: Opt(OpenAICompatibleSchema('DeepSeek (https://api.deepseek.com).')),
   xai: Opt(OpenAICompatibleSchema('xAI (https://api.x.ai/v1).')),
   openrouter: Opt(OpenAICompatibleSchema('OpenRouter (https://openrouter.ai/api/v1).')),
-  together: Opt(OpenAICompatibleSchema('Together AI (https://api.together.xyz/v1).')),
+  together: Opt(OpenAICompatibleSchema('Together AI (https://api.together.ai/v1).')),
   fireworks: Opt(OpenAICompatibleSchema('Fireworks AI (https://api.fireworks.ai/inference/v1).')),
   cerebras: Opt(OpenAICompatibleSchema('Cerebras (https://api.cerebras.ai/v1).'))
 }, { ...strict, description: 'The LLM provider: exactly one of these.' })

@@ -47,7 +47,7 @@ export const PROVIDERS: Readonly<Record<Exclude<AiProviderName, 'custom'>, Provi
   deepseek: compatible('https://api.deepseek.com', '', 'deepseek'),
   xai: compatible('https://api.x.ai', '/v1', 'x_ai'),
   openrouter: compatible('https://openrouter.ai', '/api/v1', 'openrouter'),
-  together: compatible('https://api.together.xyz', '/v1', 'together'),
+  together: compatible('https://api.together.ai', '/v1', 'together'),
   fireworks: compatible('https://api.fireworks.ai', '/inference/v1', 'fireworks'),
   cerebras: compatible('https://api.cerebras.ai', '/v1', 'cerebras')
 }
