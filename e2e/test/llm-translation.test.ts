@@ -170,6 +170,11 @@ describe('ai backends: translation', () => {
       for await (const chunk of stream) seen.push(chunk.choices[0]?.delta.tool_calls?.[0]?.function?.name ?? '')
     })(), (err: unknown) => err instanceof OpenAI.APIError && /invalid answer from the provider/.test(err.message))
     assert.ok(seen.includes('get_weather'), 'the part before the cut reached the client')
+    // A whole answer to a stream request still reaches the SDK as a stream.
+    const whole = await client('/custom').chat.completions.create({ model: 'ignores-stream', messages: HI, stream: true })
+    let text = ''
+    for await (const chunk of whole) text += chunk.choices[0]?.delta.content ?? ''
+    assert.equal(text, 'Hello!')
     // Others are unaffected.
     assert.equal((await client('/custom').chat.completions.create({ model: 'gpt-4o-mini', messages: HI })).choices[0]!.message.content, 'Hello!')
   })

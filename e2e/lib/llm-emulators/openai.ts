@@ -15,7 +15,8 @@
  * streamed with several tools); `response_format: json_schema` the json-schema answer;
  * model `max-tokens` the max-tokens one; else the text one. Hostile ones: model
  * `error-in-200` answers 200 with an error body, `cut-mid-tool-call` drops the connection in
- * the middle of a streamed tool call's arguments. Streams are written one event
+ * the middle of a streamed tool call's arguments, `ignores-stream` answers whole JSON to a
+ * stream request (as some servers do). Streams are written one event
  * per write; `gate` (when set) is awaited after the first content event, so a test can prove
  * the first token reached the client before the rest was sent.
  */
@@ -139,7 +140,7 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
     const wantsTools = tools > 0 && messages.at(-1)?.role !== 'tool' && body.tool_choice !== 'none'
     const schema = (body.response_format as { type?: string } | undefined)?.type === 'json_schema'
 
-    if (body.stream === true) {
+    if (body.stream === true && model !== 'ignores-stream') {
       const name = model === 'max-tokens' ? 'max-tokens' : wantsTools ? (tools > 1 ? 'parallel-tool-calls' : 'tool-calls') : 'text'
       const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' })

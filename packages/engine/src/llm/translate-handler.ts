@@ -17,7 +17,7 @@
 import type { Dispatcher } from 'undici'
 import type { RequestContext } from '../request/context.ts'
 import type { LlmUsage } from '../request/calls.ts'
-import type { StreamDecoder, StreamEncoder, StreamEvent, TranslationError, Usage } from './canonical.ts'
+import type { ChatResponse, StreamDecoder, StreamEncoder, StreamEvent, TranslationError, Usage } from './canonical.ts'
 import type { LlmTranslation } from './request.ts'
 import { isTranslationError, translationError } from './canonical.ts'
 import { recordLlmUsage } from './usage.ts'
@@ -100,9 +100,12 @@ export class LlmTranslateHandler extends WrappingHandler {
       super.onResponseEnd(c, trailers)
       return
     }
-    const { status, body } = this.whole()
-    const bytes = Buffer.from(JSON.stringify(body))
-    const headers: Headers = { ...this.headers, 'content-type': 'application/json', 'content-length': String(bytes.length) }
+    const { status, body, response } = this.whole()
+    // A stream asked for and a whole answer given (some servers ignore `stream`): the client,
+    // whose SDK reads a stream, gets the answer as one.
+    const asStream = response !== undefined && this.t.streaming
+    const bytes = Buffer.from(asStream ? this.streamOf(response) : JSON.stringify(body))
+    const headers: Headers = { ...this.headers, 'content-type': asStream ? this.t.client.streamContentType : 'application/json', 'content-length': String(bytes.length) }
     delete headers['content-encoding']
     delete headers['transfer-encoding']
     this.record()
@@ -129,8 +132,23 @@ export class LlmTranslateHandler extends WrappingHandler {
     super.onResponseError(c, err)
   }
 
-  /** The translated whole answer: the client's JSON body and its status. */
-  private whole (): { status: number, body: Record<string, unknown> } {
+  /** A whole answer as the client format's stream. */
+  private streamOf (response: ChatResponse): string {
+    const encoder = this.t.client.newStreamEncoder({ now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel })
+    const events: StreamEvent[] = [{ type: 'start', id: response.id, model: response.model, ...(response.created !== undefined ? { created: response.created } : {}) }]
+    response.content.forEach((part, index) => {
+      if (part.type === 'text') events.push({ type: 'block_start', index, block: { type: 'text' } }, { type: 'text_delta', index, text: part.text })
+      else if (part.type === 'reasoning') events.push({ type: 'block_start', index, block: { type: 'reasoning' } }, { type: 'reasoning_delta', index, text: part.text, ...(part.signature !== undefined ? { signature: part.signature } : {}) })
+      else if (part.type === 'tool_call') events.push({ type: 'block_start', index, block: { type: 'tool_call', id: part.id, name: part.name } }, { type: 'tool_args_delta', index, json: JSON.stringify(part.input) })
+      else return
+      events.push({ type: 'block_stop', index })
+    })
+    events.push({ type: 'finish', stopReason: response.stopReason, ...(response.stopSequence !== undefined ? { stopSequence: response.stopSequence } : {}), usage: response.usage })
+    return events.map(e => encoder.encode(e)).join('') + encoder.end()
+  }
+
+  /** The translated whole answer: the client's JSON body and its status (and the neutral answer, when there is one). */
+  private whole (): { status: number, body: Record<string, unknown>, response?: ChatResponse } {
     const { client, provider } = this.t
     const fail = (e: TranslationError): { status: number, body: Record<string, unknown> } => ({ status: e.status, body: client.encodeError(e) })
     if (this.chunks === null || this.problem !== null) return fail(translationError(502, 'api_error', `invalid answer from the provider: ${this.problem ?? 'unreadable'}`))
@@ -146,7 +164,7 @@ export class LlmTranslateHandler extends WrappingHandler {
     if (isTranslationError(neutral)) return fail(neutral)
     this.model = neutral.model
     this.usage = neutral.usage
-    return { status: this.status, body: client.encodeResponse(neutral, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel }) }
+    return { status: this.status, body: client.encodeResponse(neutral, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel }), response: neutral }
   }
 
   private encode (events: StreamEvent[]): string {
