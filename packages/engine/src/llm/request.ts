@@ -111,7 +111,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   if (request === null || typeof request !== 'object' || Array.isArray(request)) return { status: 400, body: 'invalid LLM request: body must be a JSON object' }
   let body = request as Record<string, unknown>
   const requestModel = typeof body.model === 'string' ? body.model : ''
-  const streaming = body.stream === true
+  let streaming = body.stream === true
   const operation = endpoint.operation
 
   if (operation === 'embeddings' && adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: embeddings are not available for provider ${spec.provider}` }
@@ -129,7 +129,8 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     const encoded = provider.encodeRequest(neutral, model)
     if (isTranslationError(encoded)) return formatError(client, encoded)
     body = encoded
-    TRANSLATIONS.set(ctx, { client, provider, streaming: neutral.stream, requestModel })
+    streaming = neutral.stream
+    TRANSLATIONS.set(ctx, { client, provider, streaming, requestModel })
   } else {
     if (spec.model === undefined && requestModel === '') return { status: 400, body: `invalid LLM request: model is required (or set provider.${spec.provider}.model on the backend)` }
     if (spec.model !== undefined) body.model = spec.model
@@ -147,11 +148,11 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   delete ctx.headers['transfer-encoding']
   ctx.headers['accept-encoding'] = 'identity'
   ctx.llm = { system: adapter.system, operation, inputFormat: endpoint.format, providerFormat: adapter.format, requestModel, model, streaming, usage: null, firstChunkAt: 0 }
-  return await sendTo(ctx, spec, adapter, { operation, model, streaming, body: out, headers: ctx.headers as Record<string, string> })
+  return await sendTo(ctx, spec, adapter, { operation, model, streaming, body: out, headers: ctx.headers as Record<string, string> }, formatByName(endpoint.format))
 }
 
 /** Sets the provider's path, Host and authorisation (the adapter writes into `ctx.headers`, the headers sent); traces the request. */
-async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: ProviderAdapter, request: ProviderRequest): Promise<LlmRequestError | null> {
+async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: ProviderAdapter, request: ProviderRequest, client?: WireFormat): Promise<LlmRequestError | null> {
   const backend = ctx.backend!
   const { host, port } = backend.endpoints[0]!
   ctx.headers.host = authority(host, port, backend.protocol)
@@ -163,8 +164,9 @@ async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: Prov
   try {
     await adapter.authorize(request, { host, port, protocol: backend.protocol })
   } catch (err) {
+    // The gateway's own credentials failed (never the client's fault): said in the client's format.
     const e = isTranslationError(err) ? err : translationError(500, 'api_error', `the gateway could not authorise the request to provider ${spec.provider}: ${(err as Error).message}`)
-    return { status: e.status, body: e.message }
+    return client !== undefined ? formatError(client, e) : { status: e.status, body: e.message }
   }
   const call = ctx.llm
   if (call !== null) {
