@@ -35,6 +35,8 @@ export const IGNORED: Readonly<Record<string, string>> = {
   store: 'OpenAI stored completions (dashboard)',
   service_tier: 'OpenAI billing tier',
   prompt_cache_key: 'an OpenAI prompt-cache routing hint',
+  prompt_cache_retention: 'how long OpenAI keeps its prompt cache',
+  prompt_cache_options: 'OpenAI prompt-cache breakpoints and lifetime',
   stream_options: 'the gateway always asks the provider for usage; the client gets a usage chunk at the end'
 }
 
@@ -94,7 +96,7 @@ function decodeRequest (body: Json): ChatRequest | TranslationError {
         if (v === null || v === undefined || v === DEFAULT_ONLY[key]) continue
         fail(refused(key, `= ${JSON.stringify(v)} cannot be translated to the provider's API`))
       }
-      if (key === 'top_logprobs' || key === 'seed' || key === 'logit_bias' || key === 'prediction' || key === 'audio' || key === 'web_search_options' || key === 'functions' || key === 'function_call' || key === 'verbosity') {
+      if (key === 'top_logprobs' || key === 'seed' || key === 'logit_bias' || key === 'prediction' || key === 'audio' || key === 'web_search_options' || key === 'functions' || key === 'function_call' || key === 'verbosity' || key === 'moderation') {
         if (body[key] === null || body[key] === undefined) continue
       }
       fail(refused(key))
@@ -119,7 +121,8 @@ function decodeRequest (body: Json): ChatRequest | TranslationError {
       else if (Array.isArray(body.stop) && body.stop.every(s => typeof s === 'string')) out.stop = body.stop as string[]
       else fail(bad('stop must be a string or an array of strings', 'stop'))
     }
-    if (body.reasoning_effort != null) {
+    // `none` asks for no reasoning: the neutral default.
+    if (body.reasoning_effort != null && body.reasoning_effort !== 'none') {
       const e = body.reasoning_effort
       if (e !== 'minimal' && e !== 'low' && e !== 'medium' && e !== 'high') fail(refused('reasoning_effort', `= ${JSON.stringify(e)} cannot be translated to the provider's API`))
       out.reasoning = { effort: e }
