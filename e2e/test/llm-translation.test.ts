@@ -15,6 +15,8 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import OpenAI, { AzureOpenAI } from 'openai'
+import { zodResponseFormat } from 'openai/helpers/zod'
+import { z } from 'zod'
 import type { ConfigFile } from '@portico/engine'
 import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
@@ -146,6 +148,15 @@ describe('ai backends: translation', () => {
     })
     assert.deepEqual(JSON.parse(c.choices[0]!.message.content!), { name: 'Alice', age: 30 })
     assert.equal((emu.received.at(-1)!.body!.response_format as { type: string }).type, 'json_schema')
+    // The SDK's own structured-output helper (a zod schema, strict json_schema, parsed answer).
+    const parsed = await client('/custom').chat.completions.parse({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'Extract: Alice is 30.' }],
+      response_format: zodResponseFormat(z.object({ name: z.string(), age: z.number().int() }), 'person')
+    })
+    assert.deepEqual(parsed.choices[0]!.message.parsed, { name: 'Alice', age: 30 })
+    const sent = emu.received.at(-1)!.body!.response_format as { json_schema: { name: string, strict: boolean, schema: { required: string[] } } }
+    assert.deepEqual([sent.json_schema.name, sent.json_schema.strict, sent.json_schema.schema.required], ['person', true, ['name', 'age']])
   })
 
   test('custom: what cannot be translated is a 400 naming the field; provider errors come back in OpenAI\'s shape and status', { timeout: 15_000 }, async () => {
