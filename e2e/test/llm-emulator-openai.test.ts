@@ -50,6 +50,21 @@ describe('OpenAI emulator, checked by the openai SDK', () => {
     await assert.rejects(wrong.models.list(), (err: unknown) => err instanceof OpenAI.AuthenticationError)
   })
 
+  test('the Responses API, whole and streamed', async () => {
+    const r = await client.responses.create({ model: 'gpt-4.1', input: 'hi' })
+    assert.equal(r.output_text, 'Hello there!')
+    assert.equal(r.usage?.total_tokens, 15)
+    const stream = await client.responses.create({ model: 'gpt-4.1', input: 'hi', stream: true })
+    let text = ''
+    let done: OpenAI.Responses.Response | undefined
+    for await (const e of stream) {
+      if (e.type === 'response.output_text.delta') text += e.delta
+      if (e.type === 'response.completed') done = e.response
+    }
+    assert.equal(text, 'Hello there!')
+    assert.equal(done?.usage?.output_tokens, 3)
+  })
+
   test('models and embeddings', async () => {
     const models = await client.models.list()
     assert.ok(models.data.some(m => m.id === 'gpt-4o-mini'))

@@ -190,6 +190,23 @@ describe('ai backends: translation', () => {
     assert.equal((await client('/custom').chat.completions.create({ model: 'gpt-4o-mini', messages: HI })).choices[0]!.message.content, 'Hello!')
   })
 
+  test('openAI and azure: a Responses API client is passed through to the provider\'s Responses endpoint, its usage counted', { timeout: 15_000 }, async () => {
+    const trace = await openTrace(admin, 'path=/openai/v1/responses')
+    await trace.ready
+    const r = await client('/openai/v1').responses.create({ model: 'gpt-4.1', input: 'hi' })
+    assert.equal(r.output_text, 'Hello there!')
+    assert.equal(emu.received.at(-1)!.url, '/v1/responses')
+    const events = await trace.done
+    const request = events.find(e => e.message.type === 'llmRequest')!.message
+    assert.deepEqual([request.inputFormat, request.providerFormat], ['openai-responses', 'openai-responses'])
+    assert.deepEqual(events.find(e => e.message.type === 'llmResponse')!.message, { type: 'llmResponse', responseModel: 'gpt-4.1-2025-04-14', inputTokens: 12, outputTokens: 3, totalTokens: 15 })
+    const stream = await client('/azure').responses.create({ model: 'gpt-4.1', input: 'hi', stream: true })
+    let text = ''
+    for await (const e of stream) if (e.type === 'response.output_text.delta') text += e.delta
+    assert.equal(text, 'Hello there!')
+    assert.equal(emu.received.at(-1)!.url, '/openai/responses?api-version=2024-10-21')
+  })
+
   test('openAI: models and embeddings pass through to the provider\'s paths', { timeout: 15_000 }, async () => {
     const models = await client('/openai/v1').models.list()
     assert.ok(models.data.some(m => m.id === 'gpt-4o-mini'))

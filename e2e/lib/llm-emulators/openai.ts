@@ -5,10 +5,11 @@
  * [DONE]`), tool calls, structured output, errors with OpenAI's shape and status; models
  * and embeddings. Both URL families:
  *
- * - OpenAI: `/v1/chat/completions`, `/v1/models`, `/v1/embeddings`, `Authorization: Bearer`;
- * - Azure OpenAI: `/openai/deployments/{deployment}/chat/completions?api-version=...` (404
- *   without api-version, as Azure) and the v1 API `/openai/v1/chat/completions`, with the
- *   key in `api-key`.
+ * - OpenAI: `/v1/chat/completions`, `/v1/responses`, `/v1/models`, `/v1/embeddings`,
+ *   `Authorization: Bearer`;
+ * - Azure OpenAI: `/openai/deployments/{deployment}/chat/completions?api-version=...` and
+ *   `/openai/responses?api-version=...` (404 without api-version, as Azure) and the v1 API
+ *   `/openai/v1/...`, with the key in `api-key`.
  *
  * Which recorded answer: model `error-<case>` answers errors/<case>.<status>.json; a request
  * with tools (and no tool result last) the tool-calls transcript (parallel-tool-calls when
@@ -27,6 +28,8 @@ import type http from 'node:http'
 import { startBackend, type Backend } from '../backends.ts'
 
 const DIR = fileURLToPath(new URL('../../../packages/engine/test/golden/llm/openai-chat/', import.meta.url))
+/** Recorded Responses API answers (e2e/lib/llm-emulators/openai-responses/). */
+const RESPONSES_DIR = fileURLToPath(new URL('./openai-responses/', import.meta.url))
 
 export interface EmulatorRequest {
   method: string
@@ -92,11 +95,11 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
     let operation: string | null = null
     const azure = url.pathname.startsWith('/openai/')
     const deployment = /^\/openai\/deployments\/([^/]+)\/(chat\/completions|embeddings)$/.exec(url.pathname)
-    if (deployment !== null) {
+    if (deployment !== null || url.pathname === '/openai/responses') {
       if (!url.searchParams.has('api-version')) return send(res, 404, { error: { code: '404', message: 'Resource not found' } })
-      operation = deployment[2]!
+      operation = deployment?.[2] ?? 'responses'
     } else {
-      const m = /^\/(?:openai\/)?v1\/(chat\/completions|embeddings|models)$/.exec(url.pathname)
+      const m = /^\/(?:openai\/)?v1\/(chat\/completions|embeddings|models|responses)$/.exec(url.pathname)
       if (m !== null) operation = m[1]!
     }
     if (operation === null) return send(res, 404, { error: { message: `Invalid URL (${req.method ?? ''} ${url.pathname})`, type: 'invalid_request_error', param: null, code: null } })
@@ -129,6 +132,20 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
       await new Promise(resolve => setTimeout(resolve, 20))
       res.destroy()
       return
+    }
+    if (operation === 'responses') {
+      // The Responses API: a recorded answer, whole or streamed (typed events).
+      if (body.input === undefined) return send(res, 400, { error: { message: "Missing required parameter: 'input'.", type: 'invalid_request_error', param: 'input', code: 'missing_required_parameter' } })
+      if (body.stream === true) {
+        res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' })
+        for (const event of readFileSync(`${RESPONSES_DIR}text.sse`, 'utf8').split(/(?<=\n\n)/).filter(e => e.trim() !== '')) {
+          res.write(event)
+          await new Promise(resolve => setImmediate(resolve))
+        }
+        res.end()
+        return
+      }
+      return sendRaw(res, 200, readFileSync(`${RESPONSES_DIR}text.json`, 'utf8'))
     }
     if (model.startsWith('error-')) {
       const e = errorFixture(model.slice(6))

@@ -118,7 +118,8 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   // A `custom` provider always goes through the neutral shape, its format's own too: the
   // request is checked field by field and the answer rebuilt (use openAI + hostOverride for a
   // byte-exact pass-through).
-  if (operation === 'chat' && (endpoint.format !== adapter.format || spec.provider === 'custom')) {
+  const native = endpoint.format === adapter.format || adapter.passThrough?.includes(endpoint.format) === true
+  if (operation === 'chat' && (!native || spec.provider === 'custom')) {
     const client = formatByName(endpoint.format)
     if (client === undefined) return { status: 404, body: `invalid LLM request: the ${endpoint.format} client format is not available in this build` }
     const provider = formatByName(adapter.format)!
@@ -134,7 +135,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   } else {
     if (spec.model === undefined && requestModel === '') return { status: 400, body: `invalid LLM request: model is required (or set provider.${spec.provider}.model on the backend)` }
     if (spec.model !== undefined) body.model = spec.model
-    if (streaming && adapter.format === 'openai-chat' && operation === 'chat') {
+    if (streaming && endpoint.format === 'openai-chat' && operation === 'chat') {
       const options = body.stream_options
       body.stream_options = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true }
     }
@@ -147,8 +148,10 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   ctx.headers['content-length'] = String(out.length)
   delete ctx.headers['transfer-encoding']
   ctx.headers['accept-encoding'] = 'identity'
-  ctx.llm = { system: adapter.system, operation, inputFormat: endpoint.format, providerFormat: adapter.format, requestModel, model, streaming, usage: null, firstChunkAt: 0 }
-  return await sendTo(ctx, spec, adapter, { operation, model, streaming, body: out, headers: ctx.headers as Record<string, string> }, formatByName(endpoint.format))
+  // What the provider is sent: the client's own format when passed through, else the adapter's.
+  const sentFormat = TRANSLATIONS.has(ctx) ? adapter.format : endpoint.format
+  ctx.llm = { system: adapter.system, operation, inputFormat: endpoint.format, providerFormat: sentFormat, requestModel, model, streaming, usage: null, firstChunkAt: 0 }
+  return await sendTo(ctx, spec, adapter, { operation, format: sentFormat, model, streaming, body: out, headers: ctx.headers as Record<string, string> }, formatByName(endpoint.format))
 }
 
 /** Sets the provider's path, Host and authorisation (the adapter writes into `ctx.headers`, the headers sent); traces the request. */

@@ -18,8 +18,11 @@ export function azureAdapter (spec: AiBackendSpecIR): ProviderAdapter {
   const query = dated ? `?api-version=${encodeURIComponent(version)}` : ''
   return {
     format: 'openai-chat',
+    // The Responses API: `/openai/v1/responses`, or `/openai/responses?api-version=` (dated).
+    passThrough: ['openai-responses'],
     system: 'azure.ai.openai',
     path: (request: ProviderRequest) => {
+      if (request.format === 'openai-responses') return dated ? `/openai/responses${query}` : `${spec.pathPrefix}/responses`
       if (request.operation === 'chat' && spec.path !== undefined) return spec.path + query
       if (!dated) return spec.pathPrefix + suffix[request.operation]
       // Dated API: models are per resource, the rest per deployment.

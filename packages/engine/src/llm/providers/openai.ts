@@ -1,7 +1,8 @@
 /**
  * OpenAI and every server that speaks its API (the presets: Ollama, vLLM, llama.cpp,
  * Mistral, Groq, ...; `custom` with format openai-chat): operations are appended to the
- * provider's base path. The key (backendAuth) is `Authorization: Bearer`, set by the header
+ * provider's base path. OpenAI itself also takes Responses API requests as they are
+ * (`{base}/responses`). The key (backendAuth) is `Authorization: Bearer`, set by the header
  * policy the config adds, so `authorize` has nothing to add.
  */
 
@@ -20,10 +21,14 @@ export function openaiAdapter (spec: AiBackendSpecIR, system = 'openai'): Provid
     embeddings: spec.pathPrefix + SUFFIX.embeddings,
     models: spec.pathPrefix + SUFFIX.models
   }
+  const responses = spec.pathPrefix + '/responses'
   return {
     format: 'openai-chat',
+    // OpenAI serves the Responses API beside chat completions; `custom` servers and the
+    // presets are taken at their word for chat completions only (the rest is translated).
+    passThrough: system === 'openai' ? ['openai-responses'] : [],
     system,
-    path: (request: ProviderRequest) => paths[request.operation],
+    path: (request: ProviderRequest) => request.format === 'openai-responses' ? responses : paths[request.operation],
     authorize: () => {}
   }
 }
