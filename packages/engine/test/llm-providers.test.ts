@@ -74,6 +74,15 @@ test('Azure: the v1 API by default, deployment paths with a dated apiVersion, th
   assert.equal(a2.path(chat('gpt4o')), '/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21')
   assert.equal(a2.path({ ...chat(), operation: 'models' }), '/openai/models?api-version=2024-10-21')
   assert.match(load({ provider: { azure: {} } }).problems.join('\n'), /hostOverride: set provider.azure.resourceName or hostOverride/)
+  const preview = providerAdapter(load({ provider: { azure: { resourceName: 'r', apiVersion: 'preview' } } }).backend!.ai!)
+  assert.ok(typeof preview !== 'string')
+  assert.equal(preview.path(chat()), '/openai/v1/chat/completions?api-version=preview')
+  const foundry = load({ provider: { azure: { resourceName: 'my-res', resourceType: 'foundry', projectName: 'proj' } } })
+  assert.equal(foundry.backend!.target, 'my-res.services.ai.azure.com:443')
+  const a3 = providerAdapter(foundry.backend!.ai!)
+  assert.ok(typeof a3 !== 'string')
+  assert.equal(a3.path(chat()), '/api/projects/proj/openai/v1/chat/completions')
+  assert.equal(a3.path({ ...chat(), format: 'openai-responses' }), '/api/projects/proj/openai/v1/responses')
 })
 
 test('providers without an adapter in this build are refused at load, with the reason; backendAuth does not apply to signed providers', () => {

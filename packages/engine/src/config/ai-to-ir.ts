@@ -30,7 +30,11 @@ export function aiKeyHeader (a: AiBackendConfig): ProviderDefaults['key'] {
 /** Where the provider's API is when hostOverride does not say. */
 function defaultBaseUrl (a: AiBackendConfig, name: AiProviderName, defaults: ProviderDefaults): string | null {
   switch (name) {
-    case 'azure': return a.provider.azure?.resourceName !== undefined ? `https://${a.provider.azure.resourceName}.openai.azure.com` : null
+    case 'azure': {
+      const azure = a.provider.azure!
+      if (azure.resourceName === undefined) return null
+      return azure.resourceType === 'foundry' ? `https://${azure.resourceName}.services.ai.azure.com` : `https://${azure.resourceName}.openai.azure.com`
+    }
     case 'vertex': {
       const region = a.provider.vertex!.region
       return region === 'global' ? 'https://aiplatform.googleapis.com' : `https://${region}-aiplatform.googleapis.com`
@@ -58,7 +62,7 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     fail([...path, 'hostOverride'], parsed)
     return undefined
   }
-  const settings = a.provider[provider] as { model?: string, deploymentName?: string, apiVersion?: string, projectId?: string, region?: string }
+  const settings = a.provider[provider] as { model?: string, deploymentName?: string, apiVersion?: string, projectId?: string, region?: string, resourceType?: string, resourceName?: string, projectName?: string }
   const ai: AiBackendSpecIR = { provider, format: defaults.format, pathPrefix: a.pathPrefix ?? defaults.pathPrefix }
   const model = settings.model ?? settings.deploymentName
   if (model !== undefined) ai.model = model
@@ -67,6 +71,11 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     ai.azure = {}
     if (settings.apiVersion !== undefined) ai.azure.apiVersion = settings.apiVersion
     if (settings.deploymentName !== undefined) ai.azure.deployment = settings.deploymentName
+    if (settings.resourceType === 'foundry') {
+      const project = settings.projectName ?? settings.resourceName
+      if (project === undefined) fail([...path, 'provider', 'azure', 'projectName'], 'is required for resourceType foundry without resourceName')
+      else ai.azure.project = project
+    }
     if (settings.apiVersion !== undefined && settings.apiVersion !== 'v1' && a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply with a dated apiVersion (the deployments paths are fixed)')
   }
   if (provider === 'vertex') ai.vertex = { projectId: settings.projectId!, region: settings.region! }

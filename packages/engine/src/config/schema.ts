@@ -298,10 +298,12 @@ const DNS_LABEL = '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$'
 export const AiProviderSchema = Type.Object({
   openAI: Opt(OpenAICompatibleSchema('OpenAI (api.openai.com): chat completions, embeddings, models; or any server that speaks its API (point hostOverride at it).')),
   azure: Opt(Type.Object({
-    resourceName: Opt(Type.String({ pattern: DNS_LABEL, description: 'The Azure OpenAI resource: requests go to <resourceName>.openai.azure.com. Or set hostOverride.' })),
+    resourceName: Opt(Type.String({ pattern: DNS_LABEL, description: 'The Azure resource: requests go to <resourceName>.openai.azure.com (resourceType openAI) or <resourceName>.services.ai.azure.com (foundry). Or set hostOverride.' })),
+    resourceType: Opt(StringEnum(['openAI', 'foundry'], { description: 'openAI (default): an Azure OpenAI resource; foundry: an Azure AI Foundry project, paths /api/projects/<projectName>/openai/v1/...' })),
+    projectName: Opt(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'The Foundry project (resourceType foundry); default: resourceName.' })),
     deploymentName: Opt(Type.String({ minLength: 1, description: 'The deployment (with a dated apiVersion: in the path /openai/deployments/<name>/...; with the v1 API: the model sent).' })),
     model: AiModel,
-    apiVersion: Opt(Type.String({ pattern: '^(v1|preview|\\d{4}-\\d{2}-\\d{2}(-preview)?)$', description: 'v1 (default): the v1 API, /openai/v1/chat/completions; a dated version (2024-10-21): /openai/deployments/<deploymentName>/chat/completions?api-version=<it>.' }))
+    apiVersion: Opt(Type.String({ pattern: '^(v1|preview|\\d{4}-\\d{2}-\\d{2}(-preview)?)$', description: 'v1 (default): the v1 API, /openai/v1/chat/completions; preview: the same with ?api-version=preview; a dated version (2024-10-21): /openai/deployments/<deploymentName>/chat/completions?api-version=<it>.' }))
   }, { ...strict, description: 'Azure OpenAI: the key (backendAuth) goes in the api-key header.' })),
   anthropic: Opt(Type.Object({ model: AiModel }, { ...strict, description: 'Anthropic\'s Messages API (api.anthropic.com): the key (backendAuth) goes in x-api-key.' })),
   gemini: Opt(Type.Object({ model: AiModel }, { ...strict, description: 'Google\'s Gemini API (generativelanguage.googleapis.com): the key (backendAuth) goes in x-goog-api-key.' })),

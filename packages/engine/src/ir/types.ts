@@ -350,8 +350,12 @@ export interface AiBackendSpecIR {
   path?: string
   /** The provider's base path (`/v1`, `/openai/v1` for Groq): operations are appended to it. */
   pathPrefix: string
-  /** Azure OpenAI: a dated `apiVersion` uses the deployments paths; absent or `v1` the v1 API (`/openai/v1/...`). */
-  azure?: { apiVersion?: string, deployment?: string }
+  /**
+   * Azure: a dated `apiVersion` uses the deployments paths; absent or `v1` the v1 API
+   * (`/openai/v1/...`), `preview` the same with `?api-version=preview`; `project` (AI Foundry)
+   * the project paths `/api/projects/{project}/openai/v1/...`.
+   */
+  azure?: { apiVersion?: string, deployment?: string, project?: string }
   vertex?: { projectId: string, region: string }
   bedrock?: { region: string }
 }
