@@ -30,6 +30,8 @@ export const LLM_TRANSLATED_RESPONSE_LIMIT = 8 * 1024 * 1024
 
 type Headers = Record<string, string | string[] | undefined>
 
+const EMPTY = Buffer.alloc(0)
+
 export class LlmTranslateHandler extends WrappingHandler {
   private readonly ctx: RequestContext
   private readonly t: LlmTranslation
@@ -77,8 +79,10 @@ export class LlmTranslateHandler extends WrappingHandler {
     const call = this.ctx.llm
     if (call !== null && call.firstChunkAt === 0) call.firstChunkAt = performance.now()
     if (this.mode === 'stream') {
+      // Passed on even when empty (a keep-alive, an event the client format has no form for):
+      // the stream's idle clock counts the provider's progress, as on the pass-through path.
       const out = this.encode(this.decoder!.push(chunk))
-      if (out !== '') super.onResponseData(c, Buffer.from(out))
+      super.onResponseData(c, out === '' ? EMPTY : Buffer.from(out))
       return
     }
     const chunks = this.chunks
