@@ -271,7 +271,11 @@ describe('ai backends', () => {
     await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { openAI: {} }, hostOverride: 'ftp://h:1' } }] }]),
       'routes[0].backends[0].ai.hostOverride', /unsupported scheme "ftp"/)
     await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { gemini: {} } } }] }]),
-      'routes[0].backends[0].ai.provider.gemini', /unknown field "gemini" \(known fields: openAI\)/)
+      'routes[0].backends[0].ai.provider.gemini', /provider gemini is not available in this build/)
+    await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { openAI: {}, groq: {} } } }] }]),
+      'routes[0].backends[0].ai.provider', /needs exactly one provider \(got openAI, groq\)/)
+    await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { azure: {} } } }] }]),
+      'routes[0].backends[0].ai.hostOverride', /set provider.azure.resourceName or hostOverride/)
     await assertConfigError(base([{ backends: [{ host: '127.0.0.1:9', ai: { name: 'x', provider: { openAI: {} } } }] }]),
       'routes[0].backends[0]', /needs exactly one backend kind: host, endpoints, mcp or ai \(got host, ai\)/)
   })

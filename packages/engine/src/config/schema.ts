@@ -288,16 +288,58 @@ export const McpBackendSchema = Type.Object({
   stdioSessionIdleTimeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long a session holding stdio server processes is kept without a request while its client has no GET stream open and nothing is in flight (a client that left without DELETE); then it is closed and its processes stopped. Default 5m.' }))
 }, { ...strict, description: 'MCP servers behind one endpoint ({base_url}/mcp, and /sse for legacy clients).' })
 
+const AiModel = Opt(Type.String({ minLength: 1, description: 'Model that replaces the request\'s model; default: the request\'s own.' }))
+
+const OpenAICompatibleSchema = (what: string) => Type.Object({ model: AiModel }, { ...strict, description: what })
+
+/** Cloud regions and project ids go into host names: letters, digits and dashes only. */
+const DNS_LABEL = '^[a-z0-9]([a-z0-9-]*[a-z0-9])?$'
+
+export const AiProviderSchema = Type.Object({
+  openAI: Opt(OpenAICompatibleSchema('OpenAI (api.openai.com): chat completions, embeddings, models; or any server that speaks its API (point hostOverride at it).')),
+  azure: Opt(Type.Object({
+    resourceName: Opt(Type.String({ pattern: DNS_LABEL, description: 'The Azure resource: requests go to <resourceName>.openai.azure.com (resourceType openAI) or <resourceName>.services.ai.azure.com (foundry). Or set hostOverride.' })),
+    resourceType: Opt(StringEnum(['openAI', 'foundry'], { description: 'openAI (default): an Azure OpenAI resource; foundry: an Azure AI Foundry project, paths /api/projects/<projectName>/openai/v1/...' })),
+    projectName: Opt(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'The Foundry project (resourceType foundry); default: resourceName.' })),
+    deploymentName: Opt(Type.String({ minLength: 1, description: 'The deployment (with a dated apiVersion: in the path /openai/deployments/<name>/...; with the v1 API: the model sent).' })),
+    model: AiModel,
+    apiVersion: Opt(Type.String({ pattern: '^(v1|preview|\\d{4}-\\d{2}-\\d{2}(-preview)?)$', description: 'v1 (default): the v1 API, /openai/v1/chat/completions; preview: the same with ?api-version=preview; a dated version (2024-10-21): /openai/deployments/<deploymentName>/chat/completions?api-version=<it>.' }))
+  }, { ...strict, description: 'Azure OpenAI: the key (backendAuth) goes in the api-key header.' })),
+  anthropic: Opt(Type.Object({ model: AiModel }, { ...strict, description: 'Anthropic\'s Messages API (api.anthropic.com): the key (backendAuth) goes in x-api-key.' })),
+  gemini: Opt(Type.Object({ model: AiModel }, { ...strict, description: 'Google\'s Gemini API (generativelanguage.googleapis.com): the key (backendAuth) goes in x-goog-api-key.' })),
+  vertex: Opt(Type.Object({
+    model: AiModel,
+    projectId: Type.String({ pattern: '^[a-z][a-z0-9-]{4,28}[a-z0-9]$', description: 'The Google Cloud project.' }),
+    region: Type.String({ pattern: DNS_LABEL, description: 'The Vertex AI region (us-central1, europe-west4, global).' })
+  }, { ...strict, description: 'Gemini and Anthropic models on Google Vertex AI (OAuth2 access tokens).' })),
+  bedrock: Opt(Type.Object({
+    model: AiModel,
+    region: Type.String({ pattern: DNS_LABEL, description: 'The AWS region (us-east-1).' })
+  }, { ...strict, description: 'Amazon Bedrock\'s Converse API (SigV4 with the AWS credential chain).' })),
+  custom: Opt(Type.Object({
+    format: StringEnum(['openai-chat', 'openai-responses', 'anthropic-messages', 'gemini'], { description: 'The wire format the server speaks.' }),
+    model: AiModel
+  }, { ...strict, description: 'Any server speaking one of the formats: set hostOverride (and pathPrefix: its base path, default /v1; /v1beta for gemini).' })),
+  ollama: Opt(OpenAICompatibleSchema('Ollama\'s OpenAI-compatible API (http://localhost:11434/v1).')),
+  vllm: Opt(OpenAICompatibleSchema('vLLM\'s OpenAI-compatible server (http://localhost:8000/v1).')),
+  llamaCpp: Opt(OpenAICompatibleSchema('llama.cpp\'s server (http://localhost:8080/v1).')),
+  mistral: Opt(OpenAICompatibleSchema('Mistral AI (https://api.mistral.ai/v1).')),
+  groq: Opt(OpenAICompatibleSchema('Groq (https://api.groq.com/openai/v1).')),
+  deepseek: Opt(OpenAICompatibleSchema('DeepSeek (https://api.deepseek.com).')),
+  xai: Opt(OpenAICompatibleSchema('xAI (https://api.x.ai/v1).')),
+  openrouter: Opt(OpenAICompatibleSchema('OpenRouter (https://openrouter.ai/api/v1).')),
+  together: Opt(OpenAICompatibleSchema('Together AI (https://api.together.ai/v1).')),
+  fireworks: Opt(OpenAICompatibleSchema('Fireworks AI (https://api.fireworks.ai/inference/v1).')),
+  cerebras: Opt(OpenAICompatibleSchema('Cerebras (https://api.cerebras.ai/v1).'))
+}, { ...strict, description: 'The LLM provider: exactly one of these.' })
+
 export const AiBackendSchema = Type.Object({
   name: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Backend name (unique among ai backends); shown in traces, metrics and porticoctl.' }),
-  provider: Type.Object({
-    openAI: Type.Object({
-      model: Opt(Type.String({ minLength: 1, description: 'Model that replaces the request\'s model; default: the request\'s own.' }))
-    }, { ...strict, description: 'OpenAI\'s chat completions API, or any server that speaks it (vLLM, Ollama, llama.cpp, ...; point hostOverride at it).' })
-  }, { ...strict, description: 'The LLM provider. Only openAI (and OpenAI-compatible servers) is available.' }),
-  hostOverride: Opt(Type.String({ minLength: 1, description: 'Where to send requests instead of the provider\'s API (api.openai.com:443 over TLS): host:port or http(s)://host[:port].' })),
-  pathOverride: Opt(Type.String({ pattern: '^/[^?#\\s\\x00-\\x1f\\x7f]*$', description: 'Path requests are sent to instead of the provider\'s (/v1/chat/completions).' }))
-}, { ...strict, description: 'An LLM provider: chat completion requests are sent to it, and the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
+  provider: AiProviderSchema,
+  hostOverride: Opt(Type.String({ minLength: 1, description: 'Where to send requests instead of the provider\'s API: host:port or http(s)://host[:port].' })),
+  pathOverride: Opt(Type.String({ pattern: '^/[^?#\\s\\x00-\\x1f\\x7f]*$', description: 'Path chat requests are sent to instead of the provider\'s (/v1/chat/completions for OpenAI).' })),
+  pathPrefix: Opt(Type.String({ pattern: '^(/[^?#\\s\\x00-\\x1f\\x7f]*)?$', description: 'The provider\'s base path, operations appended (/chat/completions, /embeddings, /models); default the provider\'s (/v1 for OpenAI, /openai/v1 for Groq).' }))
+}, { ...strict, description: 'An LLM provider: requests in OpenAI chat completions, OpenAI Responses or Anthropic Messages format (told by the path) are sent to it, translated when it speaks another; the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
 
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({

@@ -4,9 +4,9 @@
  */
 
 import { resolve as resolvePath } from 'node:path'
-import type { AiBackendConfig, ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
+import type { ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import type { AiBackendSpecIR, BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
 import { checkTimerMs, parseDuration } from '../util/duration.ts'
@@ -23,6 +23,7 @@ import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { readPemField } from './referenced-file.ts'
+import { aiKeyHeader, translateAiBackend } from './ai-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -290,8 +291,17 @@ function translateRoute (
       if (backendPolicies.requestHeaderModifier?.set?.authorization !== undefined || backendPolicies.requestHeaderModifier?.add?.authorization !== undefined) {
         report([...path, 'backends', i, 'policies', 'backendAuth'], 'the Authorization header is also set by requestHeaderModifier: use one of them')
       }
+      // An ai backend's provider takes its key its own way (api-key, x-api-key, x-goog-api-key):
+      // the client's Authorization must not reach it then.
+      const keyHeader = b.ai !== undefined ? aiKeyHeader(b.ai) : { header: 'authorization', bearer: true }
       const mod = backendPolicies.requestHeaderModifier ?? {}
-      backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${backendAuth.key}` } }
+      if (keyHeader === null) {
+        report([...path, 'backends', i, 'policies', 'backendAuth'], 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
+      } else if (keyHeader.header === 'authorization') {
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${backendAuth.key}` } }
+      } else {
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: backendAuth.key }, remove: [...(mod.remove ?? []).filter(h => h.toLowerCase() !== 'authorization'), 'authorization'] }
+      }
     }
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
@@ -482,7 +492,7 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
-  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail)
+  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail, parseHostTarget)
   if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {
@@ -497,34 +507,6 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
     protocol: parsed.protocol,
     endpoints: [{ host: parsed.host, port: parsed.port }],
     target
-  }
-}
-
-/** Where each provider's API is, when no hostOverride/pathOverride says otherwise. */
-const AI_PROVIDER_DEFAULTS = {
-  openAI: { host: 'https://api.openai.com:443', path: '/v1/chat/completions' }
-} as const
-
-/** An LLM provider (`ai:`): its host as one endpoint, plus what the LLM layer needs. */
-function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
-  const provider = 'openAI' as const
-  const defaults = AI_PROVIDER_DEFAULTS[provider]
-  const parsed = parseHostTarget(a.hostOverride ?? defaults.host)
-  if (typeof parsed === 'string') {
-    fail([...path, 'hostOverride'], parsed)
-    return undefined
-  }
-  const target = hostPort(parsed.host, parsed.port)
-  const ai: AiBackendSpecIR = { provider, path: a.pathOverride ?? defaults.path }
-  if (a.provider.openAI.model !== undefined) ai.model = a.provider.openAI.model
-  return {
-    key: `ai:${a.name}`,
-    kind: 'ai',
-    name: a.name,
-    protocol: parsed.protocol,
-    endpoints: [{ host: parsed.host, port: parsed.port }],
-    target,
-    ai
   }
 }
 

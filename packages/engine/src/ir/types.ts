@@ -325,18 +325,39 @@ export interface McpBackendSpecIR {
   stdioSessionIdleTimeoutMs?: number
 }
 
+/** LLM wire formats (the names of llm/formats/; repeated here because ir/ sits below llm/). */
+export type AiWireFormatIR = 'openai-chat' | 'openai-responses' | 'anthropic-messages' | 'gemini' | 'bedrock-converse'
+
+/** The OpenAI-compatible presets: OpenAI's chat completions at a documented base URL. */
+export const AI_OPENAI_COMPATIBLE_PRESETS = ['ollama', 'vllm', 'llamaCpp', 'mistral', 'groq', 'deepseek', 'xai', 'openrouter', 'together', 'fireworks', 'cerebras'] as const
+export type AiPresetName = typeof AI_OPENAI_COMPATIBLE_PRESETS[number]
+
+export type AiProviderName = 'openAI' | 'azure' | 'anthropic' | 'gemini' | 'vertex' | 'bedrock' | 'custom' | AiPresetName
+
 /**
- * An LLM provider. Requests are chat completions in the provider's format (OpenAI's): the
- * proxy sends them to `path`, sets `model` when configured, and reads the token usage from
- * the answer (JSON, or the last server-sent event of a stream).
+ * An LLM provider. The client's format is told by its path (llm/formats/index.ts); when it
+ * is the provider's `format` the body passes through (model override and usage aside),
+ * else it is translated both ways. The provider adapter (llm/providers/) gives the path
+ * and the authorisation.
  */
 export interface AiBackendSpecIR {
-  /** Provider family: the request and usage format. */
-  provider: 'openAI'
+  provider: AiProviderName
+  /** The provider's chat wire format. */
+  format: AiWireFormatIR
   /** Model that replaces the request's `model`; absent = the request's own. */
   model?: string
-  /** Path (with no query) every request is sent to. */
-  path: string
+  /** `pathOverride`: the path (no query) every chat request is sent to, instead of the adapter's. */
+  path?: string
+  /** The provider's base path (`/v1`, `/openai/v1` for Groq): operations are appended to it. */
+  pathPrefix: string
+  /**
+   * Azure: a dated `apiVersion` uses the deployments paths; absent or `v1` the v1 API
+   * (`/openai/v1/...`), `preview` the same with `?api-version=preview`; `project` (AI Foundry)
+   * the project paths `/api/projects/{project}/openai/v1/...`.
+   */
+  azure?: { apiVersion?: string, deployment?: string, project?: string }
+  vertex?: { projectId: string, region: string }
+  bedrock?: { region: string }
 }
 
 export type McpTargetIR = McpTargetLimitsIR & (

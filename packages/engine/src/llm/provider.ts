@@ -15,6 +15,8 @@ export type LlmOperation = 'chat' | 'embeddings' | 'models'
 
 export interface ProviderRequest {
   operation: LlmOperation
+  /** The wire format of `body`: the adapter's `format`, or one of its `passThrough` formats. Absent = `format`. */
+  format?: WireFormatName
   /** The model the provider is asked for (after the backend's override). */
   model: string
   streaming: boolean
@@ -27,6 +29,12 @@ export interface ProviderRequest {
 export interface ProviderAdapter {
   /** Wire format of the provider's chat API. */
   readonly format: WireFormatName
+  /**
+   * Other client formats the provider takes as they are (OpenAI's and Azure's Responses
+   * API): a client speaking one of them is passed through, not translated; `path` gets the
+   * request's `format` to choose the endpoint.
+   */
+  readonly passThrough?: readonly WireFormatName[]
   /** `gen_ai.provider.name` (OpenTelemetry semantic conventions): `openai`, `anthropic`, `gcp.gemini`, `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai`, ... */
   readonly system: string
   /** Path and query for the request (`/v1/messages`, `/v1beta/models/m:streamGenerateContent?alt=sse`). */

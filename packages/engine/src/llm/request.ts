@@ -1,18 +1,30 @@
 /**
- * The request side of an `ai` backend: the client's chat completion request (OpenAI's
- * format) is read whole, checked, and prepared for the provider — `model` replaced when the
- * backend names one, `stream_options.include_usage` turned on for streams (so the last event
- * carries the token usage), the path set to the provider's, `Host` set to the provider's and
- * `accept-encoding: identity` asked for (a compressed answer's usage could not be read).
+ * The request side of an `ai` backend. The client's path tells its format and operation
+ * (llm/formats/index.ts); the backend's provider adapter (llm/providers/) tells the
+ * provider's format, path and authorisation.
  *
- * What it learned goes into `ctx.llm`; the response side (llm/usage.ts) fills in the usage.
+ * - Same format on both sides (pass-through): the body is read whole, checked, `model`
+ *   replaced when the backend names one and, for OpenAI streams,
+ *   `stream_options.include_usage` turned on (so the last event carries the token usage).
+ * - Different formats (translation): the body is decoded into the neutral shape
+ *   (llm/canonical.ts) and encoded in the provider's format; what cannot be expressed is
+ *   refused with a 400 in the client format's error shape, naming the field. The answer is
+ *   translated back by llm/translate-handler.ts.
+ *
+ * Either way the path becomes the provider's, `Host` the provider's, and
+ * `accept-encoding: identity` is asked for (a compressed answer could not be read). What it
+ * learned goes into `ctx.llm`; the response side fills in the usage.
  */
 
 import type { RequestContext } from '../request/context.ts'
-import type { LlmCall } from '../request/calls.ts'
 import type { AiBackendSpecIR } from '../ir/types.ts'
+import type { WireFormat } from './canonical.ts'
+import type { ProviderAdapter, ProviderRequest } from './provider.ts'
+import { isTranslationError, translationError, type TranslationError } from './canonical.ts'
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { authority } from '../util/host-port.ts'
+import { clientEndpoint, formatByName } from './formats/index.ts'
+import { providerAdapter } from './providers/index.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
 export const LLM_REQUEST_LIMIT = 8 * 1024 * 1024
@@ -24,6 +36,41 @@ export interface LlmRequestError {
   headers?: Record<string, string>
 }
 
+/** What the response side needs to translate the answer back (set only when formats differ). */
+export interface LlmTranslation {
+  client: WireFormat
+  provider: WireFormat
+  streaming: boolean
+  requestModel: string
+}
+
+const TRANSLATIONS = new WeakMap<RequestContext, LlmTranslation>()
+/** The client's own body, kept for a retry: `ctx.requestBody` then holds the provider's. */
+const CLIENT_BODIES = new WeakMap<RequestContext, Buffer>()
+const ADAPTERS = new WeakMap<AiBackendSpecIR, ProviderAdapter>()
+
+export function llmTranslation (ctx: RequestContext): LlmTranslation | undefined {
+  return TRANSLATIONS.get(ctx)
+}
+
+function adapterOf (spec: AiBackendSpecIR): ProviderAdapter {
+  let adapter = ADAPTERS.get(spec)
+  if (adapter === undefined) {
+    const made = providerAdapter(spec)
+    // The config refused such a backend at load; an IR built elsewhere reaches this.
+    if (typeof made === 'string') throw new Error(made)
+    adapter = made
+    ADAPTERS.set(spec, adapter)
+  }
+  return adapter
+}
+
+const JSON_TYPE = { 'content-type': 'application/json' }
+
+function formatError (format: WireFormat, error: TranslationError): LlmRequestError {
+  return { status: error.status, body: JSON.stringify(format.encodeError(error)), headers: JSON_TYPE }
+}
+
 /**
  * Prepares the request for `ctx.backend` (kind `ai`). Returns null when it may go on, or
  * the answer to give instead.
@@ -31,46 +78,105 @@ export interface LlmRequestError {
 export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmRequestError | null> {
   const backend = ctx.backend!
   const spec = backend.ai!
+  const adapter = adapterOf(spec)
+  const endpoint = clientEndpoint(ctx.originalPath)
+  TRANSLATIONS.delete(ctx)
+  ctx.upstreamQuery = null
+
+  if (endpoint.operation === 'models') {
+    // A listing, no body and no usage: passed to an OpenAI-format provider as is.
+    if (ctx.method !== 'GET') return { status: 405, body: `invalid LLM request: ${ctx.method} on a models path (GET lists the models)`, headers: { allow: 'GET' } }
+    if (adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: listing models is not available for provider ${spec.provider}` }
+    ctx.llm = null
+    return await sendTo(ctx, spec, adapter, { operation: 'models', model: spec.model ?? '', streaming: false, body: Buffer.alloc(0), headers: ctx.headers as Record<string, string> })
+  }
+
   if (ctx.method !== 'POST') return { status: 405, body: `invalid LLM request: ${ctx.method} is not a chat completion (POST with a JSON body)`, headers: { allow: 'POST' } }
   const read = await readRequestBody(ctx, { maxBytes: LLM_REQUEST_LIMIT, whenTooLarge: 'drain' })
   if (read === 'too-large') return { status: 413, body: `LLM request larger than ${LLM_REQUEST_LIMIT} bytes` }
   if (read === 'none') return { status: 400, body: 'invalid LLM request: no body (a JSON chat completion request is expected)' }
   if (read instanceof Error) return bodyReadFailure(read)
+  let clientBody = CLIENT_BODIES.get(ctx)
+  if (clientBody === undefined) {
+    clientBody = ctx.requestBody!
+    CLIENT_BODIES.set(ctx, clientBody)
+  }
 
   let request: unknown
   try {
-    request = JSON.parse(ctx.requestBody!.toString('utf8'))
+    request = JSON.parse(clientBody.toString('utf8'))
   } catch (err) {
     return { status: 400, body: `invalid LLM request: body is not JSON (${(err as Error).message})` }
   }
   if (request === null || typeof request !== 'object' || Array.isArray(request)) return { status: 400, body: 'invalid LLM request: body must be a JSON object' }
-  const body = request as Record<string, unknown>
+  let body = request as Record<string, unknown>
   const requestModel = typeof body.model === 'string' ? body.model : ''
-  if (spec.model === undefined && requestModel === '') return { status: 400, body: 'invalid LLM request: model is required (or set provider.openAI.model on the backend)' }
-  if (spec.model !== undefined) body.model = spec.model
-  const streaming = body.stream === true
-  if (streaming) {
-    const options = body.stream_options
-    body.stream_options = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true }
+  let streaming = body.stream === true
+  const operation = endpoint.operation
+
+  if (operation === 'embeddings' && adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: embeddings are not available for provider ${spec.provider}` }
+  // A `custom` provider always goes through the neutral shape, its format's own too: the
+  // request is checked field by field and the answer rebuilt (use openAI + hostOverride for a
+  // byte-exact pass-through).
+  const native = endpoint.format === adapter.format || adapter.passThrough?.includes(endpoint.format) === true
+  if (operation === 'chat' && (!native || spec.provider === 'custom')) {
+    const client = formatByName(endpoint.format)
+    if (client === undefined) return { status: 404, body: `invalid LLM request: the ${endpoint.format} client format is not available in this build` }
+    const provider = formatByName(adapter.format)!
+    const neutral = client.decodeRequest(body)
+    if (isTranslationError(neutral)) return formatError(client, neutral)
+    const model = spec.model ?? neutral.model
+    if (model === '') return formatError(client, translationError(400, 'invalid_request', 'model is required', 'model'))
+    const encoded = provider.encodeRequest(neutral, model)
+    if (isTranslationError(encoded)) return formatError(client, encoded)
+    body = encoded
+    streaming = neutral.stream
+    TRANSLATIONS.set(ctx, { client, provider, streaming, requestModel })
+  } else {
+    if (spec.model === undefined && requestModel === '') return { status: 400, body: `invalid LLM request: model is required (or set provider.${spec.provider}.model on the backend)` }
+    if (spec.model !== undefined) body.model = spec.model
+    if (streaming && endpoint.format === 'openai-chat' && operation === 'chat') {
+      const options = body.stream_options
+      body.stream_options = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true }
+    }
   }
 
+  const model = typeof body.model === 'string' ? body.model : spec.model ?? requestModel
   const out = Buffer.from(JSON.stringify(body))
   ctx.requestBody = out
   ctx.headers['content-type'] = 'application/json'
   ctx.headers['content-length'] = String(out.length)
   delete ctx.headers['transfer-encoding']
   ctx.headers['accept-encoding'] = 'identity'
+  // What the provider is sent: the client's own format when passed through, else the adapter's.
+  const sentFormat = TRANSLATIONS.has(ctx) ? adapter.format : endpoint.format
+  ctx.llm = { system: adapter.system, operation, inputFormat: endpoint.format, providerFormat: sentFormat, requestModel, model, streaming, usage: null, firstChunkAt: 0 }
+  return await sendTo(ctx, spec, adapter, { operation, format: sentFormat, model, streaming, body: out, headers: ctx.headers as Record<string, string> }, formatByName(endpoint.format))
+}
+
+/** Sets the provider's path, Host and authorisation (the adapter writes into `ctx.headers`, the headers sent); traces the request. */
+async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: ProviderAdapter, request: ProviderRequest, client?: WireFormat): Promise<LlmRequestError | null> {
+  const backend = ctx.backend!
   const { host, port } = backend.endpoints[0]!
   ctx.headers.host = authority(host, port, backend.protocol)
-  ctx.path = spec.path
-  ctx.llm = { system: systemOf(spec), requestModel, model: body.model as string, streaming, usage: null, firstChunkAt: 0 }
-  ctx.tracer?.emit({ type: 'llmRequest', provider: spec.provider, requestModel, model: ctx.llm.model, streaming, path: spec.path })
+  const target = adapter.path(request)
+  const q = target.indexOf('?')
+  ctx.path = q === -1 ? target : target.slice(0, q)
+  // A provider's own query (Azure's api-version) replaces the client's.
+  if (q !== -1) ctx.upstreamQuery = target.slice(q + 1)
+  try {
+    await adapter.authorize(request, { host, port, protocol: backend.protocol })
+  } catch (err) {
+    // The gateway's own credentials failed (never the client's fault): said in the client's format.
+    const e = isTranslationError(err) ? err : translationError(500, 'api_error', `the gateway could not authorise the request to provider ${spec.provider}: ${(err as Error).message}`)
+    return client !== undefined ? formatError(client, e) : { status: e.status, body: e.message }
+  }
+  const call = ctx.llm
+  if (call !== null) {
+    // Shown once formats matter: translated, or not OpenAI chat on both sides (the event of a
+    // plain OpenAI pass-through stays as it was before formats were told apart).
+    const formats = TRANSLATIONS.has(ctx) || call.inputFormat !== 'openai-chat' || call.providerFormat !== 'openai-chat' ? { inputFormat: call.inputFormat, providerFormat: call.providerFormat } : {}
+    ctx.tracer?.emit({ type: 'llmRequest', provider: spec.provider, ...formats, requestModel: call.requestModel, model: call.model, streaming: call.streaming, path: ctx.path })
+  }
   return null
 }
-
-function systemOf (spec: AiBackendSpecIR): LlmCall['system'] {
-  switch (spec.provider) {
-    case 'openAI': return 'openai'
-  }
-}
-

@@ -8,16 +8,13 @@
 import type { LlmCall } from '../request/calls.ts'
 import type { SpanAttributes } from '../trace/otel.ts'
 
-/** Portico's ai backends serve chat completions. */
-export const LLM_OPERATION = 'chat'
-
 export function llmSpanName (call: LlmCall): string {
-  return call.model === '' ? LLM_OPERATION : `${LLM_OPERATION} ${call.model}`
+  return call.model === '' ? call.operation : `${call.operation} ${call.model}`
 }
 
 export function llmRequestAttributes (call: LlmCall): SpanAttributes {
   return {
-    'gen_ai.operation.name': LLM_OPERATION,
+    'gen_ai.operation.name': call.operation,
     'gen_ai.provider.name': call.system,
     'gen_ai.system': call.system,
     'gen_ai.request.model': call.model,

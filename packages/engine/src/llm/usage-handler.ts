@@ -8,6 +8,8 @@ import type { Dispatcher } from 'undici'
 import { endLlmCall, LlmUsageTap } from './usage.ts'
 import { WrappingHandler } from '../http/wrapping-handler.ts'
 import { performance } from '../util/clock.ts'
+import { llmTranslation } from './request.ts'
+import { withLlmTranslation } from './translate-handler.ts'
 
 /** The request's state, as llm/usage.ts reads it. */
 type UsageContext = Parameters<typeof endLlmCall>[0]
@@ -48,7 +50,12 @@ export class LlmUsageHandler extends WrappingHandler {
   }
 }
 
-/** A CallWrapper-shaped constructor for the pipeline (pipeline/backend-call.ts). */
+/**
+ * A CallWrapper-shaped constructor for the pipeline (pipeline/backend-call.ts): the usage tap
+ * when the answer passes through, the translator (which reads the usage it decodes) when the
+ * client's format is not the provider's.
+ */
 export function withLlmUsage (inner: Dispatcher.DispatchHandler, ctx: UsageContext): Dispatcher.DispatchHandler {
-  return new LlmUsageHandler(inner, ctx)
+  const translation = llmTranslation(ctx)
+  return translation === undefined ? new LlmUsageHandler(inner, ctx) : withLlmTranslation(inner, ctx, translation)
 }

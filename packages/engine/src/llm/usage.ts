@@ -139,11 +139,16 @@ function count (v: unknown): number | null {
  * token count to the token-based rate limits that admitted the request.
  */
 export function endLlmCall (ctx: RequestContext, tap: LlmUsageTap): void {
+  if (ctx.llm === null || ctx.llm.usage !== null) return
+  recordLlmUsage(ctx, tap.finish(), tap.problem)
+}
+
+/** Records an answer's usage (or why there is none): the pass-through tap's, or a translated answer's neutral usage. */
+export function recordLlmUsage (ctx: RequestContext, usage: LlmUsage | null, problem: string | null): void {
   const call = ctx.llm
   if (call === null || call.usage !== null) return
-  const usage = tap.finish()
   if (usage === null) {
-    ctx.tracer?.emit({ type: 'llmResponse', usage: null, reason: tap.problem }, { severity: 'warn' })
+    ctx.tracer?.emit({ type: 'llmResponse', usage: null, reason: problem }, { severity: 'warn' })
     return
   }
   call.usage = usage

@@ -11,8 +11,14 @@ export type McpCallInfo = McpSnapshot
 
 /** What the proxy knows about one LLM call; `usage` is set once the answer told it. */
 export interface LlmCall {
-  /** Provider family, as OpenTelemetry's gen_ai.system names it. */
-  system: 'openai'
+  /** The provider, as OpenTelemetry's gen_ai.provider.name names it (`openai`, `azure.ai.openai`, `anthropic`, ...). */
+  system: string
+  /** `chat`, `embeddings` (gen_ai.operation.name). */
+  operation: 'chat' | 'embeddings'
+  /** The client's wire format (`openai-chat`, `anthropic-messages`, ...). */
+  inputFormat: string
+  /** The provider's wire format: the answer is translated when it differs from `inputFormat`. */
+  providerFormat: string
   /** `model` as the client sent it ('' when absent). */
   requestModel: string
   /** `model` as sent to the provider. */

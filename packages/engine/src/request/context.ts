@@ -114,6 +114,8 @@ export class RequestContext {
 
   /** Request path sent upstream (URL rewrites change it). */
   path: string
+  /** Query sent upstream in place of the client's (an LLM provider's own, Azure's api-version); null = the client's. */
+  upstreamQuery: string | null = null
   /** Request headers sent upstream (hop-by-hop removed; policies change them). */
   headers: HeaderMap
 
@@ -262,7 +264,8 @@ export class RequestContext {
   }
 
   get pathAndQuery (): string {
-    return this.query === '' ? this.path : `${this.path}?${this.query}`
+    const query = this.upstreamQuery ?? this.query
+    return query === '' ? this.path : `${this.path}?${query}`
   }
 
   get routeKey (): string | null {

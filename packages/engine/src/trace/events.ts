@@ -170,6 +170,10 @@ export interface MirrorEvent {
 export interface LlmRequestEvent {
   type: 'llmRequest'
   provider: string
+  /** The client's wire format, told by its path (`openai-chat`, `anthropic-messages`, ...); absent when both sides are OpenAI chat completions (as before formats were told apart). */
+  inputFormat?: string
+  /** The provider's wire format; the request is translated when it differs from inputFormat. */
+  providerFormat?: string
   /** `model` as the client sent it ('' when the backend sets it). */
   requestModel: string
   model: string

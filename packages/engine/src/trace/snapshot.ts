@@ -26,6 +26,8 @@ export interface SnapshotContext {
   readonly scheme: string
   readonly host: string
   readonly query: string
+  /** The query sent upstream in place of the client's (an LLM provider's own), when set. */
+  readonly upstreamQuery: string | null
   /** Wall-clock start (ms since epoch) and monotonic start (ms, performance.now()). */
   readonly startTime: number
   readonly startMono: number
@@ -59,7 +61,8 @@ function requestPart (ctx: SnapshotContext, initial: boolean): RequestState['req
   const raw = ctx.rawTarget
   const q = raw.indexOf('?')
   const path = initial ? (q === -1 ? raw : raw.slice(0, q)) : ctx.path
-  const pathAndQuery = initial ? raw : ctx.query === '' ? path : `${path}?${ctx.query}`
+  const query = ctx.upstreamQuery ?? ctx.query
+  const pathAndQuery = initial ? raw : query === '' ? path : `${path}?${query}`
   return {
     method: ctx.method,
     uri: initial && raw.charCodeAt(0) !== 47 ? raw : `${ctx.scheme}://${ctx.host}${pathAndQuery}`,

@@ -1,0 +1,98 @@
+/**
+ * `ai` backends: which provider, where its API is (its documented base URL, or the config's
+ * hostOverride / resourceName / region), its base path and wire format, and how backendAuth's
+ * key is sent (llm/providers/index.ts has the table). A provider this build has no adapter
+ * for is refused here, with the reason, rather than accepted and broken at the first request.
+ */
+
+import type { AiBackendConfig } from './schema.ts'
+import type { AiBackendSpecIR, AiProviderName, BackendIR } from '../ir/types.ts'
+import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
+import { hostPort } from '../util/host-port.ts'
+
+type Path = Array<string | number>
+type ParseHost = (text: string) => { protocol: 'http' | 'https', host: string, port: number } | string
+
+function providerName (a: AiBackendConfig): AiProviderName[] {
+  return (Object.keys(a.provider) as AiProviderName[]).filter(k => a.provider[k] !== undefined)
+}
+
+function defaultsOf (a: AiBackendConfig, name: AiProviderName): ProviderDefaults {
+  return name === 'custom' ? customDefaults(a.provider.custom!.format) : PROVIDERS[name]
+}
+
+/** The header and form backendAuth's key takes for this backend's provider (null: the provider signs requests; the key is refused). */
+export function aiKeyHeader (a: AiBackendConfig): ProviderDefaults['key'] {
+  const names = providerName(a)
+  return names.length === 1 ? defaultsOf(a, names[0]!).key : { header: 'authorization', bearer: true }
+}
+
+/** Where the provider's API is when hostOverride does not say. */
+function defaultBaseUrl (a: AiBackendConfig, name: AiProviderName, defaults: ProviderDefaults): string | null {
+  switch (name) {
+    case 'azure': {
+      const azure = a.provider.azure!
+      if (azure.resourceName === undefined) return null
+      return azure.resourceType === 'foundry' ? `https://${azure.resourceName}.services.ai.azure.com` : `https://${azure.resourceName}.openai.azure.com`
+    }
+    case 'vertex': {
+      const region = a.provider.vertex!.region
+      return region === 'global' ? 'https://aiplatform.googleapis.com' : `https://${region}-aiplatform.googleapis.com`
+    }
+    case 'bedrock': return `https://bedrock-runtime.${a.provider.bedrock!.region}.amazonaws.com`
+    default: return defaults.baseUrl
+  }
+}
+
+export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost): BackendIR | undefined {
+  const names = providerName(a)
+  if (names.length !== 1) {
+    fail([...path, 'provider'], `needs exactly one provider${names.length > 1 ? ` (got ${names.join(', ')})` : ''}`)
+    return undefined
+  }
+  const provider = names[0]!
+  const defaults = defaultsOf(a, provider)
+  const base = a.hostOverride ?? defaultBaseUrl(a, provider, defaults)
+  if (base === null) {
+    fail([...path, 'hostOverride'], provider === 'azure' ? 'set provider.azure.resourceName or hostOverride' : `is required for provider ${provider}`)
+    return undefined
+  }
+  const parsed = parseHostTarget(base)
+  if (typeof parsed === 'string') {
+    fail([...path, 'hostOverride'], parsed)
+    return undefined
+  }
+  const settings = a.provider[provider] as { model?: string, deploymentName?: string, apiVersion?: string, projectId?: string, region?: string, resourceType?: string, resourceName?: string, projectName?: string }
+  const ai: AiBackendSpecIR = { provider, format: defaults.format, pathPrefix: a.pathPrefix ?? defaults.pathPrefix }
+  const model = settings.model ?? settings.deploymentName
+  if (model !== undefined) ai.model = model
+  if (a.pathOverride !== undefined) ai.path = a.pathOverride
+  if (provider === 'azure') {
+    ai.azure = {}
+    if (settings.apiVersion !== undefined) ai.azure.apiVersion = settings.apiVersion
+    if (settings.deploymentName !== undefined) ai.azure.deployment = settings.deploymentName
+    if (settings.resourceType === 'foundry') {
+      const project = settings.projectName ?? settings.resourceName
+      if (project === undefined) fail([...path, 'provider', 'azure', 'projectName'], 'is required for resourceType foundry without resourceName')
+      else ai.azure.project = project
+    }
+    if (settings.apiVersion !== undefined && settings.apiVersion !== 'v1' && a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply with a dated apiVersion (the deployments paths are fixed)')
+  }
+  if (provider === 'vertex') ai.vertex = { projectId: settings.projectId!, region: settings.region! }
+  if (provider === 'bedrock') ai.bedrock = { region: settings.region! }
+  const adapter = providerAdapter(ai)
+  if (typeof adapter === 'string') {
+    fail([...path, 'provider', provider], adapter)
+    return undefined
+  }
+  const target = hostPort(parsed.host, parsed.port)
+  return {
+    key: `ai:${a.name}`,
+    kind: 'ai',
+    name: a.name,
+    protocol: parsed.protocol,
+    endpoints: [{ host: parsed.host, port: parsed.port }],
+    target,
+    ai
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * The wire formats this build has, by name, and how a client's request path names its
+ * format and operation. The lead adds the other formats (openai-responses,
+ * anthropic-messages, gemini, bedrock-converse) here as their modules land.
+ */
+
+import type { WireFormat, WireFormatName } from '../canonical.ts'
+import type { LlmOperation } from '../provider.ts'
+import { openaiChatFormat } from './openai-chat.ts'
+
+const FORMATS: Partial<Record<WireFormatName, WireFormat>> = {
+  'openai-chat': openaiChatFormat
+}
+
+/** The format module, or undefined when this build does not have it. */
+export function formatByName (name: WireFormatName): WireFormat | undefined {
+  return FORMATS[name]
+}
+
+export interface ClientEndpoint {
+  /** The client's wire format (for `embeddings` and `models`: OpenAI's). */
+  format: WireFormatName
+  operation: LlmOperation
+}
+
+const CHAT_COMPLETIONS: ClientEndpoint = { format: 'openai-chat', operation: 'chat' }
+const RESPONSES: ClientEndpoint = { format: 'openai-responses', operation: 'chat' }
+const MESSAGES: ClientEndpoint = { format: 'anthropic-messages', operation: 'chat' }
+const EMBEDDINGS: ClientEndpoint = { format: 'openai-chat', operation: 'embeddings' }
+const MODELS: ClientEndpoint = { format: 'openai-chat', operation: 'models' }
+
+/**
+ * The client's format and operation, from the last segments of its path (query excluded), so
+ * a route's prefix does not matter: `/v1/chat/completions`, `/openai/chat/completions` (an SDK
+ * whose base URL is the route's prefix), `/team-a/v1/messages`. Any other path is a chat
+ * completion, as every request to an `ai` route was before clients formats were told apart —
+ * configs that point SDKs at odd paths keep working.
+ */
+export function clientEndpoint (path: string): ClientEndpoint {
+  let end = path.length
+  const q = path.indexOf('?')
+  if (q !== -1) end = q
+  while (end > 1 && path.charCodeAt(end - 1) === 47 /* / */) end--
+  const p = end === path.length ? path : path.slice(0, end)
+  if (p.endsWith('/chat/completions')) return CHAT_COMPLETIONS
+  if (p.endsWith('/responses')) return RESPONSES
+  if (p.endsWith('/messages')) return MESSAGES
+  if (p.endsWith('/embeddings')) return EMBEDDINGS
+  if (p.endsWith('/models')) return MODELS
+  return CHAT_COMPLETIONS
+}

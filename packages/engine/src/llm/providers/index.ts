@@ -1,0 +1,84 @@
+/**
+ * The provider adapters this build has, and each provider's defaults: where its API is, its
+ * base path, its wire format and how its key is sent. The lead adds the other adapters
+ * (anthropic, gemini, vertex, bedrock) here as they land; until then a config naming them is
+ * refused at load ("not available in this build"), not accepted and broken.
+ */
+
+import type { AiBackendSpecIR, AiProviderName, AiWireFormatIR } from '../../ir/types.ts'
+import type { ProviderAdapter } from '../provider.ts'
+import { formatByName } from '../formats/index.ts'
+import { openaiAdapter } from './openai.ts'
+import { azureAdapter, AZURE_DEFAULT_PREFIX } from './azure.ts'
+
+export interface ProviderDefaults {
+  /** `https://host[:port]` (or http for local servers); null when it depends on the config (azure, vertex, bedrock, custom). */
+  baseUrl: string | null
+  pathPrefix: string
+  format: AiWireFormatIR
+  /** `gen_ai.provider.name`. */
+  system: string
+  /** How backendAuth's key is sent: a header, with `Bearer ` or as is; null when the provider signs requests instead. */
+  key: { header: string, bearer: boolean } | null
+}
+
+const BEARER = { header: 'authorization', bearer: true }
+
+function compatible (baseUrl: string, pathPrefix: string, system: string): ProviderDefaults {
+  return { baseUrl, pathPrefix, format: 'openai-chat', system, key: BEARER }
+}
+
+/**
+ * Documented base URLs (each provider's OpenAI-compatibility page; see docs/llm.md). The
+ * local servers' are their default listen ports.
+ */
+export const PROVIDERS: Readonly<Record<Exclude<AiProviderName, 'custom'>, ProviderDefaults>> = {
+  openAI: compatible('https://api.openai.com', '/v1', 'openai'),
+  azure: { baseUrl: null, pathPrefix: AZURE_DEFAULT_PREFIX, format: 'openai-chat', system: 'azure.ai.openai', key: { header: 'api-key', bearer: false } },
+  anthropic: { baseUrl: 'https://api.anthropic.com', pathPrefix: '/v1', format: 'anthropic-messages', system: 'anthropic', key: { header: 'x-api-key', bearer: false } },
+  gemini: { baseUrl: 'https://generativelanguage.googleapis.com', pathPrefix: '/v1beta', format: 'gemini', system: 'gcp.gemini', key: { header: 'x-goog-api-key', bearer: false } },
+  vertex: { baseUrl: null, pathPrefix: '/v1', format: 'gemini', system: 'gcp.vertex_ai', key: null },
+  bedrock: { baseUrl: null, pathPrefix: '', format: 'bedrock-converse', system: 'aws.bedrock', key: null },
+  ollama: compatible('http://localhost:11434', '/v1', 'ollama'),
+  vllm: compatible('http://localhost:8000', '/v1', 'vllm'),
+  llamaCpp: compatible('http://localhost:8080', '/v1', 'llama.cpp'),
+  mistral: compatible('https://api.mistral.ai', '/v1', 'mistral_ai'),
+  groq: compatible('https://api.groq.com', '/openai/v1', 'groq'),
+  deepseek: compatible('https://api.deepseek.com', '', 'deepseek'),
+  xai: compatible('https://api.x.ai', '/v1', 'x_ai'),
+  openrouter: compatible('https://openrouter.ai', '/api/v1', 'openrouter'),
+  together: compatible('https://api.together.ai', '/v1', 'together'),
+  fireworks: compatible('https://api.fireworks.ai', '/inference/v1', 'fireworks'),
+  cerebras: compatible('https://api.cerebras.ai', '/v1', 'cerebras')
+}
+
+/** Defaults of a `custom` provider, by the format it speaks. */
+export function customDefaults (format: AiWireFormatIR): ProviderDefaults {
+  switch (format) {
+    case 'anthropic-messages': return { ...PROVIDERS.anthropic, baseUrl: null }
+    case 'gemini': return { ...PROVIDERS.gemini, baseUrl: null }
+    default: return { baseUrl: null, pathPrefix: '/v1', format, system: 'custom', key: BEARER }
+  }
+}
+
+/**
+ * The adapter for a backend, or a sentence saying why this build cannot serve it. Adapter
+ * factories by provider; the lead adds anthropic, gemini, vertex, bedrock (and custom's
+ * non-OpenAI formats) here.
+ */
+export function providerAdapter (spec: AiBackendSpecIR): ProviderAdapter | string {
+  switch (spec.provider) {
+    case 'azure': return azureAdapter(spec)
+    case 'anthropic':
+    case 'gemini':
+    case 'vertex':
+    case 'bedrock':
+      return `provider ${spec.provider} is not available in this build`
+    case 'custom':
+      if (formatByName(spec.format) === undefined) return `the ${spec.format} format is not available in this build`
+      if (spec.format !== 'openai-chat') return `custom providers of format ${spec.format} are not available in this build`
+      return openaiAdapter(spec, 'custom')
+    default:
+      return openaiAdapter(spec, PROVIDERS[spec.provider].system)
+  }
+}
