@@ -1,15 +1,23 @@
 /**
- * The wire formats this build has, by name, and how a client's request path names its
- * format and operation. The lead adds the other formats (openai-responses,
- * anthropic-messages, gemini, bedrock-converse) here as their modules land.
+ * The wire formats, by name, and how a client's request path names its format and
+ * operation. Each module is pure (no I/O); the heavy parts one needs (the AWS event-stream
+ * codec) are loaded at first use, so importing them all here costs a gateway nothing.
  */
 
 import type { WireFormat, WireFormatName } from '../canonical.ts'
 import type { LlmOperation } from '../provider.ts'
 import { openaiChatFormat } from './openai-chat.ts'
+import { openaiResponsesFormat } from './openai-responses.ts'
+import { anthropicMessagesFormat } from './anthropic-messages.ts'
+import { geminiFormat } from './gemini.ts'
+import { bedrockConverseFormat } from './bedrock-converse.ts'
 
 const FORMATS: Partial<Record<WireFormatName, WireFormat>> = {
-  'openai-chat': openaiChatFormat
+  'openai-chat': openaiChatFormat,
+  'openai-responses': openaiResponsesFormat,
+  'anthropic-messages': anthropicMessagesFormat,
+  gemini: geminiFormat,
+  'bedrock-converse': bedrockConverseFormat
 }
 
 /** The format module, or undefined when this build does not have it. */
