@@ -241,7 +241,10 @@ function applyToRoute (
       for (const ref of p.spec.targetRefs) {
         if (ref.kind !== target.kind || (ref.group ?? '') !== target.group || ref.name !== backend.name) continue
         found.add(p)
-        onBackend.push({ policy: p, specificity: 0, converted: convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
+        // Bedrock signs its requests with the credentials its own resource names: a backendAuth
+        // here would be sent as a header the signature replaces.
+        const bedrockAuth = backend.ai?.provider === 'bedrock' && p.spec.policies?.backendAuth !== undefined
+        onBackend.push({ policy: p, specificity: 0, converted: bedrockAuth ? { ok: false, message: 'spec.policies.backendAuth: a bedrock backend takes its credentials from the PorticoBackend\'s own spec.policies.backendAuth' } : convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
       }
     }
     mergeInto(refIR, refuseBodyModeOnMcp(onBackend, backend.kind === 'mcp' ? 'this backend is MCP' : null, gwKey, note), gwKey, note, undefined)
