@@ -190,6 +190,11 @@ describe('ai backends: Bedrock through Portico', () => {
     assert.match(String(emu.calls.at(-1)!.headers.authorization), /^AWS4-HMAC-SHA256 Credential=AKIDPORTICOTESTONLY\//)
     assert.equal(emu.calls.at(-1)!.auth, 'sigv4')
 
+    // A client's query string is not sent: the signature covers the query Bedrock gets (none).
+    const queried = new OpenAI({ apiKey: 'sk-client', baseURL: `${portico.url}/keys`, maxRetries: 0, defaultQuery: { 'api-version': '2024-10-21' } })
+    assert.equal((await queried.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })).choices[0]!.message.content, 'Bonjour !')
+    assert.equal(emu.calls.at(-1)!.auth, 'sigv4')
+
     const keyed = await openai('/apikey').chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })
     assert.equal(keyed.choices[0]!.message.content, 'Bonjour !')
     assert.deepEqual([emu.calls.at(-1)!.auth, emu.calls.at(-1)!.headers.authorization], ['bearer', `Bearer ${BEDROCK_TEST_API_KEY}`])

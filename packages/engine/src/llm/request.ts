@@ -166,8 +166,10 @@ async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: Prov
   const target = adapter.path(request)
   const q = target.indexOf('?')
   ctx.path = q === -1 ? target : target.slice(0, q)
-  // A provider's own query (Azure's api-version) replaces the client's.
+  // A provider's own query (Azure's api-version) replaces the client's; a signed request
+  // (Bedrock) has none but its own.
   if (q !== -1) ctx.upstreamQuery = target.slice(q + 1)
+  else if (adapter.ownQuery === true) ctx.upstreamQuery = ''
   try {
     await adapter.authorize(request, { host, port, protocol: backend.protocol })
   } catch (err) {

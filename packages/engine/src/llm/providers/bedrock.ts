@@ -120,6 +120,8 @@ export function bedrockProvider (options: BedrockProviderOptions): ProviderAdapt
   return {
     format: 'bedrock-converse',
     system: 'aws.bedrock',
+    // The signature covers the query: a client's query (an SDK's api-version) must not be sent.
+    ownQuery: true,
     path,
     async authorize (request, origin) {
       const headers = request.headers
