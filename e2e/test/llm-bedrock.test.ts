@@ -184,7 +184,7 @@ describe('ai backends: Bedrock through Portico', () => {
     assert.deepEqual(tools.content.filter(b => b.type === 'tool_use').map(b => b.type === 'tool_use' ? [b.id, b.input] : null), [['tooluse_paris01', { city: 'Paris' }], ['tooluse_rome02', { city: 'Rome', unit: 'celsius' }]])
   })
 
-  test('credentials from the environment (the AWS default chain) sign; a Bedrock API key is sent as Bearer; wrong keys are Bedrock\'s 403', { timeout: 15_000 }, async () => {
+  test('credentials from the environment (the AWS default chain) sign; a client\'s query is not sent (the signature covers the query); a Bedrock API key is sent as Bearer; wrong keys are Bedrock\'s 403', { timeout: 15_000 }, async () => {
     const chained = await openai('/chain').chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })
     assert.equal(chained.choices[0]!.message.content, 'Bonjour !')
     assert.match(String(emu.calls.at(-1)!.headers.authorization), /^AWS4-HMAC-SHA256 Credential=AKIDPORTICOTESTONLY\//)
