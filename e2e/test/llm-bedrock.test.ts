@@ -255,6 +255,10 @@ describe('ai backends: Bedrock through Portico', () => {
     // The emulator waits 250 ms after each frame: at least three more frames follow the first text.
     assert.ok(end - first >= 600, `the first token arrived ${Math.round(end - first)} ms before the end`)
     assert.equal(slow.calls.at(-1)!.auth, 'bearer')
+    // The stream's usage (its metadata event) is counted too.
+    await waitFor(() => portico.logs().some(l => l.route === 'slow' && l['gen_ai.usage.output_tokens'] !== undefined))
+    const log = portico.logs().find(l => l.route === 'slow' && l['gen_ai.usage.output_tokens'] !== undefined)!
+    assert.deepEqual([log['gen_ai.usage.input_tokens'], log['gen_ai.usage.output_tokens'], log['gen_ai.response.model']], [14, 7, MODEL])
   })
 })
 
