@@ -35,7 +35,14 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
   }
   if (ctx.llm !== null) {
     // OpenTelemetry's gen_ai attribute names (agentgateway logs the same).
+    fields['gen_ai.operation.name'] = ctx.llm.operation
+    fields['gen_ai.provider.name'] = ctx.llm.system
     fields['gen_ai.request.model'] = ctx.llm.model
+    // A translated call names both wire formats (what the client spoke, what the provider got).
+    if (ctx.llm.inputFormat !== ctx.llm.providerFormat) {
+      fields['portico.llm.input_format'] = ctx.llm.inputFormat
+      fields['portico.llm.provider_format'] = ctx.llm.providerFormat
+    }
     const usage = ctx.llm.usage
     if (usage !== null) {
       if (usage.responseModel !== null) fields['gen_ai.response.model'] = usage.responseModel

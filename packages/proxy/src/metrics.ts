@@ -242,8 +242,8 @@ export class ProxyMetrics {
       const route = series.route ?? 'unknown'
       const backend = series.backend ?? 'unknown'
       const responseModel = llm.usage?.responseModel ?? 'unknown'
-      const key = `${llm.model}\0${responseModel}\0${route}\0${backend}`
-      const llmLabels = () => ({ gen_ai_operation_name: 'chat', gen_ai_provider_name: llm.system, gen_ai_request_model: llm.model, gen_ai_response_model: responseModel, route, backend })
+      const key = `${llm.operation}\0${llm.system}\0${llm.model}\0${responseModel}\0${route}\0${backend}`
+      const llmLabels = () => ({ gen_ai_operation_name: llm.operation, gen_ai_provider_name: llm.system, gen_ai_request_model: llm.model, gen_ai_response_model: responseModel, route, backend })
       this.llmDuration.observe(key, llmLabels, (now - ctx.upstreamStart) / 1000)
       if (llm.streaming && llm.firstChunkAt > 0) this.llmFirstToken.observe(key, llmLabels, (llm.firstChunkAt - ctx.upstreamStart) / 1000)
     }
@@ -293,10 +293,13 @@ export class ProxyMetrics {
     const backend = ctx.backend?.name ?? 'unknown'
     for (const [type, tokens] of [['input', usage.inputTokens], ['output', usage.outputTokens]] as const) {
       if (tokens === null) continue
-      const key = `${type}\0${call.model}\0${responseModel}\0${route}\0${backend}`
+      const key = `${type}\0${call.operation}\0${call.system}\0${call.model}\0${responseModel}\0${route}\0${backend}`
       this.llmTokens.observe(key, () => ({
         gen_ai_token_type: type,
-        gen_ai_operation_name: 'chat',
+        gen_ai_operation_name: call.operation,
+        gen_ai_provider_name: call.system,
+        // OpenTelemetry's older name (semconv 1.36 and before) for the same value, kept so
+        // dashboards built on it keep working.
         gen_ai_system: call.system,
         gen_ai_request_model: call.model,
         gen_ai_response_model: responseModel,

@@ -81,3 +81,28 @@ test('equal label values in different string objects count together; body sizes 
   assert.deepEqual([...(await counts(m, 'portico_upstream_call_duration_seconds')).values()], [6])
   assert.equal((await counts(m, 'portico_requests_total')).size, 2)
 })
+
+test('LLM calls count apart by operation and provider; token usage carries gen_ai_provider_name and the older gen_ai_system', async () => {
+  const m = new ProxyMetrics({ dataPlane: true })
+  const call = (system: string, operation: 'chat' | 'embeddings'): never => {
+    const ctx = request({ backend: 'default/llm', method: 'POST' }) as unknown as Record<string, unknown>
+    ctx.llm = {
+      system, operation, inputFormat: 'openai-chat', providerFormat: 'anthropic-messages', requestModel: 'm', model: 'm',
+      streaming: false, firstChunkAt: 0, usage: { inputTokens: 3, outputTokens: 4, totalTokens: 7, responseModel: 'm-1' }
+    }
+    return ctx as never
+  }
+  m.observeRequest(call('anthropic', 'chat'))
+  m.observeRequest(call('openai', 'chat'))
+  m.observeRequest(call('openai', 'embeddings'))
+  const durations = await counts(m, 'portico_gen_ai_client_operation_duration_seconds')
+  assert.deepEqual([...durations.keys()].sort(), [
+    'gen_ai_operation_name=chat,gen_ai_provider_name=anthropic,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm',
+    'gen_ai_operation_name=chat,gen_ai_provider_name=openai,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm',
+    'gen_ai_operation_name=embeddings,gen_ai_provider_name=openai,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm'
+  ])
+  const tokens = await counts(m, 'portico_gen_ai_client_token_usage')
+  assert.equal(tokens.size, 6)
+  assert.ok(tokens.has('gen_ai_token_type=input,gen_ai_operation_name=chat,gen_ai_provider_name=anthropic,gen_ai_system=anthropic,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm'), [...tokens.keys()].join('\n'))
+  assert.ok(tokens.has('gen_ai_token_type=output,gen_ai_operation_name=embeddings,gen_ai_provider_name=openai,gen_ai_system=openai,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm'))
+})

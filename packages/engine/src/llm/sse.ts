@@ -11,6 +11,7 @@
  */
 
 import { StringDecoder } from 'node:string_decoder'
+import type { StreamDecoder, StreamEvent, TranslationError } from './canonical.ts'
 
 export interface SseEvent {
   /** The `event:` field, or '' when the event has none (the type is then "message"). */
@@ -104,4 +105,54 @@ export class SseReader {
 /** One event in SSE wire form. `data` must not contain CR or LF (JSON.stringify output never does). */
 export function sseEvent (data: string, event?: string): string {
   return event === undefined ? `data: ${data}\n\n` : `event: ${event}\ndata: ${data}\n\n`
+}
+
+/**
+ * The skeleton every SSE-backed stream decoder shares (OpenAI chat and Responses, Anthropic
+ * Messages, Gemini): provider bytes → SSE events → the format's `event()`, which pushes
+ * neutral events. The first error (the format's own, or the reader's: an event past the size
+ * bound) ends the stream with one `error` event; nothing is decoded after it, nor after the
+ * format says the stream is over (`done`). At the end of the bytes, a stream not yet done is
+ * the format's to close (`ended()`): a finish, or an error when it was cut short.
+ */
+export abstract class SseStreamDecoder implements StreamDecoder {
+  protected readonly reader = new SseReader()
+  /** Set once the stream failed or finished: later input is ignored. */
+  protected done = false
+
+  push (chunk: Buffer): StreamEvent[] {
+    if (this.done) return []
+    const out: StreamEvent[] = []
+    this.read(this.reader.push(chunk), out)
+    return out
+  }
+
+  end (): StreamEvent[] {
+    if (this.done) return []
+    const out: StreamEvent[] = []
+    this.read(this.reader.end(), out)
+    if (!this.done) this.ended(out)
+    return out
+  }
+
+  private read (events: SseEvent[], out: StreamEvent[]): void {
+    for (const event of events) {
+      this.event(event, out)
+      if (this.done) return
+    }
+    if (this.reader.failed !== null) this.fail(out, this.invalidStream(this.reader.failed))
+  }
+
+  /** Ends the stream with `error` (once: `done` is set). */
+  protected fail (out: StreamEvent[], error: TranslationError): void {
+    this.done = true
+    out.push({ type: 'error', error })
+  }
+
+  /** One SSE event: push what it means to `out`; set `done` (or `fail`) when the stream is over. */
+  protected abstract event (event: SseEvent, out: StreamEvent[]): void
+  /** The bytes ended and the stream is not done: finish it, or fail it as cut short. Must set `done`. */
+  protected abstract ended (out: StreamEvent[]): void
+  /** The error for a stream the SSE reader refused (`message` says why), in the format's words. */
+  protected abstract invalidStream (message: string): TranslationError
 }

@@ -21,11 +21,11 @@
  */
 
 import type {
-  ChatMessage, ChatRequest, ChatResponse, ContentPart, EncodeOptions, StopReason, StreamDecoder,
+  ChatMessage, ChatRequest, ChatResponse, ContentPart, EncodeOptions, StopReason,
   StreamEncoder, StreamEvent, ToolChoice, ToolDefinition, TranslationError, Usage, WireFormat
 } from '../canonical.ts'
 import { translationError } from '../canonical.ts'
-import { SseReader, sseEvent } from '../sse.ts'
+import { SseStreamDecoder, sseEvent, type SseEvent } from '../sse.ts'
 
 /** Sent as `max_tokens` when the neutral request has no limit (the field is required by Anthropic). */
 export const ANTHROPIC_DEFAULT_MAX_TOKENS = 4096
@@ -576,49 +576,32 @@ function encodeError (error: TranslationError): Json {
  * going wrong — bad JSON, an unknown block, a stream ending before message_delta (a tool call cut
  * in half) — becomes one `error` event, after which input is ignored.
  */
-class AnthropicStreamDecoder implements StreamDecoder {
-  private readonly reader = new SseReader()
-  private done = false
+class AnthropicStreamDecoder extends SseStreamDecoder {
   private finished = false
   private startUsage: Json = {}
   /** Indices of blocks with no neutral form (redacted thinking): their events are skipped. */
   private readonly skipped = new Set<number>()
 
-  push (chunk: Buffer): StreamEvent[] {
-    if (this.done) return []
-    return this.events(this.reader.push(chunk))
+  protected invalidStream (message: string): TranslationError {
+    return translationError(502, 'api_error', `invalid stream from the provider: ${message}`)
   }
 
-  end (): StreamEvent[] {
-    if (this.done) return []
-    const out = this.events(this.reader.end())
-    if (this.done) return out
-    this.done = true
-    if (this.reader.failed !== null) out.push(streamError(this.reader.failed))
-    else if (!this.finished) out.push(streamError('the stream ended before the message was complete'))
-    return out
+  protected ended (out: StreamEvent[]): void {
+    // After message_delta the answer is whole (a missing message_stop loses nothing).
+    if (this.finished) this.done = true
+    else this.fail(out, this.invalidStream('the stream ended before the message was complete'))
   }
 
-  private events (sse: Array<{ event: string, data: string }>): StreamEvent[] {
-    const out: StreamEvent[] = []
-    for (const e of sse) {
-      if (this.done) break
-      try {
-        this.event(e.event, e.data, out)
-      } catch (err) {
-        if (!(err instanceof Refusal)) throw err
-        out.push({ type: 'error', error: err.error })
-        this.done = true
-      }
+  protected event ({ event: name, data }: SseEvent, out: StreamEvent[]): void {
+    try {
+      this.decodeEvent(name, data, out)
+    } catch (err) {
+      if (!(err instanceof Refusal)) throw err
+      this.fail(out, err.error)
     }
-    if (!this.done && this.reader.failed !== null) {
-      out.push(streamError(this.reader.failed))
-      this.done = true
-    }
-    return out
   }
 
-  private event (name: string, data: string, out: StreamEvent[]): void {
+  private decodeEvent (name: string, data: string, out: StreamEvent[]): void {
     if (name === 'ping') return
     let payload: unknown
     try {
@@ -699,8 +682,7 @@ class AnthropicStreamDecoder implements StreamDecoder {
         this.done = true
         return
       case 'error': {
-        out.push({ type: 'error', error: decodeError(errorStatus(payload), payload) })
-        this.done = true
+        this.fail(out, decodeError(errorStatus(payload), payload))
         return
       }
       default:
@@ -714,9 +696,6 @@ function blockIndex (v: unknown): number {
 }
 function stringField (v: unknown): string {
   return typeof v === 'string' ? v : badAnswer('a delta without its text')
-}
-function streamError (message: string): StreamEvent {
-  return { type: 'error', error: translationError(502, 'api_error', `invalid stream from the provider: ${message}`) }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -43,10 +43,10 @@ import { createHash } from 'node:crypto'
 import {
   translationError,
   type ChatMessage, type ChatRequest, type ChatResponse, type ContentPart, type EncodeOptions,
-  type StopReason, type StreamDecoder, type StreamEncoder, type StreamEvent, type ToolChoice,
+  type StopReason, type StreamEncoder, type StreamEvent, type ToolChoice,
   type ToolDefinition, type TranslationError, type Usage, type WireFormat
 } from '../canonical.ts'
-import { SseReader, sseEvent, SSE_MAX_EVENT_BYTES } from '../sse.ts'
+import { SseStreamDecoder, sseEvent, SSE_MAX_EVENT_BYTES, type SseEvent } from '../sse.ts'
 
 type Json = Record<string, unknown>
 
@@ -707,10 +707,8 @@ function encodeError (error: TranslationError): Json {
 // ---------------------------------------------------------------------------------------------
 // Streams: each SSE event is a whole GenerateContentResponse (text in pieces, calls whole).
 
-class GeminiStreamDecoder implements StreamDecoder {
-  private readonly reader = new SseReader()
+class GeminiStreamDecoder extends SseStreamDecoder {
   private started = false
-  private failed = false
   private open: { index: number, kind: 'text' | 'reasoning' } | null = null
   private nextIndex = 0
   private readonly calls = { n: 0 }
@@ -720,38 +718,18 @@ class GeminiStreamDecoder implements StreamDecoder {
   private usage: Usage | null = null
   private responseId = ''
 
-  push (chunk: Buffer): StreamEvent[] {
-    if (this.failed) return []
-    const out: StreamEvent[] = []
-    for (const event of this.reader.push(chunk)) {
-      this.event(event.data, out)
-      if (this.failed) return out
-    }
-    if (this.reader.failed !== null) this.fail(out, badAnswer(this.reader.failed))
-    return out
+  protected invalidStream (message: string): TranslationError {
+    return badAnswer(message)
   }
 
-  end (): StreamEvent[] {
-    if (this.failed) return []
-    const out: StreamEvent[] = []
-    for (const event of this.reader.end()) {
-      this.event(event.data, out)
-      if (this.failed) return out
-    }
-    if (this.reader.failed !== null) { this.fail(out, badAnswer(this.reader.failed)); return out }
+  protected ended (out: StreamEvent[]): void {
     if (this.finishReason === undefined && !this.blocked) {
       this.fail(out, translationError(502, 'api_error', 'the Gemini stream ended before its finishReason (cut short)'))
-      return out
+      return
     }
     this.closeBlock(out)
     out.push({ type: 'finish', stopReason: this.blocked ? 'content_filter' : stopOf(this.finishReason, this.calledTools), usage: this.usage })
-    this.failed = true // nothing after the end
-    return out
-  }
-
-  private fail (out: StreamEvent[], error: TranslationError): void {
-    this.failed = true
-    out.push({ type: 'error', error })
+    this.done = true // nothing after the end
   }
 
   private closeBlock (out: StreamEvent[]): void {
@@ -768,7 +746,7 @@ class GeminiStreamDecoder implements StreamDecoder {
     return index
   }
 
-  private event (data: string, out: StreamEvent[]): void {
+  protected event ({ data }: SseEvent, out: StreamEvent[]): void {
     let body: unknown
     try {
       body = JSON.parse(data)

@@ -23,9 +23,10 @@
  *   name DeepSeek, vLLM and llama.cpp use).
  */
 
-import type { ChatMessage, ChatRequest, ChatResponse, ContentPart, EncodeOptions, StopReason, StreamDecoder, StreamEncoder, StreamEvent, ToolChoice, TranslationError, Usage, WireFormat } from '../canonical.ts'
+import type { ChatMessage, ChatRequest, ChatResponse, ContentPart, EncodeOptions, StopReason, StreamEncoder, StreamEvent, ToolChoice, TranslationError, Usage, WireFormat } from '../canonical.ts'
 import { translationError } from '../canonical.ts'
-import { SseReader, sseEvent } from '../sse.ts'
+import { SseStreamDecoder, sseEvent, type SseEvent } from '../sse.ts'
+import { decodeOpenAIError as decodeError, encodeOpenAIError as encodeError } from './openai-errors.ts'
 
 /** Request fields dropped on purpose, with why (see canonical.ts: a documented choice). */
 export const IGNORED: Readonly<Record<string, string>> = {
@@ -471,44 +472,6 @@ function chatId (id: string): string {
 
 // ---------------------------------------------------------------- errors
 
-const KIND_BY_STATUS: Readonly<Record<number, TranslationError['kind']>> = {
-  400: 'invalid_request',
-  401: 'authentication',
-  403: 'permission',
-  404: 'not_found',
-  408: 'timeout',
-  413: 'invalid_request',
-  422: 'invalid_request',
-  429: 'rate_limit',
-  503: 'overloaded',
-  504: 'timeout',
-  529: 'overloaded'
-}
-
-function decodeError (status: number, body: unknown): TranslationError {
-  const err = isObject(body) && isObject(body.error) ? body.error : null
-  const message = err !== null && typeof err.message === 'string' ? err.message : `the provider answered ${status}`
-  const code = status >= 400 ? status : 502
-  const out = translationError(code, KIND_BY_STATUS[code] ?? (code >= 500 ? 'api_error' : 'invalid_request'), message)
-  if (err !== null && typeof err.param === 'string') out.field = err.param
-  return out
-}
-
-const TYPE_BY_KIND: Readonly<Record<TranslationError['kind'], string>> = {
-  invalid_request: 'invalid_request_error',
-  authentication: 'authentication_error',
-  permission: 'permission_error',
-  not_found: 'not_found_error',
-  rate_limit: 'rate_limit_error',
-  overloaded: 'server_error',
-  api_error: 'server_error',
-  timeout: 'timeout_error'
-}
-
-function encodeError (error: TranslationError): Json {
-  return { error: { message: error.message, type: TYPE_BY_KIND[error.kind], param: error.field ?? null, code: null } }
-}
-
 // ---------------------------------------------------------------- streams
 
 /**
@@ -516,54 +479,38 @@ function encodeError (error: TranslationError): Json {
  * Anthropic's stream needs): a text delta after a tool call closes the tool block, and so on.
  * Parallel tool calls arrive one after another, each at its own `index`.
  */
-class ChatStreamDecoder implements StreamDecoder {
-  private readonly sse = new SseReader()
+class ChatStreamDecoder extends SseStreamDecoder {
   private started = false
-  private done = false
   private next = 0
   /** The open block: its neutral index and what it is (a tool call's OpenAI index). */
   private open: { index: number, kind: 'text' | 'reasoning' | 'tool', toolIndex?: number } | null = null
   private readonly closedTools = new Set<number>()
   private stop: StopReason | null = null
 
-  push (chunk: Buffer): StreamEvent[] {
-    const out: StreamEvent[] = []
-    for (const e of this.sse.push(chunk)) this.event(e.data, out)
-    if (this.sse.failed !== null) this.failOnce(out, upstreamError(this.sse.failed))
-    return out
+  protected invalidStream (message: string): TranslationError {
+    return upstreamError(message)
   }
 
-  end (): StreamEvent[] {
-    const out: StreamEvent[] = []
-    for (const e of this.sse.end()) this.event(e.data, out)
-    if (this.done) return out
+  protected ended (out: StreamEvent[]): void {
     if (this.stop !== null) this.finish(out, null)
-    else this.failOnce(out, upstreamError(this.sse.failed ?? 'the stream ended before the answer was complete'))
-    return out
+    else this.fail(out, upstreamError('the stream ended before the answer was complete'))
   }
 
-  private failOnce (out: StreamEvent[], error: TranslationError): void {
-    if (this.done) return
-    this.done = true
-    out.push({ type: 'error', error })
-  }
-
-  private event (data: string, out: StreamEvent[]): void {
-    if (this.done) return
+  protected event ({ data }: SseEvent, out: StreamEvent[]): void {
     if (data === '[DONE]') {
       if (this.stop !== null) this.finish(out, null)
-      else this.failOnce(out, upstreamError('[DONE] before a finish_reason'))
+      else this.fail(out, upstreamError('[DONE] before a finish_reason'))
       return
     }
     let chunk: unknown
     try {
       chunk = JSON.parse(data)
     } catch {
-      this.failOnce(out, upstreamError('a stream event is not JSON'))
+      this.fail(out, upstreamError('a stream event is not JSON'))
       return
     }
-    if (!isObject(chunk)) return this.failOnce(out, upstreamError('a stream event is not a JSON object'))
-    if (isObject(chunk.error)) return this.failOnce(out, decodeError(502, chunk))
+    if (!isObject(chunk)) return this.fail(out, upstreamError('a stream event is not a JSON object'))
+    if (isObject(chunk.error)) return this.fail(out, decodeError(502, chunk))
     if (!this.started) {
       this.started = true
       const start: StreamEvent = { type: 'start', id: typeof chunk.id === 'string' ? chunk.id : '', model: typeof chunk.model === 'string' ? chunk.model : '' }
@@ -583,12 +530,12 @@ class ChatStreamDecoder implements StreamDecoder {
       }
       if (Array.isArray(delta.tool_calls)) {
         for (const c of delta.tool_calls) {
-          if (!isObject(c)) return this.failOnce(out, upstreamError('a tool call delta is not an object'))
+          if (!isObject(c)) return this.fail(out, upstreamError('a tool call delta is not an object'))
           const toolIndex = typeof c.index === 'number' ? c.index : 0
           const f = isObject(c.function) ? c.function : {}
           if (this.open?.kind !== 'tool' || this.open.toolIndex !== toolIndex) {
-            if (this.closedTools.has(toolIndex)) return this.failOnce(out, upstreamError(`tool call ${toolIndex} continued after another began`))
-            if (typeof f.name !== 'string' || f.name === '') return this.failOnce(out, upstreamError(`tool call ${toolIndex} began without a name`))
+            if (this.closedTools.has(toolIndex)) return this.fail(out, upstreamError(`tool call ${toolIndex} continued after another began`))
+            if (typeof f.name !== 'string' || f.name === '') return this.fail(out, upstreamError(`tool call ${toolIndex} began without a name`))
             this.close(out)
             this.open = { index: this.next++, kind: 'tool', toolIndex }
             out.push({ type: 'block_start', index: this.open.index, block: { type: 'tool_call', id: typeof c.id === 'string' ? c.id : '', name: f.name } })

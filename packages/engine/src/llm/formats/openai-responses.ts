@@ -25,10 +25,10 @@
 import {
   isTranslationError, translationError,
   type ChatMessage, type ChatRequest, type ChatResponse, type ContentPart, type EncodeOptions,
-  type ResponseFormat, type StopReason, type StreamDecoder, type StreamEncoder, type StreamEvent,
+  type ResponseFormat, type StopReason, type StreamEncoder, type StreamEvent,
   type ToolChoice, type ToolDefinition, type TranslationError, type Usage, type WireFormat
 } from '../canonical.ts'
-import { SseReader, sseEvent } from '../sse.ts'
+import { SseStreamDecoder, sseEvent, type SseEvent } from '../sse.ts'
 import { decodeOpenAIError as decodeError, encodeOpenAIError as encodeError, openAIErrorCode } from './openai-errors.ts'
 
 /** Request fields that need OpenAI's server-side state or hosted features: refused (400 naming them). */
@@ -679,9 +679,12 @@ function reasoningItem (id: string, text: string, signature: string | undefined)
 // ---------------------------------------------------------------------------------------------
 // Streams: provider SSE → neutral events
 
-class ResponsesStreamDecoder implements StreamDecoder {
-  private readonly reader = new SseReader()
-  private done = false
+/** A provider stream that broke the Responses API's event grammar. */
+function invalidStream (message: string): TranslationError {
+  return translationError(502, 'api_error', message)
+}
+
+class ResponsesStreamDecoder extends SseStreamDecoder {
   private nextIndex = 0
   /** `output_index` (and `:content_index` for message parts) → neutral block index. */
   private readonly blocks = new Map<string, number>()
@@ -694,49 +697,29 @@ class ResponsesStreamDecoder implements StreamDecoder {
   private refused = false
   private started = false
 
-  push (chunk: Buffer): StreamEvent[] {
-    if (this.done) return []
-    const out: StreamEvent[] = []
-    for (const event of this.reader.push(chunk)) {
-      this.event(event.data, out)
-      if (this.done) return out
-    }
-    if (this.reader.failed !== null) this.fail(this.reader.failed, out)
-    return out
+  protected invalidStream (message: string): TranslationError {
+    return invalidStream(message)
   }
 
-  end (): StreamEvent[] {
-    if (this.done) return []
-    const out: StreamEvent[] = []
-    for (const event of this.reader.end()) {
-      this.event(event.data, out)
-      if (this.done) return out
-    }
-    if (this.reader.failed !== null) this.fail(this.reader.failed, out)
-    else if (!this.done) this.fail('the provider stream ended before response.completed', out)
-    return out
+  protected ended (out: StreamEvent[]): void {
+    this.fail(out, invalidStream('the provider stream ended before response.completed'))
   }
 
-  private fail (message: string, out: StreamEvent[], error?: TranslationError): void {
-    out.push({ type: 'error', error: error ?? translationError(502, 'api_error', message) })
-    this.done = true
-  }
-
-  private event (data: string, out: StreamEvent[]): void {
+  protected event ({ data }: SseEvent, out: StreamEvent[]): void {
     let event: unknown
     try {
       event = JSON.parse(data)
     } catch {
-      this.fail('the provider sent a stream event that is not JSON', out)
+      this.fail(out, invalidStream('the provider sent a stream event that is not JSON'))
       return
     }
     if (!isObject(event) || typeof event.type !== 'string') {
-      this.fail('the provider sent a stream event without a type', out)
+      this.fail(out, invalidStream('the provider sent a stream event without a type'))
       return
     }
     const type = event.type
     if (type === 'error') {
-      this.fail('', out, responseError(event, 'the provider reported an error'))
+      this.fail(out, responseError(event, 'the provider reported an error'))
       return
     }
     if (type === 'response.created' || type === 'response.in_progress' || type === 'response.queued') {
@@ -750,16 +733,16 @@ class ResponsesStreamDecoder implements StreamDecoder {
       return
     }
     if (!this.started) {
-      this.fail(`the provider stream began with ${type}, not response.created`, out)
+      this.fail(out, invalidStream(`the provider stream began with ${type}, not response.created`))
       return
     }
     const outputIndex = typeof event.output_index === 'number' ? event.output_index : -1
     switch (type) {
       case 'response.output_item.added': {
         const item = event.item
-        if (!isObject(item)) return this.fail('response.output_item.added without an item', out)
+        if (!isObject(item)) return this.fail(out, invalidStream('response.output_item.added without an item'))
         if (item.type === 'function_call') {
-          if (typeof item.call_id !== 'string' || typeof item.name !== 'string') return this.fail('a function_call item without call_id or name', out)
+          if (typeof item.call_id !== 'string' || typeof item.name !== 'string') return this.fail(out, invalidStream('a function_call item without call_id or name'))
           const index = this.nextIndex++
           this.calls.set(outputIndex, { index, streamed: false })
           this.sawToolCall = true
@@ -773,7 +756,7 @@ class ResponsesStreamDecoder implements StreamDecoder {
           this.reasoning.set(outputIndex, index)
           out.push({ type: 'block_start', index, block: { type: 'reasoning' } })
         } else if (item.type !== 'message') {
-          this.fail(`the provider streamed an output item of type ${JSON.stringify(item.type)}, which has no neutral form`, out)
+          this.fail(out, invalidStream(`the provider streamed an output item of type ${JSON.stringify(item.type)}, which has no neutral form`))
         }
         return
       }
@@ -788,7 +771,7 @@ class ResponsesStreamDecoder implements StreamDecoder {
       case 'response.output_text.delta':
       case 'response.refusal.delta': {
         const index = this.blocks.get(`${outputIndex}:${String(event.content_index)}`)
-        if (index === undefined || typeof event.delta !== 'string') return this.fail(`${type} for a part that was not added`, out)
+        if (index === undefined || typeof event.delta !== 'string') return this.fail(out, invalidStream(`${type} for a part that was not added`))
         if (type === 'response.refusal.delta') this.refused = true
         if (event.delta !== '') {
           this.textStreamed.add(index)
@@ -816,7 +799,7 @@ class ResponsesStreamDecoder implements StreamDecoder {
       }
       case 'response.function_call_arguments.delta': {
         const call = this.calls.get(outputIndex)
-        if (call === undefined || typeof event.delta !== 'string') return this.fail(`${type} for a call that was not added`, out)
+        if (call === undefined || typeof event.delta !== 'string') return this.fail(out, invalidStream(`${type} for a call that was not added`))
         if (event.delta === '') return
         call.streamed = true
         out.push({ type: 'tool_args_delta', index: call.index, json: event.delta })
@@ -824,7 +807,7 @@ class ResponsesStreamDecoder implements StreamDecoder {
       }
       case 'response.function_call_arguments.done': {
         const call = this.calls.get(outputIndex)
-        if (call === undefined) return this.fail(`${type} for a call that was not added`, out)
+        if (call === undefined) return this.fail(out, invalidStream(`${type} for a call that was not added`))
         // Servers that send only the final arguments: they become the one delta.
         if (!call.streamed && typeof event.arguments === 'string' && event.arguments !== '') {
           call.streamed = true
@@ -835,7 +818,7 @@ class ResponsesStreamDecoder implements StreamDecoder {
       case 'response.reasoning_summary_text.delta':
       case 'response.reasoning_text.delta': {
         const index = this.reasoning.get(outputIndex)
-        if (index === undefined || typeof event.delta !== 'string') return this.fail(`${type} for an item that was not added`, out)
+        if (index === undefined || typeof event.delta !== 'string') return this.fail(out, invalidStream(`${type} for an item that was not added`))
         if (event.delta !== '') out.push({ type: 'reasoning_delta', index, text: event.delta })
         return
       }
@@ -878,7 +861,7 @@ class ResponsesStreamDecoder implements StreamDecoder {
       }
       case 'response.failed': {
         const r = isObject(event.response) ? event.response : {}
-        this.fail('', out, responseError(r.error, 'the provider reported the response failed'))
+        this.fail(out, responseError(r.error, 'the provider reported the response failed'))
         return
       }
       default:
