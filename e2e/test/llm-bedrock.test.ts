@@ -48,10 +48,10 @@ describe('ai backends: Bedrock through Portico', () => {
     slow = await startBedrockEmulator({ answer: answerFor, frameDelayMs: 250 })
     const adminPort = await freePort()
     admin = `http://127.0.0.1:${adminPort}`
-    const route = (name: string, target: BedrockEmulator, policies?: Record<string, unknown>, model?: string): NonNullable<ConfigFile['routes']>[number] => ({
+    const route = (name: string, target: BedrockEmulator, policies?: Record<string, unknown>, settings: Record<string, string> = {}): NonNullable<ConfigFile['routes']>[number] => ({
       name,
       matches: [{ path: { pathPrefix: `/${name}` } }],
-      backends: [{ ai: { name: `bedrock-${name}`, provider: { bedrock: { region: 'us-east-1', ...(model !== undefined ? { model } : {}) } }, hostOverride: target.url }, ...(policies !== undefined ? { policies } : {}) }]
+      backends: [{ ai: { name: `bedrock-${name}`, provider: { bedrock: { region: 'us-east-1', ...settings } }, hostOverride: target.url }, ...(policies !== undefined ? { policies } : {}) }]
     })
     portico = await startPortico({
       // The default chain's first source: the environment of the Portico process (no instance
@@ -70,7 +70,7 @@ describe('ai backends: Bedrock through Portico', () => {
           route('chain', emu),
           route('apikey', emu, { backendAuth: { key: BEDROCK_TEST_API_KEY } }),
           route('badkeys', emu, { backendAuth: { aws: { accessKeyId: BEDROCK_TEST_CREDENTIALS.accessKeyId, secretAccessKey: 'portico-wrong-secret-not-real' } } }),
-          route('fixed', emu, { backendAuth: { key: BEDROCK_TEST_API_KEY } }, MODEL),
+          route('fixed', emu, { backendAuth: { aws: { accessKeyId: BEDROCK_TEST_CREDENTIALS.accessKeyId, secretAccessKey: BEDROCK_TEST_CREDENTIALS.secretAccessKey } } }, { model: MODEL, guardrailIdentifier: 'gr-portico-test', guardrailVersion: '3' }),
           route('slow', slow, { backendAuth: { key: BEDROCK_TEST_API_KEY } })
         ]
       })
@@ -199,10 +199,13 @@ describe('ai backends: Bedrock through Portico', () => {
     assert.equal(keyed.choices[0]!.message.content, 'Bonjour !')
     assert.deepEqual([emu.calls.at(-1)!.auth, emu.calls.at(-1)!.headers.authorization], ['bearer', `Bearer ${BEDROCK_TEST_API_KEY}`])
 
-    // A backend model replaces the client's; it is the one in the path.
+    // A backend model replaces the client's; it is the one in the path. The backend's guardrail
+    // is in the body, which is signed with it.
     const fixed = await openai('/fixed').chat.completions.create({ model: 'whatever', messages: [{ role: 'user', content: 'hi' }] })
     assert.equal(fixed.model, MODEL)
     assert.equal(emu.calls.at(-1)!.modelId, MODEL)
+    assert.deepEqual(emu.calls.at(-1)!.body.guardrailConfig, { guardrailIdentifier: 'gr-portico-test', guardrailVersion: '3' })
+    assert.equal(emu.calls.at(-1)!.auth, 'sigv4')
 
     const calls = emu.calls.length
     await assert.rejects(openai('/badkeys').chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }),
