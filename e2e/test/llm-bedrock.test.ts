@@ -184,6 +184,18 @@ describe('ai backends: Bedrock through Portico', () => {
     assert.deepEqual(tools.content.filter(b => b.type === 'tool_use').map(b => b.type === 'tool_use' ? [b.id, b.input] : null), [['tooluse_paris01', { city: 'Paris' }], ['tooluse_rome02', { city: 'Rome', unit: 'celsius' }]])
   })
 
+  test('openai SDK, Responses API → Bedrock: whole and streamed', { timeout: 15_000 }, async () => {
+    const r = await openai('/keys').responses.create({ model: MODEL, input: 'Say hello in French' })
+    assert.equal(r.output_text, 'Bonjour !')
+    assert.equal(r.model, MODEL)
+    assert.deepEqual([r.usage?.input_tokens, r.usage?.output_tokens], [14, 6])
+    const stream = await openai('/keys').responses.create({ model: MODEL, input: 'hi', stream: true })
+    let text = ''
+    for await (const e of stream) if (e.type === 'response.output_text.delta') text += e.delta
+    assert.equal(text, 'Bonjour, ça va ?')
+    assert.deepEqual([emu.calls.at(-1)!.auth, emu.calls.at(-1)!.streaming], ['sigv4', true])
+  })
+
   test('credentials from the environment (the AWS default chain) sign; a client\'s query is not sent (the signature covers the query); a Bedrock API key is sent as Bearer; wrong keys are Bedrock\'s 403', { timeout: 15_000 }, async () => {
     const chained = await openai('/chain').chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })
     assert.equal(chained.choices[0]!.message.content, 'Bonjour !')
