@@ -81,6 +81,15 @@ test('PorticoPolicy and PorticoBackend CRDs on a real API server', { timeout: 18
     await assert.rejects(create(backend({ backendAuth: { key: 'sk-in-clear-123' } }), 'porticobackends'), /key: Invalid value: "string"/)
   })
 
+  await t.test('a bedrock PorticoBackend takes AWS keys as secretRefs, never in clear', async () => {
+    const backend = (name: string, policies: unknown) => ({ apiVersion: 'portico.dev/v1alpha1', kind: 'PorticoBackend', metadata: { name, namespace: 'apps' }, spec: { ai: { name: 'claude', provider: { bedrock: { region: 'us-east-1', guardrailIdentifier: 'gr-1', guardrailVersion: '1' } } }, policies } })
+    const policies = { backendAuth: { aws: { accessKeyId: { secretRef: { name: 'aws', key: 'id' } }, secretAccessKey: { secretRef: { name: 'aws', key: 'secret' } } } } }
+    const created = await create(backend('bedrock', policies), 'porticobackends')
+    assert.deepEqual(created.spec.policies, policies)
+    assert.deepEqual(created.spec.ai.provider.bedrock, { region: 'us-east-1', guardrailIdentifier: 'gr-1', guardrailVersion: '1' })
+    await assert.rejects(create(backend('bedrock-clear', { backendAuth: { aws: { accessKeyId: 'AKIDPORTICOTESTONLY', secretAccessKey: 'portico-test-secret-not-real' } } }), 'porticobackends'), /accessKeyId: Invalid value: "string"/)
+  })
+
   await t.test('a PorticoBackend takes MCP targets by Service or URL, never a command', async () => {
     const backend = (mcp: unknown) => ({ apiVersion: 'portico.dev/v1alpha1', kind: 'PorticoBackend', metadata: { name: 'b', namespace: 'apps' }, spec: { mcp } })
     const mcp = { targets: [{ name: 'everything', service: { name: 'mcp-everything', port: 3001 } }, { name: 'remote', mcp: { host: 'https://mcp.example.com/mcp' } }] }

@@ -86,13 +86,13 @@ test('Azure: the v1 API by default, deployment paths with a dated apiVersion, th
 })
 
 test('providers without an adapter in this build are refused at load, with the reason; backendAuth does not apply to signed providers', () => {
-  for (const provider of [{ anthropic: {} }, { gemini: {} }, { vertex: { projectId: 'my-project', region: 'us-central1' } }, { bedrock: { region: 'us-east-1' } }]) {
+  for (const provider of [{ anthropic: {} }, { gemini: {} }, { vertex: { projectId: 'my-project', region: 'us-central1' } }]) {
     const name = Object.keys(provider)[0]!
     assert.match(load({ provider }).problems.join('\n'), new RegExp(`provider.${name}: provider ${name} is not available in this build`))
   }
   assert.match(load({ provider: { custom: { format: 'anthropic-messages' } }, hostOverride: 'http://127.0.0.1:1' }).problems.join('\n'), /not available in this build/)
   assert.match(load({ provider: { custom: { format: 'openai-chat' } } }).problems.join('\n'), /hostOverride: is required for provider custom/)
-  assert.match(load({ provider: { bedrock: { region: 'us-east-1' } } }, { backendAuth: { key: 'k' } }).problems.join('\n'), /backendAuth: does not apply to this provider/)
+  assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, { backendAuth: { aws: {} } }).problems.join('\n'), /backendAuth.aws: applies to ai backends of provider bedrock only/)
   assert.equal(PROVIDERS.anthropic.key?.header, 'x-api-key')
   assert.equal(PROVIDERS.gemini.key?.header, 'x-goog-api-key')
 })

@@ -16,7 +16,7 @@ import { loadConfigText } from '@portico/engine/config'
 import type { BackendIR, PolicySetIR } from '@portico/engine/ir'
 import type { ObjectMeta } from './gateway-api.ts'
 import { endpointsOf, type ServiceIndex } from './backends.ts'
-import { convertPolicy } from './portico-policies.ts'
+import { convertPolicy, resolveBackendAuth } from './portico-policies.ts'
 
 export const PORTICO_GROUP = 'portico.dev'
 
@@ -63,18 +63,35 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Port
     }
     block = { ...pb.spec.mcp, targets }
   }
-  const config = { gateways: { default: { port: 1 } }, routes: [{ name: pb.metadata.name, backends: [{ [kinds[0]!]: block }] }] }
+  // A bedrock backend takes its backendAuth (AWS keys, a Bedrock API key) into its own IR, not
+  // as a header policy: it is loaded with the backend, its secretRefs read first.
+  let ownPolicies = pb.spec.policies
+  let selfAuth: Record<string, unknown> = {}
+  let secretValues: string[] = []
+  const provider = kinds[0] === 'ai' ? block.provider as Record<string, unknown> | undefined : undefined
+  if (provider?.bedrock !== undefined && ownPolicies?.backendAuth !== undefined) {
+    const { backendAuth, ...rest } = ownPolicies
+    const resolved = resolveBackendAuth(pb.metadata, backendAuth, index.secrets)
+    if (!resolved.ok) return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: ${resolved.message}`
+    selfAuth = { policies: { backendAuth: resolved.backendAuth } }
+    secretValues = resolved.values
+    ownPolicies = Object.keys(rest).length > 0 ? rest : undefined
+  }
+  const config = { gateways: { default: { port: 1 } }, routes: [{ name: pb.metadata.name, backends: [{ [kinds[0]!]: block, ...selfAuth }] }] }
   const result = loadConfigText(JSON.stringify(config), { baseDir: '/', readFile: () => { throw Object.assign(new Error('no files in a cluster'), { code: 'ENOENT' }) } })
   if (!result.ok) {
     const d = result.diagnostics[0]!
-    const at = d.path.indexOf(kinds[0]!)
+    // A problem of the backendAuth taken in (bedrock) is named at spec.policies; its values are not in the messages.
+    const at = d.path.includes('backendAuth') ? d.path.indexOf('policies') : d.path.indexOf(kinds[0]!)
     const field = at === -1 ? '' : d.path.slice(at).map(p => typeof p === 'number' ? `[${p}]` : `.${p}`).join('')
-    return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: spec${field}: ${d.message}`
+    let message = d.message
+    for (const v of secretValues) if (v.length > 0) message = message.split(v).join('<secret>')
+    return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: spec${field}: ${message}`
   }
   const backend = result.config.ir.backends[0]!
   let policies: PolicySetIR = {}
-  if (pb.spec.policies !== undefined) {
-    const converted = convertPolicy({ metadata: pb.metadata, spec: { targetRefs: [], policies: pb.spec.policies } }, kinds[0] === 'ai' ? 'backend-ai' : 'backend', index.secrets)
+  if (ownPolicies !== undefined) {
+    const converted = convertPolicy({ metadata: pb.metadata, spec: { targetRefs: [], policies: ownPolicies } }, kinds[0] === 'ai' ? 'backend-ai' : 'backend', index.secrets)
     if (!converted.ok) return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: ${converted.message}`
     policies = converted.policies
   }

@@ -241,7 +241,10 @@ function applyToRoute (
       for (const ref of p.spec.targetRefs) {
         if (ref.kind !== target.kind || (ref.group ?? '') !== target.group || ref.name !== backend.name) continue
         found.add(p)
-        onBackend.push({ policy: p, specificity: 0, converted: convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
+        // Bedrock signs its requests with the credentials its own resource names: a backendAuth
+        // here would be sent as a header the signature replaces.
+        const bedrockAuth = backend.ai?.provider === 'bedrock' && p.spec.policies?.backendAuth !== undefined
+        onBackend.push({ policy: p, specificity: 0, converted: bedrockAuth ? { ok: false, message: 'spec.policies.backendAuth: a bedrock backend takes its credentials from the PorticoBackend\'s own spec.policies.backendAuth' } : convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
       }
     }
     mergeInto(refIR, refuseBodyModeOnMcp(onBackend, backend.kind === 'mcp' ? 'this backend is MCP' : null, gwKey, note), gwKey, note, undefined)
@@ -304,30 +307,7 @@ function mergeInto (target: { policies: PolicySetIR, policySources?: Record<stri
  */
 export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, secrets: Map<string, Secret>): Converted {
   const level: Level = convertLevel === 'backend-ai' ? 'backend' : convertLevel
-  const ns = p.metadata.namespace ?? ''
-  const files = new Map<string, string>()
-  const values: string[] = []
-  let problem: string | undefined
-  const resolve = (ref: unknown, kind: 'file' | 'value', at: string): unknown => {
-    const r = (ref as { secretRef?: { name?: string, key?: string } } | undefined)?.secretRef
-    if (r?.name === undefined || r.key === undefined) {
-      problem ??= `spec.policies.${at}: needs secretRef with name and key`
-      return kind === 'file' ? '/missing' : 'missing'
-    }
-    const data = secrets.get(`${ns}/${r.name}`)?.data?.[r.key]
-    if (data === undefined) {
-      problem ??= `spec.policies.${at}: Secret ${ns}/${r.name} has no key ${r.key}`
-      return kind === 'file' ? '/missing' : 'missing'
-    }
-    const text = Buffer.from(data, 'base64').toString('utf8')
-    if (kind === 'value') {
-      values.push(text)
-      return text
-    }
-    const path = `/secrets/${ns}/${r.name}/${r.key}`
-    files.set(path, text)
-    return path
-  }
+  const { resolve, files, values, problem: resolveProblem } = secretResolver(p.metadata.namespace ?? '', secrets)
   // Fields a Gateway API resource already says, which would otherwise be dropped here.
   const elsewhere = level === 'backend'
     ? { backendTLS: 'TLS to a Service is set with a BackendTLSPolicy', http: 'the Service port\'s appProtocol (kubernetes.io/h2c) chooses HTTP/2' }
@@ -337,6 +317,7 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
   }
   if (level !== 'gateway' && p.spec.frontend !== undefined) return { ok: false, message: 'spec.frontend: client-connection settings apply to a Gateway, not to a route or a backend' }
   const block = withSecrets(p.spec.policies ?? {}, schemaOf(level), '', resolve)
+  const problem = resolveProblem()
   if (problem !== undefined) return { ok: false, message: problem }
   const config = level === 'gateway'
     ? { gateways: { policy: { port: 1, policies: block } } }
@@ -384,8 +365,54 @@ function describe (diagnostics: ConfigDiagnostic[], level: Level | 'frontend', s
   return lines.join('; ') + (diagnostics.length > 5 ? `; and ${diagnostics.length - 5} more` : '')
 }
 
+type Resolve = (ref: unknown, kind: 'file' | 'value', at: string) => unknown
+
+/**
+ * Reads secretRefs from the Secrets of a namespace: a value as itself, a file as a path under
+ * /secrets/ whose text is kept in `files`; the first problem is kept (`problem()`).
+ */
+function secretResolver (ns: string, secrets: Map<string, Secret>): { resolve: Resolve, files: Map<string, string>, values: string[], problem: () => string | undefined } {
+  const files = new Map<string, string>()
+  const values: string[] = []
+  let problem: string | undefined
+  const resolve: Resolve = (ref, kind, at) => {
+    const r = (ref as { secretRef?: { name?: string, key?: string } } | undefined)?.secretRef
+    if (r?.name === undefined || r.key === undefined) {
+      problem ??= `spec.policies.${at}: needs secretRef with name and key`
+      return kind === 'file' ? '/missing' : 'missing'
+    }
+    const data = secrets.get(`${ns}/${r.name}`)?.data?.[r.key]
+    if (data === undefined) {
+      problem ??= `spec.policies.${at}: Secret ${ns}/${r.name} has no key ${r.key}`
+      return kind === 'file' ? '/missing' : 'missing'
+    }
+    const text = Buffer.from(data, 'base64').toString('utf8')
+    if (kind === 'value') {
+      values.push(text)
+      return text
+    }
+    const path = `/secrets/${ns}/${r.name}/${r.key}`
+    files.set(path, text)
+    return path
+  }
+  return { resolve, files, values, problem: () => problem }
+}
+
+/**
+ * A resource's `backendAuth` with its secretRefs read (for a provider that takes it into its
+ * backend rather than as a header: bedrock), or why it cannot be read. Never holds a secret in
+ * its message.
+ */
+export function resolveBackendAuth (meta: PorticoPolicy['metadata'], backendAuth: unknown, secrets: Map<string, Secret>): { ok: true, backendAuth: unknown, values: string[] } | { ok: false, message: string } {
+  const { resolve, problem, values } = secretResolver(meta.namespace ?? '', secrets)
+  const properties = schemaOf('backend').properties as Record<string, JsonSchema> | undefined
+  const out = withSecrets(backendAuth, properties?.backendAuth, 'backendAuth', resolve)
+  const failed = problem()
+  return failed !== undefined ? { ok: false, message: failed } : { ok: true, backendAuth: out, values }
+}
+
 /** `value` with every secretRef of a field marked secret replaced by what `resolve` gives. */
-function withSecrets (value: unknown, schema: JsonSchema | undefined, at: string, resolve: (ref: unknown, kind: 'file' | 'value', at: string) => unknown): unknown {
+function withSecrets (value: unknown, schema: JsonSchema | undefined, at: string, resolve: Resolve): unknown {
   if (schema === undefined || value === null || typeof value !== 'object') return value
   const mark = secretMark(schema)
   if (mark !== null) return resolve(value, mark === 'portico:secret-file' ? 'file' : 'value', at)

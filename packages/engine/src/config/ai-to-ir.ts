@@ -5,7 +5,7 @@
  * for is refused here, with the reason, rather than accepted and broken at the first request.
  */
 
-import type { AiBackendConfig } from './schema.ts'
+import type { AiBackendConfig, RouteBackendConfig } from './schema.ts'
 import type { AiBackendSpecIR, AiProviderName, BackendIR } from '../ir/types.ts'
 import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
 import { hostPort } from '../util/host-port.ts'
@@ -44,7 +44,35 @@ function defaultBaseUrl (a: AiBackendConfig, name: AiProviderName, defaults: Pro
   }
 }
 
-export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost): BackendIR | undefined {
+/** backendAuth as written (`key`, or `aws` keys): bedrock takes it into its IR, the other providers as a header. */
+export type AiBackendAuth = NonNullable<NonNullable<RouteBackendConfig['policies']>['backendAuth']>
+
+/**
+ * How a bedrock backend authorises its requests: a Bedrock API key (`key`), explicit AWS keys
+ * (`aws: {accessKeyId, secretAccessKey}`), else the AWS default credential chain.
+ */
+function bedrockAuth (auth: AiBackendAuth | undefined, path: Path, fail: (p: Path, message: string) => void): NonNullable<AiBackendSpecIR['bedrock']>['auth'] {
+  if (auth === undefined) return { kind: 'chain' }
+  const at = [...path, 'policies', 'backendAuth']
+  if (auth.key !== undefined && auth.aws !== undefined) fail(at, 'needs exactly one of key or aws')
+  if (auth.key !== undefined) return { kind: 'apiKey', apiKey: auth.key }
+  const aws = auth.aws ?? {}
+  if ((aws.accessKeyId === undefined) !== (aws.secretAccessKey === undefined)) {
+    fail([...at, 'aws'], 'accessKeyId and secretAccessKey go together (or neither: the AWS default credential chain)')
+    return { kind: 'chain' }
+  }
+  if (aws.accessKeyId === undefined) {
+    if (aws.sessionToken !== undefined) fail([...at, 'aws', 'sessionToken'], 'needs accessKeyId and secretAccessKey')
+    return { kind: 'chain' }
+  }
+  return { kind: 'keys', accessKeyId: aws.accessKeyId, secretAccessKey: aws.secretAccessKey!, ...(aws.sessionToken !== undefined ? { sessionToken: aws.sessionToken } : {}) }
+}
+
+/**
+ * `auth`: the backend's backendAuth when its provider takes it itself (bedrock); `path` is the
+ * `ai` field's, its backendAuth is at the sibling `policies`.
+ */
+export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, auth?: AiBackendAuth): BackendIR | undefined {
   const names = providerName(a)
   if (names.length !== 1) {
     fail([...path, 'provider'], `needs exactly one provider${names.length > 1 ? ` (got ${names.join(', ')})` : ''}`)
@@ -79,7 +107,19 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     if (settings.apiVersion !== undefined && settings.apiVersion !== 'v1' && a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply with a dated apiVersion (the deployments paths are fixed)')
   }
   if (provider === 'vertex') ai.vertex = { projectId: settings.projectId!, region: settings.region! }
-  if (provider === 'bedrock') ai.bedrock = { region: settings.region! }
+  if (provider === 'bedrock') {
+    const bedrock = a.provider.bedrock!
+    ai.bedrock = { region: bedrock.region }
+    if ((bedrock.guardrailIdentifier === undefined) !== (bedrock.guardrailVersion === undefined)) {
+      fail([...path, 'provider', 'bedrock', bedrock.guardrailIdentifier === undefined ? 'guardrailIdentifier' : 'guardrailVersion'], 'guardrailIdentifier and guardrailVersion go together')
+    } else if (bedrock.guardrailIdentifier !== undefined) {
+      ai.bedrock.guardrail = { identifier: bedrock.guardrailIdentifier, version: bedrock.guardrailVersion! }
+    }
+    ai.bedrock.auth = bedrockAuth(auth, path.slice(0, -1), fail)
+    // Converse's paths are per model (/model/{id}/converse): there is no base path to change.
+    if (a.pathOverride !== undefined) fail([...path, 'pathOverride'], 'does not apply to provider bedrock (the path is /model/<model>/converse)')
+    if (a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply to provider bedrock (the path is /model/<model>/converse)')
+  }
   const adapter = providerAdapter(ai)
   if (typeof adapter === 'string') {
     fail([...path, 'provider', provider], adapter)

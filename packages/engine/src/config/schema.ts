@@ -211,8 +211,13 @@ export const RoutePoliciesSchema = Type.Object({
 
 /** agentgateway's `backendAuth: {key}`: the credential the gateway presents to the backend. */
 export const BackendAuthSchema = Type.Object({
-  key: Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'Sent to the backend as Authorization: Bearer <key>, replacing what the client sent (an LLM provider\'s API key); in cluster resources a secretRef. Redacted in dumps, logs and traces.' })
-}, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth key).' })
+  key: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'Sent to the backend as Authorization: Bearer <key>, replacing what the client sent (an LLM provider\'s API key; for bedrock a Bedrock API key); in cluster resources a secretRef. Redacted in dumps, logs and traces.' })),
+  aws: Opt(Type.Object({
+    accessKeyId: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'AWS access key id (with secretAccessKey).' })),
+    secretAccessKey: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'AWS secret access key (with accessKeyId).' })),
+    sessionToken: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'Session token of temporary credentials.' }))
+  }, { ...strict, description: 'ai backends of provider bedrock: requests are signed with AWS Signature Version 4 by these keys; {} (or no backendAuth) uses the AWS default credential chain (environment, shared files, web identity / IRSA, container and instance metadata). Redacted in dumps, logs and traces.' }))
+}, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth): exactly one of key or aws.' })
 
 export const BackendPoliciesSchema = Type.Object({
   ...policyFieldsWithout('directResponse', 'oidc'),
@@ -314,8 +319,10 @@ export const AiProviderSchema = Type.Object({
   }, { ...strict, description: 'Gemini and Anthropic models on Google Vertex AI (OAuth2 access tokens).' })),
   bedrock: Opt(Type.Object({
     model: AiModel,
-    region: Type.String({ pattern: DNS_LABEL, description: 'The AWS region (us-east-1).' })
-  }, { ...strict, description: 'Amazon Bedrock\'s Converse API (SigV4 with the AWS credential chain).' })),
+    region: Type.String({ pattern: DNS_LABEL, description: 'The AWS region (us-east-1): requests go to bedrock-runtime.<region>.amazonaws.com and are signed for it.' }),
+    guardrailIdentifier: Opt(Type.String({ minLength: 1, description: 'A Bedrock guardrail (its id or ARN) applied to every request (Converse guardrailConfig); with guardrailVersion.' })),
+    guardrailVersion: Opt(Type.String({ minLength: 1, description: 'The guardrail\'s version (a number or DRAFT); with guardrailIdentifier.' }))
+  }, { ...strict, description: 'Amazon Bedrock\'s Converse API: signed with SigV4 (backendAuth aws keys, else the AWS default credential chain) or a Bedrock API key (backendAuth key).' })),
   custom: Opt(Type.Object({
     format: StringEnum(['openai-chat', 'openai-responses', 'anthropic-messages', 'gemini'], { description: 'The wire format the server speaks.' }),
     model: AiModel

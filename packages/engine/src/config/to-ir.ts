@@ -23,7 +23,7 @@ import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { readPemField } from './referenced-file.ts'
-import { aiKeyHeader, translateAiBackend } from './ai-to-ir.ts'
+import { aiKeyHeader, translateAiBackend, type AiBackendAuth } from './ai-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -285,7 +285,13 @@ function translateRoute (
   const refs: BackendRefIR[] = []
   ;(route.backends ?? []).forEach((b, i) => {
     const { backendTLS, health, http, backendAuth, ...backendPolicies } = b.policies ?? {}
-    if (backendAuth !== undefined) {
+    // Bedrock signs its requests (or sends its API key) itself: its backendAuth goes into its IR.
+    const selfAuth = b.ai?.provider.bedrock !== undefined
+    if (backendAuth !== undefined && backendAuth.key === undefined && backendAuth.aws === undefined) {
+      report([...path, 'backends', i, 'policies', 'backendAuth'], 'needs key or aws')
+    } else if (backendAuth !== undefined && !selfAuth && backendAuth.aws !== undefined) {
+      report([...path, 'backends', i, 'policies', 'backendAuth', 'aws'], 'applies to ai backends of provider bedrock only')
+    } else if (backendAuth?.key !== undefined && !selfAuth) {
       // The key becomes the Authorization header the backend gets: one header policy, so the
       // trace and /config_dump show it there (redacted, as every credential header is).
       if (backendPolicies.requestHeaderModifier?.set?.authorization !== undefined || backendPolicies.requestHeaderModifier?.add?.authorization !== undefined) {
@@ -305,7 +311,7 @@ function translateRoute (
     }
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
-      : translateBackend(b, [...path, 'backends', i], fail)
+      : translateBackend(b, [...path, 'backends', i], fail, selfAuth ? backendAuth : undefined)
     if (backend === undefined) {
       // The backend cannot be built, but its policies are still checked: every problem of
       // the file is reported in one run.
@@ -485,14 +491,14 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
   }
 }
 
-function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void): BackendIR | undefined {
+function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth): BackendIR | undefined {
   const kinds = (['host', 'endpoints', 'mcp', 'ai'] as const).filter(k => b[k] !== undefined)
   if (kinds.length !== 1) {
     fail(path, `needs exactly one backend kind: host, endpoints, mcp or ai${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
-  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail, parseHostTarget)
+  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail, parseHostTarget, auth)
   if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {

@@ -214,14 +214,16 @@ export function redactCelLiterals (expr: string): string {
 }
 
 /** Field names that always hold secrets. */
-const SECRET_FIELDS = new Set(['clientSecret', 'client_secret', 'password', 'htpasswd', 'token', 'secret', 'sessionKey', 'privateKey'])
+const SECRET_FIELDS = new Set(['clientSecret', 'client_secret', 'password', 'htpasswd', 'token', 'secret', 'sessionKey', 'privateKey', 'accessKeyId', 'secretAccessKey', 'sessionToken'])
 
 /** Field names that hold secrets under a given parent field. */
 const SECRET_UNDER: Record<string, Set<string>> = {
   tls: new Set(['key']),
   backendTLS: new Set(['key']),
   // apiKey policy: each entry's key (keyHash stays: it is what the file already shows).
-  keys: new Set(['key'])
+  keys: new Set(['key']),
+  // An ai backend's credentials (bedrock: a Bedrock API key); the apiKey policy elsewhere is no secret as a whole.
+  auth: new Set(['apiKey'])
 }
 
 export function redactSecrets<T> (value: T): T {

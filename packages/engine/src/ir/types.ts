@@ -357,7 +357,17 @@ export interface AiBackendSpecIR {
    */
   azure?: { apiVersion?: string, deployment?: string, project?: string }
   vertex?: { projectId: string, region: string }
-  bedrock?: { region: string }
+  /**
+   * Bedrock: the region (endpoint and signing scope), a guardrail sent with every request, and
+   * how requests are authorised — `apiKey` (a Bedrock API key as a bearer token), `keys`
+   * (SigV4 with explicit AWS keys) or `chain` (SigV4 with the AWS default credential chain,
+   * the default). Secrets here are redacted by field name (ir/redact.ts).
+   */
+  bedrock?: {
+    region: string
+    guardrail?: { identifier: string, version: string }
+    auth?: { kind: 'apiKey', apiKey: string } | { kind: 'keys', accessKeyId: string, secretAccessKey: string, sessionToken?: string } | { kind: 'chain' }
+  }
 }
 
 export type McpTargetIR = McpTargetLimitsIR & (

@@ -35,6 +35,12 @@ export interface ProviderAdapter {
    * request's `format` to choose the endpoint.
    */
   readonly passThrough?: readonly WireFormatName[]
+  /**
+   * The query sent is only the one `path` gives (none when it gives none), never the client's:
+   * set by providers whose signature covers the query (Bedrock's SigV4). Absent: a path
+   * without a query keeps the client's.
+   */
+  readonly ownQuery?: boolean
   /** `gen_ai.provider.name` (OpenTelemetry semantic conventions): `openai`, `anthropic`, `gcp.gemini`, `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai`, ... */
   readonly system: string
   /** Path and query for the request (`/v1/messages`, `/v1beta/models/m:streamGenerateContent?alt=sse`). */

@@ -42,6 +42,8 @@ export interface LlmTranslation {
   provider: WireFormat
   streaming: boolean
   requestModel: string
+  /** The model the provider was asked for (the body may not say: Bedrock's is in the path). */
+  model: string
 }
 
 const TRANSLATIONS = new WeakMap<RequestContext, LlmTranslation>()
@@ -131,7 +133,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     if (isTranslationError(encoded)) return formatError(client, encoded)
     body = encoded
     streaming = neutral.stream
-    TRANSLATIONS.set(ctx, { client, provider, streaming, requestModel })
+    TRANSLATIONS.set(ctx, { client, provider, streaming, requestModel, model })
   } else {
     if (spec.model === undefined && requestModel === '') return { status: 400, body: `invalid LLM request: model is required (or set provider.${spec.provider}.model on the backend)` }
     if (spec.model !== undefined) body.model = spec.model
@@ -141,7 +143,9 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     }
   }
 
-  const model = typeof body.model === 'string' ? body.model : spec.model ?? requestModel
+  const model = typeof body.model === 'string' ? body.model : TRANSLATIONS.get(ctx)?.model ?? spec.model ?? requestModel
+  // The adapter's last word on the body (Bedrock's guardrail), before it is serialised and signed.
+  if (adapter.adaptBody !== undefined) body = adapter.adaptBody(body, { operation, model, streaming })
   const out = Buffer.from(JSON.stringify(body))
   ctx.requestBody = out
   ctx.headers['content-type'] = 'application/json'
@@ -162,8 +166,10 @@ async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: Prov
   const target = adapter.path(request)
   const q = target.indexOf('?')
   ctx.path = q === -1 ? target : target.slice(0, q)
-  // A provider's own query (Azure's api-version) replaces the client's.
+  // A provider's own query (Azure's api-version) replaces the client's; a signed request
+  // (Bedrock) has none but its own.
   if (q !== -1) ctx.upstreamQuery = target.slice(q + 1)
+  else if (adapter.ownQuery === true) ctx.upstreamQuery = ''
   try {
     await adapter.authorize(request, { host, port, protocol: backend.protocol })
   } catch (err) {

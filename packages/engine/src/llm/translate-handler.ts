@@ -24,6 +24,7 @@ import { recordLlmUsage } from './usage.ts'
 import { WrappingHandler } from '../http/wrapping-handler.ts'
 import { performance } from '../util/clock.ts'
 import { isPorticoError } from '../util/errors.ts'
+import { randomUUID } from 'node:crypto'
 
 /** Largest whole answer (or error body) translated; a larger one is a 502 in the client's shape. */
 export const LLM_TRANSLATED_RESPONSE_LIMIT = 8 * 1024 * 1024
@@ -47,6 +48,8 @@ export class LlmTranslateHandler extends WrappingHandler {
   private startUsage: Usage | null = null
   private usage: Usage | null = null
   private problem: string | null = null
+  /** The provider's id for this call (a header), the answer's id when the answer has none (Bedrock's). */
+  private requestId = ''
 
   constructor (inner: Dispatcher.DispatchHandler, ctx: RequestContext, translation: LlmTranslation) {
     super(inner)
@@ -55,6 +58,7 @@ export class LlmTranslateHandler extends WrappingHandler {
   }
 
   override onResponseStart (c: Dispatcher.DispatchController, statusCode: number, headers: Headers, statusMessage?: string): void {
+    this.requestId = providerRequestId(headers)
     const type = headers['content-type']
     const encoded = headers['content-encoding']
     const compressed = encoded !== undefined && encoded !== 'identity'
@@ -164,8 +168,9 @@ export class LlmTranslateHandler extends WrappingHandler {
     } catch {}
     if (this.status < 200 || this.status >= 300) return fail(provider.decodeError(this.status, json))
     if (json === null || typeof json !== 'object' || Array.isArray(json)) return fail(translationError(502, 'api_error', 'invalid answer from the provider: not a JSON object'))
-    const neutral = provider.decodeResponse(json as Record<string, unknown>)
-    if (isTranslationError(neutral)) return fail(neutral)
+    const decoded = provider.decodeResponse(json as Record<string, unknown>)
+    if (isTranslationError(decoded)) return fail(decoded)
+    const neutral = this.named(decoded)
     this.model = neutral.model
     this.usage = neutral.usage
     return { status: this.status, body: client.encodeResponse(neutral, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel }), response: neutral }
@@ -174,8 +179,9 @@ export class LlmTranslateHandler extends WrappingHandler {
   private encode (events: StreamEvent[]): string {
     let out = ''
     const encoder = this.encoder!
-    for (const e of events) {
+    for (let e of events) {
       if (e.type === 'start') {
+        e = this.named(e)
         this.model = e.model
         if (e.usage !== undefined) this.startUsage = e.usage
       } else if (e.type === 'finish') {
@@ -186,6 +192,16 @@ export class LlmTranslateHandler extends WrappingHandler {
       out += encoder.encode(e)
     }
     return out
+  }
+
+  /**
+   * An answer (or a stream's start) with an id and a model: a provider that names neither
+   * (Bedrock: the model is in the path) gets its request id header and the model it was
+   * asked for, so clients see sensible values rather than empty ones.
+   */
+  private named<T extends { id: string, model: string }> (answer: T): T {
+    if (answer.id !== '' && answer.model !== '') return answer
+    return { ...answer, id: answer.id !== '' ? answer.id : this.requestId !== '' ? this.requestId : randomUUID(), model: answer.model !== '' ? answer.model : this.t.model }
   }
 
   private record (): void {
@@ -202,6 +218,15 @@ function mergeUsage (start: Usage | null, end: Usage | null): Usage | null {
   if (end === null) return start
   if (start === null || end.inputTokens > 0) return end
   return { ...end, inputTokens: start.inputTokens }
+}
+
+/** The provider's request id: AWS's `x-amzn-requestid`, else the common `x-request-id` / `request-id`. */
+function providerRequestId (headers: Headers): string {
+  for (const name of ['x-amzn-requestid', 'x-request-id', 'request-id']) {
+    const value = headers[name]
+    if (typeof value === 'string' && /^[A-Za-z0-9_.:-]{1,128}$/.test(value)) return value
+  }
+  return ''
 }
 
 function isStreamType (type: string): boolean {

@@ -21,6 +21,7 @@ import type * as HashNode from '@smithy/hash-node'
 import type * as CredentialProviders from '@aws-sdk/credential-providers'
 import { translationError } from '../canonical.ts'
 import type { ProviderAdapter, ProviderRequest } from '../provider.ts'
+import type { AiBackendSpecIR } from '../../ir/types.ts'
 import { lazyRequire } from '../../util/lazy-require.ts'
 
 const signatureV4 = lazyRequire<typeof SignatureV4Module>('@smithy/signature-v4')
@@ -72,6 +73,28 @@ function encodeSegment (value: string): string {
   return encodeURIComponent(value).replace(/[!'()*]/g, c => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
 }
 
+/** Headers that carry a client's key for another provider. */
+const CLIENT_KEY_HEADERS = new Set(['authorization', 'x-api-key', 'api-key', 'x-goog-api-key'])
+
+/**
+ * The adapter for an `ai` backend of provider bedrock: its region, its guardrail (added to
+ * every encoded body by `adaptBody`, so it is signed with it) and its credentials — a Bedrock
+ * API key, explicit AWS keys, or the AWS default credential chain.
+ */
+export function bedrockAdapter (spec: AiBackendSpecIR): ProviderAdapter | string {
+  const bedrock = spec.bedrock
+  if (bedrock === undefined) return 'provider bedrock needs a region'
+  const auth = bedrock.auth ?? { kind: 'chain' }
+  const adapter = bedrockProvider({
+    region: bedrock.region,
+    ...(auth.kind === 'apiKey' ? { apiKey: auth.apiKey } : {}),
+    ...(auth.kind === 'keys' ? { credentials: { accessKeyId: auth.accessKeyId, secretAccessKey: auth.secretAccessKey, ...(auth.sessionToken !== undefined ? { sessionToken: auth.sessionToken } : {}) } } : {})
+  })
+  const guardrail = bedrock.guardrail
+  if (guardrail === undefined) return adapter
+  return { ...adapter, adaptBody: (body: Record<string, unknown>) => withBedrockGuardrail(body, guardrail) }
+}
+
 export function bedrockProvider (options: BedrockProviderOptions): ProviderAdapter {
   let signer: SignatureV4Module.SignatureV4 | undefined
   const getSigner = (): SignatureV4Module.SignatureV4 => {
@@ -97,9 +120,17 @@ export function bedrockProvider (options: BedrockProviderOptions): ProviderAdapt
   return {
     format: 'bedrock-converse',
     system: 'aws.bedrock',
+    // The signature covers the query: a client's query (an SDK's api-version) must not be sent.
+    ownQuery: true,
     path,
     async authorize (request, origin) {
       const headers = request.headers
+      // The client's own credentials are not AWS's business (an Anthropic SDK's x-api-key, an
+      // OpenAI key in Authorization, replaced below), and x-amz-* headers it sent would be
+      // sent unsigned beside the signer's: none of them go on.
+      for (const name of Object.keys(headers)) {
+        if (name.startsWith('x-amz-') || CLIENT_KEY_HEADERS.has(name)) delete headers[name]
+      }
       headers['content-type'] = 'application/json'
       headers.accept = request.streaming ? 'application/vnd.amazon.eventstream' : 'application/json'
       if (options.apiKey !== undefined) {

@@ -10,6 +10,7 @@ import type { ProviderAdapter } from '../provider.ts'
 import { formatByName } from '../formats/index.ts'
 import { openaiAdapter } from './openai.ts'
 import { azureAdapter, AZURE_DEFAULT_PREFIX } from './azure.ts'
+import { bedrockAdapter } from './bedrock.ts'
 
 export interface ProviderDefaults {
   /** `https://host[:port]` (or http for local servers); null when it depends on the config (azure, vertex, bedrock, custom). */
@@ -69,10 +70,10 @@ export function customDefaults (format: AiWireFormatIR): ProviderDefaults {
 export function providerAdapter (spec: AiBackendSpecIR): ProviderAdapter | string {
   switch (spec.provider) {
     case 'azure': return azureAdapter(spec)
+    case 'bedrock': return bedrockAdapter(spec)
     case 'anthropic':
     case 'gemini':
     case 'vertex':
-    case 'bedrock':
       return `provider ${spec.provider} is not available in this build`
     case 'custom':
       if (formatByName(spec.format) === undefined) return `the ${spec.format} format is not available in this build`
