@@ -6,7 +6,7 @@
  */
 
 import type { AiBackendConfig } from './schema.ts'
-import type { AiBackendSpecIR, AiProviderName, BackendIR } from '../ir/types.ts'
+import type { AiBackendSpecIR, AiProviderName, BackendIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
 import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
 import { hostPort } from '../util/host-port.ts'
 
@@ -44,7 +44,11 @@ function defaultBaseUrl (a: AiBackendConfig, name: AiProviderName, defaults: Pro
   }
 }
 
-export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost): BackendIR | undefined {
+/**
+ * `gcpCredential`: the service-account key backendAuth.gcp names (config/to-ir.ts reads and
+ * checks it), for Vertex; absent = Application Default Credentials.
+ */
+export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, gcpCredential?: GcpServiceAccountKeyIR): BackendIR | undefined {
   const names = providerName(a)
   if (names.length !== 1) {
     fail([...path, 'provider'], `needs exactly one provider${names.length > 1 ? ` (got ${names.join(', ')})` : ''}`)
@@ -78,13 +82,18 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     }
     if (settings.apiVersion !== undefined && settings.apiVersion !== 'v1' && a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply with a dated apiVersion (the deployments paths are fixed)')
   }
-  if (provider === 'vertex') ai.vertex = { projectId: settings.projectId!, region: settings.region! }
+  if (provider === 'vertex') {
+    ai.vertex = { projectId: settings.projectId!, region: settings.region! }
+    if (gcpCredential !== undefined) ai.vertex.credential = gcpCredential
+  }
   if (provider === 'bedrock') ai.bedrock = { region: settings.region! }
   const adapter = providerAdapter(ai)
   if (typeof adapter === 'string') {
     fail([...path, 'provider', provider], adapter)
     return undefined
   }
+  // The adapter knows the format (Vertex: Anthropic Messages for Claude models, else Gemini).
+  ai.format = adapter.format as AiBackendSpecIR['format']
   const target = hostPort(parsed.host, parsed.port)
   return {
     key: `ai:${a.name}`,

@@ -142,6 +142,9 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   }
 
   const model = typeof body.model === 'string' ? body.model : spec.model ?? requestModel
+  // The provider's last say on its body, translated or passed through alike (Claude on
+  // Vertex: no `model`, `anthropic_version` in the body).
+  if (adapter.adaptBody !== undefined) body = adapter.adaptBody(body, { operation, model, streaming })
   const out = Buffer.from(JSON.stringify(body))
   ctx.requestBody = out
   ctx.headers['content-type'] = 'application/json'

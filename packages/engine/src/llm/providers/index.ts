@@ -1,8 +1,14 @@
 /**
  * The provider adapters this build has, and each provider's defaults: where its API is, its
- * base path, its wire format and how its key is sent. The lead adds the other adapters
- * (anthropic, gemini, vertex, bedrock) here as they land; until then a config naming them is
+ * base path, its wire format and how its key is sent. A provider without an adapter here is
  * refused at load ("not available in this build"), not accepted and broken.
+ *
+ * Keys: backendAuth's key is put in the provider's header by ONE place, the header policy
+ * config/to-ir.ts derives from `key` below (per backend reference, redacted in dumps and
+ * traces like every header a policy sets). That policy also removes the credentials of the
+ * other providers' headers (`CREDENTIAL_HEADERS`) a client sent, so a client's key for the
+ * gateway never reaches a provider. The adapters therefore place no key of their own
+ * (gemini's `apiKey` stays unset); only Vertex, which has no key, mints its own token.
  */
 
 import type { AiBackendSpecIR, AiProviderName, AiWireFormatIR } from '../../ir/types.ts'
@@ -10,6 +16,9 @@ import type { ProviderAdapter } from '../provider.ts'
 import { formatByName } from '../formats/index.ts'
 import { openaiAdapter } from './openai.ts'
 import { azureAdapter, AZURE_DEFAULT_PREFIX } from './azure.ts'
+import { anthropicProvider } from './anthropic.ts'
+import { geminiProvider } from './gemini.ts'
+import { vertexProvider } from './vertex.ts'
 
 export interface ProviderDefaults {
   /** `https://host[:port]` (or http for local servers); null when it depends on the config (azure, vertex, bedrock, custom). */
@@ -23,6 +32,9 @@ export interface ProviderDefaults {
 }
 
 const BEARER = { header: 'authorization', bearer: true }
+
+/** Headers the providers take keys in: with backendAuth, those but the provider's own are removed. */
+export const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'api-key', 'x-goog-api-key'] as const
 
 function compatible (baseUrl: string, pathPrefix: string, system: string): ProviderDefaults {
   return { baseUrl, pathPrefix, format: 'openai-chat', system, key: BEARER }
@@ -69,9 +81,25 @@ export function customDefaults (format: AiWireFormatIR): ProviderDefaults {
 export function providerAdapter (spec: AiBackendSpecIR): ProviderAdapter | string {
   switch (spec.provider) {
     case 'azure': return azureAdapter(spec)
-    case 'anthropic':
-    case 'gemini':
-    case 'vertex':
+    case 'anthropic': return anthropicProvider()
+    case 'gemini': {
+      // The Gemini API's version is its base path (`/v1beta`, `/v1`, `/v1alpha`).
+      const version = /^\/(v1(?:beta|alpha)?)$/.exec(spec.pathPrefix)?.[1]
+      if (version === undefined) return `provider gemini takes pathPrefix /v1beta, /v1 or /v1alpha (the API version), not ${JSON.stringify(spec.pathPrefix)}`
+      return geminiProvider({ apiVersion: version })
+    }
+    case 'vertex': {
+      const vertex = spec.vertex
+      if (vertex === undefined) return 'provider vertex needs projectId and region'
+      // Claude models (`claude-…`, or named with their publisher path) speak Anthropic Messages on Vertex.
+      const model = spec.model ?? ''
+      const publisher = /^publishers\/anthropic\//.test(model) || model.startsWith('claude') ? 'anthropic' : 'google'
+      try {
+        return vertexProvider({ project: vertex.projectId, region: vertex.region, publisher, ...(spec.model !== undefined ? { model: spec.model } : {}), ...(vertex.credential !== undefined ? { key: vertex.credential } : {}) })
+      } catch (err) {
+        return (err as Error).message
+      }
+    }
     case 'bedrock':
       return `provider ${spec.provider} is not available in this build`
     case 'custom':
