@@ -55,7 +55,7 @@ type Level = 'gateway' | 'route' | 'backend'
 type ConvertLevel = Level | 'backend-ai'
 
 /** A policy converted for one level: its IR, or why it cannot be used. */
-type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health'> } | { ok: false, message: string }
+type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health' | 'ai'> } | { ok: false, message: string }
 
 /** Where a policy applies: a listener, a route (rule), or a backend reference of a route. */
 interface Attachment {
@@ -302,7 +302,13 @@ function mergeInto (target: { policies: PolicySetIR, policySources?: Record<stri
 /**
  * The policy's block at `level`, loaded as the same block of a standalone file would be.
  */
-export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, secrets: Map<string, Secret>): Converted {
+/**
+ * `ai`: the `ai` block of the backend the policy belongs to (a PorticoBackend's own policies),
+ * so that backendAuth goes its provider's way (x-api-key, x-goog-api-key; a Vertex
+ * service-account key into the backend's `ai` settings, returned in `backend.ai`); without it an
+ * OpenAI-style provider stands in.
+ */
+export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, secrets: Map<string, Secret>, ai?: Record<string, unknown>): Converted {
   const level: Level = convertLevel === 'backend-ai' ? 'backend' : convertLevel
   const ns = p.metadata.namespace ?? ''
   const files = new Map<string, string>()
@@ -342,7 +348,7 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
     ? { gateways: { policy: { port: 1, policies: block } } }
     : level === 'route'
       ? { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', policies: block }] }
-      : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ ...(convertLevel === 'backend-ai' ? { ai: { name: 'policy', provider: { openAI: {} } } } : { host: '127.0.0.1:1' }), policies: block }] }] }
+      : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ ...(convertLevel === 'backend-ai' ? { ai: ai ?? { name: 'policy', provider: { openAI: {} } } } : { host: '127.0.0.1:1' }), policies: block }] }] }
   const result = loadConfigText(JSON.stringify(config), {
     baseDir: '/',
     readFile: path => {
@@ -363,8 +369,9 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
     return { ok: true, policies: route.policies, route: extra, backend: {} }
   }
   const backend = ir.backends.find(b => b.key === route.backends[0]!.backend)
-  const settings: Pick<BackendIR, 'health'> = {}
+  const settings: Pick<BackendIR, 'health' | 'ai'> = {}
   if (backend?.health !== undefined) settings.health = backend.health
+  if (ai !== undefined && backend?.ai !== undefined) settings.ai = backend.ai
   return { ok: true, policies: route.backends[0]!.policies, route: {}, backend: settings }
 }
 
