@@ -115,6 +115,11 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
             backends: [{ ai: { name: 'anthropic-llm', provider: { anthropic: {} }, hostOverride: anthropicEmu.url }, policies: { backendAuth: { key: ANTHROPIC_TEST_KEY } } }]
           },
           {
+            name: 'custom-anthropic',
+            matches: [{ path: { pathPrefix: '/custom-anthropic' } }],
+            backends: [{ ai: { name: 'custom-anthropic', provider: { custom: { format: 'anthropic-messages' } }, hostOverride: anthropicEmu.url }, policies: { backendAuth: { key: ANTHROPIC_TEST_KEY } } }]
+          },
+          {
             name: 'openai',
             matches: [{ path: { pathPrefix: '/openai' } }],
             backends: [{ ai: { name: 'openai-llm', provider: { openAI: {} }, hostOverride: openaiEmu.url }, policies: { backendAuth: { key: OPENAI_KEY } } }]
@@ -213,6 +218,27 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
     })
     const turns = anthropicEmu.bodies.at(-1)!.messages as Array<{ role: string, content: Array<Record<string, unknown>> }>
     assert.deepEqual(turns.at(-1)!.content.map(b => [b.type, b.tool_use_id]), [['tool_result', 'toolu_01'], ['tool_result', 'toolu_02']], 'parallel results: one user turn')
+  })
+
+  test('anthropic SDK → anthropic: passed through, the client\'s x-api-key replaced by backendAuth\'s, usage counted', { timeout: 15_000 }, async () => {
+    const m = await anthropic('/anthropic').messages.create({ model: 'claude-sonnet-4-6', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+    assert.equal(m.content[0]!.type === 'text' ? m.content[0]!.text : '', 'Bonjour ! Grüße — ✓ 日本語')
+    const headers = anthropicEmu.headers.at(-1)!
+    assert.equal(headers['x-api-key'], ANTHROPIC_TEST_KEY)
+    assert.doesNotMatch(headerValues(headers), new RegExp(CLIENT_KEY))
+    const stream = anthropic('/anthropic').messages.stream({ model: 'claude-sonnet-4-6', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+    const final = await stream.finalMessage()
+    assert.equal(final.usage.output_tokens, 15)
+    // Passed through, the usage is Anthropic's own: input from message_start (cache reads not added), output from message_delta.
+    await waitFor(() => portico.logs().some(l => l.route === 'anthropic' && l['gen_ai.usage.output_tokens'] === 15 && l['gen_ai.usage.input_tokens'] === 25))
+  })
+
+  test('a custom Anthropic-compatible server: both client formats translated to it', { timeout: 15_000 }, async () => {
+    const c = await openai('/custom-anthropic').chat.completions.create({ model: 'claude-sonnet-4-6', messages: [{ role: 'user', content: 'hi' }] })
+    assert.equal(c.choices[0]!.message.content, 'Bonjour ! Grüße — ✓ 日本語')
+    const m = await anthropic('/custom-anthropic').messages.create({ model: 'claude-sonnet-4-6', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+    assert.equal(m.content[0]!.type === 'text' ? m.content[0]!.text : '', 'Bonjour ! Grüße — ✓ 日本語')
+    assert.equal(anthropicEmu.headers.at(-1)!['x-api-key'], ANTHROPIC_TEST_KEY)
   })
 
   test('a provider\'s 429 arrives in the client format\'s error shape and status', { timeout: 15_000 }, async () => {

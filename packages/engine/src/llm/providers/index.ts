@@ -74,23 +74,40 @@ export function customDefaults (format: AiWireFormatIR): ProviderDefaults {
 }
 
 /**
+ * An adapter whose paths start with `native` (its API's own base path: `/v1`, `/v1beta`) sent
+ * under the backend's `pathPrefix` instead, and `pathOverride` as the chat path when it has
+ * one — what `pathPrefix` and `pathOverride` mean for every provider.
+ */
+function rebased<A extends ProviderAdapter> (adapter: A, spec: AiBackendSpecIR, native: string, system = adapter.system): A {
+  if (spec.pathPrefix === native && spec.path === undefined && system === adapter.system) return adapter
+  return {
+    ...adapter,
+    system,
+    path: request => {
+      if (request.operation === 'chat' && spec.path !== undefined) return spec.path
+      const path = adapter.path(request)
+      return path.startsWith(native) ? spec.pathPrefix + path.slice(native.length) : path
+    }
+  }
+}
+
+/**
  * The adapter for a backend, or a sentence saying why this build cannot serve it. Adapter
- * factories by provider; the lead adds anthropic, gemini, vertex, bedrock (and custom's
- * non-OpenAI formats) here.
+ * factories by provider; the lead adds bedrock here.
  */
 export function providerAdapter (spec: AiBackendSpecIR): ProviderAdapter | string {
   switch (spec.provider) {
     case 'azure': return azureAdapter(spec)
-    case 'anthropic': return anthropicProvider()
-    case 'gemini': {
-      // The Gemini API's version is its base path (`/v1beta`, `/v1`, `/v1alpha`).
-      const version = /^\/(v1(?:beta|alpha)?)$/.exec(spec.pathPrefix)?.[1]
-      if (version === undefined) return `provider gemini takes pathPrefix /v1beta, /v1 or /v1alpha (the API version), not ${JSON.stringify(spec.pathPrefix)}`
-      return geminiProvider({ apiVersion: version })
-    }
+    case 'anthropic': return rebased(anthropicProvider(), spec, '/v1')
+    case 'gemini':
+      // Gemini's chat path names the model and the method (streaming or not): no one path
+      // can stand for it.
+      if (spec.path !== undefined) return 'provider gemini takes no pathOverride (its paths name the model and the method): set pathPrefix'
+      return rebased(geminiProvider(), spec, '/v1beta')
     case 'vertex': {
       const vertex = spec.vertex
       if (vertex === undefined) return 'provider vertex needs projectId and region'
+      if (spec.path !== undefined) return 'provider vertex takes no pathOverride (its paths name the project, the model and the method)'
       // Claude models (`claude-…`, or named with their publisher path) speak Anthropic Messages on Vertex.
       const model = spec.model ?? ''
       const publisher = /^publishers\/anthropic\//.test(model) || model.startsWith('claude') ? 'anthropic' : 'google'
@@ -103,9 +120,17 @@ export function providerAdapter (spec: AiBackendSpecIR): ProviderAdapter | strin
     case 'bedrock':
       return `provider ${spec.provider} is not available in this build`
     case 'custom':
-      if (formatByName(spec.format) === undefined) return `the ${spec.format} format is not available in this build`
-      if (spec.format !== 'openai-chat') return `custom providers of format ${spec.format} are not available in this build`
-      return openaiAdapter(spec, 'custom')
+      switch (spec.format) {
+        case 'openai-chat': return openaiAdapter(spec, 'custom')
+        // Anthropic- and Gemini-compatible servers: the providers' paths under the server's base path.
+        case 'anthropic-messages': return rebased(anthropicProvider(), spec, '/v1', 'custom')
+        case 'gemini':
+          if (spec.path !== undefined) return 'custom providers of format gemini take no pathOverride (the paths name the model and the method): set pathPrefix'
+          return rebased(geminiProvider(), spec, '/v1beta', 'custom')
+        default:
+          if (formatByName(spec.format) === undefined) return `the ${spec.format} format is not available in this build`
+          return `custom providers of format ${spec.format} are not available in this build`
+      }
     default:
       return openaiAdapter(spec, PROVIDERS[spec.provider].system)
   }
