@@ -95,6 +95,8 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
     tokens = await startTokenServer(publicKey)
     const dir = mkdtempSync(join(tmpdir(), 'portico-vertex-e2e-'))
     const keyFile = join(dir, 'service-account.json')
+    // A key whose token endpoint is down: the gateway's own credentials fail.
+    writeFileSync(join(dir, 'dead-token-uri.json'), JSON.stringify({ type: 'service_account', client_email: SA_EMAIL, private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }), token_uri: 'http://127.0.0.1:1/token' }))
     writeFileSync(keyFile, JSON.stringify({
       type: 'service_account',
       project_id: 'portico-test',
@@ -133,6 +135,11 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
             name: 'vertex',
             matches: [{ path: { pathPrefix: '/vertex' } }],
             backends: [{ ai: { name: 'vertex-gemini', provider: { vertex: { projectId: 'portico-test', region: 'us-central1', model: 'gemini-2.5-flash' } }, hostOverride: geminiEmu.url }, policies: { backendAuth: { gcp: { credential: { file: keyFile } } } } }]
+          },
+          {
+            name: 'vertex-no-token',
+            matches: [{ path: { pathPrefix: '/vertex-no-token' } }],
+            backends: [{ ai: { name: 'vertex-no-token', provider: { vertex: { projectId: 'portico-test', region: 'us-central1', model: 'gemini-2.5-flash' } }, hostOverride: geminiEmu.url }, policies: { backendAuth: { gcp: { credential: { file: join(dir, 'dead-token-uri.json') } } } } }]
           },
           {
             name: 'vertex-claude',
@@ -346,6 +353,19 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
     for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? ''
     assert.equal(text, 'AI learns patterns from data to make predictions — fast ✓.')
     assert.ok(tokens.grants >= 1)
+  })
+
+  test('vertex: no access token to be had — a 503 in the client\'s error shape, nothing sent to the provider, no secret in the message', { timeout: 20_000 }, async () => {
+    const before = geminiEmu.calls.length
+    const err = await openai('/vertex-no-token').chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).then(() => null, (e: unknown) => e)
+    assert.ok(err instanceof OpenAI.APIError, String(err))
+    assert.equal(err.status, 503)
+    assert.match(err.message, /could not get a Google access token/)
+    assert.doesNotMatch(err.message, /PRIVATE KEY|BEGIN/)
+    const anthropicErr = await anthropic('/vertex-no-token').messages.create({ model: 'x', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }).then(() => null, (e: unknown) => e)
+    assert.ok(anthropicErr instanceof Anthropic.APIError, String(anthropicErr))
+    assert.equal(anthropicErr.status, 503)
+    assert.equal(geminiEmu.calls.length, before)
   })
 
   test('openai SDK → vertex (Claude model): Anthropic Messages at rawPredict, no model and anthropic_version in the body, whole and streamed', { timeout: 20_000 }, async () => {
