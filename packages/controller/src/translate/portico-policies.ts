@@ -20,7 +20,7 @@
  */
 
 import { loadConfigText, configJsonSchema, type ConfigDiagnostic } from '@portico/engine/config'
-import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR, FrontendIR } from '@portico/engine/ir'
+import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR, FrontendIR, AiBackendSpecIR } from '@portico/engine/ir'
 import { extProcBuffersResponses } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type ObjectMeta, type Secret } from './gateway-api.ts'
 import { condition } from './conditions.ts'
@@ -85,11 +85,11 @@ function byAge (a: PorticoPolicy, b: PorticoPolicy): number {
 export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<string, GatewayState>, secrets: Map<string, Secret>, controllerName: string): PorticoPolicyResult[] {
   const sorted = [...policies].sort(byAge)
   const cache = new Map<string, Converted>()
-  const convert = (p: PorticoPolicy, level: ConvertLevel): Converted => {
-    const key = `${nsName(p.metadata)}\0${level}`
+  const convert = (p: PorticoPolicy, level: ConvertLevel, ai?: Record<string, unknown>): Converted => {
+    const key = `${nsName(p.metadata)}\0${level}\0${ai !== undefined ? JSON.stringify(ai) : ''}`
     let c = cache.get(key)
     if (c === undefined) {
-      c = convertPolicy(p, level, secrets)
+      c = convertPolicy(p, level, secrets, ai)
       cache.set(key, c)
     }
     return c
@@ -205,7 +205,7 @@ function applyToRoute (
   route: RouteIR,
   sorted: PorticoPolicy[],
   gwKey: string,
-  convert: (p: PorticoPolicy, level: ConvertLevel) => Converted,
+  convert: (p: PorticoPolicy, level: ConvertLevel, ai?: Record<string, unknown>) => Converted,
   note: (p: PorticoPolicy, gateway: string, c: Condition) => void,
   found: Set<PorticoPolicy>,
   g: GatewayState
@@ -241,7 +241,7 @@ function applyToRoute (
       for (const ref of p.spec.targetRefs) {
         if (ref.kind !== target.kind || (ref.group ?? '') !== target.group || ref.name !== backend.name) continue
         found.add(p)
-        onBackend.push({ policy: p, specificity: 0, converted: convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
+        onBackend.push({ policy: p, specificity: 0, converted: backend.kind === 'ai' ? convert(p, 'backend-ai', aiBlockOf(backend.ai)) : convert(p, 'backend') })
       }
     }
     mergeInto(refIR, refuseBodyModeOnMcp(onBackend, backend.kind === 'mcp' ? 'this backend is MCP' : null, gwKey, note), gwKey, note, undefined)
@@ -249,8 +249,28 @@ function applyToRoute (
       if (!c.converted.ok) continue
       const b = c.converted.backend
       if (b.health !== undefined && backend.health === undefined) g.backends.set(backend.key, { ...g.backends.get(backend.key)!, health: b.health })
+      // A Vertex service-account key (backendAuth.gcp) lands in the backend's ai settings, unless its own policies set one.
+      const current = g.backends.get(backend.key)!
+      if (b.ai?.vertex?.credential !== undefined && current.ai?.vertex !== undefined && current.ai.vertex.credential === undefined) {
+        g.backends.set(backend.key, { ...current, ai: { ...current.ai, vertex: { ...current.ai.vertex, credential: b.ai.vertex.credential } } })
+      }
     }
   }
+}
+
+/**
+ * An `ai` block standing for a served backend when a PorticoPolicy attached to it is loaded:
+ * its provider (and what the provider requires), so that backendAuth goes that provider's way.
+ */
+function aiBlockOf (ai: AiBackendSpecIR | undefined): Record<string, unknown> | undefined {
+  if (ai === undefined) return undefined
+  const model = ai.model !== undefined ? { model: ai.model } : {}
+  const settings = ai.provider === 'vertex' && ai.vertex !== undefined
+    ? { projectId: ai.vertex.projectId, region: ai.vertex.region, ...model }
+    : ai.provider === 'bedrock' && ai.bedrock !== undefined
+      ? { region: ai.bedrock.region }
+      : ai.provider === 'custom' ? { format: ai.format } : {}
+  return { name: 'policy', provider: { [ai.provider]: settings }, hostOverride: 'http://127.0.0.1:1' }
 }
 
 /**
