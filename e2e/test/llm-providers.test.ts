@@ -340,6 +340,34 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
     await waitFor(() => portico.logs().some(l => l.route === 'gemini' && l['gen_ai.usage.output_tokens'] === 11))
   })
 
+  test('gemini misbehaving mid-stream (an error event, a cut function call, split UTF-8, a 200 error body): clean errors in OpenAI\'s shape, the gateway serves on', { timeout: 20_000 }, async () => {
+    const read = async (): Promise<{ text: string, error: unknown }> => {
+      let text = ''
+      try {
+        const stream = await openai('/gemini').chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }], stream: true })
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? ''
+        return { text, error: null }
+      } catch (error) {
+        return { text, error }
+      }
+    }
+    geminiEmu.answerWith('hostile:error-mid-stream')
+    const mid = await read()
+    assert.equal(mid.text, 'Once upon')
+    assert.ok(mid.error instanceof OpenAI.APIError, String(mid.error))
+    assert.match(String((mid.error as Error).message), /overloaded/)
+    geminiEmu.answerWith('hostile:cut-mid-call')
+    const cut = await read()
+    assert.ok(cut.error instanceof OpenAI.APIError, String(cut.error))
+    geminiEmu.answerWith('hostile:split-utf8')
+    assert.deepEqual(await read(), { text: 'h\u00e9llo \u2014 w\u00f6rld \u2713 \ud83d\ude00.', error: null })
+    geminiEmu.answerWith('hostile:error-200')
+    const in200 = await openai('/gemini').chat.completions.create({ model: 'x', messages: [{ role: 'user', content: 'hi' }] }).then(() => null, (e: unknown) => e)
+    assert.ok(in200 instanceof OpenAI.RateLimitError, String(in200))
+    // And the next request is served as usual.
+    assert.deepEqual(await read(), { text: 'AI learns patterns from data to make predictions — fast ✓.', error: null })
+  })
+
   test('openai SDK → vertex (Gemini model): an access token from the service-account key, checked by the provider', { timeout: 20_000 }, async () => {
     const c = await openai('/vertex').chat.completions.create({ model: 'ignored', messages: [{ role: 'user', content: 'hi' }] })
     assert.equal(c.choices[0]!.message.content, 'AI learns patterns from data to make predictions or decisions.')
