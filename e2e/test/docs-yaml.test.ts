@@ -7,8 +7,9 @@
  *   <!-- docs-yaml: policies -->        a fragment: a `policies` block; validated inside a
  *                                       route of a config with a gateway and a backend
  *   <!-- docs-yaml: files=a.pem,b.key --> files the block names, made here first (a private
- *                                       key when the name has "key" in it, a certificate
- *                                       for other .pem/.crt, an htpasswd file, a JWKS)
+ *                                       key when the name has "key" in it — a service-account
+ *                                       key for a .json —, a certificate for other .pem/.crt,
+ *                                       an htpasswd file, a JWKS)
  *   <!-- docs-yaml: kubernetes -->      Kubernetes resources: each document checked against
  *                                       its CRD's schema (Portico's generated ones, and the
  *                                       Gateway API's from ./scripts/kube-tools)
@@ -77,7 +78,7 @@ function makeFile (dir: string, name: string): void {
     writeFileSync(path, 'alice:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n')
     return
   }
-  if (name.endsWith('.json')) {
+  if (name.endsWith('.json') && !/key/i.test(name.split('/').pop()!)) {
     writeFileSync(path, JSON.stringify({ keys: [] }))
     return
   }
@@ -90,7 +91,9 @@ function makeFile (dir: string, name: string): void {
       rmSync(tmp, { recursive: true, force: true })
     }
   }
-  writeFileSync(path, /key/i.test(name.split('/').pop()!) ? pki.key : pki.cert)
+  // A JSON key file is a Google Cloud service-account key (backendAuth.gcp.credential).
+  if (name.endsWith('.json')) writeFileSync(path, JSON.stringify({ type: 'service_account', client_email: 'docs@docs-example.iam.gserviceaccount.com', private_key: pki.key }))
+  else writeFileSync(path, /key/i.test(name.split('/').pop()!) ? pki.key : pki.cert)
 }
 
 /** A policies fragment inside the smallest config that can hold it. */

@@ -270,8 +270,10 @@ describe('ai backends', () => {
     ]), 'routes[1].backends[0].ai.name', /another ai backend is named "x" with different settings/)
     await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { openAI: {} }, hostOverride: 'ftp://h:1' } }] }]),
       'routes[0].backends[0].ai.hostOverride', /unsupported scheme "ftp"/)
-    await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { gemini: {} } } }] }]),
-      'routes[0].backends[0].ai.provider.gemini', /provider gemini is not available in this build/)
+    await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { gemini: {} }, pathOverride: '/v1beta/models/m:generateContent' } }] }]),
+      'routes[0].backends[0].ai.provider.gemini', /provider gemini takes no pathOverride/)
+    await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, policies: { backendAuth: { gcp: { credential: '{"client_email":"a@b"}' } } } }] }]),
+      'routes[0].backends[0].policies.backendAuth.gcp.credential', /is not a service-account key/)
     await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { openAI: {}, groq: {} } } }] }]),
       'routes[0].backends[0].ai.provider', /needs exactly one provider \(got openAI, groq\)/)
     await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { azure: {} } } }] }]),

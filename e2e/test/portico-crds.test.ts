@@ -79,6 +79,13 @@ test('PorticoPolicy and PorticoBackend CRDs on a real API server', { timeout: 18
     const created = await create(backend(policies), 'porticobackends')
     assert.deepEqual(created.spec.policies, policies)
     await assert.rejects(create(backend({ backendAuth: { key: 'sk-in-clear-123' } }), 'porticobackends'), /key: Invalid value: "string"/)
+    // Vertex AI: the service-account key from a Secret too, never inline.
+    const vertex = (policies: unknown) => ({ apiVersion: 'portico.dev/v1alpha1', kind: 'PorticoBackend', metadata: { name: 'vertex', namespace: 'apps' }, spec: { ai: { name: 'vertex', provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, policies } })
+    const gcp = { backendAuth: { gcp: { credential: { secretRef: { name: 'gcp-sa', key: 'key.json' } } } } }
+    assert.deepEqual((await create(vertex(gcp), 'porticobackends')).spec.policies, gcp)
+    const inClear = vertex({ backendAuth: { gcp: { credential: '{"private_key":"x"}' } } })
+    inClear.metadata.name = 'vertex-clear'
+    await assert.rejects(create(inClear, 'porticobackends'), /credential: Invalid value: "string"/)
   })
 
   await t.test('a bedrock PorticoBackend takes AWS keys as secretRefs, never in clear', async () => {

@@ -307,7 +307,7 @@ test('stream decoder: an endless event is an error, not memory', () => {
   assert.equal(out[0]!.type, 'error')
 })
 
-test('provider: paths, x-api-key from the backendAuth bearer, anthropic-version', () => {
+test('provider: paths, credentials left as the header policy set them, anthropic-version', () => {
   const provider = anthropicProvider()
   const request = (headers: Record<string, string>, operation: 'chat' | 'models' = 'chat') => ({ operation, model: 'm', streaming: false, body: Buffer.alloc(0), headers })
   assert.equal(provider.format, 'anthropic-messages')
@@ -318,7 +318,7 @@ test('provider: paths, x-api-key from the backendAuth bearer, anthropic-version'
   const origin = { host: 'api.anthropic.com', port: 443, protocol: 'https' as const }
   const a = request({ authorization: 'Bearer sk-ant-test-portico', 'x-api-key': 'client-key' })
   void provider.authorize(a, origin)
-  assert.deepEqual(a.headers, { 'x-api-key': 'sk-ant-test-portico', 'anthropic-version': '2023-06-01', 'content-type': 'application/json' })
+  assert.deepEqual(a.headers, { authorization: 'Bearer sk-ant-test-portico', 'x-api-key': 'client-key', 'anthropic-version': '2023-06-01', 'content-type': 'application/json' })
   const b = request({ 'x-api-key': 'client-key', 'anthropic-version': '2099-01-01' })
   void provider.authorize(b, origin)
   assert.deepEqual(b.headers, { 'x-api-key': 'client-key', 'anthropic-version': '2099-01-01', 'content-type': 'application/json' })

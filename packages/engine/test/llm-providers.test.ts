@@ -10,6 +10,11 @@ import { loadConfigText } from '../src/index.ts'
 import type { BackendIR } from '../src/ir/types.ts'
 import { providerAdapter, PROVIDERS } from '../src/llm/providers/index.ts'
 import type { ProviderRequest } from '../src/llm/provider.ts'
+import { generateKeyPairSync } from 'node:crypto'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { redactSecrets } from '../src/ir/redact.ts'
 
 function load (ai: Record<string, unknown>, policies?: Record<string, unknown>): { backend?: BackendIR, problems: string[], headerPolicy?: unknown } {
   const config = { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ ai: { name: 'x', ...ai }, ...(policies !== undefined ? { policies } : {}) }] }] }
@@ -44,7 +49,7 @@ test('OpenAI-compatible presets: their documented base URL and chat path, Bearer
     const adapter = providerAdapter(backend!.ai!)
     assert.ok(typeof adapter !== 'string')
     assert.equal(`${backend!.protocol}://${backend!.target}${adapter.path(chat())}`, url, name)
-    assert.deepEqual(headerPolicy, { set: { authorization: 'Bearer sk-test-portico' } }, name)
+    assert.deepEqual(headerPolicy, { set: { authorization: 'Bearer sk-test-portico' }, remove: ['x-api-key', 'api-key', 'x-goog-api-key'] }, name)
     assert.equal(backend!.ai!.format, 'openai-chat')
   }
   const embeddings = providerAdapter(load({ provider: { groq: {} } }).backend!.ai!)
@@ -67,7 +72,7 @@ test('Azure: the v1 API by default, deployment paths with a dated apiVersion, th
   const a1 = providerAdapter(v1.backend!.ai!)
   assert.ok(typeof a1 !== 'string')
   assert.equal(a1.path(chat('gpt4o')), '/openai/v1/chat/completions')
-  assert.deepEqual(v1.headerPolicy, { set: { 'api-key': 'azure-test-key' }, remove: ['authorization'] })
+  assert.deepEqual(v1.headerPolicy, { set: { 'api-key': 'azure-test-key' }, remove: ['authorization', 'x-api-key', 'x-goog-api-key'] })
   const dated = load({ provider: { azure: { resourceName: 'my-res', deploymentName: 'gpt4o', apiVersion: '2024-10-21' } } })
   const a2 = providerAdapter(dated.backend!.ai!)
   assert.ok(typeof a2 !== 'string')
@@ -85,14 +90,77 @@ test('Azure: the v1 API by default, deployment paths with a dated apiVersion, th
   assert.equal(a3.path({ ...chat(), format: 'openai-responses' }), '/api/projects/proj/openai/v1/responses')
 })
 
-test('providers without an adapter in this build are refused at load, with the reason; backendAuth does not apply to signed providers', () => {
-  for (const provider of [{ anthropic: {} }, { gemini: {} }, { vertex: { projectId: 'my-project', region: 'us-central1' } }]) {
-    const name = Object.keys(provider)[0]!
-    assert.match(load({ provider }).problems.join('\n'), new RegExp(`provider.${name}: provider ${name} is not available in this build`))
-  }
-  assert.match(load({ provider: { custom: { format: 'anthropic-messages' } }, hostOverride: 'http://127.0.0.1:1' }).problems.join('\n'), /not available in this build/)
+test('anthropic, gemini, vertex: adapters, formats, one place for keys; backendAuth does not apply to signed providers', () => {
+  const anthropic = load({ provider: { anthropic: {} } }, { backendAuth: { key: 'sk-ant-test-portico' } })
+  assert.deepEqual(anthropic.problems, [])
+  assert.equal(anthropic.backend!.ai!.format, 'anthropic-messages')
+  assert.deepEqual(anthropic.headerPolicy, { set: { 'x-api-key': 'sk-ant-test-portico' }, remove: ['authorization', 'api-key', 'x-goog-api-key'] })
+  const gemini = load({ provider: { gemini: { model: 'gemini-2.5-flash' } } }, { backendAuth: { key: 'gemini-test-key' } })
+  assert.deepEqual(gemini.problems, [])
+  assert.deepEqual(gemini.headerPolicy, { set: { 'x-goog-api-key': 'gemini-test-key' }, remove: ['authorization', 'x-api-key', 'api-key'] })
+  const g = providerAdapter(gemini.backend!.ai!)
+  assert.ok(typeof g !== 'string')
+  assert.equal(g.path({ ...chat('gemini-2.5-flash'), streaming: true }), '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse')
+  // The adapter places no key: the header policy did.
+  const headers: Record<string, string> = { 'x-goog-api-key': 'gemini-test-key' }
+  void g.authorize({ ...chat(), headers }, { host: 'h', port: 443, protocol: 'https' })
+  assert.deepEqual(headers, { 'x-goog-api-key': 'gemini-test-key' })
+  assert.match(load({ provider: { gemini: {} }, pathOverride: '/x' }).problems.join('\n'), /provider gemini takes no pathOverride/)
+  const v1 = providerAdapter(load({ provider: { gemini: {} }, pathPrefix: '/v1' }).backend!.ai!)
+  assert.ok(typeof v1 !== 'string')
+  assert.equal(v1.path(chat('gemini-2.5-pro')), '/v1/models/gemini-2.5-pro:generateContent')
+  assert.equal(v1.path({ ...chat(), operation: 'embeddings' }), '/v1/openai/embeddings')
+  const overridden = providerAdapter(load({ provider: { anthropic: {} }, pathOverride: '/claude/messages' }).backend!.ai!)
+  assert.ok(typeof overridden !== 'string')
+  assert.equal(overridden.path(chat()), '/claude/messages')
+  assert.equal(overridden.path({ ...chat(), operation: 'models' }), '/v1/models')
+  // Anthropic- and Gemini-compatible servers: the providers' paths under their base path, their key headers.
+  const customAnthropic = load({ provider: { custom: { format: 'anthropic-messages' } }, hostOverride: 'http://127.0.0.1:1', pathPrefix: '/api/v1' }, { backendAuth: { key: 'k' } })
+  assert.deepEqual(customAnthropic.problems, [])
+  const ca = providerAdapter(customAnthropic.backend!.ai!)
+  assert.ok(typeof ca !== 'string')
+  assert.equal(ca.format, 'anthropic-messages')
+  assert.equal(ca.system, 'custom')
+  assert.equal(ca.path(chat()), '/api/v1/messages')
+  assert.deepEqual((customAnthropic.headerPolicy as { set: unknown }).set, { 'x-api-key': 'k' })
+  const cg = providerAdapter(load({ provider: { custom: { format: 'gemini' } }, hostOverride: 'http://127.0.0.1:1' }).backend!.ai!)
+  assert.ok(typeof cg !== 'string')
+  assert.equal(cg.path({ ...chat('m'), streaming: true }), '/v1beta/models/m:streamGenerateContent?alt=sse')
+
+  const vertexGemini = load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1', model: 'gemini-2.5-flash' } } })
+  assert.deepEqual(vertexGemini.problems, [])
+  assert.equal(vertexGemini.backend!.target, 'us-central1-aiplatform.googleapis.com:443')
+  assert.equal(vertexGemini.backend!.ai!.format, 'gemini')
+  const vertexClaude = load({ provider: { vertex: { projectId: 'my-project', region: 'global', model: 'claude-sonnet-4-5' } } }, { backendAuth: { gcp: {} } })
+  assert.deepEqual(vertexClaude.problems, [])
+  assert.equal(vertexClaude.backend!.ai!.format, 'anthropic-messages')
+  const c = providerAdapter(vertexClaude.backend!.ai!)
+  assert.ok(typeof c !== 'string')
+  assert.equal(c.path(chat('claude-sonnet-4-5')), '/v1/projects/my-project/locations/global/publishers/anthropic/models/claude-sonnet-4-5:rawPredict')
+  assert.deepEqual(c.adaptBody!({ model: 'claude-sonnet-4-5', max_tokens: 5 }, chat()), { anthropic_version: 'vertex-2023-10-16', max_tokens: 5 })
+
+  assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'global' } } }, { backendAuth: { gcp: { credential: '{"client_email":"x"}' } } }).problems.join('\n'), /credential: the inline credential is not a service-account key/)
+  assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'global' } } }, { backendAuth: { gcp: { credential: { file: '/nonexistent/key.json' } } } }).problems.join('\n'), /credential.file: cannot read \/nonexistent\/key.json/)
+  assert.match(load({ provider: { anthropic: {} } }, { backendAuth: { gcp: {} } }).problems.join('\n'), /backendAuth.gcp: applies to ai backends of provider vertex/)
+  assert.match(load({ provider: { openAI: {} } }, { backendAuth: {} }).problems.join('\n'), /backendAuth: needs exactly one of key, aws or gcp/)
+  assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, { backendAuth: { key: 'k' } }).problems.join('\n'), /backendAuth: does not apply to this provider/)
   assert.match(load({ provider: { custom: { format: 'openai-chat' } } }).problems.join('\n'), /hostOverride: is required for provider custom/)
   assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, { backendAuth: { aws: {} } }).problems.join('\n'), /backendAuth.aws: applies to ai backends of provider bedrock only/)
   assert.equal(PROVIDERS.anthropic.key?.header, 'x-api-key')
   assert.equal(PROVIDERS.gemini.key?.header, 'x-goog-api-key')
+})
+
+test('vertex: backendAuth.gcp.credential inline or from a file, carried to the adapter, redacted in dumps', () => {
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 })
+  const key = { type: 'service_account', client_email: 'portico-test@my-project.iam.gserviceaccount.com', private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), private_key_id: 'kid-test', token_uri: 'http://127.0.0.1:1/token' }
+  const dir = mkdtempSync(join(tmpdir(), 'portico-vertex-'))
+  writeFileSync(join(dir, 'key.json'), JSON.stringify(key))
+  for (const credential of [JSON.stringify(key), { file: join(dir, 'key.json') }]) {
+    const { backend, problems } = load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, { backendAuth: { gcp: { credential } } })
+    assert.deepEqual(problems, [])
+    assert.equal(backend!.ai!.vertex!.credential!.client_email, key.client_email)
+    const dumped = JSON.stringify(redactSecrets(backend))
+    assert.doesNotMatch(dumped, /PRIVATE KEY/)
+    assert.ok(typeof providerAdapter(backend!.ai!) !== 'string')
+  }
 })

@@ -1,5 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { LlmUsageTap, LLM_RESPONSE_LIMIT, SSE_TAIL_BYTES } from '../src/llm/usage.ts'
 
 /** Feeds `text` to a tap in pieces of `size` bytes (splitting lines and UTF-8 sequences). */
@@ -73,4 +74,22 @@ test('negative, fractional or non-numeric counts are ignored', () => {
   const tap = new LlmUsageTap('application/json')
   feed(tap, '{"usage":{"prompt_tokens":-1,"completion_tokens":2.5,"total_tokens":"9"}}', 100)
   assert.equal(tap.finish(), null)
+})
+
+test('an Anthropic stream passed through: input from message_start at its head, output from the last message_delta', () => {
+  const sse = readFileSync(new URL('./golden/llm/anthropic-messages/streams/text.sse', import.meta.url), 'utf8')
+  for (const size of [1, 7, 64, 100_000]) {
+    const tap = new LlmUsageTap('text/event-stream')
+    const bytes = Buffer.from(sse)
+    for (let i = 0; i < bytes.length; i += size) tap.push(bytes.subarray(i, i + size))
+    assert.deepEqual(tap.finish(), { inputTokens: 25, outputTokens: 15, totalTokens: 40, responseModel: 'claude-sonnet-4-6' }, `split every ${size} bytes`)
+  }
+  // A long stream: message_start is long gone from the tail, still read from the head.
+  const [start, ...rest] = sse.split(/(?<=\n\n)/)
+  const ping = 'event: ping\ndata: {"type": "ping"}\n\n'
+  const tap = new LlmUsageTap('text/event-stream')
+  tap.push(Buffer.from(start!))
+  for (let i = 0; i < 5000; i++) tap.push(Buffer.from(ping))
+  tap.push(Buffer.from(rest.join('')))
+  assert.equal(tap.finish()?.inputTokens, 25)
 })

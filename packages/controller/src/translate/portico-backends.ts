@@ -91,9 +91,12 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Port
   const backend = result.config.ir.backends[0]!
   let policies: PolicySetIR = {}
   if (ownPolicies !== undefined) {
-    const converted = convertPolicy({ metadata: pb.metadata, spec: { targetRefs: [], policies: ownPolicies } }, kinds[0] === 'ai' ? 'backend-ai' : 'backend', index.secrets)
+    // Loaded with the backend's own `ai` block: backendAuth then goes its provider's way.
+    const converted = convertPolicy({ metadata: pb.metadata, spec: { targetRefs: [], policies: ownPolicies } }, kinds[0] === 'ai' ? 'backend-ai' : 'backend', index.secrets, kinds[0] === 'ai' ? block : undefined)
     if (!converted.ok) return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: ${converted.message}`
     policies = converted.policies
+    // A Vertex service-account key (backendAuth.gcp) lives in the backend's `ai` settings.
+    if (converted.backend.ai !== undefined) backend.ai = converted.backend.ai
   }
   return { backend: { ...backend, key: `portico/${ns}/${pb.metadata.name}`, name: pb.metadata.name, namespace: ns }, policies }
 }

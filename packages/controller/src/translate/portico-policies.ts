@@ -20,7 +20,7 @@
  */
 
 import { loadConfigText, configJsonSchema, type ConfigDiagnostic } from '@portico/engine/config'
-import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR, FrontendIR } from '@portico/engine/ir'
+import type { PolicySetIR, ProxyIR, RouteIR, ListenerIR, BackendIR, FrontendIR, AiBackendSpecIR } from '@portico/engine/ir'
 import { extProcBuffersResponses } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type ObjectMeta, type Secret } from './gateway-api.ts'
 import { condition } from './conditions.ts'
@@ -55,7 +55,7 @@ type Level = 'gateway' | 'route' | 'backend'
 type ConvertLevel = Level | 'backend-ai'
 
 /** A policy converted for one level: its IR, or why it cannot be used. */
-type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health'> } | { ok: false, message: string }
+type Converted = { ok: true, policies: PolicySetIR, route: Pick<RouteIR, 'timeouts' | 'retry'>, backend: Pick<BackendIR, 'health' | 'ai'> } | { ok: false, message: string }
 
 /** Where a policy applies: a listener, a route (rule), or a backend reference of a route. */
 interface Attachment {
@@ -85,11 +85,11 @@ function byAge (a: PorticoPolicy, b: PorticoPolicy): number {
 export function applyPorticoPolicies (policies: PorticoPolicy[], gateways: Map<string, GatewayState>, secrets: Map<string, Secret>, controllerName: string): PorticoPolicyResult[] {
   const sorted = [...policies].sort(byAge)
   const cache = new Map<string, Converted>()
-  const convert = (p: PorticoPolicy, level: ConvertLevel): Converted => {
-    const key = `${nsName(p.metadata)}\0${level}`
+  const convert = (p: PorticoPolicy, level: ConvertLevel, ai?: Record<string, unknown>): Converted => {
+    const key = `${nsName(p.metadata)}\0${level}\0${ai !== undefined ? JSON.stringify(ai) : ''}`
     let c = cache.get(key)
     if (c === undefined) {
-      c = convertPolicy(p, level, secrets)
+      c = convertPolicy(p, level, secrets, ai)
       cache.set(key, c)
     }
     return c
@@ -205,7 +205,7 @@ function applyToRoute (
   route: RouteIR,
   sorted: PorticoPolicy[],
   gwKey: string,
-  convert: (p: PorticoPolicy, level: ConvertLevel) => Converted,
+  convert: (p: PorticoPolicy, level: ConvertLevel, ai?: Record<string, unknown>) => Converted,
   note: (p: PorticoPolicy, gateway: string, c: Condition) => void,
   found: Set<PorticoPolicy>,
   g: GatewayState
@@ -244,7 +244,7 @@ function applyToRoute (
         // Bedrock signs its requests with the credentials its own resource names: a backendAuth
         // here would be sent as a header the signature replaces.
         const bedrockAuth = backend.ai?.provider === 'bedrock' && p.spec.policies?.backendAuth !== undefined
-        onBackend.push({ policy: p, specificity: 0, converted: bedrockAuth ? { ok: false, message: 'spec.policies.backendAuth: a bedrock backend takes its credentials from the PorticoBackend\'s own spec.policies.backendAuth' } : convert(p, backend.kind === 'ai' ? 'backend-ai' : 'backend') })
+        onBackend.push({ policy: p, specificity: 0, converted: bedrockAuth ? { ok: false, message: 'spec.policies.backendAuth: a bedrock backend takes its credentials from the PorticoBackend\'s own spec.policies.backendAuth' } : backend.kind === 'ai' ? convert(p, 'backend-ai', aiBlockOf(backend.ai)) : convert(p, 'backend') })
       }
     }
     mergeInto(refIR, refuseBodyModeOnMcp(onBackend, backend.kind === 'mcp' ? 'this backend is MCP' : null, gwKey, note), gwKey, note, undefined)
@@ -252,8 +252,28 @@ function applyToRoute (
       if (!c.converted.ok) continue
       const b = c.converted.backend
       if (b.health !== undefined && backend.health === undefined) g.backends.set(backend.key, { ...g.backends.get(backend.key)!, health: b.health })
+      // A Vertex service-account key (backendAuth.gcp) lands in the backend's ai settings, unless its own policies set one.
+      const current = g.backends.get(backend.key)!
+      if (b.ai?.vertex?.credential !== undefined && current.ai?.vertex !== undefined && current.ai.vertex.credential === undefined) {
+        g.backends.set(backend.key, { ...current, ai: { ...current.ai, vertex: { ...current.ai.vertex, credential: b.ai.vertex.credential } } })
+      }
     }
   }
+}
+
+/**
+ * An `ai` block standing for a served backend when a PorticoPolicy attached to it is loaded:
+ * its provider (and what the provider requires), so that backendAuth goes that provider's way.
+ */
+function aiBlockOf (ai: AiBackendSpecIR | undefined): Record<string, unknown> | undefined {
+  if (ai === undefined) return undefined
+  const model = ai.model !== undefined ? { model: ai.model } : {}
+  const settings = ai.provider === 'vertex' && ai.vertex !== undefined
+    ? { projectId: ai.vertex.projectId, region: ai.vertex.region, ...model }
+    : ai.provider === 'bedrock' && ai.bedrock !== undefined
+      ? { region: ai.bedrock.region }
+      : ai.provider === 'custom' ? { format: ai.format } : {}
+  return { name: 'policy', provider: { [ai.provider]: settings }, hostOverride: 'http://127.0.0.1:1' }
 }
 
 /**
@@ -305,7 +325,13 @@ function mergeInto (target: { policies: PolicySetIR, policySources?: Record<stri
 /**
  * The policy's block at `level`, loaded as the same block of a standalone file would be.
  */
-export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, secrets: Map<string, Secret>): Converted {
+/**
+ * `ai`: the `ai` block of the backend the policy belongs to (a PorticoBackend's own policies),
+ * so that backendAuth goes its provider's way (x-api-key, x-goog-api-key; a Vertex
+ * service-account key into the backend's `ai` settings, returned in `backend.ai`); without it an
+ * OpenAI-style provider stands in.
+ */
+export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, secrets: Map<string, Secret>, ai?: Record<string, unknown>): Converted {
   const level: Level = convertLevel === 'backend-ai' ? 'backend' : convertLevel
   const { resolve, files, values, problem: resolveProblem } = secretResolver(p.metadata.namespace ?? '', secrets)
   // Fields a Gateway API resource already says, which would otherwise be dropped here.
@@ -323,7 +349,7 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
     ? { gateways: { policy: { port: 1, policies: block } } }
     : level === 'route'
       ? { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', policies: block }] }
-      : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ ...(convertLevel === 'backend-ai' ? { ai: { name: 'policy', provider: { openAI: {} } } } : { host: '127.0.0.1:1' }), policies: block }] }] }
+      : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ ...(convertLevel === 'backend-ai' ? { ai: ai ?? { name: 'policy', provider: { openAI: {} } } } : { host: '127.0.0.1:1' }), policies: block }] }] }
   const result = loadConfigText(JSON.stringify(config), {
     baseDir: '/',
     readFile: path => {
@@ -344,8 +370,9 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
     return { ok: true, policies: route.policies, route: extra, backend: {} }
   }
   const backend = ir.backends.find(b => b.key === route.backends[0]!.backend)
-  const settings: Pick<BackendIR, 'health'> = {}
+  const settings: Pick<BackendIR, 'health' | 'ai'> = {}
   if (backend?.health !== undefined) settings.health = backend.health
+  if (ai !== undefined && backend?.ai !== undefined) settings.ai = backend.ai
   return { ok: true, policies: route.backends[0]!.policies, route: {}, backend: settings }
 }
 

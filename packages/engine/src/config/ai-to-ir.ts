@@ -6,7 +6,7 @@
  */
 
 import type { AiBackendConfig, RouteBackendConfig } from './schema.ts'
-import type { AiBackendSpecIR, AiProviderName, BackendIR } from '../ir/types.ts'
+import type { AiBackendSpecIR, AiProviderName, BackendIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
 import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
 import { hostPort } from '../util/host-port.ts'
 
@@ -54,7 +54,6 @@ export type AiBackendAuth = NonNullable<NonNullable<RouteBackendConfig['policies
 function bedrockAuth (auth: AiBackendAuth | undefined, path: Path, fail: (p: Path, message: string) => void): NonNullable<AiBackendSpecIR['bedrock']>['auth'] {
   if (auth === undefined) return { kind: 'chain' }
   const at = [...path, 'policies', 'backendAuth']
-  if (auth.key !== undefined && auth.aws !== undefined) fail(at, 'needs exactly one of key or aws')
   if (auth.key !== undefined) return { kind: 'apiKey', apiKey: auth.key }
   const aws = auth.aws ?? {}
   if ((aws.accessKeyId === undefined) !== (aws.secretAccessKey === undefined)) {
@@ -70,9 +69,11 @@ function bedrockAuth (auth: AiBackendAuth | undefined, path: Path, fail: (p: Pat
 
 /**
  * `auth`: the backend's backendAuth when its provider takes it itself (bedrock); `path` is the
- * `ai` field's, its backendAuth is at the sibling `policies`.
+ * `ai` field's, its backendAuth is at the sibling `policies`. `gcpCredential`: the
+ * service-account key backendAuth.gcp names (config/to-ir.ts reads and checks it), for Vertex;
+ * absent = Application Default Credentials.
  */
-export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, auth?: AiBackendAuth): BackendIR | undefined {
+export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR): BackendIR | undefined {
   const names = providerName(a)
   if (names.length !== 1) {
     fail([...path, 'provider'], `needs exactly one provider${names.length > 1 ? ` (got ${names.join(', ')})` : ''}`)
@@ -106,7 +107,10 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     }
     if (settings.apiVersion !== undefined && settings.apiVersion !== 'v1' && a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply with a dated apiVersion (the deployments paths are fixed)')
   }
-  if (provider === 'vertex') ai.vertex = { projectId: settings.projectId!, region: settings.region! }
+  if (provider === 'vertex') {
+    ai.vertex = { projectId: settings.projectId!, region: settings.region! }
+    if (gcpCredential !== undefined) ai.vertex.credential = gcpCredential
+  }
   if (provider === 'bedrock') {
     const bedrock = a.provider.bedrock!
     ai.bedrock = { region: bedrock.region }
@@ -125,6 +129,8 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     fail([...path, 'provider', provider], adapter)
     return undefined
   }
+  // The adapter knows the format (Vertex: Anthropic Messages for Claude models, else Gemini).
+  ai.format = adapter.format as AiBackendSpecIR['format']
   const target = hostPort(parsed.host, parsed.port)
   return {
     key: `ai:${a.name}`,

@@ -216,8 +216,14 @@ export const BackendAuthSchema = Type.Object({
     accessKeyId: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'AWS access key id (with secretAccessKey).' })),
     secretAccessKey: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'AWS secret access key (with accessKeyId).' })),
     sessionToken: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'Session token of temporary credentials.' }))
-  }, { ...strict, description: 'ai backends of provider bedrock: requests are signed with AWS Signature Version 4 by these keys; {} (or no backendAuth) uses the AWS default credential chain (environment, shared files, web identity / IRSA, container and instance metadata). Redacted in dumps, logs and traces.' }))
-}, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth): exactly one of key or aws.' })
+  }, { ...strict, description: 'ai backends of provider bedrock: requests are signed with AWS Signature Version 4 by these keys; {} (or no backendAuth) uses the AWS default credential chain (environment, shared files, web identity / IRSA, container and instance metadata). Redacted in dumps, logs and traces.' })),
+  gcp: Opt(Type.Object({
+    credential: Opt(Type.Union([
+      Type.String({ minLength: 2 }),
+      Type.Object({ file: Type.String({ minLength: 1 }) }, strict)
+    ], { $comment: SECRET_VALUE, description: 'A Google Cloud service-account key (its JSON inline, or {file: path}, read when the config loads); in cluster resources a secretRef. Default: Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, then the metadata server: workload identity). Redacted in dumps.' }))
+  }, { ...strict, description: 'Google Cloud OAuth2 access tokens (ai provider vertex): from credential, else Application Default Credentials.' }))
+}, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth): exactly one of key, aws or gcp.' })
 
 export const BackendPoliciesSchema = Type.Object({
   ...policyFieldsWithout('directResponse', 'oidc'),
@@ -316,7 +322,7 @@ export const AiProviderSchema = Type.Object({
     model: AiModel,
     projectId: Type.String({ pattern: '^[a-z][a-z0-9-]{4,28}[a-z0-9]$', description: 'The Google Cloud project.' }),
     region: Type.String({ pattern: DNS_LABEL, description: 'The Vertex AI region (us-central1, europe-west4, global).' })
-  }, { ...strict, description: 'Gemini and Anthropic models on Google Vertex AI (OAuth2 access tokens).' })),
+  }, { ...strict, description: 'Gemini and Anthropic models on Google Vertex AI, OAuth2 access tokens from backendAuth.gcp (default: Application Default Credentials). A model named claude-* speaks Anthropic Messages (rawPredict), any other Gemini (generateContent).' })),
   bedrock: Opt(Type.Object({
     model: AiModel,
     region: Type.String({ pattern: DNS_LABEL, description: 'The AWS region (us-east-1): requests go to bedrock-runtime.<region>.amazonaws.com and are signed for it.' }),

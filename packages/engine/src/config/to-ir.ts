@@ -6,7 +6,7 @@
 import { resolve as resolvePath } from 'node:path'
 import type { ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import type { BackendIR, BackendRefIR, BindIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
+import type { BackendIR, BackendRefIR, BindIR, GcpServiceAccountKeyIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
 import { checkTimerMs, parseDuration } from '../util/duration.ts'
@@ -22,8 +22,9 @@ import { streamRoutesToIR } from './stream-routes-to-ir.ts'
 import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
-import { readPemField } from './referenced-file.ts'
+import { readFileField, readPemField } from './referenced-file.ts'
 import { aiKeyHeader, translateAiBackend, type AiBackendAuth } from './ai-to-ir.ts'
+import { CREDENTIAL_HEADERS } from '../llm/providers/index.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -285,13 +286,18 @@ function translateRoute (
   const refs: BackendRefIR[] = []
   ;(route.backends ?? []).forEach((b, i) => {
     const { backendTLS, health, http, backendAuth, ...backendPolicies } = b.policies ?? {}
+    const authAt = [...path, 'backends', i, 'policies', 'backendAuth']
     // Bedrock signs its requests (or sends its API key) itself: its backendAuth goes into its IR.
     const selfAuth = b.ai?.provider.bedrock !== undefined
-    if (backendAuth !== undefined && backendAuth.key === undefined && backendAuth.aws === undefined) {
-      report([...path, 'backends', i, 'policies', 'backendAuth'], 'needs key or aws')
-    } else if (backendAuth !== undefined && !selfAuth && backendAuth.aws !== undefined) {
-      report([...path, 'backends', i, 'policies', 'backendAuth', 'aws'], 'applies to ai backends of provider bedrock only')
-    } else if (backendAuth?.key !== undefined && !selfAuth) {
+    let gcpCredential: GcpServiceAccountKeyIR | undefined
+    const given = backendAuth === undefined ? 0 : [backendAuth.key, backendAuth.aws, backendAuth.gcp].filter(v => v !== undefined).length
+    if (backendAuth !== undefined && given !== 1) report(authAt, 'needs exactly one of key, aws or gcp')
+    if (backendAuth?.aws !== undefined && !selfAuth) report([...authAt, 'aws'], 'applies to ai backends of provider bedrock only')
+    if (backendAuth?.gcp !== undefined) {
+      if (b.ai?.provider.vertex === undefined) report([...authAt, 'gcp'], 'applies to ai backends of provider vertex')
+      else if (backendAuth.gcp.credential !== undefined) gcpCredential = gcpServiceAccountKey(backendAuth.gcp.credential, [...authAt, 'gcp', 'credential'], pc)
+    }
+    if (backendAuth?.key !== undefined && !selfAuth) {
       // The key becomes the Authorization header the backend gets: one header policy, so the
       // trace and /config_dump show it there (redacted, as every credential header is).
       if (backendPolicies.requestHeaderModifier?.set?.authorization !== undefined || backendPolicies.requestHeaderModifier?.add?.authorization !== undefined) {
@@ -304,14 +310,16 @@ function translateRoute (
       if (keyHeader === null) {
         report([...path, 'backends', i, 'policies', 'backendAuth'], 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
       } else if (keyHeader.header === 'authorization') {
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${backendAuth.key}` } }
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${backendAuth.key}` }, ...removing(mod.remove, b.ai !== undefined ? CREDENTIAL_HEADERS.filter(h => h !== 'authorization') : []) }
       } else {
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: backendAuth.key }, remove: [...(mod.remove ?? []).filter(h => h.toLowerCase() !== 'authorization'), 'authorization'] }
+        // The other providers' key headers a client sent (an Anthropic SDK's x-api-key to
+        // Gemini) are removed too: the client's key for the gateway reaches no provider.
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: backendAuth.key }, ...removing(mod.remove, CREDENTIAL_HEADERS.filter(h => h !== keyHeader.header)) }
       }
     }
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
-      : translateBackend(b, [...path, 'backends', i], fail, selfAuth ? backendAuth : undefined)
+      : translateBackend(b, [...path, 'backends', i], fail, selfAuth ? backendAuth : undefined, gcpCredential)
     if (backend === undefined) {
       // The backend cannot be built, but its policies are still checked: every problem of
       // the file is reported in one run.
@@ -491,14 +499,53 @@ function translateMcpBackend (m: McpBackendConfig, name: string, path: Path, opt
   }
 }
 
-function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth): BackendIR | undefined {
+/** `remove` of a header policy: the policy's own, plus `names` (each once); nothing when both are empty. */
+function removing (own: string[] | undefined, names: readonly string[]): { remove?: string[] } {
+  const remove = [...(own ?? []).filter(h => !names.includes(h.toLowerCase())), ...names]
+  return remove.length === 0 ? {} : { remove }
+}
+
+/**
+ * backendAuth.gcp.credential: a service-account key, its JSON inline or in a file (read with
+ * the config's bounded reader). Checked here so a broken key fails the load, not the first
+ * request; its content is never echoed (it holds a private key).
+ */
+function gcpServiceAccountKey (credential: string | { file: string }, at: Path, pc: PolicyContext): GcpServiceAccountKeyIR | undefined {
+  let text = credential as string
+  let what = 'the inline credential'
+  if (typeof credential !== 'string') {
+    const read = readFileField(credential.file, [...at, 'file'], pc)
+    if (read === undefined) return undefined
+    text = read.text
+    what = read.full
+  }
+  let key: unknown
+  try {
+    key = JSON.parse(text)
+  } catch {
+    pc.report(at, `${what} is not JSON (a service-account key file is)`)
+    return undefined
+  }
+  const k = key as Record<string, unknown> | null
+  if (k === null || typeof k !== 'object' || Array.isArray(k) || typeof k.client_email !== 'string' || typeof k.private_key !== 'string' || !k.private_key.includes('PRIVATE KEY')) {
+    pc.report(at, `${what} is not a service-account key (client_email and private_key are required)`)
+    return undefined
+  }
+  if (k.token_uri !== undefined && (typeof k.token_uri !== 'string' || !/^https?:\/\//.test(k.token_uri))) {
+    pc.report(at, `${what}: token_uri must be an http(s) URL`)
+    return undefined
+  }
+  return k as GcpServiceAccountKeyIR
+}
+
+function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR): BackendIR | undefined {
   const kinds = (['host', 'endpoints', 'mcp', 'ai'] as const).filter(k => b[k] !== undefined)
   if (kinds.length !== 1) {
     fail(path, `needs exactly one backend kind: host, endpoints, mcp or ai${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
-  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail, parseHostTarget, auth)
+  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail, parseHostTarget, auth, gcpCredential)
   if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {

@@ -325,6 +325,15 @@ export interface McpBackendSpecIR {
   stdioSessionIdleTimeoutMs?: number
 }
 
+/** A Google Cloud service-account key's fields the gateway uses (the key file has more; they are kept). */
+export type GcpServiceAccountKeyIR = {
+  client_email: string
+  private_key: string
+  private_key_id?: string
+  token_uri?: string
+  [field: string]: unknown
+}
+
 /** LLM wire formats (the names of llm/formats/; repeated here because ir/ sits below llm/). */
 export type AiWireFormatIR = 'openai-chat' | 'openai-responses' | 'anthropic-messages' | 'gemini' | 'bedrock-converse'
 
@@ -356,7 +365,12 @@ export interface AiBackendSpecIR {
    * the project paths `/api/projects/{project}/openai/v1/...`.
    */
   azure?: { apiVersion?: string, deployment?: string, project?: string }
-  vertex?: { projectId: string, region: string }
+  /**
+   * Vertex AI: `credential` is a service-account key (backendAuth.gcp.credential, inline or
+   * read from its file at load; its private key is redacted in every dump); absent =
+   * Application Default Credentials.
+   */
+  vertex?: { projectId: string, region: string, credential?: GcpServiceAccountKeyIR }
   /**
    * Bedrock: the region (endpoint and signing scope), a guardrail sent with every request, and
    * how requests are authorised — `apiKey` (a Bedrock API key as a bearer token), `keys`

@@ -144,7 +144,9 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   }
 
   const model = typeof body.model === 'string' ? body.model : TRANSLATIONS.get(ctx)?.model ?? spec.model ?? requestModel
-  // The adapter's last word on the body (Bedrock's guardrail), before it is serialised and signed.
+  // The provider's last say on its body, translated or passed through alike (Bedrock's
+  // guardrail; Claude on Vertex: no `model`, `anthropic_version` in the body), before it is
+  // serialised and signed.
   if (adapter.adaptBody !== undefined) body = adapter.adaptBody(body, { operation, model, streaming })
   const out = Buffer.from(JSON.stringify(body))
   ctx.requestBody = out

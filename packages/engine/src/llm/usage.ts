@@ -8,6 +8,10 @@
  * Scanning every event instead cost more CPU than proxying the stream (bench/llm.ts):
  * OpenAI's events each carry `"usage":null` until the last.
  *
+ * Anthropic's stream gives the input tokens in its first event (`message_start`) and the output
+ * in its last (`message_delta`): the head of a stream (`SSE_HEAD_BYTES`) is kept too, and its
+ * first usage event gives the input count when the tail's usage has an output count but none.
+ *
  * Usage shapes read: OpenAI chat completions (`prompt_tokens`, `completion_tokens`,
  * `total_tokens`) and the input/output naming of OpenAI's Responses API and servers that
  * follow it (`input_tokens`, `output_tokens`), at the top level or under `response` /
@@ -23,6 +27,9 @@ export const LLM_RESPONSE_LIMIT = 4 * 1024 * 1024
 /** How much of the end of a stream is kept to find the usage event in. */
 export const SSE_TAIL_BYTES = 64 * 1024
 
+/** How much of the start of a stream is kept for a usage event there (Anthropic's message_start). */
+export const SSE_HEAD_BYTES = 16 * 1024
+
 const USAGE_KEY = Buffer.from('"usage"')
 const NEWLINE = 0x0a
 
@@ -31,6 +38,9 @@ export class LlmUsageTap {
   /** The body so far (JSON), or its last chunks (SSE); null once a JSON body is past the limit. */
   private chunks: Buffer[] | null = []
   private size = 0
+  /** The first bytes of a stream (views, no copy), up to SSE_HEAD_BYTES. */
+  private head: Buffer[] = []
+  private headSize = 0
   private input: number | null = null
   private output: number | null = null
   private total: number | null = null
@@ -50,6 +60,11 @@ export class LlmUsageTap {
     chunks.push(chunk)
     this.size += chunk.length
     if (this.sse) {
+      if (this.headSize < SSE_HEAD_BYTES) {
+        const part = chunk.length <= SSE_HEAD_BYTES - this.headSize ? chunk : chunk.subarray(0, SSE_HEAD_BYTES - this.headSize)
+        this.head.push(part)
+        this.headSize += part.length
+      }
       // Keep just enough chunks to cover the tail.
       while (this.size - chunks[0]!.length >= SSE_TAIL_BYTES) this.size -= chunks.shift()!.length
     } else if (this.size > LLM_RESPONSE_LIMIT) {
@@ -64,8 +79,11 @@ export class LlmUsageTap {
     this.chunks = null
     if (chunks !== null && this.size > 0) {
       const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
-      if (this.sse) this.lastUsageEvent(body)
-      else this.read(body.toString('utf8'))
+      if (this.sse) {
+        this.lastUsageEvent(body)
+        // Only to complete a tally the tail gave (output without input), never instead of one.
+        if (this.input === null && this.output !== null && this.headSize > 0) this.headUsage()
+      } else this.read(body.toString('utf8'))
     }
     if (this.input === null && this.output === null && this.total === null) {
       this.problem ??= 'the answer carried no usage'
@@ -77,6 +95,29 @@ export class LlmUsageTap {
       totalTokens: this.total ?? (this.input ?? 0) + (this.output ?? 0),
       responseModel: this.model
     }
+  }
+
+  /**
+   * The input count of the first usage event of the stream's head (Anthropic's message_start),
+   * the tail's output and total kept: they are the final ones.
+   */
+  private headUsage (): void {
+    const head = this.head.length === 1 ? this.head[0]! : Buffer.concat(this.head)
+    this.head = []
+    const tail = { output: this.output, total: this.total, model: this.model }
+    let at = head.indexOf(USAGE_KEY)
+    while (at !== -1 && !isObjectValue(head, at + USAGE_KEY.length)) at = head.indexOf(USAGE_KEY, at + 1)
+    if (at === -1) return
+    const start = head.lastIndexOf(NEWLINE, at) + 1
+    const end = head.indexOf(NEWLINE, at)
+    if (end === -1) return // the event is cut at the head's end
+    const line = head.toString('utf8', start, end)
+    const data = line.endsWith('\r') ? line.slice(0, -1) : line
+    if (!data.startsWith('data:')) return
+    this.read(data.slice(5))
+    if (tail.output !== null) this.output = tail.output
+    this.total = tail.total
+    if (tail.model !== null) this.model = tail.model
   }
 
   /** Parses the last `data:` line of `tail` whose `"usage"` is an object, searching backwards. */

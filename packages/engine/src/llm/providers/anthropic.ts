@@ -2,12 +2,11 @@
  * Anthropic's API (`ai.provider.anthropic`): Messages at `/v1/messages`, the model list at
  * `/v1/models`, authorised with `x-api-key` and versioned with `anthropic-version`.
  *
- * The key: `backendAuth: {key}` is applied as `authorization: Bearer <key>` (config/to-ir.ts,
- * as for every backend), and a client of another format (an OpenAI SDK) sends its own token
- * so too. Anthropic's API reference and examples authorise with `x-api-key` (the API also
- * accepts the bearer the SDK 1.x sends), so a bearer token is moved there — replacing a client's own `x-api-key`, since the bearer (when
- * backendAuth set it) is the gateway's key — and `authorization` is not sent on: one key, one
- * header.
+ * The key: `backendAuth: {key}` is put in `x-api-key` by the header policy the config derives
+ * from the provider table (llm/providers/index.ts), which also removes the client's
+ * `authorization` and other providers' key headers — one place for keys, so this adapter
+ * moves none. Without backendAuth the client's own credentials pass as sent (the API takes a
+ * key as `x-api-key` or `authorization: Bearer`).
  */
 
 import { translationError } from '../canonical.ts'
@@ -35,9 +34,6 @@ export function anthropicProvider (options: AnthropicProviderOptions = {}): Prov
     },
     authorize (request: ProviderRequest): void {
       const headers = request.headers
-      const bearer = /^bearer\s+(.+)$/i.exec(headers.authorization ?? '')
-      if (bearer !== null) headers['x-api-key'] = bearer[1]!.trim()
-      delete headers.authorization
       headers['anthropic-version'] ??= version
       if (request.operation === 'chat') headers['content-type'] = 'application/json'
     }

@@ -1,8 +1,14 @@
 /**
  * The provider adapters this build has, and each provider's defaults: where its API is, its
- * base path, its wire format and how its key is sent. The lead adds the other adapters
- * (anthropic, gemini, vertex, bedrock) here as they land; until then a config naming them is
+ * base path, its wire format and how its key is sent. A provider without an adapter here is
  * refused at load ("not available in this build"), not accepted and broken.
+ *
+ * Keys: backendAuth's key is put in the provider's header by ONE place, the header policy
+ * config/to-ir.ts derives from `key` below (per backend reference, redacted in dumps and
+ * traces like every header a policy sets). That policy also removes the credentials of the
+ * other providers' headers (`CREDENTIAL_HEADERS`) a client sent, so a client's key for the
+ * gateway never reaches a provider. The adapters therefore place no key of their own
+ * (gemini's `apiKey` stays unset); only Vertex, which has no key, mints its own token.
  */
 
 import type { AiBackendSpecIR, AiProviderName, AiWireFormatIR } from '../../ir/types.ts'
@@ -11,6 +17,9 @@ import { formatByName } from '../formats/index.ts'
 import { openaiAdapter } from './openai.ts'
 import { azureAdapter, AZURE_DEFAULT_PREFIX } from './azure.ts'
 import { bedrockAdapter } from './bedrock.ts'
+import { anthropicProvider } from './anthropic.ts'
+import { geminiProvider } from './gemini.ts'
+import { vertexProvider } from './vertex.ts'
 
 export interface ProviderDefaults {
   /** `https://host[:port]` (or http for local servers); null when it depends on the config (azure, vertex, bedrock, custom). */
@@ -24,6 +33,9 @@ export interface ProviderDefaults {
 }
 
 const BEARER = { header: 'authorization', bearer: true }
+
+/** Headers the providers take keys in: with backendAuth, those but the provider's own are removed. */
+export const CREDENTIAL_HEADERS = ['authorization', 'x-api-key', 'api-key', 'x-goog-api-key'] as const
 
 function compatible (baseUrl: string, pathPrefix: string, system: string): ProviderDefaults {
   return { baseUrl, pathPrefix, format: 'openai-chat', system, key: BEARER }
@@ -63,22 +75,62 @@ export function customDefaults (format: AiWireFormatIR): ProviderDefaults {
 }
 
 /**
+ * An adapter whose paths start with `native` (its API's own base path: `/v1`, `/v1beta`) sent
+ * under the backend's `pathPrefix` instead, and `pathOverride` as the chat path when it has
+ * one — what `pathPrefix` and `pathOverride` mean for every provider.
+ */
+function rebased<A extends ProviderAdapter> (adapter: A, spec: AiBackendSpecIR, native: string, system = adapter.system): A {
+  if (spec.pathPrefix === native && spec.path === undefined && system === adapter.system) return adapter
+  return {
+    ...adapter,
+    system,
+    path: request => {
+      if (request.operation === 'chat' && spec.path !== undefined) return spec.path
+      const path = adapter.path(request)
+      return path.startsWith(native) ? spec.pathPrefix + path.slice(native.length) : path
+    }
+  }
+}
+
+/**
  * The adapter for a backend, or a sentence saying why this build cannot serve it. Adapter
- * factories by provider; the lead adds anthropic, gemini, vertex, bedrock (and custom's
- * non-OpenAI formats) here.
+ * factories by provider; the lead adds bedrock here.
  */
 export function providerAdapter (spec: AiBackendSpecIR): ProviderAdapter | string {
   switch (spec.provider) {
     case 'azure': return azureAdapter(spec)
     case 'bedrock': return bedrockAdapter(spec)
-    case 'anthropic':
+    case 'anthropic': return rebased(anthropicProvider(), spec, '/v1')
     case 'gemini':
-    case 'vertex':
-      return `provider ${spec.provider} is not available in this build`
+      // Gemini's chat path names the model and the method (streaming or not): no one path
+      // can stand for it.
+      if (spec.path !== undefined) return 'provider gemini takes no pathOverride (its paths name the model and the method): set pathPrefix'
+      return rebased(geminiProvider(), spec, '/v1beta')
+    case 'vertex': {
+      const vertex = spec.vertex
+      if (vertex === undefined) return 'provider vertex needs projectId and region'
+      if (spec.path !== undefined) return 'provider vertex takes no pathOverride (its paths name the project, the model and the method)'
+      // Claude models (`claude-…`, or named with their publisher path) speak Anthropic Messages on Vertex.
+      const model = spec.model ?? ''
+      const publisher = /^publishers\/anthropic\//.test(model) || model.startsWith('claude') ? 'anthropic' : 'google'
+      try {
+        return vertexProvider({ project: vertex.projectId, region: vertex.region, publisher, ...(spec.model !== undefined ? { model: spec.model } : {}), ...(vertex.credential !== undefined ? { key: vertex.credential } : {}) })
+      } catch (err) {
+        return (err as Error).message
+      }
+    }
     case 'custom':
-      if (formatByName(spec.format) === undefined) return `the ${spec.format} format is not available in this build`
-      if (spec.format !== 'openai-chat') return `custom providers of format ${spec.format} are not available in this build`
-      return openaiAdapter(spec, 'custom')
+      switch (spec.format) {
+        case 'openai-chat': return openaiAdapter(spec, 'custom')
+        // Anthropic- and Gemini-compatible servers: the providers' paths under the server's base path.
+        case 'anthropic-messages': return rebased(anthropicProvider(), spec, '/v1', 'custom')
+        case 'gemini':
+          if (spec.path !== undefined) return 'custom providers of format gemini take no pathOverride (the paths name the model and the method): set pathPrefix'
+          return rebased(geminiProvider(), spec, '/v1beta', 'custom')
+        default:
+          if (formatByName(spec.format) === undefined) return `the ${spec.format} format is not available in this build`
+          return `custom providers of format ${spec.format} are not available in this build`
+      }
     default:
       return openaiAdapter(spec, PROVIDERS[spec.provider].system)
   }
