@@ -1,15 +1,18 @@
 /**
  * Real generations end to end: the official OpenAI SDK → Portico's `ai` backend → llama.cpp
- * (llama-cpp-python's OpenAI-compatible server, built by scripts/test-tools) serving
- * SmolLM2-135M-Instruct on loopback. A chat completion answers with text whose usage — the
- * token counts the model server itself reported — shows in Portico's trace, access log and
- * metrics; a streamed one arrives in several chunks; a tool forced by `tool_choice` comes
- * back as a tool call; and a `localRateLimit` of type `tokens` refuses the request after the
- * one that spent its budget. Generations are short, greedy (temperature 0) and seeded, so the
- * file takes seconds on 2 cores and answers are the same every run.
+ * serving SmolLM2-135M-Instruct on loopback, through both servers scripts/test-tools builds:
+ * llama-cpp-python's OpenAI-compatible server and llama.cpp's own `llama-server`. A chat
+ * completion answers with text whose usage — the token counts the model server itself
+ * reported — shows in Portico's trace, access log and metrics; streamed answers arrive in
+ * several chunks, and llama-server's final usage chunk is counted; a tool forced by
+ * `tool_choice` comes back as a tool call; and a `localRateLimit` of type `tokens` refuses the
+ * request after the one that spent its budget, streamed or not. Generations are short, greedy
+ * (temperature 0) and seeded, so the file takes seconds on 2 cores and answers are the same
+ * every run.
  *
- * Without scripts/test-tools' LLAMA_SERVER and SMOLLM2_GGUF the tests fail in CI and are
- * skipped with that reason elsewhere (the convention of every tool-dependent test).
+ * Without scripts/test-tools' LLAMA_SERVER, LLAMA_CPP_SERVER and SMOLLM2_GGUF the tests fail
+ * in CI and are skipped with that reason elsewhere (the convention of every tool-dependent
+ * test).
  */
 
 import { after, describe, test, type TestContext } from 'node:test'
@@ -17,7 +20,7 @@ import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import OpenAI from 'openai'
 import type { ConfigFile } from '@portico/engine'
-import { startLlamaServer, type LlamaServer } from '@portico/testkit'
+import { startLlamaServer, waitUntil, type LlamaServer } from '@portico/testkit'
 import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { openTrace } from '../lib/trace.ts'
 
@@ -31,7 +34,10 @@ const SAMPLING = { temperature: 0, seed: 42, max_tokens: 12 }
 const BUDGET = 20
 
 interface Setup {
+  /** llama-cpp-python's server. */
   llama: LlamaServer
+  /** llama.cpp's llama-server. */
+  llamaCpp: LlamaServer
   portico: PorticoProcess
   admin: string
   stats: string
@@ -41,22 +47,31 @@ interface Setup {
  * The model server and the tools' paths, or null after skipping (locally) / failing (CI):
  * the same rule as requireTool, for two variables that must name files.
  */
-function requireModelServer (t: TestContext): { server: string, model: string } | null {
-  const server = process.env.LLAMA_SERVER ?? ''
-  const model = process.env.SMOLLM2_GGUF ?? ''
-  if (server !== '' && model !== '' && existsSync(server) && existsSync(model)) return { server, model }
-  const why = `llama.cpp's server or the SmolLM2 model is missing (LLAMA_SERVER=${JSON.stringify(server)}, SMOLLM2_GGUF=${JSON.stringify(model)}): run ./scripts/test-tools (./scripts/test does) and export the LLAMA_SERVER and SMOLLM2_GGUF lines it prints`
+function requireModelServer (t: TestContext): Tools | null {
+  const tools = { server: process.env.LLAMA_SERVER ?? '', cppServer: process.env.LLAMA_CPP_SERVER ?? '', model: process.env.SMOLLM2_GGUF ?? '' }
+  if (Object.values(tools).every(path => path !== '' && existsSync(path))) return tools
+  const why = `llama.cpp's servers or the SmolLM2 model are missing (LLAMA_SERVER=${JSON.stringify(tools.server)}, LLAMA_CPP_SERVER=${JSON.stringify(tools.cppServer)}, SMOLLM2_GGUF=${JSON.stringify(tools.model)}): run ./scripts/test-tools (./scripts/test does) and export the lines it prints`
   if (process.env.CI === 'true') throw new Error(why)
   t.skip(why)
   return null
 }
 
+interface Tools { server: string, cppServer: string, model: string }
+
 let started: Promise<Setup> | null = null
 
-async function setUp (tools: { server: string, model: string }): Promise<Setup> {
-  const llama = await startLlamaServer(tools)
+/** The access log line of the route's request with usage (written once the answer has ended). */
+async function accessLog (s: Setup, route: string): Promise<Record<string, unknown>> {
+  const find = () => s.portico.logs().find(l => l.route === route && l['gen_ai.usage.output_tokens'] !== undefined)
+  await waitUntil(() => find() !== undefined, 5_000, `the access log line of route ${route}\n${s.portico.output}`)
+  return find()!
+}
+
+async function setUp (tools: Tools): Promise<Setup> {
+  const llama = await startLlamaServer({ kind: 'python', server: tools.server, model: tools.model })
+  const llamaCpp = await startLlamaServer({ kind: 'cpp', server: tools.cppServer, model: tools.model })
   const [adminPort, statsPort] = [await freePort(), await freePort()]
-  const ai = (name: string) => ({ name, provider: { openAI: {} }, hostOverride: llama.host })
+  const ai = (name: string, server = llama) => ({ name, provider: { openAI: {} }, hostOverride: server.host })
   const portico = await startPortico({
     env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info' },
     config: (port): ConfigFile => ({
@@ -70,11 +85,18 @@ async function setUp (tools: { server: string, model: string }): Promise<Setup> 
           matches: [{ path: { pathPrefix: '/budget' } }],
           policies: { localRateLimit: [{ maxTokens: BUDGET, tokensPerFill: BUDGET, fillInterval: '1h', type: 'tokens' }] },
           backends: [{ ai: ai('llama-budget') }]
+        },
+        { name: 'cpp-stream', matches: [{ path: { pathPrefix: '/cpp-stream' } }], backends: [{ ai: ai('llama-cpp', llamaCpp) }] },
+        {
+          name: 'cpp-budget',
+          matches: [{ path: { pathPrefix: '/cpp-budget' } }],
+          policies: { localRateLimit: [{ maxTokens: BUDGET, tokensPerFill: BUDGET, fillInterval: '1h', type: 'tokens' }] },
+          backends: [{ ai: ai('llama-cpp-budget', llamaCpp) }]
         }
       ]
     })
   })
-  return { llama, portico, admin: `http://127.0.0.1:${adminPort}`, stats: `http://127.0.0.1:${statsPort}` }
+  return { llama, llamaCpp, portico, admin: `http://127.0.0.1:${adminPort}`, stats: `http://127.0.0.1:${statsPort}` }
 }
 
 async function ready (t: TestContext): Promise<Setup | null> {
@@ -92,6 +114,7 @@ describe('a real model (llama.cpp serving SmolLM2-135M-Instruct) through Portico
     const s = await started.catch(() => null)
     await s?.portico.stop()
     await s?.llama.close()
+    await s?.llamaCpp.close()
   })
 
   test('a chat completion: a real answer, and the usage the model server reported in the trace, access log and metrics', { timeout: 120_000 }, async t => {
@@ -117,8 +140,7 @@ describe('a real model (llama.cpp serving SmolLM2-135M-Instruct) through Portico
     const response = events.find(e => e.message.type === 'llmResponse')!.message
     assert.deepEqual(response, { type: 'llmResponse', responseModel: s.llama.model, inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, totalTokens: usage.total_tokens })
 
-    const log = s.portico.logs().find(l => l.route === 'chat' && l['gen_ai.usage.output_tokens'] !== undefined)
-    assert.ok(log !== undefined, s.portico.output)
+    const log = await accessLog(s, 'chat')
     assert.equal(log['gen_ai.usage.input_tokens'], usage.prompt_tokens)
     assert.equal(log['gen_ai.usage.output_tokens'], usage.completion_tokens)
     assert.equal(log['gen_ai.response.model'], s.llama.model)
@@ -132,7 +154,7 @@ describe('a real model (llama.cpp serving SmolLM2-135M-Instruct) through Portico
     assert.equal(sum('output'), usage.completion_tokens)
   })
 
-  test('a streamed completion: the answer arrives in chunks as the model generates it', { timeout: 120_000 }, async t => {
+  test('a streamed completion (llama-cpp-python): the answer arrives in chunks; this server sends no usage to count', { timeout: 120_000 }, async t => {
     const s = await ready(t)
     if (s === null) return
     const trace = await openTrace(s.admin, 'path=/stream/chat/completions')
@@ -206,5 +228,52 @@ describe('a real model (llama.cpp serving SmolLM2-135M-Instruct) through Portico
     const deny = events.find(e => e.message.type === 'policy' && e.message.kind === 'localRateLimit')!
     assert.match((deny.message.result as { details: string }).details, new RegExp(`^bucket 0 is empty \\(${BUDGET - spent} of maxTokens ${BUDGET}`), 'the debt is exactly the tokens the model server counted')
     assert.equal(events.some(e => e.message.type === 'llmRequest'), false, 'refused before the model server saw it')
+  })
+
+  test('a streamed completion (llama-server): chunks as the model generates them, and the usage chunk Portico asked for is counted', { timeout: 120_000 }, async t => {
+    const s = await ready(t)
+    if (s === null) return
+    const trace = await openTrace(s.admin, 'path=/cpp-stream/chat/completions')
+    await trace.ready
+    // No stream_options from the client: Portico asks for the usage chunk itself.
+    const stream = await client(s, '/cpp-stream').chat.completions.create({ model: s.llamaCpp.model, messages: MESSAGES, ...SAMPLING, stream: true })
+    let text = ''
+    let contentChunks = 0
+    let usage: OpenAI.CompletionUsage | null | undefined
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta.content ?? ''
+      if (delta !== '') contentChunks++
+      text += delta
+      if (chunk.usage != null) usage = chunk.usage
+    }
+    assert.notEqual(text.trim(), '')
+    assert.ok(contentChunks > 1, `several content chunks (one per token): ${contentChunks}`)
+    assert.ok(usage !== undefined && usage !== null, 'the final chunk carries usage')
+    assert.ok(usage.prompt_tokens > 10 && usage.completion_tokens > 0 && usage.completion_tokens <= SAMPLING.max_tokens, JSON.stringify(usage))
+    assert.equal(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens)
+    const events = await trace.done
+    assert.equal(events.find(e => e.message.type === 'llmRequest')!.message.streaming, true)
+    const response = events.find(e => e.message.type === 'llmResponse')!.message
+    assert.deepEqual(response, { type: 'llmResponse', responseModel: s.llamaCpp.model, inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens, totalTokens: usage.total_tokens })
+    const log = await accessLog(s, 'cpp-stream')
+    assert.equal(log['gen_ai.usage.input_tokens'], usage.prompt_tokens)
+    assert.equal(log['gen_ai.usage.output_tokens'], usage.completion_tokens)
+  })
+
+  test('localRateLimit type tokens on streams (llama-server): the final chunk\'s usage is taken, and the next stream is refused with 429', { timeout: 120_000 }, async t => {
+    const s = await ready(t)
+    if (s === null) return
+    const c = client(s, '/cpp-budget')
+    let spent = 0
+    for await (const chunk of await c.chat.completions.create({ model: s.llamaCpp.model, messages: MESSAGES, ...SAMPLING, stream: true })) {
+      if (chunk.usage != null) spent = chunk.usage.total_tokens
+    }
+    assert.ok(spent > BUDGET, `one exchange costs more than the budget: ${spent}`)
+    const trace = await openTrace(s.admin, 'path=/cpp-budget/chat/completions')
+    await trace.ready
+    const refused = await c.chat.completions.create({ model: s.llamaCpp.model, messages: MESSAGES, ...SAMPLING, stream: true }).then(() => null, (err: unknown) => err)
+    assert.ok(refused instanceof OpenAI.RateLimitError, `a 429 the SDK understands: ${String(refused)}`)
+    const deny = (await trace.done).find(e => e.message.type === 'policy' && e.message.kind === 'localRateLimit')!
+    assert.match((deny.message.result as { details: string }).details, new RegExp(`^bucket 0 is empty \\(${BUDGET - spent} of maxTokens ${BUDGET}`))
   })
 })

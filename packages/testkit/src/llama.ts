@@ -1,16 +1,20 @@
 /**
- * A real model server for the LLM tests: llama-cpp-python's OpenAI-compatible server
- * (`python -m llama_cpp.server`, which scripts/test-tools builds with llama.cpp from source
- * and exports as LLAMA_SERVER) serving a GGUF file (SmolLM2-135M-Instruct, SMOLLM2_GGUF) on
- * a free loopback port. `startLlamaServer` waits until the model is loaded and the server
- * answers `GET /v1/models`; `close()` stops it (SIGTERM, then SIGKILL).
+ * A real model server for the LLM tests, serving a GGUF file (SmolLM2-135M-Instruct,
+ * scripts/test-tools' SMOLLM2_GGUF) on a free loopback port. Two servers, both llama.cpp
+ * built from source by scripts/test-tools:
  *
- * The server uses the chat template the GGUF file carries (tokenizer.chat_template: ChatML
- * for SmolLM2) — no `--chat_format` is passed. Its limits, as llama-cpp-python 0.3.36 has
- * them: one request at a time (a lock around the model); a streamed answer carries no
- * `usage` (it ignores `stream_options.include_usage`); tools work when `tool_choice` names a
- * function (the arguments are generated under a grammar made from its JSON schema), while
- * `tool_choice: "auto"` only yields text.
+ * - `python`: llama-cpp-python's OpenAI-compatible server (`python -m llama_cpp.server`,
+ *   LLAMA_SERVER). Its limits (0.3.36): one request at a time; a streamed answer carries no
+ *   `usage` (it ignores `stream_options.include_usage`); tools work when `tool_choice` names a
+ *   function (arguments generated under a grammar made from its JSON schema), while
+ *   `tool_choice: "auto"` only yields text.
+ * - `cpp`: llama.cpp's own `llama-server` (LLAMA_CPP_SERVER), built from the sources vendored
+ *   in the same llama-cpp-python release: OpenAI chat completions with the usage chunk a
+ *   stream asks for, and Anthropic's `/v1/messages`.
+ *
+ * Both use the chat template the GGUF file carries (ChatML for SmolLM2). `startLlamaServer`
+ * waits until the model is loaded and `GET /v1/models` answers; `close()` stops the server
+ * (SIGTERM, then SIGKILL).
  */
 
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -29,7 +33,9 @@ export interface LlamaServer {
 }
 
 export interface LlamaServerOptions {
-  /** The executable (scripts/test-tools' LLAMA_SERVER: `python -m llama_cpp.server`). */
+  /** `python` (llama-cpp-python's server, default) or `cpp` (llama.cpp's `llama-server`). */
+  kind?: 'python' | 'cpp'
+  /** The executable: scripts/test-tools' LLAMA_SERVER (python) or LLAMA_CPP_SERVER (cpp). */
   server: string
   /** Path of the GGUF model file. */
   model: string
@@ -62,26 +68,42 @@ export async function startLlamaServer (options: LlamaServerOptions): Promise<Ll
       return server.api
     } catch (err) {
       await server.api.close()
-      if (attempt < 3 && /address already in use/i.test(server.api.output())) continue
+      if (attempt < 3 && /address already in use|couldn't bind|failed to bind/i.test(server.api.output())) continue
       throw err
     }
   }
 }
 
 function spawnServer (options: LlamaServerOptions, alias: string, port: number): { api: LlamaServer, ready: (timeoutMs: number) => Promise<void> } {
-  const args = [
-    '--model', options.model,
-    '--model_alias', alias,
-    '--host', '127.0.0.1',
-    '--port', String(port),
-    '--n_ctx', String(options.contextTokens ?? 2048),
-    '--n_threads', String(options.threads ?? 2),
-    '--n_threads_batch', String(options.threads ?? 2),
-    // Fixed default seed; each request passes its own too.
-    '--seed', '42',
-    // llama.cpp's per-token timing lines would fill the output; errors still print.
-    '--verbose', 'false'
-  ]
+  const threads = String(options.threads ?? 2)
+  const contextTokens = String(options.contextTokens ?? 2048)
+  const args = options.kind === 'cpp'
+    ? [
+        '--model', options.model,
+        '--alias', alias,
+        '--host', '127.0.0.1',
+        '--port', String(port),
+        '--ctx-size', contextTokens,
+        '--threads', threads,
+        '--threads-batch', threads,
+        // One slot: the context is not split, and answers do not depend on which slot served.
+        '--parallel', '1',
+        '--seed', '42',
+        '--no-webui'
+      ]
+    : [
+        '--model', options.model,
+        '--model_alias', alias,
+        '--host', '127.0.0.1',
+        '--port', String(port),
+        '--n_ctx', contextTokens,
+        '--n_threads', threads,
+        '--n_threads_batch', threads,
+        // Fixed default seed; each request passes its own too.
+        '--seed', '42',
+        // llama.cpp's per-token timing lines would fill the output; errors still print.
+        '--verbose', 'false'
+      ]
   const child = spawn(options.server, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   live.add(child)
   let output = ''
@@ -116,8 +138,8 @@ function spawnServer (options: LlamaServerOptions, alias: string, port: number):
     }
   }
 
-  // Ready once /v1/models answers: the app is created (and the model loaded) before
-  // uvicorn listens.
+  // Ready once /v1/models answers: llama-cpp-python loads the model before uvicorn listens;
+  // llama-server answers 503 while it loads.
   const ready = async (timeoutMs: number): Promise<void> => {
     const deadline = Date.now() + timeoutMs
     for (;;) {
