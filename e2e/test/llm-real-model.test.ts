@@ -6,7 +6,9 @@
  * reported — shows in Portico's trace, access log and metrics; streamed answers arrive in
  * several chunks, and llama-server's final usage chunk is counted; a tool forced by
  * `tool_choice` comes back as a tool call; and a `localRateLimit` of type `tokens` refuses the
- * request after the one that spent its budget, streamed or not. Generations are short, greedy
+ * request after the one that spent its budget, streamed or not; and the official Anthropic SDK
+ * reaches the same model through Portico's Messages ⇄ chat completions translation, whole
+ * and streamed, with the usage counted. Generations are short, greedy
  * (temperature 0) and seeded, so the file takes seconds on 2 cores and answers are the same
  * every run.
  *
@@ -19,6 +21,7 @@ import { after, describe, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync } from 'node:fs'
 import OpenAI from 'openai'
+import Anthropic from '@anthropic-ai/sdk'
 import type { ConfigFile } from '@portico/engine'
 import { startLlamaServer, waitUntil, type LlamaServer } from '@portico/testkit'
 import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
@@ -87,6 +90,8 @@ async function setUp (tools: Tools): Promise<Setup> {
           backends: [{ ai: ai('llama-budget') }]
         },
         { name: 'cpp-stream', matches: [{ path: { pathPrefix: '/cpp-stream' } }], backends: [{ ai: ai('llama-cpp', llamaCpp) }] },
+        // An Anthropic Messages client on an OpenAI-format server: translated both ways.
+        { name: 'anthropic', matches: [{ path: { pathPrefix: '/anthropic' } }], backends: [{ ai: ai('llama-anthropic', llamaCpp) }] },
         {
           name: 'cpp-budget',
           matches: [{ path: { pathPrefix: '/cpp-budget' } }],
@@ -275,5 +280,31 @@ describe('a real model (llama.cpp serving SmolLM2-135M-Instruct) through Portico
     assert.ok(refused instanceof OpenAI.RateLimitError, `a 429 the SDK understands: ${String(refused)}`)
     const deny = (await trace.done).find(e => e.message.type === 'policy' && e.message.kind === 'localRateLimit')!
     assert.match((deny.message.result as { details: string }).details, new RegExp(`^bucket 0 is empty \\(${BUDGET - spent} of maxTokens ${BUDGET}`))
+  })
+
+  test('an Anthropic client (the official SDK) → Portico (Messages → chat completions) → llama-server: a real answer, whole and streamed, usage counted', { timeout: 120_000 }, async t => {
+    const s = await ready(t)
+    if (s === null) return
+    const anthropic = new Anthropic({ apiKey: 'sk-ant-test-portico', baseURL: `${s.portico.url}/anthropic`, maxRetries: 0, timeout: 60_000 })
+    const request = { model: s.llamaCpp.model, max_tokens: SAMPLING.max_tokens, system: MESSAGES[0]!.content, messages: [{ role: 'user' as const, content: MESSAGES[1]!.content }] }
+    const message = await anthropic.messages.create(request)
+    assert.equal(message.type, 'message')
+    assert.equal(message.role, 'assistant')
+    const text = message.content.filter(b => b.type === 'text').map(b => b.text).join('')
+    assert.notEqual(text.trim(), '', JSON.stringify(message))
+    assert.ok(['end_turn', 'max_tokens'].includes(message.stop_reason ?? ''), String(message.stop_reason))
+    assert.ok(message.usage.input_tokens > 10 && message.usage.output_tokens > 0 && message.usage.output_tokens <= SAMPLING.max_tokens, JSON.stringify(message.usage))
+    const log = await accessLog(s, 'anthropic')
+    assert.equal(log['gen_ai.usage.input_tokens'], message.usage.input_tokens)
+
+    // Streamed: Anthropic's typed events, translated from the server's chunks as they come.
+    const stream = anthropic.messages.stream(request)
+    let deltas = 0
+    stream.on('text', () => { deltas++ })
+    const final = await stream.finalMessage()
+    const streamed = final.content.filter(b => b.type === 'text').map(b => b.text).join('')
+    assert.notEqual(streamed.trim(), '')
+    assert.ok(deltas > 1, `several text deltas (one per token): ${deltas}`)
+    assert.ok(final.usage.output_tokens > 0 && final.usage.output_tokens <= SAMPLING.max_tokens, JSON.stringify(final.usage))
   })
 })
