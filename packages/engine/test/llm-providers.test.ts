@@ -130,6 +130,8 @@ test('anthropic, gemini, vertex: adapters, formats, one place for keys; backendA
   const vertexGemini = load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1', model: 'gemini-2.5-flash' } } })
   assert.deepEqual(vertexGemini.problems, [])
   assert.equal(vertexGemini.backend!.target, 'us-central1-aiplatform.googleapis.com:443')
+  // The multi-regions have endpoints of their own, as the vertex adapter addresses them.
+  assert.equal(load({ provider: { vertex: { projectId: 'my-project', region: 'eu', model: 'gemini-2.5-flash' } } }).backend!.target, 'aiplatform.eu.rep.googleapis.com:443')
   assert.equal(vertexGemini.backend!.ai!.format, 'gemini')
   const vertexClaude = load({ provider: { vertex: { projectId: 'my-project', region: 'global', model: 'claude-sonnet-4-5' } } }, { backendAuth: { gcp: {} } })
   assert.deepEqual(vertexClaude.problems, [])

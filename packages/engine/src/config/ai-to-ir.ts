@@ -8,6 +8,8 @@
 import type { AiBackendConfig, RouteBackendConfig } from './schema.ts'
 import type { AiBackendSpecIR, AiProviderName, BackendIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
 import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
+import { vertexHost } from '../llm/providers/vertex.ts'
+import { bedrockHost } from '../llm/providers/bedrock.ts'
 import { hostPort } from '../util/host-port.ts'
 
 type Path = Array<string | number>
@@ -35,11 +37,9 @@ function defaultBaseUrl (a: AiBackendConfig, name: AiProviderName, defaults: Pro
       if (azure.resourceName === undefined) return null
       return azure.resourceType === 'foundry' ? `https://${azure.resourceName}.services.ai.azure.com` : `https://${azure.resourceName}.openai.azure.com`
     }
-    case 'vertex': {
-      const region = a.provider.vertex!.region
-      return region === 'global' ? 'https://aiplatform.googleapis.com' : `https://${region}-aiplatform.googleapis.com`
-    }
-    case 'bedrock': return `https://bedrock-runtime.${a.provider.bedrock!.region}.amazonaws.com`
+    // The adapters' own host rules (Vertex's multi-regions have endpoints of their own).
+    case 'vertex': return `https://${vertexHost(a.provider.vertex!.region)}`
+    case 'bedrock': return `https://${bedrockHost(a.provider.bedrock!.region)}`
     default: return defaults.baseUrl
   }
 }
