@@ -41,9 +41,9 @@ export async function startOtlpSink (): Promise<Server> {
 }
 
 /** An OpenAI-compatible chat completions endpoint with a fixed 1 KiB answer (and its usage). */
-export async function startLlmServer (): Promise<Server> {
+export async function startLlmServer (args: string[] = []): Promise<Server> {
   const port = await freePort()
-  const child = await startNode({ name: 'llm-server', args: [LLM_SERVER, String(port)], readyLine: 'ready' })
+  const child = await startNode({ name: 'llm-server', args: [LLM_SERVER, String(port), ...args], readyLine: 'ready' })
   return server(child, port)
 }
 
