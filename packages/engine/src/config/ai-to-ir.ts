@@ -96,6 +96,7 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
   const model = settings.model ?? settings.deploymentName
   if (model !== undefined) ai.model = model
   if (a.pathOverride !== undefined) ai.path = a.pathOverride
+  if (a.tokenize === true) ai.tokenize = true
   if (provider === 'azure') {
     ai.azure = {}
     if (settings.apiVersion !== undefined) ai.azure.apiVersion = settings.apiVersion

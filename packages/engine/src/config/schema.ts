@@ -351,7 +351,8 @@ export const AiBackendSchema = Type.Object({
   provider: AiProviderSchema,
   hostOverride: Opt(Type.String({ minLength: 1, description: 'Where to send requests instead of the provider\'s API: host:port or http(s)://host[:port].' })),
   pathOverride: Opt(Type.String({ pattern: '^/[^?#\\s\\x00-\\x1f\\x7f]*$', description: 'Path chat requests are sent to instead of the provider\'s (/v1/chat/completions for OpenAI).' })),
-  pathPrefix: Opt(Type.String({ pattern: '^(/[^?#\\s\\x00-\\x1f\\x7f]*)?$', description: 'The provider\'s base path, operations appended (/chat/completions, /embeddings, /models); default the provider\'s (/v1 for OpenAI, /openai/v1 for Groq).' }))
+  pathPrefix: Opt(Type.String({ pattern: '^(/[^?#\\s\\x00-\\x1f\\x7f]*)?$', description: 'The provider\'s base path, operations appended (/chat/completions, /embeddings, /models); default the provider\'s (/v1 for OpenAI, /openai/v1 for Groq).' })),
+  tokenize: Opt(Type.Boolean({ description: 'Estimate each request\'s prompt tokens (o200k_base tokenizer) before it is sent, and answer 429 when a localRateLimit bucket of type tokens holds fewer; the answer\'s real usage is still what is taken. Default false.' }))
 }, { ...strict, description: 'An LLM provider: requests in OpenAI chat completions, OpenAI Responses or Anthropic Messages format (told by the path) are sent to it, translated when it speaks another; the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
 
 export const RouteBackendSchema = Type.Object({

@@ -355,6 +355,8 @@ export interface AiBackendSpecIR {
   format: AiWireFormatIR
   /** Model that replaces the request's `model`; absent = the request's own. */
   model?: string
+  /** `tokenize`: estimate the prompt's tokens before the call and refuse (429) what a tokens rate limit bucket cannot hold. */
+  tokenize?: boolean
   /** `pathOverride`: the path (no query) every chat request is sent to, instead of the adapter's. */
   path?: string
   /** The provider's base path (`/v1`, `/openai/v1` for Groq): operations are appended to it. */

@@ -25,6 +25,7 @@ import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { authority } from '../util/host-port.ts'
 import { clientEndpoint, formatByName } from './formats/index.ts'
 import { providerAdapter } from './providers/index.ts'
+import { estimateEmbeddingTokens, estimatePromptTokens } from './tokens.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
 export const LLM_REQUEST_LIMIT = 8 * 1024 * 1024
@@ -34,6 +35,8 @@ export interface LlmRequestError {
   status: number
   body: string
   headers?: Record<string, string>
+  /** RateLimit: the access log's reason for a `tokenize` refusal (anything else is logged InvalidRequest). */
+  reason?: string
 }
 
 /** What the response side needs to translate the answer back (set only when formats differ). */
@@ -71,6 +74,41 @@ const JSON_TYPE = { 'content-type': 'application/json' }
 
 function formatError (format: WireFormat, error: TranslationError): LlmRequestError {
   return { status: error.status, body: JSON.stringify(format.encodeError(error)), headers: JSON_TYPE }
+}
+
+/**
+ * The pre-call check of `tokenize: true`: the prompt's tokens estimated with o200k_base
+ * (llm/tokens.ts) against every tokens bucket of the local rate limits that admitted the
+ * request. Nothing is taken (the answer's real usage is, as without the estimate); a request
+ * that does not fit gets a 429 in the client format's error shape. A body the client format
+ * cannot decode is not estimated (its own error comes later).
+ */
+function checkTokenEstimate (ctx: RequestContext, checks: NonNullable<RequestContext['llmTokenChecks']>, clientFormat: string, operation: string, body: Record<string, unknown>): LlmRequestError | null {
+  const client = formatByName(clientFormat as WireFormat['name'])
+  let estimate: number
+  if (operation === 'embeddings') estimate = estimateEmbeddingTokens(body.input)
+  else {
+    if (client === undefined) return null
+    const neutral = client.decodeRequest(body)
+    if (isTranslationError(neutral)) return null
+    estimate = estimatePromptTokens(neutral)
+  }
+  for (const check of checks) {
+    const refusal = check(estimate)
+    if (refusal === null) continue
+    const message = refusal.retryAfterS === null
+      ? `rate limit exceeded: the prompt is about ${estimate} tokens, more than the token budget's maxTokens ${refusal.maxTokens}`
+      : `rate limit exceeded: the prompt is about ${estimate} tokens and the token budget holds ${Math.max(0, refusal.tokens)}; retry in ${refusal.retryAfterS}s`
+    ctx.tracer?.emit({ type: 'policy', kind: 'localRateLimit', result: { type: 'deny', details: `tokenize: ${message}` } }, { severity: 'warn' })
+    const headers: Record<string, string> = { 'x-ratelimit-limit': String(refusal.maxTokens), 'x-ratelimit-remaining': String(Math.max(0, refusal.tokens)) }
+    if (refusal.retryAfterS !== null) {
+      headers['x-ratelimit-reset'] = String(refusal.retryAfterS)
+      headers['retry-after'] = String(refusal.retryAfterS)
+    }
+    if (client === undefined) return { status: 429, body: message, headers, reason: 'RateLimit' }
+    return { status: 429, body: JSON.stringify(client.encodeError(translationError(429, 'rate_limit', message))), headers: { ...headers, ...JSON_TYPE }, reason: 'RateLimit' }
+  }
+  return null
 }
 
 /**
@@ -117,6 +155,12 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const operation = endpoint.operation
 
   if (operation === 'embeddings' && adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: embeddings are not available for provider ${spec.provider}` }
+  // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket is
+  // refused before any byte reaches the provider (only when such a bucket admitted it).
+  if (spec.tokenize === true && ctx.llmTokenChecks !== null && ctx.llmTokenChecks.length > 0) {
+    const refused = checkTokenEstimate(ctx, ctx.llmTokenChecks, endpoint.format, operation, body)
+    if (refused !== null) return refused
+  }
   // A `custom` provider always goes through the neutral shape, its format's own too: the
   // request is checked field by field and the answer rebuilt (use openAI + hostOverride for a
   // byte-exact pass-through).

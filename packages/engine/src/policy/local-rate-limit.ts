@@ -22,7 +22,7 @@
  * route-level one by the route's requests; a config reload starts new, full buckets.
  */
 
-import type { RequestContext } from '../request/context.ts'
+import type { LlmTokenRefusal, RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { LocalRateLimitBucketIR, LocalRateLimitIR } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
@@ -79,6 +79,12 @@ export class TokenBucket {
     this.tokens = Math.min(this.maxTokens, this.tokens + fills * this.tokensPerFill)
   }
 
+  /** Milliseconds until the bucket holds `need` tokens (at most maxTokens). */
+  untilHolding (need: number, now: number): number {
+    const fills = Math.max(1, Math.ceil((need - this.tokens) / this.tokensPerFill))
+    return this.memory().f64[Records.float(this.record, LAST_FILL)]! + fills * this.fillIntervalMs - now
+  }
+
   /** Milliseconds until the bucket holds a whole token again (several fills when in debt). */
   untilAvailable (now: number): number {
     const fills = Math.max(1, Math.ceil((1 - this.tokens) / this.tokensPerFill))
@@ -115,6 +121,22 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
     }
     unlock()
   }
+  /** Whether `need` tokens fit in every token bucket now (the `tokenize: true` pre-call check; takes nothing). */
+  const checkLlmTokens = (need: number): LlmTokenRefusal | null => {
+    const t = monotonicMs()
+    let refusal: LlmTokenRefusal | null = null
+    lock()
+    for (const b of perLlmToken) {
+      b.refill(t)
+      if (b.tokens >= need) continue
+      const retryAfterS = need > b.maxTokens ? null : Math.max(1, Math.ceil(b.untilHolding(need, t) / 1000))
+      if (refusal === null || retryAfterS === null || (refusal.retryAfterS !== null && retryAfterS > refusal.retryAfterS)) {
+        refusal = { tokens: Math.floor(b.tokens), maxTokens: b.maxTokens, retryAfterS }
+      }
+    }
+    unlock()
+    return refusal
+  }
   return {
     kind: 'localRateLimit',
     onRequest (ctx: RequestContext): PolicyOutcome {
@@ -144,7 +166,10 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
       }
       unlock()
       if (empty === null) {
-        if (perLlmToken.length > 0) (ctx.llmTokenHooks ??= []).push(takeLlmTokens)
+        if (perLlmToken.length > 0) {
+          (ctx.llmTokenHooks ??= []).push(takeLlmTokens);
+          (ctx.llmTokenChecks ??= []).push(checkLlmTokens)
+        }
         if (ctx.tracer !== null) {
           const left = remaining === Infinity ? '' : `; ${remaining} token${remaining === 1 ? '' : 's'} left`
           const llm = perLlmToken.length === 0 ? '' : `; LLM tokens are taken when the answer reports them (${Math.floor(llmLeft)} in the bucket)`

@@ -71,6 +71,15 @@ export interface McpItem {
   target?: string
 }
 
+/** Why a token bucket cannot take a request's estimated prompt tokens. */
+export interface LlmTokenRefusal {
+  /** The bucket's tokens now, its maxTokens. */
+  tokens: number
+  maxTokens: number
+  /** Seconds until it holds the tokens (null: it never can, the prompt is above maxTokens). */
+  retryAfterS: number | null
+}
+
 export class RequestContext {
   readonly req: IncomingMessage
   readonly res: ServerResponse
@@ -175,6 +184,12 @@ export class RequestContext {
    * the answer (they take it from their buckets then).
    */
   llmTokenHooks: Array<(tokens: number) => void> | null = null
+  /**
+   * Token-based local rate limits that admitted this request, for the pre-call estimate of
+   * an `ai` backend with `tokenize: true`: each says whether `tokens` more fit in its buckets
+   * now (null) or what to answer (llm/request.ts). A check, not a debit.
+   */
+  llmTokenChecks: Array<(tokens: number) => LlmTokenRefusal | null> | null = null
   /** µs on the trace's clock when the backend call in progress started (trace/backend-call.ts). */
   backendCallStartUs = 0
   /** The OpenTelemetry server span (trace/otel.ts); null while tracing is off. */
