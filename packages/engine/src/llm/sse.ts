@@ -3,14 +3,16 @@
  * events) and one writer, shared by every format that streams over SSE (OpenAI chat and
  * Responses, Anthropic Messages, Gemini's `alt=sse`).
  *
- * The reader follows the HTML standard's parsing rules (LF, CRLF or CR line ends; `:` lines
- * are comments; `data` lines of one event are joined with LF; one leading space after the
- * colon is dropped). Bytes are decoded as UTF-8 across pushes, so a character split between
- * two network reads is never garbled. Providers are not trusted: an event larger than
- * `maxEventBytes` (an endless line, a stream with no blank lines) is an error, not memory.
+ * The reader is `eventsource-parser` (the parser the MCP transports use too), with what a
+ * translator adds around it: bytes are decoded as UTF-8 across pushes, so a character split
+ * between two network reads is never garbled; providers are not trusted, so an event larger
+ * than `maxEventBytes` (an endless line, a stream with no blank lines) is an error, not
+ * memory (the parser's `maxBufferSize`); and events come back as a list per push, which the
+ * decoders walk.
  */
 
 import { StringDecoder } from 'node:string_decoder'
+import { createParser, type EventSourceParser } from 'eventsource-parser'
 import type { StreamDecoder, StreamEvent, TranslationError } from './canonical.ts'
 
 export interface SseEvent {
@@ -24,81 +26,39 @@ export const SSE_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 export class SseReader {
   private readonly decoder = new StringDecoder('utf8')
-  private buffer = ''
-  private event = ''
-  private data: string[] = []
-  private dataSize = 0
+  private readonly parser: EventSourceParser
+  /** Events of the push under way. */
+  private events: SseEvent[] = []
   /** Set once the limit was passed: later input is ignored. */
   failed: string | null = null
 
-  private readonly maxEventBytes: number
-
   constructor (maxEventBytes: number = SSE_MAX_EVENT_BYTES) {
-    this.maxEventBytes = maxEventBytes
+    this.parser = createParser({
+      maxBufferSize: maxEventBytes,
+      onEvent: e => { this.events.push({ event: e.event ?? '', data: e.data }) },
+      // Unknown fields and a bad `retry` are ignored, as the standard says; only the bound fails.
+      onError: e => { if (e.type === 'max-buffer-size-exceeded') this.failed ??= `stream event larger than ${maxEventBytes} bytes` }
+    })
   }
 
   push (chunk: Buffer | string): SseEvent[] {
-    if (this.failed !== null) return []
-    this.buffer += typeof chunk === 'string' ? chunk : this.decoder.write(chunk)
-    return this.drain(false)
+    return this.feed(typeof chunk === 'string' ? chunk : this.decoder.write(chunk))
   }
 
-  /** The end of the stream: a last event without its blank line is still dispatched (as browsers do not, but providers cut short do send them). */
+  /**
+   * The end of the stream: a last event without its blank line is still dispatched (the
+   * standard drops it; providers cut short do send them, and the decoder decides).
+   */
   end (): SseEvent[] {
+    return this.feed(this.decoder.end() + '\n\n')
+  }
+
+  private feed (text: string): SseEvent[] {
     if (this.failed !== null) return []
-    this.buffer += this.decoder.end()
-    return this.drain(true)
-  }
-
-  private drain (atEnd: boolean): SseEvent[] {
-    const out: SseEvent[] = []
-    let start = 0
-    const buf = this.buffer
-    for (;;) {
-      let i = start
-      while (i < buf.length && buf.charCodeAt(i) !== 10 && buf.charCodeAt(i) !== 13) i++
-      if (i === buf.length) break
-      // A CR at the very end may be the first half of a CRLF: wait for the next byte.
-      if (buf.charCodeAt(i) === 13 && i + 1 === buf.length && !atEnd) break
-      this.line(buf.slice(start, i), out)
-      start = buf.charCodeAt(i) === 13 && buf.charCodeAt(i + 1) === 10 ? i + 2 : i + 1
-      if (this.failed !== null) return out
-    }
-    this.buffer = buf.slice(start)
-    if (this.buffer.length + this.dataSize > this.maxEventBytes) {
-      this.failed = `stream event larger than ${this.maxEventBytes} bytes`
-      this.buffer = ''
-      return out
-    }
-    if (atEnd) {
-      if (this.buffer.length > 0) this.line(this.buffer, out)
-      this.buffer = ''
-      this.line('', out)
-    }
+    this.parser.feed(text)
+    const out = this.events
+    this.events = []
     return out
-  }
-
-  private line (line: string, out: SseEvent[]): void {
-    if (line === '') {
-      if (this.data.length > 0) out.push({ event: this.event, data: this.data.join('\n') })
-      this.event = ''
-      this.data = []
-      this.dataSize = 0
-      return
-    }
-    if (line.charCodeAt(0) === 58) return // ':' comment (keep-alives)
-    const colon = line.indexOf(':')
-    const field = colon === -1 ? line : line.slice(0, colon)
-    let value = colon === -1 ? '' : line.slice(colon + 1)
-    if (value.charCodeAt(0) === 32) value = value.slice(1)
-    if (field === 'data') {
-      this.data.push(value)
-      this.dataSize += value.length + 1
-      if (this.dataSize > this.maxEventBytes) this.failed = `stream event larger than ${this.maxEventBytes} bytes`
-    } else if (field === 'event') {
-      this.event = value
-    }
-    // `id` and `retry` mean nothing to a translator.
   }
 }
 
