@@ -10,10 +10,11 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import net, { type AddressInfo } from 'node:net'
+import net from 'node:net'
 import http2 from 'node:http2'
 import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { nodeRequest, rawExchange, waitUntil } from '../lib/client.ts'
+import { startRawBackend, type RawBackend } from '../lib/raw-backend.ts'
 
 const ANSWERS: Record<string, string> = {
   '/ok': 'HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok',
@@ -27,32 +28,17 @@ const ANSWERS: Record<string, string> = {
 
 describe('security: responses a backend cannot split', () => {
   let portico: PorticoProcess
-  let server: net.Server
-  let connections = 0
+  let backend: RawBackend
 
   before(async () => {
-    server = net.createServer(socket => {
-      connections++
-      let buf = ''
-      socket.on('error', () => {})
-      socket.on('data', d => {
-        buf += d.toString('latin1')
-        let end: number
-        while ((end = buf.indexOf('\r\n\r\n')) !== -1) {
-          const path = buf.slice(0, buf.indexOf('\r\n')).split(' ')[1] ?? '/'
-          buf = buf.slice(end + 4)
-          socket.write(ANSWERS[path] ?? ANSWERS['/ok']!)
-        }
-      })
-    })
-    await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-    const host = `127.0.0.1:${(server.address() as AddressInfo).port}`
+    backend = await startRawBackend((path, socket) => { socket.write(ANSWERS[path] ?? ANSWERS['/ok']!) })
+    const host = backend.host
     portico = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host }] }] }) })
   })
 
   after(async () => {
     await portico?.stop()
-    server?.close()
+    backend?.server.close()
   })
 
   for (const path of ['/both', '/two-lengths', '/folded', '/bare-lf']) {
@@ -71,12 +57,12 @@ describe('security: responses a backend cannot split', () => {
   test('bytes after a complete response end that connection: the next request is not answered with them', async () => {
     const first = await nodeRequest({ port: portico.port, path: '/extra' })
     assert.equal(first.text, 'first')
-    const before = connections
+    const before = backend.connections()
     for (let i = 0; i < 3; i++) {
       const next = await nodeRequest({ port: portico.port, path: '/ok' })
       assert.equal(next.text, 'ok', 'never the smuggled answer')
     }
-    assert.ok(connections > before, 'the connection that carried extra bytes was not reused')
+    assert.ok(backend.connections() > before, 'the connection that carried extra bytes was not reused')
   })
 })
 
@@ -113,28 +99,17 @@ const HOSTILE: Record<string, string | string[]> = {
 
 describe('security: a hostile backend\'s status line, framing and trailers', () => {
   let portico: PorticoProcess
-  let server: net.Server
+  let backend: RawBackend
 
   before(async () => {
-    server = net.createServer(socket => {
-      let buf = ''
-      socket.on('error', () => {})
-      socket.on('data', d => {
-        buf += d.toString('latin1')
-        let end: number
-        while ((end = buf.indexOf('\r\n\r\n')) !== -1) {
-          const path = buf.slice(0, buf.indexOf('\r\n')).split(' ')[1] ?? '/'
-          buf = buf.slice(end + 4)
-          const answer = HOSTILE[path] ?? HOSTILE['/ok']!
-          const parts = typeof answer === 'string' ? [answer] : answer
-          parts.forEach((part, i) => setTimeout(() => socket.destroyed || socket.write(part), i * 100))
-          // A short body ends with the connection.
-          if (path === '/short-body') setTimeout(() => socket.end(), 100)
-        }
-      })
+    backend = await startRawBackend((path, socket) => {
+      const answer = HOSTILE[path] ?? HOSTILE['/ok']!
+      const parts = typeof answer === 'string' ? [answer] : answer
+      parts.forEach((part, i) => setTimeout(() => socket.destroyed || socket.write(part), i * 100))
+      // A short body ends with the connection.
+      if (path === '/short-body') setTimeout(() => socket.end(), 100)
     })
-    await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-    const host = `127.0.0.1:${(server.address() as AddressInfo).port}`
+    const host = backend.host
     portico = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [
       // Portico's own 204/304 follow the same rule as a backend's.
       { name: 'local-204', matches: [{ path: { exact: '/local-no-content' } }], policies: { directResponse: { status: 204, body: 'ignored' } } },
@@ -145,7 +120,7 @@ describe('security: a hostile backend\'s status line, framing and trailers', () 
 
   after(async () => {
     await portico?.stop()
-    server?.close()
+    backend?.server.close()
   })
 
   /** The access log line of the one request to `path`, once it is written (lines go out in batches). */

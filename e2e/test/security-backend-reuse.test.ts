@@ -13,43 +13,32 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import net, { type AddressInfo } from 'node:net'
 import type { Agent } from 'undici'
 import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { newAgent, send } from '../lib/client.ts'
+import { startRawBackend, type RawBackend } from '../lib/raw-backend.ts'
 
 const answer = (id: string): string => `HTTP/1.1 200 OK\r\ncontent-length: ${id.length}\r\n\r\n${id}`
 
 describe('security: a backend\'s stray responses answer no one', () => {
   let portico: PorticoProcess
-  let server: net.Server
+  let backend: RawBackend
   let agent: Agent
   let url = ''
 
   before(async () => {
-    server = net.createServer(socket => {
-      let buf = ''
-      socket.on('error', () => {})
-      socket.on('data', d => {
-        buf += d.toString('latin1')
-        let end: number
-        while ((end = buf.indexOf('\r\n\r\n')) !== -1) {
-          // /late/<id>: the answer, and 300 ms later a second one; /extra/<id>: the answer
-          // with a second one in the same write; /<id>: the answer.
-          const path = buf.slice(0, buf.indexOf('\r\n')).split(' ')[1] ?? '/'
-          buf = buf.slice(end + 4)
-          const [, kind, id] = /^\/(?:(late|extra)\/)?(.*)$/.exec(path)!
-          if (kind === 'extra') {
-            socket.write(answer(id!) + answer(`stray-${id}`))
-            continue
-          }
-          socket.write(answer(id!))
-          if (kind === 'late') setTimeout(() => { if (!socket.destroyed) socket.write(answer(`stray-${id}`)) }, 300)
-        }
-      })
+    // /late/<id>: the answer, and 300 ms later a second one; /extra/<id>: the answer with a
+    // second one in the same write; /<id>: the answer.
+    backend = await startRawBackend((path, socket) => {
+      const [, kind, id] = /^\/(?:(late|extra)\/)?(.*)$/.exec(path)!
+      if (kind === 'extra') {
+        socket.write(answer(id!) + answer(`stray-${id}`))
+        return
+      }
+      socket.write(answer(id!))
+      if (kind === 'late') setTimeout(() => { if (!socket.destroyed) socket.write(answer(`stray-${id}`)) }, 300)
     })
-    await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-    const host = `127.0.0.1:${(server.address() as AddressInfo).port}`
+    const host = backend.host
     portico = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host }] }] }) })
     url = `http://127.0.0.1:${portico.port}`
     agent = newAgent()
@@ -58,7 +47,7 @@ describe('security: a backend\'s stray responses answer no one', () => {
   after(async () => {
     await agent?.destroy()
     await portico?.stop()
-    server?.close()
+    backend?.server.close()
   })
 
   /**
