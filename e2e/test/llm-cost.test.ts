@@ -186,7 +186,7 @@ describe('ai backends with pricing', () => {
   })
 
   test('config errors: a rate that is not an exact decimal, rates without input or output, pricing that prices nothing', async () => {
-    const ai = (pricing: unknown) => ({ gateways: { default: { port: 3000 } }, routes: [{ backends: [{ ai: { name: 'a', provider: { openAI: {} }, pricing } }] }] })
+    const ai = (pricing: Record<string, unknown>) => ({ gateways: { default: { port: 3000 } }, routes: [{ backends: [{ ai: { name: 'a', provider: { openAI: {} }, pricing } }] }] }) as never
     const tooPrecise = await validateConfig(ai({ input: '0.0000001', output: '1' }))
     assert.match(tooPrecise.stderr, /pricing\.input: /)
     const noOutput = await validateConfig(ai({ input: '1' }))

@@ -505,7 +505,7 @@ export const TracingSchema = Type.Object({
 export const AccessLogSchema = Type.Object({
   filter: Opt(Type.String({ minLength: 1, description: 'CEL: only requests for which it is true are logged (e.g. response.code >= 400). An evaluation error logs the request.' })),
   fields: Opt(Type.Object({
-    add: Opt(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), CelExpression, { description: 'Field name → CEL expression over request, source, jwt, apiKey, basicAuth, mcp (method, target, tool/prompt/resource {name, target}), response (code, headers) and llm (requestModel, model, responseModel, inputTokens, outputTokens, totalTokens, streaming). A field whose expression fails is left out.' })),
+    add: Opt(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), CelExpression, { description: 'Field name → CEL expression over request, source, jwt, apiKey, basicAuth, mcp (method, target, tool/prompt/resource {name, target}), response (code, headers) and llm (requestModel, model, responseModel, inputTokens, outputTokens, totalTokens, streaming, cost). A field whose expression fails is left out.' })),
     remove: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Built-in fields left out of every line (e.g. src, duration).' }))
   }, strict)),
   otlp: Opt(Type.Object({

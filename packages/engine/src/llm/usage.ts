@@ -167,12 +167,13 @@ export class LlmUsageTap {
     this.input = input !== null ? input + (cacheRead ?? 0) + (cacheWrite ?? 0) : this.input
     this.output = count(usage.completion_tokens) ?? count(usage.output_tokens) ?? this.output
     this.total = count(usage.total_tokens) ?? this.total
-    // OpenAI chat's *_tokens_details, the Responses API's, Anthropic's cache counts.
+    // OpenAI chat's *_tokens_details, the Responses API's, Anthropic's cache counts; a zero
+    // is left out, as the OpenAI format modules do (llm/formats/openai-chat.ts).
     const cached = detail(usage.prompt_tokens_details, 'cached_tokens') ?? detail(usage.input_tokens_details, 'cached_tokens') ?? cacheRead
-    if (cached !== null) this.cached = cached
-    if (cacheWrite !== null) this.cacheCreation = cacheWrite
+    if (cached !== null && cached > 0) this.cached = cached
+    if (cacheWrite !== null && cacheWrite > 0) this.cacheCreation = cacheWrite
     const reasoning = detail(usage.completion_tokens_details, 'reasoning_tokens') ?? detail(usage.output_tokens_details, 'reasoning_tokens')
-    if (reasoning !== null) this.reasoning = reasoning
+    if (reasoning !== null && reasoning > 0) this.reasoning = reasoning
     const model = typeof value.model === 'string' ? value.model : envelope.model
     if (typeof model === 'string') this.model = model
   }
@@ -221,7 +222,8 @@ export function recordLlmUsage (ctx: RequestContext, usage: LlmUsage | null, pro
   const cost = pricing === undefined ? null : llmCost(pricing, call.model, usage)
   if (cost !== null) call.cost = cost
   if (ctx.tracer !== null) {
-    const parts = { ...(usage.cachedInputTokens !== undefined ? { cachedInputTokens: usage.cachedInputTokens } : {}), ...(usage.cacheCreationInputTokens !== undefined ? { cacheCreationInputTokens: usage.cacheCreationInputTokens } : {}), ...(usage.reasoningTokens !== undefined ? { reasoningTokens: usage.reasoningTokens } : {}) }
+    // The parts of the counts, when there are any (zeros left out, whichever way the answer came).
+    const parts = { ...(usage.cachedInputTokens! > 0 ? { cachedInputTokens: usage.cachedInputTokens } : {}), ...(usage.cacheCreationInputTokens! > 0 ? { cacheCreationInputTokens: usage.cacheCreationInputTokens } : {}), ...(usage.reasoningTokens! > 0 ? { reasoningTokens: usage.reasoningTokens } : {}) }
     const priced = cost !== null ? { cost: cost.amount, currency: cost.currency } : pricing !== undefined ? { cost: null } : {}
     ctx.tracer.emit({ type: 'llmResponse', responseModel: usage.responseModel, inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.totalTokens, ...parts, ...priced })
   }
