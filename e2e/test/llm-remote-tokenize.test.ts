@@ -10,7 +10,7 @@
 import { after, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
+import { startRateLimitService, startRecordingRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
 import { requireTool } from '../lib/tools.ts'
 import { openTrace } from '../lib/trace.ts'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
@@ -160,4 +160,45 @@ test('an Anthropic Messages client is refused in Anthropic\'s error shape', asyn
   const body = JSON.parse(refused.text) as { type: string, error: { type: string } }
   assert.equal(body.type, 'error')
   assert.equal(body.error.type, 'rate_limit_error')
+})
+
+test('a service that fails when the estimate is sent: failClosed answers 500 in the client\'s format, failOpen goes on and sends the whole usage after', async () => {
+  // The request's own check (hits 0) succeeds; every call with hits fails.
+  const hitsOf = (request: unknown) => ((request as { descriptors: Array<{ hits_addend?: { value?: number } | number }> }).descriptors[0]?.hits_addend)
+  const hits = (request: unknown): number => { const h = hitsOf(request); return typeof h === 'number' ? h : Number(h?.value ?? 0) }
+  const service = await startRecordingRateLimitService({ fail: request => hits(request) > 0 })
+  const llm = await startLlmServer({ reply: REPLY })
+  const budget = (failureMode: 'failOpen' | 'failClosed') => ({ host: service.host, domain: 'portico', failureMode, descriptors: [{ entries: [{ key: 'llm_budget', value: '"all"' }], type: 'tokens' as const }] })
+  const portico = await startPortico({
+    config: port => ({
+      gateways: { default: { port, address: '127.0.0.1' } },
+      routes: (['failOpen', 'failClosed'] as const).map(mode => ({
+        name: mode,
+        matches: [{ path: { pathPrefix: `/${mode}` } }],
+        policies: { remoteRateLimit: budget(mode) },
+        backends: [{ ai: { name: `${mode}-llm`, provider: { openAI: {} }, hostOverride: llm.host, tokenize: true } }]
+      }))
+    })
+  })
+  try {
+    const send = async (path: string) => {
+      const res = await fetch(`${portico.url}${path}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', messages: SMALL }) })
+      return { status: res.status, text: await res.text() }
+    }
+    const closed = await send('/failClosed')
+    assert.equal(closed.status, 500, closed.text)
+    assert.equal((JSON.parse(closed.text) as { error: { message: string } }).error.message, 'rate limit failed')
+    assert.equal(llm.bodies.length, 0, 'the provider never saw it')
+
+    const open = await send('/failOpen')
+    assert.equal(open.status, 200, open.text)
+    const real = promptTokens(SMALL) + countTokens(REPLY)
+    const deadline = Date.now() + 3000
+    while (service.calls.filter(c => hits(c.request) === real).length === 0 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 20))
+    assert.ok(service.calls.some(c => hits(c.request) === real), `nothing was taken before the call, so the whole usage (${real}) is sent after: ${JSON.stringify(service.calls.map(c => hits(c.request)))}`)
+  } finally {
+    await portico.stop()
+    await llm.close()
+    await service.close()
+  }
 })
