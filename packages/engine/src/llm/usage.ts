@@ -15,7 +15,12 @@
  * Usage shapes read: OpenAI chat completions (`prompt_tokens`, `completion_tokens`,
  * `total_tokens`) and the input/output naming of OpenAI's Responses API and servers that
  * follow it (`input_tokens`, `output_tokens`), at the top level or under `response` /
- * `message` (streamed envelopes).
+ * `message` (streamed envelopes); with them the parts used for pricing (llm/cost.ts): cached
+ * input (`prompt_tokens_details` / `input_tokens_details.cached_tokens`, Anthropic's
+ * `cache_read_input_tokens`), cache writes (`cache_creation_input_tokens`) and reasoning
+ * (`completion_tokens_details` / `output_tokens_details.reasoning_tokens`). Anthropic's
+ * `input_tokens` leaves its cache reads and writes out: they are added, so the input count
+ * means what it means for a translated answer (llm/formats/anthropic-messages.ts).
  */
 
 import type { RequestContext } from '../request/context.ts'

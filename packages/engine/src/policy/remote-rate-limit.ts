@@ -128,9 +128,12 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d.entries)) }
       const tokenNote = forTokens.length === 0 ? '' : `; ${forTokens.length} token descriptor${forTokens.length === 1 ? '' : 's'} checked without a hit, LLM tokens sent after the answer`
       if (forTokens.length > 0 && (result.decision === 'ok' || (result.decision === 'error' && ir.failureMode === 'failOpen'))) {
+        // One per request: a retry's second estimate reuses what the first took.
         const state = { reserved: 0, reservation: null as Promise<LlmTokenReservation> | null }
-        ;(ctx.llmTokenHooks ??= []).push(tokens => sendLlmTokens(ctx, forTokens, tokens, state.reserved))
-        ;(ctx.llmTokenReservations ??= []).push(tokens => (state.reservation ??= reserveLlmTokens(ctx, forTokens, tokens, state)))
+        ctx.llmTokenHooks ??= []
+        ctx.llmTokenHooks.push(tokens => sendLlmTokens(ctx, forTokens, tokens, state.reserved))
+        ctx.llmTokenReservations ??= []
+        ctx.llmTokenReservations.push(tokens => (state.reservation ??= reserveLlmTokens(ctx, forTokens, tokens, state)))
       }
       switch (result.decision) {
         case 'ok':
