@@ -102,8 +102,9 @@ async function startOnce (tools: { ratelimit: string, redis: string }, configYam
 
 /**
  * A rate limit service of our own (grpc-js, the proxy's protos) that answers OK to every
- * ShouldRateLimit and records each call's descriptors and metadata: for what the real service
- * does not show, such as the trace context the call carried.
+ * ShouldRateLimit (or fails the calls `fail` picks) and records each call's descriptors and
+ * metadata: for what the real service does not show, such as the trace context the call
+ * carried, or a service that fails on one call and not another.
  */
 export interface RecordingRateLimitService {
   host: string
@@ -111,14 +112,16 @@ export interface RecordingRateLimitService {
   close(): Promise<void>
 }
 
-export async function startRecordingRateLimitService (): Promise<RecordingRateLimitService> {
+export async function startRecordingRateLimitService (options: { fail?: (request: unknown) => boolean } = {}): Promise<RecordingRateLimitService> {
   const pkg = grpc.loadPackageDefinition(envoyProtos('envoy/service/ratelimit/v3/rls.proto')) as unknown as { envoy: { service: { ratelimit: { v3: { RateLimitService: grpc.ServiceClientConstructor } } } } }
   const server = new grpc.Server()
   const calls: RecordingRateLimitService['calls'] = []
   server.addService(pkg.envoy.service.ratelimit.v3.RateLimitService.service, {
     ShouldRateLimit: (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
       calls.push({ request: call.request, metadata: call.metadata.getMap() })
-      callback(null, { overall_code: 1 })
+      // `fail`: this call fails as a service that is down would (UNAVAILABLE).
+      if (options.fail?.(call.request) === true) callback({ code: grpc.status.UNAVAILABLE, details: 'recording service told to fail' }, null)
+      else callback(null, { overall_code: 1 })
     }
   })
   const port = await new Promise<number>((resolve, reject) => {

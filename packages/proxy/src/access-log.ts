@@ -49,6 +49,13 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
       if (usage.inputTokens !== null) fields['gen_ai.usage.input_tokens'] = usage.inputTokens
       if (usage.outputTokens !== null) fields['gen_ai.usage.output_tokens'] = usage.outputTokens
     }
+    // The backend's pricing at the answer's usage (no semantic convention names a cost). A
+    // number for log tools to sum; the exact decimal is in the trace's llmResponse event.
+    const cost = ctx.llm.cost
+    if (cost !== undefined) {
+      fields['portico.llm.cost'] = Number(cost.amount)
+      fields['portico.llm.currency'] = cost.currency
+    }
   }
   if (ctx.error !== null) fields.error = ctx.error
   // Joins the line to the OpenTelemetry trace and to the debug trace's requestStarted.

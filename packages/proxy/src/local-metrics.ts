@@ -163,3 +163,39 @@ export class LocalHistogram extends LocalMetric {
     }
   }
 }
+
+/**
+ * A counter of exact amounts: each series adds integers of 10^-`scale` units as BigInt (an
+ * LLM call's cost in 10^-12 currency units), so no sum drifts as float additions would; the
+ * value is turned into a number once, when scraped.
+ */
+export class LocalExactCounter extends LocalMetric {
+  readonly type = 'counter' as const
+  private readonly scale: number
+  private readonly series = new Map<string, { labels: Record<string, string>, units: bigint }>()
+
+  constructor (registry: Registry, name: string, help: string, scale: number) {
+    super(registry, name, help)
+    this.scale = scale
+  }
+
+  inc (key: string, labels: () => Record<string, string>, units: bigint): void {
+    let s = this.series.get(key)
+    if (s === undefined) this.series.set(key, s = { labels: labels(), units: 0n })
+    s.units += units
+  }
+
+  values (): MetricValue[] {
+    return [...this.series.values()].map(s => ({ labels: s.labels, value: Number(decimal(s.units, this.scale)) }))
+  }
+
+  override reset (): void {
+    for (const s of this.series.values()) s.units = 0n
+  }
+}
+
+/** `units` × 10^-`scale` as a plain decimal string (the nearest number to it is then one rounding away). */
+function decimal (units: bigint, scale: number): string {
+  const digits = units.toString().padStart(scale + 1, '0')
+  return `${digits.slice(0, -scale)}.${digits.slice(-scale)}`
+}

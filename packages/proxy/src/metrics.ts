@@ -5,7 +5,7 @@
  */
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
-import { LocalCounter, LocalGauge, LocalHistogram, type HistogramSeries, type ValueSeries } from './local-metrics.ts'
+import { LocalCounter, LocalExactCounter, LocalGauge, LocalHistogram, type HistogramSeries, type ValueSeries } from './local-metrics.ts'
 import type { LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord } from '@portico/engine'
 import { version } from './version.ts'
 import { performance } from '@portico/engine/clock'
@@ -41,6 +41,15 @@ const RECENT_SERIES = 8
 
 /** LLM token counts per request: 1 … 4M tokens, powers of 4 (agentgateway's run to 67M). */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
+
+/**
+ * Seconds per output token after the first (OpenTelemetry's gen_ai.server.time_per_output_token
+ * buckets, with agentgateway's 0.001 added for fast models).
+ */
+const TIME_PER_TOKEN_BUCKETS = [0.001, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5]
+
+/** Output tokens per second of a stream after its first chunk: 1 … 5,000. */
+const TOKENS_PER_SECOND_BUCKETS = [1, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000, 5000]
 
 /** Connection lifetimes: 1 ms … 1 h (a TCP connection may last as long as its idle timeout). */
 const CONNECTION_DURATION_BUCKETS = [0.001, 0.01, 0.1, 1, 10, 60, 300, 900, 3600]
@@ -86,6 +95,9 @@ export class ProxyMetrics {
   private readonly mcpDuration: LocalHistogram
   private readonly llmDuration: LocalHistogram
   private readonly llmFirstToken: LocalHistogram
+  private readonly llmTimePerToken: LocalHistogram
+  private readonly llmTokensPerSecond: LocalHistogram
+  private readonly llmCost: LocalExactCounter
   private readonly authDecisions: LocalCounter
   private readonly rateLimitDecisions: LocalCounter
   private readonly connectDuration: LocalHistogram
@@ -132,6 +144,9 @@ export class ProxyMetrics {
     this.mcpDuration = new LocalHistogram(this.registry, 'portico_mcp_request_duration_seconds', 'MCP requests (one JSON-RPC call over HTTP) from arrival to the end of the answer, by method, target and tool (or prompt).', DURATION_BUCKETS)
     this.llmDuration = new LocalHistogram(this.registry, 'portico_gen_ai_client_operation_duration_seconds', 'LLM calls of ai backends from the call to the end of the answer (OpenTelemetry gen_ai.client.operation.duration).', DURATION_BUCKETS)
     this.llmFirstToken = new LocalHistogram(this.registry, 'portico_gen_ai_server_time_to_first_token_seconds', 'Streamed LLM answers: from the call to their first chunk (agentgateway\'s gen_ai_server_time_to_first_token).', DURATION_BUCKETS)
+    this.llmTimePerToken = new LocalHistogram(this.registry, 'portico_gen_ai_server_time_per_output_token_seconds', 'Streamed LLM answers: seconds per output token after the first chunk, (end - first chunk) / (output tokens - 1) (OpenTelemetry gen_ai.server.time_per_output_token, as seen by the gateway).', TIME_PER_TOKEN_BUCKETS)
+    this.llmTokensPerSecond = new LocalHistogram(this.registry, 'portico_gen_ai_client_output_tokens_per_second', 'Streamed LLM answers: output tokens per second after the first chunk, (output tokens - 1) / (end - first chunk).', TOKENS_PER_SECOND_BUCKETS)
+    this.llmCost = new LocalExactCounter(this.registry, 'portico_gen_ai_client_cost_total', 'What LLM calls of ai backends with pricing cost, in their currency (label currency), from each answer\'s token usage; summed exactly.', 12)
     this.authDecisions = new LocalCounter(this.registry, 'portico_auth_decisions_total', 'Decisions of auth policies (jwt — jwtAuth and mcpAuthentication —, oidc, basicAuth, apiKey, extAuthz, authorization) on requests that reached them: allow, or deny with a reason (unauthenticated, forbidden, login_redirect, error, invalid_request).')
     this.rateLimitDecisions = new LocalCounter(this.registry, 'portico_rate_limit_decisions_total', 'Decisions of localRateLimit and remoteRateLimit on requests that reached them: allowed, limited (429) or error (the service failed, failureMode failClosed).')
     this.connectDuration = new LocalHistogram(this.registry, 'portico_upstream_connect_duration_seconds', 'New backend connections: TCP connect time, by backend.', CONNECT_BUCKETS)
@@ -245,7 +260,21 @@ export class ProxyMetrics {
       const key = `${llm.operation}\0${llm.system}\0${llm.model}\0${responseModel}\0${route}\0${backend}`
       const llmLabels = () => ({ gen_ai_operation_name: llm.operation, gen_ai_provider_name: llm.system, gen_ai_request_model: llm.model, gen_ai_response_model: responseModel, route, backend })
       this.llmDuration.observe(key, llmLabels, (now - ctx.upstreamStart) / 1000)
-      if (llm.streaming && llm.firstChunkAt > 0) this.llmFirstToken.observe(key, llmLabels, (llm.firstChunkAt - ctx.upstreamStart) / 1000)
+      if (llm.streaming && llm.firstChunkAt > 0) {
+        this.llmFirstToken.observe(key, llmLabels, (llm.firstChunkAt - ctx.upstreamStart) / 1000)
+        // The pace of generation once it started: the tokens after the first over the time
+        // after the first chunk (a stream's first token arrives with it, or just after).
+        const output = llm.usage?.outputTokens ?? null
+        const generating = (now - llm.firstChunkAt) / 1000
+        if (output !== null && output > 1 && generating > 0) {
+          this.llmTimePerToken.observe(key, llmLabels, generating / (output - 1))
+          this.llmTokensPerSecond.observe(key, llmLabels, (output - 1) / generating)
+        }
+      }
+      const cost = llm.cost
+      if (cost !== undefined) {
+        this.llmCost.inc(`${key}\0${cost.currency}`, () => ({ ...llmLabels(), currency: cost.currency }), cost.picos)
+      }
     }
   }
 

@@ -49,3 +49,14 @@ test('a passed-through LLM call names no formats (nothing was translated)', () =
   assert.equal('portico.llm.input_format' in fields, false)
   assert.equal('portico.llm.provider_format' in fields, false)
 })
+
+test('a priced call logs its cost and currency; an unpriced one neither', () => {
+  const priced = ctx('openai-chat', 'openai-chat') as unknown as { llm: Record<string, unknown> }
+  priced.llm.cost = { amount: '0.0002832', picos: 283_200_000n, currency: 'USD' }
+  const fields = accessLogFields(priced as never)
+  assert.equal(fields['portico.llm.cost'], 0.0002832)
+  assert.equal(fields['portico.llm.currency'], 'USD')
+  assert.equal(JSON.stringify(fields).includes('"portico.llm.cost":0.0002832'), true, 'a plain number in the JSON line')
+  const unpriced = accessLogFields(ctx('openai-chat', 'openai-chat'))
+  assert.equal('portico.llm.cost' in unpriced, false)
+})

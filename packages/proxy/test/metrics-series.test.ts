@@ -106,3 +106,39 @@ test('LLM calls count apart by operation and provider; token usage carries gen_a
   assert.ok(tokens.has('gen_ai_token_type=input,gen_ai_operation_name=chat,gen_ai_provider_name=anthropic,gen_ai_system=anthropic,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm'), [...tokens.keys()].join('\n'))
   assert.ok(tokens.has('gen_ai_token_type=output,gen_ai_operation_name=embeddings,gen_ai_provider_name=openai,gen_ai_system=openai,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm'))
 })
+
+test('LLM cost sums exactly per model and currency; a stream\'s pace after its first chunk is observed', async () => {
+  // Times below are up to 2 s before now, on a clock that starts with the process.
+  if (performance.now() < 2500) await new Promise(resolve => setTimeout(resolve, 2500 - performance.now()))
+  const m = new ProxyMetrics({ dataPlane: true })
+  const call = (picos: bigint, currency: string, stream: { outputTokens: number, firstChunkMsAgo: number } | null): never => {
+    const ctx = request({ backend: 'default/llm', method: 'POST' }) as unknown as Record<string, unknown>
+    ctx.llm = {
+      system: 'openai', operation: 'chat', inputFormat: 'openai-chat', providerFormat: 'openai-chat', requestModel: 'm', model: 'm',
+      streaming: stream !== null, firstChunkAt: stream !== null ? performance.now() - stream.firstChunkMsAgo : 0,
+      usage: { inputTokens: 3, outputTokens: stream?.outputTokens ?? 4, totalTokens: 7, responseModel: 'm-1' },
+      cost: { amount: '', picos, currency }
+    }
+    ctx.upstreamStart = performance.now() - 2000
+    return ctx as never
+  }
+  // Ten calls of 0.1 USD and twenty of 0.2: floats would sum to 4.999999999999999 or so.
+  for (let i = 0; i < 10; i++) m.observeRequest(call(100_000_000_000n, 'USD', null))
+  for (let i = 0; i < 20; i++) m.observeRequest(call(200_000_000_000n, 'USD', null))
+  m.observeRequest(call(1n, 'EUR', null))
+  const cost = await counts(m, 'portico_gen_ai_client_cost_total')
+  const labels = 'gen_ai_operation_name=chat,gen_ai_provider_name=openai,gen_ai_request_model=m,gen_ai_response_model=m-1,route=default/r,backend=default/llm'
+  assert.deepEqual(Object.fromEntries(cost), { [`${labels},currency=USD`]: 5, [`${labels},currency=EUR`]: 1e-12 })
+
+  // 101 tokens, the first chunk 1 s before the end: 100 tokens in 1 s after it.
+  m.observeRequest(call(0n, 'USD', { outputTokens: 101, firstChunkMsAgo: 1000 }))
+  // One output token (or none): no pace to tell.
+  m.observeRequest(call(0n, 'USD', { outputTokens: 1, firstChunkMsAgo: 1000 }))
+  const metric = async (name: string) => (await m.registry.getMetricsAsJSON()).find(x => x.name === name)!.values as Array<{ value: number, metricName?: string }>
+  const perSecond = await metric('portico_gen_ai_client_output_tokens_per_second')
+  assert.equal(perSecond.find(v => v.metricName?.endsWith('_count'))?.value, 1)
+  const rate = perSecond.find(v => v.metricName?.endsWith('_sum'))!.value
+  assert.ok(rate > 95 && rate <= 100.5, `about 100 tokens/s: ${rate}`)
+  const perToken = (await metric('portico_gen_ai_server_time_per_output_token_seconds')).find(v => v.metricName?.endsWith('_sum'))!.value
+  assert.ok(perToken >= 0.00995 && perToken < 0.0105, `about 10 ms a token: ${perToken}`)
+})

@@ -6,7 +6,8 @@
  */
 
 import type { AiBackendConfig, RouteBackendConfig } from './schema.ts'
-import type { AiBackendSpecIR, AiProviderName, BackendIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
+import type { AiBackendSpecIR, AiPricingIR, AiProviderName, AiRatesIR, BackendIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
+import { parseRate } from '../llm/cost.ts'
 import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
 import { vertexHost } from '../llm/providers/vertex.ts'
 import { bedrockHost } from '../llm/providers/bedrock.ts'
@@ -67,6 +68,51 @@ function bedrockAuth (auth: AiBackendAuth | undefined, path: Path, fail: (p: Pat
   return { kind: 'keys', accessKeyId: aws.accessKeyId, secretAccessKey: aws.secretAccessKey!, ...(aws.sessionToken !== undefined ? { sessionToken: aws.sessionToken } : {}) }
 }
 
+type RatesConfig = Partial<Record<keyof AiRatesIR, string | number>>
+
+/** One set of rates, each parsed exactly (llm/cost.ts); input and output are required. */
+function translateRates (r: RatesConfig, path: Path, fail: (p: Path, message: string) => void): AiRatesIR | undefined {
+  const out: Partial<AiRatesIR> = {}
+  let ok = true
+  for (const key of ['input', 'output', 'cacheRead', 'cacheWrite', 'reasoning'] as const) {
+    const value = r[key]
+    if (value === undefined) continue
+    const rate = parseRate(value)
+    if (typeof rate === 'string') {
+      fail([...path, key], rate)
+      ok = false
+    } else out[key] = rate
+  }
+  for (const key of ['input', 'output'] as const) {
+    if (out[key] === undefined && r[key] === undefined) {
+      fail([...path, key], 'is required with the other rates')
+      ok = false
+    }
+  }
+  return ok ? out as AiRatesIR : undefined
+}
+
+function translatePricing (p: NonNullable<AiBackendConfig['pricing']>, path: Path, fail: (p: Path, message: string) => void): AiPricingIR | undefined {
+  const pricing: AiPricingIR = { currency: p.currency ?? 'USD', models: [] }
+  const { currency: _currency, models = [], ...backendWide } = p
+  if (Object.keys(backendWide).length > 0) {
+    const rates = translateRates(backendWide, path, fail)
+    if (rates === undefined) return undefined
+    pricing.rates = rates
+  }
+  for (const [i, entry] of models.entries()) {
+    const { model, ...r } = entry
+    const rates = translateRates(r, [...path, 'models', i], fail)
+    if (rates === undefined) return undefined
+    pricing.models.push({ model, rates })
+  }
+  if (pricing.rates === undefined && pricing.models.length === 0) {
+    fail(path, 'prices nothing: give input and output rates, or models')
+    return undefined
+  }
+  return pricing
+}
+
 /**
  * `auth`: the backend's backendAuth when its provider takes it itself (bedrock); `path` is the
  * `ai` field's, its backendAuth is at the sibling `policies`. `gcpCredential`: the
@@ -97,6 +143,10 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
   if (model !== undefined) ai.model = model
   if (a.pathOverride !== undefined) ai.path = a.pathOverride
   if (a.tokenize === true) ai.tokenize = true
+  if (a.pricing !== undefined) {
+    const pricing = translatePricing(a.pricing, [...path, 'pricing'], fail)
+    if (pricing !== undefined) ai.pricing = pricing
+  }
   if (provider === 'azure') {
     ai.azure = {}
     if (settings.apiVersion !== undefined) ai.azure.apiVersion = settings.apiVersion

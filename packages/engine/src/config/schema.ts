@@ -346,13 +346,40 @@ export const AiProviderSchema = Type.Object({
   cerebras: Opt(OpenAICompatibleSchema('Cerebras (https://api.cerebras.ai/v1).'))
 }, { ...strict, description: 'The LLM provider: exactly one of these.' })
 
+const AiRate = (what: string) => Type.Union([
+  Type.String({ pattern: '^\\s*[0-9]{1,12}(\\.[0-9]{1,6})?\\s*$' }),
+  Type.Number({ minimum: 0 })
+], { description: `${what}, per million tokens: a decimal with at most 6 decimals ("2.5", "0.075"); a string keeps it exact.` })
+
+const AiRateFields = {
+  input: AiRate('Input (prompt) tokens'),
+  output: AiRate('Output (completion) tokens'),
+  cacheRead: Opt(AiRate('Input tokens read from a prompt cache (default: the input rate)')),
+  cacheWrite: Opt(AiRate('Input tokens written to a prompt cache (default: the input rate)')),
+  reasoning: Opt(AiRate('Output tokens spent on reasoning (default: the output rate)'))
+}
+
+export const AiPricingSchema = Type.Object({
+  currency: Opt(Type.String({ pattern: '^[A-Za-z][A-Za-z0-9_]{0,15}$', description: 'The currency of the rates, carried as a label with every cost; default USD.' })),
+  input: Opt(AiRateFields.input),
+  output: Opt(AiRateFields.output),
+  cacheRead: AiRateFields.cacheRead,
+  cacheWrite: AiRateFields.cacheWrite,
+  reasoning: AiRateFields.reasoning,
+  models: Opt(Type.Array(Type.Object({
+    model: Type.String({ minLength: 1, maxLength: 256, description: 'The model, * matching any characters (gpt-4o-mini*); matched against the model sent to the provider and the one it answered with.' }),
+    ...AiRateFields
+  }, { ...strict, description: 'Rates for the models this matches.' }), { maxItems: 1000, description: 'Per-model rates; the first entry that matches wins; a model no entry matches takes the backend-wide rates (input, output, ...), if any.' }))
+}, { ...strict, description: 'What the answer\'s tokens cost (agentgateway\'s model catalog rates): the cost of each call goes to the access log, the trace and the portico_gen_ai_client_cost_total metric.' })
+
 export const AiBackendSchema = Type.Object({
   name: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Backend name (unique among ai backends); shown in traces, metrics and porticoctl.' }),
   provider: AiProviderSchema,
   hostOverride: Opt(Type.String({ minLength: 1, description: 'Where to send requests instead of the provider\'s API: host:port or http(s)://host[:port].' })),
   pathOverride: Opt(Type.String({ pattern: '^/[^?#\\s\\x00-\\x1f\\x7f]*$', description: 'Path chat requests are sent to instead of the provider\'s (/v1/chat/completions for OpenAI).' })),
   pathPrefix: Opt(Type.String({ pattern: '^(/[^?#\\s\\x00-\\x1f\\x7f]*)?$', description: 'The provider\'s base path, operations appended (/chat/completions, /embeddings, /models); default the provider\'s (/v1 for OpenAI, /openai/v1 for Groq).' })),
-  tokenize: Opt(Type.Boolean({ description: 'Estimate each request\'s prompt tokens (o200k_base tokenizer) before it is sent, and answer 429 when a localRateLimit bucket of type tokens holds fewer; the answer\'s real usage is still what is taken. Default false.' }))
+  tokenize: Opt(Type.Boolean({ description: 'Estimate each request\'s prompt tokens (o200k_base tokenizer) before it is sent, and answer 429 when a localRateLimit bucket of type tokens holds fewer; the answer\'s real usage is still what is taken. Default false.' })),
+  pricing: Opt(AiPricingSchema)
 }, { ...strict, description: 'An LLM provider: requests in OpenAI chat completions, OpenAI Responses or Anthropic Messages format (told by the path) are sent to it, translated when it speaks another; the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
 
 export const RouteBackendSchema = Type.Object({
@@ -478,7 +505,7 @@ export const TracingSchema = Type.Object({
 export const AccessLogSchema = Type.Object({
   filter: Opt(Type.String({ minLength: 1, description: 'CEL: only requests for which it is true are logged (e.g. response.code >= 400). An evaluation error logs the request.' })),
   fields: Opt(Type.Object({
-    add: Opt(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), CelExpression, { description: 'Field name → CEL expression over request, source, jwt, apiKey, basicAuth, mcp (method, target, tool/prompt/resource {name, target}), response (code, headers) and llm (requestModel, model, responseModel, inputTokens, outputTokens, totalTokens, streaming). A field whose expression fails is left out.' })),
+    add: Opt(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), CelExpression, { description: 'Field name → CEL expression over request, source, jwt, apiKey, basicAuth, mcp (method, target, tool/prompt/resource {name, target}), response (code, headers) and llm (requestModel, model, responseModel, inputTokens, outputTokens, totalTokens, streaming, cost). A field whose expression fails is left out.' })),
     remove: Opt(Type.Array(Type.String({ minLength: 1 }), { description: 'Built-in fields left out of every line (e.g. src, duration).' }))
   }, strict)),
   otlp: Opt(Type.Object({

@@ -359,6 +359,8 @@ export interface AiBackendSpecIR {
   tokenize?: boolean
   /** `pathOverride`: the path (no query) every chat request is sent to, instead of the adapter's. */
   path?: string
+  /** `pricing`: what the answer's tokens cost (llm/cost.ts); absent = no cost is computed. */
+  pricing?: AiPricingIR
   /** The provider's base path (`/v1`, `/openai/v1` for Groq): operations are appended to it. */
   pathPrefix: string
   /**
@@ -384,6 +386,29 @@ export interface AiBackendSpecIR {
     guardrail?: { identifier: string, version: string }
     auth?: { kind: 'apiKey', apiKey: string } | { kind: 'keys', accessKeyId: string, secretAccessKey: string, sessionToken?: string } | { kind: 'chain' }
   }
+}
+
+/**
+ * Token prices per million tokens, in millionths of the currency (exact integers: "2.5" per
+ * million is 2_500_000), so a cost is an exact integer of 10^-12 currency units.
+ */
+export interface AiRatesIR {
+  input: number
+  output: number
+  /** Input tokens read from a prompt cache; absent = priced as input. */
+  cacheRead?: number
+  /** Input tokens written to a prompt cache; absent = priced as input. */
+  cacheWrite?: number
+  /** Output tokens spent on reasoning; absent = priced as output. */
+  reasoning?: number
+}
+
+/** `ai.pricing`: the rates of the first `models` entry whose glob matches the model, else `rates`. */
+export interface AiPricingIR {
+  /** A label carried with every cost (metrics, logs); `USD` unless the config says. */
+  currency: string
+  rates?: AiRatesIR
+  models: Array<{ model: string, rates: AiRatesIR }>
 }
 
 export type McpTargetIR = McpTargetLimitsIR & (

@@ -79,11 +79,13 @@ function formatError (format: WireFormat, error: TranslationError): LlmRequestEr
 /**
  * The pre-call check of `tokenize: true`: the prompt's tokens estimated with o200k_base
  * (llm/tokens.ts) against every tokens bucket of the local rate limits that admitted the
- * request. Nothing is taken (the answer's real usage is, as without the estimate); a request
- * that does not fit gets a 429 in the client format's error shape. A body the client format
+ * request — nothing taken there (the answer's real usage is, as without the estimate) — and
+ * then sent as hits to the rate limit services whose token descriptors admitted it, which
+ * take them (the answer then adds only the rest: policy/remote-rate-limit.ts). A request that
+ * does not fit gets a 429 in the client format's error shape. A body the client format
  * cannot decode is not estimated (its own error comes later).
  */
-function checkTokenEstimate (ctx: RequestContext, checks: NonNullable<RequestContext['llmTokenChecks']>, clientFormat: string, operation: string, body: Record<string, unknown>): LlmRequestError | null {
+async function checkTokenEstimate (ctx: RequestContext, clientFormat: string, operation: string, body: Record<string, unknown>): Promise<LlmRequestError | null> {
   const client = formatByName(clientFormat as WireFormat['name'])
   let estimate: number
   if (operation === 'embeddings') estimate = estimateEmbeddingTokens(body.input)
@@ -93,7 +95,7 @@ function checkTokenEstimate (ctx: RequestContext, checks: NonNullable<RequestCon
     if (isTranslationError(neutral)) return null
     estimate = estimatePromptTokens(neutral)
   }
-  for (const check of checks) {
+  for (const check of ctx.llmTokenChecks ?? []) {
     const refusal = check(estimate)
     if (refusal === null) continue
     const message = refusal.retryAfterS === null
@@ -105,10 +107,29 @@ function checkTokenEstimate (ctx: RequestContext, checks: NonNullable<RequestCon
       headers['x-ratelimit-reset'] = String(refusal.retryAfterS)
       headers['retry-after'] = String(refusal.retryAfterS)
     }
-    if (client === undefined) return { status: 429, body: message, headers, reason: 'RateLimit' }
-    return { status: 429, body: JSON.stringify(client.encodeError(translationError(429, 'rate_limit', message))), headers: { ...headers, ...JSON_TYPE }, reason: 'RateLimit' }
+    return tokenizeRefusal(client, 429, message, headers)
+  }
+  for (const reserve of ctx.llmTokenReservations ?? []) {
+    const taken = await reserve(estimate)
+    if (taken.outcome === 'ok') continue
+    // The service's headers (RateLimit-*), repeated names joined as HTTP allows.
+    const headers: Record<string, string> = {}
+    for (const [name, value] of taken.headers) {
+      const key = name.toLowerCase()
+      headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`
+    }
+    return taken.outcome === 'overLimit'
+      ? tokenizeRefusal(client, 429, `rate limit exceeded: the prompt is about ${estimate} tokens, over what the token budget has left`, headers)
+      : tokenizeRefusal(client, 500, 'rate limit failed', headers)
   }
   return null
+}
+
+/** A `tokenize` refusal, in the client format's error shape when it has one. */
+function tokenizeRefusal (client: WireFormat | undefined, status: 429 | 500, message: string, headers: Record<string, string>): LlmRequestError {
+  if (client === undefined) return { status, body: message, headers, reason: 'RateLimit' }
+  const error = status === 429 ? translationError(429, 'rate_limit', message) : translationError(500, 'api_error', message)
+  return { status, body: JSON.stringify(client.encodeError(error)), headers: { ...headers, ...JSON_TYPE }, reason: 'RateLimit' }
 }
 
 /**
@@ -155,10 +176,11 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const operation = endpoint.operation
 
   if (operation === 'embeddings' && adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: embeddings are not available for provider ${spec.provider}` }
-  // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket is
-  // refused before any byte reaches the provider (only when such a bucket admitted it).
-  if (spec.tokenize === true && ctx.llmTokenChecks !== null && ctx.llmTokenChecks.length > 0) {
-    const refused = checkTokenEstimate(ctx, ctx.llmTokenChecks, endpoint.format, operation, body)
+  // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket or a
+  // rate limit service's token budget is refused before any byte reaches the provider (only
+  // when such a limit admitted it).
+  if (spec.tokenize === true && ((ctx.llmTokenChecks?.length ?? 0) > 0 || (ctx.llmTokenReservations?.length ?? 0) > 0)) {
+    const refused = await checkTokenEstimate(ctx, endpoint.format, operation, body)
     if (refused !== null) return refused
   }
   // A `custom` provider always goes through the neutral shape, its format's own too: the

@@ -22,13 +22,16 @@ export function llmRequestAttributes (call: LlmCall): SpanAttributes {
   }
 }
 
-/** What the answer told: the model that served it and the tokens spent. */
+/** What the answer told: the model that served it, the tokens spent and (with `pricing`) what they cost. */
 export function llmResponseAttributes (call: LlmCall): SpanAttributes {
   const usage = call.usage
   if (usage === null) return {}
   return {
     'gen_ai.response.model': usage.responseModel ?? undefined,
     'gen_ai.usage.input_tokens': usage.inputTokens ?? undefined,
-    'gen_ai.usage.output_tokens': usage.outputTokens ?? undefined
+    'gen_ai.usage.output_tokens': usage.outputTokens ?? undefined,
+    // No semantic convention for a cost: Portico's own names, as in the access log.
+    'portico.llm.cost': call.cost !== undefined ? Number(call.cost.amount) : undefined,
+    'portico.llm.currency': call.cost?.currency
   }
 }

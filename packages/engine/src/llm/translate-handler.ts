@@ -206,9 +206,13 @@ export class LlmTranslateHandler extends WrappingHandler {
 
   private record (): void {
     const usage = this.usage ?? this.startUsage
-    const recorded: LlmUsage | null = usage === null
-      ? null
-      : { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.inputTokens + usage.outputTokens, responseModel: this.model === '' ? null : this.model }
+    let recorded: LlmUsage | null = null
+    if (usage !== null) {
+      recorded = { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.inputTokens + usage.outputTokens, responseModel: this.model === '' ? null : this.model }
+      if (usage.cachedInputTokens !== undefined) recorded.cachedInputTokens = usage.cachedInputTokens
+      if (usage.cacheCreationInputTokens !== undefined) recorded.cacheCreationInputTokens = usage.cacheCreationInputTokens
+      if (usage.reasoningTokens !== undefined) recorded.reasoningTokens = usage.reasoningTokens
+    }
     recordLlmUsage(this.ctx, recorded, this.problem ?? 'the answer carried no usage')
   }
 }

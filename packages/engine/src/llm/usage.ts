@@ -15,11 +15,17 @@
  * Usage shapes read: OpenAI chat completions (`prompt_tokens`, `completion_tokens`,
  * `total_tokens`) and the input/output naming of OpenAI's Responses API and servers that
  * follow it (`input_tokens`, `output_tokens`), at the top level or under `response` /
- * `message` (streamed envelopes).
+ * `message` (streamed envelopes); with them the parts used for pricing (llm/cost.ts): cached
+ * input (`prompt_tokens_details` / `input_tokens_details.cached_tokens`, Anthropic's
+ * `cache_read_input_tokens`), cache writes (`cache_creation_input_tokens`) and reasoning
+ * (`completion_tokens_details` / `output_tokens_details.reasoning_tokens`). Anthropic's
+ * `input_tokens` leaves its cache reads and writes out: they are added, so the input count
+ * means what it means for a translated answer (llm/formats/anthropic-messages.ts).
  */
 
 import type { RequestContext } from '../request/context.ts'
 import type { LlmUsage } from '../request/calls.ts'
+import { llmCost } from './cost.ts'
 
 /** Largest non-streamed answer whose usage is read (bigger ones pass through uncounted). */
 export const LLM_RESPONSE_LIMIT = 4 * 1024 * 1024
@@ -44,6 +50,9 @@ export class LlmUsageTap {
   private input: number | null = null
   private output: number | null = null
   private total: number | null = null
+  private cached: number | undefined
+  private cacheCreation: number | undefined
+  private reasoning: number | undefined
   private model: string | null = null
   /** Why no usage could be read, when that is known. */
   problem: string | null = null
@@ -89,12 +98,16 @@ export class LlmUsageTap {
       this.problem ??= 'the answer carried no usage'
       return null
     }
-    return {
+    const usage: LlmUsage = {
       inputTokens: this.input,
       outputTokens: this.output,
       totalTokens: this.total ?? (this.input ?? 0) + (this.output ?? 0),
       responseModel: this.model
     }
+    if (this.cached !== undefined) usage.cachedInputTokens = this.cached
+    if (this.cacheCreation !== undefined) usage.cacheCreationInputTokens = this.cacheCreation
+    if (this.reasoning !== undefined) usage.reasoningTokens = this.reasoning
+    return usage
   }
 
   /**
@@ -150,9 +163,22 @@ export class LlmUsageTap {
     const envelope = isObject(value.response) ? value.response : isObject(value.message) ? value.message : value
     const usage = isObject(value.usage) ? value.usage : isObject(envelope.usage) ? envelope.usage : null
     if (usage === null) return
-    this.input = count(usage.prompt_tokens) ?? count(usage.input_tokens) ?? this.input
+    // Anthropic counts cache reads and writes beside input_tokens, not in it: added, so the
+    // input count means the same for every provider (OpenTelemetry's gen_ai.usage.input_tokens
+    // includes cached tokens; llm/formats/anthropic-messages.ts decodes it the same way).
+    const cacheRead = count(usage.cache_read_input_tokens)
+    const cacheWrite = count(usage.cache_creation_input_tokens)
+    const input = count(usage.prompt_tokens) ?? count(usage.input_tokens)
+    this.input = input !== null ? input + (cacheRead ?? 0) + (cacheWrite ?? 0) : this.input
     this.output = count(usage.completion_tokens) ?? count(usage.output_tokens) ?? this.output
     this.total = count(usage.total_tokens) ?? this.total
+    // OpenAI chat's *_tokens_details, the Responses API's, Anthropic's cache counts; a zero
+    // is left out, as the OpenAI format modules do (llm/formats/openai-chat.ts).
+    const cached = detail(usage.prompt_tokens_details, 'cached_tokens') ?? detail(usage.input_tokens_details, 'cached_tokens') ?? cacheRead
+    if (cached !== null && cached > 0) this.cached = cached
+    if (cacheWrite !== null && cacheWrite > 0) this.cacheCreation = cacheWrite
+    const reasoning = detail(usage.completion_tokens_details, 'reasoning_tokens') ?? detail(usage.output_tokens_details, 'reasoning_tokens')
+    if (reasoning !== null && reasoning > 0) this.reasoning = reasoning
     const model = typeof value.model === 'string' ? value.model : envelope.model
     if (typeof model === 'string') this.model = model
   }
@@ -175,6 +201,10 @@ function count (v: unknown): number | null {
   return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : null
 }
 
+function detail (details: unknown, key: string): number | null {
+  return isObject(details) ? count(details[key]) : null
+}
+
 /**
  * The answer is over (or was cut): records the usage on `ctx.llm`, traces it, and hands the
  * token count to the token-based rate limits that admitted the request.
@@ -193,7 +223,15 @@ export function recordLlmUsage (ctx: RequestContext, usage: LlmUsage | null, pro
     return
   }
   call.usage = usage
-  ctx.tracer?.emit({ type: 'llmResponse', responseModel: usage.responseModel, inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.totalTokens })
+  const pricing = ctx.backend?.ai?.pricing
+  const cost = pricing === undefined ? null : llmCost(pricing, call.model, usage)
+  if (cost !== null) call.cost = cost
+  if (ctx.tracer !== null) {
+    // The parts of the counts, when there are any (zeros left out, whichever way the answer came).
+    const parts = { ...(usage.cachedInputTokens! > 0 ? { cachedInputTokens: usage.cachedInputTokens } : {}), ...(usage.cacheCreationInputTokens! > 0 ? { cacheCreationInputTokens: usage.cacheCreationInputTokens } : {}), ...(usage.reasoningTokens! > 0 ? { reasoningTokens: usage.reasoningTokens } : {}) }
+    const priced = cost !== null ? { cost: cost.amount, currency: cost.currency } : pricing !== undefined ? { cost: null } : {}
+    ctx.tracer.emit({ type: 'llmResponse', responseModel: usage.responseModel, inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.totalTokens, ...parts, ...priced })
+  }
   const hooks = ctx.llmTokenHooks
   if (hooks !== null) for (const hook of hooks) hook(usage.totalTokens)
 }

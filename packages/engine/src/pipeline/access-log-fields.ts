@@ -99,7 +99,8 @@ export function accessLogVars (ctx: RequestContext): Record<string, unknown> {
         responseModel: l.usage?.responseModel ?? null,
         inputTokens: l.usage?.inputTokens ?? null,
         outputTokens: l.usage?.outputTokens ?? null,
-        totalTokens: l.usage?.totalTokens ?? null
+        totalTokens: l.usage?.totalTokens ?? null,
+        cost: l.cost !== undefined ? Number(l.cost.amount) : null
       }
   return vars
 }

@@ -10,7 +10,11 @@
  * Descriptors of `type: tokens` count LLM tokens (agentgateway's two phases): with the
  * request they are sent with hits_addend 0 (a check that takes nothing), and once an `ai`
  * backend's answer reports its usage they are sent again, fire and forget, with the total
- * tokens as hits_addend.
+ * tokens as hits_addend. With `tokenize: true` on the `ai` backend the prompt's estimate is
+ * sent as hits before the call (llm/request.ts; OVER_LIMIT refuses it with 429 in the
+ * client's format), and the answer then sends only the usage the estimate did not cover —
+ * agentgateway's `check_llm` and `amend_tokens`; nothing is counted twice, and an estimate
+ * above the real usage is not given back (the protocol has no negative hits).
  *
  * OVER_LIMIT answers 429 `rate limit exceeded` (or the service's raw_body) with the
  * service's response headers; OK lets the request through, adds its request headers
@@ -20,7 +24,7 @@
  */
 
 import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
-import type { RequestContext } from '../request/context.ts'
+import type { LlmTokenReservation, RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { RemoteRateLimitIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
@@ -47,12 +51,53 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
   const responseHeaders = new WeakMap<RequestContext, Array<[string, string]>>()
   const spanAttrs = { ...grpcClientAttributes('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit', target), 'portico.policy': 'remoteRateLimit' }
 
-  /** After an ai backend's answer: its LLM tokens, as hits, for the request's token descriptors. */
-  const sendLlmTokens = (ctx: RequestContext, entries: Array<Array<[string, string]>>, tokens: number): void => {
-    if (tokens <= 0) return
-    trace(ctx, 'apply', `sent ${tokens} LLM tokens as hits to ${target}`, { request: { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e)), hitsAddend: tokens } })
+  /**
+   * After an ai backend's answer: its LLM tokens, as hits, for the request's token
+   * descriptors — less what the pre-call estimate already took (`reserved`).
+   */
+  const sendLlmTokens = (ctx: RequestContext, entries: Array<Array<[string, string]>>, used: number, reserved: number): void => {
+    const tokens = used - reserved
+    if (tokens <= 0) {
+      if (reserved > 0) trace(ctx, 'skip', `the answer's ${used} LLM tokens were covered by the ${reserved} estimated and taken before the call: nothing more sent to ${target}`)
+      return
+    }
+    const note = reserved > 0 ? ` (${used} used, ${reserved} taken before the call)` : ''
+    trace(ctx, 'apply', `sent ${tokens} LLM tokens as hits to ${target}${note}`, { request: { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e)), hitsAddend: tokens } })
     // Nothing is left to decide for this request: the answer is delivered either way.
     void shouldRateLimit(client, { domain: ir.domain, descriptors: entries.map(e => ({ entries: e, hitsAddend: tokens })) }, ir.timeoutMs)
+  }
+
+  /**
+   * `tokenize: true`: the prompt's estimated tokens sent as hits before the call. Taken when
+   * under the limit; a service that fails lets the request go on with nothing taken
+   * (failOpen) or refuses it (failClosed), as the request's own check does.
+   */
+  const reserveLlmTokens = async (ctx: RequestContext, entries: Array<Array<[string, string]>>, tokens: number, state: { reserved: number }): Promise<LlmTokenReservation> => {
+    const sent = { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e)), hitsAddend: tokens }
+    const span = startChildSpan(ctx, 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', spanAttrs)
+    const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: entries.map(e => ({ entries: e, hitsAddend: tokens })) }, ir.timeoutMs, callTraceHeaders(ctx, span))
+    endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
+    // The service's headers (RateLimit-*) now tell what is left after the estimate: they
+    // replace those of the request's own check (a refusal carries them itself).
+    if (result.decision === 'ok' && result.responseHeaders.length > 0) responseHeaders.set(ctx, result.responseHeaders)
+    else if (result.decision === 'overLimit') responseHeaders.delete(ctx)
+    switch (result.decision) {
+      case 'ok':
+        state.reserved = tokens
+        trace(ctx, 'apply', `tokenize: the prompt's estimated ${tokens} tokens taken at ${target} before the call`, { request: sent })
+        return { outcome: 'ok', headers: result.responseHeaders }
+      case 'overLimit':
+        trace(ctx, 'deny', `tokenize: the prompt's estimated ${tokens} tokens are over the limit at ${target}`, { request: sent })
+        return { outcome: 'overLimit', headers: result.responseHeaders }
+      case 'error':
+        if (ir.failureMode === 'failOpen') {
+          trace(ctx, 'skip', `tokenize: rate limit service failed, allowed by failureMode failOpen (the answer's usage is sent whole): ${result.reason}`, { request: sent })
+          return { outcome: 'ok', headers: [] }
+        }
+        trace(ctx, 'deny', `tokenize: rate limit service failed: ${result.reason}`, { request: sent })
+        ctx.error = `rate limit service ${target} failed: ${result.reason}`
+        return { outcome: 'failed', headers: [] }
+    }
   }
 
   return {
@@ -83,7 +128,12 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d.entries)) }
       const tokenNote = forTokens.length === 0 ? '' : `; ${forTokens.length} token descriptor${forTokens.length === 1 ? '' : 's'} checked without a hit, LLM tokens sent after the answer`
       if (forTokens.length > 0 && (result.decision === 'ok' || (result.decision === 'error' && ir.failureMode === 'failOpen'))) {
-        (ctx.llmTokenHooks ??= []).push(tokens => sendLlmTokens(ctx, forTokens, tokens))
+        // One per request: a retry's second estimate reuses what the first took.
+        const state = { reserved: 0, reservation: null as Promise<LlmTokenReservation> | null }
+        ctx.llmTokenHooks ??= []
+        ctx.llmTokenHooks.push(tokens => sendLlmTokens(ctx, forTokens, tokens, state.reserved))
+        ctx.llmTokenReservations ??= []
+        ctx.llmTokenReservations.push(tokens => (state.reservation ??= reserveLlmTokens(ctx, forTokens, tokens, state)))
       }
       switch (result.decision) {
         case 'ok':

@@ -27,6 +27,16 @@ export interface LlmCall {
   usage: LlmUsage | null
   /** Monotonic ms when the first bytes of the answer's body arrived (0 before): time to first token of a stream. */
   firstChunkAt: number
+  /** What the answer cost, once its usage is known and the backend has `pricing` for its model. */
+  cost?: LlmCost
+}
+
+/** A call's cost: exact, in 10^-12 currency units (`picos`), and as a decimal string. */
+export interface LlmCost {
+  /** The cost as a plain decimal (`0.000325`), exact. */
+  amount: string
+  picos: bigint
+  currency: string
 }
 
 export interface LlmUsage {
@@ -34,6 +44,12 @@ export interface LlmUsage {
   outputTokens: number | null
   /** What token-based rate limits take: the provider's total, else input + output. */
   totalTokens: number
+  /** Of the input tokens, those read from a prompt cache (when the answer said). */
+  cachedInputTokens?: number
+  /** Of the input tokens, those written to a prompt cache (Anthropic, Bedrock). */
+  cacheCreationInputTokens?: number
+  /** Of the output tokens, those spent on reasoning (when the answer said). */
+  reasoningTokens?: number
   /** `model` of the answer (the provider's exact version), when it says. */
   responseModel: string | null
 }

@@ -80,6 +80,17 @@ export interface LlmTokenRefusal {
   retryAfterS: number | null
 }
 
+/**
+ * What a rate limit service said when a request's estimated prompt tokens were sent as hits
+ * (`tokenize: true` with remoteRateLimit descriptors of type tokens): taken (`ok`, or the
+ * service failed and failureMode is failOpen: nothing taken), over the limit, or failed
+ * (failClosed). `headers`: the service's response headers (RateLimit-*), for a refusal.
+ */
+export interface LlmTokenReservation {
+  outcome: 'ok' | 'overLimit' | 'failed'
+  headers: Array<[string, string]>
+}
+
 export class RequestContext {
   readonly req: IncomingMessage
   readonly res: ServerResponse
@@ -190,6 +201,13 @@ export class RequestContext {
    * now (null) or what to answer (llm/request.ts). A check, not a debit.
    */
   llmTokenChecks: Array<(tokens: number) => LlmTokenRefusal | null> | null = null
+  /**
+   * Remote rate limits with descriptors of type tokens that admitted this request, for the
+   * pre-call estimate of `tokenize: true`: each sends the estimate as hits now (taken at the
+   * service; the answer's usage later adds only what the estimate did not cover). Called once
+   * per request (a retry reuses what was taken).
+   */
+  llmTokenReservations: Array<(tokens: number) => Promise<LlmTokenReservation>> | null = null
   /** µs on the trace's clock when the backend call in progress started (trace/backend-call.ts). */
   backendCallStartUs = 0
   /** The OpenTelemetry server span (trace/otel.ts); null while tracing is off. */

@@ -182,7 +182,13 @@ export interface LlmRequestEvent {
 }
 
 export type LlmResponseEvent =
-  | { type: 'llmResponse', responseModel: string | null, inputTokens: number | null, outputTokens: number | null, totalTokens: number }
+  | {
+    type: 'llmResponse', responseModel: string | null, inputTokens: number | null, outputTokens: number | null, totalTokens: number,
+    /** Parts of the input and output counts, when the answer told them. */
+    cachedInputTokens?: number, cacheCreationInputTokens?: number, reasoningTokens?: number,
+    /** With `pricing` on the backend: the call's exact cost (a decimal) and its currency; null when no rate matches the model. */
+    cost?: string | null, currency?: string
+  }
   | { type: 'llmResponse', usage: null, reason: string | null }
 
 /** An MCP target failed after the answer's head was sent (an SSE stream): its JSON-RPC error. */
