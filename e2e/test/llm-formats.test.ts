@@ -12,6 +12,8 @@
  *   (`@aws-sdk/client-bedrock-runtime`, endpoint → Portico, dummy credentials: Portico
  *   authenticates clients by its own policies) to an OpenAI provider: whole answers, streams
  *   (Gemini SSE, Bedrock's binary event stream), tool calls, errors.
+ * - A Responses-only server (`custom` of format openai-responses): chat completions and Anthropic
+ *   Messages clients translated to `/v1/responses` and back, whole and streamed.
  */
 
 import { after, before, describe, test } from 'node:test'
@@ -174,6 +176,55 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
 
     await assert.rejects(client.send(new ConverseCommand({ modelId: 'error-rate-limit', messages: [{ role: 'user', content: [{ text: 'x' }] }] })), (e: unknown) => (e as { name?: string }).name === 'ThrottlingException')
     client.destroy()
+  })
+})
+
+describe('a Responses-only provider (custom, format openai-responses) through Portico', () => {
+  let emu: OpenAIEmulator
+  let portico: PorticoProcess
+
+  before(async () => {
+    emu = await startOpenAIEmulator({ apiKey: OPENAI_KEY })
+    portico = await startPortico({
+      env: { LOG_LEVEL: 'info' },
+      config: (port): ConfigFile => ({
+        gateways: { default: gateway(port) },
+        routes: [{ name: 'responses-only', matches: [{ path: { pathPrefix: '/r' } }], backends: [{ ai: { name: 'responses-only', provider: { custom: { format: 'openai-responses' } }, hostOverride: emu.url }, policies: { backendAuth: { key: OPENAI_KEY } } }] }]
+      })
+    })
+  })
+
+  after(async () => {
+    await portico?.stop()
+    await emu?.close()
+  })
+
+  test('openai SDK chat completions → /v1/responses and back, whole and streamed, usage counted', { timeout: 15_000 }, async () => {
+    const client = new OpenAI({ apiKey: CLIENT_KEY, baseURL: `${portico.url}/r/v1`, maxRetries: 0 })
+    const c = await client.chat.completions.create({ model: 'gpt-4.1', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello' }], max_completion_tokens: 20 })
+    assert.equal(c.choices[0]!.message.content, 'Hello there!')
+    assert.equal(c.choices[0]!.finish_reason, 'stop')
+    assert.equal(c.usage?.prompt_tokens, 12)
+    const sent = emu.received.at(-1)!
+    assert.equal(sent.url, '/v1/responses')
+    assert.equal(sent.headers.authorization, `Bearer ${OPENAI_KEY}`)
+    assert.equal(sent.body?.instructions, 'Be brief.')
+    assert.equal(sent.body?.max_output_tokens, 20)
+    const chunks: string[] = []
+    for await (const chunk of await client.chat.completions.create({ model: 'gpt-4.1', messages: [{ role: 'user', content: 'Say hello' }], stream: true, stream_options: { include_usage: true } })) chunks.push(chunk.choices[0]?.delta.content ?? '')
+    assert.equal(chunks.join(''), 'Hello there!')
+    assert.equal(emu.received.at(-1)!.body?.stream, true)
+    await waitFor(() => portico.logs().some(l => l.route === 'responses-only' && l['gen_ai.usage.input_tokens'] === 12 && l['gen_ai.usage.output_tokens'] === 3))
+  })
+
+  test('anthropic SDK messages → /v1/responses and back, whole and streamed', { timeout: 15_000 }, async () => {
+    const client = new Anthropic({ apiKey: CLIENT_KEY, baseURL: `${portico.url}/r`, maxRetries: 0 })
+    const m = await client.messages.create({ model: 'gpt-4.1', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello' }] })
+    assert.equal(m.content[0]!.type === 'text' ? m.content[0]!.text : '', 'Hello there!')
+    assert.equal(m.stop_reason, 'end_turn')
+    const final = await client.messages.stream({ model: 'gpt-4.1', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello' }] }).finalMessage()
+    assert.equal(final.content[0]!.type === 'text' ? final.content[0]!.text : '', 'Hello there!')
+    assert.equal(final.usage.output_tokens, 3)
   })
 })
 
