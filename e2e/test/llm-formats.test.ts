@@ -177,6 +177,27 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
     await assert.rejects(client.send(new ConverseCommand({ modelId: 'error-rate-limit', messages: [{ role: 'user', content: [{ text: 'x' }] }] })), (e: unknown) => (e as { name?: string }).name === 'ThrottlingException')
     client.destroy()
   })
+
+  test('Gemini and Bedrock clients to a provider of their own format: passed through, the provider\'s credentials in place of the client\'s', { timeout: 15_000 }, async () => {
+    const r = await genai('/gemini').models.generateContent({ model: 'gemini-2.0-flash', contents: 'Explain how AI works', config: { safetySettings: [{ category: 'HARM_CATEGORY_HARASSMENT' as never, threshold: 'BLOCK_ONLY_HIGH' as never }] } })
+    assert.equal(r.text, 'AI learns patterns from data to make predictions or decisions.')
+    const call = geminiEmu.calls.at(-1)!
+    assert.equal(call.path, '/v1beta/models/gemini-2.0-flash:generateContent')
+    assert.equal(call.headers['x-goog-api-key'], geminiEmu.apiKey)
+    assert.deepEqual(call.body.safetySettings, [{ category: 'HARM_CATEGORY_HARASSMENT', threshold: 'BLOCK_ONLY_HIGH' }], 'a Gemini-only field goes as sent')
+    const chunks: GenerateContentResponse[] = []
+    for await (const chunk of await genai('/gemini').models.generateContentStream({ model: 'gemini-2.0-flash', contents: 'Explain how AI works' })) chunks.push(chunk)
+    assert.ok(chunks.length > 1)
+    assert.equal(geminiEmu.calls.at(-1)!.path, '/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse')
+
+    const client = bedrock('/bedrock')
+    const out = await client.send(new ConverseCommand({ modelId: 'anthropic.claude-3-haiku-20240307-v1:0', messages: [{ role: 'user', content: [{ text: 'Say hello' }] }] }))
+    assert.equal(out.stopReason, 'end_turn')
+    const sent = bedrockEmu.calls.at(-1)!
+    assert.equal(sent.auth, 'sigv4', 'signed by Portico with its own keys (the emulator verified it), not the client\'s dummy ones')
+    assert.equal(sent.modelId, 'anthropic.claude-3-haiku-20240307-v1:0')
+    client.destroy()
+  })
 })
 
 describe('a Responses-only provider (custom, format openai-responses) through Portico', () => {
