@@ -149,6 +149,13 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
     assert.deepEqual(called.functionCalls?.[0]?.args, { city: 'Paris' })
 
     await assert.rejects(ai.models.generateContent({ model: 'error-rate-limit', contents: 'x' }), (e: unknown) => e instanceof ApiError && e.status === 429)
+    // A REST client's `?key=` is its own credential: never forwarded; a stream without alt=sse (a JSON array) is refused in Google's shape.
+    const keyed = await fetch(`${portico.url}/openai/v1beta/models/gpt-4o-mini:generateContent?key=AIza-client-secret`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }) })
+    assert.equal(keyed.status, 200)
+    assert.equal(openaiEmu.received.at(-1)!.url, '/v1/chat/completions')
+    const array = await fetch(`${portico.url}/openai/v1beta/models/gpt-4o-mini:streamGenerateContent`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }) })
+    assert.equal(array.status, 400)
+    assert.equal(((await array.json()) as { error: { status: string } }).error.status, 'INVALID_ARGUMENT')
     await waitFor(() => portico.logs().some(l => l.route === 'openai' && l['gen_ai.request.model'] === 'gpt-4o-mini' && l['gen_ai.usage.input_tokens'] === 19))
   })
 
@@ -175,6 +182,21 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
     assert.deepEqual(used.output?.message?.content?.filter(b => b.toolUse !== undefined).map(b => [b.toolUse!.name, b.toolUse!.input]), [['get_weather', { city: 'Paris' }], ['get_time', { city: 'Paris' }]])
 
     await assert.rejects(client.send(new ConverseCommand({ modelId: 'error-rate-limit', messages: [{ role: 'user', content: [{ text: 'x' }] }] })), (e: unknown) => (e as { name?: string }).name === 'ThrottlingException')
+    client.destroy()
+  })
+
+  test('a provider stream cut mid-tool-call: a clean error in the Gemini SDK and a typed exception in the Bedrock SDK, the gateway serves on', { timeout: 15_000 }, async () => {
+    const tools = [{ functionDeclarations: [{ name: 'get_weather', parametersJsonSchema: { type: 'object', properties: { city: { type: 'string' } } } }] }]
+    await assert.rejects(async () => {
+      for await (const _ of await genai('/openai').models.generateContentStream({ model: 'cut-mid-tool-call', contents: 'weather?', config: { tools } })) { /* drain */ }
+    }, (e: unknown) => e instanceof Error)
+    const client = bedrock('/openai')
+    const stream = await client.send(new ConverseStreamCommand({ modelId: 'cut-mid-tool-call', messages: [{ role: 'user', content: [{ text: 'weather?' }] }], toolConfig: { tools: [{ toolSpec: { name: 'get_weather', inputSchema: { json: { type: 'object' } } } }] } }))
+    await assert.rejects(async () => {
+      for await (const _ of stream.stream!) { /* drain */ }
+    }, (e: unknown) => ['ModelStreamErrorException', 'InternalServerException'].includes((e as { name?: string }).name ?? ''))
+    const ok = await client.send(new ConverseCommand({ modelId: 'gpt-4o-mini', messages: [{ role: 'user', content: [{ text: 'Say hello' }] }] }))
+    assert.equal(ok.output?.message?.content?.[0]?.text, 'Hello!')
     client.destroy()
   })
 

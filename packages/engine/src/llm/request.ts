@@ -181,6 +181,15 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const requestModel = endpoint.model ?? (typeof body.model === 'string' ? body.model : '')
   let streaming = endpoint.streaming ?? body.stream === true
   const operation = endpoint.operation
+  if (inPath) {
+    // The client's query is its own API's (Gemini's `alt=sse`, `key=` — a credential): never
+    // forwarded; a provider path that needs a query gives its own.
+    ctx.upstreamQuery = ''
+    if (endpoint.format === 'gemini' && streaming && !/(^|&)alt=sse(&|$)/.test(ctx.query)) {
+      // Without alt=sse Google streams one JSON array; the Gemini stream encoder writes SSE.
+      return formatError(formatByName('gemini')!, translationError(400, 'invalid_request', 'streamGenerateContent is served with alt=sse only (server-sent events)', 'alt'))
+    }
+  }
   // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket is
   // refused before any byte reaches the provider (only when such a bucket admitted it).
   if (spec.tokenize === true && ctx.llmTokenChecks !== null && ctx.llmTokenChecks.length > 0) {
