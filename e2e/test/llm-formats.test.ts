@@ -200,7 +200,7 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
     client.destroy()
   })
 
-  test('Gemini and Bedrock clients to a provider of their own format: passed through, the provider\'s credentials in place of the client\'s', { timeout: 15_000 }, async () => {
+  test('Gemini and Bedrock clients to a provider of their own format: passed through, the provider\'s credentials in place of the client\'s, usage read by the format\'s decoder', { timeout: 15_000 }, async () => {
     const r = await genai('/gemini').models.generateContent({ model: 'gemini-2.0-flash', contents: 'Explain how AI works', config: { safetySettings: [{ category: 'HARM_CATEGORY_HARASSMENT' as never, threshold: 'BLOCK_ONLY_HIGH' as never }] } })
     assert.equal(r.text, 'AI learns patterns from data to make predictions or decisions.')
     const call = geminiEmu.calls.at(-1)!
@@ -211,6 +211,9 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
     for await (const chunk of await genai('/gemini').models.generateContentStream({ model: 'gemini-2.0-flash', contents: 'Explain how AI works' })) chunks.push(chunk)
     assert.ok(chunks.length > 1)
     assert.equal(geminiEmu.calls.at(-1)!.path, '/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse')
+    // Usage read by the format's own decoder as the bytes pass: the whole answer's, then the stream's.
+    await waitFor(() => portico.logs().some(l => l.route === 'gemini' && l['gen_ai.usage.input_tokens'] === 8 && l['gen_ai.usage.output_tokens'] === 11))
+    await waitFor(() => portico.logs().some(l => l.route === 'gemini' && l['gen_ai.usage.input_tokens'] === 8 && l['gen_ai.usage.output_tokens'] === 13))
 
     const client = bedrock('/bedrock')
     const out = await client.send(new ConverseCommand({ modelId: 'anthropic.claude-3-haiku-20240307-v1:0', messages: [{ role: 'user', content: [{ text: 'Say hello' }] }] }))
@@ -218,6 +221,12 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
     const sent = bedrockEmu.calls.at(-1)!
     assert.equal(sent.auth, 'sigv4', 'signed by Portico with its own keys (the emulator verified it), not the client\'s dummy ones')
     assert.equal(sent.modelId, 'anthropic.claude-3-haiku-20240307-v1:0')
+    const stream = await client.send(new ConverseStreamCommand({ modelId: 'anthropic.claude-3-haiku-20240307-v1:0', messages: [{ role: 'user', content: [{ text: 'Say hello' }] }] }))
+    let text = ''
+    for await (const event of stream.stream!) text += event.contentBlockDelta?.delta?.text ?? ''
+    assert.ok(text.length > 0)
+    await waitFor(() => portico.logs().some(l => l.route === 'bedrock' && l['gen_ai.usage.input_tokens'] === 14 && l['gen_ai.usage.output_tokens'] === 6))
+    await waitFor(() => portico.logs().some(l => l.route === 'bedrock' && l['gen_ai.request.model'] === 'anthropic.claude-3-haiku-20240307-v1:0' && typeof l['gen_ai.usage.output_tokens'] === 'number' && l['gen_ai.usage.output_tokens'] !== 6))
     client.destroy()
   })
 })

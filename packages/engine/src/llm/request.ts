@@ -52,6 +52,8 @@ export interface LlmTranslation {
 }
 
 const TRANSLATIONS = new WeakMap<RequestContext, LlmTranslation>()
+/** Pass-through calls whose usage the format's own decoder reads (llm/format-usage-handler.ts): Gemini to Gemini, Bedrock to Bedrock. */
+const USAGE_FORMATS = new WeakMap<RequestContext, WireFormat>()
 /** Model lists and embeddings whose answer is rewritten for the client (llm/rewrite-handler.ts). */
 const REWRITES = new WeakMap<RequestContext, LlmAnswerRewrite>()
 /** The client's own body, kept for a retry: `ctx.requestBody` then holds the provider's. */
@@ -60,6 +62,10 @@ const ADAPTERS = new WeakMap<AiBackendSpecIR, ProviderAdapter>()
 
 export function llmTranslation (ctx: RequestContext): LlmTranslation | undefined {
   return TRANSLATIONS.get(ctx)
+}
+
+export function llmUsageFormat (ctx: RequestContext): WireFormat | undefined {
+  return USAGE_FORMATS.get(ctx)
 }
 
 export function llmAnswerRewrite (ctx: RequestContext): LlmAnswerRewrite | undefined {
@@ -133,6 +139,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   ctx.upstreamQuery = null
 
   REWRITES.delete(ctx)
+  USAGE_FORMATS.delete(ctx)
 
   if (endpoint.operation === 'models') {
     // A listing: no body and no usage. An Anthropic SDK (`anthropic-version` sent) gets
@@ -238,6 +245,8 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   } else {
     if (spec.model === undefined && requestModel === '') return { status: 400, body: `invalid LLM request: model is required (or set provider.${spec.provider}.model on the backend)` }
     if (spec.model !== undefined && !inPath) body.model = spec.model
+    // The generic usage reader knows OpenAI's and Anthropic's names; these formats' answers are read by their own decoder.
+    if (inPath && operation === 'chat') USAGE_FORMATS.set(ctx, formatByName(endpoint.format)!)
     if (streaming && endpoint.format === 'openai-chat' && operation === 'chat') {
       const options = body.stream_options
       body.stream_options = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true }

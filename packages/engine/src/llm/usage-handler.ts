@@ -8,7 +8,8 @@ import type { Dispatcher } from 'undici'
 import { endLlmCall, LlmUsageTap } from './usage.ts'
 import { WrappingHandler } from '../http/wrapping-handler.ts'
 import { performance } from '../util/clock.ts'
-import { llmAnswerRewrite, llmTranslation } from './request.ts'
+import { llmAnswerRewrite, llmTranslation, llmUsageFormat } from './request.ts'
+import { LlmFormatUsageHandler } from './format-usage-handler.ts'
 import { withLlmTranslation } from './translate-handler.ts'
 import { withLlmRewrite } from './rewrite-handler.ts'
 
@@ -60,5 +61,7 @@ export function withLlmUsage (inner: Dispatcher.DispatchHandler, ctx: UsageConte
   const translation = llmTranslation(ctx)
   if (translation !== undefined) return withLlmTranslation(inner, ctx, translation)
   const rewrite = llmAnswerRewrite(ctx)
-  return rewrite === undefined ? new LlmUsageHandler(inner, ctx) : withLlmRewrite(inner, ctx, rewrite)
+  if (rewrite !== undefined) return withLlmRewrite(inner, ctx, rewrite)
+  const format = llmUsageFormat(ctx)
+  return format === undefined ? new LlmUsageHandler(inner, ctx) : new LlmFormatUsageHandler(inner, ctx, format)
 }
