@@ -168,6 +168,7 @@ describe('model lists, embeddings, Gemini- and Bedrock-format clients through Po
     const sent = openaiEmu.received.at(-1)!
     assert.equal(sent.body?.model, 'gpt-4o-mini')
     assert.equal(sent.headers.authorization, `Bearer ${OPENAI_KEY}`, 'the client\'s SigV4 authorization never reaches the provider')
+    assert.deepEqual(Object.keys(sent.headers).filter(h => h.startsWith('x-amz-')), [], 'nor its x-amz-* headers')
 
     const stream = await client.send(new ConverseStreamCommand({ modelId: 'gpt-4o-mini', messages: [{ role: 'user', content: [{ text: 'Say hello' }] }] }))
     const events: ConverseStreamOutput[] = []

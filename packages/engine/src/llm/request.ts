@@ -136,10 +136,9 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const adapter = adapterOf(spec)
   const endpoint = clientEndpoint(ctx.originalPath)
   TRANSLATIONS.delete(ctx)
-  ctx.upstreamQuery = null
-
   REWRITES.delete(ctx)
   USAGE_FORMATS.delete(ctx)
+  ctx.upstreamQuery = null
 
   if (endpoint.operation === 'models') {
     // A listing: no body and no usage. An Anthropic SDK (`anthropic-version` sent) gets
@@ -192,6 +191,12 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     // The client's query is its own API's (Gemini's `alt=sse`, `key=` — a credential): never
     // forwarded; a provider path that needs a query gives its own.
     ctx.upstreamQuery = ''
+    if (endpoint.format === 'bedrock-converse') {
+      // An AWS SDK's signature and session token are AWS's business: never sent to a provider
+      // (Bedrock's adapter signs anew; others have their own keys).
+      for (const name of Object.keys(ctx.headers)) if (name.startsWith('x-amz-')) delete ctx.headers[name]
+      if (/^AWS4-HMAC-SHA256 /.test(String(ctx.headers.authorization ?? ''))) delete ctx.headers.authorization
+    }
     if (endpoint.format === 'gemini' && streaming && !/(^|&)alt=sse(&|$)/.test(ctx.query)) {
       // Without alt=sse Google streams one JSON array; the Gemini stream encoder writes SSE.
       return formatError(formatByName('gemini')!, translationError(400, 'invalid_request', 'streamGenerateContent is served with alt=sse only (server-sent events)', 'alt'))
