@@ -16,7 +16,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { request } from 'undici'
 import {
-  BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand,
+  BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand, InvokeModelCommand,
   type ConverseCommandInput, type ConverseStreamCommandInput
 } from '@aws-sdk/client-bedrock-runtime'
 import {
@@ -143,6 +143,18 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
     assert.equal(out.stopReason, 'end_turn')
     assert.equal(emulator.calls.at(-1)?.auth, 'bearer')
     bearer.destroy()
+  })
+
+  test('InvokeModel (embeddings): Titan and Cohere bodies and answers as the SDK sends and reads them; the token count header', async () => {
+    const titan = await client.send(new InvokeModelCommand({ modelId: 'amazon.titan-embed-text-v2:0', contentType: 'application/json', accept: 'application/json', body: JSON.stringify({ inputText: 'hello there world', dimensions: 3 }) }))
+    assert.deepEqual(JSON.parse(Buffer.from(titan.body).toString()), { embedding: [0.125, 0.25, 0.375], inputTextTokenCount: 3 })
+    assert.equal(emulator.calls.at(-1)?.operation, 'invoke')
+    assert.equal(emulator.calls.at(-1)?.modelId, 'amazon.titan-embed-text-v2:0')
+    const cohere = await client.send(new InvokeModelCommand({ modelId: 'cohere.embed-english-v3', contentType: 'application/json', body: JSON.stringify({ texts: ['a b', 'c'], input_type: 'search_query' }) }))
+    const answer = JSON.parse(Buffer.from(cohere.body).toString()) as { embeddings: number[][], response_type: string }
+    assert.equal(answer.response_type, 'embeddings_floats')
+    assert.equal(answer.embeddings.length, 2)
+    await assert.rejects(client.send(new InvokeModelCommand({ modelId: 'amazon.titan-embed-text-v2:0', body: JSON.stringify({ texts: ['x'] }) })), (e: unknown) => (e as { name?: string }).name === 'ValidationException')
   })
 })
 

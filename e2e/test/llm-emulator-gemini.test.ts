@@ -12,6 +12,7 @@ import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { GoogleGenAI, ApiError, type GenerateContentResponse } from '@google/genai'
 import Anthropic from '@anthropic-ai/sdk'
+import OpenAI from 'openai'
 import { startBackend, type Backend } from '../lib/backends.ts'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
 import { geminiFormat } from '../../packages/engine/src/llm/formats/gemini.ts'
@@ -192,6 +193,28 @@ describe('Gemini emulator, checked by @google/genai', () => {
     assert.match(chunks.map(c => c.text ?? '').join(''), /Newton/)
     const stranger = new GoogleGenAI({ vertexai: true, project: emulator.project, location: 'us-central1', httpOptions: { baseUrl: emulator.url, apiVersion: 'v1' }, googleAuthOptions: { authClient: fixedToken('ya29.expired') as never } })
     await assert.rejects(stranger.models.generateContent({ model: 'gemini-2.0-flash', contents: 'x' }), (e: unknown) => e instanceof ApiError && e.status === 401 && /UNAUTHENTICATED/.test(e.message))
+  })
+
+  test('Gemini API OpenAI-compatible models and embeddings, checked by the openai SDK (Google\'s documented base URL)', async () => {
+    const openai = new OpenAI({ apiKey: emulator.apiKey, baseURL: `${emulator.url}/v1beta/openai/`, maxRetries: 0 })
+    const models = await openai.models.list()
+    assert.deepEqual(models.data.map(m => m.id), ['models/gemini-2.5-flash', 'models/gemini-embedding-001'])
+    // The SDK asks for base64 by default and decodes it; a float answer is taken too.
+    const e = await openai.embeddings.create({ model: 'gemini-embedding-001', input: ['a b', 'c'], encoding_format: 'float' })
+    assert.deepEqual(e.data.map(d => d.embedding), [[0.0125, -0.03, 0.5], [0.0125, -0.03, 0.5]])
+    assert.equal(emulator.openaiCalls.at(-1)?.headers.authorization, `Bearer ${emulator.apiKey}`)
+    const wrong = new OpenAI({ apiKey: 'AIza-wrong', baseURL: `${emulator.url}/v1beta/openai/`, maxRetries: 0 })
+    await assert.rejects(wrong.models.list(), (err: unknown) => err instanceof OpenAI.APIError && err.status === 400)
+  })
+
+  test('Vertex AI text embeddings: @google/genai\'s embedContent is :predict with instances; the emulator\'s answer parses', async () => {
+    const vertex = new GoogleGenAI({ vertexai: true, project: emulator.project, location: 'us-central1', httpOptions: { baseUrl: emulator.url, apiVersion: 'v1' }, googleAuthOptions: { authClient: fixedToken(emulator.vertexToken) as never } })
+    const out = await vertex.models.embedContent({ model: 'text-embedding-005', contents: ['hello world', 'bye'], config: { outputDimensionality: 2 } })
+    assert.deepEqual(out.embeddings?.map(e => e.values), [[0.1, 0.2], [0.1, 0.2]])
+    assert.deepEqual(out.embeddings?.map(e => e.statistics?.tokenCount), [2, 1])
+    const call = emulator.openaiCalls.at(-1)
+    assert.equal(call?.operation, 'predict')
+    assert.deepEqual(call?.body, { model: 'text-embedding-005', instances: [{ content: 'hello world' }, { content: 'bye' }], parameters: { outputDimensionality: 2 } })
   })
 
   test('Vertex AI (Claude): rawPredict / streamRawPredict through @anthropic-ai/sdk', async () => {

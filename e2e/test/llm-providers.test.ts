@@ -142,6 +142,11 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
             backends: [{ ai: { name: 'vertex-no-token', provider: { vertex: { projectId: 'portico-test', region: 'us-central1', model: 'gemini-2.5-flash' } }, hostOverride: geminiEmu.url }, policies: { backendAuth: { gcp: { credential: { file: join(dir, 'dead-token-uri.json') } } } } }]
           },
           {
+            name: 'vertex-embed',
+            matches: [{ path: { pathPrefix: '/vertex-embed' } }],
+            backends: [{ ai: { name: 'vertex-embed', provider: { vertex: { projectId: 'portico-test', region: 'us-central1' } }, hostOverride: geminiEmu.url }, policies: { backendAuth: { gcp: { credential: { file: keyFile } } } } }]
+          },
+          {
             name: 'vertex-claude',
             matches: [{ path: { pathPrefix: '/vertex-claude' } }],
             backends: [{ ai: { name: 'vertex-claude', provider: { vertex: { projectId: 'portico-test', region: 'us-central1', model: 'claude-sonnet-4-5' } }, hostOverride: geminiEmu.url }, policies: { backendAuth: { gcp: { credential: { file: keyFile } } } } }]
@@ -422,6 +427,18 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
     assert.equal(passed.body.anthropic_version, 'vertex-2023-10-16')
     assert.equal(passed.headers.authorization, `Bearer ${VERTEX_TOKEN}`)
     assert.equal(passed.headers['x-api-key'], undefined, 'the Anthropic client\'s key is not sent to Google')
+  })
+
+  test('openai SDK → vertex embeddings: translated to the text-embedding model\'s :predict and back (base64 as the SDK asks), tokens counted; no model list', { timeout: 20_000 }, async () => {
+    const e = await openai('/vertex-embed').embeddings.create({ model: 'text-embedding-005', input: ['hello world', 'bye'], dimensions: 2 })
+    assert.deepEqual(e.data.map(d => d.embedding.map(x => Math.round(x * 100) / 100)), [[0.1, 0.2], [0.1, 0.2]])
+    assert.equal(e.usage.prompt_tokens, 3)
+    const call = geminiEmu.openaiCalls.at(-1)!
+    assert.equal(call.operation, 'predict')
+    assert.deepEqual(call.body, { model: 'text-embedding-005', instances: [{ content: 'hello world' }, { content: 'bye' }], parameters: { outputDimensionality: 2 } })
+    assert.equal(call.headers.authorization, `Bearer ${VERTEX_TOKEN}`)
+    await waitFor(() => portico.logs().some(l => l.route === 'vertex-embed' && l['gen_ai.usage.input_tokens'] === 3))
+    await assert.rejects(openai('/vertex-embed').models.list(), (err: unknown) => err instanceof OpenAI.NotFoundError && /Vertex AI has no model list/.test(err.message))
   })
 })
 

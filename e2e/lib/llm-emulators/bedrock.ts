@@ -1,6 +1,7 @@
 /**
  * An AWS Bedrock Runtime emulator on loopback, for what cannot run here: `POST
- * /model/{modelId}/converse` and `/model/{modelId}/converse-stream`, answering recorded
+ * /model/{modelId}/converse` and `/model/{modelId}/converse-stream` (and `/model/{modelId}/invoke`
+ * for the Titan and Cohere embedding models, see `invokeEmbeddings`), answering recorded
  * transcripts (the golden fixtures of packages/engine/test/golden/llm/bedrock-converse/): a
  * Converse JSON answer, a ConverseStream answer as the real binary event-stream frames, or an
  * error as Bedrock sends it (`{message}` with the `x-amzn-ErrorType` header).
@@ -71,6 +72,8 @@ export interface BedrockCall {
   headers: http.IncomingHttpHeaders
   /** How it was authorised. */
   auth: 'sigv4' | 'bearer'
+  /** `invoke` for InvokeModel (embeddings); absent for Converse. */
+  operation?: 'invoke'
 }
 
 export interface BedrockEmulatorOptions {
@@ -197,7 +200,42 @@ async function verifySigV4 (req: Req, body: Buffer, options: Required<Pick<Bedro
   return null
 }
 
-const PATH = /^\/model\/([^/]+)\/(converse|converse-stream)$/
+const PATH = /^\/model\/([^/]+)\/(converse|converse-stream|invoke)$/
+
+/**
+ * InvokeModel for the embedding models (Bedrock's model-parameter references): Amazon Titan Text
+ * Embeddings (`{inputText, dimensions?, normalize?, embeddingTypes?}` → `{embedding,
+ * inputTextTokenCount}`) and Cohere Embed (`{texts, input_type, truncate?, embedding_types?}` →
+ * `{id, embeddings, response_type: "embeddings_floats", texts}`, the token count only in the
+ * `X-Amzn-Bedrock-Input-Token-Count` header, which Bedrock sets on every InvokeModel answer).
+ * Other models are not emulated (a ValidationException).
+ */
+function invokeEmbeddings (res: Res, call: BedrockCall, requestId: string): void {
+  const body = call.body
+  const validation = (message: string): void => sendError(res, 400, 'ValidationException', message)
+  const vector = (n: number, seed: number): number[] => Array.from({ length: n }, (_, k) => Math.round(((k + 1) * 0.125 + seed) * 1000) / 1000)
+  const send = (value: unknown, inputTokens: number): void => {
+    const text = JSON.stringify(value)
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-amzn-requestid': requestId, 'x-amzn-bedrock-input-token-count': String(inputTokens), 'x-amzn-bedrock-invocation-latency': '12' })
+    res.end(text)
+  }
+  if (call.modelId.startsWith('amazon.titan-embed-text')) {
+    for (const key of Object.keys(body)) if (!['inputText', 'dimensions', 'normalize', 'embeddingTypes'].includes(key)) return validation(`Malformed input request: #: extraneous key [${key}] is not permitted, please reformat your input and try again.`)
+    if (typeof body.inputText !== 'string') return validation('Malformed input request: #: required key [inputText] not found, please reformat your input and try again.')
+    const dims = typeof body.dimensions === 'number' ? body.dimensions : 4
+    const tokens = body.inputText.split(/\s+/).length
+    return send({ embedding: vector(dims, 0), inputTextTokenCount: tokens }, tokens)
+  }
+  if (call.modelId.startsWith('cohere.embed-')) {
+    for (const key of Object.keys(body)) if (!['texts', 'input_type', 'truncate', 'embedding_types', 'output_dimension', 'images'].includes(key)) return validation(`Malformed input request: #: extraneous key [${key}] is not permitted, please reformat your input and try again.`)
+    if (!Array.isArray(body.texts) || !body.texts.every(t => typeof t === 'string')) return validation('Malformed input request: #/texts: expected type: JSONArray, please reformat your input and try again.')
+    if (typeof body.input_type !== 'string') return validation('Malformed input request: #: required key [input_type] not found, please reformat your input and try again.')
+    const texts = body.texts as string[]
+    const tokens = texts.reduce((n, t) => n + t.split(/\s+/).length, 0)
+    return send({ id: requestId, embeddings: texts.map((_, i) => vector(4, i)), response_type: 'embeddings_floats', texts }, tokens)
+  }
+  validation(`The provided model identifier is invalid for this emulator: ${call.modelId}`)
+}
 
 export async function startBedrockEmulator (options: BedrockEmulatorOptions = {}): Promise<BedrockEmulator> {
   const region = options.region ?? 'us-east-1'
@@ -241,7 +279,9 @@ export async function startBedrockEmulator (options: BedrockEmulatorOptions = {}
     }
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return sendError(res, 400, 'ValidationException', 'Malformed input request, please reformat your input and try again.')
     const call: BedrockCall = { modelId: decodeURIComponent(route[1] ?? ''), streaming: route[2] === 'converse-stream', body: parsed as Record<string, unknown>, headers: req.headers, auth }
+    if (route[2] === 'invoke') call.operation = 'invoke'
     calls.push(call)
+    if (route[2] === 'invoke') return invokeEmbeddings(res, call, randomUUID())
     const messages = call.body.messages
     if (!Array.isArray(messages) || messages.length === 0) return sendError(res, 400, 'ValidationException', 'A conversation must start with a user message. Try again with a conversation that starts with a user message.')
     if ('modelId' in call.body) return sendError(res, 400, 'ValidationException', 'Malformed input request: extraneous key [modelId] is not permitted, please reformat your input and try again.')

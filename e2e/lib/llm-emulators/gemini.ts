@@ -12,6 +12,9 @@
  *   (Anthropic Messages without `model`, with `anthropic_version: "vertex-2023-10-16"`), with
  *   `Authorization: Bearer <token>` checked (401 UNAUTHENTICATED otherwise) and the project
  *   checked (403 PERMISSION_DENIED).
+ * - Embeddings and models: the Gemini API's OpenAI-compatible `GET /v1beta/openai/models` and
+ *   `POST /v1beta/openai/embeddings`, and Vertex AI's `.../publishers/google/models/{model}:predict`
+ *   for text-embedding models (see `openaiCompatible`, `vertexPredict`).
  * - Requests are checked as Google checks them: JSON, known field names only (protobuf JSON
  *   mapping: "Unknown name ... Cannot find field."), `contents` present, each part one kind of
  *   data, roles `user`/`model` on Vertex.
@@ -43,6 +46,8 @@ export interface GeminiEmulator extends Backend {
   readonly project: string
   /** Every well-formed call, in order. */
   calls: GeminiCall[]
+  /** Calls of the OpenAI-compatible endpoints and of Vertex's `:predict` (embeddings), in order. */
+  openaiCalls: Array<{ operation: 'embeddings' | 'models' | 'predict', headers: http.IncomingHttpHeaders, body: Record<string, unknown> | null }>
   /** Transcripts for the next calls, in order: `text`, `tool-calls`, `max-tokens`, ..., `error:<name>` (errors/<name>.json) or `hostile:<kind>`. */
   answerWith (...names: string[]): void
 }
@@ -79,6 +84,7 @@ export async function startGeminiEmulator (options: GeminiEmulatorOptions = {}):
   const vertexToken = options.vertexToken ?? 'ya29.test-portico-vertex'
   const project = options.project ?? 'portico-test'
   const calls: GeminiCall[] = []
+  const openaiCalls: GeminiEmulator['openaiCalls'] = []
   const queue: string[] = []
 
   const backend = await startBackend((req, res) => {
@@ -89,6 +95,10 @@ export async function startGeminiEmulator (options: GeminiEmulatorOptions = {}):
 
   function handle (req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): void {
     const url = new URL(req.url ?? '/', 'http://emulator')
+    const openai = /^\/(v1beta|v1)\/openai\/(embeddings|models)$/.exec(url.pathname)
+    if (openai !== null) return openaiCompatible(req, res, raw, openai[2] as 'embeddings' | 'models')
+    const predict = /^\/v1\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/google\/models\/([^/:]+):predict$/.exec(url.pathname)
+    if (predict !== null && req.method === 'POST') return vertexPredict(req, res, raw, predict[1]!, decodeURIComponent(predict[3]!))
     const gemini = /^\/(v1beta|v1|v1alpha)\/models\/([^/:]+):(generateContent|streamGenerateContent)$/.exec(url.pathname)
     const vertex = /^\/(v1|v1beta1)\/projects\/([^/]+)\/locations\/([^/]+)\/publishers\/(google|anthropic)\/models\/([^/:]+):(generateContent|streamGenerateContent|rawPredict|streamRawPredict)$/.exec(url.pathname)
     if (req.method !== 'POST' || (gemini === null && vertex === null)) return googleError(res, 404, 'NOT_FOUND', `Method not found: ${req.method ?? ''} ${url.pathname}`)
@@ -162,7 +172,72 @@ export async function startGeminiEmulator (options: GeminiEmulatorOptions = {}):
     next()
   }
 
+  /**
+   * The Gemini API's OpenAI-compatible endpoints (Google's "OpenAI compatibility" guide: base URL
+   * `.../v1beta/openai/`, the key as `Authorization: Bearer`; Google's API keys are taken in
+   * `x-goog-api-key` on every method too): `GET models` and `POST embeddings`, in OpenAI's shapes;
+   * errors in Google's own shape.
+   */
+  function openaiCompatible (req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer, operation: 'embeddings' | 'models'): void {
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1]
+    const key = bearer ?? req.headers['x-goog-api-key']
+    const fail = (status: number, message: string, type: string): void => googleError(res, status, type, message)
+    if (key !== apiKey) return fail(key === undefined ? 401 : 400, key === undefined ? 'Missing bearer or basic authentication in header' : 'API key not valid. Please pass a valid API key.', key === undefined ? 'UNAUTHENTICATED' : 'INVALID_ARGUMENT')
+    const send = (value: unknown): void => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end(JSON.stringify(value))
+    }
+    if (operation === 'models') {
+      if (req.method !== 'GET') return fail(404, 'Method not found.', 'NOT_FOUND')
+      openaiCalls.push({ operation, headers: req.headers, body: null })
+      return send({ object: 'list', data: [{ id: 'models/gemini-2.5-flash', object: 'model', created: 0, owned_by: 'google' }, { id: 'models/gemini-embedding-001', object: 'model', created: 0, owned_by: 'google' }] })
+    }
+    let body: unknown
+    try {
+      body = JSON.parse(raw.toString('utf8'))
+    } catch {
+      return fail(400, 'Invalid JSON payload received.', 'INVALID_ARGUMENT')
+    }
+    if (!isObject(body) || typeof body.model !== 'string') return fail(400, 'model is required', 'INVALID_ARGUMENT')
+    const input = typeof body.input === 'string' ? [body.input] : Array.isArray(body.input) ? body.input : null
+    if (input === null) return fail(400, 'input is required', 'INVALID_ARGUMENT')
+    openaiCalls.push({ operation, headers: req.headers, body })
+    send({ object: 'list', data: input.map((_, index) => ({ object: 'embedding', index, embedding: [0.0125, -0.03, 0.5] })), model: body.model, usage: { prompt_tokens: 4 * input.length, total_tokens: 4 * input.length } })
+  }
+
+  /**
+   * Vertex AI's `:predict` for Google's text-embedding models (the "Get text embeddings" REST
+   * reference): `{instances: [{content, task_type?, title?}], parameters: {autoTruncate?,
+   * outputDimensionality?}}` → `{predictions: [{embeddings: {values, statistics: {truncated,
+   * token_count}}}], metadata: {billableCharacterCount}}`.
+   */
+  function vertexPredict (req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer, inProject: string, model: string): void {
+    if (req.headers.authorization !== `Bearer ${vertexToken}`) {
+      const body = JSON.parse(golden('errors/vertex-auth.json')) as { error: { code: number, status: string, message: string } }
+      return googleError(res, body.error.code, body.error.status, body.error.message)
+    }
+    if (inProject !== project) return googleError(res, 403, 'PERMISSION_DENIED', `Permission 'aiplatform.endpoints.predict' denied on resource '//aiplatform.googleapis.com/projects/${inProject}' (or it may not exist).`)
+    let body: unknown
+    try {
+      body = JSON.parse(raw.toString('utf8'))
+    } catch {
+      return googleError(res, 400, 'INVALID_ARGUMENT', 'Invalid JSON payload received.')
+    }
+    if (!isObject(body) || !Array.isArray(body.instances) || body.instances.length === 0) return googleError(res, 400, 'INVALID_ARGUMENT', 'instances is required')
+    for (const key of Object.keys(body)) if (key !== 'instances' && key !== 'parameters') return googleError(res, 400, 'INVALID_ARGUMENT', `Invalid JSON payload received. Unknown name "${key}": Cannot find field.`)
+    const instances = body.instances as unknown[]
+    if (!instances.every(i => isObject(i) && typeof i.content === 'string')) return googleError(res, 400, 'INVALID_ARGUMENT', 'each instance needs content')
+    const dims = isObject(body.parameters) && typeof body.parameters.outputDimensionality === 'number' ? body.parameters.outputDimensionality : 3
+    openaiCalls.push({ operation: 'predict', headers: req.headers, body: { model, ...body } })
+    res.writeHead(200, { 'content-type': 'application/json; charset=UTF-8' })
+    res.end(JSON.stringify({
+      predictions: (instances as Array<{ content: string }>).map(i => ({ embeddings: { statistics: { truncated: false, token_count: i.content.split(/\s+/).length }, values: Array.from({ length: dims }, (_, k) => (k + 1) / 10) } })),
+      metadata: { billableCharacterCount: (instances as Array<{ content: string }>).reduce((n, i) => n + i.content.length, 0) }
+    }))
+  }
+
   return Object.assign(backend, {
+    openaiCalls,
     apiKey,
     vertexToken,
     project,

@@ -267,8 +267,13 @@ test('Converse → neutral: ignored fields are documented, unknown ones refused'
   assert.ok(isTranslationError(extra) && extra.field === 'additionalModelRequestFields.anthropic_beta')
 })
 
-test('a Bedrock-format streaming client is refused cleanly (StreamEncoder carries text, not bytes)', () => {
+test('a Bedrock-format client stream is binary: the text encoder is refused, newBinaryStreamEncoder gives event-stream frames', () => {
   assert.throws(() => fmt.newStreamEncoder(options), (err: unknown) => isTranslationError(err) && err.status === 400)
+  const encoder = fmt.newBinaryStreamEncoder!(options)
+  const bytes = Buffer.concat([encoder.encode({ type: 'start', id: 'x', model: 'm' }), encoder.encode({ type: 'block_start', index: 0, block: { type: 'text' } }), encoder.encode({ type: 'text_delta', index: 0, text: 'hi' }), encoder.end()])
+  const events = new ConverseStreamDecoder().push(bytes)
+  assert.deepEqual(events.filter(e => e.type === 'text_delta').map(e => (e as { text: string }).text), ['hi'])
+  assert.deepEqual(fmt.errorHeaders!({ status: 429, kind: 'rate_limit', message: 'slow down' }), { 'x-amzn-errortype': 'ThrottlingException' })
 })
 
 test('provider: paths with the model id escaped as the SDK does; bearer API key', async () => {

@@ -62,6 +62,8 @@ test('vertex: Gemini and Claude paths, hosts, the Anthropic body change', async 
   assert.equal(g.path(req({ streaming: true, model: 'publishers/google/models/gemini-2.0-flash-001' })), '/v1/projects/my-proj/locations/us-central1/publishers/google/models/gemini-2.0-flash-001:streamGenerateContent?alt=sse')
   assert.equal(g.adaptBody, undefined)
   assert.throws(() => g.path(req({ operation: 'models' })), (e: { status: number }) => e.status === 404)
+  assert.equal(g.path(req({ operation: 'embeddings', model: 'text-embedding-005' })), '/v1/projects/my-proj/locations/us-central1/publishers/google/models/text-embedding-005:predict')
+  assert.equal(g.embeddings, 'vertex-predict')
 
   const c = vertexProvider({ project: 'my-proj', model: 'claude-sonnet-4-5@20250929', tokens })
   assert.equal(c.format, 'anthropic-messages')

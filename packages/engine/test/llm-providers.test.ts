@@ -126,6 +126,15 @@ test('anthropic, gemini, vertex: adapters, formats, one place for keys; backendA
   const cg = providerAdapter(load({ provider: { custom: { format: 'gemini' } }, hostOverride: 'http://127.0.0.1:1' }).backend!.ai!)
   assert.ok(typeof cg !== 'string')
   assert.equal(cg.path({ ...chat('m'), streaming: true }), '/v1beta/models/m:streamGenerateContent?alt=sse')
+  // A Responses-only server: chat at {base}/responses in the Responses format, the key as a bearer token.
+  const customResponses = load({ provider: { custom: { format: 'openai-responses' } }, hostOverride: 'http://127.0.0.1:1' }, { backendAuth: { key: 'k' } })
+  assert.deepEqual(customResponses.problems, [])
+  const cr = providerAdapter(customResponses.backend!.ai!)
+  assert.ok(typeof cr !== 'string')
+  assert.equal(cr.format, 'openai-responses')
+  assert.equal(cr.path(chat()), '/v1/responses')
+  assert.equal(cr.path({ ...chat(), operation: 'models' }), '/v1/models')
+  assert.deepEqual((customResponses.headerPolicy as { set: unknown }).set, { authorization: 'Bearer k' })
 
   const vertexGemini = load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1', model: 'gemini-2.5-flash' } } })
   assert.deepEqual(vertexGemini.problems, [])

@@ -8,6 +8,7 @@
  *   requests/<case>.json   the client's request (<client>/requests/<case>.json) as the provider gets it
  *   responses/<case>.json  the provider's answer (<provider>/responses/<case>.json) as the client gets it
  *   streams/<case>.sse     the provider's stream (<provider>/streams/<case>.sse|.b64) as the client gets it
+ *                          (<case>.b64, base64 of the bytes, for a Bedrock client: its stream is binary)
  *   errors/<case>.json     the provider's error as the client gets it: { status, body }
  *
  * A translation the target refuses is kept too, as { refused: TranslationError }: what is
@@ -28,7 +29,9 @@ const ROOT = fileURLToPath(new URL('golden/llm/', import.meta.url))
 const UPDATE = process.env.UPDATE_GOLDEN === '1'
 
 /** Formats a client can speak to Portico (recognised by path). */
-const CLIENTS: WireFormatName[] = ['openai-chat', 'openai-responses', 'anthropic-messages']
+const CLIENTS: WireFormatName[] = ['openai-chat', 'openai-responses', 'anthropic-messages', 'gemini', 'bedrock-converse']
+/** The model of client formats whose path names it (Gemini, Bedrock): their request bodies have none. */
+const PATH_MODEL = 'client-model'
 /** Formats a provider can be reached in. */
 const PROVIDERS: WireFormatName[] = ['openai-chat', 'openai-responses', 'anthropic-messages', 'gemini', 'bedrock-converse']
 
@@ -71,7 +74,13 @@ function errorStatus (dir: string, file: string): number {
   return Number(readFileSync(sibling, 'utf8').trim())
 }
 
+/** The client's stream: SSE text, or for a binary stream (Bedrock's event stream) its bytes in base64 (a `.b64` golden). */
 function streamText (client: WireFormat, events: StreamEvent[]): string {
+  if (client.newBinaryStreamEncoder !== undefined) {
+    const encoder = client.newBinaryStreamEncoder(OPTIONS)
+    const parts = events.map(e => encoder.encode(e))
+    return Buffer.concat([...parts, encoder.end()]).toString('base64') + '\n'
+  }
   const encoder = client.newStreamEncoder(OPTIONS)
   let out = ''
   for (const event of events) out += encoder.encode(event)
@@ -92,6 +101,7 @@ for (const clientName of CLIENTS) {
       for (const file of inputs(requestDir, ['.json'])) {
         const decoded = client.decodeRequest(JSON.parse(readFileSync(join(requestDir, file), 'utf8')) as Record<string, unknown>)
         if (isTranslationError(decoded)) continue // refused by the client format itself: its own golden test covers it
+        if (decoded.model === '') decoded.model = PATH_MODEL
         const encoded = provider.encodeRequest(decoded, decoded.model)
         checkGolden(join(out, 'requests', `${caseName(file)}.json`), json(isTranslationError(encoded) ? { refused: encoded } : encoded))
         cases++
@@ -111,7 +121,7 @@ for (const clientName of CLIENTS) {
         const bytes = file.endsWith('.b64') ? Buffer.from(raw.replace(/\s+/g, ''), 'base64') : Buffer.from(raw)
         const decoder = provider.newStreamDecoder()
         const events = [...decoder.push(bytes), ...decoder.end()]
-        checkGolden(join(out, 'streams', `${caseName(file)}.sse`), streamText(client, events))
+        checkGolden(join(out, 'streams', `${caseName(file)}.${client.newBinaryStreamEncoder !== undefined ? 'b64' : 'sse'}`), streamText(client, events))
         cases++
       }
 

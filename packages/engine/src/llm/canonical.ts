@@ -173,6 +173,18 @@ export interface StreamEncoder {
 }
 
 /**
+ * A stream encoder whose wire form is binary (Bedrock's ConverseStream: AWS event-stream
+ * messages), for a format whose stream is not text. A format has it beside `newStreamEncoder`
+ * (`WireFormat.newBinaryStreamEncoder`); where both exist, a client stream uses this one.
+ */
+export interface BinaryStreamEncoder {
+  /** Bytes to send for this event (possibly empty). */
+  encode (event: StreamEvent): Uint8Array
+  /** Bytes that end the stream, after the last event. */
+  end (): Uint8Array
+}
+
+/**
  * One wire format. A client format needs the `decode*` of requests and the `encode*` of
  * answers; a provider format the reverse. Every module implements both directions, so any
  * format can be on either side.
@@ -191,8 +203,12 @@ export interface WireFormat {
   decodeError (status: number, body: unknown): TranslationError
   /** Neutral error → the client format's error body (its status is `error.status`). */
   encodeError (error: TranslationError): Record<string, unknown>
+  /** Headers that go with `encodeError`'s body, for a format whose clients read the error's type from one (Bedrock's `x-amzn-errortype`). */
+  errorHeaders? (error: TranslationError): Record<string, string>
   newStreamDecoder (): StreamDecoder
   newStreamEncoder (options: EncodeOptions): StreamEncoder
+  /** For a format whose client stream is binary: used instead of `newStreamEncoder` (see `BinaryStreamEncoder`). */
+  newBinaryStreamEncoder? (options: EncodeOptions): BinaryStreamEncoder
   /** Content type of the client's stream (`text/event-stream`). */
   readonly streamContentType: string
 }

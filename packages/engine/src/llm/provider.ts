@@ -41,6 +41,12 @@ export interface ProviderAdapter {
    * without a query keeps the client's.
    */
   readonly ownQuery?: boolean
+  /**
+   * How the provider takes embeddings when its API for them is not OpenAI's: Bedrock's
+   * InvokeModel bodies (Titan, Cohere) or Vertex AI's `:predict` (llm/operations.ts translates).
+   * Absent: an OpenAI embeddings body, passed as it is (or `path` refuses the operation).
+   */
+  readonly embeddings?: 'bedrock-invoke' | 'vertex-predict'
   /** `gen_ai.provider.name` (OpenTelemetry semantic conventions): `openai`, `anthropic`, `gcp.gemini`, `gcp.vertex_ai`, `aws.bedrock`, `azure.ai.openai`, ... */
   readonly system: string
   /** Path and query for the request (`/v1/messages`, `/v1beta/models/m:streamGenerateContent?alt=sse`). */

@@ -26,6 +26,8 @@ import { authority } from '../util/host-port.ts'
 import { clientEndpoint, formatByName } from './formats/index.ts'
 import { providerAdapter } from './providers/index.ts'
 import { estimateEmbeddingTokens, estimatePromptTokens } from './tokens.ts'
+import type { LlmAnswerRewrite } from './rewrite-handler.ts'
+import { decodeBedrockEmbeddings, decodeModelList, decodeVertexEmbeddings, encodeBedrockEmbeddings, encodeModelList, encodeVertexEmbeddings, type ModelListShape } from './operations.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
 export const LLM_REQUEST_LIMIT = 8 * 1024 * 1024
@@ -50,12 +52,24 @@ export interface LlmTranslation {
 }
 
 const TRANSLATIONS = new WeakMap<RequestContext, LlmTranslation>()
+/** Pass-through calls whose usage the format's own decoder reads (llm/format-usage-handler.ts): Gemini to Gemini, Bedrock to Bedrock. */
+const USAGE_FORMATS = new WeakMap<RequestContext, WireFormat>()
+/** Model lists and embeddings whose answer is rewritten for the client (llm/rewrite-handler.ts). */
+const REWRITES = new WeakMap<RequestContext, LlmAnswerRewrite>()
 /** The client's own body, kept for a retry: `ctx.requestBody` then holds the provider's. */
 const CLIENT_BODIES = new WeakMap<RequestContext, Buffer>()
 const ADAPTERS = new WeakMap<AiBackendSpecIR, ProviderAdapter>()
 
 export function llmTranslation (ctx: RequestContext): LlmTranslation | undefined {
   return TRANSLATIONS.get(ctx)
+}
+
+export function llmUsageFormat (ctx: RequestContext): WireFormat | undefined {
+  return USAGE_FORMATS.get(ctx)
+}
+
+export function llmAnswerRewrite (ctx: RequestContext): LlmAnswerRewrite | undefined {
+  return REWRITES.get(ctx)
 }
 
 function adapterOf (spec: AiBackendSpecIR): ProviderAdapter {
@@ -73,7 +87,8 @@ function adapterOf (spec: AiBackendSpecIR): ProviderAdapter {
 const JSON_TYPE = { 'content-type': 'application/json' }
 
 function formatError (format: WireFormat, error: TranslationError): LlmRequestError {
-  return { status: error.status, body: JSON.stringify(format.encodeError(error)), headers: JSON_TYPE }
+  const extra = format.errorHeaders?.(error)
+  return { status: error.status, body: JSON.stringify(format.encodeError(error)), headers: extra === undefined ? JSON_TYPE : { ...JSON_TYPE, ...extra } }
 }
 
 /**
@@ -142,14 +157,31 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const adapter = adapterOf(spec)
   const endpoint = clientEndpoint(ctx.originalPath)
   TRANSLATIONS.delete(ctx)
+  REWRITES.delete(ctx)
+  USAGE_FORMATS.delete(ctx)
   ctx.upstreamQuery = null
 
   if (endpoint.operation === 'models') {
-    // A listing, no body and no usage: passed to an OpenAI-format provider as is.
-    if (ctx.method !== 'GET') return { status: 405, body: `invalid LLM request: ${ctx.method} on a models path (GET lists the models)`, headers: { allow: 'GET' } }
-    if (adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: listing models is not available for provider ${spec.provider}` }
+    // A listing: no body and no usage. An Anthropic SDK (`anthropic-version` sent) gets
+    // Anthropic's list, any other client OpenAI's; passed through when the provider's is the
+    // same shape, rewritten otherwise.
+    const anthropicClient = ctx.headers['anthropic-version'] !== undefined
+    const client = formatByName(anthropicClient ? 'anthropic-messages' : 'openai-chat')!
+    if (ctx.method !== 'GET') return { ...formatError(client, translationError(405, 'invalid_request', `${ctx.method} on a models path (GET lists the models)`)), headers: { ...JSON_TYPE, allow: 'GET' } }
     ctx.llm = null
-    return await sendTo(ctx, spec, adapter, { operation: 'models', model: spec.model ?? '', streaming: false, body: Buffer.alloc(0), headers: ctx.headers as Record<string, string> })
+    const wanted: ModelListShape = anthropicClient ? 'anthropic' : 'openai'
+    const given: ModelListShape = adapter.format === 'anthropic-messages' ? 'anthropic' : 'openai'
+    if (wanted !== given) {
+      REWRITES.set(ctx, {
+        client,
+        provider: formatByName(adapter.format)!,
+        answer: json => {
+          const models = decodeModelList(given, json)
+          return isTranslationError(models) ? models : { body: encodeModelList(wanted, models, adapter.system), usage: null }
+        }
+      })
+    }
+    return await sendTo(ctx, spec, adapter, { operation: 'models', model: spec.model ?? '', streaming: false, body: Buffer.alloc(0), headers: ctx.headers as Record<string, string> }, client)
   }
 
   if (ctx.method !== 'POST') return { status: 405, body: `invalid LLM request: ${ctx.method} is not a chat completion (POST with a JSON body)`, headers: { allow: 'POST' } }
@@ -171,11 +203,26 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   }
   if (request === null || typeof request !== 'object' || Array.isArray(request)) return { status: 400, body: 'invalid LLM request: body must be a JSON object' }
   let body = request as Record<string, unknown>
-  const requestModel = typeof body.model === 'string' ? body.model : ''
-  let streaming = body.stream === true
+  // Gemini and Bedrock clients name the model and ask for a stream in the path, not the body.
+  const inPath = endpoint.model !== undefined
+  const requestModel = endpoint.model ?? (typeof body.model === 'string' ? body.model : '')
+  let streaming = endpoint.streaming ?? body.stream === true
   const operation = endpoint.operation
-
-  if (operation === 'embeddings' && adapter.format !== 'openai-chat') return { status: 404, body: `invalid LLM request: embeddings are not available for provider ${spec.provider}` }
+  if (inPath) {
+    // The client's query is its own API's (Gemini's `alt=sse`, `key=` — a credential): never
+    // forwarded; a provider path that needs a query gives its own.
+    ctx.upstreamQuery = ''
+    if (endpoint.format === 'bedrock-converse') {
+      // An AWS SDK's signature and session token are AWS's business: never sent to a provider
+      // (Bedrock's adapter signs anew; others have their own keys).
+      for (const name of Object.keys(ctx.headers)) if (name.startsWith('x-amz-')) delete ctx.headers[name]
+      if (/^AWS4-HMAC-SHA256 /.test(String(ctx.headers.authorization ?? ''))) delete ctx.headers.authorization
+    }
+    if (endpoint.format === 'gemini' && streaming && !/(^|&)alt=sse(&|$)/.test(ctx.query)) {
+      // Without alt=sse Google streams one JSON array; the Gemini stream encoder writes SSE.
+      return formatError(formatByName('gemini')!, translationError(400, 'invalid_request', 'streamGenerateContent is served with alt=sse only (server-sent events)', 'alt'))
+    }
+  }
   // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket or a
   // rate limit service's token budget is refused before any byte reaches the provider (only
   // when such a limit admitted it).
@@ -193,6 +240,10 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     const provider = formatByName(adapter.format)!
     const neutral = client.decodeRequest(body)
     if (isTranslationError(neutral)) return formatError(client, neutral)
+    if (inPath) {
+      neutral.model = requestModel
+      neutral.stream = streaming
+    }
     const model = spec.model ?? neutral.model
     if (model === '') return formatError(client, translationError(400, 'invalid_request', 'model is required', 'model'))
     const encoded = provider.encodeRequest(neutral, model)
@@ -200,16 +251,38 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     body = encoded
     streaming = neutral.stream
     TRANSLATIONS.set(ctx, { client, provider, streaming, requestModel, model })
+  } else if (operation === 'embeddings' && adapter.embeddings !== undefined) {
+    const model = spec.model ?? requestModel
+    const client = formatByName('openai-chat')!
+    if (model === '') return formatError(client, translationError(400, 'invalid_request', 'model is required', 'model'))
+    const clientRequest = body
+    const encoded = adapter.embeddings === 'bedrock-invoke' ? encodeBedrockEmbeddings(body, model) : encodeVertexEmbeddings(body)
+    if (isTranslationError(encoded)) return formatError(client, encoded)
+    body = encoded
+    REWRITES.set(ctx, {
+      client,
+      provider: formatByName(adapter.format)!,
+      answer: (json, headers) => {
+        const header = headers['x-amzn-bedrock-input-token-count']
+        const out = adapter.embeddings === 'bedrock-invoke' ? decodeBedrockEmbeddings(json, clientRequest, model, typeof header === 'string' ? header : undefined) : decodeVertexEmbeddings(json, clientRequest, model)
+        if (isTranslationError(out)) return out
+        return { body: out.body, usage: { inputTokens: out.promptTokens, outputTokens: 0, totalTokens: out.promptTokens, responseModel: model } }
+      }
+    })
   } else {
     if (spec.model === undefined && requestModel === '') return { status: 400, body: `invalid LLM request: model is required (or set provider.${spec.provider}.model on the backend)` }
-    if (spec.model !== undefined) body.model = spec.model
+    if (spec.model !== undefined && !inPath) body.model = spec.model
+    // The generic usage reader knows OpenAI's and Anthropic's names; these formats' answers are read by their own decoder.
+    if (inPath && operation === 'chat') USAGE_FORMATS.set(ctx, formatByName(endpoint.format)!)
     if (streaming && endpoint.format === 'openai-chat' && operation === 'chat') {
       const options = body.stream_options
       body.stream_options = { ...(options !== null && typeof options === 'object' ? options : {}), include_usage: true }
     }
   }
 
-  const model = typeof body.model === 'string' ? body.model : TRANSLATIONS.get(ctx)?.model ?? spec.model ?? requestModel
+  const model = inPath || REWRITES.has(ctx)
+    ? (TRANSLATIONS.get(ctx)?.model ?? spec.model ?? requestModel)
+    : typeof body.model === 'string' ? body.model : TRANSLATIONS.get(ctx)?.model ?? spec.model ?? requestModel
   // The provider's last say on its body, translated or passed through alike (Bedrock's
   // guardrail; Claude on Vertex: no `model`, `anthropic_version` in the body), before it is
   // serialised and signed.
@@ -221,7 +294,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   delete ctx.headers['transfer-encoding']
   ctx.headers['accept-encoding'] = 'identity'
   // What the provider is sent: the client's own format when passed through, else the adapter's.
-  const sentFormat = TRANSLATIONS.has(ctx) ? adapter.format : endpoint.format
+  const sentFormat = TRANSLATIONS.has(ctx) || REWRITES.has(ctx) ? adapter.format : endpoint.format
   ctx.llm = { system: adapter.system, operation, inputFormat: endpoint.format, providerFormat: sentFormat, requestModel, model, streaming, usage: null, firstChunkAt: 0 }
   return await sendTo(ctx, spec, adapter, { operation, format: sentFormat, model, streaming, body: out, headers: ctx.headers as Record<string, string> }, formatByName(endpoint.format))
 }
@@ -231,7 +304,14 @@ async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: Prov
   const backend = ctx.backend!
   const { host, port } = backend.endpoints[0]!
   ctx.headers.host = authority(host, port, backend.protocol)
-  const target = adapter.path(request)
+  let target: string
+  try {
+    target = adapter.path(request)
+  } catch (err) {
+    // An operation the provider has no API for (Anthropic's embeddings, Bedrock's model list).
+    const e = isTranslationError(err) ? err : translationError(404, 'not_found', (err as Error).message)
+    return client !== undefined ? formatError(client, e) : { status: e.status, body: e.message }
+  }
   const q = target.indexOf('?')
   ctx.path = q === -1 ? target : target.slice(0, q)
   // A provider's own query (Azure's api-version) replaces the client's; a signed request

@@ -17,7 +17,7 @@
 import type { Dispatcher } from 'undici'
 import type { RequestContext } from '../request/context.ts'
 import type { LlmUsage } from '../request/calls.ts'
-import type { ChatResponse, StreamDecoder, StreamEncoder, StreamEvent, TranslationError, Usage } from './canonical.ts'
+import type { ChatResponse, EncodeOptions, StreamDecoder, StreamEvent, TranslationError, Usage, WireFormat } from './canonical.ts'
 import type { LlmTranslation } from './request.ts'
 import { isTranslationError, translationError } from './canonical.ts'
 import { recordLlmUsage } from './usage.ts'
@@ -38,7 +38,7 @@ export class LlmTranslateHandler extends WrappingHandler {
   private readonly t: LlmTranslation
   private mode: 'stream' | 'whole' | 'none' = 'none'
   private decoder: StreamDecoder | null = null
-  private encoder: StreamEncoder | null = null
+  private encoder: ByteStreamEncoder | null = null
   private status = 0
   private headers: Headers = {}
   private statusMessage: string | undefined
@@ -48,6 +48,8 @@ export class LlmTranslateHandler extends WrappingHandler {
   private startUsage: Usage | null = null
   private usage: Usage | null = null
   private problem: string | null = null
+  /** The error a whole answer became (its headers, for formats that have some). */
+  private error: TranslationError | null = null
   /** The provider's id for this call (a header), the answer's id when the answer has none (Bedrock's). */
   private requestId = ''
 
@@ -65,7 +67,7 @@ export class LlmTranslateHandler extends WrappingHandler {
     if (this.t.streaming && statusCode >= 200 && statusCode < 300 && !compressed && typeof type === 'string' && isStreamType(type)) {
       this.mode = 'stream'
       this.decoder = this.t.provider.newStreamDecoder()
-      this.encoder = this.t.client.newStreamEncoder({ now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel })
+      this.encoder = byteStreamEncoder(this.t.client, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel })
       const out: Headers = { ...headers, 'content-type': this.t.client.streamContentType }
       delete out['content-length']
       super.onResponseStart(c, statusCode, out, statusMessage)
@@ -85,8 +87,7 @@ export class LlmTranslateHandler extends WrappingHandler {
     if (this.mode === 'stream') {
       // Passed on even when empty (a keep-alive, an event the client format has no form for):
       // the stream's idle clock counts the provider's progress, as on the pass-through path.
-      const out = this.encode(this.decoder!.push(chunk))
-      super.onResponseData(c, out === '' ? EMPTY : Buffer.from(out))
+      super.onResponseData(c, this.encode(this.decoder!.push(chunk)))
       return
     }
     const chunks = this.chunks
@@ -102,8 +103,8 @@ export class LlmTranslateHandler extends WrappingHandler {
 
   override onResponseEnd (c: Dispatcher.DispatchController, trailers: Headers): void {
     if (this.mode === 'stream') {
-      const out = this.encode(this.decoder!.end()) + this.encoder!.end()
-      if (out !== '') super.onResponseData(c, Buffer.from(out))
+      const out = Buffer.concat([this.encode(this.decoder!.end()), this.encoder!.end()])
+      if (out.length > 0) super.onResponseData(c, out)
       this.record()
       super.onResponseEnd(c, trailers)
       return
@@ -112,8 +113,9 @@ export class LlmTranslateHandler extends WrappingHandler {
     // A stream asked for and a whole answer given (some servers ignore `stream`): the client,
     // whose SDK reads a stream, gets the answer as one.
     const asStream = response !== undefined && this.t.streaming
-    const bytes = Buffer.from(asStream ? this.streamOf(response) : JSON.stringify(body))
+    const bytes = asStream ? this.streamOf(response) : Buffer.from(JSON.stringify(body))
     const headers: Headers = { ...this.headers, 'content-type': asStream ? this.t.client.streamContentType : 'application/json', 'content-length': String(bytes.length) }
+    if (status >= 400 && this.error !== null) Object.assign(headers, this.t.client.errorHeaders?.(this.error))
     delete headers['content-encoding']
     delete headers['transfer-encoding']
     this.record()
@@ -129,8 +131,8 @@ export class LlmTranslateHandler extends WrappingHandler {
       // The provider's stream broke after the head went out: the client gets its format's
       // error event and a proper end (its SDK raises a clean error), not a cut connection.
       // The access log still records the failure.
-      const out = this.encode(this.decoder!.end()) + this.encoder!.end()
-      if (out !== '') super.onResponseData(c, Buffer.from(out))
+      const out = Buffer.concat([this.encode(this.decoder!.end()), this.encoder!.end()])
+      if (out.length > 0) super.onResponseData(c, out)
       this.ctx.error = `the provider's stream broke: ${err.message}`
       this.record()
       super.onResponseEnd(c, {})
@@ -141,8 +143,8 @@ export class LlmTranslateHandler extends WrappingHandler {
   }
 
   /** A whole answer as the client format's stream. */
-  private streamOf (response: ChatResponse): string {
-    const encoder = this.t.client.newStreamEncoder({ now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel })
+  private streamOf (response: ChatResponse): Buffer {
+    const encoder = byteStreamEncoder(this.t.client, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel })
     const events: StreamEvent[] = [{ type: 'start', id: response.id, model: response.model, ...(response.created !== undefined ? { created: response.created } : {}) }]
     response.content.forEach((part, index) => {
       if (part.type === 'text') events.push({ type: 'block_start', index, block: { type: 'text' } }, { type: 'text_delta', index, text: part.text })
@@ -152,13 +154,16 @@ export class LlmTranslateHandler extends WrappingHandler {
       events.push({ type: 'block_stop', index })
     })
     events.push({ type: 'finish', stopReason: response.stopReason, ...(response.stopSequence !== undefined ? { stopSequence: response.stopSequence } : {}), usage: response.usage })
-    return events.map(e => encoder.encode(e)).join('') + encoder.end()
+    return Buffer.concat([...events.map(e => encoder.encode(e)), encoder.end()])
   }
 
   /** The translated whole answer: the client's JSON body and its status (and the neutral answer, when there is one). */
   private whole (): { status: number, body: Record<string, unknown>, response?: ChatResponse } {
     const { client, provider } = this.t
-    const fail = (e: TranslationError): { status: number, body: Record<string, unknown> } => ({ status: e.status, body: client.encodeError(e) })
+    const fail = (e: TranslationError): { status: number, body: Record<string, unknown> } => {
+      this.error = e
+      return { status: e.status, body: client.encodeError(e) }
+    }
     if (this.chunks === null || this.problem !== null) return fail(translationError(502, 'api_error', `invalid answer from the provider: ${this.problem ?? 'unreadable'}`))
     const text = Buffer.concat(this.chunks).toString('utf8')
     this.chunks = null
@@ -176,8 +181,8 @@ export class LlmTranslateHandler extends WrappingHandler {
     return { status: this.status, body: client.encodeResponse(neutral, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel }), response: neutral }
   }
 
-  private encode (events: StreamEvent[]): string {
-    let out = ''
+  private encode (events: StreamEvent[]): Buffer {
+    const out: Buffer[] = []
     const encoder = this.encoder!
     for (let e of events) {
       if (e.type === 'start') {
@@ -189,9 +194,10 @@ export class LlmTranslateHandler extends WrappingHandler {
       } else if (e.type === 'error') {
         this.problem = e.error.message
       }
-      out += encoder.encode(e)
+      const bytes = encoder.encode(e)
+      if (bytes.length > 0) out.push(bytes)
     }
-    return out
+    return out.length === 0 ? EMPTY : out.length === 1 ? out[0]! : Buffer.concat(out)
   }
 
   /**
@@ -215,6 +221,23 @@ export class LlmTranslateHandler extends WrappingHandler {
     }
     recordLlmUsage(this.ctx, recorded, this.problem ?? 'the answer carried no usage')
   }
+}
+
+/** The client format's stream encoder, giving bytes whether its wire form is text (SSE) or binary (Bedrock's event stream). */
+interface ByteStreamEncoder {
+  encode (event: StreamEvent): Buffer
+  end (): Buffer
+}
+
+function byteStreamEncoder (format: WireFormat, options: EncodeOptions): ByteStreamEncoder {
+  const bytes = (b: Uint8Array): Buffer => b.length === 0 ? EMPTY : Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)
+  const text = (s: string): Buffer => s === '' ? EMPTY : Buffer.from(s)
+  if (format.newBinaryStreamEncoder !== undefined) {
+    const binary = format.newBinaryStreamEncoder(options)
+    return { encode: e => bytes(binary.encode(e)), end: () => bytes(binary.end()) }
+  }
+  const encoder = format.newStreamEncoder(options)
+  return { encode: e => text(encoder.encode(e)), end: () => text(encoder.end()) }
 }
 
 /** A stream's final usage, with the input counted at its start where the end left it out (Anthropic's message_start). */

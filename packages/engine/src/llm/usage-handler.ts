@@ -8,8 +8,10 @@ import type { Dispatcher } from 'undici'
 import { endLlmCall, LlmUsageTap } from './usage.ts'
 import { WrappingHandler } from '../http/wrapping-handler.ts'
 import { performance } from '../util/clock.ts'
-import { llmTranslation } from './request.ts'
+import { llmAnswerRewrite, llmTranslation, llmUsageFormat } from './request.ts'
+import { LlmFormatUsageHandler } from './format-usage-handler.ts'
 import { withLlmTranslation } from './translate-handler.ts'
+import { withLlmRewrite } from './rewrite-handler.ts'
 
 /** The request's state, as llm/usage.ts reads it. */
 type UsageContext = Parameters<typeof endLlmCall>[0]
@@ -53,9 +55,13 @@ export class LlmUsageHandler extends WrappingHandler {
 /**
  * A CallWrapper-shaped constructor for the pipeline (pipeline/backend-call.ts): the usage tap
  * when the answer passes through, the translator (which reads the usage it decodes) when the
- * client's format is not the provider's.
+ * client's format is not the provider's, the rewriter for a translated model list or embeddings.
  */
 export function withLlmUsage (inner: Dispatcher.DispatchHandler, ctx: UsageContext): Dispatcher.DispatchHandler {
   const translation = llmTranslation(ctx)
-  return translation === undefined ? new LlmUsageHandler(inner, ctx) : withLlmTranslation(inner, ctx, translation)
+  if (translation !== undefined) return withLlmTranslation(inner, ctx, translation)
+  const rewrite = llmAnswerRewrite(ctx)
+  if (rewrite !== undefined) return withLlmRewrite(inner, ctx, rewrite)
+  const format = llmUsageFormat(ctx)
+  return format === undefined ? new LlmUsageHandler(inner, ctx) : new LlmFormatUsageHandler(inner, ctx, format)
 }

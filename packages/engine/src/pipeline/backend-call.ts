@@ -12,6 +12,7 @@ import type { PipelineRuntime } from './run.ts'
 import type { UpstreamHooks } from '../http/call-context.ts'
 import { callUpstream, type CallOptions, type CallWrapper } from '../http/upstream-call.ts'
 import { withLlmUsage } from '../llm/usage-handler.ts'
+import { llmAnswerRewrite } from '../llm/request.ts'
 import { applyResponsePolicies, finishResponse, respondLocal } from './respond.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 import { setBackendCallAttributes, startChildSpan, urlOrigin, type SpanAttributes } from '../trace/otel.ts'
@@ -39,7 +40,8 @@ const NO_ATTRIBUTES: SpanAttributes = {}
 
 /** Calls `ctx.backend`; `outer` wraps the call's handler (retries). */
 export function callBackend (rt: PipelineRuntime, ctx: RequestContext, outer?: CallWrapper): void {
-  const llm = ctx.llm !== null
+  // An LLM call, or a model list whose answer is rewritten for the client (no usage to count).
+  const llm = ctx.llm !== null || llmAnswerRewrite(ctx) !== undefined
   if (ctx.span !== null) startCallSpan(ctx, ctx.span)
   const options = outer !== undefined ? { inner: llm ? withLlmUsage : undefined, outer } : llm ? LLM_CALL : undefined
   callUpstream(rt, ctx, hooks, options)

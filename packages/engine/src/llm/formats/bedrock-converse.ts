@@ -23,7 +23,7 @@
  */
 
 import {
-  translationError,
+  translationError, type BinaryStreamEncoder,
   type ChatMessage, type ChatRequest, type ChatResponse, type ContentPart, type EncodeOptions,
   type StopReason, type StreamDecoder, type StreamEncoder, type StreamEvent, type ToolChoice,
   type ToolDefinition, type TranslationError, type Usage, type WireFormat
@@ -691,11 +691,10 @@ export class ConverseStreamDecoder implements StreamDecoder {
 }
 
 /**
- * Neutral events → ConverseStream's binary event stream, one message per Converse event. Its
- * output is bytes, which the `StreamEncoder` contract (strings) cannot carry yet: this is used
- * by tests and emulators, and by a Bedrock-format client once that contract takes bytes.
+ * Neutral events → ConverseStream's binary event stream, one message per Converse event: the
+ * format's `BinaryStreamEncoder` (a Bedrock-format client's stream; tests and emulators too).
  */
-export class ConverseStreamEncoder {
+export class ConverseStreamEncoder implements BinaryStreamEncoder {
   private usage: Usage | null = null
   private blockKinds = new Map<number, BlockKind>()
 
@@ -751,12 +750,13 @@ export const bedrockConverseFormat: WireFormat = {
   encodeResponse,
   decodeError,
   encodeError,
+  errorHeaders: error => ({ 'x-amzn-errortype': bedrockErrorType(error) }),
   newStreamDecoder: () => new ConverseStreamDecoder(),
   newStreamEncoder (): StreamEncoder {
-    // The contract's stream encoder produces text; ConverseStream is binary. Refused rather
-    // than corrupted: a Bedrock-format client can stream once StreamEncoder carries bytes
-    // (ConverseStreamEncoder above is ready for that).
-    throw translationError(400, 'invalid_request', 'streaming to a Bedrock ConverseStream client is not supported', 'stream')
+    // The text stream encoder cannot carry ConverseStream, which is binary: a client stream
+    // uses `newBinaryStreamEncoder`. Refused rather than corrupted for any caller that asks.
+    throw translationError(400, 'invalid_request', 'a Bedrock ConverseStream is binary: use newBinaryStreamEncoder', 'stream')
   },
+  newBinaryStreamEncoder: () => new ConverseStreamEncoder(),
   streamContentType: 'application/vnd.amazon.eventstream'
 }

@@ -29,6 +29,10 @@ export interface ClientEndpoint {
   /** The client's wire format (for `embeddings` and `models`: OpenAI's). */
   format: WireFormatName
   operation: LlmOperation
+  /** The model, for formats whose path names it (Gemini, Bedrock Converse); their bodies do not. */
+  model?: string
+  /** Whether the path asks for a stream (Gemini's `:streamGenerateContent`, Bedrock's `/converse-stream`). */
+  streaming?: boolean
 }
 
 const CHAT_COMPLETIONS: ClientEndpoint = { format: 'openai-chat', operation: 'chat' }
@@ -36,6 +40,19 @@ const RESPONSES: ClientEndpoint = { format: 'openai-responses', operation: 'chat
 const MESSAGES: ClientEndpoint = { format: 'anthropic-messages', operation: 'chat' }
 const EMBEDDINGS: ClientEndpoint = { format: 'openai-chat', operation: 'embeddings' }
 const MODELS: ClientEndpoint = { format: 'openai-chat', operation: 'models' }
+
+/** `/models/{model}:generateContent` or `:streamGenerateContent` (Gemini API, any version prefix). */
+const GEMINI_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent)$/
+/** `/model/{modelId}/converse` or `/converse-stream` (Bedrock Runtime; the id is percent-encoded: ARNs have `:` and `/`). */
+const BEDROCK_PATH = /\/model\/([^/]+)\/(converse|converse-stream)$/
+
+function pathModel (segment: string): string | null {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return null
+  }
+}
 
 /**
  * The client's format and operation, from the last segments of its path (query excluded), so
@@ -51,6 +68,17 @@ export function clientEndpoint (path: string): ClientEndpoint {
   while (end > 1 && path.charCodeAt(end - 1) === 47 /* / */) end--
   const p = end === path.length ? path : path.slice(0, end)
   if (p.endsWith('/chat/completions')) return CHAT_COMPLETIONS
+  // Formats whose path names the model and the method (no `/models` list path ends like these).
+  const gemini = GEMINI_PATH.exec(p)
+  if (gemini !== null) {
+    const model = pathModel(gemini[1]!)
+    if (model !== null) return { format: 'gemini', operation: 'chat', model, streaming: gemini[2] === 'streamGenerateContent' }
+  }
+  const bedrock = BEDROCK_PATH.exec(p)
+  if (bedrock !== null) {
+    const model = pathModel(bedrock[1]!)
+    if (model !== null) return { format: 'bedrock-converse', operation: 'chat', model, streaming: bedrock[2] === 'converse-stream' }
+  }
   if (p.endsWith('/responses')) return RESPONSES
   if (p.endsWith('/messages')) return MESSAGES
   if (p.endsWith('/embeddings')) return EMBEDDINGS

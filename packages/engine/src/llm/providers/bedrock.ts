@@ -92,7 +92,8 @@ export function bedrockAdapter (spec: AiBackendSpecIR): ProviderAdapter | string
   })
   const guardrail = bedrock.guardrail
   if (guardrail === undefined) return adapter
-  return { ...adapter, adaptBody: (body: Record<string, unknown>) => withBedrockGuardrail(body, guardrail) }
+  // Converse bodies only: an embeddings body is the model's own (a guardrail there is InvokeModel's header, not sent).
+  return { ...adapter, adaptBody: (body: Record<string, unknown>, request) => request.operation === 'chat' ? withBedrockGuardrail(body, guardrail) : body }
 }
 
 export function bedrockProvider (options: BedrockProviderOptions): ProviderAdapter {
@@ -114,12 +115,18 @@ export function bedrockProvider (options: BedrockProviderOptions): ProviderAdapt
     return signer
   }
 
-  const path = (request: ProviderRequest): string =>
-    `/model/${encodeSegment(request.model)}/${request.streaming ? 'converse-stream' : 'converse'}`
+  const path = (request: ProviderRequest): string => {
+    // Embeddings: InvokeModel with the model's own body (Titan, Cohere; llm/operations.ts).
+    if (request.operation === 'embeddings') return `/model/${encodeSegment(request.model)}/invoke`
+    // The model list is the control plane's (bedrock.{region}, ListFoundationModels), not Bedrock Runtime's.
+    if (request.operation === 'models') throw translationError(404, 'not_found', 'Bedrock Runtime has no model list (ListFoundationModels is the Bedrock control plane\'s API, on another host)')
+    return `/model/${encodeSegment(request.model)}/${request.streaming ? 'converse-stream' : 'converse'}`
+  }
 
   return {
     format: 'bedrock-converse',
     system: 'aws.bedrock',
+    embeddings: 'bedrock-invoke',
     // The signature covers the query: a client's query (an SDK's api-version) must not be sent.
     ownQuery: true,
     path,

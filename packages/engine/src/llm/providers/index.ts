@@ -14,7 +14,7 @@
 import type { AiBackendSpecIR, AiProviderName, AiWireFormatIR } from '../../ir/types.ts'
 import type { ProviderAdapter } from '../provider.ts'
 import { formatByName } from '../formats/index.ts'
-import { openaiAdapter } from './openai.ts'
+import { openaiAdapter, openaiResponsesAdapter } from './openai.ts'
 import { azureAdapter, AZURE_DEFAULT_PREFIX } from './azure.ts'
 import { bedrockAdapter } from './bedrock.ts'
 import { anthropicProvider } from './anthropic.ts'
@@ -122,6 +122,7 @@ export function providerAdapter (spec: AiBackendSpecIR): ProviderAdapter | strin
     case 'custom':
       switch (spec.format) {
         case 'openai-chat': return openaiAdapter(spec, 'custom')
+        case 'openai-responses': return openaiResponsesAdapter(spec)
         // Anthropic- and Gemini-compatible servers: the providers' paths under the server's base path.
         case 'anthropic-messages': return rebased(anthropicProvider(), spec, '/v1', 'custom')
         case 'gemini':

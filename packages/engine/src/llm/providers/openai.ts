@@ -32,3 +32,23 @@ export function openaiAdapter (spec: AiBackendSpecIR, system = 'openai'): Provid
     authorize: () => {}
   }
 }
+
+/**
+ * A server that speaks only OpenAI's Responses API (`custom` with format openai-responses):
+ * chat goes to `{base}/responses` (or `pathOverride`) in the Responses format — translated from
+ * any client format, a Responses client's own request included (a `custom` provider always goes
+ * through the neutral shape) —; embeddings and models to `{base}/embeddings` and `{base}/models`.
+ */
+export function openaiResponsesAdapter (spec: AiBackendSpecIR): ProviderAdapter {
+  const paths: Record<LlmOperation, string> = {
+    chat: spec.path ?? spec.pathPrefix + '/responses',
+    embeddings: spec.pathPrefix + SUFFIX.embeddings,
+    models: spec.pathPrefix + SUFFIX.models
+  }
+  return {
+    format: 'openai-responses',
+    system: 'custom',
+    path: (request: ProviderRequest) => paths[request.operation],
+    authorize: () => {}
+  }
+}

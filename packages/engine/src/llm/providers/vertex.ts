@@ -11,8 +11,10 @@
  *   and Google's "Claude on Vertex AI" guides; answers and streams are the Messages API's own.
  * - Host: `{region}-aiplatform.googleapis.com`, `aiplatform.googleapis.com` for the `global`
  *   region (the default), `aiplatform.{us|eu}.rep.googleapis.com` for the multi-regions.
- * - Embeddings go to Vertex's OpenAI-compatible endpoint (`.../endpoints/openapi/embeddings`);
- *   Vertex has no OpenAI-style model list, so `models` is refused (404).
+ * - Embeddings go to Google's text-embedding models' `:predict`
+ *   (`.../publishers/google/models/{model}:predict`, `instances` / `predictions`), translated
+ *   from and to OpenAI's shape (llm/operations.ts), as agentgateway does; Vertex has no list of
+ *   callable models, so `models` is refused (404).
  */
 
 import { translationError, type WireFormatName } from '../canonical.ts'
@@ -66,10 +68,12 @@ export function vertexProvider (options: VertexProviderOptions): ProviderAdapter
   return {
     format,
     system: 'gcp.vertex_ai',
+    embeddings: 'vertex-predict',
     defaultOrigin: { host: vertexHost(region), port: 443, protocol: 'https' },
     path (request: ProviderRequest): string {
-      if (request.operation === 'embeddings') return `${base}/endpoints/openapi/embeddings`
-      if (request.operation === 'models') throw translationError(404, 'not_found', 'Vertex AI has no OpenAI-style model list')
+      // Embeddings: Google's text-embedding models' `:predict` (translated, llm/operations.ts), whatever the chat publisher.
+      if (request.operation === 'embeddings') return `${base}/publishers/google/models/${encodeURIComponent(request.model.replace(/^publishers\/google\/models\//, ''))}:predict`
+      if (request.operation === 'models') throw translationError(404, 'not_found', 'Vertex AI has no model list of the models a project can call (its Model Garden lists publishers\' models under another API)')
       // A leading publisher path in the model (`publishers/google/models/x`, as Vertex names models) is accepted.
       const name = request.model.replace(/^publishers\/[a-z]+\/models\//, '')
       const model = `${base}/publishers/${publisher}/models/${encodeURIComponent(name)}`
