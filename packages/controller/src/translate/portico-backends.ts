@@ -42,6 +42,9 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Port
   const kinds = (['mcp', 'ai'] as const).filter(k => pb.spec[k] !== undefined)
   if (kinds.length !== 1) return `InvalidKind: PorticoBackend ${ns}/${pb.metadata.name} needs exactly one of mcp or ai`
   let block: Record<string, unknown> = pb.spec[kinds[0]!]!
+  // Failover groups become one backend per provider, each with its own policies and
+  // secretRefs: not carried through a PorticoBackend yet (standalone configs have them).
+  if (kinds[0] === 'ai' && block.groups !== undefined) return `UnsupportedValue: PorticoBackend ${ns}/${pb.metadata.name}: spec.ai.groups: failover groups are not available for PorticoBackend yet (standalone configs only)`
   if (kinds[0] === 'mcp') {
     const targets: Array<Record<string, unknown>> = []
     for (const t of pb.spec.mcp!.targets ?? []) {

@@ -136,6 +136,8 @@ export class RequestContext {
   matchedPath: PathMatchIR | null = null
   backendRef: CompiledBackendRef | null = null
   backend: BackendIR | null = null
+  /** The failover groups of the route's backend choice (an `ai` backend with `groups`): backendRef is the provider tried now. */
+  failover: CompiledBackendRef[][] | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
   /**
