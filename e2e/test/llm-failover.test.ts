@@ -101,7 +101,7 @@ describe('ai backends: failover across providers (groups)', () => {
     for (const name of NAMES) switches.set(name, await startSwitch(openaiEmu))
     const adminPort = await freePort()
     admin = `http://127.0.0.1:${adminPort}`
-    const route = (name: string, openaiModel: string, anthropicModel: string, ejection: string): ConfigFile['routes'][number] => ({
+    const route = (name: string, openaiModel: string, anthropicModel: string, ejection: string): NonNullable<ConfigFile['routes']>[number] => ({
       name,
       matches: [{ path: { pathPrefix: `/${name}` } }],
       policies: { timeout: { backendRequestTimeout: '1s' } },

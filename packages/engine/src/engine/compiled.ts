@@ -54,7 +54,7 @@ function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: 
   })
   const refs: CompiledBackendRef[] = ir.backends.map(ref => {
     const compiled = compileRef(ref)
-    if (ref.failover !== undefined) compiled.failover = ref.failover.map(g => g.map(p => compileRef({ backend: p.backend, weight: 1, policies: p.policies })))
+    if (ref.failover !== undefined) compiled.failover = ref.failover.map(g => g.map(p => compileRef({ backend: p.backend, weight: 1, policies: p.policies, ...(p.policySources !== undefined ? { policySources: p.policySources } : {}) })))
     return compiled
   })
   return {

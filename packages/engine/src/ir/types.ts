@@ -275,6 +275,8 @@ export interface BackendRefIR {
 export interface FailoverProviderIR {
   backend: string
   policies: PolicySetIR
+  /** As BackendRefIR.policySources (cluster mode: a PorticoPolicy attached to the PorticoBackend). */
+  policySources?: Record<string, string>
 }
 
 /**
