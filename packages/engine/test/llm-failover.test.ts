@@ -14,7 +14,7 @@ import type { BackendIR, BackendRefIR } from '../src/ir/types.ts'
 import type { BackendHealthIR } from '../src/ir/traffic.ts'
 import type { CompiledBackendRef } from '../src/request/compiled.ts'
 import { chooseProvider, firstProvider, providerCount } from '../src/pipeline/failover.ts'
-import { EndpointBalancer, MAX_BACKOFF, SharedEndpointState, ejectionFor, failedStatus, type EndpointPool } from '../src/http/endpoint-balancer.ts'
+import { EndpointBalancer, MAX_BACKOFF, SharedEndpointState, ejectionFor, failedStatus, retryAfterMs, type EndpointPool } from '../src/http/endpoint-balancer.ts'
 import { Records } from '../src/util/shared-records.ts'
 import { redactSecrets } from '../src/ir/redact.ts'
 
@@ -97,6 +97,34 @@ test('passive health of a failover provider: a 429 ejects it, each ejection in a
   call(balancer)
   now += 1001
   assert.equal(balancer.healthy, 1, 'a success in between: back to 1s')
+})
+
+test('passive health of a failover provider: a 429\'s Retry-After makes its ejection longer, at most the longest backoff', () => {
+  const health: BackendHealthIR = { consecutiveFailures: 1, ejectionMs: 1000, rateLimited: true, backoff: true }
+  let now = 1_000_000
+  const controller = { abort () {}, pause () {}, resume () {} } as unknown as Dispatcher.DispatchController
+  let headers: Record<string, string> = {}
+  const pool = {
+    dispatch (_o: Dispatcher.DispatchOptions, h: Dispatcher.DispatchHandler): boolean {
+      h.onResponseStart?.(controller, 429, headers, '')
+      h.onResponseEnd?.(controller, {})
+      return true
+    },
+    close: async () => {},
+    destroy: async () => {},
+    stats: { connected: 0, free: 0, pending: 0, running: 0 }
+  } as unknown as EndpointPool
+  const balancer = new EndpointBalancer(['http://p:1'], health, () => pool, () => now)
+  headers = { 'retry-after': '5' }
+  call(balancer)
+  now += 4999
+  assert.equal(balancer.healthy, 0, 'ejected for the 5s the provider asked')
+  now += 2
+  assert.equal(balancer.healthy, 1)
+  assert.equal(retryAfterMs('3600', health, now), MAX_BACKOFF * 1000, 'capped')
+  assert.equal(retryAfterMs(new Date(now + 3000).toUTCString(), health, now) > 1000, true, 'an HTTP date')
+  assert.equal(retryAfterMs('soon', health, now), 0)
+  assert.equal(retryAfterMs(undefined, health, now), 0)
 })
 
 test('passive health without rateLimited (host backends): a 429 is an answer, not a failure; no backoff', () => {

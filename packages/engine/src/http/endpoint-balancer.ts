@@ -95,6 +95,20 @@ export function ejectionFor (health: BackendHealthIR, ejections: number): number
   return health.backoff === true ? health.ejectionMs * Math.min(Math.max(1, ejections), MAX_BACKOFF) : health.ejectionMs
 }
 
+/**
+ * A 429's `Retry-After` (seconds, or an HTTP date) in ms, as long an ejection it asks for:
+ * at most MAX_BACKOFF × ejectionMs (a provider cannot take itself out for longer than the
+ * longest backoff); 0 when absent or unreadable.
+ */
+export function retryAfterMs (value: unknown, health: BackendHealthIR, now: number): number {
+  const text = Array.isArray(value) ? value[0] : value
+  if (typeof text !== 'string' || text.length > 64) return 0
+  const trimmed = text.trim()
+  const ms = /^\d+$/.test(trimmed) ? Number(trimmed) * 1000 : Date.parse(trimmed) - now
+  if (!Number.isFinite(ms) || ms <= 0) return 0
+  return Math.min(ms, MAX_BACKOFF * health.ejectionMs)
+}
+
 /** Whether an answer of this status counts against the endpoint (5xx; 429 too when `rateLimited`). */
 export function failedStatus (health: BackendHealthIR, status: number): boolean {
   return status >= 500 || (status === 429 && health.rateLimited === true)
@@ -199,11 +213,11 @@ export class EndpointBalancer implements UpstreamDispatcher {
   private observe (e: Endpoint, handler: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
     const health = this.health!
     let seen = false
-    const record = (failed: boolean): void => {
+    const record = (failed: boolean, retryAfterMs = 0): void => {
       if (seen) return
       seen = true
       if (!failed) e.state.succeeded()
-      else e.state.failed(health.consecutiveFailures, k => this.now() + ejectionFor(health, k))
+      else e.state.failed(health.consecutiveFailures, k => this.now() + Math.max(ejectionFor(health, k), retryAfterMs))
     }
     return {
       onRequestStart: (c, context) => handler.onRequestStart?.(c, context),
@@ -212,7 +226,8 @@ export class EndpointBalancer implements UpstreamDispatcher {
         handler.onRequestUpgrade?.(c, status, headers, socket)
       },
       onResponseStart: (c, status, headers, message) => {
-        record(failedStatus(health, status))
+        const failed = failedStatus(health, status)
+        record(failed, failed && status === 429 && health.rateLimited === true ? retryAfterMs(headers['retry-after'], health, this.now()) : 0)
         handler.onResponseStart?.(c, status, headers, message)
       },
       onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
