@@ -241,6 +241,20 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.deepEqual((await dump()).endpoints, { healthy: 1, total: 1, ejected: [] })
   })
 
+  test('/config_dump: every provider a backend with its own policies, no key shown', { timeout: 15_000 }, async () => {
+    const res = await request(`${admin}/config_dump`)
+    const text = await res.body.text()
+    const dump = JSON.parse(text) as { backends: Array<{ key: string, name: string, kind: string }>, policies: Array<{ target: string, policies: { requestHeaderModifier?: { set?: Record<string, string> } } }> }
+    const providers = dump.backends.filter(b => b.name.startsWith('llm-rate/'))
+    assert.deepEqual(providers.map(b => [b.name, b.kind]), [['llm-rate/openai', 'ai'], ['llm-rate/claude', 'ai']])
+    for (const b of providers) {
+      const attached = dump.policies.find(p => p.target === `backend/rate/${b.key}`)
+      assert.ok(attached !== undefined, `${b.name}: its policies are listed`)
+      assert.deepEqual(Object.values(attached.policies.requestHeaderModifier?.set ?? {}), ['<redacted>'])
+    }
+    assert.doesNotMatch(text, new RegExp(`${OPENAI_KEY}|${ANTHROPIC_TEST_KEY}`))
+  })
+
   test('no failover after the first byte: a stream cut mid-tool-call ends the client\'s stream; the next provider never sees it', { timeout: 15_000 }, async () => {
     const anthropicBefore = anthropicEmu.bodies.length
     const stream = await openai('/cut').chat.completions.create({
