@@ -32,6 +32,9 @@ test('chooseProvider: the first group with a provider left, round robin within i
   // Round robin in the first group.
   const firsts = [0, 1, 2, 3].map(() => chooseProvider(groups, new Set(), healthy)!.backend!.name)
   assert.deepEqual(firsts, ['a1', 'a2', 'a1', 'a2'])
+  // Peeking does not move the group's turn.
+  assert.equal(chooseProvider(groups, new Set(), healthy, true), a1)
+  assert.equal(chooseProvider(groups, new Set(), healthy, true), a1)
   // A tried provider is not tried again; the group's other one is next, then the next group.
   assert.equal(chooseProvider(groups, new Set([a1]), healthy), a2)
   assert.equal(chooseProvider(groups, new Set([a1, a2]), healthy), b1)

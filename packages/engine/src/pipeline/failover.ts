@@ -25,8 +25,9 @@ function usable (ref: CompiledBackendRef): boolean {
 /**
  * The provider the next try goes to: in the first group that has one, a provider not in
  * `tried` and not ejected (`healthy`), round robin within the group. Null when none is left.
+ * `peek`: only whether there is one (the group's turn does not move).
  */
-export function chooseProvider (groups: ProviderGroups, tried: ReadonlySet<CompiledBackendRef>, healthy: (backend: BackendIR) => boolean): CompiledBackendRef | null {
+export function chooseProvider (groups: ProviderGroups, tried: ReadonlySet<CompiledBackendRef>, healthy: (backend: BackendIR) => boolean, peek = false): CompiledBackendRef | null {
   for (const group of groups) {
     const n = group.length
     const start = turns.get(group) ?? 0
@@ -34,7 +35,7 @@ export function chooseProvider (groups: ProviderGroups, tried: ReadonlySet<Compi
       const at = (start + i) % n
       const ref = group[at]!
       if (tried.has(ref) || !usable(ref) || !healthy(ref.backend!)) continue
-      turns.set(group, (at + 1) % n)
+      if (!peek) turns.set(group, (at + 1) % n)
       return ref
     }
   }

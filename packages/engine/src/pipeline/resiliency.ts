@@ -145,7 +145,7 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, plan: TryPlan, n: nu
       if (groups === null) return true
       const after = new Set(tried)
       if (current !== undefined && current !== null) after.add(current)
-      return chooseProvider(groups, after, b => rt.pools.hasHealthyEndpoint(b)) !== null
+      return chooseProvider(groups, after, b => rt.pools.hasHealthyEndpoint(b), true) !== null
     }
     const drop = (why: string, status: number | null, error: string | null): void => {
       dropped = true
