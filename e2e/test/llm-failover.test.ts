@@ -89,6 +89,7 @@ describe('ai backends: failover across providers (groups)', () => {
   let anthropicEmu: AnthropicEmulator
   let portico: PorticoProcess
   let admin: string
+  let stats: string
   const switches = new Map<string, Switch>()
   const NAMES = ['rate', 'overload', 'hang', 'eject', 'cut', 'all']
 
@@ -100,7 +101,9 @@ describe('ai backends: failover across providers (groups)', () => {
     anthropicEmu = await startAnthropicEmulator()
     for (const name of NAMES) switches.set(name, await startSwitch(openaiEmu))
     const adminPort = await freePort()
+    const statsPort = await freePort()
     admin = `http://127.0.0.1:${adminPort}`
+    stats = `http://127.0.0.1:${statsPort}`
     const route = (name: string, openaiModel: string, anthropicModel: string, ejection: string): NonNullable<ConfigFile['routes']>[number] => ({
       name,
       matches: [{ path: { pathPrefix: `/${name}` } }],
@@ -117,7 +120,7 @@ describe('ai backends: failover across providers (groups)', () => {
       }]
     })
     portico = await startPortico({
-      env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, LOG_LEVEL: 'info' },
+      env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info' },
       config: (port): ConfigFile => ({
         gateways: { default: gateway(port) },
         routes: [
@@ -270,6 +273,15 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.ok(chunks > 0, 'the stream had started')
     await sleep(200)
     assert.equal(anthropicEmu.bodies.length, anthropicBefore, 'no second provider after the answer began')
+  })
+
+  test('metrics: portico_gen_ai_failovers_total counts the dropped tries by route, provider and reason', { timeout: 15_000 }, async () => {
+    const text = await (await fetch(`${stats}/metrics`)).text()
+    const count = (labels: string): number => Number(new RegExp(`^portico_gen_ai_failovers_total\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
+    assert.equal(count('route="rate",backend="llm-rate/openai",reason="429"'), 1, text.split('\n').filter(l => l.includes('failovers')).join('\n'))
+    assert.equal(count('route="overload",backend="llm-overload/openai",reason="503"'), 1)
+    assert.equal(count('route="hang",backend="llm-hang/openai",reason="timeout"'), 1)
+    assert.equal(count('route="eject",backend="llm-eject/openai",reason="429"'), 2, 'two tries dropped; the ejected provider was not tried')
   })
 
   test('every provider failing: the client gets the last provider\'s error, in its own format', { timeout: 15_000 }, async () => {

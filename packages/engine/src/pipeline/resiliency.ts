@@ -147,8 +147,9 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, plan: TryPlan, n: nu
       if (current !== undefined && current !== null) after.add(current)
       return chooseProvider(groups, after, b => rt.pools.hasHealthyEndpoint(b), true) !== null
     }
-    const drop = (why: string, status: number | null, error: string | null): void => {
+    const drop = (why: string, status: number | null, error: string | null, timedOut = false): void => {
       dropped = true
+      if (groups !== null) (ctx.failedOver ??= []).push({ backend: backend.name, reason: status !== null ? String(status) : timedOut ? 'timeout' : 'connection' })
       if (current !== undefined && current !== null) tried.add(current)
       release()
       rt.backendStats?.recordCall(backend.key, true, status === null ? null : performance.now() - started)
@@ -178,7 +179,7 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, plan: TryPlan, n: nu
         if (dropped) return
         if (canRetry() && retriable(err)) {
           const failure = classifyFailure(err, null)
-          drop(`${who} failed: ${failure.detail}`, null, failure.detail)
+          drop(`${who} failed: ${failure.detail}`, null, failure.detail, (err as PorticoError).code === 'PORTICO_TIMEOUT')
           return
         }
         inner.onResponseError?.(c, err)
