@@ -169,7 +169,7 @@ export class ProxyMetrics {
       this.mcpRequests.inc(`${mcp.method}\0${mcp.target}\0${tool}\0${version}\0${targetVersion}`, () => ({ method: mcp.method, target: mcp.target === '' ? 'unknown' : mcp.target, tool, protocol_version: version, target_protocol_version: targetVersion }))
     }
     if (ctx.llm?.usage != null) this.observeLlmUsage(ctx, ctx.llm, ctx.llm.usage, route ?? 'unknown')
-    if (ctx.failedOver !== null) {
+    if (ctx.failedOver != null) {
       const r = route ?? 'unknown'
       for (const f of ctx.failedOver) this.llmFailovers.inc(`${r}\0${f.backend}\0${f.reason}`, () => ({ route: r, backend: f.backend, reason: f.reason }))
     }
