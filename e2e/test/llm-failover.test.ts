@@ -29,6 +29,7 @@ import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/por
 import { startBackend, sleep, type Backend } from '../lib/backends.ts'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
+import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
 import { openTrace } from '../lib/trace.ts'
 
 const OPENAI_KEY = 'sk-test-portico'
@@ -87,11 +88,12 @@ async function startSwitch (target: OpenAIEmulator): Promise<Switch> {
 describe('ai backends: failover across providers (groups)', () => {
   let openaiEmu: OpenAIEmulator
   let anthropicEmu: AnthropicEmulator
+  let geminiEmu: GeminiEmulator
   let portico: PorticoProcess
   let admin: string
   let stats: string
   const switches = new Map<string, Switch>()
-  const NAMES = ['rate', 'overload', 'hang', 'eject', 'cut', 'all']
+  const NAMES = ['rate', 'overload', 'hang', 'eject', 'cut', 'all', 'three']
 
   const openai = (path: string): OpenAI => new OpenAI({ apiKey: 'sk-client-key', baseURL: `${portico.url}${path}`, maxRetries: 0 })
   const anthropic = (path: string): Anthropic => new Anthropic({ apiKey: 'sk-ant-client-key', baseURL: `${portico.url}${path}`, maxRetries: 0 })
@@ -99,6 +101,7 @@ describe('ai backends: failover across providers (groups)', () => {
   before(async () => {
     openaiEmu = await startOpenAIEmulator({ apiKey: OPENAI_KEY })
     anthropicEmu = await startAnthropicEmulator()
+    geminiEmu = await startGeminiEmulator()
     for (const name of NAMES) switches.set(name, await startSwitch(openaiEmu))
     const adminPort = await freePort()
     const statsPort = await freePort()
@@ -129,7 +132,21 @@ describe('ai backends: failover across providers (groups)', () => {
           route('hang', 'gpt-4o-mini', 'claude-sonnet-4-6', '100ms'),
           route('eject', 'gpt-4o-mini', 'claude-sonnet-4-6', '1s'),
           route('cut', 'cut-mid-tool-call', 'claude-sonnet-4-6', '100ms'),
-          route('all', 'gpt-4o-mini', 'claude-sonnet-4-6', '100ms')
+          route('all', 'gpt-4o-mini', 'claude-sonnet-4-6', '100ms'),
+          {
+            name: 'three',
+            matches: [{ path: { pathPrefix: '/three' } }],
+            backends: [{
+              ai: {
+                name: 'llm-three',
+                groups: [
+                  { providers: [{ name: 'openai', provider: { openAI: { model: 'gpt-4o-mini' } }, hostOverride: switches.get('three')!.url, policies: { backendAuth: { key: OPENAI_KEY } } }] },
+                  { providers: [{ name: 'claude', provider: { anthropic: { model: 'claude-sonnet-4-6' } }, hostOverride: anthropicEmu.url, policies: { backendAuth: { key: ANTHROPIC_TEST_KEY } } }] },
+                  { providers: [{ name: 'gemini', provider: { gemini: { model: 'gemini-2.5-flash' } }, hostOverride: geminiEmu.url, policies: { backendAuth: { key: geminiEmu.apiKey } } }] }
+                ]
+              }
+            }]
+          }
         ]
       })
     })
@@ -140,6 +157,7 @@ describe('ai backends: failover across providers (groups)', () => {
     for (const s of switches.values()) await s.close()
     await openaiEmu?.close()
     await anthropicEmu?.close()
+    await geminiEmu?.close()
   })
 
   test('anthropic SDK: the OpenAI provider answers 429 → the Anthropic provider of the next group answers; each attempt traced', { timeout: 15_000 }, async () => {
@@ -282,6 +300,27 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.equal(count('route="overload",backend="llm-overload/openai",reason="503"'), 1)
     assert.equal(count('route="hang",backend="llm-hang/openai",reason="timeout"'), 1)
     assert.equal(count('route="eject",backend="llm-eject/openai",reason="429"'), 2, 'two tries dropped; the ejected provider was not tried')
+  })
+
+  test('three formats: OpenAI answers 503, Anthropic 429, Gemini answers — an Anthropic client gets it as a Messages answer', { timeout: 15_000 }, async () => {
+    const sw = switches.get('three')!
+    sw.mode = '503'
+    const anthropicBefore = anthropicEmu.bodies.length
+    const trace = await openTrace(admin, 'path=/three/v1/messages')
+    await trace.ready
+    // The Anthropic emulator answers its rate-limit transcript when the last user message names it.
+    const m = await anthropic('/three').messages.create({ model: 'any', max_tokens: 64, system: 'be brief', messages: [{ role: 'user', content: 'rate-limit' }] })
+    assert.equal(m.type, 'message')
+    assert.equal(m.content[0]!.type === 'text' ? m.content[0]!.text : '', 'AI learns patterns from data to make predictions or decisions.')
+    assert.equal(sw.seen, 1)
+    assert.equal(anthropicEmu.bodies.length, anthropicBefore + 1)
+    const call = geminiEmu.calls.at(-1)!
+    assert.equal(call.path, '/v1beta/models/gemini-2.5-flash:generateContent')
+    assert.deepEqual(call.body.systemInstruction, { parts: [{ text: 'be brief' }] }, 'encoded for Gemini: the system prompt as systemInstruction')
+    assert.equal(call.headers['x-goog-api-key'], geminiEmu.apiKey)
+    const events = await trace.done
+    assert.deepEqual(events.filter(e => e.message.type === 'llmRequest').map(e => e.message.providerFormat), ['openai-chat', 'anthropic-messages', 'gemini'])
+    assert.deepEqual(events.filter(e => e.message.type === 'retry').map(e => [e.message.provider, e.message.attempt, e.message.attempts]), [['llm-three/openai', 2, 3], ['llm-three/claude', 3, 3]])
   })
 
   test('every provider failing: the client gets the last provider\'s error, in its own format', { timeout: 15_000 }, async () => {
