@@ -1,7 +1,7 @@
 /**
  * Failover across providers (an `ai` backend's `groups`) through the real gateway, with the
- * official `openai` and `@anthropic-ai/sdk` SDKs as clients and the OpenAI and Anthropic
- * emulators (e2e/lib/llm-emulators/) as providers. The OpenAI provider sits behind a small
+ * official `openai` and `@anthropic-ai/sdk` SDKs as clients and the OpenAI, Anthropic and
+ * Gemini emulators (e2e/lib/llm-emulators/) as providers. The OpenAI provider sits behind a small
  * switch in this file that answers 429, 503 or nothing at all when told to, and otherwise
  * passes the request to the OpenAI emulator. Each test has its own route and backend (own
  * passive-health state):
@@ -13,6 +13,8 @@
  *   in a row lasts twice as long) ends, then gets traffic again; /config_dump shows it;
  * - no failover once the answer started: a stream cut after its first bytes ends the
  *   client's stream, the next provider never sees the request;
+ * - across three formats: OpenAI 503, Anthropic 429, Gemini answers an Anthropic client;
+ * - /config_dump (each provider's policies, no key) and portico_gen_ai_failovers_total;
  * - every provider failing: the client gets the last provider's error, in its own format.
  */
 
