@@ -344,3 +344,58 @@ async function waitFor (check: () => boolean, timeoutMs = 5000): Promise<void> {
     await sleep(25)
   }
 }
+
+describe('ai backends: failover with data-plane workers (WORKERS=2)', () => {
+  let openaiEmu: OpenAIEmulator
+  let anthropicEmu: AnthropicEmulator
+  let sw: Switch
+  let portico: PorticoProcess
+
+  before(async () => {
+    openaiEmu = await startOpenAIEmulator({ apiKey: OPENAI_KEY })
+    anthropicEmu = await startAnthropicEmulator()
+    sw = await startSwitch(openaiEmu)
+    sw.mode = '429'
+    portico = await startPortico({
+      env: { WORKERS: '2', LOG_LEVEL: 'info' },
+      config: (port): ConfigFile => ({
+        gateways: { default: gateway(port) },
+        routes: [{
+          name: 'llm',
+          backends: [{
+            ai: {
+              name: 'llm',
+              groups: [
+                { providers: [{ name: 'openai', provider: { openAI: { model: 'gpt-4o-mini' } }, hostOverride: sw.url, policies: { backendAuth: { key: OPENAI_KEY } } }] },
+                { providers: [{ name: 'claude', provider: { anthropic: { model: 'claude-sonnet-4-6' } }, hostOverride: anthropicEmu.url, policies: { backendAuth: { key: ANTHROPIC_TEST_KEY } } }] }
+              ]
+            },
+            policies: { health: { consecutiveFailures: 3, ejectionDuration: '1m' } }
+          }]
+        }]
+      })
+    })
+  })
+
+  after(async () => {
+    await portico?.stop()
+    await sw?.close()
+    await openaiEmu?.close()
+    await anthropicEmu?.close()
+  })
+
+  test('the ejection is shared: after consecutiveFailures 429s in all, whichever worker saw them, no worker tries the provider', { timeout: 30_000 }, async () => {
+    const body = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
+    for (let i = 0; i < 24; i++) {
+      // A connection of its own each: the kernel spreads them over the workers.
+      const res = await request(`${portico.url}/v1/chat/completions?i=${i}`, { method: 'POST', headers: { 'content-type': 'application/json', connection: 'close' }, body, reset: true })
+      const answer = await res.body.json() as { choices: Array<{ message: { content: string } }> }
+      assert.equal(res.statusCode, 200)
+      assert.equal(answer.choices[0]!.message.content, 'Bonjour ! Grüße — ✓ 日本語', 'every answer from the next group')
+    }
+    // Per-worker state would take 3 failures on each worker (6 in all).
+    assert.equal(sw.seen, 3, 'exactly consecutiveFailures tries reached the failing provider')
+    const workers = new Set(portico.logs().filter(l => l.msg === 'request' && String(l.path).startsWith('/v1/chat/completions')).map(l => l.worker))
+    assert.equal(workers.size, 2, 'both workers served')
+  })
+})
