@@ -97,6 +97,14 @@ test('PorticoPolicy and PorticoBackend CRDs on a real API server', { timeout: 18
     await assert.rejects(create(backend('bedrock-clear', { backendAuth: { aws: { accessKeyId: 'AKIDPORTICOTESTONLY', secretAccessKey: 'portico-test-secret-not-real' } } }), 'porticobackends'), /accessKeyId: Invalid value: "string"/)
   })
 
+  await t.test('a PorticoBackend with failover groups takes each provider\'s key as a secretRef, never in clear', async () => {
+    const backend = (name: string, key: unknown) => ({ apiVersion: 'portico.dev/v1alpha1', kind: 'PorticoBackend', metadata: { name, namespace: 'apps' }, spec: { ai: { name: 'llm', groups: [{ providers: [{ name: 'openai', provider: { openAI: { model: 'gpt-4o-mini' } }, policies: { backendAuth: { key } } }] }, { providers: [{ name: 'claude', provider: { anthropic: {} }, policies: { backendAuth: { key: { secretRef: { name: 'anthropic', key: 'api-key' } } } } }] }] }, policies: { health: { consecutiveFailures: 2 } } } })
+    const created = await create(backend('groups', { secretRef: { name: 'openai', key: 'api-key' } }), 'porticobackends')
+    assert.deepEqual(created.spec.ai.groups[0].providers[0].policies, { backendAuth: { key: { secretRef: { name: 'openai', key: 'api-key' } } } })
+    assert.equal(created.spec.ai.groups[1].providers[0].name, 'claude')
+    await assert.rejects(create(backend('groups-clear', 'sk-in-clear-123'), 'porticobackends'), /key: Invalid value: "string"/)
+  })
+
   await t.test('a PorticoBackend takes MCP targets by Service or URL, never a command', async () => {
     const backend = (mcp: unknown) => ({ apiVersion: 'portico.dev/v1alpha1', kind: 'PorticoBackend', metadata: { name: 'b', namespace: 'apps' }, spec: { mcp } })
     const mcp = { targets: [{ name: 'everything', service: { name: 'mcp-everything', port: 3001 } }, { name: 'remote', mcp: { host: 'https://mcp.example.com/mcp' } }] }

@@ -95,3 +95,13 @@ test('a policy a PorticoPolicy attached names it in the policies table', () => {
   const out = formatConfigAll({ ...dump, policies: [{ target: 'route/apps/mcp', phase: 'route', policies: { cors: {}, timeout: {} }, sources: { cors: 'PorticoPolicy apps/web-cors' } }] }, 'short')
   assert.match(out, /route\/apps\/mcp\s+route\s+cors\(PorticoPolicy apps\/web-cors\),timeout/)
 })
+
+test('an ai backend\'s failover groups: providers of a group by |, groups in priority order by >', () => {
+  const backends = [
+    { key: 'ai:llm/openai', kind: 'ai', name: 'llm/openai', target: 'api.openai.com:443', stats: { requests: 3, failures: 3, health: 0, latencyMs: 1 } },
+    { key: 'ai:llm/azure', kind: 'ai', name: 'llm/azure', target: 'res.openai.azure.com:443', stats: { requests: 0, failures: 0, health: 1, latencyMs: null } },
+    { key: 'ai:llm/claude', kind: 'ai', name: 'llm/claude', target: 'api.anthropic.com:443', stats: { requests: 3, failures: 0, health: 1, latencyMs: 2 } }
+  ]
+  const out = formatConfigAll({ ...dump, backends, routes: [{ key: 'chat', name: 'chat', listener: 'default', hostnames: [], matches: [{ path: { kind: 'prefix', value: '/llm' }, headers: [], query: [] }], policies: {}, backends: [{ backend: 'ai:llm/openai', weight: 1, failover: [[{ backend: 'ai:llm/openai' }, { backend: 'ai:llm/azure' }], [{ backend: 'ai:llm/claude' }]] }] }] }, 'short')
+  assert.match(out, /chat\s+-\s+default\s+\*\s+prefix \/llm\s+llm\/openai\|llm\/azure > llm\/claude\s+-/)
+})

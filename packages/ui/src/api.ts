@@ -105,7 +105,8 @@ export interface RouteInfo {
   hostnames: string[]
   matches: RouteMatch[]
   policies: PolicySet
-  backends: Array<{ backend: string, weight: number, policies: PolicySet }>
+  /** `failover`: an ai backend's failover groups (priority order), each provider a backend of its own with its policies. */
+  backends: Array<{ backend: string, weight: number, policies: PolicySet, failover?: Array<Array<{ backend: string, policies: PolicySet }>> }>
   timeouts?: Record<string, number>
 }
 

@@ -41,7 +41,8 @@ export interface DumpRoute {
   hostnames?: string[]
   matches?: DumpMatch[]
   policies?: Record<string, unknown>
-  backends?: Array<{ backend: string, weight: number, policies?: Record<string, unknown> }>
+  /** `failover`: an ai backend's failover groups (priority order), each provider a backend of its own. */
+  backends?: Array<{ backend: string, weight: number, policies?: Record<string, unknown>, failover?: Array<Array<{ backend: string }>> }>
   [more: string]: unknown
 }
 

@@ -75,7 +75,11 @@ export function routeRows (routes: DumpRoute[], backends: DumpBackend[] = []): s
     r.listener ?? '-',
     (r.hostnames ?? []).length === 0 ? '*' : r.hostnames!.join(','),
     r.kind === 'tcp' || r.kind === 'tls' ? `(${r.kind} connections)` : (r.matches ?? []).map(matchText).join('; ') || '-',
-    (r.backends ?? []).map(b => (r.backends!.length > 1 ? `${backendName(b.backend)} (weight ${b.weight})` : backendName(b.backend))).join(', ') || '-',
+    (r.backends ?? []).map(b => {
+      // Failover groups: providers of a group by `|`, groups in priority order by `>`.
+      const name = b.failover !== undefined ? b.failover.map(g => g.map(p => backendName(p.backend)).join('|')).join(' > ') : backendName(b.backend)
+      return r.backends!.length > 1 ? `${name} (weight ${b.weight})` : name
+    }).join(', ') || '-',
     policyNames(r.policies)
   ])
 }

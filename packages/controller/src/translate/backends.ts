@@ -7,7 +7,7 @@
  */
 
 import { createHash } from 'node:crypto'
-import type { BackendIR, PolicySetIR } from '@portico/engine/ir'
+import type { BackendIR, FailoverProviderIR, PolicySetIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type Secret, type Service } from './gateway-api.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
@@ -45,6 +45,8 @@ export interface ResolvedBackends {
   backends: Map<string, BackendIR>
   /** A PorticoBackend's own policies, by backend key: every reference to it starts from them. */
   ownPolicies: Map<string, PolicySetIR>
+  /** A PorticoBackend's failover groups (`ai.groups`), by the key of the backend that stands for them (its first provider's). */
+  failover: Map<string, FailoverProviderIR[][]>
   condition(generation: number | undefined): Condition
 }
 
@@ -52,10 +54,11 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   const routeNs = route.metadata.namespace ?? ''
   const backends = new Map<string, BackendIR>()
   const ownPolicies = new Map<string, PolicySetIR>()
+  const failovers = new Map<string, { backends: BackendIR[], groups: FailoverProviderIR[][] }>()
   let failure: { reason: string, message: string } | null = null
   const fail = (reason: string, message: string) => { failure ??= { reason, message } }
   const refs = (route.spec.rules ?? []).map(rule => (rule.backendRefs ?? []).map(ref => {
-    let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies)
+    let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies, failovers)
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
@@ -63,11 +66,13 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
     // After the check: a BackendTLSPolicy's problems are the policy's status, not the route's.
     if (tlsPolicies !== undefined) b = withBackendTls(b, ref.port, index, tlsPolicies)
     backends.set(b.key, b)
+    // Failover groups: every provider is a backend of the config.
+    for (const p of failovers.get(b.key)?.backends ?? []) backends.set(p.key, p)
     return b.key
   }))
   // RequestMirror backendRefs resolve like any backendRef (ReferenceGrant, Service, port).
   const mirrors = (route.spec.rules ?? []).map(rule => (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
-    let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies)
+    let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies, new Map())
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
       fail(reason, message)
@@ -81,13 +86,14 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
     mirrors,
     backends,
     ownPolicies,
+    failover: new Map([...failovers].map(([key, f]) => [key, f.groups])),
     condition: gen => failure === null
       ? condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
       : condition('ResolvedRefs', false, failure.reason, failure.message, gen)
   }
 }
 
-function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGrants, index: ServiceIndex, fromKind: string, ownPolicies: Map<string, PolicySetIR>): BackendIR {
+function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGrants, index: ServiceIndex, fromKind: string, ownPolicies: Map<string, PolicySetIR>, failovers: Map<string, { backends: BackendIR[], groups: FailoverProviderIR[][] }>): BackendIR {
   const ns = ref.namespace ?? routeNs
   const group = ref.group ?? ''
   const kind = ref.kind ?? 'Service'
@@ -105,6 +111,7 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     const b = porticoBackendIR(pb, index)
     if (typeof b !== 'string') {
       if (Object.keys(b.policies).length > 0) ownPolicies.set(b.backend.key, b.policies)
+      if (b.failover !== undefined) failovers.set(b.backend.key, b.failover)
       return b.backend
     }
     const [reason, message] = splitReason(b)

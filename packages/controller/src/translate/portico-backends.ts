@@ -13,10 +13,10 @@
  */
 
 import { loadConfigText } from '@portico/engine/config'
-import type { BackendIR, PolicySetIR } from '@portico/engine/ir'
+import type { BackendIR, FailoverProviderIR, PolicySetIR } from '@portico/engine/ir'
 import type { ObjectMeta } from './gateway-api.ts'
 import { endpointsOf, type ServiceIndex } from './backends.ts'
-import { convertPolicy, resolveBackendAuth } from './portico-policies.ts'
+import { convertPolicy, resolveAiGroupSecrets, resolveBackendAuth } from './portico-policies.ts'
 
 export const PORTICO_GROUP = 'portico.dev'
 
@@ -34,6 +34,12 @@ export interface PorticoBackend {
 export interface PorticoBackendServed {
   backend: BackendIR
   policies: PolicySetIR
+  /**
+   * An `ai` backend with failover groups: every provider's backend (`backend` is the first)
+   * and the groups as a backend reference carries them (BackendRefIR.failover), the
+   * resource's own policies already in each provider's.
+   */
+  failover?: { backends: BackendIR[], groups: FailoverProviderIR[][] }
 }
 
 /** The backend, or `reason: message` when it cannot be served. */
@@ -42,6 +48,7 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Port
   const kinds = (['mcp', 'ai'] as const).filter(k => pb.spec[k] !== undefined)
   if (kinds.length !== 1) return `InvalidKind: PorticoBackend ${ns}/${pb.metadata.name} needs exactly one of mcp or ai`
   let block: Record<string, unknown> = pb.spec[kinds[0]!]!
+  if (kinds[0] === 'ai' && block.groups !== undefined) return aiGroupsIR(pb, block, index)
   if (kinds[0] === 'mcp') {
     const targets: Array<Record<string, unknown>> = []
     for (const t of pb.spec.mcp!.targets ?? []) {
@@ -99,4 +106,48 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Port
     if (converted.backend.ai !== undefined) backend.ai = converted.backend.ai
   }
   return { backend: { ...backend, key: `portico/${ns}/${pb.metadata.name}`, name: pb.metadata.name, namespace: ns }, policies }
+}
+
+/**
+ * A PorticoBackend whose `ai` has failover groups: loaded as the standalone block (each
+ * provider a backend of its own, the resource's `spec.policies` under each provider's own
+ * `policies`), with the secretRefs of both read first. Providers' backends are keyed
+ * `portico/<namespace>/<name>/<provider>` and named `<name>/<provider>`.
+ */
+function aiGroupsIR (pb: PorticoBackend, block: Record<string, unknown>, index: ServiceIndex): PorticoBackendServed | string {
+  const ns = pb.metadata.namespace ?? ''
+  const where = `PorticoBackend ${ns}/${pb.metadata.name}`
+  const resolved = resolveAiGroupSecrets(pb.metadata, block, pb.spec.policies, index.secrets)
+  if (!resolved.ok) return `UnsupportedValue: ${where}: ${resolved.message}`
+  const entry: Record<string, unknown> = { ai: resolved.ai }
+  if (resolved.policies !== undefined) entry.policies = resolved.policies
+  const config = { gateways: { default: { port: 1 } }, routes: [{ name: pb.metadata.name, backends: [entry] }] }
+  const result = loadConfigText(JSON.stringify(config), {
+    baseDir: '/',
+    readFile: path => {
+      const text = resolved.files.get(path)
+      if (text === undefined) throw Object.assign(new Error('no files in a cluster'), { code: 'ENOENT' })
+      return text
+    }
+  })
+  if (!result.ok) {
+    const d = result.diagnostics[0]!
+    const at = d.path.indexOf('ai') !== -1 ? d.path.indexOf('ai') : d.path.indexOf('policies')
+    const field = at === -1 ? '' : d.path.slice(at).map(p => typeof p === 'number' ? `[${p}]` : `.${p}`).join('')
+    let message = d.message
+    for (const v of resolved.values) if (v.length > 0) message = message.split(v).join('<secret>')
+    return `UnsupportedValue: ${where}: spec${field}: ${message}`
+  }
+  const ir = result.config.ir
+  const ref = ir.binds[0]!.listeners[0]!.routes[0]!.backends[0]!
+  const keys = new Map<string, string>()
+  const backends = ir.backends.map(b => {
+    // The loader names a provider's backend `<ai name>/<provider name>`.
+    const provider = b.name.slice(b.name.indexOf('/') + 1)
+    const key = `portico/${ns}/${pb.metadata.name}/${provider}`
+    keys.set(b.key, key)
+    return { ...b, key, name: `${pb.metadata.name}/${provider}`, namespace: ns }
+  })
+  const groups = ref.failover!.map(g => g.map(p => ({ backend: keys.get(p.backend)!, policies: p.policies })))
+  return { backend: backends.find(b => b.key === groups[0]![0]!.backend)!, policies: {}, failover: { backends, groups } }
 }

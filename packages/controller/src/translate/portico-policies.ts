@@ -230,16 +230,20 @@ function applyToRoute (
     if (applied.timeouts !== undefined && route.timeouts === undefined) route.timeouts = applied.timeouts
     if (applied.retry !== undefined && route.retry === undefined) route.retry = applied.retry
   }
-  for (const refIR of route.backends) {
+  // A PorticoBackend with failover groups: a policy attached to it reaches each provider.
+  const refTargets = route.backends.flatMap(r => r.failover !== undefined ? r.failover.flat() : [r])
+  for (const refIR of refTargets) {
     const backend = g.backends.get(refIR.backend)
     // A Service, or a PorticoBackend (whose keys start portico/, portico-backends.ts).
     const target = backend?.kind === 'service' ? { group: '', kind: 'Service' } : backend?.key.startsWith('portico/') === true ? { group: 'portico.dev', kind: 'PorticoBackend' } : null
     if (backend === undefined || target === null) continue
+    // A failover provider's backend is named <PorticoBackend>/<provider>.
+    const name = backend.name.split('/')[0]!
     const onBackend: Attachment[] = []
     for (const p of sorted) {
       if ((p.metadata.namespace ?? '') !== (backend.namespace ?? '')) continue
       for (const ref of p.spec.targetRefs) {
-        if (ref.kind !== target.kind || (ref.group ?? '') !== target.group || ref.name !== backend.name) continue
+        if (ref.kind !== target.kind || (ref.group ?? '') !== target.group || ref.name !== name) continue
         found.add(p)
         // Bedrock signs its requests with the credentials its own resource names: a backendAuth
         // here would be sent as a header the signature replaces.
@@ -436,6 +440,21 @@ export function resolveBackendAuth (meta: PorticoPolicy['metadata'], backendAuth
   const out = withSecrets(backendAuth, properties?.backendAuth, 'backendAuth', resolve)
   const failed = problem()
   return failed !== undefined ? { ok: false, message: failed } : { ok: true, backendAuth: out, values }
+}
+
+/**
+ * A PorticoBackend's `ai` block with failover groups and its own `policies`, their secretRefs
+ * read (each provider's backendAuth among them): values in place, files as paths whose text
+ * is in `files`. Never holds a secret in its message.
+ */
+export function resolveAiGroupSecrets (meta: PorticoPolicy['metadata'], ai: unknown, policies: unknown, secrets: Map<string, Secret>): { ok: true, ai: unknown, policies: unknown, files: Map<string, string>, values: string[] } | { ok: false, message: string } {
+  const { resolve, files, values, problem } = secretResolver(meta.namespace ?? '', secrets)
+  const outAi = withSecrets(ai, configParts(configJsonSchema()).ai, 'ai', resolve)
+  const outPolicies = policies === undefined ? undefined : withSecrets(policies, schemaOf('backend'), '', resolve)
+  const failed = problem()
+  // The resolver names fields under spec.policies; the ai block's are under spec.ai.
+  if (failed !== undefined) return { ok: false, message: failed.replace(/^spec\.policies\.ai\b/, 'spec.ai') }
+  return { ok: true, ai: outAi, policies: outPolicies, files, values }
 }
 
 /** `value` with every secretRef of a field marked secret replaced by what `resolve` gives. */

@@ -198,6 +198,14 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
         const b = resolved.backends.get(key)!
         if (fields.length > 0) out.policySources = Object.fromEntries(fields.map(f => [f, `PorticoBackend ${b.namespace ?? ''}/${b.name}`]))
       }
+      // A PorticoBackend's failover groups: each provider with its own policies, under what
+      // the backendRef's filters set (as above).
+      const failover = resolved.failover.get(key)
+      if (failover !== undefined) {
+        const filters = out.policies
+        out.failover = failover.map(g => g.map(p => ({ backend: p.backend, policies: { ...p.policies, ...filters } })))
+        out.policies = out.failover[0]![0]!.policies
+      }
       return out
     })
     const ir: RouteIR = {

@@ -6,7 +6,7 @@
  */
 
 import type { AiBackendConfig, RouteBackendConfig } from './schema.ts'
-import type { AiBackendSpecIR, AiPricingIR, AiProviderName, AiRatesIR, BackendIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
+import type { AiBackendSpecIR, AiPricingIR, AiProviderName, AiRatesIR, BackendIR, BackendRefIR, FailoverProviderIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
 import { parseRate } from '../llm/cost.ts'
 import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
 import { vertexHost } from '../llm/providers/vertex.ts'
@@ -17,21 +17,25 @@ type Path = Array<string | number>
 type ParseHost = (text: string) => { protocol: 'http' | 'https', host: string, port: number } | string
 
 function providerName (a: AiBackendConfig): AiProviderName[] {
-  return (Object.keys(a.provider) as AiProviderName[]).filter(k => a.provider[k] !== undefined)
+  const provider = a.provider ?? {}
+  return (Object.keys(provider) as AiProviderName[]).filter(k => provider[k] !== undefined)
 }
 
-function defaultsOf (a: AiBackendConfig, name: AiProviderName): ProviderDefaults {
+/** A backend of one provider (`provider` set): what every function below but aiGroupsToRefs reads. */
+type OneProvider = AiBackendConfig & { provider: NonNullable<AiBackendConfig['provider']> }
+
+function defaultsOf (a: OneProvider, name: AiProviderName): ProviderDefaults {
   return name === 'custom' ? customDefaults(a.provider.custom!.format) : PROVIDERS[name]
 }
 
 /** The header and form backendAuth's key takes for this backend's provider (null: the provider signs requests; the key is refused). */
 export function aiKeyHeader (a: AiBackendConfig): ProviderDefaults['key'] {
   const names = providerName(a)
-  return names.length === 1 ? defaultsOf(a, names[0]!).key : { header: 'authorization', bearer: true }
+  return names.length === 1 ? defaultsOf(a as OneProvider, names[0]!).key : { header: 'authorization', bearer: true }
 }
 
 /** Where the provider's API is when hostOverride does not say. */
-function defaultBaseUrl (a: AiBackendConfig, name: AiProviderName, defaults: ProviderDefaults): string | null {
+function defaultBaseUrl (a: OneProvider, name: AiProviderName, defaults: ProviderDefaults): string | null {
   switch (name) {
     case 'azure': {
       const azure = a.provider.azure!
@@ -52,9 +56,9 @@ export type AiBackendAuth = NonNullable<NonNullable<RouteBackendConfig['policies
  * How a bedrock backend authorises its requests: a Bedrock API key (`key`), explicit AWS keys
  * (`aws: {accessKeyId, secretAccessKey}`), else the AWS default credential chain.
  */
-function bedrockAuth (auth: AiBackendAuth | undefined, path: Path, fail: (p: Path, message: string) => void): NonNullable<AiBackendSpecIR['bedrock']>['auth'] {
+function bedrockAuth (auth: AiBackendAuth | undefined, policiesAt: Path, fail: (p: Path, message: string) => void): NonNullable<AiBackendSpecIR['bedrock']>['auth'] {
   if (auth === undefined) return { kind: 'chain' }
-  const at = [...path, 'policies', 'backendAuth']
+  const at = [...policiesAt, 'backendAuth']
   if (auth.key !== undefined) return { kind: 'apiKey', apiKey: auth.key }
   const aws = auth.aws ?? {}
   if ((aws.accessKeyId === undefined) !== (aws.secretAccessKey === undefined)) {
@@ -119,7 +123,12 @@ function translatePricing (p: NonNullable<AiBackendConfig['pricing']>, path: Pat
  * service-account key backendAuth.gcp names (config/to-ir.ts reads and checks it), for Vertex;
  * absent = Application Default Credentials.
  */
-export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR): BackendIR | undefined {
+export function translateAiBackend (config: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR, policiesAt: Path = [...path.slice(0, -1), 'policies']): BackendIR | undefined {
+  if (config.provider === undefined) {
+    fail(path, 'needs provider (or groups of providers)')
+    return undefined
+  }
+  const a = config as OneProvider
   const names = providerName(a)
   if (names.length !== 1) {
     fail([...path, 'provider'], `needs exactly one provider${names.length > 1 ? ` (got ${names.join(', ')})` : ''}`)
@@ -170,7 +179,7 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     } else if (bedrock.guardrailIdentifier !== undefined) {
       ai.bedrock.guardrail = { identifier: bedrock.guardrailIdentifier, version: bedrock.guardrailVersion! }
     }
-    ai.bedrock.auth = bedrockAuth(auth, path.slice(0, -1), fail)
+    ai.bedrock.auth = bedrockAuth(auth, policiesAt, fail)
     // Converse's paths are per model (/model/{id}/converse): there is no base path to change.
     if (a.pathOverride !== undefined) fail([...path, 'pathOverride'], 'does not apply to provider bedrock (the path is /model/<model>/converse)')
     if (a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply to provider bedrock (the path is /model/<model>/converse)')
@@ -192,4 +201,53 @@ export function translateAiBackend (a: AiBackendConfig, path: Path, fail: (p: Pa
     target,
     ai
   }
+}
+
+/** Fields of an `ai` backend that belong to each provider once it has `groups`. */
+const PER_PROVIDER = ['hostOverride', 'pathOverride', 'pathPrefix', 'tokenize', 'pricing'] as const
+
+/**
+ * An `ai` backend with `groups` (agentgateway's failover groups): each provider becomes a
+ * backend of its own, `<name>/<provider name>`, with its adapter, key, format and usage, made
+ * by `make` as any route backend is (`make` gets the provider as a route backend entry: its
+ * `ai` block, and the entry's policies with the provider's own in place of those of the same
+ * name). Returns the groups in priority order, or undefined when one cannot be built (every
+ * problem reported first).
+ */
+export function aiGroupsToRefs (b: RouteBackendConfig, at: Path, fail: (p: Path, message: string) => void, make: (provider: RouteBackendConfig, providerAt: Path) => BackendRefIR | undefined): FailoverProviderIR[][] | undefined {
+  const a = b.ai!
+  const groups = a.groups!
+  let ok = true
+  if (a.provider !== undefined) {
+    fail([...at, 'ai', 'provider'], 'provider and groups exclude each other: put the provider in a group')
+    ok = false
+  }
+  for (const field of PER_PROVIDER) {
+    if (a[field] === undefined) continue
+    fail([...at, 'ai', field], 'is set on each provider of groups')
+    ok = false
+  }
+  const names = new Set<string>()
+  const out: FailoverProviderIR[][] = []
+  groups.forEach((g, gi) => {
+    const group: FailoverProviderIR[] = []
+    g.providers.forEach((p, pi) => {
+      const providerAt = [...at, 'ai', 'groups', gi, 'providers', pi]
+      if (names.has(p.name)) {
+        fail([...providerAt, 'name'], `another provider of backend ${a.name} is named "${p.name}"`)
+        ok = false
+        return
+      }
+      names.add(p.name)
+      const { name, policies, ...where } = p
+      const entry: RouteBackendConfig = { ai: { name: `${a.name}/${name}`, ...where } }
+      const merged = { ...b.policies, ...policies }
+      if (Object.keys(merged).length > 0) entry.policies = merged
+      const ref = make(entry, providerAt)
+      if (ref === undefined) ok = false
+      else group.push({ backend: ref.backend, policies: ref.policies })
+    })
+    out.push(group)
+  })
+  return ok ? out : undefined
 }

@@ -372,15 +372,32 @@ export const AiPricingSchema = Type.Object({
   }, { ...strict, description: 'Rates for the models this matches.' }), { maxItems: 1000, description: 'Per-model rates; the first entry that matches wins; a model no entry matches takes the backend-wide rates (input, output, ...), if any.' }))
 }, { ...strict, description: 'What the answer\'s tokens cost (agentgateway\'s model catalog rates): the cost of each call goes to the access log, the trace and the portico_gen_ai_client_cost_total metric.' })
 
-export const AiBackendSchema = Type.Object({
-  name: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Backend name (unique among ai backends); shown in traces, metrics and porticoctl.' }),
+const AI_NAME = '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$'
+
+/** Where one provider is and how it is called: the fields an `ai` backend and a provider of its `groups` share. */
+const aiProviderFields = {
   provider: AiProviderSchema,
   hostOverride: Opt(Type.String({ minLength: 1, description: 'Where to send requests instead of the provider\'s API: host:port or http(s)://host[:port].' })),
   pathOverride: Opt(Type.String({ pattern: '^/[^?#\\s\\x00-\\x1f\\x7f]*$', description: 'Path chat requests are sent to instead of the provider\'s (/v1/chat/completions for OpenAI).' })),
   pathPrefix: Opt(Type.String({ pattern: '^(/[^?#\\s\\x00-\\x1f\\x7f]*)?$', description: 'The provider\'s base path, operations appended (/chat/completions, /embeddings, /models); default the provider\'s (/v1 for OpenAI, /openai/v1 for Groq).' })),
   tokenize: Opt(Type.Boolean({ description: 'Estimate each request\'s prompt tokens (o200k_base tokenizer) before it is sent, and answer 429 when a localRateLimit bucket of type tokens holds fewer; the answer\'s real usage is still what is taken. Default false.' })),
   pricing: Opt(AiPricingSchema)
-}, { ...strict, description: 'An LLM provider: requests in OpenAI chat completions, OpenAI Responses or Anthropic Messages format (told by the path) are sent to it, translated when it speaks another; the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
+}
+
+export const AiGroupProviderSchema = Type.Object({
+  name: Type.String({ minLength: 1, pattern: AI_NAME, description: 'The provider\'s name (unique in the backend): its backend is <ai name>/<name> in traces, metrics and porticoctl.' }),
+  ...aiProviderFields,
+  policies: Opt(BackendPoliciesSchema)
+}, { ...strict, description: 'One provider of a failover group, with its own key (policies.backendAuth) and backend policies; they replace the backend entry\'s policies of the same name.' })
+
+export const AiBackendSchema = Type.Object({
+  name: Type.String({ minLength: 1, pattern: AI_NAME, description: 'Backend name (unique among ai backends); shown in traces, metrics and porticoctl.' }),
+  ...aiProviderFields,
+  provider: Opt(AiProviderSchema),
+  groups: Opt(Type.Array(Type.Object({
+    providers: Type.Array(AiGroupProviderSchema, { minItems: 1, description: 'Providers of this group, balanced round robin among those not ejected.' })
+  }, { ...strict }), { minItems: 1, description: 'Failover across providers (instead of provider): priority groups, the first group with a provider not ejected by passive health serves; a request that fails (429, 5xx, connection error, backend timeout) before any byte reached the client is sent to the next provider, in its format.' }))
+}, { ...strict, description: 'An LLM provider (or failover groups of them): requests in OpenAI chat completions, OpenAI Responses or Anthropic Messages format (told by the path) are sent to it, translated when it speaks another; the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
 
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({
@@ -566,3 +583,4 @@ export type BasicAuthConfig = Static<typeof BasicAuthSchema>
 export type ApiKeyConfig = Static<typeof ApiKeySchema>
 export type ExtAuthzConfig = Static<typeof ExtAuthzSchema>
 export type OidcConfig = Static<typeof OidcSchema>
+export type AiGroupProviderConfig = Static<typeof AiGroupProviderSchema>

@@ -23,7 +23,7 @@ import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { readFileField, readPemField } from './referenced-file.ts'
-import { aiKeyHeader, translateAiBackend, type AiBackendAuth } from './ai-to-ir.ts'
+import { aiGroupsToRefs, aiKeyHeader, translateAiBackend, type AiBackendAuth } from './ai-to-ir.ts'
 import { CREDENTIAL_HEADERS } from '../llm/providers/index.ts'
 
 export interface ToIROptions {
@@ -284,31 +284,36 @@ function translateRoute (
   const matches: RouteMatchIR[] = (route.matches ?? [{}]).map((m, i) => translateMatch(m, [...path, 'matches', i], fail))
 
   const refs: BackendRefIR[] = []
-  ;(route.backends ?? []).forEach((b, i) => {
+  /**
+   * One backend of the route, or one provider of an ai backend's failover groups (`aiAt` and
+   * `policiesAt` then name its place in the groups): its BackendIR into `backends`, its
+   * reference returned.
+   */
+  const backendRef = (b: RouteBackendConfig, at: Path, aiAt: Path, policiesAt: Path, failoverProvider: boolean): BackendRefIR | undefined => {
     const { backendTLS, health, http, backendAuth, ...backendPolicies } = b.policies ?? {}
-    const authAt = [...path, 'backends', i, 'policies', 'backendAuth']
+    const authAt = [...policiesAt, 'backendAuth']
     // Bedrock signs its requests (or sends its API key) itself: its backendAuth goes into its IR.
-    const selfAuth = b.ai?.provider.bedrock !== undefined
+    const selfAuth = b.ai?.provider?.bedrock !== undefined
     let gcpCredential: GcpServiceAccountKeyIR | undefined
     const given = backendAuth === undefined ? 0 : [backendAuth.key, backendAuth.aws, backendAuth.gcp].filter(v => v !== undefined).length
     if (backendAuth !== undefined && given !== 1) report(authAt, 'needs exactly one of key, aws or gcp')
     if (backendAuth?.aws !== undefined && !selfAuth) report([...authAt, 'aws'], 'applies to ai backends of provider bedrock only')
     if (backendAuth?.gcp !== undefined) {
-      if (b.ai?.provider.vertex === undefined) report([...authAt, 'gcp'], 'applies to ai backends of provider vertex')
+      if (b.ai?.provider?.vertex === undefined) report([...authAt, 'gcp'], 'applies to ai backends of provider vertex')
       else if (backendAuth.gcp.credential !== undefined) gcpCredential = gcpServiceAccountKey(backendAuth.gcp.credential, [...authAt, 'gcp', 'credential'], pc)
     }
     if (backendAuth?.key !== undefined && !selfAuth) {
       // The key becomes the Authorization header the backend gets: one header policy, so the
       // trace and /config_dump show it there (redacted, as every credential header is).
       if (backendPolicies.requestHeaderModifier?.set?.authorization !== undefined || backendPolicies.requestHeaderModifier?.add?.authorization !== undefined) {
-        report([...path, 'backends', i, 'policies', 'backendAuth'], 'the Authorization header is also set by requestHeaderModifier: use one of them')
+        report(authAt, 'the Authorization header is also set by requestHeaderModifier: use one of them')
       }
       // An ai backend's provider takes its key its own way (api-key, x-api-key, x-goog-api-key):
       // the client's Authorization must not reach it then.
       const keyHeader = b.ai !== undefined ? aiKeyHeader(b.ai) : { header: 'authorization', bearer: true }
       const mod = backendPolicies.requestHeaderModifier ?? {}
       if (keyHeader === null) {
-        report([...path, 'backends', i, 'policies', 'backendAuth'], 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
+        report(authAt, 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
       } else if (keyHeader.header === 'authorization') {
         backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${backendAuth.key}` }, ...removing(mod.remove, b.ai !== undefined ? CREDENTIAL_HEADERS.filter(h => h !== 'authorization') : []) }
       } else {
@@ -317,26 +322,48 @@ function translateRoute (
         backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: backendAuth.key }, ...removing(mod.remove, CREDENTIAL_HEADERS.filter(h => h !== keyHeader.header)) }
       }
     }
+    const i = at[at.length - 1] as number
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
-      ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...path, 'backends', i, 'mcp'], options, fail)
-      : translateBackend(b, [...path, 'backends', i], fail, selfAuth ? backendAuth : undefined, gcpCredential)
+      ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...at, 'mcp'], options, fail)
+      : translateBackend(b, at, fail, selfAuth ? backendAuth : undefined, gcpCredential, aiAt, policiesAt)
     if (backend === undefined) {
       // The backend cannot be built, but its policies are still checked: every problem of
       // the file is reported in one run.
-      policiesToIR(backendPolicies, [...path, 'backends', i, 'policies'], pc)
-      return
+      policiesToIR(backendPolicies, policiesAt, pc)
+      return undefined
     }
-    if (backend.kind !== 'mcp') backend = backendSettingsToIR(backend, { backendTLS, health, http }, [...path, 'backends', i, 'policies'], options, report)
-    else if (backendTLS !== undefined || health !== undefined || http !== undefined) report([...path, 'backends', i, 'policies'], 'backendTLS, health and http apply to host backends, not mcp')
+    if (backend.kind !== 'mcp') {
+      // A provider of failover groups has passive health on, with the defaults unless its
+      // policies say otherwise: ejection is how a failing provider stops getting requests first.
+      backend = backendSettingsToIR(backend, { backendTLS, health: health ?? (failoverProvider ? {} : undefined), http }, policiesAt, options, report)
+      // ...where a 429 (rate limited) counts against it as a 5xx does, and each ejection in a
+      // row lasts longer (agentgateway's multiplicative backoff).
+      if (failoverProvider && backend.health !== undefined) backend = { ...backend, health: { ...backend.health, rateLimited: true, backoff: true } }
+    } else if (backendTLS !== undefined || health !== undefined || http !== undefined) report(policiesAt, 'backendTLS, health and http apply to host backends, not mcp')
     const known = backends.get(backend.key)
     if (known === undefined) backends.set(backend.key, backend)
     else if (backend.kind === 'ai' && JSON.stringify(known) !== JSON.stringify(backend)) {
-      report([...path, 'backends', i, 'ai', 'name'], `another ai backend is named "${backend.name}" with different settings; give each its own name`)
+      report([...aiAt, 'name'], `another ai backend is named "${backend.name}" with different settings; give each its own name`)
     }
-    refs.push({ backend: backend.key, weight: b.weight ?? 1, policies: policiesToIR(backendPolicies, [...path, 'backends', i, 'policies'], pc) })
-    checkPrefixModifiers(refs[refs.length - 1]!.policies, matches, [...path, 'backends', i, 'policies'], report)
-    checkTokenLimits(refs[refs.length - 1]!.policies, backend.kind === 'ai', `this backend is ${backend.kind === 'static' ? 'a host' : backend.kind}`, [...path, 'backends', i, 'policies'], report)
-    checkExtProcOnMcp(refs[refs.length - 1]!.policies, backend.kind === 'mcp' ? 'this backend is mcp' : null, [...path, 'backends', i, 'policies'], report)
+    const ref: BackendRefIR = { backend: backend.key, weight: b.weight ?? 1, policies: policiesToIR(backendPolicies, policiesAt, pc) }
+    checkPrefixModifiers(ref.policies, matches, policiesAt, report)
+    checkTokenLimits(ref.policies, backend.kind === 'ai', `this backend is ${backend.kind === 'static' ? 'a host' : backend.kind}`, policiesAt, report)
+    checkExtProcOnMcp(ref.policies, backend.kind === 'mcp' ? 'this backend is mcp' : null, policiesAt, report)
+    return ref
+  }
+  ;(route.backends ?? []).forEach((b, i) => {
+    const at = [...path, 'backends', i]
+    if (b.ai?.groups === undefined) {
+      const ref = backendRef(b, at, [...at, 'ai'], [...at, 'policies'], false)
+      if (ref !== undefined) refs.push(ref)
+      return
+    }
+    const groups = aiGroupsToRefs(b, at, report, (provider, providerAt) => backendRef(provider, at, providerAt, [...providerAt, 'policies'], true))
+    if (groups === undefined) return
+    // The route's choice among its backends is the whole failover set; its first provider
+    // stands for it wherever one backend is read (a request starts there when none is ejected).
+    const first = groups[0]![0]!
+    refs.push({ backend: first.backend, weight: b.weight ?? 1, policies: first.policies, failover: groups })
   })
 
   const { timeout, retry, requestMirror, ...policies } = route.policies ?? {}
@@ -538,14 +565,14 @@ function gcpServiceAccountKey (credential: string | { file: string }, at: Path, 
   return k as GcpServiceAccountKeyIR
 }
 
-function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR): BackendIR | undefined {
+function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR, aiAt: Path = [...path, 'ai'], policiesAt: Path = [...path, 'policies']): BackendIR | undefined {
   const kinds = (['host', 'endpoints', 'mcp', 'ai'] as const).filter(k => b[k] !== undefined)
   if (kinds.length !== 1) {
     fail(path, `needs exactly one backend kind: host, endpoints, mcp or ai${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
-  if (b.ai !== undefined) return translateAiBackend(b.ai, [...path, 'ai'], fail, parseHostTarget, auth, gcpCredential)
+  if (b.ai !== undefined) return translateAiBackend(b.ai, aiAt, fail, parseHostTarget, auth, gcpCredential, policiesAt)
   if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {

@@ -5,7 +5,7 @@
  * request/compiled.ts, below the pipeline that reads them.
  */
 
-import type { BackendIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledBind, CompiledConfig, CompiledListener, CompiledRoute } from '../request/compiled.ts'
 import { compilePolicySet } from '../policy/compile.ts'
 import type { PolicyServices } from '../policy/services.ts'
@@ -47,11 +47,16 @@ function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>, serv
 }
 
 function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledRoute {
-  const refs: CompiledBackendRef[] = ir.backends.map(ref => ({
+  const compileRef = (ref: BackendRefIR): CompiledBackendRef => ({
     ir: ref,
     backend: backends.get(ref.backend),
     policies: compilePolicySet(ref.policies, services, ref.policySources)
-  }))
+  })
+  const refs: CompiledBackendRef[] = ir.backends.map(ref => {
+    const compiled = compileRef(ref)
+    if (ref.failover !== undefined) compiled.failover = ref.failover.map(g => g.map(p => compileRef({ backend: p.backend, weight: 1, policies: p.policies, ...(p.policySources !== undefined ? { policySources: p.policySources } : {}) })))
+    return compiled
+  })
   return {
     ir,
     key: ir.key,

@@ -5,7 +5,10 @@
  * timeout or a 5xx answer counts a failure, anything else resets the count; after
  * `consecutiveFailures` in a row the endpoint is ejected for `ejectionMs`, then gets traffic
  * again (and is ejected again if it keeps failing). With every endpoint ejected, the backend
- * call answers 503 `no healthy backends` without dispatching.
+ * call answers 503 `no healthy backends` without dispatching. The providers of an `ai`
+ * backend's failover groups are backends of one endpoint each whose health also counts 429
+ * answers (`rateLimited`) and backs off (`backoff`: the k-th ejection in a row lasts k times
+ * as long, up to MAX_BACKOFF): pipeline/failover.ts skips the ejected ones.
  *
  * With several data-plane workers (config.workers) the failure counts and ejections live in
  * memory the workers share (EndpointState over util/shared-records.ts): failures seen by
@@ -24,54 +27,91 @@ import { Records } from '../util/shared-records.ts'
 export interface EndpointState {
   /** Until when (ms since the epoch) the endpoint is ejected; 0 = not. */
   ejectedUntil(): number
-  /** Counts a failure; at `threshold` in a row the endpoint is ejected until `until()`. */
-  failed(threshold: number, until: () => number): void
+  /**
+   * Counts a failure; at `threshold` in a row the endpoint is ejected until `until(k)`, k
+   * being how many times it was ejected with no success in between, this one included.
+   */
+  failed(threshold: number, until: (ejections: number) => number): void
   succeeded(): void
 }
 
 class LocalEndpointState implements EndpointState {
   private failures = 0
+  private ejections = 0
   private until = 0
   ejectedUntil (): number {
     return this.until
   }
 
-  failed (threshold: number, until: () => number): void {
+  failed (threshold: number, until: (ejections: number) => number): void {
     if (++this.failures < threshold) return
     this.failures = 0
-    this.until = until()
+    this.until = until(++this.ejections)
   }
 
   succeeded (): void {
     this.failures = 0
+    this.ejections = 0
   }
 }
 
-/** Int32 1 of the record: failures in a row; Float64 1: ejected until. */
+/** Int32 1 of the record: failures in a row; Float64 1: ejected until; Float64 2: ejections in a row. */
 export class SharedEndpointState implements EndpointState {
   private readonly records: Records
   private readonly count: number
   private readonly until: number
+  private readonly ejections: number
 
   constructor (records: Records, record: number) {
     this.records = records
     this.count = Records.int(record, 1)
     this.until = Records.float(record, 1)
+    this.ejections = Records.float(record, 2)
   }
 
   ejectedUntil (): number {
     return this.records.f64[this.until]!
   }
 
-  failed (threshold: number, until: () => number): void {
+  failed (threshold: number, until: (ejections: number) => number): void {
     if (Atomics.add(this.records.i32, this.count, 1) + 1 < threshold) return
     Atomics.store(this.records.i32, this.count, 0)
-    this.records.f64[this.until] = until()
+    // Only the worker whose failure reached the threshold gets here (the count went back to 0).
+    const ejections = ++this.records.f64[this.ejections]!
+    this.records.f64[this.until] = until(ejections)
   }
 
   succeeded (): void {
     if (Atomics.load(this.records.i32, this.count) !== 0) Atomics.store(this.records.i32, this.count, 0)
+    if (this.records.f64[this.ejections] !== 0) this.records.f64[this.ejections] = 0
   }
+}
+
+/** The longest backoff: the k-th ejection in a row lasts min(k, MAX_BACKOFF) × ejectionMs. */
+export const MAX_BACKOFF = 10
+
+/** How long an endpoint is ejected for, the `ejections`-th time in a row. */
+export function ejectionFor (health: BackendHealthIR, ejections: number): number {
+  return health.backoff === true ? health.ejectionMs * Math.min(Math.max(1, ejections), MAX_BACKOFF) : health.ejectionMs
+}
+
+/**
+ * A 429's `Retry-After` (seconds, or an HTTP date) in ms, as long an ejection it asks for:
+ * at most MAX_BACKOFF × ejectionMs (a provider cannot take itself out for longer than the
+ * longest backoff); 0 when absent or unreadable.
+ */
+export function retryAfterMs (value: unknown, health: BackendHealthIR, now: number): number {
+  const text = Array.isArray(value) ? value[0] : value
+  if (typeof text !== 'string' || text.length > 64) return 0
+  const trimmed = text.trim()
+  const ms = /^\d+$/.test(trimmed) ? Number(trimmed) * 1000 : Date.parse(trimmed) - now
+  if (!Number.isFinite(ms) || ms <= 0) return 0
+  return Math.min(ms, MAX_BACKOFF * health.ejectionMs)
+}
+
+/** Whether an answer of this status counts against the endpoint (5xx; 429 too when `rateLimited`). */
+export function failedStatus (health: BackendHealthIR, status: number): boolean {
+  return status >= 500 || (status === 429 && health.rateLimited === true)
 }
 
 /**
@@ -173,11 +213,11 @@ export class EndpointBalancer implements UpstreamDispatcher {
   private observe (e: Endpoint, handler: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
     const health = this.health!
     let seen = false
-    const record = (failed: boolean): void => {
+    const record = (failed: boolean, retryAfterMs = 0): void => {
       if (seen) return
       seen = true
       if (!failed) e.state.succeeded()
-      else e.state.failed(health.consecutiveFailures, () => this.now() + health.ejectionMs)
+      else e.state.failed(health.consecutiveFailures, k => this.now() + Math.max(ejectionFor(health, k), retryAfterMs))
     }
     return {
       onRequestStart: (c, context) => handler.onRequestStart?.(c, context),
@@ -186,7 +226,8 @@ export class EndpointBalancer implements UpstreamDispatcher {
         handler.onRequestUpgrade?.(c, status, headers, socket)
       },
       onResponseStart: (c, status, headers, message) => {
-        record(status >= 500)
+        const failed = failedStatus(health, status)
+        record(failed, failed && status === 429 && health.rateLimited === true ? retryAfterMs(headers['retry-after'], health, this.now()) : 0)
         handler.onResponseStart?.(c, status, headers, message)
       },
       onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),

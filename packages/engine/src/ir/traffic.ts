@@ -87,4 +87,11 @@ export interface BackendHealthIR {
   consecutiveFailures: number
   /** How long an ejected endpoint is skipped. */
   ejectionMs: number
+  /** A 429 answer counts as a failure too (a rate-limited LLM provider of failover groups). */
+  rateLimited?: true
+  /**
+   * Each ejection in a row (no success in between) lasts one `ejectionMs` longer: the k-th
+   * lasts k × ejectionMs, at most MAX_BACKOFF × (agentgateway's multiplicative backoff).
+   */
+  backoff?: true
 }

@@ -261,6 +261,22 @@ export interface BackendRefIR {
    * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
    */
   policySources?: Record<string, string>
+  /**
+   * An `ai` backend's failover groups (agentgateway's `groups`), in priority order: each
+   * provider is a backend of its own with its own policies. `backend` and `policies` above are
+   * the first provider's. A request goes to the first group with a provider not ejected by
+   * passive health (round robin within a group) and, when that provider fails before the client
+   * got a byte, to the next one (pipeline/failover.ts).
+   */
+  failover?: FailoverProviderIR[][]
+}
+
+/** One provider of a failover group: its backend (kind `ai`) and its backend-phase policies. */
+export interface FailoverProviderIR {
+  backend: string
+  policies: PolicySetIR
+  /** As BackendRefIR.policySources (cluster mode: a PorticoPolicy attached to the PorticoBackend). */
+  policySources?: Record<string, string>
 }
 
 /**

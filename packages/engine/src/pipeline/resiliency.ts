@@ -14,8 +14,18 @@
  *   body, or a body that fits 1 MiB (read whole first). The whole-request timeout is never
  *   retried (it bounds every try together: the client's deadline).
  *
- * Each retry and mirror is a trace event (`retry`, `mirror`); dropped attempts and mirror
- * copies count in the backend stats of the backend they went to.
+ * - Failover (an `ai` backend's `groups`, pipeline/failover.ts): the same try loop, its
+ *   next backend the next provider by priority not ejected and not tried yet, on a 429, a
+ *   5xx, a connection failure or the backend timeout; each provider is tried at most once, no
+ *   backoff, and the route's `retry` does not apply on top. The body is already buffered
+ *   (llm/request.ts, bounded by its limit) and re-encoded for each provider.
+ *
+ * Nothing is dropped once the answer's head went on to the client: an error after that ends
+ * the answer as it would without retries.
+ *
+ * Each retry and mirror is a trace event (`retry`, with `failover` and the provider for a
+ * failover; `mirror`); dropped attempts and mirror copies count in the backend stats of the
+ * backend they went to.
  */
 
 import type { Dispatcher } from 'undici'
@@ -34,6 +44,7 @@ import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { respondLocal } from './respond.ts'
 import { PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
+import { chooseProvider, providerCount, type ProviderGroups } from './failover.ts'
 
 /** Largest body buffered so a request can be retried or mirrored. */
 const REPLAY_BODY_LIMIT = 1024 * 1024
@@ -54,9 +65,10 @@ export type RunBackendPhase = (ctx: RequestContext) => Promise<{ status: number,
  */
 export async function callWithResiliency (rt: PipelineRuntime, ctx: RequestContext, backendPhase: RunBackendPhase): Promise<void> {
   const route = ctx.route!
+  const failover = ctx.upgrade === null ? ctx.failover : null
   const retry = ctx.upgrade === null ? route.ir.retry : undefined
   const mirrors = ctx.upgrade === null ? route.mirrors.filter(m => Math.random() * 100 < m.ir.percentage) : []
-  if (retry === undefined && mirrors.length === 0) return callBackend(rt, ctx)
+  if (retry === undefined && mirrors.length === 0 && failover === null) return callBackend(rt, ctx)
 
   // Too large: streamed to the backend once, unmirrored and unretried.
   const read = await readRequestBody(ctx, { maxBytes: REPLAY_BODY_LIMIT, whenTooLarge: 'keep' })
@@ -74,41 +86,91 @@ export async function callWithResiliency (rt: PipelineRuntime, ctx: RequestConte
     }
     mirror(rt, ctx, m.backend, m.ir.backend)
   }
+  // An ai request's body is in memory already (llm/request.ts, bounded by its own limit).
+  if (failover !== null && (replayable || ctx.requestBody !== null)) return attempt(rt, ctx, failoverPlan(rt, failover), 1, backendPhase, new Set())
   if (retry === undefined || !replayable || retry.attempts === 0) {
     if (retry !== undefined && !replayable) ctx.tracer?.emit({ type: 'retry', enabled: false, reason: `request body larger than ${REPLAY_BODY_LIMIT} bytes: not retried` })
     return callBackend(rt, ctx)
   }
-  attempt(rt, ctx, retry, 1, backendPhase, new Set())
+  attempt(rt, ctx, retryPlan(route, retry), 1, backendPhase, new Set())
 }
 
 /** A route's backend choice (what its weighted picker yields). */
 type BackendChoice = NonNullable<RequestContext['backendRef']>
 
+/** How a request is tried again: the route's retry policy, or failover across providers. */
+interface TryPlan {
+  /** Tries after the first, at most. */
+  attempts: number
+  backoffMs: number
+  /** An answer of this status is dropped and the request tried again. */
+  retries (status: number): boolean
+  /** The backend of the next try, avoiding `tried` as long as it can; null: none. */
+  pick (tried: ReadonlySet<BackendChoice>): BackendChoice | null
+  /** Failover: a try is dropped only when another provider is left to take the request. */
+  failover: ProviderGroups | null
+}
+
+function retryPlan (route: NonNullable<RequestContext['route']>, retry: RetryIR): TryPlan {
+  return { attempts: retry.attempts, backoffMs: retry.backoffMs, retries: status => retry.codes.includes(status), pick: tried => route.backends.pick(tried), failover: null }
+}
+
+/** 429 (rate limited) and 5xx: another provider may well answer. */
+const failoverStatus = (status: number): boolean => status === 429 || status >= 500
+
+function failoverPlan (rt: PipelineRuntime, groups: ProviderGroups): TryPlan {
+  const healthy = (b: BackendIR): boolean => rt.pools.hasHealthyEndpoint(b)
+  return {
+    attempts: providerCount(groups) - 1,
+    backoffMs: 0,
+    retries: failoverStatus,
+    // A provider ejected since the try was dropped still takes it (its call answers 503).
+    pick: tried => chooseProvider(groups, tried, healthy) ?? groups.flat().find(r => !tried.has(r)) ?? null,
+    failover: groups
+  }
+}
+
 /** `tried`: the backend choices that failed so far; a retry picks among the others first. */
-function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: number, backendPhase: RunBackendPhase, tried: Set<BackendChoice>): void {
+function attempt (rt: PipelineRuntime, ctx: RequestContext, plan: TryPlan, n: number, backendPhase: RunBackendPhase, tried: Set<BackendChoice>): void {
   const wrap: CallWrapper = (inner, release) => {
     let dropped = false
+    // The answer's head went on to the client: whatever happens next is the client's.
+    let passed = false
     const started = performance.now()
     const backend = ctx.backend!
-    const canRetry = () => n <= retry.attempts && !ctx.done && !ctx.res.destroyed
-    const drop = (why: string, status: number | null, error: string | null): void => {
+    const current = ctx.backendRef
+    const groups = plan.failover
+    const canRetry = (): boolean => {
+      if (passed || n > plan.attempts || ctx.done || ctx.res.destroyed) return false
+      if (groups === null) return true
+      const after = new Set(tried)
+      if (current !== undefined && current !== null) after.add(current)
+      return chooseProvider(groups, after, b => rt.pools.hasHealthyEndpoint(b), true) !== null
+    }
+    const drop = (why: string, status: number | null, error: string | null, timedOut = false): void => {
       dropped = true
-      if (ctx.backendRef !== undefined && ctx.backendRef !== null) tried.add(ctx.backendRef)
+      if (groups !== null) (ctx.failedOver ??= []).push({ backend: backend.name, reason: status !== null ? String(status) : timedOut ? 'timeout' : 'connection' })
+      if (current !== undefined && current !== null) tried.add(current)
       release()
       rt.backendStats?.recordCall(backend.key, true, status === null ? null : performance.now() - started)
       traceCallResult(ctx, status, error, 'warn')
-      ctx.tracer?.emit({ type: 'retry', attempt: n + 1, attempts: retry.attempts + 1, backend: backend.target, reason: why, backoffMs: retry.backoffMs }, { severity: 'warn' })
-      setTimeout(() => { next(rt, ctx, retry, n + 1, backendPhase, tried).catch(err => fail(rt, ctx, err)) }, retry.backoffMs)
+      const event = groups === null
+        ? { type: 'retry' as const, attempt: n + 1, attempts: plan.attempts + 1, backend: backend.target, reason: why, backoffMs: plan.backoffMs }
+        : { type: 'retry' as const, failover: true as const, provider: backend.name, attempt: n + 1, attempts: plan.attempts + 1, backend: backend.target, reason: why, backoffMs: 0 }
+      ctx.tracer?.emit(event, { severity: 'warn' })
+      setTimeout(() => { next(rt, ctx, plan, n + 1, backendPhase, tried).catch(err => fail(rt, ctx, err)) }, plan.backoffMs)
     }
+    const who = groups === null ? `backend ${backend.target}` : `provider ${backend.name} (${backend.ai?.provider ?? 'ai'})`
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart: (c, context) => inner.onRequestStart?.(c, context),
       onRequestUpgrade: (c, status, headers, socket) => inner.onRequestUpgrade?.(c, status, headers, socket),
       onResponseStart: (c, status, headers, message) => {
-        if (retry.codes.includes(status) && canRetry()) {
-          drop(`backend ${backend.target} answered ${status}`, status, null)
+        if (plan.retries(status) && canRetry()) {
+          drop(`${who} answered ${status}`, status, null)
           c.abort(new PorticoError('PORTICO_RETRY', `status ${status}: retried`))
           return
         }
+        passed = true
         inner.onResponseStart?.(c, status, headers, message)
       },
       onResponseData: (c, chunk) => { if (!dropped) inner.onResponseData?.(c, chunk) },
@@ -117,7 +179,7 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: n
         if (dropped) return
         if (canRetry() && retriable(err)) {
           const failure = classifyFailure(err, null)
-          drop(`backend ${backend.target} failed: ${failure.detail}`, null, failure.detail)
+          drop(`${who} failed: ${failure.detail}`, null, failure.detail, (err as PorticoError).code === 'PORTICO_TIMEOUT')
           return
         }
         inner.onResponseError?.(c, err)
@@ -144,10 +206,9 @@ function retriable (err: Error): boolean {
  * The next try: a backend by weight again (one not tried yet, while any is left), its
  * policies on the request as before the backend phase, then the call.
  */
-async function next (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n: number, backendPhase: RunBackendPhase, tried: Set<BackendChoice>): Promise<void> {
+async function next (rt: PipelineRuntime, ctx: RequestContext, plan: TryPlan, n: number, backendPhase: RunBackendPhase, tried: Set<BackendChoice>): Promise<void> {
   if (ctx.done || ctx.res.destroyed) return
-  const route = ctx.route!
-  const ref = route.backends.pick(tried)
+  const ref = plan.pick(tried)
   if (ref === null || ref.backend === undefined || ref.backend.kind === 'invalid' || ref.backend.kind === 'mcp') {
     const why = ref?.backend?.invalidReason ?? `no usable backend for retry ${n}`
     respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends', why)
@@ -168,7 +229,7 @@ async function next (rt: PipelineRuntime, ctx: RequestContext, retry: RetryIR, n
     return
   }
   if (ctx.done || ctx.res.destroyed) return
-  attempt(rt, ctx, retry, n, backendPhase, tried)
+  attempt(rt, ctx, plan, n, backendPhase, tried)
 }
 
 function fail (rt: PipelineRuntime, ctx: RequestContext, err: unknown): void {

@@ -33,6 +33,7 @@ import { serveProtectedResourceMetadata } from './well-known.ts'
 import { callWithResiliency, saveBeforeBackend } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
 import { prepareLlmRequest } from '../llm/request.ts'
+import { firstProvider } from './failover.ts'
 import { severityOf } from '../trace/recorder.ts'
 
 /**
@@ -181,15 +182,20 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
   // Backend choice and backend phase.
-  const ref = route.backends.pick()
+  let ref = route.backends.pick()
   if (ref === null) return respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends')
+  if (ref.failover !== undefined) {
+    // An ai backend's failover groups: the first provider by priority not ejected (pipeline/failover.ts).
+    ctx.failover = ref.failover
+    ref = firstProvider(ref.failover, b => rt.pools.hasHealthyEndpoint(b))
+  }
   ctx.backendRef = ref
   if (ref.backend === undefined || ref.backend.kind === 'invalid') {
     const why = ref.backend?.invalidReason ?? `backend ${ref.ir.backend} does not exist`
     return respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends', why)
   }
   ctx.backend = ref.backend
-  if (route.ir.retry !== undefined) saveBeforeBackend(ctx)
+  if (route.ir.retry !== undefined || ctx.failover !== null) saveBeforeBackend(ctx)
   // Only ai backends pay for the extra step (an await per request shows in req/s).
   outcome = ctx.backend.kind === 'ai' ? await backendPhase(ctx) : runPhase(ctx, 'backend', ref.policies)
   if (outcome instanceof Promise) outcome = await outcome
@@ -202,7 +208,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
   if (ctx.res.destroyed) return // the client left while policies ran
-  if (route.ir.retry !== undefined || route.mirrors.length > 0) return await callWithResiliency(rt, ctx, backendPhase)
+  if (route.ir.retry !== undefined || route.mirrors.length > 0 || ctx.failover !== null) return await callWithResiliency(rt, ctx, backendPhase)
   callBackend(rt, ctx)
 }
 

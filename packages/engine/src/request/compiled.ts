@@ -15,6 +15,8 @@ export interface CompiledBackendRef {
   ir: BackendRefIR
   backend: BackendIR | undefined
   policies: CompiledPolicySet
+  /** An `ai` backend's failover groups (BackendRefIR.failover), each provider compiled as a ref of its own. */
+  failover?: CompiledBackendRef[][]
 }
 
 export interface CompiledRoute {

@@ -147,6 +147,10 @@ export class RequestContext {
   matchedPath: PathMatchIR | null = null
   backendRef: CompiledBackendRef | null = null
   backend: BackendIR | null = null
+  /** The failover groups of the route's backend choice (an `ai` backend with `groups`): backendRef is the provider tried now. */
+  failover: CompiledBackendRef[][] | null = null
+  /** Providers whose try was dropped for the next one (failover), with why: a status, `timeout` or `connection` (metrics). */
+  failedOver: Array<{ backend: string, reason: string }> | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
   /**

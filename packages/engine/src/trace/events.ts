@@ -157,6 +157,10 @@ export interface RetryEvent {
   attempts?: number
   backend?: string
   backoffMs?: number
+  /** A failover across an ai backend's providers (its groups), not the route's retry policy. */
+  failover?: true
+  /** The provider that failed (its backend name, `<ai name>/<provider name>`), for a failover. */
+  provider?: string
 }
 
 export interface MirrorEvent {

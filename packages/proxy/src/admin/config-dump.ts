@@ -45,7 +45,8 @@ export function configDump (portico: Portico): Record<string, unknown> {
       if (Object.keys(l.policies).length > 0) policies.push({ target: `gateway/${l.key}`, phase: 'gateway', policies: l.policies, ...sourcesOf(l) })
       for (const r of l.routes) {
         if (Object.keys(r.policies).length > 0) policies.push({ target: `route/${r.key}`, phase: 'route', policies: r.policies, ...sourcesOf(r) })
-        for (const ref of r.backends) {
+        // An ai backend's failover groups: each provider has policies of its own.
+        for (const ref of r.backends.flatMap(x => x.failover !== undefined ? x.failover.flat() : [x])) {
           if (Object.keys(ref.policies).length > 0) policies.push({ target: `backend/${r.key}/${ref.backend}`, phase: 'backend', policies: ref.policies, ...sourcesOf(ref) })
         }
       }

@@ -17,7 +17,7 @@ export function BackendsView () {
   const [open, setOpen] = useState<string | null>(null)
   const d = dump.data
   const usedBy = new Map<string, string[]>()
-  for (const r of d?.routes ?? []) for (const ref of r.backends) usedBy.set(ref.backend, [...(usedBy.get(ref.backend) ?? []), r.key])
+  for (const r of d?.routes ?? []) for (const ref of r.backends.flatMap(x => x.failover?.flat() ?? [x])) usedBy.set(ref.backend, [...(usedBy.get(ref.backend) ?? []), r.key])
   return (
     <div data-testid='view-backends'>
       <div className='toolbar'>

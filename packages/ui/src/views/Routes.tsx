@@ -62,14 +62,17 @@ function RouteCard (props: { route: RouteInfo, backends: Map<string, BackendInfo
               <table className='table compact'>
                 <thead><tr><th>Backend</th><th>Kind</th><th>Target</th><th>Weight</th><th>Health</th><th>Policies</th></tr></thead>
                 <tbody>
-                  {r.backends.map(ref => {
+                  {r.backends.flatMap(ref => ref.failover === undefined
+                    ? [{ ...ref, group: null as number | null }]
+                    // An ai backend's failover groups: a row per provider, its group (priority) beside the weight.
+                    : ref.failover.flatMap((g, i) => g.map(p => ({ ...p, weight: ref.weight, group: i + 1 })))).map(ref => {
                     const b = props.backends.get(ref.backend)
                     return (
                       <tr key={ref.backend} data-testid='route-backend'>
                         <td>{b?.name ?? ref.backend}</td>
                         <td>{b?.kind ?? '?'}</td>
                         <td><code>{b === undefined ? '' : b.kind === 'mcp' ? (b.mcp?.targets ?? []).map(t => t.name).join(', ') : b.target}</code></td>
-                        <td>{ref.weight}</td>
+                        <td>{ref.group === null ? ref.weight : `${ref.weight} · failover group ${ref.group}`}</td>
                         <td>{b === undefined ? null : b.kind === 'invalid' ? <Badge tone='bad' title={b.invalidReason}>invalid</Badge> : <Badge tone={healthTone(b.stats)} title={HEALTH_EXPLAINED}>{healthText(b.stats)}</Badge>}</td>
                         <td><PolicyList policies={ref.policies} phase='backend' /></td>
                       </tr>
