@@ -352,6 +352,8 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
       : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ ...(convertLevel === 'backend-ai' ? { ai: ai ?? { name: 'policy', provider: { openAI: {} } } } : { host: '127.0.0.1:1' }), policies: block }] }] }
   const result = loadConfigText(JSON.stringify(config), {
     baseDir: '/',
+    // A fragment: backendAuth.passthrough's jwtAuth may come from a PorticoPolicy on the route.
+    fragment: true,
     readFile: path => {
       const text = files.get(path)
       if (text === undefined) throw Object.assign(new Error('not a Secret of this policy'), { code: 'ENOENT' })
