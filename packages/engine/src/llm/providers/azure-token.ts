@@ -188,7 +188,7 @@ function tokenFrom (answer: { status: number, json: Record<string, unknown> | nu
   if (answer.status !== 200) {
     // Entra and IMDS both answer `{error, error_description}`: codes and words, no secrets.
     const code = typeof j?.error === 'string' ? j.error : 'no error code'
-    const description = typeof j?.error_description === 'string' ? `: ${j.error_description.split('\n')[0]!.slice(0, 200)}` : ''
+    const description = typeof j?.error_description === 'string' ? `: ${j.error_description.split(/[\r\n]/)[0]!.slice(0, 200)}` : ''
     throw new Error(`${where} answered ${answer.status} (${code})${description}`)
   }
   const token = j?.access_token
