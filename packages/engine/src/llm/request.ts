@@ -35,7 +35,7 @@ export interface LlmRequestError {
   status: number
   body: string
   headers?: Record<string, string>
-  /** RateLimit: the access log's reason for a `tokenize` refusal (anything else is logged InvalidRequest). */
+  /** The access log's reason: RateLimit for a `tokenize` refusal, BackendAuth for a passthrough without a validated token (anything else is logged InvalidRequest). */
   reason?: string
 }
 
