@@ -250,3 +250,28 @@ test('Entra tokens: failures are 503s that name the endpoint\'s error, never a s
     await server.close()
   }
 })
+
+test('Entra tokens: a hostile token endpoint (oversized, not JSON, no token, a token unfit for a header) is a clean 503', async () => {
+  const answers: Array<{ status: number, json: unknown }> = [
+    { status: 200, json: { access_token: 'x'.repeat(70 * 1024), expires_in: 3599 } },
+    { status: 200, json: ['not', 'an', 'object'] },
+    { status: 200, json: { token_type: 'Bearer', expires_in: 3599 } },
+    { status: 200, json: { access_token: 'bad token\r\nx-injected: 1', expires_in: 3599 } },
+    { status: 200, json: { access_token: 'ok', expires_in: 'soon' } },
+    { status: 500, json: 'plain text' }
+  ]
+  const server = await tokenServer(n => answers[n - 1]!)
+  try {
+    const expected = [/answered more than 65536 bytes/, /answered no access_token/, /answered no access_token/, /answered no access_token/, /answered no valid expires_in/, /answered 500 \(no error code\)$/]
+    for (const m of expected) {
+      const tokens = azureAccessTokens({ auth: { kind: 'clientSecret', tenantId: 't', clientId: 'c', clientSecret: 's', authorityHost: server.url }, env: {} })
+      await assert.rejects(tokens.token(), (err: unknown) => {
+        assert.equal((err as { status: number }).status, 503)
+        assert.match((err as Error).message, m)
+        return true
+      })
+    }
+  } finally {
+    await server.close()
+  }
+})
