@@ -9,7 +9,7 @@
  *   <!-- docs-yaml: files=a.pem,b.key --> files the block names, made here first (a private
  *                                       key when the name has "key" in it — a service-account
  *                                       key for a .json —, a certificate for other .pem/.crt,
- *                                       an htpasswd file, a JWKS)
+ *                                       an htpasswd file, a JWKS, a one-line API key for .txt)
  *   <!-- docs-yaml: kubernetes -->      Kubernetes resources: each document checked against
  *                                       its CRD's schema (Portico's generated ones, and the
  *                                       Gateway API's from ./scripts/kube-tools)
@@ -76,6 +76,11 @@ function makeFile (dir: string, name: string): void {
   mkdirSync(dirname(path), { recursive: true })
   if (name.endsWith('.htpasswd')) {
     writeFileSync(path, 'alice:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=\n')
+    return
+  }
+  // A provider's API key in a file (backendAuth.key: {file}): one line.
+  if (name.endsWith('.txt')) {
+    writeFileSync(path, 'sk-docs-example-key\n')
     return
   }
   if (name.endsWith('.json') && !/key/i.test(name.split('/').pop()!)) {

@@ -2,7 +2,8 @@
  * Issue 14 item 6: secrets never leave through the admin. A config holding a stdio MCP
  * target with secrets in `env` and `args`, an MCP URL with a key in its query, credential
  * headers set by header modifiers under names other than `authorization`, a request header
- * set by a transformation, and a request carrying `?access_token=…` — none of the secret
+ * set by a transformation, an `ai` backend's Azure client secret and another's key read from a
+ * file (backendAuth), and a request carrying `?access_token=…` — none of the secret
  * strings may appear in /config_dump, a captured trace, porticoctl's output, /debug/tasks,
  * the web UI's API or the process's logs. What a person debugging needs stays: names,
  * non-secret args, the rest of the query.
@@ -11,8 +12,10 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { IncomingHttpHeaders } from 'node:http'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { request } from 'undici'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startBackend, type Backend } from '../lib/backends.ts'
 import { openTrace } from '../lib/trace.ts'
 import { EVERYTHING_SCRIPT } from '../lib/mcp.ts'
@@ -34,7 +37,9 @@ const SECRETS = {
   transformation: 'cel-literal-secret-7777',
   accessToken: 'qs-access-token-8888',
   clientSecret: 'qs-client-secret-9999',
-  clientCredential: 'client-sent-token-aaaa'
+  clientCredential: 'client-sent-token-aaaa',
+  azureClientSecret: 'azure-client-secret-bbbb',
+  providerKeyFile: 'sk-provider-key-file-cccc'
 }
 
 let backend: Backend
@@ -53,7 +58,10 @@ before(async () => {
   const adminPort = await freePort()
   admin = `http://127.0.0.1:${adminPort}`
   local = ['--local', '--admin-addr', `127.0.0.1:${adminPort}`]
+  const dir = makeTempDir()
+  writeFileSync(join(dir, 'provider.key'), `${SECRETS.providerKeyFile}\n`)
   portico = await startPortico({
+    dir,
     env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, LOG_LEVEL: 'info,request=debug,mcp=debug' },
     config: port => ({
       gateways: { default: { port, address: '127.0.0.1' } },
@@ -76,6 +84,19 @@ before(async () => {
               ]
             }
           }]
+        },
+        {
+          name: 'llm-azure',
+          matches: [{ path: { pathPrefix: '/llm-azure' } }],
+          backends: [{
+            ai: { name: 'azure', provider: { azure: { resourceName: 'portico-test' } }, hostOverride: backend.url },
+            policies: { backendAuth: { azure: { explicitConfig: { clientSecret: { tenantId: 'tenant-1', clientId: 'client-1', clientSecret: SECRETS.azureClientSecret } }, authorityHost: 'http://127.0.0.1:1' } } }
+          }]
+        },
+        {
+          name: 'llm-file',
+          matches: [{ path: { pathPrefix: '/llm-file' } }],
+          backends: [{ ai: { name: 'file-key', provider: { openAI: {} }, hostOverride: backend.url }, policies: { backendAuth: { key: { file: 'provider.key' } } } }]
         },
         {
           name: 'app',
@@ -142,6 +163,11 @@ test('/config_dump shows names and non-secret args, never env values, secret arg
     add: { 'x-api-key': '<redacted>', 'user-agent': 'portico-test-agent' }
   })
   assert.deepEqual(app.transformation.request.set, { 'x-upstream-sig': '"<redacted>"' }, 'a CEL literal')
+  // backendAuth: the Azure client secret in the backend (its ids shown), the key read from a file in the header policy.
+  const azure = dump.backends.find((b: { name: string }) => b.name === 'azure')
+  assert.deepEqual(azure.ai.azure.auth, { kind: 'clientSecret', tenantId: 'tenant-1', clientId: 'client-1', clientSecret: '<redacted>', authorityHost: 'http://127.0.0.1:1' })
+  const fileKey = dump.policies.find((p: { target: string, policies: Record<string, unknown> }) => p.target.includes('llm-file') && p.policies.requestHeaderModifier !== undefined)
+  assert.equal(fileKey?.policies.requestHeaderModifier.set.authorization, '<redacted>', JSON.stringify(dump.policies))
 })
 
 test('a trace shows which headers policies set and the query, never their secret values', async () => {

@@ -49,6 +49,11 @@ export interface OpenAIEmulatorOptions {
   apiKey?: string
   /** The key Azure paths require in `api-key`; absent = any. */
   azureKey?: string
+  /**
+   * Azure paths also take a Microsoft Entra ID token as `Authorization: Bearer` (as Azure
+   * OpenAI does): this says which tokens are valid (the Entra emulator's `valid`).
+   */
+  azureBearer?: (token: string) => boolean
 }
 
 function fixture (sub: string, name: string): string {
@@ -106,7 +111,9 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
 
     const key = azure ? options.azureKey : options.apiKey
     const presented = azure ? req.headers['api-key'] : req.headers.authorization
-    if (key !== undefined && presented !== (azure ? key : `Bearer ${key}`)) {
+    const bearer = /^Bearer (\S+)$/.exec(String(req.headers.authorization ?? ''))?.[1]
+    const entraOk = azure && options.azureBearer !== undefined && bearer !== undefined && req.headers['api-key'] === undefined && options.azureBearer(bearer)
+    if (!entraOk && (key !== undefined || (azure && options.azureBearer !== undefined)) && (key === undefined || presented !== (azure ? key : `Bearer ${key}`))) {
       const auth = errorFixture('auth')!
       return sendRaw(res, auth.status, auth.body)
     }

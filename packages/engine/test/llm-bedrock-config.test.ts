@@ -80,8 +80,8 @@ test('bedrock: credentials are redacted wherever the IR is shown', () => {
 test('bedrock: what is refused at load', () => {
   const bedrock = { region: 'us-east-1' }
   assert.match(load({ provider: { bedrock } }, { backendAuth: { aws: { accessKeyId: 'AKIDX' } } }).problems.join('\n'), /accessKeyId and secretAccessKey go together/)
-  assert.match(load({ provider: { bedrock } }, { backendAuth: { key: 'k', aws: KEYS } }).problems.join('\n'), /exactly one of key, aws or gcp/)
-  assert.match(load({ provider: { bedrock } }, { backendAuth: {} }).problems.join('\n'), /backendAuth: needs exactly one of key, aws or gcp/)
+  assert.match(load({ provider: { bedrock } }, { backendAuth: { key: 'k', aws: KEYS } }).problems.join('\n'), /exactly one of key, passthrough, aws, gcp or azure/)
+  assert.match(load({ provider: { bedrock } }, { backendAuth: {} }).problems.join('\n'), /backendAuth: needs exactly one of key, passthrough, aws, gcp or azure/)
   assert.match(load({ provider: { bedrock: { ...bedrock, guardrailIdentifier: 'g' } } }).problems.join('\n'), /guardrailIdentifier and guardrailVersion go together/)
   assert.match(load({ provider: { bedrock }, pathOverride: '/x' }).problems.join('\n'), /pathOverride: does not apply to provider bedrock/)
   assert.match(load({ provider: { bedrock: { region: 'US_EAST' } } }).problems.join('\n'), /region/)

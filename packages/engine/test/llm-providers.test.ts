@@ -153,7 +153,7 @@ test('anthropic, gemini, vertex: adapters, formats, one place for keys; backendA
   assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'global' } } }, { backendAuth: { gcp: { credential: '{"client_email":"x"}' } } }).problems.join('\n'), /credential: the inline credential is not a service-account key/)
   assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'global' } } }, { backendAuth: { gcp: { credential: { file: '/nonexistent/key.json' } } } }).problems.join('\n'), /credential.file: cannot read \/nonexistent\/key.json/)
   assert.match(load({ provider: { anthropic: {} } }, { backendAuth: { gcp: {} } }).problems.join('\n'), /backendAuth.gcp: applies to ai backends of provider vertex/)
-  assert.match(load({ provider: { openAI: {} } }, { backendAuth: {} }).problems.join('\n'), /backendAuth: needs exactly one of key, aws or gcp/)
+  assert.match(load({ provider: { openAI: {} } }, { backendAuth: {} }).problems.join('\n'), /backendAuth: needs exactly one of key, passthrough, aws, gcp or azure/)
   assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, { backendAuth: { key: 'k' } }).problems.join('\n'), /backendAuth: does not apply to this provider/)
   assert.match(load({ provider: { custom: { format: 'openai-chat' } } }).problems.join('\n'), /hostOverride: is required for provider custom/)
   assert.match(load({ provider: { vertex: { projectId: 'my-project', region: 'us-central1' } } }, { backendAuth: { aws: {} } }).problems.join('\n'), /backendAuth.aws: applies to ai backends of provider bedrock only/)

@@ -85,7 +85,7 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Port
     ownPolicies = Object.keys(rest).length > 0 ? rest : undefined
   }
   const config = { gateways: { default: { port: 1 } }, routes: [{ name: pb.metadata.name, backends: [{ [kinds[0]!]: block, ...selfAuth }] }] }
-  const result = loadConfigText(JSON.stringify(config), { baseDir: '/', readFile: () => { throw Object.assign(new Error('no files in a cluster'), { code: 'ENOENT' }) } })
+  const result = loadConfigText(JSON.stringify(config), { baseDir: '/', fragment: true, readFile: () => { throw Object.assign(new Error('no files in a cluster'), { code: 'ENOENT' }) } })
   if (!result.ok) {
     const d = result.diagnostics[0]!
     // A problem of the backendAuth taken in (bedrock) is named at spec.policies; its values are not in the messages.

@@ -261,6 +261,13 @@ function applyToRoute (
       if (b.ai?.vertex?.credential !== undefined && current.ai?.vertex !== undefined && current.ai.vertex.credential === undefined) {
         g.backends.set(backend.key, { ...current, ai: { ...current.ai, vertex: { ...current.ai.vertex, credential: b.ai.vertex.credential } } })
       }
+      // Azure Entra ID settings and passthrough land there too, when this policy's backendAuth is
+      // the one taken: its header policy (which removes the client's credentials) is the reference's.
+      const taken = refIR.policySources?.requestHeaderModifier === `PorticoPolicy ${nsName(c.policy.metadata)}`
+      if (taken && current.ai !== undefined && current.ai.passthrough === undefined && current.ai.azure?.auth === undefined) {
+        if (b.ai?.azure?.auth !== undefined && current.ai.azure !== undefined) g.backends.set(backend.key, { ...current, ai: { ...current.ai, azure: { ...current.ai.azure, auth: b.ai.azure.auth } } })
+        else if (b.ai?.passthrough === true) g.backends.set(backend.key, { ...current, ai: { ...current.ai, passthrough: true } })
+      }
     }
   }
 }
@@ -356,6 +363,8 @@ export function convertPolicy (p: PorticoPolicy, convertLevel: ConvertLevel, sec
       : { gateways: { default: { port: 1 } }, routes: [{ name: 'policy', backends: [{ ...(convertLevel === 'backend-ai' ? { ai: ai ?? { name: 'policy', provider: { openAI: {} } } } : { host: '127.0.0.1:1' }), policies: block }] }] }
   const result = loadConfigText(JSON.stringify(config), {
     baseDir: '/',
+    // A fragment: backendAuth.passthrough's jwtAuth may come from a PorticoPolicy on the route.
+    fragment: true,
     readFile: path => {
       const text = files.get(path)
       if (text === undefined) throw Object.assign(new Error('not a Secret of this policy'), { code: 'ENOENT' })

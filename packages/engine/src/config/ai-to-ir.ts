@@ -6,7 +6,7 @@
  */
 
 import type { AiBackendConfig, RouteBackendConfig } from './schema.ts'
-import type { AiBackendSpecIR, AiPricingIR, AiProviderName, AiRatesIR, BackendIR, BackendRefIR, FailoverProviderIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
+import type { AiBackendSpecIR, AiPricingIR, AiProviderName, AiRatesIR, AzureAuthIR, BackendIR, BackendRefIR, FailoverProviderIR, GcpServiceAccountKeyIR } from '../ir/types.ts'
 import { parseRate } from '../llm/cost.ts'
 import { customDefaults, providerAdapter, PROVIDERS, type ProviderDefaults } from '../llm/providers/index.ts'
 import { vertexHost } from '../llm/providers/vertex.ts'
@@ -59,7 +59,8 @@ export type AiBackendAuth = NonNullable<NonNullable<RouteBackendConfig['policies
 function bedrockAuth (auth: AiBackendAuth | undefined, policiesAt: Path, fail: (p: Path, message: string) => void): NonNullable<AiBackendSpecIR['bedrock']>['auth'] {
   if (auth === undefined) return { kind: 'chain' }
   const at = [...policiesAt, 'backendAuth']
-  if (auth.key !== undefined) return { kind: 'apiKey', apiKey: auth.key }
+  // A key file is read by config/to-ir.ts, which passes the key in its place (one it could not read was reported there).
+  if (auth.key !== undefined) return typeof auth.key === 'string' ? { kind: 'apiKey', apiKey: auth.key } : { kind: 'chain' }
   const aws = auth.aws ?? {}
   if ((aws.accessKeyId === undefined) !== (aws.secretAccessKey === undefined)) {
     fail([...at, 'aws'], 'accessKeyId and secretAccessKey go together (or neither: the AWS default credential chain)')
@@ -118,17 +119,62 @@ function translatePricing (p: NonNullable<AiBackendConfig['pricing']>, path: Pat
 }
 
 /**
- * `auth`: the backend's backendAuth when its provider takes it itself (bedrock); `path` is the
- * `ai` field's, its backendAuth is at the sibling `policies`. `gcpCredential`: the
- * service-account key backendAuth.gcp names (config/to-ir.ts reads and checks it), for Vertex;
- * absent = Application Default Credentials.
+ * What of backendAuth goes into an ai backend's IR (config/to-ir.ts reads and checks it):
+ * `gcpCredential`, the service-account key backendAuth.gcp names, for Vertex (absent =
+ * Application Default Credentials); `azureAuth`, where Entra ID tokens come from; `passthrough`,
+ * the client's validated token as the provider's key.
  */
-export function translateAiBackend (config: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR, policiesAt: Path = [...path.slice(0, -1), 'policies']): BackendIR | undefined {
+export interface AiAuthIR {
+  gcpCredential?: GcpServiceAccountKeyIR | undefined
+  azureAuth?: AzureAuthIR | undefined
+  passthrough?: boolean
+}
+
+/** backendAuth.azure (agentgateway's shape) as the IR says it, or undefined after a report. */
+export function azureAuthToIR (azure: NonNullable<AiBackendAuth['azure']>, at: Path, fail: (p: Path, message: string) => void): AzureAuthIR | undefined {
+  const hosts = {
+    ...(azure.authorityHost !== undefined ? { authorityHost: azure.authorityHost.replace(/\/$/, '') } : {}),
+    ...(azure.imdsEndpoint !== undefined ? { imdsEndpoint: azure.imdsEndpoint } : {})
+  }
+  const explicit = azure.explicitConfig
+  if ((explicit === undefined) === (azure.implicit === undefined)) {
+    fail(at, 'needs exactly one of explicitConfig or implicit')
+    return undefined
+  }
+  if (explicit === undefined) return { kind: 'implicit', ...hosts }
+  const sources = (['clientSecret', 'managedIdentity', 'workloadIdentity'] as const).filter(k => explicit[k] !== undefined)
+  if (sources.length !== 1) {
+    fail([...at, 'explicitConfig'], 'needs exactly one of clientSecret, managedIdentity or workloadIdentity')
+    return undefined
+  }
+  if (explicit.clientSecret !== undefined) {
+    const { tenantId, clientId, clientSecret } = explicit.clientSecret
+    return { kind: 'clientSecret', tenantId, clientId, clientSecret, ...hosts }
+  }
+  if (explicit.workloadIdentity !== undefined) return { kind: 'workloadIdentity', ...hosts }
+  const user = explicit.managedIdentity!.userAssignedIdentity
+  if (user === undefined) return { kind: 'managedIdentity', ...hosts }
+  const ids = (['clientId', 'objectId', 'resourceId'] as const).filter(k => user[k] !== undefined)
+  if (ids.length !== 1) {
+    fail([...at, 'explicitConfig', 'managedIdentity', 'userAssignedIdentity'], 'needs exactly one of clientId, objectId or resourceId')
+    return undefined
+  }
+  const id = ids[0]!
+  return { kind: 'managedIdentity', userAssignedIdentity: { [id]: user[id]! } as { clientId: string }, ...hosts }
+}
+
+/**
+ * `auth`: the backend's backendAuth when its provider takes it itself (bedrock); `path` is the
+ * `ai` field's, its backendAuth is at the sibling `policies`. `aiAuth`: what else of
+ * backendAuth the IR carries (AiAuthIR).
+ */
+export function translateAiBackend (config: AiBackendConfig, path: Path, fail: (p: Path, message: string) => void, parseHostTarget: ParseHost, auth?: AiBackendAuth, aiAuth: AiAuthIR = {}, policiesAt: Path = [...path.slice(0, -1), 'policies']): BackendIR | undefined {
   if (config.provider === undefined) {
     fail(path, 'needs provider (or groups of providers)')
     return undefined
   }
   const a = config as OneProvider
+  const { gcpCredential, azureAuth } = aiAuth
   const names = providerName(a)
   if (names.length !== 1) {
     fail([...path, 'provider'], `needs exactly one provider${names.length > 1 ? ` (got ${names.join(', ')})` : ''}`)
@@ -156,6 +202,7 @@ export function translateAiBackend (config: AiBackendConfig, path: Path, fail: (
     const pricing = translatePricing(a.pricing, [...path, 'pricing'], fail)
     if (pricing !== undefined) ai.pricing = pricing
   }
+  if (aiAuth.passthrough === true) ai.passthrough = true
   if (provider === 'azure') {
     ai.azure = {}
     if (settings.apiVersion !== undefined) ai.azure.apiVersion = settings.apiVersion
@@ -165,6 +212,7 @@ export function translateAiBackend (config: AiBackendConfig, path: Path, fail: (
       if (project === undefined) fail([...path, 'provider', 'azure', 'projectName'], 'is required for resourceType foundry without resourceName')
       else ai.azure.project = project
     }
+    if (azureAuth !== undefined) ai.azure.auth = azureAuth
     if (settings.apiVersion !== undefined && settings.apiVersion !== 'v1' && a.pathPrefix !== undefined) fail([...path, 'pathPrefix'], 'does not apply with a dated apiVersion (the deployments paths are fixed)')
   }
   if (provider === 'vertex') {

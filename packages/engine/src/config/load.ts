@@ -54,6 +54,8 @@ export interface LoadOptions {
   readFile?: (path: string) => string
   /** Size limit in bytes (UTF-8) of the config and of each file it names; default DEFAULT_MAX_CONFIG_BYTES. */
   maxBytes?: number
+  /** A fragment of a larger config (ToIROptions.fragment): whole-route checks are skipped. */
+  fragment?: boolean
 }
 
 export function loadConfigText (text: string, options: LoadOptions): LoadResult {
@@ -82,7 +84,7 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   if (schemaErrors.length > 0) return { ok: false, diagnostics: place([...schemaErrors, ...semanticsBesides(value, schemaErrors, options)]) }
 
   const file = value as ConfigFile
-  const { ir, diagnostics } = configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options) })
+  const { ir, diagnostics } = configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}) })
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
   diagnostics.push(...staticConfigDiagnostics(file.config))
@@ -119,7 +121,7 @@ function semanticsBesides (value: unknown, schemaErrors: ConfigDiagnostic[], opt
     delete (doc[list] as unknown[])[index]
   }
   try {
-    return configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options) }).diagnostics
+    return configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}) }).diagnostics
   } catch {
     // The schema errors are what matter; a translation tripping over the rest adds nothing.
     return []

@@ -209,9 +209,38 @@ export const RoutePoliciesSchema = Type.Object({
   requestMirror: Opt(RequestMirrorSchema)
 }, { ...strict, description: 'Policies of the route.' })
 
-/** agentgateway's `backendAuth: {key}`: the credential the gateway presents to the backend. */
+const AzureIdField = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._-]+$' })
+
+/** agentgateway's `backendAuth.azure`: Microsoft Entra ID access tokens for Azure OpenAI / Azure AI. */
+const AzureAuthSchema = Type.Object({
+  explicitConfig: Opt(Type.Object({
+    clientSecret: Opt(Type.Object({
+      tenantId: AzureIdField,
+      clientId: AzureIdField,
+      clientSecret: Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'The app registration\'s client secret; in cluster resources a secretRef. Redacted in dumps, logs and traces.' })
+    }, { ...strict, description: 'A service principal: the OAuth 2.0 client credentials grant with a client secret.' })),
+    managedIdentity: Opt(Type.Object({
+      userAssignedIdentity: Opt(Type.Object({
+        clientId: Opt(AzureIdField),
+        objectId: Opt(AzureIdField),
+        resourceId: Opt(Type.String({ minLength: 1, maxLength: 1024, pattern: '^/[\\x21-\\x7e]+$' }))
+      }, { ...strict, description: 'A user-assigned identity, by exactly one of clientId, objectId or resourceId; absent = the system-assigned identity.' }))
+    }, { ...strict, description: 'The Azure Instance Metadata Service (IMDS) of the VM or container the gateway runs on.' })),
+    workloadIdentity: Opt(Type.Object({}, { ...strict, description: 'Azure workload identity (AKS): the federated token file AZURE_FEDERATED_TOKEN_FILE exchanged for AZURE_CLIENT_ID in AZURE_TENANT_ID, as the workload identity webhook sets them.' }))
+  }, { ...strict, description: 'Exactly one of clientSecret, managedIdentity or workloadIdentity.' })),
+  implicit: Opt(Type.Object({}, { ...strict, description: 'Workload identity when its environment variables are set, else managed identity.' })),
+  authorityHost: Opt(Type.String({ pattern: '^https?://[^/?#\\s]+/?$', description: 'The Microsoft Entra authority (Portico\'s field; default AZURE_AUTHORITY_HOST, else https://login.microsoftonline.com): a sovereign cloud\'s, or a test endpoint.' })),
+  imdsEndpoint: Opt(Type.String({ pattern: '^https?://[^?#\\s]+$', description: 'The managed identity token endpoint (Portico\'s field; default http://169.254.169.254/metadata/identity/oauth2/token): a test endpoint.' }))
+}, { ...strict, description: 'Microsoft Entra ID access tokens (ai provider azure), sent as Authorization: Bearer: exactly one of explicitConfig or implicit.' })
+
+/** agentgateway's `backendAuth`: the credential the gateway presents to the backend. */
 export const BackendAuthSchema = Type.Object({
-  key: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'Sent to the backend as Authorization: Bearer <key>, replacing what the client sent (an LLM provider\'s API key; for bedrock a Bedrock API key); in cluster resources a secretRef. Redacted in dumps, logs and traces.' })),
+  key: Opt(Type.Union([
+    Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$' }),
+    Type.Object({ file: Type.String({ minLength: 1 }) }, strict)
+  ], { $comment: SECRET_VALUE, description: 'The key inline, or {file: path} (read when the config loads and on every reload; surrounding whitespace trimmed). Sent to the backend as Authorization: Bearer <key> (an ai backend: in its provider\'s key header), replacing what the client sent (for bedrock a Bedrock API key); in cluster resources a secretRef. Redacted in dumps, logs and traces.' })),
+  passthrough: Opt(Type.Object({}, { ...strict, description: 'ai backends: the token the client presented, validated by the route\'s jwtAuth or apiKey policy, is sent to the provider in its key header (an Azure backend takes a JWT as Authorization: Bearer). A request without a validated token is refused (401).' })),
+  azure: Opt(AzureAuthSchema),
   aws: Opt(Type.Object({
     accessKeyId: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'AWS access key id (with secretAccessKey).' })),
     secretAccessKey: Opt(Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$', $comment: SECRET_VALUE, description: 'AWS secret access key (with accessKeyId).' })),
@@ -223,7 +252,7 @@ export const BackendAuthSchema = Type.Object({
       Type.Object({ file: Type.String({ minLength: 1 }) }, strict)
     ], { $comment: SECRET_VALUE, description: 'A Google Cloud service-account key (its JSON inline, or {file: path}, read when the config loads); in cluster resources a secretRef. Default: Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, then the metadata server: workload identity). Redacted in dumps.' }))
   }, { ...strict, description: 'Google Cloud OAuth2 access tokens (ai provider vertex): from credential, else Application Default Credentials.' }))
-}, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth): exactly one of key, aws or gcp.' })
+}, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth): exactly one of key, passthrough, aws, gcp or azure.' })
 
 export const BackendPoliciesSchema = Type.Object({
   ...policyFieldsWithout('directResponse', 'oidc'),

@@ -6,7 +6,7 @@
 import { resolve as resolvePath } from 'node:path'
 import type { ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import type { BackendIR, BackendRefIR, BindIR, GcpServiceAccountKeyIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
+import type { AzureAuthIR, BackendIR, BackendRefIR, BindIR, GcpServiceAccountKeyIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
 import { checkTimerMs, parseDuration } from '../util/duration.ts'
@@ -23,7 +23,7 @@ import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { readFileField, readPemField } from './referenced-file.ts'
-import { aiGroupsToRefs, aiKeyHeader, translateAiBackend, type AiBackendAuth } from './ai-to-ir.ts'
+import { aiGroupsToRefs, aiKeyHeader, azureAuthToIR, translateAiBackend, type AiAuthIR, type AiBackendAuth } from './ai-to-ir.ts'
 import { CREDENTIAL_HEADERS } from '../llm/providers/index.ts'
 
 export interface ToIROptions {
@@ -31,6 +31,12 @@ export interface ToIROptions {
   baseDir: string
   /** Reads a file as UTF-8; injected so translation stays pure and testable. */
   readFile: (path: string) => string
+  /**
+   * The config is a fragment of a larger one (the controller loads a resource's policies on a
+   * stand-in route): checks that need the whole route — backendAuth.passthrough's
+   * authentication policy, which a PorticoPolicy on the HTTPRoute may give — are skipped.
+   */
+  fragment?: boolean
 }
 
 export interface ToIRResult {
@@ -78,6 +84,7 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
         continue
       }
       if (!duplicate) listener.routes.push({ ...ir, hostnames })
+      if (options.fragment !== true) checkPassthroughAuth(ir, listener, backends, path, report)
       if (!refusedOnMcp.has(gwName) && ir.backends.some(r => backends.get(r.backend)?.kind === 'mcp')) {
         const before = diagnostics.length
         checkExtProcOnMcp(listener.policies, `route "${ir.key}" on this gateway has an mcp backend`, ['gateways', gwName, 'policies'], report)
@@ -295,14 +302,22 @@ function translateRoute (
     // Bedrock signs its requests (or sends its API key) itself: its backendAuth goes into its IR.
     const selfAuth = b.ai?.provider?.bedrock !== undefined
     let gcpCredential: GcpServiceAccountKeyIR | undefined
-    const given = backendAuth === undefined ? 0 : [backendAuth.key, backendAuth.aws, backendAuth.gcp].filter(v => v !== undefined).length
-    if (backendAuth !== undefined && given !== 1) report(authAt, 'needs exactly one of key, aws or gcp')
+    const given = backendAuth === undefined ? 0 : [backendAuth.key, backendAuth.passthrough, backendAuth.aws, backendAuth.gcp, backendAuth.azure].filter(v => v !== undefined).length
+    if (backendAuth !== undefined && given !== 1) report(authAt, 'needs exactly one of key, passthrough, aws, gcp or azure')
     if (backendAuth?.aws !== undefined && !selfAuth) report([...authAt, 'aws'], 'applies to ai backends of provider bedrock only')
     if (backendAuth?.gcp !== undefined) {
       if (b.ai?.provider?.vertex === undefined) report([...authAt, 'gcp'], 'applies to ai backends of provider vertex')
       else if (backendAuth.gcp.credential !== undefined) gcpCredential = gcpServiceAccountKey(backendAuth.gcp.credential, [...authAt, 'gcp', 'credential'], pc)
     }
-    if (backendAuth?.key !== undefined && !selfAuth) {
+    let azureAuth: AzureAuthIR | undefined
+    if (backendAuth?.azure !== undefined) {
+      if (b.ai?.provider?.azure === undefined) report([...authAt, 'azure'], 'applies to ai backends of provider azure')
+      else azureAuth = azureAuthToIR(backendAuth.azure, [...authAt, 'azure'], report)
+    }
+    // The key inline, or read from its file now (and again at every reload, which loads anew).
+    const key = backendAuth?.key === undefined ? undefined : backendKey(backendAuth.key, [...authAt, 'key'], pc)
+    const keyHeader = b.ai !== undefined ? aiKeyHeader(b.ai) : { header: 'authorization', bearer: true }
+    if (key !== undefined && !selfAuth) {
       // The key becomes the Authorization header the backend gets: one header policy, so the
       // trace and /config_dump show it there (redacted, as every credential header is).
       if (backendPolicies.requestHeaderModifier?.set?.authorization !== undefined || backendPolicies.requestHeaderModifier?.add?.authorization !== undefined) {
@@ -310,22 +325,41 @@ function translateRoute (
       }
       // An ai backend's provider takes its key its own way (api-key, x-api-key, x-goog-api-key):
       // the client's Authorization must not reach it then.
-      const keyHeader = b.ai !== undefined ? aiKeyHeader(b.ai) : { header: 'authorization', bearer: true }
       const mod = backendPolicies.requestHeaderModifier ?? {}
       if (keyHeader === null) {
         report(authAt, 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
       } else if (keyHeader.header === 'authorization') {
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${backendAuth.key}` }, ...removing(mod.remove, b.ai !== undefined ? CREDENTIAL_HEADERS.filter(h => h !== 'authorization') : []) }
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${key}` }, ...removing(mod.remove, b.ai !== undefined ? CREDENTIAL_HEADERS.filter(h => h !== 'authorization') : []) }
       } else {
         // The other providers' key headers a client sent (an Anthropic SDK's x-api-key to
         // Gemini) are removed too: the client's key for the gateway reaches no provider.
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: backendAuth.key }, ...removing(mod.remove, CREDENTIAL_HEADERS.filter(h => h !== keyHeader.header)) }
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: key }, ...removing(mod.remove, CREDENTIAL_HEADERS.filter(h => h !== keyHeader.header)) }
       }
     }
     const i = at[at.length - 1] as number
+    if (backendAuth?.passthrough !== undefined) {
+      if (b.ai === undefined) report([...authAt, 'passthrough'], 'applies to ai backends (a host backend gets the client\'s token with jwtAuth keepToken: true)')
+      else if (keyHeader === null) report([...authAt, 'passthrough'], 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
+      else {
+        // Every credential header the client sent is removed; the ai backend then puts the
+        // validated token in the provider's own header (llm/request.ts), after these policies.
+        const mod = backendPolicies.requestHeaderModifier ?? {}
+        for (const h of CREDENTIAL_HEADERS) {
+          if (mod.set?.[h] !== undefined || mod.add?.[h] !== undefined) report([...authAt, 'passthrough'], `the ${h} header is also set by requestHeaderModifier: use one of them`)
+        }
+        backendPolicies.requestHeaderModifier = { ...mod, ...removing(mod.remove, CREDENTIAL_HEADERS) }
+      }
+    }
+    if (azureAuth !== undefined) {
+      // The adapter sends the Entra token as Authorization: Bearer; the client's credentials go.
+      const mod = backendPolicies.requestHeaderModifier ?? {}
+      backendPolicies.requestHeaderModifier = { ...mod, ...removing(mod.remove, CREDENTIAL_HEADERS) }
+    }
+    const ownAuth = selfAuth && backendAuth !== undefined ? { ...backendAuth, ...(key !== undefined ? { key } : {}) } : undefined
+    const aiAuth = { gcpCredential, azureAuth, passthrough: backendAuth?.passthrough !== undefined && b.ai !== undefined && keyHeader !== null }
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...at, 'mcp'], options, fail)
-      : translateBackend(b, at, fail, selfAuth ? backendAuth : undefined, gcpCredential, aiAt, policiesAt)
+      : translateBackend(b, at, fail, ownAuth, aiAuth, aiAt, policiesAt)
     if (backend === undefined) {
       // The backend cannot be built, but its policies are still checked: every problem of
       // the file is reported in one run.
@@ -533,6 +567,39 @@ function removing (own: string[] | undefined, names: readonly string[]): { remov
 }
 
 /**
+ * backendAuth.passthrough sends the token a jwtAuth or apiKey policy validated: a route (on
+ * this gateway) where no such policy runs — at the gateway, the route or the backend reference —
+ * could never send one, and is refused rather than answering every request 401. (At run time a
+ * request without a validated token is refused all the same: nothing else is ever sent.)
+ */
+function checkPassthroughAuth (route: RouteIR, listener: ListenerIR, backends: Map<string, BackendIR>, path: Path, report: (path: Path, message: string) => void): void {
+  const validates = (p: PolicySetIR): boolean => p.jwt !== undefined || p.apiKey !== undefined
+  route.backends.forEach((ref, i) => {
+    if (backends.get(ref.backend)?.ai?.passthrough !== true) return
+    if (validates(listener.policies) || validates(route.policies) || validates(ref.policies)) return
+    report([...path, 'backends', i, 'policies', 'backendAuth', 'passthrough'], `needs a jwtAuth or apiKey policy on the route, the backend or gateway "${listener.gateway}": passthrough sends the token that policy validated`)
+  })
+}
+
+/**
+ * backendAuth.key: inline, or `{file: path}` read with the config's bounded reader (a
+ * Kubernetes Secret mounted as a file, rotated by a reload). Surrounding whitespace (the
+ * newline most files end with) is trimmed; what is left must be one header-safe token. Its
+ * content is never echoed.
+ */
+function backendKey (key: string | { file: string }, at: Path, pc: PolicyContext): string | undefined {
+  if (typeof key === 'string') return key
+  const read = readFileField(key.file, [...at, 'file'], pc)
+  if (read === undefined) return undefined
+  const text = read.text.trim()
+  if (!/^[\x21-\x7e]+$/.test(text)) {
+    pc.report([...at, 'file'], `${read.full} does not hold one key (${text === '' ? 'it is empty' : 'printable ASCII without spaces or line breaks expected'})`)
+    return undefined
+  }
+  return text
+}
+
+/**
  * backendAuth.gcp.credential: a service-account key, its JSON inline or in a file (read with
  * the config's bounded reader). Checked here so a broken key fails the load, not the first
  * request; its content is never echoed (it holds a private key).
@@ -565,14 +632,14 @@ function gcpServiceAccountKey (credential: string | { file: string }, at: Path, 
   return k as GcpServiceAccountKeyIR
 }
 
-function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth, gcpCredential?: GcpServiceAccountKeyIR, aiAt: Path = [...path, 'ai'], policiesAt: Path = [...path, 'policies']): BackendIR | undefined {
+function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth, aiAuth?: AiAuthIR, aiAt: Path = [...path, 'ai'], policiesAt: Path = [...path, 'policies']): BackendIR | undefined {
   const kinds = (['host', 'endpoints', 'mcp', 'ai'] as const).filter(k => b[k] !== undefined)
   if (kinds.length !== 1) {
     fail(path, `needs exactly one backend kind: host, endpoints, mcp or ai${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
-  if (b.ai !== undefined) return translateAiBackend(b.ai, aiAt, fail, parseHostTarget, auth, gcpCredential, policiesAt)
+  if (b.ai !== undefined) return translateAiBackend(b.ai, aiAt, fail, parseHostTarget, auth, aiAuth, policiesAt)
   if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {

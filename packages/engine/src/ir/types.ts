@@ -384,7 +384,12 @@ export interface AiBackendSpecIR {
    * (`/openai/v1/...`), `preview` the same with `?api-version=preview`; `project` (AI Foundry)
    * the project paths `/api/projects/{project}/openai/v1/...`.
    */
-  azure?: { apiVersion?: string, deployment?: string, project?: string }
+  azure?: { apiVersion?: string, deployment?: string, project?: string, auth?: AzureAuthIR }
+  /**
+   * backendAuth.passthrough: the token the client presented, validated by a jwtAuth or apiKey
+   * policy (`RequestAuth.credential`), is sent in the provider's key header.
+   */
+  passthrough?: true
   /**
    * Vertex AI: `credential` is a service-account key (backendAuth.gcp.credential, inline or
    * read from its file at load; its private key is redacted in every dump); absent =
@@ -426,6 +431,20 @@ export interface AiPricingIR {
   rates?: AiRatesIR
   models: Array<{ model: string, rates: AiRatesIR }>
 }
+
+/**
+ * backendAuth.azure: where Microsoft Entra ID access tokens come from (llm/providers/azure-token.ts).
+ * `clientSecret` is redacted by field name in every dump; workload identity reads its
+ * environment (AZURE_FEDERATED_TOKEN_FILE, AZURE_CLIENT_ID, AZURE_TENANT_ID) when the first
+ * token is fetched. `implicit`: workload identity when that environment is set, else managed
+ * identity. `authorityHost` / `imdsEndpoint`: absent = AZURE_AUTHORITY_HOST or Azure's own.
+ */
+export type AzureAuthIR = { authorityHost?: string, imdsEndpoint?: string } & (
+  | { kind: 'clientSecret', tenantId: string, clientId: string, clientSecret: string }
+  | { kind: 'managedIdentity', userAssignedIdentity?: { clientId: string } | { objectId: string } | { resourceId: string } }
+  | { kind: 'workloadIdentity' }
+  | { kind: 'implicit' }
+)
 
 export type McpTargetIR = McpTargetLimitsIR & (
   | {

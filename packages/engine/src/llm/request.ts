@@ -24,7 +24,7 @@ import { isTranslationError, translationError, type TranslationError } from './c
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { authority } from '../util/host-port.ts'
 import { clientEndpoint, formatByName } from './formats/index.ts'
-import { providerAdapter } from './providers/index.ts'
+import { passthroughHeader, providerAdapter } from './providers/index.ts'
 import { estimateEmbeddingTokens, estimatePromptTokens } from './tokens.ts'
 import type { LlmAnswerRewrite } from './rewrite-handler.ts'
 import { decodeBedrockEmbeddings, decodeModelList, decodeVertexEmbeddings, encodeBedrockEmbeddings, encodeModelList, encodeVertexEmbeddings, type ModelListShape } from './operations.ts'
@@ -37,7 +37,7 @@ export interface LlmRequestError {
   status: number
   body: string
   headers?: Record<string, string>
-  /** RateLimit: the access log's reason for a `tokenize` refusal (anything else is logged InvalidRequest). */
+  /** The access log's reason: RateLimit for a `tokenize` refusal, BackendAuth for a passthrough without a validated token (anything else is logged InvalidRequest). */
   reason?: string
 }
 
@@ -318,6 +318,17 @@ async function sendTo (ctx: RequestContext, spec: AiBackendSpecIR, adapter: Prov
   // (Bedrock) has none but its own.
   if (q !== -1) ctx.upstreamQuery = target.slice(q + 1)
   else if (adapter.ownQuery === true) ctx.upstreamQuery = ''
+  if (spec.passthrough === true) {
+    // backendAuth.passthrough: the token a jwtAuth / apiKey policy validated, in the provider's
+    // key header (the client's credential headers were removed by the backend's header policy).
+    const credential = ctx.auth.credential
+    const header = passthroughHeader(spec, credential?.kind ?? 'jwt')
+    if (credential == null || header === null) {
+      const e = translationError(401, 'authentication', 'the request carries no token that the gateway validated (backendAuth passthrough)')
+      return { ...(client !== undefined ? formatError(client, e) : { status: e.status, body: e.message }), reason: 'BackendAuth' }
+    }
+    request.headers[header.header] = header.bearer ? `Bearer ${credential.token}` : credential.token
+  }
   try {
     await adapter.authorize(request, { host, port, protocol: backend.protocol })
   } catch (err) {

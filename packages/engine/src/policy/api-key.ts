@@ -45,6 +45,7 @@ export function apiKey (ir: ApiKeyIR): CompiledPolicy {
         return refuse('unknown API key')
       }
       ctx.auth.apiKey = { name: entry.name, metadata: entry.metadata }
+      ctx.auth.credential = { kind: 'apiKey', token: key }
       if ('header' in location) dropUpstreamHeader(ctx.headers, location.header)
       trace(ctx, 'apply', `key ${entry.name}`)
       return CONTINUE

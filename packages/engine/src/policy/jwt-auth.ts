@@ -65,7 +65,7 @@ function authenticator (options: {
   const { mode, providers, location, refuse } = options
   const cache = new VerifiedTokenCache(Math.max(...providers.map(p => p.leewaySeconds), 0))
   /** What the verification result means for the request. */
-  const decide = (ctx: RequestContext, result: JwtResult): PolicyOutcome => {
+  const decide = (ctx: RequestContext, result: JwtResult, token: string): PolicyOutcome => {
     if (!result.ok) {
       if (mode === 'permissive') {
         trace(ctx, 'skip', `invalid token ignored (permissive): ${result.reason}`)
@@ -75,6 +75,7 @@ function authenticator (options: {
       return refuse(ctx, result.reason, true)
     }
     ctx.auth.jwt = result.claims
+    ctx.auth.credential = { kind: 'jwt', token }
     for (const { claim, header } of options.claimsToHeaders) {
       const v = result.claims[claim]
       if (v !== undefined) ctx.headers[header] = typeof v === 'string' ? v : JSON.stringify(v)
@@ -97,9 +98,9 @@ function authenticator (options: {
       }
       // A token seen before is decided without waiting on anything.
       const known = cache.lookup(token)
-      if (known !== undefined) return decide(ctx, known)
+      if (known !== undefined) return decide(ctx, known, token)
       if (ctx.span !== null && ctx.span.recording) return verifyTraced(ctx, token)
-      return cache.verify(token, providers).then(result => decide(ctx, result))
+      return cache.verify(token, providers).then(result => decide(ctx, result, token))
     }
   }
 
@@ -115,7 +116,7 @@ function authenticator (options: {
       if (f.error !== null) span?.setError('JwksFetchFailed', f.error)
       span?.end(f.end)
     })
-    return decide(ctx, result)
+    return decide(ctx, result, token)
   }
 }
 

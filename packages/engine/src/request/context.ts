@@ -42,6 +42,11 @@ export interface RequestAuth {
   /** The API key that matched: its name and metadata (never the key itself). */
   apiKey: { name: string, metadata: Record<string, unknown> } | null
   basicAuth: { username: string } | null
+  /**
+   * The token the client presented that a jwtAuth or apiKey policy validated, for
+   * backendAuth.passthrough to send on (llm/request.ts). Never shown: not in CEL, traces or logs.
+   */
+  credential?: { kind: 'jwt' | 'apiKey', token: string } | null
 }
 
 /**

@@ -5,15 +5,24 @@
  *   `?api-version=preview`);
  * - a dated `apiVersion` (`2024-10-21`): `/openai/deployments/{deployment}/chat/completions?api-version=...`;
  * - an AI Foundry project (`resourceType: foundry`): `/api/projects/{project}/openai/v1/chat/completions`.
- * The key (backendAuth) goes in the `api-key` header (the header policy the config adds).
+ * The key (backendAuth) goes in the `api-key` header (the header policy the config adds);
+ * with backendAuth.azure a Microsoft Entra ID token goes as `Authorization: Bearer` instead
+ * (azure-token.ts), the client's credential headers removed.
  */
 
 import type { AiBackendSpecIR } from '../../ir/types.ts'
 import type { LlmOperation, ProviderAdapter, ProviderRequest } from '../provider.ts'
+import { azureAccessTokens } from './azure-token.ts'
+import type { AccessTokenSource } from './google-token.ts'
+
+/** Credentials a client may have sent; never forwarded with an Entra token. */
+const FOREIGN_CREDENTIALS = ['authorization', 'x-api-key', 'api-key', 'x-goog-api-key']
 
 export const AZURE_DEFAULT_PREFIX = '/openai/v1'
 
-export function azureAdapter (spec: AiBackendSpecIR): ProviderAdapter {
+export function azureAdapter (spec: AiBackendSpecIR, tokens?: AccessTokenSource): ProviderAdapter {
+  // One token cache per backend (the adapter is made once per backend IR).
+  const entra = tokens ?? (spec.azure?.auth !== undefined ? azureAccessTokens({ auth: spec.azure.auth }) : undefined)
   const version = spec.azure?.apiVersion
   const project = spec.azure?.project
   const dated = version !== undefined && version !== 'v1' && version !== 'preview' && project === undefined
@@ -35,6 +44,12 @@ export function azureAdapter (spec: AiBackendSpecIR): ProviderAdapter {
       const deployment = encodeURIComponent(spec.azure?.deployment ?? request.model)
       return `/openai/deployments/${deployment}${suffix[request.operation]}${query}`
     },
-    authorize: () => {}
+    authorize: entra === undefined
+      ? () => {}
+      : async (request: ProviderRequest) => {
+        const token = await entra.token()
+        for (const name of FOREIGN_CREDENTIALS) delete request.headers[name]
+        request.headers.authorization = `Bearer ${token}`
+      }
   }
 }

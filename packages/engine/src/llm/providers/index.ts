@@ -75,6 +75,17 @@ export function customDefaults (format: AiWireFormatIR): ProviderDefaults {
 }
 
 /**
+ * Where backendAuth.passthrough puts the client's validated token: the provider's key header
+ * (Bearer, `x-api-key`, `x-goog-api-key`), except that Azure takes a JWT — an Entra ID token
+ * the client got for Azure, validated by jwtAuth — as `Authorization: Bearer` (its `api-key`
+ * header takes keys only). Null: the provider signs its requests (no token can stand in).
+ */
+export function passthroughHeader (spec: Pick<AiBackendSpecIR, 'provider' | 'format'>, kind: 'jwt' | 'apiKey'): ProviderDefaults['key'] {
+  if (spec.provider === 'azure' && kind === 'jwt') return BEARER
+  return spec.provider === 'custom' ? customDefaults(spec.format).key : PROVIDERS[spec.provider].key
+}
+
+/**
  * An adapter whose paths start with `native` (its API's own base path: `/v1`, `/v1beta`) sent
  * under the backend's `pathPrefix` instead, and `pathOverride` as the chat path when it has
  * one — what `pathPrefix` and `pathOverride` mean for every provider.
