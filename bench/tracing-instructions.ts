@@ -47,7 +47,7 @@
  * time.
  *
  * Run: node bench/tracing-instructions.ts [--seeds 1] [--configs off,0,1,100,log,log-otlp] [--warmup 60000] [--requests 10000]
- *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N] [--servers]
+ *      [--node-flags='--a-v8-flag'] [--keep DIR] [--functions N] [--servers] [--before DIR]
  *
  * --functions N lists, per config, the N functions of the request thread whose instructions
  * per request moved most against off (log-otlp: against log) — V8's compiled code named through --perf-basic-prof
@@ -62,7 +62,7 @@
 
 import { execFile } from 'node:child_process'
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
@@ -72,7 +72,7 @@ import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, tracingConfig, type Server } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' }, servers: { type: 'boolean', default: false } } })
+const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' }, servers: { type: 'boolean', default: false }, before: { type: 'string' } } })
 const WARMUP = Number(values.warmup)
 /** How many functions to list per config: those whose instructions per request moved most against off (0: none). */
 const FUNCTIONS = Number(values.functions)
@@ -87,6 +87,14 @@ const SEEDS = Number(values.seeds)
  * compared with it, log-otlp with log.
  */
 const CONFIGS = new Set(['off', ...values.configs.split(',')])
+/**
+ * --before DIR: `off` also runs on the build in DIR (a checkout with its node_modules, as
+ * bench/builds.ts takes), as config `before`; with --functions the table then lists what this
+ * build's `off` runs more or less than the older one — how a data-path regression is found
+ * without timing anything.
+ */
+const BEFORE = values.before === undefined ? undefined : fileURLToPath(new URL(`file://${resolve(values.before)}/packages/proxy/bin/portico.ts`))
+if (BEFORE !== undefined) CONFIGS.add('before')
 /** Where to keep each run's callgrind files (for callgrind_annotate); otherwise they go with the scratch directory. */
 const KEEP = values.keep
 /**
@@ -105,6 +113,8 @@ interface Config {
   level: string
   /** The config its ratio is against. */
   base: string
+  /** Another build's bin/portico.ts (--before); this checkout's otherwise. */
+  bin?: string
 }
 
 interface Count {
@@ -157,7 +167,7 @@ function dumpTotals (dir: string, dump: number): { main: number, all: number, ma
   return { main, all, mainFile }
 }
 
-async function measure (name: string, seed: number, tracing: string, logLevel: string, backendPort: number): Promise<Count> {
+async function measure (name: string, seed: number, tracing: string, logLevel: string, backendPort: number, bin = PORTICO): Promise<Count> {
   const dir = KEEP === undefined ? scratchDir(`callgrind-${name}-${seed}`) : join(KEEP, `${name.replace(' %', '')}-${seed}`)
   if (KEEP !== undefined) mkdirSync(dir, { recursive: true })
   const port = await freePort()
@@ -170,7 +180,7 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
     command: 'valgrind',
     args: [
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
-      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, MEMORY_REDUCER_FLAG, `--random-seed=${seed}`, ...NODE_FLAGS, PORTICO, '-f', configPath
+      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, MEMORY_REDUCER_FLAG, `--random-seed=${seed}`, ...NODE_FLAGS, bin, '-f', configPath
     ],
     env: { ...porticoEnv(logLevel), ...(SERVERS ? { ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0' } : {}) },
     // --perf-basic-prof (--functions) also makes V8 write isolate-*-v8.log files where the
@@ -212,7 +222,11 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
 function functionTables (counts: Count[], configs: Config[]): string[] {
   if (FUNCTIONS === 0) return []
   const first = (name: string): Count => counts.find(c => c.name === name && c.seed === 1)!
-  return configs.filter(c => c.name !== c.base).map(c => [
+  return configs.filter(c => c.name !== c.base).map(c => c.name === 'before'
+    // Read the other way: what this build runs more (+) or less (−) than the older one.
+    ? [`request thread, off (this build) against before (seed 1): the ${FUNCTIONS} functions that moved most, instructions per request (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
+        table(['function', 'change'], largestChanges(first('before').functions!, first('off').functions!, REQUESTS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))].join('\n')
+    : [
     `request thread, ${c.name} against ${c.base} (seed 1): the ${FUNCTIONS} functions that moved most, instructions per request (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
     table(['function', 'change'], largestChanges(first(c.base).functions!, first(c.name).functions!, REQUESTS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
   ].join('\n'))
@@ -239,7 +253,8 @@ async function main (): Promise<void> {
       { name: '1 %', yaml: traced('0.01'), level: 'warn', base: 'off' },
       { name: '100 %', yaml: traced('true'), level: 'warn', base: 'off' },
       { name: 'log', yaml: '', level: 'info', base: 'off' },
-      { name: 'log otlp', yaml: otlpLog, level: 'info', base: 'log' }
+      { name: 'log otlp', yaml: otlpLog, level: 'info', base: 'log' },
+      ...(BEFORE !== undefined ? [{ name: 'before', yaml: '', level: 'warn', base: 'off', bin: BEFORE }] : [])
     ]
     const configs = all.filter(c => CONFIGS.has(c.name.replace(' %', '').replace(' ', '-')))
     if (configs.some(c => !configs.some(b => b.name === c.base))) throw new Error(`--configs: log-otlp is compared with log; run both`)
@@ -247,7 +262,7 @@ async function main (): Promise<void> {
     const runs = configs.flatMap(c => Array.from({ length: SEEDS }, (_, i) => ({ ...c, seed: i + 1 })))
     const counts: Count[] = []
     for (let i = 0; i < runs.length; i += 2) {
-      counts.push(...await Promise.all(runs.slice(i, i + 2).map(r => measure(r.name, r.seed, r.yaml, r.level, backend.port))))
+      counts.push(...await Promise.all(runs.slice(i, i + 2).map(r => measure(r.name, r.seed, r.yaml, r.level, backend.port, r.bin))))
     }
     // Per config, the median over seeds; the seeds' spread is the JIT's, not tracing's.
     const summary = configs.map(c => {
