@@ -260,7 +260,7 @@ export function modelsToIR (models: ModelConfig[], ctx: ModelsContext): Translat
       const groups = v.failover!.groups.map(g => ({
         providers: g.models.map(name => {
           const { ai, policies } = backendEntry(entries.get(name)!.m, out.get(name)!.match, name)
-          const { name: _n, ...where } = ai
+          const { name: _n, ...where } = ai!
           return { name, ...where, ...(policies !== undefined ? { policies } : {}) } as never
         })
       }))

@@ -156,6 +156,12 @@ export class RequestContext {
   failover: CompiledBackendRef[][] | null = null
   /** Providers whose try was dropped for the next one (failover), with why: a status, `timeout` or `connection` (metrics). */
   failedOver: Array<{ backend: string, reason: string }> | null = null
+  /**
+   * The model API's choice (pipeline/models.ts): the model the client asked for, the concrete
+   * model chosen and why (each virtual model's step: `smart: weight 3/4`, ...); for a failover
+   * virtual model the provider serving is the backend's (`model:<virtual>/<model>`).
+   */
+  modelChoice: { requested: string, model: string, why: string[] } | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
   /**
