@@ -17,7 +17,7 @@ import type { ModelConfig, RouteBackendConfig, RouteConfig } from './schema.ts'
 import type { BackendRefIR, ListenerIR, ModelIR, RouteIR, VirtualModelIR } from '../ir/types.ts'
 import { compileCel, CEL_VARIABLES } from '../cel/expression.ts'
 import { ssrfRefusal } from '../util/ssrf.ts'
-import { matchProblem, patternRank, tiesWith } from '../llm/model-match.ts'
+import { matchProblem, tiesWith } from '../llm/model-match.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -382,7 +382,7 @@ export function attachModels (translated: TranslatedModels, parents: ModelParent
         const b = models.get(selectable[j]!)!
         if (!tiesWith(a.match, b.match)) continue
         const { m, at } = entries.get(b.name)!
-        report(m.match !== undefined ? [...at, 'match', 'model'] : [...at, 'name'], `"${b.match}" ties with model "${a.name}" ("${a.match}") on ${route.key.startsWith('models:') ? `gateway "${route.key.slice(7)}"` : `route "${route.key}"`}: equally specific patterns that match the same model (rank ${patternRank(b.match)})`)
+        report(m.match !== undefined ? [...at, 'match', 'model'] : [...at, 'name'], `"${b.match}" ties with model "${a.name}" ("${a.match}") on ${route.key.startsWith('models:') ? `gateway "${route.key.slice(7)}"` : `route "${route.key}"`}: equally specific patterns that can match the same model`)
       }
     }
     const all = new Set<string>()
