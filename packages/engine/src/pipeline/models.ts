@@ -48,7 +48,9 @@ export function compileModelTable (models: ModelIR[], compileRef: (ref: BackendR
   }
   const selectable = models.filter(m => m.attached && m.visibility === 'Public')
   const matcher = new ModelMatcher(selectable.map(m => ({ pattern: m.match, item: byName.get(m.name)! })))
-  return { byName, select: model => matcher.select(model), listed: selectable }
+  // A wildcard model serves a family no list could spell out without asking its provider: only
+  // models a client can name exactly are listed.
+  return { byName, select: model => matcher.select(model), listed: selectable.filter(m => !m.match.includes('*')) }
 }
 
 /** What the model step decided: the backend to call (and failover groups), or an answer. */
@@ -86,7 +88,7 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
   if (endpoint.operation === 'models') {
     if (ctx.method !== 'GET') return { ...refuse(ctx, translationError(405, 'invalid_request', `${ctx.method} on a models path (GET lists the models)`), 'InvalidRequest'), headers: { ...JSON_TYPE, allow: 'GET' } }
     const shape = format.name === 'anthropic-messages' ? 'anthropic' : 'openai'
-    const list = encodeModelList(shape, table.listed.map(m => ({ id: m.match.includes('*') ? m.name : m.match })), 'portico')
+    const list = encodeModelList(shape, table.listed.map(m => ({ id: m.match })), 'portico')
     return { status: 200, body: JSON.stringify(list), headers: JSON_TYPE, reason: 'DirectResponse' }
   }
 

@@ -52,7 +52,7 @@ export interface CompiledModelTable {
   byName: Map<string, CompiledModel>
   /** The attached public model that serves a requested name (exact, then the most specific wildcard), or null. */
   select (model: string): CompiledModel | null
-  /** What GET /v1/models lists: the attached public models, virtual ones included. */
+  /** What GET /v1/models lists: the attached public models with an exact match, virtual ones included. */
   listed: ModelIR[]
 }
 
