@@ -26,6 +26,7 @@ import { sleep } from '../lib/backends.ts'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { newSigningKey } from '../lib/idp.ts'
+import { openTrace } from '../lib/trace.ts'
 
 const OPENAI_KEY = 'sk-test-portico'
 const ISSUER = 'https://idp.portico.test/'
@@ -37,6 +38,7 @@ describe('the model API: models chosen by the model a client asks for', () => {
   let anthropicEmu: AnthropicEmulator
   let portico: PorticoProcess
   let signingKey: Awaited<ReturnType<typeof newSigningKey>>
+  let admin: string
 
   const openai = (userToken?: string): OpenAI => new OpenAI({ apiKey: 'sk-client-key', baseURL: `${portico.url}/v1`, maxRetries: 0, ...(userToken !== undefined ? { defaultHeaders: { 'x-user-token': `Bearer ${userToken}` } } : {}) })
   const anthropic = (): Anthropic => new Anthropic({ apiKey: 'sk-ant-client-key', baseURL: portico.url, maxRetries: 0 })
@@ -49,10 +51,12 @@ describe('the model API: models chosen by the model a client asks for', () => {
     signingKey = await newSigningKey()
     const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicKey } = signingKey
     const closedPort = await freePort()
+    const adminPort = await freePort()
+    admin = `http://127.0.0.1:${adminPort}`
     const openAIAt = (url: string, model?: string) => ({ provider: { openAI: model === undefined ? {} : { model } }, baseURL: `${url}/v1`, policies: { backendAuth: { key: OPENAI_KEY } } })
     const claude = { provider: { anthropic: { model: 'claude-sonnet-4-6' } }, baseURL: anthropicEmu.url, policies: { backendAuth: { key: ANTHROPIC_TEST_KEY } } }
     portico = await startPortico({
-      env: { LOG_LEVEL: 'info' },
+      env: { LOG_LEVEL: 'info', ADMIN_ADDR: `127.0.0.1:${adminPort}` },
       config: (port): ConfigFile => ({
         gateways: {
           default: {
@@ -202,6 +206,25 @@ describe('the model API: models chosen by the model a client asks for', () => {
     assert.equal(openaiB.received.length, b + 1, 'no token: the fallback')
     assert.equal(openaiB.received.at(-1)!.body!.model, 'gpt-4o-mini')
     await waitFor(() => ['router: rule 1', 'router: rule 2', 'router: fallback'].every(why => portico.logs().some(l => l['portico.model.why'] === why)))
+  })
+
+  test('the trace says which model served and why; /config_dump lists the models', async () => {
+    const trace = await openTrace(admin, 'path=/v1/chat/completions')
+    await trace.ready
+    await openai().chat.completions.create({ model: 'router', messages: hi })
+    const events = await trace.done
+    const selection = events.find(e => e.message.type === 'modelSelection')!.message
+    assert.deepEqual({ ...selection }, { type: 'modelSelection', requestModel: 'router', matched: 'router', model: 'secret', why: ['router: fallback'] })
+    assert.equal(events.find(e => e.message.type === 'llmRequest')!.message.model, 'gpt-4o-mini')
+
+    const res = await request(`${admin}/config_dump`)
+    const dump = await res.body.json() as { models: Array<Record<string, unknown>>, backends: Array<{ key: string, name: string }> }
+    const mix = dump.models.find(m => m.name === 'mix')!
+    assert.deepEqual(mix, { listener: 'default', route: 'models:default', name: 'mix', match: 'mix', visibility: 'Public', attached: true, kind: 'virtual', virtual: { kind: 'weighted', targets: [{ model: 'gpt-4o', weight: 1 }, { model: 'secret', weight: 3 }] } })
+    const secret = dump.models.find(m => m.name === 'secret')!
+    assert.equal(secret.attached, false, 'internal: reached only through virtual models')
+    assert.ok(dump.backends.some(b => b.key === secret.backend && b.name === 'model:secret'))
+    assert.doesNotMatch(JSON.stringify(dump), new RegExp(OPENAI_KEY), 'keys are redacted')
   })
 })
 
