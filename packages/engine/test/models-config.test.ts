@@ -230,3 +230,18 @@ describe('ssrfRefusal', () => {
     }
   })
 })
+
+describe('docs/models.md', () => {
+  test('the worked example and the file form load', async () => {
+    const { readFileSync } = await import('node:fs')
+    const text = readFileSync(new URL('../../../docs/models.md', import.meta.url), 'utf8')
+    const blocks = [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map(m => m[1]!).filter(b => b.startsWith('gateways:'))
+    assert.equal(blocks.length, 2)
+    for (const yaml of blocks) {
+      const r = loadConfigText(yaml, { baseDir: '/tmp', readFile: () => 'sk-test-portico' })
+      assert.ok(r.ok, r.ok ? '' : r.diagnostics.map(d => formatDiagnostic('models.md', d)).join('\n'))
+      const models = routeModels(r.config.ir, 'models:default')
+      assert.ok(models.length >= 4)
+    }
+  })
+})
