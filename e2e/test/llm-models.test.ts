@@ -11,7 +11,9 @@
  * - weighted: 1,000 requests split 1:3 within 4 standard deviations of the binomial;
  * - failover: the first target answering 503, 429 or not listening at all → the client gets
  *   the next group's answer, no error; the access log names the model that served and why;
- * - conditional: a JWT claim sends premium users to Claude, the rest to the fallback.
+ * - conditional: a JWT claim sends premium users to Claude, the rest to the fallback;
+ * - transformations: body fields set by CEL before conversion and after, removed, left alone
+ *   when an expression fails.
  */
 
 import { after, before, describe, test } from 'node:test'
@@ -80,6 +82,34 @@ describe('the model API: models chosen by the model a client asks for', () => {
           { name: 'safe-503', virtualModel: { failover: { groups: [{ models: ['overloaded'] }, { models: ['claude-sonnet'] }] } } },
           { name: 'safe-429', virtualModel: { failover: { groups: [{ models: ['limited'] }, { models: ['claude-sonnet'] }] } } },
           { name: 'safe-down', virtualModel: { failover: { groups: [{ models: ['down'] }, { models: ['secret'] }] } } },
+          {
+            name: 'tuned',
+            ...openAIAt(openaiA.url, 'gpt-4o-mini'),
+            policies: {
+              backendAuth: { key: OPENAI_KEY },
+              transformations: {
+                request: {
+                  // In the client's format (here OpenAI's), then in the provider's (here also OpenAI's).
+                  beforeConversion: { set: { max_tokens: '42', user: 'jwt.sub' }, remove: ['temperature'] },
+                  afterConversion: { set: { 'metadata.messages': 'string(llm.request.messageCount)' } }
+                }
+              }
+            }
+          },
+          {
+            name: 'tuned-claude',
+            ...claude,
+            policies: {
+              backendAuth: { key: ANTHROPIC_TEST_KEY },
+              transformations: {
+                request: {
+                  beforeConversion: { set: { max_tokens: 'llm.request.messageCount * 100' } },
+                  // After conversion the body is Anthropic's: `system` and `metadata.user_id` are its fields.
+                  afterConversion: { set: { system: '"be brief"', 'metadata.user_id': '"model-" + llm.request.model' } }
+                }
+              }
+            }
+          },
           { name: 'router', virtualModel: { conditional: { rules: [{ when: 'jwt.tier == "premium"', model: 'claude-sonnet' }, { when: 'llm.request.messageCount > 3', model: 'gpt-4o' }], fallback: 'secret' } } }
         ]
       })
@@ -97,9 +127,9 @@ describe('the model API: models chosen by the model a client asks for', () => {
     const before = openaiA.received.length + openaiB.received.length + anthropicEmu.bodies.length
     const ids = []
     for await (const m of openai().models.list()) ids.push(m.id)
-    assert.deepEqual(ids.sort(), ['gpt-4o', 'mix', 'router', 'safe-429', 'safe-503', 'safe-down'])
+    assert.deepEqual(ids.sort(), ['gpt-4o', 'mix', 'router', 'safe-429', 'safe-503', 'safe-down', 'tuned', 'tuned-claude'])
     const page = await anthropic().models.list()
-    assert.deepEqual(page.data.map(m => m.id).sort(), ['gpt-4o', 'mix', 'router', 'safe-429', 'safe-503', 'safe-down'])
+    assert.deepEqual(page.data.map(m => m.id).sort(), ['gpt-4o', 'mix', 'router', 'safe-429', 'safe-503', 'safe-down', 'tuned', 'tuned-claude'])
     assert.equal(page.data[0]!.type, 'model')
     assert.equal(openaiA.received.length + openaiB.received.length + anthropicEmu.bodies.length, before, 'no provider was asked')
   })
@@ -206,6 +236,22 @@ describe('the model API: models chosen by the model a client asks for', () => {
     assert.equal(openaiB.received.length, b + 1, 'no token: the fallback')
     assert.equal(openaiB.received.at(-1)!.body!.model, 'gpt-4o-mini')
     await waitFor(() => ['router: rule 1', 'router: rule 2', 'router: fallback'].every(why => portico.logs().some(l => l['portico.model.why'] === why)))
+  })
+
+  test('transformations: CEL edits of body fields before conversion (client format) and after (provider format)', async () => {
+    await openai().chat.completions.create({ model: 'tuned', messages: hi, temperature: 0.3, max_tokens: 7 })
+    const sent = openaiA.received.at(-1)!.body!
+    assert.equal(sent.model, 'gpt-4o-mini')
+    assert.equal(sent.max_tokens, 42, 'set before conversion')
+    assert.equal(sent.temperature, undefined, 'removed')
+    assert.equal(sent.user, undefined, 'jwt.sub fails without a token: the field is left as it was')
+    assert.deepEqual(sent.metadata, { messages: '1' }, 'set after conversion')
+
+    await openai().chat.completions.create({ model: 'tuned-claude', messages: [...hi, { role: 'assistant', content: 'hello' }, ...hi] })
+    const claudeBody = anthropicEmu.bodies.at(-1)!
+    assert.equal(claudeBody.max_tokens, 300, 'three messages × 100, set on the OpenAI body and translated')
+    assert.equal(claudeBody.system, 'be brief')
+    assert.deepEqual(claudeBody.metadata, { user_id: 'model-tuned-claude' })
   })
 
   test('the trace says which model served and why; /config_dump lists the models', async () => {

@@ -206,6 +206,29 @@ models:
     ])
   })
 
+  test('transformations: CEL checked at load, prototype keys refused; the IR carries them on the model\'s backend', () => {
+    assert.deepEqual(errors(`${HEAD}  - name: m
+    provider: {openAI: {}}
+    policies:
+      transformations:
+        request:
+          beforeConversion: {set: {max_tokens: 'nope +', __proto__.x: '1'}, remove: [constructor]}
+`).map(e => e.replace(/: invalid CEL expression.*$/, ': invalid CEL')), [
+      'portico.yaml:10:36: models[0].policies.transformations.request.beforeConversion.set.max_tokens: invalid CEL',
+      'portico.yaml:10:58: models[0].policies.transformations.request.beforeConversion.set["__proto__.x"]: names a field no body edit may write (__proto__, constructor, prototype)',
+      'portico.yaml:10:86: models[0].policies.transformations.request.beforeConversion.remove[0]: names a field no body edit may write (__proto__, constructor, prototype)'
+    ])
+    const ir = load(`${HEAD}  - name: m
+    provider: {openAI: {}}
+    policies:
+      transformations:
+        request:
+          afterConversion: {set: {metadata.user: 'jwt.sub'}, remove: [temperature]}
+`)
+    const ref = routeModels(ir, 'models:default')[0]!.backend!
+    assert.deepEqual(ir.backends.find(b => b.key === ref.backend)!.ai!.transformations, { afterConversion: { set: [{ field: 'metadata.user', expression: 'jwt.sub' }], remove: ['temperature'] } })
+  })
+
   test('baseURL: absolute http(s) with a host; SSRF addresses refused only with refuseLocalBaseURL', () => {
     const yaml = (url: string) => `${HEAD}  - name: m\n    provider: {openAI: {}}\n    baseURL: "${url}"\n`
     assert.equal(errors(yaml('ftp://x.test')).length, 1)

@@ -14,23 +14,41 @@
  */
 
 import type { ModelConfig, RouteBackendConfig, RouteConfig } from './schema.ts'
-import type { BackendRefIR, ListenerIR, ModelIR, RouteIR, VirtualModelIR } from '../ir/types.ts'
-import { compileCel, CEL_VARIABLES } from '../cel/expression.ts'
+import type { AiBackendSpecIR, BackendIR, BackendRefIR, ListenerIR, ModelIR, RouteIR, VirtualModelIR } from '../ir/types.ts'
+import { compileCel } from '../cel/expression.ts'
+import { BODY_EDIT_CEL_VARIABLES } from '../llm/body-edits.ts'
 import { ssrfRefusal } from '../util/ssrf.ts'
 import { matchProblem, tiesWith } from '../llm/model-match.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
 
-/** Variables a conditional rule sees: the request's, and `llm.request` (model, messageCount, body). */
-export const MODEL_CEL_VARIABLES = [...CEL_VARIABLES, 'llm'] as const
+/** Variables conditional rules and transformations see: the request's, and `llm.request` (model, messageCount, body). */
+const MODEL_CEL_VARIABLES = BODY_EDIT_CEL_VARIABLES
 
 export interface ModelsContext {
   report: Report
   /** config/to-ir.ts's route translation: the route's backends built into the IR's backends. */
   translateBackends: (route: RouteConfig, path: Path, report: Report) => RouteIR
+  /** The IR's backends by key (a model's transformations go into its ai backend's spec). */
+  backends: Map<string, BackendIR>
   /** Cluster mode: refuse baseURLs at loopback, link-local or metadata addresses. */
   refuseLocalBaseURL?: boolean
+}
+
+const FORBIDDEN_FIELDS = new Set(['__proto__', 'constructor', 'prototype'])
+
+/** A model's transformations as the ai backend's IR carries them (llm/body-edits.ts applies them). */
+function transformationsIR (m: ModelConfig): AiBackendSpecIR['transformations'] | undefined {
+  const request = m.policies?.transformations?.request
+  if (request === undefined) return undefined
+  const out: NonNullable<AiBackendSpecIR['transformations']> = {}
+  for (const step of ['beforeConversion', 'afterConversion'] as const) {
+    const edit = request[step]
+    if (edit === undefined) continue
+    out[step] = { set: Object.entries(edit.set ?? {}).map(([field, expression]) => ({ field, expression })), remove: [...(edit.remove ?? [])] }
+  }
+  return Object.keys(out).length > 0 ? out : undefined
 }
 
 const ROUTE_FIELDS_OF_CONCRETE = ['baseURL', 'pathOverride', 'tokenize', 'pricing'] as const
@@ -146,8 +164,32 @@ function checkModel (m: ModelConfig, at: Path, ctx: ModelsContext): boolean {
       if (refusal !== null) fail([...at, 'baseURL'], `${refusal}: refused in cluster mode`)
     }
   }
-  if (m.policies?.transformations !== undefined) fail([...at, 'policies', 'transformations'], 'is not available in this build yet (docs/models.md)')
+  const request = m.policies?.transformations?.request
+  for (const step of ['beforeConversion', 'afterConversion'] as const) {
+    const edit = request?.[step]
+    if (edit === undefined) continue
+    const stepAt = [...at, 'policies', 'transformations', 'request', step]
+    for (const [field, expression] of Object.entries(edit.set ?? {})) {
+      if (field.split('.').some(k => FORBIDDEN_FIELDS.has(k))) fail([...stepAt, 'set', field], 'names a field no body edit may write (__proto__, constructor, prototype)')
+      try {
+        compileCel(expression, MODEL_CEL_VARIABLES)
+      } catch (err) {
+        fail([...stepAt, 'set', field], (err as Error).message)
+      }
+    }
+    ;(edit.remove ?? []).forEach((field, i) => {
+      if (field.split('.').some(k => FORBIDDEN_FIELDS.has(k))) fail([...stepAt, 'remove', i], 'names a field no body edit may write (__proto__, constructor, prototype)')
+    })
+  }
   return ok
+}
+
+/** Puts a model's transformations into its ai backend's spec (the backend is the model's own: no other shares it). */
+function withTransformations (backends: Map<string, BackendIR>, key: string, m: ModelConfig): void {
+  const t = transformationsIR(m)
+  const backend = backends.get(key)
+  if (t === undefined || backend?.ai === undefined) return
+  backends.set(key, { ...backend, ai: { ...backend.ai, transformations: t } })
 }
 
 /** Reports cycles among virtual models (each once, as a → b → a); returns the models on one. */
@@ -232,6 +274,7 @@ export function modelsToIR (models: ModelConfig[], ctx: ModelsContext): Translat
       usable.delete(name)
       continue
     }
+    withTransformations(ctx.backends, ref.backend, m)
     backendOf.set(name, ref)
     out.set(name, { name, match, visibility: m.visibility ?? 'Public', attached: false, backend: ref })
   }
@@ -269,6 +312,7 @@ export function modelsToIR (models: ModelConfig[], ctx: ModelsContext): Translat
       const route = ctx.translateBackends({ name: `model:${m.name}`, backends: [{ ai: { name: `model:${m.name}`, groups } }] }, standIn, () => {})
       const failover = route.backends[0]?.failover
       if (failover === undefined) continue
+      failover.forEach((g, gi) => g.forEach((p, i) => withTransformations(ctx.backends, p.backend, entries.get(v.failover!.groups[gi]!.models[i]!)!.m)))
       virtual = { kind: 'failover', groups: failover, models: v.failover!.groups.map(g => [...g.models]) }
     }
     out.set(m.name, { name: m.name, match: m.match?.model ?? m.name, visibility: 'Public', attached: false, virtual })

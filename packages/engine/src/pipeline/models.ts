@@ -16,7 +16,8 @@ import type { ModelIR, BackendRefIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledModel, CompiledModelTable } from '../request/compiled.ts'
 import type { RequestContext } from '../request/context.ts'
 import { WeightedPicker } from '../routing/weighted.ts'
-import { compileCel, evalBool, CEL_VARIABLES } from '../cel/expression.ts'
+import { compileCel, evalBool } from '../cel/expression.ts'
+import { BODY_EDIT_CEL_VARIABLES, llmRequestVar } from '../llm/body-edits.ts'
 import { celVars } from '../cel/vars.ts'
 import { ModelMatcher } from '../llm/model-match.ts'
 import { clientEndpoint, formatByName } from '../llm/formats/index.ts'
@@ -26,7 +27,7 @@ import { LLM_REQUEST_LIMIT } from '../llm/request.ts'
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 
 /** Variables of a conditional rule: the request's and `llm` (config/models-to-ir.ts checks against the same). */
-const RULE_VARIABLES = [...CEL_VARIABLES, 'llm'] as const
+const RULE_VARIABLES = BODY_EDIT_CEL_VARIABLES
 
 /** How deep virtual models may nest (the loader refuses cycles; this bounds a table built elsewhere). */
 const MAX_DEPTH = 32
@@ -73,16 +74,6 @@ function refuse (ctx: RequestContext, error: TranslationError, reason: 'NotFound
   return { status: error.status, body: JSON.stringify(format.encodeError(error)), headers: extra === undefined ? JSON_TYPE : { ...JSON_TYPE, ...extra }, reason }
 }
 
-/** How many messages the request carries, in whichever format it came. */
-function messageCount (body: Record<string, unknown>): number {
-  for (const field of ['messages', 'contents', 'input']) {
-    const v = body[field]
-    if (Array.isArray(v)) return v.length
-    if (field === 'input' && typeof v === 'string') return 1
-  }
-  return 0
-}
-
 export async function chooseModel (ctx: RequestContext, table: CompiledModelTable): Promise<ModelOutcome> {
   const { endpoint, format } = clientFormat(ctx)
   if (endpoint.operation === 'models') {
@@ -125,7 +116,7 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
   const why: string[] = []
   let llmVar: Record<string, unknown> | null = null
   const vars = () => {
-    llmVar ??= { request: { model: requested, messageCount: messageCount(body), body } }
+    llmVar ??= llmRequestVar(requested, body)
     return { ...celVars(ctx), llm: llmVar }
   }
   let model: CompiledModel = first
