@@ -159,6 +159,20 @@ describe('the model API: models chosen by the model a client asks for', () => {
     assert.equal(g.statusCode, 200)
     assert.equal(answer.candidates[0]!.content.parts[0]!.text, 'Hello!')
     assert.equal(openaiA.received.at(-1)!.body!.model, 'gpt-4o')
+
+    // OpenAI Responses, and a Bedrock Converse client (the model in its path), to the exact model.
+    const r = await openai().responses.create({ model: 'gpt-4o', input: 'hi' })
+    assert.equal(r.object, 'response')
+    assert.equal(openaiA.received.at(-1)!.body!.model, 'gpt-4o')
+    const bedrock = await request(`${portico.url}/model/gpt-4o/converse`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ messages: [{ role: 'user', content: [{ text: 'hi' }] }] }) })
+    const converse = await bedrock.body.json() as { output: { message: { content: Array<{ text: string }> } } }
+    assert.equal(bedrock.statusCode, 200)
+    assert.equal(converse.output.message.content[0]!.text, 'Hello!')
+
+    // Paths that are no LLM API's are not the models' (no route: 404 as without models).
+    const other = await request(`${portico.url}/healthz`)
+    await other.body.dump()
+    assert.equal(other.statusCode, 404)
   })
 
   test('unknown and internal models: the client format\'s 404, naming nothing else served; a 100 KB model name', async () => {

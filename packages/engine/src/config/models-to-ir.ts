@@ -36,6 +36,13 @@ export interface ModelsContext {
   refuseLocalBaseURL?: boolean
 }
 
+/**
+ * The paths a gateway's models answer (llm/formats/index.ts tells the client format by the
+ * same endings): chat completions, Responses, Messages, embeddings, model lists, Gemini's and
+ * Bedrock's per-model paths. Any other path of the gateway is not the models' (404 as before).
+ */
+const MODEL_API_PATHS = '/(.*/)?(chat/completions|responses|messages|embeddings|models)/?|/(.*/)?models/[^/:]+:(generateContent|streamGenerateContent)|/(.*/)?model/[^/]+/(converse|converse-stream)'
+
 const FORBIDDEN_FIELDS = new Set(['__proto__', 'constructor', 'prototype'])
 
 /** A model's transformations as the ai backend's IR carries them (llm/body-edits.ts applies them). */
@@ -340,7 +347,7 @@ export interface ModelParents {
 
 /**
  * Attaches each model to its parents: a gateway gets a route of its own (`models:<gateway>`,
- * path prefix /, after the file's routes), a route named by an HTTPRoute ref gets the table
+ * on the LLM APIs' paths, after the file's routes), a route named by an HTTPRoute ref gets the table
  * in place of backends. Ties between attached public models of one parent are refused.
  */
 export function attachModels (translated: TranslatedModels, parents: ModelParents, report: Report): void {
@@ -388,7 +395,7 @@ export function attachModels (translated: TranslatedModels, parents: ModelParent
             key: `models:${ref.name}`,
             name: `models:${ref.name}`,
             hostnames: [],
-            matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], query: [] }],
+            matches: [{ path: { kind: 'regex', value: MODEL_API_PATHS }, headers: [], query: [] }],
             policies: {},
             backends: [],
             // After every route of the file: a route of its own with the same match wins.
