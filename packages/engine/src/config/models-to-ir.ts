@@ -425,19 +425,38 @@ export function attachModels (translated: TranslatedModels, parents: ModelParent
   }
 
   for (const [route, names] of attached) {
-    // Ties: two attached public models no request could tell apart.
-    const selectable = names.filter(n => models.get(n)!.visibility === 'Public')
-    for (let j = 0; j < selectable.length; j++) {
-      for (let i = 0; i < j; i++) {
-        const a = models.get(selectable[i]!)!
-        const b = models.get(selectable[j]!)!
-        if (!tiesWith(a.match, b.match)) continue
-        const { m, at } = entries.get(b.name)!
-        report(m.match !== undefined ? [...at, 'match', 'model'] : [...at, 'name'], `"${b.match}" ties with model "${a.name}" ("${a.match}") on ${route.key.startsWith('models:') ? `gateway "${route.key.slice(7)}"` : `route "${route.key}"`}: equally specific patterns that can match the same model`)
-      }
+    const parent = route.key.startsWith('models:') ? `gateway "${route.key.slice(7)}"` : `route "${route.key}"`
+    for (const { model, other } of modelTies(names, models)) {
+      const { m, at } = entries.get(model.name)!
+      report(m.match !== undefined ? [...at, 'match', 'model'] : [...at, 'name'], `"${model.match}" ties with model "${other.name}" ("${other.match}") on ${parent}: equally specific patterns that can match the same model`)
     }
-    const all = new Set<string>()
-    for (const n of names) reachable(n, models, all)
-    route.models = [...all].map(n => ({ ...models.get(n)!, attached: names.includes(n) }))
+    route.models = routeModelTable(names, models)
   }
+}
+
+/**
+ * Ties among the models attached to one parent: two public models no request could tell
+ * apart (the later one of each pair, with the earlier). The cluster's translation checks its
+ * parents with the same function.
+ */
+export function modelTies (attached: string[], models: Map<string, ModelIR>): Array<{ model: ModelIR, other: ModelIR }> {
+  const selectable = attached.map(n => models.get(n)).filter((m): m is ModelIR => m !== undefined && m.visibility === 'Public')
+  const out: Array<{ model: ModelIR, other: ModelIR }> = []
+  for (let j = 0; j < selectable.length; j++) {
+    for (let i = 0; i < j; i++) {
+      if (tiesWith(selectable[i]!.match, selectable[j]!.match)) out.push({ model: selectable[j]!, other: selectable[i]! })
+    }
+  }
+  return out
+}
+
+/**
+ * A route's model table (RouteIR.models): the attached models and every model they reach
+ * through virtual ones (`attached` false). The cluster's translation builds its parents' tables
+ * with the same function.
+ */
+export function routeModelTable (attached: string[], models: Map<string, ModelIR>): ModelIR[] {
+  const all = new Set<string>()
+  for (const n of attached) reachable(n, models, all)
+  return [...all].map(n => ({ ...models.get(n)!, attached: attached.includes(n) }))
 }

@@ -43,6 +43,7 @@ export function compileModelTable (models: ModelIR[], compileRef: (ref: BackendR
       ir,
       ref: ir.backend !== undefined ? compileRef(ir.backend) : null,
       failover: v?.kind === 'failover' ? v.groups.map(g => g.map(p => compileRef({ backend: p.backend, weight: 1, policies: p.policies, ...(p.policySources !== undefined ? { policySources: p.policySources } : {}) }))) : null,
+      failoverModels: v?.kind === 'failover' ? new Map(v.groups.flatMap((g, gi) => g.map((p, i) => [p.backend, v.models[gi]![i]!] as const))) : null,
       weighted: v?.kind === 'weighted' ? new WeightedPicker(v.targets.map(t => ({ item: t.model, weight: t.weight }))) : null,
       rules: v?.kind === 'conditional' ? v.rules.map(r => ({ program: compileCel(r.when, RULE_VARIABLES, { expectBool: true }), model: r.model })) : null
     })
@@ -127,7 +128,7 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
     let next: string
     if (model.failover !== null) {
       why.push(`${name}: failover`)
-      return chosen(ctx, requested, first, model, why, { ref: model.failover[0]![0]!, failover: model.failover })
+      return chosen(ctx, requested, first, model, why, { ref: model.failover[0]![0]!, failover: model.failover }, model.failoverModels ?? undefined)
     } else if (model.weighted !== null) {
       next = model.weighted.pick()!
       const weights = (model.ir.virtual as { targets: Array<{ model: string, weight: number }> }).targets
@@ -153,23 +154,19 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
   return chosen(ctx, requested, first, model, why, { ref: model.ref!, failover: null })
 }
 
-function chosen (ctx: RequestContext, requested: string, matched: CompiledModel, model: CompiledModel, why: string[], outcome: { ref: CompiledBackendRef, failover: CompiledBackendRef[][] | null }): ModelOutcome {
-  ctx.modelChoice = { requested, model: model.ir.name, why }
+function chosen (ctx: RequestContext, requested: string, matched: CompiledModel, model: CompiledModel, why: string[], outcome: { ref: CompiledBackendRef, failover: CompiledBackendRef[][] | null }, failoverModels?: ReadonlyMap<string, string>): ModelOutcome {
+  ctx.modelChoice = failoverModels === undefined ? { requested, model: model.ir.name, why } : { requested, model: model.ir.name, why, failoverModels }
   ctx.tracer?.emit({ type: 'modelSelection', requestModel: requested, matched: matched.ir.name, model: model.ir.name, why })
   return outcome
 }
 
 /**
- * The concrete model that served: a failover virtual model's provider is its backend
- * (`model:<virtual>/<model>`), any other choice is recorded as made.
+ * The concrete model that served: for a failover virtual model, the target whose backend the
+ * last try went to; any other choice as it was made.
  */
 export function servedModel (ctx: RequestContext): string | null {
   const choice = ctx.modelChoice
   if (choice === null) return null
-  if (ctx.failover !== null && ctx.backend !== null) {
-    const name = ctx.backend.name
-    const slash = name.lastIndexOf('/')
-    return slash === -1 ? choice.model : name.slice(slash + 1)
-  }
+  if (choice.failoverModels !== undefined && ctx.backend !== null) return choice.failoverModels.get(ctx.backend.key) ?? choice.model
   return choice.model
 }

@@ -42,6 +42,8 @@ export interface CompiledModel {
   ref: CompiledBackendRef | null
   /** Failover virtual models: the targets as providers (pipeline/failover.ts). */
   failover: CompiledBackendRef[][] | null
+  /** Failover virtual models: each target's backend key → the target model's name. */
+  failoverModels: ReadonlyMap<string, string> | null
   /** Weighted virtual models: a target name by weight. */
   weighted: WeightedPicker<string> | null
   /** Conditional virtual models: the rules in order, then the fallback. */

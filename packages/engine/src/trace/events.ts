@@ -178,7 +178,7 @@ export interface ModelSelectionEvent {
   requestModel: string
   /** The model whose entry matched the request ('' when none did). */
   matched: string
-  /** The concrete model chosen (for failover: the first provider; the backend says which served). */
+  /** The concrete model chosen; for a failover virtual model, that model (the backendCallStart and retry events that follow say which target served). */
   model: string
   /** Each virtual model's step, in order: `smart: weight 3 of 4`, `router: rule 2`, `safe: failover`. */
   why: string[]
