@@ -156,6 +156,8 @@ export class RequestContext {
   failover: CompiledBackendRef[][] | null = null
   /** Providers whose try was dropped for the next one (failover), with why: a status, `timeout` or `connection` (metrics). */
   failedOver: Array<{ backend: string, reason: string }> | null = null
+  /** promptGuard decisions of an ai backend's request and answer (metrics: portico_guardrail_decisions_total). */
+  guardDecisions: Array<{ model: string, guard: string, action: string }> | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
   /**
