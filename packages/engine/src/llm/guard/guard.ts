@@ -102,6 +102,11 @@ async function runGuards (ctx: RequestContext, model: string, guards: PromptGuar
       continue
     }
     const messages: GuardMessage[] = slots.map(s => ({ role: s.role, content: s.get() }))
+    if (messages.length === 0) {
+      // Nothing to check (an answer of tool calls only): the service is not asked.
+      decide(ctx, model, { direction, guard: guard.kind, action: 'pass', details: 'no text', index })
+      continue
+    }
     let verdict: ServiceVerdict
     try {
       verdict = guard.kind === 'webhook' ? await askWebhook(guard, direction, model, messages) : await askModeration(guard, messages)
