@@ -44,6 +44,42 @@ describe('OpenAI emulator, checked by the openai SDK', () => {
     assert.equal(whole.choices[0]!.finish_reason, 'tool_calls')
   })
 
+  test('moderations: one result per string, flagged categories, every omni-moderation field the SDK types', async () => {
+    const one = await client.moderations.create({ model: 'omni-moderation-latest', input: 'a calm sentence' })
+    assert.match(one.id, /^modr-/)
+    assert.equal(one.model, 'omni-moderation-2024-09-26')
+    assert.equal(one.results.length, 1)
+    assert.equal(one.results[0]!.flagged, false)
+    const many = await client.moderations.create({ input: ['fine', 'not fine [flag:violence]'] })
+    assert.deepEqual(many.results.map(r => r.flagged), [false, true])
+    const r = many.results[1]!
+    assert.equal(r.categories.violence, true)
+    assert.equal(r.categories.hate, false)
+    assert.ok(r.category_scores.violence > 0.5)
+    assert.deepEqual(r.category_applied_input_types['sexual/minors'], ['text'])
+    assert.deepEqual(Object.keys(r.categories).sort(), Object.keys(r.category_scores).sort())
+    const multi = await client.moderations.create({ input: [{ type: 'text', text: 'x [flag:harassment]' }, { type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] })
+    assert.equal(multi.results.length, 1)
+    assert.equal(multi.results[0]!.categories.harassment, true)
+    await assert.rejects(client.moderations.create({ input: 42 as unknown as string }), (err: unknown) => err instanceof OpenAI.BadRequestError)
+    const wrong = new OpenAI({ apiKey: 'sk-wrong', baseURL: `${emu.url}/v1`, maxRetries: 0 })
+    await assert.rejects(wrong.moderations.create({ input: 'x' }), (err: unknown) => err instanceof OpenAI.AuthenticationError)
+  })
+
+  test('a scripted answer: one chunk per piece, or the pieces joined', async () => {
+    emu.script = ['Write to jane.ro', 'e@example.com today']
+    try {
+      const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } })
+      const deltas: string[] = []
+      for await (const chunk of stream) if (chunk.choices[0]?.delta.content) deltas.push(chunk.choices[0].delta.content)
+      assert.deepEqual(deltas, ['Write to jane.ro', 'e@example.com today'])
+      const whole = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
+      assert.equal(whole.choices[0]!.message.content, 'Write to jane.roe@example.com today')
+    } finally {
+      emu.script = null
+    }
+  })
+
   test('errors: the SDK\'s typed errors with the recorded status', async () => {
     await assert.rejects(client.chat.completions.create({ model: 'error-rate-limit', messages: [{ role: 'user', content: 'hi' }] }), (err: unknown) => err instanceof OpenAI.RateLimitError && /Rate limit reached/.test(err.message))
     const wrong = new OpenAI({ apiKey: 'sk-wrong', baseURL: `${emu.url}/v1`, maxRetries: 0 })

@@ -20,6 +20,16 @@
  * stream request (as some servers do). Streams are written one event
  * per write; `gate` (when set) is awaited after the first content event, so a test can prove
  * the first token reached the client before the rest was sent.
+ *
+ * `script` (when set) replaces the recorded text answer of chat completions: a stream sends
+ * each piece as its own `chat.completion.chunk` event, in its own write (so a test can put a
+ * boundary where it wants, e.g. in the middle of an email address); a whole answer joins them.
+ *
+ * Moderations (`POST /v1/moderations`, as the API reference defines it): `input` a string, an
+ * array of strings (one result each) or an array of multi-modal inputs (one result); a text
+ * containing `[flag:<category>]` (e.g. `[flag:violence]`) is flagged in that category,
+ * anything else is not. The answer has every category of omni-moderation, with scores and
+ * applied input types.
  */
 
 import { readdirSync, readFileSync } from 'node:fs'
@@ -42,6 +52,8 @@ export interface OpenAIEmulator extends Backend {
   received: EmulatorRequest[]
   /** Awaited after the first content event of the next streams (null: no hold). */
   gate: (() => Promise<void>) | null
+  /** The text of the next chat completions, in these pieces (null: the recorded answer). */
+  script: string[] | null
 }
 
 export interface OpenAIEmulatorOptions {
@@ -104,7 +116,7 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
       if (!url.searchParams.has('api-version')) return send(res, 404, { error: { code: '404', message: 'Resource not found' } })
       operation = deployment?.[2] ?? 'responses'
     } else {
-      const m = /^\/(?:openai\/)?v1\/(chat\/completions|embeddings|models|responses)$/.exec(url.pathname)
+      const m = /^\/(?:openai\/)?v1\/(chat\/completions|embeddings|models|responses|moderations)$/.exec(url.pathname)
       if (m !== null) operation = m[1]!
     }
     if (operation === null) return send(res, 404, { error: { message: `Invalid URL (${req.method ?? ''} ${url.pathname})`, type: 'invalid_request_error', param: null, code: null } })
@@ -123,6 +135,19 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
       return send(res, 200, { object: 'list', data: [{ id: 'gpt-4o-mini', object: 'model', created: 1721172741, owned_by: 'system' }, { id: 'text-embedding-3-small', object: 'model', created: 1705948997, owned_by: 'system' }] })
     }
     if (req.method !== 'POST' || body === null) return send(res, 400, { error: { message: 'A JSON body is required', type: 'invalid_request_error', param: null, code: null } })
+    if (operation === 'moderations') {
+      const input = body.input
+      let texts: string[]
+      if (typeof input === 'string') texts = [input]
+      else if (Array.isArray(input) && input.every(i => typeof i === 'string')) texts = input as string[]
+      else if (Array.isArray(input) && input.length > 0 && input.every(i => i !== null && typeof i === 'object' && ((i as { type?: unknown }).type === 'text' || (i as { type?: unknown }).type === 'image_url'))) {
+        // Multi-modal inputs are classified together: one result.
+        texts = [(input as Array<{ type: string, text?: string }>).map(i => i.type === 'text' ? i.text ?? '' : '').join('\n')]
+      } else return send(res, 400, { error: { message: "Invalid value for 'input'.", type: 'invalid_request_error', param: 'input', code: null } })
+      const requested = typeof body.model === 'string' ? body.model : 'omni-moderation-latest'
+      return send(res, 200, { id: `modr-${received.length}`, model: requested === 'omni-moderation-latest' ? 'omni-moderation-2024-09-26' : requested, results: texts.map(moderate) })
+    }
+
     const model = typeof body.model === 'string' ? body.model : (deployment?.[1] ?? '')
     if (model === '' && !azure) return send(res, 400, { error: { message: 'you must provide a model parameter', type: 'invalid_request_error', param: null, code: null } })
 
@@ -164,6 +189,9 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
     const wantsTools = tools > 0 && messages.at(-1)?.role !== 'tool' && body.tool_choice !== 'none'
     const schema = (body.response_format as { type?: string } | undefined)?.type === 'json_schema'
 
+    const script = emulator?.script ?? null
+    if (script !== null) return scripted(res, script, model, body.stream === true, (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true)
+
     if (body.stream === true && model !== 'ignores-stream') {
       const name = model === 'max-tokens' ? 'max-tokens' : wantsTools ? (tools > 1 ? 'parallel-tool-calls' : 'tool-calls') : 'text'
       const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true
@@ -187,7 +215,7 @@ export async function startOpenAIEmulator (options: OpenAIEmulatorOptions = {}):
     sendRaw(res, 200, fixture('responses', `${name}.json`))
   }
 
-  emulator = Object.assign(backend, { received, gate: null as OpenAIEmulator['gate'] })
+  emulator = Object.assign(backend, { received, gate: null as OpenAIEmulator['gate'], script: null as OpenAIEmulator['script'] })
   return emulator
 }
 
@@ -198,4 +226,56 @@ function send (res: http.ServerResponse, status: number, value: unknown): void {
 function sendRaw (res: http.ServerResponse, status: number, text: string): void {
   res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': 'req_emulator' })
   res.end(text)
+}
+
+/** A chat completion of the scripted text: a stream of one content chunk per piece (one write each), or a whole answer. */
+async function scripted (res: http.ServerResponse, pieces: string[], model: string, stream: boolean, includeUsage: boolean): Promise<void> {
+  const base = { id: 'chatcmpl-scripted', object: 'chat.completion.chunk', created: 1741571000, model, service_tier: 'default', system_fingerprint: 'fp_06737a9306' }
+  const usage = { prompt_tokens: 9, completion_tokens: pieces.length, total_tokens: 9 + pieces.length }
+  if (!stream) {
+    return sendRaw(res, 200, JSON.stringify({ id: 'chatcmpl-scripted', object: 'chat.completion', created: 1741571000, model, choices: [{ index: 0, message: { role: 'assistant', content: pieces.join(''), refusal: null, annotations: [] }, logprobs: null, finish_reason: 'stop' }], usage, service_tier: 'default', system_fingerprint: 'fp_06737a9306' }))
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' })
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}): string => `data: ${JSON.stringify({ ...base, choices, ...(includeUsage ? { usage: null } : {}), ...extra })}\n\n`
+  const writes = [
+    chunk([{ index: 0, delta: { role: 'assistant', content: '', refusal: null }, logprobs: null, finish_reason: null }]),
+    ...pieces.map(p => chunk([{ index: 0, delta: { content: p }, logprobs: null, finish_reason: null }])),
+    chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: 'stop' }]),
+    ...(includeUsage ? [chunk([], { usage })] : []),
+    'data: [DONE]\n\n'
+  ]
+  for (const w of writes) {
+    res.write(w)
+    await new Promise(resolve => setTimeout(resolve, 2))
+  }
+  res.end()
+}
+
+/** omni-moderation's categories, and the input types each applies to. */
+const MODERATION_CATEGORIES: Record<string, string[]> = {
+  harassment: ['text'],
+  'harassment/threatening': ['text'],
+  hate: ['text'],
+  'hate/threatening': ['text'],
+  illicit: ['text'],
+  'illicit/violent': ['text'],
+  'self-harm': ['text'],
+  'self-harm/intent': ['text'],
+  'self-harm/instructions': ['text'],
+  sexual: ['text'],
+  'sexual/minors': ['text'],
+  violence: ['text'],
+  'violence/graphic': ['text']
+}
+
+/** One moderation result: flagged in the categories the text names with `[flag:<category>]`. */
+function moderate (text: string): Record<string, unknown> {
+  const flagged = new Set([...text.matchAll(/\[flag:([a-z/-]+)\]/g)].map(m => m[1]!).filter(c => c in MODERATION_CATEGORIES))
+  const names = Object.keys(MODERATION_CATEGORIES)
+  return {
+    flagged: flagged.size > 0,
+    categories: Object.fromEntries(names.map(c => [c, flagged.has(c)])),
+    category_scores: Object.fromEntries(names.map(c => [c, flagged.has(c) ? 0.91 : 0.000012])),
+    category_applied_input_types: Object.fromEntries(names.map(c => [c, MODERATION_CATEGORIES[c]]))
+  }
 }

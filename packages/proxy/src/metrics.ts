@@ -101,6 +101,7 @@ export class ProxyMetrics {
   private readonly authDecisions: LocalCounter
   private readonly rateLimitDecisions: LocalCounter
   private readonly llmFailovers: LocalCounter
+  private readonly guardrailDecisions: LocalCounter
   private readonly connectDuration: LocalHistogram
   private readonly tlsDuration: LocalHistogram
   private readonly tracingSpans: LocalCounter
@@ -149,6 +150,7 @@ export class ProxyMetrics {
     this.llmTokensPerSecond = new LocalHistogram(this.registry, 'portico_gen_ai_client_output_tokens_per_second', 'Streamed LLM answers: output tokens per second after the first chunk, (output tokens - 1) / (end - first chunk).', TOKENS_PER_SECOND_BUCKETS)
     this.llmCost = new LocalExactCounter(this.registry, 'portico_gen_ai_client_cost_total', 'What LLM calls of ai backends with pricing cost, in their currency (label currency), from each answer\'s token usage; summed exactly.', 12)
     this.authDecisions = new LocalCounter(this.registry, 'portico_auth_decisions_total', 'Decisions of auth policies (jwt — jwtAuth and mcpAuthentication —, oidc, basicAuth, apiKey, extAuthz, authorization) on requests that reached them: allow, or deny with a reason (unauthenticated, forbidden, login_redirect, error, invalid_request).')
+    this.guardrailDecisions = new LocalCounter(this.registry, 'portico_guardrail_decisions_total', 'Decisions of ai backends\' promptGuard guards, by the model asked of the provider, the guard (regex, webhook, openAIModeration) and what it did (action: pass, mask, reject, or error when the guard failed).')
     this.llmFailovers = new LocalCounter(this.registry, 'portico_gen_ai_failovers_total', 'Tries of an ai backend\'s failover provider dropped for the next provider (its groups), by route, the provider that failed (backend) and why (reason: its status, timeout or connection).')
     this.rateLimitDecisions = new LocalCounter(this.registry, 'portico_rate_limit_decisions_total', 'Decisions of localRateLimit and remoteRateLimit on requests that reached them: allowed, limited (429) or error (the service failed, failureMode failClosed).')
     this.connectDuration = new LocalHistogram(this.registry, 'portico_upstream_connect_duration_seconds', 'New backend connections: TCP connect time, by backend.', CONNECT_BUCKETS)
@@ -187,6 +189,9 @@ export class ProxyMetrics {
     if (ctx.failedOver != null) {
       const r = route ?? 'unknown'
       for (const f of ctx.failedOver) this.llmFailovers.inc(`${r}\0${f.backend}\0${f.reason}`, () => ({ route: r, backend: f.backend, reason: f.reason }))
+    }
+    if (ctx.guardDecisions != null) {
+      for (const d of ctx.guardDecisions) this.guardrailDecisions.inc(`${d.model}\0${d.guard}\0${d.action}`, () => ({ model: d.model, guard: d.guard, action: d.action }))
     }
     if (ctx.upstreamHeadersAt > 0 && backend !== undefined && ctx.backend!.kind !== 'mcp') {
       series.upstreamDuration ??= this.upstreamDuration.seriesOf(backend, () => ({ backend }))

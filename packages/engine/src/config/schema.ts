@@ -254,12 +254,65 @@ export const BackendAuthSchema = Type.Object({
   }, { ...strict, description: 'Google Cloud OAuth2 access tokens (ai provider vertex): from credential, else Application Default Credentials.' }))
 }, { ...strict, description: 'The credential Portico presents to the backend (agentgateway\'s backendAuth): exactly one of key, passthrough, aws, gcp or azure.' })
 
+/** What a guard's refusal says: the client gets it in its own format's error shape. */
+const GuardRejection = Type.Object({
+  status: Opt(Type.Integer({ minimum: 400, maximum: 599, description: 'HTTP status of the refusal. Default 403.' })),
+  message: Opt(Type.String({ minLength: 1, maxLength: 1024, description: 'The error message the client reads. Default: "the request was rejected by a guardrail (<guard>)" (or "the response ...").' }))
+}, { ...strict, description: 'The refusal a reject gives, in the client format\'s error shape (OpenAI: error.type permission_error; Anthropic: permission_error).' })
+
+const GuardFailureMode = Type.Union([Type.Literal('open'), Type.Literal('closed')], { description: 'When the guard service fails (timeout, connection, a status other than 200, an answer not as documented): open lets the text through unchanged, closed refuses it (503). Default closed.' })
+
+export const PromptGuardRegexSchema = Type.Object({
+  action: Type.Union([Type.Literal('reject'), Type.Literal('mask')], { description: 'reject: refuse the request (or the answer) when any rule matches; mask: replace every match with <NAME> (the builtin\'s name, e.g. <EMAIL_ADDRESS>, or the rule\'s name upper-cased; <MASKED> without one).' }),
+  rules: Type.Array(Type.Object({
+    builtin: Opt(Type.Union([Type.Literal('Email'), Type.Literal('PhoneNumber'), Type.Literal('CreditCard'), Type.Literal('Ssn'), Type.Literal('ApiKey')], { description: 'A built-in detector: Email, PhoneNumber (North American and +country numbers), CreditCard (13-19 digits passing the Luhn check), Ssn (US, ddd-dd-dddd with valid area, group and serial), ApiKey (OpenAI sk-, Anthropic sk-ant-, AWS AKIA, GitHub ghp_/gho_/ghu_/ghs_/ghr_, Slack xox?-, Google AIza).' })),
+    pattern: Opt(Type.String({ minLength: 1, maxLength: 4096, description: 'A regular expression in RE2 syntax, run in linear time (what only a backtracking engine can run — lookaround, backreferences — is refused at load).' })),
+    name: Opt(Type.String({ pattern: '^[A-Za-z0-9_-]{1,64}$', description: 'A pattern\'s name: its mask is <NAME> (upper-cased), and traces name it.' })),
+    maxLength: Opt(Type.Integer({ minimum: 1, maximum: 65536, description: 'A pattern\'s longest match, in characters (default 256): longer matches are not seen, and a streamed answer holds back at most this much text while a match may still be forming.' }))
+  }, { ...strict, description: 'Exactly one of builtin or pattern.' }), { minItems: 1 }),
+  rejection: Opt(GuardRejection)
+}, { ...strict, description: 'Regular expressions over the messages\' text (requests: system prompts, message text and tool results; answers: the text, streamed or whole).' })
+
+export const PromptGuardWebhookSchema = Type.Object({
+  url: Type.String({ pattern: '^https?://[^/?#]+', description: 'Where the messages are POSTed (docs/llm.md: the JSON asked and answered).' }),
+  timeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long the service may take. Default 5s.' })),
+  failureMode: Opt(GuardFailureMode),
+  maxResponseSize: Opt(Type.Integer({ minimum: 1024, maximum: 67_108_864, description: 'Largest answer read from the service, in bytes (default 1048576): a larger one is a failure.' })),
+  rejection: Opt(GuardRejection)
+}, { ...strict, description: 'A service that answers pass, mask (with the messages rewritten) or reject.' })
+
+export const PromptGuardModerationSchema = Type.Object({
+  baseURL: Opt(Type.String({ pattern: '^https?://[^/?#]+', description: 'The API\'s base URL: POST {baseURL}/v1/moderations. Default https://api.openai.com.' })),
+  model: Opt(Type.String({ minLength: 1, description: 'Default omni-moderation-latest.' })),
+  auth: Opt(Type.Object({
+    key: Type.Union([
+      Type.String({ minLength: 1, pattern: '^[\\x21-\\x7e]+$' }),
+      Type.Object({ file: Type.String({ minLength: 1 }) }, strict)
+    ], { $comment: SECRET_VALUE, description: 'The API key inline, or {file: path} (read at load and on every reload). Sent as Authorization: Bearer. Redacted in dumps, logs and traces.' })
+  }, strict)),
+  timeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'Default 5s.' })),
+  failureMode: Opt(GuardFailureMode),
+  rejection: Opt(GuardRejection)
+}, { ...strict, description: 'OpenAI\'s moderation endpoint: text it flags (results[].flagged) is refused.' })
+
+export const PromptGuardSchema = Type.Object({
+  regex: Opt(PromptGuardRegexSchema),
+  webhook: Opt(PromptGuardWebhookSchema),
+  openAIModeration: Opt(PromptGuardModerationSchema)
+}, { ...strict, description: 'Exactly one of regex, webhook or openAIModeration.' })
+
+export const PromptGuardsSchema = Type.Object({
+  request: Opt(Type.Array(PromptGuardSchema, { description: 'Guards run in order on the request before it is sent to the provider.' })),
+  response: Opt(Type.Array(PromptGuardSchema, { description: 'Guards run in order on the answer before the client gets it (streamed answers: regex guards only, as the text goes).' }))
+}, { ...strict, description: 'ai backends: guardrails on the messages (agentgateway\'s promptGuard). The request goes through the neutral shape (docs/llm.md) when a guard is set, whatever the formats.' })
+
 export const BackendPoliciesSchema = Type.Object({
   ...policyFieldsWithout('directResponse', 'oidc'),
   backendAuth: Opt(BackendAuthSchema),
   backendTLS: Opt(BackendTlsSchema),
   health: Opt(BackendHealthSchema),
-  http: Opt(BackendHttpSchema)
+  http: Opt(BackendHttpSchema),
+  promptGuard: Opt(PromptGuardsSchema)
 }, { ...strict, description: 'Policies applied when this backend is chosen.' })
 
 const ValueMatch = Type.Object({

@@ -26,6 +26,7 @@ import { readFileField, readPemField } from './referenced-file.ts'
 import { aiGroupsToRefs, aiKeyHeader, azureAuthToIR, translateAiBackend, type AiAuthIR, type AiBackendAuth } from './ai-to-ir.ts'
 import { CREDENTIAL_HEADERS } from '../llm/providers/index.ts'
 import { attachModels, modelsToIR } from './models-to-ir.ts'
+import { promptGuardToIR } from './prompt-guard-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -313,7 +314,7 @@ function translateRoute (
    * reference returned.
    */
   const backendRef = (b: RouteBackendConfig, at: Path, aiAt: Path, policiesAt: Path, failoverProvider: boolean): BackendRefIR | undefined => {
-    const { backendTLS, health, http, backendAuth, ...backendPolicies } = b.policies ?? {}
+    const { backendTLS, health, http, backendAuth, promptGuard, ...backendPolicies } = b.policies ?? {}
     const authAt = [...policiesAt, 'backendAuth']
     // Bedrock signs its requests (or sends its API key) itself: its backendAuth goes into its IR.
     const selfAuth = b.ai?.provider?.bedrock !== undefined
@@ -381,6 +382,11 @@ function translateRoute (
       // the file is reported in one run.
       policiesToIR(backendPolicies, policiesAt, pc)
       return undefined
+    }
+    if (promptGuard !== undefined) {
+      const guards = promptGuardToIR(promptGuard, [...policiesAt, 'promptGuard'], pc, (k, keyAt) => backendKey(k, keyAt, pc))
+      if (backend.kind !== 'ai' || backend.ai === undefined) report([...policiesAt, 'promptGuard'], 'applies to ai backends')
+      else if (guards.request.length > 0 || guards.response.length > 0) backend = { ...backend, ai: { ...backend.ai, promptGuard: guards } }
     }
     if (backend.kind !== 'mcp') {
       // A provider of failover groups has passive health on, with the defaults unless its

@@ -394,7 +394,41 @@ export type AiProviderName = 'openAI' | 'azure' | 'anthropic' | 'gemini' | 'vert
  * else it is translated both ways. The provider adapter (llm/providers/) gives the path
  * and the authorisation.
  */
+/** What a guard's refusal says (in the client format's error shape). */
+export interface GuardRejectionIR { status: number, message?: string }
+
+export type PromptGuardBuiltin = 'Email' | 'PhoneNumber' | 'CreditCard' | 'Ssn' | 'ApiKey'
+
+/** One guard of `promptGuard.request` / `promptGuard.response` (llm/guard/). */
+export type PromptGuardIR =
+  | {
+    kind: 'regex'
+    action: 'reject' | 'mask'
+    /** A builtin detector, or a user pattern (checked at load on the linear-time engine) with its mask name and longest match. */
+    rules: Array<{ builtin: PromptGuardBuiltin } | { pattern: string, name?: string, maxLength: number }>
+    rejection: GuardRejectionIR
+  }
+  | { kind: 'webhook', url: string, timeoutMs: number, failureMode: 'open' | 'closed', maxResponseBytes: number, rejection: GuardRejectionIR }
+  | {
+    kind: 'openAIModeration'
+    /** The full URL: {baseURL}/v1/moderations. */
+    url: string
+    model: string
+    /** The API key (redacted in dumps by its field name under `auth`). */
+    auth?: { apiKey: string }
+    timeoutMs: number
+    failureMode: 'open' | 'closed'
+    rejection: GuardRejectionIR
+  }
+
+export interface PromptGuardsIR {
+  request: PromptGuardIR[]
+  response: PromptGuardIR[]
+}
+
 export interface AiBackendSpecIR {
+  /** `policies.promptGuard`: guardrails on the request's and the answer's messages (llm/guard/). */
+  promptGuard?: PromptGuardsIR
   provider: AiProviderName
   /**
    * A model's `policies.transformations` (the model API): CEL edits of request-body fields, in

@@ -18,7 +18,9 @@
 
 import type { RequestContext } from '../request/context.ts'
 import type { AiBackendSpecIR } from '../ir/types.ts'
-import type { WireFormat } from './canonical.ts'
+import type { ChatRequest, WireFormat } from './canonical.ts'
+import type { PromptGuardIR } from '../ir/types.ts'
+import { guardRequest } from './guard/guard.ts'
 import type { ProviderAdapter, ProviderRequest } from './provider.ts'
 import { isTranslationError, translationError, type TranslationError } from './canonical.ts'
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
@@ -38,7 +40,7 @@ export interface LlmRequestError {
   status: number
   body: string
   headers?: Record<string, string>
-  /** The access log's reason: RateLimit for a `tokenize` refusal, BackendAuth for a passthrough without a validated token (anything else is logged InvalidRequest). */
+  /** The access log's reason: RateLimit for a `tokenize` refusal, BackendAuth for a passthrough without a validated token, Guardrail for a promptGuard refusal (anything else is logged InvalidRequest). */
   reason?: string
 }
 
@@ -50,6 +52,8 @@ export interface LlmTranslation {
   requestModel: string
   /** The model the provider was asked for (the body may not say: Bedrock's is in the path). */
   model: string
+  /** `promptGuard.response` of the backend, run on the neutral answer (llm/guard/guard.ts). */
+  responseGuards?: PromptGuardIR[]
 }
 
 const TRANSLATIONS = new WeakMap<RequestContext, LlmTranslation>()
@@ -60,6 +64,8 @@ const REWRITES = new WeakMap<RequestContext, LlmAnswerRewrite>()
 /** The client's own body, kept for a retry: `ctx.requestBody` then holds the provider's. */
 const CLIENT_BODIES = new WeakMap<RequestContext, Buffer>()
 const ADAPTERS = new WeakMap<AiBackendSpecIR, ProviderAdapter>()
+/** The request as the guards left it, for a retry to the same backend (the guards ran once). */
+const GUARDED = new WeakMap<RequestContext, { spec: AiBackendSpecIR, request: ChatRequest }>()
 
 export function llmTranslation (ctx: RequestContext): LlmTranslation | undefined {
   return TRANSLATIONS.get(ctx)
@@ -238,11 +244,14 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   // request is checked field by field and the answer rebuilt (use openAI + hostOverride for a
   // byte-exact pass-through).
   const native = endpoint.format === adapter.format || adapter.passThrough?.includes(endpoint.format) === true
-  if (operation === 'chat' && (!native || spec.provider === 'custom')) {
+  // With a promptGuard the request goes through the neutral shape even when the formats are
+  // the same: the guards read and mask the neutral messages, whatever the client's format.
+  const guards = spec.promptGuard
+  if (operation === 'chat' && (!native || spec.provider === 'custom' || guards !== undefined)) {
     const client = formatByName(endpoint.format)
     if (client === undefined) return { status: 404, body: `invalid LLM request: the ${endpoint.format} client format is not available in this build` }
     const provider = formatByName(adapter.format)!
-    const neutral = client.decodeRequest(body)
+    let neutral = client.decodeRequest(body)
     if (isTranslationError(neutral)) return formatError(client, neutral)
     if (inPath) {
       neutral.model = requestModel
@@ -250,11 +259,20 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     }
     const model = spec.model ?? neutral.model
     if (model === '') return formatError(client, translationError(400, 'invalid_request', 'model is required', 'model'))
+    if (guards !== undefined && guards.request.length > 0) {
+      const done = GUARDED.get(ctx)
+      if (done !== undefined && done.spec === spec) neutral = done.request
+      else {
+        const refused = await guardRequest(ctx, model, guards.request, neutral)
+        if (refused !== null) return { ...formatError(client, refused), reason: 'Guardrail' }
+        GUARDED.set(ctx, { spec, request: neutral })
+      }
+    }
     const encoded = provider.encodeRequest(neutral, model)
     if (isTranslationError(encoded)) return formatError(client, encoded)
     body = encoded
     streaming = neutral.stream
-    TRANSLATIONS.set(ctx, { client, provider, streaming, requestModel, model })
+    TRANSLATIONS.set(ctx, { client, provider, streaming, requestModel, model, ...(guards !== undefined && guards.response.length > 0 ? { responseGuards: guards.response } : {}) })
   } else if (operation === 'embeddings' && adapter.embeddings !== undefined) {
     const model = spec.model ?? requestModel
     const client = formatByName('openai-chat')!

@@ -25,6 +25,7 @@ import { WrappingHandler } from '../http/wrapping-handler.ts'
 import { performance } from '../util/clock.ts'
 import { isPorticoError } from '../util/errors.ts'
 import { randomUUID } from 'node:crypto'
+import { guardResponse, StreamGuard } from './guard/guard.ts'
 
 /** Largest whole answer (or error body) translated; a larger one is a 502 in the client's shape. */
 export const LLM_TRANSLATED_RESPONSE_LIMIT = 8 * 1024 * 1024
@@ -52,6 +53,8 @@ export class LlmTranslateHandler extends WrappingHandler {
   private error: TranslationError | null = null
   /** The provider's id for this call (a header), the answer's id when the answer has none (Bedrock's). */
   private requestId = ''
+  /** `promptGuard.response` over a streamed answer (regex guards), when the backend has some. */
+  private guard: StreamGuard | null = null
 
   constructor (inner: Dispatcher.DispatchHandler, ctx: RequestContext, translation: LlmTranslation) {
     super(inner)
@@ -68,6 +71,7 @@ export class LlmTranslateHandler extends WrappingHandler {
       this.mode = 'stream'
       this.decoder = this.t.provider.newStreamDecoder()
       this.encoder = byteStreamEncoder(this.t.client, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel })
+      if (this.t.responseGuards !== undefined) this.guard = new StreamGuard(this.ctx, this.t.model, this.t.responseGuards)
       const out: Headers = { ...headers, 'content-type': this.t.client.streamContentType }
       delete out['content-length']
       super.onResponseStart(c, statusCode, out, statusMessage)
@@ -87,7 +91,7 @@ export class LlmTranslateHandler extends WrappingHandler {
     if (this.mode === 'stream') {
       // Passed on even when empty (a keep-alive, an event the client format has no form for):
       // the stream's idle clock counts the provider's progress, as on the pass-through path.
-      super.onResponseData(c, this.encode(this.decoder!.push(chunk)))
+      super.onResponseData(c, this.encode(this.guarded(this.decoder!.push(chunk))))
       return
     }
     const chunks = this.chunks
@@ -103,13 +107,51 @@ export class LlmTranslateHandler extends WrappingHandler {
 
   override onResponseEnd (c: Dispatcher.DispatchController, trailers: Headers): void {
     if (this.mode === 'stream') {
-      const out = Buffer.concat([this.encode(this.decoder!.end()), this.encoder!.end()])
+      const out = Buffer.concat([this.encode(this.guardedEnd(this.decoder!.end())), this.encoder!.end()])
       if (out.length > 0) super.onResponseData(c, out)
       this.record()
       super.onResponseEnd(c, trailers)
       return
     }
-    const { status, body, response } = this.whole()
+    const whole = this.whole()
+    if (whole.response !== undefined && this.t.responseGuards !== undefined) {
+      // The answer's guards may ask a service: the answer goes when they have decided.
+      const response = whole.response
+      guardResponse(this.ctx, this.t.model, this.t.responseGuards, response).then(refused => {
+        if (refused !== null) {
+          this.error = refused
+          this.deliver(c, { status: refused.status, body: this.t.client.encodeError(refused) })
+        } else {
+          this.deliver(c, { status: whole.status, body: this.t.client.encodeResponse(response, { now: Math.floor(Date.now() / 1000), requestModel: this.t.requestModel }), response })
+        }
+      }, (err: unknown) => {
+        const e = translationError(500, 'api_error', `the answer's guardrails failed: ${(err as Error).message}`)
+        this.error = e
+        this.deliver(c, { status: e.status, body: this.t.client.encodeError(e) })
+      })
+      return
+    }
+    this.deliver(c, whole)
+  }
+
+  /** Neutral stream events through the answer's guards (when there are some). */
+  private guarded (events: StreamEvent[]): StreamEvent[] {
+    const guard = this.guard
+    if (guard === null) return events
+    // After a guard's refusal the provider's stream is read to its end but not passed on.
+    if (guard.ended) return []
+    return guard.process(events)
+  }
+
+  /** The last events of a stream through the guards, and whatever text they still held. */
+  private guardedEnd (events: StreamEvent[]): StreamEvent[] {
+    const out = this.guarded(events)
+    return this.guard === null || this.guard.ended ? out : [...out, ...this.guard.flush()]
+  }
+
+  /** Sends a whole answer (or its error) to the client. */
+  private deliver (c: Dispatcher.DispatchController, whole: { status: number, body: Record<string, unknown>, response?: ChatResponse }): void {
+    const { status, body, response } = whole
     // A stream asked for and a whole answer given (some servers ignore `stream`): the client,
     // whose SDK reads a stream, gets the answer as one.
     const asStream = response !== undefined && this.t.streaming
@@ -131,7 +173,7 @@ export class LlmTranslateHandler extends WrappingHandler {
       // The provider's stream broke after the head went out: the client gets its format's
       // error event and a proper end (its SDK raises a clean error), not a cut connection.
       // The access log still records the failure.
-      const out = Buffer.concat([this.encode(this.decoder!.end()), this.encoder!.end()])
+      const out = Buffer.concat([this.encode(this.guardedEnd(this.decoder!.end())), this.encoder!.end()])
       if (out.length > 0) super.onResponseData(c, out)
       this.ctx.error = `the provider's stream broke: ${err.message}`
       this.record()

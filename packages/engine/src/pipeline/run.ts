@@ -290,7 +290,7 @@ async function backendPhase (ctx: RequestContext): Promise<PhaseOutcome> {
   if (outcome !== null || ctx.backend!.kind !== 'ai') return outcome
   const refused = await prepareLlmRequest(ctx)
   if (refused === null) return null
-  return { action: 'respond', status: refused.status, body: refused.body, headers: refused.headers, reason: refused.reason === 'RateLimit' || refused.reason === 'BackendAuth' ? refused.reason : 'InvalidRequest' }
+  return { action: 'respond', status: refused.status, body: refused.body, headers: refused.headers, reason: refused.reason === 'RateLimit' || refused.reason === 'BackendAuth' || refused.reason === 'Guardrail' ? refused.reason : 'InvalidRequest' }
 }
 
 /** What a phase decided: an answer that ends the request, or null to go on. */

@@ -163,6 +163,8 @@ export class RequestContext {
    * (`failoverModels`).
    */
   modelChoice: { requested: string, model: string, why: string[], failoverModels?: ReadonlyMap<string, string> } | null = null
+  /** promptGuard decisions of an ai backend's request and answer (metrics: portico_guardrail_decisions_total). */
+  guardDecisions: Array<{ model: string, guard: string, action: string }> | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
   /**

@@ -198,6 +198,23 @@ export interface LlmRequestEvent {
   path: string
 }
 
+/**
+ * One decision of an ai backend's promptGuard (llm/guard/): which guard, on which side,
+ * what it did. Never carries the text it looked at: `details` names the rules that matched
+ * (`Email`, a pattern's name), the service's reason, or why the guard failed.
+ */
+export interface GuardrailEvent {
+  type: 'guardrail'
+  direction: 'request' | 'response'
+  guard: 'regex' | 'webhook' | 'openAIModeration'
+  /** `error`: the guard failed; `failureMode` says whether the text went on (open) or was refused (closed). */
+  action: 'pass' | 'mask' | 'reject' | 'error'
+  details?: string
+  failureMode?: 'open' | 'closed'
+  /** Position of the guard in its list (promptGuard.request[i] / response[i]). */
+  index: number
+}
+
 export type LlmResponseEvent =
   | {
     type: 'llmResponse', responseModel: string | null, inputTokens: number | null, outputTokens: number | null, totalTokens: number,
@@ -265,6 +282,7 @@ export type TraceMessage =
   | LlmRequestEvent
   | ModelSelectionEvent
   | LlmResponseEvent
+  | GuardrailEvent
   | McpTargetErrorEvent
   | RequestFinishedEvent
 
