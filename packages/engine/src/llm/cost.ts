@@ -114,3 +114,12 @@ export function llmCost (pricing: AiPricingIR, model: string, usage: LlmUsage): 
   const picos = costPicos(rates, usage)
   return { amount: formatPicos(picos), picos, currency: pricing.currency }
 }
+
+/**
+ * What `tokens` input tokens of `model` cost at the backend's input rate (the `tokenize: true`
+ * estimate checked against cost budgets), or null when nothing prices the model.
+ */
+export function inputCost (pricing: AiPricingIR, model: string, tokens: number): { picos: bigint, currency: string } | null {
+  const rates = ratesFor(pricing, model, null)
+  return rates === null ? null : { picos: BigInt(tokens) * BigInt(rates.input), currency: pricing.currency }
+}

@@ -85,22 +85,22 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       case 'ok':
         state.reserved = tokens
         trace(ctx, 'apply', `tokenize: the prompt's estimated ${tokens} tokens taken at ${target} before the call`, { request: sent })
-        return { outcome: 'ok', headers: result.responseHeaders }
+        return { outcome: 'ok', headers: result.responseHeaders, policy }
       case 'overLimit':
         trace(ctx, 'deny', `tokenize: the prompt's estimated ${tokens} tokens are over the limit at ${target}`, { request: sent })
-        return { outcome: 'overLimit', headers: result.responseHeaders }
+        return { outcome: 'overLimit', headers: result.responseHeaders, policy }
       case 'error':
         if (ir.failureMode === 'failOpen') {
           trace(ctx, 'skip', `tokenize: rate limit service failed, allowed by failureMode failOpen (the answer's usage is sent whole): ${result.reason}`, { request: sent })
-          return { outcome: 'ok', headers: [] }
+          return { outcome: 'ok', headers: [], policy }
         }
         trace(ctx, 'deny', `tokenize: rate limit service failed: ${result.reason}`, { request: sent })
         ctx.error = `rate limit service ${target} failed: ${result.reason}`
-        return { outcome: 'failed', headers: [] }
+        return { outcome: 'failed', headers: [], policy }
     }
   }
 
-  return {
+  const policy: CompiledPolicy = {
     kind: 'remoteRateLimit',
     async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
       const vars = celVars(ctx)
@@ -162,6 +162,7 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       if (headers !== undefined) for (const [name, value] of headers) applyHeaderMutations(ctx.responseHeaders, [{ name, value, action: 'append' }])
     }
   }
+  return policy
 }
 
 /** The entries of one descriptor, or why it is left out. */
