@@ -127,6 +127,8 @@ interface BucketView {
   untilAvailable(now: number): number
   limit: string
   remaining: string
+  /** What it holds, a debt shown as negative (traces). */
+  held: string
 }
 
 /** A bucket of the llm stage resolved for one request: its spec and key. */
@@ -185,11 +187,11 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
       const b = costBucket(spec, record)
       b.refill(now)
       const amount = b.amount
-      return { empty: amount <= 0n, untilAvailable: t => b.untilHolding(1n, t), limit: picosText(b.max), remaining: picosText(amount > 0n ? amount : 0n) }
+      return { empty: amount <= 0n, untilAvailable: t => b.untilHolding(1n, t), limit: picosText(b.max), remaining: picosText(amount > 0n ? amount : 0n), held: picosText(amount) }
     }
     const b = tokenBucket(spec, record)
     b.refill(now)
-    return { empty: b.tokens < 1, untilAvailable: t => b.untilAvailable(t), limit: String(b.maxTokens), remaining: String(Math.max(0, Math.floor(b.tokens))) }
+    return { empty: b.tokens < 1, untilAvailable: t => b.untilAvailable(t), limit: String(b.maxTokens), remaining: String(Math.max(0, Math.floor(b.tokens))), held: String(Math.floor(b.tokens)) }
   }
 
   const requestStage = specs.filter(s => s.stage === 'request')
@@ -406,7 +408,7 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
       ctx.tracer?.emit({
         type: 'policy',
         kind: 'localRateLimit',
-        result: { type: 'deny', details: `bucket ${spec.index}${spec.key === null ? '' : ' (its key\'s)'} is empty (${v.remaining} of maxTokens ${b.maxTokens}, ${b.tokensPerFill} per ${b.fillIntervalMs}ms); a token again in ${Math.ceil(waitMs)}ms` }
+        result: { type: 'deny', details: `bucket ${spec.index}${spec.key === null ? '' : ' (its key\'s)'} is empty (${v.held} of maxTokens ${b.maxTokens}, ${b.tokensPerFill} per ${b.fillIntervalMs}ms); a token again in ${Math.ceil(waitMs)}ms` }
       }, { severity: 'warn' })
       return {
         action: 'respond',
