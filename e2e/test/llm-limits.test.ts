@@ -21,6 +21,8 @@ import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/por
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { startIdp, type Idp } from '../lib/idp.ts'
+import { startRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
+import { requireTool } from '../lib/tools.ts'
 
 /**
  * What one Anthropic answer costs at Claude Sonnet's rates (3 / 15 per million, cache reads
@@ -227,5 +229,70 @@ describe('keyed buckets with two data-plane workers (WORKERS=2)', () => {
     assert.equal(statuses.filter(s => s === 429).length, 100)
     const workers = new Set(portico.logs().filter(l => l.msg === 'request' && String(l.path).startsWith('/teams')).map(l => l.worker))
     assert.equal(workers.size, 2, 'both workers served')
+  })
+})
+
+describe('remoteRateLimit token descriptors naming the model and the user (Envoy\'s ratelimit service)', () => {
+  let service: RateLimitService | null = null
+  let openaiEmu: OpenAIEmulator | null = null
+  let portico: PorticoProcess | null = null
+
+  after(async () => {
+    await portico?.stop()
+    await openaiEmu?.close()
+    await service?.close()
+  })
+
+  test('each model and user has its own token budget at the service; spent, 429 in OpenAI\'s shape before the provider sees it', { timeout: 60_000 }, async t => {
+    const ratelimit = requireTool(t, 'RATELIMIT', 'ratelimit')
+    const redis = requireTool(t, 'REDIS_SERVER', 'redis-server')
+    if (ratelimit === null || redis === null) return
+    // 50 tokens a day per (model, user): two answers of 29 tokens spend it.
+    service = await startRateLimitService({ ratelimit, redis }, `
+domain: portico-limits
+descriptors:
+  - key: model
+    descriptors:
+      - key: user
+        rate_limit: { unit: day, requests_per_unit: 50 }
+`)
+    openaiEmu = await startOpenAIEmulator()
+    const emu = openaiEmu
+    const svc = service
+    portico = await startPortico({
+      config: (port): ConfigFile => ({
+        gateways: { default: gateway(port) },
+        routes: [{
+          name: 'remote',
+          policies: { remoteRateLimit: { host: svc.host, domain: 'portico-limits', descriptors: [{ entries: [{ key: 'model', value: 'llm.model' }, { key: 'user', value: 'request.headers["x-user"]' }], type: 'tokens' }] } },
+          backends: [{ ai: { name: 'remote', provider: { openAI: {} }, hostOverride: emu.url } }]
+        }]
+      })
+    })
+    const p = portico
+    // A unique user per run: the service's counters live in Redis for the day.
+    const run = Math.random().toString(36).slice(2, 8)
+    const client = (user: string): OpenAI => new OpenAI({ baseURL: p.url, apiKey: 'sk-client', maxRetries: 0, defaultHeaders: { 'x-user': `${user}-${run}` } })
+    const ask = async (user: string, model: string): Promise<number> => {
+      // The answer's tokens reach the service fire and forget: let them land.
+      await new Promise(resolve => setTimeout(resolve, 200))
+      try {
+        await client(user).chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }] })
+        return 200
+      } catch (err) {
+        if (err instanceof OpenAI.APIError) return err.status ?? 0
+        throw err
+      }
+    }
+    assert.equal(await ask('ann', 'gpt-4o'), 200, svc.output())
+    assert.equal(await ask('ann', 'gpt-4o'), 200)
+    const seen = emu.received.length
+    await new Promise(resolve => setTimeout(resolve, 200))
+    const refused = await client('ann').chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hello' }] }).then(() => null, (err: unknown) => err)
+    assert.ok(refused instanceof OpenAI.RateLimitError, String(refused))
+    assert.equal((refused.error as { code?: string }).code, 'rate_limit_exceeded')
+    assert.equal(emu.received.length, seen, 'the provider never saw it')
+    assert.equal(await ask('ann', 'gpt-4o-mini'), 200, 'another model: another budget')
+    assert.equal(await ask('bob', 'gpt-4o'), 200, 'another user: another budget')
   })
 })

@@ -13,7 +13,7 @@ import { localRateLimit } from '../src/policy/local-rate-limit.ts'
 import { RecordArena, Records } from '../src/util/shared-records.ts'
 import { loadConfigText } from '../src/index.ts'
 import type { LocalRateLimitIR } from '../src/ir/policy.ts'
-import type { LlmLimitCall, RequestContext } from '../src/request/context.ts'
+import type { LlmLimitCall, LlmTokenRefusal, RequestContext } from '../src/request/context.ts'
 import type { PolicyServices } from '../src/policy/services.ts'
 
 /** The parts of a request a rate limit reads. */
@@ -44,7 +44,7 @@ const call = (model: string): LlmLimitCall => ({ requestModel: model, model, str
 function admit (policy: ReturnType<typeof localRateLimit>, ctx: RequestContext, model = 'gpt-4o-mini'): number {
   const out = policy.onRequest!(ctx) as { action: string, status?: number }
   if (out.action === 'respond') return out.status!
-  for (const a of ctx.llmAdmissions ?? []) if (a(call(model)) !== null) return 429
+  for (const a of ctx.llmAdmissions ?? []) if ((a(call(model)) as LlmTokenRefusal | null) !== null) return 429
   return 200
 }
 
@@ -128,7 +128,7 @@ test('keyed token buckets per model: llm.model names the bucket; the refusal say
   answer(first, 60, null)
   const again = fakeCtx()
   policy.onRequest!(again)
-  const refusal = again.llmAdmissions![0]!(call('gpt-4o'))
+  const refusal = again.llmAdmissions![0]!(call('gpt-4o')) as LlmTokenRefusal | null
   assert.ok(refusal !== null)
   assert.equal(refusal.limit, '50')
   assert.equal(refusal.remaining, '0')
@@ -229,4 +229,22 @@ routes:
   assert.match(problems('[{ maxTokens: 5, tokensPerFill: 1, fillInterval: 1h, key: "jwt.sub +" }]'), /invalid CEL/)
   assert.match(problems('[{ maxTokens: 5, tokensPerFill: 1, fillInterval: 1h, maxKeys: 100 }]'), /only with key/)
   assert.match(problems('[{ type: cost, maxCost: "0.0000001", fillInterval: 1h }]'), /maxCost/)
+})
+
+test('config: remoteRateLimit token descriptors may name llm; requests descriptors may not', () => {
+  const load = (type: string) => loadConfigText(`
+gateways:
+  default: { port: 1 }
+routes:
+  - name: chat
+    policies:
+      remoteRateLimit: { host: "127.0.0.1:8081", domain: d, descriptors: [{ entries: [{ key: model, value: llm.model }], type: ${type} }] }
+    backends:
+      - ai: { name: openai, provider: { openAI: {} } }
+`, { baseDir: process.cwd() })
+  const ok = load('tokens')
+  assert.ok(ok.ok, JSON.stringify(!ok.ok && ok.diagnostics))
+  const bad = load('requests')
+  assert.equal(bad.ok, false)
+  assert.match(JSON.stringify(!bad.ok && bad.diagnostics), /llm is known to descriptors of type tokens only/)
 })

@@ -101,25 +101,30 @@ function formatError (format: WireFormat, error: TranslationError): LlmRequestEr
  * answered 429 in the client format's error shape. Run once per request: a retry or the next
  * provider of failover groups is the same request, already admitted and charged once.
  */
-function admitLlmLimits (ctx: RequestContext, clientFormat: string, call: LlmLimitCall): LlmRequestError | null {
+async function admitLlmLimits (ctx: RequestContext, clientFormat: string, call: LlmLimitCall): Promise<LlmRequestError | null> {
   const admissions = ctx.llmAdmissions
   if (admissions === null) return null
   ctx.llmAdmissions = null
   for (const admit of admissions) {
-    const refusal = admit(call)
+    let refusal = admit(call)
+    if (refusal instanceof Promise) refusal = await refusal
     if (refusal !== null) return limitRefusal(formatByName(clientFormat as WireFormat['name']), refusal)
   }
   return null
 }
 
-/** A local rate limit's refusal in the client format's error shape, with x-ratelimit-* and retry-after. */
+/** A rate limit's refusal in the client format's error shape: a local bucket's with x-ratelimit-* and retry-after, a service's with its own headers. */
 function limitRefusal (client: WireFormat | undefined, refusal: LlmTokenRefusal): LlmRequestError {
-  const headers: Record<string, string> = { 'x-ratelimit-limit': refusal.limit, 'x-ratelimit-remaining': refusal.remaining }
-  if (refusal.retryAfterS !== null) {
-    headers['x-ratelimit-reset'] = String(refusal.retryAfterS)
-    headers['retry-after'] = String(refusal.retryAfterS)
+  let headers: Record<string, string>
+  if (refusal.headers !== undefined) headers = refusal.headers
+  else {
+    headers = { 'x-ratelimit-limit': refusal.limit, 'x-ratelimit-remaining': refusal.remaining }
+    if (refusal.retryAfterS !== null) {
+      headers['x-ratelimit-reset'] = String(refusal.retryAfterS)
+      headers['retry-after'] = String(refusal.retryAfterS)
+    }
   }
-  return { ...tokenizeRefusal(client, 429, refusal.message, headers), policy: refusal.policy }
+  return { ...tokenizeRefusal(client, refusal.status ?? 429, refusal.message, headers), policy: refusal.policy }
 }
 
 /**
@@ -253,7 +258,7 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket or a
   // rate limit service's token budget is refused before any byte reaches the provider (only
   // when such a limit admitted it).
-  const limited = admitLlmLimits(ctx, endpoint.format, { requestModel, model: spec.model ?? requestModel, streaming, operation, provider: spec.provider })
+  const limited = await admitLlmLimits(ctx, endpoint.format, { requestModel, model: spec.model ?? requestModel, streaming, operation, provider: spec.provider })
   if (limited !== null) return limited
   if (spec.tokenize === true && ((ctx.llmTokenChecks?.length ?? 0) > 0 || (ctx.llmTokenReservations?.length ?? 0) > 0)) {
     const refused = await checkTokenEstimate(ctx, endpoint.format, operation, body, spec.model ?? requestModel)

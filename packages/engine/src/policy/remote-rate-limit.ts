@@ -24,11 +24,11 @@
  */
 
 import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
-import type { LlmTokenReservation, RequestContext } from '../request/context.ts'
+import type { LlmLimitCall, LlmTokenRefusal, LlmTokenReservation, RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { RemoteRateLimitIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
-import { compileCel, type CelProgram } from '../cel/expression.ts'
+import { compileCel, CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
 import { applyHeaderMutations } from '../auth/ext-authz-check.ts'
 import { createRateLimitClient, shouldRateLimit, type DescriptorToSend } from '../traffic/rls-grpc.ts'
@@ -46,7 +46,82 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
   const url = new URL(ir.host)
   const target = url.host
   const client = services.grpcClient('ratelimit', target, url.protocol === 'https:', createRateLimitClient)
-  const descriptors = ir.descriptors.map(d => ({ type: d.type, entries: d.entries.map(e => ({ key: e.key, value: compileCel(e.value) })) }))
+  // A token descriptor whose values name `llm` (the model) is built once an ai backend has
+  // read the request (agentgateway builds its token descriptors at that point, `check_llm`).
+  const descriptors = ir.descriptors.map(d => {
+    const entries = d.entries.map(e => ({ key: e.key, value: compileLimitValue(e.value, d.type) }))
+    return { type: d.type, entries: entries.map(e => ({ key: e.key, value: e.value.program })), llm: entries.some(e => e.value.llm) }
+  })
+  const llmDescriptors = descriptors.filter(d => d.llm)
+  /** Per request: the token descriptors whose answer hooks are registered (the llm stage adds to the same list). */
+  const tokenLists = new WeakMap<RequestContext, Array<Array<[string, string]>>>()
+  /** The answer's tokens, and the tokenize estimate, for `forTokens` (registered once per request). */
+  const registerTokenHooks = (ctx: RequestContext, forTokens: Array<Array<[string, string]>>): void => {
+    tokenLists.set(ctx, forTokens)
+    // One per request: a retry's second estimate reuses what the first took.
+    const state = { reserved: 0, reservation: null as Promise<LlmTokenReservation> | null }
+    ctx.llmTokenHooks ??= []
+    ctx.llmTokenHooks.push(tokens => sendLlmTokens(ctx, forTokens, tokens, state.reserved))
+    ctx.llmTokenReservations ??= []
+    ctx.llmTokenReservations.push(tokens => (state.reservation ??= reserveLlmTokens(ctx, forTokens, tokens, state)))
+  }
+  const admitted = new WeakSet<RequestContext>()
+
+  /**
+   * The llm stage: the token descriptors that name `llm`, built now and checked without a
+   * hit (as the request's own check does for the others); under the limit, they join the
+   * request's token descriptors (usage after the answer, the tokenize estimate before).
+   */
+  const admitLlm = async (ctx: RequestContext, call: LlmLimitCall): Promise<LlmTokenRefusal | null> => {
+    const vars = { ...celVars(ctx), llm: call }
+    const built: Array<Array<[string, string]>> = []
+    const skipped: string[] = []
+    for (const d of llmDescriptors) {
+      const values = descriptorValues(d.entries, vars)
+      if (typeof values === 'string') skipped.push(values)
+      else built.push(values)
+    }
+    if (built.length === 0) {
+      trace(ctx, 'skip', `no token descriptor naming llm to send${skipped.length > 0 ? ` (${skipped.join('; ')})` : ''}`)
+      return null
+    }
+    const sent = { domain: ir.domain, descriptors: built.map(e => Object.fromEntries(e)), hitsAddend: 0 }
+    const span = startChildSpan(ctx, 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', spanAttrs)
+    const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built.map(e => ({ entries: e, hitsAddend: 0 })) }, ir.timeoutMs, callTraceHeaders(ctx, span))
+    endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
+    const join = (): void => {
+      const list = tokenLists.get(ctx)
+      if (list !== undefined) list.push(...built)
+      else registerTokenHooks(ctx, built)
+    }
+    const headersOf = (pairs: Array<[string, string]>): Record<string, string> => {
+      const out: Record<string, string> = {}
+      for (const [name, value] of pairs) {
+        const key = name.toLowerCase()
+        out[key] = out[key] === undefined ? value : `${out[key]}, ${value}`
+      }
+      return out
+    }
+    switch (result.decision) {
+      case 'ok':
+        if (result.responseHeaders.length > 0) responseHeaders.set(ctx, [...(responseHeaders.get(ctx) ?? []), ...result.responseHeaders])
+        trace(ctx, 'apply', `under the limit at ${target} for ${call.model || call.requestModel || 'the call'}: ${built.length} token descriptor${built.length === 1 ? '' : 's'} naming llm checked without a hit, LLM tokens sent after the answer`, { request: sent })
+        join()
+        return null
+      case 'overLimit':
+        trace(ctx, 'deny', `over the limit at ${target} for ${call.model || call.requestModel || 'the call'}`, { request: sent })
+        return { status: 429, headers: headersOf(result.responseHeaders), remaining: '0', limit: '', retryAfterS: null, message: result.body?.toString('utf8') || 'rate limit exceeded', policy }
+      case 'error':
+        if (ir.failureMode === 'failOpen') {
+          trace(ctx, 'skip', `rate limit service failed, allowed by failureMode failOpen: ${result.reason}`, { request: sent })
+          join()
+          return null
+        }
+        trace(ctx, 'deny', `rate limit service failed: ${result.reason}`, { request: sent })
+        ctx.error = `rate limit service ${target} failed: ${result.reason}`
+        return { status: 500, headers: {}, remaining: '0', limit: '', retryAfterS: null, message: 'rate limit failed', policy }
+    }
+  }
   /** Response headers the service asked for, per request, added on the way back. */
   const responseHeaders = new WeakMap<RequestContext, Array<[string, string]>>()
   const spanAttrs = { ...grpcClientAttributes('envoy.service.ratelimit.v3.RateLimitService', 'ShouldRateLimit', target), 'portico.policy': 'remoteRateLimit' }
@@ -108,6 +183,7 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       const forTokens: Array<Array<[string, string]>> = []
       const skipped: string[] = []
       for (const d of descriptors) {
+        if (d.llm) continue
         const values = descriptorValues(d.entries, vars)
         if (typeof values === 'string') skipped.push(values)
         else if (d.type === 'requests') built.push({ entries: values })
@@ -116,8 +192,13 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
           forTokens.push(values)
         }
       }
+      const later = llmDescriptors.length > 0 && !admitted.has(ctx)
+      if (later) {
+        admitted.add(ctx)
+        ;(ctx.llmAdmissions ??= []).push(call => admitLlm(ctx, call))
+      }
       if (built.length === 0) {
-        trace(ctx, 'skip', `no descriptor to send${skipped.length > 0 ? ` (${skipped.join('; ')})` : ''}`)
+        trace(ctx, 'skip', `no descriptor to send${skipped.length > 0 ? ` (${skipped.join('; ')})` : ''}${later ? `; ${llmDescriptors.length} token descriptor${llmDescriptors.length === 1 ? '' : 's'} naming llm sent once the ai backend has read the request` : ''}`)
         return CONTINUE
       }
       const started = performance.now()
@@ -127,14 +208,7 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       const took = `${Math.round(performance.now() - started)}ms`
       const sent = { domain: ir.domain, descriptors: built.map(d => Object.fromEntries(d.entries)) }
       const tokenNote = forTokens.length === 0 ? '' : `; ${forTokens.length} token descriptor${forTokens.length === 1 ? '' : 's'} checked without a hit, LLM tokens sent after the answer`
-      if (forTokens.length > 0 && (result.decision === 'ok' || (result.decision === 'error' && ir.failureMode === 'failOpen'))) {
-        // One per request: a retry's second estimate reuses what the first took.
-        const state = { reserved: 0, reservation: null as Promise<LlmTokenReservation> | null }
-        ctx.llmTokenHooks ??= []
-        ctx.llmTokenHooks.push(tokens => sendLlmTokens(ctx, forTokens, tokens, state.reserved))
-        ctx.llmTokenReservations ??= []
-        ctx.llmTokenReservations.push(tokens => (state.reservation ??= reserveLlmTokens(ctx, forTokens, tokens, state)))
-      }
+      if (forTokens.length > 0 && (result.decision === 'ok' || (result.decision === 'error' && ir.failureMode === 'failOpen'))) registerTokenHooks(ctx, forTokens)
       switch (result.decision) {
         case 'ok':
           for (const [name, value] of result.requestHeaders) applyHeaderMutations(ctx.headers, [{ name, value, action: 'append' }])
@@ -182,4 +256,14 @@ function descriptorValues (entries: Array<{ key: string, value: CelProgram }>, v
     out.push([key, text])
   }
   return out
+}
+
+/** A descriptor value compiled; whether it names `llm` (token descriptors only: the model is known once the body is read). */
+function compileLimitValue (source: string, type: 'requests' | 'tokens'): { program: CelProgram, llm: boolean } {
+  try {
+    return { program: compileCel(source), llm: false }
+  } catch (err) {
+    if (type === 'requests') throw err
+    return { program: compileCel(source, [...CEL_VARIABLES, 'llm']), llm: true }
+  }
 }

@@ -91,6 +91,9 @@ export interface LlmTokenRefusal {
   message: string
   /** The policy that refused (metrics count it `limited`). */
   policy: CompiledPolicy
+  /** A rate limit service's refusal: its status (429, or 500 when it failed closed) and its headers, sent instead of x-ratelimit-*. */
+  status?: 429 | 500
+  headers?: Record<string, string>
 }
 
 /** A request's prompt as estimated before the call (`tokenize: true`): its tokens and, with pricing, their input cost. */
@@ -243,7 +246,7 @@ export class RequestContext {
    * each with the call, before the estimate; null admits (and registers what the answer
    * takes), else the refusal. Each policy adds itself once per request.
    */
-  llmAdmissions: Array<(call: LlmLimitCall) => LlmTokenRefusal | null> | null = null
+  llmAdmissions: Array<(call: LlmLimitCall) => LlmTokenRefusal | null | Promise<LlmTokenRefusal | null>> | null = null
   /**
    * Remote rate limits with descriptors of type tokens that admitted this request, for the
    * pre-call estimate of `tokenize: true`: each sends the estimate as hits now (taken at the
