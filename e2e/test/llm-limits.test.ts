@@ -255,6 +255,8 @@ descriptors:
     descriptors:
       - key: user
         rate_limit: { unit: day, requests_per_unit: 50 }
+  - key: tier_user
+    rate_limit: { unit: minute, requests_per_unit: 100 }
 `)
     openaiEmu = await startOpenAIEmulator()
     const emu = openaiEmu
@@ -266,6 +268,21 @@ descriptors:
           name: 'remote',
           policies: { remoteRateLimit: { host: svc.host, domain: 'portico-limits', descriptors: [{ entries: [{ key: 'model', value: 'llm.model' }, { key: 'user', value: 'request.headers["x-user"]' }], type: 'tokens' }] } },
           backends: [{ ai: { name: 'remote', provider: { openAI: {} }, hostOverride: emu.url } }]
+        }, {
+          // agentgateway's limitOverride: the limit comes with the request (here from a header; a JWT claim alike).
+          name: 'tiers',
+          matches: [{ path: { pathPrefix: '/tiers' } }],
+          policies: {
+            remoteRateLimit: {
+              host: svc.host,
+              domain: 'portico-limits',
+              descriptors: [{
+                entries: [{ key: 'tier_user', value: 'request.headers["x-user"]' }],
+                limitOverride: 'request.headers["x-tier"] == "gold" ? {"requestsPerUnit": 3, "unit": "minute"} : {"requestsPerUnit": 2, "unit": "minute"}'
+              }]
+            }
+          },
+          backends: [{ ai: { name: 'tiers', provider: { openAI: {} }, hostOverride: emu.url } }]
         }]
       })
     })
@@ -294,5 +311,18 @@ descriptors:
     assert.equal(emu.received.length, seen, 'the provider never saw it')
     assert.equal(await ask('ann', 'gpt-4o-mini'), 200, 'another model: another budget')
     assert.equal(await ask('bob', 'gpt-4o'), 200, 'another user: another budget')
+
+    // limitOverride: 2 a minute for a basic user, 3 for a gold one (the service's own limit is 100).
+    const tier = async (user: string, level: string): Promise<number> => {
+      const res = await fetch(`${p.url}/tiers/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-user': `${user}-${run}`, 'x-tier': level }, body: JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }) })
+      await res.text()
+      return res.status
+    }
+    const basic = []
+    for (let i = 0; i < 3; i++) basic.push(await tier('carl', 'basic'))
+    assert.deepEqual(basic, [200, 200, 429])
+    const gold = []
+    for (let i = 0; i < 4; i++) gold.push(await tier('gina', 'gold'))
+    assert.deepEqual(gold, [200, 200, 200, 429])
   })
 })

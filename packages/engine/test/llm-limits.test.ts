@@ -10,6 +10,8 @@ import assert from 'node:assert/strict'
 import { keyHash, keysHeld, lookupKey, tableRecords, WAYS } from '../src/policy/bucket-keys.ts'
 import { CostBucket, picosText } from '../src/policy/cost-bucket.ts'
 import { localRateLimit } from '../src/policy/local-rate-limit.ts'
+import { limitOverride } from '../src/policy/remote-rate-limit.ts'
+import { compileCel } from '../src/cel/expression.ts'
 import { RecordArena, Records } from '../src/util/shared-records.ts'
 import { loadConfigText } from '../src/index.ts'
 import type { LocalRateLimitIR } from '../src/ir/policy.ts'
@@ -247,4 +249,15 @@ routes:
   const bad = load('requests')
   assert.equal(bad.ok, false)
   assert.match(JSON.stringify(!bad.ok && bad.diagnostics), /llm is known to descriptors of type tokens only/)
+})
+
+test('limitOverride: a map of requestsPerUnit and unit becomes Envoy\'s RateLimitOverride; anything else is left off', () => {
+  const vars = { request: { headers: { 'x-tier': 'gold' } }, jwt: { tier: 'silver' } }
+  const of = (source: string) => limitOverride(compileCel(source), vars)
+  assert.deepEqual(of('request.headers["x-tier"] == "gold" ? {"requestsPerUnit": 100, "unit": "DAY"} : {"requestsPerUnit": 10, "unit": "day"}'), { requestsPerUnit: 100, unit: 4 })
+  assert.deepEqual(of('{"requests_per_unit": 7, "unit": "minute"}'), { requestsPerUnit: 7, unit: 2 }, 'agentgateway\'s spelling too')
+  assert.match(String(of('{"requestsPerUnit": 7, "unit": "fortnight"}')), /unit is not one of/)
+  assert.match(String(of('{"requestsPerUnit": -1, "unit": "day"}')), /requestsPerUnit is not a whole number/)
+  assert.match(String(of('"100/day"')), /not a map/)
+  assert.match(String(of('jwt.missing')), /no such key|not found/)
 })

@@ -57,6 +57,14 @@ function positiveDuration (text: string | undefined, fallback: number, path: Pat
 
 export function remoteRateLimitToIR (c: RemoteRateLimitConfig, path: Path, report: Report): RemoteRateLimitIR | undefined {
   const host = serviceUrl(c.host, [...path, 'host'], report)
+  c.descriptors.forEach((d, i) => {
+    if (d.limitOverride === undefined) return
+    try {
+      compileCel(d.limitOverride, d.type === 'tokens' ? [...CEL_VARIABLES, 'llm'] : CEL_VARIABLES)
+    } catch (err) {
+      report([...path, 'descriptors', i, 'limitOverride'], (err as Error).message)
+    }
+  })
   c.descriptors.forEach((d, i) => d.entries.forEach((e, j) => {
     try {
       // A token descriptor may name the model (`llm`): it is built once the ai backend has read the request.
@@ -70,7 +78,7 @@ export function remoteRateLimitToIR (c: RemoteRateLimitConfig, path: Path, repor
   return {
     host,
     domain: c.domain,
-    descriptors: c.descriptors.map(d => ({ entries: d.entries.map(e => ({ key: e.key, value: e.value })), type: d.type ?? 'requests' })),
+    descriptors: c.descriptors.map(d => ({ entries: d.entries.map(e => ({ key: e.key, value: e.value })), type: d.type ?? 'requests', ...(d.limitOverride !== undefined ? { limitOverride: d.limitOverride } : {}) })),
     failureMode: c.failureMode ?? 'failClosed',
     timeoutMs: positiveDuration(c.timeout, DEFAULT_REMOTE_RATE_LIMIT_TIMEOUT_MS, [...path, 'timeout'], report)
   }

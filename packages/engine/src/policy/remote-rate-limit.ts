@@ -28,7 +28,7 @@ import type { LlmLimitCall, LlmTokenRefusal, LlmTokenReservation, RequestContext
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { RemoteRateLimitIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
-import { compileCel, CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
+import { celToJson, compileCel, CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
 import { applyHeaderMutations } from '../auth/ext-authz-check.ts'
 import { createRateLimitClient, shouldRateLimit, type DescriptorToSend } from '../traffic/rls-grpc.ts'
@@ -50,13 +50,14 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
   // read the request (agentgateway builds its token descriptors at that point, `check_llm`).
   const descriptors = ir.descriptors.map(d => {
     const entries = d.entries.map(e => ({ key: e.key, value: compileLimitValue(e.value, d.type) }))
-    return { type: d.type, entries: entries.map(e => ({ key: e.key, value: e.value.program })), llm: entries.some(e => e.value.llm) }
+    const limit = d.limitOverride === undefined ? null : compileLimitValue(d.limitOverride, d.type)
+    return { type: d.type, entries: entries.map(e => ({ key: e.key, value: e.value.program })), limit: limit?.program ?? null, llm: entries.some(e => e.value.llm) || limit?.llm === true }
   })
   const llmDescriptors = descriptors.filter(d => d.llm)
   /** Per request: the token descriptors whose answer hooks are registered (the llm stage adds to the same list). */
-  const tokenLists = new WeakMap<RequestContext, Array<Array<[string, string]>>>()
+  const tokenLists = new WeakMap<RequestContext, DescriptorToSend[]>()
   /** The answer's tokens, and the tokenize estimate, for `forTokens` (registered once per request). */
-  const registerTokenHooks = (ctx: RequestContext, forTokens: Array<Array<[string, string]>>): void => {
+  const registerTokenHooks = (ctx: RequestContext, forTokens: DescriptorToSend[]): void => {
     tokenLists.set(ctx, forTokens)
     // One per request: a retry's second estimate reuses what the first took.
     const state = { reserved: 0, reservation: null as Promise<LlmTokenReservation> | null }
@@ -74,10 +75,10 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
    */
   const admitLlm = async (ctx: RequestContext, call: LlmLimitCall): Promise<LlmTokenRefusal | null> => {
     const vars = { ...celVars(ctx), llm: call }
-    const built: Array<Array<[string, string]>> = []
+    const built: DescriptorToSend[] = []
     const skipped: string[] = []
     for (const d of llmDescriptors) {
-      const values = descriptorValues(d.entries, vars)
+      const values = descriptorValues(d, vars, skipped)
       if (typeof values === 'string') skipped.push(values)
       else built.push(values)
     }
@@ -85,9 +86,9 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
       trace(ctx, 'skip', `no token descriptor naming llm to send${skipped.length > 0 ? ` (${skipped.join('; ')})` : ''}`)
       return null
     }
-    const sent = { domain: ir.domain, descriptors: built.map(e => Object.fromEntries(e)), hitsAddend: 0 }
+    const sent = { domain: ir.domain, descriptors: built.map(e => Object.fromEntries(e.entries)), hitsAddend: 0 }
     const span = startChildSpan(ctx, 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', spanAttrs)
-    const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built.map(e => ({ entries: e, hitsAddend: 0 })) }, ir.timeoutMs, callTraceHeaders(ctx, span))
+    const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: built.map(e => ({ ...e, hitsAddend: 0 })) }, ir.timeoutMs, callTraceHeaders(ctx, span))
     endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
     const join = (): void => {
       const list = tokenLists.get(ctx)
@@ -130,16 +131,16 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
    * After an ai backend's answer: its LLM tokens, as hits, for the request's token
    * descriptors — less what the pre-call estimate already took (`reserved`).
    */
-  const sendLlmTokens = (ctx: RequestContext, entries: Array<Array<[string, string]>>, used: number, reserved: number): void => {
+  const sendLlmTokens = (ctx: RequestContext, entries: DescriptorToSend[], used: number, reserved: number): void => {
     const tokens = used - reserved
     if (tokens <= 0) {
       if (reserved > 0) trace(ctx, 'skip', `the answer's ${used} LLM tokens were covered by the ${reserved} estimated and taken before the call: nothing more sent to ${target}`)
       return
     }
     const note = reserved > 0 ? ` (${used} used, ${reserved} taken before the call)` : ''
-    trace(ctx, 'apply', `sent ${tokens} LLM tokens as hits to ${target}${note}`, { request: { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e)), hitsAddend: tokens } })
+    trace(ctx, 'apply', `sent ${tokens} LLM tokens as hits to ${target}${note}`, { request: { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e.entries)), hitsAddend: tokens } })
     // Nothing is left to decide for this request: the answer is delivered either way.
-    void shouldRateLimit(client, { domain: ir.domain, descriptors: entries.map(e => ({ entries: e, hitsAddend: tokens })) }, ir.timeoutMs)
+    void shouldRateLimit(client, { domain: ir.domain, descriptors: entries.map(e => ({ ...e, hitsAddend: tokens })) }, ir.timeoutMs)
   }
 
   /**
@@ -147,10 +148,10 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
    * under the limit; a service that fails lets the request go on with nothing taken
    * (failOpen) or refuses it (failClosed), as the request's own check does.
    */
-  const reserveLlmTokens = async (ctx: RequestContext, entries: Array<Array<[string, string]>>, tokens: number, state: { reserved: number }): Promise<LlmTokenReservation> => {
-    const sent = { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e)), hitsAddend: tokens }
+  const reserveLlmTokens = async (ctx: RequestContext, entries: DescriptorToSend[], tokens: number, state: { reserved: number }): Promise<LlmTokenReservation> => {
+    const sent = { domain: ir.domain, descriptors: entries.map(e => Object.fromEntries(e.entries)), hitsAddend: tokens }
     const span = startChildSpan(ctx, 'envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit', spanAttrs)
-    const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: entries.map(e => ({ entries: e, hitsAddend: tokens })) }, ir.timeoutMs, callTraceHeaders(ctx, span))
+    const result = await shouldRateLimit(client, { domain: ir.domain, descriptors: entries.map(e => ({ ...e, hitsAddend: tokens })) }, ir.timeoutMs, callTraceHeaders(ctx, span))
     endDecisionSpan(span, result.decision, result.decision === 'error' ? result.reason : null)
     // The service's headers (RateLimit-*) now tell what is left after the estimate: they
     // replace those of the request's own check (a refusal carries them itself).
@@ -180,15 +181,15 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
     async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
       const vars = celVars(ctx)
       const built: DescriptorToSend[] = []
-      const forTokens: Array<Array<[string, string]>> = []
+      const forTokens: DescriptorToSend[] = []
       const skipped: string[] = []
       for (const d of descriptors) {
         if (d.llm) continue
-        const values = descriptorValues(d.entries, vars)
+        const values = descriptorValues(d, vars, skipped)
         if (typeof values === 'string') skipped.push(values)
-        else if (d.type === 'requests') built.push({ entries: values })
+        else if (d.type === 'requests') built.push(values)
         else {
-          built.push({ entries: values, hitsAddend: 0 })
+          built.push({ ...values, hitsAddend: 0 })
           forTokens.push(values)
         }
       }
@@ -213,7 +214,7 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
         case 'ok':
           for (const [name, value] of result.requestHeaders) applyHeaderMutations(ctx.headers, [{ name, value, action: 'append' }])
           if (result.responseHeaders.length > 0) responseHeaders.set(ctx, result.responseHeaders)
-          trace(ctx, 'apply', `under the limit at ${target} (${took})${tokenNote}`, { request: sent })
+          trace(ctx, 'apply', `under the limit at ${target} (${took})${tokenNote}${skipped.length > 0 ? `; ${skipped.join('; ')}` : ''}`, { request: sent })
           return CONTINUE
         case 'overLimit': {
           trace(ctx, 'deny', `over the limit at ${target} (${took})`, { request: sent })
@@ -239,10 +240,18 @@ export function remoteRateLimit (ir: RemoteRateLimitIR, services: PolicyServices
   return policy
 }
 
-/** The entries of one descriptor, or why it is left out. */
-function descriptorValues (entries: Array<{ key: string, value: CelProgram }>, vars: Record<string, unknown>): Array<[string, string]> | string {
+/** Envoy's RateLimitUnit (envoy.type.v3) by name. */
+const UNITS: Record<string, number> = { second: 1, minute: 2, hour: 3, day: 4, month: 5, year: 6 }
+
+/**
+ * The descriptor to send — its entries and, with `limitOverride`, the limit the service is
+ * to apply instead of its configured one — or why it is left out. An override that does not
+ * evaluate to `{requestsPerUnit, unit}` is left off (the service's own limit applies) and
+ * noted in `notes`, as agentgateway drops it.
+ */
+function descriptorValues (d: { entries: Array<{ key: string, value: CelProgram }>, limit: CelProgram | null }, vars: Record<string, unknown>, notes: string[]): DescriptorToSend | string {
   const out: Array<[string, string]> = []
-  for (const { key, value } of entries) {
+  for (const { key, value } of d.entries) {
     let v: unknown
     try {
       v = value.evaluate(vars)
@@ -255,7 +264,32 @@ function descriptorValues (entries: Array<{ key: string, value: CelProgram }>, v
     if (text === '') return `${key}: ${value.source} is empty`
     out.push([key, text])
   }
-  return out
+  if (d.limit === null) return { entries: out }
+  const limit = limitOverride(d.limit, vars)
+  if (typeof limit === 'string') {
+    notes.push(`limitOverride ${d.limit.source}: ${limit}; the service's own limit applies`)
+    return { entries: out }
+  }
+  return { entries: out, limit }
+}
+
+/** `limitOverride`'s value as Envoy's RateLimitOverride, or why it is not one. */
+export function limitOverride (program: CelProgram, vars: Record<string, unknown>): { requestsPerUnit: number, unit: number } | string {
+  let v: unknown
+  try {
+    v = program.evaluate(vars)
+  } catch (err) {
+    v = err
+  }
+  if (v instanceof Error) return v.message
+  const value = celToJson(v)
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'not a map of requestsPerUnit and unit'
+  const map = value as Record<string, unknown>
+  const n = map.requestsPerUnit ?? map.requests_per_unit
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 4_294_967_295) return 'requestsPerUnit is not a whole number from 0 to 4294967295'
+  const unit = typeof map.unit === 'string' ? UNITS[map.unit.toLowerCase()] : undefined
+  if (unit === undefined) return 'unit is not one of second, minute, hour, day, month, year'
+  return { requestsPerUnit: n, unit }
 }
 
 /** A descriptor value compiled; whether it names `llm` (token descriptors only: the model is known once the body is read). */
