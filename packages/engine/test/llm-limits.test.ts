@@ -8,7 +8,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { keyHash, keysHeld, lookupKey, tableRecords, WAYS } from '../src/policy/bucket-keys.ts'
-import { CostBucket, picosText } from '../src/policy/cost-bucket.ts'
+import { CostBucket } from '../src/policy/cost-bucket.ts'
+import { formatPicos } from '../src/util/picos.ts'
 import { localRateLimit } from '../src/policy/local-rate-limit.ts'
 import { limitOverride } from '../src/policy/remote-rate-limit.ts'
 import { compileCel } from '../src/cel/expression.ts'
@@ -52,7 +53,7 @@ function admit (policy: ReturnType<typeof localRateLimit>, ctx: RequestContext, 
 
 /** The answer's usage and cost handed to the hooks, as llm/usage.ts does. */
 function answer (ctx: RequestContext, tokens: number, picos: bigint | null, currency = 'USD'): void {
-  for (const hook of ctx.llmTokenHooks ?? []) hook(tokens, picos === null ? null : { amount: picosText(picos), picos, currency })
+  for (const hook of ctx.llmTokenHooks ?? []) hook(tokens, picos === null ? null : { amount: formatPicos(picos), picos, currency })
 }
 
 test('key table: a key keeps its record; a full set drops its least recently used; never more than maxKeys', () => {
@@ -96,7 +97,7 @@ test('cost bucket: exact in picos beyond 2^53 (a budget of 10,000 USD), fills pe
   // 100,000 calls of 150,000 picos (0.00000015 each): exactly 0.015 taken.
   for (let i = 0; i < 100_000; i++) b.take(150_000n)
   assert.equal(b.amount, budget.maxPicos - 15_000_000_000n)
-  assert.equal(picosText(b.amount), '9999.985000000001')
+  assert.equal(formatPicos(b.amount), '9999.985000000001')
   b.refill(999)
   assert.equal(b.amount, budget.maxPicos - 15_000_000_000n, 'no fill before the boundary')
   b.refill(1000)
@@ -104,7 +105,7 @@ test('cost bucket: exact in picos beyond 2^53 (a budget of 10,000 USD), fills pe
   b.take(budget.maxPicos + 3_000_000_000_000_000n)
   assert.equal(b.amount, -3_000_000_000_000_000n)
   assert.equal(b.empty, true)
-  assert.equal(picosText(b.amount), '-3000')
+  assert.equal(formatPicos(b.amount), '-3000')
   assert.equal(b.untilHolding(1n, 1500), 1500, 'two fills pay the debt of 3000 at 2500 each')
   b.refill(3000)
   assert.equal(b.amount, 2_000_000_000_000_000n)

@@ -32,14 +32,6 @@ export function microsToPicos (micros: number): bigint {
   return BigInt(micros) * 1_000_000n
 }
 
-/** A plain decimal of picos (`325000000` → `0.000325`; negative for a debt). */
-export function picosText (picos: bigint): string {
-  const negative = picos < 0n
-  const digits = (negative ? -picos : picos).toString().padStart(13, '0')
-  const fraction = digits.slice(-12).replace(/0+$/, '')
-  return `${negative ? '-' : ''}${digits.slice(0, -12)}${fraction === '' ? '' : `.${fraction}`}`
-}
-
 export class CostBucket {
   private readonly budget: CostBudget
   private readonly records: () => Records

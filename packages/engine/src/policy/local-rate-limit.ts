@@ -42,7 +42,8 @@ import { monotonicMs, RecordArena, Records } from '../util/shared-records.ts'
 import { compileCel, CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
 import { keyHash, keyText, lookupKey, shownKey, tableRecords, type KeyHash } from './bucket-keys.ts'
-import { CostBucket, microsToPicos, picosText, type CostBudget } from './cost-bucket.ts'
+import { CostBucket, microsToPicos, type CostBudget } from './cost-bucket.ts'
+import { formatPicos } from '../util/picos.ts'
 
 /** Float64 slots of a bucket's record: tokens held, monotonic time (ms) of the last fill boundary. */
 const TOKENS = 1
@@ -187,7 +188,7 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
       const b = costBucket(spec, record)
       b.refill(now)
       const amount = b.amount
-      return { empty: amount <= 0n, untilAvailable: t => b.untilHolding(1n, t), limit: picosText(b.max), remaining: picosText(amount > 0n ? amount : 0n), held: picosText(amount) }
+      return { empty: amount <= 0n, untilAvailable: t => b.untilHolding(1n, t), limit: formatPicos(b.max), remaining: formatPicos(amount > 0n ? amount : 0n), held: formatPicos(amount) }
     }
     const b = tokenBucket(spec, record)
     b.refill(now)
@@ -230,11 +231,11 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
         if (amount >= cost.picos) continue
         const never = cost.picos > b.max
         const retryAfterS = never ? null : Math.max(1, Math.ceil(b.untilHolding(cost.picos, t) / 1000))
-        const left = picosText(amount > 0n ? amount : 0n)
+        const left = formatPicos(amount > 0n ? amount : 0n)
         const message = never
-          ? `rate limit exceeded: the prompt (about ${estimate.tokens} tokens) would cost about ${picosText(cost.picos)} ${cost.currency} in input alone, more than the cost budget's maxCost ${picosText(b.max)}`
-          : `rate limit exceeded: the prompt (about ${estimate.tokens} tokens) would cost about ${picosText(cost.picos)} ${cost.currency} in input alone and the cost budget holds ${left}; retry in ${retryAfterS}s`
-        found = { refusal: { remaining: left, limit: picosText(b.max), retryAfterS, message, policy }, waitS: retryAfterS ?? Infinity }
+          ? `rate limit exceeded: the prompt (about ${estimate.tokens} tokens) would cost about ${formatPicos(cost.picos)} ${cost.currency} in input alone, more than the cost budget's maxCost ${formatPicos(b.max)}`
+          : `rate limit exceeded: the prompt (about ${estimate.tokens} tokens) would cost about ${formatPicos(cost.picos)} ${cost.currency} in input alone and the cost budget holds ${left}; retry in ${retryAfterS}s`
+        found = { refusal: { remaining: left, limit: formatPicos(b.max), retryAfterS, message, policy }, waitS: retryAfterS ?? Infinity }
       } else {
         const b = tokenBucket(spec, record)
         b.refill(t)
@@ -275,7 +276,7 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
         const b = costBucket(spec, record)
         b.refill(t)
         b.take(cost.picos)
-        notes.push(`${name}: ${cost.amount} ${cost.currency} taken, ${picosText(b.amount)} left`)
+        notes.push(`${name}: ${cost.amount} ${cost.currency} taken, ${formatPicos(b.amount)} left`)
       } else {
         const b = tokenBucket(spec, record)
         b.refill(t)
