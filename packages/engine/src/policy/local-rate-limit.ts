@@ -119,6 +119,8 @@ interface BucketSpec {
   /** `llm`: decided once an ai backend has read the request (keyed tokens buckets, cost buckets). */
   stage: 'request' | 'llm'
   cost: (CostBudget & { currency: string }) | null
+  /** A request-stage bucket without a key: its one TokenBucket, made once. */
+  fixed?: TokenBucket
 }
 
 /** One bucket's view for one request: what it holds and how it is taken from. */
@@ -196,6 +198,8 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
   }
 
   const requestStage = specs.filter(s => s.stage === 'request')
+  const keyedRequestStage = requestStage.some(s => s.key !== null)
+  for (const spec of requestStage) if (spec.key === null) spec.fixed = tokenBucket(spec, spec.first)
   const llmStage = specs.filter(s => s.stage === 'llm')
   const unkeyedTokens = requestStage.filter(s => s.ir.type === 'tokens')
   /** Requests whose answer hooks are registered: a backend policy runs again on a retry, and must not charge twice. */
@@ -343,46 +347,58 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
   const policy: CompiledPolicy = {
     kind: 'localRateLimit',
     onRequest (ctx: RequestContext): PolicyOutcome {
-      // Keys first, outside the lock (an expression can take a while).
-      let vars: Record<string, unknown> | null = null
-      const hashes: Array<KeyHash | null | string> = []
-      for (const spec of requestStage) {
-        if (spec.key === null) {
-          hashes.push(null)
-          continue
+      // Keys first, outside the lock (an expression can take a while). Without keyed buckets
+      // nothing is evaluated or allocated for them: this runs on every request.
+      let hashes: Array<KeyHash | null | string> | null = null
+      if (keyedRequestStage) {
+        let vars: Record<string, unknown> | null = null
+        hashes = []
+        for (const spec of requestStage) {
+          if (spec.key === null) {
+            hashes.push(null)
+            continue
+          }
+          vars ??= celVars(ctx)
+          let value: unknown
+          try {
+            value = spec.key.evaluate(vars)
+          } catch (err) {
+            value = err
+          }
+          const key = keyText(value, spec.key.source)
+          hashes.push(typeof key === 'string' ? keyHash(key, spec.count) : `bucket ${spec.index}: ${key.skip}, not limited by it`)
         }
-        vars ??= celVars(ctx)
-        let value: unknown
-        try {
-          value = spec.key.evaluate(vars)
-        } catch (err) {
-          value = err
-        }
-        const key = keyText(value, spec.key.source)
-        hashes.push(typeof key === 'string' ? keyHash(key, spec.count) : `bucket ${spec.index}: ${key.skip}, not limited by it`)
       }
       const t = monotonicMs()
-      let empty: { spec: BucketSpec, v: BucketView, waitMs: number } | null = null
+      let empty: TokenBucket | null = null
+      let emptySpec: BucketSpec | null = null
+      let waitMs = 0
       let remaining = Infinity
       let llmLeft = Infinity
-      const taken: TokenBucket[] = []
+      let taken: TokenBucket[] | null = null
       lock()
       for (let i = 0; i < requestStage.length; i++) {
         const spec = requestStage[i]!
-        const hash = hashes[i]!
+        const hash = hashes === null ? null : hashes[i]!
         if (typeof hash === 'string') continue
-        const record = recordOf(spec, hash, t)
-        const v = view(spec, record, t)
-        // The empty bucket that refills last decides when to come back.
-        if (v.empty) {
-          const waitMs = v.untilAvailable(t)
-          if (empty === null || waitMs > empty.waitMs) empty = { spec, v, waitMs }
-        } else if (spec.ir.type === 'requests') taken.push(tokenBucket(spec, record))
-        else if (ctx.tracer !== null) llmLeft = Math.min(llmLeft, tokenBucket(spec, record).tokens)
+        // Request-stage buckets count requests or LLM tokens (cost buckets decide later).
+        const b = hash === null ? spec.fixed! : tokenBucket(spec, recordOf(spec, hash, t))
+        b.refill(t)
+        if (b.tokens < 1) {
+          // The empty bucket that refills last decides when to come back.
+          const wait = b.untilAvailable(t)
+          if (empty === null || wait > waitMs) {
+            empty = b
+            emptySpec = spec
+            waitMs = wait
+          }
+        } else if (spec.ir.type === 'requests') (taken ??= []).push(b)
+        else if (ctx.tracer !== null) llmLeft = Math.min(llmLeft, b.tokens)
       }
-      if (empty === null) for (const b of taken) remaining = Math.min(remaining, --b.tokens)
+      if (empty === null && taken !== null) for (const b of taken) remaining = Math.min(remaining, --b.tokens)
+      const emptyHeld = empty === null ? 0 : Math.floor(empty.tokens)
       unlock()
-      if (ctx.tracer !== null) {
+      if (ctx.tracer !== null && hashes !== null) {
         const skipped = hashes.filter(h => typeof h === 'string')
         if (skipped.length > 0) ctx.tracer.emit({ type: 'policy', kind: 'localRateLimit', result: { type: 'skip', details: skipped.join('; ') } })
       }
@@ -403,20 +419,20 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
         }
         return CONTINUE
       }
-      const { spec, v, waitMs } = empty
+      const spec = emptySpec!
       const seconds = String(Math.max(1, Math.ceil(waitMs / 1000)))
       const b = spec.ir
       ctx.tracer?.emit({
         type: 'policy',
         kind: 'localRateLimit',
-        result: { type: 'deny', details: `bucket ${spec.index}${spec.key === null ? '' : ' (its key\'s)'} is empty (${v.held} of maxTokens ${b.maxTokens}, ${b.tokensPerFill} per ${b.fillIntervalMs}ms); a token again in ${Math.ceil(waitMs)}ms` }
+        result: { type: 'deny', details: `bucket ${spec.index}${spec.key === null ? '' : ' (its key\'s)'} is empty (${emptyHeld} of maxTokens ${b.maxTokens}, ${b.tokensPerFill} per ${b.fillIntervalMs}ms); a token again in ${Math.ceil(waitMs)}ms` }
       }, { severity: 'warn' })
       return {
         action: 'respond',
         status: 429,
         body: 'rate limit exceeded',
         headers: {
-          'x-ratelimit-limit': v.limit,
+          'x-ratelimit-limit': String(b.maxTokens),
           'x-ratelimit-remaining': '0',
           'x-ratelimit-reset': seconds,
           'retry-after': seconds
