@@ -261,7 +261,9 @@ descriptors:
     openaiEmu = await startOpenAIEmulator()
     const emu = openaiEmu
     const svc = service
+    const statsPort = await freePort()
     portico = await startPortico({
+      env: { STATS_ADDR: `127.0.0.1:${statsPort}` },
       config: (port): ConfigFile => ({
         gateways: { default: gateway(port) },
         routes: [{
@@ -309,6 +311,8 @@ descriptors:
     assert.ok(refused instanceof OpenAI.RateLimitError, String(refused))
     assert.equal((refused.error as { code?: string }).code, 'rate_limit_exceeded')
     assert.equal(emu.received.length, seen, 'the provider never saw it')
+    const metrics = await (await fetch(`http://127.0.0.1:${statsPort}/metrics`)).text()
+    assert.ok(metrics.split('\n').some(l => l.startsWith('portico_rate_limit_decisions_total{') && l.includes('route="remote"') && l.includes('policy="remoteRateLimit"') && l.includes('decision="limited"') && l.endsWith(' 1')), 'counted limited against remoteRateLimit')
     assert.equal(await ask('ann', 'gpt-4o-mini'), 200, 'another model: another budget')
     assert.equal(await ask('bob', 'gpt-4o'), 200, 'another user: another budget')
 
