@@ -180,6 +180,31 @@ test('cost budget: charged the exact cost after each answer, refused once spent;
   assert.ok(short.retryAfterS !== null && short.retryAfterS > 0)
 })
 
+test('keyed by API key name and by the model the client asked for', () => {
+  const byKey = localRateLimit([{ maxTokens: 10, tokensPerFill: 10, fillIntervalMs: 60_000, type: 'tokens', key: 'apiKey.name', maxKeys: 8 }])
+  const withKey = (name: string) => {
+    const ctx = fakeCtx()
+    ;(ctx.auth as { apiKey: unknown }).apiKey = { name, metadata: {} }
+    return ctx
+  }
+  const a = withKey('team-a')
+  assert.equal(admit(byKey, a), 200)
+  answer(a, 11, null)
+  assert.equal(admit(byKey, withKey('team-a')), 429)
+  assert.equal(admit(byKey, withKey('team-b')), 200)
+  const byAsked = localRateLimit([{ maxTokens: 10, tokensPerFill: 10, fillIntervalMs: 60_000, type: 'tokens', key: 'llm.requestModel', maxKeys: 8 }])
+  const first = fakeCtx()
+  byAsked.onRequest!(first)
+  assert.equal(first.llmAdmissions![0]!({ requestModel: 'asked', model: 'pinned', streaming: false, operation: 'chat', provider: 'openAI' }), null)
+  answer(first, 11, null)
+  const second = fakeCtx()
+  byAsked.onRequest!(second)
+  assert.notEqual(second.llmAdmissions![0]!({ requestModel: 'asked', model: 'pinned', streaming: false, operation: 'chat', provider: 'openAI' }), null)
+  const third = fakeCtx()
+  byAsked.onRequest!(third)
+  assert.equal(third.llmAdmissions![0]!({ requestModel: 'other', model: 'pinned', streaming: false, operation: 'chat', provider: 'openAI' }), null, 'llm.requestModel: each name asked for its own bucket')
+})
+
 test('keyed requests buckets: per header value, before the body is read', () => {
   const policy = localRateLimit([{ maxTokens: 2, tokensPerFill: 2, fillIntervalMs: 60_000, type: 'requests', key: 'request.headers["x-team"]', maxKeys: 8 }])
   const status = (team: string) => (policy.onRequest!(fakeCtx({ headers: { 'x-team': team } })) as { action: string, status?: number }).status ?? 200

@@ -210,7 +210,7 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
     const t = monotonicMs()
     lock()
     for (const spec of unkeyedTokens) {
-      const b = tokenBucket(spec, spec.first)
+      const b = spec.fixed!
       b.refill(t)
       b.tokens -= tokens
     }
