@@ -32,11 +32,22 @@ const PreciseHostname = (description: string) => Type.String({
   description
 })
 
+/** A cost budget: a decimal of the pricing currency with at most 6 decimals (a string keeps it as written). */
+const CostAmount = (description: string) => Type.Union([
+  Type.String({ pattern: '^\\s*[0-9]{1,9}(\\.[0-9]{1,6})?\\s*$', description }),
+  Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000_000, description })
+], { description })
+
 export const LocalRateLimitSchema = Type.Array(Type.Object({
-  maxTokens: Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'Size of the bucket: the largest burst admitted. Buckets start full.' }),
-  tokensPerFill: Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'Tokens added at each fill (the bucket never holds more than maxTokens).' }),
-  fillInterval: Type.String({ pattern: DURATION_PATTERN, description: 'Time between fills, e.g. 1s, 100ms or 1m.' }),
-  type: Opt(StringEnum(['requests', 'tokens'], { description: 'What a token counts: requests (default; one per request, taken on admission) or tokens (LLM tokens of ai backends: a request needs the bucket not empty, and the answer\'s total tokens are taken when it reports its usage).' }))
+  maxTokens: Opt(Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'Size of the bucket: the largest burst admitted. Buckets start full. Required for requests and tokens buckets.' })),
+  tokensPerFill: Opt(Type.Integer({ minimum: 1, maximum: 1_000_000_000, description: 'Tokens added at each fill (the bucket never holds more than maxTokens). Required for requests and tokens buckets.' })),
+  fillInterval: Type.String({ pattern: DURATION_PATTERN, description: 'Time between fills, e.g. 1s, 100ms, 1m or 24h.' }),
+  type: Opt(StringEnum(['requests', 'tokens', 'cost'], { description: 'What a token counts: requests (default; one per request, taken on admission), tokens (LLM tokens of ai backends: a request needs the bucket not empty, and the answer\'s total tokens are taken when it reports its usage) or cost (the cost of ai backends\' answers from their pricing, in currency: a request needs the budget not spent, and the answer\'s exact cost is taken; maxCost says the budget).' })),
+  maxCost: Opt(CostAmount('type cost: the budget (the bucket\'s size), in the pricing currency, e.g. "5" or "0.25". Buckets start full.')),
+  costPerFill: Opt(CostAmount('type cost: what each fill adds back (never above maxCost); default maxCost, a whole budget per fillInterval.')),
+  currency: Opt(Type.String({ minLength: 1, maxLength: 16, pattern: '^[A-Za-z0-9_-]+$', description: 'type cost: the currency of the budget (default USD); answers priced in another currency are not charged.' })),
+  key: Opt(Type.String({ minLength: 1, maxLength: 1024, description: 'CEL expression naming the bucket per request: one bucket per distinct value (a string, number or bool), e.g. jwt.sub, apiKey.name or llm.model. Buckets of type tokens and cost also see llm (requestModel, model, streaming, operation, provider) and are decided when the ai backend has read the request. A request whose key does not evaluate to a non-empty value is not limited by this bucket.' })),
+  maxKeys: Opt(Type.Integer({ minimum: 8, maximum: 1_000_000, description: 'With key: most buckets kept (default 10000, 64 bytes each); a new key beyond that replaces the least recently used bucket of its set of 8.' }))
 }, { ...strict, description: 'A token bucket.' }), {
   minItems: 1,
   description: 'Rate limit kept in this proxy: token buckets, all of which must have a token for a request to pass; otherwise 429 "rate limit exceeded" with x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset and retry-after.'

@@ -12,6 +12,7 @@ import type { RouteMatchIR } from '../ir/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES } from '../cel/expression.ts'
 import { checkOriginPattern, normalizeOrigin } from '../ir/origin.ts'
+import { parseRate } from '../llm/cost.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -21,13 +22,55 @@ function atGateway (path: Path): boolean {
   return path[0] === 'gateways'
 }
 
+/** Buckets kept per key when `maxKeys` is not given (64 bytes each). */
+export const DEFAULT_MAX_KEYS = 10_000
+
 export function localRateLimitToIR (c: LocalRateLimitConfig, path: Path, report: Report): LocalRateLimitIR {
   return c.map((b, i) => {
+    const at = [...path, i]
     const fillIntervalMs = parseDuration(b.fillInterval)
-    if (fillIntervalMs <= 0) report([...path, i, 'fillInterval'], 'must be more than 0')
-    return { maxTokens: b.maxTokens, tokensPerFill: b.tokensPerFill, fillIntervalMs, type: b.type ?? 'requests' }
+    if (fillIntervalMs <= 0) report([...at, 'fillInterval'], 'must be more than 0')
+    const type = b.type ?? 'requests'
+    const out: LocalRateLimitIR[number] = { maxTokens: b.maxTokens ?? 0, tokensPerFill: b.tokensPerFill ?? 0, fillIntervalMs, type }
+    if (type === 'cost') {
+      for (const field of ['maxTokens', 'tokensPerFill'] as const) {
+        if (b[field] !== undefined) report([...at, field], 'a cost bucket holds currency: use maxCost and costPerFill')
+      }
+      const amount = (value: string | number | undefined, field: string): number => {
+        if (value === undefined) return 0
+        const micros = parseRate(value)
+        if (typeof micros === 'string') report([...at, field], micros.replace('a price per million tokens', 'an amount of the currency'))
+        else if (micros <= 0) report([...at, field], 'must be more than 0')
+        return typeof micros === 'number' ? micros : 0
+      }
+      if (b.maxCost === undefined) report(at, 'a cost bucket needs maxCost (the budget per fillInterval, in the pricing currency)')
+      const maxMicros = amount(b.maxCost, 'maxCost')
+      const perFillMicros = b.costPerFill === undefined ? maxMicros : amount(b.costPerFill, 'costPerFill')
+      out.cost = { maxMicros, perFillMicros, currency: b.currency ?? 'USD' }
+    } else {
+      for (const field of ['maxCost', 'costPerFill', 'currency'] as const) {
+        if (b[field] !== undefined) report([...at, field], `only for type cost (this bucket counts ${type})`)
+      }
+      if (b.maxTokens === undefined) report(at, `a ${type} bucket needs maxTokens`)
+      if (b.tokensPerFill === undefined) report(at, `a ${type} bucket needs tokensPerFill`)
+    }
+    if (b.key !== undefined) {
+      // Buckets of type tokens and cost are decided once an ai backend has read the request: `llm` is known then.
+      try {
+        compileCel(b.key, type === 'requests' ? CEL_VARIABLES : LIMIT_KEY_VARIABLES)
+      } catch (err) {
+        const message = (err as Error).message
+        report([...at, 'key'], type === 'requests' && /unknown variable "llm"/.test(message) ? `${message}; llm is known to buckets of type tokens and cost only (a requests bucket is decided before the body is read)` : message)
+      }
+      out.key = b.key
+      out.maxKeys = b.maxKeys ?? DEFAULT_MAX_KEYS
+    } else if (b.maxKeys !== undefined) report([...at, 'maxKeys'], 'only with key')
+    return out
   })
 }
+
+/** What a limit key of a tokens or cost bucket sees: the request's variables and the LLM call's. */
+export const LIMIT_KEY_VARIABLES = [...CEL_VARIABLES, 'llm'] as const
 
 /**
  * LLM tokens are only counted on answers of `ai` backends: a token-based limit on a route
@@ -39,6 +82,7 @@ export function checkTokenLimits (policies: PolicySetIR, hasAiBackend: boolean, 
   const problem = `type tokens counts the LLM tokens of ai backends, and ${what}`
   policies.localRateLimit?.forEach((b, i) => {
     if (b.type === 'tokens') report([...path, 'localRateLimit', i, 'type'], problem)
+    if (b.type === 'cost') report([...path, 'localRateLimit', i, 'type'], `type cost counts the cost of ai backends' answers, and ${what}`)
   })
   policies.remoteRateLimit?.descriptors.forEach((d, i) => {
     if (d.type === 'tokens') report([...path, 'remoteRateLimit', 'descriptors', i, 'type'], problem)

@@ -28,9 +28,10 @@ export const RemoteRateLimitSchema = Type.Object({
   descriptors: Type.Array(Type.Object({
     entries: Type.Array(Type.Object({
       key: Type.String({ minLength: 1, description: 'Descriptor key, as in the service\'s configuration.' }),
-      value: Type.String({ minLength: 1, description: 'CEL expression giving the value (a string, number or bool), e.g. request.headers["x-user"] or "static". A value that fails to evaluate or is empty leaves the whole descriptor out.' })
+      value: Type.String({ minLength: 1, description: 'CEL expression giving the value (a string, number or bool), e.g. request.headers["x-user"], jwt.sub or "static"; in descriptors of type tokens also llm (requestModel, model, streaming, operation, provider), e.g. llm.model: such a descriptor is sent once the ai backend has read the request. A value that fails to evaluate or is empty leaves the whole descriptor out.' })
     }, strict), { minItems: 1, description: 'Hierarchical key/value entries.' }),
-    type: Opt(StringEnum(['requests', 'tokens'], { description: 'What the descriptor counts: requests (default; one hit per request) or tokens (LLM tokens of ai backends: checked without a hit on the request, then the answer\'s total tokens sent as hits_addend).' }))
+    type: Opt(StringEnum(['requests', 'tokens'], { description: 'What the descriptor counts: requests (default; one hit per request) or tokens (LLM tokens of ai backends: checked without a hit on the request, then the answer\'s total tokens sent as hits_addend).' })),
+    limitOverride: Opt(Type.String({ minLength: 1, maxLength: 4096, description: 'CEL expression giving a map {requestsPerUnit, unit} (unit: second, minute, hour, day, month or year), sent as the descriptor\'s limit: the service applies it instead of its configured limit (agentgateway\'s limitOverride), e.g. jwt.tier == "gold" ? {"requestsPerUnit": 100000, "unit": "day"} : {"requestsPerUnit": 1000, "unit": "day"}. A value that is not one leaves the override off.' }))
   }, strict), { minItems: 1, description: 'Descriptors sent with each request; the request is over the limit when any is.' }),
   failureMode: Opt(FailureMode('rate limit service')),
   timeout: Opt(Duration('How long to wait for the service; default 1s.'))

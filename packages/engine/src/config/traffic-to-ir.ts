@@ -12,7 +12,7 @@ import type { BackendHealthIR, BackendTlsIR, ExtProcIR, RemoteRateLimitIR, Reque
 import type { PolicySetIR } from '../ir/policy.ts'
 import { extProcBuffersResponses } from '../ir/validate.ts'
 import { checkTimerMs, parseDuration } from '../util/duration.ts'
-import { compileCel } from '../cel/expression.ts'
+import { compileCel, CEL_VARIABLES } from '../cel/expression.ts'
 import { parseHostTarget } from './to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
 import { readPemField } from './referenced-file.ts'
@@ -57,18 +57,28 @@ function positiveDuration (text: string | undefined, fallback: number, path: Pat
 
 export function remoteRateLimitToIR (c: RemoteRateLimitConfig, path: Path, report: Report): RemoteRateLimitIR | undefined {
   const host = serviceUrl(c.host, [...path, 'host'], report)
+  c.descriptors.forEach((d, i) => {
+    if (d.limitOverride === undefined) return
+    try {
+      compileCel(d.limitOverride, d.type === 'tokens' ? [...CEL_VARIABLES, 'llm'] : CEL_VARIABLES)
+    } catch (err) {
+      report([...path, 'descriptors', i, 'limitOverride'], (err as Error).message)
+    }
+  })
   c.descriptors.forEach((d, i) => d.entries.forEach((e, j) => {
     try {
-      compileCel(e.value)
+      // A token descriptor may name the model (`llm`): it is built once the ai backend has read the request.
+      compileCel(e.value, d.type === 'tokens' ? [...CEL_VARIABLES, 'llm'] : CEL_VARIABLES)
     } catch (err) {
-      report([...path, 'descriptors', i, 'entries', j, 'value'], (err as Error).message)
+      const message = (err as Error).message
+      report([...path, 'descriptors', i, 'entries', j, 'value'], d.type !== 'tokens' && /unknown variable "llm"/.test(message) ? `${message}; llm is known to descriptors of type tokens only (a requests descriptor is sent before the body is read)` : message)
     }
   }))
   if (host === undefined) return undefined
   return {
     host,
     domain: c.domain,
-    descriptors: c.descriptors.map(d => ({ entries: d.entries.map(e => ({ key: e.key, value: e.value })), type: d.type ?? 'requests' })),
+    descriptors: c.descriptors.map(d => ({ entries: d.entries.map(e => ({ key: e.key, value: e.value })), type: d.type ?? 'requests', ...(d.limitOverride !== undefined ? { limitOverride: d.limitOverride } : {}) })),
     failureMode: c.failureMode ?? 'failClosed',
     timeoutMs: positiveDuration(c.timeout, DEFAULT_REMOTE_RATE_LIMIT_TIMEOUT_MS, [...path, 'timeout'], report)
   }

@@ -155,14 +155,25 @@ export interface OidcIR {
  * `tokensPerFill` tokens (up to `maxTokens`) at every `fillIntervalMs` boundary.
  */
 export interface LocalRateLimitBucketIR {
+  /** `cost` buckets: 0 (their size is `cost.max`). */
   maxTokens: number
   tokensPerFill: number
   fillIntervalMs: number
   /**
    * What a token stands for: `requests` — one request, taken when it is admitted; `tokens` —
-   * one LLM token, taken when an `ai` backend's answer reports its usage.
+   * one LLM token, taken when an `ai` backend's answer reports its usage; `cost` — the
+   * answer's cost from the backend's `pricing` (`cost` says the budget).
    */
-  type: 'requests' | 'tokens'
+  type: 'requests' | 'tokens' | 'cost'
+  /**
+   * A CEL expression whose value, per request, names the bucket (one bucket per distinct
+   * value, made full when first seen): `jwt.sub`, `apiKey.name`, `llm.model`. Buckets of type
+   * tokens and cost see `llm` too. At most `maxKeys` buckets, the least recently used dropped.
+   */
+  key?: string
+  maxKeys?: number
+  /** `type: cost`: the budget and what a fill adds, in millionths of `currency` (exact integers). */
+  cost?: { maxMicros: number, perFillMicros: number, currency: string }
 }
 
 export type LocalRateLimitIR = LocalRateLimitBucketIR[]

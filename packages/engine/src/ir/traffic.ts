@@ -15,7 +15,12 @@ export interface RemoteRateLimitIR {
    * it counts: `requests` — one hit per request; `tokens` — checked (hits_addend 0) with the
    * request, then the LLM tokens of an `ai` backend's answer sent as hits_addend.
    */
-  descriptors: Array<{ entries: Array<{ key: string, value: string }>, type: 'requests' | 'tokens' }>
+  descriptors: Array<{
+    entries: Array<{ key: string, value: string }>
+    type: 'requests' | 'tokens'
+    /** CEL giving `{requestsPerUnit, unit}`: sent as the descriptor's `limit` (agentgateway's limitOverride). */
+    limitOverride?: string
+  }>
   /** `failClosed`: a service that fails or is too slow answers 500; `failOpen`: the request goes on. */
   failureMode: 'failClosed' | 'failOpen'
   timeoutMs: number

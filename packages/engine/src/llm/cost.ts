@@ -16,6 +16,9 @@
 
 import type { AiPricingIR, AiRatesIR } from '../ir/types.ts'
 import type { LlmCost, LlmUsage } from '../request/calls.ts'
+import { formatPicos } from '../util/picos.ts'
+
+export { formatPicos }
 
 /** Most decimals a rate may have: millionths of the currency per million tokens. */
 export const RATE_DECIMALS = 6
@@ -30,15 +33,6 @@ export function parseRate (value: string | number): number | string {
   const m = RATE.exec(text)
   if (m === null) return `"${text}" is not a price per million tokens: a decimal with at most ${RATE_DECIMALS} decimals, like "2.5" or "0.075"`
   return Number(m[1]) * 1_000_000 + Number((m[2] ?? '').padEnd(RATE_DECIMALS, '0'))
-}
-
-/** A plain decimal of an integer of 10^-12 units (`325000000` → `0.000325`). */
-export function formatPicos (picos: bigint): string {
-  const negative = picos < 0n
-  const digits = (negative ? -picos : picos).toString().padStart(13, '0')
-  const whole = digits.slice(0, -12)
-  const fraction = digits.slice(-12).replace(/0+$/, '')
-  return `${negative ? '-' : ''}${whole}${fraction === '' ? '' : `.${fraction}`}`
 }
 
 const GLOBS = new WeakMap<AiPricingIR, RegExp[]>()
@@ -113,4 +107,13 @@ export function llmCost (pricing: AiPricingIR, model: string, usage: LlmUsage): 
   if (rates === null) return null
   const picos = costPicos(rates, usage)
   return { amount: formatPicos(picos), picos, currency: pricing.currency }
+}
+
+/**
+ * What `tokens` input tokens of `model` cost at the backend's input rate (the `tokenize: true`
+ * estimate checked against cost budgets), or null when nothing prices the model.
+ */
+export function inputCost (pricing: AiPricingIR, model: string, tokens: number): { picos: bigint, currency: string } | null {
+  const rates = ratesFor(pricing, model, null)
+  return rates === null ? null : { picos: BigInt(tokens) * BigInt(rates.input), currency: pricing.currency }
 }

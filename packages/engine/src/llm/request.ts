@@ -16,7 +16,8 @@
  * learned goes into `ctx.llm`; the response side fills in the usage.
  */
 
-import type { RequestContext } from '../request/context.ts'
+import type { LlmLimitCall, LlmTokenRefusal, RequestContext } from '../request/context.ts'
+import type { CompiledPolicy } from '../request/policy.ts'
 import type { AiBackendSpecIR } from '../ir/types.ts'
 import type { ChatRequest, WireFormat } from './canonical.ts'
 import type { PromptGuardIR } from '../ir/types.ts'
@@ -29,6 +30,7 @@ import { clientEndpoint, formatByName } from './formats/index.ts'
 import { passthroughHeader, providerAdapter } from './providers/index.ts'
 import { estimateEmbeddingTokens, estimatePromptTokens } from './tokens.ts'
 import { applyBodyEdit } from './body-edits.ts'
+import { inputCost } from './cost.ts'
 import type { LlmAnswerRewrite } from './rewrite-handler.ts'
 import { decodeBedrockEmbeddings, decodeModelList, decodeVertexEmbeddings, encodeBedrockEmbeddings, encodeModelList, encodeVertexEmbeddings, type ModelListShape } from './operations.ts'
 
@@ -42,6 +44,8 @@ export interface LlmRequestError {
   headers?: Record<string, string>
   /** The access log's reason: RateLimit for a `tokenize` refusal, BackendAuth for a passthrough without a validated token, Guardrail for a promptGuard refusal (anything else is logged InvalidRequest). */
   reason?: string
+  /** The rate limit policy that refused the request (metrics count it `limited`). */
+  policy?: CompiledPolicy
 }
 
 /** What the response side needs to translate the answer back (set only when formats differ). */
@@ -99,15 +103,48 @@ function formatError (format: WireFormat, error: TranslationError): LlmRequestEr
 }
 
 /**
- * The pre-call check of `tokenize: true`: the prompt's tokens estimated with o200k_base
- * (llm/tokens.ts) against every tokens bucket of the local rate limits that admitted the
- * request — nothing taken there (the answer's real usage is, as without the estimate) — and
- * then sent as hits to the rate limit services whose token descriptors admitted it, which
- * take them (the answer then adds only the rest: policy/remote-rate-limit.ts). A request that
- * does not fit gets a 429 in the client format's error shape. A body the client format
- * cannot decode is not estimated (its own error comes later).
+ * The rate limits decided once the request is read (keyed token buckets and cost buckets,
+ * policy/local-rate-limit.ts): each sees the call (its model) and admits it or says why not —
+ * answered 429 in the client format's error shape. Run once per request: a retry or the next
+ * provider of failover groups is the same request, already admitted and charged once.
  */
-async function checkTokenEstimate (ctx: RequestContext, clientFormat: string, operation: string, body: Record<string, unknown>): Promise<LlmRequestError | null> {
+async function admitLlmLimits (ctx: RequestContext, clientFormat: string, call: LlmLimitCall): Promise<LlmRequestError | null> {
+  const admissions = ctx.llmAdmissions
+  if (admissions === null) return null
+  ctx.llmAdmissions = null
+  for (const admit of admissions) {
+    let refusal = admit(call)
+    if (refusal instanceof Promise) refusal = await refusal
+    if (refusal !== null) return limitRefusal(formatByName(clientFormat as WireFormat['name']), refusal)
+  }
+  return null
+}
+
+/** A rate limit's refusal in the client format's error shape: a local bucket's with x-ratelimit-* and retry-after, a service's with its own headers. */
+function limitRefusal (client: WireFormat | undefined, refusal: LlmTokenRefusal): LlmRequestError {
+  let headers: Record<string, string>
+  if (refusal.headers !== undefined) headers = refusal.headers
+  else {
+    headers = { 'x-ratelimit-limit': refusal.limit, 'x-ratelimit-remaining': refusal.remaining }
+    if (refusal.retryAfterS !== null) {
+      headers['x-ratelimit-reset'] = String(refusal.retryAfterS)
+      headers['retry-after'] = String(refusal.retryAfterS)
+    }
+  }
+  return { ...tokenizeRefusal(client, refusal.status ?? 429, refusal.message, headers), policy: refusal.policy }
+}
+
+/**
+ * The pre-call check of `tokenize: true`: the prompt's tokens estimated with o200k_base
+ * (llm/tokens.ts) — and, with pricing, what they cost at the model's input rate — against
+ * every tokens and cost bucket of the local rate limits that admitted the request — nothing
+ * taken there (the answer's real usage is, as without the estimate) — and then sent as hits
+ * to the rate limit services whose token descriptors admitted it, which take them (the answer
+ * then adds only the rest: policy/remote-rate-limit.ts). A request that does not fit gets a
+ * 429 in the client format's error shape. A body the client format cannot decode is not
+ * estimated (its own error comes later).
+ */
+async function checkTokenEstimate (ctx: RequestContext, clientFormat: string, operation: string, body: Record<string, unknown>, model: string): Promise<LlmRequestError | null> {
   const client = formatByName(clientFormat as WireFormat['name'])
   let estimate: number
   if (operation === 'embeddings') estimate = estimateEmbeddingTokens(body.input)
@@ -117,19 +154,13 @@ async function checkTokenEstimate (ctx: RequestContext, clientFormat: string, op
     if (isTranslationError(neutral)) return null
     estimate = estimatePromptTokens(neutral)
   }
+  const pricing = ctx.backend?.ai?.pricing
+  const cost = pricing === undefined ? null : inputCost(pricing, model, estimate)
   for (const check of ctx.llmTokenChecks ?? []) {
-    const refusal = check(estimate)
+    const refusal = check({ tokens: estimate, cost })
     if (refusal === null) continue
-    const message = refusal.retryAfterS === null
-      ? `rate limit exceeded: the prompt is about ${estimate} tokens, more than the token budget's maxTokens ${refusal.maxTokens}`
-      : `rate limit exceeded: the prompt is about ${estimate} tokens and the token budget holds ${Math.max(0, refusal.tokens)}; retry in ${refusal.retryAfterS}s`
-    ctx.tracer?.emit({ type: 'policy', kind: 'localRateLimit', result: { type: 'deny', details: `tokenize: ${message}` } }, { severity: 'warn' })
-    const headers: Record<string, string> = { 'x-ratelimit-limit': String(refusal.maxTokens), 'x-ratelimit-remaining': String(Math.max(0, refusal.tokens)) }
-    if (refusal.retryAfterS !== null) {
-      headers['x-ratelimit-reset'] = String(refusal.retryAfterS)
-      headers['retry-after'] = String(refusal.retryAfterS)
-    }
-    return tokenizeRefusal(client, 429, message, headers)
+    ctx.tracer?.emit({ type: 'policy', kind: 'localRateLimit', result: { type: 'deny', details: `tokenize: ${refusal.message}` } }, { severity: 'warn' })
+    return limitRefusal(client, refusal)
   }
   for (const reserve of ctx.llmTokenReservations ?? []) {
     const taken = await reserve(estimate)
@@ -140,9 +171,10 @@ async function checkTokenEstimate (ctx: RequestContext, clientFormat: string, op
       const key = name.toLowerCase()
       headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`
     }
-    return taken.outcome === 'overLimit'
+    const refused = taken.outcome === 'overLimit'
       ? tokenizeRefusal(client, 429, `rate limit exceeded: the prompt is about ${estimate} tokens, over what the token budget has left`, headers)
       : tokenizeRefusal(client, 500, 'rate limit failed', headers)
+    return { ...refused, policy: taken.policy }
   }
   return null
 }
@@ -236,8 +268,14 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket or a
   // rate limit service's token budget is refused before any byte reaches the provider (only
   // when such a limit admitted it).
+  // Rate limits decided now that the model is known (keyed token buckets, cost budgets, token
+  // descriptors naming llm); only requests that have any pay for the step.
+  if (ctx.llmAdmissions !== null) {
+    const limited = await admitLlmLimits(ctx, endpoint.format, { requestModel, model: spec.model ?? requestModel, streaming, operation, provider: spec.provider })
+    if (limited !== null) return limited
+  }
   if (spec.tokenize === true && ((ctx.llmTokenChecks?.length ?? 0) > 0 || (ctx.llmTokenReservations?.length ?? 0) > 0)) {
-    const refused = await checkTokenEstimate(ctx, endpoint.format, operation, body)
+    const refused = await checkTokenEstimate(ctx, endpoint.format, operation, body, spec.model ?? requestModel)
     if (refused !== null) return refused
   }
   // A `custom` provider always goes through the neutral shape, its format's own too: the

@@ -233,5 +233,5 @@ export function recordLlmUsage (ctx: RequestContext, usage: LlmUsage | null, pro
     ctx.tracer.emit({ type: 'llmResponse', responseModel: usage.responseModel, inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, totalTokens: usage.totalTokens, ...parts, ...priced })
   }
   const hooks = ctx.llmTokenHooks
-  if (hooks !== null) for (const hook of hooks) hook(usage.totalTokens)
+  if (hooks !== null) for (const hook of hooks) hook(usage.totalTokens, cost)
 }

@@ -290,6 +290,8 @@ async function backendPhase (ctx: RequestContext): Promise<PhaseOutcome> {
   if (outcome !== null || ctx.backend!.kind !== 'ai') return outcome
   const refused = await prepareLlmRequest(ctx)
   if (refused === null) return null
+  // A rate limit that refused once the request was read (tokenize, keyed and cost buckets): metrics count it limited.
+  if (refused.policy !== undefined) ctx.answeredBy = refused.policy
   return { action: 'respond', status: refused.status, body: refused.body, headers: refused.headers, reason: refused.reason === 'RateLimit' || refused.reason === 'BackendAuth' || refused.reason === 'Guardrail' ? refused.reason : 'InvalidRequest' }
 }
 

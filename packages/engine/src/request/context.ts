@@ -13,7 +13,7 @@ import type { HeaderMap } from '../ir/header-map.ts'
 import type { CompiledPolicy, CompiledPolicySet } from './policy.ts'
 import type { PolicyPhase } from '../ir/policy.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
-import type { LlmCall, McpCallInfo } from './calls.ts'
+import type { LlmCall, LlmCost, McpCallInfo } from './calls.ts'
 import { grpcCallOf, grpcKind, type GrpcCall } from '../http/grpc.ts'
 import type { ResponseInterceptor } from '../http/response-intercept.ts'
 import type { OtelSpan, RequestSpan } from '../trace/otel.ts'
@@ -76,13 +76,41 @@ export interface McpItem {
   target?: string
 }
 
-/** Why a token bucket cannot take a request's estimated prompt tokens. */
+/**
+ * Why a rate limit refuses an LLM request before the provider sees it (a token or cost
+ * bucket that is empty, or cannot take the prompt's estimate): llm/request.ts answers 429 in
+ * the client format's error shape with these.
+ */
 export interface LlmTokenRefusal {
-  /** The bucket's tokens now, its maxTokens. */
-  tokens: number
-  maxTokens: number
-  /** Seconds until it holds the tokens (null: it never can, the prompt is above maxTokens). */
+  /** What the bucket holds now and its size, as the x-ratelimit-remaining and x-ratelimit-limit headers say them. */
+  remaining: string
+  limit: string
+  /** Seconds until it holds enough (null: it never can, the prompt is above the bucket's size). */
   retryAfterS: number | null
+  /** The error message the client gets. */
+  message: string
+  /** The policy that refused (metrics count it `limited`). */
+  policy: CompiledPolicy
+  /** A rate limit service's refusal: its status (429, or 500 when it failed closed) and its headers, sent instead of x-ratelimit-*. */
+  status?: 429 | 500
+  headers?: Record<string, string>
+}
+
+/** A request's prompt as estimated before the call (`tokenize: true`): its tokens and, with pricing, their input cost. */
+export interface LlmPromptEstimate {
+  tokens: number
+  /** The tokens at the model's input rate, in 10^-12 of `currency`; null without a rate. */
+  cost: { picos: bigint, currency: string } | null
+}
+
+/** The `llm` variable of limit keys (and what a rate limit knows of the call when it decides). */
+export interface LlmLimitCall {
+  requestModel: string
+  /** The model sent to the provider (the backend's own, when it names one). */
+  model: string
+  streaming: boolean
+  operation: string
+  provider: string
 }
 
 /**
@@ -94,6 +122,8 @@ export interface LlmTokenRefusal {
 export interface LlmTokenReservation {
   outcome: 'ok' | 'overLimit' | 'failed'
   headers: Array<[string, string]>
+  /** The policy that asked (metrics count a refusal against it). */
+  policy: CompiledPolicy
 }
 
 export class RequestContext {
@@ -212,13 +242,20 @@ export class RequestContext {
    * Token-based rate limits that admitted this request, waiting for the LLM token count of
    * the answer (they take it from their buckets then).
    */
-  llmTokenHooks: Array<(tokens: number) => void> | null = null
+  llmTokenHooks: Array<(tokens: number, cost: LlmCost | null) => void> | null = null
   /**
    * Token-based local rate limits that admitted this request, for the pre-call estimate of
-   * an `ai` backend with `tokenize: true`: each says whether `tokens` more fit in its buckets
+   * an `ai` backend with `tokenize: true`: each says whether the estimate fits in its buckets
    * now (null) or what to answer (llm/request.ts). A check, not a debit.
    */
-  llmTokenChecks: Array<(tokens: number) => LlmTokenRefusal | null> | null = null
+  llmTokenChecks: Array<(estimate: LlmPromptEstimate) => LlmTokenRefusal | null> | null = null
+  /**
+   * Local rate limits decided once an `ai` backend has read the request (keyed buckets of
+   * type tokens and cost, whose key may name the model; cost buckets): llm/request.ts calls
+   * each with the call, before the estimate; null admits (and registers what the answer
+   * takes), else the refusal. Each policy adds itself once per request.
+   */
+  llmAdmissions: Array<(call: LlmLimitCall) => LlmTokenRefusal | null | Promise<LlmTokenRefusal | null>> | null = null
   /**
    * Remote rate limits with descriptors of type tokens that admitted this request, for the
    * pre-call estimate of `tokenize: true`: each sends the estimate as hits now (taken at the

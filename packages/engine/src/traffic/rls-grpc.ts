@@ -53,6 +53,8 @@ export type RateLimitResult =
 export interface DescriptorToSend {
   entries: Array<[string, string]>
   hitsAddend?: number
+  /** RateLimitDescriptor.limit: the limit the service applies instead of its configured one (unit: envoy.type.v3.RateLimitUnit). */
+  limit?: { requestsPerUnit: number, unit: number }
 }
 
 /** One ShouldRateLimit call; never rejects (failures are `decision: 'error'`). */
@@ -68,7 +70,8 @@ export async function shouldRateLimit (
     descriptors: request.descriptors.map(d => ({
       entries: d.entries.map(([key, value]) => ({ key, value })),
       // A wrapper message, so 0 (check only) is told apart from unset (the request's, 1).
-      ...(d.hitsAddend !== undefined ? { hits_addend: { value: d.hitsAddend } } : {})
+      ...(d.hitsAddend !== undefined ? { hits_addend: { value: d.hitsAddend } } : {}),
+      ...(d.limit !== undefined ? { limit: { requests_per_unit: d.limit.requestsPerUnit, unit: d.limit.unit } } : {})
     }))
   }
   const response = await new Promise<RateLimitResponseMessage | grpc.ServiceError>(resolve => {
