@@ -161,3 +161,97 @@ export function porticoBackendCrd (config: JsonSchema): JsonSchema {
     },
     [])
 }
+
+/**
+ * Fields of a standalone `models:` entry that say where it is attached in the file; a
+ * PorticoModel says that with `parentRefs` instead (and its name and namespace are its own).
+ */
+export const STANDALONE_ONLY_MODEL_FIELDS = ['name', 'namespace', 'gateways', 'routes', 'parents'] as const
+
+const PARENT_REF: JsonSchema = {
+  type: 'object',
+  required: ['name'],
+  description: 'A Gateway (or one of its listeners), a ListenerSet (or one of its listeners), or an HTTPRoute rule whose only backendRef is {group: portico.dev, kind: PorticoModel, name: "*"} (sectionName: the rule\'s name; without it every such rule of the route).',
+  properties: {
+    group: { type: 'string', maxLength: 253, description: 'gateway.networking.k8s.io (the default).' },
+    kind: { type: 'string', enum: ['Gateway', 'ListenerSet', 'HTTPRoute'], description: 'Default Gateway.' },
+    namespace: { type: 'string', maxLength: 63, description: 'The parent\'s namespace; default this one. A Gateway or ListenerSet of another namespace takes the model only if its listener allows routes from this namespace (allowedRoutes), as for HTTPRoutes; an HTTPRoute must be in this namespace.' },
+    name: { type: 'string', minLength: 1, maxLength: 253 },
+    sectionName: { type: 'string', minLength: 1, maxLength: 253, description: 'A listener (Gateway, ListenerSet) or a rule name (HTTPRoute).' }
+  }
+}
+
+const PARENTS_STATUS: JsonSchema = {
+  type: 'object',
+  properties: {
+    model: { type: 'string', description: 'The model names this resource matches (spec.match.model, else its name), as the controller resolved it.' },
+    parents: {
+      description: 'Per parent: Accepted and ResolvedRefs, as Gateway API routes report them (RouteParentStatus).',
+      type: 'array',
+      items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true }
+    }
+  },
+  'x-kubernetes-preserve-unknown-fields': true
+}
+
+/**
+ * Where a baseURL must not point from a cluster (SSRF): loopback, link-local (the cloud
+ * metadata service at 169.254.169.254 and fd00:ec2::254), unspecified, and names that mean
+ * this host or a metadata service. CEL says what it can about the URL's host (an IP literal
+ * through the Kubernetes IP library, a few names); the controller runs the engine's full
+ * check (decimal and octal IPv4 forms, IPv4-mapped IPv6, ...) and reports the rest in status.
+ */
+export const BASE_URL_CEL_RULES: Array<{ rule: string, message: string }> = [
+  {
+    rule: '!has(self.baseURL) || (isURL(self.baseURL) && url(self.baseURL).getScheme() in [\'http\', \'https\'] && url(self.baseURL).getHostname() != \'\')',
+    message: 'baseURL must be an absolute http(s) URL with a host'
+  },
+  {
+    rule: '!has(self.baseURL) || !isURL(self.baseURL) || (' +
+      '!(url(self.baseURL).getHostname().lowerAscii() in [\'localhost\', \'localhost.\', \'metadata\', \'metadata.google.internal\', \'metadata.google.internal.\', \'instance-data\', \'instance-data.ec2.internal\']) && ' +
+      '!url(self.baseURL).getHostname().lowerAscii().endsWith(\'.localhost\') && !url(self.baseURL).getHostname().lowerAscii().endsWith(\'.localhost.\') && ' +
+      '(!isIP(url(self.baseURL).getHostname()) || !(ip(url(self.baseURL).getHostname()).isLoopback() || ip(url(self.baseURL).getHostname()).isLinkLocalUnicast() || ip(url(self.baseURL).getHostname()).isLinkLocalMulticast() || ip(url(self.baseURL).getHostname()).isUnspecified())))',
+    message: 'baseURL must not point at a loopback, link-local or metadata address (SSRF): 127.0.0.0/8, ::1, 169.254.0.0/16, fe80::/10, localhost and metadata names are refused in a cluster'
+  }
+]
+
+/** The rules agentgateway's AgentgatewayModel states in CEL, on a PorticoModel's spec. */
+export const MODEL_CEL_RULES: Array<{ rule: string, message: string }> = [
+  { rule: 'has(self.provider) != has(self.virtualModel)', message: 'exactly one of provider or virtualModel' },
+  {
+    rule: '!has(self.match) || !has(self.match.model) || self.match.model.matches(\'^([*]|[^*]+|[^*]+[*]|[*][^*]+)$\')',
+    message: 'match.model is an exact name or one wildcard: *, prefix-* or *-suffix'
+  },
+  { rule: '!has(self.virtualModel) || !has(self.policies)', message: 'a virtual model carries no policies (its targets do)' },
+  { rule: '!has(self.virtualModel) || !has(self.visibility) || self.visibility == \'Public\'', message: 'a virtual model is Public' },
+  ...BASE_URL_CEL_RULES
+]
+
+/** A PorticoModel's spec: the standalone `models:` entry with parentRefs instead of its file attachment. */
+export function modelSpecSchema (config: JsonSchema): JsonSchema {
+  const models = (config.properties as Record<string, JsonSchema>).models
+  if (models === undefined) throw new Error('the config schema has no top-level models: list')
+  const entry = structuredClone(models.items as JsonSchema)
+  const fields = entry.properties as Record<string, JsonSchema>
+  for (const f of STANDALONE_ONLY_MODEL_FIELDS) delete fields[f]
+  if (Array.isArray(entry.required)) entry.required = (entry.required as string[]).filter(r => !(STANDALONE_ONLY_MODEL_FIELDS as readonly string[]).includes(r))
+  const spec = toStructural(entry)
+  const props = spec.properties as Record<string, JsonSchema>
+  props.parentRefs = { type: 'array', minItems: 1, maxItems: 32, items: PARENT_REF, description: 'Where the model is offered: Gateways, ListenerSets (or one listener of either), HTTPRoute rules with a model backend *. Internal models and the targets of virtual models need none.' }
+  // CEL costs are bounded by the strings' lengths: cap what the rules read.
+  if (props.baseURL !== undefined) props.baseURL = { ...props.baseURL, maxLength: Math.min(Number(props.baseURL.maxLength ?? 2048), 2048) }
+  const match = props.match?.properties as Record<string, JsonSchema> | undefined
+  if (match?.model !== undefined) match.model = { ...match.model, maxLength: Math.min(Number(match.model.maxLength ?? 256), 256) }
+  spec['x-kubernetes-validations'] = MODEL_CEL_RULES
+  return spec
+}
+
+export function porticoModelCrd (config: JsonSchema): JsonSchema {
+  const out = crd('PorticoModel', 'porticomodels', ['pmodel'],
+    'A model clients ask for by name (the request body\'s model): a concrete model (a provider, its settings and policies) or a virtual model (routing among concrete models at request time), offered on Gateways, ListenerSets or HTTPRoute rules (parentRefs). The standalone file\'s models: entry, in a cluster. Watched only with the chart\'s gatewayModels.enabled.',
+    modelSpecSchema(config),
+    [{ name: 'Model', type: 'string', jsonPath: '.status.model', description: 'The model names matched.' }])
+  const version = ((out.spec as JsonSchema).versions as JsonSchema[])[0]!
+  ;((version.schema as JsonSchema).openAPIV3Schema as JsonSchema & { properties: Record<string, JsonSchema> }).properties.status = PARENTS_STATUS
+  return out
+}
