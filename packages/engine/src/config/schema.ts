@@ -428,6 +428,90 @@ export const AiBackendSchema = Type.Object({
   }, { ...strict }), { minItems: 1, description: 'Failover across providers (instead of provider): priority groups, the first group with a provider not ejected by passive health serves; a request that fails (429, 5xx, connection error, backend timeout) before any byte reached the client is sent to the next provider, in its format.' }))
 }, { ...strict, description: 'An LLM provider (or failover groups of them): requests in OpenAI chat completions, OpenAI Responses or Anthropic Messages format (told by the path) are sent to it, translated when it speaks another; the token usage of each answer is read (for localRateLimit type tokens, traces, metrics and logs).' })
 
+/** A model name as clients send it: printable ASCII, no spaces (gpt-4o, anthropic.claude-3-haiku-20240307-v1:0, meta-llama/Llama-3-8B). */
+const MODEL_NAME = '^[\\x21-\\x7e]+$'
+
+/** Wildcards only as agentgateway allows them: `*`, a prefix `x-*` or a suffix `*-x` (no other `*`). */
+const MODEL_MATCH = '^(\\*|[\\x21-\\x29\\x2b-\\x7e]+\\*?|\\*[\\x21-\\x29\\x2b-\\x7e]+)$'
+
+/** A model's name in the file (a PorticoModel's is its metadata.name): what virtual models and parentRefs name. */
+const MODEL_RESOURCE_NAME = '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$'
+
+/** Gateway API ParentReference, as agentgateway's AgentgatewayModel takes it. */
+export const ModelParentRefSchema = Type.Object({
+  group: Opt(Type.String({ maxLength: 253, pattern: '^$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$', description: 'API group of the parent: gateway.networking.k8s.io (default) for Gateway and HTTPRoute, gateway.networking.x-k8s.io for ListenerSet. Cluster mode only.' })),
+  kind: Opt(StringEnum(['Gateway', 'ListenerSet', 'HTTPRoute'], { description: 'Gateway (default): the model serves on every listener of the gateway (or the one sectionName names); HTTPRoute: on the requests of that route, which has no backends of its own (cluster: one rule with a single model backend *); ListenerSet: cluster mode only.' })),
+  name: Type.String({ minLength: 1, maxLength: 253, pattern: MODEL_RESOURCE_NAME, description: 'The gateway\'s (standalone: its key under gateways) or route\'s name.' }),
+  namespace: Opt(Type.String({ minLength: 1, maxLength: 63, pattern: '^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', description: 'Cluster mode: the parent\'s namespace (default the model\'s). Not used in the file.' })),
+  sectionName: Opt(Type.String({ minLength: 1, maxLength: 253, pattern: MODEL_RESOURCE_NAME, description: 'Cluster mode: a listener of the Gateway / ListenerSet, or a rule name of the HTTPRoute. In the file a gateway is one listener and a route one rule: not used.' }))
+}, { ...strict, description: 'Where the model is served (Gateway API ParentReference).' })
+
+const ModelTargetName = Type.String({ minLength: 1, maxLength: 253, pattern: MODEL_RESOURCE_NAME, description: 'Another model (its name: the file\'s models[].name, or the PorticoModel\'s in the same namespace).' })
+
+/** How a virtual model chooses a model per request: exactly one of weighted, failover or conditional. */
+export const VirtualModelSchema = Type.Object({
+  weighted: Opt(Type.Array(Type.Object({
+    model: ModelTargetName,
+    weight: Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight; 0 never chosen.' })
+  }, strict), { minItems: 1, maxItems: 256, description: 'A model chosen at random per request, in proportion to the weights.' })),
+  failover: Opt(Type.Object({
+    groups: Type.Array(Type.Object({
+      models: Type.Array(ModelTargetName, { minItems: 1, maxItems: 64, description: 'Models of this group, round robin among those not ejected.' })
+    }, strict), { minItems: 1, maxItems: 16, description: 'Priority groups: the first group with a model not ejected by passive health (429, 5xx, connection errors, backend timeouts) serves; a request that fails before any byte reached the client goes to the next model.' })
+  }, { ...strict, description: 'Failover across concrete models.' })),
+  conditional: Opt(Type.Object({
+    rules: Type.Array(Type.Object({
+      when: Type.String({ minLength: 1, maxLength: 4096, description: 'CEL over request (headers, path), jwt (claims), apiKey and llm.request (model, messageCount): the first rule that is true picks its model.' }),
+      model: ModelTargetName
+    }, strict), { minItems: 1, maxItems: 256 }),
+    fallback: ModelTargetName
+  }, { ...strict, description: 'Ordered conditions; the fallback serves when none is true (or one fails to evaluate).' }))
+}, { ...strict, description: 'Request-time routing among other models (concrete or virtual, no cycles): exactly one of weighted, failover or conditional.' })
+
+/** One set of body-field edits: field path → CEL (`set`), and fields removed. */
+const BodyEditSchema = Type.Object({
+  set: Opt(KeyedRecord(Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$', description: 'A body field, dotted for nested ones (max_tokens, metadata.user_id).' }), Type.String({ minLength: 1, maxLength: 4096 }), { description: 'Field → CEL expression over llm.request (the body), request, jwt and apiKey; its value replaces the field.' })),
+  remove: Opt(Type.Array(Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$' }), { maxItems: 256, description: 'Body fields removed.' }))
+}, strict)
+
+export const ModelTransformationsSchema = Type.Object({
+  request: Opt(Type.Object({
+    beforeConversion: Opt(BodyEditSchema),
+    afterConversion: Opt(BodyEditSchema)
+  }, { ...strict, description: 'Edits of the request body: in the client\'s format before it is converted, or in the provider\'s after.' }))
+}, { ...strict, description: 'CEL transformations of request-body fields.' })
+
+export const ModelPoliciesSchema = Type.Object({
+  ...BackendPoliciesSchema.properties,
+  transformations: Opt(ModelTransformationsSchema)
+}, { ...strict, description: 'Policies of a concrete model: the backend policies (backendAuth, headers, backendTLS, health, authorization, localRateLimit, ...) and transformations.' })
+
+/**
+ * A model's fields but its name: `PorticoModel.spec` in a cluster (scripts/gen-crds.ts), a
+ * `models[]` entry in the file (with `name`).
+ */
+const modelSpecFields = {
+  parentRefs: Opt(Type.Array(ModelParentRefSchema, { minItems: 1, maxItems: 32, description: 'Where the model is served. Default: the gateway named "default".' })),
+  match: Opt(Type.Object({
+    model: Type.String({ minLength: 1, maxLength: 256, pattern: MODEL_MATCH, description: 'The model clients ask for: exact (gpt-4o), a prefix (gpt-*), a suffix (*-latest) or * (any). Exact beats prefix and suffix (the longer literal part first) beats *.' })
+  }, { ...strict, description: 'Which requested models this serves. Default: the name.' })),
+  visibility: Opt(StringEnum(['Public', 'Internal'], { description: 'Public (default): listed by GET /v1/models and reachable by name; Internal: only through a virtual model.' })),
+  provider: Opt(AiProviderSchema),
+  baseURL: Opt(Type.String({ minLength: 1, maxLength: 2048, pattern: '^https?://[^/?#@\\s]+(/[^?#\\s]*)?$', description: 'Where the provider\'s API is, instead of its documented one: an absolute http(s) URL with a host; its path is the base path operations are appended to (default the provider\'s, /v1 for OpenAI).' })),
+  pathOverride: aiProviderFields.pathOverride,
+  tokenize: aiProviderFields.tokenize,
+  pricing: aiProviderFields.pricing,
+  policies: Opt(ModelPoliciesSchema),
+  virtualModel: Opt(VirtualModelSchema)
+}
+
+export const ModelSpecSchema = Type.Object(modelSpecFields, { ...strict, description: 'A model (agentgateway\'s AgentgatewayModel): exactly one of provider (a concrete model) or virtualModel.' })
+
+export const ModelSchema = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 253, pattern: MODEL_RESOURCE_NAME, description: 'The model\'s name (unique): what virtual models and logs name it by, and the model clients ask for unless match says otherwise.' }),
+  ...modelSpecFields
+}, { ...strict, description: 'A model: exactly one of provider (a concrete model) or virtualModel.' })
+
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({
     minLength: 1,
@@ -587,7 +671,8 @@ export const ConfigFileSchema = Type.Object({
   gateways: Opt(KeyedRecord(Type.String({ pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'A gateway name: letters, digits, dots, dashes and underscores, starting and ending with a letter or digit.' }), GatewaySchema, { description: 'Listeners by gateway name.' })),
   routes: Opt(Type.Array(RouteSchema)),
   tcpRoutes: Opt(Type.Array(StreamRouteSchema, { description: 'Connections on TCP gateways (the first route takes them all), or on TLS gateways by SNI name (as agentgateway\'s tcpRoutes).' })),
-  tlsRoutes: Opt(Type.Array(StreamRouteSchema, { description: 'Connections on TLS gateways, chosen by SNI name (Gateway API TLSRoute).' }))
+  tlsRoutes: Opt(Type.Array(StreamRouteSchema, { description: 'Connections on TLS gateways, chosen by SNI name (Gateway API TLSRoute).' })),
+  models: Opt(Type.Array(ModelSchema, { maxItems: 10_000, description: 'LLM models served on gateways and routes, chosen by the model a request asks for (docs/models.md).' }))
 }, {
   ...strict,
   $id: 'https://portico.dev/schema/config.schema.json',
@@ -613,3 +698,6 @@ export type ApiKeyConfig = Static<typeof ApiKeySchema>
 export type ExtAuthzConfig = Static<typeof ExtAuthzSchema>
 export type OidcConfig = Static<typeof OidcSchema>
 export type AiGroupProviderConfig = Static<typeof AiGroupProviderSchema>
+export type ModelConfig = Static<typeof ModelSchema>
+export type ModelSpecConfig = Static<typeof ModelSpecSchema>
+export type VirtualModelConfig = Static<typeof VirtualModelSchema>
