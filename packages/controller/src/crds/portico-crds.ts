@@ -162,24 +162,8 @@ export function porticoBackendCrd (config: JsonSchema): JsonSchema {
     [])
 }
 
-/**
- * Fields of a standalone `models:` entry that say where it is attached in the file; a
- * PorticoModel says that with `parentRefs` instead (and its name and namespace are its own).
- */
-export const STANDALONE_ONLY_MODEL_FIELDS = ['name', 'namespace', 'gateways', 'routes', 'parents'] as const
-
-const PARENT_REF: JsonSchema = {
-  type: 'object',
-  required: ['name'],
-  description: 'A Gateway (or one of its listeners), a ListenerSet (or one of its listeners), or an HTTPRoute rule whose only backendRef is {group: portico.dev, kind: PorticoModel, name: "*"} (sectionName: the rule\'s name; without it every such rule of the route).',
-  properties: {
-    group: { type: 'string', maxLength: 253, description: 'gateway.networking.k8s.io (the default).' },
-    kind: { type: 'string', enum: ['Gateway', 'ListenerSet', 'HTTPRoute'], description: 'Default Gateway.' },
-    namespace: { type: 'string', maxLength: 63, description: 'The parent\'s namespace; default this one. A Gateway or ListenerSet of another namespace takes the model only if its listener allows routes from this namespace (allowedRoutes), as for HTTPRoutes; an HTTPRoute must be in this namespace.' },
-    name: { type: 'string', minLength: 1, maxLength: 253 },
-    sectionName: { type: 'string', minLength: 1, maxLength: 253, description: 'A listener (Gateway, ListenerSet) or a rule name (HTTPRoute).' }
-  }
-}
+/** Fields of a standalone `models:` entry a PorticoModel has in its metadata instead. */
+export const STANDALONE_ONLY_MODEL_FIELDS = ['name'] as const
 
 const PARENTS_STATUS: JsonSchema = {
   type: 'object',
@@ -195,23 +179,31 @@ const PARENTS_STATUS: JsonSchema = {
 }
 
 /**
- * Where a baseURL must not point from a cluster (SSRF): loopback, link-local (the cloud
- * metadata service at 169.254.169.254 and fd00:ec2::254), unspecified, and names that mean
- * this host or a metadata service. CEL says what it can about the URL's host (an IP literal
- * through the Kubernetes IP library, a few names); the controller runs the engine's full
- * check (decimal and octal IPv4 forms, IPv4-mapped IPv6, ...) and reports the rest in status.
+ * Hosts a baseURL must not name from a cluster (SSRF), as one RE2 pattern over the URL (CEL's
+ * url().getHostname() has no size bound, so a rule reading it exceeds the API server's cost
+ * budget; `self.matches` on the bounded string does not): loopback (localhost and *.localhost,
+ * 127.0.0.0/8 also as 127.1, [::1], IPv4-mapped ::ffff:127.x), unspecified (0.0.0.0, [::]),
+ * IPv4 written as one number or with a leading 0 (octal, hex: 2130706433, 0x7f000001,
+ * 0177.0.0.1), link-local (169.254.0.0/16 — the cloud metadata service 169.254.169.254 —,
+ * fe80::/10, AWS's [fd00:ec2::254]) and the metadata services' names. The controller then
+ * runs the engine's full check and reports what CEL cannot see in the status.
  */
+export const SSRF_HOST_PATTERN = '(?i)^https?://(' + [
+  'localhost\\.?', '[^/?#:@]*\\.localhost\\.?',
+  '127(\\.[0-9]+){0,3}', '0[0-9x]*(\\.[0-9a-fx]+){0,3}', '0x[0-9a-f]+', '[0-9]+',
+  '169\\.254(\\.[0-9]+){0,2}',
+  '\\[(0{0,4}:){2,7}0{0,3}1?\\]', '\\[(0{0,4}:){2,6}ffff:[^\\]]*\\]', '\\[fe[89ab][0-9a-f]:[^\\]]*\\]', '\\[fd00:ec2::254\\]',
+  'metadata(\\.google\\.internal)?\\.?', 'instance-data(\\.ec2\\.internal)?\\.?'
+].join('|') + ')(:[0-9]*)?([/?#].*)?$'
+
 export const BASE_URL_CEL_RULES: Array<{ rule: string, message: string }> = [
   {
-    rule: '!has(self.baseURL) || (isURL(self.baseURL) && url(self.baseURL).getScheme() in [\'http\', \'https\'] && url(self.baseURL).getHostname() != \'\')',
+    rule: 'isURL(self) && url(self).getScheme() in [\'http\', \'https\'] && url(self).getHostname() != \'\'',
     message: 'baseURL must be an absolute http(s) URL with a host'
   },
   {
-    rule: '!has(self.baseURL) || !isURL(self.baseURL) || (' +
-      '!(url(self.baseURL).getHostname().lowerAscii() in [\'localhost\', \'localhost.\', \'metadata\', \'metadata.google.internal\', \'metadata.google.internal.\', \'instance-data\', \'instance-data.ec2.internal\']) && ' +
-      '!url(self.baseURL).getHostname().lowerAscii().endsWith(\'.localhost\') && !url(self.baseURL).getHostname().lowerAscii().endsWith(\'.localhost.\') && ' +
-      '(!isIP(url(self.baseURL).getHostname()) || !(ip(url(self.baseURL).getHostname()).isLoopback() || ip(url(self.baseURL).getHostname()).isLinkLocalUnicast() || ip(url(self.baseURL).getHostname()).isLinkLocalMulticast() || ip(url(self.baseURL).getHostname()).isUnspecified())))',
-    message: 'baseURL must not point at a loopback, link-local or metadata address (SSRF): 127.0.0.0/8, ::1, 169.254.0.0/16, fe80::/10, localhost and metadata names are refused in a cluster'
+    rule: `!self.matches('${SSRF_HOST_PATTERN.replaceAll('\\', '\\\\')}')`,
+    message: 'baseURL must not point at a loopback, link-local or metadata address (SSRF): localhost, 127.0.0.0/8, ::1, 0.0.0.0, 169.254.0.0/16, fe80::/10 and metadata names are refused in a cluster'
   }
 ]
 
@@ -223,8 +215,7 @@ export const MODEL_CEL_RULES: Array<{ rule: string, message: string }> = [
     message: 'match.model is an exact name or one wildcard: *, prefix-* or *-suffix'
   },
   { rule: '!has(self.virtualModel) || !has(self.policies)', message: 'a virtual model carries no policies (its targets do)' },
-  { rule: '!has(self.virtualModel) || !has(self.visibility) || self.visibility == \'Public\'', message: 'a virtual model is Public' },
-  ...BASE_URL_CEL_RULES
+  { rule: '!has(self.virtualModel) || !has(self.visibility) || self.visibility == \'Public\'', message: 'a virtual model is Public' }
 ]
 
 /** A PorticoModel's spec: the standalone `models:` entry with parentRefs instead of its file attachment. */
@@ -237,12 +228,13 @@ export function modelSpecSchema (config: JsonSchema): JsonSchema {
   if (Array.isArray(entry.required)) entry.required = (entry.required as string[]).filter(r => !(STANDALONE_ONLY_MODEL_FIELDS as readonly string[]).includes(r))
   const spec = toStructural(entry)
   const props = spec.properties as Record<string, JsonSchema>
-  props.parentRefs = { type: 'array', minItems: 1, maxItems: 32, items: PARENT_REF, description: 'Where the model is offered: Gateways, ListenerSets (or one listener of either), HTTPRoute rules with a model backend *. Internal models and the targets of virtual models need none.' }
+  props.parentRefs = { ...props.parentRefs, description: 'Where the model is offered: Gateways and ListenerSets (or one listener of either: sectionName), HTTPRoute rules whose only backendRef is {group: portico.dev, kind: PorticoModel, name: "*"} (sectionName: the rule\'s name; without it every such rule of the route). A Gateway or ListenerSet of another namespace takes the model only when its listener allows routes from this namespace (allowedRoutes); an HTTPRoute must be in this namespace. Internal models and targets of virtual models need none.' }
   // CEL costs are bounded by the strings' lengths: cap what the rules read.
-  if (props.baseURL !== undefined) props.baseURL = { ...props.baseURL, maxLength: Math.min(Number(props.baseURL.maxLength ?? 2048), 2048) }
+  if (props.baseURL !== undefined) props.baseURL = { ...props.baseURL, maxLength: Math.min(Number(props.baseURL.maxLength ?? 2048), 2048), 'x-kubernetes-validations': BASE_URL_CEL_RULES }
   const match = props.match?.properties as Record<string, JsonSchema> | undefined
   if (match?.model !== undefined) match.model = { ...match.model, maxLength: Math.min(Number(match.model.maxLength ?? 256), 256) }
   spec['x-kubernetes-validations'] = MODEL_CEL_RULES
+  if (props.virtualModel !== undefined) props.virtualModel['x-kubernetes-validations'] = [{ rule: '[has(self.weighted), has(self.failover), has(self.conditional)].filter(x, x).size() == 1', message: 'a virtualModel is exactly one of weighted, failover or conditional' }]
   return spec
 }
 
