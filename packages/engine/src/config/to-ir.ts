@@ -25,6 +25,7 @@ import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { readFileField, readPemField } from './referenced-file.ts'
 import { aiGroupsToRefs, aiKeyHeader, azureAuthToIR, translateAiBackend, type AiAuthIR, type AiBackendAuth } from './ai-to-ir.ts'
 import { CREDENTIAL_HEADERS } from '../llm/providers/index.ts'
+import { attachModels, modelsToIR } from './models-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -37,6 +38,11 @@ export interface ToIROptions {
    * authentication policy, which a PorticoPolicy on the HTTPRoute may give — are skipped.
    */
   fragment?: boolean
+  /**
+   * Cluster mode (the controller sets it): a model's baseURL at a loopback, link-local or
+   * metadata address is refused (util/ssrf.ts), as a namespace's users write it.
+   */
+  refuseLocalBaseURL?: boolean
 }
 
 export interface ToIRResult {
@@ -92,6 +98,15 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
       }
     }
   })
+
+  if (config.models !== undefined && config.models.length > 0) {
+    const translated = modelsToIR(config.models, {
+      report,
+      translateBackends: (route, path, fail) => translateRoute(route, 0, path, backends, options, fail),
+      ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {})
+    })
+    attachModels(translated, { listenersByGateway, declaredGateways: gatewayRefs.declared, defaultGateway: DEFAULT_GATEWAY }, report)
+  }
 
   const streamContext = { gatewayRefs, backends, options, report }
   streamRoutesToIR('tcp', config.tcpRoutes ?? [], streamContext)

@@ -214,7 +214,36 @@ export interface RouteIR {
    * the file; cluster: creation timestamp then namespace/name.
    */
   order: number
+  /**
+   * Models served here (the model API, docs/models.md): a request's model picks one
+   * (pipeline/models.ts) instead of `backends`, which are then empty. Every model a request can
+   * reach is listed, the targets of virtual models included (`attached` false when reachable
+   * only through one).
+   */
+  models?: ModelIR[]
 }
+
+/**
+ * One model of a route's table. A concrete model is an `ai` backend (`backend`, built by
+ * config/ai-to-ir.ts like any); a virtual one chooses another model per request.
+ */
+export interface ModelIR {
+  /** The model's name (a PorticoModel's `<namespace>/<name>` in a cluster): what virtual models name. */
+  name: string
+  /** The pattern a requested model is matched against: exact, `x-*`, `*-x` or `*`. */
+  match: string
+  visibility: 'Public' | 'Internal'
+  /** Attached to this route or listener (selectable by `match` when Public); false: only a virtual model's target. */
+  attached: boolean
+  backend?: BackendRefIR
+  virtual?: VirtualModelIR
+}
+
+export type VirtualModelIR =
+  | { kind: 'weighted', targets: Array<{ model: string, weight: number }> }
+  /** `groups`: the targets' backends (each a failover provider, passive health on), `models` their names, in the same places. */
+  | { kind: 'failover', groups: FailoverProviderIR[][], models: string[][] }
+  | { kind: 'conditional', rules: Array<{ when: string, model: string }>, fallback: string }
 
 export interface RouteTimeoutsIR {
   /** Whole request, from arrival to the end of the response headers; 504 when exceeded. 0 = none. */
