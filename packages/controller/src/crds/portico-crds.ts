@@ -185,15 +185,15 @@ const PARENTS_STATUS: JsonSchema = {
  * 127.0.0.0/8 also as 127.1, [::1], IPv4-mapped ::ffff:127.x), unspecified (0.0.0.0, [::]),
  * IPv4 written as one number or with a leading 0 (octal, hex: 2130706433, 0x7f000001,
  * 0177.0.0.1), link-local (169.254.0.0/16 — the cloud metadata service 169.254.169.254 —,
- * fe80::/10, AWS's [fd00:ec2::254]) and the metadata services' names. The controller then
+ * fe80::/10, AWS's [fd00:ec2::254], Alibaba's 100.100.0.0/16) and the metadata services' names. The controller then
  * runs the engine's full check and reports what CEL cannot see in the status.
  */
 export const SSRF_HOST_PATTERN = '(?i)^https?://(' + [
   'localhost\\.?', '[^/?#:@]*\\.localhost\\.?',
   '127(\\.[0-9]+){0,3}', '0[0-9x]*(\\.[0-9a-fx]+){0,3}', '0x[0-9a-f]+', '[0-9]+',
-  '169\\.254(\\.[0-9]+){0,2}',
+  '169\\.254(\\.[0-9]+){0,2}', '100\\.100(\\.[0-9]+){0,2}',
   '\\[(0{0,4}:){2,7}0{0,3}1?\\]', '\\[(0{0,4}:){2,6}ffff:[^\\]]*\\]', '\\[fe[89ab][0-9a-f]:[^\\]]*\\]', '\\[fd00:ec2::254\\]',
-  'metadata(\\.google\\.internal)?\\.?', 'instance-data(\\.ec2\\.internal)?\\.?'
+  'metadata(\\.google\\.internal|\\.goog)?\\.?', 'instance-data(\\.ec2\\.internal)?\\.?'
 ].join('|') + ')(:[0-9]*)?([/?#].*)?$'
 
 export const BASE_URL_CEL_RULES: Array<{ rule: string, message: string }> = [
