@@ -18,6 +18,9 @@ import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '.
 import { startController } from '../cluster/portico-processes.ts'
 import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
 import { waitUntil } from '../lib/client.ts'
+import { REPO_ROOT } from '../lib/portico.ts'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 
 const MODELS = '/apis/portico.dev/v1alpha1/namespaces/apps/porticomodels'
 
@@ -44,12 +47,16 @@ test('PorticoModels on a real API server: the CRD, its CEL rules, and the contro
   t.after(async () => await cluster.stop())
   const config = configJsonSchema()
   await cluster.apply([porticoPolicyCrd(config), porticoBackendCrd(config), porticoModelCrd(config)] as never)
-  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticomodels.portico.dev'])
+  // PorticoParameters too, as the chart installs it (its template without the Helm lines): the
+  // controller reads every portico.dev kind the group serves.
+  const parameters = readFileSync(join(REPO_ROOT, 'charts/portico/templates/crd-porticoparameters.yaml'), 'utf8').split('\n').filter(l => !l.includes('{{') && !l.includes('helm.sh/') && !/^\s+(labels|annotations):$/.test(l) && !l.trimStart().startsWith('#')).join('\n')
+  await cluster.apply(parameters)
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticomodels.portico.dev', 'crd/porticoparameters.portico.dev'])
   await cluster.createNamespace('apps')
 
   await t.test('concrete and virtual models applied with kubectl are kept as written', async () => {
     const gpt = model('gpt', {
-      parentRefs: [{ name: 'web' }],
+      parentRefs: [{ name: 'web' }, { kind: 'HTTPRoute', name: 'llm', sectionName: 'chat' }],
       match: { model: 'gpt-*' },
       provider: { openAI: {} },
       baseURL: 'https://api.openai.example/v1',
@@ -92,5 +99,91 @@ test('PorticoModels on a real API server: the CRD, its CEL rules, and the contro
     }
     // A routable address is fine.
     await kubectlCreate(cluster, model('ok-url', { provider: { ollama: {} }, baseURL: 'http://ollama.models.svc:11434/v1', visibility: 'Internal' }))
+  })
+
+  await t.test('the controller (GATEWAY_MODELS_ENABLED=true) writes each model\'s status per parent, as a route\'s', async (st) => {
+    await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: web, namespace: apps }
+spec:
+  gatewayClassName: portico
+  listeners: [{ name: http, port: 18080, protocol: HTTP }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - name: chat
+      matches: [{ path: { type: PathPrefix, value: /llm } }]
+      backendRefs: [{ group: portico.dev, kind: PorticoModel, name: "*" }]
+`)
+    // Past the CEL rules, refused by the controller: loopback as an IPv4-compatible IPv6 address,
+    // a tie with a-gpt (as old, first by name; gpt ties too but is not served without its
+    // Secret), a target that does not exist, a Secret that does not exist, a listener that does not.
+    await cluster.kubectl(['apply', '-f', '-'], {
+      input: [
+        model('a-gpt', { parentRefs: [{ name: 'web' }], match: { model: 'gpt-*' }, provider: { openAI: { model: 'gpt-4o-mini' } } }),
+        model('gpt-newer', { parentRefs: [{ name: 'web' }], match: { model: 'gpt-*' }, provider: { openAI: { model: 'gpt-4o' } } }),
+        model('loopback', { parentRefs: [{ name: 'web' }], provider: { openAI: {} }, baseURL: 'http://[::7f00:1]:8080/v1' }),
+        model('dangling', { parentRefs: [{ kind: 'HTTPRoute', name: 'llm', sectionName: 'chat' }], virtualModel: { failover: { groups: [{ models: ['nowhere'] }] } } }),
+        model('no-key', { parentRefs: [{ kind: 'HTTPRoute', name: 'llm' }], provider: { anthropic: {} }, policies: { backendAuth: { key: { secretRef: { name: 'absent', key: 'k' } } } } }),
+        model('nowhere-listener', { parentRefs: [{ name: 'web', sectionName: 'https' }], provider: { anthropic: { model: 'claude-haiku-4-5' } } })
+      ].map(o => JSON.stringify(o)).join('\n')
+    })
+    const controller = await startController(cluster, { env: { GATEWAY_MODELS_ENABLED: 'true', LEADER_ELECTION: 'false' } })
+    st.after(async () => await controller.stop())
+    const expect: Record<string, Array<[string, string, string, RegExp?]>> = {
+      gpt: [['Accepted', 'True', 'Accepted'], ['ResolvedRefs', 'False', 'SecretNotFound', /Secret apps\/keys/]],
+      // Its targets: gpt cannot be served yet (no Secret), claude does not exist.
+      smart: [['Accepted', 'True', 'Accepted'], ['ResolvedRefs', 'False', 'BackendNotFound', /model "gpt" cannot be served: .*Secret apps\/keys|no model named "claude"/]],
+      'a-gpt': [['Accepted', 'True', 'Accepted'], ['ResolvedRefs', 'True', 'ResolvedRefs']],
+      'gpt-newer': [['Accepted', 'False', 'ModelConflict', /ties with PorticoModel apps\/a-gpt/]],
+      loopback: [['Accepted', 'False', 'UnsupportedValue', /loopback address \(127\.0\.0\.0\/8\)/]],
+      dangling: [['Accepted', 'True', 'Accepted'], ['ResolvedRefs', 'False', 'BackendNotFound', /no model named "nowhere"/]],
+      'no-key': [['ResolvedRefs', 'False', 'SecretNotFound', /Secret apps\/absent/]],
+      'nowhere-listener': [['Accepted', 'False', 'NoMatchingParent', /no listener named https/]]
+    }
+    for (const [name, conditions] of Object.entries(expect)) {
+      let parents: Awaited<ReturnType<typeof parentConditions>>
+      try {
+        await waitUntil(async () => {
+          parents = await parentConditions(cluster, name)
+          return parents?.[0]?.conditions.find(c => c.type === conditions[0]![0])?.reason === conditions[0]![2]
+        }, 30_000, `PorticoModel ${name}'s status`, 200)
+      } catch (err) {
+        throw new Error(`${(err as Error).message}: ${JSON.stringify(parents!)}\n${controller.output().split("\n").filter(l => !l.includes("watch failed") && !l.includes("supportedFeatures")).slice(-40).join("\n")}`)
+      }
+      for (const [type, status, reason, message] of conditions) {
+        const c = parents![0]!.conditions.find(x => x.type === type)
+        assert.equal(c?.status, status, `${name} ${type}: ${JSON.stringify(c)}`)
+        assert.equal(c?.reason, reason, `${name} ${type}: ${JSON.stringify(c)}`)
+        if (message !== undefined) assert.match(c!.message, message, name)
+      }
+      assert.equal((parents![0] as unknown as { controllerName: string }).controllerName, 'portico.dev/gateway-controller')
+    }
+    // A Secret appears: gpt resolves; the printer column shows what each model matches.
+    await cluster.apply('apiVersion: v1\nkind: Secret\nmetadata: { name: keys, namespace: apps }\nstringData: { openai: sk-test-portico }\n')
+    await waitUntil(async () => (await parentConditions(cluster, 'gpt'))?.[0]?.conditions.find(c => c.type === 'ResolvedRefs')?.status === 'True', 30_000, 'gpt ResolvedRefs once the Secret exists', 200)
+    const table = await cluster.kubectl(['get', 'pmodel', '-n', 'apps'])
+    assert.match(table, /^gpt\s+gpt-\*\s+\S+$/m)
+    assert.match(table, /^smart\s+smart\s+\S+$/m)
+    assert.match(controller.output(), /model API on: watching PorticoModels/)
+    // The HTTPRoute whose rule is the model backend * is Accepted with its refs resolved.
+    const route = await cluster.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/namespaces/apps/httproutes/llm')
+    const conds = (route.status?.parents?.[0]?.conditions ?? []) as Condition[]
+    assert.deepEqual(conds.map(c => [c.type, c.status]), [['Accepted', 'True'], ['ResolvedRefs', 'True']])
+  })
+
+  await t.test('with GATEWAY_MODELS_ENABLED unset the controller does not watch PorticoModels', async (st) => {
+    await cluster.kubectl(['apply', '-f', '-'], { input: JSON.stringify(model('unwatched', { parentRefs: [{ name: 'web' }], provider: { openAI: { model: 'gpt-4.1' } }, match: { model: 'gpt-4.1' } })) })
+    const controller = await startController(cluster, { env: { LEADER_ELECTION: 'false' } })
+    st.after(async () => await controller.stop())
+    // It has reconciled (the Gateway has our status) and said nothing of models.
+    await waitUntil(async () => ((await cluster.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/namespaces/apps/gateways/web')).status?.conditions ?? []).some((c: Condition) => c.type === 'Accepted'), 30_000, 'Gateway web status', 200)
+    await new Promise(resolve => setTimeout(resolve, 1000))
+    assert.equal((await cluster.api<KubeObject>('GET', `${MODELS}/unwatched`)).status, undefined, 'no status written')
+    assert.doesNotMatch(controller.output(), /PorticoModel|porticomodels/)
   })
 })

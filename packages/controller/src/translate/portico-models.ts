@@ -345,10 +345,14 @@ function buildNamespace (ns: string, list: PorticoModel[], secrets: Map<string, 
         entries.delete(name)
         blamed = true
         const field = d.path.slice(2).map(p => typeof p === 'number' ? `[${p}]` : `.${p}`).join('')
-        const missing = /^no model named/.test(d.message)
-        problems.set(nameOf(name), missing
-          ? { type: 'ResolvedRefs', reason: 'BackendNotFound', message: scrub(`spec${field}: ${d.message.replace(/ \(models: .*\)$/, '')} in namespace ${ns} (a virtual model's targets are PorticoModels of its own namespace)`) }
-          : { type: 'Accepted', reason: 'UnsupportedValue', message: scrub(`spec${field}: ${d.message}`) })
+        const missing = /^no model named "(.*)"/.exec(d.message)
+        // A target that exists but was left out for a problem of its own: say which.
+        const targetProblem = missing === null ? undefined : problems.get(nameOf(missing[1]!))
+        problems.set(nameOf(name), missing === null
+          ? { type: 'Accepted', reason: 'UnsupportedValue', message: scrub(`spec${field}: ${d.message}`) }
+          : targetProblem !== undefined
+            ? { type: 'ResolvedRefs', reason: 'BackendNotFound', message: scrub(`spec${field}: model "${missing[1]}" cannot be served: ${targetProblem.message}`) }
+            : { type: 'ResolvedRefs', reason: 'BackendNotFound', message: scrub(`spec${field}: ${d.message.replace(/ \(models: .*\)$/, '')} in namespace ${ns} (a virtual model's targets are PorticoModels of its own namespace)`) })
         // A cycle is every member's problem, not only the one whose reference closes it.
         const cycle = /virtual models form a cycle: (.*)$/.exec(d.message)
         for (const member of cycle?.[1]!.split(' → ') ?? []) {
