@@ -2,7 +2,7 @@
  * The command tree (commander):
  *
  *   porticoctl proxy trace [gateway/NAME] [--local] ... [-- URL [curl args]]
- *   porticoctl proxy config all|backends [gateway/NAME] [--local] [-o short|json|yaml]
+ *   porticoctl proxy config all|backends|models [gateway/NAME] [--local] [-o short|json|yaml]
  *   porticoctl proxy log [gateway/NAME] [--local] [--level L]
  *   porticoctl controller log [-n NS] [--level L] [--set component=level]...
  *
@@ -148,13 +148,15 @@ export function buildProgram (ctx: ProgramContext): Command {
     })
 
   const config = proxy.command('config').description('show what a proxy has loaded (from its /config_dump)')
-  for (const section of ['all', 'backends'] as const) {
+  for (const section of ['all', 'backends', 'models'] as const) {
     const command = addTargetOptions(config.command(section).argument('[gateway]', 'gateway/NAME (in a cluster)'), 'proxy')
     if (section === 'backends') command.addHelpText('after', `\n${wrap(HEALTH_EXPLAINED, 80)}\n`)
     command
       .description(section === 'all'
-        ? 'routes, backends and policies'
-        : 'backends: TYPE NAME NAMESPACE ENDPOINT HEALTH (1.00 = every recent call succeeded) REQUESTS LATENCY')
+        ? 'routes, backends, models and policies'
+        : section === 'models'
+          ? 'models (the model API): NAME MATCH VISIBILITY SERVES LISTENER ROUTE'
+          : 'backends: TYPE NAME NAMESPACE ENDPOINT HEALTH (1.00 = every recent call succeeded) REQUESTS LATENCY')
       .usage('[gateway/NAME | --local] [options]')
       .addOption(new Option('-o, --output <format>', 'output format').choices(OUTPUT_FORMATS).default('short'))
       .action(async (gateway: string | undefined, flags: CommonFlags & { output: OutputFormat }) => {

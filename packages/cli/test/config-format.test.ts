@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { parse } from 'yaml'
-import { backendsTable, formatConfigAll, formatLatency } from '../src/config/format.ts'
+import { backendsTable, formatConfigAll, formatLatency, modelsTable } from '../src/config/format.ts'
 import { healthText } from '@portico/trace-view'
 import type { ConfigDump } from '../src/config/dump.ts'
 import { formatTable } from '../src/util/table.ts'
@@ -104,4 +104,26 @@ test('an ai backend\'s failover groups: providers of a group by |, groups in pri
   ]
   const out = formatConfigAll({ ...dump, backends, routes: [{ key: 'chat', name: 'chat', listener: 'default', hostnames: [], matches: [{ path: { kind: 'prefix', value: '/llm' }, headers: [], query: [] }], policies: {}, backends: [{ backend: 'ai:llm/openai', weight: 1, failover: [[{ backend: 'ai:llm/openai' }, { backend: 'ai:llm/azure' }], [{ backend: 'ai:llm/claude' }]] }] }] }, 'short')
   assert.match(out, /chat\s+-\s+default\s+\*\s+prefix \/llm\s+llm\/openai\|llm\/azure > llm\/claude\s+-/)
+})
+
+test('proxy config models: one row per model and route; virtual models say how they choose; targets marked', () => {
+  const models: ConfigDump = {
+    backends: [{ key: 'ai:model:gpt-4o', kind: 'ai', name: 'model:gpt-4o', target: 'api.openai.com:443' }],
+    models: [
+      { listener: 'default', route: 'models:default', name: 'gpt-4o', match: 'gpt-4o', visibility: 'Public', attached: true, kind: 'concrete', backend: 'ai:model:gpt-4o' },
+      { listener: 'default', route: 'models:default', name: 'mix', match: 'mix', visibility: 'Public', attached: true, kind: 'virtual', virtual: { kind: 'weighted', targets: [{ model: 'gpt-4o', weight: 1 }, { model: 'local', weight: 3 }] } },
+      { listener: 'default', route: 'models:default', name: 'safe', match: 'safe', visibility: 'Public', attached: true, kind: 'virtual', virtual: { kind: 'failover', groups: [['a', 'b'], ['c']] } },
+      { listener: 'default', route: 'models:default', name: 'router', match: 'router', visibility: 'Public', attached: true, kind: 'virtual', virtual: { kind: 'conditional', rules: [{ when: 'jwt.tier == "premium"', model: 'gpt-4o' }], fallback: 'local' } },
+      { listener: 'default', route: 'models:default', name: 'local', match: 'local', visibility: 'Internal', attached: false, kind: 'concrete', backend: 'ai:model:local' }
+    ]
+  }
+  assert.equal(modelsTable(models), formatTable(['NAME', 'MATCH', 'VISIBILITY', 'SERVES', 'LISTENER', 'ROUTE'], [
+    ['gpt-4o', 'gpt-4o', 'Public', 'model:gpt-4o', 'default', 'models:default'],
+    ['mix', 'mix', 'Public', 'weighted gpt-4o=1 local=3', 'default', 'models:default'],
+    ['safe', 'safe', 'Public', 'failover a|b > c', 'default', 'models:default'],
+    ['router', 'router', 'Public', 'conditional gpt-4o; else local', 'default', 'models:default'],
+    ['local', 'local (target)', 'Internal', 'ai:model:local', 'default', 'models:default']
+  ]))
+  assert.match(formatConfigAll({ ...models, routes: [{ key: 'models:default', name: 'models:default', listener: 'default', matches: [{ path: { kind: 'prefix', value: '/' } }], backends: [], models: models.models }] }, 'short'), /MODELS\n.*NAME +MATCH/s)
+  assert.match(formatConfigAll({ ...models, routes: [{ key: 'models:default', name: 'models:default', listener: 'default', matches: [{ path: { kind: 'prefix', value: '/' } }], backends: [], models: models.models }] }, 'short'), /\(models: gpt-4o, mix, safe, router\)/)
 })

@@ -18,6 +18,8 @@ export { loadConfigFile, loadConfigText, readConfigText, DEFAULT_MAX_CONFIG_BYTE
 export { readReferencedFile } from './config/referenced-file.ts'
 export { parseByteSize, formatByteSize } from './util/byte-size.ts'
 export { configToIR, parseHostTarget } from './config/to-ir.ts'
+export { ssrfRefusal } from './util/ssrf.ts'
+export { servedModel } from './pipeline/models.ts'
 // ConfigFileSchema (TypeBox, 200 modules) is not exported: validation reads schema/config.schema.json.
 export type { ConfigFile, StaticConfig } from './config/schema.ts'
 export { formatDiagnostic, formatPath, type ConfigDiagnostic } from './config/diagnostics.ts'

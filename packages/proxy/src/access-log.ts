@@ -1,6 +1,7 @@
 /** The fields of the one access-log line written per request. */
 
 import type { RequestContext, StreamConnectionRecord } from '@portico/engine'
+import { servedModel } from '@portico/engine'
 import { performance } from '@portico/engine/clock'
 
 export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
@@ -56,6 +57,12 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
       fields['portico.llm.cost'] = Number(cost.amount)
       fields['portico.llm.currency'] = cost.currency
     }
+  }
+  if (ctx.modelChoice !== null) {
+    // The model API (docs/models.md): the concrete model that served, and why it was chosen.
+    fields['portico.model'] = servedModel(ctx)
+    const why = [...ctx.modelChoice.why, ...(ctx.failedOver ?? []).map(f => `failed over from ${f.backend}: ${f.reason}`)]
+    if (why.length > 0) fields['portico.model.why'] = why.join('; ')
   }
   if (ctx.error !== null) fields.error = ctx.error
   // Joins the line to the OpenTelemetry trace and to the debug trace's requestStarted.

@@ -54,9 +54,25 @@ export interface DumpPolicy {
   sources?: Record<string, string>
 }
 
+/** One model of a route's table (the model API). */
+export interface DumpModel {
+  listener: string
+  route: string
+  name: string
+  match: string
+  visibility: string
+  /** Attached here (selectable when Public); false: only a virtual model's target. */
+  attached: boolean
+  kind: 'concrete' | 'virtual'
+  /** Concrete models: their ai backend's key. */
+  backend?: string
+  virtual?: { kind: 'weighted', targets: Array<{ model: string, weight: number }> } | { kind: 'failover', groups: string[][] } | { kind: 'conditional', rules: Array<{ when: string, model: string }>, fallback: string }
+}
+
 export interface ConfigDump {
   routes?: DumpRoute[]
   backends?: DumpBackend[]
+  models?: DumpModel[]
   policies?: DumpPolicy[]
   [more: string]: unknown
 }

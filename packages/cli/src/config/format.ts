@@ -1,12 +1,13 @@
 /**
  * Output of `proxy config all` (routes, backends and policies as JSON, YAML or short tables)
- * and `proxy config backends` (TYPE NAME NAMESPACE ENDPOINT HEALTH REQUESTS LATENCY).
+ * and `proxy config backends` (TYPE NAME NAMESPACE ENDPOINT HEALTH REQUESTS LATENCY) and
+ * `proxy config models` (NAME MATCH VISIBILITY SERVES LISTENER ROUTE).
  */
 
 import { stringify } from 'yaml'
 import { healthLevel, healthText, type HealthLevel } from '@portico/trace-view'
 import { formatTable } from '../util/table.ts'
-import type { ConfigDump, DumpBackend, DumpMatch, DumpPolicy, DumpRoute } from './dump.ts'
+import type { ConfigDump, DumpBackend, DumpMatch, DumpModel, DumpPolicy, DumpRoute } from './dump.ts'
 
 export type OutputFormat = 'short' | 'json' | 'yaml'
 export const OUTPUT_FORMATS: OutputFormat[] = ['short', 'json', 'yaml']
@@ -75,7 +76,7 @@ export function routeRows (routes: DumpRoute[], backends: DumpBackend[] = []): s
     r.listener ?? '-',
     (r.hostnames ?? []).length === 0 ? '*' : r.hostnames!.join(','),
     r.kind === 'tcp' || r.kind === 'tls' ? `(${r.kind} connections)` : (r.matches ?? []).map(matchText).join('; ') || '-',
-    (r.backends ?? []).map(b => {
+    (r.models as unknown[] | undefined)?.length ? `(models: ${(r.models as Array<{ name: string, attached: boolean }>).filter(m => m.attached).map(m => m.name).join(', ')})` : (r.backends ?? []).map(b => {
       // Failover groups: providers of a group by `|`, groups in priority order by `>`.
       const name = b.failover !== undefined ? b.failover.map(g => g.map(p => backendName(p.backend)).join('|')).join(' > ') : backendName(b.backend)
       return r.backends!.length > 1 ? `${name} (weight ${b.weight})` : name
@@ -84,13 +85,34 @@ export function routeRows (routes: DumpRoute[], backends: DumpBackend[] = []): s
   ])
 }
 
+/** What a model serves with: its backend (by name), or its virtual choice in one line. */
+function modelServes (m: DumpModel, backends: DumpBackend[]): string {
+  if (m.backend !== undefined) return backends.find(b => b.key === m.backend)?.name ?? m.backend
+  const v = m.virtual
+  if (v === undefined) return '-'
+  if (v.kind === 'weighted') return `weighted ${v.targets.map(t => `${t.model}=${t.weight}`).join(' ')}`
+  if (v.kind === 'failover') return `failover ${v.groups.map(g => g.join('|')).join(' > ')}`
+  return `conditional ${v.rules.map(r => r.model).join(', ')}; else ${v.fallback}`
+}
+
+export const MODEL_HEADERS = ['NAME', 'MATCH', 'VISIBILITY', 'SERVES', 'LISTENER', 'ROUTE']
+
+/** Models as attached: one row per model and route (a target reached only through a virtual model is marked `(target)`). */
+export function modelRows (models: DumpModel[], backends: DumpBackend[] = []): string[][] {
+  return models.map(m => [m.name, m.attached ? m.match : `${m.match} (target)`, m.visibility, modelServes(m, backends), m.listener, m.route])
+}
+
+export function modelsTable (dump: ConfigDump): string {
+  return formatTable(MODEL_HEADERS, modelRows(dump.models ?? [], dump.backends ?? []))
+}
+
 export function policyRows (policies: DumpPolicy[]): string[][] {
   return policies.map(p => [p.target, p.phase, policyNames(p.policies, p.sources)])
 }
 
 /** The three sections `proxy config all` shows. */
-export function configSections (dump: ConfigDump): { routes: unknown[], backends: unknown[], policies: unknown[] } {
-  return { routes: dump.routes ?? [], backends: dump.backends ?? [], policies: dump.policies ?? [] }
+export function configSections (dump: ConfigDump): { routes: unknown[], backends: unknown[], models?: unknown[], policies: unknown[] } {
+  return { routes: dump.routes ?? [], backends: dump.backends ?? [], ...((dump.models?.length ?? 0) > 0 ? { models: dump.models } : {}), policies: dump.policies ?? [] }
 }
 
 export function formatConfigAll (dump: ConfigDump, format: OutputFormat): string {
@@ -102,6 +124,7 @@ export function formatConfigAll (dump: ConfigDump, format: OutputFormat): string
     formatTable(['NAME', 'NAMESPACE', 'LISTENER', 'HOSTNAMES', 'MATCHES', 'BACKENDS', 'POLICIES'], routeRows(dump.routes ?? [], dump.backends ?? [])),
     'BACKENDS',
     backendsTable(dump),
+    ...((dump.models?.length ?? 0) > 0 ? ['MODELS', modelsTable(dump)] : []),
     'POLICIES',
     formatTable(['TARGET', 'PHASE', 'POLICIES'], policyRows(dump.policies ?? []))
   ]

@@ -56,6 +56,8 @@ export interface LoadOptions {
   maxBytes?: number
   /** A fragment of a larger config (ToIROptions.fragment): whole-route checks are skipped. */
   fragment?: boolean
+  /** Cluster mode (ToIROptions.refuseLocalBaseURL): models' baseURLs at loopback, link-local or metadata addresses are refused. */
+  refuseLocalBaseURL?: boolean
 }
 
 export function loadConfigText (text: string, options: LoadOptions): LoadResult {
@@ -84,7 +86,7 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   if (schemaErrors.length > 0) return { ok: false, diagnostics: place([...schemaErrors, ...semanticsBesides(value, schemaErrors, options)]) }
 
   const file = value as ConfigFile
-  const { ir, diagnostics } = configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}) })
+  const { ir, diagnostics } = configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}), ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {}) })
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
   diagnostics.push(...staticConfigDiagnostics(file.config))
@@ -121,7 +123,7 @@ function semanticsBesides (value: unknown, schemaErrors: ConfigDiagnostic[], opt
     delete (doc[list] as unknown[])[index]
   }
   try {
-    return configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}) }).diagnostics
+    return configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}), ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {}) }).diagnostics
   } catch {
     // The schema errors are what matter; a translation tripping over the rest adds nothing.
     return []

@@ -14,23 +14,48 @@
  */
 
 import type { ModelConfig, RouteBackendConfig, RouteConfig } from './schema.ts'
-import type { BackendRefIR, ListenerIR, ModelIR, RouteIR, VirtualModelIR } from '../ir/types.ts'
-import { compileCel, CEL_VARIABLES } from '../cel/expression.ts'
+import type { AiBackendSpecIR, BackendIR, BackendRefIR, ListenerIR, ModelIR, RouteIR, VirtualModelIR } from '../ir/types.ts'
+import { compileCel } from '../cel/expression.ts'
+import { BODY_EDIT_CEL_VARIABLES } from '../llm/body-edits.ts'
 import { ssrfRefusal } from '../util/ssrf.ts'
-import { matchProblem, patternRank, tiesWith } from '../llm/model-match.ts'
+import { matchProblem, tiesWith } from '../llm/model-match.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
 
-/** Variables a conditional rule sees: the request's, and `llm.request` (model, messageCount, body). */
-export const MODEL_CEL_VARIABLES = [...CEL_VARIABLES, 'llm'] as const
+/** Variables conditional rules and transformations see: the request's, and `llm.request` (model, messageCount, body). */
+const MODEL_CEL_VARIABLES = BODY_EDIT_CEL_VARIABLES
 
 export interface ModelsContext {
   report: Report
   /** config/to-ir.ts's route translation: the route's backends built into the IR's backends. */
   translateBackends: (route: RouteConfig, path: Path, report: Report) => RouteIR
+  /** The IR's backends by key (a model's transformations go into its ai backend's spec). */
+  backends: Map<string, BackendIR>
   /** Cluster mode: refuse baseURLs at loopback, link-local or metadata addresses. */
   refuseLocalBaseURL?: boolean
+}
+
+/**
+ * The paths a gateway's models answer (llm/formats/index.ts tells the client format by the
+ * same endings): chat completions, Responses, Messages, embeddings, model lists, Gemini's and
+ * Bedrock's per-model paths. Any other path of the gateway is not the models' (404 as before).
+ */
+const MODEL_API_PATHS = '/(.*/)?(chat/completions|responses|messages|embeddings|models)/?|/(.*/)?models/[^/:]+:(generateContent|streamGenerateContent)|/(.*/)?model/[^/]+/(converse|converse-stream)'
+
+const FORBIDDEN_FIELDS = new Set(['__proto__', 'constructor', 'prototype'])
+
+/** A model's transformations as the ai backend's IR carries them (llm/body-edits.ts applies them). */
+function transformationsIR (m: ModelConfig): AiBackendSpecIR['transformations'] | undefined {
+  const request = m.policies?.transformations?.request
+  if (request === undefined) return undefined
+  const out: NonNullable<AiBackendSpecIR['transformations']> = {}
+  for (const step of ['beforeConversion', 'afterConversion'] as const) {
+    const edit = request[step]
+    if (edit === undefined) continue
+    out[step] = { set: Object.entries(edit.set ?? {}).map(([field, expression]) => ({ field, expression })), remove: [...(edit.remove ?? [])] }
+  }
+  return Object.keys(out).length > 0 ? out : undefined
 }
 
 const ROUTE_FIELDS_OF_CONCRETE = ['baseURL', 'pathOverride', 'tokenize', 'pricing'] as const
@@ -146,8 +171,32 @@ function checkModel (m: ModelConfig, at: Path, ctx: ModelsContext): boolean {
       if (refusal !== null) fail([...at, 'baseURL'], `${refusal}: refused in cluster mode`)
     }
   }
-  if (m.policies?.transformations !== undefined) fail([...at, 'policies', 'transformations'], 'is not available in this build yet (docs/models.md)')
+  const request = m.policies?.transformations?.request
+  for (const step of ['beforeConversion', 'afterConversion'] as const) {
+    const edit = request?.[step]
+    if (edit === undefined) continue
+    const stepAt = [...at, 'policies', 'transformations', 'request', step]
+    for (const [field, expression] of Object.entries(edit.set ?? {})) {
+      if (field.split('.').some(k => FORBIDDEN_FIELDS.has(k))) fail([...stepAt, 'set', field], 'names a field no body edit may write (__proto__, constructor, prototype)')
+      try {
+        compileCel(expression, MODEL_CEL_VARIABLES)
+      } catch (err) {
+        fail([...stepAt, 'set', field], (err as Error).message)
+      }
+    }
+    ;(edit.remove ?? []).forEach((field, i) => {
+      if (field.split('.').some(k => FORBIDDEN_FIELDS.has(k))) fail([...stepAt, 'remove', i], 'names a field no body edit may write (__proto__, constructor, prototype)')
+    })
+  }
   return ok
+}
+
+/** Puts a model's transformations into its ai backend's spec (the backend is the model's own: no other shares it). */
+function withTransformations (backends: Map<string, BackendIR>, key: string, m: ModelConfig): void {
+  const t = transformationsIR(m)
+  const backend = backends.get(key)
+  if (t === undefined || backend?.ai === undefined) return
+  backends.set(key, { ...backend, ai: { ...backend.ai, transformations: t } })
 }
 
 /** Reports cycles among virtual models (each once, as a → b → a); returns the models on one. */
@@ -232,6 +281,7 @@ export function modelsToIR (models: ModelConfig[], ctx: ModelsContext): Translat
       usable.delete(name)
       continue
     }
+    withTransformations(ctx.backends, ref.backend, m)
     backendOf.set(name, ref)
     out.set(name, { name, match, visibility: m.visibility ?? 'Public', attached: false, backend: ref })
   }
@@ -260,7 +310,7 @@ export function modelsToIR (models: ModelConfig[], ctx: ModelsContext): Translat
       const groups = v.failover!.groups.map(g => ({
         providers: g.models.map(name => {
           const { ai, policies } = backendEntry(entries.get(name)!.m, out.get(name)!.match, name)
-          const { name: _n, ...where } = ai
+          const { name: _n, ...where } = ai!
           return { name, ...where, ...(policies !== undefined ? { policies } : {}) } as never
         })
       }))
@@ -269,6 +319,7 @@ export function modelsToIR (models: ModelConfig[], ctx: ModelsContext): Translat
       const route = ctx.translateBackends({ name: `model:${m.name}`, backends: [{ ai: { name: `model:${m.name}`, groups } }] }, standIn, () => {})
       const failover = route.backends[0]?.failover
       if (failover === undefined) continue
+      failover.forEach((g, gi) => g.forEach((p, i) => withTransformations(ctx.backends, p.backend, entries.get(v.failover!.groups[gi]!.models[i]!)!.m)))
       virtual = { kind: 'failover', groups: failover, models: v.failover!.groups.map(g => [...g.models]) }
     }
     out.set(m.name, { name: m.name, match: m.match?.model ?? m.name, visibility: 'Public', attached: false, virtual })
@@ -296,7 +347,7 @@ export interface ModelParents {
 
 /**
  * Attaches each model to its parents: a gateway gets a route of its own (`models:<gateway>`,
- * path prefix /, after the file's routes), a route named by an HTTPRoute ref gets the table
+ * on the LLM APIs' paths, after the file's routes), a route named by an HTTPRoute ref gets the table
  * in place of backends. Ties between attached public models of one parent are refused.
  */
 export function attachModels (translated: TranslatedModels, parents: ModelParents, report: Report): void {
@@ -344,7 +395,7 @@ export function attachModels (translated: TranslatedModels, parents: ModelParent
             key: `models:${ref.name}`,
             name: `models:${ref.name}`,
             hostnames: [],
-            matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], query: [] }],
+            matches: [{ path: { kind: 'regex', value: MODEL_API_PATHS }, headers: [], query: [] }],
             policies: {},
             backends: [],
             // After every route of the file: a route of its own with the same match wins.
@@ -374,19 +425,38 @@ export function attachModels (translated: TranslatedModels, parents: ModelParent
   }
 
   for (const [route, names] of attached) {
-    // Ties: two attached public models no request could tell apart.
-    const selectable = names.filter(n => models.get(n)!.visibility === 'Public')
-    for (let j = 0; j < selectable.length; j++) {
-      for (let i = 0; i < j; i++) {
-        const a = models.get(selectable[i]!)!
-        const b = models.get(selectable[j]!)!
-        if (!tiesWith(a.match, b.match)) continue
-        const { m, at } = entries.get(b.name)!
-        report(m.match !== undefined ? [...at, 'match', 'model'] : [...at, 'name'], `"${b.match}" ties with model "${a.name}" ("${a.match}") on ${route.key.startsWith('models:') ? `gateway "${route.key.slice(7)}"` : `route "${route.key}"`}: equally specific patterns that match the same model (rank ${patternRank(b.match)})`)
-      }
+    const parent = route.key.startsWith('models:') ? `gateway "${route.key.slice(7)}"` : `route "${route.key}"`
+    for (const { model, other } of modelTies(names, models)) {
+      const { m, at } = entries.get(model.name)!
+      report(m.match !== undefined ? [...at, 'match', 'model'] : [...at, 'name'], `"${model.match}" ties with model "${other.name}" ("${other.match}") on ${parent}: equally specific patterns that can match the same model`)
     }
-    const all = new Set<string>()
-    for (const n of names) reachable(n, models, all)
-    route.models = [...all].map(n => ({ ...models.get(n)!, attached: names.includes(n) }))
+    route.models = routeModelTable(names, models)
   }
+}
+
+/**
+ * Ties among the models attached to one parent: two public models no request could tell
+ * apart (the later one of each pair, with the earlier). The cluster's translation checks its
+ * parents with the same function.
+ */
+export function modelTies (attached: string[], models: Map<string, ModelIR>): Array<{ model: ModelIR, other: ModelIR }> {
+  const selectable = attached.map(n => models.get(n)).filter((m): m is ModelIR => m !== undefined && m.visibility === 'Public')
+  const out: Array<{ model: ModelIR, other: ModelIR }> = []
+  for (let j = 0; j < selectable.length; j++) {
+    for (let i = 0; i < j; i++) {
+      if (tiesWith(selectable[i]!.match, selectable[j]!.match)) out.push({ model: selectable[j]!, other: selectable[i]! })
+    }
+  }
+  return out
+}
+
+/**
+ * A route's model table (RouteIR.models): the attached models and every model they reach
+ * through virtual ones (`attached` false). The cluster's translation builds its parents' tables
+ * with the same function.
+ */
+export function routeModelTable (attached: string[], models: Map<string, ModelIR>): ModelIR[] {
+  const all = new Set<string>()
+  for (const n of attached) reachable(n, models, all)
+  return [...all].map(n => ({ ...models.get(n)!, attached: attached.includes(n) }))
 }

@@ -103,6 +103,7 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
     const translated = modelsToIR(config.models, {
       report,
       translateBackends: (route, path, fail) => translateRoute(route, 0, path, backends, options, fail),
+      backends,
       ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {})
     })
     attachModels(translated, { listenersByGateway, declaredGateways: gatewayRefs.declared, defaultGateway: DEFAULT_GATEWAY }, report)

@@ -6,6 +6,7 @@
  */
 
 import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
+import { compileModelTable } from '../pipeline/models.ts'
 import type { CompiledBackendRef, CompiledBind, CompiledConfig, CompiledListener, CompiledRoute } from '../request/compiled.ts'
 import { compilePolicySet } from '../policy/compile.ts'
 import type { PolicyServices } from '../policy/services.ts'
@@ -64,6 +65,7 @@ function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: 
     hasMcp: refs.some(r => r.backend?.kind === 'mcp'),
     policies: compilePolicySet(ir.policies, services, ir.policySources),
     backends: new WeightedPicker(refs.map(r => ({ item: r, weight: r.ir.weight }))),
-    mirrors: (ir.mirrors ?? []).map(m => ({ ir: m, backend: backends.get(m.backend) }))
+    mirrors: (ir.mirrors ?? []).map(m => ({ ir: m, backend: backends.get(m.backend) })),
+    models: ir.models !== undefined && ir.models.length > 0 ? compileModelTable(ir.models, compileRef) : null
   }
 }

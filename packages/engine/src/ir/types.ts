@@ -396,6 +396,11 @@ export type AiProviderName = 'openAI' | 'azure' | 'anthropic' | 'gemini' | 'vert
  */
 export interface AiBackendSpecIR {
   provider: AiProviderName
+  /**
+   * A model's `policies.transformations` (the model API): CEL edits of request-body fields, in
+   * the client's format before conversion and in the provider's after (llm/body-edits.ts).
+   */
+  transformations?: { beforeConversion?: BodyEditIR, afterConversion?: BodyEditIR }
   /** The provider's chat wire format. */
   format: AiWireFormatIR
   /** Model that replaces the request's `model`; absent = the request's own. */
@@ -436,6 +441,12 @@ export interface AiBackendSpecIR {
     guardrail?: { identifier: string, version: string }
     auth?: { kind: 'apiKey', apiKey: string } | { kind: 'keys', accessKeyId: string, secretAccessKey: string, sessionToken?: string } | { kind: 'chain' }
   }
+}
+
+/** Body fields set from CEL expressions (dotted paths, in order), then fields removed. */
+export interface BodyEditIR {
+  set: Array<{ field: string, expression: string }>
+  remove: string[]
 }
 
 /**

@@ -26,6 +26,7 @@ import { authority } from '../util/host-port.ts'
 import { clientEndpoint, formatByName } from './formats/index.ts'
 import { passthroughHeader, providerAdapter } from './providers/index.ts'
 import { estimateEmbeddingTokens, estimatePromptTokens } from './tokens.ts'
+import { applyBodyEdit } from './body-edits.ts'
 import type { LlmAnswerRewrite } from './rewrite-handler.ts'
 import { decodeBedrockEmbeddings, decodeModelList, decodeVertexEmbeddings, encodeBedrockEmbeddings, encodeModelList, encodeVertexEmbeddings, type ModelListShape } from './operations.ts'
 
@@ -223,6 +224,9 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
       return formatError(formatByName('gemini')!, translationError(400, 'invalid_request', 'streamGenerateContent is served with alt=sse only (server-sent events)', 'alt'))
     }
   }
+  // A model's transformations (docs/models.md): edits of the client's body before conversion.
+  const edits = spec.transformations
+  if (edits?.beforeConversion !== undefined) traceEdits(ctx, 'beforeConversion', applyBodyEdit(ctx, edits.beforeConversion, requestModel, body))
   // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket or a
   // rate limit service's token budget is refused before any byte reaches the provider (only
   // when such a limit admitted it).
@@ -280,6 +284,9 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
     }
   }
 
+  // ... and of the provider's body after it.
+  if (edits?.afterConversion !== undefined) traceEdits(ctx, 'afterConversion', applyBodyEdit(ctx, edits.afterConversion, requestModel, body))
+
   const model = inPath || REWRITES.has(ctx)
     ? (TRANSLATIONS.get(ctx)?.model ?? spec.model ?? requestModel)
     : typeof body.model === 'string' ? body.model : TRANSLATIONS.get(ctx)?.model ?? spec.model ?? requestModel
@@ -297,6 +304,11 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   const sentFormat = TRANSLATIONS.has(ctx) || REWRITES.has(ctx) ? adapter.format : endpoint.format
   ctx.llm = { system: adapter.system, operation, inputFormat: endpoint.format, providerFormat: sentFormat, requestModel, model, streaming, usage: null, firstChunkAt: 0 }
   return await sendTo(ctx, spec, adapter, { operation, format: sentFormat, model, streaming, body: out, headers: ctx.headers as Record<string, string> }, formatByName(endpoint.format))
+}
+
+/** The trace's word on a step of body edits: applied, and which fields' expressions failed (left as they were). */
+function traceEdits (ctx: RequestContext, step: string, failed: Array<{ field: string, error: string }>): void {
+  ctx.tracer?.emit({ type: 'policy', kind: 'transformation', result: { type: 'apply', details: failed.length === 0 ? `model transformations ${step}` : `model transformations ${step}; left unchanged: ${failed.map(f => `${f.field} (${f.error})`).join(', ')}` } }, failed.length > 0 ? { severity: 'warn' } : undefined)
 }
 
 /** Sets the provider's path, Host and authorisation (the adapter writes into `ctx.headers`, the headers sent); traces the request. */

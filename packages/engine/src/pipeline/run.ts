@@ -34,6 +34,8 @@ import { callWithResiliency, saveBeforeBackend } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
 import { prepareLlmRequest } from '../llm/request.ts'
 import { firstProvider } from './failover.ts'
+import { chooseModel } from './models.ts'
+import type { CompiledBackendRef } from '../request/compiled.ts'
 import { severityOf } from '../trace/recorder.ts'
 
 /**
@@ -181,13 +183,23 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'route policies', requestState: requestSnapshot(ctx, rt.env, {}) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
-  // Backend choice and backend phase.
-  let ref = route.backends.pick()
+  // Backend choice and backend phase: by the request's model on a route with models (pipeline/models.ts).
+  let ref: CompiledBackendRef | null
+  let failover: CompiledBackendRef[][] | undefined
+  if (route.models !== null) {
+    const model = await chooseModel(ctx, route.models)
+    if ('status' in model) return respondLocal(rt, ctx, model.status, model.body, model.reason, model.reason === 'DirectResponse' ? null : ctx.error, model.headers)
+    ref = model.ref
+    failover = model.failover ?? undefined
+  } else {
+    ref = route.backends.pick()
+    failover = ref?.failover
+  }
   if (ref === null) return respondLocal(rt, ctx, 500, 'no valid backends', 'NoValidBackends')
-  if (ref.failover !== undefined) {
+  if (failover !== undefined) {
     // An ai backend's failover groups: the first provider by priority not ejected (pipeline/failover.ts).
-    ctx.failover = ref.failover
-    ref = firstProvider(ref.failover, b => rt.pools.hasHealthyEndpoint(b))
+    ctx.failover = failover
+    ref = firstProvider(failover, b => rt.pools.hasHealthyEndpoint(b))
   }
   ctx.backendRef = ref
   if (ref.backend === undefined || ref.backend.kind === 'invalid') {

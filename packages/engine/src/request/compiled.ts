@@ -4,7 +4,8 @@
  * live here, below the pipeline; engine/compiled.ts builds them (compileConfig).
  */
 
-import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR, StreamRouteIR } from '../ir/types.ts'
+import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ModelIR, ProxyIR, RouteIR, StreamRouteIR } from '../ir/types.ts'
+import type { CelProgram } from '../cel/expression.ts'
 import type { RequestMirrorIR } from '../ir/traffic.ts'
 import type { CompiledPolicySet } from './policy.ts'
 import type { RouteTable } from '../routing/route-table.ts'
@@ -30,6 +31,31 @@ export interface CompiledRoute {
   backends: WeightedPicker<CompiledBackendRef>
   /** RequestMirror targets (empty without mirrors). */
   mirrors: Array<{ ir: RequestMirrorIR, backend: BackendIR | undefined }>
+  /** The models served here (RouteIR.models), chosen by the request's model (pipeline/models.ts); null: none. */
+  models: CompiledModelTable | null
+}
+
+/** One model of a route's table, compiled: a concrete model's backend, or a virtual model's choice. */
+export interface CompiledModel {
+  ir: ModelIR
+  /** Concrete models. */
+  ref: CompiledBackendRef | null
+  /** Failover virtual models: the targets as providers (pipeline/failover.ts). */
+  failover: CompiledBackendRef[][] | null
+  /** Failover virtual models: each target's backend key → the target model's name. */
+  failoverModels: ReadonlyMap<string, string> | null
+  /** Weighted virtual models: a target name by weight. */
+  weighted: WeightedPicker<string> | null
+  /** Conditional virtual models: the rules in order, then the fallback. */
+  rules: Array<{ program: CelProgram, model: string }> | null
+}
+
+export interface CompiledModelTable {
+  byName: Map<string, CompiledModel>
+  /** The attached public model that serves a requested name (exact, then the most specific wildcard), or null. */
+  select (model: string): CompiledModel | null
+  /** What GET /v1/models lists: the attached public models with an exact match, virtual ones included. */
+  listed: ModelIR[]
 }
 
 export interface CompiledListener {

@@ -156,6 +156,13 @@ export class RequestContext {
   failover: CompiledBackendRef[][] | null = null
   /** Providers whose try was dropped for the next one (failover), with why: a status, `timeout` or `connection` (metrics). */
   failedOver: Array<{ backend: string, reason: string }> | null = null
+  /**
+   * The model API's choice (pipeline/models.ts): the model the client asked for, the concrete
+   * model chosen and why (each virtual model's step: `smart: weight 3 of 4`, ...); for a
+   * failover virtual model the model serving is the one whose backend is `backend`
+   * (`failoverModels`).
+   */
+  modelChoice: { requested: string, model: string, why: string[], failoverModels?: ReadonlyMap<string, string> } | null = null
   /** Policy sets entered so far, in phase order; their response hooks run in reverse. */
   readonly phases: Array<{ phase: PolicyPhase, set: CompiledPolicySet }> = []
   /**

@@ -171,6 +171,19 @@ export interface MirrorEvent {
   reason?: string
 }
 
+/** The model API chose a model for the request (pipeline/models.ts). */
+export interface ModelSelectionEvent {
+  type: 'modelSelection'
+  /** The model the client asked for. */
+  requestModel: string
+  /** The model whose entry matched the request ('' when none did). */
+  matched: string
+  /** The concrete model chosen; for a failover virtual model, that model (the backendCallStart and retry events that follow say which target served). */
+  model: string
+  /** Each virtual model's step, in order: `smart: weight 3 of 4`, `router: rule 2`, `safe: failover`. */
+  why: string[]
+}
+
 export interface LlmRequestEvent {
   type: 'llmRequest'
   provider: string
@@ -250,6 +263,7 @@ export type TraceMessage =
   | RetryEvent
   | MirrorEvent
   | LlmRequestEvent
+  | ModelSelectionEvent
   | LlmResponseEvent
   | McpTargetErrorEvent
   | RequestFinishedEvent

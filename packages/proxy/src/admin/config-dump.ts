@@ -5,7 +5,7 @@
  * redacted.
  */
 
-import { REDACTED_VALUE, redactSecrets, type BackendStat, type PolicySetIR } from '@portico/engine'
+import { REDACTED_VALUE, redactSecrets, type BackendStat, type ModelIR, type PolicySetIR } from '@portico/engine'
 import type { Portico } from '../portico.ts'
 import { formatAddress, type Settings } from '../settings.ts'
 import { version } from '../version.ts'
@@ -49,10 +49,28 @@ export function configDump (portico: Portico): Record<string, unknown> {
         for (const ref of r.backends.flatMap(x => x.failover !== undefined ? x.failover.flat() : [x])) {
           if (Object.keys(ref.policies).length > 0) policies.push({ target: `backend/${r.key}/${ref.backend}`, phase: 'backend', policies: ref.policies, ...sourcesOf(ref) })
         }
+        // Models (the model API): each concrete model's backend policies, a failover virtual model's per target.
+        for (const m of r.models ?? []) {
+          const refs = m.backend !== undefined ? [m.backend] : m.virtual?.kind === 'failover' ? m.virtual.groups.flat() : []
+          for (const ref of refs) {
+            if (Object.keys(ref.policies).length > 0) policies.push({ target: `backend/${r.key}/${ref.backend}`, phase: 'backend', policies: ref.policies, ...sourcesOf(ref) })
+          }
+        }
       }
     }
   }
   const backends = (ir?.backends ?? []).map(b => ({ ...b, stats: formatStats(engine.backendStats.get(b.key)) }))
+  // The model API: every model of every route's table, where it is served, and what it is.
+  const models = binds.flatMap(b => b.listeners.flatMap(l => l.routes.flatMap(r => (r.models ?? []).map(m => ({
+    listener: l.key,
+    route: r.key,
+    name: m.name,
+    match: m.match,
+    visibility: m.visibility,
+    attached: m.attached,
+    ...(m.backend !== undefined ? { kind: 'concrete', backend: m.backend.backend } : {}),
+    ...(m.virtual !== undefined ? { kind: 'virtual', virtual: modelChoice(m.virtual) } : {})
+  })))))
   return redactSecrets({
     version: { version, node: process.version, configVersion: ir?.version ?? null },
     config: staticConfig(portico.settings),
@@ -60,12 +78,19 @@ export function configDump (portico: Portico): Record<string, unknown> {
     listeners,
     routes,
     backends,
+    models,
     policies,
     workloads: [],
     services: backends.filter(b => b.kind === 'service'),
     env: engine.env,
     reloads: portico.reloads
   })
+}
+
+/** A virtual model's choice as the dump shows it: targets by name (failover: groups of names, not backend keys). */
+function modelChoice (v: NonNullable<ModelIR['virtual']>): Record<string, unknown> {
+  if (v.kind === 'failover') return { kind: 'failover', groups: v.models }
+  return { ...v }
 }
 
 function sourcesOf (o: { policySources?: Record<string, string> }): { sources?: Record<string, string> } {
