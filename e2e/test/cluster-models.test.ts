@@ -8,19 +8,29 @@
  *    not absolute http(s) or point at loopback, link-local or metadata addresses);
  * 2. the controller with GATEWAY_MODELS_ENABLED=true watches PorticoModels and writes their
  *    status per parent (Accepted / ResolvedRefs with reasons), and `kubectl get pmodel` shows
- *    the matched model; with it off the controller does not watch them.
+ *    the matched model; with it off the controller does not watch them;
+ * 3. a Gateway's proxy serves the models (an OpenAI and an Anthropic emulator reached at a
+ *    non-loopback address) to the official openai and @anthropic-ai/sdk clients: selection by
+ *    prefix and exact name, discovery, unknown and internal models refused, and an HTTPRoute
+ *    rule with the model backend * serving a virtual model over an internal one.
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { configJsonSchema } from '@portico/engine'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { startController } from '../cluster/portico-processes.ts'
+import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
 import { waitUntil } from '../lib/client.ts'
-import { REPO_ROOT } from '../lib/portico.ts'
-import { readFileSync } from 'node:fs'
+import { freePort, REPO_ROOT } from '../lib/portico.ts'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
+import { networkInterfaces, tmpdir } from 'node:os'
+import { connect, createServer, type AddressInfo } from 'node:net'
+import OpenAI from 'openai'
+import Anthropic from '@anthropic-ai/sdk'
+import { startOpenAIEmulator } from '../lib/llm-emulators/openai.ts'
+import { ANTHROPIC_TEST_KEY, startAnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 
 const MODELS = '/apis/portico.dev/v1alpha1/namespaces/apps/porticomodels'
 
@@ -185,5 +195,151 @@ spec:
     await new Promise(resolve => setTimeout(resolve, 1000))
     assert.equal((await cluster.api<KubeObject>('GET', `${MODELS}/unwatched`)).status, undefined, 'no status written')
     assert.doesNotMatch(controller.output(), /PorticoModel|porticomodels/)
+  })
+})
+
+/**
+ * A TCP forwarder on this machine's first non-loopback IPv4 address to a loopback port: a
+ * cluster refuses a model baseURL at a loopback address (SSRF), so the emulators are reached
+ * the way a model served elsewhere is. Null when the machine has no such address.
+ */
+async function reachableAddress (target: number): Promise<{ url: string, close: () => Promise<void> } | null> {
+  const address = Object.values(networkInterfaces()).flat().find(i => i !== undefined && i.family === 'IPv4' && !i.internal)?.address
+  if (address === undefined) return null
+  const server = createServer(socket => {
+    const upstream = connect(target, '127.0.0.1')
+    socket.pipe(upstream).pipe(socket)
+    const end = () => { socket.destroy(); upstream.destroy() }
+    socket.on('error', end)
+    upstream.on('error', end)
+  })
+  await new Promise<void>(resolve => server.listen(0, address, resolve))
+  return { url: `http://${address}:${(server.address() as AddressInfo).port}`, close: async () => await new Promise<void>(resolve => server.close(() => resolve())) }
+}
+
+test('PorticoModels served by a Gateway\'s proxy, through the official openai and @anthropic-ai/sdk clients', { timeout: 240_000 }, async t => {
+  const tools = requireKubeTools(t)
+  if (tools === null) return
+  const openai = await startOpenAIEmulator({ apiKey: 'sk-test-portico' })
+  t.after(async () => await openai.close())
+  const anthropic = await startAnthropicEmulator()
+  t.after(async () => await anthropic.close())
+  const openaiAt = await reachableAddress(openai.port)
+  const anthropicAt = await reachableAddress(anthropic.port)
+  if (openaiAt === null || anthropicAt === null) {
+    t.skip('no non-loopback IPv4 address on this machine')
+    return
+  }
+  t.after(async () => { await openaiAt.close(); await anthropicAt.close() })
+  const cluster = await startCluster({ tools, fakeKubelet: true })
+  t.after(async () => await cluster.stop())
+  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-models-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const config = configJsonSchema()
+  await cluster.apply([porticoPolicyCrd(config), porticoBackendCrd(config), porticoModelCrd(config)] as never)
+  await cluster.apply(readFileSync(join(REPO_ROOT, 'charts/portico/templates/crd-porticoparameters.yaml'), 'utf8').split('\n').filter(l => !l.includes('{{') && !l.includes('helm.sh/') && !/^\s+(labels|annotations):$/.test(l) && !l.trimStart().startsWith('#')).join('\n'))
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticomodels.portico.dev', 'crd/porticoparameters.portico.dev'])
+  await cluster.createNamespace('apps')
+  const port = await freePort()
+  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: web, namespace: apps }
+spec:
+  gatewayClassName: portico
+  listeners: [{ name: http, port: ${port}, protocol: HTTP }]
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: llm-keys, namespace: apps }
+stringData: { openai: sk-test-portico, anthropic: ${ANTHROPIC_TEST_KEY} }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: team, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - name: chat
+      matches: [{ path: { type: PathPrefix, value: /team } }]
+      backendRefs: [{ group: portico.dev, kind: PorticoModel, name: "*" }]
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoModel
+metadata: { name: gpt, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  match: { model: gpt-* }
+  provider: { openAI: {} }
+  baseURL: ${openaiAt.url}/v1
+  policies: { backendAuth: { key: { secretRef: { name: llm-keys, key: openai } } } }
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoModel
+metadata: { name: claude-haiku-4-5, namespace: apps }
+spec:
+  parentRefs: [{ name: web }]
+  provider: { anthropic: {} }
+  baseURL: ${anthropicAt.url}/v1
+  policies: { backendAuth: { key: { secretRef: { name: llm-keys, key: anthropic } } } }
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoModel
+metadata: { name: private, namespace: apps }
+spec:
+  visibility: Internal
+  provider: { openAI: { model: gpt-4o-mini } }
+  baseURL: ${openaiAt.url}/v1
+  policies: { backendAuth: { key: { secretRef: { name: llm-keys, key: openai } } } }
+---
+apiVersion: portico.dev/v1alpha1
+kind: PorticoModel
+metadata: { name: smart, namespace: apps }
+spec:
+  parentRefs: [{ kind: HTTPRoute, name: team, sectionName: chat }]
+  virtualModel: { weighted: [{ model: private, weight: 1 }] }
+`)
+  const controller = await startController(cluster, { env: { GATEWAY_MODELS_ENABLED: 'true', LEADER_ELECTION: 'false' } })
+  t.after(async () => await controller.stop())
+  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web')
+  t.after(async () => { await proxy.stop() })
+  for (const name of ['gpt', 'claude-haiku-4-5', 'smart']) {
+    await waitUntil(async () => (await parentConditions(cluster, name))?.[0]?.conditions.every(c => c.status === 'True') === true, 30_000, `${name} Accepted and ResolvedRefs`, 200)
+  }
+  const gpt = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'client-key-unused', maxRetries: 0 })
+
+  await t.test('the openai SDK: a model by prefix, served by the OpenAI provider with the key from the Secret', async () => {
+    let answer: OpenAI.Chat.Completions.ChatCompletion | undefined
+    await waitUntil(async () => {
+      answer = await gpt.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Hello' }] }).catch(() => undefined)
+      return answer !== undefined
+    }, 30_000, 'the proxy serves the models', 200)
+    assert.equal(answer!.object, 'chat.completion')
+    const last = openai.received.at(-1)!
+    assert.equal(last.headers.authorization, 'Bearer sk-test-portico')
+    assert.equal(last.body?.model, 'gpt-4o-mini')
+  })
+
+  await t.test('the anthropic SDK: an exact model, served by the Anthropic provider', async () => {
+    const client = new Anthropic({ baseURL: `http://127.0.0.1:${port}`, apiKey: 'client-key-unused', maxRetries: 0 })
+    const message = await client.messages.create({ model: 'claude-haiku-4-5', max_tokens: 64, messages: [{ role: 'user', content: 'Hello' }] })
+    assert.equal(message.type, 'message')
+    assert.equal(anthropic.headers.at(-1)?.['x-api-key'], ANTHROPIC_TEST_KEY)
+  })
+
+  await t.test('discovery lists the Gateway\'s public models named exactly; an unknown or internal model is a 404', async () => {
+    const listed = (await gpt.models.list()).data.map(m => m.id).sort()
+    assert.ok(listed.includes('claude-haiku-4-5'), JSON.stringify(listed))
+    assert.ok(!listed.includes('private') && !listed.includes('smart'), JSON.stringify(listed))
+    await assert.rejects(gpt.chat.completions.create({ model: 'mistral-large', messages: [{ role: 'user', content: 'Hi' }] }), (err: unknown) => err instanceof OpenAI.NotFoundError)
+    await assert.rejects(gpt.chat.completions.create({ model: 'private', messages: [{ role: 'user', content: 'Hi' }] }), (err: unknown) => err instanceof OpenAI.NotFoundError)
+  })
+
+  await t.test('an HTTPRoute rule with the model backend *: its virtual model serves through the internal model', async () => {
+    const team = new OpenAI({ baseURL: `http://127.0.0.1:${port}/team/v1`, apiKey: 'client-key-unused', maxRetries: 0 })
+    const answer = await team.chat.completions.create({ model: 'smart', messages: [{ role: 'user', content: 'Hello' }] })
+    assert.equal(answer.object, 'chat.completion')
+    assert.equal(openai.received.at(-1)!.body?.model, 'gpt-4o-mini', 'the internal model asks for its provider model')
+    // The Gateway's own models are not the route's.
+    await assert.rejects(team.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'Hi' }] }), (err: unknown) => err instanceof OpenAI.NotFoundError)
   })
 })

@@ -12,7 +12,7 @@
  * parentRefs, the cluster's way:
  *   - a Gateway or ListenerSet (or one listener: sectionName) whose HTTP/HTTPS listener admits
  *     routes from the model's namespace (allowedRoutes, as for an HTTPRoute): the listener gets
- *     a route of its own, path prefix /, after every HTTPRoute of it;
+ *     a route of its own for the LLM APIs' paths, after every HTTPRoute of it (as the file's);
  *   - an HTTPRoute of the model's namespace: its rules whose only backendRef is `{group:
  *     portico.dev, kind: PorticoModel, name: "*"}` (backends.ts isModelsRule), or the one
  *     sectionName names, on every listener the route is attached to.
@@ -27,7 +27,7 @@
  * the virtual models that name it.
  */
 
-import { loadConfigText, patternRank, ssrfRefusal, tiesWith } from '@portico/engine/config'
+import { loadConfigText, MODEL_API_PATHS, modelTies, patternRank, routeModelTable, ssrfRefusal } from '@portico/engine/config'
 import type { BackendIR, BackendRefIR, ListenerIR, ModelIR, RouteIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type Namespace, type ObjectMeta, type ParentReference, type Secret } from './gateway-api.ts'
 import { routeAllowed, type GatewayState, type ListenerState } from './gateways.ts'
@@ -65,10 +65,9 @@ export interface PorticoModelResult {
 /** Why a model cannot be served anywhere: the condition it sets on every parent. */
 interface Problem { type: 'Accepted' | 'ResolvedRefs', reason: string, message: string }
 
-/** A namespace's models as the loader built them: `namespace/name` → the model and the models it reaches. */
+/** Every namespace's models as the loader built them (`namespace/name` → model), and their backends by key. */
 interface Built {
   models: Map<string, ModelIR>
-  reach: Map<string, string[]>
   backends: Map<string, BackendIR>
 }
 
@@ -94,7 +93,7 @@ export function applyPorticoModels (
     list.push(m)
     byNamespace.set(ns, list)
   }
-  const built: Built = { models: new Map(), reach: new Map(), backends: new Map() }
+  const built: Built = { models: new Map(), backends: new Map() }
   for (const [ns, list] of byNamespace) buildNamespace(ns, list, ctx.secrets, problems, built)
 
   // Parents: where each model is attached, by target (a listener's IR, or a route rule's IR on one listener).
@@ -139,20 +138,19 @@ export function applyPorticoModels (
     }
   }
 
-  // Ties on one target: the older model keeps it; the newer one's parent is not accepted.
+  // Ties on one target (the engine's rule, modelTies): the older model keeps it; the newer one's parent is not accepted.
   for (const [, slot] of targets) {
     const kept: string[] = []
     for (const { key, parent } of slot.models) {
       const model = built.models.get(key)!
       const entry = parentStatus.get(key)![parent]!
-      const rival = model.visibility === 'Public' ? kept.find(k => built.models.get(k)!.visibility === 'Public' && tiesWith(built.models.get(k)!.match, model.match)) : undefined
-      if (rival !== undefined) {
-        entry.accepted = condition('Accepted', false, 'ModelConflict', `"${model.match}" ties with PorticoModel ${rival} ("${built.models.get(rival)!.match}") on ${slot.target.label}: equally specific patterns that match the same model (rank ${patternRank(model.match)}); the older model is served`, entry.accepted.observedGeneration)
+      const tie = modelTies([...kept, key], built.models).find(t => t.model.name === key)
+      if (tie !== undefined) {
+        entry.accepted = condition('Accepted', false, 'ModelConflict', `"${model.match}" ties with PorticoModel ${tie.other.name} ("${tie.other.match}") on ${slot.target.label}: equally specific patterns that match the same model (rank ${patternRank(model.match)}); the older model is served`, entry.accepted.observedGeneration)
         continue
       }
       kept.push(key)
     }
-    slot.models = slot.models.filter(({ key, parent }) => parentStatus.get(key)![parent]!.accepted.status === 'True')
   }
   // A parent not accepted on one of its targets (a tie) is not served on any: one status, one truth.
   for (const [, slot] of targets) {
@@ -172,7 +170,8 @@ export function applyPorticoModels (
           name: 'models',
           namespace: target.gateway.gw.metadata.namespace ?? '',
           hostnames: [],
-          matches: [{ path: { kind: 'prefix', value: '/' }, headers: [], query: [] }],
+          // The LLM APIs' paths only, as a gateway's models in the file (other paths 404 as before).
+          matches: [{ path: { kind: 'regex', value: MODEL_API_PATHS }, headers: [], query: [] }],
           policies: {},
           backends: [],
           // After every HTTPRoute of the listener: a route of its own with the same match wins.
@@ -182,11 +181,9 @@ export function applyPorticoModels (
         target.listener!.routes.push(route)
       }
     }
-    const names = attached.map(a => a.key)
-    const all = new Set<string>()
-    for (const n of names) for (const r of built.reach.get(n) ?? [n]) all.add(r)
-    route.models = [...all].sort().map(n => ({ ...built.models.get(n)!, attached: names.includes(n) }))
-    for (const n of all) for (const b of backendsOf(built.models.get(n)!)) target.gateway.backends.set(b, built.backends.get(b)!)
+    // The engine's table (routeModelTable): the attached models and every model they reach.
+    route.models = routeModelTable(attached.map(a => a.key), built.models)
+    for (const m of route.models) for (const b of backendsOf(m)) target.gateway.backends.set(b, built.backends.get(b)!)
   }
 
   for (const list of byNamespace.values()) {
@@ -375,9 +372,6 @@ function buildNamespace (ns: string, list: PorticoModel[], secrets: Map<string, 
       for (const l of bind.listeners) {
         for (const route of l.routes) {
           if (route.models === undefined) continue
-          const own = route.models.find(mm => mm.attached)
-          if (own === undefined) continue
-          out.reach.set(nameOf(own.name), route.models.map(mm => nameOf(mm.name)))
           for (const mm of route.models) {
             if (out.models.has(nameOf(mm.name))) continue
             const v = mm.virtual

@@ -31,3 +31,4 @@ export { serverTlsOptionsToIR } from './tls-options-to-ir.ts'
 // when two model patterns tie on one parent, as the file's loader decides them.
 export { ssrfRefusal } from '../util/ssrf.ts'
 export { tiesWith, patternRank } from '../llm/model-match.ts'
+export { MODEL_API_PATHS, modelTies, routeModelTable } from './models-to-ir.ts'
