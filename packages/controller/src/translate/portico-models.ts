@@ -7,9 +7,8 @@
  * file (config/models-to-ir.ts: the checks, concrete models as `ai` backends, virtual models,
  * targets, cycles) — secretRefs read first, as a PorticoBackend's are, and baseURLs checked
  * against the engine's SSRF rule (util/ssrf.ts), which the CRD's CEL can only approximate.
- * Each model is attached to a stand-in gateway of its own there, so the loader builds every
- * model and the set each one reaches; where a model is served is decided here, from its
- * parentRefs, the cluster's way:
+ * They are attached to one stand-in gateway there, so the loader builds every model; where a
+ * model is served is decided here, from its parentRefs, the cluster's way:
  *   - a Gateway or ListenerSet (or one listener: sectionName) whose HTTP/HTTPS listener admits
  *     routes from the model's namespace (allowedRoutes, as for an HTTPRoute): the listener gets
  *     a route of its own for the LLM APIs' paths, after every HTTPRoute of it (as the file's);
@@ -138,18 +137,23 @@ export function applyPorticoModels (
     }
   }
 
-  // Ties on one target (the engine's rule, modelTies): the older model keeps it; the newer one's parent is not accepted.
+  // Ties on one target (the engine's rule, modelTies, on the models in age order): the older
+  // model keeps it; a newer one that ties with a model still served there is not accepted.
+  const byKey = new Map(models.map(m => [nsName(m.metadata), m]))
   for (const [, slot] of targets) {
-    const kept: string[] = []
+    // Older first across namespaces too (creation time, then namespace/name).
+    slot.models.sort((a, b) => byAge(byKey.get(a.key)! as never, byKey.get(b.key)! as never))
+    const rivals = new Map<string, ModelIR[]>()
+    for (const { model, other } of modelTies(slot.models.map(m => m.key), built.models)) rivals.set(model.name, [...(rivals.get(model.name) ?? []), other])
+    if (rivals.size === 0) continue
+    const lost = new Set<string>()
     for (const { key, parent } of slot.models) {
+      const tie = rivals.get(key)?.find(o => !lost.has(o.name))
+      if (tie === undefined) continue
+      lost.add(key)
       const model = built.models.get(key)!
       const entry = parentStatus.get(key)![parent]!
-      const tie = modelTies([...kept, key], built.models).find(t => t.model.name === key)
-      if (tie !== undefined) {
-        entry.accepted = condition('Accepted', false, 'ModelConflict', `"${model.match}" ties with PorticoModel ${tie.other.name} ("${tie.other.match}") on ${slot.target.label}: equally specific patterns that match the same model (rank ${patternRank(model.match)}); the older model is served`, entry.accepted.observedGeneration)
-        continue
-      }
-      kept.push(key)
+      entry.accepted = condition('Accepted', false, 'ModelConflict', `"${model.match}" ties with PorticoModel ${tie.name} ("${tie.match}") on ${slot.target.label}: equally specific patterns that match the same model (rank ${patternRank(model.match)}); the older model is served`, entry.accepted.observedGeneration)
     }
   }
   // A parent not accepted on one of its targets (a tie) is not served on any: one status, one truth.
@@ -285,8 +289,7 @@ function servedByUs (route: HTTPRoute, gateways: Map<string, GatewayState>): boo
 }
 
 /**
- * A namespace's models through the engine's loader, each attached to a stand-in gateway of its
- * own. A model the loader refuses is left out and the rest loaded again (a virtual model whose
+ * A namespace's models through the engine's loader, attached to one stand-in gateway. A model the loader refuses is left out and the rest loaded again (a virtual model whose
  * target was left out then fails on it, and so on), so one bad resource never stops the others.
  */
 function buildNamespace (ns: string, list: PorticoModel[], secrets: Map<string, Secret>, problems: Map<string, Problem>, out: Built): void {
@@ -321,9 +324,17 @@ function buildNamespace (ns: string, list: PorticoModel[], secrets: Map<string, 
   const nameOf = (name: string) => `${ns}/${name}`
   for (let round = 0; round <= list.length && entries.size > 0; round++) {
     const names = [...entries.keys()]
+    // All on one stand-in gateway, none able to tie with another there (ties are decided per
+    // real parent, above): concrete models as Internal (never selectable, so never tied),
+    // virtual models (Public by rule) under a unique stand-in name. Both are put back after.
     const config = {
-      gateways: Object.fromEntries(names.map((_, i) => [`m${i}`, { port: 1 + (i % 65535), hostname: `m${i}.models.invalid` }])),
-      models: names.map((n, i) => ({ ...entries.get(n), parentRefs: [{ name: `m${i}` }] }))
+      gateways: { models: { port: 1 } },
+      models: names.map((n, i) => {
+        const e = entries.get(n)!
+        return e.virtualModel !== undefined
+          ? { ...e, match: { model: `portico-stand-in-${i}` }, parentRefs: [{ name: 'models' }] }
+          : { ...e, visibility: 'Internal', parentRefs: [{ name: 'models' }] }
+      })
     }
     const result = loadConfigText(JSON.stringify(config), {
       baseDir: '/',
@@ -375,9 +386,12 @@ function buildNamespace (ns: string, list: PorticoModel[], secrets: Map<string, 
           for (const mm of route.models) {
             if (out.models.has(nameOf(mm.name))) continue
             const v = mm.virtual
+            const e = entries.get(mm.name)!
             out.models.set(nameOf(mm.name), {
               ...mm,
               name: nameOf(mm.name),
+              match: (e.match as { model: string }).model,
+              visibility: e.visibility === 'Internal' ? 'Internal' : 'Public',
               attached: false,
               ...(mm.backend !== undefined ? { backend: ref(mm.backend) } : {}),
               ...(v === undefined
