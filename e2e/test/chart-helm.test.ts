@@ -379,6 +379,22 @@ test('every case renders what its values ask for', async (t) => {
     assert.deepEqual(bindings.map(b => b.metadata.namespace).sort(), ['apps', 'edge'])
     assert.equal(objects.filter(o => o.kind === 'ClusterRoleBinding').length, 1, 'the deployer is not bound cluster-wide')
   })
+
+  await t.test('gatewayModels.enabled: the PorticoModel CRD and the RBAC to watch PorticoModels and write their status; off: neither', () => {
+    const modelRules = (objects: K8sObject[]) => find(objects, 'ClusterRole')!.rules!.filter(r => r.resources.some((x: string) => x.startsWith('porticomodels')))
+    const on = get('features')
+    const crd = find(on, 'CustomResourceDefinition', 'porticomodels.portico.dev')
+    assert.ok(crd, 'the PorticoModel CRD is rendered')
+    assert.deepEqual(crd.spec.names.shortNames, ['pmodel'])
+    assert.deepEqual(crd.spec.versions[0].additionalPrinterColumns.map((c: { name: string }) => c.name), ['Model', 'Age'])
+    assert.deepEqual(modelRules(on).map(r => [r.resources, r.verbs]), [[['porticomodels'], ['get', 'list', 'watch']], [['porticomodels/status'], ['patch', 'update']]])
+    for (const c of ['default', 'service-full']) {
+      const off = get(c)
+      assert.equal(find(off, 'CustomResourceDefinition', 'porticomodels.portico.dev'), undefined, `${c}: no PorticoModel CRD`)
+      assert.deepEqual(modelRules(off), [], `${c}: no RBAC rule for PorticoModels`)
+      assert.equal(envOf(off).get('GATEWAY_MODELS_ENABLED')?.value, 'false')
+    }
+  })
 })
 
 test('values.schema.json rejects bad values with a message naming the key', async (t) => {

@@ -9,7 +9,10 @@
  *    TokenRequest token), so the chart's RBAC is what it works with: it becomes ready, owns
  *    GatewayClass `portico` (Accepted), and handles deploy/examples (Gateway, HTTPRoutes,
  *    PorticoParameters) — proxies deployed, statuses written, never a `forbidden`;
- * 4. `helm upgrade` after the controller co-owns the GatewayClass, and `helm uninstall`.
+ * 4. `helm upgrade` after the controller co-owns the GatewayClass;
+ * 5. `helm upgrade --set gatewayModels.enabled=true`: the PorticoModel CRD and its RBAC appear
+ *    (absent before, with the controller not watching), the restarted controller watches
+ *    PorticoModels and writes their status; and `helm uninstall`.
  */
 
 import { test, type TestContext } from 'node:test'
@@ -175,6 +178,8 @@ test('the chart in a real API server, and the controller running with its settin
     assert.deepEqual(found, objects.map(o => `${o.kind}/${o.metadata.name}`).sort())
     const deployment = await cluster.api<KubeObject>('GET', `/apis/apps/v1/namespaces/${NAMESPACE}/deployments/${RELEASE}`)
     assert.equal(deployment.status?.availableReplicas, 1, 'the Deployment is available (the harness plays kubelet)')
+    // gatewayModels.enabled is off by default: no PorticoModel CRD.
+    assert.equal(await get(cluster, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/porticomodels.portico.dev'), undefined, 'no PorticoModel CRD without gatewayModels.enabled')
   })
 
   await t.test('RBAC: what the controller needs, and not more', async () => {
@@ -224,7 +229,10 @@ test('the chart in a real API server, and the controller running with its settin
       ['get', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'gateways.gateway.networking.k8s.io' }],
       ['list', 'customresourcedefinitions', { group: 'apiextensions.k8s.io' }],
       ['update', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'httproutes.gateway.networking.k8s.io' }],
-      ['create', 'pods', { namespace: 'default' }]
+      ['create', 'pods', { namespace: 'default' }],
+      // gatewayModels.enabled is off by default: no rule for PorticoModels.
+      ['list', 'porticomodels', { group: 'portico.dev' }],
+      ['update', 'porticomodels', { group: 'portico.dev', subresource: 'status', namespace: 'default' }]
     ]
     const results = await Promise.all([...allowed.map(async ([v, r, o]) => ({ v, r, o, want: true, got: await can(v, r, o) })), ...denied.map(async ([v, r, o]) => ({ v, r, o, want: false, got: await can(v, r, o) }))])
     const wrong = results.filter(x => x.want !== x.got).map(x => `${x.want ? 'cannot' : 'can'} ${x.v} ${x.r}${x.o?.subresource !== undefined ? `/${x.o.subresource}` : ''} ${JSON.stringify(x.o)}`)
@@ -336,6 +344,45 @@ test('the chart in a real API server, and the controller running with its settin
     const all = before + c.output()
     assert.doesNotMatch(all, /forbidden/i, 'the chart\'s RBAC covers everything the controller did')
     assert.doesNotMatch(all, /"level":50/, 'no error logged')
+  })
+
+  await t.test('helm upgrade with gatewayModels.enabled=true: the PorticoModel CRD and RBAC; the restarted controller watches PorticoModels and writes their status', async () => {
+    assert.doesNotMatch(controller!.output(), /PorticoModels|porticomodels/, 'the model API off: PorticoModels are not watched (not even discovered)')
+    await controller!.stop()
+    await helmRun(['upgrade', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--reuse-values', '--set', 'gatewayModels.enabled=true', '--wait', '--timeout', '120s'])
+    await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticomodels.portico.dev'])
+    const review = async (verb: string, subresource = '') => (await cluster.api<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: { user: `system:serviceaccount:${NAMESPACE}:${RELEASE}`, groups: ['system:authenticated'], resourceAttributes: { verb, resource: 'porticomodels', group: 'portico.dev', namespace: 'default', subresource } }
+    })).status.allowed
+    assert.deepEqual(await Promise.all([review('list'), review('watch'), review('update', 'status'), review('delete')]), [true, true, true, false])
+    const before = controller!.output()
+    controller = await startController(cluster, dir, 'models')
+    const c = controller
+    await until('the controller watches PorticoModels', 60_000, async () => c.output().includes('model API on: watching PorticoModels'), diagnostics)
+    await cluster.kubectl(['apply', '--server-side', '-f', '-'], {
+      input: `apiVersion: portico.dev/v1alpha1
+kind: PorticoModel
+metadata: { name: gpt, namespace: default }
+spec:
+  parentRefs: [{ name: web }]
+  match: { model: gpt-* }
+  provider: { openAI: { model: gpt-4o-mini } }
+  baseURL: https://api.openai.example/v1
+`
+    })
+    let last: KubeObject | undefined
+    await until('PorticoModel gpt Accepted and ResolvedRefs on Gateway web', 30_000, async () => {
+      last = await get(cluster, '/apis/portico.dev/v1alpha1/namespaces/default/porticomodels/gpt')
+      const parent = ((last?.status?.parents ?? []) as Array<{ controllerName: string, conditions: Condition[] }>).find(p => p.controllerName === 'portico.dev/gateway-controller')
+      return parent?.conditions.find(x => x.type === 'Accepted')?.status === 'True' && parent.conditions.find(x => x.type === 'ResolvedRefs')?.status === 'True'
+    }, () => `status: ${JSON.stringify(last?.status)}\n${diagnostics()}`)
+    assert.equal(last!.status.model, 'gpt-*')
+    assert.match(await cluster.kubectl(['get', 'pmodel', '-n', 'default']), /^gpt\s+gpt-\*\s+/m)
+    const all = before + c.output()
+    assert.doesNotMatch(all, /forbidden/i, 'the chart\'s RBAC covers the model API')
+    assert.doesNotMatch(c.output(), /not available/, 'no "not available" warning for gatewayModels')
   })
 
   await t.test('helm uninstall removes the release, keeps the CRD', async () => {

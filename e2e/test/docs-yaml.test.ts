@@ -26,7 +26,7 @@ import { parse, parseAllDocuments } from 'yaml'
 import { configJsonSchema } from '@portico/engine'
 import { makeTempDir, REPO_ROOT, runPortico } from '../lib/portico.ts'
 import { findKubeTools } from '../cluster/harness.ts'
-import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
 
 interface Block {
   file: string
@@ -138,7 +138,7 @@ if (kubeBlocks.length > 0) {
     const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false })
     const config = configJsonSchema()
     const schemas = new Map<string, unknown>()
-    for (const crd of [porticoPolicyCrd(config), porticoBackendCrd(config)] as Array<Record<string, any>>) addCrd(schemas, crd)
+    for (const crd of [porticoPolicyCrd(config), porticoBackendCrd(config), porticoModelCrd(config)] as Array<Record<string, any>>) addCrd(schemas, crd)
     const crdDir = findKubeTools().gatewayApiCrds
     if (crdDir !== undefined) {
       for (const f of readdirSync(crdDir).filter(n => n.endsWith('.yaml'))) {

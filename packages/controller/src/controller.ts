@@ -63,7 +63,7 @@ export class Controller {
     this.logs = logs
     this.api = new KubeHttp(kc)
     this.status = new StatusWriter(this.api, settings.controllerName, logs.gatewayController)
-    this.informers = new Informers(kc, () => this.schedule(), logs.syncer)
+    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels })
     const registers = [this.metrics]
     collectDefaultMetrics({ register: this.metrics, prefix: 'portico_controller_' })
     for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.metrics.removeSingleMetric(`portico_controller_nodejs_${name}`)
@@ -101,6 +101,10 @@ export class Controller {
     await this.ensureGatewayClass()
     await this.readFeatures()
     await this.informers.start()
+    if (this.settings.gatewayModels) {
+      const watching = this.informers.watched.includes('porticoModels')
+      this.logs.gatewayController.info({ gatewayModels: true, watching }, watching ? 'model API on: watching PorticoModels' : 'model API on, but PorticoModels are not served (CRD not installed): not watched')
+    }
     this.schedule()
   }
 
@@ -216,6 +220,7 @@ export class Controller {
       if (!policies.has(`${p.namespace}/${p.name}`)) this.status.backendTLSPolicy(p.namespace, p.name, [], p.uid)
     }
     for (const p of result.porticoPolicies ?? []) this.status.porticoPolicy(p.namespace, p.name, p.ancestors, p.uid)
+    for (const m of result.porticoModels ?? []) this.status.porticoModel(m.namespace, m.name, m.model, m.parents, m.uid)
   }
 
   private async deploy (gw: GatewayResult): Promise<void> {

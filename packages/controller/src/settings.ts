@@ -31,6 +31,11 @@ export interface ControllerSettings {
   proxyImagePullPolicy: string
   logLevel: string
   leaderElection: boolean
+  /**
+   * The model API (chart gatewayModels.enabled): PorticoModels are watched, translated and
+   * given a status only then (the chart installs their CRD and RBAC only then too).
+   */
+  gatewayModels: boolean
   /** Features switched on that are not available yet, with why. */
   unavailable: string[]
 }
@@ -59,7 +64,6 @@ export function resolveControllerSettings (env: NodeJS.ProcessEnv, version: stri
     if (ref.name === undefined || ref.namespace === undefined) throw new Error(`GATEWAY_CLASS_PARAMETERS_REFS: class ${cls} needs both name and namespace`)
   }
   const unavailable: string[] = []
-  if (bool('GATEWAY_MODELS_ENABLED', false)) unavailable.push('gatewayModels.enabled: the model API is not available in this version; no model resources are watched')
   if (bool('INFERENCE_EXTENSION_ENABLED', false)) unavailable.push('inferenceExtension.enabled: Gateway API Inference Extension support is not available in this version; InferencePools are not watched')
   const mesh = ['MESH_AUTO_ENABLED', 'MESH_CA_ADDRESS', 'MESH_CLUSTER_ID', 'MESH_NAMESPACE', 'MESH_NETWORK', 'MESH_REVISION'].filter(k => env[k] !== undefined && env[k] !== '' && env[k] !== 'false')
   if (mesh.length > 0) unavailable.push(`mesh.* (${mesh.join(', ')}): service-mesh integration is not available in this version; gateways run without mesh identity`)
@@ -84,6 +88,7 @@ export function resolveControllerSettings (env: NodeJS.ProcessEnv, version: stri
     proxyImagePullPolicy: str('PROXY_IMAGE_PULL_POLICY', ''),
     logLevel: str('LOG_LEVEL', 'info'),
     leaderElection: bool('LEADER_ELECTION', true),
+    gatewayModels: bool('GATEWAY_MODELS_ENABLED', false),
     unavailable
   }
 }

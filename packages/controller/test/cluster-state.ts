@@ -10,7 +10,7 @@ const LISTS: Record<string, keyof ClusterState> = {
   BackendTLSPolicy: 'backendTLSPolicies', ConfigMap: 'configMaps',
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
-  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends', GRPCRoute: 'grpcRoutes', TLSRoute: 'tlsRoutes', TCPRoute: 'tcpRoutes'
+  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends', PorticoModel: 'porticoModels', GRPCRoute: 'grpcRoutes', TLSRoute: 'tlsRoutes', TCPRoute: 'tcpRoutes'
 }
 
 export function clusterState (text: string): ClusterState {
@@ -23,6 +23,7 @@ export function clusterState (text: string): ClusterState {
     if (list === 'listenerSets') state.listenerSets ??= []
     if (list === 'porticoPolicies') state.porticoPolicies ??= []
     if (list === 'porticoBackends') state.porticoBackends ??= []
+    if (list === 'porticoModels') state.porticoModels ??= []
     if (list === 'grpcRoutes') state.grpcRoutes ??= []
     if (list === 'tlsRoutes') state.tlsRoutes ??= []
     if (list === 'tcpRoutes') state.tcpRoutes ??= []

@@ -161,3 +161,89 @@ export function porticoBackendCrd (config: JsonSchema): JsonSchema {
     },
     [])
 }
+
+/** Fields of a standalone `models:` entry a PorticoModel has in its metadata instead. */
+export const STANDALONE_ONLY_MODEL_FIELDS = ['name'] as const
+
+const PARENTS_STATUS: JsonSchema = {
+  type: 'object',
+  properties: {
+    model: { type: 'string', description: 'The model names this resource matches (spec.match.model, else its name), as the controller resolved it.' },
+    parents: {
+      description: 'Per parent: Accepted and ResolvedRefs, as Gateway API routes report them (RouteParentStatus).',
+      type: 'array',
+      items: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true }
+    }
+  },
+  'x-kubernetes-preserve-unknown-fields': true
+}
+
+/**
+ * Hosts a baseURL must not name from a cluster (SSRF), as one RE2 pattern over the URL (CEL's
+ * url().getHostname() has no size bound, so a rule reading it exceeds the API server's cost
+ * budget; `self.matches` on the bounded string does not): loopback (localhost and *.localhost,
+ * 127.0.0.0/8 also as 127.1, [::1], IPv4-mapped ::ffff:127.x), unspecified (0.0.0.0, [::]),
+ * IPv4 written as one number or with a leading 0 (octal, hex: 2130706433, 0x7f000001,
+ * 0177.0.0.1), link-local (169.254.0.0/16 — the cloud metadata service 169.254.169.254 —,
+ * fe80::/10, AWS's [fd00:ec2::254], Alibaba's 100.100.0.0/16) and the metadata services' names. The controller then
+ * runs the engine's full check and reports what CEL cannot see in the status.
+ */
+export const SSRF_HOST_PATTERN = '(?i)^https?://(' + [
+  'localhost\\.?', '[^/?#:@]*\\.localhost\\.?',
+  '127(\\.[0-9]+){0,3}', '0[0-9x]*(\\.[0-9a-fx]+){0,3}', '0x[0-9a-f]+', '[0-9]+',
+  '169\\.254(\\.[0-9]+){0,2}', '100\\.100(\\.[0-9]+){0,2}',
+  '\\[(0{0,4}:){2,7}0{0,3}1?\\]', '\\[(0{0,4}:){2,6}ffff:[^\\]]*\\]', '\\[fe[89ab][0-9a-f]:[^\\]]*\\]', '\\[fd00:ec2::254\\]',
+  'metadata(\\.google\\.internal|\\.goog)?\\.?', 'instance-data(\\.ec2\\.internal)?\\.?'
+].join('|') + ')(:[0-9]*)?([/?#].*)?$'
+
+export const BASE_URL_CEL_RULES: Array<{ rule: string, message: string }> = [
+  {
+    rule: 'isURL(self) && url(self).getScheme() in [\'http\', \'https\'] && url(self).getHostname() != \'\'',
+    message: 'baseURL must be an absolute http(s) URL with a host'
+  },
+  {
+    rule: `!self.matches('${SSRF_HOST_PATTERN.replaceAll('\\', '\\\\')}')`,
+    message: 'baseURL must not point at a loopback, link-local or metadata address (SSRF): localhost, 127.0.0.0/8, ::1, 0.0.0.0, 169.254.0.0/16, fe80::/10 and metadata names are refused in a cluster'
+  }
+]
+
+/** The rules agentgateway's AgentgatewayModel states in CEL, on a PorticoModel's spec. */
+export const MODEL_CEL_RULES: Array<{ rule: string, message: string }> = [
+  { rule: 'has(self.provider) != has(self.virtualModel)', message: 'exactly one of provider or virtualModel' },
+  {
+    rule: '!has(self.match) || !has(self.match.model) || self.match.model.matches(\'^([*]|[^*]+|[^*]+[*]|[*][^*]+)$\')',
+    message: 'match.model is an exact name or one wildcard: *, prefix-* or *-suffix'
+  },
+  { rule: '!has(self.virtualModel) || !has(self.policies)', message: 'a virtual model carries no policies (its targets do)' },
+  { rule: '!has(self.virtualModel) || !has(self.visibility) || self.visibility == \'Public\'', message: 'a virtual model is Public' }
+]
+
+/** A PorticoModel's spec: the standalone `models:` entry with parentRefs instead of its file attachment. */
+export function modelSpecSchema (config: JsonSchema): JsonSchema {
+  const models = (config.properties as Record<string, JsonSchema>).models
+  if (models === undefined) throw new Error('the config schema has no top-level models: list')
+  const entry = structuredClone(models.items as JsonSchema)
+  const fields = entry.properties as Record<string, JsonSchema>
+  for (const f of STANDALONE_ONLY_MODEL_FIELDS) delete fields[f]
+  if (Array.isArray(entry.required)) entry.required = (entry.required as string[]).filter(r => !(STANDALONE_ONLY_MODEL_FIELDS as readonly string[]).includes(r))
+  const spec = toStructural(entry)
+  const props = spec.properties as Record<string, JsonSchema>
+  props.parentRefs = { ...props.parentRefs, description: 'Where the model is offered: Gateways and ListenerSets (or one listener of either: sectionName), HTTPRoute rules whose only backendRef is {group: portico.dev, kind: PorticoModel, name: "*"} (sectionName: the rule\'s name; without it every such rule of the route). A Gateway or ListenerSet of another namespace takes the model only when its listener allows routes from this namespace (allowedRoutes); an HTTPRoute must be in this namespace. Internal models and targets of virtual models need none.' }
+  // CEL costs are bounded by the strings' lengths: cap what the rules read.
+  if (props.baseURL !== undefined) props.baseURL = { ...props.baseURL, maxLength: Math.min(Number(props.baseURL.maxLength ?? 2048), 2048), 'x-kubernetes-validations': BASE_URL_CEL_RULES }
+  const match = props.match?.properties as Record<string, JsonSchema> | undefined
+  if (match?.model !== undefined) match.model = { ...match.model, maxLength: Math.min(Number(match.model.maxLength ?? 256), 256) }
+  spec['x-kubernetes-validations'] = MODEL_CEL_RULES
+  if (props.virtualModel !== undefined) props.virtualModel['x-kubernetes-validations'] = [{ rule: '[has(self.weighted), has(self.failover), has(self.conditional)].filter(x, x).size() == 1', message: 'a virtualModel is exactly one of weighted, failover or conditional' }]
+  return spec
+}
+
+export function porticoModelCrd (config: JsonSchema): JsonSchema {
+  const out = crd('PorticoModel', 'porticomodels', ['pmodel'],
+    'A model clients ask for by name (the request body\'s model): a concrete model (a provider, its settings and policies) or a virtual model (routing among concrete models at request time), offered on Gateways, ListenerSets or HTTPRoute rules (parentRefs). The standalone file\'s models: entry, in a cluster. Watched only with the chart\'s gatewayModels.enabled.',
+    modelSpecSchema(config),
+    [{ name: 'Model', type: 'string', jsonPath: '.status.model', description: 'The model names matched.' }])
+  const version = ((out.spec as JsonSchema).versions as JsonSchema[])[0]!
+  ;((version.schema as JsonSchema).openAPIV3Schema as JsonSchema & { properties: Record<string, JsonSchema> }).properties.status = PARENTS_STATUS
+  return out
+}

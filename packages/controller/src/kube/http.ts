@@ -115,6 +115,8 @@ export const paths = {
   porticoParameters: '/apis/portico.dev/v1alpha1/porticoparameters',
   porticoPolicies: '/apis/portico.dev/v1alpha1/porticopolicies',
   porticoBackends: '/apis/portico.dev/v1alpha1/porticobackends',
+  porticoModels: '/apis/portico.dev/v1alpha1/porticomodels',
+  porticoModel: (ns: string, name: string) => `/apis/portico.dev/v1alpha1/namespaces/${ns}/porticomodels/${name}`,
   porticoPolicy: (ns: string, name: string) => `/apis/portico.dev/v1alpha1/namespaces/${ns}/porticopolicies/${name}`,
   httpRouteCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/httproutes.gateway.networking.k8s.io',
   gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,

@@ -16,7 +16,7 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies', 'porticoModels'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
@@ -35,7 +35,8 @@ const WATCHED: Record<Kind, string> = {
   backendTLSPolicies: paths.backendTLSPolicies,
   configMaps: paths.configMaps,
   porticoPolicies: paths.porticoPolicies,
-  porticoBackends: paths.porticoBackends
+  porticoBackends: paths.porticoBackends,
+  porticoModels: paths.porticoModels
 }
 
 /**
@@ -54,7 +55,18 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   tcpRoutes: paths.tcpRoutes,
   // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
   porticoPolicies: paths.porticoPolicies,
-  porticoBackends: paths.porticoBackends
+  porticoBackends: paths.porticoBackends,
+  porticoModels: paths.porticoModels
+}
+
+/**
+ * Kinds behind a chart switch: not watched at all (no informer, no list, no discovery) unless
+ * the switch is on — with gatewayModels.enabled=false the chart installs neither the
+ * PorticoModel CRD nor the RBAC to read it, so even a discovery request would be refused.
+ */
+export interface InformerOptions {
+  /** Watch PorticoModels (chart gatewayModels.enabled). */
+  gatewayModels?: boolean
 }
 
 export interface InformerLog {
@@ -70,10 +82,11 @@ export class Informers {
   private readonly api: KubeHttp
   private readonly log: InformerLog
 
-  constructor (kc: KubeConfig, onChange: (kind: Kind) => void, log: InformerLog) {
+  constructor (kc: KubeConfig, onChange: (kind: Kind) => void, log: InformerLog, options: InformerOptions = {}) {
     const api = this.api = new KubeHttp(kc)
     this.log = log
     for (const [kind, path] of Object.entries(WATCHED) as Array<[Kind, string]>) {
+      if (kind === 'porticoModels' && options.gatewayModels !== true) continue
       const informer = makeInformer(kc, path, async () => {
         const list = await api.get<{ items?: KubernetesObject[], metadata?: { resourceVersion?: string } }>(path)
         // Lists omit apiVersion/kind on items; nothing downstream needs them.
@@ -113,6 +126,7 @@ export class Informers {
 
   async start (): Promise<void> {
     for (const [kind, groupVersion] of Object.entries(OPTIONAL) as Array<[Kind, string]>) {
+      if (!this.informers.has(kind)) continue
       const served = await this.untilAnswered(`discovery of ${groupVersion}`, async () => await this.api.get(groupVersion).then(() => true, (err: { code?: number }) => {
         if (err.code === 404) return false
         throw err
@@ -145,6 +159,11 @@ export class Informers {
     }
   }
 
+  /** The kinds watched (PorticoModel only with gatewayModels.enabled and its CRD served). */
+  get watched (): Kind[] {
+    return [...this.informers.keys()]
+  }
+
   /** True once every kind has been listed. */
   get ready (): boolean {
     return this.synced.size === this.informers.size
@@ -170,7 +189,8 @@ export class Informers {
       configMaps: list('configMaps'),
       // Absent (not empty) when the CRD is not served: the translation then reports nothing for it.
       ...(this.informers.has('porticoPolicies') ? { porticoPolicies: list('porticoPolicies') } : {}),
-      ...(this.informers.has('porticoBackends') ? { porticoBackends: list('porticoBackends') } : {})
+      ...(this.informers.has('porticoBackends') ? { porticoBackends: list('porticoBackends') } : {}),
+      ...(this.informers.has('porticoModels') ? { porticoModels: list('porticoModels') } : {})
     }
   }
 

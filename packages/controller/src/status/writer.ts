@@ -203,6 +203,19 @@ export class StatusWriter {
   }
 
   /**
+   * A PorticoModel's status: its parents as a route's (ours replaced, other controllers' kept)
+   * and `model`, the names it matches (the printer column).
+   */
+  porticoModel (ns: string, name: string, model: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
+    type Entry = { parentRef: unknown, controllerName: string, conditions?: Condition[] }
+    this.enqueue(`PorticoModel/${ns}/${name}`, uid, JSON.stringify({ model, parents }), () => this.readModifyWrite<{ model: string, parents: Entry[] }>(paths.porticoModel(ns, name), uid, (current, now) => ({
+      ...current,
+      model,
+      parents: mergeEntries(parents, current.parents, this.controllerName, 'parentRef', now)
+    })))
+  }
+
+  /**
    * The per-controller list of a route's parents or a policy's ancestors (`status[field]`,
    * each entry told apart by `refField` and controllerName): our entries are replaced, other
    * controllers' stay (merge.ts).

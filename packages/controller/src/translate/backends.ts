@@ -8,7 +8,7 @@
 
 import { createHash } from 'node:crypto'
 import type { BackendIR, FailoverProviderIR, PolicySetIR } from '@portico/engine/ir'
-import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type Secret, type Service } from './gateway-api.ts'
+import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type HTTPRouteRule, type Secret, type Service } from './gateway-api.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 import type { BackendTlsPolicies } from './backend-tls.ts'
@@ -37,6 +37,20 @@ export function serviceIndex (services: Service[], endpointSlices: EndpointSlice
   return { services: new Map(services.map(s => [nsName(s.metadata), s])), slices, porticoBackends: new Map(porticoBackends.map(b => [nsName(b.metadata), b])), secrets }
 }
 
+/** The backendRef kind that stands for "the models attached to this rule" (docs/models.md). */
+export const MODEL_KIND = 'PorticoModel'
+
+/**
+ * Whether an HTTPRoute rule serves models: its only backendRef is `{group: portico.dev, kind:
+ * PorticoModel, name: "*"}`. Its requests then go to the PorticoModels whose parentRefs name
+ * the route (and this rule, by sectionName), picked by the model the body asks for
+ * (portico-models.ts); the rule has no backend of its own.
+ */
+export function isModelsRule (rule: HTTPRouteRule, kind: HTTPRoute['kind'] = 'HTTPRoute'): boolean {
+  const refs = rule.backendRefs ?? []
+  return (kind === undefined || kind === 'HTTPRoute') && refs.length === 1 && refs[0]!.group === PORTICO_GROUP && refs[0]!.kind === MODEL_KIND && refs[0]!.name === '*' && refs[0]!.namespace === undefined
+}
+
 export interface ResolvedBackends {
   /** Per rule, per backendRef: the backend key (valid or invalid). */
   refs: string[][]
@@ -57,7 +71,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   const failovers = new Map<string, { backends: BackendIR[], groups: FailoverProviderIR[][] }>()
   let failure: { reason: string, message: string } | null = null
   const fail = (reason: string, message: string) => { failure ??= { reason, message } }
-  const refs = (route.spec.rules ?? []).map(rule => (rule.backendRefs ?? []).map(ref => {
+  const refs = (route.spec.rules ?? []).map(rule => isModelsRule(rule, route.kind) ? [] : (rule.backendRefs ?? []).map(ref => {
     let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies, failovers)
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
@@ -100,6 +114,10 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
   const invalid = (reason: string, message: string): BackendIR => ({
     key: `invalid/${ns}/${ref.name}:${ref.port ?? ''}/${kind}`, kind: 'invalid', name: ref.name, namespace: ns, protocol: 'http', endpoints: [], target: `${ref.name}.${ns}:${ref.port ?? ''}`, invalidReason: `${reason}: ${message}`
   })
+  if (group === PORTICO_GROUP && kind === MODEL_KIND) {
+    // Only as the whole rule (isModelsRule): `{group: portico.dev, kind: PorticoModel, name: "*"}` alone.
+    return invalid('InvalidKind', `a backendRef of kind PorticoModel must be the rule's only backendRef, named "*", in an HTTPRoute (the PorticoModels attached to the rule serve it)`)
+  }
   if (group === PORTICO_GROUP && kind === 'PorticoBackend') {
     // MCP and AI backends serve HTTP requests; TLSRoutes and TCPRoutes forward connections.
     if (fromKind === 'TLSRoute' || fromKind === 'TCPRoute') return invalid('InvalidKind', `a ${fromKind} forwards connections to Services, not to a PorticoBackend`)

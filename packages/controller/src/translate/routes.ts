@@ -187,7 +187,8 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
       if (m.method !== undefined) match.method = m.method
       return match
     })
-    const backends: BackendRefIR[] = (rule.backendRefs ?? []).map((ref, j) => {
+    // A models rule (backends.ts isModelsRule) has no backend: its model table is added later (portico-models.ts).
+    const backends: BackendRefIR[] = resolved.refs[i]!.length === 0 ? [] : (rule.backendRefs ?? []).map((ref, j) => {
       const key = resolved.refs[i]![j]!
       const out: BackendRefIR = { backend: key, weight: ref.weight ?? 1, policies: rulePolicies?.backends[j] ?? {} }
       // A PorticoBackend's own policies, under what the backendRef's filters set.

@@ -13,6 +13,7 @@ import { condition } from './conditions.ts'
 import { insecureFrontendValidation } from './frontend-tls.ts'
 import type { BackendTLSPolicyResult } from './backend-tls.ts'
 import type { PorticoPolicyResult } from './portico-policies.ts'
+import type { PorticoModelResult } from './portico-models.ts'
 
 export interface ListenerStatus {
   name: string
@@ -76,6 +77,8 @@ export interface TranslationResult {
   backendTLSPolicies: BackendTLSPolicyResult[]
   /** Statuses of the PorticoPolicies; absent when they are not read (no CRD). */
   porticoPolicies?: PorticoPolicyResult[]
+  /** Statuses of the PorticoModels; absent when they are not read (gatewayModels off, or no CRD). */
+  porticoModels?: PorticoModelResult[]
 }
 
 export function classResult (c: GatewayClass, params: ParametersResolution): ClassResult {

@@ -27,10 +27,12 @@ import type { Condition } from './gateway-api.ts'
 import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
 import { grpcAsHttpRoute } from './grpc-routes.ts'
 import type { PorticoBackend } from './portico-backends.ts'
+import { applyPorticoModels, type PorticoModel } from './portico-models.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { PorticoPolicy, PorticoPolicyResult } from './portico-policies.ts'
 export type { PorticoBackend } from './portico-backends.ts'
+export type { PorticoModel, PorticoModelResult } from './portico-models.ts'
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
 
 export interface ClusterState {
@@ -58,6 +60,8 @@ export interface ClusterState {
   porticoPolicies?: PorticoPolicy[]
   /** PorticoBackends (absent when the CRD is not installed). */
   porticoBackends?: PorticoBackend[]
+  /** PorticoModels (absent unless gatewayModels.enabled and the CRD is installed). */
+  porticoModels?: PorticoModel[]
 }
 
 export interface TranslateOptions {
@@ -140,6 +144,11 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     ? undefined
     : applyPorticoPolicies(state.porticoPolicies.filter(p => discovered(p.metadata.namespace)), gateways, secrets, options.controllerName)
 
+  // PorticoModels onto listeners and model rules of routes (after the routes, whose rules they join).
+  const porticoModels = state.porticoModels === undefined
+    ? undefined
+    : applyPorticoModels(state.porticoModels.filter(m => discovered(m.metadata.namespace)), { gateways, listenerSets, routes: routes.filter(r => r.kind === undefined || r.kind === 'HTTPRoute'), namespaces, secrets, controllerName: options.controllerName })
+
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
   for (const r of gatewayResults) {
     const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
@@ -151,6 +160,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     routes: routeResults.sort((a, b) => `${a.kind ?? ''}/${a.namespace}/${a.name}`.localeCompare(`${b.kind ?? ''}/${b.namespace}/${b.name}`)),
     backendTLSPolicies: tlsPolicies.results(options.controllerName),
     ...(porticoPolicies !== undefined ? { porticoPolicies } : {}),
+    ...(porticoModels !== undefined ? { porticoModels } : {}),
     ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})
   }
 }

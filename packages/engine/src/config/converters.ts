@@ -27,3 +27,8 @@ export { SECRET_FILE, SECRET_VALUE } from './secret-fields.ts'
 export type { ConfigDiagnostic } from './diagnostics.ts'
 export { grpcPathMatch } from './grpc-match.ts'
 export { serverTlsOptionsToIR } from './tls-options-to-ir.ts'
+// The model API in a cluster (the controller's PorticoModels): the SSRF check of a baseURL and
+// when two model patterns tie on one parent, as the file's loader decides them.
+export { ssrfRefusal } from '../util/ssrf.ts'
+export { tiesWith, patternRank } from '../llm/model-match.ts'
+export { MODEL_API_PATHS, modelTies, routeModelTable } from './models-to-ir.ts'

@@ -41,7 +41,7 @@ export interface ModelsContext {
  * same endings): chat completions, Responses, Messages, embeddings, model lists, Gemini's and
  * Bedrock's per-model paths. Any other path of the gateway is not the models' (404 as before).
  */
-const MODEL_API_PATHS = '/(.*/)?(chat/completions|responses|messages|embeddings|models)/?|/(.*/)?models/[^/:]+:(generateContent|streamGenerateContent)|/(.*/)?model/[^/]+/(converse|converse-stream)'
+export const MODEL_API_PATHS = '/(.*/)?(chat/completions|responses|messages|embeddings|models)/?|/(.*/)?models/[^/:]+:(generateContent|streamGenerateContent)|/(.*/)?model/[^/]+/(converse|converse-stream)'
 
 const FORBIDDEN_FIELDS = new Set(['__proto__', 'constructor', 'prototype'])
 
