@@ -332,9 +332,10 @@ function translateRoute (
       else azureAuth = azureAuthToIR(backendAuth.azure, [...authAt, 'azure'], report)
     }
     // The key inline, or read from its file now (and again at every reload, which loads anew).
-    const key = backendAuth?.key === undefined ? undefined : backendKey(backendAuth.key, [...authAt, 'key'], pc)
+    // (`apiKey`, not `key`: `key` is the route's, which names its MCP backends below.)
+    const apiKey = backendAuth?.key === undefined ? undefined : backendKey(backendAuth.key, [...authAt, 'key'], pc)
     const keyHeader = b.ai !== undefined ? aiKeyHeader(b.ai) : { header: 'authorization', bearer: true }
-    if (key !== undefined && !selfAuth) {
+    if (apiKey !== undefined && !selfAuth) {
       // The key becomes the Authorization header the backend gets: one header policy, so the
       // trace and /config_dump show it there (redacted, as every credential header is).
       if (backendPolicies.requestHeaderModifier?.set?.authorization !== undefined || backendPolicies.requestHeaderModifier?.add?.authorization !== undefined) {
@@ -346,11 +347,11 @@ function translateRoute (
       if (keyHeader === null) {
         report(authAt, 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
       } else if (keyHeader.header === 'authorization') {
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${key}` }, ...removing(mod.remove, b.ai !== undefined ? CREDENTIAL_HEADERS.filter(h => h !== 'authorization') : []) }
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${apiKey}` }, ...removing(mod.remove, b.ai !== undefined ? CREDENTIAL_HEADERS.filter(h => h !== 'authorization') : []) }
       } else {
         // The other providers' key headers a client sent (an Anthropic SDK's x-api-key to
         // Gemini) are removed too: the client's key for the gateway reaches no provider.
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: key }, ...removing(mod.remove, CREDENTIAL_HEADERS.filter(h => h !== keyHeader.header)) }
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: apiKey }, ...removing(mod.remove, CREDENTIAL_HEADERS.filter(h => h !== keyHeader.header)) }
       }
     }
     const i = at[at.length - 1] as number
@@ -372,7 +373,7 @@ function translateRoute (
       const mod = backendPolicies.requestHeaderModifier ?? {}
       backendPolicies.requestHeaderModifier = { ...mod, ...removing(mod.remove, CREDENTIAL_HEADERS) }
     }
-    const ownAuth = selfAuth && backendAuth !== undefined ? { ...backendAuth, ...(key !== undefined ? { key } : {}) } : undefined
+    const ownAuth = selfAuth && backendAuth !== undefined ? { ...backendAuth, ...(apiKey !== undefined ? { key: apiKey } : {}) } : undefined
     const aiAuth = { gcpCredential, azureAuth, passthrough: backendAuth?.passthrough !== undefined && b.ai !== undefined && keyHeader !== null }
     let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...at, 'mcp'], options, fail)
