@@ -86,7 +86,7 @@ test('after renewEmitterInit, emitters get the same fields from init as before, 
   assert.equal(result.before.refused, 'ERR_INVALID_ARG_TYPE')
 })
 
-test('a Worker from startWorkerThread is a plain Worker: its fields in order, messages, errors and exit', async () => {
+test('a Worker from startWorkerThread is a plain Worker: its fields in order, messages, errors and exit', { timeout: 60_000 }, async () => {
   const plain = new Worker(ECHO, { stdin: false })
   const mine = startWorkerThread(ECHO, { stdin: false })
   try {
@@ -95,10 +95,14 @@ test('a Worker from startWorkerThread is a plain Worker: its fields in order, me
     assert.deepEqual(fieldsOf(mine), fieldsOf(plain))
     mine.postMessage('hello')
     assert.deepEqual(await once(mine, 'message'), ['hello'])
+    // Both listeners before the message: 'exit' can follow 'error' before this function
+    // resumes, and a listener added after it would wait forever (a CI run hung here).
+    const failed = once(mine, 'error') as Promise<[Error]>
+    const exited = once(mine, 'exit') as Promise<[number]>
     mine.postMessage('throw')
-    const [err] = await once(mine, 'error') as [Error]
+    const [err] = await failed
     assert.equal(err.message, 'told to')
-    const [code] = await once(mine, 'exit') as [number]
+    const [code] = await exited
     assert.equal(code, 1)
   } finally {
     await plain.terminate()
