@@ -259,12 +259,15 @@ describe('docs/models.md', () => {
     const { readFileSync } = await import('node:fs')
     const text = readFileSync(new URL('../../../docs/models.md', import.meta.url), 'utf8')
     const blocks = [...text.matchAll(/```yaml\n([\s\S]*?)```/g)].map(m => m[1]!).filter(b => b.startsWith('gateways:'))
-    assert.equal(blocks.length, 2)
+    // Every whole config of the page (e2e/test/docs-yaml.test.ts runs them through the
+    // binary too); the worked example is the one with four models or more.
+    assert.ok(blocks.length >= 2)
+    let largest = 0
     for (const yaml of blocks) {
       const r = loadConfigText(yaml, { baseDir: '/tmp', readFile: () => 'sk-test-portico' })
       assert.ok(r.ok, r.ok ? '' : r.diagnostics.map(d => formatDiagnostic('models.md', d)).join('\n'))
-      const models = routeModels(r.config.ir, 'models:default')
-      assert.ok(models.length >= 4)
+      largest = Math.max(largest, routeModels(r.config.ir, 'models:default').length)
     }
+    assert.ok(largest >= 4)
   })
 })
