@@ -18,7 +18,7 @@ export interface ProcessingRequest {
   request_body?: { body?: Buffer, end_of_stream?: boolean }
   response_body?: { body?: Buffer, end_of_stream?: boolean }
   protocol_config?: { request_body_mode?: number, response_body_mode?: number }
-  metadata_context?: { filter_metadata?: Record<string, { fields?: Record<string, { string_value?: string }> }> }
+  metadata_context?: { filter_metadata?: Record<string, { fields?: Record<string, { stringValue?: string, listValue?: { values?: Array<{ stringValue?: string }> } }> }> }
   request?: string
 }
 
@@ -63,8 +63,8 @@ export function metadataStruct (byNamespace: Record<string, Record<string, strin
   const fields: Record<string, unknown> = {}
   for (const [ns, o] of Object.entries(byNamespace)) {
     const inner: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(o)) inner[k] = { string_value: v }
-    fields[ns] = { struct_value: { fields: inner } }
+    for (const [k, v] of Object.entries(o)) inner[k] = { stringValue: v }
+    fields[ns] = { structValue: { fields: inner } }
   }
   return { fields }
 }

@@ -48,16 +48,19 @@ export interface CommonResponseMessage {
 
 export interface ImmediateResponseMessage { status?: { code?: number }, headers?: HeaderMutationMessage, body?: Buffer, details?: string }
 
-/** google.protobuf.Struct as @grpc/proto-loader decodes it (keepCase, oneofs). */
+/**
+ * google.protobuf.Struct as @grpc/proto-loader decodes it: its fields camelCase even with
+ * keepCase (protobufjs defines the well-known types itself), the oneof named in `kind`.
+ */
 export interface StructMessage { fields?: Record<string, ValueMessage> }
 export interface ValueMessage {
   kind?: string
-  null_value?: number
-  number_value?: number
-  string_value?: string
-  bool_value?: boolean
-  struct_value?: StructMessage
-  list_value?: { values?: ValueMessage[] }
+  nullValue?: number
+  numberValue?: number
+  stringValue?: string
+  boolValue?: boolean
+  structValue?: StructMessage
+  listValue?: { values?: ValueMessage[] }
 }
 
 /** ProcessingMode (envoy.extensions.filters.http.ext_proc.v3): enums as numbers. */
@@ -111,11 +114,11 @@ export function structToJson (s: StructMessage | null | undefined, depth = 0): R
 
 function valueToJson (v: ValueMessage | null | undefined, depth: number): unknown {
   if (v === null || v === undefined || depth > MAX_STRUCT_DEPTH) return null
-  if (v.string_value !== undefined) return v.string_value
-  if (v.number_value !== undefined) return v.number_value
-  if (v.bool_value !== undefined) return v.bool_value
-  if (v.struct_value !== undefined && v.struct_value !== null) return structToJson(v.struct_value, depth)
-  if (v.list_value !== undefined && v.list_value !== null) return (v.list_value.values ?? []).map(x => valueToJson(x, depth + 1))
+  if (v.stringValue !== undefined) return v.stringValue
+  if (v.numberValue !== undefined) return v.numberValue
+  if (v.boolValue !== undefined) return v.boolValue
+  if (v.structValue !== undefined && v.structValue !== null) return structToJson(v.structValue, depth)
+  if (v.listValue !== undefined && v.listValue !== null) return (v.listValue.values ?? []).map(x => valueToJson(x, depth + 1))
   return null
 }
 
@@ -127,12 +130,12 @@ export function jsonToStruct (o: Record<string, unknown>): StructMessage {
 }
 
 function jsonToValue (v: unknown): ValueMessage {
-  if (typeof v === 'string') return { string_value: v }
-  if (typeof v === 'number') return { number_value: v }
-  if (typeof v === 'boolean') return { bool_value: v }
-  if (Array.isArray(v)) return { list_value: { values: v.map(jsonToValue) } }
-  if (v !== null && typeof v === 'object') return { struct_value: jsonToStruct(v as Record<string, unknown>) }
-  return { null_value: 0 }
+  if (typeof v === 'string') return { stringValue: v }
+  if (typeof v === 'number') return { numberValue: v }
+  if (typeof v === 'boolean') return { boolValue: v }
+  if (Array.isArray(v)) return { listValue: { values: v.map(jsonToValue) } }
+  if (v !== null && typeof v === 'object') return { structValue: jsonToStruct(v as Record<string, unknown>) }
+  return { nullValue: 0 }
 }
 
 /** Metadata (envoy.config.core.v3) from namespace → JSON object, as ProcessingRequest.metadata_context takes it. */
