@@ -199,6 +199,9 @@ export function answerTo (r: Received, expect: ProcessingPhase): ExchangeResult 
   return out
 }
 
+/** Answers held unread on one stream. */
+const MAX_UNREAD = 1024
+
 /** One request's stream to the processor. Opened on first use; closed when the request ends. */
 export class ExtProcStream {
   private call: grpc.ClientDuplexStream<unknown, ProcessingResponseMessage> | null = null
@@ -222,7 +225,12 @@ export class ExtProcStream {
   private open (): grpc.ClientDuplexStream<unknown, ProcessingResponseMessage> {
     const call = this.client.Process(callMetadata(this.traceHeaders))
     call.on('data', (m: ProcessingResponseMessage) => {
-      this.inbox.push(m)
+      // Answers not read yet (a full-duplex processor answering while the client's body is
+      // still coming) are held here: a processor that floods them is cut, not buffered.
+      if (this.inbox.length >= MAX_UNREAD) {
+        this.ended ??= `more than ${MAX_UNREAD} answers unread`
+        call.cancel()
+      } else this.inbox.push(m)
       this.wake()
     })
     call.on('error', (err: grpc.ServiceError) => {
