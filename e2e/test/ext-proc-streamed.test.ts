@@ -15,10 +15,12 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { sha256, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streamedBody, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
 
 let backend: Backend
+/** A model server's SSE answer: three events 200 ms apart. */
+let sse: Backend
 let processor: ExtProcServer
 let portico: PorticoProcess
 
@@ -82,9 +84,16 @@ async function behave (m: ProcessingRequest, stream: ProcessingRequest[]): Promi
       if (phase === 'request_headers') return { ...answer(phase), mode_override: { request_body_mode: 2 } }
       return answer(phase)
     case 'duplex-resp':
-      // Full duplex on the response: the headers answered only after the body.
+      // Full duplex on the response: the headers answered only after the whole body.
       if (phase === 'response_headers') return []
-      if (phase === 'response_body') return [answer('response_headers', { header_mutation: { set_headers: [set('x-after-body', 'yes')] } }), streamedBody('response_body', 'rewritten', true)]
+      if (phase === 'response_body') return m.response_body!.end_of_stream === true ? [answer('response_headers', { header_mutation: { set_headers: [set('x-after-body', 'yes')] } }), streamedBody('response_body', 'rewritten', true)] : []
+      return answer(phase)
+    case 'sse-duplex':
+      // Each event passed back at once, as the picker passes a model server's stream.
+      if (phase === 'response_body') return streamedBody(phase, m.response_body!.body!, m.response_body!.end_of_stream === true)
+      return answer(phase)
+    case 'sse-streamed':
+      if (phase === 'response_body') return answer(phase, { body_mutation: { body: Buffer.from(m.response_body!.body!.toString('utf8').toUpperCase()) } })
       return answer(phase)
     default:
       return answer(phase)
@@ -93,6 +102,17 @@ async function behave (m: ProcessingRequest, stream: ProcessingRequest[]): Promi
 
 before(async () => {
   backend = await startEchoBackend('app')
+  sse = await startBackend((req, res) => {
+    req.resume()
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    void (async () => {
+      for (const n of [1, 2, 3]) {
+        res.write(`data: event ${n}\n\n`)
+        await sleep(200)
+      }
+      res.end()
+    })()
+  })
   processor = await startExtProcServer(behave)
   const ep = (extra: Record<string, unknown>) => ({ host: processor.host, timeout: '2s', ...extra })
   const route = (name: string, extProc: Record<string, unknown>) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], policies: { extProc } as never, backends: [{ host: backend.host }] })
@@ -111,7 +131,9 @@ before(async () => {
         route('grow', ep({ processingMode: duplex, maxBodyBytes: 100_000 })),
         route('override', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip', allowModeOverride: true } })),
         route('no-override', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip' } })),
-        route('duplex-resp', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' } }))
+        route('duplex-resp', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' } })),
+        { ...route('sse-duplex', ep({ processingMode: { request: { body: 'FullDuplexStreamed' }, response: { body: 'FullDuplexStreamed' } } })), backends: [{ host: sse.host }] },
+        { ...route('sse-streamed', ep({ processingMode: { responseBodyMode: 'streamed' } })), backends: [{ host: sse.host }] }
       ]
     })
   })
@@ -121,6 +143,7 @@ after(async () => {
   await portico?.stop()
   await processor?.close()
   await backend?.close()
+  await sse?.close()
 })
 
 /** The stream whose request path is `path`. */
@@ -186,8 +209,13 @@ test('streamed: each chunk reaches the processor as the client sends it, in orde
   // Chunked: the end comes after the last chunk, as an empty message with end_of_stream.
   assert.deepEqual(bodies.map(b => Buffer.from(b.body ?? Buffer.alloc(0)).toString('utf8')), [...chunks, ''])
   assert.deepEqual(bodies.map(b => b.end_of_stream === true), [false, false, false, true])
-  // The response in the streamed mode: its body is one chunk with end_of_stream (held whole, then sent).
-  assert.equal(r.headers['x-response-seen'], `${r.text.length} bytes, end true`)
+  // The response in the streamed mode: each chunk answered as it passes (the first answer's
+  // header mutation still makes the headers), then an empty chunk with end_of_stream.
+  assert.equal(r.headers['x-response-seen'], `${r.text.length} bytes, end false`)
+  assert.equal(r.headers['content-length'], undefined, 'the length may change chunk by chunk: sent chunked')
+  const answers = s.filter(m => m.response_body !== undefined).map(m => m.response_body!)
+  assert.equal(Buffer.concat(answers.map(b => Buffer.from(b.body ?? Buffer.alloc(0)))).toString('utf8'), r.text)
+  assert.equal(answers.at(-1)!.end_of_stream, true)
 })
 
 test('streamed with a content-length: the last chunk carries end_of_stream (no empty message)', async () => {
@@ -270,5 +298,31 @@ test('full duplex on the response: the headers answered after the body, the stre
   assert.equal(r.status, 200)
   assert.equal(r.headers['x-after-body'], 'yes')
   assert.equal(r.text, 'rewritten')
-  assert.equal(r.headers['content-length'], '9')
+})
+
+/** A GET whose answer is read as it streams: the time each piece arrived (ms from the start). */
+async function streamed (path: string): Promise<{ status: number, pieces: Array<{ at: number, text: string }> }> {
+  const started = Date.now()
+  return await new Promise((resolve, reject) => {
+    http.get(`${portico.url}${path}`, res => {
+      const pieces: Array<{ at: number, text: string }> = []
+      res.on('data', (c: Buffer) => pieces.push({ at: Date.now() - started, text: c.toString('utf8') }))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, pieces }))
+    }).on('error', reject)
+  })
+}
+
+test('a streamed answer (SSE) goes through the processor chunk by chunk: the first event reaches the client before the last is written', async () => {
+  for (const [path, expect] of [['/sse-duplex', 'data: event 1'], ['/sse-streamed', 'DATA: EVENT 1']] as const) {
+    const r = await streamed(path)
+    assert.equal(r.status, 200, path)
+    const text = r.pieces.map(p => p.text).join('')
+    assert.ok(text.startsWith(expect), `${path}: ${text}`)
+    assert.equal(text.split('\n\n').filter(Boolean).length, 3, text)
+    assert.ok(r.pieces[0]!.at < 350, `${path}: the first event came at ${r.pieces[0]!.at} ms, not held to the end`)
+    assert.ok(r.pieces.at(-1)!.at >= 350, `${path}: the stream lasted ${r.pieces.at(-1)!.at} ms`)
+    const s = streamFor(path)
+    const bodies = s.filter(m => m.response_body !== undefined)
+    assert.ok(bodies.length >= 3, `${path}: ${bodies.length} response_body messages`)
+  }
 })

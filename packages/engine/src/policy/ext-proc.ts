@@ -9,10 +9,14 @@
  * request phase is http/ext-proc-request-phase.ts (shared with the InferencePool's endpoint
  * picker): in the streamed modes the client's chunks go to the processor as they come and the
  * backend call waits until the processor has answered all of them, the new body held up to
- * maxBodyBytes. On the response the backend's body is held whole (up to maxBodyBytes) and
- * sent as one chunk with end_of_stream, answered as the mode says — response chunks are not
- * forwarded to the processor as they arrive. BUFFERED_PARTIAL and trailers are not
- * supported (a trailers answer is accepted and ignored). A body replacement fixes
+ * maxBodyBytes. On the response, a backend's body in the streamed modes goes to the
+ * processor chunk by chunk as it streams (http/response-intercept.ts onChunk) and what the
+ * processor answers goes on to the client at once (without content-length), then an empty
+ * chunk with end_of_stream; an answer the proxy makes whole is sent as one chunk. A failure
+ * after the client got the first byte cuts its response; in full duplex failOpen cannot let
+ * the rest through once chunks went to the processor (it holds some of them), so that fails
+ * too. BUFFERED_PARTIAL and trailers are not supported (a trailers answer is accepted and
+ * ignored). A body replacement fixes
  * content-length. A failure (the processor unreachable, closing the stream with an error,
  * answering out of turn, too much, or slower than the message timeout) answers 500
  * `external processing failed` with failClosed, or stops processing for the request and lets
@@ -27,7 +31,7 @@ import type { ExtProcIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
 import { createExtProcClient, ExtProcStream, headerMapMessage, type ExchangeResult } from '../traffic/ext-proc-grpc.ts'
 import { bodyReadFailure } from '../http/request-body.ts'
-import { addResponseInterceptor, type InterceptResult, type ResponseDraft } from '../http/response-intercept.ts'
+import { addResponseInterceptor, type ChunkResult, type InterceptResult, type ResponseDraft } from '../http/response-intercept.ts'
 import { DuplexAnswers, applyMutation, immediateAnswer, newBody, runExtProcRequestPhase, type ExtProcModes, type RequestPhaseOptions } from '../http/ext-proc-request-phase.ts'
 import { CONTINUE } from './header-modifier.ts'
 
@@ -235,6 +239,61 @@ function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcM
     stream.finish()
     return { action: 'continue' }
   }
+  /** The streamed modes on a backend's body, chunk by chunk (http/response-intercept.ts onChunk). */
+  let duplex: DuplexAnswers | null = null
+  /** Chunks went to a full-duplex processor: its failure cannot let the rest through (the bytes it holds are lost). */
+  let duplexSent = false
+  const asChunk = (r: InterceptResult | 'replaced', data: Buffer): ChunkResult => r === 'replaced' || r.action === 'continue' ? { action: 'data', data } : r
+  const streamedChunk = async (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> => {
+    const r = await send({ response_body: { body: chunk, end_of_stream: end } }, 'response_body')
+    if (end) stream.finish()
+    if (r.kind !== 'response') return asChunk(apply(draft, r, true), chunk)
+    const before = draft.body
+    const out = apply(draft, r, true)
+    // A body mutation replaces this chunk (apply put it in draft.body).
+    const data = draft.body !== before && draft.body !== null ? draft.body : chunk
+    draft.body = before
+    bodyReplaced = false
+    return asChunk(out, data)
+  }
+  const duplexChunk = async (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> => {
+    duplex ??= new DuplexAnswers('response', headersPending, true)
+    hooks.sent?.('response_body')
+    const failed = await stream.write({ response_body: { body: chunk, end_of_stream: end } })
+    duplexSent = true
+    if (failed !== null) return duplexFailed(draft, failed)
+    const out: Buffer[] = []
+    let size = 0
+    while (stream.pending || (end && !duplex.done)) {
+      const a = duplex.take(await stream.receive())
+      if (a.kind === 'end') {
+        hooks.answered?.('response_body', a.r)
+        return duplexFailed(draft, a.r)
+      }
+      if (a.kind === 'error') return duplexFailed(draft, { kind: 'error', reason: a.reason })
+      if (a.kind === 'ignored') continue
+      hooks.answered?.(a.kind === 'body' ? 'response_body' : 'response_headers', a.r)
+      const applied = apply(draft, a.r, false)
+      if (applied !== 'replaced' && applied.action !== 'continue') return applied
+      if (a.kind === 'body') {
+        size += a.chunk.length
+        // What one backend chunk brings back is passed on at once; a processor that answers far more is cut.
+        if (size > ir.maxBodyBytes) return duplexFailed(draft, { kind: 'error', reason: `the processor answered more than maxBodyBytes (${ir.maxBodyBytes}) for one chunk` })
+        out.push(a.chunk)
+      }
+    }
+    if (end) stream.finish()
+    return { action: 'data', data: Buffer.concat(out) }
+  }
+  /** A full-duplex failure mid-body: failOpen cannot pass the rest on (the processor holds bytes of it): the answer fails. */
+  const duplexFailed = (draft: ResponseDraft, r: Exclude<ExchangeResult, { kind: 'response' }>): ChunkResult => {
+    if (r.kind === 'immediate') return asChunk(apply(draft, r, true), Buffer.alloc(0))
+    const reason = r.kind === 'error' ? r.reason : 'the processor ended the stream in the middle of the body'
+    stream.close()
+    active = false
+    trace(ctx, 'deny', `processor ${target} failed on the streamed response body: ${reason}`)
+    return { action: 'fail', status: 500, body: FAILED_BODY, reason: 'ExtProc', error: `external processor ${target} failed: ${reason}` }
+  }
   const finish = (out: InterceptResult | 'replaced'): InterceptResult => {
     stream.finish()
     return out === 'replaced' ? { action: 'continue' } : out
@@ -273,6 +332,15 @@ function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcM
     },
     onBodyTooLarge (): InterceptResult {
       return fail(`response body larger than maxBodyBytes (${ir.maxBodyBytes})`)
+    },
+    streamsBody (): boolean {
+      return mode.responseBodyMode === 'streamed' || mode.responseBodyMode === 'fullDuplexStreamed'
+    },
+    async onChunk (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> {
+      // Processing stopped (failOpen, a stream the processor ended): the rest goes through.
+      if (!active && !duplexSent) return { action: 'data', data: chunk }
+      if (!active) return { action: 'fail', status: 500, body: FAILED_BODY, reason: 'ExtProc', error: `external processor ${target} stopped in the middle of the body` }
+      return mode.responseBodyMode === 'fullDuplexStreamed' ? await duplexChunk(draft, chunk, end) : await streamedChunk(draft, chunk, end)
     }
   }
 }
