@@ -92,6 +92,14 @@ async function behave (m: ProcessingRequest, stream: ProcessingRequest[]): Promi
       // Each event passed back at once, as the picker passes a model server's stream.
       if (phase === 'response_body') return streamedBody(phase, m.response_body!.body!, m.response_body!.end_of_stream === true)
       return answer(phase)
+    case 'sse-cut':
+      // Fails on the second event, after the client got the first.
+      if (phase === 'response_body') return stream.filter(x => x.response_body !== undefined).length >= 2 ? 'error' : streamedBody(phase, m.response_body!.body!, false)
+      return answer(phase)
+    case 'sse-open':
+      // Stops answering at the second event: failOpen lets the rest through unprocessed.
+      if (phase === 'response_body') return stream.filter(x => x.response_body !== undefined).length >= 2 ? 'hang' : answer(phase, { body_mutation: { body: Buffer.from(m.response_body!.body!.toString('utf8').toUpperCase()) } })
+      return answer(phase)
     case 'sse-streamed':
       if (phase === 'response_body') return answer(phase, { body_mutation: { body: Buffer.from(m.response_body!.body!.toString('utf8').toUpperCase()) } })
       return answer(phase)
@@ -133,7 +141,9 @@ before(async () => {
         route('no-override', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip' } })),
         route('duplex-resp', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' } })),
         { ...route('sse-duplex', ep({ processingMode: { request: { body: 'FullDuplexStreamed' }, response: { body: 'FullDuplexStreamed' } } })), backends: [{ host: sse.host }] },
-        { ...route('sse-streamed', ep({ processingMode: { responseBodyMode: 'streamed' } })), backends: [{ host: sse.host }] }
+        { ...route('sse-streamed', ep({ processingMode: { responseBodyMode: 'streamed' } })), backends: [{ host: sse.host }] },
+        { ...route('sse-cut', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' }, failureMode: 'failOpen' })), backends: [{ host: sse.host }] },
+        { ...route('sse-open', ep({ processingMode: { responseBodyMode: 'streamed' }, failureMode: 'failOpen', timeout: '300ms' })), backends: [{ host: sse.host }] }
       ]
     })
   })
@@ -301,13 +311,16 @@ test('full duplex on the response: the headers answered after the body, the stre
 })
 
 /** A GET whose answer is read as it streams: the time each piece arrived (ms from the start). */
-async function streamed (path: string): Promise<{ status: number, pieces: Array<{ at: number, text: string }> }> {
+async function streamed (path: string): Promise<{ status: number, pieces: Array<{ at: number, text: string }>, complete: boolean }> {
   const started = Date.now()
   return await new Promise((resolve, reject) => {
     http.get(`${portico.url}${path}`, res => {
       const pieces: Array<{ at: number, text: string }> = []
       res.on('data', (c: Buffer) => pieces.push({ at: Date.now() - started, text: c.toString('utf8') }))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, pieces }))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, pieces, complete: res.complete }))
+      // A response cut in the middle (the processor failed after the first byte).
+      res.on('error', () => resolve({ status: res.statusCode ?? 0, pieces, complete: false }))
+      res.on('aborted', () => resolve({ status: res.statusCode ?? 0, pieces, complete: false }))
     }).on('error', reject)
   })
 }
@@ -325,4 +338,15 @@ test('a streamed answer (SSE) goes through the processor chunk by chunk: the fir
     const bodies = s.filter(m => m.response_body !== undefined)
     assert.ok(bodies.length >= 3, `${path}: ${bodies.length} response_body messages`)
   }
+})
+
+test('a failure in the middle of a streamed answer: full duplex cuts the client\'s response (even with failOpen); streamed with failOpen lets the rest through', async () => {
+  const cut = await streamed('/sse-cut')
+  assert.equal(cut.status, 200)
+  assert.equal(cut.complete, false, 'the response is cut, not ended as if whole')
+  assert.ok(cut.pieces.map(p => p.text).join('').startsWith('data: event 1'))
+  const open = await streamed('/sse-open')
+  assert.equal(open.status, 200)
+  assert.equal(open.complete, true)
+  assert.equal(open.pieces.map(p => p.text).join(''), 'DATA: EVENT 1\n\ndata: event 2\n\ndata: event 3\n\n')
 })
