@@ -7,14 +7,16 @@
  * x-gateway-destination-endpoint, its streamed_response chunks the body); one that answers
  * late, one that never answers (bounded by the timeout: failClosed 500, failOpen the original
  * body through), an immediate response in the middle of the body, bodies over the limit both
- * ways, mode_override, Envoy Gateway's field names, and the response side in both modes.
+ * ways, mode_override, Envoy Gateway's field names, the response side in both modes (an SSE
+ * answer streaming through the processor, a failure in its middle), and the trace.
  */
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { openTrace } from '../lib/trace.ts'
 import { sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streamedBody, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
 
@@ -23,6 +25,7 @@ let backend: Backend
 let sse: Backend
 let processor: ExtProcServer
 let portico: PorticoProcess
+let admin: string
 
 const set = (key: string, value: string) => ({ header: { key, raw_value: Buffer.from(value) }, append_action: 2 })
 
@@ -125,7 +128,10 @@ before(async () => {
   const ep = (extra: Record<string, unknown>) => ({ host: processor.host, timeout: '2s', ...extra })
   const route = (name: string, extProc: Record<string, unknown>) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], policies: { extProc } as never, backends: [{ host: backend.host }] })
   const duplex = { requestBodyMode: 'fullDuplexStreamed', responseHeaderMode: 'skip' }
+  const adminPort = await freePort()
+  admin = `http://127.0.0.1:${adminPort}`
   portico = await startPortico({
+    env: { ADMIN_ADDR: `127.0.0.1:${adminPort}` },
     config: port => ({
       gateways: { default: { port, address: '127.0.0.1' } },
       routes: [
@@ -349,4 +355,17 @@ test('a failure in the middle of a streamed answer: full duplex cuts the client\
   assert.equal(open.status, 200)
   assert.equal(open.complete, true)
   assert.equal(open.pieces.map(p => p.text).join(''), 'DATA: EVENT 1\n\ndata: event 2\n\ndata: event 3\n\n')
+})
+
+test('the trace: one event per phase, the streamed body summed up (not one event per chunk)', async () => {
+  const trace = await openTrace(admin, 'path=/sse-streamed')
+  await trace.ready
+  const r = await streamed('/sse-streamed')
+  assert.equal(r.status, 200)
+  const events = await trace.done
+  const effective = (events.find(e => e.message.type === 'policySelection' && e.message.phase === 'route')!.message.effectivePolicy as Record<string, any>).extProc
+  assert.equal(effective.processingMode.responseBodyMode, 'streamed')
+  const decisions = events.filter(e => e.message.type === 'policy' && e.message.kind === 'extProc').map(e => (e.message.result as { details: string }).details)
+  assert.equal(decisions.length, 3, decisions.join(' | '))
+  assert.match(decisions[2]!, /^response body streamed through 127\.0\.0\.1:\d+: 4 chunks answered, 4 replaced$/)
 })

@@ -168,6 +168,7 @@ export async function runExtProcRequestPhase (ctx: BodyContext, o: RequestPhaseO
   const declared = declaredLength(ctx)
   let sentEnd = false
   const chunks = requestBodyChunks(ctx, o.maxBodyBytes)
+  let replacedChunks = 0
   while (true) {
     const next = await chunks.next()
     let chunk: Buffer
@@ -190,12 +191,14 @@ export async function runExtProcRequestPhase (ctx: BodyContext, o: RequestPhaseO
     if (tooMuch !== null) return body.restoreAnd({ ...progress, kind: 'error', reason: tooMuch }, chunks)
     const m = r.response.body_mutation
     const out = m?.body !== undefined && m.body !== null ? Buffer.from(m.body) : m?.clear_body === true ? Buffer.alloc(0) : chunk
-    if (out !== chunk) progress.changes.push(`request body chunk ${body.answers} replaced (${out.length} bytes)`)
+    if (out !== chunk) replacedChunks++
     if (!body.add(out)) return body.restoreAnd({ ...progress, kind: 'error', reason: `the processor's body is larger than maxBodyBytes (${o.maxBodyBytes})` }, chunks)
     sentEnd = eos
     if (body.clientDone) break
   }
   body.install(o.headers)
+  // One entry for the whole body, not one per chunk (a long upload has thousands).
+  progress.changes.push(`request body streamed: ${body.answers} chunks answered, ${replacedChunks} replaced`)
   return { ...progress, kind: 'continue', modes }
 }
 
@@ -272,7 +275,10 @@ async function fullDuplex (
     const done = handle(await o.stream.receive())
     if (done !== null) return body.restoreAnd(done, chunks)
   }
-  if (bodyLike) body.install(o.headers)
+  if (bodyLike) {
+    body.install(o.headers)
+    progress.changes.push(`request body streamed: ${body.answers} streamed_response chunks`)
+  }
   return { ...progress, kind: 'continue', modes }
 }
 

@@ -164,7 +164,9 @@ function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcM
     trace(ctx, 'deny', `processor ${target} failed on the response: ${reason}`)
     return { action: 'fail', status: 500, body: FAILED_BODY, reason: 'ExtProc', error: `external processor ${target} failed: ${reason}` }
   }
-  const apply = (draft: ResponseDraft, r: ExchangeResult, toBody: boolean): InterceptResult | 'replaced' => {
+  /** Streamed body chunks the processor answered, and how many it replaced: one trace event at the end, not one per chunk. */
+  const streamedStats = { chunks: 0, replaced: 0 }
+  const apply = (draft: ResponseDraft, r: ExchangeResult, toBody: boolean, quiet = false): InterceptResult | 'replaced' => {
     const changes: string[] = []
     switch (r.kind) {
       case 'closed':
@@ -202,7 +204,7 @@ function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcM
           bodyReplaced = true
           changes.push(`response body replaced (${body.length} bytes)`)
         }
-        trace(ctx, 'apply', `response ${toBody ? 'body' : 'headers'} processed by ${target}${changes.length > 0 ? `: ${changes.join('; ')}` : ''}`)
+        if (!quiet) trace(ctx, 'apply', `response ${toBody ? 'body' : 'headers'} processed by ${target}${changes.length > 0 ? `: ${changes.join('; ')}` : ''}`)
         return replace ? 'replaced' : { action: 'continue' }
       }
     }
@@ -249,12 +251,19 @@ function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcM
     if (end) stream.finish()
     if (r.kind !== 'response') return asChunk(apply(draft, r, true), chunk)
     const before = draft.body
-    const out = apply(draft, r, true)
+    const out = apply(draft, r, true, true)
     // A body mutation replaces this chunk (apply put it in draft.body).
     const data = draft.body !== before && draft.body !== null ? draft.body : chunk
+    streamedStats.chunks++
+    if (data !== chunk) streamedStats.replaced++
     draft.body = before
     bodyReplaced = false
+    if (end) traceStreamed()
     return asChunk(out, data)
+  }
+  const traceStreamed = (): void => {
+    const { chunks, replaced } = streamedStats
+    trace(ctx, 'apply', `response body streamed through ${target}: ${chunks} ${mode.responseBodyMode === 'streamed' ? `chunks answered, ${replaced} replaced` : 'streamed_response chunks'}`)
   }
   const duplexChunk = async (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> => {
     duplex ??= new DuplexAnswers('response', headersPending, true)
@@ -273,16 +282,20 @@ function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcM
       if (a.kind === 'error') return duplexFailed(draft, { kind: 'error', reason: a.reason })
       if (a.kind === 'ignored') continue
       hooks.answered?.(a.kind === 'body' ? 'response_body' : 'response_headers', a.r)
-      const applied = apply(draft, a.r, false)
+      const applied = apply(draft, a.r, false, a.kind === 'body')
       if (applied !== 'replaced' && applied.action !== 'continue') return applied
       if (a.kind === 'body') {
+        streamedStats.chunks++
         size += a.chunk.length
         // What one backend chunk brings back is passed on at once; a processor that answers far more is cut.
         if (size > ir.maxBodyBytes) return duplexFailed(draft, { kind: 'error', reason: `the processor answered more than maxBodyBytes (${ir.maxBodyBytes}) for one chunk` })
         out.push(a.chunk)
       }
     }
-    if (end) stream.finish()
+    if (end) {
+      stream.finish()
+      traceStreamed()
+    }
     return { action: 'data', data: Buffer.concat(out) }
   }
   /** A full-duplex failure mid-body: failOpen cannot pass the rest on (the processor holds bytes of it): the answer fails. */
