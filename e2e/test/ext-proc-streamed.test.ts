@@ -14,8 +14,10 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { openTrace } from '../lib/trace.ts'
 import { sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streamedBody, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
@@ -368,4 +370,18 @@ test('the trace: one event per phase, the streamed body summed up (not one event
   const decisions = events.filter(e => e.message.type === 'policy' && e.message.kind === 'extProc').map(e => (e.message.result as { details: string }).details)
   assert.equal(decisions.length, 3, decisions.join(' | '))
   assert.match(decisions[2]!, /^response body streamed through 127\.0\.0\.1:\d+: 4 chunks answered, 4 replaced$/)
+})
+
+test('config: both spellings of one body mode refused; BufferedPartial is not a mode', async () => {
+  const dir = makeTempDir()
+  const both = join(dir, 'both.yaml')
+  writeFileSync(both, 'gateways: {default: {port: 3000}}\nroutes:\n  - policies:\n      extProc: {host: "127.0.0.1:9000", processingMode: {requestBodyMode: streamed, request: {body: FullDuplexStreamed}}}\n')
+  const r = await runPortico(['--validate', '-f', both])
+  assert.equal(r.code, 1)
+  assert.match(r.stderr, /extProc\.processingMode\.request\.body: set one of request\.body and requestBodyMode/)
+  const partial = join(dir, 'partial.yaml')
+  writeFileSync(partial, 'gateways: {default: {port: 3000}}\nroutes:\n  - policies:\n      extProc: {host: "127.0.0.1:9000", processingMode: {response: {body: BufferedPartial}}}\n')
+  const r2 = await runPortico(['--validate', '-f', partial])
+  assert.equal(r2.code, 1)
+  assert.match(r2.stderr, /extProc\.processingMode\.response\.body: /)
 })
