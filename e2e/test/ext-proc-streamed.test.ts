@@ -74,7 +74,8 @@ async function behave (m: ProcessingRequest, stream: ProcessingRequest[]): Promi
       return phase.startsWith('request') ? [] : answer(phase)
     case 'silent-closed':
     case 'silent-open':
-      return 'hang'
+    case 'stalls-open':
+      return phase === 'request_headers' && path.startsWith('/stalls-open') ? answer(phase) : 'hang'
     case 'shed':
       // An immediate response after the first chunk, the client's body still coming.
       if (phase === 'request_body') return { immediate_response: { status: { code: 429 }, body: Buffer.from('shed') } }
@@ -144,6 +145,7 @@ before(async () => {
         route('silent-closed', ep({ processingMode: duplex, timeout: '300ms' })),
         route('silent-open', ep({ processingMode: duplex, timeout: '300ms', failureMode: 'failOpen' })),
         route('shed', ep({ processingMode: duplex })),
+        route('stalls-open', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip' }, timeout: '300ms', failureMode: 'failOpen' })),
         route('grow', ep({ processingMode: duplex, maxBodyBytes: 100_000 })),
         route('override', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip', allowModeOverride: true } })),
         route('no-override', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip' } })),
@@ -280,6 +282,12 @@ test('full duplex: a processor that never answers is bounded by the timeout — 
   const open = await post('/silent-open', ['never ', 'answered'])
   assert.equal(open.status, 200)
   assert.equal(open.echo!.bodySha256, sha256('never answered'), 'the body the processor saw is put back unchanged')
+})
+
+test('streamed: a processor that stalls in the middle of the body, failOpen — the bytes it saw are put back in front of the rest', async () => {
+  const r = await post('/stalls-open', ['first ', 'second'], { between: async () => { await processorSaw('/stalls-open', 1); await sleep(500) } })
+  assert.equal(r.status, 200)
+  assert.equal(r.echo!.bodySha256, sha256('first second'), 'the whole body, as the client sent it')
 })
 
 test('full duplex: an immediate response in the middle of the body answers the client', async () => {
