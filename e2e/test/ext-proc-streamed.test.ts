@@ -14,6 +14,8 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import http2 from 'node:http2'
+import type { AddressInfo } from 'node:net'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -25,6 +27,9 @@ import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streame
 let backend: Backend
 /** A model server's SSE answer: three events 200 ms apart. */
 let sse: Backend
+/** The same, and a 512 KiB answer, from an h2c-only server (undici's HTTP/2 client, never paused). */
+let h2c: http2.Http2Server
+const BIG = Buffer.from(Array.from({ length: 512 * 1024 }, (_, i) => (i * 7) % 251))
 let processor: ExtProcServer
 let portico: PorticoProcess
 let admin: string
@@ -95,6 +100,8 @@ async function behave (m: ProcessingRequest, stream: ProcessingRequest[]): Promi
       if (phase === 'response_body') return m.response_body!.end_of_stream === true ? [answer('response_headers', { header_mutation: { set_headers: [set('x-after-body', 'yes')] } }), streamedBody('response_body', 'rewritten', true)] : []
       return answer(phase)
     case 'sse-duplex':
+    case 'h2c-sse':
+    case 'h2c-big':
       // Each event passed back at once, as the picker passes a model server's stream.
       if (phase === 'response_body') return streamedBody(phase, m.response_body!.body!, m.response_body!.end_of_stream === true)
       return answer(phase)
@@ -127,6 +134,23 @@ before(async () => {
       res.end()
     })()
   })
+  h2c = http2.createServer((req, res) => {
+    req.resume()
+    res.writeHead(200, { 'content-type': req.url === '/h2c-big' ? 'application/octet-stream' : 'text/event-stream' })
+    void (async () => {
+      if (req.url === '/h2c-big') {
+        for (let at = 0; at < BIG.length; at += 16_384) res.write(BIG.subarray(at, at + 16_384))
+      } else {
+        for (const n of [1, 2, 3]) {
+          res.write(`data: event ${n}\n\n`)
+          await sleep(200)
+        }
+      }
+      res.end()
+    })()
+  })
+  await new Promise<void>(resolve => h2c.listen(0, '127.0.0.1', resolve))
+  const h2cBackend = { host: `127.0.0.1:${(h2c.address() as AddressInfo).port}`, policies: { http: { version: 'HTTP2' } } }
   processor = await startExtProcServer(behave)
   const ep = (extra: Record<string, unknown>) => ({ host: processor.host, timeout: '2s', ...extra })
   const route = (name: string, extProc: Record<string, unknown>) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], policies: { extProc } as never, backends: [{ host: backend.host }] })
@@ -152,6 +176,8 @@ before(async () => {
         route('duplex-resp', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' } })),
         { ...route('sse-duplex', ep({ processingMode: { request: { body: 'FullDuplexStreamed' }, response: { body: 'FullDuplexStreamed' } } })), backends: [{ host: sse.host }] },
         { ...route('sse-streamed', ep({ processingMode: { responseBodyMode: 'streamed' } })), backends: [{ host: sse.host }] },
+        { ...route('h2c-sse', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' } })), backends: [h2cBackend] },
+        { ...route('h2c-big', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' } })), backends: [h2cBackend] },
         { ...route('sse-cut', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' }, failureMode: 'failOpen' })), backends: [{ host: sse.host }] },
         { ...route('sse-open', ep({ processingMode: { responseBodyMode: 'streamed' }, failureMode: 'failOpen', timeout: '300ms' })), backends: [{ host: sse.host }] }
       ]
@@ -164,6 +190,7 @@ after(async () => {
   await processor?.close()
   await backend?.close()
   await sse?.close()
+  await new Promise(resolve => h2c?.close(resolve))
 })
 
 /** The stream whose request path is `path`. */
@@ -342,7 +369,7 @@ async function streamed (path: string): Promise<{ status: number, pieces: Array<
 }
 
 test('a streamed answer (SSE) goes through the processor chunk by chunk: the first event reaches the client before the last is written', async () => {
-  for (const [path, expect] of [['/sse-duplex', 'data: event 1'], ['/sse-streamed', 'DATA: EVENT 1']] as const) {
+  for (const [path, expect] of [['/sse-duplex', 'data: event 1'], ['/sse-streamed', 'DATA: EVENT 1'], ['/h2c-sse', 'data: event 1']] as const) {
     const r = await streamed(path)
     assert.equal(r.status, 200, path)
     const text = r.pieces.map(p => p.text).join('')
@@ -354,6 +381,14 @@ test('a streamed answer (SSE) goes through the processor chunk by chunk: the fir
     const bodies = s.filter(m => m.response_body !== undefined)
     assert.ok(bodies.length >= 3, `${path}: ${bodies.length} response_body messages`)
   }
+})
+
+test('an h2c backend\'s 512 KiB answer through a full-duplex processor arrives whole', async () => {
+  const res = await fetch(`${portico.url}/h2c-big`)
+  assert.equal(res.status, 200)
+  const got = Buffer.from(await res.arrayBuffer())
+  assert.equal(got.length, BIG.length)
+  assert.equal(sha256(got), sha256(BIG))
 })
 
 test('a failure in the middle of a streamed answer: full duplex cuts the client\'s response (even with failOpen); streamed with failOpen lets the rest through', async () => {

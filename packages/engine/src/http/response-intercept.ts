@@ -85,6 +85,10 @@ export interface InterceptContext {
   upstreamHeadersAt: number
   /** The request's response interceptors, in the order their policies ran; null for none. */
   responseInterceptors: ResponseInterceptor[] | null
+  /** The backend (an h2 or h2c one is never paused while its body streams: see pump). */
+  readonly backend?: { readonly h2c?: boolean, readonly h2?: boolean } | null
+  /** Set for a gRPC request (its backend call is HTTP/2). */
+  readonly grpc?: object | null
 }
 
 export function addResponseInterceptor (ctx: InterceptContext, interceptor: ResponseInterceptor): void {
@@ -265,6 +269,11 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
     if (bodyTakers.every(i => i.streamsBody?.() === true && i.onChunk !== undefined)) {
       // Chunk by chunk: the length may change, so the answer goes out without content-length.
       mode = 'streaming'
+      // undici's HTTP/2 client drops what arrives while a stream is paused (http/client-response.ts):
+      // such a body is never paused; what waits for the takers is bounded by their limit instead.
+      mayPause = !(ctx.backend?.h2c === true || ctx.backend?.h2 === true || (ctx.grpc ?? null) !== null)
+      waitLimit = Math.min(...bodyTakers.map(i => i.maxBodyBytes))
+      waiting = queued.reduce((n, c) => n + c.length, 0)
       delete draft!.headers['content-length']
       void pump()
       return
@@ -297,6 +306,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
   /** Headers go out before the first byte a streaming taker passes on (its headers answer applied by then). */
   let headersDelivered = false
   let pumping = false
+  let mayPause = true
+  let waitLimit = Infinity
+  let waiting = 0
   /**
    * The streaming body: each queued chunk through every taker in order (the backend paused
    * meanwhile, so at most the chunks already in flight wait here), then the end.
@@ -307,6 +319,7 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
     try {
       while (mode === 'streaming') {
         const chunk = queued.shift()
+        if (chunk !== undefined) waiting -= chunk.length
         const end = chunk === undefined && ended !== null
         if (chunk === undefined && !end) {
           controller!.resume()
@@ -314,7 +327,7 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           if (queued.length > 0 || ended !== null) continue
           return
         }
-        controller!.pause()
+        if (mayPause) controller!.pause()
         let data = chunk ?? Buffer.alloc(0)
         for (const i of bodyTakers) {
           const r = await i.onChunk!(draft!, data, end)
@@ -411,7 +424,12 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           return
         case 'streaming':
           queued.push(Buffer.from(chunk))
-          c.pause()
+          waiting += chunk.length
+          if (mayPause) c.pause()
+          else if (waiting > waitLimit) {
+            streamFailed({ action: 'fail', status: 502, body: 'bad gateway', reason: 'UpstreamFailure', error: `more than ${waitLimit} bytes of the backend's answer waiting for the response policies` })
+            return
+          }
           void pump().catch(failed)
           return
         default:
