@@ -8,7 +8,9 @@
  *
  *   a backend's answer      the backend call wraps its dispatch handler (interceptResponse):
  *                           the response is held (headers, and the body when an
- *                           interceptor buffers it) until every interceptor has answered
+ *                           interceptor buffers it) until every interceptor has answered;
+ *                           interceptors that stream the body (extProc's streamed modes)
+ *                           get it chunk by chunk instead, the backend paused meanwhile
  *   a whole answer          the proxy's own (directResponse, redirects, errors) and the MCP
  *                           layer's JSON answers: interceptAnswer, the body known up front
  *   a streamed answer       an MCP SSE stream: interceptAnswer on its head; its body cannot
@@ -57,7 +59,23 @@ export interface ResponseInterceptor {
   onBody(draft: ResponseDraft): Promise<InterceptResult>
   /** The body is larger than maxBodyBytes: fail, or let the response through unprocessed. */
   onBodyTooLarge(): InterceptResult
+  /**
+   * Whether a backend's body goes through `onChunk` as it streams instead of being held whole
+   * (asked with wantsBody; an answer the proxy makes whole still goes to onBody). Only when
+   * every body taker of the answer streams: one that wants the body whole holds it for all.
+   */
+  streamsBody?(): boolean
+  /**
+   * One chunk of the backend's body (`end`: the body ended; `chunk` is then empty or what an
+   * earlier taker gave at the end). Resolves with the bytes to pass on (possibly none, or
+   * more than one chunk's worth), or ends the answer: before the first byte reached the
+   * client it is replaced (`respond`: the draft; `fail`), after it the client's response is
+   * cut (headers sent cannot be taken back).
+   */
+  onChunk?(draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult>
 }
+
+export type ChunkResult = { action: 'data', data: Buffer } | Exclude<InterceptResult, { action: 'continue' }>
 
 /** What interception reads of a request's state (request/context.ts RequestContext has it). */
 export interface InterceptContext {
@@ -67,6 +85,10 @@ export interface InterceptContext {
   upstreamHeadersAt: number
   /** The request's response interceptors, in the order their policies ran; null for none. */
   responseInterceptors: ResponseInterceptor[] | null
+  /** The backend (an h2 or h2c one is never paused while its body streams: see pump). */
+  readonly backend?: { readonly h2c?: boolean, readonly h2?: boolean } | null
+  /** Set for a gRPC request (its backend call is HTTP/2). */
+  readonly grpc?: object | null
 }
 
 export function addResponseInterceptor (ctx: InterceptContext, interceptor: ResponseInterceptor): void {
@@ -192,7 +214,7 @@ const NOOP_CONTROLLER = {
 export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.DispatchHandler, hooks: InterceptHooks): Dispatcher.DispatchHandler {
   if (ctx.responseInterceptors === null || ctx.responseInterceptors.length === 0) return handler
   let ordered: ResponseInterceptor[] = []
-  let mode: 'waiting' | 'buffering' | 'passing' | 'discarding' | 'done' = 'waiting'
+  let mode: 'waiting' | 'buffering' | 'streaming' | 'passing' | 'discarding' | 'done' = 'waiting'
   let draft: ResponseDraft | null = null
   let controller: Dispatcher.DispatchController | null = null
   let queued: Buffer[] = []
@@ -244,6 +266,18 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
       passThrough()
       return
     }
+    if (bodyTakers.every(i => i.streamsBody?.() === true && i.onChunk !== undefined)) {
+      // Chunk by chunk: the length may change, so the answer goes out without content-length.
+      mode = 'streaming'
+      // undici's HTTP/2 client drops what arrives while a stream is paused (http/client-response.ts):
+      // such a body is never paused; what waits for the takers is bounded by their limit instead.
+      mayPause = !(ctx.backend?.h2c === true || ctx.backend?.h2 === true || (ctx.grpc ?? null) !== null)
+      waitLimit = Math.min(...bodyTakers.map(i => i.maxBodyBytes))
+      waiting = queued.reduce((n, c) => n + c.length, 0)
+      delete draft!.headers['content-length']
+      void pump()
+      return
+    }
     mode = 'buffering'
     if (!checkSize()) return
     if (ended !== null) await afterBody()
@@ -269,6 +303,71 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
     else controller!.resume()
   }
 
+  /** Headers go out before the first byte a streaming taker passes on (its headers answer applied by then). */
+  let headersDelivered = false
+  let pumping = false
+  let mayPause = true
+  let waitLimit = Infinity
+  let waiting = 0
+  /**
+   * The streaming body: each queued chunk through every taker in order (the backend paused
+   * meanwhile, so at most the chunks already in flight wait here), then the end.
+   */
+  const pump = async (): Promise<void> => {
+    if (pumping) return
+    pumping = true
+    try {
+      while (mode === 'streaming') {
+        const chunk = queued.shift()
+        if (chunk !== undefined) waiting -= chunk.length
+        const end = chunk === undefined && ended !== null
+        if (chunk === undefined && !end) {
+          controller!.resume()
+          // resume() may hand over data or the end at once (while this pump still runs).
+          if (queued.length > 0 || ended !== null) continue
+          return
+        }
+        if (mayPause) controller!.pause()
+        let data = chunk ?? Buffer.alloc(0)
+        for (const i of bodyTakers) {
+          const r = await i.onChunk!(draft!, data, end)
+          if (!going()) {
+            mode = 'done'
+            return
+          }
+          if (r.action !== 'data') {
+            streamFailed(r)
+            return
+          }
+          data = r.data
+        }
+        if (!headersDelivered && (data.length > 0 || end)) {
+          headersDelivered = true
+          deliverHeaders(controller!)
+        }
+        if (data.length > 0) handler.onResponseData?.(controller!, data)
+        if (end) {
+          mode = 'done'
+          handler.onResponseEnd?.(NOOP_CONTROLLER, ended?.trailers ?? {})
+          return
+        }
+      }
+    } finally {
+      pumping = false
+    }
+  }
+
+  /** A streaming taker ended the answer: replaced while nothing went out, else the client's response is cut. */
+  const streamFailed = (r: Exclude<InterceptResult, { action: 'continue' }>): void => {
+    if (!headersDelivered) {
+      finish(r)
+      return
+    }
+    mode = 'done'
+    if (ended === null && upstreamError === null) controller?.abort(new PorticoError('PORTICO_RESPONSE_REPLACED'))
+    handler.onResponseError?.(NOOP_CONTROLLER, new Error(r.action === 'fail' ? r.error : 'the response was replaced after it began'))
+  }
+
   const afterBody = async (): Promise<void> => {
     draft!.body = Buffer.concat(queued)
     queued = []
@@ -281,7 +380,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
 
   const failed = (err: unknown): void => {
     if (mode === 'done' || ctx.done) return
-    finish({ action: 'fail', status: 500, body: 'internal error', reason: 'Internal', error: `response processing failed: ${(err as Error)?.message ?? String(err)}` })
+    const r = { action: 'fail', status: 500, body: 'internal error', reason: 'Internal', error: `response processing failed: ${(err as Error)?.message ?? String(err)}` } as const
+    if (mode === 'streaming') streamFailed(r)
+    else finish(r)
   }
 
   return {
@@ -321,6 +422,16 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           size += chunk.length
           if (mode === 'buffering') checkSize()
           return
+        case 'streaming':
+          queued.push(Buffer.from(chunk))
+          waiting += chunk.length
+          if (mayPause) c.pause()
+          else if (waiting > waitLimit) {
+            streamFailed({ action: 'fail', status: 502, body: 'bad gateway', reason: 'UpstreamFailure', error: `more than ${waitLimit} bytes of the backend's answer waiting for the response policies` })
+            return
+          }
+          void pump().catch(failed)
+          return
         default:
       }
     },
@@ -333,6 +444,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           return
         case 'buffering':
           afterBody().catch(failed)
+          return
+        case 'streaming':
+          void pump().catch(failed)
           return
         default:
       }
