@@ -20,15 +20,18 @@ const PROTO_FILE = 'envoy/service/ext_proc/v3/external_processor.proto'
 /** A ProcessingResponse as it arrives, with the fields the picker protocol reads. */
 export type PickerMessage = ProcessingResponseMessage & { dynamic_metadata?: StructMessage | null }
 
-/** google.protobuf.Struct as @grpc/proto-loader gives it (keepCase, oneofs). */
+/**
+ * google.protobuf.Struct as @grpc/proto-loader gives it: the well-known types come from
+ * protobufjs's own definitions, whose field names are camelCase whatever keepCase says.
+ */
 export interface StructMessage { fields?: Record<string, ValueMessage> }
 export interface ValueMessage {
-  null_value?: number
-  number_value?: number
-  string_value?: string
-  bool_value?: boolean
-  struct_value?: StructMessage
-  list_value?: { values?: ValueMessage[] }
+  nullValue?: number
+  numberValue?: number
+  stringValue?: string
+  boolValue?: boolean
+  structValue?: StructMessage
+  listValue?: { values?: ValueMessage[] }
 }
 
 const clients = new Map<string, ExternalProcessorClient>()
@@ -148,13 +151,13 @@ export class PickerStream {
 export function stringStruct (fields: Record<string, string | string[]>): StructMessage {
   const out: Record<string, ValueMessage> = {}
   for (const [k, v] of Object.entries(fields)) {
-    out[k] = Array.isArray(v) ? { list_value: { values: v.map(s => ({ string_value: s })) } } : { string_value: v }
+    out[k] = Array.isArray(v) ? { listValue: { values: v.map(s => ({ stringValue: s })) } } : { stringValue: v }
   }
   return { fields: out }
 }
 
 /** The string at `namespace`.`key` of a Struct (dynamic_metadata), or undefined. */
 export function structString (s: StructMessage | null | undefined, namespace: string, key: string): string | undefined {
-  const inner = s?.fields?.[namespace]?.struct_value?.fields?.[key]
-  return typeof inner?.string_value === 'string' ? inner.string_value : undefined
+  const inner = s?.fields?.[namespace]?.structValue?.fields?.[key]
+  return typeof inner?.stringValue === 'string' ? inner.stringValue : undefined
 }
