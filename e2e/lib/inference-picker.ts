@@ -16,7 +16,8 @@
  *
  * A `test-picker-mode` header makes it misbehave: hang (never answers), error (ends the
  * stream with INTERNAL), immediate (429), huge (100 header mutations), malformed (CR LF in
- * the endpoint), metadata-only (the pick only in dynamic_metadata), none (no pick at all).
+ * the endpoint), metadata-only (the pick only in dynamic_metadata), none (no pick at all), response-body (asks for the
+ * response body with mode_override and answers it with a body of its own).
  * Serves TLS (a certificate of its own, as lwepp's self-signed one) or plaintext.
  */
 
@@ -33,6 +34,7 @@ interface PickerRequest {
   request_headers?: { headers?: HeaderMapMessage, end_of_stream?: boolean }
   request_body?: { body?: Buffer, end_of_stream?: boolean }
   response_headers?: { headers?: HeaderMapMessage, end_of_stream?: boolean }
+  response_body?: { body?: Buffer, end_of_stream?: boolean }
   protocol_config?: { request_body_mode?: number, response_body_mode?: number }
   metadata_context?: { filter_metadata?: Record<string, StructValue> }
 }
@@ -51,6 +53,8 @@ export interface PickerStreamRecord {
   served: string | null
   /** The response headers the gateway sent. */
   responseHeaders: Record<string, string> | null
+  /** The response body the gateway sent (mode response-body). */
+  responseBody: Buffer | null
 }
 
 export interface TestPicker {
@@ -67,6 +71,8 @@ function pickAnswer (endpoint: string, mode: string): Record<string, unknown> {
   headers.push(set('X-Echo-Set-Header', `x-conformance-test-served-endpoint:${endpoint}`))
   if (mode === 'huge') for (let i = 0; i < 100; i++) headers.push(set(`x-huge-${i}`, 'v'.repeat(100)))
   const message: Record<string, unknown> = { request_headers: { response: { clear_route_cache: true, header_mutation: { set_headers: mode === 'none' ? [] : headers } } } }
+  // Asks for the response body, as a picker reading the model's token usage does.
+  if (mode === 'response-body') message.mode_override = { response_body_mode: 4 }
   if (mode !== 'none') message.dynamic_metadata = { fields: { 'envoy.lb': { structValue: { fields: { 'x-gateway-destination-endpoint': { stringValue: endpoint } } } } } }
   return message
 }
@@ -78,9 +84,10 @@ export async function startTestPicker (pods: string[], tls?: { cert: Buffer, key
   const state: TestPicker = { host: '', pods, streams: [], close: async () => { server.forceShutdown() } }
   server.addService(pkg.envoy.service.ext_proc.v3.ExternalProcessor.service, {
     Process: (call: grpc.ServerDuplexStream<PickerRequest, unknown>) => {
-      const record: PickerStreamRecord = { headers: {}, protocolConfig: undefined, subset: null, bodyChunks: 0, body: Buffer.alloc(0), picked: null, served: null, responseHeaders: null }
+      const record: PickerStreamRecord = { headers: {}, protocolConfig: undefined, subset: null, bodyChunks: 0, body: Buffer.alloc(0), picked: null, served: null, responseHeaders: null, responseBody: null }
       state.streams.push(record)
       const chunks: Buffer[] = []
+      const responseChunks: Buffer[] = []
       let mode = ''
       let ended = false
       const write = (m: unknown): void => { if (!ended) call.write(m) }
@@ -124,6 +131,11 @@ export async function startTestPicker (pods: string[], tls?: { cert: Buffer, key
           }
           if (mode === 'hang') return
           write({ request_body: { response: {} } })
+        } else if (m.response_body !== undefined && m.response_body !== null) {
+          responseChunks.push(Buffer.from(m.response_body.body ?? []))
+          if (m.response_body.end_of_stream !== true) return
+          record.responseBody = Buffer.concat(responseChunks)
+          write({ response_body: { response: { body_mutation: { streamed_response: { body: Buffer.from(`seen by the picker: ${record.responseBody.length} bytes`), end_of_stream: true } } } } })
         } else if (m.response_headers !== undefined && m.response_headers !== null) {
           record.responseHeaders = headersOf(m.response_headers.headers)
           record.served = m.metadata_context?.filter_metadata?.['envoy.lb']?.fields?.['x-gateway-destination-endpoint-served']?.stringValue ?? null

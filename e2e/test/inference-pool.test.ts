@@ -7,7 +7,7 @@
  * requests steered to each pod (the body streamed to the picker, the served endpoint
  * reported back), the picker's round robin, a comma list whose first pod is down, an
  * endpoint outside the pool (refused, never connected to), the subset hint, the pick from
- * the metadata only, an immediate answer, huge and malformed header mutations, a picker
+ * the metadata only, the response body when the picker asks for it, an immediate answer, huge and malformed header mutations, a picker
  * that never answers (bounded), a picker down with FailClose (503) and FailOpen (served,
  * round robin), a body over the picker's limit, an h2c model server, the trace and metrics.
  */
@@ -173,6 +173,16 @@ test('the subset hint lists the pool\'s endpoints; the picker picks among them',
 test('the pick in the envoy.lb metadata alone is followed', async () => {
   const r = await send('/tls/meta', { 'test-epp-endpoint-selection': pods[2]!.host, 'test-picker-mode': 'metadata-only' })
   assert.equal(r.echo!.name, 'pod-c')
+})
+
+test('a picker that asks for the response body (mode_override) gets it, and its body is the answer', async () => {
+  const before = tlsPicker.streams.length
+  const r = await send('/tls/usage', { 'test-epp-endpoint-selection': pods[0]!.host, 'test-picker-mode': 'response-body' }, '{"model":"m"}')
+  assert.equal(r.status, 200)
+  const echoed = tlsPicker.streams[before]!.responseBody!
+  assert.equal(JSON.parse(echoed.toString()).name, 'pod-a')
+  assert.equal(r.text, `seen by the picker: ${echoed.length} bytes`)
+  assert.equal(r.headers['content-length'], String(r.text.length))
 })
 
 test('the picker\'s immediate response is the answer (429 shed)', async () => {

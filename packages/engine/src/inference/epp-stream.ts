@@ -18,7 +18,7 @@ import type { InferencePoolIR } from '../ir/types.ts'
 const PROTO_FILE = 'envoy/service/ext_proc/v3/external_processor.proto'
 
 /** A ProcessingResponse as it arrives, with the fields the picker protocol reads. */
-export type PickerMessage = ProcessingResponseMessage & { dynamic_metadata?: StructMessage | null }
+export type PickerMessage = ProcessingResponseMessage & { dynamic_metadata?: StructMessage | null, mode_override?: { response_body_mode?: number } | null }
 
 /**
  * google.protobuf.Struct as @grpc/proto-loader gives it: the well-known types come from

@@ -36,7 +36,10 @@ const BODY_CHUNK_BYTES = 64 * 1024
 export const MAX_MUTATION_ENTRIES = 64
 export const MAX_MUTATION_BYTES = 32 * 1024
 
-/** BodySendMode of ProtocolConfiguration: FULL_DUPLEX_STREAMED for the request, NONE for the response. */
+/**
+ * BodySendMode of ProtocolConfiguration: FULL_DUPLEX_STREAMED for the request, NONE for the
+ * response (a picker asks for it with mode_override: processResponseBody).
+ */
 const PROTOCOL_CONFIG = { request_body_mode: 4, response_body_mode: 0 }
 
 export interface PickInput {
@@ -61,7 +64,8 @@ export interface RequestChanges {
 }
 
 export type PickAnswer =
-  | { kind: 'picked', value: string, source: 'header' | 'metadata', changes: RequestChanges }
+  /** `responseBody`: the picker asked for the response body (mode_override). */
+  | { kind: 'picked', value: string, source: 'header' | 'metadata', changes: RequestChanges, responseBody: boolean }
   | { kind: 'immediate', status: number, body: Buffer, headers: HeaderMutation[], details: string }
   | { kind: 'failed', reason: string }
 
@@ -90,6 +94,7 @@ export async function askPicker (stream: PickerStream, input: PickInput): Promis
   let streamedBytes = 0
   let streamedDone = false
   const changes: RequestChanges = { set: [], remove: [], body: null }
+  let responseBody = false
   const bodyDone = (): boolean => !hasBody || (streamed !== null ? streamedDone : bodyAnswers >= chunks)
 
   while (!(headersAnswered && bodyDone())) {
@@ -104,6 +109,8 @@ export async function askPicker (stream: PickerStream, input: PickInput): Promis
       const status = immediate.status?.code ?? 0
       return { kind: 'immediate', status: status >= 200 && status <= 599 ? status : 503, body: Buffer.from(immediate.body ?? []), headers: checked.set, details: immediate.details ?? '' }
     }
+    // STREAMED, BUFFERED, BUFFERED_PARTIAL or FULL_DUPLEX_STREAMED: the picker wants the response body.
+    if ((m.mode_override?.response_body_mode ?? 0) !== 0) responseBody = true
     const fromMetadata = structString(m.dynamic_metadata, DESTINATION_NAMESPACE, DESTINATION_ENDPOINT)
     if (fromMetadata !== undefined && pick === null) pick = { value: fromMetadata, source: 'metadata' }
     if (m.request_headers !== undefined && m.request_headers !== null) {
@@ -142,7 +149,45 @@ export async function askPicker (stream: PickerStream, input: PickInput): Promis
   }
   if (streamed !== null) changes.body = Buffer.concat(streamed)
   if (pick === null) return { kind: 'failed', reason: `the picker named no endpoint (neither the ${DESTINATION_ENDPOINT} header nor ${DESTINATION_NAMESPACE} metadata)` }
-  return { kind: 'picked', ...pick, changes }
+  return { kind: 'picked', ...pick, changes, responseBody }
+}
+
+/**
+ * The response body to the picker (when it asked, mode_override): sent in chunks, its answer
+ * per chunk read as on the request side — an empty answer keeps the chunk, streamed_response
+ * chunks or a whole body replace it. Returns the body to send on (null: unchanged) or why
+ * the picker failed.
+ */
+export async function processResponseBody (stream: PickerStream, body: Buffer, deadline: number, maxBodyBytes: number): Promise<{ body: Buffer | null } | { failed: string }> {
+  let chunks = 0
+  for (let at = 0; at < body.length || chunks === 0; at += BODY_CHUNK_BYTES) {
+    const end = Math.min(body.length, at + BODY_CHUNK_BYTES)
+    stream.send({ response_body: { body: body.subarray(at, end), end_of_stream: end === body.length } })
+    chunks++
+  }
+  let answers = 0
+  let streamed: Buffer[] | null = null
+  let streamedBytes = 0
+  let done = false
+  let replaced: Buffer | null = null
+  while (!(streamed !== null ? done : answers >= chunks)) {
+    const r = await stream.receive(deadline)
+    if (r.kind === 'error') return { failed: r.reason }
+    if (r.kind === 'closed') return { body: streamed !== null ? Buffer.concat(streamed) : replaced }
+    const answer = r.message.response_body
+    if (answer === undefined || answer === null) return { failed: `protocol error: unexpected ${r.message.response ?? 'empty'} answer to the response body` }
+    answers++
+    const mutation = answer.response?.body_mutation as { body?: Buffer, clear_body?: boolean, streamed_response?: { body?: Buffer, end_of_stream?: boolean } } | undefined | null
+    if (mutation?.streamed_response !== undefined && mutation.streamed_response !== null) {
+      const chunk = Buffer.from(mutation.streamed_response.body ?? [])
+      streamedBytes += chunk.length
+      if (streamedBytes > maxBodyBytes) return { failed: `the picker's response body is larger than ${maxBodyBytes} bytes` }
+      ;(streamed ??= []).push(chunk)
+      if (mutation.streamed_response.end_of_stream === true) done = true
+    } else if (mutation?.body !== undefined && mutation.body !== null) replaced = Buffer.from(mutation.body)
+    else if (mutation?.clear_body === true) replaced = Buffer.alloc(0)
+  }
+  return { body: streamed !== null ? Buffer.concat(streamed) : replaced }
 }
 
 /**

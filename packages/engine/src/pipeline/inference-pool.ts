@@ -15,7 +15,8 @@
  * - an immediate response of the picker (503 no endpoint, 429 shed) is the client's answer;
  * - when the endpoint's answer comes, its headers go to the picker with the served endpoint
  *   in metadata_context["envoy.lb"]["x-gateway-destination-endpoint-served"], and the
- *   picker's header changes apply to the response (a picker failing there leaves the
+ *   picker's header changes apply to the response; the response body goes to it only when
+ *   it asked (mode_override), held whole and bounded (a picker failing there leaves the
  *   response as the endpoint sent it: the request was served).
  *
  * The route's retry and mirrors do not apply to a pool: its retry is the fallback list.
@@ -24,10 +25,10 @@
 import type { Dispatcher } from 'undici'
 import type { RequestContext } from '../request/context.ts'
 import type { PipelineRuntime } from './run.ts'
-import type { BackendIR } from '../ir/types.ts'
+import type { BackendIR, InferencePoolIR } from '../ir/types.ts'
 import type { CallWrapper } from '../http/upstream-call.ts'
 import type { ResponseDraft } from '../http/response-intercept.ts'
-import { addResponseInterceptor, type InterceptResult } from '../http/response-intercept.ts'
+import { addResponseInterceptor, type InterceptResult, type ResponseInterceptor } from '../http/response-intercept.ts'
 import { applyHeaderMutations, removeHeaders } from '../auth/ext-authz-check.ts'
 import { bodyReadFailure, readRequestBody, requestHasBody } from '../http/request-body.ts'
 import { headerMapMessage } from '../traffic/ext-proc-grpc.ts'
@@ -39,7 +40,7 @@ import { respondLocal } from './respond.ts'
 import { performance } from '../util/clock.ts'
 import { endpointLabel, endpointList, rotation } from '../inference/endpoints.ts'
 import { PickerStream, pickerClient, stringStruct } from '../inference/epp-stream.ts'
-import { askPicker, checkMutation, DESTINATION_ENDPOINT, DESTINATION_NAMESPACE, SERVED_KEY } from '../inference/pick.ts'
+import { askPicker, checkMutation, DESTINATION_ENDPOINT, DESTINATION_NAMESPACE, processResponseBody, SERVED_KEY } from '../inference/pick.ts'
 import type { InferencePickEvent } from '../trace/events.ts'
 
 const UNAVAILABLE = 'endpoint picker unavailable'
@@ -96,7 +97,7 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
   const ir = pool.inferencePool!
   const picker = ir.picker
   const state = poolState(pool)
-  const emit = (e: Omit<InferencePickEvent, 'type' | 'pool' | 'picker'>, warn = false): void => {
+  const emit: Emit = (e, warn = false) => {
     ctx.tracer?.emit({ type: 'inferencePick', pool: ir.name, picker: picker.target, ...e }, { severity: warn ? 'warn' : 'info' })
   }
 
@@ -187,12 +188,12 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
   }
 
   // The picker hears the response's headers (and which endpoint served); with FailOpen after a failure it is gone.
-  if (failure === null) addResponseInterceptor(ctx, servedReporter(ctx, stream, picker.timeoutMs, emit))
+  if (failure === null) addResponseInterceptor(ctx, servedReporter(ctx, stream, picker, (answer as Extract<typeof answer, { kind: 'picked' }>).responseBody, emit))
   callEndpoint(rt, ctx, pool, state, list!, 0, emit)
 }
 
 /** Calls endpoint `i` of `list`; a connection failure moves on to `i + 1`. */
-function callEndpoint (rt: PipelineRuntime, ctx: RequestContext, pool: BackendIR, state: PoolState, list: string[], i: number, emit: (e: Omit<InferencePickEvent, 'type' | 'pool' | 'picker'>, warn?: boolean) => void): void {
+function callEndpoint (rt: PipelineRuntime, ctx: RequestContext, pool: BackendIR, state: PoolState, list: string[], i: number, emit: Emit): void {
   const label = list[i]!
   const facts = ctx.inferencePick!
   facts.endpoint = label
@@ -237,12 +238,21 @@ function callEndpoint (rt: PipelineRuntime, ctx: RequestContext, pool: BackendIR
 
 /**
  * The response side: the endpoint's headers go to the picker with the endpoint that served
- * (x-gateway-destination-endpoint-served), its header changes apply; then the stream ends.
+ * (x-gateway-destination-endpoint-served), its header changes apply; when the picker asked
+ * for the response body (mode_override), the body is held (at most maxBodyBytes; a larger
+ * one passes unprocessed) and goes to it, and what it sends back replaces it. Then the
+ * stream ends. A picker failing here is traced and the endpoint's answer stands.
  */
-function servedReporter (ctx: RequestContext, stream: PickerStream, timeoutMs: number, emit: (e: Omit<InferencePickEvent, 'type' | 'pool' | 'picker'>, warn?: boolean) => void) {
+function servedReporter (ctx: RequestContext, stream: PickerStream, picker: InferencePoolIR['picker'], wantsResponseBody: boolean, emit: Emit): ResponseInterceptor {
   const facts = ctx.inferencePick!
+  let bodyWanted = false
+  const failed = (problem: string): InterceptResult => {
+    stream.close()
+    emit({ outcome: 'picked', endpoint: facts.endpoint ?? undefined, reason: `response not processed by the picker: ${problem}` }, true)
+    return { action: 'continue' }
+  }
   return {
-    maxBodyBytes: 0,
+    maxBodyBytes: picker.maxBodyBytes,
     async onHeaders (draft: ResponseDraft): Promise<InterceptResult> {
       // The gateway's own answer (every endpoint failed): nothing served, nothing to report.
       if (!facts.served || facts.endpoint === null) {
@@ -253,34 +263,40 @@ function servedReporter (ctx: RequestContext, stream: PickerStream, timeoutMs: n
         response_headers: { headers: headerMapMessage({ ':status': String(draft.status) }, draft.headers), end_of_stream: !draft.hasBody },
         metadata_context: { filter_metadata: { [DESTINATION_NAMESPACE]: stringStruct({ [SERVED_KEY]: facts.endpoint }) } }
       })
-      const deadline = Date.now() + timeoutMs
-      const problem = await (async (): Promise<string | null> => {
-        for (;;) {
-          const r = await stream.receive(deadline)
-          if (r.kind === 'closed') return null
-          if (r.kind === 'error') return r.reason
-          const answer = r.message.response_headers
-          if (answer === undefined || answer === null) {
-            // A late body answer of the request side is skipped; anything else is out of turn.
-            if (r.message.request_body !== undefined && r.message.request_body !== null) continue
-            return `protocol error: unexpected ${r.message.response ?? 'empty'} answer to the response headers`
-          }
-          const checked = checkMutation(answer.response?.header_mutation)
-          if (typeof checked === 'string') return checked
-          applyHeaderMutations(draft.headers, checked.set.filter(m => !m.name.startsWith(':')))
-          removeHeaders(draft.headers, checked.remove)
-          return null
+      const deadline = Date.now() + picker.timeoutMs
+      for (;;) {
+        const r = await stream.receive(deadline)
+        if (r.kind === 'closed') return { action: 'continue' }
+        if (r.kind === 'error') return failed(r.reason)
+        const answer = r.message.response_headers
+        if (answer === undefined || answer === null) {
+          // A late body answer of the request side is skipped; anything else is out of turn.
+          if (r.message.request_body !== undefined && r.message.request_body !== null) continue
+          return failed(`protocol error: unexpected ${r.message.response ?? 'empty'} answer to the response headers`)
         }
-      })()
-      stream.finish()
-      if (problem !== null) emit({ outcome: 'picked', endpoint: facts.endpoint, reason: `response headers not processed by the picker: ${problem}` }, true)
+        const checked = checkMutation(answer.response?.header_mutation)
+        if (typeof checked === 'string') return failed(checked)
+        applyHeaderMutations(draft.headers, checked.set.filter(m => !m.name.startsWith(':')))
+        removeHeaders(draft.headers, checked.remove)
+        break
+      }
+      bodyWanted = wantsResponseBody && draft.hasBody
+      if (!bodyWanted) stream.finish()
       return { action: 'continue' }
     },
-    wantsBody: () => false,
-    onBody: async (): Promise<InterceptResult> => ({ action: 'continue' }),
-    onBodyTooLarge: (): InterceptResult => ({ action: 'continue' })
+    wantsBody: () => bodyWanted,
+    async onBody (draft: ResponseDraft): Promise<InterceptResult> {
+      const out = await processResponseBody(stream, draft.body ?? Buffer.alloc(0), Date.now() + picker.timeoutMs, picker.maxBodyBytes)
+      if ('failed' in out) return failed(out.failed)
+      stream.finish()
+      if (out.body !== null) draft.body = out.body
+      return { action: 'continue' }
+    },
+    onBodyTooLarge: (): InterceptResult => failed(`response body larger than ${picker.maxBodyBytes} bytes: passed on unprocessed`)
   }
 }
+
+type Emit = (e: Omit<InferencePickEvent, 'type' | 'pool' | 'picker'>, warn?: boolean) => void
 
 function printable (s: string): string {
   return JSON.stringify(s.length > 64 ? `${s.slice(0, 64)}…` : s).slice(1, -1)
