@@ -15,7 +15,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
@@ -38,10 +38,14 @@ let deadPod: string
 
 const names = ['pod-a', 'pod-b', 'pod-c']
 
-function selfSigned (): { cert: Buffer, key: Buffer } {
+/** A self-signed certificate for 127.0.0.1 (as lwepp makes one for itself), and its file. */
+const certDirs: string[] = []
+
+function selfSigned (): { cert: Buffer, key: Buffer, certFile: string } {
   const dir = makeTempDir()
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'key.pem', '-out', 'cert.pem', '-days', '1', '-subj', '/CN=epp.test'], { cwd: dir, stdio: 'ignore' })
-  return { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')) }
+  certDirs.push(dir)
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'key.pem', '-out', 'cert.pem', '-days', '1', '-subj', '/CN=epp.test', '-addext', 'subjectAltName=IP:127.0.0.1'], { cwd: dir, stdio: 'ignore' })
+  return { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')), certFile: join(dir, 'cert.pem') }
 }
 
 before(async () => {
@@ -53,7 +57,9 @@ before(async () => {
   })
   await new Promise<void>(resolve => h2cPod.listen(0, '127.0.0.1', resolve))
   h2cEndpoint = `127.0.0.1:${(h2cPod.address() as AddressInfo).port}`
-  tlsPicker = await startTestPicker(pods.map(p => p.host), selfSigned())
+  const pickerCert = selfSigned()
+  const otherCert = selfSigned()
+  tlsPicker = await startTestPicker(pods.map(p => p.host), pickerCert)
   plainPicker = await startTestPicker(pods.map(p => p.host))
   const deadPicker = `127.0.0.1:${await freePort()}`
   const adminPort = await freePort()
@@ -69,6 +75,9 @@ before(async () => {
       routes: [
         // The picker's default: TLS, its self-signed certificate accepted.
         pool('tls', { name: 'llama', endpoints: all, endpointPicker: { host: tlsPicker.host, timeout: '2s' } }),
+        // Verified against its certificate; and against another one, which fails.
+        pool('tls-ca', { name: 'verified', endpoints: all, endpointPicker: { host: tlsPicker.host, tls: { ca: pickerCert.certFile } } }),
+        pool('tls-wrong-ca', { name: 'unverified', endpoints: all, endpointPicker: { host: tlsPicker.host, tls: { ca: otherCert.certFile } } }),
         pool('plain', { name: 'plain', endpoints: pods.slice(0, 2).map(p => p.host), endpointPicker: { host: plainPicker.host, tls: false, subsetHint: true } }),
         pool('small', { name: 'small', endpoints: all, endpointPicker: { host: plainPicker.host, tls: false, maxBodyBytes: 1024 } }),
         pool('hang', { name: 'hang', endpoints: all, endpointPicker: { host: plainPicker.host, tls: false, timeout: '300ms' } }),
@@ -87,6 +96,7 @@ after(async () => {
   h2cPod?.close()
   await tlsPicker?.close()
   await plainPicker?.close()
+  for (const d of certDirs) rmSync(d, { recursive: true, force: true })
 })
 
 async function send (path: string, headers: Record<string, string> = {}, body?: Buffer | string) {
@@ -115,6 +125,14 @@ test('requests steered to each pod: the body streamed to the picker, the pick fo
     assert.equal(s.served, pod.host)
     assert.equal(s.responseHeaders![':status'], '200')
   }
+})
+
+test('the picker\'s certificate verified against tls.ca: served; against another CA: the picker fails (503)', async () => {
+  const ok = await send('/tls-ca/x', { 'test-epp-endpoint-selection': pods[1]!.host })
+  assert.equal(ok.echo!.name, 'pod-b')
+  const wrong = await send('/tls-wrong-ca/x', { 'test-epp-endpoint-selection': pods[1]!.host })
+  assert.equal(wrong.status, 503)
+  assert.equal(wrong.text, 'endpoint picker unavailable')
 })
 
 test('without a steering header the picker round robins; a GET has no body to stream', async () => {

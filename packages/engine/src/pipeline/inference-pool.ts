@@ -89,8 +89,12 @@ function endpointBackend (pool: BackendIR, state: PoolState, label: string): Bac
   return b
 }
 
-/** Connection failures that say the endpoint is not there: the next endpoint of the list is tried. */
-const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED'])
+/**
+ * Failures to connect: the endpoint never got the request, so the next endpoint of the list
+ * may have it. A connection that broke after the request went out (reset, closed) is not
+ * among them: the model server may have started on it, and an inference is not replayed.
+ */
+const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL', 'ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT'])
 
 export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   const pool = ctx.backend!
