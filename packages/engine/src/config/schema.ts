@@ -582,7 +582,7 @@ export const InferencePoolSchema = Type.Object({
       ca: Opt(Type.String({ minLength: 1, $comment: SECRET_FILE, description: 'PEM file of the CA the picker\'s certificate must chain to (relative to the config file). Default: the system\'s roots.' }))
     }, strict)], { description: 'TLS to the picker; false: plaintext. Default: TLS with insecureSkipVerify (the reference picker\'s self-signed certificate).' })),
     failureMode: Opt(StringEnum(['FailOpen', 'FailClose'], { description: 'When the picker is unreachable, fails or is too slow: FailClose (default) answers 503; FailOpen sends the request to an endpoint of the pool chosen round robin.' })),
-    timeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long the picker may take to answer each message (the pick, the response headers). Default 10s.' })),
+    timeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long the picker may take: each answer at most this long, and no answer is awaited once the pick has taken this long (the response headers\' answer likewise). Default 10s.' })),
     maxBodyBytes: Opt(Type.Integer({ minimum: 0, maximum: 64 * 1024 * 1024, description: 'Largest request body sent to the picker (it reads the model and prompt from it); 413 above. Default 10 MiB (the reference picker\'s limit).' })),
     subsetHint: Opt(Type.Boolean({ description: 'Send the pool\'s endpoints to the picker as the x-gateway-destination-endpoint-subset hint (envoy.lb.subset_hint), so it picks only among them. Default false.' }))
   }, { ...strict, description: 'The pool\'s endpoint picker (EPP): asked over Envoy\'s ext_proc protocol which endpoint serves each request.' })

@@ -20,8 +20,7 @@
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { HeaderMutation } from '../auth/ext-authz-check.ts'
 import { headerMutations } from '../auth/ext-authz-grpc.ts'
-import { headerMapMessage, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
-import { stringStruct, structString, type PickerMessage, type PickerStream } from './epp-stream.ts'
+import { headerMapMessage, metadataContextMessage, structToJson, type ExtProcStream, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
 
 export const DESTINATION_ENDPOINT = 'x-gateway-destination-endpoint'
 export const DESTINATION_NAMESPACE = 'envoy.lb'
@@ -31,6 +30,9 @@ export const SERVED_KEY = 'x-gateway-destination-endpoint-served'
 
 /** Body chunks sent to the picker. */
 const BODY_CHUNK_BYTES = 64 * 1024
+
+/** Answers read for one body beyond one per chunk sent (streamed_response chunks need not match ours). */
+const MAX_EXTRA_ANSWERS = 1024
 
 /** Most header mutation entries (set + remove) and bytes (names and values) an answer may carry. */
 export const MAX_MUTATION_ENTRIES = 64
@@ -49,11 +51,10 @@ export interface PickInput {
   body: Buffer | null
   /** The pool's endpoints sent as the subset hint; null: no hint. */
   subset: string[] | null
-  /** Date.now() ms by which the pick must be complete. */
+  /** Date.now() ms by which the pick must be complete (each answer also waits at most the stream's timeout). */
   deadline: number
   /** Largest body the picker may send back. */
   maxBodyBytes: number
-  traceHeaders: Readonly<Record<string, string>> | null
 }
 
 export interface RequestChanges {
@@ -69,21 +70,37 @@ export type PickAnswer =
   | { kind: 'immediate', status: number, body: Buffer, headers: HeaderMutation[], details: string }
   | { kind: 'failed', reason: string }
 
-export async function askPicker (stream: PickerStream, input: PickInput): Promise<PickAnswer> {
+/** The string at `namespace`.`key` of an answer's dynamic_metadata, or undefined. */
+function metadataString (m: Parameters<typeof structToJson>[0], namespace: string, key: string): string | undefined {
+  if (m === undefined || m === null) return undefined
+  const inner = structToJson(m)[namespace]
+  const v = inner !== null && typeof inner === 'object' ? (inner as Record<string, unknown>)[key] : undefined
+  return typeof v === 'string' ? v : undefined
+}
+
+/**
+ * Sends the request (the stream is the caller's: it opens it with its trace context and
+ * closes or finishes it) and reads the pick. The stream's message timeout bounds each wait;
+ * `deadline` the whole pick.
+ */
+export async function askPicker (stream: ExtProcStream, input: PickInput): Promise<PickAnswer> {
   const hasBody = input.body !== null && input.body.length > 0
   const first: Record<string, unknown> = {
     request_headers: { headers: headerMapMessage(input.pseudo, input.headers), end_of_stream: !hasBody },
     protocol_config: PROTOCOL_CONFIG
   }
-  if (input.subset !== null) first.metadata_context = { filter_metadata: { [SUBSET_NAMESPACE]: stringStruct({ [SUBSET_KEY]: input.subset }) } }
-  stream.send(first, input.traceHeaders)
+  if (input.subset !== null) first.metadata_context = metadataContextMessage({ [SUBSET_NAMESPACE]: { [SUBSET_KEY]: input.subset } })
+  const unsent = await stream.write(first)
+  if (unsent !== null) return { kind: 'failed', reason: unsent.kind === 'error' ? unsent.reason : 'the stream closed' }
   let chunks = 0
   if (hasBody) {
     const body = input.body!
     for (let at = 0; at < body.length; at += BODY_CHUNK_BYTES) {
       const end = Math.min(body.length, at + BODY_CHUNK_BYTES)
-      stream.send({ request_body: { body: body.subarray(at, end), end_of_stream: end === body.length } })
+      const failed = await stream.write({ request_body: { body: body.subarray(at, end), end_of_stream: end === body.length } })
+      if (failed !== null) return { kind: 'failed', reason: failed.kind === 'error' ? failed.reason : 'the stream closed' }
       chunks++
+      if (Date.now() > input.deadline) return { kind: 'failed', reason: 'no pick in time' }
     }
   }
 
@@ -97,11 +114,14 @@ export async function askPicker (stream: PickerStream, input: PickInput): Promis
   let responseBody = false
   const bodyDone = (): boolean => !hasBody || (streamed !== null ? streamedDone : bodyAnswers >= chunks)
 
+  let answers = 0
   while (!(headersAnswered && bodyDone())) {
-    const r = await stream.receive(input.deadline)
+    if (Date.now() > input.deadline) return { kind: 'failed', reason: 'no pick in time' }
+    if (++answers > chunks + MAX_EXTRA_ANSWERS) return { kind: 'failed', reason: `more than ${chunks + MAX_EXTRA_ANSWERS} answers` }
+    const r = await stream.receive()
     if (r.kind === 'error') return { kind: 'failed', reason: r.reason }
     if (r.kind === 'closed') return { kind: 'failed', reason: `the picker ended the stream before it picked${headersAnswered ? ' (body unanswered)' : ''}` }
-    const m: PickerMessage = r.message
+    const m = r.message
     const immediate = m.immediate_response
     if (immediate !== undefined && immediate !== null) {
       const checked = checkMutation(immediate.headers)
@@ -111,7 +131,7 @@ export async function askPicker (stream: PickerStream, input: PickInput): Promis
     }
     // STREAMED, BUFFERED, BUFFERED_PARTIAL or FULL_DUPLEX_STREAMED: the picker wants the response body.
     if ((m.mode_override?.response_body_mode ?? 0) !== 0) responseBody = true
-    const fromMetadata = structString(m.dynamic_metadata, DESTINATION_NAMESPACE, DESTINATION_ENDPOINT)
+    const fromMetadata = metadataString(m.dynamic_metadata, DESTINATION_NAMESPACE, DESTINATION_ENDPOINT)
     if (fromMetadata !== undefined && pick === null) pick = { value: fromMetadata, source: 'metadata' }
     if (m.request_headers !== undefined && m.request_headers !== null) {
       if (headersAnswered) return { kind: 'failed', reason: 'protocol error: the request headers answered twice' }
@@ -131,7 +151,7 @@ export async function askPicker (stream: PickerStream, input: PickInput): Promis
       if (typeof checked === 'string') return { kind: 'failed', reason: checked }
       changes.set.push(...checked.set)
       changes.remove.push(...checked.remove)
-      const mutation = common.body_mutation as { body?: Buffer, clear_body?: boolean, streamed_response?: { body?: Buffer, end_of_stream?: boolean } } | undefined | null
+      const mutation = common.body_mutation
       if (mutation?.streamed_response !== undefined && mutation.streamed_response !== null) {
         const chunk = Buffer.from(mutation.streamed_response.body ?? [])
         streamedBytes += chunk.length
@@ -158,11 +178,12 @@ export async function askPicker (stream: PickerStream, input: PickInput): Promis
  * chunks or a whole body replace it. Returns the body to send on (null: unchanged) or why
  * the picker failed.
  */
-export async function processResponseBody (stream: PickerStream, body: Buffer, deadline: number, maxBodyBytes: number): Promise<{ body: Buffer | null } | { failed: string }> {
+export async function processResponseBody (stream: ExtProcStream, body: Buffer, deadline: number, maxBodyBytes: number): Promise<{ body: Buffer | null } | { failed: string }> {
   let chunks = 0
   for (let at = 0; at < body.length || chunks === 0; at += BODY_CHUNK_BYTES) {
     const end = Math.min(body.length, at + BODY_CHUNK_BYTES)
-    stream.send({ response_body: { body: body.subarray(at, end), end_of_stream: end === body.length } })
+    const failed = await stream.write({ response_body: { body: body.subarray(at, end), end_of_stream: end === body.length } })
+    if (failed !== null) return failed.kind === 'error' ? { failed: failed.reason } : { body: null }
     chunks++
   }
   let answers = 0
@@ -171,13 +192,15 @@ export async function processResponseBody (stream: PickerStream, body: Buffer, d
   let done = false
   let replaced: Buffer | null = null
   while (!(streamed !== null ? done : answers >= chunks)) {
-    const r = await stream.receive(deadline)
+    if (Date.now() > deadline) return { failed: 'no answer in time' }
+    if (answers > chunks + MAX_EXTRA_ANSWERS) return { failed: `more than ${chunks + MAX_EXTRA_ANSWERS} answers` }
+    const r = await stream.receive()
     if (r.kind === 'error') return { failed: r.reason }
     if (r.kind === 'closed') return { body: streamed !== null ? Buffer.concat(streamed) : replaced }
     const answer = r.message.response_body
     if (answer === undefined || answer === null) return { failed: `protocol error: unexpected ${r.message.response ?? 'empty'} answer to the response body` }
     answers++
-    const mutation = answer.response?.body_mutation as { body?: Buffer, clear_body?: boolean, streamed_response?: { body?: Buffer, end_of_stream?: boolean } } | undefined | null
+    const mutation = answer.response?.body_mutation
     if (mutation?.streamed_response !== undefined && mutation.streamed_response !== null) {
       const chunk = Buffer.from(mutation.streamed_response.body ?? [])
       streamedBytes += chunk.length

@@ -31,7 +31,7 @@ import type { ResponseDraft } from '../http/response-intercept.ts'
 import { addResponseInterceptor, type InterceptResult, type ResponseInterceptor } from '../http/response-intercept.ts'
 import { applyHeaderMutations, removeHeaders } from '../auth/ext-authz-check.ts'
 import { bodyReadFailure, readRequestBody, requestHasBody } from '../http/request-body.ts'
-import { headerMapMessage } from '../traffic/ext-proc-grpc.ts'
+import { ExtProcStream, headerMapMessage, metadataContextMessage } from '../traffic/ext-proc-grpc.ts'
 import { classifyFailure } from '../http/call-failure.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
@@ -39,7 +39,7 @@ import { callBackend } from './backend-call.ts'
 import { respondLocal } from './respond.ts'
 import { performance } from '../util/clock.ts'
 import { endpointLabel, endpointList, rotation } from '../inference/endpoints.ts'
-import { PickerStream, pickerClient, stringStruct } from '../inference/epp-stream.ts'
+import { pickerClient } from '../inference/picker-client.ts'
 import { askPicker, checkMutation, DESTINATION_ENDPOINT, DESTINATION_NAMESPACE, processResponseBody, SERVED_KEY } from '../inference/pick.ts'
 import type { InferencePickEvent } from '../trace/events.ts'
 
@@ -118,9 +118,11 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
   }
   if (ctx.res.destroyed) return
 
-  const stream = new PickerStream(pickerClient(picker))
+  const stream = new ExtProcStream(pickerClient(picker), picker.timeoutMs)
   ctx.res.once('close', () => stream.close())
   const span = startChildSpan(ctx, 'envoy.service.ext_proc.v3.ExternalProcessor/Process inferencePick', { ...grpcClientAttributes('envoy.service.ext_proc.v3.ExternalProcessor', 'Process', picker.target), 'portico.inference_pool': ir.name })
+  // The stream opens with the pick: the picker's spans join the request's trace under this one.
+  stream.traceHeaders = callTraceHeaders(ctx, span)
   const started = performance.now()
   const answer = await askPicker(stream, {
     pseudo: { ':authority': ctx.host, ':method': ctx.method, ':path': ctx.pathAndQuery, ':scheme': ctx.scheme },
@@ -128,8 +130,7 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
     body,
     subset: ir.subsetHint ? state.labels : null,
     deadline: Date.now() + picker.timeoutMs,
-    maxBodyBytes: picker.maxBodyBytes,
-    traceHeaders: callTraceHeaders(ctx, span)
+    maxBodyBytes: picker.maxBodyBytes
   })
   const latencyMs = performance.now() - started
   if (ctx.res.destroyed) {
@@ -247,7 +248,7 @@ function callEndpoint (rt: PipelineRuntime, ctx: RequestContext, pool: BackendIR
  * one passes unprocessed) and goes to it, and what it sends back replaces it. Then the
  * stream ends. A picker failing here is traced and the endpoint's answer stands.
  */
-function servedReporter (ctx: RequestContext, stream: PickerStream, picker: InferencePoolIR['picker'], wantsResponseBody: boolean, emit: Emit): ResponseInterceptor {
+function servedReporter (ctx: RequestContext, stream: ExtProcStream, picker: InferencePoolIR['picker'], wantsResponseBody: boolean, emit: Emit): ResponseInterceptor {
   const facts = ctx.inferencePick!
   let bodyWanted = false
   const failed = (problem: string): InterceptResult => {
@@ -263,13 +264,15 @@ function servedReporter (ctx: RequestContext, stream: PickerStream, picker: Infe
         stream.close()
         return { action: 'continue' }
       }
-      stream.send({
+      const unsent = await stream.write({
         response_headers: { headers: headerMapMessage({ ':status': String(draft.status) }, draft.headers), end_of_stream: !draft.hasBody },
-        metadata_context: { filter_metadata: { [DESTINATION_NAMESPACE]: stringStruct({ [SERVED_KEY]: facts.endpoint }) } }
+        metadata_context: metadataContextMessage({ [DESTINATION_NAMESPACE]: { [SERVED_KEY]: facts.endpoint } })
       })
+      if (unsent !== null) return unsent.kind === 'error' ? failed(unsent.reason) : { action: 'continue' }
       const deadline = Date.now() + picker.timeoutMs
       for (;;) {
-        const r = await stream.receive(deadline)
+        if (Date.now() > deadline) return failed('no answer in time')
+        const r = await stream.receive()
         if (r.kind === 'closed') return { action: 'continue' }
         if (r.kind === 'error') return failed(r.reason)
         const answer = r.message.response_headers
