@@ -110,4 +110,5 @@ test('an inferencePool backend: names, missing ports, duplicates, a bad picker h
   assert.match(problems(['- inferencePool: {endpoints: ["10.0.0.1:8000", "10.0.0.1"], targetPorts: [{number: 8000}], endpointPicker: {host: "e:9002"}}']), /endpoints must be distinct/)
   assert.match(problems(['- inferencePool: {endpoints: ["10.0.0.1:8000"], endpointPicker: {host: "http://e:9002"}}']), /is not host:port/)
   assert.match(problems(['- inferencePool: {endpoints: ["10.0.0.1:8000"], endpointPicker: {host: "e:9002"}}', '  host: "10.0.0.1:8000"']), /exactly one backend kind.*got host, inferencePool/)
+  assert.match(problems(['- inferencePool: {endpoints: ["10.0.0.1:8000"], endpointPicker: {host: "e:9002"}}', '  policies: {health: {consecutiveFailures: 2}}']), /policies\.health: does not apply to an inferencePool backend/)
 })

@@ -399,6 +399,8 @@ function translateRoute (
       // ...where a 429 (rate limited) counts against it as a 5xx does, and each ejection in a
       // row lasts longer (agentgateway's multiplicative backoff).
       if (failoverProvider && backend.health !== undefined) backend = { ...backend, health: { ...backend.health, rateLimited: true, backoff: true } }
+      // The picker chooses a pool's endpoint; passive health would second-guess it.
+      if (backend.inferencePool !== undefined && health !== undefined) report([...policiesAt, 'health'], 'does not apply to an inferencePool backend: its endpoint picker chooses the endpoint')
     } else if (backendTLS !== undefined || health !== undefined || http !== undefined) report(policiesAt, 'backendTLS, health and http apply to host backends, not mcp')
     const known = backends.get(backend.key)
     if (known === undefined) backends.set(backend.key, backend)
