@@ -69,7 +69,7 @@ before(async () => {
   const all = [...pods.map(p => p.host), deadPod]
   const pool = (name: string, inferencePool: Record<string, unknown>) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], backends: [{ inferencePool } as never] })
   portico = await startPortico({
-    env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}` },
+    env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info' },
     config: port => ({
       gateways: { default: { port, address: '127.0.0.1' } },
       routes: [
@@ -163,6 +163,13 @@ test('a comma list is an ordered fallback list: the first pod down, the next one
   assert.equal(events[1]!.from, deadPod)
   assert.equal(events[1]!.endpoint, pods[1]!.host)
   assert.match(String(events[1]!.reason), /ECONNREFUSED/)
+  // The access log line says the same.
+  const output = await portico.waitForOutput(/"path":"\/tls\/fallback"/)
+  const line = output.split('\n').find(l => l.includes('"path":"/tls/fallback"'))!
+  assert.match(line, /"portico\.inference\.pool":"llama"/)
+  assert.match(line, /"portico\.inference\.outcome":"picked"/)
+  assert.match(line, new RegExp(`"portico\\.inference\\.endpoint":"${pods[1]!.host}"`))
+  assert.match(line, new RegExp(`"portico\\.inference\\.fallbacks":"${deadPod}"`))
 })
 
 test('an endpoint outside the pool is refused and never connected to', async () => {
