@@ -58,6 +58,8 @@ const set = (key: string, value: string) => ({ header: { key, raw_value: Buffer.
 test('checkMutation: the destination header taken out; huge or malformed mutations refused whole', () => {
   const ok = checkMutation({ set_headers: [set('x-gateway-destination-endpoint', '10.0.0.1:8000'), set('x-model', 'm')], remove_headers: ['X-Drop'] })
   assert.deepEqual(ok, { set: [{ name: 'x-model', value: 'm', action: 'append' }], remove: ['x-drop'], destination: '10.0.0.1:8000' })
+  // Framing headers are the gateway's: dropped from a mutation, not applied.
+  assert.deepEqual(checkMutation({ set_headers: [set('content-length', '1'), set('Transfer-Encoding', 'chunked'), set(':path', '/x'), set('x-ok', '1')], remove_headers: ['host', 'x-gone'] }), { set: [{ name: 'x-ok', value: '1', action: 'append' }], remove: ['x-gone'], destination: null })
   assert.match(checkMutation({ set_headers: Array.from({ length: MAX_MUTATION_ENTRIES + 1 }, (_, i) => set(`h${i}`, 'v')) }) as string, /more than 64 entries/)
   assert.match(checkMutation({ set_headers: [set('x-big', 'v'.repeat(MAX_MUTATION_BYTES))] }) as string, /larger than 32768 bytes/)
   assert.match(checkMutation({ set_headers: [set('x-gateway-destination-endpoint', '10.0.0.1:8000\r\nx-evil: 1')] }) as string, /malformed header mutation/)

@@ -31,6 +31,9 @@ export const SERVED_KEY = 'x-gateway-destination-endpoint-served'
 /** Body chunks sent to the picker. */
 const BODY_CHUNK_BYTES = 64 * 1024
 
+/** Headers a picker's mutation leaves alone: the gateway frames the body and names the host. */
+const FRAMING = new Set(['content-length', 'transfer-encoding', 'host', 'connection', 'upgrade', 'te'])
+
 /** Answers read for one body beyond one per chunk sent (streamed_response chunks need not match ours). */
 const MAX_EXTRA_ANSWERS = 1024
 
@@ -230,7 +233,7 @@ export function checkMutation (m: HeaderMutationMessage | undefined | null): { s
     const value = o.header?.value !== undefined && o.header.value !== '' ? o.header.value : Buffer.from(o.header?.raw_value ?? []).toString('utf8')
     bytes += key.length + value.length
     if (bytes > MAX_MUTATION_BYTES) return `header mutation larger than ${MAX_MUTATION_BYTES} bytes`
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key) || /[\r\n\0]/.test(value)) return `malformed header mutation (${JSON.stringify(key.slice(0, 64))})`
+    if (!/^:?[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(key) || /[\r\n\0]/.test(value)) return `malformed header mutation (${JSON.stringify(key.slice(0, 64))})`
     if (key.toLowerCase() === DESTINATION_ENDPOINT) destination = value
     else rest.push(o)
   }
@@ -239,5 +242,7 @@ export function checkMutation (m: HeaderMutationMessage | undefined | null): { s
     if (bytes > MAX_MUTATION_BYTES) return `header mutation larger than ${MAX_MUTATION_BYTES} bytes`
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(r)) return `malformed header mutation (remove ${JSON.stringify(r.slice(0, 64))})`
   }
-  return { set: headerMutations(rest), remove: removeIn.map(r => r.toLowerCase()), destination }
+  // The body's framing is the gateway's: a picker does not set or remove it (nor host, nor pseudo-headers).
+  const framing = (name: string): boolean => FRAMING.has(name) || name.startsWith(':')
+  return { set: headerMutations(rest).filter(m => !framing(m.name)), remove: removeIn.map(r => r.toLowerCase()).filter(r => !framing(r)), destination }
 }

@@ -159,7 +159,6 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
     else {
       refused = parsed.refused
       list = parsed.endpoints
-      if (refused.length > 0) emit({ outcome: 'picked', refused, reason: 'not endpoints of the pool: never connected to' }, true)
     }
   }
 
@@ -189,7 +188,7 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
       delete ctx.headers['transfer-encoding']
     }
     ctx.inferencePick = { pool: ir.name, outcome: 'picked', pickerSeconds: latencyMs / 1000, endpoint: null, served: false, fallbacks: [] }
-    emit({ outcome: 'picked', endpoint: list![0], endpoints: list!, source: picked.source, latencyMs, ...(refused.length > 0 ? { refused } : {}) })
+    emit({ outcome: 'picked', endpoint: list![0], endpoints: list!, source: picked.source, latencyMs, ...(refused.length > 0 ? { refused, reason: 'refused: not endpoints of the pool, never connected to' } : {}) }, refused.length > 0)
   }
 
   // The picker hears the response's headers (and which endpoint served); with FailOpen after a failure it is gone.
