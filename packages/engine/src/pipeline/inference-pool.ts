@@ -90,6 +90,15 @@ function endpointBackend (pool: BackendIR, state: PoolState, label: string): Bac
 }
 
 /**
+ * Every endpoint backend of a pool (what UpstreamPools.sync is given besides the config's
+ * backends): a reload that keeps the pool keeps its endpoints' connections.
+ */
+export function poolEndpointBackends (pool: BackendIR): BackendIR[] {
+  const state = poolState(pool)
+  return state.labels.map(label => endpointBackend(pool, state, label))
+}
+
+/**
  * Failures to connect: the endpoint never got the request, so the next endpoint of the list
  * may have it. A connection that broke after the request went out (reset, closed) is not
  * among them: the model server may have started on it, and an inference is not replayed.
