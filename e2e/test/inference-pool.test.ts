@@ -9,7 +9,8 @@
  * endpoint outside the pool (refused, never connected to), the subset hint, the pick from
  * the metadata only, the response body when the picker asks for it, an immediate answer, huge and malformed header mutations, a picker
  * that never answers (bounded), a picker down with FailClose (503) and FailOpen (served,
- * round robin), a body over the picker's limit, an h2c model server, the trace and metrics.
+ * round robin), a body over the picker's limit, an h2c model server, a reload that takes a
+ * pod out, the trace, the access log and metrics.
  */
 
 import { after, before, test } from 'node:test'
@@ -35,6 +36,7 @@ let portico: PorticoProcess
 let admin: string
 let stats: string
 let deadPod: string
+let configFor: (port: number, llama?: string[]) => Record<string, unknown>
 
 const names = ['pod-a', 'pod-b', 'pod-c']
 
@@ -68,13 +70,11 @@ before(async () => {
   stats = `http://127.0.0.1:${statsPort}`
   const all = [...pods.map(p => p.host), deadPod]
   const pool = (name: string, inferencePool: Record<string, unknown>) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], backends: [{ inferencePool } as never] })
-  portico = await startPortico({
-    env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info' },
-    config: port => ({
-      gateways: { default: { port, address: '127.0.0.1' } },
-      routes: [
+  configFor = (port: number, llama: string[] = all) => ({
+    gateways: { default: { port, address: '127.0.0.1' } },
+    routes: [
         // The picker's default: TLS, its self-signed certificate accepted.
-        pool('tls', { name: 'llama', endpoints: all, endpointPicker: { host: tlsPicker.host, timeout: '2s' } }),
+        pool('tls', { name: 'llama', endpoints: llama, endpointPicker: { host: tlsPicker.host, timeout: '2s' } }),
         // Verified against its certificate; and against another one, which fails.
         pool('tls-ca', { name: 'verified', endpoints: all, endpointPicker: { host: tlsPicker.host, tls: { ca: pickerCert.certFile } } }),
         pool('tls-wrong-ca', { name: 'unverified', endpoints: all, endpointPicker: { host: tlsPicker.host, tls: { ca: otherCert.certFile } } }),
@@ -85,8 +85,11 @@ before(async () => {
         pool('down-open', { name: 'down-open', endpoints: pods.map(p => p.host), endpointPicker: { host: deadPicker, tls: false, failureMode: 'FailOpen' } }),
         pool('h2c', { name: 'h2c', endpoints: [h2cEndpoint], appProtocol: 'kubernetes.io/h2c', endpointPicker: { host: plainPicker.host, tls: false, subsetHint: true } }),
         { name: 'outside', matches: [{ path: { pathPrefix: '/outside-host' } }], backends: [{ host: outside.host }] }
-      ]
-    })
+    ]
+  })
+  portico = await startPortico({
+    env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info' },
+    config: port => configFor(port)
   })
 })
 
@@ -257,6 +260,18 @@ test('an h2c model server (appProtocol kubernetes.io/h2c)', async () => {
   assert.equal(r.status, 200, r.text)
   assert.equal(r.text, 'h2c pod over 2.0')
   assert.equal(r.headers['x-conformance-test-served-endpoint'], h2cEndpoint)
+})
+
+test('a reload that takes a pod out of the pool: the picker naming it is refused, the others still served', async () => {
+  const before = portico.stdout.length
+  portico.writeConfig(configFor(portico.port, [pods[1]!.host, pods[2]!.host]) as never)
+  await portico.waitForOutput('config reloaded', { fromStdout: before })
+  const gone = await send('/tls/reload', { 'test-epp-endpoint-selection': pods[0]!.host })
+  assert.equal(gone.status, 503)
+  assert.equal((await send('/tls/reload', { 'test-epp-endpoint-selection': pods[2]!.host })).echo!.name, 'pod-c')
+  const back = portico.stdout.length
+  portico.writeConfig(configFor(portico.port) as never)
+  await portico.waitForOutput('config reloaded', { fromStdout: back })
 })
 
 test('metrics: picker calls by outcome, its latency, picks per endpoint, fallbacks', async () => {
