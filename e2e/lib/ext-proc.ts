@@ -2,8 +2,9 @@
  * A real Envoy external processing server for tests: @grpc/grpc-js serving
  * `envoy.service.ext_proc.v3.ExternalProcessor/Process` (a bidirectional stream) from the
  * repository's protos. Each stream's messages are recorded; the test's handler answers
- * each with a ProcessingResponse, or `'hang'` (no answer), `'close'` (ends the stream
- * cleanly) or `'error'` (ends it with INTERNAL).
+ * each with a ProcessingResponse, a list of them (written in order: the streamed modes'
+ * processors answer several messages at once, or none — `[]` — until they have seen more),
+ * or `'hang'` (no answer), `'close'` (ends the stream cleanly) or `'error'` (ends it with INTERNAL).
  */
 
 import * as grpc from '@grpc/grpc-js'
@@ -17,10 +18,11 @@ export interface ProcessingRequest {
   request_body?: { body?: Buffer, end_of_stream?: boolean }
   response_body?: { body?: Buffer, end_of_stream?: boolean }
   protocol_config?: { request_body_mode?: number, response_body_mode?: number }
+  metadata_context?: { filter_metadata?: Record<string, { fields?: Record<string, { stringValue?: string, listValue?: { values?: Array<{ stringValue?: string }> } }> }> }
   request?: string
 }
 
-export type ProcessingReply = Record<string, unknown> | 'hang' | 'close' | 'error'
+export type ProcessingReply = Record<string, unknown> | Array<Record<string, unknown>> | 'hang' | 'close' | 'error'
 
 export interface ExtProcServer {
   host: string
@@ -49,6 +51,22 @@ export function headersOf (map: HeaderMapMessage | undefined): Record<string, st
 /** A CONTINUE answer to `phase` with optional header and body mutations. */
 export function answer (phase: 'request_headers' | 'response_headers' | 'request_body' | 'response_body', common: Record<string, unknown> = {}): Record<string, unknown> {
   return { [phase]: { response: common } }
+}
+
+/** A FULL_DUPLEX_STREAMED body answer: `body` is the next chunk of the new body. */
+export function streamedBody (phase: 'request_body' | 'response_body', body: Buffer | string, endOfStream: boolean, common: Record<string, unknown> = {}): Record<string, unknown> {
+  return { [phase]: { response: { ...common, body_mutation: { streamed_response: { body: Buffer.from(body), end_of_stream: endOfStream } } } } }
+}
+
+/** A google.protobuf.Struct of string values, as dynamic_metadata takes it (namespace → key → value). */
+export function metadataStruct (byNamespace: Record<string, Record<string, string>>): Record<string, unknown> {
+  const fields: Record<string, unknown> = {}
+  for (const [ns, o] of Object.entries(byNamespace)) {
+    const inner: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(o)) inner[k] = { stringValue: v }
+    fields[ns] = { structValue: { fields: inner } }
+  }
+  return { fields }
 }
 
 /** The phase a ProcessingRequest is for. */
@@ -88,7 +106,7 @@ export async function startExtProcServer (handler: ExtProcServer['handler'] = r 
             call.emit('error', Object.assign(new Error('processor broke'), { code: grpc.status.INTERNAL, details: 'processor broke' }))
             return
           }
-          call.write(reply)
+          for (const m of Array.isArray(reply) ? reply : [reply]) call.write(m)
         }, () => {})
       })
       call.on('end', () => {

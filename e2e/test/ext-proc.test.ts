@@ -379,7 +379,7 @@ test('config errors: a bad host; schema errors for an unknown body mode and a ze
   assert.equal(result.code, 1)
   assert.match(result.stderr, /routes\[0\]\.policies\.extProc\.host: unsupported scheme "ftp"/)
   const schema = join(dir, 'schema.yaml')
-  writeFileSync(schema, 'gateways: {default: {port: 3000}}\nroutes:\n  - policies:\n      extProc: {host: "127.0.0.1:9000", processingMode: {requestBodyMode: streamed}, maxBodyBytes: 0, failureMode: allow}\n')
+  writeFileSync(schema, 'gateways: {default: {port: 3000}}\nroutes:\n  - policies:\n      extProc: {host: "127.0.0.1:9000", processingMode: {requestBodyMode: bufferedPartial}, maxBodyBytes: 0, failureMode: allow}\n')
   const r2 = await runPortico(['--validate', '-f', schema])
   assert.equal(r2.code, 1)
   assert.match(r2.stderr, /extProc\.processingMode\.requestBodyMode: /)

@@ -297,7 +297,7 @@ function refuseBodyModeOnMcp (attached: Attachment[], mcp: string | null, gwKey:
   if (mcp === null) return attached
   return attached.filter(a => {
     if (!a.converted.ok || !extProcBuffersResponses(a.converted.policies)) return true
-    note(a.policy, gwKey, condition('Accepted', false, 'Invalid', `spec.policies.extProc.processingMode.responseBodyMode: buffered cannot apply: ${mcp}, whose answers may be SSE streams that are never whole (use none; the response headers are still sent to the processor)`, a.policy.metadata.generation))
+    note(a.policy, gwKey, condition('Accepted', false, 'Invalid', `spec.policies.extProc.processingMode.responseBodyMode: ${a.converted.policies.extProc?.processingMode.responseBodyMode ?? ''} cannot apply: ${mcp}, whose answers may be SSE streams that are never whole (use none; the response headers are still sent to the processor)`, a.policy.metadata.generation))
     return false
   })
 }

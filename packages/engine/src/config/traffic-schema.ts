@@ -38,7 +38,11 @@ export const RemoteRateLimitSchema = Type.Object({
 }, { ...strict, description: 'Global rate limiting by Envoy\'s rate limit service (gRPC envoy.service.ratelimit.v3.RateLimitService): OVER_LIMIT answers 429 "rate limit exceeded" with the service\'s headers.' })
 
 const HeaderSendMode = StringEnum(['send', 'skip'], { description: 'send (default) or skip.' })
-const BodySendMode = StringEnum(['none', 'buffered'], { description: 'none (default): not sent; buffered: read whole (up to maxBodyBytes) and sent in one message.' })
+const BodySendMode = StringEnum(['none', 'buffered', 'streamed', 'fullDuplexStreamed'], { description: 'none (default): not sent; buffered: read whole (up to maxBodyBytes) and sent in one message; streamed: each chunk sent as it arrives and answered before the next (a body mutation replaces that chunk); fullDuplexStreamed: chunks and answers flow both ways at once, the processor\'s streamed_response chunks are the new body. In every mode the body is held (up to maxBodyBytes) until the processor has answered all of it.' })
+/** Envoy Gateway's spelling (EnvoyExtensionPolicy extProc processingMode.request.body / response.body). */
+const EgBodyMode = Type.Object({
+  body: Opt(StringEnum(['Buffered', 'Streamed', 'FullDuplexStreamed'], { description: 'Envoy Gateway\'s name for requestBodyMode / responseBodyMode: Buffered, Streamed or FullDuplexStreamed (BufferedPartial is not supported).' }))
+}, { ...strict, description: 'Envoy Gateway\'s form of the body mode (set this or the flat ...BodyMode field, not both).' })
 
 export const ExtProcSchema = Type.Object({
   host: ServiceHost,
@@ -48,9 +52,12 @@ export const ExtProcSchema = Type.Object({
     requestHeaderMode: Opt(HeaderSendMode),
     responseHeaderMode: Opt(HeaderSendMode),
     requestBodyMode: Opt(BodySendMode),
-    responseBodyMode: Opt(BodySendMode)
-  }, { ...strict, description: 'Which parts of the exchange the processor gets (Envoy\'s ProcessingMode; streamed body modes and trailers are not supported).' })),
-  maxBodyBytes: Opt(Type.Integer({ minimum: 1, maximum: 67_108_864, description: 'Largest body buffered for the processor; default 1048576. A larger request body is refused with 413; a larger response body is a failure of the processor (failureMode decides).' }))
+    responseBodyMode: Opt(BodySendMode),
+    request: Opt(EgBodyMode),
+    response: Opt(EgBodyMode),
+    allowModeOverride: Opt(Type.Boolean({ description: 'Honour the processor\'s mode_override on the request headers answer (its body modes, response header mode; never to or from fullDuplexStreamed). Default false.' }))
+  }, { ...strict, description: 'Which parts of the exchange the processor gets (Envoy\'s ProcessingMode; BUFFERED_PARTIAL and trailers are not supported).' })),
+  maxBodyBytes: Opt(Type.Integer({ minimum: 1, maximum: 67_108_864, description: 'Largest body held for or from the processor, in every body mode; default 1048576. A larger request body is refused with 413; a larger response body, or a larger body from the processor, is a failure of the processor (failureMode decides).' }))
 }, { ...strict, description: 'External processing (Envoy\'s gRPC envoy.service.ext_proc.v3.ExternalProcessor): a service sees and may change request and response headers and bodies, or answer itself.' })
 
 export const RetrySchema = Type.Object({

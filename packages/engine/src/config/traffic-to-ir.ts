@@ -88,6 +88,8 @@ export function extProcToIR (c: ExtProcConfig, path: Path, report: Report): ExtP
   const host = serviceUrl(c.host, [...path, 'host'], report)
   if (host === undefined) return undefined
   const m = c.processingMode ?? {}
+  if (m.request?.body !== undefined && m.requestBodyMode !== undefined) report([...path, 'processingMode', 'request', 'body'], 'set one of request.body and requestBodyMode')
+  if (m.response?.body !== undefined && m.responseBodyMode !== undefined) report([...path, 'processingMode', 'response', 'body'], 'set one of response.body and responseBodyMode')
   return {
     host,
     failureMode: c.failureMode ?? 'failClosed',
@@ -95,10 +97,21 @@ export function extProcToIR (c: ExtProcConfig, path: Path, report: Report): ExtP
     processingMode: {
       requestHeaderMode: m.requestHeaderMode ?? 'send',
       responseHeaderMode: m.responseHeaderMode ?? 'send',
-      requestBodyMode: m.requestBodyMode ?? 'none',
-      responseBodyMode: m.responseBodyMode ?? 'none'
+      requestBodyMode: bodyMode(m.request?.body) ?? m.requestBodyMode ?? 'none',
+      responseBodyMode: bodyMode(m.response?.body) ?? m.responseBodyMode ?? 'none',
+      ...(m.allowModeOverride === true ? { allowModeOverride: true } : {})
     },
     maxBodyBytes: c.maxBodyBytes ?? DEFAULT_EXT_PROC_MAX_BODY_BYTES
+  }
+}
+
+/** Envoy Gateway's spelling of a body mode (EnvoyExtensionPolicy extProc processingMode.request.body) as Portico's. */
+function bodyMode (eg: 'Buffered' | 'Streamed' | 'FullDuplexStreamed' | undefined): ExtProcIR['processingMode']['requestBodyMode'] | undefined {
+  switch (eg) {
+    case 'Buffered': return 'buffered'
+    case 'Streamed': return 'streamed'
+    case 'FullDuplexStreamed': return 'fullDuplexStreamed'
+    default: return undefined
   }
 }
 
@@ -111,7 +124,7 @@ export function extProcToIR (c: ExtProcConfig, path: Path, report: Report): ExtP
  */
 export function checkExtProcOnMcp (policies: PolicySetIR, mcp: string | null, path: Path, report: Report): void {
   if (mcp === null || !extProcBuffersResponses(policies)) return
-  report([...path, 'extProc', 'processingMode', 'responseBodyMode'], `buffered cannot apply: ${mcp}, whose answers may be SSE streams that are never whole (use none; the response headers are still sent to the processor)`)
+  report([...path, 'extProc', 'processingMode', 'responseBodyMode'], `${policies.extProc?.processingMode.responseBodyMode ?? ''} cannot apply: ${mcp}, whose answers may be SSE streams that are never whole (use none; the response headers are still sent to the processor)`)
 }
 
 export function retryToIR (c: RetryConfig, path: Path, report: Report): RetryIR {

@@ -115,6 +115,86 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
 }
 
 /**
+ * The body chunk by chunk as the client sends it, for a part that hands it on as it comes
+ * (extProc's streamed body modes): each chunk is yielded, and the stream stays paused until
+ * the consumer asks for the next, so the reader holds one chunk at a time. The same clocks as
+ * readRequestBody. Returns `end`, `too-large` (more than `maxBytes` in all, or declared so;
+ * nothing more is read — the caller drains or answers), or an Error (the stream failed, the
+ * client left or was too slow: bodyReadFailure gives the answer). A body read whole already
+ * (`ctx.requestBody`) is yielded as one chunk. A consumer that stops early leaves the stream
+ * paused with the rest unread.
+ */
+export async function * requestBodyChunks (ctx: BodyContext, maxBytes: number): AsyncGenerator<Buffer, 'end' | 'too-large' | Error> {
+  if (ctx.requestBody !== null) {
+    if (ctx.requestBody.length > maxBytes) return 'too-large'
+    if (ctx.requestBody.length > 0) yield ctx.requestBody
+    return 'end'
+  }
+  const { req } = ctx
+  if (ctx.upgrade !== null || !requestHasBody(req.headers)) return 'end'
+  if (Number(req.headers['content-length'] ?? NaN) > maxBytes) return 'too-large'
+  const queue: Buffer[] = []
+  let ended: 'end' | Error | null = null
+  let wake: (() => void) | null = null
+  const poke = (): void => {
+    const w = wake
+    wake = null
+    w?.()
+  }
+  const onData = (chunk: Buffer): void => {
+    queue.push(chunk)
+    // One chunk at a time: the next waits in the socket until the consumer is ready.
+    req.pause()
+    poke()
+  }
+  const onEnd = (): void => { ended ??= 'end'; poke() }
+  const onError = (err: Error): void => { ended ??= err; poke() }
+  const onClose = (): void => { if (!req.complete) { ended ??= new Error('the client closed the connection'); poke() } }
+  req.on('data', onData)
+  req.on('end', onEnd)
+  req.on('error', onError)
+  req.on('close', onClose)
+  let timer: NodeJS.Timeout | undefined
+  const limits = bodyLimits(ctx)
+  if (limits.idleMs > 0 && !req.complete) {
+    const every = pollPeriod(limits.idleMs)
+    const progress = bodyProgress(req, limits, performance.now())
+    const poll = (): void => {
+      const cut = checkBodyProgress(progress, performance.now())
+      if (cut !== null) {
+        ended ??= cut
+        poke()
+      } else timer = setTimeout(poll, every)
+    }
+    timer = setTimeout(poll, every)
+  }
+  let size = 0
+  try {
+    while (true) {
+      const chunk = queue.shift()
+      if (chunk !== undefined) {
+        size += chunk.length
+        if (size > maxBytes) return 'too-large'
+        yield chunk
+        continue
+      }
+      if (ended !== null) return ended
+      await new Promise<void>(resolve => {
+        wake = resolve
+        req.resume()
+      })
+    }
+  } finally {
+    clearTimeout(timer)
+    req.pause()
+    req.off('data', onData)
+    req.off('end', onEnd)
+    req.off('error', onError)
+    req.off('close', onClose)
+  }
+}
+
+/**
  * The answer to a body that could not be read whole: 408 `request body timeout` (and the
  * connection closed: the rest of the body is never read) when the client was too slow, as a
  * body streamed to a backend gets; 400 `request body incomplete` otherwise.

@@ -37,10 +37,17 @@ export interface ExtProcIR {
   processingMode: {
     requestHeaderMode: 'send' | 'skip'
     responseHeaderMode: 'send' | 'skip'
-    requestBodyMode: 'none' | 'buffered'
-    responseBodyMode: 'none' | 'buffered'
+    /**
+     * Envoy's BodySendMode: none; buffered (whole, one message); streamed (each chunk as it
+     * comes, each answered); fullDuplexStreamed (chunks and answers both ways at once; the
+     * processor's streamed_response chunks are the new body). http/ext-proc-request-phase.ts.
+     */
+    requestBodyMode: 'none' | 'buffered' | 'streamed' | 'fullDuplexStreamed'
+    responseBodyMode: 'none' | 'buffered' | 'streamed' | 'fullDuplexStreamed'
+    /** Whether the processor's mode_override (on the request headers answer) is honoured; absent = false. */
+    allowModeOverride?: boolean
   }
-  /** Largest body buffered for the processor (request: 413 above; response: a failure). */
+  /** Largest body held for or from the processor, in every body mode (request: 413 above; response: a failure). */
   maxBodyBytes: number
 }
 

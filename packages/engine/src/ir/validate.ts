@@ -36,12 +36,13 @@ function checkClientValidation (v: ClientValidationIR | undefined, protocol: str
 }
 
 /**
- * Whether an extProc in `policies` wants response bodies whole: it can never apply where the
+ * Whether an extProc in `policies` holds response bodies (every body mode does): it can never apply where the
  * answers are MCP (they may be SSE streams that never end), so the YAML front end
  * (config/traffic-to-ir.ts) and the check below refuse it there.
  */
 export function extProcBuffersResponses (policies: PolicySetIR): boolean {
-  return policies.extProc?.processingMode.responseBodyMode === 'buffered'
+  const mode = policies.extProc?.processingMode.responseBodyMode
+  return mode !== undefined && mode !== 'none'
 }
 
 /** Every semantic problem of `ir`; empty when it may be installed. */
@@ -86,6 +87,7 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
     backend.mcp?.targets.forEach((t, j) => checkMs(t.requestTimeoutMs, [...bp, 'mcp', 'targets', j, 'requestTimeoutMs'], report, 1))
     checkMs(backend.mcp?.sessionIdleTimeoutMs, [...bp, 'mcp', 'sessionIdleTimeoutMs'], report, 1)
     checkMs(backend.mcp?.stdioSessionIdleTimeoutMs, [...bp, 'mcp', 'stdioSessionIdleTimeoutMs'], report, 1)
+    checkMs(backend.inferencePool?.picker.timeoutMs, [...bp, 'inferencePool', 'picker', 'timeoutMs'], report, 1)
     backend.mcp?.targets.forEach((t, j) => {
       if (t.kind === 'stdio' && t.maxProcesses !== undefined && (!Number.isInteger(t.maxProcesses) || t.maxProcesses < 1)) report([...bp, 'mcp', 'targets', j, 'maxProcesses'], 'must be a positive integer')
     })
@@ -97,18 +99,18 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
 
 /** extProc's response body mode where the answers are MCP: on the listener, a route, a backend reference. */
 function checkExtProcOnMcp (listener: ListenerIR, mcpBackends: ReadonlySet<string>, lp: IrPath, report: (path: IrPath, message: string) => void): void {
-  const why = 'extProc responseBodyMode buffered cannot apply to MCP answers (they may be SSE streams that are never whole)'
+  const why = (p: PolicySetIR): string => `extProc responseBodyMode ${p.extProc?.processingMode.responseBodyMode ?? ''} cannot apply to MCP answers (they may be SSE streams that are never whole)`
   let listenerHasMcp = false
   listener.routes.forEach((route, r) => {
     const rp = [...lp, 'routes', r]
     const mcp = route.backends.some(ref => mcpBackends.has(ref.backend))
     listenerHasMcp ||= mcp
-    if (mcp && extProcBuffersResponses(route.policies)) report([...rp, 'policies', 'extProc'], why)
+    if (mcp && extProcBuffersResponses(route.policies)) report([...rp, 'policies', 'extProc'], why(route.policies))
     route.backends.forEach((ref, i) => {
-      if (mcpBackends.has(ref.backend) && extProcBuffersResponses(ref.policies)) report([...rp, 'backends', i, 'policies', 'extProc'], why)
+      if (mcpBackends.has(ref.backend) && extProcBuffersResponses(ref.policies)) report([...rp, 'backends', i, 'policies', 'extProc'], why(ref.policies))
     })
   })
-  if (listenerHasMcp && extProcBuffersResponses(listener.policies)) report([...lp, 'policies', 'extProc'], why)
+  if (listenerHasMcp && extProcBuffersResponses(listener.policies)) report([...lp, 'policies', 'extProc'], why(listener.policies))
 }
 
 const PROTOCOLS = new Set(['HTTP', 'HTTPS', 'TLS', 'TCP'])

@@ -5,27 +5,31 @@
  * response headers and the response body, each in turn, and answers each with header
  * changes (set/remove), a body replacement, or an immediate response.
  *
- * Bodies are sent BUFFERED only (whole, up to `maxBodyBytes`); Envoy's STREAMED,
- * BUFFERED_PARTIAL and FULL_DUPLEX_STREAMED modes and trailers are not supported. A body
- * replacement fixes content-length. A failure (the processor unreachable, closing the stream
- * with an error, answering out of turn, or slower than the message timeout) answers
- * 500 `external processing failed` with failClosed, or stops processing for the request and
- * lets it through unchanged with failOpen. A stream the processor ends cleanly lets the
- * request go on without it.
+ * Body modes (Envoy's BodySendMode): none, buffered, streamed and fullDuplexStreamed. The
+ * request phase is http/ext-proc-request-phase.ts (shared with the InferencePool's endpoint
+ * picker): in the streamed modes the client's chunks go to the processor as they come and the
+ * backend call waits until the processor has answered all of them, the new body held up to
+ * maxBodyBytes. On the response the backend's body is held whole (up to maxBodyBytes) and
+ * sent as one chunk with end_of_stream, answered as the mode says — response chunks are not
+ * forwarded to the processor as they arrive. BUFFERED_PARTIAL and trailers are not
+ * supported (a trailers answer is accepted and ignored). A body replacement fixes
+ * content-length. A failure (the processor unreachable, closing the stream with an error,
+ * answering out of turn, too much, or slower than the message timeout) answers 500
+ * `external processing failed` with failClosed, or stops processing for the request and lets
+ * it through unchanged with failOpen. A stream the processor ends cleanly lets the request go
+ * on without it.
  */
 
-import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
+import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan, type OtelSpan } from '../trace/otel.ts'
 import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { ExtProcIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
-import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
-import { headerMutations } from '../auth/ext-authz-grpc.ts'
-import { createExtProcClient, ExtProcStream, headerMapMessage, type CommonResponseMessage, type ExchangeResult, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
-import { bodyReadFailure, readRequestBody, requestHasBody } from '../http/request-body.ts'
+import { createExtProcClient, ExtProcStream, headerMapMessage, type ExchangeResult } from '../traffic/ext-proc-grpc.ts'
+import { bodyReadFailure } from '../http/request-body.ts'
 import { addResponseInterceptor, type InterceptResult, type ResponseDraft } from '../http/response-intercept.ts'
+import { DuplexAnswers, applyMutation, immediateAnswer, newBody, runExtProcRequestPhase, type ExtProcModes, type RequestPhaseOptions } from '../http/ext-proc-request-phase.ts'
 import { CONTINUE } from './header-modifier.ts'
-import type { HeaderMap } from '../ir/header-map.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 
@@ -33,18 +37,12 @@ function trace (ctx: RequestContext, type: TraceResult, details: string): void {
   ctx.tracer?.emit({ type: 'policy', kind: 'extProc', result: { type, details } }, { severity: type === 'deny' ? 'warn' : 'info' })
 }
 
-/** BodySendMode values of ProtocolConfiguration. */
-const BODY_MODE = { none: 0, buffered: 2 } as const
-
 const FAILED_BODY = 'external processing failed'
 
 export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolicy {
   const url = new URL(ir.host)
   const target = url.host
   const client = services.grpcClient('extproc', target, url.protocol === 'https:', createExtProcClient)
-  const mode = ir.processingMode
-  const protocolConfig = { request_body_mode: BODY_MODE[mode.requestBodyMode], response_body_mode: BODY_MODE[mode.responseBodyMode] }
-  const wantsResponse = mode.responseHeaderMode === 'send' || mode.responseBodyMode === 'buffered'
   const spanAttrs = { ...grpcClientAttributes('envoy.service.ext_proc.v3.ExternalProcessor', 'Process', target), 'portico.policy': 'extProc' }
 
   return {
@@ -52,152 +50,106 @@ export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolic
     async onRequest (ctx: RequestContext): Promise<PolicyOutcome> {
       const stream = new ExtProcStream(client, ir.messageTimeoutMs)
       ctx.res.once('close', () => stream.close())
-      let first = true
-      const send = async (message: Record<string, unknown>, expect: Parameters<ExtProcStream['exchange']>[1]): Promise<ExchangeResult> => {
-        // One span per message exchanged on the stream, named for the phase (request_headers, ...).
-        const span = ctx.span === null ? null : startChildSpan(ctx, `envoy.service.ext_proc.v3.ExternalProcessor/Process ${expect}`, spanAttrs)
-        if (first) {
-          message.protocol_config = protocolConfig
-          // The stream opens with this first exchange: its trace context goes with it.
-          stream.traceHeaders = callTraceHeaders(ctx, span)
-          first = false
-        }
-        const result = await stream.exchange(message, expect)
-        endDecisionSpan(span, result.kind, result.kind === 'error' ? result.reason : null)
-        return result
-      }
+      const hooks = messageSpans(ctx, stream, spanAttrs)
       /** A failure: failClosed answers 500, failOpen stops processing and goes on. */
-      const fail = (reason: string): PolicyOutcome => {
+      const fail = (reason: string, changes: string[]): PolicyOutcome => {
         stream.close()
         if (ir.failureMode === 'failOpen') {
-          trace(ctx, 'skip', `processor ${target} failed, allowed by failureMode failOpen: ${reason}`)
+          trace(ctx, 'skip', `processor ${target} failed, allowed by failureMode failOpen: ${reason}${changes.length > 0 ? ` (${changes.join('; ')})` : ''}`)
           return CONTINUE
         }
         trace(ctx, 'deny', `processor ${target} failed: ${reason}`)
         ctx.error = `external processor ${target} failed: ${reason}`
         return { action: 'respond', status: 500, body: FAILED_BODY, reason: 'ExtProc' }
       }
-      const bodyLike = ctx.upgrade === null && (ctx.requestBody !== null ? ctx.requestBody.length > 0 : requestHasBody(ctx.req.headers))
-      let replaced = false
-      const changes: string[] = []
 
-      if (mode.requestHeaderMode === 'send') {
-        const pseudo = { ':authority': ctx.host, ':method': ctx.method, ':path': ctx.pathAndQuery, ':scheme': ctx.scheme }
-        const r = await send({ request_headers: { headers: headerMapMessage(pseudo, ctx.headers), end_of_stream: !bodyLike } }, 'request_headers')
-        const handled = handleRequestAnswer(ctx, r, false, changes)
-        if (handled === 'closed') return closedEarly(ctx, stream, target, changes)
-        if (typeof handled === 'object') return 'fail' in handled ? fail(handled.fail) : handled.outcome
-        replaced = handled === 'replaced'
-      }
-
-      if (mode.requestBodyMode === 'buffered' && bodyLike && !replaced) {
-        const read = await readRequestBody(ctx, { maxBytes: ir.maxBodyBytes, whenTooLarge: 'drain' })
-        if (read === 'too-large') {
+      const r = await runExtProcRequestPhase(ctx, {
+        stream,
+        modes: ir.processingMode,
+        allowModeOverride: ir.processingMode.allowModeOverride,
+        maxBodyBytes: ir.maxBodyBytes,
+        pseudo: { ':authority': ctx.host, ':method': ctx.method, ':path': ctx.pathAndQuery, ':scheme': ctx.scheme },
+        headers: ctx.headers,
+        hooks
+      })
+      hooks.endAll()
+      switch (r.kind) {
+        case 'too-large':
           stream.close()
           trace(ctx, 'deny', `request body larger than maxBodyBytes (${ir.maxBodyBytes})`)
           return { action: 'respond', status: 413, body: 'payload too large', reason: 'ExtProc' }
-        }
-        if (read instanceof Error) {
+        case 'body-error':
           stream.close()
-          trace(ctx, 'deny', `reading the request body: ${read.message}`)
-          return { action: 'respond', ...bodyReadFailure(read) }
-        }
-        const r = await send({ request_body: { body: ctx.requestBody ?? Buffer.alloc(0), end_of_stream: true } }, 'request_body')
-        const handled = handleRequestAnswer(ctx, r, true, changes)
-        if (handled === 'closed') return closedEarly(ctx, stream, target, changes)
-        if (typeof handled === 'object') return 'fail' in handled ? fail(handled.fail) : handled.outcome
+          trace(ctx, 'deny', `reading the request body: ${r.error.message}`)
+          return { action: 'respond', ...bodyReadFailure(r.error) }
+        case 'closed':
+          stream.close()
+          trace(ctx, 'skip', `processor ${target} ended the stream; the request goes on without it${r.changes.length > 0 ? ` (${r.changes.join('; ')})` : ''}`)
+          return CONTINUE
+        case 'error':
+          return fail(r.reason, r.changes)
+        case 'immediate':
+          stream.close()
+          trace(ctx, 'deny', `immediate response ${r.status}${r.details !== '' ? ` (${r.details})` : ''}`)
+          return { action: 'respond', status: r.status, body: r.body.toString('utf8'), headers: r.headers as Record<string, string | string[]>, reason: 'ExtProc' }
+        case 'continue':
+          break
       }
-
-      trace(ctx, 'apply', `request processed by ${target}${changes.length > 0 ? `: ${changes.join('; ')}` : ''}`)
+      trace(ctx, 'apply', `request processed by ${target}${r.changes.length > 0 ? `: ${r.changes.join('; ')}` : ''}`)
+      const modes = r.modes
+      const wantsResponse = modes.responseHeaderMode === 'send' || modes.responseBodyMode !== 'none'
       if (!wantsResponse || ctx.upgrade !== null) {
         stream.finish()
         return CONTINUE
       }
-      addResponseInterceptor(ctx, responseInterceptor(ctx, ir, stream, target, send))
+      addResponseInterceptor(ctx, responseInterceptor(ctx, ir, modes, stream, target, hooks))
       return CONTINUE
     }
   }
 }
 
-function closedEarly (ctx: RequestContext, stream: ExtProcStream, target: string, changes: string[]): PolicyOutcome {
-  stream.close()
-  trace(ctx, 'skip', `processor ${target} ended the stream; the request goes on without it${changes.length > 0 ? ` (${changes.join('; ')})` : ''}`)
-  return CONTINUE
-}
+type Hooks = NonNullable<RequestPhaseOptions['hooks']> & { endAll: () => void }
 
-type Handled = 'ok' | 'replaced' | 'closed' | { fail: string } | { outcome: PolicyOutcome }
-
-/** Applies an answer to the request (headers in place; a body replacement into ctx.requestBody). */
-function handleRequestAnswer (ctx: RequestContext, r: ExchangeResult, toBody: boolean, changes: string[]): Handled {
-  switch (r.kind) {
-    case 'closed':
-      return 'closed'
-    case 'error':
-      return { fail: r.reason }
-    case 'immediate': {
-      const status = r.immediate.status?.code ?? 0
-      const headers: HeaderMap = {}
-      applyMutation(headers, r.immediate.headers, changes)
-      changes.push(`immediate response ${status}`)
-      trace(ctx, 'deny', `immediate response ${status}${r.immediate.details ? ` (${r.immediate.details})` : ''}`)
-      return {
-        outcome: {
-          action: 'respond',
-          status: status >= 200 && status <= 599 ? status : 500,
-          body: r.immediate.body !== undefined ? Buffer.from(r.immediate.body).toString('utf8') : '',
-          headers: headers as Record<string, string | string[]>,
-          reason: 'ExtProc'
-        }
+/**
+ * One client span per message exchanged on the stream, named for its phase (request_headers,
+ * ...), ended by the answer to it; the first one's trace context opens the stream.
+ */
+function messageSpans (ctx: RequestContext, stream: ExtProcStream, attrs: Record<string, string | number>): Hooks {
+  const open = new Map<string, Array<OtelSpan | null>>()
+  let first = true
+  return {
+    sent (phase: string): void {
+      const span = ctx.span === null ? null : startChildSpan(ctx, `envoy.service.ext_proc.v3.ExternalProcessor/Process ${phase}`, attrs)
+      if (first) {
+        stream.traceHeaders = callTraceHeaders(ctx, span)
+        first = false
       }
-    }
-    case 'response': {
-      const c = r.response
-      applyMutation(ctx.headers, c.header_mutation, changes)
-      const replace = c.status === 1
-      const body = newBody(c, toBody || replace)
-      if (body !== null) {
-        const hadBody = ctx.requestBody === null && requestHasBody(ctx.req.headers)
-        ctx.requestBody = body
-        ctx.headers['content-length'] = String(body.length)
-        delete ctx.headers['transfer-encoding']
-        // A body replaced at the headers: the client's own body is not needed any more.
-        if (hadBody) ctx.req.resume()
-        changes.push(`request body replaced (${body.length} bytes)`)
-      }
-      return replace ? 'replaced' : 'ok'
+      const list = open.get(phase) ?? []
+      list.push(span)
+      open.set(phase, list)
+    },
+    answered (phase: string, r: ExchangeResult): void {
+      const span = open.get(phase)?.shift() ?? null
+      endDecisionSpan(span, r.kind, r.kind === 'error' ? r.reason : null)
+    },
+    /** Messages the processor never answered one by one (full duplex): their spans end with the phase. */
+    endAll (): void {
+      for (const list of open.values()) for (const span of list.splice(0)) endDecisionSpan(span, 'unanswered')
     }
   }
 }
 
-function newBody (c: CommonResponseMessage, allowed: boolean): Buffer | null {
-  const m = c.body_mutation
-  if (!allowed || m === undefined || m === null) return null
-  if (m.body !== undefined && m.body !== null) return Buffer.from(m.body)
-  if (m.clear_body === true) return Buffer.alloc(0)
-  return null
-}
-
-function applyMutation (headers: HeaderMap, m: HeaderMutationMessage | undefined, changes: string[]): void {
-  if (m === undefined || m === null) return
-  // Pseudo-headers and host cannot be changed (Envoy ignores them too); :status is handled by the response side.
-  const set: HeaderMutation[] = headerMutations(m.set_headers as never).filter(x => !x.name.startsWith(':') && x.name !== 'host')
-  applyHeaderMutations(headers, set)
-  const remove = (m.remove_headers ?? []).map(h => h.toLowerCase()).filter(h => !h.startsWith(':') && h !== 'host')
-  removeHeaders(headers, remove)
-  if (set.length > 0) changes.push(`set ${set.map(s => s.name).join(', ')}`)
-  if (remove.length > 0) changes.push(`removed ${remove.join(', ')}`)
-}
-
-function responseInterceptor (
-  ctx: RequestContext,
-  ir: ExtProcIR,
-  stream: ExtProcStream,
-  target: string,
-  send: (message: Record<string, unknown>, expect: 'response_headers' | 'response_body') => Promise<ExchangeResult>
-) {
-  const mode = ir.processingMode
+function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcModes, stream: ExtProcStream, target: string, hooks: Hooks) {
   let active = true
   let bodyReplaced = false
+  /** Response headers sent in the full-duplex mode, their answer read with the body's. */
+  let headersPending = false
+  const send = async (message: Record<string, unknown>, expect: 'response_headers' | 'response_body'): Promise<ExchangeResult> => {
+    hooks.sent?.(expect)
+    const r = await stream.exchange(message, expect)
+    hooks.answered?.(expect, r)
+    return r
+  }
   const fail = (reason: string): InterceptResult => {
     stream.close()
     active = false
@@ -221,11 +173,10 @@ function responseInterceptor (
       case 'immediate': {
         active = false
         stream.close()
-        const status = r.immediate.status?.code ?? 0
-        draft.status = status >= 200 && status <= 599 ? status : 500
-        draft.headers = { 'content-type': 'text/plain; charset=utf-8' }
-        applyMutation(draft.headers, r.immediate.headers, changes)
-        draft.body = r.immediate.body !== undefined ? Buffer.from(r.immediate.body) : Buffer.alloc(0)
+        const answer = immediateAnswer(r.immediate, changes)
+        draft.status = answer.status
+        draft.headers = { 'content-type': 'text/plain; charset=utf-8', ...answer.headers }
+        draft.body = answer.body
         trace(ctx, 'deny', `immediate response ${draft.status} instead of the answer`)
         return { action: 'respond' }
       }
@@ -252,28 +203,73 @@ function responseInterceptor (
       }
     }
   }
+  /** FULL_DUPLEX_STREAMED: the body goes out whole, then the answers are read as they come (headers first when sent). */
+  const duplexBody = async (draft: ResponseDraft): Promise<InterceptResult> => {
+    hooks.sent?.('response_body')
+    const failed = await stream.write({ response_body: { body: draft.body ?? Buffer.alloc(0), end_of_stream: true } })
+    if (failed !== null) return finish(apply(draft, failed, true))
+    const duplex = new DuplexAnswers('response', headersPending, true)
+    const out: Buffer[] = []
+    let size = 0
+    while (!duplex.done) {
+      const a = duplex.take(await stream.receive())
+      if (a.kind === 'end') {
+        hooks.answered?.('response_body', a.r)
+        return finish(apply(draft, a.r, true))
+      }
+      if (a.kind === 'error') return fail(a.reason)
+      if (a.kind === 'ignored') continue
+      const isBody = a.kind === 'body'
+      hooks.answered?.(isBody ? 'response_body' : 'response_headers', a.r)
+      const applied = apply(draft, a.r, false)
+      if (applied !== 'replaced' && applied.action !== 'continue') return applied
+      if (!active) return { action: 'continue' }
+      if (isBody) {
+        size += a.chunk.length
+        if (size > ir.maxBodyBytes) return fail(`the processor's body is larger than maxBodyBytes (${ir.maxBodyBytes})`)
+        out.push(a.chunk)
+      }
+    }
+    draft.body = Buffer.concat(out)
+    bodyReplaced = true
+    stream.finish()
+    return { action: 'continue' }
+  }
+  const finish = (out: InterceptResult | 'replaced'): InterceptResult => {
+    stream.finish()
+    return out === 'replaced' ? { action: 'continue' } : out
+  }
   return {
     maxBodyBytes: ir.maxBodyBytes,
     async onHeaders (draft: ResponseDraft): Promise<InterceptResult> {
       if (mode.responseHeaderMode !== 'send') return { action: 'continue' }
-      const r = await send({ response_headers: { headers: headerMapMessage({ ':status': String(draft.status) }, draft.headers), end_of_stream: !draft.hasBody } }, 'response_headers')
+      const message = { response_headers: { headers: headerMapMessage({ ':status': String(draft.status) }, draft.headers), end_of_stream: !draft.hasBody } }
+      if (mode.responseBodyMode === 'fullDuplexStreamed' && draft.hasBody) {
+        // Not waited for: a full-duplex processor may answer the headers only after the body.
+        hooks.sent?.('response_headers')
+        const failed = await stream.write(message)
+        if (failed !== null) return finish(apply(draft, failed, false))
+        headersPending = true
+        return { action: 'continue' }
+      }
+      const r = await send(message, 'response_headers')
       const out = apply(draft, r, false)
       if (out === 'replaced') {
         active = false
         stream.finish()
         return { action: 'continue' }
       }
-      if (active && !(mode.responseBodyMode === 'buffered' && draft.hasBody)) stream.finish()
+      if (active && !(mode.responseBodyMode !== 'none' && draft.hasBody)) stream.finish()
       return out
     },
     wantsBody (): boolean {
-      return active && !bodyReplaced && mode.responseBodyMode === 'buffered'
+      return active && !bodyReplaced && mode.responseBodyMode !== 'none'
     },
     async onBody (draft: ResponseDraft): Promise<InterceptResult> {
+      if (mode.responseBodyMode === 'fullDuplexStreamed') return await duplexBody(draft)
+      // buffered, and streamed with the body as its one chunk: a body mutation replaces it.
       const r = await send({ response_body: { body: draft.body ?? Buffer.alloc(0), end_of_stream: true } }, 'response_body')
-      const out = apply(draft, r, true)
-      stream.finish()
-      return out === 'replaced' ? { action: 'continue' } : out
+      return finish(apply(draft, r, true))
     },
     onBodyTooLarge (): InterceptResult {
       return fail(`response body larger than maxBodyBytes (${ir.maxBodyBytes})`)

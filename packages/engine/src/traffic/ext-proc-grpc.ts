@@ -6,9 +6,11 @@
  *
  * The stream is a conversation: Portico sends a ProcessingRequest (request headers, request
  * body, response headers, response body) and waits — at most the message timeout — for the
- * one ProcessingResponse that answers it. A server that closes the stream cleanly lets the
- * request go on without it (as Envoy does); one that closes it with an error, answers out of
- * turn or is too slow is a failure.
+ * one ProcessingResponse that answers it (`exchange`). In the full-duplex body mode the two
+ * directions are decoupled (`write` sends without waiting, `receive` takes the next answer
+ * whenever it comes; http/ext-proc-request-phase.ts pairs them). A server that closes the
+ * stream cleanly lets the request go on without it (as Envoy does); one that closes it with
+ * an error, answers out of turn or is too slow is a failure.
  */
 
 import type * as grpc from '@grpc/grpc-js'
@@ -40,7 +42,33 @@ export interface CommonResponseMessage {
   /** 0 CONTINUE, 1 CONTINUE_AND_REPLACE. */
   status?: number
   header_mutation?: HeaderMutationMessage
-  body_mutation?: { body?: Buffer, clear_body?: boolean, mutation?: string }
+  /** `streamed_response`: the FULL_DUPLEX_STREAMED mode's body (chunks of the new body, the last with end_of_stream). */
+  body_mutation?: { body?: Buffer, clear_body?: boolean, streamed_response?: { body?: Buffer, end_of_stream?: boolean }, mutation?: string }
+}
+
+export interface ImmediateResponseMessage { status?: { code?: number }, headers?: HeaderMutationMessage, body?: Buffer, details?: string }
+
+/**
+ * google.protobuf.Struct as @grpc/proto-loader decodes it: its fields camelCase even with
+ * keepCase (protobufjs defines the well-known types itself), the oneof named in `kind`.
+ */
+export interface StructMessage { fields?: Record<string, ValueMessage> }
+export interface ValueMessage {
+  kind?: string
+  nullValue?: number
+  numberValue?: number
+  stringValue?: string
+  boolValue?: boolean
+  structValue?: StructMessage
+  listValue?: { values?: ValueMessage[] }
+}
+
+/** ProcessingMode (envoy.extensions.filters.http.ext_proc.v3): enums as numbers. */
+export interface ProcessingModeMessage {
+  request_header_mode?: number
+  response_header_mode?: number
+  request_body_mode?: number
+  response_body_mode?: number
 }
 
 export interface ProcessingResponseMessage {
@@ -48,11 +76,74 @@ export interface ProcessingResponseMessage {
   response_headers?: { response?: CommonResponseMessage }
   request_body?: { response?: CommonResponseMessage }
   response_body?: { response?: CommonResponseMessage }
-  immediate_response?: { status?: { code?: number }, headers?: HeaderMutationMessage, body?: Buffer, details?: string }
+  request_trailers?: { header_mutation?: HeaderMutationMessage }
+  response_trailers?: { header_mutation?: HeaderMutationMessage }
+  immediate_response?: ImmediateResponseMessage
+  dynamic_metadata?: StructMessage
+  mode_override?: ProcessingModeMessage
   response?: string
 }
 
 export type ProcessingPhase = 'request_headers' | 'request_body' | 'response_headers' | 'response_body'
+
+/** ProcessingMode.BodySendMode values (Envoy's numbers). */
+export const BODY_SEND_MODE = { none: 0, streamed: 1, buffered: 2, bufferedPartial: 3, fullDuplexStreamed: 4 } as const
+
+export type BodyMode = 'none' | 'buffered' | 'streamed' | 'fullDuplexStreamed'
+
+/** A BodySendMode number as Portico's name; BUFFERED_PARTIAL (unsupported) and unknown values are null. */
+export function bodyModeOf (n: number | undefined): BodyMode | null {
+  switch (n ?? 0) {
+    case 0: return 'none'
+    case 1: return 'streamed'
+    case 2: return 'buffered'
+    case 4: return 'fullDuplexStreamed'
+    default: return null
+  }
+}
+
+/** Nesting kept of a Struct from the processor (deeper values are null): hostile input stays bounded. */
+const MAX_STRUCT_DEPTH = 16
+
+/** A Struct as plain JSON (objects, arrays, strings, numbers, booleans, null). */
+export function structToJson (s: StructMessage | null | undefined, depth = 0): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(s?.fields ?? {})) out[k] = valueToJson(v, depth + 1)
+  return out
+}
+
+function valueToJson (v: ValueMessage | null | undefined, depth: number): unknown {
+  if (v === null || v === undefined || depth > MAX_STRUCT_DEPTH) return null
+  if (v.stringValue !== undefined) return v.stringValue
+  if (v.numberValue !== undefined) return v.numberValue
+  if (v.boolValue !== undefined) return v.boolValue
+  if (v.structValue !== undefined && v.structValue !== null) return structToJson(v.structValue, depth)
+  if (v.listValue !== undefined && v.listValue !== null) return (v.listValue.values ?? []).map(x => valueToJson(x, depth + 1))
+  return null
+}
+
+/** Plain JSON as a Struct message (for metadata_context). */
+export function jsonToStruct (o: Record<string, unknown>): StructMessage {
+  const fields: Record<string, ValueMessage> = {}
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) fields[k] = jsonToValue(v)
+  return { fields }
+}
+
+function jsonToValue (v: unknown): ValueMessage {
+  if (typeof v === 'string') return { stringValue: v }
+  if (typeof v === 'number') return { numberValue: v }
+  if (typeof v === 'boolean') return { boolValue: v }
+  if (Array.isArray(v)) return { listValue: { values: v.map(jsonToValue) } }
+  if (v !== null && typeof v === 'object') return { structValue: jsonToStruct(v as Record<string, unknown>) }
+  return { nullValue: 0 }
+}
+
+/** Metadata (envoy.config.core.v3) from namespace → JSON object, as ProcessingRequest.metadata_context takes it. */
+export function metadataContextMessage (byNamespace: Record<string, Record<string, unknown>>): { filter_metadata: Record<string, StructMessage> } {
+  const filter_metadata: Record<string, StructMessage> = {}
+  for (const [ns, o] of Object.entries(byNamespace)) filter_metadata[ns] = jsonToStruct(o)
+  return { filter_metadata }
+}
 
 export interface ExternalProcessorClient extends grpc.Client {
   Process(metadata?: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<unknown, ProcessingResponseMessage>
@@ -75,11 +166,41 @@ export function headerMapMessage (pseudo: Record<string, string>, headers: Heade
 }
 
 export type ExchangeResult =
-  | { kind: 'response', response: CommonResponseMessage }
+  | {
+    kind: 'response'
+    response: CommonResponseMessage
+    /** The message's dynamic_metadata (namespace → JSON), when it had any. */
+    dynamicMetadata?: Record<string, unknown>
+    modeOverride?: ProcessingModeMessage
+  }
   | { kind: 'immediate', immediate: NonNullable<ProcessingResponseMessage['immediate_response']> }
   /** The server ended the stream cleanly: go on without it. */
   | { kind: 'closed' }
   | { kind: 'error', reason: string }
+
+/** What `receive` gives: the next message, or why there is none. */
+export type Received =
+  | { kind: 'message', message: ProcessingResponseMessage }
+  | { kind: 'closed' }
+  | { kind: 'error', reason: string }
+
+/** One received message as the answer to `expect`: anything else (but an immediate response) is out of turn. */
+export function answerTo (r: Received, expect: ProcessingPhase): ExchangeResult {
+  if (r.kind !== 'message') return r
+  const next = r.message
+  if (next.immediate_response !== undefined && next.immediate_response !== null) return { kind: 'immediate', immediate: next.immediate_response }
+  const answer = next[expect]
+  if (answer === undefined || answer === null) {
+    return { kind: 'error', reason: `protocol error: expected a ${expect} answer, got ${next.response ?? 'an empty message'}` }
+  }
+  const out: ExchangeResult = { kind: 'response', response: answer.response ?? {} }
+  if (next.dynamic_metadata !== undefined && next.dynamic_metadata !== null) out.dynamicMetadata = structToJson(next.dynamic_metadata)
+  if (next.mode_override !== undefined && next.mode_override !== null) out.modeOverride = next.mode_override
+  return out
+}
+
+/** Answers held unread on one stream. */
+const MAX_UNREAD = 1024
 
 /** One request's stream to the processor. Opened on first use; closed when the request ends. */
 export class ExtProcStream {
@@ -104,7 +225,12 @@ export class ExtProcStream {
   private open (): grpc.ClientDuplexStream<unknown, ProcessingResponseMessage> {
     const call = this.client.Process(callMetadata(this.traceHeaders))
     call.on('data', (m: ProcessingResponseMessage) => {
-      this.inbox.push(m)
+      // Answers not read yet (a full-duplex processor answering while the client's body is
+      // still coming) are held here: a processor that floods them is cut, not buffered.
+      if (this.inbox.length >= MAX_UNREAD) {
+        this.ended ??= `more than ${MAX_UNREAD} answers unread`
+        call.cancel()
+      } else this.inbox.push(m)
       this.wake()
     })
     call.on('error', (err: grpc.ServiceError) => {
@@ -127,8 +253,47 @@ export class ExtProcStream {
   /** Sends one message and waits for the answer to it (`expect` names the answer's field). */
   async exchange (message: Record<string, unknown>, expect: ProcessingPhase): Promise<ExchangeResult> {
     if (this.closed) return { kind: 'closed' }
+    const sent = await this.write(message)
+    if (sent !== null) return sent
+    return answerTo(await this.receive(), expect)
+  }
+
+  /**
+   * Sends one message without waiting for an answer. Resolves once gRPC has taken it — at
+   * once, or when its flow control lets more through — so a processor that stops reading
+   * holds at most one message here; a wait longer than the message timeout is an error.
+   * Null when sent; a closed stream or failure otherwise.
+   */
+  async write (message: Record<string, unknown>): Promise<Extract<ExchangeResult, { kind: 'closed' | 'error' }> | null> {
+    if (this.closed) return { kind: 'closed' }
     this.call ??= this.open()
-    if (this.ended === null) this.call.write(message)
+    if (this.ended !== null) return null
+    const call = this.call
+    if (call.write(message)) return null
+    let timer: NodeJS.Timeout | undefined
+    const drained = await new Promise<boolean>(resolve => {
+      const done = (v: boolean): void => {
+        clearTimeout(timer)
+        call.off('drain', onDrain)
+        this.waiter = null
+        resolve(v)
+      }
+      const onDrain = (): void => done(true)
+      call.on('drain', onDrain)
+      // Ended meanwhile (wake): the reader reports why.
+      this.waiter = () => done(true)
+      timer = setTimeout(() => done(false), this.timeoutMs)
+    })
+    return drained ? null : { kind: 'error', reason: `the processor took no message for ${this.timeoutMs}ms` }
+  }
+
+  /** Whether an answer is waiting (receive would not wait). */
+  get pending (): boolean {
+    return this.inbox.length > 0
+  }
+
+  /** The next message of the processor, waiting at most the message timeout. */
+  async receive (): Promise<Received> {
     const deadline = Date.now() + this.timeoutMs
     while (this.inbox.length === 0 && this.ended === null) {
       const left = deadline - Date.now()
@@ -142,12 +307,7 @@ export class ExtProcStream {
     }
     const next = this.inbox.shift()
     if (next === undefined) return this.ended === 'closed' ? { kind: 'closed' } : { kind: 'error', reason: `stream failed: ${this.ended}` }
-    if (next.immediate_response !== undefined && next.immediate_response !== null) return { kind: 'immediate', immediate: next.immediate_response }
-    const answer = next[expect]
-    if (answer === undefined || answer === null) {
-      return { kind: 'error', reason: `protocol error: expected a ${expect} answer, got ${next.response ?? 'an empty message'}` }
-    }
-    return { kind: 'response', response: answer.response ?? {} }
+    return { kind: 'message', message: next }
   }
 
   /** Half-closes the stream (no more messages); the server may end it. Cancelled if it lingers. */

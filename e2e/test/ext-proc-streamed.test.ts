@@ -1,0 +1,274 @@
+/**
+ * extProc's streamed body modes (Envoy's STREAMED and FULL_DUPLEX_STREAMED) against a real
+ * gRPC external processing server (e2e/lib/ext-proc.ts) in front of a real echo backend:
+ * chunks reach the processor as the client sends them, in order, each answered (a body
+ * mutation per chunk); a full-duplex processor that answers only once it has seen the whole
+ * body, the way the inference extension's endpoint picker does (its headers answer carries
+ * x-gateway-destination-endpoint, its streamed_response chunks the body); one that answers
+ * late, one that never answers (bounded by the timeout: failClosed 500, failOpen the original
+ * body through), an immediate response in the middle of the body, bodies over the limit both
+ * ways, mode_override, Envoy Gateway's field names, and the response side in both modes.
+ */
+
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import http from 'node:http'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { sha256, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streamedBody, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
+
+let backend: Backend
+let processor: ExtProcServer
+let portico: PorticoProcess
+
+const set = (key: string, value: string) => ({ header: { key, raw_value: Buffer.from(value) }, append_action: 2 })
+
+/** The request body the processor has seen so far on a stream (all request_body messages). */
+function bodySeen (stream: ProcessingRequest[]): Buffer {
+  return Buffer.concat(stream.filter(m => m.request_body !== undefined).map(m => Buffer.from(m.request_body!.body ?? Buffer.alloc(0))))
+}
+
+/** The processor's behaviour, by the request path's first segment. */
+async function behave (m: ProcessingRequest, stream: ProcessingRequest[]): Promise<ProcessingReply> {
+  const path = headersOf(stream[0]!.request_headers?.headers)[':path'] ?? ''
+  const phase = phaseOf(m)
+  switch (path.split('/')[1]) {
+    case 'streamed':
+      // Each chunk answered on its own: upper-cased.
+      if (phase === 'request_body') return answer(phase, { body_mutation: { body: Buffer.from(m.request_body!.body!.toString('utf8').toUpperCase()) } })
+      if (phase === 'response_body') return answer(phase, { header_mutation: { set_headers: [set('x-response-seen', `${m.response_body!.body!.length} bytes, end ${m.response_body!.end_of_stream === true}`)] } })
+      return answer(phase)
+    case 'picker':
+    case 'picker-eg': {
+      // The endpoint picker's way: nothing until the body's end, then the headers answer (the
+      // chosen endpoint as a header and as envoy.lb metadata) and the body in two chunks.
+      if (phase === 'request_headers' || (phase === 'request_body' && m.request_body!.end_of_stream !== true)) return []
+      if (phase === 'request_body') {
+        const body = bodySeen(stream)
+        const half = Math.floor(body.length / 2)
+        return [
+          { ...answer('request_headers', { header_mutation: { set_headers: [set('x-gateway-destination-endpoint', '10.0.0.7:8000'), set('content-length', String(body.length))] } }), dynamic_metadata: metadataStruct({ 'envoy.lb': { 'x-gateway-destination-endpoint': '10.0.0.7:8000' } }) },
+          streamedBody('request_body', body.subarray(0, half), false),
+          streamedBody('request_body', body.subarray(half), true)
+        ]
+      }
+      // Response: headers answered at once, the body passed through as streamed chunks.
+      if (phase === 'response_headers') return answer(phase, { header_mutation: { set_headers: [set('x-picked', 'yes')] } })
+      if (phase === 'response_body') return streamedBody(phase, m.response_body!.body!, m.response_body!.end_of_stream === true)
+      return answer(phase)
+    }
+    case 'late':
+      // Full duplex, answers 400 ms after the body ended (the timeout is 2s).
+      if (phase === 'request_body' && m.request_body!.end_of_stream === true) {
+        await sleep(400)
+        return [answer('request_headers', { header_mutation: { set_headers: [set('x-late', 'yes')] } }), streamedBody('request_body', bodySeen(stream), true)]
+      }
+      return phase.startsWith('request') ? [] : answer(phase)
+    case 'silent-closed':
+    case 'silent-open':
+      return 'hang'
+    case 'shed':
+      // An immediate response after the first chunk, the client's body still coming.
+      if (phase === 'request_body') return { immediate_response: { status: { code: 429 }, body: Buffer.from('shed') } }
+      return []
+    case 'grow':
+      // A processor that answers more body than the gateway holds.
+      if (phase === 'request_body' && m.request_body!.end_of_stream === true) return [answer('request_headers'), streamedBody('request_body', Buffer.alloc(200_000, 'x'), true)]
+      return phase.startsWith('request') ? [] : answer(phase)
+    case 'override':
+    case 'no-override':
+      // Asks for the rest of the body buffered (one message).
+      if (phase === 'request_headers') return { ...answer(phase), mode_override: { request_body_mode: 2 } }
+      return answer(phase)
+    case 'duplex-resp':
+      // Full duplex on the response: the headers answered only after the body.
+      if (phase === 'response_headers') return []
+      if (phase === 'response_body') return [answer('response_headers', { header_mutation: { set_headers: [set('x-after-body', 'yes')] } }), streamedBody('response_body', 'rewritten', true)]
+      return answer(phase)
+    default:
+      return answer(phase)
+  }
+}
+
+before(async () => {
+  backend = await startEchoBackend('app')
+  processor = await startExtProcServer(behave)
+  const ep = (extra: Record<string, unknown>) => ({ host: processor.host, timeout: '2s', ...extra })
+  const route = (name: string, extProc: Record<string, unknown>) => ({ name, matches: [{ path: { pathPrefix: `/${name}` } }], policies: { extProc } as never, backends: [{ host: backend.host }] })
+  const duplex = { requestBodyMode: 'fullDuplexStreamed', responseHeaderMode: 'skip' }
+  portico = await startPortico({
+    config: port => ({
+      gateways: { default: { port, address: '127.0.0.1' } },
+      routes: [
+        route('streamed', ep({ processingMode: { requestBodyMode: 'streamed', responseBodyMode: 'streamed', responseHeaderMode: 'skip' }, maxBodyBytes: 65_536 })),
+        route('picker-eg', ep({ processingMode: { request: { body: 'FullDuplexStreamed' }, response: { body: 'FullDuplexStreamed' } } })),
+        route('picker', ep({ processingMode: { requestBodyMode: 'fullDuplexStreamed', responseBodyMode: 'fullDuplexStreamed' } })),
+        route('late', ep({ processingMode: duplex })),
+        route('silent-closed', ep({ processingMode: duplex, timeout: '300ms' })),
+        route('silent-open', ep({ processingMode: duplex, timeout: '300ms', failureMode: 'failOpen' })),
+        route('shed', ep({ processingMode: duplex })),
+        route('grow', ep({ processingMode: duplex, maxBodyBytes: 100_000 })),
+        route('override', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip', allowModeOverride: true } })),
+        route('no-override', ep({ processingMode: { requestBodyMode: 'streamed', responseHeaderMode: 'skip' } })),
+        route('duplex-resp', ep({ processingMode: { responseBodyMode: 'fullDuplexStreamed' } }))
+      ]
+    })
+  })
+})
+
+after(async () => {
+  await portico?.stop()
+  await processor?.close()
+  await backend?.close()
+})
+
+/** The stream whose request path is `path`. */
+function streamFor (path: string): ProcessingRequest[] {
+  const s = processor.streams.find(st => headersOf(st[0]?.request_headers?.headers)[':path'] === path)
+  assert.ok(s !== undefined, `no stream for ${path}`)
+  return s
+}
+
+interface Sent { status: number, headers: http.IncomingHttpHeaders, text: string, echo: EchoedRequest | null }
+
+/**
+ * A POST whose body goes out in `chunks`; before each next chunk, `between(i)` is awaited (a
+ * test waits there for the processor to have seen chunk i: proof the gateway streams).
+ * `length`: send a content-length (else chunked).
+ */
+async function post (path: string, chunks: Array<string | Buffer>, options: { length?: boolean, between?: (i: number) => Promise<void> } = {}): Promise<Sent> {
+  const total = chunks.reduce((n, c) => n + Buffer.byteLength(c), 0)
+  return await new Promise<Sent>((resolve, reject) => {
+    const req = http.request(`${portico.url}${path}`, { method: 'POST', headers: { 'content-type': 'text/plain', ...(options.length === true ? { 'content-length': String(total) } : {}) } }, res => {
+      const parts: Buffer[] = []
+      res.on('data', (c: Buffer) => parts.push(c))
+      res.on('end', () => {
+        const text = Buffer.concat(parts).toString('utf8')
+        let echo: EchoedRequest | null = null
+        try { echo = res.headers['x-backend'] !== undefined ? JSON.parse(text) as EchoedRequest : null } catch {}
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, echo })
+      })
+    })
+    // An answer before the whole body went out (413, an immediate response) may reset the upload.
+    req.on('error', reject)
+    void (async () => {
+      for (let i = 0; i < chunks.length; i++) {
+        req.write(chunks[i])
+        if (i < chunks.length - 1 && options.between !== undefined) await options.between(i)
+      }
+      req.end()
+    })().catch(reject)
+  })
+}
+
+/** Waits until the stream for `path` carries `n` request_body messages (at most 5 s). */
+async function processorSaw (path: string, n: number): Promise<void> {
+  for (let t = 0; t < 500; t++) {
+    const s = processor.streams.find(st => headersOf(st[0]?.request_headers?.headers)[':path'] === path)
+    if (s !== undefined && s.filter(m => m.request_body !== undefined).length >= n) return
+    await sleep(10)
+  }
+  throw new Error(`the processor never saw body chunk ${n} of ${path}`)
+}
+
+test('streamed: each chunk reaches the processor as the client sends it, in order, and each answer replaces its chunk', async () => {
+  const chunks = ['alpha-', 'beta-', 'gamma']
+  const r = await post('/streamed/chunked', chunks, { between: async i => await processorSaw('/streamed/chunked', i + 1) })
+  assert.equal(r.status, 200)
+  assert.equal(r.echo!.bodySha256, sha256('ALPHA-BETA-GAMMA'), 'every chunk upper-cased by its own answer')
+  assert.equal(r.echo!.headers['content-length'], String('ALPHA-BETA-GAMMA'.length))
+  assert.equal(r.echo!.headers['transfer-encoding'], undefined)
+  const s = streamFor('/streamed/chunked')
+  assert.deepEqual(s[0]!.protocol_config, { request_body_mode: 1, response_body_mode: 1 })
+  assert.equal(s[0]!.request_headers!.end_of_stream, false)
+  const bodies = s.filter(m => m.request_body !== undefined).map(m => m.request_body!)
+  // Chunked: the end comes after the last chunk, as an empty message with end_of_stream.
+  assert.deepEqual(bodies.map(b => Buffer.from(b.body ?? Buffer.alloc(0)).toString('utf8')), [...chunks, ''])
+  assert.deepEqual(bodies.map(b => b.end_of_stream === true), [false, false, false, true])
+  // The response in the streamed mode: its body is one chunk with end_of_stream (held whole, then sent).
+  assert.equal(r.headers['x-response-seen'], `${r.text.length} bytes, end true`)
+})
+
+test('streamed with a content-length: the last chunk carries end_of_stream (no empty message)', async () => {
+  const r = await post('/streamed/length', ['one-', 'two'], { length: true, between: async i => await processorSaw('/streamed/length', i + 1) })
+  assert.equal(r.status, 200)
+  assert.equal(r.echo!.bodySha256, sha256('ONE-TWO'))
+  const bodies = streamFor('/streamed/length').filter(m => m.request_body !== undefined).map(m => m.request_body!)
+  assert.deepEqual(bodies.map(b => b.end_of_stream === true), [false, true])
+})
+
+test('full duplex, the endpoint picker\'s way: answers only after the whole body; the headers answer\'s mutation reaches the backend, the streamed_response chunks are its body', async () => {
+  for (const path of ['/picker/v1/completions', '/picker-eg/v1/completions']) {
+    const body = JSON.stringify({ model: 'smollm2', prompt: 'x'.repeat(5000) })
+    const r = await post(path, [body.slice(0, 2000), body.slice(2000)], { between: async () => await processorSaw(path, 1) })
+    assert.equal(r.status, 200, path)
+    assert.equal(r.echo!.headers['x-gateway-destination-endpoint'], '10.0.0.7:8000', 'the routing decision applied before the upstream call')
+    assert.equal(r.echo!.bodySha256, sha256(body))
+    assert.equal(r.echo!.headers['content-length'], String(body.length))
+    const s = streamFor(path)
+    assert.deepEqual(s[0]!.protocol_config, { request_body_mode: 4, response_body_mode: 4 })
+    const bodies = s.filter(m => m.request_body !== undefined)
+    assert.ok(bodies.length >= 2, 'the body went out in chunks')
+    assert.equal(bodies.at(-1)!.request_body!.end_of_stream, true)
+    // The response: headers answered, then the body as a streamed_response.
+    assert.equal(r.headers['x-picked'], 'yes')
+  }
+})
+
+test('full duplex: a processor that answers late (within the timeout) is waited for', async () => {
+  const started = Date.now()
+  const r = await post('/late', ['late body'])
+  assert.equal(r.status, 200)
+  assert.ok(Date.now() - started >= 400)
+  assert.equal(r.echo!.headers['x-late'], 'yes')
+  assert.equal(r.echo!.bodySha256, sha256('late body'))
+})
+
+test('full duplex: a processor that never answers is bounded by the timeout — failClosed 500, failOpen the original body through', async () => {
+  const started = Date.now()
+  const closed = await post('/silent-closed', ['never ', 'answered'])
+  assert.equal(closed.status, 500)
+  assert.equal(closed.text, 'external processing failed')
+  assert.ok(Date.now() - started < 3000)
+  const open = await post('/silent-open', ['never ', 'answered'])
+  assert.equal(open.status, 200)
+  assert.equal(open.echo!.bodySha256, sha256('never answered'), 'the body the processor saw is put back unchanged')
+})
+
+test('full duplex: an immediate response in the middle of the body answers the client', async () => {
+  const r = await post('/shed', ['first ', 'second'], { between: async () => await processorSaw('/shed', 1).then(() => sleep(50)) }).catch((err: Error) => ({ status: -1, text: err.message, headers: {}, echo: null }))
+  assert.equal(r.status, 429, r.text)
+  assert.equal(r.text, 'shed')
+})
+
+test('bounded: a body over maxBodyBytes is refused (413) in the streamed mode; a processor that answers more than it is a failure', async () => {
+  const big = Buffer.alloc(100_000, 'a')
+  const r = await post('/streamed/big', [big.subarray(0, 50_000), big.subarray(50_000)], { length: true }).catch((err: Error) => ({ status: -1, text: err.message, headers: {}, echo: null }))
+  assert.equal(r.status, 413, r.text)
+  const chunked = await post('/streamed/big-chunked', [big.subarray(0, 50_000), big.subarray(50_000)]).catch((err: Error) => ({ status: -1, text: err.message, headers: {}, echo: null }))
+  assert.equal(chunked.status, 413, chunked.text)
+  const grown = await post('/grow', ['small'])
+  assert.equal(grown.status, 500)
+})
+
+test('mode_override: honoured with allowModeOverride (the rest of the body buffered, one message), ignored without', async () => {
+  const body = Buffer.alloc(200_000, 'b')
+  const r = await post('/override', [body.subarray(0, 100_000), body.subarray(100_000)], { length: true })
+  assert.equal(r.status, 200)
+  const bodies = streamFor('/override').filter(m => m.request_body !== undefined)
+  assert.equal(bodies.length, 1, 'BUFFERED after the override: the body whole in one message')
+  assert.equal(bodies[0]!.request_body!.end_of_stream, true)
+  assert.equal(Buffer.from(bodies[0]!.request_body!.body!).length, 200_000)
+  const r2 = await post('/no-override', [body.subarray(0, 100_000), body.subarray(100_000)], { length: true })
+  assert.equal(r2.status, 200)
+  assert.ok(streamFor('/no-override').filter(m => m.request_body !== undefined).length > 1, 'still streamed: the override is not allowed')
+})
+
+test('full duplex on the response: the headers answered after the body, the streamed_response is the new body', async () => {
+  const r = await post('/duplex-resp', ['x'])
+  assert.equal(r.status, 200)
+  assert.equal(r.headers['x-after-body'], 'yes')
+  assert.equal(r.text, 'rewritten')
+  assert.equal(r.headers['content-length'], '9')
+})
