@@ -167,7 +167,9 @@ export function openExtProcStream (target: string, options: { tls: boolean }): E
   const credentials = options.tls
     ? grpc.credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined })
     : grpc.credentials.createInsecure()
-  const client = new pkg.envoy.service.ext_proc.v3.ExternalProcessor(target, credentials) as unknown as grpc.Client & { Process: () => grpc.ClientDuplexStream<unknown, ProcessingAnswer> }
+  // A name for SNI: Node warns when the server name is an IP address.
+  const channelOptions = options.tls ? { 'grpc.ssl_target_name_override': 'ext-proc.test' } : {}
+  const client = new pkg.envoy.service.ext_proc.v3.ExternalProcessor(target, credentials, channelOptions) as unknown as grpc.Client & { Process: () => grpc.ClientDuplexStream<unknown, ProcessingAnswer> }
   const call = client.Process()
   const answers: ProcessingAnswer[] = []
   const waiting: Array<{ resolve: (a: ProcessingAnswer) => void, reject: (e: Error) => void }> = []

@@ -19,11 +19,10 @@
 
 import { after, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
+import { requireKubeTools, startCluster, startProcess, type Cluster, type Proc } from '../cluster/harness.ts'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { sha256, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
@@ -38,7 +37,7 @@ const POD_IPS = ['127.0.0.2', '127.0.0.3']
 
 interface Setup {
   cluster: Cluster
-  lwepp: ChildProcess
+  lwepp: Proc
   /** What lwepp printed (its log, for failure messages). */
   output: () => string
   /** lwepp's ext_proc service, 127.0.0.1:PORT (TLS). */
@@ -113,31 +112,32 @@ async function setUp (tools: { lwepp: string, crd: string }, kube: NonNullable<R
   await cluster.apply([...POD_NAMES, 'pod-unready'].map(pod))
   for (const [i, name] of POD_NAMES.entries()) await cluster.markPodReady(NS, name, POD_IPS[i]!)
 
-  let output = ''
-  const lwepp = spawn(tools.lwepp, [
+  const lwepp = startProcess('lwepp', tools.lwepp, [
     `--kubeconfig=${cluster.kubeconfig}`,
     `--pool-name=${POOL}`,
     `--pool-namespace=${NS}`,
     `--grpc-port=${grpcPort}`,
     `--grpc-health-port=${healthPort}`,
     `--metrics-port=${metricsPort}`
-  ], { stdio: ['ignore', 'pipe', 'pipe'] })
-  for (const stream of [lwepp.stdout, lwepp.stderr]) stream.on('data', (c: Buffer) => { output = (output + c.toString()).slice(-200_000) })
-  let exited = false
-  lwepp.on('exit', () => { exited = true })
-  const s: Setup = { cluster, lwepp, output: () => output, picker: `127.0.0.1:${grpcPort}`, pods, port }
+  ], cluster.dir)
+  process.on('exit', () => { if (lwepp.exitCode() === undefined) lwepp.child.kill('SIGKILL') })
+  const output = (): string => { try { return readFileSync(lwepp.log, 'utf8') } catch { return '' } }
+  const s: Setup = { cluster, lwepp, output, picker: `127.0.0.1:${grpcPort}`, pods, port }
   // Ready once it has read the pool and its pods: it picks (before that, it fails the stream).
   await waitUntil(async () => {
-    if (exited) throw new Error(`lwepp exited:\n${output}`)
+    if (lwepp.exitCode() !== undefined) throw new Error(`lwepp exited:\n${output()}`)
     return await pick(s, {}).then(a => a.endpoint !== '', () => false)
-  }, 60_000, `lwepp to pick from the pool\n${output.slice(-4000)}`, 200)
+  }, 60_000, 'lwepp to pick from the pool', 200).catch(err => { throw new Error(`${String(err)}\n${output().slice(-4000)}`) })
   return s
 }
 
 after(async () => {
   if (started === null) return
   const s = await started.catch(() => null)
-  s?.lwepp.kill('SIGTERM')
+  if (s !== null && s.lwepp.exitCode() === undefined) {
+    s.lwepp.child.kill('SIGTERM')
+    await s.lwepp.exited
+  }
   await s?.cluster.stop()
   await Promise.all((s?.pods ?? []).map(p => p.close()))
 })
