@@ -247,7 +247,7 @@ test('a request with a body: the headers are answered only after the body\'s las
   }
 })
 
-test('through Portico: a standalone inferencePool whose endpointPicker is lwepp — requests steered to each pod, the served endpoint reported back', async t => {
+test('through Portico: a standalone inferencePool whose endpointPicker is lwepp — requests steered to each pod, the served endpoint reported back; lwepp failing the stream with FailClose (503) and FailOpen (served)', async t => {
   const s = await setup(t)
   if (s === null) return
   const portico: PorticoProcess = await startPortico({
@@ -257,6 +257,10 @@ test('through Portico: a standalone inferencePool whose endpointPicker is lwepp 
         name: 'pool',
         matches: [{ path: { pathPrefix: '/v1' } }],
         backends: [{ inferencePool: { name: POOL, endpoints: s.pods.map(p => p.host), endpointPicker: { host: s.picker, failureMode: 'FailClose', timeout: '5s' } } }]
+      }, {
+        name: 'open',
+        matches: [{ path: { pathPrefix: '/open' } }],
+        backends: [{ inferencePool: { name: 'open', endpoints: s.pods.map(p => p.host), endpointPicker: { host: s.picker, failureMode: 'FailOpen', timeout: '5s' } } }]
       }]
     })
   })
@@ -282,6 +286,15 @@ test('through Portico: a standalone inferencePool whose endpointPicker is lwepp 
       names.add((await res.body.json() as EchoedRequest).name)
     }
     assert.deepEqual([...names].sort(), POD_NAMES)
+    // Steered to no pod of the pool: lwepp fails the stream; FailClose answers 503, FailOpen
+    // serves from a pod Portico chooses.
+    const outside = { 'content-type': 'application/json', 'test-epp-endpoint-selection': '127.0.0.9' }
+    const closed = await request(`${portico.url}/v1/completions`, { method: 'POST', headers: outside, body })
+    assert.equal(closed.statusCode, 503)
+    assert.match(await closed.body.text(), /endpoint picker unavailable/)
+    const open = await request(`${portico.url}/open/v1/completions`, { method: 'POST', headers: outside, body })
+    assert.equal(open.statusCode, 200)
+    assert.ok(POD_NAMES.includes((await open.body.json() as EchoedRequest).name))
   } finally {
     await portico.stop()
   }
