@@ -10,8 +10,9 @@
  * pick in the `x-gateway-destination-endpoint` header and `envoy.lb` metadata, round robin
  * over the ready pods, steered by `test-epp-endpoint-selection`, the body streamed before
  * the pick, the served endpoint reported back; then through Portico (a standalone
- * `inferencePool` whose `endpointPicker.host` is lwepp): requests steered to each pod; last,
- * a pod relabelled out of the pool stops being picked.
+ * `inferencePool` whose `endpointPicker.host` is lwepp): requests steered to each pod, and
+ * lwepp failing the stream with FailClose (503) and FailOpen (served); last, a pod relabelled
+ * out of the pool stops being picked.
  *
  * Without LWEPP (scripts/test-tools prints it) the tests are skipped with that reason, and
  * fail in CI; likewise without the kube tools.
