@@ -224,7 +224,7 @@ export interface Cluster {
   stop: () => Promise<void>
 }
 
-interface Proc {
+export interface Proc {
   name: string
   child: ChildProcess
   log: string
@@ -262,10 +262,12 @@ function installSignalHandlers (): void {
 }
 
 // setpriv --pdeathsig: children die with this process even when it is SIGKILLed.
+// startProcess is also how a test runs a program beside the cluster (an endpoint picker):
+// its output in `dir`/NAME.log, killed with the test process.
 const setpriv = spawnSync('setpriv', ['--help'], { stdio: 'pipe' })
 const SETPRIV = setpriv.error === undefined && String(setpriv.stdout).includes('--pdeathsig') ? 'setpriv' : null
 
-function startProcess (name: string, command: string, args: string[], dir: string, env?: NodeJS.ProcessEnv): Proc {
+export function startProcess (name: string, command: string, args: string[], dir: string, env?: NodeJS.ProcessEnv): Proc {
   const log = join(dir, `${name}.log`)
   const fd = openSync(log, 'a')
   const [file, argv] = SETPRIV !== null ? [SETPRIV, ['--pdeathsig', 'SIGKILL', '--', command, ...args]] : [command, args]

@@ -125,3 +125,83 @@ export async function startExtProcServer (handler: ExtProcServer['handler'] = r 
   state.host = `127.0.0.1:${port}`
   return state
 }
+
+/** An ext_proc answer as the client reads it (the fields tests look at). */
+export interface ProcessingAnswer {
+  request_headers?: { response?: CommonAnswer }
+  response_headers?: { response?: CommonAnswer }
+  request_body?: { response?: CommonAnswer }
+  response_body?: { response?: CommonAnswer }
+  immediate_response?: { status?: { code?: number }, body?: Buffer }
+  /** google.protobuf.Struct (camelCase fields: protobufjs's well-known types ignore keepCase). */
+  dynamic_metadata?: { fields?: Record<string, { structValue?: { fields?: Record<string, { stringValue?: string }> } }> }
+  response?: string
+}
+
+export interface CommonAnswer {
+  header_mutation?: { set_headers?: Array<{ header?: { key?: string, value?: string, raw_value?: Buffer } }> }
+  body_mutation?: { body?: Buffer, streamed_response?: { body?: Buffer, end_of_stream?: boolean } }
+  clear_route_cache?: boolean
+}
+
+/** The header mutation of an answer as lower-case name → value (pickers write `X-Echo-Set-Header`). */
+export function setHeadersOf (common: CommonAnswer | undefined): Record<string, string> {
+  return headersOf({ headers: (common?.header_mutation?.set_headers ?? []).map(h => ({ ...h.header, key: h.header?.key?.toLowerCase() })) })
+}
+
+/**
+ * A client side of one ext_proc stream, as a gateway opens it: `send` writes a
+ * ProcessingRequest, `next` waits (bounded) for the processor's next answer, `end` half-closes.
+ * TLS without verifying the processor's certificate (the reference endpoint picker serves a
+ * self-signed one, with no name in it), or plaintext.
+ */
+export interface ExtProcClientStream {
+  send: (request: Record<string, unknown>) => void
+  next: (timeoutMs?: number) => Promise<ProcessingAnswer>
+  end: () => void
+  close: () => void
+}
+
+export function openExtProcStream (target: string, options: { tls: boolean }): ExtProcClientStream {
+  const pkg = grpc.loadPackageDefinition(packageDefinition) as unknown as { envoy: { service: { ext_proc: { v3: { ExternalProcessor: grpc.ServiceClientConstructor } } } } }
+  const credentials = options.tls
+    ? grpc.credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined })
+    : grpc.credentials.createInsecure()
+  // A name for SNI: Node warns when the server name is an IP address.
+  const channelOptions = options.tls ? { 'grpc.ssl_target_name_override': 'ext-proc.test' } : {}
+  const client = new pkg.envoy.service.ext_proc.v3.ExternalProcessor(target, credentials, channelOptions) as unknown as grpc.Client & { Process: () => grpc.ClientDuplexStream<unknown, ProcessingAnswer> }
+  const call = client.Process()
+  const answers: ProcessingAnswer[] = []
+  const waiting: Array<{ resolve: (a: ProcessingAnswer) => void, reject: (e: Error) => void }> = []
+  let failure: Error | null = null
+  call.on('data', (a: ProcessingAnswer) => {
+    const w = waiting.shift()
+    if (w !== undefined) w.resolve(a)
+    else answers.push(a)
+  })
+  const fail = (err: Error): void => {
+    failure ??= err
+    for (const w of waiting.splice(0)) w.reject(failure)
+  }
+  call.on('error', fail)
+  call.on('end', () => fail(new Error('the processor ended the stream')))
+  return {
+    send: request => { call.write(request) },
+    next: async (timeoutMs = 10_000) => {
+      const ready = answers.shift()
+      if (ready !== undefined) return ready
+      if (failure !== null) throw failure
+      return await new Promise<ProcessingAnswer>((resolve, reject) => {
+        const waiter = { resolve: (a: ProcessingAnswer) => { clearTimeout(timer); resolve(a) }, reject: (e: Error) => { clearTimeout(timer); reject(e) } }
+        // Timed out: off the list, so a later answer is kept for the next call.
+        const timer = setTimeout(() => {
+          waiting.splice(waiting.indexOf(waiter), 1)
+          reject(new Error(`no ext_proc answer within ${timeoutMs} ms`))
+        }, timeoutMs)
+        waiting.push(waiter)
+      })
+    },
+    end: () => { call.end() },
+    close: () => { call.cancel(); client.close() }
+  }
+}

@@ -279,6 +279,6 @@ describe('ai backends', () => {
     await assertConfigError(base([{ backends: [{ ai: { name: 'x', provider: { azure: {} } } }] }]),
       'routes[0].backends[0].ai.hostOverride', /set provider.azure.resourceName or hostOverride/)
     await assertConfigError(base([{ backends: [{ host: '127.0.0.1:9', ai: { name: 'x', provider: { openAI: {} } } }] }]),
-      'routes[0].backends[0]', /needs exactly one backend kind: host, endpoints, mcp or ai \(got host, ai\)/)
+      'routes[0].backends[0]', /needs exactly one backend kind: host, endpoints, mcp, ai or inferencePool \(got host, ai\)/)
   })
 })

@@ -84,7 +84,7 @@ test('semantic errors: match forms, regexes, hosts, gateways, duplicates', () =>
     'c.yaml:11:9: routes[1].backends[0].host: "127.0.0.1" needs a port: host:port',
     'c.yaml:12:9: routes[1].backends[1].host: unsupported scheme "ftp" in "ftp://h:1": use http or https',
     'c.yaml:13:9: routes[1].backends[2].host: "http://h:1/path" must be only scheme, host and port (no path)',
-    'c.yaml:14:9: routes[1].backends[3]: needs exactly one backend kind: host, endpoints, mcp or ai'
+    'c.yaml:14:9: routes[1].backends[3]: needs exactly one backend kind: host, endpoints, mcp, ai or inferencePool'
   ])
 })
 

@@ -10,7 +10,8 @@
  *   3  http                  the transport: client edges, headers, bodies, upstream pools and calls
  *   4  request               per-request state: RequestContext, the compiled config's types, the
  *                            policy contract (CompiledPolicy), the MCP and LLM call records
- *   5  policy llm mcp stream  what runs on a request or connection: policies, LLM usage, the MCP gateway, TCP/TLS forwarding
+ *   5  policy llm mcp stream  what runs on a request or connection: policies, LLM usage, the MCP gateway, TCP/TLS forwarding,
+ *      inference             an InferencePool's endpoint picker (its endpoints and protocol)
  *   6  pipeline              one request from route to answer
  *   7  engine config         compile and install an IR; the YAML front end that produces one
  *   8  (root)                index.ts, the package barrel
@@ -42,7 +43,7 @@ const LAYERS: ReadonlyArray<readonly string[]> = [
   ['routing', 'auth', 'traffic', 'cel', 'trace'],
   ['http'],
   ['request'],
-  ['policy', 'llm', 'mcp', 'stream'],
+  ['policy', 'llm', 'mcp', 'stream', 'inference'],
   ['pipeline'],
   ['engine', 'config'],
   ['(root)']

@@ -64,6 +64,14 @@ export function accessLogFields (ctx: RequestContext): Record<string, unknown> {
     const why = [...ctx.modelChoice.why, ...(ctx.failedOver ?? []).map(f => `failed over from ${f.backend}: ${f.reason}`)]
     if (why.length > 0) fields['portico.model.why'] = why.join('; ')
   }
+  if (ctx.inferencePick !== null) {
+    // An InferencePool (docs/inference.md): what its endpoint picker did, the endpoint that served.
+    const p = ctx.inferencePick
+    fields['portico.inference.pool'] = p.pool
+    fields['portico.inference.outcome'] = p.outcome
+    if (p.endpoint !== null) fields['portico.inference.endpoint'] = p.endpoint
+    if (p.fallbacks.length > 0) fields['portico.inference.fallbacks'] = p.fallbacks.join(',')
+  }
   if (ctx.error !== null) fields.error = ctx.error
   // Joins the line to the OpenTelemetry trace and to the debug trace's requestStarted.
   if (ctx.span !== null) fields.traceId = ctx.span.traceId

@@ -6,7 +6,7 @@
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { LocalCounter, LocalExactCounter, LocalGauge, LocalHistogram, type HistogramSeries, type ValueSeries } from './local-metrics.ts'
-import type { LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord } from '@portico/engine'
+import type { InferencePickFacts, LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord } from '@portico/engine'
 import { version } from './version.ts'
 import { performance } from '@portico/engine/clock'
 
@@ -105,6 +105,10 @@ export class ProxyMetrics {
   private readonly connectDuration: LocalHistogram
   private readonly tlsDuration: LocalHistogram
   private readonly tracingSpans: LocalCounter
+  private readonly pickerCalls: LocalCounter
+  private readonly pickerDuration: LocalHistogram
+  private readonly inferencePicks: LocalCounter
+  private readonly inferenceFallbacks: LocalCounter
   /** Every request label set seen, by key (requestSeries). */
   private readonly requestSeriesByKey = new Map<string, RequestSeries>()
   /** The last RECENT_SERIES label sets looked up, filled round robin (requestSeries). */
@@ -156,6 +160,10 @@ export class ProxyMetrics {
     this.connectDuration = new LocalHistogram(this.registry, 'portico_upstream_connect_duration_seconds', 'New backend connections: TCP connect time, by backend.', CONNECT_BUCKETS)
     this.tlsDuration = new LocalHistogram(this.registry, 'portico_upstream_tls_handshake_duration_seconds', 'New TLS backend connections: the TLS handshake after TCP connect, by backend.', CONNECT_BUCKETS)
     this.tracingSpans = new LocalCounter(this.registry, 'portico_tracing_spans_total', 'Spans of sampled requests (config.tracing) by what became of them: exported, failed (the collector refused or was away) or dropped (8192 were already waiting).')
+    this.pickerCalls = new LocalCounter(this.registry, 'portico_inference_picker_calls_total', 'Calls of InferencePools\' endpoint pickers, by pool and outcome: picked, immediate (the picker answered the request itself: 503, 429), failOpen (it failed; the gateway chose round robin), failClose (it failed; the client got 503).')
+    this.pickerDuration = new LocalHistogram(this.registry, 'portico_inference_picker_duration_seconds', 'How long InferencePools\' endpoint pickers took to pick (or to fail), by pool.', DURATION_BUCKETS)
+    this.inferencePicks = new LocalCounter(this.registry, 'portico_inference_picks_total', 'Requests of InferencePools by the endpoint that served them (pool, endpoint ip:port).')
+    this.inferenceFallbacks = new LocalCounter(this.registry, 'portico_inference_fallbacks_total', 'Endpoints of a picker\'s list that failed to connect, the request going on to the next one (pool, endpoint that failed).')
     this.reloads = processWide ? new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers }) : null
     this.reloads?.inc({ result: 'success' }, 0)
     this.reloads?.inc({ result: 'failure' }, 0)
@@ -190,6 +198,7 @@ export class ProxyMetrics {
       const r = route ?? 'unknown'
       for (const f of ctx.failedOver) this.llmFailovers.inc(`${r}\0${f.backend}\0${f.reason}`, () => ({ route: r, backend: f.backend, reason: f.reason }))
     }
+    if (ctx.inferencePick != null) this.observeInferencePick(ctx.inferencePick)
     if (ctx.guardDecisions != null) {
       for (const d of ctx.guardDecisions) this.guardrailDecisions.inc(`${d.model}\0${d.guard}\0${d.action}`, () => ({ model: d.model, guard: d.guard, action: d.action }))
     }
@@ -199,6 +208,15 @@ export class ProxyMetrics {
     }
     this.observeSizesAndCalls(ctx, series, now)
     if (ctx.phases.length > 0) this.observeDecisions(ctx, series.gateway || 'unknown', route ?? 'unknown')
+  }
+
+  private observeInferencePick (p: InferencePickFacts): void {
+    const pool = p.pool
+    this.pickerCalls.inc(`${pool}\0${p.outcome}`, () => ({ pool, outcome: p.outcome }))
+    this.pickerDuration.record(this.pickerDuration.seriesOf(pool, () => ({ pool })), p.pickerSeconds)
+    const endpoint = p.endpoint
+    if (p.served && endpoint !== null) this.inferencePicks.inc(`${pool}\0${endpoint}`, () => ({ pool, endpoint }))
+    for (const e of p.fallbacks) this.inferenceFallbacks.inc(`${pool}\0${e}`, () => ({ pool, endpoint: e }))
   }
 
   /**

@@ -18,8 +18,15 @@ export interface Backend {
   close(): Promise<void>
 }
 
-/** Starts a node:http server on a free loopback port. Always close() it (after hooks). */
-export async function startBackend (handler: http.RequestListener): Promise<Backend> {
+/**
+ * Where a backend listens: another loopback address (127.0.0.2, ... — as an InferencePool's
+ * pods, which share a port and differ by address) and a given port (default: a free one).
+ */
+export interface BackendListen { address?: string, port?: number }
+
+/** Starts a node:http server on a free loopback port (or `listen`'s). Always close() it (after hooks). */
+export async function startBackend (handler: http.RequestListener, listen: BackendListen = {}): Promise<Backend> {
+  const host = listen.address ?? '127.0.0.1'
   const requests: http.IncomingMessage[] = []
   const sockets = new Set<Socket>()
   const server = http.createServer((req, res) => {
@@ -32,15 +39,15 @@ export async function startBackend (handler: http.RequestListener): Promise<Back
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen({ host: '127.0.0.1', port: 0 }, () => resolve())
+    server.listen({ host, port: listen.port ?? 0 }, () => resolve())
   })
   const address = server.address()
   const port = typeof address === 'object' && address !== null ? address.port : 0
   return {
     server,
     port,
-    host: `127.0.0.1:${port}`,
-    url: `http://127.0.0.1:${port}`,
+    host: `${host}:${port}`,
+    url: `http://${host}:${port}`,
     requests,
     close: () => new Promise<void>(resolve => {
       server.close(() => resolve())
@@ -64,7 +71,7 @@ export interface EchoedRequest {
  * A backend that answers every request with a JSON description of it (method, url, headers,
  * body length and hash). `name` says which backend answered; `respond` can add headers.
  */
-export async function startEchoBackend (name = 'echo', responseHeaders: Record<string, string | string[]> = {}): Promise<Backend> {
+export async function startEchoBackend (name = 'echo', responseHeaders: Record<string, string | string[]> = {}, listen: BackendListen = {}): Promise<Backend> {
   return await startBackend((req, res) => {
     const hash = createHash('sha256')
     let length = 0
@@ -86,7 +93,7 @@ export async function startEchoBackend (name = 'echo', responseHeaders: Record<s
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-backend': name, ...responseHeaders })
       res.end(body)
     })
-  })
+  }, listen)
 }
 
 export function sha256 (data: Buffer | string): string {

@@ -565,6 +565,29 @@ export const ModelSchema = Type.Object({
   ...modelSpecFields
 }, { ...strict, description: 'A model: exactly one of provider (a concrete model) or virtualModel.' })
 
+/** A standalone InferencePool (Gateway API Inference Extension): model-server endpoints behind an endpoint picker. */
+export const InferencePoolSchema = Type.Object({
+  name: Opt(Type.String({ minLength: 1, maxLength: 253, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'The pool\'s name in traces and metrics. Default: inference-pool.' })),
+  endpoints: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+    minItems: 1,
+    maxItems: 1024,
+    description: 'The pool\'s model servers: IP addresses (each served on every targetPort) or ip:port. The endpoint picker names one of them per request; the gateway connects to no other address.'
+  }),
+  targetPorts: Opt(Type.Array(Type.Object({ number: Type.Integer({ minimum: 1, maximum: 65535 }) }, strict), { minItems: 1, maxItems: 8, description: 'Ports of the endpoints given without one (InferencePool targetPorts).' })),
+  appProtocol: Opt(StringEnum(['http', 'kubernetes.io/h2c'], { description: 'How the model servers are spoken to: http (HTTP/1.1, default) or kubernetes.io/h2c (HTTP/2 with prior knowledge).' })),
+  endpointPicker: Type.Object({
+    host: Type.String({ minLength: 1, description: 'The endpoint picker\'s ext_proc gRPC service as host:port.' }),
+    tls: Opt(Type.Union([Type.Literal(false), Type.Object({
+      insecureSkipVerify: Opt(Type.Boolean({ description: 'Do not verify the picker\'s certificate (the reference picker serves a self-signed one). Default false.' })),
+      ca: Opt(Type.String({ minLength: 1, $comment: SECRET_FILE, description: 'PEM file of the CA the picker\'s certificate must chain to (relative to the config file). Default: the system\'s roots.' }))
+    }, strict)], { description: 'TLS to the picker; false: plaintext. Default: TLS with insecureSkipVerify (the reference picker\'s self-signed certificate).' })),
+    failureMode: Opt(StringEnum(['FailOpen', 'FailClose'], { description: 'When the picker is unreachable, fails or is too slow: FailClose (default) answers 503; FailOpen sends the request to an endpoint of the pool chosen round robin.' })),
+    timeout: Opt(Type.String({ pattern: DURATION_PATTERN, description: 'How long the picker may take: each answer at most this long, and no answer is awaited once the pick has taken this long (the response headers\' answer likewise). Default 10s.' })),
+    maxBodyBytes: Opt(Type.Integer({ minimum: 0, maximum: 64 * 1024 * 1024, description: 'Largest request body sent to the picker (it reads the model and prompt from it); 413 above. Default 10 MiB (the reference picker\'s limit).' })),
+    subsetHint: Opt(Type.Boolean({ description: 'Send the pool\'s endpoints to the picker as the x-gateway-destination-endpoint-subset hint (envoy.lb.subset_hint), so it picks only among them. Default false.' }))
+  }, { ...strict, description: 'The pool\'s endpoint picker (EPP): asked over Envoy\'s ext_proc protocol which endpoint serves each request.' })
+}, { ...strict, description: 'An InferencePool: each request goes to the model server its endpoint picker chooses (docs/inference.md).' })
+
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({
     minLength: 1,
@@ -576,9 +599,10 @@ export const RouteBackendSchema = Type.Object({
   })),
   mcp: Opt(McpBackendSchema),
   ai: Opt(AiBackendSchema),
+  inferencePool: Opt(InferencePoolSchema),
   weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight; default 1; 0 = never chosen.' })),
   policies: Opt(BackendPoliciesSchema)
-}, { ...strict, description: 'A backend of the route: exactly one kind (host, endpoints, mcp or ai).' })
+}, { ...strict, description: 'A backend of the route: exactly one kind (host, endpoints, mcp, ai or inferencePool).' })
 
 export const RouteSchema = Type.Object({
   name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique); shown in traces, logs and metrics.' })),

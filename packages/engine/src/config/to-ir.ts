@@ -27,6 +27,7 @@ import { aiGroupsToRefs, aiKeyHeader, azureAuthToIR, translateAiBackend, type Ai
 import { CREDENTIAL_HEADERS } from '../llm/providers/index.ts'
 import { attachModels, modelsToIR } from './models-to-ir.ts'
 import { promptGuardToIR } from './prompt-guard-to-ir.ts'
+import { inferencePoolToIR } from './inference-pool-to-ir.ts'
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -375,9 +376,12 @@ function translateRoute (
     }
     const ownAuth = selfAuth && backendAuth !== undefined ? { ...backendAuth, ...(apiKey !== undefined ? { key: apiKey } : {}) } : undefined
     const aiAuth = { gcpCredential, azureAuth, passthrough: backendAuth?.passthrough !== undefined && b.ai !== undefined && keyHeader !== null }
-    let backend = b.mcp !== undefined && b.host === undefined && b.endpoints === undefined && b.ai === undefined
+    const onlyKind = [b.host, b.endpoints, b.mcp, b.ai, b.inferencePool].filter(k => k !== undefined).length === 1
+    let backend = onlyKind && b.mcp !== undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...at, 'mcp'], options, fail)
-      : translateBackend(b, at, fail, ownAuth, aiAuth, aiAt, policiesAt)
+      : onlyKind && b.inferencePool !== undefined
+        ? inferencePoolToIR(b.inferencePool, [...at, 'inferencePool'], pc)
+        : translateBackend(b, at, fail, ownAuth, aiAuth, aiAt, policiesAt)
     if (backend === undefined) {
       // The backend cannot be built, but its policies are still checked: every problem of
       // the file is reported in one run.
@@ -396,6 +400,8 @@ function translateRoute (
       // ...where a 429 (rate limited) counts against it as a 5xx does, and each ejection in a
       // row lasts longer (agentgateway's multiplicative backoff).
       if (failoverProvider && backend.health !== undefined) backend = { ...backend, health: { ...backend.health, rateLimited: true, backoff: true } }
+      // The picker chooses a pool's endpoint; passive health would second-guess it.
+      if (backend.inferencePool !== undefined && health !== undefined) report([...policiesAt, 'health'], 'does not apply to an inferencePool backend: its endpoint picker chooses the endpoint')
     } else if (backendTLS !== undefined || health !== undefined || http !== undefined) report(policiesAt, 'backendTLS, health and http apply to host backends, not mcp')
     const known = backends.get(backend.key)
     if (known === undefined) backends.set(backend.key, backend)
@@ -655,10 +661,10 @@ function gcpServiceAccountKey (credential: string | { file: string }, at: Path, 
   return k as GcpServiceAccountKeyIR
 }
 
-function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth, aiAuth?: AiAuthIR, aiAt: Path = [...path, 'ai'], policiesAt: Path = [...path, 'policies']): BackendIR | undefined {
-  const kinds = (['host', 'endpoints', 'mcp', 'ai'] as const).filter(k => b[k] !== undefined)
+function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'mcp' | 'ai' | 'inferencePool'>, path: Path, fail: (p: Path, message: string) => void, auth?: AiBackendAuth, aiAuth?: AiAuthIR, aiAt: Path = [...path, 'ai'], policiesAt: Path = [...path, 'policies']): BackendIR | undefined {
+  const kinds = (['host', 'endpoints', 'mcp', 'ai', 'inferencePool'] as const).filter(k => b[k] !== undefined)
   if (kinds.length !== 1) {
-    fail(path, `needs exactly one backend kind: host, endpoints, mcp or ai${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
+    fail(path, `needs exactly one backend kind: host, endpoints, mcp, ai or inferencePool${kinds.length > 1 ? ` (got ${kinds.join(', ')})` : ''}`)
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)

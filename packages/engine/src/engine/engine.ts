@@ -31,6 +31,7 @@ import { SharedBackendState } from './shared-state.ts'
 import type { ClientFacts } from '../request/context.ts'
 import type { RequestTracing } from '../trace/otel.ts'
 import type { CelFields } from '../pipeline/access-log-fields.ts'
+import { poolEndpointBackends } from '../pipeline/inference-pool.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -184,7 +185,8 @@ export class Engine implements PipelineRuntime {
     if (this.staged?.prepared === prepared) this.staged = null
     const ir = prepared.compiled.ir
     this.compiled = prepared.compiled
-    this.pools.sync(ir.backends.filter(b => b.kind !== 'mcp'))
+    // An InferencePool's endpoints are called as backends of their own (pipeline/inference-pool.ts).
+    this.pools.sync(ir.backends.filter(b => b.kind !== 'mcp').flatMap(b => b.inferencePool !== undefined ? [b, ...poolEndpointBackends(b)] : [b]))
     this.mcp.sync(ir.backends)
     this.backendStats.retain(new Set(ir.backends.map(b => b.key)))
   }

@@ -340,6 +340,32 @@ export interface BackendIR {
   tls?: BackendTlsIR
   /** Passive health: endpoints failing in a row are ejected for a while. */
   health?: BackendHealthIR
+  /**
+   * An InferencePool (Gateway API Inference Extension): `endpoints` are the pool's pods (one
+   * per target port); each request asks the pool's endpoint picker which one serves it
+   * (pipeline/inference-pool.ts).
+   */
+  inferencePool?: InferencePoolIR
+}
+
+/** An InferencePool's endpoint picker (EPP) and how the gateway talks to it. */
+export interface InferencePoolIR {
+  /** The pool's name as traces and metrics show it. */
+  name: string
+  picker: {
+    /** `host:port` of the EPP's ext_proc gRPC service. */
+    target: string
+    /** TLS to the EPP (null: plaintext). The reference EPP serves a self-signed certificate. */
+    tls: { insecureSkipVerify: boolean, ca?: string } | null
+    /** FailOpen: the gateway picks an endpoint itself (round robin) when the EPP fails; FailClose: 503. */
+    failureMode: 'FailOpen' | 'FailClose'
+    /** How long the EPP may take to answer each message. */
+    timeoutMs: number
+    /** Largest request body sent to the EPP (413 above). */
+    maxBodyBytes: number
+  }
+  /** Send the pool's endpoints to the EPP as the subset hint (envoy.lb.subset_hint). */
+  subsetHint: boolean
 }
 
 export interface McpBackendSpecIR {

@@ -87,6 +87,7 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
     backend.mcp?.targets.forEach((t, j) => checkMs(t.requestTimeoutMs, [...bp, 'mcp', 'targets', j, 'requestTimeoutMs'], report, 1))
     checkMs(backend.mcp?.sessionIdleTimeoutMs, [...bp, 'mcp', 'sessionIdleTimeoutMs'], report, 1)
     checkMs(backend.mcp?.stdioSessionIdleTimeoutMs, [...bp, 'mcp', 'stdioSessionIdleTimeoutMs'], report, 1)
+    checkMs(backend.inferencePool?.picker.timeoutMs, [...bp, 'inferencePool', 'picker', 'timeoutMs'], report, 1)
     backend.mcp?.targets.forEach((t, j) => {
       if (t.kind === 'stdio' && t.maxProcesses !== undefined && (!Number.isInteger(t.maxProcesses) || t.maxProcesses < 1)) report([...bp, 'mcp', 'targets', j, 'maxProcesses'], 'must be a positive integer')
     })

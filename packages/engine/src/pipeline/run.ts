@@ -26,6 +26,7 @@ import { grpcContentTypeOf } from '../http/grpc.ts'
 import { hostHeaderProblem, normalizePath, redirectsToNormalPath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callBackend } from './backend-call.ts'
+import { callInferencePool } from './inference-pool.ts'
 import { refuseUpgrade, upgradeResponse } from '../http/upgrade.ts'
 import { upgradeAllowed } from '../http/frontend.ts'
 import { finishResponse, respondLocal } from './respond.ts'
@@ -220,6 +221,8 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
   if (ctx.res.destroyed) return // the client left while policies ran
+  // An InferencePool: its endpoint picker chooses the endpoint; its fallback list is the retry.
+  if (ctx.backend.inferencePool !== undefined) return await callInferencePool(rt, ctx)
   if (route.ir.retry !== undefined || route.mirrors.length > 0 || ctx.failover !== null) return await callWithResiliency(rt, ctx, backendPhase)
   callBackend(rt, ctx)
 }

@@ -23,6 +23,21 @@ import { performance } from '../util/clock.ts'
  * Why a request ended the way it did — a stable label for access logs and metrics
  * (agentgateway's reasons, so dashboards carry over).
  */
+/** What the metrics read of an InferencePool request (RequestContext.inferencePick). */
+export interface InferencePickFacts {
+  pool: string
+  /** picked, immediate, failOpen, failClose (the picker's outcome). */
+  outcome: 'picked' | 'immediate' | 'failOpen' | 'failClose'
+  /** The picker call's latency, seconds. */
+  pickerSeconds: number
+  /** The endpoint the request went to last (the one that served, when the call got an answer). */
+  endpoint: string | null
+  /** Whether an answer came from `endpoint`. */
+  served: boolean
+  /** Endpoints left after a connection failure, in order. */
+  fallbacks: string[]
+}
+
 export type RequestReason =
   | 'Upstream'
   | 'DirectResponse'
@@ -186,6 +201,12 @@ export class RequestContext {
   failover: CompiledBackendRef[][] | null = null
   /** Providers whose try was dropped for the next one (failover), with why: a status, `timeout` or `connection` (metrics). */
   failedOver: Array<{ backend: string, reason: string }> | null = null
+  /**
+   * An InferencePool backend's pick (pipeline/inference-pool.ts), for metrics and the access
+   * log: the picker's outcome and latency, the endpoint that served, the endpoints left for
+   * the next one after a connection failure.
+   */
+  inferencePick: InferencePickFacts | null = null
   /**
    * The model API's choice (pipeline/models.ts): the model the client asked for, the concrete
    * model chosen and why (each virtual model's step: `smart: weight 3 of 4`, ...); for a

@@ -147,6 +147,40 @@ export interface BackendCallResultEvent {
   error: string | null
 }
 
+/**
+ * An InferencePool's endpoint picker at work (pipeline/inference-pool.ts): the pick (or why
+ * there is none), an endpoint refused for being outside the pool, a fallback to the next
+ * endpoint of the list after a connection failure.
+ */
+export interface InferencePickEvent {
+  type: 'inferencePick'
+  pool: string
+  /** The picker's host:port. */
+  picker: string
+  /**
+   * picked: the picker chose; immediate: it answered the request itself (503, 429); failOpen:
+   * it failed and the gateway chose (round robin); failClose: it failed and the client got 503;
+   * fallback: the endpoint tried before failed to connect and the next one of the list is tried.
+   */
+  outcome: 'picked' | 'immediate' | 'failOpen' | 'failClose' | 'fallback'
+  /** The endpoint the request goes to now. */
+  endpoint?: string
+  /** The ordered fallback list (the endpoint first). */
+  endpoints?: string[]
+  /** Where the pick came from: the header mutation, the envoy.lb metadata, or the gateway (failOpen). */
+  source?: 'header' | 'metadata' | 'gateway'
+  /** Entries of the picker's list refused: not ip:port, or not of the pool (never connected to). */
+  refused?: string[]
+  /** How long the picker took, ms. */
+  latencyMs?: number
+  /** Why the picker failed, or why the fallback happened. */
+  reason?: string
+  /** fallback: the endpoint that failed. */
+  from?: string
+  /** immediate: the status the picker answered. */
+  status?: number
+}
+
 export interface RetryEvent {
   type: 'retry'
   reason: string
@@ -278,6 +312,7 @@ export type TraceMessage =
   | BackendCallStartEvent
   | BackendCallResultEvent
   | RetryEvent
+  | InferencePickEvent
   | MirrorEvent
   | LlmRequestEvent
   | ModelSelectionEvent
