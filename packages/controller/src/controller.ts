@@ -63,7 +63,7 @@ export class Controller {
     this.logs = logs
     this.api = new KubeHttp(kc)
     this.status = new StatusWriter(this.api, settings.controllerName, logs.gatewayController)
-    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels })
+    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels, inferenceExtension: settings.inferenceExtension })
     const registers = [this.metrics]
     collectDefaultMetrics({ register: this.metrics, prefix: 'portico_controller_' })
     for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.metrics.removeSingleMetric(`portico_controller_nodejs_${name}`)
@@ -104,6 +104,10 @@ export class Controller {
     if (this.settings.gatewayModels) {
       const watching = this.informers.watched.includes('porticoModels')
       this.logs.gatewayController.info({ gatewayModels: true, watching }, watching ? 'model API on: watching PorticoModels' : 'model API on, but PorticoModels are not served (CRD not installed): not watched')
+    }
+    if (this.settings.inferenceExtension) {
+      const watching = this.informers.watched.includes('inferencePools')
+      this.logs.gatewayController.info({ inferenceExtension: true, watching }, watching ? 'inference extension on: watching InferencePools and Pods' : 'inference extension on, but InferencePools are not served (CRD not installed): none read; install the CRD and restart the controller')
     }
     this.schedule()
   }
