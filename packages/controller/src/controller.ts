@@ -225,6 +225,12 @@ export class Controller {
     }
     for (const p of result.porticoPolicies ?? []) this.status.porticoPolicy(p.namespace, p.name, p.ancestors, p.uid)
     for (const m of result.porticoModels ?? []) this.status.porticoModel(m.namespace, m.name, m.model, m.parents, m.uid)
+    for (const p of result.inferencePools ?? []) this.status.inferencePool(p.namespace, p.name, p.parents, p.uid)
+    // A pool no route of ours names any more loses our parents.
+    const pools = new Set((result.inferencePools ?? []).map(p => `${p.namespace}/${p.name}`))
+    for (const p of previous?.inferencePools ?? []) {
+      if (!pools.has(`${p.namespace}/${p.name}`)) this.status.inferencePool(p.namespace, p.name, [], p.uid)
+    }
   }
 
   private async deploy (gw: GatewayResult): Promise<void> {

@@ -21,8 +21,11 @@
 import { createHash } from 'node:crypto'
 import { isIP } from 'node:net'
 import type { BackendIR, EndpointIR } from '@portico/engine/ir'
-import { nsName, type EndpointSlice, type ObjectMeta, type Service } from './gateway-api.ts'
+import { GATEWAY_GROUP, nsName, type Condition, type EndpointSlice, type HTTPRoute, type ObjectMeta, type Service } from './gateway-api.ts'
 import { endpointsOf } from './backends.ts'
+import { condition } from './conditions.ts'
+import type { ReferenceGrants } from './reference-grants.ts'
+import type { RouteResult } from './status.ts'
 
 export const INFERENCE_GROUP = 'inference.networking.k8s.io'
 export const INFERENCE_POOL_KIND = 'InferencePool'
@@ -158,4 +161,78 @@ export function inferencePoolBackend (pool: InferencePool, pools: InferencePoolI
     target: `${ns}/${name}`,
     inferencePool: { name: `${ns}/${name}`, picker: { ...picker, tls: { insecureSkipVerify: true } }, subsetHint: false }
   }
+}
+
+/** A pool's status as Portico writes it: one entry per Gateway of ours whose routes name it. */
+export interface InferencePoolResult {
+  namespace: string
+  name: string
+  uid?: string
+  generation: number | undefined
+  parents: Array<{ parentRef: { group: string, kind: string, namespace: string, name: string }, controllerName: string, conditions: Condition[] }>
+}
+
+/**
+ * `status.parents[]` of the pools HTTPRoutes of our Gateways name (v1 InferencePool status):
+ * for each Gateway, `Accepted` (True/Accepted when a route naming the pool is accepted there,
+ * else False/HTTPRouteNotAccepted; False/EndpointPickerRefMissing without a picker) and
+ * `ResolvedRefs` (True/ResolvedRefs, or False/InvalidExtensionRef when the picker does not
+ * resolve). Routes whose reference the pool cannot honour (another namespace without a
+ * ReferenceGrant) do not make it a parent. Only Gateway parentRefs count: a route attached
+ * through a ListenerSet does not report its pools on the Gateway (not done yet).
+ */
+export function inferencePoolResults (routes: readonly HTTPRoute[], results: readonly RouteResult[], index: InferencePoolIndex, services: ServiceLookup, grants: ReferenceGrants, controllerName: string): InferencePoolResult[] {
+  const resultOf = new Map(results.filter(r => r.kind === undefined).map(r => [`${r.namespace}/${r.name}`, r]))
+  // pool key → gateway key → accepted by some route there
+  const parents = new Map<string, Map<string, boolean>>()
+  for (const route of routes) {
+    if (route.kind !== undefined && route.kind !== 'HTTPRoute') continue
+    const routeNs = route.metadata.namespace ?? ''
+    const result = resultOf.get(`${routeNs}/${route.metadata.name}`)
+    if (result === undefined) continue
+    for (const rule of route.spec.rules ?? []) {
+      for (const ref of rule.backendRefs ?? []) {
+        if (ref.group !== INFERENCE_GROUP || ref.kind !== INFERENCE_POOL_KIND) continue
+        const ns = ref.namespace ?? routeNs
+        const key = `${ns}/${ref.name}`
+        if (!index.pools.has(key)) continue
+        if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'HTTPRoute', fromNamespace: routeNs, toGroup: INFERENCE_GROUP, toKind: INFERENCE_POOL_KIND, toNamespace: ns, toName: ref.name })) continue
+        for (const p of result.parents) {
+          if (p.controllerName !== controllerName) continue
+          if ((p.parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || (p.parentRef.kind ?? 'Gateway') !== 'Gateway') continue
+          const gw = `${p.parentRef.namespace ?? routeNs}/${p.parentRef.name}`
+          const accepted = p.conditions.some(c => c.type === 'Accepted' && c.status === 'True')
+          let byGw = parents.get(key)
+          if (byGw === undefined) parents.set(key, byGw = new Map())
+          byGw.set(gw, (byGw.get(gw) ?? false) || accepted)
+        }
+      }
+    }
+  }
+  const out: InferencePoolResult[] = []
+  for (const [key, byGw] of [...parents].sort((a, b) => a[0].localeCompare(b[0]))) {
+    const pool = index.pools.get(key)!
+    const gen = pool.metadata.generation
+    const problem = pickerProblem(pickerTarget(pool, services))
+    const resolved = problem === null
+      ? condition('ResolvedRefs', true, 'ResolvedRefs', 'The endpoint picker resolved', gen)
+      : condition('ResolvedRefs', false, 'InvalidExtensionRef', problem.message, gen)
+    out.push({
+      namespace: pool.metadata.namespace ?? '',
+      name: pool.metadata.name,
+      ...(pool.metadata.uid !== undefined ? { uid: pool.metadata.uid } : {}),
+      generation: gen,
+      // The API keeps at most 32 parents.
+      parents: [...byGw].sort((a, b) => a[0].localeCompare(b[0])).slice(0, 32).map(([gw, accepted]) => {
+        const [namespace, name] = gw.split('/') as [string, string]
+        const acceptedCondition = problem?.reason === 'EndpointPickerRefMissing'
+          ? condition('Accepted', false, 'EndpointPickerRefMissing', problem.message, gen)
+          : accepted
+            ? condition('Accepted', true, 'Accepted', 'InferencePool accepted as a backend of an accepted HTTPRoute', gen)
+            : condition('Accepted', false, 'HTTPRouteNotAccepted', 'no HTTPRoute naming this InferencePool is accepted by this Gateway; see the routes\' status', gen)
+        return { parentRef: { group: GATEWAY_GROUP, kind: 'Gateway', namespace, name }, controllerName, conditions: [acceptedCondition, resolved] }
+      })
+    })
+  }
+  return out
 }

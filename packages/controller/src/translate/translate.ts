@@ -28,13 +28,13 @@ import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
 import { grpcAsHttpRoute } from './grpc-routes.ts'
 import type { PorticoBackend } from './portico-backends.ts'
 import { applyPorticoModels, type PorticoModel } from './portico-models.ts'
-import { inferencePoolIndex, type InferencePool, type Pod } from './inference-pools.ts'
+import { inferencePoolIndex, inferencePoolResults, type InferencePool, type Pod } from './inference-pools.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { PorticoPolicy, PorticoPolicyResult } from './portico-policies.ts'
 export type { PorticoBackend } from './portico-backends.ts'
 export type { PorticoModel, PorticoModelResult } from './portico-models.ts'
-export type { InferencePool, Pod } from './inference-pools.ts'
+export type { InferencePool, InferencePoolResult, Pod } from './inference-pools.ts'
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
 
 export interface ClusterState {
@@ -158,6 +158,8 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     ? undefined
     : applyPorticoModels(state.porticoModels.filter(m => discovered(m.metadata.namespace)), { gateways, listenerSets, routes: routes.filter(r => r.kind === undefined || r.kind === 'HTTPRoute'), namespaces, secrets, controllerName: options.controllerName })
 
+  const inferencePools = services.inferencePools === undefined ? undefined : inferencePoolResults(routes, routeResults, services.inferencePools, services, grants, options.controllerName)
+
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
   for (const r of gatewayResults) {
     const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
@@ -170,6 +172,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     backendTLSPolicies: tlsPolicies.results(options.controllerName),
     ...(porticoPolicies !== undefined ? { porticoPolicies } : {}),
     ...(porticoModels !== undefined ? { porticoModels } : {}),
+    ...(inferencePools !== undefined ? { inferencePools } : {}),
     ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})
   }
 }
