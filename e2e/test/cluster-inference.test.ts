@@ -153,7 +153,13 @@ spec:
   await t.test('the switch on: requests steered to each pod through lwepp, the pool\'s status, a pod relabelled out stops receiving traffic', async st => {
     const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
     st.after(async () => await controller.stop())
-    const proxy = await startGatewayProxy(cluster, dir, NS, 'web')
+    const adminPort = await freePort()
+    const proxy = await startGatewayProxy(cluster, dir, NS, 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    // The pool's endpoints as the proxy has them (its admin /config_dump).
+    const poolEndpoints = async (): Promise<string[]> => {
+      const dump = await (await request(`http://127.0.0.1:${adminPort}/config_dump`)).body.json() as { backends: Array<{ key: string, endpoints: Array<{ host: string, port: number }> }> }
+      return (dump.backends.find(b => b.key.startsWith(`inferencepool/${NS}/${POOL}#`))?.endpoints ?? []).map(e => `${e.host}:${e.port}`).sort()
+    }
     st.after(async () => await proxy.stop())
     await waitUntil(async () => (await routeConditions(cluster, 'llm')).find(c => c.type === 'ResolvedRefs')?.status === 'True', 30_000, 'route llm ResolvedRefs=True', 200)
     assert.match(controller.output(), /inference extension on: watching InferencePools and Pods/)
@@ -181,6 +187,8 @@ spec:
     }, 60_000, 'a request served through the pool', 250).catch(err => {
       throw new Error(`${(err as Error).message}; last answer: ${last}\n${lweppLog()}\n${proxy.stdout.slice(-3000)}\n${proxy.stderr.slice(-3000)}`)
     })
+    // The ready pods only (pod-unready is not an endpoint).
+    assert.deepEqual(await poolEndpoints(), pods.map(p => p.host).sort())
     for (const [i, name] of POD_NAMES.entries()) {
       for (let n = 0; n < 2; n++) {
         const res = await send({ 'test-epp-endpoint-selection': POD_IPS[i]! })
@@ -193,7 +201,9 @@ spec:
       }
     }
 
-    // pod-b relabelled out of the pool: only pod-a serves, even when pod-b is asked for.
+    // pod-b relabelled out of the pool: the controller drops it from the pool's endpoints (so
+    // the proxy would refuse it even if a picker named it), lwepp stops picking it; only pod-a
+    // serves, and asking for pod-b fails.
     await cluster.api('PATCH', `/api/v1/namespaces/${NS}/pods/${POD_NAMES[1]!}`, { metadata: { labels: { app: 'elsewhere' } } }, { contentType: 'application/merge-patch+json' })
     await waitUntil(async () => {
       const names = await Promise.all([0, 1, 2, 3].map(async () => {
@@ -203,6 +213,7 @@ spec:
       }))
       return names.every(n => n === POD_NAMES[0])
     }, 30_000, `only ${POD_NAMES[0]!} serves\n${lweppLog()}`, 250)
+    await waitUntil(async () => (await poolEndpoints()).join() === pods[0]!.host, 30_000, 'the proxy\'s pool without pod-b', 200)
     const steered = await send({ 'test-epp-endpoint-selection': POD_IPS[1]! })
     const text = await steered.body.text()
     assert.notEqual(steered.statusCode, 200, `pod-b is out of the pool: ${text}`)

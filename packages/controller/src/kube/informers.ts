@@ -76,6 +76,12 @@ export interface InformerOptions {
   inferenceExtension?: boolean
 }
 
+/** What the translation reads of a Pod (inference-pools.ts): its identity, labels, IP and readiness. */
+function podFingerprint (o: KubernetesObject): unknown[] {
+  const p = o as KubernetesObject & { metadata?: { deletionTimestamp?: string }, status?: { podIP?: string, phase?: string, conditions?: Array<{ type: string, status: string }> } }
+  return [p.metadata?.uid, p.metadata?.labels, p.metadata?.deletionTimestamp, p.status?.podIP, p.status?.phase, p.status?.conditions?.find(c => c.type === 'Ready')?.status]
+}
+
 export interface InformerLog {
   warn(fields: Record<string, unknown>, msg: string): void
   debug(fields: Record<string, unknown>, msg: string): void
@@ -102,8 +108,13 @@ export class Informers {
       })
       const changed = () => onChange(kind)
       const key = (o: KubernetesObject) => `${kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`
-      const spec = (o: KubernetesObject) => JSON.stringify([o.metadata?.uid, o.metadata?.generation, o.metadata?.labels, o.metadata?.annotations])
-      const specOnly = SPEC_ONLY.has(kind)
+      // Pods (inference extension): only what makes a pod an endpoint of a pool matters —
+      // every other status update (container restarts, probes' timestamps) would be one more
+      // full reconcile for each pod of the cluster.
+      const spec = kind === 'pods'
+        ? (o: KubernetesObject) => JSON.stringify(podFingerprint(o))
+        : (o: KubernetesObject) => JSON.stringify([o.metadata?.uid, o.metadata?.generation, o.metadata?.labels, o.metadata?.annotations])
+      const specOnly = SPEC_ONLY.has(kind) || kind === 'pods'
       informer.on('add', (o) => {
         if (specOnly) this.specs.set(key(o), spec(o))
         changed()
