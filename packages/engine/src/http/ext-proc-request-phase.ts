@@ -75,6 +75,12 @@ export interface RequestPhaseOptions {
   headers: HeaderMap
   /** ProcessingRequest.metadata_context of the first message: namespace → JSON object. */
   metadataContext?: Record<string, Record<string, unknown>>
+  /**
+   * A stricter check of every header mutation (the headers, body and immediate answers')
+   * before it applies: a reason refuses the whole answer and fails the phase. The endpoint
+   * picker's caller refuses malformed names and values here rather than applying part.
+   */
+  checkMutation?: (m: HeaderMutationMessage | undefined) => string | null
   /** Observers of each message sent and each answer read (spans, traces). */
   hooks?: {
     sent?: (phase: string) => void
@@ -122,6 +128,8 @@ export async function runExtProcRequestPhase (ctx: BodyContext, o: RequestPhaseO
   /** Applies an answer's header mutation and metadata; an error when the processor sends too much. */
   const take = (r: ExchangeResult): string | null => {
     if (r.kind !== 'response') return null
+    const refused = o.checkMutation?.(r.response.header_mutation) ?? null
+    if (refused !== null) return refused
     if (r.dynamicMetadata !== undefined) mergeMetadata(progress.dynamicMetadata, r.dynamicMetadata)
     mutationBytes += mutationSize(r.response.header_mutation)
     if (mutationBytes > MAX_MUTATION_BYTES) return `header mutations larger than ${MAX_MUTATION_BYTES} bytes`
@@ -129,7 +137,11 @@ export async function runExtProcRequestPhase (ctx: BodyContext, o: RequestPhaseO
     return null
   }
   const end = (r: Exclude<ExchangeResult, { kind: 'response' }>): RequestPhaseResult => {
-    if (r.kind === 'immediate') return { ...progress, ...immediateAnswer(r.immediate, progress.changes) }
+    if (r.kind === 'immediate') {
+      const refused = o.checkMutation?.(r.immediate.headers) ?? null
+      if (refused !== null) return { ...progress, kind: 'error', reason: refused }
+      return { ...progress, ...immediateAnswer(r.immediate, progress.changes) }
+    }
     return { ...progress, ...r }
   }
 
