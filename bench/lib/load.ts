@@ -11,7 +11,7 @@
  */
 
 import autocannon from 'autocannon'
-import { Pool } from 'undici'
+import { Pool, type Dispatcher } from 'undici'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { LatencyRecorder } from './latency.ts'
 import { runWrk } from './wrk.ts'
@@ -59,6 +59,10 @@ export interface FixedRateOptions {
   warmupSeconds: number
   /** Max connections the client pool may open. */
   connections: number
+  /** Request headers. */
+  headers?: Record<string, string>
+  /** A POST with this body instead of a GET. */
+  body?: string
   cpu?: CpuProbe
 }
 
@@ -122,8 +126,9 @@ export async function measureFixedRate (url: string, options: FixedRateOptions):
   const pool = new Pool(target.origin, { connections: options.connections, pipelining: 1 })
   try {
     const path = target.pathname + target.search
-    if (options.warmupSeconds > 0) await runFixedRate(pool, path, options.rate, options.warmupSeconds)
-    return await withCpu(options, () => runFixedRate(pool, path, options.rate, options.seconds))
+    const request = { path, method: options.body !== undefined ? 'POST' as const : 'GET' as const, ...(options.headers !== undefined ? { headers: options.headers } : {}), ...(options.body !== undefined ? { body: options.body } : {}) }
+    if (options.warmupSeconds > 0) await runFixedRate(pool, request, options.rate, options.warmupSeconds)
+    return await withCpu(options, () => runFixedRate(pool, request, options.rate, options.seconds))
   } finally {
     await pool.close()
   }
@@ -133,7 +138,7 @@ export async function measureFixedRate (url: string, options: FixedRateOptions):
  * Every ~1 ms, starts as many requests as the schedule says are due. Latency runs from the
  * moment a request is handed to the pool (queueing in the pool included) to its last byte.
  */
-async function runFixedRate (pool: Pool, path: string, rate: number, seconds: number): Promise<LoadResult> {
+async function runFixedRate (pool: Pool, request: Dispatcher.RequestOptions, rate: number, seconds: number): Promise<LoadResult> {
   const latency = new LatencyRecorder()
   const inFlight = new Set<Promise<void>>()
   let failures = 0
@@ -144,7 +149,7 @@ async function runFixedRate (pool: Pool, path: string, rate: number, seconds: nu
   const one = async () => {
     const begin = performance.now()
     try {
-      const res = await pool.request({ path, method: 'GET' })
+      const res = await pool.request(request)
       await res.body.dump()
       if (res.statusCode >= 200 && res.statusCode < 300) latency.add(performance.now() - begin)
       else failures++

@@ -13,6 +13,7 @@ const BACKEND = here('../servers/backend.ts')
 const FASTIFY_PROXY = here('../servers/fastify-proxy.ts')
 const LLM_SERVER = here('../servers/llm-server.ts')
 const OTLP_SINK = here('../servers/otlp-sink.ts')
+const ENDPOINT_PICKER = here('../servers/endpoint-picker.ts')
 const FASTIFY_CLUSTER = here('../servers/fastify-cluster.ts')
 const PORTICO = here('../../packages/proxy/bin/portico.ts')
 
@@ -30,6 +31,16 @@ function server (child: Child, port: number): Server {
 export async function startBackend (cpus?: string, nodeFlags: string[] = []): Promise<Server> {
   const port = await freePort()
   const child = await startNode({ name: 'backend', args: [...nodeFlags, BACKEND, String(port)], readyLine: 'ready', ...(cpus !== undefined ? { cpus } : {}) })
+  return server(child, port)
+}
+
+/**
+ * An inference endpoint picker (ext_proc gRPC, plaintext) that always picks `endpoint`
+ * (bench/servers/endpoint-picker.ts); `url` is not HTTP, `port` is what counts.
+ */
+export async function startEndpointPicker (endpoint: string): Promise<Server> {
+  const port = await freePort()
+  const child = await startNode({ name: 'endpoint-picker', args: [ENDPOINT_PICKER, String(port), endpoint], readyLine: 'ready' })
   return server(child, port)
 }
 

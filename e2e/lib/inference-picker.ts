@@ -4,17 +4,21 @@
  * does:
  *
  * - request headers: kept; a request without a body is picked at once, else the headers'
- *   answer waits for the body's last chunk; each body chunk gets an empty answer (the chunk
- *   goes on unchanged), the deferred headers answer just before the last one;
- * - the pick: the `test-epp-endpoint-selection` header's value as it is (so a test can name a
- *   list, a dead pod or an address outside the pool), else round robin over `pods` — or over
- *   the subset hint (metadata_context["envoy.lb.subset_hint"]) when the gateway sends one;
+ *   answer waits for the body's last chunk; chunks before it get no answer; after the last
+ *   one, the headers' answer, then the whole body back as `streamed_response` chunks of at
+ *   most 62,000 bytes, `end_of_stream` on the last (no separate end message);
+ * - the pick: round robin over the candidates — the `pods` matching the
+ *   `test-epp-endpoint-selection` header (IPs or `ip:port`s, comma-separated), else those in
+ *   the subset hint (metadata_context["envoy.lb.subset_hint"]) when the gateway sends one,
+ *   else all `pods`; when none matches (or there are no pods) the stream ends with gRPC
+ *   INTERNAL ("no endpoints available"), as lwepp v1.6.2 does;
  * - the answer: the `x-gateway-destination-endpoint` header mutation and the same value in
  *   dynamic_metadata["envoy.lb"], plus `X-Echo-Set-Header` as lwepp sets it;
  * - response headers: answered with `x-conformance-test-served-endpoint` set to the served
  *   endpoint the gateway reported in metadata_context["envoy.lb"].
  *
- * A `test-picker-mode` header makes it misbehave: hang (never answers), error (ends the
+ * A `test-picker-mode` header makes it misbehave: verbatim (answers the steering header's
+ * value as it is, unchecked — a list, a dead pod, an address outside the pool), hang (never answers), error (ends the
  * stream with INTERNAL), immediate (429), huge (100 header mutations), malformed (CR LF in
  * the endpoint), metadata-only (the pick only in dynamic_metadata), none (no pick at all), response-body (asks for the
  * response body with mode_override and answers it with a body of its own).
@@ -64,6 +68,15 @@ export interface TestPicker {
   close(): Promise<void>
 }
 
+/** lwepp's largest streamed_response chunk. */
+const BODY_CHUNK_BYTES = 62_000
+
+/** `candidates` matching the steering value: an entry is an IP (every port of it) or an `ip:port`. */
+function steered (candidates: string[], steer: string): string[] {
+  const wanted = steer.split(',').map(s => s.trim()).filter(s => s !== '')
+  return candidates.filter(c => wanted.some(w => w === c || c.slice(0, c.lastIndexOf(':')) === w))
+}
+
 const set = (key: string, value: string) => ({ header: { key, raw_value: Buffer.from(value) } })
 
 function pickAnswer (endpoint: string, mode: string): Record<string, unknown> {
@@ -102,14 +115,19 @@ export async function startTestPicker (pods: string[], tls?: { cert: Buffer, key
           write({ immediate_response: { status: { code: 429 }, body: Buffer.from('shed by the picker'), details: 'sheddable' } })
           return false
         }
-        const steer = record.headers['test-epp-endpoint-selection']
-        const candidates = record.subset ?? state.pods
-        if ((steer === undefined || steer === '') && candidates.length === 0) {
-          // The protocol: no eligible endpoint is a 503 immediate response.
-          write({ immediate_response: { status: { code: 503 }, body: Buffer.from('no endpoint to pick') } })
-          return false
+        const steer = record.headers['test-epp-endpoint-selection'] ?? ''
+        let endpoint: string
+        if (mode === 'verbatim' && steer !== '') endpoint = steer
+        else {
+          const hinted = record.subset !== null ? state.pods.filter(p => record.subset!.includes(p)) : state.pods
+          const candidates = steer !== '' ? steered(state.pods, steer) : hinted
+          if (candidates.length === 0) {
+            ended = true
+            call.emit('error', Object.assign(new Error('no endpoints available'), { code: grpc.status.INTERNAL, details: 'no endpoints available' }))
+            return false
+          }
+          endpoint = candidates[turn++ % candidates.length]!
         }
-        const endpoint = steer !== undefined && steer !== '' ? steer : candidates[turn++ % candidates.length]!
         record.picked = endpoint
         write(pickAnswer(endpoint, mode))
         return true
@@ -125,12 +143,14 @@ export async function startTestPicker (pods: string[], tls?: { cert: Buffer, key
         } else if (m.request_body !== undefined && m.request_body !== null) {
           record.bodyChunks++
           chunks.push(Buffer.from(m.request_body.body ?? []))
-          if (m.request_body.end_of_stream === true) {
-            record.body = Buffer.concat(chunks)
-            if (!pick()) return
+          if (m.request_body.end_of_stream !== true) return
+          record.body = Buffer.concat(chunks)
+          if (!pick()) return
+          // The whole body back, as lwepp sends it: the new body of the full-duplex mode.
+          for (let at = 0; at === 0 || at < record.body.length; at += BODY_CHUNK_BYTES) {
+            const end = Math.min(record.body.length, at + BODY_CHUNK_BYTES)
+            write({ request_body: { response: { body_mutation: { streamed_response: { body: record.body.subarray(at, end), end_of_stream: end === record.body.length } } } } })
           }
-          if (mode === 'hang') return
-          write({ request_body: { response: {} } })
         } else if (m.response_body !== undefined && m.response_body !== null) {
           responseChunks.push(Buffer.from(m.response_body.body ?? []))
           if (m.response_body.end_of_stream !== true) return

@@ -46,6 +46,20 @@ function behave (m: ProcessingRequest, stream: ProcessingRequest[]): ProcessingR
     case '/bad-mutation':
       // A value with CR/LF and a name that is no token: dropped, never applied.
       return [answer('request_headers', { header_mutation: { set_headers: [set('x-evil', 'a\r\nx-injected: 1'), set('bad name', 'v'), set(':authority', 'elsewhere')] } }), streamedBody('request_body', body, true)]
+    case '/lwepp': {
+      // lwepp v1.6.2: nothing until the last chunk; then the headers' answer (clear_route_cache,
+      // the pick as header and envoy.lb metadata) and the whole body back in chunks of at most
+      // 62,000 bytes, end_of_stream on the last; no separate end message.
+      const out: Array<Record<string, unknown>> = [{
+        ...answer('request_headers', { clear_route_cache: true, header_mutation: { set_headers: [set('x-gateway-destination-endpoint', '10.0.0.1:8000'), set('X-Echo-Set-Header', 'x-conformance-test-served-endpoint:10.0.0.1:8000')] } }),
+        dynamic_metadata: metadataStruct({ 'envoy.lb': { 'x-gateway-destination-endpoint': '10.0.0.1:8000' } })
+      }]
+      for (let at = 0; at < body.length; at += 62_000) out.push(streamedBody('request_body', body.subarray(at, Math.min(body.length, at + 62_000)), at + 62_000 >= body.length))
+      return out
+    }
+    case '/lwepp-no-pod':
+      // lwepp when the steering header names no pod of the pool.
+      return 'error'
     case '/body-first':
       return [streamedBody('request_body', body, true), answer('request_headers')]
     default:
@@ -55,6 +69,8 @@ function behave (m: ProcessingRequest, stream: ProcessingRequest[]): ProcessingR
 
 let onRequest: (ctx: BodyContext, req: http.IncomingMessage) => Promise<RequestPhaseResult>
 let results: RequestPhaseResult[] = []
+/** The caller's stricter mutation check (the InferencePool passes one); null: none. */
+let checkMutation: ((m: unknown) => string | null) | null = null
 
 before(async () => {
   processor = await startExtProcServer(behave)
@@ -68,7 +84,8 @@ before(async () => {
       maxBodyBytes: 1 << 20,
       pseudo: { ':authority': 'pool', ':method': req.method ?? 'GET', ':path': req.url ?? '/', ':scheme': 'http' },
       headers: lastHeaders,
-      metadataContext: { 'envoy.lb.subset_hint': { 'x-gateway-destination-endpoint-subset': ['10.0.0.1:8000', '10.0.0.2:8000'] } }
+      metadataContext: { 'envoy.lb.subset_hint': { 'x-gateway-destination-endpoint-subset': ['10.0.0.1:8000', '10.0.0.2:8000'] } },
+      ...(checkMutation !== null ? { checkMutation } : {})
     })
     stream.finish()
     return r
@@ -126,4 +143,34 @@ test('hostile answers: a header mutation over the limit and an answer out of ord
   assert.equal(lastHeaders['x-evil'], undefined)
   assert.equal(lastHeaders['bad name'], undefined)
   assert.equal(lastHeaders[':authority'], undefined)
+})
+
+test('the reference picker\'s order (lwepp): no per-chunk answers, the headers answered after the last chunk, the body back in 62,000-byte chunks', async () => {
+  const body = JSON.stringify({ model: 'm', prompt: 'z'.repeat(200_000) })
+  const r = await post('/lwepp', body)
+  assert.equal(r.kind, 'continue', JSON.stringify(r))
+  assert.equal(lastHeaders['x-gateway-destination-endpoint'], '10.0.0.1:8000')
+  assert.deepEqual(r.dynamicMetadata['envoy.lb'], { 'x-gateway-destination-endpoint': '10.0.0.1:8000' })
+  assert.equal(lastBody?.toString('utf8'), body, 'the body the picker sent back, whole')
+  assert.equal(lastHeaders['content-length'], String(body.length))
+  // The client's body went out in 64 KiB messages, the last with end_of_stream.
+  const sent = processor.streams.at(-1)!.filter(m => m.request_body !== undefined)
+  assert.ok(sent.length >= 3)
+  assert.equal(sent.at(-1)!.request_body!.end_of_stream, true)
+  const failed = await post('/lwepp-no-pod', body)
+  assert.equal(failed.kind, 'error')
+  assert.match((failed as { reason: string }).reason, /processor broke/)
+})
+
+test('the caller\'s checkMutation refuses an answer whole: the phase fails, nothing of it applied', async () => {
+  checkMutation = m => JSON.stringify(m ?? {}).includes('X-Echo-Set-Header') ? 'refused by the caller' : null
+  try {
+    const r = await post('/lwepp', '{"model":"m"}')
+    assert.equal(r.kind, 'error')
+    assert.equal((r as { reason: string }).reason, 'refused by the caller')
+    assert.equal(lastHeaders['x-gateway-destination-endpoint'], undefined)
+    assert.equal(lastBody?.toString('utf8'), '{"model":"m"}', 'the client\'s body as it was')
+  } finally {
+    checkMutation = null
+  }
 })

@@ -62,7 +62,8 @@ before(async () => {
   const pickerCert = selfSigned()
   const otherCert = selfSigned()
   tlsPicker = await startTestPicker(pods.map(p => p.host), pickerCert)
-  plainPicker = await startTestPicker(pods.map(p => p.host))
+  // Its pool as lwepp's datastore would hold it: every pod of the pools it serves (the plain and h2c pools send subset hints).
+  plainPicker = await startTestPicker([...pods.map(p => p.host), h2cEndpoint])
   const deadPicker = `127.0.0.1:${await freePort()}`
   const adminPort = await freePort()
   const statsPort = await freePort()
@@ -151,7 +152,7 @@ test('without a steering header the picker round robins; a GET has no body to st
 test('a comma list is an ordered fallback list: the first pod down, the next one serves', async () => {
   const trace = await openTrace(admin, 'path=/tls/fallback')
   await trace.ready
-  const r = await send('/tls/fallback', { 'test-epp-endpoint-selection': `${deadPod},${pods[1]!.host}` }, '{"model":"m"}')
+  const r = await send('/tls/fallback', { 'test-epp-endpoint-selection': `${deadPod},${pods[1]!.host}`, 'test-picker-mode': 'verbatim' }, '{"model":"m"}')
   assert.equal(r.status, 200, r.text)
   assert.equal(r.echo!.name, 'pod-b')
   assert.equal(r.headers['x-conformance-test-served-endpoint'], pods[1]!.host)
@@ -178,14 +179,14 @@ test('a comma list is an ordered fallback list: the first pod down, the next one
 test('an endpoint outside the pool is refused and never connected to', async () => {
   const trace = await openTrace(admin, 'path=/tls/outside')
   await trace.ready
-  const r = await send('/tls/outside', { 'test-epp-endpoint-selection': outside.host })
+  const r = await send('/tls/outside', { 'test-epp-endpoint-selection': outside.host, 'test-picker-mode': 'verbatim' })
   assert.equal(r.status, 503)
   assert.equal(r.text, 'endpoint picker unavailable')
   const pick = (await trace.done).find(e => e.message.type === 'inferencePick')!.message as Record<string, unknown>
   assert.equal(pick.outcome, 'failClose')
   assert.match(String(pick.reason), new RegExp(`no endpoint of the pool in the list \\(refused: ${outside.host}\\)`))
   // In a list with an endpoint of the pool, the outside one is dropped (and traced).
-  const mixed = await send('/tls/outside', { 'test-epp-endpoint-selection': `${outside.host},${pods[2]!.host}` })
+  const mixed = await send('/tls/outside', { 'test-epp-endpoint-selection': `${outside.host},${pods[2]!.host}`, 'test-picker-mode': 'verbatim' })
   assert.equal(mixed.echo!.name, 'pod-c')
   assert.equal(outside.requests.length, 0, 'nothing reached the address outside the pool')
 })
@@ -217,6 +218,27 @@ test('the picker\'s immediate response is the answer (429 shed)', async () => {
   const r = await send('/tls/shed', { 'test-picker-mode': 'immediate' }, '{"model":"m"}')
   assert.equal(r.status, 429)
   assert.equal(r.text, 'shed by the picker')
+})
+
+test('steered to no pod of the picker\'s pool, the picker ends the stream with INTERNAL (as lwepp): 503 with FailClose', async () => {
+  const trace = await openTrace(admin, 'path=/tls/nopod')
+  await trace.ready
+  const r = await send('/tls/nopod', { 'test-epp-endpoint-selection': outside.host }, '{"model":"m"}')
+  assert.equal(r.status, 503)
+  assert.equal(r.text, 'endpoint picker unavailable')
+  const pick = (await trace.done).find(e => e.message.type === 'inferencePick')!.message as Record<string, unknown>
+  assert.equal(pick.outcome, 'failClose')
+  assert.match(String(pick.reason), /no endpoints available/)
+  assert.equal(outside.requests.length, 0)
+})
+
+test('a body larger than one lwepp chunk comes back from the picker in 62,000-byte chunks and reaches the pod intact', async () => {
+  const body = JSON.stringify({ model: 'm', prompt: 'y'.repeat(200_000) })
+  const r = await send('/tls/big', { 'test-epp-endpoint-selection': pods[1]!.host }, body)
+  assert.equal(r.status, 200, r.text)
+  assert.equal(r.echo!.name, 'pod-b')
+  assert.equal(r.echo!.bodySha256, sha256(body))
+  assert.equal(r.echo!.headers['content-length'], String(Buffer.byteLength(body)))
 })
 
 test('huge and malformed header mutations, a missing pick and a picker error are the picker failing: 503 with FailClose', async () => {

@@ -13,7 +13,7 @@
  *   `envoy.lb.subset_hint`).
  * - Header mutations are applied to `options.headers` in place as they arrive (pseudo-headers
  *   and host are never changed; more than MAX_MUTATION_BYTES of them in one phase is a
- *   failure). Nothing is sent upstream meanwhile: the caller makes the upstream call after
+ *   failure; a caller's `checkMutation` may refuse an answer whole first). Nothing is sent upstream meanwhile: the caller makes the upstream call after
  *   this resolves, so mutations from the headers answer AND from the body answers apply —
  *   the EPP answers the headers only once it has seen the whole body, with
  *   `x-gateway-destination-endpoint` in the header mutation and/or `dynamicMetadata['envoy.lb']`.
@@ -23,7 +23,9 @@
  *   `fullDuplexStreamed` sends the headers and every chunk without waiting, and reads the
  *   answers as they come (request_headers first, then request_body answers whose
  *   `streamed_response` chunks ARE the new body, the last with end_of_stream; a
- *   request_trailers answer is accepted and ignored — no trailers are sent). The last chunk
+ *   request_trailers answer is accepted and ignored — no trailers are sent). The reference
+ *   endpoint picker (lwepp) is such a processor: no answer before the body's last chunk, then
+ *   the headers' answer and the whole body back in ≤62,000-byte chunks. The last chunk
  *   carries end_of_stream (an empty one when the length was not declared). In the streamed
  *   modes the body the processor answers is gathered into `ctx.requestBody`
  *   (content-length fixed, transfer-encoding dropped) — bounded by maxBodyBytes both ways:
@@ -75,6 +77,12 @@ export interface RequestPhaseOptions {
   headers: HeaderMap
   /** ProcessingRequest.metadata_context of the first message: namespace → JSON object. */
   metadataContext?: Record<string, Record<string, unknown>>
+  /**
+   * A stricter check of every header mutation (the headers, body and immediate answers')
+   * before it applies: a reason refuses the whole answer and fails the phase. The endpoint
+   * picker's caller refuses malformed names and values here rather than applying part.
+   */
+  checkMutation?: (m: HeaderMutationMessage | undefined) => string | null
   /** Observers of each message sent and each answer read (spans, traces). */
   hooks?: {
     sent?: (phase: string) => void
@@ -122,6 +130,8 @@ export async function runExtProcRequestPhase (ctx: BodyContext, o: RequestPhaseO
   /** Applies an answer's header mutation and metadata; an error when the processor sends too much. */
   const take = (r: ExchangeResult): string | null => {
     if (r.kind !== 'response') return null
+    const refused = o.checkMutation?.(r.response.header_mutation) ?? null
+    if (refused !== null) return refused
     if (r.dynamicMetadata !== undefined) mergeMetadata(progress.dynamicMetadata, r.dynamicMetadata)
     mutationBytes += mutationSize(r.response.header_mutation)
     if (mutationBytes > MAX_MUTATION_BYTES) return `header mutations larger than ${MAX_MUTATION_BYTES} bytes`
@@ -129,7 +139,11 @@ export async function runExtProcRequestPhase (ctx: BodyContext, o: RequestPhaseO
     return null
   }
   const end = (r: Exclude<ExchangeResult, { kind: 'response' }>): RequestPhaseResult => {
-    if (r.kind === 'immediate') return { ...progress, ...immediateAnswer(r.immediate, progress.changes) }
+    if (r.kind === 'immediate') {
+      const refused = o.checkMutation?.(r.immediate.headers) ?? null
+      if (refused !== null) return { ...progress, kind: 'error', reason: refused }
+      return { ...progress, ...immediateAnswer(r.immediate, progress.changes) }
+    }
     return { ...progress, ...r }
   }
 

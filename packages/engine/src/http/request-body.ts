@@ -124,10 +124,16 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
  * (`ctx.requestBody`) is yielded as one chunk. A consumer that stops early leaves the stream
  * paused with the rest unread.
  */
+/** Chunks of a body already held (ctx.requestBody), as requestBodyChunks yields them. */
+export const HELD_BODY_CHUNK_BYTES = 64 * 1024
+
 export async function * requestBodyChunks (ctx: BodyContext, maxBytes: number): AsyncGenerator<Buffer, 'end' | 'too-large' | Error> {
   if (ctx.requestBody !== null) {
     if (ctx.requestBody.length > maxBytes) return 'too-large'
-    if (ctx.requestBody.length > 0) yield ctx.requestBody
+    // A body read already goes in chunks as a client's would: one gRPC message per chunk, well
+    // under the 4 MiB a gRPC server takes by default (the endpoint picker reads bodies of 10 MiB).
+    const body = ctx.requestBody
+    for (let at = 0; at < body.length; at += HELD_BODY_CHUNK_BYTES) yield body.subarray(at, Math.min(body.length, at + HELD_BODY_CHUNK_BYTES))
     return 'end'
   }
   const { req } = ctx

@@ -115,7 +115,6 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
   }
 
   // The picker reads the model and prompt from the body: read whole, bounded.
-  let body: Buffer | null = null
   if (ctx.upgrade === null && (ctx.requestBody !== null || requestHasBody(ctx.req.headers))) {
     const read = await readRequestBody(ctx, { maxBytes: picker.maxBodyBytes, whenTooLarge: 'drain' })
     if (read === 'too-large') return respondLocal(rt, ctx, 413, 'payload too large', 'InvalidRequest', `request body larger than the endpoint picker's limit (${picker.maxBodyBytes} bytes)`)
@@ -123,7 +122,6 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
       const f = bodyReadFailure(read)
       return respondLocal(rt, ctx, f.status, f.body, f.reason, `reading the request body: ${read.message}`, f.headers)
     }
-    body = ctx.requestBody
   }
   if (ctx.res.destroyed) return
 
@@ -133,10 +131,9 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
   // The stream opens with the pick: the picker's spans join the request's trace under this one.
   stream.traceHeaders = callTraceHeaders(ctx, span)
   const started = performance.now()
-  const answer = await askPicker(stream, {
+  const answer = await askPicker(stream, ctx, {
     pseudo: { ':authority': ctx.host, ':method': ctx.method, ':path': ctx.pathAndQuery, ':scheme': ctx.scheme },
     headers: ctx.headers,
-    body,
     subset: ir.subsetHint ? state.labels : null,
     deadline: Date.now() + picker.timeoutMs,
     maxBodyBytes: picker.maxBodyBytes
@@ -156,10 +153,8 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
     endDecisionSpan(span, 'immediate')
     ctx.inferencePick = { pool: ir.name, outcome: 'immediate', pickerSeconds: latencyMs / 1000, endpoint: null, served: false, fallbacks: [] }
     emit({ outcome: 'immediate', status: answer.status, latencyMs, ...(answer.details !== '' ? { reason: answer.details } : {}) }, true)
-    const headers = {}
-    applyHeaderMutations(headers, answer.headers)
     ctx.responseBody = answer.body
-    return respondLocal(rt, ctx, answer.status, '', 'EndpointPicker', `endpoint picker ${picker.target} answered ${answer.status}${answer.details !== '' ? `: ${answer.details}` : ''}`, headers)
+    return respondLocal(rt, ctx, answer.status, '', 'EndpointPicker', `endpoint picker ${picker.target} answered ${answer.status}${answer.details !== '' ? `: ${answer.details}` : ''}`, answer.headers)
   }
   if (answer.kind === 'failed') failure = answer.reason
   else {
@@ -186,16 +181,8 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
   } else {
     endDecisionSpan(span, 'picked')
     const picked = answer as Extract<typeof answer, { kind: 'picked' }>
-    const changes = picked.changes
-    applyHeaderMutations(ctx.headers, changes.set)
-    removeHeaders(ctx.headers, changes.remove)
-    // The pod gets the pick as Envoy's header mutation gives it.
+    // The picker's header mutations and body are in ctx already; the pod gets the pick as Envoy's header mutation gives it.
     ctx.headers[DESTINATION_ENDPOINT] = list!.join(',')
-    if (changes.body !== null) {
-      ctx.requestBody = changes.body
-      ctx.headers['content-length'] = String(changes.body.length)
-      delete ctx.headers['transfer-encoding']
-    }
     ctx.inferencePick = { pool: ir.name, outcome: 'picked', pickerSeconds: latencyMs / 1000, endpoint: null, served: false, fallbacks: [] }
     emit({ outcome: 'picked', endpoint: list![0], endpoints: list!, source: picked.source, latencyMs, ...(refused.length > 0 ? { refused, reason: 'refused: not endpoints of the pool, never connected to' } : {}) }, refused.length > 0)
   }

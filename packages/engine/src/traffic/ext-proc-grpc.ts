@@ -322,8 +322,16 @@ export class ExtProcStream {
     }
   }
 
-  /** Ends the stream now (the request is over). */
+  /**
+   * Ends the stream now (the request is over). A stream already half-closed (`finish`) is
+   * left to end on its own (its timer still cancels it if it lingers): cancelling it would
+   * send an RST_STREAM for nearly every request — the processor's status rarely arrives
+   * before the client's response closes — and a processor on Node's HTTP/2 (nghttp2) takes
+   * a stream of those for a rapid-reset flood and drops the whole session with every stream
+   * in flight on it (bench/inference-pool.ts; e2e/test/ext-proc-stream-end.test.ts).
+   */
   close (): void {
+    if (this.closed) return
     this.closed = true
     if (this.call !== null && this.ended === null) this.call.cancel()
   }
