@@ -12,13 +12,16 @@
  * 4. `helm upgrade` after the controller co-owns the GatewayClass;
  * 5. `helm upgrade --set gatewayModels.enabled=true`: the PorticoModel CRD and its RBAC appear
  *    (absent before, with the controller not watching), the restarted controller watches
- *    PorticoModels and writes their status; and `helm uninstall`.
+ *    PorticoModels and writes their status;
+ * 6. `helm upgrade --set inferenceExtension.enabled=true` (the InferencePool CRD installed apart,
+ *    from INFERENCE_EXTENSION_CRDS): the RBAC for InferencePools, their status and Pods, the
+ *    restarted controller reads a pool an HTTPRoute names and writes its status; and `helm uninstall`.
  */
 
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
@@ -383,6 +386,66 @@ spec:
     const all = before + c.output()
     assert.doesNotMatch(all, /forbidden/i, 'the chart\'s RBAC covers the model API')
     assert.doesNotMatch(c.output(), /not available/, 'no "not available" warning for gatewayModels')
+  })
+
+  await t.test('helm upgrade with inferenceExtension.enabled=true: the RBAC for InferencePools, their status and Pods; the restarted controller reads pools and writes their status', async st => {
+    // The InferencePool CRD is third-party: installed apart from the chart, from the module (scripts/test-tools).
+    const crd = process.env.INFERENCE_EXTENSION_CRDS === undefined ? '' : join(process.env.INFERENCE_EXTENSION_CRDS, 'inference.networking.k8s.io_inferencepools.yaml')
+    if (crd === '' || !existsSync(crd)) {
+      const why = `the InferencePool CRD is missing (INFERENCE_EXTENSION_CRDS=${JSON.stringify(process.env.INFERENCE_EXTENSION_CRDS ?? '')}): run ./scripts/test-tools and export the lines it prints`
+      if (process.env.CI === 'true') throw new Error(why)
+      st.skip(why)
+      return
+    }
+    assert.doesNotMatch(controller!.output(), /InferencePool|inferencepools/, 'the extension off: InferencePools are not watched')
+    await controller!.stop()
+    await cluster.kubectl(['apply', '--server-side', '-f', crd])
+    await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/inferencepools.inference.networking.k8s.io'])
+    await helmRun(['upgrade', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--reuse-values', '--set', 'inferenceExtension.enabled=true', '--wait', '--timeout', '120s'])
+    const review = async (verb: string, resource: string, group: string, subresource = '') => (await cluster.api<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: { user: `system:serviceaccount:${NAMESPACE}:${RELEASE}`, groups: ['system:authenticated'], resourceAttributes: { verb, resource, group, namespace: 'default', subresource } }
+    })).status.allowed
+    const pool = 'inference.networking.k8s.io'
+    assert.deepEqual(await Promise.all([review('list', 'inferencepools', pool), review('watch', 'inferencepools', pool), review('update', 'inferencepools', pool, 'status'), review('delete', 'inferencepools', pool), review('list', 'pods', ''), review('watch', 'pods', ''), review('delete', 'pods', '')]), [true, true, true, false, true, true, false])
+    const before = controller!.output()
+    controller = await startController(cluster, dir, 'inference')
+    const c = controller
+    await until('the controller watches InferencePools', 60_000, async () => c.output().includes('inference extension on: watching InferencePools and Pods'), diagnostics)
+    await cluster.kubectl(['apply', '--server-side', '-f', '-'], {
+      input: `apiVersion: inference.networking.k8s.io/v1
+kind: InferencePool
+metadata: { name: llama, namespace: default }
+spec:
+  selector: { matchLabels: { app: llama } }
+  targetPorts: [{ number: 8000 }]
+  endpointPickerRef: { name: llama-epp, port: { number: 9002 } }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: llama-epp, namespace: default }
+spec: { ports: [{ port: 9002 }] }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm-pool, namespace: default }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /pool } }]
+      backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: llama }]
+`
+    })
+    let last: KubeObject | undefined
+    await until('InferencePool llama Accepted and ResolvedRefs on Gateway web', 30_000, async () => {
+      last = await get(cluster, '/apis/inference.networking.k8s.io/v1/namespaces/default/inferencepools/llama')
+      const parent = ((last?.status?.parents ?? []) as Array<{ controllerName: string, conditions: Condition[] }>).find(p => p.controllerName === 'portico.dev/gateway-controller')
+      return parent?.conditions.find(x => x.type === 'Accepted')?.status === 'True' && parent.conditions.find(x => x.type === 'ResolvedRefs')?.status === 'True'
+    }, () => `status: ${JSON.stringify(last?.status)}\n${diagnostics()}`)
+    const all = before + c.output()
+    assert.doesNotMatch(all, /forbidden/i, 'the chart\'s RBAC covers the inference extension')
+    assert.doesNotMatch(c.output(), /not available/, 'no "not available" warning for inferenceExtension')
   })
 
   await t.test('helm uninstall removes the release, keeps the CRD', async () => {

@@ -63,7 +63,7 @@ export class Controller {
     this.logs = logs
     this.api = new KubeHttp(kc)
     this.status = new StatusWriter(this.api, settings.controllerName, logs.gatewayController)
-    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels })
+    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels, inferenceExtension: settings.inferenceExtension })
     const registers = [this.metrics]
     collectDefaultMetrics({ register: this.metrics, prefix: 'portico_controller_' })
     for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.metrics.removeSingleMetric(`portico_controller_nodejs_${name}`)
@@ -104,6 +104,10 @@ export class Controller {
     if (this.settings.gatewayModels) {
       const watching = this.informers.watched.includes('porticoModels')
       this.logs.gatewayController.info({ gatewayModels: true, watching }, watching ? 'model API on: watching PorticoModels' : 'model API on, but PorticoModels are not served (CRD not installed): not watched')
+    }
+    if (this.settings.inferenceExtension) {
+      const watching = this.informers.watched.includes('inferencePools')
+      this.logs.gatewayController.info({ inferenceExtension: true, watching }, watching ? 'inference extension on: watching InferencePools and Pods' : 'inference extension on, but InferencePools are not served (CRD not installed): none read; install the CRD and restart the controller')
     }
     this.schedule()
   }
@@ -221,6 +225,12 @@ export class Controller {
     }
     for (const p of result.porticoPolicies ?? []) this.status.porticoPolicy(p.namespace, p.name, p.ancestors, p.uid)
     for (const m of result.porticoModels ?? []) this.status.porticoModel(m.namespace, m.name, m.model, m.parents, m.uid)
+    for (const p of result.inferencePools ?? []) this.status.inferencePool(p.namespace, p.name, p.parents, p.uid)
+    // A pool no route of ours names any more loses our parents.
+    const pools = new Set((result.inferencePools ?? []).map(p => `${p.namespace}/${p.name}`))
+    for (const p of previous?.inferencePools ?? []) {
+      if (!pools.has(`${p.namespace}/${p.name}`)) this.status.inferencePool(p.namespace, p.name, [], p.uid)
+    }
   }
 
   private async deploy (gw: GatewayResult): Promise<void> {

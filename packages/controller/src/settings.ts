@@ -36,6 +36,12 @@ export interface ControllerSettings {
    * given a status only then (the chart installs their CRD and RBAC only then too).
    */
   gatewayModels: boolean
+  /**
+   * The Gateway API Inference Extension (chart inferenceExtension.enabled): InferencePools and
+   * Pods are watched, pools are HTTPRoute backends and get a status only then (the chart adds
+   * the RBAC only then; the CRD is installed separately).
+   */
+  inferenceExtension: boolean
   /** Features switched on that are not available yet, with why. */
   unavailable: string[]
 }
@@ -64,7 +70,6 @@ export function resolveControllerSettings (env: NodeJS.ProcessEnv, version: stri
     if (ref.name === undefined || ref.namespace === undefined) throw new Error(`GATEWAY_CLASS_PARAMETERS_REFS: class ${cls} needs both name and namespace`)
   }
   const unavailable: string[] = []
-  if (bool('INFERENCE_EXTENSION_ENABLED', false)) unavailable.push('inferenceExtension.enabled: Gateway API Inference Extension support is not available in this version; InferencePools are not watched')
   const mesh = ['MESH_AUTO_ENABLED', 'MESH_CA_ADDRESS', 'MESH_CLUSTER_ID', 'MESH_NAMESPACE', 'MESH_NETWORK', 'MESH_REVISION'].filter(k => env[k] !== undefined && env[k] !== '' && env[k] !== 'false')
   if (mesh.length > 0) unavailable.push(`mesh.* (${mesh.join(', ')}): service-mesh integration is not available in this version; gateways run without mesh identity`)
   return {
@@ -89,6 +94,7 @@ export function resolveControllerSettings (env: NodeJS.ProcessEnv, version: stri
     logLevel: str('LOG_LEVEL', 'info'),
     leaderElection: bool('LEADER_ELECTION', true),
     gatewayModels: bool('GATEWAY_MODELS_ENABLED', false),
+    inferenceExtension: bool('INFERENCE_EXTENSION_ENABLED', false),
     unavailable
   }
 }

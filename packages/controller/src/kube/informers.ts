@@ -16,7 +16,7 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies', 'porticoModels'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies', 'porticoModels', 'inferencePools'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
@@ -36,7 +36,9 @@ const WATCHED: Record<Kind, string> = {
   configMaps: paths.configMaps,
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends,
-  porticoModels: paths.porticoModels
+  porticoModels: paths.porticoModels,
+  inferencePools: paths.inferencePools,
+  pods: paths.pods
 }
 
 /**
@@ -56,7 +58,10 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends,
-  porticoModels: paths.porticoModels
+  porticoModels: paths.porticoModels,
+  // The InferencePool CRD is third-party (installed apart from the chart): with the switch on
+  // and no CRD, pools are read as none (a pool backendRef is then BackendNotFound).
+  inferencePools: paths.inferencePoolsGroupVersion
 }
 
 /**
@@ -67,6 +72,14 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
 export interface InformerOptions {
   /** Watch PorticoModels (chart gatewayModels.enabled). */
   gatewayModels?: boolean
+  /** Watch InferencePools and Pods (chart inferenceExtension.enabled). */
+  inferenceExtension?: boolean
+}
+
+/** What the translation reads of a Pod (inference-pools.ts): its identity, labels, IP and readiness. */
+function podFingerprint (o: KubernetesObject): unknown[] {
+  const p = o as KubernetesObject & { metadata?: { deletionTimestamp?: string }, status?: { podIP?: string, phase?: string, conditions?: Array<{ type: string, status: string }> } }
+  return [p.metadata?.uid, p.metadata?.labels, p.metadata?.deletionTimestamp, p.status?.podIP, p.status?.phase, p.status?.conditions?.find(c => c.type === 'Ready')?.status]
 }
 
 export interface InformerLog {
@@ -87,6 +100,7 @@ export class Informers {
     this.log = log
     for (const [kind, path] of Object.entries(WATCHED) as Array<[Kind, string]>) {
       if (kind === 'porticoModels' && options.gatewayModels !== true) continue
+      if ((kind === 'inferencePools' || kind === 'pods') && options.inferenceExtension !== true) continue
       const informer = makeInformer(kc, path, async () => {
         const list = await api.get<{ items?: KubernetesObject[], metadata?: { resourceVersion?: string } }>(path)
         // Lists omit apiVersion/kind on items; nothing downstream needs them.
@@ -94,8 +108,13 @@ export class Informers {
       })
       const changed = () => onChange(kind)
       const key = (o: KubernetesObject) => `${kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`
-      const spec = (o: KubernetesObject) => JSON.stringify([o.metadata?.uid, o.metadata?.generation, o.metadata?.labels, o.metadata?.annotations])
-      const specOnly = SPEC_ONLY.has(kind)
+      // Pods (inference extension): only what makes a pod an endpoint of a pool matters —
+      // every other status update (container restarts, probes' timestamps) would be one more
+      // full reconcile for each pod of the cluster.
+      const spec = kind === 'pods'
+        ? (o: KubernetesObject) => JSON.stringify(podFingerprint(o))
+        : (o: KubernetesObject) => JSON.stringify([o.metadata?.uid, o.metadata?.generation, o.metadata?.labels, o.metadata?.annotations])
+      const specOnly = SPEC_ONLY.has(kind) || kind === 'pods'
       informer.on('add', (o) => {
         if (specOnly) this.specs.set(key(o), spec(o))
         changed()
@@ -190,7 +209,10 @@ export class Informers {
       // Absent (not empty) when the CRD is not served: the translation then reports nothing for it.
       ...(this.informers.has('porticoPolicies') ? { porticoPolicies: list('porticoPolicies') } : {}),
       ...(this.informers.has('porticoBackends') ? { porticoBackends: list('porticoBackends') } : {}),
-      ...(this.informers.has('porticoModels') ? { porticoModels: list('porticoModels') } : {})
+      ...(this.informers.has('porticoModels') ? { porticoModels: list('porticoModels') } : {}),
+      // The extension on: pools (none without the CRD) and Pods; off: absent, so pool
+      // backendRefs are InvalidKind.
+      ...(this.informers.has('pods') ? { inferencePools: list('inferencePools'), pods: list('pods') } : {})
     }
   }
 

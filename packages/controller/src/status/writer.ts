@@ -197,6 +197,11 @@ export class StatusWriter {
     this.writeOurEntries(`${kind}/${ns}/${name}`, paths.route(kind, ns, name), 'parents', 'parentRef', parents, uid)
   }
 
+  /** An InferencePool's parent statuses (its Gateways), as a route's: ours replaced, other controllers' kept; an empty list removes ours. */
+  inferencePool (ns: string, name: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
+    this.writeOurEntries(`InferencePool/${ns}/${name}`, paths.inferencePool(ns, name), 'parents', 'parentRef', parents, uid)
+  }
+
   /** A PorticoPolicy's ancestor statuses, as backendTLSPolicy. */
   porticoPolicy (ns: string, name: string, ancestors: Array<{ ancestorRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
     this.writeOurEntries(`PorticoPolicy/${ns}/${name}`, paths.porticoPolicy(ns, name), 'ancestors', 'ancestorRef', ancestors, uid)

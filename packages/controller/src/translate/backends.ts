@@ -13,6 +13,7 @@ import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 import type { BackendTlsPolicies } from './backend-tls.ts'
 import { PORTICO_GROUP, porticoBackendIR, type PorticoBackend } from './portico-backends.ts'
+import { INFERENCE_GROUP, INFERENCE_POOL_KIND, inferencePoolBackend, type InferencePoolIndex } from './inference-pools.ts'
 
 /** The Services a translation sees, and their EndpointSlices by `namespace/service`. */
 export interface ServiceIndex {
@@ -22,6 +23,8 @@ export interface ServiceIndex {
   porticoBackends: Map<string, PorticoBackend>
   /** Secrets by `namespace/name`: a PorticoBackend's own policies take credentials from them. */
   secrets: Map<string, Secret>
+  /** InferencePools and Pods; absent when the inference extension is off (pool backendRefs are then InvalidKind). */
+  inferencePools?: InferencePoolIndex
 }
 
 export function serviceIndex (services: Service[], endpointSlices: EndpointSlice[], porticoBackends: PorticoBackend[] = [], secrets: Map<string, Secret> = new Map()): ServiceIndex {
@@ -135,7 +138,21 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
     const [reason, message] = splitReason(b)
     return invalid(reason, message)
   }
-  if (group !== '' || kind !== 'Service') return invalid('InvalidKind', `backend kind ${group === '' ? '' : `${group}/`}${kind} is not supported (Service, portico.dev/PorticoBackend)`)
+  if (group === INFERENCE_GROUP && kind === INFERENCE_POOL_KIND) {
+    if (index.inferencePools === undefined) return invalid('InvalidKind', `backend kind ${INFERENCE_GROUP}/${INFERENCE_POOL_KIND} is not supported: the inference extension is off (chart inferenceExtension.enabled)`)
+    // Only HTTP requests are sent to a picker.
+    if (fromKind !== 'HTTPRoute') return invalid('InvalidKind', `a ${fromKind} cannot name an InferencePool (HTTPRoutes only)`)
+    if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind, fromNamespace: routeNs, toGroup: INFERENCE_GROUP, toKind: INFERENCE_POOL_KIND, toNamespace: ns, toName: ref.name })) {
+      return invalid('RefNotPermitted', `InferencePool ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
+    }
+    const pool = index.inferencePools.pools.get(`${ns}/${ref.name}`)
+    if (pool === undefined) return invalid('BackendNotFound', `InferencePool ${ns}/${ref.name} not found`)
+    const b = inferencePoolBackend(pool, index.inferencePools, index)
+    if (typeof b !== 'string') return b
+    const [reason, message] = splitReason(b)
+    return invalid(reason, message)
+  }
+  if (group !== '' || kind !== 'Service') return invalid('InvalidKind', `backend kind ${group === '' ? '' : `${group}/`}${kind} is not supported (Service, portico.dev/PorticoBackend${index.inferencePools !== undefined ? `, ${INFERENCE_GROUP}/${INFERENCE_POOL_KIND}` : ''})`)
   if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind, fromNamespace: routeNs, toGroup: '', toKind: 'Service', toNamespace: ns, toName: ref.name })) {
     return invalid('RefNotPermitted', `Service ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
   }

@@ -14,6 +14,7 @@ import { insecureFrontendValidation } from './frontend-tls.ts'
 import type { BackendTLSPolicyResult } from './backend-tls.ts'
 import type { PorticoPolicyResult } from './portico-policies.ts'
 import type { PorticoModelResult } from './portico-models.ts'
+import type { InferencePoolResult } from './inference-pools.ts'
 
 export interface ListenerStatus {
   name: string
@@ -79,6 +80,8 @@ export interface TranslationResult {
   porticoPolicies?: PorticoPolicyResult[]
   /** Statuses of the PorticoModels; absent when they are not read (gatewayModels off, or no CRD). */
   porticoModels?: PorticoModelResult[]
+  /** Statuses of the InferencePools our routes name; absent when the inference extension is off. */
+  inferencePools?: InferencePoolResult[]
 }
 
 export function classResult (c: GatewayClass, params: ParametersResolution): ClassResult {

@@ -28,11 +28,13 @@ import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
 import { grpcAsHttpRoute } from './grpc-routes.ts'
 import type { PorticoBackend } from './portico-backends.ts'
 import { applyPorticoModels, type PorticoModel } from './portico-models.ts'
+import { inferencePoolIndex, inferencePoolResults, type InferencePool, type Pod } from './inference-pools.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { PorticoPolicy, PorticoPolicyResult } from './portico-policies.ts'
 export type { PorticoBackend } from './portico-backends.ts'
 export type { PorticoModel, PorticoModelResult } from './portico-models.ts'
+export type { InferencePool, InferencePoolResult, Pod } from './inference-pools.ts'
 export type { ClassResult, GatewayResult, ListenerStatus, RouteParentStatus, RouteResult, TranslationResult } from './status.ts'
 
 export interface ClusterState {
@@ -62,6 +64,12 @@ export interface ClusterState {
   porticoBackends?: PorticoBackend[]
   /** PorticoModels (absent unless gatewayModels.enabled and the CRD is installed). */
   porticoModels?: PorticoModel[]
+  /**
+   * InferencePools and Pods (absent unless inferenceExtension.enabled: pool backendRefs are
+   * then InvalidKind; with it on and no CRD, an empty list: pools are then not found).
+   */
+  inferencePools?: InferencePool[]
+  pods?: Pod[]
 }
 
 export interface TranslateOptions {
@@ -78,6 +86,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const grants = new ReferenceGrants(state.referenceGrants.filter(g => discovered(g.metadata.namespace)))
   const secrets = new Map(state.secrets.map(s => [nsName(s.metadata), s]))
   const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices, (state.porticoBackends ?? []).filter(b => discovered(b.metadata.namespace)), secrets)
+  if (state.inferencePools !== undefined) services.inferencePools = inferencePoolIndex(state.inferencePools.filter(p => discovered(p.metadata.namespace)), state.pods ?? [])
   const configMaps = new Map((state.configMaps ?? []).map(c => [nsName(c.metadata), c]))
   const tlsPolicies = new BackendTlsPolicies((state.backendTLSPolicies ?? []).filter(p => discovered(p.metadata.namespace)), state.configMaps ?? [])
 
@@ -149,6 +158,8 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     ? undefined
     : applyPorticoModels(state.porticoModels.filter(m => discovered(m.metadata.namespace)), { gateways, listenerSets, routes: routes.filter(r => r.kind === undefined || r.kind === 'HTTPRoute'), namespaces, secrets, controllerName: options.controllerName })
 
+  const inferencePools = services.inferencePools === undefined ? undefined : inferencePoolResults(routes, routeResults, services.inferencePools, services, grants, options.controllerName)
+
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
   for (const r of gatewayResults) {
     const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
@@ -161,6 +172,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     backendTLSPolicies: tlsPolicies.results(options.controllerName),
     ...(porticoPolicies !== undefined ? { porticoPolicies } : {}),
     ...(porticoModels !== undefined ? { porticoModels } : {}),
+    ...(inferencePools !== undefined ? { inferencePools } : {}),
     ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})
   }
 }

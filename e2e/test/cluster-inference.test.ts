@@ -1,0 +1,236 @@
+/**
+ * The inference extension in a cluster (chart inferenceExtension.enabled): the real
+ * kube-apiserver harness (e2e/cluster/harness.ts) with the InferencePool CRD from the module
+ * (scripts/test-tools' INFERENCE_EXTENSION_CRDS), the reference endpoint picker lwepp (LWEPP)
+ * watching the pool, Portico's controller with INFERENCE_EXTENSION_ENABLED=true and a Gateway's
+ * proxy fed over xDS:
+ *
+ * HTTPRoute → InferencePool → lwepp → echo servers as the pool's pods (Pods marked Ready with
+ * loopback IPs where the servers listen): requests steered to each pod with
+ * `test-epp-endpoint-selection`, the pool's status.parents (Accepted / ResolvedRefs), a pod
+ * relabelled out of the pool stops receiving traffic (the controller drops it from the pool's
+ * endpoints; lwepp stops picking it); and with the switch off, the route's
+ * ResolvedRefs=False/InvalidKind.
+ *
+ * The picker's Service has no selector and an EndpointSlice naming this machine's first
+ * non-loopback IPv4 address (the API server refuses loopback endpoints; lwepp listens on every
+ * address) and lwepp's port: the controller reaches an EPP through its Service's ready
+ * endpoint, as every Service.
+ *
+ * Without LWEPP or the kube tools the test is skipped with that reason (and fails in CI).
+ */
+
+import { test, type TestContext } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { networkInterfaces, tmpdir } from 'node:os'
+import { request } from 'undici'
+import { requireKubeTools, startCluster, startProcess, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { freePort } from '../lib/portico.ts'
+import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { waitUntil } from '../lib/client.ts'
+
+const NS = 'apps'
+const POOL = 'echo-pool'
+const POOL_CRD = 'inference.networking.k8s.io_inferencepools.yaml'
+const POD_NAMES = ['pod-a', 'pod-b']
+/** The pods' IPs: loopback addresses of their own (Linux routes all of 127/8 to lo). */
+const POD_IPS = ['127.0.0.2', '127.0.0.3']
+
+type Condition = { type: string, status: string, reason: string, message: string }
+
+function requireLwepp (t: TestContext): { lwepp: string, crd: string } | null {
+  const lwepp = process.env.LWEPP ?? ''
+  const crds = process.env.INFERENCE_EXTENSION_CRDS ?? (lwepp !== '' ? join(dirname(lwepp), 'crds') : '')
+  const crd = join(crds, POOL_CRD)
+  if (lwepp !== '' && existsSync(lwepp) && existsSync(crd)) return { lwepp, crd }
+  const why = `the Inference Extension's endpoint picker is missing (LWEPP=${JSON.stringify(lwepp)}, InferencePool CRD ${JSON.stringify(crd)}): run ./scripts/test-tools (./scripts/test does) and export the lines it prints`
+  if (process.env.CI === 'true') throw new Error(why)
+  t.skip(why)
+  return null
+}
+
+/** Two echo servers on the same port of 127.0.0.2 and 127.0.0.3 (the pool's one targetPort). */
+async function startPods (): Promise<Backend[]> {
+  for (let attempt = 1; ; attempt++) {
+    const first = await startEchoBackend(POD_NAMES[0], {}, { address: POD_IPS[0] })
+    try {
+      return [first, await startEchoBackend(POD_NAMES[1], {}, { address: POD_IPS[1], port: first.port })]
+    } catch (err) {
+      await first.close()
+      if (attempt === 3) throw err
+    }
+  }
+}
+
+async function routeConditions (cluster: Cluster, name: string): Promise<Condition[]> {
+  const route = await cluster.api<KubeObject>('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/${NS}/httproutes/${name}`)
+  return (route.status?.parents?.[0]?.conditions ?? []) as Condition[]
+}
+
+test('HTTPRoute → InferencePool → lwepp → pods, through the controller and a Gateway\'s proxy; with the switch off, InvalidKind', { timeout: 300_000 }, async t => {
+  const tools = requireLwepp(t)
+  if (tools === null) return
+  const kube = requireKubeTools(t)
+  if (kube === null) return
+  const hostIP = Object.values(networkInterfaces()).flat().find(i => i !== undefined && i.family === 'IPv4' && !i.internal)?.address
+  if (hostIP === undefined) {
+    t.skip('no non-loopback IPv4 address on this machine (the picker\'s EndpointSlice needs one)')
+    return
+  }
+  const pods = await startPods()
+  t.after(async () => { await Promise.all(pods.map(p => p.close())) })
+  const targetPort = pods[0]!.port
+  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
+  t.after(async () => await cluster.stop())
+  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-inference-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  await cluster.kubectl(['apply', '--server-side', '--field-manager=portico-e2e', '-f', tools.crd])
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/inferencepools.inference.networking.k8s.io'])
+  await cluster.createNamespace(NS)
+  const [grpcPort, healthPort, metricsPort, gatewayPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
+
+  await cluster.apply(`apiVersion: inference.networking.k8s.io/v1
+kind: InferencePool
+metadata: { name: ${POOL}, namespace: ${NS} }
+spec:
+  selector: { matchLabels: { app: ${POOL} } }
+  targetPorts: [{ number: ${targetPort} }]
+  endpointPickerRef: { name: lwepp, port: { number: ${grpcPort} } }
+---
+apiVersion: v1
+kind: Service
+metadata: { name: lwepp, namespace: ${NS} }
+spec: { ports: [{ name: grpc, port: ${grpcPort}, targetPort: ${grpcPort} }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: lwepp-1, namespace: ${NS}, labels: { kubernetes.io/service-name: lwepp } }
+addressType: IPv4
+ports: [{ name: grpc, port: ${grpcPort} }]
+endpoints: [{ addresses: [${hostIP}], conditions: { ready: true } }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: web, namespace: ${NS} }
+spec:
+  gatewayClassName: portico
+  listeners: [{ name: http, port: ${gatewayPort}, protocol: HTTP }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: ${NS} }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
+      backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ${POOL} }]
+`)
+  const pod = (name: string) => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: NS, labels: { app: POOL } },
+    spec: { containers: [{ name: 'echo', image: 'echo-basic', ports: [{ containerPort: targetPort }] }] }
+  })
+  // Two pods Ready at the echo servers' addresses; a third of the pool never Ready.
+  await cluster.apply([...POD_NAMES, 'pod-unready'].map(pod))
+  for (const [i, name] of POD_NAMES.entries()) await cluster.markPodReady(NS, name, POD_IPS[i]!)
+
+  const lwepp = startProcess('lwepp', tools.lwepp, [
+    `--kubeconfig=${cluster.kubeconfig}`, `--pool-name=${POOL}`, `--pool-namespace=${NS}`,
+    `--grpc-port=${grpcPort}`, `--grpc-health-port=${healthPort}`, `--metrics-port=${metricsPort}`
+  ], cluster.dir)
+  t.after(async () => {
+    if (lwepp.exitCode() === undefined) {
+      lwepp.child.kill('SIGTERM')
+      await lwepp.exited
+    }
+  })
+  const lweppLog = (): string => { try { return readFileSync(lwepp.log, 'utf8').slice(-3000) } catch { return '' } }
+
+  await t.test('the switch on: requests steered to each pod through lwepp, the pool\'s status, a pod relabelled out stops receiving traffic', async st => {
+    const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
+    st.after(async () => await controller.stop())
+    const adminPort = await freePort()
+    const proxy = await startGatewayProxy(cluster, dir, NS, 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    // The pool's endpoints as the proxy has them (its admin /config_dump).
+    const poolEndpoints = async (): Promise<string[]> => {
+      const dump = await (await request(`http://127.0.0.1:${adminPort}/config_dump`)).body.json() as { backends: Array<{ key: string, endpoints: Array<{ host: string, port: number }> }> }
+      return (dump.backends.find(b => b.key.startsWith(`inferencepool/${NS}/${POOL}#`))?.endpoints ?? []).map(e => `${e.host}:${e.port}`).sort()
+    }
+    st.after(async () => await proxy.stop())
+    await waitUntil(async () => (await routeConditions(cluster, 'llm')).find(c => c.type === 'ResolvedRefs')?.status === 'True', 30_000, 'route llm ResolvedRefs=True', 200)
+    assert.match(controller.output(), /inference extension on: watching InferencePools and Pods/)
+
+    // The pool's status: one parent, the Gateway, Accepted and ResolvedRefs.
+    let parents: Array<{ parentRef: Record<string, unknown>, controllerName: string, conditions: Condition[] }> = []
+    await waitUntil(async () => {
+      parents = (await cluster.api<KubeObject>('GET', `/apis/inference.networking.k8s.io/v1/namespaces/${NS}/inferencepools/${POOL}`)).status?.parents ?? []
+      return parents.length > 0
+    }, 30_000, 'the pool\'s status.parents', 200)
+    assert.deepEqual(parents.map(p => p.parentRef), [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', namespace: NS, name: 'web' }])
+    assert.equal(parents[0]!.controllerName, 'portico.dev/gateway-controller')
+    assert.deepEqual(parents[0]!.conditions.map(c => [c.type, c.status, c.reason]), [['Accepted', 'True', 'Accepted'], ['ResolvedRefs', 'True', 'ResolvedRefs']])
+
+    const url = `http://127.0.0.1:${gatewayPort}/v1/completions`
+    const body = JSON.stringify({ model: 'smollm2', prompt: 'Hello' })
+    const send = async (headers: Record<string, string> = {}) => await request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body })
+    // The proxy has its config and lwepp has read the pool once a steered request is served.
+    let last = ''
+    await waitUntil(async () => {
+      const res = await send({ 'test-epp-endpoint-selection': POD_IPS[0]! }).catch((err: Error) => { last = err.message; return null })
+      if (res === null) return false
+      last = `${res.statusCode} ${await res.body.text()}`
+      return res.statusCode === 200
+    }, 60_000, 'a request served through the pool', 250).catch(err => {
+      throw new Error(`${(err as Error).message}; last answer: ${last}\n${lweppLog()}\n${proxy.stdout.slice(-3000)}\n${proxy.stderr.slice(-3000)}`)
+    })
+    // The ready pods only (pod-unready is not an endpoint).
+    assert.deepEqual(await poolEndpoints(), pods.map(p => p.host).sort())
+    for (const [i, name] of POD_NAMES.entries()) {
+      for (let n = 0; n < 2; n++) {
+        const res = await send({ 'test-epp-endpoint-selection': POD_IPS[i]! })
+        const text = await res.body.text()
+        assert.equal(res.statusCode, 200, text)
+        const echo = JSON.parse(text) as EchoedRequest
+        assert.equal(echo.name, name)
+        assert.equal(echo.headers['x-gateway-destination-endpoint'], pods[i]!.host)
+        assert.equal(res.headers['x-conformance-test-served-endpoint'], pods[i]!.host, 'lwepp got the served endpoint from Portico')
+      }
+    }
+
+    // pod-b relabelled out of the pool: the controller drops it from the pool's endpoints (so
+    // the proxy would refuse it even if a picker named it), lwepp stops picking it; only pod-a
+    // serves, and asking for pod-b fails.
+    await cluster.api('PATCH', `/api/v1/namespaces/${NS}/pods/${POD_NAMES[1]!}`, { metadata: { labels: { app: 'elsewhere' } } }, { contentType: 'application/merge-patch+json' })
+    await waitUntil(async () => {
+      const names = await Promise.all([0, 1, 2, 3].map(async () => {
+        const res = await send()
+        const text = await res.body.text()
+        return res.statusCode === 200 ? (JSON.parse(text) as EchoedRequest).name : `${res.statusCode}`
+      }))
+      return names.every(n => n === POD_NAMES[0])
+    }, 30_000, `only ${POD_NAMES[0]!} serves\n${lweppLog()}`, 250)
+    await waitUntil(async () => (await poolEndpoints()).join() === pods[0]!.host, 30_000, 'the proxy\'s pool without pod-b', 200)
+    const steered = await send({ 'test-epp-endpoint-selection': POD_IPS[1]! })
+    const text = await steered.body.text()
+    assert.notEqual(steered.statusCode, 200, `pod-b is out of the pool: ${text}`)
+  })
+  // Last: the first controller's Deployment names its xDS port, which the proxy reads.
+  await t.test('the switch off: the route\'s ResolvedRefs is False/InvalidKind', async st => {
+    const controller = await startController(cluster, { env: { LEADER_ELECTION: 'false' } })
+    st.after(async () => await controller.stop())
+    let conds: Condition[] = []
+    await waitUntil(async () => {
+      conds = await routeConditions(cluster, 'llm')
+      return conds.some(c => c.type === 'ResolvedRefs' && c.status === 'False')
+    }, 30_000, 'route llm status', 200)
+    const resolved = conds.find(c => c.type === 'ResolvedRefs')!
+    assert.equal(resolved.status, 'False')
+    assert.equal(resolved.reason, 'InvalidKind')
+    assert.match(resolved.message, /inference extension is off/)
+    assert.doesNotMatch(controller.output(), /not available in this version/)
+  })
+})
