@@ -74,55 +74,85 @@ export function phaseOf (r: ProcessingRequest): 'request_headers' | 'response_he
   return (r.request ?? Object.keys(r).find(k => k.endsWith('_headers') || k.endsWith('_body'))) as never
 }
 
-export async function startExtProcServer (handler: ExtProcServer['handler'] = r => answer(phaseOf(r))): Promise<ExtProcServer> {
+/** The ExternalProcessor service's client constructor (its `.service` for a server). */
+function externalProcessor (): grpc.ServiceClientConstructor {
   const pkg = grpc.loadPackageDefinition(packageDefinition) as unknown as { envoy: { service: { ext_proc: { v3: { ExternalProcessor: grpc.ServiceClientConstructor } } } } }
-  const service = pkg.envoy.service.ext_proc.v3.ExternalProcessor.service
-  const server = new grpc.Server()
-  const state: ExtProcServer = {
-    host: '',
-    streams: [],
-    metadata: [],
-    handler,
-    close: async () => { server.forceShutdown() }
+  return pkg.envoy.service.ext_proc.v3.ExternalProcessor
+}
+
+/**
+ * The server side of one Process stream's end: `ended` once it has ended either way (the
+ * gateway half-closed, cancelled or broke it, or the processor ended it); `end` closes it
+ * cleanly, `fail` ends it with gRPC INTERNAL and `details`. The gateway's half-close is
+ * answered with the processor's.
+ */
+export interface ProcessStreamEnd {
+  readonly ended: boolean
+  end: () => void
+  fail: (details: string) => void
+}
+
+export function processStreamEnd (call: grpc.ServerDuplexStream<unknown, unknown>): ProcessStreamEnd {
+  let ended = false
+  const end = (): void => {
+    if (ended) return
+    ended = true
+    call.end()
   }
-  server.addService(service, {
-    Process: (call: grpc.ServerDuplexStream<ProcessingRequest, unknown>) => {
-      const messages: ProcessingRequest[] = []
-      state.streams.push(messages)
-      state.metadata.push(call.metadata.getMap())
-      let ended = false
-      call.on('data', (m: ProcessingRequest) => {
-        messages.push(m)
-        Promise.resolve(state.handler(m, messages)).then(reply => {
-          if (ended) return
-          if (reply === 'hang') return
-          if (reply === 'close') {
-            ended = true
-            call.end()
-            return
-          }
-          if (reply === 'error') {
-            ended = true
-            call.emit('error', Object.assign(new Error('processor broke'), { code: grpc.status.INTERNAL, details: 'processor broke' }))
-            return
-          }
-          for (const m of Array.isArray(reply) ? reply : [reply]) call.write(m)
-        }, () => {})
-      })
-      call.on('end', () => {
-        if (!ended) {
-          ended = true
-          call.end()
-        }
-      })
-      call.on('error', () => { ended = true })
-      call.on('cancelled', () => { ended = true })
+  call.on('end', end)
+  call.on('error', () => { ended = true })
+  call.on('cancelled', () => { ended = true })
+  return {
+    get ended () { return ended },
+    end,
+    fail: details => {
+      ended = true
+      call.emit('error', Object.assign(new Error(details), { code: grpc.status.INTERNAL, details }))
     }
-  })
+  }
+}
+
+/**
+ * A gRPC server of ExternalProcessor whose `Process` streams `process` handles, on a free port
+ * of 127.0.0.1: TLS with `tls`'s certificate, else plaintext. Its `host:port`, and `close`
+ * (a forced shutdown).
+ */
+export async function serveExtProc<Request> (process: (call: grpc.ServerDuplexStream<Request, unknown>) => void, tls?: { cert: Buffer, key: Buffer }): Promise<{ host: string, close: () => Promise<void> }> {
+  const server = new grpc.Server()
+  server.addService(externalProcessor().service, { Process: process })
+  const credentials = tls === undefined ? grpc.ServerCredentials.createInsecure() : grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }])
   const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => err !== null ? reject(err) : resolve(p))
+    server.bindAsync('127.0.0.1:0', credentials, (err, p) => err !== null ? reject(err) : resolve(p))
   })
-  state.host = `127.0.0.1:${port}`
+  return { host: `127.0.0.1:${port}`, close: async () => { server.forceShutdown() } }
+}
+
+export async function startExtProcServer (handler: ExtProcServer['handler'] = r => answer(phaseOf(r))): Promise<ExtProcServer> {
+  const state: ExtProcServer = { host: '', streams: [], metadata: [], handler, close: async () => {} }
+  const server = await serveExtProc((call: grpc.ServerDuplexStream<ProcessingRequest, unknown>) => {
+    const messages: ProcessingRequest[] = []
+    state.streams.push(messages)
+    state.metadata.push(call.metadata.getMap())
+    const stream = processStreamEnd(call)
+    call.on('data', (m: ProcessingRequest) => {
+      messages.push(m)
+      Promise.resolve(state.handler(m, messages)).then(reply => {
+        if (stream.ended) return
+        if (reply === 'hang') return
+        if (reply === 'close') {
+          stream.end()
+          return
+        }
+        if (reply === 'error') {
+          stream.fail('processor broke')
+          return
+        }
+        for (const m of Array.isArray(reply) ? reply : [reply]) call.write(m)
+      }, () => {})
+    })
+  })
+  state.host = server.host
+  state.close = server.close
   return state
 }
 
@@ -163,13 +193,12 @@ export interface ExtProcClientStream {
 }
 
 export function openExtProcStream (target: string, options: { tls: boolean }): ExtProcClientStream {
-  const pkg = grpc.loadPackageDefinition(packageDefinition) as unknown as { envoy: { service: { ext_proc: { v3: { ExternalProcessor: grpc.ServiceClientConstructor } } } } }
   const credentials = options.tls
     ? grpc.credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined })
     : grpc.credentials.createInsecure()
   // A name for SNI: Node warns when the server name is an IP address.
   const channelOptions = options.tls ? { 'grpc.ssl_target_name_override': 'ext-proc.test' } : {}
-  const client = new pkg.envoy.service.ext_proc.v3.ExternalProcessor(target, credentials, channelOptions) as unknown as grpc.Client & { Process: () => grpc.ClientDuplexStream<unknown, ProcessingAnswer> }
+  const client = new (externalProcessor())(target, credentials, channelOptions) as unknown as grpc.Client & { Process: () => grpc.ClientDuplexStream<unknown, ProcessingAnswer> }
   const call = client.Process()
   const answers: ProcessingAnswer[] = []
   const waiting: Array<{ resolve: (a: ProcessingAnswer) => void, reject: (e: Error) => void }> = []

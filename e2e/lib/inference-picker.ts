@@ -25,11 +25,8 @@
  * Serves TLS (a certificate of its own, as lwepp's self-signed one) or plaintext.
  */
 
-import * as grpc from '@grpc/grpc-js'
-import { envoyProtos } from '@portico/engine'
-import { headersOf, type HeaderMapMessage } from './ext-proc.ts'
-
-const packageDefinition = envoyProtos('envoy/service/ext_proc/v3/external_processor.proto')
+import type * as grpc from '@grpc/grpc-js'
+import { headersOf, processStreamEnd, serveExtProc, type HeaderMapMessage } from './ext-proc.ts'
 
 /** google.protobuf.Struct: protobufjs's well-known types have camelCase fields whatever keepCase says. */
 interface StructValue { fields?: Record<string, { stringValue?: string, structValue?: StructValue, listValue?: { values?: Array<{ stringValue?: string }> } }> }
@@ -91,91 +88,74 @@ function pickAnswer (endpoint: string, mode: string): Record<string, unknown> {
 }
 
 export async function startTestPicker (pods: string[], tls?: { cert: Buffer, key: Buffer }): Promise<TestPicker> {
-  const pkg = grpc.loadPackageDefinition(packageDefinition) as unknown as { envoy: { service: { ext_proc: { v3: { ExternalProcessor: grpc.ServiceClientConstructor } } } } }
-  const server = new grpc.Server()
   let turn = 0
-  const state: TestPicker = { host: '', pods, streams: [], close: async () => { server.forceShutdown() } }
-  server.addService(pkg.envoy.service.ext_proc.v3.ExternalProcessor.service, {
-    Process: (call: grpc.ServerDuplexStream<PickerRequest, unknown>) => {
-      const record: PickerStreamRecord = { headers: {}, protocolConfig: undefined, subset: null, bodyChunks: 0, body: Buffer.alloc(0), picked: null, served: null, responseHeaders: null, responseBody: null }
-      state.streams.push(record)
-      const chunks: Buffer[] = []
-      const responseChunks: Buffer[] = []
-      let mode = ''
-      let ended = false
-      const write = (m: unknown): void => { if (!ended) call.write(m) }
-      const pick = (): boolean => {
-        if (mode === 'hang') return false
-        if (mode === 'error') {
-          ended = true
-          call.emit('error', Object.assign(new Error('picker broke'), { code: grpc.status.INTERNAL, details: 'picker broke' }))
-          return false
-        }
-        if (mode === 'immediate') {
-          write({ immediate_response: { status: { code: 429 }, body: Buffer.from('shed by the picker'), details: 'sheddable' } })
-          return false
-        }
-        const steer = record.headers['test-epp-endpoint-selection'] ?? ''
-        let endpoint: string
-        if (mode === 'verbatim' && steer !== '') endpoint = steer
-        else {
-          const hinted = record.subset !== null ? state.pods.filter(p => record.subset!.includes(p)) : state.pods
-          const candidates = steer !== '' ? steered(state.pods, steer) : hinted
-          if (candidates.length === 0) {
-            ended = true
-            call.emit('error', Object.assign(new Error('no endpoints available'), { code: grpc.status.INTERNAL, details: 'no endpoints available' }))
-            return false
-          }
-          endpoint = candidates[turn++ % candidates.length]!
-        }
-        record.picked = endpoint
-        write(pickAnswer(endpoint, mode))
-        return true
+  const state: TestPicker = { host: '', pods, streams: [], close: async () => {} }
+  const server = await serveExtProc((call: grpc.ServerDuplexStream<PickerRequest, unknown>) => {
+    const record: PickerStreamRecord = { headers: {}, protocolConfig: undefined, subset: null, bodyChunks: 0, body: Buffer.alloc(0), picked: null, served: null, responseHeaders: null, responseBody: null }
+    state.streams.push(record)
+    const chunks: Buffer[] = []
+    const responseChunks: Buffer[] = []
+    let mode = ''
+    const stream = processStreamEnd(call)
+    const write = (m: unknown): void => { if (!stream.ended) call.write(m) }
+    const pick = (): boolean => {
+      if (mode === 'hang') return false
+      if (mode === 'error') {
+        stream.fail('picker broke')
+        return false
       }
-      call.on('data', (m: PickerRequest) => {
-        if (m.request_headers !== undefined && m.request_headers !== null) {
-          record.headers = headersOf(m.request_headers.headers)
-          record.protocolConfig = m.protocol_config ?? undefined
-          mode = record.headers['test-picker-mode'] ?? ''
-          const hint = m.metadata_context?.filter_metadata?.['envoy.lb.subset_hint']?.fields?.['x-gateway-destination-endpoint-subset']
-          if (hint !== undefined) record.subset = (hint.listValue?.values ?? []).map(v => v.stringValue ?? '')
-          if (m.request_headers.end_of_stream === true) pick()
-        } else if (m.request_body !== undefined && m.request_body !== null) {
-          record.bodyChunks++
-          chunks.push(Buffer.from(m.request_body.body ?? []))
-          if (m.request_body.end_of_stream !== true) return
-          record.body = Buffer.concat(chunks)
-          if (!pick()) return
-          // The whole body back, as lwepp sends it: the new body of the full-duplex mode.
-          for (let at = 0; at === 0 || at < record.body.length; at += BODY_CHUNK_BYTES) {
-            const end = Math.min(record.body.length, at + BODY_CHUNK_BYTES)
-            write({ request_body: { response: { body_mutation: { streamed_response: { body: record.body.subarray(at, end), end_of_stream: end === record.body.length } } } } })
-          }
-        } else if (m.response_body !== undefined && m.response_body !== null) {
-          responseChunks.push(Buffer.from(m.response_body.body ?? []))
-          if (m.response_body.end_of_stream !== true) return
-          record.responseBody = Buffer.concat(responseChunks)
-          write({ response_body: { response: { body_mutation: { streamed_response: { body: Buffer.from(`seen by the picker: ${record.responseBody.length} bytes`), end_of_stream: true } } } } })
-        } else if (m.response_headers !== undefined && m.response_headers !== null) {
-          record.responseHeaders = headersOf(m.response_headers.headers)
-          record.served = m.metadata_context?.filter_metadata?.['envoy.lb']?.fields?.['x-gateway-destination-endpoint-served']?.stringValue ?? null
-          write({ response_headers: { response: { header_mutation: { set_headers: [set('x-conformance-test-served-endpoint', record.served ?? 'fail: missing destination endpoint served metadata')] } } } })
+      if (mode === 'immediate') {
+        write({ immediate_response: { status: { code: 429 }, body: Buffer.from('shed by the picker'), details: 'sheddable' } })
+        return false
+      }
+      const steer = record.headers['test-epp-endpoint-selection'] ?? ''
+      let endpoint: string
+      if (mode === 'verbatim' && steer !== '') endpoint = steer
+      else {
+        const hinted = record.subset !== null ? state.pods.filter(p => record.subset!.includes(p)) : state.pods
+        const candidates = steer !== '' ? steered(state.pods, steer) : hinted
+        if (candidates.length === 0) {
+          stream.fail('no endpoints available')
+          return false
         }
-      })
-      call.on('end', () => {
-        if (!ended) {
-          ended = true
-          call.end()
-        }
-      })
-      call.on('error', () => { ended = true })
-      call.on('cancelled', () => { ended = true })
+        endpoint = candidates[turn++ % candidates.length]!
+      }
+      record.picked = endpoint
+      write(pickAnswer(endpoint, mode))
+      return true
     }
-  })
-  const credentials = tls === undefined ? grpc.ServerCredentials.createInsecure() : grpc.ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }])
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync('127.0.0.1:0', credentials, (err, p) => err !== null ? reject(err) : resolve(p))
-  })
-  state.host = `127.0.0.1:${port}`
+    call.on('data', (m: PickerRequest) => {
+      if (m.request_headers !== undefined && m.request_headers !== null) {
+        record.headers = headersOf(m.request_headers.headers)
+        record.protocolConfig = m.protocol_config ?? undefined
+        mode = record.headers['test-picker-mode'] ?? ''
+        const hint = m.metadata_context?.filter_metadata?.['envoy.lb.subset_hint']?.fields?.['x-gateway-destination-endpoint-subset']
+        if (hint !== undefined) record.subset = (hint.listValue?.values ?? []).map(v => v.stringValue ?? '')
+        if (m.request_headers.end_of_stream === true) pick()
+      } else if (m.request_body !== undefined && m.request_body !== null) {
+        record.bodyChunks++
+        chunks.push(Buffer.from(m.request_body.body ?? []))
+        if (m.request_body.end_of_stream !== true) return
+        record.body = Buffer.concat(chunks)
+        if (!pick()) return
+        // The whole body back, as lwepp sends it: the new body of the full-duplex mode.
+        for (let at = 0; at === 0 || at < record.body.length; at += BODY_CHUNK_BYTES) {
+          const end = Math.min(record.body.length, at + BODY_CHUNK_BYTES)
+          write({ request_body: { response: { body_mutation: { streamed_response: { body: record.body.subarray(at, end), end_of_stream: end === record.body.length } } } } })
+        }
+      } else if (m.response_body !== undefined && m.response_body !== null) {
+        responseChunks.push(Buffer.from(m.response_body.body ?? []))
+        if (m.response_body.end_of_stream !== true) return
+        record.responseBody = Buffer.concat(responseChunks)
+        write({ response_body: { response: { body_mutation: { streamed_response: { body: Buffer.from(`seen by the picker: ${record.responseBody.length} bytes`), end_of_stream: true } } } } })
+      } else if (m.response_headers !== undefined && m.response_headers !== null) {
+        record.responseHeaders = headersOf(m.response_headers.headers)
+        record.served = m.metadata_context?.filter_metadata?.['envoy.lb']?.fields?.['x-gateway-destination-endpoint-served']?.stringValue ?? null
+        write({ response_headers: { response: { header_mutation: { set_headers: [set('x-conformance-test-served-endpoint', record.served ?? 'fail: missing destination endpoint served metadata')] } } } })
+      }
+    })
+  }, tls)
+  state.host = server.host
+  state.close = server.close
   return state
 }

@@ -20,50 +20,26 @@
  * Without LWEPP or the kube tools the test is skipped with that reason (and fails in CI).
  */
 
-import { test, type TestContext } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, startProcess, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'echo-pool'
-const POOL_CRD = 'inference.networking.k8s.io_inferencepools.yaml'
 const POD_NAMES = ['pod-a', 'pod-b']
 /** The pods' IPs: loopback addresses of their own (Linux routes all of 127/8 to lo). */
 const POD_IPS = ['127.0.0.2', '127.0.0.3']
 
 type Condition = { type: string, status: string, reason: string, message: string }
-
-function requireLwepp (t: TestContext): { lwepp: string, crd: string } | null {
-  const lwepp = process.env.LWEPP ?? ''
-  const crds = process.env.INFERENCE_EXTENSION_CRDS ?? (lwepp !== '' ? join(dirname(lwepp), 'crds') : '')
-  const crd = join(crds, POOL_CRD)
-  if (lwepp !== '' && existsSync(lwepp) && existsSync(crd)) return { lwepp, crd }
-  const why = `the Inference Extension's endpoint picker is missing (LWEPP=${JSON.stringify(lwepp)}, InferencePool CRD ${JSON.stringify(crd)}): run ./scripts/test-tools (./scripts/test does) and export the lines it prints`
-  if (process.env.CI === 'true') throw new Error(why)
-  t.skip(why)
-  return null
-}
-
-/** Two echo servers on the same port of 127.0.0.2 and 127.0.0.3 (the pool's one targetPort). */
-async function startPods (): Promise<Backend[]> {
-  for (let attempt = 1; ; attempt++) {
-    const first = await startEchoBackend(POD_NAMES[0], {}, { address: POD_IPS[0] })
-    try {
-      return [first, await startEchoBackend(POD_NAMES[1], {}, { address: POD_IPS[1], port: first.port })]
-    } catch (err) {
-      await first.close()
-      if (attempt === 3) throw err
-    }
-  }
-}
 
 async function routeConditions (cluster: Cluster, name: string): Promise<Condition[]> {
   const route = await cluster.api<KubeObject>('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/${NS}/httproutes/${name}`)
@@ -80,17 +56,19 @@ test('HTTPRoute → InferencePool → lwepp → pods, through the controller and
     t.skip('no non-loopback IPv4 address on this machine (the picker\'s EndpointSlice needs one)')
     return
   }
-  const pods = await startPods()
+  // Two echo servers on the same port of 127.0.0.2 and 127.0.0.3 (the pool's one targetPort).
+  const pods = await startPoolServers(POD_NAMES, POD_IPS)
   t.after(async () => { await Promise.all(pods.map(p => p.close())) })
   const targetPort = pods[0]!.port
   const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
   t.after(async () => await cluster.stop())
   const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-inference-'))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
-  await cluster.kubectl(['apply', '--server-side', '--field-manager=portico-e2e', '-f', tools.crd])
-  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/inferencepools.inference.networking.k8s.io'])
+  await installPoolCrd(cluster, tools.crd)
   await cluster.createNamespace(NS)
-  const [grpcPort, healthPort, metricsPort, gatewayPort] = [await freePort(), await freePort(), await freePort(), await freePort()]
+  const ports = await lweppPorts()
+  const { grpcPort } = ports
+  const gatewayPort = await freePort()
 
   await cluster.apply(`apiVersion: inference.networking.k8s.io/v1
 kind: InferencePool
@@ -128,27 +106,12 @@ spec:
     - matches: [{ path: { type: PathPrefix, value: /v1 } }]
       backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ${POOL} }]
 `)
-  const pod = (name: string) => ({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NS, labels: { app: POOL } },
-    spec: { containers: [{ name: 'echo', image: 'echo-basic', ports: [{ containerPort: targetPort }] }] }
-  })
   // Two pods Ready at the echo servers' addresses; a third of the pool never Ready.
-  await cluster.apply([...POD_NAMES, 'pod-unready'].map(pod))
-  for (const [i, name] of POD_NAMES.entries()) await cluster.markPodReady(NS, name, POD_IPS[i]!)
+  await applyPoolPods(cluster, { namespace: NS, pool: POOL, names: POD_NAMES, ips: POD_IPS, port: targetPort, unready: ['pod-unready'] })
 
-  const lwepp = startProcess('lwepp', tools.lwepp, [
-    `--kubeconfig=${cluster.kubeconfig}`, `--pool-name=${POOL}`, `--pool-namespace=${NS}`,
-    `--grpc-port=${grpcPort}`, `--grpc-health-port=${healthPort}`, `--metrics-port=${metricsPort}`
-  ], cluster.dir)
-  t.after(async () => {
-    if (lwepp.exitCode() === undefined) {
-      lwepp.child.kill('SIGTERM')
-      await lwepp.exited
-    }
-  })
-  const lweppLog = (): string => { try { return readFileSync(lwepp.log, 'utf8').slice(-3000) } catch { return '' } }
+  const lwepp = startLwepp(cluster, tools.lwepp, { pool: POOL, namespace: NS, ports })
+  t.after(async () => await lwepp.stop())
+  const lweppLog = (): string => lwepp.output().slice(-3000)
 
   await t.test('the switch on: requests steered to each pod through lwepp, the pool\'s status, a pod relabelled out stops receiving traffic', async st => {
     const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })

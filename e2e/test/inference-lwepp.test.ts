@@ -20,25 +20,23 @@
 
 import { after, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, startProcess, type Cluster, type Proc } from '../cluster/harness.ts'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { sha256, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
+import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { sha256, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
 import { openExtProcStream, setHeadersOf, type ProcessingAnswer } from '../lib/ext-proc.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers, type Lwepp } from '../lib/inference-cluster.ts'
 
 const NS = 'inference'
 const POOL = 'echo-pool'
-const POOL_CRD = 'inference.networking.k8s.io_inferencepools.yaml'
 const POD_NAMES = ['pod-a', 'pod-b']
 /** The pods' IPs: loopback addresses of their own (Linux routes all of 127/8 to lo). */
 const POD_IPS = ['127.0.0.2', '127.0.0.3']
 
 interface Setup {
   cluster: Cluster
-  lwepp: Proc
+  lwepp: Lwepp
   /** What lwepp printed (its log, for failure messages). */
   output: () => string
   /** lwepp's ext_proc service, 127.0.0.1:PORT (TLS). */
@@ -46,18 +44,6 @@ interface Setup {
   /** The echo servers, as `ip:port` (the endpoint lwepp names) → server. */
   pods: Backend[]
   port: number
-}
-
-/** lwepp and the CRD beside it (scripts/test-tools' lwepp-<version>/crds), or null after skipping / throwing in CI. */
-function requireLwepp (t: TestContext): { lwepp: string, crd: string } | null {
-  const lwepp = process.env.LWEPP ?? ''
-  const crds = process.env.INFERENCE_EXTENSION_CRDS ?? (lwepp !== '' ? join(dirname(lwepp), 'crds') : '')
-  const crd = join(crds, POOL_CRD)
-  if (lwepp !== '' && existsSync(lwepp) && existsSync(crd)) return { lwepp, crd }
-  const why = `the Inference Extension's endpoint picker is missing (LWEPP=${JSON.stringify(lwepp)}, InferencePool CRD ${JSON.stringify(crd)}): run ./scripts/test-tools (./scripts/test does) and export the lines it prints`
-  if (process.env.CI === 'true') throw new Error(why)
-  t.skip(why)
-  return null
 }
 
 let started: Promise<Setup> | null = null
@@ -71,28 +57,15 @@ async function setup (t: TestContext): Promise<Setup | null> {
   return await started
 }
 
-/** Two echo servers on the same port of 127.0.0.2 and 127.0.0.3 (a pool has one targetPort). */
-async function startPods (): Promise<Backend[]> {
-  for (let attempt = 1; ; attempt++) {
-    const first = await startEchoBackend(POD_NAMES[0], {}, { address: POD_IPS[0] })
-    try {
-      return [first, await startEchoBackend(POD_NAMES[1], {}, { address: POD_IPS[1], port: first.port })]
-    } catch (err) {
-      await first.close()
-      if (attempt === 3) throw err
-    }
-  }
-}
-
 async function setUp (tools: { lwepp: string, crd: string }, kube: NonNullable<ReturnType<typeof requireKubeTools>>): Promise<Setup> {
-  const pods = await startPods()
+  // Two echo servers on the same port of 127.0.0.2 and 127.0.0.3 (a pool has one targetPort).
+  const pods = await startPoolServers(POD_NAMES, POD_IPS)
   const port = pods[0]!.port
   // No kubelet, no controllers: lwepp reads Pods and the InferencePool, nothing more.
   const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false, gatewayApiCrds: false })
-  await cluster.kubectl(['apply', '--server-side', '--field-manager=portico-e2e', '-f', tools.crd])
-  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/inferencepools.inference.networking.k8s.io'])
+  await installPoolCrd(cluster, tools.crd)
   await cluster.createNamespace(NS)
-  const [grpcPort, healthPort, metricsPort] = [await freePort(), await freePort(), await freePort()]
+  const ports = await lweppPorts()
   await cluster.apply({
     apiVersion: 'inference.networking.k8s.io/v1',
     kind: 'InferencePool',
@@ -100,33 +73,19 @@ async function setUp (tools: { lwepp: string, crd: string }, kube: NonNullable<R
     spec: {
       selector: { matchLabels: { app: POOL } },
       targetPorts: [{ number: port }],
-      endpointPickerRef: { name: 'lwepp', port: { number: grpcPort } }
+      endpointPickerRef: { name: 'lwepp', port: { number: ports.grpcPort } }
     }
   })
-  const pod = (name: string) => ({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: NS, labels: { app: POOL } },
-    spec: { containers: [{ name: 'echo', image: 'echo-basic', ports: [{ containerPort: port }] }] }
-  })
   // Two pods Ready at the echo servers' addresses; a third of the pool never Ready.
-  await cluster.apply([...POD_NAMES, 'pod-unready'].map(pod))
-  for (const [i, name] of POD_NAMES.entries()) await cluster.markPodReady(NS, name, POD_IPS[i]!)
+  await applyPoolPods(cluster, { namespace: NS, pool: POOL, names: POD_NAMES, ips: POD_IPS, port, unready: ['pod-unready'] })
 
-  const lwepp = startProcess('lwepp', tools.lwepp, [
-    `--kubeconfig=${cluster.kubeconfig}`,
-    `--pool-name=${POOL}`,
-    `--pool-namespace=${NS}`,
-    `--grpc-port=${grpcPort}`,
-    `--grpc-health-port=${healthPort}`,
-    `--metrics-port=${metricsPort}`
-  ], cluster.dir)
-  process.on('exit', () => { if (lwepp.exitCode() === undefined) lwepp.child.kill('SIGKILL') })
-  const output = (): string => { try { return readFileSync(lwepp.log, 'utf8') } catch { return '' } }
-  const s: Setup = { cluster, lwepp, output, picker: `127.0.0.1:${grpcPort}`, pods, port }
+  const lwepp = startLwepp(cluster, tools.lwepp, { pool: POOL, namespace: NS, ports })
+  process.on('exit', () => { if (lwepp.proc.exitCode() === undefined) lwepp.proc.child.kill('SIGKILL') })
+  const output = lwepp.output
+  const s: Setup = { cluster, lwepp, output, picker: `127.0.0.1:${lwepp.grpcPort}`, pods, port }
   // Ready once it has read the pool and its pods: it picks (before that, it fails the stream).
   await waitUntil(async () => {
-    if (lwepp.exitCode() !== undefined) throw new Error(`lwepp exited:\n${output()}`)
+    if (lwepp.proc.exitCode() !== undefined) throw new Error(`lwepp exited:\n${output()}`)
     return await pick(s, {}).then(a => a.endpoint !== '', () => false)
   }, 60_000, 'lwepp to pick from the pool', 200).catch(err => { throw new Error(`${String(err)}\n${output().slice(-4000)}`) })
   return s
@@ -135,10 +94,7 @@ async function setUp (tools: { lwepp: string, crd: string }, kube: NonNullable<R
 after(async () => {
   if (started === null) return
   const s = await started.catch(() => null)
-  if (s !== null && s.lwepp.exitCode() === undefined) {
-    s.lwepp.child.kill('SIGTERM')
-    await s.lwepp.exited
-  }
+  await s?.lwepp.stop()
   await s?.cluster.stop()
   await Promise.all((s?.pods ?? []).map(p => p.close()))
 })
