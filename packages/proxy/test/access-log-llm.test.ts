@@ -25,6 +25,7 @@ function ctx (inputFormat: string, providerFormat: string): never {
     error: null,
     span: null,
     modelChoice: null,
+    inferencePick: null,
     llm: {
       system: 'anthropic', operation: 'chat', inputFormat, providerFormat, requestModel: 'claude', model: 'claude-sonnet-4-6',
       streaming: true, firstChunkAt: 0, usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15, responseModel: 'claude-sonnet-4-6-20260101' }
