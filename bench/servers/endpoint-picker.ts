@@ -18,7 +18,7 @@ import { envoyProtos } from '@portico/engine'
 
 interface PickerRequest {
   request_headers?: { end_of_stream?: boolean }
-  request_body?: { end_of_stream?: boolean }
+  request_body?: { body?: Buffer, end_of_stream?: boolean }
   response_headers?: unknown
   metadata_context?: { filter_metadata?: Record<string, { fields?: Record<string, { stringValue?: string }> }> }
 }
@@ -33,20 +33,31 @@ const PICK = {
   request_headers: { response: { clear_route_cache: true, header_mutation: { set_headers: [set('x-gateway-destination-endpoint', endpoint)] } } },
   dynamic_metadata: { fields: { 'envoy.lb': { structValue: { fields: { 'x-gateway-destination-endpoint': { stringValue: endpoint } } } } } }
 }
-const BODY_CHUNK = { request_body: { response: {} } }
+/** lwepp's largest streamed_response chunk. */
+const BODY_CHUNK_BYTES = 62_000
 
 const pkg = grpc.loadPackageDefinition(envoyProtos('envoy/service/ext_proc/v3/external_processor.proto')) as unknown as { envoy: { service: { ext_proc: { v3: { ExternalProcessor: grpc.ServiceClientConstructor } } } } }
 const server = new grpc.Server()
 server.addService(pkg.envoy.service.ext_proc.v3.ExternalProcessor.service, {
   Process: (call: grpc.ServerDuplexStream<PickerRequest, unknown>) => {
     let ended = false
+    let chunks: Buffer[] = []
     const write = (m: unknown): void => { if (!ended) call.write(m) }
     call.on('data', (m: PickerRequest) => {
       if (m.request_headers != null) {
         if (m.request_headers.end_of_stream === true) write(PICK)
       } else if (m.request_body != null) {
-        if (m.request_body.end_of_stream === true) write(PICK)
-        write(BODY_CHUNK)
+        // As lwepp answers: nothing until the body's last chunk; then the pick, then the whole
+        // body back as the full-duplex mode's new body, in chunks, end_of_stream on the last.
+        chunks.push(Buffer.from(m.request_body.body ?? []))
+        if (m.request_body.end_of_stream !== true) return
+        write(PICK)
+        const body = Buffer.concat(chunks)
+        chunks = []
+        for (let at = 0; at === 0 || at < body.length; at += BODY_CHUNK_BYTES) {
+          const end = Math.min(body.length, at + BODY_CHUNK_BYTES)
+          write({ request_body: { response: { body_mutation: { streamed_response: { body: body.subarray(at, end), end_of_stream: end === body.length } } } } })
+        }
       } else if (m.response_headers != null) {
         const served = m.metadata_context?.filter_metadata?.['envoy.lb']?.fields?.['x-gateway-destination-endpoint-served']?.stringValue ?? 'fail: no served endpoint'
         write({ response_headers: { response: { header_mutation: { set_headers: [set('x-conformance-test-served-endpoint', served)] } } } })
