@@ -29,6 +29,7 @@ import { open } from 'node:fs/promises'
 import type { AzureAuthIR } from '../../ir/types.ts'
 import { translationError } from '../canonical.ts'
 import type { AccessTokenSource } from './google-token.ts'
+import { tokenCache, type CachedToken } from './token-cache.ts'
 
 export const AZURE_AI_SCOPE = 'https://cognitiveservices.azure.com/.default'
 export const AZURE_AI_RESOURCE = 'https://cognitiveservices.azure.com'
@@ -55,36 +56,15 @@ export interface AzureTokenOptions {
   now?: () => number
 }
 
-interface Token { token: string, expiresAt: number }
+type Token = CachedToken
 
 type UserAssignedIdentity = NonNullable<Extract<AzureAuthIR, { kind: 'managedIdentity' }>['userAssignedIdentity']>
 
 export function azureAccessTokens (options: AzureTokenOptions): AccessTokenSource {
   const env = options.env ?? process.env
   const now = options.now ?? Date.now
-  let cached: Token | null = null
-  let inflight: Promise<Token> | null = null
-  let lastFailure = -Infinity
-
-  const refresh = (): Promise<Token> => {
-    inflight ??= fetchAzureToken(options.auth, env, now)
-      .then(t => { cached = t; return t }, (err: unknown) => { lastFailure = now(); throw err })
-      .finally(() => { inflight = null })
-    return inflight
-  }
-
-  return {
-    async token (): Promise<string> {
-      const t = now()
-      if (cached !== null && t < cached.expiresAt - AZURE_REFRESH_MARGIN_MS) return cached.token
-      if (cached !== null && t < cached.expiresAt - 10_000) {
-        // Still valid: send it, and renew in the background (its failure is retried later).
-        if (inflight === null && t - lastFailure >= RETRY_AFTER_FAILURE_MS) refresh().catch(() => {})
-        return cached.token
-      }
-      return (await refresh()).token
-    }
-  }
+  const token = tokenCache({ fetch: () => fetchAzureToken(options.auth, env, now), marginMs: AZURE_REFRESH_MARGIN_MS, backgroundRefresh: true, retryAfterFailureMs: RETRY_AFTER_FAILURE_MS, now })
+  return { token }
 }
 
 /** One token from the source `auth` names. Throws a TranslationError-shaped 503 on failure. */

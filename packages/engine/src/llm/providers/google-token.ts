@@ -13,6 +13,7 @@
  * - Tokens never appear in errors or logs: a failure says what failed, not what was sent.
  */
 
+import { tokenCache, type CachedToken } from './token-cache.ts'
 import { readFile, stat } from 'node:fs/promises'
 import { lazyRequire } from '../../util/lazy-require.ts'
 import { translationError } from '../canonical.ts'
@@ -62,8 +63,6 @@ interface TokenClient {
 
 export function googleAccessTokens (options: GoogleTokenOptions = {}): AccessTokenSource {
   const now = options.now ?? Date.now
-  let cached: { token: string, expiresAt: number } | null = null
-  let inflight: Promise<string> | null = null
   let client: Promise<TokenClient> | null = null
 
   async function makeClient (): Promise<TokenClient> {
@@ -88,7 +87,7 @@ export function googleAccessTokens (options: GoogleTokenOptions = {}): AccessTok
     return c
   }
 
-  async function fetchToken (): Promise<string> {
+  async function fetchToken (): Promise<CachedToken> {
     try {
       client ??= makeClient()
       const c = await client
@@ -96,8 +95,7 @@ export function googleAccessTokens (options: GoogleTokenOptions = {}): AccessTok
       if (typeof token !== 'string' || token === '') throw new Error('the token endpoint returned no access token')
       // Without an expiry (some metadata servers), assume Google's usual hour.
       const expiresAt = c.credentials?.expiry_date ?? now() + 3600_000
-      cached = { token, expiresAt }
-      return token
+      return { token, expiresAt }
     } catch (err) {
       // A client that failed to build (bad key file) is rebuilt next time.
       client = null
@@ -106,13 +104,7 @@ export function googleAccessTokens (options: GoogleTokenOptions = {}): AccessTok
     }
   }
 
-  return {
-    async token (): Promise<string> {
-      if (cached !== null && now() < cached.expiresAt - TOKEN_REFRESH_MARGIN_MS) return cached.token
-      inflight ??= fetchToken().finally(() => { inflight = null })
-      return await inflight
-    }
-  }
+  return { token: tokenCache({ fetch: fetchToken, marginMs: TOKEN_REFRESH_MARGIN_MS, now }) }
 }
 
 async function readKeyFile (path: string): Promise<ServiceAccountKey> {
