@@ -265,15 +265,15 @@ export async function prepareLlmRequest (ctx: RequestContext): Promise<LlmReques
   // A model's transformations (docs/models.md): edits of the client's body before conversion.
   const edits = spec.transformations
   if (edits?.beforeConversion !== undefined) traceEdits(ctx, 'beforeConversion', applyBodyEdit(ctx, edits.beforeConversion, requestModel, body))
-  // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket or a
-  // rate limit service's token budget is refused before any byte reaches the provider (only
-  // when such a limit admitted it).
   // Rate limits decided now that the model is known (keyed token buckets, cost budgets, token
   // descriptors naming llm); only requests that have any pay for the step.
   if (ctx.llmAdmissions !== null) {
     const limited = await admitLlmLimits(ctx, endpoint.format, { requestModel, model: spec.model ?? requestModel, streaming, operation, provider: spec.provider })
     if (limited !== null) return limited
   }
+  // `tokenize: true`: a request whose estimated prompt does not fit in a tokens bucket or a
+  // rate limit service's token budget is refused before any byte reaches the provider (only
+  // when such a limit admitted it).
   if (spec.tokenize === true && ((ctx.llmTokenChecks?.length ?? 0) > 0 || (ctx.llmTokenReservations?.length ?? 0) > 0)) {
     const refused = await checkTokenEstimate(ctx, endpoint.format, operation, body, spec.model ?? requestModel)
     if (refused !== null) return refused
