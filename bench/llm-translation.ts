@@ -23,6 +23,7 @@ import { Agent, request } from 'undici'
 import { LatencyRecorder } from './lib/latency.ts'
 import { measureThroughput, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
+import { checkAnswer, llmBenchConfig } from './lib/llm-config.ts'
 import { fmt, median, ratio, rotated, rounded, table } from './lib/report.ts'
 import { startLlmServer, startPortico, type Server } from './lib/servers.ts'
 
@@ -53,26 +54,6 @@ const USER = 'Write a short paragraph of placeholder text, please. '
 const openai = (stream: boolean) => kib(pad => ({ model: 'bench-model', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: USER + pad }], ...(stream ? { stream: true } : {}) }))
 const anthropic = (stream: boolean) => kib(pad => ({ model: 'bench-model', max_tokens: 512, system: SYSTEM, messages: [{ role: 'user', content: USER + pad }], ...(stream ? { stream: true } : {}) }))
 
-function config (llmPort: number, pacedPort: number): string {
-  return `gateways:
-  default: { port: {port}, protocol: HTTP }
-routes:
-  - name: host
-    matches: [{ path: { pathPrefix: /host } }]
-    policies:
-      urlRewrite: { path: { full: /v1/chat/completions } }
-    backends: [{ host: 127.0.0.1:${llmPort} }]
-  - name: ai
-    matches: [{ path: { pathPrefix: /ai } }]
-    backends:
-      - ai: { name: bench, provider: { openAI: {} }, hostOverride: 127.0.0.1:${llmPort} }
-  - name: paced
-    matches: [{ path: { pathPrefix: /paced } }]
-    backends:
-      - ai: { name: paced, provider: { openAI: {} }, hostOverride: 127.0.0.1:${pacedPort} }
-`
-}
-
 interface Target {
   name: string
   url: string
@@ -86,12 +67,6 @@ interface Target {
 
 const JSON_HEADERS = { 'content-type': 'application/json' }
 const ANTHROPIC_HEADERS = { 'content-type': 'application/json', 'anthropic-version': '2023-06-01', 'x-api-key': 'sk-bench' }
-
-async function check (t: { name: string, url: string, body: string, headers: Record<string, string>, expect: string }): Promise<void> {
-  const res = await request(t.url, { method: 'POST', body: t.body, headers: t.headers })
-  const text = await res.body.text()
-  if (res.statusCode !== 200 || !text.includes(t.expect)) throw new Error(`sanity check of ${t.name}: ${res.statusCode} ${text.slice(0, 300)} … ${text.slice(-300)}`)
-}
 
 interface TtftTarget { name: string, url: string, body: string, headers: Record<string, string>, expect: string }
 
@@ -123,7 +98,7 @@ async function main (): Promise<void> {
     servers.push(llm)
     const paced = await startLlmServer([String(opts.gap), String(opts.chunks)])
     servers.push(paced)
-    const portico = await startPortico({ config: config(llm.port, paced.port), logLevel: 'warn' })
+    const portico = await startPortico({ config: llmBenchConfig({ providerPort: llm.port, more: [{ name: 'paced', port: paced.port }] }), logLevel: 'warn' })
     servers.push(portico)
     const p = portico.url.replace(/\/$/, '')
     const direct = `${llm.url.replace(/\/$/, '')}/v1/chat/completions`
@@ -141,7 +116,7 @@ async function main (): Promise<void> {
       { name: 'portico ai: pass-through (stream)', url: `${p}/ai/v1/chat/completions`, body: openai(true), headers: JSON_HEADERS, expect: oaUsage, cpu: pcpu, stream: true },
       { name: 'portico ai: Anthropic ← OpenAI SSE (stream)', url: `${p}/ai/v1/messages`, body: anthropic(true), headers: ANTHROPIC_HEADERS, expect: anUsage, cpu: pcpu, stream: true }
     ]
-    for (const t of targets) await check(t)
+    for (const t of targets) await checkAnswer(t)
     const pacedUsage = `"total_tokens":${24 + opts.chunks}`
     const ttftTargets: TtftTarget[] = [
       { name: 'direct', url: `${paced.url.replace(/\/$/, '')}/v1/chat/completions`, body: openai(true), headers: JSON_HEADERS, expect: pacedUsage },

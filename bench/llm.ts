@@ -13,9 +13,9 @@
  */
 
 import { availableParallelism, loadavg } from 'node:os'
-import { request } from 'undici'
 import { measureThroughput, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
+import { checkAnswer, llmBenchConfig } from './lib/llm-config.ts'
 import { fmt, median, ratio, rotated, rounded, table } from './lib/report.ts'
 import { startFastifyProxy, startLlmServer, startPortico, type Server } from './lib/servers.ts'
 
@@ -32,36 +32,11 @@ const MESSAGES = [{ role: 'system', content: 'You are a helpful assistant.' }, {
 const BODY = JSON.stringify({ model: 'bench-model', messages: MESSAGES })
 const STREAM_BODY = JSON.stringify({ model: 'bench-model', messages: MESSAGES, stream: true })
 
-function config (llmPort: number): string {
-  return `gateways:
-  default: { port: {port}, protocol: HTTP }
-routes:
-  - name: host
-    matches: [{ path: { pathPrefix: /host } }]
-    policies:
-      urlRewrite: { path: { full: /v1/chat/completions } }
-    backends: [{ host: 127.0.0.1:${llmPort} }]
-  - name: ai
-    matches: [{ path: { pathPrefix: /ai } }]
-    policies:
-      localRateLimit:
-        - { maxTokens: 1000000000, tokensPerFill: 1000000000, fillInterval: 1s, type: tokens }
-    backends:
-      - ai: { name: bench, provider: { openAI: {} }, hostOverride: 127.0.0.1:${llmPort} }
-`
-}
-
 interface Target {
   name: string
   url: string
   body: string
   cpu?: () => number
-}
-
-async function check (target: Target): Promise<void> {
-  const res = await request(target.url, { method: 'POST', body: target.body, headers: { 'content-type': 'application/json' } })
-  const text = await res.body.text()
-  if (res.statusCode !== 200 || !text.includes('"total_tokens":214')) throw new Error(`sanity check of ${target.name}: ${res.statusCode} ${text.slice(0, 200)}`)
 }
 
 async function main (): Promise<void> {
@@ -71,7 +46,7 @@ async function main (): Promise<void> {
     progress('starting the LLM server, portico (LOG_LEVEL=warn) and @fastify/http-proxy')
     const llm = await startLlmServer()
     servers.push(llm)
-    const portico = await startPortico({ config: config(llm.port), logLevel: 'warn' })
+    const portico = await startPortico({ config: llmBenchConfig({ providerPort: llm.port, aiPolicies: '      localRateLimit:\n        - { maxTokens: 1000000000, tokensPerFill: 1000000000, fillInterval: 1s, type: tokens }\n' }), logLevel: 'warn' })
     servers.push(portico)
     const peer = await startFastifyProxy(llm.url.replace(/\/$/, ''))
     servers.push(peer)
@@ -86,7 +61,7 @@ async function main (): Promise<void> {
       { name: 'portico host: (stream)', url: `${p}/host`, body: STREAM_BODY, cpu: portico.child.cpuSeconds },
       { name: 'portico ai: (stream)', url: `${p}/ai/chat/completions`, body: STREAM_BODY, cpu: portico.child.cpuSeconds }
     ]
-    for (const t of targets) await check(t)
+    for (const t of targets) await checkAnswer({ ...t, headers: { 'content-type': 'application/json' }, expect: '"total_tokens":214' })
 
     const runs = new Map<string, LoadResult[]>(targets.map(t => [t.name, []]))
     for (let round = 0; round < opts.rounds; round++) {
