@@ -68,3 +68,17 @@ test('pane sizes fit the terminal; the list window keeps the selection in view',
   assert.equal(windowStart(16, 6, 15), 10)
   assert.equal(windowStart(4, 6, 3), 0)
 })
+
+test('an inference pick and a model selection read as sentences', () => {
+  const where = 'pool=llama picker=10.0.0.20:9002'
+  assert.equal(typeLabel('inferencePick'), 'Inference Pick')
+  assert.equal(summarize([ev({ type: 'inferencePick', pool: 'llama', picker: '10.0.0.20:9002', outcome: 'picked', endpoint: '10.0.0.11:8000', endpoints: ['10.0.0.11:8000', '10.0.0.12:8000'], source: 'header', latencyMs: 1.234, refused: ['10.9.9.9:80'] })], 0),
+    `picked 10.0.0.11:8000 (then 10.0.0.12:8000)  ${where}  1.23ms  refused=10.9.9.9:80`)
+  assert.equal(summarize([ev({ type: 'inferencePick', pool: 'llama', picker: '10.0.0.20:9002', outcome: 'fallback', from: '10.0.0.11:8000', endpoint: '10.0.0.12:8000', reason: 'ECONNREFUSED' })], 0),
+    `fallback 10.0.0.11:8000 → 10.0.0.12:8000: ECONNREFUSED  ${where}`)
+  assert.equal(summarize([ev({ type: 'inferencePick', pool: 'llama', picker: '10.0.0.20:9002', outcome: 'failClose', reason: 'timeout', latencyMs: 10 })], 0),
+    `picker failed, 503: timeout  ${where}  10.00ms`)
+  assert.equal(summarize([ev({ type: 'inferencePick', pool: 'llama', picker: '10.0.0.20:9002', outcome: 'immediate', status: 429 })], 0), `picker answered status=429  ${where}`)
+  assert.equal(typeLabel('modelSelection'), 'Model')
+  assert.equal(summarize([ev({ type: 'modelSelection', requestModel: 'smart', matched: 'smart', model: 'llama-3', why: ['smart: weight 3 of 4'] })], 0), 'smart → llama-3  smart: weight 3 of 4')
+})

@@ -15,6 +15,8 @@ const TYPE_LABELS: Partial<Record<TraceEventType, string>> = {
   policySelection: 'Policies',
   backendCallStart: 'Backend Start',
   backendCallResult: 'Backend Result',
+  inferencePick: 'Inference Pick',
+  modelSelection: 'Model',
   requestFinished: 'Request Done'
 }
 
@@ -101,6 +103,23 @@ export function summarize (events: TraceEvent[], index: number): string {
       const res = responseOf(final)
       return `${res === undefined ? 'no response' : `status=${String(res.code)}`}  ${formatMicros(event.eventEnd)}`
     }
+    case 'inferencePick': {
+      // What a user debugging a pool asks first: which pod, chosen by whom, how fast, and
+      // what the picker named that the gateway would not connect to.
+      const where = `pool=${m.pool} picker=${m.picker}`
+      const refused = m.refused !== undefined && m.refused.length > 0 ? `  refused=${m.refused.join(',')}` : ''
+      const took = m.latencyMs !== undefined ? `  ${m.latencyMs.toFixed(2)}ms` : ''
+      switch (m.outcome) {
+        case 'picked': return `picked ${String(m.endpoint)}${m.endpoints !== undefined && m.endpoints.length > 1 ? ` (then ${m.endpoints.slice(1).join(',')})` : ''}  ${where}${took}${refused}`
+        case 'fallback': return `fallback ${String(m.from)} → ${String(m.endpoint)}${m.reason !== undefined ? `: ${m.reason}` : ''}  ${where}`
+        case 'immediate': return `picker answered status=${String(m.status)}  ${where}${took}`
+        case 'failOpen': return `picker failed, gateway chose ${String(m.endpoint)}${m.reason !== undefined ? `: ${m.reason}` : ''}  ${where}${took}`
+        case 'failClose': return `picker failed, 503${m.reason !== undefined ? `: ${m.reason}` : ''}  ${where}${took}${refused}`
+      }
+      return where
+    }
+    case 'modelSelection':
+      return `${m.requestModel === '' ? '(no model)' : m.requestModel} → ${m.model}${m.why.length > 0 ? `  ${m.why.join('; ')}` : ''}`
     default: {
       // Every other type (policy decisions, retries, LLM and MCP events, and types a newer
       // proxy sends): its fields as key=value.
