@@ -175,7 +175,8 @@ describe('web UI at /ui', { skip }, () => {
     assert.equal(await row.getByTestId('backend-health').getAttribute('class'), 'badge badge-ok', 'green by the shared threshold')
     assert.match(await text(page, 'health-explained'), /share of recent calls .* Green from 0\.95, yellow from 0\.75, red below/)
     assert.match((await row.getByTestId('backend-latency').textContent()) ?? '', /^\d+\.\d\d ms$/)
-    assert.match(await text(page, 'backends-table'), /mcp[\s\S]*everything \(stdio\)/)
+    // TYPE as porticoctl says it (trace-view backendTypeText), not the dump's kind.
+    assert.match(await text(page, 'backends-table'), /MCPeverything \(stdio\)[\s\S]*Backend127\.0\.0\.1/)
     await browser.screenshot('backends')
   })
 

@@ -41,11 +41,12 @@ test('health as a decimal (- before the first call), latency in ms', () => {
 
 test('the backends table: TYPE NAME NAMESPACE ENDPOINT HEALTH REQUESTS LATENCY', () => {
   assert.equal(backendsTable(dump), [
-    'TYPE      NAME             NAMESPACE   ENDPOINT         HEALTH   REQUESTS   LATENCY',
-    'Backend   127.0.0.1:8080   -           127.0.0.1:8080   1.00     12         0.42ms',
-    'Service   web              apps        web.apps:80      0.50     4          -',
-    'Backend   127.0.0.1:9      -           127.0.0.1:9      -        0          -',
-    'Invalid   bad              -           -                -        -          -',
+    'TYPE      NAME             NAMESPACE   ENDPOINT          HEALTH   REQUESTS   LATENCY',
+    'Backend   127.0.0.1:8080   -           127.0.0.1:8080    1.00     12         0.42ms',
+    'Service   web              apps        web.apps:80       0.50     4          -',
+    'Backend   127.0.0.1:9      -           127.0.0.1:9       -        0          -',
+    // An invalid backend's ENDPOINT says why (as the web UI's Target does).
+    'Invalid   bad              -           no such service   -        -          -',
     ''
   ].join('\n'))
 })
@@ -126,4 +127,9 @@ test('proxy config models: one row per model and route; virtual models say how t
   ]))
   assert.match(formatConfigAll({ ...models, routes: [{ key: 'models:default', name: 'models:default', listener: 'default', matches: [{ path: { kind: 'prefix', value: '/' } }], backends: [], models: models.models }] }, 'short'), /MODELS\n.*NAME +MATCH/s)
   assert.match(formatConfigAll({ ...models, routes: [{ key: 'models:default', name: 'models:default', listener: 'default', matches: [{ path: { kind: 'prefix', value: '/' } }], backends: [], models: models.models }] }, 'short'), /\(models: gpt-4o, mix, safe, router\)/)
+})
+
+test('an InferencePool backend: TYPE InferencePool, ENDPOINT its picker and how many endpoints it picks among', () => {
+  const pool = { key: 'inferencepool://llama@10.0.0.20:9002/…', kind: 'static', name: 'llama', target: 'llama', endpoints: [{ host: '10.0.0.11', port: 8000 }, { host: '10.0.0.12', port: 8000 }], inferencePool: { name: 'llama', picker: { target: '10.0.0.20:9002' } } }
+  assert.equal(backendsTable({ ...dump, backends: [pool] }).split('\n')[1], 'InferencePool   llama   -           picker 10.0.0.20:9002, 2 endpoints   -        -          -')
 })

@@ -127,6 +127,7 @@ export interface BackendInfo {
   target: string
   invalidReason?: string
   mcp?: { targets: Array<{ name: string } & Record<string, unknown>>, statefulMode: string, prefixMode: string, failureMode?: string }
+  inferencePool?: { name: string, picker: { target: string } & Record<string, unknown> } & Record<string, unknown>
   stats: BackendStats
 }
 

@@ -5,18 +5,12 @@
  */
 
 import { stringify } from 'yaml'
-import { healthLevel, healthText, type HealthLevel } from '@portico/trace-view'
+import { backendTargetText, backendTypeText, healthLevel, healthText, type HealthLevel } from '@portico/trace-view'
 import { formatTable } from '../util/table.ts'
 import type { ConfigDump, DumpBackend, DumpMatch, DumpModel, DumpPolicy, DumpRoute } from './dump.ts'
 
 export type OutputFormat = 'short' | 'json' | 'yaml'
 export const OUTPUT_FORMATS: OutputFormat[] = ['short', 'json', 'yaml']
-
-const BACKEND_TYPES: Record<string, string> = { static: 'Backend', service: 'Service', invalid: 'Invalid', mcp: 'MCP', ai: 'AI' }
-
-export function backendType (kind: string): string {
-  return BACKEND_TYPES[kind] ?? kind
-}
 
 /** HEALTH's terminal colours: green, yellow, red (the web UI's, by the same thresholds). */
 const HEALTH_COLOURS: Record<HealthLevel, string | null> = { good: '\x1b[32m', degraded: '\x1b[33m', poor: '\x1b[31m', none: null }
@@ -27,10 +21,10 @@ export function formatLatency (ms: number | null | undefined): string {
 
 export function backendRows (backends: DumpBackend[]): string[][] {
   return backends.map(b => [
-    backendType(b.kind),
+    backendTypeText(b),
     b.name,
     b.namespace ?? '-',
-    b.target !== undefined && b.target !== '' ? b.target : '-',
+    backendTargetText(b) || '-',
     healthText(b.stats),
     b.stats === undefined ? '-' : String(b.stats.requests),
     formatLatency(b.stats?.latencyMs)

@@ -4,13 +4,8 @@ import { Fragment, useState } from 'react'
 import { getJson, type BackendInfo, type ConfigDump } from '../api.ts'
 import { Badge, ErrorBox, Json, usePoll } from '../common.tsx'
 import { healthTone } from './Routes.tsx'
-import { healthText, HEALTH_EXPLAINED } from '@portico/trace-view'
+import { backendTargetText, backendTypeText, healthText, HEALTH_EXPLAINED } from '@portico/trace-view'
 
-function targetOf (b: BackendInfo): string {
-  if (b.kind === 'mcp') return (b.mcp?.targets ?? []).map(t => `${t.name} (${String(t.kind)})`).join(', ')
-  if (b.kind === 'invalid') return b.invalidReason ?? 'invalid'
-  return b.target
-}
 
 export function BackendsView () {
   const dump = usePoll(signal => getJson<ConfigDump>('/config_dump', signal), 2000)
@@ -36,8 +31,8 @@ export function BackendsView () {
                 <Fragment key={b.key}>
                   <tr data-testid={`backend-${b.name}`}>
                     <td className='strong'>{b.name}</td>
-                    <td>{b.kind}</td>
-                    <td><code>{targetOf(b)}</code></td>
+                    <td>{backendTypeText(b)}</td>
+                    <td><code>{backendTargetText(b)}</code></td>
                     <td>{b.kind === 'invalid' ? <Badge tone='bad'>invalid</Badge> : <Badge tone={healthTone(b.stats)} testId='backend-health' title={HEALTH_EXPLAINED}>{healthText(b.stats)}</Badge>}</td>
                     <td className='num' data-testid='backend-requests'>{b.stats.requests}</td>
                     <td className='num'>{b.stats.failures}</td>
