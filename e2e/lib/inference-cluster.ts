@@ -19,6 +19,7 @@ import { requireKubeTools, startCluster, startProcess, type Cluster, type KubeOb
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from './portico.ts'
 import { startEchoBackend, type BackendListen, type EchoedRequest } from './backends.ts'
+import { startLlamaServer } from '@portico/testkit'
 
 const POOL_CRD = 'inference.networking.k8s.io_inferencepools.yaml'
 
@@ -94,6 +95,29 @@ export const h2cEchoServer: StartPoolServer = async (name, listen) => {
       server.close(() => resolve())
       for (const s of sockets) s.destroy()
     })
+  }
+}
+
+/** llama.cpp's and the model's paths (scripts/test-tools' LLAMA_CPP_SERVER, SMOLLM2_GGUF), or null after skipping / throwing in CI. */
+export function requireLlamaCpp (t: TestContext): { server: string, model: string } | null {
+  const server = process.env.LLAMA_CPP_SERVER ?? ''
+  const model = process.env.SMOLLM2_GGUF ?? ''
+  if (server !== '' && model !== '' && existsSync(server) && existsSync(model)) return { server, model }
+  const why = `llama.cpp's llama-server or the SmolLM2 model is missing (LLAMA_CPP_SERVER=${JSON.stringify(server)}, SMOLLM2_GGUF=${JSON.stringify(model)}): run ./scripts/test-tools (./scripts/test does) and export the lines it prints`
+  if (process.env.CI === 'true') throw new Error(why)
+  t.skip(why)
+  return null
+}
+
+/**
+ * llama.cpp's llama-server with the model as a pool's pod, its model alias the pod's name (an
+ * answer's `model` says which pod wrote it); received() counts the completions it finished
+ * (its log's timing lines: it logs no request lines).
+ */
+export function llamaPoolServer (tools: { server: string, model: string }): StartPoolServer {
+  return async (name, listen) => {
+    const llama = await startLlamaServer({ kind: 'cpp', server: tools.server, model: tools.model, alias: name, ...(listen.address !== undefined ? { address: listen.address } : {}), ...(listen.port !== undefined ? { port: listen.port } : {}) })
+    return { port: llama.port, host: llama.host, received: () => (llama.output().match(/total time =/g) ?? []).length, close: llama.close }
   }
 }
 
