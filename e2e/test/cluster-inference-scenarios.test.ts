@@ -218,7 +218,7 @@ spec:
     await failureMode('FailOpen')
     await waitAnswer('/fragile', 200, 'FailOpen serves with lwepp killed')
     const seen = new Set<string>()
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 6; i++) {
       const res = await postThrough(url('/fragile'))
       assert.equal(res.status, 200, res.text)
       seen.add(echoOf(res.text).name)
