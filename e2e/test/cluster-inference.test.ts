@@ -24,14 +24,14 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { networkInterfaces, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { requireKubeTools, startCluster } from '../cluster/harness.ts'
 import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '../lib/portico.ts'
 import { type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
-import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers } from '../lib/inference-cluster.ts'
+import { applyPoolPods, hostIPv4, installPoolCrd, lweppPorts, pickerServiceYaml, poolParents, poolYaml, requireLwepp, routeConditions, startLwepp, startPoolServers, type Condition } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'echo-pool'
@@ -39,19 +39,12 @@ const POD_NAMES = ['pod-a', 'pod-b']
 /** The pods' IPs: loopback addresses of their own (Linux routes all of 127/8 to lo). */
 const POD_IPS = ['127.0.0.2', '127.0.0.3']
 
-type Condition = { type: string, status: string, reason: string, message: string }
-
-async function routeConditions (cluster: Cluster, name: string): Promise<Condition[]> {
-  const route = await cluster.api<KubeObject>('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/${NS}/httproutes/${name}`)
-  return (route.status?.parents?.[0]?.conditions ?? []) as Condition[]
-}
-
 test('HTTPRoute → InferencePool → lwepp → pods, through the controller and a Gateway\'s proxy; with the switch off, InvalidKind', { timeout: 300_000 }, async t => {
   const tools = requireLwepp(t)
   if (tools === null) return
   const kube = requireKubeTools(t)
   if (kube === null) return
-  const hostIP = Object.values(networkInterfaces()).flat().find(i => i !== undefined && i.family === 'IPv4' && !i.internal)?.address
+  const hostIP = hostIPv4()
   if (hostIP === undefined) {
     t.skip('no non-loopback IPv4 address on this machine (the picker\'s EndpointSlice needs one)')
     return
@@ -70,26 +63,8 @@ test('HTTPRoute → InferencePool → lwepp → pods, through the controller and
   const { grpcPort } = ports
   const gatewayPort = await freePort()
 
-  await cluster.apply(`apiVersion: inference.networking.k8s.io/v1
-kind: InferencePool
-metadata: { name: ${POOL}, namespace: ${NS} }
-spec:
-  selector: { matchLabels: { app: ${POOL} } }
-  targetPorts: [{ number: ${targetPort} }]
-  endpointPickerRef: { name: lwepp, port: { number: ${grpcPort} } }
----
-apiVersion: v1
-kind: Service
-metadata: { name: lwepp, namespace: ${NS} }
-spec: { ports: [{ name: grpc, port: ${grpcPort}, targetPort: ${grpcPort} }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: lwepp-1, namespace: ${NS}, labels: { kubernetes.io/service-name: lwepp } }
-addressType: IPv4
-ports: [{ name: grpc, port: ${grpcPort} }]
-endpoints: [{ addresses: [${hostIP}], conditions: { ready: true } }]
----
+  await cluster.apply(`${poolYaml({ namespace: NS, name: POOL, targetPorts: [targetPort], picker: { service: 'lwepp', port: grpcPort } })}---
+${pickerServiceYaml({ namespace: NS, name: 'lwepp', port: grpcPort, address: hostIP })}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: { name: web, namespace: ${NS} }
@@ -124,13 +99,13 @@ spec:
       return (dump.backends.find(b => b.key.startsWith(`inferencepool/${NS}/${POOL}#`))?.endpoints ?? []).map(e => `${e.host}:${e.port}`).sort()
     }
     st.after(async () => await proxy.stop())
-    await waitUntil(async () => (await routeConditions(cluster, 'llm')).find(c => c.type === 'ResolvedRefs')?.status === 'True', 30_000, 'route llm ResolvedRefs=True', 200)
+    await waitUntil(async () => (await routeConditions(cluster, NS, 'llm')).find(c => c.type === 'ResolvedRefs')?.status === 'True', 30_000, 'route llm ResolvedRefs=True', 200)
     assert.match(controller.output(), /inference extension on: watching InferencePools and Pods/)
 
     // The pool's status: one parent, the Gateway, Accepted and ResolvedRefs.
-    let parents: Array<{ parentRef: Record<string, unknown>, controllerName: string, conditions: Condition[] }> = []
+    let parents: Awaited<ReturnType<typeof poolParents>> = []
     await waitUntil(async () => {
-      parents = (await cluster.api<KubeObject>('GET', `/apis/inference.networking.k8s.io/v1/namespaces/${NS}/inferencepools/${POOL}`)).status?.parents ?? []
+      parents = await poolParents(cluster, NS, POOL)
       return parents.length > 0
     }, 30_000, 'the pool\'s status.parents', 200)
     assert.deepEqual(parents.map(p => p.parentRef), [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', namespace: NS, name: 'web' }])
@@ -187,7 +162,7 @@ spec:
     st.after(async () => await controller.stop())
     let conds: Condition[] = []
     await waitUntil(async () => {
-      conds = await routeConditions(cluster, 'llm')
+      conds = await routeConditions(cluster, NS, 'llm')
       return conds.some(c => c.type === 'ResolvedRefs' && c.status === 'False')
     }, 30_000, 'route llm status', 200)
     const resolved = conds.find(c => c.type === 'ResolvedRefs')!

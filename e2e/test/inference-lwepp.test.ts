@@ -23,10 +23,10 @@ import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
 import { startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { sha256, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { sha256, type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
 import { openExtProcStream, setHeadersOf, type ProcessingAnswer } from '../lib/ext-proc.ts'
-import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers, type Lwepp } from '../lib/inference-cluster.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers, type Lwepp, type PoolServer } from '../lib/inference-cluster.ts'
 
 const NS = 'inference'
 const POOL = 'echo-pool'
@@ -42,7 +42,7 @@ interface Setup {
   /** lwepp's ext_proc service, 127.0.0.1:PORT (TLS). */
   picker: string
   /** The echo servers, as `ip:port` (the endpoint lwepp names) → server. */
-  pods: Backend[]
+  pods: PoolServer[]
   port: number
 }
 

@@ -21,7 +21,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { freePort } from './portico.ts'
 
 export interface LlamaServer {
-  /** `127.0.0.1:PORT`, as an `ai` backend's `hostOverride` wants it. */
+  /** `ADDRESS:PORT` (default address 127.0.0.1), as an `ai` backend's `hostOverride` wants it. */
   host: string
   url: string
   port: number
@@ -47,6 +47,13 @@ export interface LlamaServerOptions {
   threads?: number
   /** How long loading may take (default 60 s: the model is ~100 MB, the machine busy). */
   startTimeoutMs?: number
+  /**
+   * The loopback address to listen on (default 127.0.0.1; an InferencePool's pods share a port
+   * and differ by address: 127.0.0.2, ...).
+   */
+  address?: string
+  /** The port (default a free one of 127.0.0.1; given: no retry on another port). */
+  port?: number
 }
 
 const OUTPUT_LIMIT = 64 * 1024
@@ -61,27 +68,28 @@ export async function startLlamaServer (options: LlamaServerOptions): Promise<Ll
   const alias = options.alias ?? 'smollm2-135m-instruct'
   // A port picked as free can be taken before the server binds it: retry, as startPortico does.
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort()
+    const port = options.port ?? await freePort()
     const server = spawnServer(options, alias, port)
     try {
       await server.ready(options.startTimeoutMs ?? 60_000)
       return server.api
     } catch (err) {
       await server.api.close()
-      if (attempt < 3 && /address already in use|couldn't bind|failed to bind/i.test(server.api.output())) continue
+      if (attempt < 3 && options.port === undefined && /address already in use|couldn't bind|failed to bind/i.test(server.api.output())) continue
       throw err
     }
   }
 }
 
 function spawnServer (options: LlamaServerOptions, alias: string, port: number): { api: LlamaServer, ready: (timeoutMs: number) => Promise<void> } {
+  const address = options.address ?? '127.0.0.1'
   const threads = String(options.threads ?? 2)
   const contextTokens = String(options.contextTokens ?? 2048)
   const args = options.kind === 'cpp'
     ? [
         '--model', options.model,
         '--alias', alias,
-        '--host', '127.0.0.1',
+        '--host', address,
         '--port', String(port),
         '--ctx-size', contextTokens,
         '--threads', threads,
@@ -94,7 +102,7 @@ function spawnServer (options: LlamaServerOptions, alias: string, port: number):
     : [
         '--model', options.model,
         '--model_alias', alias,
-        '--host', '127.0.0.1',
+        '--host', address,
         '--port', String(port),
         '--n_ctx', contextTokens,
         '--n_threads', threads,
@@ -120,10 +128,10 @@ function spawnServer (options: LlamaServerOptions, alias: string, port: number):
     resolve()
   }))
   child.once('error', err => { output += `\n${err.message}` })
-  const url = `http://127.0.0.1:${port}`
+  const url = `http://${address}:${port}`
 
   const api: LlamaServer = {
-    host: `127.0.0.1:${port}`,
+    host: `${address}:${port}`,
     url,
     port,
     model: alias,
