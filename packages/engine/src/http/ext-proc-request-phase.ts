@@ -35,11 +35,10 @@
  * - Every wait on the processor is at most the stream's message timeout; a phase takes at most
  *   MAX_MESSAGES answers. After `error` or `closed` the client's body is as it was (the bytes
  *   read so far put back, or in ctx.requestBody), so a failOpen caller can go on unchanged.
- * - The response phase is the caller's, on the same stream: `stream.write({ response_headers:
- *   {...}, metadata_context: metadataContextMessage({ 'envoy.lb': { 'x-gateway-destination-
- *   endpoint-served': ip:port } }) })`, then `stream.exchange`/`receive` — or, in full duplex,
- *   `DuplexAnswers('response', ...)` below to read the answers in order. policy/ext-proc.ts's
- *   response interceptor does it for the policy.
+ * - The response phase follows on the same stream: http/ext-proc-response-phase.ts
+ *   `extProcResponseInterceptor`, for the policy and the endpoint picker alike (the picker's
+ *   served endpoint goes as its `metadataContext`); full duplex reads its answers in order
+ *   with `DuplexAnswers('response', ...)` below.
  */
 
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'

@@ -9,7 +9,8 @@
  * request phase is http/ext-proc-request-phase.ts (shared with the InferencePool's endpoint
  * picker): in the streamed modes the client's chunks go to the processor as they come and the
  * backend call waits until the processor has answered all of them, the new body held up to
- * maxBodyBytes. On the response, a backend's body in the streamed modes goes to the
+ * maxBodyBytes. The response phase is http/ext-proc-response-phase.ts (shared with the
+ * endpoint picker too): a backend's body in the streamed modes goes to the
  * processor chunk by chunk as it streams (http/response-intercept.ts onChunk) and what the
  * processor answers goes on to the client at once (without content-length), then an empty
  * chunk with end_of_stream; an answer the proxy makes whole is sent as one chunk. A failure
