@@ -262,6 +262,8 @@ test('an SSE answer through a picker that asks for the response body (FULL_DUPLE
     // Held whole, everything would come at once at the end: the first event comes ≥ one event gap before the last.
     const spread = r.pieces.at(-1)!.at - r.pieces[0]!.at
     assert.ok(spread >= 250, `${protocol}: the first event came at ${r.pieces[0]!.at} ms, the last at ${r.pieces.at(-1)!.at} ms`)
+    // Each event as soon as the picker answered it, not with the next chunk: the last one ~200 ms before the pod ends.
+    assert.ok(r.ms - r.pieces.at(-1)!.at >= 100, `${protocol}: the last event came at ${r.pieces.at(-1)!.at} ms, the end at ${r.ms} ms`)
     assert.equal(r.headers['content-length'], undefined)
     assert.equal(r.headers['x-conformance-test-served-endpoint'], ssePod.host, `${protocol}: the picker's header mutation on the response`)
     const s = plainPicker.streams[before]!

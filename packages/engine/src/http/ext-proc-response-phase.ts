@@ -13,8 +13,10 @@
  *   message, its mutation replaces it; over the limit is a failure. `streamed`: a backend's
  *   chunks go to the processor as they come (onChunk), each answered before the next; its
  *   `body` mutation replaces that chunk. `fullDuplexStreamed`: each chunk sent without
- *   waiting; whatever `streamed_response` chunks have come back go on to the client at once;
- *   at the end the rest is waited for (each wait at most the stream's message timeout).
+ *   waiting; the `streamed_response` chunks go on to the client as they come — with the
+ *   next chunk, or while the backend is idle (answersReady / onAnswers: the stream watched
+ *   without a timeout, since the processor may hold them); at the end the rest is waited
+ *   for (each wait at most the stream's message timeout).
  * - A failure (an error, out of turn, too slow, too much, a refused mutation): `failOpen` lets
  *   the answer go on unprocessed — except once full-duplex chunks went to the processor (it
  *   holds bytes of the answer): then, as any failure before the client's first byte, the
@@ -196,10 +198,23 @@ export function extProcResponseInterceptor (o: ResponsePhaseOptions): ResponseIn
     const failed = await stream.write({ response_body: { body: chunk, end_of_stream: end } })
     duplexSent = true
     if (failed !== null) return duplexFailed(draft, failed)
+    return await duplexAnswers(draft, end)
+  }
+  /** What the stream said when the body was idle (answersReady): an answer, or that it ended. */
+  let watched: 'answer' | 'ended' | null = null
+  /**
+   * The full-duplex answers waiting (and at the body's end, every one until the processor
+   * ended its body): what they bring back goes on at once.
+   */
+  const duplexAnswers = async (draft: ResponseDraft, end: boolean): Promise<ChunkResult> => {
+    const duplex_ = duplex!
+    // The stream ended with nothing left while the body was idle: receive says how.
+    const ended = watched === 'ended' && !stream.pending
+    watched = null
     const out: Buffer[] = []
     let size = 0
-    while (stream.pending || (end && !duplex.done)) {
-      const a = duplex.take(await stream.receive())
+    while (stream.pending || ended || (end && !duplex_.done)) {
+      const a = duplex_.take(await stream.receive())
       if (a.kind === 'end') {
         hooks?.answered?.('response_body', a.r)
         return duplexFailed(draft, a.r)
@@ -282,6 +297,15 @@ export function extProcResponseInterceptor (o: ResponsePhaseOptions): ResponseIn
     },
     streamsBody (): boolean {
       return mode.responseBodyMode === 'streamed' || mode.responseBodyMode === 'fullDuplexStreamed'
+    },
+    answersReady (): Promise<void> | null {
+      // Only full duplex answers without being asked, and only once a chunk went out.
+      if (!active || duplex === null || mode.responseBodyMode !== 'fullDuplexStreamed') return null
+      return stream.readable().then(state => { watched = state })
+    },
+    async onAnswers (draft: ResponseDraft): Promise<ChunkResult> {
+      if (!active || duplex === null) return { action: 'data', data: Buffer.alloc(0) }
+      return await duplexAnswers(draft, false)
     },
     async onChunk (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> {
       // Processing stopped (failOpen, a stream the processor ended): the rest goes through.
