@@ -207,14 +207,14 @@ export function extProcResponseInterceptor (o: ResponsePhaseOptions): ResponseIn
    * ended its body): what they bring back goes on at once.
    */
   const duplexAnswers = async (draft: ResponseDraft, end: boolean): Promise<ChunkResult> => {
-    const duplex_ = duplex!
+    const answers = duplex!
     // The stream ended with nothing left while the body was idle: receive says how.
     const ended = watched === 'ended' && !stream.pending
     watched = null
     const out: Buffer[] = []
     let size = 0
-    while (stream.pending || ended || (end && !duplex_.done)) {
-      const a = duplex_.take(await stream.receive())
+    while (stream.pending || ended || (end && !answers.done)) {
+      const a = answers.take(await stream.receive())
       if (a.kind === 'end') {
         hooks?.answered?.('response_body', a.r)
         return duplexFailed(draft, a.r)
@@ -304,7 +304,8 @@ export function extProcResponseInterceptor (o: ResponsePhaseOptions): ResponseIn
       return stream.readable().then(state => { watched = state })
     },
     async onAnswers (draft: ResponseDraft): Promise<ChunkResult> {
-      if (!active || duplex === null) return { action: 'data', data: Buffer.alloc(0) }
+      // Stopped meanwhile (a failure, the client gone): nothing to take.
+      if (!active || duplex === null || stream.closed) return { action: 'data', data: Buffer.alloc(0) }
       return await duplexAnswers(draft, false)
     },
     async onChunk (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> {
