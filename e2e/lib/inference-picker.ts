@@ -21,7 +21,12 @@
  * value as it is, unchecked — a list, a dead pod, an address outside the pool), hang (never answers), error (ends the
  * stream with INTERNAL), immediate (429), huge (100 header mutations), malformed (CR LF in
  * the endpoint), metadata-only (the pick only in dynamic_metadata), none (no pick at all), response-body (asks for the
- * response body with mode_override and answers it with a body of its own).
+ * response body with mode_override FULL_DUPLEX_STREAMED and answers it, once it has all of
+ * it, with a body of its own), response-stream (the same mode, each chunk answered at once
+ * upper-cased, as a picker reading token usage passes a model server's stream on),
+ * response-streamed (STREAMED, each chunk's answer its upper-cased body mutation),
+ * response-hang (full duplex, never answers the body), response-stall (answers the first
+ * body chunk, then nothing).
  * Serves TLS (a certificate of its own, as lwepp's self-signed one) or plaintext.
  */
 
@@ -56,6 +61,8 @@ export interface PickerStreamRecord {
   responseHeaders: Record<string, string> | null
   /** The response body the gateway sent (mode response-body). */
   responseBody: Buffer | null
+  /** response_body messages the gateway sent. */
+  responseChunks: number
 }
 
 export interface TestPicker {
@@ -64,6 +71,9 @@ export interface TestPicker {
   streams: PickerStreamRecord[]
   close(): Promise<void>
 }
+
+/** The modes that ask for the response body. */
+const RESPONSE_BODY_MODES = new Set(['response-body', 'response-stream', 'response-streamed', 'response-hang', 'response-stall'])
 
 /** lwepp's largest streamed_response chunk. */
 const BODY_CHUNK_BYTES = 62_000
@@ -81,8 +91,8 @@ function pickAnswer (endpoint: string, mode: string): Record<string, unknown> {
   headers.push(set('X-Echo-Set-Header', `x-conformance-test-served-endpoint:${endpoint}`))
   if (mode === 'huge') for (let i = 0; i < 100; i++) headers.push(set(`x-huge-${i}`, 'v'.repeat(100)))
   const message: Record<string, unknown> = { request_headers: { response: { clear_route_cache: true, header_mutation: { set_headers: mode === 'none' ? [] : headers } } } }
-  // Asks for the response body, as a picker reading the model's token usage does.
-  if (mode === 'response-body') message.mode_override = { response_body_mode: 4 }
+  // Asks for the response body, as a picker reading the model's token usage does (STREAMED for response-streamed).
+  if (RESPONSE_BODY_MODES.has(mode)) message.mode_override = { response_body_mode: mode === 'response-streamed' ? 1 : 4 }
   if (mode !== 'none') message.dynamic_metadata = { fields: { 'envoy.lb': { structValue: { fields: { 'x-gateway-destination-endpoint': { stringValue: endpoint } } } } } }
   return message
 }
@@ -91,7 +101,7 @@ export async function startTestPicker (pods: string[], tls?: { cert: Buffer, key
   let turn = 0
   const state: TestPicker = { host: '', pods, streams: [], close: async () => {} }
   const server = await serveExtProc((call: grpc.ServerDuplexStream<PickerRequest, unknown>) => {
-    const record: PickerStreamRecord = { headers: {}, protocolConfig: undefined, subset: null, bodyChunks: 0, body: Buffer.alloc(0), picked: null, served: null, responseHeaders: null, responseBody: null }
+    const record: PickerStreamRecord = { headers: {}, protocolConfig: undefined, subset: null, bodyChunks: 0, body: Buffer.alloc(0), picked: null, served: null, responseHeaders: null, responseBody: null, responseChunks: 0 }
     state.streams.push(record)
     const chunks: Buffer[] = []
     const responseChunks: Buffer[] = []
@@ -144,8 +154,21 @@ export async function startTestPicker (pods: string[], tls?: { cert: Buffer, key
           write({ request_body: { response: { body_mutation: { streamed_response: { body: record.body.subarray(at, end), end_of_stream: end === record.body.length } } } } })
         }
       } else if (m.response_body !== undefined && m.response_body !== null) {
-        responseChunks.push(Buffer.from(m.response_body.body ?? []))
-        if (m.response_body.end_of_stream !== true) return
+        const chunk = Buffer.from(m.response_body.body ?? [])
+        const eos = m.response_body.end_of_stream === true
+        responseChunks.push(chunk)
+        record.responseChunks++
+        if (mode === 'response-hang' || (mode === 'response-stall' && record.responseChunks > 1)) return
+        // Each chunk answered at once, upper-cased: full duplex as streamed_response, STREAMED as its body mutation.
+        if (mode === 'response-stream' || mode === 'response-stall') {
+          write({ response_body: { response: { body_mutation: { streamed_response: { body: Buffer.from(chunk.toString('utf8').toUpperCase()), end_of_stream: eos } } } } })
+          return
+        }
+        if (mode === 'response-streamed') {
+          write({ response_body: { response: { body_mutation: { body: Buffer.from(chunk.toString('utf8').toUpperCase()) } } } })
+          return
+        }
+        if (!eos) return
         record.responseBody = Buffer.concat(responseChunks)
         write({ response_body: { response: { body_mutation: { streamed_response: { body: Buffer.from(`seen by the picker: ${record.responseBody.length} bytes`), end_of_stream: true } } } } })
       } else if (m.response_headers !== undefined && m.response_headers !== null) {

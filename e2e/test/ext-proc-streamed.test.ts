@@ -354,21 +354,21 @@ test('full duplex on the response: the headers answered after the body, the stre
 })
 
 /** A GET whose answer is read as it streams: the time each piece arrived (ms from the start). */
-async function streamed (path: string): Promise<{ status: number, pieces: Array<{ at: number, text: string }>, complete: boolean }> {
+async function streamed (path: string): Promise<{ status: number, pieces: Array<{ at: number, text: string }>, complete: boolean, ms: number }> {
   const started = Date.now()
   return await new Promise((resolve, reject) => {
     http.get(`${portico.url}${path}`, res => {
       const pieces: Array<{ at: number, text: string }> = []
       res.on('data', (c: Buffer) => pieces.push({ at: Date.now() - started, text: c.toString('utf8') }))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, pieces, complete: res.complete }))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, pieces, complete: res.complete, ms: Date.now() - started }))
       // A response cut in the middle (the processor failed after the first byte).
-      res.on('error', () => resolve({ status: res.statusCode ?? 0, pieces, complete: false }))
-      res.on('aborted', () => resolve({ status: res.statusCode ?? 0, pieces, complete: false }))
+      res.on('error', () => resolve({ status: res.statusCode ?? 0, pieces, complete: false, ms: Date.now() - started }))
+      res.on('aborted', () => resolve({ status: res.statusCode ?? 0, pieces, complete: false, ms: Date.now() - started }))
     }).on('error', reject)
   })
 }
 
-test('a streamed answer (SSE) goes through the processor chunk by chunk: the first event reaches the client before the last is written', async () => {
+test('a streamed answer (SSE) goes through the processor chunk by chunk: the first event reaches the client before the last is written, each as soon as the processor answered it', async () => {
   for (const [path, expect] of [['/sse-duplex', 'data: event 1'], ['/sse-streamed', 'DATA: EVENT 1'], ['/h2c-sse', 'data: event 1']] as const) {
     const r = await streamed(path)
     assert.equal(r.status, 200, path)
@@ -377,6 +377,8 @@ test('a streamed answer (SSE) goes through the processor chunk by chunk: the fir
     assert.equal(text.split('\n\n').filter(Boolean).length, 3, text)
     assert.ok(r.pieces[0]!.at < 350, `${path}: the first event came at ${r.pieces[0]!.at} ms, not held to the end`)
     assert.ok(r.pieces.at(-1)!.at >= 350, `${path}: the stream lasted ${r.pieces.at(-1)!.at} ms`)
+    // Each event goes on as soon as the processor answered it (full duplex too: not with the next chunk), the last ~200 ms before the end.
+    assert.ok(r.ms - r.pieces.at(-1)!.at >= 100, `${path}: the last event came at ${r.pieces.at(-1)!.at} ms, the end at ${r.ms} ms`)
     const s = streamFor(path)
     const bodies = s.filter(m => m.response_body !== undefined)
     assert.ok(bodies.length >= 3, `${path}: ${bodies.length} response_body messages`)

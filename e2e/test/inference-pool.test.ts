@@ -7,7 +7,8 @@
  * requests steered to each pod (the body streamed to the picker, the served endpoint
  * reported back), the picker's round robin, a comma list whose first pod is down, an
  * endpoint outside the pool (refused, never connected to), the subset hint, the pick from
- * the metadata only, the response body when the picker asks for it, an immediate answer, huge and malformed header mutations, a picker
+ * the metadata only, the response body when the picker asks for it (an SSE answer streamed
+ * through it chunk by chunk; a picker that never answers it), an immediate answer, huge and malformed header mutations, a picker
  * that never answers (bounded), a picker down with FailClose (503) and FailOpen (served,
  * round robin), a body over the picker's limit, an h2c model server, a reload that takes a
  * pod out, the trace, the access log and metrics.
@@ -18,16 +19,20 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
+import http from 'node:http'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { request } from 'undici'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest, sha256 } from '../lib/backends.ts'
+import { startBackend, startEchoBackend, type Backend, type EchoedRequest, sha256 } from '../lib/backends.ts'
 import { startTestPicker, type TestPicker } from '../lib/inference-picker.ts'
 import { openTrace } from '../lib/trace.ts'
 
 let pods: Backend[]
 let outside: Backend
+/** A model server streaming its answer (SSE): three events 200 ms apart. */
+let ssePod: Backend
 let h2cPod: http2.Http2Server
 let h2cEndpoint: string
 let tlsPicker: TestPicker
@@ -53,6 +58,17 @@ function selfSigned (): { cert: Buffer, key: Buffer, certFile: string } {
 before(async () => {
   pods = await Promise.all(names.map(n => startEchoBackend(n)))
   outside = await startEchoBackend('outside')
+  ssePod = await startBackend((req, res) => {
+    req.resume()
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    void (async () => {
+      for (const n of [1, 2, 3]) {
+        res.write(`data: event ${n}\n\n`)
+        await sleep(200)
+      }
+      res.end()
+    })()
+  })
   deadPod = `127.0.0.1:${await freePort()}`
   h2cPod = http2.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'text/plain' }).end(`h2c pod over ${req.httpVersion}`)
@@ -63,7 +79,7 @@ before(async () => {
   const otherCert = selfSigned()
   tlsPicker = await startTestPicker(pods.map(p => p.host), pickerCert)
   // Its pool as lwepp's datastore would hold it: every pod of the pools it serves (the plain and h2c pools send subset hints).
-  plainPicker = await startTestPicker([...pods.map(p => p.host), h2cEndpoint])
+  plainPicker = await startTestPicker([...pods.map(p => p.host), h2cEndpoint, ssePod.host])
   const deadPicker = `127.0.0.1:${await freePort()}`
   const adminPort = await freePort()
   const statsPort = await freePort()
@@ -85,6 +101,8 @@ before(async () => {
         pool('down-close', { name: 'down-close', endpoints: all, endpointPicker: { host: deadPicker, tls: false, failureMode: 'FailClose' } }),
         pool('down-open', { name: 'down-open', endpoints: pods.map(p => p.host), endpointPicker: { host: deadPicker, tls: false, failureMode: 'FailOpen' } }),
         pool('h2c', { name: 'h2c', endpoints: [h2cEndpoint], appProtocol: 'kubernetes.io/h2c', endpointPicker: { host: plainPicker.host, tls: false, subsetHint: true } }),
+        pool('sse', { name: 'sse', endpoints: [ssePod.host], endpointPicker: { host: plainPicker.host, tls: false, subsetHint: true, timeout: '2s' } }),
+        pool('sse-hang', { name: 'sse-hang', endpoints: [ssePod.host], endpointPicker: { host: plainPicker.host, tls: false, subsetHint: true, timeout: '500ms' } }),
         { name: 'outside', matches: [{ path: { pathPrefix: '/outside-host' } }], backends: [{ host: outside.host }] }
     ]
   })
@@ -96,7 +114,7 @@ before(async () => {
 
 after(async () => {
   await portico?.stop()
-  await Promise.all([...pods, outside].map(p => p?.close()))
+  await Promise.all([...pods, outside, ssePod].map(p => p?.close()))
   h2cPod?.close()
   await tlsPicker?.close()
   await plainPicker?.close()
@@ -211,7 +229,64 @@ test('a picker that asks for the response body (mode_override) gets it, and its 
   const echoed = tlsPicker.streams[before]!.responseBody!
   assert.equal(JSON.parse(echoed.toString()).name, 'pod-a')
   assert.equal(r.text, `seen by the picker: ${echoed.length} bytes`)
-  assert.equal(r.headers['content-length'], String(r.text.length))
+  // Streamed through the picker (it may change the length chunk by chunk): sent chunked.
+  assert.equal(r.headers['content-length'], undefined)
+  assert.equal(r.headers['x-conformance-test-served-endpoint'], pods[0]!.host)
+})
+
+/** A GET whose answer is read as it streams: the time each piece arrived (ms from the start). */
+async function streamed (path: string, headers: Record<string, string>): Promise<{ status: number, headers: http.IncomingHttpHeaders, pieces: Array<{ at: number, text: string }>, complete: boolean, ms: number }> {
+  const started = Date.now()
+  return await new Promise((resolve, reject) => {
+    http.get(`${portico.url}${path}`, { headers }, res => {
+      const pieces: Array<{ at: number, text: string }> = []
+      const done = (): void => resolve({ status: res.statusCode ?? 0, headers: res.headers, pieces, complete: res.complete, ms: Date.now() - started })
+      res.on('data', (c: Buffer) => pieces.push({ at: Date.now() - started, text: c.toString('utf8') }))
+      res.on('end', done)
+      // A response cut in the middle (the picker failed after the first byte).
+      res.on('error', done)
+      res.on('aborted', done)
+    }).on('error', reject)
+  })
+}
+
+test('an SSE answer through a picker that asks for the response body (FULL_DUPLEX_STREAMED, or STREAMED): chunk by chunk, the first event before the model server finished, each chunk changed by the picker', async () => {
+  for (const [mode, protocol] of [['response-stream', 'full duplex'], ['response-streamed', 'streamed']] as const) {
+    const before = plainPicker.streams.length
+    const r = await streamed('/sse/v1/completions', { 'test-picker-mode': mode })
+    assert.equal(r.status, 200, mode)
+    const text = r.pieces.map(p => p.text).join('')
+    assert.equal(text, 'DATA: EVENT 1\n\nDATA: EVENT 2\n\nDATA: EVENT 3\n\n', `${protocol}: every chunk upper-cased by the picker`)
+    // The pod writes the events at 0, 200 and 400 ms and ends at 600 ms.
+    assert.ok(r.pieces.length >= 2, `${protocol}: ${r.pieces.length} pieces`)
+    // Held whole, everything would come at once at the end: the first event comes ≥ one event gap before the last.
+    const spread = r.pieces.at(-1)!.at - r.pieces[0]!.at
+    assert.ok(spread >= 250, `${protocol}: the first event came at ${r.pieces[0]!.at} ms, the last at ${r.pieces.at(-1)!.at} ms`)
+    // Each event as soon as the picker answered it, not with the next chunk: the last one ~200 ms before the pod ends.
+    assert.ok(r.ms - r.pieces.at(-1)!.at >= 100, `${protocol}: the last event came at ${r.pieces.at(-1)!.at} ms, the end at ${r.ms} ms`)
+    assert.equal(r.headers['content-length'], undefined)
+    assert.equal(r.headers['x-conformance-test-served-endpoint'], ssePod.host, `${protocol}: the picker's header mutation on the response`)
+    const s = plainPicker.streams[before]!
+    assert.equal(s.served, ssePod.host)
+    assert.ok(s.responseChunks >= 3, `${protocol}: ${s.responseChunks} response_body messages`)
+  }
+})
+
+test('a picker that never answers the response body it asked for: bounded by its timeout — 500 before the first byte; one that stops after the first chunk cuts the response', async () => {
+  const trace = await openTrace(admin, 'path=/sse-hang/never')
+  await trace.ready
+  const hang = await streamed('/sse-hang/never', { 'test-picker-mode': 'response-hang' })
+  assert.equal(hang.status, 500)
+  assert.equal(hang.pieces.map(p => p.text).join(''), 'endpoint picker failed')
+  // The pod ends at ~600 ms; the picker then has 500 ms to answer.
+  assert.ok(hang.ms < 1800, `bounded: ${hang.ms} ms`)
+  const warned = (await trace.done).filter(e => e.message.type === 'inferencePick' && e.message.reason !== undefined).map(e => String(e.message.reason))
+  assert.ok(warned.some(w => /^response not processed by the picker: no answer within 500ms/.test(w)), warned.join(' | '))
+  const stall = await streamed('/sse-hang/stall', { 'test-picker-mode': 'response-stall' })
+  assert.equal(stall.status, 200)
+  assert.equal(stall.complete, false, 'the response is cut, not ended as if whole')
+  assert.ok(stall.pieces.map(p => p.text).join('').startsWith('DATA: EVENT 1'))
+  assert.ok(stall.ms < 2000, `bounded: ${stall.ms} ms`)
 })
 
 test('the picker\'s immediate response is the answer (429 shed)', async () => {

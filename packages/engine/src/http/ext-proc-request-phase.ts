@@ -35,11 +35,10 @@
  * - Every wait on the processor is at most the stream's message timeout; a phase takes at most
  *   MAX_MESSAGES answers. After `error` or `closed` the client's body is as it was (the bytes
  *   read so far put back, or in ctx.requestBody), so a failOpen caller can go on unchanged.
- * - The response phase is the caller's, on the same stream: `stream.write({ response_headers:
- *   {...}, metadata_context: metadataContextMessage({ 'envoy.lb': { 'x-gateway-destination-
- *   endpoint-served': ip:port } }) })`, then `stream.exchange`/`receive` — or, in full duplex,
- *   `DuplexAnswers('response', ...)` below to read the answers in order. policy/ext-proc.ts's
- *   response interceptor does it for the policy.
+ * - The response phase follows on the same stream: http/ext-proc-response-phase.ts
+ *   `extProcResponseInterceptor`, for the policy and the endpoint picker alike (the picker's
+ *   served endpoint goes as its `metadataContext`); full duplex reads its answers in order
+ *   with `DuplexAnswers('response', ...)` below.
  */
 
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
@@ -464,22 +463,26 @@ export function newBody (c: CommonResponseMessage, allowed: boolean): Buffer | n
   return null
 }
 
-/** A HeaderMutation applied to `headers`: pseudo-headers and host are never changed (Envoy ignores them too). */
-export function applyMutation (headers: HeaderMap, m: HeaderMutationMessage | undefined, changes: string[]): void {
+/**
+ * A HeaderMutation applied to `headers`: pseudo-headers and host are never changed (Envoy
+ * ignores them too), nor the names `keeps` holds (the endpoint picker's: the body's framing).
+ */
+export function applyMutation (headers: HeaderMap, m: HeaderMutationMessage | undefined, changes: string[], keeps?: (name: string) => boolean): void {
   if (m === undefined || m === null) return
-  const set: HeaderMutation[] = headerMutations(m.set_headers as never).filter(x => !x.name.startsWith(':') && x.name !== 'host')
+  const changeable = (name: string): boolean => !name.startsWith(':') && name !== 'host' && keeps?.(name) !== true
+  const set: HeaderMutation[] = headerMutations(m.set_headers as never).filter(x => changeable(x.name))
   applyHeaderMutations(headers, set)
-  const remove = (m.remove_headers ?? []).map(h => h.toLowerCase()).filter(h => !h.startsWith(':') && h !== 'host')
+  const remove = (m.remove_headers ?? []).map(h => h.toLowerCase()).filter(changeable)
   removeHeaders(headers, remove)
   if (set.length > 0) changes.push(`set ${set.map(s => s.name).join(', ')}`)
   if (remove.length > 0) changes.push(`removed ${remove.join(', ')}`)
 }
 
 /** An ImmediateResponse as the answer to send (a status outside 200-599 is 500). */
-export function immediateAnswer (i: ImmediateResponseMessage, changes: string[]): { kind: 'immediate', status: number, headers: HeaderMap, body: Buffer, details: string } {
+export function immediateAnswer (i: ImmediateResponseMessage, changes: string[], keeps?: (name: string) => boolean): { kind: 'immediate', status: number, headers: HeaderMap, body: Buffer, details: string } {
   const code = i.status?.code ?? 0
   const headers: HeaderMap = {}
-  applyMutation(headers, i.headers, changes)
+  applyMutation(headers, i.headers, changes, keeps)
   changes.push(`immediate response ${code}`)
   return {
     kind: 'immediate',

@@ -11,6 +11,8 @@
  *                           interceptor buffers it) until every interceptor has answered;
  *                           interceptors that stream the body (extProc's streamed modes)
  *                           get it chunk by chunk instead, the backend paused meanwhile
+ *                           (and, while it is idle, pass on what their service answered
+ *                           meanwhile: answersReady / onAnswers)
  *   a whole answer          the proxy's own (directResponse, redirects, errors) and the MCP
  *                           layer's JSON answers: interceptAnswer, the body known up front
  *   a streamed answer       an MCP SSE stream: interceptAnswer on its head; its body cannot
@@ -73,6 +75,18 @@ export interface ResponseInterceptor {
    * cut (headers sent cannot be taken back).
    */
   onChunk?(draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult>
+  /**
+   * While the backend's body is idle (every chunk so far through, the end not yet come): a
+   * promise that resolves when this taker may have bytes to pass on without a new chunk (a
+   * full-duplex processor answered a chunk after it went out); null when it never will.
+   */
+  answersReady?(): Promise<void> | null
+  /**
+   * After answersReady resolved: the bytes to pass on (possibly none), taken without a new
+   * chunk; they then go through the later takers' onChunk as a chunk. Or it ends the answer,
+   * as onChunk does.
+   */
+  onAnswers?(draft: ResponseDraft): Promise<ChunkResult>
 }
 
 export type ChunkResult = { action: 'data', data: Buffer } | Exclude<InterceptResult, { action: 'continue' }>
@@ -309,27 +323,70 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
   let mayPause = true
   let waitLimit = Infinity
   let waiting = 0
+  /** Takers whose answersReady resolved (their bytes go out before the next chunk), and the ones watched now. */
+  const answered = new Set<ResponseInterceptor>()
+  const watched = new Set<ResponseInterceptor>()
+  /** While the body is idle, each taker with answers to come is watched (once): its answers wake the pump. */
+  const watchAnswers = (): void => {
+    for (const i of bodyTakers) {
+      if (watched.has(i) || i.onAnswers === undefined) continue
+      const ready = i.answersReady?.() ?? null
+      if (ready === null) continue
+      watched.add(i)
+      ready.then(() => {
+        watched.delete(i)
+        answered.add(i)
+        void pump().catch(failed)
+      }, failed)
+    }
+  }
   /**
    * The streaming body: each queued chunk through every taker in order (the backend paused
-   * meanwhile, so at most the chunks already in flight wait here), then the end.
+   * meanwhile, so at most the chunks already in flight wait here), then the end. While the
+   * backend is idle, what a taker's processor answers meanwhile goes on at once (onAnswers),
+   * through the takers after it.
    */
   const pump = async (): Promise<void> => {
     if (pumping) return
     pumping = true
     try {
       while (mode === 'streaming') {
-        const chunk = queued.shift()
-        if (chunk !== undefined) waiting -= chunk.length
-        const end = chunk === undefined && ended !== null
-        if (chunk === undefined && !end) {
-          controller!.resume()
-          // resume() may hand over data or the end at once (while this pump still runs).
-          if (queued.length > 0 || ended !== null) continue
-          return
+        const from = bodyTakers.findIndex(i => answered.has(i))
+        let chunk: Buffer | undefined
+        let data: Buffer
+        let end = false
+        let next = 0
+        if (from >= 0) {
+          // A processor answered while the backend was idle: its bytes first.
+          const taker = bodyTakers[from]!
+          answered.delete(taker)
+          const r = await taker.onAnswers!(draft!)
+          if (!going()) {
+            mode = 'done'
+            return
+          }
+          if (r.action !== 'data') {
+            streamFailed(r)
+            return
+          }
+          data = r.data
+          next = from + 1
+          if (data.length === 0) continue
+        } else {
+          chunk = queued.shift()
+          if (chunk !== undefined) waiting -= chunk.length
+          end = chunk === undefined && ended !== null
+          if (chunk === undefined && !end) {
+            controller!.resume()
+            // resume() may hand over data or the end at once (while this pump still runs).
+            if (queued.length > 0 || ended !== null) continue
+            watchAnswers()
+            return
+          }
+          if (mayPause) controller!.pause()
+          data = chunk ?? Buffer.alloc(0)
         }
-        if (mayPause) controller!.pause()
-        let data = chunk ?? Buffer.alloc(0)
-        for (const i of bodyTakers) {
+        for (const i of bodyTakers.slice(next)) {
           const r = await i.onChunk!(draft!, data, end)
           if (!going()) {
             mode = 'done'

@@ -22,7 +22,7 @@
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { HeaderMutation } from '../auth/ext-authz-check.ts'
 import { headerMutations } from '../auth/ext-authz-grpc.ts'
-import type { ExtProcStream, HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
+import { bodyModeOf, type BodyMode, type ExtProcStream, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
 import { runExtProcRequestPhase, type ExtProcModes } from '../http/ext-proc-request-phase.ts'
 import type { BodyContext } from '../http/request-body.ts'
 
@@ -32,15 +32,9 @@ export const SUBSET_NAMESPACE = 'envoy.lb.subset_hint'
 export const SUBSET_KEY = 'x-gateway-destination-endpoint-subset'
 export const SERVED_KEY = 'x-gateway-destination-endpoint-served'
 
-/** Response body chunks sent to the picker. */
-const BODY_CHUNK_BYTES = 64 * 1024
-
 /** Headers a picker's mutation leaves alone: the gateway frames the body and names the host. */
 const FRAMING = ['content-length', 'transfer-encoding', 'host', 'connection', 'upgrade', 'te']
 const FRAMING_SET = new Set(FRAMING)
-
-/** Answers read for a response body beyond one per chunk sent (streamed_response chunks need not match ours). */
-const MAX_EXTRA_ANSWERS = 1024
 
 /** Most header mutation entries (set + remove) and bytes (names and values) an answer may carry. */
 export const MAX_MUTATION_ENTRIES = 64
@@ -48,7 +42,7 @@ export const MAX_MUTATION_BYTES = 32 * 1024
 
 /**
  * FULL_DUPLEX_STREAMED for the request, NONE for the response (a picker asks for the
- * response body with mode_override: processResponseBody).
+ * response body with mode_override: PickAnswer.responseBodyMode).
  */
 const MODES: ExtProcModes = { requestHeaderMode: 'send', responseHeaderMode: 'send', requestBodyMode: 'fullDuplexStreamed', responseBodyMode: 'none' }
 
@@ -65,8 +59,11 @@ export interface PickInput {
 }
 
 export type PickAnswer =
-  /** `responseBody`: the picker asked for the response body (mode_override). */
-  | { kind: 'picked', value: string, source: 'header' | 'metadata', responseBody: boolean }
+  /**
+   * `responseBodyMode`: how the picker asked for the response body (mode_override's
+   * response_body_mode, the last one that is not NONE; BUFFERED_PARTIAL is `buffered`).
+   */
+  | { kind: 'picked', value: string, source: 'header' | 'metadata', responseBodyMode: BodyMode }
   | { kind: 'immediate', status: number, body: Buffer, headers: HeaderMap, details: string }
   | { kind: 'failed', reason: string }
 
@@ -82,7 +79,7 @@ export async function askPicker (stream: ExtProcStream, ctx: BodyContext, input:
   delete headers[DESTINATION_ENDPOINT]
   const originalBody = ctx.requestBody
   let fromHeader: string | null = null
-  let responseBody = false
+  let responseBodyMode: BodyMode = 'none'
   const check = (m: HeaderMutationMessage | undefined): string | null => {
     const checked = checkMutation(m)
     if (typeof checked === 'string') return checked
@@ -101,7 +98,10 @@ export async function askPicker (stream: ExtProcStream, ctx: BodyContext, input:
     checkMutation: check,
     hooks: {
       // STREAMED, BUFFERED, BUFFERED_PARTIAL or FULL_DUPLEX_STREAMED in any answer: the picker wants the response body.
-      answered: (_phase, r) => { if (r.kind === 'response' && (r.modeOverride?.response_body_mode ?? 0) !== 0) responseBody = true }
+      answered: (_phase, r) => {
+        const n = r.kind === 'response' ? r.modeOverride?.response_body_mode ?? 0 : 0
+        if (n !== 0) responseBodyMode = bodyModeOf(n) ?? 'buffered'
+      }
     }
   })
   const r = await Promise.race([phase, late])
@@ -134,48 +134,7 @@ export async function askPicker (stream: ExtProcStream, ctx: BodyContext, input:
   }
   for (const k of Object.keys(input.headers)) delete input.headers[k]
   Object.assign(input.headers, headers)
-  return { kind: 'picked', ...pick, responseBody }
-}
-
-/**
- * The response body to the picker (when it asked, mode_override): sent in chunks, its answer
- * per chunk read as on the request side — an empty answer keeps the chunk, streamed_response
- * chunks or a whole body replace it. Returns the body to send on (null: unchanged) or why
- * the picker failed.
- */
-export async function processResponseBody (stream: ExtProcStream, body: Buffer, deadline: number, maxBodyBytes: number): Promise<{ body: Buffer | null } | { failed: string }> {
-  let chunks = 0
-  for (let at = 0; at < body.length || chunks === 0; at += BODY_CHUNK_BYTES) {
-    const end = Math.min(body.length, at + BODY_CHUNK_BYTES)
-    const failed = await stream.write({ response_body: { body: body.subarray(at, end), end_of_stream: end === body.length } })
-    if (failed !== null) return failed.kind === 'error' ? { failed: failed.reason } : { body: null }
-    chunks++
-  }
-  let answers = 0
-  let streamed: Buffer[] | null = null
-  let streamedBytes = 0
-  let done = false
-  let replaced: Buffer | null = null
-  while (!(streamed !== null ? done : answers >= chunks)) {
-    if (Date.now() > deadline) return { failed: 'no answer in time' }
-    if (answers > chunks + MAX_EXTRA_ANSWERS) return { failed: `more than ${chunks + MAX_EXTRA_ANSWERS} answers` }
-    const r = await stream.receive()
-    if (r.kind === 'error') return { failed: r.reason }
-    if (r.kind === 'closed') return { body: streamed !== null ? Buffer.concat(streamed) : replaced }
-    const answer = r.message.response_body
-    if (answer === undefined || answer === null) return { failed: `protocol error: unexpected ${r.message.response ?? 'empty'} answer to the response body` }
-    answers++
-    const mutation = answer.response?.body_mutation
-    if (mutation?.streamed_response !== undefined && mutation.streamed_response !== null) {
-      const chunk = Buffer.from(mutation.streamed_response.body ?? [])
-      streamedBytes += chunk.length
-      if (streamedBytes > maxBodyBytes) return { failed: `the picker's response body is larger than ${maxBodyBytes} bytes` }
-      ;(streamed ??= []).push(chunk)
-      if (mutation.streamed_response.end_of_stream === true) done = true
-    } else if (mutation?.body !== undefined && mutation.body !== null) replaced = Buffer.from(mutation.body)
-    else if (mutation?.clear_body === true) replaced = Buffer.alloc(0)
-  }
-  return { body: streamed !== null ? Buffer.concat(streamed) : replaced }
+  return { kind: 'picked', ...pick, responseBodyMode }
 }
 
 /**
@@ -204,7 +163,13 @@ export function checkMutation (m: HeaderMutationMessage | undefined | null): { s
     if (bytes > MAX_MUTATION_BYTES) return `header mutation larger than ${MAX_MUTATION_BYTES} bytes`
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(r)) return `malformed header mutation (remove ${JSON.stringify(r.slice(0, 64))})`
   }
-  // The body's framing is the gateway's: a picker does not set or remove it (nor host, nor pseudo-headers).
-  const framing = (name: string): boolean => FRAMING_SET.has(name) || name.startsWith(':')
-  return { set: headerMutations(rest).filter(m => !framing(m.name)), remove: removeIn.map(r => r.toLowerCase()).filter(r => !framing(r)), destination }
+  return { set: headerMutations(rest).filter(m => !keptFromPicker(m.name)), remove: removeIn.map(r => r.toLowerCase()).filter(r => !keptFromPicker(r)), destination }
+}
+
+/**
+ * Headers a picker's mutation leaves alone (dropped, not applied): the body's framing is the
+ * gateway's, and so are host, pseudo-headers (`:status` too) and the destination header.
+ */
+export function keptFromPicker (name: string): boolean {
+  return FRAMING_SET.has(name) || name.startsWith(':') || name === DESTINATION_ENDPOINT
 }

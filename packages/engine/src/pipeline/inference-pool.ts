@@ -16,8 +16,8 @@
  * - when the endpoint's answer comes, its headers go to the picker with the served endpoint
  *   in metadata_context["envoy.lb"]["x-gateway-destination-endpoint-served"], and the
  *   picker's header changes apply to the response; the response body goes to it only when
- *   it asked (mode_override), held whole and bounded (a picker failing there leaves the
- *   response as the endpoint sent it: the request was served).
+ *   it asked (mode_override), in the mode it asked for — the same response phase as the
+ *   extProc policy's (responsePhase below).
  *
  * The route's retry and mirrors do not apply to a pool: its retry is the fallback list.
  */
@@ -27,11 +27,10 @@ import type { RequestContext } from '../request/context.ts'
 import type { PipelineRuntime } from './run.ts'
 import type { BackendIR, InferencePoolIR } from '../ir/types.ts'
 import type { CallWrapper } from '../http/upstream-call.ts'
-import type { ResponseDraft } from '../http/response-intercept.ts'
-import { addResponseInterceptor, type InterceptResult, type ResponseInterceptor } from '../http/response-intercept.ts'
-import { applyHeaderMutations, removeHeaders } from '../auth/ext-authz-check.ts'
+import { addResponseInterceptor, type ResponseInterceptor } from '../http/response-intercept.ts'
+import { extProcResponseInterceptor } from '../http/ext-proc-response-phase.ts'
 import { bodyReadFailure, readRequestBody, requestHasBody } from '../http/request-body.ts'
-import { ExtProcStream, headerMapMessage, metadataContextMessage } from '../traffic/ext-proc-grpc.ts'
+import { ExtProcStream, type BodyMode } from '../traffic/ext-proc-grpc.ts'
 import { classifyFailure } from '../http/call-failure.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
@@ -40,10 +39,12 @@ import { respondLocal } from './respond.ts'
 import { performance } from '../util/clock.ts'
 import { endpointLabel, endpointList, rotation } from '../inference/endpoints.ts'
 import { pickerClient } from '../inference/picker-client.ts'
-import { askPicker, checkMutation, DESTINATION_ENDPOINT, DESTINATION_NAMESPACE, processResponseBody, SERVED_KEY } from '../inference/pick.ts'
+import { askPicker, checkMutation, DESTINATION_ENDPOINT, DESTINATION_NAMESPACE, keptFromPicker, SERVED_KEY } from '../inference/pick.ts'
 import type { InferencePickEvent } from '../trace/events.ts'
 
 const UNAVAILABLE = 'endpoint picker unavailable'
+/** The answer when the picker fails holding part of a response body (full duplex). */
+const PICKER_FAILED = 'endpoint picker failed'
 
 interface PoolState {
   /** The pool's endpoints, canonical `ip:port`, in config order. */
@@ -188,7 +189,7 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
   }
 
   // The picker hears the response's headers (and which endpoint served); with FailOpen after a failure it is gone.
-  if (failure === null) addResponseInterceptor(ctx, servedReporter(ctx, stream, picker, (answer as Extract<typeof answer, { kind: 'picked' }>).responseBody, emit))
+  if (failure === null) addResponseInterceptor(ctx, responsePhase(ctx, stream, picker, (answer as Extract<typeof answer, { kind: 'picked' }>).responseBodyMode, emit))
   callEndpoint(rt, ctx, pool, state, list!, 0, emit)
 }
 
@@ -237,65 +238,36 @@ function callEndpoint (rt: PipelineRuntime, ctx: RequestContext, pool: BackendIR
 }
 
 /**
- * The response side: the endpoint's headers go to the picker with the endpoint that served
- * (x-gateway-destination-endpoint-served), its header changes apply; when the picker asked
- * for the response body (mode_override), the body is held (at most maxBodyBytes; a larger
- * one passes unprocessed) and goes to it, and what it sends back replaces it. Then the
- * stream ends. A picker failing here is traced and the endpoint's answer stands.
+ * The response side, on extProc's response phase (http/ext-proc-response-phase.ts): the
+ * endpoint's headers go to the picker with the endpoint that served
+ * (metadata_context["envoy.lb"]["x-gateway-destination-endpoint-served"]), its header changes
+ * apply (checked as the pick's, the framing left alone); the body goes to it only when it
+ * asked (mode_override) — streamed and full duplex chunk by chunk as the endpoint sends it,
+ * buffered held whole (at most maxBodyBytes). A picker failing before any body went to it is
+ * traced and the endpoint's answer stands (the request was served); once it holds bytes of
+ * a full-duplex body the answer fails (500 before the client's first byte, cut after it).
+ * The gateway's own answer (every endpoint failed) does not go to the picker.
  */
-function servedReporter (ctx: RequestContext, stream: ExtProcStream, picker: InferencePoolIR['picker'], wantsResponseBody: boolean, emit: Emit): ResponseInterceptor {
+function responsePhase (ctx: RequestContext, stream: ExtProcStream, picker: InferencePoolIR['picker'], responseBodyMode: BodyMode, emit: Emit): ResponseInterceptor {
   const facts = ctx.inferencePick!
-  let bodyWanted = false
-  const failed = (problem: string): InterceptResult => {
-    stream.close()
-    emit({ outcome: 'picked', endpoint: facts.endpoint ?? undefined, reason: `response not processed by the picker: ${problem}` }, true)
-    return { action: 'continue' }
-  }
-  return {
+  return extProcResponseInterceptor({
+    stream,
+    modes: { responseHeaderMode: 'send', responseBodyMode },
     maxBodyBytes: picker.maxBodyBytes,
-    async onHeaders (draft: ResponseDraft): Promise<InterceptResult> {
-      // The gateway's own answer (every endpoint failed): nothing served, nothing to report.
-      if (!facts.served || facts.endpoint === null) {
-        stream.close()
-        return { action: 'continue' }
-      }
-      const unsent = await stream.write({
-        response_headers: { headers: headerMapMessage({ ':status': String(draft.status) }, draft.headers), end_of_stream: !draft.hasBody },
-        metadata_context: metadataContextMessage({ [DESTINATION_NAMESPACE]: { [SERVED_KEY]: facts.endpoint } })
-      })
-      if (unsent !== null) return unsent.kind === 'error' ? failed(unsent.reason) : { action: 'continue' }
-      const deadline = Date.now() + picker.timeoutMs
-      for (;;) {
-        if (Date.now() > deadline) return failed('no answer in time')
-        const r = await stream.receive()
-        if (r.kind === 'closed') return { action: 'continue' }
-        if (r.kind === 'error') return failed(r.reason)
-        const answer = r.message.response_headers
-        if (answer === undefined || answer === null) {
-          // A late body answer of the request side is skipped; anything else is out of turn.
-          if (r.message.request_body !== undefined && r.message.request_body !== null) continue
-          return failed(`protocol error: unexpected ${r.message.response ?? 'empty'} answer to the response headers`)
-        }
-        const checked = checkMutation(answer.response?.header_mutation)
-        if (typeof checked === 'string') return failed(checked)
-        applyHeaderMutations(draft.headers, checked.set.filter(m => !m.name.startsWith(':')))
-        removeHeaders(draft.headers, checked.remove)
-        break
-      }
-      bodyWanted = wantsResponseBody && draft.hasBody
-      if (!bodyWanted) stream.finish()
-      return { action: 'continue' }
+    failureMode: 'failOpen',
+    target: picker.target,
+    failed: reason => ({ action: 'fail', status: 500, body: PICKER_FAILED, reason: 'EndpointPicker', error: `endpoint picker ${picker.target} failed on the response: ${reason}` }),
+    trace: (_result, _details, problem) => {
+      if (problem !== undefined) emit({ outcome: 'picked', endpoint: facts.endpoint ?? undefined, reason: `response not processed by the picker: ${problem}` }, true)
     },
-    wantsBody: () => bodyWanted,
-    async onBody (draft: ResponseDraft): Promise<InterceptResult> {
-      const out = await processResponseBody(stream, draft.body ?? Buffer.alloc(0), Date.now() + picker.timeoutMs, picker.maxBodyBytes)
-      if ('failed' in out) return failed(out.failed)
-      stream.finish()
-      if (out.body !== null) draft.body = out.body
-      return { action: 'continue' }
+    applies: () => facts.served && facts.endpoint !== null,
+    metadataContext: () => ({ [DESTINATION_NAMESPACE]: { [SERVED_KEY]: facts.endpoint } }),
+    checkMutation: m => {
+      const checked = checkMutation(m)
+      return typeof checked === 'string' ? checked : null
     },
-    onBodyTooLarge: (): InterceptResult => failed(`response body larger than ${picker.maxBodyBytes} bytes: passed on unprocessed`)
-  }
+    keeps: keptFromPicker
+  })
 }
 
 type Emit = (e: Omit<InferencePickEvent, 'type' | 'pool' | 'picker'>, warn?: boolean) => void

@@ -9,7 +9,8 @@
  * request phase is http/ext-proc-request-phase.ts (shared with the InferencePool's endpoint
  * picker): in the streamed modes the client's chunks go to the processor as they come and the
  * backend call waits until the processor has answered all of them, the new body held up to
- * maxBodyBytes. On the response, a backend's body in the streamed modes goes to the
+ * maxBodyBytes. The response phase is http/ext-proc-response-phase.ts (shared with the
+ * endpoint picker too): a backend's body in the streamed modes goes to the
  * processor chunk by chunk as it streams (http/response-intercept.ts onChunk) and what the
  * processor answers goes on to the client at once (without content-length), then an empty
  * chunk with end_of_stream; an answer the proxy makes whole is sent as one chunk. A failure
@@ -29,10 +30,11 @@ import type { RequestContext } from '../request/context.ts'
 import type { CompiledPolicy, PolicyOutcome } from '../request/policy.ts'
 import type { ExtProcIR } from '../ir/traffic.ts'
 import type { PolicyServices } from './services.ts'
-import { createExtProcClient, ExtProcStream, headerMapMessage, type ExchangeResult } from '../traffic/ext-proc-grpc.ts'
+import { createExtProcClient, ExtProcStream, type ExchangeResult } from '../traffic/ext-proc-grpc.ts'
 import { bodyReadFailure } from '../http/request-body.ts'
-import { addResponseInterceptor, type ChunkResult, type InterceptResult, type ResponseDraft } from '../http/response-intercept.ts'
-import { DuplexAnswers, applyMutation, immediateAnswer, newBody, runExtProcRequestPhase, type ExtProcModes, type RequestPhaseOptions } from '../http/ext-proc-request-phase.ts'
+import { addResponseInterceptor } from '../http/response-intercept.ts'
+import { runExtProcRequestPhase, type RequestPhaseOptions } from '../http/ext-proc-request-phase.ts'
+import { extProcResponseInterceptor } from '../http/ext-proc-response-phase.ts'
 import { CONTINUE } from './header-modifier.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
@@ -106,7 +108,16 @@ export function extProc (ir: ExtProcIR, services: PolicyServices): CompiledPolic
         stream.finish()
         return CONTINUE
       }
-      addResponseInterceptor(ctx, responseInterceptor(ctx, ir, modes, stream, target, hooks))
+      addResponseInterceptor(ctx, extProcResponseInterceptor({
+        stream,
+        modes,
+        maxBodyBytes: ir.maxBodyBytes,
+        failureMode: ir.failureMode,
+        target,
+        failed: reason => ({ action: 'fail', status: 500, body: FAILED_BODY, reason: 'ExtProc', error: `external processor ${target} failed: ${reason}` }),
+        trace: (type, details) => trace(ctx, type, details),
+        hooks
+      }))
       return CONTINUE
     }
   }
@@ -139,221 +150,6 @@ function messageSpans (ctx: RequestContext, stream: ExtProcStream, attrs: Record
     /** Messages the processor never answered one by one (full duplex): their spans end with the phase. */
     endAll (): void {
       for (const list of open.values()) for (const span of list.splice(0)) endDecisionSpan(span, 'unanswered')
-    }
-  }
-}
-
-function responseInterceptor (ctx: RequestContext, ir: ExtProcIR, mode: ExtProcModes, stream: ExtProcStream, target: string, hooks: Hooks) {
-  let active = true
-  let bodyReplaced = false
-  /** Response headers sent in the full-duplex mode, their answer read with the body's. */
-  let headersPending = false
-  const send = async (message: Record<string, unknown>, expect: 'response_headers' | 'response_body'): Promise<ExchangeResult> => {
-    hooks.sent?.(expect)
-    const r = await stream.exchange(message, expect)
-    hooks.answered?.(expect, r)
-    return r
-  }
-  const fail = (reason: string): InterceptResult => {
-    stream.close()
-    active = false
-    if (ir.failureMode === 'failOpen') {
-      trace(ctx, 'skip', `processor ${target} failed on the response, allowed by failureMode failOpen: ${reason}`)
-      return { action: 'continue' }
-    }
-    trace(ctx, 'deny', `processor ${target} failed on the response: ${reason}`)
-    return { action: 'fail', status: 500, body: FAILED_BODY, reason: 'ExtProc', error: `external processor ${target} failed: ${reason}` }
-  }
-  /** Streamed body chunks the processor answered, and how many it replaced: one trace event at the end, not one per chunk. */
-  const streamedStats = { chunks: 0, replaced: 0 }
-  const apply = (draft: ResponseDraft, r: ExchangeResult, toBody: boolean, quiet = false): InterceptResult | 'replaced' => {
-    const changes: string[] = []
-    switch (r.kind) {
-      case 'closed':
-        active = false
-        stream.close()
-        trace(ctx, 'skip', `processor ${target} ended the stream; the response goes on without it`)
-        return { action: 'continue' }
-      case 'error':
-        return fail(r.reason)
-      case 'immediate': {
-        active = false
-        stream.close()
-        const answer = immediateAnswer(r.immediate, changes)
-        draft.status = answer.status
-        draft.headers = { 'content-type': 'text/plain; charset=utf-8', ...answer.headers }
-        draft.body = answer.body
-        trace(ctx, 'deny', `immediate response ${draft.status} instead of the answer`)
-        return { action: 'respond' }
-      }
-      case 'response': {
-        const c = r.response
-        const statusSet = (c.header_mutation?.set_headers ?? []).find(h => (h.header?.key ?? '').toLowerCase() === ':status')
-        if (statusSet !== undefined) {
-          const v = Number(statusSet.header?.value !== undefined && statusSet.header.value !== '' ? statusSet.header.value : Buffer.from(statusSet.header?.raw_value ?? []).toString('utf8'))
-          if (Number.isInteger(v) && v >= 200 && v <= 599) {
-            draft.status = v
-            changes.push(`status ${v}`)
-          }
-        }
-        applyMutation(draft.headers, c.header_mutation, changes)
-        const replace = c.status === 1
-        const body = newBody(c, toBody || replace)
-        if (body !== null) {
-          draft.body = body
-          bodyReplaced = true
-          changes.push(`response body replaced (${body.length} bytes)`)
-        }
-        if (!quiet) trace(ctx, 'apply', `response ${toBody ? 'body' : 'headers'} processed by ${target}${changes.length > 0 ? `: ${changes.join('; ')}` : ''}`)
-        return replace ? 'replaced' : { action: 'continue' }
-      }
-    }
-  }
-  /** FULL_DUPLEX_STREAMED: the body goes out whole, then the answers are read as they come (headers first when sent). */
-  const duplexBody = async (draft: ResponseDraft): Promise<InterceptResult> => {
-    hooks.sent?.('response_body')
-    const failed = await stream.write({ response_body: { body: draft.body ?? Buffer.alloc(0), end_of_stream: true } })
-    if (failed !== null) return finish(apply(draft, failed, true))
-    const duplex = new DuplexAnswers('response', headersPending, true)
-    const out: Buffer[] = []
-    let size = 0
-    while (!duplex.done) {
-      const a = duplex.take(await stream.receive())
-      if (a.kind === 'end') {
-        hooks.answered?.('response_body', a.r)
-        return finish(apply(draft, a.r, true))
-      }
-      if (a.kind === 'error') return fail(a.reason)
-      if (a.kind === 'ignored') continue
-      const isBody = a.kind === 'body'
-      hooks.answered?.(isBody ? 'response_body' : 'response_headers', a.r)
-      const applied = apply(draft, a.r, false)
-      if (applied !== 'replaced' && applied.action !== 'continue') return applied
-      if (!active) return { action: 'continue' }
-      if (isBody) {
-        size += a.chunk.length
-        if (size > ir.maxBodyBytes) return fail(`the processor's body is larger than maxBodyBytes (${ir.maxBodyBytes})`)
-        out.push(a.chunk)
-      }
-    }
-    draft.body = Buffer.concat(out)
-    bodyReplaced = true
-    stream.finish()
-    return { action: 'continue' }
-  }
-  /** The streamed modes on a backend's body, chunk by chunk (http/response-intercept.ts onChunk). */
-  let duplex: DuplexAnswers | null = null
-  /** Chunks went to a full-duplex processor: its failure cannot let the rest through (the bytes it holds are lost). */
-  let duplexSent = false
-  const asChunk = (r: InterceptResult | 'replaced', data: Buffer): ChunkResult => r === 'replaced' || r.action === 'continue' ? { action: 'data', data } : r
-  const streamedChunk = async (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> => {
-    const r = await send({ response_body: { body: chunk, end_of_stream: end } }, 'response_body')
-    if (end) stream.finish()
-    if (r.kind !== 'response') return asChunk(apply(draft, r, true), chunk)
-    const before = draft.body
-    const out = apply(draft, r, true, true)
-    // A body mutation replaces this chunk (apply put it in draft.body).
-    const data = draft.body !== before && draft.body !== null ? draft.body : chunk
-    streamedStats.chunks++
-    if (data !== chunk) streamedStats.replaced++
-    draft.body = before
-    bodyReplaced = false
-    if (end) traceStreamed()
-    return asChunk(out, data)
-  }
-  const traceStreamed = (): void => {
-    const { chunks, replaced } = streamedStats
-    trace(ctx, 'apply', `response body streamed through ${target}: ${chunks} ${mode.responseBodyMode === 'streamed' ? `chunks answered, ${replaced} replaced` : 'streamed_response chunks'}`)
-  }
-  const duplexChunk = async (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> => {
-    duplex ??= new DuplexAnswers('response', headersPending, true)
-    hooks.sent?.('response_body')
-    const failed = await stream.write({ response_body: { body: chunk, end_of_stream: end } })
-    duplexSent = true
-    if (failed !== null) return duplexFailed(draft, failed)
-    const out: Buffer[] = []
-    let size = 0
-    while (stream.pending || (end && !duplex.done)) {
-      const a = duplex.take(await stream.receive())
-      if (a.kind === 'end') {
-        hooks.answered?.('response_body', a.r)
-        return duplexFailed(draft, a.r)
-      }
-      if (a.kind === 'error') return duplexFailed(draft, { kind: 'error', reason: a.reason })
-      if (a.kind === 'ignored') continue
-      hooks.answered?.(a.kind === 'body' ? 'response_body' : 'response_headers', a.r)
-      const applied = apply(draft, a.r, false, a.kind === 'body')
-      if (applied !== 'replaced' && applied.action !== 'continue') return applied
-      if (a.kind === 'body') {
-        streamedStats.chunks++
-        size += a.chunk.length
-        // What one backend chunk brings back is passed on at once; a processor that answers far more is cut.
-        if (size > ir.maxBodyBytes) return duplexFailed(draft, { kind: 'error', reason: `the processor answered more than maxBodyBytes (${ir.maxBodyBytes}) for one chunk` })
-        out.push(a.chunk)
-      }
-    }
-    if (end) {
-      stream.finish()
-      traceStreamed()
-    }
-    return { action: 'data', data: Buffer.concat(out) }
-  }
-  /** A full-duplex failure mid-body: failOpen cannot pass the rest on (the processor holds bytes of it): the answer fails. */
-  const duplexFailed = (draft: ResponseDraft, r: Exclude<ExchangeResult, { kind: 'response' }>): ChunkResult => {
-    if (r.kind === 'immediate') return asChunk(apply(draft, r, true), Buffer.alloc(0))
-    const reason = r.kind === 'error' ? r.reason : 'the processor ended the stream in the middle of the body'
-    stream.close()
-    active = false
-    trace(ctx, 'deny', `processor ${target} failed on the streamed response body: ${reason}`)
-    return { action: 'fail', status: 500, body: FAILED_BODY, reason: 'ExtProc', error: `external processor ${target} failed: ${reason}` }
-  }
-  const finish = (out: InterceptResult | 'replaced'): InterceptResult => {
-    stream.finish()
-    return out === 'replaced' ? { action: 'continue' } : out
-  }
-  return {
-    maxBodyBytes: ir.maxBodyBytes,
-    async onHeaders (draft: ResponseDraft): Promise<InterceptResult> {
-      if (mode.responseHeaderMode !== 'send') return { action: 'continue' }
-      const message = { response_headers: { headers: headerMapMessage({ ':status': String(draft.status) }, draft.headers), end_of_stream: !draft.hasBody } }
-      if (mode.responseBodyMode === 'fullDuplexStreamed' && draft.hasBody) {
-        // Not waited for: a full-duplex processor may answer the headers only after the body.
-        hooks.sent?.('response_headers')
-        const failed = await stream.write(message)
-        if (failed !== null) return finish(apply(draft, failed, false))
-        headersPending = true
-        return { action: 'continue' }
-      }
-      const r = await send(message, 'response_headers')
-      const out = apply(draft, r, false)
-      if (out === 'replaced') {
-        active = false
-        stream.finish()
-        return { action: 'continue' }
-      }
-      if (active && !(mode.responseBodyMode !== 'none' && draft.hasBody)) stream.finish()
-      return out
-    },
-    wantsBody (): boolean {
-      return active && !bodyReplaced && mode.responseBodyMode !== 'none'
-    },
-    async onBody (draft: ResponseDraft): Promise<InterceptResult> {
-      if (mode.responseBodyMode === 'fullDuplexStreamed') return await duplexBody(draft)
-      // buffered, and streamed with the body as its one chunk: a body mutation replaces it.
-      const r = await send({ response_body: { body: draft.body ?? Buffer.alloc(0), end_of_stream: true } }, 'response_body')
-      return finish(apply(draft, r, true))
-    },
-    onBodyTooLarge (): InterceptResult {
-      return fail(`response body larger than maxBodyBytes (${ir.maxBodyBytes})`)
-    },
-    streamsBody (): boolean {
-      return mode.responseBodyMode === 'streamed' || mode.responseBodyMode === 'fullDuplexStreamed'
-    },
-    async onChunk (draft: ResponseDraft, chunk: Buffer, end: boolean): Promise<ChunkResult> {
-      // Processing stopped (failOpen, a stream the processor ended): the rest goes through.
-      if (!active && !duplexSent) return { action: 'data', data: chunk }
-      if (!active) return { action: 'fail', status: 500, body: FAILED_BODY, reason: 'ExtProc', error: `external processor ${target} stopped in the middle of the body` }
-      return mode.responseBodyMode === 'fullDuplexStreamed' ? await duplexChunk(draft, chunk, end) : await streamedChunk(draft, chunk, end)
     }
   }
 }

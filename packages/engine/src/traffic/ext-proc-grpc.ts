@@ -248,6 +248,7 @@ export class ExtProcStream {
     const w = this.waiter
     this.waiter = null
     w?.()
+    for (const watcher of this.watchers.splice(0)) watcher()
   }
 
   /** Sends one message and waits for the answer to it (`expect` names the answer's field). */
@@ -290,6 +291,19 @@ export class ExtProcStream {
   /** Whether an answer is waiting (receive would not wait). */
   get pending (): boolean {
     return this.inbox.length > 0
+  }
+
+  /** Readers watching for an answer without taking it (readable). */
+  private readonly watchers: Array<() => void> = []
+
+  /**
+   * Resolves once an answer is waiting or the stream has ended, without taking it and never
+   * timing out: a full-duplex response phase watches a processor that may hold its answers
+   * while the backend's body is idle (http/ext-proc-response-phase.ts).
+   */
+  async readable (): Promise<'answer' | 'ended'> {
+    while (this.inbox.length === 0 && this.ended === null && !this.closed) await new Promise<void>(resolve => this.watchers.push(resolve))
+    return this.inbox.length > 0 ? 'answer' : 'ended'
   }
 
   /** The next message of the processor, waiting at most the message timeout. */
