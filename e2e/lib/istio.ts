@@ -168,7 +168,7 @@ export interface IstioEcho {
   ip: string
   /** HBONE (TLS with the workload certificate, HTTP/2 CONNECT). */
   hbonePort: number
-  /** The application's HTTP/1.1 port: what a CONNECT's `:authority` names. */
+  /** The application's HTTP/1.1 port (free unless given): what a CONNECT's `:authority` names. */
   httpPort: number
   output: () => string
   stop: () => Promise<void>
@@ -190,14 +190,15 @@ export interface IstioEchoOptions {
 
 /**
  * Istio's echo server as a mesh workload: every port bound to `ip` alone (`--bind-ip` with
- * INSTANCE_IP, as in a pod), HBONE on `hbonePort` with TLS from the given certificate, an
- * HTTP/1.1 port behind it (and the gRPC and TCP ports it always opens). Resolves when it
+ * INSTANCE_IP, as in a pod), HBONE on `hbonePort` (default 15008, the mesh's) with TLS from
+ * the given certificate, an HTTP/1.1 port behind it (and the gRPC and TCP ports it always opens). Resolves when it
  * says it is ready (it first calls each of its own ports). Its files go in `dir`.
  */
 export async function startIstioEcho (echoPath: string, dir: string, options: IstioEchoOptions): Promise<IstioEcho> {
   const hbonePort = options.hbonePort ?? 15008
-  const httpPort = options.httpPort ?? 8080
-  const [grpcPort, tcpPort] = [7070, 9090]
+  // Free ports rather than the defaults (8080, 7070, 9090): another program listening on
+  // 0.0.0.0 at one of those would keep this one from binding the pod IP.
+  const [httpPort, grpcPort, tcpPort] = await Promise.all([options.httpPort ?? freePort(), freePort(), freePort()])
   const name = `istio-echo-${options.ip}`
   const files = join(dir, name)
   mkdirSync(files, { recursive: true })
