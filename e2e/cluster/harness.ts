@@ -267,11 +267,12 @@ function installSignalHandlers (): void {
 const setpriv = spawnSync('setpriv', ['--help'], { stdio: 'pipe' })
 const SETPRIV = setpriv.error === undefined && String(setpriv.stdout).includes('--pdeathsig') ? 'setpriv' : null
 
-export function startProcess (name: string, command: string, args: string[], dir: string, env?: NodeJS.ProcessEnv): Proc {
+// `cwd`: for programs that read paths relative to their working directory (istiod's ./etc/...).
+export function startProcess (name: string, command: string, args: string[], dir: string, env?: NodeJS.ProcessEnv, cwd?: string): Proc {
   const log = join(dir, `${name}.log`)
   const fd = openSync(log, 'a')
   const [file, argv] = SETPRIV !== null ? [SETPRIV, ['--pdeathsig', 'SIGKILL', '--', command, ...args]] : [command, args]
-  const child = spawn(file, argv, { stdio: ['ignore', fd, fd], env: env ?? process.env })
+  const child = spawn(file, argv, { stdio: ['ignore', fd, fd], env: env ?? process.env, cwd })
   closeSync(fd)
   let code: number | null | undefined
   const exited = new Promise<void>((resolve) => {
