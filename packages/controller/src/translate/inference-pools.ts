@@ -24,6 +24,7 @@ import type { BackendIR, EndpointIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type EndpointSlice, type HTTPRoute, type ObjectMeta, type Service } from './gateway-api.ts'
 import { endpointsOf } from './backends.ts'
 import { condition } from './conditions.ts'
+import type { ListenerSetState } from './listener-sets.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import type { RouteResult } from './status.ts'
 
@@ -178,10 +179,11 @@ export interface InferencePoolResult {
  * else False/HTTPRouteNotAccepted; False/EndpointPickerRefMissing without a picker) and
  * `ResolvedRefs` (True/ResolvedRefs, or False/InvalidExtensionRef when the picker does not
  * resolve). Routes whose reference the pool cannot honour (another namespace without a
- * ReferenceGrant) do not make it a parent. Only Gateway parentRefs count: a route attached
- * through a ListenerSet does not report its pools on the Gateway (not done yet).
+ * ReferenceGrant) do not make it a parent. A route attached through a ListenerSet makes the
+ * ListenerSet's Gateway the parent: the pool's parentRef kind is Gateway only (the v1 API's
+ * ParentReference defaults to it), and that Gateway's proxies are the ones serving the pool.
  */
-export function inferencePoolResults (routes: readonly HTTPRoute[], results: readonly RouteResult[], index: InferencePoolIndex, services: ServiceLookup, grants: ReferenceGrants, controllerName: string): InferencePoolResult[] {
+export function inferencePoolResults (routes: readonly HTTPRoute[], results: readonly RouteResult[], index: InferencePoolIndex, services: ServiceLookup, grants: ReferenceGrants, controllerName: string, listenerSets?: ReadonlyMap<string, ListenerSetState>): InferencePoolResult[] {
   const resultOf = new Map(results.filter(r => r.kind === undefined).map(r => [`${r.namespace}/${r.name}`, r]))
   // pool key → gateway key → accepted by some route there
   const parents = new Map<string, Map<string, boolean>>()
@@ -199,8 +201,13 @@ export function inferencePoolResults (routes: readonly HTTPRoute[], results: rea
         if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'HTTPRoute', fromNamespace: routeNs, toGroup: INFERENCE_GROUP, toKind: INFERENCE_POOL_KIND, toNamespace: ns, toName: ref.name })) continue
         for (const p of result.parents) {
           if (p.controllerName !== controllerName) continue
-          if ((p.parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || (p.parentRef.kind ?? 'Gateway') !== 'Gateway') continue
-          const gw = `${p.parentRef.namespace ?? routeNs}/${p.parentRef.name}`
+          if ((p.parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP) continue
+          const kind = p.parentRef.kind ?? 'Gateway'
+          const parentKey = `${p.parentRef.namespace ?? routeNs}/${p.parentRef.name}`
+          // A ListenerSet parent: its Gateway (the route's status already says whether the
+          // ListenerSet took it).
+          const gw = kind === 'Gateway' ? parentKey : kind === 'ListenerSet' ? listenerSets?.get(parentKey)?.gateway : undefined
+          if (gw === undefined) continue
           const accepted = p.conditions.some(c => c.type === 'Accepted' && c.status === 'True')
           let byGw = parents.get(key)
           if (byGw === undefined) parents.set(key, byGw = new Map())
