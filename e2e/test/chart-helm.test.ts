@@ -385,9 +385,9 @@ test('every case renders what its values ask for', async (t) => {
     const objects = get('inference-crd')
     const crd = find(objects, 'CustomResourceDefinition', 'inferencepools.inference.networking.k8s.io')
     assert.ok(crd, 'the InferencePool CRD is rendered')
-    assert.equal(crd.metadata.annotations['helm.sh/resource-policy'], 'keep')
-    assert.equal(crd.metadata.annotations['inference.networking.k8s.io/bundle-version'], 'v1.6.2')
-    assert.equal(crd.metadata.labels['app.kubernetes.io/managed-by'], 'Helm')
+    assert.equal(crd.metadata.annotations?.['helm.sh/resource-policy'], 'keep')
+    assert.equal(crd.metadata.annotations?.['inference.networking.k8s.io/bundle-version'], 'v1.6.2')
+    assert.equal(crd.metadata.labels?.['app.kubernetes.io/managed-by'], 'Helm')
     // The vendored file's spec, unchanged (its comment header aside).
     const vendored = parse(readFileSync(join(CHART_DIR, 'files/inference.networking.k8s.io_inferencepools.yaml'), 'utf8')) as K8sObject
     assert.deepEqual(crd.spec, vendored.spec)

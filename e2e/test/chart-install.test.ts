@@ -397,8 +397,9 @@ spec:
     await helmRun(['upgrade', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--reuse-values', '--set', 'inferenceExtension.enabled=true', '--set', 'crds.inferencePool=true', '--wait', '--timeout', '120s'])
     await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/inferencepools.inference.networking.k8s.io'])
     const poolCrd = await get(cluster, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/inferencepools.inference.networking.k8s.io')
-    assert.equal(poolCrd?.metadata.annotations?.['inference.networking.k8s.io/bundle-version'], 'v1.6.2')
-    assert.equal(poolCrd?.metadata.annotations?.['helm.sh/resource-policy'], 'keep')
+    const annotations = (poolCrd?.metadata?.annotations ?? {}) as Record<string, string>
+    assert.equal(annotations['inference.networking.k8s.io/bundle-version'], 'v1.6.2')
+    assert.equal(annotations['helm.sh/resource-policy'], 'keep')
     const review = async (verb: string, resource: string, group: string, subresource = '') => (await cluster.api<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
       apiVersion: 'authorization.k8s.io/v1',
       kind: 'SubjectAccessReview',
