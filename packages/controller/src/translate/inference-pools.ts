@@ -20,7 +20,7 @@
 
 import { createHash } from 'node:crypto'
 import { isIP } from 'node:net'
-import type { BackendIR, EndpointIR } from '@portico/engine/ir'
+import { MAX_FALLBACK_TARGETS, type BackendIR, type EndpointIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type EndpointSlice, type HTTPRoute, type ObjectMeta, type Service } from './gateway-api.ts'
 import { endpointsOf } from './backends.ts'
 import { condition } from './conditions.ts'
@@ -106,10 +106,13 @@ export interface ServiceLookup {
 }
 
 /**
- * The pool's endpoint picker target (`host:port`), or `InvalidExtensionRef: why` (the v1
- * API's ResolvedRefs reason for a pool whose endpointPickerRef does not resolve).
+ * The pool's endpoint picker addresses (`host:port`): every ready endpoint of its Service
+ * of the first one's address family (the proxy's channel connects to the first that accepts
+ * and falls back down the list: engine ir/picker-targets.ts), at most 1 +
+ * MAX_FALLBACK_TARGETS; or `InvalidExtensionRef: why` (the v1 API's ResolvedRefs reason for
+ * a pool whose endpointPickerRef does not resolve).
  */
-export function pickerTarget (pool: InferencePool, index: ServiceLookup): string {
+export function pickerTargets (pool: InferencePool, index: ServiceLookup): string[] | string {
   const ns = pool.metadata.namespace ?? ''
   const ref = pool.spec.endpointPickerRef
   if (ref === undefined) return 'EndpointPickerRefMissing: it has no endpointPickerRef; Portico needs an endpoint picker'
@@ -123,9 +126,18 @@ export function pickerTarget (pool: InferencePool, index: ServiceLookup): string
   if (svc === undefined) return `InvalidExtensionRef: endpoint picker Service ${ns}/${ref.name} not found`
   const port = (svc.spec.ports ?? []).find(p => p.port === portNumber)
   if (port === undefined) return `InvalidExtensionRef: endpoint picker Service ${ns}/${ref.name} has no port ${portNumber}`
-  const first = endpointsOf(index.slices.get(`${ns}/${ref.name}`) ?? [], port)[0]
-  if (first !== undefined) return isIP(first.host) === 6 ? `[${first.host}]:${first.port}` : `${first.host}:${first.port}`
-  return `${ref.name}.${ns}.svc.cluster.local:${portNumber}`
+  const ready = endpointsOf(index.slices.get(`${ns}/${ref.name}`) ?? [], port)
+  if (ready.length > 0) {
+    const family = isIP(ready[0]!.host)
+    return ready.filter(e => isIP(e.host) === family).slice(0, 1 + MAX_FALLBACK_TARGETS).map(e => family === 6 ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`)
+  }
+  return [`${ref.name}.${ns}.svc.cluster.local:${portNumber}`]
+}
+
+/** The first of pickerTargets (what traces name the picker by), or its `Reason: message`. */
+export function pickerTarget (pool: InferencePool, index: ServiceLookup): string {
+  const targets = pickerTargets(pool, index)
+  return typeof targets === 'string' ? targets : targets[0]!
 }
 
 /** `Reason: message` when the target is one (pickerTarget's errors), else null. */
@@ -142,13 +154,14 @@ export function pickerProblem (target: string): { reason: string, message: strin
 export function inferencePoolBackend (pool: InferencePool, pools: InferencePoolIndex, services: ServiceLookup): BackendIR | string {
   const ns = pool.metadata.namespace ?? ''
   const name = pool.metadata.name
-  const target = pickerTarget(pool, services)
-  const problem = pickerProblem(target)
+  const targets = pickerTargets(pool, services)
+  const problem = typeof targets === 'string' ? pickerProblem(targets) : null
   // The route's view: a backend it names that cannot be used is not found (Gateway API has no
   // finer reason); the pool's status says why.
-  if (problem !== null) return `BackendNotFound: InferencePool ${ns}/${name}: ${problem.message}`
+  if (problem !== null || typeof targets === 'string') return `BackendNotFound: InferencePool ${ns}/${name}: ${problem?.message ?? String(targets)}`
   const failureMode = pool.spec.endpointPickerRef?.failureMode === 'FailOpen' ? 'FailOpen' : 'FailClose'
-  const picker = { target, tls: { insecureSkipVerify: true }, failureMode, timeoutMs: PICKER_TIMEOUT_MS, maxBodyBytes: PICKER_MAX_BODY_BYTES } as const
+  const [target, ...fallbackTargets] = targets as [string, ...string[]]
+  const picker = { target, ...(fallbackTargets.length > 0 ? { fallbackTargets } : {}), tls: { insecureSkipVerify: true }, failureMode, timeoutMs: PICKER_TIMEOUT_MS, maxBodyBytes: PICKER_MAX_BODY_BYTES } as const
   // The key names what the proxy's picker client depends on; endpoints change under it, as a Service's do.
   const digest = createHash('sha256').update(JSON.stringify(picker)).digest('hex').slice(0, 8)
   return {
