@@ -125,6 +125,12 @@ export class Informers {
   private readonly crdWatches = new Map<Kind, ListWatch<Crd>>()
   /** The kinds whose switch is on (their informer was made, even if dropped since). */
   private readonly enabled = new Set<Kind>()
+  /**
+   * Kinds watched since their CRD appeared: not part of `ready` — the controller (and its
+   * readiness) must not wait for a list that may keep failing; until it succeeds their
+   * objects are read as none, as before the CRD.
+   */
+  private readonly late = new Set<Kind>()
   private stopped = false
 
   constructor (kc: KubeConfig, onChange: (kind: Kind) => void, log: InformerLog, options: InformerOptions = {}) {
@@ -244,6 +250,7 @@ export class Informers {
     this.log.info({ kind, crd }, 'CRD installed: watching it now')
     const informer = this.informer(kind, WATCHED[kind])
     this.informers.set(kind, informer)
+    this.late.add(kind)
     // A list that fails (the API not served yet a moment after Established) is retried by the
     // informer's error handler; 'connect' marks the kind synced and reconciles.
     informer.start().catch(() => {})
@@ -255,6 +262,7 @@ export class Informers {
     if (informer === undefined) return
     this.informers.delete(kind)
     this.synced.delete(kind)
+    this.late.delete(kind)
     for (const k of [...this.specs.keys()]) if (k.startsWith(`${kind}/`)) this.specs.delete(k)
     this.log.info({ kind, crd }, 'CRD deleted or no longer served: not watched, read as none')
     await informer.stop()
@@ -288,7 +296,8 @@ export class Informers {
 
   /** True once every kind has been listed. */
   get ready (): boolean {
-    return this.synced.size === this.informers.size
+    for (const kind of this.informers.keys()) if (!this.synced.has(kind) && !this.late.has(kind)) return false
+    return true
   }
 
   state (): ClusterState {
