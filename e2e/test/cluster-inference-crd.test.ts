@@ -109,8 +109,6 @@ spec:
 
   // No CRD: the pool is not found.
   await waitUntil(async () => (await resolvedRefs(cluster, 'llm'))?.reason === 'BackendNotFound', 30_000, `route llm BackendNotFound without the CRD\n${log()}`, 200)
-  assert.match(controller.output(), /not watched until its CRD is installed/)
-  assert.match(controller.output(), /none read until the CRD is installed/)
 
   const url = `http://127.0.0.1:${gatewayPort}/v1/completions`
   const body = JSON.stringify({ model: 'smollm2', prompt: 'Hello' })
@@ -122,6 +120,8 @@ spec:
   const lwepp = startLwepp(cluster, tools.lwepp, { pool: POOL, namespace: NS, ports })
   t.after(async () => await lwepp.stop())
   await waitUntil(async () => (await resolvedRefs(cluster, 'llm'))?.status === 'True', 30_000, `route llm ResolvedRefs=True after the CRD\n${log()}`, 200)
+  assert.match(controller.output(), /not watched until its CRD is installed/)
+  assert.match(controller.output(), /none read until the CRD is installed/)
   assert.match(controller.output(), /CRD installed: watching it now/)
   let parents: Array<{ parentRef: Record<string, unknown>, conditions: Condition[] }> = []
   await waitUntil(async () => {
