@@ -223,8 +223,12 @@ export class Informers {
   private watchCrd (kind: Kind, name: string, version: string): void {
     const path = paths.customResourceDefinitions
     const fieldSelector = `metadata.name=${name}`
+    // Retries back off from 2 s to 5 min: a refusal that lasts (a chart older than this
+    // controller, without the RBAC for the CRD) is retried, but not logged every few seconds.
+    let retryMs = 2000
     const watch = new ListWatch<Crd>(path, new Watch(this.kc), async () => {
       const list = await this.api.get<{ items?: Crd[], metadata?: { resourceVersion?: string } }>(path, { fieldSelector })
+      retryMs = 2000
       return { apiVersion: 'v1', kind: 'List', items: list.items ?? [], metadata: list.metadata ?? {} } as never
     }, false, undefined, fieldSelector)
     const sync = (crd: Crd | undefined) => {
@@ -236,9 +240,9 @@ export class Informers {
     watch.on('delete', () => sync(undefined))
     watch.on('error', (err: unknown) => {
       if (this.stopped) return
-      // Forbidden (a chart older than this controller: no RBAC for the CRD) retries too, slowly.
-      this.log.warn({ kind, crd: name, err: (err as Error)?.message ?? String(err), retryInMs: 10_000 }, 'watch of the CRD failed; retrying')
-      setTimeout(() => { if (!this.stopped) watch.start().catch(() => {}) }, 10_000).unref()
+      this.log.warn({ kind, crd: name, err: (err as Error)?.message ?? String(err), retryInMs: retryMs }, 'watch of the CRD failed; retrying')
+      setTimeout(() => { if (!this.stopped) watch.start().catch(() => {}) }, retryMs).unref()
+      retryMs = Math.min(retryMs * 2, 300_000)
     })
     this.crdWatches.set(kind, watch)
     watch.start().catch(() => {})
