@@ -112,7 +112,7 @@ export interface ServiceLookup {
  * MAX_FALLBACK_TARGETS; or `InvalidExtensionRef: why` (the v1 API's ResolvedRefs reason for
  * a pool whose endpointPickerRef does not resolve).
  */
-export function pickerTargets (pool: InferencePool, index: ServiceLookup): string[] | string {
+export function pickerTargets (pool: InferencePool, index: ServiceLookup): [string, ...string[]] | string {
   const ns = pool.metadata.namespace ?? ''
   const ref = pool.spec.endpointPickerRef
   if (ref === undefined) return 'EndpointPickerRefMissing: it has no endpointPickerRef; Portico needs an endpoint picker'
@@ -129,7 +129,7 @@ export function pickerTargets (pool: InferencePool, index: ServiceLookup): strin
   const ready = endpointsOf(index.slices.get(`${ns}/${ref.name}`) ?? [], port)
   if (ready.length > 0) {
     const family = isIP(ready[0]!.host)
-    return ready.filter(e => isIP(e.host) === family).slice(0, 1 + MAX_FALLBACK_TARGETS).map(e => family === 6 ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`)
+    return ready.filter(e => isIP(e.host) === family).slice(0, 1 + MAX_FALLBACK_TARGETS).map(e => family === 6 ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`) as [string, ...string[]]
   }
   return [`${ref.name}.${ns}.svc.cluster.local:${portNumber}`]
 }
@@ -137,7 +137,7 @@ export function pickerTargets (pool: InferencePool, index: ServiceLookup): strin
 /** The first of pickerTargets (what traces name the picker by), or its `Reason: message`. */
 export function pickerTarget (pool: InferencePool, index: ServiceLookup): string {
   const targets = pickerTargets(pool, index)
-  return typeof targets === 'string' ? targets : targets[0]!
+  return typeof targets === 'string' ? targets : targets[0]
 }
 
 /** `Reason: message` when the target is one (pickerTarget's errors), else null. */
@@ -155,12 +155,11 @@ export function inferencePoolBackend (pool: InferencePool, pools: InferencePoolI
   const ns = pool.metadata.namespace ?? ''
   const name = pool.metadata.name
   const targets = pickerTargets(pool, services)
-  const problem = typeof targets === 'string' ? pickerProblem(targets) : null
   // The route's view: a backend it names that cannot be used is not found (Gateway API has no
   // finer reason); the pool's status says why.
-  if (problem !== null || typeof targets === 'string') return `BackendNotFound: InferencePool ${ns}/${name}: ${problem?.message ?? String(targets)}`
+  if (typeof targets === 'string') return `BackendNotFound: InferencePool ${ns}/${name}: ${pickerProblem(targets)?.message ?? targets}`
   const failureMode = pool.spec.endpointPickerRef?.failureMode === 'FailOpen' ? 'FailOpen' : 'FailClose'
-  const [target, ...fallbackTargets] = targets as [string, ...string[]]
+  const [target, ...fallbackTargets] = targets
   const picker = { target, ...(fallbackTargets.length > 0 ? { fallbackTargets } : {}), tls: { insecureSkipVerify: true }, failureMode, timeoutMs: PICKER_TIMEOUT_MS, maxBodyBytes: PICKER_MAX_BODY_BYTES } as const
   // The key names what the proxy's picker client depends on; endpoints change under it, as a Service's do.
   const digest = createHash('sha256').update(JSON.stringify(picker)).digest('hex').slice(0, 8)
