@@ -9,6 +9,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { parse } from 'yaml'
 import { CHART_DIR, GOLDEN_DIR, NAMESPACE, REPO_ROOT, caseNames, find, objectsOf, render, requireHelm, run, type K8sObject } from '../lib/chart.ts'
 
 const update = process.env.UPDATE_GOLDEN === '1'
@@ -378,6 +379,25 @@ test('every case renders what its values ask for', async (t) => {
     const bindings = objects.filter(o => o.kind === 'RoleBinding' && o.roleRef!.kind === 'ClusterRole')
     assert.deepEqual(bindings.map(b => b.metadata.namespace).sort(), ['apps', 'edge'])
     assert.equal(objects.filter(o => o.kind === 'ClusterRoleBinding').length, 1, 'the deployer is not bound cluster-wide')
+  })
+
+  await t.test('inferenceExtension.enabled with crds.inferencePool: the vendored InferencePool CRD, kept on uninstall, and the RBAC to watch it by name; without either switch: no CRD', () => {
+    const objects = get('inference-crd')
+    const crd = find(objects, 'CustomResourceDefinition', 'inferencepools.inference.networking.k8s.io')
+    assert.ok(crd, 'the InferencePool CRD is rendered')
+    assert.equal(crd.metadata.annotations?.['helm.sh/resource-policy'], 'keep')
+    assert.equal(crd.metadata.annotations?.['inference.networking.k8s.io/bundle-version'], 'v1.6.2')
+    assert.equal(crd.metadata.labels?.['app.kubernetes.io/managed-by'], 'Helm')
+    // The vendored file's spec, unchanged (its comment header aside).
+    const vendored = parse(readFileSync(join(CHART_DIR, 'files/inference.networking.k8s.io_inferencepools.yaml'), 'utf8')) as K8sObject
+    assert.deepEqual(crd.spec, vendored.spec)
+    assert.deepEqual(crd.spec.versions.map((v: { name: string }) => v.name), ['v1'])
+    const rules = find(objects, 'ClusterRole')!.rules!
+    assert.ok(rules.some(r => r.apiGroups.includes('apiextensions.k8s.io') && r.resourceNames?.join() === 'inferencepools.inference.networking.k8s.io' && ['get', 'list', 'watch'].every(v => r.verbs.includes(v))), 'the controller may watch the InferencePool CRD by name')
+    // The switch without crds.inferencePool (features): no CRD.
+    assert.equal(find(get('features'), 'CustomResourceDefinition', 'inferencepools.inference.networking.k8s.io'), undefined, 'features: the CRD only when asked')
+    assert.equal(find(get('default'), 'CustomResourceDefinition', 'inferencepools.inference.networking.k8s.io'), undefined, 'default: no CRD')
+    assert.ok(!find(get('default'), 'ClusterRole')!.rules!.some(r => r.resourceNames?.includes('inferencepools.inference.networking.k8s.io')), 'default: no rule for the CRD')
   })
 
   await t.test('gatewayModels.enabled: the PorticoModel CRD and the RBAC to watch PorticoModels and write their status; off: neither', () => {

@@ -13,15 +13,16 @@
  * 5. `helm upgrade --set gatewayModels.enabled=true`: the PorticoModel CRD and its RBAC appear
  *    (absent before, with the controller not watching), the restarted controller watches
  *    PorticoModels and writes their status;
- * 6. `helm upgrade --set inferenceExtension.enabled=true` (the InferencePool CRD installed apart,
- *    from INFERENCE_EXTENSION_CRDS): the RBAC for InferencePools, their status and Pods, the
- *    restarted controller reads a pool an HTTPRoute names and writes its status; and `helm uninstall`.
+ * 6. `helm upgrade --set inferenceExtension.enabled=true --set crds.inferencePool=true`: the
+ *    chart's vendored InferencePool CRD (v1.6.2) is installed and Established, the RBAC for
+ *    InferencePools, their status, Pods and the CRD by name; the restarted controller reads a
+ *    pool an HTTPRoute names and writes its status; and `helm uninstall`, which keeps the CRDs.
  */
 
 import { test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
@@ -388,20 +389,17 @@ spec:
     assert.doesNotMatch(c.output(), /not available/, 'no "not available" warning for gatewayModels')
   })
 
-  await t.test('helm upgrade with inferenceExtension.enabled=true: the RBAC for InferencePools, their status and Pods; the restarted controller reads pools and writes their status', async st => {
-    // The InferencePool CRD is third-party: installed apart from the chart, from the module (scripts/test-tools).
-    const crd = process.env.INFERENCE_EXTENSION_CRDS === undefined ? '' : join(process.env.INFERENCE_EXTENSION_CRDS, 'inference.networking.k8s.io_inferencepools.yaml')
-    if (crd === '' || !existsSync(crd)) {
-      const why = `the InferencePool CRD is missing (INFERENCE_EXTENSION_CRDS=${JSON.stringify(process.env.INFERENCE_EXTENSION_CRDS ?? '')}): run ./scripts/test-tools and export the lines it prints`
-      if (process.env.CI === 'true') throw new Error(why)
-      st.skip(why)
-      return
-    }
+  await t.test('helm upgrade with inferenceExtension.enabled=true and crds.inferencePool=true: the chart\'s InferencePool CRD, the RBAC for InferencePools, their status and Pods; the restarted controller reads pools and writes their status', async () => {
     assert.doesNotMatch(controller!.output(), /InferencePool|inferencepools/, 'the extension off: InferencePools are not watched')
     await controller!.stop()
-    await cluster.kubectl(['apply', '--server-side', '-f', crd])
+    assert.equal(await get(cluster, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/inferencepools.inference.networking.k8s.io'), undefined, 'no InferencePool CRD before it is asked for')
+    // The chart installs the extension's CRD (vendored from the module, v1.6.2) when asked.
+    await helmRun(['upgrade', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--reuse-values', '--set', 'inferenceExtension.enabled=true', '--set', 'crds.inferencePool=true', '--wait', '--timeout', '120s'])
     await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/inferencepools.inference.networking.k8s.io'])
-    await helmRun(['upgrade', RELEASE, CHART_DIR, '--namespace', NAMESPACE, '--reuse-values', '--set', 'inferenceExtension.enabled=true', '--wait', '--timeout', '120s'])
+    const poolCrd = await get(cluster, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/inferencepools.inference.networking.k8s.io')
+    const annotations = (poolCrd?.metadata?.annotations ?? {}) as Record<string, string>
+    assert.equal(annotations['inference.networking.k8s.io/bundle-version'], 'v1.6.2')
+    assert.equal(annotations['helm.sh/resource-policy'], 'keep')
     const review = async (verb: string, resource: string, group: string, subresource = '') => (await cluster.api<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
       apiVersion: 'authorization.k8s.io/v1',
       kind: 'SubjectAccessReview',
@@ -409,6 +407,13 @@ spec:
     })).status.allowed
     const pool = 'inference.networking.k8s.io'
     assert.deepEqual(await Promise.all([review('list', 'inferencepools', pool), review('watch', 'inferencepools', pool), review('update', 'inferencepools', pool, 'status'), review('delete', 'inferencepools', pool), review('list', 'pods', ''), review('watch', 'pods', ''), review('delete', 'pods', '')]), [true, true, true, false, true, true, false])
+    // The InferencePool CRD, by name only: the controller watches it to start (or stop) watching pools.
+    const reviewCrd = async (verb: string, name: string) => (await cluster.api<{ status: { allowed: boolean } }>('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SubjectAccessReview',
+      spec: { user: `system:serviceaccount:${NAMESPACE}:${RELEASE}`, groups: ['system:authenticated'], resourceAttributes: { verb, resource: 'customresourcedefinitions', group: 'apiextensions.k8s.io', name } }
+    })).status.allowed
+    assert.deepEqual(await Promise.all([reviewCrd('list', 'inferencepools.inference.networking.k8s.io'), reviewCrd('watch', 'inferencepools.inference.networking.k8s.io'), reviewCrd('watch', ''), reviewCrd('delete', 'inferencepools.inference.networking.k8s.io')]), [true, true, false, false])
     const before = controller!.output()
     controller = await startController(cluster, dir, 'inference')
     const c = controller
@@ -455,5 +460,6 @@ spec:
     assert.equal(await get(cluster, `/apis/apps/v1/namespaces/${NAMESPACE}/deployments/${RELEASE}`), undefined)
     assert.ok(await get(cluster, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/porticoparameters.portico.dev'), 'CRD kept (helm.sh/resource-policy: keep)')
     assert.ok(await get(cluster, `/apis/portico.dev/v1alpha1/namespaces/${NAMESPACE}/porticoparameters/proxy-defaults`), 'PorticoParameters kept')
+    assert.ok(await get(cluster, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/inferencepools.inference.networking.k8s.io'), 'InferencePool CRD kept (helm.sh/resource-policy: keep)')
   })
 })

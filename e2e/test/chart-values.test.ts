@@ -8,7 +8,7 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { KubeConfig } from '@kubernetes/client-node'
@@ -137,6 +137,28 @@ test('a stale README is reported with its first differing line', () => {
   assert.match(message, /README: {4}\| `affinity` \| object \| `\{\}` \| Pod scheduling affinity rules\. \|/)
   assert.match(message, /generated: \| `affinity` \| object \| `\{\}` \| Changed\. \|/)
   assert.throws(() => withValuesTable('no markers', ''), /markers/)
+})
+
+test('the vendored InferencePool CRD is the Inference Extension v1.6.2 module\'s file, under its header', (t) => {
+  const vendored = readFileSync(join(CHART_DIR, 'files/inference.networking.k8s.io_inferencepools.yaml'), 'utf8')
+  // The header names its source, version and licence; below it, the module's bytes.
+  const header = vendored.slice(0, vendored.indexOf('\napiVersion:') + 1)
+  assert.match(header, /gateway-api-inference-extension v1\.6\.2/)
+  assert.match(header, /config\/crd\/bases\/inference\.networking\.k8s\.io_inferencepools\.yaml/)
+  assert.match(header, /Apache License 2\.0/)
+  assert.ok(header.split('\n').filter(l => l !== '').every(l => l.startsWith('#')), 'the header is comments only')
+  assert.equal(parse(vendored).metadata.annotations['inference.networking.k8s.io/bundle-version'], 'v1.6.2')
+  // scripts/test-tools' copy of the module's config/crd/bases (lwepp-v1.6.2/crds), when built.
+  const dir = process.env.INFERENCE_EXTENSION_CRDS ?? ''
+  const moduleFile = join(dir, 'inference.networking.k8s.io_inferencepools.yaml')
+  if (dir === '' || !existsSync(moduleFile)) {
+    const why = `the module's CRD is not cached (INFERENCE_EXTENSION_CRDS=${JSON.stringify(dir)}): run ./scripts/test-tools and export the lines it prints`
+    if (process.env.CI === 'true') throw new Error(why)
+    t.skip(why)
+    return
+  }
+  assert.ok(dir.includes('v1.6.2'), `INFERENCE_EXTENSION_CRDS is the v1.6.2 build (${dir})`)
+  assert.equal(vendored.slice(header.length), readFileSync(moduleFile, 'utf8'), 'charts/portico/files/inference.networking.k8s.io_inferencepools.yaml differs from the module\'s: copy it again below the header')
 })
 
 // ---------------------------------------------------------------------------------------------

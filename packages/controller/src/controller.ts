@@ -107,7 +107,7 @@ export class Controller {
     }
     if (this.settings.inferenceExtension) {
       const watching = this.informers.watched.includes('inferencePools')
-      this.logs.gatewayController.info({ inferenceExtension: true, watching }, watching ? 'inference extension on: watching InferencePools and Pods' : 'inference extension on, but InferencePools are not served (CRD not installed): none read; install the CRD and restart the controller')
+      this.logs.gatewayController.info({ inferenceExtension: true, watching }, watching ? 'inference extension on: watching InferencePools and Pods' : 'inference extension on, but InferencePools are not served (CRD not installed): none read until the CRD is installed (watched: no restart needed)')
     }
     this.schedule()
   }

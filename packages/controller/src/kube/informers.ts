@@ -9,7 +9,7 @@
  * one more full reconcile (with 1,000 routes, a route change meant three or four).
  */
 
-import { makeInformer, type KubeConfig, type KubernetesObject, type Informer, type ObjectCache } from '@kubernetes/client-node'
+import { ListWatch, makeInformer, Watch, type KubeConfig, type KubernetesObject, type Informer, type ObjectCache } from '@kubernetes/client-node'
 import type { ClusterState } from '../translate/translate.ts'
 import { KubeHttp, paths } from './http.ts'
 
@@ -44,7 +44,7 @@ const WATCHED: Record<Kind, string> = {
 /**
  * Kinds from Portico's own CRDs, which the chart installs but a cluster may lack: watched
  * only when the API server serves them (checked at start; installing the CRD later needs a
- * controller restart), else read as none.
+ * controller restart — except InferencePools, see LATE_CRDS), else read as none.
  */
 const OPTIONAL: Partial<Record<Kind, string>> = {
   parameters: paths.porticoParametersGroupVersion,
@@ -62,6 +62,29 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   // The InferencePool CRD is third-party (installed apart from the chart): with the switch on
   // and no CRD, pools are read as none (a pool backendRef is then BackendNotFound).
   inferencePools: paths.inferencePoolsGroupVersion
+}
+
+/**
+ * Optional kinds whose CRD is watched (by name): the controller starts watching the kind when
+ * its CRD becomes Established and stops when the CRD is deleted, without a restart. The
+ * InferencePool CRD is third-party, installed apart from the chart or by it after the
+ * controller started (crds.inferencePool); Portico's own CRDs come with the chart, before
+ * the controller.
+ */
+const LATE_CRDS: Partial<Record<Kind, { crd: string, version: string }>> = {
+  inferencePools: { crd: 'inferencepools.inference.networking.k8s.io', version: 'v1' }
+}
+
+interface Crd extends KubernetesObject {
+  spec?: { versions?: Array<{ name: string, served?: boolean }> }
+  status?: { conditions?: Array<{ type: string, status: string }> }
+}
+
+/** The CRD serves `version` (Established, that version served): its kind can be listed. */
+function serves (crd: Crd | undefined, version: string): boolean {
+  return crd !== undefined && crd.metadata?.deletionTimestamp === undefined &&
+    (crd.status?.conditions ?? []).some(c => c.type === 'Established' && c.status === 'True') &&
+    (crd.spec?.versions ?? []).some(v => v.name === version && v.served === true)
 }
 
 /**
@@ -83,6 +106,7 @@ function podFingerprint (o: KubernetesObject): unknown[] {
 }
 
 export interface InformerLog {
+  info(fields: Record<string, unknown>, msg: string): void
   warn(fields: Record<string, unknown>, msg: string): void
   debug(fields: Record<string, unknown>, msg: string): void
 }
@@ -95,52 +119,79 @@ export class Informers {
   private readonly api: KubeHttp
   private readonly log: InformerLog
 
+  private readonly kc: KubeConfig
+  private readonly onChange: (kind: Kind) => void
+  /** Watches of LATE_CRDS' CRDs (by name), by kind. */
+  private readonly crdWatches = new Map<Kind, ListWatch<Crd>>()
+  /** The kinds whose switch is on (their informer was made, even if dropped since). */
+  private readonly enabled = new Set<Kind>()
+  /**
+   * Kinds watched since their CRD appeared: not part of `ready` — the controller (and its
+   * readiness) must not wait for a list that may keep failing; until it succeeds their
+   * objects are read as none, as before the CRD.
+   */
+  private readonly late = new Set<Kind>()
+  private stopped = false
+
   constructor (kc: KubeConfig, onChange: (kind: Kind) => void, log: InformerLog, options: InformerOptions = {}) {
-    const api = this.api = new KubeHttp(kc)
+    this.api = new KubeHttp(kc)
+    this.kc = kc
+    this.onChange = onChange
     this.log = log
     for (const [kind, path] of Object.entries(WATCHED) as Array<[Kind, string]>) {
       if (kind === 'porticoModels' && options.gatewayModels !== true) continue
       if ((kind === 'inferencePools' || kind === 'pods') && options.inferenceExtension !== true) continue
-      const informer = makeInformer(kc, path, async () => {
-        const list = await api.get<{ items?: KubernetesObject[], metadata?: { resourceVersion?: string } }>(path)
-        // Lists omit apiVersion/kind on items; nothing downstream needs them.
-        return { apiVersion: 'v1', kind: 'List', items: list.items ?? [], metadata: list.metadata ?? {} } as never
-      })
-      const changed = () => onChange(kind)
-      const key = (o: KubernetesObject) => `${kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`
-      // Pods (inference extension): only what makes a pod an endpoint of a pool matters —
-      // every other status update (container restarts, probes' timestamps) would be one more
-      // full reconcile for each pod of the cluster.
-      const spec = kind === 'pods'
-        ? (o: KubernetesObject) => JSON.stringify(podFingerprint(o))
-        : (o: KubernetesObject) => JSON.stringify([o.metadata?.uid, o.metadata?.generation, o.metadata?.labels, o.metadata?.annotations])
-      const specOnly = SPEC_ONLY.has(kind) || kind === 'pods'
-      informer.on('add', (o) => {
-        if (specOnly) this.specs.set(key(o), spec(o))
-        changed()
-      })
-      informer.on('update', (o) => {
-        if (specOnly) {
-          const next = spec(o)
-          if (this.specs.get(key(o)) === next) return
-          this.specs.set(key(o), next)
-        }
-        changed()
-      })
-      informer.on('delete', (o) => {
-        if (specOnly) this.specs.delete(key(o))
-        changed()
-      })
-      informer.on('connect', () => {
-        this.synced.add(kind)
-        changed()
-      })
-      informer.on('error', (err: unknown) => {
-        log.warn({ kind, err: (err as Error)?.message ?? String(err) }, 'watch failed; restarting')
-        setTimeout(() => { informer.start().catch(() => {}) }, 2000).unref()
-      })
-      this.informers.set(kind, informer)
+      this.informers.set(kind, this.informer(kind, path))
+      this.enabled.add(kind)
     }
+  }
+
+  /** A list + watch of `kind` whose changes call onChange (SPEC_ONLY kinds: only when what matters changed). */
+  private informer (kind: Kind, path: string): Informer<KubernetesObject> & ObjectCache<KubernetesObject> {
+    const api = this.api
+    const informer = makeInformer(this.kc, path, async () => {
+      const list = await api.get<{ items?: KubernetesObject[], metadata?: { resourceVersion?: string } }>(path)
+      // Lists omit apiVersion/kind on items; nothing downstream needs them.
+      return { apiVersion: 'v1', kind: 'List', items: list.items ?? [], metadata: list.metadata ?? {} } as never
+    })
+    const changed = () => this.onChange(kind)
+    const key = (o: KubernetesObject) => `${kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`
+    // Pods (inference extension): only what makes a pod an endpoint of a pool matters —
+    // every other status update (container restarts, probes' timestamps) would be one more
+    // full reconcile for each pod of the cluster.
+    const spec = kind === 'pods'
+      ? (o: KubernetesObject) => JSON.stringify(podFingerprint(o))
+      : (o: KubernetesObject) => JSON.stringify([o.metadata?.uid, o.metadata?.generation, o.metadata?.labels, o.metadata?.annotations])
+    const specOnly = SPEC_ONLY.has(kind) || kind === 'pods'
+    informer.on('add', (o) => {
+      if (specOnly) this.specs.set(key(o), spec(o))
+      changed()
+    })
+    informer.on('update', (o) => {
+      if (specOnly) {
+        const next = spec(o)
+        if (this.specs.get(key(o)) === next) return
+        this.specs.set(key(o), next)
+      }
+      changed()
+    })
+    informer.on('delete', (o) => {
+      if (specOnly) this.specs.delete(key(o))
+      changed()
+    })
+    informer.on('connect', () => {
+      this.synced.add(kind)
+      changed()
+    })
+    informer.on('error', (err: unknown) => {
+      // Not when it was stopped since (its CRD deleted: LATE_CRDS) or replaced.
+      if (this.stopped || this.informers.get(kind) !== informer) return
+      this.log.warn({ kind, err: (err as Error)?.message ?? String(err) }, 'watch failed; restarting')
+      setTimeout(() => {
+        if (!this.stopped && this.informers.get(kind) === informer) informer.start().catch(() => {})
+      }, 2000).unref()
+    })
+    return informer
   }
 
   async start (): Promise<void> {
@@ -152,10 +203,74 @@ export class Informers {
       }))
       if (!served) {
         this.informers.delete(kind)
-        this.log.warn({ kind, api: groupVersion }, 'API not served (CRD not installed): not watched; install the chart\'s CRDs and restart the controller to use it')
+        if (LATE_CRDS[kind] !== undefined) this.log.warn({ kind, api: groupVersion, crd: LATE_CRDS[kind].crd }, 'API not served (CRD not installed): not watched until its CRD is installed')
+        else this.log.warn({ kind, api: groupVersion }, 'API not served (CRD not installed): not watched; install the chart\'s CRDs and restart the controller to use it')
       }
     }
     await Promise.all([...this.informers.entries()].map(async ([kind, i]) => await this.untilAnswered(`list of ${kind}`, async () => await i.start())))
+    for (const [kind, late] of Object.entries(LATE_CRDS) as Array<[Kind, { crd: string, version: string }]>) {
+      // Only kinds behind an enabled switch (their informer exists, or was dropped above).
+      if (WATCHED[kind] === undefined || !this.enabled.has(kind)) continue
+      this.watchCrd(kind, late.crd, late.version)
+    }
+  }
+
+  /**
+   * Watches the CRD of `kind` by name (RBAC: get, list, watch of that one CRD): Established
+   * with `version` served → the kind is watched; deleted (or no longer served) → its watch is
+   * stopped and its objects are read as none. Each change reconciles.
+   */
+  private watchCrd (kind: Kind, name: string, version: string): void {
+    const path = paths.customResourceDefinitions
+    const fieldSelector = `metadata.name=${name}`
+    // Retries back off from 2 s to 5 min: a refusal that lasts (a chart older than this
+    // controller, without the RBAC for the CRD) is retried, but not logged every few seconds.
+    let retryMs = 2000
+    const watch = new ListWatch<Crd>(path, new Watch(this.kc), async () => {
+      const list = await this.api.get<{ items?: Crd[], metadata?: { resourceVersion?: string } }>(path, { fieldSelector })
+      retryMs = 2000
+      return { apiVersion: 'v1', kind: 'List', items: list.items ?? [], metadata: list.metadata ?? {} } as never
+    }, false, undefined, fieldSelector)
+    const sync = (crd: Crd | undefined) => {
+      if (serves(crd, version)) this.startLate(kind, name)
+      else void this.stopLate(kind, name)
+    }
+    watch.on('add', sync)
+    watch.on('update', sync)
+    watch.on('delete', () => sync(undefined))
+    watch.on('error', (err: unknown) => {
+      if (this.stopped) return
+      this.log.warn({ kind, crd: name, err: (err as Error)?.message ?? String(err), retryInMs: retryMs }, 'watch of the CRD failed; retrying')
+      setTimeout(() => { if (!this.stopped) watch.start().catch(() => {}) }, retryMs).unref()
+      retryMs = Math.min(retryMs * 2, 300_000)
+    })
+    this.crdWatches.set(kind, watch)
+    watch.start().catch(() => {})
+  }
+
+  /** The CRD of `kind` is served: watch the kind (not already watched). */
+  private startLate (kind: Kind, crd: string): void {
+    if (this.stopped || this.informers.has(kind)) return
+    this.log.info({ kind, crd }, 'CRD installed: watching it now')
+    const informer = this.informer(kind, WATCHED[kind])
+    this.informers.set(kind, informer)
+    this.late.add(kind)
+    // A list that fails (the API not served yet a moment after Established) is retried by the
+    // informer's error handler; 'connect' marks the kind synced and reconciles.
+    informer.start().catch(() => {})
+  }
+
+  /** The CRD of `kind` is gone: stop watching the kind and forget its objects, then reconcile. */
+  private async stopLate (kind: Kind, crd: string): Promise<void> {
+    const informer = this.informers.get(kind)
+    if (informer === undefined) return
+    this.informers.delete(kind)
+    this.synced.delete(kind)
+    this.late.delete(kind)
+    for (const k of [...this.specs.keys()]) if (k.startsWith(`${kind}/`)) this.specs.delete(k)
+    this.log.info({ kind, crd }, 'CRD deleted or no longer served: not watched, read as none')
+    await informer.stop()
+    this.onChange(kind)
   }
 
   /**
@@ -185,7 +300,8 @@ export class Informers {
 
   /** True once every kind has been listed. */
   get ready (): boolean {
-    return this.synced.size === this.informers.size
+    for (const kind of this.informers.keys()) if (!this.synced.has(kind) && !this.late.has(kind)) return false
+    return true
   }
 
   state (): ClusterState {
@@ -221,6 +337,7 @@ export class Informers {
   }
 
   async stop (): Promise<void> {
-    await Promise.all([...this.informers.values()].map(i => i.stop()))
+    this.stopped = true
+    await Promise.all([...this.informers.values(), ...this.crdWatches.values()].map(i => i.stop()))
   }
 }

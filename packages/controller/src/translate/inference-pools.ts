@@ -20,10 +20,11 @@
 
 import { createHash } from 'node:crypto'
 import { isIP } from 'node:net'
-import type { BackendIR, EndpointIR } from '@portico/engine/ir'
+import { MAX_FALLBACK_TARGETS, type BackendIR, type EndpointIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type EndpointSlice, type HTTPRoute, type ObjectMeta, type Service } from './gateway-api.ts'
 import { endpointsOf } from './backends.ts'
 import { condition } from './conditions.ts'
+import type { ListenerSetState } from './listener-sets.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import type { RouteResult } from './status.ts'
 
@@ -105,10 +106,13 @@ export interface ServiceLookup {
 }
 
 /**
- * The pool's endpoint picker target (`host:port`), or `InvalidExtensionRef: why` (the v1
- * API's ResolvedRefs reason for a pool whose endpointPickerRef does not resolve).
+ * The pool's endpoint picker addresses (`host:port`): every ready endpoint of its Service
+ * of the first one's address family (the proxy's channel connects to the first that accepts
+ * and falls back down the list: engine ir/picker-targets.ts), at most 1 +
+ * MAX_FALLBACK_TARGETS; or `InvalidExtensionRef: why` (the v1 API's ResolvedRefs reason for
+ * a pool whose endpointPickerRef does not resolve).
  */
-export function pickerTarget (pool: InferencePool, index: ServiceLookup): string {
+export function pickerTargets (pool: InferencePool, index: ServiceLookup): [string, ...string[]] | string {
   const ns = pool.metadata.namespace ?? ''
   const ref = pool.spec.endpointPickerRef
   if (ref === undefined) return 'EndpointPickerRefMissing: it has no endpointPickerRef; Portico needs an endpoint picker'
@@ -122,9 +126,18 @@ export function pickerTarget (pool: InferencePool, index: ServiceLookup): string
   if (svc === undefined) return `InvalidExtensionRef: endpoint picker Service ${ns}/${ref.name} not found`
   const port = (svc.spec.ports ?? []).find(p => p.port === portNumber)
   if (port === undefined) return `InvalidExtensionRef: endpoint picker Service ${ns}/${ref.name} has no port ${portNumber}`
-  const first = endpointsOf(index.slices.get(`${ns}/${ref.name}`) ?? [], port)[0]
-  if (first !== undefined) return isIP(first.host) === 6 ? `[${first.host}]:${first.port}` : `${first.host}:${first.port}`
-  return `${ref.name}.${ns}.svc.cluster.local:${portNumber}`
+  const ready = endpointsOf(index.slices.get(`${ns}/${ref.name}`) ?? [], port)
+  if (ready.length > 0) {
+    const family = isIP(ready[0]!.host)
+    return ready.filter(e => isIP(e.host) === family).slice(0, 1 + MAX_FALLBACK_TARGETS).map(e => family === 6 ? `[${e.host}]:${e.port}` : `${e.host}:${e.port}`) as [string, ...string[]]
+  }
+  return [`${ref.name}.${ns}.svc.cluster.local:${portNumber}`]
+}
+
+/** The first of pickerTargets (what traces name the picker by), or its `Reason: message`. */
+export function pickerTarget (pool: InferencePool, index: ServiceLookup): string {
+  const targets = pickerTargets(pool, index)
+  return typeof targets === 'string' ? targets : targets[0]
 }
 
 /** `Reason: message` when the target is one (pickerTarget's errors), else null. */
@@ -141,13 +154,13 @@ export function pickerProblem (target: string): { reason: string, message: strin
 export function inferencePoolBackend (pool: InferencePool, pools: InferencePoolIndex, services: ServiceLookup): BackendIR | string {
   const ns = pool.metadata.namespace ?? ''
   const name = pool.metadata.name
-  const target = pickerTarget(pool, services)
-  const problem = pickerProblem(target)
+  const targets = pickerTargets(pool, services)
   // The route's view: a backend it names that cannot be used is not found (Gateway API has no
   // finer reason); the pool's status says why.
-  if (problem !== null) return `BackendNotFound: InferencePool ${ns}/${name}: ${problem.message}`
+  if (typeof targets === 'string') return `BackendNotFound: InferencePool ${ns}/${name}: ${pickerProblem(targets)?.message ?? targets}`
   const failureMode = pool.spec.endpointPickerRef?.failureMode === 'FailOpen' ? 'FailOpen' : 'FailClose'
-  const picker = { target, tls: { insecureSkipVerify: true }, failureMode, timeoutMs: PICKER_TIMEOUT_MS, maxBodyBytes: PICKER_MAX_BODY_BYTES } as const
+  const [target, ...fallbackTargets] = targets
+  const picker = { target, ...(fallbackTargets.length > 0 ? { fallbackTargets } : {}), tls: { insecureSkipVerify: true }, failureMode, timeoutMs: PICKER_TIMEOUT_MS, maxBodyBytes: PICKER_MAX_BODY_BYTES } as const
   // The key names what the proxy's picker client depends on; endpoints change under it, as a Service's do.
   const digest = createHash('sha256').update(JSON.stringify(picker)).digest('hex').slice(0, 8)
   return {
@@ -178,10 +191,11 @@ export interface InferencePoolResult {
  * else False/HTTPRouteNotAccepted; False/EndpointPickerRefMissing without a picker) and
  * `ResolvedRefs` (True/ResolvedRefs, or False/InvalidExtensionRef when the picker does not
  * resolve). Routes whose reference the pool cannot honour (another namespace without a
- * ReferenceGrant) do not make it a parent. Only Gateway parentRefs count: a route attached
- * through a ListenerSet does not report its pools on the Gateway (not done yet).
+ * ReferenceGrant) do not make it a parent. A route attached through a ListenerSet makes the
+ * ListenerSet's Gateway the parent: the pool's parentRef kind is Gateway only (the v1 API's
+ * ParentReference defaults to it), and that Gateway's proxies are the ones serving the pool.
  */
-export function inferencePoolResults (routes: readonly HTTPRoute[], results: readonly RouteResult[], index: InferencePoolIndex, services: ServiceLookup, grants: ReferenceGrants, controllerName: string): InferencePoolResult[] {
+export function inferencePoolResults (routes: readonly HTTPRoute[], results: readonly RouteResult[], index: InferencePoolIndex, services: ServiceLookup, grants: ReferenceGrants, controllerName: string, listenerSets?: ReadonlyMap<string, ListenerSetState>): InferencePoolResult[] {
   const resultOf = new Map(results.filter(r => r.kind === undefined).map(r => [`${r.namespace}/${r.name}`, r]))
   // pool key → gateway key → accepted by some route there
   const parents = new Map<string, Map<string, boolean>>()
@@ -199,8 +213,13 @@ export function inferencePoolResults (routes: readonly HTTPRoute[], results: rea
         if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'HTTPRoute', fromNamespace: routeNs, toGroup: INFERENCE_GROUP, toKind: INFERENCE_POOL_KIND, toNamespace: ns, toName: ref.name })) continue
         for (const p of result.parents) {
           if (p.controllerName !== controllerName) continue
-          if ((p.parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP || (p.parentRef.kind ?? 'Gateway') !== 'Gateway') continue
-          const gw = `${p.parentRef.namespace ?? routeNs}/${p.parentRef.name}`
+          if ((p.parentRef.group ?? GATEWAY_GROUP) !== GATEWAY_GROUP) continue
+          const kind = p.parentRef.kind ?? 'Gateway'
+          const parentKey = `${p.parentRef.namespace ?? routeNs}/${p.parentRef.name}`
+          // A ListenerSet parent: its Gateway (the route's status already says whether the
+          // ListenerSet took it).
+          const gw = kind === 'Gateway' ? parentKey : kind === 'ListenerSet' ? listenerSets?.get(parentKey)?.gateway : undefined
+          if (gw === undefined) continue
           const accepted = p.conditions.some(c => c.type === 'Accepted' && c.status === 'True')
           let byGw = parents.get(key)
           if (byGw === undefined) parents.set(key, byGw = new Map())

@@ -158,7 +158,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     ? undefined
     : applyPorticoModels(state.porticoModels.filter(m => discovered(m.metadata.namespace)), { gateways, listenerSets, routes: routes.filter(r => r.kind === undefined || r.kind === 'HTTPRoute'), namespaces, secrets, controllerName: options.controllerName })
 
-  const inferencePools = services.inferencePools === undefined ? undefined : inferencePoolResults(routes, routeResults, services.inferencePools, services, grants, options.controllerName)
+  const inferencePools = services.inferencePools === undefined ? undefined : inferencePoolResults(routes, routeResults, services.inferencePools, services, grants, options.controllerName, listenerSets)
 
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
   for (const r of gatewayResults) {

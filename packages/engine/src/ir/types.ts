@@ -353,8 +353,15 @@ export interface InferencePoolIR {
   /** The pool's name as traces and metrics show it. */
   name: string
   picker: {
-    /** `host:port` of the EPP's ext_proc gRPC service. */
+    /** `host:port` of the EPP's ext_proc gRPC service (traces and metrics name the picker by it). */
     target: string
+    /**
+     * More addresses of the same picker (its Service's other ready endpoints), after
+     * `target`: the channel connects to the first of the list that accepts and moves down
+     * the list when a connection fails (gRPC pick_first). IP literals (`ip:port`,
+     * `[v6]:port`) of `target`'s family only; absent: `target` alone.
+     */
+    fallbackTargets?: string[]
     /** TLS to the EPP (null: plaintext). The reference EPP serves a self-signed certificate. */
     tls: { insecureSkipVerify: boolean, ca?: string } | null
     /** FailOpen: the gateway picks an endpoint itself (round robin) when the EPP fails; FailClose: 503. */

@@ -18,6 +18,7 @@ import { isHeaderName, isHeaderValue } from './http-grammar.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
 import { MAX_TIMER_MS } from '../util/duration.ts'
 import { secureContextOptions } from '../util/tls-names.ts'
+import { fallbackTargetsProblem } from './picker-targets.ts'
 
 export type IrPath = ReadonlyArray<string | number>
 
@@ -88,6 +89,10 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
     checkMs(backend.mcp?.sessionIdleTimeoutMs, [...bp, 'mcp', 'sessionIdleTimeoutMs'], report, 1)
     checkMs(backend.mcp?.stdioSessionIdleTimeoutMs, [...bp, 'mcp', 'stdioSessionIdleTimeoutMs'], report, 1)
     checkMs(backend.inferencePool?.picker.timeoutMs, [...bp, 'inferencePool', 'picker', 'timeoutMs'], report, 1)
+    if (backend.inferencePool !== undefined) {
+      const problem = fallbackTargetsProblem(backend.inferencePool.picker)
+      if (problem !== null) report([...bp, 'inferencePool', 'picker', 'fallbackTargets'], problem)
+    }
     backend.mcp?.targets.forEach((t, j) => {
       if (t.kind === 'stdio' && t.maxProcesses !== undefined && (!Number.isInteger(t.maxProcesses) || t.maxProcesses < 1)) report([...bp, 'mcp', 'targets', j, 'maxProcesses'], 'must be a positive integer')
     })
