@@ -382,6 +382,10 @@ function translateRoute (
       : onlyKind && b.inferencePool !== undefined
         ? inferencePoolToIR(b.inferencePool, [...at, 'inferencePool'], pc)
         : translateBackend(b, at, fail, ownAuth, aiAuth, aiAt, policiesAt)
+    if (b.mesh !== undefined && backend !== undefined) {
+      if (b.host === undefined && b.endpoints === undefined) report([...at, 'mesh'], 'applies to host and endpoints backends')
+      else backend = meshBackend(backend, b.mesh)
+    }
     if (backend === undefined) {
       // The backend cannot be built, but its policies are still checked: every problem of
       // the file is reported in one run.
@@ -684,6 +688,16 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
     endpoints: [{ host: parsed.host, port: parsed.port }],
     target
   }
+}
+
+/**
+ * A host or endpoints backend whose endpoints are mesh workloads (`mesh:`): each endpoint is
+ * reached through HBONE with that peer identity. Its key differs from the same host's plain
+ * backend (another route may reach it without the mesh): the two get their own pools.
+ */
+function meshBackend (backend: BackendIR, mesh: NonNullable<RouteBackendConfig['mesh']>): BackendIR {
+  const m = { identity: mesh.identity, hbonePort: mesh.hbonePort ?? 15008 }
+  return { ...backend, key: `${backend.key} hbone ${m.identity}`, endpoints: backend.endpoints.map(e => ({ ...e, mesh: m })) }
 }
 
 /** A static backend with several endpoints (`endpoints:`), all of one scheme. */

@@ -10,7 +10,7 @@
  */
 
 import { EventEmitter } from 'node:events'
-import { readFileSync } from 'node:fs'
+import { readFileSync, unwatchFile, watchFile } from 'node:fs'
 import { X509Certificate, createPrivateKey } from 'node:crypto'
 
 export interface MeshCertificate {
@@ -108,12 +108,13 @@ export interface MeshCertificateFiles {
 }
 
 /**
- * The identity in three PEM files (config `mesh.certificate`). `rotate()` reads them again
- * (the proxy calls it on a reload, as cert-manager or a sidecar writes new files); a
- * failed read keeps the certificate in force and throws.
+ * The identity in three PEM files (config `mesh.certificate`). `reload()` reads them again;
+ * `watch()` does it whenever one of them changes (cert-manager, a CSI driver or a sidecar
+ * writing new files: each thread of the proxy watches for itself). A failed read keeps the
+ * certificate in force.
  */
 export class FileMeshIdentity extends StaticMeshIdentity {
-  readonly files: MeshCertificateFiles
+  files: MeshCertificateFiles
 
   constructor (files: MeshCertificateFiles) {
     super(FileMeshIdentity.read(files))
@@ -122,6 +123,40 @@ export class FileMeshIdentity extends StaticMeshIdentity {
 
   static read (files: MeshCertificateFiles): MeshCertificate {
     return meshCertificate({ cert: readFileSync(files.cert, 'utf8'), key: readFileSync(files.key, 'utf8'), root: readFileSync(files.root, 'utf8') })
+  }
+
+  private watching: (() => void) | null = null
+
+  /**
+   * Reloads when a file changes (polled every `intervalMs`, so a symlink swap as Kubernetes
+   * does it for Secret volumes is seen); `onResult` hears each attempt. Unref'd.
+   */
+  watch (intervalMs: number, onResult: (err: Error | null, rotated: boolean) => void): void {
+    if (this.watching !== null) return
+    let timer: NodeJS.Timeout | null = null
+    const changed = (): void => {
+      // The three files are written one after the other: read once they settle.
+      if (timer !== null) clearTimeout(timer)
+      timer = setTimeout(() => {
+        timer = null
+        try {
+          onResult(null, this.reload())
+        } catch (err) {
+          onResult(err as Error, false)
+        }
+      }, Math.min(intervalMs, 200)).unref()
+    }
+    const files = [this.files.cert, this.files.key, this.files.root]
+    for (const f of files) watchFile(f, { interval: intervalMs, persistent: false }, changed)
+    this.watching = () => {
+      for (const f of files) unwatchFile(f, changed)
+      if (timer !== null) clearTimeout(timer)
+    }
+  }
+
+  unwatch (): void {
+    this.watching?.()
+    this.watching = null
   }
 
   /** Reads the files again; puts the certificate in force when it changed. Returns whether it did. */
