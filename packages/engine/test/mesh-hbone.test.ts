@@ -1,7 +1,7 @@
 /**
  * The HBONE data path (mesh/hbone-pool.ts through http/upstream-pools.ts): connections to
  * endpoints marked `mesh` are HTTP/2 CONNECT streams over mTLS to a real node:http2 peer
- * (test/lib/hbone-peer.ts, as ztunnel on port 15008) that verifies the gateway's client
+ * (testkit/src/hbone-peer.ts, as ztunnel on port 15008) that verifies the gateway's client
  * certificate against the test mesh CA and pipes to a real HTTP echo server.
  */
 
@@ -15,8 +15,10 @@ import { UpstreamPools } from '../src/http/upstream-pools.ts'
 import { classifyFailure } from '../src/http/call-failure.ts'
 import { FileMeshIdentity, StaticMeshIdentity, meshCertificate } from '../src/mesh/identity.ts'
 import type { BackendIR } from '../src/ir/types.ts'
+import { formatDiagnostic, loadConfigText } from '../src/index.ts'
+import { formatIrDiagnostic, validateIR } from '../src/ir/validate.ts'
 import { collect } from './lib/dispatch.ts'
-import { makeTestCa, startHbonePeer, type HbonePeer, type TestCa } from './lib/hbone-peer.ts'
+import { makeTestCa, startHbonePeer, type HbonePeer, type TestCa } from '../../testkit/src/hbone-peer.ts'
 
 const ECHO_ID = 'spiffe://cluster.local/ns/apps/sa/echo'
 const GATEWAY_ID = 'spiffe://cluster.local/ns/gw/sa/portico'
@@ -202,4 +204,43 @@ test('an h2c backend speaks HTTP/2 inside the tunnel (undici over the CONNECT st
   } finally {
     await pools.destroy()
   }
+})
+
+test('config: a host or endpoints backend marked mesh gets mesh endpoints and a key of its own; elsewhere it is an error', () => {
+  const text = [
+    'gateways:\n  default: {port: 3000}',
+    'routes:',
+    '  - {name: a, matches: [{path: {pathPrefix: /a}}], backends: [{host: "10.0.0.5:8080", mesh: {identity: "spiffe://cluster.local/ns/apps/sa/echo"}}]}',
+    '  - {name: b, matches: [{path: {pathPrefix: /b}}], backends: [{endpoints: ["10.0.0.6:80", "10.0.0.7:80"], mesh: {identity: "spiffe://cluster.local/ns/apps/sa/web", hbonePort: 15009}}]}',
+    '  - {name: c, matches: [{path: {pathPrefix: /c}}], backends: [{host: "10.0.0.5:8080"}]}'
+  ].join('\n') + '\n'
+  const result = loadConfigText(text, { baseDir: '/' })
+  assert.ok(result.ok, result.ok ? '' : result.diagnostics.map(d => formatDiagnostic('c.yaml', d)).join('\n'))
+  const backends = result.config.ir.backends
+  const a = backends.find(b => b.target === '10.0.0.5:8080' && b.endpoints[0]!.mesh !== undefined)!
+  assert.deepEqual(a.endpoints, [{ host: '10.0.0.5', port: 8080, mesh: { identity: 'spiffe://cluster.local/ns/apps/sa/echo', hbonePort: 15008 } }])
+  const plain = backends.find(b => b.target === '10.0.0.5:8080' && b.endpoints[0]!.mesh === undefined)!
+  assert.notEqual(plain.key, a.key, 'the same host without the mesh is another backend')
+  const b = backends.find(b => b.target.startsWith('10.0.0.6'))!
+  assert.deepEqual(b.endpoints.map(e => e.mesh?.hbonePort), [15009, 15009])
+
+  const bad = loadConfigText('gateways:\n  default: {port: 3000}\nroutes:\n  - backends: [{mcp: {targets: [{name: t, mcp: {host: "http://10.0.0.1/mcp"}}]}, mesh: {identity: "spiffe://x/ns/a/sa/b"}}]\n', { baseDir: '/' })
+  assert.ok(!bad.ok)
+  assert.match(bad.diagnostics.map(d => formatDiagnostic('c.yaml', d)).join('\n'), /mesh: applies to host and endpoints backends/)
+  const notSpiffe = loadConfigText('gateways:\n  default: {port: 3000}\nroutes:\n  - backends: [{host: "10.0.0.1:80", mesh: {identity: "https://x"}}]\n', { baseDir: '/' })
+  assert.ok(!notSpiffe.ok)
+})
+
+test('validateIR refuses a mesh endpoint whose identity is no SPIFFE ID or whose port is out of range (as the controller could send it)', () => {
+  const text = 'gateways:\n  default: {port: 3000}\nroutes:\n  - backends: [{host: "10.0.0.5:8080", mesh: {identity: "spiffe://cluster.local/ns/a/sa/b"}}]\n'
+  const result = loadConfigText(text, { baseDir: '/' })
+  assert.ok(result.ok)
+  const ir = structuredClone(result.config.ir)
+  assert.deepEqual(validateIR(ir), [])
+  const i = ir.backends.findIndex(b => b.endpoints[0]?.mesh !== undefined)
+  ir.backends[i]!.endpoints[0]!.mesh = { identity: 'cluster.local/ns/a/sa/b', hbonePort: 0 }
+  assert.deepEqual(validateIR(ir).map(d => formatIrDiagnostic(d)), [
+    `backends[${i}].endpoints[0].mesh.identity: cluster.local/ns/a/sa/b is not a SPIFFE ID (spiffe://<trust domain>/<path>)`,
+    `backends[${i}].endpoints[0].mesh.hbonePort: must be a port (1-65535)`
+  ])
 })

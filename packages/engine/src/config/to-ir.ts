@@ -697,7 +697,7 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
  */
 function meshBackend (backend: BackendIR, mesh: NonNullable<RouteBackendConfig['mesh']>): BackendIR {
   const m = { identity: mesh.identity, hbonePort: mesh.hbonePort ?? 15008 }
-  return { ...backend, key: `${backend.key} hbone ${m.identity}`, endpoints: backend.endpoints.map(e => ({ ...e, mesh: m })) }
+  return { ...backend, key: `${backend.key} hbone ${m.identity} ${m.hbonePort}`, endpoints: backend.endpoints.map(e => ({ ...e, mesh: m })) }
 }
 
 /** A static backend with several endpoints (`endpoints:`), all of one scheme. */
