@@ -182,7 +182,7 @@ export class Portico {
           warn: (fields, message) => mcpLog.warn(fields, message)
         }
       },
-      ...(this.meshIdentity !== null ? { pools: { mesh: this.meshIdentity } } : {}),
+      ...(this.meshIdentity !== null ? { pools: { mesh: this.meshIdentity, hboneMaxStreams: options.settings.hbone.maxStreams, hboneIdleTimeout: options.settings.hbone.idleTimeoutMs } } : {}),
       onRequestEnd: ctx => this.onRequestEnd(ctx),
       streams: { onConnectionEnd: c => this.onConnectionEnd(c) },
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')

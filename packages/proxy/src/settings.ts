@@ -73,6 +73,8 @@ export interface Settings {
    * the gateway's mesh identity, absolute; null: no mesh identity (mesh backends then fail).
    */
   meshCertificate: { cert: string, key: string, root: string } | null
+  /** config.hbone: the HBONE pool's stream cap per connection and idle timeout (ms); undefined: the defaults (100, 5 minutes). */
+  hbone: { maxStreams?: number, idleTimeoutMs?: number }
 }
 
 /**
@@ -122,6 +124,10 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
     workerAccept: workerAccept(nonEmpty(env.WORKER_ACCEPT)),
     workerStartTimeoutMs: namedDuration(pick('WORKER_START_TIMEOUT', undefined, DEFAULTS.workerStartTimeout), 'WORKER_START_TIMEOUT'),
+    hbone: {
+      ...(file.hbone?.poolMaxStreamsPerConn !== undefined ? { maxStreams: file.hbone.poolMaxStreamsPerConn } : {}),
+      ...(file.hbone?.poolUnusedReleaseTimeout !== undefined ? { idleTimeoutMs: namedDuration(file.hbone.poolUnusedReleaseTimeout, 'hbone.poolUnusedReleaseTimeout') } : {})
+    },
     meshCertificate: meshCertificateFiles(nonEmpty(env.MESH_CERT_FILE) ?? file.mesh?.certificate.cert, nonEmpty(env.MESH_KEY_FILE) ?? file.mesh?.certificate.key, nonEmpty(env.MESH_ROOT_FILE) ?? file.mesh?.certificate.root),
     tracing: withSpanDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env),
     accessLog: withLogDelay(accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env)

@@ -753,7 +753,11 @@ export const StaticConfigSchema = Type.Object({
       key: Type.String({ minLength: 1, description: 'PEM file: its private key. Env MESH_KEY_FILE.' }),
       root: Type.String({ minLength: 1, description: 'PEM file: the mesh root certificate(s) peers must chain to. Env MESH_ROOT_FILE.' })
     }, { ...strict, description: 'The gateway\'s mesh identity from files, read again whenever they change (relative paths: from the working directory).' })
-  }, { ...strict, description: 'Mesh (Istio ambient) integration: the identity HBONE tunnels to mesh backends are made with (docs/mesh.md).' }))
+  }, { ...strict, description: 'Mesh (Istio ambient) integration: the identity HBONE tunnels to mesh backends are made with (docs/mesh.md).' })),
+  hbone: Opt(Type.Object({
+    poolMaxStreamsPerConn: Opt(Type.Integer({ minimum: 1, maximum: 65535, description: 'Most HBONE tunnels (CONNECT streams) on one HTTP/2 connection to a mesh peer, whatever the peer allows; default 100 (ztunnel\'s and agentgateway\'s).' })),
+    poolUnusedReleaseTimeout: Opt(Duration)
+  }, { ...strict, description: 'HBONE connection pool (agentgateway\'s hbone settings): poolUnusedReleaseTimeout — an HBONE connection with no tunnel closes after this long (default 5m, as ztunnel).' }))
 }, { ...strict, description: 'Process settings, read at start (not hot-reloaded). Each also has an environment variable.' })
 
 export const ConfigFileSchema = Type.Object({

@@ -45,6 +45,8 @@ export interface UpstreamPoolOptions {
   mesh?: MeshIdentity
   /** An HBONE connection without streams closes after this long (ms); default 5 minutes. */
   hboneIdleTimeout?: number
+  /** Most streams on one HBONE connection whatever the peer allows; default 100. */
+  hboneMaxStreams?: number
 }
 
 interface Entry {
@@ -73,7 +75,7 @@ export class UpstreamPools {
 
   constructor (options: UpstreamPoolOptions = {}) {
     this.endpointState = options.endpointState
-    this.hbone = options.mesh === undefined ? null : new HbonePool(options.mesh, { connectTimeoutMs: options.connectTimeout, idleTimeoutMs: options.hboneIdleTimeout })
+    this.hbone = options.mesh === undefined ? null : new HbonePool(options.mesh, { connectTimeoutMs: options.connectTimeout, idleTimeoutMs: options.hboneIdleTimeout, maxStreamsPerConnection: options.hboneMaxStreams })
     this.options = {
       connections: options.connections ?? null,
       connectTimeout: options.connectTimeout ?? 10_000,
