@@ -244,3 +244,34 @@ test('validateIR refuses a mesh endpoint whose identity is no SPIFFE ID or whose
     `backends[${i}].endpoints[0].mesh.hbonePort: must be a port (1-65535)`
   ])
 })
+
+test('an https backend runs its TLS inside the tunnel (HTTP/1.1 client)', async () => {
+  const serverCert = ca.issue('https-echo', 'spiffe://cluster.local/ns/apps/sa/https-echo')
+  const { default: https } = await import('node:https')
+  const server = https.createServer({ cert: serverCert.cert, key: serverCert.key }, (req, res) => res.end(`tls ${req.url}`))
+  await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
+  const port = (server.address() as AddressInfo).port
+  const pools = new UpstreamPools({ mesh: identity() })
+  try {
+    const b: BackendIR = { ...meshBackend('m9', peer.port, port), protocol: 'https', tls: { ca: ca.root, subjectAltNames: [{ type: 'URI', value: 'spiffe://cluster.local/ns/apps/sa/https-echo' }] } }
+    const a = await collect(pools.get(b), { path: '/inner' })
+    assert.deepEqual([a.status, a.body], [200, 'tls /inner'])
+    assert.equal(peer.authorities.at(-1), `127.0.0.1:${port}`)
+  } finally {
+    await pools.destroy()
+    server.close()
+  }
+})
+
+test('an HBONE connection with no tunnel left closes after the idle timeout', async () => {
+  const pools = new UpstreamPools({ mesh: identity(), keepAliveTimeout: 50, hboneIdleTimeout: 100 })
+  try {
+    assert.equal((await collect(pools.get(meshBackend('m10', peer.port)), { path: '/idle' })).status, 200)
+    assert.equal(pools.hbone!.stats().connections, 1)
+    // The HTTP/1.1 connection inside closes after 50 ms of keep-alive, its tunnel with it; the HBONE connection 100 ms later.
+    await new Promise(resolve => setTimeout(resolve, 400))
+    assert.deepEqual(pools.hbone!.stats(), { connections: 0, streams: 0 })
+  } finally {
+    await pools.destroy()
+  }
+})
