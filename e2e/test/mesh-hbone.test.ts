@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { copyFileSync, rmSync } from 'node:fs'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { request } from 'undici'
 import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
@@ -33,6 +33,9 @@ let portico: PorticoProcess
 let admin: string
 let stats: string
 let gw2: ReturnType<TestCa['issue']>
+let tcpPort: number
+let tcpEcho: net.Server
+let tcpEchoPort: number
 const plainSeen: string[] = []
 
 before(async () => {
@@ -55,6 +58,11 @@ before(async () => {
   impostor = await startHbonePeer({ cert: otherCert.cert, key: otherCert.key, root: ca.root })
   refusing = await startHbonePeer({ cert: echoCert.cert, key: echoCert.key, root: ca.root })
   refusing.refuse = 503
+  // A raw TCP echo for the connection route (upper-cases what it gets).
+  tcpEcho = net.createServer(socket => socket.on('data', (d: Buffer) => socket.write(d.toString().toUpperCase())))
+  await new Promise<void>(resolve => tcpEcho.listen(0, '127.0.0.1', resolve))
+  tcpEchoPort = (tcpEcho.address() as AddressInfo).port
+  tcpPort = await freePort()
   const adminPort = await freePort()
   const statsPort = await freePort()
   admin = `http://127.0.0.1:${adminPort}`
@@ -66,7 +74,8 @@ before(async () => {
     env: { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}` },
     config: port => ({
       config: { mesh: { certificate: { cert: join(ca.dir, 'gateway.pem'), key: join(ca.dir, 'gateway.key'), root: join(ca.dir, 'ca.pem') } } },
-      gateways: { default: { port, address: '127.0.0.1' } },
+      gateways: { default: { port, address: '127.0.0.1' }, tcp: { port: tcpPort, address: '127.0.0.1', protocol: 'TCP' } },
+      tcpRoutes: [{ name: 'raw', gateways: 'tcp', backends: [{ host: `127.0.0.1:${tcpEchoPort}`, mesh: mesh(peer.port) }] }],
       routes: [
         route('mesh', { host: `127.0.0.1:${echoPort}`, mesh: mesh(peer.port) }),
         route('plain', { host: `127.0.0.1:${echoPort}` }),
@@ -83,6 +92,7 @@ after(async () => {
   await impostor?.close()
   await refusing?.close()
   echo?.close()
+  tcpEcho?.close()
   if (ca !== undefined) rmSync(ca.dir, { recursive: true, force: true })
 })
 
@@ -157,16 +167,35 @@ test('a CONNECT answered 503 is a 502 that says so', async () => {
 test('replacing the certificate files rotates the identity with no dropped request', async () => {
   assert.equal((await get('/mesh/before')).status, 200)
   const oldPrint = peer.fingerprints.at(-1)
-  const slow = get('/mesh/slow?delay=1500')
+  // In flight across the rotation: the files are polled every 5 s, the answer comes after 7.
+  const slow = get('/mesh/slow?delay=7000')
+  let slowDone = false
+  void slow.then(() => { slowDone = true })
   await new Promise(resolve => setTimeout(resolve, 100))
   copyFileSync(gw2.keyFile, join(ca.dir, 'gateway.key'))
   copyFileSync(gw2.certFile, join(ca.dir, 'gateway.pem'))
   await portico.waitForOutput(/mesh certificate rotated/, { timeoutMs: 15_000 })
+  assert.equal(slowDone, false, 'the slow request is still in flight after the rotation')
   const fresh = await get('/mesh/after')
   assert.equal(fresh.status, 200)
   assert.notEqual(peer.fingerprints.at(-1), oldPrint, 'the new tunnel was made with the new certificate')
   assert.equal(peer.clients.at(-1), GATEWAY_ID)
-  assert.deepEqual(await slow, { status: 200, body: 'echo /mesh/slow?delay=1500' }, 'the request in flight across the rotation completed')
+  assert.deepEqual(await slow, { status: 200, body: 'echo /mesh/slow?delay=7000' }, 'the request in flight across the rotation completed')
+})
+
+test('a TCP route to a mesh workload goes through the tunnel too', async () => {
+  const connects = peer.clients.length
+  const socket = net.connect(tcpPort, '127.0.0.1')
+  socket.write('hello mesh')
+  const answer = await new Promise<string>((resolve, reject) => {
+    socket.once('data', (d: Buffer) => resolve(d.toString()))
+    socket.once('error', reject)
+  })
+  socket.end()
+  assert.equal(answer, 'HELLO MESH')
+  assert.equal(peer.clients.length, connects + 1)
+  assert.equal(peer.authorities.at(-1), `127.0.0.1:${tcpEchoPort}`)
+  await portico.waitForOutput(/"route":"tcp:raw".*"reason":"Done"/)
 })
 
 test('the metrics count HBONE connections and tunnels by peer identity', async () => {

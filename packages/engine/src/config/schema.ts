@@ -591,7 +591,7 @@ export const InferencePoolSchema = Type.Object({
 export const BackendMeshSchema = Type.Object({
   identity: Type.String({ pattern: '^spiffe://[a-z0-9._-]+/[!-~]+$', maxLength: 2048, description: 'The SPIFFE ID the workload must present (spiffe://<trust domain>/ns/<namespace>/sa/<service account> in Istio).' }),
   hbonePort: Opt(Type.Integer({ minimum: 1, maximum: 65535, description: 'The HBONE port of the workload; default 15008.' }))
-}, { ...strict, description: 'host and endpoints backends: the endpoints are mesh (Istio ambient) workloads, reached through HBONE — HTTP/2 CONNECT over mTLS to the HBONE port, with the gateway\'s mesh certificate (config.mesh.certificate) — never in the clear (docs/mesh.md).' })
+}, { ...strict, description: 'host and endpoints backends (of HTTP and connection routes): the endpoints are mesh (Istio ambient) workloads, reached through HBONE — HTTP/2 CONNECT over mTLS to the HBONE port, with the gateway\'s mesh certificate (config.mesh.certificate) — never in the clear (docs/mesh.md).' })
 
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({
@@ -623,6 +623,7 @@ export const RouteSchema = Type.Object({
 export const StreamBackendSchema = Type.Object({
   host: Opt(Type.String({ minLength: 1, description: 'The backend as host:port (no scheme: the bytes go as they are; policies.backendTLS wraps them in TLS).' })),
   endpoints: Opt(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'Several host:port endpoints, taken in turn per connection.' })),
+  mesh: Opt(BackendMeshSchema),
   weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight per connection; default 1; 0 = never chosen.' })),
   policies: Opt(Type.Object({
     backendTLS: Opt(BackendTlsSchema)

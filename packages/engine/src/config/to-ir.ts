@@ -15,6 +15,7 @@ import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, checkExtProcOnMcp, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
+import { meshBackend } from './mesh-to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
 import { durationOrOff, frontendToIR } from './frontend-to-ir.ts'
 import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
@@ -688,16 +689,6 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
     endpoints: [{ host: parsed.host, port: parsed.port }],
     target
   }
-}
-
-/**
- * A host or endpoints backend whose endpoints are mesh workloads (`mesh:`): each endpoint is
- * reached through HBONE with that peer identity. Its key differs from the same host's plain
- * backend (another route may reach it without the mesh): the two get their own pools.
- */
-function meshBackend (backend: BackendIR, mesh: NonNullable<RouteBackendConfig['mesh']>): BackendIR {
-  const m = { identity: mesh.identity, hbonePort: mesh.hbonePort ?? 15008 }
-  return { ...backend, key: `${backend.key} hbone ${m.identity} ${m.hbonePort}`, endpoints: backend.endpoints.map(e => ({ ...e, mesh: m })) }
 }
 
 /** A static backend with several endpoints (`endpoints:`), all of one scheme. */
