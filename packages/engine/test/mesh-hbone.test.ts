@@ -275,3 +275,23 @@ test('an HBONE connection with no tunnel left closes after the idle timeout', as
     await pools.destroy()
   }
 })
+
+test('a peer that takes the CONNECT and never answers it: a clear error within the connect timeout, its place in the pool freed', async () => {
+  const pools = new UpstreamPools({ mesh: identity(), connectTimeout: 300 })
+  peer.silent = true
+  try {
+    const started = Date.now()
+    const err = await collect(pools.get(meshBackend('m11', peer.port)), { path: '/x' }).then(() => null, e => e as Error & { code: string })
+    assert.equal(err?.code, 'PORTICO_HBONE_FAILED')
+    assert.match(err!.message, /did not answer the HBONE CONNECT to 127\.0\.0\.1:\d+ in 300 ms/)
+    assert.ok(Date.now() - started < 2000)
+    // The cancelled stream closes on the next turns of the loop.
+    await new Promise(resolve => setTimeout(resolve, 50))
+    assert.equal(pools.hbone!.stats().streams, 0)
+    peer.silent = false
+    assert.equal((await collect(pools.get(meshBackend('m11', peer.port)), { path: '/after' })).status, 200)
+  } finally {
+    peer.silent = false
+    await pools.destroy()
+  }
+})

@@ -55,6 +55,8 @@ export interface HbonePeer {
   maxOpen: number
   /** Answer CONNECT with this status instead of 200 (null: 200 and pipe). */
   refuse: number | null
+  /** Take CONNECT streams and never answer them. */
+  silent: boolean
   close (): Promise<void>
 }
 
@@ -77,6 +79,7 @@ export async function startHbonePeer (options: { cert: string, key: string, root
     open: 0,
     maxOpen: 0,
     refuse: null,
+    silent: false,
     close: async () => {
       for (const s of sessions) s.destroy()
       await new Promise<void>(resolve => server.close(() => resolve()))
@@ -99,6 +102,7 @@ export async function startHbonePeer (options: { cert: string, key: string, root
       stream.respond({ ':status': 405 }, { endStream: true })
       return
     }
+    if (peer.silent) return
     if (peer.refuse !== null) {
       stream.respond({ ':status': peer.refuse }, { endStream: true })
       return

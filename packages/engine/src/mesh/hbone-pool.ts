@@ -236,7 +236,14 @@ export class HbonePool {
       return
     }
     const s = asSocketLike(stream, conn, target.identity)
+    // A peer that takes the stream and never answers it: bounded by the connect timeout too.
+    const timer = setTimeout(() => {
+      publish({ peer: target.identity, address: authority, tunnel: true, result: 'failed' })
+      finish(new PorticoError('PORTICO_HBONE_FAILED', `the mesh peer ${target.identity} did not answer the HBONE CONNECT to ${authority} in ${this.connectTimeoutMs} ms`))
+      stream.close(http2.constants.NGHTTP2_CANCEL)
+    }, this.connectTimeoutMs).unref()
     stream.once('close', () => {
+      clearTimeout(timer)
       this.release(conn)
       if (s.refd) s.unref()
       if (!done) {
@@ -248,6 +255,7 @@ export class HbonePool {
       if (!done) finish(conn.error ?? hboneError(err, authority, target.identity))
     })
     stream.once('response', headers => {
+      clearTimeout(timer)
       const status = Number(headers[':status'])
       if (status === 200) {
         publish({ peer: target.identity, address: authority, tunnel: true, result: 'ok', status })
