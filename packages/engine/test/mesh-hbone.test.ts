@@ -295,3 +295,18 @@ test('a peer that takes the CONNECT and never answers it: a clear error within t
     await pools.destroy()
   }
 })
+
+test('a peer\'s GOAWAY retires its connection: the idle HTTP/1.1 connection on it is not reused, the next request opens a new one', async () => {
+  const pools = new UpstreamPools({ mesh: identity() })
+  try {
+    const d = pools.get(meshBackend('m12', peer.port))
+    assert.equal((await collect(d, { path: '/one' })).status, 200)
+    const sessions = peer.sessions
+    peer.goaway()
+    await new Promise(resolve => setTimeout(resolve, 100))
+    assert.equal((await collect(d, { path: '/two' })).status, 200)
+    assert.equal(peer.sessions - sessions, 1)
+  } finally {
+    await pools.destroy()
+  }
+})

@@ -57,6 +57,8 @@ export interface HbonePeer {
   refuse: number | null
   /** Take CONNECT streams and never answer them. */
   silent: boolean
+  /** Sends GOAWAY on every connection (as a ztunnel draining does). */
+  goaway (): void
   close (): Promise<void>
 }
 
@@ -80,6 +82,7 @@ export async function startHbonePeer (options: { cert: string, key: string, root
     maxOpen: 0,
     refuse: null,
     silent: false,
+    goaway: () => { for (const s of sessions) s.goaway() },
     close: async () => {
       for (const s of sessions) s.destroy()
       await new Promise<void>(resolve => server.close(() => resolve()))
