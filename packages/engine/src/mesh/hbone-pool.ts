@@ -25,7 +25,6 @@
 
 import dc from 'node:diagnostics_channel'
 import http2, { type ClientHttp2Session, type ClientHttp2Stream } from 'node:http2'
-import type { Duplex } from 'node:stream'
 import type { PeerCertificate } from 'node:tls'
 import { PorticoError } from '../util/errors.ts'
 import { hostPort } from '../util/host-port.ts'
@@ -109,7 +108,7 @@ export class HbonePool {
     identity.on('rotated', this.onRotated)
   }
 
-  /** Connections and streams now (for tests and porticoctl): per connection key, the streams of each connection. */
+  /** HBONE connections open (or opening) and the CONNECT streams on them (open or reserved). */
   stats (): { connections: number, streams: number } {
     let connections = 0
     let streams = 0
@@ -347,6 +346,3 @@ function hboneError (err: Error, address: string, peer: string): Error {
 function publish (message: Record<string, unknown>): void {
   if (HBONE_CHANNEL.hasSubscribers) HBONE_CHANNEL.publish(message)
 }
-
-/** The Duplex type the HTTP clients accept as a connection. */
-export type TunnelSocket = Duplex
