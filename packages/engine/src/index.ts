@@ -29,6 +29,7 @@ export { RequestContext, type RequestReason, type InferencePickFacts } from './r
 export { PorticoError, isPorticoError, PORTICO_ERRORS, type PorticoErrorCode, type PorticoErrorSpec } from './util/errors.ts'
 export { parseDuration, formatSeconds } from './util/duration.ts'
 export { undici } from './util/undici.ts'
+export { FileMeshIdentity, StaticMeshIdentity, meshCertificate, spiffeIdOf, type MeshIdentity, type MeshCertificate, type MeshCertificateFiles } from './mesh/identity.ts'
 export { startWorkerThread, renewEmitterInit } from './util/emitter-init.ts'
 export { compileLinearRegex, linearRegexProblem, type LinearRegex } from './util/linear-regex.ts'
 export { redactSecrets, setPublicHeaders, REDACTED_VALUE } from './ir/redact.ts'

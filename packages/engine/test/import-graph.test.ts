@@ -6,7 +6,7 @@
  *   0  util                  leaf helpers: errors, durations, byte sizes, linear-time regexes
  *   1  ir                    the floor: IR data types, their grammar, contentVersion, validateIR
  *   2  routing auth traffic  route matching; auth and gRPC clients (JWT, OIDC, ext-authz, RLS, ext-proc);
- *      cel trace             CEL expressions; trace events and snapshots
+ *      cel trace mesh        CEL expressions; trace events and snapshots; the mesh identity and HBONE tunnels
  *   3  http                  the transport: client edges, headers, bodies, upstream pools and calls
  *   4  request               per-request state: RequestContext, the compiled config's types, the
  *                            policy contract (CompiledPolicy), the MCP and LLM call records
@@ -40,7 +40,7 @@ const SRC = fileURLToPath(new URL('../src/', import.meta.url))
 const LAYERS: ReadonlyArray<readonly string[]> = [
   ['util'],
   ['ir'],
-  ['routing', 'auth', 'traffic', 'cel', 'trace'],
+  ['routing', 'auth', 'traffic', 'cel', 'trace', 'mesh'],
   ['http'],
   ['request'],
   ['policy', 'llm', 'mcp', 'stream', 'inference'],

@@ -103,6 +103,8 @@ export class ProxyMetrics {
   private readonly llmFailovers: LocalCounter
   private readonly guardrailDecisions: LocalCounter
   private readonly connectDuration: LocalHistogram
+  private readonly hboneConnections: LocalCounter
+  private readonly hboneTunnels: LocalCounter
   private readonly tlsDuration: LocalHistogram
   private readonly tracingSpans: LocalCounter
   private readonly pickerCalls: LocalCounter
@@ -159,6 +161,8 @@ export class ProxyMetrics {
     this.rateLimitDecisions = new LocalCounter(this.registry, 'portico_rate_limit_decisions_total', 'Decisions of localRateLimit and remoteRateLimit on requests that reached them: allowed, limited (429) or error (the service failed, failureMode failClosed).')
     this.connectDuration = new LocalHistogram(this.registry, 'portico_upstream_connect_duration_seconds', 'New backend connections: TCP connect time, by backend.', CONNECT_BUCKETS)
     this.tlsDuration = new LocalHistogram(this.registry, 'portico_upstream_tls_handshake_duration_seconds', 'New TLS backend connections: the TLS handshake after TCP connect, by backend.', CONNECT_BUCKETS)
+    this.hboneConnections = new LocalCounter(this.registry, 'portico_upstream_hbone_connections_total', 'HBONE connections to mesh workloads (mTLS HTTP/2 to their port 15008), by the peer identity verified and result: opened, or failed (TLS, identity mismatch, timeout).')
+    this.hboneTunnels = new LocalCounter(this.registry, 'portico_upstream_hbone_tunnels_total', 'HBONE tunnels (HTTP/2 CONNECT streams, one per upstream connection to a mesh workload), by peer identity and result: ok, refused (the peer answered non-200) or failed.')
     this.tracingSpans = new LocalCounter(this.registry, 'portico_tracing_spans_total', 'Spans of sampled requests (config.tracing) by what became of them: exported, failed (the collector refused or was away) or dropped (8192 were already waiting).')
     this.pickerCalls = new LocalCounter(this.registry, 'portico_inference_picker_calls_total', 'Calls of InferencePools\' endpoint pickers, by pool and outcome: picked, immediate (the picker answered the request itself: 503, 429), failOpen (it failed; the gateway chose round robin), failClose (it failed; the client got 503).')
     this.pickerDuration = new LocalHistogram(this.registry, 'portico_inference_picker_duration_seconds', 'How long InferencePools\' endpoint pickers took to pick (or to fail), by pool.', DURATION_BUCKETS)
@@ -337,6 +341,13 @@ export class ProxyMetrics {
         if (denied) return
       }
     }
+  }
+
+  /** An HBONE connection or tunnel to a mesh workload (proxy/src/hbone-metrics.ts). */
+  observeHbone (peer: string, tunnel: boolean, result: string): void {
+    const labels = (): Record<string, string> => ({ peer_identity: peer, result })
+    if (tunnel) this.hboneTunnels.inc(`${peer}\0${result}`, labels)
+    else this.hboneConnections.inc(`${peer}\0${result}`, labels)
   }
 
   /** A new backend connection: its TCP connect time and, over TLS, its handshake (seconds). */

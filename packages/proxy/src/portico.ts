@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
+import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, FileMeshIdentity, formatDiagnostic, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -23,6 +23,7 @@ import type { ListenerAddress } from './workers/protocol.ts'
 import type { OtlpLogs } from './otlp-logs.ts'
 import { watchUpstreamConnects } from './connect-timing.ts'
 import { watchStrayBytes } from './stray-bytes.ts'
+import { watchHbone } from './hbone-metrics.ts'
 
 export interface ReloadRecord {
   at: string
@@ -123,6 +124,9 @@ export class Portico {
   private endpointBackends = new Map<string, string>()
   private readonly unwatchConnects: () => void
   private readonly unwatchStrays: () => void
+  private readonly unwatchHbone: () => void
+  /** The gateway's mesh identity from files (config.mesh.certificate), or null. */
+  readonly meshIdentity: FileMeshIdentity | null
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
   /** Cluster mode's config source (readiness waits for its first config). */
@@ -151,6 +155,16 @@ export class Portico {
     const sessionKey = options.settings.sessionKey ?? (primary ? randomBytes(32).toString('hex') : undefined)
     const backends = primary ? new SlotTable() : null
     const shared = backends?.buffer ?? options.worker?.backends
+    // Each thread reads the mesh identity files itself and watches them for a rotation.
+    this.meshIdentity = options.settings.meshCertificate === null ? null : new FileMeshIdentity(options.settings.meshCertificate)
+    if (this.meshIdentity !== null) {
+      const mesh = this.meshIdentity
+      this.log.info({ spiffeId: mesh.current()?.spiffeId }, `mesh identity ${mesh.current()?.spiffeId ?? ''} from ${options.settings.meshCertificate!.cert}`)
+      mesh.watch(5_000, (err, rotated) => {
+        if (err !== null) this.log.error({ err: err.message }, 'mesh certificate files changed but cannot be read: the current certificate stays in force')
+        else if (rotated) this.log.info({ spiffeId: mesh.current()?.spiffeId }, 'mesh certificate rotated: new HBONE connections use it')
+      })
+    }
     this.engine = new Engine({
       env: options.env ?? {},
       tracing: options.settings.debugTrace,
@@ -168,6 +182,7 @@ export class Portico {
           warn: (fields, message) => mcpLog.warn(fields, message)
         }
       },
+      ...(this.meshIdentity !== null ? { pools: { mesh: this.meshIdentity, hboneMaxStreams: options.settings.hbone.maxStreams, hboneIdleTimeout: options.settings.hbone.idleTimeoutMs } } : {}),
       onRequestEnd: ctx => this.onRequestEnd(ctx),
       streams: { onConnectionEnd: c => this.onConnectionEnd(c) },
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
@@ -193,6 +208,7 @@ export class Portico {
     this.onQuit = options.onQuit
     this.maxConfigBytes = options.maxConfigBytes
     this.unwatchConnects = watchUpstreamConnects((host, port) => this.endpointBackends.get(`${host}:${port}`) ?? 'unknown', (b, tcp, tls) => this.metrics.observeConnect(b, tcp, tls))
+    this.unwatchHbone = watchHbone(e => this.metrics.observeHbone(e.peer, e.tunnel === true, e.result))
     this.unwatchStrays = watchStrayBytes((origin, holdMs) => this.log.warn({ endpoint: origin, holdSeconds: holdMs / 1000 }, `backend ${origin} sent bytes nobody asked for: none of its connections is reused for ${holdMs / 1000} s`))
   }
 
@@ -436,6 +452,8 @@ export class Portico {
       await this.otlpLogs?.shutdown()
       this.unwatchConnects()
       this.unwatchStrays()
+      this.unwatchHbone()
+      this.meshIdentity?.unwatch()
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

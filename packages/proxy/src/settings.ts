@@ -4,6 +4,7 @@
  * instances (each with its own ADMIN_ADDR, say). Read once at start; not hot-reloaded.
  */
 
+import { resolve } from 'node:path'
 import type { AccessLogFields, StaticConfig, TracingOptions } from '@portico/engine'
 import { compileAccessLogFields, compileCelFields, formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
 import type { OtlpLogsOptions } from './otlp-logs.ts'
@@ -67,6 +68,13 @@ export interface Settings {
    * proxy run under valgrind).
    */
   workerStartTimeoutMs: number
+  /**
+   * config.mesh.certificate (env MESH_CERT_FILE, MESH_KEY_FILE, MESH_ROOT_FILE): the files of
+   * the gateway's mesh identity, absolute; null: no mesh identity (mesh backends then fail).
+   */
+  meshCertificate: { cert: string, key: string, root: string } | null
+  /** config.hbone: the HBONE pool's stream cap per connection and idle timeout (ms); undefined: the defaults (100, 5 minutes). */
+  hbone: { maxStreams?: number, idleTimeoutMs?: number }
 }
 
 /**
@@ -116,6 +124,11 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
     workers: workerCount(nonEmpty(env.WORKERS) ?? (file.workers === undefined ? undefined : String(file.workers)), cpus),
     workerAccept: workerAccept(nonEmpty(env.WORKER_ACCEPT)),
     workerStartTimeoutMs: namedDuration(pick('WORKER_START_TIMEOUT', undefined, DEFAULTS.workerStartTimeout), 'WORKER_START_TIMEOUT'),
+    hbone: {
+      ...(file.hbone?.poolMaxStreamsPerConn !== undefined ? { maxStreams: file.hbone.poolMaxStreamsPerConn } : {}),
+      ...(file.hbone?.poolUnusedReleaseTimeout !== undefined ? { idleTimeoutMs: namedDuration(file.hbone.poolUnusedReleaseTimeout, 'hbone.poolUnusedReleaseTimeout') } : {})
+    },
+    meshCertificate: meshCertificateFiles(nonEmpty(env.MESH_CERT_FILE) ?? file.mesh?.certificate.cert, nonEmpty(env.MESH_KEY_FILE) ?? file.mesh?.certificate.key, nonEmpty(env.MESH_ROOT_FILE) ?? file.mesh?.certificate.root),
     tracing: withSpanDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env),
     accessLog: withLogDelay(accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env)
   }
@@ -218,6 +231,14 @@ function workerCount (text: string | undefined, cpus: () => number, balances = R
   const n = Number(text)
   if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) throw new Error(`WORKERS / config.workers: invalid value "${text}" (want an integer from 1 to ${MAX_WORKERS}, or auto)`)
   return n
+}
+
+/** The three mesh identity files, all or none (a partial set is a start-up error). */
+function meshCertificateFiles (cert: string | undefined, key: string | undefined, root: string | undefined): Settings['meshCertificate'] {
+  const given = [cert, key, root].filter(v => v !== undefined).length
+  if (given === 0) return null
+  if (given !== 3) throw new Error('mesh.certificate needs cert, key and root (MESH_CERT_FILE, MESH_KEY_FILE, MESH_ROOT_FILE)')
+  return { cert: resolve(cert!), key: resolve(key!), root: resolve(root!) }
 }
 
 function workerAccept (text: string | undefined, balances = REUSE_PORT_BALANCES): Settings['workerAccept'] {

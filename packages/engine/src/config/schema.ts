@@ -588,6 +588,11 @@ export const InferencePoolSchema = Type.Object({
   }, { ...strict, description: 'The pool\'s endpoint picker (EPP): asked over Envoy\'s ext_proc protocol which endpoint serves each request.' })
 }, { ...strict, description: 'An InferencePool: each request goes to the model server its endpoint picker chooses (docs/inference.md).' })
 
+export const BackendMeshSchema = Type.Object({
+  identity: Type.String({ pattern: '^spiffe://[a-z0-9._-]+/[!-~]+$', maxLength: 2048, description: 'The SPIFFE ID the workload must present (spiffe://<trust domain>/ns/<namespace>/sa/<service account> in Istio).' }),
+  hbonePort: Opt(Type.Integer({ minimum: 1, maximum: 65535, description: 'The HBONE port of the workload; default 15008.' }))
+}, { ...strict, description: 'host and endpoints backends (of HTTP and connection routes): the endpoints are mesh (Istio ambient) workloads, reached through HBONE — HTTP/2 CONNECT over mTLS to the HBONE port, with the gateway\'s mesh certificate (config.mesh.certificate) — never in the clear (docs/mesh.md).' })
+
 export const RouteBackendSchema = Type.Object({
   host: Opt(Type.String({
     minLength: 1,
@@ -600,6 +605,7 @@ export const RouteBackendSchema = Type.Object({
   mcp: Opt(McpBackendSchema),
   ai: Opt(AiBackendSchema),
   inferencePool: Opt(InferencePoolSchema),
+  mesh: Opt(BackendMeshSchema),
   weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight; default 1; 0 = never chosen.' })),
   policies: Opt(BackendPoliciesSchema)
 }, { ...strict, description: 'A backend of the route: exactly one kind (host, endpoints, mcp, ai or inferencePool).' })
@@ -617,6 +623,7 @@ export const RouteSchema = Type.Object({
 export const StreamBackendSchema = Type.Object({
   host: Opt(Type.String({ minLength: 1, description: 'The backend as host:port (no scheme: the bytes go as they are; policies.backendTLS wraps them in TLS).' })),
   endpoints: Opt(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'Several host:port endpoints, taken in turn per connection.' })),
+  mesh: Opt(BackendMeshSchema),
   weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight per connection; default 1; 0 = never chosen.' })),
   policies: Opt(Type.Object({
     backendTLS: Opt(BackendTlsSchema)
@@ -740,7 +747,18 @@ export const StaticConfigSchema = Type.Object({
   traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' })),
   workers: Opt(Type.Integer({ minimum: 1, maximum: 256, description: 'Data-plane workers (event loops on worker threads sharing the listening ports). Default: the CPUs available to the process, cgroup quota aware. 1: one event loop serves everything. Env WORKERS (a number or auto).' })),
   tracing: Opt(TracingSchema),
-  accessLog: Opt(AccessLogSchema)
+  accessLog: Opt(AccessLogSchema),
+  mesh: Opt(Type.Object({
+    certificate: Type.Object({
+      cert: Type.String({ minLength: 1, description: 'PEM file: the gateway\'s workload certificate (a spiffe:// URI SAN), then any intermediates. Env MESH_CERT_FILE.' }),
+      key: Type.String({ minLength: 1, description: 'PEM file: its private key. Env MESH_KEY_FILE.' }),
+      root: Type.String({ minLength: 1, description: 'PEM file: the mesh root certificate(s) peers must chain to. Env MESH_ROOT_FILE.' })
+    }, { ...strict, description: 'The gateway\'s mesh identity from files, read again whenever they change (relative paths: from the working directory).' })
+  }, { ...strict, description: 'Mesh (Istio ambient) integration: the identity HBONE tunnels to mesh backends are made with (docs/mesh.md).' })),
+  hbone: Opt(Type.Object({
+    poolMaxStreamsPerConn: Opt(Type.Integer({ minimum: 1, maximum: 65535, description: 'Most HBONE tunnels (CONNECT streams) on one HTTP/2 connection to a mesh peer, whatever the peer allows; default 100 (ztunnel\'s and agentgateway\'s).' })),
+    poolUnusedReleaseTimeout: Opt(Duration)
+  }, { ...strict, description: 'HBONE connection pool (agentgateway\'s hbone settings): poolUnusedReleaseTimeout — an HBONE connection with no tunnel closes after this long (default 5m, as ztunnel).' }))
 }, { ...strict, description: 'Process settings, read at start (not hot-reloaded). Each also has an environment variable.' })
 
 export const ConfigFileSchema = Type.Object({

@@ -13,6 +13,7 @@ import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { intersectHostnames } from '../routing/hostname.ts'
 import { hostPort } from '../util/host-port.ts'
 import { backendSettingsToIR } from './traffic-to-ir.ts'
+import { meshBackend } from './mesh-to-ir.ts'
 import { parseHostTarget } from './to-ir.ts'
 
 type Path = Array<string | number>
@@ -92,7 +93,8 @@ function streamBackend (b: StreamRouteConfig['backends'][number], path: Path, ct
     return undefined
   }
   const target = labels.join(',')
-  const backend: BackendIR = { key: `tcp://${target}`, kind: 'static', name: target, protocol: 'http', endpoints, target }
+  const plain: BackendIR = { key: `tcp://${target}`, kind: 'static', name: target, protocol: 'http', endpoints, target }
+  const backend = b.mesh === undefined ? plain : meshBackend(plain, b.mesh)
   const backendTLS = b.policies?.backendTLS
   return backendTLS === undefined ? backend : backendSettingsToIR(backend, { backendTLS }, [...path, 'policies'], ctx.options, ctx.report)
 }

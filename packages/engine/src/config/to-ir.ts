@@ -15,6 +15,7 @@ import { intersectHostnames } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, checkExtProcOnMcp, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
+import { meshBackend } from './mesh-to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
 import { durationOrOff, frontendToIR } from './frontend-to-ir.ts'
 import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
@@ -382,6 +383,10 @@ function translateRoute (
       : onlyKind && b.inferencePool !== undefined
         ? inferencePoolToIR(b.inferencePool, [...at, 'inferencePool'], pc)
         : translateBackend(b, at, fail, ownAuth, aiAuth, aiAt, policiesAt)
+    if (b.mesh !== undefined && backend !== undefined) {
+      if (b.host === undefined && b.endpoints === undefined) report([...at, 'mesh'], 'applies to host and endpoints backends')
+      else backend = meshBackend(backend, b.mesh)
+    }
     if (backend === undefined) {
       // The backend cannot be built, but its policies are still checked: every problem of
       // the file is reported in one run.

@@ -126,7 +126,7 @@ export class Engine implements PipelineRuntime {
     // A worker serves no MCP session (all go to the primary): stdio targets run once per
     // gateway, so it starts no warm spares either.
     this.mcp = new McpGateway(this.handoff === null ? options.mcp : { ...options.mcp, spares: false })
-    this.streams = new StreamProxy(this.hub, { connectTimeoutMs: options.pools?.connectTimeout, ...options.streams })
+    this.streams = new StreamProxy(this.hub, { connectTimeoutMs: options.pools?.connectTimeout, hbone: () => this.pools.hbone, ...options.streams })
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {
       this.inFlight.remove(ctx)

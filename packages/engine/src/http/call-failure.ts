@@ -34,6 +34,13 @@ export function classifyFailure (err: Error, timedOut: string | null): Failure {
     case 'PORTICO_UPSTREAM_PROTOCOL':
       // A response that breaks HTTP/1.1 framing is refused whole (RFC 9112 asks a proxy for a 502).
       return { status: 502, reason: 'UpstreamFailure', body: err.message, detail }
+    case 'PORTICO_HBONE_CONNECT_REFUSED':
+      // The mesh peer (ztunnel) answered the tunnel's CONNECT with an error: a bad gateway.
+      return { status: 502, reason: 'UpstreamFailure', body: `upstream mesh tunnel refused: ${err.message}`, detail }
+    case 'PORTICO_MESH_PEER_IDENTITY':
+    case 'PORTICO_MESH_NO_IDENTITY':
+    case 'PORTICO_HBONE_FAILED':
+      return { status: 503, reason: 'UpstreamFailure', body: `upstream mesh tunnel failed: ${err.message}`, detail }
     case 'ECONNABORTED':
     case 'ERR_STREAM_PREMATURE_CLOSE':
       return { status: 400, reason: 'DownstreamClosed', body: 'request body incomplete', detail }

@@ -27,6 +27,7 @@
 import dc from 'node:diagnostics_channel'
 import net, { type Socket } from 'node:net'
 import tls, { type ConnectionOptions } from 'node:tls'
+import type { Duplex } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import type { PoolCounts, UpstreamDispatcher } from './dispatcher.ts'
 import { H1Call, H1Connection, type ConnectionOwner } from './h1-connection.ts'
@@ -51,6 +52,12 @@ export interface H1PoolOptions {
   connect?: ConnectionOptions
   /** How long no connection is reused after the backend sent stray bytes (ms); default STRAY_HOLD_MS. */
   strayHold?: number
+  /**
+   * Opens each connection as a stream through this tunnel instead of TCP (an HBONE CONNECT to
+   * a mesh workload, mesh/hbone-pool.ts); the callback gets the stream once it carries bytes.
+   * An https origin's TLS then runs inside it.
+   */
+  tunnel?: (callback: (err: Error | null, stream?: Duplex) => void) => void
 }
 
 export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
@@ -63,6 +70,9 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   private readonly maxConnections: number
   private readonly connectTimeoutMs: number
   private readonly tlsOptions: ConnectionOptions | undefined
+  private readonly tunnel: H1PoolOptions['tunnel']
+  /** Tunnels being opened (counted against `connections` with `all`). */
+  private tunnelsOpening = 0
   private readonly all = new Set<H1Connection>()
   /** Idle connections, the most recently used last. */
   private readonly idle: H1Connection[] = []
@@ -87,11 +97,13 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
     this.headersTimeoutMs = options.headersTimeout ?? 300_000
     this.tlsOptions = options.connect
     this.strayHoldMs = options.strayHold ?? STRAY_HOLD_MS
+    this.tunnel = options.tunnel
   }
 
   get stats (): PoolCounts & { size: number } {
     const running = this.all.size - this.idle.length - this.opening.size
-    return { connected: this.all.size - this.opening.size, free: this.idle.length, pending: this.queue.length + this.opening.size, running, size: running + this.queue.length + this.opening.size }
+    const opening = this.opening.size + this.tunnelsOpening
+    return { connected: this.all.size - this.opening.size, free: this.idle.length, pending: this.queue.length + opening, running, size: running + this.queue.length + opening }
   }
 
   dispatch (options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean {
@@ -111,8 +123,9 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
 
   private assign (call: H1Call): void {
     let conn = this.idle.pop()
-    while (conn !== undefined && (!conn.idle || conn.unsolicited())) {
-      if (conn.idle) {
+    while (conn !== undefined && (!conn.idle || conn.unsolicited() || !tunnelReusable(conn))) {
+      if (conn.idle && !tunnelReusable(conn)) conn.socket.destroy()
+      else if (conn.idle) {
         // Bytes it holds unread: never reused.
         conn.socket.destroy()
         this.stray(conn)
@@ -123,7 +136,7 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
       conn.run(call)
       return
     }
-    if (this.all.size < this.maxConnections) {
+    if (this.all.size + this.tunnelsOpening < this.maxConnections) {
       this.open(call)
       return
     }
@@ -131,6 +144,10 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   }
 
   private open (call: H1Call): void {
+    if (this.tunnel !== undefined) {
+      this.openTunnel(call, this.tunnel)
+      return
+    }
     let socket: Socket
     try {
       socket = this.secure
@@ -162,8 +179,57 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
     socket.once('close', () => clearTimeout(timer))
   }
 
+  /**
+   * A connection through the tunnel: the call waits for the tunnel (the tunnel keeps its own
+   * connect clock), then for TLS inside it when the origin is https.
+   */
+  private openTunnel (call: H1Call, tunnel: NonNullable<H1PoolOptions['tunnel']>): void {
+    this.tunnelsOpening++
+    tunnel((err, stream) => {
+      this.tunnelsOpening--
+      if (err !== null || stream === undefined || this.destroyed) {
+        stream?.destroy()
+        call.fail(err ?? new PorticoError('PORTICO_POOL_CLOSED'))
+        this.afterTunnelFailed()
+        return
+      }
+      const socket = this.secure
+        ? tls.connect({ ...this.tlsOptions, socket: stream, servername: this.tlsOptions?.servername ?? serverName(call.options.headers, this.hostname), ALPNProtocols: ['http/1.1'] })
+        : stream as unknown as Socket
+      const conn = new H1Connection(this, socket)
+      this.all.add(conn)
+      const ready = (): void => {
+        conn.connecting = false
+        if (CONNECTED_CHANNEL.hasSubscribers) CONNECTED_CHANNEL.publish({ connectParams: { hostname: this.hostname, port: this.port, protocol: this.secure ? 'https:' : 'http:' }, socket })
+        if (call.finished) this.released(conn)
+        else conn.run(call)
+      }
+      if (!this.secure) {
+        ready()
+        return
+      }
+      this.opening.set(conn, call)
+      socket.once('secureConnect', () => {
+        this.opening.delete(conn)
+        ready()
+      })
+    })
+  }
+
+  /** A tunnel that failed frees its place: a queued call gets a new connection. */
+  private afterTunnelFailed (): void {
+    if (this.queue.length > 0 && this.all.size + this.tunnelsOpening < this.maxConnections && !this.destroyed) this.open(this.queue.shift()!)
+    this.checkClosed()
+  }
+
   released (conn: H1Connection): void {
     if (!conn.idle) return
+    // A tunnel whose HBONE connection is retired (the mesh certificate rotated): the next
+    // request goes on a new tunnel, made with the new certificate.
+    if (!tunnelReusable(conn)) {
+      conn.socket.destroy()
+      return
+    }
     if (this.strayUntil !== 0) {
       // The backend sent stray bytes lately: one call per connection (see the top of this file).
       if (Date.now() < this.strayUntil) {
@@ -195,7 +261,7 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
       waiting.fail(conn.error ?? new PorticoError('PORTICO_UPSTREAM_CLOSED', 'the connection closed while it was being opened'))
     }
     // Calls waiting for a free connection get a new one in its place.
-    if (this.queue.length > 0 && this.all.size < this.maxConnections && !this.destroyed) this.open(this.queue.shift()!)
+    if (this.queue.length > 0 && this.all.size + this.tunnelsOpening < this.maxConnections && !this.destroyed) this.open(this.queue.shift()!)
     this.checkClosed()
   }
 
@@ -245,9 +311,14 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   }
 
   private checkClosed (): void {
-    if (this.closing === null || this.all.size > 0 || this.queue.length > 0) return
+    if (this.closing === null || this.all.size > 0 || this.queue.length > 0 || this.tunnelsOpening > 0) return
     this.closing.resolve()
   }
+}
+
+/** False for a tunnel whose HBONE connection was retired (mesh/hbone-pool.ts `reusable`); true for sockets. */
+function tunnelReusable (conn: H1Connection): boolean {
+  return (conn.socket as { reusable?: () => boolean }).reusable?.() !== false
 }
 
 /**

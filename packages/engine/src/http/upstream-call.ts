@@ -51,7 +51,7 @@ export function callUpstream<R extends UpstreamRuntime, C extends CallContext> (
   if (dispatcher === null) return
   const body = bodyToSend(rt, ctx)
   ctx.upstreamStart = performance.now()
-  traceCallStart(ctx, ctx.backend!.target)
+  traceCallStart(ctx, ctx.backend!.target, ctx.backend!.endpoints)
   const call = startCallTimers(ctx, body !== null && !Buffer.isBuffer(body))
 
   let handler: Dispatcher.DispatchHandler = new ClientResponse(rt, ctx, call, hooks)

@@ -8,15 +8,19 @@
  * pools of removed backends close gracefully once their in-flight requests finish.
  */
 
-import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls'
+import tls, { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls'
+import type { Duplex } from 'node:stream'
 import type { Pool } from 'undici'
-import type { BackendIR } from '../ir/types.ts'
+import type { BackendIR, EndpointMeshIR } from '../ir/types.ts'
 import type { BackendTlsIR, BackendTlsSanIR } from '../ir/traffic.ts'
 import { EndpointBalancer, type EndpointPool, type EndpointState, type PoolFactory } from './endpoint-balancer.ts'
 import { H1Pool } from './h1-pool.ts'
 import { H2Pool } from './h2-pool.ts'
 import type { UpstreamCaller } from './dispatcher.ts'
 import { hostPort } from '../util/host-port.ts'
+import { HbonePool } from '../mesh/hbone-pool.ts'
+import type { MeshIdentity } from '../mesh/identity.ts'
+import { PorticoError } from '../util/errors.ts'
 
 /** Concurrent requests on one HTTP/2 connection to a backend (most servers allow 100 or more). */
 const H2_STREAMS_PER_CONNECTION = 100
@@ -33,6 +37,16 @@ export interface UpstreamPoolOptions {
   keepAliveTimeout?: number
   /** Passive-health state of an endpoint shared by the data-plane workers; undefined: this pool's own. */
   endpointState?: (backendKey: string, origin: string) => EndpointState | undefined
+  /**
+   * The gateway's mesh identity: connections to endpoints marked `mesh` are HBONE tunnels
+   * made with it. Without one, such endpoints fail with PORTICO_MESH_NO_IDENTITY (never
+   * plain text to a mesh workload).
+   */
+  mesh?: MeshIdentity
+  /** An HBONE connection without streams closes after this long (ms); default 5 minutes. */
+  hboneIdleTimeout?: number
+  /** Most streams on one HBONE connection whatever the peer allows; default 100. */
+  hboneMaxStreams?: number
 }
 
 interface Entry {
@@ -56,9 +70,12 @@ export class UpstreamPools {
   private readonly entries = new Map<string, Entry>()
   private readonly options: Required<Omit<UpstreamPoolOptions, 'endpointState'>>
   private readonly endpointState: UpstreamPoolOptions['endpointState']
+  /** The HBONE tunnels to mesh endpoints (one per gateway process thread), when a mesh identity is set. */
+  readonly hbone: HbonePool | null
 
   constructor (options: UpstreamPoolOptions = {}) {
     this.endpointState = options.endpointState
+    this.hbone = options.mesh === undefined ? null : new HbonePool(options.mesh, { connectTimeoutMs: options.connectTimeout, idleTimeoutMs: options.hboneIdleTimeout, maxStreamsPerConnection: options.hboneMaxStreams })
     this.options = {
       connections: options.connections ?? null,
       connectTimeout: options.connectTimeout ?? 10_000,
@@ -105,18 +122,55 @@ export class UpstreamPools {
     const tlsOptions = backend.tls !== undefined ? backendTlsConnectOptions(backend.tls) : undefined
     if (tlsOptions !== undefined) poolOptions.connect = tlsOptions as Pool.Options['connect']
     const http1 = poolOptions.pipelining === 1
+    const meshOf = meshEndpoints(backend)
     // undici takes each request's SNI from its Host header over the connect options'
     // servername: each HTTP/2 pool pins a configured server name on every request (the
     // HTTP/1.1 client prefers the configured one itself).
     const makePool: PoolFactory = http1
-      ? origin => new H1Pool(origin, { connections: this.options.connections, connectTimeout: this.options.connectTimeout, keepAliveTimeout: this.options.keepAliveTimeout, headersTimeout: 0, connect: tlsOptions })
-      : origin => new H2Pool(origin, poolOptions, backend.tls?.serverName)
+      ? origin => new H1Pool(origin, { connections: this.options.connections, connectTimeout: this.options.connectTimeout, keepAliveTimeout: this.options.keepAliveTimeout, headersTimeout: 0, connect: tlsOptions, ...this.tunnelOf(origin, meshOf.get(origin)) })
+      : origin => new H2Pool(origin, this.h2Tunneled(origin, meshOf.get(origin), poolOptions, tlsOptions), backend.tls?.serverName)
     const dispatcher = !needsBalancer(backend, origins)
       ? makePool(origins[0]!)
       : new EndpointBalancer(origins, backend.health, makePool, Date.now, origin => this.endpointState?.(backend.key, origin))
     const entry: Entry = { dispatcher, origins, tls: transportKey(backend) }
     this.entries.set(key, entry)
     return entry
+  }
+
+  /** For a mesh endpoint, the H1Pool option that opens its connections as HBONE tunnels. */
+  private tunnelOf (origin: string, mesh: EndpointMeshIR | undefined): { tunnel?: (callback: (err: Error | null, stream?: Duplex) => void) => void } {
+    if (mesh === undefined) return {}
+    const url = new URL(origin)
+    const target = { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : url.port), identity: mesh.identity, hbonePort: mesh.hbonePort }
+    const hbone = this.hbone
+    if (hbone === null) return { tunnel: callback => queueMicrotask(() => callback(new PorticoError('PORTICO_MESH_NO_IDENTITY', `endpoint ${url.host} is a mesh workload (${mesh.identity}) and the gateway has no mesh identity (config mesh.certificate)`))) }
+    return { tunnel: callback => hbone.open(target, callback) }
+  }
+
+  /**
+   * For a mesh endpoint, undici's options with a connector that hands it an HBONE stream
+   * (TLS inside it for an https origin); h2c says it is HTTP/2 as undici's own connector does.
+   */
+  private h2Tunneled (origin: string, mesh: EndpointMeshIR | undefined, poolOptions: Pool.Options, tlsOptions: ConnectionOptions | undefined): Pool.Options {
+    const { tunnel } = this.tunnelOf(origin, mesh)
+    if (tunnel === undefined) return poolOptions
+    const connect = (opts: { servername?: string | null }, callback: (err: Error | null, socket: Duplex | null) => void): void => {
+      tunnel((err, stream) => {
+        if (err !== null || stream === undefined) {
+          callback(err ?? new PorticoError('PORTICO_HBONE_FAILED'), null)
+          return
+        }
+        if (!origin.startsWith('https:')) {
+          Object.assign(stream, { alpnProtocol: 'h2' })
+          callback(null, stream)
+          return
+        }
+        const socket = tls.connect({ ...tlsOptions, socket: stream, servername: tlsOptions?.servername ?? opts.servername ?? undefined, ALPNProtocols: ['h2', 'http/1.1'] })
+        socket.once('secureConnect', () => callback(null, socket))
+        socket.once('error', e => callback(e, null))
+      })
+    }
+    return { ...poolOptions, connect: connect as unknown as Pool.Options['connect'] }
   }
 
   /**
@@ -176,6 +230,7 @@ export class UpstreamPools {
     const all = [...this.entries.values()]
     this.entries.clear()
     await Promise.allSettled(all.map(e => e.dispatcher.close()))
+    this.hbone?.close()
   }
 
   /** Ends every connection at once (for shutdown after the drain deadline). */
@@ -183,7 +238,15 @@ export class UpstreamPools {
     const all = [...this.entries.values()]
     this.entries.clear()
     await Promise.allSettled(all.map(e => e.dispatcher.destroy()))
+    this.hbone?.destroy()
   }
+}
+
+/** Origins of a backend's mesh endpoints → their mesh settings. */
+function meshEndpoints (backend: BackendIR): Map<string, EndpointMeshIR> {
+  const out = new Map<string, EndpointMeshIR>()
+  for (const e of backend.endpoints) if (e.mesh !== undefined) out.set(`${backend.protocol}://${hostPort(e.host, e.port)}`, e.mesh)
+  return out
 }
 
 /**
@@ -244,5 +307,6 @@ function sameList (a: string[], b: string[]): boolean {
 
 /** What a pool's connections are opened with: a change needs new connections. */
 function transportKey (backend: BackendIR): string {
-  return JSON.stringify(backend.tls ?? null) + (backend.h2c === true ? ' h2c' : '') + (backend.h2 === true ? ' h2' : '')
+  const mesh = backend.endpoints.some(e => e.mesh !== undefined) ? ' mesh ' + JSON.stringify(backend.endpoints.map(e => e.mesh ?? null)) : ''
+  return JSON.stringify(backend.tls ?? null) + (backend.h2c === true ? ' h2c' : '') + (backend.h2 === true ? ' h2' : '') + mesh
 }

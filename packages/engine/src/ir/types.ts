@@ -573,4 +573,17 @@ export interface McpTargetLimitsIR {
 export interface EndpointIR {
   host: string
   port: number
+  /**
+   * A mesh (Istio ambient) workload: every connection to it is an HBONE tunnel — HTTP/2
+   * CONNECT over mTLS to `host:hbonePort`, `:authority` = `host:port` — to a peer that must
+   * present `identity` (mesh/hbone-pool.ts). Absent: plain TCP.
+   */
+  mesh?: EndpointMeshIR
+}
+
+export interface EndpointMeshIR {
+  /** The peer's SPIFFE ID: `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`. */
+  identity: string
+  /** The pod's HBONE port; 15008 in Istio. */
+  hbonePort: number
 }

@@ -98,6 +98,13 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
     })
     const max = backend.mcp?.maxSessions
     if (max !== undefined && (!Number.isInteger(max) || max < 1)) report([...bp, 'mcp', 'maxSessions'], 'must be a positive integer')
+    backend.endpoints.forEach((e, j) => {
+      // An HBONE peer is verified by exactly this ID: a malformed one could never match.
+      if (e.mesh === undefined) return
+      const mp = [...bp, 'endpoints', j, 'mesh']
+      if (typeof e.mesh.identity !== 'string' || !/^spiffe:\/\/[a-z0-9._-]+\/[!-~]+$/.test(e.mesh.identity)) report([...mp, 'identity'], `${String(e.mesh.identity)} is not a SPIFFE ID (spiffe://<trust domain>/<path>)`)
+      if (!Number.isInteger(e.mesh.hbonePort) || e.mesh.hbonePort < 1 || e.mesh.hbonePort > 65535) report([...mp, 'hbonePort'], 'must be a port (1-65535)')
+    })
   })
   return out
 }

@@ -286,6 +286,8 @@ export class RequestContext {
   llmTokenReservations: Array<(tokens: number) => Promise<LlmTokenReservation>> | null = null
   /** µs on the trace's clock when the backend call in progress started (trace/backend-call.ts). */
   backendCallStartUs = 0
+  /** The mesh peer identity (or identities) of the call in progress when it goes through HBONE; null: plain. */
+  backendCallMesh: string | null = null
   /** The OpenTelemetry server span (trace/otel.ts); null while tracing is off. */
   span: RequestSpan | null = null
   /** The client span of the backend call in progress; null when not recorded. */

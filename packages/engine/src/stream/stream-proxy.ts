@@ -33,6 +33,8 @@ import { adoptAccepted, Relay } from './relay.ts'
 import { closeWhenFlushed } from './pair-close.ts'
 import { Sweeper } from './sweeper.ts'
 import { performance } from '../util/clock.ts'
+import type { HbonePool } from '../mesh/hbone-pool.ts'
+import { PorticoError } from '../util/errors.ts'
 
 export const DEFAULT_STREAM_CONNECT_TIMEOUT_MS = 10_000
 /** Envoy's tcp_proxy idle timeout: a connection with no byte either way for this long is cut. */
@@ -79,6 +81,8 @@ export interface StreamProxyOptions {
   idleTimeoutMs?: number
   clientHelloTimeoutMs?: number
   onConnectionEnd?: (record: StreamConnectionRecord) => void
+  /** The HBONE tunnels for backends whose endpoints are mesh workloads (null: no mesh identity). */
+  hbone?: () => HbonePool | null
 }
 
 interface Conn {
@@ -93,7 +97,7 @@ interface Conn {
   expire: (() => void) | null
   deadline: number
   /** Once bytes flow: the two sockets (their reads count every byte either way), and what cuts the pair when they stop. */
-  pair: { upstream: Socket, downstream: Socket, idle: () => void } | null
+  pair: { upstream: Socket, downstream: Socket, idle: () => void, tunnelRead: { bytes: number } | null } | null
   /** Bytes read by the pair at the last sweep that saw them change, and when that was. */
   bytesSeen: number
   quietSince: number
@@ -117,6 +121,7 @@ export class StreamProxy {
   private readonly idleTimeoutMs: number
   private readonly helloTimeoutMs: number
   private readonly onEnd: ((record: StreamConnectionRecord) => void) | undefined
+  private readonly hbone: () => HbonePool | null
   /** Round robin position per backend, over its endpoints. */
   private readonly next = new Map<string, number>()
   /** Every connection's deadlines and idle timeout, on one timer. */
@@ -127,6 +132,7 @@ export class StreamProxy {
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_STREAM_CONNECT_TIMEOUT_MS
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_STREAM_IDLE_TIMEOUT_MS
     this.helloTimeoutMs = options.clientHelloTimeoutMs ?? DEFAULT_CLIENT_HELLO_TIMEOUT_MS
+    this.hbone = options.hbone ?? (() => null)
     // A sixteenth of the shortest limit (at most a second): deadlines are met up to that late.
     const period = Math.max(5, Math.min(1000, Math.min(this.connectTimeoutMs, this.idleTimeoutMs, this.helloTimeoutMs) / 16))
     this.clock = new Sweeper(period, (conn, now) => this.check(conn, now))
@@ -277,6 +283,10 @@ export class StreamProxy {
     const endpoint = this.endpointOf(backend)
     const target = hostPort(endpoint.host, endpoint.port)
     conn.target = target
+    if (endpoint.mesh !== undefined) {
+      this.connectTunnel(conn, downstream, backend, endpoint, endpoint.mesh, first)
+      return
+    }
     conn.tracer?.emit({ type: 'backendCallStart', target })
     const callStart = conn.tracer?.now() ?? 0
     // The backend's bytes are read through a relay (`onread`, for TLS backends too).
@@ -309,7 +319,8 @@ export class StreamProxy {
           this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
           upstream.destroy()
           downstream.destroy()
-        }
+        },
+        tunnelRead: null
       }
     })
     upstream.on('error', err => {
@@ -325,6 +336,78 @@ export class StreamProxy {
     // connection leaves the idle clock when the client's side closes, so it is passed here).
     upstream.once('close', () => closeWhenFlushed(downstream, this.idleTimeoutMs))
     downstream.once('close', () => closeWhenFlushed(upstream, this.idleTimeoutMs))
+  }
+
+  /**
+   * To a mesh workload: the bytes go through an HBONE tunnel (mesh/hbone-pool.ts), with
+   * backendTLS inside it when set. The tunnel is read through the stream API (it is no TCP
+   * socket for `onread`), its bytes counted for the idle clock.
+   */
+  private connectTunnel (conn: Conn, downstream: Socket, backend: BackendIR, endpoint: EndpointIR, mesh: NonNullable<EndpointIR['mesh']>, first: Buffer | null): void {
+    const target = conn.target!
+    conn.tracer?.emit({ type: 'backendCallStart', target, mesh: 'hbone', peerIdentity: mesh.identity })
+    const callStart = conn.tracer?.now() ?? 0
+    const failed = (err: Error): void => {
+      conn.expire = null
+      conn.tracer?.emit({ type: 'backendCallResult', status: null, error: err.message, mesh: 'hbone' }, { severity: 'error', eventStart: callStart })
+      this.fail(conn, 'UpstreamConnectFailed', err)
+      downstream.destroy()
+    }
+    const hbone = this.hbone()
+    if (hbone === null) {
+      failed(new PorticoError('PORTICO_MESH_NO_IDENTITY', `endpoint ${target} is a mesh workload (${mesh.identity}) and the gateway has no mesh identity (config mesh.certificate)`))
+      return
+    }
+    let gone = false
+    this.due(conn, this.connectTimeoutMs, () => {
+      gone = true
+      failed(new Error(`no tunnel to ${target} after ${this.connectTimeoutMs} ms`))
+    })
+    hbone.open({ host: endpoint.host, port: endpoint.port, identity: mesh.identity, hbonePort: mesh.hbonePort }, (err, stream) => {
+      if (gone || downstream.destroyed || conn.reason !== null) {
+        stream?.destroy()
+        return
+      }
+      if (err !== null || stream === undefined) {
+        failed(err ?? new PorticoError('PORTICO_HBONE_FAILED'))
+        return
+      }
+      const upstream = (backend.tls !== undefined
+        ? tls.connect({ socket: stream, servername: net.isIP(endpoint.host) === 0 ? endpoint.host : undefined, ...backendTlsConnectOptions(backend.tls) })
+        : stream) as unknown as Socket
+      const tunnelRead = { bytes: 0 }
+      const ready = (): void => {
+        conn.expire = null
+        conn.tracer?.emit({ type: 'backendCallResult', status: null, error: null, mesh: 'hbone', peerIdentity: mesh.identity }, { eventStart: callStart })
+        if (first !== null) upstream.write(first)
+        if (conn.adopted && downstream === conn.client) conn.up.forward(downstream, upstream)
+        else conn.up.forwardStream(downstream, upstream)
+        upstream.on('data', (chunk: Buffer) => { tunnelRead.bytes += chunk.length })
+        new Relay().forwardStream(upstream, downstream)
+        conn.pair = {
+          upstream,
+          downstream,
+          idle: () => {
+            this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
+            upstream.destroy()
+            downstream.destroy()
+          },
+          tunnelRead
+        }
+      }
+      let connected = backend.tls === undefined
+      if (connected) ready()
+      else upstream.once('secureConnect', () => { connected = true; ready() })
+      upstream.on('error', e => {
+        if (!connected) failed(e)
+        else {
+          this.fail(conn, 'UpstreamReset', e)
+          downstream.destroy()
+        }
+      })
+      upstream.once('close', () => closeWhenFlushed(downstream, this.idleTimeoutMs))
+      downstream.once('close', () => closeWhenFlushed(upstream, this.idleTimeoutMs))
+    })
   }
 
   /** Runs `expire` unless the connection moves on (clearing `conn.expire`) within `ms`. */
@@ -345,7 +428,7 @@ export class StreamProxy {
     const pair = conn.pair
     if (pair === null) return
     // Every byte either way is read by one of the two sockets.
-    const bytes = pair.upstream.bytesRead + pair.downstream.bytesRead
+    const bytes = (pair.tunnelRead !== null ? pair.tunnelRead.bytes : pair.upstream.bytesRead) + pair.downstream.bytesRead
     if (bytes !== conn.bytesSeen) {
       conn.bytesSeen = bytes
       conn.quietSince = now

@@ -9,19 +9,36 @@ import type { TraceRecorder } from './recorder.ts'
 import type { TraceSeverity } from './events.ts'
 import { severityOf } from './recorder.ts'
 import type { OtelSpan, SpanContext } from './otel.ts'
+import type { EndpointIR } from '../ir/types.ts'
 
 /** What the two events need of a request's state (request/context.ts RequestContext has it). */
 export interface CallTraceContext extends SpanContext {
   readonly tracer: TraceRecorder | null
   /** µs on the trace's clock when the call in progress started. */
   backendCallStartUs: number
+  /** The mesh peer identity of the call in progress (HBONE), or null. */
+  backendCallMesh?: string | null
 }
 
-export function traceCallStart (ctx: CallTraceContext, target: string): void {
+/** `endpoints`: the backend's, when the call goes to them (mesh endpoints make it an HBONE call). */
+export function traceCallStart (ctx: CallTraceContext, target: string, endpoints?: readonly EndpointIR[]): void {
   const tracer = ctx.tracer
   if (tracer === null) return
   ctx.backendCallStartUs = tracer.now()
-  tracer.emit({ type: 'backendCallStart', target })
+  const mesh = endpoints === undefined ? null : meshPeers(endpoints)
+  if (ctx.backendCallMesh !== undefined) ctx.backendCallMesh = mesh
+  tracer.emit(mesh === null ? { type: 'backendCallStart', target } : { type: 'backendCallStart', target, mesh: 'hbone', peerIdentity: mesh })
+}
+
+/** The distinct peer identities of a backend's mesh endpoints, comma-separated; null when none is mesh. */
+function meshPeers (endpoints: readonly EndpointIR[]): string | null {
+  let out: string | null = null
+  for (const e of endpoints) {
+    if (e.mesh === undefined) continue
+    if (out === null) out = e.mesh.identity
+    else if (!out.split(',').includes(e.mesh.identity)) out += ',' + e.mesh.identity
+  }
+  return out
 }
 
 /**
@@ -34,7 +51,8 @@ export function traceCallResult (ctx: CallTraceContext, status: number | null, e
   const tracer = ctx.tracer
   if (tracer === null) return
   severity ??= error !== null || status === null ? 'error' : severityOf(status)
-  tracer.emit({ type: 'backendCallResult', status, error }, { eventStart: ctx.backendCallStartUs, severity })
+  const mesh = ctx.backendCallMesh ?? null
+  tracer.emit(mesh === null ? { type: 'backendCallResult', status, error } : status !== null ? { type: 'backendCallResult', status, error, mesh: 'hbone', peerIdentity: mesh } : { type: 'backendCallResult', status, error, mesh: 'hbone' }, { eventStart: ctx.backendCallStartUs, severity })
 }
 
 /**

@@ -138,6 +138,10 @@ export interface AuthorizationResultEvent {
 export interface BackendCallStartEvent {
   type: 'backendCallStart'
   target: string
+  /** `hbone`: the backend is a mesh workload reached through an HBONE tunnel (absent: plain). */
+  mesh?: 'hbone'
+  /** With `mesh`: the SPIFFE ID the peer must present (several, comma-separated, for several). */
+  peerIdentity?: string
 }
 
 export interface BackendCallResultEvent {
@@ -145,6 +149,10 @@ export interface BackendCallResultEvent {
   /** The backend's status, or null when the call failed before a response. */
   status: number | null
   error: string | null
+  /** `hbone`: the call went through an HBONE tunnel. */
+  mesh?: 'hbone'
+  /** With `mesh` and a status: the peer identity the tunnel's mTLS handshake verified (only a peer presenting it carries a call). */
+  peerIdentity?: string
 }
 
 /**

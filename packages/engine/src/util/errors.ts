@@ -51,6 +51,12 @@ export const PORTICO_ERRORS = {
   PORTICO_INVALID_UPSTREAM_HEADER: { message: 'invalid request header for backend' },
   PORTICO_POOL_CLOSED: { message: 'backend connection pool closed' },
 
+  // HBONE tunnels to mesh workloads (mesh/hbone-pool.ts).
+  PORTICO_MESH_NO_IDENTITY: { message: 'no mesh identity: the gateway holds no workload certificate', status: 503 },
+  PORTICO_MESH_PEER_IDENTITY: { message: 'the mesh peer presented another identity', status: 503 },
+  PORTICO_HBONE_FAILED: { message: 'HBONE connection to the mesh peer failed', status: 503 },
+  PORTICO_HBONE_CONNECT_REFUSED: { message: 'the mesh peer refused the HBONE CONNECT', status: 502 },
+
   // MCP targets.
   PORTICO_MCP_MESSAGE_TOO_LARGE: { message: 'message larger than maxMessageSize' },
 
