@@ -43,9 +43,8 @@
  */
 
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
-import { headerMutations } from '../auth/ext-authz-grpc.ts'
 import {
-  BODY_SEND_MODE, answerTo, bodyModeOf, headerMapMessage, metadataContextMessage,
+  BODY_SEND_MODE, answerTo, bodyModeOf, extProcSetHeaders, headerMapMessage, metadataContextMessage,
   type BodyMode, type CommonResponseMessage, type ExchangeResult, type ExtProcStream, type HeaderMutationMessage,
   type ImmediateResponseMessage, type ProcessingModeMessage, type Received
 } from '../traffic/ext-proc-grpc.ts'
@@ -467,7 +466,7 @@ export function newBody (c: CommonResponseMessage, allowed: boolean): Buffer | n
 /** A HeaderMutation applied to `headers`: pseudo-headers and host are never changed (Envoy ignores them too). */
 export function applyMutation (headers: HeaderMap, m: HeaderMutationMessage | undefined, changes: string[]): void {
   if (m === undefined || m === null) return
-  const set: HeaderMutation[] = headerMutations(m.set_headers as never).filter(x => !x.name.startsWith(':') && x.name !== 'host')
+  const set: HeaderMutation[] = extProcSetHeaders(m.set_headers).filter(x => !x.name.startsWith(':') && x.name !== 'host')
   applyHeaderMutations(headers, set)
   const remove = (m.remove_headers ?? []).map(h => h.toLowerCase()).filter(h => !h.startsWith(':') && h !== 'host')
   removeHeaders(headers, remove)

@@ -21,8 +21,7 @@
 
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { HeaderMutation } from '../auth/ext-authz-check.ts'
-import { headerMutations } from '../auth/ext-authz-grpc.ts'
-import type { ExtProcStream, HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
+import { extProcSetHeaders, type ExtProcStream, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
 import { runExtProcRequestPhase, type ExtProcModes } from '../http/ext-proc-request-phase.ts'
 import type { BodyContext } from '../http/request-body.ts'
 
@@ -206,5 +205,5 @@ export function checkMutation (m: HeaderMutationMessage | undefined | null): { s
   }
   // The body's framing is the gateway's: a picker does not set or remove it (nor host, nor pseudo-headers).
   const framing = (name: string): boolean => FRAMING_SET.has(name) || name.startsWith(':')
-  return { set: headerMutations(rest).filter(m => !framing(m.name)), remove: removeIn.map(r => r.toLowerCase()).filter(r => !framing(r)), destination }
+  return { set: extProcSetHeaders(rest).filter(m => !framing(m.name)), remove: removeIn.map(r => r.toLowerCase()).filter(r => !framing(r)), destination }
 }
