@@ -11,7 +11,8 @@
  *
  * `--suite inference` runs the Gateway API Inference Extension's suite instead
  * (INFERENCE_CONFORMANCE_TEST, built from a copy of its repository, whose module is not on the
- * module proxy): the same cluster, plus the InferencePool CRDs (INFERENCE_CONFORMANCE_CRDS), the
+ * module proxy): the same cluster on the Gateway API CRDs of the suite's gateway-api version
+ * (INFERENCE_GATEWAY_API_CRDS), plus the InferencePool CRDs (INFERENCE_CONFORMANCE_CRDS), the
  * controller with the extension on, the API server reachable from pods (its endpoint pickers
  * read Pods and InferencePools) and the suite's picker image run as lwepp (LWEPP).
  *
