@@ -144,6 +144,24 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
     try { return await options.api<T>('GET', path) } catch { return undefined }
   }
 
+  /**
+   * A Secret or ConfigMap a pod needs: waited for (up to 60 s), as a kubelet keeps a pod in
+   * ContainerCreating until its volumes can be mounted — the Gateway API suite creates its
+   * backends' certificate Secrets after the Deployments that mount them. Optional ones are not.
+   */
+  async function required<T> (path: string, optional: boolean | undefined, pod: KubeObject): Promise<T | undefined> {
+    const deadline = Date.now() + 60_000
+    for (;;) {
+      const found = await get<T>(path)
+      if (found !== undefined || optional === true) return found
+      if (Date.now() > deadline) {
+        log(`pod ${key(pod)}: ${path} still missing after 60 s; starting without it`)
+        return undefined
+      }
+      await sleep(250)
+    }
+  }
+
   /** Writes the pod's volumes; returns mountPath → directory, longest first. */
   async function writeVolumes (pod: KubeObject, container: any, dir: string): Promise<Array<[string, string]>> {
     const ns = String(pod.metadata?.namespace)
@@ -165,10 +183,10 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
       const target = join(dir, 'volumes', m.name)
       mkdirSync(target, { recursive: true })
       if (volume.secret !== undefined) {
-        const secret = await get<any>(`/api/v1/namespaces/${ns}/secrets/${volume.secret.secretName}`)
+        const secret = await required<any>(`/api/v1/namespaces/${ns}/secrets/${volume.secret.secretName}`, volume.secret.optional, pod)
         writeAll(target, decode(secret?.data, true), volume.secret.items)
       } else if (volume.configMap !== undefined) {
-        const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${volume.configMap.name}`)
+        const cm = await required<any>(`/api/v1/namespaces/${ns}/configmaps/${volume.configMap.name}`, volume.configMap.optional, pod)
         writeAll(target, { ...decode(cm?.data, false), ...decode(cm?.binaryData, true) }, volume.configMap.items)
       } else if (volume.projected !== undefined) {
         for (const source of volume.projected.sources ?? []) {
@@ -181,10 +199,10 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
             })
             writeAll(target, { [sat.path]: Buffer.from(res.status.token) })
           } else if (source.configMap !== undefined) {
-            const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${source.configMap.name}`)
+            const cm = await required<any>(`/api/v1/namespaces/${ns}/configmaps/${source.configMap.name}`, source.configMap.optional, pod)
             writeAll(target, decode(cm?.data, false), source.configMap.items)
           } else if (source.secret !== undefined) {
-            const secret = await get<any>(`/api/v1/namespaces/${ns}/secrets/${source.secret.name}`)
+            const secret = await required<any>(`/api/v1/namespaces/${ns}/secrets/${source.secret.name}`, source.secret.optional, pod)
             writeAll(target, decode(secret?.data, true), source.secret.items)
           }
         }
@@ -203,11 +221,11 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
       const from = e.valueFrom
       if (from?.fieldRef !== undefined) value = fieldRef(pod, from.fieldRef.fieldPath, podIP)
       else if (from?.secretKeyRef !== undefined) {
-        const s = await get<any>(`/api/v1/namespaces/${ns}/secrets/${from.secretKeyRef.name}`)
+        const s = await required<any>(`/api/v1/namespaces/${ns}/secrets/${from.secretKeyRef.name}`, from.secretKeyRef.optional, pod)
         const v = s?.data?.[from.secretKeyRef.key]
         value = v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8')
       } else if (from?.configMapKeyRef !== undefined) {
-        const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${from.configMapKeyRef.name}`)
+        const cm = await required<any>(`/api/v1/namespaces/${ns}/configmaps/${from.configMapKeyRef.name}`, from.configMapKeyRef.optional, pod)
         value = cm?.data?.[from.configMapKeyRef.key]
       }
       if (value === undefined) continue
