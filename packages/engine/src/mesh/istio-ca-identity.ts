@@ -122,7 +122,7 @@ function hostOf (address: string): string {
   return i > 0 && address.indexOf(':') === i ? address.slice(0, i) : address
 }
 
-/** When to renew: `fraction` of the way from notBefore to notAfter (ms from now, at least 0). */
+/** When to renew: `fraction` of the way from `from` (when the certificate came) to notAfter (ms from now, at least 0). */
 export function renewalDelay (notBefore: number, notAfter: number, now: number, fraction: number): number {
   return Math.max(0, Math.round(notBefore + (notAfter - notBefore) * fraction - now))
 }
@@ -315,7 +315,11 @@ export class IstioCaIdentity extends StaticMeshIdentity {
     this.failures = 0
     this.rotate(cert)
     this.setStatus({ state: 'ready', spiffeId: cert.spiffeId, notAfter: new Date(this.notAfter).toISOString() })
-    const delay = renewalDelay(this.notBefore, this.notAfter, this.clock.now(), this.settings.renewFraction)
+    // The life counted from when it came, not from notBefore: a CA may backdate notBefore for
+    // clock skew, which with a short lifetime would put the renewal in the past (a loop). At
+    // least the retry minimum between two requests, whatever the lifetime.
+    const now = this.clock.now()
+    const delay = Math.max(this.settings.retryMinMs, renewalDelay(Math.max(this.notBefore, now), this.notAfter, now, this.settings.renewFraction))
     this.log.info({ spiffeId: cert.spiffeId, notAfter: new Date(this.notAfter).toISOString(), renewInSeconds: Math.round(delay / 1000) },
       `mesh certificate ${cert.spiffeId} from the mesh CA ${this.settings.address}, valid until ${new Date(this.notAfter).toISOString()}`)
     this.schedule(delay)
