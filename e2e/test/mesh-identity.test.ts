@@ -12,7 +12,8 @@
  * rotate (renewed at half their life) while requests keep flowing, none failing; with the CA
  * unreachable the state is failed with "CA unreachable: ..." and a plain route still answers;
  * a token of another audience is refused ("token refused: ..."), and once the token file holds
- * a good token the gateway is in the mesh without a restart. Key and token are in no output.
+ * a good token the gateway is in the mesh without a restart; a changed root file (a root
+ * rotation adding a root) brings a new certificate at once. Key and token are in no output.
  */
 
 import { after, test, type TestContext } from 'node:test'
@@ -26,7 +27,7 @@ import { request } from 'undici'
 import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
 import { installIstioCrds, requireIstio, startIstiod, type Istiod } from '../lib/istio.ts'
 import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startHbonePeer, type HbonePeer } from '@portico/testkit/hbone-peer'
+import { makeTestCa, startHbonePeer, type HbonePeer } from '@portico/testkit/hbone-peer'
 import { waitUntil } from '@portico/testkit/wait'
 import { createCsrPem } from '../../packages/engine/src/mesh/csr.ts'
 import { meshCaClient } from '../../packages/engine/src/mesh/ca-client.ts'
@@ -99,7 +100,7 @@ interface Gateway {
 }
 
 /** A gateway in the mesh by the env a proxy pod gets; `mesh.ca` in the file for what a test tunes. */
-async function startGateway (s: Setup, tokenFile: string, options: { caAddress?: string, ttl?: string } = {}): Promise<Gateway> {
+async function startGateway (s: Setup, tokenFile: string, options: { caAddress?: string, ttl?: string, rootFile?: string } = {}): Promise<Gateway> {
   const [adminPort, statsPort] = await Promise.all([freePort(), freePort()])
   const portico = await startPortico({
     env: {
@@ -113,7 +114,7 @@ async function startGateway (s: Setup, tokenFile: string, options: { caAddress?:
       CA_SERVER_NAME: s.istiod.serverName,
       CLUSTER_ID: CLUSTER_ID,
       MESH_TOKEN_FILE: tokenFile,
-      MESH_ROOT_FILE: join(s.dir, 'root-cert.pem')
+      MESH_ROOT_FILE: options.rootFile ?? join(s.dir, 'root-cert.pem')
     },
     config: port => ({
       config: { mesh: { ca: { certificateTtl: options.ttl ?? '1h' } } },
@@ -198,8 +199,7 @@ test('the gateway gets its certificate from istiod and reaches a mesh peer that 
     assert.ok(!text.includes(token), 'no token')
     assert.ok(!text.includes('PRIVATE KEY'), 'no key')
   }
-  assert.ok(g.portico.logs().some(l => l.component === 'portico/mesh' && /mesh certificate spiffe:\/\/cluster\.local\/ns\/portico-mesh\/sa\/portico-gateway from the mesh CA/.test(String(l.msg))),
-    g.portico.output.split('\n').filter(l => l.includes('mesh')).slice(0, 5).join('\n'))
+  await waitUntil(() => g.portico.logs().some(l => l.component === 'portico/mesh' && /mesh certificate spiffe:\/\/cluster\.local\/ns\/portico-mesh\/sa\/portico-gateway from the mesh CA/.test(String(l.msg))), 5000, 'the log line of the certificate', 50)
 })
 
 test('CA unreachable: the state says so, mesh backends fail clearly, plain traffic is unaffected', async (t) => {
@@ -232,4 +232,26 @@ test('a token of another audience is refused with a clear reason; a good token i
   await waitUntil(async () => (await meshState(g)).state === 'ready', 30_000, 'mesh identity ready after the new token', 100)
   assert.equal((await meshState(g)).spiffeId, GATEWAY_ID)
   assert.equal((await get(g, '/mesh/after')).status, 200)
+})
+
+test('a changed root file (a root rotation adds a root) brings a new certificate at once', async (t) => {
+  const s = await setup(t)
+  if (s === null) return
+  const { file } = await goodToken(s, 'token-4')
+  const rootFile = join(s.dir, 'root-4.pem')
+  writeFileSync(rootFile, s.root)
+  const g = await startGateway(s, file, { rootFile })
+  await waitUntil(async () => (await meshState(g)).state === 'ready', 20_000, 'mesh identity ready', 100)
+  const first = (await meshState(g)).notAfter
+  const ok = counter(await metrics(g), 'portico_mesh_ca_requests_total{result="ok"}')
+  assert.equal(ok, 1)
+  // The ConfigMap during a root rotation: the old root and the new one (checked every 10 s).
+  const other = makeTestCa('next-mesh-root')
+  writeFileSync(rootFile, s.root.trimEnd() + '\n' + other.root)
+  await waitUntil(async () => counter(await metrics(g), 'portico_mesh_ca_requests_total{result="ok"}') === 2, 25_000, 'a certificate after the root changed', 200)
+  const state = await meshState(g)
+  assert.equal(state.state, 'ready')
+  assert.ok(Date.parse(state.notAfter) >= Date.parse(first), 'the new certificate')
+  await waitUntil(() => g.portico.logs().some(l => l.component === 'portico/mesh' && /mesh root changed/.test(String(l.msg))), 5000, 'the log line of the root change', 50)
+  assert.equal((await get(g, '/mesh/after-root')).status, 200)
 })
