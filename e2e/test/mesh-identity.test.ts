@@ -18,6 +18,7 @@
 
 import { after, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
@@ -190,6 +191,11 @@ test('the gateway gets its certificate from istiod and reaches a mesh peer that 
   assert.ok(s.peer.clients.slice(seen).every(id => id === GATEWAY_ID))
   const m = await metrics(g)
   assert.ok(counter(m, 'portico_mesh_ca_requests_total{result="ok"}') >= 4, m.split('\n').filter(l => l.includes('mesh_ca')).join('\n'))
+  const mesh = m.split('\n').filter(l => l.includes('portico_mesh_')).join('\n') + '\n'
+  if (process.env.PROMTOOL !== undefined) {
+    const check = spawnSync(process.env.PROMTOOL, ['check', 'metrics'], { input: mesh, encoding: 'utf8' })
+    assert.equal(check.status, 0, `promtool: ${check.stdout}${check.stderr}`)
+  }
   const expiry = counter(m, 'portico_mesh_certificate_expiry_timestamp_seconds')
   assert.ok(expiry > Date.now() / 1000 && expiry < Date.now() / 1000 + 7, `expiry gauge ${expiry}`)
   // The key and the token are nowhere: not in the dumps, not in the log.

@@ -153,7 +153,7 @@ export class Portico {
     const mcpLog = options.logs.for('mcp')
     setPublicHeaders(options.settings.publicHeaders)
     const primary = options.worker === undefined && options.settings.workers > 1
-    this.metrics = new ProxyMetrics({ dataPlane: options.worker !== undefined, workers: options.settings.workers })
+    this.metrics = new ProxyMetrics({ dataPlane: options.worker !== undefined, workers: options.settings.workers, meshCa: options.settings.meshCa !== null })
     if (options.otel !== undefined) options.otel.onSpans = (result, count) => this.metrics.observeSpans(result, count)
     // Every thread must mint and read the same session ids and cookies: without a configured
     // key, the primary makes one for the process (still random per process).
