@@ -12,7 +12,9 @@
  * rotate (renewed at half their life) while requests keep flowing, none failing; with the CA
  * unreachable the state is failed with "CA unreachable: ..." and a plain route still answers;
  * a token of another audience is refused ("token refused: ..."), and once the token file holds
- * a good token the gateway is in the mesh without a restart; a changed root file (a root
+ * a good token the gateway is in the mesh without a restart; the CA going away keeps the
+ * certificate in force (ready, "renewal failing") until it expires, and its return brings a
+ * new one; a changed root file (a root
  * rotation adding a root) brings a new certificate at once. Key and token are in no output.
  */
 
@@ -22,7 +24,7 @@ import { spawnSync } from 'node:child_process'
 import { generateKeyPairSync } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
+import net, { type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { request } from 'undici'
 import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
@@ -260,4 +262,53 @@ test('a changed root file (a root rotation adds a root) brings a new certificate
   assert.ok(Date.parse(state.notAfter) >= Date.parse(first), 'the new certificate')
   await waitUntil(() => g.portico.logs().some(l => l.component === 'portico/mesh' && /mesh root changed/.test(String(l.msg))), 5000, 'the log line of the root change', 50)
   assert.equal((await get(g, '/mesh/after-root')).status, 200)
+})
+
+/** A TCP forwarder to istiod's CA port that a test can cut (the CA going away) and bring back. */
+async function caForwarder (target: number): Promise<{ port: number, cut: () => Promise<void>, restore: () => Promise<void> }> {
+  const sockets = new Set<net.Socket>()
+  let server: net.Server | null = null
+  let port = 0
+  const listen = async (): Promise<void> => {
+    server = net.createServer(client => {
+      const upstream = net.connect(target, '127.0.0.1')
+      for (const s of [client, upstream]) { sockets.add(s); s.on('close', () => sockets.delete(s)); s.on('error', () => {}) }
+      client.pipe(upstream).pipe(client)
+    })
+    await new Promise<void>(resolve => server!.listen(port, '127.0.0.1', resolve))
+    port = (server!.address() as AddressInfo).port
+  }
+  await listen()
+  return {
+    port,
+    cut: async () => {
+      const closed = new Promise<void>(resolve => server!.close(() => resolve()))
+      for (const s of sockets) s.destroy()
+      await closed
+    },
+    restore: listen
+  }
+}
+
+test('the CA going away: the certificate in force stays until it expires; the CA back, a new one', async (t) => {
+  const s = await setup(t)
+  if (s === null) return
+  const { file } = await goodToken(s, 'token-5')
+  const fwd = await caForwarder(s.istiod.secureGrpcPort)
+  const g = await startGateway(s, file, { caAddress: `127.0.0.1:${fwd.port}`, ttl: '8s' })
+  await waitUntil(async () => (await meshState(g)).state === 'ready', 20_000, 'mesh identity ready', 100)
+  const notAfter = Date.parse((await meshState(g)).notAfter)
+  await fwd.cut()
+  // Renewal at half life fails: still ready, with the reason, and mesh traffic flows.
+  await waitUntil(async () => /^renewal failing: CA unreachable: /.test((await meshState(g)).reason ?? ''), 10_000, 'renewal failing', 100)
+  assert.equal((await meshState(g)).state, 'ready')
+  assert.equal((await get(g, '/mesh/still')).status, 200)
+  // Expired: failed, saying so.
+  await waitUntil(async () => (await meshState(g)).state === 'failed', Math.max(1000, notAfter - Date.now()) + 10_000, 'failed at expiry', 100)
+  assert.match((await meshState(g)).reason, /^certificate expired at .*; CA unreachable: /)
+  await fwd.restore()
+  await waitUntil(async () => (await meshState(g)).state === 'ready' && (await meshState(g)).reason === undefined, 30_000, 'ready once the CA is back', 200)
+  assert.ok(Date.parse((await meshState(g)).notAfter) > notAfter)
+  assert.equal((await get(g, '/mesh/back')).status, 200)
+  await fwd.cut()
 })
