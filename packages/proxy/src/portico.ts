@@ -25,7 +25,7 @@ import { watchUpstreamConnects } from './connect-timing.ts'
 import { watchStrayBytes } from './stray-bytes.ts'
 import { watchHbone } from './hbone-metrics.ts'
 import { meshIdentityFor, meshPem, meshStatus } from './mesh-identity.ts'
-import type { StaticMeshIdentity } from '@portico/engine'
+import type { MeshIdentityStatus, StaticMeshIdentity } from '@portico/engine'
 
 export interface ReloadRecord {
   at: string
@@ -228,6 +228,19 @@ export class Portico {
     })
     log.info({ spiffeId: mesh.spiffeId, ca: mesh.settings.address, serverName: mesh.settings.serverName, clusterId: mesh.settings.clusterId }, `mesh identity ${mesh.spiffeId}: asking the mesh CA ${mesh.settings.address}`)
     mesh.start()
+  }
+
+  /**
+   * The mesh CA identity's state now and at each change (for the Gateway's status, relayed to
+   * the controller); null and never called when the identity is not from the CA. Returns the
+   * unsubscribe function.
+   */
+  onMeshState (listener: (state: MeshIdentityStatus) => void): (() => void) | null {
+    const mesh = this.meshIdentity
+    if (!(mesh instanceof IstioCaIdentity)) return null
+    mesh.on('state', listener)
+    listener(mesh.state())
+    return () => { mesh.off('state', listener) }
   }
 
   /** The mesh identity's state (/config_dump, /debug/mesh): never the key or the token. */

@@ -85,6 +85,9 @@ const realClock: Clock = {
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout)
 }
 
+const MAX_TOKEN_BYTES = 64 * 1024
+const MAX_ROOT_BYTES = 1024 * 1024
+
 /** setTimeout's largest delay (about 24.8 days); a longer wait is cut and re-planned. */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
@@ -267,6 +270,9 @@ export class IstioCaIdentity extends StaticMeshIdentity {
         throw new Error(`token unreadable: ${(err as Error).message} (a projected service-account token with audience istio-ca at ${this.settings.tokenFile})`)
       }
       if (token === '') throw new Error(`token unreadable: ${this.settings.tokenFile} is empty`)
+      // A service-account JWT is a few KiB; a file far larger is not one (and goes into a header).
+      if (token.length > MAX_TOKEN_BYTES) throw new Error(`token unreadable: ${this.settings.tokenFile} holds ${token.length} bytes (at most ${MAX_TOKEN_BYTES})`)
+      if (root.length > MAX_ROOT_BYTES) throw new Error(`mesh root unreadable: ${this.settings.rootFile} holds ${root.length} bytes (at most ${MAX_ROOT_BYTES})`)
       const client = this.clientFor(root)
       const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey
       const chain = await client.createCertificate({
