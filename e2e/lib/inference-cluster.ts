@@ -191,6 +191,19 @@ spec:
 `
 }
 
+/** An HTTPRoute `llm` on the Gateway `web` sending `/v1` to the InferencePool `pool`. */
+export function poolRouteYaml ({ namespace, pool }: { namespace: string, pool: string }): string {
+  return `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: llm, namespace: ${namespace} }
+spec:
+  parentRefs: [{ name: web }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
+      backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ${pool} }]
+`
+}
+
 export type Condition = { type: string, status: string, reason: string, message: string }
 
 /** An HTTPRoute's conditions for its first parent. */

@@ -20,12 +20,12 @@ import { join } from 'node:path'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { request } from 'undici'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { CHART_DIR } from '../lib/chart.ts'
 import { freePort } from '../lib/portico.ts'
 import { type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
-import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers } from '../lib/inference-cluster.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers, poolRouteYaml } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'late-pool'
@@ -83,22 +83,8 @@ addressType: IPv4
 ports: [{ name: grpc, port: ${ports.grpcPort} }]
 endpoints: [{ addresses: [${hostIP}], conditions: { ready: true } }]
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: ${NS} }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${gatewayPort}, protocol: HTTP }]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: llm, namespace: ${NS} }
-spec:
-  parentRefs: [{ name: web }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
-      backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ${POOL} }]
-`)
+${gatewayYaml(NS, 'web', gatewayPort)}---
+${poolRouteYaml({ namespace: NS, pool: POOL })}`)
   await applyPoolPods(cluster, { namespace: NS, pool: POOL, names: POD_NAMES, ips: POD_IPS, port: targetPort })
 
   const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })

@@ -15,7 +15,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { waitUntil } from '../lib/client.ts'
-import { applyPoolPods, llamaPoolServer, lweppPorts, poolYaml, postThrough, requireLlamaCpp, startInferenceGateway, startPoolServers, type PoolServer } from '../lib/inference-cluster.ts'
+import { applyPoolPods, llamaPoolServer, lweppPorts, poolYaml, postThrough, requireLlamaCpp, startInferenceGateway, startPoolServers, type PoolServer, poolRouteYaml } from '../lib/inference-cluster.ts'
 
 const NS = 'models'
 const POOL = 'smollm2'
@@ -42,15 +42,7 @@ test('llama.cpp servers as an InferencePool\'s pods: chat completions through th
   const port = pods[0]!.port
   const ports = await lweppPorts()
   await gw.cluster.apply(`${poolYaml({ namespace: NS, name: POOL, targetPorts: [port], picker: { service: 'smollm2-epp', port: ports.grpcPort } })}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: llm, namespace: ${NS} }
-spec:
-  parentRefs: [{ name: web }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
-      backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ${POOL} }]
-`)
+${poolRouteYaml({ namespace: NS, pool: POOL })}`)
   await applyPoolPods(gw.cluster, { namespace: NS, pool: POOL, names: POD_NAMES, ips: POD_IPS, port })
   const lwepp = await gw.startPicker(NS, POOL, 'smollm2-epp', ports)
 

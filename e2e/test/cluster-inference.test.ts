@@ -27,11 +27,11 @@ import { join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { request } from 'undici'
 import { requireKubeTools, startCluster } from '../cluster/harness.ts'
-import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '../lib/portico.ts'
 import { type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
-import { applyPoolPods, hostIPv4, installPoolCrd, lweppPorts, pickerServiceYaml, poolParents, poolYaml, requireLwepp, routeConditions, startLwepp, startPoolServers, type Condition } from '../lib/inference-cluster.ts'
+import { applyPoolPods, hostIPv4, installPoolCrd, lweppPorts, pickerServiceYaml, poolParents, poolYaml, requireLwepp, routeConditions, startLwepp, startPoolServers, type Condition, poolRouteYaml } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'echo-pool'
@@ -65,22 +65,8 @@ test('HTTPRoute → InferencePool → lwepp → pods, through the controller and
 
   await cluster.apply(`${poolYaml({ namespace: NS, name: POOL, targetPorts: [targetPort], picker: { service: 'lwepp', port: grpcPort } })}---
 ${pickerServiceYaml({ namespace: NS, name: 'lwepp', port: grpcPort, address: hostIP })}---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: ${NS} }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${gatewayPort}, protocol: HTTP }]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: { name: llm, namespace: ${NS} }
-spec:
-  parentRefs: [{ name: web }]
-  rules:
-    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
-      backendRefs: [{ group: inference.networking.k8s.io, kind: InferencePool, name: ${POOL} }]
-`)
+${gatewayYaml(NS, 'web', gatewayPort)}---
+${poolRouteYaml({ namespace: NS, pool: POOL })}`)
   // Two pods Ready at the echo servers' addresses; a third of the pool never Ready.
   await applyPoolPods(cluster, { namespace: NS, pool: POOL, names: POD_NAMES, ips: POD_IPS, port: targetPort, unready: ['pod-unready'] })
 
