@@ -23,6 +23,7 @@ import type { ControllerSettings } from './settings.ts'
 import type { LeaderElector } from './leader.ts'
 import { supportedFeatures, type CustomResourceDefinition } from './features.ts'
 import { listenerSetProgrammed } from './translate/listener-sets.ts'
+import { meshConfigured } from './translate/mesh.ts'
 
 export { SUPPORTED_FEATURES } from './features.ts'
 
@@ -63,7 +64,7 @@ export class Controller {
     this.logs = logs
     this.api = new KubeHttp(kc)
     this.status = new StatusWriter(this.api, settings.controllerName, logs.gatewayController)
-    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels, inferenceExtension: settings.inferenceExtension })
+    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels, inferenceExtension: settings.inferenceExtension, mesh: meshConfigured(settings.mesh) })
     const registers = [this.metrics]
     collectDefaultMetrics({ register: this.metrics, prefix: 'portico_controller_' })
     for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.metrics.removeSingleMetric(`portico_controller_nodejs_${name}`)
@@ -179,7 +180,7 @@ export class Controller {
     const started = performance.now()
     let result: TranslationResult
     try {
-      result = translate(this.informers.state(), { controllerName: this.settings.controllerName, discoveryNamespaceSelectors: this.settings.discoveryNamespaceSelectors })
+      result = translate(this.informers.state(), { controllerName: this.settings.controllerName, discoveryNamespaceSelectors: this.settings.discoveryNamespaceSelectors, mesh: { settings: this.settings.mesh, builtinClass: this.settings.gatewayClassName } })
     } catch (err) {
       this.m.reconciles.inc({ result: 'error' })
       this.logs.translator.error({ err }, 'translation failed')
@@ -252,6 +253,7 @@ export class Controller {
       xdsAddress: this.settings.xdsAddress,
       ...(this.xdsCa !== undefined ? { xdsCa: this.xdsCa } : {}),
       tokenAudience: this.settings.tokenAudience,
+      ...(gw.mesh !== undefined ? { mesh: gw.mesh } : {}),
       managedBy: 'portico'
     })
     const fingerprint = JSON.stringify(objects)

@@ -29,6 +29,7 @@ import { grpcAsHttpRoute } from './grpc-routes.ts'
 import type { PorticoBackend } from './portico-backends.ts'
 import { applyPorticoModels, type PorticoModel } from './portico-models.ts'
 import { inferencePoolIndex, inferencePoolResults, type InferencePool, type Pod } from './inference-pools.ts'
+import { gatewayMesh, meshBackends, meshIndex, type GatewayMesh, type MeshSettings } from './mesh.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { PorticoPolicy, PorticoPolicyResult } from './portico-policies.ts'
@@ -77,7 +78,14 @@ export interface TranslateOptions {
   controllerName: string
   /** Namespaces considered (OR of selectors); empty = all. */
   discoveryNamespaceSelectors?: LabelSelector[]
+  /**
+   * The chart's `mesh.*` and the built-in class they apply to (translate/mesh.ts); absent: no
+   * Gateway is in the mesh unless its parameters opt it in (with Istio's defaults).
+   */
+  mesh?: { settings: MeshSettings, builtinClass: string }
 }
+
+const NO_MESH: MeshSettings = { autoEnabled: false, caAddress: '', clusterId: '', namespace: '', network: '', revision: '' }
 
 export function translate (state: ClusterState, options: TranslateOptions): TranslationResult {
   const namespaces = new Map(state.namespaces.map(n => [n.metadata.name, n]))
@@ -160,7 +168,23 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
 
   const inferencePools = services.inferencePools === undefined ? undefined : inferencePoolResults(routes, routeResults, services.inferencePools, services, grants, options.controllerName, listenerSets)
 
+  // The mesh: a Gateway in it reaches ambient pods over HBONE (its own copy of the backends).
+  const meshes = new Map<string, GatewayMesh>()
+  let index: ReturnType<typeof meshIndex> | undefined
+  for (const [key, g] of gateways) {
+    if ('error' in g.parameters) continue
+    const mesh = gatewayMesh(options.mesh?.settings ?? NO_MESH, g.gw.spec.gatewayClassName === options.mesh?.builtinClass, g.parameters.parameters?.mesh)
+    if (mesh === null) continue
+    meshes.set(key, mesh)
+    index ??= meshIndex(state.pods ?? [], state.namespaces, state.endpointSlices)
+    g.backends = meshBackends(g.backends, index, mesh)
+  }
+
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
+  for (const r of gatewayResults) {
+    const mesh = meshes.get(`${r.namespace}/${r.name}`)
+    if (mesh !== undefined) r.mesh = mesh
+  }
   for (const r of gatewayResults) {
     const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
     if (c !== undefined) r.conditions.push(c)
