@@ -9,9 +9,24 @@
 
 import { hostname } from 'node:os'
 import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js'
-import { assembleIR, decodeResource, protocol, RESOURCE_TYPE_URL, type DecodedResource, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse } from '@portico/xds'
+import { assembleIR, decodeResource, meshStateFields, protocol, RESOURCE_TYPE_URL, type DecodedResource, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse, type MeshStateReport, type XdsNode } from '@portico/xds'
 import { DEFAULT_MAX_CONFIG_BYTES, readReferencedFile, type ProxyIR } from '@portico/engine'
 import type { Logger } from 'pino'
+
+/**
+ * The mesh identity as the controller hears of it: its state now, and a 'state' event on each
+ * change (the engine's IstioCaIdentity is one). Only the state and reason cross: nothing secret.
+ */
+export interface MeshStateSource {
+  state(): MeshStateReport
+  on(event: 'state', listener: () => void): unknown
+  off(event: 'state', listener: () => void): unknown
+}
+
+export function isMeshStateSource (o: unknown): o is MeshStateSource {
+  const m = o as Partial<MeshStateSource> | null
+  return m !== null && typeof m === 'object' && typeof m.state === 'function' && typeof m.on === 'function' && typeof m.off === 'function'
+}
 
 /** A service-account token is a JWT of a few KiB; a file much larger is not one. */
 const MAX_TOKEN_BYTES = 64 * 1024
@@ -26,6 +41,8 @@ export interface XdsClientOptions {
   namespace: string
   gateway: string
   podName: string
+  /** The mesh identity (a Gateway in the mesh): its state goes to the controller in the node metadata. */
+  mesh?: MeshStateSource
   /** Installs a config; throws (with a reason for the NACK) if it cannot. */
   apply: (ir: ProxyIR) => Promise<void>
   log: Logger
@@ -61,7 +78,23 @@ export class XdsClient {
       : credentials.createInsecure()
     const Client = protocol().client
     this.client = new Client(target, creds, { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 })
+    this.options.mesh?.on('state', this.onMeshState)
     this.connect()
+  }
+
+  /** The node this proxy is: its Gateway, pod, and (in the mesh) its identity's state now. */
+  private node (): XdsNode {
+    const { namespace, gateway, podName } = this.options
+    return {
+      id: `portico~${podName}.${namespace}~${hostname()}`,
+      metadata: { fields: { role: { stringValue: `${namespace}~${gateway}` }, name: { stringValue: podName }, namespace: { stringValue: namespace }, ...(this.options.mesh !== undefined ? meshStateFields(this.options.mesh.state()) : {}) } },
+      userAgentName: 'portico'
+    }
+  }
+
+  /** A change of the mesh state: a request with the node alone tells the controller (a new stream carries it anyway). */
+  private readonly onMeshState = (): void => {
+    this.stream?.write({ node: this.node(), typeUrl: RESOURCE_TYPE_URL })
   }
 
   private connect (): void {
@@ -78,13 +111,8 @@ export class XdsClient {
     }
     const stream = (this.client as unknown as { DeltaAggregatedResources(m: Metadata): ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse> }).DeltaAggregatedResources(metadata)
     this.stream = stream
-    const { namespace, gateway, podName } = this.options
     stream.write({
-      node: {
-        id: `portico~${podName}.${namespace}~${hostname()}`,
-        metadata: { fields: { role: { stringValue: `${namespace}~${gateway}` }, name: { stringValue: podName }, namespace: { stringValue: namespace } } },
-        userAgentName: 'portico'
-      },
+      node: this.node(),
       typeUrl: RESOURCE_TYPE_URL,
       resourceNamesSubscribe: ['*'],
       initialResourceVersions: Object.fromEntries([...this.accepted].map(([name, r]) => [name, r.version]))
@@ -138,6 +166,7 @@ export class XdsClient {
   close (): void {
     this.closed = true
     clearTimeout(this.timer)
+    this.options.mesh?.off('state', this.onMeshState)
     this.stream?.cancel()
     this.client?.close()
   }
