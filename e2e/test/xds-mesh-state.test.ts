@@ -96,3 +96,23 @@ test('meshCondition: not in the mesh, no proxy yet, one failing among ready ones
   assert.equal(readMeshState({ metadata: { fields: { mesh_state: { stringValue: 'hacked' } } } }), null)
   assert.equal(readMeshState({ metadata: { fields: {} } }), null)
 })
+
+test('a state change sent while the controller is still checking the stream\'s token is not lost', async () => {
+  const reports: MeshStateReport[] = []
+  let release!: () => void
+  const checked = new Promise<void>(resolve => { release = resolve })
+  // The token check (a TokenReview in a cluster) takes its time; the proxy's state changes meanwhile.
+  const xds = new XdsServer({ authenticate: async () => { await checked; return null }, onMeshState: (_p, report) => reports.push(report) })
+  const listener = await startXdsListener({ mode: 'plaintext', host: '127.0.0.1', port: 0, register: (server: Server) => xds.register(server) })
+  cleanup.push(() => listener.close())
+  const mesh = new SettableMeshState()
+  const client = new XdsClient({ address: `http://127.0.0.1:${listener.port}`, namespace: 'infra', gateway: 'web', podName: 'web-0', mesh, apply: async () => {}, log: quiet })
+  cleanup.push(() => client.close())
+  client.start()
+  await new Promise(resolve => setTimeout(resolve, 300))
+  mesh.set({ state: 'failed', reason: 'CA unreachable: 14 UNAVAILABLE' })
+  await new Promise(resolve => setTimeout(resolve, 300))
+  release()
+  await eventually(() => reports.length >= 2)
+  assert.deepEqual(reports.map(r => r.state), ['pending', 'failed'])
+})

@@ -13,6 +13,9 @@ import { status as GrpcStatus, type Metadata, type Server, type ServerDuplexStre
 import { protocol, readMeshState, RESOURCE_TYPE_URL, encodeResources, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse, type EncodedResource, type MeshStateReport } from '@portico/xds'
 import type { ProxyIR } from '@portico/engine/ir'
 
+/** Requests kept while a new stream is authenticated (a proxy sends at most a few then). */
+const MAX_EARLY_REQUESTS = 16
+
 export interface ProxyIdentity {
   /** `<namespace>/<gateway>` */
   gateway: string
@@ -106,6 +109,11 @@ export class XdsServer {
       stream.once('error', () => resolve(null))
     })
     if (first === null) return
+    // Requests that arrive while the stream is checked (a proxy's mesh state changing then)
+    // are kept, in order, and handled once it is accepted; a few at most.
+    const early: DeltaDiscoveryRequest[] = []
+    const keep = (req: DeltaDiscoveryRequest) => { if (early.length < MAX_EARLY_REQUESTS) early.push(req) }
+    stream.on('data', keep)
     const role = first.node?.metadata?.fields?.role?.stringValue ?? ''
     const [namespace, gateway] = role.split('~')
     if (first.node?.id === undefined || first.node.id === '' || namespace === undefined || gateway === undefined || namespace === '' || gateway === '') {
@@ -128,6 +136,7 @@ export class XdsServer {
     this.hooks.onConnect?.(proxy)
     this.hooks.log?.info({ gateway: proxy.gateway, pod: proxy.pod }, 'proxy connected')
     const c = connection
+    stream.off('data', keep)
     stream.on('data', (req: DeltaDiscoveryRequest) => this.onRequest(c, req))
     const close = () => {
       if (!this.connections.delete(c)) return
@@ -142,6 +151,7 @@ export class XdsServer {
     if (snapshot !== undefined) this.push(c, snapshot, true)
     const mesh = readMeshState(first.node)
     if (mesh !== null) this.hooks.onMeshState?.(proxy, mesh)
+    for (const req of early) this.onRequest(c, req)
   }
 
   private onRequest (c: Connection, req: DeltaDiscoveryRequest): void {
