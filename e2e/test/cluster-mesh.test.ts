@@ -9,7 +9,11 @@
  * ResolvedRefs=False MeshNetworkUnreachable; and through `web`'s proxy a plain pod is served
  * while an ambient pod is never sent in the clear (HBONE, and no identity yet: an error).
  *
- * Without the kube tools the test is skipped with that reason.
+ * With a real istiod (e2e/lib/istio.ts) and the proxy's mesh CA identity source: a Gateway
+ * whose proxy gets its certificate is Mesh=True InMesh, one whose token istiod refuses (another
+ * audience) Mesh=False TokenRefused.
+ *
+ * Without the kube tools (or istiod, for the second test) a test is skipped with that reason.
  */
 
 import { test } from 'node:test'
@@ -19,7 +23,8 @@ import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { installIstioCrds, requireIstio, startIstiod } from '../lib/istio.ts'
 import { freePort, REPO_ROOT } from '../lib/portico.ts'
 import { waitUntil } from '../lib/client.ts'
 import { createCa } from '@portico/controller'
@@ -179,4 +184,47 @@ spec:
   const expected = caIdentity ? 'CAUnreachable' : 'Pending'
   await waitUntil(async () => (await gatewayCondition(cluster, 'web', 'portico.dev/Mesh'))?.reason === expected, 30_000, `web: Mesh=False ${expected}`, 100)
   assert.equal((await gatewayCondition(cluster, 'web', 'portico.dev/Mesh'))?.status, 'False')
+})
+
+test('mesh in cluster mode with a real istiod: the Gateway whose proxy holds a certificate is Mesh=True InMesh; a token istiod refuses is Mesh=False TokenRefused', { timeout: 300_000 }, async t => {
+  if (!existsSync(join(REPO_ROOT, 'packages/engine/src/mesh/istio-ca-identity.ts'))) {
+    t.skip('the proxy has no mesh CA identity source (IstioCaIdentity) in this tree')
+    return
+  }
+  const istio = requireIstio(t)
+  if (istio === null) return
+  const kube = requireKubeTools(t)
+  if (kube === null) return
+  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
+  t.after(async () => await cluster.stop())
+  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-mesh-istiod-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  await installIstioCrds(cluster, istio.crds)
+  await cluster.createNamespace('apps')
+  const clusterId = 'portico-test'
+  const istiod = await startIstiod(cluster, istio.istiod, { clusterId })
+  t.after(async () => await istiod.stop())
+  await cluster.apply(gatewayYaml('apps', 'web', await freePort()) + '---\n' + gatewayYaml('apps', 'bad', await freePort()))
+  const controller = await startController(cluster, { env: { MESH_AUTO_ENABLED: 'true', MESH_CLUSTER_ID: clusterId, LEADER_ELECTION: 'false' } })
+  t.after(async () => await controller.stop())
+  const rootFile = join(dir, 'root-cert.pem')
+  writeFileSync(rootFile, await istiod.rootCert('apps'))
+  // What the kubelet would mount: the projected token (audience istio-ca) and the root
+  // ConfigMap; the CA on loopback, its serving name given.
+  const proxyEnv = async (gateway: string, audience: string) => {
+    const tokenFile = join(dir, `${gateway}-istio-token`)
+    writeFileSync(tokenFile, await cluster.createToken('apps', gateway, { audiences: [audience] }))
+    return { MESH_TOKEN_FILE: tokenFile, MESH_ROOT_FILE: rootFile, CA_ADDRESS: `127.0.0.1:${istiod.secureGrpcPort}`, CA_SERVER_NAME: istiod.serverName, POD_NAMESPACE: 'apps', SERVICE_ACCOUNT: gateway }
+  }
+  // The deployer creates each Gateway's ServiceAccount; startGatewayProxy waits for its Deployment.
+  for (const sa of ['web', 'bad']) await waitUntil(async () => (await cluster.api('GET', `/api/v1/namespaces/apps/serviceaccounts/${sa}`).catch(() => undefined)) !== undefined, 30_000, `the deployer's ServiceAccount ${sa}`, 100)
+  const web = await startGatewayProxy(cluster, dir, 'apps', 'web', await proxyEnv('web', 'istio-ca'))
+  t.after(async () => await web.stop())
+  const bad = await startGatewayProxy(cluster, dir, 'apps', 'bad', await proxyEnv('bad', 'portico'))
+  t.after(async () => await bad.stop())
+  await waitUntil(async () => (await gatewayCondition(cluster, 'web', 'portico.dev/Mesh'))?.reason === 'InMesh', 60_000, 'web: Mesh=True InMesh', 200)
+  const inMesh = await gatewayCondition(cluster, 'web', 'portico.dev/Mesh')
+  assert.equal(inMesh?.status, 'True')
+  await waitUntil(async () => (await gatewayCondition(cluster, 'bad', 'portico.dev/Mesh'))?.reason === 'TokenRefused', 60_000, 'bad: Mesh=False TokenRefused', 200)
+  assert.match((await gatewayCondition(cluster, 'bad', 'portico.dev/Mesh'))!.message, /^proxy bad-local: token refused/)
 })
