@@ -112,6 +112,9 @@ export class Controller {
       const watching = this.informers.watched.includes('porticoModels')
       this.logs.gatewayController.info({ gatewayModels: true, watching }, watching ? 'model API on: watching PorticoModels' : 'model API on, but PorticoModels are not served (CRD not installed): not watched')
     }
+    if (meshConfigured(this.settings.mesh)) {
+      this.logs.gatewayController.info({ mesh: this.settings.mesh, builtinClass: this.settings.gatewayClassName }, this.settings.mesh.autoEnabled ? `mesh: every Gateway of class ${this.settings.gatewayClassName} is in the Istio mesh unless its parameters opt out; watching Pods` : 'mesh configured: Gateways whose parameters opt in are in the Istio mesh; watching Pods')
+    }
     if (this.settings.inferenceExtension) {
       const watching = this.informers.watched.includes('inferencePools')
       this.logs.gatewayController.info({ inferenceExtension: true, watching }, watching ? 'inference extension on: watching InferencePools and Pods' : 'inference extension on, but InferencePools are not served (CRD not installed): none read until the CRD is installed (watched: no restart needed)')
