@@ -13,16 +13,20 @@
  *   pod's namespace:     `lo` up, `eth0` with `<podIP>/32`, default route via 169.254.1.1
  * so the caller reaches every pod at its IP and pods reach each other (the caller must have
  * net.ipv4.ip_forward=1) and the caller's wildcard listeners at 169.254.1.1. The namespace
- * belongs to the process (`unshare --net`), so it and its veth go when the process exits; no
+ * belongs to the pod's pause process (`unshare --net`), so it and its veth go when that exits; no
  * `ip netns` files are left behind. This needs root, and should run inside a private network
  * namespace of its own (the conformance runner's), not the machine's.
  *
  * A pod's spec is followed where it matters to the process: env (`value`, fieldRefs,
  * secretKeyRef/configMapKeyRef), volumes (secret, configMap, projected service-account token,
  * emptyDir) written to a per-pod directory, with env values under a mountPath rewritten to
- * that directory (there is no mount namespace), and readiness (a `readinessProbe.httpGet` or
- * `tcpSocket` is polled before the pod is reported Ready). Other images are Ready with no
- * process, as the fake kubelet always did.
+ * that directory (there is no mount namespace), and readiness (a `readinessProbe.httpGet`,
+ * `tcpSocket` or `grpc` port is polled before the pod is reported Ready). Each container of a
+ * known image is a process joining (`nsenter`) the pod's network namespace, which a pause
+ * process (`sleep`) holds and which is plumbed before any container starts. A container whose command asks for
+ * API access gets `KUBECONFIG`: the pod's service account with a minted token, the API server
+ * at the address the caller gives (in-cluster config's fixed paths need a mount namespace).
+ * Other images are Ready with no process, as the fake kubelet always did.
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
@@ -39,11 +43,27 @@ export interface ImageCommand {
   args: string[]
   /** Variables added to (and over) the pod's env. */
   env?: Record<string, string>
+  /**
+   * Give the process the API server as its pod's service account: `KUBECONFIG` names a
+   * kubeconfig written for the pod (needs the kubelet's `apiServer` option). A kubelet mounts
+   * the token at /var/run/secrets/kubernetes.io/serviceaccount for in-cluster config; with no
+   * mount namespace that fixed path cannot be the pod's, and client-go reads KUBECONFIG first.
+   */
+  apiAccess?: boolean
+}
+
+/** How pods reach the API server (their side of the veth; its certificate's name). */
+export interface PodApiServer {
+  /** e.g. https://169.254.1.1:PORT */
+  server: string
+  caFile: string
+  /** A name the serving certificate holds, when `server`'s address is not one of them. */
+  tlsServerName?: string
 }
 
 export interface ProcessKubeletOptions {
-  /** The image's command, or null: Ready with no process. */
-  commandFor: (image: string, pod: KubeObject, pod_: PodFiles) => ImageCommand | null
+  /** The container's command (one process per container of the pod), or null: no process for it. */
+  commandFor: (image: string, pod: KubeObject, pod_: PodFiles, container: any) => ImageCommand | null
   /** Raw API call (the harness's `cluster.api`), for Secrets, ConfigMaps and TokenRequests. */
   api: <T = any>(method: string, path: string, body?: unknown) => Promise<T>
   /** Per-pod directories go under this one. */
@@ -54,6 +74,8 @@ export interface ProcessKubeletOptions {
   log?: (line: string) => void
   /** Longest wait for a readiness probe before the pod is reported Ready anyway. Default 60 s. */
   readinessTimeoutMs?: number
+  /** The API server as pods reach it, for containers whose command asks for `apiAccess`. */
+  apiServer?: PodApiServer
 }
 
 /** Where a pod's files are, and a mapper from its container paths to them. */
@@ -62,12 +84,20 @@ export interface PodFiles {
   path: (containerPath: string) => string
 }
 
-interface RunningPod {
-  key: string
-  child: ChildProcess | null
+/** One container's process and its (capped) output. */
+interface RunningContainer {
+  name: string
+  child: ChildProcess
   exited: Promise<void>
   output: string[]
   outputBytes: number
+}
+
+interface RunningPod {
+  key: string
+  /** The pod's pause process: it holds the network namespace the containers join. */
+  pause: ChildProcess | null
+  containers: RunningContainer[]
   dir: string
   ready: Promise<void>
   /** Once plumbed: the pod's IP, its process and the caller's end of its veth. */
@@ -114,6 +144,24 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
     try { return await options.api<T>('GET', path) } catch { return undefined }
   }
 
+  /**
+   * A Secret or ConfigMap a pod needs: waited for (up to 60 s), as a kubelet keeps a pod in
+   * ContainerCreating until its volumes can be mounted — the Gateway API suite creates its
+   * backends' certificate Secrets after the Deployments that mount them. Optional ones are not.
+   */
+  async function required<T> (path: string, optional: boolean | undefined, pod: KubeObject): Promise<T | undefined> {
+    const deadline = Date.now() + 60_000
+    for (;;) {
+      const found = await get<T>(path)
+      if (found !== undefined || optional === true) return found
+      if (Date.now() > deadline) {
+        log(`pod ${key(pod)}: ${path} still missing after 60 s; starting without it`)
+        return undefined
+      }
+      await sleep(250)
+    }
+  }
+
   /** Writes the pod's volumes; returns mountPath → directory, longest first. */
   async function writeVolumes (pod: KubeObject, container: any, dir: string): Promise<Array<[string, string]>> {
     const ns = String(pod.metadata?.namespace)
@@ -135,10 +183,10 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
       const target = join(dir, 'volumes', m.name)
       mkdirSync(target, { recursive: true })
       if (volume.secret !== undefined) {
-        const secret = await get<any>(`/api/v1/namespaces/${ns}/secrets/${volume.secret.secretName}`)
+        const secret = await required<any>(`/api/v1/namespaces/${ns}/secrets/${volume.secret.secretName}`, volume.secret.optional, pod)
         writeAll(target, decode(secret?.data, true), volume.secret.items)
       } else if (volume.configMap !== undefined) {
-        const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${volume.configMap.name}`)
+        const cm = await required<any>(`/api/v1/namespaces/${ns}/configmaps/${volume.configMap.name}`, volume.configMap.optional, pod)
         writeAll(target, { ...decode(cm?.data, false), ...decode(cm?.binaryData, true) }, volume.configMap.items)
       } else if (volume.projected !== undefined) {
         for (const source of volume.projected.sources ?? []) {
@@ -151,10 +199,10 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
             })
             writeAll(target, { [sat.path]: Buffer.from(res.status.token) })
           } else if (source.configMap !== undefined) {
-            const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${source.configMap.name}`)
+            const cm = await required<any>(`/api/v1/namespaces/${ns}/configmaps/${source.configMap.name}`, source.configMap.optional, pod)
             writeAll(target, decode(cm?.data, false), source.configMap.items)
           } else if (source.secret !== undefined) {
-            const secret = await get<any>(`/api/v1/namespaces/${ns}/secrets/${source.secret.name}`)
+            const secret = await required<any>(`/api/v1/namespaces/${ns}/secrets/${source.secret.name}`, source.secret.optional, pod)
             writeAll(target, decode(secret?.data, true), source.secret.items)
           }
         }
@@ -173,11 +221,11 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
       const from = e.valueFrom
       if (from?.fieldRef !== undefined) value = fieldRef(pod, from.fieldRef.fieldPath, podIP)
       else if (from?.secretKeyRef !== undefined) {
-        const s = await get<any>(`/api/v1/namespaces/${ns}/secrets/${from.secretKeyRef.name}`)
+        const s = await required<any>(`/api/v1/namespaces/${ns}/secrets/${from.secretKeyRef.name}`, from.secretKeyRef.optional, pod)
         const v = s?.data?.[from.secretKeyRef.key]
         value = v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8')
       } else if (from?.configMapKeyRef !== undefined) {
-        const cm = await get<any>(`/api/v1/namespaces/${ns}/configmaps/${from.configMapKeyRef.name}`)
+        const cm = await required<any>(`/api/v1/namespaces/${ns}/configmaps/${from.configMapKeyRef.name}`, from.configMapKeyRef.optional, pod)
         value = cm?.data?.[from.configMapKeyRef.key]
       }
       if (value === undefined) continue
@@ -232,8 +280,9 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
         const req = request({ host: podIP, port, path: p.httpGet.path ?? '/', timeout: 1000 }, res => { res.resume(); resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 400) })
         req.on('error', () => resolve(false)).on('timeout', () => { req.destroy(); resolve(false) }).end()
       })
-    } else if (p?.tcpSocket !== undefined || (container.ports ?? []).length > 0) {
-      const port = p?.tcpSocket !== undefined ? portOf(p.tcpSocket.port) : Number(container.ports[0].containerPort)
+    } else if (p?.tcpSocket !== undefined || p?.grpc !== undefined || (container.ports ?? []).length > 0) {
+      // A gRPC health probe is checked as a TCP connect to its port: the server is up.
+      const port = p?.tcpSocket !== undefined ? portOf(p.tcpSocket.port) : p?.grpc !== undefined ? Number(p.grpc.port) : Number(container.ports[0].containerPort)
       check = async () => await new Promise<boolean>(resolve => {
         const s = connect({ host: podIP, port, timeout: 1000 }, () => { s.destroy(); resolve(true) })
         s.on('error', () => resolve(false)).on('timeout', () => { s.destroy(); resolve(false) })
@@ -247,49 +296,94 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
     }
   }
 
+  /**
+   * The pod's service account as a kubeconfig (a token minted with TokenRequest, as the kubelet
+   * projects one), for a container that reads the API server; its path.
+   */
+  async function writeKubeconfig (pod: KubeObject, dir: string): Promise<string> {
+    const api = options.apiServer
+    if (api === undefined) throw new Error('a container asks for API access but the process kubelet has no apiServer option')
+    const ns = String(pod.metadata?.namespace)
+    const sa = String(pod.spec?.serviceAccountName ?? 'default')
+    const res = await options.api<{ status: { token: string } }>('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${sa}/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      // No audience: the API server's own. Longer than any run, since nothing rotates it.
+      spec: { expirationSeconds: 6 * 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name, uid: pod.metadata?.uid } }
+    })
+    const sadir = join(dir, 'serviceaccount')
+    mkdirSync(sadir, { recursive: true })
+    writeFileSync(join(sadir, 'token'), res.status.token, { mode: 0o600 })
+    writeFileSync(join(sadir, 'namespace'), ns)
+    const file = join(sadir, 'kubeconfig')
+    writeFileSync(file, JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'cluster', cluster: { server: api.server, 'certificate-authority': api.caFile, ...(api.tlsServerName !== undefined ? { 'tls-server-name': api.tlsServerName } : {}) } }],
+      users: [{ name: sa, user: { tokenFile: join(sadir, 'token') } }],
+      contexts: [{ name: 'pod', context: { cluster: 'cluster', user: sa, namespace: ns } }],
+      'current-context': 'pod'
+    }, null, 2) + '\n', { mode: 0o600 })
+    return file
+  }
+
+  /** One container's process, in the pod's network namespace (held by the pause process `pid`). */
+  function spawnContainer (k: string, entry: RunningPod, name: string, cmd: ImageCommand, env: Record<string, string>, pid: number): RunningContainer {
+    const child = spawn('nsenter', [`--net=/proc/${pid}/ns/net`, '--', 'setpriv', '--pdeathsig', 'SIGKILL', '--', cmd.command, ...cmd.args], {
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: entry.dir, ...env },
+      cwd: entry.dir,
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    const c: RunningContainer = { name, child, exited: Promise.resolve(), output: [], outputBytes: 0 }
+    const keep = (chunk: Buffer): void => {
+      c.output.push(chunk.toString('utf8'))
+      c.outputBytes += chunk.length
+      while (c.outputBytes > LOG_CAP && c.output.length > 1) c.outputBytes -= Buffer.byteLength(c.output.shift()!)
+    }
+    child.stdout!.on('data', keep)
+    child.stderr!.on('data', keep)
+    c.exited = new Promise(resolve => child.once('close', (code, signal) => {
+      if (running.get(k) === entry) log(`pod ${k} container ${name}: ${cmd.command} exited (${code ?? signal})\n${c.output.join('').split('\n').slice(-15).join('\n')}`)
+      resolve()
+    }))
+    return c
+  }
+
   async function start (pod: KubeObject, podIP: string): Promise<void> {
     const k = key(pod)
     const existing = running.get(k)
     if (existing !== undefined) return await existing.ready
-    const container = pod.spec?.containers?.[0]
     const dir = join(options.dir, `${String(pod.metadata?.namespace)}_${String(pod.metadata?.name)}`)
-    const entry: RunningPod = { key: k, child: null, exited: Promise.resolve(), output: [], outputBytes: 0, dir, ready: Promise.resolve() }
+    const entry: RunningPod = { key: k, pause: null, containers: [], dir, ready: Promise.resolve() }
     running.set(k, entry)
     entry.ready = (async () => {
       mkdirSync(dir, { recursive: true })
-      const mounts = await writeVolumes(pod, container, dir)
-      const path = (p: string): string => {
-        for (const [mountPath, local] of mounts) {
-          if (p === mountPath || p.startsWith(mountPath + '/')) return local + p.slice(mountPath.length)
+      // Every container the kubelet knows how to run, with its env and files.
+      const plans: Array<{ container: any, cmd: ImageCommand, env: Record<string, string> }> = []
+      let kubeconfig: string | undefined
+      for (const container of pod.spec?.containers ?? []) {
+        const mounts = await writeVolumes(pod, container, dir)
+        const path = (p: string): string => {
+          for (const [mountPath, local] of mounts) {
+            if (p === mountPath || p.startsWith(mountPath + '/')) return local + p.slice(mountPath.length)
+          }
+          return p
         }
-        return p
+        const cmd = options.commandFor(String(container.image ?? ''), pod, { dir, path }, container)
+        if (cmd === null) continue
+        if (cmd.apiAccess === true) kubeconfig ??= await writeKubeconfig(pod, dir)
+        const env = { ...await resolveEnv(pod, container, podIP, path), ...(cmd.apiAccess === true ? { KUBECONFIG: kubeconfig! } : {}), ...cmd.env }
+        plans.push({ container, cmd, env })
       }
-      const files: PodFiles = { dir, path }
-      const cmd = container === undefined ? null : options.commandFor(String(container.image ?? ''), pod, files)
-      if (cmd === null) return
-      const env = { ...await resolveEnv(pod, container, podIP, path), ...cmd.env }
+      if (plans.length === 0) return
       if (!running.has(k)) return // deleted meanwhile
-      const child = spawn('unshare', ['--net', '--', 'setpriv', '--pdeathsig', 'SIGKILL', '--', cmd.command, ...cmd.args], {
-        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, ...env },
-        cwd: dir,
-        stdio: ['ignore', 'pipe', 'pipe']
-      })
-      entry.child = child
-      const keep = (chunk: Buffer): void => {
-        entry.output.push(chunk.toString('utf8'))
-        entry.outputBytes += chunk.length
-        while (entry.outputBytes > LOG_CAP && entry.output.length > 1) entry.outputBytes -= Buffer.byteLength(entry.output.shift()!)
-      }
-      child.stdout!.on('data', keep)
-      child.stderr!.on('data', keep)
-      let gone = false
-      entry.exited = new Promise(resolve => child.once('close', (code, signal) => {
-        gone = true
-        if (running.get(k) === entry) log(`pod ${k}: ${cmd.command} exited (${code ?? signal})\n${entry.output.join('').split('\n').slice(-15).join('\n')}`)
-        resolve()
-      }))
+      // The namespace is made and plumbed before any container starts, as a kubelet runs the
+      // CNI plugin on the pause container first: a process that dials out at once (lwepp reads
+      // the API server) must not find the network missing.
+      const pause = spawn('unshare', ['--net', '--', 'setpriv', '--pdeathsig', 'SIGKILL', '--', 'sleep', 'infinity'], { stdio: 'ignore' })
+      entry.pause = pause
       // unshare runs the command in the same process once the namespace exists: wait for it.
-      const pid = child.pid!
+      const pid = pause.pid!
       const ours = readlinkSync('/proc/self/ns/net')
       for (let i = 0; i < 100; i++) {
         let mine = ''
@@ -298,8 +392,13 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
         await sleep(10)
       }
       entry.net = { podIP, pid, veth: plumb(pid, podIP) }
-      log(`pod ${k}: ${cmd.command.split('/').at(-1)!} at ${podIP}`)
-      await probe(container, podIP, () => gone)
+      for (const [i, plan] of plans.entries()) entry.containers.push(spawnContainer(k, entry, String(plan.container.name ?? i), plan.cmd, plan.env, pid))
+      log(`pod ${k}: ${plans.map(p => p.cmd.command.split('/').at(-1)!).join(', ')} at ${podIP}`)
+      await Promise.all(plans.map(async (plan, i) => {
+        let gone = false
+        void entry.containers[i]!.exited.then(() => { gone = true })
+        await probe(plan.container, podIP, () => gone)
+      }))
     })()
     try {
       await entry.ready
@@ -309,30 +408,38 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
     }
   }
 
+  async function kill (entry: RunningPod): Promise<void> {
+    for (const c of entry.containers) c.child.kill('SIGKILL')
+    const pause = entry.pause
+    const pauseGone = pause === null || pause.exitCode !== null || pause.signalCode !== null ? Promise.resolve() : new Promise(resolve => pause.once('close', resolve))
+    pause?.kill('SIGKILL')
+    await Promise.all([...entry.containers.map(async c => await c.exited), pauseGone])
+    rmSync(entry.dir, { recursive: true, force: true })
+  }
+
   async function stop (pod: KubeObject): Promise<void> {
     const k = key(pod)
     const entry = running.get(k)
     if (entry === undefined) return
     running.delete(k)
-    entry.child?.kill('SIGKILL')
-    await entry.exited
-    rmSync(entry.dir, { recursive: true, force: true })
+    await kill(entry)
   }
 
   return {
     start,
     stop,
-    logs: (namespace, name, _container) => {
+    logs: (namespace, name, container) => {
       for (const entry of running.values()) {
-        if (entry.key.startsWith(`${namespace}/${name}/`)) return entry.output.join('')
+        if (!entry.key.startsWith(`${namespace}/${name}/`)) continue
+        const c = entry.containers.find(c => c.name === container) ?? entry.containers[0]
+        return c === undefined ? '' : c.output.join('')
       }
       return null
     },
     stopAll: async () => {
       const all = [...running.values()]
       running.clear()
-      for (const e of all) e.child?.kill('SIGKILL')
-      await Promise.all(all.map(async e => { await e.exited; rmSync(e.dir, { recursive: true, force: true }) }))
+      await Promise.all(all.map(kill))
     },
     pods: () => [...running.keys()],
     addAddress

@@ -4,8 +4,17 @@
  *   node e2e/conformance/run.ts [--channel standard|experimental]
  *     [--profiles GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP (the default: every profile Portico claims)]
  *     [--report FILE] [--run-test NAME] [--skip-tests A,B] [--keep-dir] [--implementation-version V]
+ *   node e2e/conformance/run.ts --suite inference [--report FILE] [--run-test NAME] ...
  *
- * (`./scripts/conformance` runs it on both channels with the tools built.)
+ * (`./scripts/conformance` runs it on both channels with the tools built;
+ * `./scripts/inference-conformance SRC_DIR` runs the Inference Extension's suite.)
+ *
+ * `--suite inference` runs the Gateway API Inference Extension's suite instead
+ * (INFERENCE_CONFORMANCE_TEST, built from a copy of its repository, whose module is not on the
+ * module proxy): the same cluster on the Gateway API CRDs of the suite's gateway-api version
+ * (INFERENCE_GATEWAY_API_CRDS), plus the InferencePool CRDs (INFERENCE_CONFORMANCE_CRDS), the
+ * controller with the extension on, the API server reachable from pods (its endpoint pickers
+ * read Pods and InferencePools) and the suite's picker image run as lwepp (LWEPP).
  *
  * Everything happens inside a private network namespace (the script re-runs itself under
  * `unshare --net`; root): a kube-apiserver with etcd and kube-controller-manager
@@ -28,6 +37,7 @@ import { processKubelet } from '../cluster/process-kubelet.ts'
 import { startController, type ControllerProcess } from '../cluster/portico-processes.ts'
 import { REPO_ROOT } from '../lib/portico.ts'
 import { startLoadBalancer } from './load-balancer.ts'
+import { lweppArgs } from './lwepp-args.ts'
 
 const PROXY_IMAGE = 'portico:conformance'
 const PORTICO_BIN = join(REPO_ROOT, 'packages/proxy/bin/portico.ts')
@@ -45,6 +55,7 @@ const UNUSABLE_ADDRESS = '198.19.0.10'
 
 const { values: args } = parseArgs({
   options: {
+    suite: { type: 'string', default: 'gateway' },
     channel: { type: 'string', default: 'standard' },
     profiles: { type: 'string', default: 'GATEWAY-HTTP,GATEWAY-GRPC,GATEWAY-TLS,GATEWAY-TCP' },
     report: { type: 'string' },
@@ -93,11 +104,16 @@ function say (line: string): void {
 
 async function main (): Promise<void> {
   const started = Date.now()
-  const conformanceTest = need('GATEWAY_CONFORMANCE_TEST')
+  const inference = args.suite === 'inference'
+  if (!inference && args.suite !== 'gateway') throw new Error(`--suite: ${String(args.suite)} (gateway or inference)`)
+  const conformanceTest = need(inference ? 'INFERENCE_CONFORMANCE_TEST' : 'GATEWAY_CONFORMANCE_TEST')
   const echoBasic = need('ECHO_BASIC')
+  const lwepp = inference ? need('LWEPP') : undefined
+  const inferenceCrds = inference ? need('INFERENCE_CONFORMANCE_CRDS') : undefined
   const channel = args.channel
   if (channel !== 'standard' && channel !== 'experimental') throw new Error(`--channel: ${String(channel)}`)
-  const crds = channel === 'experimental' ? need('GATEWAY_API_CRDS_EXPERIMENTAL') : undefined
+  // The Inference Extension's suite checks that the Gateway API CRDs are its gateway-api's version.
+  const crds = inference ? need('INFERENCE_GATEWAY_API_CRDS') : channel === 'experimental' ? need('GATEWAY_API_CRDS_EXPERIMENTAL') : undefined
   const dir = mkdtempSync(join(tmpdir(), 'portico-conformance-'))
   const runLog = join(dir, 'runner.log')
   const log = (line: string): void => appendFileSync(runLog, `${new Date().toISOString()} ${line}\n`)
@@ -115,8 +131,17 @@ async function main (): Promise<void> {
     dir: join(dir, 'pods'),
     gatewayIP: GATEWAY_IP,
     log,
-    commandFor: (image, _pod, files) => {
-      if (image.startsWith('registry.k8s.io/gateway-api/echo-basic:')) return { command: echoBasic, args: [] }
+    // Pods reach the API server over their veth (it binds every address of this namespace);
+    // its certificate names localhost, not the veth's address.
+    apiServer: { get server () { return cluster!.server.replace('127.0.0.1', GATEWAY_IP) }, get caFile () { return cluster!.caFile }, tlsServerName: 'localhost' },
+    commandFor: (image, pod, files, container) => {
+      // Any registry and tag: the Gateway API suite pulls registry.k8s.io/gateway-api/echo-basic,
+      // the Inference Extension's gcr.io/k8s-staging-gateway-api/echo-basic.
+      if (/(^|\/)echo-basic(:|@|$)/.test(image)) return { command: echoBasic, args: [] }
+      if (lwepp !== undefined && /(^|\/)(lwepp|epp)(:|@|$)/.test(image)) {
+        const ns = String(pod.metadata?.namespace)
+        return { command: lwepp, args: lweppArgs((container.args ?? []).map(String), ns, flag => log(`pod ${ns}/${String(pod.metadata?.name)}: lwepp does not take ${flag}; dropped`)), apiAccess: true }
+      }
       if (image === PROXY_IMAGE) {
         return {
           command: process.execPath,
@@ -137,12 +162,18 @@ async function main (): Promise<void> {
   for (const s of ['SIGINT', 'SIGTERM'] as const) process.on(s, () => { void cleanup().finally(() => process.exit(130)) })
 
   try {
-    say(`cluster (${channel} channel CRDs) in a private network namespace; files in ${dir}`)
+    say(`cluster (${inference ? crds! : `${channel} channel`} CRDs) in a private network namespace; files in ${dir}`)
     cluster = await startCluster({
       ...(crds !== undefined ? { gatewayApiCrds: crds } : {}),
       fakeKubelet: { podIP: documentationAddresses(), runtime: pods },
+      // The endpoint pickers read the API server from their pods (their veths end here).
+      ...(inference ? { apiserverArgs: ['--bind-address=0.0.0.0'] } : {}),
       startTimeoutMs: 120_000
     })
+    if (inferenceCrds !== undefined) {
+      await cluster.kubectl(['apply', '--server-side', '--force-conflicts', '--field-manager=portico-e2e', '-f', inferenceCrds])
+      await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/inferencepools.inference.networking.k8s.io'])
+    }
     await cluster.createNamespace('portico-system')
     await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
@@ -153,27 +184,33 @@ spec: { controllerName: ${CONTROLLER_NAME} }
     controller = await startController(cluster, {
       env: {
         PROXY_IMAGE,
-        LOG_LEVEL: 'info'
+        LOG_LEVEL: 'info',
+        ...(inference ? { INFERENCE_EXTENSION_ENABLED: 'true' } : {})
       },
       // The proxies run in their pods' namespaces: they reach the controller over the veth.
       xdsAddress: (port: number) => `http://${GATEWAY_IP}:${port}`
     })
     const features = await waitForClassAccepted(cluster)
-    say(`cluster and controller up in ${((Date.now() - started) / 1000).toFixed(0)} s; running the suite (${String(args.profiles)})`)
+    say(`cluster and controller up in ${((Date.now() - started) / 1000).toFixed(0)} s; running the ${inference ? 'Inference Extension\'s suite' : `suite (${String(args.profiles)})`}`)
 
     const report = resolve(args.report ?? join(dir, 'report.yaml'))
     const suiteArgs = [
       '-test.v', '-test.run', '^TestConformance$', '-test.timeout', '60m',
       `--kubeconfig=${cluster.kubeconfig}`,
       `--gateway-class=${GATEWAY_CLASS}`,
-      `--conformance-profiles=${String(args.profiles)}`,
       `--report-output=${report}`,
       '--cleanup-base-resources=false',
       `--version=${String(args['implementation-version'])}`,
-      `--usable-address=${USABLE_ADDRESS}`,
-      `--unusable-address=${UNUSABLE_ADDRESS}`,
-      // With --run-test the suite no longer reads the features from the GatewayClass.
-      ...(args['run-test'] !== undefined ? [`--run-test=${args['run-test']}`, `--supported-features=${features.join(',')}`] : []),
+      ...(inference
+        // Its one profile (Gateway) and core features are its defaults; the report needs the
+        // implementation, which the Gateway API suite gets from our module's test instead.
+        ? ['--organization=portico', '--project=portico', '--url=https://github.com/portico-dev/portico', '--contact=https://github.com/portico-dev/portico/issues',
+            ...(args['run-test'] !== undefined ? [`--run-test=${args['run-test']}`] : [])]
+        : [`--conformance-profiles=${String(args.profiles)}`,
+            `--usable-address=${USABLE_ADDRESS}`,
+            `--unusable-address=${UNUSABLE_ADDRESS}`,
+            // With --run-test the suite no longer reads the features from the GatewayClass.
+            ...(args['run-test'] !== undefined ? [`--run-test=${args['run-test']}`, `--supported-features=${features.join(',')}`] : [])]),
       ...(args['skip-tests'] !== undefined ? [`--skip-tests=${args['skip-tests']}`] : [])
     ]
     status = await runSuite(conformanceTest, suiteArgs, join(dir, 'suite.log'))

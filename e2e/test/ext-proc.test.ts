@@ -31,6 +31,10 @@ let sdk: SdkServer
 let edge: string
 
 const set = (key: string, value: string, appendAction = 2) => ({ header: { key, raw_value: Buffer.from(value) }, append_action: appendAction })
+/** Neither `append` nor `append_action` (as the reference endpoint picker sends its headers): replaces, as Envoy's ext_proc does. */
+const plain = (key: string, value: string) => ({ header: { key, raw_value: Buffer.from(value) } })
+/** The deprecated `append: true`: appends. */
+const appended = (key: string, value: string) => ({ header: { key, raw_value: Buffer.from(value) }, append: { value: true } })
 
 /** The processor's behaviour, by the request path (from the stream's first message). */
 function behave (m: ProcessingRequest, stream: ProcessingRequest[]): ProcessingReply {
@@ -39,7 +43,7 @@ function behave (m: ProcessingRequest, stream: ProcessingRequest[]): ProcessingR
   const prefix = path.split('/')[1]
   switch (prefix) {
     case 'headers':
-      if (phase === 'request_headers') return answer(phase, { header_mutation: { set_headers: [set('x-added', 'yes'), set('x-multi', 'b', 0)], remove_headers: ['x-remove-me'] } })
+      if (phase === 'request_headers') return answer(phase, { header_mutation: { set_headers: [set('x-added', 'yes'), appended('x-multi', 'b'), plain('x-client', 'replaced')], remove_headers: ['x-remove-me'] } })
       return answer(phase, { header_mutation: { set_headers: [set('x-resp', 'processed'), set(':status', '203')], remove_headers: ['x-drop'] } })
     case 'bodies':
       if (phase === 'request_body') return answer(phase, { body_mutation: { body: Buffer.from(`REPLACED:${m.request_body!.body!.toString('utf8').toUpperCase()}`) } })
@@ -165,9 +169,9 @@ test('headers: the processor sets and removes request and response headers, and 
   assert.equal(r.headers['x-resp'], 'processed')
   assert.equal(r.headers['x-drop'], undefined)
   assert.equal(r.echo!.headers['x-added'], 'yes')
-  assert.equal(r.echo!.headers['x-multi'], 'a,b', 'APPEND_IF_EXISTS_OR_ADD appends')
+  assert.equal(r.echo!.headers['x-multi'], 'a,b', 'append: true appends')
   assert.equal(r.echo!.headers['x-remove-me'], undefined)
-  assert.equal(r.echo!.headers['x-client'], 'c')
+  assert.equal(r.echo!.headers['x-client'], 'replaced', 'neither append nor append_action: replaced (Envoy ext_proc\'s default), not \'c,replaced\'')
   const s = streamFor('/headers/a?q=1')
   assert.deepEqual(s.map(phaseOf), ['request_headers', 'response_headers'])
   const reqHeaders = headersOf(s[0]!.request_headers!.headers)
@@ -367,7 +371,7 @@ test('the trace shows extProc in effectivePolicy and what the processor changed'
   assert.equal(effective.host, `http://${processor.host}`)
   assert.deepEqual(effective.processingMode, { requestHeaderMode: 'send', responseHeaderMode: 'send', requestBodyMode: 'none', responseBodyMode: 'none' })
   const decisions = events.filter(e => e.message.type === 'policy' && e.message.kind === 'extProc').map(e => (e.message.result as { details: string }).details)
-  assert.match(decisions[0]!, /^request processed by 127\.0\.0\.1:\d+: set x-added, x-multi; removed x-remove-me$/)
+  assert.match(decisions[0]!, /^request processed by 127\.0\.0\.1:\d+: set x-added, x-multi, x-client; removed x-remove-me$/)
   assert.match(decisions[1]!, /^response headers processed by 127\.0\.0\.1:\d+: status 203; set x-resp; removed x-drop$/)
 })
 

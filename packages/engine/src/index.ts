@@ -30,6 +30,7 @@ export { PorticoError, isPorticoError, PORTICO_ERRORS, type PorticoErrorCode, ty
 export { parseDuration, formatSeconds } from './util/duration.ts'
 export { undici } from './util/undici.ts'
 export { FileMeshIdentity, StaticMeshIdentity, meshCertificate, spiffeIdOf, type MeshIdentity, type MeshCertificate, type MeshCertificateFiles } from './mesh/identity.ts'
+export { IstioCaIdentity, ISTIO_CA_DEFAULTS, caServerName, type IstioCaSettings, type MeshIdentityStatus, type CaCallResult } from './mesh/istio-ca-identity.ts'
 export { startWorkerThread, renewEmitterInit } from './util/emitter-init.ts'
 export { compileLinearRegex, linearRegexProblem, type LinearRegex } from './util/linear-regex.ts'
 export { redactSecrets, setPublicHeaders, REDACTED_VALUE } from './ir/redact.ts'

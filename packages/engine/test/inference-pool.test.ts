@@ -9,6 +9,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { endpointList, MAX_ENDPOINT_LIST_BYTES, parseEndpoint, rotation } from '../src/inference/endpoints.ts'
 import { checkMutation, MAX_MUTATION_BYTES, MAX_MUTATION_ENTRIES } from '../src/inference/pick.ts'
+import { applyHeaderMutations } from '../src/auth/ext-authz-check.ts'
 import { loadConfigText, formatDiagnostic } from '../src/index.ts'
 
 test('parseEndpoint: IPv4 and bracketed IPv6 with a port; bare IPs take the target ports; names are refused', () => {
@@ -57,14 +58,27 @@ const set = (key: string, value: string) => ({ header: { key, raw_value: Buffer.
 
 test('checkMutation: the destination header taken out; huge or malformed mutations refused whole', () => {
   const ok = checkMutation({ set_headers: [set('x-gateway-destination-endpoint', '10.0.0.1:8000'), set('x-model', 'm')], remove_headers: ['X-Drop'] })
-  assert.deepEqual(ok, { set: [{ name: 'x-model', value: 'm', action: 'append' }], remove: ['x-drop'], destination: '10.0.0.1:8000' })
+  assert.deepEqual(ok, { set: [{ name: 'x-model', value: 'm', action: 'overwrite' }], remove: ['x-drop'], destination: '10.0.0.1:8000' })
   // Framing headers are the gateway's: dropped from a mutation, not applied.
-  assert.deepEqual(checkMutation({ set_headers: [set('content-length', '1'), set('Transfer-Encoding', 'chunked'), set(':path', '/x'), set('x-ok', '1')], remove_headers: ['host', 'x-gone'] }), { set: [{ name: 'x-ok', value: '1', action: 'append' }], remove: ['x-gone'], destination: null })
+  assert.deepEqual(checkMutation({ set_headers: [set('content-length', '1'), set('Transfer-Encoding', 'chunked'), set(':path', '/x'), set('x-ok', '1')], remove_headers: ['host', 'x-gone'] }), { set: [{ name: 'x-ok', value: '1', action: 'overwrite' }], remove: ['x-gone'], destination: null })
   assert.match(checkMutation({ set_headers: Array.from({ length: MAX_MUTATION_ENTRIES + 1 }, (_, i) => set(`h${i}`, 'v')) }) as string, /more than 64 entries/)
   assert.match(checkMutation({ set_headers: [set('x-big', 'v'.repeat(MAX_MUTATION_BYTES))] }) as string, /larger than 32768 bytes/)
   assert.match(checkMutation({ set_headers: [set('x-gateway-destination-endpoint', '10.0.0.1:8000\r\nx-evil: 1')] }) as string, /malformed header mutation/)
   assert.match(checkMutation({ set_headers: [set('bad name', 'v')] }) as string, /malformed header mutation/)
   assert.match(checkMutation({ remove_headers: ['bad\nname'] }) as string, /malformed header mutation/)
+})
+
+test('checkMutation: a picker handing the response headers back (lwepp does, with neither append nor append_action) replaces them, as Envoy\'s ext_proc does; append: true appends', () => {
+  // The official conformance suite reads the echo server's JSON only when content-type is
+  // exactly application/json: doubled values (`application/json,application/json`) failed it.
+  const headers: Record<string, string | string[] | undefined> = { 'content-type': 'application/json', date: 'Sat, 05 Dec 2026 14:29:06 GMT', vary: 'accept' }
+  const checked = checkMutation({
+    set_headers: [set('x-conformance-test-served-endpoint', '10.0.0.1:3000'), set('content-type', 'application/json'), set('date', 'Sat, 05 Dec 2026 14:29:06 GMT'),
+      { header: { key: 'vary', raw_value: Buffer.from('origin') }, append: { value: true } }]
+  })
+  assert.ok(typeof checked !== 'string')
+  applyHeaderMutations(headers, checked.set)
+  assert.deepEqual(headers, { 'content-type': 'application/json', date: 'Sat, 05 Dec 2026 14:29:06 GMT', vary: 'accept,origin', 'x-conformance-test-served-endpoint': '10.0.0.1:3000' })
 })
 
 function load (backend: string[]) {

@@ -85,6 +85,8 @@ export class ProxyMetrics {
   private readonly openConnections: LocalGauge
   private readonly reloads: Counter<'result'> | null
   private readonly workerRestarts: Counter | null
+  private readonly meshCaCalls: Counter<'result'> | null
+  private readonly meshExpiry: Gauge | null
   private readonly mcpRequests: LocalCounter
   private readonly llmTokens: LocalHistogram
   private readonly streamConnections: LocalCounter
@@ -123,7 +125,7 @@ export class ProxyMetrics {
    * series only — process, build and reload series are the primary's alone (a sum of them
    * would count the one process N times). `workers`: the primary of that many workers.
    */
-  constructor (options: { dataPlane?: boolean, workers?: number } = {}) {
+  constructor (options: { dataPlane?: boolean, workers?: number, meshCa?: boolean } = {}) {
     const registers = [this.registry]
     const processWide = options.dataPlane !== true
     if (processWide) {
@@ -171,12 +173,27 @@ export class ProxyMetrics {
     this.reloads = processWide ? new Counter({ name: 'portico_config_reloads_total', help: 'Config loads and reloads, by result.', labelNames: ['result'], registers }) : null
     this.reloads?.inc({ result: 'success' }, 0)
     this.reloads?.inc({ result: 'failure' }, 0)
+    // The mesh CA is called by the main thread alone (mesh-identity.ts); the series exist only
+    // where it is configured.
+    this.meshCaCalls = processWide && options.meshCa === true ? new Counter({ name: 'portico_mesh_ca_requests_total', help: 'Certificate requests to the mesh CA (config.mesh.ca), by result: ok, refused (the token was refused), unreachable (no connection or no answer in time), error (any other failure, an unreadable token or root file).', labelNames: ['result'], registers }) : null
+    this.meshExpiry = processWide && options.meshCa === true ? new Gauge({ name: 'portico_mesh_certificate_expiry_timestamp_seconds', help: 'When the mesh certificate in force (from the mesh CA) expires, Unix time; 0 until one was issued.', registers }) : null
     this.workerRestarts = processWide && (options.workers ?? 1) > 1 ? new Counter({ name: 'portico_worker_restarts_total', help: 'Data-plane workers restarted after they ended unexpectedly.', registers }) : null
   }
 
   /** Recorded spans as they leave (RequestTracing.onSpans). */
   observeSpans (result: SpanOutcome, count: number): void {
     this.tracingSpans.inc(result, () => ({ result }), count)
+  }
+
+  /** A certificate request to the mesh CA (mesh/istio-ca-identity.ts). */
+  observeMeshCaCall (result: string): void {
+    this.meshCaCalls?.inc({ result })
+  }
+
+  /** The mesh certificate in force expires at this ISO time (undefined: none). */
+  meshCertificateExpiry (notAfter: string | undefined): void {
+    if (notAfter === undefined) this.meshExpiry?.reset()
+    else this.meshExpiry?.set(Date.parse(notAfter) / 1000)
   }
 
   workerRestarted (): void {

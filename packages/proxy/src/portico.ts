@@ -4,7 +4,7 @@
  */
 
 import type { Logger } from 'pino'
-import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, FileMeshIdentity, formatDiagnostic, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
+import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -24,6 +24,8 @@ import type { OtlpLogs } from './otlp-logs.ts'
 import { watchUpstreamConnects } from './connect-timing.ts'
 import { watchStrayBytes } from './stray-bytes.ts'
 import { watchHbone } from './hbone-metrics.ts'
+import { meshIdentityFor, meshPem, meshStatus } from './mesh-identity.ts'
+import type { MeshIdentityStatus, StaticMeshIdentity } from '@portico/engine'
 
 export interface ReloadRecord {
   at: string
@@ -125,8 +127,11 @@ export class Portico {
   private readonly unwatchConnects: () => void
   private readonly unwatchStrays: () => void
   private readonly unwatchHbone: () => void
-  /** The gateway's mesh identity from files (config.mesh.certificate), or null. */
-  readonly meshIdentity: FileMeshIdentity | null
+  /**
+   * The gateway's mesh identity (mesh-identity.ts): from files (config.mesh.certificate), from
+   * the mesh CA (config.mesh.ca; in a worker, the certificates the primary hands over), or null.
+   */
+  readonly meshIdentity: StaticMeshIdentity | null
   /** The last config that loaded; /config_dump shows its static part. */
   loaded: LoadedConfig | undefined
   /** Cluster mode's config source (readiness waits for its first config). */
@@ -148,23 +153,14 @@ export class Portico {
     const mcpLog = options.logs.for('mcp')
     setPublicHeaders(options.settings.publicHeaders)
     const primary = options.worker === undefined && options.settings.workers > 1
-    this.metrics = new ProxyMetrics({ dataPlane: options.worker !== undefined, workers: options.settings.workers })
+    this.metrics = new ProxyMetrics({ dataPlane: options.worker !== undefined, workers: options.settings.workers, meshCa: options.settings.meshCa !== null })
     if (options.otel !== undefined) options.otel.onSpans = (result, count) => this.metrics.observeSpans(result, count)
     // Every thread must mint and read the same session ids and cookies: without a configured
     // key, the primary makes one for the process (still random per process).
     const sessionKey = options.settings.sessionKey ?? (primary ? randomBytes(32).toString('hex') : undefined)
     const backends = primary ? new SlotTable() : null
     const shared = backends?.buffer ?? options.worker?.backends
-    // Each thread reads the mesh identity files itself and watches them for a rotation.
-    this.meshIdentity = options.settings.meshCertificate === null ? null : new FileMeshIdentity(options.settings.meshCertificate)
-    if (this.meshIdentity !== null) {
-      const mesh = this.meshIdentity
-      this.log.info({ spiffeId: mesh.current()?.spiffeId }, `mesh identity ${mesh.current()?.spiffeId ?? ''} from ${options.settings.meshCertificate!.cert}`)
-      mesh.watch(5_000, (err, rotated) => {
-        if (err !== null) this.log.error({ err: err.message }, 'mesh certificate files changed but cannot be read: the current certificate stays in force')
-        else if (rotated) this.log.info({ spiffeId: mesh.current()?.spiffeId }, 'mesh certificate rotated: new HBONE connections use it')
-      })
-    }
+    this.meshIdentity = meshIdentityFor(options.settings, options.worker !== undefined, options.logs.for('portico/mesh'), this.metrics)
     this.engine = new Engine({
       env: options.env ?? {},
       tracing: options.settings.debugTrace,
@@ -213,6 +209,46 @@ export class Portico {
   }
 
   /**
+   * The mesh CA identity (main thread): each certificate goes to the workers and the
+   * expiry gauge; the first request goes out now (its result comes later: the gateway serves
+   * meanwhile, mesh backends failing with PORTICO_MESH_NO_IDENTITY until it is in).
+   */
+  private startMeshCa (): void {
+    const mesh = this.meshIdentity
+    if (!(mesh instanceof IstioCaIdentity)) return
+    const log = this.logs.for('portico/mesh')
+    mesh.on('rotated', cert => {
+      this.pool?.setMeshCertificate(meshPem(cert))
+      this.metrics.meshCertificateExpiry(mesh.state().notAfter)
+    })
+    mesh.on('state', state => {
+      this.metrics.meshCertificateExpiry(state.notAfter)
+      if (state.state === 'failed') log.error({ state: state.state, reason: state.reason }, `mesh identity ${mesh.spiffeId} failed: ${state.reason ?? ''}`)
+      else log.info({ state: state.state, reason: state.reason, notAfter: state.notAfter }, `mesh identity ${mesh.spiffeId} ${state.state}${state.reason !== undefined ? `: ${state.reason}` : ''}`)
+    })
+    log.info({ spiffeId: mesh.spiffeId, ca: mesh.settings.address, serverName: mesh.settings.serverName, clusterId: mesh.settings.clusterId }, `mesh identity ${mesh.spiffeId}: asking the mesh CA ${mesh.settings.address}`)
+    mesh.start()
+  }
+
+  /**
+   * The mesh CA identity's state now and at each change (for the Gateway's status, relayed to
+   * the controller); null and never called when the identity is not from the CA. Returns the
+   * unsubscribe function.
+   */
+  onMeshState (listener: (state: MeshIdentityStatus) => void): (() => void) | null {
+    const mesh = this.meshIdentity
+    if (!(mesh instanceof IstioCaIdentity)) return null
+    mesh.on('state', listener)
+    listener(mesh.state())
+    return () => { mesh.off('state', listener) }
+  }
+
+  /** The mesh identity's state (/config_dump, /debug/mesh): never the key or the token. */
+  meshStatus (): Record<string, unknown> {
+    return meshStatus(this.settings, this.meshIdentity)
+  }
+
+  /**
    * Starts the metrics and readiness servers (readiness answers 503 until a config is
    * installed) and the admin server. Each can be turned off with its address `off`.
    */
@@ -223,6 +259,7 @@ export class Portico {
       await this.pool.start()
       log.info({ workers: settings.workers }, `${settings.workers} data-plane workers`)
     }
+    this.startMeshCa()
     if (settings.statsAddr !== null) {
       const s: RunningServer = await startMetricsServer(settings.statsAddr, this.metrics, this.pool)
       this.servers.push(s)
@@ -453,7 +490,9 @@ export class Portico {
       this.unwatchConnects()
       this.unwatchStrays()
       this.unwatchHbone()
-      this.meshIdentity?.unwatch()
+      const mesh = this.meshIdentity as { unwatch?: () => void, stop?: () => void } | null
+      mesh?.unwatch?.()
+      mesh?.stop?.()
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

@@ -6,7 +6,7 @@
 
 import { resolve } from 'node:path'
 import type { AccessLogFields, StaticConfig, TracingOptions } from '@portico/engine'
-import { compileAccessLogFields, compileCelFields, formatDiagnostic, parseDuration, validateAgainstSchema } from '@portico/engine'
+import { compileAccessLogFields, compileCelFields, formatDiagnostic, ISTIO_CA_DEFAULTS, parseDuration, validateAgainstSchema, type IstioCaSettings } from '@portico/engine'
 import type { OtlpLogsOptions } from './otlp-logs.ts'
 import { availableCpus } from './workers/cpus.ts'
 
@@ -73,6 +73,13 @@ export interface Settings {
    * the gateway's mesh identity, absolute; null: no mesh identity (mesh backends then fail).
    */
   meshCertificate: { cert: string, key: string, root: string } | null
+  /**
+   * config.mesh.ca, or MESH_ENABLED=true with agentgateway's env names (CA_ADDRESS,
+   * TRUST_DOMAIN, CLUSTER_ID, NETWORK, POD_NAMESPACE, SERVICE_ACCOUNT) and MESH_TOKEN_FILE,
+   * MESH_ROOT_FILE, CA_SERVER_NAME: the identity from the mesh CA (IstioCaIdentity); null:
+   * off. Not with meshCertificate.
+   */
+  meshCa: (IstioCaSettings & { network: string | null }) | null
   /** config.hbone: the HBONE pool's stream cap per connection and idle timeout (ms); undefined: the defaults (100, 5 minutes). */
   hbone: { maxStreams?: number, idleTimeoutMs?: number }
 }
@@ -128,7 +135,7 @@ export function resolveSettings (file: StaticConfig, env: NodeJS.ProcessEnv, isT
       ...(file.hbone?.poolMaxStreamsPerConn !== undefined ? { maxStreams: file.hbone.poolMaxStreamsPerConn } : {}),
       ...(file.hbone?.poolUnusedReleaseTimeout !== undefined ? { idleTimeoutMs: namedDuration(file.hbone.poolUnusedReleaseTimeout, 'hbone.poolUnusedReleaseTimeout') } : {})
     },
-    meshCertificate: meshCertificateFiles(nonEmpty(env.MESH_CERT_FILE) ?? file.mesh?.certificate.cert, nonEmpty(env.MESH_KEY_FILE) ?? file.mesh?.certificate.key, nonEmpty(env.MESH_ROOT_FILE) ?? file.mesh?.certificate.root),
+    ...meshIdentitySettings(file, env),
     tracing: withSpanDelay(tracingOptions(fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env),
     accessLog: withLogDelay(accessLogSettings(fromEnvJson(env, 'ACCESS_LOG', 'accessLog') ?? file.accessLog, fromEnvJson(env, 'TRACING', 'tracing') ?? file.tracing), env)
   }
@@ -231,6 +238,47 @@ function workerCount (text: string | undefined, cpus: () => number, balances = R
   const n = Number(text)
   if (!Number.isInteger(n) || n < 1 || n > MAX_WORKERS) throw new Error(`WORKERS / config.workers: invalid value "${text}" (want an integer from 1 to ${MAX_WORKERS}, or auto)`)
   return n
+}
+
+/**
+ * The mesh identity: files (config.mesh.certificate, MESH_CERT_FILE...) or the mesh CA
+ * (config.mesh.ca, MESH_ENABLED=true), one or the other. MESH_ROOT_FILE is the root file of
+ * whichever is in use.
+ */
+function meshIdentitySettings (file: StaticConfig, env: NodeJS.ProcessEnv): Pick<Settings, 'meshCertificate' | 'meshCa'> {
+  const enabled = nonEmpty(env.MESH_ENABLED)
+  const caOn = enabled === undefined ? file.mesh?.ca !== undefined : parseSwitch(enabled, 'MESH_ENABLED')
+  const c = file.mesh?.certificate
+  if (!caOn) {
+    return { meshCa: null, meshCertificate: meshCertificateFiles(nonEmpty(env.MESH_CERT_FILE) ?? c?.cert, nonEmpty(env.MESH_KEY_FILE) ?? c?.key, nonEmpty(env.MESH_ROOT_FILE) ?? c?.root) }
+  }
+  if (c !== undefined || nonEmpty(env.MESH_CERT_FILE) !== undefined || nonEmpty(env.MESH_KEY_FILE) !== undefined) {
+    throw new Error('mesh: the identity comes from the mesh CA (mesh.ca / MESH_ENABLED=true) or from files (mesh.certificate / MESH_CERT_FILE, MESH_KEY_FILE), not both')
+  }
+  const ca = file.mesh?.ca ?? {}
+  const pick = (name: string, fromFile: string | undefined): string | undefined => nonEmpty(env[name]) ?? fromFile
+  const namespace = pick('POD_NAMESPACE', ca.namespace)
+  const serviceAccount = pick('SERVICE_ACCOUNT', ca.serviceAccount)
+  if (namespace === undefined || serviceAccount === undefined) {
+    throw new Error('mesh CA identity: the pod\'s namespace and service account are needed (POD_NAMESPACE and SERVICE_ACCOUNT, or mesh.ca.namespace and mesh.ca.serviceAccount)')
+  }
+  const serverName = pick('CA_SERVER_NAME', ca.serverName)
+  return {
+    meshCertificate: null,
+    meshCa: {
+      address: pick('CA_ADDRESS', ca.address) ?? ISTIO_CA_DEFAULTS.address,
+      ...(serverName !== undefined ? { serverName } : {}),
+      trustDomain: pick('TRUST_DOMAIN', ca.trustDomain) ?? ISTIO_CA_DEFAULTS.trustDomain,
+      clusterId: pick('CLUSTER_ID', ca.clusterId) ?? ISTIO_CA_DEFAULTS.clusterId,
+      network: pick('NETWORK', ca.network) ?? null,
+      namespace,
+      serviceAccount,
+      tokenFile: resolve(pick('MESH_TOKEN_FILE', ca.tokenFile) ?? ISTIO_CA_DEFAULTS.tokenFile),
+      rootFile: resolve(pick('MESH_ROOT_FILE', ca.rootFile) ?? ISTIO_CA_DEFAULTS.rootFile),
+      ...(ca.certificateTtl !== undefined ? { validitySeconds: Math.max(1, Math.round(namedDuration(ca.certificateTtl, 'mesh.ca.certificateTtl') / 1000)) } : {}),
+      ...(ca.renewFraction !== undefined ? { renewFraction: ca.renewFraction } : {})
+    }
+  }
 }
 
 /** The three mesh identity files, all or none (a partial set is a start-up error). */

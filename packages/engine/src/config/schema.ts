@@ -749,12 +749,25 @@ export const StaticConfigSchema = Type.Object({
   tracing: Opt(TracingSchema),
   accessLog: Opt(AccessLogSchema),
   mesh: Opt(Type.Object({
-    certificate: Type.Object({
+    certificate: Opt(Type.Object({
       cert: Type.String({ minLength: 1, description: 'PEM file: the gateway\'s workload certificate (a spiffe:// URI SAN), then any intermediates. Env MESH_CERT_FILE.' }),
       key: Type.String({ minLength: 1, description: 'PEM file: its private key. Env MESH_KEY_FILE.' }),
       root: Type.String({ minLength: 1, description: 'PEM file: the mesh root certificate(s) peers must chain to. Env MESH_ROOT_FILE.' })
-    }, { ...strict, description: 'The gateway\'s mesh identity from files, read again whenever they change (relative paths: from the working directory).' })
-  }, { ...strict, description: 'Mesh (Istio ambient) integration: the identity HBONE tunnels to mesh backends are made with (docs/mesh.md).' })),
+    }, { ...strict, description: 'The gateway\'s mesh identity from files, read again whenever they change (relative paths: from the working directory). Not with ca.' })),
+    ca: Opt(Type.Object({
+      address: Opt(Type.String({ minLength: 1, maxLength: 300, description: 'host:port of the mesh CA (istiod\'s certificate service, TLS). Default istiod.istio-system.svc:15012. Env CA_ADDRESS.' })),
+      serverName: Opt(Type.String({ minLength: 1, maxLength: 253, description: 'The name the CA\'s serving certificate is checked against; default the address\'s host without the cluster suffix (istiod.<ns>.svc). Set it when address is an IP. Env CA_SERVER_NAME.' })),
+      trustDomain: Opt(Type.String({ minLength: 1, maxLength: 253, description: 'The mesh\'s SPIFFE trust domain; default cluster.local. Env TRUST_DOMAIN.' })),
+      clusterId: Opt(Type.String({ minLength: 1, maxLength: 253, description: 'The cluster ID istiod knows this cluster by (its --clusterID); default Kubernetes. Env CLUSTER_ID.' })),
+      network: Opt(Type.String({ maxLength: 253, description: 'The mesh network the gateway is on (Istio\'s topology.istio.io/network). Env NETWORK.' })),
+      namespace: Opt(Type.String({ minLength: 1, maxLength: 63, description: 'The gateway pod\'s namespace (the ns of its SPIFFE ID). Env POD_NAMESPACE; required.' })),
+      serviceAccount: Opt(Type.String({ minLength: 1, maxLength: 253, description: 'The gateway pod\'s service account (the sa of its SPIFFE ID). Env SERVICE_ACCOUNT; required.' })),
+      tokenFile: Opt(Type.String({ minLength: 1, description: 'The projected service-account token with audience istio-ca, read again at each request. Default /var/run/secrets/tokens/istio-token. Env MESH_TOKEN_FILE.' })),
+      rootFile: Opt(Type.String({ minLength: 1, description: 'PEM: the mesh root (the istio-ca-root-cert ConfigMap\'s root-cert.pem, mounted), trusted for the CA and for peers; read again when it changes. Default /var/run/secrets/istio/root-cert.pem. Env MESH_ROOT_FILE.' })),
+      certificateTtl: Opt(Duration),
+      renewFraction: Opt(Type.Number({ exclusiveMinimum: 0, exclusiveMaximum: 1, description: 'Renew when this fraction of the certificate\'s life has passed; default 0.5.' }))
+    }, { ...strict, description: 'The gateway\'s mesh identity from the mesh CA (istiod): a key in memory, a CSR for spiffe://<trustDomain>/ns/<namespace>/sa/<serviceAccount>, renewed before expiry (docs/mesh.md "Mesh identity"). certificateTtl: the lifetime asked for (default 24h; istiod caps it). Env MESH_ENABLED=true turns it on. Not with certificate.' }))
+  }, { ...strict, description: 'Mesh (Istio ambient) integration: the identity HBONE tunnels to mesh backends are made with (docs/mesh.md): certificate (files) or ca (the mesh CA), one or the other.' })),
   hbone: Opt(Type.Object({
     poolMaxStreamsPerConn: Opt(Type.Integer({ minimum: 1, maximum: 65535, description: 'Most HBONE tunnels (CONNECT streams) on one HTTP/2 connection to a mesh peer, whatever the peer allows; default 100 (ztunnel\'s and agentgateway\'s).' })),
     poolUnusedReleaseTimeout: Opt(Duration)

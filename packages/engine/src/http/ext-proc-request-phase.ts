@@ -42,9 +42,8 @@
  */
 
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
-import { headerMutations } from '../auth/ext-authz-grpc.ts'
 import {
-  BODY_SEND_MODE, answerTo, bodyModeOf, headerMapMessage, metadataContextMessage,
+  BODY_SEND_MODE, answerTo, bodyModeOf, extProcSetHeaders, headerMapMessage, metadataContextMessage,
   type BodyMode, type CommonResponseMessage, type ExchangeResult, type ExtProcStream, type HeaderMutationMessage,
   type ImmediateResponseMessage, type ProcessingModeMessage, type Received
 } from '../traffic/ext-proc-grpc.ts'
@@ -470,7 +469,7 @@ export function newBody (c: CommonResponseMessage, allowed: boolean): Buffer | n
 export function applyMutation (headers: HeaderMap, m: HeaderMutationMessage | undefined, changes: string[], keeps?: (name: string) => boolean): void {
   if (m === undefined || m === null) return
   const changeable = (name: string): boolean => !name.startsWith(':') && name !== 'host' && keeps?.(name) !== true
-  const set: HeaderMutation[] = headerMutations(m.set_headers as never).filter(x => changeable(x.name))
+  const set: HeaderMutation[] = extProcSetHeaders(m.set_headers).filter(x => changeable(x.name))
   applyHeaderMutations(headers, set)
   const remove = (m.remove_headers ?? []).map(h => h.toLowerCase()).filter(changeable)
   removeHeaders(headers, remove)

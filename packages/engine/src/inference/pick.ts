@@ -21,8 +21,7 @@
 
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { HeaderMutation } from '../auth/ext-authz-check.ts'
-import { headerMutations } from '../auth/ext-authz-grpc.ts'
-import { bodyModeOf, type BodyMode, type ExtProcStream, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
+import { bodyModeOf, extProcSetHeaders, type BodyMode, type ExtProcStream, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
 import { runExtProcRequestPhase, type ExtProcModes } from '../http/ext-proc-request-phase.ts'
 import type { BodyContext } from '../http/request-body.ts'
 
@@ -163,7 +162,7 @@ export function checkMutation (m: HeaderMutationMessage | undefined | null): { s
     if (bytes > MAX_MUTATION_BYTES) return `header mutation larger than ${MAX_MUTATION_BYTES} bytes`
     if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(r)) return `malformed header mutation (remove ${JSON.stringify(r.slice(0, 64))})`
   }
-  return { set: headerMutations(rest).filter(m => !keptFromPicker(m.name)), remove: removeIn.map(r => r.toLowerCase()).filter(r => !keptFromPicker(r)), destination }
+  return { set: extProcSetHeaders(rest).filter(m => !keptFromPicker(m.name)), remove: removeIn.map(r => r.toLowerCase()).filter(r => !keptFromPicker(r)), destination }
 }
 
 /**

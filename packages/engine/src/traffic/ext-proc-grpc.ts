@@ -17,6 +17,8 @@ import type * as grpc from '@grpc/grpc-js'
 import type { PackageDefinition } from '@grpc/proto-loader'
 import { callMetadata, envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
+import type { HeaderMutation } from '../auth/ext-authz-check.ts'
+import { headerMutations } from '../auth/ext-authz-grpc.ts'
 
 export const PROCESS_METHOD = '/envoy.service.ext_proc.v3.ExternalProcessor/Process'
 
@@ -36,6 +38,17 @@ export interface HeaderValueOptionMessage {
 export interface HeaderMutationMessage {
   set_headers?: HeaderValueOptionMessage[]
   remove_headers?: string[]
+}
+
+/**
+ * A HeaderMutation's `set_headers` as Envoy's ext_proc filter applies them: an entry whose
+ * `append` is unset REPLACES the header (mutation_utils: `append` defaults to false there,
+ * unlike the router's and ext_authz's upstream headers). A processor that hands back the
+ * response headers it was sent (the reference endpoint picker does, with neither field set)
+ * must not double them (`content-type: application/json,application/json`).
+ */
+export function extProcSetHeaders (options: HeaderValueOptionMessage[] | undefined): HeaderMutation[] {
+  return headerMutations(options as never, 'overwrite')
 }
 
 export interface CommonResponseMessage {

@@ -74,6 +74,7 @@ export function configDump (portico: Portico): Record<string, unknown> {
   return redactSecrets({
     version: { version, node: process.version, configVersion: ir?.version ?? null },
     config: staticConfig(portico.settings),
+    mesh: portico.meshStatus(),
     binds: binds.map(b => ({ key: b.key, address: b.address, port: b.port, protocol: b.protocol, tls: b.tls ?? null, listeners: b.listeners.map(l => l.key) })),
     listeners,
     routes,

@@ -25,6 +25,7 @@ export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]
   ['GET', '/debug/pprof/profile', 'CPU profile (pprof), ?seconds=1..300 (default 10)'],
   ['GET', '/debug/pprof/heap', 'heap profile (pprof)'],
   ['GET', '/debug/tasks', 'listeners, connections, in-flight requests, pools, child processes'],
+  ['GET', '/debug/mesh', 'the mesh identity: source, state and reason, SPIFFE ID, expiry, CA settings (no key, no token)'],
   ['GET', '/debug/workers', 'data-plane workers: state, restarts, config generation, heap'],
   ['POST', '/debug/workers/terminate', '?worker=N: end worker N at once, as a crash would (it is restarted)'],
   ['POST', '/quitquitquit', 'graceful shutdown'],
@@ -96,6 +97,7 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
 
   const pool = portico.pool
   app.get('/memory', async () => pool === null ? memoryStats() : { ...memoryStats(), workers: await pool.heaps() })
+  app.get('/debug/mesh', async () => portico.meshStatus())
   app.get('/debug/tasks', async () => pool === null ? tasksDump(portico) : await workersTasksDump(portico, pool))
   app.get('/debug/workers', async () => {
     if (pool === null) return { workers: 1, threads: [] }

@@ -30,6 +30,7 @@ import type { Logs } from '@portico/ops'
 import type { ProxyMetrics } from '../metrics.ts'
 import type { TraceQuery } from '../admin/trace-stream.ts'
 import type { ListenerSnapshot } from '../listeners.ts'
+import type { MeshPem } from '../mesh-identity.ts'
 
 const WORKER_URL = new URL('./worker-main.ts', import.meta.url)
 /** Restart back-off after a worker that ended within a minute of its start. */
@@ -100,6 +101,8 @@ export class WorkerPool {
   private nextCall = 1
   private nextArm = 1
   private stopping = false
+  /** The mesh CA's certificate in force, for workers (re)started after it came. */
+  private meshPem: MeshPem | null = null
   /** Counters and histograms of workers that ended (summed into /metrics). */
   private retired: Metrics = []
   private retiring: Promise<void> = Promise.resolve()
@@ -148,6 +151,7 @@ export class WorkerPool {
       thread.on('message', (message: FromWorker) => {
         if (message.type === 'ready') {
           clearTimeout(timer)
+          if (this.meshPem !== null) thread.postMessage({ type: 'mesh-certificate', pem: this.meshPem } satisfies ToWorker)
           resolve()
         } else this.onMessage(slot, message)
       })
@@ -240,6 +244,12 @@ export class WorkerPool {
       })
       thread.postMessage({ ...message, id })
     })
+  }
+
+  /** Puts the mesh CA's certificate in force on every worker, and on those (re)started later. */
+  setMeshCertificate (pem: MeshPem): void {
+    this.meshPem = pem
+    this.broadcast({ type: 'mesh-certificate', pem })
   }
 
   private broadcast (message: ToWorker): void {

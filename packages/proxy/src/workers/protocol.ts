@@ -6,6 +6,7 @@
 
 import type { Settings } from '../settings.ts'
 import type { TraceQuery } from '../admin/trace-stream.ts'
+import type { MeshPem } from '../mesh-identity.ts'
 
 /** Int32 slots of the control buffer. */
 export const CONTROL = {
@@ -51,6 +52,8 @@ export type ToWorker =
   | { type: 'profile', id: number, seconds: number }
   | { type: 'log-level', level: string }
   | { type: 'drain', id: number, deadlineMs: number }
+  /** The mesh CA's certificate in force (the primary asks the CA for the process: mesh-identity.ts). */
+  | { type: 'mesh-certificate', pem: MeshPem }
 
 export type FromWorker =
   | { type: 'ready' }

@@ -10,7 +10,7 @@ import { enableCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { parentPort, workerData } from 'node:worker_threads'
 import { Logs } from '@portico/ops'
-import { renewEmitterInit, type PreparedConfig, type ProxyIR } from '@portico/engine'
+import { meshCertificate, renewEmitterInit, type PreparedConfig, type ProxyIR } from '@portico/engine'
 import { Portico, startTracing } from '../portico.ts'
 import { receivedSettings } from '../settings.ts'
 import { CONTROL, HEARTBEAT_MS, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
@@ -109,6 +109,12 @@ async function handle (message: ToWorker): Promise<unknown> {
     case 'log-level':
       logs.set(message.level)
       return null
+    case 'mesh-certificate': {
+      // The same certificate may come twice (at start and by broadcast): a new one only is a rotation.
+      const mesh = portico.meshIdentity
+      if (mesh !== null && mesh.current()?.certChain !== message.pem.cert) mesh.rotate(meshCertificate(message.pem))
+      return null
+    }
     case 'drain':
       await portico.shutdown('primary')
       await intake?.close()
