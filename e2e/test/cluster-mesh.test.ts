@@ -4,21 +4,20 @@
  * and mesh.network as the controller's env; Gateway `web` is in the mesh, `optout` opts out by
  * PorticoParameters spec.mesh.enabled=false. Checked: the deployer's Deployments (mesh env,
  * the istio-ca token and root volumes only for `web`); the Gateways' portico.dev/Mesh
- * conditions (web: CAUnreachable from its proxy with the CA down — Pending where the proxy has
- * no CA identity source yet, so reports nothing; optout: NotInMesh); a route to a Service whose pod is on another network says
- * ResolvedRefs=False MeshNetworkUnreachable; and through `web`'s proxy a plain pod is served
+ * conditions (web: CAUnreachable, from its proxy with the CA down; optout: NotInMesh); a
+ * route to a Service whose pod is on another network says ResolvedRefs=False
+ * MeshNetworkUnreachable; and through `web`'s proxy a plain pod is served
  * while an ambient pod is never sent in the clear (HBONE, and no identity yet: an error).
  *
- * With a real istiod (e2e/lib/istio.ts) and the proxy's mesh CA identity source: a Gateway
- * whose proxy gets its certificate is Mesh=True InMesh, one whose token istiod refuses (another
- * audience) Mesh=False TokenRefused.
+ * With a real istiod (e2e/lib/istio.ts): a Gateway whose proxy gets its certificate is
+ * Mesh=True InMesh, one whose token istiod refuses (another audience) Mesh=False TokenRefused.
  *
  * Without the kube tools (or istiod, for the second test) a test is skipped with that reason.
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { networkInterfaces, tmpdir } from 'node:os'
@@ -158,19 +157,12 @@ spec:
 
   // web's proxy (no CA identity source in it: it reports nothing) — the plain pod is served,
   // the ambient one is an HBONE endpoint: with no identity, 503, never plaintext.
-  // With the mesh CA identity source in the proxy (IstioCaIdentity, issue 55's identity
-  // slice), the proxy asks a CA that is down and reports it: Mesh=False CAUnreachable. Without
-  // it, the proxy reports nothing (Pending), and MESH_ROOT_FILE alone would be a half-given
-  // file identity, so it is cleared.
-  const caIdentity = existsSync(join(REPO_ROOT, 'packages/engine/src/mesh/istio-ca-identity.ts'))
-  let meshEnv: Record<string, string> = { MESH_ROOT_FILE: '' }
-  if (caIdentity) {
-    const tokenFile = join(dir, 'istio-token')
-    writeFileSync(tokenFile, await cluster.createToken('apps', 'web', { audiences: ['istio-ca'] }))
-    const rootFile = join(dir, 'root-cert.pem')
-    writeFileSync(rootFile, (await createCa('mesh test root')).cert)
-    meshEnv = { MESH_TOKEN_FILE: tokenFile, MESH_ROOT_FILE: rootFile, CA_ADDRESS: `127.0.0.1:${await freePort()}`, POD_NAMESPACE: 'apps', SERVICE_ACCOUNT: 'web' }
-  }
+  // What the kubelet would mount (a token of audience istio-ca, a root), with the CA down.
+  const tokenFile = join(dir, 'istio-token')
+  writeFileSync(tokenFile, await cluster.createToken('apps', 'web', { audiences: ['istio-ca'] }))
+  const rootFile = join(dir, 'root-cert.pem')
+  writeFileSync(rootFile, (await createCa('mesh test root')).cert)
+  const meshEnv = { MESH_TOKEN_FILE: tokenFile, MESH_ROOT_FILE: rootFile, CA_ADDRESS: `127.0.0.1:${await freePort()}`, POD_NAMESPACE: 'apps', SERVICE_ACCOUNT: 'web' }
   const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web', meshEnv)
   t.after(async () => await proxy.stop())
   await waitUntil(async () => (await httpGet(`http://127.0.0.1:${gatewayPort}/plain`)).status === 200, 30_000, 'the plain pod through web', 100)
@@ -181,16 +173,11 @@ spec:
   assert.deepEqual(hits.filter(h => h.startsWith('/far')), [], 'the other network\'s pod got no request')
 
   await waitUntil(async () => (await gatewayCondition(cluster, 'optout', 'portico.dev/Mesh'))?.reason === 'NotInMesh', 30_000, 'optout: Mesh=False NotInMesh', 100)
-  const expected = caIdentity ? 'CAUnreachable' : 'Pending'
-  await waitUntil(async () => (await gatewayCondition(cluster, 'web', 'portico.dev/Mesh'))?.reason === expected, 30_000, `web: Mesh=False ${expected}`, 100)
+  await waitUntil(async () => (await gatewayCondition(cluster, 'web', 'portico.dev/Mesh'))?.reason === 'CAUnreachable', 30_000, 'web: Mesh=False CAUnreachable', 100)
   assert.equal((await gatewayCondition(cluster, 'web', 'portico.dev/Mesh'))?.status, 'False')
 })
 
 test('mesh in cluster mode with a real istiod: the Gateway whose proxy holds a certificate is Mesh=True InMesh; a token istiod refuses is Mesh=False TokenRefused', { timeout: 300_000 }, async t => {
-  if (!existsSync(join(REPO_ROOT, 'packages/engine/src/mesh/istio-ca-identity.ts'))) {
-    t.skip('the proxy has no mesh CA identity source (IstioCaIdentity) in this tree')
-    return
-  }
   const istio = requireIstio(t)
   if (istio === null) return
   const kube = requireKubeTools(t)

@@ -1,7 +1,6 @@
 /**
- * The mesh state report path: a proxy's xDS client with a mesh identity (a MeshStateSource:
- * here an EventEmitter whose state the test sets — the engine's IstioCaIdentity is one in a
- * real proxy) tells the controller's XdsServer its state in the node metadata, on connect and
+ * The mesh state report path: a proxy's xDS client watching a mesh identity's state (here one
+ * the test sets; in a real proxy Portico.onMeshState, the mesh CA identity's) tells the controller's XdsServer its state in the node metadata, on connect and
  * on each change, over a real gRPC stream on loopback; the controller turns what it hears into
  * the Gateway's portico.dev/Mesh condition (status/mesh.ts).
  */
@@ -13,7 +12,7 @@ import type { Server } from '@grpc/grpc-js'
 import { XdsServer, startXdsListener } from '@portico/controller'
 import { loadConfigText } from '@portico/engine'
 import { meshStateFields, readMeshState, MAX_MESH_REASON, type MeshStateReport } from '@portico/xds'
-import { XdsClient, type MeshStateSource } from '../../packages/proxy/src/xds-client.ts'
+import { XdsClient } from '../../packages/proxy/src/xds-client.ts'
 import { meshCondition } from '../../packages/controller/src/status/mesh.ts'
 
 const cleanup: Array<() => Promise<void> | void> = []
@@ -24,7 +23,8 @@ after(async () => {
 /** The client logs its connection's life; nothing of it matters here. */
 const quiet = { info () {}, warn () {}, error () {}, debug () {} } as never
 
-class SettableMeshState extends EventEmitter implements MeshStateSource {
+/** A mesh identity whose state the test sets, watched as Portico.onMeshState is. */
+class SettableMeshState extends EventEmitter {
   private current: MeshStateReport = { state: 'pending', reason: 'waiting for the first certificate from the mesh CA' }
   state (): MeshStateReport {
     return this.current
@@ -33,6 +33,12 @@ class SettableMeshState extends EventEmitter implements MeshStateSource {
   set (next: MeshStateReport): void {
     this.current = next
     this.emit('state', next)
+  }
+
+  watch (listener: (state: MeshStateReport) => void): () => void {
+    this.on('state', listener)
+    listener(this.current)
+    return () => { this.off('state', listener) }
   }
 }
 
@@ -55,7 +61,7 @@ test('a proxy reports its mesh state on connect and on each change; the controll
 
   const mesh = new SettableMeshState()
   const applied: string[] = []
-  const client = new XdsClient({ address: `http://127.0.0.1:${listener.port}`, namespace: 'infra', gateway: 'web', podName: 'web-0', mesh, apply: async ir => { applied.push(ir.version) }, log: quiet })
+  const client = new XdsClient({ address: `http://127.0.0.1:${listener.port}`, namespace: 'infra', gateway: 'web', podName: 'web-0', watchMeshState: l => mesh.watch(l), apply: async ir => { applied.push(ir.version) }, log: quiet })
   cleanup.push(() => client.close())
   client.start()
 
@@ -106,7 +112,7 @@ test('a state change sent while the controller is still checking the stream\'s t
   const listener = await startXdsListener({ mode: 'plaintext', host: '127.0.0.1', port: 0, register: (server: Server) => xds.register(server) })
   cleanup.push(() => listener.close())
   const mesh = new SettableMeshState()
-  const client = new XdsClient({ address: `http://127.0.0.1:${listener.port}`, namespace: 'infra', gateway: 'web', podName: 'web-0', mesh, apply: async () => {}, log: quiet })
+  const client = new XdsClient({ address: `http://127.0.0.1:${listener.port}`, namespace: 'infra', gateway: 'web', podName: 'web-0', watchMeshState: l => mesh.watch(l), apply: async () => {}, log: quiet })
   cleanup.push(() => client.close())
   client.start()
   await new Promise(resolve => setTimeout(resolve, 300))

@@ -107,14 +107,14 @@ export async function runClusterMode (): Promise<void> {
   const portico = new Portico({ settings: setup.settings, logs: setup.logs, env: identity, onQuit: () => process.exit(0), ...await startTracing(setup.settings, setup.logs) })
   const tokenFile = env.XDS_TOKEN_FILE ?? (existsSync(DEFAULT_TOKEN_FILE) ? DEFAULT_TOKEN_FILE : undefined)
   // gRPC and the xDS protos load only here: a standalone gateway never needs them.
-  const { XdsClient, isMeshStateSource } = await import('./xds-client.ts')
+  const { XdsClient } = await import('./xds-client.ts')
   const xds = new XdsClient({
     address: env.XDS_ADDRESS!,
     ...(env.XDS_ROOT_CA !== undefined && env.XDS_ROOT_CA !== '' ? { caFile: env.XDS_ROOT_CA } : {}),
     ...(tokenFile !== undefined ? { tokenFile } : {}),
     ...identity,
-    // A mesh identity with a state (the mesh CA's, not files') reports it to the controller.
-    ...(isMeshStateSource(portico.meshIdentity) ? { mesh: portico.meshIdentity } : {}),
+    // The mesh CA identity's state goes to the controller (the Gateway's Mesh condition).
+    watchMeshState: listener => portico.onMeshState(listener),
     apply: ir => portico.applyIR(ir),
     log: setup.logs.for('xds')
   })

@@ -14,19 +14,11 @@ import { DEFAULT_MAX_CONFIG_BYTES, readReferencedFile, type ProxyIR } from '@por
 import type { Logger } from 'pino'
 
 /**
- * The mesh identity as the controller hears of it: its state now, and a 'state' event on each
- * change (the engine's IstioCaIdentity is one). Only the state and reason cross: nothing secret.
+ * Subscribes to the mesh identity's state (Portico.onMeshState: the mesh CA identity's): the
+ * listener is called with the state now and at each change; returns the unsubscribe function,
+ * or null when there is no such identity. Only the state and reason cross: nothing secret.
  */
-export interface MeshStateSource {
-  state(): MeshStateReport
-  on(event: 'state', listener: () => void): unknown
-  off(event: 'state', listener: () => void): unknown
-}
-
-export function isMeshStateSource (o: unknown): o is MeshStateSource {
-  const m = o as Partial<MeshStateSource> | null
-  return m !== null && typeof m === 'object' && typeof m.state === 'function' && typeof m.on === 'function' && typeof m.off === 'function'
-}
+export type WatchMeshState = (listener: (state: MeshStateReport) => void) => (() => void) | null
 
 /** A service-account token is a JWT of a few KiB; a file much larger is not one. */
 const MAX_TOKEN_BYTES = 64 * 1024
@@ -41,8 +33,8 @@ export interface XdsClientOptions {
   namespace: string
   gateway: string
   podName: string
-  /** The mesh identity (a Gateway in the mesh): its state goes to the controller in the node metadata. */
-  mesh?: MeshStateSource
+  /** The mesh identity's state (a Gateway in the mesh): it goes to the controller in the node metadata. */
+  watchMeshState?: WatchMeshState
   /** Installs a config; throws (with a reason for the NACK) if it cannot. */
   apply: (ir: ProxyIR) => Promise<void>
   log: Logger
@@ -61,6 +53,9 @@ export class XdsClient {
   private timer: NodeJS.Timeout | undefined
   private closed = false
   private applying: Promise<void> = Promise.resolve()
+  /** The mesh identity's last state (null: no mesh identity from the CA) and its unsubscribe. */
+  private meshState: MeshStateReport | null = null
+  private unwatchMesh: (() => void) | null = null
   /** True once a complete config has been installed. */
   synced = false
   connected = false
@@ -78,7 +73,7 @@ export class XdsClient {
       : credentials.createInsecure()
     const Client = protocol().client
     this.client = new Client(target, creds, { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 })
-    this.options.mesh?.on('state', this.onMeshState)
+    this.unwatchMesh = this.options.watchMeshState?.(state => this.onMeshState(state)) ?? null
     this.connect()
   }
 
@@ -87,13 +82,14 @@ export class XdsClient {
     const { namespace, gateway, podName } = this.options
     return {
       id: `portico~${podName}.${namespace}~${hostname()}`,
-      metadata: { fields: { role: { stringValue: `${namespace}~${gateway}` }, name: { stringValue: podName }, namespace: { stringValue: namespace }, ...(this.options.mesh !== undefined ? meshStateFields(this.options.mesh.state()) : {}) } },
+      metadata: { fields: { role: { stringValue: `${namespace}~${gateway}` }, name: { stringValue: podName }, namespace: { stringValue: namespace }, ...(this.meshState !== null ? meshStateFields(this.meshState) : {}) } },
       userAgentName: 'portico'
     }
   }
 
   /** A change of the mesh state: a request with the node alone tells the controller (a new stream carries it anyway). */
-  private readonly onMeshState = (): void => {
+  private onMeshState (state: MeshStateReport): void {
+    this.meshState = { state: state.state, ...(state.reason !== undefined ? { reason: state.reason } : {}) }
     this.stream?.write({ node: this.node(), typeUrl: RESOURCE_TYPE_URL })
   }
 
@@ -166,7 +162,7 @@ export class XdsClient {
   close (): void {
     this.closed = true
     clearTimeout(this.timer)
-    this.options.mesh?.off('state', this.onMeshState)
+    this.unwatchMesh?.()
     this.stream?.cancel()
     this.client?.close()
   }
