@@ -353,6 +353,20 @@ test('every case renders what its values ask for', async (t) => {
     assert.deepEqual(find(objects, 'ServiceAccount')!.metadata.annotations, { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::123456789012:role/portico' })
   })
 
+  await t.test('mesh: autoEnabled and a revision reach the controller as env, and only a configured mesh grants reading Pods', () => {
+    const readsPods = (c: string) => find(get(c), 'ClusterRole')!.rules!.some(r => r.apiGroups.includes('') && r.resources.includes('pods') && r.verbs.includes('watch'))
+    assert.equal(readsPods('default'), false, 'default: no mesh, no inference extension: Pods are not read')
+    assert.equal(readsPods('mesh-auto'), true)
+    assert.equal(readsPods('mesh-revision'), true)
+    const auto = envOf(get('mesh-auto'))
+    assert.equal(auto.get('MESH_AUTO_ENABLED')?.value, 'true')
+    for (const name of ['MESH_CA_ADDRESS', 'MESH_CLUSTER_ID', 'MESH_NAMESPACE', 'MESH_NETWORK', 'MESH_REVISION']) assert.equal(auto.get(name)?.value ?? '', '', `${name}: empty (the controller's defaults)`)
+    const revision = envOf(get('mesh-revision'))
+    assert.equal(revision.get('MESH_AUTO_ENABLED')?.value, 'false')
+    assert.equal(revision.get('MESH_NAMESPACE')?.value, 'mesh-system')
+    assert.equal(revision.get('MESH_REVISION')?.value, 'canary')
+  })
+
   await t.test('features: class parameters, discovery selectors, experimental and mesh settings as env, restricted deployer', () => {
     const objects = get('features')
     const env = envOf(objects)
@@ -368,7 +382,7 @@ test('every case renders what its values ask for', async (t) => {
       MESH_REVISION: 'canary',
       MESH_CLUSTER_ID: 'cluster-1',
       MESH_NETWORK: 'network-1',
-      MESH_CA_ADDRESS: 'https://mesh-ca.mesh-system.svc:15012'
+      MESH_CA_ADDRESS: 'mesh-ca.mesh-system.svc:15012'
     }
     for (const [name, value] of Object.entries(expected)) assert.equal(env.get(name)?.value, value, name)
     assert.deepEqual(find(objects, 'GatewayClass')!, {

@@ -23,6 +23,9 @@ import type { ControllerSettings } from './settings.ts'
 import type { LeaderElector } from './leader.ts'
 import { supportedFeatures, type CustomResourceDefinition } from './features.ts'
 import { listenerSetProgrammed } from './translate/listener-sets.ts'
+import { meshConfigured } from './translate/mesh.ts'
+import { meshCondition } from './status/mesh.ts'
+import type { MeshStateReport } from '@portico/xds'
 
 export { SUPPORTED_FEATURES } from './features.ts'
 
@@ -63,7 +66,7 @@ export class Controller {
     this.logs = logs
     this.api = new KubeHttp(kc)
     this.status = new StatusWriter(this.api, settings.controllerName, logs.gatewayController)
-    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels, inferenceExtension: settings.inferenceExtension })
+    this.informers = new Informers(kc, () => this.schedule(), logs.syncer, { gatewayModels: settings.gatewayModels, inferenceExtension: settings.inferenceExtension, mesh: meshConfigured(settings.mesh) })
     const registers = [this.metrics]
     collectDefaultMetrics({ register: this.metrics, prefix: 'portico_controller_' })
     for (const name of ['active_handles_total', 'active_requests_total', 'active_resources_total']) this.metrics.removeSingleMetric(`portico_controller_nodejs_${name}`)
@@ -81,7 +84,11 @@ export class Controller {
       onAck: (p, version) => this.onAck(p, version),
       onNack: (p, version, message) => this.onNack(p, version, message),
       onConnect: () => this.m.proxies.inc(),
-      onDisconnect: () => this.m.proxies.dec(),
+      onDisconnect: p => {
+        this.m.proxies.dec()
+        if (this.meshReports.get(p.gateway)?.delete(p.nodeId) === true) this.gatewayStatusChanged(p.gateway)
+      },
+      onMeshState: (p, report) => this.onMeshState(p, report),
       log: logs.syncer
     })
   }
@@ -104,6 +111,9 @@ export class Controller {
     if (this.settings.gatewayModels) {
       const watching = this.informers.watched.includes('porticoModels')
       this.logs.gatewayController.info({ gatewayModels: true, watching }, watching ? 'model API on: watching PorticoModels' : 'model API on, but PorticoModels are not served (CRD not installed): not watched')
+    }
+    if (meshConfigured(this.settings.mesh)) {
+      this.logs.gatewayController.info({ mesh: this.settings.mesh, builtinClass: this.settings.gatewayClassName }, this.settings.mesh.autoEnabled ? `mesh: every Gateway of class ${this.settings.gatewayClassName} is in the Istio mesh unless its parameters opt out; watching Pods` : 'mesh configured: Gateways whose parameters opt in are in the Istio mesh; watching Pods')
     }
     if (this.settings.inferenceExtension) {
       const watching = this.informers.watched.includes('inferencePools')
@@ -179,7 +189,7 @@ export class Controller {
     const started = performance.now()
     let result: TranslationResult
     try {
-      result = translate(this.informers.state(), { controllerName: this.settings.controllerName, discoveryNamespaceSelectors: this.settings.discoveryNamespaceSelectors })
+      result = translate(this.informers.state(), { controllerName: this.settings.controllerName, discoveryNamespaceSelectors: this.settings.discoveryNamespaceSelectors, mesh: { settings: this.settings.mesh, builtinClass: this.settings.gatewayClassName } })
     } catch (err) {
       this.m.reconciles.inc({ result: 'error' })
       this.logs.translator.error({ err }, 'translation failed')
@@ -204,6 +214,7 @@ export class Controller {
       if (!live.has(key)) {
         this.xds.removeGateway(key)
         this.acked.delete(key)
+        this.meshReports.delete(key)
         this.deployed.delete(key)
       }
     }
@@ -252,6 +263,7 @@ export class Controller {
       xdsAddress: this.settings.xdsAddress,
       ...(this.xdsCa !== undefined ? { xdsCa: this.xdsCa } : {}),
       tokenAudience: this.settings.tokenAudience,
+      ...(gw.mesh !== undefined ? { mesh: gw.mesh } : {}),
       managedBy: 'portico'
     })
     const fingerprint = JSON.stringify(objects)
@@ -285,11 +297,35 @@ export class Controller {
     else if (this.acked.get(key) === version) programmed = condition('Programmed', true, 'Programmed', `config ${version} accepted by a proxy`, gw.generation)
     else programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
     const addresses = gatewayAddresses(svc) // the LB ingress; nothing while it is pending (addresses.ts)
-    this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed], listeners: gw.listeners, addresses, ...(gw.attachedListenerSets !== undefined ? { attachedListenerSets: gw.attachedListenerSets } : {}) }, gw.uid)
+    // The mesh condition where the mesh is anywhere in view: the chart configures it, or the
+    // Gateway's parameters speak of it.
+    const mesh = gw.mesh !== undefined || meshConfigured(this.settings.mesh) || gw.parameters?.mesh !== undefined
+      ? [meshCondition(gw.mesh !== undefined, [...this.meshReports.get(key)?.values() ?? []], gw.generation)]
+      : []
+    this.status.gateway(gw.namespace, gw.name, { conditions: [...gw.conditions, programmed, ...mesh], listeners: gw.listeners, addresses, ...(gw.attachedListenerSets !== undefined ? { attachedListenerSets: gw.attachedListenerSets } : {}) }, gw.uid)
     // Its ListenerSets' statuses follow: their Programmed is the Gateway's (listener-sets.ts).
     for (const ls of this.last?.listenerSets ?? []) {
       if (ls.gateway === key) this.status.listenerSet(ls.namespace, ls.name, { conditions: [...ls.conditions, listenerSetProgrammed(ls, programmed)], listeners: ls.listeners }, ls.uid)
     }
+  }
+
+  /** Mesh identity states the connected proxies report, by Gateway and node. */
+  private readonly meshReports = new Map<string, Map<string, { pod: string, report: MeshStateReport }>>()
+
+  private onMeshState (proxy: ProxyIdentity, report: MeshStateReport): void {
+    let reports = this.meshReports.get(proxy.gateway)
+    if (reports === undefined) this.meshReports.set(proxy.gateway, reports = new Map())
+    const before = reports.get(proxy.nodeId)?.report
+    reports.set(proxy.nodeId, { pod: proxy.pod, report })
+    if (before?.state === report.state && before.reason === report.reason) return
+    this.logs.syncer.info({ gateway: proxy.gateway, pod: proxy.pod, mesh: report.state, reason: report.reason }, `proxy mesh identity ${report.state}`)
+    this.gatewayStatusChanged(proxy.gateway)
+  }
+
+  /** Rewrites a Gateway's status now (leader only), e.g. when what its proxies report changes. */
+  private gatewayStatusChanged (gateway: string): void {
+    const gw = this.last?.gateways.find(g => `${g.namespace}/${g.name}` === gateway)
+    if (gw !== undefined && this.isLeader) this.writeGatewayStatus(gw)
   }
 
   private onAck (proxy: ProxyIdentity, version: string): void {

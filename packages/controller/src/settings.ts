@@ -6,6 +6,7 @@
 
 import type { LabelSelector } from './translate/gateway-api.ts'
 import type { XdsMode } from './xds/listener.ts'
+import type { MeshSettings } from './translate/mesh.ts'
 
 export interface ControllerSettings {
   namespace: string
@@ -42,6 +43,8 @@ export interface ControllerSettings {
    * the RBAC only then; the CRD is installed separately).
    */
   inferenceExtension: boolean
+  /** The chart's `mesh.*`: Istio ambient mesh defaults (translate/mesh.ts, docs/mesh.md). */
+  mesh: MeshSettings
   /** Features switched on that are not available yet, with why. */
   unavailable: string[]
 }
@@ -70,8 +73,6 @@ export function resolveControllerSettings (env: NodeJS.ProcessEnv, version: stri
     if (ref.name === undefined || ref.namespace === undefined) throw new Error(`GATEWAY_CLASS_PARAMETERS_REFS: class ${cls} needs both name and namespace`)
   }
   const unavailable: string[] = []
-  const mesh = ['MESH_AUTO_ENABLED', 'MESH_CA_ADDRESS', 'MESH_CLUSTER_ID', 'MESH_NAMESPACE', 'MESH_NETWORK', 'MESH_REVISION'].filter(k => env[k] !== undefined && env[k] !== '' && env[k] !== 'false')
-  if (mesh.length > 0) unavailable.push(`mesh.* (${mesh.join(', ')}): service-mesh integration is not available in this version; gateways run without mesh identity`)
   return {
     namespace,
     podName: str('POD_NAME', `portico-controller-${process.pid}`),
@@ -95,6 +96,14 @@ export function resolveControllerSettings (env: NodeJS.ProcessEnv, version: stri
     leaderElection: bool('LEADER_ELECTION', true),
     gatewayModels: bool('GATEWAY_MODELS_ENABLED', false),
     inferenceExtension: bool('INFERENCE_EXTENSION_ENABLED', false),
+    mesh: {
+      autoEnabled: bool('MESH_AUTO_ENABLED', false),
+      caAddress: str('MESH_CA_ADDRESS', ''),
+      clusterId: str('MESH_CLUSTER_ID', ''),
+      namespace: str('MESH_NAMESPACE', ''),
+      network: str('MESH_NETWORK', ''),
+      revision: str('MESH_REVISION', '')
+    },
     unavailable
   }
 }

@@ -49,3 +49,34 @@ test('renderProxy: a requested static address is the LoadBalancer Service\'s loa
   assert.equal(clusterIP.type, 'ClusterIP')
   assert.equal(clusterIP.loadBalancerIP, undefined, 'only a LoadBalancer Service can ask for an address')
 })
+
+test('renderProxy: a Gateway in the mesh gets the identity settings, the istio-ca token and the mesh root; others none of them', () => {
+  const plain = byKind(renderProxy(base), 'Deployment').spec.template.spec
+  assert.equal(plain.containers[0].env.some((e: { name: string }) => e.name === 'MESH_ENABLED'), false)
+  assert.deepEqual(plain.volumes.map((v: { name: string }) => v.name), ['xds-token', 'xds-ca'])
+
+  const pod = byKind(renderProxy({ ...base, mesh: { caAddress: 'istiod-canary.istio-system.svc:15012', clusterId: 'east-1', network: 'net-a', trustDomain: 'example.org' } }), 'Deployment').spec.template.spec
+  const env = pod.containers[0].env as Array<{ name: string }>
+  assert.deepEqual(env.slice(env.findIndex(e => e.name === 'MESH_ENABLED')), [
+    { name: 'MESH_ENABLED', value: 'true' },
+    { name: 'CA_ADDRESS', value: 'istiod-canary.istio-system.svc:15012' },
+    { name: 'TRUST_DOMAIN', value: 'example.org' },
+    { name: 'CLUSTER_ID', value: 'east-1' },
+    { name: 'NETWORK', value: 'net-a' },
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    { name: 'SERVICE_ACCOUNT', valueFrom: { fieldRef: { fieldPath: 'spec.serviceAccountName' } } },
+    { name: 'MESH_TOKEN_FILE', value: '/var/run/secrets/tokens/istio-token' },
+    { name: 'MESH_ROOT_FILE', value: '/var/run/secrets/istio/root-cert.pem' }
+  ])
+  assert.deepEqual(pod.volumes.slice(2), [
+    { name: 'istio-token', projected: { sources: [{ serviceAccountToken: { audience: 'istio-ca', expirationSeconds: 43200, path: 'istio-token' } }] } },
+    { name: 'istio-ca-root-cert', configMap: { name: 'istio-ca-root-cert', optional: true, items: [{ key: 'root-cert.pem', path: 'root-cert.pem' }] } }
+  ])
+  assert.deepEqual(pod.containers[0].volumeMounts.slice(2), [
+    { name: 'istio-token', mountPath: '/var/run/secrets/tokens', readOnly: true },
+    { name: 'istio-ca-root-cert', mountPath: '/var/run/secrets/istio', readOnly: true }
+  ])
+  // No network: no NETWORK variable (the proxy's default).
+  const noNetwork = byKind(renderProxy({ ...base, mesh: { caAddress: 'istiod.istio-system.svc:15012', clusterId: 'Kubernetes', network: '', trustDomain: 'cluster.local' } }), 'Deployment').spec.template.spec
+  assert.equal(noNetwork.containers[0].env.some((e: { name: string }) => e.name === 'NETWORK'), false)
+})

@@ -113,6 +113,8 @@ export async function runClusterMode (): Promise<void> {
     ...(env.XDS_ROOT_CA !== undefined && env.XDS_ROOT_CA !== '' ? { caFile: env.XDS_ROOT_CA } : {}),
     ...(tokenFile !== undefined ? { tokenFile } : {}),
     ...identity,
+    // The mesh CA identity's state goes to the controller (the Gateway's Mesh condition).
+    watchMeshState: listener => portico.onMeshState(listener),
     apply: ir => portico.applyIR(ir),
     log: setup.logs.for('xds')
   })

@@ -9,9 +9,16 @@
 
 import { hostname } from 'node:os'
 import { credentials, Metadata, type ClientDuplexStream } from '@grpc/grpc-js'
-import { assembleIR, decodeResource, protocol, RESOURCE_TYPE_URL, type DecodedResource, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse } from '@portico/xds'
+import { assembleIR, decodeResource, meshStateFields, protocol, RESOURCE_TYPE_URL, type DecodedResource, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse, type MeshStateReport, type XdsNode } from '@portico/xds'
 import { DEFAULT_MAX_CONFIG_BYTES, readReferencedFile, type ProxyIR } from '@portico/engine'
 import type { Logger } from 'pino'
+
+/**
+ * Subscribes to the mesh identity's state (Portico.onMeshState: the mesh CA identity's): the
+ * listener is called with the state now and at each change; returns the unsubscribe function,
+ * or null when there is no such identity. Only the state and reason cross: nothing secret.
+ */
+export type WatchMeshState = (listener: (state: MeshStateReport) => void) => (() => void) | null
 
 /** A service-account token is a JWT of a few KiB; a file much larger is not one. */
 const MAX_TOKEN_BYTES = 64 * 1024
@@ -26,6 +33,8 @@ export interface XdsClientOptions {
   namespace: string
   gateway: string
   podName: string
+  /** The mesh identity's state (a Gateway in the mesh): it goes to the controller in the node metadata. */
+  watchMeshState?: WatchMeshState
   /** Installs a config; throws (with a reason for the NACK) if it cannot. */
   apply: (ir: ProxyIR) => Promise<void>
   log: Logger
@@ -44,6 +53,9 @@ export class XdsClient {
   private timer: NodeJS.Timeout | undefined
   private closed = false
   private applying: Promise<void> = Promise.resolve()
+  /** The mesh identity's last state (null: no mesh identity from the CA) and its unsubscribe. */
+  private meshState: MeshStateReport | null = null
+  private unwatchMesh: (() => void) | null = null
   /** True once a complete config has been installed. */
   synced = false
   connected = false
@@ -61,7 +73,24 @@ export class XdsClient {
       : credentials.createInsecure()
     const Client = protocol().client
     this.client = new Client(target, creds, { 'grpc.keepalive_time_ms': 30_000, 'grpc.keepalive_timeout_ms': 10_000 })
+    this.unwatchMesh = this.options.watchMeshState?.(state => this.onMeshState(state)) ?? null
     this.connect()
+  }
+
+  /** The node this proxy is: its Gateway, pod, and (in the mesh) its identity's state now. */
+  private node (): XdsNode {
+    const { namespace, gateway, podName } = this.options
+    return {
+      id: `portico~${podName}.${namespace}~${hostname()}`,
+      metadata: { fields: { role: { stringValue: `${namespace}~${gateway}` }, name: { stringValue: podName }, namespace: { stringValue: namespace }, ...(this.meshState !== null ? meshStateFields(this.meshState) : {}) } },
+      userAgentName: 'portico'
+    }
+  }
+
+  /** A change of the mesh state: a request with the node alone tells the controller (a new stream carries it anyway). */
+  private onMeshState (state: MeshStateReport): void {
+    this.meshState = { state: state.state, ...(state.reason !== undefined ? { reason: state.reason } : {}) }
+    this.stream?.write({ node: this.node(), typeUrl: RESOURCE_TYPE_URL })
   }
 
   private connect (): void {
@@ -78,13 +107,8 @@ export class XdsClient {
     }
     const stream = (this.client as unknown as { DeltaAggregatedResources(m: Metadata): ClientDuplexStream<DeltaDiscoveryRequest, DeltaDiscoveryResponse> }).DeltaAggregatedResources(metadata)
     this.stream = stream
-    const { namespace, gateway, podName } = this.options
     stream.write({
-      node: {
-        id: `portico~${podName}.${namespace}~${hostname()}`,
-        metadata: { fields: { role: { stringValue: `${namespace}~${gateway}` }, name: { stringValue: podName }, namespace: { stringValue: namespace } } },
-        userAgentName: 'portico'
-      },
+      node: this.node(),
       typeUrl: RESOURCE_TYPE_URL,
       resourceNamesSubscribe: ['*'],
       initialResourceVersions: Object.fromEntries([...this.accepted].map(([name, r]) => [name, r.version]))
@@ -138,6 +162,7 @@ export class XdsClient {
   close (): void {
     this.closed = true
     clearTimeout(this.timer)
+    this.unwatchMesh?.()
     this.stream?.cancel()
     this.client?.close()
   }

@@ -12,6 +12,7 @@
 
 import { createHash } from 'node:crypto'
 import { proxyWorkers } from './workers.ts'
+import type { GatewayMesh } from '../translate/mesh.ts'
 
 export interface ProxyDeploymentOptions {
   namespace: string
@@ -39,6 +40,8 @@ export interface ProxyDeploymentOptions {
   env?: Array<Record<string, unknown>>
   /** Audience of the projected token the xDS server's TokenReview expects. */
   tokenAudience: string
+  /** The Gateway is in the Istio mesh (translate/mesh.ts): the proxy gets a mesh identity. */
+  mesh?: GatewayMesh
   managedBy: string
 }
 
@@ -46,6 +49,9 @@ export const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name'
 export const GATEWAY_CLASS_LABEL = 'gateway.networking.k8s.io/gateway-class-name'
 export const TOKEN_DIR = '/var/run/secrets/portico'
 export const CA_DIR = '/etc/portico/xds'
+/** Where Istio's own proxies find their CA token and the mesh root: the proxy's defaults too. */
+export const MESH_TOKEN_DIR = '/var/run/secrets/tokens'
+export const MESH_ROOT_DIR = '/var/run/secrets/istio'
 
 /** Kubernetes names are at most 63 characters for labels and Services. */
 export function safeName (name: string): string {
@@ -111,7 +117,8 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
     ...(tls ? [{ name: 'XDS_ROOT_CA', value: `${CA_DIR}/ca.crt` }] : []),
     { name: 'LOG_FORMAT', value: 'json' },
     ...(o.logLevel !== undefined ? [{ name: 'LOG_LEVEL', value: o.logLevel }] : []),
-    ...(workers !== null ? [{ name: 'WORKERS', value: String(workers) }] : [])
+    ...(workers !== null ? [{ name: 'WORKERS', value: String(workers) }] : []),
+    ...(o.mesh !== undefined ? meshEnv(o.mesh) : [])
   ]
   const env = [...builtin.filter(e => !replaced.has(e.name)), ...extra]
   const volumes: Array<Record<string, unknown>> = [
@@ -121,6 +128,19 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
   if (tls && o.xdsCa !== undefined) {
     volumes.push({ name: 'xds-ca', configMap: { name: `${name}-xds-ca` } })
     mounts.push({ name: 'xds-ca', mountPath: CA_DIR, readOnly: true })
+  }
+  if (o.mesh !== undefined) {
+    // The token istiod's CA accepts (audience istio-ca, as Istio's proxies use), and the mesh
+    // root istiod writes into every namespace. The ConfigMap is optional: without istiod the
+    // pod still starts, serves non-mesh traffic and reports the mesh as not ready.
+    volumes.push(
+      { name: 'istio-token', projected: { sources: [{ serviceAccountToken: { audience: 'istio-ca', expirationSeconds: 43200, path: 'istio-token' } }] } },
+      { name: 'istio-ca-root-cert', configMap: { name: 'istio-ca-root-cert', optional: true, items: [{ key: 'root-cert.pem', path: 'root-cert.pem' }] } }
+    )
+    mounts.push(
+      { name: 'istio-token', mountPath: MESH_TOKEN_DIR, readOnly: true },
+      { name: 'istio-ca-root-cert', mountPath: MESH_ROOT_DIR, readOnly: true }
+    )
   }
   objects.push({
     apiVersion: 'apps/v1',
@@ -159,4 +179,19 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
     }
   })
   return objects
+}
+
+/** The proxy's mesh settings (its identity source reads them: agentgateway's names). */
+function meshEnv (mesh: GatewayMesh): Array<Record<string, unknown>> {
+  return [
+    { name: 'MESH_ENABLED', value: 'true' },
+    { name: 'CA_ADDRESS', value: mesh.caAddress },
+    { name: 'TRUST_DOMAIN', value: mesh.trustDomain },
+    { name: 'CLUSTER_ID', value: mesh.clusterId },
+    ...(mesh.network !== '' ? [{ name: 'NETWORK', value: mesh.network }] : []),
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    { name: 'SERVICE_ACCOUNT', valueFrom: { fieldRef: { fieldPath: 'spec.serviceAccountName' } } },
+    { name: 'MESH_TOKEN_FILE', value: `${MESH_TOKEN_DIR}/istio-token` },
+    { name: 'MESH_ROOT_FILE', value: `${MESH_ROOT_DIR}/root-cert.pem` }
+  ]
 }

@@ -97,12 +97,17 @@ export interface InformerOptions {
   gatewayModels?: boolean
   /** Watch InferencePools and Pods (chart inferenceExtension.enabled). */
   inferenceExtension?: boolean
+  /** Watch Pods: the mesh is configured (chart mesh.*), ambient destinations are read from them (translate/mesh.ts). */
+  mesh?: boolean
 }
 
-/** What the translation reads of a Pod (inference-pools.ts): its identity, labels, IP and readiness. */
+/**
+ * What the translation reads of a Pod (inference-pools.ts, mesh.ts): its identity, labels,
+ * service account, IP and readiness.
+ */
 function podFingerprint (o: KubernetesObject): unknown[] {
-  const p = o as KubernetesObject & { metadata?: { deletionTimestamp?: string }, status?: { podIP?: string, phase?: string, conditions?: Array<{ type: string, status: string }> } }
-  return [p.metadata?.uid, p.metadata?.labels, p.metadata?.deletionTimestamp, p.status?.podIP, p.status?.phase, p.status?.conditions?.find(c => c.type === 'Ready')?.status]
+  const p = o as KubernetesObject & { metadata?: { deletionTimestamp?: string }, spec?: { serviceAccountName?: string }, status?: { podIP?: string, phase?: string, conditions?: Array<{ type: string, status: string }> } }
+  return [p.metadata?.uid, p.metadata?.labels, p.metadata?.deletionTimestamp, p.spec?.serviceAccountName, p.status?.podIP, p.status?.phase, p.status?.conditions?.find(c => c.type === 'Ready')?.status]
 }
 
 export interface InformerLog {
@@ -132,15 +137,18 @@ export class Informers {
    */
   private readonly late = new Set<Kind>()
   private stopped = false
+  private readonly inferenceExtension: boolean
 
   constructor (kc: KubeConfig, onChange: (kind: Kind) => void, log: InformerLog, options: InformerOptions = {}) {
     this.api = new KubeHttp(kc)
+    this.inferenceExtension = options.inferenceExtension === true
     this.kc = kc
     this.onChange = onChange
     this.log = log
     for (const [kind, path] of Object.entries(WATCHED) as Array<[Kind, string]>) {
       if (kind === 'porticoModels' && options.gatewayModels !== true) continue
-      if ((kind === 'inferencePools' || kind === 'pods') && options.inferenceExtension !== true) continue
+      if (kind === 'inferencePools' && options.inferenceExtension !== true) continue
+      if (kind === 'pods' && options.inferenceExtension !== true && options.mesh !== true) continue
       this.informers.set(kind, this.informer(kind, path))
       this.enabled.add(kind)
     }
@@ -328,7 +336,8 @@ export class Informers {
       ...(this.informers.has('porticoModels') ? { porticoModels: list('porticoModels') } : {}),
       // The extension on: pools (none without the CRD) and Pods; off: absent, so pool
       // backendRefs are InvalidKind.
-      ...(this.informers.has('pods') ? { inferencePools: list('inferencePools'), pods: list('pods') } : {})
+      ...(this.inferenceExtension ? { inferencePools: list('inferencePools') } : {}),
+      ...(this.informers.has('pods') ? { pods: list('pods') } : {})
     }
   }
 

@@ -2,6 +2,9 @@
 
 import type { Condition } from './gateway-api.ts'
 
+/** A Gateway's place in the Istio mesh (status/mesh.ts). */
+export const MESH_CONDITION = 'portico.dev/Mesh'
+
 /**
  * The condition types Portico writes, on every object it writes status to (GatewayClasses,
  * Gateways and their listeners, ListenerSets, route parents, policy ancestors). Only these
@@ -9,7 +12,7 @@ import type { Condition } from './gateway-api.ts'
  * as it is (status/merge.ts). `condition` takes only these, so a type Portico starts writing
  * is owned, and removed when Portico stops writing it, without another list to keep.
  */
-export const OWNED_CONDITION_TYPES = ['Accepted', 'Programmed', 'ResolvedRefs', 'Conflicted', 'InsecureFrontendValidationMode'] as const
+export const OWNED_CONDITION_TYPES = ['Accepted', 'Programmed', 'ResolvedRefs', 'Conflicted', 'InsecureFrontendValidationMode', MESH_CONDITION] as const
 export type OwnedConditionType = typeof OWNED_CONDITION_TYPES[number]
 
 export function condition (type: OwnedConditionType, ok: boolean, reason: string, message: string, generation: number | undefined): Condition {

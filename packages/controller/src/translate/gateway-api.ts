@@ -3,6 +3,8 @@
  * types. Objects arrive from informers as JSON; only these fields are used.
  */
 
+import type { MeshParameters } from './mesh.ts'
+
 export interface ObjectMeta {
   name: string
   namespace?: string
@@ -208,7 +210,7 @@ export interface Service {
 export interface EndpointSlice {
   metadata: ObjectMeta
   addressType?: string
-  endpoints?: Array<{ addresses: string[], conditions?: { ready?: boolean, serving?: boolean, terminating?: boolean } }>
+  endpoints?: Array<{ addresses: string[], conditions?: { ready?: boolean, serving?: boolean, terminating?: boolean }, targetRef?: { kind?: string, name?: string, namespace?: string } }>
   ports?: Array<{ name?: string, port?: number, protocol?: string }>
 }
 
@@ -253,6 +255,8 @@ export interface ProxyParameters {
   tracing?: Record<string, unknown>
   /** The proxy's `config.accessLog` (fields added with CEL, removed, OTLP logs). */
   accessLog?: Record<string, unknown>
+  /** Istio ambient mesh: opt in or out, and overrides of the chart's `mesh.*` (translate/mesh.ts). */
+  mesh?: MeshParameters
 }
 
 export interface PorticoParameters {

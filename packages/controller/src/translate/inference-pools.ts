@@ -55,6 +55,8 @@ export interface InferencePool {
 
 export interface Pod {
   metadata: ObjectMeta & { deletionTimestamp?: string }
+  /** The service account names the pod's mesh identity (translate/mesh.ts). */
+  spec?: { serviceAccountName?: string }
   status?: { podIP?: string, phase?: string, conditions?: Array<{ type: string, status: string }> }
 }
 

@@ -55,6 +55,8 @@ export class ParametersIndex {
  * proxy that cannot start.
  */
 export function proxyConfigProblem (spec: ProxyParameters): string | null {
+  const mesh = meshProblem(spec.mesh)
+  if (mesh !== null) return mesh
   const config: Record<string, unknown> = {}
   if (spec.tracing !== undefined) config.tracing = spec.tracing
   if (spec.accessLog !== undefined) config.accessLog = spec.accessLog
@@ -63,4 +65,20 @@ export function proxyConfigProblem (spec: ProxyParameters): string | null {
   const result = loadConfigText(JSON.stringify({ config }), { baseDir: '.' })
   const problems = result.ok ? [] : result.diagnostics.filter(d => d.path[0] === 'config')
   return problems.length === 0 ? null : problems.map(d => `${d.path.slice(1).join('.')}: ${d.message}`).join('; ')
+}
+
+/** `spec.mesh`, checked where the CRD's schema may be missing (an older CRD keeps unknown fields). */
+function meshProblem (mesh: unknown): string | null {
+  if (mesh === undefined) return null
+  if (mesh === null || typeof mesh !== 'object' || Array.isArray(mesh)) return 'mesh: must be an object'
+  for (const [key, value] of Object.entries(mesh)) {
+    if (key === 'enabled') {
+      if (typeof value !== 'boolean') return 'mesh.enabled: must be a boolean'
+    } else if (['caAddress', 'clusterId', 'namespace', 'network', 'revision', 'trustDomain'].includes(key)) {
+      if (typeof value !== 'string' || value.length > 253) return `mesh.${key}: must be a string of at most 253 characters`
+    } else {
+      return `mesh.${key}: unknown field (enabled, caAddress, clusterId, namespace, network, revision, trustDomain)`
+    }
+  }
+  return null
 }

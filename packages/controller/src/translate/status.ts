@@ -7,6 +7,7 @@
 import type { ProxyIR } from '@portico/engine/ir'
 import type { Condition, GatewayClass, ParentReference, ProxyParameters } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
+import type { GatewayMesh } from './mesh.ts'
 import { gatewayIR, type GatewayState } from './gateways.ts'
 import type { ListenerSetResult } from './listener-sets.ts'
 import { condition } from './conditions.ts'
@@ -43,6 +44,8 @@ export interface GatewayResult {
   parameters?: ProxyParameters
   /** Static IPs spec.addresses asks for (absent: none; the load balancer assigns one). */
   requestedAddresses?: string[]
+  /** The Gateway is in the Istio mesh with these settings (translate/mesh.ts); absent: not in the mesh. */
+  mesh?: GatewayMesh
 }
 
 export interface RouteParentStatus {

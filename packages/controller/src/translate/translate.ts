@@ -24,11 +24,13 @@ import { attachListenerSets, listenerSetResult, withListenerSets } from './liste
 import type { ListenerSet } from './gateway-api.ts'
 import { BackendTlsPolicies, backendClientCertificate } from './backend-tls.ts'
 import type { Condition } from './gateway-api.ts'
+import { condition } from './conditions.ts'
 import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
 import { grpcAsHttpRoute } from './grpc-routes.ts'
 import type { PorticoBackend } from './portico-backends.ts'
 import { applyPorticoModels, type PorticoModel } from './portico-models.ts'
 import { inferencePoolIndex, inferencePoolResults, type InferencePool, type Pod } from './inference-pools.ts'
+import { gatewayMesh, meshBackends, meshIndex, type GatewayMesh, type MeshSettings } from './mesh.ts'
 
 export type { BackendTLSPolicyResult, PolicyAncestorStatus } from './backend-tls.ts'
 export type { PorticoPolicy, PorticoPolicyResult } from './portico-policies.ts'
@@ -77,7 +79,14 @@ export interface TranslateOptions {
   controllerName: string
   /** Namespaces considered (OR of selectors); empty = all. */
   discoveryNamespaceSelectors?: LabelSelector[]
+  /**
+   * The chart's `mesh.*` and the built-in class they apply to (translate/mesh.ts); absent: no
+   * Gateway is in the mesh unless its parameters opt it in (with Istio's defaults).
+   */
+  mesh?: { settings: MeshSettings, builtinClass: string }
 }
+
+const NO_MESH: MeshSettings = { autoEnabled: false, caAddress: '', clusterId: '', namespace: '', network: '', revision: '' }
 
 export function translate (state: ClusterState, options: TranslateOptions): TranslationResult {
   const namespaces = new Map(state.namespaces.map(n => [n.metadata.name, n]))
@@ -110,6 +119,8 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
 
   // Routes, older first: resolve backends, convert policies, attach to listeners.
   const routeResults: RouteResult[] = []
+  /** The backend keys each route names (the mesh may make some unreachable from one Gateway). */
+  const routeBackends = new Map<HTTPRoute, Set<string>>()
   // GRPCRoutes route as the HTTPRoutes they are (grpc-routes.ts), in one age order with them.
   const grpc = (state.grpcRoutes ?? []).filter(r => discovered(r.metadata.namespace)).map(grpcAsHttpRoute)
   const grpcProblems = new Map(grpc.map(g => [g.route, g.problem]))
@@ -131,6 +142,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     const stream = route.kind === 'TLSRoute' || route.kind === 'TCPRoute'
     const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? (stream ? null : invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies }))
     const parents = attachRoute({ route, rank, resolved, ...(plain !== undefined ? { plain } : {}), policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
+    routeBackends.set(route, new Set([...resolved.refs.flat(), ...resolved.mirrors.flat()]))
     if (parents.length > 0) {
       routeResults.push({ ...(route.kind !== undefined && route.kind !== 'HTTPRoute' ? { kind: route.kind } : {}), namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
@@ -160,7 +172,25 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
 
   const inferencePools = services.inferencePools === undefined ? undefined : inferencePoolResults(routes, routeResults, services.inferencePools, services, grants, options.controllerName, listenerSets)
 
+  // The mesh: a Gateway in it reaches ambient pods over HBONE (its own copy of the backends).
+  const meshes = new Map<string, GatewayMesh>()
+  let index: ReturnType<typeof meshIndex> | undefined
+  for (const [key, g] of gateways) {
+    if ('error' in g.parameters) continue
+    const mesh = gatewayMesh(options.mesh?.settings ?? NO_MESH, g.gw.spec.gatewayClassName === options.mesh?.builtinClass, g.parameters.parameters?.mesh)
+    if (mesh === null) continue
+    meshes.set(key, mesh)
+    index ??= meshIndex(state.pods ?? [], state.namespaces, state.endpointSlices)
+    g.backends = meshBackends(g.backends, index, mesh)
+  }
+
+  if (meshes.size > 0) meshRouteStatus(routes, routeResults, routeBackends, gateways, meshes)
+
   const gatewayResults = [...gateways.values()].map(g => listenerSets === undefined ? gatewayResult(g) : withListenerSets(gatewayResult(g), g, listenerSets))
+  for (const r of gatewayResults) {
+    const mesh = meshes.get(`${r.namespace}/${r.name}`)
+    if (mesh !== undefined) r.mesh = mesh
+  }
   for (const r of gatewayResults) {
     const c = clientCertConditions.get(`${r.namespace}/${r.name}`)
     if (c !== undefined) r.conditions.push(c)
@@ -174,5 +204,31 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     ...(porticoModels !== undefined ? { porticoModels } : {}),
     ...(inferencePools !== undefined ? { inferencePools } : {}),
     ...(listenerSets !== undefined ? { listenerSets: [...listenerSets.values()].map(listenerSetResult).sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`)) } : {})
+  }
+}
+
+/**
+ * A route whose backend a mesh Gateway cannot reach (every endpoint on another network: the
+ * backend is invalid in that Gateway's IR, translate/mesh.ts) says so in its parent status for
+ * that Gateway: ResolvedRefs=False, MeshNetworkUnreachable.
+ */
+function meshRouteStatus (routes: HTTPRoute[], results: RouteResult[], routeBackends: Map<HTTPRoute, Set<string>>, gateways: Map<string, GatewayState>, meshes: Map<string, GatewayMesh>): void {
+  const byKey = new Map(results.map(r => [`${r.kind ?? 'HTTPRoute'}/${r.namespace}/${r.name}`, r]))
+  for (const route of routes) {
+    const result = byKey.get(`${route.kind ?? 'HTTPRoute'}/${route.metadata.namespace ?? ''}/${route.metadata.name}`)
+    const keys = routeBackends.get(route)
+    if (result === undefined || keys === undefined) continue
+    for (const parent of result.parents) {
+      if ((parent.parentRef.kind ?? 'Gateway') !== 'Gateway') continue
+      const gateway = `${parent.parentRef.namespace ?? result.namespace}/${parent.parentRef.name}`
+      if (!meshes.has(gateway)) continue
+      const backends = gateways.get(gateway)?.backends
+      const unreachable = [...keys].map(k => backends?.get(k)).find(b => b?.kind === 'invalid' && b.invalidReason?.startsWith('MeshNetworkUnreachable: ') === true)
+      if (unreachable === undefined) continue
+      const at = parent.conditions.findIndex(c => c.type === 'ResolvedRefs')
+      const c = condition('ResolvedRefs', false, 'MeshNetworkUnreachable', unreachable.invalidReason!.slice('MeshNetworkUnreachable: '.length), result.generation)
+      if (at === -1) parent.conditions.push(c)
+      else if (parent.conditions[at]!.status === 'True') parent.conditions[at] = c
+    }
   }
 }

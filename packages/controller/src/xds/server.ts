@@ -4,13 +4,17 @@
  * <namespace>~<gateway>`), proves it with its service-account token (checked by the
  * `authenticate` hook, a TokenReview in cluster mode), subscribes with the wildcard, and
  * then receives its Gateway's resources — all at first, then only what changed — each
- * response with a nonce it ACKs, or NACKs with an error detail.
+ * response with a nonce it ACKs, or NACKs with an error detail. A proxy in the mesh reports its
+ * identity's state in the node metadata (@portico/xds mesh-state.ts), again on each change.
  */
 
 import { randomBytes } from 'node:crypto'
 import { status as GrpcStatus, type Metadata, type Server, type ServerDuplexStream } from '@grpc/grpc-js'
-import { protocol, RESOURCE_TYPE_URL, encodeResources, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse, type EncodedResource } from '@portico/xds'
+import { protocol, readMeshState, RESOURCE_TYPE_URL, encodeResources, type DeltaDiscoveryRequest, type DeltaDiscoveryResponse, type EncodedResource, type MeshStateReport } from '@portico/xds'
 import type { ProxyIR } from '@portico/engine/ir'
+
+/** Requests kept while a new stream is authenticated (a proxy sends at most a few then). */
+const MAX_EARLY_REQUESTS = 16
 
 export interface ProxyIdentity {
   /** `<namespace>/<gateway>` */
@@ -29,6 +33,8 @@ export interface XdsServerHooks {
   onNack?(proxy: ProxyIdentity, version: string, message: string): void
   onConnect?(proxy: ProxyIdentity): void
   onDisconnect?(proxy: ProxyIdentity): void
+  /** The proxy's mesh identity state (node metadata, xds/mesh-state.ts): on connect and on every change. */
+  onMeshState?(proxy: ProxyIdentity, report: MeshStateReport): void
   log?: { info(fields: Record<string, unknown>, msg: string): void, warn(fields: Record<string, unknown>, msg: string): void, debug(fields: Record<string, unknown>, msg: string): void }
 }
 
@@ -103,6 +109,11 @@ export class XdsServer {
       stream.once('error', () => resolve(null))
     })
     if (first === null) return
+    // Requests that arrive while the stream is checked (a proxy's mesh state changing then)
+    // are kept, in order, and handled once it is accepted; a few at most.
+    const early: DeltaDiscoveryRequest[] = []
+    const keep = (req: DeltaDiscoveryRequest) => { if (early.length < MAX_EARLY_REQUESTS) early.push(req) }
+    stream.on('data', keep)
     const role = first.node?.metadata?.fields?.role?.stringValue ?? ''
     const [namespace, gateway] = role.split('~')
     if (first.node?.id === undefined || first.node.id === '' || namespace === undefined || gateway === undefined || namespace === '' || gateway === '') {
@@ -125,6 +136,7 @@ export class XdsServer {
     this.hooks.onConnect?.(proxy)
     this.hooks.log?.info({ gateway: proxy.gateway, pod: proxy.pod }, 'proxy connected')
     const c = connection
+    stream.off('data', keep)
     stream.on('data', (req: DeltaDiscoveryRequest) => this.onRequest(c, req))
     const close = () => {
       if (!this.connections.delete(c)) return
@@ -137,9 +149,15 @@ export class XdsServer {
     const snapshot = this.snapshots.get(proxy.gateway)
     // A subscription always gets every resource it asked for, even if it has them.
     if (snapshot !== undefined) this.push(c, snapshot, true)
+    const mesh = readMeshState(first.node)
+    if (mesh !== null) this.hooks.onMeshState?.(proxy, mesh)
+    for (const req of early) this.onRequest(c, req)
   }
 
   private onRequest (c: Connection, req: DeltaDiscoveryRequest): void {
+    // A request carrying the node again reports a change of the proxy's mesh state.
+    const mesh = readMeshState(req.node)
+    if (mesh !== null) this.hooks.onMeshState?.(c.proxy, mesh)
     const nonce = req.responseNonce ?? ''
     if (nonce === '') return
     const entry = c.pending.get(nonce)
