@@ -258,6 +258,8 @@ export interface Mesh {
   rootFile: string
   /** A temporary directory for the test's files (tokens, roots). */
   dir: string
+  /** A client of istiod's CA trusting the mesh root (closed by `stop`). */
+  ca: MeshCaClient
   /** `spiffe://cluster.local/ns/<namespace>/sa/<sa>`. */
   spiffeId: (serviceAccount: string) => string
   /**
@@ -305,6 +307,7 @@ export async function startMesh (kube: KubeTools, istio: IstioTools, options: Me
       root,
       rootFile,
       dir,
+      ca: client,
       spiffeId,
       issue: async (sa, validitySeconds = 3600) => {
         const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey
