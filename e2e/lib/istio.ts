@@ -8,14 +8,24 @@
  *   const istiod = await startIstiod(cluster, istio.istiod, { clusterId: 'Kubernetes' })
  *   const root = await istiod.rootCert('my-namespace')   // the istio-ca-root-cert ConfigMap
  *   // CA: TLS to 127.0.0.1:istiod.secureGrpcPort, server name istiod.SERVER_NAME
+ *
+ * Or all of that at once, with a namespace of service accounts, for the tests of a gateway in
+ * the mesh:
+ *
+ *   const mesh = await startMesh(kube, istio, { namespace: 'ns', serviceAccounts: ['gw', 'echo'], clusterId: 'c' })
+ *   const echoCert = await mesh.issue('echo')                  // what Istio's agent gets for a pod
+ *   const env = meshGatewayEnv(mesh, 'gw', await mesh.tokenFile('gw', 'token'))  // a proxy pod's env
  */
 
+import { generateKeyPairSync } from 'node:crypto'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { request as httpRequest } from 'node:http'
 import { dirname, join } from 'node:path'
 import type { TestContext } from 'node:test'
-import { startProcess, type Cluster, type Proc } from '../cluster/harness.ts'
-import { freePort } from './portico.ts'
+import { startCluster, startProcess, type Cluster, type KubeTools, type Proc } from '../cluster/harness.ts'
+import { freePort, makeTempDir } from './portico.ts'
+import { createCsrPem } from '../../packages/engine/src/mesh/csr.ts'
+import { meshCaClient, type MeshCaClient } from '../../packages/engine/src/mesh/ca-client.ts'
 
 export interface IstioTools {
   istiod: string
@@ -234,5 +244,113 @@ export async function startIstioEcho (echoPath: string, dir: string, options: Is
       proc.child.kill('SIGKILL')
       await proc.exited
     }
+  }
+}
+
+/** istiod on a fresh apiserver harness, a namespace of service accounts, the mesh root. */
+export interface Mesh {
+  cluster: Cluster
+  istiod: Istiod
+  namespace: string
+  clusterId: string
+  /** The mesh root (PEM), also written to `rootFile`. */
+  root: string
+  rootFile: string
+  /** A temporary directory for the test's files (tokens, roots). */
+  dir: string
+  /** A client of istiod's CA trusting the mesh root (closed by `stop`). */
+  ca: MeshCaClient
+  /** `spiffe://cluster.local/ns/<namespace>/sa/<sa>`. */
+  spiffeId: (serviceAccount: string) => string
+  /**
+   * What Istio's agent does for a pod: a P-256 key, a CSR, a certificate from istiod for
+   * the service account (a TokenRequest token of audience istio-ca).
+   */
+  issue: (serviceAccount: string, validitySeconds?: number) => Promise<{ spiffeId: string, certChainPem: string, keyPem: string }>
+  /** A TokenRequest token for the service account written to `dir/name` (the projected volume). */
+  tokenFile: (serviceAccount: string, name: string, audience?: string) => Promise<{ file: string, token: string }>
+  stop: () => Promise<void>
+}
+
+export interface MeshOptions {
+  namespace: string
+  serviceAccounts: string[]
+  clusterId: string
+}
+
+export async function startMesh (kube: KubeTools, istio: IstioTools, options: MeshOptions): Promise<Mesh> {
+  // No kubelet, no controllers: istiod's CA needs the API server (TokenReview, its Secret
+  // and the root ConfigMaps), nothing that runs pods.
+  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false, gatewayApiCrds: false })
+  let istiod: Istiod | null = null
+  let ca: MeshCaClient | null = null
+  try {
+    await installIstioCrds(cluster, istio.crds)
+    await cluster.createNamespace(options.namespace)
+    for (const name of options.serviceAccounts) {
+      await cluster.api('POST', `/api/v1/namespaces/${options.namespace}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } })
+    }
+    istiod = await startIstiod(cluster, istio.istiod, { clusterId: options.clusterId })
+    const root = await istiod.rootCert(options.namespace)
+    const dir = makeTempDir('portico-mesh-')
+    const rootFile = join(dir, 'root-cert.pem')
+    writeFileSync(rootFile, root)
+    ca = meshCaClient({ target: `127.0.0.1:${istiod.secureGrpcPort}`, rootCertPem: root, serverName: istiod.serverName })
+    const client = ca
+    const spiffeId = (sa: string): string => `spiffe://cluster.local/ns/${options.namespace}/sa/${sa}`
+    const started = istiod
+    return {
+      cluster,
+      istiod,
+      namespace: options.namespace,
+      clusterId: options.clusterId,
+      root,
+      rootFile,
+      dir,
+      ca: client,
+      spiffeId,
+      issue: async (sa, validitySeconds = 3600) => {
+        const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey
+        const token = await cluster.createToken(options.namespace, sa, { audiences: ['istio-ca'], expirationSeconds: 600 })
+        const chain = await client.createCertificate({ csrPem: createCsrPem({ privateKey: key, uris: [spiffeId(sa)] }), token, clusterId: options.clusterId, validitySeconds, timeoutMs: 15_000 })
+        // The chain ends in the root; a workload serves the rest.
+        return { spiffeId: spiffeId(sa), certChainPem: chain.slice(0, -1).join(''), keyPem: key.export({ type: 'pkcs8', format: 'pem' }) as string }
+      },
+      tokenFile: async (sa, name, audience = 'istio-ca') => {
+        const token = await cluster.createToken(options.namespace, sa, { audiences: [audience], expirationSeconds: 600 })
+        const file = join(dir, name)
+        writeFileSync(file, token)
+        return { file, token }
+      },
+      stop: async () => {
+        client.close()
+        await started.stop()
+        await cluster.stop()
+      }
+    }
+  } catch (err) {
+    ca?.close()
+    await istiod?.stop()
+    await cluster.stop()
+    throw err
+  }
+}
+
+/**
+ * The env a proxy pod in the mesh gets (MESH_ENABLED, POD_NAMESPACE, SERVICE_ACCOUNT,
+ * CA_ADDRESS, CA_SERVER_NAME, CLUSTER_ID, MESH_TOKEN_FILE, MESH_ROOT_FILE; docs/mesh.md
+ * "Mesh identity"), for `serviceAccount` with the token in `tokenFile`.
+ */
+export function meshGatewayEnv (mesh: Mesh, serviceAccount: string, tokenFile: string, options: { caAddress?: string, rootFile?: string } = {}): Record<string, string> {
+  return {
+    MESH_ENABLED: 'true',
+    POD_NAMESPACE: mesh.namespace,
+    SERVICE_ACCOUNT: serviceAccount,
+    CA_ADDRESS: options.caAddress ?? `127.0.0.1:${mesh.istiod.secureGrpcPort}`,
+    // An address has no name to check istiod's certificate against: the name it carries.
+    CA_SERVER_NAME: mesh.istiod.serverName,
+    CLUSTER_ID: mesh.clusterId,
+    MESH_TOKEN_FILE: tokenFile,
+    MESH_ROOT_FILE: options.rootFile ?? mesh.rootFile
   }
 }

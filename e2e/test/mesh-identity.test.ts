@@ -21,19 +21,16 @@
 import { after, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { generateKeyPairSync } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net, { type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
-import { installIstioCrds, requireIstio, startIstiod, type Istiod } from '../lib/istio.ts'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { requireKubeTools } from '../cluster/harness.ts'
+import { meshGatewayEnv, requireIstio, startMesh, type Mesh } from '../lib/istio.ts'
+import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { makeTestCa, startHbonePeer, type HbonePeer } from '@portico/testkit/hbone-peer'
 import { waitUntil } from '@portico/testkit/wait'
-import { createCsrPem } from '../../packages/engine/src/mesh/csr.ts'
-import { meshCaClient } from '../../packages/engine/src/mesh/ca-client.ts'
 
 const NS = 'portico-mesh'
 const SA = 'portico-gateway'
@@ -43,8 +40,9 @@ const GATEWAY_ID = `spiffe://cluster.local/ns/${NS}/sa/${SA}`
 const PEER_ID = `spiffe://cluster.local/ns/${NS}/sa/${PEER_SA}`
 
 interface Setup {
-  cluster: Cluster
-  istiod: Istiod
+  mesh: Mesh
+  cluster: Mesh['cluster']
+  istiod: Mesh['istiod']
   root: string
   dir: string
   peer: HbonePeer
@@ -62,26 +60,13 @@ async function setup (t: TestContext): Promise<Setup | null> {
   const kube = requireKubeTools(t)
   if (kube === null) return null
   started ??= (async () => {
-    const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false, gatewayApiCrds: false })
-    await installIstioCrds(cluster, istio.crds)
-    await cluster.createNamespace(NS)
-    for (const name of [SA, PEER_SA]) {
-      await cluster.api('POST', `/api/v1/namespaces/${NS}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } })
-    }
-    const istiod = await startIstiod(cluster, istio.istiod, { clusterId: CLUSTER_ID })
-    const root = await istiod.rootCert(NS)
-    const dir = makeTempDir('portico-mesh-identity-')
-    writeFileSync(join(dir, 'root-cert.pem'), root)
+    const mesh = await startMesh(kube, istio, { namespace: NS, serviceAccounts: [SA, PEER_SA], clusterId: CLUSTER_ID })
     // The peer's certificate: what Istio's agent gets for the workload's service account.
-    const ca = meshCaClient({ target: `127.0.0.1:${istiod.secureGrpcPort}`, rootCertPem: root, serverName: istiod.serverName })
-    const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey
-    const token = await cluster.createToken(NS, PEER_SA, { audiences: ['istio-ca'], expirationSeconds: 600 })
-    const chain = await ca.createCertificate({ csrPem: createCsrPem({ privateKey: key, uris: [PEER_ID] }), token, clusterId: CLUSTER_ID, validitySeconds: 3600, timeoutMs: 15_000 })
-    ca.close()
-    const peer = await startHbonePeer({ cert: chain.slice(0, -1).join(''), key: key.export({ type: 'pkcs8', format: 'pem' }) as string, root })
+    const cert = await mesh.issue(PEER_SA)
+    const peer = await startHbonePeer({ cert: cert.certChainPem, key: cert.keyPem, root: mesh.root })
     const echo = http.createServer((req, res) => res.end(`echo ${req.url}`))
     await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve))
-    setupDone = { cluster, istiod, root, dir, peer, echo, echoPort: (echo.address() as AddressInfo).port }
+    setupDone = { mesh, cluster: mesh.cluster, istiod: mesh.istiod, root: mesh.root, dir: mesh.dir, peer, echo, echoPort: (echo.address() as AddressInfo).port }
     return setupDone
   })()
   return await started
@@ -92,8 +77,7 @@ after(async () => {
   if (setupDone === null) return
   await setupDone.peer.close()
   setupDone.echo.close()
-  await setupDone.istiod.stop()
-  await setupDone.cluster.stop()
+  await setupDone.mesh.stop()
 })
 
 interface Gateway {
@@ -109,15 +93,7 @@ async function startGateway (s: Setup, tokenFile: string, options: { caAddress?:
     env: {
       ADMIN_ADDR: `127.0.0.1:${adminPort}`,
       STATS_ADDR: `127.0.0.1:${statsPort}`,
-      MESH_ENABLED: 'true',
-      POD_NAMESPACE: NS,
-      SERVICE_ACCOUNT: SA,
-      CA_ADDRESS: options.caAddress ?? `127.0.0.1:${s.istiod.secureGrpcPort}`,
-      // An address has no name to check istiod's certificate against: the name it carries.
-      CA_SERVER_NAME: s.istiod.serverName,
-      CLUSTER_ID: CLUSTER_ID,
-      MESH_TOKEN_FILE: tokenFile,
-      MESH_ROOT_FILE: options.rootFile ?? join(s.dir, 'root-cert.pem')
+      ...meshGatewayEnv(s.mesh, SA, tokenFile, options)
     },
     config: port => ({
       config: { mesh: { ca: { certificateTtl: options.ttl ?? '1h' } } },
@@ -152,10 +128,7 @@ function counter (text: string, series: string): number {
 }
 
 async function goodToken (s: Setup, name: string): Promise<{ file: string, token: string }> {
-  const token = await s.cluster.createToken(NS, SA, { audiences: ['istio-ca'], expirationSeconds: 600 })
-  const file = join(s.dir, name)
-  writeFileSync(file, token)
-  return { file, token }
+  return await s.mesh.tokenFile(SA, name)
 }
 
 test('the gateway gets its certificate from istiod and reaches a mesh peer that sees its SPIFFE ID; certificates rotate under traffic', async (t) => {

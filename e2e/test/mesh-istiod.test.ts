@@ -26,8 +26,8 @@ import { generateKeyPairSync, X509Certificate, type KeyObject } from 'node:crypt
 import { readFileSync } from 'node:fs'
 import { connect as http2Connect, type ClientHttp2Session } from 'node:http2'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
-import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
-import { installIstioCrds, requireIstio, startIstioEcho, startIstiod, type Istiod } from '../lib/istio.ts'
+import { requireKubeTools, type Cluster } from '../cluster/harness.ts'
+import { requireIstio, startIstioEcho, startMesh, type Istiod, type Mesh } from '../lib/istio.ts'
 import { createCsrPem } from '../../packages/engine/src/mesh/csr.ts'
 import { meshCaClient, MeshCaError, type MeshCaClient } from '../../packages/engine/src/mesh/ca-client.ts'
 
@@ -44,6 +44,7 @@ const ECHO_IP = '127.0.55.1'
 
 interface Setup {
   echo: string | null
+  mesh: Mesh
   cluster: Cluster
   istiod: Istiod
   root: string
@@ -59,18 +60,9 @@ async function setup (t: TestContext): Promise<Setup | null> {
   const kube = requireKubeTools(t)
   if (kube === null) return null
   started ??= (async () => {
-    // No kubelet, no controllers: istiod's CA needs the API server (TokenReview, its Secret
-    // and the root ConfigMaps), nothing that runs pods. The ServiceAccount is made below.
-    const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false, gatewayApiCrds: false })
-    await installIstioCrds(cluster, istio.crds)
-    await cluster.createNamespace(NS)
-    for (const name of [SA, ECHO_SA]) {
-      await cluster.api('POST', `/api/v1/namespaces/${NS}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } })
-    }
-    const istiod = await startIstiod(cluster, istio.istiod, { clusterId: CLUSTER_ID })
-    const root = await istiod.rootCert(NS)
-    const ca = meshCaClient({ target: `127.0.0.1:${istiod.secureGrpcPort}`, rootCertPem: root, serverName: istiod.serverName })
-    setupDone = { echo: istio.echo, cluster, istiod, root, ca }
+    // The harness without kubelet or controllers (startMesh says why), the ServiceAccounts made.
+    const mesh = await startMesh(kube, istio, { namespace: NS, serviceAccounts: [SA, ECHO_SA], clusterId: CLUSTER_ID })
+    setupDone = { echo: istio.echo, mesh, cluster: mesh.cluster, istiod: mesh.istiod, root: mesh.root, ca: mesh.ca }
     return setupDone
   })()
   return await started
@@ -78,9 +70,7 @@ async function setup (t: TestContext): Promise<Setup | null> {
 
 after(async () => {
   if (setupDone === null) return
-  setupDone.ca.close()
-  await setupDone.istiod.stop()
-  await setupDone.cluster.stop()
+  await setupDone.mesh.stop()
 })
 
 function ecKey (): KeyObject {
@@ -165,13 +155,11 @@ test('Istio\'s echo server serves HBONE on 15008 with the certificate istiod iss
     return
   }
   // What Istio's agent does for the pod: a key, a CSR, a certificate for the pod's ServiceAccount.
-  const echoKey = ecKey()
-  const echoToken = await s.cluster.createToken(NS, ECHO_SA, { audiences: ['istio-ca'], expirationSeconds: 600 })
-  const chain = await s.ca.createCertificate({ csrPem: createCsrPem({ privateKey: echoKey, uris: [`spiffe://cluster.local/ns/${NS}/sa/${ECHO_SA}`] }), token: echoToken, clusterId: CLUSTER_ID, validitySeconds: 3600, timeoutMs: 15_000 })
+  const cert = await s.mesh.issue(ECHO_SA)
   const echo = await startIstioEcho(s.echo, s.cluster.dir, {
     ip: ECHO_IP,
-    certChainPem: chain.slice(0, -1).join(''),
-    keyPem: echoKey.export({ type: 'pkcs8', format: 'pem' }) as string,
+    certChainPem: cert.certChainPem,
+    keyPem: cert.keyPem,
     rootCertPem: s.root,
     namespace: NS
   })
