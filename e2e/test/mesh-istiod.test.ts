@@ -16,8 +16,8 @@
  * SPIFFE identity, then HTTP/2 CONNECT to the `:authority` it names (docs/mesh.md "Test tools").
  *
  * Without ISTIOD (scripts/test-tools prints it) the tests are skipped with that reason, and
- * fail in CI; likewise without the kube tools. Mesh integration itself is not built yet
- * (issue 55; docs/mesh.md).
+ * fail in CI; likewise without the kube tools. The gateway's own use of them: mesh-identity,
+ * mesh-istio-echo and cluster-mesh tests (docs/mesh.md).
  */
 
 import { after, test, type TestContext } from 'node:test'
