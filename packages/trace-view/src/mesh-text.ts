@@ -33,15 +33,16 @@ export function meshTone (state: string | undefined): MeshTone {
 export function relativeText (ms: number): string {
   const abs = Math.abs(ms)
   const units: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]]
+  // The first unit that is not zero, and the next one when it is not zero: `1d 1h`, `3d`, `45s`.
+  let first = units.findIndex(([, size]) => abs >= size)
+  if (first === -1) first = units.length - 1
   const parts: string[] = []
   let rest = abs
-  for (const [name, size] of units) {
+  for (const [name, size] of units.slice(first, first + 2)) {
     const n = Math.floor(rest / size)
-    if (n > 0 || (parts.length === 0 && name === 's')) parts.push(`${n}${name}`)
+    if (n > 0 || parts.length === 0) parts.push(`${n}${name}`)
     rest -= n * size
-    if (parts.length === 2) break
   }
-  if (parts.length === 0) parts.push('0s')
   return ms >= 0 ? `in ${parts.join(' ')}` : `expired ${parts.join(' ')} ago`
 }
 

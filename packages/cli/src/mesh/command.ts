@@ -25,10 +25,11 @@ const TONE_COLOURS = { ok: '\x1b[32m', warn: '\x1b[33m', bad: '\x1b[31m' } as co
 /** `STATE:    ready` lines, labels padded to one width; `colour` paints STATE's value. */
 export function meshText (status: MeshStatusShape | null, options: { colour?: boolean, now?: number } = {}): string {
   const rows = meshStatusRows(status, options.now)
-  const width = Math.max(...rows.map(([label]) => label.length)) + 1
+  // `LABEL:` then two spaces after the longest label.
+  const width = Math.max(...rows.map(([label]) => label.length)) + 3
   return rows.map(([label, value]) => {
     const painted = label === 'STATE' && options.colour === true && meshConfigured(status) ? `${TONE_COLOURS[meshTone(status.state)]}${value}\x1b[39m` : value
-    return `${`${label}:`.padEnd(width + 1)}${painted}`
+    return `${`${label}:`.padEnd(width)}${painted}`
   }).join('\n') + '\n'
 }
 
