@@ -94,9 +94,9 @@ function MeshCard (props: { mesh: MeshStatusShape }) {
     <Card title='Mesh' testId='card-mesh'>
       <dl className='kv'>
         <dt>State</dt><dd data-testid='mesh-state'><Badge tone={meshTone(m.state)}>{m.state ?? 'unknown'}</Badge></dd>
-        <dt>SPIFFE ID</dt><dd data-testid='mesh-spiffe-id'>{m.spiffeId !== undefined ? <code>{m.spiffeId}</code> : <span className='muted'>none yet</span>}</dd>
+        <dt>SPIFFE ID</dt><dd data-testid='mesh-spiffe-id' className='wrap'>{m.spiffeId !== undefined ? <code>{m.spiffeId}</code> : <span className='muted'>none yet</span>}</dd>
         <dt>Certificate expires</dt><dd data-testid='mesh-expiry'>{meshExpiryText(m.notAfter)}</dd>
-        <dt>Source</dt><dd><code>{meshSourceText(m)}</code></dd>
+        <dt>Source</dt><dd className='wrap'><code>{meshSourceText(m)}</code></dd>
         {m.reason !== undefined && m.reason !== ''
           ? <><dt>Reason</dt><dd data-testid='mesh-reason' className={m.state === 'ready' ? 'muted' : 'reason-bad'}>{m.reason}</dd></>
           : null}
