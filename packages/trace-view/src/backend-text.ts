@@ -1,6 +1,7 @@
 /**
  * How a backend reads in a list: its TYPE and ENDPOINT in `porticoctl proxy config backends`
- * and the web UI's Backends view, from one place so both say the same thing. Input is a
+ * and the web UI's Backends view, from one place so both say the same thing (a mesh backend:
+ * `hbone → <SPIFFE ID> (<target>)`). Input is a
  * `/config_dump` backend, read defensively (it may come from a newer proxy).
  */
 
