@@ -3,6 +3,7 @@
  *
  *   porticoctl proxy trace [gateway/NAME] [--local] ... [-- URL [curl args]]
  *   porticoctl proxy config all|backends|models [gateway/NAME] [--local] [-o short|json|yaml]
+ *   porticoctl proxy mesh [gateway/NAME] [--local] [-o short|json|yaml]
  *   porticoctl proxy log [gateway/NAME] [--local] [--level L]
  *   porticoctl controller log [-n NS] [--level L] [--set component=level]...
  *
@@ -18,6 +19,7 @@ import { configCommand } from './config/command.ts'
 import { OUTPUT_FORMATS, type OutputFormat } from './config/format.ts'
 import { controllerLogCommand, CONTROLLER_COMPONENTS } from './log/controller.ts'
 import { proxyLogCommand } from './log/proxy.ts'
+import { meshCommand } from './mesh/command.ts'
 import { controllerTarget, proxyTarget, type TargetFlags } from './targets/resolve.ts'
 import { CONTROLLER_NAMESPACE } from './targets/pods.ts'
 import { DEFAULT_CONTROLLER_ADMIN, DEFAULT_PROXY_ADMIN } from './targets/local.ts'
@@ -164,6 +166,15 @@ export function buildProgram (ctx: ProgramContext): Command {
         await configCommand({ target: proxyTarget(gateway, flagsOf(flags, ctx)), section, output: flags.output, io })
       })
   }
+
+  addTargetOptions(proxy.command('mesh').argument('[gateway]', 'gateway/NAME (in a cluster)'), 'proxy')
+    .description('the mesh identity (Istio ambient): STATE (pending, ready, failed), IDENTITY (SPIFFE ID), EXPIRES, SOURCE, REASON')
+    .usage('[gateway/NAME | --local] [options]')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(OUTPUT_FORMATS).default('short'))
+    .action(async (gateway: string | undefined, flags: CommonFlags & { output: OutputFormat }) => {
+      noPassthrough(ctx, 'proxy mesh')
+      await meshCommand({ target: proxyTarget(gateway, flagsOf(flags, ctx)), output: flags.output, io })
+    })
 
   addTargetOptions(proxy.command('log').argument('[gateway]', 'gateway/NAME (in a cluster)'), 'proxy')
     .description('show the log level of every matching proxy, or set it with --level')

@@ -249,6 +249,12 @@ test('proxy log: show, set with --level, refuse a bad level', async () => {
   await ctl(['proxy', 'log', ...local, '--level', 'info'])
 })
 
+test('proxy mesh: a gateway without a mesh says so, exit 0', async () => {
+  const r = await ctl(['proxy', 'mesh', ...local])
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(r.stdout, 'STATE:  not configured (no config.mesh, MESH_ENABLED not set)\n')
+})
+
 test('errors: admin port closed, bad curl arguments, trace timeout, unreachable listener, usage', async () => {
   const closed = `127.0.0.1:${await freePort()}`
   for (const args of [['proxy', 'log'], ['proxy', 'config', 'backends'], ['proxy', 'config', 'all'], ['proxy', 'trace', '--raw']]) {

@@ -6,6 +6,7 @@
  * then a StaticMeshIdentity rotated by those messages (workers/protocol.ts 'mesh-certificate').
  */
 
+import { X509Certificate } from 'node:crypto'
 import { FileMeshIdentity, IstioCaIdentity, StaticMeshIdentity, type MeshCertificate } from '@portico/engine'
 import type { Logger } from 'pino'
 import type { Settings } from './settings.ts'
@@ -60,5 +61,14 @@ export function meshStatus (settings: Settings, identity: StaticMeshIdentity | n
       ca: { address: s.address, serverName: s.serverName, trustDomain: s.trustDomain, clusterId: s.clusterId, network, namespace: s.namespace, serviceAccount: s.serviceAccount, tokenFile: s.tokenFile, rootFile: s.rootFile, certificateTtlSeconds: s.validitySeconds, renewFraction: s.renewFraction }
     }
   }
-  return { source: 'files', state: cert === null ? 'pending' : 'ready', ...(cert !== null ? { spiffeId: cert.spiffeId, trustDomain: cert.trustDomain } : {}), files: settings.meshCertificate }
+  return { source: 'files', state: cert === null ? 'pending' : 'ready', ...(cert !== null ? { spiffeId: cert.spiffeId, trustDomain: cert.trustDomain, notAfter: notAfterOf(cert.certChain) } : {}), files: settings.meshCertificate }
+}
+
+/** The leaf's expiry as ISO time (as the CA identity's state has it); undefined if unparsable. */
+function notAfterOf (certChain: string): string | undefined {
+  try {
+    return new Date(new X509Certificate(certChain).validTo).toISOString()
+  } catch {
+    return undefined
+  }
 }

@@ -65,6 +65,8 @@ export interface BindInfo {
   listeners: ListenerInfo[]
 }
 
+import type { MeshStatusShape } from '@portico/trace-view'
+
 export interface Overview {
   version: string
   node: string
@@ -83,6 +85,8 @@ export interface Overview {
   tracing: boolean
   logLevel: string
   traceHeader: string
+  /** The mesh identity (as /debug/mesh); absent from an older proxy, `source: 'none'` when no mesh is configured. */
+  mesh?: MeshStatusShape
 }
 
 export type PathMatch = { kind: 'exact' | 'prefix' | 'regex', value: string }

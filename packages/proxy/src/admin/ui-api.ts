@@ -2,7 +2,7 @@
  * `/api/*`: what the web UI (`/ui`) asks the admin server beyond the endpoints porticoctl
  * uses. JSON in, JSON out.
  *
- * - `GET /api/overview`: version, uptime, listeners and ports, readiness, reloads, settings.
+ * - `GET /api/overview`: version, uptime, listeners and ports, readiness, reloads, settings, mesh identity.
  * - `GET /api/logging`, `POST /api/logging {level}`: the log filter (POST needs writes).
  * - `POST /api/cel {expression, token?, vars?}`: evaluates a CEL expression with the
  *   engine's CEL, over `jwt` decoded (not verified) from a pasted token and sample
@@ -257,7 +257,9 @@ function overview (portico: Portico): Record<string, unknown> {
     adminWrites: s.adminWrites,
     tracing: s.debugTrace,
     logLevel: portico.logs.current,
-    traceHeader: UI_TRACE_HEADER
+    traceHeader: UI_TRACE_HEADER,
+    // The Overview's Mesh card: the identity's state, as /debug/mesh (never the key or the token).
+    mesh: portico.meshStatus()
   }
 }
 

@@ -32,7 +32,7 @@ export function BackendsView () {
                   <tr data-testid={`backend-${b.name}`}>
                     <td className='strong'>{b.name}</td>
                     <td>{backendTypeText(b)}</td>
-                    <td><code>{backendTargetText(b)}</code></td>
+                    <td data-testid='backend-target'><code>{backendTargetText(b)}</code></td>
                     <td>{b.kind === 'invalid' ? <Badge tone='bad'>invalid</Badge> : <Badge tone={healthTone(b.stats)} testId='backend-health' title={HEALTH_EXPLAINED}>{healthText(b.stats)}</Badge>}</td>
                     <td className='num' data-testid='backend-requests'>{b.stats.requests}</td>
                     <td className='num'>{b.stats.failures}</td>

@@ -1,5 +1,6 @@
-/** Overview: the instance (version, uptime, readiness), its listeners and ports, and the reload history with the last error. */
+/** Overview: the instance (version, uptime, readiness), the mesh identity when there is one, its listeners and ports, and the reload history with the last error. */
 
+import { meshConfigured, meshExpiryText, meshSourceText, meshTone, type MeshStatusShape } from '@portico/trace-view'
 import type { Overview } from '../api.ts'
 import { ago, Badge, Card, formatDuration, formatTime } from '../common.tsx'
 
@@ -22,6 +23,8 @@ export function OverviewView (props: { overview: Overview | null }) {
           <dt>Admin UI</dt><dd data-testid='ov-mode'>{o.adminWrites ? <Badge tone='warn'>writable</Badge> : <Badge tone='muted'>read-only</Badge>}</dd>
         </dl>
       </Card>
+
+      {meshConfigured(o.mesh) ? <MeshCard mesh={o.mesh} /> : null}
 
       <Card title='Process servers'>
         <table className='table'>
@@ -81,5 +84,23 @@ export function OverviewView (props: { overview: Overview | null }) {
         </table>
       </Card>
     </div>
+  )
+}
+
+/** The mesh identity (Istio ambient): its state, SPIFFE ID, expiry and, when not ready, why — the words of `porticoctl proxy mesh`. */
+function MeshCard (props: { mesh: MeshStatusShape }) {
+  const m = props.mesh
+  return (
+    <Card title='Mesh' testId='card-mesh'>
+      <dl className='kv'>
+        <dt>State</dt><dd data-testid='mesh-state'><Badge tone={meshTone(m.state)}>{m.state ?? 'unknown'}</Badge></dd>
+        <dt>SPIFFE ID</dt><dd data-testid='mesh-spiffe-id' className='wrap'>{m.spiffeId !== undefined ? <code>{m.spiffeId}</code> : <span className='muted'>none yet</span>}</dd>
+        <dt>Certificate expires</dt><dd data-testid='mesh-expiry'>{meshExpiryText(m.notAfter)}</dd>
+        <dt>Source</dt><dd className='wrap'><code>{meshSourceText(m)}</code></dd>
+        {m.reason !== undefined && m.reason !== ''
+          ? <><dt>Reason</dt><dd data-testid='mesh-reason' className={m.state === 'ready' ? 'muted' : 'reason-bad'}>{m.reason}</dd></>
+          : null}
+      </dl>
+    </Card>
   )
 }
