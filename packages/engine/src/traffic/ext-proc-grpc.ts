@@ -223,6 +223,9 @@ export function answerTo (r: Received, expect: ProcessingPhase): ExchangeResult 
   return out
 }
 
+/** How long a half-closed stream may wait for the processor to end it before it is cancelled. */
+const LINGER_MS = 5000
+
 /** Answers held unread on one stream. */
 const MAX_UNREAD = 1024
 
@@ -234,6 +237,8 @@ export class ExtProcStream {
   private ended: 'closed' | string | null = null
   private readonly client: ExternalProcessorClient
   private readonly timeoutMs: number
+  /** Cancels a half-closed call the processor does not end (`finish`); cleared when it ends. */
+  private linger: NodeJS.Timeout | null = null
   /** Resolves a write waiting for flow control (`drain`). */
   private drained: (() => void) | null = null
   closed = false
@@ -265,6 +270,10 @@ export class ExtProcStream {
         d?.()
       },
       end: (status: GrpcStatus | null) => {
+        // The timer would keep the call (its HTTP/2 stream, this object) alive for seconds:
+        // at thousands of requests a second that is old-generation garbage.
+        if (this.linger !== null) clearTimeout(this.linger)
+        this.linger = null
         if (status === null) this.ended ??= 'closed'
         else this.ended ??= status.code === GRPC_STATUS.CANCELLED && this.closed ? 'closed' : `${GRPC_STATUS_NAMES[status.code] ?? status.code}: ${status.details}`
         this.wake()
@@ -345,7 +354,7 @@ export class ExtProcStream {
     const call = this.call
     if (this.ended === null) {
       call.end()
-      setTimeout(() => call.cancel(), 5000).unref()
+      this.linger = setTimeout(() => call.cancel(), LINGER_MS).unref()
     }
   }
 
