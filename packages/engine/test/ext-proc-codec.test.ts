@@ -88,7 +88,7 @@ test('responses: unknown fields skipped, malformed input an error', () => {
   const unknown = Buffer.concat([Buffer.from([15 << 3 | 0, 0x96, 0x01, 15 << 3 | 1, 1, 2, 3, 4, 5, 6, 7, 8, 15 << 3 | 2, 2, 9, 9, 15 << 3 | 5, 1, 2, 3, 4]), known])
   assert.deepEqual(decodeProcessingResponse(unknown), method.responseDeserialize(unknown))
   const full = Buffer.from(method.responseSerialize({ request_body: { response: { body_mutation: { body: Buffer.alloc(300, 1) } } } }))
-  for (let n = 1; n < full.length; n += 7) assert.throws(() => decodeProcessingResponse(full.subarray(0, n)), undefined, `truncated at ${n}`)
+  for (let n = 1; n < full.length; n += 7) assert.throws(() => decodeProcessingResponse(full.subarray(0, n)), Error, `truncated at ${n}`)
   // A Struct nested past the bound.
   const len = (field: number, b: Buffer) => Buffer.concat([Buffer.from([field << 3 | 2, ...varint(b.length)]), b])
   const entry = (v: Buffer) => len(1, Buffer.concat([len(1, Buffer.from('k')), len(2, v)]))
