@@ -126,6 +126,16 @@ const lenField = (n: number): number => 1 + varintSize(n) + n
 /** An enum or int field's varint size (negative int32s take ten bytes, as protobuf says). */
 const intSize = (n: number): number => n < 0 ? 10 : varintSize(n)
 
+/** Strings up to this long are written byte by byte when ASCII (header names and values mostly are). */
+const SHORT_ASCII = 64
+
+/** UTF-8 length: short ASCII strings counted in JS, the rest by Buffer.byteLength. */
+function utf8Length (s: string): number {
+  if (s.length > SHORT_ASCII) return Buffer.byteLength(s)
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) >= 0x80) return Buffer.byteLength(s)
+  return s.length
+}
+
 class Writer {
   buf: Buffer
   pos: number
@@ -168,7 +178,12 @@ class Writer {
   string (field: number, s: string, n: number): void {
     this.tag(field, 2)
     this.varint(n)
-    this.pos += this.buf.write(s, this.pos, n, 'utf8')
+    if (n === s.length && n <= SHORT_ASCII) {
+      // ASCII (as many bytes as characters), short: a loop beats a call into the C++ writer.
+      const b = this.buf
+      for (let i = 0; i < n; i++) b[this.pos + i] = s.charCodeAt(i)
+      this.pos += n
+    } else this.pos += this.buf.write(s, this.pos, n, 'utf8')
   }
 
   bool (field: number, v: boolean): void {
@@ -187,8 +202,8 @@ interface HeaderValueIn { key?: string, value?: string, raw_value?: Uint8Array }
 
 function headerValueSize (e: HeaderValueIn): number {
   let n = 0
-  if (present(e.key)) n += lenField(Buffer.byteLength(e.key!))
-  if (present(e.value)) n += lenField(Buffer.byteLength(e.value!))
+  if (present(e.key)) n += lenField(utf8Length(e.key!))
+  if (present(e.value)) n += lenField(utf8Length(e.value!))
   if (present(e.raw_value)) n += lenField(e.raw_value!.length)
   return n
 }
@@ -219,8 +234,8 @@ function writeHttpHeaders (w: Writer, h: Msg): void {
     for (const e of list) {
       w.tag(1, 2)
       w.varint(headerValueSize(e))
-      if (present(e.key)) w.string(1, e.key!, Buffer.byteLength(e.key!))
-      if (present(e.value)) w.string(2, e.value!, Buffer.byteLength(e.value!))
+      if (present(e.key)) w.string(1, e.key!, utf8Length(e.key!))
+      if (present(e.value)) w.string(2, e.value!, utf8Length(e.value!))
       if (present(e.raw_value)) w.bytes(3, e.raw_value!)
     }
   }
@@ -245,7 +260,7 @@ function structSize (s: StructMessage): number {
     const v = s.fields![k]
     if (!present(v)) continue
     // A map entry: key (1), value (2).
-    n += lenField(lenField(Buffer.byteLength(k)) + lenField(valueSize(v!)))
+    n += lenField(lenField(utf8Length(k)) + lenField(valueSize(v!)))
   }
   return n
 }
@@ -253,7 +268,7 @@ function structSize (s: StructMessage): number {
 function valueSize (v: ValueMessage): number {
   if (present(v.nullValue)) return 2
   if (present(v.numberValue)) return 9
-  if (present(v.stringValue)) return lenField(Buffer.byteLength(v.stringValue!))
+  if (present(v.stringValue)) return lenField(utf8Length(v.stringValue!))
   if (present(v.boolValue)) return 2
   if (present(v.structValue)) return lenField(structSize(v.structValue!))
   if (present(v.listValue)) return lenField(listSize(v.listValue!.values ?? []))
@@ -270,7 +285,7 @@ function writeStruct (w: Writer, s: StructMessage): void {
   for (const k in s.fields ?? {}) {
     const v = s.fields![k]
     if (!present(v)) continue
-    const kn = Buffer.byteLength(k)
+    const kn = utf8Length(k)
     w.tag(1, 2)
     w.varint(lenField(kn) + lenField(valueSize(v!)))
     w.string(1, k, kn)
@@ -285,7 +300,7 @@ function writeValue (w: Writer, v: ValueMessage): void {
     w.tag(1, 0)
     w.varint(0)
   } else if (present(v.numberValue)) w.double(2, v.numberValue!)
-  else if (present(v.stringValue)) w.string(3, v.stringValue!, Buffer.byteLength(v.stringValue!))
+  else if (present(v.stringValue)) w.string(3, v.stringValue!, utf8Length(v.stringValue!))
   else if (present(v.boolValue)) w.bool(4, v.boolValue!)
   else if (present(v.structValue)) {
     w.tag(5, 2)
@@ -308,7 +323,7 @@ function metadataSize (c: Msg): number {
   const fm = (c.filter_metadata ?? {}) as Record<string, StructMessage>
   for (const ns in fm) {
     if (!present(fm[ns])) continue
-    n += lenField(lenField(Buffer.byteLength(ns)) + lenField(structSize(fm[ns]!)))
+    n += lenField(lenField(utf8Length(ns)) + lenField(structSize(fm[ns]!)))
   }
   return n
 }
@@ -317,7 +332,7 @@ function writeMetadata (w: Writer, c: Msg): void {
   const fm = (c.filter_metadata ?? {}) as Record<string, StructMessage>
   for (const ns in fm) {
     if (!present(fm[ns])) continue
-    const nn = Buffer.byteLength(ns)
+    const nn = utf8Length(ns)
     const sn = structSize(fm[ns]!)
     w.tag(1, 2)
     w.varint(lenField(nn) + lenField(sn))
