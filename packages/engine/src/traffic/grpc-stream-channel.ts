@@ -170,7 +170,9 @@ export class GrpcStreamChannel<Req, Res> {
       return { write: () => true, end: () => {}, cancel: () => {} }
     }
     const s = stream
-    let pending: Buffer | null = null
+    /** Bytes received and not yet a whole message: concatenated only once a message is complete (linear in its size). */
+    let held: Buffer[] = []
+    let heldBytes = 0
     let readEnded = false
     let trailersSeen = false
     let cancelled = false
@@ -181,14 +183,20 @@ export class GrpcStreamChannel<Req, Res> {
     }
     const onData = (chunk: Buffer): void => {
       if (status !== undefined) return
-      let buf = pending === null ? chunk : Buffer.concat([pending, chunk])
-      while (buf.length >= 5) {
-        const length = buf.readUInt32BE(1)
+      held.push(chunk)
+      heldBytes += chunk.length
+      while (heldBytes >= 5) {
+        if (held[0]!.length < 5) held = [Buffer.concat(held, heldBytes)]
+        const head = held[0]!
+        const length = head.readUInt32BE(1)
         if (length > this.maxReceive) return fail(GRPC_STATUS.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs. ${this.maxReceive})`)
-        if (buf.length < 5 + length) break
-        if (buf[0] !== 0) return fail(GRPC_STATUS.INTERNAL, 'Compressed message received without grpc-encoding')
+        if (heldBytes < 5 + length) return
+        if (head[0] !== 0) return fail(GRPC_STATUS.INTERNAL, 'Compressed message received without grpc-encoding')
+        const buf = held.length === 1 ? head : Buffer.concat(held, heldBytes)
         const bytes = buf.subarray(5, 5 + length)
-        buf = buf.subarray(5 + length)
+        const rest = buf.subarray(5 + length)
+        held = rest.length > 0 ? [rest] : []
+        heldBytes = rest.length
         let m: Res
         try {
           m = this.codec.decode(bytes)
@@ -198,7 +206,6 @@ export class GrpcStreamChannel<Req, Res> {
         h.message(m)
         if (status !== undefined) return
       }
-      pending = buf.length > 0 ? buf : null
     }
     s.on('response', (hs, flags) => {
       const http = Number(hs[HTTP2_HEADER_STATUS])
@@ -218,7 +225,7 @@ export class GrpcStreamChannel<Req, Res> {
     })
     s.on('end', () => {
       readEnded = true
-      if (pending !== null) settle({ code: GRPC_STATUS.INTERNAL, details: 'Received an incomplete message' })
+      if (heldBytes > 0) settle({ code: GRPC_STATUS.INTERNAL, details: 'Received an incomplete message' })
       if (!trailersSeen) settle({ code: GRPC_STATUS.INTERNAL, details: 'Received no status' })
       // The service ended the call: the client's side ends too (no RST_STREAM for a finished call).
       if (!s.writableEnded && !s.destroyed) s.end()
