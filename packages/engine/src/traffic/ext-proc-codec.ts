@@ -24,99 +24,51 @@ const MAX_DEPTH = 64
 type Msg = Record<string, unknown>
 
 const REQUEST_KEYS = new Set(['request_headers', 'response_headers', 'request_body', 'response_body', 'metadata_context', 'protocol_config'])
-const HEADERS_KEYS = new Set(['headers', 'end_of_stream'])
-const BODY_KEYS = new Set(['body', 'end_of_stream'])
-const PROTOCOL_KEYS = new Set(['request_body_mode', 'response_body_mode', 'send_body_without_waiting_for_header_response'])
-const HEADER_VALUE_KEYS = new Set(['key', 'value', 'raw_value'])
-const VALUE_KEYS = new Set(['nullValue', 'numberValue', 'stringValue', 'boolValue', 'structValue', 'listValue'])
 
 const present = (v: unknown): boolean => v !== undefined && v !== null
 
-function onlyKeys (o: unknown, keys: Set<string>): o is Msg {
-  if (o === null || typeof o !== 'object' || Array.isArray(o) || Buffer.isBuffer(o)) return false
-  for (const k in o as Msg) if (!keys.has(k) && present((o as Msg)[k])) return false
-  return true
-}
+/** A value the hand encoder does not take as it is (protobufjs would coerce or base64-decode it): protobufjs encodes the message. */
+class Unsupported extends Error {}
 
-/** Whether the hand encoder covers this ProcessingRequest (else protobufjs encodes it). */
+/**
+ * Whether the hand encoder covers this ProcessingRequest's fields: only the top level and
+ * metadata_context are looked at here (protobufjs ignores unknown keys inside messages too);
+ * the values' types are checked as they are measured, an unexpected one throwing Unsupported.
+ */
 function encodable (m: Msg): boolean {
-  if (!onlyKeys(m, REQUEST_KEYS)) return false
-  for (const k of ['request_headers', 'response_headers']) {
-    const h = m[k]
-    if (!present(h)) continue
-    if (!onlyKeys(h, HEADERS_KEYS)) return false
-    const map = (h as Msg).headers
-    if (present(map)) {
-      if (!onlyKeys(map, new Set(['headers']))) return false
-      const list = (map as Msg).headers
-      if (present(list)) {
-        if (!Array.isArray(list)) return false
-        for (const e of list) {
-          if (!onlyKeys(e, HEADER_VALUE_KEYS)) return false
-          if (present(e.key) && typeof e.key !== 'string') return false
-          if (present(e.value) && typeof e.value !== 'string') return false
-          if (present(e.raw_value) && !(e.raw_value instanceof Uint8Array)) return false
-        }
-      }
-    }
-    if (present((h as Msg).end_of_stream) && typeof (h as Msg).end_of_stream !== 'boolean') return false
-  }
-  for (const k of ['request_body', 'response_body']) {
-    const b = m[k]
-    if (!present(b)) continue
-    if (!onlyKeys(b, BODY_KEYS)) return false
-    if (present((b as Msg).body) && !((b as Msg).body instanceof Uint8Array)) return false
-    if (present((b as Msg).end_of_stream) && typeof (b as Msg).end_of_stream !== 'boolean') return false
-  }
-  if (present(m.protocol_config)) {
-    const p = m.protocol_config
-    if (!onlyKeys(p, PROTOCOL_KEYS)) return false
-    if (present(p.request_body_mode) && !Number.isInteger(p.request_body_mode)) return false
-    if (present(p.response_body_mode) && !Number.isInteger(p.response_body_mode)) return false
-    if (present(p.send_body_without_waiting_for_header_response) && typeof p.send_body_without_waiting_for_header_response !== 'boolean') return false
-  }
-  if (present(m.metadata_context)) {
-    const c = m.metadata_context
-    if (!onlyKeys(c, new Set(['filter_metadata']))) return false
-    const fm = c.filter_metadata
-    if (present(fm)) {
-      if (fm === null || typeof fm !== 'object') return false
-      for (const ns in fm as Msg) if (!structEncodable((fm as Msg)[ns], 0)) return false
-    }
+  let oneof = 0
+  for (const k in m) {
+    if (!present(m[k])) continue
+    if (!REQUEST_KEYS.has(k)) return false
+    if (k !== 'metadata_context' && k !== 'protocol_config') oneof++
   }
   // Two fields of the oneof: protobufjs keeps the last one set; not worth copying that here.
-  let oneof = 0
-  for (const k of ['request_headers', 'response_headers', 'request_body', 'response_body']) if (present(m[k])) oneof++
-  return oneof <= 1
-}
-
-function structEncodable (s: unknown, depth: number): boolean {
-  if (depth > MAX_DEPTH || !onlyKeys(s, new Set(['fields']))) return false
-  const f = s.fields
-  if (!present(f)) return true
-  if (typeof f !== 'object') return false
-  for (const k in f as Msg) if (!valueEncodable((f as Msg)[k], depth + 1)) return false
+  if (oneof > 1) return false
+  const c = m.metadata_context as Msg | undefined | null
+  if (present(c)) for (const k in c) if (k !== 'filter_metadata' && present(c![k])) return false
   return true
 }
 
-function valueEncodable (v: unknown, depth: number): boolean {
-  if (depth > MAX_DEPTH || !onlyKeys(v, VALUE_KEYS)) return false
-  let kinds = 0
-  if (present(v.nullValue)) { kinds++; if (v.nullValue !== 0) return false }
-  if (present(v.numberValue)) { kinds++; if (typeof v.numberValue !== 'number') return false }
-  if (present(v.stringValue)) { kinds++; if (typeof v.stringValue !== 'string') return false }
-  if (present(v.boolValue)) { kinds++; if (typeof v.boolValue !== 'boolean') return false }
-  if (present(v.structValue)) { kinds++; if (!structEncodable(v.structValue, depth + 1)) return false }
-  if (present(v.listValue)) {
-    kinds++
-    const l = v.listValue
-    if (!onlyKeys(l, new Set(['values']))) return false
-    if (present(l.values)) {
-      if (!Array.isArray(l.values)) return false
-      for (const x of l.values) if (!valueEncodable(x, depth + 1)) return false
-    }
-  }
-  return kinds <= 1
+const str = (v: unknown): string => {
+  if (typeof v !== 'string') throw new Unsupported()
+  return v
+}
+const bytesOf = (v: unknown): Uint8Array => {
+  if (!(v instanceof Uint8Array)) throw new Unsupported()
+  return v
+}
+const num = (v: unknown): number => {
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw new Unsupported()
+  return v
+}
+const bool = (v: unknown): boolean => {
+  if (typeof v !== 'boolean') throw new Unsupported()
+  return v
+}
+/** A bool field's size (tag and one byte), its type checked. */
+const boolSize = (v: unknown): number => {
+  bool(v)
+  return 2
 }
 
 const varintSize = (n: number): number => n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5
@@ -202,15 +154,17 @@ interface HeaderValueIn { key?: string, value?: string, raw_value?: Uint8Array }
 
 function headerValueSize (e: HeaderValueIn): number {
   let n = 0
-  if (present(e.key)) n += lenField(utf8Length(e.key!))
-  if (present(e.value)) n += lenField(utf8Length(e.value!))
-  if (present(e.raw_value)) n += lenField(e.raw_value!.length)
+  if (present(e.key)) n += lenField(utf8Length(str(e.key)))
+  if (present(e.value)) n += lenField(utf8Length(str(e.value)))
+  if (present(e.raw_value)) n += lenField(bytesOf(e.raw_value).length)
   return n
 }
 
 function headersList (h: Msg): HeaderValueIn[] {
   const map = h.headers as Msg | undefined | null
-  return (present(map) ? (map!.headers as HeaderValueIn[] | undefined | null) : null) ?? []
+  const list = (present(map) ? (map!.headers as HeaderValueIn[] | undefined | null) : null) ?? []
+  if (!Array.isArray(list)) throw new Unsupported()
+  return list
 }
 
 function headerMapSize (list: HeaderValueIn[]): number {
@@ -222,7 +176,7 @@ function headerMapSize (list: HeaderValueIn[]): number {
 function httpHeadersSize (h: Msg): number {
   let n = 0
   if (present(h.headers)) n += lenField(headerMapSize(headersList(h)))
-  if (present(h.end_of_stream)) n += 2
+  if (present(h.end_of_stream)) n += boolSize(h.end_of_stream)
   return n
 }
 
@@ -244,8 +198,8 @@ function writeHttpHeaders (w: Writer, h: Msg): void {
 
 function httpBodySize (b: Msg): number {
   let n = 0
-  if (present(b.body)) n += lenField((b.body as Uint8Array).length)
-  if (present(b.end_of_stream)) n += 2
+  if (present(b.body)) n += lenField(bytesOf(b.body).length)
+  if (present(b.end_of_stream)) n += boolSize(b.end_of_stream)
   return n
 }
 
@@ -254,30 +208,41 @@ function writeHttpBody (w: Writer, b: Msg): void {
   if (present(b.end_of_stream)) w.bool(2, b.end_of_stream as boolean)
 }
 
-function structSize (s: StructMessage): number {
+function structSize (s: StructMessage, depth = 0): number {
+  if (depth > MAX_DEPTH || s === null || typeof s !== 'object') throw new Unsupported()
   let n = 0
   for (const k in s.fields ?? {}) {
     const v = s.fields![k]
     if (!present(v)) continue
     // A map entry: key (1), value (2).
-    n += lenField(lenField(utf8Length(k)) + lenField(valueSize(v!)))
+    n += lenField(lenField(utf8Length(k)) + lenField(valueSize(v!, depth + 1)))
   }
   return n
 }
 
-function valueSize (v: ValueMessage): number {
-  if (present(v.nullValue)) return 2
-  if (present(v.numberValue)) return 9
-  if (present(v.stringValue)) return lenField(utf8Length(v.stringValue!))
-  if (present(v.boolValue)) return 2
-  if (present(v.structValue)) return lenField(structSize(v.structValue!))
-  if (present(v.listValue)) return lenField(listSize(v.listValue!.values ?? []))
-  return 0
+/** A Value's size; one kind set at most (else protobufjs's rules decide), of the right type. */
+function valueSize (v: ValueMessage, depth = 0): number {
+  if (depth > MAX_DEPTH || v === null || typeof v !== 'object') throw new Unsupported()
+  let kinds = 0
+  let n = 0
+  if (present(v.nullValue)) { kinds++; n = 2; if (v.nullValue !== 0) throw new Unsupported() }
+  if (present(v.numberValue)) { kinds++; n = 9; if (typeof v.numberValue !== 'number') throw new Unsupported() }
+  if (present(v.stringValue)) { kinds++; n = lenField(utf8Length(str(v.stringValue))) }
+  if (present(v.boolValue)) { kinds++; n = 2; bool(v.boolValue) }
+  if (present(v.structValue)) { kinds++; n = lenField(structSize(v.structValue!, depth + 1)) }
+  if (present(v.listValue)) {
+    kinds++
+    const values = v.listValue!.values ?? []
+    if (!Array.isArray(values)) throw new Unsupported()
+    n = lenField(listSize(values, depth + 1))
+  }
+  if (kinds > 1) throw new Unsupported()
+  return n
 }
 
-function listSize (values: ValueMessage[]): number {
+function listSize (values: ValueMessage[], depth = 0): number {
   let n = 0
-  for (const x of values) n += lenField(valueSize(x))
+  for (const x of values) n += lenField(valueSize(x, depth))
   return n
 }
 
@@ -321,6 +286,7 @@ function writeValue (w: Writer, v: ValueMessage): void {
 function metadataSize (c: Msg): number {
   let n = 0
   const fm = (c.filter_metadata ?? {}) as Record<string, StructMessage>
+  if (typeof fm !== 'object') throw new Unsupported()
   for (const ns in fm) {
     if (!present(fm[ns])) continue
     n += lenField(lenField(utf8Length(ns)) + lenField(structSize(fm[ns]!)))
@@ -345,9 +311,9 @@ function writeMetadata (w: Writer, c: Msg): void {
 
 function protocolSize (p: Msg): number {
   let n = 0
-  if (present(p.request_body_mode)) n += 1 + intSize(p.request_body_mode as number)
-  if (present(p.response_body_mode)) n += 1 + intSize(p.response_body_mode as number)
-  if (present(p.send_body_without_waiting_for_header_response)) n += 2
+  if (present(p.request_body_mode)) n += 1 + intSize(num(p.request_body_mode))
+  if (present(p.response_body_mode)) n += 1 + intSize(num(p.response_body_mode))
+  if (present(p.send_body_without_waiting_for_header_response)) n += boolSize(p.send_body_without_waiting_for_header_response)
   return n
 }
 
@@ -365,6 +331,15 @@ const PHASES = [['request_headers', 2, 'h'], ['response_headers', 3, 'h'], ['req
  */
 export function encodeProcessingRequestFramed (m: Msg): Buffer | null {
   if (!encodable(m)) return null
+  try {
+    return encodeChecked(m)
+  } catch {
+    // Unsupported, or a shape the hand encoder cannot read: protobufjs encodes it (or says why not).
+    return null
+  }
+}
+
+function encodeChecked (m: Msg): Buffer {
   let size = 0
   const parts: Array<[number, number, Msg, 'h' | 'b']> = []
   for (const [key, field, kind] of PHASES) {
