@@ -167,7 +167,7 @@ test('cancel: CANCELLED, and the service sees the stream reset', async () => {
   channel.close()
 })
 
-test('an unreachable service: UNAVAILABLE at once', async () => {
+test('an unreachable service: UNAVAILABLE at once, the next calls too for a second, then it is tried again', async () => {
   const dead = http2.createServer()
   await new Promise<void>(resolve => dead.listen(0, '127.0.0.1', resolve))
   const deadPort = (dead.address() as AddressInfo).port
@@ -176,7 +176,23 @@ test('an unreachable service: UNAVAILABLE at once', async () => {
   const out = await call(channel, 'echo')
   assert.equal(out.status?.code, 14)
   assert.match(out.status!.details, /ECONNREFUSED/)
+  // The service comes back at once, but the channel waits out its second before connecting again.
+  const back = http2.createServer()
+  let backSessions = 0
+  back.on('session', () => { backSessions++ })
+  back.on('stream', handle)
+  await new Promise<void>(resolve => back.listen(deadPort, '127.0.0.1', resolve))
+  const soon = await call(channel, 'echo')
+  assert.equal(soon.status?.code, 14)
+  assert.match(soon.status!.details, /ECONNREFUSED/)
+  assert.equal(backSessions, 0)
+  await new Promise(resolve => setTimeout(resolve, 1100))
+  const later = await call(channel, 'echo', [Buffer.from('back')])
+  assert.equal(later.status, null)
+  assert.deepEqual(later.messages.map(String), ['back'])
+  assert.equal(backSessions, 1)
   channel.close()
+  await new Promise<void>(resolve => back.close(() => resolve()))
 })
 
 test('one connection serves many calls at once; after the service drops it, the next call opens another', async () => {

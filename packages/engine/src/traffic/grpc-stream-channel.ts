@@ -9,9 +9,11 @@
  * message a 5-byte length prefix and the encoded bytes, and the status read from the trailers.
  *
  * - One HTTP/2 session per channel, opened on first use and again after it closed, failed,
- *   was sent GOAWAY or used up its stream ids. No backoff: a call while the service is down
- *   fails at once with UNAVAILABLE (its caller's failure mode decides), the next call tries
- *   again, so a service that comes back is used at once.
+ *   was sent GOAWAY or used up its stream ids. A connection not up within CONNECT_TIMEOUT_MS
+ *   is given up; after a failed connection, calls fail at once with UNAVAILABLE for
+ *   RETRY_AFTER_MS (as grpc-js's first backoff step), then the next call connects again — so
+ *   a service that is down (or a host that drops packets) costs a request no wait beyond the
+ *   first ones, and one that comes back is used within a second.
  * - A status as grpc-js reports one: the trailers' grpc-status and grpc-message (or the
  *   trailers-only headers'); an HTTP status other than 200, an RST_STREAM or a broken
  *   connection mapped as gRPC's HTTP/2 spec maps them; a message larger than
@@ -70,6 +72,10 @@ export interface GrpcCall<Req> {
 }
 
 const DEFAULT_MAX_RECEIVE = 4 * 1024 * 1024
+/** How long a connection may take to come up (grpc-js's minimum connect timeout). */
+const CONNECT_TIMEOUT_MS = 20_000
+/** After a connection failed, how long calls fail at once before the next one connects again. */
+const RETRY_AFTER_MS = 1_000
 /** Streams opened on one session before a fresh one is used (HTTP/2 stream ids run out at 2^30 client streams). */
 const MAX_STREAMS_PER_SESSION = 1_000_000_000
 
@@ -87,6 +93,9 @@ export class GrpcStreamChannel<Req, Res> {
   private readonly maxReceive: number
   private session: http2.ClientHttp2Session | null = null
   private sessionStreams = 0
+  /** Date.now() until which calls fail at once, and why (the last connection's failure). */
+  private failedUntil = 0
+  private lastError = ''
   private active = 0
   private closed = false
 
@@ -116,8 +125,21 @@ export class GrpcStreamChannel<Req, Res> {
       if (!current.closed && !current.destroyed) current.close()
     }
     const session = http2.connect(this.authority, this.connectOptions)
+    let connected = false
+    const timer = setTimeout(() => {
+      if (!connected) session.destroy(new Error(`connection not established within ${CONNECT_TIMEOUT_MS}ms`))
+    }, CONNECT_TIMEOUT_MS).unref()
+    session.once('connect', () => {
+      connected = true
+      clearTimeout(timer)
+    })
     // Each call reports the failure of its own stream; the session's error is not thrown.
-    session.on('error', () => {})
+    session.on('error', (err: Error) => {
+      if (connected) return
+      clearTimeout(timer)
+      this.failedUntil = Date.now() + RETRY_AFTER_MS
+      this.lastError = err.message
+    })
     const drop = (): void => { if (this.session === session) this.session = null }
     session.on('close', drop)
     session.on('goaway', () => {
@@ -155,6 +177,12 @@ export class GrpcStreamChannel<Req, Res> {
 
     if (this.closed) {
       settle({ code: GRPC_STATUS.UNAVAILABLE, details: 'Channel has been shut down' })
+      process.nextTick(() => { if (!reported) { this.active++; report() } })
+      return { write: () => true, end: () => {}, cancel: () => {} }
+    }
+    const current = this.session
+    if ((current === null || current.destroyed || current.closed) && Date.now() < this.failedUntil) {
+      settle({ code: GRPC_STATUS.UNAVAILABLE, details: `No connection established. Last error: ${this.lastError}` })
       process.nextTick(() => { if (!reported) { this.active++; report() } })
       return { write: () => true, end: () => {}, cancel: () => {} }
     }
