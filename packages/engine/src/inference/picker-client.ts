@@ -17,13 +17,9 @@
  * as one Envoy cluster with a single healthy EPP host would.
  */
 
-import type * as grpc from '@grpc/grpc-js'
-import { envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
-import type { ExternalProcessorClient } from '../traffic/ext-proc-grpc.ts'
+import { extProcChannel, type ExternalProcessorClient } from '../traffic/ext-proc-grpc.ts'
 import type { InferencePoolIR } from '../ir/types.ts'
 import { channelTarget } from '../ir/picker-targets.ts'
-
-const PROTO_FILE = 'envoy/service/ext_proc/v3/external_processor.proto'
 
 /**
  * Clients by channel target and settings, least recently used first. Bounded: in a cluster
@@ -43,24 +39,18 @@ export function pickerClient (picker: InferencePoolIR['picker']): ExternalProces
     clients.set(key, client)
     return client
   }
-  const g = grpcJs()
-  const credentials = tls === null
-    ? g.credentials.createInsecure()
-    : g.credentials.createSsl(tls.ca !== undefined ? Buffer.from(tls.ca) : null, null, null, tls.insecureSkipVerify ? { rejectUnauthorized: false, checkServerIdentity: () => undefined } : {})
-  let node: unknown = g.loadPackageDefinition(envoyProtos(PROTO_FILE))
-  for (const part of 'envoy.service.ext_proc.v3.ExternalProcessor'.split('.')) node = (node as Record<string, unknown>)[part]
-  const Ctor = node as grpc.ServiceClientConstructor
-  client = new Ctor(target, credentials, {
-    'grpc.primary_user_agent': 'portico-inference-pool',
-    // Reconnect soon after the picker comes back (the default backoff grows to 2 minutes).
-    'grpc.max_reconnect_backoff_ms': 5000,
-    'grpc.max_receive_message_length': picker.maxBodyBytes + 1024 * 1024
-  }) as unknown as ExternalProcessorClient
+  client = extProcChannel({
+    target: picker.target,
+    fallbackTargets: picker.fallbackTargets ?? [],
+    tls: tls === null ? null : tls.insecureSkipVerify ? { insecureSkipVerify: true } : tls.ca !== undefined ? { ca: tls.ca } : {},
+    userAgent: 'portico-inference-pool',
+    maxReceiveBytes: picker.maxBodyBytes + 1024 * 1024
+  })
   clients.set(key, client)
   if (clients.size > MAX_CLIENTS) {
     const [oldestKey, oldest] = clients.entries().next().value!
     clients.delete(oldestKey)
-    ;(oldest as unknown as grpc.Client).close()
+    ;oldest.close()
   }
   return client
 }
