@@ -9,11 +9,16 @@
  * message a 5-byte length prefix and the encoded bytes, and the status read from the trailers.
  *
  * - One HTTP/2 session per channel, opened on first use and again after it closed, failed,
- *   was sent GOAWAY or used up its stream ids. A connection not up within CONNECT_TIMEOUT_MS
- *   is given up; after a failed connection, calls fail at once with UNAVAILABLE for
- *   RETRY_AFTER_MS (as grpc-js's first backoff step), then the next call connects again — so
- *   a service that is down (or a host that drops packets) costs a request no wait beyond the
- *   first ones, and one that comes back is used within a second.
+ *   was sent GOAWAY or used up its stream ids. With `fallbackTargets` it is gRPC's pick_first:
+ *   the addresses are tried in order, the first that connects serves every call until its
+ *   session ends, and the next connection walks the list from the start again. A connection
+ *   not up within CONNECT_TIMEOUT_MS is given up. Calls made while connecting wait for the
+ *   connection (their messages, half-close and cancel held) and start on it, so an address
+ *   that refuses fails none of them when another one answers. When every address failed,
+ *   they fail with UNAVAILABLE and so do all calls for RETRY_AFTER_MS (as grpc-js's first
+ *   backoff step), then the next call connects again — so a service that is down (or a host
+ *   that drops packets) costs a request no wait beyond the first ones, and one that comes
+ *   back is used within a second.
  * - A status as grpc-js reports one: the trailers' grpc-status and grpc-message (or the
  *   trailers-only headers'); an HTTP status other than 200, an RST_STREAM or a broken
  *   connection mapped as gRPC's HTTP/2 spec maps them; a message larger than
@@ -49,7 +54,8 @@ export interface GrpcChannelOptions {
   target: string
   /**
    * More `host:port`s of the same service, tried in order when connecting to the one before
-   * fails (gRPC's pick_first over an address list). NOT IMPLEMENTED YET: only `target` is used.
+   * fails (gRPC's pick_first over an address list: the first that connects serves every call
+   * until its connection ends, then the list is walked again from `target`).
    */
   fallbackTargets?: string[]
   /** Null: plaintext (h2c). `{}`: TLS verified with Node's roots; `ca` instead of them; `insecureSkipVerify` accepts any certificate. */
@@ -89,15 +95,35 @@ const {
   NGHTTP2_ENHANCE_YOUR_CALM, NGHTTP2_INADEQUATE_SECURITY
 } = http2.constants
 
+/** A call started while no session was connected: what it asked for, held until one is (or none can be). */
+interface QueuedCall<Req, Res> {
+  headers: http2.OutgoingHttpHeaders
+  h: CallHandlers<Res>
+  /** Messages written before the call had a stream, sent in order once it has one. */
+  messages: Req[]
+  ended: boolean
+  /** The call on a stream, once the session connected. */
+  inner: GrpcCall<Req> | null
+  /** Started on a stream, or ended (cancelled, failed): no longer queued. */
+  settled: boolean
+  timer: NodeJS.Timeout | undefined
+}
+
 export class GrpcStreamChannel<Req, Res> {
   private readonly options: GrpcChannelOptions
   private readonly path: string
   private readonly codec: GrpcCodec<Req, Res>
-  private readonly authority: string
+  /** `target`, then `fallbackTargets`: pick_first's address list, walked in this order. */
+  private readonly targets: string[]
+  private readonly authorities: string[]
   private readonly connectOptions: http2.SecureClientSessionOptions
   private readonly maxReceive: number
+  /** The connected session every call goes to (pick_first's choice, kept until it closes). */
   private session: http2.ClientHttp2Session | null = null
   private sessionStreams = 0
+  /** The session being connected (one address of the walk), and the calls waiting for it. */
+  private attempt: http2.ClientHttp2Session | null = null
+  private queue: Array<QueuedCall<Req, Res>> = []
   /** Date.now() until which calls fail at once, and why (the last connection's failure). */
   private failedUntil = 0
   private lastError = ''
@@ -109,7 +135,8 @@ export class GrpcStreamChannel<Req, Res> {
     this.path = path
     this.codec = codec
     this.maxReceive = options.maxReceiveBytes ?? DEFAULT_MAX_RECEIVE
-    this.authority = `${options.tls === null ? 'http' : 'https'}://${options.target}`
+    this.targets = [options.target, ...(options.fallbackTargets ?? [])]
+    this.authorities = this.targets.map(t => `${options.tls === null ? 'http' : 'https'}://${t}`)
     const tls = options.tls
     this.connectOptions = {
       // As grpc-js: the session's memory is not what bounds a call (maxReceiveBytes and the callers' limits do).
@@ -118,44 +145,6 @@ export class GrpcStreamChannel<Req, Res> {
       ...(tls?.ca !== undefined ? { ca: tls.ca } : {}),
       ...(tls?.insecureSkipVerify === true ? { rejectUnauthorized: false, checkServerIdentity: () => undefined } : {})
     }
-  }
-
-  /** The session for a new call: the current one while usable, a new one otherwise. */
-  private usableSession (): http2.ClientHttp2Session {
-    const current = this.session
-    if (current !== null && !current.closed && !current.destroyed && this.sessionStreams < MAX_STREAMS_PER_SESSION) return current
-    if (current !== null) {
-      this.session = null
-      // Its calls in flight finish on it.
-      if (!current.closed && !current.destroyed) current.close()
-    }
-    const session = http2.connect(this.authority, this.connectOptions)
-    let connected = false
-    const timer = setTimeout(() => {
-      if (!connected) session.destroy(new Error(`connection not established within ${CONNECT_TIMEOUT_MS}ms`))
-    }, CONNECT_TIMEOUT_MS).unref()
-    session.once('connect', () => {
-      connected = true
-      clearTimeout(timer)
-    })
-    // Each call reports the failure of its own stream; the session's error is not thrown.
-    session.on('error', (err: Error) => {
-      if (connected) return
-      clearTimeout(timer)
-      this.failedUntil = Date.now() + RETRY_AFTER_MS
-      this.lastError = err.message
-    })
-    const drop = (): void => { if (this.session === session) this.session = null }
-    session.on('close', drop)
-    session.on('goaway', () => {
-      drop()
-      // Calls in flight below the last stream id finish; then it closes.
-      if (!session.closed && !session.destroyed) session.close()
-    })
-    if (this.active === 0) session.unref()
-    this.session = session
-    this.sessionStreams = 0
-    return session
   }
 
   /** Starts a call with `metadata` (header name → value) as its initial metadata. */
@@ -168,6 +157,150 @@ export class GrpcStreamChannel<Req, Res> {
       'user-agent': this.options.userAgent
     }
     if (metadata !== null) for (const name in metadata) headers[name] = metadata[name]
+    if (this.closed) return failedCall(h, 'Channel has been shut down')
+    // The usual case: a connected session, the stream opened on it at once.
+    const current = this.session
+    if (current !== null && !current.closed && !current.destroyed && this.sessionStreams < MAX_STREAMS_PER_SESSION) {
+      this.acquire()
+      return this.open(current, headers, h)
+    }
+    if (this.attempt === null && Date.now() < this.failedUntil) return failedCall(h, `No connection established. Last error: ${this.lastError}`)
+    this.acquire()
+    return this.enqueue(headers, h)
+  }
+
+  /**
+   * Holds a call until a session connects: one stream cannot move to another connection, so a
+   * call is only put on a session known to be up — the first address refusing does not fail
+   * the calls made meanwhile, they go to the address that answers. Bounded by the connect
+   * timeout; its messages are the caller's (whose own limits bound them).
+   */
+  private enqueue (headers: http2.OutgoingHttpHeaders, h: CallHandlers<Res>): GrpcCall<Req> {
+    const q: QueuedCall<Req, Res> = { headers, h, messages: [], ended: false, inner: null, settled: false, timer: undefined }
+    this.queue.push(q)
+    q.timer = setTimeout(() => {
+      this.unqueue(q, { code: GRPC_STATUS.UNAVAILABLE, details: `No connection established within ${CONNECT_TIMEOUT_MS}ms. Last error: ${this.lastError === '' ? 'none' : this.lastError}` })
+    }, CONNECT_TIMEOUT_MS).unref()
+    if (this.attempt === null) this.walk(0)
+    return {
+      write: (message: Req): boolean => {
+        if (q.inner !== null) return q.inner.write(message)
+        if (!q.settled && !q.ended) q.messages.push(message)
+        return true
+      },
+      end: (): void => {
+        if (q.inner !== null) q.inner.end()
+        else q.ended = true
+      },
+      cancel: (): void => {
+        if (q.inner !== null) q.inner.cancel()
+        else this.unqueue(q, { code: GRPC_STATUS.CANCELLED, details: 'Cancelled on client' })
+      }
+    }
+  }
+
+  /** Ends a queued call that never got a stream. */
+  private unqueue (q: QueuedCall<Req, Res>, status: GrpcStatus): void {
+    if (q.settled) return
+    q.settled = true
+    clearTimeout(q.timer)
+    const at = this.queue.indexOf(q)
+    if (at >= 0) this.queue.splice(at, 1)
+    q.messages = []
+    this.release()
+    process.nextTick(() => q.h.end(status))
+  }
+
+  /**
+   * pick_first: connects to `targets[index]`; the first address that connects serves every
+   * call until its session closes, fails or is sent GOAWAY (the next call then walks the list
+   * from the start again). When the last address fails too, the queued calls fail with its
+   * error and calls fail at once for RETRY_AFTER_MS.
+   */
+  private walk (index: number): void {
+    const target = this.targets[index]!
+    let session: http2.ClientHttp2Session
+    try {
+      session = http2.connect(this.authorities[index]!, this.connectOptions)
+    } catch (err) {
+      return this.walked(index, `connection to ${target} failed: ${(err as Error).message}`)
+    }
+    this.attempt = session
+    if (this.active === 0) session.unref()
+    let connected = false
+    let failed = false
+    const timer = setTimeout(() => {
+      session.destroy(new Error(`connection to ${target} not established within ${CONNECT_TIMEOUT_MS}ms`))
+    }, CONNECT_TIMEOUT_MS).unref()
+    const fail = (err: Error): void => {
+      if (connected || failed) return
+      failed = true
+      clearTimeout(timer)
+      if (!session.destroyed) session.destroy()
+      // The channel was closed meanwhile (its queue already failed).
+      if (this.attempt !== session) return
+      this.attempt = null
+      this.walked(index, err.message)
+    }
+    session.once('connect', () => {
+      if (failed) return
+      connected = true
+      clearTimeout(timer)
+      if (this.attempt !== session) {
+        session.close()
+        return
+      }
+      this.attempt = null
+      this.adopt(session)
+    })
+    // Each call reports the failure of its own stream; the session's error is not thrown.
+    session.on('error', fail)
+    session.on('close', () => {
+      fail(new Error(`connection to ${target} closed before it was established`))
+      if (this.session === session) this.session = null
+    })
+    session.on('goaway', () => {
+      fail(new Error(`connection to ${target} sent GOAWAY before it was established`))
+      if (this.session === session) this.session = null
+      // Calls in flight below the last stream id finish; then it closes.
+      if (!session.closed && !session.destroyed) session.close()
+    })
+  }
+
+  /** Connecting to `targets[index]` failed: the next address, or — the list walked — the queued calls fail. */
+  private walked (index: number, error: string): void {
+    this.lastError = error
+    if (index + 1 < this.targets.length) return this.walk(index + 1)
+    this.failedUntil = Date.now() + RETRY_AFTER_MS
+    const queue = this.queue
+    this.queue = []
+    const status = { code: GRPC_STATUS.UNAVAILABLE, details: `No connection established. Last error: ${error}` }
+    for (const q of queue) this.unqueue(q, status)
+  }
+
+  /** The session that connected serves from now on: the queued calls start on it, in order. */
+  private adopt (session: http2.ClientHttp2Session): void {
+    const old = this.session
+    // One used up its stream ids: its calls in flight finish on it.
+    if (old !== null && !old.closed && !old.destroyed) old.close()
+    this.session = session
+    this.sessionStreams = 0
+    const queue = this.queue
+    this.queue = []
+    for (const q of queue) {
+      if (q.settled) continue
+      q.settled = true
+      clearTimeout(q.timer)
+      const inner = this.open(session, q.headers, q.h)
+      q.inner = inner
+      for (const m of q.messages) inner.write(m)
+      q.messages = []
+      if (q.ended) inner.end()
+    }
+  }
+
+  /** The call on a stream of `session` (the call already counted in `active`). */
+  private open (session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, h: CallHandlers<Res>): GrpcCall<Req> {
     let status: GrpcStatus | null | undefined
     let reported = false
     let stream: http2.ClientHttp2Stream | null = null
@@ -180,20 +313,7 @@ export class GrpcStreamChannel<Req, Res> {
     /** The call's status once known (the first one found wins). */
     const settle = (s: GrpcStatus): void => { if (status === undefined) status = s }
 
-    if (this.closed) {
-      settle({ code: GRPC_STATUS.UNAVAILABLE, details: 'Channel has been shut down' })
-      process.nextTick(() => { if (!reported) { this.active++; report() } })
-      return { write: () => true, end: () => {}, cancel: () => {} }
-    }
-    const current = this.session
-    if ((current === null || current.destroyed || current.closed) && Date.now() < this.failedUntil) {
-      settle({ code: GRPC_STATUS.UNAVAILABLE, details: `No connection established. Last error: ${this.lastError}` })
-      process.nextTick(() => { if (!reported) { this.active++; report() } })
-      return { write: () => true, end: () => {}, cancel: () => {} }
-    }
-    this.acquire()
     try {
-      const session = this.usableSession()
       this.sessionStreams++
       stream = session.request(headers, { endStream: false })
     } catch (err) {
@@ -290,20 +410,38 @@ export class GrpcStreamChannel<Req, Res> {
 
   /** The session is referenced (keeps the process alive) only while calls are in flight. */
   private acquire (): void {
-    if (this.active++ === 0) this.session?.ref()
+    if (this.active++ === 0) {
+      this.session?.ref()
+      this.attempt?.ref()
+    }
   }
 
   private release (): void {
-    if (--this.active === 0) this.session?.unref()
+    if (--this.active === 0) {
+      this.session?.unref()
+      this.attempt?.unref()
+    }
   }
 
-  /** Closes the channel: calls in flight finish, new calls fail. */
+  /** Closes the channel: calls in flight finish, queued and new calls fail. */
   close (): void {
     this.closed = true
     const s = this.session
     this.session = null
     if (s !== null && !s.closed && !s.destroyed) s.close()
+    const attempt = this.attempt
+    this.attempt = null
+    const queue = this.queue
+    this.queue = []
+    for (const q of queue) this.unqueue(q, { code: GRPC_STATUS.UNAVAILABLE, details: 'Channel has been shut down' })
+    attempt?.destroy()
   }
+}
+
+/** A call that failed before it started: its end (UNAVAILABLE) comes on the next tick, as a stream's would. */
+function failedCall<Req> (h: CallHandlers<unknown>, details: string): GrpcCall<Req> {
+  process.nextTick(() => h.end({ code: GRPC_STATUS.UNAVAILABLE, details }))
+  return { write: () => true, end: () => {}, cancel: () => {} }
 }
 
 /** Encoded bytes with gRPC's length prefix (uncompressed). */
