@@ -4,7 +4,8 @@
  * each test can break it its own way): messages split and joined across DATA frames, the
  * status from trailers, trailers-only answers, HTTP errors, resets, an oversized message, an
  * unreachable service, cancel, half-close, the initial metadata, and one connection for many
- * calls (a new one after the server went away).
+ * calls (a new one after the server went away); pick_first over several addresses (the first
+ * refusing, the serving one going away, all of them down, a call cancelled while connecting).
  */
 
 import { after, before, test } from 'node:test'
@@ -98,10 +99,10 @@ after(() => new Promise<void>(resolve => server.close(() => resolve())))
 interface Outcome { messages: Buffer[], status: GrpcStatus | null }
 
 /** One call: `send` written, then half-closed unless `keepOpen`; resolves with what came back. */
-function call (channel: GrpcStreamChannel<Buffer, Buffer>, which: string, send: Buffer[] = [], options: { keepOpen?: boolean, cancelAfter?: number } = {}): Promise<Outcome> {
+function call (channel: GrpcStreamChannel<Buffer, Buffer>, which: string, send: Buffer[] = [], options: { keepOpen?: boolean, cancelAfter?: number, tag?: string } = {}): Promise<Outcome> {
   return new Promise(resolve => {
     const messages: Buffer[] = []
-    const c = channel.call({ 'x-case': which, 'x-meta': `meta-${which}` }, {
+    const c = channel.call({ 'x-case': which, 'x-meta': options.tag ?? `meta-${which}` }, {
       message: m => messages.push(m),
       drain: () => {},
       end: status => resolve({ messages, status })
@@ -211,3 +212,171 @@ test('one connection serves many calls at once; after the service drops it, the 
   channel.close()
 })
 
+
+/** A server of its own (the `handle` behaviours), counting the streams it served. */
+interface Served { server: http2.Http2Server, port: number, streams: number, connections: number, sessions: Set<http2.ServerHttp2Session>, stop (): Promise<void> }
+
+async function serve (at = 0): Promise<Served> {
+  const server = http2.createServer()
+  const served: Served = {
+    server,
+    port: 0,
+    streams: 0,
+    connections: 0,
+    sessions: new Set(),
+    // Gone for good: its connections cut, nothing listening.
+    stop: () => new Promise<void>(resolve => {
+      for (const session of served.sessions) session.destroy()
+      server.close(() => resolve())
+    })
+  }
+  server.on('session', session => {
+    served.connections++
+    served.sessions.add(session)
+    session.on('close', () => served.sessions.delete(session))
+  })
+  server.on('stream', (s, headers) => {
+    served.streams++
+    handle(s, headers)
+  })
+  await new Promise<void>(resolve => server.listen(at, '127.0.0.1', resolve))
+  served.port = (server.address() as AddressInfo).port
+  return served
+}
+
+/** Waits (bounded) for `done`. */
+async function until (done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise(resolve => setTimeout(resolve, 10))
+  assert.ok(done())
+}
+
+/** A loopback port nothing listens on (connections to it are refused). */
+async function deadPort (): Promise<number> {
+  const s = await serve()
+  await s.stop()
+  return s.port
+}
+
+const pickFirst = (ports: number[]) => new GrpcStreamChannel<Buffer, Buffer>({
+  target: `127.0.0.1:${ports[0]}`,
+  fallbackTargets: ports.slice(1).map(p => `127.0.0.1:${p}`),
+  tls: null,
+  userAgent: 'portico-test'
+}, '/test.Svc/Stream', raw)
+
+test('pick_first: the first address refuses, the second serves — every call succeeds, the first ones too, their messages held until then', async () => {
+  const dead = await deadPort()
+  const live = await serve()
+  const channel = pickFirst([dead, live.port])
+  // All started before any connection is up: they wait for the walk, not fail on the refusal.
+  const outs = await Promise.all(Array.from({ length: 5 }, (_, i) => call(channel, 'echo', [Buffer.from(`m${i}`), Buffer.from(`n${i}`)])))
+  assert.deepEqual(outs.map(o => o.status), [null, null, null, null, null])
+  assert.deepEqual(outs.map(o => o.messages.map(String)), Array.from({ length: 5 }, (_, i) => [`m${i}`, `n${i}`]))
+  // A message and the half-close written after the call started, still before the connection is up.
+  const late = await new Promise<Outcome>(resolve => {
+    const messages: Buffer[] = []
+    const fresh = pickFirst([dead, live.port])
+    const c = fresh.call({ 'x-case': 'echo' }, { message: m => messages.push(m), drain: () => {}, end: status => { fresh.close(); resolve({ messages, status }) } })
+    c.write(Buffer.from('first'))
+    process.nextTick(() => {
+      c.write(Buffer.from('second'))
+      c.end()
+    })
+  })
+  assert.equal(late.status, null)
+  assert.deepEqual(late.messages.map(String), ['first', 'second'])
+  // One connection (sticky) served the first channel's calls; the next calls go to it at once.
+  const again = await call(channel, 'echo', [Buffer.from('again')])
+  assert.deepEqual(again.messages.map(String), ['again'])
+  assert.equal(live.streams, 7)
+  assert.equal(live.connections, 2)
+  channel.close()
+  await live.stop()
+})
+
+test('pick_first: the address serving goes away — the next calls go to the next one; a new walk starts from the first again', async () => {
+  const a = await serve()
+  const b = await serve()
+  const channel = pickFirst([a.port, b.port])
+  assert.equal((await call(channel, 'echo', [Buffer.from('to a')])).status, null)
+  assert.equal((await call(channel, 'echo', [Buffer.from('to a')])).status, null)
+  assert.deepEqual([a.streams, b.streams], [2, 0])
+  // a is killed (its connection cut, its port refusing): the walk passes it and lands on b.
+  assert.equal(channel.connectedTarget, `127.0.0.1:${a.port}`)
+  await a.stop()
+  // (A call made before the channel saw the connection end would go to the dying one.)
+  await until(() => channel.connectedTarget === null)
+  for (let i = 0; i < 5; i++) {
+    const out = await call(channel, 'echo', [Buffer.from(`to b ${i}`)])
+    assert.equal(out.status, null)
+    assert.deepEqual(out.messages.map(String), [`to b ${i}`])
+  }
+  assert.equal(b.streams, 5)
+  assert.equal(b.connections, 1)
+  assert.equal(channel.connectedTarget, `127.0.0.1:${b.port}`)
+  // a is back and b sends GOAWAY: the next connection walks from the start, so a serves again.
+  const a2 = await serve(a.port)
+  for (const session of b.sessions) session.goaway()
+  await until(() => channel.connectedTarget === null)
+  const back = await call(channel, 'echo', [Buffer.from('to a again')])
+  assert.equal(back.status, null)
+  assert.deepEqual([a2.streams, b.streams], [1, 5])
+  channel.close()
+  await Promise.all([a2.stop(), b.stop()])
+})
+
+test('pick_first: every address down — the queued calls fail UNAVAILABLE naming the last error, and calls fail at once for a second', async () => {
+  const first = await deadPort()
+  const last = await deadPort()
+  const channel = pickFirst([first, last])
+  const outs = await Promise.all([call(channel, 'echo'), call(channel, 'echo', [Buffer.from('x')]), call(channel, 'silent', [], { keepOpen: true })])
+  for (const out of outs) {
+    assert.equal(out.status?.code, 14)
+    assert.equal(out.status?.details, `No connection established. Last error: connect ECONNREFUSED 127.0.0.1:${last}`)
+  }
+  // Fail-fast: with both addresses listening again, a call within the second is not even tried.
+  const up = await Promise.all([serve(first), serve(last)])
+  const soon = await call(channel, 'echo')
+  assert.equal(soon.status?.code, 14)
+  assert.match(soon.status!.details, new RegExp(`ECONNREFUSED 127\\.0\\.0\\.1:${last}`))
+  assert.deepEqual(up.map(s => s.sessions.size + s.streams), [0, 0])
+  await new Promise(resolve => setTimeout(resolve, 1100))
+  const later = await call(channel, 'echo', [Buffer.from('up')])
+  assert.equal(later.status, null)
+  assert.deepEqual(up.map(s => s.streams), [1, 0])
+  channel.close()
+  await Promise.all(up.map(s => s.stop()))
+})
+
+test('pick_first: a call cancelled while the channel connects ends CANCELLED and never reaches the service; the others start', async () => {
+  const dead = await deadPort()
+  const live = await serve()
+  const channel = pickFirst([dead, live.port])
+  const cancelled = new Promise<GrpcStatus | null>(resolve => {
+    const c = channel.call({ 'x-case': 'echo', 'x-meta': 'queued-cancelled' }, { message: () => {}, drain: () => {}, end: resolve })
+    c.write(Buffer.from('never sent'))
+    c.cancel()
+    // After the cancel: no effect.
+    c.write(Buffer.from('nor this'))
+    c.end()
+  })
+  const other = call(channel, 'echo', [Buffer.from('served')], { tag: 'queued-served' })
+  assert.deepEqual(await cancelled, { code: 1, details: 'Cancelled on client' })
+  const out = await other
+  assert.equal(out.status, null)
+  assert.deepEqual(out.messages.map(String), ['served'])
+  assert.equal(live.streams, 1)
+  assert.equal(seen.some(r => r.metadata === 'queued-cancelled'), false)
+  assert.equal(seen.some(r => r.metadata === 'queued-served'), true)
+  channel.close()
+  await live.stop()
+})
+
+test('closing the channel while it connects fails the queued calls (UNAVAILABLE)', async () => {
+  const live = await serve()
+  const channel = pickFirst([live.port])
+  const out = call(channel, 'echo', [Buffer.from('x')])
+  channel.close()
+  assert.deepEqual((await out).status, { code: 14, details: 'Channel has been shut down' })
+  await live.stop()
+})

@@ -10,11 +10,16 @@
  * so config reloads reuse the connection.
  *
  * A picker with several addresses (`fallbackTargets`: its Service's ready endpoints) is one
- * channel over all of them, through gRPC's own `ipv4:`/`ipv6:` address-list resolver and its
- * default pick_first policy: the first address that accepts a connection serves, the next
- * one is tried when connecting fails (or the first stays silent for 250 ms: Happy
- * Eyeballs), and a broken connection goes down the list again. One picker answers at a time,
- * as one Envoy cluster with a single healthy EPP host would.
+ * channel over all of them (traffic/grpc-stream-channel.ts), walked as gRPC's pick_first
+ * walks an address list: in order, one at a time — the first address that connects serves
+ * every pick, the next one is tried only when connecting fails (refused, reset, or not up
+ * within the 20 s connect timeout; there is no Happy Eyeballs race), and once the serving
+ * connection ends the next one walks the list from the start again. Picks made while it
+ * connects wait for it rather than fail on the first refusal; when every address failed they
+ * fail with UNAVAILABLE (the pool's failureMode decides what that means) and so do picks for
+ * the next second. One picker answers at a time, as one Envoy cluster with a single healthy
+ * EPP host would. The key below is `channelTarget` (ir/picker-targets.ts): a new address set
+ * is a new channel.
  */
 
 import { extProcChannel, type ExternalProcessorClient } from '../traffic/ext-proc-grpc.ts'
@@ -41,7 +46,8 @@ export function pickerClient (picker: InferencePoolIR['picker']): ExternalProces
   }
   client = extProcChannel({
     target: picker.target,
-    fallbackTargets: picker.fallbackTargets ?? [],
+    // Only the addresses the key names (validation rejects the rest before they get here).
+    fallbackTargets: target === picker.target ? [] : picker.fallbackTargets ?? [],
     tls: tls === null ? null : tls.insecureSkipVerify ? { insecureSkipVerify: true } : tls.ca !== undefined ? { ca: tls.ca } : {},
     userAgent: 'portico-inference-pool',
     maxReceiveBytes: picker.maxBodyBytes + 1024 * 1024

@@ -120,6 +120,8 @@ export class GrpcStreamChannel<Req, Res> {
   private readonly maxReceive: number
   /** The connected session every call goes to (pick_first's choice, kept until it closes). */
   private session: http2.ClientHttp2Session | null = null
+  /** Its index in `targets`. */
+  private sessionTarget = 0
   private sessionStreams = 0
   /** The session being connected (one address of the walk), and the calls waiting for it. */
   private attempt: http2.ClientHttp2Session | null = null
@@ -145,6 +147,12 @@ export class GrpcStreamChannel<Req, Res> {
       ...(tls?.ca !== undefined ? { ca: tls.ca } : {}),
       ...(tls?.insecureSkipVerify === true ? { rejectUnauthorized: false, checkServerIdentity: () => undefined } : {})
     }
+  }
+
+  /** The address whose connection serves calls now (null while none is connected): for tests and debugging. */
+  get connectedTarget (): string | null {
+    const s = this.session
+    return s === null || s.closed || s.destroyed ? null : this.targets[this.sessionTarget]!
   }
 
   /** Starts a call with `metadata` (header name → value) as its initial metadata. */
@@ -251,7 +259,7 @@ export class GrpcStreamChannel<Req, Res> {
         return
       }
       this.attempt = null
-      this.adopt(session)
+      this.adopt(session, index)
     })
     // Each call reports the failure of its own stream; the session's error is not thrown.
     session.on('error', fail)
@@ -279,11 +287,12 @@ export class GrpcStreamChannel<Req, Res> {
   }
 
   /** The session that connected serves from now on: the queued calls start on it, in order. */
-  private adopt (session: http2.ClientHttp2Session): void {
+  private adopt (session: http2.ClientHttp2Session, index: number): void {
     const old = this.session
     // One used up its stream ids: its calls in flight finish on it.
     if (old !== null && !old.closed && !old.destroyed) old.close()
     this.session = session
+    this.sessionTarget = index
     this.sessionStreams = 0
     const queue = this.queue
     this.queue = []
