@@ -21,6 +21,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { openTrace } from '../lib/trace.ts'
+import { gatedEvents, inOrder } from '../lib/gated-events.ts'
 import { sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streamedBody, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
 
@@ -121,55 +122,15 @@ async function behave (m: ProcessingRequest, stream: ProcessingRequest[]): Promi
   }
 }
 
-/**
- * A gated SSE answer (`x-gated` on the request): the backend writes event n + 1 (and ends the
- * answer after event 3) only once the client has received event n, and both sides log what
- * they did — so a test asserts the order (each event reached the client before the backend
- * wrote the next one), never a time. A gateway holding events back would leave the backend
- * waiting; after GATE_GIVE_UP_MS it goes on, and the log shows the wrong order.
- */
-const gate = { events: 0, log: [] as string[], waiters: new Set<() => void>() }
-const GATE_GIVE_UP_MS = 10_000
-
-async function clientHas (n: number): Promise<void> {
-  if (gate.events >= n) return
-  await new Promise<void>(resolve => {
-    const check = (): void => {
-      if (gate.events < n) return
-      clearTimeout(timer)
-      gate.waiters.delete(check)
-      resolve()
-    }
-    const timer = setTimeout(() => {
-      gate.waiters.delete(check)
-      gate.log.push(`backend gave up waiting for event ${n}`)
-      resolve()
-    }, GATE_GIVE_UP_MS)
-    gate.waiters.add(check)
-  })
-}
-
-/** Three SSE events: 200 ms apart, or each after the client got the one before (gated). */
-async function writeEvents (res: { write (chunk: string): unknown, end (): unknown }, gated: boolean): Promise<void> {
-  for (const n of [1, 2, 3]) {
-    res.write(`data: event ${n}\n\n`)
-    if (!gated) {
-      await sleep(200)
-      continue
-    }
-    gate.log.push(`backend wrote ${n}`)
-    await clientHas(n)
-  }
-  if (gated) gate.log.push('backend ended')
-  res.end()
-}
+/** The SSE backends' events, paced by the client when a request carries `x-gated` (e2e/lib/gated-events.ts). */
+const gate = gatedEvents()
 
 before(async () => {
   backend = await startEchoBackend('app')
   sse = await startBackend((req, res) => {
     req.resume()
     res.writeHead(200, { 'content-type': 'text/event-stream' })
-    void writeEvents(res, req.headers['x-gated'] !== undefined)
+    void gate.write(res, req.headers['x-gated'] !== undefined)
   })
   h2c = http2.createServer((req, res) => {
     req.resume()
@@ -179,7 +140,7 @@ before(async () => {
         for (let at = 0; at < BIG.length; at += 16_384) res.write(BIG.subarray(at, at + 16_384))
         res.end()
       } else {
-        await writeEvents(res, req.headers['x-gated'] !== undefined)
+        await gate.write(res, req.headers['x-gated'] !== undefined)
       }
     })()
   })
@@ -392,21 +353,13 @@ test('full duplex on the response: the headers answered after the body, the stre
  */
 async function streamed (path: string, options: { gated?: boolean } = {}): Promise<{ status: number, pieces: Array<{ at: number, text: string }>, complete: boolean, ms: number }> {
   const started = Date.now()
-  if (options.gated === true) {
-    gate.events = 0
-    gate.log = []
-  }
+  if (options.gated === true) gate.reset()
   return await new Promise((resolve, reject) => {
     http.get(`${portico.url}${path}`, { headers: options.gated === true ? { 'x-gated': '1' } : {} }, res => {
       const pieces: Array<{ at: number, text: string }> = []
-      let text = ''
       res.on('data', (c: Buffer) => {
         pieces.push({ at: Date.now() - started, text: c.toString('utf8') })
-        if (options.gated !== true) return
-        text += c.toString('utf8')
-        const events = text.split('\n\n').length - 1
-        while (gate.events < events) gate.log.push(`client got ${++gate.events}`)
-        for (const check of [...gate.waiters]) check()
+        if (options.gated === true) gate.received(c.toString('utf8'))
       })
       res.on('end', () => resolve({ status: res.statusCode ?? 0, pieces, complete: res.complete, ms: Date.now() - started }))
       // A response cut in the middle (the processor failed after the first byte).
@@ -425,7 +378,7 @@ test('a streamed answer (SSE) goes through the processor chunk by chunk: each ev
     assert.equal(text.split('\n\n').filter(Boolean).length, 3, text)
     // The order, not a time: each event goes on as soon as the processor answered it (full
     // duplex too: not with the next chunk, nor held to the end).
-    assert.deepEqual(gate.log, ['backend wrote 1', 'client got 1', 'backend wrote 2', 'client got 2', 'backend wrote 3', 'client got 3', 'backend ended'], path)
+    assert.deepEqual(gate.log, inOrder(), path)
     const s = streamFor(path)
     const bodies = s.filter(m => m.response_body !== undefined)
     assert.ok(bodies.length >= 3, `${path}: ${bodies.length} response_body messages`)
