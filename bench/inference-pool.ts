@@ -12,8 +12,12 @@
  * - Added latency: an open loop at a fixed rate (measureFixedRate), the same POST, both
  *   routes in ABBA order; p50/p99 and what the pool adds over the plain route.
  *
- * One run, medians; no timed assertions.
- * Run: node bench/inference-pool.ts [--rounds 3] [--duration 10] [--warmup 2] [--connections 50] [--rate 500]
+ * - extProc (--extproc 1, the default): the plain route against the same route with an
+ *   `extProc` policy (servers/ext-processor.ts, default modes: request and response headers,
+ *   answered unchanged) — the same ext_proc client (traffic/ext-proc-grpc.ts) as the pool's.
+ *
+ * One run, medians; no timed assertions. Counted instead of timed: inference-pool-instructions.ts.
+ * Run: node bench/inference-pool.ts [--rounds 3] [--duration 10] [--warmup 2] [--connections 50] [--rate 500] [--extproc 1]
  * Progress goes to stderr; the tables and a final JSON line go to stdout.
  */
 
@@ -23,14 +27,15 @@ import { compareAbba, roundOrder, type AbbaResult } from './lib/abba.ts'
 import { measureFixedRate, type LoadResult } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
 import { fmt, median, ratio, rounded, table } from './lib/report.ts'
-import { startBackend, startEndpointPicker, startPortico, type Server } from './lib/servers.ts'
+import { startBackend, startEndpointPicker, startExtProcessor, startPortico, type Server } from './lib/servers.ts'
 
 const opts = readOptions({
   rounds: { flag: 'rounds', default: 3, help: 'rounds of two runs, plain and pool (ABBA order), for throughput and for the fixed rate' },
   duration: { flag: 'duration', default: 10, help: 'seconds per measured run' },
   warmup: { flag: 'warmup', default: 2, help: 'seconds of warm-up before each run' },
   connections: { flag: 'connections', default: 50, help: 'concurrent connections (throughput)' },
-  rate: { flag: 'rate', default: 500, help: 'requests/s of the fixed-rate runs' }
+  rate: { flag: 'rate', default: 500, help: 'requests/s of the fixed-rate runs' },
+  extproc: { flag: 'extproc', default: 1, help: '1: also plain against a route with an extProc policy (the same ext_proc client), throughput rounds in ABBA order; 0: not' }
 })
 
 const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
@@ -46,7 +51,7 @@ const BODY = body()
 const HEADERS = { 'content-type': 'application/json' }
 const SERVED = 'x-conformance-test-served-endpoint'
 
-function config (backendPort: number, pickerPort: number): string {
+function config (backendPort: number, pickerPort: number, processorPort: number): string {
   return `gateways:
   default: { port: {port}, protocol: HTTP }
 routes:
@@ -60,6 +65,11 @@ routes:
           name: bench
           endpoints: ["127.0.0.1:${backendPort}"]
           endpointPicker: { host: 127.0.0.1:${pickerPort}, tls: false, failureMode: FailClose }
+  - name: extproc
+    matches: [{ path: { pathPrefix: /extproc } }]
+    policies:
+      extProc: { host: 127.0.0.1:${processorPort} }
+    backends: [{ host: 127.0.0.1:${backendPort} }]
 `
 }
 
@@ -77,11 +87,11 @@ async function check (base: string, endpoint: string): Promise<void> {
   if (pool !== endpoint) throw new Error(`sanity check: the pool route's ${SERVED} is ${String(pool)}, not ${endpoint}`)
 }
 
-interface Processes { portico: Server, picker: Server, backend: Server }
+interface Processes { portico: Server, picker: Server, backend: Server, processor: Server }
 
 /** CPU seconds of each process, as a "thread kind" probe, so every run reports µs/req of each. */
 function cpuByProcess (p: Processes): () => Map<string, number> {
-  return () => new Map([['portico', p.portico.child.cpuSeconds()], ['picker', p.picker.child.cpuSeconds()], ['backend', p.backend.child.cpuSeconds()]])
+  return () => new Map([['portico', p.portico.child.cpuSeconds()], ['picker', p.picker.child.cpuSeconds()], ['backend', p.backend.child.cpuSeconds()], ['processor', p.processor.child.cpuSeconds()]])
 }
 
 async function fixedRateRounds (base: string, p: Processes): Promise<{ plain: LoadResult[], pool: LoadResult[] }> {
@@ -107,11 +117,13 @@ async function main (): Promise<void> {
     const endpoint = `127.0.0.1:${backend.port}`
     const picker = await startEndpointPicker(endpoint)
     servers.push(picker)
-    const portico = await startPortico({ config: config(backend.port, picker.port), logLevel: 'warn' })
+    const processor = await startExtProcessor()
+    servers.push(processor)
+    const portico = await startPortico({ config: config(backend.port, picker.port, processor.port), logLevel: 'warn' })
     servers.push(portico)
     const base = portico.url.replace(/\/$/, '')
     await check(base, endpoint)
-    const processes = { portico, picker, backend }
+    const processes = { portico, picker, backend, processor }
     const threads = cpuByProcess(processes)
 
     const throughput = await compareAbba(
@@ -119,15 +131,22 @@ async function main (): Promise<void> {
       { name: 'pool', url: `${base}/pool`, body: BODY, headers: HEADERS, threads },
       { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, cpu: portico.child.cpuSeconds, progress }
     )
+    const extproc = opts.extproc === 1
+      ? await compareAbba(
+        { name: 'plain', url: `${base}/plain`, body: BODY, headers: HEADERS, threads },
+        { name: 'extproc', url: `${base}/extproc`, body: BODY, headers: HEADERS, threads },
+        { rounds: opts.rounds, duration: opts.duration, warmup: opts.warmup, connections: opts.connections, cpu: portico.child.cpuSeconds, progress }
+      )
+      : null
     const fixed = await fixedRateRounds(base, processes)
     load.end = loadavg()
-    report(throughput, fixed, load)
+    report(throughput, extproc, fixed, load)
   } finally {
     await Promise.all(servers.map(s => s.child.stop()))
   }
 }
 
-function report (t: AbbaResult, fixed: { plain: LoadResult[], pool: LoadResult[] }, load: { start: number[], end: number[] }): void {
+function report (t: AbbaResult, ext: AbbaResult | null, fixed: { plain: LoadResult[], pool: LoadResult[] }, load: { start: number[], end: number[] }): void {
   const cpus = availableParallelism()
   const us = (r: LoadResult, kind: string) => r.threadUsPerRequest?.[kind] ?? NaN
   const out: string[] = []
@@ -150,6 +169,16 @@ function report (t: AbbaResult, fixed: { plain: LoadResult[], pool: LoadResult[]
   out.push(`median req/s: plain ${fmt(t.median.aRps, 0)}, pool ${fmt(t.median.bRps, 0)}; median of the rounds' pool/plain: ${fmt(t.rpsRatio, 3)}`)
   out.push(`median Portico CPU µs/req: plain ${fmt(t.median.aCpuUsPerRequest, 1)}, pool ${fmt(t.median.bCpuUsPerRequest, 1)} (+${fmt(porticoAdded, 1)}); median of the rounds' pool/plain: ${fmt(t.cpuRatio, 3)}; the picker's own: ${fmt(pickerCpu, 1)} µs/req`)
   out.push('')
+  if (ext !== null) {
+    out.push(`extProc: plain against a route with an extProc policy (default modes: the request and the response headers, each answered unchanged by servers/ext-processor.ts, plaintext gRPC), the same throughput runs`)
+    const erows: string[][] = []
+    ext.a.forEach((a, i) => {
+      for (const [label, r] of [['plain', a], ['extproc', ext.b[i]!]] as const) erows.push([`${i + 1}`, label, fmt(r.rps, 0), fmt(r.p50), fmt(r.p99), fmt(us(r, 'portico'), 1), fmt(us(r, 'processor'), 1), String(r.failures)])
+    })
+    out.push(table(['round', 'route', 'req/s', 'p50 ms', 'p99 ms', 'Portico µs/req', 'processor µs/req', 'failures'], erows))
+    out.push(`median Portico CPU µs/req: plain ${fmt(ext.median.aCpuUsPerRequest, 1)}, extproc ${fmt(ext.median.bCpuUsPerRequest, 1)} (+${fmt(ext.median.bCpuUsPerRequest - ext.median.aCpuUsPerRequest, 1)}); median of the rounds' extproc/plain: CPU ${fmt(ext.cpuRatio, 3)}, req/s ${fmt(ext.rpsRatio, 3)}`)
+    out.push('')
+  }
   out.push(`added latency: open loop at ${opts.rate} req/s, ${opts.duration} s measured after ${opts.warmup} s warm-up per run, ${opts.rounds} rounds in ABBA order`)
   const frows: string[][] = []
   fixed.plain.forEach((a, i) => {
@@ -169,6 +198,7 @@ function report (t: AbbaResult, fixed: { plain: LoadResult[], pool: LoadResult[]
     loadAverage: load,
     options: opts,
     throughput: { plain: t.a, pool: t.b },
+    ...(ext !== null ? { extProc: { plain: ext.a, extproc: ext.b, cpuRatio: ext.cpuRatio, rpsRatio: ext.rpsRatio, addedCpuUsPerRequest: ext.median.bCpuUsPerRequest - ext.median.aCpuUsPerRequest } } : {}),
     fixedRate: fixed,
     median: {
       plainRps: t.median.aRps,

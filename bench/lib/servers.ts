@@ -14,6 +14,7 @@ const FASTIFY_PROXY = here('../servers/fastify-proxy.ts')
 const LLM_SERVER = here('../servers/llm-server.ts')
 const OTLP_SINK = here('../servers/otlp-sink.ts')
 const ENDPOINT_PICKER = here('../servers/endpoint-picker.ts')
+const EXT_PROCESSOR = here('../servers/ext-processor.ts')
 const FASTIFY_CLUSTER = here('../servers/fastify-cluster.ts')
 const PORTICO = here('../../packages/proxy/bin/portico.ts')
 
@@ -41,6 +42,13 @@ export async function startBackend (cpus?: string, nodeFlags: string[] = []): Pr
 export async function startEndpointPicker (endpoint: string): Promise<Server> {
   const port = await freePort()
   const child = await startNode({ name: 'endpoint-picker', args: [ENDPOINT_PICKER, String(port), endpoint], readyLine: 'ready' })
+  return server(child, port)
+}
+
+/** An ext_proc processor that answers every message at once, changing nothing (bench/servers/ext-processor.ts). */
+export async function startExtProcessor (): Promise<Server> {
+  const port = await freePort()
+  const child = await startNode({ name: 'ext-processor', args: [EXT_PROCESSOR, String(port)], readyLine: 'ready' })
   return server(child, port)
 }
 

@@ -73,6 +73,8 @@ export type EndpointList =
  * too many entries, or names no endpoint of the pool at all.
  */
 export function endpointList (value: string, pool: ReadonlySet<string>): EndpointList {
+  // The usual answer, one endpoint of the pool as its canonical ip:port: nothing to parse.
+  if (pool.has(value)) return { ok: true, endpoints: [value], refused: [] }
   if (Buffer.byteLength(value) > MAX_ENDPOINT_LIST_BYTES) return { ok: false, reason: `endpoint list longer than ${MAX_ENDPOINT_LIST_BYTES} bytes` }
   const entries = value.split(',').map(s => s.trim()).filter(s => s !== '')
   if (entries.length === 0) return { ok: false, reason: 'empty endpoint list' }

@@ -10,20 +10,21 @@
  * so config reloads reuse the connection.
  *
  * A picker with several addresses (`fallbackTargets`: its Service's ready endpoints) is one
- * channel over all of them, through gRPC's own `ipv4:`/`ipv6:` address-list resolver and its
- * default pick_first policy: the first address that accepts a connection serves, the next
- * one is tried when connecting fails (or the first stays silent for 250 ms: Happy
- * Eyeballs), and a broken connection goes down the list again. One picker answers at a time,
- * as one Envoy cluster with a single healthy EPP host would.
+ * channel over all of them (traffic/grpc-stream-channel.ts), walked as gRPC's pick_first
+ * walks an address list: in order, one at a time — the first address that connects serves
+ * every pick, the next one is tried only when connecting fails (refused, reset, or not up
+ * within the 20 s connect timeout; there is no Happy Eyeballs race), and once the serving
+ * connection ends the next one walks the list from the start again. Picks made while it
+ * connects wait for it rather than fail on the first refusal; when every address failed they
+ * fail with UNAVAILABLE (the pool's failureMode decides what that means) and so do picks for
+ * the next second. One picker answers at a time, as one Envoy cluster with a single healthy
+ * EPP host would. The key below is `channelTarget` (ir/picker-targets.ts): a new address set
+ * is a new channel.
  */
 
-import type * as grpc from '@grpc/grpc-js'
-import { envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
-import type { ExternalProcessorClient } from '../traffic/ext-proc-grpc.ts'
+import { extProcChannel, type ExternalProcessorClient } from '../traffic/ext-proc-grpc.ts'
 import type { InferencePoolIR } from '../ir/types.ts'
 import { channelTarget } from '../ir/picker-targets.ts'
-
-const PROTO_FILE = 'envoy/service/ext_proc/v3/external_processor.proto'
 
 /**
  * Clients by channel target and settings, least recently used first. Bounded: in a cluster
@@ -43,24 +44,19 @@ export function pickerClient (picker: InferencePoolIR['picker']): ExternalProces
     clients.set(key, client)
     return client
   }
-  const g = grpcJs()
-  const credentials = tls === null
-    ? g.credentials.createInsecure()
-    : g.credentials.createSsl(tls.ca !== undefined ? Buffer.from(tls.ca) : null, null, null, tls.insecureSkipVerify ? { rejectUnauthorized: false, checkServerIdentity: () => undefined } : {})
-  let node: unknown = g.loadPackageDefinition(envoyProtos(PROTO_FILE))
-  for (const part of 'envoy.service.ext_proc.v3.ExternalProcessor'.split('.')) node = (node as Record<string, unknown>)[part]
-  const Ctor = node as grpc.ServiceClientConstructor
-  client = new Ctor(target, credentials, {
-    'grpc.primary_user_agent': 'portico-inference-pool',
-    // Reconnect soon after the picker comes back (the default backoff grows to 2 minutes).
-    'grpc.max_reconnect_backoff_ms': 5000,
-    'grpc.max_receive_message_length': picker.maxBodyBytes + 1024 * 1024
-  }) as unknown as ExternalProcessorClient
+  client = extProcChannel({
+    target: picker.target,
+    // Only the addresses the key names (validation rejects the rest before they get here).
+    fallbackTargets: target === picker.target ? [] : picker.fallbackTargets ?? [],
+    tls: tls === null ? null : tls.insecureSkipVerify ? { insecureSkipVerify: true } : tls.ca !== undefined ? { ca: tls.ca } : {},
+    userAgent: 'portico-inference-pool',
+    maxReceiveBytes: picker.maxBodyBytes + 1024 * 1024
+  })
   clients.set(key, client)
   if (clients.size > MAX_CLIENTS) {
     const [oldestKey, oldest] = clients.entries().next().value!
     clients.delete(oldestKey)
-    ;(oldest as unknown as grpc.Client).close()
+    ;oldest.close()
   }
   return client
 }

@@ -1,8 +1,9 @@
 /**
  * The addresses of an InferencePool's endpoint picker as one gRPC channel target: `target`
- * alone, or with `fallbackTargets` gRPC's address list (`ipv4:a:p,b:p`, `ipv6:[a]:p,[b]:p`),
- * which its pick_first policy walks in order (inference/picker-client.ts). In ir/ so that IR
- * validation and the controller check the same rule without loading gRPC.
+ * alone, or with `fallbackTargets` written as gRPC's address list (`ipv4:a:p,b:p`,
+ * `ipv6:[a]:p,[b]:p`) — the key of the one channel that walks them in order, as pick_first
+ * does (inference/picker-client.ts, traffic/grpc-stream-channel.ts). In ir/ so that IR
+ * validation and the controller check the same rule without loading the client.
  */
 
 import { isIP } from 'node:net'

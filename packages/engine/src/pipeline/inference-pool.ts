@@ -33,7 +33,7 @@ import { bodyReadFailure, readRequestBody, requestHasBody } from '../http/reques
 import { ExtProcStream, type BodyMode } from '../traffic/ext-proc-grpc.ts'
 import { classifyFailure } from '../http/call-failure.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
-import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan } from '../trace/otel.ts'
+import { callTraceHeaders, endDecisionSpan, grpcClientAttributes, startChildSpan, type SpanAttributes } from '../trace/otel.ts'
 import { callBackend } from './backend-call.ts'
 import { respondLocal } from './respond.ts'
 import { performance } from '../util/clock.ts'
@@ -54,6 +54,8 @@ interface PoolState {
   backends: Map<string, BackendIR>
   /** FailOpen round robin. */
   next: number
+  /** The pick span's attributes (copied into each span): built once, not per request. */
+  spanAttrs: SpanAttributes | null
 }
 
 /** Per pool backend of a config version (the IR object lives as long as the version). */
@@ -63,7 +65,7 @@ function poolState (pool: BackendIR): PoolState {
   let s = POOLS.get(pool)
   if (s === undefined) {
     const labels = pool.endpoints.map(endpointLabel)
-    s = { labels, set: new Set(labels), backends: new Map(), next: 0 }
+    s = { labels, set: new Set(labels), backends: new Map(), next: 0, spanAttrs: null }
     POOLS.set(pool, s)
   }
   return s
@@ -128,7 +130,7 @@ export async function callInferencePool (rt: PipelineRuntime, ctx: RequestContex
 
   const stream = new ExtProcStream(pickerClient(picker), picker.timeoutMs)
   ctx.res.once('close', () => stream.close())
-  const span = startChildSpan(ctx, 'envoy.service.ext_proc.v3.ExternalProcessor/Process inferencePick', { ...grpcClientAttributes('envoy.service.ext_proc.v3.ExternalProcessor', 'Process', picker.target), 'portico.inference_pool': ir.name })
+  const span = startChildSpan(ctx, 'envoy.service.ext_proc.v3.ExternalProcessor/Process inferencePick', state.spanAttrs ??= { ...grpcClientAttributes('envoy.service.ext_proc.v3.ExternalProcessor', 'Process', picker.target), 'portico.inference_pool': ir.name })
   // The stream opens with the pick: the picker's spans join the request's trace under this one.
   stream.traceHeaders = callTraceHeaders(ctx, span)
   const started = performance.now()

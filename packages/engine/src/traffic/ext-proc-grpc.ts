@@ -13,12 +13,13 @@
  * an error, answers out of turn or is too slow is a failure.
  */
 
-import type * as grpc from '@grpc/grpc-js'
-import type { PackageDefinition } from '@grpc/proto-loader'
-import { callMetadata, envoyClient, envoyProtos, grpcJs } from '../util/envoy-grpc.ts'
+import type { MethodDefinition, PackageDefinition } from '@grpc/proto-loader'
+import { envoyProtos } from '../util/envoy-grpc.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { HeaderMutation } from '../auth/ext-authz-check.ts'
 import { headerMutations } from '../auth/ext-authz-grpc.ts'
+import { decodeProcessingResponse, encodeProcessingRequestFramed } from './ext-proc-codec.ts'
+import { framed, GRPC_STATUS, GRPC_STATUS_NAMES, GrpcStreamChannel, type GrpcCall, type GrpcChannelOptions, type GrpcCodec, type GrpcStatus } from './grpc-stream-channel.ts'
 
 export const PROCESS_METHOD = '/envoy.service.ext_proc.v3.ExternalProcessor/Process'
 
@@ -158,13 +159,36 @@ export function metadataContextMessage (byNamespace: Record<string, Record<strin
   return { filter_metadata }
 }
 
-export interface ExternalProcessorClient extends grpc.Client {
-  Process(metadata?: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<unknown, ProcessingResponseMessage>
+/** One channel (one HTTP/2 connection) to an external processor: traffic/grpc-stream-channel.ts. */
+export type ExternalProcessorClient = GrpcStreamChannel<Record<string, unknown>, ProcessingResponseMessage>
+
+let codec: GrpcCodec<Record<string, unknown>, ProcessingResponseMessage> | null = null
+
+/**
+ * ProcessingRequest / ProcessingResponse in @grpc/proto-loader's shapes (snake_case, enums as
+ * numbers): encoded and decoded by hand (traffic/ext-proc-codec.ts), a request with a field
+ * the hand encoder does not cover by protobufjs.
+ */
+function processCodec (): GrpcCodec<Record<string, unknown>, ProcessingResponseMessage> {
+  if (codec === null) {
+    let method: MethodDefinition<Record<string, unknown>, ProcessingResponseMessage> | null = null
+    const fallback = (m: Record<string, unknown>): Buffer => {
+      method ??= (envoyProtos(PROTO_FILE)['envoy.service.ext_proc.v3.ExternalProcessor'] as Record<string, MethodDefinition<Record<string, unknown>, ProcessingResponseMessage>>).Process!
+      return framed(method.requestSerialize(m))
+    }
+    codec = { frame: m => encodeProcessingRequestFramed(m) ?? fallback(m), decode: decodeProcessingResponse }
+  }
+  return codec
+}
+
+/** A channel to an external processor at `options.target`. */
+export function extProcChannel (options: GrpcChannelOptions): ExternalProcessorClient {
+  return new GrpcStreamChannel(options, PROCESS_METHOD, processCodec())
 }
 
 /** A client for `target` (`host:port`), plaintext or TLS with the system's roots. */
 export function createExtProcClient (target: string, tls: boolean): ExternalProcessorClient {
-  return envoyClient<ExternalProcessorClient>(PROTO_FILE, 'envoy.service.ext_proc.v3.ExternalProcessor', target, tls, 'portico-ext-proc')
+  return extProcChannel({ target, tls: tls ? {} : null, userAgent: 'portico-ext-proc' })
 }
 
 /** Request or response headers as Envoy sends them: lower-case names, values in raw_value, one entry per value. */
@@ -212,17 +236,24 @@ export function answerTo (r: Received, expect: ProcessingPhase): ExchangeResult 
   return out
 }
 
+/** How long a half-closed stream may wait for the processor to end it before it is cancelled. */
+const LINGER_MS = 5000
+
 /** Answers held unread on one stream. */
 const MAX_UNREAD = 1024
 
 /** One request's stream to the processor. Opened on first use; closed when the request ends. */
 export class ExtProcStream {
-  private call: grpc.ClientDuplexStream<unknown, ProcessingResponseMessage> | null = null
+  private call: GrpcCall<Record<string, unknown>> | null = null
   private readonly inbox: ProcessingResponseMessage[] = []
   private waiter: (() => void) | null = null
   private ended: 'closed' | string | null = null
   private readonly client: ExternalProcessorClient
   private readonly timeoutMs: number
+  /** Cancels a half-closed call the processor does not end (`finish`); cleared when it ends. */
+  private linger: NodeJS.Timeout | null = null
+  /** Resolves a write waiting for flow control (`drain`). */
+  private drained: (() => void) | null = null
   closed = false
   /**
    * The W3C trace context the stream is opened with (its first exchange's span; trace/otel.ts
@@ -235,24 +266,31 @@ export class ExtProcStream {
     this.timeoutMs = timeoutMs
   }
 
-  private open (): grpc.ClientDuplexStream<unknown, ProcessingResponseMessage> {
-    const call = this.client.Process(callMetadata(this.traceHeaders))
-    call.on('data', (m: ProcessingResponseMessage) => {
-      // Answers not read yet (a full-duplex processor answering while the client's body is
-      // still coming) are held here: a processor that floods them is cut, not buffered.
-      if (this.inbox.length >= MAX_UNREAD) {
-        this.ended ??= `more than ${MAX_UNREAD} answers unread`
-        call.cancel()
-      } else this.inbox.push(m)
-      this.wake()
-    })
-    call.on('error', (err: grpc.ServiceError) => {
-      this.ended ??= err.code === grpcJs().status.CANCELLED && this.closed ? 'closed' : `${grpcJs().status[err.code] ?? err.code}: ${err.details || err.message}`
-      this.wake()
-    })
-    call.on('end', () => {
-      this.ended ??= 'closed'
-      this.wake()
+  private open (): GrpcCall<Record<string, unknown>> {
+    const call: GrpcCall<Record<string, unknown>> = this.client.call(this.traceHeaders, {
+      message: (m: ProcessingResponseMessage) => {
+        // Answers not read yet (a full-duplex processor answering while the client's body is
+        // still coming) are held here: a processor that floods them is cut, not buffered.
+        if (this.inbox.length >= MAX_UNREAD) {
+          this.ended ??= `more than ${MAX_UNREAD} answers unread`
+          call.cancel()
+        } else this.inbox.push(m)
+        this.wake()
+      },
+      drain: () => {
+        const d = this.drained
+        this.drained = null
+        d?.()
+      },
+      end: (status: GrpcStatus | null) => {
+        // The timer would keep the call (its HTTP/2 stream, this object) alive for seconds:
+        // at thousands of requests a second that is old-generation garbage.
+        if (this.linger !== null) clearTimeout(this.linger)
+        this.linger = null
+        if (status === null) this.ended ??= 'closed'
+        else this.ended ??= status.code === GRPC_STATUS.CANCELLED && this.closed ? 'closed' : `${GRPC_STATUS_NAMES[status.code] ?? status.code}: ${status.details}`
+        this.wake()
+      }
     })
     return call
   }
@@ -282,18 +320,16 @@ export class ExtProcStream {
     if (this.closed) return { kind: 'closed' }
     this.call ??= this.open()
     if (this.ended !== null) return null
-    const call = this.call
-    if (call.write(message)) return null
+    if (this.call.write(message)) return null
     let timer: NodeJS.Timeout | undefined
     const drained = await new Promise<boolean>(resolve => {
       const done = (v: boolean): void => {
         clearTimeout(timer)
-        call.off('drain', onDrain)
+        this.drained = null
         this.waiter = null
         resolve(v)
       }
-      const onDrain = (): void => done(true)
-      call.on('drain', onDrain)
+      this.drained = () => done(true)
       // Ended meanwhile (wake): the reader reports why.
       this.waiter = () => done(true)
       timer = setTimeout(() => done(false), this.timeoutMs)
@@ -345,7 +381,7 @@ export class ExtProcStream {
     const call = this.call
     if (this.ended === null) {
       call.end()
-      setTimeout(() => call.cancel(), 5000).unref()
+      this.linger = setTimeout(() => call.cancel(), LINGER_MS).unref()
     }
   }
 

@@ -1,7 +1,9 @@
 /**
  * Envoy's gRPC services that policies call (ext_authz, ext_proc, the rate limit service):
  * their protos from the repository's `protos/` directory (Envoy's field numbers), loaded once
- * per file with @grpc/proto-loader, and clients made the same way for all of them.
+ * per file with @grpc/proto-loader, and grpc-js clients made the same way for ext_authz and
+ * the rate limit service. ext_proc, a stream per request, has a client of its own without
+ * grpc-js (traffic/grpc-stream-channel.ts, traffic/ext-proc-codec.ts).
  */
 
 import { fileURLToPath } from 'node:url'
