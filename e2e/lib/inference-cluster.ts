@@ -15,7 +15,7 @@ import http2 from 'node:http2'
 import type { Socket } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, startProcess, type Cluster, type KubeObject, type Proc } from '../cluster/harness.ts'
+import { requireKubeTools, startCluster, startProcess, type Cluster, type KubeObject, type KubeTools, type Proc } from '../cluster/harness.ts'
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from './portico.ts'
 import { startEchoBackend, type BackendListen, type EchoedRequest } from './backends.ts'
@@ -319,12 +319,11 @@ export interface InferenceGateway {
 }
 
 /**
- * The harness cluster with the InferencePool CRD, `namespaces` created, Portico's controller
- * with INFERENCE_EXTENSION_ENABLED=true, the Gateway `web` (one HTTP listener) in the first
- * namespace and its proxy; everything stopped after `t`. Null after skipping (tools missing;
- * in CI that throws).
+ * What a cluster test of pools needs: lwepp and the CRD, the kube tools, and a non-loopback
+ * IPv4 address for the picker Services' EndpointSlices (which refuse loopback). Null after
+ * skipping (in CI, missing tools throw).
  */
-export async function startInferenceGateway (t: TestContext, namespaces: string[]): Promise<InferenceGateway | null> {
+export function requireInferenceTools (t: TestContext): { tools: { lwepp: string, crd: string }, kube: KubeTools, hostIP: string } | null {
   const tools = requireLwepp(t)
   if (tools === null) return null
   const kube = requireKubeTools(t)
@@ -334,6 +333,19 @@ export async function startInferenceGateway (t: TestContext, namespaces: string[
     t.skip('no non-loopback IPv4 address on this machine (a picker\'s EndpointSlice needs one)')
     return null
   }
+  return { tools, kube, hostIP }
+}
+
+/**
+ * The harness cluster with the InferencePool CRD, `namespaces` created, Portico's controller
+ * with INFERENCE_EXTENSION_ENABLED=true, the Gateway `web` (one HTTP listener) in the first
+ * namespace and its proxy; everything stopped after `t`. Null after skipping (tools missing;
+ * in CI that throws).
+ */
+export async function startInferenceGateway (t: TestContext, namespaces: string[]): Promise<InferenceGateway | null> {
+  const needs = requireInferenceTools(t)
+  if (needs === null) return null
+  const { tools, kube, hostIP } = needs
   const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
   t.after(async () => await cluster.stop())
   const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-inference-'))

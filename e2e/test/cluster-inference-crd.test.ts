@@ -17,15 +17,15 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { networkInterfaces, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { CHART_DIR } from '../lib/chart.ts'
 import { freePort } from '../lib/portico.ts'
 import { type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
-import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers, poolRouteYaml } from '../lib/inference-cluster.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, startLwepp, startPoolServers, poolRouteYaml, requireInferenceTools } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'late-pool'
@@ -43,15 +43,9 @@ async function resolvedRefs (cluster: Cluster, name: string): Promise<Condition 
 }
 
 test('the InferencePool CRD installed after the controller started: pools watched without a restart; deleted: not watched; installed again: watched', { timeout: 300_000 }, async t => {
-  const tools = requireLwepp(t)
-  if (tools === null) return
-  const kube = requireKubeTools(t)
-  if (kube === null) return
-  const hostIP = Object.values(networkInterfaces()).flat().find(i => i !== undefined && i.family === 'IPv4' && !i.internal)?.address
-  if (hostIP === undefined) {
-    t.skip('no non-loopback IPv4 address on this machine (the picker\'s EndpointSlice needs one)')
-    return
-  }
+  const needs = requireInferenceTools(t)
+  if (needs === null) return
+  const { tools, kube, hostIP } = needs
   const pods = await startPoolServers(POD_NAMES, POD_IPS)
   t.after(async () => { await Promise.all(pods.map(p => p.close())) })
   const targetPort = pods[0]!.port

@@ -14,14 +14,14 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { networkInterfaces, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { request } from 'undici'
-import { requireKubeTools, startCluster } from '../cluster/harness.ts'
+import { startCluster } from '../cluster/harness.ts'
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '../lib/portico.ts'
 import { type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
-import { applyPoolPods, installPoolCrd, lweppPorts, requireLwepp, startLwepp, startPoolServers, poolRouteYaml } from '../lib/inference-cluster.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, startLwepp, startPoolServers, poolRouteYaml, requireInferenceTools } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'ha-pool'
@@ -29,15 +29,9 @@ const POD_NAMES = ['pod-a', 'pod-b']
 const POD_IPS = ['127.0.0.6', '127.0.0.7']
 
 test('the picker\'s Service with several ready endpoints: all are the pool\'s picker addresses; the first down, the next picks', { timeout: 300_000 }, async t => {
-  const tools = requireLwepp(t)
-  if (tools === null) return
-  const kube = requireKubeTools(t)
-  if (kube === null) return
-  const hostIP = Object.values(networkInterfaces()).flat().find(i => i !== undefined && i.family === 'IPv4' && !i.internal)?.address
-  if (hostIP === undefined) {
-    t.skip('no non-loopback IPv4 address on this machine (the picker\'s EndpointSlices need one)')
-    return
-  }
+  const needs = requireInferenceTools(t)
+  if (needs === null) return
+  const { tools, kube, hostIP } = needs
   const pods = await startPoolServers(POD_NAMES, POD_IPS)
   t.after(async () => { await Promise.all(pods.map(p => p.close())) })
   const targetPort = pods[0]!.port

@@ -26,12 +26,12 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { request } from 'undici'
-import { requireKubeTools, startCluster } from '../cluster/harness.ts'
+import { startCluster } from '../cluster/harness.ts'
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '../lib/portico.ts'
 import { type EchoedRequest } from '../lib/backends.ts'
 import { waitUntil } from '../lib/client.ts'
-import { applyPoolPods, hostIPv4, installPoolCrd, lweppPorts, pickerServiceYaml, poolParents, poolYaml, requireLwepp, routeConditions, startLwepp, startPoolServers, type Condition, poolRouteYaml } from '../lib/inference-cluster.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, pickerServiceYaml, poolParents, poolYaml, routeConditions, startLwepp, startPoolServers, type Condition, poolRouteYaml, requireInferenceTools } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'echo-pool'
@@ -40,15 +40,9 @@ const POD_NAMES = ['pod-a', 'pod-b']
 const POD_IPS = ['127.0.0.2', '127.0.0.3']
 
 test('HTTPRoute → InferencePool → lwepp → pods, through the controller and a Gateway\'s proxy; with the switch off, InvalidKind', { timeout: 300_000 }, async t => {
-  const tools = requireLwepp(t)
-  if (tools === null) return
-  const kube = requireKubeTools(t)
-  if (kube === null) return
-  const hostIP = hostIPv4()
-  if (hostIP === undefined) {
-    t.skip('no non-loopback IPv4 address on this machine (the picker\'s EndpointSlice needs one)')
-    return
-  }
+  const needs = requireInferenceTools(t)
+  if (needs === null) return
+  const { tools, kube, hostIP } = needs
   // Two echo servers on the same port of 127.0.0.2 and 127.0.0.3 (the pool's one targetPort).
   const pods = await startPoolServers(POD_NAMES, POD_IPS)
   t.after(async () => { await Promise.all(pods.map(p => p.close())) })
