@@ -19,6 +19,7 @@ import { requireTool } from '../lib/tools.ts'
 import { renderReadme, README_PATH, staleness } from '../../scripts/chart-docs.ts'
 import { ProxyMetrics } from '../../packages/proxy/src/metrics.ts'
 import { Controller } from '../../packages/controller/src/controller.ts'
+import { resolveControllerSettings } from '../../packages/controller/src/settings.ts'
 
 interface SeedKey {
   key: string
@@ -178,7 +179,7 @@ async function exportedMetricNames (): Promise<Set<string>> {
   const kc = new KubeConfig()
   kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' })
   const log = { info () {}, warn () {}, debug () {}, error () {}, trace () {}, fatal () {}, child () { return log } }
-  const controller = new Controller(kc, { controllerName: 'test', discoveryNamespaceSelectors: [] } as never, { syncer: log, translator: log, gatewayController: log, deployer: log } as never)
+  const controller = new Controller(kc, { ...resolveControllerSettings({}, 'test'), controllerName: 'test' }, { syncer: log, translator: log, gatewayController: log, deployer: log } as never)
   add(await controller.metrics.metrics())
   return names
 }
