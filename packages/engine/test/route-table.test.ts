@@ -2,6 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { RouteTable, type MatchInput } from '../src/routing/route-table.ts'
 import type { RouteIR, RouteMatchIR } from '../src/ir/types.ts'
+import { validateRoute } from '../src/ir/validate.ts'
 
 let order = 0
 function route (key: string, matches: Array<Partial<RouteMatchIR>>, hostnames: string[] = []): { ir: RouteIR } {
@@ -120,6 +121,14 @@ test('routes sharing a served hostname rank by their own hostname first (Gateway
     route('newer', [{ path: { kind: 'prefix', value: '/path' } }], ['abc.example.com'])
   ])
   assert.equal(select(bad, 'abc.example.com', { path: '/path/prefix/longer' }), 'older')
+})
+
+test('validateRoute: hostnameOrigins must give one hostname per served hostname', () => {
+  const r = route('r', [{}], ['abc.example.com']).ir
+  assert.deepEqual(validateRoute({ ...r, hostnameOrigins: ['*.example.com'] }), [])
+  for (const bad of [['*.example.com', '*.com'], [''], [42], 'abc'] as unknown as string[][]) {
+    assert.deepEqual(validateRoute({ ...r, hostnameOrigins: bad }).map(d => d.path.join('.')), ['hostnameOrigins'], JSON.stringify(bad))
+  }
 })
 
 test('evaluated routes are listed in the order they were tried', () => {
