@@ -31,7 +31,8 @@ const agent = newAgent()
 
 /**
  * echo-basic's retry simulation (conformance/echo-basic): per `uuid`, the first `succeedAfter`
- * requests answer `responseCode` (after `delayRetry`), later ones 200. `tries` counts them.
+ * requests answer `responseCode` (after `delayRetry`), later ones 200 (after `delay`).
+ * `tries` counts them.
  */
 function retrySimulation (): { handler: Parameters<typeof startBackend>[0], tries: Map<string, number> } {
   const tries = new Map<string, number>()
@@ -43,7 +44,7 @@ function retrySimulation (): { handler: Parameters<typeof startBackend>[0], trie
       const n = (tries.get(id) ?? 0) + 1
       tries.set(id, n)
       const fail = n <= Number(q.get('succeedAfter') ?? '0')
-      const delay = fail ? Number(/^(\d+)ms$/.exec(q.get('delayRetry') ?? '')?.[1] ?? '0') : 0
+      const delay = Number(/^(\d+)ms$/.exec(q.get(fail ? 'delayRetry' : 'delay') ?? '')?.[1] ?? '0')
       setTimeout(() => {
         res.writeHead(fail ? Number(q.get('responseCode')) : 200, { 'content-type': 'text/plain' })
         res.end(fail ? 'failed' : 'ok')
@@ -87,6 +88,7 @@ describe('Gateway API v1.7.0 HTTP route features', () => {
           retryRoute('/retry/code-all-attempts-2', { codes: [500, 502, 503, 504], attempts: 2, backoff: '10ms' }),
           retryRoute('/retry/code-all-attempts-0', { codes: [500, 502, 503, 504], attempts: 0, backoff: '10ms' }),
           retryRoute('/retry/request-timeout-500ms', { codes: [500], attempts: 5, backoff: '10ms' }, { timeout: { requestTimeout: '500ms' } }),
+          retryRoute('/retry/backend-timeout-500ms', { codes: [500], attempts: 3, backoff: '10ms' }, { timeout: { requestTimeout: '15s', backendRequestTimeout: '500ms' } }),
           { name: 'full', gateways: 'default', matches: [{ path: { pathPrefix: '/full' } }], backends: [{ host: v1.host, policies: { urlRewrite: { path: { full: '/rewritten-full' } } } }] },
           { name: 'prefix', gateways: 'default', matches: [{ path: { pathPrefix: '/prefix' } }], backends: [{ host: v1.host, policies: { urlRewrite: { path: { prefix: '/rewritten-prefix' } } } }] }
         ]
@@ -135,10 +137,13 @@ describe('Gateway API v1.7.0 HTTP route features', () => {
     }
   })
 
-  test('retry codes within a request timeout: retries while it permits, 504 once it is spent', async () => {
+  test('retry codes within timeouts: retries while the request timeout permits, 504 once it is spent; each try within the backend timeout', async () => {
     assert.deepEqual(await retried('/retry/request-timeout-500ms', 500, 1), { status: 200, tries: 2 })
     const spent = await retried('/retry/request-timeout-500ms', 500, 2, { delayRetry: '300ms' })
     assert.equal(spent.status, 504)
+    // HTTPRouteRetryWithBackendTimeout: each try within the backend request timeout.
+    assert.deepEqual(await retried('/retry/backend-timeout-500ms', 500, 2, { delayRetry: '100ms', delay: '100ms' }), { status: 200, tries: 3 })
+    assert.equal((await retried('/retry/request-timeout-500ms', 500, 2, { delayRetry: '1000ms', delay: '1000ms' })).status, 504)
   })
 
   test('URLRewrite on a backend reference: ReplaceFullPath and ReplacePrefixMatch', async () => {
