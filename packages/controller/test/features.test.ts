@@ -25,7 +25,7 @@ function httpRouteCrd (extraRule: Record<string, unknown> = {}, version = 'v1'):
       name: { type: 'string' },
       matches: { type: 'array' },
       filters,
-      backendRefs: { type: 'array' },
+      backendRefs: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, filters: structuredClone(filters) } } },
       timeouts: { type: 'object', properties: { request: { type: 'string' }, backendRequest: { type: 'string' } } },
       ...extraRule
     }
@@ -58,7 +58,11 @@ test('supportedFeatures: each field-gated feature goes when its field is missing
   const rule = (crd.spec!.versions![0]!.schema!.openAPIV3Schema as { properties: { spec: { properties: { rules: { items: { properties: Record<string, { properties?: Record<string, unknown>, items?: { properties: Record<string, unknown> } }> } } } } } }).properties.spec.properties.rules.items.properties
   delete rule.filters!.items!.properties.cors
   delete rule.timeouts!.properties!.backendRequest
+  delete (rule.backendRefs!.items!.properties.filters as { items: { properties: Record<string, unknown> } }).items.properties.urlRewrite
   const features = supportedFeatures(crd)
+  assert.ok(!features.includes('HTTPRouteBackendURLRewrite'), 'URLRewrite on backendRefs needs backendRefs[].filters[].urlRewrite')
+  assert.ok(features.includes('HTTPRoutePathRewrite'), 'the rule filters\' urlRewrite is still there')
+  assert.ok(features.includes('HTTPRouteRetryCodes'))
   assert.ok(!features.includes('HTTPRouteCORS'))
   assert.ok(!features.includes('HTTPRouteBackendTimeout'))
   assert.ok(features.includes('HTTPRouteRequestTimeout'))

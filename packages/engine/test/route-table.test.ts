@@ -2,6 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { RouteTable, type MatchInput } from '../src/routing/route-table.ts'
 import type { RouteIR, RouteMatchIR } from '../src/ir/types.ts'
+import { validateRoute } from '../src/ir/validate.ts'
 
 let order = 0
 function route (key: string, matches: Array<Partial<RouteMatchIR>>, hostnames: string[] = []): { ir: RouteIR } {
@@ -90,6 +91,44 @@ test('exact hostnames beat wildcards, which beat routes without hostnames; falls
   assert.equal(select(table, 'b.example.com', { path: '/w' }), 'wild')
   assert.equal(select(table, 'example.com', { path: '/w' }), 'any', 'a wildcard needs one more label')
   assert.equal(select(table, 'a.foo.example.com', { path: '/z' }), 'any')
+})
+
+test('routes sharing a served hostname rank by their own hostname first (GatewayRouteHostnameIntersectionPrecedence)', () => {
+  // A listener for abc.example.com: an older route for *.example.com serves abc.example.com
+  // (the intersection) with a longer prefix; a newer route for abc.example.com itself wins,
+  // and what it does not match falls through to the older one.
+  const exact = new RouteTable([
+    { ir: { ...route('older-wild', [{ path: { kind: 'prefix', value: '/path/prefix' }, headers: [{ name: 'header-b', kind: 'exact', value: 'B' }] }], ['abc.example.com']).ir, hostnameOrigins: ['*.example.com'] } },
+    route('newer-exact', [{ path: { kind: 'prefix', value: '/path' }, headers: [{ name: 'header-a', kind: 'exact', value: 'A' }] }], ['abc.example.com'])
+  ])
+  assert.equal(select(exact, 'abc.example.com', { path: '/path/prefix/longer', headers: { 'header-a': 'A', 'header-b': 'B' } }), 'newer-exact')
+  assert.equal(select(exact, 'abc.example.com', { path: '/path/prefix/longer', headers: { 'header-b': 'B' } }), 'older-wild')
+  // A listener for *.example.com: *.com narrowed to *.example.com ranks below *.example.com itself.
+  const wild = new RouteTable([
+    { ir: { ...route('older-com', [{ path: { kind: 'prefix', value: '/path/prefix' } }], ['*.example.com']).ir, hostnameOrigins: ['*.com'] } },
+    route('newer-example', [{ path: { kind: 'prefix', value: '/path' } }], ['*.example.com'])
+  ])
+  assert.equal(select(wild, 'abc.example.com', { path: '/path/prefix/longer' }), 'newer-example')
+  // Without origins (standalone, no narrowing) the older, longer prefix wins as before.
+  const plain = new RouteTable([
+    route('older', [{ path: { kind: 'prefix', value: '/path/prefix' } }], ['abc.example.com']),
+    route('newer', [{ path: { kind: 'prefix', value: '/path' } }], ['abc.example.com'])
+  ])
+  assert.equal(select(plain, 'abc.example.com', { path: '/path/prefix/longer' }), 'older')
+  // A malformed origins list (hostile IR) counts as the served hostnames.
+  const bad = new RouteTable([
+    { ir: { ...route('older', [{ path: { kind: 'prefix', value: '/path/prefix' } }], ['abc.example.com']).ir, hostnameOrigins: [42 as unknown as string] } },
+    route('newer', [{ path: { kind: 'prefix', value: '/path' } }], ['abc.example.com'])
+  ])
+  assert.equal(select(bad, 'abc.example.com', { path: '/path/prefix/longer' }), 'older')
+})
+
+test('validateRoute: hostnameOrigins must give one hostname per served hostname', () => {
+  const r = route('r', [{}], ['abc.example.com']).ir
+  assert.deepEqual(validateRoute({ ...r, hostnameOrigins: ['*.example.com'] }), [])
+  for (const bad of [['*.example.com', '*.com'], [''], [42], 'abc'] as unknown as string[][]) {
+    assert.deepEqual(validateRoute({ ...r, hostnameOrigins: bad }).map(d => d.path.join('.')), ['hostnameOrigins'], JSON.stringify(bad))
+  }
 })
 
 test('evaluated routes are listed in the order they were tried', () => {

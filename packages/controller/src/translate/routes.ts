@@ -5,7 +5,7 @@
  * timeouts, retry, mirrors) on every listener it attaches to.
  */
 
-import { intersectHostnames, linearRegexProblem, parseDuration } from '@portico/engine/config'
+import { intersectHostnames, intersectHostnamesWithOrigins, linearRegexProblem, parseDuration } from '@portico/engine/config'
 import { formatIrDiagnostic, validateRoute, type BackendRefIR, type RouteIR, type RouteMatchIR, type StreamRouteIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type HTTPRouteRule, type Namespace } from './gateway-api.ts'
 import { routeAllowed, type GatewayState, type ListenerState } from './gateways.ts'
@@ -105,11 +105,13 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
     for (const l of serving) {
       l.attached.add(`${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`)
       const hostnames = served(l)
+      // The route's own hostnames behind them: what it ranks by among routes on this listener.
+      const origins = intersectHostnamesWithOrigins(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))?.hostnameOrigins
       if (route.kind === undefined || route.kind === 'HTTPRoute' || route.kind === 'GRPCRoute') (l.served ??= []).push({ kind: route.kind ?? 'HTTPRoute', route: nsName(route.metadata), hostnames })
       if (l.ir === null) continue // attached and counted, but the listener is not programmed
       const backends = l.ir.tlsMode === 'Passthrough' ? prepared.plain ?? resolved : resolved
-      if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, backends, hostnames))
-      else for (const ir of routeIRs(prepared, hostnames)) l.ir!.routes.push(ir)
+      if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, backends, hostnames, origins))
+      else for (const ir of routeIRs(prepared, hostnames, origins)) l.ir!.routes.push(ir)
       for (const b of backends.backends.values()) gwState.backends.set(b.key, b)
     }
   }
@@ -172,7 +174,7 @@ export function invalidRouteIR (prepared: Omit<PreparedRoute, 'unsupported'>): s
   return null
 }
 
-function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames: string[]): RouteIR[] {
+function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames: string[], hostnameOrigins?: string[]): RouteIR[] {
   const ns = route.metadata.namespace ?? ''
   return (route.spec.rules ?? [{}] as HTTPRouteRule[]).map((rule, i) => {
     const rulePolicies = policies.rules[i]
@@ -216,6 +218,7 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
       namespace: ns,
       ruleName: rule.name ?? String(i),
       hostnames,
+      ...(hostnameOrigins !== undefined ? { hostnameOrigins } : {}),
       matches,
       policies: rulePolicies?.policies ?? {},
       backends,
@@ -235,11 +238,12 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
  * this listener's mode), by weight per connection (TLSRoute and TCPRoute rules have no
  * matches; the hostnames are the SNI names).
  */
-function streamRouteIR ({ route, rank }: PreparedRoute, resolved: ResolvedBackends, hostnames: string[]): StreamRouteIR {
+function streamRouteIR ({ route, rank }: PreparedRoute, resolved: ResolvedBackends, hostnames: string[], hostnameOrigins?: string[]): StreamRouteIR {
   const ns = route.metadata.namespace ?? ''
   const kind = route.kind === 'TLSRoute' ? 'tls' : 'tcp'
   const backends: BackendRefIR[] = (route.spec.rules ?? []).flatMap((rule, i) => (rule.backendRefs ?? []).map((ref, j) => ({ backend: resolved.refs[i]![j]!, weight: ref.weight ?? 1, policies: {} })))
-  return { key: `${route.kind}/${ns}/${route.metadata.name}`, name: route.metadata.name, namespace: ns, kind, hostnames: route.kind === 'TLSRoute' ? hostnames : [], backends, order: rank }
+  const tls = route.kind === 'TLSRoute'
+  return { key: `${route.kind}/${ns}/${route.metadata.name}`, name: route.metadata.name, namespace: ns, kind, hostnames: tls ? hostnames : [], ...(tls && hostnameOrigins !== undefined ? { hostnameOrigins } : {}), backends, order: rank }
 }
 
 /**

@@ -16,7 +16,7 @@ export { formatPath } from './diagnostics.ts'
 // What front ends check and convert with besides: the duration syntax, listener × route
 // hostname intersection, and whether the route table's regex engine can run a pattern.
 export { parseDuration } from '../util/duration.ts'
-export { intersectHostnames } from '../routing/hostname.ts'
+export { intersectHostnames, intersectHostnamesWithOrigins } from '../routing/hostname.ts'
 export { linearRegexProblem } from '../util/linear-regex.ts'
 // The whole loader, for blocks a cluster resource carries in the config file's own shape
 // (PorticoPolicy): loaded as the same lines of a file would be. The schema, and which of its

@@ -10,7 +10,7 @@
 import type { StreamRouteConfig } from './schema.ts'
 import type { BackendIR, BackendRefIR, StreamRouteIR } from '../ir/types.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
-import { intersectHostnames } from '../routing/hostname.ts'
+import { intersectHostnamesWithOrigins } from '../routing/hostname.ts'
 import { hostPort } from '../util/host-port.ts'
 import { backendSettingsToIR } from './traffic-to-ir.ts'
 import { meshBackend } from './mesh-to-ir.ts'
@@ -58,12 +58,12 @@ export function streamRoutesToIR (kind: 'tcp' | 'tls', routes: StreamRouteConfig
         ctx.report([...path, 'hostnames'], `gateway "${gwName}" has protocol TCP: a plain TCP connection carries no name to match (hostnames need a TLS gateway)`)
         continue
       }
-      const hostnames = intersectHostnames(listener.hostname, ir.hostnames)
-      if (hostnames === null) {
+      const served = intersectHostnamesWithOrigins(listener.hostname, ir.hostnames)
+      if (served === null) {
         ctx.report([...path, 'hostnames'], `none of the route's hostnames is served by gateway "${gwName}" (hostname ${listener.hostname ?? ''})`)
         continue
       }
-      ;(listener.streamRoutes ??= []).push({ ...ir, hostnames })
+      ;(listener.streamRoutes ??= []).push({ ...ir, ...served })
     }
   })
 }

@@ -11,7 +11,7 @@ import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
 import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
-import { intersectHostnames } from '../routing/hostname.ts'
+import { intersectHostnamesWithOrigins } from '../routing/hostname.ts'
 import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, checkExtProcOnMcp, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
@@ -87,12 +87,12 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
         report(where, `gateway "${gwName}" has protocol ${listener.protocol}: it forwards connections, not HTTP requests (use tcpRoutes${listener.protocol === 'TLS' ? ' or tlsRoutes' : ''})`)
         continue
       }
-      const hostnames = intersectHostnames(listener.hostname, ir.hostnames)
-      if (hostnames === null) {
+      const served = intersectHostnamesWithOrigins(listener.hostname, ir.hostnames)
+      if (served === null) {
         report([...path, 'hostnames'], `none of the route's hostnames is served by gateway "${gwName}" (hostname ${listener.hostname ?? ''})`)
         continue
       }
-      if (!duplicate) listener.routes.push({ ...ir, hostnames })
+      if (!duplicate) listener.routes.push({ ...ir, ...served })
       if (options.fragment !== true) checkPassthroughAuth(ir, listener, backends, path, report)
       if (!refusedOnMcp.has(gwName) && ir.backends.some(r => backends.get(r.backend)?.kind === 'mcp')) {
         const before = diagnostics.length

@@ -138,6 +138,8 @@ export interface StreamRouteIR {
   kind: 'tcp' | 'tls'
   /** SNI names (TLS listeners; a leading `*.` is a wildcard); empty = any. */
   hostnames: string[]
+  /** As RouteIR.hostnameOrigins: what the SNI match ranks by. */
+  hostnameOrigins?: string[]
   /** Backends by weight; an empty list, or only invalid ones, refuses connections. */
   backends: BackendRefIR[]
   /** Tie-breaker, as RouteIR.order. */
@@ -192,6 +194,14 @@ export interface RouteIR {
   ruleName?: string
   /** Route hostnames (already intersected with the listener's in cluster mode); empty = any. */
   hostnames: string[]
+  /**
+   * Cluster mode: the route's own hostname each of `hostnames` came from, in the same places
+   * (the most specific one when several intersect to the same name). Routes sharing a served
+   * hostname rank by these first (Gateway API GatewayRouteHostnameIntersectionPrecedence: a
+   * route for `abc.example.com` beats one for `*.example.com` that the listener narrowed to
+   * `abc.example.com`). Absent, or an entry missing: the served hostname itself.
+   */
+  hostnameOrigins?: string[]
   /** At least one; a route without matches gets `pathPrefix: /`. */
   matches: RouteMatchIR[]
   /** Route-phase policies. */

@@ -73,6 +73,7 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
       checkMs(listener.frontend?.streamIdleTimeoutMs, [...lp, 'frontend', 'streamIdleTimeoutMs'], report)
       checkRate(listener.frontend?.requestBodyMinRate, [...lp, 'frontend', 'requestBodyMinRate'], report)
       listener.routes.forEach((route, r) => checkRoute(route, [...lp, 'routes', r], report))
+      listener.streamRoutes?.forEach((route, r) => checkHostnameOrigins(route, [...lp, 'streamRoutes', r], report))
       checkExtProcOnMcp(listener, mcpBackends, lp, report)
     })
   })
@@ -186,7 +187,17 @@ export function validateRoute (route: RouteIR): IrDiagnostic[] {
   return out
 }
 
+/** hostnameOrigins, when present: one hostname string per served hostname (what precedence reads). */
+function checkHostnameOrigins (route: { hostnames: string[], hostnameOrigins?: string[] }, rp: IrPath, report: Report): void {
+  const origins: unknown = route.hostnameOrigins
+  if (origins === undefined) return
+  if (!Array.isArray(origins) || origins.length !== route.hostnames.length || !origins.every(o => typeof o === 'string' && o !== '')) {
+    report([...rp, 'hostnameOrigins'], `must list one hostname per entry of hostnames (${route.hostnames.length})`)
+  }
+}
+
 function checkRoute (route: RouteIR, rp: IrPath, report: Report): void {
+  checkHostnameOrigins(route, rp, report)
   route.matches.forEach((m, i) => checkMatch(m, [...rp, 'matches', i], report))
   checkPolicies(route.policies, [...rp, 'policies'], report)
   route.backends.forEach((ref, i) => checkPolicies(ref.policies, [...rp, 'backends', i, 'policies'], report))

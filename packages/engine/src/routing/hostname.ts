@@ -16,14 +16,31 @@ export function hostnameMatches (pattern: string, host: string): boolean {
  * `null` = nothing in common, so the route does not attach to that listener.
  */
 export function intersectHostnames (listener: string | undefined, route: readonly string[]): string[] | null {
-  if (listener === undefined || route.length === 0) return [...route]
-  const out: string[] = []
-  for (const h of route) {
-    if (hostnameMatches(listener, h) || h === listener) out.push(h)
-    else if (h.startsWith('*.') && hostnameMatches(h, listener)) out.push(listener)
-    else if (h.startsWith('*.') && listener.startsWith('*.') && listener.endsWith(h.slice(1))) out.push(listener)
+  return intersectHostnamesWithOrigins(listener, route)?.hostnames ?? null
+}
+
+/**
+ * intersectHostnames, with the route's own hostname each served one came from when any differs
+ * (`hostnameOrigins`, RouteIR's): the most specific one when several give the same name
+ * (`*.example.com` and `abc.example.com` on a listener for `abc.example.com` both give
+ * `abc.example.com`, which then ranks as exact). Spread it into the route's IR.
+ */
+export function intersectHostnamesWithOrigins (listener: string | undefined, route: readonly string[]): { hostnames: string[], hostnameOrigins?: string[] } | null {
+  if (listener === undefined || route.length === 0) return { hostnames: [...route] }
+  const served = new Map<string, string>()
+  const add = (h: string, origin: string): void => {
+    const had = served.get(h)
+    if (had === undefined || hostnameSpecificity(origin) > hostnameSpecificity(had)) served.set(h, origin)
   }
-  return out.length > 0 ? [...new Set(out)] : null
+  for (const h of route) {
+    if (hostnameMatches(listener, h) || h === listener) add(h, h)
+    else if (h.startsWith('*.') && hostnameMatches(h, listener)) add(listener, h)
+    else if (h.startsWith('*.') && listener.startsWith('*.') && listener.endsWith(h.slice(1))) add(listener, h)
+  }
+  if (served.size === 0) return null
+  const hostnames = [...served.keys()]
+  const origins = [...served.values()]
+  return origins.some((o, i) => o !== hostnames[i]) ? { hostnames, hostnameOrigins: origins } : { hostnames }
 }
 
 /** The host of a Host header value: lower-case, port and trailing dot removed. */
@@ -45,4 +62,14 @@ export function hostOnly (hostHeader: string | undefined): string {
 export function hostnameSpecificity (pattern: string | undefined): number {
   if (pattern === undefined) return 0
   return pattern.startsWith('*.') ? pattern.length : 1_000_000 + pattern.length
+}
+
+/**
+ * The specificity a route's i-th served hostname ranks by: that of the route's own hostname it
+ * came from (`origins[i]`, cluster mode), else its own. Anything but a hostname string there
+ * (hostile or stale IR) counts as the served hostname.
+ */
+export function servedHostnameSpecificity (hostnames: readonly string[], origins: readonly string[] | undefined, i: number): number {
+  const origin = origins?.[i]
+  return hostnameSpecificity(typeof origin === 'string' && origin !== '' ? origin : hostnames[i])
 }

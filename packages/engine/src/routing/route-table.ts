@@ -4,7 +4,9 @@
  *  1. hostname: routes for the exact host, then wildcard hostnames from the longest, then
  *     routes with no hostname (a more specific hostname group is tried first; when none of
  *     its matches fit the request, the next group is tried);
- *  2. within a group: exact path > longest prefix > regex; then a method match; then more
+ *  2. within a group: the route's own hostname, most specific first (in a cluster a route for
+ *     `*.example.com` on a listener for `abc.example.com` serves `abc.example.com` but ranks
+ *     as `*.example.com`: RouteIR.hostnameOrigins); then exact path > longest prefix > regex; then a method match; then more
  *     header matches; then more query matches; then route order (file position or creation
  *     time); then match order within the route.
  *
@@ -15,7 +17,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { RouteIR, RouteMatchIR, ValueMatchIR } from '../ir/types.ts'
 import { compileLinearRegex } from '../util/linear-regex.ts'
-import { hostnameMatches } from './hostname.ts'
+import { hostnameMatches, servedHostnameSpecificity } from './hostname.ts'
 
 export interface MatchInput {
   method: string
@@ -65,11 +67,13 @@ export class RouteTable<R extends { ir: RouteIR }> {
     const wildcard = new Map<string, Entry<R>[]>()
     for (const route of routes) {
       const entries = route.ir.matches.map((m, i) => compileEntry(route, m, i))
-      const hostnames = route.ir.hostnames.length > 0 ? route.ir.hostnames : [undefined]
-      for (const h of hostnames) {
-        const group = h === undefined ? this.any : h.startsWith('*.') ? getOrInit(wildcard, h) : getOrInit(this.exact, h)
-        group.push(...entries)
-      }
+      if (route.ir.hostnames.length === 0) this.any.push(...entries.map(e => ({ ...e, rank: [0, ...e.rank] })))
+      route.ir.hostnames.forEach((h, i) => {
+        const group = h.startsWith('*.') ? getOrInit(wildcard, h) : getOrInit(this.exact, h)
+        // Within a hostname group, the route's own hostname ranks first (GatewayRouteHostnameIntersectionPrecedence).
+        const specificity = servedHostnameSpecificity(route.ir.hostnames, route.ir.hostnameOrigins, i)
+        group.push(...entries.map(e => ({ ...e, rank: [-specificity, ...e.rank] })))
+      })
     }
     for (const group of this.exact.values()) group.sort(compareEntries)
     for (const [pattern, entries] of wildcard) this.wildcard.push({ pattern, entries: entries.sort(compareEntries) })

@@ -24,7 +24,7 @@ import type { BackendIR, EndpointIR, TlsMode } from '../ir/types.ts'
 import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../request/compiled.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
-import { hostnameMatches, hostnameSpecificity } from '../routing/hostname.ts'
+import { hostnameMatches, servedHostnameSpecificity } from '../routing/hostname.ts'
 import { backendTlsConnectOptions } from '../http/upstream-pools.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
 import { MAX_CLIENT_HELLO_BYTES, parseClientHello } from './client-hello.ts'
@@ -491,7 +491,8 @@ export class StreamProxy {
 
 /**
  * The route a connection takes: on TLS the one whose hostnames match the SNI name most
- * specifically (a route without hostnames matches any name, least specifically), ties going
+ * specifically (ranked by the route's own hostname: StreamRouteIR.hostnameOrigins; a route
+ * without hostnames matches any name, least specifically), ties going
  * to the earlier route; on TCP the first.
  */
 export function selectStreamRoute (listener: CompiledListener, serverName: string | null): CompiledStreamRoute | null {
@@ -501,7 +502,9 @@ export function selectStreamRoute (listener: CompiledListener, serverName: strin
     let score = -1
     if (route.ir.hostnames.length === 0) score = 0
     else if (serverName !== null) {
-      for (const h of route.ir.hostnames) if (hostnameMatches(h, serverName)) score = Math.max(score, hostnameSpecificity(h))
+      route.ir.hostnames.forEach((h, i) => {
+        if (hostnameMatches(h, serverName)) score = Math.max(score, servedHostnameSpecificity(route.ir.hostnames, route.ir.hostnameOrigins, i))
+      })
     }
     if (score > bestScore) {
       best = route
