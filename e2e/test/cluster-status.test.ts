@@ -208,3 +208,128 @@ spec:
   assert.equal(byType(gw.status.conditions, 'Accepted')?.observedGeneration, gw.metadata!.generation)
   assert.equal(byType(ours(r)?.conditions, 'Accepted')?.observedGeneration, r.metadata!.generation)
 })
+
+/**
+ * A fake second controller running beside Portico: it keeps rewriting its own condition
+ * types on the GatewayClass, a Gateway, its listener and an HTTPRoute (and its own
+ * status.parents[] entry there), each write carrying a counter in its message, as fast as the
+ * API server takes them, while the test keeps changing the Gateway's and the route's spec so
+ * Portico keeps rewriting their statuses. Each of its rounds reads the objects first and
+ * checks that what it wrote last is still there, exactly: a Portico write that dropped or
+ * overwrote a foreign condition or entry (a lost update) shows up as a missing or stale
+ * counter on the very next read.
+ */
+test('a second controller writing the same statuses concurrently and repeatedly: neither loses the other\'s writes', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  const controller = await startController(cluster, {})
+  cleanup.push(() => controller.stop())
+  const classPath = `${GW_API}/gatewayclasses/portico`
+  const gwPath = `${GW_API}/namespaces/apps/gateways/busy`
+  const routePath = `${GW_API}/namespaces/apps/httproutes/busy`
+  const route = (prefix: string) => `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: busy, namespace: apps }
+spec:
+  parentRefs: [{ name: busy }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: ${prefix} } }]
+      backendRefs: [{ name: echo, port: 80 }]
+`
+  const port = await freePort()
+  await cluster.apply(`${gatewayYaml('apps', 'busy', port)}---\n${route('/p0')}`)
+  const get = (path: string) => cluster!.api<KubeObject>('GET', path)
+  const why = () => controller.output().slice(-3000)
+  await waitUntil(async () => {
+    const [gw, r] = [await get(gwPath), await get(routePath)]
+    return listener(gw, 'http') !== undefined && byType(ours(r)?.conditions, 'Accepted') !== undefined
+  }, 30_000, `Portico's first statuses\n${why()}`, 100)
+
+  // The fake controller. `last` is what it last stored, per place; a round first checks the
+  // object read still carries it, then writes the next counter (with retry on conflict).
+  const TYPE = 'other.example.com/Checked'
+  const last = new Map<string, string>()
+  const lost: string[] = []
+  const stats = { writes: 0, conflicts: 0 }
+  const mine = (conditions: Cond[] | undefined): string | undefined => byType(conditions, TYPE)?.message
+  const theirEntry = (obj: KubeObject) => (obj.status?.parents as Array<{ controllerName: string, conditions: Cond[] }> | undefined)?.find(p => p.controllerName === OTHER)
+  const set = (conditions: Cond[], message: string, generation: number): Cond[] =>
+    [...conditions.filter(c => c.type !== TYPE), { ...foreignCondition(TYPE, generation), message }]
+  const check = (place: string, seen: string | undefined): void => {
+    const want = last.get(place)
+    if (want !== undefined && seen !== want) lost.push(`${place}: wrote ${want}, read ${seen ?? 'nothing'}`)
+  }
+  const places: Record<string, { path: string, read: (o: KubeObject) => string | undefined, write: (o: KubeObject, m: string) => void }> = {
+    class: { path: classPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
+    gateway: { path: gwPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
+    listener: {
+      path: gwPath,
+      read: o => mine(listener(o, 'http')?.conditions),
+      write: (o, m) => { const l = listener(o, 'http'); if (l !== undefined) l.conditions = set(l.conditions, m, o.metadata!.generation as number) }
+    },
+    routeParent: {
+      path: routePath,
+      read: o => mine(theirEntry(o)?.conditions),
+      write: (o, m) => {
+        const parents = (o.status.parents ?? []).filter((p: { controllerName: string }) => p.controllerName !== OTHER)
+        o.status.parents = [{ parentRef: { name: 'busy' }, controllerName: OTHER, conditions: set([], m, o.metadata!.generation as number) }, ...parents]
+      }
+    },
+    routeOursForeignType: { path: routePath, read: o => mine(ours(o)?.conditions), write: (o, m) => { const p = ours(o); if (p !== undefined) p.conditions = set(p.conditions, m, o.metadata!.generation as number) } }
+  }
+  let stop = false
+  const fakeController = (async () => {
+    for (let round = 1; !stop; round++) {
+      for (const path of [classPath, gwPath, routePath]) {
+        const here = Object.entries(places).filter(([, p]) => p.path === path)
+        for (let attempt = 0; ; attempt++) {
+          const obj = await get(path)
+          for (const [name, p] of here) check(name, p.read(obj))
+          const wrote = new Map<string, string>()
+          for (const [name, p] of here) {
+            const message = `round ${round} ${name}`
+            p.write(obj, message)
+            if (p.read(obj) === message) wrote.set(name, message)
+          }
+          try {
+            await cluster!.api<KubeObject>('PUT', `${path}/status`, obj)
+            stats.writes++
+            for (const [name, m] of wrote) last.set(name, m)
+            break
+          } catch (err) {
+            if ((err as { status?: number }).status !== 409 || attempt > 50) throw err
+            stats.conflicts++
+          }
+        }
+      }
+    }
+  })()
+
+  // Meanwhile: spec changes that make Portico rewrite the Gateway's and the route's statuses
+  // (new generations, a listener hostname that changes the route's attachment).
+  try {
+    for (let i = 1; i <= 12; i++) {
+      await cluster.apply(route(`/p${i}`))
+      await cluster.api('PATCH', gwPath, { spec: { listeners: [{ name: 'http', port, protocol: 'HTTP', ...(i % 2 === 1 ? { hostname: `h${i}.example.com` } : {}) }] } }, { contentType: 'application/merge-patch+json' })
+      await new Promise(resolve => setTimeout(resolve, 150))
+    }
+    const caughtUp = (obj: KubeObject, conditions: Cond[] | undefined) => conditions !== undefined && conditions.filter(c => !c.type.includes('/')).length > 0 &&
+      conditions.filter(c => !c.type.includes('/')).every(c => c.observedGeneration === obj.metadata!.generation)
+    await waitUntil(async () => {
+      const [gw, r] = [await get(gwPath), await get(routePath)]
+      return caughtUp(gw, gw.status.conditions) && caughtUp(gw, listener(gw, 'http')?.conditions) && caughtUp(r, ours(r)?.conditions)
+    }, 30_000, `Portico's statuses for the last generations\n${why()}`, 100)
+  } finally {
+    stop = true
+    await fakeController
+  }
+  // One more read after both stopped: the last foreign writes are all there.
+  for (const [name, p] of Object.entries(places)) check(name, p.read(await get(p.path)))
+  t.diagnostic(`fake controller: ${stats.writes} writes, ${stats.conflicts} conflicts`)
+  assert.deepEqual(lost, [], 'foreign writes lost')
+  assert.ok(stats.writes >= 12, `the fake controller wrote (${stats.writes})`)
+  // Portico's own part is current and whole.
+  const [gw, r] = [await get(gwPath), await get(routePath)]
+  assert.equal(byType(gw.status.conditions, 'Accepted')?.observedGeneration, gw.metadata!.generation)
+  assert.equal(byType(ours(r)?.conditions, 'Accepted')?.observedGeneration, r.metadata!.generation)
+  assert.deepEqual((r.status.parents as Array<{ controllerName: string }>).map(p => p.controllerName).sort(), [OTHER, CONTROLLER_NAME].sort())
+})
