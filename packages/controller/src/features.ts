@@ -49,6 +49,7 @@ export const SUPPORTED_FEATURES = [
   'ReferenceGrant',
   'BackendTLSPolicy',
   'BackendTLSPolicySANValidation',
+  'ClusterTrustBundle',
   'GatewayBackendClientCertificate',
   'GRPCRoute',
   'GRPCRouteNamedRouteRule',
@@ -90,7 +91,9 @@ export const FEATURE_KINDS: Record<string, string> = {
   TLSRoute: 'TLSRoute',
   TLSRouteModeTerminate: 'TLSRoute',
   TLSRouteModeMixed: 'TLSRoute',
-  TCPRoute: 'TCPRoute'
+  TCPRoute: 'TCPRoute',
+  // A built-in kind, but served only with its feature gate (certificates.k8s.io/v1beta1 in Kubernetes 1.36).
+  ClusterTrustBundle: 'ClusterTrustBundle'
 }
 
 interface Schema {

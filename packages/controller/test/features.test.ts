@@ -74,10 +74,12 @@ test('supportedFeatures: without a readable CRD, or without a v1 version, only f
 
 test('supportedFeatures: ListenerSet is claimed only when the ListenerSet kind is served (its CRD installed)', () => {
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set()).includes('ListenerSet'))
-  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute']))
+  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute', 'ClusterTrustBundle']))
   assert.ok(withKind.includes('ListenerSet'))
   assert.deepEqual(withKind, SUPPORTED_FEATURES)
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet'])).includes('GRPCRoute'), 'GRPCRoute needs its CRD served')
+  // ClusterTrustBundle is built in but served only with its feature gate (certificates.k8s.io/v1beta1 in Kubernetes 1.36).
+  assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet'])).includes('ClusterTrustBundle'), 'ClusterTrustBundle needs the kind served')
   // Without the kinds argument, kinds are not checked (the fields alone decide).
   assert.ok(supportedFeatures(httpRouteCrd(retry)).includes('ListenerSet'))
 })

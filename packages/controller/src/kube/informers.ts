@@ -34,6 +34,7 @@ const WATCHED: Record<Kind, string> = {
   parameters: paths.porticoParameters,
   backendTLSPolicies: paths.backendTLSPolicies,
   configMaps: paths.configMaps,
+  clusterTrustBundles: paths.clusterTrustBundles,
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends,
   porticoModels: paths.porticoModels,
@@ -55,6 +56,8 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   grpcRoutes: paths.grpcRoutes,
   tlsRoutes: paths.tlsRoutes,
   tcpRoutes: paths.tcpRoutes,
+  // A built-in kind, but beta: served only with its feature gate and runtime-config (Kubernetes 1.36).
+  clusterTrustBundles: paths.clusterTrustBundles,
   // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends,
@@ -330,6 +333,7 @@ export class Informers {
       parameters: list('parameters'),
       backendTLSPolicies: list('backendTLSPolicies'),
       configMaps: list('configMaps'),
+      ...(this.informers.has('clusterTrustBundles') ? { clusterTrustBundles: list('clusterTrustBundles') } : {}),
       // Absent (not empty) when the CRD is not served: the translation then reports nothing for it.
       ...(this.informers.has('porticoPolicies') ? { porticoPolicies: list('porticoPolicies') } : {}),
       ...(this.informers.has('porticoBackends') ? { porticoBackends: list('porticoBackends') } : {}),

@@ -13,6 +13,7 @@ import { requestedAddresses, type RequestedAddresses } from './addresses.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 import { frontendValidation } from './frontend-tls.ts'
+import type { ClusterTrustBundle } from './ca-certificates.ts'
 
 export interface ListenerState {
   listener: Listener
@@ -106,12 +107,12 @@ export function tlsModeOf (listener: Listener): 'Terminate' | 'Passthrough' {
   return listener.tls?.mode === 'Passthrough' ? 'Passthrough' : 'Terminate'
 }
 
-export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map()): GatewayState {
+export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map(), trustBundles?: ReadonlyMap<string, ClusterTrustBundle>): GatewayState {
   const gen = gw.metadata.generation
   const ns = gw.metadata.namespace ?? ''
   const listeners: ListenerState[] = gw.spec.listeners.map(listener => listenerState({ kind: 'Gateway', namespace: ns, generation: gen }, listener, grants, secrets))
 
-  applyFrontendValidation(gw, listeners, grants, configMaps)
+  applyFrontendValidation(gw, listeners, grants, configMaps, trustBundles)
 
   // Conflicts: one protocol per port; one listener per (port, hostname).
   const byPort = new Map<number, ListenerState[]>()
@@ -199,11 +200,11 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
  * resolves the listeners are not accepted (NoValidCACertificate) and stay out of the IR, so
  * the port never serves without the validation asked for.
  */
-function applyFrontendValidation (gw: Gateway, listeners: ListenerState[], grants: ReferenceGrants, configMaps: ReadonlyMap<string, { data?: Record<string, string> }>): void {
+function applyFrontendValidation (gw: Gateway, listeners: ListenerState[], grants: ReferenceGrants, configMaps: ReadonlyMap<string, { data?: Record<string, string> }>, trustBundles: ReadonlyMap<string, ClusterTrustBundle> | undefined): void {
   const gen = gw.metadata.generation
   for (const l of listeners) {
     if (l.listener.protocol !== 'HTTPS') continue
-    const v = frontendValidation(gw, l.listener.port, grants, configMaps)
+    const v = frontendValidation(gw, l.listener.port, grants, configMaps, trustBundles)
     if (v === undefined) continue
     if (v.ir !== undefined) l.clientValidation = v.ir
     if (v.problem === undefined) continue
