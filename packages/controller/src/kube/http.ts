@@ -125,6 +125,7 @@ export const paths = {
   porticoModel: (ns: string, name: string) => `/apis/portico.dev/v1alpha1/namespaces/${ns}/porticomodels/${name}`,
   porticoPolicy: (ns: string, name: string) => `/apis/portico.dev/v1alpha1/namespaces/${ns}/porticopolicies/${name}`,
   httpRouteCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/httproutes.gateway.networking.k8s.io',
+  gatewayCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gateways.gateway.networking.k8s.io',
   customResourceDefinitions: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
   gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,

@@ -47,7 +47,7 @@ export interface Listener {
 
 export interface Gateway {
   metadata: ObjectMeta
-  spec: { gatewayClassName: string, listeners: Listener[], addresses?: Array<{ type?: string, value?: string }>, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string>, parametersRef?: { group: string, kind: string, name: string } }, allowedListeners?: AllowedListeners }
+  spec: { gatewayClassName: string, listeners: Listener[], addresses?: Array<{ type?: string, value?: string, routability?: string }>, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string>, parametersRef?: { group: string, kind: string, name: string } }, allowedListeners?: AllowedListeners }
   status?: unknown
 }
 
