@@ -168,6 +168,14 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
     valid = false
     accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS, TLS, TCP)`, gen)
   }
+  // Listener filters (Gateway API v1.7.0, GatewayListenerFilters: ExternalAuth / ExtensionRef
+  // run before route matching) are not implemented. Serving the listener without them would
+  // skip the authentication an ExternalAuth filter asks for, so it is refused (fail closed).
+  const filters = listener.filters?.requests ?? []
+  if (valid && filters.length > 0) {
+    valid = false
+    accepted = condition('Accepted', false, 'UnsupportedValue', `listener filters (${filters.map(f => f.type).join(', ')}) are not supported: the listener is not served rather than served without them`, gen)
+  }
   if (listener.allowedRoutes?.kinds !== undefined) {
     const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && offered.some(h => h.kind === k.kind))
     if (ok.length !== listener.allowedRoutes.kinds.length) {
