@@ -210,11 +210,15 @@ export class Informers {
       if (!this.informers.has(kind)) continue
       const served = await this.untilAnswered(`discovery of ${groupVersion}`, async () => await this.api.get(groupVersion).then(() => true, (err: { code?: number }) => {
         if (err.code === 404) return false
+        // A built-in kind the controller's role may predate (a ClusterRole without
+        // clustertrustbundles): read as none rather than refusing to start.
+        if (err.code === 403 && kind === 'clusterTrustBundles') return false
         throw err
       }))
       if (!served) {
         this.informers.delete(kind)
-        if (LATE_CRDS[kind] !== undefined) this.log.warn({ kind, api: groupVersion, crd: LATE_CRDS[kind].crd }, 'API not served (CRD not installed): not watched until its CRD is installed')
+        if (kind === 'clusterTrustBundles') this.log.warn({ kind, api: groupVersion }, 'ClusterTrustBundles not served (feature gate off) or not permitted: not watched; caCertificateRefs naming one do not resolve')
+        else if (LATE_CRDS[kind] !== undefined) this.log.warn({ kind, api: groupVersion, crd: LATE_CRDS[kind].crd }, 'API not served (CRD not installed): not watched until its CRD is installed')
         else this.log.warn({ kind, api: groupVersion }, 'API not served (CRD not installed): not watched; install the chart\'s CRDs and restart the controller to use it')
       }
     }
