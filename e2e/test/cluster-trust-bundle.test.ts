@@ -7,7 +7,8 @@
  * gate and runtime-config, which this cluster turns on. A second policy names a bundle of
  * another CA: the same backend then fails verification, so the first call's 200 is the
  * bundle's doing, not an unverified connection. Changing the bundle's trustBundle moves the
- * verification with it.
+ * verification with it. And the feature's other half: a Gateway's frontend (client
+ * certificate) validation with a ClusterTrustBundle CA.
  */
 
 import { after, before, test, type TestContext } from 'node:test'
@@ -17,6 +18,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { request as httpsRequest } from 'node:https'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '../lib/portico.ts'
@@ -48,6 +50,11 @@ before(async s => {
   openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=backend.test')
   writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:backend.test\n')
   openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
+  // Client certificates for frontend validation: one from the bundle's CA, one from another.
+  for (const [name, signer] of [['client', 'ca'], ['stranger', 'other']]) {
+    openssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`)
+    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', `${signer}.pem`, '-CAkey', `${signer}.key`, '-CAcreateserial', '-out', `${name}.pem`, '-days', '1')
+  }
   await host.spawnNode([HTTPS_SERVER, host.address, String(BACKEND_PORT), 'tls-backend', join(dir, 'server.pem'), join(dir, 'server.key')], 'listening')
   cluster = await startCluster({
     tools,
@@ -154,4 +161,68 @@ spec:
   await cluster.apply(`${bundle('backend-ca', other)}---\n${bundle('other-ca', ca)}`)
   await waitUntil(async () => (await httpGet(`http://127.0.0.1:${gwPort}/wrong/x`)).status === 200, 30_000, `the swapped bundle verifies /wrong${why()}`, 200)
   assert.ok((await httpGet(`http://127.0.0.1:${gwPort}/secure/x`)).status >= 500, '/secure now has the other CA')
+})
+
+/** GET over TLS to the Gateway, with a client certificate (or none): the status, or the TLS/connection error. */
+function getWithClientCert (port: number, cert?: string): Promise<string> {
+  return new Promise(resolve => {
+    const req = httpsRequest({
+      host: '127.0.0.1', port, path: '/secure/front', servername: 'front.test', rejectUnauthorized: false,
+      ...(cert !== undefined ? { cert: readFileSync(join(dir, `${cert}.pem`)), key: readFileSync(join(dir, `${cert}.key`)) } : {})
+    }, res => {
+      res.resume()
+      res.on('end', () => resolve(String(res.statusCode)))
+    })
+    req.on('error', err => resolve(`error ${(err as NodeJS.ErrnoException).code ?? err.message}`))
+    req.setTimeout(5000, () => req.destroy(new Error('timeout')))
+    req.end()
+  })
+}
+
+test('frontend validation with a ClusterTrustBundle CA: a client certificate from the bundle\'s CA is served, one from another CA or none is refused', async t => {
+  if (cluster === undefined || host === null) return t.skip('no cluster or no test host')
+  const port = await freePort()
+  const b64 = (file: string) => readFileSync(join(dir, file)).toString('base64')
+  await cluster.apply(`apiVersion: v1
+kind: Secret
+metadata: { name: front-cert, namespace: apps }
+type: kubernetes.io/tls
+data: { tls.crt: ${b64('server.pem')}, tls.key: ${b64('server.key')} }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: front, namespace: apps }
+spec:
+  gatewayClassName: portico
+  listeners: [{ name: https, port: ${port}, protocol: HTTPS, tls: { certificateRefs: [{ name: front-cert }] } }]
+  tls:
+    frontend:
+      default:
+        validation:
+          caCertificateRefs: [{ group: certificates.k8s.io, kind: ClusterTrustBundle, name: client-ca }]
+---
+${bundle('client-ca', readFileSync(join(dir, 'ca.pem'), 'utf8'))}---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: front, namespace: apps }
+spec:
+  parentRefs: [{ name: front }]
+  rules: [{ matches: [{ path: { type: PathPrefix, value: /secure } }], backendRefs: [{ name: secure, port: 443 }] }]
+`)
+  // The controller of the first test still runs (same cluster); this Gateway gets its own proxy.
+  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'front')
+  cleanup.push(async () => { await proxy.stop() })
+  let last = ''
+  await waitUntil(async () => {
+    last = await getWithClientCert(port, 'client')
+    return last !== '' && !last.startsWith('error')
+  }, 30_000, `a call with a client certificate from the bundle's CA (last: ${last})\n${proxy.output.slice(-2000)}`, 200)
+  // The backend may still be settling (the first test swapped the bundles): the TLS session
+  // with the Gateway is what this test is about.
+  assert.match(last, /^\d{3}$/)
+  assert.match(await getWithClientCert(port, 'stranger'), /^error/, 'a certificate from another CA: no TLS session')
+  assert.match(await getWithClientCert(port), /^error/, 'no certificate: no TLS session (AllowValidOnly)')
+  const gw = await cluster.api<KubeObject>('GET', `${GW_API}/namespaces/apps/gateways/front`)
+  const conditions = (gw.status?.listeners as Array<{ conditions: Array<{ type: string, status: string }> }> | undefined)?.[0]?.conditions ?? []
+  assert.equal(conditions.find(c => c.type === 'ResolvedRefs')?.status, 'True', JSON.stringify(conditions))
 })
