@@ -210,7 +210,7 @@ spec:
 })
 
 /**
- * A fake second controller running beside Portico: it keeps rewriting its own condition
+ * Fake second controllers (three) running beside Portico: each keeps rewriting its own condition
  * types on the GatewayClass, a Gateway, its listener and an HTTPRoute (and its own
  * status.parents[] entry there), each write carrying a counter in its message, as fast as the
  * API server takes them, while the test keeps changing the Gateway's and the route's spec so
@@ -219,7 +219,7 @@ spec:
  * overwrote a foreign condition or entry (a lost update) shows up as a missing or stale
  * counter on the very next read.
  */
-test('a second controller writing the same statuses concurrently and repeatedly: neither loses the other\'s writes', async t => {
+test('other controllers writing the same statuses concurrently and repeatedly: none loses another\'s writes, Portico included', async t => {
   if (cluster === undefined) return t.skip('no cluster')
   const controller = await startController(cluster, {})
   cleanup.push(() => controller.stop())
@@ -244,65 +244,74 @@ spec:
     return listener(gw, 'http') !== undefined && byType(ours(r)?.conditions, 'Accepted') !== undefined
   }, 30_000, `Portico's first statuses\n${why()}`, 100)
 
-  // The fake controller. `last` is what it last stored, per place; a round first checks the
-  // object read still carries it, then writes the next counter (with retry on conflict).
-  const TYPE = 'other.example.com/Checked'
-  const last = new Map<string, string>()
-  const lost: string[] = []
-  const stats = { writes: 0, conflicts: 0 }
-  const mine = (conditions: Cond[] | undefined): string | undefined => byType(conditions, TYPE)?.message
-  const theirEntry = (obj: KubeObject) => (obj.status?.parents as Array<{ controllerName: string, conditions: Cond[] }> | undefined)?.find(p => p.controllerName === OTHER)
-  const set = (conditions: Cond[], message: string, generation: number): Cond[] =>
-    [...conditions.filter(c => c.type !== TYPE), { ...foreignCondition(TYPE, generation), message }]
-  const check = (place: string, seen: string | undefined): void => {
-    const want = last.get(place)
-    if (want !== undefined && seen !== want) lost.push(`${place}: wrote ${want}, read ${seen ?? 'nothing'}`)
-  }
-  const places: Record<string, { path: string, read: (o: KubeObject) => string | undefined, write: (o: KubeObject, m: string) => void }> = {
-    class: { path: classPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
-    gateway: { path: gwPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
-    listener: {
-      path: gwPath,
-      read: o => mine(listener(o, 'http')?.conditions),
-      write: (o, m) => { const l = listener(o, 'http'); if (l !== undefined) l.conditions = set(l.conditions, m, o.metadata!.generation as number) }
-    },
-    routeParent: {
-      path: routePath,
-      read: o => mine(theirEntry(o)?.conditions),
-      write: (o, m) => {
-        const parents = (o.status.parents ?? []).filter((p: { controllerName: string }) => p.controllerName !== OTHER)
-        o.status.parents = [{ parentRef: { name: 'busy' }, controllerName: OTHER, conditions: set([], m, o.metadata!.generation as number) }, ...parents]
-      }
-    },
-    routeOursForeignType: { path: routePath, read: o => mine(ours(o)?.conditions), write: (o, m) => { const p = ours(o); if (p !== undefined) p.conditions = set(p.conditions, m, o.metadata!.generation as number) } }
-  }
+  // The fake controllers, three at once (more contention than one). Each has its own
+  // condition type and controllerName; `last` is what it last stored, per place; a round
+  // first checks the object read still carries it, then writes the next counter (retrying
+  // on conflict, as client-go's RetryOnConflict does).
   let stop = false
-  const fakeController = (async () => {
-    for (let round = 1; !stop; round++) {
-      for (const path of [classPath, gwPath, routePath]) {
-        const here = Object.entries(places).filter(([, p]) => p.path === path)
-        for (let attempt = 0; ; attempt++) {
-          const obj = await get(path)
-          for (const [name, p] of here) check(name, p.read(obj))
-          const wrote = new Map<string, string>()
-          for (const [name, p] of here) {
-            const message = `round ${round} ${name}`
-            p.write(obj, message)
-            if (p.read(obj) === message) wrote.set(name, message)
-          }
-          try {
-            await cluster!.api<KubeObject>('PUT', `${path}/status`, obj)
-            stats.writes++
-            for (const [name, m] of wrote) last.set(name, m)
-            break
-          } catch (err) {
-            if ((err as { status?: number }).status !== 409 || attempt > 50) throw err
-            stats.conflicts++
+  const fake = (n: number) => {
+    const TYPE = `other${n}.example.com/Checked`
+    const NAME = `example.com/other-controller-${n}`
+    const last = new Map<string, string>()
+    const lost: string[] = []
+    const stats = { writes: 0, conflicts: 0 }
+    const mine = (conditions: Cond[] | undefined): string | undefined => byType(conditions, TYPE)?.message
+    const theirEntry = (obj: KubeObject) => (obj.status?.parents as Array<{ controllerName: string, conditions: Cond[] }> | undefined)?.find(p => p.controllerName === NAME)
+    const set = (conditions: Cond[], message: string, generation: number): Cond[] =>
+      [...conditions.filter(c => c.type !== TYPE), { ...foreignCondition(TYPE, generation), message }]
+    const check = (place: string, seen: string | undefined): void => {
+      const want = last.get(place)
+      if (want !== undefined && seen !== want) lost.push(`${NAME} ${place}: wrote ${want}, read ${seen ?? 'nothing'}`)
+    }
+    const places: Record<string, { path: string, read: (o: KubeObject) => string | undefined, write: (o: KubeObject, m: string) => void }> = {
+      class: { path: classPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
+      gateway: { path: gwPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
+      listener: {
+        path: gwPath,
+        read: o => mine(listener(o, 'http')?.conditions),
+        write: (o, m) => { const l = listener(o, 'http'); if (l !== undefined) l.conditions = set(l.conditions, m, o.metadata!.generation as number) }
+      },
+      routeParent: {
+        path: routePath,
+        read: o => mine(theirEntry(o)?.conditions),
+        write: (o, m) => {
+          const parents = (o.status.parents ?? []).filter((p: { controllerName: string }) => p.controllerName !== NAME)
+          o.status.parents = [...parents, { parentRef: { name: 'busy' }, controllerName: NAME, conditions: set([], m, o.metadata!.generation as number) }]
+        }
+      },
+      routeOursForeignType: { path: routePath, read: o => mine(ours(o)?.conditions), write: (o, m) => { const p = ours(o); if (p !== undefined) p.conditions = set(p.conditions, m, o.metadata!.generation as number) } }
+    }
+    const done = (async () => {
+      for (let round = 1; !stop; round++) {
+        for (const path of [classPath, gwPath, routePath]) {
+          const here = Object.entries(places).filter(([, p]) => p.path === path)
+          for (let attempt = 0; ; attempt++) {
+            const obj = await get(path)
+            for (const [name, p] of here) check(name, p.read(obj))
+            const wrote = new Map<string, string>()
+            for (const [name, p] of here) {
+              const message = `round ${round} ${name}`
+              p.write(obj, message)
+              if (p.read(obj) === message) wrote.set(name, message)
+            }
+            try {
+              await cluster!.api<KubeObject>('PUT', `${path}/status`, obj)
+              stats.writes++
+              for (const [name, m] of wrote) last.set(name, m)
+              break
+            } catch (err) {
+              if ((err as { status?: number }).status !== 409 || attempt > 100) throw err
+              stats.conflicts++
+            }
           }
         }
       }
-    }
-  })()
+    })()
+    /** After it stopped: one more read, the last writes are all there. */
+    const final = async () => { for (const [name, p] of Object.entries(places)) check(name, p.read(await get(p.path))) }
+    return { NAME, lost, stats, done, final }
+  }
+  const fakes = [fake(1), fake(2), fake(3)]
 
   // Meanwhile: spec changes that make Portico rewrite the Gateway's and the route's statuses
   // (new generations, a listener hostname that changes the route's attachment).
@@ -320,16 +329,19 @@ spec:
     }, 30_000, `Portico's statuses for the last generations\n${why()}`, 100)
   } finally {
     stop = true
-    await fakeController
+    await Promise.all(fakes.map(f => f.done))
   }
-  // One more read after both stopped: the last foreign writes are all there.
-  for (const [name, p] of Object.entries(places)) check(name, p.read(await get(p.path)))
-  t.diagnostic(`fake controller: ${stats.writes} writes, ${stats.conflicts} conflicts`)
-  assert.deepEqual(lost, [], 'foreign writes lost')
-  assert.ok(stats.writes >= 12, `the fake controller wrote (${stats.writes})`)
+  for (const f of fakes) {
+    await f.final()
+    t.diagnostic(`${f.NAME}: ${f.stats.writes} writes, ${f.stats.conflicts} conflicts`)
+    assert.deepEqual(f.lost, [], `${f.NAME}: foreign writes lost`)
+    assert.ok(f.stats.writes >= 12, `${f.NAME} wrote (${f.stats.writes})`)
+  }
+  // Portico never gave a status write up (5 conflicts in a row): each was redone until it landed.
+  assert.doesNotMatch(controller.output(), /status write failed/)
   // Portico's own part is current and whole.
   const [gw, r] = [await get(gwPath), await get(routePath)]
   assert.equal(byType(gw.status.conditions, 'Accepted')?.observedGeneration, gw.metadata!.generation)
   assert.equal(byType(ours(r)?.conditions, 'Accepted')?.observedGeneration, r.metadata!.generation)
-  assert.deepEqual((r.status.parents as Array<{ controllerName: string }>).map(p => p.controllerName).sort(), [OTHER, CONTROLLER_NAME].sort())
+  assert.deepEqual((r.status.parents as Array<{ controllerName: string }>).map(p => p.controllerName).sort(), [CONTROLLER_NAME, ...fakes.map(f => f.NAME)].sort())
 })
