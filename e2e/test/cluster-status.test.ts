@@ -148,6 +148,51 @@ spec:
   assert.deepEqual(routeAfter.status.parents[0], stored.get(routePath)!.status.parents[0])
 })
 
+test('a writer that wins the race more times than Portico retries at once: Portico\'s write is not given up, it lands later over the fresh status', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: contended, namespace: apps }
+spec:
+  gatewayClassName: nobody
+  listeners: [{ name: http, port: 80, protocol: HTTP }]
+`)
+  const gwPath = `${GW_API}/namespaces/apps/gateways/contended`
+  const gw = await cluster.api<KubeObject>('GET', gwPath)
+  // After each of Portico's first 7 reads, the other writer bumps its own condition: every
+  // PUT of those attempts carries a stale resourceVersion (409).
+  let raced = 0
+  const conflicts: number[] = []
+  class RacingApi extends KubeHttp {
+    override async request<T = unknown> (req: KubeRequest): Promise<T> {
+      try {
+        const answer = await super.request<T>(req)
+        if (req.method === 'GET' && req.path === gwPath && raced < 7) {
+          raced++
+          await updateStatus(gwPath, obj => {
+            obj.status = { ...obj.status, conditions: [...(obj.status?.conditions ?? []).filter((c: Cond) => c.type !== 'example.com/Busy'), { ...foreignCondition('example.com/Busy', 1), message: `write ${raced}` }] }
+          })
+        }
+        return answer
+      } catch (err) {
+        if ((err as { code?: number }).code === 409) conflicts.push(Date.now())
+        throw err
+      }
+    }
+  }
+  const warnings: string[] = []
+  const writer = new StatusWriter(new RacingApi(cluster.kubeConfig()), CONTROLLER_NAME, { warn: (_f, msg) => warnings.push(msg), debug: () => {} })
+  const kinds = [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute' }]
+  const accepted: Condition = { type: 'Accepted', status: 'True', reason: 'Accepted', message: 'ours', observedGeneration: 1 }
+  writer.gateway('apps', 'contended', { conditions: [accepted], listeners: [{ name: 'http', supportedKinds: kinds, attachedRoutes: 0, conditions: [accepted] }], addresses: [] }, gw.metadata?.uid as string)
+  // No further change comes: the write has to land on its own.
+  await waitUntil(async () => byType((await cluster!.api<KubeObject>('GET', gwPath)).status?.conditions, 'Accepted')?.message === 'ours', 15_000, 'Portico\'s status, the write not given up after its conflicts', 100)
+  assert.deepEqual(warnings, [], 'contention is not a failure')
+  assert.ok(conflicts.length >= 7, `every raced attempt was a 409 (${conflicts.length})`)
+  const after = await cluster.api<KubeObject>('GET', gwPath)
+  assert.equal(byType(after.status.conditions, 'example.com/Busy')?.message, 'write 7', 'the other writer\'s last write kept')
+})
+
 test('another controller\'s conditions on the GatewayClass, a Gateway, its listener and an HTTPRoute survive the controller\'s reconciles', async t => {
   if (cluster === undefined) return t.skip('no cluster')
   const controller = await startController(cluster, {})
