@@ -148,6 +148,51 @@ spec:
   assert.deepEqual(routeAfter.status.parents[0], stored.get(routePath)!.status.parents[0])
 })
 
+test('a writer that wins the race more times than Portico retries at once: Portico\'s write is not given up, it lands later over the fresh status', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: contended, namespace: apps }
+spec:
+  gatewayClassName: nobody
+  listeners: [{ name: http, port: 80, protocol: HTTP }]
+`)
+  const gwPath = `${GW_API}/namespaces/apps/gateways/contended`
+  const gw = await cluster.api<KubeObject>('GET', gwPath)
+  // After each of Portico's first 7 reads, the other writer bumps its own condition: every
+  // PUT of those attempts carries a stale resourceVersion (409).
+  let raced = 0
+  const conflicts: number[] = []
+  class RacingApi extends KubeHttp {
+    override async request<T = unknown> (req: KubeRequest): Promise<T> {
+      try {
+        const answer = await super.request<T>(req)
+        if (req.method === 'GET' && req.path === gwPath && raced < 7) {
+          raced++
+          await updateStatus(gwPath, obj => {
+            obj.status = { ...obj.status, conditions: [...(obj.status?.conditions ?? []).filter((c: Cond) => c.type !== 'example.com/Busy'), { ...foreignCondition('example.com/Busy', 1), message: `write ${raced}` }] }
+          })
+        }
+        return answer
+      } catch (err) {
+        if ((err as { code?: number }).code === 409) conflicts.push(Date.now())
+        throw err
+      }
+    }
+  }
+  const warnings: string[] = []
+  const writer = new StatusWriter(new RacingApi(cluster.kubeConfig()), CONTROLLER_NAME, { warn: (_f, msg) => warnings.push(msg), debug: () => {} })
+  const kinds = [{ group: 'gateway.networking.k8s.io', kind: 'HTTPRoute' }]
+  const accepted: Condition = { type: 'Accepted', status: 'True', reason: 'Accepted', message: 'ours', observedGeneration: 1 }
+  writer.gateway('apps', 'contended', { conditions: [accepted], listeners: [{ name: 'http', supportedKinds: kinds, attachedRoutes: 0, conditions: [accepted] }], addresses: [] }, gw.metadata?.uid as string)
+  // No further change comes: the write has to land on its own.
+  await waitUntil(async () => byType((await cluster!.api<KubeObject>('GET', gwPath)).status?.conditions, 'Accepted')?.message === 'ours', 15_000, 'Portico\'s status, the write not given up after its conflicts', 100)
+  assert.deepEqual(warnings, [], 'contention is not a failure')
+  assert.ok(conflicts.length >= 7, `every raced attempt was a 409 (${conflicts.length})`)
+  const after = await cluster.api<KubeObject>('GET', gwPath)
+  assert.equal(byType(after.status.conditions, 'example.com/Busy')?.message, 'write 7', 'the other writer\'s last write kept')
+})
+
 test('another controller\'s conditions on the GatewayClass, a Gateway, its listener and an HTTPRoute survive the controller\'s reconciles', async t => {
   if (cluster === undefined) return t.skip('no cluster')
   const controller = await startController(cluster, {})
@@ -207,4 +252,141 @@ spec:
   // And Portico's own conditions are current (the writes did happen).
   assert.equal(byType(gw.status.conditions, 'Accepted')?.observedGeneration, gw.metadata!.generation)
   assert.equal(byType(ours(r)?.conditions, 'Accepted')?.observedGeneration, r.metadata!.generation)
+})
+
+/**
+ * Fake second controllers (three) running beside Portico: each keeps rewriting its own condition
+ * types on the GatewayClass, a Gateway, its listener and an HTTPRoute (and its own
+ * status.parents[] entry there), each write carrying a counter in its message, as fast as the
+ * API server takes them, while the test keeps changing the Gateway's and the route's spec so
+ * Portico keeps rewriting their statuses. Each of its rounds reads the objects first and
+ * checks that what it wrote last is still there, exactly: a Portico write that dropped or
+ * overwrote a foreign condition or entry (a lost update) shows up as a missing or stale
+ * counter on the very next read.
+ */
+test('other controllers writing the same statuses concurrently and repeatedly: none loses another\'s writes, Portico included', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  const controller = await startController(cluster, {})
+  cleanup.push(() => controller.stop())
+  const classPath = `${GW_API}/gatewayclasses/portico`
+  const gwPath = `${GW_API}/namespaces/apps/gateways/busy`
+  const routePath = `${GW_API}/namespaces/apps/httproutes/busy`
+  const route = (prefix: string) => `apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: busy, namespace: apps }
+spec:
+  parentRefs: [{ name: busy }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: ${prefix} } }]
+      backendRefs: [{ name: echo, port: 80 }]
+`
+  const port = await freePort()
+  await cluster.apply(`${gatewayYaml('apps', 'busy', port)}---\n${route('/p0')}`)
+  const get = (path: string) => cluster!.api<KubeObject>('GET', path)
+  const why = () => controller.output().slice(-3000)
+  await waitUntil(async () => {
+    const [gw, r] = [await get(gwPath), await get(routePath)]
+    return listener(gw, 'http') !== undefined && byType(ours(r)?.conditions, 'Accepted') !== undefined
+  }, 30_000, `Portico's first statuses\n${why()}`, 100)
+
+  // The fake controllers, three at once (more contention than one). Each has its own
+  // condition type and controllerName; `last` is what it last stored, per place; a round
+  // first checks the object read still carries it, then writes the next counter (retrying
+  // on conflict, as client-go's RetryOnConflict does).
+  let stop = false
+  const fake = (n: number) => {
+    const TYPE = `other${n}.example.com/Checked`
+    const NAME = `example.com/other-controller-${n}`
+    const last = new Map<string, string>()
+    const lost: string[] = []
+    const stats = { writes: 0, conflicts: 0 }
+    const mine = (conditions: Cond[] | undefined): string | undefined => byType(conditions, TYPE)?.message
+    const theirEntry = (obj: KubeObject) => (obj.status?.parents as Array<{ controllerName: string, conditions: Cond[] }> | undefined)?.find(p => p.controllerName === NAME)
+    const set = (conditions: Cond[], message: string, generation: number): Cond[] =>
+      [...conditions.filter(c => c.type !== TYPE), { ...foreignCondition(TYPE, generation), message }]
+    const check = (place: string, seen: string | undefined): void => {
+      const want = last.get(place)
+      if (want !== undefined && seen !== want) lost.push(`${NAME} ${place}: wrote ${want}, read ${seen ?? 'nothing'}`)
+    }
+    const places: Record<string, { path: string, read: (o: KubeObject) => string | undefined, write: (o: KubeObject, m: string) => void }> = {
+      class: { path: classPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
+      gateway: { path: gwPath, read: o => mine(o.status?.conditions), write: (o, m) => { o.status.conditions = set(o.status.conditions ?? [], m, o.metadata!.generation as number) } },
+      listener: {
+        path: gwPath,
+        read: o => mine(listener(o, 'http')?.conditions),
+        write: (o, m) => { const l = listener(o, 'http'); if (l !== undefined) l.conditions = set(l.conditions, m, o.metadata!.generation as number) }
+      },
+      routeParent: {
+        path: routePath,
+        read: o => mine(theirEntry(o)?.conditions),
+        write: (o, m) => {
+          const parents = (o.status.parents ?? []).filter((p: { controllerName: string }) => p.controllerName !== NAME)
+          o.status.parents = [...parents, { parentRef: { name: 'busy' }, controllerName: NAME, conditions: set([], m, o.metadata!.generation as number) }]
+        }
+      },
+      routeOursForeignType: { path: routePath, read: o => mine(ours(o)?.conditions), write: (o, m) => { const p = ours(o); if (p !== undefined) p.conditions = set(p.conditions, m, o.metadata!.generation as number) } }
+    }
+    const done = (async () => {
+      for (let round = 1; !stop; round++) {
+        for (const path of [classPath, gwPath, routePath]) {
+          const here = Object.entries(places).filter(([, p]) => p.path === path)
+          for (let attempt = 0; ; attempt++) {
+            const obj = await get(path)
+            for (const [name, p] of here) check(name, p.read(obj))
+            const wrote = new Map<string, string>()
+            for (const [name, p] of here) {
+              const message = `round ${round} ${name}`
+              p.write(obj, message)
+              if (p.read(obj) === message) wrote.set(name, message)
+            }
+            try {
+              await cluster!.api<KubeObject>('PUT', `${path}/status`, obj)
+              stats.writes++
+              for (const [name, m] of wrote) last.set(name, m)
+              break
+            } catch (err) {
+              if ((err as { status?: number }).status !== 409 || attempt > 100) throw err
+              stats.conflicts++
+            }
+          }
+        }
+      }
+    })()
+    /** After it stopped: one more read, the last writes are all there. */
+    const final = async () => { for (const [name, p] of Object.entries(places)) check(name, p.read(await get(p.path))) }
+    return { NAME, lost, stats, done, final }
+  }
+  const fakes = [fake(1), fake(2), fake(3)]
+
+  // Meanwhile: spec changes that make Portico rewrite the Gateway's and the route's statuses
+  // (new generations, a listener hostname that changes the route's attachment).
+  try {
+    for (let i = 1; i <= 12; i++) {
+      await cluster.apply(route(`/p${i}`))
+      await cluster.api('PATCH', gwPath, { spec: { listeners: [{ name: 'http', port, protocol: 'HTTP', ...(i % 2 === 1 ? { hostname: `h${i}.example.com` } : {}) }] } }, { contentType: 'application/merge-patch+json' })
+      await new Promise(resolve => setTimeout(resolve, 150))
+    }
+    const caughtUp = (obj: KubeObject, conditions: Cond[] | undefined) => conditions !== undefined && conditions.filter(c => !c.type.includes('/')).length > 0 &&
+      conditions.filter(c => !c.type.includes('/')).every(c => c.observedGeneration === obj.metadata!.generation)
+    await waitUntil(async () => {
+      const [gw, r] = [await get(gwPath), await get(routePath)]
+      return caughtUp(gw, gw.status.conditions) && caughtUp(gw, listener(gw, 'http')?.conditions) && caughtUp(r, ours(r)?.conditions)
+    }, 30_000, `Portico's statuses for the last generations\n${why()}`, 100)
+  } finally {
+    stop = true
+    await Promise.all(fakes.map(f => f.done))
+  }
+  for (const f of fakes) {
+    await f.final()
+    t.diagnostic(`${f.NAME}: ${f.stats.writes} writes, ${f.stats.conflicts} conflicts`)
+    assert.deepEqual(f.lost, [], `${f.NAME}: foreign writes lost`)
+    assert.ok(f.stats.writes >= 12, `${f.NAME} wrote (${f.stats.writes})`)
+  }
+  // Portico never gave a status write up (5 conflicts in a row): each was redone until it landed.
+  assert.doesNotMatch(controller.output(), /status write failed/)
+  // Portico's own part is current and whole.
+  const [gw, r] = [await get(gwPath), await get(routePath)]
+  assert.equal(byType(gw.status.conditions, 'Accepted')?.observedGeneration, gw.metadata!.generation)
+  assert.equal(byType(ours(r)?.conditions, 'Accepted')?.observedGeneration, r.metadata!.generation)
+  assert.deepEqual((r.status.parents as Array<{ controllerName: string }>).map(p => p.controllerName).sort(), [CONTROLLER_NAME, ...fakes.map(f => f.NAME)].sort())
 })

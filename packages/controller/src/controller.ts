@@ -149,14 +149,15 @@ export class Controller {
   private async readFeatures (): Promise<void> {
     // Kinds that features need beyond the core (FEATURE_KINDS): served only with their CRD.
     const kinds = new Set<string>()
-    for (const [kind, path] of [['ListenerSet', paths.listenerSets], ['GRPCRoute', paths.grpcRoutes], ['TLSRoute', paths.tlsRoutes], ['TCPRoute', paths.tcpRoutes]] as const) {
+    for (const [kind, path] of [['ListenerSet', paths.listenerSets], ['GRPCRoute', paths.grpcRoutes], ['TLSRoute', paths.tlsRoutes], ['TCPRoute', paths.tcpRoutes], ['ClusterTrustBundle', paths.clusterTrustBundles]] as const) {
       if (await this.api.get(path, { limit: '1' }).then(() => true, () => false)) kinds.add(kind)
     }
+    const gatewayCrd = await this.api.get<CustomResourceDefinition>(paths.gatewayCrd).catch(() => undefined)
     try {
       const crd = await this.api.get<CustomResourceDefinition>(paths.httpRouteCrd)
-      this.features = supportedFeatures(crd, undefined, kinds)
+      this.features = supportedFeatures(crd, undefined, kinds, gatewayCrd)
     } catch (err) {
-      this.features = supportedFeatures(undefined, undefined, kinds)
+      this.features = supportedFeatures(undefined, undefined, kinds, gatewayCrd)
       this.logs.gatewayController.warn({ err: (err as Error).message }, 'cannot read the HTTPRoute CRD: claiming only the features that need no channel-specific field')
     }
     this.logs.gatewayController.info({ supportedFeatures: this.features }, 'supported features')
@@ -260,6 +261,8 @@ export class Controller {
       ports: gw.ports,
       ...(gw.requestedAddresses !== undefined ? { addresses: gw.requestedAddresses } : {}),
       ...proxySettings(this.settings, gw.parameters),
+      // After the settings: Cluster routability decides the Service type over PorticoParameters'.
+      ...(gw.addressRoutability !== undefined ? { addressRoutability: gw.addressRoutability } : {}),
       xdsAddress: this.settings.xdsAddress,
       ...(this.xdsCa !== undefined ? { xdsCa: this.xdsCa } : {}),
       tokenAudience: this.settings.tokenAudience,
@@ -289,14 +292,14 @@ export class Controller {
     const version = gw.ir.version
     const deployError = this.deployError.get(key)
     const svc = this.informers.get<Service>('services', gw.namespace, safeName(gw.name))
-    const unusable = unusableAddresses(gw.requestedAddresses, svc)
+    const unusable = unusableAddresses(gw.requestedAddresses, svc, gw.addressRoutability)
     let programmed
     if (!gw.accepted) programmed = condition('Programmed', false, 'Invalid', 'the Gateway is not accepted', gw.generation)
     else if (deployError !== undefined) programmed = condition('Programmed', false, 'DeploymentFailed', deployError, gw.generation)
     else if (unusable !== undefined) programmed = condition('Programmed', false, 'AddressNotUsable', unusable, gw.generation)
     else if (this.acked.get(key) === version) programmed = condition('Programmed', true, 'Programmed', `config ${version} accepted by a proxy`, gw.generation)
     else programmed = condition('Programmed', false, 'Pending', `waiting for a proxy to accept config ${version}`, gw.generation)
-    const addresses = gatewayAddresses(svc) // the LB ingress; nothing while it is pending (addresses.ts)
+    const addresses = gatewayAddresses(svc, gw.addressRoutability) // the LB ingress; nothing while it is pending (addresses.ts)
     // The mesh condition where the mesh is anywhere in view: the chart configures it, or the
     // Gateway's parameters speak of it.
     const mesh = gw.mesh !== undefined || meshConfigured(this.settings.mesh) || gw.parameters?.mesh !== undefined

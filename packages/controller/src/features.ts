@@ -51,9 +51,12 @@ export const SUPPORTED_FEATURES = [
   'GatewayInfrastructure',
   'GatewayAddressEmpty',
   'GatewayStaticAddresses',
+  'GatewayAddressRoutability',
+  'GatewayAddressRoutabilityCluster',
   'ReferenceGrant',
   'BackendTLSPolicy',
   'BackendTLSPolicySANValidation',
+  'ClusterTrustBundle',
   'GatewayBackendClientCertificate',
   'GRPCRoute',
   'GRPCRouteNamedRouteRule',
@@ -88,6 +91,15 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
 }
 
 /**
+ * Fields in the Gateway CRD's v1 schema a feature needs (experimental channel, v1.7.0 on):
+ * without them the API server prunes the field and the feature cannot work.
+ */
+export const GATEWAY_FEATURE_FIELDS: Record<string, string[][]> = {
+  GatewayAddressRoutability: [['spec', 'addresses', 'routability']],
+  GatewayAddressRoutabilityCluster: [['spec', 'addresses', 'routability']]
+}
+
+/**
  * Kinds a feature needs that the core CRDs lack: the feature is claimed only when the API
  * server serves the kind (its CRD is installed).
  */
@@ -99,7 +111,9 @@ export const FEATURE_KINDS: Record<string, string> = {
   TLSRoute: 'TLSRoute',
   TLSRouteModeTerminate: 'TLSRoute',
   TLSRouteModeMixed: 'TLSRoute',
-  TCPRoute: 'TCPRoute'
+  TCPRoute: 'TCPRoute',
+  // A built-in kind, but served only with its feature gate (certificates.k8s.io/v1beta1 in Kubernetes 1.36).
+  ClusterTrustBundle: 'ClusterTrustBundle'
 }
 
 interface Schema {
@@ -126,15 +140,21 @@ function hasField (schema: Schema | undefined, path: string[]): boolean {
  * The features to claim given the installed HTTPRoute CRD. Without a CRD (it could not be
  * read), only the features that need no field of FEATURE_FIELDS are claimed. With `kinds`
  * (the served kinds of FEATURE_KINDS), a feature needing a kind not in it is not claimed.
+ * `gatewayCrd`, the installed Gateway CRD, likewise for GATEWAY_FEATURE_FIELDS.
  */
-export function supportedFeatures (crd: CustomResourceDefinition | undefined, implemented: string[] = SUPPORTED_FEATURES, kinds?: ReadonlySet<string>): string[] {
-  const versions = crd?.spec?.versions ?? []
-  const v1 = versions.find(v => v.name === 'v1' && v.served !== false)
-  const schema = v1?.schema?.openAPIV3Schema
+export function supportedFeatures (crd: CustomResourceDefinition | undefined, implemented: string[] = SUPPORTED_FEATURES, kinds?: ReadonlySet<string>, gatewayCrd?: CustomResourceDefinition): string[] {
+  const schema = v1Schema(crd)
+  const gatewaySchema = v1Schema(gatewayCrd)
   return implemented.filter(f => {
     const fields = FEATURE_FIELDS[f]
+    const gatewayFields = GATEWAY_FEATURE_FIELDS[f]
     const kind = FEATURE_KINDS[f]
     if (kind !== undefined && kinds !== undefined && !kinds.has(kind)) return false
+    if (gatewayFields !== undefined && !gatewayFields.every(path => hasField(gatewaySchema, path))) return false
     return fields === undefined || fields.every(path => hasField(schema, path))
   })
+}
+
+function v1Schema (crd: CustomResourceDefinition | undefined): Schema | undefined {
+  return (crd?.spec?.versions ?? []).find(v => v.name === 'v1' && v.served !== false)?.schema?.openAPIV3Schema
 }

@@ -11,7 +11,7 @@ const LISTS: Record<string, keyof ClusterState> = {
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
   PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends', PorticoModel: 'porticoModels', GRPCRoute: 'grpcRoutes', TLSRoute: 'tlsRoutes', TCPRoute: 'tcpRoutes',
-  InferencePool: 'inferencePools', Pod: 'pods'
+  InferencePool: 'inferencePools', Pod: 'pods', ClusterTrustBundle: 'clusterTrustBundles'
 }
 
 export function clusterState (text: string): ClusterState {
@@ -28,6 +28,8 @@ export function clusterState (text: string): ClusterState {
     if (list === 'grpcRoutes') state.grpcRoutes ??= []
     if (list === 'tlsRoutes') state.tlsRoutes ??= []
     if (list === 'tcpRoutes') state.tcpRoutes ??= []
+    // ClusterTrustBundles are served only with their feature gate: in the state when a document has one.
+    if (list === 'clusterTrustBundles') state.clusterTrustBundles ??= []
     // An InferencePool or a Pod stands for the inference extension being on (chart inferenceExtension.enabled).
     if (list === 'inferencePools' || list === 'pods') {
       state.inferencePools ??= []

@@ -50,6 +50,16 @@ test('renderProxy: a requested static address is the LoadBalancer Service\'s loa
   assert.equal(clusterIP.loadBalancerIP, undefined, 'only a LoadBalancer Service can ask for an address')
 })
 
+test('renderProxy: Cluster routability makes a ClusterIP Service whatever serviceType says, the first address its clusterIP', () => {
+  const any = byKind(renderProxy({ ...base, addressRoutability: 'Cluster' }), 'Service').spec
+  assert.equal(any.type, 'ClusterIP')
+  assert.equal(any.clusterIP, undefined, 'no value: the API server allocates one')
+  const fixed = byKind(renderProxy({ ...base, serviceType: 'LoadBalancer', addressRoutability: 'Cluster', addresses: ['10.96.0.50', '10.96.0.51'] }), 'Service').spec
+  assert.equal(fixed.type, 'ClusterIP')
+  assert.equal(fixed.clusterIP, '10.96.0.50')
+  assert.equal(fixed.loadBalancerIP, undefined)
+})
+
 test('renderProxy: a Gateway in the mesh gets the identity settings, the istio-ca token and the mesh root; others none of them', () => {
   const plain = byKind(renderProxy(base), 'Deployment').spec.template.spec
   assert.equal(plain.containers[0].env.some((e: { name: string }) => e.name === 'MESH_ENABLED'), false)

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { FEATURE_FIELDS, SUPPORTED_FEATURES, supportedFeatures, type CustomResourceDefinition } from '../src/features.ts'
+import { FEATURE_FIELDS, GATEWAY_FEATURE_FIELDS, SUPPORTED_FEATURES, supportedFeatures, type CustomResourceDefinition } from '../src/features.ts'
 
 /** An HTTPRoute CRD whose v1 schema has the standard channel's rule fields, plus `extraRule` ones. */
 function httpRouteCrd (extraRule: Record<string, unknown> = {}, version = 'v1'): CustomResourceDefinition {
@@ -44,13 +44,13 @@ function httpRouteCrd (extraRule: Record<string, unknown> = {}, version = 'v1'):
 const retry = { retry: { type: 'object', properties: { codes: { type: 'array' }, attempts: { type: 'integer' }, backoff: { type: 'string' } } } }
 
 test('supportedFeatures: a standard-channel HTTPRoute CRD (no rules[].retry) claims none of the retry features', () => {
-  const features = supportedFeatures(httpRouteCrd())
+  const features = supportedFeatures(httpRouteCrd(), undefined, undefined, gatewayCrd(true))
   assert.ok(!features.includes('HTTPRouteRetry'))
   assert.deepEqual(features, SUPPORTED_FEATURES.filter(f => !f.startsWith('HTTPRouteRetry')))
 })
 
 test('supportedFeatures: an experimental-channel HTTPRoute CRD (with rules[].retry) claims every implemented feature', () => {
-  assert.deepEqual(supportedFeatures(httpRouteCrd(retry)), SUPPORTED_FEATURES)
+  assert.deepEqual(supportedFeatures(httpRouteCrd(retry), undefined, undefined, gatewayCrd(true)), SUPPORTED_FEATURES)
 })
 
 test('supportedFeatures: each field-gated feature goes when its field is missing; the others stay', () => {
@@ -70,18 +70,35 @@ test('supportedFeatures: each field-gated feature goes when its field is missing
 })
 
 test('supportedFeatures: without a readable CRD, or without a v1 version, only features needing no gated field are claimed', () => {
-  const ungated = SUPPORTED_FEATURES.filter(f => FEATURE_FIELDS[f] === undefined)
+  const ungated = SUPPORTED_FEATURES.filter(f => FEATURE_FIELDS[f] === undefined && GATEWAY_FEATURE_FIELDS[f] === undefined)
   assert.deepEqual(supportedFeatures(undefined), ungated)
   assert.deepEqual(supportedFeatures(httpRouteCrd(retry, 'v1beta1')), ungated)
   assert.ok(ungated.includes('HTTPRoute') && ungated.includes('Gateway') && !ungated.includes('HTTPRouteRetry'))
 })
 
+/** A Gateway CRD whose v1 schema has spec.addresses[].routability (v1.7.0 experimental channel) or not. */
+function gatewayCrd (routability: boolean): CustomResourceDefinition {
+  const address = { type: 'object', properties: { type: { type: 'string' }, value: { type: 'string' }, ...(routability ? { routability: { type: 'string' } } : {}) } }
+  return { spec: { versions: [{ name: 'v1', served: true, schema: { openAPIV3Schema: { properties: { spec: { properties: { addresses: { type: 'array', items: address } } } } } as never } }] } }
+}
+
+test('supportedFeatures: GatewayAddressRoutability(Cluster) only when the Gateway CRD has spec.addresses[].routability', () => {
+  const routability = ['GatewayAddressRoutability', 'GatewayAddressRoutabilityCluster']
+  for (const f of routability) {
+    assert.ok(supportedFeatures(httpRouteCrd(), undefined, undefined, gatewayCrd(true)).includes(f), f)
+    assert.ok(!supportedFeatures(httpRouteCrd(), undefined, undefined, gatewayCrd(false)).includes(f), `${f}: the standard channel prunes the field`)
+    assert.ok(!supportedFeatures(httpRouteCrd()).includes(f), `${f}: no Gateway CRD read`)
+  }
+})
+
 test('supportedFeatures: ListenerSet is claimed only when the ListenerSet kind is served (its CRD installed)', () => {
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set()).includes('ListenerSet'))
-  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute']))
+  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute', 'ClusterTrustBundle']), gatewayCrd(true))
   assert.ok(withKind.includes('ListenerSet'))
   assert.deepEqual(withKind, SUPPORTED_FEATURES)
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet'])).includes('GRPCRoute'), 'GRPCRoute needs its CRD served')
+  // ClusterTrustBundle is built in but served only with its feature gate (certificates.k8s.io/v1beta1 in Kubernetes 1.36).
+  assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet'])).includes('ClusterTrustBundle'), 'ClusterTrustBundle needs the kind served')
   // Without the kinds argument, kinds are not checked (the fields alone decide).
   assert.ok(supportedFeatures(httpRouteCrd(retry)).includes('ListenerSet'))
 })

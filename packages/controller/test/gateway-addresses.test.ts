@@ -50,3 +50,20 @@ test('unusableAddresses: addresses beyond the first cannot be asked for; other S
   assert.match(unusableAddresses(['198.18.0.10', '198.18.0.11'], svc({ type: 'LoadBalancer' }, [{ ip: '198.18.0.10' }])) ?? '', /198\.18\.0\.11 cannot be used: .*one address/)
   assert.match(unusableAddresses(['10.96.0.10'], svc({ type: 'ClusterIP', clusterIP: '10.96.0.11' })) ?? '', /type ClusterIP/)
 })
+
+test('gatewayAddresses with Cluster routability: the cluster IPs, each marked routability Cluster, never a load-balancer ingress', () => {
+  assert.deepEqual(gatewayAddresses(svc({ type: 'ClusterIP', clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10', 'fd00::10'] }), 'Cluster'), [
+    { type: 'IPAddress', value: '10.96.0.10', routability: 'Cluster' },
+    { type: 'IPAddress', value: 'fd00::10', routability: 'Cluster' }
+  ])
+  assert.deepEqual(gatewayAddresses(svc({ type: 'ClusterIP', clusterIP: '10.96.0.10' }, [{ ip: '203.0.113.9' }]), 'Cluster'), [{ type: 'IPAddress', value: '10.96.0.10', routability: 'Cluster' }])
+  assert.deepEqual(gatewayAddresses(svc({ type: 'ClusterIP', clusterIP: 'None' }), 'Cluster'), [])
+  assert.deepEqual(gatewayAddresses(undefined, 'Cluster'), [])
+})
+
+test('unusableAddresses with Cluster routability: the requested cluster IP must be the Service\'s', () => {
+  assert.equal(unusableAddresses(['10.96.0.50'], svc({ type: 'ClusterIP', clusterIP: '10.96.0.50' }), 'Cluster'), undefined)
+  assert.match(unusableAddresses(['10.96.0.50'], svc({ type: 'ClusterIP', clusterIP: '10.96.0.7' }), 'Cluster')!, /requested cluster IP 10.96.0.50 is not the proxy Service's \(10.96.0.7\)/)
+  assert.match(unusableAddresses(['10.96.0.50', '10.96.0.51'], svc({ type: 'ClusterIP', clusterIP: '10.96.0.50' }), 'Cluster')!, /10.96.0.51 cannot be used/)
+  assert.match(unusableAddresses(['10.96.0.50'], undefined, 'Cluster')!, /not created yet/)
+})

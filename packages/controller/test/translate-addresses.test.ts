@@ -45,3 +45,21 @@ test('translate: static IPs and empty IPAddress entries are accepted; the IPs ar
   assert.equal(fixed.accepted, true)
   assert.deepEqual(fixed.requestedAddresses, ['198.51.100.7', '198.51.100.8'])
 })
+
+test('requestedAddresses: routability Cluster asks for a ClusterIP (a value is the cluster IP asked for); other routabilities and mixes cannot be requested', () => {
+  assert.deepEqual(requestedAddresses(gw([{ type: 'IPAddress', routability: 'Cluster' } as never])), { ips: [], routability: 'Cluster' })
+  assert.deepEqual(requestedAddresses(gw([{ value: '10.96.0.50', routability: 'Cluster' } as never])), { ips: ['10.96.0.50'], routability: 'Cluster' })
+  assert.deepEqual(requestedAddresses(gw([{ value: '198.51.100.1', routability: '' } as never])), { ips: ['198.51.100.1'] }, 'empty: the default')
+  assert.match((requestedAddresses(gw([{ routability: 'example.com/private' } as never])) as { error: string }).error, /routability example.com\/private is not supported/)
+  assert.match((requestedAddresses(gw([{ routability: 'Cluster' }, { value: '198.51.100.1' }] as never)) as { error: string }).error, /cannot be mixed/)
+})
+
+test('translate: a Gateway with Cluster routability is accepted and hands the routability to the deployer; an unknown routability is UnsupportedAddress', () => {
+  const cluster = translateWith('[{ type: IPAddress, routability: Cluster }]')
+  assert.equal(cluster.accepted, true)
+  assert.equal(cluster.addressRoutability, 'Cluster')
+  assert.equal(translateWith('[{ type: IPAddress }]').addressRoutability, undefined)
+  const vendor = translateWith('[{ type: IPAddress, routability: example.com/private }]')
+  assert.equal(vendor.accepted, false)
+  assert.equal(vendor.conditions.find(c => c.type === 'Accepted')!.reason, 'UnsupportedAddress')
+})

@@ -33,6 +33,12 @@ export interface ProxyDeploymentOptions {
    * address is never assigned and the Gateway reports it not usable (status/addresses.ts).
    */
   addresses?: string[]
+  /**
+   * `Cluster`: the Gateway's addresses are cluster IPs (spec.addresses routability Cluster):
+   * the Service is a ClusterIP one whatever serviceType says, and the first address its
+   * spec.clusterIP.
+   */
+  addressRoutability?: 'Cluster'
   logLevel?: string
   resources?: Record<string, unknown>
   /** PorticoParameters `workers`; unset: chosen from `resources` (proxyWorkers). */
@@ -89,7 +95,7 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
   if (tls && o.xdsCa !== undefined) {
     objects.push({ apiVersion: 'v1', kind: 'ConfigMap', metadata: metadata('ConfigMap'), data: { 'ca.crt': o.xdsCa } })
   }
-  const serviceType = o.serviceType ?? 'LoadBalancer'
+  const serviceType = o.addressRoutability === 'Cluster' ? 'ClusterIP' : o.serviceType ?? 'LoadBalancer'
   const servicePorts = (o.ports.length > 0 ? o.ports : [{ name: 'none', port: 65535, protocol: 'TCP' }]).map(p => ({ name: p.name, port: p.port, targetPort: p.port, protocol: p.protocol }))
   objects.push({
     apiVersion: 'v1',
@@ -98,6 +104,7 @@ export function renderProxy (o: ProxyDeploymentOptions): Array<Record<string, un
     spec: {
       type: serviceType,
       ...(serviceType === 'LoadBalancer' && o.addresses !== undefined && o.addresses.length > 0 ? { loadBalancerIP: o.addresses[0] } : {}),
+      ...(o.addressRoutability === 'Cluster' && o.addresses !== undefined && o.addresses.length > 0 ? { clusterIP: o.addresses[0] } : {}),
       selector,
       ports: servicePorts
     }

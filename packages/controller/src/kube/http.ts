@@ -109,6 +109,8 @@ export const paths = {
   endpointSlices: '/apis/discovery.k8s.io/v1/endpointslices',
   secrets: '/api/v1/secrets',
   configMaps: '/api/v1/configmaps',
+  /** ClusterTrustBundles: certificates.k8s.io/v1beta1 in Kubernetes 1.33–1.36, served only with the ClusterTrustBundle feature gate and runtime-config. */
+  clusterTrustBundles: '/apis/certificates.k8s.io/v1beta1/clustertrustbundles',
   backendTLSPolicies: '/apis/gateway.networking.k8s.io/v1/backendtlspolicies',
   namespaces: '/api/v1/namespaces',
   porticoParametersGroupVersion: '/apis/portico.dev/v1alpha1',
@@ -123,6 +125,7 @@ export const paths = {
   porticoModel: (ns: string, name: string) => `/apis/portico.dev/v1alpha1/namespaces/${ns}/porticomodels/${name}`,
   porticoPolicy: (ns: string, name: string) => `/apis/portico.dev/v1alpha1/namespaces/${ns}/porticopolicies/${name}`,
   httpRouteCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/httproutes.gateway.networking.k8s.io',
+  gatewayCrd: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gateways.gateway.networking.k8s.io',
   customResourceDefinitions: '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
   gatewayClass: (name: string) => `/apis/gateway.networking.k8s.io/v1/gatewayclasses/${name}`,
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,

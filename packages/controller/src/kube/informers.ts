@@ -34,6 +34,7 @@ const WATCHED: Record<Kind, string> = {
   parameters: paths.porticoParameters,
   backendTLSPolicies: paths.backendTLSPolicies,
   configMaps: paths.configMaps,
+  clusterTrustBundles: paths.clusterTrustBundles,
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends,
   porticoModels: paths.porticoModels,
@@ -55,6 +56,8 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   grpcRoutes: paths.grpcRoutes,
   tlsRoutes: paths.tlsRoutes,
   tcpRoutes: paths.tcpRoutes,
+  // A built-in kind, but beta: served only with its feature gate and runtime-config (Kubernetes 1.36).
+  clusterTrustBundles: paths.clusterTrustBundles,
   // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
   porticoPolicies: paths.porticoPolicies,
   porticoBackends: paths.porticoBackends,
@@ -207,11 +210,15 @@ export class Informers {
       if (!this.informers.has(kind)) continue
       const served = await this.untilAnswered(`discovery of ${groupVersion}`, async () => await this.api.get(groupVersion).then(() => true, (err: { code?: number }) => {
         if (err.code === 404) return false
+        // A built-in kind the controller's role may predate (a ClusterRole without
+        // clustertrustbundles): read as none rather than refusing to start.
+        if (err.code === 403 && kind === 'clusterTrustBundles') return false
         throw err
       }))
       if (!served) {
         this.informers.delete(kind)
-        if (LATE_CRDS[kind] !== undefined) this.log.warn({ kind, api: groupVersion, crd: LATE_CRDS[kind].crd }, 'API not served (CRD not installed): not watched until its CRD is installed')
+        if (kind === 'clusterTrustBundles') this.log.warn({ kind, api: groupVersion }, 'ClusterTrustBundles not served (feature gate off) or not permitted: not watched; caCertificateRefs naming one do not resolve')
+        else if (LATE_CRDS[kind] !== undefined) this.log.warn({ kind, api: groupVersion, crd: LATE_CRDS[kind].crd }, 'API not served (CRD not installed): not watched until its CRD is installed')
         else this.log.warn({ kind, api: groupVersion }, 'API not served (CRD not installed): not watched; install the chart\'s CRDs and restart the controller to use it')
       }
     }
@@ -330,6 +337,7 @@ export class Informers {
       parameters: list('parameters'),
       backendTLSPolicies: list('backendTLSPolicies'),
       configMaps: list('configMaps'),
+      ...(this.informers.has('clusterTrustBundles') ? { clusterTrustBundles: list('clusterTrustBundles') } : {}),
       // Absent (not empty) when the CRD is not served: the translation then reports nothing for it.
       ...(this.informers.has('porticoPolicies') ? { porticoPolicies: list('porticoPolicies') } : {}),
       ...(this.informers.has('porticoBackends') ? { porticoBackends: list('porticoBackends') } : {}),

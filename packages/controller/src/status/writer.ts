@@ -24,6 +24,8 @@ type Key = string
 
 interface Pending {
   key: Key
+  /** Which enqueue of `key` this is (StatusWriter.sequence): a later one supersedes it. */
+  seq: number
   write: () => Promise<void>
 }
 
@@ -33,6 +35,11 @@ export interface StatusLog {
 }
 
 const MAX_ATTEMPTS = 5
+/**
+ * After MAX_ATTEMPTS conflicts in a row (another writer keeps winning the race), the write
+ * is tried again after this long, not given up: no change of ours may come to trigger it.
+ */
+const CONTENDED_RETRY_MS = 1000
 
 /** What a Gateway's and a ListenerSet's statuses share. */
 interface ListenerHolderStatus {
@@ -63,9 +70,11 @@ export class StatusWriter {
    * skipped as equal to the last written: the write under way may be about to replace that.
    */
   private readonly inflight = new Set<Key>()
+  /** The latest enqueue per object: a contended write is retried only if still the latest. */
+  private readonly sequence = new Map<Key, number>()
   private running = 0
   private readonly concurrency = 4
-  /** Resolves when the queue is empty (tests, shutdown). */
+  /** Resolves when the queue is empty (tests, shutdown); a contended write waiting out CONTENDED_RETRY_MS is not in it. */
   private idleWaiters: Array<() => void> = []
 
   constructor (api: KubeHttp, controllerName: string, log: StatusLog) {
@@ -77,8 +86,11 @@ export class StatusWriter {
   private enqueue (key: Key, uid: string | undefined, fingerprint: string, write: () => Promise<boolean>): void {
     const last = this.written.get(key)
     if (last !== undefined && last.uid === uid && last.fingerprint === fingerprint && !this.queue.has(key) && !this.inflight.has(key)) return
+    const seq = (this.sequence.get(key) ?? 0) + 1
+    this.sequence.set(key, seq)
     this.queue.set(key, {
       key,
+      seq,
       write: async () => {
         if (await write()) this.written.set(key, { uid, fingerprint })
       }
@@ -126,8 +138,19 @@ export class StatusWriter {
         const code = (err as KubeError).code
         if (code === 404) return // the object is gone
         if (i === MAX_ATTEMPTS) {
-          this.log.warn({ object: job.key, err: (err as Error).message }, 'status write failed; will retry on the next change')
           this.written.delete(job.key)
+          if (code === 409) {
+            // Contention, not a failure: our status still stands. Again later, unless a newer
+            // status of the object was enqueued since (it replaces this one).
+            this.log.debug({ object: job.key, attempts: MAX_ATTEMPTS }, 'status write conflicted on every attempt; retrying')
+            setTimeout(() => {
+              if (this.sequence.get(job.key) !== job.seq || this.queue.has(job.key)) return
+              this.queue.set(job.key, job)
+              this.pump()
+            }, CONTENDED_RETRY_MS).unref()
+            return
+          }
+          this.log.warn({ object: job.key, err: (err as Error).message }, 'status write failed; will retry on the next change')
           return
         }
         await new Promise(resolve => setTimeout(resolve, code === 409 ? 10 : 200 * i))

@@ -11,7 +11,7 @@
  * its backends become `invalid`: requests get a 500 rather than an unverified connection.
  */
 
-import { configMapCa, validPem } from './ca-certificates.ts'
+import { clusterTrustBundleCa, configMapCa, isClusterTrustBundleRef, validPem, type ClusterTrustBundle } from './ca-certificates.ts'
 import type { BackendTlsIR, BackendTlsSanIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, nsName, type BackendTLSPolicy, type Condition, type ConfigMap, type Gateway, type Secret } from './gateway-api.ts'
 import { condition } from './conditions.ts'
@@ -53,11 +53,12 @@ export class BackendTlsPolicies {
   /** Backend key → the policies it reports to (the one applied, and those it beat). */
   private readonly applied = new Map<string, Set<ResolvedPolicy>>()
 
-  constructor (policies: BackendTLSPolicy[], configMaps: ConfigMap[]) {
+  /** `trustBundles`: ClusterTrustBundles by name, undefined when the API server does not serve them. */
+  constructor (policies: BackendTLSPolicy[], configMaps: ConfigMap[], trustBundles?: ReadonlyMap<string, ClusterTrustBundle>) {
     const maps = new Map(configMaps.map(c => [nsName(c.metadata), c]))
     const conflicted = new Set<ResolvedPolicy>()
     for (const policy of [...policies].sort(olderFirst)) {
-      const r = resolvePolicy(policy, maps)
+      const r = resolvePolicy(policy, maps, trustBundles)
       this.resolved.push(r)
       const ns = policy.metadata.namespace ?? ''
       for (const ref of policy.spec.targetRefs ?? []) {
@@ -125,7 +126,7 @@ export class BackendTlsPolicies {
   }
 }
 
-function resolvePolicy (policy: BackendTLSPolicy, configMaps: Map<string, ConfigMap>): ResolvedPolicy {
+function resolvePolicy (policy: BackendTLSPolicy, configMaps: Map<string, ConfigMap>, trustBundles: ReadonlyMap<string, ClusterTrustBundle> | undefined): ResolvedPolicy {
   const ns = policy.metadata.namespace ?? ''
   const v = policy.spec.validation ?? { hostname: '' }
   const r: ResolvedPolicy = {
@@ -156,11 +157,13 @@ function resolvePolicy (policy: BackendTLSPolicy, configMaps: Map<string, Config
   const cas: string[] = []
   let problem: { reason: string, message: string } | undefined
   for (const ref of refs) {
-    if ((ref.group ?? '') !== '' || ref.kind !== 'ConfigMap') {
-      problem ??= { reason: 'InvalidKind', message: `caCertificateRef ${ref.group === '' ? '' : `${ref.group}/`}${ref.kind} ${ref.name} is not a ConfigMap` }
+    // A ClusterTrustBundle is cluster-scoped: named alone, whatever the policy's namespace.
+    const ctb = isClusterTrustBundleRef(ref)
+    if (!ctb && ((ref.group ?? '') !== '' || ref.kind !== 'ConfigMap')) {
+      problem ??= { reason: 'InvalidKind', message: `caCertificateRef ${ref.group === '' ? '' : `${ref.group}/`}${ref.kind} ${ref.name} is neither a ConfigMap nor a certificates.k8s.io ClusterTrustBundle` }
       continue
     }
-    const ca = configMapCa(configMaps, ns, ref.name)
+    const ca = ctb ? clusterTrustBundleCa(trustBundles, ref.name) : configMapCa(configMaps, ns, ref.name)
     if ('problem' in ca) {
       problem ??= { reason: 'InvalidCACertificateRef', message: ca.problem }
       continue

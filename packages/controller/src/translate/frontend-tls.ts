@@ -1,14 +1,14 @@
 /**
  * Gateway spec.tls.frontend: client certificate validation of HTTPS listeners (GEP-91).
  * `default` applies to every HTTPS port, a `perPort` entry replaces it on its port. The CA
- * certificates come from ConfigMaps (key `ca.crt`); a ref to another namespace needs a
- * ReferenceGrant. The result is per port, as the engine's ClientValidationIR is per bind.
+ * certificates come from ConfigMaps (key `ca.crt`; a ref to another namespace needs a
+ * ReferenceGrant) or ClusterTrustBundles (cluster-scoped: no namespace, no grant). The result is per port, as the engine's ClientValidationIR is per bind.
  */
 
 import type { ClientValidationIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, type Gateway } from './gateway-api.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
-import { configMapCa } from './ca-certificates.ts'
+import { clusterTrustBundleCa, configMapCa, isClusterTrustBundleRef, type ClusterTrustBundle } from './ca-certificates.ts'
 
 /** Gateway API FrontendTLSValidation. */
 export interface FrontendTlsValidation {
@@ -49,17 +49,26 @@ export function frontendValidationConfig (gw: Gateway, port: number): FrontendTl
  * Resolves the validation of `port`: undefined when the Gateway asks for none there, else
  * the CA bundle of the refs that resolved and the first problem of those that did not.
  */
-export function frontendValidation (gw: Gateway, port: number, grants: ReferenceGrants, configMaps: ReadonlyMap<string, { data?: Record<string, string> }>): FrontendValidation | undefined {
+export function frontendValidation (gw: Gateway, port: number, grants: ReferenceGrants, configMaps: ReadonlyMap<string, { data?: Record<string, string> }>, trustBundles?: ReadonlyMap<string, ClusterTrustBundle>): FrontendValidation | undefined {
   const config = frontendValidationConfig(gw, port)
   if (config === undefined) return undefined
   const gwNs = gw.metadata.namespace ?? ''
   const pems: string[] = []
   let problem: FrontendValidationProblem | undefined
   for (const ref of config.caCertificateRefs ?? []) {
+    if (isClusterTrustBundleRef(ref)) {
+      // "For cluster-scoped resources (such as ClusterTrustBundle), the `namespace` field MUST be unset."
+      const ca = ref.namespace !== undefined
+        ? { problem: `ClusterTrustBundle ${ref.name} is cluster-scoped: namespace must be unset` }
+        : clusterTrustBundleCa(trustBundles, ref.name)
+      if ('problem' in ca) problem ??= { reason: 'InvalidCACertificateRef', message: `caCertificateRef: ${ca.problem}` }
+      else pems.push(ca.pem)
+      continue
+    }
     const ns = ref.namespace ?? gwNs
     const what = `${ref.kind ?? ''} ${ns}/${ref.name}`
     if ((ref.group ?? '') !== '' || ref.kind !== 'ConfigMap') {
-      problem ??= { reason: 'InvalidCACertificateKind', message: `caCertificateRef ${what}: only ConfigMap (core group) is supported` }
+      problem ??= { reason: 'InvalidCACertificateKind', message: `caCertificateRef ${what}: only ConfigMap (core group) and certificates.k8s.io ClusterTrustBundle are supported` }
       continue
     }
     if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind: 'Gateway', fromNamespace: gwNs, toGroup: '', toKind: 'ConfigMap', toNamespace: ns, toName: ref.name })) {

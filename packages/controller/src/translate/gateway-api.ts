@@ -43,11 +43,13 @@ export interface Listener {
   protocol: string
   tls?: { mode?: 'Terminate' | 'Passthrough', certificateRefs?: Array<{ group?: string, kind?: string, name: string, namespace?: string }>, options?: Record<string, string> }
   allowedRoutes?: { namespaces?: RouteNamespaces, kinds?: Array<{ group?: string, kind: string }> }
+  /** Gateway API v1.7.0 pre-routing filters (experimental channel): not implemented, see gateways.ts. */
+  filters?: { requests?: Array<{ type: string }> }
 }
 
 export interface Gateway {
   metadata: ObjectMeta
-  spec: { gatewayClassName: string, listeners: Listener[], addresses?: Array<{ type?: string, value?: string }>, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string>, parametersRef?: { group: string, kind: string, name: string } }, allowedListeners?: AllowedListeners }
+  spec: { gatewayClassName: string, listeners: Listener[], addresses?: Array<{ type?: string, value?: string, routability?: string }>, infrastructure?: { labels?: Record<string, string>, annotations?: Record<string, string>, parametersRef?: { group: string, kind: string, name: string } }, allowedListeners?: AllowedListeners }
   status?: unknown
 }
 

@@ -13,6 +13,7 @@ import { requestedAddresses, type RequestedAddresses } from './addresses.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 import { frontendValidation } from './frontend-tls.ts'
+import type { ClusterTrustBundle } from './ca-certificates.ts'
 
 export interface ListenerState {
   listener: Listener
@@ -106,12 +107,12 @@ export function tlsModeOf (listener: Listener): 'Terminate' | 'Passthrough' {
   return listener.tls?.mode === 'Passthrough' ? 'Passthrough' : 'Terminate'
 }
 
-export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map()): GatewayState {
+export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map(), trustBundles?: ReadonlyMap<string, ClusterTrustBundle>): GatewayState {
   const gen = gw.metadata.generation
   const ns = gw.metadata.namespace ?? ''
   const listeners: ListenerState[] = gw.spec.listeners.map(listener => listenerState({ kind: 'Gateway', namespace: ns, generation: gen }, listener, grants, secrets))
 
-  applyFrontendValidation(gw, listeners, grants, configMaps)
+  applyFrontendValidation(gw, listeners, grants, configMaps, trustBundles)
 
   // Conflicts: one protocol per port; one listener per (port, hostname).
   const byPort = new Map<number, ListenerState[]>()
@@ -167,6 +168,14 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
     valid = false
     accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS, TLS, TCP)`, gen)
   }
+  // Listener filters (Gateway API v1.7.0, GatewayListenerFilters: ExternalAuth / ExtensionRef
+  // run before route matching) are not implemented. Serving the listener without them would
+  // skip the authentication an ExternalAuth filter asks for, so it is refused (fail closed).
+  const filters = listener.filters?.requests ?? []
+  if (valid && filters.length > 0) {
+    valid = false
+    accepted = condition('Accepted', false, 'UnsupportedValue', `listener filters (${filters.map(f => f.type).join(', ')}) are not supported: the listener is not served rather than served without them`, gen)
+  }
   if (listener.allowedRoutes?.kinds !== undefined) {
     const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && offered.some(h => h.kind === k.kind))
     if (ok.length !== listener.allowedRoutes.kinds.length) {
@@ -199,11 +208,11 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
  * resolves the listeners are not accepted (NoValidCACertificate) and stay out of the IR, so
  * the port never serves without the validation asked for.
  */
-function applyFrontendValidation (gw: Gateway, listeners: ListenerState[], grants: ReferenceGrants, configMaps: ReadonlyMap<string, { data?: Record<string, string> }>): void {
+function applyFrontendValidation (gw: Gateway, listeners: ListenerState[], grants: ReferenceGrants, configMaps: ReadonlyMap<string, { data?: Record<string, string> }>, trustBundles: ReadonlyMap<string, ClusterTrustBundle> | undefined): void {
   const gen = gw.metadata.generation
   for (const l of listeners) {
     if (l.listener.protocol !== 'HTTPS') continue
-    const v = frontendValidation(gw, l.listener.port, grants, configMaps)
+    const v = frontendValidation(gw, l.listener.port, grants, configMaps, trustBundles)
     if (v === undefined) continue
     if (v.ir !== undefined) l.clientValidation = v.ir
     if (v.problem === undefined) continue

@@ -44,6 +44,8 @@ export interface GatewayResult {
   parameters?: ProxyParameters
   /** Static IPs spec.addresses asks for (absent: none; the load balancer assigns one). */
   requestedAddresses?: string[]
+  /** spec.addresses asks for Cluster routability: the proxy Service is a ClusterIP one, its addresses reported as such. */
+  addressRoutability?: 'Cluster'
   /** The Gateway is in the Istio mesh with these settings (translate/mesh.ts); absent: not in the mesh. */
   mesh?: GatewayMesh
 }
@@ -128,6 +130,7 @@ export function gatewayResult (g: GatewayState): GatewayResult {
     ir,
     ports: [...new Set(g.listeners.filter(l => l.valid).map(l => l.listener.port))].sort((a, b) => a - b).map(port => ({ name: `port-${port}`, port, protocol: 'TCP' })),
     ...('parameters' in g.parameters && g.parameters.parameters !== undefined ? { parameters: g.parameters.parameters } : {}),
-    ...('ips' in g.addresses && g.addresses.ips.length > 0 ? { requestedAddresses: g.addresses.ips } : {})
+    ...('ips' in g.addresses && g.addresses.ips.length > 0 ? { requestedAddresses: g.addresses.ips } : {}),
+    ...('ips' in g.addresses && g.addresses.routability !== undefined ? { addressRoutability: g.addresses.routability } : {})
   }
 }

@@ -23,6 +23,7 @@ import { classResult, gatewayResult, type RouteResult, type TranslationResult } 
 import { attachListenerSets, listenerSetResult, withListenerSets } from './listener-sets.ts'
 import type { ListenerSet } from './gateway-api.ts'
 import { BackendTlsPolicies, backendClientCertificate } from './backend-tls.ts'
+import type { ClusterTrustBundle } from './ca-certificates.ts'
 import type { Condition } from './gateway-api.ts'
 import { condition } from './conditions.ts'
 import { applyPorticoPolicies, type PorticoPolicy } from './portico-policies.ts'
@@ -60,6 +61,8 @@ export interface ClusterState {
   /** BackendTLSPolicies (absent when the CRD is not installed) and the ConfigMaps holding their CAs. */
   backendTLSPolicies?: BackendTLSPolicy[]
   configMaps?: ConfigMap[]
+  /** ClusterTrustBundles, CAs of BackendTLSPolicies and frontend validation (absent when the API server does not serve them). */
+  clusterTrustBundles?: ClusterTrustBundle[]
   /** PorticoPolicies (absent when the CRD is not installed). */
   porticoPolicies?: PorticoPolicy[]
   /** PorticoBackends (absent when the CRD is not installed). */
@@ -97,7 +100,8 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const services = serviceIndex(state.services.filter(s => discovered(s.metadata.namespace)), state.endpointSlices, (state.porticoBackends ?? []).filter(b => discovered(b.metadata.namespace)), secrets)
   if (state.inferencePools !== undefined) services.inferencePools = inferencePoolIndex(state.inferencePools.filter(p => discovered(p.metadata.namespace)), state.pods ?? [])
   const configMaps = new Map((state.configMaps ?? []).map(c => [nsName(c.metadata), c]))
-  const tlsPolicies = new BackendTlsPolicies((state.backendTLSPolicies ?? []).filter(p => discovered(p.metadata.namespace)), state.configMaps ?? [])
+  const trustBundles = state.clusterTrustBundles === undefined ? undefined : new Map(state.clusterTrustBundles.map(b => [b.metadata.name, b]))
+  const tlsPolicies = new BackendTlsPolicies((state.backendTLSPolicies ?? []).filter(p => discovered(p.metadata.namespace)), state.configMaps ?? [], trustBundles)
 
   const classes = state.gatewayClasses
     .filter(c => c.spec.controllerName === options.controllerName)
@@ -111,7 +115,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const gateways = new Map<string, GatewayState>()
   for (const gw of [...state.gateways].sort((a, b) => nsName(a.metadata).localeCompare(nsName(b.metadata)))) {
     if (!ourClasses.has(gw.spec.gatewayClassName) || !discovered(gw.metadata.namespace)) continue
-    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!), configMaps))
+    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!), configMaps, trustBundles))
   }
 
   // ListenerSets: listeners merged into the Gateways that allow them.

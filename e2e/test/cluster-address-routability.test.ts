@@ -1,0 +1,115 @@
+/**
+ * The Gateway API's GatewayAddressRoutability and GatewayAddressRoutabilityCluster (v1.7.0),
+ * in a real cluster (e2e/cluster/harness.ts): spec.addresses[].routability exists only in
+ * v1.7.0's experimental-channel Gateway CRD, so this cluster installs those CRDs (from the
+ * gateway-api v1.7.0 module: GATEWAY_API_V170_CRDS_EXPERIMENTAL, else the Go module cache;
+ * skipped when neither has them). A Gateway asking for Cluster routability gets a ClusterIP
+ * proxy Service and its cluster IP in status.addresses marked `routability: Cluster`; one
+ * with a value gets that cluster IP; an implementation-specific routability Portico does not
+ * define is UnsupportedAddress; the class claims both features. (The harness runs no
+ * kube-proxy: nothing is sent to the cluster IPs, only their allocation is checked.)
+ */
+
+import { after, before, test, type TestContext } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { startController } from '../cluster/portico-processes.ts'
+import { freePort } from '../lib/portico.ts'
+import { waitUntil } from '../lib/client.ts'
+
+const GW_API = '/apis/gateway.networking.k8s.io/v1'
+
+/** v1.7.0's experimental CRD manifests (config/crd/experimental), or null. */
+function v170Crds (): string | null {
+  if (process.env.GATEWAY_API_V170_CRDS_EXPERIMENTAL !== undefined) return process.env.GATEWAY_API_V170_CRDS_EXPERIMENTAL
+  try {
+    const cache = execFileSync('go', ['env', 'GOMODCACHE'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
+    const dir = join(cache, 'sigs.k8s.io/gateway-api@v1.7.0/config/crd/experimental')
+    return existsSync(dir) ? dir : null
+  } catch {
+    return null
+  }
+}
+
+let cluster: Cluster | undefined
+const cleanup: Array<() => Promise<void> | void> = []
+
+before(async s => {
+  const t = s as TestContext
+  const tools = requireKubeTools(t)
+  if (tools === null) return
+  const source = v170Crds()
+  if (source === null) return t.skip('no gateway-api v1.7.0 experimental CRDs (go mod download sigs.k8s.io/gateway-api@v1.7.0, or GATEWAY_API_V170_CRDS_EXPERIMENTAL)')
+  // Only the CRDs: the directory also holds a kustomization and a ValidatingAdmissionPolicy.
+  const crds = mkdtempSync(join(tmpdir(), 'portico-crds-v170-'))
+  cleanup.push(() => rmSync(crds, { recursive: true, force: true }))
+  for (const f of readdirSync(source)) if (/^gateway\.networking\.(x-)?k8s\.io_.*\.yaml$/.test(f) && !f.includes('vap')) copyFileSync(join(source, f), join(crds, f))
+  cluster = await startCluster({ tools, controllerManager: false, gatewayApiCrds: crds })
+  cleanup.push(() => cluster!.stop())
+})
+
+after(async () => {
+  for (const fn of cleanup.reverse()) await fn()
+})
+
+const gateway = (name: string, port: number, addresses: string) => `apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: ${name}, namespace: apps }
+spec:
+  gatewayClassName: portico
+  addresses: ${addresses}
+  listeners: [{ name: http, port: ${port}, protocol: HTTP }]
+`
+
+test('Cluster routability: a ClusterIP proxy Service, its cluster IP in status.addresses with routability Cluster; a static one is that IP; a vendor routability is UnsupportedAddress', async t => {
+  if (cluster === undefined) return t.skip('no cluster')
+  await cluster.apply(`apiVersion: v1
+kind: Namespace
+metadata: { name: portico-system }
+---
+apiVersion: v1
+kind: Namespace
+metadata: { name: apps }
+`)
+  await cluster.apply(`${gateway('internal', await freePort(), '[{ type: IPAddress, routability: Cluster }]')}---
+${gateway('pinned', await freePort(), '[{ type: IPAddress, value: 10.96.200.7, routability: Cluster }]')}---
+${gateway('vendor', await freePort(), '[{ type: IPAddress, routability: example.com/private }]')}`)
+  const stored = await cluster.api<KubeObject>('GET', `${GW_API}/namespaces/apps/gateways/internal`)
+  assert.equal((stored.spec.addresses as Array<{ routability?: string }>)[0]?.routability, 'Cluster', 'the CRD keeps the field (v1.7.0 experimental channel)')
+
+  const controller = await startController(cluster, {})
+  cleanup.push(() => controller.stop())
+  const why = () => `\n${controller.output().slice(-3000)}`
+  const get = (path: string) => cluster!.api<KubeObject>('GET', path)
+
+  let gw: KubeObject | undefined
+  await waitUntil(async () => {
+    gw = await get(`${GW_API}/namespaces/apps/gateways/internal`)
+    return (gw.status?.addresses ?? []).length > 0
+  }, 30_000, `status.addresses of internal${why()}`, 200)
+  const svc = await get('/api/v1/namespaces/apps/services/internal')
+  assert.equal(svc.spec.type, 'ClusterIP')
+  assert.deepEqual(gw!.status.addresses, [{ type: 'IPAddress', value: svc.spec.clusterIP, routability: 'Cluster' }])
+
+  let pinned: KubeObject | undefined
+  await waitUntil(async () => {
+    pinned = await get(`${GW_API}/namespaces/apps/gateways/pinned`)
+    return (pinned.status?.addresses ?? []).length > 0
+  }, 30_000, `status.addresses of pinned${why()}`, 200)
+  assert.equal((await get('/api/v1/namespaces/apps/services/pinned')).spec.clusterIP, '10.96.200.7')
+  assert.deepEqual(pinned!.status.addresses, [{ type: 'IPAddress', value: '10.96.200.7', routability: 'Cluster' }])
+  const programmed = (pinned!.status.conditions as Array<{ type: string, reason: string }>).find(c => c.type === 'Programmed')
+  assert.notEqual(programmed?.reason, 'AddressNotUsable', 'the requested cluster IP is the Service\'s')
+
+  await waitUntil(async () => {
+    const v = await get(`${GW_API}/namespaces/apps/gateways/vendor`)
+    return (v.status?.conditions as Array<{ type: string, reason: string }> | undefined)?.some(c => c.type === 'Accepted' && c.reason === 'UnsupportedAddress') === true
+  }, 30_000, `vendor: Accepted False UnsupportedAddress${why()}`, 200)
+
+  const features = ((await get(`${GW_API}/gatewayclasses/portico`)).status.supportedFeatures as Array<{ name: string }>).map(f => f.name)
+  assert.ok(features.includes('GatewayAddressRoutability') && features.includes('GatewayAddressRoutabilityCluster'), features.join(', '))
+})
