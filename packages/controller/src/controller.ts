@@ -149,7 +149,7 @@ export class Controller {
   private async readFeatures (): Promise<void> {
     // Kinds that features need beyond the core (FEATURE_KINDS): served only with their CRD.
     const kinds = new Set<string>()
-    for (const [kind, path] of [['ListenerSet', paths.listenerSets], ['GRPCRoute', paths.grpcRoutes], ['TLSRoute', paths.tlsRoutes], ['TCPRoute', paths.tcpRoutes]] as const) {
+    for (const [kind, path] of [['ListenerSet', paths.listenerSets], ['GRPCRoute', paths.grpcRoutes], ['TLSRoute', paths.tlsRoutes], ['TCPRoute', paths.tcpRoutes], ['UDPRoute', paths.udpRoutes]] as const) {
       if (await this.api.get(path, { limit: '1' }).then(() => true, () => false)) kinds.add(kind)
     }
     try {
