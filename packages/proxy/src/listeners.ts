@@ -485,7 +485,8 @@ export class ListenerManager {
       address: s.bind.address,
       port: s.bind.port,
       protocol: s.bind.protocol,
-      connections: s.sockets.size
+      // A UDP bind has flows (a client address:port each) rather than connections.
+      connections: s.bind.protocol === 'UDP' ? this.engine.udp.flowCount(s.bind.key) : s.sockets.size
     }))
   }
 
