@@ -9,8 +9,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import dgram from 'node:dgram'
+import { spawnSync } from 'node:child_process'
 import { freePort, startPortico, TEST_WORKERS, type PorticoProcess } from '../lib/portico.ts'
 import { waitUntil } from '@portico/testkit/wait'
+import { requireTool } from '../lib/tools.ts'
 
 /** A UDP echo server: answers `<name> <the datagram> from <port it came from>`; remembers the source ports seen. */
 interface Echo {
@@ -212,6 +214,15 @@ describe('UDP listeners', () => {
     } finally {
       c.close()
     }
+  })
+
+  test('the UDP series pass promtool check metrics', async t => {
+    const promtool = requireTool(t, 'PROMTOOL', 'promtool')
+    if (promtool === null) return
+    const text = await (await fetch(`${stats}/metrics`)).text()
+    for (const name of ['portico_udp_datagrams_total', 'portico_udp_bytes_total', 'portico_udp_flows_opened_total', 'portico_udp_flows_closed_total', 'portico_udp_flows_active']) assert.match(text, new RegExp(`^${name}\\{`, 'm'))
+    const out = spawnSync(promtool, ['check', 'metrics'], { input: text, encoding: 'utf8' })
+    assert.equal(out.status, 0, `${out.stdout}\n${out.stderr}`)
   })
 
   test('a reload sends new flows to the new backend and keeps the port', async () => {
