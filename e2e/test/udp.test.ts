@@ -70,7 +70,7 @@ describe('UDP listeners', () => {
   let b: Echo
   let portico: PorticoProcess
   let stats: string
-  const ports = { main: 0, weighted: 0, idle: 0, capped: 0, refused: 0 }
+  const ports = { main: 0, weighted: 0, idle: 0, capped: 0, refused: 0, unresolvable: 0 }
   let deadPort = 0
 
   before(async () => {
@@ -93,12 +93,14 @@ describe('UDP listeners', () => {
           weighted: { port: ports.weighted, address: '127.0.0.1', protocol: 'UDP' },
           idle: { port: ports.idle, address: '127.0.0.1', protocol: 'UDP', udp: { idleTimeout: '400ms' } },
           capped: { port: ports.capped, address: '127.0.0.1', protocol: 'UDP', udp: { maxFlows: 5 } },
-          refused: { port: ports.refused, address: '127.0.0.1', protocol: 'UDP' }
+          refused: { port: ports.refused, address: '127.0.0.1', protocol: 'UDP' },
+          unresolvable: { port: ports.unresolvable, address: '127.0.0.1', protocol: 'UDP' }
         },
         udpRoutes: [
           { name: 'to-a', gateways: ['main', 'idle', 'capped'], backends: [{ host: `127.0.0.1:${a.port}` }] },
           { name: 'split', gateways: 'weighted', backends: [{ host: `127.0.0.1:${a.port}`, weight: 3 }, { host: `127.0.0.1:${b.port}`, weight: 1 }] },
-          { name: 'nowhere', gateways: 'refused', backends: [{ host: `127.0.0.1:${deadPort}` }] }
+          { name: 'nowhere', gateways: 'refused', backends: [{ host: `127.0.0.1:${deadPort}` }] },
+          { name: 'no-name', gateways: 'unresolvable', backends: [{ host: 'backend.invalid:53' }] }
         ]
       })
     })
@@ -211,6 +213,18 @@ describe('UDP listeners', () => {
       c.socket.send('hello?', ports.refused, '127.0.0.1')
       await waitUntil(() => flowLines(portico.stdout.slice(from)).some(l => l.gateway === 'refused' && l.reason === 'UpstreamUnreachable'), 5_000, 'the refusal logged')
       assert.match(await c.ask(ports.main, 'still here') ?? '', /^a still here/)
+    } finally {
+      c.close()
+    }
+  })
+
+  test('a backend hostname that does not resolve ends the flow; the gateway goes on', async () => {
+    const c = await client()
+    try {
+      const from = portico.stdout.length
+      assert.equal(await c.ask(ports.unresolvable, 'anyone?', 300), null)
+      await waitUntil(() => flowLines(portico.stdout.slice(from)).some(l => l.gateway === 'unresolvable' && l.reason === 'UpstreamError' && /no address for backend\.invalid:53/.test(String(l.error))), 10_000, 'the lookup failure logged')
+      assert.match(await c.ask(ports.main, 'alive') ?? '', /^a alive/)
     } finally {
       c.close()
     }

@@ -363,7 +363,8 @@ export class ListenerManager {
       address: () => socket.address(),
       closeIdleConnections: () => {}
     } as unknown as Http.Server
-    socket.on('message', this.engine.udpHandler(key, { send: (msg, port, address) => socket.send(msg, port, address) }))
+    // A reply for a flow whose listener just closed has nowhere to go: dropped, not thrown.
+    socket.on('message', this.engine.udpHandler(key, { send: (msg, port, address) => { try { socket.send(msg, port, address) } catch {} } }))
     await new Promise<void>((resolve, reject) => {
       const onError = (err: NodeJS.ErrnoException) => {
         reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${key} (udp): ${err.code ?? err.message}`, { cause: err }))

@@ -240,8 +240,13 @@ export class UdpProxy {
       flow.counts.bOut += reply.length
       flows.socket.send(reply, flow.source.port, flow.replyAddress)
     })
-    upstream.connect(endpoint.port, endpoint.host, () => {
+    upstream.connect(endpoint.port, endpoint.host, (err?: Error | null) => {
       if (flow.ended) return
+      // A hostname that does not resolve fails here (the callback gets it, no 'error' event).
+      if (err !== null && err !== undefined) {
+        this.end(flow, 'UpstreamError', `no address for ${target}: ${(err as NodeJS.ErrnoException).code ?? err.message}`)
+        return
+      }
       flow.connected = true
       tracer?.emit({ type: 'backendCallResult', status: null, error: null })
       const queued = flow.pending
@@ -253,12 +258,17 @@ export class UdpProxy {
   }
 
   private sendUp (flow: Flow, msg: Buffer): void {
-    flow.upstream.send(msg, err => {
-      if (err === null || err === undefined) return
-      const code = (err as NodeJS.ErrnoException).code
-      if (code === 'ECONNREFUSED') this.end(flow, 'UpstreamUnreachable', err.message)
-      else if (!flow.ended) flow.counts.dropped++
-    })
+    try {
+      flow.upstream.send(msg, err => {
+        if (err === null || err === undefined) return
+        const code = (err as NodeJS.ErrnoException).code
+        if (code === 'ECONNREFUSED') this.end(flow, 'UpstreamUnreachable', err.message)
+        else if (!flow.ended) flow.counts.dropped++
+      })
+    } catch (err) {
+      // A socket closed meanwhile (the flow ended between the datagram and this send) throws.
+      if (!flow.ended) this.end(flow, 'UpstreamError', (err as Error).message)
+    }
   }
 
   private check (flow: Flow, now: number): void {
