@@ -11,8 +11,8 @@
  *     ports costs bounded sockets and memory, and the eviction is counted.
  *   - A backend that refuses (ICMP port unreachable: ECONNREFUSED on the connected socket)
  *     ends the flow; the client's next datagram opens a new one (and picks a backend again).
- *   - Datagrams sent before the upstream socket is connected wait in a short queue (bounded;
- *     more are dropped, as a full socket buffer would).
+ *   - Datagrams sent before the upstream socket is connected wait in a short queue (64 per
+ *     flow, 16 MiB across flows; more are dropped, as a full socket buffer would).
  *   - A reload keeps flows whose backend the new config's route still has; a flow whose
  *     backend went away is closed at its next datagram, which opens a flow on the new config.
  *
@@ -36,6 +36,12 @@ export const DEFAULT_UDP_IDLE_TIMEOUT_MS = 60_000
 export const DEFAULT_UDP_MAX_FLOWS = 10_000
 /** Datagrams held for a flow while its upstream socket connects (a hostname may need a lookup). */
 const MAX_PENDING_DATAGRAMS = 64
+/**
+ * Bytes held across all flows while their sockets connect: a flood of new clients sending
+ * large datagrams to a backend whose name resolves slowly would otherwise hold
+ * maxFlows × 64 datagrams × 64 KiB.
+ */
+const MAX_PENDING_BYTES = 16 * 1024 * 1024
 
 /** Why a flow ended, or why a datagram found no flow (access log `reason`, metrics). */
 export type UdpFlowReason = 'IdleTimeout' | 'Evicted' | 'UpstreamUnreachable' | 'UpstreamError' | 'BackendRemoved' | 'Closed' | 'NoRoute' | 'NoBackend'
@@ -122,6 +128,8 @@ export class UdpProxy {
   private readonly next = new Map<string, number>()
   /** Every flow's idle timeout and count reports, on one timer. */
   private readonly clock: Sweeper<Flow>
+  /** Bytes of all flows' pending datagrams (MAX_PENDING_BYTES). */
+  private pendingBytes = 0
 
   constructor (hub: TraceHub, options: UdpProxyOptions = {}) {
     this.hub = hub
@@ -172,8 +180,10 @@ export class UdpProxy {
     flow.counts.dIn++
     flow.counts.bIn += msg.length
     if (!flow.connected) {
-      if (flow.pending.length < MAX_PENDING_DATAGRAMS) flow.pending.push(msg)
-      else flow.counts.dropped++
+      if (flow.pending.length < MAX_PENDING_DATAGRAMS && this.pendingBytes + msg.length <= MAX_PENDING_BYTES) {
+        flow.pending.push(msg)
+        this.pendingBytes += msg.length
+      } else flow.counts.dropped++
       return
     }
     this.sendUp(flow, msg)
@@ -249,12 +259,19 @@ export class UdpProxy {
       }
       flow.connected = true
       tracer?.emit({ type: 'backendCallResult', status: null, error: null })
-      const queued = flow.pending
-      flow.pending = []
+      const queued = this.takePending(flow)
       for (const msg of queued) this.sendUp(flow, msg)
     })
     this.options.onFlowOpen?.({ gateway: listener.ir.gateway, listener: listener.ir.name, route: route.ir.key, backend: backend.name })
     return flow
+  }
+
+  /** The flow's pending datagrams, no longer counted against MAX_PENDING_BYTES. */
+  private takePending (flow: Flow): Buffer[] {
+    const queued = flow.pending
+    flow.pending = []
+    for (const msg of queued) this.pendingBytes -= msg.length
+    return queued
   }
 
   private sendUp (flow: Flow, msg: Buffer): void {
@@ -302,6 +319,7 @@ export class UdpProxy {
     flow.error = error
     this.clock.delete(flow)
     if (flow.flows.map.get(flow.key) === flow) flow.flows.map.delete(flow.key)
+    flow.counts.dropped += this.takePending(flow).length
     try {
       flow.upstream.close()
     } catch {
