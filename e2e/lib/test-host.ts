@@ -19,6 +19,7 @@ export interface TestHost {
 }
 
 const ECHO = fileURLToPath(new URL('./echo-server.ts', import.meta.url))
+const UDP_ECHO = fileURLToPath(new URL('./udp-echo-server.ts', import.meta.url))
 const created = new Set<() => void>()
 process.on('exit', () => { for (const d of created) d() })
 
@@ -78,6 +79,11 @@ export function createTestHost (t: TestContext): TestHost | null {
       child.once('exit', () => children.delete(child))
     })
   }
+}
+
+/** A UDP echo server on the test host: answers each datagram with JSON {request, namespace, service, pod} (udp-echo-server.ts). */
+export function startUdpEcho (host: TestHost, service: string, port: number, namespace = ''): Promise<ChildProcess> {
+  return host.spawnNode([UDP_ECHO, host.address, String(port), service, namespace], 'listening')
 }
 
 /** An echo server on the test host: answers JSON {name, method, path, host}. */

@@ -149,7 +149,7 @@ export class Controller {
   private async readFeatures (): Promise<void> {
     // Kinds that features need beyond the core (FEATURE_KINDS): served only with their CRD.
     const kinds = new Set<string>()
-    for (const [kind, path] of [['ListenerSet', paths.listenerSets], ['GRPCRoute', paths.grpcRoutes], ['TLSRoute', paths.tlsRoutes], ['TCPRoute', paths.tcpRoutes], ['ClusterTrustBundle', paths.clusterTrustBundles]] as const) {
+    for (const [kind, path] of [['ListenerSet', paths.listenerSets], ['GRPCRoute', paths.grpcRoutes], ['TLSRoute', paths.tlsRoutes], ['TCPRoute', paths.tcpRoutes], ['UDPRoute', paths.udpRoutes], ['ClusterTrustBundle', paths.clusterTrustBundles]] as const) {
       if (await this.api.get(path, { limit: '1' }).then(() => true, () => false)) kinds.add(kind)
     }
     const gatewayCrd = await this.api.get<CustomResourceDefinition>(paths.gatewayCrd).catch(() => undefined)

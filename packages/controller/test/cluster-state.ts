@@ -10,7 +10,7 @@ const LISTS: Record<string, keyof ClusterState> = {
   BackendTLSPolicy: 'backendTLSPolicies', ConfigMap: 'configMaps',
   GatewayClass: 'gatewayClasses', Gateway: 'gateways', HTTPRoute: 'httpRoutes', ReferenceGrant: 'referenceGrants',
   Service: 'services', EndpointSlice: 'endpointSlices', Secret: 'secrets', Namespace: 'namespaces',
-  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends', PorticoModel: 'porticoModels', GRPCRoute: 'grpcRoutes', TLSRoute: 'tlsRoutes', TCPRoute: 'tcpRoutes',
+  PorticoParameters: 'parameters', ListenerSet: 'listenerSets', PorticoPolicy: 'porticoPolicies', PorticoBackend: 'porticoBackends', PorticoModel: 'porticoModels', GRPCRoute: 'grpcRoutes', TLSRoute: 'tlsRoutes', TCPRoute: 'tcpRoutes', UDPRoute: 'udpRoutes',
   InferencePool: 'inferencePools', Pod: 'pods', ClusterTrustBundle: 'clusterTrustBundles'
 }
 
@@ -30,6 +30,7 @@ export function clusterState (text: string): ClusterState {
     if (list === 'tcpRoutes') state.tcpRoutes ??= []
     // ClusterTrustBundles are served only with their feature gate: in the state when a document has one.
     if (list === 'clusterTrustBundles') state.clusterTrustBundles ??= []
+    if (list === 'udpRoutes') state.udpRoutes ??= []
     // An InferencePool or a Pod stands for the inference extension being on (chart inferenceExtension.enabled).
     if (list === 'inferencePools' || list === 'pods') {
       state.inferencePools ??= []

@@ -1,6 +1,6 @@
 /** The fields of the one access-log line written per request. */
 
-import type { RequestContext, StreamConnectionRecord } from '@portico/engine'
+import type { RequestContext, StreamConnectionRecord, UdpFlowRecord } from '@portico/engine'
 import { servedModel } from '@portico/engine'
 import { performance } from '@portico/engine/clock'
 
@@ -102,5 +102,32 @@ export function connectionLogFields (c: StreamConnectionRecord): Record<string, 
   }
   if (c.target !== null) fields.target = c.target
   if (c.error !== null) fields.error = c.error
+  return fields
+}
+
+/**
+ * The access-log line of a UDP flow (message `flow`), written when it ends: where its
+ * datagrams went, the datagrams and bytes each way, how long it lasted and why it ended
+ * (IdleTimeout, Evicted, UpstreamUnreachable, ...); a datagram no flow was opened for (NoRoute,
+ * NoBackend) gets one too.
+ */
+export function flowLogFields (r: UdpFlowRecord): Record<string, unknown> {
+  const fields: Record<string, unknown> = {
+    gateway: r.gateway,
+    listener: r.listener,
+    route: r.route,
+    backend: r.backend,
+    src: r.source.address === '' ? undefined : r.source.address,
+    'src.port': r.source.port,
+    protocol: 'udp',
+    'datagrams.received': r.datagramsFromClient,
+    'datagrams.sent': r.datagramsToClient,
+    'bytes.received': r.bytesFromClient,
+    'bytes.sent': r.bytesToClient,
+    reason: r.reason,
+    duration: `${Math.round(r.durationMs * 1000) / 1000}ms`
+  }
+  if (r.target !== null) fields.target = r.target
+  if (r.error !== null) fields.error = r.error
   return fields
 }

@@ -11,6 +11,7 @@ import https from 'node:https'
 import http2 from 'node:http2'
 import tls from 'node:tls'
 import net, { type Socket } from 'node:net'
+import dgram from 'node:dgram'
 import type { Logger } from 'pino'
 import type { BindIR, Engine, ListenerIR, ProxyIR } from '@portico/engine'
 import { PorticoError, hostnameMatches, hostnameSpecificity, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine'
@@ -232,6 +233,10 @@ export class ListenerManager {
 
   private async open (bind: BindIR): Promise<BoundServer> {
     const entry: BoundServer = { bind, server: null as unknown as Http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set() }
+    if (bind.protocol === 'UDP') {
+      await this.openUdp(entry)
+      return entry
+    }
     if (bind.protocol === 'TCP' || bind.protocol === 'TLS') {
       // Whole connections: the engine picks a route per connection and copies the bytes.
       // allowHalfOpen: a client that shuts its write side still reads the rest of the answer.
@@ -338,6 +343,41 @@ export class ListenerManager {
     return entry
   }
 
+  /**
+   * A UDP bind: one socket whose datagrams the engine forwards per client flow
+   * (stream/udp-proxy.ts). Workers each bind the port with SO_REUSEPORT (the kernel keeps a
+   * client address:port on one socket, so a flow stays in one worker), in intake mode too:
+   * the primary hands over TCP connections only.
+   */
+  private async openUdp (entry: BoundServer): Promise<void> {
+    const { bind } = entry
+    const socket = dgram.createSocket({ type: net.isIPv6(bind.address) ? 'udp6' : 'udp4', ...(this.reusePort || this.intake ? { reusePort: true } : {}) })
+    const key = bind.key
+    const flows = this.engine.udp
+    // The shape the rest of this class uses of a server: close, address, error events.
+    entry.server = {
+      close: (cb?: () => void) => {
+        flows.closeBind(key)
+        try { socket.close(cb) } catch { cb?.() }
+      },
+      address: () => socket.address(),
+      closeIdleConnections: () => {}
+    } as unknown as Http.Server
+    // A reply for a flow whose listener just closed has nowhere to go: dropped, not thrown.
+    socket.on('message', this.engine.udpHandler(key, { send: (msg, port, address) => { try { socket.send(msg, port, address) } catch {} } }))
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException) => {
+        reject(new PorticoError('PORTICO_BIND_FAILED', `cannot listen on ${key} (udp): ${err.code ?? err.message}`, { cause: err }))
+      }
+      socket.once('error', onError)
+      socket.bind({ address: bind.address, port: bind.port }, () => {
+        socket.off('error', onError)
+        socket.on('error', err => this.log.error({ err, bind: key }, 'udp listener error'))
+        resolve()
+      })
+    })
+  }
+
   /** Counts a client connection for drains, /debug/tasks and the connection metrics. */
   private track (entry: BoundServer, socket: Socket): void {
     // A TLS socket over a handed-over connection asks its own (addressless) handle who the
@@ -397,7 +437,7 @@ export class ListenerManager {
   private async closeServer (s: BoundServer, deadlineMs: number): Promise<void> {
     // A server that never listened (intake) is done when its last connection is; close()
     // still stops its timers (and reports, harmlessly, that it was not listening).
-    const closed = this.intake
+    const closed = this.intake && s.bind.protocol !== 'UDP'
       ? new Promise<void>(resolve => {
         s.server.close(() => {})
         const check = (): void => { if (s.sockets.size === 0) resolve(); else setTimeout(check, 50).unref() }
@@ -406,7 +446,7 @@ export class ListenerManager {
       : new Promise<void>(resolve => s.server.close(() => resolve()))
     // A TCP or TLS bind's connections carry no requests to wait for the end of: they run
     // until they close or the deadline cuts them (as Envoy's tcp_proxy on drain).
-    const stream = s.bind.protocol === 'TCP' || s.bind.protocol === 'TLS'
+    const stream = s.bind.protocol === 'TCP' || s.bind.protocol === 'TLS' || s.bind.protocol === 'UDP'
     const closeIdle = () => {
       if (stream) return
       s.server.closeIdleConnections()
@@ -446,7 +486,8 @@ export class ListenerManager {
       address: s.bind.address,
       port: s.bind.port,
       protocol: s.bind.protocol,
-      connections: s.sockets.size
+      // A UDP bind has flows (a client address:port each) rather than connections.
+      connections: s.bind.protocol === 'UDP' ? this.engine.udp.flowCount(s.bind.key) : s.sockets.size
     }))
   }
 

@@ -6,7 +6,7 @@
 
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import { LocalCounter, LocalExactCounter, LocalGauge, LocalHistogram, type HistogramSeries, type ValueSeries } from './local-metrics.ts'
-import type { InferencePickFacts, LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord } from '@portico/engine'
+import type { InferencePickFacts, LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord, UdpFlowCounts, UdpFlowRecord } from '@portico/engine'
 import { version } from './version.ts'
 import { performance } from '@portico/engine/clock'
 
@@ -92,6 +92,12 @@ export class ProxyMetrics {
   private readonly streamConnections: LocalCounter
   private readonly streamBytes: LocalCounter
   private readonly streamDuration: LocalHistogram
+  private readonly udpDatagrams: LocalCounter
+  private readonly udpBytes: LocalCounter
+  private readonly udpDropped: LocalCounter
+  private readonly udpFlowsOpened: LocalCounter
+  private readonly udpFlowsClosed: LocalCounter
+  private readonly udpFlowsActive: LocalGauge
   private readonly requestBodySize: LocalHistogram
   private readonly responseBodySize: LocalHistogram
   private readonly mcpDuration: LocalHistogram
@@ -149,6 +155,12 @@ export class ProxyMetrics {
     this.streamConnections = new LocalCounter(this.registry, 'portico_tcp_connections_total', 'Connections of TCP and TLS listeners (protocol tcp, tls), by route, backend and how they ended (reason: Done, NoRoute, UpstreamConnectFailed, ...).')
     this.streamBytes = new LocalCounter(this.registry, 'portico_tcp_bytes_total', 'Bytes of TCP and TLS listeners\' connections, as on the wire to the client, by direction (received from the client, sent to it).')
     this.streamDuration = new LocalHistogram(this.registry, 'portico_tcp_connection_duration_seconds', 'How long connections of TCP and TLS listeners lasted.', CONNECTION_DURATION_BUCKETS)
+    this.udpDatagrams = new LocalCounter(this.registry, 'portico_udp_datagrams_total', 'Datagrams of UDP listeners\' flows, by direction (received from clients, sent to them); counted each quarter second and when a flow ends.')
+    this.udpBytes = new LocalCounter(this.registry, 'portico_udp_bytes_total', 'Payload bytes of UDP listeners\' datagrams, by direction (received from clients, sent to them).')
+    this.udpDropped = new LocalCounter(this.registry, 'portico_udp_datagrams_dropped_total', 'Client datagrams of UDP listeners not forwarded: the queue of a flow still connecting was full, or the send failed.')
+    this.udpFlowsOpened = new LocalCounter(this.registry, 'portico_udp_flows_opened_total', 'UDP flows opened (a client address:port with its own upstream socket), by route and backend.')
+    this.udpFlowsClosed = new LocalCounter(this.registry, 'portico_udp_flows_closed_total', 'UDP flows that ended, by reason: IdleTimeout, Evicted (the listener\'s maxFlows was reached), UpstreamUnreachable (ICMP refused), BackendRemoved (reload), Closed (listener closed); NoRoute and NoBackend count datagrams no flow was opened for.')
+    this.udpFlowsActive = new LocalGauge(this.registry, 'portico_udp_flows_active', 'UDP flows open now, by gateway and listener.')
     this.requestBodySize = new LocalHistogram(this.registry, 'portico_request_body_size_bytes', 'Request body sizes by gateway and route: the declared content-length, or the body read whole (a chunked body streamed to the backend is not counted).', SIZE_BUCKETS)
     this.responseBodySize = new LocalHistogram(this.registry, 'portico_response_body_size_bytes', 'Response body sizes by gateway and route: the bytes of the backend\'s body passed to the client, or of the proxy\'s own answer.', SIZE_BUCKETS)
     this.mcpDuration = new LocalHistogram(this.registry, 'portico_mcp_request_duration_seconds', 'MCP requests (one JSON-RPC call over HTTP) from arrival to the end of the answer, by method, target and tool (or prompt).', DURATION_BUCKETS)
@@ -406,6 +418,33 @@ export class ProxyMetrics {
     const base = `${gateway}\0${listener}\0${route}\0${c.protocol}`
     this.streamBytes.inc(`${base}\0received`, () => ({ gateway, listener, route, protocol: c.protocol, direction: 'received' }), c.bytesFromClient)
     this.streamBytes.inc(`${base}\0sent`, () => ({ gateway, listener, route, protocol: c.protocol, direction: 'sent' }), c.bytesToClient)
+  }
+
+  udpFlowOpened (f: { gateway: string, listener: string, route: string, backend: string }): void {
+    this.udpFlowsOpened.inc(`${f.gateway}\0${f.listener}\0${f.route}\0${f.backend}`, () => ({ gateway: f.gateway, listener: f.listener, route: f.route, backend: f.backend }))
+    this.udpFlowsActive.add(`${f.gateway}\0${f.listener}`, () => ({ gateway: f.gateway, listener: f.listener }), 1)
+  }
+
+  udpFlowCounts (c: UdpFlowCounts): void {
+    const base = `${c.gateway}\0${c.listener}\0${c.route}`
+    const labels = (direction: string) => () => ({ gateway: c.gateway, listener: c.listener, route: c.route, direction })
+    if (c.datagramsFromClient > 0) {
+      this.udpDatagrams.inc(`${base}\0received`, labels('received'), c.datagramsFromClient)
+      this.udpBytes.inc(`${base}\0received`, labels('received'), c.bytesFromClient)
+    }
+    if (c.datagramsToClient > 0) {
+      this.udpDatagrams.inc(`${base}\0sent`, labels('sent'), c.datagramsToClient)
+      this.udpBytes.inc(`${base}\0sent`, labels('sent'), c.bytesToClient)
+    }
+    if (c.dropped > 0) this.udpDropped.inc(base, () => ({ gateway: c.gateway, listener: c.listener, route: c.route }), c.dropped)
+  }
+
+  udpFlowEnded (r: UdpFlowRecord): void {
+    const route = r.route ?? 'unknown'
+    const backend = r.backend ?? 'unknown'
+    this.udpFlowsClosed.inc(`${r.gateway}\0${r.listener}\0${route}\0${backend}\0${r.reason}`, () => ({ gateway: r.gateway, listener: r.listener, route, backend, reason: r.reason }))
+    // A refused datagram (no route, no backend) never opened a flow.
+    if (r.backend !== null) this.udpFlowsActive.add(`${r.gateway}\0${r.listener}`, () => ({ gateway: r.gateway, listener: r.listener }), -1)
   }
 
   connectionOpened (bind: string, protocol: string): () => void {

@@ -4,13 +4,13 @@
  */
 
 import type { Logger } from 'pino'
-import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord } from '@portico/engine'
+import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord, type UdpFlowRecord } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
 import type { Logs } from '@portico/ops'
 import type { Settings } from './settings.ts'
-import { accessLogFields, connectionLogFields } from './access-log.ts'
+import { accessLogFields, connectionLogFields, flowLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'
 import { ProxyMetrics } from './metrics.ts'
 import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
@@ -181,6 +181,7 @@ export class Portico {
       ...(this.meshIdentity !== null ? { pools: { mesh: this.meshIdentity, hboneMaxStreams: options.settings.hbone.maxStreams, hboneIdleTimeout: options.settings.hbone.idleTimeoutMs } } : {}),
       onRequestEnd: ctx => this.onRequestEnd(ctx),
       streams: { onConnectionEnd: c => this.onConnectionEnd(c) },
+      udp: { onFlowOpen: f => this.metrics.udpFlowOpened(f), onFlowCounts: c => this.metrics.udpFlowCounts(c), onFlowEnd: r => this.onFlowEnd(r) },
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
     })
     this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), { reusePort: options.worker !== undefined && !options.worker.intake, intake: options.worker?.intake === true })
@@ -472,6 +473,11 @@ export class Portico {
   private onConnectionEnd (c: StreamConnectionRecord): void {
     this.metrics.observeConnection(c)
     if (this.accessLog.isLevelEnabled('info')) this.writeAccessLine(connectionLogFields(c), 'connection')
+  }
+
+  private onFlowEnd (r: UdpFlowRecord): void {
+    this.metrics.udpFlowEnded(r)
+    if (this.accessLog.isLevelEnabled('info')) this.writeAccessLine(flowLogFields(r), 'flow')
   }
 
   /**

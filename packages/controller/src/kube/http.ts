@@ -103,6 +103,7 @@ export const paths = {
   grpcRoutes: '/apis/gateway.networking.k8s.io/v1/grpcroutes',
   tlsRoutes: '/apis/gateway.networking.k8s.io/v1/tlsroutes',
   tcpRoutes: '/apis/gateway.networking.k8s.io/v1/tcproutes',
+  udpRoutes: '/apis/gateway.networking.k8s.io/v1/udproutes',
   listenerSets: '/apis/gateway.networking.k8s.io/v1/listenersets',
   referenceGrants: '/apis/gateway.networking.k8s.io/v1beta1/referencegrants',
   services: '/api/v1/services',
@@ -131,7 +132,7 @@ export const paths = {
   gateway: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`,
   listenerSet: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/listenersets/${name}`,
   httpRoute: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`,
-  route: (kind: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute', ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/${kind.toLowerCase()}s/${name}`,
+  route: (kind: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute' | 'UDPRoute', ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/${kind.toLowerCase()}s/${name}`,
   backendTLSPolicy: (ns: string, name: string) => `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/backendtlspolicies/${name}`,
   namespaced: (apiPrefix: string, ns: string, plural: string, name: string) => `${apiPrefix}/namespaces/${ns}/${plural}/${name}`
 }

@@ -16,7 +16,7 @@ import { KubeHttp, paths } from './http.ts'
 type Kind = keyof ClusterState
 
 /** Kinds whose status-only updates cannot change the translation. */
-const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies', 'porticoModels', 'inferencePools'])
+const SPEC_ONLY = new Set<Kind>(['gatewayClasses', 'gateways', 'httpRoutes', 'grpcRoutes', 'tlsRoutes', 'tcpRoutes', 'udpRoutes', 'backendTLSPolicies', 'listenerSets', 'porticoPolicies', 'porticoModels', 'inferencePools'])
 
 const WATCHED: Record<Kind, string> = {
   gatewayClasses: paths.gatewayClasses,
@@ -25,6 +25,7 @@ const WATCHED: Record<Kind, string> = {
   grpcRoutes: paths.grpcRoutes,
   tlsRoutes: paths.tlsRoutes,
   tcpRoutes: paths.tcpRoutes,
+  udpRoutes: paths.udpRoutes,
   listenerSets: paths.listenerSets,
   referenceGrants: paths.referenceGrants,
   services: paths.services,
@@ -56,6 +57,7 @@ const OPTIONAL: Partial<Record<Kind, string>> = {
   grpcRoutes: paths.grpcRoutes,
   tlsRoutes: paths.tlsRoutes,
   tcpRoutes: paths.tcpRoutes,
+  udpRoutes: paths.udpRoutes,
   // A built-in kind, but beta: served only with its feature gate and runtime-config (Kubernetes 1.36).
   clusterTrustBundles: paths.clusterTrustBundles,
   // PorticoPolicy and PorticoBackend share portico.dev/v1alpha1 with PorticoParameters: their own lists, likewise.
@@ -328,6 +330,7 @@ export class Informers {
       ...(this.informers.has('grpcRoutes') ? { grpcRoutes: list('grpcRoutes') } : {}),
       ...(this.informers.has('tlsRoutes') ? { tlsRoutes: list('tlsRoutes') } : {}),
       ...(this.informers.has('tcpRoutes') ? { tcpRoutes: list('tcpRoutes') } : {}),
+      ...(this.informers.has('udpRoutes') ? { udpRoutes: list('udpRoutes') } : {}),
       listenerSets: list('listenerSets'),
       referenceGrants: list('referenceGrants'),
       services: list('services'),

@@ -215,8 +215,8 @@ export class StatusWriter {
     this.writeOurEntries(`BackendTLSPolicy/${ns}/${name}`, paths.backendTLSPolicy(ns, name), 'ancestors', 'ancestorRef', ancestors, uid)
   }
 
-  /** A GRPCRoute's, TLSRoute's or TCPRoute's parent statuses, as httpRoute. */
-  otherRoute (kind: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute', ns: string, name: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
+  /** A GRPCRoute's, TLSRoute's, TCPRoute's or UDPRoute's parent statuses, as httpRoute. */
+  otherRoute (kind: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute' | 'UDPRoute', ns: string, name: string, parents: Array<{ parentRef: unknown, controllerName: string, conditions: Condition[] }>, uid?: string): void {
     this.writeOurEntries(`${kind}/${ns}/${name}`, paths.route(kind, ns, name), 'parents', 'parentRef', parents, uid)
   }
 

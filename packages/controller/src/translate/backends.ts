@@ -123,7 +123,7 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
   }
   if (group === PORTICO_GROUP && kind === 'PorticoBackend') {
     // MCP and AI backends serve HTTP requests; TLSRoutes and TCPRoutes forward connections.
-    if (fromKind === 'TLSRoute' || fromKind === 'TCPRoute') return invalid('InvalidKind', `a ${fromKind} forwards connections to Services, not to a PorticoBackend`)
+    if (fromKind === 'TLSRoute' || fromKind === 'TCPRoute' || fromKind === 'UDPRoute') return invalid('InvalidKind', `a ${fromKind} forwards ${fromKind === 'UDPRoute' ? 'datagrams' : 'connections'} to Services, not to a PorticoBackend`)
     if (!grants.allows({ fromGroup: GATEWAY_GROUP, fromKind, fromNamespace: routeNs, toGroup: PORTICO_GROUP, toKind: 'PorticoBackend', toNamespace: ns, toName: ref.name })) {
       return invalid('RefNotPermitted', `PorticoBackend ${ns}/${ref.name} is in another namespace without a ReferenceGrant`)
     }
@@ -159,13 +159,24 @@ function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGran
   const svc = index.services.get(`${ns}/${ref.name}`)
   if (svc === undefined) return invalid('BackendNotFound', `Service ${ns}/${ref.name} not found`)
   if (ref.port === undefined) return invalid('BackendNotFound', `backendRef to Service ${ns}/${ref.name} needs a port`)
-  const port = (svc.spec.ports ?? []).find(p => p.port === ref.port)
-  if (port === undefined && svc.spec.type !== 'ExternalName') return invalid('BackendNotFound', `Service ${ns}/${ref.name} has no port ${ref.port}`)
+  // A Service may have the same port number twice, for TCP and for UDP (DNS): a UDPRoute
+  // takes the UDP one and only that; other routes the TCP one when there are both.
+  const udp = fromKind === 'UDPRoute'
+  const numbered = (svc.spec.ports ?? []).filter(p => p.port === ref.port)
+  const port = udp
+    ? numbered.find(p => p.protocol === 'UDP')
+    : numbered.find(p => (p.protocol ?? 'TCP') === 'TCP') ?? numbered[0]
+  if (port === undefined && svc.spec.type !== 'ExternalName') {
+    return udp && numbered.length > 0
+      ? invalid('UnsupportedProtocol', `Service ${ns}/${ref.name} port ${ref.port} is not protocol UDP`)
+      : invalid('BackendNotFound', `Service ${ns}/${ref.name} has no port ${ref.port}`)
+  }
   const endpoints = svc.spec.type === 'ExternalName' && svc.spec.externalName !== undefined
     ? [{ host: svc.spec.externalName, port: ref.port }]
     : endpointsOf(index.slices.get(`${ns}/${ref.name}`) ?? [], port!)
   return {
-    key: `service/${ns}/${ref.name}:${ref.port}`,
+    // The UDP port of a Service is another backend than its TCP port of the same number.
+    key: `service/${ns}/${ref.name}:${ref.port}${udp ? '/udp' : ''}`,
     kind: 'service',
     name: ref.name,
     namespace: ns,

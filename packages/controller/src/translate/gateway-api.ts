@@ -149,13 +149,13 @@ export interface HTTPRoute {
    * Absent for an HTTPRoute; another kind for a route translated as one: a GRPCRoute
    * (grpc-routes.ts), or a TLSRoute / TCPRoute (stream-routes.ts: rules of backendRefs only).
    */
-  kind?: 'HTTPRoute' | 'GRPCRoute' | 'TLSRoute' | 'TCPRoute'
+  kind?: 'HTTPRoute' | 'GRPCRoute' | 'TLSRoute' | 'TCPRoute' | 'UDPRoute'
   metadata: ObjectMeta
   spec: { parentRefs?: ParentReference[], hostnames?: string[], rules?: HTTPRouteRule[] }
   status?: unknown
 }
 
-/** A TLSRoute or TCPRoute (gateway.networking.k8s.io/v1): backends for whole connections. */
+/** A TLSRoute, TCPRoute or UDPRoute (gateway.networking.k8s.io/v1): backends for whole connections (UDP: per client flow). */
 export interface StreamRoute {
   metadata: ObjectMeta
   spec: { parentRefs?: ParentReference[], hostnames?: string[], rules?: Array<{ name?: string, backendRefs?: BackendRef[] }> }

@@ -73,7 +73,22 @@ function routeKindsOf (protocol: string): Array<{ group: string, kind: string }>
   if (protocol === 'HTTP' || protocol === 'HTTPS') return HTTP_ROUTE_KINDS.map(k => ({ ...k }))
   if (protocol === 'TLS') return [{ group: GATEWAY_GROUP, kind: 'TLSRoute' }]
   if (protocol === 'TCP') return [{ group: GATEWAY_GROUP, kind: 'TCPRoute' }]
+  if (protocol === 'UDP') return [{ group: GATEWAY_GROUP, kind: 'UDPRoute' }]
   return []
+}
+
+/**
+ * The ports of the proxies' Service (and containers) for these listeners: TCP for every
+ * protocol but UDP, whose ports are UDP (named apart, as a port may carry both).
+ */
+export function servicePorts (listeners: ListenerState[]): Array<{ name: string, port: number, protocol: string }> {
+  const tcp = new Set<number>()
+  const udp = new Set<number>()
+  for (const l of listeners) (l.listener.protocol === 'UDP' ? udp : tcp).add(l.listener.port)
+  return [
+    ...[...tcp].map(port => ({ name: `port-${port}`, port, protocol: 'TCP' })),
+    ...[...udp].map(port => ({ name: `udp-${port}`, port, protocol: 'UDP' }))
+  ].sort((a, b) => a.port - b.port || a.protocol.localeCompare(b.protocol))
 }
 
 /** Listener `tls.options` Portico reads (the Gateway API leaves their names to implementations). */
@@ -138,10 +153,10 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
     l.conditions.push(condition('Programmed', l.valid, l.valid ? 'Programmed' : 'Invalid', l.valid ? 'Listener is programmed' : 'Listener is invalid', gen))
     if (l.valid) {
       const ir: ListenerIR = { key: `${ns}/${gw.metadata.name}.${l.listener.name}`, gateway: gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as ListenerIR['protocol'], policies: {}, routes: [] }
-      if (l.listener.hostname !== undefined && l.listener.protocol !== 'TCP') ir.hostname = l.listener.hostname.toLowerCase()
+      if (l.listener.hostname !== undefined && l.listener.protocol !== 'TCP' && l.listener.protocol !== 'UDP') ir.hostname = l.listener.hostname.toLowerCase()
       if (l.tls !== undefined) ir.tls = l.tls
       if (l.listener.protocol === 'TLS') ir.tlsMode = tlsModeOf(l.listener)
-      if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP') ir.streamRoutes = []
+      if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP' || l.listener.protocol === 'UDP') ir.streamRoutes = []
       l.ir = ir
     }
   }
@@ -166,7 +181,7 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
   const offered = kinds
   if (offered.length === 0) {
     valid = false
-    accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS, TLS, TCP)`, gen)
+    accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS, TLS, TCP, UDP)`, gen)
   }
   // Listener filters (Gateway API v1.7.0, GatewayListenerFilters: ExternalAuth / ExtensionRef
   // run before route matching) are not implemented. Serving the listener without them would

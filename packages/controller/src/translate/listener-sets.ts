@@ -12,7 +12,7 @@
 
 import type { ListenerIR } from '@portico/engine/ir'
 import { GATEWAY_GROUP, matchesSelector, nsName, type AllowedListeners, type Condition, type ListenerSet, type Namespace, type Secret } from './gateway-api.ts'
-import { listenerState, tlsModeOf, type GatewayState, type ListenerState } from './gateways.ts'
+import { listenerState, servicePorts, tlsModeOf, type GatewayState, type ListenerState } from './gateways.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import type { GatewayResult, ListenerStatus } from './status.ts'
 import { condition } from './conditions.ts'
@@ -130,7 +130,7 @@ function listenerIR (g: GatewayState, ls: ListenerSet, l: ListenerState): Listen
   // Keyed by the ListenerSet: its listener names may repeat the Gateway's.
   const ir: ListenerIR = { key: `ListenerSet/${nsName(ls.metadata)}.${l.listener.name}`, gateway: g.gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as ListenerIR['protocol'], policies: {}, routes: [] }
   if (l.listener.protocol === 'TLS') ir.tlsMode = tlsModeOf(l.listener)
-  if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP') ir.streamRoutes = []
+  if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP' || l.listener.protocol === 'UDP') ir.streamRoutes = []
   if (l.listener.hostname !== undefined) ir.hostname = l.listener.hostname.toLowerCase()
   if (l.tls !== undefined) ir.tls = l.tls
   return ir
@@ -161,12 +161,11 @@ export function listenerSetResult (s: ListenerSetState): ListenerSetResult {
  */
 export function withListenerSets (result: GatewayResult, g: GatewayState, states: Map<string, ListenerSetState>): GatewayResult {
   const key = `${result.namespace}/${result.name}`
-  const ports = new Set(result.ports.map(p => p.port))
-  for (const l of g.listenerSetListeners ?? []) if (l.valid) ports.add(l.listener.port)
+  const listeners = [...g.listeners, ...(g.listenerSetListeners ?? [])].filter(l => l.valid)
   const attached = [...states.values()].filter(s => s.gateway === key && s.problem === null).length
   return {
     ...result,
-    ports: [...ports].sort((a, b) => a - b).map(port => ({ name: `port-${port}`, port, protocol: 'TCP' })),
+    ports: servicePorts(listeners),
     attachedListenerSets: attached
   }
 }

@@ -110,7 +110,7 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
       if (route.kind === undefined || route.kind === 'HTTPRoute' || route.kind === 'GRPCRoute') (l.served ??= []).push({ kind: route.kind ?? 'HTTPRoute', route: nsName(route.metadata), hostnames })
       if (l.ir === null) continue // attached and counted, but the listener is not programmed
       const backends = l.ir.tlsMode === 'Passthrough' ? prepared.plain ?? resolved : resolved
-      if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, backends, hostnames, origins))
+      if (route.kind === 'TLSRoute' || route.kind === 'TCPRoute' || route.kind === 'UDPRoute') l.ir.streamRoutes?.push(streamRouteIR(prepared, backends, hostnames, origins))
       else for (const ir of routeIRs(prepared, hostnames, origins)) l.ir!.routes.push(ir)
       for (const b of backends.backends.values()) gwState.backends.set(b.key, b)
     }
@@ -234,13 +234,13 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
 }
 
 /**
- * A TLSRoute or TCPRoute on one listener: every rule's backendRefs (`resolved`: the ones for
+ * A TLSRoute, TCPRoute or UDPRoute on one listener: every rule's backendRefs (`resolved`: the ones for
  * this listener's mode), by weight per connection (TLSRoute and TCPRoute rules have no
  * matches; the hostnames are the SNI names).
  */
 function streamRouteIR ({ route, rank }: PreparedRoute, resolved: ResolvedBackends, hostnames: string[], hostnameOrigins?: string[]): StreamRouteIR {
   const ns = route.metadata.namespace ?? ''
-  const kind = route.kind === 'TLSRoute' ? 'tls' : 'tcp'
+  const kind = route.kind === 'TLSRoute' ? 'tls' : route.kind === 'UDPRoute' ? 'udp' : 'tcp'
   const backends: BackendRefIR[] = (route.spec.rules ?? []).flatMap((rule, i) => (rule.backendRefs ?? []).map((ref, j) => ({ backend: resolved.refs[i]![j]!, weight: ref.weight ?? 1, policies: {} })))
   const tls = route.kind === 'TLSRoute'
   return { key: `${route.kind}/${ns}/${route.metadata.name}`, name: route.metadata.name, namespace: ns, kind, hostnames: tls ? hostnames : [], ...(tls && hostnameOrigins !== undefined ? { hostnameOrigins } : {}), backends, order: rank }

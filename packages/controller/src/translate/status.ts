@@ -8,7 +8,7 @@ import type { ProxyIR } from '@portico/engine/ir'
 import type { Condition, GatewayClass, ParentReference, ProxyParameters } from './gateway-api.ts'
 import type { ParametersResolution } from './parameters.ts'
 import type { GatewayMesh } from './mesh.ts'
-import { gatewayIR, type GatewayState } from './gateways.ts'
+import { gatewayIR, servicePorts, type GatewayState } from './gateways.ts'
 import type { ListenerSetResult } from './listener-sets.ts'
 import { condition } from './conditions.ts'
 import { insecureFrontendValidation } from './frontend-tls.ts'
@@ -58,7 +58,7 @@ export interface RouteParentStatus {
 
 export interface RouteResult {
   /** Absent for HTTPRoutes; the kind of any other route. */
-  kind?: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute'
+  kind?: 'GRPCRoute' | 'TLSRoute' | 'TCPRoute' | 'UDPRoute'
   namespace: string
   name: string
   uid?: string
@@ -128,7 +128,7 @@ export function gatewayResult (g: GatewayState): GatewayResult {
     listeners: g.listeners.map(l => ({ name: l.listener.name, supportedKinds: l.kinds, attachedRoutes: l.attached.size, conditions: l.conditions })),
     accepted: g.accepted,
     ir,
-    ports: [...new Set(g.listeners.filter(l => l.valid).map(l => l.listener.port))].sort((a, b) => a - b).map(port => ({ name: `port-${port}`, port, protocol: 'TCP' })),
+    ports: servicePorts(g.listeners.filter(l => l.valid)),
     ...('parameters' in g.parameters && g.parameters.parameters !== undefined ? { parameters: g.parameters.parameters } : {}),
     ...('ips' in g.addresses && g.addresses.ips.length > 0 ? { requestedAddresses: g.addresses.ips } : {}),
     ...('ips' in g.addresses && g.addresses.routability !== undefined ? { addressRoutability: g.addresses.routability } : {})

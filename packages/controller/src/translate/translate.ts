@@ -46,9 +46,10 @@ export interface ClusterState {
   httpRoutes: HTTPRoute[]
   /** GRPCRoutes (absent when the CRD is not installed). */
   grpcRoutes?: GRPCRoute[]
-  /** TLSRoutes and TCPRoutes (absent when their CRDs are not installed). */
+  /** TLSRoutes, TCPRoutes and UDPRoutes (absent when their CRDs are not installed). */
   tlsRoutes?: StreamRoute[]
   tcpRoutes?: StreamRoute[]
+  udpRoutes?: StreamRoute[]
   referenceGrants: ReferenceGrant[]
   services: Service[]
   endpointSlices: EndpointSlice[]
@@ -128,8 +129,8 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   // GRPCRoutes route as the HTTPRoutes they are (grpc-routes.ts), in one age order with them.
   const grpc = (state.grpcRoutes ?? []).filter(r => discovered(r.metadata.namespace)).map(grpcAsHttpRoute)
   const grpcProblems = new Map(grpc.map(g => [g.route, g.problem]))
-  // TLSRoutes and TCPRoutes: their rules are backendRefs only; they attach to TLS / TCP listeners.
-  const streams = ([['TLSRoute', state.tlsRoutes ?? []], ['TCPRoute', state.tcpRoutes ?? []]] as const).flatMap(([kind, list]) => list.filter(r => discovered(r.metadata.namespace)).map((r): HTTPRoute => ({
+  // TLSRoutes, TCPRoutes and UDPRoutes: their rules are backendRefs only; they attach to TLS / TCP / UDP listeners.
+  const streams = ([['TLSRoute', state.tlsRoutes ?? []], ['TCPRoute', state.tcpRoutes ?? []], ['UDPRoute', state.udpRoutes ?? []]] as const).flatMap(([kind, list]) => list.filter(r => discovered(r.metadata.namespace)).map((r): HTTPRoute => ({
     kind,
     metadata: r.metadata,
     spec: { ...(r.spec.parentRefs !== undefined ? { parentRefs: r.spec.parentRefs } : {}), ...(r.spec.hostnames !== undefined ? { hostnames: r.spec.hostnames } : {}), rules: (r.spec.rules ?? []).map(rule => ({ ...(rule.name !== undefined ? { name: rule.name } : {}), backendRefs: rule.backendRefs ?? [] })) }
@@ -140,10 +141,10 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     // (the Gateway API's extended support): a TLSRoute's backends are resolved both ways, the
     // plain ones for Passthrough listeners, whose connections are TLS already; TCPRoutes
     // forward the bytes as they come.
-    const resolved = resolveBackends(route, grants, services, route.kind === 'TCPRoute' ? undefined : tlsPolicies)
+    const resolved = resolveBackends(route, grants, services, route.kind === 'TCPRoute' || route.kind === 'UDPRoute' ? undefined : tlsPolicies)
     const plain = route.kind === 'TLSRoute' ? resolveBackends(route, grants, services) : undefined
     const policies = routePolicies(route)
-    const stream = route.kind === 'TLSRoute' || route.kind === 'TCPRoute'
+    const stream = route.kind === 'TLSRoute' || route.kind === 'TCPRoute' || route.kind === 'UDPRoute'
     const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? (stream ? null : invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies }))
     const parents = attachRoute({ route, rank, resolved, ...(plain !== undefined ? { plain } : {}), policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
     routeBackends.set(route, new Set([...resolved.refs.flat(), ...resolved.mirrors.flat()]))

@@ -103,7 +103,7 @@ function fileReader (options: LoadOptions): (path: string) => string {
   return options.readFile ?? (p => readReferencedFile(p, options.maxBytes ?? DEFAULT_MAX_CONFIG_BYTES))
 }
 
-const ROUTE_LISTS = new Set(['routes', 'tcpRoutes', 'tlsRoutes'])
+const ROUTE_LISTS = new Set(['routes', 'tcpRoutes', 'tlsRoutes', 'udpRoutes'])
 
 /**
  * The semantic problems (files, CEL, timers, references) of a document the schema refused,

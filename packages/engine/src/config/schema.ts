@@ -638,6 +638,19 @@ export const StreamRouteSchema = Type.Object({
   backends: Type.Array(StreamBackendSchema, { minItems: 1, description: 'Backends; one is chosen by weight per connection.' })
 }, { ...strict, description: 'A route for whole connections (Gateway API TCPRoute / TLSRoute).' })
 
+export const UdpBackendSchema = Type.Object({
+  host: Opt(Type.String({ minLength: 1, description: 'The backend as host:port (UDP).' })),
+  endpoints: Opt(Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'Several host:port endpoints, taken in turn per flow.' })),
+  weight: Opt(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Relative weight per flow; default 1; 0 = never chosen.' }))
+}, { ...strict, description: 'Where a flow\'s datagrams go: exactly one of host or endpoints.' })
+
+export const UdpRouteSchema = Type.Object({
+  name: Opt(Type.String({ minLength: 1, pattern: '^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$', description: 'Route name (unique among udpRoutes); shown in traces, logs and metrics.' })),
+  namespace: Opt(Type.String({ minLength: 1 })),
+  gateways: Opt(Type.Union([Type.String(), Type.Array(Type.String(), { minItems: 1 })], { description: 'a gateway name or a list of them (protocol UDP); default: the gateway named "default".' })),
+  backends: Type.Array(UdpBackendSchema, { minItems: 1, description: 'Backends; one is chosen by weight per flow (a client address:port).' })
+}, { ...strict, description: 'A route for UDP datagrams (Gateway API UDPRoute).' })
+
 const SamplingSchema = Type.Union([
   Type.Boolean(),
   Type.Number({ minimum: 0, maximum: 1 })
@@ -645,7 +658,7 @@ const SamplingSchema = Type.Union([
 
 export const GatewaySchema = Type.Object({
   port: Type.Integer({ minimum: 1, maximum: 65535, description: 'Listener port.' }),
-  protocol: Opt(StringEnum(['HTTP', 'HTTPS', 'TLS', 'TCP'], { description: 'Listener protocol; default HTTP. HTTP and HTTPS serve routes; TCP forwards connections to tcpRoutes; TLS forwards them to tlsRoutes (or tcpRoutes with hostnames) chosen by the SNI name, passed through encrypted or, with tls.cert and tls.key, decrypted first.' })),
+  protocol: Opt(StringEnum(['HTTP', 'HTTPS', 'TLS', 'TCP', 'UDP'], { description: 'Listener protocol; default HTTP. HTTP and HTTPS serve routes; TCP forwards connections to tcpRoutes; TLS forwards them to tlsRoutes (or tcpRoutes with hostnames) chosen by the SNI name, passed through encrypted or, with tls.cert and tls.key, decrypted first; UDP forwards datagrams to udpRoutes, per client flow.' })),
   address: Opt(Type.String({ minLength: 1, description: 'Bind address; default 0.0.0.0 (all IPv4 interfaces).' })),
   hostname: Opt(Type.String({ pattern: '^(\\*\\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$', description: 'Only requests for this host (wildcard *. allowed) use this gateway; gateways on one port are told apart by it.' })),
   http2: Opt(Type.Boolean({ description: 'Serve HTTP/2 besides HTTP/1.1: h2 chosen by ALPN on HTTPS, h2c with prior knowledge on HTTP. Default true; false serves HTTP/1.1 only. Gateways sharing a port must agree.' })),
@@ -685,7 +698,11 @@ export const GatewaySchema = Type.Object({
     randomSampling: Opt(SamplingSchema),
     clientSampling: Opt(SamplingSchema)
   }, { ...strict, description: 'This gateway\'s sampling, over config.tracing\'s (agentgateway\'s frontend tracing): e.g. every request of an internal listener, 1 % of a public one. Has effect only when tracing is on (config.tracing, or TRACING in a cluster).' })),
-  policies: Opt(GatewayPoliciesSchema)
+  policies: Opt(GatewayPoliciesSchema),
+  udp: Opt(Type.Object({
+    idleTimeout: Opt(Duration),
+    maxFlows: Opt(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Most flows at once; a new client past it evicts the flow quiet longest (counted in portico_udp_flows_closed_total{reason="Evicted"}). Default 10000.' }))
+  }, { ...strict, description: 'Protocol UDP only. A flow is one client address:port with its own upstream socket to the backend chosen for it. idleTimeout: a flow with no datagram either way for this long is closed (default 60s, as Envoy\'s udp_proxy idle_timeout).' }))
 }, { ...strict, description: 'A listener.' })
 
 export const LoggingSchema = Type.Object({
@@ -780,6 +797,7 @@ export const ConfigFileSchema = Type.Object({
   routes: Opt(Type.Array(RouteSchema)),
   tcpRoutes: Opt(Type.Array(StreamRouteSchema, { description: 'Connections on TCP gateways (the first route takes them all), or on TLS gateways by SNI name (as agentgateway\'s tcpRoutes).' })),
   tlsRoutes: Opt(Type.Array(StreamRouteSchema, { description: 'Connections on TLS gateways, chosen by SNI name (Gateway API TLSRoute).' })),
+  udpRoutes: Opt(Type.Array(UdpRouteSchema, { description: 'Datagrams on UDP gateways (Gateway API UDPRoute): the first route takes every flow.' })),
   models: Opt(Type.Array(ModelSchema, { maxItems: 10_000, description: 'LLM models served on gateways and routes, chosen by the model a request asks for (docs/models.md).' }))
 }, {
   ...strict,
@@ -793,6 +811,7 @@ export type GatewayConfig = Static<typeof GatewaySchema>
 export type RouteBackendConfig = Static<typeof RouteBackendSchema>
 export type RouteMatchConfig = Static<typeof RouteMatchSchema>
 export type StreamRouteConfig = Static<typeof StreamRouteSchema>
+export type UdpRouteConfig = Static<typeof UdpRouteSchema>
 export type StaticConfig = Static<typeof StaticConfigSchema>
 export type RoutePoliciesConfig = Static<typeof RoutePoliciesSchema>
 export type McpBackendConfig = Static<typeof McpBackendSchema>

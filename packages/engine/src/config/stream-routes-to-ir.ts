@@ -7,7 +7,7 @@
  * gateways, and to TLS gateways by SNI; `tlsRoutes` only to TLS gateways.
  */
 
-import type { StreamRouteConfig } from './schema.ts'
+import type { StreamRouteConfig, UdpRouteConfig } from './schema.ts'
 import type { BackendIR, BackendRefIR, StreamRouteIR } from '../ir/types.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { intersectHostnamesWithOrigins } from '../routing/hostname.ts'
@@ -50,6 +50,10 @@ export function streamRoutesToIR (kind: 'tcp' | 'tls', routes: StreamRouteConfig
 
     for (const { name: gwName, listener, where } of routeGateways(route.gateways, path, ctx.gatewayRefs)) {
       const fits = listener.protocol === 'TLS' || (listener.protocol === 'TCP' && kind === 'tcp')
+      if (listener.protocol === 'UDP') {
+        ctx.report(where, `gateway "${gwName}" has protocol UDP; ${field} attach to ${kind === 'tcp' ? 'TCP or TLS' : 'TLS'} gateways (datagrams go in udpRoutes)`)
+        continue
+      }
       if (!fits) {
         ctx.report(where, `gateway "${gwName}" has protocol ${listener.protocol}; ${field} attach to ${kind === 'tcp' ? 'TCP or TLS' : 'TLS'} gateways${listener.protocol === 'HTTP' || listener.protocol === 'HTTPS' ? ' (HTTP traffic goes in routes)' : ''}`)
         continue
@@ -68,8 +72,52 @@ export function streamRoutesToIR (kind: 'tcp' | 'tls', routes: StreamRouteConfig
   })
 }
 
+/**
+ * `udpRoutes` → stream routes of kind `udp` on UDP listeners: the first route of a listener
+ * takes every flow (a datagram carries no name to tell routes apart), its backend chosen by
+ * weight per flow (stream/udp-proxy.ts).
+ */
+export function udpRoutesToIR (routes: UdpRouteConfig[], ctx: StreamRoutesContext): void {
+  const keys = new Set<string>()
+  routes.forEach((route, index) => {
+    const path: Path = ['udpRoutes', index]
+    const name = route.name ?? `udproute${index}`
+    const key = `udp:${route.namespace !== undefined ? `${route.namespace}/` : ''}${name}`
+    if (keys.has(key)) {
+      ctx.report([...path, 'name'], `duplicate udpRoutes name "${name}"`)
+      return
+    }
+    keys.add(key)
+    const backends: BackendRefIR[] = []
+    route.backends.forEach((b, i) => {
+      const backend = staticBackend('udp', b, [...path, 'backends', i], ctx)
+      if (backend === undefined) return
+      if (!ctx.backends.has(backend.key)) ctx.backends.set(backend.key, backend)
+      backends.push({ backend: backend.key, weight: b.weight ?? 1, policies: {} })
+    })
+    const ir: StreamRouteIR = { key, name, kind: 'udp', hostnames: [], backends, order: index }
+    if (route.namespace !== undefined) ir.namespace = route.namespace
+    for (const { name: gwName, listener, where } of routeGateways(route.gateways, path, ctx.gatewayRefs)) {
+      if (listener.protocol !== 'UDP') {
+        ctx.report(where, `gateway "${gwName}" has protocol ${listener.protocol}; udpRoutes attach to UDP gateways`)
+        continue
+      }
+      ;(listener.streamRoutes ??= []).push(ir)
+    }
+  })
+}
+
 /** `host:port` or `endpoints`, with backendTLS: a static backend whose key says TCP. */
 function streamBackend (b: StreamRouteConfig['backends'][number], path: Path, ctx: StreamRoutesContext): BackendIR | undefined {
+  const plain = staticBackend('tcp', b, path, ctx)
+  if (plain === undefined) return undefined
+  const backend = b.mesh === undefined ? plain : meshBackend(plain, b.mesh)
+  const backendTLS = b.policies?.backendTLS
+  return backendTLS === undefined ? backend : backendSettingsToIR(backend, { backendTLS }, [...path, 'policies'], ctx.options, ctx.report)
+}
+
+/** `host:port` or `endpoints`: a static backend whose key says TCP or UDP. */
+function staticBackend (scheme: 'tcp' | 'udp', b: { host?: string, endpoints?: string[] }, path: Path, ctx: StreamRoutesContext): BackendIR | undefined {
   if ((b.host === undefined) === (b.endpoints === undefined)) {
     ctx.report(path, 'needs exactly one of host or endpoints')
     return undefined
@@ -79,7 +127,7 @@ function streamBackend (b: StreamRouteConfig['backends'][number], path: Path, ct
   texts.forEach((text, i) => {
     const where = b.host !== undefined ? [...path, 'host'] : [...path, 'endpoints', i]
     if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
-      ctx.report(where, `"${text}": a connection backend is host:port (the bytes are forwarded as they are; for TLS to the backend use policies.backendTLS)`)
+      ctx.report(where, scheme === 'udp' ? `"${text}": a UDP backend is host:port` : `"${text}": a connection backend is host:port (the bytes are forwarded as they are; for TLS to the backend use policies.backendTLS)`)
       return
     }
     const parsed = parseHostTarget(text)
@@ -93,8 +141,5 @@ function streamBackend (b: StreamRouteConfig['backends'][number], path: Path, ct
     return undefined
   }
   const target = labels.join(',')
-  const plain: BackendIR = { key: `tcp://${target}`, kind: 'static', name: target, protocol: 'http', endpoints, target }
-  const backend = b.mesh === undefined ? plain : meshBackend(plain, b.mesh)
-  const backendTLS = b.policies?.backendTLS
-  return backendTLS === undefined ? backend : backendSettingsToIR(backend, { backendTLS }, [...path, 'policies'], ctx.options, ctx.report)
+  return { key: `${scheme}://${target}`, kind: 'static', name: target, protocol: 'http', endpoints, target }
 }

@@ -6,7 +6,7 @@
 import { resolve as resolvePath } from 'node:path'
 import type { ConfigFile, GatewayConfig, McpBackendConfig, RouteBackendConfig, RouteConfig, RouteMatchConfig } from './schema.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import type { AzureAuthIR, BackendIR, BackendRefIR, BindIR, GcpServiceAccountKeyIR, ListenerIR, McpTargetIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
+import type { AzureAuthIR, BackendIR, BackendRefIR, BindIR, GcpServiceAccountKeyIR, ListenerIR, McpTargetIR, UdpListenerIR, ProxyIR, RouteIR, RouteMatchIR, TlsMode, TlsServerIR, ValueMatchIR } from '../ir/types.ts'
 import type { PolicySetIR } from '../ir/policy.ts'
 import { contentVersion } from '../ir/version.ts'
 import { checkTimerMs, parseDuration } from '../util/duration.ts'
@@ -19,7 +19,7 @@ import { meshBackend } from './mesh-to-ir.ts'
 import { hostPort } from '../util/host-port.ts'
 import { durationOrOff, frontendToIR } from './frontend-to-ir.ts'
 import { DEFAULT_REQUEST_HEADERS_TIMEOUT_MS } from '../http/frontend.ts'
-import { streamRoutesToIR } from './stream-routes-to-ir.ts'
+import { streamRoutesToIR, udpRoutesToIR } from './stream-routes-to-ir.ts'
 import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
@@ -83,6 +83,10 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
     routeKeys.add(ir.key)
 
     for (const { name: gwName, listener, where } of routeGateways(route.gateways, path, gatewayRefs)) {
+      if (listener.protocol === 'UDP') {
+        report(where, `gateway "${gwName}" has protocol UDP: it forwards datagrams, not HTTP requests (use udpRoutes)`)
+        continue
+      }
       if (listener.protocol === 'TCP' || listener.protocol === 'TLS') {
         report(where, `gateway "${gwName}" has protocol ${listener.protocol}: it forwards connections, not HTTP requests (use tcpRoutes${listener.protocol === 'TLS' ? ' or tlsRoutes' : ''})`)
         continue
@@ -115,6 +119,7 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
   const streamContext = { gatewayRefs, backends, options, report }
   streamRoutesToIR('tcp', config.tcpRoutes ?? [], streamContext)
   streamRoutesToIR('tls', config.tlsRoutes ?? [], streamContext)
+  udpRoutesToIR(config.udpRoutes ?? [], streamContext)
 
   const ir: ProxyIR = {
     version: '',
@@ -135,7 +140,7 @@ function translateGateway (
 ): ListenerIR | undefined {
   const protocol = gw.protocol ?? 'HTTP'
   const address = gw.address ?? DEFAULT_BIND_ADDRESS
-  const stream = protocol === 'TCP' || protocol === 'TLS'
+  const stream = protocol === 'TCP' || protocol === 'TLS' || protocol === 'UDP'
   let tlsMode: TlsMode | undefined
   if (protocol === 'TLS') {
     tlsMode = gw.tls?.mode ?? (gw.tls?.cert !== undefined || gw.tls?.key !== undefined ? 'Terminate' : 'Passthrough')
@@ -160,8 +165,10 @@ function translateGateway (
   if (stream) {
     // What only HTTP listeners read: said once, at the field, instead of being ignored.
     for (const field of ['http2', 'path', 'timeout', 'clientIPDetection', 'upgrades', 'policies'] as const) {
-      if (gw[field] !== undefined) report([...path, field], `is not used with protocol ${protocol} (connections are forwarded, not HTTP requests)`)
+      if (gw[field] !== undefined) report([...path, field], `is not used with protocol ${protocol} (${protocol === 'UDP' ? 'datagrams' : 'connections'} are forwarded, not HTTP requests)`)
     }
+    if (protocol === 'UDP' && gw.hostname !== undefined) report([...path, 'hostname'], 'is not used with protocol UDP: a datagram carries no name')
+    if (protocol === 'UDP' && gw.tls !== undefined) report([...path, 'tls'], 'is not used with protocol UDP')
     if (protocol === 'TCP' && gw.hostname !== undefined) report([...path, 'hostname'], 'is not used with protocol TCP: a plain TCP connection carries no name (use protocol TLS to tell connections apart by SNI)')
   }
 
@@ -173,7 +180,19 @@ function translateGateway (
     policies: policiesToIR(gw.policies ?? {}, [...path, 'policies'], { baseDir: options.baseDir, readFile: options.readFile, report }),
     routes: []
   }
-  if (gw.hostname !== undefined && protocol !== 'TCP') listener.hostname = gw.hostname.toLowerCase()
+  if (gw.udp !== undefined) {
+    if (protocol !== 'UDP') report([...path, 'udp'], 'is only used with protocol UDP')
+    else {
+      const udp: UdpListenerIR = {}
+      if (gw.udp.idleTimeout !== undefined) {
+        udp.idleTimeoutMs = parseDuration(gw.udp.idleTimeout)
+        checkTimerMs(udp.idleTimeoutMs, [...path, 'udp', 'idleTimeout'], report)
+      }
+      if (gw.udp.maxFlows !== undefined) udp.maxFlows = gw.udp.maxFlows
+      listener.udp = udp
+    }
+  }
+  if (gw.hostname !== undefined && protocol !== 'TCP' && protocol !== 'UDP') listener.hostname = gw.hostname.toLowerCase()
   if (tlsMode !== undefined) {
     listener.tlsMode = tlsMode
     // A TLS port picks the listener by SNI before the handshake: each terminating listener
@@ -203,8 +222,8 @@ function translateGateway (
     report([...path, 'protocol'], `port ${gw.port} is already used by gateway "${existing.listeners[0]!.gateway}" with protocol ${existing.protocol}`)
     return undefined
   }
-  if (protocol === 'TCP') {
-    report(path, `port ${gw.port} is already used by gateway "${existing.listeners[0]!.gateway}": a TCP port serves one gateway (connections carry no name to tell gateways apart)`)
+  if (protocol === 'TCP' || protocol === 'UDP') {
+    report(path, `port ${gw.port} is already used by gateway "${existing.listeners[0]!.gateway}": a ${protocol} port serves one gateway (${protocol === 'UDP' ? 'datagrams' : 'connections'} carry no name to tell gateways apart)`)
     return undefined
   }
   if (protocol === 'TLS') {

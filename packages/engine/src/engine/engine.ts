@@ -26,6 +26,7 @@ import { InFlightRequests } from './in-flight.ts'
 import { McpGateway, type McpGatewayOptions } from '../mcp/gateway.ts'
 import { PolicyServices } from '../policy/services.ts'
 import { StreamProxy, type StreamProxyOptions } from '../stream/stream-proxy.ts'
+import { UdpProxy, type UdpBindSocket, type UdpProxyOptions } from '../stream/udp-proxy.ts'
 import { RecordArena } from '../util/shared-records.ts'
 import { SharedBackendState } from './shared-state.ts'
 import type { ClientFacts } from '../request/context.ts'
@@ -47,6 +48,8 @@ export interface EngineOptions {
   onInternalError?: (err: unknown, ctx: RequestContext) => void
   /** Connections of TCP and TLS listeners: timeouts, and a hook told of each one that ends. */
   streams?: StreamProxyOptions
+  /** UDP listeners' flows: hooks told of flows opened, their counts, and flows that end. */
+  udp?: UdpProxyOptions
   /** OpenTelemetry tracing (trace/otel-sdk.ts createRequestTracing); absent = off. */
   otel?: RequestTracing
   /** config.tracing.fields, compiled (compileCelFields): server-span attributes added with CEL or removed. */
@@ -86,6 +89,8 @@ export class Engine implements PipelineRuntime {
   readonly mcp: McpGateway
   /** TCP and TLS listeners' connections. */
   readonly streams: StreamProxy
+  /** UDP listeners' flows. */
+  readonly udp: UdpProxy
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
   readonly otel: RequestTracing | null
@@ -127,6 +132,7 @@ export class Engine implements PipelineRuntime {
     // gateway, so it starts no warm spares either.
     this.mcp = new McpGateway(this.handoff === null ? options.mcp : { ...options.mcp, spares: false })
     this.streams = new StreamProxy(this.hub, { connectTimeoutMs: options.pools?.connectTimeout, hbone: () => this.pools.hbone, ...options.streams })
+    this.udp = new UdpProxy(this.hub, options.udp)
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {
       this.inFlight.remove(ctx)
@@ -240,6 +246,18 @@ export class Engine implements PipelineRuntime {
       const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
       if (bind === undefined) return socket.destroy()
       return this.streams.handle(bind, socket)
+    }
+  }
+
+  /**
+   * The datagram listener for a UDP bind's socket: each datagram goes to its client's flow,
+   * with the bind's current config for a new flow (stream/udp-proxy.ts).
+   */
+  udpHandler (bindKey: string, socket: UdpBindSocket): (msg: Buffer, rinfo: { address: string, port: number }) => void {
+    return (msg, rinfo) => {
+      const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
+      if (bind === undefined) return
+      this.udp.datagram(bind, socket, msg, rinfo)
     }
   }
 

@@ -23,9 +23,10 @@ export interface ProxyIR {
 /**
  * HTTP and HTTPS listeners serve HTTP routes; TCP and TLS listeners forward whole connections
  * (stream routes): TCP as it comes, TLS chosen by SNI and either passed through encrypted or
- * decrypted first (ListenerIR.tlsMode).
+ * decrypted first (ListenerIR.tlsMode). UDP listeners forward datagrams per client flow
+ * (stream/udp-proxy.ts) to their first stream route (Gateway API UDPRoute).
  */
-export type ListenerProtocol = 'HTTP' | 'HTTPS' | 'TLS' | 'TCP'
+export type ListenerProtocol = 'HTTP' | 'HTTPS' | 'TLS' | 'TCP' | 'UDP'
 
 /** One listening socket. Several listeners (Gateway API style) may share it by hostname. */
 export interface BindIR {
@@ -117,8 +118,18 @@ export interface ListenerIR {
    * the SNI name of the client hello. Absent on other protocols.
    */
   tlsMode?: TlsMode
-  /** TCP and TLS listeners: where connections go (Gateway API TCPRoute / TLSRoute). */
+  /** TCP, TLS and UDP listeners: where connections (or UDP flows) go (Gateway API TCPRoute / TLSRoute / UDPRoute). */
   streamRoutes?: StreamRouteIR[]
+  /** UDP listeners: flow settings; absent fields take the defaults (stream/udp-proxy.ts). */
+  udp?: UdpListenerIR
+}
+
+/** How a UDP listener keeps its flows (a flow: one client address:port and its upstream socket). */
+export interface UdpListenerIR {
+  /** A flow with no datagram either way for this long is closed; default 60 s (Envoy's udp_proxy idle_timeout). */
+  idleTimeoutMs?: number
+  /** Most flows at once; a new client past it evicts the flow quiet longest. Default 10,000. */
+  maxFlows?: number
 }
 
 export type TlsMode = 'Terminate' | 'Passthrough'
@@ -134,8 +145,8 @@ export interface StreamRouteIR {
   key: string
   name: string
   namespace?: string
-  /** `TCPRoute` or `TLSRoute` in cluster mode; `tcpRoutes` / `tlsRoutes` standalone. */
-  kind: 'tcp' | 'tls'
+  /** `TCPRoute`, `TLSRoute` or `UDPRoute` in cluster mode; `tcpRoutes` / `tlsRoutes` / `udpRoutes` standalone. */
+  kind: 'tcp' | 'tls' | 'udp'
   /** SNI names (TLS listeners; a leading `*.` is a wildcard); empty = any. */
   hostnames: string[]
   /** As RouteIR.hostnameOrigins: what the SNI match ranks by. */

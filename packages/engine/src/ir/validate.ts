@@ -126,7 +126,7 @@ function checkExtProcOnMcp (listener: ListenerIR, mcpBackends: ReadonlySet<strin
   if (listenerHasMcp && extProcBuffersResponses(listener.policies)) report([...lp, 'policies', 'extProc'], why(listener.policies))
 }
 
-const PROTOCOLS = new Set(['HTTP', 'HTTPS', 'TLS', 'TCP'])
+const PROTOCOLS = new Set(['HTTP', 'HTTPS', 'TLS', 'TCP', 'UDP'])
 
 /** TLS versions and suites OpenSSL accepts (a bad suite name would fail every handshake). */
 function checkTlsOptions (tls: TlsServerIR | undefined, path: IrPath, report: Report): void {
@@ -144,9 +144,18 @@ function checkTlsOptions (tls: TlsServerIR | undefined, path: IrPath, report: Re
 
 /** HTTP listeners have routes, TCP and TLS ones stream routes; TLS ones a mode (and a certificate to terminate with). */
 function checkStreamListener (listener: ListenerIR, protocol: string, bindTls: TlsServerIR | undefined, lp: IrPath, report: Report): void {
-  const stream = protocol === 'TCP' || protocol === 'TLS'
-  if (stream && listener.routes.length > 0) report([...lp, 'routes'], `a ${protocol} listener forwards connections: HTTP routes cannot attach to it`)
-  if (!stream && (listener.streamRoutes?.length ?? 0) > 0) report([...lp, 'streamRoutes'], `an ${protocol} listener serves HTTP routes: stream routes attach to TCP and TLS listeners`)
+  const stream = protocol === 'TCP' || protocol === 'TLS' || protocol === 'UDP'
+  if (stream && listener.routes.length > 0) report([...lp, 'routes'], `a ${protocol} listener forwards ${protocol === 'UDP' ? 'datagrams' : 'connections'}: HTTP routes cannot attach to it`)
+  if (!stream && (listener.streamRoutes?.length ?? 0) > 0) report([...lp, 'streamRoutes'], `an ${protocol} listener serves HTTP routes: stream routes attach to TCP, TLS and UDP listeners`)
+  for (const r of listener.streamRoutes ?? []) {
+    if ((r.kind === 'udp') !== (protocol === 'UDP')) report([...lp, 'streamRoutes'], `route ${r.key} (${r.kind}) cannot attach to a ${protocol} listener`)
+  }
+  if (listener.udp !== undefined) {
+    if (protocol !== 'UDP') report([...lp, 'udp'], 'udp settings are only for UDP listeners')
+    checkMs(listener.udp.idleTimeoutMs, [...lp, 'udp', 'idleTimeoutMs'], report, 1)
+    const max = listener.udp.maxFlows
+    if (max !== undefined && !(Number.isInteger(max) && max >= 1 && max <= 1_000_000)) report([...lp, 'udp', 'maxFlows'], `${max} is not a flow limit (a whole number from 1 to 1,000,000)`)
+  }
   if (protocol === 'TLS') {
     if (listener.tlsMode !== 'Terminate' && listener.tlsMode !== 'Passthrough') report([...lp, 'tlsMode'], `a TLS listener needs tlsMode Terminate or Passthrough, not ${String(listener.tlsMode)}`)
     else if (listener.tlsMode === 'Terminate' && listener.tls === undefined && bindTls === undefined) report([...lp, 'tls'], 'tlsMode Terminate needs a certificate (the listener\'s or the bind\'s)')

@@ -289,7 +289,8 @@ export interface RequestFinishedEvent {
  */
 export interface ConnectionStartedEvent {
   type: 'connectionStarted'
-  protocol: 'tcp' | 'tls'
+  /** `udp`: a UDP flow's first datagram (stream/udp-proxy.ts). */
+  protocol: 'tcp' | 'tls' | 'udp'
   listener: string
   /** TLS: the SNI name of the client hello (null: none sent). */
   serverName?: string | null

@@ -63,7 +63,8 @@ export class ConnectionDistributor {
     const opened: Port[] = []
     try {
       for (const bind of ir.binds) {
-        if (this.ports.has(bind.key)) continue
+        // Datagrams are not handed over: each worker binds a UDP port itself (listeners.ts openUdp).
+        if (this.ports.has(bind.key) || bind.protocol === 'UDP') continue
         opened.push(await this.open(bind.key, bind.protocol, bind.address, bind.port))
       }
     } catch (err) {
@@ -84,7 +85,7 @@ export class ConnectionDistributor {
       p.live = true
       for (const socket of p.waiting.splice(0)) this.handOn(p, socket)
     }
-    const wanted = new Set(ir.binds.map(b => b.key))
+    const wanted = new Set(ir.binds.filter(b => b.protocol !== 'UDP').map(b => b.key))
     for (const [key, p] of this.ports) {
       if (wanted.has(key)) continue
       this.ports.delete(key)
