@@ -215,6 +215,8 @@ test('the chart in a real API server, and the controller running with its settin
       ['create', 'events', { namespace: 'default' }],
       ['create', 'tokenreviews', { group: 'authentication.k8s.io' }],
       ['get', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'httproutes.gateway.networking.k8s.io' }],
+      // The Gateway CRD too: address routability is claimed only when its schema has the field.
+      ['get', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'gateways.gateway.networking.k8s.io' }],
       ['create', 'leases', { group: 'coordination.k8s.io', namespace: NAMESPACE }],
       ['get', 'leases', { group: 'coordination.k8s.io', namespace: NAMESPACE, name: 'portico-controller' }],
       ['update', 'leases', { group: 'coordination.k8s.io', namespace: NAMESPACE, name: 'portico-controller' }],
@@ -230,7 +232,7 @@ test('the chart in a real API server, and the controller running with its settin
       ['update', 'gateways', { group: gw, namespace: 'default' }],
       ['delete', 'gatewayclasses', { group: gw }],
       ['create', 'clusterrolebindings', { group: 'rbac.authorization.k8s.io' }],
-      ['get', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'gateways.gateway.networking.k8s.io' }],
+      ['get', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'grpcroutes.gateway.networking.k8s.io' }],
       ['list', 'customresourcedefinitions', { group: 'apiextensions.k8s.io' }],
       ['update', 'customresourcedefinitions', { group: 'apiextensions.k8s.io', name: 'httproutes.gateway.networking.k8s.io' }],
       ['create', 'pods', { namespace: 'default' }],
