@@ -38,7 +38,7 @@ test('unknown keys are errors with position and a did-you-mean', () => {
 
 test('an unknown key far from any known one lists the known fields', () => {
   const [line] = errors('gateways:\n  default:\n    port: 3000\n    zzzzzzzz: 1\n')
-  assert.match(line!, /^c\.yaml:4:5: gateways\.default\.zzzzzzzz: unknown field "zzzzzzzz" \(known fields: port, protocol, address, hostname, http2, tls, path, timeout, clientIPDetection, upgrades, tracing, policies\)$/)
+  assert.match(line!, /^c\.yaml:4:5: gateways\.default\.zzzzzzzz: unknown field "zzzzzzzz" \(known fields: port, protocol, address, hostname, http2, tls, path, timeout, clientIPDetection, upgrades, tracing, policies, udp\)$/)
 })
 
 test('type, enum, range and required errors name the field and line', () => {
@@ -53,7 +53,7 @@ test('type, enum, range and required errors name the field and line', () => {
     '  - backends: [{host: "a:1", weight: -1}]'
   ].join('\n')), [
     'c.yaml:3:5: gateways.default.port: must be an integer, got string "3000"',
-    'c.yaml:4:5: gateways.default.protocol: must be one of: HTTP, HTTPS, TLS, TCP',
+    'c.yaml:4:5: gateways.default.protocol: must be one of: HTTP, HTTPS, TLS, TCP, UDP',
     'c.yaml:5:3: gateways.other: missing required field "port"',
     'c.yaml:8:30: routes[0].backends[0].weight: must be >= 0'
   ])

@@ -42,9 +42,10 @@
  */
 
 import { applyHeaderMutations, removeHeaders, type HeaderMutation } from '../auth/ext-authz-check.ts'
+import { headerMutations } from '../auth/ext-authz-grpc.ts'
 import {
-  BODY_SEND_MODE, answerTo, bodyModeOf, extProcSetHeaders, headerMapMessage, metadataContextMessage,
-  type BodyMode, type CommonResponseMessage, type ExchangeResult, type ExtProcStream, type HeaderMutationMessage,
+  BODY_SEND_MODE, answerTo, bodyModeOf, headerMapMessage, metadataContextMessage,
+  type BodyMode, type CommonResponseMessage, type ExchangeResult, type ExtProcStream, type HeaderMutationMessage, type HeaderValueOptionMessage,
   type ImmediateResponseMessage, type ProcessingModeMessage, type Received
 } from '../traffic/ext-proc-grpc.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
@@ -460,6 +461,17 @@ export function newBody (c: CommonResponseMessage, allowed: boolean): Buffer | n
   if (m.body !== undefined && m.body !== null) return Buffer.from(m.body)
   if (m.clear_body === true) return Buffer.alloc(0)
   return null
+}
+
+/**
+ * A HeaderMutation's `set_headers` as Envoy's ext_proc filter applies them: an entry whose
+ * `append` is unset REPLACES the header (mutation_utils: `append` defaults to false there,
+ * unlike the router's and ext_authz's upstream headers). A processor that hands back the
+ * response headers it was sent (the reference endpoint picker does, with neither field set)
+ * must not double them (`content-type: application/json,application/json`).
+ */
+export function extProcSetHeaders (options: HeaderValueOptionMessage[] | undefined): HeaderMutation[] {
+  return headerMutations(options as never, 'overwrite')
 }
 
 /**

@@ -21,8 +21,8 @@
 
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { HeaderMutation } from '../auth/ext-authz-check.ts'
-import { bodyModeOf, extProcSetHeaders, type BodyMode, type ExtProcStream, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
-import { runExtProcRequestPhase, type ExtProcModes } from '../http/ext-proc-request-phase.ts'
+import { bodyModeOf, type BodyMode, type ExtProcStream, type HeaderMutationMessage } from '../traffic/ext-proc-grpc.ts'
+import { extProcSetHeaders, runExtProcRequestPhase, type ExtProcModes } from '../http/ext-proc-request-phase.ts'
 import type { BodyContext } from '../http/request-body.ts'
 
 export const DESTINATION_ENDPOINT = 'x-gateway-destination-endpoint'

@@ -16,8 +16,6 @@
 import type { MethodDefinition, PackageDefinition } from '@grpc/proto-loader'
 import { envoyProtos } from '../util/envoy-grpc.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
-import type { HeaderMutation } from '../auth/ext-authz-check.ts'
-import { headerMutations } from '../auth/ext-authz-grpc.ts'
 import { decodeProcessingResponse, encodeProcessingRequestFramed } from './ext-proc-codec.ts'
 import { framed, GRPC_STATUS, GRPC_STATUS_NAMES, GrpcStreamChannel, type GrpcCall, type GrpcChannelOptions, type GrpcCodec, type GrpcStatus } from './grpc-stream-channel.ts'
 
@@ -39,17 +37,6 @@ export interface HeaderValueOptionMessage {
 export interface HeaderMutationMessage {
   set_headers?: HeaderValueOptionMessage[]
   remove_headers?: string[]
-}
-
-/**
- * A HeaderMutation's `set_headers` as Envoy's ext_proc filter applies them: an entry whose
- * `append` is unset REPLACES the header (mutation_utils: `append` defaults to false there,
- * unlike the router's and ext_authz's upstream headers). A processor that hands back the
- * response headers it was sent (the reference endpoint picker does, with neither field set)
- * must not double them (`content-type: application/json,application/json`).
- */
-export function extProcSetHeaders (options: HeaderValueOptionMessage[] | undefined): HeaderMutation[] {
-  return headerMutations(options as never, 'overwrite')
 }
 
 export interface CommonResponseMessage {
