@@ -119,9 +119,10 @@ export async function startGatewayProxy (cluster: Cluster, dir: string, ns: stri
 
 /**
  * YAML for a Service with a hand-written EndpointSlice pointing at `address:port` (a test
- * host; EndpointSlices refuse loopback addresses).
+ * host; EndpointSlices refuse loopback addresses); `pod` names the endpoint's targetRef (the
+ * Pod the controller reads for mesh membership).
  */
-export function backendService (address: string, ns: string, name: string, port: number): string {
+export function backendService (address: string, ns: string, name: string, port: number, pod?: string): string {
   return `apiVersion: v1
 kind: Service
 metadata: { name: ${name}, namespace: ${ns} }
@@ -132,7 +133,7 @@ kind: EndpointSlice
 metadata: { name: ${name}-manual, namespace: ${ns}, labels: { kubernetes.io/service-name: ${name} } }
 addressType: IPv4
 ports: [{ name: http, port: ${port}, protocol: TCP }]
-endpoints: [{ addresses: ["${address}"], conditions: { ready: true } }]
+endpoints: [{ addresses: ["${address}"], conditions: { ready: true }${pod !== undefined ? `, targetRef: { kind: Pod, name: ${pod}, namespace: ${ns} }` : ''} }]
 `
 }
 

@@ -22,7 +22,7 @@ import { createServer } from 'node:http'
 import { join } from 'node:path'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { backendService, gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { installIstioCrds, requireIstio, startIstiod } from '../lib/istio.ts'
 import { freePort, REPO_ROOT } from '../lib/portico.ts'
 import { waitUntil } from '../lib/client.ts'
@@ -35,19 +35,9 @@ async function gatewayCondition (cluster: Cluster, name: string, type: string): 
   return ((gw.status?.conditions ?? []) as Condition[]).find(c => c.type === type)
 }
 
+/** The destination Service (backendService, its endpoint's targetRef the pod) and the pod's ServiceAccount. */
 function service (ns: string, name: string, pod: string, address: string, port: number): string {
-  return `apiVersion: v1
-kind: Service
-metadata: { name: ${name}, namespace: ${ns} }
-spec: { ports: [{ name: http, port: 80, targetPort: ${port} }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: ${name}-manual, namespace: ${ns}, labels: { kubernetes.io/service-name: ${name} } }
-addressType: IPv4
-ports: [{ name: http, port: ${port}, protocol: TCP }]
-endpoints: [{ addresses: ["${address}"], conditions: { ready: true }, targetRef: { kind: Pod, name: ${pod}, namespace: ${ns} } }]
----
+  return `${backendService(address, ns, name, port, pod)}---
 apiVersion: v1
 kind: ServiceAccount
 metadata: { name: ${name}, namespace: ${ns} }
