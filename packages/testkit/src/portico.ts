@@ -7,7 +7,6 @@
 
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -37,37 +36,7 @@ export function gateway (port: number, extra: Partial<NonNullable<ConfigFile['ga
   return { port, protocol: 'HTTP', address: '127.0.0.1', ...extra }
 }
 
-/**
- * Ports this process has handed out: a port is only free until its user binds it, and a
- * test often picks one (a Gateway's listener) long before the proxy binds it, while other
- * picks (a controller's metrics port) come in between. Without this, the kernel could give
- * the same still-unbound port to both (seen once in CI: the listener's requests answered by
- * the controller's metrics server).
- */
-const handedOut = new Set<number>()
-
-/** A port that was free a moment ago (listen on 0, read the port, close), never one this process handed out before. */
-export async function freePort (): Promise<number> {
-  for (;;) {
-    const port = await probePort()
-    if (handedOut.has(port)) continue
-    handedOut.add(port)
-    return port
-  }
-}
-
-async function probePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer()
-    server.unref()
-    server.on('error', reject)
-    server.listen({ host: '127.0.0.1', port: 0 }, () => {
-      const address = server.address()
-      const port = typeof address === 'object' && address !== null ? address.port : 0
-      server.close(() => resolve(port))
-    })
-  })
-}
+export { freePort } from './free-port.ts'
 
 /** Whether a process (a stdio MCP server the gateway launched, say) is still running. */
 export function processAlive (pid: number): boolean {
