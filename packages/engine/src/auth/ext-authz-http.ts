@@ -25,8 +25,12 @@ export interface HttpCheckOptions {
   origin: string
   pathPrefix: string
   timeoutMs: number
-  /** Lower-case names copied from a 2xx answer onto the upstream request. */
-  allowedResponseHeaders: readonly string[]
+  /**
+   * Lower-case names copied from a 2xx answer onto the upstream request; null: every header
+   * of the answer but its framing ones and Host (Gateway API HTTPAuthConfig with an empty
+   * allowedResponseHeaders).
+   */
+  allowedResponseHeaders: readonly string[] | null
 }
 
 /** Sends one check; never rejects (failures are `decision: 'error'`). */
@@ -57,7 +61,8 @@ export async function httpCheck (dispatcher: Dispatcher, input: CheckInput, opti
   if (status >= 200 && status < 300) {
     res.body.resume()
     const requestHeaders: HeaderMutation[] = []
-    for (const name of options.allowedResponseHeaders) {
+    const names = options.allowedResponseHeaders ?? Object.keys(res.headers).filter(n => !NOT_RETURNED.has(n) && n !== 'host' && n !== HEADERS_TO_REMOVE)
+    for (const name of names) {
       const v = res.headers[name]
       if (v !== undefined) requestHeaders.push({ name, value: Array.isArray(v) ? v.join(',') : v, action: 'overwrite' })
     }
