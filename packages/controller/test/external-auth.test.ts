@@ -33,14 +33,14 @@ test('refusals: kinds, missing Services and ports, UDP ports, protocols, paths, 
   assert.equal(reason({ protocol: 'GRPC', backendRef: { name: 'auth', port: 9000 }, forwardBody: { maxSize: 1 << 30 } }), 'UnsupportedValue')
 })
 
-test('defaults and mapping: GRPC sends every header, HTTP Authorization plus the allowed ones; the path gets one leading slash', () => {
+test('defaults and mapping: GRPC sends every header, HTTP Authorization and X-Forwarded-Host plus the allowed ones; the path gets one leading slash', () => {
   assert.deepEqual(ir({ protocol: 'GRPC', backendRef: { name: 'auth', port: 9000 } }), {
     host: 'http://auth.apps.svc.cluster.local:9000', protocol: { grpc: {} }, failureMode: 'deny', timeoutMs: 1000, includeRequestHeaders: null, includeRequestBody: null, contextExtensions: {}
   })
   const http = ir({ protocol: 'HTTP', backendRef: { name: 'auth', port: 9000 }, http: { path: 'check/', allowedHeaders: ['X-Tenant', 'Authorization'] }, forwardBody: { maxSize: 10 } })
   assert.ok(!('reason' in http))
   assert.deepEqual(http.protocol, { http: { pathPrefix: '/check', allowedResponseHeaders: null } })
-  assert.deepEqual(http.includeRequestHeaders, ['authorization', 'x-tenant'])
+  assert.deepEqual(http.includeRequestHeaders, ['authorization', 'x-forwarded-host', 'x-tenant'])
   assert.deepEqual(http.includeRequestBody, { maxBytes: 10, packAsBytes: false })
   const ext = ir({ protocol: 'GRPC', backendRef: { name: 'ext', port: 9191 } })
   assert.ok(!('reason' in ext))

@@ -5,10 +5,11 @@
  * Service's cluster DNS name (plaintext: a BackendTLSPolicy on the auth Service is not
  * applied to it — see docs/conformance.md).
  *
- * Spec defaults kept: GRPC with no allowedHeaders sends every header; HTTP always sends Host,
- * method, path, Content-Length and Authorization plus the allowedHeaders; HTTP with no
- * allowedResponseHeaders copies every header of the 2xx answer but Host (the engine never
- * lets any check change Host or :authority); forwardBody.maxSize 0 or unset: no body.
+ * Spec defaults kept: GRPC with no allowedHeaders sends every header; HTTP always sends the
+ * method, path, Content-Length, Authorization and the client's Host (as X-Forwarded-Host) plus
+ * the allowedHeaders; HTTP with no allowedResponseHeaders copies every header of the 2xx
+ * answer but Host and those of the answer's own body (the engine never lets any check change
+ * Host or :authority); forwardBody.maxSize 0 or unset: no body.
  */
 
 import type { ExtAuthzIR } from '@portico/engine/ir'
@@ -58,8 +59,10 @@ export function externalAuthIR (f: HTTPExternalAuthFilter, owner: { kind: string
     if (path !== '' && (!PATH.test(path) || path.includes('..'))) return { reason: 'UnsupportedValue', message: `externalAuth http.path ${JSON.stringify(path)} is not a path prefix` }
     const allowedResponse = lower(f.http?.allowedResponseHeaders)
     protocol = { http: { pathPrefix: path === '' ? '' : `/${path.replace(/^\/+/, '').replace(/\/+$/, '')}`.replace(/^\/$/, ''), allowedResponseHeaders: allowedResponse.length > 0 ? allowedResponse : null } }
-    // Host, method and path always go (as the check's own); Content-Length is the check's body's.
-    includeRequestHeaders = [...new Set(['authorization', ...lower(f.http?.allowedHeaders)])]
+    // Method and path always go (as the check's own); Content-Length is the check's body's.
+    // The check's Host names the service it is sent to, so the client's Host goes as
+    // X-Forwarded-Host (the gateway always sets it to the request's host).
+    includeRequestHeaders = [...new Set(['authorization', 'x-forwarded-host', ...lower(f.http?.allowedHeaders)])]
   } else {
     return { reason: 'UnsupportedValue', message: `externalAuth protocol ${JSON.stringify(f.protocol ?? '')} is not supported (HTTP, GRPC)` }
   }
