@@ -24,7 +24,7 @@
  * suite's. The full output of the suite and of the controller is kept in the run's directory.
  *
  * Tools come from the environment `scripts/test-tools` / `scripts/conformance-tools` print
- * (GATEWAY_CONFORMANCE_TEST, ECHO_BASIC, GATEWAY_API_CRDS_EXPERIMENTAL, KUBE_*).
+ * (GATEWAY_CONFORMANCE_TEST, ECHO_BASIC, GATEWAY_API_CRDS_EXPERIMENTAL, GATEWAY_API_CRDS_STANDARD, KUBE_*).
  */
 
 import { spawn, spawnSync } from 'node:child_process'
@@ -36,6 +36,7 @@ import { documentationAddresses, startCluster, type Cluster, type KubeObject } f
 import { processKubelet } from '../cluster/process-kubelet.ts'
 import { startController, type ControllerProcess } from '../cluster/portico-processes.ts'
 import { REPO_ROOT } from '../lib/portico.ts'
+import { codeRecord } from './code-digest.ts'
 import { startLoadBalancer } from './load-balancer.ts'
 import { lweppArgs } from './lwepp-args.ts'
 
@@ -113,7 +114,16 @@ async function main (): Promise<void> {
   const channel = args.channel
   if (channel !== 'standard' && channel !== 'experimental') throw new Error(`--channel: ${String(channel)}`)
   // The Inference Extension's suite checks that the Gateway API CRDs are its gateway-api's version.
-  const crds = inference ? need('INFERENCE_GATEWAY_API_CRDS') : channel === 'experimental' ? need('GATEWAY_API_CRDS_EXPERIMENTAL') : undefined
+  // The standard channel's: the suite's own version when scripts/conformance-tools printed them
+  // (v1.7.0 refuses v1.6.3's, which the harness installs by default).
+  const crds = inference
+    ? need('INFERENCE_GATEWAY_API_CRDS')
+    : channel === 'experimental'
+      ? need('GATEWAY_API_CRDS_EXPERIMENTAL')
+      : (process.env.GATEWAY_API_CRDS_STANDARD ?? '') !== '' ? need('GATEWAY_API_CRDS_STANDARD') : undefined
+  // The code this run exercises, taken before the controller and proxies load it: written
+  // beside --report (code-digest.ts; the committed reports' guard test compares it).
+  const code = args.report !== undefined && !inference ? codeRecord(REPO_ROOT) : undefined
   const dir = mkdtempSync(join(tmpdir(), 'portico-conformance-'))
   const runLog = join(dir, 'runner.log')
   const log = (line: string): void => appendFileSync(runLog, `${new Date().toISOString()} ${line}\n`)
@@ -135,7 +145,8 @@ async function main (): Promise<void> {
     // its certificate names localhost, not the veth's address.
     apiServer: { get server () { return cluster!.server.replace('127.0.0.1', GATEWAY_IP) }, get caFile () { return cluster!.caFile }, tlsServerName: 'localhost' },
     commandFor: (image, pod, files, container) => {
-      // Any registry and tag: the Gateway API suite pulls registry.k8s.io/gateway-api/echo-basic,
+      // Any registry, path and tag: the Gateway API suite v1.6.3 pulls
+      // registry.k8s.io/gateway-api/echo-basic, v1.7.0 registry.k8s.io/gateway-api/conformance/echo-basic,
       // the Inference Extension's gcr.io/k8s-staging-gateway-api/echo-basic.
       if (/(^|\/)echo-basic(:|@|$)/.test(image)) return { command: echoBasic, args: [] }
       if (lwepp !== undefined && /(^|\/)(lwepp|epp)(:|@|$)/.test(image)) {
@@ -216,6 +227,12 @@ spec: { controllerName: ${CONTROLLER_NAME} }
     status = await runSuite(conformanceTest, suiteArgs, join(dir, 'suite.log'))
     writeFileSync(join(dir, 'controller.log'), controller.output())
     say(`suite exited ${status} after ${((Date.now() - started) / 1000).toFixed(0)} s in all; report ${existsSync(report) ? report : '(none)'}`)
+    if (code !== undefined && existsSync(report)) {
+      const date = /^date: "?([^"\n]+)"?$/m.exec(readFileSync(report, 'utf8'))?.[1] ?? ''
+      const record = report.replace(/(\.yaml)?$/, '.code.json')
+      writeFileSync(record, JSON.stringify({ ...code, reportDate: date }, null, 2) + '\n')
+      say(`the code it describes: ${record}`)
+    }
     if (status !== 0) say(`logs kept in ${dir} (suite.log, controller.log, runner.log, ${cluster.dir} is removed)`)
   } catch (err) {
     say(`failed: ${(err as Error).stack ?? String(err)}`)
