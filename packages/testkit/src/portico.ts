@@ -36,7 +36,9 @@ export function gateway (port: number, extra: Partial<NonNullable<ConfigFile['ga
   return { port, protocol: 'HTTP', address: '127.0.0.1', ...extra }
 }
 
-export { freePort } from './free-port.ts'
+// Imported as well as re-exported: startClusterPortico below picks ports with it.
+import { freePort } from './free-port.ts'
+export { freePort }
 
 /** Whether a process (a stdio MCP server the gateway launched, say) is still running. */
 export function processAlive (pid: number): boolean {
