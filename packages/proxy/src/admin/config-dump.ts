@@ -6,7 +6,7 @@
  */
 
 import { REDACTED_VALUE, redactSecrets, type BackendStat, type ModelIR, type PolicySetIR } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { AdminView } from './view.ts'
 import { formatAddress, type Settings } from '../settings.ts'
 import { version } from '../version.ts'
 
@@ -19,7 +19,7 @@ export interface PolicyAttachment {
   sources?: Record<string, string>
 }
 
-export function configDump (portico: Portico): Record<string, unknown> {
+export function configDump (portico: AdminView): Record<string, unknown> {
   const engine = portico.engine
   const ir = engine.config?.ir
   const binds = ir?.binds ?? []

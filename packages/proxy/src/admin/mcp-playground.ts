@@ -12,7 +12,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { PorticoError, undici } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { AdminView } from './view.ts'
 import { version } from '../version.ts'
 import { listenerDispatcher, listenerOrigin, listenerTarget } from './loopback.ts'
 
@@ -44,9 +44,9 @@ interface Session {
 export class McpPlayground {
   private readonly sessions = new Map<string, Session>()
   private readonly sweeper: NodeJS.Timeout
-  private readonly portico: Portico
+  private readonly portico: Pick<AdminView, 'addresses'>
 
-  constructor (portico: Portico) {
+  constructor (portico: Pick<AdminView, 'addresses'>) {
     this.portico = portico
     this.sweeper = setInterval(() => this.sweep(), 30_000)
     this.sweeper.unref()

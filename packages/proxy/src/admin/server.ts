@@ -6,7 +6,8 @@
 
 import Fastify, { type FastifyInstance } from 'fastify'
 import { isPorticoError } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { Logger } from 'pino'
+import type { AdminView } from './view.ts'
 import type { Address } from '../settings.ts'
 import { configDump } from './config-dump.ts'
 import { registerTraceRoutes } from './trace-stream.ts'
@@ -34,21 +35,23 @@ export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]
 ]
 
 export interface AdminServerOptions {
-  portico: Portico
+  /** The running proxy, as admin sees it. */
+  view: AdminView
+  /** The admin server's own log (refused requests). */
+  log: Logger
   address: Address
   /** Called by /quitquitquit after the response is sent. */
   onQuit: () => void
 }
 
 export async function startAdminServer (options: AdminServerOptions): Promise<{ app: FastifyInstance, close: () => Promise<void>, port: number }> {
-  const { portico } = options
+  const { view: portico, log } = options
   const heap = new HeapSampler()
   await heap.start()
   const app = Fastify({ logger: false, forceCloseConnections: true })
 
   // Before anything else, on every path (404s included): no cross-site writes, no rebinding.
   const guard: AdminGuardOptions = { bindHost: options.address.host, allowedHosts: portico.settings.adminAllowedHosts }
-  const log = portico.logs.for('admin')
   app.addHook('onRequest', async (req, reply) => {
     const bad = checkAdminMessage(req.raw.url ?? '/', req.raw.rawHeaders)
     if (bad !== null) {

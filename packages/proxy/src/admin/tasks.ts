@@ -5,11 +5,10 @@
  * from what Node can see.
  */
 
-import type { Portico } from '../portico.ts'
-import type { WorkerPool } from '../workers/pool.ts'
+import type { AdminWorkers, TasksView } from './view.ts'
 import { performance } from '@portico/engine/clock'
 
-export function tasksDump (portico: Portico): Record<string, unknown> {
+export function tasksDump (portico: TasksView): Record<string, unknown> {
   const now = performance.now()
   const requests = [...portico.engine.inFlight].map(ctx => ({
     method: ctx.method,
@@ -44,7 +43,7 @@ function countBy (items: string[]): Record<string, number> {
  * worker's requests and pools added (marked with the worker's number), and listeners' connections
  * summed over the workers.
  */
-export async function workersTasksDump (portico: Portico, pool: WorkerPool): Promise<Record<string, unknown>> {
+export async function workersTasksDump (portico: TasksView, pool: Pick<AdminWorkers, 'tasks'>): Promise<Record<string, unknown>> {
   const own = tasksDump(portico)
   const workers = await pool.tasks()
   const connections = new Map<string, Record<string, unknown> & { connections: number }>()

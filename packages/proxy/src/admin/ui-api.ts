@@ -20,7 +20,7 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { CEL_VARIABLES, PorticoError, compileCel, evalBool, isPorticoError, undici } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { AdminView } from './view.ts'
 import { version } from '../version.ts'
 import { formatAddress } from '../settings.ts'
 import { LEVELS } from '@portico/ops'
@@ -147,7 +147,7 @@ export const SAMPLE_VARS: Record<string, unknown> = {
   mcp: null
 }
 
-export function registerUiApi (app: FastifyInstance, portico: Portico, guardOptions: AdminGuardOptions = LOOPBACK_ADMIN): { close: () => Promise<void> } {
+export function registerUiApi (app: FastifyInstance, portico: AdminView, guardOptions: AdminGuardOptions = LOOPBACK_ADMIN): { close: () => Promise<void> } {
   const writes = portico.settings.adminWrites
   const mcp = new McpPlayground(portico)
 
@@ -223,7 +223,7 @@ export function registerUiApi (app: FastifyInstance, portico: Portico, guardOpti
   return { close: () => mcp.closeAll() }
 }
 
-function overview (portico: Portico): Record<string, unknown> {
+function overview (portico: AdminView): Record<string, unknown> {
   const ir = portico.engine.config?.ir
   const bound = new Map(portico.addresses().map(a => [a.key, a.port]))
   const pending = portico.pending()
@@ -293,7 +293,7 @@ function evalCel (b: Record<string, unknown>): Record<string, unknown> {
   return { ok: true, value: celToJson(value), type: value === null ? 'null' : typeof value === 'bigint' ? 'int' : Array.isArray(celToJson(value)) ? 'list' : typeof value, matches: rule.value, ruleError: rule.error, jwt }
 }
 
-async function fire (portico: Portico, b: Record<string, unknown>): Promise<Record<string, unknown>> {
+async function fire (portico: AdminView, b: Record<string, unknown>): Promise<Record<string, unknown>> {
   const rawUrl = str(b, 'url', true)!
   let url: URL
   try {
