@@ -19,8 +19,8 @@ export interface ListenerTarget {
 }
 
 /** The listener on `port`; PORTICO_NOT_A_LISTENER for a port that is not one of this proxy's listeners. */
-export function listenerTarget (portico: Pick<AdminView, 'addresses'>, port: unknown): ListenerTarget {
-  const binds = portico.addresses()
+export function listenerTarget (view: Pick<AdminView, 'addresses'>, port: unknown): ListenerTarget {
+  const binds = view.addresses()
   const bind = binds.find(b => b.port === port)
   if (bind === undefined) {
     const ports = binds.map(b => b.port).join(', ')
