@@ -1,6 +1,7 @@
 /**
- * One running Portico: engine + data-plane listeners + config source + logs + shutdown.
- * The CLI builds one from arguments; tests build one in-process the same way.
+ * One running Portico: its data plane (data-plane.ts) + config source + worker pool + servers +
+ * shutdown. The CLI builds one from arguments; tests build one in-process the same way.
+ * Data-plane workers do not: they run a DataPlane alone (workers/worker-main.ts).
  */
 
 import type { Logger } from 'pino'
