@@ -67,14 +67,14 @@ test('a PorticoError without a message takes the table\'s; status comes from the
 })
 
 test('isPorticoError narrows by code', () => {
-  const err: unknown = new PorticoError('PORTICO_TIMEOUT', 'request timeout')
+  const err: unknown = new PorticoError('PORTICO_REQUEST_TIMEOUT')
   assert.equal(isPorticoError(err), true)
-  assert.equal(isPorticoError(err, 'PORTICO_TIMEOUT'), true)
+  assert.equal(isPorticoError(err, 'PORTICO_REQUEST_TIMEOUT'), true)
   assert.equal(isPorticoError(err, 'PORTICO_RETRY'), false)
-  assert.equal(isPorticoError(Object.assign(new Error('x'), { code: 'PORTICO_TIMEOUT' })), false)
-  if (isPorticoError(err, 'PORTICO_TIMEOUT')) {
-    const code: 'PORTICO_TIMEOUT' = err.code
-    assert.equal(code, 'PORTICO_TIMEOUT')
+  assert.equal(isPorticoError(Object.assign(new Error('x'), { code: 'PORTICO_REQUEST_TIMEOUT' })), false)
+  if (isPorticoError(err, 'PORTICO_REQUEST_TIMEOUT')) {
+    const code: 'PORTICO_REQUEST_TIMEOUT' = err.code
+    assert.equal(code, 'PORTICO_REQUEST_TIMEOUT')
   }
   const codes: PorticoErrorCode[] = Object.keys(PORTICO_ERRORS) as PorticoErrorCode[]
   for (const code of codes) assert.match(code, /^PORTICO_[A-Z0-9_]+$/)

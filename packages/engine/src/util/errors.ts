@@ -35,7 +35,11 @@ export const PORTICO_ERRORS = {
   // A request's backend call: abort reasons, so the pipeline can tell them from transport errors.
   PORTICO_DOWNSTREAM_CLOSED: { message: 'client closed the connection' },
   PORTICO_DOWNSTREAM_SLOW: { message: 'client reads the answer too slowly' },
-  PORTICO_TIMEOUT: { message: 'timeout', status: 504 },
+  // The route's whole-request budget (or the client's grpc-timeout): never retried, it is the
+  // client's deadline. The per-try backend timeout is retried when the route retries
+  // (HTTPRouteRetryBackendTimeout). pipeline/resiliency.ts branches on these two codes.
+  PORTICO_REQUEST_TIMEOUT: { message: 'request timeout', status: 504 },
+  PORTICO_BACKEND_TIMEOUT: { message: 'upstream call timeout', status: 504 },
   PORTICO_REQUEST_BODY_TIMEOUT: { message: 'request body idle timeout', status: 408 },
   PORTICO_STREAM_IDLE_TIMEOUT: { message: 'response stream idle timeout' },
   PORTICO_NO_HEALTHY_ENDPOINT: { message: 'every endpoint is ejected (passive health)', status: 503 },
