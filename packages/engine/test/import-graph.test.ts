@@ -16,6 +16,9 @@
  *   7  engine config         compile and install an IR; the YAML front end that produces one
  *   8  (root)                index.ts, the package barrel
  *
+ * The list itself is test/lib/layers.ts (architecture-doc.test.ts holds the table of
+ * docs/architecture.md to it too).
+ *
  * Type-only imports count: reading a room means reading the types it names (the cycle the
  * issue started from — ir/types.ts → policy/types.ts → RequestContext — was type-only).
  *
@@ -34,20 +37,9 @@ import assert from 'node:assert/strict'
 import { fileURLToPath } from 'node:url'
 // The graph reading and cycle finding the proxy's cycle test uses too (one piece serves both).
 import { cycles, importsOf, sourceFiles } from '../../testkit/src/import-graph.ts'
+import { LAYERS } from './lib/layers.ts'
 
 const SRC = fileURLToPath(new URL('../src/', import.meta.url))
-
-const LAYERS: ReadonlyArray<readonly string[]> = [
-  ['util'],
-  ['ir'],
-  ['routing', 'auth', 'traffic', 'cel', 'trace', 'mesh'],
-  ['http'],
-  ['request'],
-  ['policy', 'llm', 'mcp', 'stream', 'inference'],
-  ['pipeline'],
-  ['engine', 'config'],
-  ['(root)']
-]
 
 /**
  * Imports against the order that still exist, as `from -> to` (paths under src/): none since
@@ -106,7 +98,7 @@ function roomCycles (edges: Edge[]): string[][] {
 test('import graph: every room of packages/engine/src is in LAYERS', () => {
   const rooms = new Set(sourceFiles(SRC).map(room))
   const missing = [...rooms].filter(r => !RANK.has(r))
-  assert.deepEqual(missing, [], `rooms without a layer: ${missing.join(', ')} — add them to LAYERS (and the table above it)`)
+  assert.deepEqual(missing, [], `rooms without a layer: ${missing.join(', ')} — add them to LAYERS in test/lib/layers.ts (and the tables above it and in docs/architecture.md)`)
 })
 
 test('import graph: imports run down the layers (ir is the floor); only listed exceptions run up', (t) => {
