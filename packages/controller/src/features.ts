@@ -65,7 +65,8 @@ export const SUPPORTED_FEATURES = [
   'TLSRoute',
   'TLSRouteModeTerminate',
   'TLSRouteModeMixed',
-  'TCPRoute'
+  'TCPRoute',
+  'UDPRoute'
 ]
 
 /**
@@ -114,6 +115,7 @@ export const FEATURE_KINDS: Record<string, string> = {
   TLSRouteModeTerminate: 'TLSRoute',
   TLSRouteModeMixed: 'TLSRoute',
   TCPRoute: 'TCPRoute',
+  UDPRoute: 'UDPRoute',
   // A built-in kind, but served only with its feature gate (certificates.k8s.io/v1beta1 in Kubernetes 1.36).
   ClusterTrustBundle: 'ClusterTrustBundle'
 }

@@ -10,6 +10,7 @@
 
 import type { Dispatcher } from 'undici'
 import type { CheckInput, CheckResult, HeaderMutation } from './ext-authz-check.ts'
+import { PorticoError } from '../util/errors.ts'
 
 /** Request headers never forwarded to the service (framing is the check's own). */
 const NOT_FORWARDED = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'expect', 'upgrade', 'te', 'trailer'])
@@ -94,7 +95,7 @@ export async function httpCheck (dispatcher: Dispatcher, input: CheckInput, opti
 async function readLimited (body: Dispatcher.ResponseData['body'], limit: number, timeoutMs: number): Promise<string> {
   const chunks: Buffer[] = []
   let size = 0
-  const timer = setTimeout(() => body.destroy(new Error(`timed out after ${timeoutMs}ms`)), timeoutMs)
+  const timer = setTimeout(() => body.destroy(new PorticoError('PORTICO_AUTH_SERVICE_TIMEOUT', `timed out after ${timeoutMs}ms`)), timeoutMs)
   try {
     for await (const chunk of body) {
       const buf = chunk as Buffer
