@@ -102,7 +102,7 @@ test('supportedFeatures: GatewayAddressRoutability(Cluster) only when the Gatewa
 
 test('supportedFeatures: ListenerSet is claimed only when the ListenerSet kind is served (its CRD installed)', () => {
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set()).includes('ListenerSet'))
-  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute', 'ClusterTrustBundle']), gatewayCrd(true))
+  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute', 'UDPRoute', 'ClusterTrustBundle']), gatewayCrd(true))
   assert.ok(withKind.includes('ListenerSet'))
   assert.deepEqual(withKind, SUPPORTED_FEATURES)
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet'])).includes('GRPCRoute'), 'GRPCRoute needs its CRD served')
