@@ -53,6 +53,7 @@ export const SUPPORTED_FEATURES = [
   'GatewayStaticAddresses',
   'GatewayAddressRoutability',
   'GatewayAddressRoutabilityCluster',
+  'GatewayListenerFilters',
   'ReferenceGrant',
   'BackendTLSPolicy',
   'BackendTLSPolicySANValidation',
@@ -97,7 +98,8 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
  */
 export const GATEWAY_FEATURE_FIELDS: Record<string, string[][]> = {
   GatewayAddressRoutability: [['spec', 'addresses', 'routability']],
-  GatewayAddressRoutabilityCluster: [['spec', 'addresses', 'routability']]
+  GatewayAddressRoutabilityCluster: [['spec', 'addresses', 'routability']],
+  GatewayListenerFilters: [['spec', 'listeners', 'filters', 'requests', 'externalAuth']]
 }
 
 /**

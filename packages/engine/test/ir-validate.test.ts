@@ -129,3 +129,12 @@ test('validateIR: an extProc response body mode where the answers are MCP is ref
     `binds[0].listeners[0].routes[${mcp}].policies.extProc: ${why}`
   ].sort())
 })
+
+test('validateIR: a listener with more than 16 filters (Gateway API ListenerFilters.requests MaxItems) is refused', () => {
+  const ir = yamlIR(ROUTE)
+  const filter = { extAuthz: { host: 'http://127.0.0.1:9000', protocol: { grpc: {} }, failureMode: 'deny' as const, timeoutMs: 1000, includeRequestHeaders: null, includeRequestBody: null, contextExtensions: {} } }
+  ir.binds[0]!.listeners[0]!.filters = { requests: Array.from({ length: 16 }, () => filter) }
+  assert.deepEqual(validateIR(ir), [])
+  ir.binds[0]!.listeners[0]!.filters = { requests: Array.from({ length: 17 }, () => filter) }
+  assert.deepEqual(validateIR(ir).map(d => formatIrDiagnostic(d)), ['binds[0].listeners[0].filters.requests: at most 16 listener filters (Gateway API ListenerFilters.requests)'])
+})

@@ -203,7 +203,7 @@ function apiKeyToIR (c: ApiKeyConfig, path: Path, pc: PolicyContext) {
 
 export const DEFAULT_EXT_AUTHZ_TIMEOUT_MS = 1000
 
-function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzIR | undefined {
+export function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzIR | undefined {
   const target = parseHostTarget(c.host)
   if (typeof target === 'string') {
     report([...path, 'host'], target)

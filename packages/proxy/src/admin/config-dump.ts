@@ -31,6 +31,8 @@ export function configDump (view: AdminView): Record<string, unknown> {
     hostname: l.hostname ?? null,
     protocol: l.protocol,
     ...(l.tlsMode !== undefined ? { tlsMode: l.tlsMode } : {}),
+    // Listener filters run before every policy: shown with the listener (they hold no secrets).
+    ...(l.filters !== undefined ? { filters: l.filters } : {}),
     routes: [...l.routes.map(r => r.key), ...(l.streamRoutes ?? []).map(r => r.key)]
   })))
   // Stream routes (TCP/TLS listeners) are listed with the HTTP ones: `kind` tells them apart,
