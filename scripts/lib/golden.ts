@@ -25,6 +25,9 @@ export interface GoldenLayout {
   outputs: string[]
 }
 
+/** A kind's folder of files its cases read (certificates a config names), skipped as a case. */
+export const FILES = 'files'
+
 export const updating = (): boolean => process.env.UPDATE_GOLDEN === '1'
 
 /** Every case under root's folders (one level: root/<kind>/<case>.<suffix>), sorted. */
@@ -43,8 +46,8 @@ export function goldenCases (root: string, layout: GoldenLayout): GoldenCase[] {
 }
 
 /**
- * Files under root that pair with nothing: an output without its input, a second output for one
- * input, a file of another name, a file directly in root (cases live in a kind's folder).
+ * Files under root that pair with nothing: an output without its input, a file of another name
+ * (but the kind's files/ folder), a file directly in root (cases live in a kind's folder).
  * With UPDATE_GOLDEN=1 stray outputs are removed instead (a renamed or deleted case).
  */
 export function unpairedFiles (root: string, layout: GoldenLayout): string[] {
@@ -54,6 +57,8 @@ export function unpairedFiles (root: string, layout: GoldenLayout): string[] {
     if (!statSync(dir).isDirectory()) { stray.push(folder); continue }
     for (const file of readdirSync(dir).sort()) {
       const path = join(dir, file)
+      // <kind>/files/: what the kind's cases read (PEM files named in a config), not cases.
+      if (file === FILES && statSync(path).isDirectory()) continue
       if (file.endsWith(layout.input)) {
         const base = path.slice(0, -layout.input.length)
         const present = layout.outputs.filter(s => existsSync(base + s))
