@@ -77,6 +77,16 @@ export function unpairedFiles (root: string, layout: GoldenLayout): string[] {
   return stray
 }
 
+/** `N (folder n, …)`: how many cases, per kind folder — what the golden tests print. */
+export function caseCount (cases: GoldenCase[]): string {
+  const perFolder = new Map<string, number>()
+  for (const c of cases) {
+    const folder = c.id.split('/')[0]!
+    perFolder.set(folder, (perFolder.get(folder) ?? 0) + 1)
+  }
+  return `${cases.length} (${[...perFolder].map(([f, n]) => `${f} ${n}`).join(', ')})`
+}
+
 /** JSON with every object's keys sorted, two-space indented, newline-terminated. */
 export function stableJSON (value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { translate } from '../src/translate/translate.ts'
 import { clusterState } from './cluster-state.ts'
-import { goldenCases, goldenCompare, stableJSON, unpairedFiles } from '../../../scripts/lib/golden.ts'
+import { caseCount, goldenCases, goldenCompare, stableJSON, unpairedFiles } from '../../../scripts/lib/golden.ts'
 
 // Cluster objects in golden/<kind>/<case>.yaml → the translation result (IR per Gateway and every
 // status) in golden/<kind>/<case>.out.json, one folder per resource kind. Regenerate everything
@@ -15,9 +15,7 @@ const cases = goldenCases(root, layout)
 
 test('translate golden: every input has its output and every output its input', () => {
   assert.deepEqual(unpairedFiles(root, layout), [])
-  const perFolder = new Map<string, number>()
-  for (const c of cases) perFolder.set(c.id.split('/')[0]!, (perFolder.get(c.id.split('/')[0]!) ?? 0) + 1)
-  console.log(`controller golden cases: ${cases.length} (${[...perFolder].map(([f, n]) => `${f} ${n}`).join(', ')})`)
+  console.log(`controller golden cases: ${caseCount(cases)}`)
   assert.ok(cases.length > 0)
 })
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 import { loadConfigText } from '../src/index.ts'
-import { goldenCases, goldenCompare, stableJSON, unpairedFiles } from '../../../scripts/lib/golden.ts'
+import { caseCount, goldenCases, goldenCompare, stableJSON, unpairedFiles } from '../../../scripts/lib/golden.ts'
 
 // Config → IR pinned by golden files, one folder per kind of config: golden/config/<kind>/<case>.yaml
 // → the IR in <case>.ir.json, or, for a config that is refused, its diagnostics (path, message,
@@ -15,9 +15,7 @@ const cases = goldenCases(root, layout)
 
 test('config → IR golden: every input has its output and every output its input', () => {
   assert.deepEqual(unpairedFiles(root, layout), [])
-  const perFolder = new Map<string, number>()
-  for (const c of cases) perFolder.set(c.id.split('/')[0]!, (perFolder.get(c.id.split('/')[0]!) ?? 0) + 1)
-  console.log(`engine config → IR golden cases: ${cases.length} (${[...perFolder].map(([f, n]) => `${f} ${n}`).join(', ')})`)
+  console.log(`engine config → IR golden cases: ${caseCount(cases)}`)
   assert.ok(cases.length > 0)
 })
 
