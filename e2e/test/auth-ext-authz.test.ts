@@ -11,10 +11,10 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { randomBody, sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, randomBody, sha256, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { encodeWire, OK, startAuthzServer, wireFields, wireMap, wireNumber, wirePath, wireString, type AuthzServer, type CheckRequest } from '../lib/ext-authz.ts'
-import { openTrace } from '../lib/trace.ts'
 import type { ConfigFile } from '@portico/engine'
 
 let backend: Backend

@@ -18,8 +18,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController } from '../cluster/portico-processes.ts'
-import { freePort } from '../lib/portico.ts'
-import { waitUntil } from '../lib/client.ts'
+import { freePort } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 
 const GW_API = '/apis/gateway.networking.k8s.io/v1'
 

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { backendService as serviceAt, gatewayYaml, httpGet as get, startController as startControllerIn, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
-import { freePort, startClusterPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, startClusterPortico } from '@portico/testkit/portico'
 import { createTestHost, startEcho, type TestHost } from '../lib/test-host.ts'
 
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
-import { freePort } from '../lib/portico.ts'
+import { freePort } from '@portico/testkit/portico'
 import { createTestHost, startUdpEcho, type TestHost } from '../lib/test-host.ts'
 
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'

@@ -14,8 +14,8 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { REPO_ROOT, run } from '../lib/chart.ts'
-import { freePort } from '../lib/portico.ts'
-import { requireTool } from '../lib/tools.ts'
+import { freePort } from '@portico/testkit/portico'
+import { requireTool } from '@portico/testkit/tools'
 import { START_FLAGS } from '../../packages/proxy/src/v8-flags.ts'
 
 const IMAGES = [

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import {
   BEDROCK_TEST_API_KEY, BEDROCK_TEST_CREDENTIALS, startBedrockEmulator,
   type BedrockAnswer, type BedrockCall, type BedrockEmulator

@@ -12,7 +12,7 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import Anthropic, { type APIError } from '@anthropic-ai/sdk'
-import { startBackend, type Backend } from '../lib/backends.ts'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 import { ANTHROPIC_TEST_KEY, EMULATED_MODELS, loadAnthropicTranscripts, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { anthropicMessagesFormat as format, decodeAnthropicModelList, encodeAnthropicModelList } from '../../packages/engine/src/llm/formats/anthropic-messages.ts'
 import { isTranslationError, translationError, type StreamEvent, type TranslationError } from '../../packages/engine/src/llm/canonical.ts'

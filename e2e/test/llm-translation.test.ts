@@ -18,9 +18,9 @@ import OpenAI, { AzureOpenAI } from 'openai'
 import { zodResponseFormat } from 'openai/helpers/zod'
 import { z } from 'zod'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { openTrace } from '@portico/testkit/trace'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
-import { openTrace } from '../lib/trace.ts'
 
 const TOOLS = [
   { type: 'function' as const, function: { name: 'get_weather', description: 'Current weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } },

@@ -18,7 +18,7 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ElicitRequestSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 import { startModernServer, type ModernServer } from '../lib/mcp-modern.ts'
 

@@ -9,10 +9,10 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
-import { freePort, processAlive, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, processAlive, startPortico } from '@portico/testkit/portico'
+import { sleep } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 import { connectClient, EVERYTHING_SCRIPT, everythingTarget, processesUnder, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
-import { sleep } from '../lib/backends.ts'
-import { openTrace } from '../lib/trace.ts'
 
 let sdk: SdkServer
 const started: PorticoProcess[] = []

@@ -15,8 +15,8 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http2 from 'node:http2'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 import { FLAG, FRAME, frame, getRequest, hpack, openRawH2 } from '../lib/h2-frames.ts'
 
 let backend: Backend

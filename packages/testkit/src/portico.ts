@@ -36,7 +36,8 @@ export function gateway (port: number, extra: Partial<NonNullable<ConfigFile['ga
   return { port, protocol: 'HTTP', address: '127.0.0.1', ...extra }
 }
 
-export { freePort } from './free-port.ts'
+import { freePort } from './free-port.ts'
+export { freePort }
 
 /** Whether a process (a stdio MCP server the gateway launched, say) is still running. */
 export function processAlive (pid: number): boolean {
