@@ -16,7 +16,7 @@ import { join } from 'node:path'
 import { requireKubeTools, startCluster, type KubeObject } from '../cluster/harness.ts'
 import { freePort, startPortico } from '@portico/testkit/portico'
 import { startEchoBackend } from '@portico/testkit/backends'
-import { ctl, jsonLines } from '../../packages/cli/test/helpers.ts'
+import { ctl, jsonLines } from '@portico/testkit/porticoctl'
 import { startController } from '../cluster/portico-processes.ts'
 
 const GW = 'gateway.networking.k8s.io/gateway-name'

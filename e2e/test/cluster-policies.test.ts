@@ -34,7 +34,7 @@ import { backendService, gatewayYaml, startController, startGatewayProxy } from 
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
 import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
-import { ctl, jsonLines } from '../../packages/cli/test/helpers.ts'
+import { ctl, jsonLines } from '@portico/testkit/porticoctl'
 import OpenAI from 'openai'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
 import { OK, startAuthzServer } from '../lib/ext-authz.ts'

@@ -15,7 +15,7 @@ import { request } from 'undici'
 import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { rawExchange } from '@portico/testkit/client'
-import { ctl } from '../../packages/cli/test/helpers.ts'
+import { ctl } from '@portico/testkit/porticoctl'
 
 let backend: Backend
 let portico: PorticoProcess

@@ -19,7 +19,7 @@ import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@porti
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { openTrace } from '@portico/testkit/trace'
 import { EVERYTHING_SCRIPT } from '../lib/mcp.ts'
-import { ctl } from '../../packages/cli/test/helpers.ts'
+import { ctl } from '@portico/testkit/porticoctl'
 
 /** Every secret in the config or the request; each must stay inside the proxy. */
 const SECRETS = {
