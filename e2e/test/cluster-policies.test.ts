@@ -33,7 +33,7 @@ import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '.
 import { backendService, gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
-import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { porticoBackendCrd, porticoPolicyCrd } from '@portico/controller/crds'
 import { ctl, jsonLines } from '@portico/testkit/porticoctl'
 import OpenAI from 'openai'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'

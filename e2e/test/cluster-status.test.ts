@@ -15,9 +15,9 @@ import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '.
 import { gatewayYaml, startController } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
-import { KubeHttp, type KubeRequest } from '../../packages/controller/src/kube/http.ts'
-import { StatusWriter } from '../../packages/controller/src/status/writer.ts'
-import type { Condition } from '../../packages/controller/src/translate/gateway-api.ts'
+import { KubeHttp, type KubeRequest } from '@portico/controller/kube-http'
+import { StatusWriter } from '@portico/controller/status-writer'
+import type { Condition } from '@portico/controller'
 
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
 const GW_API = '/apis/gateway.networking.k8s.io/v1'

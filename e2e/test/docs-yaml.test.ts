@@ -26,7 +26,7 @@ import { parse, parseAllDocuments } from 'yaml'
 import { configJsonSchema } from '@portico/engine'
 import { makeTempDir, REPO_ROOT, runPortico } from '@portico/testkit/portico'
 import { findKubeTools } from '../cluster/harness.ts'
-import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '@portico/controller/crds'
 
 interface Block {
   file: string

@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
-import { framed, GrpcStreamChannel, type GrpcStatus } from '../../packages/engine/src/traffic/grpc-stream-channel.ts'
+import { framed, GrpcStreamChannel, type GrpcStatus } from '@portico/engine/grpc-stream-channel'
 
 const raw = { frame: (b: Buffer) => framed(b), decode: (b: Buffer) => Buffer.from(b) }
 let server: http2.Http2Server

@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path'
 import { REPO_ROOT, run } from '../lib/chart.ts'
 import { freePort } from '@portico/testkit/portico'
 import { requireTool } from '@portico/testkit/tools'
-import { START_FLAGS } from '../../packages/proxy/src/v8-flags.ts'
+import { START_FLAGS } from '@portico/proxy/v8-flags'
 
 const IMAGES = [
   { dockerfile: 'deploy/controller.Dockerfile', pkg: '@portico/controller', entry: 'packages/controller/bin/portico-controller.ts', ports: ['9978', '9093', '9092'] },

@@ -23,9 +23,9 @@ import {
   BEDROCK_TEST_API_KEY, BEDROCK_TEST_CREDENTIALS, BEDROCK_TRANSCRIPTS, startBedrockEmulator,
   type BedrockAnswer, type BedrockEmulator
 } from '../lib/llm-emulators/bedrock.ts'
-import { bedrockProvider } from '../../packages/engine/src/llm/providers/bedrock.ts'
-import { bedrockConverseFormat } from '../../packages/engine/src/llm/formats/bedrock-converse.ts'
-import type { StreamEvent } from '../../packages/engine/src/llm/canonical.ts'
+import { bedrockProvider } from '@portico/engine/llm/providers/bedrock'
+import { bedrockConverseFormat } from '@portico/engine/llm/formats/bedrock-converse'
+import type { StreamEvent } from '@portico/engine/llm/canonical'
 
 const MODEL = 'anthropic.claude-sonnet-4-20250514-v1:0'
 const REGION = 'us-east-1'

@@ -15,11 +15,11 @@ import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
-import { geminiFormat } from '../../packages/engine/src/llm/formats/gemini.ts'
-import type { ChatResponse, StreamEvent } from '../../packages/engine/src/llm/canonical.ts'
-import type { ProviderAdapter, ProviderRequest } from '../../packages/engine/src/llm/provider.ts'
-import { geminiProvider } from '../../packages/engine/src/llm/providers/gemini.ts'
-import { vertexProvider } from '../../packages/engine/src/llm/providers/vertex.ts'
+import { geminiFormat } from '@portico/engine/llm/formats/gemini'
+import type { ChatResponse, StreamEvent } from '@portico/engine/llm/canonical'
+import type { ProviderAdapter, ProviderRequest } from '@portico/engine/llm/provider'
+import { geminiProvider } from '@portico/engine/llm/providers/gemini'
+import { vertexProvider } from '@portico/engine/llm/providers/vertex'
 
 const WEATHER_TOOL = {
   functionDeclarations: [{

@@ -15,7 +15,7 @@ import { freePort, makeTempDir, PORTICO_BIN, type PorticoProcess, REPO_ROOT, run
 import { waitUntil } from '@portico/testkit/wait'
 import { connectClient, textOf } from '../lib/mcp.ts'
 import { loadConfigText } from '@portico/engine'
-import { readySummary } from '../../packages/proxy/src/ready-summary.ts'
+import { readySummary } from '@portico/proxy/ready-summary'
 
 const EXAMPLE = join(REPO_ROOT, 'examples/quickstart.yaml')
 let portico: PorticoProcess

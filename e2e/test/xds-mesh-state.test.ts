@@ -12,8 +12,8 @@ import type { Server } from '@grpc/grpc-js'
 import { XdsServer, startXdsListener } from '@portico/controller'
 import { loadConfigText } from '@portico/engine'
 import { meshStateFields, readMeshState, MAX_MESH_REASON, type MeshStateReport } from '@portico/xds'
-import { XdsClient } from '../../packages/proxy/src/xds-client.ts'
-import { meshCondition } from '../../packages/controller/src/status/mesh.ts'
+import { XdsClient } from '@portico/proxy/xds-client'
+import { meshCondition } from '@portico/controller/status-mesh'
 
 const cleanup: Array<() => Promise<void> | void> = []
 after(async () => {
