@@ -23,7 +23,7 @@ import { request as httpRequest } from 'node:http'
 import { dirname, join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { startCluster, startProcess, type Cluster, type KubeTools, type Proc } from '../cluster/harness.ts'
-import { freePort, makeTempDir } from './portico.ts'
+import { freePort, makeTempDir } from '@portico/testkit/portico'
 import { createCsrPem } from '@portico/engine/mesh-csr'
 import { meshCaClient, type MeshCaClient } from '@portico/engine/mesh-ca-client'
 
