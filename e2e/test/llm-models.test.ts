@@ -24,7 +24,7 @@ import { request } from 'undici'
 import { importJWK, SignJWT } from 'jose'
 import type { ConfigFile } from '@portico/engine'
 import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
-import { sleep } from '@portico/testkit/wait'
+import { waitUntil } from '@portico/testkit/wait'
 import { openTrace } from '@portico/testkit/trace'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
@@ -289,9 +289,5 @@ describe('the model API: models chosen by the model a client asks for', () => {
 })
 
 async function waitFor (check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out waiting')
-    await sleep(25)
-  }
+  await waitUntil(check, timeoutMs, 'the condition', 25)
 }
