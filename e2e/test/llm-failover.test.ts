@@ -29,7 +29,7 @@ import { request } from 'undici'
 import type { ConfigFile } from '@portico/engine'
 import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
-import { sleep } from '@portico/testkit/wait'
+import { sleep, waitUntil } from '@portico/testkit/wait'
 import { openTrace } from '@portico/testkit/trace'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
@@ -339,11 +339,7 @@ describe('ai backends: failover across providers (groups)', () => {
 })
 
 async function waitFor (check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out waiting')
-    await sleep(25)
-  }
+  await waitUntil(check, timeoutMs, 'the condition', 25)
 }
 
 describe('ai backends: failover with data-plane workers (WORKERS=2)', () => {
