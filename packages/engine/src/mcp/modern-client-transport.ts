@@ -38,6 +38,7 @@ import {
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest, type JsonRpcResponse
 } from './jsonrpc.ts'
 import { redactUrl } from '../ir/redact.ts'
+import { PorticoError } from '../util/errors.ts'
 
 const MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[0]!
 /** A target that keeps asking for input is cut off after this many rounds. */
@@ -96,7 +97,7 @@ export class ModernClientTransport implements Transport {
   async start (): Promise<void> {}
 
   async send (message: JSONRPCMessage): Promise<void> {
-    if (this.closed) throw new Error('transport closed')
+    if (this.closed) throw new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed')
     const m = message as JsonRpcMessage
     if (isResponse(m)) {
       // The client's answer to an input request.
@@ -241,11 +242,11 @@ export class ModernClientTransport implements Transport {
     if (type.startsWith('application/json')) {
       const message = JSON.parse((await readLimited(res.body, this.options.maxMessageBytes, 'an answer')).toString('utf8')) as JsonRpcMessage
       if (isResponse(message)) return message
-      throw new Error(`HTTP ${res.statusCode} from ${redactUrl(this.url.href)}: not a JSON-RPC response`)
+      throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(this.url.href)}: not a JSON-RPC response`)
     }
     if (res.statusCode === 200 && type.startsWith('text/event-stream')) return await this.readAnswer(res.body, id, onOther)
     const text = await readLimited(res.body, MAX_ERROR_TEXT_BYTES).then(b => b.toString('utf8'), () => '')
-    throw new Error(`HTTP ${res.statusCode} from ${redactUrl(this.url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
+    throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(this.url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
   }
 
   /** Reads an SSE answer up to the response to `id`. */
@@ -279,13 +280,13 @@ export class ModernClientTransport implements Transport {
         break
       }
     }
-    if (answer === null) throw new Error('the answer stream ended before the answer')
+    if (answer === null) throw new PorticoError('PORTICO_MCP_UPSTREAM_STREAM', 'the answer stream ended before the answer')
     return answer
   }
 
   /** (Re)opens the listen stream with the current filter; the previous one is closed. */
   private relisten (): void {
-    this.listen?.abort(new Error('filter changed'))
+    this.listen?.abort(new PorticoError('PORTICO_MCP_ABORTED', 'filter changed'))
     const abort = new AbortController()
     this.listen = abort
     const filter: Record<string, unknown> = { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true }
@@ -320,15 +321,15 @@ export class ModernClientTransport implements Transport {
 
   /** Gives up on a request: its POST is aborted (the target sees its stream close). */
   abandon (id: JsonRpcId): void {
-    this.inflight.get(id)?.abort(new Error('abandoned'))
+    this.inflight.get(id)?.abort(new PorticoError('PORTICO_MCP_ABORTED', 'abandoned'))
     this.inflight.delete(id)
   }
 
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
-    for (const abort of this.inflight.values()) abort.abort(new Error('transport closed'))
-    this.listen?.abort(new Error('transport closed'))
+    for (const abort of this.inflight.values()) abort.abort(new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed'))
+    this.listen?.abort(new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed'))
     this.inflight.clear()
     this.asked.clear()
     await this.pool.close().catch(() => {})
