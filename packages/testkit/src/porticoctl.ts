@@ -17,6 +17,8 @@ import { withTimeout } from './wait.ts'
 export type { TraceRecord }
 
 export const PORTICOCTL_BIN = fileURLToPath(new URL('../../cli/bin/porticoctl.ts', import.meta.url))
+/** @portico/cli's entry (its package.json `exports["."]`). */
+const CLI_ENTRY = new URL('../../cli/src/index.ts', import.meta.url).href
 
 export interface CtlResult {
   code: number | null
@@ -112,8 +114,10 @@ export async function ctl (args: string[], options: CtlOptions = {}): Promise<Ct
   const stderr = new Capture()
   const stdin = Readable.from([])
   const env = { ...process.env, ...options.env }
-  // Loaded on first use: importing this module must not cost porticoctl's load.
-  const { main } = await import('@portico/cli')
+  // Loaded on first use: importing this module must not cost porticoctl's load. By path, as
+  // PORTICOCTL_BIN is, not as a dependency: @portico/cli's tests depend on the testkit, and a
+  // dependency back would make the workspace's packages a cycle.
+  const { main } = await import(CLI_ENTRY) as typeof import('../../cli/src/index.ts')
   const code = await withTimeout(main(args, { stdout, stderr, stdin }, { env }), options.timeoutMs ?? 20_000, `porticoctl ${args.join(' ')} did not finish`)
   return { code, signal: null, stdout: stdout.text, stderr: stderr.text }
 }
