@@ -13,7 +13,7 @@ import { startBackend, startPortico, type Server } from './lib/servers.ts'
 import { measureThroughput } from './lib/load.ts'
 import { readOptions } from './lib/options.ts'
 import { fmt, ratio, rounded, table } from './lib/report.ts'
-import { makeTestCa } from '../packages/testkit/src/hbone-peer.ts'
+import { makeTestCa } from '@portico/testkit/hbone-peer'
 
 const opts = readOptions({
   duration: { flag: 'duration', default: 5, help: 'seconds per measured run' },

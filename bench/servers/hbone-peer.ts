@@ -5,7 +5,7 @@
  */
 
 import { readFileSync } from 'node:fs'
-import { startHbonePeer } from '../../packages/testkit/src/hbone-peer.ts'
+import { startHbonePeer } from '@portico/testkit/hbone-peer'
 
 const [cert, key, root] = process.argv.slice(2).map(f => readFileSync(f!, 'utf8'))
 const peer = await startHbonePeer({ cert: cert!, key: key!, root: root! })

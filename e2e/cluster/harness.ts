@@ -27,8 +27,8 @@ import type { TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { KubeConfig } from '@kubernetes/client-node'
 import { WebSocketServer, type RawData, type WebSocket } from 'ws'
-import { freePort } from '../lib/portico.ts'
-import { requireTool } from '../lib/tools.ts'
+import { freePort } from '@portico/testkit/portico'
+import { requireTool } from '@portico/testkit/tools'
 
 const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 

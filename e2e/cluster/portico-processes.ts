@@ -11,8 +11,8 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
 import type { Cluster, KubeObject } from './harness.ts'
-import { waitUntil } from '../lib/client.ts'
-import { freePort, REPO_ROOT, startClusterPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, REPO_ROOT, startClusterPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 
 const CONTROLLER_BIN = join(REPO_ROOT, 'packages/controller/bin/portico-controller.ts')
 

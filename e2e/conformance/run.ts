@@ -35,7 +35,7 @@ import { parseArgs } from 'node:util'
 import { CLUSTER_TRUST_BUNDLE_APISERVER_ARGS, documentationAddresses, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { processKubelet } from '../cluster/process-kubelet.ts'
 import { startController, type ControllerProcess } from '../cluster/portico-processes.ts'
-import { REPO_ROOT } from '../lib/portico.ts'
+import { REPO_ROOT } from '@portico/testkit/portico'
 import { startLoadBalancer } from './load-balancer.ts'
 import { lweppArgs } from './lwepp-args.ts'
 

@@ -9,8 +9,8 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
-import { REPO_ROOT } from './portico.ts'
-import { findTool } from './tools.ts'
+import { REPO_ROOT } from '@portico/testkit/portico'
+import { findTool } from '@portico/testkit/tools'
 
 export const ARTIFACTS_DIR = join(REPO_ROOT, '.artifacts/ui')
 

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { TestContext } from 'node:test'
 import { parseAllDocuments } from 'yaml'
-import { requireTool } from './tools.ts'
+import { requireTool } from '@portico/testkit/tools'
 
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 export const CHART_DIR = join(REPO_ROOT, 'charts/portico')

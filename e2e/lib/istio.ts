@@ -23,9 +23,9 @@ import { request as httpRequest } from 'node:http'
 import { dirname, join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { startCluster, startProcess, type Cluster, type KubeTools, type Proc } from '../cluster/harness.ts'
-import { freePort, makeTempDir } from './portico.ts'
-import { createCsrPem } from '../../packages/engine/src/mesh/csr.ts'
-import { meshCaClient, type MeshCaClient } from '../../packages/engine/src/mesh/ca-client.ts'
+import { freePort, makeTempDir } from '@portico/testkit/portico'
+import { createCsrPem } from '@portico/engine/mesh-csr'
+import { meshCaClient, type MeshCaClient } from '@portico/engine/mesh-ca-client'
 
 export interface IstioTools {
   istiod: string

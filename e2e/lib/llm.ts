@@ -11,7 +11,7 @@
 
 import { gzipSync } from 'node:zlib'
 import type http from 'node:http'
-import { startBackend, type Backend } from './backends.ts'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 
 export interface LlmServer extends Backend {
   /** Parsed JSON bodies received, in order. */

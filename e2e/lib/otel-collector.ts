@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { freePort, makeTempDir } from './portico.ts'
+import { freePort, makeTempDir } from '@portico/testkit/portico'
 
 export interface CollectedSpan {
   traceId: string

@@ -8,8 +8,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { freePort, makeTempDir } from './portico.ts'
-import { sleep } from './backends.ts'
+import { freePort, makeTempDir } from '@portico/testkit/portico'
+import { sleep } from '@portico/testkit/wait'
 import * as grpc from '@grpc/grpc-js'
 import { envoyProtos } from '@portico/engine'
 

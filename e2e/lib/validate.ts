@@ -6,7 +6,7 @@
 import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import assert from 'node:assert/strict'
-import { configText, makeTempDir, runPortico, type ConfigInput } from './portico.ts'
+import { type ConfigInput, configText, makeTempDir, runPortico } from '@portico/testkit/portico'
 
 export interface Validation {
   code: number | null

@@ -9,8 +9,8 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { ConfigFile } from '@portico/engine'
-import { gateway, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend } from '../lib/backends.ts'
+import { gateway, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, startEchoBackend } from '@portico/testkit/backends'
 import { startLlmServer, type LlmServer } from '../lib/llm.ts'
 
 const ACCESS_LOG = {

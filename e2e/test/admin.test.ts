@@ -12,8 +12,8 @@ import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
 import { Profile } from 'pprof-format'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
 
 let backend: Backend

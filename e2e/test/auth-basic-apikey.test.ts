@@ -11,9 +11,9 @@ import { createHash } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { requireTool } from '../lib/tools.ts'
+import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
+import { requireTool } from '@portico/testkit/tools'
 
 let backend: Backend
 let portico: PorticoProcess | undefined

@@ -11,10 +11,11 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { randomBody, sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, randomBody, sha256, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { setForTest } from '@portico/testkit/for-test'
+import { openTrace } from '@portico/testkit/trace'
 import { encodeWire, OK, startAuthzServer, wireFields, wireMap, wireNumber, wirePath, wireString, type AuthzServer, type CheckRequest } from '../lib/ext-authz.ts'
-import { openTrace } from '../lib/trace.ts'
 import type { ConfigFile } from '@portico/engine'
 
 let backend: Backend
@@ -132,8 +133,8 @@ function lastCall (): AuthzServer['calls'][number] {
   return call
 }
 
-test('gRPC: the service receives Envoy\'s CheckRequest; allow applies its header changes upstream and on the response', async () => {
-  authz.handler = () => allowWithHeaders()
+test('gRPC: the service receives Envoy\'s CheckRequest; allow applies its header changes upstream and on the response', async t => {
+  setForTest(t, authz, 'handler', () => allowWithHeaders())
   const r = await send('/grpc/items?x=1&y=2', {
     method: 'POST',
     headers: { 'X-Client': 'abc', 'x-user': 'mallory', 'x-tag': 'client', 'x-remove-me': 'secret', 'x-request-id': 'req-123', 'content-type': 'text/plain' },
@@ -170,11 +171,11 @@ test('gRPC: the service receives Envoy\'s CheckRequest; allow applies its header
   assert.ok(Math.abs((a.request!.time!.seconds ?? 0) - Date.now() / 1000) < 30, 'request time is now')
 })
 
-test('gRPC wire format: the raw CheckRequest decodes by Envoy\'s field numbers alone, and a hand-encoded CheckResponse is understood', async () => {
+test('gRPC wire format: the raw CheckRequest decodes by Envoy\'s field numbers alone, and a hand-encoded CheckResponse is understood', async t => {
   // CheckResponse{ status(1){code(1)=0}, ok_response(3){ headers(2){ header(1){key(1),value(2)}, append(2){} }, headers_to_remove(5) } }
   // append is a BoolValue false, encoded as protobuf encoders do: an empty message.
   const headerValueOption = encodeWire([[1, encodeWire([[1, 'x-wire'], [2, 'hand-encoded']])], [2, Buffer.alloc(0)]])
-  authz.handler = () => encodeWire([[1, encodeWire([[1, 0]])], [3, encodeWire([[2, headerValueOption], [5, 'x-drop']])]])
+  setForTest(t, authz, 'handler', () => encodeWire([[1, encodeWire([[1, 0]])], [3, encodeWire([[2, headerValueOption], [5, 'x-drop']])]]))
   const r = await send('/grpc/wire?q=1', { headers: { 'x-client': 'raw', 'x-drop': 'bye', 'x-wire': 'from-client' } })
   assert.equal(r.status, 200, r.text)
   assert.equal(r.echo!.headers['x-wire'], 'hand-encoded', 'append: false replaces')
@@ -203,15 +204,15 @@ test('gRPC wire format: the raw CheckRequest decodes by Envoy\'s field numbers a
   assert.deepEqual([...wireFields(attributes).keys()].sort((x, y) => x - y), [1, 2, 4, 10])
 })
 
-test('gRPC: a denial answers with the service\'s status, headers and body', async () => {
-  authz.handler = () => ({
+test('gRPC: a denial answers with the service\'s status, headers and body', async t => {
+  setForTest(t, authz, 'handler', () => ({
     status: { code: 7 },
     denied_response: {
       status: { code: 401 },
       headers: [{ header: { key: 'www-authenticate', value: 'Bearer realm="authz"' } }, { header: { key: 'x-denied-by', value: 'grpc' } }],
       body: 'not you'
     }
-  })
+  }))
   const before = backend.requests.length
   const r = await send('/grpc/secret')
   assert.equal(r.status, 401)
@@ -220,13 +221,13 @@ test('gRPC: a denial answers with the service\'s status, headers and body', asyn
   assert.equal(r.headers['x-denied-by'], 'grpc')
   assert.equal(backend.requests.length, before, 'the backend never sees a denied request')
 
-  authz.handler = () => ({ status: { code: 7, message: 'permission denied' } })
+  setForTest(t, authz, 'handler', () => ({ status: { code: 7, message: 'permission denied' } }))
   const plain = await send('/grpc/secret')
   assert.equal(plain.status, 403, 'a denial without denied_response is 403')
 })
 
-test('gRPC: includeRequestBody sends the body (string or bytes) and the backend still gets it intact; too large is 413', async () => {
-  authz.handler = () => OK
+test('gRPC: includeRequestBody sends the body (string or bytes) and the backend still gets it intact; too large is 413', async t => {
+  setForTest(t, authz, 'handler', () => OK)
   const r = await send('/body/upload', { method: 'PUT', headers: { 'content-type': 'application/json' }, body: '{"amount":42}' })
   assert.equal(r.status, 200, r.text)
   assert.equal(r.echo!.bodySha256, sha256('{"amount":42}'))
@@ -259,8 +260,8 @@ test('gRPC: includeRequestBody sends the body (string or bytes) and the backend 
   assert.equal(authz.calls.length, calls, 'not sent to the service')
 })
 
-test('includeRequestHeaders limits the headers sent (pseudo-headers always go)', async () => {
-  authz.handler = () => OK
+test('includeRequestHeaders limits the headers sent (pseudo-headers always go)', async t => {
+  setForTest(t, authz, 'handler', () => OK)
   const r = await send('/some-headers/x', { headers: { 'x-client': 'kept', 'x-other': 'dropped' } })
   assert.equal(r.status, 200)
   const headers = lastCall().request.attributes.request!.http!.headers!
@@ -277,23 +278,22 @@ test('a service that is down: failureMode deny answers 403 with the reason, allo
   assert.equal(allow.echo!.url, '/down-allow/x')
 })
 
-test('a service that hangs past the timeout: 403 after the timeout, not later', async () => {
-  authz.handler = () => 'hang'
+test('a service that hangs past the timeout: 403 after the timeout, not later', async t => {
+  setForTest(t, authz, 'handler', () => 'hang')
   const started = Date.now()
   const r = await send('/slow/x')
   const took = Date.now() - started
   assert.equal(r.status, 403)
   assert.equal(r.text, 'external authorization failed: timed out after 300ms')
   assert.ok(took >= 250 && took < 2000, `answered after ${took} ms`)
-  authz.handler = () => OK
 })
 
-test('gateway-level extAuthz checks every request on the gateway', async () => {
-  authz.handler = () => ({ status: { code: 16 }, denied_response: { status: { code: 401 }, body: 'gateway says no' } })
+test('gateway-level extAuthz checks every request on the gateway', async t => {
+  setForTest(t, authz, 'handler', () => ({ status: { code: 16 }, denied_response: { status: { code: 401 }, body: 'gateway says no' } }))
   const r = await send('/anything', { port: gw2Port })
   assert.equal(r.status, 401)
   assert.equal(r.text, 'gateway says no')
-  authz.handler = () => OK
+  setForTest(t, authz, 'handler', () => OK)
   assert.equal((await send('/anything', { port: gw2Port })).status, 200)
 })
 
@@ -317,13 +317,19 @@ test('HTTP service: method, prefixed path, headers and body go to it; 2xx copies
   assert.equal(denied.headers['x-reason'], 'no-allow-header')
 })
 
-test('a reload reuses the gRPC channel: the new context extensions arrive over the same connection', async () => {
-  authz.handler = () => OK
+test('a reload reuses the gRPC channel: the new context extensions arrive over the same connection', async t => {
+  setForTest(t, authz, 'handler', () => OK)
   assert.equal((await send('/grpc/before-reload')).status, 200)
   const before = lastCall()
   assert.deepEqual(before.request.attributes.context_extensions, { tenant: 'acme' })
   const from = portico.stdout.length
   portico.replaceConfig(config(portico.port, 'globex'))
+  // The gateway is shared by the file's tests: back to the first config even if this fails.
+  t.after(async () => {
+    const back = portico.stdout.length
+    portico.replaceConfig(config(portico.port))
+    await portico.waitForOutput('config reloaded', { fromStdout: back })
+  })
   await portico.waitForOutput('config reloaded', { fromStdout: from })
   assert.equal((await send('/grpc/after-reload')).status, 200)
   const after = lastCall()
@@ -331,8 +337,8 @@ test('a reload reuses the gRPC channel: the new context extensions arrive over t
   assert.equal(after.peer, before.peer, 'same client connection')
 })
 
-test('the trace shows extAuthz in effectivePolicy and its decision', async () => {
-  authz.handler = () => allowWithHeaders()
+test('the trace shows extAuthz in effectivePolicy and its decision', async t => {
+  setForTest(t, authz, 'handler', () => allowWithHeaders())
   const trace = await openTrace(admin, 'path=/grpc/traced')
   await trace.ready
   const r = await send('/grpc/traced')

@@ -9,8 +9,8 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
 
 const alice: IdpClient = { id: 'alice', secret: 'alice-secret', permissions: ['read'] }

@@ -11,10 +11,10 @@ import { request } from 'undici'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { SignJWT } from 'jose'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { openTrace } from '@portico/testkit/trace'
 import { startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
-import { openTrace } from '../lib/trace.ts'
 
 const reader: IdpClient = { id: 'reader', secret: 'reader-secret', permissions: ['read'] }
 const writer: IdpClient = { id: 'writer', secret: 'writer-secret', permissions: ['read', 'write'] }

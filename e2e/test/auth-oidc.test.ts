@@ -12,10 +12,10 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { Browser, isRedirect, startLoginIdp, type LoginIdp } from '../lib/oidc-login.ts'
-import { openTrace } from '../lib/trace.ts'
 
 const SESSION_KEY = 'a'.repeat(64)
 const client = { id: 'portico-web', secret: 'portico-web-secret' }

@@ -8,9 +8,10 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import { request } from 'undici'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, withTimeout, type Backend } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { newAgent, send } from '@portico/testkit/client'
+import { withTimeout } from '@portico/testkit/wait'
 
 const PARTIAL = Buffer.alloc(32 * 1024, 'p')
 

@@ -17,7 +17,7 @@ import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import * as grpc from '@grpc/grpc-js'
 import { request } from 'undici'
-import { makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 
 let dir: string
 const h2Servers: http2.Http2SecureServer[] = []

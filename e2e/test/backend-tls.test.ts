@@ -13,7 +13,7 @@ import https from 'node:https'
 import type { TLSSocket } from 'node:tls'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
 
 let dir: string
 let plain: https.Server

@@ -9,9 +9,10 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import { request } from 'undici'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { deferred, randomBody, sha256, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
-import { newAgent } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, randomBody, sha256, startBackend } from '@portico/testkit/backends'
+import { newAgent } from '@portico/testkit/client'
+import { deferred, withTimeout } from '@portico/testkit/wait'
 
 const MiB = 1024 * 1024
 const BIG = randomBody(8 * MiB)

@@ -27,7 +27,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { CHART_DIR, GOLDEN_DIR, NAMESPACE, RELEASE, REPO_ROOT, caseNames, findChartCrds, objectsOf, requireHelm, run } from '../lib/chart.ts'
-import { freePort } from '../lib/portico.ts'
+import { freePort } from '@portico/testkit/portico'
 
 const GW = '/apis/gateway.networking.k8s.io/v1'
 

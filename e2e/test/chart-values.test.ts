@@ -15,11 +15,11 @@ import { KubeConfig } from '@kubernetes/client-node'
 import { parse } from 'yaml'
 import { parseValuesDocs, undocumentedKeys, inferType, renderValuesTable, withValuesTable } from '../lib/chart-docs.ts'
 import { CHART_DIR, REPO_ROOT, run } from '../lib/chart.ts'
-import { requireTool } from '../lib/tools.ts'
+import { requireTool } from '@portico/testkit/tools'
 import { renderReadme, README_PATH, staleness } from '../../scripts/chart-docs.ts'
-import { ProxyMetrics } from '../../packages/proxy/src/metrics.ts'
-import { Controller } from '../../packages/controller/src/controller.ts'
-import { resolveControllerSettings } from '../../packages/controller/src/settings.ts'
+import { ProxyMetrics } from '@portico/proxy/metrics'
+import { Controller } from '@portico/controller/controller'
+import { resolveControllerSettings } from '@portico/controller/settings'
 
 interface SeedKey {
   key: string

@@ -8,9 +8,10 @@ import assert from 'node:assert/strict'
 import { connect } from 'node:net'
 import type { ServerResponse } from 'node:http'
 import { request } from 'undici'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { deferred, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { newAgent, send } from '@portico/testkit/client'
+import { deferred, withTimeout } from '@portico/testkit/wait'
 
 interface BackendCall {
   /** Resolves when the backend's response closes; true if it had finished first. */

@@ -10,8 +10,8 @@ import { execFileSync } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import https from 'node:https'
-import { makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
 
 interface Pem { cert: string, key: string }
 

@@ -15,8 +15,8 @@ import assert from 'node:assert/strict'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController } from '../cluster/portico-processes.ts'
 import { V170_CRDS_MISSING, v170ExperimentalCrds } from '../cluster/v170-crds.ts'
-import { freePort } from '../lib/portico.ts'
-import { waitUntil } from '../lib/client.ts'
+import { freePort } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 
 const GW_API = '/apis/gateway.networking.k8s.io/v1'
 

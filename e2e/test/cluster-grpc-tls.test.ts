@@ -18,9 +18,9 @@ import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
 import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
-import { freePort } from '../lib/portico.ts'
+import { freePort } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
-import { waitUntil } from '../lib/client.ts'
 
 const GRPC_SERVER = fileURLToPath(new URL('../lib/grpc-tls-server.ts', import.meta.url))
 const PORTS = [18101, 18102]

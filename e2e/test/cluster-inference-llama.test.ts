@@ -14,7 +14,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
-import { waitUntil } from '../lib/client.ts'
+import { waitUntil } from '@portico/testkit/wait'
 import { applyPoolPods, llamaPoolServer, lweppPorts, poolYaml, postThrough, requireLlamaCpp, startInferenceGateway, startPoolServers, type PoolServer, poolRouteYaml } from '../lib/inference-cluster.ts'
 
 const NS = 'models'

@@ -22,8 +22,8 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { type EchoedRequest } from '../lib/backends.ts'
-import { waitUntil } from '../lib/client.ts'
+import type { EchoedRequest } from '@portico/testkit/backends'
+import { waitUntil } from '@portico/testkit/wait'
 import {
   applyPoolPods, h2cEchoServer, lweppPorts, pickerServiceYaml, poolParents, poolYaml, postThrough, routeConditions, startInferenceGateway, startPoolServers,
   type Condition, type H2cEchoedRequest, type PoolServer

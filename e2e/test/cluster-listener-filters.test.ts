@@ -19,10 +19,10 @@ import { request } from 'undici'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { V170_CRDS_MISSING, v170ExperimentalCrds } from '../cluster/v170-crds.ts'
-import { freePort } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
+import { freePort } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { waitUntil } from '@portico/testkit/wait'
 import { startAuthzServer, type AuthzServer } from '../lib/ext-authz.ts'
-import { waitUntil } from '../lib/client.ts'
 
 const GW_API = '/apis/gateway.networking.k8s.io/v1'
 

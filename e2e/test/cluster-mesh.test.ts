@@ -24,8 +24,8 @@ import { networkInterfaces, tmpdir } from 'node:os'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { backendService, gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { installIstioCrds, requireIstio, startIstiod } from '../lib/istio.ts'
-import { freePort, REPO_ROOT } from '../lib/portico.ts'
-import { waitUntil } from '../lib/client.ts'
+import { freePort, REPO_ROOT } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { createCa } from '@portico/controller'
 
 type Condition = { type: string, status: string, reason: string, message: string }

@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { backendService as serviceAt, gatewayYaml, httpGet as get, startController as startControllerIn, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
-import { freePort, startClusterPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, startClusterPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { createTestHost, startEcho, type TestHost } from '../lib/test-host.ts'
 
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
@@ -31,11 +32,7 @@ async function startController (env: Record<string, string>, ports?: { xds: numb
 }
 
 async function eventually (check: () => Promise<boolean>, ms = 15_000, why: () => string = () => ''): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`condition not met within ${ms} ms ${why()}`)
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
+  await waitUntil(check, ms, () => `the condition ${why()}`, 100)
 }
 
 function condition (obj: KubeObject | undefined, type: string): { status: string, reason: string } | undefined {

@@ -21,9 +21,9 @@ import { fileURLToPath } from 'node:url'
 import { request as httpsRequest } from 'node:https'
 import { CLUSTER_TRUST_BUNDLE_APISERVER_ARGS, requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
-import { freePort } from '../lib/portico.ts'
+import { freePort } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
-import { waitUntil } from '../lib/client.ts'
 
 const HTTPS_SERVER = fileURLToPath(new URL('../lib/https-server.ts', import.meta.url))
 const BACKEND_PORT = 18111

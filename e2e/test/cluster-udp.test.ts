@@ -15,7 +15,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
-import { freePort } from '../lib/portico.ts'
+import { freePort } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { createTestHost, startUdpEcho, type TestHost } from '../lib/test-host.ts'
 
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
@@ -26,11 +27,7 @@ let dir: string
 const cleanup: Array<() => Promise<void> | void> = []
 
 async function eventually (check: () => Promise<boolean>, ms = 20_000, why: () => string = () => ''): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > deadline) assert.fail(`condition not met within ${ms} ms ${why()}`)
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
+  await waitUntil(check, ms, () => `the condition ${why()}`, 100)
 }
 
 /** A Service with one UDP port 8080 and an EndpointSlice at the test host's `port`. */

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { join } from 'node:path'
-import { freePort, makeTempDir, runPortico } from '../lib/portico.ts'
+import { freePort, makeTempDir, runPortico } from '@portico/testkit/portico'
 
 /** `file:line:col: path: message` */
 const DIAGNOSTIC = /^(.+):(\d+):(\d+): (\S+): (.+)$/

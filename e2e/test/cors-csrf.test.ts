@@ -9,10 +9,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend } from '../lib/backends.ts'
-import { newAgent, send, type Response } from '../lib/client.ts'
-import { openTrace } from '../lib/trace.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startEchoBackend } from '@portico/testkit/backends'
+import { newAgent, type Response, send } from '@portico/testkit/client'
+import { openTrace } from '@portico/testkit/trace'
 import { assertConfigError } from '../lib/validate.ts'
 
 const CONFORMANCE_CORS = {

@@ -15,9 +15,9 @@ import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
 import { gatewayYaml, startController, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
 import { CHART_DIR } from '../lib/chart.ts'
-import { freePort, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess } from '@portico/testkit/portico'
+import { requireTool } from '@portico/testkit/tools'
 import { startObservedGateway, type ObservedGateway } from '../lib/observed-gateway.ts'
-import { requireTool } from '../lib/tools.ts'
 
 interface Panel { type: string, title: string, targets?: Array<{ expr: string }> }
 const dashboard = JSON.parse(readFileSync(join(CHART_DIR, 'files/portico-dashboard.json'), 'utf8')) as { panels: Panel[] }

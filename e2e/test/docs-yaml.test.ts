@@ -24,9 +24,9 @@ import { dirname, join } from 'node:path'
 import { Ajv } from 'ajv'
 import { parse, parseAllDocuments } from 'yaml'
 import { configJsonSchema } from '@portico/engine'
-import { makeTempDir, REPO_ROOT, runPortico } from '../lib/portico.ts'
+import { makeTempDir, REPO_ROOT, runPortico } from '@portico/testkit/portico'
 import { findKubeTools } from '../cluster/harness.ts'
-import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '@portico/controller/crds'
 
 interface Block {
   file: string

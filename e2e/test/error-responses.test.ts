@@ -5,9 +5,9 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
-import { newAgent, rawExchange, send } from '../lib/client.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { newAgent, rawExchange, send } from '@portico/testkit/client'
 
 describe('error responses', () => {
   let portico: PorticoProcess

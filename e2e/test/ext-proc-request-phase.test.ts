@@ -12,10 +12,10 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streamedBody, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
-import { createExtProcClient, ExtProcStream } from '../../packages/engine/src/traffic/ext-proc-grpc.ts'
-import { MAX_MUTATION_BYTES, runExtProcRequestPhase, type RequestPhaseResult } from '../../packages/engine/src/http/ext-proc-request-phase.ts'
-import type { BodyContext } from '../../packages/engine/src/http/request-body.ts'
-import type { HeaderMap } from '../../packages/engine/src/ir/header-map.ts'
+import { createExtProcClient, ExtProcStream } from '@portico/engine/ext-proc-grpc'
+import { MAX_MUTATION_BYTES, runExtProcRequestPhase, type RequestPhaseResult } from '@portico/engine/ext-proc-request-phase'
+import type { BodyContext } from '@portico/engine/request-body'
+import type { HeaderMap } from '@portico/engine/ir'
 
 let processor: ExtProcServer
 let server: http.Server

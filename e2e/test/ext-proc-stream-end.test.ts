@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as grpc from '@grpc/grpc-js'
 import { envoyProtos } from '@portico/engine'
-import { createExtProcClient, ExtProcStream, type ExternalProcessorClient } from '../../packages/engine/src/traffic/ext-proc-grpc.ts'
+import { createExtProcClient, ExtProcStream, type ExternalProcessorClient } from '@portico/engine/ext-proc-grpc'
 
 let server: grpc.Server
 let client: ExternalProcessorClient

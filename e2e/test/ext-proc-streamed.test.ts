@@ -19,10 +19,10 @@ import type { AddressInfo } from 'node:net'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { openTrace } from '../lib/trace.ts'
+import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, sha256, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { gatedEvents, inOrder } from '../lib/gated-events.ts'
-import { sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
 import { answer, headersOf, metadataStruct, phaseOf, startExtProcServer, streamedBody, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
 
 let backend: Backend

@@ -17,10 +17,10 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
 import * as grpc from '@grpc/grpc-js'
-import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest, sha256 } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, sha256, startEchoBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { answer, headersOf, phaseOf, startExtProcServer, type ExtProcServer, type ProcessingReply, type ProcessingRequest } from '../lib/ext-proc.ts'
-import { openTrace } from '../lib/trace.ts'
 import { startSdkServer, type SdkServer } from '../lib/mcp.ts'
 
 let backend: Backend

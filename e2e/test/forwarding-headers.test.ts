@@ -6,9 +6,9 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { nodeRequest } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { nodeRequest } from '@portico/testkit/client'
 
 describe('forwarding headers', () => {
   let portico: PorticoProcess

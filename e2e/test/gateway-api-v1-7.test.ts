@@ -23,9 +23,9 @@ import tls from 'node:tls'
 import { randomUUID } from 'node:crypto'
 import * as grpc from '@grpc/grpc-js'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { newAgent, send } from '@portico/testkit/client'
 
 const agent = newAgent()
 

@@ -9,9 +9,10 @@ import assert from 'node:assert/strict'
 import net, { connect, type AddressInfo } from 'node:net'
 import { request } from 'undici'
 import http2 from 'node:http2'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
-import { newAgent, send, tryConnect } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { newAgent, send, tryConnect } from '@portico/testkit/client'
+import { deferred, sleep, withTimeout } from '@portico/testkit/wait'
 
 describe('graceful shutdown on SIGTERM', () => {
   const cleanups: Array<() => Promise<unknown>> = []

@@ -12,7 +12,8 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
-import { framed, GrpcStreamChannel, type GrpcStatus } from '../../packages/engine/src/traffic/grpc-stream-channel.ts'
+import { framed, GrpcStreamChannel, type GrpcStatus } from '@portico/engine/grpc-stream-channel'
+import { waitUntil } from '@portico/testkit/wait'
 
 const raw = { frame: (b: Buffer) => framed(b), decode: (b: Buffer) => Buffer.from(b) }
 let server: http2.Http2Server
@@ -204,7 +205,8 @@ test('one connection serves many calls at once; after the service drops it, the 
   assert.equal(sessions - before, 1)
   // The server sends GOAWAY on every session: the channel's next call opens a new connection.
   for (const session of seenSessions) session.goaway()
-  await new Promise(resolve => setTimeout(resolve, 100))
+  // Node closes a client session once its GOAWAY arrives.
+  await waitUntil(() => channel.connectedTarget === null, 5_000, 'the channel to see the GOAWAY')
   const again = await call(channel, 'echo', [Buffer.from('again')])
   assert.equal(again.status, null)
   assert.deepEqual(again.messages.map(String), ['again'])

@@ -12,7 +12,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as grpc from '@grpc/grpc-js'
 import { request } from 'undici'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 
 /** Messages are raw bytes: no protobuf needed to test the transport. */
 const raw = { serialize: (b: Buffer) => b, deserialize: (b: Buffer) => b }

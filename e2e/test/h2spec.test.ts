@@ -13,9 +13,9 @@ import assert from 'node:assert/strict'
 import { execFile, execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
-import { requireTool } from '../lib/tools.ts'
+import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { requireTool } from '@portico/testkit/tools'
 
 /** h2spec cases (`section: name`) Node's own HTTP/2 server (nghttp2) fails too, and why. */
 const NGHTTP2: Record<string, string> = {

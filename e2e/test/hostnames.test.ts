@@ -7,8 +7,8 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ConfigFile } from '@portico/engine'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { nodeRequest } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { nodeRequest } from '@portico/testkit/client'
 
 type Route = NonNullable<ConfigFile['routes']>[number]
 

@@ -10,9 +10,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Client } from 'undici'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { sleep, startBackend, type Backend } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { newAgent, send } from '@portico/testkit/client'
+import { sleep } from '@portico/testkit/wait'
 
 const CLIENTS = 8
 const REQUESTS = 2_000

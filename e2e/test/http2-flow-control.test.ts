@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 
 const HUGE = 64 * 1024 * 1024
 let backend: http.Server

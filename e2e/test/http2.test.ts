@@ -12,8 +12,8 @@ import { join } from 'node:path'
 import http from 'node:http'
 import http2 from 'node:http2'
 import https from 'node:https'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { randomBody, sha256, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, randomBody, sha256, startEchoBackend } from '@portico/testkit/backends'
 
 interface H2Answer { status: number, headers: http2.IncomingHttpHeaders, body: Buffer }
 

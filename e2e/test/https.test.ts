@@ -11,9 +11,9 @@ import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
 import { Agent, request } from 'undici'
-import { makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { randomBody, sha256, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { rawExchange } from '../lib/client.ts'
+import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, randomBody, sha256, startEchoBackend } from '@portico/testkit/backends'
+import { rawExchange } from '@portico/testkit/client'
 
 describe('https listener', () => {
   let portico: PorticoProcess

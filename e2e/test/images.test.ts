@@ -14,9 +14,10 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { REPO_ROOT, run } from '../lib/chart.ts'
-import { freePort } from '../lib/portico.ts'
-import { requireTool } from '../lib/tools.ts'
-import { START_FLAGS } from '../../packages/proxy/src/v8-flags.ts'
+import { freePort } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
+import { requireTool } from '@portico/testkit/tools'
+import { START_FLAGS } from '@portico/proxy/v8-flags'
 
 const IMAGES = [
   { dockerfile: 'deploy/controller.Dockerfile', pkg: '@portico/controller', entry: 'packages/controller/bin/portico-controller.ts', ports: ['9978', '9093', '9092'] },
@@ -127,12 +128,8 @@ for (const image of IMAGES) {
 }
 
 async function waitFor (what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return
-    await new Promise(resolve => setTimeout(resolve, 200))
-  }
-  throw new Error(`timed out waiting for ${what}`)
+  // A check that throws (the container not answering yet) counts as not yet.
+  await waitUntil(async () => await check().catch(() => false), timeoutMs, what, 200)
 }
 
 test('the images\' build steps, replayed on their build context, give runnable runtime trees', { timeout: 180_000 }, async (t: TestContext) => {

@@ -23,10 +23,10 @@ import http from 'node:http'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { request } from 'undici'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, startEchoBackend, type Backend, type EchoedRequest, sha256 } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, sha256, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { startTestPicker, type TestPicker } from '../lib/inference-picker.ts'
-import { openTrace } from '../lib/trace.ts'
 import { gatedEvents, inOrder } from '../lib/gated-events.ts'
 
 let pods: Backend[]

@@ -10,10 +10,10 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { startAuthzServer, type AuthzServer } from '../lib/ext-authz.ts'
-import { openTrace } from '../lib/trace.ts'
 import { assertConfigError, validateConfig } from '../lib/validate.ts'
 import type { ConfigFile } from '@portico/engine'
 

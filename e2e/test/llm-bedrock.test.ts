@@ -12,7 +12,8 @@ import assert from 'node:assert/strict'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import {
   BEDROCK_TEST_API_KEY, BEDROCK_TEST_CREDENTIALS, startBedrockEmulator,
   type BedrockAnswer, type BedrockCall, type BedrockEmulator
@@ -278,9 +279,5 @@ describe('ai backends: Bedrock through Portico', () => {
 })
 
 async function waitFor (check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out')
-    await new Promise(resolve => setTimeout(resolve, 50))
-  }
+  await waitUntil(check, timeoutMs, 'the condition', 50)
 }

@@ -15,12 +15,13 @@ import { spawnSync } from 'node:child_process'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { openTrace } from '@portico/testkit/trace'
+import { waitUntil } from '@portico/testkit/wait'
+import { requireTool } from '@portico/testkit/tools'
 import { startLlmServer, type LlmServer } from '../lib/llm.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
-import { openTrace } from '../lib/trace.ts'
 import { validateConfig } from '../lib/validate.ts'
-import { requireTool } from '../lib/tools.ts'
 
 const REPLY = 'one two three four five six seven eight nine ten eleven twelve'
 const MESSAGES = [{ role: 'system' as const, content: 'be brief' }, { role: 'user' as const, content: 'count to twelve please' }]
@@ -173,14 +174,13 @@ describe('ai backends with pricing', () => {
   test('streams: output tokens per second and time per output token, beside time to first token', { timeout: 15_000 }, async () => {
     const stream = await openai('/openai').chat.completions.create({ model: 'gpt-4o-mini', messages: MESSAGES, stream: true })
     for await (const _ of stream) { /* drain */ }
-    await new Promise(resolve => setTimeout(resolve, 100))
     const count = async (name: string) => {
       const line = (await metricLines(`${name}_count{`)).find(l => l.includes('route="openai"'))
       return line === undefined ? 0 : Number(line.split(' ').at(-1))
     }
-    assert.ok(await count('portico_gen_ai_server_time_to_first_token_seconds') >= 1)
-    assert.ok(await count('portico_gen_ai_client_output_tokens_per_second') >= 1, (await metricLines('portico_gen_ai')).join('\n'))
-    assert.ok(await count('portico_gen_ai_server_time_per_output_token_seconds') >= 1)
+    // The stream's end reaches the client before the gateway records it: wait for the records.
+    const timings = ['portico_gen_ai_server_time_to_first_token_seconds', 'portico_gen_ai_client_output_tokens_per_second', 'portico_gen_ai_server_time_per_output_token_seconds']
+    await waitUntil(async () => (await Promise.all(timings.map(count))).every(n => n >= 1), 5_000, `each of ${timings.join(', ')} counting the stream`)
     const sum = Number((await metricLines('portico_gen_ai_client_output_tokens_per_second_sum{')).find(l => l.includes('route="openai"'))!.split(' ').at(-1))
     assert.ok(sum > 0, `tokens per second: ${sum}`)
   })

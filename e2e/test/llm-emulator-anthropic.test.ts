@@ -12,10 +12,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import Anthropic, { type APIError } from '@anthropic-ai/sdk'
-import { startBackend, type Backend } from '../lib/backends.ts'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 import { ANTHROPIC_TEST_KEY, EMULATED_MODELS, loadAnthropicTranscripts, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
-import { anthropicMessagesFormat as format, decodeAnthropicModelList, encodeAnthropicModelList } from '../../packages/engine/src/llm/formats/anthropic-messages.ts'
-import { isTranslationError, translationError, type StreamEvent, type TranslationError } from '../../packages/engine/src/llm/canonical.ts'
+import { anthropicMessagesFormat as format, decodeAnthropicModelList, encodeAnthropicModelList } from '@portico/engine/llm/formats/anthropic-messages'
+import { isTranslationError, translationError, type StreamEvent, type TranslationError } from '@portico/engine/llm/canonical'
 
 const transcripts = loadAnthropicTranscripts()
 const recorded = (name: string): Record<string, unknown> => transcripts.get(name)!.message!

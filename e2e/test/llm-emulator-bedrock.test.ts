@@ -8,7 +8,7 @@
  * or path is refused as Bedrock refuses it.
  */
 
-import { after, before, describe, test } from 'node:test'
+import { after, before, describe, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -23,12 +23,23 @@ import {
   BEDROCK_TEST_API_KEY, BEDROCK_TEST_CREDENTIALS, BEDROCK_TRANSCRIPTS, startBedrockEmulator,
   type BedrockAnswer, type BedrockEmulator
 } from '../lib/llm-emulators/bedrock.ts'
-import { bedrockProvider } from '../../packages/engine/src/llm/providers/bedrock.ts'
-import { bedrockConverseFormat } from '../../packages/engine/src/llm/formats/bedrock-converse.ts'
-import type { StreamEvent } from '../../packages/engine/src/llm/canonical.ts'
+import { setForTest } from '@portico/testkit/for-test'
+import { bedrockProvider } from '@portico/engine/llm/providers/bedrock'
+import { bedrockConverseFormat } from '@portico/engine/llm/formats/bedrock-converse'
+import type { StreamEvent } from '@portico/engine/llm/canonical'
 
 const MODEL = 'anthropic.claude-sonnet-4-20250514-v1:0'
 const REGION = 'us-east-1'
+
+/**
+ * The SDK's default credential chain reads process.env: for one test, every AWS_ variable
+ * unset and the EC2 instance metadata lookup off (no request leaves the machine); all of it
+ * back after the test, failed or not.
+ */
+function awsEnvForTest (t: TestContext): void {
+  for (const name of Object.keys(process.env)) if (name.startsWith('AWS_')) setForTest(t, process.env, name, undefined)
+  setForTest(t, process.env, 'AWS_EC2_METADATA_DISABLED', 'true')
+}
 
 function fixture (...parts: string[]): any {
   return JSON.parse(fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, ...parts), 'utf8'))
@@ -206,39 +217,35 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
     }
   })
 
-  test('credentials from the SDK\'s default chain: environment variables, then a shared credentials file', async () => {
-    const saved = { ...process.env }
+  test('credentials from the SDK\'s default chain: environment variables, then a shared credentials file', async t => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'portico-aws-'))
     try {
-      for (const name of Object.keys(process.env)) if (name.startsWith('AWS_')) delete process.env[name]
-      process.env.AWS_EC2_METADATA_DISABLED = 'true'
-      process.env.AWS_ACCESS_KEY_ID = BEDROCK_TEST_CREDENTIALS.accessKeyId
-      process.env.AWS_SECRET_ACCESS_KEY = BEDROCK_TEST_CREDENTIALS.secretAccessKey
+      awsEnvForTest(t)
+      setForTest(t, process.env, 'AWS_ACCESS_KEY_ID', BEDROCK_TEST_CREDENTIALS.accessKeyId)
+      setForTest(t, process.env, 'AWS_SECRET_ACCESS_KEY', BEDROCK_TEST_CREDENTIALS.secretAccessKey)
       assert.equal((await send(false, { chain: true })).status, 200)
       assert.equal(emulator.calls.at(-1)?.auth, 'sigv4')
 
-      delete process.env.AWS_ACCESS_KEY_ID
-      delete process.env.AWS_SECRET_ACCESS_KEY
+      setForTest(t, process.env, 'AWS_ACCESS_KEY_ID', undefined)
+      setForTest(t, process.env, 'AWS_SECRET_ACCESS_KEY', undefined)
       const file = path.join(dir, 'credentials')
       fs.writeFileSync(file, `[portico-test]\naws_access_key_id = ${BEDROCK_TEST_CREDENTIALS.accessKeyId}\naws_secret_access_key = ${BEDROCK_TEST_CREDENTIALS.secretAccessKey}\n`)
-      process.env.AWS_SHARED_CREDENTIALS_FILE = file
-      process.env.AWS_CONFIG_FILE = path.join(dir, 'config')
-      process.env.AWS_PROFILE = 'portico-test'
+      setForTest(t, process.env, 'AWS_SHARED_CREDENTIALS_FILE', file)
+      setForTest(t, process.env, 'AWS_CONFIG_FILE', path.join(dir, 'config'))
+      setForTest(t, process.env, 'AWS_PROFILE', 'portico-test')
       assert.equal((await send(false, { chain: true })).status, 200)
       // A profile with the wrong secret (another file: the SDK caches the files it read): signed, and refused.
       const wrong = path.join(dir, 'credentials-wrong')
       fs.writeFileSync(wrong, `[portico-wrong]\naws_access_key_id = ${BEDROCK_TEST_CREDENTIALS.accessKeyId}\naws_secret_access_key = wrong\n`)
-      process.env.AWS_SHARED_CREDENTIALS_FILE = wrong
-      process.env.AWS_PROFILE = 'portico-wrong'
+      setForTest(t, process.env, 'AWS_SHARED_CREDENTIALS_FILE', wrong)
+      setForTest(t, process.env, 'AWS_PROFILE', 'portico-wrong')
       assert.equal((await send(false, { chain: true })).status, 403)
     } finally {
-      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
-      Object.assign(process.env, saved)
       fs.rmSync(dir, { recursive: true, force: true })
     }
   })
 
-  test('credentials from the container endpoint (ECS / EKS Pod Identity): session token signed, cached until near expiry', async () => {
+  test('credentials from the container endpoint (ECS / EKS Pod Identity): session token signed, cached until near expiry', async t => {
     const session = { ...BEDROCK_TEST_CREDENTIALS, sessionToken: 'portico-test-session-token' }
     const withSession = await startBedrockEmulator({ region: REGION, credentials: session })
     let fetched = 0
@@ -248,11 +255,9 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
       res.end(JSON.stringify({ AccessKeyId: session.accessKeyId, SecretAccessKey: session.secretAccessKey, Token: session.sessionToken, Expiration: new Date(Date.now() + 3600_000).toISOString() }))
     })
     await new Promise<void>(resolve => container.listen(0, '127.0.0.1', resolve))
-    const saved = { ...process.env }
     try {
-      for (const name of Object.keys(process.env)) if (name.startsWith('AWS_')) delete process.env[name]
-      process.env.AWS_EC2_METADATA_DISABLED = 'true'
-      process.env.AWS_CONTAINER_CREDENTIALS_FULL_URI = `http://127.0.0.1:${(container.address() as { port: number }).port}/creds`
+      awsEnvForTest(t)
+      setForTest(t, process.env, 'AWS_CONTAINER_CREDENTIALS_FULL_URI', `http://127.0.0.1:${(container.address() as { port: number }).port}/creds`)
       const adapter = bedrockProvider({ region: REGION })
       for (let i = 0; i < 2; i++) {
         const providerRequest = { operation: 'chat' as const, model: MODEL, streaming: false, body: Buffer.from('{"messages":[{"role":"user","content":[{"text":"hi"}]}]}'), headers: {} as Record<string, string> }
@@ -263,15 +268,13 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
       }
       assert.equal(fetched, 1, 'the chain caches credentials until they near expiry')
     } finally {
-      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
-      Object.assign(process.env, saved)
       container.close()
       container.closeAllConnections()
       await withSession.close()
     }
   })
 
-  test('credentials from web identity (EKS IRSA): the token file exchanged at STS, the session signed', async () => {
+  test('credentials from web identity (EKS IRSA): the token file exchanged at STS, the session signed', async t => {
     const session = { accessKeyId: 'ASIAPORTICOTESTONLY', secretAccessKey: 'portico-sts-secret-not-real', sessionToken: 'portico-sts-session-token' }
     const withSession = await startBedrockEmulator({ region: REGION, credentials: session })
     const stsCalls: URLSearchParams[] = []
@@ -291,18 +294,16 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
     })
     await new Promise<void>(resolve => sts.listen(0, '127.0.0.1', resolve))
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'portico-irsa-'))
-    const saved = { ...process.env }
     try {
-      for (const name of Object.keys(process.env)) if (name.startsWith('AWS_')) delete process.env[name]
-      process.env.AWS_EC2_METADATA_DISABLED = 'true'
-      process.env.AWS_CONFIG_FILE = path.join(dir, 'config')
-      process.env.AWS_SHARED_CREDENTIALS_FILE = path.join(dir, 'credentials')
+      awsEnvForTest(t)
+      setForTest(t, process.env, 'AWS_CONFIG_FILE', path.join(dir, 'config'))
+      setForTest(t, process.env, 'AWS_SHARED_CREDENTIALS_FILE', path.join(dir, 'credentials'))
       fs.writeFileSync(path.join(dir, 'token'), 'eyJportico.test.token')
-      process.env.AWS_WEB_IDENTITY_TOKEN_FILE = path.join(dir, 'token')
-      process.env.AWS_ROLE_ARN = 'arn:aws:iam::123456789012:role/portico-bedrock'
-      process.env.AWS_ROLE_SESSION_NAME = 'portico'
-      process.env.AWS_REGION = REGION
-      process.env.AWS_ENDPOINT_URL_STS = `http://127.0.0.1:${(sts.address() as { port: number }).port}`
+      setForTest(t, process.env, 'AWS_WEB_IDENTITY_TOKEN_FILE', path.join(dir, 'token'))
+      setForTest(t, process.env, 'AWS_ROLE_ARN', 'arn:aws:iam::123456789012:role/portico-bedrock')
+      setForTest(t, process.env, 'AWS_ROLE_SESSION_NAME', 'portico')
+      setForTest(t, process.env, 'AWS_REGION', REGION)
+      setForTest(t, process.env, 'AWS_ENDPOINT_URL_STS', `http://127.0.0.1:${(sts.address() as { port: number }).port}`)
       const adapter = bedrockProvider({ region: REGION })
       const providerRequest = { operation: 'chat' as const, model: MODEL, streaming: false, body: Buffer.from('{"messages":[{"role":"user","content":[{"text":"hi"}]}]}'), headers: {} as Record<string, string> }
       await adapter.authorize(providerRequest, { host: '127.0.0.1', port: withSession.port, protocol: 'http' })
@@ -313,8 +314,6 @@ describe('Portico\'s Bedrock adapter against the emulator', () => {
       assert.equal(stsCalls[0]?.get('WebIdentityToken'), 'eyJportico.test.token')
       assert.equal(stsCalls[0]?.get('RoleArn'), 'arn:aws:iam::123456789012:role/portico-bedrock')
     } finally {
-      for (const name of Object.keys(process.env)) if (!(name in saved)) delete process.env[name]
-      Object.assign(process.env, saved)
       fs.rmSync(dir, { recursive: true, force: true })
       sts.close()
       sts.closeAllConnections()

@@ -19,8 +19,8 @@ import type { AddressInfo } from 'node:net'
 import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import OpenAI from 'openai'
-import { openaiResponsesFormat as format } from '../../packages/engine/src/llm/formats/openai-responses.ts'
-import { isTranslationError, type ChatResponse, type StreamEvent } from '../../packages/engine/src/llm/canonical.ts'
+import { openaiResponsesFormat as format } from '@portico/engine/llm/formats/openai-responses'
+import { isTranslationError, type ChatResponse, type StreamEvent } from '@portico/engine/llm/canonical'
 
 const GOLDEN = join(import.meta.dirname, '../../packages/engine/test/golden/llm/openai-responses')
 const KEY = 'sk-test-portico'

@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import OpenAI, { AzureOpenAI } from 'openai'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
+import { setForTest } from '@portico/testkit/for-test'
 
 const TOOLS = [
   { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } },
@@ -66,18 +67,14 @@ describe('OpenAI emulator, checked by the openai SDK', () => {
     await assert.rejects(wrong.moderations.create({ input: 'x' }), (err: unknown) => err instanceof OpenAI.AuthenticationError)
   })
 
-  test('a scripted answer: one chunk per piece, or the pieces joined', async () => {
-    emu.script = ['Write to jane.ro', 'e@example.com today']
-    try {
-      const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } })
-      const deltas: string[] = []
-      for await (const chunk of stream) if (chunk.choices[0]?.delta.content) deltas.push(chunk.choices[0].delta.content)
-      assert.deepEqual(deltas, ['Write to jane.ro', 'e@example.com today'])
-      const whole = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
-      assert.equal(whole.choices[0]!.message.content, 'Write to jane.roe@example.com today')
-    } finally {
-      emu.script = null
-    }
+  test('a scripted answer: one chunk per piece, or the pieces joined', async t => {
+    setForTest(t, emu, 'script', ['Write to jane.ro', 'e@example.com today'])
+    const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } })
+    const deltas: string[] = []
+    for await (const chunk of stream) if (chunk.choices[0]?.delta.content) deltas.push(chunk.choices[0].delta.content)
+    assert.deepEqual(deltas, ['Write to jane.ro', 'e@example.com today'])
+    const whole = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
+    assert.equal(whole.choices[0]!.message.content, 'Write to jane.roe@example.com today')
   })
 
   test('errors: the SDK\'s typed errors with the recorded status', async () => {

@@ -27,12 +27,13 @@ import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import { request } from 'undici'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, sleep, type Backend } from '../lib/backends.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { sleep, waitUntil } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
-import { openTrace } from '../lib/trace.ts'
 
 const OPENAI_KEY = 'sk-test-portico'
 const ERRORS = fileURLToPath(new URL('../../packages/engine/test/golden/llm/openai-chat/errors/', import.meta.url))
@@ -338,11 +339,7 @@ describe('ai backends: failover across providers (groups)', () => {
 })
 
 async function waitFor (check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out waiting')
-    await sleep(25)
-  }
+  await waitUntil(check, timeoutMs, 'the condition', 25)
 }
 
 describe('ai backends: failover with data-plane workers (WORKERS=2)', () => {

@@ -23,7 +23,8 @@ import Anthropic from '@anthropic-ai/sdk'
 import { GoogleGenAI, ApiError, type GenerateContentResponse } from '@google/genai'
 import { BedrockRuntimeClient, ConverseCommand, ConverseStreamCommand, type ConverseStreamOutput } from '@aws-sdk/client-bedrock-runtime'
 import type { ConfigFile } from '@portico/engine'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
@@ -282,9 +283,5 @@ describe('a Responses-only provider (custom, format openai-responses) through Po
 })
 
 async function waitFor (check: () => boolean, ms = 3000): Promise<void> {
-  const until = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out waiting for the access log')
-    await new Promise(resolve => setTimeout(resolve, 20))
-  }
+  await waitUntil(check, ms, 'the access log')
 }

@@ -20,10 +20,11 @@ import type http from 'node:http'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
-import { openTrace } from '../lib/trace.ts'
+import { setForTest } from '@portico/testkit/for-test'
 
 const KEY = 'sk-test-portico'
 const CLIENT_KEY = 'sk-client-not-for-providers'
@@ -138,56 +139,48 @@ describe('ai backends: promptGuard', () => {
     assert.ok(sent.includes('I am <EMAIL_ADDRESS>'), sent)
   })
 
-  test('mask on the answer: whole, and streamed with the address split across two SSE chunks', { timeout: 15_000 }, async () => {
-    emu.script = ['Write to jane.ro', 'e@example.com or call 555-', '234-5678 today']
-    try {
-      const whole = await openai('/mask-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
-      assert.equal(whole.choices[0]!.message.content, 'Write to <EMAIL_ADDRESS> or call <PHONE_NUMBER> today')
-      const stream = await openai('/mask-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } })
-      let text = ''
-      let usage: OpenAI.CompletionUsage | null | undefined
-      let finish: string | null = null
-      for await (const chunk of stream) {
-        text += chunk.choices[0]?.delta.content ?? ''
-        finish = chunk.choices[0]?.finish_reason ?? finish
-        if (chunk.usage != null) usage = chunk.usage
-      }
-      assert.equal(text, 'Write to <EMAIL_ADDRESS> or call <PHONE_NUMBER> today')
-      assert.equal(finish, 'stop')
-      assert.equal(usage?.completion_tokens, 3)
-      // The Anthropic client's stream, translated from the same provider stream.
-      const a = anthropic('/mask-response').messages.stream({ model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] })
-      const final = await a.finalMessage()
-      const first = final.content[0]!
-      assert.equal(first.type === 'text' ? first.text : '', 'Write to <EMAIL_ADDRESS> or call <PHONE_NUMBER> today')
-      // The raw SSE the client got: every event whole, no piece of the address anywhere.
-      const res = await fetch(`${portico.url}/mask-response/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` }, body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] }) })
-      const raw = await res.text()
-      assert.ok(!raw.includes('jane') && !raw.includes('example.com'), raw)
-      for (const event of raw.split('\n\n').filter(e => e.trim() !== '')) {
-        assert.match(event, /^data: /)
-        const data = event.slice(6)
-        if (data !== '[DONE]') JSON.parse(data)
-      }
-    } finally {
-      emu.script = null
+  test('mask on the answer: whole, and streamed with the address split across two SSE chunks', { timeout: 15_000 }, async t => {
+    setForTest(t, emu, 'script', ['Write to jane.ro', 'e@example.com or call 555-', '234-5678 today'])
+    const whole = await openai('/mask-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
+    assert.equal(whole.choices[0]!.message.content, 'Write to <EMAIL_ADDRESS> or call <PHONE_NUMBER> today')
+    const stream = await openai('/mask-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } })
+    let text = ''
+    let usage: OpenAI.CompletionUsage | null | undefined
+    let finish: string | null = null
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? ''
+      finish = chunk.choices[0]?.finish_reason ?? finish
+      if (chunk.usage != null) usage = chunk.usage
+    }
+    assert.equal(text, 'Write to <EMAIL_ADDRESS> or call <PHONE_NUMBER> today')
+    assert.equal(finish, 'stop')
+    assert.equal(usage?.completion_tokens, 3)
+    // The Anthropic client's stream, translated from the same provider stream.
+    const a = anthropic('/mask-response').messages.stream({ model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] })
+    const final = await a.finalMessage()
+    const first = final.content[0]!
+    assert.equal(first.type === 'text' ? first.text : '', 'Write to <EMAIL_ADDRESS> or call <PHONE_NUMBER> today')
+    // The raw SSE the client got: every event whole, no piece of the address anywhere.
+    const res = await fetch(`${portico.url}/mask-response/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${CLIENT_KEY}` }, body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] }) })
+    const raw = await res.text()
+    assert.ok(!raw.includes('jane') && !raw.includes('example.com'), raw)
+    for (const event of raw.split('\n\n').filter(e => e.trim() !== '')) {
+      assert.match(event, /^data: /)
+      const data = event.slice(6)
+      if (data !== '[DONE]') JSON.parse(data)
     }
   })
 
-  test('reject on a streamed answer: the SDK gets a clean error event before any of the match', { timeout: 15_000 }, async () => {
-    emu.script = ['Your card: 4111 1111 ', '1111 1111, thanks']
-    try {
-      const stream = await openai('/reject-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true })
-      let text = ''
-      await assert.rejects((async () => {
-        for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ''
-      })(), (err: unknown) => err instanceof Error && /rejected by a guardrail/.test(err.message))
-      assert.ok(!text.includes('4111'), text)
-      // A whole answer: the refusal instead of the answer.
-      await assert.rejects(openai('/reject-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }), (err: unknown) => err instanceof OpenAI.PermissionDeniedError && /response was rejected by a guardrail \(regex: CreditCard\)/.test(err.message))
-    } finally {
-      emu.script = null
-    }
+  test('reject on a streamed answer: the SDK gets a clean error event before any of the match', { timeout: 15_000 }, async t => {
+    setForTest(t, emu, 'script', ['Your card: 4111 1111 ', '1111 1111, thanks'])
+    const stream = await openai('/reject-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true })
+    let text = ''
+    await assert.rejects((async () => {
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? ''
+    })(), (err: unknown) => err instanceof Error && /rejected by a guardrail/.test(err.message))
+    assert.ok(!text.includes('4111'), text)
+    // A whole answer: the refusal instead of the answer.
+    await assert.rejects(openai('/reject-response').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }), (err: unknown) => err instanceof OpenAI.PermissionDeniedError && /response was rejected by a guardrail \(regex: CreditCard\)/.test(err.message))
   })
 
   test('webhook: the JSON it gets, reject with its reason, mask', { timeout: 15_000 }, async () => {

@@ -17,12 +17,12 @@ import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import { request } from 'undici'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { requireTool } from '@portico/testkit/tools'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { startIdp, type Idp } from '../lib/idp.ts'
 import { startRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
-import { requireTool } from '../lib/tools.ts'
 
 /**
  * What one Anthropic answer costs at Claude Sonnet's rates (3 / 15 per million, cache reads

@@ -23,12 +23,12 @@ import Anthropic from '@anthropic-ai/sdk'
 import { request } from 'undici'
 import { importJWK, SignJWT } from 'jose'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { sleep } from '../lib/backends.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { newSigningKey } from '../lib/idp.ts'
-import { openTrace } from '../lib/trace.ts'
 
 const OPENAI_KEY = 'sk-test-portico'
 const ISSUER = 'https://idp.portico.test/'
@@ -289,9 +289,5 @@ describe('the model API: models chosen by the model a client asks for', () => {
 })
 
 async function waitFor (check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out waiting')
-    await sleep(25)
-  }
+  await waitUntil(check, timeoutMs, 'the condition', 25)
 }

@@ -26,10 +26,12 @@ import { join } from 'node:path'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { ConfigFile } from '@portico/engine'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
+import { setForTest } from '@portico/testkit/for-test'
 
 const OPENAI_KEY = 'sk-test-portico'
 const CLIENT_KEY = 'sk-client-not-for-providers'
@@ -292,34 +294,30 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
     assert.deepEqual(sentTools.map(t => t.function.name), ['get_weather'])
   })
 
-  test('anthropic SDK → openAI provider: messages.stream with tools; the first token reaches the client before the provider sends the rest', { timeout: 15_000 }, async () => {
+  test('anthropic SDK → openAI provider: messages.stream with tools; the first token reaches the client before the provider sends the rest', { timeout: 15_000 }, async t => {
     let release!: () => void
     let releasedByTimer = false
     const held = new Promise<void>(resolve => {
       release = resolve
       setTimeout(() => { releasedByTimer = true; resolve() }, 5000).unref()
     })
-    openaiEmu.gate = async () => await held
-    try {
-      const stream = anthropic('/openai').messages.stream({ model: 'gpt-4o-mini', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
-      let text = ''
-      stream.on('text', delta => {
-        if (text === '' && delta !== '') release()
-        text += delta
-      })
-      const final = await stream.finalMessage()
-      assert.equal(releasedByTimer, false, 'the first token arrived while the provider held the rest back')
-      assert.equal(text, 'Hello! How can I help — ünïcode?')
-      assert.equal(final.stop_reason, 'end_turn')
-      assert.ok(final.usage.output_tokens > 0)
-    } finally {
-      openaiEmu.gate = null
-    }
+    setForTest(t, openaiEmu, 'gate', async () => await held)
+    const stream = anthropic('/openai').messages.stream({ model: 'gpt-4o-mini', max_tokens: 64, messages: [{ role: 'user', content: 'hi' }] })
+    let text = ''
+    stream.on('text', delta => {
+      if (text === '' && delta !== '') release()
+      text += delta
+    })
+    const final = await stream.finalMessage()
+    assert.equal(releasedByTimer, false, 'the first token arrived while the provider held the rest back')
+    assert.equal(text, 'Hello! How can I help — ünïcode?')
+    assert.equal(final.stop_reason, 'end_turn')
+    assert.ok(final.usage.output_tokens > 0)
 
     const withTools = anthropic('/openai').messages.stream({ model: 'gpt-4o-mini', max_tokens: 64, messages: [{ role: 'user', content: 'weather and time?' }], tools: ANTHROPIC_TOOLS })
-    const final = await withTools.finalMessage()
-    assert.equal(final.stop_reason, 'tool_use')
-    assert.deepEqual(final.content.filter(b => b.type === 'tool_use').map(b => b.type === 'tool_use' ? [b.name, b.input] : null), [['get_weather', { city: 'Paris' }], ['get_time', { city: 'Paris' }]])
+    const toolAnswer = await withTools.finalMessage()
+    assert.equal(toolAnswer.stop_reason, 'tool_use')
+    assert.deepEqual(toolAnswer.content.filter(b => b.type === 'tool_use').map(b => b.type === 'tool_use' ? [b.name, b.input] : null), [['get_weather', { city: 'Paris' }], ['get_time', { city: 'Paris' }]])
   })
 
   test('openai SDK → gemini: the key in x-goog-api-key, whole and streamed answers, tool calls', { timeout: 15_000 }, async () => {
@@ -443,9 +441,5 @@ describe('ai providers anthropic, gemini, vertex through Portico, official SDKs 
 })
 
 async function waitFor (check: () => boolean, ms = 3000): Promise<void> {
-  const until = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > until) throw new Error('timed out waiting for the access log')
-    await new Promise(resolve => setTimeout(resolve, 20))
-  }
+  await waitUntil(check, ms, 'the access log')
 }

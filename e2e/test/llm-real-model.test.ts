@@ -24,8 +24,8 @@ import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import type { ConfigFile } from '@portico/engine'
 import { startLlamaServer, waitUntil, type LlamaServer } from '@portico/testkit'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { openTrace } from '../lib/trace.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { openTrace } from '@portico/testkit/trace'
 
 const MESSAGES = [
   { role: 'system' as const, content: 'You are a helpful assistant. Answer in one short sentence.' },

@@ -9,10 +9,10 @@
 
 import { after, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { openTrace } from '@portico/testkit/trace'
+import { requireTool } from '@portico/testkit/tools'
 import { startRateLimitService, startRecordingRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
-import { requireTool } from '../lib/tools.ts'
-import { openTrace } from '../lib/trace.ts'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
 
 const BUDGET = 100

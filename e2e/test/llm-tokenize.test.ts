@@ -10,7 +10,7 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ConfigFile } from '@portico/engine'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
 
 const REPLY = 'one two three four five six seven eight nine ten eleven twelve'

@@ -18,9 +18,10 @@ import OpenAI, { AzureOpenAI } from 'openai'
 import { zodResponseFormat } from 'openai/helpers/zod'
 import { z } from 'zod'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { openTrace } from '@portico/testkit/trace'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
-import { openTrace } from '../lib/trace.ts'
+import { setForTest } from '@portico/testkit/for-test'
 
 const TOOLS = [
   { type: 'function' as const, function: { name: 'get_weather', description: 'Current weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } },
@@ -92,34 +93,30 @@ describe('ai backends: translation', () => {
     assert.deepEqual(response, { type: 'llmResponse', responseModel: 'gpt-4o-mini-2024-07-18', inputTokens: 19, outputTokens: 10, totalTokens: 29 })
   })
 
-  test('custom: a stream is translated event by event — the first chunk reaches the client before the provider sends the rest', { timeout: 15_000 }, async () => {
+  test('custom: a stream is translated event by event — the first chunk reaches the client before the provider sends the rest', { timeout: 15_000 }, async t => {
     let release!: () => void
     let releasedByTimer = false
     const held = new Promise<void>(resolve => {
       release = resolve
       setTimeout(() => { releasedByTimer = true; resolve() }, 5000).unref()
     })
-    emu.gate = async () => await held
-    try {
-      const stream = await client('/custom').chat.completions.create({ model: 'gpt-4o-mini', messages: HI, stream: true })
-      let text = ''
-      let usage: OpenAI.CompletionUsage | undefined
-      let finish: string | null = null
-      for await (const chunk of stream) {
-        const delta = chunk.choices[0]?.delta.content ?? ''
-        if (delta !== '' && text === '') release()
-        text += delta
-        if (chunk.choices[0]?.finish_reason != null) finish = chunk.choices[0].finish_reason
-        if (chunk.usage != null) usage = chunk.usage
-      }
-      assert.equal(releasedByTimer, false, 'the first token arrived while the provider held the rest back')
-      assert.equal(text, 'Hello! How can I help — ünïcode?')
-      assert.equal(finish, 'stop')
-      assert.equal(usage?.total_tokens, 17)
-      assert.deepEqual(emu.received.at(-1)!.body!.stream_options, { include_usage: true })
-    } finally {
-      emu.gate = null
+    setForTest(t, emu, 'gate', async () => await held)
+    const stream = await client('/custom').chat.completions.create({ model: 'gpt-4o-mini', messages: HI, stream: true })
+    let text = ''
+    let usage: OpenAI.CompletionUsage | undefined
+    let finish: string | null = null
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta.content ?? ''
+      if (delta !== '' && text === '') release()
+      text += delta
+      if (chunk.choices[0]?.finish_reason != null) finish = chunk.choices[0].finish_reason
+      if (chunk.usage != null) usage = chunk.usage
     }
+    assert.equal(releasedByTimer, false, 'the first token arrived while the provider held the rest back')
+    assert.equal(text, 'Hello! How can I help — ünïcode?')
+    assert.equal(finish, 'stop')
+    assert.equal(usage?.total_tokens, 17)
+    assert.deepEqual(emu.received.at(-1)!.body!.stream_options, { include_usage: true })
   })
 
   test('custom: tool calls, whole and streamed (parallel), and tool results sent back', { timeout: 15_000 }, async () => {

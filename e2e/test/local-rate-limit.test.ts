@@ -11,9 +11,10 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Pool } from 'undici'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, sleep, type Backend } from '../lib/backends.ts'
-import { openTrace } from '../lib/trace.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startEchoBackend } from '@portico/testkit/backends'
+import { sleep } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 import { assertConfigError } from '../lib/validate.ts'
 
 interface Answer {

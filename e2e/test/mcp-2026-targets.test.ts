@@ -19,11 +19,11 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
 import { request } from 'undici'
 import { createParser } from 'eventsource-parser'
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
 import { startModernServer, type ModernServer } from '../lib/mcp-modern.ts'
 import { connectClient, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 

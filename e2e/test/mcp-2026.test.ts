@@ -13,7 +13,7 @@ import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { createParser } from 'eventsource-parser'
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { connectClient, everythingTarget, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 
 const V = '2026-07-28'

@@ -15,7 +15,7 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { startEverythingServer, type EverythingServer } from '../conformance/mcp/everything-server.ts'
 import { compare, runSuite, type SuiteResult, type SuiteRun } from '../conformance/mcp/suite.ts'
 import { BRIDGED, DIRECT_FAILURES, MULTIPLEXED } from '../conformance/mcp/expected-differences.ts'

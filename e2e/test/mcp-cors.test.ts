@@ -11,7 +11,7 @@ import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { everythingTarget, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 
 const ORIGIN = 'https://app.example'

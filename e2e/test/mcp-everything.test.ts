@@ -6,7 +6,7 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { connectClient, everythingTarget, textOf } from '../lib/mcp.ts'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import {

@@ -18,7 +18,8 @@ import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as TransportV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ElicitRequestSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 import { startModernServer, type ModernServer } from '../lib/mcp-modern.ts'
 
@@ -100,11 +101,7 @@ const V2_SERVER: ServerFixture = {
 }
 
 async function waitFor (check: () => boolean, what: string, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise(resolve => setTimeout(resolve, 20))
-  }
+  await waitUntil(check, ms, what)
 }
 
 /** The calls both SDK clients share (their method names are the same). */

@@ -9,10 +9,10 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { execFileSync } from 'node:child_process'
 import { request } from 'undici'
-import { freePort, processAlive, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, processAlive, startPortico } from '@portico/testkit/portico'
+import { sleep, waitUntil } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 import { connectClient, EVERYTHING_SCRIPT, everythingTarget, processesUnder, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
-import { sleep } from '../lib/backends.ts'
-import { openTrace } from '../lib/trace.ts'
 
 let sdk: SdkServer
 const started: PorticoProcess[] = []
@@ -151,7 +151,7 @@ test('stdio servers are reaped: when a reload changes the backend, and at shutdo
     routes: [{ name: 'mcp', backends: [{ mcp: { targets: [{ name: 'everything', stdio: { cmd: process.execPath, args: [everythingTarget().stdio.args[0]!, 'stdio', '--changed'] } }] } }] }]
   })
   await p.waitForOutput('config reloaded')
-  await waitUntil(() => before.every(pid => !processAlive(pid)), 8000, `old stdio servers ${before.join(',')} still running`)
+  await waitUntil(() => before.every(pid => !processAlive(pid)), 8000, () => `old stdio servers ${before.join(',')} still running`, 100)
 
   // A new session starts a new server; shutdown ends it.
   const again = await connectClient(`${p.url}/mcp`)
@@ -160,7 +160,7 @@ test('stdio servers are reaped: when a reload changes the backend, and at shutdo
   assert.ok(during.length >= 1)
   const exit = await p.stop(15_000)
   assert.equal(exit.code, 0)
-  await waitUntil(() => during.every(pid => !processAlive(pid)), 8000, `stdio servers ${during.join(',')} outlived portico`)
+  await waitUntil(() => during.every(pid => !processAlive(pid)), 8000, () => `stdio servers ${during.join(',')} outlived portico`, 100)
   await client.close().catch(() => {})
   await again.client.close().catch(() => {})
 })
@@ -208,7 +208,7 @@ test('42 quick sessions left without DELETE hold at most maxProcesses stdio proc
   assert.deepEqual(await listed(), everything().sort(), '/debug/tasks lists exactly the stdio processes running')
   // Ending the sessions that are left: the list shrinks to the spare, and so do the processes.
   for (const sid of ids) await request(url, { method: 'DELETE', headers: { 'mcp-session-id': sid } }).then(r => r.body.dump())
-  await waitUntil(() => everything().length === 1, 10_000, `only the spare left: ${everything().join(' ')}`)
+  await waitUntil(() => everything().length === 1, 10_000, () => `only the spare left: ${everything().join(' ')}`, 100)
   assert.deepEqual(await listed(), everything(), 'the ended sessions left /debug/tasks')
   assert.equal((await listed()).length, 1)
 })
@@ -226,12 +226,4 @@ function descendants (pid: number): number[] {
   }
   walk(pid)
   return out
-}
-
-async function waitUntil (check: () => boolean, ms: number, message: string): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail(message)
-    await new Promise(resolve => setTimeout(resolve, 100))
-  }
 }

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { createParser } from 'eventsource-parser'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { startSdkServer, type SdkServer } from '../lib/mcp.ts'
 
 let portico: PorticoProcess

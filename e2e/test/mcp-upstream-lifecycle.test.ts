@@ -27,8 +27,9 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js'
 import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, sleep, type Backend } from '../lib/backends.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { sleep } from '@portico/testkit/wait'
 import { connectClient, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 
 /** What to stop after the tests: portico processes and servers, last started first. */

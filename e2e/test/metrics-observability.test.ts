@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { startObservedGateway, type ObservedGateway } from '../lib/observed-gateway.ts'
-import { requireTool } from '../lib/tools.ts'
+import { requireTool } from '@portico/testkit/tools'
 
 let gw: ObservedGateway
 let text: string

@@ -10,11 +10,11 @@ import { request } from 'undici'
 import { Logs, Portico, resolveSettings } from '@portico/proxy'
 import { loadConfigText } from '@portico/engine'
 import { Writable } from 'node:stream'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
-import { requireTool } from '../lib/tools.ts'
-import net from 'node:net'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
+import { requireTool } from '@portico/testkit/tools'
+import net from 'node:net'
 
 let backend: Backend
 let portico: PorticoProcess

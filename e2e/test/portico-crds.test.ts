@@ -11,9 +11,9 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { configJsonSchema } from '@portico/engine'
 import { requireKubeTools, startCluster } from '../cluster/harness.ts'
-import { porticoBackendCrd, porticoPolicyCrd } from '../../packages/controller/src/crds/portico-crds.ts'
+import { porticoBackendCrd, porticoPolicyCrd } from '@portico/controller/crds'
 import { readFileSync } from 'node:fs'
-import { renderCrds } from '../../packages/controller/src/crds/render.ts'
+import { renderCrds } from '@portico/controller/crds-render'
 
 test('the chart\'s generated CRD templates are current', () => {
   for (const [path, text] of renderCrds()) assert.equal(readFileSync(path, 'utf8'), text, `${path}: run node scripts/gen-crds.ts`)

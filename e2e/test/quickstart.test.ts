@@ -11,11 +11,11 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, stringify } from 'yaml'
 import { request } from 'undici'
-import { freePort, makeTempDir, PORTICO_BIN, REPO_ROOT, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { connectClient, textOf } from '../lib/mcp.ts'
+import { freePort, makeTempDir, PORTICO_BIN, type PorticoProcess, REPO_ROOT, runPortico, startPortico } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
+import { connectClient, textOf } from '../lib/mcp.ts'
 import { loadConfigText } from '@portico/engine'
-import { readySummary } from '../../packages/proxy/src/ready-summary.ts'
+import { readySummary } from '@portico/proxy/ready-summary'
 
 const EXAMPLE = join(REPO_ROOT, 'examples/quickstart.yaml')
 let portico: PorticoProcess

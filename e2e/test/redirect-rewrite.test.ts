@@ -10,10 +10,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
-import { openTrace } from '../lib/trace.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
+import { newAgent, send } from '@portico/testkit/client'
+import { openTrace } from '@portico/testkit/trace'
 import { assertConfigError } from '../lib/validate.ts'
 
 describe('requestRedirect and urlRewrite', () => {

@@ -13,10 +13,10 @@ import { createHash } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { freePort, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { randomBody, sha256, sleep, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { openTrace } from '../lib/trace.ts'
-import { waitUntil } from '@portico/testkit/wait'
+import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, randomBody, sha256, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { sleep, waitUntil } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 
 let ok: Backend
 let okB: Backend

@@ -9,9 +9,9 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { Dispatcher } from 'undici'
 import type { ConfigFile } from '@portico/engine'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
+import { newAgent, send } from '@portico/testkit/client'
 
 type Route = NonNullable<ConfigFile['routes']>[number]
 

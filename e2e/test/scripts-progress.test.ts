@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { join } from 'node:path'
-import { makeTempDir, REPO_ROOT } from '../lib/portico.ts'
+import { makeTempDir, REPO_ROOT } from '@portico/testkit/portico'
 
 const PROGRESS = join(REPO_ROOT, 'scripts/lib/progress.sh')
 

@@ -12,10 +12,10 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { rawExchange } from '../lib/client.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
-import { ctl } from '../../packages/cli/test/helpers.ts'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { rawExchange } from '@portico/testkit/client'
+import { ctl } from '@portico/testkit/porticoctl'
 
 let backend: Backend
 let portico: PorticoProcess

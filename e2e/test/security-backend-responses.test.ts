@@ -12,8 +12,9 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import net from 'node:net'
 import http2 from 'node:http2'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { nodeRequest, rawExchange, waitUntil } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { nodeRequest, rawExchange } from '@portico/testkit/client'
+import { waitUntil } from '@portico/testkit/wait'
 import { startRawBackend, type RawBackend } from '../lib/raw-backend.ts'
 
 const ANSWERS: Record<string, string> = {

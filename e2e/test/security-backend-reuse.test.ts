@@ -14,8 +14,8 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { Agent } from 'undici'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { newAgent, send } from '@portico/testkit/client'
 import { startRawBackend, type RawBackend } from '../lib/raw-backend.ts'
 
 const answer = (id: string): string => `HTTP/1.1 200 OK\r\ncontent-length: ${id.length}\r\n\r\n${id}`

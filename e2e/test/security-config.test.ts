@@ -19,9 +19,9 @@ import assert from 'node:assert/strict'
 import { appendFileSync, closeSync, constants, mkdirSync, openSync, renameSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
 import { execFileSync, spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { makeTempDir, PORTICO_BIN, QUIET_ENV, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { sleep } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { makeTempDir, PORTICO_BIN, type PorticoProcess, QUIET_ENV, runPortico, startPortico } from '@portico/testkit/portico'
+import { newAgent, send } from '@portico/testkit/client'
+import { sleep } from '@portico/testkit/wait'
 import { validateConfig } from '../lib/validate.ts'
 
 /** `file:line:col: path: message` */

@@ -15,9 +15,10 @@ import assert from 'node:assert/strict'
 import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { WebSocket, WebSocketServer } from 'ws'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, withTimeout, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { nodeRequest, rawExchange } from '../lib/client.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, startBackend } from '@portico/testkit/backends'
+import { nodeRequest, rawExchange } from '@portico/testkit/client'
+import { withTimeout } from '@portico/testkit/wait'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
 
 const alice: IdpClient = { id: 'alice', secret: 'alice-secret', permissions: ['read'] }

@@ -11,7 +11,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
-import { startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { startSdkServer, type SdkServer } from '../lib/mcp.ts'
 
 const INIT = { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }

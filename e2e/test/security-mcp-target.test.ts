@@ -22,10 +22,11 @@ import { fileURLToPath } from 'node:url'
 import { request } from 'undici'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { McpError } from '@modelcontextprotocol/sdk/types.js'
-import { freePort, processAlive, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, startEchoBackend, sleep, type Backend } from '../lib/backends.ts'
+import { freePort, type PorticoProcess, processAlive, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { sleep } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 import { connectClient, textOf } from '../lib/mcp.ts'
-import { openTrace } from '../lib/trace.ts'
 
 const FAULTY_SERVER = fileURLToPath(new URL('../fixtures/mcp-faulty-server.ts', import.meta.url))
 const FLOOD_BYTES = 12 * 1024 * 1024

@@ -15,11 +15,11 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
-import { openTrace } from '../lib/trace.ts'
+import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
 import { EVERYTHING_SCRIPT } from '../lib/mcp.ts'
-import { ctl } from '../../packages/cli/test/helpers.ts'
+import { ctl } from '@portico/testkit/porticoctl'
 
 /** Every secret in the config or the request; each must stay inside the proxy. */
 const SECRETS = {

@@ -14,8 +14,8 @@ import assert from 'node:assert/strict'
 import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { ConfigFile } from '@portico/engine'
-import { gateway, makeTempDir, runPortico, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { gateway, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { newAgent, send } from '@portico/testkit/client'
 
 type Route = NonNullable<ConfigFile['routes']>[number]
 

@@ -21,8 +21,9 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
 import http2 from 'node:http2'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { deferred, sleep, withTimeout } from '@portico/testkit/wait'
 
 const IDLE_MS = 500
 /** The stalling and SSE routes' `streamIdleTimeout`. */

@@ -6,9 +6,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
-import { gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { sleep, startBackend, type Backend } from '../lib/backends.ts'
-import { newAgent } from '../lib/client.ts'
+import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { newAgent } from '@portico/testkit/client'
+import { sleep } from '@portico/testkit/wait'
 
 /** Pause before each event, in ms: a quick burst, then gaps long enough to catch buffering. */
 const GAPS = [0, 500, 500, 500, 2_000]

@@ -14,8 +14,8 @@ import { readFileSync, rmSync } from 'node:fs'
 import net, { type AddressInfo } from 'node:net'
 import tls from 'node:tls'
 import { join } from 'node:path'
-import { freePort, makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend } from '../lib/backends.ts'
+import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startEchoBackend } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
 
 function openssl (dir: string, args: string[]): void {

@@ -7,10 +7,10 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { EFFECTIVE_POLICY_KEYS } from '@portico/engine'
-import { freePort, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
-import { openTrace, sequence, type TraceRecord } from '../lib/trace.ts'
+import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
+import { openTrace, sequence, type TraceRecord } from '@portico/testkit/trace'
 
 let backend: Backend
 let portico: PorticoProcess

@@ -10,8 +10,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend } from '../lib/backends.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startEchoBackend } from '@portico/testkit/backends'
+import { openTrace } from '@portico/testkit/trace'
+import { findTool } from '@portico/testkit/tools'
 import { startLlmServer, type LlmServer } from '../lib/llm.ts'
 import { connectClient, startSdkServer, textOf, type SdkServer } from '../lib/mcp.ts'
 import { OK, startAuthzServer, type AuthzServer } from '../lib/ext-authz.ts'
@@ -19,8 +21,6 @@ import { startCollector, type CollectedSpan, type Collector } from '../lib/otel-
 import { startIdp, type Idp } from '../lib/idp.ts'
 import { startExtProcServer, type ExtProcServer } from '../lib/ext-proc.ts'
 import { startRecordingRateLimitService, type RecordingRateLimitService } from '../lib/ratelimit.ts'
-import { findTool } from '../lib/tools.ts'
-import { openTrace } from '../lib/trace.ts'
 
 // Missing in CI is a failure; missing locally skips these tests with the reason.
 const OTELCOL = findTool('OTELCOL', 'otelcol')

@@ -9,10 +9,10 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ConfigFile } from '@portico/engine'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { nodeRequest, newAgent, send } from '../lib/client.ts'
-import { randomBody, sha256, startBackend, startEchoBackend, type Backend, type EchoedRequest } from '../lib/backends.ts'
-import { openTrace } from '../lib/trace.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, type EchoedRequest, randomBody, sha256, startBackend, startEchoBackend } from '@portico/testkit/backends'
+import { newAgent, nodeRequest, send } from '@portico/testkit/client'
+import { openTrace } from '@portico/testkit/trace'
 import { assertConfigError } from '../lib/validate.ts'
 
 describe('transformation', () => {

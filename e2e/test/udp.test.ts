@@ -10,9 +10,9 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import dgram from 'node:dgram'
 import { spawnSync } from 'node:child_process'
-import { freePort, startPortico, TEST_WORKERS, type PorticoProcess } from '../lib/portico.ts'
+import { freePort, type PorticoProcess, startPortico, TEST_WORKERS } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
-import { requireTool } from '../lib/tools.ts'
+import { requireTool } from '@portico/testkit/tools'
 
 /** A UDP echo server: answers `<name> <the datagram> from <port it came from>`; remembers the source ports seen. */
 interface Echo {

@@ -16,10 +16,10 @@ import { spawnSync } from 'node:child_process'
 import { request } from 'undici'
 import { SignJWT } from 'jose'
 import type { Page } from 'playwright-core'
-import { freePort, REPO_ROOT, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startBackend, type Backend } from '../lib/backends.ts'
+import { freePort, type PorticoProcess, REPO_ROOT, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { waitUntil } from '@portico/testkit/wait'
 import { everythingTarget } from '../lib/mcp.ts'
-import { waitUntil } from '../lib/client.ts'
 import { findChromium, launchBrowser, type Browser } from '../lib/browser.ts'
 
 const UI_DIR = join(REPO_ROOT, 'packages/ui')

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { request } from 'undici'
-import { makeTempDir, startPortico, type PorticoProcess } from '../lib/portico.ts'
+import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 
 let h2c: http2.Http2Server
 let h2: http2.Http2SecureServer

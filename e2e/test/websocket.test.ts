@@ -8,9 +8,10 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { IncomingMessage } from 'node:http'
 import { WebSocket, WebSocketServer, type RawData } from 'ws'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { deferred, randomBody, sha256, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
-import { newAgent, send } from '../lib/client.ts'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, randomBody, sha256, startBackend } from '@portico/testkit/backends'
+import { newAgent, send } from '@portico/testkit/client'
+import { deferred, withTimeout } from '@portico/testkit/wait'
 
 interface ServerSide {
   socket: WebSocket

@@ -20,11 +20,11 @@ import http from 'node:http'
 import net from 'node:net'
 import http2 from 'node:http2'
 import { Agent, request } from 'undici'
-import { freePort, gateway, startPortico, type PorticoProcess } from '../lib/portico.ts'
-import { deferred, sleep, startBackend, withTimeout, type Backend } from '../lib/backends.ts'
-import { waitUntil } from '@portico/testkit/wait'
+import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { type Backend, startBackend } from '@portico/testkit/backends'
+import { deferred, sleep, waitUntil, withTimeout } from '@portico/testkit/wait'
+import { openTrace } from '@portico/testkit/trace'
 import { requireTool } from '@portico/testkit/tools'
-import { openTrace } from '../lib/trace.ts'
 import { connectClient, everythingTarget, EVERYTHING_SCRIPT, processesUnder, textOf } from '../lib/mcp.ts'
 
 /**
@@ -280,8 +280,11 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     const stdio = tasks.children.filter(c => c.purpose.startsWith('mcp stdio target'))
     assert.equal(stdio.filter(c => !c.purpose.includes('(spare)')).length, 1, `one stdio server for the session: ${JSON.stringify(stdio)}`)
     assert.ok(stdio.filter(c => c.purpose.includes('(spare)')).length <= 1, `at most one spare: ${JSON.stringify(stdio)}`)
-    // The same counted from /proc: the session's process and the spare that replaced it, nothing else.
-    await sleep(500)
+    // The same counted from /proc: the session's process and the spare that replaced it,
+    // nothing else. A process /debug/tasks no longer lists may still be exiting: wait for the
+    // two to agree (if they never do, the asserts below say what is left).
+    const listed = stdio.map(c => (c as { pid?: number }).pid).sort()
+    await waitUntil(() => JSON.stringify(everything().sort()) === JSON.stringify(listed), 5_000, 'the processes to match /debug/tasks', 100).catch(() => {})
     assert.deepEqual(everything().sort(), stdio.map(c => (c as { pid?: number }).pid).sort(), 'the processes that run are those /debug/tasks lists')
     assert.equal(everything().length, 2, `the session's process and one spare: ${everything().join(' ')}`)
     // The plain route next to it is served by the workers themselves.

@@ -12,8 +12,9 @@ import type { Server } from '@grpc/grpc-js'
 import { XdsServer, startXdsListener } from '@portico/controller'
 import { loadConfigText } from '@portico/engine'
 import { meshStateFields, readMeshState, MAX_MESH_REASON, type MeshStateReport } from '@portico/xds'
-import { XdsClient } from '../../packages/proxy/src/xds-client.ts'
-import { meshCondition } from '../../packages/controller/src/status/mesh.ts'
+import { XdsClient } from '@portico/proxy/xds-client'
+import { meshCondition } from '@portico/controller/status-mesh'
+import { deferred, sleep, waitUntil } from '@portico/testkit/wait'
 
 const cleanup: Array<() => Promise<void> | void> = []
 after(async () => {
@@ -43,11 +44,7 @@ class SettableMeshState extends EventEmitter {
 }
 
 async function eventually (check: () => boolean, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail('condition not met in time')
-    await new Promise(resolve => setTimeout(resolve, 20))
-  }
+  await waitUntil(check, ms, 'the condition')
 }
 
 test('a proxy reports its mesh state on connect and on each change; the controller makes it the Gateway\'s Mesh condition', async () => {
@@ -108,16 +105,20 @@ test('a state change sent while the controller is still checking the stream\'s t
   let release!: () => void
   const checked = new Promise<void>(resolve => { release = resolve })
   // The token check (a TokenReview in a cluster) takes its time; the proxy's state changes meanwhile.
-  const xds = new XdsServer({ authenticate: async () => { await checked; return null }, onMeshState: (_p, report) => reports.push(report) })
+  const checking = deferred()
+  const xds = new XdsServer({ authenticate: async () => { checking.resolve(); await checked; return null }, onMeshState: (_p, report) => reports.push(report) })
   const listener = await startXdsListener({ mode: 'plaintext', host: '127.0.0.1', port: 0, register: (server: Server) => xds.register(server) })
   cleanup.push(() => listener.close())
   const mesh = new SettableMeshState()
   const client = new XdsClient({ address: `http://127.0.0.1:${listener.port}`, namespace: 'infra', gateway: 'web', podName: 'web-0', watchMeshState: l => mesh.watch(l), apply: async () => {}, log: quiet })
   cleanup.push(() => client.close())
   client.start()
-  await new Promise(resolve => setTimeout(resolve, 300))
+  // The stream is open and its token under check.
+  await checking.promise
   mesh.set({ state: 'failed', reason: 'CA unreachable: 14 UNAVAILABLE' })
-  await new Promise(resolve => setTimeout(resolve, 300))
+  // The change goes out on the stream; nothing on either side shows when it has left, so
+  // this one wait is a fixed time (too short only makes the test pass without the case).
+  await sleep(300)
   release()
   await eventually(() => reports.length >= 2)
   assert.deepEqual(reports.map(r => r.state), ['pending', 'failed'])

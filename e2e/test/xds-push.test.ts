@@ -14,8 +14,8 @@ import { request } from 'undici'
 import { Server } from '@grpc/grpc-js'
 import { XdsServer, startXdsListener, createCa, createServingCert, type XdsListener, type XdsMode } from '@portico/controller'
 import { loadConfigText, type ProxyIR } from '@portico/engine'
-import { freePort, startClusterPortico, type PorticoProcess } from '../lib/portico.ts'
-import { startEchoBackend, type Backend } from '../lib/backends.ts'
+import { freePort, type PorticoProcess, startClusterPortico } from '@portico/testkit/portico'
+import { type Backend, startEchoBackend } from '@portico/testkit/backends'
 
 const cleanup: Array<() => Promise<void> | void> = []
 after(async () => {

@@ -19,7 +19,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type http from 'node:http'
-import { startBackend, type Backend } from '../backends.ts'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 
 export const ANTHROPIC_FIXTURES = join(import.meta.dirname, '../../../packages/engine/test/golden/llm/anthropic-messages')
 export const ANTHROPIC_TEST_KEY = 'sk-ant-test-portico'

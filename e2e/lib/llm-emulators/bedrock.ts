@@ -25,7 +25,7 @@ import http from 'node:http'
 import http2 from 'node:http2'
 import net from 'node:net'
 import { Duplex, PassThrough } from 'node:stream'
-import type { Backend } from '../backends.ts'
+import type { Backend } from '@portico/testkit/backends'
 
 /** The part of `@smithy/signature-v4` used here (its types live in the engine's dependencies). */
 interface SignerInit {

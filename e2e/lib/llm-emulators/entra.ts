@@ -24,7 +24,7 @@
 
 import type http from 'node:http'
 import { randomUUID } from 'node:crypto'
-import { startBackend, type Backend } from '../backends.ts'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 
 export const ENTRA_TENANT = '00000000-0000-0000-0000-0000000000aa'
 export const ENTRA_CLIENT_ID = '00000000-0000-0000-0000-0000000000cc'

@@ -26,7 +26,7 @@
 
 import { readFileSync, existsSync } from 'node:fs'
 import type http from 'node:http'
-import { startBackend, type Backend } from '../backends.ts'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 
 const GOLDEN = new URL('../../../packages/engine/test/golden/llm/gemini/', import.meta.url)
 

@@ -35,7 +35,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type http from 'node:http'
-import { startBackend, type Backend } from '../backends.ts'
+import { type Backend, startBackend } from '@portico/testkit/backends'
 
 const DIR = fileURLToPath(new URL('../../../packages/engine/test/golden/llm/openai-chat/', import.meta.url))
 /** Recorded Responses API answers (e2e/lib/llm-emulators/openai-responses/). */

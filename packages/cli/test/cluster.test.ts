@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort, startPortico, type PorticoProcess } from '@portico/testkit/portico'
 import { startEchoBackend, type Backend } from '@portico/testkit/backends'
-import { ctl, jsonLines } from './helpers.ts'
+import { ctl, jsonLines } from '@portico/testkit/porticoctl'
 import { fakeKubeconfig, startFakeKube, type FakeKube } from './fake-kube.ts'
 import { startFakeController, type FakeController } from './fake-controller.ts'
 

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort } from '@portico/testkit/portico'
-import { ctl } from './helpers.ts'
+import { ctl } from '@portico/testkit/porticoctl'
 import { startFakeController, type FakeController } from './fake-controller.ts'
 
 let controller: FakeController

@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { TraceEvent } from '@portico/engine'
 import { bodyLines, detailLines, previousSnapshot, snapshotFor, unifiedDiff } from '../src/trace/detail.ts'
-import { fixtureEvents } from './helpers.ts'
+import { fixtureEvents } from './fixtures.ts'
 
 const events = fixtureEvents('get-200.jsonl')
 const text = (lines: Array<{ text: string }>) => lines.map(l => l.text).join('\n')

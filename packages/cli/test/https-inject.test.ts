@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process'
 import { join } from 'node:path'
 import { freePort, makeTempDir, startPortico, type PorticoProcess } from '@portico/testkit/portico'
 import { startEchoBackend, type Backend } from '@portico/testkit/backends'
-import { ctl, jsonLines } from './helpers.ts'
+import { ctl, jsonLines } from '@portico/testkit/porticoctl'
 
 let portico: PorticoProcess
 let backend: Backend

@@ -14,7 +14,7 @@ import { request } from 'undici'
 import { parse as parseYaml } from 'yaml'
 import { freePort, startPortico, type PorticoProcess } from '@portico/testkit/portico'
 import { startBackend, type Backend } from '@portico/testkit/backends'
-import { ctl, CtlProcess, jsonLines } from './helpers.ts'
+import { ctl, CtlProcess, jsonLines } from '@portico/testkit/porticoctl'
 
 interface Seen {
   method: string

@@ -18,7 +18,7 @@ import { parse as parseYaml } from 'yaml'
 import { freePort, startPortico, type PorticoProcess } from '@portico/testkit/portico'
 import { makeTestCa, startHbonePeer, type HbonePeer, type TestCa } from '@portico/testkit/hbone-peer'
 import { waitUntil } from '@portico/testkit/wait'
-import { ctl } from './helpers.ts'
+import { ctl } from '@portico/testkit/porticoctl'
 
 const ECHO_ID = 'spiffe://cluster.local/ns/apps/sa/echo'
 const GATEWAY_ID = 'spiffe://cluster.local/ns/gw/sa/portico'

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import type { TraceEvent } from '@portico/engine'
 import { summarize, typeLabel, formatMicros } from '../src/trace/summary.ts'
 import { listRow, paneSizes, windowStart } from '../src/tui/layout.ts'
-import { fixtureEvents } from './helpers.ts'
+import { fixtureEvents } from './fixtures.ts'
 
 const events = fixtureEvents('get-200.jsonl')
 

@@ -14,7 +14,8 @@ import { request } from 'undici'
 import { freePort, startPortico, type PorticoProcess } from '@portico/testkit/portico'
 import { startEchoBackend, type Backend } from '@portico/testkit/backends'
 import { findTool } from '@portico/testkit/tools'
-import { FIXTURES, PORTICOCTL_BIN } from './helpers.ts'
+import { PORTICOCTL_BIN } from '@portico/testkit/porticoctl'
+import { FIXTURES } from './fixtures.ts'
 
 const tmuxPath = findTool('TMUX_BIN', 'tmux')
 // A tmux server of our own (its socket in a temp dir), so no user's sessions are touched.

@@ -8,18 +8,34 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { waitUntil } from '@portico/testkit/wait'
 import { freePort, porticoStarted } from './lib/portico-child.ts'
 import { START_FLAGS } from '../src/v8-flags.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
 
-/** Each thread's `init` (`node` or `renewed`), as the probe last wrote it, once the proxy has started. */
-async function initByThread (workers: string): Promise<Map<string, string>> {
+/** Each thread's `init` (`node` or `renewed`) as the probe last wrote it. */
+function lastByThread (file: string): Map<string, string> {
+  const last = new Map<string, string>()
+  if (!existsSync(file)) return last
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    const at = line.lastIndexOf(' ')
+    if (at > 0) last.set(line.slice(0, at), line.slice(at + 1))
+  }
+  return last
+}
+
+/**
+ * Each thread's `init` once the proxy has started and `expected` holds of what the probe
+ * wrote (or 10 s passed: the test's assertion then says what was seen). Waiting for the file
+ * rather than a fixed time: under load a worker renews later than any fixed sleep.
+ */
+async function initByThread (workers: string, expected: (threads: Map<string, string>) => boolean): Promise<Map<string, string>> {
   const dir = mkdtempSync(join(tmpdir(), 'portico-emitter-init-'))
   const seen = join(dir, 'init.txt')
   // Preloaded, so it holds Node's own init before Portico runs.
@@ -40,13 +56,8 @@ setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (EventE
   })
   try {
     await porticoStarted(child)
-    await new Promise(resolve => setTimeout(resolve, 300))
-    const last = new Map<string, string>()
-    for (const line of readFileSync(seen, 'utf8').split('\n')) {
-      const at = line.lastIndexOf(' ')
-      if (at > 0) last.set(line.slice(0, at), line.slice(at + 1))
-    }
-    return last
+    await waitUntil(() => expected(lastByThread(seen)), 10_000, 'the probe to see the expected threads').catch(() => {})
+    return lastByThread(seen)
   } finally {
     child.kill('SIGKILL')
     rmSync(dir, { recursive: true, force: true })
@@ -54,12 +65,13 @@ setInterval(() => appendFileSync(${JSON.stringify(seen)}, thread + ' ' + (EventE
 }
 
 test('portico -f with one event loop renews EventEmitter.init once it serves', async () => {
-  const threads = await initByThread('1')
+  const threads = await initByThread('1', seen => seen.get('main') === 'renewed')
   assert.equal(threads.get('main'), 'renewed')
 })
 
 test('with two data-plane workers, each worker renews it too', async () => {
-  const threads = await initByThread('2')
+  const workersRenewed = (threads: Map<string, string>): number => [...threads].filter(([thread, state]) => thread !== 'main' && state === 'renewed').length
+  const threads = await initByThread('2', seen => workersRenewed(seen) >= 2)
   const renewed = [...threads].filter(([thread, state]) => thread !== 'main' && state === 'renewed')
   // Two workers, and nothing else that serves (an export thread or config loader would not run here).
   assert.equal(renewed.length, 2, JSON.stringify([...threads]))

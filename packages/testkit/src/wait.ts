@@ -30,12 +30,16 @@ export async function withTimeout<T> (promise: Promise<T>, ms: number, message: 
   }
 }
 
-/** Polls `check` every `intervalMs` until it returns true; rejects after `timeoutMs`. */
-export async function waitUntil (check: () => boolean | Promise<boolean>, timeoutMs: number, what: string, intervalMs = 20): Promise<void> {
+/**
+ * Polls `check` every `intervalMs` until it returns true; rejects after `timeoutMs`. `what`
+ * may be a function, called only on the timeout: the message then carries the logs or state
+ * of that moment rather than of the start.
+ */
+export async function waitUntil (check: () => boolean | Promise<boolean>, timeoutMs: number, what: string | (() => string), intervalMs = 20): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     if (await check()) return
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'function' ? what() : what}`)
     await new Promise(resolve => setTimeout(resolve, intervalMs))
   }
 }

@@ -9,6 +9,9 @@ test('waitUntil resolves once the check holds and names what it waited for when 
   await waitUntil(() => ++n >= 3, 1_000, 'three polls', 1)
   assert.equal(n, 3)
   await assert.rejects(waitUntil(() => false, 30, 'the impossible', 5), /timed out after 30 ms waiting for the impossible/)
+  let polls = 0
+  await assert.rejects(waitUntil(() => { polls++; return false }, 30, () => `the impossible after ${polls} polls`, 5), /waiting for the impossible after \d+ polls/)
+  assert.ok(polls > 1, 'the message is built at the timeout, not at the start')
 })
 
 test('withTimeout passes a settled promise through and rejects a stuck one with the message', async () => {

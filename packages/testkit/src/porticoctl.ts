@@ -1,28 +1,24 @@
 /**
- * Test helpers: run porticoctl to completion in this process (its `main` with the test's
+ * porticoctl under test: run it to completion in this process (its `main` with the test's
  * argv, environment and output streams: a spawn costs ~0.5 s of startup, and one case ran
  * seven), or the real binary (node + bin/porticoctl.ts, no pnpm or shell in between) in the
- * background or when the process itself is under test; and read the fixtures.
+ * background or when the process itself is under test; and read its `--raw` output.
+ * Shared by packages/cli's tests and e2e (a subpath only, not in the testkit's index: it
+ * loads porticoctl, which other tests do not need).
  */
 
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
 import { Readable, Writable } from 'node:stream'
 import { fileURLToPath } from 'node:url'
-import type { TraceEvent } from '@portico/engine/trace-events'
-import type { TraceRecord } from '@portico/testkit/trace'
-import { withTimeout } from '@portico/testkit/wait'
-import { main } from '../src/main.ts'
+import type { TraceRecord } from './trace.ts'
+import { withTimeout } from './wait.ts'
 
 /** A `--raw` line as a test reads it: one type for it, shared with the e2e trace client. */
 export type { TraceRecord }
 
-export const PORTICOCTL_BIN = fileURLToPath(new URL('../bin/porticoctl.ts', import.meta.url))
-export const FIXTURES = fileURLToPath(new URL('./fixtures/', import.meta.url))
-
-export function fixtureEvents (name: string): TraceEvent[] {
-  return readFileSync(`${FIXTURES}${name}`, 'utf8').split('\n').filter(l => l !== '').map(l => JSON.parse(l) as TraceEvent)
-}
+export const PORTICOCTL_BIN = fileURLToPath(new URL('../../cli/bin/porticoctl.ts', import.meta.url))
+/** @portico/cli's entry (its package.json `exports["."]`). */
+const CLI_ENTRY = new URL('../../cli/src/index.ts', import.meta.url).href
 
 export interface CtlResult {
   code: number | null
@@ -118,6 +114,10 @@ export async function ctl (args: string[], options: CtlOptions = {}): Promise<Ct
   const stderr = new Capture()
   const stdin = Readable.from([])
   const env = { ...process.env, ...options.env }
+  // Loaded on first use: importing this module must not cost porticoctl's load. By path, as
+  // PORTICOCTL_BIN is, not as a dependency: @portico/cli's tests depend on the testkit, and a
+  // dependency back would make the workspace's packages a cycle.
+  const { main } = await import(CLI_ENTRY) as typeof import('../../cli/src/index.ts')
   const code = await withTimeout(main(args, { stdout, stderr, stdin }, { env }), options.timeoutMs ?? 20_000, `porticoctl ${args.join(' ')} did not finish`)
   return { code, signal: null, stdout: stdout.text, stderr: stderr.text }
 }
