@@ -26,18 +26,18 @@
  */
 
 import type { Pool, Dispatcher } from 'undici'
-import { undici } from '../util/undici.ts'
+import { undici } from '../../util/undici.ts'
 import { createParser } from 'eventsource-parser'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
-import type { RelatedInfo } from './http-client-transport.ts'
-import { META_SUBSCRIPTION_ID } from './listen.ts'
+import { messageTooLarge, readLimited, SseEventMeter } from '../protocol/message-limits.ts'
+import type { RelatedInfo } from './streamable.ts'
+import { META_SUBSCRIPTION_ID } from '../revisions/revision-2026.ts'
 import {
   errorResponse, INVALID_PARAMS, INVALID_REQUEST, isRequest, isResponse, MODERN_PROTOCOL_VERSIONS, resultResponse,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest, type JsonRpcResponse
-} from './jsonrpc.ts'
-import { redactUrl } from '../ir/redact.ts'
+} from '../protocol/jsonrpc.ts'
+import { redactUrl } from '../../ir/redact.ts'
 
 const MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[0]!
 /** A target that keeps asking for input is cut off after this many rounds. */

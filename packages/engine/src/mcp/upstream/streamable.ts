@@ -19,12 +19,12 @@
  */
 
 import type { Pool, Dispatcher } from 'undici'
-import { undici } from '../util/undici.ts'
+import { undici } from '../../util/undici.ts'
 import { createParser } from 'eventsource-parser'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
-import { redactUrl } from '../ir/redact.ts'
+import { messageTooLarge, readLimited, SseEventMeter } from '../protocol/message-limits.ts'
+import { redactUrl } from '../../ir/redact.ts'
 
 /** Waits `ms`, or rejects when `signal` aborts (the request was given up on). */
 function sleep (ms: number, signal: AbortSignal): Promise<void> {

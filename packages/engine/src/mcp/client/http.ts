@@ -2,7 +2,7 @@
  * The client side of an MCP route: the streamable HTTP transport (revisions 2025-03-26,
  * 2025-06-18 and 2025-11-25) and the legacy HTTP+SSE transport, on the route's paths.
  * 2026-07-28 clients (no initialize, no session; version in each request's `_meta`) are
- * recognised per POST and served by mcp/revision-2026.ts on the same endpoint.
+ * recognised per POST and served by mcp/client/stateless-2026.ts on the same endpoint.
  *
  *  POST   one JSON-RPC message (or a batch, for 2025-03-26 clients): requests are answered
  *         as JSON or as an SSE stream; notifications and responses alone get 202.
@@ -17,26 +17,29 @@
  */
 
 import { randomUUID } from 'node:crypto'
-import type { RequestContext } from '../request/context.ts'
-import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
-import type { HeaderMap } from '../ir/header-map.ts'
-import { StdioCapacityError, type McpGateway } from './gateway.ts'
-import type { ItemFilter, McpSession } from './session.ts'
-import { PostChannel, SseWriter, type Head, type HeadHook } from './channels.ts'
+import type { RequestContext } from '../../request/context.ts'
+import type { BackendIR, McpBackendSpecIR } from '../../ir/types.ts'
+import type { HeaderMap } from '../../ir/header-map.ts'
+import { StdioCapacityError, type McpGateway } from '../session/gateway.ts'
+import type { McpSession } from '../session/session.ts'
+import type { ItemFilter } from '../protocol/item-filter.ts'
+import { SseWriter, type Head, type HeadHook } from '../protocol/sse-writer.ts'
+import { PostChannel } from './post-channel.ts'
 import {
   errorResponse, gatewayErrorReason, INVALID_REQUEST, isRequest, PARSE_ERROR, resultResponse, sessionNotFound, targetUnavailable, validMessage,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest
-} from './jsonrpc.ts'
-import { requestSnapshot } from '../trace/snapshot.ts'
-import { traceCallResult, traceCallStart } from '../trace/backend-call.ts'
-import { readRequestBody } from '../http/request-body.ts'
-import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../http/response-intercept.ts'
-import { hostnameMatches } from '../routing/hostname.ts'
-import { corsAllowsOrigin } from '../request/cors-origins.ts'
-import type { ClientInit } from './target.ts'
-import { classify, handleModernPost, isModernHeader, modernMethodNotAllowed, type McpHttpHelpers } from './revision-2026.ts'
-import { performance } from '../util/clock.ts'
-import { isPorticoError } from '../util/errors.ts'
+} from '../protocol/jsonrpc.ts'
+import { requestSnapshot } from '../../trace/snapshot.ts'
+import { traceCallResult, traceCallStart } from '../../trace/backend-call.ts'
+import { readRequestBody } from '../../http/request-body.ts'
+import { interceptAnswer, takeInterceptors, type ResponseDraft, type ResponseInterceptor } from '../../http/response-intercept.ts'
+import { hostnameMatches } from '../../routing/hostname.ts'
+import { corsAllowsOrigin } from '../../request/cors-origins.ts'
+import type { ClientInit } from '../upstream/target.ts'
+import { classify, isModernHeader } from '../revisions/revision-2026.ts'
+import { handleModernPost, modernMethodNotAllowed, type McpHttpHelpers } from './stateless-2026.ts'
+import { performance } from '../../util/clock.ts'
+import { isPorticoError } from '../../util/errors.ts'
 
 const SESSION_HEADER = 'mcp-session-id'
 
@@ -359,7 +362,7 @@ async function post (gw: McpGateway, rt: McpRuntime, ctx: RequestContext, backen
   for (const m of messages) session.handle(m, channel, filter)
 }
 
-/** This module's reply, trace and authorization helpers, lent to mcp/revision-2026.ts. */
+/** This module's reply, trace and authorization helpers, lent to mcp/client/stateless-2026.ts. */
 function helpers (rt: McpRuntime): McpHttpHelpers {
   return {
     reply: (ctx, status, body, headers) => reply(rt, ctx, status, body, headers),

@@ -10,21 +10,21 @@
  * as a crash) and an HTTP answer dropped, its callers answered with TARGET_UNAVAILABLE.
  */
 
-import { StreamableHttpClientTransport, type RelatedInfo } from './http-client-transport.ts'
+import { StreamableHttpClientTransport, type RelatedInfo } from './streamable.ts'
 import type { SSEClientTransport, SSEClientTransportOptions } from '@modelcontextprotocol/sdk/client/sse.js'
-import { lazyRequire } from '../util/lazy-require.ts'
+import { lazyRequire } from '../../util/lazy-require.ts'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
-import type { McpTargetIR } from '../ir/types.ts'
-import { StdioProcessTransport } from './stdio-transport.ts'
+import type { McpTargetIR } from '../../ir/types.ts'
+import { StdioProcessTransport } from './stdio.ts'
 import { stdioLaunchOptions, type StdioSpares } from './stdio-spares.ts'
-import { ModernClientTransport, speaksModern } from './modern-client-transport.ts'
+import { ModernClientTransport, speaksModern } from './stateless.ts'
 import {
   isRequest, isResponse, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
-} from './jsonrpc.ts'
-import { limitedFetch, MESSAGE_TOO_LARGE } from './message-limits.ts'
-import { isPorticoError } from '../util/errors.ts'
+} from '../protocol/jsonrpc.ts'
+import { limitedFetch, MESSAGE_TOO_LARGE } from '../protocol/message-limits.ts'
+import { isPorticoError } from '../../util/errors.ts'
 
 export interface ClientInit {
   protocolVersion: string

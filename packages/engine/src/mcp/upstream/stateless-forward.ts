@@ -21,17 +21,17 @@
 
 import { endTargetSpan, startTargetSpan } from './span.ts'
 import type { Pool, Dispatcher } from 'undici'
-import { undici } from '../util/undici.ts'
+import { undici } from '../../util/undici.ts'
 import { createParser } from 'eventsource-parser'
-import type { RequestContext } from '../request/context.ts'
-import type { McpTargetIR } from '../ir/types.ts'
-import type { ItemFilter } from './session.ts'
-import type { HeadHook } from './channels.ts'
-import { readLimited, SseEventMeter } from './message-limits.ts'
+import type { RequestContext } from '../../request/context.ts'
+import type { McpTargetIR } from '../../ir/types.ts'
+import type { ItemFilter } from '../protocol/item-filter.ts'
+import type { HeadHook } from '../protocol/sse-writer.ts'
+import { readLimited, SseEventMeter } from '../protocol/message-limits.ts'
 import {
   ALL_PROTOCOL_VERSIONS, errorResponse, INVALID_PARAMS, isRequest, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
   type JsonRpcMessage, type JsonRpcResponse
-} from './jsonrpc.ts'
+} from '../protocol/jsonrpc.ts'
 
 /** How long a target's answer to the revision probe is believed. */
 const PROBE_TTL_MS = 30_000
@@ -141,7 +141,7 @@ function lastSseMessage (text: string): unknown {
   return last
 }
 
-/** What the forwarding needs of mcp/http.ts (the answer's head goes through the pipeline's finish step). */
+/** What the forwarding needs of mcp/client/http.ts (the answer's head goes through the pipeline's finish step). */
 export interface ForwardHelpers {
   reply(ctx: RequestContext, status: number, body: JsonRpcMessage | null, headers?: Record<string, string>): void
   traceStart(ctx: RequestContext, call?: boolean): void
