@@ -19,7 +19,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import {
   ALL_PROTOCOL_VERSIONS, errorResponse, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest,
   isResponse, isSupportedVersion, MODERN_PROTOCOL_VERSIONS, resultResponse, UNSUPPORTED_PROTOCOL_VERSION,
-  type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest, type JsonRpcResponse
+  type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest
 } from '../protocol/jsonrpc.ts'
 
 export const MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[0]!
@@ -241,4 +241,78 @@ export function capabilitiesOf (meta: Record<string, unknown>): Record<string, u
 /** Whether a GET/DELETE comes from a modern client (by its MCP-Protocol-Version header). */
 export function isModernHeader (headers: IncomingHttpHeaders): boolean {
   return isModernVersion(headers['mcp-protocol-version'])
+}
+
+// The upstream side: an initialize-era session in front of a 2026-07-28 target
+// (upstream/stateless.ts).
+
+/**
+ * The Mcp-Name header value of a request (`params.name` / `params.uri`), as the
+ * `=?base64?…?=` sentinel when it is not plain ASCII (decodeHeaderValue reads it back);
+ * undefined for methods without one.
+ */
+export function encodeNameHeader (method: string, params: Record<string, unknown>): string | undefined {
+  const field = NAME_FIELD[method]
+  const name = field !== undefined ? params[field] : undefined
+  if (typeof name !== 'string') return undefined
+  return /^[\x20-\x7e]*$/.test(name) ? name : `=?base64?${Buffer.from(name).toString('base64')}?=`
+}
+
+/** The headers of a 2026-07-28 POST for `method`: MCP-Protocol-Version, Mcp-Method, Mcp-Name. */
+export function modernRequestHeaders (method: string, params: Record<string, unknown>): Record<string, string> {
+  const headers: Record<string, string> = {
+    accept: 'application/json, text/event-stream',
+    'content-type': 'application/json',
+    'mcp-protocol-version': MODERN_VERSION,
+    'mcp-method': method
+  }
+  const name = encodeNameHeader(method, params)
+  if (name !== undefined) headers['mcp-name'] = name
+  return headers
+}
+
+/**
+ * The `_meta` of a request sent to a 2026-07-28 target on behalf of an initialize-era
+ * session: the request's own keys, then the revision, the session client's capabilities and
+ * info (from its initialize), and the level it set with logging/setLevel (if any).
+ */
+export function modernRequestMeta (own: unknown, client: { capabilities: Record<string, unknown>, clientInfo: Record<string, unknown> }, logLevel: string | undefined): Record<string, unknown> {
+  const meta: Record<string, unknown> = {
+    ...((own ?? {}) as Record<string, unknown>),
+    [META_PROTOCOL_VERSION]: MODERN_VERSION,
+    [META_CLIENT_CAPABILITIES]: client.capabilities,
+    [META_CLIENT_INFO]: client.clientInfo
+  }
+  if (logLevel !== undefined) meta[META_LOG_LEVEL] = logLevel
+  return meta
+}
+
+/**
+ * The initialize result an initialize-era client gets from a 2026-07-28 target's
+ * `server/discover` result: the revision the client asked for, the target's capabilities,
+ * its serverInfo (from `_meta`) and instructions.
+ */
+export function initializeFromDiscover (discover: Record<string, unknown>, requestedVersion: unknown): Record<string, unknown> {
+  const meta = (discover._meta ?? {}) as Record<string, unknown>
+  const result: Record<string, unknown> = {
+    protocolVersion: String(requestedVersion ?? MODERN_VERSION),
+    capabilities: discover.capabilities ?? {},
+    serverInfo: meta[META_SERVER_INFO] ?? { name: 'unknown', version: '0' }
+  }
+  if (typeof discover.instructions === 'string') result.instructions = discover.instructions
+  return result
+}
+
+/**
+ * A change notification of a target's `subscriptions/listen` stream as an initialize-era
+ * server sends it: without the subscription id in `_meta` (the inverse of session/listen.ts's
+ * stamped()).
+ */
+export function unstamped (message: { method: string, params?: Record<string, unknown> }): JsonRpcNotification {
+  const params = { ...(message.params ?? {}) }
+  const meta = { ...((params._meta ?? {}) as Record<string, unknown>) }
+  delete meta[META_SUBSCRIPTION_ID]
+  if (Object.keys(meta).length > 0) params._meta = meta
+  else delete params._meta
+  return { jsonrpc: '2.0', method: message.method, params }
 }
