@@ -1,6 +1,6 @@
 /**
  * The client side of a 2026-07-28 target, for an upstream session of initialize-era
- * clients: a Transport (the SDK's interface, as StreamableHttpClientTransport) that makes
+ * clients: an UpstreamTransport (transport.ts, as StreamableHttpClientTransport) that makes
  * a stateless 2026-07-28 server look like an initialize-era one to TargetConnection.
  *
  *  - `initialize` is answered from the target's `server/discover` (its capabilities,
@@ -26,9 +26,8 @@
  */
 
 import type { Pool, Dispatcher } from 'undici'
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import type { RelatedInfo } from './streamable.ts'
+import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
 import { redactUrl } from '../../ir/redact.ts'
 import { initializeFromDiscover, modernRequestHeaders, modernRequestMeta, MODERN_VERSION, unstamped } from '../revisions/revision-2026.ts'
@@ -63,7 +62,9 @@ export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes
   }
 }
 
-export class ModernClientTransport implements Transport {
+export class ModernClientTransport implements UpstreamTransport {
+  readonly kind = 'stateless' as const
+  readonly revision = MODERN_VERSION
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void

@@ -37,7 +37,7 @@ export function inheritedEnvironment (env: NodeJS.ProcessEnv = process.env): Rec
 function serializeMessage (message: unknown): string {
   return JSON.stringify(message) + '\n'
 }
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { LineSplitter } from './line-splitter.ts'
 import { validMessage } from '../protocol/jsonrpc.ts'
@@ -63,7 +63,8 @@ const MAX_STDERR_LINE_BYTES = 16 * 1024
  */
 const MAX_EARLY_ITEMS = 256
 
-export class StdioProcessTransport implements Transport {
+export class StdioProcessTransport implements UpstreamTransport {
+  readonly kind = 'stdio' as const
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage) => void

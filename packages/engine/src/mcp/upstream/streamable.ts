@@ -2,7 +2,7 @@
  * The client side of the streamable HTTP transport, for Portico's upstream MCP sessions,
  * on an undici keep-alive pool: POST per message (JSON or SSE answers), a GET stream for
  * server-initiated messages (reopened with Last-Event-ID if it drops), DELETE to end the
- * session. It implements the SDK's Transport interface, like the SDK's own client transport,
+ * session. It implements UpstreamTransport (transport.ts, the SDK's Transport and more), like the SDK's own client transport,
  * which it replaces on the hot path because that one goes through fetch and web streams for
  * every message — most of the gateway's added latency per call in the MCP benchmark.
  *
@@ -19,7 +19,7 @@
  */
 
 import type { Pool, Dispatcher } from 'undici'
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
 import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
 
@@ -61,11 +61,6 @@ interface SseOutcome {
 
 type RequestId = string | number
 
-/** What onmessage's `extra` says of a message that came on a request's POST stream. */
-export interface RelatedInfo {
-  relatedRequestId: RequestId
-}
-
 const GET_RETRY_MS = 1000
 /** Reopening a GET stream that keeps failing backs off up to this. */
 const GET_RETRY_MAX_MS = 30_000
@@ -75,7 +70,8 @@ const RESUME_BACKOFF_MAX_MS = 5_000
 const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
-export class StreamableHttpClientTransport implements Transport {
+export class StreamableHttpClientTransport implements UpstreamTransport {
+  readonly kind = 'streamable' as const
   onclose?: () => void
   onerror?: (error: Error) => void
   /**
