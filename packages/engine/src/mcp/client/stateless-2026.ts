@@ -24,15 +24,14 @@ import type { RequestContext } from '../../request/context.ts'
 import type { BackendIR } from '../../ir/types.ts'
 import type { McpGateway } from '../session/gateway.ts'
 import type { McpSession } from '../session/session.ts'
-import type { ItemFilter } from '../protocol/item-filter.ts'
-import type { HeadHook } from '../protocol/sse-writer.ts'
+import type { McpHttpHelpers } from './answer.ts'
 import { SseWriter } from '../protocol/sse-writer.ts'
 import { PostChannel } from './post-channel.ts'
 import { honouredFilter, parseFilter, stamped } from '../session/listen.ts'
 import { forwardToModernTarget } from '../upstream/stateless-forward.ts'
 import { ModernCall, type CallBinding } from '../session/modern-call.ts'
 import {
-  capabilitiesOf, discoverResult, isModernVersion, META_LOG_LEVEL, META_SUBSCRIPTION_ID, metaOf, upstreamRequest
+  capabilitiesOf, discoverResult, META_LOG_LEVEL, META_SUBSCRIPTION_ID, metaOf, upstreamRequest
 } from '../revisions/revision-2026.ts'
 import {
   errorResponse, MISSING_CLIENT_CAPABILITY, INVALID_PARAMS, INVALID_REQUEST, isRequest,
@@ -43,17 +42,6 @@ import {
 /** The methods a modern client is served (everything else is 404 Method not found). */
 const FORWARDED = new Set(['tools/list', 'tools/call', 'prompts/list', 'prompts/get', 'resources/list', 'resources/read', 'resources/templates/list', 'completion/complete', 'subscriptions/listen'])
 
-/** What mcp/client/http.ts lends this module: its reply, trace and authorization helpers. */
-export interface McpHttpHelpers {
-  reply(ctx: RequestContext, status: number, body: JsonRpcMessage | null, headers?: Record<string, string>): void
-  /** The trace's final request; `call`: a target is called for it now. */
-  traceStart(ctx: RequestContext, call?: boolean): void
-  /** A target is called for this request (the trace's backend call starts). */
-  traceTargetCall(ctx: RequestContext): void
-  headHook(ctx: RequestContext): HeadHook
-  itemFilter(ctx: RequestContext): ItemFilter | undefined
-  traceTargetError(ctx: RequestContext, error: { code: number, message: string }): void
-}
 
 /** One modern POST (already classified): a notification, server/discover, or an item method. */
 export async function handleModernPost (gw: McpGateway, ctx: RequestContext, backend: BackendIR, message: JsonRpcMessage, version: string, h: McpHttpHelpers): Promise<void> {
