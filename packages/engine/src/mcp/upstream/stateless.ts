@@ -28,7 +28,9 @@
 import type { Pool, Dispatcher } from 'undici'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
 import type { RelatedInfo, UpstreamTransport } from './transport.ts'
+import { createParser } from 'eventsource-parser'
 import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
+import { readLimited } from '../protocol/message-limits.ts'
 import { redactUrl } from '../../ir/redact.ts'
 import { initializeFromDiscover, modernRequestHeaders, modernRequestMeta, MODERN_VERSION, unstamped } from '../revisions/revision-2026.ts'
 import {
@@ -48,18 +50,51 @@ export interface ModernClientTransportOptions {
   requestTimeoutMs: number
 }
 
-/** Whether `url` answers server/discover as a 2026-07-28 server (for TargetConnection's fallback). */
-export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes: number): Promise<boolean> {
-  const transport = new ModernClientTransport(url, { client: { capabilities: {}, clientInfo: { name: 'portico', version: '0' } }, maxMessageBytes, requestTimeoutMs: timeoutMs })
+/**
+ * Whether the target at `url` answers server/discover as a 2026-07-28 server. One question
+ * for both who ask it: ModernTargets (is a route's one target modern; cached, on its pool)
+ * and TargetConnection (a streamable target that refused initialize; without `via`, a pool
+ * is made for the question and closed).
+ */
+export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes: number, via?: { pool: Pool, clientInfo: Record<string, unknown> }): Promise<boolean> {
+  const pool = via?.pool ?? upstreamPool(url)
+  const meta = modernRequestMeta(undefined, { capabilities: {}, clientInfo: via?.clientInfo ?? { name: 'portico', version: '0' } }, undefined)
   try {
-    const answer = await transport.exchange('portico-probe', 'server/discover', {}, AbortSignal.timeout(timeoutMs), () => {})
-    const versions = 'result' in answer ? answer.result.supportedVersions : undefined
+    const res = await pool.request({
+      path: url.pathname + url.search,
+      method: 'POST',
+      headers: modernRequestHeaders('server/discover', {}),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'portico-discover', method: 'server/discover', params: { _meta: meta } }),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      signal: AbortSignal.timeout(timeoutMs)
+    })
+    const text = (await readLimited(res.body, maxMessageBytes, 'the server/discover answer')).toString('utf8')
+    if (res.statusCode !== 200) return false
+    const message = String(res.headers['content-type'] ?? '').startsWith('text/event-stream') ? lastSseMessage(text) : JSON.parse(text) as unknown
+    const versions = (message as { result?: { supportedVersions?: unknown } } | null)?.result?.supportedVersions
     return Array.isArray(versions) && versions.includes(MODERN_VERSION)
   } catch {
     return false
   } finally {
-    await transport.close()
+    if (via === undefined) await pool.close().catch(() => {})
   }
+}
+
+/** The last JSON-RPC message of an SSE body (the answer of a probe). */
+function lastSseMessage (text: string): unknown {
+  let last: unknown = null
+  const parser = createParser({
+    onEvent: e => {
+      try {
+        last = JSON.parse(e.data)
+      } catch {
+        // not a message
+      }
+    }
+  })
+  parser.feed(text)
+  return last
 }
 
 export class ModernClientTransport implements UpstreamTransport {
