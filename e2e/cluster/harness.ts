@@ -151,6 +151,13 @@ export interface ClusterOptions {
 }
 
 /**
+ * kube-apiserver flags that serve ClusterTrustBundle (certificates.k8s.io/v1beta1 in Kubernetes
+ * 1.36: beta, off unless its feature gate and API version are turned on). The controller claims
+ * the ClusterTrustBundle feature only when the kind is served.
+ */
+export const CLUSTER_TRUST_BUNDLE_APISERVER_ARGS = ['--feature-gates=ClusterTrustBundle=true', '--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true']
+
+/**
  * What runs a pod's containers for the fake kubelet (default: nothing runs; pods are only
  * marked Ready). `start` is awaited before the pod is reported Ready with `podIP`; `stop`
  * before a deleted pod's deletion is completed (and when the cluster stops). `logs` serves

@@ -30,7 +30,7 @@
  */
 
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { request } from 'node:http'
 import { dirname, join } from 'node:path'
@@ -268,8 +268,13 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
     return true
   }
 
-  /** Polls the container's readiness probe (httpGet or tcpSocket) at the pod's IP. */
-  async function probe (container: any, podIP: string, exited: () => boolean): Promise<void> {
+  /**
+   * Polls the container's readiness probe (httpGet or tcpSocket) at the pod's IP; without one,
+   * its first port: a TCP connect, or for a UDP port a socket bound to it in the pod's network
+   * namespace (`/proc/NETNS_PID/net/udp{,6}` lists that namespace's sockets: a datagram would
+   * prove nothing, as a UDP server need not answer).
+   */
+  async function probe (container: any, podIP: string, netnsPid: number, exited: () => boolean): Promise<void> {
     const p = container.readinessProbe ?? container.startupProbe
     const ports = new Map<string, number>((container.ports ?? []).map((x: any) => [x.name, x.containerPort]))
     const portOf = (port: unknown): number => typeof port === 'number' ? port : Number(ports.get(String(port)) ?? port)
@@ -280,6 +285,9 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
         const req = request({ host: podIP, port, path: p.httpGet.path ?? '/', timeout: 1000 }, res => { res.resume(); resolve((res.statusCode ?? 0) >= 200 && (res.statusCode ?? 0) < 400) })
         req.on('error', () => resolve(false)).on('timeout', () => { req.destroy(); resolve(false) }).end()
       })
+    } else if (p === undefined && String(container.ports?.[0]?.protocol ?? 'TCP').toUpperCase() === 'UDP') {
+      const port = Number(container.ports[0].containerPort)
+      check = async () => udpBound(netnsPid, port)
     } else if (p?.tcpSocket !== undefined || p?.grpc !== undefined || (container.ports ?? []).length > 0) {
       // A gRPC health probe is checked as a TCP connect to its port: the server is up.
       const port = p?.tcpSocket !== undefined ? portOf(p.tcpSocket.port) : p?.grpc !== undefined ? Number(p.grpc.port) : Number(container.ports[0].containerPort)
@@ -397,7 +405,7 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
       await Promise.all(plans.map(async (plan, i) => {
         let gone = false
         void entry.containers[i]!.exited.then(() => { gone = true })
-        await probe(plan.container, podIP, () => gone)
+        await probe(plan.container, podIP, pid, () => gone)
       }))
     })()
     try {
@@ -444,4 +452,19 @@ export function processKubelet (options: ProcessKubeletOptions): PodRuntime & { 
     pods: () => [...running.keys()],
     addAddress
   }
+}
+
+/** Whether a UDP socket is bound to `port` in the network namespace of process `pid` (IPv4 or IPv6). */
+export function udpBound (pid: number, port: number): boolean {
+  const hex = port.toString(16).toUpperCase().padStart(4, '0')
+  for (const file of [`/proc/${pid}/net/udp`, `/proc/${pid}/net/udp6`]) {
+    let text = ''
+    try { text = readFileSync(file, 'utf8') } catch { continue }
+    // "  sl  local_address rem_address ...": local_address is ADDR:PORT in hex.
+    for (const line of text.split('\n').slice(1)) {
+      const local = line.trim().split(/\s+/)[1]
+      if (local !== undefined && local.endsWith(`:${hex}`)) return true
+    }
+  }
+  return false
 }

@@ -24,7 +24,7 @@
  * suite's. The full output of the suite and of the controller is kept in the run's directory.
  *
  * Tools come from the environment `scripts/test-tools` / `scripts/conformance-tools` print
- * (GATEWAY_CONFORMANCE_TEST, ECHO_BASIC, GATEWAY_API_CRDS_EXPERIMENTAL, KUBE_*).
+ * (GATEWAY_CONFORMANCE_TEST, ECHO_BASIC, GATEWAY_API_CRDS_EXPERIMENTAL, GATEWAY_API_CRDS_STANDARD, KUBE_*).
  */
 
 import { spawn, spawnSync } from 'node:child_process'
@@ -32,7 +32,7 @@ import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFil
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { documentationAddresses, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { CLUSTER_TRUST_BUNDLE_APISERVER_ARGS, documentationAddresses, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { processKubelet } from '../cluster/process-kubelet.ts'
 import { startController, type ControllerProcess } from '../cluster/portico-processes.ts'
 import { REPO_ROOT } from '../lib/portico.ts'
@@ -113,7 +113,13 @@ async function main (): Promise<void> {
   const channel = args.channel
   if (channel !== 'standard' && channel !== 'experimental') throw new Error(`--channel: ${String(channel)}`)
   // The Inference Extension's suite checks that the Gateway API CRDs are its gateway-api's version.
-  const crds = inference ? need('INFERENCE_GATEWAY_API_CRDS') : channel === 'experimental' ? need('GATEWAY_API_CRDS_EXPERIMENTAL') : undefined
+  // The standard channel's: the suite's own version when scripts/conformance-tools printed them
+  // (v1.7.0 refuses v1.6.3's, which the harness installs by default).
+  const crds = inference
+    ? need('INFERENCE_GATEWAY_API_CRDS')
+    : channel === 'experimental'
+      ? need('GATEWAY_API_CRDS_EXPERIMENTAL')
+      : (process.env.GATEWAY_API_CRDS_STANDARD ?? '') !== '' ? need('GATEWAY_API_CRDS_STANDARD') : undefined
   const dir = mkdtempSync(join(tmpdir(), 'portico-conformance-'))
   const runLog = join(dir, 'runner.log')
   const log = (line: string): void => appendFileSync(runLog, `${new Date().toISOString()} ${line}\n`)
@@ -135,7 +141,8 @@ async function main (): Promise<void> {
     // its certificate names localhost, not the veth's address.
     apiServer: { get server () { return cluster!.server.replace('127.0.0.1', GATEWAY_IP) }, get caFile () { return cluster!.caFile }, tlsServerName: 'localhost' },
     commandFor: (image, pod, files, container) => {
-      // Any registry and tag: the Gateway API suite pulls registry.k8s.io/gateway-api/echo-basic,
+      // Any registry, path and tag: the Gateway API suite v1.6.3 pulls
+      // registry.k8s.io/gateway-api/echo-basic, v1.7.0 registry.k8s.io/gateway-api/conformance/echo-basic,
       // the Inference Extension's gcr.io/k8s-staging-gateway-api/echo-basic.
       if (/(^|\/)echo-basic(:|@|$)/.test(image)) return { command: echoBasic, args: [] }
       if (lwepp !== undefined && /(^|\/)(lwepp|epp)(:|@|$)/.test(image)) {
@@ -166,8 +173,9 @@ async function main (): Promise<void> {
     cluster = await startCluster({
       ...(crds !== undefined ? { gatewayApiCrds: crds } : {}),
       fakeKubelet: { podIP: documentationAddresses(), runtime: pods },
-      // The endpoint pickers read the API server from their pods (their veths end here).
-      ...(inference ? { apiserverArgs: ['--bind-address=0.0.0.0'] } : {}),
+      // The endpoint pickers read the API server from their pods (their veths end here). The
+      // Gateway API runs serve ClusterTrustBundle, so that the feature is claimed and reported.
+      apiserverArgs: inference ? ['--bind-address=0.0.0.0'] : CLUSTER_TRUST_BUNDLE_APISERVER_ARGS,
       startTimeoutMs: 120_000
     })
     if (inferenceCrds !== undefined) {

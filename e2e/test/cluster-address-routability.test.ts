@@ -12,28 +12,13 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { startController } from '../cluster/portico-processes.ts'
+import { V170_CRDS_MISSING, v170ExperimentalCrds } from '../cluster/v170-crds.ts'
 import { freePort } from '../lib/portico.ts'
 import { waitUntil } from '../lib/client.ts'
 
 const GW_API = '/apis/gateway.networking.k8s.io/v1'
-
-/** v1.7.0's experimental CRD manifests (config/crd/experimental), or null. */
-function v170Crds (): string | null {
-  if (process.env.GATEWAY_API_V170_CRDS_EXPERIMENTAL !== undefined) return process.env.GATEWAY_API_V170_CRDS_EXPERIMENTAL
-  try {
-    const cache = execFileSync('go', ['env', 'GOMODCACHE'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
-    const dir = join(cache, 'sigs.k8s.io/gateway-api@v1.7.0/config/crd/experimental')
-    return existsSync(dir) ? dir : null
-  } catch {
-    return null
-  }
-}
 
 let cluster: Cluster | undefined
 const cleanup: Array<() => Promise<void> | void> = []
@@ -42,13 +27,10 @@ before(async s => {
   const t = s as TestContext
   const tools = requireKubeTools(t)
   if (tools === null) return
-  const source = v170Crds()
-  if (source === null) return t.skip('no gateway-api v1.7.0 experimental CRDs (go mod download sigs.k8s.io/gateway-api@v1.7.0, or GATEWAY_API_V170_CRDS_EXPERIMENTAL)')
-  // Only the CRDs: the directory also holds a kustomization and a ValidatingAdmissionPolicy.
-  const crds = mkdtempSync(join(tmpdir(), 'portico-crds-v170-'))
-  cleanup.push(() => rmSync(crds, { recursive: true, force: true }))
-  for (const f of readdirSync(source)) if (/^gateway\.networking\.(x-)?k8s\.io_.*\.yaml$/.test(f) && !f.includes('vap')) copyFileSync(join(source, f), join(crds, f))
-  cluster = await startCluster({ tools, controllerManager: false, gatewayApiCrds: crds })
+  const crds = v170ExperimentalCrds()
+  if (crds === null) return t.skip(V170_CRDS_MISSING)
+  cleanup.push(crds.remove)
+  cluster = await startCluster({ tools, controllerManager: false, gatewayApiCrds: crds.dir })
   cleanup.push(() => cluster!.stop())
 })
 

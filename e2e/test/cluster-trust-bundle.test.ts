@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { request as httpsRequest } from 'node:https'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { CLUSTER_TRUST_BUNDLE_APISERVER_ARGS, requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
 import { gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '../lib/portico.ts'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
@@ -59,7 +59,7 @@ before(async s => {
   cluster = await startCluster({
     tools,
     controllerManager: false,
-    apiserverArgs: ['--feature-gates=ClusterTrustBundle=true', '--runtime-config=certificates.k8s.io/v1beta1/clustertrustbundles=true']
+    apiserverArgs: CLUSTER_TRUST_BUNDLE_APISERVER_ARGS
   })
   cleanup.push(() => cluster!.stop())
 })

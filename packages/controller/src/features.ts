@@ -53,6 +53,7 @@ export const SUPPORTED_FEATURES = [
   'GatewayStaticAddresses',
   'GatewayAddressRoutability',
   'GatewayAddressRoutabilityCluster',
+  'GatewayListenerFilters',
   'ReferenceGrant',
   'BackendTLSPolicy',
   'BackendTLSPolicySANValidation',
@@ -64,7 +65,8 @@ export const SUPPORTED_FEATURES = [
   'TLSRoute',
   'TLSRouteModeTerminate',
   'TLSRouteModeMixed',
-  'TCPRoute'
+  'TCPRoute',
+  'UDPRoute'
 ]
 
 /**
@@ -96,7 +98,8 @@ export const FEATURE_FIELDS: Record<string, string[][]> = {
  */
 export const GATEWAY_FEATURE_FIELDS: Record<string, string[][]> = {
   GatewayAddressRoutability: [['spec', 'addresses', 'routability']],
-  GatewayAddressRoutabilityCluster: [['spec', 'addresses', 'routability']]
+  GatewayAddressRoutabilityCluster: [['spec', 'addresses', 'routability']],
+  GatewayListenerFilters: [['spec', 'listeners', 'filters', 'requests', 'externalAuth']]
 }
 
 /**
@@ -112,6 +115,7 @@ export const FEATURE_KINDS: Record<string, string> = {
   TLSRouteModeTerminate: 'TLSRoute',
   TLSRouteModeMixed: 'TLSRoute',
   TCPRoute: 'TCPRoute',
+  UDPRoute: 'UDPRoute',
   // A built-in kind, but served only with its feature gate (certificates.k8s.io/v1beta1 in Kubernetes 1.36).
   ClusterTrustBundle: 'ClusterTrustBundle'
 }

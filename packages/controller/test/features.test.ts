@@ -77,10 +77,19 @@ test('supportedFeatures: without a readable CRD, or without a v1 version, only f
 })
 
 /** A Gateway CRD whose v1 schema has spec.addresses[].routability (v1.7.0 experimental channel) or not. */
-function gatewayCrd (routability: boolean): CustomResourceDefinition {
+/** A Gateway CRD's v1 schema; `routability` and `listenerFilters` add the v1.7.0 experimental fields. */
+function gatewayCrd (routability: boolean, listenerFilters = routability): CustomResourceDefinition {
   const address = { type: 'object', properties: { type: { type: 'string' }, value: { type: 'string' }, ...(routability ? { routability: { type: 'string' } } : {}) } }
-  return { spec: { versions: [{ name: 'v1', served: true, schema: { openAPIV3Schema: { properties: { spec: { properties: { addresses: { type: 'array', items: address } } } } } as never } }] } }
+  const filter = { type: 'object', properties: { type: { type: 'string' }, externalAuth: { type: 'object' }, extensionRef: { type: 'object' } } }
+  const listener = { type: 'object', properties: { name: { type: 'string' }, port: { type: 'integer' }, ...(listenerFilters ? { filters: { type: 'object', properties: { requests: { type: 'array', items: filter } } } } : {}) } }
+  return { spec: { versions: [{ name: 'v1', served: true, schema: { openAPIV3Schema: { properties: { spec: { properties: { addresses: { type: 'array', items: address }, listeners: { type: 'array', items: listener } } } } } as never } }] } }
 }
+
+test('supportedFeatures: GatewayListenerFilters only when the Gateway CRD has spec.listeners[].filters.requests[].externalAuth', () => {
+  assert.ok(supportedFeatures(httpRouteCrd(), undefined, undefined, gatewayCrd(false, true)).includes('GatewayListenerFilters'))
+  assert.ok(!supportedFeatures(httpRouteCrd(), undefined, undefined, gatewayCrd(true, false)).includes('GatewayListenerFilters'), 'the standard channel prunes the field')
+  assert.ok(!supportedFeatures(httpRouteCrd()).includes('GatewayListenerFilters'), 'no Gateway CRD read')
+})
 
 test('supportedFeatures: GatewayAddressRoutability(Cluster) only when the Gateway CRD has spec.addresses[].routability', () => {
   const routability = ['GatewayAddressRoutability', 'GatewayAddressRoutabilityCluster']
@@ -93,7 +102,7 @@ test('supportedFeatures: GatewayAddressRoutability(Cluster) only when the Gatewa
 
 test('supportedFeatures: ListenerSet is claimed only when the ListenerSet kind is served (its CRD installed)', () => {
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set()).includes('ListenerSet'))
-  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute', 'ClusterTrustBundle']), gatewayCrd(true))
+  const withKind = supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet', 'GRPCRoute', 'TLSRoute', 'TCPRoute', 'UDPRoute', 'ClusterTrustBundle']), gatewayCrd(true))
   assert.ok(withKind.includes('ListenerSet'))
   assert.deepEqual(withKind, SUPPORTED_FEATURES)
   assert.ok(!supportedFeatures(httpRouteCrd(retry), undefined, new Set(['ListenerSet'])).includes('GRPCRoute'), 'GRPCRoute needs its CRD served')

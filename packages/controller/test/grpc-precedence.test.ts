@@ -1,6 +1,6 @@
 /**
  * GRPCRoute precedence, end to end through the engine's route table: the rules of
- * golden/grpc-precedence.yaml are written least specific first, and each call must reach the
+ * golden/grpcroute/precedence.yaml are written least specific first, and each call must reach the
  * rule the spec gives it (characters of the service, then of the method, then header count).
  */
 
@@ -12,7 +12,7 @@ import { RouteTable } from '../../engine/src/routing/route-table.ts'
 import { translate } from '../src/translate/translate.ts'
 import { CONTROLLER, clusterState } from './cluster-state.ts'
 
-const input = readFileSync(new URL('./golden/grpc-precedence.yaml', import.meta.url), 'utf8')
+const input = readFileSync(new URL('./golden/grpcroute/precedence.yaml', import.meta.url), 'utf8')
 
 function table (): RouteTable<{ ir: RouteIR }> {
   const result = translate(clusterState(input), { controllerName: CONTROLLER })

@@ -5,7 +5,7 @@ import type { KubeHttp } from '../src/kube/http.ts'
 import { condition } from '../src/translate/conditions.ts'
 import { listenerSetProgrammed, type ListenerSetResult } from '../src/translate/listener-sets.ts'
 
-// The translation of ListenerSets is pinned by golden/listener-sets.yaml; these cover what
+// The translation of ListenerSets is pinned by golden/listener-set/basic.yaml; these cover what
 // the controller adds when writing: Programmed (following the Gateway's) and the writes.
 
 function result (accepted: boolean, reason = 'Accepted'): ListenerSetResult {

@@ -38,7 +38,7 @@ test('unknown keys are errors with position and a did-you-mean', () => {
 
 test('an unknown key far from any known one lists the known fields', () => {
   const [line] = errors('gateways:\n  default:\n    port: 3000\n    zzzzzzzz: 1\n')
-  assert.match(line!, /^c\.yaml:4:5: gateways\.default\.zzzzzzzz: unknown field "zzzzzzzz" \(known fields: port, protocol, address, hostname, http2, tls, path, timeout, clientIPDetection, upgrades, tracing, policies, udp\)$/)
+  assert.match(line!, /^c\.yaml:4:5: gateways\.default\.zzzzzzzz: unknown field "zzzzzzzz" \(known fields: port, protocol, address, hostname, http2, tls, path, timeout, clientIPDetection, upgrades, tracing, policies, filters, udp\)$/)
 })
 
 test('type, enum, range and required errors name the field and line', () => {

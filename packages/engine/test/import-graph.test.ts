@@ -16,6 +16,9 @@
  *   7  engine config         compile and install an IR; the YAML front end that produces one
  *   8  (root)                index.ts, the package barrel
  *
+ * The list itself is test/lib/layers.ts (architecture-doc.test.ts holds the table of
+ * docs/architecture.md to it too).
+ *
  * Type-only imports count: reading a room means reading the types it names (the cycle the
  * issue started from — ir/types.ts → policy/types.ts → RequestContext — was type-only).
  *
@@ -42,23 +45,12 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync } from 'node:fs'
-import { dirname, join, normalize, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
+// The graph reading and cycle finding the proxy's cycle test uses too (one piece serves both).
+import { cycles, importsOf, sourceFiles } from '../../testkit/src/import-graph.ts'
+import { LAYERS } from './lib/layers.ts'
 
 const SRC = fileURLToPath(new URL('../src/', import.meta.url))
-
-const LAYERS: ReadonlyArray<readonly string[]> = [
-  ['util'],
-  ['ir'],
-  ['routing', 'auth', 'traffic', 'cel', 'trace', 'mesh'],
-  ['http'],
-  ['request'],
-  ['policy', 'llm', 'mcp', 'stream', 'inference'],
-  ['pipeline'],
-  ['engine', 'config'],
-  ['(root)']
-]
 
 /**
  * Imports against the order that still exist, as `from -> to` (paths under src/): none since
@@ -73,35 +65,10 @@ function room (file: string): string {
   return slash === -1 ? '(root)' : file.slice(0, slash)
 }
 
-function sourceFiles (dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
-    .filter(f => f.endsWith('.ts'))
-    .map(f => f.split('\\').join('/'))
-    .sort()
-}
-
-/**
- * Static imports and re-exports (`import … from './x.ts'`, `export … from`, `import './x.ts'`,
- * anchored at a line's start so doc comments that quote code do not count; named lists may
- * span lines) and dynamic `import('./x.ts')`. Only relative specifiers: packages are not rooms.
- */
-const STATIC = /^(?:import|export)\s[^'"`;]*?\bfrom\s*['"]([^'"]+)['"]|^import\s*['"]([^'"]+)['"]/gm
-const DYNAMIC = /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g
-
-function importsOf (file: string): string[] {
-  const text = readFileSync(join(SRC, file), 'utf8')
-  const specs: string[] = []
-  for (const m of text.matchAll(STATIC)) specs.push((m[1] ?? m[2])!)
-  for (const m of text.matchAll(DYNAMIC)) specs.push(m[1]!)
-  return specs
-    .filter(s => s.startsWith('.'))
-    .map(s => relative(SRC, normalize(join(SRC, dirname(file), s))).split('\\').join('/'))
-}
-
 function crossRoomEdges (): Edge[] {
   const edges: Edge[] = []
   for (const from of sourceFiles(SRC)) {
-    for (const to of new Set(importsOf(from))) if (room(from) !== room(to)) edges.push({ from, to })
+    for (const to of new Set(importsOf(SRC, from))) if (room(from) !== room(to)) edges.push({ from, to })
   }
   return edges
 }
@@ -128,7 +95,7 @@ function describeGraph (edges: Edge[]): string {
     .join('\n')
 }
 
-/** Cycles between rooms (strongly connected components of more than one room), by Tarjan's algorithm. */
+/** Cycles between rooms (strongly connected components of more than one room). */
 function roomCycles (edges: Edge[]): string[][] {
   const graph = new Map<string, Set<string>>()
   for (const e of edges) {
@@ -136,33 +103,13 @@ function roomCycles (edges: Edge[]): string[][] {
     if (!graph.has(room(e.to))) graph.set(room(e.to), new Set())
     graph.get(room(e.from))!.add(room(e.to))
   }
-  let next = 0
-  const index = new Map<string, number>()
-  const low = new Map<string, number>()
-  const stack: string[] = []
-  const onStack = new Set<string>()
-  const cycles: string[][] = []
-  const visit = (v: string): void => {
-    index.set(v, next); low.set(v, next); next++
-    stack.push(v); onStack.add(v)
-    for (const w of graph.get(v)!) {
-      if (!index.has(w)) { visit(w); low.set(v, Math.min(low.get(v)!, low.get(w)!)) } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!))
-    }
-    if (low.get(v) === index.get(v)) {
-      const component: string[] = []
-      let w: string
-      do { w = stack.pop()!; onStack.delete(w); component.push(w) } while (w !== v)
-      if (component.length > 1) cycles.push(component.sort())
-    }
-  }
-  for (const v of [...graph.keys()].sort()) if (!index.has(v)) visit(v)
-  return cycles
+  return cycles(graph)
 }
 
 test('import graph: every room of packages/engine/src is in LAYERS', () => {
   const rooms = new Set(sourceFiles(SRC).map(room))
   const missing = [...rooms].filter(r => !RANK.has(r))
-  assert.deepEqual(missing, [], `rooms without a layer: ${missing.join(', ')} — add them to LAYERS (and the table above it)`)
+  assert.deepEqual(missing, [], `rooms without a layer: ${missing.join(', ')} — add them to LAYERS in test/lib/layers.ts (and the tables above it and in docs/architecture.md)`)
 })
 
 test('import graph: imports run down the layers (ir is the floor); only listed exceptions run up', (t) => {
@@ -206,7 +153,7 @@ function mcpRoom (file: string): string {
 function mcpEdges (): Edge[] {
   const edges: Edge[] = []
   for (const from of sourceFiles(SRC).filter(f => f.startsWith('mcp/'))) {
-    for (const to of new Set(importsOf(from))) if (to.startsWith('mcp/') && mcpRoom(from) !== mcpRoom(to)) edges.push({ from, to })
+    for (const to of new Set(importsOf(SRC, from))) if (to.startsWith('mcp/') && mcpRoom(from) !== mcpRoom(to)) edges.push({ from, to })
   }
   return edges
 }

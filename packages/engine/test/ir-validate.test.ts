@@ -6,7 +6,8 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readdirSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
+import { goldenCases } from '../../../scripts/lib/golden.ts'
 import { Engine } from '../src/engine/engine.ts'
 import { validateIR, formatIrDiagnostic } from '../src/ir/validate.ts'
 import { loadConfigText } from '../src/config/load.ts'
@@ -33,21 +34,21 @@ const CORS = { allowOrigins: ['https://app.example.com'], allowMethods: ['GET'],
 
 test('validateIR: what the YAML front end produces passes (golden IRs included)', () => {
   assert.deepEqual(validateIR(yamlIR(ROUTE)), [])
-  const dir = new URL('./golden/', import.meta.url)
-  const files = readdirSync(dir).filter(f => f.endsWith('.ir.json'))
+  const files = goldenCases(new URL('./golden/config/', import.meta.url).pathname, { input: '.yaml', outputs: ['.ir.json'] })
+    .map(c => c.outputs[0]!).filter(f => existsSync(f))
   assert.ok(files.length > 0)
-  for (const f of files) assert.deepEqual(validateIR(JSON.parse(readFileSync(new URL(f, dir), 'utf8')) as ProxyIR), [], f)
+  for (const f of files) assert.deepEqual(validateIR(JSON.parse(readFileSync(f, 'utf8')) as ProxyIR), [], f)
 })
 
 test('validateIR: what the controller translates passes (its golden IRs)', () => {
-  const dir = new URL('../../controller/test/golden/', import.meta.url)
+  const cases = goldenCases(new URL('../../controller/test/golden/', import.meta.url).pathname, { input: '.yaml', outputs: ['.out.json'] })
   const irs: ProxyIR[] = []
   const collect = (v: unknown): void => {
     if (v === null || typeof v !== 'object') return
     if (Array.isArray((v as ProxyIR).binds) && Array.isArray((v as ProxyIR).backends)) irs.push(v as ProxyIR)
     else for (const child of Object.values(v)) collect(child)
   }
-  for (const f of readdirSync(dir).filter(f => f.endsWith('.out.json'))) collect(JSON.parse(readFileSync(new URL(f, dir), 'utf8')))
+  for (const c of cases) collect(JSON.parse(readFileSync(c.outputs[0]!, 'utf8')))
   assert.ok(irs.length > 0)
   for (const ir of irs) assert.deepEqual(validateIR(ir), [], ir.version)
 })
@@ -128,4 +129,13 @@ test('validateIR: an extProc response body mode where the answers are MCP is ref
     `binds[0].listeners[0].routes[${mcp}].backends[0].policies.extProc: ${why}`,
     `binds[0].listeners[0].routes[${mcp}].policies.extProc: ${why}`
   ].sort())
+})
+
+test('validateIR: a listener with more than 16 filters (Gateway API ListenerFilters.requests MaxItems) is refused', () => {
+  const ir = yamlIR(ROUTE)
+  const filter = { extAuthz: { host: 'http://127.0.0.1:9000', protocol: { grpc: {} }, failureMode: 'deny' as const, timeoutMs: 1000, includeRequestHeaders: null, includeRequestBody: null, contextExtensions: {} } }
+  ir.binds[0]!.listeners[0]!.filters = { requests: Array.from({ length: 16 }, () => filter) }
+  assert.deepEqual(validateIR(ir), [])
+  ir.binds[0]!.listeners[0]!.filters = { requests: Array.from({ length: 17 }, () => filter) }
+  assert.deepEqual(validateIR(ir).map(d => formatIrDiagnostic(d)), ['binds[0].listeners[0].filters.requests: at most 16 listener filters (Gateway API ListenerFilters.requests)'])
 })

@@ -1,40 +1,34 @@
 /**
- * One running Portico: engine + data-plane listeners + config source + logs + shutdown.
- * The CLI builds one from arguments; tests build one in-process the same way.
+ * One running Portico: its data plane (data-plane.ts) + config source + worker pool + servers +
+ * shutdown. The CLI builds one from arguments; tests build one in-process the same way.
+ * Data-plane workers do not: they run a DataPlane alone (workers/worker-main.ts).
  */
 
 import type { Logger } from 'pino'
-import { applyAccessLogFields, compileCelFields, DEFAULT_MAX_CONFIG_BYTES, Engine, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, renewEmitterInit, setPublicHeaders, type ConfigDiagnostic, type LoadedConfig, type ProxyIR, type RequestContext, type RequestTracing, type StreamConnectionRecord, type UdpFlowRecord } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, renewEmitterInit, type ConfigDiagnostic, type Engine, type LoadedConfig, type MeshIdentityStatus, type ProxyIR, type StaticMeshIdentity } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
-import { ListenerManager } from './listeners.ts'
+import type { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
 import type { Logs } from '@portico/ops'
 import type { Settings } from './settings.ts'
-import { accessLogFields, connectionLogFields, flowLogFields } from './access-log.ts'
 import { dirname, resolve } from 'node:path'
-import { ProxyMetrics } from './metrics.ts'
+import type { ProxyMetrics } from './metrics.ts'
 import { startMetricsServer, startReadinessServer, type RunningServer } from './ops-servers.ts'
 import { formatAddress } from './settings.ts'
 import { randomBytes } from 'node:crypto'
-import type { IncomingMessage, ServerResponse } from 'node:http'
 import { WorkerPool } from './workers/pool.ts'
 import { SlotTable } from './workers/slot-table.ts'
 import type { ListenerAddress } from './workers/protocol.ts'
-import type { OtlpLogs } from './otlp-logs.ts'
-import { watchUpstreamConnects } from './connect-timing.ts'
-import { watchStrayBytes } from './stray-bytes.ts'
-import { watchHbone } from './hbone-metrics.ts'
-import { meshIdentityFor, meshPem, meshStatus } from './mesh-identity.ts'
-import type { MeshIdentityStatus, StaticMeshIdentity } from '@portico/engine'
+import { meshPem, meshStatus } from './mesh-identity.ts'
+import { DataPlane, type ChildProcessInfo, type Tracing } from './data-plane.ts'
+import type { AdminView, ReloadRecord } from './admin/view.ts'
 
-export interface ReloadRecord {
-  at: string
-  ok: boolean
-  version?: string
-  errors?: string[]
-}
+export type { ReloadRecord } from './admin/view.ts'
+export type { ChildProcessInfo } from './data-plane.ts'
+// start.ts loads this module alone (lazily): the tracing it starts comes with it.
+export { startTracing } from './data-plane.ts'
 
-export interface PorticoOptions {
+export interface PorticoOptions extends Tracing {
   settings: Settings
   logs: Logs
   /** Path of the config file to watch (standalone mode). */
@@ -45,57 +39,17 @@ export interface PorticoOptions {
   onQuit?: () => void
   /** Largest config file a reload reads (bytes); default the engine's DEFAULT_MAX_CONFIG_BYTES. */
   maxConfigBytes?: number
-  /**
-   * This Portico is data-plane worker `index` of a primary (workers/worker-main.ts): its
-   * engine shares state through `backends` and hands MCP requests over with `handoff`.
-   * Without it, `settings.workers` > 1 makes this Portico the primary of that many workers.
-   */
-  worker?: { index: number, backends: SharedArrayBuffer, handoff: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void, intake: boolean }
-  /** OpenTelemetry tracing, started from settings.tracing (startTracing). */
-  otel?: RequestTracing
-  /** The access log's OTLP export, started from settings.accessLog.otlp (startTracing). */
-  otlpLogs?: OtlpLogs
 }
 
 /**
- * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
- * its exporters load only then. `relay` (a data-plane worker): its spans and OTLP access-log
- * records go to the primary, which exports them, rather than to an export thread of its
- * own — a `Worker` made in a thread that serves requests costs each of its requests
- * (docs/tracing-cost-log.md, eighth round), and one exporter serves the process.
+ * The process's primary event loop: a data plane (data-plane.ts) plus what only the primary
+ * runs — the config file or controller source and its reloads, the data-plane workers
+ * (settings.workers > 1), and the admin, metrics and readiness servers. The admin server sees
+ * it through AdminView (admin/view.ts) only.
  */
-export async function startTracing (settings: Settings, logs: Logs, relay?: (kind: 'spans' | 'logs', records: unknown[]) => void): Promise<Pick<PorticoOptions, 'otel' | 'otlpLogs'>> {
-  const out: Pick<PorticoOptions, 'otel' | 'otlpLogs'> = {}
-  if (settings.tracing !== null) {
-    const { createRequestTracing } = await import('@portico/engine/otel-sdk')
-    const log = logs.for('tracing')
-    // Spans that cannot be exported are lost; the proxy says so at most once a minute.
-    out.otel = await createRequestTracing({
-      ...settings.tracing,
-      onExportError: message => log.warn({ err: message }, 'spans not exported'),
-      ...(relay !== undefined ? { relay: (records: unknown[]) => relay('spans', records) } : {})
-    })
-  }
-  if (settings.accessLog.otlp !== null) {
-    const { startOtlpLogs } = await import('./otlp-logs.ts')
-    const log = logs.for('request')
-    out.otlpLogs = startOtlpLogs(settings.accessLog.otlp, {
-      onError: message => log.warn({ err: message }, 'access log records not exported'),
-      ...(relay !== undefined ? { relay: (records: unknown[]) => relay('logs', records) } : {})
-    })
-  }
-  return out
-}
-
-/** A child process the proxy runs (MCP stdio servers), for /debug/tasks. */
-export interface ChildProcessInfo {
-  pid: number | undefined
-  command: string
-  purpose: string
-  startedAt: string
-}
-
-export class Portico {
+export class Portico implements AdminView {
+  /** This loop's engine, listeners, metrics and mesh identity, as workers run them too. */
+  readonly dataPlane: DataPlane
   readonly engine: Engine
   /** The data-plane listeners of this event loop (none on a primary: its workers listen). */
   readonly listeners: ListenerManager
@@ -110,10 +64,6 @@ export class Portico {
   /** Most recent first, capped. */
   readonly reloads: ReloadRecord[] = []
   private readonly log: Logger
-  private readonly accessLog: Logger
-  /** Writes an access-log line (Logs.infoLine: the access log's own fast JSON). */
-  private readonly writeAccessLine: (fields: Record<string, unknown>, msg: string) => void
-  private readonly otlpLogs: OtlpLogs | null
   private readonly configPath: string | undefined
   private watcher: FileWatch | undefined
   private applying: Promise<unknown> = Promise.resolve()
@@ -121,15 +71,9 @@ export class Portico {
   private readonly servers: Array<{ close(): Promise<void> }> = []
   private readonly onQuit: (() => void) | undefined
   private readonly maxConfigBytes: number | undefined
-  private readonly childProcesses = new Set<ChildProcessInfo>()
-  /** Backend endpoints (host:port) → backend name, for the connect metrics; rebuilt per config. */
-  private endpointBackends = new Map<string, string>()
-  private readonly unwatchConnects: () => void
-  private readonly unwatchStrays: () => void
-  private readonly unwatchHbone: () => void
   /**
    * The gateway's mesh identity (mesh-identity.ts): from files (config.mesh.certificate), from
-   * the mesh CA (config.mesh.ca; in a worker, the certificates the primary hands over), or null.
+   * the mesh CA (config.mesh.ca), or null.
    */
   readonly meshIdentity: StaticMeshIdentity | null
   /** The last config that loaded; /config_dump shows its static part. */
@@ -145,68 +89,45 @@ export class Portico {
     this.settings = options.settings
     this.logs = options.logs
     this.log = options.logs.for('portico')
-    this.accessLog = options.logs.for('request')
-    this.writeAccessLine = options.logs.infoLine('request')
-    this.otlpLogs = options.otlpLogs ?? null
     this.configPath = options.configPath === undefined ? undefined : resolve(options.configPath)
-    const configLog = options.logs.for('engine')
-    const mcpLog = options.logs.for('mcp')
-    setPublicHeaders(options.settings.publicHeaders)
-    const primary = options.worker === undefined && options.settings.workers > 1
-    this.metrics = new ProxyMetrics({ dataPlane: options.worker !== undefined, workers: options.settings.workers, meshCa: options.settings.meshCa !== null })
-    if (options.otel !== undefined) options.otel.onSpans = (result, count) => this.metrics.observeSpans(result, count)
+    const primary = options.settings.workers > 1
     // Every thread must mint and read the same session ids and cookies: without a configured
     // key, the primary makes one for the process (still random per process).
     const sessionKey = options.settings.sessionKey ?? (primary ? randomBytes(32).toString('hex') : undefined)
     const backends = primary ? new SlotTable() : null
-    const shared = backends?.buffer ?? options.worker?.backends
-    this.meshIdentity = meshIdentityFor(options.settings, options.worker !== undefined, options.logs.for('portico/mesh'), this.metrics)
-    this.engine = new Engine({
-      env: options.env ?? {},
-      tracing: options.settings.debugTrace,
-      traceBodyLimit: options.settings.traceBodyLimit,
-      ...(shared !== undefined ? { shared: { backends: shared } } : {}),
-      ...(options.worker !== undefined ? { handoff: options.worker.handoff } : {}),
+    this.dataPlane = new DataPlane({
+      settings: options.settings,
+      logs: options.logs,
+      ...(options.env !== undefined ? { env: options.env } : {}),
+      ...(sessionKey !== undefined ? { sessionKey } : {}),
+      ...(backends !== null ? { sharedBackends: backends.buffer } : {}),
       ...(options.otel !== undefined ? { otel: options.otel } : {}),
-      ...(options.otel !== undefined && options.settings.tracing?.fields !== undefined ? { otelFields: compileCelFields(options.settings.tracing.fields) } : {}),
-      mcp: {
-        ...(sessionKey !== undefined ? { sessionKey } : {}),
-        sessionTtlMs: options.settings.mcpSessionTtlMs,
-        logger: {
-          debug: (fields, message) => mcpLog.debug(fields, message),
-          info: (fields, message) => mcpLog.info(fields, message),
-          warn: (fields, message) => mcpLog.warn(fields, message)
-        }
-      },
-      ...(this.meshIdentity !== null ? { pools: { mesh: this.meshIdentity, hboneMaxStreams: options.settings.hbone.maxStreams, hboneIdleTimeout: options.settings.hbone.idleTimeoutMs } } : {}),
-      onRequestEnd: ctx => this.onRequestEnd(ctx),
-      streams: { onConnectionEnd: c => this.onConnectionEnd(c) },
-      udp: { onFlowOpen: f => this.metrics.udpFlowOpened(f), onFlowCounts: c => this.metrics.udpFlowCounts(c), onFlowEnd: r => this.onFlowEnd(r) },
-      onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
+      ...(options.otlpLogs !== undefined ? { otlpLogs: options.otlpLogs } : {})
     })
-    this.listeners = new ListenerManager(this.engine, options.logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), { reusePort: options.worker !== undefined && !options.worker.intake, intake: options.worker?.intake === true })
+    const { engine, listeners, metrics, meshIdentity } = this.dataPlane
+    this.engine = engine
+    this.listeners = listeners
+    this.metrics = metrics
+    this.meshIdentity = meshIdentity
     this.pool = backends === null
       ? null
       : new WorkerPool({
         count: options.settings.workers,
         settings: options.settings,
         logs: options.logs,
-        engine: this.engine,
-        metrics: this.metrics,
+        engine,
+        metrics,
         sessionKey: sessionKey!,
         env: options.env ?? {},
         backends,
         // The workers' spans and OTLP access-log records, exported (and counted) here.
         onRecords: (kind, records) => {
           if (kind === 'spans') options.otel?.acceptRelayed(records)
-          else this.otlpLogs?.acceptRelayed(records)
+          else options.otlpLogs?.acceptRelayed(records)
         }
       })
     this.onQuit = options.onQuit
     this.maxConfigBytes = options.maxConfigBytes
-    this.unwatchConnects = watchUpstreamConnects((host, port) => this.endpointBackends.get(`${host}:${port}`) ?? 'unknown', (b, tcp, tls) => this.metrics.observeConnect(b, tcp, tls))
-    this.unwatchHbone = watchHbone(e => this.metrics.observeHbone(e.peer, e.tunnel === true, e.result))
-    this.unwatchStrays = watchStrayBytes((origin, holdMs) => this.log.warn({ endpoint: origin, holdSeconds: holdMs / 1000 }, `backend ${origin} sent bytes nobody asked for: none of its connections is reused for ${holdMs / 1000} s`))
   }
 
   /**
@@ -276,7 +197,8 @@ export class Portico {
       // Loaded here, not at import: data-plane workers build a Portico too and never serve admin.
       const { startAdminServer } = await import('./admin/server.ts')
       const admin = await startAdminServer({
-        portico: this,
+        view: this,
+        log: this.logs.for('admin'),
         address: settings.adminAddr,
         onQuit: () => {
           void this.shutdown('/quitquitquit').then(() => this.onQuit?.())
@@ -306,13 +228,11 @@ export class Portico {
 
   /** Registers a child process for /debug/tasks; returns the function that forgets it. */
   trackChild (info: ChildProcessInfo): () => void {
-    this.childProcesses.add(info)
-    return () => this.childProcesses.delete(info)
+    return this.dataPlane.trackChild(info)
   }
 
   children (): ChildProcessInfo[] {
-    const mcp = this.engine.mcp.children().map(c => ({ pid: c.pid, command: c.target, purpose: `mcp stdio target ${c.target} of ${c.backend}`, startedAt: c.startedAt }))
-    return [...this.childProcesses, ...mcp]
+    return this.dataPlane.children()
   }
 
   /** Binds listeners for the first config. Throws (nothing left open) if a port cannot be bound. */
@@ -425,7 +345,7 @@ export class Portico {
     try {
       if (this.pool !== null) await this.pool.apply(ir)
       else await this.listeners.apply(ir, () => this.engine.apply(ir))
-      this.noteEndpoints(ir)
+      this.dataPlane.noteEndpoints(ir)
     } catch (err) {
       if (this.configSource !== undefined) {
         this.recordReload({ ok: false, errors: [(err as Error).message] })
@@ -441,13 +361,6 @@ export class Portico {
     }
   }
 
-  /** Which backend an endpoint belongs to, for the connect-timing metrics (the first that names it). */
-  noteEndpoints (ir: ProxyIR): void {
-    const endpoints = new Map<string, string>()
-    for (const b of ir.backends) for (const e of b.endpoints) if (!endpoints.has(`${e.host}:${e.port}`)) endpoints.set(`${e.host}:${e.port}`, b.name)
-    this.endpointBackends = endpoints
-  }
-
   private async install (config: LoadedConfig): Promise<void> {
     await this.applyIR(config.ir)
     this.loaded = config
@@ -460,26 +373,6 @@ export class Portico {
     if (this.reloads.length > 20) this.reloads.length = 20
   }
 
-  private onRequestEnd (ctx: RequestContext): void {
-    this.metrics.observeRequest(ctx)
-    if (!this.accessLog.isLevelEnabled('info')) return
-    const fields = accessLogFields(ctx)
-    const configured = this.settings.accessLog.fields
-    if (configured !== null && !applyAccessLogFields(configured, ctx, fields)) return
-    this.writeAccessLine(fields, 'request')
-    this.otlpLogs?.emit('request', fields, ctx.span)
-  }
-
-  private onConnectionEnd (c: StreamConnectionRecord): void {
-    this.metrics.observeConnection(c)
-    if (this.accessLog.isLevelEnabled('info')) this.writeAccessLine(connectionLogFields(c), 'connection')
-  }
-
-  private onFlowEnd (r: UdpFlowRecord): void {
-    this.metrics.udpFlowEnded(r)
-    if (this.accessLog.isLevelEnabled('info')) this.writeAccessLine(flowLogFields(r), 'flow')
-  }
-
   /**
    * Graceful shutdown: stop accepting, let in-flight requests finish up to the drain
    * deadline, close upstream pools. Idempotent.
@@ -489,16 +382,7 @@ export class Portico {
       this.log.info({ reason, drainTimeoutMs: this.settings.drainTimeoutMs }, 'shutting down: draining in-flight requests')
       this.watcher?.close()
       this.configSource?.close()
-      this.engine.beginDrain()
-      await (this.pool ?? this.listeners).drain(this.settings.drainTimeoutMs)
-      await this.engine.close()
-      await this.otlpLogs?.shutdown()
-      this.unwatchConnects()
-      this.unwatchStrays()
-      this.unwatchHbone()
-      const mesh = this.meshIdentity as { unwatch?: () => void, stop?: () => void } | null
-      mesh?.unwatch?.()
-      mesh?.stop?.()
+      await this.dataPlane.close(ms => (this.pool ?? this.listeners).drain(ms))
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

@@ -116,12 +116,16 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
 
 const PACKAGE = (names: string) => new RegExp(`node_modules/(\\.pnpm/[^/]+/node_modules/)?(${names})/`)
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico', async () => {
   const { loaded, stop } = await startProbed('gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n', { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
     assert.ok(urls.some(u => u.endsWith('/workers/worker-main.ts')), 'the workers started')
     assert.deepEqual(urls.filter(u => PACKAGE('undici').test(u)), [])
+    // Workers run data-plane.ts (issue 54): the Portico, its config sources, pool and servers are the primary's.
+    const worker = loaded().filter(l => l.thread === 'worker').map(l => l.url)
+    assert.ok(worker.some(u => u.endsWith('/packages/proxy/src/data-plane.ts')), 'the workers loaded the data plane')
+    assert.deepEqual(worker.filter(u => /\/packages\/proxy\/src\/(portico|file-source|config-loader|ops-servers|xds-client|workers\/pool)\.ts$/.test(u)), [])
   } finally {
     stop()
   }

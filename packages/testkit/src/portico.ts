@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { ConfigFile } from '@portico/engine'
+import { freePort } from './free-port.ts'
 
 // packages/testkit/src → the repository root.
 export const REPO_ROOT = fileURLToPath(new URL('../../..', import.meta.url))
@@ -36,7 +37,7 @@ export function gateway (port: number, extra: Partial<NonNullable<ConfigFile['ga
   return { port, protocol: 'HTTP', address: '127.0.0.1', ...extra }
 }
 
-export { freePort } from './free-port.ts'
+export { freePort }
 
 /** Whether a process (a stdio MCP server the gateway launched, say) is still running. */
 export function processAlive (pid: number): boolean {

@@ -4,6 +4,7 @@
  */
 
 import type { MeshParameters } from './mesh.ts'
+import type { HTTPExternalAuthFilter } from './external-auth.ts'
 
 export interface ObjectMeta {
   name: string
@@ -43,8 +44,8 @@ export interface Listener {
   protocol: string
   tls?: { mode?: 'Terminate' | 'Passthrough', certificateRefs?: Array<{ group?: string, kind?: string, name: string, namespace?: string }>, options?: Record<string, string> }
   allowedRoutes?: { namespaces?: RouteNamespaces, kinds?: Array<{ group?: string, kind: string }> }
-  /** Gateway API v1.7.0 pre-routing filters (experimental channel): not implemented, see gateways.ts. */
-  filters?: { requests?: Array<{ type: string }> }
+  /** Gateway API v1.7.0 pre-routing filters (experimental channel): ExternalAuth ones are served (gateways.ts listenerFilters). */
+  filters?: { requests?: Array<{ type: string, externalAuth?: HTTPExternalAuthFilter, extensionRef?: { group: string, kind: string, name: string } }> }
 }
 
 export interface Gateway {

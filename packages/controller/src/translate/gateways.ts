@@ -5,9 +5,10 @@
  * listeners into binds by port.
  */
 
-import { contentVersion, type BackendIR, type BindIR, type ClientValidationIR, type FrontendIR, type ListenerIR, type ProxyIR, type TlsServerIR } from '@portico/engine/ir'
+import { contentVersion, MAX_LISTENER_FILTERS, type BackendIR, type BindIR, type ClientValidationIR, type FrontendIR, type ListenerFilterIR, type ListenerIR, type ProxyIR, type TlsServerIR } from '@portico/engine/ir'
 import { serverTlsOptionsToIR } from '@portico/engine/config'
-import { GATEWAY_GROUP, matchesSelector, type Condition, type Gateway, type HTTPRoute, type Listener, type Namespace, type Secret } from './gateway-api.ts'
+import { GATEWAY_GROUP, matchesSelector, type Condition, type Gateway, type HTTPRoute, type Listener, type Namespace, type Secret, type Service } from './gateway-api.ts'
+import { externalAuthIR } from './external-auth.ts'
 import type { ParametersResolution } from './parameters.ts'
 import { requestedAddresses, type RequestedAddresses } from './addresses.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
@@ -39,6 +40,8 @@ export interface ListenerState {
   tls?: TlsServerIR
   /** Client certificate validation of the listener's port (Gateway spec.tls.frontend; frontend-tls.ts). */
   clientValidation?: ClientValidationIR
+  /** Listener filters (filters.requests) as the engine runs them; absent: none. */
+  filters?: ListenerFilterIR[]
 }
 
 export interface GatewayState {
@@ -122,10 +125,10 @@ export function tlsModeOf (listener: Listener): 'Terminate' | 'Passthrough' {
   return listener.tls?.mode === 'Passthrough' ? 'Passthrough' : 'Terminate'
 }
 
-export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map(), trustBundles?: ReadonlyMap<string, ClusterTrustBundle>): GatewayState {
+export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map<string, Secret>, parameters: ParametersResolution, configMaps: ReadonlyMap<string, { data?: Record<string, string> }> = new Map(), trustBundles?: ReadonlyMap<string, ClusterTrustBundle>, services: ReadonlyMap<string, Service> = new Map()): GatewayState {
   const gen = gw.metadata.generation
   const ns = gw.metadata.namespace ?? ''
-  const listeners: ListenerState[] = gw.spec.listeners.map(listener => listenerState({ kind: 'Gateway', namespace: ns, generation: gen }, listener, grants, secrets))
+  const listeners: ListenerState[] = gw.spec.listeners.map(listener => listenerState({ kind: 'Gateway', namespace: ns, generation: gen }, listener, grants, secrets, services))
 
   applyFrontendValidation(gw, listeners, grants, configMaps, trustBundles)
 
@@ -155,6 +158,7 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
       const ir: ListenerIR = { key: `${ns}/${gw.metadata.name}.${l.listener.name}`, gateway: gw.metadata.name, name: l.listener.name, protocol: l.listener.protocol as ListenerIR['protocol'], policies: {}, routes: [] }
       if (l.listener.hostname !== undefined && l.listener.protocol !== 'TCP' && l.listener.protocol !== 'UDP') ir.hostname = l.listener.hostname.toLowerCase()
       if (l.tls !== undefined) ir.tls = l.tls
+      if (l.filters !== undefined) ir.filters = { requests: l.filters }
       if (l.listener.protocol === 'TLS') ir.tlsMode = tlsModeOf(l.listener)
       if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP' || l.listener.protocol === 'UDP') ir.streamRoutes = []
       l.ir = ir
@@ -170,7 +174,7 @@ export function gatewayState (gw: Gateway, grants: ReferenceGrants, secrets: Map
  * conflicts are looked at. `owner` is the object declaring it (a Gateway, or a ListenerSet:
  * the certificate's ReferenceGrant must name that kind and namespace).
  */
-export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespace: string, generation: number | undefined }, listener: Listener, grants: ReferenceGrants, secrets: Map<string, Secret>): ListenerState {
+export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespace: string, generation: number | undefined }, listener: Listener, grants: ReferenceGrants, secrets: Map<string, Secret>, services: ReadonlyMap<string, Service> = new Map()): ListenerState {
   const gen = owner.generation
   const conditions: Condition[] = []
   let valid = true
@@ -183,13 +187,20 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
     valid = false
     accepted = condition('Accepted', false, 'UnsupportedProtocol', `protocol ${listener.protocol} is not supported (HTTP, HTTPS, TLS, TCP, UDP)`, gen)
   }
-  // Listener filters (Gateway API v1.7.0, GatewayListenerFilters: ExternalAuth / ExtensionRef
-  // run before route matching) are not implemented. Serving the listener without them would
-  // skip the authentication an ExternalAuth filter asks for, so it is refused (fail closed).
-  const filters = listener.filters?.requests ?? []
-  if (valid && filters.length > 0) {
-    valid = false
-    accepted = condition('Accepted', false, 'UnsupportedValue', `listener filters (${filters.map(f => f.type).join(', ')}) are not supported: the listener is not served rather than served without them`, gen)
+  // Listener filters (Gateway API v1.7.0, GatewayListenerFilters): ExternalAuth entries run
+  // in order before route matching (engine pipeline/listener-filters.ts). A listener whose
+  // filters cannot all be served is not served: without them it would skip the
+  // authentication they ask for (fail closed).
+  let filters: ListenerFilterIR[] | undefined
+  const requests = listener.filters?.requests ?? []
+  if (valid && requests.length > 0) {
+    const result = listenerFilters(owner, listener, grants, services)
+    if ('filters' in result) filters = result.filters
+    else {
+      valid = false
+      if (result.resolvedRefs) resolvedRefs = condition('ResolvedRefs', false, result.reason, result.message, gen)
+      else accepted = condition('Accepted', false, result.reason, result.message, gen)
+    }
   }
   if (listener.allowedRoutes?.kinds !== undefined) {
     const ok = listener.allowedRoutes.kinds.filter(k => valid && (k.group ?? GATEWAY_GROUP) === GATEWAY_GROUP && offered.some(h => h.kind === k.kind))
@@ -214,7 +225,29 @@ export function listenerState (owner: { kind: 'Gateway' | 'ListenerSet', namespa
     }
   }
   conditions.push(accepted, resolvedRefs)
-  return { listener, ir: null, valid, attachable: kinds.length > 0, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}) }
+  return { listener, ir: null, valid, attachable: kinds.length > 0, kinds, conditions, attached: new Set(), ...(tls !== undefined ? { tls } : {}), ...(filters !== undefined ? { filters } : {}) }
+}
+
+/**
+ * A listener's filters.requests as the engine's listener filters, or why not: an
+ * ExtensionRef (Portico has no pre-routing extension kind), a protocol without a visible
+ * HTTP request, or an ExternalAuth backendRef that does not resolve (ResolvedRefs).
+ */
+function listenerFilters (owner: { kind: 'Gateway' | 'ListenerSet', namespace: string }, listener: Listener, grants: ReferenceGrants, services: ReadonlyMap<string, Service>): { filters: ListenerFilterIR[] } | { reason: string, message: string, resolvedRefs: boolean } {
+  const requests = listener.filters?.requests ?? []
+  if (listener.protocol !== 'HTTP' && listener.protocol !== 'HTTPS') return { reason: 'UnsupportedValue', message: `listener filters apply to HTTP and HTTPS listeners, not ${listener.protocol}`, resolvedRefs: false }
+  if (requests.length > MAX_LISTENER_FILTERS) return { reason: 'UnsupportedValue', message: `at most ${MAX_LISTENER_FILTERS} listener filters`, resolvedRefs: false }
+  const filters: ListenerFilterIR[] = []
+  for (const [i, f] of requests.entries()) {
+    if (f.type === 'ExtensionRef') {
+      return { reason: 'UnsupportedValue', message: `filters.requests[${i}]: ExtensionRef listener filters are not supported (Portico has no pre-routing extension kind; use ExternalAuth)`, resolvedRefs: false }
+    }
+    if (f.type !== 'ExternalAuth' || f.externalAuth === undefined) return { reason: 'UnsupportedValue', message: `filters.requests[${i}]: type ${JSON.stringify(f.type)} is not supported (ExternalAuth)`, resolvedRefs: false }
+    const ir = externalAuthIR(f.externalAuth, owner, grants, services)
+    if ('reason' in ir) return { reason: ir.reason, message: `filters.requests[${i}]: ${ir.message}`, resolvedRefs: ir.reason !== 'UnsupportedValue' }
+    filters.push({ extAuthz: ir })
+  }
+  return { filters }
 }
 
 /**

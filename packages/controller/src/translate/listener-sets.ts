@@ -11,7 +11,7 @@
  */
 
 import type { ListenerIR } from '@portico/engine/ir'
-import { GATEWAY_GROUP, matchesSelector, nsName, type AllowedListeners, type Condition, type ListenerSet, type Namespace, type Secret } from './gateway-api.ts'
+import { GATEWAY_GROUP, matchesSelector, nsName, type AllowedListeners, type Condition, type ListenerSet, type Namespace, type Secret, type Service } from './gateway-api.ts'
 import { listenerState, servicePorts, tlsModeOf, type GatewayState, type ListenerState } from './gateways.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import type { GatewayResult, ListenerStatus } from './status.ts'
@@ -65,7 +65,7 @@ function allowedBy (allowed: AllowedListeners | undefined, gwNamespace: string, 
  * takes it, builds and checks its listeners, and adds the valid ones to the Gateway's
  * (GatewayState.listenerSetListeners). Returns every such ListenerSet's state by `namespace/name`.
  */
-export function attachListenerSets (listenerSets: readonly ListenerSet[], gateways: Map<string, GatewayState>, namespaces: Map<string, Namespace>, grants: ReferenceGrants, secrets: Map<string, Secret>): Map<string, ListenerSetState> {
+export function attachListenerSets (listenerSets: readonly ListenerSet[], gateways: Map<string, GatewayState>, namespaces: Map<string, Namespace>, grants: ReferenceGrants, secrets: Map<string, Secret>, services: ReadonlyMap<string, Service> = new Map()): Map<string, ListenerSetState> {
   const states = new Map<string, ListenerSetState>()
   /** Per Gateway, the listeners that hold their port and hostname, by precedence so far. */
   const taken = new Map<string, ListenerState[]>()
@@ -90,7 +90,7 @@ export function attachListenerSets (listenerSets: readonly ListenerSet[], gatewa
     let held = taken.get(gwKey)
     if (held === undefined) taken.set(gwKey, held = [...g.listeners])
     for (const listener of ls.spec.listeners ?? []) {
-      const l = listenerState({ kind: 'ListenerSet', namespace: lsNs, generation: gen }, listener, grants, secrets)
+      const l = listenerState({ kind: 'ListenerSet', namespace: lsNs, generation: gen }, listener, grants, secrets, services)
       const samePort = held.filter(o => o.listener.port === listener.port)
       const conflict = samePort.some(o => o.listener.protocol !== listener.protocol)
         ? 'ProtocolConflict'
@@ -133,6 +133,7 @@ function listenerIR (g: GatewayState, ls: ListenerSet, l: ListenerState): Listen
   if (l.listener.protocol === 'TLS' || l.listener.protocol === 'TCP' || l.listener.protocol === 'UDP') ir.streamRoutes = []
   if (l.listener.hostname !== undefined) ir.hostname = l.listener.hostname.toLowerCase()
   if (l.tls !== undefined) ir.tls = l.tls
+  if (l.filters !== undefined) ir.filters = { requests: l.filters }
   return ir
 }
 

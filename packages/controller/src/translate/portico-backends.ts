@@ -60,7 +60,8 @@ export function porticoBackendIR (pb: PorticoBackend, index: ServiceIndex): Port
       }
       const svc = index.services.get(`${ns}/${service.name}`)
       const port = svc?.spec.ports?.find(p => p.port === service.port)
-      if (svc === undefined || port === undefined) return `BackendNotFound: PorticoBackend ${ns}/${pb.metadata.name} target ${String(t.name)}: Service ${ns}/${service.name} has no port ${service.port}`
+      if (svc === undefined) return `BackendNotFound: PorticoBackend ${ns}/${pb.metadata.name} target ${String(t.name)}: Service ${ns}/${service.name} not found`
+      if (port === undefined) return `BackendNotFound: PorticoBackend ${ns}/${pb.metadata.name} target ${String(t.name)}: Service ${ns}/${service.name} has no port ${service.port}`
       const endpoint = endpointsOf(index.slices.get(`${ns}/${service.name}`) ?? [], port)[0]
       if (endpoint === undefined) return `BackendNotFound: PorticoBackend ${ns}/${pb.metadata.name} target ${String(t.name)}: Service ${ns}/${service.name} has no ready endpoint`
       const protocol = service.protocol ?? 'mcp'

@@ -201,6 +201,9 @@ function noFiles (): never {
   throw Object.assign(new Error('no files in a cluster'), { code: 'ENOENT' })
 }
 
+/** Per Gateway, the backends whose health a PorticoPolicy set (not their own). */
+const healthFromPolicy = new WeakMap<GatewayState, Set<string>>()
+
 function applyToRoute (
   route: RouteIR,
   sorted: PorticoPolicy[],
@@ -223,13 +226,13 @@ function applyToRoute (
     }
   }
   const mcp = route.backends.some(b => g.backends.get(b.backend)?.kind === 'mcp') ? 'this route has an MCP backend' : null
-  mergeInto(route, refuseBodyModeOnMcp(onRoute, mcp, gwKey, note), gwKey, note, undefined)
-  for (const c of onRoute) {
-    if (!c.converted.ok) continue
-    const applied = c.converted.route
-    if (applied.timeouts !== undefined && route.timeouts === undefined) route.timeouts = applied.timeouts
-    if (applied.retry !== undefined && route.retry === undefined) route.retry = applied.retry
-  }
+  // timeouts and retry sit beside the route's policies, merged as they are (the rule's own win).
+  const ownSettings = (['timeouts', 'retry'] as const).filter(f => route[f] !== undefined)
+  const settings = mergeInto(route, refuseBodyModeOnMcp(onRoute, mcp, gwKey, note), gwKey, note, undefined, ownSettings)
+  const timeouts = settings.get('timeouts')?.converted
+  if (timeouts?.ok === true) route.timeouts = timeouts.route.timeouts
+  const retry = settings.get('retry')?.converted
+  if (retry?.ok === true) route.retry = retry.route.retry
   // A PorticoBackend with failover groups: a policy attached to it reaches each provider.
   const refTargets = route.backends.flatMap(r => r.failover !== undefined ? r.failover.flat() : [r])
   for (const refIR of refTargets) {
@@ -251,11 +254,21 @@ function applyToRoute (
         onBackend.push({ policy: p, specificity: 0, converted: bedrockAuth ? { ok: false, message: 'spec.policies.backendAuth: a bedrock backend takes its credentials from the PorticoBackend\'s own spec.policies.backendAuth' } : backend.kind === 'ai' ? convert(p, 'backend-ai', aiBlockOf(backend.ai)) : convert(p, 'backend') })
       }
     }
-    mergeInto(refIR, refuseBodyModeOnMcp(onBackend, backend.kind === 'mcp' ? 'this backend is MCP' : null, gwKey, note), gwKey, note, undefined)
+    // health sits on the backend, merged as the policies are (the backend's own wins). The
+    // backend is shared by every route that calls it: health a policy set for an earlier route
+    // is not the backend's own, so each route's merge reports the same conflicts.
+    const fromPolicy = healthFromPolicy.get(g) ?? new Set<string>()
+    healthFromPolicy.set(g, fromPolicy)
+    const ownHealth = backend.health !== undefined && !fromPolicy.has(backend.key)
+    const settings = mergeInto(refIR, refuseBodyModeOnMcp(onBackend, backend.kind === 'mcp' ? 'this backend is MCP' : null, gwKey, note), gwKey, note, undefined, ownHealth ? ['health'] : [])
+    const health = settings.get('health')?.converted
+    if (health?.ok === true && health.backend.health !== undefined) {
+      fromPolicy.add(backend.key)
+      g.backends.set(backend.key, { ...g.backends.get(backend.key)!, health: health.backend.health })
+    }
     for (const c of onBackend) {
       if (!c.converted.ok) continue
       const b = c.converted.backend
-      if (b.health !== undefined && backend.health === undefined) g.backends.set(backend.key, { ...g.backends.get(backend.key)!, health: b.health })
       // A Vertex service-account key (backendAuth.gcp) lands in the backend's ai settings, unless its own policies set one.
       const current = g.backends.get(backend.key)!
       if (b.ai?.vertex?.credential !== undefined && current.ai?.vertex !== undefined && current.ai.vertex.credential === undefined) {
@@ -303,12 +316,23 @@ function refuseBodyModeOnMcp (attached: Attachment[], mcp: string | null, gwKey:
 }
 
 /**
- * Lays the attached policies over `target.policies`: more specific first, then older, each
- * field taken once; what the target already has (its own filters) stays.
+ * The settings a converted policy sets outside its policy set (a route's timeouts and retry, a
+ * backend's health): fields like the policies', so that a newer policy setting one is
+ * Conflicted and a refused or Conflicted policy sets none.
  */
-function mergeInto (target: { policies: PolicySetIR, policySources?: Record<string, string> }, attached: Attachment[], gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void, _generation: number | undefined): void {
-  if (attached.length === 0) return
-  const own = new Set(Object.keys(target.policies))
+function settingFields (c: Converted & { ok: true }): string[] {
+  return [...(['timeouts', 'retry'] as const).filter(f => c.route[f] !== undefined), ...(c.backend.health !== undefined ? ['health'] : [])]
+}
+
+/**
+ * Lays the attached policies over `target.policies`: more specific first, then older, each
+ * field taken once; what the target already has (its own filters, `ownSettings`) stays.
+ * Returns which attachment took each setting (settingFields), for the caller to apply.
+ */
+function mergeInto (target: { policies: PolicySetIR, policySources?: Record<string, string> }, attached: Attachment[], gwKey: string, note: (p: PorticoPolicy, gateway: string, c: Condition) => void, _generation: number | undefined, ownSettings: readonly string[] = []): Map<string, Attachment> {
+  const settings = new Map<string, Attachment>()
+  if (attached.length === 0) return settings
+  const own = new Set([...Object.keys(target.policies), ...ownSettings])
   const ordered = [...attached].sort((a, b) => b.specificity - a.specificity || byAge(a.policy, b.policy))
   const taken = new Map<string, Attachment>()
   for (const a of ordered) {
@@ -317,7 +341,8 @@ function mergeInto (target: { policies: PolicySetIR, policySources?: Record<stri
       note(a.policy, gwKey, condition('Accepted', false, 'Invalid', a.converted.message, gen))
       continue
     }
-    const fields = Object.keys(a.converted.policies)
+    const extra = settingFields(a.converted)
+    const fields = [...Object.keys(a.converted.policies), ...extra]
     const clash = fields.map(f => taken.get(f)).find(t => t !== undefined && t.specificity === a.specificity)
     if (clash !== undefined) {
       note(a.policy, gwKey, condition('Accepted', false, 'Conflicted', `PorticoPolicy ${nsName(clash.policy.metadata)} (older) sets the same policies on the same target`, gen))
@@ -326,11 +351,16 @@ function mergeInto (target: { policies: PolicySetIR, policySources?: Record<stri
     for (const f of fields) {
       if (own.has(f) || taken.has(f)) continue
       taken.set(f, a)
+      if (extra.includes(f)) {
+        settings.set(f, a)
+        continue
+      }
       ;(target.policies as Record<string, unknown>)[f] = (a.converted.policies as Record<string, unknown>)[f]
       ;(target.policySources ??= {})[f] = `PorticoPolicy ${nsName(a.policy.metadata)}`
     }
     note(a.policy, gwKey, condition('Accepted', true, 'Accepted', 'the policy applies', gen))
   }
+  return settings
 }
 
 /**

@@ -116,11 +116,11 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
   const gateways = new Map<string, GatewayState>()
   for (const gw of [...state.gateways].sort((a, b) => nsName(a.metadata).localeCompare(nsName(b.metadata)))) {
     if (!ourClasses.has(gw.spec.gatewayClassName) || !discovered(gw.metadata.namespace)) continue
-    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!), configMaps, trustBundles))
+    gateways.set(nsName(gw.metadata), gatewayState(gw, grants, secrets, parameters.forGateway(gw, classParameters.get(gw.spec.gatewayClassName)!), configMaps, trustBundles, services.services))
   }
 
   // ListenerSets: listeners merged into the Gateways that allow them.
-  const listenerSets = state.listenerSets === undefined ? undefined : attachListenerSets(state.listenerSets.filter(ls => discovered(ls.metadata.namespace)), gateways, namespaces, grants, secrets)
+  const listenerSets = state.listenerSets === undefined ? undefined : attachListenerSets(state.listenerSets.filter(ls => discovered(ls.metadata.namespace)), gateways, namespaces, grants, secrets, services.services)
 
   // Routes, older first: resolve backends, convert policies, attach to listeners.
   const routeResults: RouteResult[] = []

@@ -10,11 +10,19 @@
 
 import type { Dispatcher } from 'undici'
 import type { CheckInput, CheckResult, HeaderMutation } from './ext-authz-check.ts'
+import { PorticoError } from '../util/errors.ts'
 
 /** Request headers never forwarded to the service (framing is the check's own). */
 const NOT_FORWARDED = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'expect', 'upgrade', 'te', 'trailer'])
 /** Response headers never copied to the client on a denial. */
 const NOT_RETURNED = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive', 'date', 'server'])
+
+/**
+ * Headers of an allowing answer never copied upstream when every header is (allowedResponseHeaders
+ * null): besides framing ones and Host, those describing the answer's own body or being a
+ * response's (its content-type would replace the request body's).
+ */
+const NOT_COPIED = new Set([...NOT_RETURNED, 'host', 'content-type', 'content-encoding', 'content-language', 'content-location', 'content-range', 'etag', 'last-modified', 'set-cookie'])
 
 export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove'
 /** Largest denial body passed on to the client. */
@@ -25,8 +33,12 @@ export interface HttpCheckOptions {
   origin: string
   pathPrefix: string
   timeoutMs: number
-  /** Lower-case names copied from a 2xx answer onto the upstream request. */
-  allowedResponseHeaders: readonly string[]
+  /**
+   * Lower-case names copied from a 2xx answer onto the upstream request; null: every header
+   * of the answer but NOT_COPIED (Gateway API HTTPAuthConfig with an empty
+   * allowedResponseHeaders).
+   */
+  allowedResponseHeaders: readonly string[] | null
 }
 
 /** Sends one check; never rejects (failures are `decision: 'error'`). */
@@ -57,7 +69,8 @@ export async function httpCheck (dispatcher: Dispatcher, input: CheckInput, opti
   if (status >= 200 && status < 300) {
     res.body.resume()
     const requestHeaders: HeaderMutation[] = []
-    for (const name of options.allowedResponseHeaders) {
+    const names = options.allowedResponseHeaders ?? Object.keys(res.headers).filter(n => !NOT_COPIED.has(n) && n !== HEADERS_TO_REMOVE)
+    for (const name of names) {
       const v = res.headers[name]
       if (v !== undefined) requestHeaders.push({ name, value: Array.isArray(v) ? v.join(',') : v, action: 'overwrite' })
     }
@@ -82,7 +95,7 @@ export async function httpCheck (dispatcher: Dispatcher, input: CheckInput, opti
 async function readLimited (body: Dispatcher.ResponseData['body'], limit: number, timeoutMs: number): Promise<string> {
   const chunks: Buffer[] = []
   let size = 0
-  const timer = setTimeout(() => body.destroy(new Error(`timed out after ${timeoutMs}ms`)), timeoutMs)
+  const timer = setTimeout(() => body.destroy(new PorticoError('PORTICO_AUTH_SERVICE_TIMEOUT', `timed out after ${timeoutMs}ms`)), timeoutMs)
   try {
     for await (const chunk of body) {
       const buf = chunk as Buffer

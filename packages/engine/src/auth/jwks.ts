@@ -92,9 +92,9 @@ export class JwksCache {
         const res = await undici().request(url, { headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs, headers: { accept: 'application/json' } })
         fetch.status = res.statusCode
         const text = await res.body.text()
-        if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode} from ${url}`)
+        if (res.statusCode !== 200) throw new PorticoError('PORTICO_JWKS_UNAVAILABLE', `HTTP ${res.statusCode} from ${url}`)
         const jwks = JSON.parse(text) as JSONWebKeySet
-        if (!Array.isArray(jwks.keys)) throw new Error(`no "keys" in the document at ${url}`)
+        if (!Array.isArray(jwks.keys)) throw new PorticoError('PORTICO_BAD_JWKS', `no "keys" in the document at ${url}`)
         this.local = jose().createLocalJWKSet(jwks)
         this.fetchedAt = Date.now()
         this.lastError = null

@@ -75,7 +75,7 @@ export function compileCel (source: string, variables: readonly string[] = CEL_V
     source,
     evaluate (vars) {
       const value = program(vars as never)
-      return isCelError(value) ? new Error(String((value as { message?: string }).message ?? value)) : value
+      return isCelError(value) ? new PorticoError('PORTICO_CEL_EVAL', String((value as { message?: string }).message ?? value)) : value
     }
   }
 }

@@ -16,6 +16,7 @@ import { checkHttpPolicySet, corsToIR, csrfToIR, localRateLimitToIR, requestRedi
 import type { CorsConfig, CsrfConfig, LocalRateLimitConfig, RequestRedirectConfig, TransformationConfig, UrlRewriteConfig } from './http-policy-schema.ts'
 import { hostPort } from '../util/host-port.ts'
 import { readFileField } from './referenced-file.ts'
+import { PorticoError } from '../util/errors.ts'
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -88,7 +89,7 @@ function jwksToIR (c: JwksConfig, path: Path, pc: PolicyContext): JwksIR | undef
   if (read === undefined) return undefined
   try {
     const parsed = JSON.parse(read.text) as { keys?: unknown }
-    if (!Array.isArray(parsed?.keys)) throw new Error('no "keys" list')
+    if (!Array.isArray(parsed?.keys)) throw new PorticoError('PORTICO_BAD_JWKS', 'no "keys" list')
     return { keys: { keys: parsed.keys as Array<Record<string, unknown>> } }
   } catch (err) {
     // JSON.parse's message quotes the text near the error: the file's own words, which may
@@ -202,7 +203,7 @@ function apiKeyToIR (c: ApiKeyConfig, path: Path, pc: PolicyContext) {
 
 export const DEFAULT_EXT_AUTHZ_TIMEOUT_MS = 1000
 
-function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzIR | undefined {
+export function extAuthzToIR (c: ExtAuthzConfig, path: Path, report: Report): ExtAuthzIR | undefined {
   const target = parseHostTarget(c.host)
   if (typeof target === 'string') {
     report([...path, 'host'], target)

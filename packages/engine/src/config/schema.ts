@@ -699,6 +699,11 @@ export const GatewaySchema = Type.Object({
     clientSampling: Opt(SamplingSchema)
   }, { ...strict, description: 'This gateway\'s sampling, over config.tracing\'s (agentgateway\'s frontend tracing): e.g. every request of an internal listener, 1 % of a public one. Has effect only when tracing is on (config.tracing, or TRACING in a cluster).' })),
   policies: Opt(GatewayPoliciesSchema),
+  filters: Opt(Type.Object({
+    requests: Type.Array(Type.Object({
+      extAuthz: ExtAuthzSchema
+    }, { ...strict, description: 'One pre-routing filter: an external authorization call (as policies.extAuthz).' }), { minItems: 1, maxItems: 16, description: 'Run in this order on every request of this gateway, before policies and route selection; the first that denies answers. Headers an allow adds, sets or removes are what route matching and the next filter see (Host and :authority never change). At most 16 (Gateway API ListenerFilters.requests).' })
+  }, { ...strict, description: 'Pre-routing filters of an HTTP or HTTPS gateway, as Gateway API listener filters (GatewayListenerFilters).' })),
   udp: Opt(Type.Object({
     idleTimeout: Opt(Duration),
     maxFlows: Opt(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Most flows at once; a new client past it evicts the flow quiet longest (counted in portico_udp_flows_closed_total{reason="Evicted"}). Default 10000.' }))

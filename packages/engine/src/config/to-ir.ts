@@ -12,7 +12,7 @@ import { contentVersion } from '../ir/version.ts'
 import { checkTimerMs, parseDuration } from '../util/duration.ts'
 import { linearRegexProblem } from '../util/linear-regex.ts'
 import { intersectHostnamesWithOrigins } from '../routing/hostname.ts'
-import { policiesToIR, type PolicyContext } from './policies-to-ir.ts'
+import { extAuthzToIR, policiesToIR, type PolicyContext } from './policies-to-ir.ts'
 import { checkPrefixModifiers, checkTokenLimits } from './http-policy-to-ir.ts'
 import { backendSettingsToIR, checkExtProcOnMcp, mirrorsToIR, retryToIR } from './traffic-to-ir.ts'
 import { meshBackend } from './mesh-to-ir.ts'
@@ -164,7 +164,7 @@ function translateGateway (
   }
   if (stream) {
     // What only HTTP listeners read: said once, at the field, instead of being ignored.
-    for (const field of ['http2', 'path', 'timeout', 'clientIPDetection', 'upgrades', 'policies'] as const) {
+    for (const field of ['http2', 'path', 'timeout', 'clientIPDetection', 'upgrades', 'policies', 'filters'] as const) {
       if (gw[field] !== undefined) report([...path, field], `is not used with protocol ${protocol} (${protocol === 'UDP' ? 'datagrams' : 'connections'} are forwarded, not HTTP requests)`)
     }
     if (protocol === 'UDP' && gw.hostname !== undefined) report([...path, 'hostname'], 'is not used with protocol UDP: a datagram carries no name')
@@ -179,6 +179,11 @@ function translateGateway (
     protocol,
     policies: policiesToIR(gw.policies ?? {}, [...path, 'policies'], { baseDir: options.baseDir, readFile: options.readFile, report }),
     routes: []
+  }
+  if (gw.filters !== undefined && !stream) {
+    // Each entry is checked even when an earlier one is wrong: --validate reports them all.
+    const requests = gw.filters.requests.map((f, i) => extAuthzToIR(f.extAuthz, [...path, 'filters', 'requests', i, 'extAuthz'], report))
+    if (requests.every(r => r !== undefined)) listener.filters = { requests: requests.map(extAuthz => ({ extAuthz: extAuthz! })) }
   }
   if (gw.udp !== undefined) {
     if (protocol !== 'UDP') report([...path, 'udp'], 'is only used with protocol UDP')

@@ -14,6 +14,7 @@ import { RouteTable } from '../routing/route-table.ts'
 import { hostnameMatches, hostnameSpecificity } from '../routing/hostname.ts'
 import { WeightedPicker } from '../routing/weighted.ts'
 import { frontendSettings } from '../http/frontend.ts'
+import { compileListenerFilters } from '../pipeline/listener-filters.ts'
 
 export function compileConfig (ir: ProxyIR, services: PolicyServices): CompiledConfig {
   const backends = new Map(ir.backends.map(b => [b.key, b]))
@@ -43,8 +44,10 @@ function compileListener (ir: ListenerIR, backends: Map<string, BackendIR>, serv
     ir: r,
     backends: new WeightedPicker(r.backends.map(ref => ({ item: { ir: ref, backend: backends.get(ref.backend) }, weight: ref.weight })))
   }))
-  const mcpHandoff = !routes.some(r => r.hasMcp) ? 'none' : ir.policies.urlRewrite !== undefined ? 'all' : 'route'
-  return { ir, policies: compilePolicySet(ir.policies, services, ir.policySources), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined), mcpHandoff, streamRoutes }
+  const filters = compileListenerFilters(ir, services)
+  // A gateway-phase urlRewrite or a listener filter's header changes can change the route.
+  const mcpHandoff = !routes.some(r => r.hasMcp) ? 'none' : ir.policies.urlRewrite !== undefined || filters !== null ? 'all' : 'route'
+  return { ir, filters, policies: compilePolicySet(ir.policies, services, ir.policySources), frontend: frontendSettings(ir.frontend), table: new RouteTable(routes), routes, mcpAuthRoutes: routes.some(r => r.ir.policies.mcpAuthentication !== undefined), mcpHandoff, streamRoutes }
 }
 
 function compileRoute (ir: RouteIR, backends: Map<string, BackendIR>, services: PolicyServices): CompiledRoute {

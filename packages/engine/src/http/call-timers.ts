@@ -13,23 +13,22 @@
 import type { Dispatcher } from 'undici'
 import type { IncomingMessage } from 'node:http'
 import type { CallContext } from './call-context.ts'
-import { PorticoError } from '../util/errors.ts'
+import { PORTICO_ERRORS, PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
 import { pollPeriod, Sweep, Sweeps } from './sweep.ts'
 import { bodyLimits, bodyProgress, checkBodyProgress, type BodyLimits, type BodyProgress } from './body-clock.ts'
 
 /**
- * The two timeouts a call can hit, as the PORTICO_TIMEOUT error's message: the route's
- * whole-request budget (never retried: it is the client's deadline) or the per-try backend
- * timeout (retried when the route retries, as HTTPRouteRetry says).
+ * The two timeouts a call can hit, each its own code: the route's whole-request budget
+ * (never retried: it is the client's deadline) or the per-try backend timeout (retried when
+ * the route retries, as HTTPRouteRetry says). Their messages are the 504's body.
  */
-export const REQUEST_TIMEOUT = 'request timeout'
-export const BACKEND_TIMEOUT = 'upstream call timeout'
+type TimeoutCode = 'PORTICO_REQUEST_TIMEOUT' | 'PORTICO_BACKEND_TIMEOUT'
 
 /** What the abort paths (timeouts, client gone) need from a backend call. */
 export interface CallState {
   controller: Dispatcher.DispatchController | null
-  /** Which timeout fired, if one did. */
+  /** Which timeout fired, if one did: its message (the 504's body). */
   timedOut: string | null
   /** The route's request/backend timeout (or the client's grpc-timeout), while it runs. */
   timer: NodeJS.Timeout | undefined
@@ -98,7 +97,7 @@ export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallSt
     const backendLimit = limit(timeouts?.backendRequestMs)
     const wait = Math.max(0, Math.min(remainingRequest, backendLimit))
     if (wait !== Infinity) {
-      const which = remainingRequest <= backendLimit ? REQUEST_TIMEOUT : BACKEND_TIMEOUT
+      const which: TimeoutCode = remainingRequest <= backendLimit ? 'PORTICO_REQUEST_TIMEOUT' : 'PORTICO_BACKEND_TIMEOUT'
       call.timer = setTimeout(onCallTimeout, wait, call, which)
     }
   }
@@ -182,7 +181,7 @@ function checkHeaders (call: CallState, now: number): void {
   if (call.body !== null) wait.since = now
   else if (now - wait.since >= wait.limitMs && call.controller !== null) {
     stopHeadersWait(call)
-    onCallTimeout(call, BACKEND_TIMEOUT)
+    onCallTimeout(call, 'PORTICO_BACKEND_TIMEOUT')
   }
 }
 
@@ -230,9 +229,9 @@ function checkStream (call: CallState, now: number): void {
   }
 }
 
-function onCallTimeout (call: CallState, which: string): void {
-  call.timedOut = which
-  call.controller?.abort(new PorticoError('PORTICO_TIMEOUT', which))
+function onCallTimeout (call: CallState, code: TimeoutCode): void {
+  call.timedOut = PORTICO_ERRORS[code].message
+  call.controller?.abort(new PorticoError(code))
 }
 
 function abortOnClientClose (call: CallState): () => void {

@@ -259,6 +259,7 @@ export class H1Connection implements ResponseEvents {
 
   private readonly onBodyClose = (): void => {
     if (this.bodyDone) return
+    // A plain Error on purpose: it carries Node's own code, as a stream's premature close does, so call-failure.ts classifies both alike.
     const err = new Error('the request body ended before it was complete') as Error & { code: string }
     err.code = 'ERR_STREAM_PREMATURE_CLOSE'
     this.failCall(err)

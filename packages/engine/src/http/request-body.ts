@@ -10,7 +10,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import { bodyLimits, bodyProgress, checkBodyProgress, type BodyClockContext } from './body-clock.ts'
 import { pollPeriod } from './sweep.ts'
-import { isPorticoError } from '../util/errors.ts'
+import { PorticoError, isPorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
 
 /**
@@ -93,7 +93,7 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
       done('buffered')
     }
     const onError = (err: Error): void => done(err)
-    const onClose = (): void => { if (!req.complete) done(new Error('the client closed the connection')) }
+    const onClose = (): void => { if (!req.complete) done(new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'the client closed the connection')) }
     req.on('data', onData)
     req.on('end', onEnd)
     req.on('error', onError)
@@ -155,7 +155,7 @@ export async function * requestBodyChunks (ctx: BodyContext, maxBytes: number): 
   }
   const onEnd = (): void => { ended ??= 'end'; poke() }
   const onError = (err: Error): void => { ended ??= err; poke() }
-  const onClose = (): void => { if (!req.complete) { ended ??= new Error('the client closed the connection'); poke() } }
+  const onClose = (): void => { if (!req.complete) { ended ??= new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'the client closed the connection'); poke() } }
   req.on('data', onData)
   req.on('end', onEnd)
   req.on('error', onError)

@@ -422,7 +422,7 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
     }
     mode = 'done'
     if (ended === null && upstreamError === null) controller?.abort(new PorticoError('PORTICO_RESPONSE_REPLACED'))
-    handler.onResponseError?.(NOOP_CONTROLLER, new Error(r.action === 'fail' ? r.error : 'the response was replaced after it began'))
+    handler.onResponseError?.(NOOP_CONTROLLER, new PorticoError('PORTICO_RESPONSE_REPLACED', r.action === 'fail' ? r.error : 'the response was replaced after it began'))
   }
 
   const afterBody = async (): Promise<void> => {

@@ -274,6 +274,7 @@ export function sanCheck (sans: BackendTlsSanIR[]): (host: string, cert: PeerCer
     for (const san of sans) {
       if (san.type === 'Hostname' ? checkServerIdentity(san.value, cert) === undefined : uris.includes(san.value)) return undefined
     }
+    // A plain Error on purpose: it carries Node's own code, as tls.checkServerIdentity's does, so call-failure.ts classifies both alike.
     const err = new Error(`backend certificate matches none of the subjectAltNames ${sans.map(s => `${s.type}:${s.value}`).join(', ')} (it has ${cert.subjectaltname ?? 'none'})`) as Error & { code: string }
     err.code = 'ERR_TLS_CERT_ALTNAME_INVALID'
     return err

@@ -119,7 +119,8 @@ export interface AuthorizationIR {
 export interface ExtAuthzIR {
   /** The service: `http://host:port` (plaintext) or `https://host:port` (TLS). */
   host: string
-  protocol: { grpc: Record<string, never> } | { http: { pathPrefix: string, allowedResponseHeaders: string[] } }
+  /** http allowedResponseHeaders null: every header of a 2xx answer but framing ones and Host (Gateway API's empty list). */
+  protocol: { grpc: Record<string, never> } | { http: { pathPrefix: string, allowedResponseHeaders: string[] | null } }
   /** `deny`: a service that fails or does not answer in time denies (403); `allow`: lets the request through. */
   failureMode: 'deny' | 'allow'
   timeoutMs: number

@@ -10,7 +10,7 @@
  * route and backend reference — and run in that order of phases.
  */
 
-import type { PolicySetIR } from './policy.ts'
+import type { ExtAuthzIR, PolicySetIR } from './policy.ts'
 import type { BackendHealthIR, BackendTlsIR, RequestMirrorIR, RetryIR } from './traffic.ts'
 
 export interface ProxyIR {
@@ -103,6 +103,11 @@ export interface ListenerIR {
   /** Gateway-phase policies. */
   policies: PolicySetIR
   /**
+   * Pre-routing filters (Gateway API listener filters), run in this order before the
+   * gateway-phase policies; header changes they make are what route matching reads.
+   */
+  filters?: { requests: ListenerFilterIR[] }
+  /**
    * Where policies came from when another resource attached them (cluster mode: a
    * PorticoPolicy): policy key → `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
    * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
@@ -122,6 +127,14 @@ export interface ListenerIR {
   streamRoutes?: StreamRouteIR[]
   /** UDP listeners: flow settings; absent fields take the defaults (stream/udp-proxy.ts). */
   udp?: UdpListenerIR
+}
+
+/** The spec's bound on a listener's filters (Gateway API ListenerFilters.requests MaxItems). */
+export const MAX_LISTENER_FILTERS = 16
+
+/** One pre-routing filter of a listener: an external authorization call (at most MAX_LISTENER_FILTERS). */
+export interface ListenerFilterIR {
+  extAuthz: ExtAuthzIR
 }
 
 /** How a UDP listener keeps its flows (a flow: one client address:port and its upstream socket). */

@@ -12,6 +12,7 @@
 
 import { createSecureContext } from 'node:tls'
 import type { ClientValidationIR, ListenerIR, ProxyIR, RouteIR, RouteMatchIR, TlsServerIR } from './types.ts'
+import { MAX_LISTENER_FILTERS } from './types.ts'
 import type { CorsIR, HeaderModifierIR, PolicySetIR } from './policy.ts'
 import { checkOriginPattern, normalizeOrigin } from './origin.ts'
 import { isHeaderName, isHeaderValue } from './http-grammar.ts'
@@ -68,6 +69,7 @@ export function validateIR (ir: ProxyIR): IrDiagnostic[] {
       checkTlsOptions(listener.tls, [...lp, 'tls'], report)
       checkStreamListener(listener, bind.protocol, bind.tls, lp, report)
       checkPolicies(listener.policies, [...lp, 'policies'], report)
+      if (listener.filters !== undefined && listener.filters.requests.length > MAX_LISTENER_FILTERS) report([...lp, 'filters', 'requests'], `at most ${MAX_LISTENER_FILTERS} listener filters (Gateway API ListenerFilters.requests)`)
       checkMs(listener.frontend?.requestBodyIdleTimeoutMs, [...lp, 'frontend', 'requestBodyIdleTimeoutMs'], report)
       checkMs(listener.frontend?.backendRequestTimeoutMs, [...lp, 'frontend', 'backendRequestTimeoutMs'], report)
       checkMs(listener.frontend?.streamIdleTimeoutMs, [...lp, 'frontend', 'streamIdleTimeoutMs'], report)

@@ -13,6 +13,7 @@ import type { BodyEditIR } from '../ir/types.ts'
 import type { RequestContext } from '../request/context.ts'
 import { celToJson, compileCel, CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
+import { PorticoError } from '../util/errors.ts'
 
 /** The variables body edits and conditional models see (config/models-to-ir.ts checks against the same). */
 export const BODY_EDIT_CEL_VARIABLES = [...CEL_VARIABLES, 'llm'] as const
@@ -82,7 +83,7 @@ export function applyBodyEdit (ctx: RequestContext, edit: BodyEditIR, model: str
     try {
       v = programs[i]!.evaluate(vars)
     } catch (err) {
-      v = err instanceof Error ? err : new Error(String(err))
+      v = err instanceof Error ? err : new PorticoError('PORTICO_CEL_EVAL', String(err))
     }
     if (v instanceof Error) {
       failed.push({ field: s.field, error: v.message })

@@ -33,6 +33,7 @@ import { applyBodyEdit } from './body-edits.ts'
 import { inputCost } from './cost.ts'
 import type { LlmAnswerRewrite } from './rewrite-handler.ts'
 import { decodeBedrockEmbeddings, decodeModelList, decodeVertexEmbeddings, encodeBedrockEmbeddings, encodeModelList, encodeVertexEmbeddings, type ModelListShape } from './operations.ts'
+import { PorticoError } from '../util/errors.ts'
 
 /** Largest chat completion request accepted (413 above): long conversations are big. */
 export const LLM_REQUEST_LIMIT = 8 * 1024 * 1024
@@ -88,7 +89,7 @@ function adapterOf (spec: AiBackendSpecIR): ProviderAdapter {
   if (adapter === undefined) {
     const made = providerAdapter(spec)
     // The config refused such a backend at load; an IR built elsewhere reaches this.
-    if (typeof made === 'string') throw new Error(made)
+    if (typeof made === 'string') throw new PorticoError('PORTICO_INVALID_IR', made)
     adapter = made
     ADAPTERS.set(spec, adapter)
   }

@@ -12,6 +12,7 @@
 import { EventEmitter } from 'node:events'
 import { readFileSync, unwatchFile, watchFile } from 'node:fs'
 import { X509Certificate, createPrivateKey } from 'node:crypto'
+import { PorticoError } from '../util/errors.ts'
 
 export interface MeshCertificate {
   /** PEM private key of the leaf. */
@@ -67,14 +68,14 @@ let generations = 0
 export function meshCertificate (pem: { cert: string, key: string, root: string }): MeshCertificate {
   const leaf = new X509Certificate(pem.cert)
   const spiffeId = spiffeIdIn(leaf.subjectAltName ?? '')
-  if (spiffeId === null) throw new Error('the mesh certificate has no spiffe:// URI SAN')
+  if (spiffeId === null) throw new PorticoError('PORTICO_MESH_BAD_CERTIFICATE', 'the mesh certificate has no spiffe:// URI SAN')
   const parsed = /^spiffe:\/\/([^/]+)/.exec(spiffeId)
   // tls.createSecureContext would refuse a mismatched key only at the first connection.
   let matches = false
   try {
     matches = leaf.checkPrivateKey(createPrivateKey(pem.key))
   } catch {}
-  if (!matches) throw new Error('the mesh key does not match the mesh certificate')
+  if (!matches) throw new PorticoError('PORTICO_MESH_BAD_CERTIFICATE', 'the mesh key does not match the mesh certificate')
   return { key: pem.key, certChain: pem.cert, roots: pem.root, trustDomain: parsed![1]!, spiffeId, generation: ++generations }
 }
 

@@ -21,6 +21,7 @@ import { isIP } from 'node:net'
 import { createCsrPem } from './csr.ts'
 import { meshCaClient, MeshCaError, type MeshCaClient, type MeshCaClientOptions } from './ca-client.ts'
 import { meshCertificate, StaticMeshIdentity } from './identity.ts'
+import { PorticoError } from '../util/errors.ts'
 
 export interface IstioCaSettings {
   /** `host:port` of the CA; default `istiod.istio-system.svc:15012`. */
@@ -183,10 +184,10 @@ export class IstioCaIdentity extends StaticMeshIdentity {
       serverName: caServerName(s.address, s.serverName)
     } as IstioCaIdentity['settings']
     for (const [name, value] of [['namespace', s.namespace], ['serviceAccount', s.serviceAccount], ['trustDomain', s.trustDomain]] as const) {
-      if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(value ?? '')) throw new Error(`mesh CA identity: ${name} ${JSON.stringify(value)} is not a DNS-1123 name`)
+      if (!/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/.test(value ?? '')) throw new PorticoError('PORTICO_MESH_CA_SETTINGS', `mesh CA identity: ${name} ${JSON.stringify(value)} is not a DNS-1123 name`)
     }
     const f = this.settings.renewFraction
-    if (!(f > 0 && f < 1)) throw new Error(`mesh CA identity: renewFraction ${f} is not between 0 and 1`)
+    if (!(f > 0 && f < 1)) throw new PorticoError('PORTICO_MESH_CA_SETTINGS', `mesh CA identity: renewFraction ${f} is not between 0 and 1`)
     this.spiffeId = `spiffe://${s.trustDomain}/ns/${s.namespace}/sa/${s.serviceAccount}`
     this.clock = options.clock ?? realClock
     this.random = options.random ?? Math.random
@@ -261,18 +262,18 @@ export class IstioCaIdentity extends StaticMeshIdentity {
       try {
         root = readFileSync(this.settings.rootFile, 'utf8')
       } catch (err) {
-        throw new Error(`mesh root unreadable: ${(err as Error).message} (the istio-ca-root-cert ConfigMap mounted at ${this.settings.rootFile})`)
+        throw new PorticoError('PORTICO_MESH_CA_FILE', `mesh root unreadable: ${(err as Error).message} (the istio-ca-root-cert ConfigMap mounted at ${this.settings.rootFile})`)
       }
       let token: string
       try {
         token = readFileSync(this.settings.tokenFile, 'utf8').trim()
       } catch (err) {
-        throw new Error(`token unreadable: ${(err as Error).message} (a projected service-account token with audience istio-ca at ${this.settings.tokenFile})`)
+        throw new PorticoError('PORTICO_MESH_CA_FILE', `token unreadable: ${(err as Error).message} (a projected service-account token with audience istio-ca at ${this.settings.tokenFile})`)
       }
-      if (token === '') throw new Error(`token unreadable: ${this.settings.tokenFile} is empty`)
+      if (token === '') throw new PorticoError('PORTICO_MESH_CA_FILE', `token unreadable: ${this.settings.tokenFile} is empty`)
       // A service-account JWT is a few KiB; a file far larger is not one (and goes into a header).
-      if (token.length > MAX_TOKEN_BYTES) throw new Error(`token unreadable: ${this.settings.tokenFile} holds ${token.length} bytes (at most ${MAX_TOKEN_BYTES})`)
-      if (root.length > MAX_ROOT_BYTES) throw new Error(`mesh root unreadable: ${this.settings.rootFile} holds ${root.length} bytes (at most ${MAX_ROOT_BYTES})`)
+      if (token.length > MAX_TOKEN_BYTES) throw new PorticoError('PORTICO_MESH_CA_FILE', `token unreadable: ${this.settings.tokenFile} holds ${token.length} bytes (at most ${MAX_TOKEN_BYTES})`)
+      if (root.length > MAX_ROOT_BYTES) throw new PorticoError('PORTICO_MESH_CA_FILE', `mesh root unreadable: ${this.settings.rootFile} holds ${root.length} bytes (at most ${MAX_ROOT_BYTES})`)
       const client = this.clientFor(root)
       const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey
       const chain = await client.createCertificate({
@@ -313,7 +314,7 @@ export class IstioCaIdentity extends StaticMeshIdentity {
     const roots = sameCert(rootFile, chain.at(-1)!) ? rootFile : rootFile.trimEnd() + '\n' + chain.at(-1)!
     const cert = meshCertificate({ cert: leafAndIntermediates, key, root: roots })
     if (cert.spiffeId !== this.spiffeId) {
-      throw new Error(`the CA issued ${cert.spiffeId}, expected ${this.spiffeId} (the token is of another service account, or the trust domain is not the mesh's)`)
+      throw new PorticoError('PORTICO_MESH_CA_ISSUED', `the CA issued ${cert.spiffeId}, expected ${this.spiffeId} (the token is of another service account, or the trust domain is not the mesh's)`)
     }
     const leaf = new X509Certificate(chain[0]!)
     this.notBefore = Date.parse(leaf.validFrom)

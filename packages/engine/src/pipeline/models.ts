@@ -25,6 +25,7 @@ import { translationError, type TranslationError } from '../llm/canonical.ts'
 import { encodeModelList } from '../llm/operations.ts'
 import { LLM_REQUEST_LIMIT } from '../llm/request.ts'
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
+import { PorticoError } from '../util/errors.ts'
 
 /** Variables of a conditional rule: the request's and `llm` (config/models-to-ir.ts checks against the same). */
 const RULE_VARIABLES = BODY_EDIT_CEL_VARIABLES
@@ -123,7 +124,7 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
   let model: CompiledModel = first
   for (let depth = 0; ; depth++) {
     if (model.ref !== null) break
-    if (depth >= MAX_DEPTH) throw new Error(`virtual models nest deeper than ${MAX_DEPTH} (${why.join(', ')})`)
+    if (depth >= MAX_DEPTH) throw new PorticoError('PORTICO_VIRTUAL_MODEL', `virtual models nest deeper than ${MAX_DEPTH} (${why.join(', ')})`)
     const name = model.ir.name
     let next: string
     if (model.failover !== null) {
@@ -148,7 +149,7 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
       why.push(hit === -1 ? `${name}: fallback` : `${name}: rule ${hit + 1}`)
     }
     const target = table.byName.get(next)
-    if (target === undefined) throw new Error(`model ${next} of virtual model ${name} is not in the route's table`)
+    if (target === undefined) throw new PorticoError('PORTICO_VIRTUAL_MODEL', `model ${next} of virtual model ${name} is not in the route's table`)
     model = target
   }
   return chosen(ctx, requested, first, model, why, { ref: model.ref!, failover: null })

@@ -37,12 +37,11 @@ import type { RetryIR } from '../ir/traffic.ts'
 import type { CallWrapper } from '../http/upstream-call.ts'
 import type { UpstreamCaller } from '../http/dispatcher.ts'
 import { classifyFailure } from '../http/call-failure.ts'
-import { BACKEND_TIMEOUT } from '../http/call-timers.ts'
 import { callBackend } from './backend-call.ts'
 import { traceCallResult } from '../trace/backend-call.ts'
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { respondLocal } from './respond.ts'
-import { PorticoError } from '../util/errors.ts'
+import { PorticoError, isPorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
 import { chooseProvider, providerCount, type ProviderGroups } from './failover.ts'
 
@@ -179,7 +178,7 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, plan: TryPlan, n: nu
         if (dropped) return
         if (canRetry() && retriable(err)) {
           const failure = classifyFailure(err, null)
-          drop(`${who} failed: ${failure.detail}`, null, failure.detail, (err as PorticoError).code === 'PORTICO_TIMEOUT')
+          drop(`${who} failed: ${failure.detail}`, null, failure.detail, isPorticoError(err, 'PORTICO_BACKEND_TIMEOUT'))
           return
         }
         inner.onResponseError?.(c, err)
@@ -195,10 +194,10 @@ function attempt (rt: PipelineRuntime, ctx: RequestContext, plan: TryPlan, n: nu
  * HTTPRouteRetryConnectionError and HTTPRouteRetryBackendTimeout); the request timeout, a
  * client that left and bad request bodies are not.
  */
-function retriable (err: Error): boolean {
+export function retriable (err: Error): boolean {
   const code = (err as PorticoError).code ?? ''
-  if (code === 'PORTICO_TIMEOUT') return err.message === BACKEND_TIMEOUT
-  if (code === 'PORTICO_DOWNSTREAM_CLOSED' || code === 'PORTICO_RESPONSE_REPLACED') return false
+  if (code === 'PORTICO_BACKEND_TIMEOUT') return true
+  if (code === 'PORTICO_REQUEST_TIMEOUT' || code === 'PORTICO_DOWNSTREAM_CLOSED' || code === 'PORTICO_RESPONSE_REPLACED') return false
   return classifyFailure(err, null).reason === 'UpstreamFailure'
 }
 
@@ -258,7 +257,7 @@ function mirror (rt: PipelineRuntime, ctx: RequestContext, backend: BackendIR | 
     clearTimeout(timer)
     rt.backendStats?.recordCall(backend.key, failed, withLatency ? performance.now() - started : null)
   }
-  const timer = setTimeout(() => controller?.abort(new PorticoError('PORTICO_TIMEOUT', 'mirror timeout')), MIRROR_TIMEOUT_MS)
+  const timer = setTimeout(() => controller?.abort(new PorticoError('PORTICO_BACKEND_TIMEOUT', 'mirror timeout')), MIRROR_TIMEOUT_MS)
   timer.unref()
   ctx.tracer?.emit({ type: 'mirror', backend: backend.target, sent: true })
   const headers = { ...ctx.headers } as Record<string, string | string[]>

@@ -160,15 +160,21 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   // Gateway phase.
   // Phases answer synchronously unless a policy had to wait: `await` only then (an await
   // of a plain value still costs a microtask hop, three per request).
-  let outcome = runPhase(ctx, 'gateway', listener.policies)
+  let outcome: PhaseOutcome | Promise<PhaseOutcome> = null
+  if (listener.filters !== null) {
+    // Listener filters, in order, before everything that could answer or route (pipeline/listener-filters.ts).
+    outcome = await runPhase(ctx, 'gateway', listener.filters)
+    if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
+  }
+  outcome = runPhase(ctx, 'gateway', listener.policies)
   if (outcome instanceof Promise) outcome = await outcome
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'gateway policies', requestState: requestSnapshot(ctx, rt.env, {}) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
 
   if (listener.mcpAuthRoutes && ctx.path.startsWith(PROTECTED_RESOURCE_PATH) && serveProtectedResourceMetadata(rt, ctx)) return
 
-  // Route selection.
-  const selection = listener.table.select(ctx.hostname, { method: ctx.method, path: ctx.path, query: ctx.query, headers: req.headers }, ctx.tracer !== null)
+  // Route selection, once, with the headers as listener filters left them.
+  const selection = listener.table.select(ctx.hostname, { method: ctx.method, path: ctx.path, query: ctx.query, headers: ctx.routingHeaders ?? req.headers }, ctx.tracer !== null)
   ctx.route = selection.route
   ctx.matchedPath = selection.matchedPath
   if (ctx.tracer !== null) {

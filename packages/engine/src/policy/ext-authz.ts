@@ -28,11 +28,22 @@ import { performance } from '../util/clock.ts'
 
 type TraceResult = 'apply' | 'skip' | 'deny'
 
-function trace (ctx: RequestContext, type: TraceResult, details: string): void {
-  ctx.tracer?.emit({ type: 'policy', kind: 'extAuthz', result: { type, details } }, { severity: type === 'deny' ? 'warn' : 'info' })
+/**
+ * How the check is used: as a policy (the default), or as listener filter `label` (`listener
+ * filter 1 of 2`), whose header changes route matching also reads (ctx.routingHeaders).
+ */
+export interface ExtAuthzUse {
+  label: string
+  routing: boolean
 }
 
-export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPolicy {
+const AS_POLICY: ExtAuthzUse = { label: '', routing: false }
+
+export function extAuthz (ir: ExtAuthzIR, services: PolicyServices, use: ExtAuthzUse = AS_POLICY): CompiledPolicy {
+  const prefix = use.label !== '' ? `${use.label}: ` : ''
+  const trace = (ctx: RequestContext, type: TraceResult, details: string): void => {
+    ctx.tracer?.emit({ type: 'policy', kind: 'extAuthz', result: { type, details: prefix + details } }, { severity: type === 'deny' ? 'warn' : 'info' })
+  }
   const url = new URL(ir.host)
   const tls = url.protocol === 'https:'
   const target = url.host
@@ -84,6 +95,15 @@ export function extAuthz (ir: ExtAuthzIR, services: PolicyServices): CompiledPol
         case 'allow': {
           applyHeaderMutations(ctx.headers, result.requestHeaders)
           removeHeaders(ctx.headers, result.removeHeaders)
+          if (use.routing && (result.requestHeaders.length > 0 || result.removeHeaders.length > 0)) {
+            // Route matching reads the client's headers (hop-by-hop ones included), not the
+            // upstream copy: the same changes go onto a copy of those. Host and :authority
+            // are never changed (applyHeaderMutations / removeHeaders skip them): the
+            // listener was chosen by them and is not chosen again.
+            const routing = ctx.routingHeaders ??= { ...ctx.req.headers }
+            applyHeaderMutations(routing as HeaderMap, result.requestHeaders)
+            removeHeaders(routing as HeaderMap, result.removeHeaders)
+          }
           if (result.responseHeaders.length > 0) responseHeaders.set(ctx, result.responseHeaders)
           const changes = [
             result.requestHeaders.length > 0 ? `set ${result.requestHeaders.map(h => h.name).join(', ')}` : '',

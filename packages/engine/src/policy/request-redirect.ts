@@ -19,13 +19,14 @@ import { modifyPath } from './path-modifier.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { redactUrl } from '../ir/redact.ts'
 import { plainAddress } from '../util/host-port.ts'
+import { PorticoError } from '../util/errors.ts'
 
 export const REDIRECT_STATUSES: readonly number[] = [301, 302, 303, 307, 308]
 
 const DEFAULT_PORT: Record<string, number> = { http: 80, https: 443 }
 
 export function requestRedirect (ir: RequestRedirectIR): CompiledPolicy {
-  if (!REDIRECT_STATUSES.includes(ir.status)) throw new Error(`requestRedirect: status ${ir.status} is not a redirect status (${REDIRECT_STATUSES.join(', ')})`)
+  if (!REDIRECT_STATUSES.includes(ir.status)) throw new PorticoError('PORTICO_INVALID_IR', `requestRedirect: status ${ir.status} is not a redirect status (${REDIRECT_STATUSES.join(', ')})`)
   return {
     kind: 'requestRedirect',
     onRequest (ctx: RequestContext): PolicyOutcome {

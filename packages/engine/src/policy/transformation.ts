@@ -23,6 +23,7 @@ import { celLib, celToJson, compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES, t
 import { celResponseVars, celVars } from '../cel/vars.ts'
 import { CONTINUE } from './header-modifier.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
+import { PorticoError } from '../util/errors.ts'
 
 interface CompiledTransform {
   set: Array<[string, CelProgram]>
@@ -57,7 +58,7 @@ export function evalToBuffer (program: CelProgram, vars: Record<string, unknown>
   try {
     return Buffer.from(JSON.stringify(celToJson(v)))
   } catch (err) {
-    return new Error(`cannot turn the value into text: ${(err as Error).message}`)
+    return new PorticoError('PORTICO_TRANSFORMATION_VALUE', `cannot turn the value into text: ${(err as Error).message}`)
   }
 }
 
@@ -69,7 +70,7 @@ function headerValue (program: CelProgram, vars: Record<string, unknown>): strin
   if (v === null || v instanceof Error) return v
   const text = v.toString('latin1')
   // Round-trip through latin1 keeps bytes as they are; UTF-8 text is sent as its bytes.
-  if (INVALID_HEADER_VALUE.test(text)) return new Error('the value has characters a header cannot carry (control characters or line breaks)')
+  if (INVALID_HEADER_VALUE.test(text)) return new PorticoError('PORTICO_TRANSFORMATION_VALUE', 'the value has characters a header cannot carry (control characters or line breaks)')
   return text
 }
 

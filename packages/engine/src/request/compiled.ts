@@ -60,6 +60,8 @@ export interface CompiledModelTable {
 
 export interface CompiledListener {
   ir: ListenerIR
+  /** Listener filters (pipeline/listener-filters.ts), run before `policies`; null: none. */
+  filters: CompiledPolicySet | null
   policies: CompiledPolicySet
   table: RouteTable<CompiledRoute>
   /** What the listener accepts from clients (X-Forwarded-* trust, upgrades, body idle), defaults filled in. */
@@ -69,7 +71,7 @@ export interface CompiledListener {
   /**
    * Which requests a data-plane worker hands to the thread that owns MCP: none (no MCP
    * routes), those whose route (chosen up front) has an MCP backend, or all of them (a
-   * gateway-phase urlRewrite could change which route a request gets).
+   * gateway-phase urlRewrite or a listener filter could change which route a request gets).
    */
   mcpHandoff: 'none' | 'route' | 'all'
   routes: CompiledRoute[]

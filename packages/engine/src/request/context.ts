@@ -5,7 +5,7 @@
  * that read it import down (issue 15, "Per-request state in one place").
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { BackendIR, PathMatchIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledListener, CompiledRoute } from './compiled.ts'
@@ -243,6 +243,12 @@ export class RequestContext {
   upgrade: { socket: Duplex, head: Buffer } | null = null
   /** True once the backend accepted the upgrade and bytes are tunnelled both ways. */
   upgraded = false
+  /**
+   * The request headers route matching reads when a listener filter changed them (a copy of
+   * `req.headers` with the filters' header mutations, Host and :authority never among
+   * them); null: matching reads `req.headers`.
+   */
+  routingHeaders: IncomingHttpHeaders | null = null
   /**
    * The request body, when a policy had to read it whole (extAuthz includeRequestBody): the
    * backend call and the MCP layer send this instead of reading `req`, which is consumed.

@@ -255,7 +255,7 @@ export class StreamProxy {
       rejectUnauthorized: false
     })
     this.due(conn, this.helloTimeoutMs, () => {
-      this.fail(conn, 'HandshakeFailed', new Error('handshake not completed in time'))
+      this.fail(conn, 'HandshakeFailed', new PorticoError('PORTICO_STREAM_FAILED', 'handshake not completed in time'))
       secure.destroy()
     })
     let established = false
@@ -269,7 +269,7 @@ export class StreamProxy {
       conn.expire = null
       const refusal = validation?.mode === 'AllowValidOnly' ? clientCertificateProblem(secure) : null
       if (refusal !== null) {
-        this.fail(conn, 'ClientCertificateRequired', new Error(`client certificate refused: ${refusal}`))
+        this.fail(conn, 'ClientCertificateRequired', new PorticoError('PORTICO_STREAM_FAILED', `client certificate refused: ${refusal}`))
         secure.destroy()
         client.destroy()
         return
@@ -297,7 +297,7 @@ export class StreamProxy {
       : net.connect(options)
     let connected = false
     this.due(conn, this.connectTimeoutMs, () => {
-      this.fail(conn, 'UpstreamConnectFailed', new Error(`no connection to ${target} after ${this.connectTimeoutMs} ms`))
+      this.fail(conn, 'UpstreamConnectFailed', new PorticoError('PORTICO_STREAM_FAILED', `no connection to ${target} after ${this.connectTimeoutMs} ms`))
       upstream.destroy()
       downstream.destroy()
     })
@@ -316,7 +316,7 @@ export class StreamProxy {
         upstream,
         downstream,
         idle: () => {
-          this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
+          this.fail(conn, 'IdleTimeout', new PorticoError('PORTICO_STREAM_FAILED', `no bytes either way for ${this.idleTimeoutMs} ms`))
           upstream.destroy()
           downstream.destroy()
         },
@@ -361,7 +361,7 @@ export class StreamProxy {
     let gone = false
     this.due(conn, this.connectTimeoutMs, () => {
       gone = true
-      failed(new Error(`no tunnel to ${target} after ${this.connectTimeoutMs} ms`))
+      failed(new PorticoError('PORTICO_STREAM_FAILED', `no tunnel to ${target} after ${this.connectTimeoutMs} ms`))
     })
     hbone.open({ host: endpoint.host, port: endpoint.port, identity: mesh.identity, hbonePort: mesh.hbonePort }, (err, stream) => {
       if (gone || downstream.destroyed || conn.reason !== null) {
@@ -388,7 +388,7 @@ export class StreamProxy {
           upstream,
           downstream,
           idle: () => {
-            this.fail(conn, 'IdleTimeout', new Error(`no bytes either way for ${this.idleTimeoutMs} ms`))
+            this.fail(conn, 'IdleTimeout', new PorticoError('PORTICO_STREAM_FAILED', `no bytes either way for ${this.idleTimeoutMs} ms`))
             upstream.destroy()
             downstream.destroy()
           },
@@ -448,7 +448,7 @@ export class StreamProxy {
 
   /** Ends a connection nothing will serve (the record keeps why). */
   private refuse (conn: Conn, reason: StreamReason, message: string): void {
-    this.fail(conn, reason, new Error(message))
+    this.fail(conn, reason, new PorticoError('PORTICO_STREAM_FAILED', message))
     conn.client.destroy()
   }
 

@@ -73,6 +73,7 @@ class RecordReadableSpan implements ReadableSpan {
     if (layout !== 0) {
       const keys = LAYOUTS[layout]?.keys
       const values = r[RECORD.layoutValues]
+      // A plain Error on purpose: the layouts are written by this module's own recorder, no input reaches it.
       if (keys === undefined || values === null) throw new Error(`unknown attribute layout ${layout}`)
       for (let i = 0; i < keys.length; i++) {
         const v = values[i]

@@ -15,6 +15,7 @@
  */
 
 import type { ProcessingResponseMessage, StructMessage, ValueMessage } from './ext-proc-grpc.ts'
+import { PorticoError } from '../util/errors.ts'
 
 /** Struct/ListValue nesting decoded at most (protobufjs's own recursion limit is 100). */
 const MAX_DEPTH = 64
@@ -373,6 +374,7 @@ function encodeChecked (m: Msg): Buffer {
     w.varint(protocol)
     writeProtocol(w, m.protocol_config as Msg)
   }
+  // A plain Error on purpose: an assertion on the encoder's own size arithmetic, no input reaches it.
   if (w.pos !== buf.length) throw new Error(`ext_proc encoder: wrote ${w.pos - 5} of ${size} bytes`)
   return buf
 }
@@ -393,17 +395,17 @@ class Reader {
   /** A varint as a number (exact up to 2^53; int64/uint64 beyond that lose precision, as protobufjs's longs: Number). */
   varint (): number {
     const b = this.buf
-    if (this.pos >= b.length) throw new Error('truncated varint')
+    if (this.pos >= b.length) throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'truncated varint')
     const first = b[this.pos++]!
     if (first < 0x80) return first
     let result = first & 0x7f
     for (let i = 1; i < 10; i++) {
-      if (this.pos >= b.length) throw new Error('truncated varint')
+      if (this.pos >= b.length) throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'truncated varint')
       const byte = b[this.pos++]!
       result += (byte & 0x7f) * SHIFTS[i]!
       if (byte < 0x80) return result
     }
-    throw new Error('malformed varint')
+    throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'malformed varint')
   }
 
   /** An int32 / enum field: the low 32 bits, signed. */
@@ -434,7 +436,7 @@ class Reader {
   end (): number {
     const n = this.varint()
     const end = this.pos + n
-    if (end > this.buf.length) throw new Error('truncated field')
+    if (end > this.buf.length) throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'truncated field')
     return end
   }
 
@@ -453,7 +455,7 @@ class Reader {
   }
 
   double (): number {
-    if (this.pos + 8 > this.buf.length) throw new Error('truncated double')
+    if (this.pos + 8 > this.buf.length) throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'truncated double')
     const v = this.buf.readDoubleLE(this.pos)
     this.pos += 8
     return v
@@ -465,9 +467,9 @@ class Reader {
       case 1: this.pos += 8; break
       case 2: this.pos = this.end(); break
       case 5: this.pos += 4; break
-      default: throw new Error(`invalid wire type ${wire}`)
+      default: throw new PorticoError('PORTICO_EXT_PROC_DECODE', `invalid wire type ${wire}`)
     }
-    if (this.pos > this.buf.length) throw new Error('truncated field')
+    if (this.pos > this.buf.length) throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'truncated field')
   }
 }
 
@@ -487,15 +489,15 @@ function fields (r: Reader, end: number, field: (no: number, wire: number) => bo
     const tag = r.varint()
     const no = tag >>> 3
     const wire = tag & 7
-    if (no === 0) throw new Error('invalid field number 0')
+    if (no === 0) throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'invalid field number 0')
     if (!field(no, wire)) r.skip(wire)
   }
-  if (r.pos !== end) throw new Error('field overruns its message')
+  if (r.pos !== end) throw new PorticoError('PORTICO_EXT_PROC_DECODE', 'field overruns its message')
 }
 
 /** A nested message: `read` over its bytes. */
 function nested<T> (r: Reader, wire: number, read: (r: Reader, end: number) => T): T {
-  if (wire !== 2) throw new Error(`wire type ${wire} for a message`)
+  if (wire !== 2) throw new PorticoError('PORTICO_EXT_PROC_DECODE', `wire type ${wire} for a message`)
   const end = r.end()
   const v = read(r, end)
   r.pos = end
@@ -675,7 +677,7 @@ function duration (r: Reader, end: number): Msg {
 }
 
 function struct (r: Reader, end: number, depth: number): StructMessage {
-  if (depth > MAX_DEPTH) throw new Error(`Struct nested deeper than ${MAX_DEPTH}`)
+  if (depth > MAX_DEPTH) throw new PorticoError('PORTICO_EXT_PROC_DECODE', `Struct nested deeper than ${MAX_DEPTH}`)
   let map: Record<string, ValueMessage> | null = null
   fields(r, end, (no, wire) => {
     if (no !== 1 || wire !== 2) return false
@@ -697,7 +699,7 @@ function struct (r: Reader, end: number, depth: number): StructMessage {
 }
 
 function valueMessage (r: Reader, end: number, depth: number): ValueMessage {
-  if (depth > MAX_DEPTH) throw new Error(`Value nested deeper than ${MAX_DEPTH}`)
+  if (depth > MAX_DEPTH) throw new PorticoError('PORTICO_EXT_PROC_DECODE', `Value nested deeper than ${MAX_DEPTH}`)
   let o: ValueMessage = {}
   fields(r, end, (no, wire) => {
     if (no === 1 && wire === 0) o = { nullValue: r.int32(), kind: 'nullValue' }

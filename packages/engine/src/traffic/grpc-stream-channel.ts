@@ -27,6 +27,7 @@
  */
 
 import * as http2 from 'node:http2'
+import { PorticoError } from '../util/errors.ts'
 
 /** gRPC status names by code. */
 export const GRPC_STATUS_NAMES = [
@@ -238,7 +239,7 @@ export class GrpcStreamChannel<Req, Res> {
     let connected = false
     let failed = false
     const timer = setTimeout(() => {
-      session.destroy(new Error(`connection to ${target} not established within ${CONNECT_TIMEOUT_MS}ms`))
+      session.destroy(new PorticoError('PORTICO_GRPC_CONNECT', `connection to ${target} not established within ${CONNECT_TIMEOUT_MS}ms`))
     }, CONNECT_TIMEOUT_MS).unref()
     const fail = (err: Error): void => {
       if (connected || failed) return
@@ -264,11 +265,11 @@ export class GrpcStreamChannel<Req, Res> {
     // Each call reports the failure of its own stream; the session's error is not thrown.
     session.on('error', fail)
     session.on('close', () => {
-      fail(new Error(`connection to ${target} closed before it was established`))
+      fail(new PorticoError('PORTICO_GRPC_CONNECT', `connection to ${target} closed before it was established`))
       if (this.session === session) this.session = null
     })
     session.on('goaway', () => {
-      fail(new Error(`connection to ${target} sent GOAWAY before it was established`))
+      fail(new PorticoError('PORTICO_GRPC_CONNECT', `connection to ${target} sent GOAWAY before it was established`))
       if (this.session === session) this.session = null
       // Calls in flight below the last stream id finish; then it closes.
       if (!session.closed && !session.destroyed) session.close()

@@ -9,6 +9,8 @@
  * slots 1..7 values.
  */
 
+import { PorticoError } from './errors.ts'
+
 export const RECORD_BYTES = 64
 const INTS_PER_RECORD = RECORD_BYTES / 4
 const FLOATS_PER_RECORD = RECORD_BYTES / 8
@@ -142,7 +144,7 @@ export class RecordArena {
   seal (shared: boolean): Records {
     if (this.given !== undefined) {
       if (this.given.byteLength !== Math.max(1, this.used) * RECORD_BYTES) {
-        throw new Error(`shared state mismatch: this config needs ${this.used} records, the primary made ${this.given.byteLength / RECORD_BYTES}`)
+        throw new PorticoError('PORTICO_SHARED_STATE_MISMATCH', `shared state mismatch: this config needs ${this.used} records, the primary made ${this.given.byteLength / RECORD_BYTES}`)
       }
       this.records = new Records(this.given)
     } else {

@@ -6,7 +6,7 @@
  */
 
 import { REDACTED_VALUE, redactSecrets, type BackendStat, type ModelIR, type PolicySetIR } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { AdminView } from './view.ts'
 import { formatAddress, type Settings } from '../settings.ts'
 import { version } from '../version.ts'
 
@@ -19,8 +19,8 @@ export interface PolicyAttachment {
   sources?: Record<string, string>
 }
 
-export function configDump (portico: Portico): Record<string, unknown> {
-  const engine = portico.engine
+export function configDump (view: AdminView): Record<string, unknown> {
+  const engine = view.engine
   const ir = engine.config?.ir
   const binds = ir?.binds ?? []
   const listeners = binds.flatMap(b => b.listeners.map(l => ({
@@ -31,6 +31,8 @@ export function configDump (portico: Portico): Record<string, unknown> {
     hostname: l.hostname ?? null,
     protocol: l.protocol,
     ...(l.tlsMode !== undefined ? { tlsMode: l.tlsMode } : {}),
+    // Listener filters run before every policy: shown with the listener (they hold no secrets).
+    ...(l.filters !== undefined ? { filters: l.filters } : {}),
     routes: [...l.routes.map(r => r.key), ...(l.streamRoutes ?? []).map(r => r.key)]
   })))
   // Stream routes (TCP/TLS listeners) are listed with the HTTP ones: `kind` tells them apart,
@@ -73,8 +75,8 @@ export function configDump (portico: Portico): Record<string, unknown> {
   })))))
   return redactSecrets({
     version: { version, node: process.version, configVersion: ir?.version ?? null },
-    config: staticConfig(portico.settings),
-    mesh: portico.meshStatus(),
+    config: staticConfig(view.settings),
+    mesh: view.meshStatus(),
     binds: binds.map(b => ({ key: b.key, address: b.address, port: b.port, protocol: b.protocol, tls: b.tls ?? null, listeners: b.listeners.map(l => l.key) })),
     listeners,
     routes,
@@ -84,7 +86,7 @@ export function configDump (portico: Portico): Record<string, unknown> {
     workloads: [],
     services: backends.filter(b => b.kind === 'service'),
     env: engine.env,
-    reloads: portico.reloads
+    reloads: view.reloads
   })
 }
 

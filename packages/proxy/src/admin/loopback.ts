@@ -9,7 +9,7 @@
 
 import type { Agent } from 'undici'
 import { PorticoError, undici } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { AdminView } from './view.ts'
 
 export interface ListenerTarget {
   /** Where to connect: the bind address, or loopback for a wildcard bind. */
@@ -19,8 +19,8 @@ export interface ListenerTarget {
 }
 
 /** The listener on `port`; PORTICO_NOT_A_LISTENER for a port that is not one of this proxy's listeners. */
-export function listenerTarget (portico: Portico, port: unknown): ListenerTarget {
-  const binds = portico.addresses()
+export function listenerTarget (view: Pick<AdminView, 'addresses'>, port: unknown): ListenerTarget {
+  const binds = view.addresses()
   const bind = binds.find(b => b.port === port)
   if (bind === undefined) {
     const ports = binds.map(b => b.port).join(', ')

@@ -12,7 +12,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { PorticoError, undici } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { AdminView } from './view.ts'
 import { version } from '../version.ts'
 import { listenerDispatcher, listenerOrigin, listenerTarget } from './loopback.ts'
 
@@ -44,16 +44,16 @@ interface Session {
 export class McpPlayground {
   private readonly sessions = new Map<string, Session>()
   private readonly sweeper: NodeJS.Timeout
-  private readonly portico: Portico
+  private readonly view: Pick<AdminView, 'addresses'>
 
-  constructor (portico: Portico) {
-    this.portico = portico
+  constructor (view: Pick<AdminView, 'addresses'>) {
+    this.view = view
     this.sweeper = setInterval(() => this.sweep(), 30_000)
     this.sweeper.unref()
   }
 
   async connect (req: ConnectRequest): Promise<Record<string, unknown>> {
-    const target = listenerTarget(this.portico, req.port)
+    const target = listenerTarget(this.view, req.port)
     const path = req.path.startsWith('/') ? req.path : `/${req.path}`
     const host = req.host === undefined || req.host === '' ? 'localhost' : req.host
     if (!/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9a-fA-F:.]+\](:\d{1,5})?$/.test(host)) throw new Error(`invalid host "${host}"`)

@@ -6,7 +6,8 @@
 
 import Fastify, { type FastifyInstance } from 'fastify'
 import { isPorticoError } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { Logger } from 'pino'
+import type { AdminView } from './view.ts'
 import type { Address } from '../settings.ts'
 import { configDump } from './config-dump.ts'
 import { registerTraceRoutes } from './trace-stream.ts'
@@ -34,21 +35,23 @@ export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]
 ]
 
 export interface AdminServerOptions {
-  portico: Portico
+  /** The running proxy, as admin sees it. */
+  view: AdminView
+  /** The admin server's own log (refused requests). */
+  log: Logger
   address: Address
   /** Called by /quitquitquit after the response is sent. */
   onQuit: () => void
 }
 
 export async function startAdminServer (options: AdminServerOptions): Promise<{ app: FastifyInstance, close: () => Promise<void>, port: number }> {
-  const { portico } = options
+  const { view, log } = options
   const heap = new HeapSampler()
   await heap.start()
   const app = Fastify({ logger: false, forceCloseConnections: true })
 
   // Before anything else, on every path (404s included): no cross-site writes, no rebinding.
-  const guard: AdminGuardOptions = { bindHost: options.address.host, allowedHosts: portico.settings.adminAllowedHosts }
-  const log = portico.logs.for('admin')
+  const guard: AdminGuardOptions = { bindHost: options.address.host, allowedHosts: view.settings.adminAllowedHosts }
   app.addHook('onRequest', async (req, reply) => {
     const bad = checkAdminMessage(req.raw.url ?? '/', req.raw.rawHeaders)
     if (bad !== null) {
@@ -71,38 +74,38 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
     return reply.type('text/plain').send(`portico admin\n\n${lines.join('\n')}\n${uiDir === null ? '\n(the web UI is not built here)\n' : ''}`)
   })
   registerUiStatic(app, uiDir)
-  const uiApi = registerUiApi(app, portico, guard)
+  const uiApi = registerUiApi(app, view, guard)
 
   app.get('/config_dump', async (_req, reply) => {
-    const dump = configDump(portico)
-    ;(dump.config as Record<string, unknown>).logging = { level: portico.logs.current, format: portico.settings.logFormat }
+    const dump = configDump(view)
+    ;(dump.config as Record<string, unknown>).logging = { level: view.logs.current, format: view.settings.logFormat }
     return reply.type('application/json').send(JSON.stringify(dump, null, 2))
   })
 
-  registerTraceRoutes(app, portico.engine.hub, portico.pool)
+  registerTraceRoutes(app, view.engine.hub, view.pool)
 
   const logging = async (req: { query: unknown, method: string }, reply: import('fastify').FastifyReply) => {
     const level = (req.query as { level?: string }).level
     if (req.method === 'POST' && level !== undefined) {
       try {
-        portico.logs.set(level)
+        view.logs.set(level)
       } catch (err) {
         return reply.code(400).type('text/plain').send(`${(err as Error).message}\n`)
       }
     }
-    return reply.type('text/plain').send(`current log level is ${portico.logs.current}\n`)
+    return reply.type('text/plain').send(`current log level is ${view.logs.current}\n`)
   }
   app.get('/logging', logging)
   app.post('/logging', logging)
 
-  const pool = portico.pool
+  const pool = view.pool
   app.get('/memory', async () => pool === null ? memoryStats() : { ...memoryStats(), workers: await pool.heaps() })
-  app.get('/debug/mesh', async () => portico.meshStatus())
-  app.get('/debug/tasks', async () => pool === null ? tasksDump(portico) : await workersTasksDump(portico, pool))
+  app.get('/debug/mesh', async () => view.meshStatus())
+  app.get('/debug/tasks', async () => pool === null ? tasksDump(view) : await workersTasksDump(view, pool))
   app.get('/debug/workers', async () => {
     if (pool === null) return { workers: 1, threads: [] }
     const heaps = new Map((await pool.heaps()).map(h => [h.worker, h.heap]))
-    return { workers: portico.settings.workers, threads: pool.info().map(w => ({ ...w, heap: heaps.get(w.worker) ?? null })) }
+    return { workers: view.settings.workers, threads: pool.info().map(w => ({ ...w, heap: heaps.get(w.worker) ?? null })) }
   })
   app.post('/debug/workers/terminate', async (req, reply) => {
     const n = Number((req.query as { worker?: string }).worker)
@@ -119,8 +122,8 @@ export async function startAdminServer (options: AdminServerOptions): Promise<{ 
     // With data-plane workers the requests run on them: worker 1 unless ?worker= names another (0: the primary).
     const rawWorker = (req.query as { worker?: string }).worker
     const worker = pool === null ? 0 : rawWorker === undefined ? 1 : Number(rawWorker)
-    if (pool !== null && (!Number.isInteger(worker) || worker < 0 || worker > portico.settings.workers)) {
-      return reply.code(400).type('text/plain').send(`invalid worker "${rawWorker}": 0 (the primary) to ${portico.settings.workers}\n`)
+    if (pool !== null && (!Number.isInteger(worker) || worker < 0 || worker > view.settings.workers)) {
+      return reply.code(400).type('text/plain').send(`invalid worker "${rawWorker}": 0 (the primary) to ${view.settings.workers}\n`)
     }
     try {
       const profile = worker === 0 ? await cpuProfile(seconds) : await pool!.profile(worker, seconds)

@@ -5,13 +5,12 @@
  * from what Node can see.
  */
 
-import type { Portico } from '../portico.ts'
-import type { WorkerPool } from '../workers/pool.ts'
+import type { AdminWorkers, TasksView } from './view.ts'
 import { performance } from '@portico/engine/clock'
 
-export function tasksDump (portico: Portico): Record<string, unknown> {
+export function tasksDump (view: TasksView): Record<string, unknown> {
   const now = performance.now()
-  const requests = [...portico.engine.inFlight].map(ctx => ({
+  const requests = [...view.engine.inFlight].map(ctx => ({
     method: ctx.method,
     host: ctx.host,
     path: ctx.originalPath,
@@ -24,11 +23,11 @@ export function tasksDump (portico: Portico): Record<string, unknown> {
   return {
     pid: process.pid,
     uptimeSeconds: Math.round(process.uptime()),
-    listeners: portico.listeners.snapshot(),
+    listeners: view.listeners.snapshot(),
     requests,
-    upstreamPools: portico.engine.pools.stats(),
-    traceWatchers: portico.engine.hub.watcherCount,
-    children: portico.children(),
+    upstreamPools: view.engine.pools.stats(),
+    traceWatchers: view.engine.hub.watcherCount,
+    children: view.children(),
     activeResources: countBy(process.getActiveResourcesInfo())
   }
 }
@@ -44,8 +43,8 @@ function countBy (items: string[]): Record<string, number> {
  * worker's requests and pools added (marked with the worker's number), and listeners' connections
  * summed over the workers.
  */
-export async function workersTasksDump (portico: Portico, pool: WorkerPool): Promise<Record<string, unknown>> {
-  const own = tasksDump(portico)
+export async function workersTasksDump (view: TasksView, pool: Pick<AdminWorkers, 'tasks'>): Promise<Record<string, unknown>> {
+  const own = tasksDump(view)
   const workers = await pool.tasks()
   const connections = new Map<string, Record<string, unknown> & { connections: number }>()
   for (const w of workers) {

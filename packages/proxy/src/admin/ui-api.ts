@@ -20,7 +20,7 @@
 
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { CEL_VARIABLES, PorticoError, compileCel, evalBool, isPorticoError, undici } from '@portico/engine'
-import type { Portico } from '../portico.ts'
+import type { AdminView } from './view.ts'
 import { version } from '../version.ts'
 import { formatAddress } from '../settings.ts'
 import { LEVELS } from '@portico/ops'
@@ -147,9 +147,9 @@ export const SAMPLE_VARS: Record<string, unknown> = {
   mcp: null
 }
 
-export function registerUiApi (app: FastifyInstance, portico: Portico, guardOptions: AdminGuardOptions = LOOPBACK_ADMIN): { close: () => Promise<void> } {
-  const writes = portico.settings.adminWrites
-  const mcp = new McpPlayground(portico)
+export function registerUiApi (app: FastifyInstance, view: AdminView, guardOptions: AdminGuardOptions = LOOPBACK_ADMIN): { close: () => Promise<void> } {
+  const writes = view.settings.adminWrites
+  const mcp = new McpPlayground(view)
 
   const guard = async (req: FastifyRequest, reply: FastifyReply) => {
     const problem = checkApiRequest(req, guardOptions)
@@ -176,23 +176,23 @@ export function registerUiApi (app: FastifyInstance, portico: Portico, guardOpti
   app.register(async api => {
     api.addHook('onRequest', guard)
 
-    api.get('/api/overview', handle(async () => overview(portico)))
+    api.get('/api/overview', handle(async () => overview(view)))
 
-    api.get('/api/logging', handle(async () => ({ level: portico.logs.current, levels: LEVELS, components: LOG_COMPONENTS, writable: writes })))
+    api.get('/api/logging', handle(async () => ({ level: view.logs.current, levels: LEVELS, components: LOG_COMPONENTS, writable: writes })))
     api.post('/api/logging', { onRequest: needWrites }, handle(async req => {
       const level = str(body(req), 'level', true)!
       try {
-        portico.logs.set(level)
+        view.logs.set(level)
       } catch (err) {
         throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', (err as Error).message)
       }
-      return { level: portico.logs.current, levels: LEVELS, components: LOG_COMPONENTS, writable: writes }
+      return { level: view.logs.current, levels: LEVELS, components: LOG_COMPONENTS, writable: writes }
     }))
 
     api.get('/api/cel', handle(async () => ({ variables: CEL_VARIABLES, sample: SAMPLE_VARS })))
     api.post('/api/cel', handle(async req => evalCel(body(req))))
 
-    api.post('/api/trace/fire', { onRequest: needWrites }, handle(async req => await fire(portico, body(req))))
+    api.post('/api/trace/fire', { onRequest: needWrites }, handle(async req => await fire(view, body(req))))
 
     api.post('/api/mcp/connect', { onRequest: needWrites }, handle(async req => {
       const b = body(req)
@@ -223,26 +223,26 @@ export function registerUiApi (app: FastifyInstance, portico: Portico, guardOpti
   return { close: () => mcp.closeAll() }
 }
 
-function overview (portico: Portico): Record<string, unknown> {
-  const ir = portico.engine.config?.ir
-  const bound = new Map(portico.addresses().map(a => [a.key, a.port]))
-  const pending = portico.pending()
-  const lastError = portico.reloads.find(r => !r.ok) ?? null
-  const s = portico.settings
+function overview (view: AdminView): Record<string, unknown> {
+  const ir = view.engine.config?.ir
+  const bound = new Map(view.addresses().map(a => [a.key, a.port]))
+  const pending = view.pending()
+  const lastError = view.reloads.find(r => !r.ok) ?? null
+  const s = view.settings
   return {
     version,
     node: process.version,
     pid: process.pid,
-    startedAt: portico.startedAt.toISOString(),
-    uptimeSeconds: Math.round((Date.now() - portico.startedAt.getTime()) / 1000),
+    startedAt: view.startedAt.toISOString(),
+    uptimeSeconds: Math.round((Date.now() - view.startedAt.getTime()) / 1000),
     configVersion: ir?.version ?? null,
     ready: pending.length === 0,
     pending,
-    ports: portico.ports,
+    ports: view.ports,
     addresses: {
-      admin: s.adminAddr === null ? 'off' : formatAddress({ ...s.adminAddr, port: portico.ports.admin }),
-      stats: s.statsAddr === null ? 'off' : formatAddress({ ...s.statsAddr, port: portico.ports.stats }),
-      readiness: s.readinessAddr === null ? 'off' : formatAddress({ ...s.readinessAddr, port: portico.ports.readiness })
+      admin: s.adminAddr === null ? 'off' : formatAddress({ ...s.adminAddr, port: view.ports.admin }),
+      stats: s.statsAddr === null ? 'off' : formatAddress({ ...s.statsAddr, port: view.ports.stats }),
+      readiness: s.readinessAddr === null ? 'off' : formatAddress({ ...s.readinessAddr, port: view.ports.readiness })
     },
     binds: (ir?.binds ?? []).map(b => ({
       key: b.key,
@@ -252,14 +252,14 @@ function overview (portico: Portico): Record<string, unknown> {
       listening: bound.has(b.key),
       listeners: b.listeners.map(l => ({ key: l.key, gateway: l.gateway, name: l.name, hostname: l.hostname ?? null, protocol: l.protocol, routes: l.routes.map(r => r.key) }))
     })),
-    reloads: portico.reloads,
+    reloads: view.reloads,
     lastReloadError: lastError,
     adminWrites: s.adminWrites,
     tracing: s.debugTrace,
-    logLevel: portico.logs.current,
+    logLevel: view.logs.current,
     traceHeader: UI_TRACE_HEADER,
     // The Overview's Mesh card: the identity's state, as /debug/mesh (never the key or the token).
-    mesh: portico.meshStatus()
+    mesh: view.meshStatus()
   }
 }
 
@@ -293,7 +293,7 @@ function evalCel (b: Record<string, unknown>): Record<string, unknown> {
   return { ok: true, value: celToJson(value), type: value === null ? 'null' : typeof value === 'bigint' ? 'int' : Array.isArray(celToJson(value)) ? 'list' : typeof value, matches: rule.value, ruleError: rule.error, jwt }
 }
 
-async function fire (portico: Portico, b: Record<string, unknown>): Promise<Record<string, unknown>> {
+async function fire (view: AdminView, b: Record<string, unknown>): Promise<Record<string, unknown>> {
   const rawUrl = str(b, 'url', true)!
   let url: URL
   try {
@@ -306,7 +306,7 @@ async function fire (portico: Portico, b: Record<string, unknown>): Promise<Reco
   if (!/^[A-Z]+$/.test(method)) throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', `invalid method "${method}"`)
   const port = b.port
   if (typeof port !== 'number') throw new PorticoError('PORTICO_ADMIN_BAD_REQUEST', '"port" must be a listener port')
-  const target = listenerTarget(portico, port)
+  const target = listenerTarget(view, port)
   const tag = str(b, 'tag')
   const headers: Array<[string, string]> = []
   const given = headerList(b.headers)

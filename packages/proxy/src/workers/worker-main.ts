@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 import { parentPort, workerData } from 'node:worker_threads'
 import { Logs } from '@portico/ops'
 import { meshCertificate, renewEmitterInit, type PreparedConfig, type ProxyIR } from '@portico/engine'
-import { Portico, startTracing } from '../portico.ts'
+import { DataPlane, startTracing } from '../data-plane.ts'
 import { receivedSettings } from '../settings.ts'
 import { CONTROL, HEARTBEAT_MS, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
 import { handoffRelay } from './handoff.ts'
@@ -33,16 +33,18 @@ process.on('unhandledRejection', err => log.error({ err }, 'unhandled rejection'
 
 const relay = handoffRelay(init.handoff)
 const settings = { ...receivedSettings(init.settings), sessionKey: init.sessionKey }
-const portico = new Portico({
+// The data path only (data-plane.ts): config sources, servers and the worker pool are the primary's.
+const dataPlane = new DataPlane({
   settings,
   logs,
   env: init.env,
-  worker: { index: init.index, backends: init.backends, handoff: relay.relay, intake: init.intake !== null },
+  sharedBackends: init.backends,
+  worker: { index: init.index, handoff: relay.relay, intake: init.intake !== null },
   // The spans (and OTLP access-log records) of the requests this worker serves go to the
   // primary, whose export thread sends them: no Worker is made in a thread serving requests.
   ...await startTracing(settings, logs, (kind, records) => port.postMessage({ type: 'records', kind, records } satisfies FromWorker))
 })
-const { engine, listeners } = portico
+const { engine, listeners } = dataPlane
 // WORKER_ACCEPT=primary: connections come from the primary (a file socket of an earlier run
 // of this worker is replaced).
 const intake = init.intake === null
@@ -72,7 +74,7 @@ async function handle (message: ToWorker): Promise<unknown> {
       pending.delete(message.generation)
       if (engine.config !== p.prepared.compiled) engine.install(p.prepared)
       listeners.commit(p.binds)
-      portico.noteEndpoints(p.prepared.compiled.ir)
+      dataPlane.noteEndpoints(p.prepared.compiled.ir)
       // This thread serves from its first config on (as Portico.start does; the first call counts).
       renewEmitterInit()
       return listeners.addresses()
@@ -101,9 +103,9 @@ async function handle (message: ToWorker): Promise<unknown> {
       traces.delete(message.arm)
       return null
     case 'metrics':
-      return await portico.metrics.registry.getMetricsAsJSON()
+      return await dataPlane.metrics.registry.getMetricsAsJSON()
     case 'tasks':
-      return tasksDump(portico)
+      return tasksDump(dataPlane)
     case 'profile':
       return await (await import('../admin/pprof.ts')).cpuProfile(message.seconds)
     case 'log-level':
@@ -111,12 +113,15 @@ async function handle (message: ToWorker): Promise<unknown> {
       return null
     case 'mesh-certificate': {
       // The same certificate may come twice (at start and by broadcast): a new one only is a rotation.
-      const mesh = portico.meshIdentity
+      const mesh = dataPlane.meshIdentity
       if (mesh !== null && mesh.current()?.certChain !== message.pem.cert) mesh.rotate(meshCertificate(message.pem))
       return null
     }
     case 'drain':
-      await portico.shutdown('primary')
+      log.info({ reason: 'primary', drainTimeoutMs: settings.drainTimeoutMs }, 'shutting down: draining in-flight requests')
+      await dataPlane.close()
+      log.info('shutdown complete')
+      logs.flush()
       await intake?.close()
       await relay.close()
       return null

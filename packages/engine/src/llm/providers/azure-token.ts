@@ -30,6 +30,7 @@ import type { AzureAuthIR } from '../../ir/types.ts'
 import { translationError } from '../canonical.ts'
 import type { AccessTokenSource } from './google-token.ts'
 import { tokenCache, type CachedToken } from './token-cache.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export const AZURE_AI_SCOPE = 'https://cognitiveservices.azure.com/.default'
 export const AZURE_AI_RESOURCE = 'https://cognitiveservices.azure.com'
@@ -76,7 +77,7 @@ export async function fetchAzureToken (auth: AzureAuthIR, env: Record<string, st
       case 'clientSecret':
         return await entraToken(authority, auth.tenantId, { client_id: auth.clientId, scope: AZURE_AI_SCOPE, client_secret: auth.clientSecret, grant_type: 'client_credentials' }, now)
       case 'workloadIdentity':
-        if (typeof workload === 'string') throw new Error(workload)
+        if (typeof workload === 'string') throw new PorticoError('PORTICO_LLM_CREDENTIALS', workload)
         return await workloadToken(authority, workload, now)
       case 'implicit':
         // DefaultAzureCredential's order for a server: workload identity, then managed identity
@@ -108,7 +109,7 @@ function workloadEnv (env: Record<string, string | undefined>): { file: string, 
 
 async function workloadToken (authority: string, w: { file: string, clientId: string, tenantId: string }, now: () => number): Promise<Token> {
   const assertion = (await readSmallFile(w.file, MAX_ASSERTION_BYTES)).trim()
-  if (assertion === '') throw new Error(`${w.file} is empty`)
+  if (assertion === '') throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${w.file} is empty`)
   return await entraToken(authority, w.tenantId, {
     client_id: w.clientId,
     scope: AZURE_AI_SCOPE,
@@ -150,7 +151,7 @@ async function call (url: string, init: RequestInit): Promise<{ status: number, 
   if (res.body !== null) {
     for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
       size += chunk.length
-      if (size > MAX_ANSWER_BYTES) throw new Error(`${new URL(url).origin} answered more than ${MAX_ANSWER_BYTES} bytes`)
+      if (size > MAX_ANSWER_BYTES) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${new URL(url).origin} answered more than ${MAX_ANSWER_BYTES} bytes`)
       chunks.push(chunk)
     }
   }
@@ -169,12 +170,12 @@ function tokenFrom (answer: { status: number, json: Record<string, unknown> | nu
     // Entra and IMDS both answer `{error, error_description}`: codes and words, no secrets.
     const code = typeof j?.error === 'string' ? j.error : 'no error code'
     const description = typeof j?.error_description === 'string' ? `: ${j.error_description.split(/[\r\n]/)[0]!.slice(0, 200)}` : ''
-    throw new Error(`${where} answered ${answer.status} (${code})${description}`)
+    throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${where} answered ${answer.status} (${code})${description}`)
   }
   const token = j?.access_token
   const expiresIn = typeof j?.expires_in === 'string' ? Number(j.expires_in) : j?.expires_in
-  if (typeof token !== 'string' || token === '' || !/^[\x21-\x7e]+$/.test(token)) throw new Error(`${where} answered no access_token`)
-  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn) || expiresIn <= 0) throw new Error(`${where} answered no valid expires_in`)
+  if (typeof token !== 'string' || token === '' || !/^[\x21-\x7e]+$/.test(token)) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${where} answered no access_token`)
+  if (typeof expiresIn !== 'number' || !Number.isFinite(expiresIn) || expiresIn <= 0) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${where} answered no valid expires_in`)
   return { token, expiresAt: now() + expiresIn * 1000 }
 }
 
@@ -184,11 +185,11 @@ async function readSmallFile (path: string, maxBytes: number): Promise<string> {
   const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK)
   try {
     const info = await handle.stat()
-    if (!info.isFile()) throw new Error(`${path} is not a regular file`)
-    if (info.size > maxBytes) throw new Error(`${path} is larger than ${maxBytes} bytes`)
+    if (!info.isFile()) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${path} is not a regular file`)
+    if (info.size > maxBytes) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${path} is larger than ${maxBytes} bytes`)
     const buffer = Buffer.alloc(maxBytes + 1)
     const { bytesRead } = await handle.read(buffer, 0, maxBytes + 1, 0)
-    if (bytesRead > maxBytes) throw new Error(`${path} is larger than ${maxBytes} bytes`)
+    if (bytesRead > maxBytes) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${path} is larger than ${maxBytes} bytes`)
     return buffer.subarray(0, bytesRead).toString('utf8')
   } finally {
     await handle.close()

@@ -9,6 +9,7 @@
  */
 
 import type { ProviderAdapter, ProviderRequest } from '../provider.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export const GEMINI_DEFAULT_ORIGIN = { host: 'generativelanguage.googleapis.com', port: 443, protocol: 'https' } as const
 
@@ -36,7 +37,7 @@ export function geminiModelPath (model: string): string {
 
 export function geminiProvider (options: GeminiProviderOptions = {}): ProviderAdapter & { readonly defaultOrigin: typeof GEMINI_DEFAULT_ORIGIN } {
   const version = options.apiVersion ?? 'v1beta'
-  if (!/^v1(beta|alpha)?$/.test(version)) throw new Error(`gemini apiVersion must be v1, v1beta or v1alpha, not ${JSON.stringify(version)}`)
+  if (!/^v1(beta|alpha)?$/.test(version)) throw new PorticoError('PORTICO_LLM_PROVIDER_SETTINGS', `gemini apiVersion must be v1, v1beta or v1alpha, not ${JSON.stringify(version)}`)
   return {
     format: 'gemini',
     system: 'gcp.gemini',

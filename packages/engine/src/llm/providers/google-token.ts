@@ -17,6 +17,7 @@ import { tokenCache, type CachedToken } from './token-cache.ts'
 import { readFile, stat } from 'node:fs/promises'
 import { lazyRequire } from '../../util/lazy-require.ts'
 import { translationError } from '../canonical.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token'
 const CLOUD_PLATFORM_SCOPE = 'https://www.googleapis.com/auth/cloud-platform'
@@ -92,7 +93,7 @@ export function googleAccessTokens (options: GoogleTokenOptions = {}): AccessTok
       client ??= makeClient()
       const c = await client
       const { token } = await c.getAccessToken()
-      if (typeof token !== 'string' || token === '') throw new Error('the token endpoint returned no access token')
+      if (typeof token !== 'string' || token === '') throw new PorticoError('PORTICO_LLM_CREDENTIALS', 'the token endpoint returned no access token')
       // Without an expiry (some metadata servers), assume Google's usual hour.
       const expiresAt = c.credentials?.expiry_date ?? now() + 3600_000
       return { token, expiresAt }
@@ -109,17 +110,17 @@ export function googleAccessTokens (options: GoogleTokenOptions = {}): AccessTok
 
 async function readKeyFile (path: string): Promise<ServiceAccountKey> {
   const info = await stat(path)
-  if (!info.isFile()) throw new Error(`${path} is not a regular file`)
-  if (info.size > MAX_KEY_FILE_BYTES) throw new Error(`${path} is larger than ${MAX_KEY_FILE_BYTES} bytes: not a service-account key`)
+  if (!info.isFile()) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${path} is not a regular file`)
+  if (info.size > MAX_KEY_FILE_BYTES) throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${path} is larger than ${MAX_KEY_FILE_BYTES} bytes: not a service-account key`)
   let key: unknown
   try {
     key = JSON.parse(await readFile(path, 'utf8'))
   } catch {
     // Never echo the file: it holds a private key.
-    throw new Error(`${path} is not JSON`)
+    throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${path} is not JSON`)
   }
   if (key === null || typeof key !== 'object' || typeof (key as ServiceAccountKey).client_email !== 'string' || typeof (key as ServiceAccountKey).private_key !== 'string') {
-    throw new Error(`${path} is not a service-account key (client_email and private_key are required)`)
+    throw new PorticoError('PORTICO_LLM_CREDENTIALS', `${path} is not a service-account key (client_email and private_key are required)`)
   }
   return key as ServiceAccountKey
 }

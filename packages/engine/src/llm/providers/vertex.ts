@@ -20,6 +20,7 @@
 import { translationError, type WireFormatName } from '../canonical.ts'
 import type { ProviderAdapter, ProviderRequest } from '../provider.ts'
 import { googleAccessTokens, type AccessTokenSource, type ServiceAccountKey } from './google-token.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export const VERTEX_ANTHROPIC_VERSION = 'vertex-2023-10-16'
 
@@ -58,8 +59,8 @@ const FOREIGN_CREDENTIALS = ['authorization', 'x-api-key', 'api-key', 'x-goog-ap
 
 export function vertexProvider (options: VertexProviderOptions): ProviderAdapter & { readonly defaultOrigin: { host: string, port: number, protocol: 'https' } } {
   const region = options.region ?? 'global'
-  if (!NAME.test(options.project)) throw new Error(`vertex project ${JSON.stringify(options.project)} is not a Google Cloud project id`)
-  if (!NAME.test(region)) throw new Error(`vertex region ${JSON.stringify(region)} is not a Google Cloud location`)
+  if (!NAME.test(options.project)) throw new PorticoError('PORTICO_LLM_PROVIDER_SETTINGS', `vertex project ${JSON.stringify(options.project)} is not a Google Cloud project id`)
+  if (!NAME.test(region)) throw new PorticoError('PORTICO_LLM_PROVIDER_SETTINGS', `vertex region ${JSON.stringify(region)} is not a Google Cloud location`)
   const publisher = options.publisher ?? (options.model?.startsWith('claude') === true ? 'anthropic' : 'google')
   const format: WireFormatName = publisher === 'anthropic' ? 'anthropic-messages' : 'gemini'
   const base = `/v1/projects/${options.project}/locations/${region}`

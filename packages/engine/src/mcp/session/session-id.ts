@@ -9,6 +9,7 @@
  */
 
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
+import { PorticoError } from '../../util/errors.ts'
 
 export interface SessionState {
   /** Random, so two sessions with the same content have different ids. */
@@ -33,7 +34,7 @@ export class SessionIdCodec {
   /** `keyHex`: 64 hex digits; omitted = a random key (ids resumable only by this process). */
   constructor (keyHex?: string) {
     this.key = keyHex !== undefined ? Buffer.from(keyHex, 'hex') : randomBytes(32)
-    if (this.key.length !== 32) throw new Error('session key must be 32 bytes (64 hex digits)')
+    if (this.key.length !== 32) throw new PorticoError('PORTICO_BAD_SESSION_KEY', 'session key must be 32 bytes (64 hex digits)')
   }
 
   encode (state: SessionState): string {

@@ -24,6 +24,7 @@ import type { ItemFilter } from '../protocol/item-filter.ts'
 import type { McpCallInfo } from '../../request/calls.ts'
 import type { OtelSpan } from '../../trace/otel.ts'
 import { endTargetSpan, startTargetSpan, withTraceContext } from '../upstream/span.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export interface SessionHooks {
   onProcess?(target: string, process: StdioProcessTransport, running: boolean): void
@@ -134,7 +135,7 @@ export class McpSession {
     const failed = results.flatMap(r => r.status === 'rejected' ? [(r.reason as Error).message ?? String(r.reason)] : [])
     if (failed.length > 0 && (this.spec.failureMode === 'failClosed' || failed.length === this.targets.size)) {
       await this.close()
-      throw new Error(failed.join('; '))
+      throw new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', failed.join('; '))
     }
   }
 

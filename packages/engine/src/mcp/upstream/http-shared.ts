@@ -11,6 +11,7 @@ import { undici } from '../../util/undici.ts'
 import { createParser } from 'eventsource-parser'
 import { messageTooLarge, readLimited, SseEventMeter } from '../protocol/message-limits.ts'
 import { redactUrl } from '../../ir/redact.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 /** Enough of an error page for a log line. */
 const MAX_ERROR_TEXT_BYTES = 4096
@@ -28,7 +29,7 @@ export function upstreamPool (url: URL): Pool {
  */
 export async function httpStatusError (res: Dispatcher.ResponseData, url: URL): Promise<Error> {
   const text = await readLimited(res.body, MAX_ERROR_TEXT_BYTES).then(b => b.toString('utf8'), () => '')
-  return new Error(`HTTP ${res.statusCode} from ${redactUrl(url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
+  return new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
 }
 
 /** A JSON answer, parsed, within `maxBytes` (a declared length past it fails before reading). */

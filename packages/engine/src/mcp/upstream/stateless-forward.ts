@@ -33,6 +33,7 @@ import {
   ALL_PROTOCOL_VERSIONS, errorResponse, INVALID_PARAMS, isRequest, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
   type JsonRpcMessage, type JsonRpcResponse
 } from '../protocol/jsonrpc.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 /** How long a target's answer to the revision probe is believed. */
 const PROBE_TTL_MS = 30_000
@@ -135,7 +136,7 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   const url = new URL(target.url)
   const abort = new AbortController()
   // Closing the response stream is the client's cancellation in 2026-07-28: the target sees its stream close.
-  const onClose = () => abort.abort(new Error('the client closed the response stream'))
+  const onClose = () => abort.abort(new PorticoError('PORTICO_DOWNSTREAM_CLOSED', 'the client closed the response stream'))
   ctx.res.once('close', onClose)
   const id = isRequest(message) ? message.id : null
   const span = startTargetSpan(ctx.span, method, { name: target.name, spec: target }, params, MODERN_PROTOCOL_VERSIONS[0])
@@ -230,7 +231,7 @@ async function streamAnswer (ctx: RequestContext, res: Dispatcher.ResponseData, 
   ctx.res.flushHeaders()
   const meter = new SseEventMeter(target.maxMessageBytes)
   for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    if (!meter.feed(chunk)) throw new Error(`an SSE event of the answer is over maxMessageBytes (${target.maxMessageBytes})`)
+    if (!meter.feed(chunk)) throw new PorticoError('PORTICO_MCP_MESSAGE_TOO_LARGE', `an SSE event of the answer is over maxMessageBytes (${target.maxMessageBytes})`)
     if (ctx.res.destroyed) return
     if (!ctx.res.write(chunk)) await new Promise(resolve => ctx.res.once('drain', resolve))
   }

@@ -37,6 +37,7 @@ import {
   errorResponse, INVALID_PARAMS, INVALID_REQUEST, isRequest, isResponse, resultResponse,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest, type JsonRpcResponse
 } from '../protocol/jsonrpc.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 /** A target that keeps asking for input is cut off after this many rounds. */
 const MAX_ROUNDS = 8
@@ -126,7 +127,7 @@ export class ModernClientTransport implements UpstreamTransport {
   async start (): Promise<void> {}
 
   async send (message: JSONRPCMessage): Promise<void> {
-    if (this.closed) throw new Error('transport closed')
+    if (this.closed) throw new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed')
     const m = message as JsonRpcMessage
     if (isResponse(m)) {
       // The client's answer to an input request.
@@ -248,7 +249,7 @@ export class ModernClientTransport implements UpstreamTransport {
     if (type.startsWith('application/json')) {
       const message = await readJsonAnswer(res, this.options.maxMessageBytes) as JsonRpcMessage
       if (isResponse(message)) return message
-      throw new Error(`HTTP ${res.statusCode} from ${redactUrl(this.url.href)}: not a JSON-RPC response`)
+      throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(this.url.href)}: not a JSON-RPC response`)
     }
     if (res.statusCode === 200 && type.startsWith('text/event-stream')) return await this.readAnswer(res.body, id, onOther)
     throw await httpStatusError(res, this.url)
@@ -268,13 +269,13 @@ export class ModernClientTransport implements UpstreamTransport {
       },
       done: () => answer !== null
     })
-    if (answer === null) throw new Error('the answer stream ended before the answer')
+    if (answer === null) throw new PorticoError('PORTICO_MCP_UPSTREAM_STREAM', 'the answer stream ended before the answer')
     return answer
   }
 
   /** (Re)opens the listen stream with the current filter; the previous one is closed. */
   private relisten (): void {
-    this.listen?.abort(new Error('filter changed'))
+    this.listen?.abort(new PorticoError('PORTICO_MCP_ABORTED', 'filter changed'))
     const abort = new AbortController()
     this.listen = abort
     const filter: Record<string, unknown> = { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true }
@@ -304,15 +305,15 @@ export class ModernClientTransport implements UpstreamTransport {
 
   /** Gives up on a request: its POST is aborted (the target sees its stream close). */
   abandon (id: JsonRpcId): void {
-    this.inflight.get(id)?.abort(new Error('abandoned'))
+    this.inflight.get(id)?.abort(new PorticoError('PORTICO_MCP_ABORTED', 'abandoned'))
     this.inflight.delete(id)
   }
 
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
-    for (const abort of this.inflight.values()) abort.abort(new Error('transport closed'))
-    this.listen?.abort(new Error('transport closed'))
+    for (const abort of this.inflight.values()) abort.abort(new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed'))
+    this.listen?.abort(new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed'))
     this.inflight.clear()
     this.asked.clear()
     await this.pool.close().catch(() => {})

@@ -42,6 +42,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { LineSplitter } from './line-splitter.ts'
 import { validMessage } from '../protocol/jsonrpc.ts'
 import { messageTooLarge } from '../protocol/message-limits.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export interface StdioTargetOptions {
   cmd: string
@@ -173,11 +174,11 @@ export class StdioProcessTransport implements UpstreamTransport {
     try {
       message = JSON.parse(text)
     } catch {
-      this.onerror?.(new Error(`stdout line is not a JSON-RPC message (skipped): ${text.slice(0, 200)}`))
+      this.onerror?.(new PorticoError('PORTICO_MCP_PROTOCOL', `stdout line is not a JSON-RPC message (skipped): ${text.slice(0, 200)}`))
       return
     }
     if (!validMessage(message)) {
-      this.onerror?.(new Error(`stdout line is not a JSON-RPC message (skipped): ${text.slice(0, 200)}`))
+      this.onerror?.(new PorticoError('PORTICO_MCP_PROTOCOL', `stdout line is not a JSON-RPC message (skipped): ${text.slice(0, 200)}`))
       return
     }
     if (this.onmessage !== undefined) this.onmessage(message as JSONRPCMessage)
@@ -197,7 +198,7 @@ export class StdioProcessTransport implements UpstreamTransport {
     if (this.fault !== null) return
     this.fault = reason
     child.stdout?.destroy()
-    this.onerror?.(new Error(reason))
+    this.onerror?.(new PorticoError('PORTICO_MCP_PROTOCOL', reason))
     this.killGroup(child, 'SIGKILL')
     this.reportClose()
   }
@@ -210,7 +211,7 @@ export class StdioProcessTransport implements UpstreamTransport {
 
   send (message: JSONRPCMessage): Promise<void> {
     const stdin = this.child?.stdin
-    if (stdin == null || stdin.destroyed || this.fault !== null) return Promise.reject(new Error('server process is not running'))
+    if (stdin == null || stdin.destroyed || this.fault !== null) return Promise.reject(new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', 'server process is not running'))
     return new Promise((resolve, reject) => {
       if (stdin.write(serializeMessage(message))) {
         resolve()
@@ -224,7 +225,7 @@ export class StdioProcessTransport implements UpstreamTransport {
         else reject(err)
       }
       const onDrain = () => done()
-      const onClose = () => done(new Error('server process is not running'))
+      const onClose = () => done(new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', 'server process is not running'))
       stdin.once('drain', onDrain)
       stdin.once('close', onClose)
     })

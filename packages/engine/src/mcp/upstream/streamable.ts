@@ -22,6 +22,7 @@ import type { Pool, Dispatcher } from 'undici'
 import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
 import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 /** Waits `ms`, or rejects when `signal` aborts (the request was given up on). */
 function sleep (ms: number, signal: AbortSignal): Promise<void> {
@@ -144,12 +145,12 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
   }
 
   async send (message: JSONRPCMessage): Promise<void> {
-    if (this.closed) throw new Error('transport closed')
+    if (this.closed) throw new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed')
     const requestId = 'method' in message && 'id' in message ? message.id as RequestId : undefined
     const abort = new AbortController()
     if (requestId !== undefined) this.inflight.set(requestId, abort)
     // A notification or response has no caller timing it: it gets the requestTimeout here.
-    const timer = requestId === undefined ? setTimeout(() => abort.abort(new Error(`no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs) : undefined
+    const timer = requestId === undefined ? setTimeout(() => abort.abort(new PorticoError('PORTICO_MCP_TIMEOUT', `no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs) : undefined
     timer?.unref()
     let streaming = false
     try {
@@ -200,14 +201,14 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
     let retryMs = outcome.retryMs
     let idle = RESUME_BACKOFF_START_MS
     while (!outcome.answered && !this.closed && !signal.aborted && this.inflight.has(requestId)) {
-      if (lastEventId === undefined) throw new Error('the stream ended before the answer, with no event id to resume from')
+      if (lastEventId === undefined) throw new PorticoError('PORTICO_MCP_UPSTREAM_STREAM', 'the stream ended before the answer, with no event id to resume from')
       await sleep(retryMs ?? 0, signal)
       const headers: Record<string, string> = { ...this.headers(), accept: 'text/event-stream', 'last-event-id': lastEventId }
       delete headers['content-type']
       const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'GET', headers, signal })
       if (res.statusCode !== 200 || !String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
         await res.body.dump().catch(() => {})
-        throw new Error(`HTTP ${res.statusCode} resuming the answer's stream (Last-Event-ID ${lastEventId})`)
+        throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} resuming the answer's stream (Last-Event-ID ${lastEventId})`)
       }
       outcome = await this.readAnswerSse(res.body, requestId, false, true)
       if (outcome.retryMs !== undefined) retryMs = outcome.retryMs
@@ -305,9 +306,9 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
           if (res.statusCode === 405 || res.statusCode === 400 || res.statusCode === 404) {
             await res.body.dump()
             this.streamGone = true
-            if (res.statusCode === 400) this.onerror?.(new Error(`upstream refused the session's GET stream (HTTP 400); not retried`))
+            if (res.statusCode === 400) this.onerror?.(new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `upstream refused the session's GET stream (HTTP 400); not retried`))
             if (res.statusCode === 404) {
-              this.onerror?.(new Error(`upstream session ${this.sessionId ?? ''} not found`))
+              this.onerror?.(new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `upstream session ${this.sessionId ?? ''} not found`))
               void this.close()
             }
             return

@@ -24,7 +24,7 @@ import {
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
 } from '../protocol/jsonrpc.ts'
 import { MESSAGE_TOO_LARGE } from '../protocol/message-limits.ts'
-import { isPorticoError } from '../../util/errors.ts'
+import { PorticoError, isPorticoError } from '../../util/errors.ts'
 
 export interface ClientInit {
   protocolVersion: string
@@ -216,14 +216,14 @@ export class TargetConnection {
         void transport.close().catch(() => {})
         this.scheduleRestart(reason)
       }
-      throw new Error(reason)
+      throw new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', reason)
     }
   }
 
   private async initialize (transport: UpstreamTransport): Promise<void> {
     const init = this.clientInit!
     const response = await this.call({ method: 'initialize', params: { protocolVersion: init.protocolVersion, capabilities: init.capabilities, clientInfo: init.clientInfo } }, this.spec.requestTimeoutMs, transport)
-    if ('error' in response) throw new Error(`initialize failed: ${response.error.message}`)
+    if ('error' in response) throw new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', `initialize failed: ${response.error.message}`)
     const result = response.result as unknown as TargetInitResult
     this.initResult = result
     if (transport instanceof StreamableHttpClientTransport) {
@@ -236,7 +236,7 @@ export class TargetConnection {
   /** Resolves once the target is ready (waiting through a restart), or rejects naming it. */
   async ready (): Promise<void> {
     if (this.state === 'ready') return
-    if (this.state === 'closed') throw new Error(`target "${this.name}" is closed`)
+    if (this.state === 'closed') throw new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', `target "${this.name}" is closed`)
     if (this.state === 'starting' && this.readyPromise !== null) {
       await this.readyPromise
       return
@@ -244,13 +244,13 @@ export class TargetConnection {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.waiters.delete(done)
-        reject(new Error(`target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`))
+        reject(new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', `target "${this.name}" is unavailable${this.lastError !== null ? `: ${this.lastError}` : ''}`))
       }, READY_WAIT_MS)
       const done = () => {
         clearTimeout(timer)
         this.waiters.delete(done)
         if (this.state === 'ready') resolve()
-        else reject(new Error(`target "${this.name}" is closed`))
+        else reject(new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', `target "${this.name}" is closed`))
       }
       this.waiters.add(done)
     })
