@@ -30,6 +30,17 @@
  * is neither in order nor listed, and on any cycle between rooms outside the list; an entry
  * that no longer matches an import is reported so it can be deleted. The list only shrinks:
  * never add to it.
+ *
+ * mcp/ has rooms of its own (issue 54; mcp/README.md says what goes where), in one order:
+ *
+ *   client     the client-facing listeners: streamable HTTP and legacy SSE, 2026-07-28 POSTs
+ *   session    sessions and routing: the gateway, multiplexing, names, sessions on any replica
+ *   upstream   targets behind one transport interface: stdio, SSE, streamable, stateless
+ *   revisions  the bridge between initialize-era and 2026-07-28 messages (both sides use it)
+ *   protocol   the floor: JSON-RPC messages and codes, message limits, SSE writing
+ *
+ * A file of mcp/ imports its own room or a lower one; the rest of the engine enters mcp/ only
+ * through MCP_DOORS.
  */
 
 import { test } from 'node:test'
@@ -125,4 +136,39 @@ test('import graph: no cycle between rooms outside the listed exceptions', (t) =
 test('import graph: ir/ imports nothing above it (only ir/ and util/)', () => {
   const out = crossRoomEdges().filter(e => room(e.from) === 'ir' && room(e.to) !== 'util')
   assert.deepEqual(out.map(key), [])
+})
+
+/** mcp/'s rooms, top to bottom (see the table at the top): imports run down, never up or sideways. */
+const MCP_LAYERS: ReadonlyArray<readonly string[]> = [['client'], ['session'], ['upstream'], ['revisions'], ['protocol']]
+const MCP_RANK = new Map(MCP_LAYERS.flatMap((rooms, rank) => rooms.map(r => [r, rank] as const)))
+/** The files of mcp/ the rest of the engine may import: the HTTP listener and the gateway. */
+const MCP_DOORS: ReadonlySet<string> = new Set(['mcp/client/http.ts', 'mcp/session/gateway.ts'])
+
+/** The room of a file under mcp/ (`client`, `session`, …); `(loose)` for a file directly in mcp/. */
+function mcpRoom (file: string): string {
+  const parts = file.split('/')
+  return parts.length >= 3 ? parts[1]! : '(loose)'
+}
+
+function mcpEdges (): Edge[] {
+  const edges: Edge[] = []
+  for (const from of sourceFiles(SRC).filter(f => f.startsWith('mcp/'))) {
+    for (const to of new Set(importsOf(SRC, from))) if (to.startsWith('mcp/') && mcpRoom(from) !== mcpRoom(to)) edges.push({ from, to })
+  }
+  return edges
+}
+
+test('import graph: every file of mcp/ is in one of its rooms', () => {
+  const loose = sourceFiles(SRC).filter(f => f.startsWith('mcp/') && !MCP_RANK.has(mcpRoom(f)))
+  assert.deepEqual(loose, [], `files of mcp/ outside its rooms (${[...MCP_RANK.keys()].join(', ')}): put them in one, or add the room to MCP_LAYERS and mcp/README.md`)
+})
+
+test('import graph: mcp/ rooms import down (client → session → upstream → revisions → protocol)', () => {
+  const upward = mcpEdges().filter(e => MCP_RANK.get(mcpRoom(e.to))! <= MCP_RANK.get(mcpRoom(e.from))!)
+  assert.deepEqual(upward.map(key), [], 'imports against the order of mcp/ rooms (see the top of test/import-graph.test.ts and mcp/README.md)')
+})
+
+test('import graph: the rest of the engine enters mcp/ only through its doors', () => {
+  const edges = crossRoomEdges().filter(e => room(e.to) === 'mcp' && !MCP_DOORS.has(e.to))
+  assert.deepEqual(edges.map(key), [], `imports of mcp/ other than ${[...MCP_DOORS].join(', ')}`)
 })

@@ -1,13 +1,13 @@
 /**
- * mcp/listen.ts: the subscriptions/listen filter (parsed, honoured against capabilities,
+ * mcp/session/listen.ts: the subscriptions/listen filter (parsed, honoured against capabilities,
  * matched), the subscription id stamp, and the hub's one subscription per URI however many
  * streams want it.
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { honouredFilter, parseFilter, stamped, SubscriptionHub, wants } from '../src/mcp/listen.ts'
-import type { JsonRpcNotification } from '../src/mcp/jsonrpc.ts'
+import { honouredFilter, parseFilter, stamped, SubscriptionHub, wants } from '../src/mcp/session/listen.ts'
+import type { JsonRpcNotification } from '../src/mcp/protocol/jsonrpc.ts'
 
 test('filters: parsed strictly, honoured only where a capability promises it, matched per method and URI', () => {
   assert.deepEqual(parseFilter(undefined), {})

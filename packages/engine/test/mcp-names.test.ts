@@ -1,8 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { TargetNaming, wrapPromptResult, wrapToolResult } from '../src/mcp/names.ts'
-import { mergeInitialize } from '../src/mcp/merge.ts'
-import { errorResponse, gatewayErrorReason, sessionNotFound, targetTimeout, targetUnavailable } from '../src/mcp/jsonrpc.ts'
+import { TargetNaming, wrapPromptResult, wrapToolResult } from '../src/mcp/session/names.ts'
+import { mergeInitialize } from '../src/mcp/session/merge.ts'
+import { errorResponse, gatewayErrorReason, sessionNotFound, targetTimeout, targetUnavailable } from '../src/mcp/protocol/jsonrpc.ts'
 
 const two = new TargetNaming({ targets: [{ name: 'a' }, { name: 'b' }] as never, prefixMode: 'conditional' })
 const one = new TargetNaming({ targets: [{ name: 'a' }] as never, prefixMode: 'conditional' })

@@ -1,5 +1,5 @@
 /**
- * mcp/revision-2026.ts without a network: which era a POST is, the errors of the
+ * mcp/revisions/revision-2026.ts without a network: which era a POST is, the errors of the
  * 2026-07-28 revision (UnsupportedProtocolVersionError, HeaderMismatch), Mcp-Name's base64
  * sentinel, the discover result and result reshaping, and the per-request channel.
  */
@@ -8,12 +8,13 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import {
   checkStandardHeaders, classify, decodeHeaderValue, discoverResult, modernCapabilities, upstreamRequest
-} from '../src/mcp/revision-2026.ts'
-import { inputKey, ModernCall, modernResult, ParkedCalls, type CallBinding } from '../src/mcp/modern-call.ts'
-import { SessionIdCodec } from '../src/mcp/session-id.ts'
+} from '../src/mcp/revisions/revision-2026.ts'
+import { inputKey, ModernCall, ParkedCalls, type CallBinding } from '../src/mcp/session/modern-call.ts'
+import { modernResult } from '../src/mcp/revisions/revision-2026.ts'
+import { SessionIdCodec } from '../src/mcp/session/session-id.ts'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { Channel } from '../src/mcp/channels.ts'
-import type { JsonRpcMessage, JsonRpcRequest } from '../src/mcp/jsonrpc.ts'
+import type { Channel } from '../src/mcp/session/channels.ts'
+import type { JsonRpcMessage, JsonRpcRequest } from '../src/mcp/protocol/jsonrpc.ts'
 
 const META = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} }
 const call = (meta: Record<string, unknown> = META): JsonRpcRequest => ({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: {}, _meta: meta } })

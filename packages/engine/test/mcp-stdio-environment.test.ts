@@ -7,7 +7,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { DEFAULT_INHERITED_ENV_VARS, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { INHERITED_ENV_VARS, inheritedEnvironment } from '../src/mcp/stdio-transport.ts'
+import { INHERITED_ENV_VARS, inheritedEnvironment } from '../src/mcp/upstream/stdio.ts'
 
 test('the inherited variables are the SDK stdio client\'s', () => {
   assert.deepEqual([...INHERITED_ENV_VARS], [...DEFAULT_INHERITED_ENV_VARS])

@@ -1,5 +1,5 @@
 /**
- * Warm spares for stdio targets (mcp/stdio-spares.ts), with real processes: a session takes
+ * Warm spares for stdio targets (mcp/upstream/stdio-spares.ts), with real processes: a session takes
  * a process started ahead of time that has received nothing, gets what it wrote meanwhile
  * (in order), and owns it alone; a replacement is started for the next session; spares of
  * commands that left the config, and all at shutdown, are stopped; a server that exits on
@@ -12,9 +12,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfigText } from '../src/index.ts'
-import { McpGateway, StdioCapacityError } from '../src/mcp/gateway.ts'
+import { McpGateway, StdioCapacityError } from '../src/mcp/session/gateway.ts'
 import type { BackendIR } from '../src/ir/types.ts'
-import { StdioProcessTransport } from '../src/mcp/stdio-transport.ts'
+import { StdioProcessTransport } from '../src/mcp/upstream/stdio.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'portico-spares-'))
 after(() => rmSync(dir, { recursive: true, force: true }))

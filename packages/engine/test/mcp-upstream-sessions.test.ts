@@ -11,8 +11,8 @@ import assert from 'node:assert/strict'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { loadConfigText, formatDiagnostic, validateIR } from '../src/index.ts'
-import { StreamableHttpClientTransport } from '../src/mcp/http-client-transport.ts'
-import { TargetConnection } from '../src/mcp/target.ts'
+import { StreamableHttpClientTransport } from '../src/mcp/upstream/streamable.ts'
+import { TargetConnection } from '../src/mcp/upstream/target.ts'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 
 function mcpConfig (backendExtra: string): string {

@@ -9,8 +9,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Readable } from 'node:stream'
 import { loadConfigText, formatDiagnostic } from '../src/index.ts'
-import { LineSplitter } from '../src/mcp/line-splitter.ts'
-import { MESSAGE_TOO_LARGE, readLimited, SseEventMeter } from '../src/mcp/message-limits.ts'
+import { LineSplitter } from '../src/mcp/upstream/line-splitter.ts'
+import { MESSAGE_TOO_LARGE, readLimited, SseEventMeter } from '../src/mcp/protocol/message-limits.ts'
 import { isPorticoError } from '../src/util/errors.ts'
 
 function split (chunks: string[], maxLineBytes: number): { lines: string[], overflows: number[] } {

@@ -58,13 +58,13 @@ test('the engine barrel loads none of the packages only some configs need', () =
 })
 
 test('starting a stdio MCP server loads neither the MCP SDK nor zod', () => {
-  const transport = fileURLToPath(new URL('../../engine/src/mcp/stdio-transport.ts', import.meta.url))
+  const transport = fileURLToPath(new URL('../../engine/src/mcp/upstream/stdio.ts', import.meta.url))
   const script = `const { StdioProcessTransport } = await import(${JSON.stringify(transport)})
 const t = new StdioProcessTransport({ cmd: process.execPath, args: ['-e', 'process.stdin.resume()'], env: {}, maxLineBytes: 1024 })
 await t.start()
 await t.close()`
   const { urls } = run(['--input-type=module', '-e', script])
-  assert.ok(urls.some(u => u.endsWith('/mcp/stdio-transport.ts')), 'the transport was loaded')
+  assert.ok(urls.some(u => u.endsWith('/mcp/upstream/stdio.ts')), 'the transport was loaded')
   assert.deepEqual(urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@modelcontextprotocol\/|zod\/)/.test(u)), [])
 })
 

@@ -417,7 +417,7 @@ export interface McpBackendSpecIR {
   prefixMode: 'conditional' | 'always'
   /** `failClosed`: a failing target fails fan-out calls; `failOpen`: it is skipped. */
   failureMode: 'failClosed' | 'failOpen'
-  /** Validate Origin, and Host on loopback connections (DNS rebinding protection; mcp/http.ts). */
+  /** Validate Origin, and Host on loopback connections (DNS rebinding protection; mcp/client/http.ts). */
   dnsRebindingProtection: boolean
   /** Origins allowed to call (browser clients); empty = any origin unless the protection is on. */
   allowedOrigins: string[]
@@ -425,14 +425,14 @@ export interface McpBackendSpecIR {
   maxMessageBytes: number
   /**
    * A session whose client closed its GET stream, with nothing in flight, has its upstream
-   * sessions closed after this long (mcp/gateway.ts); absent in older IR = 60 s.
+   * sessions closed after this long (mcp/session/gateway.ts); absent in older IR = 60 s.
    */
   sessionIdleTimeoutMs?: number
   /** Most live sessions per proxy; past it the least recently active is closed. Absent = 1000. */
   maxSessions?: number
   /**
    * A session holding stdio processes, with no GET stream open and nothing in flight, is
-   * closed after this long without activity (mcp/gateway.ts); absent in older IR = 5 min.
+   * closed after this long without activity (mcp/session/gateway.ts); absent in older IR = 5 min.
    */
   stdioSessionIdleTimeoutMs?: number
 }

@@ -128,7 +128,7 @@ function respondGrpc (rt: { env: Record<string, string> }, ctx: RequestContext, 
 
 /**
  * The finish step every answer goes through before its head is written — the proxy's own
- * (respondLocal), a backend's (http/upstream-call.ts) and the MCP layer's (mcp/http.ts):
+ * (respondLocal), a backend's (http/upstream-call.ts) and the MCP layer's (mcp/client/http.ts):
  * the response policies of the phases entered (`outer` when the backend phase's already
  * ran), then the trace's "final response" snapshot. `ctx.status` and `ctx.responseHeaders`
  * are set by the caller before and are final after.

@@ -32,7 +32,7 @@ import { compileOrigins, decidingIr } from '../request/cors-origins.ts'
 import { canonicalOrigin } from '../ir/origin.ts'
 
 // Which origins a cors policy allows, and which cors policy decides for a request, are in
-// request/cors-origins.ts: the MCP Origin check (mcp/http.ts) reads them too.
+// request/cors-origins.ts: the MCP Origin check (mcp/client/http.ts) reads them too.
 
 function isPreflight (ctx: RequestContext): boolean {
   return ctx.method === 'OPTIONS' && ctx.req.headers['access-control-request-method'] !== undefined

@@ -1,6 +1,6 @@
 /**
  * Origins a cors policy allows, and the cors policy that decides for a request: the cors
- * policy (policy/cors.ts) and the MCP Origin check (mcp/http.ts) read the same answer, so
+ * policy (policy/cors.ts) and the MCP Origin check (mcp/client/http.ts) read the same answer, so
  * one `allowOrigins` list serves the browser and the DNS-rebinding check alike.
  */
 
@@ -49,7 +49,7 @@ const compiledByIr = new WeakMap<object, { any: boolean, test: OriginTest }>()
 /**
  * Does the cors policy deciding for this request (the innermost phase's) allow `origin`?
  * null when no phase has a cors policy. MCP routes accept the origins their cors allows
- * (mcp/http.ts), so one list serves both the browser and the DNS rebinding check.
+ * (mcp/client/http.ts), so one list serves both the browser and the DNS rebinding check.
  */
 export function corsAllowsOrigin (ctx: RequestContext, origin: string): boolean | null {
   const ir = decidingIr(ctx) as CorsIR | undefined

@@ -9,9 +9,8 @@
  * the first, resources/unsubscribe after the last stream that wanted it closed).
  */
 
-import type { JsonRpcId, JsonRpcNotification } from './jsonrpc.ts'
-
-export const META_SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId'
+import type { JsonRpcId, JsonRpcNotification } from '../protocol/jsonrpc.ts'
+import { META_SUBSCRIPTION_ID } from '../revisions/revision-2026.ts'
 
 /** The `notifications` filter of a subscriptions/listen request. */
 export interface ListenFilter {

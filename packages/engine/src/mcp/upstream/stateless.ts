@@ -1,6 +1,6 @@
 /**
  * The client side of a 2026-07-28 target, for an upstream session of initialize-era
- * clients: a Transport (the SDK's interface, as StreamableHttpClientTransport) that makes
+ * clients: an UpstreamTransport (transport.ts, as StreamableHttpClientTransport) that makes
  * a stateless 2026-07-28 server look like an initialize-era one to TargetConnection.
  *
  *  - `initialize` is answered from the target's `server/discover` (its capabilities,
@@ -26,28 +26,23 @@
  */
 
 import type { Pool, Dispatcher } from 'undici'
-import { undici } from '../util/undici.ts'
-import { createParser } from 'eventsource-parser'
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
-import type { RelatedInfo } from './http-client-transport.ts'
-import { META_SUBSCRIPTION_ID } from './listen.ts'
+import type { RelatedInfo, UpstreamTransport } from './transport.ts'
+import { createParser } from 'eventsource-parser'
+import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
+import { readLimited } from '../protocol/message-limits.ts'
+import { redactUrl } from '../../ir/redact.ts'
+import { initializeFromDiscover, modernRequestHeaders, modernRequestMeta, MODERN_VERSION, unstamped } from '../revisions/revision-2026.ts'
 import {
-  errorResponse, INVALID_PARAMS, INVALID_REQUEST, isRequest, isResponse, MODERN_PROTOCOL_VERSIONS, resultResponse,
+  errorResponse, INVALID_PARAMS, INVALID_REQUEST, isRequest, isResponse, resultResponse,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcRequest, type JsonRpcResponse
-} from './jsonrpc.ts'
-import { redactUrl } from '../ir/redact.ts'
-import { PorticoError } from '../util/errors.ts'
+} from '../protocol/jsonrpc.ts'
+import { PorticoError } from '../../util/errors.ts'
 
-const MODERN_VERSION = MODERN_PROTOCOL_VERSIONS[0]!
 /** A target that keeps asking for input is cut off after this many rounds. */
 const MAX_ROUNDS = 8
-const MAX_ERROR_TEXT_BYTES = 4096
 /** A listen stream the target ended or refused is opened again after this long. */
 const LISTEN_RETRY_MS = 1000
-/** Methods whose Mcp-Name header mirrors `params.name` / `params.uri`. */
-const NAME_FIELD: Record<string, 'name' | 'uri'> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
 
 export interface ModernClientTransportOptions {
   /** The session's client (its capabilities and info go into every request's `_meta`). */
@@ -56,21 +51,56 @@ export interface ModernClientTransportOptions {
   requestTimeoutMs: number
 }
 
-/** Whether `url` answers server/discover as a 2026-07-28 server (for TargetConnection's fallback). */
-export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes: number): Promise<boolean> {
-  const transport = new ModernClientTransport(url, { client: { capabilities: {}, clientInfo: { name: 'portico', version: '0' } }, maxMessageBytes, requestTimeoutMs: timeoutMs })
+/**
+ * Whether the target at `url` answers server/discover as a 2026-07-28 server. One question
+ * for both who ask it: ModernTargets (is a route's one target modern; cached, on its pool)
+ * and TargetConnection (a streamable target that refused initialize; without `via`, a pool
+ * is made for the question and closed).
+ */
+export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes: number, via?: { pool: Pool, clientInfo: Record<string, unknown> }): Promise<boolean> {
+  const pool = via?.pool ?? upstreamPool(url)
+  const meta = modernRequestMeta(undefined, { capabilities: {}, clientInfo: via?.clientInfo ?? { name: 'portico', version: '0' } }, undefined)
   try {
-    const answer = await transport.exchange('portico-probe', 'server/discover', {}, AbortSignal.timeout(timeoutMs), () => {})
-    const versions = 'result' in answer ? answer.result.supportedVersions : undefined
+    const res = await pool.request({
+      path: url.pathname + url.search,
+      method: 'POST',
+      headers: modernRequestHeaders('server/discover', {}),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'portico-discover', method: 'server/discover', params: { _meta: meta } }),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      signal: AbortSignal.timeout(timeoutMs)
+    })
+    const text = (await readLimited(res.body, maxMessageBytes, 'the server/discover answer')).toString('utf8')
+    if (res.statusCode !== 200) return false
+    const message = String(res.headers['content-type'] ?? '').startsWith('text/event-stream') ? lastSseMessage(text) : JSON.parse(text) as unknown
+    const versions = (message as { result?: { supportedVersions?: unknown } } | null)?.result?.supportedVersions
     return Array.isArray(versions) && versions.includes(MODERN_VERSION)
   } catch {
     return false
   } finally {
-    await transport.close()
+    if (via === undefined) await pool.close().catch(() => {})
   }
 }
 
-export class ModernClientTransport implements Transport {
+/** The last JSON-RPC message of an SSE body (the answer of a probe). */
+function lastSseMessage (text: string): unknown {
+  let last: unknown = null
+  const parser = createParser({
+    onEvent: e => {
+      try {
+        last = JSON.parse(e.data)
+      } catch {
+        // not a message
+      }
+    }
+  })
+  parser.feed(text)
+  return last
+}
+
+export class ModernClientTransport implements UpstreamTransport {
+  readonly kind = 'stateless' as const
+  readonly revision = MODERN_VERSION
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void
@@ -91,7 +121,7 @@ export class ModernClientTransport implements Transport {
   constructor (url: URL, options: ModernClientTransportOptions) {
     this.url = url
     this.options = options
-    this.pool = new (undici().Pool)(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
+    this.pool = upstreamPool(url)
   }
 
   async start (): Promise<void> {}
@@ -159,15 +189,7 @@ export class ModernClientTransport implements Transport {
   private async initialize (req: JsonRpcRequest): Promise<JsonRpcResponse> {
     const answer = await this.exchange(req.id, 'server/discover', {}, AbortSignal.timeout(this.options.requestTimeoutMs), () => {})
     if (!('result' in answer)) return answer
-    const r = answer.result
-    const meta = (r._meta ?? {}) as Record<string, unknown>
-    const result: Record<string, unknown> = {
-      protocolVersion: String((req.params as { protocolVersion?: unknown } | undefined)?.protocolVersion ?? MODERN_VERSION),
-      capabilities: r.capabilities ?? {},
-      serverInfo: meta['io.modelcontextprotocol/serverInfo'] ?? { name: 'unknown', version: '0' }
-    }
-    if (typeof r.instructions === 'string') result.instructions = r.instructions
-    return resultResponse(req.id, result)
+    return resultResponse(req.id, initializeFromDiscover(answer.result, (req.params as { protocolVersion?: unknown } | undefined)?.protocolVersion))
   }
 
   /** A request, and its rounds of input: the final answer, in the initialize-era shape. */
@@ -213,26 +235,11 @@ export class ModernClientTransport implements Transport {
    * logging) go to `onOther`.
    */
   async exchange (id: JsonRpcId, method: string, params: Record<string, unknown>, signal: AbortSignal, onOther: (m: JsonRpcMessage) => void, bodyTimeoutMs = this.options.requestTimeoutMs): Promise<JsonRpcResponse> {
-    const meta: Record<string, unknown> = {
-      ...((params._meta ?? {}) as Record<string, unknown>),
-      'io.modelcontextprotocol/protocolVersion': MODERN_VERSION,
-      'io.modelcontextprotocol/clientCapabilities': this.options.client.capabilities,
-      'io.modelcontextprotocol/clientInfo': this.options.client.clientInfo
-    }
-    if (this.logLevel !== undefined) meta['io.modelcontextprotocol/logLevel'] = this.logLevel
-    const headers: Record<string, string> = {
-      accept: 'application/json, text/event-stream',
-      'content-type': 'application/json',
-      'mcp-protocol-version': MODERN_VERSION,
-      'mcp-method': method
-    }
-    const field = NAME_FIELD[method]
-    const name = field !== undefined ? params[field] : undefined
-    if (typeof name === 'string') headers['mcp-name'] = /^[\x20-\x7e]*$/.test(name) ? name : `=?base64?${Buffer.from(name).toString('base64')}?=`
+    const meta = modernRequestMeta(params._meta, this.options.client, this.logLevel)
     const res = await this.pool.request({
       path: this.url.pathname + this.url.search,
       method: 'POST',
-      headers,
+      headers: modernRequestHeaders(method, params),
       body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }),
       headersTimeout: this.options.requestTimeoutMs,
       bodyTimeout: bodyTimeoutMs,
@@ -240,46 +247,28 @@ export class ModernClientTransport implements Transport {
     })
     const type = String(res.headers['content-type'] ?? '')
     if (type.startsWith('application/json')) {
-      const message = JSON.parse((await readLimited(res.body, this.options.maxMessageBytes, 'an answer')).toString('utf8')) as JsonRpcMessage
+      const message = await readJsonAnswer(res, this.options.maxMessageBytes) as JsonRpcMessage
       if (isResponse(message)) return message
       throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(this.url.href)}: not a JSON-RPC response`)
     }
     if (res.statusCode === 200 && type.startsWith('text/event-stream')) return await this.readAnswer(res.body, id, onOther)
-    const text = await readLimited(res.body, MAX_ERROR_TEXT_BYTES).then(b => b.toString('utf8'), () => '')
-    throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(this.url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
+    throw await httpStatusError(res, this.url)
   }
 
   /** Reads an SSE answer up to the response to `id`. */
   private async readAnswer (body: Dispatcher.ResponseData['body'], id: JsonRpcId, onOther: (m: JsonRpcMessage) => void): Promise<JsonRpcResponse> {
-    const meter = new SseEventMeter(this.options.maxMessageBytes)
-    const decoder = new TextDecoder()
     let answer: JsonRpcResponse | null = null
-    const parser = createParser({
-      onEvent: event => {
-        if (answer !== null || event.data === '' || (event.event !== undefined && event.event !== 'message')) return
-        let message: JsonRpcMessage
-        try {
-          message = JSON.parse(event.data) as JsonRpcMessage
-        } catch (err) {
-          this.onerror?.(err as Error)
-          return
-        }
+    await readSse(body, {
+      maxEventBytes: this.options.maxMessageBytes,
+      onBadMessage: err => this.onerror?.(err),
+      onMessage: value => {
+        if (answer !== null) return
+        const message = value as JsonRpcMessage
         if (isResponse(message) && message.id === id) answer = message
         else onOther(message)
-      }
+      },
+      done: () => answer !== null
     })
-    for await (const chunk of body) {
-      if (!meter.feed(chunk)) {
-        const err = messageTooLarge('an event', this.options.maxMessageBytes)
-        body.destroy(err)
-        throw err
-      }
-      parser.feed(decoder.decode(chunk, { stream: true }))
-      if (answer !== null) {
-        body.destroy()
-        break
-      }
-    }
     if (answer === null) throw new PorticoError('PORTICO_MCP_UPSTREAM_STREAM', 'the answer stream ended before the answer')
     return answer
   }
@@ -300,12 +289,7 @@ export class ModernClientTransport implements Transport {
       try {
         await this.exchange(`portico-listen-${this.nextInput++}`, 'subscriptions/listen', { notifications: filter }, signal, m => {
           if (!('method' in m) || m.method === 'notifications/subscriptions/acknowledged') return
-          const params = { ...((m.params ?? {}) as Record<string, unknown>) }
-          const meta = { ...((params._meta ?? {}) as Record<string, unknown>) }
-          delete meta[META_SUBSCRIPTION_ID]
-          if (Object.keys(meta).length > 0) params._meta = meta
-          else delete params._meta
-          this.deliver({ jsonrpc: '2.0', method: m.method, params })
+          this.deliver(unstamped(m as { method: string, params?: Record<string, unknown> }))
         }, 0)
       } catch {
         // Refused, broken or not served: tried again below (the filter may be served later).

@@ -1,6 +1,7 @@
 /**
  * One upstream MCP session with one target, on behalf of one gateway session: the transport
- * (stdio process, streamable HTTP or legacy SSE), the initialize handshake, request ids of
+ * (one UpstreamTransport, transport.ts: stdio process, legacy SSE, streamable HTTP, or a
+ * stateless 2026-07-28 target), the initialize handshake, request ids of
  * its own, and recovery — a stdio server that dies is restarted with backoff and
  * re-initialized with the client's parameters while the other targets keep working.
  *
@@ -10,21 +11,20 @@
  * as a crash) and an HTTP answer dropped, its callers answered with TARGET_UNAVAILABLE.
  */
 
-import { StreamableHttpClientTransport, type RelatedInfo } from './http-client-transport.ts'
-import type { SSEClientTransport, SSEClientTransportOptions } from '@modelcontextprotocol/sdk/client/sse.js'
-import { lazyRequire } from '../util/lazy-require.ts'
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
-import type { McpTargetIR } from '../ir/types.ts'
-import { StdioProcessTransport } from './stdio-transport.ts'
+import type { RelatedInfo, UpstreamTransport } from './transport.ts'
+import { StreamableHttpClientTransport } from './streamable.ts'
+import { openSseTransport } from './sse.ts'
+import type { McpTargetIR } from '../../ir/types.ts'
+import { StdioProcessTransport } from './stdio.ts'
 import { stdioLaunchOptions, type StdioSpares } from './stdio-spares.ts'
-import { ModernClientTransport, speaksModern } from './modern-client-transport.ts'
+import { ModernClientTransport, speaksModern } from './stateless.ts'
 import {
-  isRequest, isResponse, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
+  isRequest, isResponse, targetTimeout, targetUnavailable,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
-} from './jsonrpc.ts'
-import { limitedFetch, MESSAGE_TOO_LARGE } from './message-limits.ts'
-import { PorticoError, isPorticoError } from '../util/errors.ts'
+} from '../protocol/jsonrpc.ts'
+import { MESSAGE_TOO_LARGE } from '../protocol/message-limits.ts'
+import { PorticoError, isPorticoError } from '../../util/errors.ts'
 
 export interface ClientInit {
   protocolVersion: string
@@ -60,20 +60,6 @@ interface Pending {
   timer: NodeJS.Timeout | undefined
 }
 
-/** A legacy SSE client transport that says why it closed itself (an oversized event). */
-type LimitedSseClientTransport = SSEClientTransport & { fault: string | null }
-
-const sdkSse = lazyRequire<typeof import('@modelcontextprotocol/sdk/client/sse.js')>('@modelcontextprotocol/sdk/client/sse.js')
-/** The class, made when the first SSE target connects (the SDK's SSE client loads zod). */
-let LimitedSse: (new (url: URL, options: SSEClientTransportOptions) => LimitedSseClientTransport) | undefined
-
-function newLimitedSseClientTransport (url: URL, options: SSEClientTransportOptions): LimitedSseClientTransport {
-  LimitedSse ??= class extends sdkSse().SSEClientTransport {
-    fault: string | null = null
-  }
-  return new LimitedSse(url, options)
-}
-
 export type TargetState = 'idle' | 'starting' | 'ready' | 'restarting' | 'closed'
 
 const READY_WAIT_MS = 15_000
@@ -93,7 +79,7 @@ export class TargetConnection {
   upstreamSession: string | null = null
   restarts = 0
 
-  private transport: Transport | null = null
+  private transport: UpstreamTransport | null = null
   private nextId = 1
   private readonly pending = new Map<JsonRpcId, Pending>()
   private readonly hooks: TargetHooks
@@ -113,9 +99,9 @@ export class TargetConnection {
     this.spares = spares
   }
 
-  /** The revision spoken to the target: 2026-07-28 through ModernClientTransport, else what initialize negotiated. */
+  /** The revision spoken to the target: the transport's own (2026-07-28 through ModernClientTransport), else what initialize negotiated. */
   get revision (): string | undefined {
-    return this.transport instanceof ModernClientTransport ? MODERN_PROTOCOL_VERSIONS[0] : this.initResult?.protocolVersion
+    return this.transport?.revision ?? this.initResult?.protocolVersion
   }
 
   get pid (): number | undefined {
@@ -141,7 +127,8 @@ export class TargetConnection {
     if (state === 'ready' || state === 'closed') for (const w of [...this.waiters]) w()
   }
 
-  private createTransport (resumeSession?: string): Transport {
+  /** The transport of the target's kind: one UpstreamTransport (transport.ts) each. */
+  private createTransport (resumeSession?: string): UpstreamTransport {
     const spec = this.spec
     if (spec.kind === 'stdio') {
       const onStderr = (line: string) => this.hooks.onStderr?.(this, line)
@@ -152,36 +139,23 @@ export class TargetConnection {
       }
       return new StdioProcessTransport({ ...stdioLaunchOptions(spec), onStderr })
     }
-    if (spec.kind === 'sse') {
-      // The SDK's transport reads through fetch: the cap goes in there. Past it the
-      // connection is dropped (a new one is a new upstream session), as a crash.
-      const fetch = limitedFetch(spec.maxMessageBytes, err => {
-        if (transport.fault !== null) return
-        transport.fault = err.message
-        transport.onerror?.(err)
-        void transport.close().catch(() => {})
-      })
-      const transport: LimitedSseClientTransport = newLimitedSseClientTransport(new URL(spec.url), { eventSourceInit: { fetch }, fetch })
-      return transport
-    }
+    if (spec.kind === 'sse') return openSseTransport(new URL(spec.url), spec.maxMessageBytes)
     const options: ConstructorParameters<typeof StreamableHttpClientTransport>[1] = { maxMessageBytes: spec.maxMessageBytes, requestTimeoutMs: spec.requestTimeoutMs }
     if (resumeSession !== undefined) options.sessionId = resumeSession
     return new StreamableHttpClientTransport(new URL(spec.url), options)
   }
 
   /** Makes `transport` this connection's, its events routed here. */
-  private wire<T extends Transport> (transport: T): T {
+  private wire<T extends UpstreamTransport> (transport: T): T {
     this.transport = transport
     transport.onmessage = (message: JSONRPCMessage, extra?: unknown) => this.onTransportMessage(message as JsonRpcMessage, (extra as Partial<RelatedInfo> | undefined)?.relatedRequestId)
     transport.onclose = () => this.onTransportClose(transport)
     transport.onerror = err => {
       this.lastError = err.message
       // A stdio server's errors are its own doing (HTTP ones are mostly the network's).
-      if (transport instanceof StdioProcessTransport || isPorticoError(err, MESSAGE_TOO_LARGE)) this.hooks.onWarning?.(this, err.message)
+      if (transport.kind === 'stdio' || isPorticoError(err, MESSAGE_TOO_LARGE)) this.hooks.onWarning?.(this, err.message)
     }
-    if (transport instanceof StreamableHttpClientTransport) {
-      transport.onrequestfailed = (id, err) => this.sendFailed(id, err)
-    }
+    transport.onrequestfailed = (id, err) => this.sendFailed(id, err)
     return transport
   }
 
@@ -190,8 +164,8 @@ export class TargetConnection {
    * server/discover, and if so served through ModernClientTransport from then on (the
    * session's clients keep their initialize-era revision). Null when it is not one.
    */
-  private async modernFallback (refused: Transport): Promise<ModernClientTransport | null> {
-    if (!(refused instanceof StreamableHttpClientTransport) || this.spec.kind !== 'mcp') return null
+  private async modernFallback (refused: UpstreamTransport): Promise<ModernClientTransport | null> {
+    if (refused.kind !== 'streamable' || this.spec.kind !== 'mcp') return null
     const url = new URL(this.spec.url)
     if (!await speaksModern(url, Math.min(this.spec.requestTimeoutMs, 5_000), this.spec.maxMessageBytes)) return null
     this.transport = null
@@ -204,7 +178,7 @@ export class TargetConnection {
 
   private async connect (resume?: { session: string, result: TargetInitResult | null }): Promise<void> {
     this.setState('starting')
-    let transport: Transport = this.wire(this.createTransport(resume?.session))
+    let transport: UpstreamTransport = this.wire(this.createTransport(resume?.session))
     try {
       // A resumed upstream session: the protocol version must be known before start() opens
       // its GET stream (a server may refuse a request without MCP-Protocol-Version).
@@ -230,7 +204,7 @@ export class TargetConnection {
       // the target sends meanwhile (sampling, elicitation) would have nowhere to go and be
       // dropped. A target that holds it unanswered (headers only with a first event) delays
       // readiness by its requestTimeout at most, and never by more than STREAM_WAIT_MS.
-      if (transport instanceof StreamableHttpClientTransport) await transport.streamReady(Math.min(this.spec.requestTimeoutMs, STREAM_WAIT_MS))
+      await (transport as UpstreamTransport).streamReady?.(Math.min(this.spec.requestTimeoutMs, STREAM_WAIT_MS))
       if (this.transport !== transport) return
       this.backoffMs = BACKOFF_START_MS
       this.setState('ready')
@@ -246,7 +220,7 @@ export class TargetConnection {
     }
   }
 
-  private async initialize (transport: Transport): Promise<void> {
+  private async initialize (transport: UpstreamTransport): Promise<void> {
     const init = this.clientInit!
     const response = await this.call({ method: 'initialize', params: { protocolVersion: init.protocolVersion, capabilities: init.capabilities, clientInfo: init.clientInfo } }, this.spec.requestTimeoutMs, transport)
     if ('error' in response) throw new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', `initialize failed: ${response.error.message}`)
@@ -335,7 +309,7 @@ export class TargetConnection {
     if (entry === undefined) return
     this.failRequest(id, targetTimeout, `target "${this.name}" did not answer ${entry.method} within ${ms} ms (requestTimeout)`)
     this.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: `no answer within ${ms} ms` } })
-    if (this.transport instanceof StreamableHttpClientTransport || this.transport instanceof ModernClientTransport) this.transport.abandon(id)
+    this.transport?.abandon?.(id)
   }
 
   /** Answers a pending request with an error of the gateway's (no-op once it is answered). */
@@ -348,13 +322,13 @@ export class TargetConnection {
   }
 
   /** A request the gateway itself makes (initialize, fan-out), as a promise with a timeout. */
-  call (message: { method: string, params?: Record<string, unknown> }, timeoutMs: number, via?: Transport): Promise<JsonRpcResponse> {
+  call (message: { method: string, params?: Record<string, unknown> }, timeoutMs: number, via?: UpstreamTransport): Promise<JsonRpcResponse> {
     return new Promise(resolve => {
       const id = this.nextId++
       const transport = via ?? this.transport
       const timer = setTimeout(() => {
         this.pending.delete(id)
-        if (transport instanceof StreamableHttpClientTransport) transport.abandon(id)
+        transport?.abandon?.(id)
         resolve(targetTimeout(id, `target "${this.name}" did not answer ${message.method} within ${timeoutMs} ms`))
       }, timeoutMs)
       this.pending.set(id, {
@@ -408,7 +382,7 @@ export class TargetConnection {
     this.hooks.onMessage(this, message, related)
   }
 
-  private onTransportClose (transport: Transport): void {
+  private onTransportClose (transport: UpstreamTransport): void {
     if (transport instanceof StdioProcessTransport) {
       this.hooks.onProcess?.(this, transport, false)
     }
@@ -417,7 +391,7 @@ export class TargetConnection {
     const exit = transport instanceof StdioProcessTransport && transport.exitInfo !== null
       ? ` (exit code ${transport.exitInfo.code ?? 'none'}${transport.exitInfo.signal !== null ? `, signal ${transport.exitInfo.signal}` : ''})`
       : ''
-    const fault = transport instanceof StdioProcessTransport || (LimitedSse !== undefined && transport instanceof LimitedSse) ? transport.fault : null
+    const fault = transport.fault ?? null
     const reason = fault !== null
       ? `target "${this.name}" was ${this.spec.kind === 'stdio' ? 'killed' : 'disconnected'}: ${fault}; it is restarted`
       : `target "${this.name}" ${this.spec.kind === 'stdio' ? 'exited' : 'closed the connection'}${exit}`
@@ -452,9 +426,7 @@ export class TargetConnection {
   async close (): Promise<void> {
     const transport = this.shutDown()
     if (transport === null) return
-    if (transport instanceof StreamableHttpClientTransport && transport.sessionId !== undefined) {
-      await transport.terminateSession().catch(() => {})
-    }
+    await transport.terminateSession?.().catch(() => {})
     await transport.close().catch(() => {})
   }
 
@@ -467,7 +439,7 @@ export class TargetConnection {
   }
 
   /** Marks the target closed, fails what waits on it, and hands over its transport (null if none, or already closed). */
-  private shutDown (): Transport | null {
+  private shutDown (): UpstreamTransport | null {
     if (this.state === 'closed') return null
     this.setState('closed')
     clearTimeout(this.restartTimer)

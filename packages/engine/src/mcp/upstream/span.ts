@@ -5,12 +5,12 @@
  * and the span's error. Started only under a recorded request span.
  */
 
-import type { McpTargetIR } from '../ir/types.ts'
-import { mcpAttributes, mcpSpanName, startChildSpan, type OtelSpan, type RequestSpan } from '../trace/otel.ts'
-import type { JsonRpcId, JsonRpcResponse } from './jsonrpc.ts'
-import type { HeaderMap } from '../ir/header-map.ts'
+import type { McpTargetIR } from '../../ir/types.ts'
+import { mcpAttributes, mcpSpanName, startChildSpan, type OtelSpan, type RequestSpan } from '../../trace/otel.ts'
+import type { JsonRpcId, JsonRpcResponse } from '../protocol/jsonrpc.ts'
+import type { HeaderMap } from '../../ir/header-map.ts'
 
-/** What the span reads of a target connection (mcp/target.ts TargetConnection, or a 2026-07-28 target). */
+/** What the span reads of a target connection (mcp/upstream/target.ts TargetConnection, or a 2026-07-28 target). */
 export interface SpanTarget {
   readonly name: string
   readonly spec: McpTargetIR

@@ -17,8 +17,8 @@
  * them all, and one comes back (`refill`) when a session's process exits.
  */
 
-import type { BackendIR, McpTargetIR } from '../ir/types.ts'
-import { StdioProcessTransport, type StdioTargetOptions } from './stdio-transport.ts'
+import type { BackendIR, McpTargetIR } from '../../ir/types.ts'
+import { StdioProcessTransport, type StdioTargetOptions } from './stdio.ts'
 
 type StdioTarget = Extract<McpTargetIR, { kind: 'stdio' }>
 

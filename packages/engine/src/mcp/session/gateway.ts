@@ -19,24 +19,24 @@
  * off a connected client — as Envoy's and nginx's connection limits refuse the newcomer.
  */
 
-import type { BackendIR, McpBackendSpecIR } from '../ir/types.ts'
+import type { BackendIR, McpBackendSpecIR } from '../../ir/types.ts'
 import { McpSession, type SessionHooks } from './session.ts'
 import { SessionIdCodec } from './session-id.ts'
-import type { ClientInit } from './target.ts'
-import { LATEST_PROTOCOL_VERSION } from './jsonrpc.ts'
+import type { ClientInit } from '../upstream/target.ts'
+import { LATEST_PROTOCOL_VERSION } from '../protocol/jsonrpc.ts'
 import { GATEWAY_INFO } from './merge.ts'
-import type { SseWriter } from './channels.ts'
-import { ModernTargets } from './modern-target.ts'
+import type { SseWriter } from '../protocol/sse-writer.ts'
+import { ModernTargets } from '../upstream/stateless-forward.ts'
 import { ParkedCalls } from './modern-call.ts'
-import { StdioSpares } from './stdio-spares.ts'
-import type { StdioProcessTransport } from './stdio-transport.ts'
+import { StdioSpares } from '../upstream/stdio-spares.ts'
+import type { StdioProcessTransport } from '../upstream/stdio.ts'
 
 const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
 /** Absent in older IR: a stdio session with no GET stream open is closed after 5 idle minutes. */
 const DEFAULT_STDIO_SESSION_IDLE_TIMEOUT_MS = 5 * 60_000
 /** Absent in older IR: a stdio target runs at most this many processes (the spare included). */
 const DEFAULT_STDIO_MAX_PROCESSES = 8
-/** The client capabilities Portico bridges for 2026-07-28 clients (mcp/modern-call.ts), in key order. */
+/** The client capabilities Portico bridges for 2026-07-28 clients (mcp/session/modern-call.ts), in key order. */
 const INPUT_CAPABILITIES = ['elicitation', 'roots', 'sampling']
 /** Marks the stateless-map keys of 2026-07-28 sessions: `<backend key>#2026#<capabilities>`. */
 const MODERN_KEY = '#2026#'
@@ -56,7 +56,7 @@ export interface McpGatewayOptions {
   /** Idle sessions are closed after this long (default 30 minutes). */
   sessionTtlMs?: number
   /**
-   * Keep warm stdio spares (mcp/stdio-spares.ts); default true. A data-plane worker hands
+   * Keep warm stdio spares (mcp/upstream/stdio-spares.ts); default true. A data-plane worker hands
    * every MCP request to the primary, so it would start spares no session ever takes.
    */
   spares?: boolean
@@ -74,7 +74,7 @@ export const DEFAULT_SESSION_TTL_MS = 30 * 60_000
 
 /**
  * A new session of a backend whose stdio targets run their maxProcesses processes, none of
- * them held by a session that looks abandoned: answered HTTP 503 (mcp/http.ts).
+ * them held by a session that looks abandoned: answered HTTP 503 (mcp/client/http.ts).
  */
 export class StdioCapacityError extends Error {
   readonly backend: string
@@ -98,11 +98,11 @@ export class McpGateway {
   readonly ttlMs: number
   /** 2026-07-28 targets: revision probes and the pools 2026-07-28 requests are forwarded on. */
   readonly modernTargets = new ModernTargets({ clientInfo: GATEWAY_INFO })
-  /** 2026-07-28 calls to initialize-era targets waiting for the client's input (mcp/modern-call.ts). */
+  /** 2026-07-28 calls to initialize-era targets waiting for the client's input (mcp/session/modern-call.ts). */
   readonly parked: ParkedCalls
   /** Open subscriptions/listen streams of 2026-07-28 clients: each ends gracefully on a drain. */
   readonly listenStreams = new Set<() => void>()
-  /** Stdio server processes started ahead of sessions (mcp/stdio-spares.ts); undefined when this gateway serves no sessions. */
+  /** Stdio server processes started ahead of sessions (mcp/upstream/stdio-spares.ts); undefined when this gateway serves no sessions. */
   private readonly spares: StdioSpares | undefined
   private readonly logger: McpLogger | undefined
   private readonly sessions = new Map<string, McpSession>()
@@ -302,7 +302,7 @@ export class McpGateway {
     await this.stop(session)
   }
 
-  /** A legacy HTTP+SSE session whose stream ended (mcp/http.ts): stopped as above. */
+  /** A legacy HTTP+SSE session whose stream ended (mcp/client/http.ts): stopped as above. */
   closeLegacySession (session: McpSession): Promise<void> {
     return this.stop(session)
   }
@@ -341,7 +341,7 @@ export class McpGateway {
    * Targets of that era decide what to ask from the session's capabilities, so a client
    * that cannot answer elicitation is served by a session that never declared it — the
    * target takes its other path (or says -32021), as it would with that client directly.
-   * mcp/modern-call.ts puts each input request to the client whose call it belongs to. A
+   * mcp/session/modern-call.ts puts each input request to the client whose call it belongs to. A
    * target's request that belongs to no call is refused: there is no one to ask.
    */
   modernSession (backend: BackendIR, clientCapabilities: Record<string, unknown>): Promise<McpSession> {

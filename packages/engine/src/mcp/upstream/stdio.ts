@@ -37,12 +37,12 @@ export function inheritedEnvironment (env: NodeJS.ProcessEnv = process.env): Rec
 function serializeMessage (message: unknown): string {
   return JSON.stringify(message) + '\n'
 }
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { LineSplitter } from './line-splitter.ts'
-import { validMessage } from './jsonrpc.ts'
-import { messageTooLarge } from './message-limits.ts'
-import { PorticoError } from '../util/errors.ts'
+import { validMessage } from '../protocol/jsonrpc.ts'
+import { messageTooLarge } from '../protocol/message-limits.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export interface StdioTargetOptions {
   cmd: string
@@ -58,13 +58,14 @@ export interface StdioTargetOptions {
 /** Stderr lines are for logs: longer ones are cut off here. */
 const MAX_STDERR_LINE_BYTES = 16 * 1024
 /**
- * What a server started ahead of time (a spare, mcp/stdio-spares.ts) may write before a
+ * What a server started ahead of time (a spare, mcp/upstream/stdio-spares.ts) may write before a
  * session takes it, kept for that session: a server has no reason to say much before
  * `initialize`, and one that says more is cut off here (the excess is dropped).
  */
 const MAX_EARLY_ITEMS = 256
 
-export class StdioProcessTransport implements Transport {
+export class StdioProcessTransport implements UpstreamTransport {
+  readonly kind = 'stdio' as const
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage) => void

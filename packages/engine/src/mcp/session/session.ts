@@ -6,11 +6,11 @@
  * elicitation, roots) — reaches the client on the right stream with ids mapped both ways.
  */
 
-import type { McpBackendSpecIR } from '../ir/types.ts'
+import type { McpBackendSpecIR } from '../../ir/types.ts'
 import { TargetNaming, wrapPromptResult, wrapToolResult } from './names.ts'
-import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from './target.ts'
-import type { StdioSpares } from './stdio-spares.ts'
-import type { StdioProcessTransport } from './stdio-transport.ts'
+import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from '../upstream/target.ts'
+import type { StdioSpares } from '../upstream/stdio-spares.ts'
+import type { StdioProcessTransport } from '../upstream/stdio.ts'
 import { EventLog, SessionStream, type Channel } from './channels.ts'
 import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
 import { SubscriptionHub } from './listen.ts'
@@ -18,12 +18,13 @@ import {
   errorResponse, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, METHOD_NOT_FOUND,
   resultResponse, targetUnavailable,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
-} from './jsonrpc.ts'
+} from '../protocol/jsonrpc.ts'
 import type { SessionState } from './session-id.ts'
-import type { McpCallInfo } from '../request/calls.ts'
-import type { OtelSpan } from '../trace/otel.ts'
-import { endTargetSpan, startTargetSpan, withTraceContext } from './span.ts'
-import { PorticoError } from '../util/errors.ts'
+import type { ItemFilter } from '../protocol/item-filter.ts'
+import type { McpCallInfo } from '../../request/calls.ts'
+import type { OtelSpan } from '../../trace/otel.ts'
+import { endTargetSpan, startTargetSpan, withTraceContext } from '../upstream/span.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export interface SessionHooks {
   onProcess?(target: string, process: StdioProcessTransport, running: boolean): void
@@ -32,11 +33,7 @@ export interface SessionHooks {
   onWarning?(target: string, message: string): void
 }
 
-/**
- * Whether this request's caller may see or use an item (tools, prompts, resources), by the
- * route's authorization rules. `name` is the upstream name (URI for resources).
- */
-export type ItemFilter = (item: { method: string, kind: 'tool' | 'prompt' | 'resource', name: string, target: string }) => boolean
+export type { ItemFilter } from '../protocol/item-filter.ts'
 
 interface Inflight {
   clientId: JsonRpcId
@@ -46,7 +43,7 @@ interface Inflight {
   upstreamId: JsonRpcId | null
   progressToken: string | number | undefined
   cancelled: boolean
-  /** The target call's OpenTelemetry span (mcp/span.ts); null when not recorded. */
+  /** The target call's OpenTelemetry span (mcp/upstream/span.ts); null when not recorded. */
   span: OtelSpan | null
 }
 

@@ -5,7 +5,7 @@
  * target becoming everyone's.
  */
 
-import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
+import { PorticoError, type PorticoErrorCode } from '../../util/errors.ts'
 
 export const MESSAGE_TOO_LARGE = 'PORTICO_MCP_MESSAGE_TOO_LARGE' satisfies PorticoErrorCode
 

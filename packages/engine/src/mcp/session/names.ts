@@ -5,7 +5,7 @@
  * resource URIs (and URI templates) become `<target>+<uri>` (split at the first `+`).
  */
 
-import type { McpBackendSpecIR } from '../ir/types.ts'
+import type { McpBackendSpecIR } from '../../ir/types.ts'
 
 export class TargetNaming {
   readonly prefixed: boolean

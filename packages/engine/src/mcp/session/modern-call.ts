@@ -27,14 +27,12 @@
 import { createHash, randomUUID } from 'node:crypto'
 import type { Channel } from './channels.ts'
 import type { SessionIdCodec } from './session-id.ts'
+import { modernResult, withServerInfo } from '../revisions/revision-2026.ts'
 import {
   errorResponse, INTERNAL_ERROR, INVALID_PARAMS, isRequest, isResponse, METHOD_NOT_FOUND, resultResponse,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcResponse
-} from './jsonrpc.ts'
+} from '../protocol/jsonrpc.ts'
 
-export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo'
-/** Results that are CacheableResult in 2026-07-28 (ttlMs and cacheScope required). */
-const CACHEABLE = new Set(['server/discover', 'tools/list', 'prompts/list', 'resources/list', 'resources/read', 'resources/templates/list'])
 const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
 /** 2025-11-25 and earlier answered an unknown resource with -32002; 2026-07-28 uses -32602. */
 const LEGACY_RESOURCE_NOT_FOUND = -32002
@@ -47,29 +45,6 @@ const GATHER_MS = 15
 export const REQUEST_STATE_PREFIX = 'p26s.'
 /** A requestState carries the answers given so far (sampling results can be long): bounded all the same. */
 const MAX_REQUEST_STATE = 4 * 1024 * 1024
-
-/**
- * CacheableResult hints: nothing may be reused without asking again (ttlMs 0: targets can
- * change their lists, and Portico does not relay list_changed yet), and only by this caller
- * (`private`: authorization rules may filter lists per caller).
- */
-export function withCacheHints (result: Record<string, unknown>): Record<string, unknown> {
-  return { ...result, ttlMs: typeof result.ttlMs === 'number' ? result.ttlMs : 0, cacheScope: 'private' }
-}
-
-export function withServerInfo (result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
-  if (serverInfo === null || typeof serverInfo !== 'object') return result
-  const meta = (result._meta !== null && typeof result._meta === 'object' ? result._meta : {}) as Record<string, unknown>
-  if (META_SERVER_INFO in meta) return result
-  return { ...result, _meta: { ...meta, [META_SERVER_INFO]: serverInfo } }
-}
-
-/** An initialize-era result in the 2026-07-28 shape for `method`. */
-export function modernResult (method: string, result: Record<string, unknown>, serverInfo: unknown): Record<string, unknown> {
-  let out: Record<string, unknown> = typeof result.resultType === 'string' ? result : { resultType: 'complete', ...result }
-  if (CACHEABLE.has(method)) out = withCacheHints(out)
-  return withServerInfo(out, serverInfo)
-}
 
 /** What one POST of the call brings: its channel, id, and the `_meta` that may change per retry. */
 export interface CallBinding {

@@ -21,18 +21,19 @@
 
 import { endTargetSpan, startTargetSpan } from './span.ts'
 import type { Pool, Dispatcher } from 'undici'
-import { undici } from '../util/undici.ts'
+import { undici } from '../../util/undici.ts'
 import { createParser } from 'eventsource-parser'
-import type { RequestContext } from '../request/context.ts'
-import type { McpTargetIR } from '../ir/types.ts'
-import type { ItemFilter } from './session.ts'
-import type { HeadHook } from './channels.ts'
-import { readLimited, SseEventMeter } from './message-limits.ts'
+import type { RequestContext } from '../../request/context.ts'
+import type { McpTargetIR } from '../../ir/types.ts'
+import type { ItemFilter } from '../protocol/item-filter.ts'
+import type { HeadHook } from '../protocol/sse-writer.ts'
+import { readLimited, SseEventMeter } from '../protocol/message-limits.ts'
+import { speaksModern } from './stateless.ts'
 import {
   ALL_PROTOCOL_VERSIONS, errorResponse, INVALID_PARAMS, isRequest, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
   type JsonRpcMessage, type JsonRpcResponse
-} from './jsonrpc.ts'
-import { PorticoError } from '../util/errors.ts'
+} from '../protocol/jsonrpc.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 /** How long a target's answer to the revision probe is believed. */
 const PROBE_TTL_MS = 30_000
@@ -90,32 +91,8 @@ export class ModernTargets {
   }
 
   private async probe (url: string, timeoutMs: number, maxBytes: number): Promise<boolean> {
-    const version = MODERN_PROTOCOL_VERSIONS[0]!
-    const body = JSON.stringify({
-      jsonrpc: '2.0',
-      id: 'portico-discover',
-      method: 'server/discover',
-      params: { _meta: { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': this.clientInfo } }
-    })
     const u = new URL(url)
-    try {
-      const res = await this.pool(u).request({
-        path: u.pathname + u.search,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': version, 'mcp-method': 'server/discover' },
-        body,
-        headersTimeout: timeoutMs,
-        bodyTimeout: timeoutMs,
-        signal: AbortSignal.timeout(timeoutMs)
-      })
-      const text = (await readLimited(res.body, maxBytes, 'the server/discover answer')).toString('utf8')
-      if (res.statusCode !== 200) return false
-      const message = String(res.headers['content-type'] ?? '').startsWith('text/event-stream') ? lastSseMessage(text) : JSON.parse(text) as unknown
-      const versions = (message as { result?: { supportedVersions?: unknown } } | null)?.result?.supportedVersions
-      return Array.isArray(versions) && versions.some(v => MODERN_PROTOCOL_VERSIONS.includes(v as string))
-    } catch {
-      return false
-    }
+    return await speaksModern(u, timeoutMs, maxBytes, { pool: this.pool(u), clientInfo: this.clientInfo })
   }
 
   async close (): Promise<void> {
@@ -126,23 +103,7 @@ export class ModernTargets {
   }
 }
 
-/** The last JSON-RPC message of an SSE body (the answer of a probe). */
-function lastSseMessage (text: string): unknown {
-  let last: unknown = null
-  const parser = createParser({
-    onEvent: e => {
-      try {
-        last = JSON.parse(e.data)
-      } catch {
-        // not a message
-      }
-    }
-  })
-  parser.feed(text)
-  return last
-}
-
-/** What the forwarding needs of mcp/http.ts (the answer's head goes through the pipeline's finish step). */
+/** What the forwarding needs of mcp/client/http.ts (the answer's head goes through the pipeline's finish step). */
 export interface ForwardHelpers {
   reply(ctx: RequestContext, status: number, body: JsonRpcMessage | null, headers?: Record<string, string>): void
   traceStart(ctx: RequestContext, call?: boolean): void

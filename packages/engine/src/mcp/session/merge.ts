@@ -4,8 +4,8 @@
  * carries each target's own cursor).
  */
 
-import { isSupportedVersion, LATEST_PROTOCOL_VERSION } from './jsonrpc.ts'
-import type { TargetInitResult } from './target.ts'
+import { isSupportedVersion, LATEST_PROTOCOL_VERSION } from '../protocol/jsonrpc.ts'
+import type { TargetInitResult } from '../upstream/target.ts'
 
 export const GATEWAY_INFO = { name: 'portico', version: '0.1.0' }
 
@@ -32,7 +32,7 @@ export function negotiateVersion (requested: unknown): string {
 }
 
 /**
- * What a session of several targets routes (mcp/session.ts): named items, resources, the
+ * What a session of several targets routes (mcp/session/session.ts): named items, resources, the
  * completions of either, logging levels fanned out. Anything else a target offers (tasks,
  * experimental features) would answer "not supported across several targets", so it is not
  * advertised; one target's capabilities pass through whole.

@@ -2,7 +2,7 @@
  * The client side of the streamable HTTP transport, for Portico's upstream MCP sessions,
  * on an undici keep-alive pool: POST per message (JSON or SSE answers), a GET stream for
  * server-initiated messages (reopened with Last-Event-ID if it drops), DELETE to end the
- * session. It implements the SDK's Transport interface, like the SDK's own client transport,
+ * session. It implements UpstreamTransport (transport.ts, the SDK's Transport and more), like the SDK's own client transport,
  * which it replaces on the hot path because that one goes through fetch and web streams for
  * every message — most of the gateway's added latency per call in the MCP benchmark.
  *
@@ -19,13 +19,10 @@
  */
 
 import type { Pool, Dispatcher } from 'undici'
-import { undici } from '../util/undici.ts'
-import { createParser } from 'eventsource-parser'
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import { messageTooLarge, readLimited, SseEventMeter } from './message-limits.ts'
-import { redactUrl } from '../ir/redact.ts'
-import { PorticoError } from '../util/errors.ts'
+import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 /** Waits `ms`, or rejects when `signal` aborts (the request was given up on). */
 function sleep (ms: number, signal: AbortSignal): Promise<void> {
@@ -65,11 +62,6 @@ interface SseOutcome {
 
 type RequestId = string | number
 
-/** What onmessage's `extra` says of a message that came on a request's POST stream. */
-export interface RelatedInfo {
-  relatedRequestId: RequestId
-}
-
 const GET_RETRY_MS = 1000
 /** Reopening a GET stream that keeps failing backs off up to this. */
 const GET_RETRY_MAX_MS = 30_000
@@ -78,10 +70,9 @@ const RESUME_BACKOFF_START_MS = 100
 const RESUME_BACKOFF_MAX_MS = 5_000
 const DEFAULT_REQUEST_TIMEOUT_MS = 60_000
 const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-/** Enough of an error page for a log line. */
-const MAX_ERROR_TEXT_BYTES = 4096
 
-export class StreamableHttpClientTransport implements Transport {
+export class StreamableHttpClientTransport implements UpstreamTransport {
+  readonly kind = 'streamable' as const
   onclose?: () => void
   onerror?: (error: Error) => void
   /**
@@ -122,7 +113,7 @@ export class StreamableHttpClientTransport implements Transport {
     this.url = url
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS
-    this.pool = new (undici().Pool)(url.origin, { connections: 64, keepAliveTimeout: 30_000, bodyTimeout: 0 })
+    this.pool = upstreamPool(url)
     if (options.sessionId !== undefined) this.sessionId = options.sessionId
   }
 
@@ -171,18 +162,10 @@ export class StreamableHttpClientTransport implements Transport {
         if ('method' in message && message.method === 'notifications/initialized') this.openGetStream()
         return
       }
-      if (res.statusCode < 200 || res.statusCode >= 300) {
-        const text = await readLimited(res.body, MAX_ERROR_TEXT_BYTES).then(b => b.toString('utf8'), () => '')
-        throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(this.url.href)}${text !== '' ? `: ${text.slice(0, 200)}` : ''}`)
-      }
+      if (res.statusCode < 200 || res.statusCode >= 300) throw await httpStatusError(res, this.url)
       const type = String(res.headers['content-type'] ?? '')
       if (type.startsWith('application/json')) {
-        const declared = Number(res.headers['content-length'] ?? NaN)
-        if (declared > this.maxMessageBytes) {
-          res.body.destroy()
-          throw messageTooLarge('an answer', this.maxMessageBytes)
-        }
-        const body = JSON.parse((await readLimited(res.body, this.maxMessageBytes, 'an answer')).toString('utf8')) as JSONRPCMessage | JSONRPCMessage[]
+        const body = await readJsonAnswer(res, this.maxMessageBytes) as JSONRPCMessage | JSONRPCMessage[]
         for (const m of Array.isArray(body) ? body : [body]) this.onmessage?.(m)
         return
       }
@@ -212,7 +195,7 @@ export class StreamableHttpClientTransport implements Transport {
    * answer comes, the request is abandoned (its timeout) or the server refuses to resume.
    */
   private async followPostStream (body: Dispatcher.ResponseData['body'], requestId: RequestId | undefined, signal: AbortSignal): Promise<void> {
-    let outcome = await this.readSse(body, requestId)
+    let outcome = await this.readAnswerSse(body, requestId)
     if (requestId === undefined) return
     let lastEventId = outcome.lastEventId
     let retryMs = outcome.retryMs
@@ -227,7 +210,7 @@ export class StreamableHttpClientTransport implements Transport {
         await res.body.dump().catch(() => {})
         throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} resuming the answer's stream (Last-Event-ID ${lastEventId})`)
       }
-      outcome = await this.readSse(res.body, requestId, false, true)
+      outcome = await this.readAnswerSse(res.body, requestId, false, true)
       if (outcome.retryMs !== undefined) retryMs = outcome.retryMs
       if (outcome.lastEventId !== undefined && outcome.lastEventId !== lastEventId) {
         lastEventId = outcome.lastEventId
@@ -252,11 +235,10 @@ export class StreamableHttpClientTransport implements Transport {
    * Reads an SSE body: the answer to a POST (`requestId`; the stream ends once it is in) or
    * the standalone stream (undefined). Rejects when an event passes maxMessageBytes.
    */
-  private async readSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false, stopWhenAnswered = false): Promise<SseOutcome> {
-    const decoder = new TextDecoder()
-    const meter = new SseEventMeter(this.maxMessageBytes)
+  private async readAnswerSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false, stopWhenAnswered = false): Promise<SseOutcome> {
     const outcome: SseOutcome = { lastEventId: undefined, retryMs: undefined, answered: false }
-    const parser = createParser({
+    await readSse(body, {
+      maxEventBytes: this.maxMessageBytes,
       // Every event id counts, a priming event's (no data) too: it is where a resume starts.
       onId: id => {
         outcome.lastEventId = id === '' ? undefined : id
@@ -267,16 +249,9 @@ export class StreamableHttpClientTransport implements Transport {
         outcome.retryMs = Math.min(ms, RESUME_BACKOFF_MAX_MS * 6)
         if (standalone) this.getRetryMs = outcome.retryMs
       },
-      onEvent: event => {
-        if (event.event !== undefined && event.event !== 'message') return
-        if (event.data === '') return
-        let message: JSONRPCMessage
-        try {
-          message = JSON.parse(event.data) as JSONRPCMessage
-        } catch (err) {
-          this.onerror?.(err as Error)
-          return
-        }
+      onBadMessage: err => this.onerror?.(err),
+      onMessage: value => {
+        const message = value as JSONRPCMessage
         let settled: AbortController | undefined
         if (!('method' in message) && 'id' in message) {
           const id = message.id as RequestId
@@ -294,21 +269,9 @@ export class StreamableHttpClientTransport implements Transport {
         // elicitation) on it belongs to that request, whoever else shares the session.
         this.onmessage?.(message, requestId !== undefined && !standalone ? { relatedRequestId: requestId } satisfies RelatedInfo as MessageExtraInfo : undefined)
         settled?.abort()
-      }
+      },
+      done: () => stopWhenAnswered && outcome.answered
     })
-    for await (const chunk of body) {
-      if (!meter.feed(chunk)) {
-        const err = messageTooLarge('an event', this.maxMessageBytes)
-        body.destroy?.(err)
-        throw err
-      }
-      parser.feed(decoder.decode(chunk, { stream: true }))
-      if (stopWhenAnswered && outcome.answered) {
-        // A resumed stream may be held open by the server: it has served its purpose.
-        body.destroy?.()
-        break
-      }
-    }
     return outcome
   }
 
@@ -354,7 +317,7 @@ export class StreamableHttpClientTransport implements Transport {
             await res.body.dump()
           } else {
             backoff = GET_RETRY_MS
-            await this.readSse(res.body, undefined, true)
+            await this.readAnswerSse(res.body, undefined, true)
           }
         } catch (err) {
           answered()

@@ -93,7 +93,7 @@ export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = [LATEST_PROTOCOL_V
 
 /**
  * The stateless ("modern") revisions, served per request without initialize or session
- * (mcp/revision-2026.ts). Kept apart from SUPPORTED_PROTOCOL_VERSIONS, which is the
+ * (mcp/revisions/revision-2026.ts). Kept apart from SUPPORTED_PROTOCOL_VERSIONS, which is the
  * initialize-era list the SDK v1 negotiates and the pin test compares.
  */
 export const MODERN_PROTOCOL_VERSIONS: readonly string[] = ['2026-07-28']

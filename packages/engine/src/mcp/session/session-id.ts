@@ -9,7 +9,7 @@
  */
 
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto'
-import { PorticoError } from '../util/errors.ts'
+import { PorticoError } from '../../util/errors.ts'
 
 export interface SessionState {
   /** Random, so two sessions with the same content have different ids. */
