@@ -63,34 +63,41 @@ function setMembers (src: string, from: number): string[] {
   throw new Error(`unbalanced sets.New at ${from}`)
 }
 
+/** A regex group that the pattern always captures (a parse error otherwise). */
+function g (m: RegExpMatchArray, i: number): string {
+  const v = m[i]
+  if (v === undefined) throw new Error(`no group ${i} in ${m[0]}`)
+  return v
+}
+
 export function parseModule (featuresDir: string, conformanceDir: string): Omit<FeatureList, 'module' | 'generatedBy'> {
   const src = readdirSync(featuresDir).filter(f => f.endsWith('.go') && !f.endsWith('_test.go')).sort()
     .map(f => stripComments(readFileSync(join(featuresDir, f), 'utf8'))).join('\n')
 
   // Constant identifier → feature name (typed `FeatureName = "…"` or untyped `= "…"`).
   const names = new Map<string, string>()
-  for (const m of src.matchAll(/\b(Support\w+)\s+(?:FeatureName\s+)?=\s+"([^"]+)"/g)) names.set(m[1], m[2])
+  for (const m of src.matchAll(/\b(Support\w+)\s+(?:FeatureName\s+)?=\s+"([^"]+)"/g)) names.set(g(m, 1), g(m, 2))
 
   // Feature variable → {name, channel}.
   const featureVars = new Map<string, { name: string, channel: 'standard' | 'experimental' }>()
   for (const m of src.matchAll(/\b(\w+)\s*=\s*Feature\{\s*Name:\s*(\w+),\s*Channel:\s*(\w+),?\s*\}/g)) {
-    const name = names.get(m[2])
-    if (name === undefined) throw new Error(`feature ${m[1]} names unknown constant ${m[2]}`)
-    const channel = m[3] === 'FeatureChannelExperimental' ? 'experimental' : m[3] === 'FeatureChannelStandard' ? 'standard' : undefined
-    if (channel === undefined) throw new Error(`feature ${m[1]}: unknown channel ${m[3]}`)
-    featureVars.set(m[1], { name, channel })
+    const name = names.get(g(m, 2))
+    if (name === undefined) throw new Error(`feature ${g(m, 1)} names unknown constant ${g(m, 2)}`)
+    const channel = g(m, 3) === 'FeatureChannelExperimental' ? 'experimental' : g(m, 3) === 'FeatureChannelStandard' ? 'standard' : undefined
+    if (channel === undefined) throw new Error(`feature ${g(m, 1)}: unknown channel ${g(m, 3)}`)
+    featureVars.set(g(m, 1), { name, channel })
   }
 
   // Named sets (var X = sets.New(...)), AllFeatures aside.
   const sets = new Map<string, string[]>()
   for (const m of src.matchAll(/\b(\w+Features)\s*=\s*sets\.New\(/g)) {
     const members = setMembers(src, m.index)
-    for (const v of members) if (!featureVars.has(v)) throw new Error(`set ${m[1]}: unknown feature ${v}`)
-    sets.set(m[1], members.map(v => featureVars.get(v)!.name))
+    for (const v of members) if (!featureVars.has(v)) throw new Error(`set ${g(m, 1)}: unknown feature ${v}`)
+    sets.set(g(m, 1), members.map(v => featureVars.get(v)!.name))
   }
   const all = src.match(/AllFeatures\s*=\s*sets\.New\[Feature\]\(\)\.([\s\S]*?)\n\s*\n/)
   if (all === null) throw new Error('AllFeatures not found')
-  const allSets = [...all[1].matchAll(/Insert\((\w+)\.UnsortedList\(\)\.\.\.\)/g)].map(m => m[1])
+  const allSets = [...g(all, 1).matchAll(/Insert\((\w+)\.UnsortedList\(\)\.\.\.\)/g)].map(m => g(m, 1))
   for (const s of allSets) if (!sets.has(s)) throw new Error(`AllFeatures inserts unknown set ${s}`)
 
   const features = new Map<string, FeatureEntry>()
@@ -107,19 +114,20 @@ export function parseModule (featuresDir: string, conformanceDir: string): Omit<
   // Profiles (conformance/utils/suite/profiles.go).
   const profilesSrc = stripComments(readFileSync(join(conformanceDir, 'utils/suite/profiles.go'), 'utf8'))
   const profileNames = new Map<string, string>()
-  for (const m of profilesSrc.matchAll(/\b(\w+ConformanceProfileName)\s+ConformanceProfileName\s*=\s*"([^"]+)"/g)) profileNames.set(m[1], m[2])
+  for (const m of profilesSrc.matchAll(/\b(\w+ConformanceProfileName)\s+ConformanceProfileName\s*=\s*"([^"]+)"/g)) profileNames.set(g(m, 1), g(m, 2))
   for (const m of profilesSrc.matchAll(/\w+ConformanceProfile\s*=\s*ConformanceProfile\{\s*Name:\s*(\w+),([\s\S]*?)\n\t\}/g)) {
-    const profile = profileNames.get(m[1])
-    if (profile === undefined) throw new Error(`unknown profile name ${m[1]}`)
-    const [core, extended] = m[2].split('ExtendedFeatures:')
+    const profile = profileNames.get(g(m, 1))
+    if (profile === undefined) throw new Error(`unknown profile name ${g(m, 1)}`)
+    const [core, extended] = g(m, 2).split('ExtendedFeatures:')
+    if (core === undefined || extended === undefined) throw new Error(`${profile}: no ExtendedFeatures`)
     for (const c of core.matchAll(/features\.(Support\w+)/g)) {
-      const name = names.get(c[1])
-      if (name === undefined) throw new Error(`${profile}: unknown core feature ${c[1]}`)
+      const name = names.get(g(c, 1))
+      if (name === undefined) throw new Error(`${profile}: unknown core feature ${g(c, 1)}`)
       features.get(name)!.profiles[profile] = 'core'
     }
     for (const e of extended.matchAll(/features\.(\w+Features)\b/g)) {
-      const set = sets.get(e[1])
-      if (set === undefined) throw new Error(`${profile}: unknown set ${e[1]}`)
+      const set = sets.get(g(e, 1))
+      if (set === undefined) throw new Error(`${profile}: unknown set ${g(e, 1)}`)
       for (const name of set) features.get(name)!.profiles[profile] ??= 'extended'
     }
   }
@@ -132,16 +140,16 @@ export function parseModule (featuresDir: string, conformanceDir: string): Omit<
   for (const file of testFiles) {
     const go = stripComments(readFileSync(join(conformanceDir, file), 'utf8'))
     for (const part of go.split(/ConformanceTest\{/).slice(1)) {
-      const short = part.match(/ShortName:\s*"([^"]+)"/)
-      if (short === null) continue
-      const list = part.match(/Features:\s*\[\]features\.FeatureName\{([^}]*)\}/)
-      if (list === null) throw new Error(`${file}: test ${short[1]} has no Features list this parser reads`)
-      const needs = [...list[1].matchAll(/features\.(Support\w+)/g)].map(f => {
-        const name = names.get(f[1])
-        if (name === undefined) throw new Error(`${file}: ${short[1]} needs unknown ${f[1]}`)
+      const shortName = part.match(/ShortName:\s*"([^"]+)"/)?.[1]
+      if (shortName === undefined) continue
+      const list = part.match(/Features:\s*\[\]features\.FeatureName\{([^}]*)\}/)?.[1]
+      if (list === undefined) throw new Error(`${file}: test ${shortName} has no Features list this parser reads`)
+      const needs = [...list.matchAll(/features\.(Support\w+)/g)].map(f => {
+        const name = names.get(f[1] ?? '')
+        if (name === undefined) throw new Error(`${file}: ${shortName} needs unknown ${f[1]}`)
         return name
       })
-      tests.push({ shortName: short[1], features: needs, provisional: /Provisional:\s*true/.test(part) })
+      tests.push({ shortName, features: needs, provisional: /Provisional:\s*true/.test(part) })
     }
   }
   tests.sort((a, b) => a.shortName.localeCompare(b.shortName))
