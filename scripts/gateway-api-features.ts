@@ -176,7 +176,10 @@ export function render (): string {
     generatedBy: 'node scripts/gateway-api-features.ts',
     ...parsed
   }
-  return JSON.stringify(list, null, 2) + '\n'
+  // One line per feature and per test: diffs between releases read as added/changed lines.
+  const lines = (items: unknown[]): string => items.map(i => `    ${JSON.stringify(i)}`).join(',\n')
+  return `{\n  "module": ${JSON.stringify(list.module)},\n  "generatedBy": ${JSON.stringify(list.generatedBy)},\n` +
+    `  "features": [\n${lines(list.features)}\n  ],\n  "tests": [\n${lines(list.tests)}\n  ]\n}\n`
 }
 
 if (import.meta.main) {
