@@ -116,7 +116,7 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
 
 const PACKAGE = (names: string) => new RegExp(`node_modules/(\\.pnpm/[^/]+/node_modules/)?(${names})/`)
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser', async () => {
   const { loaded, stop } = await startProbed('gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n', { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -126,6 +126,9 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     const worker = loaded().filter(l => l.thread === 'worker').map(l => l.url)
     assert.ok(worker.some(u => u.endsWith('/packages/proxy/src/data-plane.ts')), 'the workers loaded the data plane')
     assert.deepEqual(worker.filter(u => /\/packages\/proxy\/src\/(portico|file-source|config-loader|ops-servers|xds-client|workers\/pool)\.ts$/.test(u)), [])
+    // Workers are given IR, never config text: the YAML parser (72 modules) is the primary's (issue 54).
+    assert.deepEqual(worker.filter(u => PACKAGE('yaml').test(u) || u.endsWith('/config/yaml-source.ts')), [])
+    assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('yaml').test(l.url)), 'the primary parsed the config with it')
   } finally {
     stop()
   }
