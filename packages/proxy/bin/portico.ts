@@ -20,7 +20,9 @@ const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cac
 // itself; this covers `pnpm exec portico`, tests and benchmarks. The new process gets the
 // compile cache from its first module (NODE_COMPILE_CACHE): enabled only below, this file and
 // v8-flags.ts would be stripped by Node's TypeScript compiler, which then stays loaded —
-// ~13 MB of the running proxy's RSS (bench/footprint.ts).
+// ~13 MB of the running proxy's RSS (bench/footprint.ts). The second start costs about 30 ms
+// of CPU (issue 54: `--version` 120 ms bare, 90 ms with the flags given); docs/multicore.md
+// says why neither flag can be set without it.
 const startFlags = [
   ...(semiSpaceGiven(process.execArgv, process.env.NODE_OPTIONS) ? [] : [SEMI_SPACE_FLAG]),
   ...(memoryReducerGiven(process.execArgv) ? [] : [MEMORY_REDUCER_FLAG])

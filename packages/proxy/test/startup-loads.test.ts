@@ -2,7 +2,8 @@
  * What starting Portico loads (issue 15, "Footprint"): `portico --version` and `--help` print
  * without the engine, and the engine barrel leaves out what only some configs use — gRPC
  * (ext_authz, ext_proc, the rate limit service, xDS), CEL, RE2, JOSE, OIDC and the MCP SDK
- * (with zod) and undici load at their first use; TypeBox and the Kubernetes client never. The servers
+ * (with zod) and undici load at their first use; TypeBox and the Kubernetes client never; the
+ * YAML parser not in data-plane workers, the LLM wire formats only with an AI backend. The servers
  * (Fastify, prom-client) load to run, not to validate. bench/footprint.ts measures why.
  */
 
@@ -68,6 +69,21 @@ await t.close()`
   assert.deepEqual(urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@modelcontextprotocol\/|zod\/)/.test(u)), [])
 })
 
+test('the LLM wire formats load when a config with an AI backend is applied, before any request', () => {
+  const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const loaded = loadConfigText(JSON.stringify({ gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ ai: { name: 'llm', provider: { openAI: {} } } }] }] }), { baseDir: '/' })
+if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+new Engine({ tracing: false }).apply(loaded.config.ir)`
+  const r = spawnSync(process.execPath, ['--import', PROBE, '--input-type=module', '-e', script], { cwd: PROXY_DIR, encoding: 'utf8' })
+  assert.equal(r.status, 0, r.stderr)
+  const line = r.stderr.split('\n').find(l => l.startsWith('LOADED '))
+  assert.ok(line !== undefined, r.stderr)
+  const urls = JSON.parse(line.slice('LOADED '.length)) as string[]
+  for (const name of ['openai-chat', 'openai-responses', 'anthropic-messages', 'gemini', 'bedrock-converse']) {
+    assert.ok(urls.some(u => u.endsWith(`/llm/formats/${name}.ts`)), `${name} loaded`)
+  }
+})
+
 test('portico --validate on the quick start loads neither those nor the servers', () => {
   const { stdout, urls } = run([BIN, '--validate', '-f', fileURLToPath(new URL('../../../examples/quickstart.yaml', import.meta.url))])
   assert.match(stdout, /valid/)
@@ -116,7 +132,7 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
 
 const PACKAGE = (names: string) => new RegExp(`node_modules/(\\.pnpm/[^/]+/node_modules/)?(${names})/`)
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads the LLM wire formats', async () => {
   const { loaded, stop } = await startProbed('gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n', { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -126,6 +142,11 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     const worker = loaded().filter(l => l.thread === 'worker').map(l => l.url)
     assert.ok(worker.some(u => u.endsWith('/packages/proxy/src/data-plane.ts')), 'the workers loaded the data plane')
     assert.deepEqual(worker.filter(u => /\/packages\/proxy\/src\/(portico|file-source|config-loader|ops-servers|xds-client|workers\/pool)\.ts$/.test(u)), [])
+    // Workers are given IR, never config text: the YAML parser (72 modules) is the primary's (issue 54).
+    assert.deepEqual(worker.filter(u => PACKAGE('yaml').test(u) || u.endsWith('/config/yaml-source.ts')), [])
+    assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('yaml').test(l.url)), 'the primary parsed the config with it')
+    // Nor, in any thread, the LLM wire formats: they load when a config has an AI backend.
+    assert.deepEqual(urls.filter(u => /\/llm\/formats\/(?!index\.ts$)[^/]+\.ts$/.test(u)), [])
   } finally {
     stop()
   }

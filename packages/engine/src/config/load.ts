@@ -12,7 +12,7 @@ import { dirname, resolve } from 'node:path'
 import type { ConfigFile, StaticConfig } from './schema.ts'
 import type { ProxyIR } from '../ir/types.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
-import { parseYamlSource } from './yaml-source.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
 import { validateAgainstSchema } from './validate.ts'
 import { configToIR } from './to-ir.ts'
 import { staticConfigDiagnostics } from './static-config-check.ts'
@@ -20,6 +20,10 @@ import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { formatByteSize } from '../util/byte-size.ts'
 import { PorticoError } from '../util/errors.ts'
 import { openRegularFile, readBounded, readReferencedFile } from './referenced-file.ts'
+
+// The YAML parser (72 modules) loads with the first config text parsed: a data-plane worker
+// imports the engine but is given IR, never text (bench/footprint.ts).
+const yamlSource = lazyRequire<typeof import('./yaml-source.ts')>('../config/yaml-source.ts')
 
 export interface LoadedConfig {
   file: ConfigFile
@@ -75,7 +79,7 @@ export function loadConfigText (text: string, options: LoadOptions): LoadResult 
 }
 
 function loadChecked (text: string, options: LoadOptions): LoadResult {
-  const source = parseYamlSource(text)
+  const source = yamlSource().parseYamlSource(text)
   if (source.syntaxErrors.length > 0) return { ok: false, diagnostics: source.syntaxErrors }
   const value = source.value ?? {}
   const place = (ds: ConfigDiagnostic[]): ConfigDiagnostic[] =>

@@ -7,6 +7,7 @@
 
 import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
 import { compileModelTable } from '../pipeline/models.ts'
+import { loadWireFormats } from '../llm/formats/index.ts'
 import type { CompiledBackendRef, CompiledBind, CompiledConfig, CompiledListener, CompiledRoute } from '../request/compiled.ts'
 import { compilePolicySet } from '../policy/compile.ts'
 import type { PolicyServices } from '../policy/services.ts'
@@ -18,6 +19,8 @@ import { compileListenerFilters } from '../pipeline/listener-filters.ts'
 
 export function compileConfig (ir: ProxyIR, services: PolicyServices): CompiledConfig {
   const backends = new Map(ir.backends.map(b => [b.key, b]))
+  // The LLM wire formats load here, at compile time, for a config that has an AI backend.
+  if (ir.backends.some(b => b.kind === 'ai')) loadWireFormats()
   const binds = new Map<string, CompiledBind>()
   for (const bind of ir.binds) binds.set(bind.key, compileBind(bind, backends, services))
   return { ir, binds, backends }

@@ -14,7 +14,8 @@
  */
 
 import { translationError, type TranslationError } from './canonical.ts'
-import { decodeAnthropicModelList, encodeAnthropicModelList, type ListedModel } from './formats/anthropic-messages.ts'
+import type { ListedModel } from './formats/anthropic-messages.ts'
+import { anthropicMessages } from './formats/index.ts'
 
 type Json = Record<string, unknown>
 
@@ -25,7 +26,7 @@ const bad = (message: string, field?: string): TranslationError => translationEr
 export type ModelListShape = 'openai' | 'anthropic'
 
 export function decodeModelList (shape: ModelListShape, body: unknown): ListedModel[] | TranslationError {
-  if (shape === 'anthropic') return decodeAnthropicModelList(body)
+  if (shape === 'anthropic') return anthropicMessages().decodeAnthropicModelList(body)
   if (!isObject(body) || !Array.isArray(body.data)) return translationError(502, 'api_error', 'invalid answer from the provider: a model list without data')
   const out: ListedModel[] = []
   for (const m of body.data) {
@@ -39,7 +40,7 @@ export function decodeModelList (shape: ModelListShape, body: unknown): ListedMo
 
 /** Models in the client's shape; `ownedBy` is OpenAI's `owned_by` (the provider, as the list does not say). */
 export function encodeModelList (shape: ModelListShape, models: ListedModel[], ownedBy: string): Json {
-  if (shape === 'anthropic') return encodeAnthropicModelList(models)
+  if (shape === 'anthropic') return anthropicMessages().encodeAnthropicModelList(models)
   return { object: 'list', data: models.map(m => ({ id: m.id, object: 'model', created: m.created ?? 0, owned_by: ownedBy })) }
 }
 

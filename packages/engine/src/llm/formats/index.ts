@@ -1,28 +1,42 @@
 /**
  * The wire formats, by name, and how a client's request path names its format and
- * operation. Each module is pure (no I/O); the heavy parts one needs (the AWS event-stream
- * codec) are loaded at first use, so importing them all here costs a gateway nothing.
+ * operation. Each module is pure (no I/O) and loads with the first config that has an AI
+ * backend (loadWireFormats).
  */
 
 import type { WireFormat, WireFormatName } from '../canonical.ts'
 import type { LlmOperation } from '../provider.ts'
-import { openaiChatFormat } from './openai-chat.ts'
-import { openaiResponsesFormat } from './openai-responses.ts'
-import { anthropicMessagesFormat } from './anthropic-messages.ts'
-import { geminiFormat } from './gemini.ts'
-import { bedrockConverseFormat } from './bedrock-converse.ts'
+import { lazyRequire } from '../../util/lazy-require.ts'
 
-const FORMATS: Partial<Record<WireFormatName, WireFormat>> = {
-  'openai-chat': openaiChatFormat,
-  'openai-responses': openaiResponsesFormat,
-  'anthropic-messages': anthropicMessagesFormat,
-  gemini: geminiFormat,
-  'bedrock-converse': bedrockConverseFormat
+// The format modules (about 220 KB of source) load when a config has an AI backend
+// (loadWireFormats, from the engine's compile step), not with the engine: a gateway of plain
+// routes, and each of its data-plane workers, never pays for them (bench/footprint.ts).
+const openaiChat = lazyRequire<typeof import('./openai-chat.ts')>('../llm/formats/openai-chat.ts')
+const openaiResponses = lazyRequire<typeof import('./openai-responses.ts')>('../llm/formats/openai-responses.ts')
+/** The Anthropic Messages module (its model-list codec serves llm/operations.ts too). */
+export const anthropicMessages = lazyRequire<typeof import('./anthropic-messages.ts')>('../llm/formats/anthropic-messages.ts')
+const gemini = lazyRequire<typeof import('./gemini.ts')>('../llm/formats/gemini.ts')
+const bedrockConverse = lazyRequire<typeof import('./bedrock-converse.ts')>('../llm/formats/bedrock-converse.ts')
+
+const FORMATS: Partial<Record<WireFormatName, () => WireFormat>> = {
+  'openai-chat': () => openaiChat().openaiChatFormat,
+  'openai-responses': () => openaiResponses().openaiResponsesFormat,
+  'anthropic-messages': () => anthropicMessages().anthropicMessagesFormat,
+  gemini: () => gemini().geminiFormat,
+  'bedrock-converse': () => bedrockConverse().bedrockConverseFormat
 }
 
 /** The format module, or undefined when this build does not have it. */
 export function formatByName (name: WireFormatName): WireFormat | undefined {
-  return FORMATS[name]
+  return FORMATS[name]?.()
+}
+
+/**
+ * Loads every format module now. The engine calls it when it compiles a config with an AI
+ * backend, so that no request is the one that pays for a synchronous require.
+ */
+export function loadWireFormats (): void {
+  for (const format of Object.values(FORMATS)) format()
 }
 
 export interface ClientEndpoint {
