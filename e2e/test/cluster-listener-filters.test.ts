@@ -64,14 +64,7 @@ test('two ExternalAuth listener filters run in order before route matching; a de
   cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
   const gwPort = await freePort()
   const otherPort = await freePort()
-  await cluster.apply(`apiVersion: v1
-kind: Namespace
-metadata: { name: portico-system }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: apps }
-`)
+  for (const ns of ['portico-system', 'apps']) await cluster.createNamespace(ns)
   await cluster.apply(`apiVersion: v1
 kind: Service
 metadata: { name: grpc-auth, namespace: apps }
