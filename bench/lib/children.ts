@@ -6,7 +6,7 @@
  */
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readFileSync, readdirSync, readlinkSync, rmSync } from 'node:fs'
 import { createServer, connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -25,6 +25,12 @@ export interface StartOptions {
   readyLine?: string
   /** ...or once this port accepts a TCP connection. */
   readyPort?: number
+  /**
+   * ...and only once the child itself listens on `readyPort` (from /proc). A child that takes
+   * minutes to start (under valgrind) can lose the port freePort gave it to another process on
+   * a busy machine, whose answers would then be counted as its own.
+   */
+  ownPort?: boolean
   /** Give up after this long (default 15 s). */
   timeoutMs?: number
   /** CPUs to pin the child (and its threads) to, as `taskset -c` takes them (e.g. `0`, `0,1`). */
@@ -102,7 +108,7 @@ async function waitUntilReady (child: Child, options: StartOptions): Promise<voi
       throw new Error(`exited before it was ready (code ${child.proc.exitCode ?? child.proc.signalCode})`)
     }
     if (options.readyLine !== undefined && child.output().includes(options.readyLine)) return
-    if (options.readyPort !== undefined && await portAnswers(options.readyPort)) return
+    if (options.readyPort !== undefined && (options.ownPort === true ? listensOn(child.proc.pid, options.readyPort) : await portAnswers(options.readyPort))) return
     await sleep(50)
   }
   throw new Error('not ready in time')
@@ -217,6 +223,39 @@ export function portAnswers (port: number, host = '127.0.0.1'): Promise<boolean>
     })
     socket.once('error', () => resolve(false))
   })
+}
+
+/** Does process `pid` hold a TCP socket listening on `port` (any address; Linux /proc)? */
+export function listensOn (pid: number | undefined, port: number): boolean {
+  if (pid === undefined) return false
+  const inodes = new Set<string>()
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text = ''
+    try {
+      text = readFileSync(table, 'utf8')
+    } catch {
+      continue
+    }
+    for (const line of text.split('\n').slice(1)) {
+      // sl local_address rem_address st … inode: the port in hex after the colon, 0A = LISTEN.
+      const f = line.trim().split(/\s+/)
+      if (f.length > 9 && f[3] === '0A' && parseInt(f[1]!.split(':')[1]!, 16) === port) inodes.add(f[9]!)
+    }
+  }
+  if (inodes.size === 0) return false
+  let fds: string[] = []
+  try {
+    fds = readdirSync(`/proc/${pid}/fd`)
+  } catch {
+    return false
+  }
+  for (const fd of fds) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))
+      if (m !== null && inodes.has(m[1]!)) return true
+    } catch {}
+  }
+  return false
 }
 
 /** A port that was free a moment ago (the OS picks it). */
