@@ -115,7 +115,8 @@ export interface HTTPRouteFilter {
   urlRewrite?: HTTPURLRewriteFilter
   requestMirror?: HTTPRequestMirrorFilter
   cors?: HTTPCORSFilter
-  extensionRef?: unknown
+  /** LocalObjectReference: a custom filter of the implementation's own kinds (Portico defines none). */
+  extensionRef?: { group?: string, kind?: string, name?: string }
 }
 
 /** Gateway API HTTPRequestMirrorFilter: percent (0-100) or fraction (numerator/denominator, default 100); neither = all requests. */

@@ -224,6 +224,11 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
       backends,
       order: rank * 1000 + i
     }
+    // A rule filter that cannot be applied (an ExtensionRef, backends.ts): every request of
+    // the rule gets the invalid backend's 500, and none of the rule's other filters
+    // (a redirect would answer first), mirrors or retries apply.
+    const errorBackend = resolved.errorRules[i]
+    if (errorBackend !== undefined) return { ...ir, policies: {}, backends: [{ backend: errorBackend, weight: 1, policies: {} }] }
     const timeouts = ruleTimeouts(rule)
     if (timeouts !== undefined) ir.timeouts = timeouts
     const mirrors = ruleMirrors(rule, resolved.mirrors[i] ?? [], resolved.backends, ['spec', 'rules', i, 'filters'])

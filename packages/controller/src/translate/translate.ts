@@ -147,7 +147,7 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     const stream = route.kind === 'TLSRoute' || route.kind === 'TCPRoute' || route.kind === 'UDPRoute'
     const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? (stream ? null : invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies }))
     const parents = attachRoute({ route, rank, resolved, ...(plain !== undefined ? { plain } : {}), policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
-    routeBackends.set(route, new Set([...resolved.refs.flat(), ...resolved.mirrors.flat()]))
+    routeBackends.set(route, new Set([...resolved.refs.flat(), ...resolved.mirrors.flat(), ...resolved.errorRules.filter(k => k !== undefined)]))
     if (parents.length > 0) {
       routeResults.push({ ...(route.kind !== undefined && route.kind !== 'HTTPRoute' ? { kind: route.kind } : {}), namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
