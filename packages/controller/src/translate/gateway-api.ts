@@ -144,6 +144,8 @@ export interface HTTPRouteRule {
   timeouts?: { request?: string, backendRequest?: string }
   /** Gateway API HTTPRouteRetry (v1.2+): attempts = retries after the first try. */
   retry?: { codes?: number[], attempts?: number, backoff?: string }
+  /** Experimental, deprecated (GEP-4894): not supported, so a rule setting it is refused (routes.ts unsupportedRuleField). */
+  sessionPersistence?: unknown
 }
 
 export interface HTTPRoute {
@@ -175,6 +177,7 @@ export interface GRPCRoute {
       matches?: Array<{ method?: { type?: 'Exact' | 'RegularExpression', service?: string, method?: string }, headers?: HTTPHeaderMatch[] }>
       filters?: HTTPRouteFilter[]
       backendRefs?: BackendRef[]
+      sessionPersistence?: unknown
     }>
   }
   status?: unknown

@@ -138,6 +138,25 @@ export function byAge (a: HTTPRoute, b: HTTPRoute): number {
 }
 
 /**
+ * A rule field Portico does not implement, as `field: why`, or null. Rule `sessionPersistence`
+ * (Extended, experimental, deprecated for the Backend resource, GEP-4894) is one: Portico
+ * does not claim HTTPRouteSessionPersistence, and serving the rule without the affinity it
+ * asks for would hide that. The spec has no sentence for this field, so Portico does what it
+ * says for the like cases: a retry `backoff` an implementation cannot honour ("MUST set the
+ * Accepted Condition for the Route to `status: False` with a Reason of `UnsupportedValue`
+ * when this field is set"), a filter type it does not know (the same), and GEP-1619's "the
+ * route MUST be rejected" for a persistence it cannot give. The route is then not Accepted.
+ */
+export function unsupportedRuleField (route: HTTPRoute): string | null {
+  for (const [i, rule] of (route.spec.rules ?? []).entries()) {
+    if (rule.sessionPersistence !== undefined && rule.sessionPersistence !== null) {
+      return `spec.rules[${i}].sessionPersistence is not supported (Portico has no session persistence; remove the field to serve the rule without it)`
+    }
+  }
+  return null
+}
+
+/**
  * A RegularExpression path, header or query match the engine cannot run (it runs them on a
  * linear-time RE2 engine: no lookaround, no backreferences), as `field: why`. The route is
  * then not Accepted (UnsupportedValue) rather than pushed to proxies that would refuse it.
