@@ -101,9 +101,19 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
       parents.push(status(condition('Accepted', false, 'HostnameConflict', `listener ${c.l.listener.name} already serves these hostnames for the older ${c.with!}`, gen)))
       continue
     }
-    parents.push(status(condition('Accepted', true, 'Accepted', 'Route is accepted', gen)))
+    // A TCP or UDP listener cannot tell connections apart: only its oldest route of the kind
+    // serves (GEP-2644; the v1.7.0 suite's TCPRoute/UDPRouteMultipleRoutesAttachment). The
+    // others stay Accepted and counted in attachedRoutes, as the suite requires, but are left
+    // out of the IR, and the Accepted message says which route serves instead.
+    const self = `${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`
+    const shadowed = new Map(serving.map(l => [l, shadowingRoute(l, route, self)] as const).filter((e): e is readonly [ListenerState, string] => e[1] !== undefined))
+    const acceptedMessage = shadowed.size === 0
+      ? 'Route is accepted'
+      : `Route is accepted, but ${[...shadowed].map(([l, older]) => `listener ${l.listener.name} serves the older ${older.replace('/', ' ')}`).join(', ')}: only the oldest ${route.kind} on a ${route.kind === 'UDPRoute' ? 'UDP' : 'TCP'} listener gets ${route.kind === 'UDPRoute' ? 'datagrams' : 'connections'}${shadowed.size < serving.length ? ' (it serves on the other listeners)' : ''}`
+    parents.push(status(condition('Accepted', true, 'Accepted', acceptedMessage, gen)))
     for (const l of serving) {
-      l.attached.add(`${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`)
+      l.attached.add(self)
+      if (shadowed.has(l)) continue
       const hostnames = served(l)
       // The route's own hostnames behind them: what it ranks by among routes on this listener.
       const origins = intersectHostnamesWithOrigins(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))?.hostnameOrigins
@@ -128,6 +138,17 @@ function crossServed (l: ListenerState, route: HTTPRoute, hostnames: string[]): 
   if (kind !== 'HTTPRoute' && kind !== 'GRPCRoute') return undefined
   const other = (l.served ?? []).find(s => s.kind !== kind && (s.hostnames.length === 0 || hostnames.length === 0 || hostnames.some(h => intersectHostnames(h, s.hostnames) !== null)))
   return other === undefined ? undefined : `${other.kind} ${other.route}`
+}
+
+/**
+ * For a TCPRoute or UDPRoute, the older route of its kind already attached to the listener
+ * (`Kind/namespace/name`; routes attach oldest first, so the first one found is the oldest),
+ * which alone serves it; undefined for other kinds or when there is none.
+ */
+function shadowingRoute (l: ListenerState, route: HTTPRoute, self: string): string | undefined {
+  if (route.kind !== 'TCPRoute' && route.kind !== 'UDPRoute') return undefined
+  for (const key of l.attached) if (key !== self && key.startsWith(`${route.kind}/`)) return key
+  return undefined
 }
 
 /** Older first, then namespace/name: the Gateway API's tie-break between routes. */
