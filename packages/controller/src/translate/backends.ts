@@ -8,7 +8,7 @@
 
 import { createHash } from 'node:crypto'
 import type { BackendIR, FailoverProviderIR, PolicySetIR } from '@portico/engine/ir'
-import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type HTTPRouteRule, type Secret, type Service } from './gateway-api.ts'
+import { GATEWAY_GROUP, nsName, type BackendRef, type Condition, type EndpointSlice, type HTTPRoute, type HTTPRouteFilter, type HTTPRouteRule, type Secret, type Service } from './gateway-api.ts'
 import type { ReferenceGrants } from './reference-grants.ts'
 import { condition } from './conditions.ts'
 import type { BackendTlsPolicies } from './backend-tls.ts'
@@ -57,6 +57,12 @@ export function isModelsRule (rule: HTTPRouteRule, kind: HTTPRoute['kind'] = 'HT
 export interface ResolvedBackends {
   /** Per rule, per backendRef: the backend key (valid or invalid). */
   refs: string[][]
+  /**
+   * Per rule: the key of the invalid backend that answers every request of the rule, when a
+   * filter of the rule itself cannot be applied (an ExtensionRef); the rule's backends,
+   * filters and mirrors are then not used.
+   */
+  errorRules: Array<string | undefined>
   /** Per rule, per RequestMirror filter: the mirror backend's key (valid or invalid). */
   mirrors: string[][]
   backends: Map<string, BackendIR>
@@ -74,21 +80,41 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   const failovers = new Map<string, { backends: BackendIR[], groups: FailoverProviderIR[][] }>()
   let failure: { reason: string, message: string } | null = null
   const fail = (reason: string, message: string) => { failure ??= { reason, message } }
-  const refs = (route.spec.rules ?? []).map(rule => isModelsRule(rule, route.kind) ? [] : (rule.backendRefs ?? []).map(ref => {
-    let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies, failovers)
-    if (b.kind === 'invalid') {
-      const [reason, message] = splitReason(b.invalidReason!)
-      fail(reason, message)
+  const errorRules: Array<string | undefined> = []
+  const refs = (route.spec.rules ?? []).map((rule, i) => {
+    const ruleError = unresolvedExtensionRef(rule.filters, `spec.rules[${i}].filters`)
+    if (ruleError !== null) {
+      const b = filterErrorBackend(route, `rules[${i}]`, ruleError)
+      fail('InvalidKind', ruleError)
+      backends.set(b.key, b)
+      errorRules[i] = b.key
+      // The rule's backends and mirrors are never called: not resolved, not programmed.
+      return []
     }
-    // After the check: a BackendTLSPolicy's problems are the policy's status, not the route's.
-    if (tlsPolicies !== undefined) b = withBackendTls(b, ref.port, index, tlsPolicies)
-    backends.set(b.key, b)
-    // Failover groups: every provider is a backend of the config.
-    for (const p of failovers.get(b.key)?.backends ?? []) backends.set(p.key, p)
-    return b.key
-  }))
+    return isModelsRule(rule, route.kind) ? [] : (rule.backendRefs ?? []).map((ref, j) => {
+      const refError = unresolvedExtensionRef(ref.filters, `spec.rules[${i}].backendRefs[${j}].filters`)
+      if (refError !== null) {
+        // Only this backendRef's share of the rule's requests went through the filter.
+        const b = filterErrorBackend(route, `rules[${i}].backendRefs[${j}]`, refError)
+        fail('InvalidKind', refError)
+        backends.set(b.key, b)
+        return b.key
+      }
+      let b = resolveBackend(ref, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies, failovers)
+      if (b.kind === 'invalid') {
+        const [reason, message] = splitReason(b.invalidReason!)
+        fail(reason, message)
+      }
+      // After the check: a BackendTLSPolicy's problems are the policy's status, not the route's.
+      if (tlsPolicies !== undefined) b = withBackendTls(b, ref.port, index, tlsPolicies)
+      backends.set(b.key, b)
+      // Failover groups: every provider is a backend of the config.
+      for (const p of failovers.get(b.key)?.backends ?? []) backends.set(p.key, p)
+      return b.key
+    })
+  })
   // RequestMirror backendRefs resolve like any backendRef (ReferenceGrant, Service, port).
-  const mirrors = (route.spec.rules ?? []).map(rule => (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
+  const mirrors = (route.spec.rules ?? []).map((rule, i) => errorRules[i] !== undefined ? [] : (rule.filters ?? []).filter(f => f.type === 'RequestMirror' && f.requestMirror !== undefined).map(f => {
     let b = resolveBackend(f.requestMirror!.backendRef, routeNs, grants, index, route.kind ?? 'HTTPRoute', ownPolicies, new Map())
     if (b.kind === 'invalid') {
       const [reason, message] = splitReason(b.invalidReason!)
@@ -100,6 +126,7 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
   }))
   return {
     refs,
+    errorRules,
     mirrors,
     backends,
     ownPolicies,
@@ -108,6 +135,28 @@ export function resolveBackends (route: HTTPRoute, grants: ReferenceGrants, inde
       ? condition('ResolvedRefs', true, 'ResolvedRefs', 'All references resolved', gen)
       : condition('ResolvedRefs', false, failure.reason, failure.message, gen)
   }
+}
+
+/**
+ * The first ExtensionRef among `filters` (at `at`), as a message naming it, or null.
+ * Portico defines no custom filter kinds, so no ExtensionRef resolves; the spec then says
+ * "the filter MUST NOT be skipped. Instead, requests that would have been processed by that
+ * filter MUST receive a HTTP error response" — a 500 from an invalid backend, the answer
+ * invalid backendRefs already get — and the route's ResolvedRefs is False/InvalidKind.
+ */
+export function unresolvedExtensionRef (filters: HTTPRouteFilter[] | undefined, at: string): string | null {
+  const i = (filters ?? []).findIndex(f => f.type === 'ExtensionRef')
+  if (i === -1) return null
+  const ref = filters![i]!.extensionRef ?? {}
+  const kind = `${ref.group !== undefined && ref.group !== '' ? `${ref.group}/` : ''}${ref.kind ?? ''}`
+  return `${at}[${i}]: ExtensionRef filter ${kind} ${ref.name ?? ''} cannot be resolved (Portico defines no custom filter kinds); its requests get a 500`
+}
+
+/** The invalid backend that answers, with a 500, the requests an unresolvable filter of the route's `where` would have processed. */
+function filterErrorBackend (route: HTTPRoute, where: string, message: string): BackendIR {
+  const ns = route.metadata.namespace ?? ''
+  const kind = route.kind ?? 'HTTPRoute'
+  return { key: `invalid/${kind}/${ns}/${route.metadata.name}.${where}/ExtensionRef`, kind: 'invalid', name: route.metadata.name, namespace: ns, protocol: 'http', endpoints: [], target: `${kind} ${ns}/${route.metadata.name} ${where}`, invalidReason: `InvalidKind: ${message}` }
 }
 
 function resolveBackend (ref: BackendRef, routeNs: string, grants: ReferenceGrants, index: ServiceIndex, fromKind: string, ownPolicies: Map<string, PolicySetIR>, failovers: Map<string, { backends: BackendIR[], groups: FailoverProviderIR[][] }>): BackendIR {

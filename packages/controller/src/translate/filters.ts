@@ -15,7 +15,8 @@ import type { HTTPCORSFilter, HTTPHeaderFilter, HTTPPathModifier, HTTPRequestMir
 
 type Path = Array<string | number>
 
-const SUPPORTED_FILTERS = new Set(['RequestHeaderModifier', 'ResponseHeaderModifier', 'RequestRedirect', 'URLRewrite', 'CORS', 'RequestMirror'])
+// ExtensionRef is not applied but not refused either: backends.ts turns what it filters into a 500 (the spec's rule for a custom filter that cannot be resolved).
+const SUPPORTED_FILTERS = new Set(['RequestHeaderModifier', 'ResponseHeaderModifier', 'RequestRedirect', 'URLRewrite', 'CORS', 'RequestMirror', 'ExtensionRef'])
 
 const REDIRECT_STATUSES = [301, 302, 303, 307, 308]
 

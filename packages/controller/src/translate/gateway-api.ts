@@ -115,7 +115,8 @@ export interface HTTPRouteFilter {
   urlRewrite?: HTTPURLRewriteFilter
   requestMirror?: HTTPRequestMirrorFilter
   cors?: HTTPCORSFilter
-  extensionRef?: unknown
+  /** LocalObjectReference: a custom filter of the implementation's own kinds (Portico defines none). */
+  extensionRef?: { group?: string, kind?: string, name?: string }
 }
 
 /** Gateway API HTTPRequestMirrorFilter: percent (0-100) or fraction (numerator/denominator, default 100); neither = all requests. */
@@ -143,6 +144,8 @@ export interface HTTPRouteRule {
   timeouts?: { request?: string, backendRequest?: string }
   /** Gateway API HTTPRouteRetry (v1.2+): attempts = retries after the first try. */
   retry?: { codes?: number[], attempts?: number, backoff?: string }
+  /** Experimental, deprecated (GEP-4894): not supported, so a rule setting it is refused (routes.ts unsupportedRuleField). */
+  sessionPersistence?: unknown
 }
 
 export interface HTTPRoute {
@@ -174,6 +177,7 @@ export interface GRPCRoute {
       matches?: Array<{ method?: { type?: 'Exact' | 'RegularExpression', service?: string, method?: string }, headers?: HTTPHeaderMatch[] }>
       filters?: HTTPRouteFilter[]
       backendRefs?: BackendRef[]
+      sessionPersistence?: unknown
     }>
   }
   status?: unknown

@@ -44,6 +44,8 @@ export function grpcAsHttpRoute (route: GRPCRoute): { route: HTTPRoute, problem:
     out.matches = matches
     if (rule.filters !== undefined) out.filters = rule.filters
     if (rule.backendRefs !== undefined) out.backendRefs = rule.backendRefs
+    // Kept so the route is refused for it like an HTTPRoute (routes.ts unsupportedRuleField), not served without it.
+    if (rule.sessionPersistence !== undefined) out.sessionPersistence = rule.sessionPersistence
     return out
   })
   return { route: { kind: 'GRPCRoute', metadata: route.metadata, spec: { ...(route.spec.parentRefs !== undefined ? { parentRefs: route.spec.parentRefs } : {}), ...(route.spec.hostnames !== undefined ? { hostnames: route.spec.hostnames } : {}), rules } }, problem }

@@ -31,7 +31,7 @@ import type { BackendIR, BackendRefIR, ListenerIR, ModelIR, RouteIR } from '@por
 import { GATEWAY_GROUP, nsName, type Condition, type HTTPRoute, type Namespace, type ObjectMeta, type ParentReference, type Secret } from './gateway-api.ts'
 import { routeAllowed, type GatewayState, type ListenerState } from './gateways.ts'
 import type { ListenerSetState } from './listener-sets.ts'
-import { isModelsRule } from './backends.ts'
+import { isModelsRule, unresolvedExtensionRef } from './backends.ts'
 import { resolveAiGroupSecrets } from './portico-policies.ts'
 import { byAge } from './routes.ts'
 import { condition } from './conditions.ts'
@@ -239,8 +239,14 @@ function parentTargets (
     if (!servedByUs(route, ctx.gateways)) return null
     const rules = (route.spec.rules ?? []).map((rule, i) => ({ rule, i })).filter(({ rule }) => ref.sectionName === undefined || rule.name === ref.sectionName)
     if (rules.length === 0) return { reason: 'NoMatchingParent', problem: `HTTPRoute ${parentKey} has no rule named ${ref.sectionName}` }
-    const modelRules = rules.filter(({ rule }) => isModelsRule(rule))
-    if (modelRules.length === 0) return { reason: 'NoMatchingParent', problem: `HTTPRoute ${parentKey}${ref.sectionName !== undefined ? ` rule ${ref.sectionName}` : ''} has no rule whose only backendRef is {group: portico.dev, kind: PorticoModel, name: "*"}` }
+    const allModelRules = rules.filter(({ rule }) => isModelsRule(rule))
+    if (allModelRules.length === 0) return { reason: 'NoMatchingParent', problem: `HTTPRoute ${parentKey}${ref.sectionName !== undefined ? ` rule ${ref.sectionName}` : ''} has no rule whose only backendRef is {group: portico.dev, kind: PorticoModel, name: "*"}` }
+    // A rule with an ExtensionRef answers 500 to every request (backends.ts): models must not serve it past the filter.
+    const modelRules = allModelRules.filter(({ rule, i }) => unresolvedExtensionRef(rule.filters, `spec.rules[${i}].filters`) === null)
+    if (modelRules.length === 0) {
+      const { rule, i } = allModelRules[0]!
+      return { reason: 'NoMatchingParent', problem: `HTTPRoute ${parentKey}: ${unresolvedExtensionRef(rule.filters, `spec.rules[${i}].filters`)!}` }
+    }
     const keys = new Set(modelRules.map(({ rule, i }) => `${parentKey}.${rule.name ?? i}`))
     const targets: Array<{ gateway: GatewayState, listener?: ListenerIR, route?: RouteIR, label: string }> = []
     for (const g of ctx.gateways.values()) {

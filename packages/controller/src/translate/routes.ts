@@ -101,9 +101,19 @@ export function attachRoute (prepared: PreparedRoute, gateways: Map<string, Gate
       parents.push(status(condition('Accepted', false, 'HostnameConflict', `listener ${c.l.listener.name} already serves these hostnames for the older ${c.with!}`, gen)))
       continue
     }
-    parents.push(status(condition('Accepted', true, 'Accepted', 'Route is accepted', gen)))
+    // A TCP or UDP listener cannot tell connections apart: only its oldest route of the kind
+    // serves (GEP-2644; the v1.7.0 suite's TCPRoute/UDPRouteMultipleRoutesAttachment). The
+    // others stay Accepted and counted in attachedRoutes, as the suite requires, but are left
+    // out of the IR, and the Accepted message says which route serves instead.
+    const self = `${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`
+    const shadowed = new Map(serving.map(l => [l, shadowingRoute(l, route, self)] as const).filter((e): e is readonly [ListenerState, string] => e[1] !== undefined))
+    const acceptedMessage = shadowed.size === 0
+      ? 'Route is accepted'
+      : `Route is accepted, but ${[...shadowed].map(([l, older]) => `listener ${l.listener.name} serves the older ${older.replace('/', ' ')}`).join(', ')}: only the oldest ${route.kind} on a ${route.kind === 'UDPRoute' ? 'UDP' : 'TCP'} listener gets ${route.kind === 'UDPRoute' ? 'datagrams' : 'connections'}${shadowed.size < serving.length ? ' (it serves on the other listeners)' : ''}`
+    parents.push(status(condition('Accepted', true, 'Accepted', acceptedMessage, gen)))
     for (const l of serving) {
-      l.attached.add(`${route.kind ?? 'HTTPRoute'}/${nsName(route.metadata)}`)
+      l.attached.add(self)
+      if (shadowed.has(l)) continue
       const hostnames = served(l)
       // The route's own hostnames behind them: what it ranks by among routes on this listener.
       const origins = intersectHostnamesWithOrigins(l.listener.hostname?.toLowerCase(), (route.spec.hostnames ?? []).map(h => h.toLowerCase()))?.hostnameOrigins
@@ -130,11 +140,41 @@ function crossServed (l: ListenerState, route: HTTPRoute, hostnames: string[]): 
   return other === undefined ? undefined : `${other.kind} ${other.route}`
 }
 
+/**
+ * For a TCPRoute or UDPRoute, the older route of its kind already attached to the listener
+ * (`Kind/namespace/name`; routes attach oldest first, so the first one found is the oldest),
+ * which alone serves it; undefined for other kinds or when there is none.
+ */
+function shadowingRoute (l: ListenerState, route: HTTPRoute, self: string): string | undefined {
+  if (route.kind !== 'TCPRoute' && route.kind !== 'UDPRoute') return undefined
+  for (const key of l.attached) if (key !== self && key.startsWith(`${route.kind}/`)) return key
+  return undefined
+}
+
 /** Older first, then namespace/name: the Gateway API's tie-break between routes. */
 export function byAge (a: HTTPRoute, b: HTTPRoute): number {
   const ta = a.metadata.creationTimestamp ?? ''
   const tb = b.metadata.creationTimestamp ?? ''
   return ta < tb ? -1 : ta > tb ? 1 : nsName(a.metadata).localeCompare(nsName(b.metadata))
+}
+
+/**
+ * A rule field Portico does not implement, as `field: why`, or null. Rule `sessionPersistence`
+ * (Extended, experimental, deprecated for the Backend resource, GEP-4894) is one: Portico
+ * does not claim HTTPRouteSessionPersistence, and serving the rule without the affinity it
+ * asks for would hide that. The spec has no sentence for this field, so Portico does what it
+ * says for the like cases: a retry `backoff` an implementation cannot honour ("MUST set the
+ * Accepted Condition for the Route to `status: False` with a Reason of `UnsupportedValue`
+ * when this field is set"), a filter type it does not know (the same), and GEP-1619's "the
+ * route MUST be rejected" for a persistence it cannot give. The route is then not Accepted.
+ */
+export function unsupportedRuleField (route: HTTPRoute): string | null {
+  for (const [i, rule] of (route.spec.rules ?? []).entries()) {
+    if (rule.sessionPersistence !== undefined && rule.sessionPersistence !== null) {
+      return `spec.rules[${i}].sessionPersistence is not supported (Portico has no session persistence; remove the field to serve the rule without it)`
+    }
+  }
+  return null
 }
 
 /**
@@ -224,6 +264,11 @@ function routeIRs ({ route, rank, resolved, policies }: PreparedRoute, hostnames
       backends,
       order: rank * 1000 + i
     }
+    // A rule filter that cannot be applied (an ExtensionRef, backends.ts): every request of
+    // the rule gets the invalid backend's 500, and none of the rule's other filters
+    // (a redirect would answer first), mirrors or retries apply.
+    const errorBackend = resolved.errorRules[i]
+    if (errorBackend !== undefined) return { ...ir, policies: {}, backends: [{ backend: errorBackend, weight: 1, policies: {} }] }
     const timeouts = ruleTimeouts(rule)
     if (timeouts !== undefined) ir.timeouts = timeouts
     const mirrors = ruleMirrors(rule, resolved.mirrors[i] ?? [], resolved.backends, ['spec', 'rules', i, 'filters'])

@@ -18,7 +18,7 @@ import { ReferenceGrants } from './reference-grants.ts'
 import { gatewayState, type GatewayState } from './gateways.ts'
 import { serviceIndex, resolveBackends } from './backends.ts'
 import { unsupportedFilter, routePolicies } from './filters.ts'
-import { attachRoute, byAge, invalidRegex, invalidRouteIR } from './routes.ts'
+import { attachRoute, byAge, invalidRegex, invalidRouteIR, unsupportedRuleField } from './routes.ts'
 import { classResult, gatewayResult, type RouteResult, type TranslationResult } from './status.ts'
 import { attachListenerSets, listenerSetResult, withListenerSets } from './listener-sets.ts'
 import type { ListenerSet } from './gateway-api.ts'
@@ -145,9 +145,9 @@ export function translate (state: ClusterState, options: TranslateOptions): Tran
     const plain = route.kind === 'TLSRoute' ? resolveBackends(route, grants, services) : undefined
     const policies = routePolicies(route)
     const stream = route.kind === 'TLSRoute' || route.kind === 'TCPRoute' || route.kind === 'UDPRoute'
-    const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? policies.problem ?? (stream ? null : invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies }))
+    const unsupported = grpcProblems.get(route) ?? unsupportedFilter(route) ?? unsupportedRuleField(route) ?? policies.problem ?? (stream ? null : invalidRegex(route) ?? invalidRouteIR({ route, rank, resolved, policies }))
     const parents = attachRoute({ route, rank, resolved, ...(plain !== undefined ? { plain } : {}), policies, unsupported }, gateways, namespaces, options.controllerName, listenerSets)
-    routeBackends.set(route, new Set([...resolved.refs.flat(), ...resolved.mirrors.flat()]))
+    routeBackends.set(route, new Set([...resolved.refs.flat(), ...resolved.mirrors.flat(), ...resolved.errorRules.filter(k => k !== undefined)]))
     if (parents.length > 0) {
       routeResults.push({ ...(route.kind !== undefined && route.kind !== 'HTTPRoute' ? { kind: route.kind } : {}), namespace: route.metadata.namespace ?? '', name: route.metadata.name, ...(route.metadata.uid !== undefined ? { uid: route.metadata.uid } : {}), generation: route.metadata.generation, parents })
     }
