@@ -50,6 +50,6 @@ export type { UdpFlowCounts, UdpFlowReason, UdpFlowRecord, UdpProxyOptions, UdpB
 export { DEFAULT_UDP_IDLE_TIMEOUT_MS, DEFAULT_UDP_MAX_FLOWS } from './stream/udp-proxy.ts'
 export { cipherSuiteName, tlsVersion, secureContextOptions } from './util/tls-names.ts'
 export { SECRET_FILE, SECRET_VALUE } from './config/secret-fields.ts'
-export { configJsonSchema, validateAgainstSchema } from './config/validate.ts'
+export { configJsonSchema, releaseValidator, validateAgainstSchema } from './config/validate.ts'
 export type { RequestTracing, RequestSpan, OtelSpan, SpanOutcome } from './trace/otel.ts'
 export type { TracingOptions } from './trace/otel-sdk.ts'
