@@ -30,7 +30,8 @@ const opts = readOptions({
   idle: { flag: 'idle', default: 3, help: 'seconds idle after ready before reading memory' },
   load: { flag: 'load', default: 5, help: 'seconds of keep-alive load before reading memory under load (0: no load phase)' },
   connections: { flag: 'connections', default: 50, help: 'keep-alive connections of the load phase' },
-  top: { flag: 'top', default: 15, help: 'packages listed in the module table' }
+  top: { flag: 'top', default: 15, help: 'packages listed in the module table' },
+  withoutMcp: { flag: 'without-mcp', default: 0, help: '1: the quick start without its MCP route (a config of plain routes: no MCP or LLM code loads)' }
 })
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
@@ -90,6 +91,8 @@ async function quickstart (backendPort: number): Promise<{ path: string, port: n
     .replace('port: 3000', `port: ${port}`)
     .replace('cmd: ../node_modules/', `cmd: ${join(ROOT, 'node_modules')}/`)
     .replace('host: 127.0.0.1:8080', `host: 127.0.0.1:${backendPort}`)
+    // --without-mcp 1: the MCP route goes (it runs up to the next route), and with it the MCP code and the stdio server.
+    .replace(opts.withoutMcp === 1 ? /\n  - name: mcp\n[\s\S]*?(?=\n  - name: )/ : /(?!)/, '')
   const path = join(scratchDir('quickstart'), 'quickstart.yaml')
   writeFileSync(path, text)
   return { path, port }

@@ -9,7 +9,9 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { compileValidator, loadPrecompiledValidator, precompiledValidatorText, PRECOMPILED_VALIDATOR_PATH, validatorKey } from '../src/config/validate.ts'
+import { createRequire } from 'node:module'
+import { existsSync } from 'node:fs'
+import { compileValidator, loadPrecompiledValidator, precompiledValidatorText, PRECOMPILED_VALIDATOR_PATH, releaseValidator, validateAgainstSchema, validatorKey } from '../src/config/validate.ts'
 
 const DOCUMENTS: unknown[] = [
   { gateways: { default: { port: 3000 } }, routes: [{ name: 'a', backends: [{ host: '127.0.0.1:8080' }] }] },
@@ -42,4 +44,19 @@ test('the precompiled validator answers as the runtime-compiled one; a stale or 
   }
   assert.equal(loadPrecompiledValidator(path, 'another key'), null)
   assert.equal(loadPrecompiledValidator(join(dir, 'missing.cjs'), validatorKey()), null)
+})
+
+test('releaseValidator lets the precompiled validator go (out of the module cache, with what it required first); the next validation loads it again', { skip: !existsSync(PRECOMPILED_VALIDATOR_PATH) && 'no precompiled validator (scripts/setup makes it)' }, () => {
+  const cache = createRequire(import.meta.url).cache
+  const validator = createRequire(import.meta.url).resolve(PRECOMPILED_VALIDATOR_PATH)
+  // The validator, and the one Ajv helper its code requires (the test above compiles Ajv: its other helpers stay).
+  const cached = (): string[] => Object.keys(cache).filter(k => k === validator || k.endsWith('/ajv/dist/runtime/ucs2length.js'))
+  const answers = (): unknown[] => DOCUMENTS.map(d => validateAgainstSchema(d))
+  const before = answers()
+  assert.ok(cached().includes(validator), 'loaded by the first validation')
+  releaseValidator()
+  // Nothing cached names it: its module, and Ajv's helper whose first parent it was, are gone.
+  assert.deepEqual(cached(), [])
+  assert.deepEqual(answers(), before, 'the same answers after it is loaded again')
+  releaseValidator()
 })

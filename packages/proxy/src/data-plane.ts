@@ -165,7 +165,7 @@ export class DataPlane {
   }
 
   children (): ChildProcessInfo[] {
-    const mcp = this.engine.mcp.children().map(c => ({ pid: c.pid, command: c.target, purpose: `mcp stdio target ${c.target} of ${c.backend}`, startedAt: c.startedAt }))
+    const mcp = this.engine.mcpChildren().map(c => ({ pid: c.pid, command: c.target, purpose: `mcp stdio target ${c.target} of ${c.backend}`, startedAt: c.startedAt }))
     return [...this.childProcesses, ...mcp]
   }
 

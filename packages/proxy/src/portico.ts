@@ -5,7 +5,7 @@
  */
 
 import type { Logger } from 'pino'
-import { DEFAULT_MAX_CONFIG_BYTES, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, renewEmitterInit, type ConfigDiagnostic, type Engine, type LoadedConfig, type MeshIdentityStatus, type ProxyIR, type StaticMeshIdentity } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, releaseValidator, renewEmitterInit, type ConfigDiagnostic, type Engine, type LoadedConfig, type MeshIdentityStatus, type ProxyIR, type StaticMeshIdentity } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import type { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -299,6 +299,8 @@ export class Portico implements AdminView {
         baseDir: dirname(file),
         ...(this.maxConfigBytes !== undefined ? { maxBytes: this.maxConfigBytes } : {})
       })
+      // Validated: the schema validator goes again until the next reload (start.ts).
+      releaseValidator()
       if (!result.ok) return reject(result.diagnostics, 'rejected')
       // The loader refuses a config without gateways; this guards the listeners themselves:
       // a reload never leaves the process listening nowhere.

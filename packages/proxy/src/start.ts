@@ -3,7 +3,7 @@
  * gateway on one, or run in cluster mode with the config from the controller.
  */
 
-import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, type FileLoadResult, type StaticConfig } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, formatByteSize, formatDiagnostic, loadConfigFile, parseByteSize, releaseValidator, type FileLoadResult, type StaticConfig } from '@portico/engine'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -45,6 +45,9 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   await run(portico, setup.logs, async () => {
     await portico.start(config, result.text)
   }, { config: config.ir.version })
+  // The config and the settings are validated: the schema validator (~9 MiB of V8 heap with
+  // its source and code) goes until a reload loads it again.
+  releaseValidator()
   if (process.stdout.isTTY === true) {
     const { readySummary } = await import('./ready-summary.ts')
     const { settings } = setup

@@ -3,14 +3,15 @@
  * without the engine, and the engine barrel leaves out what only some configs use — gRPC
  * (ext_authz, ext_proc, the rate limit service, xDS), CEL, RE2, JOSE, OIDC and the MCP SDK
  * (with zod) and undici load at their first use; TypeBox and the Kubernetes client never; the
- * YAML parser not in data-plane workers, the LLM wire formats only with an AI backend. The servers
+ * YAML parser not in data-plane workers; the engine's MCP code (mcp/) only with an MCP backend,
+ * its LLM code (llm/) only with an AI backend or models, in every thread (issue 54). The servers
  * (Fastify, prom-client) load to run, not to validate. bench/footprint.ts measures why.
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -82,6 +83,30 @@ new Engine({ tracing: false }).apply(loaded.config.ir)`
   for (const name of ['openai-chat', 'openai-responses', 'anthropic-messages', 'gemini', 'bedrock-converse']) {
     assert.ok(urls.some(u => u.endsWith(`/llm/formats/${name}.ts`)), `${name} loaded`)
   }
+  // And the rest of the pipeline's LLM code (llm/data-path.ts), the translation of ai backends, the providers.
+  for (const file of ['llm/data-path.ts', 'llm/request.ts', 'llm/usage-handler.ts', 'llm/span.ts', 'config/ai-to-ir.ts', 'llm/providers/index.ts']) {
+    assert.ok(urls.some(u => u.endsWith(`/engine/src/${file}`)), `${file} loaded`)
+  }
+  assert.deepEqual(urls.filter(u => /\/engine\/src\/mcp\//.test(u)), [], 'no MCP module')
+})
+
+test('a config with an MCP backend loads the MCP gateway and listener when applied, before any request, and no LLM code', () => {
+  // An HTTP target nobody serves: applying the config connects to nothing.
+  const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const loaded = loadConfigText(JSON.stringify({ gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ mcp: { targets: [{ name: 't', mcp: { host: 'http://127.0.0.1:9/mcp' } }] } }] }] }), { baseDir: '/' })
+if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+const engine = new Engine({ tracing: false })
+engine.apply(loaded.config.ir)
+await engine.close()`
+  const r = spawnSync(process.execPath, ['--import', PROBE, '--input-type=module', '-e', script], { cwd: PROXY_DIR, encoding: 'utf8' })
+  assert.equal(r.status, 0, r.stderr)
+  const line = r.stderr.split('\n').find(l => l.startsWith('LOADED '))
+  assert.ok(line !== undefined, r.stderr)
+  const urls = JSON.parse(line.slice('LOADED '.length)) as string[]
+  for (const file of ['mcp/client/http.ts', 'mcp/session/gateway.ts', 'mcp/session/session.ts', 'mcp/upstream/target.ts']) {
+    assert.ok(urls.some(u => u.endsWith(`/engine/src/${file}`)), `${file} loaded`)
+  }
+  assert.deepEqual(urls.filter(u => /\/engine\/src\/llm\//.test(u)), [], 'no LLM module')
 })
 
 test('portico --validate on the quick start loads neither those nor the servers', () => {
@@ -96,7 +121,7 @@ test('portico --validate on the quick start loads neither those nor the servers'
  * loads to a file, as `<thread> <url>` lines (`<thread>`: main, or the module an export
  * thread serves, or worker). Returns the port, the lines read so far and a stop.
  */
-async function startProbed (config: string, env: Record<string, string>): Promise<{ port: number, loaded: () => Array<{ thread: string, url: string }>, stop: () => void }> {
+async function startProbed (config: string, env: Record<string, string>): Promise<{ port: number, loaded: () => Array<{ thread: string, url: string }>, rewrite: (config: string) => void, stop: () => void }> {
   const dir = mkdtempSync(join(tmpdir(), 'portico-loads-'))
   const seen = join(dir, 'loaded.txt')
   const probe = 'data:text/javascript,' + encodeURIComponent(`
@@ -127,13 +152,22 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
     const at = l.indexOf(' ')
     return { thread: l.slice(0, at), url: l.slice(at + 1) }
   })
-  return { port, loaded, stop }
+  // By rename, as an editor saves: the file source sees one whole new version.
+  const rewrite = (next: string): void => {
+    writeFileSync(join(dir, 'next.yaml'), next.replaceAll('PORT', String(port)))
+    renameSync(join(dir, 'next.yaml'), join(dir, 'config.yaml'))
+  }
+  return { port, loaded, rewrite, stop }
 }
 
 const PACKAGE = (names: string) => new RegExp(`node_modules/(\\.pnpm/[^/]+/node_modules/)?(${names})/`)
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads the LLM wire formats', async () => {
-  const { loaded, stop } = await startProbed('gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n', { WORKERS: '2' })
+const PLAIN = 'gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n'
+/** The engine's MCP rooms and its LLM code (llm/, formats included). */
+const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
+
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP or LLM code', async () => {
+  const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
     assert.ok(urls.some(u => u.endsWith('/workers/worker-main.ts')), 'the workers started')
@@ -145,8 +179,46 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     // Workers are given IR, never config text: the YAML parser (72 modules) is the primary's (issue 54).
     assert.deepEqual(worker.filter(u => PACKAGE('yaml').test(u) || u.endsWith('/config/yaml-source.ts')), [])
     assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('yaml').test(l.url)), 'the primary parsed the config with it')
-    // Nor, in any thread, the LLM wire formats: they load when a config has an AI backend.
-    assert.deepEqual(urls.filter(u => /\/llm\/formats\/(?!index\.ts$)[^/]+\.ts$/.test(u)), [])
+    // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
+    // MCP backend, an AI backend or models (startup-loads' reload test below, and the next).
+    assert.deepEqual(urls.filter(u => MCP_OR_LLM.test(u)), [])
+  } finally {
+    stop()
+  }
+})
+
+test('a reload from plain routes to an MCP backend loads MCP then, in a running proxy with two workers, and serves MCP through the new config', async () => {
+  const { port, loaded, rewrite, stop } = await startProbed(PLAIN, { WORKERS: '2' })
+  try {
+    assert.deepEqual(loaded().filter(l => MCP_OR_LLM.test(l.url)).map(l => l.url), [], 'nothing of MCP before the reload')
+    // A stdio target written by hand (newline-delimited JSON-RPC): its `echo` tool answers.
+    const server = fileURLToPath(new URL('../../../e2e/fixtures/mcp-faulty-server.ts', import.meta.url))
+    rewrite(PLAIN + `  - name: mcp\n    matches:\n      - path: { pathPrefix: /mcp }\n    backends:\n      - mcp:\n          targets:\n            - name: faulty\n              stdio: { cmd: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(server)}] }\n`)
+    const post = (body: object, session?: string): Promise<Response> => fetch(`http://127.0.0.1:${port}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(session !== undefined ? { 'mcp-session-id': session } : {}) },
+      body: JSON.stringify({ jsonrpc: '2.0', ...body })
+    })
+    const initialize = { id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'startup-loads', version: '1' } } }
+    // The plain route answers /mcp (502: nothing at 127.0.0.1:9) until the new config is in force.
+    let res = await post(initialize)
+    for (const deadline = Date.now() + 15_000; res.status !== 200 && Date.now() < deadline;) {
+      await res.arrayBuffer()
+      await new Promise(resolve => setTimeout(resolve, 100))
+      res = await post(initialize)
+    }
+    assert.equal(res.status, 200, await res.clone().text())
+    const session = res.headers.get('mcp-session-id') ?? undefined
+    await res.arrayBuffer()
+    await (await post({ method: 'notifications/initialized' }, session)).arrayBuffer()
+    const call = await post({ id: 2, method: 'tools/call', params: { name: 'echo', arguments: { text: 'through the reloaded config' } } }, session)
+    assert.equal(call.status, 200)
+    assert.match(await call.text(), /through the reloaded config/)
+    const lines = loaded()
+    for (const file of ['mcp/client/http.ts', 'mcp/session/gateway.ts']) {
+      assert.ok(lines.some(l => l.thread === 'main' && l.url.endsWith(`/engine/src/${file}`)), `the primary loaded ${file}`)
+    }
+    assert.deepEqual(lines.filter(l => /\/engine\/src\/llm\//.test(l.url)).map(l => l.url), [], 'no LLM module')
   } finally {
     stop()
   }

@@ -12,7 +12,10 @@ import type { RouteMatchIR } from '../ir/types.ts'
 import { parseDuration } from '../util/duration.ts'
 import { compileCel, CEL_VARIABLES, RESPONSE_CEL_VARIABLES } from '../cel/expression.ts'
 import { checkOriginPattern, normalizeOrigin } from '../ir/origin.ts'
-import { parseRate } from '../llm/cost.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
+
+// The LLM cost module loads with the first config that has a cost bucket (path: util/'s).
+const cost = lazyRequire<typeof import('../llm/cost.ts')>('../llm/cost.ts')
 
 type Path = Array<string | number>
 type Report = (path: Path, message: string) => void
@@ -38,7 +41,7 @@ export function localRateLimitToIR (c: LocalRateLimitConfig, path: Path, report:
       }
       const amount = (value: string | number | undefined, field: string): number => {
         if (value === undefined) return 0
-        const micros = parseRate(value)
+        const micros = cost().parseRate(value)
         if (typeof micros === 'string') report([...at, field], micros.replace('a price per million tokens', 'an amount of the currency'))
         else if (micros <= 0) report([...at, field], 'must be more than 0')
         return typeof micros === 'number' ? micros : 0

@@ -24,11 +24,19 @@ import { grpcPathMatch } from './grpc-match.ts'
 import { serverTlsOptionsToIR, sameServerTlsOptions } from './tls-options-to-ir.ts'
 import { routeGateways, type GatewayRefs } from './gateway-refs.ts'
 import { readFileField, readPemField } from './referenced-file.ts'
-import { aiGroupsToRefs, aiKeyHeader, azureAuthToIR, translateAiBackend, type AiAuthIR, type AiBackendAuth } from './ai-to-ir.ts'
-import { CREDENTIAL_HEADERS } from '../llm/providers/index.ts'
-import { attachModels, modelsToIR } from './models-to-ir.ts'
+import type { AiAuthIR, AiBackendAuth } from './ai-to-ir.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
 import { promptGuardToIR } from './prompt-guard-to-ir.ts'
 import { inferencePoolToIR } from './inference-pool-to-ir.ts'
+
+// The translation of ai backends and models, and the LLM provider modules it reads (about 15
+// modules), load with the first config that has an ai backend or models: translating a
+// config of plain routes never loads them (bench/footprint.ts). Paths are util/'s (lazyRequire).
+const aiToIR = lazyRequire<typeof import('./ai-to-ir.ts')>('../config/ai-to-ir.ts')
+const modelsToIR = lazyRequire<typeof import('./models-to-ir.ts')>('../config/models-to-ir.ts')
+const providers = lazyRequire<typeof import('../llm/providers/index.ts')>('../llm/providers/index.ts')
+/** The header names of every provider's key: only ai backends' auth reads them. */
+const credentialHeaders = (): readonly string[] => providers().CREDENTIAL_HEADERS
 
 export interface ToIROptions {
   /** Directory relative paths (TLS files) are resolved against. */
@@ -107,13 +115,13 @@ export function configToIR (config: ConfigFile, options: ToIROptions): ToIRResul
   })
 
   if (config.models !== undefined && config.models.length > 0) {
-    const translated = modelsToIR(config.models, {
+    const translated = modelsToIR().modelsToIR(config.models, {
       report,
       translateBackends: (route, path, fail) => translateRoute(route, 0, path, backends, options, fail),
       backends,
       ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {})
     })
-    attachModels(translated, { listenersByGateway, declaredGateways: gatewayRefs.declared, defaultGateway: DEFAULT_GATEWAY }, report)
+    modelsToIR().attachModels(translated, { listenersByGateway, declaredGateways: gatewayRefs.declared, defaultGateway: DEFAULT_GATEWAY }, report)
   }
 
   const streamContext = { gatewayRefs, backends, options, report }
@@ -355,12 +363,12 @@ function translateRoute (
     let azureAuth: AzureAuthIR | undefined
     if (backendAuth?.azure !== undefined) {
       if (b.ai?.provider?.azure === undefined) report([...authAt, 'azure'], 'applies to ai backends of provider azure')
-      else azureAuth = azureAuthToIR(backendAuth.azure, [...authAt, 'azure'], report)
+      else azureAuth = aiToIR().azureAuthToIR(backendAuth.azure, [...authAt, 'azure'], report)
     }
     // The key inline, or read from its file now (and again at every reload, which loads anew).
     // (`apiKey`, not `key`: `key` is the route's, which names its MCP backends below.)
     const apiKey = backendAuth?.key === undefined ? undefined : backendKey(backendAuth.key, [...authAt, 'key'], pc)
-    const keyHeader = b.ai !== undefined ? aiKeyHeader(b.ai) : { header: 'authorization', bearer: true }
+    const keyHeader = b.ai !== undefined ? aiToIR().aiKeyHeader(b.ai) : { header: 'authorization', bearer: true }
     if (apiKey !== undefined && !selfAuth) {
       // The key becomes the Authorization header the backend gets: one header policy, so the
       // trace and /config_dump show it there (redacted, as every credential header is).
@@ -373,11 +381,11 @@ function translateRoute (
       if (keyHeader === null) {
         report(authAt, 'does not apply to this provider: its requests are signed with the cloud\'s credentials')
       } else if (keyHeader.header === 'authorization') {
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${apiKey}` }, ...removing(mod.remove, b.ai !== undefined ? CREDENTIAL_HEADERS.filter(h => h !== 'authorization') : []) }
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, authorization: `Bearer ${apiKey}` }, ...removing(mod.remove, b.ai !== undefined ? credentialHeaders().filter(h => h !== 'authorization') : []) }
       } else {
         // The other providers' key headers a client sent (an Anthropic SDK's x-api-key to
         // Gemini) are removed too: the client's key for the gateway reaches no provider.
-        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: apiKey }, ...removing(mod.remove, CREDENTIAL_HEADERS.filter(h => h !== keyHeader.header)) }
+        backendPolicies.requestHeaderModifier = { ...mod, set: { ...mod.set, [keyHeader.header]: apiKey }, ...removing(mod.remove, credentialHeaders().filter(h => h !== keyHeader.header)) }
       }
     }
     const i = at[at.length - 1] as number
@@ -388,16 +396,16 @@ function translateRoute (
         // Every credential header the client sent is removed; the ai backend then puts the
         // validated token in the provider's own header (llm/request.ts), after these policies.
         const mod = backendPolicies.requestHeaderModifier ?? {}
-        for (const h of CREDENTIAL_HEADERS) {
+        for (const h of credentialHeaders()) {
           if (mod.set?.[h] !== undefined || mod.add?.[h] !== undefined) report([...authAt, 'passthrough'], `the ${h} header is also set by requestHeaderModifier: use one of them`)
         }
-        backendPolicies.requestHeaderModifier = { ...mod, ...removing(mod.remove, CREDENTIAL_HEADERS) }
+        backendPolicies.requestHeaderModifier = { ...mod, ...removing(mod.remove, credentialHeaders()) }
       }
     }
     if (azureAuth !== undefined) {
       // The adapter sends the Entra token as Authorization: Bearer; the client's credentials go.
       const mod = backendPolicies.requestHeaderModifier ?? {}
-      backendPolicies.requestHeaderModifier = { ...mod, ...removing(mod.remove, CREDENTIAL_HEADERS) }
+      backendPolicies.requestHeaderModifier = { ...mod, ...removing(mod.remove, credentialHeaders()) }
     }
     const ownAuth = selfAuth && backendAuth !== undefined ? { ...backendAuth, ...(apiKey !== undefined ? { key: apiKey } : {}) } : undefined
     const aiAuth = { gcpCredential, azureAuth, passthrough: backendAuth?.passthrough !== undefined && b.ai !== undefined && keyHeader !== null }
@@ -450,7 +458,7 @@ function translateRoute (
       if (ref !== undefined) refs.push(ref)
       return
     }
-    const groups = aiGroupsToRefs(b, at, report, (provider, providerAt) => backendRef(provider, at, providerAt, [...providerAt, 'policies'], true))
+    const groups = aiToIR().aiGroupsToRefs(b, at, report, (provider, providerAt) => backendRef(provider, at, providerAt, [...providerAt, 'policies'], true))
     if (groups === undefined) return
     // The route's choice among its backends is the whole failover set; its first provider
     // stands for it wherever one backend is read (a request starts there when none is ejected).
@@ -697,7 +705,7 @@ function translateBackend (b: Pick<RouteBackendConfig, 'host' | 'endpoints' | 'm
     return undefined
   }
   if (b.endpoints !== undefined) return translateMultiEndpointBackend(b.endpoints, [...path, 'endpoints'], fail)
-  if (b.ai !== undefined) return translateAiBackend(b.ai, aiAt, fail, parseHostTarget, auth, aiAuth, policiesAt)
+  if (b.ai !== undefined) return aiToIR().translateAiBackend(b.ai, aiAt, fail, parseHostTarget, auth, aiAuth, policiesAt)
   if (b.host === undefined) return undefined
   const parsed = parseHostTarget(b.host)
   if (typeof parsed === 'string') {

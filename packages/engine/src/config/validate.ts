@@ -90,12 +90,35 @@ export function loadPrecompiledValidator (path: string, key: string): ValidateFu
   } finally {
     closeSync(fd)
   }
-  return require(path) as ValidateFunction
+  // Required through a require of its own, and out of Node's module cache again at
+  // releaseValidator: nothing else then holds the ~1.4 MB module (its source, its code).
+  return createRequire(path)(path) as ValidateFunction
 }
 
 function validator (): ValidateFunction {
   compiled ??= loadPrecompiledValidator(PRECOMPILED_VALIDATOR_PATH, validatorKey()) ?? compileValidator().validate
   return compiled
+}
+
+/**
+ * Lets the validator go (the proxy calls it once a config is loaded: it validates nothing
+ * else until the next reload, which loads the validator again — from the compile cache, a
+ * few ms). A precompiled validator is about 3.6 MB of V8 heap and code a running proxy has
+ * no use for between reloads (docs/multicore.md, Memory).
+ */
+export function releaseValidator (): void {
+  compiled = undefined
+  let key: string
+  try {
+    key = require.resolve(PRECOMPILED_VALIDATOR_PATH)
+  } catch {
+    return // no precompiled validator: nothing cached
+  }
+  const module = require.cache[key]
+  delete require.cache[key]
+  // The modules it required first (Ajv's ucs2length) name it as their parent, so they would
+  // hold it as long as they are cached: they go too (a few KB, required again with it).
+  for (const child of module?.children ?? []) delete require.cache[child.id]
 }
 
 /** Validates a parsed document against the config schema. Positions are filled in later. */

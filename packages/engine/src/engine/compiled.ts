@@ -7,7 +7,7 @@
 
 import type { BackendIR, BackendRefIR, BindIR, ListenerIR, ProxyIR, RouteIR } from '../ir/types.ts'
 import { compileModelTable } from '../pipeline/models.ts'
-import { loadWireFormats } from '../llm/formats/index.ts'
+import { loadLlm } from '../pipeline/llm-modules.ts'
 import type { CompiledBackendRef, CompiledBind, CompiledConfig, CompiledListener, CompiledRoute } from '../request/compiled.ts'
 import { compilePolicySet } from '../policy/compile.ts'
 import type { PolicyServices } from '../policy/services.ts'
@@ -19,8 +19,9 @@ import { compileListenerFilters } from '../pipeline/listener-filters.ts'
 
 export function compileConfig (ir: ProxyIR, services: PolicyServices): CompiledConfig {
   const backends = new Map(ir.backends.map(b => [b.key, b]))
-  // The LLM wire formats load here, at compile time, for a config that has an AI backend.
-  if (ir.backends.some(b => b.kind === 'ai')) loadWireFormats()
+  // The pipeline's LLM code and the wire formats load here, at compile time, for a config
+  // that has an AI backend (models resolve to AI backends): a request never requires them.
+  if (ir.backends.some(b => b.kind === 'ai')) loadLlm()
   const binds = new Map<string, CompiledBind>()
   for (const bind of ir.binds) binds.set(bind.key, compileBind(bind, backends, services))
   return { ir, binds, backends }

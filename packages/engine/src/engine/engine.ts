@@ -13,7 +13,7 @@ import { compileConfig } from './compiled.ts'
 import type { CompiledConfig } from '../request/compiled.ts'
 import { TraceHub } from '../trace/hub.ts'
 import { UpstreamPools, type UpstreamPoolOptions } from '../http/upstream-pools.ts'
-import { handleRequest, type PipelineRuntime } from '../pipeline/run.ts'
+import { handleRequest, loadMcpHttp, type PipelineRuntime } from '../pipeline/run.ts'
 import { handleUpgrade } from '../pipeline/run.ts'
 import { upgradeAllowed } from '../http/frontend.ts'
 import { afterPendingResponses } from '../http/upgrade.ts'
@@ -23,11 +23,12 @@ import type { RequestContext } from '../request/context.ts'
 import { PorticoError } from '../util/errors.ts'
 import { BackendStats } from './backend-stats.ts'
 import { InFlightRequests } from './in-flight.ts'
-import { McpGateway, type McpGatewayOptions } from '../mcp/session/gateway.ts'
+import type { McpChildProcess, McpGateway, McpGatewayOptions } from '../mcp/session/gateway.ts'
 import { PolicyServices } from '../policy/services.ts'
 import { StreamProxy, type StreamProxyOptions } from '../stream/stream-proxy.ts'
 import { UdpProxy, type UdpBindSocket, type UdpProxyOptions } from '../stream/udp-proxy.ts'
 import { RecordArena } from '../util/shared-records.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
 import { SharedBackendState } from './shared-state.ts'
 import type { ClientFacts } from '../request/context.ts'
 import type { RequestTracing } from '../trace/otel.ts'
@@ -83,10 +84,17 @@ export interface PrepareOptions {
 
 export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
 
+// The MCP gateway (sessions, targets, the revision bridge: about 30 modules) loads with the
+// first config that has an MCP backend (install), not with the engine: a gateway of plain
+// routes, and each of its data-plane workers, never pays for it (bench/footprint.ts).
+const mcpGatewayModule = lazyRequire<typeof import('../mcp/session/gateway.ts')>('../mcp/session/gateway.ts')
+
 export class Engine implements PipelineRuntime {
   readonly hub: TraceHub
   readonly pools: UpstreamPools
-  readonly mcp: McpGateway
+  /** The MCP gateway, made when a config first has an MCP backend (or when first asked for). */
+  private mcpGateway: McpGateway | null = null
+  private readonly mcpOptions: McpGatewayOptions | undefined
   /** TCP and TLS listeners' connections. */
   readonly streams: StreamProxy
   /** UDP listeners' flows. */
@@ -130,7 +138,7 @@ export class Engine implements PipelineRuntime {
     this.policyServices = new PolicyServices(options.mcp?.sessionKey !== undefined ? { sessionKey: options.mcp.sessionKey } : {})
     // A worker serves no MCP session (all go to the primary): stdio targets run once per
     // gateway, so it starts no warm spares either.
-    this.mcp = new McpGateway(this.handoff === null ? options.mcp : { ...options.mcp, spares: false })
+    this.mcpOptions = this.handoff === null ? options.mcp : { ...options.mcp, spares: false }
     this.streams = new StreamProxy(this.hub, { connectTimeoutMs: options.pools?.connectTimeout, hbone: () => this.pools.hbone, ...options.streams })
     this.udp = new UdpProxy(this.hub, options.udp)
     const hook = options.onRequestEnd
@@ -140,6 +148,19 @@ export class Engine implements PipelineRuntime {
       hook?.(ctx)
     }
     this.onInternalError = options.onInternalError ?? null
+  }
+
+  /**
+   * The MCP gateway. `install` makes it for a config with an MCP backend, so a request never
+   * loads it; asked for before that (tests, tools), it is made then.
+   */
+  get mcp (): McpGateway {
+    return (this.mcpGateway ??= new (mcpGatewayModule().McpGateway)(this.mcpOptions))
+  }
+
+  /** The stdio MCP servers running now (none before a config had an MCP backend). */
+  mcpChildren (): McpChildProcess[] {
+    return this.mcpGateway?.children() ?? []
   }
 
   /** The config in force, or null before the first `apply`. */
@@ -193,7 +214,12 @@ export class Engine implements PipelineRuntime {
     this.compiled = prepared.compiled
     // An InferencePool's endpoints are called as backends of their own (pipeline/inference-pool.ts).
     this.pools.sync(ir.backends.filter(b => b.kind !== 'mcp').flatMap(b => b.inferencePool !== undefined ? [b, ...poolEndpointBackends(b)] : [b]))
-    this.mcp.sync(ir.backends)
+    // A config with MCP backends loads the gateway and the client-facing listener here, not
+    // at its first request; one without leaves them unloaded (or drops the targets of the last).
+    if (ir.backends.some(b => b.kind === 'mcp')) {
+      loadMcpHttp()
+      this.mcp.sync(ir.backends)
+    } else this.mcpGateway?.sync(ir.backends)
     this.backendStats.retain(new Set(ir.backends.map(b => b.key)))
   }
 
@@ -304,10 +330,10 @@ export class Engine implements PipelineRuntime {
 
   /** The process is about to drain: long-lived streams the engine owns are ended. */
   beginDrain (): void {
-    this.mcp.endStreams()
+    this.mcpGateway?.endStreams()
   }
 
   async close (): Promise<void> {
-    await Promise.all([this.pools.close(), this.mcp.close(), this.policyServices.close(), this.otel?.shutdown()])
+    await Promise.all([this.pools.close(), this.mcpGateway?.close(), this.policyServices.close(), this.otel?.shutdown()])
   }
 }

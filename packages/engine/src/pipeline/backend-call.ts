@@ -11,12 +11,10 @@ import type { BackendIR } from '../ir/types.ts'
 import type { PipelineRuntime } from './run.ts'
 import type { UpstreamHooks } from '../http/call-context.ts'
 import { callUpstream, type CallOptions, type CallWrapper } from '../http/upstream-call.ts'
-import { withLlmUsage } from '../llm/usage-handler.ts'
-import { llmAnswerRewrite } from '../llm/request.ts'
+import { llm as llmModules } from './llm-modules.ts'
 import { applyResponsePolicies, finishResponse, respondLocal } from './respond.ts'
 import { responseSnapshot } from '../trace/snapshot.ts'
 import { setBackendCallAttributes, startChildSpan, urlOrigin, type SpanAttributes } from '../trace/otel.ts'
-import { llmRequestAttributes, llmSpanName } from '../llm/span.ts'
 
 /** One constant object for every call: its functions take the runtime and context. */
 const hooks: UpstreamHooks<PipelineRuntime, RequestContext> = {
@@ -34,16 +32,19 @@ const hooks: UpstreamHooks<PipelineRuntime, RequestContext> = {
   }
 }
 
-const LLM_CALL: CallOptions<RequestContext> = { inner: withLlmUsage }
+/** An LLM call's options, made at the first (llm/ is loaded by then: its config was compiled). */
+let llmCall: CallOptions<RequestContext> | undefined
 /** The backend call's span starts bare; its attributes come as a layout (setBackendCallAttributes). */
 const NO_ATTRIBUTES: SpanAttributes = {}
 
 /** Calls `ctx.backend`; `outer` wraps the call's handler (retries). */
 export function callBackend (rt: PipelineRuntime, ctx: RequestContext, outer?: CallWrapper): void {
   // An LLM call, or a model list whose answer is rewritten for the client (no usage to count).
-  const llm = ctx.llm !== null || llmAnswerRewrite(ctx) !== undefined
+  // Only an AI backend's request has an answer rewrite, and llm/ is loaded before any such
+  // request (compile time): a plain request never asks llm/.
+  const llm = ctx.llm !== null || (llmModules.loaded() && llmModules().llmAnswerRewrite(ctx) !== undefined)
   if (ctx.span !== null) startCallSpan(ctx, ctx.span)
-  const options = outer !== undefined ? { inner: llm ? withLlmUsage : undefined, outer } : llm ? LLM_CALL : undefined
+  const options = outer !== undefined ? { inner: llm ? llmModules().withLlmUsage : undefined, outer } : llm ? (llmCall ??= { inner: llmModules().withLlmUsage }) : undefined
   callUpstream(rt, ctx, hooks, options)
 }
 
@@ -80,10 +81,10 @@ function startCallSpan (ctx: RequestContext, span: NonNullable<RequestContext['s
   const backend = ctx.backend!
   const { host, port, origin } = backendAddress(backend)
   const attempt = ctx.upstreamAttempts++
-  const call = startChildSpan(ctx, ctx.llm !== null ? llmSpanName(ctx.llm) : ctx.method, NO_ATTRIBUTES)
+  const call = startChildSpan(ctx, ctx.llm !== null ? llmModules().llmSpanName(ctx.llm) : ctx.method, NO_ATTRIBUTES)
   if (call !== null) {
     setBackendCallAttributes(call, ctx.method, { scheme: backend.protocol, host, port, pathAndQuery: ctx.pathAndQuery, origin }, attempt, backend.name)
-    if (ctx.llm !== null) call.setAttributes(llmRequestAttributes(ctx.llm))
+    if (ctx.llm !== null) call.setAttributes(llmModules().llmRequestAttributes(ctx.llm))
   }
   ctx.callSpan?.end()
   ctx.callSpan = call

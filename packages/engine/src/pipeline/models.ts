@@ -17,18 +17,14 @@ import type { CompiledBackendRef, CompiledModel, CompiledModelTable } from '../r
 import type { RequestContext } from '../request/context.ts'
 import { WeightedPicker } from '../routing/weighted.ts'
 import { compileCel, evalBool } from '../cel/expression.ts'
-import { BODY_EDIT_CEL_VARIABLES, llmRequestVar } from '../llm/body-edits.ts'
 import { celVars } from '../cel/vars.ts'
-import { ModelMatcher } from '../llm/model-match.ts'
-import { clientEndpoint, formatByName } from '../llm/formats/index.ts'
-import { translationError, type TranslationError } from '../llm/canonical.ts'
-import { encodeModelList } from '../llm/operations.ts'
-import { LLM_REQUEST_LIMIT } from '../llm/request.ts'
+import type { TranslationError } from '../llm/canonical.ts'
+import { llm } from './llm-modules.ts'
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { PorticoError } from '../util/errors.ts'
 
-/** Variables of a conditional rule: the request's and `llm` (config/models-to-ir.ts checks against the same). */
-const RULE_VARIABLES = BODY_EDIT_CEL_VARIABLES
+// llm/ loads with a config that has models (their concrete models are AI backends): at
+// compile time, in compileModelTable, before any request reaches chooseModel.
 
 /** How deep virtual models may nest (the loader refuses cycles; this bounds a table built elsewhere). */
 const MAX_DEPTH = 32
@@ -46,11 +42,11 @@ export function compileModelTable (models: ModelIR[], compileRef: (ref: BackendR
       failover: v?.kind === 'failover' ? v.groups.map(g => g.map(p => compileRef({ backend: p.backend, weight: 1, policies: p.policies, ...(p.policySources !== undefined ? { policySources: p.policySources } : {}) }))) : null,
       failoverModels: v?.kind === 'failover' ? new Map(v.groups.flatMap((g, gi) => g.map((p, i) => [p.backend, v.models[gi]![i]!] as const))) : null,
       weighted: v?.kind === 'weighted' ? new WeightedPicker(v.targets.map(t => ({ item: t.model, weight: t.weight }))) : null,
-      rules: v?.kind === 'conditional' ? v.rules.map(r => ({ program: compileCel(r.when, RULE_VARIABLES, { expectBool: true }), model: r.model })) : null
+      rules: v?.kind === 'conditional' ? v.rules.map(r => ({ program: compileCel(r.when, llm().BODY_EDIT_CEL_VARIABLES, { expectBool: true }), model: r.model })) : null
     })
   }
   const selectable = models.filter(m => m.attached && m.visibility === 'Public')
-  const matcher = new ModelMatcher(selectable.map(m => ({ pattern: m.match, item: byName.get(m.name)! })))
+  const matcher = new (llm().ModelMatcher)(selectable.map(m => ({ pattern: m.match, item: byName.get(m.name)! })))
   // A wildcard model serves a family no list could spell out without asking its provider: only
   // models a client can name exactly are listed.
   return { byName, select: model => matcher.select(model), listed: selectable.filter(m => !m.match.includes('*')) }
@@ -65,9 +61,9 @@ const JSON_TYPE = { 'content-type': 'application/json' }
 
 /** The client's format for answers given here: told by the path (a model list by the Anthropic SDK's header). */
 function clientFormat (ctx: RequestContext) {
-  const endpoint = clientEndpoint(ctx.originalPath)
+  const endpoint = llm().clientEndpoint(ctx.originalPath)
   const name = endpoint.operation === 'models' && ctx.req.headers['anthropic-version'] !== undefined ? 'anthropic-messages' : endpoint.format
-  return { endpoint, format: formatByName(name) ?? formatByName('openai-chat')! }
+  return { endpoint, format: llm().formatByName(name) ?? llm().formatByName('openai-chat')! }
 }
 
 function refuse (ctx: RequestContext, error: TranslationError, reason: 'NotFound' | 'InvalidRequest'): ModelOutcome {
@@ -79,17 +75,17 @@ function refuse (ctx: RequestContext, error: TranslationError, reason: 'NotFound
 export async function chooseModel (ctx: RequestContext, table: CompiledModelTable): Promise<ModelOutcome> {
   const { endpoint, format } = clientFormat(ctx)
   if (endpoint.operation === 'models') {
-    if (ctx.method !== 'GET') return { ...refuse(ctx, translationError(405, 'invalid_request', `${ctx.method} on a models path (GET lists the models)`), 'InvalidRequest'), headers: { ...JSON_TYPE, allow: 'GET' } }
+    if (ctx.method !== 'GET') return { ...refuse(ctx, llm().translationError(405, 'invalid_request', `${ctx.method} on a models path (GET lists the models)`), 'InvalidRequest'), headers: { ...JSON_TYPE, allow: 'GET' } }
     const shape = format.name === 'anthropic-messages' ? 'anthropic' : 'openai'
-    const list = encodeModelList(shape, table.listed.map(m => ({ id: m.match })), 'portico')
+    const list = llm().encodeModelList(shape, table.listed.map(m => ({ id: m.match })), 'portico')
     return { status: 200, body: JSON.stringify(list), headers: JSON_TYPE, reason: 'DirectResponse' }
   }
 
   let body: Record<string, unknown> = {}
   if (endpoint.model === undefined || ctx.method === 'POST') {
-    if (ctx.method !== 'POST') return { ...refuse(ctx, translationError(405, 'invalid_request', `${ctx.method} is not a model request (POST with a JSON body)`), 'InvalidRequest'), headers: { ...JSON_TYPE, allow: 'POST' } }
-    const read = await readRequestBody(ctx, { maxBytes: LLM_REQUEST_LIMIT, whenTooLarge: 'drain' })
-    if (read === 'too-large') return refuse(ctx, translationError(413, 'invalid_request', `request larger than ${LLM_REQUEST_LIMIT} bytes`), 'InvalidRequest')
+    if (ctx.method !== 'POST') return { ...refuse(ctx, llm().translationError(405, 'invalid_request', `${ctx.method} is not a model request (POST with a JSON body)`), 'InvalidRequest'), headers: { ...JSON_TYPE, allow: 'POST' } }
+    const read = await readRequestBody(ctx, { maxBytes: llm().LLM_REQUEST_LIMIT, whenTooLarge: 'drain' })
+    if (read === 'too-large') return refuse(ctx, llm().translationError(413, 'invalid_request', `request larger than ${llm().LLM_REQUEST_LIMIT} bytes`), 'InvalidRequest')
     if (read instanceof Error) {
       const failure = bodyReadFailure(read)
       return { status: failure.status, body: failure.body, headers: failure.headers ?? {}, reason: failure.reason }
@@ -99,26 +95,26 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
       try {
         parsed = JSON.parse(ctx.requestBody!.toString('utf8'))
       } catch (err) {
-        return refuse(ctx, translationError(400, 'invalid_request', `body is not JSON (${(err as Error).message})`), 'InvalidRequest')
+        return refuse(ctx, llm().translationError(400, 'invalid_request', `body is not JSON (${(err as Error).message})`), 'InvalidRequest')
       }
-      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return refuse(ctx, translationError(400, 'invalid_request', 'body must be a JSON object'), 'InvalidRequest')
+      if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return refuse(ctx, llm().translationError(400, 'invalid_request', 'body must be a JSON object'), 'InvalidRequest')
       body = parsed as Record<string, unknown>
     }
   }
   const requested = endpoint.model ?? (typeof body.model === 'string' ? body.model : '')
-  if (requested === '') return refuse(ctx, translationError(400, 'invalid_request', 'model is required', 'model'), 'InvalidRequest')
+  if (requested === '') return refuse(ctx, llm().translationError(400, 'invalid_request', 'model is required', 'model'), 'InvalidRequest')
   const first = table.select(requested)
   if (first === null) {
     const shown = requested.length > ECHO_LIMIT ? `${requested.slice(0, ECHO_LIMIT)}...` : requested
     ctx.tracer?.emit({ type: 'modelSelection', requestModel: shown, matched: '', model: '', why: ['no model matches'] }, { severity: 'error' })
     ctx.error = 'no model matches the requested model'
-    return refuse(ctx, translationError(404, 'not_found', `The model \`${shown}\` does not exist or is not served here.`, 'model'), 'NotFound')
+    return refuse(ctx, llm().translationError(404, 'not_found', `The model \`${shown}\` does not exist or is not served here.`, 'model'), 'NotFound')
   }
 
   const why: string[] = []
   let llmVar: Record<string, unknown> | null = null
   const vars = () => {
-    llmVar ??= llmRequestVar(requested, body)
+    llmVar ??= llm().llmRequestVar(requested, body)
     return { ...celVars(ctx), llm: llmVar }
   }
   let model: CompiledModel = first

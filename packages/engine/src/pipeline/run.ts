@@ -17,8 +17,6 @@ import type { McpGateway } from '../mcp/session/gateway.ts'
 import type { RequestTracing } from '../trace/otel.ts'
 import { celAttribute, endServerSpan, type SpanAttributes } from '../trace/otel.ts'
 import { accessLogVars, evaluateAdded, type CelFields } from './access-log-fields.ts'
-import { llmResponseAttributes } from '../llm/span.ts'
-import { handleMcpHttp } from '../mcp/client/http.ts'
 import { RequestContext, type ClientFacts } from '../request/context.ts'
 import { hostOnly } from '../routing/hostname.ts'
 import { addForwardedHeaders, connectionHeaderProblem, endToEndHeaders } from '../http/headers.ts'
@@ -33,11 +31,22 @@ import { finishResponse, respondLocal } from './respond.ts'
 import { serveProtectedResourceMetadata } from './well-known.ts'
 import { callWithResiliency, saveBeforeBackend } from './resiliency.ts'
 import { PROTECTED_RESOURCE_PATH } from '../policy/jwt-auth.ts'
-import { prepareLlmRequest } from '../llm/request.ts'
+import { llm } from './llm-modules.ts'
 import { firstProvider } from './failover.ts'
 import { chooseModel } from './models.ts'
 import type { CompiledBackendRef } from '../request/compiled.ts'
 import { severityOf } from '../trace/recorder.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
+
+// The client-facing MCP listener (and, through it, the gateway's sessions and targets) loads
+// when a config with an MCP backend is installed (Engine.install calls loadMcpHttp), so no
+// request pays for a synchronous require and a config without MCP never loads it.
+const mcpHttp = lazyRequire<typeof import('../mcp/client/http.ts')>('../mcp/client/http.ts')
+
+/** Loads the MCP listener now (Engine.install, for a config with an MCP backend). */
+export function loadMcpHttp (): void {
+  mcpHttp()
+}
 
 /**
  * An HTTP/1.1 upgrade request (WebSocket) runs the same pipeline, with a response bound to
@@ -221,7 +230,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
   if (ctx.backend.kind === 'mcp' && outcome === null) {
     // The MCP layer reads the JSON-RPC body first, so its snapshots can name the method.
     if (ctx.upgrade !== null) return respondLocal(rt, ctx, 400, 'upgrade not supported on an MCP route', 'InvalidRequest')
-    return await handleMcpHttp(rt.mcp, { env: rt.env, finish: c => finishResponse(rt, c, 'all') }, ctx)
+    return await mcpHttp().handleMcpHttp(rt.mcp, { env: rt.env, finish: c => finishResponse(rt, c, 'all') }, ctx)
   }
   ctx.tracer?.emit({ type: 'requestSnapshot', stage: 'final request', requestState: requestSnapshot(ctx, rt.env, { backend: true }) })
   if (outcome !== null) return respondFromPolicy(rt, ctx, outcome)
@@ -297,7 +306,7 @@ function refuseTarget (rt: PipelineRuntime, ctx: RequestContext): void {
 async function backendPhase (ctx: RequestContext): Promise<PhaseOutcome> {
   const outcome = await runPhase(ctx, 'backend', ctx.backendRef!.policies)
   if (outcome !== null || ctx.backend!.kind !== 'ai') return outcome
-  const refused = await prepareLlmRequest(ctx)
+  const refused = await llm().prepareLlmRequest(ctx)
   if (refused === null) return null
   // A rate limit that refused once the request was read (tokenize, keyed and cost buckets): metrics count it limited.
   if (refused.policy !== undefined) ctx.answeredBy = refused.policy
@@ -383,7 +392,7 @@ function endSpans (rt: PipelineRuntime, ctx: RequestContext, span: NonNullable<R
   const call = ctx.callSpan
   if (call !== null) {
     ctx.callSpan = null
-    if (ctx.llm !== null) call.setAttributes(llmResponseAttributes(ctx.llm))
+    if (ctx.llm !== null) call.setAttributes(llm().llmResponseAttributes(ctx.llm))
     if (ctx.reason !== 'Upstream' && ctx.error !== null) call.setError(ctx.reason, ctx.error)
     call.end()
   }

@@ -13,8 +13,14 @@ import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)
 
+/** A getter of a module, and whether it was loaded (what the module holds, if not, is empty). */
+export interface LazyModule<T> {
+  (): T
+  loaded (): boolean
+}
+
 /** A getter that requires `specifier` (resolved from the engine package) once, when first called. */
-export function lazyRequire<T> (specifier: string): () => T {
+export function lazyRequire<T> (specifier: string): LazyModule<T> {
   let loaded: T | undefined
-  return () => (loaded ??= require(specifier) as T)
+  return Object.assign(() => (loaded ??= require(specifier) as T), { loaded: () => loaded !== undefined })
 }
