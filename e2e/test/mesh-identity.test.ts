@@ -255,6 +255,7 @@ async function caForwarder (target: number): Promise<{ port: number, cut: () => 
   return {
     port,
     cut: async () => {
+      if (server === null || !server.listening) return
       const closed = new Promise<void>(resolve => server!.close(() => resolve()))
       for (const s of sockets) s.destroy()
       await closed
@@ -268,6 +269,8 @@ test('the CA going away: the certificate in force stays until it expires; the CA
   if (s === null) return
   const { file } = await goodToken(s, 'token-5')
   const fwd = await caForwarder(s.istiod.secureGrpcPort)
+  // Closed however the test ends: a listening forwarder left behind keeps the file's process alive.
+  t.after(fwd.cut)
   const g = await startGateway(s, file, { caAddress: `127.0.0.1:${fwd.port}`, ttl: '8s' })
   await waitUntil(async () => (await meshState(g)).state === 'ready', 20_000, 'mesh identity ready', 100)
   const notAfter = Date.parse((await meshState(g)).notAfter)
@@ -283,5 +286,4 @@ test('the CA going away: the certificate in force stays until it expires; the CA
   await waitUntil(async () => (await meshState(g)).state === 'ready' && (await meshState(g)).reason === undefined, 30_000, 'ready once the CA is back', 200)
   assert.ok(Date.parse((await meshState(g)).notAfter) > notAfter)
   assert.equal((await get(g, '/mesh/back')).status, 200)
-  await fwd.cut()
 })

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { caServerName, failureReason, IstioCaIdentity, renewalDelay, retryDelay, type Clock, type MeshIdentityStatus } from '../src/mesh/istio-ca-identity.ts'
+import { caServerName, failureReason, IstioCaIdentity, OUT_OF_MESH_RETRY_MAX_MS, renewalDelay, retryDelay, type Clock, type MeshIdentityStatus } from '../src/mesh/istio-ca-identity.ts'
 import { MeshCaError } from '../src/mesh/ca-client.ts'
 
 test('renewal at the configured fraction of the certificate\'s life, never in the past', () => {
@@ -47,8 +47,8 @@ test('failure reasons name the cause: token refused, CA unreachable, CA error', 
   assert.deepEqual(failureReason(new MeshCaError('mesh CA x: bad', 13)), { result: 'error', reason: 'CA error: mesh CA x: bad' })
 })
 
-test('with a fake clock: a missing token fails with its reason, retried with backoff, stopped cleanly', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'portico-mesh-id-'))
+/** A clock whose time moves only when the test says; `advance` runs the timers due. */
+function fakeClock (): { clock: Clock, advance: (ms: number) => Promise<void>, timers: Array<{ at: number, fn: () => void, id: number }> } {
   let now = 1_000_000
   const timers: Array<{ at: number, fn: () => void, id: number }> = []
   let ids = 0
@@ -65,6 +65,12 @@ test('with a fake clock: a missing token fails with its reason, retried with bac
     }
     await new Promise(resolve => setImmediate(resolve))
   }
+  return { clock, advance, timers }
+}
+
+test('with a fake clock: a missing token fails with its reason, retried with backoff, stopped cleanly', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-mesh-id-'))
+  const { clock, advance, timers } = fakeClock()
   writeFileSync(join(dir, 'root.pem'), 'not used')
   const calls: string[] = []
   const id = new IstioCaIdentity({
@@ -99,4 +105,32 @@ test('with a fake clock: a missing token fails with its reason, retried with bac
   }
   assert.equal(timers.length, 0, 'stop clears the timer')
   assert.throws(() => new IstioCaIdentity({ settings: { address: 'a:1', trustDomain: 'cluster.local', clusterId: 'K', namespace: 'Bad_NS', serviceAccount: 'sa', tokenFile: 't', rootFile: 'r' } }), /namespace "Bad_NS" is not a DNS-1123 name/)
+})
+
+test('without a valid certificate retries come at least every 10 s, whatever the backoff\'s maximum', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-mesh-id-'))
+  const { clock, advance } = fakeClock()
+  writeFileSync(join(dir, 'root.pem'), 'not used')
+  const calls: string[] = []
+  const id = new IstioCaIdentity({
+    // The default maximum (60 s): out of the mesh it would otherwise grow to a minute.
+    settings: { address: '127.0.0.1:1', trustDomain: 'cluster.local', clusterId: 'Kubernetes', namespace: 'gw', serviceAccount: 'portico', tokenFile: join(dir, 'token'), rootFile: join(dir, 'root.pem') },
+    clock,
+    random: () => 1,
+    onCall: r => calls.push(r)
+  })
+  try {
+    id.start()
+    await advance(0)
+    assert.equal(calls.length, 1)
+    for (const [i, wait] of [1000, 2000, 4000, 8000, OUT_OF_MESH_RETRY_MAX_MS, OUT_OF_MESH_RETRY_MAX_MS, OUT_OF_MESH_RETRY_MAX_MS].entries()) {
+      await advance(wait - 1)
+      assert.equal(calls.length, i + 1, `not before ${wait} ms`)
+      await advance(1)
+      assert.equal(calls.length, i + 2, `at ${wait} ms`)
+    }
+  } finally {
+    id.stop()
+    rmSync(dir, { recursive: true, force: true })
+  }
 })

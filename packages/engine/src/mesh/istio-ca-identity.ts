@@ -131,6 +131,9 @@ export function renewalDelay (notBefore: number, notAfter: number, now: number, 
   return Math.max(0, Math.round(notBefore + (notAfter - notBefore) * fraction - now))
 }
 
+/** The longest wait between retries while the gateway holds no valid certificate. */
+export const OUT_OF_MESH_RETRY_MAX_MS = 10_000
+
 /**
  * The wait before retry `attempt` (1, 2, ...): min doubling to max, "equal jitter" (half fixed,
  * half random) so gateways that failed together do not retry together. (While a certificate
@@ -341,10 +344,14 @@ export class IstioCaIdentity extends StaticMeshIdentity {
       // The certificate in force stays; the gateway is still in the mesh.
       delay = Math.min(delay, Math.max(this.settings.retryMinMs, (this.notAfter - now) / 4))
       this.setStatus({ state: 'ready', reason: `renewal failing: ${reason}`, spiffeId: this.spiffeId, notAfter: new Date(this.notAfter).toISOString() })
-    } else if (this.current() !== null) {
-      this.setStatus({ state: 'failed', reason: `certificate expired at ${new Date(this.notAfter).toISOString()}; ${reason}`, spiffeId: this.spiffeId, notAfter: new Date(this.notAfter).toISOString() })
     } else {
-      this.setStatus({ state: 'failed', reason })
+      // Out of the mesh (no certificate, or it expired): every mesh request fails until the
+      // CA answers, so a CA that comes back must not wait out a long backoff (at 60 s the
+      // gateway stayed out for up to a minute after the CA was back).
+      delay = Math.min(delay, OUT_OF_MESH_RETRY_MAX_MS)
+      this.setStatus(this.current() !== null
+        ? { state: 'failed', reason: `certificate expired at ${new Date(this.notAfter).toISOString()}; ${reason}`, spiffeId: this.spiffeId, notAfter: new Date(this.notAfter).toISOString() }
+        : { state: 'failed', reason })
     }
     this.log.warn({ reason, result, attempt: this.failures, retryInSeconds: Math.round(delay / 100) / 10, certificateInForce: valid },
       `mesh CA request failed: ${reason}; retrying in ${Math.round(delay / 100) / 10} s${valid ? ' (the certificate in force stays)' : ''}`)
