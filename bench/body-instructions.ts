@@ -24,17 +24,15 @@
  * Run: node bench/body-instructions.ts [--warmup 4000] [--requests 1000] [--before DIR] [--keep DIR] [--top N]
  */
 
-import { execFile } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Pool } from 'undici'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, rounded, table } from './lib/report.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { hasNginx, nginxConfig, type NginxBuffering } from './lib/nginx.ts'
-import { functionCounts, jitCodeMap } from './lib/callgrind.ts'
+import { dumpTotals, functionCounts, jitCodeMap, run, sendRequests } from './lib/callgrind.ts'
 import { porticoEnv, singleRouteConfig, startBackend, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '4000' }, requests: { type: 'string', default: '1000' }, before: { type: 'string' }, keep: { type: 'string' }, top: { type: 'string', default: '0' } } })
@@ -47,45 +45,6 @@ const BEFORE = values.before === undefined ? undefined : join(resolve(values.bef
 const SIZES = [{ name: 'small', path: '/small' }, { name: '64k', path: '/64k' }] as const
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
-function run (command: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => execFile(command, args, (err, stdout) => err !== null ? reject(err) : resolve(stdout)))
-}
-
-/** `n` GETs of `path` over 10 keep-alive connections, each answer read to its end. */
-async function send (url: string, path: string, n: number): Promise<void> {
-  const pool = new Pool(url, { connections: 10 })
-  let left = n
-  let failed = 0
-  const worker = async (): Promise<void> => {
-    while (left-- > 0) {
-      const res = await pool.request({ path, method: 'GET' })
-      await res.body.dump()
-      if (res.statusCode !== 200) failed++
-    }
-  }
-  await Promise.all(Array.from({ length: 10 }, worker))
-  await pool.close()
-  if (failed > 0) throw new Error(`${path}: ${failed} of ${n} requests failed`)
-}
-
-/** The instructions of dump `dump`: the first thread's (…-01) and all threads'; the first thread's file. */
-function dumpTotals (dir: string, dump: number): { main: number, all: number, mainFile: string } {
-  let main = 0
-  let all = 0
-  let mainFile = ''
-  for (const file of readdirSync(dir)) {
-    const m = /^callgrind\.out\.\d+\.(\d+)-(\d+)$/.exec(file)
-    if (m === null || Number(m[1]) !== dump) continue
-    const summary = /^summary: (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'))
-    const count = summary === null ? 0 : Number(summary[1])
-    all += count
-    if (Number(m[2]) === 1) {
-      main = count
-      mainFile = join(dir, file)
-    }
-  }
-  return { main, all, mainFile }
-}
 
 interface Target { name: string, kind: 'portico' | 'nginx', bin?: string, buffering?: NginxBuffering }
 type Counts = Record<typeof SIZES[number]['name'], { requestThread: number, allThreads: number, top: Array<[string, number]> }>
@@ -112,9 +71,9 @@ async function measure (target: Target, backend: number): Promise<Counts> {
     const url = `http://127.0.0.1:${port}`
     for (const size of SIZES) {
       progress(`${target.name}: ${size.name}, ${WARMUP} requests to warm up, then ${REQUESTS} counted`)
-      await send(url, size.path, WARMUP)
+      await sendRequests(url, { path: size.path, method: 'GET' }, WARMUP)
       await run('callgrind_control', ['--zero', String(child.proc.pid)])
-      await send(url, size.path, REQUESTS)
+      await sendRequests(url, { path: size.path, method: 'GET' }, REQUESTS)
       await run('callgrind_control', ['--dump', String(child.proc.pid)])
       ranges.push(target.kind === 'portico' && TOP > 0 ? jitCodeMap(child.proc.pid!) : [])
     }

@@ -25,14 +25,13 @@
  * Run: node bench/inference-pool-instructions.ts [--warmup 4000] [--requests 1000] [--before DIR] [--keep DIR]
  */
 
-import { execFile } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Pool } from 'undici'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, rounded, table } from './lib/report.ts'
+import { dumpTotals, run, sendRequests } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, startBackend, startEndpointPicker, startExtProcessor, type Server } from './lib/servers.ts'
 
@@ -73,41 +72,6 @@ routes:
 `
 }
 
-function run (command: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => execFile(command, args, (err, stdout) => err !== null ? reject(err) : resolve(stdout)))
-}
-
-/** `n` POSTs to `path` over 10 keep-alive connections, each answer read to its end. */
-async function send (url: string, path: string, n: number): Promise<void> {
-  const pool = new Pool(url, { connections: 10 })
-  let left = n
-  let failed = 0
-  const worker = async (): Promise<void> => {
-    while (left-- > 0) {
-      const res = await pool.request({ path, method: 'POST', body: BODY, headers: { 'content-type': 'application/json' } })
-      await res.body.dump()
-      if (res.statusCode !== 200) failed++
-    }
-  }
-  await Promise.all(Array.from({ length: 10 }, worker))
-  await pool.close()
-  if (failed > 0) throw new Error(`${path}: ${failed} of ${n} requests failed`)
-}
-
-/** The instructions of dump `dump`: the main thread's (…-01) and all threads'. */
-function dumpTotals (dir: string, dump: number): { main: number, all: number } {
-  let main = 0
-  let all = 0
-  for (const file of readdirSync(dir)) {
-    const m = /^callgrind\.out\.\d+\.(\d+)-(\d+)$/.exec(file)
-    if (m === null || Number(m[1]) !== dump) continue
-    const summary = /^summary: (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'))
-    const count = summary === null ? 0 : Number(summary[1])
-    all += count
-    if (Number(m[2]) === 1) main = count
-  }
-  return { main, all }
-}
 
 type Counts = Record<typeof ROUTES[number], { requestThread: number, allThreads: number }>
 
@@ -133,9 +97,9 @@ async function measure (name: string, bin: string, backend: number, picker: numb
     const url = `http://127.0.0.1:${port}`
     for (const route of ROUTES) {
       progress(`${name}: ${route}, ${WARMUP} requests to warm up, then ${REQUESTS} counted`)
-      await send(url, `/${route}`, WARMUP)
+      await sendRequests(url, { path: `/${route}`, method: 'POST', body: BODY, headers: { 'content-type': 'application/json' } }, WARMUP)
       await run('callgrind_control', ['--zero', String(child.proc.pid)])
-      await send(url, `/${route}`, REQUESTS)
+      await sendRequests(url, { path: `/${route}`, method: 'POST', body: BODY, headers: { 'content-type': 'application/json' } }, REQUESTS)
       await run('callgrind_control', ['--dump', String(child.proc.pid)])
     }
   } finally {

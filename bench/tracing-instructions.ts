@@ -60,15 +60,13 @@
  * that map is kept there too, as perf-<pid>.map).
  */
 
-import { execFile } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Pool } from 'undici'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
-import { functionCounts, jitCodeMap, largestChanges } from './lib/callgrind.ts'
+import { dumpTotals, functionCounts, jitCodeMap, largestChanges, run, sendRequests } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, tracingConfig, type Server } from './lib/servers.ts'
 
@@ -127,45 +125,6 @@ interface Count {
   functions?: Map<string, number>
 }
 
-function run (command: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => execFile(command, args, (err, stdout) => err !== null ? reject(err) : resolve(stdout)))
-}
-
-/** Sends `n` GETs over 10 keep-alive connections, each answer read to its end. */
-async function send (url: string, n: number): Promise<void> {
-  const pool = new Pool(url, { connections: 10 })
-  let left = n
-  let failed = 0
-  const worker = async (): Promise<void> => {
-    while (left-- > 0) {
-      const res = await pool.request({ path: '/', method: 'GET' })
-      await res.body.dump()
-      if (res.statusCode !== 200) failed++
-    }
-  }
-  await Promise.all(Array.from({ length: 10 }, worker))
-  await pool.close()
-  if (failed > 0) throw new Error(`${failed} of ${n} requests failed`)
-}
-
-/** `summary:` of each part file callgrind wrote for a dump (one file per thread: …-01 is the main thread). */
-function dumpTotals (dir: string, dump: number): { main: number, all: number, mainFile: string } {
-  let main = 0
-  let all = 0
-  let mainFile = ''
-  for (const file of readdirSync(dir)) {
-    const m = /^callgrind\.out\.\d+\.(\d+)-(\d+)$/.exec(file)
-    if (m === null || Number(m[1]) !== dump) continue
-    const summary = /^summary: (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'))
-    const count = summary === null ? 0 : Number(summary[1])
-    all += count
-    if (Number(m[2]) === 1) {
-      main = count
-      mainFile = join(dir, file)
-    }
-  }
-  return { main, all, mainFile }
-}
 
 async function measure (name: string, seed: number, tracing: string, logLevel: string, backendPort: number, bin = PORTICO): Promise<Count> {
   const dir = KEEP === undefined ? scratchDir(`callgrind-${name}-${seed}`) : join(KEEP, `${name.replace(' %', '')}-${seed}`)
@@ -192,9 +151,9 @@ async function measure (name: string, seed: number, tracing: string, logLevel: s
   try {
     const url = `http://127.0.0.1:${port}`
     progress(`${name}, seed ${seed}: ${WARMUP} requests to warm up, then ${REQUESTS} counted`)
-    await send(url, WARMUP)
+    await sendRequests(url, { path: '/', method: 'GET' }, WARMUP)
     await run('callgrind_control', ['--zero', String(child.proc.pid)])
-    await send(url, REQUESTS)
+    await sendRequests(url, { path: '/', method: 'GET' }, REQUESTS)
     await run('callgrind_control', ['--dump', String(child.proc.pid)])
   } finally {
     // valgrind writes its last part file on the way out.

@@ -10,7 +10,9 @@
  */
 
 import { execFile } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Pool, type Dispatcher } from 'undici'
 
 interface CodeRange { start: number, end: number, name: string }
 
@@ -81,4 +83,51 @@ export function largestChanges (base: Map<string, number>, other: Map<string, nu
     .map(name => ({ name, change: ((other.get(name) ?? 0) - (base.get(name) ?? 0)) / perRequest }))
     .sort((a, b) => Math.abs(b.change) - Math.abs(a.change))
     .slice(0, n)
+}
+
+/** Runs a command to its end; its stdout (callgrind_control, valgrind --version). */
+export function run (command: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => execFile(command, args, (err, stdout) => err !== null ? reject(err) : resolve(stdout)))
+}
+
+/**
+ * `n` requests (`request`: path, method, body, headers) over 10 keep-alive connections, each
+ * answer read to its end: the load a counted window measures. Fails when any is not a 200.
+ */
+export async function sendRequests (url: string, request: Dispatcher.RequestOptions, n: number): Promise<void> {
+  const pool = new Pool(url, { connections: 10 })
+  let left = n
+  let failed = 0
+  const worker = async (): Promise<void> => {
+    while (left-- > 0) {
+      const res = await pool.request(request)
+      await res.body.dump()
+      if (res.statusCode !== 200) failed++
+    }
+  }
+  await Promise.all(Array.from({ length: 10 }, worker))
+  await pool.close()
+  if (failed > 0) throw new Error(`${request.path}: ${failed} of ${n} requests failed`)
+}
+
+/**
+ * The instructions of dump `dump` (`callgrind_control --dump` numbers them from 1): the main
+ * thread's (part file …-01) and all threads' `summary:`, and the main thread's file.
+ */
+export function dumpTotals (dir: string, dump: number): { main: number, all: number, mainFile: string } {
+  let main = 0
+  let all = 0
+  let mainFile = ''
+  for (const file of readdirSync(dir)) {
+    const m = /^callgrind\.out\.\d+\.(\d+)-(\d+)$/.exec(file)
+    if (m === null || Number(m[1]) !== dump) continue
+    const summary = /^summary: (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'))
+    const count = summary === null ? 0 : Number(summary[1])
+    all += count
+    if (Number(m[2]) === 1) {
+      main = count
+      mainFile = join(dir, file)
+    }
+  }
+  return { main, all, mainFile }
 }
