@@ -130,7 +130,8 @@ export async function runClusterMode (): Promise<void> {
 /**
  * `portico --warm-cache`: runs a gateway for a moment so Node's compile cache
  * (NODE_COMPILE_CACHE) holds every module a running one loads — two data-plane workers, the
- * admin, metrics and readiness servers, one proxied request — and cluster mode's xDS client
+ * admin, metrics and readiness servers, MCP and the LLM code (a config using each), one
+ * proxied request — and cluster mode's xDS client
  * (loaded, not run), then stops it as a SIGTERM would. The image runs it at build time, as
  * the user and with the command line its pods run with (Node keys the cache by both): a pod's
  * proxy then takes its modules stripped and compiled from the cache, and Node's TypeScript
@@ -145,7 +146,20 @@ export async function warmCompileCache (): Promise<void> {
     }).on('error', reject)
   })
   const file = join(dir, 'config.yaml')
-  writeFileSync(file, `gateways:\n  default: { port: ${port}, address: 127.0.0.1, protocol: HTTP }\nroutes:\n  - backends: [{ host: 127.0.0.1:9 }]\n`)
+  // Plain routes, an MCP backend, an AI backend and a model: the engine loads MCP and the LLM
+  // code only for configs that use them (each thread, when it compiles such a config), so the
+  // warm-up config uses each — nothing is contacted (the addresses refuse), only loaded.
+  writeFileSync(file, [
+    'gateways:',
+    `  default: { port: ${port}, address: 127.0.0.1, protocol: HTTP }`,
+    'routes:',
+    '  - { name: mcp, matches: [{ path: { pathPrefix: /mcp } }], backends: [{ mcp: { targets: [{ name: t, mcp: { host: "http://127.0.0.1:9/mcp" } }] } }] }',
+    '  - { name: ai, matches: [{ path: { pathPrefix: /ai } }], backends: [{ ai: { name: a, provider: { openAI: {} }, hostOverride: "http://127.0.0.1:9" } }] }',
+    '  - backends: [{ host: 127.0.0.1:9 }]',
+    'models:',
+    '  - { name: m, match: { model: m-* }, provider: { openAI: {} }, baseURL: "http://127.0.0.1:9/v1" }',
+    ''
+  ].join('\n'))
   Object.assign(process.env, { WORKERS: '2', ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', LOG_LEVEL: 'warn', DRAIN_TIMEOUT: '1s' })
   await runFile({ file, validate: false, maxConfigSize: undefined })
   rmSync(dir, { recursive: true, force: true })
