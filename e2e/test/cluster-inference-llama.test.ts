@@ -78,7 +78,10 @@ ${poolRouteYaml({ namespace: NS, pool: POOL })}`)
     assert.ok(completion.choices[0]!.message.content.trim().length > 0, `a completion: ${res.text}`)
     assert.ok(completion.usage.completion_tokens > 0 && completion.usage.completion_tokens <= 4, res.text)
     assert.equal(res.headers['x-conformance-test-served-endpoint'], pod.host, 'lwepp got the served endpoint from Portico')
-    // Each server's own log: the steered pod finished one completion, the other none.
-    assert.deepEqual(pods.map(p => p.received()), before.map((n, j) => j === i ? n + 1 : n))
+    // Each server's own log: the steered pod finished one completion, the other none. The
+    // server prints its timings after it has answered: wait for the line, then compare.
+    const expected = before.map((n, j) => j === i ? n + 1 : n)
+    await waitUntil(() => pod.received() >= expected[i]!, 10_000, `${POD_NAMES[i]}'s log to show the completion`, 50)
+    assert.deepEqual(pods.map(p => p.received()), expected)
   }
 })
