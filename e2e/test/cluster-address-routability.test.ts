@@ -49,14 +49,7 @@ spec:
 
 test('Cluster routability: a ClusterIP proxy Service, its cluster IP in status.addresses with routability Cluster; a static one is that IP; a vendor routability is UnsupportedAddress', async t => {
   if (cluster === undefined) return t.skip('no cluster')
-  await cluster.apply(`apiVersion: v1
-kind: Namespace
-metadata: { name: portico-system }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: apps }
-`)
+  for (const ns of ['portico-system', 'apps']) await cluster.createNamespace(ns)
   await cluster.apply(`${gateway('internal', await freePort(), '[{ type: IPAddress, routability: Cluster }]')}---
 ${gateway('pinned', await freePort(), '[{ type: IPAddress, value: 10.96.200.7, routability: Cluster }]')}---
 ${gateway('vendor', await freePort(), '[{ type: IPAddress, routability: example.com/private }]')}`)

@@ -82,14 +82,7 @@ test('a BackendTLSPolicy with a ClusterTrustBundle CA: the HTTPS backend is veri
   const ca = readFileSync(join(dir, 'ca.pem'), 'utf8')
   const other = readFileSync(join(dir, 'other.pem'), 'utf8')
   const gwPort = await freePort()
-  await cluster.apply(`apiVersion: v1
-kind: Namespace
-metadata: { name: portico-system }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: apps }
-`)
+  for (const ns of ['portico-system', 'apps']) await cluster.createNamespace(ns)
   // Two Services on the same TLS endpoint, each under its own policy.
   const service = (name: string) => `apiVersion: v1
 kind: Service
