@@ -8,26 +8,20 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { Engine, loadConfigText } from '../src/index.ts'
+import { loadConfigText } from '../src/index.ts'
+import { listenLoopback, serveIr, type ServedIr } from './lib/serve-ir.ts'
 
 let backend: http.Server
-let gateway: http.Server
-let engine: Engine
+let served: ServedIr | undefined
 let base = ''
 const seen: Array<{ url: string, headers: http.IncomingHttpHeaders }> = []
-
-async function listen (server: http.Server): Promise<number> {
-  await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
-  return (server.address() as AddressInfo).port
-}
 
 before(async () => {
   backend = http.createServer((req, res) => {
     seen.push({ url: req.url ?? '', headers: req.headers })
     res.writeHead(200, { 'content-type': 'text/plain', 'x-backend': 'yes' }).end(`backend ${req.url}`)
   })
-  const backendPort = await listen(backend)
+  const backendPort = await listenLoopback(backend)
   const loaded = loadConfigText(`
 gateways:
   default:
@@ -51,18 +45,13 @@ routes:
       directResponse: { status: 200, body: hi }
 `, { baseDir: process.cwd() })
   assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.diagnostics))
-  engine = new Engine({ tracing: false })
-  engine.apply(loaded.config.ir)
-  const bindKey = loaded.config.ir.binds[0]!.key
-  gateway = http.createServer(engine.handler(bindKey))
-  base = `http://127.0.0.1:${await listen(gateway)}`
+  served = await serveIr(loaded.config.ir)
+  base = served.base
 })
 
 after(async () => {
-  gateway?.closeAllConnections()
   backend?.closeAllConnections()
-  await Promise.all([new Promise(r => gateway?.close(r)), new Promise(r => backend?.close(r))])
-  await engine?.close()
+  await Promise.all([served?.close(), new Promise(r => backend?.close(r))])
 })
 
 async function get (path: string, headers: Record<string, string> = {}): Promise<{ status: number, headers: http.IncomingHttpHeaders, body: string }> {

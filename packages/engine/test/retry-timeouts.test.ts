@@ -9,22 +9,16 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { Engine, loadConfigText } from '../src/index.ts'
+import { loadConfigText } from '../src/index.ts'
 import { retriable } from '../src/pipeline/resiliency.ts'
 import { PorticoError } from '../src/util/errors.ts'
+import { listenLoopback, serveIr, type ServedIr } from './lib/serve-ir.ts'
 
 let backend: http.Server
-let gateway: http.Server
-let engine: Engine
+let served: ServedIr | undefined
 let base = ''
 /** Tries per x-key; the first x-hang tries of a key get no answer until the gateway gives up. */
 const tries = new Map<string, number>()
-
-async function listen (server: http.Server): Promise<number> {
-  await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
-  return (server.address() as AddressInfo).port
-}
 
 before(async () => {
   backend = http.createServer((req, res) => {
@@ -34,7 +28,7 @@ before(async () => {
     if (n <= Number(req.headers['x-hang'] ?? 0)) return // never answers: the gateway's timeout cuts it
     res.writeHead(200, { 'content-type': 'text/plain' }).end(`try ${n}`)
   })
-  const port = await listen(backend)
+  const port = await listenLoopback(backend)
   const loaded = loadConfigText(`
 gateways:
   default:
@@ -55,17 +49,13 @@ routes:
     backends: [{ host: 127.0.0.1:${port} }]
 `, { baseDir: process.cwd() })
   assert.ok(loaded.ok, JSON.stringify(!loaded.ok && loaded.diagnostics))
-  engine = new Engine({ tracing: false })
-  engine.apply(loaded.config.ir)
-  gateway = http.createServer(engine.handler(loaded.config.ir.binds[0]!.key))
-  base = `http://127.0.0.1:${await listen(gateway)}`
+  served = await serveIr(loaded.config.ir)
+  base = served.base
 })
 
 after(async () => {
-  gateway?.closeAllConnections()
   backend?.closeAllConnections()
-  await Promise.all([new Promise(r => gateway?.close(r)), new Promise(r => backend?.close(r))])
-  await engine?.close()
+  await Promise.all([served?.close(), new Promise(r => backend?.close(r))])
 })
 
 async function get (path: string, headers: Record<string, string>): Promise<{ status: number, body: string }> {
