@@ -91,6 +91,11 @@ export async function startObservedGateway (options: { mesh?: ObservedMesh } = {
   const sink = await startSink()
   const [statsPort, tcpPort, udpPort, udpRefusedPort, udpUnresolvablePort, deadPort] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort()])
   const ai = (name: string, more: Record<string, unknown>) => ({ ai: { name, provider: { openAI: {} }, hostOverride: llm.host, ...more } })
+  const closeServers = async (): Promise<void> => {
+    udpEcho.close()
+    await Promise.all([echo.close(), llm.close(), mcp.close(), pod.close(), picker.close(), ...[tlsBackend, tcpEcho, sink].map(s => new Promise<void>(resolve => s.close(() => resolve())))])
+  }
+  // A config the gateway refuses must not leave the servers holding the test process open.
   const portico = await startPortico({
     env: { LOG_LEVEL: 'info,request=warn,tracing=error', STATS_ADDR: `127.0.0.1:${statsPort}`, ...options.mesh?.env },
     config: (port): ConfigFile => ({
@@ -121,7 +126,7 @@ export async function startObservedGateway (options: { mesh?: ObservedMesh } = {
         { name: 'echo', backends: [{ host: echo.host }] }
       ]
     })
-  })
+  }).catch(async (err: unknown) => { await closeServers(); throw err })
   const url = portico.url
   const body = async (res: Response) => { await res.arrayBuffer() }
   const chat = (stream: boolean, prefix = '/openai') => fetch(`${url}${prefix}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'gpt-test', stream, messages: [{ role: 'user', content: 'count' }] }) }).then(body)
@@ -168,8 +173,7 @@ export async function startObservedGateway (options: { mesh?: ObservedMesh } = {
     },
     async close () {
       await portico.stop()
-      udpEcho.close()
-      await Promise.all([echo.close(), llm.close(), mcp.close(), pod.close(), picker.close(), ...[tlsBackend, tcpEcho, sink].map(s => new Promise<void>(resolve => s.close(() => resolve())))])
+      await closeServers()
     }
   }
 }
