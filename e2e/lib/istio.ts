@@ -247,7 +247,7 @@ export async function startIstioEcho (echoPath: string, dir: string, options: Is
   }
 }
 
-/** istiod on a fresh apiserver harness, a namespace of service accounts, the mesh root. */
+/** istiod on a fresh apiserver harness (or the test's own), a namespace of service accounts, the mesh root. */
 export interface Mesh {
   cluster: Cluster
   istiod: Istiod
@@ -276,12 +276,18 @@ export interface MeshOptions {
   namespace: string
   serviceAccounts: string[]
   clusterId: string
+  /**
+   * An apiserver harness the test already runs (it keeps it: `stop` leaves it running);
+   * by default a fresh one of its own.
+   */
+  cluster?: Cluster
 }
 
 export async function startMesh (kube: KubeTools, istio: IstioTools, options: MeshOptions): Promise<Mesh> {
   // No kubelet, no controllers: istiod's CA needs the API server (TokenReview, its Secret
   // and the root ConfigMaps), nothing that runs pods.
-  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false, gatewayApiCrds: false })
+  const own = options.cluster === undefined
+  const cluster = options.cluster ?? await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false, gatewayApiCrds: false })
   let istiod: Istiod | null = null
   let ca: MeshCaClient | null = null
   try {
@@ -325,13 +331,13 @@ export async function startMesh (kube: KubeTools, istio: IstioTools, options: Me
       stop: async () => {
         client.close()
         await started.stop()
-        await cluster.stop()
+        if (own) await cluster.stop()
       }
     }
   } catch (err) {
     ca?.close()
     await istiod?.stop()
-    await cluster.stop()
+    if (own) await cluster.stop()
     throw err
   }
 }

@@ -3,7 +3,8 @@
  * (e2e/fixtures/seed-chart-values.json) is in values.yaml with that type and default; every
  * key is documented and covered by values.schema.json; the README's values table is what
  * scripts/chart-docs.ts generates; the Grafana dashboard is valid and queries only metrics
- * the proxy and the controller really export (promtool parses every query).
+ * the proxy and the controller really export (promtool parses every query), and every metric
+ * the proxy exports is in docs/observability.md's table and on a panel.
  */
 
 import { test } from 'node:test'
@@ -170,12 +171,19 @@ interface Panel { type: string, title: string, targets?: Array<{ expr: string }>
 const dashboard = JSON.parse(readFileSync(join(CHART_DIR, 'files/portico-dashboard.json'), 'utf8')) as { title: string, uid: string, panels: Panel[], templating: { list: Array<{ name: string }> } }
 const exprs = dashboard.panels.flatMap(p => (p.targets ?? []).map(t => ({ panel: p.title, expr: t.expr })))
 
-async function exportedMetricNames (): Promise<Set<string>> {
+/** Every metric a proxy can export: the mesh CA's and the workers' exist only where configured. */
+async function proxyMetricNames (): Promise<Set<string>> {
   const names = new Set<string>()
+  const text = await new ProxyMetrics({ meshCa: true, workers: 2 }).registry.metrics()
+  for (const line of text.split('\n')) if (line.startsWith('# TYPE ')) names.add(line.split(' ')[2]!)
+  return names
+}
+
+async function exportedMetricNames (): Promise<Set<string>> {
+  const names = await proxyMetricNames()
   const add = (text: string) => {
     for (const line of text.split('\n')) if (line.startsWith('# TYPE ')) names.add(line.split(' ')[2]!)
   }
-  add(await new ProxyMetrics().registry.metrics())
   const kc = new KubeConfig()
   kc.loadFromOptions({ clusters: [{ name: 'c', server: 'https://127.0.0.1:1' }], users: [{ name: 'u' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' })
   const log = { info () {}, warn () {}, debug () {}, error () {}, trace () {}, fatal () {}, child () { return log } }
@@ -212,6 +220,21 @@ test('the dashboard is a Grafana dashboard of Portico\'s proxy and controller me
   for (const name of ['portico_requests_total', 'portico_request_duration_seconds', 'portico_upstream_call_duration_seconds', 'portico_mcp_requests_total', 'portico_downstream_connections_open', 'portico_downstream_connections_total', 'portico_config_reloads_total', 'portico_controller_reconciles_total', 'portico_controller_xds_connected_proxies', 'portico_controller_xds_rejects_total']) {
     assert.ok(used.has(name), `the dashboard shows ${name}`)
   }
+})
+
+test('every metric the proxy exports is in docs/observability.md\'s table and on a dashboard panel', async () => {
+  // The table's first column: one or more `portico_…` names (prom-client's process_* and
+  // nodejs_* families are one row of wildcards, and on the dashboard as memory and event loop).
+  const documented = new Set<string>()
+  for (const line of readFileSync(join(REPO_ROOT, 'docs/observability.md'), 'utf8').split('\n')) {
+    if (!line.startsWith('| `portico_')) continue
+    for (const m of line.split('|')[1]!.matchAll(/`(portico_[a-z0-9_]+)`/g)) documented.add(m[1]!)
+  }
+  const used = new Set(exprs.flatMap(e => [...e.expr.matchAll(/\b(portico_[a-z0-9_]+)\b/g)].map(m => m[1]!.replace(/_(bucket|sum|count)$/, ''))))
+  const own = [...await proxyMetricNames()].filter(n => !n.startsWith('portico_process_') && !n.startsWith('portico_nodejs_'))
+  assert.deepEqual(own.filter(n => !documented.has(n)), [], 'exported by the proxy, not in docs/observability.md\'s metrics table')
+  assert.deepEqual(own.filter(n => !used.has(n)), [], 'exported by the proxy, on no dashboard panel')
+  assert.deepEqual([...documented].filter(n => !own.includes(n)), [], 'in docs/observability.md\'s table, not exported by the proxy')
 })
 
 test('every dashboard query is valid PromQL (promtool)', async (t) => {

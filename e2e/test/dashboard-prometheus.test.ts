@@ -1,9 +1,12 @@
 /**
  * The chart's Grafana dashboard against a real Prometheus (Debian's package, from
- * scripts/test-tools) that scrapes a running Portico — one with MCP, LLM, auth, rate-limit
- * and TLS-backend traffic (e2e/lib/observed-gateway.ts) — and a running controller (a real
- * kube-apiserver, a Gateway and an HTTPRoute, its proxy connected over xDS): every panel's
- * query, with the dashboard's variables set to all, returns series.
+ * scripts/test-tools) that scrapes a running Portico — one with MCP, LLM (priced, guarded,
+ * failing over), auth, rate-limit, TLS-backend, InferencePool (a real ext_proc endpoint
+ * picker), TCP, UDP and traced traffic (e2e/lib/observed-gateway.ts), in the mesh: its
+ * certificate from a real istiod's CA on the same apiserver, a mesh route through an HBONE
+ * peer — and a running controller (a real kube-apiserver, a Gateway and an HTTPRoute, its
+ * proxy connected over xDS): every panel's query, with the dashboard's variables set to all,
+ * returns series.
  */
 
 import { after, before, test, type TestContext } from 'node:test'
@@ -18,6 +21,9 @@ import { CHART_DIR } from '../lib/chart.ts'
 import { freePort, type PorticoProcess } from '@portico/testkit/portico'
 import { requireTool } from '@portico/testkit/tools'
 import { startObservedGateway, type ObservedGateway } from '../lib/observed-gateway.ts'
+import { meshGatewayEnv, requireIstio, startMesh, type Mesh } from '../lib/istio.ts'
+import { startHbonePeer, type HbonePeer } from '@portico/testkit/hbone-peer'
+import { waitUntil } from '@portico/testkit/wait'
 
 interface Panel { type: string, title: string, targets?: Array<{ expr: string }> }
 const dashboard = JSON.parse(readFileSync(join(CHART_DIR, 'files/portico-dashboard.json'), 'utf8')) as { panels: Panel[] }
@@ -45,7 +51,11 @@ async function query (expr: string): Promise<Array<{ metric: Record<string, stri
 before(async s => {
   const t = s as TestContext
   const binary = requireTool(t, 'PROMETHEUS', 'prometheus')
-  if (binary === null || requireKubeTools(t) === null) return
+  if (binary === null) return
+  const kube = requireKubeTools(t)
+  if (kube === null) return
+  const istio = requireIstio(t)
+  if (istio === null) return
   const dir = mkdtempSync(join(tmpdir(), 'portico-dashboard-'))
   cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
 
@@ -66,9 +76,22 @@ spec:
   const proxy: PorticoProcess = await startGatewayProxy(cluster, dir, 'apps', 'web')
   cleanup.push(async () => { await proxy.stop() })
 
-  // A standalone Portico with every kind of traffic.
-  const gw: ObservedGateway = await startObservedGateway()
+  // The mesh CA (istiod on the same apiserver) and a mesh workload's HBONE peer, its
+  // certificate from the same CA.
+  const mesh: Mesh = await startMesh(kube, istio, { namespace: 'mesh', serviceAccounts: ['gateway', 'echo'], clusterId: 'portico-dashboard', cluster })
+  cleanup.push(() => mesh.stop())
+  const peerCert = await mesh.issue('echo')
+  const peer: HbonePeer = await startHbonePeer({ cert: peerCert.certChainPem, key: peerCert.keyPem, root: mesh.root })
+  cleanup.push(() => peer.close())
+  const { file: tokenFile } = await mesh.tokenFile('gateway', 'token')
+
+  // A standalone Portico with every kind of traffic, in the mesh.
+  const gw: ObservedGateway = await startObservedGateway({ mesh: { env: meshGatewayEnv(mesh, 'gateway', tokenFile), identity: mesh.spiffeId('echo'), hbonePort: peer.port } })
   cleanup.push(() => gw.close())
+  await waitUntil(async () => {
+    const text = await (await fetch(`${gw.stats}/metrics`)).text()
+    return /^portico_mesh_certificate_expiry_timestamp_seconds [1-9]/m.test(text)
+  }, 30_000, 'the gateway\'s mesh certificate from istiod', 200)
 
   const port = await freePort()
   writeFileSync(join(dir, 'prometheus.yml'), `global:
@@ -124,7 +147,7 @@ test('every query of every dashboard panel returns series from the scraped proxy
     }
   }
   assert.deepEqual(empty, [], `${empty.length} of ${checked} queries returned nothing`)
-  assert.ok(checked >= 40, `${checked} queries`)
+  assert.ok(checked >= 70, `${checked} queries`)
 })
 
 test('the data means what the panels say: connected proxies, auth denials, limited requests, LLM tokens', async t => {
@@ -133,4 +156,18 @@ test('the data means what the panels say: connected proxies, auth denials, limit
   assert.ok(Number((await query('sum(portico_auth_decisions_total{decision="deny",reason="unauthenticated"})'))[0]?.value[1]) >= 8)
   assert.ok(Number((await query('sum(portico_rate_limit_decisions_total{decision="limited"})'))[0]?.value[1]) >= 8)
   assert.ok(Number((await query('sum(portico_gen_ai_client_token_usage_sum)'))[0]?.value[1]) > 0)
+})
+
+test('the new rows mean what they say: certificate time left, mesh traffic, pool fallbacks, UDP flows by reason', async t => {
+  if (!ready) return t.skip('prometheus or the Kubernetes tools are missing')
+  // The gateway asks istiod for a 24 h certificate (mesh.ca's default TTL); istiod may cap it.
+  const left = Number((await query(expand('min(portico_mesh_certificate_expiry_timestamp_seconds{namespace=~"$namespace"} > 0) - time()')))[0]?.value[1])
+  assert.ok(left > 600 && left <= 24 * 3600 + 60, `time left ${left} s`)
+  assert.ok(Number((await query('sum(portico_mesh_ca_requests_total{result="ok"})'))[0]?.value[1]) >= 1)
+  // One tunnel per upstream connection, which the mesh route's requests share.
+  assert.ok(Number((await query('sum(portico_upstream_hbone_tunnels_total{result="ok"})'))[0]?.value[1]) >= 1)
+  assert.ok(Number((await query('sum(portico_requests_total{route="mesh",status="200"})'))[0]?.value[1]) >= 8, 'every round\'s mesh request answered')
+  assert.ok(Number((await query('sum(portico_inference_fallbacks_total)'))[0]?.value[1]) >= 8)
+  const closed = await query('sum by (reason) (portico_udp_flows_closed_total)')
+  assert.deepEqual(closed.map(r => r.metric.reason).sort(), ['IdleTimeout', 'UpstreamError', 'UpstreamUnreachable'])
 })

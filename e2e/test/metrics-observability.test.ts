@@ -1,8 +1,9 @@
 /**
  * The metrics operators look for (docs/observability.md): body sizes, upstream connect and
  * TLS handshake durations, MCP request durations, LLM operation duration and time to first
- * token, auth and rate-limit decisions — present with their bounded labels after real
- * traffic, and the whole exposition promtool-clean.
+ * token, auth and rate-limit decisions, LLM cost, failovers and guardrails, InferencePool
+ * picks and fallbacks, TCP and UDP routes, tracing spans — present with their bounded labels
+ * after real traffic, and the whole exposition promtool-clean.
  */
 
 import { after, before, test } from 'node:test'
@@ -10,6 +11,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { startObservedGateway, type ObservedGateway } from '../lib/observed-gateway.ts'
 import { requireTool } from '@portico/testkit/tools'
+import { waitUntil } from '@portico/testkit/wait'
 
 let gw: ObservedGateway
 let text: string
@@ -62,6 +64,32 @@ test('MCP request durations and LLM operation durations, time to first token for
   has('portico_gen_ai_client_operation_duration_seconds_count', 'gen_ai_request_model="gpt-test"', 'gen_ai_provider_name="openai"')
   has('portico_gen_ai_server_time_to_first_token_seconds_count', 'gen_ai_request_model="gpt-test"')
   assert.equal(samples('portico_gen_ai_server_time_to_first_token_seconds_count').reduce((n, s) => n + s.value, 0), 1, 'only the streamed answer')
+})
+
+test('LLM cost, failover and guardrails; InferencePool picks and fallbacks; TCP and UDP routes; tracing spans', async () => {
+  // UDP counts are handed on each quarter second, spans exported within ~2 s.
+  await waitUntil(async () => {
+    text = await (await fetch(`${gw.stats}/metrics`)).text()
+    return samples('portico_tracing_spans_total').some(s => s.value > 0) && samples('portico_udp_datagrams_total').length >= 3
+  }, 10_000, 'spans exported and UDP datagrams counted', 200)
+  has('portico_gen_ai_client_cost_total', 'route="chat"', 'currency="USD"')
+  has('portico_gen_ai_failovers_total', 'route="failover"', 'reason="connection"')
+  has('portico_guardrail_decisions_total', 'guard="regex"', 'action="pass"')
+  has('portico_gen_ai_server_time_per_output_token_seconds_count', 'route="chat"')
+  has('portico_gen_ai_client_output_tokens_per_second_count', 'route="chat"')
+  has('portico_inference_picker_calls_total', 'pool="pool"', 'outcome="picked"')
+  has('portico_inference_picker_duration_seconds_count', 'pool="pool"')
+  has('portico_inference_picks_total', 'pool="pool"')
+  has('portico_inference_fallbacks_total', 'pool="pool"')
+  has('portico_tcp_connections_total', 'route="tcp:stream"', 'reason="Done"')
+  has('portico_tcp_bytes_total', 'route="tcp:stream"', 'direction="sent"')
+  has('portico_tcp_connection_duration_seconds_count', 'route="tcp:stream"')
+  has('portico_udp_datagrams_total', 'route="udp:datagrams"', 'direction="sent"')
+  has('portico_udp_bytes_total', 'route="udp:datagrams"', 'direction="received"')
+  has('portico_udp_flows_opened_total', 'route="udp:datagrams"')
+  has('portico_udp_flows_closed_total', 'route="udp:refused"', 'reason="UpstreamUnreachable"')
+  has('portico_udp_datagrams_dropped_total', 'route="udp:unresolvable"')
+  has('portico_tracing_spans_total', 'result="exported"')
 })
 
 test('promtool check metrics passes', t => {
