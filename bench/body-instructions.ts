@@ -26,21 +26,20 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
+import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '@portico/proxy/v8-flags'
 import { fmt, rounded, table } from './lib/report.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { hasNginx, nginxConfig, type NginxBuffering } from './lib/nginx.ts'
 import { dumpTotals, functionCounts, jitCodeMap, run, sendRequests } from './lib/callgrind.ts'
-import { porticoEnv, singleRouteConfig, startBackend, type Server } from './lib/servers.ts'
+import { PORTICO_BIN, porticoEnv, singleRouteConfig, startBackend, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '4000' }, requests: { type: 'string', default: '1000' }, before: { type: 'string' }, keep: { type: 'string' }, top: { type: 'string', default: '0' } } })
 const WARMUP = Number(values.warmup)
 const REQUESTS = Number(values.requests)
 const TOP = Number(values.top)
 const KEEP = values.keep
-const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
+const PORTICO = PORTICO_BIN
 const BEFORE = values.before === undefined ? undefined : join(resolve(values.before), 'packages/proxy/bin/portico.ts')
 const SIZES = [{ name: 'small', path: '/small' }, { name: '64k', path: '/64k' }] as const
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }

@@ -27,19 +27,18 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
+import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '@portico/proxy/v8-flags'
 import { fmt, rounded, table } from './lib/report.ts'
 import { dumpTotals, run, sendRequests } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
-import { porticoEnv, startBackend, startEndpointPicker, startExtProcessor, type Server } from './lib/servers.ts'
+import { PORTICO_BIN, porticoEnv, startBackend, startEndpointPicker, startExtProcessor, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '4000' }, requests: { type: 'string', default: '1000' }, before: { type: 'string' }, keep: { type: 'string' } } })
 const WARMUP = Number(values.warmup)
 const REQUESTS = Number(values.requests)
 const KEEP = values.keep
-const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
+const PORTICO = PORTICO_BIN
 const BEFORE = values.before === undefined ? undefined : join(resolve(values.before), 'packages/proxy/bin/portico.ts')
 const ROUTES = ['plain', 'pool', 'extproc'] as const
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }

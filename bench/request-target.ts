@@ -8,7 +8,7 @@
  *   node bench/request-target.ts [--iterations N]
  */
 
-import { hostHeaderProblem, normalizePath, splitRequestTarget, DEFAULT_PATH_NORMALIZATION } from '../packages/engine/src/http/request-target.ts'
+import { hostHeaderProblem, normalizePath, splitRequestTarget, DEFAULT_PATH_NORMALIZATION } from '@portico/engine/request-target'
 import { fmt, rounded, table } from './lib/report.ts'
 
 const iterations = Number(process.argv[process.argv.indexOf('--iterations') + 1] ?? '') || 2_000_000

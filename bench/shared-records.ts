@@ -16,8 +16,7 @@
 import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { BackendStats, RECORD_BYTES } from '../packages/engine/src/index.ts'
-import { SharedBackendState } from '../packages/engine/src/engine/shared-state.ts'
+import { BackendStats, Engine, RECORD_BYTES } from '@portico/engine'
 import { fmt, median, ratio, rounded, table } from './lib/report.ts'
 
 const VARIANTS = ['after', 'before', 'one loop'] as const
@@ -31,7 +30,8 @@ function measure (variant: Variant): number {
   const stats = new BackendStats()
   if (variant !== 'one loop') {
     const buffer = new SharedArrayBuffer(RECORD_BYTES, { maxByteLength: 1024 * RECORD_BYTES })
-    const state = new SharedBackendState(buffer)
+    // The shared backend state a worker's engine makes of the primary's buffer (Engine's `shared` option).
+    const state = new Engine({ shared: { backends: buffer } }).sharedBackends!
     buffer.grow(64 * RECORD_BYTES)
     state.setSlots({ 'stats\0backend/bench': 40 })
     if (variant === 'before') {

@@ -64,11 +64,11 @@ import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
+import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '@portico/proxy/v8-flags'
 import { fmt, median, rounded, table } from './lib/report.ts'
 import { dumpTotals, functionCounts, jitCodeMap, largestChanges, run, sendRequests } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
-import { porticoEnv, singleRouteConfig, startBackend, startOtlpSink, tracingConfig, type Server } from './lib/servers.ts'
+import { PORTICO_BIN, porticoEnv, singleRouteConfig, startBackend, startOtlpSink, tracingConfig, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' }, servers: { type: 'boolean', default: false }, before: { type: 'string' } } })
 const WARMUP = Number(values.warmup)
@@ -100,7 +100,7 @@ const KEEP = values.keep
  * choosing), as a default deployment runs them; without it they are off, as in the other benches.
  */
 const SERVERS = values.servers
-const PORTICO = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
+const PORTICO = PORTICO_BIN
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
 interface Config {

@@ -23,7 +23,7 @@
 import { parseArgs } from 'node:util'
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer'
 import { createRequestTracing, type TracingOptions } from '@portico/engine/otel-sdk'
-import { endServerSpan, httpClientAttributes, type ServerSpanView } from '../packages/engine/src/trace/otel.ts'
+import { endServerSpan, httpClientAttributes, type ServerSpanView } from '@portico/engine/otel'
 import { fmt, rounded } from './lib/report.ts'
 
 /** A span as the SDK's exporters and serializer read one. */

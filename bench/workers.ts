@@ -24,7 +24,7 @@ import { readOptions } from './lib/options.ts'
 import { fmt, median, ratio, rounded, table } from './lib/report.ts'
 import { singleRouteConfig, startBackend, startFastifyCluster, startPortico, type Server } from './lib/servers.ts'
 import { hasTaskset, pinSelf, treeCpuSeconds, treeRssBytes } from './lib/children.ts'
-import { availableCpus } from '../packages/proxy/src/workers/cpus.ts'
+import { availableCpus } from '@portico/proxy/cpus'
 
 const TARGET_SCALING = 1.7
 

@@ -16,7 +16,9 @@ const OTLP_SINK = here('../servers/otlp-sink.ts')
 const ENDPOINT_PICKER = here('../servers/endpoint-picker.ts')
 const EXT_PROCESSOR = here('../servers/ext-processor.ts')
 const FASTIFY_CLUSTER = here('../servers/fastify-cluster.ts')
-const PORTICO = here('../../packages/proxy/bin/portico.ts')
+/** This checkout's portico entry point, the process the benches start. */
+export const PORTICO_BIN = here('../../packages/proxy/bin/portico.ts')
+const PORTICO = PORTICO_BIN
 
 export interface Server {
   child: Child

@@ -71,6 +71,10 @@ export interface SdkServer {
   sessions: Map<string, StreamableHTTPServerTransport>
   /** `params._meta` of each tools/call, in order (the trace context a gateway propagates). */
   toolCallMeta: Array<Record<string, unknown>>
+  /** The tool names of the tools/call the server has answered, in order (the answer handed to its transport). */
+  answered: string[]
+  /** The resource URIs of each notifications/resources/updated the server has sent, in order. */
+  updated: string[]
   close(): Promise<void>
 }
 
@@ -86,6 +90,8 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
   const sessions = new Map<string, StreamableHTTPServerTransport>()
   const cancelled: string[] = []
   const toolCallMeta: Array<Record<string, unknown>> = []
+  const answered: string[] = []
+  const updated: string[] = []
 
   const makeServer = () => {
     const server = new Server({ name: `${name}-server`, version: '1.0.0' }, {
@@ -107,7 +113,7 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
       const page = tools.slice(start, start + 10)
       return start + 10 < tools.length ? { tools: page, nextCursor: String(start + 10) } : { tools: page }
     })
-    server.setRequestHandler(CallToolRequestSchema, async (req, extra): Promise<CallToolResult> => {
+    const callTool: Parameters<typeof server.setRequestHandler<typeof CallToolRequestSchema>>[1] = async (req, extra): Promise<CallToolResult> => {
       const args = (req.params.arguments ?? {}) as Record<string, unknown>
       toolCallMeta.push({ ...req.params._meta })
       switch (req.params.name) {
@@ -147,6 +153,11 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
           if (req.params.name.startsWith('item-')) return { content: [{ type: 'text', text: req.params.name }] }
           return { content: [{ type: 'text', text: `unknown tool ${req.params.name}` }], isError: true }
       }
+    }
+    server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+      const result = await callTool(req, extra)
+      answered.push(req.params.name)
+      return result
     })
     server.setRequestHandler(ListPromptsRequestSchema, async () => ({ prompts: [{ name: 'greet', arguments: [{ name: 'who', required: true }] }] }))
     server.setRequestHandler(GetPromptRequestSchema, async req => ({
@@ -155,7 +166,7 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
     server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: [{ uri: 'memo://one', name: 'one' }, { uri: 'memo://two', name: 'two' }] }))
     server.setRequestHandler(ReadResourceRequestSchema, async req => ({ contents: [{ uri: req.params.uri, text: `content of ${req.params.uri}` }] }))
     server.setRequestHandler(SubscribeRequestSchema, async req => {
-      setTimeout(() => { void server.sendResourceUpdated({ uri: req.params.uri }) }, 20)
+      setTimeout(() => { void server.sendResourceUpdated({ uri: req.params.uri }).then(() => updated.push(req.params.uri)) }, 20)
       return {}
     })
     server.setRequestHandler(SetLevelRequestSchema, async () => ({}))
@@ -199,6 +210,8 @@ export async function startSdkServer (name = 'sdk'): Promise<SdkServer> {
     cancelled,
     sessions,
     toolCallMeta,
+    answered,
+    updated,
     close: async () => {
       for (const t of sessions.values()) await t.close().catch(() => {})
       await new Promise<void>(resolve => {

@@ -5,9 +5,10 @@
  * (RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config). Stop them with close().
  */
 
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { promisify } from 'node:util'
 import { freePort, makeTempDir } from '@portico/testkit/portico'
 import { sleep } from '@portico/testkit/wait'
 import * as grpc from '@grpc/grpc-js'
@@ -18,7 +19,26 @@ export interface RateLimitService {
   host: string
   /** Everything both processes printed (for failure messages). */
   output(): string
+  /**
+   * The hits the service has counted so far in the Redis keys matching `pattern` (a Redis
+   * glob over the service's keys, `<domain>_<key>_<value>[_<key>_<value>…]_<window start>`),
+   * summed. Hits a gateway sends fire and forget (the LLM tokens after an answer) show here
+   * once the service has taken them: a test waits on this rather than for a fixed time.
+   */
+  counted(pattern: string): Promise<number>
   close(): Promise<void>
+}
+
+const run = promisify(execFile)
+
+// One round trip: the sum of the counters under `pattern` (0 when there is none yet).
+const SUM_SCRIPT = "local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do n = n + tonumber(redis.call('GET', k) or '0') end return n"
+
+async function countedIn (redisCli: string, port: number, pattern: string): Promise<number> {
+  const { stdout } = await run(redisCli, ['-h', '127.0.0.1', '-p', String(port), '--no-raw', 'EVAL', SUM_SCRIPT, '0', pattern])
+  const n = /^\(integer\) (\d+)/.exec(stdout.trim())
+  if (n === null) throw new Error(`redis-cli answered ${JSON.stringify(stdout)} to the sum of ${pattern}`)
+  return Number(n[1])
 }
 
 function started (cmd: string, args: string[], env: Record<string, string>, log: string[]): ChildProcess {
@@ -97,7 +117,10 @@ async function startOnce (tools: { ratelimit: string, redis: string }, configYam
     }
     await sleep(100)
   }
-  return { host: `127.0.0.1:${grpcPort}`, output: () => log.join(''), close }
+  // redis-cli comes with redis-server (Debian's redis-tools, a dependency of redis-server),
+  // beside it when redis-server was named by path, else on PATH as it was.
+  const redisCli = tools.redis.includes('/') ? join(dirname(tools.redis), 'redis-cli') : 'redis-cli'
+  return { host: `127.0.0.1:${grpcPort}`, output: () => log.join(''), counted: async pattern => await countedIn(redisCli, redisPort, pattern), close }
 }
 
 /**

@@ -13,7 +13,7 @@ import { Client } from 'undici'
 import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { newAgent, send } from '@portico/testkit/client'
-import { sleep } from '@portico/testkit/wait'
+import { sleep, waitUntil } from '@portico/testkit/wait'
 
 const CLIENTS = 8
 const REQUESTS = 2_000
@@ -126,8 +126,8 @@ describe('hot reload', () => {
     }
   }
 
-  async function runLoad (): Promise<LoadResult> {
-    const result: LoadResult = { ok: 0, failures: [], mismatches: [], seen: [], disconnects: 0 }
+  /** Runs the load into `result` (which the test reads while it runs, to edit under load). */
+  async function runLoad (result: LoadResult): Promise<LoadResult> {
     let issued = 0
     let closing = false
     const clients = Array.from({ length: CLIENTS }, () => new Client(portico.url, { pipelining: 1, keepAliveTimeout: 30_000 }))
@@ -169,10 +169,16 @@ describe('hot reload', () => {
     const port = portico.port
     const host = backend.host
     let loadDone = false
-    const load = runLoad().finally(() => { loadDone = true })
+    const progress: LoadResult = { ok: 0, failures: [], mismatches: [], seen: [], disconnects: 0 }
+    const load = runLoad(progress).finally(() => { loadDone = true })
+    // Each edit is made under load: once the load has answered some more requests since the last step.
+    const underLoad = async (): Promise<void> => {
+      const from = progress.ok + progress.failures.length
+      await waitUntil(() => progress.ok + progress.failures.length >= from + 2 * CLIENTS || loadDone, 10_000, () => `the load to go on (${progress.ok} ok, ${progress.failures.length} failed)`)
+    }
 
     // 1. An in-place edit adds a route and changes a response header.
-    await sleep(300)
+    await underLoad()
     assert.equal(loadDone, false, 'the load finished before the first edit')
     let t = performance.now()
     portico.writeConfig(configV2(port, host))
@@ -181,7 +187,7 @@ describe('hot reload', () => {
     assert.equal((await send(agent, `${portico.url}/fresh`)).text, 'fresh route')
 
     // 2. A broken edit is reported with file:line:col and changes nothing.
-    await sleep(200)
+    await underLoad()
     assert.equal(loadDone, false, 'the load finished before the broken edit')
     const stdoutBefore = portico.stdout.length
     const broken = configBroken(port, host)
@@ -201,7 +207,7 @@ describe('hot reload', () => {
 
     // 3. A valid edit saved by renaming a new file over the old one applies again; it also
     //    moves the loaded route to another backend (the old backend's pool is retired).
-    await sleep(200)
+    await underLoad()
     assert.equal(loadDone, false, 'the load finished before the third edit')
     t = performance.now()
     portico.replaceConfig(configV3(port, backendB.host))

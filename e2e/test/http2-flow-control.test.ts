@@ -10,6 +10,7 @@ import http from 'node:http'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
 import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { sleep, waitUntil } from '@portico/testkit/wait'
 
 const HUGE = 64 * 1024 * 1024
 let backend: http.Server
@@ -60,7 +61,8 @@ test('a stream nobody reads does not stall its connection, and its backend is he
     const stalled = session.request({ ':path': '/huge' })
     stalled.pause()
     await new Promise(resolve => stalled.once('response', resolve))
-    await new Promise(resolve => setTimeout(resolve, 500))
+    // Its window is full: the client takes no more bytes for it.
+    await waitUntil(() => stalled.state.localWindowSize === 0, 10_000, () => `the stalled stream's window to fill (${JSON.stringify(stalled.state)})`)
 
     // Other streams on the same connection are answered at once.
     for (let i = 0; i < 10; i++) {
@@ -77,7 +79,8 @@ test('a stream nobody reads does not stall its connection, and its backend is he
 
     // Backpressure reached the backend: far from the whole 64 MiB could be written.
     const written = hugeWritten
-    await new Promise(resolve => setTimeout(resolve, 500))
+    // The thing under test is that nothing moves: a fixed time for the backend to write more if it could.
+    await sleep(500)
     assert.ok(hugeWritten < HUGE / 4, `the backend wrote ${hugeWritten} of ${HUGE} bytes for a stream nobody reads`)
     assert.ok(hugeWritten - written < 1024 * 1024, 'and it is not still writing')
     stalled.close()

@@ -4,8 +4,9 @@
  * package.json's "exports"). A relative import into packages/ (`../../packages/engine/src/…`,
  * `../../packages/cli/test/helpers.ts`) couples a black-box test to a file layout the package
  * may change; and the e2e/lib re-export shims of the testkit are gone, so a new test must not
- * bring one back. This reads every .ts file under e2e/ (not node_modules) and fails on either.
- * A test that needs an internal adds it to the package's "exports" (or is a unit test and
+ * bring one back. This reads every .ts file under e2e/ and bench/ (not node_modules) and fails
+ * on either: a bench, as a test, measures the packages through what they export. A test or
+ * bench that needs an internal adds it to the package's "exports" (or is a unit test and
  * belongs in that package's test folder).
  */
 
@@ -16,6 +17,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path'
 import { REPO_ROOT } from '@portico/testkit/portico'
 
 const E2E = join(REPO_ROOT, 'e2e')
+const BENCH = join(REPO_ROOT, 'bench')
 
 /** The e2e/lib files that only re-exported the testkit: where each part lives now. */
 const REMOVED_SHIMS: Record<string, string> = {
@@ -67,11 +69,13 @@ function tsFiles (dir: string): string[] {
   return out
 }
 
-test('no e2e file imports packages/*/src (or any path into packages/) or a removed e2e/lib shim', () => {
+test('no e2e or bench file imports packages/*/src (or any path into packages/) or a removed e2e/lib shim', () => {
   const problems: string[] = []
-  const files = tsFiles(E2E)
-  assert.ok(files.length > 100, `found ${files.length} .ts files under ${E2E}`)
-  for (const path of files) {
+  const e2e = tsFiles(E2E)
+  const bench = tsFiles(BENCH)
+  assert.ok(e2e.length > 100, `found ${e2e.length} .ts files under ${E2E}`)
+  assert.ok(bench.length > 20, `found ${bench.length} .ts files under ${BENCH}`)
+  for (const path of [...e2e, ...bench]) {
     const file = relative(REPO_ROOT, path).split(sep).join('/')
     for (const { specifier, line } of importSpecifiers(readFileSync(path, 'utf8'))) {
       const problem = importProblem(file, specifier)
@@ -99,6 +103,9 @@ test('the check catches each form of import it is for', () => {
   ].join('\n').replaceAll('IMPORT', 'import').replaceAll('FROM', 'from')
   const found = importSpecifiers(source).map(({ specifier, line }) => [line, importProblem('e2e/test/example.test.ts', specifier) !== null])
   assert.deepEqual(found, [[1, true], [2, true], [3, true], [4, true], [5, true], [6, true], [7, false], [8, false]])
+  // From bench/ (one level down), ../packages/… is the path into a package.
+  assert.match(importProblem('bench/example.ts', '../packages/engine/src/index.ts') ?? '', /imports packages\/engine\/src\/index\.ts by path/)
+  assert.equal(importProblem('bench/example.ts', './lib/servers.ts'), null)
   // From e2e/lib/llm-emulators (two levels down), ../backends.ts is the removed shim too.
   assert.match(importProblem('e2e/lib/llm-emulators/x.ts', '../backends.ts') ?? '', /@portico\/testkit\/backends/)
 })

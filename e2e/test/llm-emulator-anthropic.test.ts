@@ -13,6 +13,7 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import Anthropic, { type APIError } from '@anthropic-ai/sdk'
 import { type Backend, startBackend } from '@portico/testkit/backends'
+import { setForTest } from '@portico/testkit/for-test'
 import { ANTHROPIC_TEST_KEY, EMULATED_MODELS, loadAnthropicTranscripts, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { anthropicMessagesFormat as format, decodeAnthropicModelList, encodeAnthropicModelList } from '@portico/engine/llm/formats/anthropic-messages'
 import { isTranslationError, translationError, type StreamEvent, type TranslationError } from '@portico/engine/llm/canonical'
@@ -161,31 +162,32 @@ function encodeEvents (events: StreamEvent[]): string {
 describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
   let server: Backend
   let client: Anthropic
-  let answer: { status: number, contentType: string, body: string } = { status: 500, contentType: 'text/plain', body: '' }
+  // What the server answers next: each test sets its own (setForTest: put back after it).
+  const serve: { answer: { status: number, contentType: string, body: string } } = { answer: { status: 500, contentType: 'text/plain', body: '' } }
 
   before(async () => {
-    server = await encoderServer(() => answer)
+    server = await encoderServer(() => serve.answer)
     client = new Anthropic({ apiKey: 'sk-ant-test-portico', baseURL: server.url, maxRetries: 0 })
   })
   after(async () => { await server.close() })
 
-  test('encodeResponse: every recorded answer, decoded to neutral and encoded again, is a Message the SDK returns as is', async () => {
+  test('encodeResponse: every recorded answer, decoded to neutral and encoded again, is a Message the SDK returns as is', async t => {
     for (const name of ['text', 'tool-calls', 'max-tokens', 'stop-sequence', 'reasoning', 'refusal']) {
       const neutral = format.decodeResponse(recorded(name))
       assert.ok(!isTranslationError(neutral))
       const body = format.encodeResponse(neutral, { now: 0, requestModel: MODEL })
-      answer = { status: 200, contentType: 'application/json', body: JSON.stringify(body) }
+      setForTest(t, serve, 'answer', { status: 200, contentType: 'application/json', body: JSON.stringify(body) })
       const message = await client.messages.create(ask(name))
       assert.deepEqual(message, body, name)
       assert.equal(message.type, 'message')
     }
   })
 
-  test('the stream encoder: recorded streams re-encoded give the SDK the same final message', async () => {
+  test('the stream encoder: recorded streams re-encoded give the SDK the same final message', async t => {
     for (const name of ['text', 'tool-calls', 'parallel-tool-calls', 'max-tokens', 'stop-sequence', 'reasoning']) {
-      answer = { status: 200, contentType: 'text/event-stream', body: encodeEvents(neutralEvents(name)) }
+      setForTest(t, serve, 'answer', { status: 200, contentType: 'text/event-stream', body: encodeEvents(neutralEvents(name)) })
       const viaEncoder = await client.messages.stream(ask(name)).finalMessage()
-      answer = { status: 200, contentType: 'text/event-stream', body: transcripts.get(name)!.stream! }
+      setForTest(t, serve, 'answer', { status: 200, contentType: 'text/event-stream', body: transcripts.get(name)!.stream! })
       const original = await client.messages.stream(ask(name)).finalMessage()
       // Redacted thinking has no neutral form (documented), and the usage is written out whole.
       const expected = { ...original, content: original.content.filter(b => b.type !== 'redacted_thinking'), usage: viaEncoder.usage }
@@ -194,7 +196,7 @@ describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
     }
   })
 
-  test('the stream encoder: an OpenAI-shaped neutral stream (no block stops, interleaved starts) is a valid Anthropic stream', async () => {
+  test('the stream encoder: an OpenAI-shaped neutral stream (no block stops, interleaved starts) is a valid Anthropic stream', async t => {
     const events: StreamEvent[] = [
       { type: 'start', id: 'chatcmpl-abc', model: 'gpt-4o-mini' },
       { type: 'block_start', index: 0, block: { type: 'text' } },
@@ -207,7 +209,7 @@ describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
       { type: 'tool_args_delta', index: 2, json: '{"city":"Bergen"}' },
       { type: 'finish', stopReason: 'tool_use', usage: { inputTokens: 40, outputTokens: 22, cachedInputTokens: 16, reasoningTokens: 0 } }
     ]
-    answer = { status: 200, contentType: 'text/event-stream', body: encodeEvents(events) }
+    setForTest(t, serve, 'answer', { status: 200, contentType: 'text/event-stream', body: encodeEvents(events) })
     const message = await client.messages.stream({ ...ask('weather'), tools: TOOLS }).finalMessage()
     assert.equal(message.id, 'chatcmpl-abc')
     assert.equal(message.model, 'gpt-4o-mini')
@@ -217,9 +219,9 @@ describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
     assert.deepEqual({ ...message.usage }, { input_tokens: 24, output_tokens: 22, cache_creation_input_tokens: 0, cache_read_input_tokens: 16, output_tokens_details: { thinking_tokens: 0 } })
   })
 
-  test('the stream encoder: a provider error mid-stream reaches the SDK as a typed APIError', async () => {
+  test('the stream encoder: a provider error mid-stream reaches the SDK as a typed APIError', async t => {
     const events = neutralEvents('hostile-cut-mid-tool-call')
-    answer = { status: 200, contentType: 'text/event-stream', body: encodeEvents(events) }
+    setForTest(t, serve, 'answer', { status: 200, contentType: 'text/event-stream', body: encodeEvents(events) })
     await assert.rejects(client.messages.stream(ask('x')).finalMessage(), (err: unknown) => {
       assert.ok(err instanceof Anthropic.APIError, String(err))
       assert.equal((err.error as { error?: { type?: string } }).error?.type, 'api_error')
@@ -227,15 +229,15 @@ describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
     })
   })
 
-  test('encodeAnthropicModelList: a neutral model list (as from OpenAI) is a page models.list reads', async () => {
-    answer = { status: 200, contentType: 'application/json', body: JSON.stringify(encodeAnthropicModelList([{ id: 'gpt-4o-mini', created: 1721172741 }, { id: 'o3', displayName: 'o3' }])) }
+  test('encodeAnthropicModelList: a neutral model list (as from OpenAI) is a page models.list reads', async t => {
+    setForTest(t, serve, 'answer', { status: 200, contentType: 'application/json', body: JSON.stringify(encodeAnthropicModelList([{ id: 'gpt-4o-mini', created: 1721172741 }, { id: 'o3', displayName: 'o3' }])) })
     const models = []
     for await (const m of client.models.list()) models.push(m)
     assert.deepEqual(models.map(m => [m.id, m.display_name, m.created_at]), [['gpt-4o-mini', 'gpt-4o-mini', '2024-07-16T23:32:21Z'], ['o3', 'o3', '1970-01-01T00:00:00Z']])
-    assert.deepEqual(decodeAnthropicModelList(JSON.parse(answer.body)), [{ id: 'gpt-4o-mini', created: 1721172741, displayName: 'gpt-4o-mini' }, { id: 'o3', created: 0, displayName: 'o3' }])
+    assert.deepEqual(decodeAnthropicModelList(JSON.parse(serve.answer.body)), [{ id: 'gpt-4o-mini', created: 1721172741, displayName: 'gpt-4o-mini' }, { id: 'o3', created: 0, displayName: 'o3' }])
   })
 
-  test('encodeError: each neutral error is the SDK\'s typed error for its status', async () => {
+  test('encodeError: each neutral error is the SDK\'s typed error for its status', async t => {
     const cases: Array<[TranslationError, new (...args: any[]) => APIError, string]> = [
       [translationError(400, 'invalid_request', 'messages[0].content[0].type: "document" blocks are not supported', 'messages[0].content[0].type'), Anthropic.BadRequestError, 'invalid_request_error'],
       [translationError(401, 'authentication', 'bad key'), Anthropic.AuthenticationError, 'authentication_error'],
@@ -248,7 +250,7 @@ describe('Portico\'s Anthropic encoder, checked by @anthropic-ai/sdk', () => {
       [translationError(529, 'overloaded', 'busy'), Anthropic.OverloadedError, 'overloaded_error']
     ]
     for (const [error, type, errorType] of cases) {
-      answer = { status: error.status, contentType: 'application/json', body: JSON.stringify(format.encodeError(error)) }
+      setForTest(t, serve, 'answer', { status: error.status, contentType: 'application/json', body: JSON.stringify(format.encodeError(error)) })
       await assert.rejects(client.messages.create(ask('x')), (err: unknown) => {
         assert.ok(err instanceof type, `${errorType}: ${String(err)}`)
         assert.equal(err.status, error.status)

@@ -60,11 +60,12 @@ function withoutPadding (value: any): any {
 
 describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
   let emulator: BedrockEmulator
-  let next: BedrockAnswer | undefined
+  // What the emulator answers next (unset: a text answer): each test sets its own (setForTest: put back after it).
+  const serve: { next?: BedrockAnswer } = {}
   let client: BedrockRuntimeClient
 
   before(async () => {
-    emulator = await startBedrockEmulator({ region: REGION, answer: call => next ?? (call.streaming ? { stream: 'text' } : { response: 'text' }) })
+    emulator = await startBedrockEmulator({ region: REGION, answer: call => serve.next ?? (call.streaming ? { stream: 'text' } : { response: 'text' }) })
     client = new BedrockRuntimeClient({ region: REGION, endpoint: emulator.url, credentials: BEDROCK_TEST_CREDENTIALS, maxAttempts: 1 })
   })
   after(async () => {
@@ -72,10 +73,10 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
     await emulator?.close()
   })
 
-  test('Converse: every request fixture is what the SDK puts on the wire; the answer parses', async () => {
+  test('Converse: every request fixture is what the SDK puts on the wire; the answer parses', async t => {
     for (const name of names('requests', '.json').filter(n => !n.startsWith('refused-'))) {
       const body = fixture('requests', `${name}.json`)
-      next = { response: 'text' }
+      setForTest(t, serve, 'next', { response: 'text' })
       const out = await client.send(new ConverseCommand({ modelId: MODEL, ...sdkInput(body) } as ConverseCommandInput))
       const call = emulator.calls.at(-1)
       assert.equal(call?.auth, 'sigv4', name)
@@ -86,9 +87,9 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
     }
   })
 
-  test('Converse: the SDK parses each recorded answer into exactly the recorded fields', async () => {
+  test('Converse: the SDK parses each recorded answer into exactly the recorded fields', async t => {
     for (const name of names('responses', '.json')) {
-      next = { response: name }
+      setForTest(t, serve, 'next', { response: name })
       const out = await client.send(new ConverseCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] }))
       const recorded = fixture('responses', `${name}.json`)
       const { $metadata, ...parsed } = out
@@ -97,9 +98,9 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
     }
   })
 
-  test('ConverseStream with tools: the SDK decodes the event-stream frames into the recorded events', async () => {
+  test('ConverseStream with tools: the SDK decodes the event-stream frames into the recorded events', async t => {
     for (const name of ['text', 'tool-calls', 'parallel-tool-calls', 'max-tokens', 'reasoning']) {
-      next = { stream: name }
+      setForTest(t, serve, 'next', { stream: name })
       const tools = fixture('requests', 'tools.json')
       const out = await client.send(new ConverseStreamCommand({ modelId: MODEL, ...tools } as ConverseStreamCommandInput))
       const events: unknown[] = []
@@ -112,15 +113,15 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
     }
   })
 
-  test('exceptions: HTTP errors and an exception inside the stream are the SDK\'s typed exceptions', async () => {
+  test('exceptions: HTTP errors and an exception inside the stream are the SDK\'s typed exceptions', async t => {
     for (const name of names('errors', '.json')) {
-      next = { error: name }
+      setForTest(t, serve, 'next', { error: name })
       const type = fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, 'errors', `${name}.type`), 'utf8').trim()
       const status = Number(fs.readFileSync(path.join(BEDROCK_TRANSCRIPTS, 'errors', `${name}.status`), 'utf8'))
       await assert.rejects(client.send(new ConverseCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] })),
         (err: any) => err.name === type && err.$metadata?.httpStatusCode === status && err.message === fixture('errors', `${name}.json`).message, name)
     }
-    next = { stream: 'throttled' }
+    setForTest(t, serve, 'next', { stream: 'throttled' })
     const out = await client.send(new ConverseStreamCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] }))
     const seen: string[] = []
     await assert.rejects(async () => {
@@ -129,14 +130,14 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
     assert.deepEqual(seen, ['messageStart', 'contentBlockDelta'])
 
     // A stream cut mid-frame: the SDK fails too (what Portico's decoder reports as a cut stream).
-    next = { stream: 'tool-calls', cutAtByte: 300 }
+    setForTest(t, serve, 'next', { stream: 'tool-calls', cutAtByte: 300 })
     const cut = await client.send(new ConverseStreamCommand({ modelId: MODEL, messages: [{ role: 'user', content: [{ text: 'hi' }] }] }))
     await assert.rejects(async () => {
       for await (const event of cut.stream ?? []) seen.push(Object.keys(event)[0] ?? '')
     })
   })
 
-  test('authorisation: a wrong secret is InvalidSignatureException, an unknown key UnrecognizedClientException; a Bedrock API key works', async () => {
+  test('authorisation: a wrong secret is InvalidSignatureException, an unknown key UnrecognizedClientException; a Bedrock API key works', async t => {
     const input = { modelId: MODEL, messages: [{ role: 'user' as const, content: [{ text: 'hi' }] }] }
     const wrongSecret = new BedrockRuntimeClient({ region: REGION, endpoint: emulator.url, credentials: { ...BEDROCK_TEST_CREDENTIALS, secretAccessKey: 'not-the-secret' }, maxAttempts: 1 })
     await assert.rejects(wrongSecret.send(new ConverseCommand(input)), (err: any) => err.name === 'InvalidSignatureException' && err.$metadata.httpStatusCode === 403)
@@ -148,7 +149,7 @@ describe('Bedrock emulator, checked by @aws-sdk/client-bedrock-runtime', () => {
     await assert.rejects(wrongRegion.send(new ConverseCommand(input)), (err: any) => err.name === 'InvalidSignatureException')
     wrongRegion.destroy()
 
-    next = { response: 'text' }
+    setForTest(t, serve, 'next', { response: 'text' })
     const bearer = new BedrockRuntimeClient({ region: REGION, endpoint: emulator.url, token: { token: BEDROCK_TEST_API_KEY }, authSchemePreference: ['httpBearerAuth'], maxAttempts: 1 })
     const out = await bearer.send(new ConverseCommand(input))
     assert.equal(out.stopReason, 'end_turn')

@@ -14,6 +14,7 @@ import { GoogleGenAI, ApiError, type GenerateContentResponse } from '@google/gen
 import Anthropic from '@anthropic-ai/sdk'
 import OpenAI from 'openai'
 import { type Backend, startBackend } from '@portico/testkit/backends'
+import { setForTest } from '@portico/testkit/for-test'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
 import { geminiFormat } from '@portico/engine/llm/formats/gemini'
 import type { ChatResponse, StreamEvent } from '@portico/engine/llm/canonical'
@@ -243,25 +244,26 @@ describe('Gemini emulator, checked by @google/genai', () => {
 describe('Portico\'s Gemini encoder output, parsed by @google/genai', () => {
   let server: Backend
   let ai: GoogleGenAI
-  let next: { status: number, type: string, body: string } = { status: 200, type: 'application/json', body: '{}' }
+  // What the server answers next: each test sets its own (setForTest: put back after it).
+  const serve: { next: { status: number, type: string, body: string } } = { next: { status: 200, type: 'application/json', body: '{}' } }
   const OPTIONS = { now: 1767225600, requestModel: 'gemini-2.0-flash' }
 
   before(async () => {
     server = await startBackend((req, res) => {
       req.resume()
-      req.on('end', () => { res.writeHead(next.status, { 'content-type': next.type }); res.end(next.body) })
+      req.on('end', () => { res.writeHead(serve.next.status, { 'content-type': serve.next.type }); res.end(serve.next.body) })
     })
     ai = new GoogleGenAI({ apiKey: 'AIza-test-portico', httpOptions: { baseUrl: server.url } })
   })
   after(async () => { await server.close() })
 
-  test('a whole answer: text, reasoning, tool calls, usage', async () => {
+  test('a whole answer: text, reasoning, tool calls, usage', async t => {
     const neutral: ChatResponse = {
       id: 'msg_01', model: 'claude-sonnet-4-5', stopReason: 'tool_use',
       content: [{ type: 'reasoning', text: 'The user wants weather.', signature: 'sig==' }, { type: 'text', text: 'Checking.' }, { type: 'tool_call', id: 'toolu_01', name: 'get_current_weather', input: { location: 'Oslo' } }],
       usage: { inputTokens: 20, outputTokens: 15, cachedInputTokens: 5, reasoningTokens: 6 }
     }
-    next = { status: 200, type: 'application/json', body: JSON.stringify(geminiFormat.encodeResponse(neutral, OPTIONS)) }
+    setForTest(t, serve, 'next', { status: 200, type: 'application/json', body: JSON.stringify(geminiFormat.encodeResponse(neutral, OPTIONS)) })
     const response = await ai.models.generateContent({ model: 'gemini-2.0-flash', contents: 'weather in Oslo?' })
     assert.equal(response.text, 'Checking.')
     assert.deepEqual(response.functionCalls, [{ id: 'toolu_01', name: 'get_current_weather', args: { location: 'Oslo' } }])
@@ -270,7 +272,7 @@ describe('Portico\'s Gemini encoder output, parsed by @google/genai', () => {
     assert.equal(response.responseId, 'msg_01')
   })
 
-  test('a stream: text deltas, a whole tool call, the finish with usage; an error mid-stream throws', async () => {
+  test('a stream: text deltas, a whole tool call, the finish with usage; an error mid-stream throws', async t => {
     const events: StreamEvent[] = [
       { type: 'start', id: 'chatcmpl-1', model: 'gpt-4o-mini' },
       { type: 'block_start', index: 0, block: { type: 'text' } },
@@ -284,7 +286,7 @@ describe('Portico\'s Gemini encoder output, parsed by @google/genai', () => {
       { type: 'finish', stopReason: 'tool_use', usage: { inputTokens: 3, outputTokens: 4 } }
     ]
     const encoder = geminiFormat.newStreamEncoder(OPTIONS)
-    next = { status: 200, type: 'text/event-stream', body: events.map(e => encoder.encode(e)).join('') + encoder.end() }
+    setForTest(t, serve, 'next', { status: 200, type: 'text/event-stream', body: events.map(e => encoder.encode(e)).join('') + encoder.end() })
     const chunks = await collect(await ai.models.generateContentStream({ model: 'gemini-2.0-flash', contents: 'hi' }))
     assert.equal(chunks.map(c => c.text ?? '').join(''), 'Hello — ✓')
     assert.deepEqual(chunks.flatMap(c => c.functionCalls ?? []), [{ id: 'call_1', name: 'f', args: { a: [1, 2] } }])
@@ -292,13 +294,13 @@ describe('Portico\'s Gemini encoder output, parsed by @google/genai', () => {
     assert.equal(chunks.at(-1)?.usageMetadata?.totalTokenCount, 7)
 
     const failing = geminiFormat.newStreamEncoder(OPTIONS)
-    next = { status: 200, type: 'text/event-stream', body: [events[0], events[1], events[2], { type: 'error', error: { status: 529, kind: 'overloaded', message: 'Overloaded' } } as StreamEvent].map(e => failing.encode(e as StreamEvent)).join('') }
+    setForTest(t, serve, 'next', { status: 200, type: 'text/event-stream', body: [events[0], events[1], events[2], { type: 'error', error: { status: 529, kind: 'overloaded', message: 'Overloaded' } } as StreamEvent].map(e => failing.encode(e as StreamEvent)).join('') })
     await assert.rejects(collect(await ai.models.generateContentStream({ model: 'gemini-2.0-flash', contents: 'hi' })), (e: unknown) => e instanceof ApiError && e.status === 529 && /UNAVAILABLE/.test(e.message))
   })
 
-  test('an error answer: the SDK reads status and message', async () => {
+  test('an error answer: the SDK reads status and message', async t => {
     const error = { status: 429, kind: 'rate_limit' as const, message: 'Rate limit reached for requests' }
-    next = { status: 429, type: 'application/json', body: JSON.stringify(geminiFormat.encodeError(error)) }
+    setForTest(t, serve, 'next', { status: 429, type: 'application/json', body: JSON.stringify(geminiFormat.encodeError(error)) })
     await assert.rejects(ai.models.generateContent({ model: 'gemini-2.0-flash', contents: 'hi' }), (e: unknown) => e instanceof ApiError && e.status === 429 && /RESOURCE_EXHAUSTED/.test(e.message) && /Rate limit reached/.test(e.message))
   })
 })

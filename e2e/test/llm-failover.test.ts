@@ -31,6 +31,7 @@ import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/t
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { sleep, waitUntil } from '@portico/testkit/wait'
 import { openTrace } from '@portico/testkit/trace'
+import { setForTest } from '@portico/testkit/for-test'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { startGeminiEmulator, type GeminiEmulator } from '../lib/llm-emulators/gemini.ts'
@@ -163,9 +164,9 @@ describe('ai backends: failover across providers (groups)', () => {
     await geminiEmu?.close()
   })
 
-  test('anthropic SDK: the OpenAI provider answers 429 → the Anthropic provider of the next group answers; each attempt traced', { timeout: 15_000 }, async () => {
+  test('anthropic SDK: the OpenAI provider answers 429 → the Anthropic provider of the next group answers; each attempt traced', { timeout: 15_000 }, async t => {
     const sw = switches.get('rate')!
-    sw.mode = '429'
+    setForTest(t, sw, 'mode', '429')
     const openaiBefore = openaiEmu.received.length
     const anthropicBefore = anthropicEmu.bodies.length
     const trace = await openTrace(admin, 'path=/rate/v1/messages')
@@ -192,9 +193,9 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.equal(failover.attempts, 2)
   })
 
-  test('openai SDK: the OpenAI provider answers 503 → the answer comes from Anthropic, translated to a chat completion', { timeout: 15_000 }, async () => {
+  test('openai SDK: the OpenAI provider answers 503 → the answer comes from Anthropic, translated to a chat completion', { timeout: 15_000 }, async t => {
     const sw = switches.get('overload')!
-    sw.mode = '503'
+    setForTest(t, sw, 'mode', '503')
     const c = await openai('/overload').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }], max_tokens: 100 })
     assert.equal(c.object, 'chat.completion')
     assert.equal(c.choices[0]!.message.content, 'Bonjour ! Grüße — ✓ 日本語')
@@ -205,14 +206,14 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.equal(sent.system, 'be brief')
     assert.equal(sent.max_tokens, 100)
     // The usage of the answer the client got is the one counted, under the provider that gave it.
-    await waitFor(() => portico.logs().some(l => l.route === 'overload' && l['gen_ai.usage.output_tokens'] === 503))
+    await waitUntil(() => portico.logs().some(l => l.route === 'overload' && l['gen_ai.usage.output_tokens'] === 503), 5_000, 'the access log line of the overload request')
     const log = portico.logs().find(l => l.route === 'overload' && l['gen_ai.usage.output_tokens'] === 503)!
     assert.equal(log.backend, 'llm-overload/claude')
   })
 
-  test('openai SDK, streamed: the OpenAI provider hangs past the backend timeout → the Anthropic stream arrives as OpenAI chunks', { timeout: 15_000 }, async () => {
+  test('openai SDK, streamed: the OpenAI provider hangs past the backend timeout → the Anthropic stream arrives as OpenAI chunks', { timeout: 15_000 }, async t => {
     const sw = switches.get('hang')!
-    sw.mode = 'hang'
+    setForTest(t, sw, 'mode', 'hang')
     const started = Date.now()
     const stream = await openai('/hang').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } })
     let text = ''
@@ -229,7 +230,7 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.equal(anthropicEmu.bodies.at(-1)!.stream, true)
   })
 
-  test('ejection: an ejected provider gets no requests until its ejection ends — the second in a row twice as long — then gets traffic again', { timeout: 30_000 }, async () => {
+  test('ejection: an ejected provider gets no requests until its ejection ends — the second in a row twice as long — then gets traffic again', { timeout: 30_000 }, async t => {
     const sw = switches.get('eject')!
     const ask = async (): Promise<string> => {
       const c = await openai('/eject').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
@@ -243,7 +244,7 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.equal(await ask(), 'Hello!', 'healthy: the first group answers')
     assert.equal(sw.seen, 1)
 
-    sw.mode = '429'
+    setForTest(t, sw, 'mode', '429')
     assert.equal(await ask(), 'Bonjour ! Grüße — ✓ 日本語', 'a 429: the next group answers')
     assert.equal(sw.seen, 2)
     assert.deepEqual((await dump()).endpoints, { healthy: 0, total: 1, ejected: [sw.url] }, '/config_dump shows the provider ejected')
@@ -255,7 +256,7 @@ describe('ai backends: failover across providers (groups)', () => {
     // Re-admitted; it fails again: ejected again, now for 2s (backoff).
     assert.equal(await ask(), 'Bonjour ! Grüße — ✓ 日本語')
     assert.equal(sw.seen, 3, 're-admitted after its ejection')
-    sw.mode = 'ok'
+    setForTest(t, sw, 'mode', 'ok')
     await sleep(1200)
     assert.equal(await ask(), 'Bonjour ! Grüße — ✓ 日本語', '1.2s later it is still ejected: the second ejection lasts 2s')
     assert.equal(sw.seen, 3)
@@ -292,7 +293,8 @@ describe('ai backends: failover across providers (groups)', () => {
       for await (const _chunk of stream) chunks++
     })
     assert.ok(chunks > 0, 'the stream had started')
-    await sleep(200)
+    // The gateway is done with the request once it logged it: no later try can come.
+    await waitUntil(() => portico.logs().some(l => l.msg === 'request' && l.route === 'cut'), 5_000, 'the access log line of the cut request')
     assert.equal(anthropicEmu.bodies.length, anthropicBefore, 'no second provider after the answer began')
   })
 
@@ -305,9 +307,9 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.equal(count('route="eject",backend="llm-eject/openai",reason="429"'), 2, 'two tries dropped; the ejected provider was not tried')
   })
 
-  test('three formats: OpenAI answers 503, Anthropic 429, Gemini answers — an Anthropic client gets it as a Messages answer', { timeout: 15_000 }, async () => {
+  test('three formats: OpenAI answers 503, Anthropic 429, Gemini answers — an Anthropic client gets it as a Messages answer', { timeout: 15_000 }, async t => {
     const sw = switches.get('three')!
-    sw.mode = '503'
+    setForTest(t, sw, 'mode', '503')
     const anthropicBefore = anthropicEmu.bodies.length
     const trace = await openTrace(admin, 'path=/three/v1/messages')
     await trace.ready
@@ -326,9 +328,9 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.deepEqual(events.filter(e => e.message.type === 'retry').map(e => [e.message.provider, e.message.attempt, e.message.attempts]), [['llm-three/openai', 2, 3], ['llm-three/claude', 3, 3]])
   })
 
-  test('every provider failing: the client gets the last provider\'s error, in its own format', { timeout: 15_000 }, async () => {
+  test('every provider failing: the client gets the last provider\'s error, in its own format', { timeout: 15_000 }, async t => {
     const sw = switches.get('all')!
-    sw.mode = '503'
+    setForTest(t, sw, 'mode', '503')
     // The Anthropic emulator answers a transcript's error when the last user message names it.
     const err = await openai('/all').chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'overloaded' }] }).then(() => null, (e: unknown) => e)
     assert.ok(err instanceof OpenAI.APIError, String(err))
@@ -337,10 +339,6 @@ describe('ai backends: failover across providers (groups)', () => {
     assert.equal(sw.seen, 1)
   })
 })
-
-async function waitFor (check: () => boolean, timeoutMs = 5000): Promise<void> {
-  await waitUntil(check, timeoutMs, 'the condition', 25)
-}
 
 describe('ai backends: failover with data-plane workers (WORKERS=2)', () => {
   let openaiEmu: OpenAIEmulator

@@ -19,6 +19,7 @@ import { request } from 'undici'
 import type { ConfigFile } from '@portico/engine'
 import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { requireTool } from '@portico/testkit/tools'
+import { waitUntil } from '@portico/testkit/wait'
 import { startOpenAIEmulator, type OpenAIEmulator } from '../lib/llm-emulators/openai.ts'
 import { ANTHROPIC_TEST_KEY, startAnthropicEmulator, type AnthropicEmulator } from '../lib/llm-emulators/anthropic.ts'
 import { startIdp, type Idp } from '../lib/idp.ts'
@@ -145,7 +146,7 @@ describe('limits per model and per user', () => {
     const ask = async () => await carol.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 64, messages: [{ role: 'user', content: 'hello' }] })
     await ask()
     const logs = () => portico.logs().filter(l => l.route === 'cost' && l['portico.llm.cost'] !== undefined)
-    for (let i = 0; i < 50 && logs().length === 0; i++) await new Promise(resolve => setTimeout(resolve, 20))
+    await waitUntil(() => logs().length > 0, 5_000, 'the access log line of the priced answer')
     assert.equal(String(logs().at(-1)?.['portico.llm.cost']), ANTHROPIC_COST, 'the access log prices the answer as the budget is charged')
     // 0.02 − 0.01482 = 0.00518 left: admitted, and charged into debt.
     await ask()
@@ -292,11 +293,15 @@ descriptors:
     // A unique user per run: the service's counters live in Redis for the day.
     const run = Math.random().toString(36).slice(2, 8)
     const client = (user: string): OpenAI => new OpenAI({ baseURL: p.url, apiKey: 'sk-client', maxRetries: 0, defaultHeaders: { 'x-user': `${user}-${run}` } })
+    // The service's counters for `user` (every model), summed, from its Redis.
+    const counted = async (user: string) => await svc.counted(`portico-limits_model_*_user_${user}-${run}_*`)
     const ask = async (user: string, model: string): Promise<number> => {
-      // The answer's tokens reach the service fire and forget: let them land.
-      await new Promise(resolve => setTimeout(resolve, 200))
+      const before = await counted(user)
       try {
         await client(user).chat.completions.create({ model, messages: [{ role: 'user', content: 'hello' }] })
+        // The answer's tokens reach the service fire and forget: the next check must not
+        // run before they land, so wait for the service's counter to take them.
+        await waitUntil(async () => await counted(user) > before, 5_000, () => `the service to count ${user}'s answer\n${svc.output()}`, 50)
         return 200
       } catch (err) {
         if (err instanceof OpenAI.APIError) return err.status ?? 0
@@ -306,7 +311,6 @@ descriptors:
     assert.equal(await ask('ann', 'gpt-4o'), 200, svc.output())
     assert.equal(await ask('ann', 'gpt-4o'), 200)
     const seen = emu.received.length
-    await new Promise(resolve => setTimeout(resolve, 200))
     const refused = await client('ann').chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hello' }] }).then(() => null, (err: unknown) => err)
     assert.ok(refused instanceof OpenAI.RateLimitError, String(refused))
     assert.equal((refused.error as { code?: string }).code, 'rate_limit_exceeded')

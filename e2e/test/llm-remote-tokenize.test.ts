@@ -12,6 +12,7 @@ import assert from 'node:assert/strict'
 import { freePort, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { openTrace } from '@portico/testkit/trace'
 import { requireTool } from '@portico/testkit/tools'
+import { waitUntil } from '@portico/testkit/wait'
 import { startRateLimitService, startRecordingRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
 import { countTokens, promptTokens, startLlmServer, type LlmServer } from '../lib/llm.ts'
 
@@ -79,9 +80,18 @@ async function post (s: Setup, path: string, user: string, body: unknown, header
   return { status: res.status, text: await res.text(), headers: res.headers }
 }
 
-/** What the service says is left for `user` (the request's own check takes nothing); the hits after an answer are sent fire and forget. */
+/**
+ * Waits until the service has counted `hits` for `user` (its counter in Redis): the hits
+ * after an answer are sent fire and forget, so the next check must not run before they land.
+ */
+async function counted (s: Setup, user: string, hits: number): Promise<void> {
+  let last = 0
+  await waitUntil(async () => (last = await s.service.counted(`portico_llm_budget_${user}_*`)) === hits, 5_000,
+    () => `the service to count ${hits} hits for ${user} (it has ${last})\n${s.service.output()}`, 50)
+}
+
+/** What the service says is left for `user` (the request's own check takes nothing). */
 async function remaining (s: Setup, user: string): Promise<number> {
-  await new Promise(resolve => setTimeout(resolve, 200))
   const r = await post(s, '/probe/v1/chat/completions', user, { model: 'm', messages: [{ role: 'user', content: 'x' }] })
   return Number(r.headers.get('ratelimit-remaining'))
 }
@@ -106,6 +116,7 @@ test('the estimate is taken before the call and only the rest of the real usage 
   assert.ok(estimate! > 0 && estimate! < real, `the estimate (${estimate}) was sent before the call`)
   assert.equal(first.headers.get('ratelimit-remaining'), String(BUDGET - estimate!), 'the service\'s headers after the estimate was taken')
   assert.equal(rest, real - estimate!, 'after the answer: the usage less the estimate')
+  await counted(s, 'ann', real)
   assert.equal(await remaining(s, 'ann'), BUDGET - real, 'the service counted the real usage, once')
 })
 
@@ -122,6 +133,7 @@ test('an estimate above the real usage is what stays taken: nothing more is sent
   assert.equal(hits.length, 1, `only the estimate was sent: ${JSON.stringify(hits)}`)
   assert.ok(hits[0]! > real, `the estimate (${hits[0]}) is above the real usage (${real})`)
   assert.ok(events.some(e => /covered by the \d+ estimated/.test(String((e.message.result as { details?: string } | undefined)?.details))), 'the trace says why nothing more was sent')
+  await counted(s, 'ben', hits[0]!)
   assert.equal(await remaining(s, 'ben'), BUDGET - hits[0]!)
 })
 
@@ -129,7 +141,8 @@ test('a prompt over what the budget has left is refused with 429 in OpenAI\'s sh
   const s = await ready(t)
   if (s === null) return
   assert.equal((await post(s, '/v1/chat/completions', 'cat', { model: 'm', messages: SMALL })).status, 200)
-  await new Promise(resolve => setTimeout(resolve, 200))
+  // The estimate before the call and the rest of the usage after it: the whole usage, once.
+  await counted(s, 'cat', promptTokens(SMALL) + countTokens(REPLY))
   const seen = s.llm.bodies.length
   const refused = await post(s, '/v1/chat/completions', 'cat', { model: 'm', messages: LARGE })
   assert.equal(refused.status, 429, refused.text)
@@ -150,9 +163,12 @@ test('an Anthropic Messages client is refused in Anthropic\'s error shape', asyn
   const s = await ready(t)
   if (s === null) return
   const anthropic = { 'anthropic-version': '2023-06-01' }
+  const trace = await openTrace(s.admin, 'path=/v1/messages')
+  await trace.ready
   const ok = await post(s, '/v1/messages', 'eve', { model: 'claude-test', max_tokens: 50, system: 'be brief', messages: [{ role: 'user', content: 'count to twelve please' }] }, anthropic)
   assert.equal(ok.status, 200, ok.text)
-  await new Promise(resolve => setTimeout(resolve, 200))
+  // What the request sent as hits (the estimate, then the rest after the answer), counted.
+  await counted(s, 'eve', hitsOf(await trace.done).reduce((a, b) => a + b, 0))
   const seen = s.llm.bodies.length
   const refused = await post(s, '/v1/messages', 'eve', { model: 'claude-test', max_tokens: 50, messages: LARGE }, anthropic)
   assert.equal(refused.status, 429, refused.text)
@@ -193,9 +209,9 @@ test('a service that fails when the estimate is sent: failClosed answers 500 in 
     const open = await send('/failOpen')
     assert.equal(open.status, 200, open.text)
     const real = promptTokens(SMALL) + countTokens(REPLY)
-    const deadline = Date.now() + 3000
-    while (service.calls.filter(c => hits(c.request) === real).length === 0 && Date.now() < deadline) await new Promise(resolve => setTimeout(resolve, 20))
-    assert.ok(service.calls.some(c => hits(c.request) === real), `nothing was taken before the call, so the whole usage (${real}) is sent after: ${JSON.stringify(service.calls.map(c => hits(c.request)))}`)
+    // Sent after the answer, fire and forget: wait for the service to get it.
+    await waitUntil(() => service.calls.some(c => hits(c.request) === real), 5_000,
+      () => `nothing was taken before the call, so the whole usage (${real}) is sent after: ${JSON.stringify(service.calls.map(c => hits(c.request)))}`)
   } finally {
     await portico.stop()
     await llm.close()

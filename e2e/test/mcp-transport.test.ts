@@ -10,6 +10,7 @@ import assert from 'node:assert/strict'
 import { request } from 'undici'
 import { createParser } from 'eventsource-parser'
 import { type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
 import { startSdkServer, type SdkServer } from '../lib/mcp.ts'
 
 let portico: PorticoProcess
@@ -193,7 +194,9 @@ test('the session stream (GET): unrelated messages, one stream at a time, Last-E
 
   // Missed while disconnected, replayed on reconnect.
   await post({ jsonrpc: '2.0', id: 8, method: 'resources/subscribe', params: { uri: 'memo://two' } }, { 'mcp-session-id': sid })
-  await new Promise(resolve => setTimeout(resolve, 200))
+  // The server has sent it (to the gateway's upstream stream). The gateway's taking it is not
+  // seen from outside; should it land after the reconnect, it comes live and the test holds.
+  await waitUntil(() => sdk.updated.includes('memo://two'), 5_000, () => `the server to send the update (it sent ${JSON.stringify(sdk.updated)})`)
   const resumed = await stream({ method: 'GET', headers: { 'mcp-session-id': sid, 'last-event-id': lastId } })
   await resumed.waitFor(1)
   assert.equal(resumed.events[0]!.data.params.uri, 'memo://two')
@@ -202,12 +205,15 @@ test('the session stream (GET): unrelated messages, one stream at a time, Last-E
 
 test('a client that disconnects mid-stream: the gateway carries on and the rest can be resumed', async () => {
   const sid = await initialize()
+  const answered = sdk.answered.length
   const s = await stream({ method: 'POST', headers: { 'mcp-session-id': sid }, body: { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'slow', arguments: { steps: 4, delayMs: 100 }, _meta: { progressToken: 'p9' } } } })
   await s.waitFor(1)
   const lastId = s.events[0]!.id!
   s.close()
   await s.done
-  await new Promise(resolve => setTimeout(resolve, 600))
+  // The call goes on with no client: the server answers it (4 steps of 100 ms). As above, an
+  // answer the gateway takes after the reconnect comes live and the test holds.
+  await waitUntil(() => sdk.answered.length > answered, 10_000, () => `the server to answer the slow call (answered: ${JSON.stringify(sdk.answered)})`)
   const resumed = await stream({ method: 'GET', headers: { 'mcp-session-id': sid, 'last-event-id': lastId } })
   await resumed.done
   const kinds = resumed.events.map(e => e.data.method ?? `response:${e.data.id}`)

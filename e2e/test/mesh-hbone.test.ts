@@ -171,7 +171,8 @@ test('replacing the certificate files rotates the identity with no dropped reque
   const slow = get('/mesh/slow?delay=7000')
   let slowDone = false
   void slow.then(() => { slowDone = true })
-  await new Promise(resolve => setTimeout(resolve, 100))
+  // In flight: the echo server behind the tunnel has it.
+  await waitUntil(() => plainSeen.includes('/mesh/slow?delay=7000'), 5_000, () => `the slow request at the echo server (it saw ${JSON.stringify(plainSeen)})`)
   copyFileSync(gw2.keyFile, join(ca.dir, 'gateway.key'))
   copyFileSync(gw2.certFile, join(ca.dir, 'gateway.pem'))
   await portico.waitForOutput(/mesh certificate rotated/, { timeoutMs: 15_000 })

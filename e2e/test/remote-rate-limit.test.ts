@@ -18,6 +18,7 @@ import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } 
 import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
 import { openTrace } from '@portico/testkit/trace'
 import { requireTool } from '@portico/testkit/tools'
+import { waitUntil } from '@portico/testkit/wait'
 import { startRateLimitService, type RateLimitService } from '../lib/ratelimit.ts'
 import { startLlmServer, type LlmServer } from '../lib/llm.ts'
 
@@ -214,16 +215,18 @@ test('descriptors of type tokens: checked without a hit, then the answer\'s LLM 
   assert.match((check!.result as { details: string }).details, /1 token descriptor checked without a hit/)
   assert.deepEqual(sent!.request, { domain: 'portico', descriptors: [{ llm_user: 'erin' }], hitsAddend: 18 })
 
-  // The hits are sent after the answer, fire and forget: give the service a moment.
-  const settle = async () => await new Promise(resolve => setTimeout(resolve, 150))
-  for (const expected of ['22', '4']) {
-    await settle()
+  // The hits are sent after the answer, fire and forget: wait until the service has counted
+  // each answer's 18 (its counter in Redis) before the next check reads what is left.
+  const counted = async (answers: number) => await waitUntil(async () => await s.service.counted('portico_llm_user_erin_*') === 18 * answers, 5_000,
+    () => `the service to count ${18 * answers} hits for erin\n${s.service.output()}`, 50)
+  for (const [answers, expected] of [[1, '22'], [2, '4']] as const) {
+    await counted(answers)
     const answer = await chat('erin')
     assert.equal(answer.status, 200, answer.text)
     assert.equal(answer.remaining, expected, 'what the earlier answers spent')
   }
   // 54 tokens spent of 40: the next check is over the limit; another user is not.
-  await settle()
+  await counted(3)
   const over = await chat('erin')
   assert.equal(over.status, 429, over.text)
   assert.equal((await chat('frank')).status, 200)

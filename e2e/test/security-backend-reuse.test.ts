@@ -16,6 +16,7 @@ import assert from 'node:assert/strict'
 import type { Agent } from 'undici'
 import { gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { newAgent, send } from '@portico/testkit/client'
+import { waitUntil } from '@portico/testkit/wait'
 import { startRawBackend, type RawBackend } from '../lib/raw-backend.ts'
 
 const answer = (id: string): string => `HTTP/1.1 200 OK\r\ncontent-length: ${id.length}\r\n\r\n${id}`
@@ -25,6 +26,8 @@ describe('security: a backend\'s stray responses answer no one', () => {
   let backend: RawBackend
   let agent: Agent
   let url = ''
+  /** Stray responses the backend has written so far. */
+  let strays = 0
 
   before(async () => {
     // /late/<id>: the answer, and 300 ms later a second one; /extra/<id>: the answer with a
@@ -36,7 +39,13 @@ describe('security: a backend\'s stray responses answer no one', () => {
         return
       }
       socket.write(answer(id!))
-      if (kind === 'late') setTimeout(() => { if (!socket.destroyed) socket.write(answer(`stray-${id}`)) }, 300)
+      if (kind === 'late') {
+        setTimeout(() => {
+          if (socket.destroyed) return
+          socket.write(answer(`stray-${id}`))
+          strays++
+        }, 300)
+      }
     })
     const host = backend.host
     portico = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host }] }] }) })
@@ -71,7 +80,7 @@ describe('security: a backend\'s stray responses answer no one', () => {
   test('a second response 300 ms after each answer: every later request, sequential or concurrent, gets its own', async () => {
     assert.equal((await send(agent, `${url}/late/first`)).text, 'first')
     // The stray for the first answer comes while the connection is idle.
-    await new Promise(resolve => setTimeout(resolve, 400))
+    await waitUntil(() => strays >= 1, 5_000, 'the backend to write its stray answer')
     // Then steady traffic, long enough for each answer's stray to come while later requests
     // are under way (on a kept connection they would take it as their answer).
     const sequential = await load('late/', 1, 800)

@@ -21,7 +21,7 @@ import { execFileSync, spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { makeTempDir, PORTICO_BIN, type PorticoProcess, QUIET_ENV, runPortico, startPortico } from '@portico/testkit/portico'
 import { newAgent, send } from '@portico/testkit/client'
-import { sleep } from '@portico/testkit/wait'
+import { sleep, waitUntil } from '@portico/testkit/wait'
 import { validateConfig } from '../lib/validate.ts'
 
 /** `file:line:col: path: message` */
@@ -150,7 +150,7 @@ describe('security: config input', () => {
     after(async () => { await portico?.stop() })
 
     /** Requests /version in a loop until `stop()`; every answer must be 200 from some version. */
-    function requestLoop (): { stop: () => Promise<{ ok: number, failures: string[], versions: Set<string> }> } {
+    function requestLoop (): { stop: () => Promise<{ ok: number, failures: string[], versions: Set<string> }>, answered: () => number, versions: Set<string> } {
       let running = true
       const failures: string[] = []
       const versions = new Set<string>()
@@ -176,7 +176,9 @@ describe('security: config input', () => {
           running = false
           await loop
           return { ok, failures, versions }
-        }
+        },
+        answered: () => ok,
+        versions
       }
     }
 
@@ -195,17 +197,21 @@ describe('security: config input', () => {
       const half = Math.floor(next.length / 2)
       const loop = requestLoop()
       const stdoutBefore = portico.stdout.length
+      // Each state of the file was read: a reload outcome logged for it (rejected, or reloaded).
+      const outcomes = (): number => portico.stdout.slice(stdoutBefore).match(/config reload(ed| rejected| failed)/g)?.length ?? 0
+      const seen = async (n: number, state: string): Promise<void> => await waitUntil(() => outcomes() >= n, 10_000, () => `the watcher to read ${state}\n${portico.output}`)
       try {
-        await sleep(200)
-        // What `>` in a shell, or a non-atomic save, does: truncate, then write in pieces, with
-        // pauses longer than any debounce so each state is seen by the watcher.
+        await waitUntil(() => loop.answered() >= 10, 10_000, 'the request loop to be under way')
+        // What `>` in a shell, or a non-atomic save, does: truncate, then write in pieces, each
+        // state seen by the watcher before the next.
         writeFileSync(portico.configPath, '')
-        await sleep(600)
+        await seen(1, 'the empty file')
         appendFileSync(portico.configPath, next.slice(0, half))
-        await sleep(600)
+        await seen(2, 'the first half')
         appendFileSync(portico.configPath, next.slice(half))
         await waitForVersion('v2')
-        await sleep(100)
+        // The loop itself got an answer from the new config.
+        await waitUntil(() => loop.versions.has('v2'), 10_000, 'the request loop to see v2')
       } finally {
         await loop.stop()
       }
@@ -349,6 +355,8 @@ describe('security: config input', () => {
         const stdoutBefore = portico.stdout.length
         portico.writeConfig(aliasBomb(portico.port))
         await portico.waitForOutput('config reload rejected', { fromStdout: stdoutBefore, timeoutMs: 20_000 })
+        // What is checked is that nothing more comes (no unhandled rejection after the log
+        // line): a fixed time for it to show, as there is no event for its absence.
         await sleep(200)
         const logs = portico.stdout.slice(stdoutBefore) + portico.stderr
         assert.doesNotMatch(logs, /unhandled rejection|uncaught exception/, logs)

@@ -129,8 +129,13 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       }
       await agent.close()
     })
+    // Each reload is made under load: once the loops have sent some more requests since the last step.
+    const underLoad = async (): Promise<void> => {
+      const from = sent
+      await waitUntil(() => sent >= from + 16, 10_000, () => `the load to go on (${sent} sent)`)
+    }
     for (const v of ['v1', 'v2', 'v3']) {
-      await sleep(400)
+      await underLoad()
       const before = p.stdout.length
       p.writeConfig(config(v)(p.port))
       await p.waitForOutput('config reloaded', { fromStdout: before, timeoutMs: 10_000 })
@@ -141,7 +146,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     const before = p.stdout.length
     p.writeConfig(config('v4', { other: gateway(blocker.port) })(p.port))
     await p.waitForOutput('config reload failed', { fromStdout: before, timeoutMs: 10_000 })
-    await sleep(300)
+    await underLoad()
     running = false
     await Promise.all(loops)
     assert.deepEqual(failures, [], `no request may fail during reloads (${sent} sent)`)
@@ -239,6 +244,8 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     assert.equal((await request(`${admin}/logging?level=warn`, { method: 'POST' })).statusCode, 200)
     const before = p.logs().filter(l => l.msg === 'request').length
     await Promise.all(Array.from({ length: 20 }, (_, i) => get(`${p.url}/quiet/${i}`)))
+    // What is checked is that no line comes: a fixed time for a worker's line to reach us, as
+    // there is no event for its absence.
     await sleep(600)
     assert.equal(p.logs().filter(l => l.msg === 'request').length, before, 'no access-log lines from any worker at warn')
   })
@@ -255,6 +262,8 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     // The stdio target runs once per gateway, on the primary: one warm spare before any session
     // — the workers hand MCP over and start none (they used to: 3 processes for 2 workers).
     const everything = () => processesUnder(p.child.pid!, EVERYTHING_SCRIPT)
+    // A fixed time on purpose: what is checked is that no more than one starts (workers that
+    // started their own would do so in this time), which no event shows.
     await sleep(1000)
     assert.equal(everything().length, 1, `one stdio process (the primary's spare): ${everything().join(' ')}`)
     // One client per connection: each fresh client's requests land on either worker.

@@ -11,10 +11,10 @@ import { EventEmitter } from 'node:events'
 import type { Server } from '@grpc/grpc-js'
 import { XdsServer, startXdsListener } from '@portico/controller'
 import { loadConfigText } from '@portico/engine'
-import { meshStateFields, readMeshState, MAX_MESH_REASON, type MeshStateReport } from '@portico/xds'
+import { meshStateFields, readMeshState, MAX_MESH_REASON, type DeltaDiscoveryRequest, type MeshStateReport } from '@portico/xds'
 import { XdsClient } from '@portico/proxy/xds-client'
 import { meshCondition } from '@portico/controller/status-mesh'
-import { deferred, sleep, waitUntil } from '@portico/testkit/wait'
+import { deferred, waitUntil } from '@portico/testkit/wait'
 
 const cleanup: Array<() => Promise<void> | void> = []
 after(async () => {
@@ -107,7 +107,10 @@ test('a state change sent while the controller is still checking the stream\'s t
   // The token check (a TokenReview in a cluster) takes its time; the proxy's state changes meanwhile.
   const checking = deferred()
   const xds = new XdsServer({ authenticate: async () => { checking.resolve(); await checked; return null }, onMeshState: (_p, report) => reports.push(report) })
-  const listener = await startXdsListener({ mode: 'plaintext', host: '127.0.0.1', port: 0, register: (server: Server) => xds.register(server) })
+  // What the server's stream has received, seen beside the XdsServer (which handles it only
+  // once the token is checked): the proof the change reached the controller during the check.
+  const received: DeltaDiscoveryRequest[] = []
+  const listener = await startXdsListener({ mode: 'plaintext', host: '127.0.0.1', port: 0, register: (server: Server) => xds.register(watchingStreams(server, received)) })
   cleanup.push(() => listener.close())
   const mesh = new SettableMeshState()
   const client = new XdsClient({ address: `http://127.0.0.1:${listener.port}`, namespace: 'infra', gateway: 'web', podName: 'web-0', watchMeshState: l => mesh.watch(l), apply: async () => {}, log: quiet })
@@ -116,10 +119,25 @@ test('a state change sent while the controller is still checking the stream\'s t
   // The stream is open and its token under check.
   await checking.promise
   mesh.set({ state: 'failed', reason: 'CA unreachable: 14 UNAVAILABLE' })
-  // The change goes out on the stream; nothing on either side shows when it has left, so
-  // this one wait is a fixed time (too short only makes the test pass without the case).
-  await sleep(300)
+  await eventually(() => received.some(r => readMeshState(r.node)?.state === 'failed'))
+  assert.equal(reports.length, 0, 'nothing handled while the token is under check')
   release()
   await eventually(() => reports.length >= 2)
   assert.deepEqual(reports.map(r => r.state), ['pending', 'failed'])
 })
+
+/**
+ * `server` as XdsServer.register sees it, with each ADS stream's requests also pushed to
+ * `received` as they arrive (a listener beside the server's own, on the same stream).
+ */
+function watchingStreams (server: Server, received: DeltaDiscoveryRequest[]): Server {
+  type Handler = (stream: NodeJS.EventEmitter) => void
+  return {
+    addService: (service: Parameters<Server['addService']>[0], impl: Record<string, Handler>) => {
+      server.addService(service, Object.fromEntries(Object.entries(impl).map(([name, handle]) => [name, (stream: NodeJS.EventEmitter) => {
+        stream.on('data', (req: DeltaDiscoveryRequest) => received.push(req))
+        handle(stream)
+      }])))
+    }
+  } as unknown as Server
+}

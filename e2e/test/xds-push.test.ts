@@ -111,8 +111,9 @@ test('plaintext: first config, readiness, updates and removals, NACK keeps the l
   assert.equal((await get(gwPort, '/hello')).body, 'hi', 'the last good config keeps serving')
 
   // The controller goes away: the proxy keeps serving; it comes back with a new config.
+  const lostFrom = proxy.stdout.length
   await c.listener.close()
-  await new Promise(resolve => setTimeout(resolve, 300))
+  await proxy.waitForOutput('xDS stream lost', { fromStdout: lostFrom, timeoutMs: 10_000 })
   assert.equal((await get(gwPort, '/app/y')).status, 200)
   c = await controller('plaintext', xdsPort)
   c.xds.setConfig('infra/web', ir(gwPort, `  - {name: only, matches: [{path: {exact: /only}}], policies: {directResponse: {status: 201, body: back}}}\n`))

@@ -15,6 +15,7 @@ import { collect } from './lib/dispatch.ts'
 import { H1ResponseParser } from '../src/http/h1-response-parser.ts'
 import { classifyFailure } from '../src/http/call-failure.ts'
 import { vouchTraceparent } from '../src/ir/http-grammar.ts'
+import { waitUntil } from '../../testkit/src/wait.ts'
 
 const call = collect
 
@@ -220,8 +221,7 @@ describe('h1 client: answers and connections', () => {
     await call(pool)
     await call(pool)
     assert.equal(server.connections, 2)
-    await new Promise(resolve => setTimeout(resolve, 20))
-    assert.equal(pool.stats.connected, 0)
+    await waitUntil(() => pool.stats.connected === 0, 5_000, () => `the connection not kept (${JSON.stringify(pool.stats)})`)
   })
 
   test('chunked answers with trailers; interim 1xx answers are skipped', async () => {
@@ -356,11 +356,12 @@ describe('h1 client: answers and connections', () => {
       return null
     }, { connections: 2 })
     const calls = [call(pool), call(pool), call(pool)]
-    await new Promise(resolve => setTimeout(resolve, 50))
+    await waitUntil(() => held.length === 2 && pool.stats.pending === 1, 5_000, () => `two calls at the server, one waiting (${held.length} held, ${JSON.stringify(pool.stats)})`)
     assert.equal(server.connections, 2)
     assert.equal(pool.stats.pending, 1)
     for (const s of held.splice(0)) s.write(OK)
-    await new Promise(resolve => setTimeout(resolve, 50))
+    // The third call goes out on a connection the first two freed.
+    await waitUntil(() => held.length === 1, 5_000, 'the third call at the server')
     for (const s of held.splice(0)) s.write(OK)
     assert.deepEqual((await Promise.all(calls)).map(a => a.body), ['ok', 'ok', 'ok'])
     assert.equal(server.connections, 2)

@@ -19,6 +19,7 @@ import { azureAdapter } from '../src/llm/providers/azure.ts'
 import { azureAccessTokens, AZURE_REFRESH_MARGIN_MS } from '../src/llm/providers/azure-token.ts'
 import type { ProviderRequest } from '../src/llm/provider.ts'
 import { redactSecrets } from '../src/ir/redact.ts'
+import { waitUntil } from '../../testkit/src/wait.ts'
 
 type Json = Record<string, unknown>
 
@@ -196,12 +197,13 @@ test('Entra tokens: one fetch for concurrent requests, reused, renewed in the ba
     clock += 2000
     assert.equal(await tokens.token(), 'tok-1')
     assert.equal(await tokens.token(), 'tok-1')
-    await new Promise(resolve => setTimeout(resolve, 50))
+    await waitUntil(() => server.calls.length >= 2, 5_000, 'the background renewal at the server')
     assert.equal(server.calls.length, 2, 'one background renewal')
     release()
     server.hold = null
-    await new Promise(resolve => setTimeout(resolve, 50))
-    assert.equal(await tokens.token(), 'tok-2')
+    // The cached token answers until the renewal lands (asking meanwhile starts no other).
+    await waitUntil(async () => await tokens.token() === 'tok-2', 5_000, 'the renewed token')
+    assert.equal(server.calls.length, 2)
 
     // Expired: the request waits for a new one.
     clock += 3600_000

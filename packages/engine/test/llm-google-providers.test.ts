@@ -19,6 +19,7 @@ import { geminiProvider, geminiModelPath } from '../src/llm/providers/gemini.ts'
 import { vertexProvider, vertexHost } from '../src/llm/providers/vertex.ts'
 import { googleAccessTokens, type ServiceAccountKey } from '../src/llm/providers/google-token.ts'
 import type { ProviderRequest } from '../src/llm/provider.ts'
+import { setForTest } from '../../testkit/src/for-test.ts'
 
 const ORIGIN = { host: 'x', port: 443, protocol: 'https' as const }
 const req = (over: Partial<ProviderRequest> = {}): ProviderRequest => ({ operation: 'chat', model: 'gemini-2.5-flash', streaming: false, body: Buffer.from('{}'), headers: {}, ...over })
@@ -175,7 +176,7 @@ test('vertex tokens: a token near its expiry is refreshed; failures are 503s tha
   }
 })
 
-test('vertex tokens: Application Default Credentials from the metadata server (GKE workload identity, GCE)', async () => {
+test('vertex tokens: Application Default Credentials from the metadata server (GKE workload identity, GCE)', async t => {
   let served = 0
   const server = http.createServer((request, response) => {
     if (request.headers['metadata-flavor'] !== 'Google') { response.writeHead(403); response.end(); return }
@@ -191,13 +192,13 @@ test('vertex tokens: Application Default Credentials from the metadata server (G
     send(404, 'not found')
   })
   await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve))
-  const saved = { ...process.env }
   try {
-    process.env.GCE_METADATA_HOST = `127.0.0.1:${(server.address() as AddressInfo).port}`
-    process.env.METADATA_SERVER_DETECTION = 'assume-present'
-    process.env.HOME = mkdtempSync(join(tmpdir(), 'portico-home-'))
-    delete process.env.GOOGLE_APPLICATION_CREDENTIALS
-    delete process.env.CLOUDSDK_CONFIG
+    // The environment of this test only: put back in t.after (testkit's setForTest).
+    setForTest(t, process.env, 'GCE_METADATA_HOST', `127.0.0.1:${(server.address() as AddressInfo).port}`)
+    setForTest(t, process.env, 'METADATA_SERVER_DETECTION', 'assume-present')
+    setForTest(t, process.env, 'HOME', mkdtempSync(join(tmpdir(), 'portico-home-')))
+    setForTest(t, process.env, 'GOOGLE_APPLICATION_CREDENTIALS', undefined)
+    setForTest(t, process.env, 'CLOUDSDK_CONFIG', undefined)
     const vertex = vertexProvider({ project: 'portico-test' })
     const r = req()
     await vertex.authorize(r, ORIGIN)
@@ -205,7 +206,6 @@ test('vertex tokens: Application Default Credentials from the metadata server (G
     await vertex.authorize(req(), ORIGIN)
     assert.equal(served, 1)
   } finally {
-    process.env = saved
     await new Promise(resolve => server.close(resolve))
   }
 })

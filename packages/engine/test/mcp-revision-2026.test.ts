@@ -12,7 +12,7 @@ import {
 import { inputKey, ModernCall, ParkedCalls, type CallBinding } from '../src/mcp/session/modern-call.ts'
 import { modernResult } from '../src/mcp/revisions/revision-2026.ts'
 import { SessionIdCodec } from '../src/mcp/session/session-id.ts'
-import { setTimeout as sleep } from 'node:timers/promises'
+import { waitUntil } from '../../testkit/src/wait.ts'
 import type { Channel } from '../src/mcp/session/channels.ts'
 import type { JsonRpcMessage, JsonRpcRequest } from '../src/mcp/protocol/jsonrpc.ts'
 
@@ -127,7 +127,8 @@ test('ModernCall: a target\'s requests become one input_required result; the ret
   call.deliver({ jsonrpc: '2.0', id: 'portico-1', method: 'elicitation/create', params: { message: 'name?' } })
   call.deliver({ jsonrpc: '2.0', id: 'portico-2', method: 'sampling/createMessage', params: { maxTokens: 5 } })
   call.deliver({ jsonrpc: '2.0', id: 'portico-3', method: 'roots/list', params: {} })
-  await sleep(40)
+  // The input requests gathered go out as one input_required answer.
+  await waitUntil(() => first.got.length > 0, 5_000, 'the input_required answer')
   assert.equal(answered.length, 1, 'roots/list refused: no roots capability')
   const nameKey = inputKey('elicitation/create', { message: 'name?' }, 0)
   const sampleKey = inputKey('sampling/createMessage', { maxTokens: 5 }, 0)
@@ -149,7 +150,7 @@ test('ModernCall: a target\'s requests become one input_required result; the ret
   call.resume({ channel: second.channel, clientId: 2, clientToken: undefined, logLevel: undefined }, { [nameKey]: { action: 'accept', content: { name: 'Ada' } }, extra: 1 })
   assert.deepEqual(answered.slice(1), [{ jsonrpc: '2.0', id: 'portico-1', result: { action: 'accept', content: { name: 'Ada' } } }])
   assert.deepEqual(call.answers, { [nameKey]: { action: 'accept', content: { name: 'Ada' } } })
-  await sleep(40)
+  await waitUntil(() => second.got.length > 0, 5_000, 'the input_required answer asking again')
   assert.deepEqual(Object.keys((second.got[0] as any).result.inputRequests), [sampleKey])
 
   const third = sink()
@@ -180,7 +181,7 @@ test('ModernCall run again with earlier answers: questions already answered are 
   call.deliver({ jsonrpc: '2.0', id: 'portico-7', method: 'elicitation/create', params: { message: 'name?', _meta: { progressToken: 3 } } })
   assert.deepEqual(answered, [{ jsonrpc: '2.0', id: 'portico-7', result: { action: 'accept', content: { name: 'Ada' } } }])
   call.deliver({ jsonrpc: '2.0', id: 'portico-8', method: 'elicitation/create', params: { message: 'name?' } })
-  await sleep(40)
+  await waitUntil(() => got.length > 0, 5_000, 'the input_required answer')
   assert.deepEqual(Object.keys((got[0] as any).result.inputRequests), [inputKey('elicitation/create', { message: 'name?' }, 1)])
 })
 
@@ -200,7 +201,8 @@ test('ParkedCalls: a requestState opens only unaltered, for the same request; a 
   assert.deepEqual(parked.find('opaque-from-elsewhere', what), { refused: 'Invalid or expired requestState' })
   assert.match(JSON.stringify(parked.find(state, { ...what, name: 'other' })), /another request/)
   assert.match(JSON.stringify(parked.find(42, what)), /must be a string/)
-  await sleep(60)
+  // Parked for 30 ms: it expires.
+  await waitUntil(() => expired > 0, 5_000, 'the parked call to expire')
   assert.equal(expired, 1)
   assert.equal(call.done, true)
   // Another replica (or this one after the call expired): the answers so far, to run it again.

@@ -140,7 +140,8 @@ test('the transport keeps what a spare writes before anyone listens, and hands i
   try {
     await transport.start()
     await until(() => launched(launches).length === 1, 'launched')
-    await new Promise(resolve => setTimeout(resolve, 300))
+    // Both early lines (stdout and stderr) are held by the transport, no one listening yet.
+    await until(() => (transport as unknown as { early: unknown[] }).early.length === 2, 'the early lines held')
     const got: string[] = []
     transport.onmessage = m => got.push('method' in m ? m.method : `answer ${String((m as { id: unknown }).id)}`)
     transport.onstderr = line => got.push(`stderr: ${line.split(' ')[0]}`)

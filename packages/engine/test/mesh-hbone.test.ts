@@ -19,6 +19,7 @@ import { formatDiagnostic, loadConfigText } from '../src/index.ts'
 import { formatIrDiagnostic, validateIR } from '../src/ir/validate.ts'
 import { collect } from './lib/dispatch.ts'
 import { makeTestCa, startHbonePeer, type HbonePeer, type TestCa } from '../../testkit/src/hbone-peer.ts'
+import { waitUntil } from '../../testkit/src/wait.ts'
 
 const ECHO_ID = 'spiffe://cluster.local/ns/apps/sa/echo'
 const GATEWAY_ID = 'spiffe://cluster.local/ns/gw/sa/portico'
@@ -175,8 +176,9 @@ test('a certificate rotation keeps traffic flowing; new connections use the new 
     const oldPrint = peer.fingerprints.at(-1)
     const sessions = peer.sessions
     // A request in flight on the old connection while the certificate rotates.
+    const hits = plainHits.length
     const slow = collect(d, { path: '/slow?delay=300' })
-    await new Promise(resolve => setTimeout(resolve, 50))
+    await waitUntil(() => plainHits.length > hits, 5_000, 'the slow request at the echo server')
     Object.assign(id, { files: { ...files, cert: gw2.certFile, key: gw2.keyFile } })
     assert.equal(id.reload(), true)
     const fresh = await collect(d, { path: '/after' })
@@ -186,8 +188,7 @@ test('a certificate rotation keeps traffic flowing; new connections use the new 
     assert.equal(peer.clients.at(-1), GATEWAY_ID)
     assert.equal((await slow).status, 200, 'the tunnel open across the rotation ran to its end')
     // The old connection closes once its last stream is done; only the new one remains.
-    await new Promise(resolve => setTimeout(resolve, 50))
-    assert.equal(pools.hbone!.stats().connections, 1)
+    await waitUntil(() => pools.hbone!.stats().connections === 1, 5_000, () => `the old connection to close (${JSON.stringify(pools.hbone!.stats())})`)
   } finally {
     await pools.destroy()
   }
@@ -268,9 +269,10 @@ test('an HBONE connection with no tunnel left closes after the idle timeout', as
   try {
     assert.equal((await collect(pools.get(meshBackend('m10', peer.port)), { path: '/idle' })).status, 200)
     assert.equal(pools.hbone!.stats().connections, 1)
-    // The HTTP/1.1 connection inside closes after 50 ms of keep-alive, its tunnel with it; the HBONE connection 100 ms later.
-    await new Promise(resolve => setTimeout(resolve, 400))
-    assert.deepEqual(pools.hbone!.stats(), { connections: 0, streams: 0 })
+    // The HTTP/1.1 connection inside closes after 50 ms of keep-alive, its tunnel with it; the
+    // HBONE connection 100 ms later. Without the idle timeout it would stay (the default is 5 minutes).
+    await waitUntil(() => pools.hbone!.stats().connections === 0, 5_000, () => `the idle HBONE connection to close (${JSON.stringify(pools.hbone!.stats())})`)
+    assert.deepEqual(pools.hbone!.stats(), { connections: 0, streams: 0, draining: 0 })
   } finally {
     await pools.destroy()
   }
@@ -286,8 +288,7 @@ test('a peer that takes the CONNECT and never answers it: a clear error within t
     assert.match(err!.message, /did not answer the HBONE CONNECT to 127\.0\.0\.1:\d+ in 300 ms/)
     assert.ok(Date.now() - started < 2000)
     // The cancelled stream closes on the next turns of the loop.
-    await new Promise(resolve => setTimeout(resolve, 50))
-    assert.equal(pools.hbone!.stats().streams, 0)
+    await waitUntil(() => pools.hbone!.stats().streams === 0, 5_000, () => `the cancelled stream to close (${JSON.stringify(pools.hbone!.stats())})`)
     peer.silent = false
     assert.equal((await collect(pools.get(meshBackend('m11', peer.port)), { path: '/after' })).status, 200)
   } finally {
@@ -303,7 +304,8 @@ test('a peer\'s GOAWAY retires its connection: the idle HTTP/1.1 connection on i
     assert.equal((await collect(d, { path: '/one' })).status, 200)
     const sessions = peer.sessions
     peer.goaway()
-    await new Promise(resolve => setTimeout(resolve, 100))
+    // The pool has read the GOAWAY: its connection takes no new stream.
+    await waitUntil(() => pools.hbone!.stats().draining === 1, 5_000, () => `the GOAWAY to reach the pool (${JSON.stringify(pools.hbone!.stats())})`)
     assert.equal((await collect(d, { path: '/two' })).status, 200)
     assert.equal(peer.sessions - sessions, 1)
   } finally {

@@ -19,10 +19,16 @@ import { configToIR } from '../src/config/to-ir.ts'
 import type { ConfigFile } from '../src/config/schema.ts'
 import type { StreamConnectionRecord, StreamProxyOptions } from '../src/stream/stream-proxy.ts'
 import type { TraceEvent } from '../src/trace/events.ts'
+import { waitUntil } from '../../testkit/src/wait.ts'
 
-/** The proxy's own close handler runs a moment after the client saw the close. */
-async function settled (): Promise<void> {
-  await new Promise(resolve => setTimeout(resolve, 50))
+/**
+ * The connection-end records in `list` after index `from` that `match`, once there are `n` of
+ * them: the proxy's own close handler runs a moment after the client saw the close.
+ */
+async function ended (list: StreamConnectionRecord[], from: number, match: (r: StreamConnectionRecord) => boolean = () => true, n = 1): Promise<StreamConnectionRecord[]> {
+  const found = () => list.slice(from).filter(match)
+  await waitUntil(() => found().length >= n, 5_000, () => `${n} connection-end record(s); got ${JSON.stringify(list.slice(from).map(r => r.reason))}`)
+  return found()
 }
 
 async function listen (server: net.Server): Promise<number> {
@@ -150,10 +156,11 @@ describe('stream proxy', () => {
   })
 
   test('TCP: bytes both ways, and the client\'s half-close reaches the backend (which still answers)', async () => {
+    const from = records.length
     const { received } = await exchange(tcpPort, 'ping', { endAfterMs: 100 })
     assert.equal(received.toString(), 'pingbye')
-    await settled()
-    const r = records.at(-1)!
+    const [r] = await ended(records, from)
+    assert.ok(r !== undefined)
     assert.equal(r.protocol, 'tcp')
     assert.equal(r.route, 'tcp:plain')
     assert.equal(r.reason, 'Done')
@@ -165,6 +172,7 @@ describe('stream proxy', () => {
   })
 
   test('TLS terminate: the handshake is Portico\'s, the plaintext reaches the backend', async () => {
+    const from = records.length
     const ca = readFileSync(join(dir, 'cert.pem'), 'utf8')
     const got = await new Promise<string>((resolve, reject) => {
       let text = ''
@@ -174,27 +182,29 @@ describe('stream proxy', () => {
       s.on('error', reject)
     })
     assert.equal(got, 'hellobye')
-    await settled()
-    assert.equal(records.at(-1)!.mode, 'Terminate')
-    assert.equal(records.at(-1)!.serverName, 't.test')
+    const [r] = await ended(records, from)
+    assert.equal(r!.mode, 'Terminate')
+    assert.equal(r!.serverName, 't.test')
   })
 
   test('garbage instead of a client hello is dropped at once', async () => {
+    const from = records.length
     const { received, closedMs } = await exchange(tlsPort, 'GET / HTTP/1.1\r\nhost: t.test\r\n\r\n')
     assert.equal(received.length, 0)
     assert.ok(closedMs < 1_000)
-    await settled()
-    assert.equal(records.at(-1)!.reason, 'ClientHelloInvalid')
+    const [r] = await ended(records, from)
+    assert.equal(r!.reason, 'ClientHelloInvalid')
   })
 
   test('a hello that claims more than 64 KiB is dropped before it is read', async () => {
     // A handshake record holding the start of a client hello whose length says 1 MiB.
     const header = Buffer.from([0x16, 0x03, 0x01, 0x00, 0x04, 0x01, 0x10, 0x00, 0x00])
+    const from = records.length
     const { closedMs } = await exchange(tlsPort, header)
     assert.ok(closedMs < 1_000)
-    await settled()
-    assert.equal(records.at(-1)!.reason, 'ClientHelloInvalid')
-    assert.match(records.at(-1)!.error ?? '', /too large/)
+    const [r] = await ended(records, from)
+    assert.equal(r!.reason, 'ClientHelloInvalid')
+    assert.match(r!.error ?? '', /too large/)
   })
 
   test('a client that never finishes its hello is dropped after the hello timeout, and others are served meanwhile', async () => {
@@ -207,18 +217,19 @@ describe('stream proxy', () => {
     for (const r of [a, b]) {
       assert.ok(r.closedMs >= 250 && r.closedMs < 3_000, `closed after ${r.closedMs} ms`)
     }
-    await settled()
+    await ended(records, 0, r => r.reason === 'ClientHelloTimeout', 2)
     assert.equal(records.filter(r => r.reason === 'ClientHelloTimeout').length, 2)
   })
 
   test('an unknown SNI name: the connection is closed, no handshake', async () => {
+    const from = records.length
     const err = await new Promise<Error>(resolve => {
       const s = tls.connect({ port: tlsPort, host: '127.0.0.1', servername: 'other.test', rejectUnauthorized: false }, () => resolve(new Error('connected')))
       s.on('error', resolve)
     })
     assert.match((err as NodeJS.ErrnoException).code ?? err.message, /ECONNRESET|socket disconnected/i)
-    await settled()
-    assert.equal(records.at(-1)!.reason, 'NoRoute')
+    const [r] = await ended(records, from)
+    assert.equal(r!.reason, 'NoRoute')
   })
 
   test('a traced connection has its steps: start, route, backend call, finish with byte counts', async () => {
@@ -239,7 +250,7 @@ describe('stream proxy', () => {
     const port = await listen(closed)
     closed.close()
     const { ir } = configToIR({ gateways: { tcp: { port: 2, protocol: 'TCP' } }, tcpRoutes: [{ gateways: 'tcp', backends: [{ host: `127.0.0.1:${port}` }] }] }, { baseDir: dir, readFile: p => readFileSync(p, 'utf8') })
-    await settled()
+    const from = records.length
     const local = new Engine({ streams: { onConnectionEnd: r => records.push(r) } })
     local.apply(ir)
     const handle = local.streamHandler(ir.binds[0]!.key)
@@ -248,8 +259,9 @@ describe('stream proxy', () => {
     try {
       const { received } = await exchange(p, 'x')
       assert.equal(received.length, 0)
-      assert.equal(records.at(-1)!.reason, 'UpstreamConnectFailed')
-      assert.match(records.at(-1)!.error ?? '', /ECONNREFUSED/)
+      // The traced connection of the test before may end after `from`: this one's is found by its reason.
+      const [r] = await ended(records, from, r => r.reason === 'UpstreamConnectFailed')
+      assert.match(r!.error ?? '', /ECONNREFUSED/)
     } finally {
       server.close()
       await local.close()
@@ -449,7 +461,7 @@ describe('stream proxy', () => {
     await behindProxy(dir, () => {}, { backendTLS: true, streams: { connectTimeoutMs: 300, onConnectionEnd: r => local.push(r) } }, async port => {
       const { closedMs } = await exchange(port, 'x')
       assert.ok(closedMs >= 250 && closedMs < 3_000, `closed after ${closedMs} ms`)
-      await settled()
+      await ended(local, 0)
       assert.equal(local[0]?.reason, 'UpstreamConnectFailed')
       assert.match(local[0]?.error ?? '', /after 300 ms/)
     })
@@ -461,11 +473,12 @@ describe('stream proxy', () => {
       const taker = net.createServer(s => s.once('data', (d: Buffer) => { resolve(d); s.destroy(); taker.close() }))
       taker.listen(0, '127.0.0.1', () => tls.connect({ port: (taker.address() as AddressInfo).port, host: '127.0.0.1', servername: 't.test' }).on('error', () => {}))
     })
+    const from = records.length
     const { closedMs } = await exchange(tlsPort, hello)
     assert.ok(closedMs >= 250 && closedMs < 3_000, `closed after ${closedMs} ms`)
-    await settled()
-    assert.equal(records.at(-1)!.reason, 'HandshakeFailed')
-    assert.match(records.at(-1)!.error ?? '', /not completed in time/)
+    // Connections of earlier tests may end after `from`: this one's is found by its reason.
+    const [r] = await ended(records, from, r => r.reason === 'HandshakeFailed')
+    assert.match(r!.error ?? '', /not completed in time/)
   })
 
   test('a connection quiet for the idle timeout is cut (IdleTimeout); one that keeps talking is not', async () => {
@@ -489,7 +502,7 @@ describe('stream proxy', () => {
       assert.ok(chatty.closedMs >= 900 && chatty.closedMs < 3_000, `chatty closed after ${chatty.closedMs} ms`)
       assert.ok(chatty.text.length >= 8)
       assert.ok(quiet.closedMs >= 250 && quiet.closedMs < 2_000, `quiet closed after ${quiet.closedMs} ms`)
-      await settled()
+      await ended(local, 0, () => true, 2)
       assert.deepEqual(local.map(r => r.reason), ['IdleTimeout', 'IdleTimeout'])
     })
   })

@@ -108,17 +108,22 @@ export class HbonePool {
     identity.on('rotated', this.onRotated)
   }
 
-  /** HBONE connections open (or opening) and the CONNECT streams on them (open or reserved). */
-  stats (): { connections: number, streams: number } {
+  /**
+   * HBONE connections open (or opening), the CONNECT streams on them (open or reserved), and
+   * how many of those connections take no new stream (GOAWAY, an older certificate).
+   */
+  stats (): { connections: number, streams: number, draining: number } {
     let connections = 0
     let streams = 0
+    let draining = 0
     for (const list of this.connections.values()) {
       for (const c of list) {
         connections++
         streams += c.active
+        if (c.draining) draining++
       }
     }
-    return { connections, streams }
+    return { connections, streams, draining }
   }
 
   /**
