@@ -24,6 +24,7 @@ import type { BackendIR, EndpointIR, TlsMode } from '../ir/types.ts'
 import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../request/compiled.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
+import { streamPlacement, type StreamRecordBase } from './stream-record.ts'
 import { hostnameMatches, servedHostnameSpecificity } from '../routing/hostname.ts'
 import { backendTlsConnectOptions } from '../http/upstream-pools.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
@@ -57,23 +58,12 @@ export type StreamReason =
   | 'ClientCertificateRequired'
 
 /** One finished connection, for the access log and metrics. */
-export interface StreamConnectionRecord {
+export interface StreamConnectionRecord extends StreamRecordBase<StreamReason> {
   protocol: 'tcp' | 'tls'
-  bind: string
-  gateway: string
-  listener: string
-  route: string | null
-  backend: string | null
-  /** The endpoint connected to (`host:port`). */
-  target: string | null
   serverName: string | null
   mode: TlsMode | null
-  source: { address: string, port: number }
   bytesFromClient: number
   bytesToClient: number
-  durationMs: number
-  reason: StreamReason
-  error: string | null
 }
 
 export interface StreamProxyOptions {
@@ -466,12 +456,7 @@ export class StreamProxy {
     const reason = conn.reason ?? 'Done'
     const record: StreamConnectionRecord = {
       protocol: conn.bind.ir.protocol === 'TLS' ? 'tls' : 'tcp',
-      bind: conn.bind.ir.key,
-      gateway: conn.listener?.ir.gateway ?? '',
-      listener: conn.listener?.ir.name ?? '',
-      route: conn.route?.ir.key ?? null,
-      backend: conn.backend?.name ?? null,
-      target: conn.target,
+      ...streamPlacement(conn.bind, conn.listener, conn.route, conn.backend, conn.target),
       serverName: conn.serverName,
       mode: conn.mode,
       source: conn.source,

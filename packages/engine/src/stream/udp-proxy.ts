@@ -26,6 +26,7 @@ import type { BackendIR, EndpointIR } from '../ir/types.ts'
 import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../request/compiled.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
+import { streamPlacement, type StreamRecordBase } from './stream-record.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
 import { performance } from '../util/clock.ts'
 import { Sweeper } from './sweeper.ts'
@@ -61,21 +62,11 @@ export interface UdpFlowCounts {
 }
 
 /** One finished flow (or a datagram nothing serves: no route, no backend), for the access log and metrics. */
-export interface UdpFlowRecord {
-  bind: string
-  gateway: string
-  listener: string
-  route: string | null
-  backend: string | null
-  target: string | null
-  source: { address: string, port: number }
+export interface UdpFlowRecord extends StreamRecordBase<UdpFlowReason> {
   datagramsFromClient: number
   bytesFromClient: number
   datagramsToClient: number
   bytesToClient: number
-  durationMs: number
-  reason: UdpFlowReason
-  error: string | null
 }
 
 export interface UdpProxyOptions {
@@ -209,7 +200,7 @@ export class UdpProxy {
       this.hub.claim(tracer, { method: 'UDP', host: '', path: '', route: route?.ir.key ?? null, headers: {} })
     }
     const refuse = (reason: UdpFlowReason, message: string): undefined => {
-      const record: UdpFlowRecord = { bind: bind.ir.key, gateway: listener.ir.gateway, listener: listener.ir.name, route: route?.ir.key ?? null, backend: null, target: null, source, datagramsFromClient: 1, bytesFromClient: 0, datagramsToClient: 0, bytesToClient: 0, durationMs: 0, reason, error: message }
+      const record: UdpFlowRecord = { ...streamPlacement(bind, listener, route, null, null), source, datagramsFromClient: 1, bytesFromClient: 0, datagramsToClient: 0, bytesToClient: 0, durationMs: 0, reason, error: message }
       tracer?.emit({ type: 'requestFinished', stream: { bytesFromClient: 0, bytesToClient: 0, reason } }, { severity: 'error' })
       this.options.onFlowEnd?.(record)
       return undefined
@@ -328,12 +319,7 @@ export class UdpProxy {
     this.report(flow)
     const c = flow.counts
     const record: UdpFlowRecord = {
-      bind: flow.bind.ir.key,
-      gateway: flow.listener.ir.gateway,
-      listener: flow.listener.ir.name,
-      route: flow.route.ir.key,
-      backend: flow.backend.name,
-      target: flow.target,
+      ...streamPlacement(flow.bind, flow.listener, flow.route, flow.backend, flow.target),
       source: flow.source,
       datagramsFromClient: c.dIn,
       bytesFromClient: c.bIn,
