@@ -6,13 +6,11 @@
  * and the dashboard test (a real Prometheus scraping it) share it.
  */
 
-import { execFileSync } from 'node:child_process'
 import https from 'node:https'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import type { ConfigFile } from '@portico/engine'
 import { freePort, gateway, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startEchoBackend } from '@portico/testkit/backends'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 import { startLlmServer, type LlmServer } from './llm.ts'
 import { connectClient, startSdkServer, type SdkServer } from './mcp.ts'
 
@@ -30,8 +28,8 @@ export interface ObservedGateway {
 
 export async function startObservedGateway (): Promise<ObservedGateway> {
   const dir = makeTempDir('portico-observed-')
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'tls.key', '-out', 'tls.pem', '-days', '1', '-subj', '/CN=localhost'], { cwd: dir, stdio: 'ignore' })
-  const tlsBackend = https.createServer({ key: readFileSync(join(dir, 'tls.key')), cert: readFileSync(join(dir, 'tls.pem')) }, (req, res) => {
+  const { cert, key } = selfSignedCert(dir, 'localhost')
+  const tlsBackend = https.createServer({ key, cert }, (req, res) => {
     req.resume()
     req.on('end', () => res.end('tls ok'))
   })

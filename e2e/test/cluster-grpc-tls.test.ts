@@ -10,8 +10,7 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -20,6 +19,7 @@ import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
+import { createTestCa } from '@portico/testkit/test-ca'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
 
 const GRPC_SERVER = fileURLToPath(new URL('../lib/grpc-tls-server.ts', import.meta.url))
@@ -39,12 +39,7 @@ before(async s => {
   cleanup.push(() => host?.destroy())
   dir = mkdtempSync(join(tmpdir(), 'portico-cluster-grpc-tls-'))
   cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=portico-test-ca')
-  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=backend.test')
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:backend.test\n')
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
+  createTestCa(dir, 'ca', { subject: '/CN=portico-test-ca' }).issue('server', { subject: '/CN=backend.test', sans: ['DNS:backend.test'] })
   for (const [i, port] of PORTS.entries()) {
     await host.spawnNode([GRPC_SERVER, host.address, String(port), `pod-${i}`, join(dir, 'server.pem'), join(dir, 'server.key')], 'listening')
   }

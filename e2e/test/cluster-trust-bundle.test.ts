@@ -13,8 +13,7 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -23,6 +22,7 @@ import { CLUSTER_TRUST_BUNDLE_APISERVER_ARGS, requireKubeTools, startCluster, ty
 import { gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
+import { createTestCa } from '@portico/testkit/test-ca'
 import { createTestHost, type TestHost } from '../lib/test-host.ts'
 
 const HTTPS_SERVER = fileURLToPath(new URL('../lib/https-server.ts', import.meta.url))
@@ -43,18 +43,12 @@ before(async s => {
   cleanup.push(() => host?.destroy())
   dir = mkdtempSync(join(tmpdir(), 'portico-cluster-ctb-'))
   cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=portico-ctb-ca')
-  openssl('req', '-x509', ...ec, '-keyout', 'other.key', '-out', 'other.pem', '-days', '1', '-subj', '/CN=portico-ctb-other')
-  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=backend.test')
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:backend.test\n')
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
+  const ca = createTestCa(dir, 'ca', { subject: '/CN=portico-ctb-ca' })
+  const other = createTestCa(dir, 'other', { subject: '/CN=portico-ctb-other' })
+  ca.issue('server', { subject: '/CN=backend.test', sans: ['DNS:backend.test'] })
   // Client certificates for frontend validation: one from the bundle's CA, one from another.
-  for (const [name, signer] of [['client', 'ca'], ['stranger', 'other']]) {
-    openssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`)
-    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', `${signer}.pem`, '-CAkey', `${signer}.key`, '-CAcreateserial', '-out', `${name}.pem`, '-days', '1')
-  }
+  ca.issue('client')
+  other.issue('stranger')
   await host.spawnNode([HTTPS_SERVER, host.address, String(BACKEND_PORT), 'tls-backend', join(dir, 'server.pem'), join(dir, 'server.key')], 'listening')
   cluster = await startCluster({
     tools,

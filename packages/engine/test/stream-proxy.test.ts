@@ -9,7 +9,6 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import net, { type AddressInfo, type Socket } from 'node:net'
 import tls from 'node:tls'
-import { execFileSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -19,6 +18,7 @@ import { configToIR } from '../src/config/to-ir.ts'
 import type { ConfigFile } from '../src/config/schema.ts'
 import type { StreamConnectionRecord, StreamProxyOptions } from '../src/stream/stream-proxy.ts'
 import type { TraceEvent } from '../src/trace/events.ts'
+import { selfSignedCert } from '../../testkit/src/test-ca.ts'
 
 /** The proxy's own close handler runs a moment after the client saw the close. */
 async function settled (): Promise<void> {
@@ -111,7 +111,7 @@ describe('stream proxy', () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'portico-stream-'))
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', 'key.pem', '-out', 'cert.pem', '-subj', '/CN=t.test', '-addext', 'subjectAltName=DNS:t.test'], { cwd: dir, stdio: 'ignore' })
+    selfSignedCert(dir, 't.test', { key: 'rsa', sans: ['DNS:t.test'], files: { cert: 'cert.pem', key: 'key.pem' } })
     // Echoes, and says goodbye when the client half-closes (so half-close passing is visible).
     echo = net.createServer({ allowHalfOpen: true }, s => {
       echoBye(s)
