@@ -9,23 +9,20 @@
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
-import { gatewayYaml, startController, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { CHART_DIR } from '../lib/chart.ts'
-import { freePort, type PorticoProcess } from '@portico/testkit/portico'
+import { freePort } from '@portico/testkit/portico'
 import { requireTool } from '@portico/testkit/tools'
 import { startObservedGateway, type ObservedGateway } from '../lib/observed-gateway.ts'
 
 interface Panel { type: string, title: string, targets?: Array<{ expr: string }> }
 const dashboard = JSON.parse(readFileSync(join(CHART_DIR, 'files/portico-dashboard.json'), 'utf8')) as { panels: Panel[] }
 
-const cleanup: Array<() => Promise<void> | void> = []
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+let suite: ClusterGateway | null = null
+after(async () => await suite?.stop())
 
 let prometheus = ''
 let ready = false
@@ -45,16 +42,12 @@ async function query (expr: string): Promise<Array<{ metric: Record<string, stri
 before(async s => {
   const t = s as TestContext
   const binary = requireTool(t, 'PROMETHEUS', 'prometheus')
-  if (binary === null || requireKubeTools(t) === null) return
-  const dir = mkdtempSync(join(tmpdir(), 'portico-dashboard-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-
+  if (binary === null) return
   // The controller, with a Gateway, an HTTPRoute and the Gateway's proxy connected.
-  const cluster: Cluster = await startCluster()
-  cleanup.push(() => cluster.stop())
-  await cluster.apply('apiVersion: v1\nkind: Namespace\nmetadata: { name: portico-system }\n---\napiVersion: v1\nkind: Namespace\nmetadata: { name: apps }\n')
-  const controller: ControllerProcess = await startController(cluster)
-  cleanup.push(() => controller.stop())
+  suite = await startClusterGateway(t, { dir: 'portico-dashboard-', namespaces: ['portico-system', 'apps'] })
+  if (suite === null) return
+  const { cluster, dir } = suite
+  const controller = await suite.startController()
   await cluster.apply(`${gatewayYaml('apps', 'web', await freePort())}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -63,12 +56,11 @@ spec:
   parentRefs: [{ name: web }]
   rules: [{ backendRefs: [{ name: nothing, port: 80 }] }]
 `)
-  const proxy: PorticoProcess = await startGatewayProxy(cluster, dir, 'apps', 'web')
-  cleanup.push(async () => { await proxy.stop() })
+  await suite.startProxy('apps', 'web')
 
   // A standalone Portico with every kind of traffic.
   const gw: ObservedGateway = await startObservedGateway()
-  cleanup.push(() => gw.close())
+  suite.defer(() => gw.close())
 
   const port = await freePort()
   writeFileSync(join(dir, 'prometheus.yml'), `global:
@@ -85,7 +77,7 @@ scrape_configs:
   child.stdout!.on('data', (b: Buffer) => { output += b.toString() })
   child.stderr!.on('data', (b: Buffer) => { output += b.toString() })
   const exited = new Promise<void>(resolve => child.once('close', () => resolve()))
-  cleanup.push(async () => { child.kill('SIGTERM'); await exited })
+  suite.defer(async () => { child.kill('SIGTERM'); await exited })
   prometheus = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 30_000
   for (;;) {
