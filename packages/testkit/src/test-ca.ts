@@ -77,7 +77,7 @@ export function selfSignedCert (dir: string, name: string, options: CertOptions 
 }
 
 /** A self-signed CA as `<name>.pem` / `<name>.key` in `dir`, and what issues leaves under it. */
-export function createTestCa (dir: string, name = 'ca', options: Pick<CertOptions, 'subject' | 'key' | 'files'> = {}): CertAuthority {
+export function createTestCa (dir: string, name = 'ca', options: Pick<CertOptions, 'subject' | 'key' | 'files' | 'extensions'> = {}): CertAuthority {
   const ca = selfSignedCert(dir, name, options)
   const caFiles = fileNames(name, options)
   return {
