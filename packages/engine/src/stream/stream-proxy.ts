@@ -25,6 +25,7 @@ import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../req
 import type { TraceHub } from '../trace/hub.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import { streamPlacement, type StreamRecordBase } from './stream-record.ts'
+import { EndpointRotation } from './endpoint-rotation.ts'
 import { hostnameMatches, servedHostnameSpecificity } from '../routing/hostname.ts'
 import { backendTlsConnectOptions } from '../http/upstream-pools.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
@@ -112,8 +113,7 @@ export class StreamProxy {
   private readonly helloTimeoutMs: number
   private readonly onEnd: ((record: StreamConnectionRecord) => void) | undefined
   private readonly hbone: () => HbonePool | null
-  /** Round robin position per backend, over its endpoints. */
-  private readonly next = new Map<string, number>()
+  private readonly endpoints = new EndpointRotation()
   /** Every connection's deadlines and idle timeout, on one timer. */
   private readonly clock: Sweeper<Conn>
 
@@ -270,7 +270,7 @@ export class StreamProxy {
 
   /** Connects to an endpoint of `backend`, replays `first`, and copies bytes both ways. */
   private connect (conn: Conn, downstream: Socket, backend: BackendIR, first: Buffer | null): void {
-    const endpoint = this.endpointOf(backend)
+    const endpoint = this.endpoints.pick(backend)
     const target = hostPort(endpoint.host, endpoint.port)
     conn.target = target
     if (endpoint.mesh !== undefined) {
@@ -426,14 +426,6 @@ export class StreamProxy {
       conn.pair = null
       pair.idle()
     }
-  }
-
-  private endpointOf (backend: BackendIR): EndpointIR {
-    const n = backend.endpoints.length
-    if (n === 1) return backend.endpoints[0]!
-    const i = this.next.get(backend.key) ?? 0
-    this.next.set(backend.key, (i + 1) % n)
-    return backend.endpoints[i % n]!
   }
 
   /** Ends a connection nothing will serve (the record keeps why). */

@@ -22,11 +22,12 @@
 
 import dgram from 'node:dgram'
 import net from 'node:net'
-import type { BackendIR, EndpointIR } from '../ir/types.ts'
+import type { BackendIR } from '../ir/types.ts'
 import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../request/compiled.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import { streamPlacement, type StreamRecordBase } from './stream-record.ts'
+import { EndpointRotation } from './endpoint-rotation.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
 import { performance } from '../util/clock.ts'
 import { Sweeper } from './sweeper.ts'
@@ -116,7 +117,7 @@ export class UdpProxy {
   private readonly hub: TraceHub
   private readonly options: UdpProxyOptions
   private readonly binds = new Map<string, BindFlows>()
-  private readonly next = new Map<string, number>()
+  private readonly endpoints = new EndpointRotation()
   /** Every flow's idle timeout and count reports, on one timer. */
   private readonly clock: Sweeper<Flow>
   /** Bytes of all flows' pending datagrams (MAX_PENDING_BYTES). */
@@ -216,7 +217,7 @@ export class UdpProxy {
       const oldest = flows.map.values().next().value!
       this.end(oldest, 'Evicted', `more than ${max} flows on this listener`)
     }
-    const endpoint = this.endpointOf(backend)
+    const endpoint = this.endpoints.pick(backend)
     const target = hostPort(endpoint.host, endpoint.port)
     const upstream = dgram.createSocket({ type: net.isIPv6(endpoint.host) ? 'udp6' : 'udp4' })
     const now = performance.now()
@@ -334,13 +335,5 @@ export class UdpProxy {
       flow.tracer.emit({ type: 'requestFinished', stream: { bytesFromClient: c.bIn, bytesToClient: c.bOut, reason } }, { severity: reason === 'IdleTimeout' || reason === 'Closed' ? 'info' : 'error' })
     }
     this.options.onFlowEnd?.(record)
-  }
-
-  private endpointOf (backend: BackendIR): EndpointIR {
-    const n = backend.endpoints.length
-    if (n === 1) return backend.endpoints[0]!
-    const i = this.next.get(backend.key) ?? 0
-    this.next.set(backend.key, (i + 1) % n)
-    return backend.endpoints[i % n]!
   }
 }
