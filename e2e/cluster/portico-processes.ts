@@ -7,7 +7,7 @@
  */
 
 import { spawn, type ChildProcess } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { request } from 'undici'
 import type { Cluster, KubeObject } from './harness.ts'
@@ -137,15 +137,39 @@ endpoints: [{ addresses: ["${address}"], conditions: { ready: true }${pod !== un
 `
 }
 
-/** YAML for a Gateway of class `portico` with one HTTP listener `http` on `port`. */
-export function gatewayYaml (ns: string, name: string, port: number): string {
+export interface GatewayYamlOptions {
+  /** The GatewayClass (default `portico`). */
+  className?: string
+  /** The listener's protocol (default HTTP); its name is the protocol in lower case. */
+  protocol?: 'HTTP' | 'HTTPS' | 'TLS' | 'TCP' | 'UDP'
+  /** More fields of the listener, YAML flow style (`allowedRoutes: { kinds: [{ kind: UDPRoute }] }`). */
+  listener?: string
+  /** More fields of spec, before the listeners, YAML flow style each (`addresses: [...]`). */
+  spec?: Record<string, string>
+}
+
+/** YAML for a Gateway of class `portico` with one listener (HTTP `http` unless told) on `port`. */
+export function gatewayYaml (ns: string, name: string, port: number, options: GatewayYamlOptions = {}): string {
+  const protocol = options.protocol ?? 'HTTP'
+  const extra = options.listener !== undefined ? `, ${options.listener}` : ''
+  const spec = Object.entries(options.spec ?? {}).map(([key, value]) => `  ${key}: ${value}\n`).join('')
   return `apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: { name: ${name}, namespace: ${ns} }
 spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${port}, protocol: HTTP }]
+  gatewayClassName: ${options.className ?? 'portico'}
+${spec}  listeners: [{ name: ${protocol.toLowerCase()}, port: ${port}, protocol: ${protocol}${extra} }]
 `
+}
+
+/**
+ * The chart's PorticoParameters CRD (its template without the Helm lines), applied and
+ * Established: the controller reads every portico.dev kind the group serves.
+ */
+export async function installPorticoParametersCrd (cluster: Cluster): Promise<void> {
+  const template = readFileSync(join(REPO_ROOT, 'charts/portico/templates/crd-porticoparameters.yaml'), 'utf8')
+  await cluster.apply(template.split('\n').filter(l => !l.includes('{{') && !l.includes('helm.sh/') && !/^\s+(labels|annotations):$/.test(l) && !l.trimStart().startsWith('#')).join('\n'))
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticoparameters.portico.dev'])
 }
 
 /** GET without throwing: status 0 when the connection fails. */

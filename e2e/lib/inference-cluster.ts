@@ -8,15 +8,16 @@
  */
 
 import type { TestContext } from 'node:test'
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { createHash } from 'node:crypto'
 import http2 from 'node:http2'
 import type { Socket } from 'node:net'
-import { networkInterfaces, tmpdir } from 'node:os'
+import { networkInterfaces } from 'node:os'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, startProcess, type Cluster, type KubeObject, type KubeTools, type Proc } from '../cluster/harness.ts'
-import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { requireKubeTools, startProcess, type Cluster, type KubeObject, type KubeTools, type Proc } from '../cluster/harness.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
 import { freePort } from '@portico/testkit/portico'
 import { type BackendListen, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
 import { startLlamaServer } from '@portico/testkit'
@@ -336,6 +337,36 @@ export function requireInferenceTools (t: TestContext): { tools: { lwepp: string
   return { tools, kube, hostIP }
 }
 
+export interface PoolCluster {
+  suite: ClusterGateway
+  cluster: Cluster
+  tools: { lwepp: string, crd: string }
+  hostIP: string
+  /** The pods' servers (startPoolServers), closed after the test; [] when none were asked for. */
+  pods: PoolServer[]
+  /** Their one port (the pool's targetPort); 0 without pods. */
+  targetPort: number
+}
+
+/**
+ * How a pool test starts: its tools (requireInferenceTools), the pods' servers, the harness
+ * cluster without kube-controller-manager or the fake kubelet (the test writes the pods, their
+ * IPs and readiness: applyPoolPods) with `namespaces`, and the InferencePool CRD unless `crd`
+ * is false; all stopped after `t`. Null after skipping.
+ */
+export async function startPoolCluster (t: TestContext, options: { dir: string, namespaces: string[], pods?: { names: string[], ips: string[] }, crd?: boolean }): Promise<PoolCluster | null> {
+  const needs = requireInferenceTools(t)
+  if (needs === null) return null
+  const { tools, hostIP } = needs
+  const pods = options.pods === undefined ? [] : await startPoolServers(options.pods.names, options.pods.ips)
+  t.after(async () => { await Promise.all(pods.map(p => p.close())) })
+  const suite = await startClusterGateway(t, { dir: options.dir, cluster: { controllerManager: false, fakeKubelet: false }, namespaces: options.namespaces })
+  if (suite === null) return null
+  t.after(async () => await suite.stop())
+  if (options.crd !== false) await installPoolCrd(suite.cluster, tools.crd)
+  return { suite, cluster: suite.cluster, tools, hostIP, pods, targetPort: pods[0]?.port ?? 0 }
+}
+
 /**
  * The harness cluster with the InferencePool CRD, `namespaces` created, Portico's controller
  * with INFERENCE_EXTENSION_ENABLED=true, the Gateway `web` (one HTTP listener) in the first
@@ -343,23 +374,15 @@ export function requireInferenceTools (t: TestContext): { tools: { lwepp: string
  * in CI that throws).
  */
 export async function startInferenceGateway (t: TestContext, namespaces: string[]): Promise<InferenceGateway | null> {
-  const needs = requireInferenceTools(t)
-  if (needs === null) return null
-  const { tools, kube, hostIP } = needs
-  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
-  t.after(async () => await cluster.stop())
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-inference-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  await installPoolCrd(cluster, tools.crd)
-  for (const ns of namespaces) await cluster.createNamespace(ns)
+  const pool = await startPoolCluster(t, { dir: 'portico-cluster-inference-', namespaces })
+  if (pool === null) return null
+  const { suite, cluster, tools, hostIP } = pool
   const namespace = namespaces[0]!
   const gatewayPort = await freePort()
   await cluster.apply(gatewayYaml(namespace, 'web', gatewayPort))
-  const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
-  t.after(async () => await controller.stop())
+  const controller = await suite.startController({ env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
   const adminPort = await freePort()
-  const proxy = await startGatewayProxy(cluster, dir, namespace, 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
-  t.after(async () => await proxy.stop())
+  const proxy = await suite.startProxy(namespace, 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
   type Dump = { backends: Array<{ key: string, endpoints: Array<{ host: string, port: number }>, inferencePool?: { picker: { target: string, failureMode: string } } }> }
   const poolBackend = async (ns: string, name: string) => {
     const dump = await (await request(`http://127.0.0.1:${adminPort}/config_dump`)).body.json() as Dump
@@ -381,7 +404,7 @@ export async function startInferenceGateway (t: TestContext, namespaces: string[
     startPicker: async (ns, pool, service, ports) => {
       await cluster.apply(pickerServiceYaml({ namespace: ns, name: service, port: ports.grpcPort, address: hostIP }))
       const lwepp = startLwepp(cluster, tools.lwepp, { pool, namespace: ns, ports })
-      t.after(async () => await lwepp.stop())
+      suite.defer(async () => await lwepp.stop())
       return lwepp
     }
   }

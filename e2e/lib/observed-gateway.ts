@@ -11,16 +11,14 @@
  * Prometheus scraping it) share it.
  */
 
-import { execFileSync } from 'node:child_process'
 import dgram from 'node:dgram'
 import http from 'node:http'
 import https from 'node:https'
 import net, { type AddressInfo } from 'node:net'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import type { ConfigFile } from '@portico/engine'
 import { freePort, gateway, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startEchoBackend } from '@portico/testkit/backends'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 import { startLlmServer, type LlmServer } from './llm.ts'
 import { connectClient, startSdkServer, type SdkServer } from './mcp.ts'
 import { startTestPicker, type TestPicker } from './inference-picker.ts'
@@ -69,8 +67,8 @@ async function udpAsk (port: number, message: string): Promise<string | null> {
 
 export async function startObservedGateway (options: { mesh?: ObservedMesh } = {}): Promise<ObservedGateway> {
   const dir = makeTempDir('portico-observed-')
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'tls.key', '-out', 'tls.pem', '-days', '1', '-subj', '/CN=localhost'], { cwd: dir, stdio: 'ignore' })
-  const tlsBackend = https.createServer({ key: readFileSync(join(dir, 'tls.key')), cert: readFileSync(join(dir, 'tls.pem')) }, (req, res) => {
+  const { cert, key } = selfSignedCert(dir, 'localhost')
+  const tlsBackend = https.createServer({ key, cert }, (req, res) => {
     req.resume()
     req.on('end', () => res.end('tls ok'))
   })

@@ -6,7 +6,7 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { gunzipSync } from 'node:zlib'
 import { rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -15,6 +15,7 @@ import { Profile } from 'pprof-format'
 import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 
 let backend: Backend
 let portico: PorticoProcess
@@ -24,7 +25,7 @@ let release: () => void = () => {}
 
 before(async () => {
   dir = makeTempDir()
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=localhost'], { stdio: 'ignore' })
+  selfSignedCert(dir, 'localhost', { key: 'rsa', files: { cert: 'cert.pem', key: 'key.pem' } })
   backend = await startBackend((req, res) => {
     if (req.url === '/slow') {
       release = () => res.end('slow done')

@@ -11,13 +11,13 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http2 from 'node:http2'
 import type { TLSSocket } from 'node:tls'
-import { execFileSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import * as grpc from '@grpc/grpc-js'
 import { request } from 'undici'
 import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { createTestCa } from '@portico/testkit/test-ca'
 
 let dir: string
 const h2Servers: http2.Http2SecureServer[] = []
@@ -33,17 +33,9 @@ const SERVICE: grpc.ServiceDefinition = {
 }
 const serviceAt = (name: string): grpc.ServiceDefinition => ({ Echo: { ...SERVICE.Echo!, path: `/${name}/Echo` } })
 
-function openssl (...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
-}
-
 /** A CA, and a certificate for backend.test signed by it. */
 function makeCerts (): void {
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=portico-test-ca')
-  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=backend.test')
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:backend.test\n')
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
+  createTestCa(dir, 'ca', { subject: '/CN=portico-test-ca' }).issue('server', { subject: '/CN=backend.test', sans: ['DNS:backend.test'] })
 }
 
 /** An h2-only TLS server (no HTTP/1.1 fallback) that says who it is. */

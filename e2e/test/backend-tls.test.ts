@@ -7,13 +7,13 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import https from 'node:https'
 import type { TLSSocket } from 'node:tls'
 import { join } from 'node:path'
 import { request } from 'undici'
 import { freePort, makeTempDir, type PorticoProcess, runPortico, startPortico } from '@portico/testkit/portico'
+import { createTestCa, selfSignedCert } from '@portico/testkit/test-ca'
 
 let dir: string
 let plain: https.Server
@@ -24,20 +24,12 @@ let portico: PorticoProcess
 let admin: string
 const seen: Array<{ server: string, servername: string | false, clientCN: string | null }> = []
 
-function openssl (...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
-}
-
-/** A CA, and a certificate for `cn` (with that DNS name) signed by it. */
+/** A CA, a server certificate for backend.test and a client certificate signed by it, and another CA. */
 function makeCerts (): void {
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=portico-test-ca')
-  openssl('req', '-x509', ...ec, '-keyout', 'other-ca.key', '-out', 'other-ca.pem', '-days', '1', '-subj', '/CN=someone-else')
-  for (const [name, cn, san] of [['server', 'backend.test', 'subjectAltName=DNS:backend.test'], ['client', 'portico-client', 'extendedKeyUsage=clientAuth']] as const) {
-    openssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`)
-    writeFileSync(join(dir, `${name}.ext`), `${san}\n`)
-    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`)
-  }
+  const ca = createTestCa(dir, 'ca', { subject: '/CN=portico-test-ca' })
+  selfSignedCert(dir, 'other-ca', { subject: '/CN=someone-else' })
+  ca.issue('server', { subject: '/CN=backend.test', sans: ['DNS:backend.test'] })
+  ca.issue('client', { subject: '/CN=portico-client', extensions: ['extendedKeyUsage=clientAuth'] })
 }
 
 async function listen (server: https.Server): Promise<number> {

@@ -6,25 +6,20 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import https from 'node:https'
 import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, type EchoedRequest, startEchoBackend } from '@portico/testkit/backends'
+import { createTestCa, selfSignedCert } from '@portico/testkit/test-ca'
 
 interface Pem { cert: string, key: string }
 
-function openssl (dir: string, args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore', timeout: 30_000 })
-}
-
 /** A self-signed CA (named `subject`), and a client certificate signed by it, under `name`-*.pem. */
 function caAndClient (dir: string, name: string, subject = `/CN=${name} CA`): { ca: string, client: Pem } {
-  openssl(dir, ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', `${name}-ca.key`, '-out', `${name}-ca.pem`, '-subj', subject])
-  openssl(dir, ['req', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-keyout', `${name}-client.key`, '-out', `${name}-client.csr`, '-subj', `/CN=${name} client`])
-  openssl(dir, ['x509', '-req', '-in', `${name}-client.csr`, '-CA', `${name}-ca.pem`, '-CAkey', `${name}-ca.key`, '-CAcreateserial', '-days', '1', '-sha256', '-out', `${name}-client.pem`])
-  return { ca: readFileSync(join(dir, `${name}-ca.pem`), 'utf8'), client: { cert: readFileSync(join(dir, `${name}-client.pem`), 'utf8'), key: readFileSync(join(dir, `${name}-client.key`), 'utf8') } }
+  const ca = createTestCa(dir, `${name}-ca`, { subject, key: 'rsa' })
+  const client = ca.issue(`${name}-client`, { subject: `/CN=${name} client` })
+  return { ca: ca.cert, client: { cert: client.cert, key: client.key } }
 }
 
 /** One GET over a fresh TLS connection: the status and backend name, or the error's code. */
@@ -67,9 +62,8 @@ describe('client certificates and misdirected requests', () => {
 
   before(async () => {
     dir = makeTempDir('portico-e2e-mtls-')
-    openssl(dir, ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', 'key.pem', '-out', 'cert.pem', '-subj', '/CN=a.test',
-      '-addext', 'subjectAltName=DNS:a.test,DNS:b.test,DNS:*.wild.test,DNS:other.test'])
-    server = readFileSync(join(dir, 'cert.pem'), 'utf8')
+    const pem = selfSignedCert(dir, 'server', { subject: '/CN=a.test', key: 'rsa', sans: ['DNS:a.test', 'DNS:b.test', 'DNS:*.wild.test', 'DNS:other.test'] })
+    server = pem.cert
     good = caAndClient(dir, 'good')
     other = caAndClient(dir, 'other')
     // Another CA with the trusted CA's name (as the conformance suite makes its CAs): OpenSSL
@@ -78,7 +72,7 @@ describe('client certificates and misdirected requests', () => {
     backendA = await startEchoBackend('a')
     backendB = await startEchoBackend('b')
     // Each portico writes its config into a directory of its own; the PEM files are absolute.
-    const tls = (mode: 'AllowValidOnly' | 'AllowInsecureFallback') => ({ cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem'), root: join(dir, 'good-ca.pem'), clientCertMode: mode })
+    const tls = (mode: 'AllowValidOnly' | 'AllowInsecureFallback') => ({ cert: pem.certFile, key: pem.keyFile, root: join(dir, 'good-ca.pem'), clientCertMode: mode })
     strict = await startPortico({
       config: port => ({
         gateways: {

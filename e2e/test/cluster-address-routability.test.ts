@@ -12,54 +12,36 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { startController } from '../cluster/portico-processes.ts'
-import { V170_CRDS_MISSING, v170ExperimentalCrds } from '../cluster/v170-crds.ts'
+import type { KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
 
 const GW_API = '/apis/gateway.networking.k8s.io/v1'
 
-let cluster: Cluster | undefined
-const cleanup: Array<() => Promise<void> | void> = []
+let suite: ClusterGateway | null = null
 
 before(async s => {
-  const t = s as TestContext
-  const tools = requireKubeTools(t)
-  if (tools === null) return
-  const crds = v170ExperimentalCrds()
-  if (crds === null) return t.skip(V170_CRDS_MISSING)
-  cleanup.push(crds.remove)
-  cluster = await startCluster({ tools, controllerManager: false, gatewayApiCrds: crds.dir })
-  cleanup.push(() => cluster!.stop())
+  suite = await startClusterGateway(s as TestContext, { dir: 'portico-cluster-routability-', v170Crds: true, cluster: { controllerManager: false }, namespaces: ['portico-system', 'apps'] })
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
-const gateway = (name: string, port: number, addresses: string) => `apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: ${name}, namespace: apps }
-spec:
-  gatewayClassName: portico
-  addresses: ${addresses}
-  listeners: [{ name: http, port: ${port}, protocol: HTTP }]
-`
+const gateway = (name: string, port: number, addresses: string) => gatewayYaml('apps', name, port, { spec: { addresses } })
 
 test('Cluster routability: a ClusterIP proxy Service, its cluster IP in status.addresses with routability Cluster; a static one is that IP; a vendor routability is UnsupportedAddress', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  for (const ns of ['portico-system', 'apps']) await cluster.createNamespace(ns)
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
   await cluster.apply(`${gateway('internal', await freePort(), '[{ type: IPAddress, routability: Cluster }]')}---
 ${gateway('pinned', await freePort(), '[{ type: IPAddress, value: 10.96.200.7, routability: Cluster }]')}---
 ${gateway('vendor', await freePort(), '[{ type: IPAddress, routability: example.com/private }]')}`)
   const stored = await cluster.api<KubeObject>('GET', `${GW_API}/namespaces/apps/gateways/internal`)
   assert.equal((stored.spec.addresses as Array<{ routability?: string }>)[0]?.routability, 'Cluster', 'the CRD keeps the field (v1.7.0 experimental channel)')
 
-  const controller = await startController(cluster, {})
-  cleanup.push(() => controller.stop())
+  const controller = await suite.startController()
   const why = () => `\n${controller.output().slice(-3000)}`
-  const get = (path: string) => cluster!.api<KubeObject>('GET', path)
+  const get = (path: string) => cluster.api<KubeObject>('GET', path)
 
   let gw: KubeObject | undefined
   await waitUntil(async () => {

@@ -10,54 +10,36 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
-import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
-import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
-import { createTestHost, type TestHost } from '../lib/test-host.ts'
+import { createTestCa } from '@portico/testkit/test-ca'
 
 const GRPC_SERVER = fileURLToPath(new URL('../lib/grpc-tls-server.ts', import.meta.url))
 const PORTS = [18101, 18102]
 
-let cluster: Cluster | undefined
-let host: TestHost | null = null
-let dir: string
-const cleanup: Array<() => Promise<void> | void> = []
+let suite: ClusterGateway | null = null
 
 before(async s => {
-  const t = s as TestContext
-  const tools = requireKubeTools(t)
-  if (tools === null) return
-  host = createTestHost(t)
-  if (host === null) return
-  cleanup.push(() => host?.destroy())
-  dir = mkdtempSync(join(tmpdir(), 'portico-cluster-grpc-tls-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=portico-test-ca')
-  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=backend.test')
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:backend.test\n')
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
+  suite = await startClusterGateway(s as TestContext, { dir: 'portico-cluster-grpc-tls-', testHost: true, cluster: { controllerManager: false }, namespaces: ['portico-system', 'apps'] })
+  if (suite === null) return
+  const { dir, host } = suite
+  createTestCa(dir, 'ca', { subject: '/CN=portico-test-ca' }).issue('server', { subject: '/CN=backend.test', sans: ['DNS:backend.test'] })
   for (const [i, port] of PORTS.entries()) {
-    await host.spawnNode([GRPC_SERVER, host.address, String(port), `pod-${i}`, join(dir, 'server.pem'), join(dir, 'server.key')], 'listening')
+    await host!.spawnNode([GRPC_SERVER, host!.address, String(port), `pod-${i}`, join(dir, 'server.pem'), join(dir, 'server.key')], 'listening')
   }
-  cluster = await startCluster({ tools, controllerManager: false })
-  cleanup.push(() => cluster!.stop())
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
 test('a GRPCRoute to a Service with two endpoints under a BackendTLSPolicy: every call verified against the hostname, both endpoints serve', async t => {
-  if (cluster === undefined || host === null) return t.skip('no cluster or no test host')
+  if (suite === null) return t.skip('no cluster or no test host')
+  const { cluster, dir, host } = suite
   const ca = readFileSync(join(dir, 'ca.pem'), 'utf8')
   const gwPort = await freePort()
   // Two EndpointSlices of one Service port, one endpoint each (same test-host address, two ports).
@@ -68,14 +50,6 @@ addressType: IPv4
 ports: [{ name: grpc, port: ${port}, protocol: TCP }]
 endpoints: [{ addresses: ["${host!.address}"], conditions: { ready: true } }]
 `
-  await cluster.apply(`apiVersion: v1
-kind: Namespace
-metadata: { name: portico-system }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: apps }
-`)
   await cluster.apply(`apiVersion: v1
 kind: Service
 metadata: { name: grpc-tls, namespace: apps }
@@ -107,16 +81,14 @@ spec:
   parentRefs: [{ name: grpc }]
   rules: [{ backendRefs: [{ name: grpc-tls, port: 443 }] }]
 `)
-  const controller = await startController(cluster, {})
-  cleanup.push(() => controller.stop())
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'grpc')
-  cleanup.push(async () => { await proxy.stop() })
+  const controller = await suite.startController()
+  const proxy = await suite.startProxy('apps', 'grpc')
 
   const Client = grpc.makeGenericClientConstructor({
     Echo: { path: '/tls.Echo/Echo', requestStream: false, responseStream: false, requestSerialize: (b: Buffer) => b, requestDeserialize: (b: Buffer) => b, responseSerialize: (b: Buffer) => b, responseDeserialize: (b: Buffer) => b }
   }, 'Echo')
   const client = new Client(`127.0.0.1:${gwPort}`, grpc.credentials.createInsecure())
-  cleanup.push(() => client.close())
+  suite.defer(() => client.close())
   const call = () => new Promise<string>((resolve, reject) => {
     (client.Echo as (req: Buffer, cb: (err: grpc.ServiceError | null, res: Buffer) => void) => void)(Buffer.from('hi'), (err, res) => err !== null ? reject(err) : resolve(res.toString()))
   })

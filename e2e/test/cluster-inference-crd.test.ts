@@ -15,17 +15,15 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
-import { tmpdir } from 'node:os'
 import { request } from 'undici'
-import { startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import type { Cluster, KubeObject } from '../cluster/harness.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { CHART_DIR } from '../lib/chart.ts'
 import { freePort } from '@portico/testkit/portico'
 import type { EchoedRequest } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
-import { applyPoolPods, installPoolCrd, lweppPorts, startLwepp, startPoolServers, poolRouteYaml, requireInferenceTools } from '../lib/inference-cluster.ts'
+import { applyPoolPods, installPoolCrd, lweppPorts, startLwepp, poolRouteYaml, startPoolCluster } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'late-pool'
@@ -43,17 +41,10 @@ async function resolvedRefs (cluster: Cluster, name: string): Promise<Condition 
 }
 
 test('the InferencePool CRD installed after the controller started: pools watched without a restart; deleted: not watched; installed again: watched', { timeout: 300_000 }, async t => {
-  const needs = requireInferenceTools(t)
-  if (needs === null) return
-  const { tools, kube, hostIP } = needs
-  const pods = await startPoolServers(POD_NAMES, POD_IPS)
-  t.after(async () => { await Promise.all(pods.map(p => p.close())) })
-  const targetPort = pods[0]!.port
-  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
-  t.after(async () => await cluster.stop())
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-inference-crd-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  await cluster.createNamespace(NS)
+  // The CRD comes later: installed once the controller runs.
+  const setup = await startPoolCluster(t, { dir: 'portico-cluster-inference-crd-', namespaces: [NS], pods: { names: POD_NAMES, ips: POD_IPS }, crd: false })
+  if (setup === null) return
+  const { suite, cluster, tools, hostIP, pods, targetPort } = setup
   const ports = await lweppPorts()
   const gatewayPort = await freePort()
   const pool = `apiVersion: inference.networking.k8s.io/v1
@@ -81,10 +72,8 @@ ${gatewayYaml(NS, 'web', gatewayPort)}---
 ${poolRouteYaml({ namespace: NS, pool: POOL })}`)
   await applyPoolPods(cluster, { namespace: NS, pool: POOL, names: POD_NAMES, ips: POD_IPS, port: targetPort })
 
-  const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
-  t.after(async () => await controller.stop())
-  const proxy = await startGatewayProxy(cluster, dir, NS, 'web')
-  t.after(async () => await proxy.stop())
+  const controller = await suite.startController({ env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
+  const proxy = await suite.startProxy(NS, 'web')
   const log = (): string => controller.output().slice(-4000)
 
   // No CRD: the pool is not found.

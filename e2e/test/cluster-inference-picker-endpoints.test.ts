@@ -12,16 +12,12 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
-import { tmpdir } from 'node:os'
 import { request } from 'undici'
-import { startCluster } from '../cluster/harness.ts'
-import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import type { EchoedRequest } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
-import { applyPoolPods, installPoolCrd, lweppPorts, startLwepp, startPoolServers, poolRouteYaml, requireInferenceTools } from '../lib/inference-cluster.ts'
+import { applyPoolPods, lweppPorts, startLwepp, poolRouteYaml, startPoolCluster } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'ha-pool'
@@ -29,22 +25,13 @@ const POD_NAMES = ['pod-a', 'pod-b']
 const POD_IPS = ['127.0.0.6', '127.0.0.7']
 
 test('the picker\'s Service with several ready endpoints: all are the pool\'s picker addresses; the first down, the next picks', { timeout: 300_000 }, async t => {
-  const needs = requireInferenceTools(t)
-  if (needs === null) return
-  const { tools, kube, hostIP } = needs
-  const pods = await startPoolServers(POD_NAMES, POD_IPS)
-  t.after(async () => { await Promise.all(pods.map(p => p.close())) })
-  const targetPort = pods[0]!.port
+  const pool = await startPoolCluster(t, { dir: 'portico-cluster-inference-picker-', namespaces: [NS], pods: { names: POD_NAMES, ips: POD_IPS } })
+  if (pool === null) return
+  const { suite, cluster, tools, hostIP, pods, targetPort } = pool
   // Two free ports: the lower is the dead replica's (the controller sorts a Service's
   // endpoints by address, then port, so it comes first), the higher lwepp's.
   const [deadPort, grpcPort] = [await freePort(), await freePort()].sort((a, b) => a - b) as [number, number]
   const ports = { ...await lweppPorts(), grpcPort }
-  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
-  t.after(async () => await cluster.stop())
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-inference-picker-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  await installPoolCrd(cluster, tools.crd)
-  await cluster.createNamespace(NS)
   const gatewayPort = await freePort()
   // The Service's port 9002 is the replicas' targetPort: one EndpointSlice per replica (their
   // ports differ, as two pods' would not on a real cluster; here they share this machine's IP).
@@ -81,11 +68,9 @@ ${poolRouteYaml({ namespace: NS, pool: POOL })}`)
   const lwepp = startLwepp(cluster, tools.lwepp, { pool: POOL, namespace: NS, ports })
   t.after(async () => await lwepp.stop())
 
-  const controller = await startController(cluster, { env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
-  t.after(async () => await controller.stop())
+  const controller = await suite.startController({ env: { INFERENCE_EXTENSION_ENABLED: 'true', LEADER_ELECTION: 'false' } })
   const adminPort = await freePort()
-  const proxy = await startGatewayProxy(cluster, dir, NS, 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
-  t.after(async () => await proxy.stop())
+  const proxy = await suite.startProxy(NS, 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
 
   // The proxy's pool: the picker at both addresses, the dead one first.
   type Picker = { target: string, fallbackTargets?: string[] }

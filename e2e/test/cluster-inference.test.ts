@@ -22,16 +22,12 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
-import { tmpdir } from 'node:os'
 import { request } from 'undici'
-import { startCluster } from '../cluster/harness.ts'
 import { gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import type { EchoedRequest } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
-import { applyPoolPods, installPoolCrd, lweppPorts, pickerServiceYaml, poolParents, poolYaml, routeConditions, startLwepp, startPoolServers, type Condition, poolRouteYaml, requireInferenceTools } from '../lib/inference-cluster.ts'
+import { applyPoolPods, lweppPorts, pickerServiceYaml, poolParents, poolYaml, routeConditions, startLwepp, type Condition, poolRouteYaml, startPoolCluster } from '../lib/inference-cluster.ts'
 
 const NS = 'apps'
 const POOL = 'echo-pool'
@@ -40,19 +36,11 @@ const POD_NAMES = ['pod-a', 'pod-b']
 const POD_IPS = ['127.0.0.2', '127.0.0.3']
 
 test('HTTPRoute → InferencePool → lwepp → pods, through the controller and a Gateway\'s proxy; with the switch off, InvalidKind', { timeout: 300_000 }, async t => {
-  const needs = requireInferenceTools(t)
-  if (needs === null) return
-  const { tools, kube, hostIP } = needs
   // Two echo servers on the same port of 127.0.0.2 and 127.0.0.3 (the pool's one targetPort).
-  const pods = await startPoolServers(POD_NAMES, POD_IPS)
-  t.after(async () => { await Promise.all(pods.map(p => p.close())) })
-  const targetPort = pods[0]!.port
-  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
-  t.after(async () => await cluster.stop())
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-inference-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  await installPoolCrd(cluster, tools.crd)
-  await cluster.createNamespace(NS)
+  const pool = await startPoolCluster(t, { dir: 'portico-cluster-inference-', namespaces: [NS], pods: { names: POD_NAMES, ips: POD_IPS } })
+  if (pool === null) return
+  const { cluster, tools, hostIP, pods, targetPort } = pool
+  const { dir } = pool.suite
   const ports = await lweppPorts()
   const { grpcPort } = ports
   const gatewayPort = await freePort()

@@ -12,13 +12,9 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { request } from 'undici'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
-import { V170_CRDS_MISSING, v170ExperimentalCrds } from '../cluster/v170-crds.ts'
+import type { KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
 import { freePort } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
@@ -26,45 +22,34 @@ import { startAuthzServer, type AuthzServer } from '../lib/ext-authz.ts'
 
 const GW_API = '/apis/gateway.networking.k8s.io/v1'
 
-let cluster: Cluster | undefined
+let suite: ClusterGateway | null = null
 let grpcAuthz: AuthzServer
 let httpAuthz: Backend
 const order: string[] = []
-const cleanup: Array<() => Promise<void> | void> = []
 
 before(async s => {
-  const t = s as TestContext
-  const tools = requireKubeTools(t)
-  if (tools === null) return
-  const crds = v170ExperimentalCrds()
-  if (crds === null) return t.skip(V170_CRDS_MISSING)
-  cleanup.push(crds.remove)
+  suite = await startClusterGateway(s as TestContext, { dir: 'portico-cluster-listener-filters-', v170Crds: true, cluster: { controllerManager: false }, namespaces: ['portico-system', 'apps'] })
+  if (suite === null) return
   grpcAuthz = await startAuthzServer(request => {
     order.push('grpc')
     if (request.attributes.request?.http?.headers?.['x-deny'] === 'yes') return { status: { code: 7 }, denied_response: { status: { code: 401 }, body: 'denied in the listener' } }
     return { status: { code: 0 }, ok_response: { headers: [{ header: { key: 'x-tier', value: 'gold' }, append: { value: false } }, { header: { key: 'host', value: 'evil.example' }, append: { value: false } }] } }
   })
-  cleanup.push(() => grpcAuthz.close())
+  suite.defer(() => grpcAuthz.close())
   httpAuthz = await startBackend((req, res) => {
     order.push('http')
     res.writeHead(200, { 'x-second': `saw-${String(req.headers['x-tier'] ?? 'none')}` }).end()
   })
-  cleanup.push(() => httpAuthz.close())
-  cluster = await startCluster({ tools, controllerManager: false, gatewayApiCrds: crds.dir })
-  cleanup.push(() => cluster!.stop())
+  suite.defer(() => httpAuthz.close())
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
 test('two ExternalAuth listener filters run in order before route matching; a denial answers first; ExtensionRef is refused; the feature is claimed', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-listener-filters-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
   const gwPort = await freePort()
   const otherPort = await freePort()
-  for (const ns of ['portico-system', 'apps']) await cluster.createNamespace(ns)
   await cluster.apply(`apiVersion: v1
 kind: Service
 metadata: { name: grpc-auth, namespace: apps }
@@ -111,10 +96,8 @@ spec:
   const stored = await cluster.api<KubeObject>('GET', `${GW_API}/namespaces/apps/gateways/web`)
   assert.equal((stored.spec.listeners as Array<{ filters?: { requests: unknown[] } }>)[0]?.filters?.requests.length, 2, 'the CRD keeps the field (v1.7.0 experimental channel)')
 
-  const controller = await startController(cluster, {})
-  cleanup.push(() => controller.stop())
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web')
-  cleanup.push(async () => { await proxy.stop() })
+  const controller = await suite.startController()
+  const proxy = await suite.startProxy('apps', 'web')
   const why = () => `\n${controller.output().slice(-3000)}\n${proxy.output.slice(-2000)}`
 
   const get = async (headers: Record<string, string> = {}) => {

@@ -17,14 +17,15 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { join } from 'node:path'
-import { networkInterfaces, tmpdir } from 'node:os'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { backendService, gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { networkInterfaces } from 'node:os'
+import { requireKubeTools, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway } from '../cluster/cluster-gateway.ts'
+import { backendService, gatewayYaml, httpGet, installPorticoParametersCrd } from '../cluster/portico-processes.ts'
 import { installIstioCrds, requireIstio, startIstiod } from '../lib/istio.ts'
-import { freePort, REPO_ROOT } from '@portico/testkit/portico'
+import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
 import { createCa } from '@portico/controller'
 
@@ -49,8 +50,8 @@ function pod (ns: string, name: string, sa: string, labels: Record<string, strin
 }
 
 test('mesh in cluster mode: opt-in and opt-out, the deployer\'s mesh env and volumes, the Mesh condition, ambient and other-network destinations', { timeout: 300_000 }, async t => {
-  const kube = requireKubeTools(t)
-  if (kube === null) return
+  // The tools first: no server is started for a test that skips.
+  if (requireKubeTools(t) === null) return
   const hostIP = Object.values(networkInterfaces()).flat().find(i => i !== undefined && i.family === 'IPv4' && !i.internal)?.address
   if (hostIP === undefined) {
     t.skip('no non-loopback IPv4 address on this machine (EndpointSlices refuse loopback)')
@@ -63,14 +64,11 @@ test('mesh in cluster mode: opt-in and opt-out, the deployer\'s mesh env and vol
   t.after(() => { server.close() })
   const podPort = (server.address() as { port: number }).port
 
-  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
-  t.after(async () => await cluster.stop())
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-mesh-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  const parameters = readFileSync(join(REPO_ROOT, 'charts/portico/templates/crd-porticoparameters.yaml'), 'utf8').split('\n').filter(l => !l.includes('{{') && !l.includes('helm.sh/') && !/^\s+(labels|annotations):$/.test(l) && !l.trimStart().startsWith('#')).join('\n')
-  await cluster.apply(parameters)
-  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticoparameters.portico.dev'])
-  await cluster.createNamespace('apps')
+  const suite = await startClusterGateway(t, { dir: 'portico-cluster-mesh-', cluster: { controllerManager: false, fakeKubelet: false }, namespaces: ['apps'] })
+  if (suite === null) return
+  t.after(async () => await suite.stop())
+  const { cluster, dir } = suite
+  await installPorticoParametersCrd(cluster)
   await cluster.createNamespace('meshed', { 'istio.io/dataplane-mode': 'ambient' })
   await cluster.createNamespace('east', { 'istio.io/dataplane-mode': 'ambient', 'topology.istio.io/network': 'net-b' })
   const gatewayPort = await freePort()
@@ -81,21 +79,8 @@ kind: PorticoParameters
 metadata: { name: no-mesh, namespace: apps }
 spec: { mesh: { enabled: false } }
 ---
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: apps }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${gatewayPort}, protocol: HTTP, allowedRoutes: { namespaces: { from: All } } }]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: optout, namespace: apps }
-spec:
-  gatewayClassName: portico
-  infrastructure: { parametersRef: { group: portico.dev, kind: PorticoParameters, name: no-mesh } }
-  listeners: [{ name: http, port: ${await freePort()}, protocol: HTTP }]
----
+${gatewayYaml('apps', 'web', gatewayPort, { listener: 'allowedRoutes: { namespaces: { from: All } }' })}---
+${gatewayYaml('apps', 'optout', await freePort(), { spec: { infrastructure: '{ parametersRef: { group: portico.dev, kind: PorticoParameters, name: no-mesh } }' } })}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: plain, namespace: apps }
@@ -117,8 +102,7 @@ spec:
   parentRefs: [{ name: web, namespace: apps }]
   rules: [{ matches: [{ path: { type: PathPrefix, value: /far } }], backendRefs: [{ name: far, port: 80 }] }]
 `)
-  const controller = await startController(cluster, { env: { MESH_AUTO_ENABLED: 'true', MESH_NETWORK: 'net-a', MESH_NAMESPACE: 'istio-system', LEADER_ELECTION: 'false' } })
-  t.after(async () => await controller.stop())
+  const controller = await suite.startController({ env: { MESH_AUTO_ENABLED: 'true', MESH_NETWORK: 'net-a', MESH_NAMESPACE: 'istio-system', LEADER_ELECTION: 'false' } })
   t.after(() => { if (process.env.DEBUG_MESH === '1') process.stderr.write(controller.output()) })
 
   // The deployer: web's proxy gets the mesh settings and volumes, optout's none.
@@ -153,8 +137,7 @@ spec:
   const rootFile = join(dir, 'root-cert.pem')
   writeFileSync(rootFile, (await createCa('mesh test root')).cert)
   const meshEnv = { MESH_TOKEN_FILE: tokenFile, MESH_ROOT_FILE: rootFile, CA_ADDRESS: `127.0.0.1:${await freePort()}`, POD_NAMESPACE: 'apps', SERVICE_ACCOUNT: 'web' }
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web', meshEnv)
-  t.after(async () => await proxy.stop())
+  await suite.startProxy('apps', 'web', meshEnv)
   await waitUntil(async () => (await httpGet(`http://127.0.0.1:${gatewayPort}/plain`)).status === 200, 30_000, 'the plain pod through web', 100)
   const ambient = await httpGet(`http://127.0.0.1:${gatewayPort}/ambient`)
   assert.ok(ambient.status >= 500, `${ambient.status} ${ambient.body}`)
@@ -170,20 +153,17 @@ spec:
 test('mesh in cluster mode with a real istiod: the Gateway whose proxy holds a certificate is Mesh=True InMesh; a token istiod refuses is Mesh=False TokenRefused', { timeout: 300_000 }, async t => {
   const istio = requireIstio(t)
   if (istio === null) return
-  const kube = requireKubeTools(t)
-  if (kube === null) return
-  const cluster = await startCluster({ tools: kube, controllerManager: false, fakeKubelet: false })
-  t.after(async () => await cluster.stop())
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-mesh-istiod-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const suite = await startClusterGateway(t, { dir: 'portico-cluster-mesh-istiod-', cluster: { controllerManager: false, fakeKubelet: false } })
+  if (suite === null) return
+  t.after(async () => await suite.stop())
+  const { cluster, dir } = suite
   await installIstioCrds(cluster, istio.crds)
   await cluster.createNamespace('apps')
   const clusterId = 'portico-test'
   const istiod = await startIstiod(cluster, istio.istiod, { clusterId })
   t.after(async () => await istiod.stop())
   await cluster.apply(gatewayYaml('apps', 'web', await freePort()) + '---\n' + gatewayYaml('apps', 'bad', await freePort()))
-  const controller = await startController(cluster, { env: { MESH_AUTO_ENABLED: 'true', MESH_CLUSTER_ID: clusterId, LEADER_ELECTION: 'false' } })
-  t.after(async () => await controller.stop())
+  await suite.startController({ env: { MESH_AUTO_ENABLED: 'true', MESH_CLUSTER_ID: clusterId, LEADER_ELECTION: 'false' } })
   const rootFile = join(dir, 'root-cert.pem')
   writeFileSync(rootFile, await istiod.rootCert('apps'))
   // What the kubelet would mount: the projected token (audience istio-ca) and the root
@@ -195,10 +175,8 @@ test('mesh in cluster mode with a real istiod: the Gateway whose proxy holds a c
   }
   // The deployer creates each Gateway's ServiceAccount; startGatewayProxy waits for its Deployment.
   for (const sa of ['web', 'bad']) await waitUntil(async () => (await cluster.api('GET', `/api/v1/namespaces/apps/serviceaccounts/${sa}`).catch(() => undefined)) !== undefined, 30_000, `the deployer's ServiceAccount ${sa}`, 100)
-  const web = await startGatewayProxy(cluster, dir, 'apps', 'web', await proxyEnv('web', 'istio-ca'))
-  t.after(async () => await web.stop())
-  const bad = await startGatewayProxy(cluster, dir, 'apps', 'bad', await proxyEnv('bad', 'portico'))
-  t.after(async () => await bad.stop())
+  await suite.startProxy('apps', 'web', await proxyEnv('web', 'istio-ca'))
+  await suite.startProxy('apps', 'bad', await proxyEnv('bad', 'portico'))
   await waitUntil(async () => (await gatewayCondition(cluster, 'web', 'portico.dev/Mesh'))?.reason === 'InMesh', 60_000, 'web: Mesh=True InMesh', 200)
   const inMesh = await gatewayCondition(cluster, 'web', 'portico.dev/Mesh')
   assert.equal(inMesh?.status, 'True')

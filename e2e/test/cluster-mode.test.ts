@@ -9,27 +9,18 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { backendService as serviceAt, gatewayYaml, httpGet as get, startController as startControllerIn, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
-import { freePort, type PorticoProcess, startClusterPortico } from '@portico/testkit/portico'
+import type { KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { backendService as serviceAt, gatewayYaml, httpGet as get } from '../cluster/portico-processes.ts'
+import { freePort, startClusterPortico } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
-import { createTestHost, startEcho, type TestHost } from '../lib/test-host.ts'
+import { startEcho } from '../lib/test-host.ts'
 
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
 
-let cluster: Cluster | undefined
-let host: TestHost | null = null
-let dir: string
-const cleanup: Array<() => Promise<void> | void> = []
-
-async function startController (env: Record<string, string>, ports?: { xds: number }): Promise<ControllerProcess> {
-  const c = await startControllerIn(cluster!, { env, xds: ports?.xds })
-  cleanup.push(() => c.stop())
-  return c
-}
+let suite: ClusterGateway | null = null
 
 async function eventually (check: () => Promise<boolean>, ms = 15_000, why: () => string = () => ''): Promise<void> {
   await waitUntil(check, ms, () => `the condition ${why()}`, 100)
@@ -40,11 +31,11 @@ function condition (obj: KubeObject | undefined, type: string): { status: string
 }
 
 async function gateway (ns: string, name: string): Promise<KubeObject> {
-  return await cluster!.api('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`)
+  return await suite!.cluster.api('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/gateways/${name}`)
 }
 
 async function route (ns: string, name: string): Promise<KubeObject> {
-  return await cluster!.api('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`)
+  return await suite!.cluster.api('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/${ns}/httproutes/${name}`)
 }
 
 function parentCondition (r: KubeObject, type: string): { status: string, reason: string } | undefined {
@@ -53,52 +44,27 @@ function parentCondition (r: KubeObject, type: string): { status: string, reason
 }
 
 function backendService (ns: string, name: string, port: number): string {
-  return serviceAt(host!.address, ns, name, port)
-}
-
-async function startProxy (ns: string, gw: string, extraEnv: Record<string, string> = {}): Promise<PorticoProcess> {
-  const proxy = await startGatewayProxy(cluster!, dir, ns, gw, extraEnv)
-  cleanup.push(async () => { await proxy.stop() })
-  return proxy
+  return serviceAt(suite!.host!.address, ns, name, port)
 }
 
 before(async s => {
-  const t = s as TestContext
-  if (requireKubeTools(t) === null) return
-  host = createTestHost(t)
-  if (host === null) return
-  cleanup.push(() => host?.destroy())
-  dir = mkdtempSync(join(tmpdir(), 'portico-cluster-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  cluster = await startCluster()
-  cleanup.push(() => cluster!.stop())
-  await startEcho(host, 'echo-a', 18081)
-  await startEcho(host, 'echo-b', 18082)
-  await startEcho(host, 'echo-other', 18083)
-  await cluster.apply(`apiVersion: v1
-kind: Namespace
-metadata: { name: portico-system }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: apps }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: other }
-`)
+  suite = await startClusterGateway(s as TestContext, { dir: 'portico-cluster-', testHost: true, namespaces: ['portico-system', 'apps', 'other'] })
+  if (suite === null) return
+  const { cluster, host } = suite
+  await startEcho(host!, 'echo-a', 18081)
+  await startEcho(host!, 'echo-b', 18082)
+  await startEcho(host!, 'echo-other', 18083)
   await cluster.apply(backendService('apps', 'echo-a', 18081) + '---\n' + backendService('apps', 'echo-b', 18082) + '---\n' + backendService('other', 'echo-other', 18083))
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
 test('Gateway and HTTPRoute: statuses as the spec says, and traffic reaches the right backend', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  const controller = await startController({})
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
+  const controller = await suite.startController()
   await eventually(async () => {
-    const cls = await cluster!.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/gatewayclasses/portico').catch(() => undefined)
+    const cls = await cluster.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/gatewayclasses/portico').catch(() => undefined)
     return condition(cls, 'Accepted')?.status === 'True'
   }, 15_000, () => controller.output())
   const cls = await cluster.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/gatewayclasses/portico')
@@ -117,7 +83,7 @@ spec:
       backendRefs: [{ name: echo-a, port: 80 }]
 `)
   // Deployer: ServiceAccount, Service and Deployment owned by the Gateway, pods labelled.
-  const proxy = await startProxy('apps', 'web')
+  const proxy = await suite.startProxy('apps', 'web')
   const svc = await cluster.api<KubeObject>('GET', '/api/v1/namespaces/apps/services/web')
   assert.deepEqual((svc.spec.ports as Array<{ port: number }>).map(p => p.port), [gwPort])
   assert.equal((svc.metadata?.ownerReferences as Array<{ kind: string }>)[0]!.kind, 'Gateway')
@@ -216,7 +182,7 @@ spec:
   // Controller restart: the proxy keeps serving meanwhile, and reconnects.
   await controller.stop()
   assert.equal((await get(`http://127.0.0.1:${gwPort}/other/x`)).status, 200)
-  const again = await startController({}, { xds: controller.xds })
+  const again = await suite.startController({ xds: controller.xds })
   await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: after-restart, namespace: apps }
@@ -230,33 +196,35 @@ spec:
 
   // Proxy restart: a new proxy gets the whole config.
   await proxy.stop()
-  const proxy2 = await startProxy('apps', 'web')
+  const proxy2 = await suite.startProxy('apps', 'web')
   await eventually(async () => (await get(`http://127.0.0.1:${gwPort}/restarted`)).status === 200, 15_000, () => proxy2.output)
   await proxy2.stop()
   await again.stop()
 })
 
 test('xDS auth: a proxy with another ServiceAccount\'s token is refused', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  const controller = await startController({})
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
+  const controller = await suite.startController()
   const gwPort = await freePort()
   await cluster.apply(gatewayYaml('apps', 'guarded', gwPort))
-  await eventually(async () => (await cluster!.api('GET', '/api/v1/namespaces/apps/serviceaccounts/guarded').catch(() => undefined)) !== undefined)
+  await eventually(async () => (await cluster.api('GET', '/api/v1/namespaces/apps/serviceaccounts/guarded').catch(() => undefined)) !== undefined)
   await cluster.apply('apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: intruder, namespace: apps }\n')
   const token = await cluster.createToken('apps', 'intruder', { audiences: ['portico'] })
-  const tokenFile = join(dir, 'intruder.token')
+  const tokenFile = join(suite.dir, 'intruder.token')
   writeFileSync(tokenFile, token)
   const proxy = await startClusterPortico({ XDS_ADDRESS: `http://127.0.0.1:${controller.xds}`, POD_NAME: 'intruder', NAMESPACE: 'apps', GATEWAY: 'guarded', XDS_TOKEN_FILE: tokenFile })
-  cleanup.push(async () => { await proxy.stop() })
+  suite.defer(async () => { await proxy.stop() })
   await proxy.waitForOutput('authenticated as system:serviceaccount:apps:intruder')
   await controller.stop()
 })
 
 for (const mode of ['tls', 'either'] as const) {
   test(`xDS mode ${mode}: the controller makes its CA; the proxy trusts it through the deployer's ConfigMap`, async t => {
-    if (cluster === undefined) return t.skip('no cluster')
+    if (suite === null) return t.skip('no cluster')
+    const { cluster } = suite
     const xds = await freePort()
-    const controller = await startController({ XDS_MODE: mode, XDS_ADDRESS: `https://127.0.0.1:${xds}` }, { xds })
+    const controller = await suite.startController({ env: { XDS_MODE: mode, XDS_ADDRESS: `https://127.0.0.1:${xds}` }, xds })
     const gwPort = await freePort()
     const name = `web-${mode}`
     await cluster.apply(`${gatewayYaml('apps', name, gwPort)}---
@@ -269,12 +237,12 @@ spec:
 `)
     const secret = await cluster.api<KubeObject>('GET', '/api/v1/namespaces/portico-system/secrets/portico-xds-ca')
     assert.ok((secret.data as Record<string, string>)['ca.crt'] !== undefined)
-    const proxy = await startProxy('apps', name)
+    const proxy = await suite.startProxy('apps', name)
     await eventually(async () => (await get(`http://127.0.0.1:${gwPort}/`)).status === 200, 15_000, () => proxy.output + controller.output())
     if (mode === 'either') {
       // The same port also speaks plaintext.
       await proxy.stop()
-      const plain = await startProxy('apps', name, { XDS_ADDRESS: `http://127.0.0.1:${xds}` })
+      const plain = await suite.startProxy('apps', name, { XDS_ADDRESS: `http://127.0.0.1:${xds}` })
       await eventually(async () => (await get(`http://127.0.0.1:${gwPort}/`)).status === 200, 15_000, () => plain.output)
       await plain.stop()
     } else {

@@ -18,14 +18,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { configJsonSchema } from '@portico/engine'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { requireKubeTools, type Cluster, type KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway } from '../cluster/cluster-gateway.ts'
+import { gatewayYaml, installPorticoParametersCrd, startController } from '../cluster/portico-processes.ts'
 import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '@portico/controller/crds'
-import { freePort, REPO_ROOT } from '@portico/testkit/portico'
+import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
-import { networkInterfaces, tmpdir } from 'node:os'
+import { networkInterfaces } from 'node:os'
 import { connect, createServer, type AddressInfo } from 'node:net'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
@@ -50,19 +49,20 @@ async function parentConditions (cluster: Cluster, name: string): Promise<Array<
   return obj.status?.parents
 }
 
-test('PorticoModels on a real API server: the CRD, its CEL rules, and the controller\'s status per parent', { timeout: 240_000 }, async t => {
-  const tools = requireKubeTools(t)
-  if (tools === null) return
-  const cluster = await startCluster({ tools, fakeKubelet: true })
-  t.after(async () => await cluster.stop())
+/** Portico's policy, backend and model CRDs, and PorticoParameters as the chart installs it. */
+async function installModelCrds (cluster: Cluster): Promise<void> {
   const config = configJsonSchema()
   await cluster.apply([porticoPolicyCrd(config), porticoBackendCrd(config), porticoModelCrd(config)] as never)
-  // PorticoParameters too, as the chart installs it (its template without the Helm lines): the
-  // controller reads every portico.dev kind the group serves.
-  const parameters = readFileSync(join(REPO_ROOT, 'charts/portico/templates/crd-porticoparameters.yaml'), 'utf8').split('\n').filter(l => !l.includes('{{') && !l.includes('helm.sh/') && !/^\s+(labels|annotations):$/.test(l) && !l.trimStart().startsWith('#')).join('\n')
-  await cluster.apply(parameters)
-  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticomodels.portico.dev', 'crd/porticoparameters.portico.dev'])
-  await cluster.createNamespace('apps')
+  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticomodels.portico.dev'])
+  await installPorticoParametersCrd(cluster)
+}
+
+test('PorticoModels on a real API server: the CRD, its CEL rules, and the controller\'s status per parent', { timeout: 240_000 }, async t => {
+  const suite = await startClusterGateway(t, { dir: 'portico-cluster-models-crd-', cluster: { fakeKubelet: true }, namespaces: ['apps'] })
+  if (suite === null) return
+  t.after(async () => await suite.stop())
+  const { cluster } = suite
+  await installModelCrds(cluster)
 
   await t.test('concrete and virtual models applied with kubectl are kept as written', async () => {
     const gpt = model('gpt', {
@@ -112,13 +112,7 @@ test('PorticoModels on a real API server: the CRD, its CEL rules, and the contro
   })
 
   await t.test('the controller (GATEWAY_MODELS_ENABLED=true) writes each model\'s status per parent, as a route\'s', async (st) => {
-    await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: apps }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: 18080, protocol: HTTP }]
----
+    await cluster.apply(`${gatewayYaml('apps', 'web', 18080)}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: llm, namespace: apps }
@@ -218,8 +212,8 @@ async function reachableAddress (target: number): Promise<{ url: string, close: 
 }
 
 test('PorticoModels served by a Gateway\'s proxy, through the official openai and @anthropic-ai/sdk clients', { timeout: 240_000 }, async t => {
-  const tools = requireKubeTools(t)
-  if (tools === null) return
+  // The tools first: no emulator is started for a test that skips.
+  if (requireKubeTools(t) === null) return
   const openai = await startOpenAIEmulator({ apiKey: 'sk-test-portico' })
   t.after(async () => await openai.close())
   const anthropic = await startAnthropicEmulator()
@@ -231,23 +225,13 @@ test('PorticoModels served by a Gateway\'s proxy, through the official openai an
     return
   }
   t.after(async () => { await openaiAt.close(); await anthropicAt.close() })
-  const cluster = await startCluster({ tools, fakeKubelet: true })
-  t.after(async () => await cluster.stop())
-  const dir = mkdtempSync(join(tmpdir(), 'portico-cluster-models-'))
-  t.after(() => rmSync(dir, { recursive: true, force: true }))
-  const config = configJsonSchema()
-  await cluster.apply([porticoPolicyCrd(config), porticoBackendCrd(config), porticoModelCrd(config)] as never)
-  await cluster.apply(readFileSync(join(REPO_ROOT, 'charts/portico/templates/crd-porticoparameters.yaml'), 'utf8').split('\n').filter(l => !l.includes('{{') && !l.includes('helm.sh/') && !/^\s+(labels|annotations):$/.test(l) && !l.trimStart().startsWith('#')).join('\n'))
-  await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticomodels.portico.dev', 'crd/porticoparameters.portico.dev'])
-  await cluster.createNamespace('apps')
+  const suite = await startClusterGateway(t, { dir: 'portico-cluster-models-', cluster: { fakeKubelet: true }, namespaces: ['apps'] })
+  if (suite === null) return
+  t.after(async () => await suite.stop())
+  const { cluster } = suite
+  await installModelCrds(cluster)
   const port = await freePort()
-  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: web, namespace: apps }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: http, port: ${port}, protocol: HTTP }]
----
+  await cluster.apply(`${gatewayYaml('apps', 'web', port)}---
 apiVersion: v1
 kind: Secret
 metadata: { name: llm-keys, namespace: apps }
@@ -298,10 +282,8 @@ spec:
   parentRefs: [{ kind: HTTPRoute, name: team, sectionName: chat }]
   virtualModel: { weighted: [{ model: private, weight: 1 }] }
 `)
-  const controller = await startController(cluster, { env: { GATEWAY_MODELS_ENABLED: 'true', LEADER_ELECTION: 'false' } })
-  t.after(async () => await controller.stop())
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web')
-  t.after(async () => { await proxy.stop() })
+  const controller = await suite.startController({ env: { GATEWAY_MODELS_ENABLED: 'true', LEADER_ELECTION: 'false' } })
+  const proxy = await suite.startProxy('apps', 'web')
   for (const name of ['gpt', 'claude-haiku-4-5', 'smart']) {
     await waitUntil(async () => (await parentConditions(cluster, name))?.[0]?.conditions.every(c => c.status === 'True') === true, 30_000, `${name} Accepted and ResolvedRefs`, 200)
   }

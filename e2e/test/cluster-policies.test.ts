@@ -29,9 +29,9 @@ import { fileURLToPath } from 'node:url'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { configJsonSchema } from '@portico/engine/config'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { backendService, gatewayYaml, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
-import { createTestHost, type TestHost } from '../lib/test-host.ts'
+import type { KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { backendService, gatewayYaml } from '../cluster/portico-processes.ts'
 import { startIdp, type Idp, type IdpClient } from '../lib/idp.ts'
 import { porticoBackendCrd, porticoPolicyCrd } from '@portico/controller/crds'
 import { ctl, jsonLines } from '@portico/testkit/porticoctl'
@@ -45,20 +45,17 @@ const CONTROLLER_NAME = 'portico.dev/gateway-controller'
 const reader: IdpClient = { id: 'reader', secret: 'reader-secret', permissions: ['read'] }
 const writer: IdpClient = { id: 'writer', secret: 'writer-secret', permissions: ['write'] }
 
-let cluster: Cluster | undefined
-let host: TestHost | null = null
+let suite: ClusterGateway | null = null
 let idp: Idp | undefined
 let llm: LlmServer | undefined
 const REPLY = 'one two three four five six seven eight nine ten eleven twelve'
 const MESSAGES = [{ role: 'user' as const, content: 'count to twelve please' }]
 const TEAM_KEY = 'sk-team-a-0123456789'
 const PROVIDER_KEY = 'sk-provider-9876543210'
-let dir: string
 let gatewayUrl = ''
 let gatewayPort = 0
 /** Where a Gateway's proxy pod's ports really are (the local proxy process): gateway → pod port → local port. */
 const podPorts = new Map<string, Record<number, number>>()
-const cleanup: Array<() => Promise<void> | void> = []
 
 /** Until `check` holds (the controller, the xDS push and the proxy take a moment). */
 async function eventually (check: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
@@ -66,7 +63,7 @@ async function eventually (check: () => Promise<boolean>, what: string, ms = 20_
 }
 
 async function policyCondition (name: string): Promise<{ status: string, reason: string, message: string } | undefined> {
-  const p = await cluster!.api<KubeObject>('GET', `/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/${name}`).catch(() => undefined)
+  const p = await suite!.cluster.api<KubeObject>('GET', `/apis/portico.dev/v1alpha1/namespaces/apps/porticopolicies/${name}`).catch(() => undefined)
   const ours = (p?.status?.ancestors as Array<{ controllerName: string, conditions: Array<{ type: string, status: string, reason: string, message: string }> }> | undefined)?.find(a => a.controllerName === CONTROLLER_NAME)
   return ours?.conditions.find(c => c.type === 'Accepted')
 }
@@ -79,25 +76,25 @@ async function connect (token?: string, path = '/mcp'): Promise<Client> {
 }
 
 before(async s => {
-  const t = s as TestContext
-  if (requireKubeTools(t) === null) return
-  host = createTestHost(t)
-  if (host === null) return
-  cleanup.push(() => host?.destroy())
-  dir = mkdtempSync(join(tmpdir(), 'portico-cluster-policies-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  idp = await startIdp({ clients: [reader, writer] })
-  cleanup.push(() => idp!.stop())
-  llm = await startLlmServer({ reply: REPLY })
-  cleanup.push(() => llm!.close())
-  cluster = await startCluster({
-    // porticoctl reaches a Gateway's pod through a port-forward: to the local proxy here.
-    portForward: (pod, port) => {
-      const target = podPorts.get(`${pod.metadata?.namespace ?? ''}/${pod.metadata?.labels?.['gateway.networking.k8s.io/gateway-name'] ?? ''}`)?.[port]
-      return target === undefined ? null : { host: '127.0.0.1', port: target }
-    }
+  suite = await startClusterGateway(s as TestContext, {
+    dir: 'portico-cluster-policies-',
+    testHost: true,
+    cluster: {
+      // porticoctl reaches a Gateway's pod through a port-forward: to the local proxy here.
+      portForward: (pod, port) => {
+        const target = podPorts.get(`${pod.metadata?.namespace ?? ''}/${pod.metadata?.labels?.['gateway.networking.k8s.io/gateway-name'] ?? ''}`)?.[port]
+        return target === undefined ? null : { host: '127.0.0.1', port: target }
+      }
+    },
+    namespaces: ['portico-system', 'apps']
   })
-  cleanup.push(() => cluster!.stop())
+  if (suite === null) return
+  const { cluster } = suite
+  const host = suite.host!
+  idp = await startIdp({ clients: [reader, writer] })
+  suite.defer(() => idp!.stop())
+  llm = await startLlmServer({ reply: REPLY })
+  suite.defer(() => llm!.close())
   await cluster.apply([porticoPolicyCrd(configJsonSchema()), porticoBackendCrd(configJsonSchema())] as never)
   await cluster.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd/porticopolicies.portico.dev', 'crd/porticobackends.portico.dev'])
   await host.spawnNode([MCP_SERVER, host.address, '18091'], 'listening')
@@ -107,14 +104,6 @@ before(async s => {
   gatewayPort = gwPort
   gatewayUrl = `http://127.0.0.1:${gwPort}`
   await cluster.apply(`apiVersion: v1
-kind: Namespace
-metadata: { name: portico-system }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: apps }
----
-apiVersion: v1
 kind: Secret
 metadata: { name: idp, namespace: apps }
 stringData: { jwks.json: '${jwks}' }
@@ -194,21 +183,17 @@ spec:
     - matches: [{ path: { type: PathPrefix, value: /portal } }]
       backendRefs: [{ group: portico.dev, kind: PorticoBackend, name: tools }]
 `)
-  const controller = await startController(cluster, {})
-  cleanup.push(() => controller.stop())
+  await suite.startController()
   const adminPort = await freePort()
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
-  cleanup.push(async () => { await proxy.stop() })
+  await suite.startProxy('apps', 'web', { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
   podPorts.set('apps/web', { 15000: adminPort, [gwPort]: gwPort })
   await eventually(async () => (await policyCondition('mcp-auth'))?.status === 'True', 'mcp-auth Accepted', 30_000)
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
 test('the seed\'s MCP route in a cluster: a token with read gets through, none gets 401 with metadata, another permission 403', async t => {
-  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  if (suite === null || idp === undefined) return t.skip('no cluster')
   // The policy reaches the proxy (xDS) shortly after its status says Accepted.
   let client: Client | undefined
   await eventually(async () => {
@@ -241,9 +226,10 @@ test('the seed\'s MCP route in a cluster: a token with read gets through, none g
 })
 
 test('porticoctl proxy trace gateway/web and proxy config all: the PorticoPolicy each attached policy came from', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
   const home = mkdtempSync(join(tmpdir(), 'porticoctl-policies-'))
-  cleanup.push(() => rmSync(home, { recursive: true, force: true }))
+  suite.defer(() => rmSync(home, { recursive: true, force: true }))
   const env = { KUBECONFIG: cluster.kubeconfig, HOME: home, KUBERNETES_SERVICE_HOST: '' }
   await cluster.waitForReadyPods('apps', 'gateway.networking.k8s.io/gateway-name=web', 1)
   const trace = await ctl(['proxy', 'trace', 'gateway/web', '-n', 'apps', '--raw', '--port', String(gatewayPort), '--', `http://127.0.0.1:${gatewayPort}/mcp`], { env, timeoutMs: 30_000 })
@@ -256,7 +242,8 @@ test('porticoctl proxy trace gateway/web and proxy config all: the PorticoPolicy
 })
 
 test('a policy with a rule that does not compile is Invalid in its status, naming the field; the older policy keeps serving', async t => {
-  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  if (suite === null || idp === undefined) return t.skip('no cluster')
+  const { cluster } = suite
   await cluster.apply(`apiVersion: portico.dev/v1alpha1
 kind: PorticoPolicy
 metadata: { name: broken, namespace: apps }
@@ -275,7 +262,7 @@ spec:
 })
 
 test('a PorticoBackend serves two MCP servers, found by Service, behind one endpoint with prefixed tool names', async t => {
-  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  if (suite === null || idp === undefined) return t.skip('no cluster')
   let client: Client | undefined
   await eventually(async () => {
     try {
@@ -291,7 +278,7 @@ test('a PorticoBackend serves two MCP servers, found by Service, behind one endp
 })
 
 test('an ai PorticoBackend with its provider key from a Secret, and a PorticoPolicy with a client API key from a Secret and a token budget, driven by the official openai SDK', async t => {
-  if (cluster === undefined || llm === undefined) return t.skip('no cluster')
+  if (suite === null || llm === undefined) return t.skip('no cluster')
   const client = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${gatewayUrl}/llm`, maxRetries: 0 })
   await eventually(async () => (await policyCondition('llm-budget'))?.status === 'True', 'llm-budget Accepted')
   const cost = promptTokens(MESSAGES) + countTokens(REPLY)
@@ -311,7 +298,8 @@ test('an ai PorticoBackend with its provider key from a Secret, and a PorticoPol
 })
 
 test('gateway and listener policies on a second Gateway: basicAuth from Secrets, the listener\'s wins there, a newer duplicate is Conflicted', async t => {
-  if (cluster === undefined || host === null) return t.skip('no cluster')
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
   const hash = (user: string, password: string) => `${user}:${execFileSync('openssl', ['passwd', '-apr1', password], { encoding: 'utf8' }).trim()}`
   const [portA, portB] = [await freePort(), await freePort()]
   await cluster.apply(`apiVersion: v1
@@ -366,8 +354,7 @@ spec:
   policies:
     basicAuth: { htpasswd: { secretRef: { name: admins, key: htpasswd } } }
 `)
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'edge')
-  cleanup.push(async () => { await proxy.stop() })
+  const proxy = await suite.startProxy('apps', 'edge')
   const status = async (port: number, user?: string, password?: string) => {
     const res = await fetch(`http://127.0.0.1:${port}/`, { headers: user === undefined ? {} : { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}` } }).catch(() => undefined)
     await res?.arrayBuffer()
@@ -383,9 +370,10 @@ spec:
 })
 
 test('jwtAuth and a request rate limit on a route, extAuthz on a listener, attached later: each takes effect, and goes when its policy is deleted', async t => {
-  if (cluster === undefined || idp === undefined) return t.skip('no cluster')
+  if (suite === null || idp === undefined) return t.skip('no cluster')
+  const { cluster } = suite
   const authz = await startAuthzServer(req => req.attributes.request?.http?.headers?.['x-let-me-in'] === 'yes' ? OK : { status: { code: 7 }, denied_response: { status: { code: 403 } } })
-  cleanup.push(() => authz.close())
+  suite.defer(() => authz.close())
   await cluster.apply(`apiVersion: portico.dev/v1alpha1
 kind: PorticoPolicy
 metadata: { name: portal-jwt, namespace: apps }
@@ -424,7 +412,8 @@ spec:
 })
 
 test('client-connection settings from a PorticoPolicy frontend: the path and request-head timeout of every listener of a Gateway, until the policy is deleted', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
   const port = await freePort()
   await cluster.apply(`${gatewayYaml('apps', 'clients', port)}---
 apiVersion: gateway.networking.k8s.io/v1
@@ -434,8 +423,7 @@ spec:
   parentRefs: [{ name: clients }]
   rules: [{ backendRefs: [{ name: mcp-server, port: 80 }] }]
 `)
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'clients')
-  cleanup.push(async () => { await proxy.stop() })
+  const proxy = await suite.startProxy('apps', 'clients')
   const status = async (path: string) => {
     const res = await fetch(`http://127.0.0.1:${port}${path}`, { redirect: 'manual' }).catch(() => undefined)
     await res?.arrayBuffer()
@@ -471,7 +459,8 @@ spec:
 })
 
 test('oidc from a PorticoPolicy (client secret from a Secret): a browser logs in at the provider and reaches the backend', async t => {
-  if (cluster === undefined || host === null) return t.skip('no cluster')
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
   const [gwPort, idpPort] = [await freePort(), await freePort()]
   const url = `http://127.0.0.1:${gwPort}`
   const loginIdp = await startLoginIdp({
@@ -479,7 +468,7 @@ test('oidc from a PorticoPolicy (client secret from a Secret): a browser logs in
     client: { id: 'portal', secret: 'portal-client-secret', redirectUris: [`${url}/oauth/callback`], postLogoutRedirectUris: [] },
     accounts: { alice: { email: 'alice@example.test' } }
   })
-  cleanup.push(() => loginIdp.stop())
+  suite.defer(() => loginIdp.stop())
   await cluster.apply(`apiVersion: v1
 kind: Secret
 metadata: { name: sso, namespace: apps }
@@ -505,8 +494,7 @@ spec:
       clientSecret: { secretRef: { name: sso, key: client-secret } }
       redirectUri: /oauth/callback
 `)
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'sso')
-  cleanup.push(async () => { await proxy.stop() })
+  const proxy = await suite.startProxy('apps', 'sso')
   let last = ''
   await eventually(async () => {
     const res = await fetch(`${url}/app`, { redirect: 'manual', headers: { accept: 'text/html' } }).catch((err: Error) => { last = err.message; return undefined })

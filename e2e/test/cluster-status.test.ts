@@ -11,8 +11,9 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { gatewayYaml, startController } from '../cluster/portico-processes.ts'
+import type { KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
 import { KubeHttp, type KubeRequest } from '@portico/controller/kube-http'
@@ -25,33 +26,18 @@ const OTHER = 'example.com/other-controller'
 
 interface Cond { type: string, status: string, reason: string, message: string, observedGeneration?: number, lastTransitionTime?: string }
 
-let cluster: Cluster | undefined
-const cleanup: Array<() => Promise<void> | void> = []
+let suite: ClusterGateway | null = null
 
 before(async s => {
-  const t = s as TestContext
-  const tools = requireKubeTools(t)
-  if (tools === null) return
-  cluster = await startCluster({ tools, controllerManager: false })
-  cleanup.push(() => cluster!.stop())
-  await cluster.apply(`apiVersion: v1
-kind: Namespace
-metadata: { name: portico-system }
----
-apiVersion: v1
-kind: Namespace
-metadata: { name: apps }
----
-apiVersion: v1
+  suite = await startClusterGateway(s as TestContext, { dir: 'portico-cluster-status-', cluster: { controllerManager: false }, namespaces: ['portico-system', 'apps'] })
+  await suite?.cluster.apply(`apiVersion: v1
 kind: Service
 metadata: { name: echo, namespace: apps }
 spec: { ports: [{ name: http, port: 80 }] }
 `)
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
 /** A condition another controller sets: a type Portico does not own. */
 function foreignCondition (type: string, generation: number): Cond {
@@ -61,10 +47,10 @@ function foreignCondition (type: string, generation: number): Cond {
 /** GET, change, PUT the status, as another controller does (client-go's RetryOnConflict): the stored object. */
 async function updateStatus (path: string, change: (obj: KubeObject) => void): Promise<KubeObject> {
   for (let i = 0; ; i++) {
-    const obj = await cluster!.api<KubeObject>('GET', path)
+    const obj = await suite!.cluster.api<KubeObject>('GET', path)
     change(obj)
     try {
-      return await cluster!.api<KubeObject>('PUT', `${path}/status`, obj)
+      return await suite!.cluster.api<KubeObject>('PUT', `${path}/status`, obj)
     } catch (err) {
       if ((err as { status?: number }).status !== 409 || i > 10) throw err
     }
@@ -76,16 +62,11 @@ const ours = (obj: KubeObject): { parentRef: unknown, controllerName: string, co
 const listener = (gw: KubeObject, name: string): { conditions: Cond[] } | undefined => (gw.status?.listeners as Array<{ name: string, conditions: Cond[] }> | undefined)?.find(l => l.name === name)
 
 test('a writer between Portico\'s read and its write: Portico\'s PUT under the stale resourceVersion is a 409, redone from a fresh read, and keeps what the other wrote', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
   // No controller runs yet: this StatusWriter is the only Portico writer. The Gateway's class
   // is nobody's, so the controller started by the next test leaves it alone.
-  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: race, namespace: apps }
-spec:
-  gatewayClassName: nobody
-  listeners: [{ name: http, port: 80, protocol: HTTP }]
----
+  await cluster.apply(`${gatewayYaml('apps', 'race', 80, { className: 'nobody' })}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
 metadata: { name: race, namespace: apps }
@@ -149,14 +130,9 @@ spec:
 })
 
 test('a writer that wins the race more times than Portico retries at once: Portico\'s write is not given up, it lands later over the fresh status', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: contended, namespace: apps }
-spec:
-  gatewayClassName: nobody
-  listeners: [{ name: http, port: 80, protocol: HTTP }]
-`)
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
+  await cluster.apply(gatewayYaml('apps', 'contended', 80, { className: 'nobody' }))
   const gwPath = `${GW_API}/namespaces/apps/gateways/contended`
   const gw = await cluster.api<KubeObject>('GET', gwPath)
   // After each of Portico's first 7 reads, the other writer bumps its own condition: every
@@ -186,7 +162,7 @@ spec:
   const accepted: Condition = { type: 'Accepted', status: 'True', reason: 'Accepted', message: 'ours', observedGeneration: 1 }
   writer.gateway('apps', 'contended', { conditions: [accepted], listeners: [{ name: 'http', supportedKinds: kinds, attachedRoutes: 0, conditions: [accepted] }], addresses: [] }, gw.metadata?.uid as string)
   // No further change comes: the write has to land on its own.
-  await waitUntil(async () => byType((await cluster!.api<KubeObject>('GET', gwPath)).status?.conditions, 'Accepted')?.message === 'ours', 15_000, 'Portico\'s status, the write not given up after its conflicts', 100)
+  await waitUntil(async () => byType((await cluster.api<KubeObject>('GET', gwPath)).status?.conditions, 'Accepted')?.message === 'ours', 15_000, 'Portico\'s status, the write not given up after its conflicts', 100)
   assert.deepEqual(warnings, [], 'contention is not a failure')
   assert.ok(conflicts.length >= 7, `every raced attempt was a 409 (${conflicts.length})`)
   const after = await cluster.api<KubeObject>('GET', gwPath)
@@ -194,9 +170,9 @@ spec:
 })
 
 test('another controller\'s conditions on the GatewayClass, a Gateway, its listener and an HTTPRoute survive the controller\'s reconciles', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  const controller = await startController(cluster, {})
-  cleanup.push(() => controller.stop())
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
+  const controller = await suite.startController()
   const classPath = `${GW_API}/gatewayclasses/portico`
   const gwPath = `${GW_API}/namespaces/apps/gateways/web`
   const routePath = `${GW_API}/namespaces/apps/httproutes/r1`
@@ -210,7 +186,7 @@ spec:
       backendRefs: [{ name: echo, port: 80 }]
 `
   await cluster.apply(`${gatewayYaml('apps', 'web', await freePort())}---\n${route('/a')}`)
-  const get = (path: string) => cluster!.api<KubeObject>('GET', path)
+  const get = (path: string) => cluster.api<KubeObject>('GET', path)
   const why = () => controller.output().slice(-3000)
   await waitUntil(async () => {
     const [cls, gw, r] = [await get(classPath), await get(gwPath), await get(routePath)]
@@ -265,9 +241,9 @@ spec:
  * counter on the very next read.
  */
 test('other controllers writing the same statuses concurrently and repeatedly: none loses another\'s writes, Portico included', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  const controller = await startController(cluster, {})
-  cleanup.push(() => controller.stop())
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
+  const controller = await suite.startController()
   const classPath = `${GW_API}/gatewayclasses/portico`
   const gwPath = `${GW_API}/namespaces/apps/gateways/busy`
   const routePath = `${GW_API}/namespaces/apps/httproutes/busy`
@@ -282,7 +258,7 @@ spec:
 `
   const port = await freePort()
   await cluster.apply(`${gatewayYaml('apps', 'busy', port)}---\n${route('/p0')}`)
-  const get = (path: string) => cluster!.api<KubeObject>('GET', path)
+  const get = (path: string) => cluster.api<KubeObject>('GET', path)
   const why = () => controller.output().slice(-3000)
   await waitUntil(async () => {
     const [gw, r] = [await get(gwPath), await get(routePath)]
@@ -340,7 +316,7 @@ spec:
               if (p.read(obj) === message) wrote.set(name, message)
             }
             try {
-              await cluster!.api<KubeObject>('PUT', `${path}/status`, obj)
+              await cluster.api<KubeObject>('PUT', `${path}/status`, obj)
               stats.writes++
               for (const [name, m] of wrote) last.set(name, m)
               break

@@ -13,60 +13,42 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { request as httpsRequest } from 'node:https'
-import { CLUSTER_TRUST_BUNDLE_APISERVER_ARGS, requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { gatewayYaml, httpGet, startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import { CLUSTER_TRUST_BUNDLE_APISERVER_ARGS, type KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { gatewayYaml, httpGet } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
-import { createTestHost, type TestHost } from '../lib/test-host.ts'
+import { createTestCa } from '@portico/testkit/test-ca'
 
 const HTTPS_SERVER = fileURLToPath(new URL('../lib/https-server.ts', import.meta.url))
 const BACKEND_PORT = 18111
 const GW_API = '/apis/gateway.networking.k8s.io/v1'
 
-let cluster: Cluster | undefined
-let host: TestHost | null = null
-let dir: string
-const cleanup: Array<() => Promise<void> | void> = []
+let suite: ClusterGateway | null = null
 
 before(async s => {
-  const t = s as TestContext
-  const tools = requireKubeTools(t)
-  if (tools === null) return
-  host = createTestHost(t)
-  if (host === null) return
-  cleanup.push(() => host?.destroy())
-  dir = mkdtempSync(join(tmpdir(), 'portico-cluster-ctb-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=portico-ctb-ca')
-  openssl('req', '-x509', ...ec, '-keyout', 'other.key', '-out', 'other.pem', '-days', '1', '-subj', '/CN=portico-ctb-other')
-  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=backend.test')
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:backend.test\n')
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
-  // Client certificates for frontend validation: one from the bundle's CA, one from another.
-  for (const [name, signer] of [['client', 'ca'], ['stranger', 'other']]) {
-    openssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`)
-    openssl('x509', '-req', '-in', `${name}.csr`, '-CA', `${signer}.pem`, '-CAkey', `${signer}.key`, '-CAcreateserial', '-out', `${name}.pem`, '-days', '1')
-  }
-  await host.spawnNode([HTTPS_SERVER, host.address, String(BACKEND_PORT), 'tls-backend', join(dir, 'server.pem'), join(dir, 'server.key')], 'listening')
-  cluster = await startCluster({
-    tools,
-    controllerManager: false,
-    apiserverArgs: CLUSTER_TRUST_BUNDLE_APISERVER_ARGS
+  suite = await startClusterGateway(s as TestContext, {
+    dir: 'portico-cluster-ctb-',
+    testHost: true,
+    cluster: { controllerManager: false, apiserverArgs: CLUSTER_TRUST_BUNDLE_APISERVER_ARGS },
+    namespaces: ['portico-system', 'apps']
   })
-  cleanup.push(() => cluster!.stop())
+  if (suite === null) return
+  const { dir, host } = suite
+  const ca = createTestCa(dir, 'ca', { subject: '/CN=portico-ctb-ca' })
+  const other = createTestCa(dir, 'other', { subject: '/CN=portico-ctb-other' })
+  ca.issue('server', { subject: '/CN=backend.test', sans: ['DNS:backend.test'] })
+  // Client certificates for frontend validation: one from the bundle's CA, one from another.
+  ca.issue('client')
+  other.issue('stranger')
+  await host!.spawnNode([HTTPS_SERVER, host!.address, String(BACKEND_PORT), 'tls-backend', join(dir, 'server.pem'), join(dir, 'server.key')], 'listening')
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
 const indent = (pem: string) => pem.trim().split('\n').map(l => `    ${l}`).join('\n')
 const bundle = (name: string, pem: string) => `apiVersion: certificates.k8s.io/v1beta1
@@ -78,11 +60,11 @@ ${indent(pem)}
 `
 
 test('a BackendTLSPolicy with a ClusterTrustBundle CA: the HTTPS backend is verified with the bundle (a bundle of another CA fails it)', async t => {
-  if (cluster === undefined || host === null) return t.skip('no cluster or no test host')
+  if (suite === null) return t.skip('no cluster or no test host')
+  const { cluster, dir, host } = suite
   const ca = readFileSync(join(dir, 'ca.pem'), 'utf8')
   const other = readFileSync(join(dir, 'other.pem'), 'utf8')
   const gwPort = await freePort()
-  for (const ns of ['portico-system', 'apps']) await cluster.createNamespace(ns)
   // Two Services on the same TLS endpoint, each under its own policy.
   const service = (name: string) => `apiVersion: v1
 kind: Service
@@ -123,10 +105,8 @@ spec:
     - matches: [{ path: { type: PathPrefix, value: /wrong } }]
       backendRefs: [{ name: wrong, port: 443 }]
 `)
-  const controller = await startController(cluster, {})
-  cleanup.push(() => controller.stop())
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'web')
-  cleanup.push(async () => { await proxy.stop() })
+  const controller = await suite.startController()
+  const proxy = await suite.startProxy('apps', 'web')
   const why = () => `\n${controller.output().slice(-2000)}\n${proxy.output.slice(-2000)}`
 
   let last = { status: 0, body: '' }
@@ -161,7 +141,7 @@ function getWithClientCert (port: number, cert?: string): Promise<string> {
   return new Promise(resolve => {
     const req = httpsRequest({
       host: '127.0.0.1', port, path: '/secure/front', servername: 'front.test', rejectUnauthorized: false,
-      ...(cert !== undefined ? { cert: readFileSync(join(dir, `${cert}.pem`)), key: readFileSync(join(dir, `${cert}.key`)) } : {})
+      ...(cert !== undefined ? { cert: readFileSync(join(suite!.dir, `${cert}.pem`)), key: readFileSync(join(suite!.dir, `${cert}.key`)) } : {})
     }, res => {
       res.resume()
       res.on('end', () => resolve(String(res.statusCode)))
@@ -173,7 +153,8 @@ function getWithClientCert (port: number, cert?: string): Promise<string> {
 }
 
 test('frontend validation with a ClusterTrustBundle CA: a client certificate from the bundle\'s CA is served, one from another CA or none is refused', async t => {
-  if (cluster === undefined || host === null) return t.skip('no cluster or no test host')
+  if (suite === null) return t.skip('no cluster or no test host')
+  const { cluster, dir } = suite
   const port = await freePort()
   const b64 = (file: string) => readFileSync(join(dir, file)).toString('base64')
   await cluster.apply(`apiVersion: v1
@@ -203,8 +184,7 @@ spec:
   rules: [{ matches: [{ path: { type: PathPrefix, value: /secure } }], backendRefs: [{ name: secure, port: 443 }] }]
 `)
   // The controller of the first test still runs (same cluster); this Gateway gets its own proxy.
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'front')
-  cleanup.push(async () => { await proxy.stop() })
+  const proxy = await suite.startProxy('apps', 'front')
   let last = ''
   await waitUntil(async () => {
     last = await getWithClientCert(port, 'client')

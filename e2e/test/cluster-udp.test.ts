@@ -10,21 +10,16 @@
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import dgram from 'node:dgram'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { requireKubeTools, startCluster, type Cluster, type KubeObject } from '../cluster/harness.ts'
-import { startController, startGatewayProxy } from '../cluster/portico-processes.ts'
+import type { KubeObject } from '../cluster/harness.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
-import { createTestHost, startUdpEcho, type TestHost } from '../lib/test-host.ts'
+import { startUdpEcho } from '../lib/test-host.ts'
 
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
 
-let cluster: Cluster | undefined
-let host: TestHost | null = null
-let dir: string
-const cleanup: Array<() => Promise<void> | void> = []
+let suite: ClusterGateway | null = null
 
 async function eventually (check: () => Promise<boolean>, ms = 20_000, why: () => string = () => ''): Promise<void> {
   await waitUntil(check, ms, () => `the condition ${why()}`, 100)
@@ -42,7 +37,7 @@ kind: EndpointSlice
 metadata: { name: ${name}-manual, namespace: ${ns}, labels: { kubernetes.io/service-name: ${name} } }
 addressType: IPv4
 ports: [{ name: udp, port: ${port}, protocol: UDP }]
-endpoints: [{ addresses: ["${host!.address}"], conditions: { ready: true } }]
+endpoints: [{ addresses: ["${suite!.host!.address}"], conditions: { ready: true } }]
 `
 }
 
@@ -65,42 +60,27 @@ function parents (r: KubeObject): Array<{ parentRef: { name: string }, condition
 }
 
 async function udpRoute (name: string): Promise<KubeObject> {
-  return await cluster!.api('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/apps/udproutes/${name}`)
+  return await suite!.cluster.api('GET', `/apis/gateway.networking.k8s.io/v1/namespaces/apps/udproutes/${name}`)
 }
 
 before(async s => {
-  const t = s as TestContext
-  if (requireKubeTools(t) === null) return
-  host = createTestHost(t)
-  if (host === null) return
-  cleanup.push(() => host?.destroy())
-  dir = mkdtempSync(join(tmpdir(), 'portico-cluster-udp-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-  cluster = await startCluster()
-  cleanup.push(() => cluster!.stop())
-  await startUdpEcho(host, 'udp-a', 18091, 'apps')
-  await startUdpEcho(host, 'udp-b', 18092, 'apps')
-  await startUdpEcho(host, 'udp-c', 18093, 'apps')
-  await cluster.apply('apiVersion: v1\nkind: Namespace\nmetadata: { name: portico-system }\n---\napiVersion: v1\nkind: Namespace\nmetadata: { name: apps }\n')
+  suite = await startClusterGateway(s as TestContext, { dir: 'portico-cluster-udp-', testHost: true, namespaces: ['portico-system', 'apps'] })
+  if (suite === null) return
+  const { cluster, host } = suite
+  await startUdpEcho(host!, 'udp-a', 18091, 'apps')
+  await startUdpEcho(host!, 'udp-b', 18092, 'apps')
+  await startUdpEcho(host!, 'udp-c', 18093, 'apps')
   await cluster.apply(udpService('apps', 'udp-a', 18091) + '---\n' + udpService('apps', 'udp-b', 18092) + '---\n' + udpService('apps', 'udp-c', 18093))
 })
 
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+after(async () => await suite?.stop())
 
 test('UDPRoute: statuses as the suite checks them, datagrams to the oldest route\'s backends by weight', async t => {
-  if (cluster === undefined) return t.skip('no cluster')
-  const controller = await startController(cluster, { env: {} })
-  cleanup.push(() => controller.stop())
+  if (suite === null) return t.skip('no cluster')
+  const { cluster } = suite
+  const controller = await suite.startController()
   const port = await freePort()
-  await cluster.apply(`apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: { name: dns, namespace: apps }
-spec:
-  gatewayClassName: portico
-  listeners: [{ name: udp, port: ${port}, protocol: UDP, allowedRoutes: { kinds: [{ kind: UDPRoute }] } }]
----
+  await cluster.apply(`${gatewayYaml('apps', 'dns', port, { protocol: 'UDP', listener: 'allowedRoutes: { kinds: [{ kind: UDPRoute }] }' })}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: UDPRoute
 metadata: { name: older, namespace: apps }
@@ -108,8 +88,7 @@ spec:
   parentRefs: [{ name: dns, sectionName: udp }]
   rules: [{ backendRefs: [{ name: udp-a, port: 8080, weight: 1 }, { name: udp-b, port: 8080, weight: 1 }] }]
 `)
-  const proxy = await startGatewayProxy(cluster, dir, 'apps', 'dns')
-  cleanup.push(async () => { await proxy.stop() })
+  const proxy = await suite.startProxy('apps', 'dns')
 
   // The proxies' Service carries the listener's port as UDP.
   const svc = await cluster.api<KubeObject>('GET', '/api/v1/namespaces/apps/services/dns')
@@ -127,7 +106,7 @@ spec:
   assert.deepEqual([...seen].sort(), ['udp-a', 'udp-b'], 'both weighted backends get flows')
 
   await eventually(async () => {
-    const gw = await cluster!.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/namespaces/apps/gateways/dns')
+    const gw = await cluster.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/namespaces/apps/gateways/dns')
     const l = (gw.status?.listeners ?? [])[0] as { supportedKinds: Array<{ kind: string }>, attachedRoutes: number } | undefined
     return l?.attachedRoutes === 1 && l.supportedKinds.map(k => k.kind).join() === 'UDPRoute'
   }, 20_000, () => controller.output())
@@ -152,7 +131,7 @@ spec:
   rules: [{ backendRefs: [{ name: nowhere, port: 8080 }] }]
 `)
   await eventually(async () => {
-    const gw = await cluster!.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/namespaces/apps/gateways/dns')
+    const gw = await cluster.api<KubeObject>('GET', '/apis/gateway.networking.k8s.io/v1/namespaces/apps/gateways/dns')
     return ((gw.status?.listeners ?? [])[0] as { attachedRoutes: number } | undefined)?.attachedRoutes === 3
   }, 20_000, () => controller.output())
   assert.equal(parents(await udpRoute('newer'))[0]?.conditions.find(c => c.type === 'Accepted')?.status, 'True')

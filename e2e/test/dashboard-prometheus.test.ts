@@ -12,13 +12,13 @@
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { requireKubeTools, startCluster, type Cluster } from '../cluster/harness.ts'
-import { gatewayYaml, startController, startGatewayProxy, type ControllerProcess } from '../cluster/portico-processes.ts'
+import { startClusterGateway, type ClusterGateway } from '../cluster/cluster-gateway.ts'
+import { requireKubeTools } from '../cluster/harness.ts'
+import { gatewayYaml } from '../cluster/portico-processes.ts'
 import { CHART_DIR } from '../lib/chart.ts'
-import { freePort, type PorticoProcess } from '@portico/testkit/portico'
+import { freePort } from '@portico/testkit/portico'
 import { requireTool } from '@portico/testkit/tools'
 import { startObservedGateway, type ObservedGateway } from '../lib/observed-gateway.ts'
 import { meshGatewayEnv, requireIstio, startMesh, type Mesh } from '../lib/istio.ts'
@@ -28,10 +28,8 @@ import { waitUntil } from '@portico/testkit/wait'
 interface Panel { type: string, title: string, targets?: Array<{ expr: string }> }
 const dashboard = JSON.parse(readFileSync(join(CHART_DIR, 'files/portico-dashboard.json'), 'utf8')) as { panels: Panel[] }
 
-const cleanup: Array<() => Promise<void> | void> = []
-after(async () => {
-  for (const fn of cleanup.reverse()) await fn()
-})
+let suite: ClusterGateway | null = null
+after(async () => await suite?.stop())
 
 let prometheus = ''
 let ready = false
@@ -56,15 +54,11 @@ before(async s => {
   if (kube === null) return
   const istio = requireIstio(t)
   if (istio === null) return
-  const dir = mkdtempSync(join(tmpdir(), 'portico-dashboard-'))
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
-
   // The controller, with a Gateway, an HTTPRoute and the Gateway's proxy connected.
-  const cluster: Cluster = await startCluster()
-  cleanup.push(() => cluster.stop())
-  await cluster.apply('apiVersion: v1\nkind: Namespace\nmetadata: { name: portico-system }\n---\napiVersion: v1\nkind: Namespace\nmetadata: { name: apps }\n')
-  const controller: ControllerProcess = await startController(cluster)
-  cleanup.push(() => controller.stop())
+  suite = await startClusterGateway(t, { dir: 'portico-dashboard-', namespaces: ['portico-system', 'apps'] })
+  if (suite === null) return
+  const { cluster, dir } = suite
+  const controller = await suite.startController()
   await cluster.apply(`${gatewayYaml('apps', 'web', await freePort())}---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -73,21 +67,20 @@ spec:
   parentRefs: [{ name: web }]
   rules: [{ backendRefs: [{ name: nothing, port: 80 }] }]
 `)
-  const proxy: PorticoProcess = await startGatewayProxy(cluster, dir, 'apps', 'web')
-  cleanup.push(async () => { await proxy.stop() })
+  await suite.startProxy('apps', 'web')
 
   // The mesh CA (istiod on the same apiserver) and a mesh workload's HBONE peer, its
   // certificate from the same CA.
   const mesh: Mesh = await startMesh(kube, istio, { namespace: 'mesh', serviceAccounts: ['gateway', 'echo'], clusterId: 'portico-dashboard', cluster })
-  cleanup.push(() => mesh.stop())
+  suite.defer(() => mesh.stop())
   const peerCert = await mesh.issue('echo')
   const peer: HbonePeer = await startHbonePeer({ cert: peerCert.certChainPem, key: peerCert.keyPem, root: mesh.root })
-  cleanup.push(() => peer.close())
+  suite.defer(() => peer.close())
   const { file: tokenFile } = await mesh.tokenFile('gateway', 'token')
 
   // A standalone Portico with every kind of traffic, in the mesh.
   const gw: ObservedGateway = await startObservedGateway({ mesh: { env: meshGatewayEnv(mesh, 'gateway', tokenFile), identity: mesh.spiffeId('echo'), hbonePort: peer.port } })
-  cleanup.push(() => gw.close())
+  suite.defer(() => gw.close())
   await waitUntil(async () => {
     const text = await (await fetch(`${gw.stats}/metrics`)).text()
     return /^portico_mesh_certificate_expiry_timestamp_seconds [1-9]/m.test(text)
@@ -108,7 +101,7 @@ scrape_configs:
   child.stdout!.on('data', (b: Buffer) => { output += b.toString() })
   child.stderr!.on('data', (b: Buffer) => { output += b.toString() })
   const exited = new Promise<void>(resolve => child.once('close', () => resolve()))
-  cleanup.push(async () => { child.kill('SIGTERM'); await exited })
+  suite.defer(async () => { child.kill('SIGTERM'); await exited })
   prometheus = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 30_000
   for (;;) {

@@ -18,13 +18,13 @@
 
 import { describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { Ajv } from 'ajv'
 import { parse, parseAllDocuments } from 'yaml'
 import { configJsonSchema } from '@portico/engine'
 import { makeTempDir, REPO_ROOT, runPortico } from '@portico/testkit/portico'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 import { findKubeTools } from '../cluster/harness.ts'
 import { porticoBackendCrd, porticoModelCrd, porticoPolicyCrd } from '@portico/controller/crds'
 
@@ -90,8 +90,8 @@ function makeFile (dir: string, name: string): void {
   if (pki === undefined) {
     const tmp = makeTempDir('portico-docs-pki-')
     try {
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', join(tmp, 'k.pem'), '-out', join(tmp, 'c.pem'), '-subj', '/CN=docs.example'], { stdio: 'ignore', timeout: 30_000 })
-      pki = { cert: readFileSync(join(tmp, 'c.pem'), 'utf8'), key: readFileSync(join(tmp, 'k.pem'), 'utf8') }
+      const { cert, key } = selfSignedCert(tmp, 'docs', { subject: '/CN=docs.example', key: 'rsa' })
+      pki = { cert, key }
     } finally {
       rmSync(tmp, { recursive: true, force: true })
     }

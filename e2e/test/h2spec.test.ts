@@ -10,12 +10,13 @@
 
 import { after, before, test, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile, execFileSync } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
 import { requireTool } from '@portico/testkit/tools'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 
 /** h2spec cases (`section: name`) Node's own HTTP/2 server (nghttp2) fails too, and why. */
 const NGHTTP2: Record<string, string> = {
@@ -54,7 +55,7 @@ before(async () => {
     req.on('end', () => setTimeout(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'), ANSWER_DELAY_MS))
   })
   const dir = makeTempDir()
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })
+  selfSignedCert(dir, 'localhost', { files: { cert: 'cert.pem', key: 'key.pem' } })
   portico = await startPortico({
     dir,
     config: port => {

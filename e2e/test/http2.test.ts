@@ -6,14 +6,14 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import http from 'node:http'
 import http2 from 'node:http2'
 import https from 'node:https'
 import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, type EchoedRequest, randomBody, sha256, startEchoBackend } from '@portico/testkit/backends'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 
 interface H2Answer { status: number, headers: http2.IncomingHttpHeaders, body: Buffer }
 
@@ -60,9 +60,7 @@ describe('downstream HTTP/2', () => {
 
   before(async () => {
     dir = makeTempDir('portico-e2e-h2-')
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-      '-subj', '/CN=a.test', '-addext', 'subjectAltName=DNS:a.test,DNS:b.test,DNS:localhost'], { stdio: 'ignore', timeout: 30_000 })
-    cert = readFileSync(join(dir, 'cert.pem'), 'utf8')
+    cert = selfSignedCert(dir, 'a.test', { key: 'rsa', sans: ['DNS:a.test', 'DNS:b.test', 'DNS:localhost'], files: { cert: 'cert.pem', key: 'key.pem' } }).cert
     backend = await startEchoBackend('h1-backend')
     tlsPort = await freePort()
     const tls = { cert: join(dir, 'cert.pem'), key: join(dir, 'key.pem') }

@@ -7,13 +7,14 @@
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
+import { rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { connect as tlsConnect } from 'node:tls'
 import { Agent, request } from 'undici'
 import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, type EchoedRequest, randomBody, sha256, startEchoBackend } from '@portico/testkit/backends'
 import { rawExchange } from '@portico/testkit/client'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 
 describe('https listener', () => {
   let portico: PorticoProcess
@@ -24,12 +25,7 @@ describe('https listener', () => {
 
   before(async () => {
     dir = makeTempDir('portico-e2e-tls-')
-    execFileSync('openssl', [
-      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1',
-      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-      '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1'
-    ], { stdio: 'ignore', timeout: 30_000 })
-    cert = readFileSync(join(dir, 'cert.pem'), 'utf8')
+    cert = selfSignedCert(dir, 'localhost', { key: 'rsa', sans: ['DNS:localhost', 'IP:127.0.0.1'], files: { cert: 'cert.pem', key: 'key.pem' } }).cert
     agent = new Agent({ connect: { ca: cert } })
     backend = await startEchoBackend('tls-backend')
     portico = await startPortico({

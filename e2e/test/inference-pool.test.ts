@@ -16,9 +16,7 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { readFileSync, rmSync } from 'node:fs'
-import { join } from 'node:path'
+import { rmSync } from 'node:fs'
 import http from 'node:http'
 import http2 from 'node:http2'
 import type { AddressInfo } from 'node:net'
@@ -26,6 +24,7 @@ import { request } from 'undici'
 import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, type EchoedRequest, sha256, startBackend, startEchoBackend } from '@portico/testkit/backends'
 import { openTrace } from '@portico/testkit/trace'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 import { startTestPicker, type TestPicker } from '../lib/inference-picker.ts'
 import { gatedEvents, inOrder } from '../lib/gated-events.ts'
 
@@ -52,8 +51,8 @@ const certDirs: string[] = []
 function selfSigned (): { cert: Buffer, key: Buffer, certFile: string } {
   const dir = makeTempDir()
   certDirs.push(dir)
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'key.pem', '-out', 'cert.pem', '-days', '1', '-subj', '/CN=epp.test', '-addext', 'subjectAltName=IP:127.0.0.1'], { cwd: dir, stdio: 'ignore' })
-  return { cert: readFileSync(join(dir, 'cert.pem')), key: readFileSync(join(dir, 'key.pem')), certFile: join(dir, 'cert.pem') }
+  const pem = selfSignedCert(dir, 'epp', { subject: '/CN=epp.test', sans: ['IP:127.0.0.1'] })
+  return { cert: Buffer.from(pem.cert), key: Buffer.from(pem.key), certFile: pem.certFile }
 }
 
 before(async () => {

@@ -14,13 +14,12 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { rmSync } from 'node:fs'
-import { join } from 'node:path'
 import { connect, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 import { FLAG, FRAME, frame, getRequest } from '../lib/h2-frames.ts'
 
 const PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'
@@ -38,10 +37,7 @@ let tlsPort: number
 before(async () => {
   dir = makeTempDir('portico-e2e-resets-')
   // An EC key: thousands of handshakes stay cheap.
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
-    '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-subj', '/CN=localhost'
-  ], { stdio: 'ignore', timeout: 30_000 })
+  selfSignedCert(dir, 'localhost', { key: 'ec', files: { cert: 'cert.pem', key: 'key.pem' } })
   // Slow enough that a request is still in flight when its client resets.
   backend = await startBackend((req, res) => {
     req.resume()

@@ -8,7 +8,7 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { readFileSync, rmSync } from 'node:fs'
 import net, { type AddressInfo } from 'node:net'
@@ -17,14 +17,11 @@ import { join } from 'node:path'
 import { freePort, makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startEchoBackend } from '@portico/testkit/backends'
 import { waitUntil } from '@portico/testkit/wait'
-
-function openssl (dir: string, args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: 'ignore', timeout: 30_000 })
-}
+import { createTestCa, selfSignedCert } from '@portico/testkit/test-ca'
 
 /** A self-signed certificate for `name` (and its SANs) as `<file>.pem` / `<file>.key`. */
 function selfSigned (dir: string, file: string, name: string, sans = [name]): void {
-  openssl(dir, ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', `${file}.key`, '-out', `${file}.pem`, '-subj', `/CN=${name}`, '-addext', `subjectAltName=${sans.map(s => `DNS:${s}`).join(',')}`])
+  selfSignedCert(dir, file, { subject: `/CN=${name}`, key: 'rsa', sans: sans.map(s => `DNS:${s}`) })
 }
 
 /**
@@ -85,9 +82,7 @@ describe('TCP and TLS listeners', () => {
     selfSigned(dir, 'stranger', 'stranger')
     selfSigned(dir, 'portico', 'term.test', ['term.test', 'secure.test', 'mtls.test'])
     // A client CA and a client certificate it signed.
-    openssl(dir, ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', 'ca.key', '-out', 'ca.pem', '-subj', '/CN=client CA'])
-    openssl(dir, ['req', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-keyout', 'client.key', '-out', 'client.csr', '-subj', '/CN=client'])
-    openssl(dir, ['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '1', '-sha256', '-out', 'client.pem'])
+    createTestCa(dir, 'ca', { subject: '/CN=client CA', key: 'rsa' }).issue('client')
 
     // TCP echo: sends back what it gets, then `done` and the byte count when the client half-closes.
     echoServer = net.createServer({ allowHalfOpen: true }, s => {

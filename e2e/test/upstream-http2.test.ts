@@ -9,12 +9,10 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http2 from 'node:http2'
-import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { request } from 'undici'
 import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 
 let h2c: http2.Http2Server
 let h2: http2.Http2SecureServer
@@ -33,9 +31,9 @@ function answer (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse):
 
 before(async () => {
   const dir = makeTempDir()
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1', '-subj', '/CN=localhost', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })
+  const { cert, key } = selfSignedCert(dir, 'localhost')
   h2c = http2.createServer(answer)
-  h2 = http2.createSecureServer({ key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) }, answer)
+  h2 = http2.createSecureServer({ key, cert }, answer)
   await new Promise<void>(resolve => h2c.listen(0, '127.0.0.1', resolve))
   await new Promise<void>(resolve => h2.listen(0, '127.0.0.1', resolve))
   const h2cPort = (h2c.address() as AddressInfo).port

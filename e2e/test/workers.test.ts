@@ -12,7 +12,7 @@
 
 import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync, spawnSync } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -25,6 +25,7 @@ import { type Backend, startBackend } from '@portico/testkit/backends'
 import { deferred, sleep, waitUntil, withTimeout } from '@portico/testkit/wait'
 import { openTrace } from '@portico/testkit/trace'
 import { requireTool } from '@portico/testkit/tools'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 import { connectClient, everythingTarget, EVERYTHING_SCRIPT, processesUnder, textOf } from '../lib/mcp.ts'
 
 /**
@@ -331,7 +332,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
   test('clients keep their addresses; HTTPS (HTTP/1.1 and h2) and TCP binds are served by the workers', { timeout: 30_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'portico-workers-tls-'))
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'key.pem', '-out', 'cert.pem', '-days', '1', '-subj', '/CN=localhost'], { cwd: dir, stdio: 'ignore' })
+    selfSignedCert(dir, 'localhost', { files: { cert: 'cert.pem', key: 'key.pem' } })
     const echo = net.createServer({ allowHalfOpen: true }, s => s.pipe(s))
     await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve))
     cleanups.push(() => new Promise(resolve => echo.close(resolve)))

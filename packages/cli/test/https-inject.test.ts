@@ -5,11 +5,10 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { join } from 'node:path'
 import { freePort, makeTempDir, startPortico, type PorticoProcess } from '@portico/testkit/portico'
 import { startEchoBackend, type Backend } from '@portico/testkit/backends'
 import { ctl, jsonLines } from '@portico/testkit/porticoctl'
+import { selfSignedCert } from '@portico/testkit/test-ca'
 
 let portico: PorticoProcess
 let backend: Backend
@@ -17,11 +16,7 @@ let local: string[]
 
 before(async () => {
   const dir = makeTempDir('porticoctl-tls-')
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1',
-    '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-    '-subj', '/CN=secure.example.test', '-addext', 'subjectAltName=DNS:secure.example.test'
-  ], { stdio: 'ignore', timeout: 30_000 })
+  selfSignedCert(dir, 'secure.example.test', { key: 'rsa', sans: ['DNS:secure.example.test'], files: { cert: 'cert.pem', key: 'key.pem' } })
   backend = await startEchoBackend('tls-backend')
   const adminAddr = `127.0.0.1:${await freePort()}`
   local = ['--local', '--admin-addr', adminAddr]

@@ -11,27 +11,20 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
-import type { AddressInfo } from 'node:net'
-import { Engine } from '@portico/engine'
+import { listenLoopback, serveIr, type ServedIr } from '@portico/testkit/serve-ir'
 import { translate, type TranslationResult } from '../src/translate/translate.ts'
 import { CLASS_AND_GATEWAY, CONTROLLER, clusterState } from './cluster-state.ts'
 
 const EXTENSION = '{ type: ExtensionRef, extensionRef: { group: example.com, kind: Magic, name: m } }'
 
 let backend: http.Server
-let gateway: http.Server
-let engine: Engine
+let served: ServedIr | undefined
 let base = ''
 let result: TranslationResult
 
-async function listen (server: http.Server): Promise<number> {
-  await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
-  return (server.address() as AddressInfo).port
-}
-
 before(async () => {
   backend = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end(`backend ${req.url}`))
-  const port = await listen(backend)
+  const port = await listenLoopback(backend)
   result = translate(clusterState(`${CLASS_AND_GATEWAY}---
 apiVersion: v1
 kind: Service
@@ -58,18 +51,13 @@ spec:
     - matches: [{ path: { type: PathPrefix, value: /ok } }]
       backendRefs: [{ name: app, port: 80 }]
 `), { controllerName: CONTROLLER })
-  engine = new Engine({ tracing: false })
-  const ir = result.gateways[0]!.ir
-  engine.apply(ir)
-  gateway = http.createServer(engine.handler(ir.binds[0]!.key))
-  base = `http://127.0.0.1:${await listen(gateway)}`
+  served = await serveIr(result.gateways[0]!.ir)
+  base = served.base
 })
 
 after(async () => {
-  gateway?.closeAllConnections()
   backend?.closeAllConnections()
-  await Promise.all([new Promise(r => gateway?.close(r)), new Promise(r => backend?.close(r))])
-  await engine?.close()
+  await Promise.all([served?.close(), new Promise(r => backend?.close(r))])
 })
 
 async function get (path: string): Promise<{ status: number, body: string }> {

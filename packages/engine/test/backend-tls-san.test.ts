@@ -7,8 +7,7 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import https from 'node:https'
@@ -20,6 +19,7 @@ import { collect } from './lib/dispatch.ts'
 import { validateIR } from '../src/ir/validate.ts'
 import type { BackendIR, ProxyIR } from '../src/ir/types.ts'
 import type { BackendTlsIR } from '../src/ir/traffic.ts'
+import { createTestCa } from '../../testkit/src/test-ca.ts'
 
 let dir: string
 let ca: string
@@ -30,12 +30,8 @@ const h2Servers: http2.Http2SecureServer[] = []
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'portico-san-'))
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' })
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=san-test-ca')
-  openssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=abc.example.com')
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:abc.example.com,URI:spiffe://abc.example.com/test-identity\n')
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'server.ext')
+  createTestCa(dir, 'ca', { subject: '/CN=san-test-ca' })
+    .issue('server', { subject: '/CN=abc.example.com', sans: ['DNS:abc.example.com', 'URI:spiffe://abc.example.com/test-identity'] })
   ca = readFileSync(join(dir, 'ca.pem'), 'utf8')
   server = https.createServer({ cert: readFileSync(join(dir, 'server.pem')), key: readFileSync(join(dir, 'server.key')) }, (req, res) => {
     snis.push((req.socket as TLSSocket).servername ?? false)

@@ -10,13 +10,13 @@
 
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import { envoyProtos } from '../src/util/envoy-grpc.ts'
 import { meshCaClient, MeshCaError } from '../src/mesh/ca-client.ts'
+import { createTestCa } from '../../testkit/src/test-ca.ts'
 
 const SERVER_NAME = 'istiod.istio-system.svc'
 const dir = mkdtempSync(join(tmpdir(), 'portico-mesh-ca-'))
@@ -27,19 +27,11 @@ let server: grpc.Server
 let seen: { csr: string, validity: number, authorization: string[], clusterId: string[] } | null = null
 let answer: (call: grpc.ServerUnaryCall<any, any>, cb: grpc.sendUnaryData<any>) => void = () => {}
 
-function openssl (args: string[]): void {
-  const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' })
-  assert.equal(r.status, 0, r.stderr)
-}
-
 before(async () => {
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl(['req', '-x509', ...ec, '-keyout', 'root.key', '-out', 'root.crt', '-days', '1', '-subj', '/O=cluster.local',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign'])
-  openssl(['req', '-x509', ...ec, '-keyout', 'server.key', '-out', 'server.crt', '-days', '1', '-CA', 'root.crt', '-CAkey', 'root.key',
-    '-subj', '/', '-addext', `subjectAltName=DNS:${SERVER_NAME}`, '-addext', 'basicConstraints=critical,CA:FALSE'])
-  root = readFileSync(join(dir, 'root.crt'), 'utf8')
-  leaf = readFileSync(join(dir, 'server.crt'), 'utf8')
+  // An Istio-like root (no CN) and a serving certificate with no subject, its name a SAN only.
+  const ca = createTestCa(dir, 'root', { subject: '/O=cluster.local', extensions: ['basicConstraints=critical,CA:TRUE', 'keyUsage=critical,keyCertSign'] })
+  root = ca.cert
+  leaf = ca.issue('server', { subject: '/', sans: [`DNS:${SERVER_NAME}`], extensions: ['basicConstraints=critical,CA:FALSE'] }).cert
   const def = envoyProtos('istio/security/v1alpha1/ca.proto')
   server = new grpc.Server()
   server.addService((def['istio.v1.auth.IstioCertificateService'] as grpc.ServiceDefinition), {

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
 import { loadConfigText } from '../src/index.ts'
-import { listenLoopback, serveIr, type ServedIr } from './lib/serve-ir.ts'
+import { listenLoopback, serveIr, type ServedIr } from '../../testkit/src/serve-ir.ts'
 
 let backend: http.Server
 let served: ServedIr | undefined

@@ -12,7 +12,7 @@ import http from 'node:http'
 import { loadConfigText } from '../src/index.ts'
 import { retriable } from '../src/pipeline/resiliency.ts'
 import { PorticoError } from '../src/util/errors.ts'
-import { listenLoopback, serveIr, type ServedIr } from './lib/serve-ir.ts'
+import { listenLoopback, serveIr, type ServedIr } from '../../testkit/src/serve-ir.ts'
 
 let backend: http.Server
 let served: ServedIr | undefined

@@ -6,14 +6,14 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfigText, formatDiagnostic, redactSecrets } from '../src/index.ts'
+import { selfSignedCert } from '../../testkit/src/test-ca.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'portico-stream-config-'))
-execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-keyout', 'key.pem', '-out', 'cert.pem', '-subj', '/CN=t.test'], { cwd: dir, stdio: 'ignore' })
+selfSignedCert(dir, 't.test', { key: 'rsa', files: { cert: 'cert.pem', key: 'key.pem' } })
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
 
 function load (yaml: string) {

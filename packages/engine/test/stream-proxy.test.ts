@@ -9,7 +9,6 @@ import { after, before, describe, test } from 'node:test'
 import assert from 'node:assert/strict'
 import net, { type AddressInfo, type Socket } from 'node:net'
 import tls from 'node:tls'
-import { execFileSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -20,6 +19,7 @@ import type { ConfigFile } from '../src/config/schema.ts'
 import type { StreamConnectionRecord, StreamProxyOptions } from '../src/stream/stream-proxy.ts'
 import type { TraceEvent } from '../src/trace/events.ts'
 import { waitUntil } from '../../testkit/src/wait.ts'
+import { selfSignedCert } from '../../testkit/src/test-ca.ts'
 
 /**
  * The connection-end records in `list` after index `from` that `match`, once there are `n` of
@@ -117,7 +117,7 @@ describe('stream proxy', () => {
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'portico-stream-'))
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-sha256', '-days', '1', '-keyout', 'key.pem', '-out', 'cert.pem', '-subj', '/CN=t.test', '-addext', 'subjectAltName=DNS:t.test'], { cwd: dir, stdio: 'ignore' })
+    selfSignedCert(dir, 't.test', { key: 'rsa', sans: ['DNS:t.test'], files: { cert: 'cert.pem', key: 'key.pem' } })
     // Echoes, and says goodbye when the client half-closes (so half-close passing is visible).
     echo = net.createServer({ allowHalfOpen: true }, s => {
       echoBye(s)

@@ -2,16 +2,16 @@
  * An HBONE peer for tests, as ztunnel is on a pod's port 15008: a real node:http2 secure
  * server (mTLS, client certificate required and verified against the test mesh CA) that
  * accepts CONNECT, records the client's SPIFFE ID, and pipes the stream to a TCP connection
- * to the `:authority` it names. Certificates with SPIFFE URI SANs come from openssl.
+ * to the `:authority` it names. Certificates with SPIFFE URI SANs come from openssl (./test-ca.ts).
  */
 
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import http2 from 'node:http2'
 import net from 'node:net'
 import type { TLSSocket } from 'node:tls'
+import { createTestCa } from './test-ca.ts'
 
 export interface TestCa {
   dir: string
@@ -22,20 +22,16 @@ export interface TestCa {
 
 export function makeTestCa (cn = 'mesh-test-ca'): TestCa {
   const dir = mkdtempSync(join(tmpdir(), 'portico-mesh-'))
-  const openssl = (...args: string[]): void => { execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' }) }
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
-  openssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', `/CN=${cn}`)
+  const ca = createTestCa(dir, 'ca', { subject: `/CN=${cn}` })
   return {
     dir,
-    root: readFileSync(join(dir, 'ca.pem'), 'utf8'),
+    root: ca.cert,
     issue (name, spiffeId) {
-      openssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', '/O=cluster.local')
       // Istio's workload certificates: no subject name, the SPIFFE ID as the only (URI) SAN.
-      writeFileSync(join(dir, `${name}.ext`), `subjectAltName=critical,URI:${spiffeId}\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n`)
-      openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '1', '-extfile', `${name}.ext`)
-      const certFile = join(dir, `${name}.pem`)
-      const keyFile = join(dir, `${name}.key`)
-      return { certFile, keyFile, cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') }
+      return ca.issue(name, {
+        subject: '/O=cluster.local',
+        extensions: [`subjectAltName=critical,URI:${spiffeId}`, 'keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=serverAuth,clientAuth']
+      })
     }
   }
 }

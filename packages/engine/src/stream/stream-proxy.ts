@@ -24,6 +24,8 @@ import type { BackendIR, EndpointIR, TlsMode } from '../ir/types.ts'
 import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../request/compiled.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
+import { streamPlacement, type StreamRecordBase } from './stream-record.ts'
+import { EndpointRotation } from './endpoint-rotation.ts'
 import { hostnameMatches, servedHostnameSpecificity } from '../routing/hostname.ts'
 import { backendTlsConnectOptions } from '../http/upstream-pools.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
@@ -57,23 +59,12 @@ export type StreamReason =
   | 'ClientCertificateRequired'
 
 /** One finished connection, for the access log and metrics. */
-export interface StreamConnectionRecord {
+export interface StreamConnectionRecord extends StreamRecordBase<StreamReason> {
   protocol: 'tcp' | 'tls'
-  bind: string
-  gateway: string
-  listener: string
-  route: string | null
-  backend: string | null
-  /** The endpoint connected to (`host:port`). */
-  target: string | null
   serverName: string | null
   mode: TlsMode | null
-  source: { address: string, port: number }
   bytesFromClient: number
   bytesToClient: number
-  durationMs: number
-  reason: StreamReason
-  error: string | null
 }
 
 export interface StreamProxyOptions {
@@ -122,8 +113,7 @@ export class StreamProxy {
   private readonly helloTimeoutMs: number
   private readonly onEnd: ((record: StreamConnectionRecord) => void) | undefined
   private readonly hbone: () => HbonePool | null
-  /** Round robin position per backend, over its endpoints. */
-  private readonly next = new Map<string, number>()
+  private readonly endpoints = new EndpointRotation()
   /** Every connection's deadlines and idle timeout, on one timer. */
   private readonly clock: Sweeper<Conn>
 
@@ -280,7 +270,7 @@ export class StreamProxy {
 
   /** Connects to an endpoint of `backend`, replays `first`, and copies bytes both ways. */
   private connect (conn: Conn, downstream: Socket, backend: BackendIR, first: Buffer | null): void {
-    const endpoint = this.endpointOf(backend)
+    const endpoint = this.endpoints.pick(backend)
     const target = hostPort(endpoint.host, endpoint.port)
     conn.target = target
     if (endpoint.mesh !== undefined) {
@@ -438,14 +428,6 @@ export class StreamProxy {
     }
   }
 
-  private endpointOf (backend: BackendIR): EndpointIR {
-    const n = backend.endpoints.length
-    if (n === 1) return backend.endpoints[0]!
-    const i = this.next.get(backend.key) ?? 0
-    this.next.set(backend.key, (i + 1) % n)
-    return backend.endpoints[i % n]!
-  }
-
   /** Ends a connection nothing will serve (the record keeps why). */
   private refuse (conn: Conn, reason: StreamReason, message: string): void {
     this.fail(conn, reason, new PorticoError('PORTICO_STREAM_FAILED', message))
@@ -466,12 +448,7 @@ export class StreamProxy {
     const reason = conn.reason ?? 'Done'
     const record: StreamConnectionRecord = {
       protocol: conn.bind.ir.protocol === 'TLS' ? 'tls' : 'tcp',
-      bind: conn.bind.ir.key,
-      gateway: conn.listener?.ir.gateway ?? '',
-      listener: conn.listener?.ir.name ?? '',
-      route: conn.route?.ir.key ?? null,
-      backend: conn.backend?.name ?? null,
-      target: conn.target,
+      ...streamPlacement(conn.bind, conn.listener, conn.route, conn.backend, conn.target),
       serverName: conn.serverName,
       mode: conn.mode,
       source: conn.source,

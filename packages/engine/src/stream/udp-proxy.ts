@@ -22,10 +22,12 @@
 
 import dgram from 'node:dgram'
 import net from 'node:net'
-import type { BackendIR, EndpointIR } from '../ir/types.ts'
+import type { BackendIR } from '../ir/types.ts'
 import type { CompiledBind, CompiledListener, CompiledStreamRoute } from '../request/compiled.ts'
 import type { TraceHub } from '../trace/hub.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
+import { streamPlacement, type StreamRecordBase } from './stream-record.ts'
+import { EndpointRotation } from './endpoint-rotation.ts'
 import { hostPort, plainAddress } from '../util/host-port.ts'
 import { performance } from '../util/clock.ts'
 import { Sweeper } from './sweeper.ts'
@@ -61,21 +63,11 @@ export interface UdpFlowCounts {
 }
 
 /** One finished flow (or a datagram nothing serves: no route, no backend), for the access log and metrics. */
-export interface UdpFlowRecord {
-  bind: string
-  gateway: string
-  listener: string
-  route: string | null
-  backend: string | null
-  target: string | null
-  source: { address: string, port: number }
+export interface UdpFlowRecord extends StreamRecordBase<UdpFlowReason> {
   datagramsFromClient: number
   bytesFromClient: number
   datagramsToClient: number
   bytesToClient: number
-  durationMs: number
-  reason: UdpFlowReason
-  error: string | null
 }
 
 export interface UdpProxyOptions {
@@ -125,7 +117,7 @@ export class UdpProxy {
   private readonly hub: TraceHub
   private readonly options: UdpProxyOptions
   private readonly binds = new Map<string, BindFlows>()
-  private readonly next = new Map<string, number>()
+  private readonly endpoints = new EndpointRotation()
   /** Every flow's idle timeout and count reports, on one timer. */
   private readonly clock: Sweeper<Flow>
   /** Bytes of all flows' pending datagrams (MAX_PENDING_BYTES). */
@@ -209,7 +201,7 @@ export class UdpProxy {
       this.hub.claim(tracer, { method: 'UDP', host: '', path: '', route: route?.ir.key ?? null, headers: {} })
     }
     const refuse = (reason: UdpFlowReason, message: string): undefined => {
-      const record: UdpFlowRecord = { bind: bind.ir.key, gateway: listener.ir.gateway, listener: listener.ir.name, route: route?.ir.key ?? null, backend: null, target: null, source, datagramsFromClient: 1, bytesFromClient: 0, datagramsToClient: 0, bytesToClient: 0, durationMs: 0, reason, error: message }
+      const record: UdpFlowRecord = { ...streamPlacement(bind, listener, route, null, null), source, datagramsFromClient: 1, bytesFromClient: 0, datagramsToClient: 0, bytesToClient: 0, durationMs: 0, reason, error: message }
       tracer?.emit({ type: 'requestFinished', stream: { bytesFromClient: 0, bytesToClient: 0, reason } }, { severity: 'error' })
       this.options.onFlowEnd?.(record)
       return undefined
@@ -225,7 +217,7 @@ export class UdpProxy {
       const oldest = flows.map.values().next().value!
       this.end(oldest, 'Evicted', `more than ${max} flows on this listener`)
     }
-    const endpoint = this.endpointOf(backend)
+    const endpoint = this.endpoints.pick(backend)
     const target = hostPort(endpoint.host, endpoint.port)
     const upstream = dgram.createSocket({ type: net.isIPv6(endpoint.host) ? 'udp6' : 'udp4' })
     const now = performance.now()
@@ -328,12 +320,7 @@ export class UdpProxy {
     this.report(flow)
     const c = flow.counts
     const record: UdpFlowRecord = {
-      bind: flow.bind.ir.key,
-      gateway: flow.listener.ir.gateway,
-      listener: flow.listener.ir.name,
-      route: flow.route.ir.key,
-      backend: flow.backend.name,
-      target: flow.target,
+      ...streamPlacement(flow.bind, flow.listener, flow.route, flow.backend, flow.target),
       source: flow.source,
       datagramsFromClient: c.dIn,
       bytesFromClient: c.bIn,
@@ -348,13 +335,5 @@ export class UdpProxy {
       flow.tracer.emit({ type: 'requestFinished', stream: { bytesFromClient: c.bIn, bytesToClient: c.bOut, reason } }, { severity: reason === 'IdleTimeout' || reason === 'Closed' ? 'info' : 'error' })
     }
     this.options.onFlowEnd?.(record)
-  }
-
-  private endpointOf (backend: BackendIR): EndpointIR {
-    const n = backend.endpoints.length
-    if (n === 1) return backend.endpoints[0]!
-    const i = this.next.get(backend.key) ?? 0
-    this.next.set(backend.key, (i + 1) % n)
-    return backend.endpoints[i % n]!
   }
 }

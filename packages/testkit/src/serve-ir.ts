@@ -1,12 +1,15 @@
 /**
- * An Engine serving an IR's first bind on a loopback port, for in-process pipeline tests:
- * its base URL, and a close that ends the server's connections and the engine.
+ * An Engine serving an IR's first bind on a loopback port, for in-process tests of what an IR
+ * does (the engine's pipeline tests, the controller's translated IR): its base URL, and a close
+ * that ends the server's connections and the engine. The engine's own tests import this file
+ * by path (../../testkit/src/serve-ir.ts): the testkit depends on the engine, so the engine
+ * cannot list the testkit as a dependency.
  */
 
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { Engine } from '../../src/index.ts'
-import type { ProxyIR } from '../../src/ir/types.ts'
+import { Engine } from '@portico/engine'
+import type { ProxyIR } from '@portico/engine/ir'
 
 export interface ServedIr {
   engine: Engine
@@ -14,7 +17,7 @@ export interface ServedIr {
   close: () => Promise<void>
 }
 
-/** Binds 127.0.0.1 on an ephemeral port (the engine's own test servers never outlive the test). */
+/** Binds 127.0.0.1 on an ephemeral port (test servers never outlive the test). */
 export async function listenLoopback (server: http.Server): Promise<number> {
   await new Promise<void>(resolve => server.listen({ host: '127.0.0.1', port: 0 }, resolve))
   return (server.address() as AddressInfo).port
