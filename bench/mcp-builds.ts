@@ -13,17 +13,13 @@
  * Run: node bench/mcp-builds.ts --before /path/to/other/checkout [--rounds 4] [--duration 5] [--clients 8]
  */
 
-import { createRequire } from 'node:module'
 import { existsSync } from 'node:fs'
 import { loadavg } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { parseArgs } from 'node:util'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { freePort, startNode, type Child } from './lib/children.ts'
 import { startPortico, type Server } from './lib/servers.ts'
-import { measureCalls, type Connect } from './lib/mcp-calls.ts'
+import { httpClient, mcpTargetsConfig, measureCalls } from './lib/mcp-calls.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 
 const { values } = parseArgs({
@@ -47,21 +43,6 @@ if (!existsSync(beforeBin)) {
 }
 const opts = { rounds: Number(values.rounds), duration: Number(values.duration), clients: Number(values.clients), warmup: Number(values.warmup) }
 
-const require = createRequire(import.meta.url)
-const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js')
-
-function httpClient (url: string): Connect {
-  return async () => {
-    const client = new Client({ name: 'bench', version: '1' })
-    const transport = new StreamableHTTPClientTransport(new URL(url))
-    await client.connect(transport as Transport)
-    return {
-      call: () => client.callTool({ name: 'echo', arguments: { message: 'hi' } }),
-      close: async () => { await transport.terminateSession().catch(() => {}); await client.close() }
-    }
-  }
-}
-
 /** One throughput run through one build: CPU µs per call of that Portico. */
 async function run (name: string, url: string, portico: Child): Promise<number> {
   // One sequential call is all the latency part needs: only the concurrent run's CPU is read.
@@ -73,16 +54,7 @@ const children: Child[] = []
 try {
   const mcpPort = await freePort()
   children.push(await startNode({ name: 'mcp-server', args: [new URL('./servers/mcp-server.ts', import.meta.url).pathname, String(mcpPort)], readyLine: 'ready' }))
-  const config = `gateways:
-  default: { port: {port}, protocol: HTTP }
-routes:
-  - name: http-target
-    matches: [{ path: { pathPrefix: /http } }]
-    backends: [{ mcp: { targets: [{ name: bench, mcp: { host: "http://127.0.0.1:${mcpPort}/mcp" } }] } }]
-  - name: stdio-target
-    matches: [{ path: { pathPrefix: /stdio } }]
-    backends: [{ mcp: { targets: [{ name: everything, stdio: { cmd: "${process.execPath}", args: ["${EVERYTHING}", stdio] } }] } }]
-`
+  const config = mcpTargetsConfig(mcpPort)
   const builds: Record<'before' | 'after', Server> = {
     before: await startPortico({ config, logLevel: 'warn', bin: beforeBin }),
     after: await startPortico({ config, logLevel: 'warn' })

@@ -18,9 +18,8 @@
  * Run: node bench/mcp-instructions.ts [--before DIR] [--warmup 8000] [--calls 4000] [--connections 8] [--targets http,stdio]
  */
 
-import { createRequire } from 'node:module'
 import { writeFileSync } from 'node:fs'
-import { dirname, join, resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
@@ -29,6 +28,7 @@ import { fmt, rounded, table } from './lib/report.ts'
 import { dumpTotals, run } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode, type Child } from './lib/children.ts'
 import { porticoEnv } from './lib/servers.ts'
+import { mcpTargetsConfig } from './lib/mcp-calls.ts'
 
 const { values } = parseArgs({ options: { before: { type: 'string' }, warmup: { type: 'string', default: '8000' }, calls: { type: 'string', default: '4000' }, connections: { type: 'string', default: '8' }, targets: { type: 'string', default: 'http,stdio' } } })
 const WARMUP = Number(values.warmup)
@@ -40,8 +40,6 @@ const BEFORE = values.before === undefined ? undefined : join(resolve(values.bef
 const PROTOCOL_VERSION = '2025-06-18'
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
-const require = createRequire(import.meta.url)
-const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js')
 
 /** One MCP session on its own keep-alive connection: `call()` is one tools/call echo. */
 async function openSession (origin: string, path: string): Promise<{ call: () => Promise<void>, close: () => Promise<void> }> {
@@ -84,10 +82,7 @@ async function measure (build: string, bin: string, target: 'http' | 'stdio', mc
   const dir = scratchDir(`callgrind-mcp-${build}-${target}`)
   const port = await freePort()
   const configPath = join(dir, 'config.yaml')
-  const backend = target === 'http'
-    ? `{ name: bench, mcp: { host: "http://127.0.0.1:${mcpPort}/mcp" } }`
-    : `{ name: everything, stdio: { cmd: "${process.execPath}", args: ["${EVERYTHING}", stdio] } }`
-  writeFileSync(configPath, `gateways:\n  default: { port: ${port}, protocol: HTTP }\nroutes:\n  - name: mcp\n    matches: [{ path: { pathPrefix: /mcp } }]\n    backends: [{ mcp: { targets: [${backend}] } }]\n`)
+  writeFileSync(configPath, mcpTargetsConfig(mcpPort).replaceAll('{port}', String(port)))
   // The V8 flags on the command line: bin/portico.ts then runs as it is (it starts Node again
   // only when one was not given, which valgrind would not follow).
   const child: Child = await startNode({
@@ -100,10 +95,11 @@ async function measure (build: string, bin: string, target: 'http' | 'stdio', mc
     env: porticoEnv('warn'),
     cwd: dir,
     readyPort: port,
-    timeoutMs: 180_000
+    // Under callgrind on a busy machine Node takes minutes to start.
+    timeoutMs: 600_000
   })
   try {
-    const sessions = await Promise.all(Array.from({ length: CONNECTIONS }, () => openSession(`http://127.0.0.1:${port}`, '/mcp')))
+    const sessions = await Promise.all(Array.from({ length: CONNECTIONS }, () => openSession(`http://127.0.0.1:${port}`, `/${target}/mcp`)))
     progress(`${build}, ${target}: ${WARMUP} calls to warm up, then ${CALLS} counted`)
     await calls(sessions, WARMUP)
     await run('callgrind_control', ['--zero', String(child.proc.pid)])
