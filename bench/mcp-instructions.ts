@@ -15,22 +15,29 @@
  * Needs valgrind. Each run takes a few minutes (under callgrind Portico serves ~100 calls/s);
  * one runs at a time.
  *
- * Run: node bench/mcp-instructions.ts [--before DIR] [--warmup 8000] [--calls 4000] [--connections 8] [--targets http,stdio]
+ * --functions N lists the N functions of the request thread (V8's code named through
+ * --perf-basic-prof, bench/lib/callgrind.ts) whose instructions per call differ most between
+ * the builds, and between the HTTP and the stdio target of this build: where a change, or
+ * the HTTP target's own path, spends.
+ *
+ * Run: node bench/mcp-instructions.ts [--before DIR] [--warmup 8000] [--calls 4000] [--connections 8] [--targets http,stdio] [--functions N]
  */
 
-import { writeFileSync } from 'node:fs'
+import { rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, rounded, table } from './lib/report.ts'
-import { dumpTotals, run } from './lib/callgrind.ts'
+import { dumpTotals, functionCounts, jitCodeMap, largestChanges, run } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode, type Child } from './lib/children.ts'
 import { porticoEnv } from './lib/servers.ts'
 import { mcpTargetsConfig } from './lib/mcp-calls.ts'
 
-const { values } = parseArgs({ options: { before: { type: 'string' }, warmup: { type: 'string', default: '8000' }, calls: { type: 'string', default: '4000' }, connections: { type: 'string', default: '8' }, targets: { type: 'string', default: 'http,stdio' } } })
+const { values } = parseArgs({ options: { before: { type: 'string' }, warmup: { type: 'string', default: '8000' }, calls: { type: 'string', default: '4000' }, connections: { type: 'string', default: '8' }, targets: { type: 'string', default: 'http,stdio' }, functions: { type: 'string', default: '0' } } })
+/** How many functions to list: those whose instructions per call differ most between the builds, and between the targets (0: none). */
+const FUNCTIONS = Number(values.functions)
 const WARMUP = Number(values.warmup)
 const CALLS = Number(values.calls)
 const CONNECTIONS = Number(values.connections)
@@ -76,7 +83,14 @@ async function calls (sessions: Array<{ call: () => Promise<void> }>, n: number)
   }))
 }
 
-interface Count { build: string, target: string, requestThread: number, allThreads: number }
+interface Count {
+  build: string
+  target: string
+  requestThread: number
+  allThreads: number
+  /** With --functions: the request thread's instructions by function (whole count, not per call). */
+  functions?: Map<string, number>
+}
 
 async function measure (build: string, bin: string, target: 'http' | 'stdio', mcpPort: number): Promise<Count> {
   const dir = scratchDir(`callgrind-mcp-${build}-${target}`)
@@ -90,7 +104,7 @@ async function measure (build: string, bin: string, target: 'http' | 'stdio', mc
     command: 'valgrind',
     args: [
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
-      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, MEMORY_REDUCER_FLAG, '--random-seed=1', bin, '-f', configPath
+      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, MEMORY_REDUCER_FLAG, '--random-seed=1', ...(FUNCTIONS > 0 ? ['--perf-basic-prof'] : []), bin, '-f', configPath
     ],
     env: porticoEnv('warn'),
     cwd: dir,
@@ -110,9 +124,29 @@ async function measure (build: string, bin: string, target: 'http' | 'stdio', mc
     // valgrind writes its last part file on the way out.
     await child.stop(30_000)
   }
-  const { main, all } = dumpTotals(dir, 1)
+  const { main, all, mainFile } = dumpTotals(dir, 1)
   if (main === 0) throw new Error(`${build} ${target}: no callgrind dump found in ${dir}`)
-  return { build, target, requestThread: main / CALLS, allThreads: all / CALLS }
+  const count: Count = { build, target, requestThread: main / CALLS, allThreads: all / CALLS }
+  if (FUNCTIONS > 0) {
+    const pid = child.proc.pid!
+    count.functions = await functionCounts(mainFile, jitCodeMap(pid))
+    rmSync(`/tmp/perf-${pid}.map`, { force: true })
+  }
+  return count
+}
+
+/** With --functions: what moved most per call, this build against before, and the HTTP target against stdio. */
+function functionTables (counts: Count[]): string[] {
+  if (FUNCTIONS === 0) return []
+  const find = (build: string, target: string) => counts.find(c => c.build === build && c.target === target)
+  const pairs: Array<[string, Count | undefined, Count | undefined]> = [
+    ...TARGETS.map(t => [`${t}: after against before`, find('before', t), find('after', t)] as [string, Count | undefined, Count | undefined]),
+    ['after: the http target against stdio', find('after', 'stdio'), find('after', 'http')]
+  ]
+  return pairs.filter(([, a, b]) => a !== undefined && b !== undefined).map(([title, a, b]) => [
+    `request thread, ${title}: the ${FUNCTIONS} functions that moved most, instructions per call (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
+    table(['function', 'change'], largestChanges(a!.functions!, b!.functions!, CALLS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
+  ].join('\n'))
 }
 
 async function main (): Promise<void> {
@@ -138,7 +172,8 @@ async function main (): Promise<void> {
     process.stdout.write([
       `mcp-instructions: Node ${process.version}, callgrind; instructions per tools/call (echo) through Portico over ${CALLS} calls after ${WARMUP} (${CONNECTIONS} sessions, one keep-alive connection each), young generation fixed at ${SEMI_SPACE_MB} MB semi-spaces, V8 seed 1${BEFORE !== undefined ? `; before: ${BEFORE}` : ''}`,
       table(['target', 'build', 'request thread', 'vs before', 'all threads', 'vs before'], rows),
-      JSON.stringify(rounded({ bench: 'mcp-instructions', node: process.version, warmup: WARMUP, calls: CALLS, connections: CONNECTIONS, counts }))
+      ...functionTables(counts),
+      JSON.stringify(rounded({ bench: 'mcp-instructions', node: process.version, warmup: WARMUP, calls: CALLS, connections: CONNECTIONS, counts: counts.map(({ functions: _, ...c }) => c) }))
     ].join('\n') + '\n')
   } finally {
     await server.stop()
