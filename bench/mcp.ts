@@ -11,16 +11,13 @@
  * Run: node bench/mcp.ts [--calls 2000] [--clients 8] [--duration 5] [--sessions 20] [--session-gap 1000] [--sessions-only 1]
  */
 
-import { createRequire } from 'node:module'
 import { loadavg } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { freePort, startNode } from './lib/children.ts'
 import { startPortico, type Server } from './lib/servers.ts'
-import { directVsPorticoRows, measureCalls, ROW_HEADER, type Connect } from './lib/mcp-calls.ts'
+import { directVsPorticoRows, EVERYTHING, httpClient, mcpTargetsConfig, measureCalls, ROW_HEADER, type Connect } from './lib/mcp-calls.ts'
 import { readOptions } from './lib/options.ts'
 import { fmt, rounded, table } from './lib/report.ts'
 import { measureSessionStarts, type SessionsResult } from './lib/mcp-sessions.ts'
@@ -40,20 +37,9 @@ const opts = readOptions({
   sessionsOnly: { flag: 'sessions-only', default: 0, help: '1: only the session-start runs' }
 })
 
-const require = createRequire(import.meta.url)
-const EVERYTHING = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js')
 const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
 
 const echo = (client: Client) => () => client.callTool({ name: 'echo', arguments: { message: 'hi' } })
-
-function httpClient (url: string): Connect {
-  return async () => {
-    const client = new Client({ name: 'bench', version: '1' })
-    const transport = new StreamableHTTPClientTransport(new URL(url))
-    await client.connect(transport as Transport)
-    return { call: echo(client), close: async () => { await transport.terminateSession().catch(() => {}); await client.close() } }
-  }
-}
 
 function stdioClient (): Connect {
   return async () => {
@@ -115,16 +101,7 @@ async function main (): Promise<void> {
       process.stdout.write(sessionReport(starts).join('\n') + '\n')
       return
     }
-    const config = `gateways:
-  default: { port: {port}, protocol: HTTP }
-routes:
-  - name: http-target
-    matches: [{ path: { pathPrefix: /http } }]
-    backends: [{ mcp: { targets: [{ name: bench, mcp: { host: "http://127.0.0.1:${mcpPort}/mcp" } }] } }]
-  - name: stdio-target
-    matches: [{ path: { pathPrefix: /stdio } }]
-    backends: [{ mcp: { targets: [{ name: everything, stdio: { cmd: "${process.execPath}", args: ["${EVERYTHING}", stdio] } }] } }]
-`
+    const config = mcpTargetsConfig(mcpPort)
     const portico = await startPortico({ config, logLevel: 'warn' })
     children.push(portico.child)
     const results = {

@@ -4,6 +4,11 @@
  * call while they ran; and the "direct vs through Portico" rows they print.
  */
 
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { Child } from './children.ts'
 import { LatencyRecorder } from './latency.ts'
 import { fmt, ratio } from './report.ts'
@@ -15,6 +20,40 @@ export interface Caller {
 }
 
 export type Connect = () => Promise<Caller>
+
+/** The reference stdio server's entry point (server-everything, whose `echo` tool the benches call). */
+export const EVERYTHING = join(dirname(createRequire(import.meta.url).resolve('@modelcontextprotocol/server-everything/package.json')), 'dist/index.js')
+
+/**
+ * The MCP benches' Portico config: `/http/mcp` to the SDK-built streamable HTTP server on
+ * `mcpPort` (bench/servers/mcp-server.ts), `/stdio/mcp` to server-everything, launched by
+ * Portico. `{port}` is the gateway's, filled in by startPortico.
+ */
+export function mcpTargetsConfig (mcpPort: number): string {
+  return `gateways:
+  default: { port: {port}, protocol: HTTP }
+routes:
+  - name: http-target
+    matches: [{ path: { pathPrefix: /http } }]
+    backends: [{ mcp: { targets: [{ name: bench, mcp: { host: "http://127.0.0.1:${mcpPort}/mcp" } }] } }]
+  - name: stdio-target
+    matches: [{ path: { pathPrefix: /stdio } }]
+    backends: [{ mcp: { targets: [{ name: everything, stdio: { cmd: "${process.execPath}", args: ["${EVERYTHING}", stdio] } }] } }]
+`
+}
+
+/** An SDK client on the streamable HTTP transport whose call is `echo`; closing ends its session (DELETE). */
+export function httpClient (url: string): Connect {
+  return async () => {
+    const client = new Client({ name: 'bench', version: '1' })
+    const transport = new StreamableHTTPClientTransport(new URL(url))
+    await client.connect(transport as Transport)
+    return {
+      call: () => client.callTool({ name: 'echo', arguments: { message: 'hi' } }),
+      close: async () => { await transport.terminateSession().catch(() => {}); await client.close() }
+    }
+  }
+}
 
 export interface CallsOptions {
   warmup: number

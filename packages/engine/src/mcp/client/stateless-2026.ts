@@ -27,7 +27,7 @@ import type { McpSession } from '../session/session.ts'
 import type { McpHttpHelpers } from './answer.ts'
 import { SseWriter } from '../protocol/sse-writer.ts'
 import { PostChannel } from './post-channel.ts'
-import { honouredFilter, parseFilter, stamped } from '../session/listen.ts'
+import { honouredFilter, parseFilter, stamped } from '../revisions/revision-2026-listen.ts'
 import { forwardToModernTarget } from '../upstream/stateless-forward.ts'
 import { ModernCall, type CallBinding } from '../session/modern-call.ts'
 import {

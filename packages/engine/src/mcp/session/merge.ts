@@ -32,7 +32,7 @@ export function negotiateVersion (requested: unknown): string {
 }
 
 /**
- * What a session of several targets routes (mcp/session/session.ts): named items, resources, the
+ * What a session of several targets routes (mcp/session/routing.ts): named items, resources, the
  * completions of either, logging levels fanned out. Anything else a target offers (tasks,
  * experimental features) would answer "not supported across several targets", so it is not
  * advertised; one target's capabilities pass through whole.

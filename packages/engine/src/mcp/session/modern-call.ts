@@ -24,22 +24,21 @@
  * cover, are refused to the target (-32601), as a client without the capability would.
  */
 
-import { createHash, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import type { Channel } from './channels.ts'
 import type { SessionIdCodec } from './session-id.ts'
-import { modernResult, withServerInfo } from '../revisions/revision-2026.ts'
+import { modernResult } from '../revisions/revision-2026.ts'
+import { checkInputResponses, inputKey, inputRefusal, inputRequiredResult, logWanted, modernError } from '../revisions/revision-2026-input.ts'
 import {
-  errorResponse, INTERNAL_ERROR, INVALID_PARAMS, isRequest, isResponse, METHOD_NOT_FOUND, resultResponse,
+  errorResponse, INTERNAL_ERROR, isRequest, isResponse, METHOD_NOT_FOUND, resultResponse,
   type JsonRpcId, type JsonRpcMessage, type JsonRpcResponse
 } from '../protocol/jsonrpc.ts'
 
-const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
-/** 2025-11-25 and earlier answered an unknown resource with -32002; 2026-07-28 uses -32602. */
-const LEGACY_RESOURCE_NOT_FOUND = -32002
-/** The requests a call may answer with input_required (2026-07-28's list, tasks aside). */
-const BRIDGED_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read'])
-/** Input requests and the client capability each needs. */
-const INPUT_CAPABILITY: Record<string, string> = { 'sampling/createMessage': 'sampling', 'elicitation/create': 'elicitation', 'roots/list': 'roots' }
+// The translation rules themselves (keys, refusals, result shapes) are the revision bridge's
+// (revisions/revision-2026-input.ts); inputKey is exported from here too for the tests that
+// import it with the call.
+export { inputKey } from '../revisions/revision-2026-input.ts'
+
 /** A target asking several things at once sends them back to back: gathered this long. */
 const GATHER_MS = 15
 export const REQUEST_STATE_PREFIX = 'p26s.'
@@ -73,24 +72,6 @@ interface AskedInput {
   id: string
   method: string
   params: Record<string, unknown>
-}
-
-/**
- * The key of an input request in `inputRequests`: derived from what is asked (method and
- * params, `_meta` aside) and how many times the call asked the same, so a replica that runs
- * the call again gets the same keys for the same questions (see ParkedCalls).
- */
-export function inputKey (method: string, params: Record<string, unknown>, occurrence: number): string {
-  const { _meta: _m, ...rest } = params
-  return `in-${createHash('sha256').update(method).update('\0').update(canonicalJson(rest)).digest('base64url').slice(0, 16)}-${occurrence}`
-}
-
-/** JSON with object keys sorted, so equal values give equal text. */
-function canonicalJson (value: unknown): string {
-  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
-  const o = value as Record<string, unknown>
-  return `{${Object.keys(o).sort().filter(k => o[k] !== undefined).map(k => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`
 }
 
 export class ModernCall implements Channel {
@@ -143,14 +124,14 @@ export class ModernCall implements Channel {
       this.done = true
       clearTimeout(this.gatherTimer)
       if ('result' in message) this.final = { result: modernResult(o.method, message.result, o.serverInfo) }
-      else this.final = { error: message.error.code === LEGACY_RESOURCE_NOT_FOUND ? { ...message.error, code: INVALID_PARAMS } : message.error }
+      else this.final = { error: modernError(message.error) }
       // Input still asked for is moot now.
       this.asked.clear()
       this.flushFinal()
       return true
     }
     if (isRequest(message)) {
-      const refusal = this.refusal(message.method)
+      const refusal = inputRefusal(message.method, o.method, o.clientCapabilities)
       if (refusal !== null) {
         o.answer(errorResponse(message.id, METHOD_NOT_FOUND, refusal))
         return true
@@ -179,12 +160,9 @@ export class ModernCall implements Channel {
       case 'notifications/progress':
         if (b === null || o.upstreamToken === undefined || params.progressToken !== o.upstreamToken || b.clientToken === undefined) return true
         return b.channel.deliver({ ...message, params: { ...params, progressToken: b.clientToken } })
-      case 'notifications/message': {
-        if (b === null) return true
-        const wanted = LOG_LEVELS.indexOf(String(b.logLevel))
-        if (wanted < 0 || LOG_LEVELS.indexOf(String(params.level)) < wanted) return true
+      case 'notifications/message':
+        if (b === null || !logWanted(params.level, b.logLevel)) return true
         return b.channel.deliver(message)
-      }
       case 'notifications/cancelled':
         // The target withdrew one of its requests.
         for (const [key, input] of this.asked) if (input.id === String(params.requestId)) this.asked.delete(key)
@@ -194,24 +172,15 @@ export class ModernCall implements Channel {
     }
   }
 
-  /** Why a target's request cannot be put to this client, or null when it can. */
-  private refusal (method: string): string | null {
-    const capability = INPUT_CAPABILITY[method]
-    if (capability === undefined) return `Method not found: ${method} (not an input request a 2026-07-28 client can answer)`
-    if (!BRIDGED_METHODS.has(this.options.method)) return `Method not found: ${method} (a 2026-07-28 client is asked for input only during tools/call, prompts/get or resources/read)`
-    if (!(capability in this.options.clientCapabilities)) return `Method not found: ${method} (the client did not declare the ${capability} capability)`
-    return null
-  }
-
   /** Answers the bound POST with input_required for everything asked, and parks the call. */
   private askClient (): void {
     const b = this.binding
     if (b === null || this.done || this.asked.size === 0) return
     const requestState = this.options.park(this)
     this.binding = null
-    const inputRequests: Record<string, unknown> = {}
+    const inputRequests: Record<string, { method: string, params: Record<string, unknown> }> = {}
     for (const [key, input] of this.asked) inputRequests[key] = { method: input.method, params: input.params }
-    b.channel.deliver(resultResponse(b.clientId, withServerInfo({ resultType: 'input_required', inputRequests, requestState }, this.options.serverInfo)))
+    b.channel.deliver(resultResponse(b.clientId, inputRequiredResult(inputRequests, requestState, this.options.serverInfo)))
   }
 
   /**
@@ -219,13 +188,7 @@ export class ModernCall implements Channel {
    * not (the call stays parked for a proper retry).
    */
   checkResponses (responses: unknown): string | null {
-    if (responses === undefined) return null
-    if (responses === null || typeof responses !== 'object' || Array.isArray(responses)) return 'Invalid params: inputResponses must be an object'
-    for (const [key, value] of Object.entries(responses as Record<string, unknown>)) {
-      if (!this.asked.has(key)) continue
-      if (value === null || typeof value !== 'object' || Array.isArray(value)) return `Invalid params: inputResponses["${key}"] must be the result of the ${this.asked.get(key)!.method} request`
-    }
-    return null
+    return checkInputResponses(responses, key => this.asked.get(key)?.method)
   }
 
   /**

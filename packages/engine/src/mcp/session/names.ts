@@ -79,3 +79,9 @@ export function wrapPromptResult (naming: TargetNaming, target: string, result: 
       : m)
   }
 }
+
+/** A resources/read result with its contents' URIs in the client's namespace (so they can be read back). */
+export function wrapResourceResult (naming: TargetNaming, target: string, result: Record<string, unknown>): Record<string, unknown> {
+  if (!naming.prefixed || !Array.isArray(result.contents)) return result
+  return { ...result, contents: (result.contents as Array<Record<string, unknown>>).map(c => typeof c.uri === 'string' ? { ...c, uri: naming.wrapUri(target, c.uri) } : c) }
+}

@@ -4,27 +4,38 @@
  * or resource (prefix stripped), list calls fan out and merge, and everything the targets
  * send back — responses, progress, logging, list changes, and their own requests (sampling,
  * elicitation, roots) — reaches the client on the right stream with ids mapped both ways.
+ *
+ * This class holds the session's state and wires its parts together:
+ *   routing.ts         where a client request goes (and its description for traces)
+ *   fan-out.ts         lists merged across targets, logging/setLevel to all
+ *   client-calls.ts    the client's requests in flight, ids and progress tokens both ways
+ *   server-requests.ts the targets' requests to the client, ids both ways
+ *   target-messages.ts which stream each message of a target's belongs on
+ *   lifecycle.ts       starting (or resuming) and ending the targets, the session id's state
  */
 
 import type { McpBackendSpecIR } from '../../ir/types.ts'
-import { TargetNaming, wrapPromptResult, wrapToolResult } from './names.ts'
-import { TargetConnection, type ClientInit, type TargetHooks, type TargetInitResult } from '../upstream/target.ts'
+import { TargetNaming } from './names.ts'
+import { TargetConnection, type ClientInit, type TargetHooks } from '../upstream/target.ts'
 import type { StdioSpares } from '../upstream/stdio-spares.ts'
 import type { StdioProcessTransport } from '../upstream/stdio.ts'
 import { EventLog, SessionStream, type Channel } from './channels.ts'
-import { decodeCursor, encodeCursor, mergeInitialize } from './merge.ts'
+import { mergeInitialize } from './merge.ts'
 import { SubscriptionHub } from './listen.ts'
 import {
-  errorResponse, INVALID_PARAMS, INVALID_REQUEST, isNotification, isRequest, METHOD_NOT_FOUND,
-  resultResponse, targetUnavailable,
-  type JsonRpcId, type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
+  isNotification, isRequest, resultResponse, targetUnavailable,
+  type JsonRpcMessage, type JsonRpcNotification, type JsonRpcRequest, type JsonRpcResponse
 } from '../protocol/jsonrpc.ts'
 import type { SessionState } from './session-id.ts'
 import type { ItemFilter } from '../protocol/item-filter.ts'
 import type { McpCallInfo } from '../../request/calls.ts'
-import type { OtelSpan } from '../../trace/otel.ts'
 import { endTargetSpan, startTargetSpan, withTraceContext } from '../upstream/span.ts'
-import { PorticoError } from '../../util/errors.ts'
+import { ClientCalls, type ClientCall } from './client-calls.ts'
+import { ServerRequests } from './server-requests.ts'
+import { broadcastRequest, fanOutList } from './fan-out.ts'
+import { describeRequest, routeRequest, type Transform } from './routing.ts'
+import { routeTargetMessage, type TargetMessageContext } from './target-messages.ts'
+import { endTargets, sessionState, startTargets } from './lifecycle.ts'
 
 export interface SessionHooks {
   onProcess?(target: string, process: StdioProcessTransport, running: boolean): void
@@ -35,38 +46,8 @@ export interface SessionHooks {
 
 export type { ItemFilter } from '../protocol/item-filter.ts'
 
-interface Inflight {
-  clientId: JsonRpcId
-  channel: Channel
-  method: string
-  target: TargetConnection | null
-  upstreamId: JsonRpcId | null
-  progressToken: string | number | undefined
-  cancelled: boolean
-  /** The target call's OpenTelemetry span (mcp/upstream/span.ts); null when not recorded. */
-  span: OtelSpan | null
-}
-
-const idKey = (id: JsonRpcId) => `${typeof id}:${id}`
-
 /** Where the answers of the session's own requests go (subscribe/unsubscribe for listen streams). */
 const DISCARD: Channel = { open: true, deliver: () => true }
-
-interface ListSpec {
-  capability: string
-  kind: 'tool' | 'prompt' | 'resource'
-  /** The item's upstream name (or URI) for authorization. */
-  nameOf: (item: Record<string, unknown>) => string
-  key: string
-  rewrite: (naming: TargetNaming, target: string, item: Record<string, unknown>) => Record<string, unknown>
-}
-
-const LISTS: Record<string, ListSpec> = {
-  'tools/list': { capability: 'tools', kind: 'tool', nameOf: i => String(i.name), key: 'tools', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
-  'prompts/list': { capability: 'prompts', kind: 'prompt', nameOf: i => String(i.name), key: 'prompts', rewrite: (n, t, i) => ({ ...i, name: n.wrapName(t, String(i.name)) }) },
-  'resources/list': { capability: 'resources', kind: 'resource', nameOf: i => String(i.uri), key: 'resources', rewrite: (n, t, i) => ({ ...i, uri: n.wrapUri(t, String(i.uri)) }) },
-  'resources/templates/list': { capability: 'resources', kind: 'resource', nameOf: i => String(i.uriTemplate), key: 'resourceTemplates', rewrite: (n, t, i) => ({ ...i, uriTemplate: n.wrapUri(t, String(i.uriTemplate)) }) }
-}
 
 export class McpSession {
   readonly spec: McpBackendSpecIR
@@ -79,14 +60,12 @@ export class McpSession {
   id = ''
   lastActivity = Date.now()
   closed = false
-  private readonly inflight = new Map<string, Inflight>()
-  private readonly byProgressToken = new Map<string | number, Inflight>()
-  private readonly serverRequests = new Map<string, { target: TargetConnection, id: JsonRpcId }>()
-  private nextServerRequest = 1
+  private readonly calls = new ClientCalls()
+  private readonly serverRequests = new ServerRequests()
 
   /** Whether a client request is still being worked on (the gateway does not reap a busy session). */
   get busy (): boolean {
-    return this.inflight.size > 0
+    return this.calls.size > 0
   }
 
   /**
@@ -96,6 +75,8 @@ export class McpSession {
   private readonly shared: boolean
   readonly hub = new SubscriptionHub()
   private nextSubscription = 1
+  /** What routing a target's message needs (target-messages.ts); built once, used per message. */
+  private readonly messageContext: TargetMessageContext
 
   constructor (options: { spec: McpBackendSpecIR, backendKey: string, init: ClientInit, hooks?: SessionHooks, legacy?: boolean, shared?: boolean, spares?: StdioSpares }) {
     this.spec = options.spec
@@ -104,9 +85,13 @@ export class McpSession {
     this.init = options.init
     this.naming = new TargetNaming(options.spec)
     this.stream = new SessionStream(this.events, options.legacy === true)
+    this.messageContext = { calls: this.calls, serverRequests: this.serverRequests, stream: this.stream, shared: this.shared, hub: this.hub, naming: this.naming }
     const hooks = options.hooks ?? {}
     const targetHooks: TargetHooks = {
-      onMessage: (target, message, related) => this.onTargetMessage(target, message, related),
+      onMessage: (target, message, related) => {
+        this.lastActivity = Date.now()
+        routeTargetMessage(this.messageContext, target, message, related)
+      },
       onProcess: (target, process, running) => hooks.onProcess?.(target.name, process, running),
       onStderr: (target, line) => hooks.onStderr?.(target.name, line),
       onStateChange: (target, state, detail) => hooks.onTargetState?.(target.name, state, detail),
@@ -121,22 +106,7 @@ export class McpSession {
    * it while it restarts in the background, as long as one target is up.
    */
   async start (resume?: SessionState): Promise<void> {
-    const resumeOf = new Map(resume?.targets.map(t => [t.name, t]) ?? [])
-    const results = await Promise.allSettled([...this.targets.values()].map(conn => {
-      const r = resumeOf.get(conn.name)
-      if (r?.session != null && conn.spec.kind === 'mcp') {
-        const result: TargetInitResult | null = r.version !== undefined
-          ? { protocolVersion: r.version, capabilities: Object.fromEntries((r.caps ?? []).map(c => [c, {}])), serverInfo: {} }
-          : null
-        return conn.start(this.init, { session: r.session, result })
-      }
-      return conn.start(this.init)
-    }))
-    const failed = results.flatMap(r => r.status === 'rejected' ? [(r.reason as Error).message ?? String(r.reason)] : [])
-    if (failed.length > 0 && (this.spec.failureMode === 'failClosed' || failed.length === this.targets.size)) {
-      await this.close()
-      throw new PorticoError('PORTICO_MCP_TARGET_UNAVAILABLE', failed.join('; '))
-    }
+    await startTargets(this.targets, this.init, this.spec.failureMode, resume, () => this.close())
   }
 
   /** The merged initialize result for the client. */
@@ -147,48 +117,13 @@ export class McpSession {
 
   /** What goes into the session id. */
   state (nonce: string): SessionState {
-    return {
-      nonce,
-      backend: this.backendKey,
-      targets: [...this.targets.values()].map(t => {
-        const entry: SessionState['targets'][number] = { name: t.name, session: t.upstreamSession }
-        if (t.initResult !== null) {
-          entry.version = t.initResult.protocolVersion
-          entry.caps = Object.keys(t.initResult.capabilities ?? {})
-        }
-        return entry
-      }),
-      init: this.init
-    }
+    return sessionState(nonce, this.backendKey, this.targets, this.init)
   }
 
   /** Describes a client request for traces, logs and metrics. */
   describe (message: JsonRpcMessage): McpCallInfo | null {
     if (!('method' in message)) return null
-    const params = (message.params ?? {}) as Record<string, unknown>
-    const info: McpCallInfo = { method: message.method, target: '' }
-    const byName = (kind: 'tool' | 'prompt') => {
-      const name = String(params.name ?? '')
-      info.name = name
-      info.kind = kind
-      info.target = this.naming.unwrapName(name)?.target ?? ''
-    }
-    switch (message.method) {
-      case 'tools/call': byName('tool'); break
-      case 'prompts/get': byName('prompt'); break
-      case 'resources/read':
-      case 'resources/subscribe':
-      case 'resources/unsubscribe': {
-        const uri = String(params.uri ?? '')
-        info.name = uri
-        info.kind = 'resource'
-        info.target = this.naming.unwrapUri(uri)?.target ?? ''
-        break
-      }
-      default:
-        if (message.method in LISTS || message.method === 'initialize' || message.method === 'logging/setLevel') info.target = [...this.targets.keys()].join(',')
-        else if (this.targets.size === 1) info.target = [...this.targets.keys()][0]!
-    }
+    const info = describeRequest(message.method, (message.params ?? {}) as Record<string, unknown>, this.naming, this.targets)
     // A shared session's own init is not its clients': their revision is set by the caller.
     if (!this.shared) info.protocolVersion = this.init.protocolVersion
     const revisions = [...new Set((info.target === '' ? [] : info.target.split(',')).map(n => this.targets.get(n)?.revision).filter(v => v !== undefined))]
@@ -208,181 +143,44 @@ export class McpSession {
   }
 
   private onClientRequest (req: JsonRpcRequest, channel: Channel, filter?: ItemFilter): void {
-    const params = (req.params ?? {}) as Record<string, unknown>
-    const hidden = (kind: 'tool' | 'prompt' | 'resource', target: string, name: string) =>
-      filter !== undefined && !filter({ method: req.method, kind, name, target })
-    switch (req.method) {
-      case 'ping':
-        channel.deliver(resultResponse(req.id, {}))
-        return
-      case 'initialize':
-        channel.deliver(errorResponse(req.id, INVALID_REQUEST, 'session already initialized'))
-        return
-      case 'tools/list':
-      case 'prompts/list':
-      case 'resources/list':
-      case 'resources/templates/list':
-        void this.fanOutList(req, LISTS[req.method]!, channel, filter)
-        return
-      case 'tools/call':
-      case 'prompts/get': {
-        const kind = req.method === 'tools/call' ? 'tool' : 'prompt'
-        const owner = this.naming.unwrapName(String(params.name ?? ''))
-        // A forbidden item answers exactly like a missing one: its existence is not revealed.
-        if (owner === null || hidden(kind, owner.target, owner.name)) {
-          channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown ${kind}: ${String(params.name ?? '')}`))
-          return
-        }
-        // Resource links and embedded resources in the answer get the target's prefix too.
-        this.forward(req, channel, owner.target, { ...params, name: owner.name }, kind === 'tool'
-          ? result => wrapToolResult(this.naming, owner.target, result)
-          : result => wrapPromptResult(this.naming, owner.target, result))
-        return
-      }
-      case 'resources/read':
-      case 'resources/subscribe':
-      case 'resources/unsubscribe': {
-        const owner = this.naming.unwrapUri(String(params.uri ?? ''))
-        if (owner === null || hidden('resource', owner.target, owner.uri)) {
-          channel.deliver(errorResponse(req.id, INVALID_PARAMS, `Unknown resource: ${String(params.uri ?? '')}`))
-          return
-        }
-        this.forward(req, channel, owner.target, { ...params, uri: owner.uri }, result => this.wrapContents(owner.target, result))
-        return
-      }
-      case 'completion/complete': {
-        const ref = (params.ref ?? {}) as Record<string, unknown>
-        const owner = ref.type === 'ref/prompt' ? this.naming.unwrapName(String(ref.name ?? '')) : this.naming.unwrapUri(String(ref.uri ?? ''))
-        if (owner === null) {
-          channel.deliver(errorResponse(req.id, INVALID_PARAMS, 'Unknown completion reference'))
-          return
-        }
-        const upstreamRef = ref.type === 'ref/prompt' ? { ...ref, name: (owner as { name: string }).name } : { ...ref, uri: (owner as { uri: string }).uri }
-        this.forward(req, channel, owner.target, { ...params, ref: upstreamRef })
-        return
-      }
-      case 'logging/setLevel':
-        void this.broadcastRequest(req, channel)
-        return
-      default:
-        if (this.targets.size === 1) {
-          this.forward(req, channel, [...this.targets.keys()][0]!, req.params)
-          return
-        }
-        channel.deliver(errorResponse(req.id, METHOD_NOT_FOUND, `Method not found: ${req.method} (not supported across several targets)`))
+    const route = routeRequest(req, this.naming, this.targets, filter)
+    switch (route.kind) {
+      case 'reply': channel.deliver(route.message); return
+      case 'list': void fanOutList(req, route.spec, channel, { targets: this.targets, naming: this.naming, failureMode: this.spec.failureMode, calls: this.calls }, filter); return
+      case 'broadcast': void broadcastRequest(req, channel, { targets: this.targets, failureMode: this.spec.failureMode }); return
+      case 'forward': this.forward(req, channel, route.target, route.params, route.transform)
     }
   }
 
   /** Sends a client request to one target and its response back to the client. */
-  private forward (req: JsonRpcRequest, channel: Channel, targetName: string, params: Record<string, unknown> | undefined, transform?: (result: Record<string, unknown>) => Record<string, unknown>): void {
+  private forward (req: JsonRpcRequest, channel: Channel, targetName: string, params: Record<string, unknown> | undefined, transform?: Transform): void {
     const conn = this.targets.get(targetName)!
     const meta = (params?._meta ?? undefined) as Record<string, unknown> | undefined
-    const token = meta?.progressToken as string | number | undefined
-    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: token, cancelled: false, span: startTargetSpan(channel.span, req.method, conn, params, conn.revision) }
-    this.inflight.set(idKey(req.id), entry)
-    if (token !== undefined) this.byProgressToken.set(token, entry)
+    const call: ClientCall = { clientId: req.id, channel, method: req.method, target: conn, upstreamId: null, progressToken: meta?.progressToken as string | number | undefined, cancelled: false, span: startTargetSpan(channel.span, req.method, conn, params, conn.revision) }
+    this.calls.open(call)
     channel.calling?.(targetName)
     const send = () => {
-      if (entry.cancelled) return
+      if (call.cancelled) return
       const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
       if (params !== undefined) message.params = params
-      if (channel.span != null) message.params = withTraceContext(message.params, channel.span, entry.span)
-      entry.upstreamId = conn.request(message, response => this.complete(entry, response, transform))
+      if (channel.span != null) message.params = withTraceContext(message.params, channel.span, call.span)
+      call.upstreamId = conn.request(message, response => this.complete(call, response, transform))
     }
+    // A target restarting is waited for (bounded by TargetConnection.ready) rather than failed at once.
     if (conn.state === 'ready') send()
-    else conn.ready().then(send, (err: Error) => this.complete(entry, targetUnavailable(req.id, err.message)))
+    else conn.ready().then(send, (err: Error) => this.complete(call, targetUnavailable(req.id, err.message)))
   }
 
-  private complete (entry: Inflight, response: JsonRpcResponse, transform?: (result: Record<string, unknown>) => Record<string, unknown>): void {
-    this.inflight.delete(idKey(entry.clientId))
-    endTargetSpan(entry.span, response, entry.upstreamId)
-    if (entry.progressToken !== undefined) this.byProgressToken.delete(entry.progressToken)
-    if (entry.cancelled) return
+  /** The target answered a forwarded request: the client gets it under its own id. */
+  private complete (call: ClientCall, response: JsonRpcResponse, transform?: Transform): void {
+    this.calls.close(call)
+    endTargetSpan(call.span, response, call.upstreamId)
+    if (call.cancelled) return
     this.lastActivity = Date.now()
     let out: JsonRpcResponse
-    if ('result' in response) out = resultResponse(entry.clientId, transform !== undefined ? transform(response.result) : response.result)
-    else out = { jsonrpc: '2.0', id: entry.clientId, error: response.error }
-    entry.channel.deliver(out)
-  }
-
-  private wrapContents (target: string, result: Record<string, unknown>): Record<string, unknown> {
-    if (!this.naming.prefixed || !Array.isArray(result.contents)) return result
-    return { ...result, contents: (result.contents as Array<Record<string, unknown>>).map(c => typeof c.uri === 'string' ? { ...c, uri: this.naming.wrapUri(target, c.uri) } : c) }
-  }
-
-  /** List calls: every target with the capability, merged, with one composite cursor. */
-  private async fanOutList (req: JsonRpcRequest, spec: ListSpec, channel: Channel, filter?: ItemFilter): Promise<void> {
-    const params = { ...(req.params ?? {}) } as Record<string, unknown>
-    let cursors: Record<string, string> | null = null
-    if (typeof params.cursor === 'string') {
-      cursors = decodeCursor(params.cursor)
-      if (cursors === null) {
-        channel.deliver(errorResponse(req.id, INVALID_PARAMS, 'Invalid cursor'))
-        return
-      }
-    }
-    delete params.cursor
-    const entry: Inflight = { clientId: req.id, channel, method: req.method, target: null, upstreamId: null, progressToken: undefined, cancelled: false, span: null }
-    this.inflight.set(idKey(req.id), entry)
-    const targets = [...this.targets.values()].filter(t => (cursors === null || t.name in cursors) && (t.initResult === null || spec.capability in (t.initResult.capabilities ?? {})))
-    if (targets.length > 0) channel.calling?.(targets.map(t => t.name).join(','))
-    const answers = await Promise.all(targets.map(async t => {
-      try {
-        await t.ready()
-      } catch (err) {
-        return { t, response: targetUnavailable(req.id, (err as Error).message) }
-      }
-      if (!(spec.capability in (t.initResult?.capabilities ?? {}))) return null
-      const p = cursors !== null ? { ...params, cursor: cursors[t.name] } : params
-      const span = startTargetSpan(channel.span, req.method, t, p, t.revision)
-      const response = await t.call({ method: req.method, params: channel.span != null ? withTraceContext(p, channel.span, span) : p }, t.spec.requestTimeoutMs)
-      endTargetSpan(span, response)
-      return { t, response }
-    }))
-    this.inflight.delete(idKey(req.id))
-    if (entry.cancelled) return
-    const items: Array<Record<string, unknown>> = []
-    const next: Record<string, string> = {}
-    for (const answer of answers) {
-      if (answer === null) continue
-      const { t, response } = answer
-      if ('error' in response) {
-        // A target that has the capability but not this list (templates, typically) has none.
-        if (response.error.code === METHOD_NOT_FOUND || this.spec.failureMode === 'failOpen') continue
-        const message = response.error.message.includes(`"${t.name}"`) ? response.error.message : `target "${t.name}": ${response.error.message}`
-        channel.deliver(errorResponse(req.id, response.error.code, message, response.error.data))
-        return
-      }
-      for (const item of (response.result[spec.key] ?? []) as Array<Record<string, unknown>>) {
-        if (filter !== undefined && !filter({ method: req.method, kind: spec.kind, name: spec.nameOf(item), target: t.name })) continue
-        items.push(spec.rewrite(this.naming, t.name, item))
-      }
-      if (typeof response.result.nextCursor === 'string') next[t.name] = response.result.nextCursor
-    }
-    const result: Record<string, unknown> = { [spec.key]: items }
-    if (Object.keys(next).length > 0) result.nextCursor = encodeCursor(next)
-    channel.deliver(resultResponse(req.id, result))
-  }
-
-  /** A request every target gets (logging/setLevel); one empty result for the client. */
-  private async broadcastRequest (req: JsonRpcRequest, channel: Channel): Promise<void> {
-    channel.calling?.([...this.targets.keys()].join(','))
-    const answers = await Promise.all([...this.targets.values()].map(async t => {
-      try {
-        await t.ready()
-      } catch (err) {
-        return targetUnavailable(req.id, (err as Error).message)
-      }
-      const message: { method: string, params?: Record<string, unknown> } = { method: req.method }
-      if (req.params !== undefined) message.params = req.params
-      return await t.call(message, t.spec.requestTimeoutMs)
-    }))
-    const failed = answers.find(a => 'error' in a)
-    if (failed !== undefined && 'error' in failed && this.spec.failureMode === 'failClosed') {
-      channel.deliver(errorResponse(req.id, failed.error.code, failed.error.message))
-      return
-    }
-    channel.deliver(resultResponse(req.id, {}))
+    if ('result' in response) out = resultResponse(call.clientId, transform !== undefined ? transform(response.result) : response.result)
+    else out = { jsonrpc: '2.0', id: call.clientId, error: response.error }
+    call.channel.deliver(out)
   }
 
   private onClientNotification (n: JsonRpcNotification): void {
@@ -391,14 +189,11 @@ export class McpSession {
       case 'notifications/initialized':
         return
       case 'notifications/cancelled': {
-        const requestId = params.requestId as JsonRpcId | undefined
-        const entry = requestId === undefined ? undefined : this.inflight.get(idKey(requestId))
-        if (entry === undefined) return
-        entry.cancelled = true
-        this.inflight.delete(idKey(entry.clientId))
-        if (entry.target !== null && entry.upstreamId !== null) {
-          entry.target.forget(entry.upstreamId)
-          entry.target.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { ...params, requestId: entry.upstreamId } })
+        const call = params.requestId === undefined ? undefined : this.calls.cancel(params.requestId as JsonRpcRequest['id'])
+        // The target is told under its own id, and its late answer is not waited for.
+        if (call?.target != null && call.upstreamId !== null) {
+          call.target.forget(call.upstreamId)
+          call.target.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { ...params, requestId: call.upstreamId } })
         }
         return
       }
@@ -410,57 +205,8 @@ export class McpSession {
 
   /** The client answered a request a target made (sampling, elicitation, roots). */
   private onClientResponse (r: JsonRpcResponse): void {
-    if (r.id === null) return
-    const origin = this.serverRequests.get(String(r.id))
-    if (origin === undefined) return
-    this.serverRequests.delete(String(r.id))
-    origin.target.send({ ...r, id: origin.id } as JsonRpcResponse)
-  }
-
-  /** A target sent a request or notification meant for the client. */
-  private onTargetMessage (target: TargetConnection, message: JsonRpcRequest | JsonRpcNotification, related?: JsonRpcId): void {
-    this.lastActivity = Date.now()
-    if (isRequest(message)) {
-      const channel = this.relatedChannel(target, related)
-      if (channel === this.stream && this.shared) {
-        target.send(errorResponse(message.id, METHOD_NOT_FOUND, `Method not found: ${message.method} (asked outside any call of a client: Portico has no one to ask)`))
-        return
-      }
-      const id = `portico-${this.nextServerRequest++}`
-      this.serverRequests.set(id, { target, id: message.id })
-      channel.deliver({ ...message, id })
-      return
-    }
-    const params = (message.params ?? {}) as Record<string, unknown>
-    switch (message.method) {
-      case 'notifications/progress': {
-        const entry = this.byProgressToken.get(params.progressToken as string | number)
-        // A target reporting progress is at work, not stuck: its requestTimeout restarts.
-        if (entry?.target === target && entry.upstreamId !== null) target.touch(entry.upstreamId)
-        ;(entry?.channel.open === true ? entry.channel : this.stream).deliver(message)
-        return
-      }
-      case 'notifications/cancelled': {
-        for (const [gid, origin] of this.serverRequests) {
-          if (origin.target !== target || origin.id !== params.requestId) continue
-          this.serverRequests.delete(gid)
-          this.relatedChannel(target, related).deliver({ ...message, params: { ...params, requestId: gid } })
-        }
-        return
-      }
-      case 'notifications/resources/updated': {
-        const updated = { ...message, params: { ...params, uri: this.naming.wrapUri(target.name, String(params.uri)) } }
-        if (this.shared) this.hub.publish(updated)
-        else this.stream.deliver(updated)
-        return
-      }
-      case 'notifications/message':
-        this.relatedChannel(target, related).deliver(message)
-        return
-      default:
-        if (this.shared) this.hub.publish(message)
-        else this.stream.deliver(message)
-    }
+    const answer = this.serverRequests.answer(r)
+    answer?.target.send(answer.response)
   }
 
   /** Subscribes a URI (the clients' namespace) at its target, for subscriptions/listen streams. */
@@ -472,34 +218,12 @@ export class McpSession {
     this.handle({ jsonrpc: '2.0', id: `portico-listen-${this.nextSubscription++}`, method: 'resources/unsubscribe', params: { uri } }, DISCARD)
   }
 
-  /**
-   * The stream a target's own message belongs on: the request whose answer stream carried
-   * it (`related`, an upstream id), else a request of the client's that the target is
-   * working on (the newest one still open), else the session's stream.
-   */
-  private relatedChannel (target: TargetConnection, related?: JsonRpcId): Channel {
-    let found: Channel | null = null
-    let open = 0
-    for (const entry of this.inflight.values()) {
-      if (entry.target !== target) continue
-      if (related !== undefined && entry.upstreamId === related) return entry.channel
-      if (entry.channel.open) {
-        found = entry.channel
-        open++
-      }
-    }
-    // A shared session guesses for no one: with several clients' calls open on the target
-    // (a stdio target says nothing of which call it is asking about), the message is nobody's.
-    if (this.shared && open > 1) return this.stream
-    return found ?? this.stream
-  }
-
   /** Ends the session: upstream sessions are closed and stdio servers stopped. */
   async close (): Promise<void> {
     if (this.closed) return
     this.closed = true
     this.stream.close()
-    await Promise.allSettled([...this.targets.values()].map(t => t.close()))
+    await endTargets(this.targets, 'close')
   }
 
   /** Process shutdown: stdio servers stop, upstream HTTP sessions stay for other replicas. */
@@ -507,6 +231,6 @@ export class McpSession {
     if (this.closed) return
     this.closed = true
     this.stream.close()
-    await Promise.allSettled([...this.targets.values()].map(t => t.detach()))
+    await endTargets(this.targets, 'detach')
   }
 }
