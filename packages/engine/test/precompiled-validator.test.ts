@@ -48,7 +48,7 @@ test('the precompiled validator answers as the runtime-compiled one; a stale or 
   assert.equal(loadPrecompiledValidator(join(dir, 'missing.cjs'), validatorKey()), null)
 })
 
-test('releaseValidator lets the precompiled validator go (out of the module cache, with what it required first); the next validation loads it again', { skip: !existsSync(PRECOMPILED_VALIDATOR_PATH) && 'no precompiled validator (scripts/setup makes it)' }, () => {
+test('releaseValidator lets the precompiled validator go (out of the module cache and every module\'s children, with what it required first); the next validation loads it again', { skip: !existsSync(PRECOMPILED_VALIDATOR_PATH) && 'no precompiled validator (scripts/setup makes it)' }, () => {
   const cache = createRequire(import.meta.url).cache
   const validator = createRequire(import.meta.url).resolve(PRECOMPILED_VALIDATOR_PATH)
   // The validator, and the one Ajv helper its code requires (the test above compiles Ajv: its other helpers stay).
@@ -59,6 +59,10 @@ test('releaseValidator lets the precompiled validator go (out of the module cach
   releaseValidator()
   // Nothing cached names it: its module, and Ajv's helper whose first parent it was, are gone.
   assert.deepEqual(cached(), [])
+  // Nor lists them among its children (Ajv's own limitLength.js requires the same helper): a
+  // module listed there, naming the validator as its first parent, would keep it alive.
+  const listed = Object.values(cache).flatMap(m => m?.children ?? []).filter(c => c.id === validator || c.id.endsWith('/ajv/dist/runtime/ucs2length.js'))
+  assert.deepEqual(listed.filter(c => cache[c.id] !== c).map(c => c.id), [])
   assert.deepEqual(answers(), before, 'the same answers after it is loaded again')
   releaseValidator()
 })
