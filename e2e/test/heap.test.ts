@@ -2,7 +2,8 @@
  * The data plane's V8 start flags (packages/proxy/src/v8-flags.ts): a gateway started without
  * a semi-space size or a memory-reducer setting runs with Portico's (bin/portico.ts starts
  * Node again with them, same pid); one given by the user (NODE_OPTIONS, or Node's command
- * line for the reducer) is left alone.
+ * line for the reducer) is left alone. glibc's malloc settings (src/malloc-tunables.ts) come
+ * with that start, unless the user set GLIBC_TUNABLES.
  */
 
 import { test } from 'node:test'
@@ -10,8 +11,11 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { gateway, startPortico } from '@portico/testkit/portico'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '@portico/proxy/v8-flags'
+import { MALLOC_TUNABLES, withMallocTunables } from '@portico/proxy/malloc-tunables'
 
 const argv = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+/** The environment the process was (last) started with: after bin/portico.ts starts Node again, the new one's. */
+const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')
 
 test('semiSpaceGiven: the flag in either spelling, in execArgv or NODE_OPTIONS', () => {
   assert.equal(semiSpaceGiven([], undefined), false)
@@ -46,6 +50,28 @@ test('a gateway started without a semi-space size or memory-reducer setting runs
   try {
     assert.ok(!argv(own.child.pid!).includes(SEMI_SPACE_FLAG), argv(own.child.pid!).join(' '))
     assert.ok(argv(own.child.pid!).includes(MEMORY_REDUCER_FLAG), 'the flag not given is still added: ' + argv(own.child.pid!).join(' '))
+  } finally {
+    await own.stop()
+  }
+})
+
+test('withMallocTunables: Portico\'s GLIBC_TUNABLES unless the environment has its own', () => {
+  assert.equal(withMallocTunables({ PATH: '/bin' }).GLIBC_TUNABLES, MALLOC_TUNABLES)
+  assert.equal(withMallocTunables({ GLIBC_TUNABLES: '' }).GLIBC_TUNABLES, MALLOC_TUNABLES)
+  assert.equal(withMallocTunables({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }).GLIBC_TUNABLES, 'glibc.malloc.arena_max=2')
+  assert.equal(MALLOC_TUNABLES, 'glibc.malloc.mmap_threshold=131072')
+})
+
+test('a gateway started bare runs with Portico\'s GLIBC_TUNABLES (set as Node starts again); the user\'s own wins', async () => {
+  const plain = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
+  try {
+    assert.ok(environ(plain.child.pid!).includes(`GLIBC_TUNABLES=${MALLOC_TUNABLES}`), environ(plain.child.pid!).filter(e => e.startsWith('GLIBC')).join(' '))
+  } finally {
+    await plain.stop()
+  }
+  const own = await startPortico({ env: { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }, config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
+  try {
+    assert.deepEqual(environ(own.child.pid!).filter(e => e.startsWith('GLIBC_TUNABLES=')), ['GLIBC_TUNABLES=glibc.malloc.arena_max=2'])
   } finally {
     await own.stop()
   }
