@@ -10,7 +10,8 @@
 import { enableCompileCache, flushCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
-import { INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
+import { COMPILATION_CACHE_FLAG, INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
+import { takeGc } from '../src/startup-gc.ts'
 import { withMallocTunables } from '../src/malloc-tunables.ts'
 
 const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url))
@@ -38,6 +39,9 @@ if (startFlags.length > 0 && typeof process.execve === 'function') {
 
 // Before anything hot is optimized (src/v8-flags.ts says why).
 if (!inliningGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(INLINING_FLAG)
+// Before any module is compiled, as the flags key Node's compile cache (src/startup-gc.ts).
+if (!compilationCacheGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(COMPILATION_CACHE_FLAG)
+takeGc()
 
 enableCompileCache(CACHE_DIR)
 // Imported after the cache is on (a static import would load cli.ts before this line runs).
