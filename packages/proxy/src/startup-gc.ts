@@ -12,9 +12,10 @@
  *   bytecode was flushed, several full GCs later. It only serves code compiled twice in one
  *   isolate from the same source (eval, `new Function`, the same module loaded again), which
  *   no request does here; a reload's validator comes from Node's compile cache.
- * - two collections, in a later turn of the event loop than the release: a suspended async
- *   function keeps the temporaries of its frame (a GC from start-up's own turn found the
- *   validator still reachable in two starts of three), and a `gc()` while V8's incremental
+ * - two collections, in a later turn of the event loop than the release: a GC from
+ *   start-up's own turn found the validator still reachable in two starts of three (start-up's
+ *   suspended async frames, which keep their temporaries, are the likely holders; not
+ *   traced), and a `gc()` while V8's incremental
  *   marking is under way finishes that cycle, whose marks predate the release (one
  *   collection in the next turn missed it in about half the starts; two, in none of 5).
  *   Measured under --trace-gc on the shared machine: 28 ms (34.3 → 21.0 MB of heap used),
