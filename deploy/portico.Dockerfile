@@ -38,9 +38,14 @@ RUN --mount=type=cache,id=portico-pnpm-store,target=/root/.local/share/pnpm/stor
 RUN --mount=type=cache,id=portico-pnpm-store,target=/root/.local/share/pnpm/store \
     pnpm install --offline --frozen-lockfile --prod --filter "@portico/proxy..." \
     && node scripts/runtime-tree.ts @portico/proxy /out
-# Fail the build, not the pod, if a module does not resolve (no compile cache: the runtime
-# stage fills its own, as the pods' user).
-RUN NODE_DISABLE_COMPILE_CACHE=1 node /out/packages/proxy/bin/portico.ts --version
+# The config schema's validator precompiled into the tree, as scripts/setup does in a clone
+# (packages/engine/src/config/validate.ts): without it the proxy compiles the schema with Ajv
+# at start, about 300 ms and much of its start-up garbage. Its validate function is compiled
+# with the module, so the compile cache filled below holds its bytecode and a pod does not
+# parse it again (docs/multicore.md, Memory). Then fail the build, not the pod, if a module
+# does not resolve (no compile cache: the runtime stage fills its own, as the pods' user).
+RUN node scripts/gen-validator.ts /out/packages/engine/node_modules/.cache/portico/config-validator.cjs \
+    && NODE_DISABLE_COMPILE_CACHE=1 node /out/packages/proxy/bin/portico.ts --version
 
 FROM ${NODE_IMAGE} AS runtime
 # Minimal runtime: Node alone (no npm, npx, corepack or yarn) and an unprivileged user whose
@@ -70,5 +75,8 @@ USER 10101:10101
 # Admin (15000) binds to loopback; metrics (15020) and readiness (15021) to every interface;
 # listener ports come from the config.
 EXPOSE 15020 15021
+# glibc's malloc without its dynamic mmap threshold, which kept start-up's freed memory in the
+# process (packages/proxy/src/malloc-tunables.ts; read by glibc as a process starts).
+ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072
 # The young generation the data plane runs with, and no memory reducer (packages/proxy/src/v8-flags.ts); given here, bin/portico.ts need not start Node again.
 ENTRYPOINT ["node", "--max-semi-space-size=4", "--no-memory-reducer", "/app/packages/proxy/bin/portico.ts"]

@@ -2,16 +2,22 @@
  * The data plane's V8 start flags (packages/proxy/src/v8-flags.ts): a gateway started without
  * a semi-space size or a memory-reducer setting runs with Portico's (bin/portico.ts starts
  * Node again with them, same pid); one given by the user (NODE_OPTIONS, or Node's command
- * line for the reducer) is left alone.
+ * line for the reducer) is left alone. glibc's malloc settings (src/malloc-tunables.ts) come
+ * with that start, unless the user set GLIBC_TUNABLES. And what start-up let go (the config
+ * validator) is collected before the gateway idles (src/startup-gc.ts).
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
-import { gateway, startPortico } from '@portico/testkit/portico'
-import { MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '@portico/proxy/v8-flags'
+import { freePort, gateway, runPortico, startPortico } from '@portico/testkit/portico'
+import { waitUntil } from '@portico/testkit/wait'
+import { MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '@portico/proxy/v8-flags'
+import { MALLOC_TUNABLES, withMallocTunables } from '@portico/proxy/malloc-tunables'
 
 const argv = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+/** The environment the process was (last) started with: after bin/portico.ts starts Node again, the new one's. */
+const environ = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')
 
 test('semiSpaceGiven: the flag in either spelling, in execArgv or NODE_OPTIONS', () => {
   assert.equal(semiSpaceGiven([], undefined), false)
@@ -48,5 +54,54 @@ test('a gateway started without a semi-space size or memory-reducer setting runs
     assert.ok(argv(own.child.pid!).includes(MEMORY_REDUCER_FLAG), 'the flag not given is still added: ' + argv(own.child.pid!).join(' '))
   } finally {
     await own.stop()
+  }
+})
+
+test('withMallocTunables: Portico\'s GLIBC_TUNABLES unless the environment has its own', () => {
+  assert.equal(withMallocTunables({ PATH: '/bin' }).GLIBC_TUNABLES, MALLOC_TUNABLES)
+  assert.equal(withMallocTunables({ GLIBC_TUNABLES: '' }).GLIBC_TUNABLES, MALLOC_TUNABLES)
+  assert.equal(withMallocTunables({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }).GLIBC_TUNABLES, 'glibc.malloc.arena_max=2')
+  assert.equal(MALLOC_TUNABLES, 'glibc.malloc.mmap_threshold=131072')
+})
+
+test('a gateway started bare runs with Portico\'s GLIBC_TUNABLES (set as Node starts again); the user\'s own wins', async () => {
+  const plain = await startPortico({ config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
+  try {
+    assert.ok(environ(plain.child.pid!).includes(`GLIBC_TUNABLES=${MALLOC_TUNABLES}`), environ(plain.child.pid!).filter(e => e.startsWith('GLIBC')).join(' '))
+  } finally {
+    await plain.stop()
+  }
+  const own = await startPortico({ env: { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' }, config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
+  try {
+    assert.deepEqual(environ(own.child.pid!).filter(e => e.startsWith('GLIBC_TUNABLES=')), ['GLIBC_TUNABLES=glibc.malloc.arena_max=2'])
+  } finally {
+    await own.stop()
+  }
+})
+
+test('compilationCacheGiven: the user\'s own setting either way (execArgv or NODE_OPTIONS) is left alone', () => {
+  assert.equal(compilationCacheGiven([], undefined), false)
+  assert.equal(compilationCacheGiven(['--compilation-cache'], undefined), true)
+  assert.equal(compilationCacheGiven([], '--no_compilation_cache'), true)
+  assert.equal(compilationCacheGiven(['--compilation-cache-foo'], undefined), false, 'another flag')
+})
+
+test('a gateway lets the config validator go once started: its bytecode (3 MB, in V8\'s large-object space) is collected while it idles', async () => {
+  // A warm compile cache first: a module stripped from TypeScript leaves Node's compiler loaded, large objects and all.
+  const warm = await runPortico(['--warm-cache'], { timeoutMs: 60_000 })
+  assert.equal(warm.code, 0, warm.stdout + warm.stderr)
+  const admin = await freePort()
+  const plain = await startPortico({ env: { ADMIN_ADDR: `127.0.0.1:${admin}` }, config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
+  try {
+    type Space = { space_name: string, space_size: number }
+    let spaces: Space[] = []
+    const largest = () => Math.max(...spaces.filter(s => /large_object_space$/.test(s.space_name)).map(s => s.space_size))
+    // Before the change it stayed: the compilation cache (and Ajv's module tree) held it, and an idle proxy runs no full GC.
+    await waitUntil(async () => {
+      spaces = ((await (await fetch(`http://127.0.0.1:${admin}/memory`)).json()) as { heapSpaces: Space[] }).heapSpaces
+      return largest() < 1024 * 1024
+    }, 10_000, () => `large-object spaces under 1 MiB (${spaces.filter(s => /large_object_space$/.test(s.space_name)).map(s => `${s.space_name} ${s.space_size}`).join(', ')})`, 200)
+  } finally {
+    await plain.stop()
   }
 })

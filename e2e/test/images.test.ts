@@ -13,11 +13,16 @@ import { once } from 'node:events'
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { REPO_ROOT, run } from '../lib/chart.ts'
 import { freePort } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
 import { requireTool } from '@portico/testkit/tools'
 import { START_FLAGS } from '@portico/proxy/v8-flags'
+import { MALLOC_TUNABLES } from '@portico/proxy/malloc-tunables'
+
+/** Where config/validate.ts looks for the precompiled config validator, in a tree (PRECOMPILED_VALIDATOR_PATH). */
+const VALIDATOR_IN_TREE = 'packages/engine/node_modules/.cache/portico/config-validator.cjs'
 
 const IMAGES = [
   { dockerfile: 'deploy/controller.Dockerfile', pkg: '@portico/controller', entry: 'packages/controller/bin/portico-controller.ts', ports: ['9978', '9093', '9092'] },
@@ -109,6 +114,13 @@ for (const image of IMAGES) {
       assert.ok(warm >= 0, 'the runtime stage runs the entrypoint with --warm-cache')
       assert.equal(last.slice(0, warm).filter(i => i.op === 'USER').at(-1)?.args, '10101:10101', 'the cache is filled as the pods\' user')
       assert.match(text, /NODE_COMPILE_CACHE=\/app\/packages\/proxy\/node_modules\/\.cache\/node-compile-cache\b/)
+      // glibc's malloc settings (packages/proxy/src/malloc-tunables.ts), in the runtime's environment.
+      assert.ok(last.some(i => i.op === 'ENV' && i.args === `GLIBC_TUNABLES=${MALLOC_TUNABLES}`), `ENV GLIBC_TUNABLES=${MALLOC_TUNABLES} in the runtime stage`)
+      // The config validator is precompiled into the runtime tree (scripts/setup's step), before the cache is filled.
+      const build = ins.filter(i => i.stage === 0)
+      const tree = build.findIndex(i => i.op === 'RUN' && i.args.includes('scripts/runtime-tree.ts @portico/proxy /out'))
+      const gen = build.findIndex(i => i.op === 'RUN' && i.args.startsWith(`node scripts/gen-validator.ts /out/${VALIDATOR_IN_TREE} `))
+      assert.ok(tree >= 0 && gen > tree, 'the build stage precompiles the config validator into /out after the runtime tree')
     }
     assert.ok(existsSync(join(REPO_ROOT, image.entry)))
     assert.deepEqual(last.find(i => i.op === 'EXPOSE')!.args.split(/\s+/), image.ports)
@@ -170,6 +182,11 @@ test('the images\' build steps, replayed on their build context, give runnable r
       assert.ok(!existsSync(join(out, 'packages/cli')), 'porticoctl is not in the image')
       assert.ok(!existsSync(join(out, 'e2e')) && !existsSync(join(out, 'bench')))
       assert.ok(existsSync(join(out, 'protos')), 'protos/ is in the image')
+      if (image.pkg === '@portico/proxy') {
+        // RUN node scripts/gen-validator.ts /out/<the validator's place>
+        const gen = await run(process.execPath, [join(context, 'scripts/gen-validator.ts'), join(out, VALIDATOR_IN_TREE)])
+        assert.equal(gen.code, 0, gen.stderr)
+      }
       // The runtime: nothing but the tree, from another directory.
       rmSync(context, { recursive: true, force: true })
       const env = { PATH: '/usr/bin:/bin', HOME: dir, NODE_ENV: 'production' }
@@ -186,6 +203,11 @@ test('the images\' build steps, replayed on their build context, give runnable r
         const version = await run(process.execPath, [join(out, image.entry), '--version'], { env })
         assert.equal(version.code, 0, version.stderr)
         assert.match(version.stdout, /^portico \d+\.\d+\.\d+/)
+        // The tree's engine finds its precompiled validator, made from its own Ajv and schema (its key matches).
+        const validate = pathToFileURL(join(out, 'packages/engine/src/config/validate.ts')).href
+        const found = await run(process.execPath, ['--input-type=module', '-e', `const v = await import(${JSON.stringify(validate)}); console.log(v.PRECOMPILED_VALIDATOR_PATH, typeof v.loadPrecompiledValidator(v.PRECOMPILED_VALIDATOR_PATH, v.validatorKey()))`], { env })
+        assert.equal(found.code, 0, found.stderr)
+        assert.equal(found.stdout.trim(), `${join(out, VALIDATOR_IN_TREE)} function`, 'the runtime tree\'s proxy uses the precompiled validator')
         // It serves: the quickstart config, on free ports.
         const [port, admin, stats, ready] = [await freePort(), await freePort(), await freePort(), await freePort()]
         const config = readFileSync(join(REPO_ROOT, 'examples/quickstart.yaml'), 'utf8').replace(/port: 3000/, `port: ${port}`)

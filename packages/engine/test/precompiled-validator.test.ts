@@ -1,7 +1,8 @@
 /**
  * The precompiled config validator (scripts/gen-validator.ts, run by scripts/setup) gives
- * the same answers as compiling the schema at run time, and is ignored when its key does
- * not match the schema and Ajv it was made from.
+ * the same answers as compiling the schema at run time, is ignored when its key does
+ * not match the schema and Ajv it was made from, and has V8 compile its validate function
+ * with the module, so that Node's compile cache holds the function's bytecode.
  */
 
 import { test } from 'node:test'
@@ -10,8 +11,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { createRequire } from 'node:module'
+import vm from 'node:vm'
 import { existsSync } from 'node:fs'
-import { compileValidator, loadPrecompiledValidator, precompiledValidatorText, PRECOMPILED_VALIDATOR_PATH, releaseValidator, validateAgainstSchema, validatorKey } from '../src/config/validate.ts'
+import { compileValidator, eagerValidateFunction, loadPrecompiledValidator, precompiledValidatorText, PRECOMPILED_VALIDATOR_PATH, releaseValidator, validateAgainstSchema, validatorKey } from '../src/config/validate.ts'
 
 const DOCUMENTS: unknown[] = [
   { gateways: { default: { port: 3000 } }, routes: [{ name: 'a', backends: [{ host: '127.0.0.1:8080' }] }] },
@@ -46,7 +48,7 @@ test('the precompiled validator answers as the runtime-compiled one; a stale or 
   assert.equal(loadPrecompiledValidator(join(dir, 'missing.cjs'), validatorKey()), null)
 })
 
-test('releaseValidator lets the precompiled validator go (out of the module cache, with what it required first); the next validation loads it again', { skip: !existsSync(PRECOMPILED_VALIDATOR_PATH) && 'no precompiled validator (scripts/setup makes it)' }, () => {
+test('releaseValidator lets the precompiled validator go (out of the module cache and every module\'s children, with what it required first); the next validation loads it again', { skip: !existsSync(PRECOMPILED_VALIDATOR_PATH) && 'no precompiled validator (scripts/setup makes it)' }, () => {
   const cache = createRequire(import.meta.url).cache
   const validator = createRequire(import.meta.url).resolve(PRECOMPILED_VALIDATOR_PATH)
   // The validator, and the one Ajv helper its code requires (the test above compiles Ajv: its other helpers stay).
@@ -57,6 +59,40 @@ test('releaseValidator lets the precompiled validator go (out of the module cach
   releaseValidator()
   // Nothing cached names it: its module, and Ajv's helper whose first parent it was, are gone.
   assert.deepEqual(cached(), [])
+  // Nor lists them among its children (Ajv's own limitLength.js requires the same helper): a
+  // module listed there, naming the validator as its first parent, would keep it alive.
+  const listed = Object.values(cache).flatMap(m => m?.children ?? []).filter(c => c.id === validator || c.id.endsWith('/ajv/dist/runtime/ucs2length.js'))
+  assert.deepEqual(listed.filter(c => cache[c.id] !== c).map(c => c.id), [])
   assert.deepEqual(answers(), before, 'the same answers after it is loaded again')
   releaseValidator()
+})
+
+test('the precompiled validate function is compiled with its module: a code cache made then holds its bytecode', () => {
+  const text = precompiledValidatorText()
+  // The shape eagerValidateFunction makes from the Ajv of the lockfile (it returns Ajv's code unchanged for any other).
+  const m = /^"use strict";.*const (validate\d+) = \(function \1\(/m.exec(text)
+  assert.ok(m !== null, 'the validate function is a parenthesized function expression')
+  assert.match(text, new RegExp(`module\\.exports = ${m[1]};module\\.exports\\.default = ${m[1]};\\n$`))
+  // Node's compile cache is V8's code cache made when the module is compiled, before it runs
+  // (as here): with the function compiled lazily it held none of the function's bytecode.
+  const { ajv, validate } = compileValidator({ source: true })
+  const standalone = (createRequire(import.meta.url)('ajv/dist/standalone/index.js') as typeof import('ajv/dist/standalone/index.js')).default
+  const lazy = standalone(ajv, validate)
+  const cacheBytes = (code: string) => new vm.Script(code).createCachedData().length
+  const eager = cacheBytes(text)
+  assert.ok(eager > 10 * cacheBytes(lazy), `code cache ${eager} bytes, lazily compiled ${cacheBytes(lazy)}`)
+  assert.ok(eager > 1_000_000, `code cache ${eager} bytes: the function's bytecode (MBs: the schema is inlined into it)`)
+})
+
+test('eagerValidateFunction leaves code of another shape as it came', () => {
+  const fn = 'function validate1(data){return true;}'
+  const ajv = `"use strict";module.exports = validate1;module.exports.default = validate1;const schema2 = {};${fn}`
+  assert.equal(eagerValidateFunction(ajv, 'validate1', fn), '"use strict";const schema2 = {};const validate1 = (function validate1(data){return true;});module.exports = validate1;module.exports.default = validate1;')
+  // A scope that names the function before its definition needs the hoisted declaration.
+  const recursive = `"use strict";module.exports = validate1;module.exports.default = validate1;const wrapper0 = {validate: validate1};${fn}`
+  assert.equal(eagerValidateFunction(recursive, 'validate1', fn), recursive)
+  // Not Ajv's head, or the function not last: unchanged.
+  assert.equal(eagerValidateFunction(`"use strict";export default validate1;${fn}`, 'validate1', fn), `"use strict";export default validate1;${fn}`)
+  assert.equal(eagerValidateFunction(`${ajv}validate1.evaluated = {};`, 'validate1', fn), `${ajv}validate1.evaluated = {};`)
+  assert.equal(eagerValidateFunction(ajv, 'validate1', 'function other(){}'), ajv)
 })

@@ -10,7 +10,9 @@
 import { enableCompileCache, flushCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
-import { INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
+import { COMPILATION_CACHE_FLAG, INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
+import { takeGc } from '../src/startup-gc.ts'
+import { withMallocTunables } from '../src/malloc-tunables.ts'
 
 const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url))
 
@@ -27,13 +29,19 @@ const startFlags = [
   ...(semiSpaceGiven(process.execArgv, process.env.NODE_OPTIONS) ? [] : [SEMI_SPACE_FLAG]),
   ...(memoryReducerGiven(process.execArgv) ? [] : [MEMORY_REDUCER_FLAG])
 ]
+// glibc's malloc settings ride along (src/malloc-tunables.ts): read only when a process
+// starts, they need no start of their own — a Node given both flags (the image, which sets
+// them in its environment) is not started again for them.
 if (startFlags.length > 0 && typeof process.execve === 'function') {
-  const env = process.env.NODE_COMPILE_CACHE === undefined && process.env.NODE_DISABLE_COMPILE_CACHE !== '1' ? { ...process.env, NODE_COMPILE_CACHE: CACHE_DIR } : process.env
+  const env = withMallocTunables(process.env.NODE_COMPILE_CACHE === undefined && process.env.NODE_DISABLE_COMPILE_CACHE !== '1' ? { ...process.env, NODE_COMPILE_CACHE: CACHE_DIR } : process.env)
   process.execve(process.execPath, [process.execPath, ...startFlags, ...process.execArgv, ...process.argv.slice(1)], env)
 }
 
 // Before anything hot is optimized (src/v8-flags.ts says why).
 if (!inliningGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(INLINING_FLAG)
+// Before any module is compiled, as the flags key Node's compile cache (src/startup-gc.ts).
+if (!compilationCacheGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(COMPILATION_CACHE_FLAG)
+takeGc()
 
 enableCompileCache(CACHE_DIR)
 // Imported after the cache is on (a static import would load cli.ts before this line runs).

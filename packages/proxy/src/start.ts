@@ -13,6 +13,7 @@ import type { Portico } from './portico.ts'
 import { resolveSettings, type Settings } from './settings.ts'
 import { version } from './version.ts'
 import { SAME_STOP_MS, wireStopRequests } from './stop-requests.ts'
+import { collectStartupGarbage } from './startup-gc.ts'
 
 export interface FileRunOptions {
   file: string
@@ -46,8 +47,9 @@ export async function runFile (options: FileRunOptions): Promise<void> {
     await portico.start(config, result.text)
   }, { config: config.ir.version })
   // The config and the settings are validated: the schema validator (~9 MiB of V8 heap with
-  // its source and code) goes until a reload loads it again.
+  // its source and code) goes until a reload loads it again — now, with start-up's garbage.
   releaseValidator()
+  collectStartupGarbage()
   if (process.stdout.isTTY === true) {
     const { readySummary } = await import('./ready-summary.ts')
     const { settings } = setup

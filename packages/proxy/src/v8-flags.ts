@@ -77,3 +77,16 @@ export const INLINING_FLAG = '--max-inlined-bytecode-size-cumulative=1840'
 export function inliningGiven (execArgv: string[], nodeOptions: string | undefined): boolean {
   return [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some(a => /^--max[-_]inlined[-_]bytecode[-_]size[-_]cumulative(=|$)/.test(a))
 }
+
+/**
+ * No in-isolate compilation cache: V8's cache of compiled scripts held the released config
+ * validator until its bytecode was flushed (startup-gc.ts says why it is off, and what it
+ * served). Set by bin/portico.ts with v8.setFlagsFromString before any module loads, unless
+ * Node was given a setting of its own.
+ */
+export const COMPILATION_CACHE_FLAG = '--no-compilation-cache'
+
+/** Whether Node was started with a compilation-cache setting of its own, either way (the flag, or NODE_OPTIONS). */
+export function compilationCacheGiven (execArgv: string[], nodeOptions: string | undefined): boolean {
+  return [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some(a => /^--(no[-_])?compilation[-_]cache(=|$)/.test(a))
+}

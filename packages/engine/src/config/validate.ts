@@ -64,15 +64,43 @@ export function compileValidator (options: { source?: boolean } = {}): { ajv: Aj
   return { ajv, validate: ajv.compile(JSON.parse(schemaFileText()) as object) }
 }
 
-/** The precompiled validator's file text: its key line, then Ajv's standalone code (CommonJS). */
+/** The precompiled validator's file text: its key line, then Ajv's standalone code (CommonJS), its validate function compiled eagerly. */
 export function precompiledValidatorText (): string {
   const { ajv, validate } = compileValidator({ source: true })
   const standalone = (require('ajv/dist/standalone/index.js') as typeof import('ajv/dist/standalone/index.js')).default
+  const source = validate.source
+  const code = eagerValidateFunction(standalone(ajv, validate), source?.validateName.str ?? '', source?.validateCode ?? '')
   // Only ASCII, characters beyond it escaped (they are in the schema's descriptions, in
   // string literals): one such character made V8 hold the whole ~1.4 MB source two bytes a
   // character for as long as the process runs.
-  const code = standalone(ajv, validate).replace(/[^\x00-\x7f]/g, c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
-  return `${PRECOMPILED_HEADER}${validatorKey()}\n${code}\n`
+  return `${PRECOMPILED_HEADER}${validatorKey()}\n${code.replace(/[^\x00-\x7f]/g, c => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}\n`
+}
+
+/**
+ * Ajv's standalone module with its validate function compiled when the module is, not at its
+ * first call. Ajv declares it (`function validate10(…) {…}`, the whole schema inlined: 3.4 MB
+ * of source in one function), which V8 compiles lazily — so Node's compile cache, made when
+ * the module is compiled, held none of its bytecode, and every start parsed and compiled the
+ * function again at the first validation: about 43 MB of V8 compiler memory (zone segments,
+ * from glibc's main heap) at once, freed again, but kept by glibc in the process's `[heap]`
+ * for as long as it runs (about 30 MiB of idle private memory; docs/multicore.md, Memory).
+ * Declared as a parenthesized function expression instead, V8 compiles it with the module
+ * (its eager-compile heuristic for `(function …)`), the compile cache keeps its bytecode, and
+ * a start with a warm cache deserializes it without parsing.
+ *
+ * `code` is Ajv's output: `"use strict";module.exports = NAME;module.exports.default =
+ * NAME;`, its scope (the schema and helpers it references), then `validateCode`. Anything
+ * else — another Ajv's shape, a scope that names the function before its definition — is
+ * returned as it came: correct, only lazily compiled (a test pins the shape to the Ajv in
+ * the lockfile).
+ */
+export function eagerValidateFunction (code: string, name: string, validateCode: string): string {
+  const head = `"use strict";module.exports = ${name};module.exports.default = ${name};`
+  if (!/^[A-Za-z_$][\w$]*$/.test(name) || !validateCode.startsWith(`function ${name}(`) || !code.startsWith(head) || !code.endsWith(validateCode)) return code
+  const scope = code.slice(head.length, code.length - validateCode.length)
+  // A scope that names the function (a recursive $ref's wrapper, say) needs it hoisted: the declaration stays.
+  if (new RegExp(`(?<![\\w$])${name.replace(/\$/g, '\\$')}(?![\\w$])`).test(scope)) return code
+  return `"use strict";${scope}const ${name} = (${validateCode});module.exports = ${name};module.exports.default = ${name};`
 }
 
 /** The precompiled validator at `path` if it exists and its key is `key`; otherwise null. */
@@ -116,9 +144,17 @@ export function releaseValidator (): void {
   }
   const module = require.cache[key]
   delete require.cache[key]
+  if (module === undefined) return
   // The modules it required first (Ajv's ucs2length) name it as their parent, so they would
-  // hold it as long as they are cached: they go too (a few KB, required again with it).
-  for (const child of module?.children ?? []) delete require.cache[child.id]
+  // hold it as long as they are cached: they go too (a few KB, required again with it)...
+  const gone = new Set<NodeJS.Module>([module, ...module.children])
+  for (const child of module.children) delete require.cache[child.id]
+  // ...and out of the children of any module that required them after it: Fastify's Ajv
+  // requires the same ucs2length, and its limitLength.js listing that module held the
+  // validator's 3.8 MB source and 3 MB of bytecode for as long as the proxy ran.
+  for (const cached of Object.values(require.cache)) {
+    if (cached !== undefined && cached.children.some(c => gone.has(c))) cached.children = cached.children.filter(c => !gone.has(c))
+  }
 }
 
 /** Validates a parsed document against the config schema. Positions are filled in later. */
