@@ -7,7 +7,9 @@
  *
  * Run: node bench/builds.ts --before /path/to/other/checkout [--after /path/to/checkout]
  *      [--rounds 4] [--duration 5]
- *      [--warmup 3] [--connections 50] [--log-level warn]
+ *      [--warmup 3] [--connections 50] [--log-level warn] [--path /] [--load autocannon|wrk]
+ * (`--path /64k`: the benchmark backend's 64 KiB answer; `--load wrk`: the C client, which
+ * leaves more of a small machine to the servers.)
  * Progress goes to stderr; the table and a final JSON line go to stdout.
  */
 
@@ -27,7 +29,9 @@ const { values } = parseArgs({
     duration: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '3' },
     connections: { type: 'string', default: '50' },
-    'log-level': { type: 'string', default: 'warn' }
+    'log-level': { type: 'string', default: 'warn' },
+    path: { type: 'string', default: '/' },
+    load: { type: 'string', default: 'autocannon' }
   }
 })
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
@@ -48,6 +52,8 @@ if (afterBin !== undefined && !existsSync(afterBin)) {
 }
 const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections) }
 const logLevel = values['log-level']!
+const path = values.path!
+const loadGenerator = values.load === 'wrk' ? 'wrk' : 'autocannon'
 
 const servers: Server[] = []
 try {
@@ -60,21 +66,21 @@ try {
   servers.push(after)
   const load = { start: loadavg() }
   const result = await compareAbba(
-    { name: 'before', url: `http://127.0.0.1:${before.port}/`, cpu: before.child.cpuSeconds },
-    { name: 'after', url: `http://127.0.0.1:${after.port}/`, cpu: after.child.cpuSeconds },
-    { ...opts, progress }
+    { name: 'before', url: `http://127.0.0.1:${before.port}${path}`, cpu: before.child.cpuSeconds },
+    { name: 'after', url: `http://127.0.0.1:${after.port}${path}`, cpu: after.child.cpuSeconds },
+    { ...opts, progress, load: loadGenerator }
   )
   const cpus = availableParallelism()
   const out = [
     `builds benchmark: Node ${process.version}, ${cpus} CPU${cpus === 1 ? '' : 's'} shared by the load generator, both Portico processes (one loaded at a time) and the backend`,
     `before: ${beforeBin}; after: ${afterBin ?? 'this checkout'}; LOG_LEVEL=${logLevel}; load average ${load.start.map(n => fmt(n)).join(', ')} at the start, ${loadavg().map(n => fmt(n)).join(', ')} at the end`,
-    `closed loop (autocannon), ${opts.connections} connections, ${opts.duration} s measured after ${opts.warmup} s warm-up per run, ${opts.rounds} rounds in ABBA order; CPU µs/req is each Portico's own`,
+    `closed loop (${loadGenerator}), GET ${path}, ${opts.connections} connections, ${opts.duration} s measured after ${opts.warmup} s warm-up per run, ${opts.rounds} rounds in ABBA order; CPU µs/req is each Portico's own`,
     ...abbaReport(result, { a: 'before', b: 'after' }),
     '',
     `after/before (median of rounds): req/s ${fmt(result.rpsRatio, 3)}x, CPU µs/req ${fmt(result.cpuRatio, 3)}x (before ${fmt(result.median.aCpuUsPerRequest, 1)}, after ${fmt(result.median.bCpuUsPerRequest, 1)})`
   ]
   process.stdout.write(out.join('\n') + '\n')
-  process.stdout.write(JSON.stringify(rounded({ bench: 'builds', node: process.version, cpus, options: { ...opts, logLevel }, rpsRatio: result.rpsRatio, cpuRatio: result.cpuRatio, median: result.median, roundRatios: result.roundRatios, roundCpuRatios: result.roundCpuRatios })) + '\n')
+  process.stdout.write(JSON.stringify(rounded({ bench: 'builds', node: process.version, cpus, options: { ...opts, logLevel, path, load: loadGenerator }, rpsRatio: result.rpsRatio, cpuRatio: result.cpuRatio, median: result.median, roundRatios: result.roundRatios, roundCpuRatios: result.roundCpuRatios })) + '\n')
 } finally {
   await Promise.all(servers.map(s => s.child.stop()))
 }
