@@ -165,6 +165,28 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
     }
   }
 
+  /**
+   * Whether the chunks given to onResponseData are out of Portico's hands (the backend
+   * connection may then read into their buffer again: LendingHandler in h1-connection.ts):
+   * nothing of the answer waits in the client's socket or the response, where a write that
+   * did not go out at once (a slow client) keeps the chunk itself; and no base64 remainder
+   * holds part of one. Node corks an HTTP/1.1 client's socket at a response's write and
+   * uncorks it on the next tick, so that what one callback writes goes out in one `writev`;
+   * this is asked at the end of the backend read that made those writes, the same moment for
+   * that purpose: the socket is uncorked here (Node's own uncork then finds nothing to do),
+   * so a 64 KiB answer's first chunk goes out before the next read rather than keeping the
+   * buffer to itself.
+   */
+  chunkReleased (): boolean {
+    if (this.base64 !== null) return false
+    const res = this.ctx.res
+    if (res.writableLength === 0) return true
+    const socket = this.ctx.req.httpVersionMajor === 1 ? res.socket : null
+    if (socket == null || socket.writableCorked !== 1) return false
+    socket.uncork()
+    return res.writableLength === 0
+  }
+
   onResponseEnd (c: Dispatcher.DispatchController, received: Record<string, string | string[] | undefined>): void {
     const ctx = this.ctx
     const res = ctx.res

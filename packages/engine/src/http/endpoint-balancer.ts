@@ -18,6 +18,7 @@
 import type { Dispatcher } from 'undici'
 import type { PoolCounts, UpstreamDispatcher } from './dispatcher.ts'
 import type { H1Pool } from './h1-pool.ts'
+import type { LendingHandler } from './h1-connection.ts'
 import type { H2Pool } from './h2-pool.ts'
 import type { BackendHealthIR } from '../ir/traffic.ts'
 import { PorticoError, type PorticoErrorCode } from '../util/errors.ts'
@@ -210,7 +211,7 @@ export class EndpointBalancer implements UpstreamDispatcher {
     return true
   }
 
-  private observe (e: Endpoint, handler: Dispatcher.DispatchHandler): Dispatcher.DispatchHandler {
+  private observe (e: Endpoint, handler: Dispatcher.DispatchHandler): LendingHandler {
     const health = this.health!
     let seen = false
     const record = (failed: boolean, retryAfterMs = 0): void => {
@@ -231,6 +232,8 @@ export class EndpointBalancer implements UpstreamDispatcher {
         handler.onResponseStart?.(c, status, headers, message)
       },
       onResponseData: (c, chunk) => handler.onResponseData?.(c, chunk),
+      // It keeps no chunk: whether they are let go is the inner handler's to say (LendingHandler).
+      chunkReleased: () => (handler as LendingHandler).chunkReleased?.() === true,
       onResponseEnd: (c, trailers) => handler.onResponseEnd?.(c, trailers),
       onResponseError: (c, err) => {
         if (!NOT_THE_ENDPOINT.has((err as PorticoError).code)) record(true)

@@ -41,6 +41,45 @@ export interface ConnectionOwner {
   stray(conn: H1Connection): void
 }
 
+/**
+ * A dispatch handler that may be given chunks lent from the connection's read buffer
+ * (`ReadBuffer`): a chunk passed to its onResponseData is valid until that call returns
+ * unless the handler says otherwise. After each socket read, `chunkReleased()` answers
+ * whether the handler let go of every chunk it got in that read (it copied what it keeps, or
+ * kept nothing): true lets the connection read the next bytes into the same buffer; false
+ * (or a handler without the method) gives the kept chunk that buffer, and the connection
+ * reads on into a new one. Handlers that wrap others and may keep chunks (trace capture,
+ * response interceptors, LLM usage, retries) do not have the method: they get buffers of
+ * their own, as before.
+ */
+export interface LendingHandler extends Dispatcher.DispatchHandler {
+  chunkReleased?(): boolean
+}
+
+/**
+ * Bytes a plain TCP backend connection reads into one buffer of its own (net's `onread`),
+ * reused while nothing keeps what was read, instead of Node's fresh 64 KiB allocation per
+ * read: on a 64 KiB answer that was 5-10 % of the CPU per request (bench/README.md). A
+ * reader that keeps a chunk (a paused call's held bytes, a head split across reads, a
+ * handler that queued it: see LendingHandler) takes the buffer with it and the connection
+ * allocates another. TLS and tunnelled connections, and connections opened for an upgrade
+ * (whose socket is handed on as a stream), read as Node does.
+ */
+export const READ_BUFFER_SIZE = 64 * 1024
+
+export class ReadBuffer {
+  buffer: Buffer = Buffer.allocUnsafeSlow(READ_BUFFER_SIZE)
+  conn: H1Connection | null = null
+  /** net.connect's `onread` option: the buffer for the next read, and the read's callback. */
+  readonly onread = {
+    buffer: (): Buffer => this.buffer,
+    callback: (nread: number, buf: Buffer): boolean => {
+      this.conn?.onRead(this, nread, buf)
+      return true
+    }
+  }
+}
+
 /** Methods safe to send again when a reused connection turned out to be closed (RFC 9110 §9.2.2). */
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE'])
 
@@ -124,12 +163,18 @@ export class H1Connection implements ResponseEvents {
   private bodyLeft = 0
   private bodyDone = true
   private waitingForDrain = false
+  /** The socket reads into this buffer (net's `onread`), null when it reads as Node does. */
+  private readonly reads: ReadBuffer | null
+  /** The handler given a chunk of the read in progress (lent from `reads`). */
+  private borrower: LendingHandler | null = null
 
-  constructor (owner: ConnectionOwner, socket: Socket) {
+  constructor (owner: ConnectionOwner, socket: Socket, reads: ReadBuffer | null = null) {
     this.owner = owner
     this.socket = socket
+    this.reads = reads
     this.parser = new H1ResponseParser(this)
-    socket.on('data', chunk => this.onSocketData(chunk as Buffer))
+    if (reads !== null) reads.conn = this
+    else socket.on('data', chunk => this.onSocketData(chunk as Buffer))
     socket.on('end', () => this.onSocketEnd())
     socket.on('error', err => { this.error ??= err })
     socket.on('close', () => this.onSocketClose())
@@ -143,10 +188,17 @@ export class H1Connection implements ResponseEvents {
   /**
    * Bytes came while it was idle that the 'data' listener has not seen (held in the stream's
    * buffer, were the socket paused): it must not carry another request. (Its end needs no
-   * check: the 'end' listener destroys it.)
+   * check: the 'end' listener destroys it.) A socket reading into its own buffer keeps no
+   * stream buffer: stopped, it leaves what came in the kernel, where nothing can count it, so
+   * a stopped one counts as holding bytes.
    */
   unsolicited (): boolean {
-    return this.socket.readableLength !== 0
+    return this.socket.readableLength !== 0 || (this.reads !== null && this.socket.isPaused())
+  }
+
+  /** Whether this connection can carry `call`: an upgrade needs a socket that reads as a stream. */
+  fits (call: H1Call): boolean {
+    return this.reads === null || typeof call.options.upgrade !== 'string'
   }
 
   /** Runs a call: writes its request, reads its answer. */
@@ -299,6 +351,20 @@ export class H1Connection implements ResponseEvents {
     if (this.eofPending && call !== null && this.call === call && this.held === null && !this.parser.paused && this.parser.finish()) this.finishCall()
   }
 
+  /**
+   * A read into `reads` (net's `onread`): the bytes are handled as a 'data' chunk would be,
+   * then the buffer is kept for the next read unless something holds on to them.
+   */
+  onRead (reads: ReadBuffer, nread: number, buf: Buffer): void {
+    this.borrower = null
+    this.onSocketData(buf.subarray(0, nread))
+    const borrower = this.borrower as LendingHandler | null
+    this.borrower = null
+    if (this.held !== null || this.parser.holdsBytes || (borrower !== null && borrower.chunkReleased?.() !== true)) {
+      reads.buffer = Buffer.allocUnsafeSlow(READ_BUFFER_SIZE)
+    }
+  }
+
   private onSocketData (chunk: Buffer): void {
     const call = this.call
     if (call === null) {
@@ -371,6 +437,7 @@ export class H1Connection implements ResponseEvents {
 
   onData (chunk: Buffer): void {
     const call = this.call!
+    this.borrower = call.handler
     try {
       call.handler.onResponseData?.(call, chunk)
     } catch (err) {

@@ -30,7 +30,7 @@ import tls, { type ConnectionOptions } from 'node:tls'
 import type { Duplex } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import type { PoolCounts, UpstreamDispatcher } from './dispatcher.ts'
-import { H1Call, H1Connection, type ConnectionOwner } from './h1-connection.ts'
+import { H1Call, H1Connection, ReadBuffer, type ConnectionOwner } from './h1-connection.ts'
 import { PorticoError } from '../util/errors.ts'
 
 /** Published when a connection is ready (TLS included): proxy/src/connect-timing.ts reads it. */
@@ -122,6 +122,7 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
   }
 
   private assign (call: H1Call): void {
+    if (!this.fitsIdle(call)) return
     let conn = this.idle.pop()
     while (conn !== undefined && (!conn.idle || conn.unsolicited() || !tunnelReusable(conn))) {
       if (conn.idle && !tunnelReusable(conn)) conn.socket.destroy()
@@ -143,21 +144,49 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
     this.queue.push(call)
   }
 
+  /**
+   * An upgrade needs a connection whose socket reads as a stream (ReadBuffer in
+   * h1-connection.ts): idle connections that read into their own buffer do not fit it. It
+   * takes the most recent idle one that does, else a new connection (in place of the oldest
+   * idle one when the pool is full). False when it was placed here; true: assign as usual.
+   */
+  private fitsIdle (call: H1Call): boolean {
+    if (typeof call.options.upgrade !== 'string' || this.idle.every(c => c.fits(call))) return true
+    for (let i = this.idle.length - 1; i >= 0; i--) {
+      const conn = this.idle[i]!
+      if (conn.fits(call) && conn.idle && !conn.unsolicited() && tunnelReusable(conn)) {
+        this.idle.splice(i, 1)
+        conn.run(call)
+        return false
+      }
+    }
+    if (this.all.size + this.tunnelsOpening < this.maxConnections) this.open(call)
+    else {
+      // Full: the oldest idle connection closes, and `closed` opens one for the queue's head.
+      this.queue.unshift(call)
+      this.idle.shift()?.socket.destroy()
+    }
+    return false
+  }
+
   private open (call: H1Call): void {
     if (this.tunnel !== undefined) {
       this.openTunnel(call, this.tunnel)
       return
     }
     let socket: Socket
+    // Plain TCP reads into a buffer of the connection's own (h1-connection.ts ReadBuffer),
+    // but for an upgrade, whose socket goes on as a stream.
+    const reads = this.secure || typeof call.options.upgrade === 'string' ? null : new ReadBuffer()
     try {
       socket = this.secure
         ? tls.connect({ ...this.tlsOptions, host: this.hostname, port: this.port, servername: this.tlsOptions?.servername ?? serverName(call.options.headers, this.hostname), ALPNProtocols: ['http/1.1'] })
-        : net.connect({ host: this.hostname, port: this.port, allowHalfOpen: true })
+        : net.connect({ host: this.hostname, port: this.port, allowHalfOpen: true, ...(reads !== null ? { onread: reads.onread } : {}) })
     } catch (err) {
       call.fail(err as Error)
       return
     }
-    const conn = new H1Connection(this, socket)
+    const conn = new H1Connection(this, socket, reads)
     this.all.add(conn)
     this.opening.set(conn, call)
     const timer = setTimeout(() => {
@@ -238,8 +267,15 @@ export class H1Pool implements UpstreamDispatcher, ConnectionOwner {
       }
       this.strayUntil = 0
     }
-    const next = this.queue.shift()
+    const next = this.queue[0]
     if (next !== undefined) {
+      if (!conn.fits(next)) {
+        // An upgrade waits for a connection that reads as a stream: this one closes, and
+        // `closed` opens one in its place.
+        conn.socket.destroy()
+        return
+      }
+      this.queue.shift()
       conn.run(next)
       return
     }

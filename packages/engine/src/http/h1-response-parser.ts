@@ -111,6 +111,11 @@ export class H1ResponseParser {
     return this.state === State.UntilClose
   }
 
+  /** Part of a head or trailer section is kept from an earlier read (a reused read buffer must not be overwritten). */
+  get holdsBytes (): boolean {
+    return this.pending !== null
+  }
+
   /** The head has been read (bytes of the body may be outstanding). */
   get headRead (): boolean {
     return this.state !== State.Head

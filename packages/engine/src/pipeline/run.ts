@@ -137,7 +137,9 @@ export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: Inc
   if (upgrade != null) ctx.upgrade = upgrade
   if (rt.otel !== null) ctx.span = rt.otel.startRequest(req.headers, ctx.method, listener.frontend.sampling)
   rt.inFlight.add(ctx)
-  res.once('close', () => finish(rt, ctx))
+  // `on`, not `once`: a response emits 'close' once (Node guards it with `_closed`), and
+  // `once` wraps each listener in a bound function and a state object per request.
+  res.on('close', () => finish(rt, ctx))
   run(rt, ctx).catch(err => {
     rt.onInternalError?.(err, ctx)
     if (!res.headersSent) respondLocal(rt, ctx, 500, 'internal error', 'Internal', String((err as Error)?.message ?? err))
