@@ -25,14 +25,14 @@
  */
 
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '@portico/proxy/v8-flags'
 import { fmt, rounded, table } from './lib/report.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { hasNginx, nginxConfig, type NginxBuffering } from './lib/nginx.ts'
-import { dumpTotals, functionCounts, jitCodeMap, run, sendRequests } from './lib/callgrind.ts'
-import { PORTICO_BIN, porticoEnv, singleRouteConfig, startBackend, type Server } from './lib/servers.ts'
+import { dumpTotals, functionCounts, haveValgrind, jitCodeMap, run, sendRequests } from './lib/callgrind.ts'
+import { checkoutBin, PORTICO_BIN, porticoEnv, singleRouteConfig, startBackend, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '4000' }, requests: { type: 'string', default: '1000' }, before: { type: 'string' }, keep: { type: 'string' }, top: { type: 'string', default: '0' } } })
 const WARMUP = Number(values.warmup)
@@ -40,7 +40,7 @@ const REQUESTS = Number(values.requests)
 const TOP = Number(values.top)
 const KEEP = values.keep
 const PORTICO = PORTICO_BIN
-const BEFORE = values.before === undefined ? undefined : join(resolve(values.before), 'packages/proxy/bin/portico.ts')
+const BEFORE = values.before === undefined ? undefined : checkoutBin(values.before)
 const SIZES = [{ name: 'small', path: '/small' }, { name: '64k', path: '/64k' }] as const
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
@@ -95,12 +95,7 @@ async function measure (target: Target, backend: number): Promise<Counts> {
 }
 
 async function main (): Promise<void> {
-  try {
-    await run('valgrind', ['--version'])
-  } catch {
-    process.stdout.write('body-instructions: skipped (needs valgrind)\n')
-    return
-  }
+  if (!await haveValgrind('body-instructions')) return
   if (!await hasNginx()) {
     process.stdout.write('body-instructions: skipped (needs nginx: apt-get install nginx-light)\n')
     return

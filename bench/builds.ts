@@ -15,13 +15,12 @@
  * Progress goes to stderr; the table and a final JSON line go to stdout.
  */
 
-import { existsSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { abbaReport, compareAbba } from './lib/abba.ts'
 import { fmt, rounded } from './lib/report.ts'
-import { singleRouteConfig, startBackend, startPortico, type Server } from './lib/servers.ts'
+import { checkoutBin, singleRouteConfig, startBackend, startPortico, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({
   options: {
@@ -44,16 +43,8 @@ if (values.before === undefined) {
   process.stderr.write('usage: node bench/builds.ts --before <checkout dir> [--after <checkout dir>] [--rounds N] [--duration S] [--warmup S] [--connections N] [--log-level L]\n')
   process.exit(2)
 }
-const beforeBin = join(resolve(values.before), 'packages/proxy/bin/portico.ts')
-if (!existsSync(beforeBin)) {
-  process.stderr.write(`bench: ${beforeBin} does not exist\n`)
-  process.exit(2)
-}
-const afterBin = values.after !== undefined ? join(resolve(values.after), 'packages/proxy/bin/portico.ts') : undefined
-if (afterBin !== undefined && !existsSync(afterBin)) {
-  process.stderr.write(`bench: ${afterBin} does not exist\n`)
-  process.exit(2)
-}
+const beforeBin = checkoutBin(values.before)
+const afterBin = values.after !== undefined ? checkoutBin(values.after) : undefined
 const opts = { rounds: Number(values.rounds), duration: Number(values.duration), warmup: Number(values.warmup), connections: Number(values.connections) }
 const logLevel = values['log-level']!
 const envOf = (list: string[]): Record<string, string> => Object.fromEntries(list.map(kv => {

@@ -26,20 +26,20 @@
  */
 
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '@portico/proxy/v8-flags'
 import { fmt, rounded, table } from './lib/report.ts'
-import { dumpTotals, run, sendRequests } from './lib/callgrind.ts'
+import { dumpTotals, haveValgrind, run, sendRequests } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
-import { PORTICO_BIN, porticoEnv, startBackend, startEndpointPicker, startExtProcessor, type Server } from './lib/servers.ts'
+import { checkoutBin, PORTICO_BIN, porticoEnv, startBackend, startEndpointPicker, startExtProcessor, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '4000' }, requests: { type: 'string', default: '1000' }, before: { type: 'string' }, keep: { type: 'string' } } })
 const WARMUP = Number(values.warmup)
 const REQUESTS = Number(values.requests)
 const KEEP = values.keep
 const PORTICO = PORTICO_BIN
-const BEFORE = values.before === undefined ? undefined : join(resolve(values.before), 'packages/proxy/bin/portico.ts')
+const BEFORE = values.before === undefined ? undefined : checkoutBin(values.before)
 const ROUTES = ['plain', 'pool', 'extproc'] as const
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
@@ -115,12 +115,7 @@ async function measure (name: string, bin: string, backend: number, picker: numb
 }
 
 async function main (): Promise<void> {
-  try {
-    await run('valgrind', ['--version'])
-  } catch {
-    process.stdout.write('inference-pool-instructions: skipped (needs valgrind)\n')
-    return
-  }
+  if (!await haveValgrind('inference-pool-instructions')) return
   const servers: Server[] = []
   try {
     const backend = await startBackend()

@@ -13,12 +13,11 @@
  * Run: node bench/mcp-builds.ts --before /path/to/other/checkout [--rounds 4] [--duration 5] [--clients 8]
  */
 
-import { existsSync } from 'node:fs'
 import { loadavg } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { freePort, startNode, type Child } from './lib/children.ts'
-import { startPortico, type Server } from './lib/servers.ts'
+import { checkoutBin, startPortico, type Server } from './lib/servers.ts'
 import { httpClient, mcpTargetsConfig, measureCalls } from './lib/mcp-calls.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 
@@ -36,11 +35,7 @@ if (values.before === undefined) {
   process.stderr.write('usage: node bench/mcp-builds.ts --before <checkout dir> [--rounds N] [--duration S] [--clients N] [--warmup calls]\n')
   process.exit(2)
 }
-const beforeBin = join(resolve(values.before), 'packages/proxy/bin/portico.ts')
-if (!existsSync(beforeBin)) {
-  process.stderr.write(`bench: ${beforeBin} does not exist\n`)
-  process.exit(2)
-}
+const beforeBin = checkoutBin(values.before)
 const opts = { rounds: Number(values.rounds), duration: Number(values.duration), clients: Number(values.clients), warmup: Number(values.warmup) }
 
 /** One throughput run through one build: CPU µs per call of that Portico. */

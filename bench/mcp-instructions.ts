@@ -24,15 +24,15 @@
  */
 
 import { rmSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '../packages/proxy/src/v8-flags.ts'
 import { fmt, rounded, table } from './lib/report.ts'
-import { dumpTotals, functionCounts, jitCodeMap, largestChanges, run } from './lib/callgrind.ts'
+import { dumpTotals, functionCounts, haveValgrind, jitCodeMap, movedFunctionsTable, run } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode, type Child } from './lib/children.ts'
-import { porticoEnv } from './lib/servers.ts'
+import { checkoutBin, porticoEnv } from './lib/servers.ts'
 import { mcpTargetsConfig } from './lib/mcp-calls.ts'
 
 const { values } = parseArgs({ options: { before: { type: 'string' }, warmup: { type: 'string', default: '8000' }, calls: { type: 'string', default: '4000' }, connections: { type: 'string', default: '8' }, targets: { type: 'string', default: 'http,stdio' }, functions: { type: 'string', default: '0' } } })
@@ -43,7 +43,7 @@ const CALLS = Number(values.calls)
 const CONNECTIONS = Number(values.connections)
 const TARGETS = values.targets.split(',') as Array<'http' | 'stdio'>
 const AFTER = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
-const BEFORE = values.before === undefined ? undefined : join(resolve(values.before), 'packages/proxy/bin/portico.ts')
+const BEFORE = values.before === undefined ? undefined : checkoutBin(values.before)
 const PROTOCOL_VERSION = '2025-06-18'
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
@@ -143,19 +143,12 @@ function functionTables (counts: Count[]): string[] {
     ...TARGETS.map(t => [`${t}: after against before`, find('before', t), find('after', t)] as [string, Count | undefined, Count | undefined]),
     ['after: the http target against stdio', find('after', 'stdio'), find('after', 'http')]
   ]
-  return pairs.filter(([, a, b]) => a !== undefined && b !== undefined).map(([title, a, b]) => [
-    `request thread, ${title}: the ${FUNCTIONS} functions that moved most, instructions per call (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
-    table(['function', 'change'], largestChanges(a!.functions!, b!.functions!, CALLS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
-  ].join('\n'))
+  return pairs.filter(([, a, b]) => a !== undefined && b !== undefined)
+    .map(([title, a, b]) => movedFunctionsTable(`request thread, ${title}`, a!.functions!, b!.functions!, CALLS, FUNCTIONS, 'call'))
 }
 
 async function main (): Promise<void> {
-  try {
-    await run('valgrind', ['--version'])
-  } catch {
-    process.stdout.write('mcp-instructions: skipped (needs valgrind: apt-get install valgrind)\n')
-    return
-  }
+  if (!await haveValgrind('mcp-instructions')) return
   const mcpPort = await freePort()
   const server = await startNode({ name: 'mcp-server', args: [new URL('./servers/mcp-server.ts', import.meta.url).pathname, String(mcpPort)], readyLine: 'ready' })
   try {

@@ -18,12 +18,12 @@
  * Prints each process's figure, and per build the median, min and max.
  */
 
-import { join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { processCpuSeconds } from './lib/children.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
-import { singleRouteConfig, startBackend, startPortico } from './lib/servers.ts'
+import { checkoutBin, singleRouteConfig, startBackend, startPortico } from './lib/servers.ts'
 
 const { values } = parseArgs({
   options: {
@@ -56,7 +56,7 @@ async function send (url: string, n: number): Promise<void> {
 }
 
 const builds: Array<{ name: string, bin?: string }> = [{ name: 'this build' }]
-if (values.before !== undefined) builds.push({ name: 'before', bin: join(resolve(values.before), 'packages/proxy/bin/portico.ts') })
+if (values.before !== undefined) builds.push({ name: 'before', bin: checkoutBin(values.before) })
 
 const backend = await startBackend()
 const results = new Map<string, number[]>(builds.map(b => [b.name, []]))

@@ -61,14 +61,13 @@
  */
 
 import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { MEMORY_REDUCER_FLAG, SEMI_SPACE_MB } from '@portico/proxy/v8-flags'
 import { fmt, median, rounded, table } from './lib/report.ts'
-import { dumpTotals, functionCounts, jitCodeMap, largestChanges, run, sendRequests } from './lib/callgrind.ts'
+import { dumpTotals, functionCounts, haveValgrind, jitCodeMap, movedFunctionsTable, run, sendRequests } from './lib/callgrind.ts'
 import { freePort, scratchDir, startNode } from './lib/children.ts'
-import { PORTICO_BIN, porticoEnv, singleRouteConfig, startBackend, startOtlpSink, tracingConfig, type Server } from './lib/servers.ts'
+import { checkoutBin, PORTICO_BIN, porticoEnv, singleRouteConfig, startBackend, startOtlpSink, tracingConfig, type Server } from './lib/servers.ts'
 
 const { values } = parseArgs({ options: { warmup: { type: 'string', default: '60000' }, requests: { type: 'string', default: '10000' }, 'node-flags': { type: 'string', default: '' }, seeds: { type: 'string', default: '1' }, keep: { type: 'string' }, functions: { type: 'string', default: '0' }, configs: { type: 'string', default: 'off,0,1,100' }, servers: { type: 'boolean', default: false }, before: { type: 'string' } } })
 const WARMUP = Number(values.warmup)
@@ -91,7 +90,7 @@ const CONFIGS = new Set(['off', ...values.configs.split(',')])
  * build's `off` runs more or less than the older one — how a data-path regression is found
  * without timing anything.
  */
-const BEFORE = values.before === undefined ? undefined : fileURLToPath(new URL(`file://${resolve(values.before)}/packages/proxy/bin/portico.ts`))
+const BEFORE = values.before === undefined ? undefined : checkoutBin(values.before)
 if (BEFORE !== undefined) CONFIGS.add('before')
 /** Where to keep each run's callgrind files (for callgrind_annotate); otherwise they go with the scratch directory. */
 const KEEP = values.keep
@@ -183,21 +182,12 @@ function functionTables (counts: Count[], configs: Config[]): string[] {
   const first = (name: string): Count => counts.find(c => c.name === name && c.seed === 1)!
   return configs.filter(c => c.name !== c.base).map(c => c.name === 'before'
     // Read the other way: what this build runs more (+) or less (−) than the older one.
-    ? [`request thread, off (this build) against before (seed 1): the ${FUNCTIONS} functions that moved most, instructions per request (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
-        table(['function', 'change'], largestChanges(first('before').functions!, first('off').functions!, REQUESTS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))].join('\n')
-    : [
-    `request thread, ${c.name} against ${c.base} (seed 1): the ${FUNCTIONS} functions that moved most, instructions per request (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
-    table(['function', 'change'], largestChanges(first(c.base).functions!, first(c.name).functions!, REQUESTS, FUNCTIONS).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
-  ].join('\n'))
+    ? movedFunctionsTable('request thread, off (this build) against before (seed 1)', first('before').functions!, first('off').functions!, REQUESTS, FUNCTIONS)
+    : movedFunctionsTable(`request thread, ${c.name} against ${c.base} (seed 1)`, first(c.base).functions!, first(c.name).functions!, REQUESTS, FUNCTIONS))
 }
 
 async function main (): Promise<void> {
-  try {
-    await run('valgrind', ['--version'])
-  } catch {
-    process.stdout.write('tracing-instructions: skipped (needs valgrind: apt-get install valgrind)\n')
-    return
-  }
+  if (!await haveValgrind('tracing-instructions')) return
   const servers: Server[] = []
   try {
     const backend = await startBackend()

@@ -13,6 +13,7 @@ import { execFile } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Pool, type Dispatcher } from 'undici'
+import { fmt, table } from './report.ts'
 
 interface CodeRange { start: number, end: number, name: string }
 
@@ -83,6 +84,28 @@ export function largestChanges (base: Map<string, number>, other: Map<string, nu
     .map(name => ({ name, change: ((other.get(name) ?? 0) - (base.get(name) ?? 0)) / perRequest }))
     .sort((a, b) => Math.abs(b.change) - Math.abs(a.change))
     .slice(0, n)
+}
+
+/**
+ * The `n` functions that moved most from `base` to `other`, as a titled table of their change
+ * per `unit` (a request, a call): what each counted bench prints under its totals.
+ */
+export function movedFunctionsTable (title: string, base: Map<string, number>, other: Map<string, number>, perUnit: number, n: number, unit = 'request'): string {
+  return [
+    `${title}: the ${n} functions that moved most, instructions per ${unit} (JIT tiers: * TurboFan, + Maglev, ^ Sparkplug, ~ interpreter)`,
+    table(['function', 'change'], largestChanges(base, other, perUnit, n).map(f => [f.name.length > 100 ? `${f.name.slice(0, 99)}…` : f.name, `${f.change > 0 ? '+' : ''}${fmt(f.change, 0)}`]))
+  ].join('\n')
+}
+
+/** Whether valgrind runs here; when it does not, says so for the bench `name` (which then skips). */
+export async function haveValgrind (name: string): Promise<boolean> {
+  try {
+    await run('valgrind', ['--version'])
+    return true
+  } catch {
+    process.stdout.write(`${name}: skipped (needs valgrind: apt-get install valgrind)\n`)
+    return false
+  }
 }
 
 /** Runs a command to its end; its stdout (callgrind_control, valgrind --version). */

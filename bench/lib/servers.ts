@@ -3,8 +3,8 @@
  * (@fastify/http-proxy), each in a child process of its own on a fresh loopback port.
  */
 
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { freePort, scratchDir, startNode, type Child } from './children.ts'
 
@@ -19,6 +19,19 @@ const FASTIFY_CLUSTER = here('../servers/fastify-cluster.ts')
 /** This checkout's portico entry point, the process the benches start. */
 export const PORTICO_BIN = here('../../packages/proxy/bin/portico.ts')
 const PORTICO = PORTICO_BIN
+
+/**
+ * The portico entry point of another checkout (a bench's `--before DIR` / `--after DIR`); a
+ * directory without one ends the bench with exit code 2, before anything is started.
+ */
+export function checkoutBin (dir: string): string {
+  const bin = join(resolve(dir), 'packages/proxy/bin/portico.ts')
+  if (!existsSync(bin)) {
+    process.stderr.write(`bench: ${bin} does not exist\n`)
+    process.exit(2)
+  }
+  return bin
+}
 
 export interface Server {
   child: Child
