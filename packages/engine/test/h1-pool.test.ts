@@ -11,6 +11,7 @@ import net, { type AddressInfo, type Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { H1Pool } from '../src/http/h1-pool.ts'
+import type { LendingHandler } from '../src/http/h1-connection.ts'
 import { collect } from './lib/dispatch.ts'
 import { H1ResponseParser } from '../src/http/h1-response-parser.ts'
 import { classifyFailure } from '../src/http/call-failure.ts'
@@ -76,6 +77,25 @@ async function setup (answer: Parameters<typeof rawServer>[0], options = {}): Pr
   servers.push(server)
   pools.push(pool)
   return { server, pool }
+}
+/**
+ * A GET that pauses at its answer's head: the chunks delivered so far, `resume`, and its end.
+ * `extra` adds handler methods (`chunkReleased` asks to be lent the connection's read buffer).
+ */
+function pausedGet (pool: H1Pool, extra: Partial<LendingHandler> = {}): { got: string[], resume: () => void, done: Promise<void> } {
+  let controller: Dispatcher.DispatchController | null = null
+  const got: string[] = []
+  const done = new Promise<void>((resolve, reject) => {
+    pool.dispatch({ method: 'GET', path: '/', headers: {} }, {
+      onRequestStart: c => { controller = c },
+      onResponseStart: c => { c.pause() },
+      onResponseData: (_c, chunk) => { got.push(chunk.toString()) },
+      onResponseEnd: () => resolve(),
+      onResponseError: (_c, e) => reject(e),
+      ...extra
+    } as Dispatcher.DispatchHandler)
+  })
+  return { got, resume: () => controller!.resume(), done }
 }
 after(async () => {
   await Promise.all(pools.map(p => p.destroy()))
@@ -287,20 +307,10 @@ describe('h1 client: answers and connections', () => {
 
   test('pause holds the answer\'s bytes until resume', async () => {
     const { pool } = await setup(() => `HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nabcdef`)
-    let controller: Dispatcher.DispatchController | null = null
-    const got: string[] = []
-    const done = new Promise<void>((resolve, reject) => {
-      pool.dispatch({ method: 'GET', path: '/', headers: {} }, {
-        onRequestStart: c => { controller = c },
-        onResponseStart: c => { c.pause() },
-        onResponseData: (_c, chunk) => { got.push(chunk.toString()) },
-        onResponseEnd: () => resolve(),
-        onResponseError: (_c, e) => reject(e)
-      })
-    })
+    const { got, resume, done } = pausedGet(pool)
     await new Promise(resolve => setTimeout(resolve, 50))
     assert.deepEqual(got, [], 'nothing while paused')
-    controller!.resume()
+    resume()
     await done
     assert.deepEqual(got, ['abcdef'])
   })
@@ -448,21 +458,11 @@ describe('h1 client: one read buffer per connection (ReadBuffer, net onread)', (
       setTimeout(() => s.write('efgh'), 30)
       return null
     })
-    let controller: Dispatcher.DispatchController | null = null
-    const got: string[] = []
-    const done = new Promise<void>((resolve, reject) => {
-      pool.dispatch({ method: 'GET', path: '/', headers: {} }, {
-        onRequestStart: c => { controller = c },
-        onResponseStart: c => { c.pause() },
-        onResponseData: (_c, chunk) => { got.push(chunk.toString()) },
-        onResponseEnd: () => resolve(),
-        onResponseError: (_c, e) => reject(e),
-        chunkReleased: () => true
-      } as Dispatcher.DispatchHandler)
-    })
+    // A handler that says it let go of its chunks: lent the connection's reused buffer.
+    const { got, resume, done } = pausedGet(pool, { chunkReleased: () => true })
     await new Promise(resolve => setTimeout(resolve, 60))
     assert.deepEqual(got, [])
-    controller!.resume()
+    resume()
     await done
     assert.equal(got.join(''), 'abcdefgh')
   })
