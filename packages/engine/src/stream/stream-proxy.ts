@@ -302,16 +302,7 @@ export class StreamProxy {
       if (conn.adopted && downstream === conn.client) conn.up.forward(downstream, upstream)
       else conn.up.forwardStream(downstream, upstream)
       down.forward(upstream, downstream)
-      conn.pair = {
-        upstream,
-        downstream,
-        idle: () => {
-          this.fail(conn, 'IdleTimeout', new PorticoError('PORTICO_STREAM_FAILED', `no bytes either way for ${this.idleTimeoutMs} ms`))
-          upstream.destroy()
-          downstream.destroy()
-        },
-        tunnelRead: null
-      }
+      conn.pair = this.pairOf(conn, upstream, downstream, null)
     })
     upstream.on('error', err => {
       conn.expire = null
@@ -374,16 +365,7 @@ export class StreamProxy {
         else conn.up.forwardStream(downstream, upstream)
         upstream.on('data', (chunk: Buffer) => { tunnelRead.bytes += chunk.length })
         new Relay().forwardStream(upstream, downstream)
-        conn.pair = {
-          upstream,
-          downstream,
-          idle: () => {
-            this.fail(conn, 'IdleTimeout', new PorticoError('PORTICO_STREAM_FAILED', `no bytes either way for ${this.idleTimeoutMs} ms`))
-            upstream.destroy()
-            downstream.destroy()
-          },
-          tunnelRead
-        }
+        conn.pair = this.pairOf(conn, upstream, downstream, tunnelRead)
       }
       let connected = backend.tls === undefined
       if (connected) ready()
@@ -404,6 +386,20 @@ export class StreamProxy {
   private due (conn: Conn, ms: number, expire: () => void): void {
     conn.deadline = performance.now() + ms
     conn.expire = expire
+  }
+
+  /** The pair of a connection once bytes flow; cut, when idle, as an IdleTimeout of both sockets. */
+  private pairOf (conn: Conn, upstream: Socket, downstream: Socket, tunnelRead: { bytes: number } | null): NonNullable<Conn['pair']> {
+    return {
+      upstream,
+      downstream,
+      idle: () => {
+        this.fail(conn, 'IdleTimeout', new PorticoError('PORTICO_STREAM_FAILED', `no bytes either way for ${this.idleTimeoutMs} ms`))
+        upstream.destroy()
+        downstream.destroy()
+      },
+      tunnelRead
+    }
   }
 
   /** The clock's round: a deadline passed, or a pair that moved no byte for the idle timeout. */
