@@ -1,6 +1,6 @@
 /**
  * The client side of the streamable HTTP transport, for Portico's upstream MCP sessions,
- * on an undici keep-alive pool: POST per message (JSON or SSE answers), a GET stream for
+ * on Portico's HTTP/1.1 keep-alive pool (http-shared.ts): POST per message (JSON or SSE answers), a GET stream for
  * server-initiated messages (reopened with Last-Event-ID if it drops), DELETE to end the
  * session. It implements UpstreamTransport (transport.ts, the SDK's Transport and more), like the SDK's own client transport,
  * which it replaces on the hot path because that one goes through fetch and web streams for
@@ -18,10 +18,10 @@
  * A stream that ends with no answer and no event id to resume from fails its request.
  */
 
-import type { Pool, Dispatcher } from 'undici'
 import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
+import { httpStatusError, readJsonAnswer, readSse, requestTarget, upstreamPool, type TargetAnswer } from './http-shared.ts'
+import type { H1Pool } from '../../http/h1-pool.ts'
 import { PorticoError } from '../../util/errors.ts'
 
 /** Waits `ms`, or rejects when `signal` aborts (the request was given up on). */
@@ -85,9 +85,8 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
   sessionId?: string
   private protocolVersion: string | undefined
   private readonly url: URL
-  private readonly pool: Pool
+  private readonly pool: H1Pool
   private closed = false
-  private getStream: Dispatcher.ResponseData | null = null
   private getAbort: AbortController | null = null
   private lastEventId: string | undefined
   /** The `retry` the standalone stream asked for (ms), used before reopening it. */
@@ -154,16 +153,16 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
     timer?.unref()
     let streaming = false
     try {
-      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message), signal: abort.signal })
+      const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message), signal: abort.signal })
       const sid = res.headers['mcp-session-id']
       if (typeof sid === 'string' && sid !== '') this.sessionId = sid
       if (res.statusCode === 202) {
-        await res.body.dump()
+        await res.dump()
         if ('method' in message && message.method === 'notifications/initialized') this.openGetStream()
         return
       }
       if (res.statusCode < 200 || res.statusCode >= 300) throw await httpStatusError(res, this.url)
-      const type = String(res.headers['content-type'] ?? '')
+      const type = res.header('content-type')
       if (type.startsWith('application/json')) {
         const body = await readJsonAnswer(res, this.maxMessageBytes) as JSONRPCMessage | JSONRPCMessage[]
         for (const m of Array.isArray(body) ? body : [body]) this.onmessage?.(m)
@@ -172,7 +171,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
       if (type.startsWith('text/event-stream')) {
         // The answer streams; consume it without holding up the caller.
         streaming = true
-        void this.followPostStream(res.body, requestId, abort.signal).then(
+        void this.followPostStream(res, requestId, abort.signal).then(
           () => { if (requestId !== undefined) this.inflight.delete(requestId) },
           (err: Error) => {
             if (requestId !== undefined && this.inflight.delete(requestId)) this.onrequestfailed?.(requestId, err)
@@ -180,7 +179,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
           }).finally(() => clearTimeout(timer))
         return
       }
-      await res.body.dump()
+      await res.dump()
     } finally {
       if (!streaming) {
         clearTimeout(timer)
@@ -194,7 +193,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
    * polling), resumes it with GET + Last-Event-ID after the `retry` it named, until the
    * answer comes, the request is abandoned (its timeout) or the server refuses to resume.
    */
-  private async followPostStream (body: Dispatcher.ResponseData['body'], requestId: RequestId | undefined, signal: AbortSignal): Promise<void> {
+  private async followPostStream (body: TargetAnswer, requestId: RequestId | undefined, signal: AbortSignal): Promise<void> {
     let outcome = await this.readAnswerSse(body, requestId)
     if (requestId === undefined) return
     let lastEventId = outcome.lastEventId
@@ -205,12 +204,12 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
       await sleep(retryMs ?? 0, signal)
       const headers: Record<string, string> = { ...this.headers(), accept: 'text/event-stream', 'last-event-id': lastEventId }
       delete headers['content-type']
-      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'GET', headers, signal })
-      if (res.statusCode !== 200 || !String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
-        await res.body.dump().catch(() => {})
+      const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'GET', headers, signal })
+      if (res.statusCode !== 200 || !res.header('content-type').startsWith('text/event-stream')) {
+        await res.dump()
         throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} resuming the answer's stream (Last-Event-ID ${lastEventId})`)
       }
-      outcome = await this.readAnswerSse(res.body, requestId, false, true)
+      outcome = await this.readAnswerSse(res, requestId, false, true)
       if (outcome.retryMs !== undefined) retryMs = outcome.retryMs
       if (outcome.lastEventId !== undefined && outcome.lastEventId !== lastEventId) {
         lastEventId = outcome.lastEventId
@@ -235,7 +234,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
    * Reads an SSE body: the answer to a POST (`requestId`; the stream ends once it is in) or
    * the standalone stream (undefined). Rejects when an event passes maxMessageBytes.
    */
-  private async readAnswerSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false, stopWhenAnswered = false): Promise<SseOutcome> {
+  private async readAnswerSse (body: TargetAnswer, requestId: RequestId | undefined, standalone = false, stopWhenAnswered = false): Promise<SseOutcome> {
     const outcome: SseOutcome = { lastEventId: undefined, retryMs: undefined, answered: false }
     await readSse(body, {
       maxEventBytes: this.maxMessageBytes,
@@ -300,11 +299,10 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
           if (this.sessionId !== undefined) headers['mcp-session-id'] = this.sessionId
           if (this.protocolVersion !== undefined) headers['mcp-protocol-version'] = this.protocolVersion
           if (this.lastEventId !== undefined) headers['last-event-id'] = this.lastEventId
-          const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'GET', headers, signal: abort.signal })
-          this.getStream = res
+          const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'GET', headers, signal: abort.signal })
           answered()
           if (res.statusCode === 405 || res.statusCode === 400 || res.statusCode === 404) {
-            await res.body.dump()
+            await res.dump()
             this.streamGone = true
             if (res.statusCode === 400) this.onerror?.(new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `upstream refused the session's GET stream (HTTP 400); not retried`))
             if (res.statusCode === 404) {
@@ -314,10 +312,10 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
             return
           }
           if (res.statusCode !== 200) {
-            await res.body.dump()
+            await res.dump()
           } else {
             backoff = GET_RETRY_MS
-            await this.readAnswerSse(res.body, undefined, true)
+            await this.readAnswerSse(res, undefined, true)
           }
         } catch (err) {
           answered()
@@ -338,8 +336,8 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
     if (this.sessionId === undefined) return
     const headers = this.headers()
     try {
-      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'DELETE', headers, signal: AbortSignal.timeout(this.requestTimeoutMs) })
-      await res.body.dump()
+      const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'DELETE', headers, signal: AbortSignal.timeout(this.requestTimeoutMs) })
+      await res.dump()
     } catch {}
   }
 
