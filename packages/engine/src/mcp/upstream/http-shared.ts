@@ -24,14 +24,20 @@ import { PorticoError } from '../../util/errors.ts'
 
 /** Enough of an error page for a log line. */
 const MAX_ERROR_TEXT_BYTES = 4096
-/** How long a target may take to send an answer's head when the caller names no limit (undici's default, kept). */
+/**
+ * How long a target may take to send an answer's head when the caller names no limit
+ * (undici's default, kept): the pool's, one timer per connection re-armed per call.
+ */
 const DEFAULT_HEADERS_TIMEOUT_MS = 300_000
 /** What `dump` reads of a body nobody wants before it cuts the connection instead (undici's dump limit). */
 const DUMP_LIMIT_BYTES = 128 * 1024
 
-/** The keep-alive pool of one target origin (http or https); each call keeps its own clocks. */
+/**
+ * The keep-alive pool of one target origin (http or https, TLS verified against the
+ * system's CAs as undici did); a call may name shorter clocks of its own (TargetRequest).
+ */
 export function upstreamPool (url: URL): H1Pool {
-  return new H1Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, headersTimeout: 0 })
+  return new H1Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, headersTimeout: DEFAULT_HEADERS_TIMEOUT_MS })
 }
 
 export interface TargetRequest {
@@ -41,7 +47,7 @@ export interface TargetRequest {
   body?: string | Buffer
   /** Aborts the call (head or body): the connection is cut, the answer rejects with the signal's reason. */
   signal?: AbortSignal
-  /** The wait for the answer's head (ms; default 300 s). */
+  /** The wait for the answer's head (ms); absent: the pool's (300 s). */
   headersTimeoutMs?: number
   /** The longest quiet between two chunks of the body (ms); 0 or absent: none (streams are timed by their callers). */
   idleTimeoutMs?: number
@@ -91,7 +97,7 @@ export class TargetAnswer implements LendingHandler {
       this.resolveHead = resolve
       this.rejectHead = reject
     })
-    const headersMs = req.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS
+    const headersMs = req.headersTimeoutMs ?? 0
     if (headersMs > 0) this.timer = setTimeout(onHeadersTimeout, headersMs, this, headersMs).unref()
     this.signal?.addEventListener('abort', this.onAbort)
   }
