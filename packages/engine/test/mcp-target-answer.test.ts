@@ -4,13 +4,20 @@
  * it refused before reading, a chunked body cut where it passes), the connection kept for the
  * next call, an SSE answer read event by event as it comes (the read ends once `done` says
  * so, with the rest of a held-open stream), an event past the limit, the head's and the
- * body's clocks (each its own code), and the caller's abort.
+ * body's clocks (each its own code), the caller's abort, and an https target (verified
+ * against the default CAs, as before with undici; one the CAs do not vouch for is refused).
  */
 
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import http from 'node:http'
+import https from 'node:https'
+import tls from 'node:tls'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
+import { createTestCa, selfSignedCert } from '../../testkit/src/test-ca.ts'
 import { readJsonAnswer, readSse, requestTarget, upstreamPool, httpStatusError } from '../src/mcp/upstream/http-shared.ts'
 import { isPorticoError } from '../src/util/errors.ts'
 
@@ -137,4 +144,32 @@ test('the caller\'s abort ends the call, before the head or in the body, with it
   const already = new AbortController()
   already.abort(reason)
   await assert.rejects(get('/json', { signal: already.signal }), err => err === reason)
+})
+
+test('an https target: verified against the default CAs (its name from the URL), refused when they do not vouch for it', async t => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-mcp-tls-'))
+  const ca = createTestCa(dir, 'ca', { subject: '/CN=mcp-target-test-ca' })
+  const leaf = ca.issue('target', { sans: ['DNS:localhost'] })
+  const stranger = selfSignedCert(dir, 'stranger', { sans: ['DNS:localhost'] })
+  const defaults = tls.getCACertificates('default')
+  tls.setDefaultCACertificates([...defaults, ca.cert])
+  const servers = [leaf, stranger].map(pem => https.createServer({ cert: pem.cert, key: pem.key }, (_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')))
+  const urls: URL[] = []
+  for (const s of servers) {
+    await new Promise<void>(resolve => s.listen(0, '127.0.0.1', resolve))
+    urls.push(new URL(`https://localhost:${(s.address() as AddressInfo).port}/mcp`))
+  }
+  const pools = urls.map(u => upstreamPool(u))
+  t.after(async () => {
+    tls.setDefaultCACertificates(defaults)
+    await Promise.all(pools.map(p => p.destroy()))
+    for (const s of servers) {
+      s.closeAllConnections()
+      s.close()
+    }
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const res = await requestTarget(pools[0]!, { path: '/mcp', method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+  assert.deepEqual(await readJsonAnswer(res, 1024), { ok: true })
+  await assert.rejects(requestTarget(pools[1]!, { path: '/mcp', method: 'POST', headers: {}, body: '{}' }), /self-signed|unable to verify|certificate/i)
 })
