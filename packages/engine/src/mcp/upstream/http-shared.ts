@@ -58,7 +58,7 @@ export function requestTarget (pool: H1Pool, req: TargetRequest): Promise<Target
   const answer = new TargetAnswer(req)
   const signal = req.signal
   if (signal?.aborted === true) return Promise.reject(signal.reason as Error)
-  pool.dispatch({ origin: undefined, path: req.path, method: req.method, headers: req.headers, body: req.body ?? null }, answer)
+  pool.dispatch({ path: req.path, method: req.method, headers: req.headers, body: req.body ?? null }, answer)
   return answer.head
 }
 
