@@ -33,8 +33,8 @@ const DEFAULT_HEADERS_TIMEOUT_MS = 300_000
 const DUMP_LIMIT_BYTES = 128 * 1024
 
 /**
- * The keep-alive pool of one target origin (http or https, TLS verified against the
- * system's CAs as undici did); a call may name shorter clocks of its own (TargetRequest).
+ * The keep-alive pool of one target origin (http or https, TLS verified against
+ * Node's default CAs, as undici did); a call may name shorter clocks of its own (TargetRequest).
  */
 export function upstreamPool (url: URL): H1Pool {
   return new H1Pool(url.origin, { connections: 64, keepAliveTimeout: 30_000, headersTimeout: DEFAULT_HEADERS_TIMEOUT_MS })
@@ -55,9 +55,8 @@ export interface TargetRequest {
 
 /** One request to a target; resolves with its answer's head, the body to be read from the answer. */
 export function requestTarget (pool: H1Pool, req: TargetRequest): Promise<TargetAnswer> {
+  if (req.signal?.aborted === true) return Promise.reject(req.signal.reason as Error)
   const answer = new TargetAnswer(req)
-  const signal = req.signal
-  if (signal?.aborted === true) return Promise.reject(signal.reason as Error)
   pool.dispatch({ path: req.path, method: req.method, headers: req.headers, body: req.body ?? null }, answer)
   return answer.head
 }
