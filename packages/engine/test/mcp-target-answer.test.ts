@@ -101,6 +101,20 @@ test('an SSE answer is read event by event as it comes; `done` ends the read wit
   await new Promise(resolve => last!.once('close', resolve))
 })
 
+test('a body read late (a policy deciding on the head) comes whole: the connection stops reading meanwhile, then goes on', async () => {
+  routes.set('/sse-long', (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    for (let n = 0; n < 2000; n++) res.write(`data: {"n":${n},"pad":"${'z'.repeat(200)}"}\n\n`)
+    res.end()
+  })
+  const res = await get('/sse-long')
+  await new Promise(resolve => setTimeout(resolve, 100))
+  const seen: number[] = []
+  await readSse(res, { maxEventBytes: 1024, onMessage: m => seen.push((m as { n: number }).n), onBadMessage: () => {} })
+  assert.equal(seen.length, 2000)
+  assert.ok(seen.every((n, i) => n === i))
+})
+
 test('an SSE event past the limit fails the read', async () => {
   routes.set('/sse-big', (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' })

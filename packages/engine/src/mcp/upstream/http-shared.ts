@@ -31,6 +31,11 @@ const MAX_ERROR_TEXT_BYTES = 4096
 const DEFAULT_HEADERS_TIMEOUT_MS = 300_000
 /** What `dump` reads of a body nobody wants before it cuts the connection instead (undici's dump limit). */
 const DUMP_LIMIT_BYTES = 128 * 1024
+/**
+ * What is kept of a body before its reader comes (a response policy deciding on the head, say)
+ * before the connection stops reading: a target streaming meanwhile grows no buffer here.
+ */
+const EARLY_LIMIT_BYTES = 64 * 1024
 
 /**
  * The keep-alive pool of one target origin (http or https, TLS verified against
@@ -83,8 +88,11 @@ export class TargetAnswer implements LendingHandler {
   private headIn = false
   private ended = false
   private error: Error | null = null
-  /** Chunks that came before the body was asked for (copies). */
+  /** Chunks that came before the body was asked for (copies), and their bytes. */
   private early: Buffer[] | null = null
+  private earlyBytes = 0
+  /** Reading stopped at EARLY_LIMIT_BYTES until the reader comes. */
+  private held = false
   private sink: Sink | null = null
   /** The body's reader, settled at its end or failure. */
   private settle: { resolve: () => void, reject: (err: Error) => void } | null = null
@@ -124,8 +132,16 @@ export class TargetAnswer implements LendingHandler {
 
   onResponseData (_controller: Dispatcher.DispatchController, chunk: Buffer): void {
     this.timer?.refresh()
-    if (this.sink !== null) this.sink(chunk, false)
-    else (this.early ??= []).push(Buffer.from(chunk))
+    if (this.sink !== null) {
+      this.sink(chunk, false)
+      return
+    }
+    (this.early ??= []).push(Buffer.from(chunk))
+    this.earlyBytes += chunk.length
+    if (this.earlyBytes > EARLY_LIMIT_BYTES && !this.held) {
+      this.held = true
+      this.controller?.pause()
+    }
   }
 
   onResponseEnd (): void {
@@ -164,7 +180,13 @@ export class TargetAnswer implements LendingHandler {
       }
       if (this.error !== null) reject(this.error)
       else if (this.ended) resolve()
-      else this.settle = { resolve, reject }
+      else {
+        this.settle = { resolve, reject }
+        if (this.held) {
+          this.held = false
+          this.controller?.resume()
+        }
+      }
     })
   }
 
