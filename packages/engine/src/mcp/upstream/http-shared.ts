@@ -61,9 +61,18 @@ export interface TargetRequest {
 /** One request to a target; resolves with its answer's head, the body to be read from the answer. */
 export function requestTarget (pool: H1Pool, req: TargetRequest): Promise<TargetAnswer> {
   if (req.signal?.aborted === true) return Promise.reject(req.signal.reason as Error)
+  return startRequest(pool, req).head
+}
+
+/**
+ * One request to a target, as its answer at once (`head` settles when the head is in): for
+ * a caller that ends it with `destroy` instead of a signal — no AbortController and no
+ * listener on the hot path of a call.
+ */
+export function startRequest (pool: H1Pool, req: TargetRequest): TargetAnswer {
   const answer = new TargetAnswer(req)
   pool.dispatch({ path: req.path, method: req.method, headers: req.headers, body: req.body ?? null }, answer)
-  return answer.head
+  return answer
 }
 
 /** A body's reader: `owned` chunks are copies it may keep; the others are lent until it returns. */

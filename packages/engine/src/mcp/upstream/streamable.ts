@@ -20,7 +20,7 @@
 
 import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import { httpStatusError, readJsonAnswer, readSse, requestTarget, upstreamPool, type TargetAnswer } from './http-shared.ts'
+import { httpStatusError, readJsonAnswer, readSse, requestTarget, startRequest, upstreamPool, type TargetAnswer } from './http-shared.ts'
 import type { H1Pool } from '../../http/h1-pool.ts'
 import { PorticoError } from '../../util/errors.ts'
 
@@ -39,6 +39,37 @@ function sleep (ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener('abort', onAbort, { once: true })
   })
+}
+
+/**
+ * One request's exchange with the target, to abort when it is abandoned, times out or the
+ * transport closes: its POST's answer, and the signal of what follows when its SSE stream
+ * must be resumed (the GETs and the waits between them), made only then — a call answered
+ * with JSON never makes an AbortController or adds a listener.
+ */
+class Exchange {
+  answer: TargetAnswer | null = null
+  reason: Error | null = null
+  private controller: AbortController | null = null
+
+  get aborted (): boolean {
+    return this.reason !== null
+  }
+
+  get signal (): AbortSignal {
+    if (this.controller === null) {
+      this.controller = new AbortController()
+      if (this.reason !== null) this.controller.abort(this.reason)
+    }
+    return this.controller.signal
+  }
+
+  abort (reason: Error = new DOMException('This operation was aborted', 'AbortError')): void {
+    if (this.reason !== null) return
+    this.reason = reason
+    this.answer?.destroy(reason)
+    this.controller?.abort(reason)
+  }
 }
 
 export interface HttpClientTransportOptions {
@@ -106,7 +137,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
   private readonly maxMessageBytes: number
   private readonly requestTimeoutMs: number
   /** POSTs of requests still waiting for their answer, to abort when abandoned. */
-  private readonly inflight = new Map<RequestId, AbortController>()
+  private readonly inflight = new Map<RequestId, Exchange>()
 
   constructor (url: URL, options: HttpClientTransportOptions = {}) {
     this.url = url
@@ -146,14 +177,16 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
   async send (message: JSONRPCMessage): Promise<void> {
     if (this.closed) throw new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed')
     const requestId = 'method' in message && 'id' in message ? message.id as RequestId : undefined
-    const abort = new AbortController()
-    if (requestId !== undefined) this.inflight.set(requestId, abort)
+    const exchange = new Exchange()
+    if (requestId !== undefined) this.inflight.set(requestId, exchange)
     // A notification or response has no caller timing it: it gets the requestTimeout here.
-    const timer = requestId === undefined ? setTimeout(() => abort.abort(new PorticoError('PORTICO_MCP_TIMEOUT', `no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs) : undefined
+    const timer = requestId === undefined ? setTimeout(() => exchange.abort(new PorticoError('PORTICO_MCP_TIMEOUT', `no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs) : undefined
     timer?.unref()
     let streaming = false
     try {
-      const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message), signal: abort.signal })
+      const call = startRequest(this.pool, { path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message) })
+      exchange.answer = call
+      const res = await call.head
       const sid = res.headers['mcp-session-id']
       if (typeof sid === 'string' && sid !== '') this.sessionId = sid
       if (res.statusCode === 202) {
@@ -171,11 +204,11 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
       if (type.startsWith('text/event-stream')) {
         // The answer streams; consume it without holding up the caller.
         streaming = true
-        void this.followPostStream(res, requestId, abort.signal).then(
+        void this.followPostStream(res, requestId, exchange).then(
           () => { if (requestId !== undefined) this.inflight.delete(requestId) },
           (err: Error) => {
             if (requestId !== undefined && this.inflight.delete(requestId)) this.onrequestfailed?.(requestId, err)
-            else if (!abort.signal.aborted && !this.closed) this.onerror?.(err)
+            else if (!exchange.aborted && !this.closed) this.onerror?.(err)
           }).finally(() => clearTimeout(timer))
         return
       }
@@ -193,12 +226,13 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
    * polling), resumes it with GET + Last-Event-ID after the `retry` it named, until the
    * answer comes, the request is abandoned (its timeout) or the server refuses to resume.
    */
-  private async followPostStream (body: TargetAnswer, requestId: RequestId | undefined, signal: AbortSignal): Promise<void> {
+  private async followPostStream (body: TargetAnswer, requestId: RequestId | undefined, exchange: Exchange): Promise<void> {
     let outcome = await this.readAnswerSse(body, requestId)
     if (requestId === undefined) return
     let lastEventId = outcome.lastEventId
     let retryMs = outcome.retryMs
     let idle = RESUME_BACKOFF_START_MS
+    const signal = exchange.signal
     while (!outcome.answered && !this.closed && !signal.aborted && this.inflight.has(requestId)) {
       if (lastEventId === undefined) throw new PorticoError('PORTICO_MCP_UPSTREAM_STREAM', 'the stream ended before the answer, with no event id to resume from')
       await sleep(retryMs ?? 0, signal)
@@ -224,10 +258,10 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
 
   /** Gives up on a request (the caller was answered already): its POST is aborted. */
   abandon (id: RequestId): void {
-    const abort = this.inflight.get(id)
-    if (abort === undefined) return
+    const exchange = this.inflight.get(id)
+    if (exchange === undefined) return
     this.inflight.delete(id)
-    abort.abort()
+    exchange.abort()
   }
 
   /**
@@ -251,7 +285,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
       onBadMessage: err => this.onerror?.(err),
       onMessage: value => {
         const message = value as JSONRPCMessage
-        let settled: AbortController | undefined
+        let settled: Exchange | undefined
         if (!('method' in message) && 'id' in message) {
           const id = message.id as RequestId
           if (id === requestId) {
@@ -346,7 +380,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
     this.closed = true
     this.answerGet?.()
     this.getAbort?.abort()
-    for (const abort of this.inflight.values()) abort.abort()
+    for (const exchange of this.inflight.values()) exchange.abort()
     this.inflight.clear()
     await this.pool.close().catch(() => {})
     this.onclose?.()
