@@ -4,7 +4,8 @@
  * it refused before reading, a chunked body cut where it passes), the connection kept for the
  * next call, an SSE answer read event by event as it comes (the read ends once `done` says
  * so, with the rest of a held-open stream), an event past the limit, the head's and the
- * body's clocks (each its own code), the caller's abort, and an https target (verified
+ * body's clocks (each its own code), the caller's abort (and the streamable transport's
+ * `abandon`: the target sees its connection close), and an https target (verified
  * against the default CAs, as before with undici; one the CAs do not vouch for is refused).
  */
 
@@ -18,6 +19,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { AddressInfo } from 'node:net'
 import { createTestCa, selfSignedCert } from '../../testkit/src/test-ca.ts'
+import { StreamableHttpClientTransport } from '../src/mcp/upstream/streamable.ts'
 import { readJsonAnswer, readSse, requestTarget, upstreamPool, httpStatusError } from '../src/mcp/upstream/http-shared.ts'
 import { isPorticoError } from '../src/util/errors.ts'
 
@@ -186,4 +188,19 @@ test('an https target: verified against the default CAs (its name from the URL),
   const res = await requestTarget(pools[0]!, { path: '/mcp', method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
   assert.deepEqual(await readJsonAnswer(res, 1024), { ok: true })
   await assert.rejects(requestTarget(pools[1]!, { path: '/mcp', method: 'POST', headers: {}, body: '{}' }), /self-signed|unable to verify|certificate/i)
+})
+
+test('a streamable target\'s request that is abandoned before its answer: its POST fails and its connection closes', async () => {
+  let closed: Promise<unknown> | null = null
+  routes.set('/hang', (req, res) => {
+    closed = new Promise(resolve => res.once('close', resolve))
+    req.resume()
+  })
+  const transport = new StreamableHttpClientTransport(new URL(origin + '/hang'))
+  const sent = transport.send({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow' } })
+  await new Promise(resolve => setTimeout(resolve, 50))
+  transport.abandon(7)
+  await assert.rejects(sent, (err: Error) => err.name === 'AbortError')
+  await closed
+  await transport.close()
 })
