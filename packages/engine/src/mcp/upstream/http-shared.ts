@@ -206,6 +206,13 @@ export class TargetAnswer implements LendingHandler {
       this.destroy(err)
       throw err
     }
+    if (this.ended && this.sink === null) {
+      // All in already (a short answer comes in the read that brought its head): the kept copies are the body.
+      const early = this.early ?? []
+      this.early = null
+      if (this.earlyBytes > limit) throw messageTooLarge(what, limit)
+      return early.length === 1 ? early[0]! : Buffer.concat(early, this.earlyBytes)
+    }
     const chunks: Buffer[] = []
     let size = 0
     await this.each((chunk, owned) => {
