@@ -20,20 +20,20 @@
  */
 
 import { endTargetSpan, startTargetSpan } from './span.ts'
-import type { Pool, Dispatcher } from 'undici'
-import { undici } from '../../util/undici.ts'
 import { createParser } from 'eventsource-parser'
 import type { RequestContext } from '../../request/context.ts'
 import type { McpTargetIR } from '../../ir/types.ts'
 import type { ItemFilter } from '../protocol/item-filter.ts'
 import type { HeadHook } from '../protocol/sse-writer.ts'
-import { readLimited, SseEventMeter } from '../protocol/message-limits.ts'
+import { SseEventMeter } from '../protocol/message-limits.ts'
 import { speaksModern } from './stateless.ts'
+import { requestTarget, upstreamPool, type TargetAnswer } from './http-shared.ts'
+import type { H1Pool } from '../../http/h1-pool.ts'
 import {
   ALL_PROTOCOL_VERSIONS, errorResponse, INVALID_PARAMS, isRequest, MODERN_PROTOCOL_VERSIONS, targetTimeout, targetUnavailable,
   type JsonRpcMessage, type JsonRpcResponse
 } from '../protocol/jsonrpc.ts'
-import { PorticoError } from '../../util/errors.ts'
+import { isPorticoError, PorticoError } from '../../util/errors.ts'
 
 /** How long a target's answer to the revision probe is believed. */
 const PROBE_TTL_MS = 30_000
@@ -58,7 +58,7 @@ export interface ModernTargetsOptions {
 
 /** The keep-alive pools and revision probes of the 2026-07-28 targets of one proxy. */
 export class ModernTargets {
-  private readonly pools = new Map<string, Pool>()
+  private readonly pools = new Map<string, H1Pool>()
   private readonly probes = new Map<string, { at: number, modern: Promise<boolean> }>()
   private readonly clientInfo: { name: string, version: string }
 
@@ -66,10 +66,10 @@ export class ModernTargets {
     this.clientInfo = options.clientInfo
   }
 
-  pool (url: URL): Pool {
+  pool (url: URL): H1Pool {
     let pool = this.pools.get(url.origin)
     if (pool === undefined) {
-      pool = new (undici().Pool)(url.origin, { connections: 64, keepAliveTimeout: 30_000 })
+      pool = upstreamPool(url)
       this.pools.set(url.origin, pool)
     }
     return pool
@@ -142,23 +142,23 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   const span = startTargetSpan(ctx.span, method, { name: target.name, spec: target }, params, MODERN_PROTOCOL_VERSIONS[0])
   // One HTTP request per MCP request here: the trace context goes in its headers.
   ctx.span?.inject(headers, span)
-  let res: Dispatcher.ResponseData
+  let res: TargetAnswer
   try {
-    res = await targets.pool(url).request({
+    res = await requestTarget(targets.pool(url), {
       path: url.pathname + url.search,
       method: 'POST',
       headers,
       body: ctx.requestBody ?? Buffer.from(JSON.stringify(message)),
-      headersTimeout: target.requestTimeoutMs,
+      headersTimeoutMs: target.requestTimeoutMs,
       // The answer's idle limit: an SSE answer that sends progress is alive. A
       // subscriptions/listen stream is quiet until something changes: no limit.
-      bodyTimeout: method === 'subscriptions/listen' ? 0 : target.requestTimeoutMs,
+      idleTimeoutMs: method === 'subscriptions/listen' ? 0 : target.requestTimeoutMs,
       signal: abort.signal
     })
   } catch (err) {
     ctx.res.off('close', onClose)
     if (abort.signal.aborted) return
-    const timedOut = (err as { code?: string }).code === 'UND_ERR_HEADERS_TIMEOUT'
+    const timedOut = isPorticoError(err, 'PORTICO_UPSTREAM_HEADERS_TIMEOUT')
     const answer = timedOut
       ? targetTimeout(id, `target "${target.name}" did not answer ${method} within ${target.requestTimeoutMs} ms (requestTimeout)`)
       : targetUnavailable(id, `target "${target.name}" failed: ${(err as Error).message}`)
@@ -168,7 +168,7 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   }
   span?.setAttributes({ 'http.response.status_code': res.statusCode })
 
-  const contentType = String(res.headers['content-type'] ?? '')
+  const contentType = res.header('content-type')
   const outHeaders: Record<string, string> = {}
   if (contentType !== '') outHeaders['content-type'] = contentType
   if (contentType.startsWith('text/event-stream')) outHeaders['cache-control'] = 'no-cache, no-transform'
@@ -185,7 +185,7 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   try {
     if (amend !== null) {
       // Short answers: read whole, amended, sent as JSON or SSE again.
-      const text = (await readLimited(res.body, target.maxMessageBytes, `the ${method} answer`)).toString('utf8')
+      const text = (await res.whole(target.maxMessageBytes, `the ${method} answer`)).toString('utf8')
       const body = contentType.startsWith('text/event-stream') ? rewriteSse(text, amend) : JSON.stringify(amend(JSON.parse(text)))
       const head = await h.headHook(ctx)(res.statusCode, outHeaders)
       if (head !== null && !ctx.res.headersSent && !ctx.res.destroyed) {
@@ -198,7 +198,7 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
   } catch (err) {
     // The answer broke (too large, idle past requestTimeout, the target went away) after its head.
     abort.abort(err)
-    res.body.destroy()
+    res.destroy()
     if (!ctx.res.headersSent) {
       const answer = targetUnavailable(id, `target "${target.name}" failed: ${(err as Error).message}`)
       h.traceTargetError(ctx, answer.error)
@@ -212,9 +212,9 @@ export async function forwardToModernTarget (targets: ModernTargets, ctx: Reques
 }
 
 /** Streams the target's answer as it comes, each SSE event (or the JSON body) within maxMessageBytes. */
-async function streamAnswer (ctx: RequestContext, res: Dispatcher.ResponseData, headers: Record<string, string>, sse: boolean, target: McpTargetIR, h: ForwardHelpers): Promise<void> {
+async function streamAnswer (ctx: RequestContext, res: TargetAnswer, headers: Record<string, string>, sse: boolean, target: McpTargetIR, h: ForwardHelpers): Promise<void> {
   if (!sse) {
-    const body = await readLimited(res.body, target.maxMessageBytes, 'an answer')
+    const body = await res.whole(target.maxMessageBytes, 'an answer')
     const head = await h.headHook(ctx)(res.statusCode, headers)
     if (head === null || ctx.res.headersSent || ctx.res.destroyed) return
     ctx.res.writeHead(head.status, { ...head.headers, 'content-length': String(body.length) })
@@ -224,16 +224,40 @@ async function streamAnswer (ctx: RequestContext, res: Dispatcher.ResponseData, 
   // The target's stream waits (unread) while a response policy decides on the head.
   const head = await h.headHook(ctx)(res.statusCode, headers)
   if (head === null || ctx.res.headersSent || ctx.res.destroyed) {
-    res.body.destroy()
+    res.destroy()
     return
   }
   ctx.res.writeHead(head.status, head.headers)
   ctx.res.flushHeaders()
   const meter = new SseEventMeter(target.maxMessageBytes)
-  for await (const chunk of res.body as AsyncIterable<Buffer>) {
-    if (!meter.feed(chunk)) throw new PorticoError('PORTICO_MCP_MESSAGE_TOO_LARGE', `an SSE event of the answer is over maxMessageBytes (${target.maxMessageBytes})`)
-    if (ctx.res.destroyed) return
-    if (!ctx.res.write(chunk)) await new Promise(resolve => ctx.res.once('drain', resolve))
+  // Chunk by chunk as the target sends them; the target's connection stops reading while the client's is full.
+  let gone = false
+  let draining = false
+  const resume = (): void => {
+    draining = false
+    res.resume()
+  }
+  try {
+    await res.each((chunk, owned) => {
+      if (gone) return
+      if (!meter.feed(chunk)) throw new PorticoError('PORTICO_MCP_MESSAGE_TOO_LARGE', `an SSE event of the answer is over maxMessageBytes (${target.maxMessageBytes})`)
+      if (ctx.res.destroyed) {
+        gone = true
+        res.destroy()
+        return
+      }
+      // A lent chunk is copied: the response's socket may hold it past this call.
+      if (!ctx.res.write(owned ? chunk : Buffer.from(chunk)) && !draining) {
+        draining = true
+        res.pause()
+        ctx.res.once('drain', resume)
+      }
+    })
+  } catch (err) {
+    if (gone) return
+    throw err
+  } finally {
+    ctx.res.off('drain', resume)
   }
   ctx.res.end()
 }

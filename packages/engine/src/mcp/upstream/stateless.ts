@@ -25,12 +25,11 @@
  * There is no session to open or end and no GET stream.
  */
 
-import type { Pool, Dispatcher } from 'undici'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
 import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import { createParser } from 'eventsource-parser'
-import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
-import { readLimited } from '../protocol/message-limits.ts'
+import { httpStatusError, readJsonAnswer, readSse, requestTarget, upstreamPool, type TargetAnswer } from './http-shared.ts'
+import type { H1Pool } from '../../http/h1-pool.ts'
 import { redactUrl } from '../../ir/redact.ts'
 import { initializeFromDiscover, modernRequestHeaders, modernRequestMeta, MODERN_VERSION, unstamped } from '../revisions/revision-2026.ts'
 import {
@@ -57,22 +56,22 @@ export interface ModernClientTransportOptions {
  * and TargetConnection (a streamable target that refused initialize; without `via`, a pool
  * is made for the question and closed).
  */
-export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes: number, via?: { pool: Pool, clientInfo: Record<string, unknown> }): Promise<boolean> {
+export async function speaksModern (url: URL, timeoutMs: number, maxMessageBytes: number, via?: { pool: H1Pool, clientInfo: Record<string, unknown> }): Promise<boolean> {
   const pool = via?.pool ?? upstreamPool(url)
   const meta = modernRequestMeta(undefined, { capabilities: {}, clientInfo: via?.clientInfo ?? { name: 'portico', version: '0' } }, undefined)
   try {
-    const res = await pool.request({
+    const res = await requestTarget(pool, {
       path: url.pathname + url.search,
       method: 'POST',
       headers: modernRequestHeaders('server/discover', {}),
       body: JSON.stringify({ jsonrpc: '2.0', id: 'portico-discover', method: 'server/discover', params: { _meta: meta } }),
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
+      headersTimeoutMs: timeoutMs,
+      idleTimeoutMs: timeoutMs,
       signal: AbortSignal.timeout(timeoutMs)
     })
-    const text = (await readLimited(res.body, maxMessageBytes, 'the server/discover answer')).toString('utf8')
+    const text = (await res.whole(maxMessageBytes, 'the server/discover answer')).toString('utf8')
     if (res.statusCode !== 200) return false
-    const message = String(res.headers['content-type'] ?? '').startsWith('text/event-stream') ? lastSseMessage(text) : JSON.parse(text) as unknown
+    const message = res.header('content-type').startsWith('text/event-stream') ? lastSseMessage(text) : JSON.parse(text) as unknown
     const versions = (message as { result?: { supportedVersions?: unknown } } | null)?.result?.supportedVersions
     return Array.isArray(versions) && versions.includes(MODERN_VERSION)
   } catch {
@@ -105,7 +104,7 @@ export class ModernClientTransport implements UpstreamTransport {
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void
   private readonly url: URL
-  private readonly pool: Pool
+  private readonly pool: H1Pool
   private readonly options: ModernClientTransportOptions
   private closed = false
   private logLevel: string | undefined
@@ -236,27 +235,27 @@ export class ModernClientTransport implements UpstreamTransport {
    */
   async exchange (id: JsonRpcId, method: string, params: Record<string, unknown>, signal: AbortSignal, onOther: (m: JsonRpcMessage) => void, bodyTimeoutMs = this.options.requestTimeoutMs): Promise<JsonRpcResponse> {
     const meta = modernRequestMeta(params._meta, this.options.client, this.logLevel)
-    const res = await this.pool.request({
+    const res = await requestTarget(this.pool, {
       path: this.url.pathname + this.url.search,
       method: 'POST',
       headers: modernRequestHeaders(method, params),
       body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }),
-      headersTimeout: this.options.requestTimeoutMs,
-      bodyTimeout: bodyTimeoutMs,
+      headersTimeoutMs: this.options.requestTimeoutMs,
+      idleTimeoutMs: bodyTimeoutMs,
       signal
     })
-    const type = String(res.headers['content-type'] ?? '')
+    const type = res.header('content-type')
     if (type.startsWith('application/json')) {
       const message = await readJsonAnswer(res, this.options.maxMessageBytes) as JsonRpcMessage
       if (isResponse(message)) return message
       throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} from ${redactUrl(this.url.href)}: not a JSON-RPC response`)
     }
-    if (res.statusCode === 200 && type.startsWith('text/event-stream')) return await this.readAnswer(res.body, id, onOther)
+    if (res.statusCode === 200 && type.startsWith('text/event-stream')) return await this.readAnswer(res, id, onOther)
     throw await httpStatusError(res, this.url)
   }
 
   /** Reads an SSE answer up to the response to `id`. */
-  private async readAnswer (body: Dispatcher.ResponseData['body'], id: JsonRpcId, onOther: (m: JsonRpcMessage) => void): Promise<JsonRpcResponse> {
+  private async readAnswer (body: TargetAnswer, id: JsonRpcId, onOther: (m: JsonRpcMessage) => void): Promise<JsonRpcResponse> {
     let answer: JsonRpcResponse | null = null
     await readSse(body, {
       maxEventBytes: this.options.maxMessageBytes,

@@ -1,6 +1,6 @@
 /**
  * The client side of the streamable HTTP transport, for Portico's upstream MCP sessions,
- * on an undici keep-alive pool: POST per message (JSON or SSE answers), a GET stream for
+ * on Portico's HTTP/1.1 keep-alive pool (http-shared.ts): POST per message (JSON or SSE answers), a GET stream for
  * server-initiated messages (reopened with Last-Event-ID if it drops), DELETE to end the
  * session. It implements UpstreamTransport (transport.ts, the SDK's Transport and more), like the SDK's own client transport,
  * which it replaces on the hot path because that one goes through fetch and web streams for
@@ -18,10 +18,10 @@
  * A stream that ends with no answer and no event id to resume from fails its request.
  */
 
-import type { Pool, Dispatcher } from 'undici'
 import type { RelatedInfo, UpstreamTransport } from './transport.ts'
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js'
-import { httpStatusError, readJsonAnswer, readSse, upstreamPool } from './http-shared.ts'
+import { httpStatusError, readJsonAnswer, readSse, requestTarget, startRequest, upstreamPool, type TargetAnswer } from './http-shared.ts'
+import type { H1Pool } from '../../http/h1-pool.ts'
 import { PorticoError } from '../../util/errors.ts'
 
 /** Waits `ms`, or rejects when `signal` aborts (the request was given up on). */
@@ -39,6 +39,37 @@ function sleep (ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener('abort', onAbort, { once: true })
   })
+}
+
+/**
+ * One request's exchange with the target, to abort when it is abandoned, times out or the
+ * transport closes: its POST's answer, and the signal of what follows when its SSE stream
+ * must be resumed (the GETs and the waits between them), made only then — a call answered
+ * with JSON never makes an AbortController or adds a listener.
+ */
+class Exchange {
+  answer: TargetAnswer | null = null
+  reason: Error | null = null
+  private controller: AbortController | null = null
+
+  get aborted (): boolean {
+    return this.reason !== null
+  }
+
+  get signal (): AbortSignal {
+    if (this.controller === null) {
+      this.controller = new AbortController()
+      if (this.reason !== null) this.controller.abort(this.reason)
+    }
+    return this.controller.signal
+  }
+
+  abort (reason: Error = new DOMException('This operation was aborted', 'AbortError')): void {
+    if (this.reason !== null) return
+    this.reason = reason
+    this.answer?.destroy(reason)
+    this.controller?.abort(reason)
+  }
 }
 
 export interface HttpClientTransportOptions {
@@ -85,9 +116,8 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
   sessionId?: string
   private protocolVersion: string | undefined
   private readonly url: URL
-  private readonly pool: Pool
+  private readonly pool: H1Pool
   private closed = false
-  private getStream: Dispatcher.ResponseData | null = null
   private getAbort: AbortController | null = null
   private lastEventId: string | undefined
   /** The `retry` the standalone stream asked for (ms), used before reopening it. */
@@ -107,7 +137,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
   private readonly maxMessageBytes: number
   private readonly requestTimeoutMs: number
   /** POSTs of requests still waiting for their answer, to abort when abandoned. */
-  private readonly inflight = new Map<RequestId, AbortController>()
+  private readonly inflight = new Map<RequestId, Exchange>()
 
   constructor (url: URL, options: HttpClientTransportOptions = {}) {
     this.url = url
@@ -147,23 +177,25 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
   async send (message: JSONRPCMessage): Promise<void> {
     if (this.closed) throw new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'transport closed')
     const requestId = 'method' in message && 'id' in message ? message.id as RequestId : undefined
-    const abort = new AbortController()
-    if (requestId !== undefined) this.inflight.set(requestId, abort)
+    const exchange = new Exchange()
+    if (requestId !== undefined) this.inflight.set(requestId, exchange)
     // A notification or response has no caller timing it: it gets the requestTimeout here.
-    const timer = requestId === undefined ? setTimeout(() => abort.abort(new PorticoError('PORTICO_MCP_TIMEOUT', `no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs) : undefined
+    const timer = requestId === undefined ? setTimeout(() => exchange.abort(new PorticoError('PORTICO_MCP_TIMEOUT', `no answer within ${this.requestTimeoutMs} ms`)), this.requestTimeoutMs) : undefined
     timer?.unref()
     let streaming = false
     try {
-      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message), signal: abort.signal })
+      const call = startRequest(this.pool, { path: this.url.pathname + this.url.search, method: 'POST', headers: this.headers(), body: JSON.stringify(message) })
+      exchange.answer = call
+      const res = await call.head
       const sid = res.headers['mcp-session-id']
       if (typeof sid === 'string' && sid !== '') this.sessionId = sid
       if (res.statusCode === 202) {
-        await res.body.dump()
+        await res.dump()
         if ('method' in message && message.method === 'notifications/initialized') this.openGetStream()
         return
       }
       if (res.statusCode < 200 || res.statusCode >= 300) throw await httpStatusError(res, this.url)
-      const type = String(res.headers['content-type'] ?? '')
+      const type = res.header('content-type')
       if (type.startsWith('application/json')) {
         const body = await readJsonAnswer(res, this.maxMessageBytes) as JSONRPCMessage | JSONRPCMessage[]
         for (const m of Array.isArray(body) ? body : [body]) this.onmessage?.(m)
@@ -172,15 +204,15 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
       if (type.startsWith('text/event-stream')) {
         // The answer streams; consume it without holding up the caller.
         streaming = true
-        void this.followPostStream(res.body, requestId, abort.signal).then(
+        void this.followPostStream(res, requestId, exchange).then(
           () => { if (requestId !== undefined) this.inflight.delete(requestId) },
           (err: Error) => {
             if (requestId !== undefined && this.inflight.delete(requestId)) this.onrequestfailed?.(requestId, err)
-            else if (!abort.signal.aborted && !this.closed) this.onerror?.(err)
+            else if (!exchange.aborted && !this.closed) this.onerror?.(err)
           }).finally(() => clearTimeout(timer))
         return
       }
-      await res.body.dump()
+      await res.dump()
     } finally {
       if (!streaming) {
         clearTimeout(timer)
@@ -194,23 +226,24 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
    * polling), resumes it with GET + Last-Event-ID after the `retry` it named, until the
    * answer comes, the request is abandoned (its timeout) or the server refuses to resume.
    */
-  private async followPostStream (body: Dispatcher.ResponseData['body'], requestId: RequestId | undefined, signal: AbortSignal): Promise<void> {
+  private async followPostStream (body: TargetAnswer, requestId: RequestId | undefined, exchange: Exchange): Promise<void> {
     let outcome = await this.readAnswerSse(body, requestId)
     if (requestId === undefined) return
     let lastEventId = outcome.lastEventId
     let retryMs = outcome.retryMs
     let idle = RESUME_BACKOFF_START_MS
+    const signal = exchange.signal
     while (!outcome.answered && !this.closed && !signal.aborted && this.inflight.has(requestId)) {
       if (lastEventId === undefined) throw new PorticoError('PORTICO_MCP_UPSTREAM_STREAM', 'the stream ended before the answer, with no event id to resume from')
       await sleep(retryMs ?? 0, signal)
       const headers: Record<string, string> = { ...this.headers(), accept: 'text/event-stream', 'last-event-id': lastEventId }
       delete headers['content-type']
-      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'GET', headers, signal })
-      if (res.statusCode !== 200 || !String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
-        await res.body.dump().catch(() => {})
+      const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'GET', headers, signal })
+      if (res.statusCode !== 200 || !res.header('content-type').startsWith('text/event-stream')) {
+        await res.dump()
         throw new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `HTTP ${res.statusCode} resuming the answer's stream (Last-Event-ID ${lastEventId})`)
       }
-      outcome = await this.readAnswerSse(res.body, requestId, false, true)
+      outcome = await this.readAnswerSse(res, requestId, false, true)
       if (outcome.retryMs !== undefined) retryMs = outcome.retryMs
       if (outcome.lastEventId !== undefined && outcome.lastEventId !== lastEventId) {
         lastEventId = outcome.lastEventId
@@ -225,17 +258,17 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
 
   /** Gives up on a request (the caller was answered already): its POST is aborted. */
   abandon (id: RequestId): void {
-    const abort = this.inflight.get(id)
-    if (abort === undefined) return
+    const exchange = this.inflight.get(id)
+    if (exchange === undefined) return
     this.inflight.delete(id)
-    abort.abort()
+    exchange.abort()
   }
 
   /**
    * Reads an SSE body: the answer to a POST (`requestId`; the stream ends once it is in) or
    * the standalone stream (undefined). Rejects when an event passes maxMessageBytes.
    */
-  private async readAnswerSse (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, requestId: RequestId | undefined, standalone = false, stopWhenAnswered = false): Promise<SseOutcome> {
+  private async readAnswerSse (body: TargetAnswer, requestId: RequestId | undefined, standalone = false, stopWhenAnswered = false): Promise<SseOutcome> {
     const outcome: SseOutcome = { lastEventId: undefined, retryMs: undefined, answered: false }
     await readSse(body, {
       maxEventBytes: this.maxMessageBytes,
@@ -252,7 +285,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
       onBadMessage: err => this.onerror?.(err),
       onMessage: value => {
         const message = value as JSONRPCMessage
-        let settled: AbortController | undefined
+        let settled: Exchange | undefined
         if (!('method' in message) && 'id' in message) {
           const id = message.id as RequestId
           if (id === requestId) {
@@ -300,11 +333,10 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
           if (this.sessionId !== undefined) headers['mcp-session-id'] = this.sessionId
           if (this.protocolVersion !== undefined) headers['mcp-protocol-version'] = this.protocolVersion
           if (this.lastEventId !== undefined) headers['last-event-id'] = this.lastEventId
-          const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'GET', headers, signal: abort.signal })
-          this.getStream = res
+          const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'GET', headers, signal: abort.signal })
           answered()
           if (res.statusCode === 405 || res.statusCode === 400 || res.statusCode === 404) {
-            await res.body.dump()
+            await res.dump()
             this.streamGone = true
             if (res.statusCode === 400) this.onerror?.(new PorticoError('PORTICO_MCP_UPSTREAM_HTTP', `upstream refused the session's GET stream (HTTP 400); not retried`))
             if (res.statusCode === 404) {
@@ -314,10 +346,10 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
             return
           }
           if (res.statusCode !== 200) {
-            await res.body.dump()
+            await res.dump()
           } else {
             backoff = GET_RETRY_MS
-            await this.readAnswerSse(res.body, undefined, true)
+            await this.readAnswerSse(res, undefined, true)
           }
         } catch (err) {
           answered()
@@ -338,8 +370,8 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
     if (this.sessionId === undefined) return
     const headers = this.headers()
     try {
-      const res = await this.pool.request({ path: this.url.pathname + this.url.search, method: 'DELETE', headers, signal: AbortSignal.timeout(this.requestTimeoutMs) })
-      await res.body.dump()
+      const res = await requestTarget(this.pool, { path: this.url.pathname + this.url.search, method: 'DELETE', headers, signal: AbortSignal.timeout(this.requestTimeoutMs) })
+      await res.dump()
     } catch {}
   }
 
@@ -348,7 +380,7 @@ export class StreamableHttpClientTransport implements UpstreamTransport {
     this.closed = true
     this.answerGet?.()
     this.getAbort?.abort()
-    for (const abort of this.inflight.values()) abort.abort()
+    for (const exchange of this.inflight.values()) exchange.abort()
     this.inflight.clear()
     await this.pool.close().catch(() => {})
     this.onclose?.()
