@@ -6,7 +6,8 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { honouredFilter, parseFilter, stamped, SubscriptionHub, wants } from '../src/mcp/session/listen.ts'
+import { SubscriptionHub } from '../src/mcp/session/listen.ts'
+import { honouredFilter, parseFilter, stamped, wants } from '../src/mcp/revisions/revision-2026-listen.ts'
 import type { JsonRpcNotification } from '../src/mcp/protocol/jsonrpc.ts'
 
 test('filters: parsed strictly, honoured only where a capability promises it, matched per method and URI', () => {

@@ -9,7 +9,8 @@ import assert from 'node:assert/strict'
 import {
   checkStandardHeaders, classify, decodeHeaderValue, discoverResult, modernCapabilities, upstreamRequest
 } from '../src/mcp/revisions/revision-2026.ts'
-import { inputKey, ModernCall, ParkedCalls, type CallBinding } from '../src/mcp/session/modern-call.ts'
+import { ModernCall, ParkedCalls, type CallBinding } from '../src/mcp/session/modern-call.ts'
+import { inputKey } from '../src/mcp/revisions/revision-2026-input.ts'
 import { modernResult } from '../src/mcp/revisions/revision-2026.ts'
 import { SessionIdCodec } from '../src/mcp/session/session-id.ts'
 import { waitUntil } from '../../testkit/src/wait.ts'

@@ -12,11 +12,6 @@
 import type { JsonRpcNotification } from '../protocol/jsonrpc.ts'
 import { wants, type ListenFilter } from '../revisions/revision-2026-listen.ts'
 
-// The filter of a listen request and the stamping of its notifications are message
-// translation (revisions/revision-2026-listen.ts); exported from here too for the tests
-// that import them with the hub (test/mcp-listen.test.ts).
-export { honouredFilter, parseFilter, stamped, wants, type ListenFilter } from '../revisions/revision-2026-listen.ts'
-
 interface Listener {
   filter: ListenFilter
   send: (message: JsonRpcNotification) => void

@@ -34,11 +34,6 @@ import {
   type JsonRpcId, type JsonRpcMessage, type JsonRpcResponse
 } from '../protocol/jsonrpc.ts'
 
-// The translation rules themselves (keys, refusals, result shapes) are the revision bridge's
-// (revisions/revision-2026-input.ts); inputKey is exported from here too for the tests that
-// import it with the call.
-export { inputKey } from '../revisions/revision-2026-input.ts'
-
 /** A target asking several things at once sends them back to back: gathered this long. */
 const GATHER_MS = 15
 export const REQUEST_STATE_PREFIX = 'p26s.'
