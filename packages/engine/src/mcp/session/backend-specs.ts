@@ -25,7 +25,7 @@ export class BackendSpecs {
   }
 
   /** A backend with stdio targets was admitted: its spare can find its cap by name. */
-  named (backend: BackendIR): void {
+  rememberByName (backend: BackendIR): void {
     this.byName.set(backend.name, { key: backend.key, spec: backend.mcp! })
   }
 

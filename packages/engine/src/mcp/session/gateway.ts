@@ -141,7 +141,7 @@ export class McpGateway {
   private async admit (backend: BackendIR): Promise<() => void> {
     const cap = stdioProcessCap(backend.mcp!)
     if (cap === null) return () => {}
-    this.specs.named(backend)
+    this.specs.rememberByName(backend)
     return await admitUnderCap(backend.name, backend.key, {
       cap,
       holding: () => this.holding(backend.key),
