@@ -425,14 +425,14 @@ export interface McpBackendSpecIR {
   maxMessageBytes: number
   /**
    * A session whose client closed its GET stream, with nothing in flight, has its upstream
-   * sessions closed after this long (mcp/session/gateway.ts); absent in older IR = 60 s.
+   * sessions closed after this long (mcp/session/expiry.ts); absent in older IR = 60 s.
    */
   sessionIdleTimeoutMs?: number
   /** Most live sessions per proxy; past it the least recently active is closed. Absent = 1000. */
   maxSessions?: number
   /**
    * A session holding stdio processes, with no GET stream open and nothing in flight, is
-   * closed after this long without activity (mcp/session/gateway.ts); absent in older IR = 5 min.
+   * closed after this long without activity (mcp/session/expiry.ts); absent in older IR = 5 min.
    */
   stdioSessionIdleTimeoutMs?: number
 }

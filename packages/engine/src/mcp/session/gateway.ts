@@ -1,54 +1,35 @@
 /**
  * All MCP sessions of one proxy: creating them (and minting their self-describing ids),
- * finding or resuming them by id, the shared upstream sessions of stateless backends, idle
- * expiry, and closing sessions whose backend changed or left the config.
+ * finding or resuming them by id on any replica, and ending them — on DELETE, when idle,
+ * past a cap, or when their backend changed or left the config. A closed session's id
+ * answers 404, and the client initializes again.
  *
- * Clients often vanish without DELETE; each session holds an upstream session and GET
- * stream per target, so those are let go early: a session whose client closed its GET
- * stream, with no request in flight and no activity since, is closed after the backend's
- * sessionIdleTimeout (default 60 s) rather than the 30-minute TTL, and a backend keeps at
- * most maxSessions live sessions (the least recently active one is closed past it). A
- * closed session's id answers 404, and the client initializes again.
- *
- * A stdio target costs a process per session (tens of MB each), so those are bounded more
- * tightly: a session holding stdio processes whose client has no GET stream open is closed
- * after the backend's stdioSessionIdleTimeout (default 5 min) without a request, and a stdio
- * target runs at most maxProcesses processes (default 8, its warm spare included). At the cap
- * a new session first closes the least recently active session that looks abandoned (no GET
- * stream open, nothing in flight); with none, it is refused (HTTP 503) rather than cutting
- * off a connected client — as Envoy's and nginx's connection limits refuse the newcomer.
+ * This class holds the sessions by id and wires the parts that decide about them:
+ *   caps.ts             maxSessions and the stdio process cap (admission, eviction)
+ *   expiry.ts           when an idle session is closed
+ *   shared-sessions.ts  the upstream sessions of stateless backends and 2026-07-28 clients
+ *   backend-specs.ts    which backends a config change makes stale
+ *   target-events.ts    the targets' reports logged, the sessions' stdio processes listed
  */
 
-import type { BackendIR, McpBackendSpecIR } from '../../ir/types.ts'
+import type { BackendIR } from '../../ir/types.ts'
 import { McpSession, type SessionHooks } from './session.ts'
 import { SessionIdCodec } from './session-id.ts'
 import type { ClientInit } from '../upstream/target.ts'
-import { LATEST_PROTOCOL_VERSION } from '../protocol/jsonrpc.ts'
 import { GATEWAY_INFO } from './merge.ts'
 import type { SseWriter } from '../protocol/sse-writer.ts'
 import { ModernTargets } from '../upstream/stateless-forward.ts'
 import { ParkedCalls } from './modern-call.ts'
 import { StdioSpares } from '../upstream/stdio-spares.ts'
-import type { StdioProcessTransport } from '../upstream/stdio.ts'
+import { Reservations, admitUnderCap, maxSessions, overMaxSessions, stdioProcessCap } from './caps.ts'
+import { DEFAULT_SESSION_TTL_MS, expiryReason, sweepInterval } from './expiry.ts'
+import { SharedSessions, modernShare, statelessInit } from './shared-sessions.ts'
+import { BackendSpecs, mcpSpecs } from './backend-specs.ts'
+import { TargetEvents, type McpChildProcess, type McpLogger } from './target-events.ts'
 
-const DEFAULT_SESSION_IDLE_TIMEOUT_MS = 60_000
-/** Absent in older IR: a stdio session with no GET stream open is closed after 5 idle minutes. */
-const DEFAULT_STDIO_SESSION_IDLE_TIMEOUT_MS = 5 * 60_000
-/** Absent in older IR: a stdio target runs at most this many processes (the spare included). */
-const DEFAULT_STDIO_MAX_PROCESSES = 8
-/** The client capabilities Portico bridges for 2026-07-28 clients (mcp/session/modern-call.ts), in key order. */
-const INPUT_CAPABILITIES = ['elicitation', 'roots', 'sampling']
-/** Marks the stateless-map keys of 2026-07-28 sessions: `<backend key>#2026#<capabilities>`. */
-const MODERN_KEY = '#2026#'
-const DEFAULT_MAX_SESSIONS = 1000
-/** How often sessions are checked for expiry (the idle grace is counted from the check). */
-const SWEEP_MS = 1_000
-
-export interface McpLogger {
-  debug(fields: Record<string, unknown>, message: string): void
-  info(fields: Record<string, unknown>, message: string): void
-  warn(fields: Record<string, unknown>, message: string): void
-}
+// What the rest of the engine and its tests reach through this door (mcp/ is entered here and at client/http.ts).
+export { StdioCapacityError } from './caps.ts'
+export type { McpChildProcess, McpLogger } from './target-events.ts'
 
 export interface McpGatewayOptions {
   /** 64 hex digits; sessions ids minted with one key can be resumed by any replica with it. */
@@ -63,36 +44,6 @@ export interface McpGatewayOptions {
   logger?: McpLogger
 }
 
-export interface McpChildProcess {
-  pid: number
-  backend: string
-  target: string
-  startedAt: string
-}
-
-export const DEFAULT_SESSION_TTL_MS = 30 * 60_000
-
-/**
- * A new session of a backend whose stdio targets run their maxProcesses processes, none of
- * them held by a session that looks abandoned: answered HTTP 503 (mcp/client/http.ts).
- */
-export class StdioCapacityError extends Error {
-  readonly backend: string
-  readonly maxProcesses: number
-  constructor (backend: string, maxProcesses: number) {
-    super(`backend ${backend}: its stdio targets run their maxProcesses (${maxProcesses}) processes, each held by a session in use; try again later`)
-    this.backend = backend
-    this.maxProcesses = maxProcesses
-  }
-}
-
-/** Most sessions of a backend that may hold its stdio processes at once (its targets' smallest maxProcesses), or null without stdio targets. */
-export function stdioProcessCap (spec: McpBackendSpecIR): number | null {
-  let cap: number | null = null
-  for (const t of spec.targets) if (t.kind === 'stdio') cap = Math.min(cap ?? Infinity, t.maxProcesses ?? DEFAULT_STDIO_MAX_PROCESSES)
-  return cap
-}
-
 export class McpGateway {
   readonly codec: SessionIdCodec
   readonly ttlMs: number
@@ -102,20 +53,16 @@ export class McpGateway {
   readonly parked: ParkedCalls
   /** Open subscriptions/listen streams of 2026-07-28 clients: each ends gracefully on a drain. */
   readonly listenStreams = new Set<() => void>()
+  /** Legacy HTTP+SSE connections by id: the stream, and the session once initialized. */
+  readonly legacy = new Map<string, { writer: SseWriter, session: McpSession | null }>()
   /** Stdio server processes started ahead of sessions (mcp/upstream/stdio-spares.ts); undefined when this gateway serves no sessions. */
   private readonly spares: StdioSpares | undefined
   private readonly logger: McpLogger | undefined
+  private readonly events: TargetEvents
   private readonly sessions = new Map<string, McpSession>()
   private readonly resuming = new Map<string, Promise<McpSession | null>>()
-  private readonly stateless = new Map<string, Promise<McpSession>>()
-  /** Legacy HTTP+SSE connections by id: the stream, and the session once initialized. */
-  readonly legacy = new Map<string, { writer: SseWriter, session: McpSession | null }>()
-  /**
-   * Stdio servers of sessions, by transport rather than pid: the exit of one process must not
-   * remove another that was given its pid since, and an exited one is never listed.
-   */
-  private readonly processes = new Map<StdioProcessTransport, McpChildProcess>()
-  private readonly specs = new Map<string, string>()
+  private readonly shared = new SharedSessions()
+  private readonly specs = new BackendSpecs()
   /**
    * Ids ended here (DELETE, idle expiry, config change) and when to forget them: such an id
    * still decrypts, but must answer 404 rather than come back to life on this replica.
@@ -124,63 +71,52 @@ export class McpGateway {
   private readonly reaper: NodeJS.Timeout
   /** Draining: streams were ended on purpose, so a closed stream no longer means a client gone. */
   private draining = false
-  /** Sessions admitted under the stdio process cap and still starting, by backend key. */
-  private readonly starting = new Map<string, number>()
+  /** Sessions admitted under the stdio process cap and still starting. */
+  private readonly starting = new Reservations()
   /** Sessions ended whose targets are still stopping (their processes still count). */
   private readonly closing = new Set<McpSession>()
-  /** Backend keys by name, for the spares' room check (a spare knows its backend by name). */
-  private readonly backendSpecs = new Map<string, { key: string, spec: McpBackendSpecIR }>()
 
   constructor (options: McpGatewayOptions = {}) {
     this.codec = new SessionIdCodec(options.sessionKey)
     this.parked = new ParkedCalls(this.codec)
     this.ttlMs = options.sessionTtlMs ?? DEFAULT_SESSION_TTL_MS
     this.logger = options.logger
+    // A session's process is gone: below the cap again, the spare comes back.
+    this.events = new TargetEvents({ logger: this.logger, onExit: () => this.spares?.refill() })
     this.spares = options.spares === false
       ? undefined
       : new StdioSpares({
         onLog: (fields, message) => this.logger?.warn(fields, message),
         // The spare counts toward its target's maxProcesses: one is kept only while there is room.
         room: backendName => {
-          const b = this.backendSpecs.get(backendName)
+          const b = this.specs.byBackendName(backendName)
           const cap = b === undefined ? null : stdioProcessCap(b.spec)
           return cap === null || this.holding(b!.key) + 1 <= cap
         }
       })
-    this.reaper = setInterval(() => this.reapIdle(), Math.min(SWEEP_MS, this.ttlMs / 4))
+    this.reaper = setInterval(() => this.reapIdle(), sweepInterval(this.ttlMs))
     this.reaper.unref()
   }
 
+  /** A session of the backend, not started yet (every kind is built alike). */
+  private newSession (backend: BackendIR, init: ClientInit, kind: { legacy?: boolean, shared?: boolean } = {}): McpSession {
+    return new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares, ...kind })
+  }
+
+  /** What a session's targets report, to the log and the list of stdio processes (mcp-stdio-spares.test.ts drives it with fake processes). */
   private hooks (backend: BackendIR): SessionHooks {
-    return {
-      onProcess: (target, process, running) => {
-        // An exited process's transport no longer knows its pid: the one recorded at start is logged.
-        const pid = running ? process.pid : this.processes.get(process)?.pid
-        if (running && pid !== undefined) this.processes.set(process, { pid, backend: backend.name, target, startedAt: new Date().toISOString() })
-        else {
-          this.processes.delete(process)
-          // A session's process is gone: below the cap again, the spare comes back.
-          this.spares?.refill()
-        }
-        this.logger?.debug({ backend: backend.name, target, pid }, running ? 'mcp stdio server started' : 'mcp stdio server exited')
-      },
-      onStderr: (target, line) => this.logger?.debug({ backend: backend.name, target, line }, 'mcp stdio server stderr'),
-      onTargetState: (target, state, detail) => {
-        if (state === 'restarting') this.logger?.warn({ backend: backend.name, target, detail }, 'mcp target down; restarting')
-      },
-      onWarning: (target, detail) => this.logger?.warn({ backend: backend.name, target, detail }, 'mcp target broke the protocol')
-    }
+    return this.events.hooks(backend.name)
   }
 
   /** A new stateful session: every target started and initialized, then the id minted. */
   async createSession (backend: BackendIR, init: ClientInit): Promise<McpSession> {
     const release = await this.admit(backend)
     try {
-      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares })
+      const session = this.newSession(backend, init)
       await session.start()
       session.id = this.codec.encode(session.state(SessionIdCodec.nonce()))
       this.sessions.set(session.id, session)
-      this.specs.set(backend.key, JSON.stringify(backend.mcp))
+      this.specs.sessionStarted(backend)
       this.enforceLimit(backend, session)
       return session
     } finally {
@@ -194,54 +130,32 @@ export class McpGateway {
    * 2026-07-28 clients.
    */
   private holding (backendKey: string): number {
-    let n = this.starting.get(backendKey) ?? 0
+    let n = this.starting.count(backendKey)
     for (const s of this.sessions.values()) if (s.backendKey === backendKey) n++
     for (const s of this.closing) if (s.backendKey === backendKey) n++
     for (const { session } of this.legacy.values()) if (session?.backendKey === backendKey) n++
-    for (const key of this.stateless.keys()) if (key === backendKey || key.startsWith(backendKey + MODERN_KEY)) n++
-    return n
+    return n + this.shared.count(backendKey)
   }
 
-  /**
-   * Room for one more session holding the backend's stdio processes, reserved before any
-   * process starts (the returned function gives the reservation back once the session is
-   * live or failed). At the cap, the least recently active session that looks abandoned —
-   * no GET stream open, nothing in flight — is closed first, and its processes have exited
-   * before the new ones start; with none, StdioCapacityError.
-   */
+  /** Room for one more session under the backend's stdio process cap (caps.ts); the function returned gives it back. */
   private async admit (backend: BackendIR): Promise<() => void> {
     const cap = stdioProcessCap(backend.mcp!)
     if (cap === null) return () => {}
-    this.backendSpecs.set(backend.name, { key: backend.key, spec: backend.mcp! })
-    while (this.holding(backend.key) >= cap) {
-      let victim: McpSession | undefined
-      for (const s of this.sessions.values()) {
-        if (s.backendKey !== backend.key || s.busy || s.stream.connected) continue
-        if (victim === undefined || s.lastActivity < victim.lastActivity) victim = s
-      }
-      if (victim === undefined) throw new StdioCapacityError(backend.name, cap)
-      this.logger?.info({ backend: backend.name, maxProcesses: cap }, 'mcp session closed: stdio process cap reached (least recently active session without a GET stream)')
-      await this.endAndClose(victim)
-    }
-    this.starting.set(backend.key, (this.starting.get(backend.key) ?? 0) + 1)
-    let released = false
-    return () => {
-      if (released) return
-      released = true
-      const left = (this.starting.get(backend.key) ?? 1) - 1
-      if (left > 0) this.starting.set(backend.key, left)
-      else this.starting.delete(backend.key)
-    }
+    this.specs.rememberByName(backend)
+    return await admitUnderCap(backend.name, backend.key, {
+      cap,
+      holding: () => this.holding(backend.key),
+      sessions: () => this.sessions.values(),
+      evict: session => this.endAndClose(session),
+      reservations: this.starting,
+      onEvict: () => this.logger?.info({ backend: backend.name, maxProcesses: cap }, 'mcp session closed: stdio process cap reached (least recently active session without a GET stream)')
+    })
   }
 
   /** Past the backend's maxSessions, the least recently active sessions (not `keep`) are closed. */
   private enforceLimit (backend: BackendIR, keep: McpSession): void {
-    const max = backend.mcp?.maxSessions ?? DEFAULT_MAX_SESSIONS
-    const mine = [...this.sessions.values()].filter(s => s.backendKey === backend.key && s !== keep)
-    if (mine.length + 1 <= max) return
-    mine.sort((a, b) => a.lastActivity - b.lastActivity)
-    for (const session of mine.slice(0, mine.length + 1 - max)) {
-      this.logger?.info({ backend: backend.name, maxSessions: max }, 'mcp session closed: too many sessions (least recently active)')
+    for (const session of overMaxSessions(this.sessions.values(), backend.mcp!, backend.key, keep)) {
+      this.logger?.info({ backend: backend.name, maxSessions: maxSessions(backend.mcp!) }, 'mcp session closed: too many sessions (least recently active)')
       void this.endAndClose(session)
     }
   }
@@ -262,7 +176,7 @@ export class McpGateway {
       let release = () => {}
       try {
         release = await this.admit(backend)
-        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init: state.init, hooks: this.hooks(backend), spares: this.spares })
+        const session = this.newSession(backend, state.init)
         await session.start(state)
         session.id = id
         this.sessions.set(id, session)
@@ -288,17 +202,13 @@ export class McpGateway {
     await this.endAndClose(session)
   }
 
-  private end (session: McpSession): void {
-    this.sessions.delete(session.id)
-    this.ended.set(session.id, Date.now() + this.ttlMs)
-  }
-
   /**
    * Ends a session and stops its targets; until its stdio processes have exited it still
    * counts toward the stdio process cap (`holding`).
    */
   private async endAndClose (session: McpSession): Promise<void> {
-    this.end(session)
+    this.sessions.delete(session.id)
+    this.ended.set(session.id, Date.now() + this.ttlMs)
     await this.stop(session)
   }
 
@@ -318,55 +228,36 @@ export class McpGateway {
     }
   }
 
-  /** Stateless backends share one upstream session per target, opened on first use. */
+  /** Stateless backends share one upstream session per target, opened on first use (shared-sessions.ts). */
   statelessSession (backend: BackendIR): Promise<McpSession> {
-    let s = this.stateless.get(backend.key)
-    if (s === undefined) {
-      const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: GATEWAY_INFO }
-      s = (async () => {
-        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares })
-        await session.start()
-        return session
-      })()
-      this.stateless.set(backend.key, s)
-      s.catch(() => this.stateless.delete(backend.key))
-      this.specs.set(backend.key, JSON.stringify(backend.mcp))
-    }
-    return s
+    return this.shared.get(backend.key, () => this.openShared(backend, statelessInit(), false))
   }
 
   /**
    * The upstream session 2026-07-28 clients share, per backend and per set of input
-   * capabilities they declare (sampling, elicitation, roots: at most 8 sessions a backend).
-   * Targets of that era decide what to ask from the session's capabilities, so a client
-   * that cannot answer elicitation is served by a session that never declared it — the
-   * target takes its other path (or says -32021), as it would with that client directly.
-   * mcp/session/modern-call.ts puts each input request to the client whose call it belongs to. A
-   * target's request that belongs to no call is refused: there is no one to ask.
+   * capabilities they declare (shared-sessions.ts says why).
    */
   modernSession (backend: BackendIR, clientCapabilities: Record<string, unknown>): Promise<McpSession> {
-    const bridged = INPUT_CAPABILITIES.filter(c => c in clientCapabilities)
-    const key = `${backend.key}${MODERN_KEY}${bridged.join(',')}`
-    let s = this.stateless.get(key)
-    if (s === undefined) {
-      const init: ClientInit = { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: Object.fromEntries(bridged.map(c => [c, {}])), clientInfo: GATEWAY_INFO }
-      s = (async () => {
-        const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares, shared: true })
-        await session.start()
-        return session
-      })()
-      this.stateless.set(key, s)
-      s.catch(() => this.stateless.delete(key))
-      this.specs.set(backend.key, JSON.stringify(backend.mcp))
-    }
-    return s
+    const share = modernShare(backend.key, clientCapabilities)
+    return this.shared.get(share.key, () => this.openShared(backend, share.init(), true))
+  }
+
+  /** A shared session, starting (settles once every target is up, or the session failed). */
+  private openShared (backend: BackendIR, init: ClientInit, shared: boolean): Promise<McpSession> {
+    const started = (async () => {
+      const session = this.newSession(backend, init, { shared })
+      await session.start()
+      return session
+    })()
+    this.specs.sessionStarted(backend)
+    return started
   }
 
   /** A session of the legacy HTTP+SSE transport (created at `initialize`, ended with its stream). */
   async createLegacySession (backend: BackendIR, init: ClientInit, onStarted: (session: McpSession) => void): Promise<McpSession> {
     const release = await this.admit(backend)
     try {
-      const session = new McpSession({ spec: backend.mcp!, backendKey: backend.key, init, hooks: this.hooks(backend), spares: this.spares, legacy: true })
+      const session = this.newSession(backend, init, { legacy: true })
       await session.start()
       // Counted from here on by its entry in `legacy`, which `onStarted` sets.
       onStarted(session)
@@ -382,72 +273,33 @@ export class McpGateway {
    */
   sync (backends: Iterable<BackendIR>): void {
     const list = [...backends]
-    const current = new Map<string, McpBackendSpecIR>()
-    for (const b of list) if (b.kind === 'mcp' && b.mcp !== undefined) current.set(b.key, b.mcp)
-    const stale = (key: string) => {
-      const spec = current.get(key)
-      return spec === undefined || (this.specs.has(key) && this.specs.get(key) !== JSON.stringify(spec))
-    }
+    const current = mcpSpecs(list)
+    const stale = (key: string) => this.specs.stale(key, current)
     for (const session of [...this.sessions.values()]) {
       if (!stale(session.backendKey)) continue
       void this.endAndClose(session)
     }
-    for (const [key, s] of this.stateless) {
-      // `<backend key>#2026#<capabilities>`: a 2026-07-28 clients' session of that backend.
-      if (!stale(key.includes(MODERN_KEY) ? key.slice(0, key.indexOf(MODERN_KEY)) : key)) continue
-      this.stateless.delete(key)
-      void s.then(session => session.close(), () => {})
-    }
+    this.shared.closeStale(stale)
     for (const [id, { writer, session }] of this.legacy) {
       if (session === null || !stale(session.backendKey)) continue
       this.legacy.delete(id)
       writer.end()
       void this.stop(session)
     }
-    for (const key of [...this.specs.keys()]) {
-      if (!current.has(key)) this.specs.delete(key)
-      else this.specs.set(key, JSON.stringify(current.get(key)))
-    }
-    this.backendSpecs.clear()
-    for (const b of list) if (b.kind === 'mcp' && b.mcp !== undefined) this.backendSpecs.set(b.name, { key: b.key, spec: b.mcp })
+    this.specs.update(list, current)
     this.spares?.sync(list)
   }
 
+  /** Every second: idle sessions closed (expiry.ts), and ended ids forgotten after the TTL. */
   private reapIdle (): void {
     const now = Date.now()
-    const cutoff = now - this.ttlMs
     for (const session of [...this.sessions.values()]) {
-      const expired = session.lastActivity < cutoff
-      const gone = !expired && this.clientGone(session, now)
-      const stdioIdle = !expired && !gone && this.stdioIdle(session, now)
-      if (!expired && !gone && !stdioIdle) continue
-      this.logger?.info({ backend: session.backendKey }, expired ? 'mcp session expired after being idle' : gone ? 'mcp session closed: its client went away' : 'mcp session closed: idle with stdio processes and no GET stream (stdioSessionIdleTimeout)')
+      const reason = expiryReason(session, now, this.ttlMs, this.draining)
+      if (reason === null) continue
+      this.logger?.info({ backend: session.backendKey }, reason)
       void this.endAndClose(session)
     }
     for (const [id, until] of this.ended) if (until < now) this.ended.delete(id)
-  }
-
-  /**
-   * The client closed its GET stream and has had nothing in flight, nor any activity, for
-   * the backend's sessionIdleTimeout. A client that never opened a GET stream is not
-   * judged by this (it has nothing to close): the TTL and maxSessions bound it.
-   */
-  private clientGone (session: McpSession, now: number): boolean {
-    const since = session.stream.disconnectedAt
-    if (since === null || session.busy || this.draining) return false
-    const grace = session.spec.sessionIdleTimeoutMs ?? DEFAULT_SESSION_IDLE_TIMEOUT_MS
-    return now - Math.max(since, session.lastActivity) >= grace
-  }
-
-  /**
-   * A session holding stdio processes (each tens of MB) whose client has no GET stream open
-   * and nothing in flight, idle for the backend's stdioSessionIdleTimeout: most likely a
-   * client that left without DELETE (one that never opened a GET stream included).
-   */
-  private stdioIdle (session: McpSession, now: number): boolean {
-    if (session.busy || session.stream.connected || this.draining || stdioProcessCap(session.spec) === null) return false
-    const limit = session.spec.stdioSessionIdleTimeoutMs ?? DEFAULT_STDIO_SESSION_IDLE_TIMEOUT_MS
-    return now - Math.max(session.stream.disconnectedAt ?? 0, session.lastActivity) >= limit
   }
 
   get sessionCount (): number {
@@ -456,9 +308,7 @@ export class McpGateway {
 
   /** Stdio servers: those of sessions, then the spares no session has taken yet (target `<name> (spare)`). */
   children (): McpChildProcess[] {
-    // Only processes still running: an exited one's transport no longer has a pid.
-    const sessions = [...this.processes].flatMap(([process, info]) => process.pid === info.pid ? [info] : [])
-    return [...sessions, ...(this.spares?.children() ?? []).map(c => ({ ...c, target: `${c.target} (spare)` }))]
+    return [...this.events.running(), ...(this.spares?.children() ?? []).map(c => ({ ...c, target: `${c.target} (spare)` }))]
   }
 
   /**
@@ -479,13 +329,13 @@ export class McpGateway {
     clearInterval(this.reaper)
     const all: Array<Promise<unknown>> = []
     for (const s of this.sessions.values()) all.push(s.detach())
-    for (const s of this.stateless.values()) all.push(s.then(x => x.close(), () => {}))
     for (const { writer, session } of this.legacy.values()) {
       writer.end()
       if (session !== null) all.push(session.close())
     }
+    // After the legacy streams ended: until then the shared sessions still count toward the stdio cap.
+    all.push(...this.shared.close())
     this.sessions.clear()
-    this.stateless.clear()
     this.legacy.clear()
     all.push(this.modernTargets.close())
     if (this.spares !== undefined) all.push(this.spares.close())

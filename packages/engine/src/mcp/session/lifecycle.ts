@@ -1,7 +1,7 @@
 /**
  * A session's targets from start to end, across replicas: starting them (or resuming the
  * upstream sessions a session id names), what of them goes into the session id, and ending
- * them. Idle expiry and the caps are the gateway's (gateway.ts reaps by `lastActivity`).
+ * them. Idle expiry and the caps are the gateway's (expiry.ts and caps.ts, by `lastActivity`).
  *
  * A session id carries its own state (session-id.ts) so any replica can serve it: for each
  * target its upstream session and, since the handshake is not repeated on resume, the
