@@ -114,7 +114,11 @@ async function measure (build: string, bin: string, target: 'http' | 'sse' | 'st
     timeoutMs: 600_000
   })
   try {
-    const sessions = await Promise.all(Array.from({ length: CONNECTIONS }, () => openSession(`http://127.0.0.1:${port}`, `/${target}/mcp`)))
+    // One after another: the first session loads what its target's transport needs (a build
+    // that loads the MCP SDK and zod then blocks for seconds under callgrind), and sessions
+    // opened meanwhile would have their initialize bodies time out (408).
+    const sessions: Array<Awaited<ReturnType<typeof openSession>>> = []
+    for (let i = 0; i < CONNECTIONS; i++) sessions.push(await openSession(`http://127.0.0.1:${port}`, `/${target}/mcp`))
     progress(`${build}, ${target}: ${WARMUP} calls to warm up, then ${CALLS} counted`)
     await calls(sessions, WARMUP)
     await run('callgrind_control', ['--zero', String(child.proc.pid)])

@@ -207,7 +207,10 @@ test('a target that never names its endpoint fails the start at its requestTimeo
   await assert.rejects(within(silent.transport.start(), 5000, 'start'), (err: unknown) => isPorticoError(err, 'PORTICO_MCP_TIMEOUT') && /no endpoint .* within 200 ms/.test((err as Error).message))
   assert.ok(performance.now() - started >= 190)
   await new Promise<void>(resolve => held!.once('close', () => resolve()))
+  assert.equal(silent.closes(), 0, 'a failed start leaves the close to the caller')
   await silent.transport.close()
+  assert.equal(silent.closes(), 1)
+  assert.deepEqual(silent.errors, [], 'the start\'s rejection is the only report')
 
   const json = open('/json/sse')
   await assert.rejects(json.transport.start(), (err: unknown) => isPorticoError(err, 'PORTICO_MCP_PROTOCOL') && /application\/json/.test((err as Error).message))

@@ -60,6 +60,8 @@ export class SseClientTransport implements UpstreamTransport {
   private endpointPath = ''
   /** start()'s promise, until the endpoint came or the start failed. */
   private starting: { resolve: () => void, reject: (err: Error) => void, timer: NodeJS.Timeout } | null = null
+  /** The start failed: the caller was told (start rejected) and closes the transport itself. */
+  private startFailed = false
   private closed = false
   /** POSTs of requests not yet acknowledged, to abort when abandoned. */
   private readonly inflight = new Map<JsonRpcId, TargetAnswer>()
@@ -156,7 +158,7 @@ export class SseClientTransport implements UpstreamTransport {
    * disconnection. Either way the target connection restarts it.
    */
   private streamEnded (err: Error): void {
-    if (this.closed) return
+    if (this.closed || this.startFailed) return
     if (isPorticoError(err, MESSAGE_TOO_LARGE)) this.fault ??= err.message
     if (this.starting !== null) {
       this.failStart(err)
@@ -166,11 +168,12 @@ export class SseClientTransport implements UpstreamTransport {
     void this.close()
   }
 
-  /** The start fails: the stream is cut; the caller closes the transport. */
+  /** The start fails: the stream is cut; the caller closes the transport (onclose comes then, once). */
   private failStart (err: Error): void {
     const starting = this.starting
     if (starting === null) return
     this.starting = null
+    this.startFailed = true
     clearTimeout(starting.timer)
     this.stream?.destroy(err)
     starting.reject(err)
