@@ -5,8 +5,9 @@
  *
  * Portico runs under valgrind's callgrind (as in bench/tracing-instructions.ts, which says
  * what valgrind changes and why the young generation is fixed); its targets run outside it:
- * the SDK-built streamable HTTP server (bench/servers/mcp-server.ts) and the reference stdio
- * server (server-everything, which Portico launches; valgrind does not follow children). For
+ * the SDK-built streamable HTTP server (bench/servers/mcp-server.ts; `--targets sse`: the
+ * same server as a legacy HTTP+SSE target) and the reference stdio server
+ * (server-everything, which Portico launches; valgrind does not follow children). For
  * each build and target: one MCP session per connection (initialize, initialized), `--warmup`
  * calls of `echo`, the counters zeroed, `--calls` more counted, over `--connections`
  * keep-alive connections, each call a POST with the session's id answered as JSON. Reported
@@ -20,7 +21,7 @@
  * the builds, and between the HTTP and the stdio target of this build: where a change, or
  * the HTTP target's own path, spends.
  *
- * Run: node bench/mcp-instructions.ts [--before DIR] [--warmup 8000] [--calls 4000] [--connections 8] [--targets http,stdio] [--functions N]
+ * Run: node bench/mcp-instructions.ts [--before DIR] [--warmup 8000] [--calls 4000] [--connections 8] [--targets http,stdio,sse] [--functions N]
  */
 
 import { rmSync, writeFileSync } from 'node:fs'
@@ -41,7 +42,7 @@ const FUNCTIONS = Number(values.functions)
 const WARMUP = Number(values.warmup)
 const CALLS = Number(values.calls)
 const CONNECTIONS = Number(values.connections)
-const TARGETS = values.targets.split(',') as Array<'http' | 'stdio'>
+const TARGETS = values.targets.split(',') as Array<'http' | 'sse' | 'stdio'>
 const AFTER = fileURLToPath(new URL('../packages/proxy/bin/portico.ts', import.meta.url))
 const BEFORE = values.before === undefined ? undefined : checkoutBin(values.before)
 const PROTOCOL_VERSION = '2025-06-18'
@@ -92,7 +93,7 @@ interface Count {
   functions?: Map<string, number>
 }
 
-async function measure (build: string, bin: string, target: 'http' | 'stdio', mcpPort: number): Promise<Count> {
+async function measure (build: string, bin: string, target: 'http' | 'sse' | 'stdio', mcpPort: number): Promise<Count> {
   const dir = scratchDir(`callgrind-mcp-${build}-${target}`)
   const port = await freePort()
   const configPath = join(dir, 'config.yaml')
@@ -113,7 +114,11 @@ async function measure (build: string, bin: string, target: 'http' | 'stdio', mc
     timeoutMs: 600_000
   })
   try {
-    const sessions = await Promise.all(Array.from({ length: CONNECTIONS }, () => openSession(`http://127.0.0.1:${port}`, `/${target}/mcp`)))
+    // One after another: the first session loads what its target's transport needs (a build
+    // that loads the MCP SDK and zod then blocks for seconds under callgrind), and sessions
+    // opened meanwhile would have their initialize bodies time out (408).
+    const sessions: Array<Awaited<ReturnType<typeof openSession>>> = []
+    for (let i = 0; i < CONNECTIONS; i++) sessions.push(await openSession(`http://127.0.0.1:${port}`, `/${target}/mcp`))
     progress(`${build}, ${target}: ${WARMUP} calls to warm up, then ${CALLS} counted`)
     await calls(sessions, WARMUP)
     await run('callgrind_control', ['--zero', String(child.proc.pid)])

@@ -26,8 +26,8 @@ export const EVERYTHING = join(dirname(createRequire(import.meta.url).resolve('@
 
 /**
  * The MCP benches' Portico config: `/http/mcp` to the SDK-built streamable HTTP server on
- * `mcpPort` (bench/servers/mcp-server.ts), `/stdio/mcp` to server-everything, launched by
- * Portico. `{port}` is the gateway's, filled in by startPortico.
+ * `mcpPort` (bench/servers/mcp-server.ts), `/sse/mcp` to the same server over the legacy
+ * HTTP+SSE transport, `/stdio/mcp` to server-everything, launched by Portico. `{port}` is the gateway's, filled in by startPortico.
  */
 export function mcpTargetsConfig (mcpPort: number): string {
   return `gateways:
@@ -36,6 +36,9 @@ routes:
   - name: http-target
     matches: [{ path: { pathPrefix: /http } }]
     backends: [{ mcp: { targets: [{ name: bench, mcp: { host: "http://127.0.0.1:${mcpPort}/mcp" } }] } }]
+  - name: sse-target
+    matches: [{ path: { pathPrefix: /sse } }]
+    backends: [{ mcp: { targets: [{ name: bench, sse: { host: "http://127.0.0.1:${mcpPort}/sse" } }] } }]
   - name: stdio-target
     matches: [{ path: { pathPrefix: /stdio } }]
     backends: [{ mcp: { targets: [{ name: everything, stdio: { cmd: "${process.execPath}", args: ["${EVERYTHING}", stdio] } }] } }]

@@ -1,17 +1,17 @@
 /**
  * The pieces that keep one MCP target's faults its own (issue 14, item 7), unit by unit:
- * the stdio line splitter (linear, capped, resynchronising), the SSE event meter, the
- * bounded body reader, and the per-target config (maxMessageSize, requestTimeout).
- * The end-to-end behaviour is in e2e/test/security-mcp-target.test.ts.
+ * the stdio line splitter (linear, capped, resynchronising), the SSE event meter, and the
+ * per-target config (maxMessageSize, requestTimeout). The HTTP answers read within the
+ * limit are in mcp-target-answer.test.ts, the legacy SSE transport's limits in
+ * mcp-target-legacy-sse.test.ts, the end-to-end behaviour in
+ * e2e/test/security-mcp-target.test.ts.
  */
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Readable } from 'node:stream'
 import { loadConfigText, formatDiagnostic } from '../src/index.ts'
 import { LineSplitter } from '../src/mcp/upstream/line-splitter.ts'
-import { MESSAGE_TOO_LARGE, readLimited, SseEventMeter } from '../src/mcp/protocol/message-limits.ts'
-import { isPorticoError } from '../src/util/errors.ts'
+import { SseEventMeter } from '../src/mcp/protocol/message-limits.ts'
 
 function split (chunks: string[], maxLineBytes: number): { lines: string[], overflows: number[] } {
   const lines: string[] = []
@@ -72,13 +72,6 @@ test('the SSE meter counts one event at a time, whatever the line endings and ch
   assert.equal(fits(30, 'data: 0123456789\r\n\r\ndata: 0123456789\r\r', 'data: 0123456789\r', '\n\r\n'), true, 'CRLF and CR endings end events too')
   assert.equal(fits(30, 'data: 0123456789\n', 'data: 0123456789\n', 'data: 0123456789\n\n'), false, 'several data lines of one event add up')
   assert.equal(fits(30, 'data: ', 'x'.repeat(10), 'x'.repeat(10), 'x'.repeat(10)), false, 'an event with no end')
-})
-
-test('readLimited reads up to the limit and rejects past it with a typed error', async () => {
-  assert.equal((await readLimited(Readable.from([Buffer.from('abc'), Buffer.from('def')]), 6)).toString(), 'abcdef')
-  const body = Readable.from((function * () { for (;;) yield Buffer.alloc(1024) })())
-  await assert.rejects(readLimited(body, 10_000), (err: unknown) => isPorticoError(err, MESSAGE_TOO_LARGE) && /more than 10000 bytes \(maxMessageSize\)/.test((err as Error).message))
-  assert.equal(body.destroyed, true, 'the body is destroyed')
 })
 
 function mcpConfig (target: string): string {

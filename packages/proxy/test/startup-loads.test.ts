@@ -70,6 +70,38 @@ await t.close()`
   assert.deepEqual(urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@modelcontextprotocol\/|zod\/)/.test(u)), [])
 })
 
+test('talking to a legacy SSE target loads neither the MCP SDK nor zod', () => {
+  const transport = fileURLToPath(new URL('../../engine/src/mcp/upstream/sse.ts', import.meta.url))
+  const script = `const http = await import('node:http')
+const { SseClientTransport } = await import(${JSON.stringify(transport)})
+let stream
+const server = http.createServer((req, res) => {
+  if (req.method === 'GET') {
+    stream = res
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    res.write('event: endpoint\\ndata: /message\\n\\n')
+    return
+  }
+  req.resume()
+  req.on('end', () => {
+    res.writeHead(202).end()
+    stream.write('data: {"jsonrpc":"2.0","id":1,"result":{}}\\n\\n')
+  })
+})
+await new Promise(resolve => server.listen(0, '127.0.0.1', resolve))
+const t = new SseClientTransport(new URL('http://127.0.0.1:' + server.address().port + '/sse'))
+const answered = new Promise(resolve => { t.onmessage = resolve })
+await t.start()
+await t.send({ jsonrpc: '2.0', id: 1, method: 'ping' })
+await answered
+await t.close()
+server.closeAllConnections()
+server.close()`
+  const { urls } = run(['--input-type=module', '-e', script])
+  assert.ok(urls.some(u => u.endsWith('/mcp/upstream/sse.ts')), 'the transport was loaded')
+  assert.deepEqual(urls.filter(u => /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(@modelcontextprotocol\/|zod\/)/.test(u)), [])
+})
+
 test('the LLM wire formats load when a config with an AI backend is applied, before any request', () => {
   const script = `const { Engine, loadConfigText } = await import('@portico/engine')
 const loaded = loadConfigText(JSON.stringify({ gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ ai: { name: 'llm', provider: { openAI: {} } } }] }] }), { baseDir: '/' })

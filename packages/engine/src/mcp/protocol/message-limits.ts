@@ -1,8 +1,9 @@
 /**
- * The size cap on what a remote MCP target sends (its `maxMessageSize`): a JSON response
- * body, or one server-sent event. Without it a target that streams an event with no end, or
- * an endless body, grows a buffer in the gateway until memory runs out — a fault of one
- * target becoming everyone's.
+ * The size cap on what an MCP target sends (its `maxMessageSize`): a JSON response body or
+ * one server-sent event (counted here, read by upstream/http-shared.ts and
+ * stateless-forward.ts), a stdout line (upstream/line-splitter.ts). Without it a target
+ * that streams an event with no end, or an endless body, grows a buffer in the gateway
+ * until memory runs out — a fault of one target becoming everyone's.
  */
 
 import { PorticoError, type PorticoErrorCode } from '../../util/errors.ts'
@@ -11,22 +12,6 @@ export const MESSAGE_TOO_LARGE = 'PORTICO_MCP_MESSAGE_TOO_LARGE' satisfies Porti
 
 export function messageTooLarge (what: string, limit: number): PorticoError {
   return new PorticoError(MESSAGE_TOO_LARGE, `${what} of more than ${limit} bytes (maxMessageSize)`)
-}
-
-/** A body read whole, up to `limit` bytes; past it the body is destroyed and this rejects. */
-export async function readLimited (body: AsyncIterable<Uint8Array> & { destroy?: (err?: Error) => unknown }, limit: number, what = 'an answer'): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of body) {
-    size += chunk.length
-    if (size > limit) {
-      const err = messageTooLarge(what, limit)
-      body.destroy?.(err)
-      throw err
-    }
-    chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength))
-  }
-  return Buffer.concat(chunks, size)
 }
 
 const LF = 0x0a
@@ -65,33 +50,5 @@ export class SseEventMeter {
       if (++this.eventBytes > this.limit) return false
     }
     return true
-  }
-}
-
-/**
- * A fetch whose response bodies keep to `limit`: per event for an event stream, whole for
- * anything else. The body errors past the limit and `onOverflow` is called (for the SDK's
- * legacy SSE client transport, which reads through fetch).
- */
-export function limitedFetch (limit: number, onOverflow: (err: PorticoError) => void, base: typeof fetch = fetch): typeof fetch {
-  return async (input, init) => {
-    const res = await base(input, init)
-    if (res.body === null || res.status < 200 || res.status >= 300) return res
-    const stream = String(res.headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream')
-    const meter = stream ? new SseEventMeter(limit) : null
-    let total = 0
-    const body = res.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
-      transform (chunk, controller) {
-        total += chunk.length
-        if (meter !== null ? !meter.feed(chunk) : total > limit) {
-          const err = messageTooLarge(stream ? 'an event' : 'an answer', limit)
-          controller.error(err)
-          onOverflow(err)
-          return
-        }
-        controller.enqueue(chunk)
-      }
-    }))
-    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers })
   }
 }

@@ -12,7 +12,7 @@
 import type { McpTargetIR } from '../../ir/types.ts'
 import { PorticoError } from '../../util/errors.ts'
 import type { JsonRpcResponse } from '../protocol/jsonrpc.ts'
-import { openSseTransport } from './sse.ts'
+import { SseClientTransport } from './sse.ts'
 import { ModernClientTransport, speaksModern } from './stateless.ts'
 import { StdioProcessTransport } from './stdio.ts'
 import { stdioLaunchOptions, type StdioSpares } from './stdio-spares.ts'
@@ -54,7 +54,7 @@ export function openTransport (spec: McpTargetIR, options: OpenOptions): Upstrea
     }
     return new StdioProcessTransport({ ...stdioLaunchOptions(spec), onStderr: options.onStderr })
   }
-  if (spec.kind === 'sse') return openSseTransport(new URL(spec.url), spec.maxMessageBytes)
+  if (spec.kind === 'sse') return new SseClientTransport(new URL(spec.url), { maxMessageBytes: spec.maxMessageBytes, requestTimeoutMs: spec.requestTimeoutMs })
   const http: ConstructorParameters<typeof StreamableHttpClientTransport>[1] = { maxMessageBytes: spec.maxMessageBytes, requestTimeoutMs: spec.requestTimeoutMs }
   if (options.resumeSession !== undefined) http.sessionId = options.resumeSession
   return new StreamableHttpClientTransport(new URL(spec.url), http)

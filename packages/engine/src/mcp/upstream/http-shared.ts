@@ -1,6 +1,7 @@
 /**
- * What the two HTTP transports to a target share — streamable HTTP (streamable.ts, the
- * initialize-era sessions) and stateless 2026-07-28 (stateless.ts, stateless-forward.ts):
+ * What the HTTP transports to a target share — streamable HTTP (streamable.ts, the
+ * initialize-era sessions), legacy HTTP+SSE (sse.ts, 2024-11-05) and stateless 2026-07-28
+ * (stateless.ts, stateless-forward.ts):
  * the keep-alive pool, one request and its answer, a JSON answer read within
  * maxMessageBytes, an SSE answer read event by event within it, and the error an
  * unexpected status becomes. One piece, so a fix to how a target's bytes are bounded or
@@ -308,6 +309,8 @@ export interface SseReadOptions {
   onMessage(message: unknown): void
   /** An event whose data is not JSON (the read goes on). */
   onBadMessage(err: Error): void
+  /** An event of another type (a legacy target's `endpoint`), its data as text; absent: ignored. */
+  onOtherEvent?(type: string, data: string): void
   /** Checked after each chunk: true ends the read here (the answer is cut). */
   done?(): boolean
 }
@@ -323,7 +326,10 @@ export async function readSse (res: TargetAnswer, options: SseReadOptions): Prom
     onId: options.onId,
     onRetry: options.onRetry,
     onEvent: event => {
-      if (event.event !== undefined && event.event !== 'message') return
+      if (event.event !== undefined && event.event !== 'message') {
+        options.onOtherEvent?.(event.event, event.data)
+        return
+      }
       if (event.data === '') return
       let message: unknown
       try {
