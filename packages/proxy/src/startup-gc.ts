@@ -28,24 +28,45 @@
  * calls it first): the flags are part of the key of Node's compile cache.
  */
 
-import { setFlagsFromString } from 'node:v8'
+import { queryObjects, setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 
-let gc: (() => void) | undefined
+/**
+ * V8's gc function (its gc extension, as `--expose-gc` installs it): no argument is one full
+ * GC; the options ask for another kind.
+ */
+export type Gc = (options?: GcOptions) => void
+/** The gc extension's options (V8 13.6, src/extensions/gc-extension.cc), the ones used here. */
+export interface GcOptions {
+  type: 'major'
+  /** 'sync': done before gc() returns (the default, 'async', returns a promise). */
+  execution: 'sync'
+  /**
+   * 'last-resort': V8's CollectAllAvailableGarbage, the collection it runs before giving up
+   * on an allocation — marked to reduce memory (the young generation shrunk to its smallest,
+   * pages compacted) and repeated while weak callbacks free more; 'regular': one full GC.
+   */
+  flavor: 'regular' | 'last-resort'
+}
+
+/** The memory-reducing collection (see above). */
+export const REDUCING_GC: GcOptions = { type: 'major', execution: 'sync', flavor: 'last-resort' }
+
+let gc: Gc | undefined
 
 /** How long after the release the collection waits (see above). */
 const COLLECT_AFTER_MS = 1000
 
 /** Takes V8's gc function (Node's own `gc` when it was started with --expose-gc). */
 export function takeGc (): void {
-  const own = (globalThis as { gc?: () => void }).gc
+  const own = (globalThis as { gc?: Gc }).gc
   if (typeof own === 'function') {
     gc = own
     return
   }
   setFlagsFromString('--expose-gc')
   try {
-    gc = runInNewContext('gc') as () => void
+    gc = runInNewContext('gc') as Gc
   } finally {
     setFlagsFromString('--no-expose-gc')
   }
@@ -55,5 +76,32 @@ export function takeGc (): void {
 export function collectStartupGarbage (): void {
   const collect = gc
   gc = undefined
-  if (collect !== undefined) setTimeout(() => { collect(); collect() }, COLLECT_AFTER_MS).unref()
+  if (collect !== undefined) setTimeout(() => { collect(); collect(REDUCING_GC) }, COLLECT_AFTER_MS).unref()
+}
+
+/**
+ * A data-plane worker thread's collection, a second after its first config is installed
+ * (worker-main.ts; unref'd): the same memory-reducing collection (V8's
+ * CollectAllAvailableGarbage, two full GCs or more) in the worker's own isolate, which has
+ * no `gc`. takeGc's way is not safe there: V8's flags are the process's, and the workers
+ * start at once (workers/pool.ts), so `--expose-gc` set by one would be seen by the
+ * others while they create their contexts (`gc` on their global objects) and compile
+ * their modules (a changed flag hash rejects Node's compile cache). Node's
+ * `v8.queryObjects` runs that collection before it counts a prototype's live instances
+ * (V8's HeapProfiler::QueryObjects), in the calling thread's isolate and touching no
+ * flag; it is asked about a class of its own, which has none. It then walks the heap once
+ * more, which the GCs dwarf. It is marked experimental (Node 24): its warning — the only
+ * output it has — is not printed (the one synchronous call with process.emitWarning
+ * stubbed), as the proxy does not use it as an API.
+ */
+export function collectWorkerStartupGarbage (): void {
+  setTimeout(() => {
+    const emitWarning = process.emitWarning
+    process.emitWarning = () => {}
+    try {
+      queryObjects(class NoInstances {}, { format: 'count' })
+    } finally {
+      process.emitWarning = emitWarning
+    }
+  }, COLLECT_AFTER_MS).unref()
 }
