@@ -8,7 +8,8 @@
  * process's CPU µs per request, and the mark-compacts under load (--trace-gc: how many, and
  * their main-thread ms per 10,000 requests).
  *
- * Run: node bench/heap-growing.ts [--rounds 2] [--seconds 12] [--path /small] [--variant FLAG]…
+ * Run: node bench/heap-growing.ts [--rounds 2] [--seconds 12] [--path /small] [--variant=FLAG]… (--variant= : the default;
+ * without --variant: the default, --heap-growing-percent=50 and =20)
  */
 
 import { readFileSync, writeFileSync } from 'node:fs'

@@ -17,7 +17,7 @@ import { join } from 'node:path'
 import { PORTICO_BIN, QUIET_ENV, freePort, gateway, runPortico, startPortico } from '@portico/testkit/portico'
 import { waitUntil } from '@portico/testkit/wait'
 import { startBackend } from '@portico/testkit/backends'
-import { MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '@portico/proxy/v8-flags'
+import { MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, heapGrowingGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '@portico/proxy/v8-flags'
 import { MALLOC_TUNABLES, withMallocTunables } from '@portico/proxy/malloc-tunables'
 
 const argv = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
@@ -160,4 +160,11 @@ test('under load from the moment it answers, start-up\'s collection is not the m
   assert.ok(answered > 1000, `${answered} requests in 3 s`)
   assert.doesNotMatch(output, /Mark-Compact \(reduce\)/, 'no memory-reducing collection under load')
   assert.match(output, /Mark-Compact/, 'the regular collection ran: ' + output.slice(-2000))
+})
+
+test('heapGrowingGiven: the user\'s own heap growing setting on Node\'s command line is left alone', () => {
+  assert.equal(heapGrowingGiven([]), false)
+  assert.equal(heapGrowingGiven(['--heap-growing-percent=50']), true)
+  assert.equal(heapGrowingGiven(['--heap_growing_percent=0']), true)
+  assert.equal(heapGrowingGiven(['--heap-growing-percents']), false, 'another flag')
 })
