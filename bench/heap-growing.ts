@@ -2,14 +2,16 @@
  * Memory under load against GC work, for V8 flags that cap the old generation's growth
  * between mark-compacts (issue 54: ≤ 80 MiB private under 50 keep-alive connections with one
  * event loop). Portico (WORKERS=1, this tree) started with Portico's V8 flags and one variant
- * flag each, idle 2 s (start-up's collection), then wrk -c50 for --seconds through it to
- * the benchmark backend; variants run in rotated order, round by round. Per run: private
- * memory (smaps_rollup Private_*) sampled every 250 ms under load (median and largest), the
- * process's CPU µs per request, and the mark-compacts under load (--trace-gc: how many, and
+ * flag each (none: as bin/portico.ts runs it, with its --heap-growing-percent; a variant of
+ * that flag replaces it, `--heap-growing-percent=0` being V8's own factor), idle 2 s
+ * (start-up's collection), then wrk -c50 for --seconds through it to the benchmark backend;
+ * variants run in rotated order, round by round. Per run: private memory (smaps_rollup
+ * Private_*) sampled every 250 ms under load (median and largest), the process's CPU µs per
+ * request, and the mark-compacts under load (--trace-gc: how many, and
  * their main-thread ms per 10,000 requests).
  *
- * Run: node bench/heap-growing.ts [--rounds 2] [--seconds 12] [--path /small] [--variant=FLAG]… (--variant= : the default;
- * without --variant: the default, --heap-growing-percent=50 and =20)
+ * Run: node bench/heap-growing.ts [--rounds 2] [--seconds 12] [--path /small] [--variant=FLAG]…
+ * (`--variant=`: none; without --variant: none and --heap-growing-percent=0)
  */
 
 import { readFileSync, writeFileSync } from 'node:fs'
@@ -23,7 +25,7 @@ import { freePort, scratchDir, startNode } from './lib/children.ts'
 import { runWrk } from './lib/wrk.ts'
 import { PORTICO_BIN, porticoEnv, singleRouteConfig, startBackend } from './lib/servers.ts'
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '2' }, seconds: { type: 'string', default: '12' }, path: { type: 'string', default: '/small' }, variant: { type: 'string', multiple: true, default: ['', '--heap-growing-percent=50', '--heap-growing-percent=20'] } } })
+const { values } = parseArgs({ options: { rounds: { type: 'string', default: '2' }, seconds: { type: 'string', default: '12' }, path: { type: 'string', default: '/small' }, variant: { type: 'string', multiple: true, default: ['', '--heap-growing-percent=0'] } } })
 const SECONDS = Number(values.seconds)
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 const privateMiB = (pid: number): number => readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8').split('\n').filter(l => /^Private_(Clean|Dirty):/.test(l)).reduce((s, l) => s + Number(/(\d+)/.exec(l)![1]), 0) / 1024
