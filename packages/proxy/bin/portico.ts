@@ -10,7 +10,7 @@
 import { enableCompileCache, flushCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
-import { COMPILATION_CACHE_FLAG, INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
+import { COMPILATION_CACHE_FLAG, HEAP_GROWING_FLAG, INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, heapGrowingGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
 import { takeGc } from '../src/startup-gc.ts'
 import { withMallocTunables } from '../src/malloc-tunables.ts'
 
@@ -39,6 +39,8 @@ if (startFlags.length > 0 && typeof process.execve === 'function') {
 
 // Before anything hot is optimized (src/v8-flags.ts says why).
 if (!inliningGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(INLINING_FLAG)
+// The old generation's growth between mark-compacts, for every thread (src/v8-flags.ts says why).
+if (!heapGrowingGiven(process.execArgv)) setFlagsFromString(HEAP_GROWING_FLAG)
 // Before any module is compiled, as the flags key Node's compile cache (src/startup-gc.ts).
 if (!compilationCacheGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(COMPILATION_CACHE_FLAG)
 takeGc()

@@ -4,7 +4,10 @@
  * 3 MB of bytecode and its schema objects) — leaves the process before it serves, instead of
  * at V8's next full GC, which an idle proxy without the memory reducer (v8-flags.ts) may
  * never run. Idle private memory 52.5 → about 46.5 MiB with one event loop (docs/multicore.md,
- * Memory), for two full GCs on the main thread once (below).
+ * Memory), for two full GCs on the main thread once (below). The second is V8's
+ * memory-reducing collection when the loop is idle (REDUCING_GC, reducingWhenIdle): the young
+ * generation shrunk from 8 MiB to 1 and the old generation compacted, 44.8 → 33.8 MiB idle
+ * (bench/footprint.ts, one run); data-plane workers get it too (collectWorkerStartupGarbage).
  *
  * Two settings make that GC find the validator dead:
  * - `--no-compilation-cache` (COMPILATION_CACHE_FLAG, set by bin/portico.ts before any module
@@ -28,32 +31,111 @@
  * calls it first): the flags are part of the key of Node's compile cache.
  */
 
-import { setFlagsFromString } from 'node:v8'
+import { performance } from 'node:perf_hooks'
+import { queryObjects, setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 
-let gc: (() => void) | undefined
+/**
+ * V8's gc function (its gc extension, as `--expose-gc` installs it): no argument is one full
+ * GC; the options ask for another kind.
+ */
+export type Gc = (options?: GcOptions) => void
+/** The gc extension's options (V8 13.6, src/extensions/gc-extension.cc), the ones used here. */
+export interface GcOptions {
+  type: 'major'
+  /** 'sync': done before gc() returns (the default, 'async', returns a promise). */
+  execution: 'sync'
+  /**
+   * 'last-resort': V8's CollectAllAvailableGarbage, the collection it runs before giving up
+   * on an allocation — marked to reduce memory (the young generation shrunk to its smallest,
+   * pages compacted) and repeated while weak callbacks free more; 'regular': one full GC.
+   */
+  flavor: 'regular' | 'last-resort'
+}
+
+/** The memory-reducing collection (see above). */
+export const REDUCING_GC: GcOptions = { type: 'major', execution: 'sync', flavor: 'last-resort' }
+
+let gc: Gc | undefined
 
 /** How long after the release the collection waits (see above). */
 const COLLECT_AFTER_MS = 1000
 
 /** Takes V8's gc function (Node's own `gc` when it was started with --expose-gc). */
 export function takeGc (): void {
-  const own = (globalThis as { gc?: () => void }).gc
+  const own = (globalThis as { gc?: Gc }).gc
   if (typeof own === 'function') {
     gc = own
     return
   }
   setFlagsFromString('--expose-gc')
   try {
-    gc = runInNewContext('gc') as () => void
+    gc = runInNewContext('gc') as Gc
   } finally {
     setFlagsFromString('--no-expose-gc')
   }
 }
 
-/** The collection after start-up, a second later (unref'd: it keeps no process alive); a no-op without takeGc. */
+/**
+ * The share of the second before the collection that the thread's event loop may have spent
+ * working for the collection still to reduce memory (see reducingWhenIdle).
+ */
+export const IDLE_UTILIZATION = 0.05
+
+/**
+ * Runs `collect` a second from now (unref'd: it keeps no process alive), telling it whether
+ * the thread was idle over that second. The memory-reducing collection is for an idle
+ * thread only. Under load it costs GC work after it: it compacts the old generation and
+ * leaves V8 a low limit for the next mark-compact, so the old generation's growth under load
+ * meets it soon (bench/startup-gc-instructions.ts, under callgrind, load from the moment the
+ * proxy answers: two more mark-compacts in the next 30 s of load than after the regular
+ * collection, all threads 438,332 against 380,904 instructions per request over the 1,000
+ * counted; the collection run idle, then the same load: 307,662 against 308,867, no
+ * mark-compact in the load). Idle is judged by the loop's utilization over that second
+ * (`performance.eventLoopUtilization`, below IDLE_UTILIZATION), which covers every protocol
+ * the loop serves: an idle start measured 0.002–0.014 (primary and workers, plain routes and
+ * the quick start), 10 keep-alive connections from the moment it answered 0.40 (about 2,600
+ * requests/s through one loop); 0.05 is a few hundred requests a second.
+ */
+function reducingWhenIdle (collect: (idle: boolean) => void): void {
+  const from = performance.eventLoopUtilization()
+  setTimeout(() => collect(performance.eventLoopUtilization(from).utilization < IDLE_UTILIZATION), COLLECT_AFTER_MS).unref()
+}
+
+/**
+ * The collection after start-up, a second later: one full GC, then the memory-reducing one
+ * if the loop was idle, else a second full GC (see above); a no-op without takeGc.
+ */
 export function collectStartupGarbage (): void {
   const collect = gc
   gc = undefined
-  if (collect !== undefined) setTimeout(() => { collect(); collect() }, COLLECT_AFTER_MS).unref()
+  if (collect !== undefined) reducingWhenIdle(idle => { collect(); collect(idle ? REDUCING_GC : undefined) })
+}
+
+/**
+ * A data-plane worker thread's collection, a second after its first config is installed
+ * (worker-main.ts), if its loop was idle over that second: the same memory-reducing
+ * collection (V8's CollectAllAvailableGarbage, two full GCs or more) in the worker's own
+ * isolate, which has no `gc`. takeGc's way is not safe there: V8's flags are the process's,
+ * and the workers start at once (workers/pool.ts), so `--expose-gc` set by one would be seen
+ * by the others while they create their contexts (`gc` on their global objects) and compile
+ * their modules (a changed flag hash rejects Node's compile cache). Node's
+ * `v8.queryObjects` runs that collection before it counts a prototype's live instances
+ * (V8's HeapProfiler::QueryObjects), in the calling thread's isolate and touching no flag;
+ * it is asked about a class of its own, which has none. It then walks the heap once more,
+ * which the GCs dwarf. It is marked experimental (Node 24): its warning — its only output —
+ * is not printed (the one synchronous call made with process.emitWarning stubbed), as the
+ * proxy does not use it as an API. A worker under load gets no collection.
+ */
+export function collectWorkerStartupGarbage (): void {
+  reducingWhenIdle(idle => {
+    if (!idle) return
+    const emitWarning = process.emitWarning
+    process.emitWarning = () => {}
+    try {
+      queryObjects(class NoInstances {}, { format: 'count' })
+    } finally {
+      process.emitWarning = emitWarning
+    }
+  })
 }

@@ -18,6 +18,7 @@ import { handoffRelay } from './handoff.ts'
 import { startIntake } from './intake.ts'
 import { traceFilter } from '../admin/trace-stream.ts'
 import { tasksDump } from '../admin/tasks.ts'
+import { collectWorkerStartupGarbage } from '../startup-gc.ts'
 import type { PreparedBinds } from '../listeners.ts'
 
 enableCompileCache(fileURLToPath(new URL('../../node_modules/.cache/node-compile-cache', import.meta.url)))
@@ -56,6 +57,8 @@ const pending = new Map<number, { prepared: PreparedConfig, binds: PreparedBinds
 const traces = new Map<number, () => void>()
 
 const send = (message: FromWorker): void => port.postMessage(message)
+/** Whether this thread has installed a config (its first one schedules the start-up collection). */
+let installed = false
 
 async function handle (message: ToWorker): Promise<unknown> {
   switch (message.type) {
@@ -77,6 +80,11 @@ async function handle (message: ToWorker): Promise<unknown> {
       dataPlane.noteEndpoints(p.prepared.compiled.ir)
       // This thread serves from its first config on (as Portico.start does; the first call counts).
       renewEmitterInit()
+      if (!installed) {
+        installed = true
+        // What loading and the first config let go, collected before the thread idles (startup-gc.ts).
+        collectWorkerStartupGarbage()
+      }
       return listeners.addresses()
     }
     case 'abort': {
