@@ -9,7 +9,9 @@
 import type * as Http from 'node:http'
 import Fastify from 'fastify'
 import { isPorticoError } from '@portico/engine'
-import type { AdminServerOptions } from './server.ts'
+import type { Logger } from 'pino'
+import type { AdminView } from './view.ts'
+import type { Address } from '../settings.ts'
 import { configDump } from './config-dump.ts'
 import { registerTraceRoutes } from './trace-stream.ts'
 import { memoryStats } from './memory.ts'
@@ -34,6 +36,17 @@ export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]
   ['GET', '/ui', 'web UI (a browser asking for / is redirected there; /?format=text for this list)'],
   ['GET, POST', '/api/*', 'the web UI\'s JSON API (same-origin; changes need adminWrites)']
 ]
+
+/** What the admin server is given (admin/server.ts); its app reads all of it. */
+export interface AdminServerOptions {
+  /** The running proxy, as admin sees it. */
+  view: AdminView
+  /** The admin server's own log (refused requests, a failed load of the app). */
+  log: Logger
+  address: Address
+  /** Called by /quitquitquit after the response is sent. */
+  onQuit: () => void
+}
 
 export interface AdminApp {
   /** Answers one request of the admin server (Fastify's request handler). */

@@ -14,21 +14,11 @@
 import type * as Http from 'node:http'
 import type { Duplex } from 'node:stream'
 import http from '@portico/engine/node-http'
-import type { Logger } from 'pino'
-import type { AdminView } from './view.ts'
-import type { Address } from '../settings.ts'
 import { HeapSampler } from './pprof.ts'
-import type { AdminApp } from './app.ts'
+// Types only: app.ts itself loads with the first admin request.
+import type { AdminApp, AdminServerOptions } from './app.ts'
 
-export interface AdminServerOptions {
-  /** The running proxy, as admin sees it. */
-  view: AdminView
-  /** The admin server's own log (refused requests, a failed load of the app). */
-  log: Logger
-  address: Address
-  /** Called by /quitquitquit after the response is sent. */
-  onQuit: () => void
-}
+export type { AdminServerOptions } from './app.ts'
 
 export interface AdminServer {
   port: number
