@@ -40,7 +40,8 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   }
 
   const setup = startLogging(config.staticConfig)
-  // The servers (admin, metrics: Fastify, prom-client) load only to run, not to validate.
+  // The servers (metrics: prom-client) load only to run, not to validate; the admin app
+  // (Fastify) only with the first admin request (admin/server.ts).
   const { Portico, startTracing } = await import('./portico.ts')
   const portico = new Portico({ settings: setup.settings, logs: setup.logs, configPath: file, maxConfigBytes, onQuit: () => process.exit(0), ...await startTracing(setup.settings, setup.logs) })
   await run(portico, setup.logs, async () => {
@@ -133,7 +134,8 @@ export async function runClusterMode (): Promise<void> {
  * `portico --warm-cache`: runs a gateway for a moment so Node's compile cache
  * (NODE_COMPILE_CACHE) holds every module a running one loads — two data-plane workers, the
  * admin, metrics and readiness servers, MCP and the LLM code (a config using each), one
- * proxied request — and cluster mode's xDS client
+ * proxied request, one admin request (the admin app loads with the first) — and cluster
+ * mode's xDS client
  * (loaded, not run), then stops it as a SIGTERM would. The image runs it at build time, as
  * the user and with the command line its pods run with (Node keys the cache by both): a pod's
  * proxy then takes its modules stripped and compiled from the cache, and Node's TypeScript
@@ -141,12 +143,8 @@ export async function runClusterMode (): Promise<void> {
  */
 export async function warmCompileCache (): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'portico-warm-'))
-  const port = await new Promise<number>((resolve, reject) => {
-    const probe = http.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number }
-      probe.close(() => resolve(port))
-    }).on('error', reject)
-  })
+  const port = await freeLoopbackPort()
+  const adminPort = await freeLoopbackPort()
   const file = join(dir, 'config.yaml')
   // Plain routes, an MCP backend, an AI backend and a model: the engine loads MCP and the LLM
   // code only for configs that use them (each thread, when it compiles such a config), so the
@@ -162,15 +160,28 @@ export async function warmCompileCache (): Promise<void> {
     '  - { name: m, match: { model: m-* }, provider: { openAI: {} }, baseURL: "http://127.0.0.1:9/v1" }',
     ''
   ].join('\n'))
-  Object.assign(process.env, { WORKERS: '2', ADMIN_ADDR: '127.0.0.1:0', STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', LOG_LEVEL: 'warn', DRAIN_TIMEOUT: '1s' })
+  Object.assign(process.env, { WORKERS: '2', ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: '127.0.0.1:0', READINESS_ADDR: '127.0.0.1:0', LOG_LEVEL: 'warn', DRAIN_TIMEOUT: '1s' })
   await runFile({ file, validate: false, maxConfigSize: undefined })
   rmSync(dir, { recursive: true, force: true })
-  // One request through the data plane (its backend refuses: a 503 is as good as a 200 here).
-  await new Promise<void>(resolve => {
+  // One request through the data plane (its backend refuses: a 503 is as good as a 200 here),
+  // and one to the admin server, which builds its app (Fastify) on its first request.
+  const get = (port: number): Promise<void> => new Promise<void>(resolve => {
     http.get({ host: '127.0.0.1', port, path: '/' }, res => { res.resume(); res.on('end', resolve) }).on('error', () => resolve())
   })
+  await get(port)
+  await get(adminPort)
   await import('./xds-client.ts')
   process.kill(process.pid, 'SIGTERM')
+}
+
+/** A port nothing listens on at 127.0.0.1 (as the OS hands one out). */
+function freeLoopbackPort (): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const probe = http.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number }
+      probe.close(() => resolve(port))
+    }).on('error', reject)
+  })
 }
 
 /** Where Kubernetes mounts the projected service-account token the deployer asks for. */

@@ -5,7 +5,8 @@
  * (with zod) and undici load at their first use; TypeBox and the Kubernetes client never; the
  * YAML parser not in data-plane workers; the engine's MCP code (mcp/) only with an MCP backend,
  * its LLM code (llm/) only with an AI backend or models, in every thread (issue 54). The servers
- * (Fastify, prom-client) load to run, not to validate. bench/footprint.ts measures why.
+ * (prom-client) load to run, not to validate; the admin server's framework (Fastify) with its
+ * first request (issue 54). bench/footprint.ts measures why.
  */
 
 import { test } from 'node:test'
@@ -15,6 +16,7 @@ import { mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import http from 'node:http'
 import { freePort, porticoStarted } from './lib/portico-child.ts'
 import { START_FLAGS } from '../src/v8-flags.ts'
 
@@ -214,6 +216,73 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
     // MCP backend, an AI backend or models (startup-loads' reload test below, and the next).
     assert.deepEqual(urls.filter(u => MCP_OR_LLM.test(u)), [])
+  } finally {
+    stop()
+  }
+})
+
+/**
+ * The admin app's framework: Fastify and what it alone loads (admin/server.ts builds it on the
+ * first admin request). Of ajv only its runtime helpers load at start, for the precompiled
+ * config validator (engine config/validate.ts); Fastify's schema compiler loads the rest.
+ */
+const ADMIN_FRAMEWORK = new RegExp(PACKAGE('fastify|find-my-way|fast-json-stringify|avvio|semver|@fastify/[^/]+').source + '|/node_modules/ajv/(?!package\\.json$|dist/runtime/)')
+
+test('the admin server listens at ready without its framework (Fastify, ajv, find-my-way, semver); the first admin request loads it, and every request waiting meanwhile — a POST with a body included — is answered', async () => {
+  const adminPort = await freePort()
+  const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '1', ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+  try {
+    assert.deepEqual(loaded().filter(l => ADMIN_FRAMEWORK.test(l.url)).map(l => l.url), [], 'nothing of Fastify at ready')
+    const admin = `http://127.0.0.1:${adminPort}`
+    // Sent together: the first starts the load, the others arrive while it runs.
+    const [list, logging, cel, missing] = await Promise.all([
+      fetch(`${admin}/`),
+      fetch(`${admin}/logging`),
+      fetch(`${admin}/api/cel`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ expression: '1 + 2' }) }),
+      fetch(`${admin}/no-such-path`)
+    ])
+    assert.equal(list.status, 200)
+    assert.match(await list.text(), /^portico admin\n/)
+    assert.equal(logging.status, 200)
+    assert.match(await logging.text(), /^current log level is /)
+    assert.equal(cel.status, 200)
+    assert.equal((await cel.json() as { value?: unknown }).value, 3)
+    assert.equal(missing.status, 404)
+    await missing.arrayBuffer()
+    assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('fastify').test(l.url)), 'Fastify loaded with the first admin request')
+  } finally {
+    stop()
+  }
+})
+
+test('the first admin request, cross-site or DNS-rebinding, is refused as every later one is, and refused POSTs change nothing', async () => {
+  const adminPort = await freePort()
+  const { port, stop } = await startProbed(PLAIN, { WORKERS: '1', ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+  try {
+    const admin = `http://127.0.0.1:${adminPort}`
+    const crossSite = async () => {
+      const res = await fetch(`${admin}/quitquitquit`, { method: 'POST', headers: { origin: 'https://evil.example', 'content-type': 'text/plain' }, body: 'x' })
+      return { status: res.status, type: res.headers.get('content-type'), text: await res.text() }
+    }
+    // A DNS-rebinding page: the browser sends the attacker's name as Host (fetch cannot set Host).
+    const rebinding = () => new Promise<{ status: number | undefined, text: string }>((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port: adminPort, path: '/config_dump', headers: { host: `evil.example:${adminPort}` } }, res => {
+        let text = ''
+        res.setEncoding('utf8').on('data', (c: string) => { text += c }).on('end', () => resolve({ status: res.statusCode, text }))
+      }).on('error', reject)
+    })
+    const first = await crossSite()
+    assert.equal(first.status, 403)
+    assert.match(first.text, /^forbidden: cross-origin request from https:\/\/evil\.example refused/)
+    assert.deepEqual(await crossSite(), first, 'the first refusal is the later ones\' refusal')
+    const rebound = await rebinding()
+    assert.equal(rebound.status, 403)
+    assert.match(rebound.text, /^forbidden: Host "evil\.example:\d+" is not allowed/)
+    // Not shut down: the gateway and the admin server still answer.
+    const hello = await fetch(`http://127.0.0.1:${port}/`)
+    assert.equal(hello.status, 503)
+    await hello.arrayBuffer()
+    assert.equal((await fetch(`${admin}/logging`)).status, 200)
   } finally {
     stop()
   }

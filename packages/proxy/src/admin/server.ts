@@ -1,157 +1,116 @@
 /**
- * The admin server (fastify), on 127.0.0.1:15000 unless configured: inspection and control
- * of one proxy. Bound to loopback by default because it has no authentication; every request
- * first passes the guard against cross-site writes and DNS rebinding (@portico/ops admin-guard.ts).
+ * The admin server, on 127.0.0.1:15000 unless configured: inspection and control of one proxy.
+ * Bound to loopback by default because it has no authentication; every request first passes
+ * the guard against cross-site writes and DNS rebinding (@portico/ops admin-guard.ts).
+ *
+ * Plain node:http listens at start; the routes (admin/app.ts, a Fastify app) are built when
+ * the first request arrives, and that request — like any arriving meanwhile — waits for them.
+ * Fastify and what it loads (ajv, find-my-way, semver, fast-json-stringify: ~285 modules)
+ * took ~180 ms of a ~480 ms start for a server most gateways are never asked anything on
+ * (docs/multicore.md, "Start-up"). A first request refused by the guard is refused by the
+ * same hook as any other, so the refusal is the same.
  */
 
-import Fastify, { type FastifyInstance } from 'fastify'
-import { isPorticoError } from '@portico/engine'
-import type { Logger } from 'pino'
-import type { AdminView } from './view.ts'
-import type { Address } from '../settings.ts'
-import { configDump } from './config-dump.ts'
-import { registerTraceRoutes } from './trace-stream.ts'
-import { memoryStats } from './memory.ts'
-import { tasksDump, workersTasksDump } from './tasks.ts'
-import { cpuProfile, HeapSampler } from './pprof.ts'
-import { findUiDir, registerUiStatic } from './ui-static.ts'
-import { registerUiApi } from './ui-api.ts'
-import { checkAdminMessage, checkAdminRequest, requestFacts, type AdminGuardOptions } from '@portico/ops'
+import type * as Http from 'node:http'
+import type { Duplex } from 'node:stream'
+import http from '@portico/engine/node-http'
+import { HeapSampler } from './pprof.ts'
+// Types only: app.ts itself loads with the first admin request.
+import type { AdminApp, AdminServerOptions } from './app.ts'
 
-export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]> = [
-  ['GET', '/config_dump', 'the loaded configuration (secrets redacted)'],
-  ['GET, POST', '/debug/trace', 'SSE stream of the next request\'s trace; filters: path, route, method, host, header'],
-  ['GET, POST', '/logging', 'show the log level; POST ?level=<filter> sets it (e.g. info,engine=debug)'],
-  ['GET', '/memory', 'process and V8 heap statistics'],
-  ['GET', '/debug/pprof/profile', 'CPU profile (pprof), ?seconds=1..300 (default 10)'],
-  ['GET', '/debug/pprof/heap', 'heap profile (pprof)'],
-  ['GET', '/debug/tasks', 'listeners, connections, in-flight requests, pools, child processes'],
-  ['GET', '/debug/mesh', 'the mesh identity: source, state and reason, SPIFFE ID, expiry, CA settings (no key, no token)'],
-  ['GET', '/debug/workers', 'data-plane workers: state, restarts, config generation, heap'],
-  ['POST', '/debug/workers/terminate', '?worker=N: end worker N at once, as a crash would (it is restarted)'],
-  ['POST', '/quitquitquit', 'graceful shutdown'],
-  ['GET', '/ui', 'web UI (a browser asking for / is redirected there; /?format=text for this list)'],
-  ['GET, POST', '/api/*', 'the web UI\'s JSON API (same-origin; changes need adminWrites)']
-]
+export type { AdminServerOptions } from './app.ts'
 
-export interface AdminServerOptions {
-  /** The running proxy, as admin sees it. */
-  view: AdminView
-  /** The admin server's own log (refused requests). */
-  log: Logger
-  address: Address
-  /** Called by /quitquitquit after the response is sent. */
-  onQuit: () => void
+export interface AdminServer {
+  port: number
+  /** Whether the admin app (Fastify) is built: false until the first admin request. */
+  appBuilt: () => boolean
+  close: () => Promise<void>
 }
 
-export async function startAdminServer (options: AdminServerOptions): Promise<{ app: FastifyInstance, close: () => Promise<void>, port: number }> {
-  const { view, log } = options
+/** Fastify's timeouts for a server it creates itself (fastify.js defaults), kept now that it is given one. */
+const KEEP_ALIVE_TIMEOUT_MS = 72_000
+
+export async function startAdminServer (options: AdminServerOptions): Promise<AdminServer> {
+  const { log } = options
+  // Started with the server, not with the app: a heap profile covers allocations since then.
   const heap = new HeapSampler()
   await heap.start()
-  const app = Fastify({ logger: false, forceCloseConnections: true })
 
-  // Before anything else, on every path (404s included): no cross-site writes, no rebinding.
-  const guard: AdminGuardOptions = { bindHost: options.address.host, allowedHosts: view.settings.adminAllowedHosts }
-  app.addHook('onRequest', async (req, reply) => {
-    const bad = checkAdminMessage(req.raw.url ?? '/', req.raw.rawHeaders)
-    if (bad !== null) {
-      log.debug({ method: req.method, url: req.raw.url, reason: bad }, 'admin request refused')
-      return await reply.code(400).header('connection', 'close').type('text/plain').send(`bad request: ${bad}\n`)
+  let app: AdminApp | null = null
+  let building: Promise<AdminApp> | null = null
+  let closing = false
+  const server = http.createServer()
+  server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS
+  server.requestTimeout = 0
+  server.setTimeout(0)
+
+  const build = (): Promise<AdminApp> => building ??= (async () => {
+    const started = performance.now()
+    const { buildAdminApp } = await import('./app.ts')
+    const built = await buildAdminApp(options, server, heap)
+    if (closing) {
+      await built.close()
+      throw new Error('the admin server is closing')
     }
-    const problem = checkAdminRequest(requestFacts(req.method, req.headers), guard)
-    if (problem === null) return
-    log.debug({ method: req.method, url: req.url, host: req.headers.host, origin: req.headers.origin, secFetchSite: req.headers['sec-fetch-site'], reason: problem }, 'admin request refused')
-    if (req.url.startsWith('/api/')) return await reply.code(403).send({ error: 'forbidden', message: problem })
-    return await reply.code(403).type('text/plain').send(`forbidden: ${problem}\n`)
+    app = built
+    log.debug({ ms: Math.round(performance.now() - started) }, 'admin app loaded (first admin request)')
+    return built
+  })().catch((err: unknown) => {
+    // The next request tries again; this one, and those waiting with it, get a 500.
+    building = null
+    throw err
   })
 
-  const uiDir = findUiDir()
-  app.get('/', async (req, reply) => {
-    // Browsers (Accept: text/html) go to the web UI; curl, porticoctl and tests get the list.
-    const wantsText = (req.query as { format?: string }).format === 'text'
-    if (uiDir !== null && !wantsText && /\btext\/html\b/.test(req.headers.accept ?? '')) return reply.redirect('/ui/', 302)
-    const lines = ADMIN_ENDPOINTS.map(([m, p, w]) => `${m.padEnd(10)} ${p.padEnd(22)} ${w}`)
-    return reply.type('text/plain').send(`portico admin\n\n${lines.join('\n')}\n${uiDir === null ? '\n(the web UI is not built here)\n' : ''}`)
-  })
-  registerUiStatic(app, uiDir)
-  const uiApi = registerUiApi(app, view, guard)
-
-  app.get('/config_dump', async (_req, reply) => {
-    const dump = configDump(view)
-    ;(dump.config as Record<string, unknown>).logging = { level: view.logs.current, format: view.settings.logFormat }
-    return reply.type('application/json').send(JSON.stringify(dump, null, 2))
-  })
-
-  registerTraceRoutes(app, view.engine.hub, view.pool)
-
-  const logging = async (req: { query: unknown, method: string }, reply: import('fastify').FastifyReply) => {
-    const level = (req.query as { level?: string }).level
-    if (req.method === 'POST' && level !== undefined) {
-      try {
-        view.logs.set(level)
-      } catch (err) {
-        return reply.code(400).type('text/plain').send(`${(err as Error).message}\n`)
-      }
+  server.on('request', (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+    if (app !== null) {
+      app.handle(req, res)
+      return
     }
-    return reply.type('text/plain').send(`current log level is ${view.logs.current}\n`)
-  }
-  app.get('/logging', logging)
-  app.post('/logging', logging)
-
-  const pool = view.pool
-  app.get('/memory', async () => pool === null ? memoryStats() : { ...memoryStats(), workers: await pool.heaps() })
-  app.get('/debug/mesh', async () => view.meshStatus())
-  app.get('/debug/tasks', async () => pool === null ? tasksDump(view) : await workersTasksDump(view, pool))
-  app.get('/debug/workers', async () => {
-    if (pool === null) return { workers: 1, threads: [] }
-    const heaps = new Map((await pool.heaps()).map(h => [h.worker, h.heap]))
-    return { workers: view.settings.workers, threads: pool.info().map(w => ({ ...w, heap: heaps.get(w.worker) ?? null })) }
+    // The request's body stays in its stream, unread, until the app reads it.
+    build().then(built => built.handle(req, res), (err: unknown) => {
+      log.error({ err, method: req.method, url: req.url }, 'admin app failed to load')
+      if (res.headersSent) res.destroy()
+      else res.writeHead(500, { 'content-type': 'text/plain', connection: 'close' }).end('admin server error: the admin app failed to load (see the log)\n')
+    })
   })
-  app.post('/debug/workers/terminate', async (req, reply) => {
-    const n = Number((req.query as { worker?: string }).worker)
-    if (pool === null || !await pool.terminate(n)) return reply.code(400).type('text/plain').send(`no running worker "${(req.query as { worker?: string }).worker ?? ''}"\n`)
-    return reply.type('text/plain').send(`worker ${n} terminated; it is restarted\n`)
+  // Once built, Fastify answers a malformed request itself (its own clientError listener); before,
+  // this answers it as Fastify's default handler does.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (app === null) answerClientError(err, socket)
   })
 
-  app.get('/debug/pprof/profile', async (req, reply) => {
-    const raw = (req.query as { seconds?: string }).seconds
-    const seconds = raw === undefined ? 10 : Number(raw)
-    if (!Number.isInteger(seconds) || seconds < 1 || seconds > 300) {
-      return reply.code(400).type('text/plain').send(`invalid seconds "${raw}": an integer from 1 to 300 (default 10)\n`)
-    }
-    // With data-plane workers the requests run on them: worker 1 unless ?worker= names another (0: the primary).
-    const rawWorker = (req.query as { worker?: string }).worker
-    const worker = pool === null ? 0 : rawWorker === undefined ? 1 : Number(rawWorker)
-    if (pool !== null && (!Number.isInteger(worker) || worker < 0 || worker > view.settings.workers)) {
-      return reply.code(400).type('text/plain').send(`invalid worker "${rawWorker}": 0 (the primary) to ${view.settings.workers}\n`)
-    }
-    try {
-      const profile = worker === 0 ? await cpuProfile(seconds) : await pool!.profile(worker, seconds)
-      return reply.type('application/octet-stream').header('content-disposition', 'attachment; filename="cpu.pb.gz"').send(Buffer.from(profile))
-    } catch (err) {
-      if (isPorticoError(err, 'PORTICO_PROFILE_BUSY')) return reply.code(409).type('text/plain').send(`${err.message}\n`)
-      throw err
-    }
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen({ host: options.address.host, port: options.address.port }, () => {
+      server.off('error', reject)
+      resolve()
+    })
   })
-  app.get('/debug/pprof/heap', async (_req, reply) => {
-    const profile = await heap.profile()
-    return reply.type('application/octet-stream').header('content-disposition', 'attachment; filename="heap.pb.gz"').send(Buffer.from(profile))
-  })
-
-  app.post('/quitquitquit', async (_req, reply) => {
-    reply.raw.once('finish', () => options.onQuit())
-    return reply.type('text/plain').send('shutdown now\n')
-  })
-
-  await app.listen({ host: options.address.host, port: options.address.port })
-  const addr = app.server.address()
+  const addr = server.address()
   return {
-    app,
     port: typeof addr === 'object' && addr !== null ? addr.port : options.address.port,
+    appBuilt: () => app !== null,
     close: async () => {
+      closing = true
       heap.stop()
-      await uiApi.close()
-      await app.close()
+      const built = app ?? await building?.catch(() => null) ?? null
+      await built?.close()
+      await new Promise<void>(resolve => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      })
     }
   }
+}
+
+/** What Fastify's default clientError handler writes (fastify.js defaultClientErrorHandler). */
+function answerClientError (err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const [code, message] = err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+    ? [408, 'Client Timeout']
+    : err.code === 'HPE_HEADER_OVERFLOW' ? [431, 'Exceeded maximum allowed HTTP header size'] : [400, 'Client Error']
+  const status = http.STATUS_CODES[code]!
+  const body = `{"error":"${status}","message":"${message}","statusCode":${code}}`
+  if (socket.writable) socket.write(`HTTP/1.1 ${code} ${status}\r\nContent-Length: ${body.length}\r\nContent-Type: application/json\r\n\r\n${body}`)
+  socket.destroy(err)
 }
