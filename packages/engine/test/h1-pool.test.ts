@@ -155,6 +155,17 @@ describe('h1 client: what it sends', () => {
     assert.match(sent, /\r\n\r\nhello$/)
   })
 
+  test('header names go out lower-case; the framing ones in any case are the client\'s own; a name that is no token is refused', async () => {
+    const { server, pool } = await setup(() => OK)
+    await call(pool, { method: 'POST', headers: { 'X-Mixed-Case': 'a', 'Content-Length': '999', 'PROXY-CONNECTION': 'x', Expect: '100-continue', Upgrade: 'h2c', 'Keep-Alive': '1', 'Transfer-Encoding': 'gzip', Connection: 'close', HOST: 'named.example', 'x-lower': 'b' }, body: Buffer.from('hi') })
+    const sent = server.requests[0]!
+    assert.equal(sent, 'POST / HTTP/1.1\r\nx-mixed-case: a\r\nx-lower: b\r\nhost: named.example\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nhi')
+    for (const name of ['', 'x\u00e9', 'X\u00c9', 'a:b', 'a"b', '(x)']) {
+      await assert.rejects(call(pool, { headers: { [name]: '1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' }, JSON.stringify(name))
+    }
+    assert.equal(server.requests.length, 1)
+  })
+
   test('a CR or LF in a header value, a bad name or request target is refused, nothing sent', async () => {
     const { server, pool } = await setup(() => OK)
     await assert.rejects(call(pool, { headers: { 'x-a': 'a\r\nx-injected: 1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
