@@ -155,6 +155,17 @@ describe('h1 client: what it sends', () => {
     assert.match(sent, /\r\n\r\nhello$/)
   })
 
+  test('header names go out lower-case; the framing ones in any case are the client\'s own; a name that is no token is refused', async () => {
+    const { server, pool } = await setup(() => OK)
+    await call(pool, { method: 'POST', headers: { 'X-Mixed-Case': 'a', 'Content-Length': '999', 'PROXY-CONNECTION': 'x', Expect: '100-continue', Upgrade: 'h2c', 'Keep-Alive': '1', 'Transfer-Encoding': 'gzip', Connection: 'close', HOST: 'named.example', 'x-lower': 'b' }, body: Buffer.from('hi') })
+    const sent = server.requests[0]!
+    assert.equal(sent, 'POST / HTTP/1.1\r\nx-mixed-case: a\r\nx-lower: b\r\nhost: named.example\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nhi')
+    for (const name of ['', 'x\u00e9', 'X\u00c9', 'a:b', 'a"b', '(x)']) {
+      await assert.rejects(call(pool, { headers: { [name]: '1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' }, JSON.stringify(name))
+    }
+    assert.equal(server.requests.length, 1)
+  })
+
   test('a CR or LF in a header value, a bad name or request target is refused, nothing sent', async () => {
     const { server, pool } = await setup(() => OK)
     await assert.rejects(call(pool, { headers: { 'x-a': 'a\r\nx-injected: 1' } }), { code: 'PORTICO_INVALID_UPSTREAM_HEADER' })
@@ -259,6 +270,52 @@ describe('h1 client: answers and connections', () => {
     assert.deepEqual(Object.keys(a.headers).sort(), ['connection', 'content-length', 'content-type', 'date', 'date2', 'datf', 'keep-alive', 'x-custom-thing'])
     assert.deepEqual(a.headers['keep-alive'], ['timeout=5', 'y'])
     assert.equal(a.headers['content-length'], '2')
+  })
+
+  test('every byte in a field name, a field value and a trailer is taken or refused as RFC 9110 says (the parser\'s byte tables)', () => {
+    const TCHARS = '!#$%&\'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+    // A mixed-case spelling of each common name comes out as the constant; one byte off does not.
+    const names = ['dAtE', 'CoNnEcTiOn', 'kEeP-aLiVe', 'CONTENT-type', 'Content-LENGTH', 'transfer-ENCODING']
+    const parse = (head: Buffer, trailer?: Buffer): { headers: Record<string, unknown>, trailers: Record<string, unknown> } | Error => {
+      let headers: Record<string, unknown> = {}
+      let trailers: Record<string, unknown> = {}
+      const parser = new H1ResponseParser({ onHead: h => { headers = h.headers }, onData: () => {}, onEnd: t => { trailers = t } })
+      parser.expect('GET', false)
+      try {
+        parser.execute(trailer === undefined ? head : Buffer.concat([head, trailer]))
+      } catch (err) {
+        return err as Error
+      }
+      return { headers, trailers }
+    }
+    const prefix = Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n')
+    const chunked = Buffer.from('HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n0\r\n')
+    for (let b = 0; b < 256; b++) {
+      const byte = Buffer.from([b])
+      const name = parse(Buffer.concat([prefix, Buffer.from('x'), byte, Buffer.from('y: 1\r\n\r\n')]))
+      const tchar = b < 128 && TCHARS.includes(String.fromCharCode(b))
+      // A colon ends the name there (`x:y: 1` is the field x): no case for a name byte.
+      if (b === 58) assert.equal((name as { headers: Record<string, unknown> }).headers.x, 'y: 1')
+      else if (tchar) assert.deepEqual((name as { headers: Record<string, unknown> }).headers[`x${String.fromCharCode(b).toLowerCase()}y`], '1', `name byte ${b}`)
+      else assert.ok(name instanceof Error, `name byte ${b} refused`)
+      const allowed = b === 9 || (b >= 32 && b !== 127)
+      const value = parse(Buffer.concat([prefix, Buffer.from('x: a'), byte, Buffer.from('b\r\n\r\n')]))
+      if (allowed) assert.equal((value as { headers: Record<string, unknown> }).headers.x, `a${byte.toString('latin1')}b`, `value byte ${b}`)
+      else assert.ok(value instanceof Error, `value byte ${b} refused`)
+      const trailer = parse(chunked, Buffer.concat([Buffer.from('t: a'), byte, Buffer.from('b\r\n\r\n')]))
+      if (allowed) assert.equal((trailer as { trailers: Record<string, unknown> }).trailers.t, `a${byte.toString('latin1')}b`, `trailer byte ${b}`)
+      else assert.ok(trailer instanceof Error, `trailer byte ${b} refused`)
+    }
+    for (const name of names) {
+      // Each with a value its name allows (framing names frame the answer).
+      const field = /^content-length$/i.test(name) ? `${name}: 0\r\n` : /^transfer-encoding$/i.test(name) ? `${name}: chunked\r\n` : `${name}: v\r\ncontent-length: 0\r\n`
+      const out = parse(Buffer.from(`HTTP/1.1 200 OK\r\n${field}\r\n${/^transfer/i.test(name) ? '0\r\n\r\n' : ''}`))
+      assert.ok(!(out instanceof Error), name)
+      assert.equal(out.headers[name.toLowerCase()], /^content-length$/i.test(name) ? '0' : /^transfer/i.test(name) ? 'chunked' : 'v', name)
+      assert.ok(Object.keys(out.headers).includes(name.toLowerCase()), name)
+      const off = parse(Buffer.from(`HTTP/1.1 200 OK\r\n${name.slice(0, -1)}_: v\r\ncontent-length: 0\r\n\r\n`))
+      assert.equal((off as { headers: Record<string, unknown> }).headers[`${name.slice(0, -1).toLowerCase()}_`], 'v', `${name} one byte off`)
+    }
   })
 
   test('one byte at a time parses the same', async () => {

@@ -8,18 +8,25 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { plainAddress } from '../util/host-port.ts'
 
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'http2-settings',
-  // Node answers `Expect: 100-continue` itself; undici refuses to forward it.
-  'expect'
-])
+/**
+ * The hop-by-hop names: connection, keep-alive, proxy-connection, transfer-encoding, te,
+ * trailer, upgrade, http2-settings, and expect (Node answers `Expect: 100-continue` itself;
+ * undici refuses to forward it). By length first, as most names are none of them: a Set's
+ * lookup hashed every header name of every request and answer (~90 instructions each,
+ * bench/README.md, 2026-12-06).
+ */
+function isHopByHop (name: string): boolean {
+  switch (name.length) {
+    case 2: return name === 'te'
+    case 6: return name === 'expect'
+    case 7: return name === 'trailer' || name === 'upgrade'
+    case 10: return name === 'connection' || name === 'keep-alive'
+    case 14: return name === 'http2-settings'
+    case 16: return name === 'proxy-connection'
+    case 17: return name === 'transfer-encoding'
+    default: return false
+  }
+}
 
 function connectionTokens (value: string | string[] | undefined): Set<string> | undefined {
   if (value === undefined) return undefined
@@ -63,7 +70,7 @@ export function endToEndHeaders (headers: IncomingHttpHeaders): HeaderMap {
   const out: HeaderMap = {}
   const listed = connectionTokens(headers.connection)
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name) || name.charCodeAt(0) === 58 /* ':' */) {
+    if (isHopByHop(name) || name.charCodeAt(0) === 58 /* ':' */) {
       if (name === 'te' && headers.te === 'trailers') out.te = 'trailers'
       continue
     }
@@ -110,7 +117,7 @@ export function responseEndToEnd (headers: Record<string, string | string[] | un
   const out: HeaderMap = {}
   const listed = connectionTokens(headers.connection)
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name)) continue
+    if (isHopByHop(name)) continue
     if (listed?.has(name) === true) continue
     out[name] = headers[name]
   }
@@ -124,10 +131,12 @@ export function responseEndToEnd (headers: Record<string, string | string[] | un
  * pseudo-headers. A client that merges trailers into the head (some do) must not be handed a
  * second framing, and Node's HTTP/2 server refuses connection-specific fields outright.
  */
-const NOT_IN_TRAILERS = new Set([...HOP_BY_HOP, 'content-length', 'host'])
+function notInTrailers (name: string): boolean {
+  return isHopByHop(name) || name === 'content-length' || name === 'host' || name.charCodeAt(0) === 58 /* ':' */
+}
 
 /**
- * A backend's trailers without the fields that have no place there (NOT_IN_TRAILERS, and the
+ * A backend's trailers without the fields that have no place there (notInTrailers, and the
  * names a `connection` trailer lists): the same object when none is present (the usual case,
  * nothing allocated), a copy without them otherwise.
  */
@@ -135,7 +144,7 @@ export function trailerFields<T extends Record<string, string | string[] | undef
   if (trailers === null || typeof trailers !== 'object') return trailers
   let clean = true
   for (const name in trailers) {
-    if (NOT_IN_TRAILERS.has(name) || name.charCodeAt(0) === 58 /* ':' */) {
+    if (notInTrailers(name)) {
       clean = false
       break
     }
@@ -144,7 +153,7 @@ export function trailerFields<T extends Record<string, string | string[] | undef
   const listed = connectionTokens(trailers.connection)
   const out: Record<string, string | string[] | undefined> = {}
   for (const name in trailers) {
-    if (NOT_IN_TRAILERS.has(name) || name.charCodeAt(0) === 58 || listed?.has(name) === true) continue
+    if (notInTrailers(name) || listed?.has(name) === true) continue
     out[name] = trailers[name]
   }
   return out as T

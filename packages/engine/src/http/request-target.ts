@@ -109,7 +109,16 @@ function isClean (path: string, mergeSlashes: boolean): boolean {
 export function normalizePath (raw: string, options: PathNormalization = DEFAULT_PATH_NORMALIZATION): { path: string, unescapedSlash: boolean } | string {
   if (raw.length === 0 || raw.charCodeAt(0) !== SLASH) return 'the path must start with /'
   if (isClean(raw, options.mergeSlashes)) return { path: raw, unescapedSlash: false }
+  return normalizeUnclean(raw, options)
+}
 
+/**
+ * A path isClean did not pass, normalised. Its own function so that normalizePath, called
+ * on every request, stays small: V8 tiers a function up by the bytecode it runs against its
+ * size, and with this body in it a clean path's few bytecodes left normalizePath in
+ * Sparkplug's code after thousands of requests (bench/README.md, 2026-12-06).
+ */
+function normalizeUnclean (raw: string, options: PathNormalization): { path: string, unescapedSlash: boolean } | string {
   // Pass 1: percent-encoding normalisation and slash handling, into segments.
   let out = ''
   let unescapedSlash = false
