@@ -50,7 +50,8 @@ export async function runFile (options: FileRunOptions): Promise<void> {
   // The config and the settings are validated: the schema validator (~9 MiB of V8 heap with
   // its source and code) goes until a reload loads it again — now, with start-up's garbage.
   releaseValidator()
-  collectStartupGarbage()
+  const startLog = setup.logs.for('portico')
+  collectStartupGarbage(report => startLog.debug(report, 'start-up collection'))
   if (process.stdout.isTTY === true) {
     const { readySummary } = await import('./ready-summary.ts')
     const { settings } = setup

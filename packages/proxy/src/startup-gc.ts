@@ -106,10 +106,37 @@ function reducingWhenIdle (collect: (idle: boolean) => void): void {
  * The collection after start-up, a second later: one full GC, then the memory-reducing one
  * if the loop was idle, else a second full GC (see above); a no-op without takeGc.
  */
-export function collectStartupGarbage (): void {
+export function collectStartupGarbage (onCollected?: (report: StartupCollection) => void): void {
   const collect = gc
   gc = undefined
-  if (collect !== undefined) reducingWhenIdle(idle => { collect(); collect(idle ? REDUCING_GC : undefined) })
+  if (collect !== undefined) {
+    reducingWhenIdle(idle => {
+      collect()
+      collect(idle ? REDUCING_GC : undefined)
+      onCollected?.(heapAfter(idle ? 'reducing' : 'regular'))
+    })
+  }
+}
+
+/**
+ * What start-up's collection did in a thread, and its V8 heap after it (MiB), for the debug
+ * log line `start-up collection` — an operator's view of what start-up left, and what the
+ * heap test reads (asking the admin server would itself load the admin app in that second,
+ * and a busy second gets no reducing collection).
+ */
+export interface StartupCollection {
+  collection: 'reducing' | 'regular' | 'none'
+  heapCommittedMiB: number
+  heapUsedMiB: number
+  youngGenerationMiB: number
+}
+
+function heapAfter (collection: StartupCollection['collection']): StartupCollection {
+  const MiB = 1024 * 1024
+  const heap = v8.getHeapStatistics()
+  const young = v8.getHeapSpaceStatistics().find(s => s.space_name === 'new_space')?.space_size ?? 0
+  const round = (n: number) => Math.round(n / MiB * 10) / 10
+  return { collection, heapCommittedMiB: round(heap.total_heap_size), heapUsedMiB: round(heap.used_heap_size), youngGenerationMiB: round(young) }
 }
 
 /**
@@ -127,20 +154,24 @@ export function collectStartupGarbage (): void {
  * is not printed (the one synchronous call made with process.emitWarning stubbed), as the
  * proxy does not use it as an API. A worker under load gets no collection.
  */
-export function collectWorkerStartupGarbage (): void {
+export function collectWorkerStartupGarbage (onCollected?: (report: StartupCollection) => void): void {
   reducingWhenIdle(idle => {
     // Looked up, not imported by name: an experimental API that a later Node may change or
     // drop costs this collection (memory only), never the worker's start.
     const query = (v8 as { queryObjects?: (ctor: unknown, options: { format: 'count' }) => unknown }).queryObjects
-    if (!idle || typeof query !== 'function') return
-    const emitWarning = process.emitWarning
-    process.emitWarning = () => {}
-    try {
-      query(class NoInstances {}, { format: 'count' })
-    } catch {
-      // Nothing to do: the worker serves as it would without the collection.
-    } finally {
-      process.emitWarning = emitWarning
+    let collected = false
+    if (idle && typeof query === 'function') {
+      const emitWarning = process.emitWarning
+      process.emitWarning = () => {}
+      try {
+        query(class NoInstances {}, { format: 'count' })
+        collected = true
+      } catch {
+        // Nothing to do: the worker serves as it would without the collection.
+      } finally {
+        process.emitWarning = emitWarning
+      }
     }
+    onCollected?.(heapAfter(collected ? 'reducing' : 'none'))
   })
 }

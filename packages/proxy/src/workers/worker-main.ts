@@ -83,7 +83,7 @@ async function handle (message: ToWorker): Promise<unknown> {
       if (!installed) {
         installed = true
         // What loading and the first config let go, collected before the thread idles (startup-gc.ts).
-        collectWorkerStartupGarbage()
+        collectWorkerStartupGarbage(report => log.debug(report, 'start-up collection'))
       }
       return listeners.addresses()
     }
