@@ -4,7 +4,9 @@
  * (ext_authz, ext_proc, the rate limit service, xDS), CEL, RE2, JOSE, OIDC and the MCP SDK
  * (with zod) and undici load at their first use; TypeBox and the Kubernetes client never; the
  * YAML parser not in data-plane workers; the engine's MCP code (mcp/) only with an MCP backend,
- * its LLM code (llm/) only with an AI backend or models, in every thread (issue 54). The servers
+ * its LLM code (llm/) only with an AI backend or models, in every thread (issue 54); so do the
+ * TCP/TLS and UDP listeners' proxies (stream/) with such a listener, the InferencePool backend
+ * with a pool and the mesh identity and HBONE tunnels with a mesh identity (issue 54). The servers
  * (prom-client) load to run, not to validate; the admin server's framework (Fastify) with its
  * first request (issue 54). bench/footprint.ts measures why.
  */
@@ -17,16 +19,21 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import http from 'node:http'
+import net from 'node:net'
 import { freePort, porticoStarted } from './lib/portico-child.ts'
+import { makeTestCa } from '@portico/testkit/hbone-peer'
 import { START_FLAGS } from '../src/v8-flags.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
 
-/** Preloaded: prints the URL of every module loaded (imports and requires) when the process exits. */
+/**
+ * Preloaded: prints the URL of every module loaded (imports and requires) when the process
+ * exits; a script reads the list so far as globalThis.loadedModules.
+ */
 const PROBE = 'data:text/javascript,' + encodeURIComponent(`
 import { registerHooks } from 'node:module'
-const urls = []
+const urls = globalThis.loadedModules = []
 registerHooks({ load (url, context, next) { urls.push(url); return next(url, context) } })
 process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(urls) + '\\n'))
 `)
@@ -143,6 +150,49 @@ await engine.close()`
   assert.deepEqual(urls.filter(u => /\/engine\/src\/llm\//.test(u)), [], 'no LLM module')
 })
 
+/**
+ * The engine's code only some listeners and backends use (issue 54): the TCP/TLS and UDP
+ * proxies (stream/, but its server TLS contexts and pair-close, which HTTPS listeners and the
+ * connection distributor use), the mesh identity and HBONE tunnels (mesh/, but the CA
+ * defaults the settings read) and the InferencePool backend (inference/, its translation and
+ * pipeline step).
+ */
+const ON_CONFIG = /\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts)/
+
+test('TCP, UDP and InferencePool code loads when a config with such a listener or backend is applied, each with its own, and not for plain routes', () => {
+  const configs = {
+    plain: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ host: '127.0.0.1:9' }] }] },
+    tcp: { gateways: { t: { port: 3001, protocol: 'TCP' } }, tcpRoutes: [{ name: 't', gateways: 't', backends: [{ host: '127.0.0.1:9' }] }] },
+    udp: { gateways: { u: { port: 3002, protocol: 'UDP' } }, udpRoutes: [{ name: 'u', gateways: 'u', backends: [{ host: '127.0.0.1:9' }] }] },
+    pool: { gateways: { default: { port: 3000 } }, routes: [{ name: 'p', backends: [{ inferencePool: { name: 'p', endpoints: ['127.0.0.1:9'], endpointPicker: { host: '127.0.0.1:9', tls: false } } }] }] }
+  }
+  // One engine, the configs applied in turn (as reloads): what each one added.
+  const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const configs = ${JSON.stringify(configs)}
+const onConfig = new RegExp(${JSON.stringify(ON_CONFIG.source)})
+const engine = new Engine({ tracing: false })
+const added = {}
+let before = []
+for (const [name, config] of Object.entries(configs)) {
+  const loaded = loadConfigText(JSON.stringify(config), { baseDir: '/' })
+  if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+  engine.apply(loaded.config.ir)
+  const now = globalThis.loadedModules.filter(u => onConfig.test(u)).map(u => u.replace(/.*\\/engine\\/src\\//, ''))
+  added[name] = now.filter(u => !before.includes(u)).sort()
+  before = now
+}
+await engine.close()
+console.log(JSON.stringify(added))`
+  const { stdout } = run(['--input-type=module', '-e', script])
+  const added = JSON.parse(stdout) as Record<keyof typeof configs, string[]>
+  assert.deepEqual(added.plain, [], 'nothing for plain routes')
+  for (const file of ['stream/stream-proxy.ts', 'stream/relay.ts', 'stream/client-hello.ts']) assert.ok(added.tcp.includes(file), `${file} with the TCP listener`)
+  assert.ok(!added.tcp.some(u => u === 'stream/udp-proxy.ts' || /inference/.test(u)), `the TCP config loaded only its own: ${added.tcp.join(', ')}`)
+  assert.deepEqual(added.udp, ['stream/udp-proxy.ts'], 'the UDP proxy with the UDP listener (its helpers came with TCP\'s)')
+  for (const file of ['config/inference-pool-to-ir.ts', 'inference/endpoints.ts', 'pipeline/inference-pool.ts', 'inference/pick.ts', 'inference/picker-client.ts']) assert.ok(added.pool.includes(file), `${file} with the pool`)
+  assert.ok(!Object.values(added).flat().some(u => u.startsWith('mesh/')), 'no mesh code without a mesh identity')
+})
+
 test('portico --validate on the quick start loads neither those nor the servers', () => {
   const { stdout, urls } = run([BIN, '--validate', '-f', fileURLToPath(new URL('../../../examples/quickstart.yaml', import.meta.url))])
   assert.match(stdout, /valid/)
@@ -200,7 +250,7 @@ const PLAIN = 'gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  
 /** The engine's MCP rooms and its LLM code (llm/, formats included). */
 const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP or LLM code', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh or InferencePool code', async () => {
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -216,6 +266,8 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
     // MCP backend, an AI backend or models (startup-loads' reload test below, and the next).
     assert.deepEqual(urls.filter(u => MCP_OR_LLM.test(u)), [])
+    // Nor the TCP/TLS/UDP proxies, the mesh identity, HBONE or the InferencePool backend (issue 54).
+    assert.deepEqual(urls.filter(u => ON_CONFIG.test(u)), [])
   } finally {
     stop()
   }
@@ -322,6 +374,56 @@ test('a reload from plain routes to an MCP backend loads MCP then, in a running 
     assert.deepEqual(lines.filter(l => /\/engine\/src\/llm\//.test(l.url)).map(l => l.url), [], 'no LLM module')
   } finally {
     stop()
+  }
+})
+
+test('a reload from plain routes to TCP and UDP listeners and an InferencePool loads their code then, in every thread that serves them, and the TCP listener relays', async () => {
+  const { loaded, rewrite, stop } = await startProbed(PLAIN, { WORKERS: '2' })
+  const echo = net.createServer(socket => socket.pipe(socket))
+  try {
+    assert.deepEqual(loaded().filter(l => ON_CONFIG.test(l.url)).map(l => l.url), [], 'none of it before the reload')
+    await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve))
+    const [tcpPort, udpPort] = [await freePort(), await freePort()]
+    rewrite(PLAIN.replace('gateways:\n', `gateways:\n  t: { port: ${tcpPort}, protocol: TCP, address: 127.0.0.1 }\n  u: { port: ${udpPort}, protocol: UDP, address: 127.0.0.1 }\n`) +
+      `  - name: pool\n    gateways: default\n    matches:\n      - path: { pathPrefix: /pool }\n    backends:\n      - inferencePool: { name: p, endpoints: ['127.0.0.1:9'], endpointPicker: { host: '127.0.0.1:9', tls: false } }\n` +
+      `tcpRoutes:\n  - { name: t, gateways: t, backends: [{ host: '127.0.0.1:${(echo.address() as net.AddressInfo).port}' }] }\n` +
+      `udpRoutes:\n  - { name: u, gateways: u, backends: [{ host: '127.0.0.1:9' }] }\n`)
+    // The TCP listener relays to the echo server once the new config is in force.
+    const relayed = async (): Promise<string> => await new Promise((resolve, reject) => {
+      const socket = net.connect(tcpPort, '127.0.0.1', () => socket.end('through the reloaded config'))
+      let text = ''
+      socket.setEncoding('utf8').on('data', (c: string) => { text += c }).on('end', () => resolve(text)).on('error', reject)
+    })
+    let answer = ''
+    for (const deadline = Date.now() + 15_000; answer === '' && Date.now() < deadline;) {
+      answer = await relayed().catch(() => '')
+      if (answer === '') await new Promise(resolve => setTimeout(resolve, 100))
+    }
+    assert.equal(answer, 'through the reloaded config')
+    const lines = loaded()
+    // Each worker installs the config (its own engine); the primary too.
+    for (const file of ['stream/stream-proxy.ts', 'stream/udp-proxy.ts', 'pipeline/inference-pool.ts']) {
+      assert.ok(lines.some(l => l.thread === 'worker' && l.url.endsWith(`/engine/src/${file}`)), `the workers loaded ${file}`)
+    }
+    assert.deepEqual(lines.filter(l => /\/engine\/src\/mesh\/(?!ca-defaults)/.test(l.url)).map(l => l.url), [], 'no mesh code')
+  } finally {
+    stop()
+    echo.close()
+  }
+})
+
+test('a mesh identity from files loads the mesh identity and HBONE code at start (and a proxy without one does not: the plain test above)', async () => {
+  const ca = makeTestCa()
+  const leaf = ca.issue('gw', 'spiffe://cluster.local/ns/default/sa/gateway')
+  const root = join(ca.dir, 'root.pem')
+  writeFileSync(root, ca.root)
+  const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '1', MESH_CERT_FILE: leaf.certFile, MESH_KEY_FILE: leaf.keyFile, MESH_ROOT_FILE: root })
+  try {
+    const urls = loaded().map(l => l.url)
+    for (const file of ['mesh/identity.ts', 'mesh/hbone-pool.ts']) assert.ok(urls.some(u => u.endsWith(`/engine/src/${file}`)), `${file} loaded`)
+  } finally {
+    stop()
+    rmSync(ca.dir, { recursive: true, force: true })
   }
 })
 
