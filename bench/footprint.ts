@@ -15,7 +15,7 @@
  */
 
 import { spawn, spawnSync } from 'node:child_process'
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -40,7 +40,8 @@ const BEFORE = process.env.FOOTPRINT_BEFORE === undefined || process.env.FOOTPRI
 const BACKEND = here('servers/backend.ts')
 const FASTIFY_PROXY = here('servers/fastify-proxy.ts')
 const PROBE = here('lib/module-probe.ts')
-const porticoBin = (root: string) => join(root, 'packages/proxy/bin/portico.ts')
+/** The package's `portico` (bin/portico.mjs), or bin/portico.ts in a checkout from before it (FOOTPRINT_BEFORE). */
+const porticoBin = (root: string) => existsSync(join(root, 'packages/proxy/bin/portico.mjs')) ? join(root, 'packages/proxy/bin/portico.mjs') : join(root, 'packages/proxy/bin/portico.ts')
 
 /** Issue 54's targets (MiB; the issue writes MB): idle private ≤ 40 + 15 per extra worker, ready ≤ 0.3 s / 0.6 s, loaded private ≤ 80 per worker. */
 const TARGETS = {

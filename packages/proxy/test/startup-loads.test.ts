@@ -25,6 +25,8 @@ import { makeTestCa } from '@portico/testkit/hbone-peer'
 import { START_FLAGS } from '../src/v8-flags.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
+/** The package's `portico` (package.json "bin"): plain JavaScript that turns the compile cache on, then bin/portico.ts. */
+const BIN_MJS = fileURLToPath(new URL('../bin/portico.mjs', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
 
 /**
@@ -47,11 +49,11 @@ function run (args: string[]): { stdout: string, urls: string[] } {
 }
 
 test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC)', () => {
-  for (const flag of ['--version', '--help']) {
-    const { stdout, urls } = run([BIN, flag])
+  for (const [bin, flag] of [[BIN, '--version'], [BIN, '--help'], [BIN_MJS, '--version']] as const) {
+    const { stdout, urls } = run([bin, flag])
     assert.match(stdout, flag === '--version' ? /^portico \d/ : /usage: portico/)
     const ours = urls.filter(u => !u.startsWith('node:'))
-    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.ts|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
+    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
   }
 })
 
@@ -484,6 +486,36 @@ setTimeout(() => writeFileSync(${JSON.stringify(seen)}, JSON.stringify({ amaro: 
   try {
     await once() // fills the compile cache if this tree's files are not in it yet
     assert.deepEqual(JSON.parse(await once()), { amaro: false, undici: false })
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('started as the package\'s `portico` (bin/portico.mjs), neither the first start (before Node starts again with its flags) nor the second loads Node\'s TypeScript compiler (compile cache warm)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-launcher-'))
+  const seen = join(dir, 'amaro.txt')
+  // Preloaded in both starts (execArgv passes on): the first says whether amaro was loaded as
+  // it calls execve, the second as it exits.
+  const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { appendFileSync } from 'node:fs'
+const amaro = () => process.moduleLoadList.some(m => m.includes('amaro'))
+const execve = process.execve
+process.execve = (...args) => { appendFileSync(${JSON.stringify(seen)}, 'first ' + amaro() + '\\n'); return execve.apply(process, args) }
+process.on('exit', () => appendFileSync(${JSON.stringify(seen)}, 'second ' + amaro() + '\\n'))
+`)
+  const env: Record<string, string | undefined> = { ...process.env, NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
+  const once = (bin: string): string => {
+    rmSync(seen, { force: true })
+    const r = spawnSync(process.execPath, ['--import', probe, bin, '--version'], { cwd: PROXY_DIR, env, encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    assert.match(r.stdout, /^portico \d/)
+    return readFileSync(seen, 'utf8')
+  }
+  try {
+    once(BIN_MJS) // fills the compile cache if this tree's files are not in it yet
+    assert.equal(once(BIN_MJS), 'first false\nsecond false\n')
+    // Started as bin/portico.ts, the first start strips it (the reason for bin/portico.mjs).
+    assert.equal(once(BIN), 'first true\nsecond false\n')
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
