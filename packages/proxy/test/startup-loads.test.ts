@@ -252,7 +252,7 @@ const PLAIN = 'gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  
 /** The engine's MCP rooms and its LLM code (llm/, formats included). */
 const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh or InferencePool code', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh or InferencePool code, nor prom-client\'s index and the OpenTelemetry API', async () => {
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -270,6 +270,12 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     assert.deepEqual(urls.filter(u => MCP_OR_LLM.test(u)), [])
     // Nor the TCP/TLS/UDP proxies, the mesh identity, HBONE or the InferencePool backend (issue 54).
     assert.deepEqual(urls.filter(u => ON_CONFIG.test(u)), [])
+    // prom-client without its index (src/prom-client.ts): no OpenTelemetry API (its exemplars',
+    // never on), no summary, push gateway or cluster module; its default metrics
+    // and counters, in the primary, and its counters in the workers.
+    assert.deepEqual(urls.filter(u => PACKAGE('@opentelemetry/api|tdigest|bintrees').test(u) || /\/prom-client\/(index\.js|lib\/(summary|pushgateway|cluster|defaultMetrics|metrics\/processCpuTotal)\.js)$/.test(u)), [])
+    assert.ok(worker.some(u => u.endsWith('/prom-client/lib/counter.js')), 'the workers count with prom-client')
+    assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/prom-client/lib/metrics/eventLoopLag.js')), 'the primary has the default metrics')
   } finally {
     stop()
   }
