@@ -62,7 +62,7 @@ test('portico --version and --help load nothing but the argument parser, the ver
  * accessLog.otlp; undici: only for HTTP/2 backends, MCP HTTP targets, JWKS, HTTP ext_authz,
  * the admin's loopback calls; the Kubernetes client: only the controller).
  */
-const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(undici\/|@opentelemetry\/|@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
+const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(undici\/|@opentelemetry\/|@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|bcryptjs\/|apache-md5\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
 
 test('the engine barrel loads none of the packages only some configs need', () => {
   const { urls } = run(['--input-type=module', '-e', "await import('@portico/engine')"])
@@ -193,6 +193,24 @@ console.log(JSON.stringify(added))`
   assert.deepEqual(added.udp, ['stream/udp-proxy.ts'], 'the UDP proxy with the UDP listener (its helpers came with TCP\'s)')
   for (const file of ['config/inference-pool-to-ir.ts', 'inference/endpoints.ts', 'pipeline/inference-pool.ts', 'inference/pick.ts', 'inference/picker-client.ts']) assert.ok(added.pool.includes(file), `${file} with the pool`)
   assert.ok(!Object.values(added).flat().some(u => u.startsWith('mesh/')), 'no mesh code without a mesh identity')
+})
+
+test('basicAuth\'s hashing libraries (bcryptjs, apache-md5) load when a config with such htpasswd entries is applied, before any request, each for its own hashes', () => {
+  const config = (lines: string) => ({ gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { basicAuth: { htpasswd: lines } }, backends: [{ host: '127.0.0.1:9' }] }] })
+  const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const hashing = () => globalThis.loadedModules.filter(u => /node_modules\\/(\\.pnpm\\/[^/]+\\/node_modules\\/)?(bcryptjs|apache-md5)\\//.test(u)).map(u => /bcryptjs/.test(u) ? 'bcryptjs' : 'apache-md5')
+const engine = new Engine({ tracing: false })
+const seen = {}
+for (const [name, config] of Object.entries(${JSON.stringify({ sha: config('sha-user:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M='), bcrypt: config('b:$2y$05$abcdefghijklmnopqrstuu3QdGvHr2q1TUx2BaylbBq6gqhD06lhG') })})) {
+  const loaded = loadConfigText(JSON.stringify(config), { baseDir: '/' })
+  if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+  engine.apply(loaded.config.ir)
+  seen[name] = [...new Set(hashing())]
+}
+await engine.close()
+console.log(JSON.stringify(seen))`
+  const { stdout } = run(['--input-type=module', '-e', script])
+  assert.deepEqual(JSON.parse(stdout), { sha: [], bcrypt: ['bcryptjs'] })
 })
 
 test('portico --validate on the quick start loads neither those nor the servers', () => {
