@@ -156,16 +156,18 @@ await engine.close()`
  * The engine's code only some listeners and backends use (issue 54): the TCP/TLS and UDP
  * proxies (stream/, but its server TLS contexts and pair-close, which HTTPS listeners and the
  * connection distributor use), the mesh identity and HBONE tunnels (mesh/, but the CA
- * defaults the settings read) and the InferencePool backend (inference/, its translation and
- * pipeline step).
+ * defaults the settings read), the InferencePool backend (inference/, its translation and
+ * pipeline step), and the policies ext_proc (its gRPC client, codec and phases), remote rate
+ * limit and OIDC.
  */
-const ON_CONFIG = /\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts)/
+const ON_CONFIG = /\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit|oidc)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/
 
-test('TCP, UDP and InferencePool code loads when a config with such a listener or backend is applied, each with its own, and not for plain routes', () => {
+test('TCP, UDP, InferencePool, ext_proc and remote rate limit code loads when a config with such a listener, backend or policy is applied, each with its own, and not for plain routes', () => {
   const configs = {
     plain: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ host: '127.0.0.1:9' }] }] },
     tcp: { gateways: { t: { port: 3001, protocol: 'TCP' } }, tcpRoutes: [{ name: 't', gateways: 't', backends: [{ host: '127.0.0.1:9' }] }] },
     udp: { gateways: { u: { port: 3002, protocol: 'UDP' } }, udpRoutes: [{ name: 'u', gateways: 'u', backends: [{ host: '127.0.0.1:9' }] }] },
+    policies: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { extProc: { host: '127.0.0.1:9' }, remoteRateLimit: { host: '127.0.0.1:9', domain: 'd', descriptors: [{ entries: [{ key: 'path', value: 'request.path' }] }] } }, backends: [{ host: '127.0.0.1:9' }] }] },
     pool: { gateways: { default: { port: 3000 } }, routes: [{ name: 'p', backends: [{ inferencePool: { name: 'p', endpoints: ['127.0.0.1:9'], endpointPicker: { host: '127.0.0.1:9', tls: false } } }] }] }
   }
   // One engine, the configs applied in turn (as reloads): what each one added.
@@ -191,6 +193,8 @@ console.log(JSON.stringify(added))`
   for (const file of ['stream/stream-proxy.ts', 'stream/relay.ts', 'stream/client-hello.ts']) assert.ok(added.tcp.includes(file), `${file} with the TCP listener`)
   assert.ok(!added.tcp.some(u => u === 'stream/udp-proxy.ts' || /inference/.test(u)), `the TCP config loaded only its own: ${added.tcp.join(', ')}`)
   assert.deepEqual(added.udp, ['stream/udp-proxy.ts'], 'the UDP proxy with the UDP listener (its helpers came with TCP\'s)')
+  for (const file of ['policy/ext-proc.ts', 'traffic/ext-proc-grpc.ts', 'traffic/ext-proc-codec.ts', 'http/ext-proc-request-phase.ts', 'http/ext-proc-response-phase.ts', 'policy/remote-rate-limit.ts']) assert.ok(added.policies.includes(file), `${file} with the policies`)
+  assert.ok(!added.policies.some(u => /inference|oidc/.test(u)), `the policies loaded only their own: ${added.policies.join(', ')}`)
   for (const file of ['config/inference-pool-to-ir.ts', 'inference/endpoints.ts', 'pipeline/inference-pool.ts', 'inference/pick.ts', 'inference/picker-client.ts']) assert.ok(added.pool.includes(file), `${file} with the pool`)
   assert.ok(!Object.values(added).flat().some(u => u.startsWith('mesh/')), 'no mesh code without a mesh identity')
 })
