@@ -17,7 +17,6 @@ export { validateIR, formatIrDiagnostic, formatIrPath, type IrDiagnostic, type I
 export { loadConfigFile, loadConfigText, readConfigText, DEFAULT_MAX_CONFIG_BYTES, type LoadResult, type FileLoadResult, type LoadedConfig, type LoadOptions } from './config/load.ts'
 export { readReferencedFile } from './config/referenced-file.ts'
 export { parseByteSize, formatByteSize } from './util/byte-size.ts'
-export { configToIR, parseHostTarget } from './config/to-ir.ts'
 export { ssrfRefusal } from './util/ssrf.ts'
 export { servedModel } from './pipeline/models.ts'
 // ConfigFileSchema (TypeBox, 200 modules) is not exported: validation reads schema/config.schema.json.

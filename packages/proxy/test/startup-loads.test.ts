@@ -286,6 +286,9 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     assert.deepEqual(worker.filter(u => /\/packages\/proxy\/src\/(portico|file-source|config-loader|ops-servers|xds-client|workers\/pool)\.ts$/.test(u)), [])
     // Workers are given IR, never config text: the YAML parser (72 modules) is the primary's (issue 54).
     assert.deepEqual(worker.filter(u => PACKAGE('yaml').test(u) || u.endsWith('/config/yaml-source.ts')), [])
+    // Nor config → IR (config/to-ir.ts and its translators), which the primary loads with its first config.
+    assert.deepEqual(worker.filter(u => /\/engine\/src\/config\/(to-ir|[a-z-]+-to-ir)\.ts$/.test(u)), [])
+    assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/engine/src/config/to-ir.ts')), 'the primary translated the config')
     assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('yaml').test(l.url)), 'the primary parsed the config with it')
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
     // MCP backend, an AI backend or models (startup-loads' reload test below, and the next).
