@@ -40,7 +40,7 @@ import { startLoadBalancer } from './load-balancer.ts'
 import { lweppArgs } from './lwepp-args.ts'
 
 const PROXY_IMAGE = 'portico:conformance'
-const PORTICO_BIN = join(REPO_ROOT, 'packages/proxy/bin/portico.mjs')
+const PORTICO_BIN = join(REPO_ROOT, 'packages/proxy/bin/portico.ts')
 const GATEWAY_CLASS = 'portico'
 const CONTROLLER_NAME = 'portico.dev/gateway-controller'
 const GATEWAY_IP = '169.254.1.1'
