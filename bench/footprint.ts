@@ -15,7 +15,7 @@
  */
 
 import { spawn, spawnSync } from 'node:child_process'
-import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -40,7 +40,8 @@ const BEFORE = process.env.FOOTPRINT_BEFORE === undefined || process.env.FOOTPRI
 const BACKEND = here('servers/backend.ts')
 const FASTIFY_PROXY = here('servers/fastify-proxy.ts')
 const PROBE = here('lib/module-probe.ts')
-const porticoBin = (root: string) => join(root, 'packages/proxy/bin/portico.ts')
+/** The package's `portico` (bin/portico.mjs), or bin/portico.ts in a checkout from before it (FOOTPRINT_BEFORE). */
+const porticoBin = (root: string) => existsSync(join(root, 'packages/proxy/bin/portico.mjs')) ? join(root, 'packages/proxy/bin/portico.mjs') : join(root, 'packages/proxy/bin/portico.ts')
 
 /** Issue 54's targets (MiB; the issue writes MB): idle private ≤ 40 + 15 per extra worker, ready ≤ 0.3 s / 0.6 s, loaded private ≤ 80 per worker. */
 const TARGETS = {
@@ -72,6 +73,11 @@ interface RunResult {
   readyMs: number
   /** exec → the log line (Portico's "portico started"), ms; NaN when the target has none. */
   logLineMs: number
+  /**
+   * The process's CPU time (user + system, every thread; Portico's both starts, as execve
+   * keeps the process) when it first answered, ms: steadier than `readyMs` on a loaded machine.
+   */
+  cpuMs: number
   /** `--idle` seconds after ready: the process alone, and with its child processes. */
   idle: Memory
   idleTree: Memory
@@ -155,6 +161,18 @@ async function answers (url: string): Promise<boolean> {
 
 const MiB = 1024 * 1024
 
+/** utime + stime of a process from /proc/PID/stat, ms (clock ticks of 10 ms: Linux's USER_HZ of 100). */
+function processCpuMs (pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // After the command name's closing parenthesis: state is field 3, utime 14, stime 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * 10
+  } catch {
+    return NaN
+  }
+}
+
 /** smaps_rollup of one process, MiB; zeros when it is gone. */
 function processMemory (pid: number): Memory {
   let text: string
@@ -227,6 +245,7 @@ async function runOnce (target: Target, extra: { nodeArgs?: string[], env?: Reco
   closeSync(fd)
   let logLineMs = NaN
   let readyMs = NaN
+  let cpuMs = NaN
   try {
     const deadline = start + 30_000
     while (performance.now() < deadline) {
@@ -234,6 +253,7 @@ async function runOnce (target: Target, extra: { nodeArgs?: string[], env?: Reco
       if (spec.logLine !== undefined && Number.isNaN(logLineMs) && readFileSync(logPath, 'utf8').includes(spec.logLine)) logLineMs = performance.now() - start
       if (await answers(spec.url)) {
         readyMs = performance.now() - start
+        cpuMs = processCpuMs(proc.pid!)
         break
       }
       await sleep(5)
@@ -251,7 +271,7 @@ async function runOnce (target: Target, extra: { nodeArgs?: string[], env?: Reco
     if (spec.adminUrl !== undefined) {
       memory = await (await fetch(spec.adminUrl)).json() as Record<string, unknown>
     }
-    const out: RunResult = { readyMs, logLineMs, idle, idleTree, ...(memory !== undefined ? { memory } : {}) }
+    const out: RunResult = { readyMs, logLineMs, cpuMs, idle, idleTree, ...(memory !== undefined ? { memory } : {}) }
     if (extra.load !== false && opts.load > 0) {
       const { rps, result } = await keepAliveLoad(spec.loadUrl, opts.connections, opts.load, () => ({ loaded: processMemory(pid), loadedTree: treeMemory(pid) }))
       Object.assign(out, result, { loadRps: rps })
@@ -296,6 +316,7 @@ interface Summary {
   workers?: number
   readyMs: number
   logLineMs: number
+  cpuMs: number
   readyMinMs: number
   readyMaxMs: number
   idle: Memory
@@ -315,6 +336,7 @@ function summarize (target: Target, runs: RunResult[]): Summary {
     ...(target.workers !== undefined ? { workers: target.workers } : {}),
     readyMs: median(runs.map(r => r.readyMs)),
     logLineMs: median(runs.map(r => r.logLineMs)),
+    cpuMs: median(runs.map(r => r.cpuMs)),
     readyMinMs: Math.min(...runs.map(r => r.readyMs)),
     readyMaxMs: Math.max(...runs.map(r => r.readyMs)),
     idle: medianMemory(runs.map(r => r.idle)),
@@ -366,9 +388,9 @@ async function main (): Promise<void> {
   const w = (o: 'before' | 'after') => Object.entries(summary).filter(([name, s]) => s.workers !== undefined && name.includes('(before)') === (o === 'before'))
 
   const load = opts.load > 0 ? `; under load: after ${opts.load} s of GETs (Portico: proxied to a node:http backend) over ${opts.connections} keep-alive connections, read while they are open` : ''
-  process.stdout.write(`exec → ready: the first 2xx answer (listening and answering), polled every 5 ms (Portico: GET /hello). Memory (MiB) from /proc/PID/smaps_rollup: rss, private (Private_Clean + Private_Dirty), anon (Anonymous); idle ${opts.idle} s after ready${load}. "process" is the server process (Portico: primary and worker threads), "+children" adds its child processes (the quick start's warm stdio MCP server). Medians of ${opts.runs} runs.\n\n`)
-  process.stdout.write(table(['target', 'ready ms', 'min–max', 'log line ms', 'idle rss', 'private', 'anon', 'loaded rss', 'private', 'anon', 'load req/s'],
-    Object.entries(summary).map(([name, s]) => [name, fmt(s.readyMs, 0), `${fmt(s.readyMinMs, 0)}–${fmt(s.readyMaxMs, 0)}`, fmt(s.logLineMs, 0), ...memCells(s.idle), ...memCells(s.loaded), s.loadRps === undefined ? '' : fmt(s.loadRps, 0)])) + '\n\n')
+  process.stdout.write(`exec → ready: the first 2xx answer (listening and answering), polled every 5 ms (Portico: GET /hello); CPU ms: the process's user + system time then (every thread, both of Portico's starts). Memory (MiB) from /proc/PID/smaps_rollup: rss, private (Private_Clean + Private_Dirty), anon (Anonymous); idle ${opts.idle} s after ready${load}. "process" is the server process (Portico: primary and worker threads), "+children" adds its child processes (the quick start's warm stdio MCP server). Medians of ${opts.runs} runs.\n\n`)
+  process.stdout.write(table(['target', 'ready ms', 'min–max', 'CPU ms', 'log line ms', 'idle rss', 'private', 'anon', 'loaded rss', 'private', 'anon', 'load req/s'],
+    Object.entries(summary).map(([name, s]) => [name, fmt(s.readyMs, 0), `${fmt(s.readyMinMs, 0)}–${fmt(s.readyMaxMs, 0)}`, fmt(s.cpuMs, 0), fmt(s.logLineMs, 0), ...memCells(s.idle), ...memCells(s.loaded), s.loadRps === undefined ? '' : fmt(s.loadRps, 0)])) + '\n\n')
   process.stdout.write('+children (process and its child processes):\n')
   process.stdout.write(table(['target', 'idle rss', 'private', 'anon', 'loaded rss', 'private', 'anon'],
     Object.entries(summary).map(([name, s]) => [name, ...memCells(s.idleTree), ...memCells(s.loadedTree)])) + '\n\n')

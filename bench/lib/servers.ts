@@ -16,16 +16,18 @@ const OTLP_SINK = here('../servers/otlp-sink.ts')
 const ENDPOINT_PICKER = here('../servers/endpoint-picker.ts')
 const EXT_PROCESSOR = here('../servers/ext-processor.ts')
 const FASTIFY_CLUSTER = here('../servers/fastify-cluster.ts')
-/** This checkout's portico entry point, the process the benches start. */
-export const PORTICO_BIN = here('../../packages/proxy/bin/portico.ts')
+/** This checkout's portico entry point (the package's `portico`), the process the benches start. */
+export const PORTICO_BIN = here('../../packages/proxy/bin/portico.mjs')
 const PORTICO = PORTICO_BIN
 
 /**
- * The portico entry point of another checkout (a bench's `--before DIR` / `--after DIR`); a
- * directory without one ends the bench with exit code 2, before anything is started.
+ * The portico entry point of another checkout (a bench's `--before DIR` / `--after DIR`):
+ * bin/portico.mjs, or bin/portico.ts in a checkout from before it (issue 54); a directory
+ * without one ends the bench with exit code 2, before anything is started.
  */
 export function checkoutBin (dir: string): string {
-  const bin = join(resolve(dir), 'packages/proxy/bin/portico.ts')
+  const mjs = join(resolve(dir), 'packages/proxy/bin/portico.mjs')
+  const bin = existsSync(mjs) ? mjs : join(resolve(dir), 'packages/proxy/bin/portico.ts')
   if (!existsSync(bin)) {
     process.stderr.write(`bench: ${bin} does not exist\n`)
     process.exit(2)

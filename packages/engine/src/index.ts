@@ -17,7 +17,6 @@ export { validateIR, formatIrDiagnostic, formatIrPath, type IrDiagnostic, type I
 export { loadConfigFile, loadConfigText, readConfigText, DEFAULT_MAX_CONFIG_BYTES, type LoadResult, type FileLoadResult, type LoadedConfig, type LoadOptions } from './config/load.ts'
 export { readReferencedFile } from './config/referenced-file.ts'
 export { parseByteSize, formatByteSize } from './util/byte-size.ts'
-export { configToIR, parseHostTarget } from './config/to-ir.ts'
 export { ssrfRefusal } from './util/ssrf.ts'
 export { servedModel } from './pipeline/models.ts'
 // ConfigFileSchema (TypeBox, 200 modules) is not exported: validation reads schema/config.schema.json.
@@ -29,8 +28,10 @@ export { RequestContext, type RequestReason, type InferencePickFacts } from './r
 export { PorticoError, isPorticoError, PORTICO_ERRORS, type PorticoErrorCode, type PorticoErrorSpec } from './util/errors.ts'
 export { parseDuration, formatSeconds } from './util/duration.ts'
 export { undici } from './util/undici.ts'
-export { FileMeshIdentity, StaticMeshIdentity, meshCertificate, spiffeIdOf, type MeshIdentity, type MeshCertificate, type MeshCertificateFiles } from './mesh/identity.ts'
-export { IstioCaIdentity, ISTIO_CA_DEFAULTS, caServerName, type IstioCaSettings, type MeshIdentityStatus, type CaCallResult } from './mesh/istio-ca-identity.ts'
+// The mesh identity's classes are `@portico/engine/mesh` (loaded with a config that has one).
+export type { FileMeshIdentity, StaticMeshIdentity, MeshIdentity, MeshCertificate, MeshCertificateFiles } from './mesh/identity.ts'
+export type { IstioCaIdentity, IstioCaSettings, MeshIdentityStatus, CaCallResult } from './mesh/istio-ca-identity.ts'
+export { ISTIO_CA_DEFAULTS } from './mesh/ca-defaults.ts'
 export { startWorkerThread, renewEmitterInit } from './util/emitter-init.ts'
 export { compileLinearRegex, linearRegexProblem, type LinearRegex } from './util/linear-regex.ts'
 export { redactSecrets, setPublicHeaders, REDACTED_VALUE } from './ir/redact.ts'
@@ -47,7 +48,6 @@ export { serverSecureContext, serverContextOptions } from './stream/server-tls.t
 export { closeWhenFlushed } from './stream/pair-close.ts'
 export type { StreamConnectionRecord, StreamReason, StreamProxyOptions } from './stream/stream-proxy.ts'
 export type { UdpFlowCounts, UdpFlowReason, UdpFlowRecord, UdpProxyOptions, UdpBindSocket } from './stream/udp-proxy.ts'
-export { DEFAULT_UDP_IDLE_TIMEOUT_MS, DEFAULT_UDP_MAX_FLOWS } from './stream/udp-proxy.ts'
 export { cipherSuiteName, tlsVersion, secureContextOptions } from './util/tls-names.ts'
 export { SECRET_FILE, SECRET_VALUE } from './config/secret-fields.ts'
 export { configJsonSchema, releaseValidator, validateAgainstSchema } from './config/validate.ts'

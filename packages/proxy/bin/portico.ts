@@ -22,7 +22,10 @@ const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cac
 // itself; this covers `pnpm exec portico`, tests and benchmarks. The new process gets the
 // compile cache from its first module (NODE_COMPILE_CACHE): enabled only below, this file and
 // v8-flags.ts would be stripped by Node's TypeScript compiler, which then stays loaded —
-// ~13 MB of the running proxy's RSS (bench/footprint.ts). The second start costs about 30 ms
+// ~13 MB of the running proxy's RSS (bench/footprint.ts). bin/portico.mjs, the package's
+// `portico`, turns the cache on before this file is read, which keeps that compiler out of
+// the first start as well (~50 ms of CPU); started as `node bin/portico.ts`, the first start
+// strips these four files and the second still comes from the cache. The second start costs about 30 ms
 // of CPU (issue 54: `--version` 120 ms bare, 90 ms with the flags given); docs/multicore.md
 // says why neither flag can be set without it.
 const startFlags = [
@@ -33,6 +36,9 @@ const startFlags = [
 // starts, they need no start of their own — a Node given both flags (the image, which sets
 // them in its environment) is not started again for them.
 if (startFlags.length > 0 && typeof process.execve === 'function') {
+  // What this start compiled (started through bin/portico.mjs, which turned the cache on:
+  // this file and the three it imports) is written now: execve runs no exit handler.
+  flushCompileCache()
   const env = withMallocTunables(process.env.NODE_COMPILE_CACHE === undefined && process.env.NODE_DISABLE_COMPILE_CACHE !== '1' ? { ...process.env, NODE_COMPILE_CACHE: CACHE_DIR } : process.env)
   process.execve(process.execPath, [process.execPath, ...startFlags, ...process.execArgv, ...process.argv.slice(1)], env)
 }

@@ -11,7 +11,7 @@ import https from 'node:https'
 import http2 from 'node:http2'
 import tls from 'node:tls'
 import net, { type Socket } from 'node:net'
-import dgram from 'node:dgram'
+import type Dgram from 'node:dgram'
 import type { Logger } from 'pino'
 import type { BindIR, Engine, ListenerIR, ProxyIR } from '@portico/engine'
 import { PorticoError, hostnameMatches, hostnameSpecificity, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine'
@@ -351,6 +351,8 @@ export class ListenerManager {
    */
   private async openUdp (entry: BoundServer): Promise<void> {
     const { bind } = entry
+    // node:dgram only for a config with a UDP bind (issue 54: HTTP gateways do not load it).
+    const dgram = process.getBuiltinModule('node:dgram') as typeof Dgram
     const socket = dgram.createSocket({ type: net.isIPv6(bind.address) ? 'udp6' : 'udp4', ...(this.reusePort || this.intake ? { reusePort: true } : {}) })
     const key = bind.key
     const flows = this.engine.udp

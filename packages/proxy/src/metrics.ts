@@ -4,7 +4,7 @@
  * written as `unknown`.
  */
 
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from './prom-client.ts'
 import { LocalCounter, LocalExactCounter, LocalGauge, LocalHistogram, type HistogramSeries, type ValueSeries } from './local-metrics.ts'
 import type { InferencePickFacts, LlmCall, LlmUsage, RequestContext, SpanOutcome, StreamConnectionRecord, UdpFlowCounts, UdpFlowRecord } from '@portico/engine'
 import { version } from './version.ts'

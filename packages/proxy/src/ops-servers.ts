@@ -8,7 +8,7 @@ import type * as Http from 'node:http'
 import http from '@portico/engine/node-http'
 import type { Address } from './settings.ts'
 import type { ProxyMetrics } from './metrics.ts'
-import { AggregatorRegistry } from 'prom-client'
+import { aggregatorRegistry } from './prom-client.ts'
 import type { MetricObjectWithValues, MetricValue } from 'prom-client'
 
 /** The data-plane workers' metrics, to sum with the primary's (workers/pool.ts). */
@@ -47,6 +47,7 @@ async function listen (server: Http.Server, address: Address): Promise<RunningSe
 async function render (metrics: ProxyMetrics, workers: WorkerMetrics | null): Promise<string> {
   if (workers === null) return await metrics.registry.metrics()
   const parts = [await metrics.registry.getMetricsAsJSON(), ...await workers.metrics()]
+  const AggregatorRegistry = aggregatorRegistry()
   return await AggregatorRegistry.aggregate(parts as Parameters<typeof AggregatorRegistry.aggregate>[0]).metrics()
 }
 

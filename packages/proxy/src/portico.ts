@@ -5,7 +5,7 @@
  */
 
 import type { Logger } from 'pino'
-import { DEFAULT_MAX_CONFIG_BYTES, formatDiagnostic, IstioCaIdentity, isPorticoError, readConfigText, releaseValidator, renewEmitterInit, type ConfigDiagnostic, type Engine, type LoadedConfig, type MeshIdentityStatus, type ProxyIR, type StaticMeshIdentity } from '@portico/engine'
+import { DEFAULT_MAX_CONFIG_BYTES, formatDiagnostic, isPorticoError, readConfigText, releaseValidator, renewEmitterInit, type ConfigDiagnostic, type Engine, type LoadedConfig, type MeshIdentityStatus, type ProxyIR, type StaticMeshIdentity } from '@portico/engine'
 import { loadConfigOffThread } from './config-loader.ts'
 import type { ListenerManager } from './listeners.ts'
 import { watchConfigFile, type FileWatch } from './file-source.ts'
@@ -19,7 +19,7 @@ import { randomBytes } from 'node:crypto'
 import { WorkerPool } from './workers/pool.ts'
 import { SlotTable } from './workers/slot-table.ts'
 import type { ListenerAddress } from './workers/protocol.ts'
-import { meshPem, meshStatus } from './mesh-identity.ts'
+import { caIdentity, meshPem, meshStatus } from './mesh-identity.ts'
 import { DataPlane, type ChildProcessInfo, type Tracing } from './data-plane.ts'
 import type { AdminView, ReloadRecord } from './admin/view.ts'
 
@@ -136,8 +136,8 @@ export class Portico implements AdminView {
    * meanwhile, mesh backends failing with PORTICO_MESH_NO_IDENTITY until it is in).
    */
   private startMeshCa (): void {
-    const mesh = this.meshIdentity
-    if (!(mesh instanceof IstioCaIdentity)) return
+    const mesh = caIdentity(this.meshIdentity)
+    if (mesh === null) return
     const log = this.logs.for('portico/mesh')
     mesh.on('rotated', cert => {
       this.pool?.setMeshCertificate(meshPem(cert))
@@ -158,8 +158,8 @@ export class Portico implements AdminView {
    * unsubscribe function.
    */
   onMeshState (listener: (state: MeshIdentityStatus) => void): (() => void) | null {
-    const mesh = this.meshIdentity
-    if (!(mesh instanceof IstioCaIdentity)) return null
+    const mesh = caIdentity(this.meshIdentity)
+    if (mesh === null) return null
     mesh.on('state', listener)
     listener(mesh.state())
     return () => { mesh.off('state', listener) }

@@ -4,7 +4,9 @@
  * (ext_authz, ext_proc, the rate limit service, xDS), CEL, RE2, JOSE, OIDC and the MCP SDK
  * (with zod) and undici load at their first use; TypeBox and the Kubernetes client never; the
  * YAML parser not in data-plane workers; the engine's MCP code (mcp/) only with an MCP backend,
- * its LLM code (llm/) only with an AI backend or models, in every thread (issue 54). The servers
+ * its LLM code (llm/) only with an AI backend or models, in every thread (issue 54); so do the
+ * TCP/TLS and UDP listeners' proxies (stream/) with such a listener, the InferencePool backend
+ * with a pool and the mesh identity and HBONE tunnels with a mesh identity (issue 54). The servers
  * (prom-client) load to run, not to validate; the admin server's framework (Fastify) with its
  * first request (issue 54). bench/footprint.ts measures why.
  */
@@ -17,16 +19,23 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import http from 'node:http'
+import net from 'node:net'
 import { freePort, porticoStarted } from './lib/portico-child.ts'
+import { makeTestCa } from '@portico/testkit/hbone-peer'
 import { START_FLAGS } from '../src/v8-flags.ts'
 
 const BIN = fileURLToPath(new URL('../bin/portico.ts', import.meta.url))
+/** The package's `portico` (package.json "bin"): plain JavaScript that turns the compile cache on, then bin/portico.ts. */
+const BIN_MJS = fileURLToPath(new URL('../bin/portico.mjs', import.meta.url))
 const PROXY_DIR = fileURLToPath(new URL('..', import.meta.url))
 
-/** Preloaded: prints the URL of every module loaded (imports and requires) when the process exits. */
+/**
+ * Preloaded: prints the URL of every module loaded (imports and requires) when the process
+ * exits; a script reads the list so far as globalThis.loadedModules.
+ */
 const PROBE = 'data:text/javascript,' + encodeURIComponent(`
 import { registerHooks } from 'node:module'
-const urls = []
+const urls = globalThis.loadedModules = []
 registerHooks({ load (url, context, next) { urls.push(url); return next(url, context) } })
 process.on('exit', () => process.stderr.write('\\nLOADED ' + JSON.stringify(urls) + '\\n'))
 `)
@@ -40,11 +49,11 @@ function run (args: string[]): { stdout: string, urls: string[] } {
 }
 
 test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC)', () => {
-  for (const flag of ['--version', '--help']) {
-    const { stdout, urls } = run([BIN, flag])
+  for (const [bin, flag] of [[BIN, '--version'], [BIN, '--help'], [BIN_MJS, '--version']] as const) {
+    const { stdout, urls } = run([bin, flag])
     assert.match(stdout, flag === '--version' ? /^portico \d/ : /usage: portico/)
     const ours = urls.filter(u => !u.startsWith('node:'))
-    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.ts|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
+    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
   }
 })
 
@@ -53,7 +62,7 @@ test('portico --version and --help load nothing but the argument parser, the ver
  * accessLog.otlp; undici: only for HTTP/2 backends, MCP HTTP targets, JWKS, HTTP ext_authz,
  * the admin's loopback calls; the Kubernetes client: only the controller).
  */
-const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(undici\/|@opentelemetry\/|@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
+const ON_DEMAND = /node_modules\/(\.pnpm\/[^/]+\/node_modules\/)?(undici\/|@opentelemetry\/|@grpc\/|@bufbuild\/cel|@bufbuild\/re2|@modelcontextprotocol\/|zod\/|protobufjs\/|jose\/|openid-client\/|bcryptjs\/|apache-md5\/|@sinclair\/typebox\/|@kubernetes\/|pino-pretty\/)/
 
 test('the engine barrel loads none of the packages only some configs need', () => {
   const { urls } = run(['--input-type=module', '-e', "await import('@portico/engine')"])
@@ -143,6 +152,71 @@ await engine.close()`
   assert.deepEqual(urls.filter(u => /\/engine\/src\/llm\//.test(u)), [], 'no LLM module')
 })
 
+/**
+ * The engine's code only some listeners and backends use (issue 54): the TCP/TLS and UDP
+ * proxies (stream/, but its server TLS contexts and pair-close, which HTTPS listeners and the
+ * connection distributor use), the mesh identity and HBONE tunnels (mesh/, but the CA
+ * defaults the settings read), the InferencePool backend (inference/, its translation and
+ * pipeline step), and the policies ext_proc (its gRPC client, codec and phases), remote rate
+ * limit and OIDC.
+ */
+const ON_CONFIG = /\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit|oidc)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/
+
+test('TCP, UDP, InferencePool, ext_proc and remote rate limit code loads when a config with such a listener, backend or policy is applied, each with its own, and not for plain routes', () => {
+  const configs = {
+    plain: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ host: '127.0.0.1:9' }] }] },
+    tcp: { gateways: { t: { port: 3001, protocol: 'TCP' } }, tcpRoutes: [{ name: 't', gateways: 't', backends: [{ host: '127.0.0.1:9' }] }] },
+    udp: { gateways: { u: { port: 3002, protocol: 'UDP' } }, udpRoutes: [{ name: 'u', gateways: 'u', backends: [{ host: '127.0.0.1:9' }] }] },
+    policies: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { extProc: { host: '127.0.0.1:9' }, remoteRateLimit: { host: '127.0.0.1:9', domain: 'd', descriptors: [{ entries: [{ key: 'path', value: 'request.path' }] }] } }, backends: [{ host: '127.0.0.1:9' }] }] },
+    pool: { gateways: { default: { port: 3000 } }, routes: [{ name: 'p', backends: [{ inferencePool: { name: 'p', endpoints: ['127.0.0.1:9'], endpointPicker: { host: '127.0.0.1:9', tls: false } } }] }] }
+  }
+  // One engine, the configs applied in turn (as reloads): what each one added.
+  const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const configs = ${JSON.stringify(configs)}
+const onConfig = new RegExp(${JSON.stringify(ON_CONFIG.source)})
+const engine = new Engine({ tracing: false })
+const added = {}
+let before = []
+for (const [name, config] of Object.entries(configs)) {
+  const loaded = loadConfigText(JSON.stringify(config), { baseDir: '/' })
+  if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+  engine.apply(loaded.config.ir)
+  const now = globalThis.loadedModules.filter(u => onConfig.test(u)).map(u => u.replace(/.*\\/engine\\/src\\//, ''))
+  added[name] = now.filter(u => !before.includes(u)).sort()
+  before = now
+}
+await engine.close()
+console.log(JSON.stringify(added))`
+  const { stdout } = run(['--input-type=module', '-e', script])
+  const added = JSON.parse(stdout) as Record<keyof typeof configs, string[]>
+  assert.deepEqual(added.plain, [], 'nothing for plain routes')
+  for (const file of ['stream/stream-proxy.ts', 'stream/relay.ts', 'stream/client-hello.ts']) assert.ok(added.tcp.includes(file), `${file} with the TCP listener`)
+  assert.ok(!added.tcp.some(u => u === 'stream/udp-proxy.ts' || /inference/.test(u)), `the TCP config loaded only its own: ${added.tcp.join(', ')}`)
+  assert.deepEqual(added.udp, ['stream/udp-proxy.ts'], 'the UDP proxy with the UDP listener (its helpers came with TCP\'s)')
+  for (const file of ['policy/ext-proc.ts', 'traffic/ext-proc-grpc.ts', 'traffic/ext-proc-codec.ts', 'http/ext-proc-request-phase.ts', 'http/ext-proc-response-phase.ts', 'policy/remote-rate-limit.ts']) assert.ok(added.policies.includes(file), `${file} with the policies`)
+  assert.ok(!added.policies.some(u => /inference|oidc/.test(u)), `the policies loaded only their own: ${added.policies.join(', ')}`)
+  for (const file of ['config/inference-pool-to-ir.ts', 'inference/endpoints.ts', 'pipeline/inference-pool.ts', 'inference/pick.ts', 'inference/picker-client.ts']) assert.ok(added.pool.includes(file), `${file} with the pool`)
+  assert.ok(!Object.values(added).flat().some(u => u.startsWith('mesh/')), 'no mesh code without a mesh identity')
+})
+
+test('basicAuth\'s hashing libraries (bcryptjs, apache-md5) load when a config with such htpasswd entries is applied, before any request, each for its own hashes', () => {
+  const config = (lines: string) => ({ gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { basicAuth: { htpasswd: lines } }, backends: [{ host: '127.0.0.1:9' }] }] })
+  const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const hashing = () => globalThis.loadedModules.filter(u => /node_modules\\/(\\.pnpm\\/[^/]+\\/node_modules\\/)?(bcryptjs|apache-md5)\\//.test(u)).map(u => /bcryptjs/.test(u) ? 'bcryptjs' : 'apache-md5')
+const engine = new Engine({ tracing: false })
+const seen = {}
+for (const [name, config] of Object.entries(${JSON.stringify({ sha: config('sha-user:{SHA}qUqP5cyxm6YcTAhz05Hph5gvu9M='), bcrypt: config('b:$2y$05$abcdefghijklmnopqrstuu3QdGvHr2q1TUx2BaylbBq6gqhD06lhG') })})) {
+  const loaded = loadConfigText(JSON.stringify(config), { baseDir: '/' })
+  if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+  engine.apply(loaded.config.ir)
+  seen[name] = [...new Set(hashing())]
+}
+await engine.close()
+console.log(JSON.stringify(seen))`
+  const { stdout } = run(['--input-type=module', '-e', script])
+  assert.deepEqual(JSON.parse(stdout), { sha: [], bcrypt: ['bcryptjs'] })
+})
+
 test('portico --validate on the quick start loads neither those nor the servers', () => {
   const { stdout, urls } = run([BIN, '--validate', '-f', fileURLToPath(new URL('../../../examples/quickstart.yaml', import.meta.url))])
   assert.match(stdout, /valid/)
@@ -200,7 +274,7 @@ const PLAIN = 'gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  
 /** The engine's MCP rooms and its LLM code (llm/, formats included). */
 const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP or LLM code', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh or InferencePool code, nor prom-client\'s index and the OpenTelemetry API', async () => {
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -212,10 +286,21 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     assert.deepEqual(worker.filter(u => /\/packages\/proxy\/src\/(portico|file-source|config-loader|ops-servers|xds-client|workers\/pool)\.ts$/.test(u)), [])
     // Workers are given IR, never config text: the YAML parser (72 modules) is the primary's (issue 54).
     assert.deepEqual(worker.filter(u => PACKAGE('yaml').test(u) || u.endsWith('/config/yaml-source.ts')), [])
+    // Nor config → IR (config/to-ir.ts and its translators), which the primary loads with its first config.
+    assert.deepEqual(worker.filter(u => /\/engine\/src\/config\/(to-ir|[a-z-]+-to-ir)\.ts$/.test(u)), [])
+    assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/engine/src/config/to-ir.ts')), 'the primary translated the config')
     assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('yaml').test(l.url)), 'the primary parsed the config with it')
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
     // MCP backend, an AI backend or models (startup-loads' reload test below, and the next).
     assert.deepEqual(urls.filter(u => MCP_OR_LLM.test(u)), [])
+    // Nor the TCP/TLS/UDP proxies, the mesh identity, HBONE or the InferencePool backend (issue 54).
+    assert.deepEqual(urls.filter(u => ON_CONFIG.test(u)), [])
+    // prom-client without its index (src/prom-client.ts): no OpenTelemetry API (its exemplars',
+    // never on), no summary, push gateway or cluster module; its default metrics
+    // and counters, in the primary, and its counters in the workers.
+    assert.deepEqual(urls.filter(u => PACKAGE('@opentelemetry/api|tdigest|bintrees').test(u) || /\/prom-client\/(index\.js|lib\/(summary|pushgateway|cluster|defaultMetrics|metrics\/processCpuTotal)\.js)$/.test(u)), [])
+    assert.ok(worker.some(u => u.endsWith('/prom-client/lib/counter.js')), 'the workers count with prom-client')
+    assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/prom-client/lib/metrics/eventLoopLag.js')), 'the primary has the default metrics')
   } finally {
     stop()
   }
@@ -325,6 +410,56 @@ test('a reload from plain routes to an MCP backend loads MCP then, in a running 
   }
 })
 
+test('a reload from plain routes to TCP and UDP listeners and an InferencePool loads their code then, in every thread that serves them, and the TCP listener relays', async () => {
+  const { loaded, rewrite, stop } = await startProbed(PLAIN, { WORKERS: '2' })
+  const echo = net.createServer(socket => socket.pipe(socket))
+  try {
+    assert.deepEqual(loaded().filter(l => ON_CONFIG.test(l.url)).map(l => l.url), [], 'none of it before the reload')
+    await new Promise<void>(resolve => echo.listen(0, '127.0.0.1', resolve))
+    const [tcpPort, udpPort] = [await freePort(), await freePort()]
+    rewrite(PLAIN.replace('gateways:\n', `gateways:\n  t: { port: ${tcpPort}, protocol: TCP, address: 127.0.0.1 }\n  u: { port: ${udpPort}, protocol: UDP, address: 127.0.0.1 }\n`) +
+      `  - name: pool\n    gateways: default\n    matches:\n      - path: { pathPrefix: /pool }\n    backends:\n      - inferencePool: { name: p, endpoints: ['127.0.0.1:9'], endpointPicker: { host: '127.0.0.1:9', tls: false } }\n` +
+      `tcpRoutes:\n  - { name: t, gateways: t, backends: [{ host: '127.0.0.1:${(echo.address() as net.AddressInfo).port}' }] }\n` +
+      `udpRoutes:\n  - { name: u, gateways: u, backends: [{ host: '127.0.0.1:9' }] }\n`)
+    // The TCP listener relays to the echo server once the new config is in force.
+    const relayed = async (): Promise<string> => await new Promise((resolve, reject) => {
+      const socket = net.connect(tcpPort, '127.0.0.1', () => socket.end('through the reloaded config'))
+      let text = ''
+      socket.setEncoding('utf8').on('data', (c: string) => { text += c }).on('end', () => resolve(text)).on('error', reject)
+    })
+    let answer = ''
+    for (const deadline = Date.now() + 15_000; answer === '' && Date.now() < deadline;) {
+      answer = await relayed().catch(() => '')
+      if (answer === '') await new Promise(resolve => setTimeout(resolve, 100))
+    }
+    assert.equal(answer, 'through the reloaded config')
+    const lines = loaded()
+    // Each worker installs the config (its own engine); the primary too.
+    for (const file of ['stream/stream-proxy.ts', 'stream/udp-proxy.ts', 'pipeline/inference-pool.ts']) {
+      assert.ok(lines.some(l => l.thread === 'worker' && l.url.endsWith(`/engine/src/${file}`)), `the workers loaded ${file}`)
+    }
+    assert.deepEqual(lines.filter(l => /\/engine\/src\/mesh\/(?!ca-defaults)/.test(l.url)).map(l => l.url), [], 'no mesh code')
+  } finally {
+    stop()
+    echo.close()
+  }
+})
+
+test('a mesh identity from files loads the mesh identity and HBONE code at start (and a proxy without one does not: the plain test above)', async () => {
+  const ca = makeTestCa()
+  const leaf = ca.issue('gw', 'spiffe://cluster.local/ns/default/sa/gateway')
+  const root = join(ca.dir, 'root.pem')
+  writeFileSync(root, ca.root)
+  const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '1', MESH_CERT_FILE: leaf.certFile, MESH_KEY_FILE: leaf.keyFile, MESH_ROOT_FILE: root })
+  try {
+    const urls = loaded().map(l => l.url)
+    for (const file of ['mesh/identity.ts', 'mesh/hbone-pool.ts']) assert.ok(urls.some(u => u.endsWith(`/engine/src/${file}`)), `${file} loaded`)
+  } finally {
+    stop()
+    rmSync(ca.dir, { recursive: true, force: true })
+  }
+})
+
 test('with tracing and accessLog.otlp, only the export threads load the OpenTelemetry SDK and its exporters', async () => {
   // Nothing listens at the collector's address: the exports fail, after their modules loaded.
   const collector = 'http://127.0.0.1:9'
@@ -382,6 +517,36 @@ setTimeout(() => writeFileSync(${JSON.stringify(seen)}, JSON.stringify({ amaro: 
   try {
     await once() // fills the compile cache if this tree's files are not in it yet
     assert.deepEqual(JSON.parse(await once()), { amaro: false, undici: false })
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('started as the package\'s `portico` (bin/portico.mjs), neither the first start (before Node starts again with its flags) nor the second loads Node\'s TypeScript compiler (compile cache warm)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-launcher-'))
+  const seen = join(dir, 'amaro.txt')
+  // Preloaded in both starts (execArgv passes on): the first says whether amaro was loaded as
+  // it calls execve, the second as it exits.
+  const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { appendFileSync } from 'node:fs'
+const amaro = () => process.moduleLoadList.some(m => m.includes('amaro'))
+const execve = process.execve
+process.execve = (...args) => { appendFileSync(${JSON.stringify(seen)}, 'first ' + amaro() + '\\n'); return execve.apply(process, args) }
+process.on('exit', () => appendFileSync(${JSON.stringify(seen)}, 'second ' + amaro() + '\\n'))
+`)
+  const env: Record<string, string | undefined> = { ...process.env, NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
+  const once = (bin: string): string => {
+    rmSync(seen, { force: true })
+    const r = spawnSync(process.execPath, ['--import', probe, bin, '--version'], { cwd: PROXY_DIR, env, encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stderr)
+    assert.match(r.stdout, /^portico \d/)
+    return readFileSync(seen, 'utf8')
+  }
+  try {
+    once(BIN_MJS) // fills the compile cache if this tree's files are not in it yet
+    assert.equal(once(BIN_MJS), 'first false\nsecond false\n')
+    // Started as bin/portico.ts, the first start strips it (the reason for bin/portico.mjs).
+    assert.equal(once(BIN), 'first true\nsecond false\n')
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }

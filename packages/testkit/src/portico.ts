@@ -1,6 +1,6 @@
 /**
  * Runs the real `portico` binary as a child process for black-box tests: writes the config
- * to a temp directory, picks a free loopback port, spawns `node packages/proxy/bin/portico.ts
+ * to a temp directory, picks a free loopback port, spawns `node packages/proxy/bin/portico.mjs
  * -f FILE` directly (no pnpm or shell in between, so signals reach the process), waits for the
  * "portico started" log line and collects everything it prints.
  */
@@ -15,7 +15,8 @@ import { freePort } from './free-port.ts'
 
 // packages/testkit/src → the repository root.
 export const REPO_ROOT = fileURLToPath(new URL('../../..', import.meta.url))
-export const PORTICO_BIN = join(REPO_ROOT, 'packages/proxy/bin/portico.ts')
+/** The package's `portico` (packages/proxy package.json "bin"): users run this one. */
+export const PORTICO_BIN = join(REPO_ROOT, 'packages/proxy/bin/portico.mjs')
 
 /** Environment every test instance runs with: no admin/stats/readiness ports, JSON logs. */
 export const QUIET_ENV: Record<string, string> = {

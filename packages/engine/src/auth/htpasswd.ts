@@ -6,11 +6,14 @@
  */
 
 import { createHash, timingSafeEqual } from 'node:crypto'
-import { createRequire } from 'node:module'
-import bcrypt from 'bcryptjs'
+import type Bcrypt from 'bcryptjs'
+import { lazyRequire } from '../util/lazy-require.ts'
 
+// The hashing libraries load when a verifier is made for a file with such hashes (the config's
+// compile step), never by a request, and not at all for a config without basic auth (issue 54).
+const bcryptjs = lazyRequire<typeof Bcrypt>('bcryptjs')
 // apache-md5 is CommonJS exporting the function itself; its types claim an ES default.
-const apacheMd5 = createRequire(import.meta.url)('apache-md5') as (password: string, salt?: string) => string
+const apacheMd5 = lazyRequire<(password: string, salt?: string) => string>('apache-md5')
 
 export interface HtpasswdEntry {
   user: string
@@ -56,8 +59,8 @@ function equal (a: string, b: string): boolean {
 }
 
 async function matches (password: string, hash: string): Promise<boolean> {
-  if (hash.startsWith('$2')) return await bcrypt.compare(password, hash.replace(/^\$2y\$/, '$2b$'))
-  if (hash.startsWith('$apr1$')) return equal(apacheMd5(password, hash), hash)
+  if (hash.startsWith('$2')) return await bcryptjs().compare(password, hash.replace(/^\$2y\$/, '$2b$'))
+  if (hash.startsWith('$apr1$')) return equal(apacheMd5()(password, hash), hash)
   return equal(`{SHA}${createHash('sha1').update(password).digest('base64')}`, hash)
 }
 
@@ -71,6 +74,8 @@ export class HtpasswdVerifier {
 
   constructor (entries: HtpasswdEntry[]) {
     this.users = new Map(entries.map(e => [e.user, e.hash]))
+    if (entries.some(e => e.hash.startsWith('$2'))) bcryptjs()
+    if (entries.some(e => e.hash.startsWith('$apr1$'))) apacheMd5()
   }
 
   async verify (user: string, password: string): Promise<boolean> {

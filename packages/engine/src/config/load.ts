@@ -14,7 +14,6 @@ import type { ProxyIR } from '../ir/types.ts'
 import type { ConfigDiagnostic } from './diagnostics.ts'
 import { lazyRequire } from '../util/lazy-require.ts'
 import { validateAgainstSchema } from './validate.ts'
-import { configToIR } from './to-ir.ts'
 import { staticConfigDiagnostics } from './static-config-check.ts'
 import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { formatByteSize } from '../util/byte-size.ts'
@@ -24,6 +23,9 @@ import { openRegularFile, readBounded, readReferencedFile } from './referenced-f
 // The YAML parser (72 modules) loads with the first config text parsed: a data-plane worker
 // imports the engine but is given IR, never text (bench/footprint.ts).
 const yamlSource = lazyRequire<typeof import('./yaml-source.ts')>('../config/yaml-source.ts')
+// Likewise config → IR (to-ir.ts and its translators, about a dozen modules): only a thread
+// that translates config text loads it — the primary, at its first load (issue 54).
+const toIR = lazyRequire<typeof import('./to-ir.ts')>('../config/to-ir.ts')
 
 export interface LoadedConfig {
   file: ConfigFile
@@ -90,7 +92,7 @@ function loadChecked (text: string, options: LoadOptions): LoadResult {
   if (schemaErrors.length > 0) return { ok: false, diagnostics: place([...schemaErrors, ...semanticsBesides(value, schemaErrors, options)]) }
 
   const file = value as ConfigFile
-  const { ir, diagnostics } = configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}), ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {}) })
+  const { ir, diagnostics } = toIR().configToIR(file, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}), ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {}) })
   const missing = missingGateways(file)
   if (missing !== undefined) diagnostics.unshift(missing)
   diagnostics.push(...staticConfigDiagnostics(file.config))
@@ -127,7 +129,7 @@ function semanticsBesides (value: unknown, schemaErrors: ConfigDiagnostic[], opt
     delete (doc[list] as unknown[])[index]
   }
   try {
-    return configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}), ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {}) }).diagnostics
+    return toIR().configToIR(doc as ConfigFile, { baseDir: options.baseDir, readFile: fileReader(options), ...(options.fragment === true ? { fragment: true } : {}), ...(options.refuseLocalBaseURL === true ? { refuseLocalBaseURL: true } : {}) }).diagnostics
   } catch {
     // The schema errors are what matter; a translation tripping over the rest adds nothing.
     return []

@@ -27,7 +27,6 @@ import { readFileField, readPemField } from './referenced-file.ts'
 import type { AiAuthIR, AiBackendAuth } from './ai-to-ir.ts'
 import { lazyRequire } from '../util/lazy-require.ts'
 import { promptGuardToIR } from './prompt-guard-to-ir.ts'
-import { inferencePoolToIR } from './inference-pool-to-ir.ts'
 
 // The translation of ai backends and models, and the LLM provider modules it reads (about 15
 // modules), load with the first config that has an ai backend or models: translating a
@@ -35,6 +34,8 @@ import { inferencePoolToIR } from './inference-pool-to-ir.ts'
 const aiToIR = lazyRequire<typeof import('./ai-to-ir.ts')>('../config/ai-to-ir.ts')
 const modelsToIR = lazyRequire<typeof import('./models-to-ir.ts')>('../config/models-to-ir.ts')
 const providers = lazyRequire<typeof import('../llm/providers/index.ts')>('../llm/providers/index.ts')
+// And an InferencePool backend's translation (with inference/endpoints.ts) with the first one.
+const inferencePoolToIR = lazyRequire<typeof import('./inference-pool-to-ir.ts')>('../config/inference-pool-to-ir.ts')
 /** The header names of every provider's key: only ai backends' auth reads them. */
 const credentialHeaders = (): readonly string[] => providers().CREDENTIAL_HEADERS
 
@@ -413,7 +414,7 @@ function translateRoute (
     let backend = onlyKind && b.mcp !== undefined
       ? translateMcpBackend(b.mcp, `${key}${i === 0 ? '' : `#${i}`}`, [...at, 'mcp'], options, fail)
       : onlyKind && b.inferencePool !== undefined
-        ? inferencePoolToIR(b.inferencePool, [...at, 'inferencePool'], pc)
+        ? inferencePoolToIR().inferencePoolToIR(b.inferencePool, [...at, 'inferencePool'], pc)
         : translateBackend(b, at, fail, ownAuth, aiAuth, aiAt, policiesAt)
     if (b.mesh !== undefined && backend !== undefined) {
       if (b.host === undefined && b.endpoints === undefined) report([...at, 'mesh'], 'applies to host and endpoints backends')

@@ -25,15 +25,15 @@ import { BackendStats } from './backend-stats.ts'
 import { InFlightRequests } from './in-flight.ts'
 import type { McpChildProcess, McpGateway, McpGatewayOptions } from '../mcp/session/gateway.ts'
 import { PolicyServices } from '../policy/services.ts'
-import { StreamProxy, type StreamProxyOptions } from '../stream/stream-proxy.ts'
-import { UdpProxy, type UdpBindSocket, type UdpProxyOptions } from '../stream/udp-proxy.ts'
+import type { StreamProxy, StreamProxyOptions } from '../stream/stream-proxy.ts'
+import type { UdpProxy, UdpBindSocket, UdpProxyOptions } from '../stream/udp-proxy.ts'
 import { RecordArena } from '../util/shared-records.ts'
 import { lazyRequire } from '../util/lazy-require.ts'
 import { SharedBackendState } from './shared-state.ts'
 import type { ClientFacts } from '../request/context.ts'
 import type { RequestTracing } from '../trace/otel.ts'
 import type { CelFields } from '../pipeline/access-log-fields.ts'
-import { poolEndpointBackends } from '../pipeline/inference-pool.ts'
+import { inferencePoolModule } from '../pipeline/run.ts'
 
 export interface EngineOptions {
   /** `env` reported on trace snapshots; `{}` standalone. */
@@ -88,6 +88,11 @@ export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
 // first config that has an MCP backend (install), not with the engine: a gateway of plain
 // routes, and each of its data-plane workers, never pays for it (bench/footprint.ts).
 const mcpGatewayModule = lazyRequire<typeof import('../mcp/session/gateway.ts')>('../mcp/session/gateway.ts')
+// The same for the TCP/TLS and UDP listeners' proxies (stream/: the relay, the client hello's
+// parser, the sweeper, node:dgram): made when a config with such a bind is installed, or when
+// first asked for (issue 54: a gateway of HTTP listeners does not load them at start).
+const streamProxyModule = lazyRequire<typeof import('../stream/stream-proxy.ts')>('../stream/stream-proxy.ts')
+const udpProxyModule = lazyRequire<typeof import('../stream/udp-proxy.ts')>('../stream/udp-proxy.ts')
 
 export class Engine implements PipelineRuntime {
   readonly hub: TraceHub
@@ -95,10 +100,10 @@ export class Engine implements PipelineRuntime {
   /** The MCP gateway, made when a config first has an MCP backend (or when first asked for). */
   private mcpGateway: McpGateway | null = null
   private readonly mcpOptions: McpGatewayOptions | undefined
-  /** TCP and TLS listeners' connections. */
-  readonly streams: StreamProxy
-  /** UDP listeners' flows. */
-  readonly udp: UdpProxy
+  private streamProxy: StreamProxy | null = null
+  private readonly streamOptions: StreamProxyOptions
+  private udpProxy: UdpProxy | null = null
+  private readonly udpOptions: UdpProxyOptions | undefined
   readonly env: Record<string, string>
   readonly traceBodyLimit: number
   readonly otel: RequestTracing | null
@@ -139,8 +144,8 @@ export class Engine implements PipelineRuntime {
     // A worker serves no MCP session (all go to the primary): stdio targets run once per
     // gateway, so it starts no warm spares either.
     this.mcpOptions = this.handoff === null ? options.mcp : { ...options.mcp, spares: false }
-    this.streams = new StreamProxy(this.hub, { connectTimeoutMs: options.pools?.connectTimeout, hbone: () => this.pools.hbone, ...options.streams })
-    this.udp = new UdpProxy(this.hub, options.udp)
+    this.streamOptions = { connectTimeoutMs: options.pools?.connectTimeout, hbone: () => this.pools.hbone, ...options.streams }
+    this.udpOptions = options.udp
     const hook = options.onRequestEnd
     this.onRequestEnd = ctx => {
       this.inFlight.remove(ctx)
@@ -156,6 +161,16 @@ export class Engine implements PipelineRuntime {
    */
   get mcp (): McpGateway {
     return (this.mcpGateway ??= new (mcpGatewayModule().McpGateway)(this.mcpOptions))
+  }
+
+  /** TCP and TLS listeners' connections; `install` makes it for a config with such a bind. */
+  get streams (): StreamProxy {
+    return (this.streamProxy ??= new (streamProxyModule().StreamProxy)(this.hub, this.streamOptions))
+  }
+
+  /** UDP listeners' flows; `install` makes it for a config with a UDP bind. */
+  get udp (): UdpProxy {
+    return (this.udpProxy ??= new (udpProxyModule().UdpProxy)(this.hub, this.udpOptions))
   }
 
   /** The stdio MCP servers running now (none before a config had an MCP backend). */
@@ -212,8 +227,14 @@ export class Engine implements PipelineRuntime {
     if (this.staged?.prepared === prepared) this.staged = null
     const ir = prepared.compiled.ir
     this.compiled = prepared.compiled
-    // An InferencePool's endpoints are called as backends of their own (pipeline/inference-pool.ts).
-    this.pools.sync(ir.backends.filter(b => b.kind !== 'mcp').flatMap(b => b.inferencePool !== undefined ? [b, ...poolEndpointBackends(b)] : [b]))
+    // An InferencePool's endpoints are called as backends of their own (pipeline/inference-pool.ts,
+    // which loads here with the first config that has a pool, never with a request).
+    this.pools.sync(ir.backends.filter(b => b.kind !== 'mcp').flatMap(b => b.inferencePool !== undefined ? [b, ...inferencePoolModule().poolEndpointBackends(b)] : [b]))
+    // The TCP/TLS and UDP proxies load and are made with the first config that has such a bind.
+    for (const bind of ir.binds) {
+      if (bind.protocol === 'TCP' || bind.protocol === 'TLS') void this.streams
+      else if (bind.protocol === 'UDP') void this.udp
+    }
     // A config with MCP backends loads the gateway and the client-facing listener here, not
     // at its first request; one without leaves them unloaded (or drops the targets of the last).
     if (ir.backends.some(b => b.kind === 'mcp')) {

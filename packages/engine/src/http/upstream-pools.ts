@@ -18,9 +18,13 @@ import { H1Pool } from './h1-pool.ts'
 import { H2Pool } from './h2-pool.ts'
 import type { UpstreamCaller } from './dispatcher.ts'
 import { hostPort } from '../util/host-port.ts'
-import { HbonePool } from '../mesh/hbone-pool.ts'
+import type { HbonePool } from '../mesh/hbone-pool.ts'
 import type { MeshIdentity } from '../mesh/identity.ts'
 import { PorticoError } from '../util/errors.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
+
+// HBONE tunnels (node:http2 sessions to mesh workloads) load only with a mesh identity (issue 54).
+const hbonePoolModule = lazyRequire<typeof import('../mesh/hbone-pool.ts')>('../mesh/hbone-pool.ts')
 
 /** Concurrent requests on one HTTP/2 connection to a backend (most servers allow 100 or more). */
 const H2_STREAMS_PER_CONNECTION = 100
@@ -75,7 +79,7 @@ export class UpstreamPools {
 
   constructor (options: UpstreamPoolOptions = {}) {
     this.endpointState = options.endpointState
-    this.hbone = options.mesh === undefined ? null : new HbonePool(options.mesh, { connectTimeoutMs: options.connectTimeout, idleTimeoutMs: options.hboneIdleTimeout, maxStreamsPerConnection: options.hboneMaxStreams })
+    this.hbone = options.mesh === undefined ? null : new (hbonePoolModule().HbonePool)(options.mesh, { connectTimeoutMs: options.connectTimeout, idleTimeoutMs: options.hboneIdleTimeout, maxStreamsPerConnection: options.hboneMaxStreams })
     this.options = {
       connections: options.connections ?? null,
       connectTimeout: options.connectTimeout ?? 10_000,

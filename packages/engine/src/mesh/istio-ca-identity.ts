@@ -22,6 +22,7 @@ import { createCsrPem } from './csr.ts'
 import { meshCaClient, MeshCaError, type MeshCaClient, type MeshCaClientOptions } from './ca-client.ts'
 import { meshCertificate, StaticMeshIdentity } from './identity.ts'
 import { PorticoError } from '../util/errors.ts'
+import { ISTIO_CA_DEFAULTS } from './ca-defaults.ts'
 
 export interface IstioCaSettings {
   /** `host:port` of the CA; default `istiod.istio-system.svc:15012`. */
@@ -92,19 +93,7 @@ const MAX_ROOT_BYTES = 1024 * 1024
 /** setTimeout's largest delay (about 24.8 days); a longer wait is cut and re-planned. */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
-export const ISTIO_CA_DEFAULTS = {
-  address: 'istiod.istio-system.svc:15012',
-  trustDomain: 'cluster.local',
-  clusterId: 'Kubernetes',
-  tokenFile: '/var/run/secrets/tokens/istio-token',
-  rootFile: '/var/run/secrets/istio/root-cert.pem',
-  validitySeconds: 24 * 3600,
-  renewFraction: 0.5,
-  timeoutMs: 10_000,
-  retryMinMs: 1000,
-  retryMaxMs: 60_000,
-  rootPollMs: 10_000
-} as const
+export { ISTIO_CA_DEFAULTS } from './ca-defaults.ts'
 
 /**
  * The name istiod's certificate is checked against: its certificate names

@@ -24,7 +24,6 @@ import { grpcContentTypeOf } from '../http/grpc.ts'
 import { hostHeaderProblem, normalizePath, redirectsToNormalPath, splitRequestTarget } from '../http/request-target.ts'
 import { effectivePolicy, requestSnapshot } from '../trace/snapshot.ts'
 import { callBackend } from './backend-call.ts'
-import { callInferencePool } from './inference-pool.ts'
 import { refuseUpgrade, upgradeResponse } from '../http/upgrade.ts'
 import { upgradeAllowed } from '../http/frontend.ts'
 import { finishResponse, respondLocal } from './respond.ts'
@@ -47,6 +46,13 @@ const mcpHttp = lazyRequire<typeof import('../mcp/client/http.ts')>('../mcp/clie
 export function loadMcpHttp (): void {
   mcpHttp()
 }
+
+/**
+ * The InferencePool backend (the endpoint picker's ext_proc client, inference/): loaded by
+ * Engine.install with the first config that has a pool (its endpoints become backends there),
+ * so a request finds it loaded and a config without a pool never loads it (issue 54).
+ */
+export const inferencePoolModule = lazyRequire<typeof import('./inference-pool.ts')>('../pipeline/inference-pool.ts')
 
 /**
  * An HTTP/1.1 upgrade request (WebSocket) runs the same pipeline, with a response bound to
@@ -239,7 +245,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
 
   if (ctx.res.destroyed) return // the client left while policies ran
   // An InferencePool: its endpoint picker chooses the endpoint; its fallback list is the retry.
-  if (ctx.backend.inferencePool !== undefined) return await callInferencePool(rt, ctx)
+  if (ctx.backend.inferencePool !== undefined) return await inferencePoolModule().callInferencePool(rt, ctx)
   if (route.ir.retry !== undefined || route.mirrors.length > 0 || ctx.failover !== null) return await callWithResiliency(rt, ctx, backendPhase)
   callBackend(rt, ctx)
 }

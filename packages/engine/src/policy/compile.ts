@@ -13,16 +13,22 @@ import { authorization } from './authorization.ts'
 import { basicAuth } from './basic-auth.ts'
 import { apiKey } from './api-key.ts'
 import { extAuthz } from './ext-authz.ts'
-import { oidc } from './oidc.ts'
 import { PolicyServices } from './services.ts'
-import { remoteRateLimit } from './remote-rate-limit.ts'
-import { extProc } from './ext-proc.ts'
 import { localRateLimit } from './local-rate-limit.ts'
 import { transformation } from './transformation.ts'
 import { csrf } from './csrf.ts'
 import { requestRedirect } from './request-redirect.ts'
 import { urlRewrite } from './url-rewrite.ts'
 import { cors } from './cors.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
+
+// The kinds with much code of their own — ext_proc (its gRPC client, codec and request and
+// response phases), the rate limit service's client, OIDC — load with the first config that
+// has one, when it is compiled (never by a request); a config without them never loads them
+// (issue 54, start-up). Paths are util/'s (lazyRequire).
+const extProcModule = lazyRequire<typeof import('./ext-proc.ts')>('../policy/ext-proc.ts')
+const remoteRateLimitModule = lazyRequire<typeof import('./remote-rate-limit.ts')>('../policy/remote-rate-limit.ts')
+const oidcModule = lazyRequire<typeof import('./oidc.ts')>('../policy/oidc.ts')
 
 type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
 
@@ -36,9 +42,9 @@ const COMPILERS: Compilers = {
   basicAuth,
   apiKey,
   extAuthz,
-  oidc,
-  remoteRateLimit,
-  extProc,
+  oidc: (ir, services) => oidcModule().oidc(ir, services),
+  remoteRateLimit: (ir, services) => remoteRateLimitModule().remoteRateLimit(ir, services),
+  extProc: (ir, services) => extProcModule().extProc(ir, services),
   localRateLimit,
   transformation,
   csrf,

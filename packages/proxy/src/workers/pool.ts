@@ -18,7 +18,7 @@ import type { Engine, ProxyIR } from '@portico/engine'
 import { sharedBackendKeys } from '@portico/engine'
 import type { Logger } from 'pino'
 import type { MetricObjectWithValues, MetricValue } from 'prom-client'
-import { AggregatorRegistry } from 'prom-client'
+import { aggregatorRegistry } from '../prom-client.ts'
 import { CONTROL, CONTROL_INTS, STALLED_AFTER_MS, TRACE_SLOTS, type FromWorker, type ListenerAddress, type ToWorker, type WorkerInit } from './protocol.ts'
 import { SlotTable } from './slot-table.ts'
 import { startHandoffServer, type HandoffServer } from './handoff.ts'
@@ -188,6 +188,7 @@ export class WorkerPool {
       const last = slot.metrics.filter(m => ['counter', 'histogram'].includes(String(m.type)))
       slot.metrics = null
       this.retiring = this.retiring.then(async () => {
+        const AggregatorRegistry = aggregatorRegistry()
         this.retired = await AggregatorRegistry.aggregate([this.retired, last] as Parameters<typeof AggregatorRegistry.aggregate>[0]).getMetricsAsJSON() as unknown as Metrics
       }).catch(() => {})
     }

@@ -10,9 +10,10 @@ import { enableCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { parentPort, workerData } from 'node:worker_threads'
 import { Logs } from '@portico/ops'
-import { meshCertificate, renewEmitterInit, type PreparedConfig, type ProxyIR } from '@portico/engine'
+import { renewEmitterInit, type PreparedConfig, type ProxyIR } from '@portico/engine'
 import { DataPlane, startTracing } from '../data-plane.ts'
 import { receivedSettings } from '../settings.ts'
+import { meshCertificateOf } from '../mesh-identity.ts'
 import { CONTROL, HEARTBEAT_MS, type FromWorker, type ToWorker, type WorkerInit } from './protocol.ts'
 import { handoffRelay } from './handoff.ts'
 import { startIntake } from './intake.ts'
@@ -122,7 +123,7 @@ async function handle (message: ToWorker): Promise<unknown> {
     case 'mesh-certificate': {
       // The same certificate may come twice (at start and by broadcast): a new one only is a rotation.
       const mesh = dataPlane.meshIdentity
-      if (mesh !== null && mesh.current()?.certChain !== message.pem.cert) mesh.rotate(meshCertificate(message.pem))
+      if (mesh !== null && mesh.current()?.certChain !== message.pem.cert) mesh.rotate(meshCertificateOf(message.pem))
       return null
     }
     case 'drain':
