@@ -13,6 +13,7 @@ import { setFlagsFromString } from 'node:v8'
 import { COMPILATION_CACHE_FLAG, HEAP_GROWING_FLAG, INLINING_FLAG, MEMORY_REDUCER_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, heapGrowingGiven, inliningGiven, memoryReducerGiven, semiSpaceGiven } from '../src/v8-flags.ts'
 import { takeGc } from '../src/startup-gc.ts'
 import { withMallocTunables } from '../src/malloc-tunables.ts'
+import { holdTickObjectMaps } from '../src/tick-maps.ts'
 
 const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url))
 
@@ -50,6 +51,8 @@ if (!heapGrowingGiven(process.execArgv)) setFlagsFromString(HEAP_GROWING_FLAG)
 // Before any module is compiled, as the flags key Node's compile cache (src/startup-gc.ts).
 if (!compilationCacheGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(COMPILATION_CACHE_FLAG)
 takeGc()
+// Before any full GC can find no tick object alive (src/tick-maps.ts says why).
+holdTickObjectMaps()
 
 enableCompileCache(CACHE_DIR)
 // Imported after the cache is on (a static import would load cli.ts before this line runs).

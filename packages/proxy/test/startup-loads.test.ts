@@ -48,12 +48,12 @@ function run (args: string[]): { stdout: string, urls: string[] } {
   return { stdout: r.stdout, urls: JSON.parse(line.slice('LOADED '.length)) as string[] }
 }
 
-test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC)', () => {
+test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC, the tick object hold)', () => {
   for (const [bin, flag] of [[BIN, '--version'], [BIN, '--help'], [BIN_MJS, '--version']] as const) {
     const { stdout, urls } = run([bin, flag])
     assert.match(stdout, flag === '--version' ? /^portico \d/ : /usage: portico/)
     const ours = urls.filter(u => !u.startsWith('node:'))
-    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
+    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/tick-maps\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
   }
 })
 

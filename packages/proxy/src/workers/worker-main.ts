@@ -20,9 +20,12 @@ import { startIntake } from './intake.ts'
 import { traceFilter } from '../admin/trace-stream.ts'
 import { tasksDump } from '../admin/tasks.ts'
 import { collectWorkerStartupGarbage } from '../startup-gc.ts'
+import { holdTickObjectMaps } from '../tick-maps.ts'
 import type { PreparedBinds } from '../listeners.ts'
 
 enableCompileCache(fileURLToPath(new URL('../../node_modules/.cache/node-compile-cache', import.meta.url)))
+// This thread's own nextTick feedback: one tick object held before any full GC (../tick-maps.ts).
+holdTickObjectMaps()
 
 const init = workerData as WorkerInit
 const port = parentPort!
