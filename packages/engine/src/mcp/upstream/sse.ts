@@ -57,7 +57,6 @@ export class SseClientTransport implements UpstreamTransport {
   private stream: TargetAnswer | null = null
   /** Where messages are POSTed (the `endpoint` event's URL), null until it came. */
   private endpoint: URL | null = null
-  private endpointPath = ''
   /** start()'s promise, until the endpoint came or the start failed. */
   private starting: { resolve: () => void, reject: (err: Error) => void, timer: NodeJS.Timeout } | null = null
   /** The start failed: the caller was told (start rejected) and closes the transport itself. */
@@ -137,7 +136,6 @@ export class SseClientTransport implements UpstreamTransport {
       return
     }
     this.endpoint = url
-    this.endpointPath = url.pathname + url.search
     const starting = this.starting
     if (starting === null) return
     this.starting = null
@@ -185,7 +183,7 @@ export class SseClientTransport implements UpstreamTransport {
     if (this.endpoint === null) throw new PorticoError('PORTICO_MCP_TRANSPORT_CLOSED', 'not connected: the target has not named its endpoint')
     const id = 'method' in message && 'id' in message ? message.id as JsonRpcId : undefined
     const ms = this.requestTimeoutMs
-    const call = startRequest(this.pool, { path: this.endpointPath, method: 'POST', headers: POST_HEADERS, body: JSON.stringify(message), headersTimeoutMs: ms, idleTimeoutMs: ms })
+    const call = startRequest(this.pool, { path: this.endpoint.pathname + this.endpoint.search, method: 'POST', headers: POST_HEADERS, body: JSON.stringify(message), headersTimeoutMs: ms, idleTimeoutMs: ms })
     if (id !== undefined) this.inflight.set(id, call)
     try {
       const res = await call.head
