@@ -153,14 +153,21 @@ await engine.close()`
 })
 
 /**
+ * The authentication policies' code (issue 54): jwtAuth and mcpAuthentication (token
+ * verification, the JWKS cache), ext_authz (its policy, gRPC and HTTP clients and the header
+ * mutations they share), OIDC (its policy and client). Part of ON_CONFIG.
+ */
+const AUTH_ON_CONFIG = /\/packages\/engine\/src\/(policy\/(oidc|jwt-auth|ext-authz)|auth\/(jwt|jwks|ext-authz-check|ext-authz-grpc|ext-authz-http|oidc-client))\.ts$/
+
+/**
  * The engine's code only some listeners and backends use (issue 54): the TCP/TLS and UDP
  * proxies (stream/, but its server TLS contexts and pair-close, which HTTPS listeners and the
  * connection distributor use), the mesh identity and HBONE tunnels (mesh/, but the CA
  * defaults the settings read), the InferencePool backend (inference/, its translation and
  * pipeline step), and the policies ext_proc (its gRPC client, codec and phases), remote rate
- * limit and OIDC.
+ * limit, and the authentication policies (AUTH_ON_CONFIG).
  */
-const ON_CONFIG = /\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit|oidc)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/
+const ON_CONFIG = new RegExp(/\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/.source + '|' + AUTH_ON_CONFIG.source)
 
 test('TCP, UDP, InferencePool, ext_proc and remote rate limit code loads when a config with such a listener, backend or policy is applied, each with its own, and not for plain routes', () => {
   const configs = {
@@ -197,6 +204,42 @@ console.log(JSON.stringify(added))`
   assert.ok(!added.policies.some(u => /inference|oidc/.test(u)), `the policies loaded only their own: ${added.policies.join(', ')}`)
   for (const file of ['config/inference-pool-to-ir.ts', 'inference/endpoints.ts', 'pipeline/inference-pool.ts', 'inference/pick.ts', 'inference/picker-client.ts']) assert.ok(added.pool.includes(file), `${file} with the pool`)
   assert.ok(!Object.values(added).flat().some(u => u.startsWith('mesh/')), 'no mesh code without a mesh identity')
+})
+
+test('jwtAuth, mcpAuthentication, extAuthz (a route\'s or a listener filter\'s) and OIDC code loads when a config with such a policy is applied, before any request, each only its own, and none for plain routes', () => {
+  const gateways = { default: { port: 3000 } }
+  const backends = [{ host: '127.0.0.1:9' }]
+  const route = (policies: object) => ({ gateways, routes: [{ name: 'r', policies, backends }] })
+  // Nothing listens at 127.0.0.1:9: applying a config fetches no key and calls no service.
+  const configs = {
+    plain: { gateways, routes: [{ name: 'r', backends }] },
+    jwtAuth: route({ jwtAuth: { mode: 'strict', issuer: 'https://idp.example.com', audiences: ['a'], jwks: { url: 'http://127.0.0.1:9/jwks' } } }),
+    mcpAuthentication: { gateways, routes: [{ name: 'r', policies: { mcpAuthentication: { mode: 'strict', issuer: 'https://idp.example.com', audiences: ['a'], jwks: { url: 'http://127.0.0.1:9/jwks' } } }, backends: [{ mcp: { targets: [{ name: 't', mcp: { host: 'http://127.0.0.1:9/mcp' } }] } }] }] },
+    extAuthz: route({ extAuthz: { host: '127.0.0.1:9' } }),
+    listenerFilter: { gateways: { default: { port: 3000, filters: { requests: [{ extAuthz: { host: '127.0.0.1:9', protocol: { http: {} } } }] } } }, routes: [{ name: 'r', backends }] },
+    oidc: route({ oidc: { issuer: 'https://idp.example.com', clientId: 'c', redirectUri: '/callback' } })
+  }
+  // Each config in a process of its own: what applying it alone loads.
+  const loads = (config: object): string[] => {
+    const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const loaded = loadConfigText(${JSON.stringify(JSON.stringify(config))}, { baseDir: '/' })
+if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+const engine = new Engine({ tracing: false })
+engine.apply(loaded.config.ir)
+await engine.close()`
+    const { urls } = run(['--input-type=module', '-e', script])
+    // A set: a require() of an ES module the import graph already loaded (policy/services.ts
+    // asking for auth/jwks.ts, which auth/jwt.ts imports) passes the load hook again, for the same module.
+    return [...new Set(urls.filter(u => AUTH_ON_CONFIG.test(u)).map(u => u.replace(/.*\/engine\/src\//, '')))].sort()
+  }
+  const jwt = ['auth/jwks.ts', 'auth/jwt.ts', 'policy/jwt-auth.ts']
+  const extAuthz = ['auth/ext-authz-check.ts', 'auth/ext-authz-grpc.ts', 'auth/ext-authz-http.ts', 'policy/ext-authz.ts']
+  assert.deepEqual(loads(configs.plain), [], 'nothing for plain routes')
+  assert.deepEqual(loads(configs.jwtAuth), jwt)
+  assert.deepEqual(loads(configs.mcpAuthentication), jwt)
+  assert.deepEqual(loads(configs.extAuthz), extAuthz)
+  assert.deepEqual(loads(configs.listenerFilter), extAuthz)
+  assert.deepEqual(loads(configs.oidc), ['auth/oidc-client.ts', 'policy/oidc.ts'])
 })
 
 test('basicAuth\'s hashing libraries (bcryptjs, apache-md5) load when a config with such htpasswd entries is applied, before any request, each for its own hashes', () => {
@@ -274,7 +317,7 @@ const PLAIN = 'gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  
 /** The engine's MCP rooms and its LLM code (llm/, formats included). */
 const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh or InferencePool code, nor prom-client\'s index and the OpenTelemetry API', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh, InferencePool, JWT, ext_authz or OIDC code, nor prom-client\'s index and the OpenTelemetry API', async () => {
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -293,7 +336,9 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
     // MCP backend, an AI backend or models (startup-loads' reload test below, and the next).
     assert.deepEqual(urls.filter(u => MCP_OR_LLM.test(u)), [])
-    // Nor the TCP/TLS/UDP proxies, the mesh identity, HBONE or the InferencePool backend (issue 54).
+    // Nor the TCP/TLS/UDP proxies, the mesh identity, HBONE, the InferencePool backend or the
+    // policies that load with a config using them: ext_proc, remote rate limit, JWT, ext_authz,
+    // OIDC (issue 54).
     assert.deepEqual(urls.filter(u => ON_CONFIG.test(u)), [])
     // prom-client without its index (src/prom-client.ts): no OpenTelemetry API (its exemplars',
     // never on), no summary, push gateway or cluster module; its default metrics

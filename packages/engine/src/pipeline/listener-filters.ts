@@ -11,7 +11,8 @@
 import type { ListenerIR } from '../ir/types.ts'
 import type { CompiledPolicySet } from '../request/policy.ts'
 import type { PolicyServices } from '../policy/services.ts'
-import { extAuthz } from '../policy/ext-authz.ts'
+// ext_authz's clients load with the first config that has a filter or policy of it (policy/compile.ts).
+import { extAuthzModule } from '../policy/compile.ts'
 
 /**
  * The filters as a policy set run like a phase (in order, stopping at the first answer; their
@@ -20,6 +21,6 @@ import { extAuthz } from '../policy/ext-authz.ts'
 export function compileListenerFilters (ir: ListenerIR, services: PolicyServices): CompiledPolicySet | null {
   const requests = ir.filters?.requests ?? []
   if (requests.length === 0) return null
-  const policies = requests.map((f, i) => extAuthz(f.extAuthz, services, { label: `listener filter ${i + 1} of ${requests.length}`, routing: true }))
+  const policies = requests.map((f, i) => extAuthzModule().extAuthz(f.extAuthz, services, { label: `listener filter ${i + 1} of ${requests.length}`, routing: true }))
   return { policies, ir: {}, empty: false }
 }

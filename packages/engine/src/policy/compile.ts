@@ -8,11 +8,9 @@ import type { CompiledPolicy, CompiledPolicySet } from '../request/policy.ts'
 import type { ImplementedPolicyKind, PolicyIRByKind, PolicySetIR } from '../ir/policy.ts'
 import { requestHeaderModifier, responseHeaderModifier } from './header-modifier.ts'
 import { directResponse } from './direct-response.ts'
-import { jwtAuth, mcpAuthentication } from './jwt-auth.ts'
 import { authorization } from './authorization.ts'
 import { basicAuth } from './basic-auth.ts'
 import { apiKey } from './api-key.ts'
-import { extAuthz } from './ext-authz.ts'
 import { PolicyServices } from './services.ts'
 import { localRateLimit } from './local-rate-limit.ts'
 import { transformation } from './transformation.ts'
@@ -23,12 +21,16 @@ import { cors } from './cors.ts'
 import { lazyRequire } from '../util/lazy-require.ts'
 
 // The kinds with much code of their own — ext_proc (its gRPC client, codec and request and
-// response phases), the rate limit service's client, OIDC — load with the first config that
-// has one, when it is compiled (never by a request); a config without them never loads them
-// (issue 54, start-up). Paths are util/'s (lazyRequire).
+// response phases), the rate limit service's client, OIDC, ext_authz (its gRPC and HTTP
+// clients), jwtAuth and mcpAuthentication (token verification, the JWKS cache) — load with
+// the first config that has one, when it is compiled (never by a request); a config without
+// them never loads them (issue 54, start-up). Paths are util/'s (lazyRequire).
 const extProcModule = lazyRequire<typeof import('./ext-proc.ts')>('../policy/ext-proc.ts')
 const remoteRateLimitModule = lazyRequire<typeof import('./remote-rate-limit.ts')>('../policy/remote-rate-limit.ts')
 const oidcModule = lazyRequire<typeof import('./oidc.ts')>('../policy/oidc.ts')
+/** Also compiles a listener's filters (pipeline/listener-filters.ts). */
+export const extAuthzModule = lazyRequire<typeof import('./ext-authz.ts')>('../policy/ext-authz.ts')
+const jwtAuthModule = lazyRequire<typeof import('./jwt-auth.ts')>('../policy/jwt-auth.ts')
 
 type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
 
@@ -36,12 +38,12 @@ const COMPILERS: Compilers = {
   requestHeaderModifier,
   responseHeaderModifier,
   directResponse,
-  jwt: jwtAuth,
-  mcpAuthentication,
+  jwt: (ir, services) => jwtAuthModule().jwtAuth(ir, services),
+  mcpAuthentication: (ir, services) => jwtAuthModule().mcpAuthentication(ir, services),
   authorization,
   basicAuth,
   apiKey,
-  extAuthz,
+  extAuthz: (ir, services) => extAuthzModule().extAuthz(ir, services),
   oidc: (ir, services) => oidcModule().oidc(ir, services),
   remoteRateLimit: (ir, services) => remoteRateLimitModule().remoteRateLimit(ir, services),
   extProc: (ir, services) => extProcModule().extProc(ir, services),
