@@ -14,6 +14,7 @@ import { COMPILATION_CACHE_FLAG, HEAP_GROWING_FLAG, INLINING_FLAG, MEMORY_REDUCE
 import { takeGc } from '../src/startup-gc.ts'
 import { withMallocTunables } from '../src/malloc-tunables.ts'
 import { holdTickObjectMaps } from '../src/tick-maps.ts'
+import { preloadBuiltins, servesGateway } from '../src/builtins-preload.ts'
 
 const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url))
 
@@ -44,6 +45,9 @@ if (startFlags.length > 0 && typeof process.execve === 'function') {
   process.execve(process.execPath, [process.execPath, ...startFlags, ...process.execArgv, ...process.argv.slice(1)], env)
 }
 
+// Before the flags below, which would have every builtin loaded after them compiled from its
+// source rather than from the code cache in Node's binary (src/builtins-preload.ts).
+if (servesGateway(process.argv.slice(2))) await preloadBuiltins()
 // Before anything hot is optimized (src/v8-flags.ts says why).
 if (!inliningGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(INLINING_FLAG)
 // The old generation's growth between mark-compacts, for every thread (src/v8-flags.ts says why).

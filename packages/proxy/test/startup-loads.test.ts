@@ -48,12 +48,12 @@ function run (args: string[]): { stdout: string, urls: string[] } {
   return { stdout: r.stdout, urls: JSON.parse(line.slice('LOADED '.length)) as string[] }
 }
 
-test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC, the tick object hold)', () => {
+test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC, the tick object hold, the builtins a gateway loads before the flags)', () => {
   for (const [bin, flag] of [[BIN, '--version'], [BIN, '--help'], [BIN_MJS, '--version']] as const) {
     const { stdout, urls } = run([bin, flag])
     assert.match(stdout, flag === '--version' ? /^portico \d/ : /usage: portico/)
     const ours = urls.filter(u => !u.startsWith('node:'))
-    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/tick-maps\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
+    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/tick-maps\.ts|src\/builtins-preload\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
   }
 })
 
@@ -525,6 +525,49 @@ test('with tracing and accessLog.otlp, only the export threads load the OpenTele
     assert.ok(lines.some(l => l.thread === 'otlp-logs-export.ts' && PACKAGE('@opentelemetry/exporter-logs-otlp-proto').test(l.url)), 'the access log\'s export thread loaded the logs exporter')
   } finally {
     stop()
+  }
+})
+
+test('a running proxy has loaded every builtin module it holds at ready before bin/portico.ts set its V8 flags, which would have them compiled from their source rather than from the code cache in Node\'s binary', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-builtins-'))
+  const out = join(dir, 'builtins.json')
+  // Preloaded in the main thread: notes how many modules Node had loaded when the first V8 flag
+  // was set (bin/portico.ts takes setFlagsFromString from node:v8's exports, made again here
+  // with the counting one), and writes the builtins loaded since when the process exits.
+  const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { syncBuiltinESMExports } from 'node:module'
+import { writeFileSync } from 'node:fs'
+import { isMainThread } from 'node:worker_threads'
+if (isMainThread) {
+  const v8 = process.getBuiltinModule('node:v8')
+  const set = v8.setFlagsFromString
+  let at = -1
+  v8.setFlagsFromString = flags => { if (at === -1) at = process.moduleLoadList.length; return set(flags) }
+  syncBuiltinESMExports()
+  process.on('exit', () => writeFileSync(${JSON.stringify(out)}, JSON.stringify({ at, after: at === -1 ? [] : process.moduleLoadList.slice(at).filter(m => m.startsWith('NativeModule ')) })))
+}
+`)
+  const port = await freePort()
+  writeFileSync(join(dir, 'config.yaml'), PLAIN.replaceAll('PORT', String(port)))
+  // The admin server on (its heap sampler needs node:inspector), as it is by default.
+  const adminPort = await freePort()
+  const child = spawn(process.execPath, [...START_FLAGS, '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
+    cwd: PROXY_DIR,
+    env: { ...process.env, LOG_LEVEL: 'info', WORKERS: '1', ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: 'off', READINESS_ADDR: 'off' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  try {
+    await porticoStarted(child)
+    const answer = await fetch(`http://127.0.0.1:${port}/`)
+    await answer.arrayBuffer()
+    child.kill('SIGTERM')
+    await new Promise(resolve => child.once('exit', resolve))
+    const { at, after } = JSON.parse(readFileSync(out, 'utf8')) as { at: number, after: string[] }
+    assert.ok(at > 0, 'bin/portico.ts set its V8 flags')
+    assert.deepEqual(after, [], 'builtins loaded after the V8 flags (src/builtins-preload.ts lists what to load before them)')
+  } finally {
+    child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
   }
 })
 
