@@ -14,7 +14,7 @@
  * (node:http, node:https and node:http2 — listeners.ts makes HTTPS and h2c servers), node:tls
  * and node:crypto (TLS listeners and backends, session keys, the validator's key), what
  * node:net's listen requires (node:cluster, and with it node:child_process and node:dgram),
- * node:assert (pino's streams), node:dns, node:zlib and node:inspector/promises (the admin
+ * node:assert (pino's streams), node:dns and node:inspector/promises (the admin
  * server's heap sampler, on by default). startup-loads.test.ts fails when a running proxy holds
  * a builtin loaded after the flags: add it here. Data-plane workers are not helped: the flags
  * are the process's, set before any worker starts, so each worker compiles the builtins it
@@ -30,7 +30,7 @@ import { createRequire } from 'node:module'
  */
 export const REQUIRED_BUILTINS = [
   'node:http', 'node:tls', 'node:https', 'node:http2', 'node:cluster', 'node:assert', 'node:dns',
-  'node:zlib', 'node:inspector/promises', 'node:process'
+  'node:inspector/promises', 'node:process'
 ] as const
 
 /**

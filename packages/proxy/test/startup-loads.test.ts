@@ -358,11 +358,14 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
  */
 const ADMIN_FRAMEWORK = new RegExp(PACKAGE('fastify|find-my-way|fast-json-stringify|avvio|semver|@fastify/[^/]+').source + '|/node_modules/ajv/(?!package\\.json$|dist/runtime/)')
 
-test('the admin server listens at ready without its framework (Fastify, ajv, find-my-way, semver); the first admin request loads it, and every request waiting meanwhile — a POST with a body included — is answered', async () => {
+test('the admin server listens at ready without its framework (Fastify, ajv, find-my-way, semver) nor the pprof encoder; the first admin request loads it, and every request waiting meanwhile — a POST with a body included — is answered', async () => {
   const adminPort = await freePort()
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '1', ADMIN_ADDR: `127.0.0.1:${adminPort}` })
   try {
     assert.deepEqual(loaded().filter(l => ADMIN_FRAMEWORK.test(l.url)).map(l => l.url), [], 'nothing of Fastify at ready')
+    // Nor the heap profile's encoder (admin/pprof.ts, pprof-format): the sampler runs from the start, the encoder loads with the app.
+    assert.deepEqual(loaded().filter(l => PACKAGE('pprof-format').test(l.url) || l.url.endsWith('/admin/pprof.ts')).map(l => l.url), [], 'no pprof encoder at ready')
+    assert.ok(loaded().some(l => l.url.endsWith('/admin/heap-sampler.ts')), 'the heap sampler at ready')
     const admin = `http://127.0.0.1:${adminPort}`
     // Sent together: the first starts the load, the others arrive while it runs.
     const [list, logging, cel, missing] = await Promise.all([
