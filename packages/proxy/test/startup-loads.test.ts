@@ -164,17 +164,18 @@ const AUTH_ON_CONFIG = /\/packages\/engine\/src\/(policy\/(oidc|jwt-auth|ext-aut
  * proxies (stream/, but its server TLS contexts and pair-close, which HTTPS listeners and the
  * connection distributor use), the mesh identity and HBONE tunnels (mesh/, but the CA
  * defaults the settings read), the InferencePool backend (inference/, its translation and
- * pipeline step), and the policies ext_proc (its gRPC client, codec and phases), remote rate
- * limit, and the authentication policies (AUTH_ON_CONFIG).
+ * pipeline step), and the policies ext_proc (its gRPC client, codec and phases), remote and
+ * local rate limit, and the authentication policies (AUTH_ON_CONFIG).
  */
-const ON_CONFIG = new RegExp(/\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/.source + '|' + AUTH_ON_CONFIG.source)
+const ON_CONFIG = new RegExp(/\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit|local-rate-limit|bucket-keys|cost-bucket)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/.source + '|' + AUTH_ON_CONFIG.source)
 
-test('TCP, UDP, InferencePool, ext_proc and remote rate limit code loads when a config with such a listener, backend or policy is applied, each with its own, and not for plain routes', () => {
+test('TCP, UDP, InferencePool, ext_proc, remote and local rate limit code loads when a config with such a listener, backend or policy is applied, each with its own, and not for plain routes', () => {
   const configs = {
     plain: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ host: '127.0.0.1:9' }] }] },
     tcp: { gateways: { t: { port: 3001, protocol: 'TCP' } }, tcpRoutes: [{ name: 't', gateways: 't', backends: [{ host: '127.0.0.1:9' }] }] },
     udp: { gateways: { u: { port: 3002, protocol: 'UDP' } }, udpRoutes: [{ name: 'u', gateways: 'u', backends: [{ host: '127.0.0.1:9' }] }] },
     policies: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { extProc: { host: '127.0.0.1:9' }, remoteRateLimit: { host: '127.0.0.1:9', domain: 'd', descriptors: [{ entries: [{ key: 'path', value: 'request.path' }] }] } }, backends: [{ host: '127.0.0.1:9' }] }] },
+    localRateLimit: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { localRateLimit: [{ maxTokens: 10, tokensPerFill: 10, fillInterval: '1s' }] }, backends: [{ host: '127.0.0.1:9' }] }] },
     pool: { gateways: { default: { port: 3000 } }, routes: [{ name: 'p', backends: [{ inferencePool: { name: 'p', endpoints: ['127.0.0.1:9'], endpointPicker: { host: '127.0.0.1:9', tls: false } } }] }] }
   }
   // One engine, the configs applied in turn (as reloads): what each one added.
@@ -202,6 +203,7 @@ console.log(JSON.stringify(added))`
   assert.deepEqual(added.udp, ['stream/udp-proxy.ts'], 'the UDP proxy with the UDP listener (its helpers came with TCP\'s)')
   for (const file of ['policy/ext-proc.ts', 'traffic/ext-proc-grpc.ts', 'traffic/ext-proc-codec.ts', 'http/ext-proc-request-phase.ts', 'http/ext-proc-response-phase.ts', 'policy/remote-rate-limit.ts']) assert.ok(added.policies.includes(file), `${file} with the policies`)
   assert.ok(!added.policies.some(u => /inference|oidc/.test(u)), `the policies loaded only their own: ${added.policies.join(', ')}`)
+  assert.deepEqual(added.localRateLimit, ['policy/bucket-keys.ts', 'policy/cost-bucket.ts', 'policy/local-rate-limit.ts'], 'the local rate limit with its policy')
   for (const file of ['config/inference-pool-to-ir.ts', 'inference/endpoints.ts', 'pipeline/inference-pool.ts', 'inference/pick.ts', 'inference/picker-client.ts']) assert.ok(added.pool.includes(file), `${file} with the pool`)
   assert.ok(!Object.values(added).flat().some(u => u.startsWith('mesh/')), 'no mesh code without a mesh identity')
 })

@@ -12,7 +12,6 @@ import { authorization } from './authorization.ts'
 import { basicAuth } from './basic-auth.ts'
 import { apiKey } from './api-key.ts'
 import { PolicyServices } from './services.ts'
-import { localRateLimit } from './local-rate-limit.ts'
 import { transformation } from './transformation.ts'
 import { csrf } from './csrf.ts'
 import { requestRedirect } from './request-redirect.ts'
@@ -22,15 +21,17 @@ import { lazyRequire } from '../util/lazy-require.ts'
 
 // The kinds with much code of their own — ext_proc (its gRPC client, codec and request and
 // response phases), the rate limit service's client, OIDC, ext_authz (its gRPC and HTTP
-// clients), jwtAuth and mcpAuthentication (token verification, the JWKS cache) — load with
-// the first config that has one, when it is compiled (never by a request); a config without
-// them never loads them (issue 54, start-up). Paths are util/'s (lazyRequire).
+// clients), jwtAuth and mcpAuthentication (token verification, the JWKS cache), the local
+// rate limit (its buckets, keys and cost budgets) — load with the first config that has one,
+// when it is compiled (never by a request); a config without them never loads them (issue
+// 54, start-up). Paths are util/'s (lazyRequire).
 const extProcModule = lazyRequire<typeof import('./ext-proc.ts')>('../policy/ext-proc.ts')
 const remoteRateLimitModule = lazyRequire<typeof import('./remote-rate-limit.ts')>('../policy/remote-rate-limit.ts')
 const oidcModule = lazyRequire<typeof import('./oidc.ts')>('../policy/oidc.ts')
 /** Also compiles a listener's filters (pipeline/listener-filters.ts). */
 export const extAuthzModule = lazyRequire<typeof import('./ext-authz.ts')>('../policy/ext-authz.ts')
 const jwtAuthModule = lazyRequire<typeof import('./jwt-auth.ts')>('../policy/jwt-auth.ts')
+const localRateLimitModule = lazyRequire<typeof import('./local-rate-limit.ts')>('../policy/local-rate-limit.ts')
 
 type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
 
@@ -47,7 +48,7 @@ const COMPILERS: Compilers = {
   oidc: (ir, services) => oidcModule().oidc(ir, services),
   remoteRateLimit: (ir, services) => remoteRateLimitModule().remoteRateLimit(ir, services),
   extProc: (ir, services) => extProcModule().extProc(ir, services),
-  localRateLimit,
+  localRateLimit: (ir, services) => localRateLimitModule().localRateLimit(ir, services),
   transformation,
   csrf,
   requestRedirect,
