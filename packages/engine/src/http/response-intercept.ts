@@ -340,6 +340,18 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
       }, failed)
     }
   }
+  /** What a taker passes on, or null when the pump must stop (the exchange ended meanwhile, or the taker ended the answer). */
+  const dataOf = (r: ChunkResult): Buffer | null => {
+    if (!going()) {
+      mode = 'done'
+      return null
+    }
+    if (r.action !== 'data') {
+      streamFailed(r)
+      return null
+    }
+    return r.data
+  }
   /**
    * The streaming body: each queued chunk through every taker in order (the backend paused
    * meanwhile, so at most the chunks already in flight wait here), then the end. While the
@@ -360,16 +372,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           // A processor answered while the backend was idle: its bytes first.
           const taker = bodyTakers[from]!
           answered.delete(taker)
-          const r = await taker.onAnswers!(draft!)
-          if (!going()) {
-            mode = 'done'
-            return
-          }
-          if (r.action !== 'data') {
-            streamFailed(r)
-            return
-          }
-          data = r.data
+          const taken = dataOf(await taker.onAnswers!(draft!))
+          if (taken === null) return
+          data = taken
           next = from + 1
           if (data.length === 0) continue
         } else {
@@ -387,16 +392,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           data = chunk ?? Buffer.alloc(0)
         }
         for (const i of bodyTakers.slice(next)) {
-          const r = await i.onChunk!(draft!, data, end)
-          if (!going()) {
-            mode = 'done'
-            return
-          }
-          if (r.action !== 'data') {
-            streamFailed(r)
-            return
-          }
-          data = r.data
+          const taken = dataOf(await i.onChunk!(draft!, data, end))
+          if (taken === null) return
+          data = taken
         }
         if (!headersDelivered && (data.length > 0 || end)) {
           headersDelivered = true
