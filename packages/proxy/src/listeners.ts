@@ -114,11 +114,12 @@ export class ListenerManager {
   /** Told of each accepted connection; returns what to call when it closes (metrics). */
   private readonly onConnection: ((bind: string, protocol: string) => () => void) | undefined
 
-  /** SO_REUSEPORT: several data-plane workers listen on the same ports (config.workers). */
+  /** SO_REUSEPORT: several serving loops (the primary and its workers, config.workers) listen on the same ports. */
   private readonly reusePort: boolean
   /**
    * The servers listen nowhere: the primary accepts their connections and hands them over
-   * (`accept`; workers/intake.ts, WORKER_ACCEPT=primary).
+   * (`accept`: a worker's through workers/intake.ts, the primary's own share directly;
+   * WORKER_ACCEPT=primary).
    */
   private readonly intake: boolean
   /** Servers `prepare` opened, by bind key, until `commit` or `abort` (intake: handed-over connections may arrive before the commit). */

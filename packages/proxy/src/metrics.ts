@@ -143,7 +143,7 @@ export class ProxyMetrics {
         this.registry.removeSingleMetric(`portico_nodejs_${name}`)
       }
       new Gauge({ name: 'portico_build_info', help: 'Portico build information.', labelNames: ['version', 'node'], registers }).set({ version, node: process.version }, 1)
-      new Gauge({ name: 'portico_workers', help: 'Data-plane workers configured (config.workers); 1: one event loop.', registers }).set(options.workers ?? 1)
+      new Gauge({ name: 'portico_workers', help: 'Serving event loops configured (config.workers): the primary and config.workers - 1 worker threads.', registers }).set(options.workers ?? 1)
     }
     this.requests = new LocalCounter(this.registry, 'portico_requests_total', 'HTTP requests handled, by outcome and protocol (http1, http2, grpc).')
     this.requestDuration = new LocalHistogram(this.registry, 'portico_request_duration_seconds', 'Time from request arrival to the end of the response.', DURATION_BUCKETS)
