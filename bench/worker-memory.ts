@@ -118,24 +118,31 @@ async function stop (proc: ReturnType<typeof spawn>): Promise<void> {
 const BARE = `
 const { Worker } = require('node:worker_threads')
 const n = Number(process.argv[1])
-const body = "require('node:http'); require('node:net'); setTimeout(() => { const w = process.emitWarning; process.emitWarning = () => {}; require('node:v8').queryObjects(class X {}, { format: 'count' }); process.emitWarning = w; require('node:worker_threads').parentPort.postMessage('collected') }, 300); setInterval(() => {}, 1e6)"
+const body = "require('node:http'); require('node:net'); setTimeout(() => { const w = process.emitWarning; process.emitWarning = () => {}; require('node:v8').queryObjects(class X {}, { format: 'count' }); process.emitWarning = w; const h = require('node:v8').getHeapStatistics(); require('node:worker_threads').parentPort.postMessage({ committed: h.total_heap_size, used: h.used_heap_size }) }, 300); setInterval(() => {}, 1e6)"
 require('node:http'); require('node:net')
 let left = n
-const done = () => { if (--left <= 0) process.stdout.write('ready\\n') }
-if (n === 0) done()
+const heaps = []
+const done = heap => { if (heap !== undefined) heaps.push(heap); if (--left <= 0) process.stdout.write('ready ' + JSON.stringify(heaps) + '\\n') }
+if (n === 0) done(undefined)
 for (let i = 0; i < n; i++) new Worker(body, { eval: true, resourceLimits: { maxYoungGenerationSizeMb: 12 } }).on('message', done)
 setInterval(() => {}, 1e6)
 `
 
-async function bare (threads: number): Promise<{ private: number, kinds: Kinds }> {
+interface BareRun { private: number, kinds: Kinds, heaps: Array<{ committed: number, used: number }> }
+
+async function bare (threads: number): Promise<BareRun> {
   const proc = spawn(process.execPath, ['--max-semi-space-size=4', '--no-memory-reducer', '-e', BARE, String(threads)], { stdio: ['ignore', 'pipe', 'inherit'] })
   try {
+    let heaps: BareRun['heaps'] = []
     await new Promise<void>((resolve, reject) => {
-      proc.stdout!.on('data', (d: Buffer) => { if (d.toString().includes('ready')) resolve() })
+      proc.stdout!.on('data', (d: Buffer) => {
+        const m = /ready (.*)/.exec(d.toString())
+        if (m !== null) { heaps = JSON.parse(m[1]!) as BareRun['heaps']; resolve() }
+      })
       proc.once('exit', code => reject(new Error(`bare node exited (${code})`)))
     })
     await sleep(1000)
-    return { private: privateMiB(proc.pid!), kinds: mappings(proc.pid!) }
+    return { private: privateMiB(proc.pid!), kinds: mappings(proc.pid!), heaps }
   } finally {
     await stop(proc)
   }
@@ -184,7 +191,7 @@ async function portico (workers: number, backendPort: number, snapshot: boolean)
     await sleep(opts.idle * 1000)
     const expected = workers > 1 ? workers : 0
     while (readdirSync(probeDir).filter(f => f.endsWith('.json')).length < expected || (snapshot && readdirSync(probeDir).filter(f => f.endsWith('.json')).some(f => (JSON.parse(readFileSync(join(probeDir, f), 'utf8')) as ProbeReport).snapshot === null))) {
-      if (performance.now() > deadline + 30_000) throw new Error('the worker probes wrote nothing (did the workers run their start-up collection?)')
+      if (performance.now() > deadline + 30_000) throw new Error('the worker probes wrote nothing')
       await sleep(100)
     }
     const pid = proc.pid!
@@ -216,7 +223,7 @@ async function main (): Promise<void> {
   try {
     while (!(await answers(`http://127.0.0.1:${backendPort}/`))) await sleep(20)
 
-    const bares: Array<Array<{ private: number, kinds: Kinds }>> = [[], [], []]
+    const bares: BareRun[][] = [[], [], []]
     const one: PorticoRun[] = []
     const two: PorticoRun[] = []
     for (let r = 0; r < opts.runs; r++) {
@@ -248,7 +255,9 @@ async function main (): Promise<void> {
       k, mib(k1[k] ?? 0), mib(k2[k] ?? 0), mib(((k2[k] ?? 0) - (k1[k] ?? 0)) / 2), mib(((kb2[k] ?? 0) - (kb0[k] ?? 0)) / 2)
     ])) + '\n')
 
-    const probes = two.flatMap(r => r.probes)
+    const all = two.flatMap(r => r.probes)
+    const probes = all.filter(p => p.after !== null)
+    process.stdout.write(`\n${probes.length} of ${all.length} workers ran their start-up collection (the others' loops were busy over that second)\n`)
     if (probes.length > 0) {
       const spacesOf = (p: ProbeReport, when: 'before' | 'after') => p[when] ?? {}
       const names = Object.keys(probes[0]!.after ?? {})
@@ -257,6 +266,8 @@ async function main (): Promise<void> {
         const pick = (when: 'before' | 'after', f: 'committed' | 'used') => median(probes.map(p => n === 'total' ? Object.values(spacesOf(p, when)).reduce((a, s) => a + s[f], 0) : spacesOf(p, when)[n]?.[f] ?? 0)) / MiB
         return [n, `${fmt(pick('before', 'committed'), 2)} (${fmt(pick('before', 'used'), 2)})`, `${fmt(pick('after', 'committed'), 2)} (${fmt(pick('after', 'used'), 2)})`]
       })) + '\n')
+      const bareHeaps = bares[1]!.flatMap(r => r.heaps)
+      process.stdout.write(`\nA bare worker thread's V8 heap after the same collection: ${fmt(median(bareHeaps.map(x => x.committed)) / MiB, 2)} MiB committed (${fmt(median(bareHeaps.map(x => x.used)) / MiB, 2)} used)\n`)
       const h = (f: keyof ProbeReport['heap']) => fmt(median(probes.map(p => p.heap[f])) / MiB, 2)
       process.stdout.write(`\nafter: malloced by V8 ${h('malloced')} MiB, external ${h('external')} MiB; code and metadata ${h('code')} MiB, bytecode and metadata ${h('bytecode')} MiB\n`)
     }
@@ -266,7 +277,8 @@ async function main (): Promise<void> {
       const p = run.probes[0]!
       const c = heapComposition(p.snapshot!)
       const top = (o: Record<string, number>, n: number) => Object.entries(o).sort((a, b) => b[1] - a[1]).slice(0, n)
-      process.stdout.write(`\nHeap snapshot of one idle worker (thread ${p.threadId}): ${fmt(c.total / MiB, 2)} MiB of objects; scripts' source strings ${fmt(c.scriptSources.bytes / MiB, 2)} MiB (${c.scriptSources.count} scripts)\n\n`)
+      process.stdout.write(`\nHeap snapshot of one idle worker (thread ${p.threadId}): ${fmt(c.total / MiB, 2)} MiB of objects, of which ${fmt(c.externalStrings / MiB, 2)} MiB external strings (outside V8's heap: Node's own modules' sources, in the binary)\n\n`)
+      process.stdout.write(table(['scripts\' source strings', 'scripts', 'MiB'], Object.entries(c.scriptSources).map(([k, v]) => [k, String(v.count), fmt(v.bytes / MiB, 2)])) + '\n\n')
       process.stdout.write(table(['node type', 'MiB'], top(c.byType, 20).map(([k, v]) => [k, fmt(v / MiB, 2)])) + '\n\n')
       process.stdout.write(table(['system object / array / shape', 'MiB'], top(c.bySystemName, 20).map(([k, v]) => [k, fmt(v / MiB, 2)])) + '\n\n')
       process.stdout.write(table(['objects and closures by name', 'MiB'], top(c.byName, 15).map(([k, v]) => [k, fmt(v / MiB, 2)])) + '\n')

@@ -19,8 +19,14 @@ export interface HeapComposition {
   byType: Record<string, number>
   /** `code`-type and `hidden`-type objects by name ('system / BytecodeArray', …). */
   bySystemName: Record<string, number>
-  /** The `source` strings of Script objects: every loaded module's source text. */
-  scriptSources: { count: number, bytes: number }
+  /**
+   * The `source` strings of Script objects (every loaded module's source text), by where the
+   * module comes from; `external`: strings whose characters live outside V8's heap (Node's own
+   * modules, built into the binary: file pages shared with every process), not in the total.
+   */
+  scriptSources: Record<string, { count: number, bytes: number }>
+  /** Bytes of external strings (outside the V8 heap, in the total's string figure). */
+  externalStrings: number
   /** Everything else by constructor or name, largest first. */
   byName: Record<string, number>
 }
@@ -40,7 +46,20 @@ export function heapComposition (path: string): HeapComposition {
   const eType = ef.indexOf('type')
   const eName = ef.indexOf('name_or_index')
   const eTo = ef.indexOf('to_node')
-  const out: HeapComposition = { total: 0, byType: {}, bySystemName: {}, scriptSources: { count: 0, bytes: 0 }, byName: {} }
+  const out: HeapComposition = { total: 0, byType: {}, bySystemName: {}, scriptSources: {}, externalStrings: 0, byName: {} }
+  // Node offsets of the external strings: those the synthetic '(External strings)' node holds.
+  const external = new Set<number>()
+  {
+    let e = 0
+    for (let n = 0; n < s.nodes.length; n += N) {
+      const edges = s.nodes[n + iEdges]!
+      if (types[s.nodes[n + iType]!] === 'synthetic' && s.strings[s.nodes[n + iName]!] === '(External strings)') {
+        for (let k = e; k < e + edges * E; k += E) external.add(s.edges[k + eTo]!)
+      }
+      e += edges * E
+    }
+  }
+  for (const n of external) out.externalStrings += s.nodes[n + iSize]!
   const counted = new Set<number>()
   let edge = 0
   for (let n = 0; n < s.nodes.length; n += N) {
@@ -57,15 +76,17 @@ export function heapComposition (path: string): HeapComposition {
       const key = `${type}: ${name.length > 60 ? name.slice(0, 60) + '…' : name}`
       out.byName[key] = (out.byName[key] ?? 0) + size
     }
-    if (name === 'system / Script') {
+    // A Script is a `code` node named by its URL, its text behind an edge named `source`.
+    if (type === 'code') {
       for (let e = edge; e < edge + edges * E; e += E) {
         if (edgeTypes[s.edges[e + eType]!] !== 'element' && s.strings[s.edges[e + eName]!] === 'source') {
           const to = s.edges[e + eTo]!
-          if (!counted.has(to)) {
-            counted.add(to)
-            out.scriptSources.count++
-            out.scriptSources.bytes += s.nodes[to + iSize]!
-          }
+          if (counted.has(to) || !types[s.nodes[to + iType]!]!.includes('string')) continue
+          counted.add(to)
+          const where = external.has(to) ? 'node: (external)' : name.startsWith('node:') ? 'node:' : name.includes('/node_modules/') ? 'node_modules' : name.includes('/packages/') ? 'portico packages' : 'other'
+          const g = out.scriptSources[where] ??= { count: 0, bytes: 0 }
+          g.count++
+          g.bytes += s.nodes[to + iSize]!
         }
       }
     }

@@ -21,6 +21,7 @@ const v8 = require('node:v8') as Omit<typeof import('node:v8'), 'queryObjects'> 
 export interface SpaceFigures { [space: string]: { committed: number, used: number } }
 export interface ProbeReport {
   threadId: number
+  /** V8's spaces just before and after the start-up collection; null when the worker ran none (its loop was busy over that second). */
   before: SpaceFigures | null
   after: SpaceFigures | null
   /** Every module the worker loaded, with its source size as loaded (bytes). */
@@ -49,6 +50,29 @@ if (dir !== undefined && dir !== '' && isDataPlaneWorker) {
   const query = v8.queryObjects
   let before: SpaceFigures | null = null
   let after: SpaceFigures | null = null
+  let written = false
+  // The idle worker, a moment after its collection (or, when its loop was busy over that
+  // second and it ran none, after WORKER_PROBE_AFTER_MS): its figures, then its heap snapshot.
+  const write = (): void => {
+    if (written) return
+    written = true
+    const h = v8.getHeapStatistics()
+    const code = v8.getHeapCodeStatistics()
+    const report: ProbeReport = {
+      threadId,
+      before,
+      after,
+      modules,
+      heap: { total: h.total_heap_size, used: h.used_heap_size, malloced: h.malloced_memory, external: h.external_memory, code: code.code_and_metadata_size, bytecode: code.bytecode_and_metadata_size },
+      snapshot: null
+    }
+    writeFileSync(join(dir, `worker-${threadId}.json`), JSON.stringify(report))
+    if (process.env.WORKER_PROBE_SNAPSHOT !== '0') {
+      report.snapshot = v8.writeHeapSnapshot(join(dir, `worker-${threadId}.heapsnapshot`))
+      writeFileSync(join(dir, `worker-${threadId}.json`), JSON.stringify(report))
+    }
+  }
+  setTimeout(write, Number(process.env.WORKER_PROBE_AFTER_MS ?? 6000)).unref()
   if (typeof query === 'function') {
     v8.queryObjects = (...args: unknown[]) => {
       before = spaces()
@@ -56,24 +80,7 @@ if (dir !== undefined && dir !== '' && isDataPlaneWorker) {
         return query.apply(v8, args)
       } finally {
         after = spaces()
-        // The idle worker, a moment after its collection: its figures, then its heap snapshot.
-        setTimeout(() => {
-          const h = v8.getHeapStatistics()
-          const code = v8.getHeapCodeStatistics()
-          const report: ProbeReport = {
-            threadId,
-            before,
-            after,
-            modules,
-            heap: { total: h.total_heap_size, used: h.used_heap_size, malloced: h.malloced_memory, external: h.external_memory, code: code.code_and_metadata_size, bytecode: code.bytecode_and_metadata_size },
-            snapshot: null
-          }
-          writeFileSync(join(dir, `worker-${threadId}.json`), JSON.stringify(report))
-          if (process.env.WORKER_PROBE_SNAPSHOT !== '0') {
-            report.snapshot = v8.writeHeapSnapshot(join(dir, `worker-${threadId}.heapsnapshot`))
-            writeFileSync(join(dir, `worker-${threadId}.json`), JSON.stringify(report))
-          }
-        }, 200).unref()
+        setTimeout(write, 200).unref()
       }
     }
     syncBuiltinESMExports()
