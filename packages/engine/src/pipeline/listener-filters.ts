@@ -3,7 +3,7 @@
  * ordered list of external authorization calls run on every request of a listener before
  * its gateway policies and before route matching. They run in the order given, each seeing
  * the header changes of those before it; the first that denies answers. Header changes an
- * allow makes are what route matching reads (ctx.routingHeaders) — except Host and
+ * allow makes are what route matching reads (ctx.routingHeaders) -- except Host and
  * :authority, which no filter can change (so the listener, chosen by them, is never chosen
  * again). Route matching happens once, after the last filter.
  */

@@ -1,5 +1,5 @@
 /**
- * Policy IR → compiled policies, in the fixed order they run within a phase. One table maps
+ * Policy IR -> compiled policies, in the fixed order they run within a phase. One table maps
  * each implemented kind to its compiler; kinds not implemented yet cannot appear in the IR
  * (the config schema and the controller's translation reject them).
  */
@@ -14,14 +14,14 @@ import { urlRewrite } from './url-rewrite.ts'
 import { cors } from './cors.ts'
 import { lazyRequire } from '../util/lazy-require.ts'
 
-// The kinds with much code of their own — ext_proc (its gRPC client, codec and request and
-// response phases), the rate limit service's client, OIDC — load with the first config that
+// The kinds with much code of their own -- ext_proc (its gRPC client, codec and request and
+// response phases), the rate limit service's client, OIDC -- load with the first config that
 // has one, when it is compiled (never by a request); a config without them never loads them
 // (issue 54, start-up). Paths are util/'s (lazyRequire).
 const extProcModule = lazyRequire<typeof import('./ext-proc.ts')>('../policy/ext-proc.ts')
 const remoteRateLimitModule = lazyRequire<typeof import('./remote-rate-limit.ts')>('../policy/remote-rate-limit.ts')
 const oidcModule = lazyRequire<typeof import('./oidc.ts')>('../policy/oidc.ts')
-// So do the kinds a config of plain routes does not use — JWT (its verifier and key sets), authorization, basic auth, API keys,
+// So do the kinds a config of plain routes does not use -- JWT (its verifier and key sets), authorization, basic auth, API keys,
 // ext_authz (its gRPC and HTTP clients), the local rate limit, transformations (CEL), CSRF:
 // each data-plane worker holds every module it loads once more, in its own isolate (its
 // source, bytecode and Node's compile-cache entry; docs/multicore.md, Memory).

@@ -1,5 +1,5 @@
 /**
- * `/debug/tasks`: the live work of the process — listeners and their connections, requests
+ * `/debug/tasks`: the live work of the process -- listeners and their connections, requests
  * in flight with their age and stage, upstream pools, child processes, and the event loop's
  * active resources. Node has no task tree like tokio's; this is the same question answered
  * from what Node can see.
