@@ -97,10 +97,26 @@ export const IDLE_UTILIZATION = 0.05
  * the quick start), 10 keep-alive connections from the moment it answered 0.40 (about 2,600
  * requests/s through one loop); 0.05 is a few hundred requests a second.
  */
-function reducingWhenIdle (collect: (idle: boolean) => void): void {
+function reducingWhenIdle (collect: (idle: boolean) => void, seconds = 1): void {
   const from = performance.eventLoopUtilization()
-  setTimeout(() => collect(performance.eventLoopUtilization(from).utilization < IDLE_UTILIZATION), COLLECT_AFTER_MS).unref()
+  setTimeout(() => {
+    const idle = performance.eventLoopUtilization(from).utilization < IDLE_UTILIZATION
+    if (idle || seconds <= 1) collect(idle)
+    else reducingWhenIdle(collect, seconds - 1)
+  }, COLLECT_AFTER_MS).unref()
 }
+
+/**
+ * How many seconds after its first config a data-plane worker looks for an idle one to
+ * collect in. One was enough on a quiet machine; on a busy one (2 cores, load average 13-15,
+ * bench/worker-memory.ts) 3 workers of 6 found their first second busy -- the thread starved
+ * of CPU counts as working -- ran no collection and held about 7 MiB more each (the young
+ * generation at 8 MiB instead of 1, the old one uncompacted) for as long as they idled. A
+ * worker under load from its first answer still gets none while the load lasts; one whose
+ * load ends within these seconds collects then, idle, which measured no cost after it (the
+ * primary's collection, above: an idle reducing collection, then load, counted the same).
+ */
+export const WORKER_IDLE_SECONDS = 10
 
 /**
  * The collection after start-up, a second later: one full GC, then the memory-reducing one
@@ -140,9 +156,9 @@ function heapAfter (collection: StartupCollection['collection']): StartupCollect
 }
 
 /**
- * A data-plane worker thread's collection, a second after its first config is installed
- * (worker-main.ts), if its loop was idle over that second: the same memory-reducing
- * collection (V8's CollectAllAvailableGarbage, two full GCs or more) in the worker's own
+ * A data-plane worker thread's collection, at the end of the first second its loop was idle
+ * over, of the WORKER_IDLE_SECONDS after its first config is installed (worker-main.ts): the
+ * same memory-reducing collection (V8's CollectAllAvailableGarbage, two full GCs or more) in the worker's own
  * isolate, which has no `gc`. takeGc's way is not safe there: V8's flags are the process's,
  * and the workers start at once (workers/pool.ts), so `--expose-gc` set by one would be seen
  * by the others while they create their contexts (`gc` on their global objects) and compile
@@ -154,7 +170,7 @@ function heapAfter (collection: StartupCollection['collection']): StartupCollect
  * is not printed (the one synchronous call made with process.emitWarning stubbed), as the
  * proxy does not use it as an API. A worker under load gets no collection.
  */
-export function collectWorkerStartupGarbage (onCollected?: (report: StartupCollection) => void): void {
+export function collectWorkerStartupGarbage (onCollected?: (report: StartupCollection) => void, seconds = WORKER_IDLE_SECONDS): void {
   reducingWhenIdle(idle => {
     // Looked up, not imported by name: an experimental API that a later Node may change or
     // drop costs this collection (memory only), never the worker's start.
@@ -173,5 +189,5 @@ export function collectWorkerStartupGarbage (onCollected?: (report: StartupColle
       }
     }
     onCollected?.(heapAfter(collected ? 'reducing' : 'none'))
-  })
+  }, seconds)
 }
