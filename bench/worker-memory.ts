@@ -257,7 +257,7 @@ async function main (): Promise<void> {
 
     const all = two.flatMap(r => r.probes)
     const probes = all.filter(p => p.after !== null)
-    process.stdout.write(`\n${probes.length} of ${all.length} workers ran their start-up collection (the others' loops were busy over that second)\n`)
+    process.stdout.write(`\n${probes.length} of ${all.length} workers ran their start-up collection (the others' loops were busy through startup-gc.ts's WORKER_IDLE_SECONDS)\n`)
     if (probes.length > 0) {
       const spacesOf = (p: ProbeReport, when: 'before' | 'after') => p[when] ?? {}
       const names = Object.keys(probes[0]!.after ?? {})

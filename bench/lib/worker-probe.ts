@@ -52,7 +52,7 @@ if (dir !== undefined && dir !== '' && isDataPlaneWorker) {
   let after: SpaceFigures | null = null
   let written = false
   // The idle worker, a moment after its collection (or, when its loop was busy over that
-  // second and it ran none, after WORKER_PROBE_AFTER_MS): its figures, then its heap snapshot.
+  // seconds and it ran none, after WORKER_PROBE_AFTER_MS, past startup-gc.ts's WORKER_IDLE_SECONDS): its figures, then its heap snapshot.
   const write = (): void => {
     if (written) return
     written = true
@@ -72,7 +72,7 @@ if (dir !== undefined && dir !== '' && isDataPlaneWorker) {
       writeFileSync(join(dir, `worker-${threadId}.json`), JSON.stringify(report))
     }
   }
-  setTimeout(write, Number(process.env.WORKER_PROBE_AFTER_MS ?? 6000)).unref()
+  setTimeout(write, Number(process.env.WORKER_PROBE_AFTER_MS ?? 12000)).unref()
   if (typeof query === 'function') {
     v8.queryObjects = (...args: unknown[]) => {
       before = spaces()
