@@ -3,8 +3,8 @@
  * it, what each request, connection and UDP flow ends with (metrics, the access log and its
  * OTLP export), the mesh identity and the watchers behind the connect metrics. A data-plane
  * worker (workers/worker-main.ts) runs one and nothing else; the primary's Portico
- * (portico.ts) runs one too — it serves its share of the connections beside the workers
- * (config.workers counts it), and what workers hand over (MCP sessions) — and adds the config sources, the worker pool and the
+ * (portico.ts) runs one too -- it serves its share of the connections beside the workers
+ * (config.workers counts it), and what workers hand over (MCP sessions) -- and adds the config sources, the worker pool and the
  * admin, metrics and readiness servers around it. Workers import this module, never
  * portico.ts: what a worker loads is the data path only.
  */
@@ -35,7 +35,7 @@ export interface Tracing {
  * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
  * its exporters load only then. `relay` (a data-plane worker): its spans and OTLP access-log
  * records go to the primary, which exports them, rather than to an export thread of its
- * own — a `Worker` made in a thread that serves requests costs each of its requests
+ * own -- a `Worker` made in a thread that serves requests costs each of its requests
  * (docs/tracing-cost-log.md, eighth round), and one exporter serves the process.
  */
 export async function startTracing (settings: Settings, logs: Logs, relay?: (kind: 'spans' | 'logs', records: unknown[]) => void): Promise<Tracing> {
@@ -115,7 +115,7 @@ export class DataPlane {
   private readonly writeAccessLine: (fields: Record<string, unknown>, msg: string) => void
   private readonly otlpLogs: OtlpLogs | null
   private readonly childProcesses = new Set<ChildProcessInfo>()
-  /** Backend endpoints (host:port) → backend name, for the connect metrics; rebuilt per config. */
+  /** Backend endpoints (host:port) -> backend name, for the connect metrics; rebuilt per config. */
   private endpointBackends = new Map<string, string>()
   private readonly unwatchConnects: () => void
   private readonly unwatchStrays: () => void

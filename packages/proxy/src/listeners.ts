@@ -178,7 +178,7 @@ export class ListenerManager {
         const existing = this.servers.get(bind.key)
         if (existing !== undefined && sameServerKind(existing.bind, bind)) continue
         if (existing !== undefined) {
-          // Another kind of server on the same port (HTTP → TCP, HTTPS → HTTP, ...): the old
+          // Another kind of server on the same port (HTTP -> TCP, HTTPS -> HTTP, ...): the old
           // one must let go of the port before the new one can take it.
           this.servers.delete(bind.key)
           this.log.info({ bind: bind.key, from: existing.bind.protocol, to: bind.protocol }, 'listener changes protocol: reopening')

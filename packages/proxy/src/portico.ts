@@ -43,8 +43,8 @@ export interface PorticoOptions extends Tracing {
 
 /**
  * The process's primary event loop: a data plane (data-plane.ts) that serves its share of
- * the traffic — all of it with settings.workers 1, one loop's share beside settings.workers − 1
- * data-plane workers otherwise — plus what only the primary runs: the config file or
+ * the traffic -- all of it with settings.workers 1, one loop's share beside settings.workers - 1
+ * data-plane workers otherwise -- plus what only the primary runs: the config file or
  * controller source and its reloads, the workers, and the admin, metrics and readiness
  * servers. The admin server sees it through AdminView (admin/view.ts) only.
  */
@@ -54,7 +54,7 @@ export class Portico implements AdminView {
   readonly engine: Engine
   /** The data-plane listeners of this event loop (it serves beside its workers, if any). */
   readonly listeners: ListenerManager
-  /** The settings.workers − 1 data-plane workers when there are (settings.workers > 1), else null. */
+  /** The settings.workers - 1 data-plane workers when there are (settings.workers > 1), else null. */
   readonly pool: WorkerPool | null
   readonly settings: Settings
   readonly logs: Logs

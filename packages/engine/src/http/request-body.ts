@@ -3,7 +3,7 @@
  * whole: retries and mirrors (to send it again), extAuthz and extProc (to hand it to a
  * service), `ai` backends (to read the model), the MCP layer (one JSON-RPC message). The
  * body ends up in `ctx.requestBody`, which the backend call and the MCP layer then send or
- * parse instead of the request stream — so a body a policy already read is never read twice
+ * parse instead of the request stream -- so a body a policy already read is never read twice
  * (the stream is consumed by then), and every later reader sees the same bytes.
  */
 
@@ -37,7 +37,7 @@ export interface ReadBodyOptions {
    * What happens past `maxBytes`. `keep`: the bytes read so far are put back (`unshift`) and
    * the stream is left as it was, so the backend call can still stream the whole body (a
    * retry or mirror is skipped instead). `drain`: the rest is read and discarded, for a
-   * request the caller refuses (413) — its connection can then carry the answer.
+   * request the caller refuses (413) -- its connection can then carry the answer.
    */
   whenTooLarge: 'keep' | 'drain'
 }
@@ -110,7 +110,7 @@ export const HELD_BODY_CHUNK_BYTES = 64 * 1024
  * (extProc's streamed body modes): each chunk is yielded, and the stream stays paused until
  * the consumer asks for the next, so the reader holds one chunk at a time. The same clocks as
  * readRequestBody. Returns `end`, `too-large` (more than `maxBytes` in all, or declared so;
- * nothing more is read — the caller drains or answers), or an Error (the stream failed, the
+ * nothing more is read -- the caller drains or answers), or an Error (the stream failed, the
  * client left or was too slow: bodyReadFailure gives the answer). A body read whole already
  * (`ctx.requestBody`) is yielded in chunks of HELD_BODY_CHUNK_BYTES. A consumer that stops early leaves the stream
  * paused with the rest unread.

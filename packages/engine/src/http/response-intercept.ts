@@ -1,6 +1,6 @@
 /**
  * Response interceptors: policies that must see (and may change) an answer before the
- * client gets it, asynchronously — external processing sends the response headers, and
+ * client gets it, asynchronously -- external processing sends the response headers, and
  * optionally the whole body, to a service and waits for its answer. A policy registers one
  * per request in its request hook; every answer then goes through them once, whoever made
  * it (as Envoy runs ext_proc's response phase on local replies too, and agentgateway its
@@ -20,8 +20,8 @@
  *
  * The interceptors run in one order (innermost phase first) by the same steps
  * (runHeaders, runBody) for all three. An answer takes them (takeInterceptors): a later
- * answer of the same request — their own failure, a backend body that broke after the
- * head — does not run them again.
+ * answer of the same request -- their own failure, a backend body that broke after the
+ * head -- does not run them again.
  *
  * Requests without interceptors pay nothing: each answer checks one field of the
  * request's state (`responseInterceptors`, null until a policy adds one).
@@ -167,9 +167,9 @@ export interface InterceptedAnswer {
 /**
  * The interceptors over an answer the proxy makes (a local answer, an MCP answer): its body
  * known whole (`body`), or streaming and never held (`'stream'`: only the header step
- * applies; an interceptor that wants the body fails the answer — the config loader refuses
- * that combination, so this is never silent). Resolves with the answer to send — the draft
- * as they changed it, their immediate response, or their failure (a 500) — or null when
+ * applies; an interceptor that wants the body fails the answer -- the config loader refuses
+ * that combination, so this is never silent). Resolves with the answer to send -- the draft
+ * as they changed it, their immediate response, or their failure (a 500) -- or null when
  * the client left (or another answer went out) meanwhile.
  */
 export async function interceptAnswer (ctx: InterceptContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<InterceptedAnswer | null> {

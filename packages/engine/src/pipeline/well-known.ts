@@ -10,7 +10,7 @@ import type { RequestContext } from '../request/context.ts'
 import type { PipelineRuntime } from './run.ts'
 import type { CompiledRoute } from '../request/compiled.ts'
 import type { McpAuthenticationIR } from '../ir/policy.ts'
-import { PROTECTED_RESOURCE_PATH, protectedResourceMetadata } from '../policy/jwt-auth.ts'
+import { PROTECTED_RESOURCE_PATH, protectedResourceMetadata } from '../policy/protected-resource.ts'
 import { respondLocal } from './respond.ts'
 
 /** Answers the metadata request if `ctx` is one; returns false to let routing go on. */

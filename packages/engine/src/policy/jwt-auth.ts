@@ -14,8 +14,7 @@ import type { PolicyServices } from './services.ts'
 import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider, type JwtResult } from '../auth/jwt.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { dropUpstreamHeader } from '../http/headers.ts'
-
-export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource'
+import { baseUrl, PROTECTED_RESOURCE_PATH } from './protected-resource.ts'
 
 export function jwtProvider (ir: JwtProviderIR, services: PolicyServices): JwtProvider {
   return {
@@ -142,17 +141,6 @@ export function jwtAuth (ir: JwtAuthIR, services: PolicyServices): CompiledPolic
   })
 }
 
-/**
- * The public base URL of a request: scheme and Host as the client used them. The scheme is
- * the X-Forwarded-Proto the backend gets, which is the client's only when the listener
- * trusts the proxies in front of it (clientIPDetection), the connection's otherwise.
- */
-export function baseUrl (ctx: RequestContext): string {
-  const proto = ctx.headers['x-forwarded-proto']
-  const scheme = typeof proto === 'string' && (proto === 'http' || proto === 'https') ? proto : ctx.scheme
-  return `${scheme}://${ctx.host}`
-}
-
 export function mcpAuthentication (ir: McpAuthenticationIR, services: PolicyServices): CompiledPolicy {
   return authenticator({
     kind: 'jwt',
@@ -176,15 +164,4 @@ export function mcpAuthentication (ir: McpAuthenticationIR, services: PolicyServ
       }
     }
   })
-}
-
-/** The RFC 9728 protected-resource metadata of an MCP route, for `resourcePath`. */
-export function protectedResourceMetadata (ir: McpAuthenticationIR, ctx: RequestContext, resourcePath: string): Record<string, unknown> {
-  const doc: Record<string, unknown> = {
-    resource: `${baseUrl(ctx)}${resourcePath}`,
-    authorization_servers: [ir.provider.issuer],
-    bearer_methods_supported: ['header']
-  }
-  if (ir.scopesSupported.length > 0) doc.scopes_supported = ir.scopesSupported
-  return { ...doc, ...ir.resourceMetadata }
 }

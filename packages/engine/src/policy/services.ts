@@ -7,12 +7,21 @@
 import { createHash, randomBytes } from 'node:crypto'
 import type { Pool } from 'undici'
 import { undici } from '../util/undici.ts'
-import { JwksCache } from '../auth/jwks.ts'
-import { createAuthorizationClient, type AuthorizationClient } from '../auth/ext-authz-grpc.ts'
-import { OidcClient, type OidcClientOptions } from '../auth/oidc-client.ts'
+import type { JwksCache } from '../auth/jwks.ts'
+import type { AuthorizationClient } from '../auth/ext-authz-grpc.ts'
+import type { OidcClient, OidcClientOptions } from '../auth/oidc-client.ts'
 import { deriveKey, keyFromHex } from '../auth/session-cookie.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
 import type { JwksIR } from '../ir/policy.ts'
 import type { RecordArena } from '../util/shared-records.ts'
+
+// Each client loads with the first policy that needs one (when a config is compiled, never by
+// a request): a config without JWT, ext_authz or OIDC never loads them, and
+// every data-plane worker holds each module it loads once more (docs/multicore.md, Memory).
+// Paths are util/'s (lazyRequire).
+const jwksModule = lazyRequire<typeof import('../auth/jwks.ts')>('../auth/jwks.ts')
+const authzGrpcModule = lazyRequire<typeof import('../auth/ext-authz-grpc.ts')>('../auth/ext-authz-grpc.ts')
+const oidcClientModule = lazyRequire<typeof import('../auth/oidc-client.ts')>('../auth/oidc-client.ts')
 
 export interface PolicyServicesOptions {
   /** The process session key (config.session.key / SESSION_KEY), 64 hex digits. */
@@ -39,9 +48,9 @@ export class PolicyServices {
 
   /** The cache for a key set: shared per URL; inline keys get their own. */
   jwks (ir: JwksIR): JwksCache {
-    if ('keys' in ir) return new JwksCache({ keys: ir.keys as never })
+    if ('keys' in ir) return new (jwksModule().JwksCache)({ keys: ir.keys as never })
     let cache = this.jwksByUrl.get(ir.url)
-    if (cache === undefined) this.jwksByUrl.set(ir.url, cache = new JwksCache({ url: ir.url }))
+    if (cache === undefined) this.jwksByUrl.set(ir.url, cache = new (jwksModule().JwksCache)({ url: ir.url }))
     return cache
   }
 
@@ -49,7 +58,7 @@ export class PolicyServices {
   extAuthzGrpc (target: string, tls: boolean): AuthorizationClient {
     const key = `${tls ? 'tls' : 'plain'}:${target}`
     let c = this.authzClients.get(key)
-    if (c === undefined) this.authzClients.set(key, c = createAuthorizationClient(target, tls))
+    if (c === undefined) this.authzClients.set(key, c = authzGrpcModule().createAuthorizationClient(target, tls))
     return c
   }
 
@@ -76,7 +85,7 @@ export class PolicyServices {
     const secret = options.clientSecret === undefined ? '' : createHash('sha256').update(options.clientSecret).digest('hex')
     const key = `${options.issuer}\n${options.clientId}\n${secret}`
     let c = this.oidcClients.get(key)
-    if (c === undefined) this.oidcClients.set(key, c = new OidcClient(options))
+    if (c === undefined) this.oidcClients.set(key, c = new (oidcClientModule().OidcClient)(options))
     return c
   }
 

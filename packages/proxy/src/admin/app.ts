@@ -1,6 +1,6 @@
 /**
  * The admin server's routes: a Fastify app on the server admin/server.ts listens with (its
- * `serverFactory`), built when the first admin request arrives — Fastify, ajv, find-my-way,
+ * `serverFactory`), built when the first admin request arrives -- Fastify, ajv, find-my-way,
  * semver and the rest (~285 modules) are not part of starting a gateway. Every request first
  * passes the guard against cross-site writes and DNS rebinding (@portico/ops admin-guard.ts),
  * the first one included.

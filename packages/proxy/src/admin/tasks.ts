@@ -1,5 +1,5 @@
 /**
- * `/debug/tasks`: the live work of the process — listeners and their connections, requests
+ * `/debug/tasks`: the live work of the process -- listeners and their connections, requests
  * in flight with their age and stage, upstream pools, child processes, and the event loop's
  * active resources. Node has no task tree like tokio's; this is the same question answered
  * from what Node can see.
@@ -40,8 +40,8 @@ function countBy (items: string[]): Record<string, number> {
 
 /**
  * With data-plane workers: every serving loop's requests and pools, each marked with its loop
- * (`worker`: 0 the primary — its share of the traffic and the MCP requests workers hand it —
- * 1 to N − 1 the workers), the listeners' connections summed over the loops, and the
+ * (`worker`: 0 the primary -- its share of the traffic and the MCP requests workers hand it --
+ * 1 to N - 1 the workers), the listeners' connections summed over the loops, and the
  * primary's child processes.
  */
 export async function workersTasksDump (view: TasksView, pool: Pick<AdminWorkers, 'tasks'>): Promise<Record<string, unknown>> {

@@ -1,7 +1,7 @@
 /**
  * The primary's side of `WORKER_ACCEPT=primary` (intake.ts says why it exists): the primary
  * listens on every data-plane port itself, without SO_REUSEPORT, and hands each connection it
- * accepts to the next serving loop in turn — itself (it serves its share on its own listeners)
+ * accepts to the next serving loop in turn -- itself (it serves its share on its own listeners)
  * or a worker, for which it copies the bytes between the two sockets.
  *
  * The ports follow the workers' all-or-nothing reloads: `prepare` binds the ports a config

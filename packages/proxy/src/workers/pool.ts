@@ -1,15 +1,15 @@
 /**
  * The primary's side of config.workers > 1: the primary is one of the N serving event loops
- * (its own listeners, portico.ts) and this pool runs the other N − 1, data-plane workers
- * (worker threads, each its own event loop running the engine), kept at N − 1. Every loop
+ * (its own listeners, portico.ts) and this pool runs the other N - 1, data-plane workers
+ * (worker threads, each its own event loop running the engine), kept at N - 1. Every loop
  * listens on every port with SO_REUSEPORT, so the kernel spreads connections over them; with
  * WORKER_ACCEPT=primary the primary accepts and deals them out (distributor.ts), keeping its
  * share. All loops are on one config version.
  *
  * Reloads are all-or-nothing: the primary checks and compiles the config and opens the ports
  * it adds, every worker prepares it (compiles it, opens the ports it adds) and only when all
- * have is one shared word flipped, after which every request on every loop — whichever
- * arrives first — is served by the new version; a loop that cannot prepare it aborts the
+ * have is one shared word flipped, after which every request on every loop -- whichever
+ * arrives first -- is served by the new version; a loop that cannot prepare it aborts the
  * reload everywhere. A worker that ends unexpectedly is restarted on the version in force;
  * until then the other loops serve and readiness says `workers`. A drain drains every worker.
  */
@@ -42,7 +42,7 @@ const RESTART_MAX_DELAY_MS = 10_000
 const QUERY_TIMEOUT_MS = 5_000
 
 export interface WorkerPoolOptions {
-  /** Worker threads: config.workers − 1 (the primary serves as the other loop). */
+  /** Worker threads: config.workers - 1 (the primary serves as the other loop). */
   count: number
   settings: Settings
   logs: Logs
