@@ -2,8 +2,8 @@
  * Footprint: how long a server takes from exec to answering its first request, how much
  * memory it holds idle and under 50 keep-alive connections, and what it loaded to get there.
  * Portico on the quick-start config (examples/quickstart.yaml, with the admin, stats and
- * readiness servers on as the quick start runs them) with WORKERS=1 and WORKERS=2, against a
- * minimal node:http server and @fastify/http-proxy; and `portico --version`. Memory is read
+ * readiness servers on as the quick start runs them) with WORKERS=1 and WORKERS=2 (the
+ * primary and one worker thread), against a minimal node:http server and @fastify/http-proxy; and `portico --version`. Memory is read
  * three ways: VmRSS, private pages (/proc/PID/smaps_rollup Private_Clean + Private_Dirty: what
  * this process alone holds, the Node binary's shared text excluded) and anonymous pages, for
  * the portico process (its primary and worker threads share one address space) and for the

@@ -391,6 +391,6 @@ describe('ai backends: failover with data-plane workers (WORKERS=2)', () => {
     // Per-worker state would take 3 failures on each worker (6 in all).
     assert.equal(sw.seen, 3, 'exactly consecutiveFailures tries reached the failing provider')
     const workers = new Set(portico.logs().filter(l => l.msg === 'request' && String(l.path).startsWith('/v1/chat/completions')).map(l => l.worker))
-    assert.equal(workers.size, 2, 'both workers served')
+    assert.equal(workers.size, 2, 'both serving loops (the primary and worker 1) served')
   })
 })

@@ -229,7 +229,7 @@ describe('keyed buckets with two data-plane workers (WORKERS=2)', () => {
     assert.equal(admitted(1), 30)
     assert.equal(statuses.filter(s => s === 429).length, 100)
     const workers = new Set(portico.logs().filter(l => l.msg === 'request' && String(l.path).startsWith('/teams')).map(l => l.worker))
-    assert.equal(workers.size, 2, 'both workers served')
+    assert.equal(workers.size, 2, 'both serving loops (the primary and worker 1) served')
   })
 })
 

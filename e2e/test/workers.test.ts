@@ -1,12 +1,14 @@
 /**
- * config.workers > 1 against the real binary (WORKERS=2): what must hold across data-plane
- * workers. Rate limits admit exactly the configured count whichever worker a request lands
- * on; a reload under load fails no request and every worker ends on the new version; a
- * refused reload changes nothing; a terminated worker fails only its own requests and is
- * restarted (readiness says so meanwhile); a trace tap is taken once, by whichever worker
- * gets the request; /metrics sums the workers (promtool-clean); an MCP session with a stdio
- * target works over many connections with one stdio server; the log level reaches every
- * worker; spans and OTLP access-log records leave through the primary's export threads;
+ * config.workers > 1 against the real binary (WORKERS=2: two serving event loops, the
+ * primary and one data-plane worker thread): what must hold across the loops. The primary
+ * serves its share, and there is one worker thread; rate limits admit exactly the configured
+ * count whichever loop a request lands on; a reload under load fails no request and every
+ * loop ends on the new version; a refused reload changes nothing; a terminated worker fails
+ * only its own requests and is restarted (readiness says so meanwhile); a trace tap is taken
+ * once, by whichever loop gets the request; /metrics sums the loops (promtool-clean); an MCP
+ * session with a stdio target works over many connections with one stdio server, and an MCP
+ * request the primary accepts is served there, not handed over; the log level reaches every
+ * loop; spans and OTLP access-log records leave through the primary's export threads;
  * SIGTERM drains them all.
  */
 
@@ -41,15 +43,25 @@ async function get (url: string, headers: Record<string, string> = {}): Promise<
   return { status: res.statusCode, body: await res.body.text(), headers: res.headers }
 }
 
-/** Which workers wrote access-log lines (`worker` field) for paths starting with `prefix`. */
-function workersServing (p: PorticoProcess, prefix: string): Set<unknown> {
-  return new Set(p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith(prefix)).map(l => l.worker))
+/**
+ * Which serving loops wrote access-log lines for paths starting with `prefix`: a worker's
+ * lines carry `worker: N`, the primary's none (as with one event loop), here 'primary'.
+ */
+function loopsServing (p: PorticoProcess, prefix: string): Set<unknown> {
+  return new Set(p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith(prefix)).map(l => l.worker ?? 'primary'))
+}
+
+/** Names of the process's threads (Linux: a worker thread is `portico worker N`). */
+function threadNames (pid: number): string[] {
+  return readdirSync(`/proc/${pid}/task`).map(t => readFileSync(`/proc/${pid}/task/${t}/comm`, 'utf8').trim())
 }
 
 for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORKER_ACCEPT=${accept})`, () => {
   const WORKERS = { WORKERS: '2', WORKER_ACCEPT: accept }
   /** A test whose subject does not depend on the accept mode: run once, with SO_REUSEPORT. */
   const once: typeof test = ((...args: Parameters<typeof test>) => accept === 'reuseport' ? test(...args) : undefined) as typeof test
+  /** A test of the primary's own round robin (WORKER_ACCEPT=primary), which a test can follow connection by connection. */
+  const dealt: typeof test = ((...args: Parameters<typeof test>) => accept === 'primary' ? test(...args) : undefined) as typeof test
   let backend: Backend
   const slowSeen = new Map<string, () => void>()
   const cleanups: Array<() => Promise<unknown>> = []
@@ -77,7 +89,27 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     return p
   }
 
-  test('localRateLimit admits exactly maxTokens across both workers', { timeout: 30_000 }, async () => {
+  test('the primary serves its share: two loops serve, one worker thread runs', { timeout: 30_000 }, async () => {
+    const adminPort = await freePort()
+    const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
+    for (let i = 0; i < 60 && loopsServing(p, '/share/').size < 2; i += 6) {
+      await Promise.all(Array.from({ length: 6 }, (_, j) => get(`${p.url}/share/${i + j}`)))
+      await sleep(50)
+    }
+    await waitUntil(() => loopsServing(p, '/share/').size === 2, 5_000, () => `both loops to serve: ${JSON.stringify([...loopsServing(p, '/share/')])}`)
+    assert.deepEqual([...loopsServing(p, '/share/')].sort(), [1, 'primary'], 'the primary and worker 1, nothing else')
+    // WORKERS=2 is two isolates: the main thread and one data-plane worker thread.
+    if (existsSync(`/proc/${p.child.pid}/task`)) {
+      const names = threadNames(p.child.pid!)
+      // (comm holds 15 characters: `portico worker ` without its number.)
+      assert.equal(names.filter(n => n.startsWith('portico worker')).length, 1, names.join(', '))
+    }
+    const workers = JSON.parse((await get(`http://127.0.0.1:${adminPort}/debug/workers`)).body) as { workers: number, threads: Array<{ worker: number }> }
+    assert.equal(workers.workers, 2, 'config.workers counts serving loops')
+    assert.deepEqual(workers.threads.map(t => t.worker), [1], 'one worker thread')
+  })
+
+  test('localRateLimit admits exactly maxTokens across both loops', { timeout: 30_000 }, async () => {
     const p = await start(port => ({
       gateways: { default: gateway(port, { policies: { localRateLimit: [{ maxTokens: 60, tokensPerFill: 1, fillInterval: '1h' }] } }) },
       routes: [{ name: 'all', backends: [{ host: backend.host }] }]
@@ -86,7 +118,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     const statuses = results.map(r => r.status)
     assert.equal(statuses.filter(s => s === 200).length, 60, 'exactly maxTokens admitted')
     assert.equal(statuses.filter(s => s === 429).length, 180)
-    await waitUntil(() => workersServing(p, '/rl/').size === 2, 5_000, 'both workers to have served requests')
+    await waitUntil(() => loopsServing(p, '/rl/').size === 2, 5_000, 'both loops (the primary and the worker) to have served requests')
   })
 
   once('passive health is shared: a failing endpoint is ejected after consecutiveFailures in total, whichever worker saw them', { timeout: 30_000 }, async () => {
@@ -98,9 +130,9 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     }), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
     const results = []
     for (let i = 0; i < 30; i++) results.push(await get(`${p.url}/h/${i}`))
-    // Per-worker state would need 3 failures on each worker (6 in all) before both stop sending.
+    // Per-loop state would need 3 failures on each loop (6 in all) before both stop sending.
     assert.equal(results.filter(r => r.status !== 200).length, 3, 'exactly consecutiveFailures requests failed')
-    await waitUntil(() => workersServing(p, '/h/').size === 2, 5_000, 'both workers to have served')
+    await waitUntil(() => loopsServing(p, '/h/').size === 2, 5_000, 'both loops to have served')
     const dump = JSON.parse((await get(`http://127.0.0.1:${adminPort}/config_dump`)).body) as { backends: Array<{ stats: { requests: number, endpoints?: { ejected: string[] } } }> }
     assert.deepEqual(dump.backends[0]!.stats.endpoints?.ejected, [`http://127.0.0.1:${deadPort}`])
     assert.equal(dump.backends[0]!.stats.requests, 30, 'backend stats count every worker\'s calls')
@@ -155,7 +187,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     // Every worker serves v3, on fresh connections.
     const versions = new Set((await Promise.all(Array.from({ length: 20 }, () => get(`${p.url}/after`)))).map(r => r.headers['x-version']))
     assert.deepEqual([...versions], ['v3'])
-    await waitUntil(() => workersServing(p, '/after').size === 2, 5_000, 'both workers to serve after the reloads')
+    await waitUntil(() => loopsServing(p, '/after').size === 2, 5_000, 'both loops to serve after the reloads')
     const dump = JSON.parse((await get(`http://127.0.0.1:${adminPort}/config_dump`)).body) as { version: { configVersion: string }, binds: unknown[] }
     assert.equal(dump.binds.length, 1, 'the refused config opened nothing')
     const workers = JSON.parse((await get(`http://127.0.0.1:${adminPort}/debug/workers`)).body) as { threads: Array<{ configGeneration: number }> }
@@ -167,7 +199,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     const readyPort = await freePort()
     const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}`, READINESS_ADDR: `127.0.0.1:${readyPort}` })
     const admin = `http://127.0.0.1:${adminPort}`
-    // Slow requests on connections of their own until both workers hold some.
+    // Slow requests on connections of their own until both loops (the primary, 0, and worker 1) hold some.
     const inFlight: Array<{ path: string, result: Promise<number | string> }> = []
     let onWorker = new Map<string, number>()
     for (let i = 0; i < 40; i++) {
@@ -180,7 +212,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       onWorker = new Map(tasks.requests.filter(r => r.path.startsWith('/slow/')).map(r => [r.path, r.worker]))
       if (new Set(onWorker.values()).size === 2 && i >= 5) break
     }
-    assert.equal(new Set(onWorker.values()).size, 2, 'slow requests on both workers')
+    assert.equal(new Set(onWorker.values()).size, 2, `slow requests on both loops: ${JSON.stringify([...onWorker])}`)
     assert.equal((await request(`${admin}/debug/workers/terminate?worker=1`, { method: 'POST' })).statusCode, 200)
     const ready = await request(`http://127.0.0.1:${readyPort}/healthz/ready`)
     const readyBody = await ready.body.text()
@@ -188,17 +220,18 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     assert.match(readyBody, /workers/)
     const outcomes = await Promise.all(inFlight.map(async r => ({ path: r.path, worker: onWorker.get(r.path), result: await r.result })))
     for (const o of outcomes) {
-      if (o.worker === 2) assert.equal(o.result, 200, `${o.path} on worker 2 must not fail`)
+      if (o.worker === 0) assert.equal(o.result, 200, `${o.path} on the primary must not fail`)
       if (o.worker === 1) assert.notEqual(o.result, 200, `${o.path} on the terminated worker cannot complete`)
     }
     await p.waitForOutput('worker 1 restarted', { timeoutMs: 20_000 })
     await waitUntil(async () => (await request(`http://127.0.0.1:${readyPort}/healthz/ready`).then(async r => { await r.body.text(); return r.statusCode })) === 200, 10_000, 'ready again')
     const after = await Promise.all(Array.from({ length: 20 }, (_, i) => get(`${p.url}/again/${i}`)))
     assert.deepEqual(new Set(after.map(r => r.status)), new Set([200]))
-    await waitUntil(() => workersServing(p, '/again/').size === 2, 5_000, 'the restarted worker to serve too')
+    await waitUntil(() => loopsServing(p, '/again/').size === 2, 5_000, 'the restarted worker to serve too')
+    assert.deepEqual([...loopsServing(p, '/again/')].sort(), [1, 'primary'])
   })
 
-  once('a trace is taken once, by whichever worker gets the request; /metrics sums the workers; the log level reaches every worker', { timeout: 60_000 }, async t => {
+  once('a trace is taken once, by whichever loop gets the request; /metrics sums the loops; the log level reaches every loop', { timeout: 60_000 }, async t => {
     const adminPort = await freePort()
     const statsPort = await freePort()
     const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: `127.0.0.1:${statsPort}` })
@@ -212,8 +245,8 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       const events = await withTimeout(trace.done, 5_000, 'the trace to end')
       assert.equal(events.filter(e => e.message.type === 'requestStarted').length, 1, 'one request per tap')
     }
-    // One request per tap on a fresh connection, which the kernel gives either worker: over
-    // the rounds, both take taps.
+    // One request per tap on a fresh connection, which the kernel gives either loop (the
+    // primary or the worker): over the rounds, both take taps.
     for (let round = 0; round < 16 && tracedBy.size < 2; round++) {
       const trace = await openTrace(admin, `path=/traced/${round}`)
       await trace.ready
@@ -222,9 +255,9 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       assert.equal(events.filter(e => e.message.type === 'requestStarted').length, 1)
       const path = `/traced/${round}`
       await waitUntil(() => p.logs().some(l => l.msg === 'request' && l.path === path), 5_000, 'the traced request\'s log line')
-      tracedBy.add(p.logs().find(l => l.msg === 'request' && l.path === path)!.worker)
+      tracedBy.add(p.logs().find(l => l.msg === 'request' && l.path === path)!.worker ?? 'primary')
     }
-    assert.equal(tracedBy.size, 2, 'taps taken on both workers over the rounds')
+    assert.equal(tracedBy.size, 2, 'taps taken on both loops over the rounds')
 
     const total = 30
     await Promise.all(Array.from({ length: total }, (_, i) => get(`${p.url}/counted/${i}`)))
@@ -232,7 +265,8 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     const lines = metrics.split('\n').filter(l => l.startsWith('portico_requests_total{'))
     const sum = lines.reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0)
     await waitUntil(() => p.logs().filter(l => l.msg === 'request').length >= sum, 5_000, 'every access-log line')
-    assert.equal(sum, p.logs().filter(l => l.msg === 'request').length, 'the requests counter sums every worker')
+    assert.equal(sum, p.logs().filter(l => l.msg === 'request').length, 'the requests counter sums every loop, each once')
+    assert.deepEqual([...loopsServing(p, '/counted/')].sort(), [1, 'primary'], 'both loops counted')
     assert.equal(metrics.split('\n').filter(l => l.startsWith('# TYPE portico_requests_total')).length, 1, 'one series family')
     assert.match(metrics, /^portico_workers 2$/m)
     assert.match(metrics, /^portico_process_cpu_seconds_total \d/m)
@@ -248,7 +282,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     // What is checked is that no line comes: a fixed time for a worker's line to reach us, as
     // there is no event for its absence.
     await sleep(600)
-    assert.equal(p.logs().filter(l => l.msg === 'request').length, before, 'no access-log lines from any worker at warn')
+    assert.equal(p.logs().filter(l => l.msg === 'request').length, before, 'no access-log lines from any loop at warn')
   })
 
   once('an MCP session with a stdio target works over many connections; one stdio server for the gateway', { timeout: 60_000 }, async () => {
@@ -297,9 +331,9 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     await waitUntil(() => JSON.stringify(everything().sort()) === JSON.stringify(listed), 5_000, 'the processes to match /debug/tasks', 100).catch(() => {})
     assert.deepEqual(everything().sort(), stdio.map(c => (c as { pid?: number }).pid).sort(), 'the processes that run are those /debug/tasks lists')
     assert.equal(everything().length, 2, `the session's process and one spare: ${everything().join(' ')}`)
-    // The plain route next to it is served by the workers themselves.
+    // The plain route next to it is served by both loops, each on its own.
     await Promise.all(Array.from({ length: 10 }, (_, i) => get(`${p.url}/plain/${i}`)))
-    await waitUntil(() => workersServing(p, '/plain/').size === 2, 5_000, 'both workers to serve the plain route')
+    await waitUntil(() => loopsServing(p, '/plain/').size === 2, 5_000, 'both loops to serve the plain route')
     assert.ok(p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith('/mcp')).every(l => l.worker === undefined), 'MCP requests are logged by the primary')
 
     // The hand-over is not a door: a client's copy of the internal headers is dropped (the
@@ -329,7 +363,46 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     }
   })
 
-  test('clients keep their addresses; HTTPS (HTTP/1.1 and h2) and TCP binds are served by the workers', { timeout: 30_000 }, async () => {
+  dealt('an MCP request the primary accepts is served there; a worker\'s is handed to it', { timeout: 60_000 }, async () => {
+    const p = await start(port => ({
+      gateways: { default: gateway(port) },
+      routes: [
+        { name: 'mcp', matches: [{ path: { pathPrefix: '/mcp' } }], backends: [{ mcp: { targets: [everythingTarget('everything')] } }] },
+        { name: 'http', backends: [{ host: backend.host }] }
+      ]
+    }))
+    // Connections to the primary's MCP hand-over socket: its listening socket, and one more per
+    // connection a worker opened to hand requests over (/proc/net/unix names both ends it accepted).
+    const handoffSockets = (): number => readFileSync('/proc/net/unix', 'utf8').split('\n').filter(l => (l.trim().split(/\s+/).at(-1) ?? '').startsWith(`@portico-${p.child.pid}-mcp-`)).length
+    const initialize = async (name: string): Promise<void> => {
+      const r = await request(`${p.url}/mcp`, {
+        method: 'POST',
+        reset: true,
+        headers: { connection: 'close', accept: 'application/json, text/event-stream', 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name, version: '1' } } })
+      })
+      assert.equal(r.statusCode, 200, await r.body.text())
+    }
+    assert.equal(handoffSockets(), 1, 'the hand-over socket listens')
+    // The primary deals connections round robin over itself and the worker: once a connection
+    // went to the worker, the next one is the primary's.
+    for (let i = 0; i < 4; i++) {
+      await get(`${p.url}/turn/${i}`)
+      await waitUntil(() => p.logs().some(l => l.msg === 'request' && l.path === `/turn/${i}`), 5_000, 'the access-log line')
+      if (p.logs().find(l => l.msg === 'request' && l.path === `/turn/${i}`)!.worker === 1) break
+    }
+    assert.ok(p.logs().some(l => l.msg === 'request' && String(l.path).startsWith('/turn/') && l.worker === 1), 'a connection dealt to the worker')
+    await initialize('at-primary')
+    assert.equal(handoffSockets(), 1, 'the primary served it itself: no hand-over connection')
+    // The next connection is the worker's: it hands the request over (the test sees it can tell).
+    await initialize('at-worker')
+    await waitUntil(() => handoffSockets() >= 2, 5_000, 'the worker\'s hand-over connection')
+    const initializes = () => p.logs().filter(l => l.msg === 'request' && l['mcp.method'] === 'initialize')
+    await waitUntil(() => initializes().length === 2, 5_000, 'both initializes logged')
+    assert.ok(initializes().every(l => l.worker === undefined && l.status === 200), `both logged by the primary: ${JSON.stringify(initializes())}`)
+  })
+
+  test('clients keep their addresses; HTTPS (HTTP/1.1 and h2) and TCP binds are served by both loops', { timeout: 30_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'portico-workers-tls-'))
     cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
     selfSignedCert(dir, 'localhost', { files: { cert: 'cert.pem', key: 'key.pem' } })
@@ -352,12 +425,12 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       }) as never
     })
     cleanups.push(() => p.stop())
-    // New connections until both workers have served each kind (the kernel's spread is a
-    // hash of the client's port: a handful of connections may all land on one worker).
+    // New connections until both loops have served each kind (the kernel's spread is a
+    // hash of the client's port: a handful of connections may all land on one loop).
     const untilBoth = async (prefix: string, send: (i: number) => Promise<void>): Promise<void> => {
       for (let i = 0; i < 60; i++) {
         await send(i)
-        if (i % 6 === 5 && workersServing(p, prefix).size === 2) return
+        if (i % 6 === 5 && loopsServing(p, prefix).size === 2) return
       }
     }
     await untilBoth('/addr/', async i => assert.equal((await get(`${p.url}/addr/${i}`)).status, 200))
@@ -394,14 +467,14 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       assert.equal(echoed, `tcp ${i}`)
     }
     for (const prefix of ['/addr/', '/tls1/', '/h2/']) {
-      await waitUntil(() => workersServing(p, prefix).size === 2, 5_000, `both workers to serve ${prefix}: ${JSON.stringify(p.logs().filter(l => String(l.path).startsWith(prefix)).map(l => [l.worker, l.msg, l.status]))}`)
+      await waitUntil(() => loopsServing(p, prefix).size === 2, 5_000, `both loops to serve ${prefix}: ${JSON.stringify(p.logs().filter(l => String(l.path).startsWith(prefix)).map(l => [l.worker, l.msg, l.status]))}`)
       const lines = p.logs().filter(l => l.msg === 'request' && String(l.path).startsWith(prefix))
       assert.ok(lines.every(l => l.src === '127.0.0.1'), `the client's address on every ${prefix} line: ${JSON.stringify(lines.map(l => l.src))}`)
     }
     if (accept === 'primary') {
       // The workers' intake sockets take nothing without the process's token first.
       const intakes = readFileSync('/proc/net/unix', 'utf8').split('\n').map(l => l.trim().split(/\s+/).at(-1) ?? '').filter((n, i, all) => n.startsWith(`@portico-${p.child.pid}-worker-`) && all.indexOf(n) === i)
-      assert.equal(intakes.length, 2, 'an intake socket per worker (abstract, Linux)')
+      assert.equal(intakes.length, 1, 'an intake socket per worker thread (abstract, Linux); the primary takes its share without one')
       for (const forged of [`${'0'.repeat(64)}{"bind":"127.0.0.1:${p.port}","remoteAddress":"10.9.9.9","remotePort":1,"remoteFamily":"IPv4","localAddress":"127.0.0.1","localPort":1}\nGET /forged HTTP/1.1\r\nhost: x\r\n\r\n`, 'GET /forged HTTP/1.1\r\nhost: x\r\n\r\n']) {
         const answer = await new Promise<string>(resolve => {
           const chunks: Buffer[] = []
@@ -436,7 +509,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       routes: [{ name: 'all', backends: [{ host: backend.host }] }]
     }), { STATS_ADDR: `127.0.0.1:${statsPort}`, LOG_LEVEL: 'info', OTEL_BSP_SCHEDULE_DELAY: '2000', OTEL_BLRP_SCHEDULE_DELAY: '2000' })
     for (let i = 0; i < 20; i++) await get(`${p.url}/otel/${i}`)
-    await waitUntil(() => workersServing(p, '/otel/').size === 2, 5_000, 'both workers to serve')
+    await waitUntil(() => loopsServing(p, '/otel/').size === 2, 5_000, 'both loops to serve')
     const exported = async () => Number(/^portico_tracing_spans_total\{result="exported"\} (\d+)$/m.exec((await get(`http://127.0.0.1:${statsPort}/metrics`)).body)?.[1] ?? 0)
     // Each request's server span and its backend call's span.
     await waitUntil(async () => await exported() === 40, 15_000, 'the 40 spans to be exported and counted once')
@@ -444,11 +517,11 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     // leave a little after the spans.
     await waitUntil(() => (calls.get('/v1/logs') ?? 0) > 0, 15_000, 'access-log records exported')
     // The export threads are the primary's: one for spans, one for access-log records, and
-    // none in a data-plane worker (each started its own two before: four). Linux names a
+    // none in a data-plane worker (each started its own two before). Linux names a
     // worker thread `WorkerThread`, and Portico's data-plane workers `portico worker N`.
     if (existsSync(`/proc/${p.child.pid}/task`)) {
-      const names = readdirSync(`/proc/${p.child.pid}/task`).map(t => readFileSync(`/proc/${p.child.pid}/task/${t}/comm`, 'utf8').trim())
-      assert.equal(names.filter(n => n.startsWith('portico worker')).length, 2, names.join(', '))
+      const names = threadNames(p.child.pid!)
+      assert.equal(names.filter(n => n.startsWith('portico worker')).length, 1, names.join(', '))
       assert.equal(names.filter(n => n === 'WorkerThread').length, 2, `two export threads: ${names.join(', ')}`)
     }
     // Spans waiting in the workers when SIGTERM comes (they wait up to 2 s for a full batch,
@@ -460,7 +533,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     assert.ok((calls.get('/v1/traces') ?? 0) > before, 'the spans of the last requests were exported on the way out')
   })
 
-  test('SIGTERM drains every worker: requests in flight on both finish, exit 0', { timeout: 30_000 }, async () => {
+  test('SIGTERM drains every loop: requests in flight on both finish, exit 0', { timeout: 30_000 }, async () => {
     const adminPort = await freePort()
     const p = await start(port => ({ gateways: { default: gateway(port) }, routes: [{ name: 'all', backends: [{ host: backend.host }] }] }), { ADMIN_ADDR: `127.0.0.1:${adminPort}` })
     const inFlight: Array<Promise<number>> = []
@@ -474,11 +547,11 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
       const tasks = JSON.parse((await get(`http://127.0.0.1:${adminPort}/debug/tasks`)).body) as { requests: Array<{ worker: number }> }
       workers = new Set(tasks.requests.map(r => r.worker).filter(w => w !== undefined))
     }
-    assert.equal(workers.size, 2, 'requests in flight on both workers')
+    assert.equal(workers.size, 2, 'requests in flight on both loops (the primary, 0, and worker 1)')
     p.signal('SIGTERM')
     assert.deepEqual(new Set(await Promise.all(inFlight)), new Set([200]))
     const exit = await p.waitForExit(15_000)
     assert.equal(exit.code, 0, p.output)
-    assert.equal(p.logs().filter(l => l.msg === 'shutdown complete').length, 3, 'the primary and both workers drained')
+    assert.equal(p.logs().filter(l => l.msg === 'shutdown complete').length, 2, 'the primary and the worker drained')
   })
 })

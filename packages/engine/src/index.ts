@@ -1,5 +1,5 @@
 /**
- * @portico/engine — config schema → IR → route matching → policy phases → backend call,
+ * @portico/engine -- config schema -> IR -> route matching -> policy phases -> backend call,
  * with trace events at each step. Shared by the standalone proxy and cluster mode.
  */
 export { Engine, DEFAULT_TRACE_BODY_LIMIT, type EngineOptions, type PreparedConfig, type PrepareOptions } from './engine/engine.ts'

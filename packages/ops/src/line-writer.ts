@@ -21,7 +21,7 @@ export interface LineWriterOptions {
   minLength: number
   /**
    * Bytes per write, at most (a longer line goes alone, whole). With PIPE_BUF (4096) a write
-   * of whole lines is never interleaved with another writer's on a pipe — for threads that
+   * of whole lines is never interleaved with another writer's on a pipe -- for threads that
    * share stdout.
    */
   maxWrite: number
@@ -46,7 +46,7 @@ export class LineWriter {
   private readonly maxWrite: number
   private readonly maxBuffered: number
   private readonly io: { write: typeof write, writeSync: typeof writeSync }
-  /** Whole batches waiting (each ≤ maxWrite bytes, or one longer line). */
+  /** Whole batches waiting (each <= maxWrite bytes, or one longer line). */
   private readonly ready: Buffer[] = []
   /** The batch being filled: its lines and their length (UTF-16 units). */
   private lines: string[] = []
@@ -59,7 +59,7 @@ export class LineWriter {
   private dropped = 0
   /**
    * Buffers batches are encoded into, kept for reuse once written. A new Buffer per batch
-   * was a native allocation of 4–16 KB every few dozen requests with the access log on, and
+   * was a native allocation of 4-16 KB every few dozen requests with the access log on, and
    * a malloc that large makes glibc consolidate its free chunks (the sockets' reads and
    * writes keep freeing small ones) each time: ~0.25 µs a request on the request's thread
    * (bench/tracing-profile.ts; docs/tracing-cost-log.md, sixteenth session). Each holds
@@ -67,7 +67,7 @@ export class LineWriter {
    * buffer of its own), and a unit is at most 3 bytes of UTF-8.
    */
   private readonly spare: Buffer[] = []
-  /** The last piece of each batch encoded into a reusable buffer → that buffer. */
+  /** The last piece of each batch encoded into a reusable buffer -> that buffer. */
   private readonly owners = new Map<Buffer, Buffer>()
 
   constructor (options: LineWriterOptions) {
@@ -105,7 +105,7 @@ export class LineWriter {
 
   /**
    * Writes what waits now, blocking (at exit). A write in flight keeps its batch (its
-   * callback may yet come); the rest goes after it — as sonic-boom's flushSync does.
+   * callback may yet come); the rest goes after it -- as sonic-boom's flushSync does.
    */
   flushSync (): void {
     this.seal()
@@ -137,8 +137,8 @@ export class LineWriter {
   }
 
   /**
-   * The batch being filled becomes bytes, ready to write: one buffer, or — when characters
-   * beyond ASCII made it longer than maxWrite — several, cut after the last line end that
+   * The batch being filled becomes bytes, ready to write: one buffer, or -- when characters
+   * beyond ASCII made it longer than maxWrite -- several, cut after the last line end that
    * fits (a line longer than maxWrite goes alone, whole).
    */
   private seal (): void {

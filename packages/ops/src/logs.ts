@@ -1,7 +1,7 @@
 /**
  * Logs with pino. One root logger; each component (`portico`, `config`, `engine`, `request`
  * for access logs, `admin`, ...) gets a child whose level follows a filter such as
- * `info,config=debug` — the same syntax /logging accepts at run time.
+ * `info,config=debug` -- the same syntax /logging accepts at run time.
  */
 
 import { pino, type Logger, type LevelWithSilent } from 'pino'
@@ -68,7 +68,7 @@ let secondPrefix = ''
 /**
  * pino's `,"time":"<ISO 8601>"`, as pino.stdTimeFunctions.isoTime writes it, with the part up
  * to the second made once a second: Date#toISOString formats through the C library's printf,
- * ~7,400 instructions a line — with the access log on, ~5 % of a proxied GET
+ * ~7,400 instructions a line -- with the access log on, ~5 % of a proxied GET
  * (bench/tracing-instructions.ts --configs log).
  */
 export function isoTime (): string {
@@ -89,7 +89,7 @@ export class Logs {
   private readonly destination: LineWriter | undefined
   /** Where JSON lines go when pino's formatting is bypassed (infoLine); null for text logs. */
   private readonly jsonOut: { write(line: string): unknown } | null
-  /** `"pid":…` and the bindings, as pino writes them after the time. */
+  /** `"pid":...` and the bindings, as pino writes them after the time. */
   private readonly baseJson: string
   /** Told of every filter change (the primary passes it on to the data-plane workers). */
   readonly onChange = new Set<(filter: string) => void>()
@@ -138,8 +138,8 @@ export class Logs {
   }
 
   /**
-   * Writes lines of `component` at info — the access log's, one per request — as pino writes
-   * them (`{"level":30,"time":…,"pid":…,<bindings>,"component":…,<fields>,"msg":…}`), but
+   * Writes lines of `component` at info -- the access log's, one per request -- as pino writes
+   * them (`{"level":30,"time":...,"pid":...,<bindings>,"component":...,<fields>,"msg":...}`), but
    * with one JSON.stringify of the fields where pino concatenates them one by one: half the
    * CPU a line (in a loop: 0.7 against 1.4 µs for the access log's fields). Text logs, and
    * fields JSON.stringify refuses (a cycle, a BigInt), go through pino. The caller checks

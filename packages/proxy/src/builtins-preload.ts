@@ -7,11 +7,11 @@
  * builtin loaded after them was parsed and compiled from its source: ~90 modules by ready
  * (node:tls, node:http, node:http2, node:crypto and their internal modules), 58 ms of CPU
  * loaded after the flags against 27 ms before them (8 interleaved runs of this list). The
- * flags still apply to all that runs after them — they steer optimization, the heap's growth
- * and V8's in-isolate cache of scripts — a builtin's compile from the code cache is none of it.
+ * flags still apply to all that runs after them -- they steer optimization, the heap's growth
+ * and V8's in-isolate cache of scripts -- a builtin's compile from the code cache is none of it.
  *
  * Only what every gateway loads by the time it is ready, whatever its config: the servers
- * (node:http, node:https and node:http2 — listeners.ts makes HTTPS and h2c servers), node:tls
+ * (node:http, node:https and node:http2 -- listeners.ts makes HTTPS and h2c servers), node:tls
  * and node:crypto (TLS listeners and backends, session keys, the validator's key), what
  * node:net's listen requires (node:cluster, and with it node:child_process and node:dgram),
  * node:assert (pino's streams), node:dns and node:inspector/promises (the admin
@@ -24,7 +24,7 @@
 import { createRequire } from 'node:module'
 
 /**
- * Required: an ES module import would read lazy exports nothing here uses — node:http's
+ * Required: an ES module import would read lazy exports nothing here uses -- node:http's
  * WebSocket loads Node's bundled undici (engine util/node-http.ts), node:dns's promises and
  * node:process's report internal modules of their own.
  */

@@ -3,8 +3,8 @@
  * it, what each request, connection and UDP flow ends with (metrics, the access log and its
  * OTLP export), the mesh identity and the watchers behind the connect metrics. A data-plane
  * worker (workers/worker-main.ts) runs one and nothing else; the primary's Portico
- * (portico.ts) runs one too — its engine serves what workers hand over (MCP sessions) and,
- * without workers, every request — and adds the config sources, the worker pool and the
+ * (portico.ts) runs one too -- it serves its share of the connections beside the workers
+ * (config.workers counts it), and what workers hand over (MCP sessions) -- and adds the config sources, the worker pool and the
  * admin, metrics and readiness servers around it. Workers import this module, never
  * portico.ts: what a worker loads is the data path only.
  */
@@ -35,7 +35,7 @@ export interface Tracing {
  * The tracer of `settings.tracing`, or undefined when it is off: the OpenTelemetry SDK and
  * its exporters load only then. `relay` (a data-plane worker): its spans and OTLP access-log
  * records go to the primary, which exports them, rather than to an export thread of its
- * own — a `Worker` made in a thread that serves requests costs each of its requests
+ * own -- a `Worker` made in a thread that serves requests costs each of its requests
  * (docs/tracing-cost-log.md, eighth round), and one exporter serves the process.
  */
 export async function startTracing (settings: Settings, logs: Logs, relay?: (kind: 'spans' | 'logs', records: unknown[]) => void): Promise<Tracing> {
@@ -83,11 +83,25 @@ export interface DataPlaneOptions extends Tracing {
    * `handoff`, and takes connections from the primary (`intake`) or binds with SO_REUSEPORT.
    */
   worker?: { index: number, handoff: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void, intake: boolean }
+  /**
+   * A primary with workers (config.workers > 1) serves as one of the event loops:
+   * `reuseport`, its listeners share every port with the workers' (SO_REUSEPORT); `intake`,
+   * they listen nowhere and serve the connections the primary's distributor keeps for itself
+   * (WORKER_ACCEPT=primary). Unset: this loop listens alone (one event loop).
+   */
+  sharedPorts?: 'reuseport' | 'intake'
+}
+
+/** How this loop's listeners take their connections (ListenerManager's options). */
+function listenerSharing (options: DataPlaneOptions): { reusePort: boolean, intake: boolean } {
+  const intake = options.worker !== undefined ? options.worker.intake : options.sharedPorts === 'intake'
+  const shared = options.worker !== undefined || options.sharedPorts !== undefined
+  return { reusePort: shared && !intake, intake }
 }
 
 export class DataPlane {
   readonly engine: Engine
-  /** The data-plane listeners of this event loop (none bound on a primary: its workers listen). */
+  /** The data-plane listeners of this event loop (a primary's too: it serves its share). */
   readonly listeners: ListenerManager
   readonly metrics: ProxyMetrics
   /**
@@ -101,7 +115,7 @@ export class DataPlane {
   private readonly writeAccessLine: (fields: Record<string, unknown>, msg: string) => void
   private readonly otlpLogs: OtlpLogs | null
   private readonly childProcesses = new Set<ChildProcessInfo>()
-  /** Backend endpoints (host:port) → backend name, for the connect metrics; rebuilt per config. */
+  /** Backend endpoints (host:port) -> backend name, for the connect metrics; rebuilt per config. */
   private endpointBackends = new Map<string, string>()
   private readonly unwatchConnects: () => void
   private readonly unwatchStrays: () => void
@@ -144,7 +158,7 @@ export class DataPlane {
       udp: { onFlowOpen: f => this.metrics.udpFlowOpened(f), onFlowCounts: c => this.metrics.udpFlowCounts(c), onFlowEnd: r => this.onFlowEnd(r) },
       onInternalError: (err, ctx) => configLog.error({ err, route: ctx.routeKey, path: ctx.originalPath }, 'request failed inside the proxy')
     })
-    this.listeners = new ListenerManager(this.engine, logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), { reusePort: options.worker !== undefined && !options.worker.intake, intake: options.worker?.intake === true })
+    this.listeners = new ListenerManager(this.engine, logs.for('listeners'), (bind, protocol) => this.metrics.connectionOpened(bind, protocol), listenerSharing(options))
     const log = logs.for('portico')
     this.unwatchConnects = watchUpstreamConnects((host, port) => this.endpointBackends.get(`${host}:${port}`) ?? 'unknown', (b, tcp, tls) => this.metrics.observeConnect(b, tcp, tls))
     this.unwatchHbone = watchHbone(e => this.metrics.observeHbone(e.peer, e.tunnel === true, e.result))

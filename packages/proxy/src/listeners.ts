@@ -114,11 +114,12 @@ export class ListenerManager {
   /** Told of each accepted connection; returns what to call when it closes (metrics). */
   private readonly onConnection: ((bind: string, protocol: string) => () => void) | undefined
 
-  /** SO_REUSEPORT: several data-plane workers listen on the same ports (config.workers). */
+  /** SO_REUSEPORT: several serving loops (the primary and its workers, config.workers) listen on the same ports. */
   private readonly reusePort: boolean
   /**
    * The servers listen nowhere: the primary accepts their connections and hands them over
-   * (`accept`; workers/intake.ts, WORKER_ACCEPT=primary).
+   * (`accept`: a worker's through workers/intake.ts, the primary's own share directly;
+   * WORKER_ACCEPT=primary).
    */
   private readonly intake: boolean
   /** Servers `prepare` opened, by bind key, until `commit` or `abort` (intake: handed-over connections may arrive before the commit). */
@@ -177,7 +178,7 @@ export class ListenerManager {
         const existing = this.servers.get(bind.key)
         if (existing !== undefined && sameServerKind(existing.bind, bind)) continue
         if (existing !== undefined) {
-          // Another kind of server on the same port (HTTP → TCP, HTTPS → HTTP, ...): the old
+          // Another kind of server on the same port (HTTP -> TCP, HTTPS -> HTTP, ...): the old
           // one must let go of the port before the new one can take it.
           this.servers.delete(bind.key)
           this.log.info({ bind: bind.key, from: existing.bind.protocol, to: bind.protocol }, 'listener changes protocol: reopening')

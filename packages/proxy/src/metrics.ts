@@ -17,7 +17,7 @@ function protocolOf (ctx: RequestContext): 'grpc' | 'http2' | 'http1' {
 
 /**
  * A request's label values and the series they select: `portico_requests_total` and
- * `portico_request_duration_seconds` (all eight labels), and — made when first observed — the
+ * `portico_request_duration_seconds` (all eight labels), and -- made when first observed -- the
  * body sizes (gateway, route) and the backend call's duration (backend).
  */
 interface RequestSeries {
@@ -39,7 +39,7 @@ interface RequestSeries {
 /** How many label sets ProxyMetrics.requestSeries keeps to compare before building a key. */
 const RECENT_SERIES = 8
 
-/** LLM token counts per request: 1 … 4M tokens, powers of 4 (agentgateway's run to 67M). */
+/** LLM token counts per request: 1 ... 4M tokens, powers of 4 (agentgateway's run to 67M). */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304]
 
 /**
@@ -48,16 +48,16 @@ const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048
  */
 const TIME_PER_TOKEN_BUCKETS = [0.001, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5]
 
-/** Output tokens per second of a stream after its first chunk: 1 … 5,000. */
+/** Output tokens per second of a stream after its first chunk: 1 ... 5,000. */
 const TOKENS_PER_SECOND_BUCKETS = [1, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000, 5000]
 
-/** Connection lifetimes: 1 ms … 1 h (a TCP connection may last as long as its idle timeout). */
+/** Connection lifetimes: 1 ms ... 1 h (a TCP connection may last as long as its idle timeout). */
 const CONNECTION_DURATION_BUCKETS = [0.001, 0.01, 0.1, 1, 10, 60, 300, 900, 3600]
 
-/** Body sizes: 64 B … 64 MiB, powers of 4. */
+/** Body sizes: 64 B ... 64 MiB, powers of 4. */
 const SIZE_BUCKETS = [64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 
-/** Connection set-up: 0.1 ms … 10 s. */
+/** Connection set-up: 0.1 ms ... 10 s. */
 const CONNECT_BUCKETS = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
 /** Auth policies (their keys in EFFECTIVE_POLICY_KEYS) and rate limits, as the decision metrics name them. */
@@ -73,7 +73,7 @@ function denyReason (status: number): string {
   return 'invalid_request'
 }
 
-/** Request latency buckets: 1 ms … 80 s. */
+/** Request latency buckets: 1 ms ... 80 s. */
 const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80]
 
 export class ProxyMetrics {
@@ -128,7 +128,7 @@ export class ProxyMetrics {
   /**
    * `dataPlane`: the metrics of one data-plane worker, which the primary sums with the other
    * workers' and its own (workers/metrics-merge.ts): request, connection, MCP, LLM and TCP
-   * series only — process, build and reload series are the primary's alone (a sum of them
+   * series only -- process, build and reload series are the primary's alone (a sum of them
    * would count the one process N times). `workers`: the primary of that many workers.
    */
   constructor (options: { dataPlane?: boolean, workers?: number, meshCa?: boolean } = {}) {
@@ -143,7 +143,7 @@ export class ProxyMetrics {
         this.registry.removeSingleMetric(`portico_nodejs_${name}`)
       }
       new Gauge({ name: 'portico_build_info', help: 'Portico build information.', labelNames: ['version', 'node'], registers }).set({ version, node: process.version }, 1)
-      new Gauge({ name: 'portico_workers', help: 'Data-plane workers configured (config.workers); 1: one event loop.', registers }).set(options.workers ?? 1)
+      new Gauge({ name: 'portico_workers', help: 'Serving event loops configured (config.workers): the primary and config.workers - 1 worker threads.', registers }).set(options.workers ?? 1)
     }
     this.requests = new LocalCounter(this.registry, 'portico_requests_total', 'HTTP requests handled, by outcome and protocol (http1, http2, grpc).')
     this.requestDuration = new LocalHistogram(this.registry, 'portico_request_duration_seconds', 'Time from request arrival to the end of the response.', DURATION_BUCKETS)
@@ -169,7 +169,7 @@ export class ProxyMetrics {
     this.llmTimePerToken = new LocalHistogram(this.registry, 'portico_gen_ai_server_time_per_output_token_seconds', 'Streamed LLM answers: seconds per output token after the first chunk, (end - first chunk) / (output tokens - 1) (OpenTelemetry gen_ai.server.time_per_output_token, as seen by the gateway).', TIME_PER_TOKEN_BUCKETS)
     this.llmTokensPerSecond = new LocalHistogram(this.registry, 'portico_gen_ai_client_output_tokens_per_second', 'Streamed LLM answers: output tokens per second after the first chunk, (output tokens - 1) / (end - first chunk).', TOKENS_PER_SECOND_BUCKETS)
     this.llmCost = new LocalExactCounter(this.registry, 'portico_gen_ai_client_cost_total', 'What LLM calls of ai backends with pricing cost, in their currency (label currency), from each answer\'s token usage; summed exactly.', 12)
-    this.authDecisions = new LocalCounter(this.registry, 'portico_auth_decisions_total', 'Decisions of auth policies (jwt — jwtAuth and mcpAuthentication —, oidc, basicAuth, apiKey, extAuthz, authorization) on requests that reached them: allow, or deny with a reason (unauthenticated, forbidden, login_redirect, error, invalid_request).')
+    this.authDecisions = new LocalCounter(this.registry, 'portico_auth_decisions_total', 'Decisions of auth policies (jwt \u2014 jwtAuth and mcpAuthentication \u2014, oidc, basicAuth, apiKey, extAuthz, authorization) on requests that reached them: allow, or deny with a reason (unauthenticated, forbidden, login_redirect, error, invalid_request).')
     this.guardrailDecisions = new LocalCounter(this.registry, 'portico_guardrail_decisions_total', 'Decisions of ai backends\' promptGuard guards, by the model asked of the provider, the guard (regex, webhook, openAIModeration) and what it did (action: pass, mask, reject, or error when the guard failed).')
     this.llmFailovers = new LocalCounter(this.registry, 'portico_gen_ai_failovers_total', 'Tries of an ai backend\'s failover provider dropped for the next provider (its groups), by route, the provider that failed (backend) and why (reason: its status, timeout or connection).')
     this.rateLimitDecisions = new LocalCounter(this.registry, 'portico_rate_limit_decisions_total', 'Decisions of localRateLimit and remoteRateLimit on requests that reached them: allowed, limited (429) or error (the service failed, failureMode failClosed).')
@@ -254,7 +254,7 @@ export class ProxyMetrics {
 
   /**
    * The series of a request with these labels. Label sets repeat from one request to the
-   * next (the same listener, route, backend, method, status…, and each value the same string
+   * next (the same listener, route, backend, method, status..., and each value the same string
    * object), so the last few are compared value by value before a key is built: building the
    * key (a string of fifteen parts) and finding it in four Maps cost ~4,800 instructions a
    * request, the Map comparing it as a string not yet flat (bench/tracing-instructions.ts

@@ -42,18 +42,19 @@ export interface PorticoOptions extends Tracing {
 }
 
 /**
- * The process's primary event loop: a data plane (data-plane.ts) plus what only the primary
- * runs — the config file or controller source and its reloads, the data-plane workers
- * (settings.workers > 1), and the admin, metrics and readiness servers. The admin server sees
- * it through AdminView (admin/view.ts) only.
+ * The process's primary event loop: a data plane (data-plane.ts) that serves its share of
+ * the traffic -- all of it with settings.workers 1, one loop's share beside settings.workers - 1
+ * data-plane workers otherwise -- plus what only the primary runs: the config file or
+ * controller source and its reloads, the workers, and the admin, metrics and readiness
+ * servers. The admin server sees it through AdminView (admin/view.ts) only.
  */
 export class Portico implements AdminView {
   /** This loop's engine, listeners, metrics and mesh identity, as workers run them too. */
   readonly dataPlane: DataPlane
   readonly engine: Engine
-  /** The data-plane listeners of this event loop (none on a primary: its workers listen). */
+  /** The data-plane listeners of this event loop (it serves beside its workers, if any). */
   readonly listeners: ListenerManager
-  /** The data-plane workers when this is their primary (settings.workers > 1), else null. */
+  /** The settings.workers - 1 data-plane workers when there are (settings.workers > 1), else null. */
   readonly pool: WorkerPool | null
   readonly settings: Settings
   readonly logs: Logs
@@ -101,6 +102,9 @@ export class Portico implements AdminView {
       ...(options.env !== undefined ? { env: options.env } : {}),
       ...(sessionKey !== undefined ? { sessionKey } : {}),
       ...(backends !== null ? { sharedBackends: backends.buffer } : {}),
+      // With workers the primary is one of the serving loops: it shares the ports with them,
+      // or (WORKER_ACCEPT=primary) serves the share its distributor keeps.
+      ...(primary ? { sharedPorts: options.settings.workerAccept === 'primary' ? 'intake' as const : 'reuseport' as const } : {}),
       ...(options.otel !== undefined ? { otel: options.otel } : {}),
       ...(options.otlpLogs !== undefined ? { otlpLogs: options.otlpLogs } : {})
     })
@@ -112,10 +116,12 @@ export class Portico implements AdminView {
     this.pool = backends === null
       ? null
       : new WorkerPool({
-        count: options.settings.workers,
+        // config.workers counts serving loops: the primary is one of them.
+        count: options.settings.workers - 1,
         settings: options.settings,
         logs: options.logs,
         engine,
+        listeners,
         metrics,
         sessionKey: sessionKey!,
         env: options.env ?? {},
@@ -179,7 +185,7 @@ export class Portico implements AdminView {
     const log = this.log
     if (this.pool !== null) {
       await this.pool.start()
-      log.info({ workers: settings.workers }, `${settings.workers} data-plane workers`)
+      log.info({ workers: settings.workers }, `${settings.workers} serving event loops: the primary and ${settings.workers - 1} data-plane worker${settings.workers === 2 ? '' : 's'}`)
     }
     this.startMeshCa()
     if (settings.statsAddr !== null) {
@@ -221,7 +227,7 @@ export class Portico implements AdminView {
     return out
   }
 
-  /** Where the data plane listens (a primary: where its workers listen). */
+  /** Where the data plane listens (with WORKER_ACCEPT=primary: the distributor's ports). */
   addresses (): ListenerAddress[] {
     return this.pool?.addresses() ?? this.listeners.addresses()
   }
@@ -384,7 +390,8 @@ export class Portico implements AdminView {
       this.log.info({ reason, drainTimeoutMs: this.settings.drainTimeoutMs }, 'shutting down: draining in-flight requests')
       this.watcher?.close()
       this.configSource?.close()
-      await this.dataPlane.close(ms => (this.pool ?? this.listeners).drain(ms))
+      // Every loop drains at once: the primary's own listeners and, with workers, theirs.
+      await this.dataPlane.close(async ms => { await Promise.all([this.listeners.drain(ms), this.pool?.drain(ms)]) })
       await Promise.allSettled(this.servers.map(s => s.close()))
       this.log.info('shutdown complete')
       this.logs.flush()

@@ -1,7 +1,7 @@
 /**
  * The parts of prom-client the proxy uses, required one by one instead of through its index
- * (issue 54, start-up). The index loads all of prom-client — the histogram, summary (with its
- * t-digest), push gateway and cluster modules — and, through the default metrics' process-CPU
+ * (issue 54, start-up). The index loads all of prom-client -- the histogram, summary (with its
+ * t-digest), push gateway and cluster modules -- and, through the default metrics' process-CPU
  * counters, the OpenTelemetry API (51 modules, ~20 ms of CPU at start), which those counters
  * use only for exemplars, which Portico never turns on. Every thread that counts (the primary
  * and each data-plane worker) paid for it. The default metrics are prom-client's own modules,

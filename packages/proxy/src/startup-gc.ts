@@ -1,12 +1,12 @@
 /**
- * One full garbage collection once start-up is done, so that what start-up let go — the
+ * One full garbage collection once start-up is done, so that what start-up let go -- the
  * config validator above all (config/validate.ts `releaseValidator`: its 3.8 MB source,
- * 3 MB of bytecode and its schema objects) — leaves the process before it serves, instead of
+ * 3 MB of bytecode and its schema objects) -- leaves the process before it serves, instead of
  * at V8's next full GC, which an idle proxy without the memory reducer (v8-flags.ts) may
- * never run. Idle private memory 52.5 → about 46.5 MiB with one event loop (docs/multicore.md,
+ * never run. Idle private memory 52.5 -> about 46.5 MiB with one event loop (docs/multicore.md,
  * Memory), for two full GCs on the main thread once (below). The second is V8's
  * memory-reducing collection when the loop is idle (REDUCING_GC, reducingWhenIdle): the young
- * generation shrunk from 8 MiB to 1 and the old generation compacted, 44.8 → 33.8 MiB idle
+ * generation shrunk from 8 MiB to 1 and the old generation compacted, 44.8 -> 33.8 MiB idle
  * (bench/footprint.ts, one run); data-plane workers get it too (collectWorkerStartupGarbage).
  *
  * Two settings make that GC find the validator dead:
@@ -22,7 +22,7 @@
  *   V8's incremental marking is under way finishes that cycle, whose marks predate the
  *   release (one collection missed it in about half the starts). A second later, two
  *   collections missed it in none of 12 starts (e2e/test/heap.test.ts, bench runs).
- *   Measured under --trace-gc on the shared machine: 28 ms (34.3 → 21.0 MB of heap used),
+ *   Measured under --trace-gc on the shared machine: 28 ms (34.3 -> 21.0 MB of heap used),
  *   then 53 ms.
  *
  * Node offers no `gc` without `--expose-gc`, which would put it on the global object of
@@ -47,7 +47,7 @@ export interface GcOptions {
   execution: 'sync'
   /**
    * 'last-resort': V8's CollectAllAvailableGarbage, the collection it runs before giving up
-   * on an allocation — marked to reduce memory (the young generation shrunk to its smallest,
+   * on an allocation -- marked to reduce memory (the young generation shrunk to its smallest,
    * pages compacted) and repeated while weak callbacks free more; 'regular': one full GC.
    */
   flavor: 'regular' | 'last-resort'
@@ -93,14 +93,30 @@ export const IDLE_UTILIZATION = 0.05
  * counted; the collection run idle, then the same load: 307,662 against 308,867, no
  * mark-compact in the load). Idle is judged by the loop's utilization over that second
  * (`performance.eventLoopUtilization`, below IDLE_UTILIZATION), which covers every protocol
- * the loop serves: an idle start measured 0.002–0.014 (primary and workers, plain routes and
+ * the loop serves: an idle start measured 0.002-0.014 (primary and workers, plain routes and
  * the quick start), 10 keep-alive connections from the moment it answered 0.40 (about 2,600
  * requests/s through one loop); 0.05 is a few hundred requests a second.
  */
-function reducingWhenIdle (collect: (idle: boolean) => void): void {
+function reducingWhenIdle (collect: (idle: boolean) => void, seconds = 1): void {
   const from = performance.eventLoopUtilization()
-  setTimeout(() => collect(performance.eventLoopUtilization(from).utilization < IDLE_UTILIZATION), COLLECT_AFTER_MS).unref()
+  setTimeout(() => {
+    const idle = performance.eventLoopUtilization(from).utilization < IDLE_UTILIZATION
+    if (idle || seconds <= 1) collect(idle)
+    else reducingWhenIdle(collect, seconds - 1)
+  }, COLLECT_AFTER_MS).unref()
 }
+
+/**
+ * How many seconds after its first config a data-plane worker looks for an idle one to
+ * collect in. One was enough on a quiet machine; on a busy one (2 cores, load average 13-15,
+ * bench/worker-memory.ts) 3 workers of 6 found their first second busy -- the thread starved
+ * of CPU counts as working -- ran no collection and held about 7 MiB more each (the young
+ * generation at 8 MiB instead of 1, the old one uncompacted) for as long as they idled. A
+ * worker under load from its first answer still gets none while the load lasts; one whose
+ * load ends within these seconds collects then, idle, which measured no cost after it (the
+ * primary's collection, above: an idle reducing collection, then load, counted the same).
+ */
+export const WORKER_IDLE_SECONDS = 10
 
 /**
  * The collection after start-up, a second later: one full GC, then the memory-reducing one
@@ -120,7 +136,7 @@ export function collectStartupGarbage (onCollected?: (report: StartupCollection)
 
 /**
  * What start-up's collection did in a thread, and its V8 heap after it (MiB), for the debug
- * log line `start-up collection` — an operator's view of what start-up left, and what the
+ * log line `start-up collection` -- an operator's view of what start-up left, and what the
  * heap test reads (asking the admin server would itself load the admin app in that second,
  * and a busy second gets no reducing collection).
  */
@@ -140,9 +156,9 @@ function heapAfter (collection: StartupCollection['collection']): StartupCollect
 }
 
 /**
- * A data-plane worker thread's collection, a second after its first config is installed
- * (worker-main.ts), if its loop was idle over that second: the same memory-reducing
- * collection (V8's CollectAllAvailableGarbage, two full GCs or more) in the worker's own
+ * A data-plane worker thread's collection, at the end of the first second its loop was idle
+ * over, of the WORKER_IDLE_SECONDS after its first config is installed (worker-main.ts): the
+ * same memory-reducing collection (V8's CollectAllAvailableGarbage, two full GCs or more) in the worker's own
  * isolate, which has no `gc`. takeGc's way is not safe there: V8's flags are the process's,
  * and the workers start at once (workers/pool.ts), so `--expose-gc` set by one would be seen
  * by the others while they create their contexts (`gc` on their global objects) and compile
@@ -150,11 +166,11 @@ function heapAfter (collection: StartupCollection['collection']): StartupCollect
  * `v8.queryObjects` runs that collection before it counts a prototype's live instances
  * (V8's HeapProfiler::QueryObjects), in the calling thread's isolate and touching no flag;
  * it is asked about a class of its own, which has none. It then walks the heap once more,
- * which the GCs dwarf. It is marked experimental (Node 24): its warning — its only output —
+ * which the GCs dwarf. It is marked experimental (Node 24): its warning -- its only output --
  * is not printed (the one synchronous call made with process.emitWarning stubbed), as the
  * proxy does not use it as an API. A worker under load gets no collection.
  */
-export function collectWorkerStartupGarbage (onCollected?: (report: StartupCollection) => void): void {
+export function collectWorkerStartupGarbage (onCollected?: (report: StartupCollection) => void, seconds = WORKER_IDLE_SECONDS): void {
   reducingWhenIdle(idle => {
     // Looked up, not imported by name: an experimental API that a later Node may change or
     // drop costs this collection (memory only), never the worker's start.
@@ -173,5 +189,5 @@ export function collectWorkerStartupGarbage (onCollected?: (report: StartupColle
       }
     }
     onCollected?.(heapAfter(collected ? 'reducing' : 'none'))
-  })
+  }, seconds)
 }

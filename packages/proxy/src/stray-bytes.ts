@@ -1,7 +1,7 @@
 /**
  * A warning when a backend sends bytes nobody asked for: the HTTP/1.1 client publishes
  * `portico:upstream:stray` (http/h1-pool.ts) when a pool first sees them and stops reusing
- * that backend's connections for a while, which costs a new connection per request — the
+ * that backend's connections for a while, which costs a new connection per request -- the
  * operator should know why. Published once per hold: at most a line per endpoint a minute.
  */
 

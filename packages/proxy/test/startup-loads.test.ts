@@ -316,10 +316,12 @@ registerHooks({ load (url, context, next) { appendFileSync(${JSON.stringify(seen
 const PACKAGE = (names: string) => new RegExp(`node_modules/(\\.pnpm/[^/]+/node_modules/)?(${names})/`)
 
 const PLAIN = 'gateways:\n  default: { port: PORT, protocol: HTTP }\nroutes:\n  - name: plain\n    backends:\n      - host: 127.0.0.1:9\n'
+/** The policies a config of plain routes does not use, and their clients: each loads with the first config that has it. */
+const UNUSED_POLICY_CODE = /\/engine\/src\/(policy\/(jwt-auth|authorization|basic-auth|api-key|ext-authz|local-rate-limit|transformation|csrf)|auth\/(jwt|jwks|ext-authz-[a-z]+|oidc-client|htpasswd))\.ts$/
 /** The engine's MCP rooms and its LLM code (llm/, formats included). */
 const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh, InferencePool, JWT, ext_authz or OIDC code, nor prom-client\'s index and the OpenTelemetry API', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh, InferencePool, JWT, ext_authz or OIDC code, nor prom-client\'s index and the OpenTelemetry API; the workers load no policy the config does not use', async () => {
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -348,6 +350,16 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     assert.deepEqual(urls.filter(u => PACKAGE('@opentelemetry/api|tdigest|bintrees').test(u) || /\/prom-client\/(index\.js|lib\/(summary|pushgateway|cluster|defaultMetrics|metrics\/processCpuTotal)\.js)$/.test(u)), [])
     assert.ok(worker.some(u => u.endsWith('/prom-client/lib/counter.js')), 'the workers count with prom-client')
     assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/prom-client/lib/metrics/eventLoopLag.js')), 'the primary has the default metrics')
+    // Nor the policies this config does not use, nor their clients (policy/compile.ts, policy/services.ts):
+    // every worker would hold each once more (docs/multicore.md, Memory). 214 → 197 worker modules.
+    assert.deepEqual(worker.filter(u => UNUSED_POLICY_CODE.test(u)), [])
+    // Every Portico file a worker loads is Latin-1: V8 keeps a module's source in each isolate
+    // that loads it, as UTF-16 (twice the bytes) if one character is above U+00FF
+    // (scripts/latin1-sources.ts rewrites a file that is not; 72 of 159 were, 610 KB a thread).
+    const wide = [...new Set(worker)].filter(u => u.startsWith('file:') && u.includes('/packages/') && !u.includes('/node_modules/') && /[^\u0000-\u00ff]/u.test(readFileSync(fileURLToPath(u), 'utf8')))
+    assert.deepEqual(wide, [], 'run node scripts/latin1-sources.ts on these files')
+    // In no thread, their clients (the primary checks htpasswd files as it translates the config).
+    assert.deepEqual(urls.filter(u => /\/engine\/src\/auth\/(jwt|jwks|ext-authz-[a-z]+|oidc-client)\.ts$/.test(u)), [])
   } finally {
     stop()
   }

@@ -1,6 +1,7 @@
 /**
  * WORKER_ACCEPT=primary (workers/distributor.ts, intake.ts) with real sockets: the primary's
- * port hands each connection over with the client's addresses; a worker that cannot be
+ * port hands each connection over with the client's addresses, keeping its own turn (served on
+ * the socket it accepted); a worker that cannot be
  * reached, or takes the header and never acknowledges, is passed over for the next before any
  * client byte moved; with none left the client is cut.
  */
@@ -44,8 +45,8 @@ async function silentIntake (): Promise<string> {
   return path
 }
 
-async function distributor (workers: () => string[]): Promise<{ port: number, d: ConnectionDistributor }> {
-  const d = new ConnectionDistributor({ workers, token: TOKEN, log })
+async function distributor (workers: () => string[], self?: (bind: string, socket: Socket) => void): Promise<{ port: number, d: ConnectionDistributor }> {
+  const d = new ConnectionDistributor({ workers, token: TOKEN, log, ...(self !== undefined ? { self } : {}) })
   const ir = { binds: [{ key: '127.0.0.1:0', protocol: 'TCP', address: '127.0.0.1', port: 0 }] } as unknown as ProxyIR
   const prepared = await d.prepare(ir)
   d.commit(prepared, ir)
@@ -71,6 +72,27 @@ test('connections go round robin, with the client\'s address and the bind', asyn
   for (const [i, l] of ['one', 'two', 'three', 'four'].entries()) assert.equal(answers[i], `echo 127.0.0.1 127.0.0.1:0: ${l}`)
   assert.equal(a.seen.length, 2)
   assert.equal(b.seen.length, 2)
+})
+
+test('the primary keeps its turn: served on the socket it accepted (paused, its own addresses), no intake connection', async () => {
+  const a = await echoIntake()
+  const own: string[] = []
+  const { port } = await distributor(() => [a.path], (bind, socket) => {
+    assert.ok(socket.isPaused(), 'handed on paused, as an intake socket is')
+    socket.resume()
+    socket.once('data', (d: Buffer) => {
+      own.push(d.toString())
+      socket.end(`self ${socket.remoteAddress} ${bind}: ${d.toString()}`)
+    })
+  })
+  const answers = []
+  for (const l of ['one', 'two', 'three', 'four']) answers.push(await exchange(port, l))
+  assert.deepEqual(answers, ['self 127.0.0.1 127.0.0.1:0: one', 'echo 127.0.0.1 127.0.0.1:0: two', 'self 127.0.0.1 127.0.0.1:0: three', 'echo 127.0.0.1 127.0.0.1:0: four'])
+  assert.deepEqual(own, ['one', 'three'])
+  assert.deepEqual(a.seen, ['two', 'four'])
+  // With no worker serving, the primary takes every connection.
+  const alone = await distributor(() => [], (_bind, socket) => { socket.resume(); socket.once('data', (d: Buffer) => socket.end(`alone: ${d.toString()}`)) })
+  assert.equal(await exchange(alone.port, 'x'), 'alone: x')
 })
 
 test('a worker that cannot be reached, or never acknowledges, is passed over before any byte moved', async () => {

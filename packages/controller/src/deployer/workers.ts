@@ -1,9 +1,10 @@
 /**
- * How many data-plane workers a proxy pod runs (the proxy's `WORKERS`, docs/multicore.md).
+ * How many serving event loops a proxy pod runs — its main thread and `workers − 1` worker
+ * threads (the proxy's `WORKERS`, docs/multicore.md).
  *
  * The proxy's own default is the CPUs its cgroup lets it use. That is right when the
  * container has a CPU limit (the quota), but a pod without one sees every CPU of its node:
- * on a 64-core node it would start 64 workers, each about 50 MB, against a memory request
+ * on a 64-core node it would start 64 loops, each worker thread about 20 MB, against a memory request
  * sized for one. Istio's sidecars and Envoy Gateway's proxies face the same choice; we take
  * the CPU the pod asked the scheduler for:
  *

@@ -256,7 +256,7 @@ export interface ProxyParameters {
   env?: Array<Record<string, unknown>>
   resources?: Record<string, unknown>
   logLevel?: string
-  /** Data-plane workers per proxy pod (the proxy's `WORKERS`); unset: from the container's CPU (deployer/workers.ts). */
+  /** Serving event loops per proxy pod (the proxy's `WORKERS`: its main thread and workers − 1 worker threads); unset: from the container's CPU (deployer/workers.ts). */
   workers?: number
   /** The proxy's `config.tracing` (OpenTelemetry), as in a standalone config file. */
   tracing?: Record<string, unknown>

@@ -2,8 +2,8 @@
  * Sealed cookies: a JSON value encrypted with AES-256-GCM (random 96-bit IV, 128-bit tag) and
  * written as `v1.<base64url(iv | ciphertext | tag)>`. The additional authenticated data names
  * what the cookie is for (a login in progress, a session) and for which client, so a cookie
- * sealed for one purpose or policy never opens as another. Anything that does not open —
- * tampered, truncated, another key, another purpose, expired — reads as absent.
+ * sealed for one purpose or policy never opens as another. Anything that does not open --
+ * tampered, truncated, another key, another purpose, expired -- reads as absent.
  *
  * Also the cookie header plumbing the OIDC policy needs: read one cookie, drop some before
  * forwarding, and write `Set-Cookie` values.

@@ -1,7 +1,7 @@
 /**
  * A small type checker for Portico's CEL expressions: finds, when a config loads, an
- * expression that can never evaluate — `request.path + 1`, `request.pth == "/a"`,
- * `size(source.port)`, an authorization rule that yields a string — so it is a config error
+ * expression that can never evaluate -- `request.path + 1`, `request.pth == "/a"`,
+ * `size(source.port)`, an authorization rule that yields a string -- so it is a config error
  * naming the rule instead of a 403 (or a dropped log field) on every request.
  *
  * @bufbuild/cel ships a Checker, but in 0.6.1 it types only constants and identifiers (any

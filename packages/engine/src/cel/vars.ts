@@ -69,7 +69,7 @@ function mcpVar (item: CelMcpItem): Record<string, unknown> {
 
 /**
  * The variables of response-side expressions (transformation.response): the request ones
- * plus `response` — `code` (the status, an int) and `headers` (lower-case names, repeated
+ * plus `response` -- `code` (the status, an int) and `headers` (lower-case names, repeated
  * values joined with ", ") as they stand when the expression runs.
  */
 export function celResponseVars (ctx: CelContext): Record<string, unknown> {

@@ -18,7 +18,7 @@ export function formatPath (path: ReadonlyArray<string | number>): string {
   return out === '' ? '(root)' : out
 }
 
-/** `file:line:col: path.to.field: what is wrong` — the one format of every config error. */
+/** `file:line:col: path.to.field: what is wrong` -- the one format of every config error. */
 export function formatDiagnostic (file: string, d: ConfigDiagnostic): string {
   const where = d.line === undefined ? file : `${file}:${d.line}:${d.col ?? 1}`
   return d.path.length === 0 ? `${where}: ${d.message}` : `${where}: ${formatPath(d.path)}: ${d.message}`

@@ -1,5 +1,5 @@
 /**
- * Text → validated config → IR, collecting every problem with its position. The one entry
+ * Text -> validated config -> IR, collecting every problem with its position. The one entry
  * point for `portico -f`, `--validate` and hot reloads.
  *
  * Whatever the text, the result is a LoadResult: nothing here throws (a YAML alias bomb, a
@@ -23,8 +23,8 @@ import { openRegularFile, readBounded, readReferencedFile } from './referenced-f
 // The YAML parser (72 modules) loads with the first config text parsed: a data-plane worker
 // imports the engine but is given IR, never text (bench/footprint.ts).
 const yamlSource = lazyRequire<typeof import('./yaml-source.ts')>('../config/yaml-source.ts')
-// Likewise config → IR (to-ir.ts and its translators, about a dozen modules): only a thread
-// that translates config text loads it — the primary, at its first load (issue 54).
+// Likewise config -> IR (to-ir.ts and its translators, about a dozen modules): only a thread
+// that translates config text loads it -- the primary, at its first load (issue 54).
 const toIR = lazyRequire<typeof import('./to-ir.ts')>('../config/to-ir.ts')
 
 export interface LoadedConfig {
@@ -113,8 +113,8 @@ const ROUTE_LISTS = new Set(['routes', 'tcpRoutes', 'tlsRoutes', 'udpRoutes'])
 
 /**
  * The semantic problems (files, CEL, timers, references) of a document the schema refused,
- * when every schema error lies inside routes: those routes are left out — as holes, so the
- * others keep their indices and positions — and the rest is translated, so --validate
+ * when every schema error lies inside routes: those routes are left out -- as holes, so the
+ * others keep their indices and positions -- and the rest is translated, so --validate
  * reports a route's typo and a missing certificate in one run. Schema errors anywhere else
  * (a gateway, `config:`, the top level) come alone: translation assumes their shape.
  */
@@ -139,7 +139,7 @@ function semanticsBesides (value: unknown, schemaErrors: ConfigDiagnostic[], opt
 /**
  * A config with no gateway listens nowhere. It is what an empty, comment-only or truncated
  * file reads as (an editor that truncates before writing, `>` in a shell), and installing it
- * would close every listener — so it is an error, at start, in --validate and on reload.
+ * would close every listener -- so it is an error, at start, in --validate and on reload.
  * Line 1, column 1 when the document is empty (there is nothing else to point at).
  */
 function missingGateways (file: ConfigFile): ConfigDiagnostic | undefined {

@@ -4,14 +4,14 @@
  *
  * - A regular file only. The file is opened with O_NONBLOCK and checked with fstat before a
  *   byte is read: a FIFO cannot block the open or the read (no writer need ever come), and a
- *   device (`/dev/zero`, `/dev/urandom`), a directory or a socket is refused unread — as
+ *   device (`/dev/zero`, `/dev/urandom`), a directory or a socket is refused unread -- as
  *   nginx's ngx_open_cached_file refuses what is not a regular file where it expects one.
  * - At most `maxBytes` (the config file's own limit, DEFAULT_MAX_CONFIG_BYTES unless
  *   --max-config-size says otherwise): a larger file is refused by its size, unread; one that
  *   grows while it is read is refused after at most `maxBytes + 1` bytes.
  *
- * It reads synchronously: the loader is synchronous (config → IR is one pure pass). What keeps
- * it off the event loop that serves requests is where it runs — `portico -f` and --validate
+ * It reads synchronously: the loader is synchronous (config -> IR is one pure pass). What keeps
+ * it off the event loop that serves requests is where it runs -- `portico -f` and --validate
  * before anything listens, and a reload that names any file in the config-load worker thread
  * (packages/proxy/src/config-loader.ts).
  */
@@ -30,7 +30,7 @@ function kindOf (stat: Stats): string {
   return 'not a regular file'
 }
 
-/** `file is N bytes, limit M` — the message of a file over the limit (`N` unknown: `more than M`). */
+/** `file is N bytes, limit M` -- the message of a file over the limit (`N` unknown: `more than M`). */
 export function fileTooLargeMessage (bytes: number | undefined, maxBytes: number): string {
   return bytes === undefined
     ? `file is more than ${maxBytes} bytes, limit ${maxBytes} (--max-config-size)`

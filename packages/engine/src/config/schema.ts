@@ -767,7 +767,7 @@ export const StaticConfigSchema = Type.Object({
   drainTimeout: Opt(Duration),
   debugTrace: Opt(Type.Boolean({ description: 'Whether /debug/trace can be used (default true). Env DEBUG_TRACE=off.' })),
   traceBodyLimit: Opt(Type.Integer({ minimum: 0, maximum: 16_777_216, description: 'Bytes of a request or response body kept in a trace body snapshot (default 65536). Env TRACE_BODY_LIMIT.' })),
-  workers: Opt(Type.Integer({ minimum: 1, maximum: 256, description: 'Data-plane workers (event loops on worker threads sharing the listening ports). Default: the CPUs available to the process, cgroup quota aware. 1: one event loop serves everything. Env WORKERS (a number or auto).' })),
+  workers: Opt(Type.Integer({ minimum: 1, maximum: 256, description: 'Serving event loops sharing the listening ports: the main thread and workers - 1 worker threads. Default: the CPUs available to the process, cgroup quota aware. 1: one event loop serves everything. Env WORKERS (a number or auto).' })),
   tracing: Opt(TracingSchema),
   accessLog: Opt(AccessLogSchema),
   mesh: Opt(Type.Object({

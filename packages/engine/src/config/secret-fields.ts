@@ -2,7 +2,7 @@
  * Fields of the config schema that hold secrets, marked with a `$comment` (a JSON Schema
  * annotation every validator ignores) so one schema serves both front ends: a standalone file
  * writes a path or the value; a cluster resource (PorticoPolicy, PorticoBackend) writes a
- * `secretRef` instead — its CRD schema and its translation read these marks
+ * `secretRef` instead -- its CRD schema and its translation read these marks
  * (packages/controller/src/crds). Credentials therefore never sit in a resource's spec.
  */
 

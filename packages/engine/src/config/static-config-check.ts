@@ -1,7 +1,7 @@
 /**
  * The `config:` section's CEL (access-log `filter` and `fields.add`, `tracing.fields.add`):
  * compiled when the file loads, so a bad expression is refused with its place in the file
- * (`file:line:col: config.accessLog.fields.add.user: …`) by `--validate` and at start alike,
+ * (`file:line:col: config.accessLog.fields.add.user: ...`) by `--validate` and at start alike,
  * before anything starts. The proxy compiles them again to use them.
  */
 

@@ -6,8 +6,8 @@
  * Compiling the schema takes Ajv about 300 ms (and its garbage collection more), the
  * largest single cost of starting a gateway. scripts/setup therefore precompiles it
  * (scripts/gen-validator.ts: Ajv's standalone code, never committed) into node_modules'
- * cache; a precompiled validator is used only when its key — the Ajv version, the options
- * and the schema file — matches, so an edited schema is never validated by a stale one.
+ * cache; a precompiled validator is used only when its key -- the Ajv version, the options
+ * and the schema file -- matches, so an edited schema is never validated by a stale one.
  * Without one, the schema compiles at the first validation, as before.
  */
 
@@ -97,19 +97,19 @@ export function precompiledValidatorText (): string {
 
 /**
  * Ajv's standalone module with its validate function compiled when the module is, not at its
- * first call. Ajv declares it (`function validate10(…) {…}`, the whole schema inlined: 3.4 MB
- * of source in one function), which V8 compiles lazily — so Node's compile cache, made when
+ * first call. Ajv declares it (`function validate10(...) {...}`, the whole schema inlined: 3.4 MB
+ * of source in one function), which V8 compiles lazily -- so Node's compile cache, made when
  * the module is compiled, held none of its bytecode, and every start parsed and compiled the
  * function again at the first validation: about 43 MB of V8 compiler memory (zone segments,
  * from glibc's main heap) at once, freed again, but kept by glibc in the process's `[heap]`
  * for as long as it runs (about 30 MiB of idle private memory; docs/multicore.md, Memory).
  * Declared as a parenthesized function expression instead, V8 compiles it with the module
- * (its eager-compile heuristic for `(function …)`), the compile cache keeps its bytecode, and
+ * (its eager-compile heuristic for `(function ...)`), the compile cache keeps its bytecode, and
  * a start with a warm cache deserializes it without parsing.
  *
  * `code` is Ajv's output: `"use strict";module.exports = NAME;module.exports.default =
  * NAME;`, its scope (the schema and helpers it references), then `validateCode`. Anything
- * else — another Ajv's shape, a scope that names the function before its definition — is
+ * else -- another Ajv's shape, a scope that names the function before its definition -- is
  * returned as it came: correct, only lazily compiled (a test pins the shape to the Ajv in
  * the lockfile).
  */
@@ -154,7 +154,7 @@ function validator (): ValidateFunction {
 
 /**
  * Lets the validator go (the proxy calls it once a config is loaded: it validates nothing
- * else until the next reload, which loads the validator again — from the compile cache, a
+ * else until the next reload, which loads the validator again -- from the compile cache, a
  * few ms). A precompiled validator is about 3.6 MB of V8 heap and code a running proxy has
  * no use for between reloads (docs/multicore.md, Memory).
  */

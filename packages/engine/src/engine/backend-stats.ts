@@ -4,9 +4,9 @@
  * HEALTH, REQUESTS and LATENCY.
  *
  * Health is the share of recent calls that succeeded, each call weighing 0.9 times the one
- * after it (about the last 10–20 calls count): Σ 0.9^age · success / Σ 0.9^age, over the
- * calls made so far. It is exact from the first call on — one call that failed is 0.00, one
- * of two 0.47 — where a plain moving average started at 1 would still say 0.90 after a
+ * after it (about the last 10-20 calls count): sum 0.9^age · success / sum 0.9^age, over the
+ * calls made so far. It is exact from the first call on -- one call that failed is 0.00, one
+ * of two 0.47 -- where a plain moving average started at 1 would still say 0.90 after a
  * single failure. A failure is a transport error, a timeout or a 5xx from the backend; 1
  * before any call. How it is coloured: @portico/trace-view's backend-health.ts. Latency is an
  * exponentially weighted mean of the time to response headers.
@@ -37,7 +37,7 @@ export interface BackendStat {
 const HEALTH_ALPHA = 0.1
 const LATENCY_ALPHA = 0.2
 
-/** The weighted sums behind `health`: Σ weight · success and Σ weight. */
+/** The weighted sums behind `health`: sum weight · success and sum weight. */
 interface HealthSums { ok: number, weight: number }
 
 export class BackendStats {

@@ -78,7 +78,7 @@ export interface PreparedConfig {
 export interface PrepareOptions {
   /** Shared mode on a worker: the buckets the primary made for this config. */
   buckets?: SharedArrayBuffer
-  /** Shared mode: the primary's key → record table of backend state for this config. */
+  /** Shared mode: the primary's key -> record table of backend state for this config. */
   slots?: Record<string, number>
 }
 
@@ -192,7 +192,7 @@ export class Engine implements PipelineRuntime {
   /**
    * Checks, compiles and installs a new config. Requests already running keep the version
    * they started with. Throws PORTICO_INVALID_IR (and changes nothing) if the IR fails
-   * ir/validate.ts — every config source gets the same semantic checks — or cannot compile.
+   * ir/validate.ts -- every config source gets the same semantic checks -- or cannot compile.
    */
   apply (ir: ProxyIR): CompiledConfig {
     const prepared = this.prepare(ir)
@@ -246,8 +246,8 @@ export class Engine implements PipelineRuntime {
 
   /**
    * A worker's half of an all-workers reload: `prepared` goes into force at the first request
-   * (or `config` read) after `ready()` turns true — the primary flips one shared word for
-   * every worker at once — or at `install`, whichever comes first.
+   * (or `config` read) after `ready()` turns true -- the primary flips one shared word for
+   * every worker at once -- or at `install`, whichever comes first.
    */
   stage (prepared: PreparedConfig, ready: () => boolean): void {
     this.staged = { prepared, ready }

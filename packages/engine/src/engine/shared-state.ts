@@ -48,7 +48,7 @@ export class SharedBackendState {
     this.records = new Records(buffer)
   }
 
-  /** The primary's key → record table for the config being prepared (a superset of the one in force). */
+  /** The primary's key -> record table for the config being prepared (a superset of the one in force). */
   setSlots (slots: Record<string, number>): void {
     // The primary grew the buffer, if it had to, before it assigned these records.
     this.records.refresh()

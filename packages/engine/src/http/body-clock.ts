@@ -15,6 +15,8 @@
 import type { IncomingMessage } from 'node:http'
 import type { RouteTimeoutsIR } from '../ir/types.ts'
 import { PorticoError } from '../util/errors.ts'
+import { performance } from '../util/clock.ts'
+import { pollPeriod } from './sweep.ts'
 
 /** What the body's clocks read of a request. */
 export interface BodyClockContext {
@@ -85,3 +87,26 @@ export function checkBodyProgress (p: BodyProgress, now: number): PorticoError |
   }
   return null
 }
+
+/**
+ * The clocks for a reader that holds the body itself (http/request-body.ts's two readers):
+ * polls a few times per period and calls `onCut` once with the timeout error. Returns the
+ * stop function, to call when the read ends either way (nothing to stop without a clock or
+ * once the body is in).
+ */
+export function watchBodyClock (req: IncomingMessage, ctx: BodyClockContext, onCut: (cut: PorticoError) => void): () => void {
+  const limits = bodyLimits(ctx)
+  if (limits.idleMs <= 0 || req.complete) return noClock
+  const every = pollPeriod(limits.idleMs)
+  const progress = bodyProgress(req, limits, performance.now())
+  let timer: NodeJS.Timeout | undefined
+  const poll = (): void => {
+    const cut = checkBodyProgress(progress, performance.now())
+    if (cut !== null) onCut(cut)
+    else timer = setTimeout(poll, every)
+  }
+  timer = setTimeout(poll, every)
+  return () => clearTimeout(timer)
+}
+
+function noClock (): void {}

@@ -109,7 +109,7 @@ export class ClientResponse<R, C extends CallContext> implements Dispatcher.Disp
    * Writes the backend's head to the client. It waits for the body's first byte (or the
    * answer's end): until then a framing error in the body (an over-long chunk extension, an
    * overflowing first chunk size) or a backend that closes early is still answered with the
-   * proxy's own 5xx, which is also what the access log records — nothing has gone out. An
+   * proxy's own 5xx, which is also what the access log records -- nothing has gone out. An
    * HTTP/1.1 client sees no difference (Node writes the head with the first body bytes
    * anyway); an HTTP/2 client gets the HEADERS frame with the first DATA frame.
    * A 204 or 304 never carries Content-Length or Transfer-Encoding (RFC 9110 §8.6, §15.4.5):

@@ -118,7 +118,7 @@ export function failedStatus (health: BackendHealthIR, status: number): boolean 
 /**
  * One endpoint's pool. The concrete classes, not UpstreamDispatcher, which a balancer is too:
  * a balancer can then never be made where a pool is expected, nor cast to one (or to
- * undici's Pool) — their private fields make the type checker refuse the conversion.
+ * undici's Pool) -- their private fields make the type checker refuse the conversion.
  */
 export type EndpointPool = H1Pool | H2Pool
 

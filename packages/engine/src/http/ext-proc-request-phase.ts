@@ -188,18 +188,9 @@ export async function runExtProcRequestPhase (ctx: BodyContext, o: RequestPhaseO
   const chunks = requestBodyChunks(ctx, o.maxBodyBytes)
   let replacedChunks = 0
   while (true) {
-    const next = await chunks.next()
-    let chunk: Buffer
-    if (next.done === true) {
-      if (next.value === 'too-large') return body.tooLarge(progress)
-      if (next.value instanceof Error) return { ...progress, kind: 'body-error', error: next.value }
-      body.clientDone = true
-      if (sentEnd) break
-      chunk = Buffer.alloc(0)
-    } else {
-      chunk = next.value
-      body.original(chunk)
-    }
+    const chunk = await body.next(chunks, progress)
+    if (!Buffer.isBuffer(chunk)) return chunk
+    if (body.clientDone && sentEnd) break
     const eos = body.clientDone || (declared !== null && body.inBytes === declared)
     const sent = await write({ request_body: { body: chunk, end_of_stream: eos } }, 'request_body')
     const r = sent ?? answerTo(await o.stream.receive(), 'request_body')
@@ -266,17 +257,8 @@ async function fullDuplex (
         const done = handle(await o.stream.receive())
         if (done !== null) return body.restoreAnd(done, chunks)
       }
-      const next = await chunks.next()
-      let chunk: Buffer
-      if (next.done === true) {
-        if (next.value === 'too-large') return body.tooLarge(progress)
-        if (next.value instanceof Error) return { ...progress, kind: 'body-error', error: next.value }
-        body.clientDone = true
-        chunk = Buffer.alloc(0)
-      } else {
-        chunk = next.value
-        body.original(chunk)
-      }
+      const chunk = await body.next(chunks, progress)
+      if (!Buffer.isBuffer(chunk)) return chunk
       sentEnd = body.clientDone || (declared !== null && body.inBytes === declared)
       const failed = await write({ request_body: { body: chunk, end_of_stream: sentEnd } }, 'request_body')
       if (failed !== null) return body.restoreAnd(end(failed as Exclude<ExchangeResult, { kind: 'response' }>), chunks)
@@ -379,9 +361,21 @@ class BodyGather {
     this.max = max
   }
 
-  original (chunk: Buffer): void {
-    this.originals.push(chunk)
-    this.inBytes += chunk.length
+  /**
+   * The client's next chunk, kept as read (an empty one once the body has ended: then
+   * `clientDone`), or how the phase ends when the body is too large or its read failed.
+   */
+  async next (chunks: AsyncGenerator<Buffer, 'end' | 'too-large' | Error>, progress: PhaseProgress): Promise<Buffer | RequestPhaseResult> {
+    const next = await chunks.next()
+    if (next.done !== true) {
+      this.originals.push(next.value)
+      this.inBytes += next.value.length
+      return next.value
+    }
+    if (next.value === 'too-large') return this.tooLarge(progress)
+    if (next.value instanceof Error) return { ...progress, kind: 'body-error', error: next.value }
+    this.clientDone = true
+    return Buffer.alloc(0)
   }
 
   /** False when the processor's body passes the limit. */

@@ -7,7 +7,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 
 /**
- * Is this a gRPC request — `application/grpc`, `application/grpc+proto`, … — or a gRPC-Web
+ * Is this a gRPC request -- `application/grpc`, `application/grpc+proto`, ... -- or a gRPC-Web
  * one (`application/grpc-web[+proto]`, or its base64 form `application/grpc-web-text[+proto]`,
  * which browsers send over HTTP/1.1 and which Portico turns into gRPC to the backend)?
  */
@@ -17,9 +17,9 @@ export function isGrpc (headers: IncomingHttpHeaders): boolean {
 
 /**
  * A `grpc-message` value as the gRPC spec (PROTOCOL-HTTP2.md, "Status-Message") writes it:
- * the text's UTF-8 bytes, with only those outside 0x20–0x7E and `%` itself percent-encoded
+ * the text's UTF-8 bytes, with only those outside 0x20-0x7E and `%` itself percent-encoded
  * (upper-case hex). Clients decode exactly this, and grpc-js with `decodeURI`, which leaves
- * `%3A` or `%2F` as they are — so `encodeURIComponent` would reach users as `no route%3A …`.
+ * `%3A` or `%2F` as they are -- so `encodeURIComponent` would reach users as `no route%3A ...`.
  */
 export function grpcMessageEncode (text: string): string {
   let plain = true
@@ -45,7 +45,7 @@ export function grpcKind (type: string | string[] | undefined): 'grpc' | 'grpc-w
   return null
 }
 
-/** The gRPC content type a gRPC-Web one maps to (`application/grpc-web[-text]+proto` → `application/grpc+proto`). */
+/** The gRPC content type a gRPC-Web one maps to (`application/grpc-web[-text]+proto` -> `application/grpc+proto`). */
 export function grpcContentTypeOf (webType: string): string {
   return 'application/grpc' + webType.slice(webType.startsWith('-web-text', 16) ? 25 : 20)
 }
@@ -113,7 +113,7 @@ export interface GrpcCall {
   method: string
   /** The client speaks gRPC-Web: its answer's trailers go into the body. */
   web: boolean
-  /** …in its base64 form (grpc-web-text): the bodies are base64 both ways. */
+  /** ...in its base64 form (grpc-web-text): the bodies are base64 both ways. */
   text: boolean
   /** grpc-status of the answer (trailers, a trailers-only head, or the gateway's own answer). */
   status: number | null

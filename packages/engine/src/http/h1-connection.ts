@@ -2,9 +2,9 @@
  * One keep-alive HTTP/1.1 connection to a backend and the call running on it (http/h1-pool.ts
  * owns both). A call writes its head (and body: a Buffer at once, a stream with backpressure,
  * by Content-Length or chunked), reads the answer with the strict parser
- * (http/h1-response-parser.ts) and hands it to its dispatch handler as undici does —
+ * (http/h1-response-parser.ts) and hands it to its dispatch handler as undici does --
  * onRequestStart, onResponseStart, onResponseData, onResponseEnd or onResponseError,
- * onRequestUpgrade for a 101 — so everything that wraps a backend call works unchanged.
+ * onRequestUpgrade for a 101 -- so everything that wraps a backend call works unchanged.
  *
  * Why not undici's client: on a small proxied request it was about a quarter of Portico's
  * CPU (its request object, header arrays re-parsed into objects, llhttp in WebAssembly fed

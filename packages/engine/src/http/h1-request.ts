@@ -3,7 +3,7 @@
  * wire, how its body is framed, and the controller its dispatch handler gets (undici's
  * DispatchController: abort, pause, resume).
  *
- * The head is built from the caller's header record with the framing headers left out —
+ * The head is built from the caller's header record with the framing headers left out --
  * Connection, Keep-Alive, Transfer-Encoding, Upgrade, Expect, Content-Length are this
  * client's to write, so a policy that sets one cannot make the backend read the body
  * differently from how it is sent. Names must be tokens and values free of control
@@ -114,7 +114,7 @@ const INVALID_NAME = 2
 
 /**
  * One pass over a header name: a token in lower case, a token with upper-case letters, or
- * not a token. (Two loops and a Set lookup before — case, framing, token — cost a typical
+ * not a token. (Two loops and a Set lookup before -- case, framing, token -- cost a typical
  * backend request's head ~25 % more: 0.76 against 0.57 µs, four fields.)
  */
 function nameKind (name: string): number {

@@ -3,7 +3,7 @@
  * It refuses what llhttp refuses in its strict mode, because a response a proxy reads one
  * way and a later hop reads another is how responses get split and caches poisoned:
  *
- *   - a status line other than `HTTP/1.0|1.1 SP 3DIGIT [SP reason]`, a status outside 100–599,
+ *   - a status line other than `HTTP/1.0|1.1 SP 3DIGIT [SP reason]`, a status outside 100-599,
  *     lines not ended by CRLF
  *   - header names that are not tokens (so whitespace before the colon), obs-fold, control
  *     characters in values
@@ -229,7 +229,7 @@ export class H1ResponseParser {
     // Three digits (STATUS_LINE); digitsValue rather than Number(), which sends a fresh
     // string to V8's runtime (~380 instructions a response, bench/tracing-instructions.ts).
     const statusCode = digitsValue(status[2]!)
-    // RFC 9110 §15: a status is 100–599. Below 100 is no interim answer (the client would wait
+    // RFC 9110 §15: a status is 100-599. Below 100 is no interim answer (the client would wait
     // for a final one forever), and a client cannot know what one above 599 means.
     if (statusCode < 100 || statusCode > 599) throw protocolError(`status ${status[2]} outside 100-599`)
     const statusMessage = status[3] ?? ''

@@ -1,7 +1,7 @@
 /**
  * Keep-alive HTTP/2 connections to one backend endpoint (h2c, h2 by ALPN, gRPC): undici's
  * Pool behind the same small interface as Portico's HTTP/1.1 pool (http/h1-pool.ts), with
- * the configured TLS server name pinned on every request — undici takes a request's SNI from
+ * the configured TLS server name pinned on every request -- undici takes a request's SNI from
  * its Host header over the connect options' servername, so without the pin a Host of
  * `api.example.com` would be sent as SNI and checked against the backend's certificate.
  *

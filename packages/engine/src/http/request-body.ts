@@ -3,15 +3,13 @@
  * whole: retries and mirrors (to send it again), extAuthz and extProc (to hand it to a
  * service), `ai` backends (to read the model), the MCP layer (one JSON-RPC message). The
  * body ends up in `ctx.requestBody`, which the backend call and the MCP layer then send or
- * parse instead of the request stream — so a body a policy already read is never read twice
+ * parse instead of the request stream -- so a body a policy already read is never read twice
  * (the stream is consumed by then), and every later reader sees the same bytes.
  */
 
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
-import { bodyLimits, bodyProgress, checkBodyProgress, type BodyClockContext } from './body-clock.ts'
-import { pollPeriod } from './sweep.ts'
+import { watchBodyClock, type BodyClockContext } from './body-clock.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
-import { performance } from '../util/clock.ts'
 
 /**
  * What the reader needs of a request's state (request/context.ts RequestContext has it): the
@@ -39,7 +37,7 @@ export interface ReadBodyOptions {
    * What happens past `maxBytes`. `keep`: the bytes read so far are put back (`unshift`) and
    * the stream is left as it was, so the backend call can still stream the whole body (a
    * retry or mirror is skipped instead). `drain`: the rest is read and discarded, for a
-   * request the caller refuses (413) — its connection can then carry the answer.
+   * request the caller refuses (413) -- its connection can then carry the answer.
    */
   whenTooLarge: 'keep' | 'drain'
 }
@@ -66,9 +64,9 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
   return await new Promise<BodyRead>(resolve => {
     const chunks: Buffer[] = []
     let size = 0
-    let timer: NodeJS.Timeout | undefined
+    let stopClock: () => void = () => {}
     const done = (value: BodyRead): void => {
-      clearTimeout(timer)
+      stopClock()
       req.off('data', onData)
       req.off('end', onEnd)
       req.off('error', onError)
@@ -100,33 +98,23 @@ export async function readRequestBody (ctx: BodyContext, options: ReadBodyOption
     req.on('close', onClose)
     // The same clocks as a body streamed to a backend: a quiet or trickling client does not
     // keep its connection and this read for as long as it likes.
-    const limits = bodyLimits(ctx)
-    if (limits.idleMs > 0 && !req.complete) {
-      const every = pollPeriod(limits.idleMs)
-      const progress = bodyProgress(req, limits, performance.now())
-      const poll = (): void => {
-        const cut = checkBodyProgress(progress, performance.now())
-        if (cut !== null) done(cut)
-        else timer = setTimeout(poll, every)
-      }
-      timer = setTimeout(poll, every)
-    }
+    stopClock = watchBodyClock(req, ctx, done)
   })
 }
+
+/** Chunks of a body already held (ctx.requestBody), as requestBodyChunks yields them. */
+export const HELD_BODY_CHUNK_BYTES = 64 * 1024
 
 /**
  * The body chunk by chunk as the client sends it, for a part that hands it on as it comes
  * (extProc's streamed body modes): each chunk is yielded, and the stream stays paused until
  * the consumer asks for the next, so the reader holds one chunk at a time. The same clocks as
  * readRequestBody. Returns `end`, `too-large` (more than `maxBytes` in all, or declared so;
- * nothing more is read — the caller drains or answers), or an Error (the stream failed, the
+ * nothing more is read -- the caller drains or answers), or an Error (the stream failed, the
  * client left or was too slow: bodyReadFailure gives the answer). A body read whole already
- * (`ctx.requestBody`) is yielded as one chunk. A consumer that stops early leaves the stream
+ * (`ctx.requestBody`) is yielded in chunks of HELD_BODY_CHUNK_BYTES. A consumer that stops early leaves the stream
  * paused with the rest unread.
  */
-/** Chunks of a body already held (ctx.requestBody), as requestBodyChunks yields them. */
-export const HELD_BODY_CHUNK_BYTES = 64 * 1024
-
 export async function * requestBodyChunks (ctx: BodyContext, maxBytes: number): AsyncGenerator<Buffer, 'end' | 'too-large' | Error> {
   if (ctx.requestBody !== null) {
     if (ctx.requestBody.length > maxBytes) return 'too-large'
@@ -160,20 +148,10 @@ export async function * requestBodyChunks (ctx: BodyContext, maxBytes: number): 
   req.on('end', onEnd)
   req.on('error', onError)
   req.on('close', onClose)
-  let timer: NodeJS.Timeout | undefined
-  const limits = bodyLimits(ctx)
-  if (limits.idleMs > 0 && !req.complete) {
-    const every = pollPeriod(limits.idleMs)
-    const progress = bodyProgress(req, limits, performance.now())
-    const poll = (): void => {
-      const cut = checkBodyProgress(progress, performance.now())
-      if (cut !== null) {
-        ended ??= cut
-        poke()
-      } else timer = setTimeout(poll, every)
-    }
-    timer = setTimeout(poll, every)
-  }
+  const stopClock = watchBodyClock(req, ctx, cut => {
+    ended ??= cut
+    poke()
+  })
   let size = 0
   try {
     while (true) {
@@ -191,7 +169,7 @@ export async function * requestBodyChunks (ctx: BodyContext, maxBytes: number): 
       })
     }
   } finally {
-    clearTimeout(timer)
+    stopClock()
     req.pause()
     req.off('data', onData)
     req.off('end', onEnd)

@@ -4,9 +4,9 @@
  * gateway did not check (`/x/../admin`, `/%61dmin`, `//admin`, `/admin%2fsecret`).
  *
  * Normalisation follows Envoy's defaults as Envoy Gateway configures them:
- *  - RFC 3986 §6.2.2: percent-escapes of unreserved characters are decoded (`%61` → `a`,
- *    `%2E` → `.`), every other escape has its hex upper-cased, and characters a path cannot
- *    carry raw (`"`, `<`, `{`, bytes above 0x7F, …) are escaped;
+ *  - RFC 3986 §6.2.2: percent-escapes of unreserved characters are decoded (`%61` -> `a`,
+ *    `%2E` -> `.`), every other escape has its hex upper-cased, and characters a path cannot
+ *    carry raw (`"`, `<`, `{`, bytes above 0x7F, ...) are escaped;
  *  - RFC 3986 §5.2.4: `.` and `..` segments are resolved (never above the root);
  *  - runs of slashes are merged (`mergeSlashes`, default on);
  *  - `%2F` and `%5C` (and a raw `\`, which some servers treat as `/`) follow the listener's
@@ -17,8 +17,8 @@
  * Request targets (RFC 9112 §3.2): origin-form (`/path?query`) and absolute-form
  * (`http://host/path`, which proxies and some clients send). An absolute-form target is
  * routed on its path, its authority replaces the Host header (§3.2.2), and the request goes
- * upstream in origin-form. Anything else — asterisk-form, a fragment, a bad escape, userinfo
- * in the authority, a NUL (raw or `%00`) in the path — is refused with 400.
+ * upstream in origin-form. Anything else -- asterisk-form, a fragment, a bad escape, userinfo
+ * in the authority, a NUL (raw or `%00`) in the path -- is refused with 400.
  *
  * The query is forwarded as received; it is not part of the path policies see.
  */
@@ -172,7 +172,7 @@ function normalizeUnclean (raw: string, options: PathNormalization): { path: str
     const s = segments[i]!
     if (s === '.' || s === '..') {
       if (s === '..' && kept.length > 0) kept.pop()
-      // A trailing dot segment leaves a directory path: `/a/b/..` → `/a/`.
+      // A trailing dot segment leaves a directory path: `/a/b/..` -> `/a/`.
       if (i === last) kept.push('')
       continue
     }

@@ -1,6 +1,6 @@
 /**
  * Response interceptors: policies that must see (and may change) an answer before the
- * client gets it, asynchronously — external processing sends the response headers, and
+ * client gets it, asynchronously -- external processing sends the response headers, and
  * optionally the whole body, to a service and waits for its answer. A policy registers one
  * per request in its request hook; every answer then goes through them once, whoever made
  * it (as Envoy runs ext_proc's response phase on local replies too, and agentgateway its
@@ -20,8 +20,8 @@
  *
  * The interceptors run in one order (innermost phase first) by the same steps
  * (runHeaders, runBody) for all three. An answer takes them (takeInterceptors): a later
- * answer of the same request — their own failure, a backend body that broke after the
- * head — does not run them again.
+ * answer of the same request -- their own failure, a backend body that broke after the
+ * head -- does not run them again.
  *
  * Requests without interceptors pay nothing: each answer checks one field of the
  * request's state (`responseInterceptors`, null until a policy adds one).
@@ -167,9 +167,9 @@ export interface InterceptedAnswer {
 /**
  * The interceptors over an answer the proxy makes (a local answer, an MCP answer): its body
  * known whole (`body`), or streaming and never held (`'stream'`: only the header step
- * applies; an interceptor that wants the body fails the answer — the config loader refuses
- * that combination, so this is never silent). Resolves with the answer to send — the draft
- * as they changed it, their immediate response, or their failure (a 500) — or null when
+ * applies; an interceptor that wants the body fails the answer -- the config loader refuses
+ * that combination, so this is never silent). Resolves with the answer to send -- the draft
+ * as they changed it, their immediate response, or their failure (a 500) -- or null when
  * the client left (or another answer went out) meanwhile.
  */
 export async function interceptAnswer (ctx: InterceptContext, ordered: ResponseInterceptor[], draft: ResponseDraft, body: Buffer | 'stream'): Promise<InterceptedAnswer | null> {
@@ -340,6 +340,18 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
       }, failed)
     }
   }
+  /** What a taker passes on, or null when the pump must stop (the exchange ended meanwhile, or the taker ended the answer). */
+  const dataOf = (r: ChunkResult): Buffer | null => {
+    if (!going()) {
+      mode = 'done'
+      return null
+    }
+    if (r.action !== 'data') {
+      streamFailed(r)
+      return null
+    }
+    return r.data
+  }
   /**
    * The streaming body: each queued chunk through every taker in order (the backend paused
    * meanwhile, so at most the chunks already in flight wait here), then the end. While the
@@ -360,16 +372,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           // A processor answered while the backend was idle: its bytes first.
           const taker = bodyTakers[from]!
           answered.delete(taker)
-          const r = await taker.onAnswers!(draft!)
-          if (!going()) {
-            mode = 'done'
-            return
-          }
-          if (r.action !== 'data') {
-            streamFailed(r)
-            return
-          }
-          data = r.data
+          const taken = dataOf(await taker.onAnswers!(draft!))
+          if (taken === null) return
+          data = taken
           next = from + 1
           if (data.length === 0) continue
         } else {
@@ -387,16 +392,9 @@ export function interceptResponse (ctx: InterceptContext, handler: Dispatcher.Di
           data = chunk ?? Buffer.alloc(0)
         }
         for (const i of bodyTakers.slice(next)) {
-          const r = await i.onChunk!(draft!, data, end)
-          if (!going()) {
-            mode = 'done'
-            return
-          }
-          if (r.action !== 'data') {
-            streamFailed(r)
-            return
-          }
-          data = r.data
+          const taken = dataOf(await i.onChunk!(draft!, data, end))
+          if (taken === null) return
+          data = taken
         }
         if (!headersDelivered && (data.length > 0 || end)) {
           headersDelivered = true

@@ -1,8 +1,8 @@
 /**
  * Many coarse clocks on one timer: items that share a period are checked together by one
  * interval, instead of each making (and clearing) a timer of its own. Joining and leaving is a
- * Set insert and delete, so a clock every request has — the default wait for a backend's
- * response headers, a response stream's idle timeout — costs next to nothing when the request
+ * Set insert and delete, so a clock every request has -- the default wait for a backend's
+ * response headers, a response stream's idle timeout -- costs next to nothing when the request
  * ends long before it could fire (the common case: a timer made and cleared per request cost
  * about 1 µs). An item is checked every `periodMs`; a check that fires removes the item.
  * The interval is unref'd, and stops when a round finds nothing to check.

@@ -1,6 +1,6 @@
 /**
- * HTTP/1.1 upgrades (WebSocket): the request runs the same pipeline as any other — routes,
- * policies, trace — with a ServerResponse bound to the raw socket so local answers (404,
+ * HTTP/1.1 upgrades (WebSocket): the request runs the same pipeline as any other -- routes,
+ * policies, trace -- with a ServerResponse bound to the raw socket so local answers (404,
  * 401, ...) are ordinary responses (pipeline/run.ts handleUpgrade). The backend call asks
  * undici for the upgrade; on 101 the two sockets are joined here and bytes flow both ways
  * until either side closes.

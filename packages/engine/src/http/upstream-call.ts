@@ -1,5 +1,5 @@
 /**
- * The backend call: one undici dispatch, its handler composed as undici composes its own —
+ * The backend call: one undici dispatch, its handler composed as undici composes its own --
  * a base handler that streams the answer into the client's response
  * (http/client-response.ts), wrapped by optional handlers only when the request needs them:
  *

@@ -89,7 +89,7 @@ export class UpstreamPools {
 
   /**
    * The dispatcher for a backend, created on first use. `grpc`: the request is gRPC, which
-   * needs HTTP/2 — a plain `http` backend is then reached over h2c with prior knowledge and a
+   * needs HTTP/2 -- a plain `http` backend is then reached over h2c with prior knowledge and a
    * TLS one offers h2 by ALPN, on a pool of its own beside the backend's HTTP/1.1 one.
    */
   get (backend: BackendIR, grpc = false): UpstreamCaller {
@@ -246,7 +246,7 @@ export class UpstreamPools {
   }
 }
 
-/** Origins of a backend's mesh endpoints → their mesh settings. */
+/** Origins of a backend's mesh endpoints -> their mesh settings. */
 function meshEndpoints (backend: BackendIR): Map<string, EndpointMeshIR> {
   const out = new Map<string, EndpointMeshIR>()
   for (const e of backend.endpoints) if (e.mesh !== undefined) out.set(`${backend.protocol}://${hostPort(e.host, e.port)}`, e.mesh)

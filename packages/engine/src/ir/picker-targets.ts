@@ -1,7 +1,7 @@
 /**
  * The addresses of an InferencePool's endpoint picker as one gRPC channel target: `target`
  * alone, or with `fallbackTargets` written as gRPC's address list (`ipv4:a:p,b:p`,
- * `ipv6:[a]:p,[b]:p`) — the key of the one channel that walks them in order, as pick_first
+ * `ipv6:[a]:p,[b]:p`) -- the key of the one channel that walks them in order, as pick_first
  * does (inference/picker-client.ts, traffic/grpc-stream-channel.ts). In ir/ so that IR
  * validation and the controller check the same rule without loading the client.
  */
@@ -12,7 +12,7 @@ import type { InferencePoolIR } from './types.ts'
 /** At most this many fallback addresses (a picker is run as one leader or a few replicas). */
 export const MAX_FALLBACK_TARGETS = 15
 
-/** `ip:port` / `[v6]:port` → the address family, or 0 for a name or a bad port. */
+/** `ip:port` / `[v6]:port` -> the address family, or 0 for a name or a bad port. */
 function familyOf (target: string): 4 | 6 | 0 {
   const at = target.lastIndexOf(':')
   const port = Number(target.slice(at + 1))

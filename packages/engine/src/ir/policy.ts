@@ -161,8 +161,8 @@ export interface LocalRateLimitBucketIR {
   tokensPerFill: number
   fillIntervalMs: number
   /**
-   * What a token stands for: `requests` — one request, taken when it is admitted; `tokens` —
-   * one LLM token, taken when an `ai` backend's answer reports its usage; `cost` — the
+   * What a token stands for: `requests` -- one request, taken when it is admitted; `tokens` --
+   * one LLM token, taken when an `ai` backend's answer reports its usage; `cost` -- the
    * answer's cost from the backend's `pricing` (`cost` says the budget).
    */
   type: 'requests' | 'tokens' | 'cost'
@@ -181,9 +181,9 @@ export type LocalRateLimitIR = LocalRateLimitBucketIR[]
 
 /** One side of a `transformation`: CEL expressions (compiled at load) per header and for the body. */
 export interface TransformIR {
-  /** Lower-case header name → CEL expression whose value overwrites the header. */
+  /** Lower-case header name -> CEL expression whose value overwrites the header. */
   set?: Record<string, string>
-  /** Lower-case header name → CEL expression whose value is appended to the header. */
+  /** Lower-case header name -> CEL expression whose value is appended to the header. */
   add?: Record<string, string>
   /** Lower-case header names removed. */
   remove?: string[]

@@ -1,6 +1,6 @@
 /**
  * What may be shown of a secret: nothing. The one place that decides which values are
- * secrets, for every view of config and traffic the proxy gives out — /config_dump, the web
+ * secrets, for every view of config and traffic the proxy gives out -- /config_dump, the web
  * UI, porticoctl, trace snapshots, logs. Secrets are replaced by `<redacted>`:
  *
  * - fields that always hold secrets (private keys, client secrets, passwords, htpasswd
@@ -10,14 +10,14 @@
  *   `transformation.request.set/add`, the string literals of the CEL expression): the
  *   gateway adds them for the backend, the client never sees them, and a provider key or
  *   upstream token is exactly that. Only names in PUBLIC_HEADERS (content-type, user-agent,
- *   x-request-id, …) are shown. Response headers a policy sets go to every client anyway:
+ *   x-request-id, ...) are shown. Response headers a policy sets go to every client anyway:
  *   they are shown unless the name is credential-like;
  * - every `env` value of a process a target runs (stdio MCP targets: anything with `cmd`),
  *   and in its `args` the values that look like credentials (see redactArgs);
  * - in URLs (config fields, trace snapshots), a userinfo password and the values of query
- *   parameters named like credentials (token, access_token, api_key, key, sig, code, …);
+ *   parameters named like credentials (token, access_token, api_key, key, sig, code, ...);
  * - in trace snapshots, the values of credential-like headers (authorization, cookie,
- *   x-auth-token, x-goog-api-key, private-token, …) and of request headers the gateway
+ *   x-auth-token, x-goog-api-key, private-token, ...) and of request headers the gateway
  *   set or changed, unless public.
  */
 
@@ -110,7 +110,7 @@ export function redactQuery (query: string): string {
 }
 
 /**
- * A URL, `path?query` or `scheme://user:password@host/…` with the password and any
+ * A URL, `path?query` or `scheme://user:password@host/...` with the password and any
  * credential-named query parameters redacted (the fragment goes too: it can hold tokens).
  */
 export function redactUrl (url: string): string {
@@ -127,7 +127,7 @@ export function redactUrl (url: string): string {
 
 /** Values that are credentials by their shape: provider key prefixes, JWTs, long random strings. */
 const CREDENTIAL_SHAPES = [
-  /^(sk|pk|rk)[-_][A-Za-z0-9_-]{8,}/, // OpenAI, Stripe, Anthropic (sk-ant-…)
+  /^(sk|pk|rk)[-_][A-Za-z0-9_-]{8,}/, // OpenAI, Stripe, Anthropic (sk-ant-...)
   /^(ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{10,}/, // GitHub
   /^glpat-[A-Za-z0-9_-]{10,}/, // GitLab
   /^xox[abposr]-[A-Za-z0-9-]{10,}/, // Slack
@@ -176,8 +176,8 @@ export function redactArgs (args: readonly string[]): string[] {
 }
 
 /**
- * A CEL expression with its string and bytes literals redacted — a secret written into an
- * expression is a literal — except an index (`request.headers["x-user"]`, `jwt["sub"]`) and
+ * A CEL expression with its string and bytes literals redacted -- a secret written into an
+ * expression is a literal -- except an index (`request.headers["x-user"]`, `jwt["sub"]`) and
  * the empty string: the expression's shape, variables and functions stay readable.
  */
 export function redactCelLiterals (expr: string): string {
@@ -231,10 +231,10 @@ export function redactSecrets<T> (value: T): T {
 }
 
 /**
- * How a header map at `path` (the field names leading to it) is redacted: `request` —
+ * How a header map at `path` (the field names leading to it) is redacted: `request` --
  * headers a policy adds to the request for the backend (all but public names);
- * `shown` — response and direct-response headers, which every client gets (credential-like
- * names only); null — not a header map.
+ * `shown` -- response and direct-response headers, which every client gets (credential-like
+ * names only); null -- not a header map.
  */
 function headerMapKind (path: readonly string[]): 'request' | 'shown' | null {
   const parent = path.at(-1)
@@ -286,7 +286,7 @@ function walk (value: unknown, path: string[]): unknown {
 /**
  * Header values for a trace snapshot. Credential-like names are always redacted; with
  * `sentByClient` (a request after policies ran), so is any value the client did not send
- * itself — set or changed by the gateway — unless the name is public.
+ * itself -- set or changed by the gateway -- unless the name is public.
  */
 export function redactHeaderValues (headers: Record<string, string>, sentByClient?: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {}

@@ -1,13 +1,13 @@
 /**
  * The internal representation (IR) every config source produces: the standalone YAML file
- * (config/to-ir.ts) and, in cluster mode, the controller's push. It is plain JSON-safe data —
- * no functions, no RegExp, no class instances — so it can be golden-tested, dumped at
+ * (config/to-ir.ts) and, in cluster mode, the controller's push. It is plain JSON-safe data --
+ * no functions, no RegExp, no class instances -- so it can be golden-tested, dumped at
  * /config_dump and sent over the wire unchanged. The engine compiles it (engine/compile.ts)
  * into the structures the hot path uses.
  *
  * Shape: binds (one per port) hold listeners (told apart by hostname), listeners hold routes,
- * routes reference backends by key. Policies attach at three levels — gateway (listener),
- * route and backend reference — and run in that order of phases.
+ * routes reference backends by key. Policies attach at three levels -- gateway (listener),
+ * route and backend reference -- and run in that order of phases.
  */
 
 import type { ExtAuthzIR, PolicySetIR } from './policy.ts'
@@ -30,7 +30,7 @@ export type ListenerProtocol = 'HTTP' | 'HTTPS' | 'TLS' | 'TCP' | 'UDP'
 
 /** One listening socket. Several listeners (Gateway API style) may share it by hostname. */
 export interface BindIR {
-  /** `<address>:<port>` — unique. */
+  /** `<address>:<port>` -- unique. */
   key: string
   address: string
   port: number
@@ -109,7 +109,7 @@ export interface ListenerIR {
   filters?: { requests: ListenerFilterIR[] }
   /**
    * Where policies came from when another resource attached them (cluster mode: a
-   * PorticoPolicy): policy key → `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
+   * PorticoPolicy): policy key -> `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
    * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
    */
   policySources?: Record<string, string>
@@ -197,7 +197,7 @@ export interface SamplingIR {
 }
 
 /**
- * What to do with `%2F` / `%5C` (and a raw `\`) in a request path — Envoy's
+ * What to do with `%2F` / `%5C` (and a raw `\`) in a request path -- Envoy's
  * `path_with_escaped_slashes_action`, named as Envoy Gateway's ClientTrafficPolicy names it.
  */
 export type EscapedSlashesAction = 'UnescapeAndRedirect' | 'UnescapeAndForward' | 'RejectRequest' | 'KeepUnchanged'
@@ -206,7 +206,7 @@ export type EscapedSlashesAction = 'UnescapeAndRedirect' | 'UnescapeAndForward' 
 export interface PathNormalizationIR {
   /** Default UnescapeAndRedirect. */
   escapedSlashesAction?: EscapedSlashesAction
-  /** Merge runs of slashes (`//a` → `/a`); default true. */
+  /** Merge runs of slashes (`//a` -> `/a`); default true. */
   mergeSlashes?: boolean
 }
 
@@ -232,7 +232,7 @@ export interface RouteIR {
   policies: PolicySetIR
   /**
    * Where policies came from when another resource attached them (cluster mode: a
-   * PorticoPolicy): policy key → `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
+   * PorticoPolicy): policy key -> `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
    * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
    */
   policySources?: Record<string, string>
@@ -320,7 +320,7 @@ export interface BackendRefIR {
   policies: PolicySetIR
   /**
    * Where policies came from when another resource attached them (cluster mode: a
-   * PorticoPolicy): policy key → `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
+   * PorticoPolicy): policy key -> `PorticoPolicy <namespace>/<name>`. Shown by /config_dump,
    * porticoctl and the trace's policySelection; absent when every policy is the resource's own.
    */
   policySources?: Record<string, string>
@@ -343,9 +343,9 @@ export interface FailoverProviderIR {
 }
 
 /**
- * `static` — a fixed host (standalone `host:`); `service` — a cluster Service resolved to
- * endpoints; `mcp` — MCP targets served behind one endpoint; `ai` — an LLM provider's API
- * (its token usage is read from the answers); `invalid` — kept so requests get a truthful
+ * `static` -- a fixed host (standalone `host:`); `service` -- a cluster Service resolved to
+ * endpoints; `mcp` -- MCP targets served behind one endpoint; `ai` -- an LLM provider's API
+ * (its token usage is read from the answers); `invalid` -- kept so requests get a truthful
  * 500 and the trace says why.
  */
 export type BackendKind = 'static' | 'service' | 'mcp' | 'ai' | 'invalid'
@@ -533,7 +533,7 @@ export interface AiBackendSpecIR {
   vertex?: { projectId: string, region: string, credential?: GcpServiceAccountKeyIR }
   /**
    * Bedrock: the region (endpoint and signing scope), a guardrail sent with every request, and
-   * how requests are authorised — `apiKey` (a Bedrock API key as a bearer token), `keys`
+   * how requests are authorised -- `apiKey` (a Bedrock API key as a bearer token), `keys`
    * (SigV4 with explicit AWS keys) or `chain` (SigV4 with the AWS default credential chain,
    * the default). Secrets here are redacted by field name (ir/redact.ts).
    */
@@ -608,8 +608,8 @@ export interface EndpointIR {
   host: string
   port: number
   /**
-   * A mesh (Istio ambient) workload: every connection to it is an HBONE tunnel — HTTP/2
-   * CONNECT over mTLS to `host:hbonePort`, `:authority` = `host:port` — to a peer that must
+   * A mesh (Istio ambient) workload: every connection to it is an HBONE tunnel -- HTTP/2
+   * CONNECT over mTLS to `host:hbonePort`, `:authority` = `host:port` -- to a peer that must
    * present `identity` (mesh/hbone-pool.ts). Absent: plain TCP.
    */
   mesh?: EndpointMeshIR

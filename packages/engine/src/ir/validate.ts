@@ -4,7 +4,7 @@
  * path refuses cannot reach the hot path by another door (an unparsable CORS origin used to
  * be an error from YAML and silently dropped when the controller sent it).
  *
- * Only what the engine cannot serve correctly is checked here — grammar HTTP needs, patterns
+ * Only what the engine cannot serve correctly is checked here -- grammar HTTP needs, patterns
  * the linear-time regex engine cannot run, numbers that cannot be durations. Limits that are
  * choices of one front end (the YAML schema's caps) stay in that front end. The YAML front
  * end keeps its own positioned errors (file:line:col); these carry IR paths instead.
@@ -218,7 +218,7 @@ function checkRoute (route: RouteIR, rp: IrPath, report: Report): void {
   checkMs(route.timeouts?.streamIdleMs, [...rp, 'timeouts', 'streamIdleMs'], report)
   checkRate(route.timeouts?.requestBodyMinRate, [...rp, 'timeouts', 'requestBodyMinRate'], report)
   if (route.retry !== undefined) {
-    if (!Number.isInteger(route.retry.attempts) || route.retry.attempts < 0) report([...rp, 'retry', 'attempts'], `${route.retry.attempts} is not a number of retries (an integer ≥ 0)`)
+    if (!Number.isInteger(route.retry.attempts) || route.retry.attempts < 0) report([...rp, 'retry', 'attempts'], `${route.retry.attempts} is not a number of retries (an integer \u2265 0)`)
     checkMs(route.retry.backoffMs, [...rp, 'retry', 'backoffMs'], report)
   }
 }
@@ -269,5 +269,5 @@ function checkCors (cors: CorsIR, path: IrPath, report: Report): void {
   cors.allowMethods.forEach((m, i) => { if (!isHeaderName(m)) report([...path, 'allowMethods', i], `${JSON.stringify(m)} is not a method (an RFC 9110 token) or *`) })
   cors.allowHeaders.forEach((h, i) => checkHeaderName(h, [...path, 'allowHeaders', i], report))
   cors.exposeHeaders.forEach((h, i) => checkHeaderName(h, [...path, 'exposeHeaders', i], report))
-  if (cors.maxAge !== undefined && !(Number.isInteger(cors.maxAge) && cors.maxAge >= 0)) report([...path, 'maxAge'], `${cors.maxAge} is not a number of seconds (an integer ≥ 0)`)
+  if (cors.maxAge !== undefined && !(Number.isInteger(cors.maxAge) && cors.maxAge >= 0)) report([...path, 'maxAge'], `${cors.maxAge} is not a number of seconds (an integer \u2265 0)`)
 }

@@ -1,8 +1,8 @@
 /**
  * The pipeline's side of the backend call (http/upstream-call.ts). http/ does not import
- * the pipeline: the call gets from here the hooks through which it hands the answer back —
+ * the pipeline: the call gets from here the hooks through which it hands the answer back --
  * the response policies and trace snapshots when the backend's head arrives, the proxy's own
- * answer when the call cannot be made or fails — and the optional handlers this request
+ * answer when the call cannot be made or fails -- and the optional handlers this request
  * needs (an `ai` backend's usage reader; retries pass theirs as `outer`).
  */
 

@@ -5,7 +5,7 @@
  * timeouts count; ejections back off). A request goes to the first group, in priority order,
  * that has a provider not ejected, round robin among those; when that provider fails before
  * the client got a byte, the route's try loop (pipeline/resiliency.ts) drops its answer and
- * sends the request to the next provider chosen the same way, never one it tried already —
+ * sends the request to the next provider chosen the same way, never one it tried already --
  * re-encoded in that provider's format (llm/request.ts keeps the client's body).
  */
 

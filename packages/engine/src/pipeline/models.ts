@@ -1,7 +1,7 @@
 /**
  * The model API on the data path (docs/models.md). A route with models (RouteIR.models) has
- * no backends of its own: the request's model — the body's `model`, or the path's for Gemini
- * and Bedrock clients — picks an attached public model (exact, then the most specific
+ * no backends of its own: the request's model -- the body's `model`, or the path's for Gemini
+ * and Bedrock clients -- picks an attached public model (exact, then the most specific
  * wildcard), and a virtual model picks again (weighted at random, the first conditional rule
  * that holds, or failover groups) until a concrete model, an `ai` backend, is reached. From
  * there the request is any ai backend's: llm/request.ts translates it, counts its usage,

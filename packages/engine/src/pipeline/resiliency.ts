@@ -1,7 +1,7 @@
 /**
  * Route resiliency around the backend call, as Gateway API users expect of an HTTPRoute:
  *
- * - Mirrors (RequestMirror): a copy of the request — headers as sent upstream and the body —
+ * - Mirrors (RequestMirror): a copy of the request -- headers as sent upstream and the body --
  *   goes to each mirror backend (or to `percentage` % of requests), fire and forget; the
  *   answer is read and dropped and never delays the client. A body larger than 1 MiB is not
  *   mirrored (the copy is skipped, the trace says so).

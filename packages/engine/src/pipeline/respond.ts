@@ -1,7 +1,7 @@
 /**
  * Answers from the proxy itself (no route, policy decisions, failures before the backend
- * answered). Response policies of the phases entered so far still apply — the asynchronous
- * ones (extProc's response phase) first, as on a backend's answer — and the trace gets the
+ * answered). Response policies of the phases entered so far still apply -- the asynchronous
+ * ones (extProc's response phase) first, as on a backend's answer -- and the trace gets the
  * same closing snapshots as a proxied response.
  */
 
@@ -58,7 +58,7 @@ export function respondLocal (
 
 /**
  * A local answer through the request's response interceptors first (extProc's response
- * phase: Envoy runs it on local replies too), then answered as they left it — changed, or
+ * phase: Envoy runs it on local replies too), then answered as they left it -- changed, or
  * replaced by their immediate response or failure. The interceptors are taken: answering
  * here does not run them again. A gRPC request's answer is shown to them as the HTTP
  * status and headers the gateway means; the gRPC status is made from what they leave.
@@ -127,7 +127,7 @@ function respondGrpc (rt: { env: Record<string, string> }, ctx: RequestContext, 
 }
 
 /**
- * The finish step every answer goes through before its head is written — the proxy's own
+ * The finish step every answer goes through before its head is written -- the proxy's own
  * (respondLocal), a backend's (http/upstream-call.ts) and the MCP layer's (mcp/client/http.ts):
  * the response policies of the phases entered (`outer` when the backend phase's already
  * ran), then the trace's "final response" snapshot. `ctx.status` and `ctx.responseHeaders`

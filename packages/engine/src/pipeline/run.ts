@@ -1,7 +1,7 @@
 /**
- * The request pipeline: gateway policies → route selection → route policies → backend choice
- * → backend policies → backend call, with a trace event at each step. Every exit — a local
- * answer, a failure, a client that went away — goes through `respondLocal` or the upstream
+ * The request pipeline: gateway policies -> route selection -> route policies -> backend choice
+ * -> backend policies -> backend call, with a trace event at each step. Every exit -- a local
+ * answer, a failure, a client that went away -- goes through `respondLocal` or the upstream
  * handler, so the access log, metrics and trace always see a finished request.
  */
 
@@ -252,8 +252,8 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
 
 /**
  * Whether a worker hands this request over: every request of a listener whose gateway
- * policies could reroute it, else those whose route — chosen here as the pipeline would
- * (gateway policies never change what route selection reads) — has an MCP backend.
+ * policies could reroute it, else those whose route -- chosen here as the pipeline would
+ * (gateway policies never change what route selection reads) -- has an MCP backend.
  * Requests with a bad target are answered here, as anywhere.
  */
 function handsOff (listener: CompiledBind['listeners'][number], hostname: string, req: IncomingMessage, path: string, target: ReturnType<typeof splitRequestTarget>, problem: string | null): boolean {
@@ -277,8 +277,8 @@ const MISDIRECTED = 'misdirected'
 
 /**
  * An HTTPS request whose Host picks another listener of the bind than the TLS SNI name did
- * (a client reusing a connection for a host another listener — another certificate, another
- * client-certificate policy — serves) gets 421, so it retries on a connection of its own
+ * (a client reusing a connection for a host another listener -- another certificate, another
+ * client-certificate policy -- serves) gets 421, so it retries on a connection of its own
  * (RFC 9110 §15.5.20; Envoy answers the same). Without SNI (an IP address) nothing is checked.
  */
 function misdirected (bind: CompiledBind, listener: CompiledBind['listeners'][number], req: IncomingMessage, facts: ClientFacts | undefined): boolean {
@@ -326,7 +326,7 @@ type PhaseOutcome = Exclude<PolicyOutcome, { action: 'continue' }> | null
 
 /**
  * Runs one phase's request hooks in order. Returns the first outcome that ends the request,
- * or null to go on — synchronously while every policy answers synchronously, as a promise
+ * or null to go on -- synchronously while every policy answers synchronously, as a promise
  * from the first policy that has to wait.
  */
 function runPhase (ctx: RequestContext, phase: PolicyPhase, set: CompiledPolicySet): PhaseOutcome | Promise<PhaseOutcome> {

@@ -97,6 +97,21 @@ export function keyText (value: unknown, source: string): string | { skip: strin
   return text
 }
 
+/**
+ * A bucket's key for this request: its expression evaluated (an error is a value like any
+ * other, and skips the bucket with its message), then read as text by keyText. The request
+ * stage and the llm stage both read keys this way.
+ */
+export function evaluateKey (key: { evaluate: (vars: Record<string, unknown>) => unknown, source: string }, vars: Record<string, unknown>): string | { skip: string } {
+  let value: unknown
+  try {
+    value = key.evaluate(vars)
+  } catch (err) {
+    value = err
+  }
+  return keyText(value, key.source)
+}
+
 /** A key as traces show it: long ones cut (a model name can be 100 KB). */
 export function shownKey (key: string): string {
   return key.length <= 64 ? JSON.stringify(key) : `${JSON.stringify(key.slice(0, 64))}… (${key.length} characters)`

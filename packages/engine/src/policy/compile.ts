@@ -1,5 +1,5 @@
 /**
- * Policy IR → compiled policies, in the fixed order they run within a phase. One table maps
+ * Policy IR -> compiled policies, in the fixed order they run within a phase. One table maps
  * each implemented kind to its compiler; kinds not implemented yet cannot appear in the IR
  * (the config schema and the controller's translation reject them).
  */
@@ -8,30 +8,31 @@ import type { CompiledPolicy, CompiledPolicySet } from '../request/policy.ts'
 import type { ImplementedPolicyKind, PolicyIRByKind, PolicySetIR } from '../ir/policy.ts'
 import { requestHeaderModifier, responseHeaderModifier } from './header-modifier.ts'
 import { directResponse } from './direct-response.ts'
-import { authorization } from './authorization.ts'
-import { basicAuth } from './basic-auth.ts'
-import { apiKey } from './api-key.ts'
 import { PolicyServices } from './services.ts'
-import { transformation } from './transformation.ts'
-import { csrf } from './csrf.ts'
 import { requestRedirect } from './request-redirect.ts'
 import { urlRewrite } from './url-rewrite.ts'
 import { cors } from './cors.ts'
 import { lazyRequire } from '../util/lazy-require.ts'
 
-// The kinds with much code of their own — ext_proc (its gRPC client, codec and request and
-// response phases), the rate limit service's client, OIDC, ext_authz (its gRPC and HTTP
-// clients), jwtAuth and mcpAuthentication (token verification, the JWKS cache), the local
-// rate limit (its buckets, keys and cost budgets) — load with the first config that has one,
-// when it is compiled (never by a request); a config without them never loads them (issue
-// 54, start-up). Paths are util/'s (lazyRequire).
+// The kinds with much code of their own -- ext_proc (its gRPC client, codec and request and
+// response phases), the rate limit service's client, OIDC -- load with the first config that
+// has one, when it is compiled (never by a request); a config without them never loads them
+// (issue 54, start-up). Paths are util/'s (lazyRequire).
 const extProcModule = lazyRequire<typeof import('./ext-proc.ts')>('../policy/ext-proc.ts')
 const remoteRateLimitModule = lazyRequire<typeof import('./remote-rate-limit.ts')>('../policy/remote-rate-limit.ts')
 const oidcModule = lazyRequire<typeof import('./oidc.ts')>('../policy/oidc.ts')
-/** Also compiles a listener's filters (pipeline/listener-filters.ts). */
-export const extAuthzModule = lazyRequire<typeof import('./ext-authz.ts')>('../policy/ext-authz.ts')
+// So do the kinds a config of plain routes does not use -- JWT (its verifier and key sets), authorization, basic auth, API keys,
+// ext_authz (its gRPC and HTTP clients), the local rate limit, transformations (CEL), CSRF:
+// each data-plane worker holds every module it loads once more, in its own isolate (its
+// source, bytecode and Node's compile-cache entry; docs/multicore.md, Memory).
 const jwtAuthModule = lazyRequire<typeof import('./jwt-auth.ts')>('../policy/jwt-auth.ts')
+const authorizationModule = lazyRequire<typeof import('./authorization.ts')>('../policy/authorization.ts')
+const basicAuthModule = lazyRequire<typeof import('./basic-auth.ts')>('../policy/basic-auth.ts')
+const apiKeyModule = lazyRequire<typeof import('./api-key.ts')>('../policy/api-key.ts')
+const extAuthzModule = lazyRequire<typeof import('./ext-authz.ts')>('../policy/ext-authz.ts')
 const localRateLimitModule = lazyRequire<typeof import('./local-rate-limit.ts')>('../policy/local-rate-limit.ts')
+const transformationModule = lazyRequire<typeof import('./transformation.ts')>('../policy/transformation.ts')
+const csrfModule = lazyRequire<typeof import('./csrf.ts')>('../policy/csrf.ts')
 
 type Compilers = { [K in ImplementedPolicyKind]: (ir: PolicyIRByKind[K], services: PolicyServices) => CompiledPolicy }
 
@@ -41,16 +42,16 @@ const COMPILERS: Compilers = {
   directResponse,
   jwt: (ir, services) => jwtAuthModule().jwtAuth(ir, services),
   mcpAuthentication: (ir, services) => jwtAuthModule().mcpAuthentication(ir, services),
-  authorization,
-  basicAuth,
-  apiKey,
+  authorization: ir => authorizationModule().authorization(ir),
+  basicAuth: ir => basicAuthModule().basicAuth(ir),
+  apiKey: ir => apiKeyModule().apiKey(ir),
   extAuthz: (ir, services) => extAuthzModule().extAuthz(ir, services),
   oidc: (ir, services) => oidcModule().oidc(ir, services),
   remoteRateLimit: (ir, services) => remoteRateLimitModule().remoteRateLimit(ir, services),
   extProc: (ir, services) => extProcModule().extProc(ir, services),
   localRateLimit: (ir, services) => localRateLimitModule().localRateLimit(ir, services),
-  transformation,
-  csrf,
+  transformation: ir => transformationModule().transformation(ir),
+  csrf: ir => csrfModule().csrf(ir),
   requestRedirect,
   urlRewrite,
   cors

@@ -12,7 +12,7 @@
  * - Other requests from an allowed origin go on; their response (the backend's or the
  *   proxy's own) gets Access-Control-Allow-Origin, -Credentials and -Expose-Headers.
  *   Responses to other origins get no CORS headers from the proxy.
- * - `*` with credentials: the proxy never answers a literal `*` then — it echoes the
+ * - `*` with credentials: the proxy never answers a literal `*` then -- it echoes the
  *   request's Origin (and `Vary: Origin`), the requested method
  *   (Access-Control-Request-Method) and headers (Access-Control-Request-Headers, left out
  *   when absent), and for exposeHeaders the response's own header names. Without
@@ -38,7 +38,7 @@ function isPreflight (ctx: RequestContext): boolean {
   return ctx.method === 'OPTIONS' && ctx.req.headers['access-control-request-method'] !== undefined
 }
 
-/** Origins seen → allowed?, so the regular expressions run once per distinct origin. */
+/** Origins seen -> allowed?, so the regular expressions run once per distinct origin. */
 const ORIGIN_CACHE_SIZE = 512
 
 function joinList (v: string | string[] | undefined): string | undefined {

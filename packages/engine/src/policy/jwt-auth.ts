@@ -14,8 +14,7 @@ import type { PolicyServices } from './services.ts'
 import { DEFAULT_JWT_ALGORITHMS, VerifiedTokenCache, type JwtProvider, type JwtResult } from '../auth/jwt.ts'
 import { CONTINUE } from './header-modifier.ts'
 import { dropUpstreamHeader } from '../http/headers.ts'
-import { baseUrl } from './base-url.ts'
-import { PROTECTED_RESOURCE_PATH } from './protected-resource.ts'
+import { baseUrl, PROTECTED_RESOURCE_PATH } from './protected-resource.ts'
 
 export function jwtProvider (ir: JwtProviderIR, services: PolicyServices): JwtProvider {
   return {

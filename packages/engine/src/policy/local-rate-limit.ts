@@ -41,7 +41,7 @@ import { CONTINUE } from './header-modifier.ts'
 import { monotonicMs, RecordArena, Records } from '../util/shared-records.ts'
 import { compileCel, CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
 import { celVars } from '../cel/vars.ts'
-import { keyHash, keyText, lookupKey, shownKey, tableRecords, type KeyHash } from './bucket-keys.ts'
+import { evaluateKey, keyHash, lookupKey, shownKey, tableRecords, type KeyHash } from './bucket-keys.ts'
 import { CostBucket, microsToPicos, type CostBudget } from './cost-bucket.ts'
 import { formatPicos } from '../util/picos.ts'
 
@@ -307,13 +307,7 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
         continue
       }
       vars ??= { ...celVars(ctx), llm: call }
-      let value: unknown
-      try {
-        value = spec.key.evaluate(vars)
-      } catch (err) {
-        value = err
-      }
-      const key = keyText(value, spec.key.source)
+      const key = evaluateKey(spec.key, vars)
       if (typeof key !== 'string') skipped.push(`bucket ${spec.index}: ${key.skip}, not limited by it`)
       else resolved.push({ spec, hash: keyHash(key, spec.count), key })
     }
@@ -359,13 +353,7 @@ export function localRateLimit (ir: LocalRateLimitIR, services?: PolicyServices)
             continue
           }
           vars ??= celVars(ctx)
-          let value: unknown
-          try {
-            value = spec.key.evaluate(vars)
-          } catch (err) {
-            value = err
-          }
-          const key = keyText(value, spec.key.source)
+          const key = evaluateKey(spec.key, vars)
           hashes.push(typeof key === 'string' ? keyHash(key, spec.count) : `bucket ${spec.index}: ${key.skip}, not limited by it`)
         }
       }

@@ -22,7 +22,7 @@ import type { OidcIR } from '../ir/policy.ts'
 import type { PolicyServices } from './services.ts'
 import { keyFromHex, open, readCookie, seal, setCookie, withoutCookies } from '../auth/session-cookie.ts'
 import { randomNonce, randomPKCECodeVerifier, randomState } from '../auth/oidc-client.ts'
-import { baseUrl } from './base-url.ts'
+import { baseUrl } from './protected-resource.ts'
 import { CONTINUE } from './header-modifier.ts'
 
 /** How long a login may take from the redirect to the callback. */

@@ -11,14 +11,16 @@ import type { JwksCache } from '../auth/jwks.ts'
 import type { AuthorizationClient } from '../auth/ext-authz-grpc.ts'
 import type { OidcClient, OidcClientOptions } from '../auth/oidc-client.ts'
 import { deriveKey, keyFromHex } from '../auth/session-cookie.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
 import type { JwksIR } from '../ir/policy.ts'
 import type { RecordArena } from '../util/shared-records.ts'
-import { lazyRequire } from '../util/lazy-require.ts'
 
-// The clients of the policies that load with a config using them (policy/compile.ts): only
-// their compilers ask for one, so a config without them loads none (issue 54, start-up).
+// Each client loads with the first policy that needs one (when a config is compiled, never by
+// a request): a config without JWT, ext_authz or OIDC never loads them, and
+// every data-plane worker holds each module it loads once more (docs/multicore.md, Memory).
+// Paths are util/'s (lazyRequire).
 const jwksModule = lazyRequire<typeof import('../auth/jwks.ts')>('../auth/jwks.ts')
-const extAuthzGrpcModule = lazyRequire<typeof import('../auth/ext-authz-grpc.ts')>('../auth/ext-authz-grpc.ts')
+const authzGrpcModule = lazyRequire<typeof import('../auth/ext-authz-grpc.ts')>('../auth/ext-authz-grpc.ts')
 const oidcClientModule = lazyRequire<typeof import('../auth/oidc-client.ts')>('../auth/oidc-client.ts')
 
 export interface PolicyServicesOptions {
@@ -46,10 +48,9 @@ export class PolicyServices {
 
   /** The cache for a key set: shared per URL; inline keys get their own. */
   jwks (ir: JwksIR): JwksCache {
-    const { JwksCache } = jwksModule()
-    if ('keys' in ir) return new JwksCache({ keys: ir.keys as never })
+    if ('keys' in ir) return new (jwksModule().JwksCache)({ keys: ir.keys as never })
     let cache = this.jwksByUrl.get(ir.url)
-    if (cache === undefined) this.jwksByUrl.set(ir.url, cache = new JwksCache({ url: ir.url }))
+    if (cache === undefined) this.jwksByUrl.set(ir.url, cache = new (jwksModule().JwksCache)({ url: ir.url }))
     return cache
   }
 
@@ -57,7 +58,7 @@ export class PolicyServices {
   extAuthzGrpc (target: string, tls: boolean): AuthorizationClient {
     const key = `${tls ? 'tls' : 'plain'}:${target}`
     let c = this.authzClients.get(key)
-    if (c === undefined) this.authzClients.set(key, c = extAuthzGrpcModule().createAuthorizationClient(target, tls))
+    if (c === undefined) this.authzClients.set(key, c = authzGrpcModule().createAuthorizationClient(target, tls))
     return c
   }
 

@@ -23,7 +23,7 @@ export function urlRewrite (ir: UrlRewriteIR): CompiledPolicy {
       if (ir.path !== undefined) {
         const modified = modifyPath(ctx.path, ir.path, ctx.matchedPath)
         if (typeof modified === 'string') {
-          if (ctx.tracer !== null) changes.push(`path ${ctx.path} → ${modified}`)
+          if (ctx.tracer !== null) changes.push(`path ${ctx.path} \u2192 ${modified}`)
           ctx.path = modified
         } else {
           ctx.tracer?.emit({ type: 'policy', kind: 'urlRewrite', result: { type: 'skip', details: `path not rewritten: ${modified.error}` } }, { severity: 'warn' })

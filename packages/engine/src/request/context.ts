@@ -20,7 +20,7 @@ import type { OtelSpan, RequestSpan } from '../trace/otel.ts'
 import { performance } from '../util/clock.ts'
 
 /**
- * Why a request ended the way it did — a stable label for access logs and metrics
+ * Why a request ended the way it did -- a stable label for access logs and metrics
  * (agentgateway's reasons, so dashboards carry over).
  */
 /** What the metrics read of an InferencePool request (RequestContext.inferencePick). */
@@ -263,7 +263,7 @@ export class RequestContext {
   mcp: McpCallInfo | null = null
   /** On `ai` backends: the model asked for and, once the answer told it, the token usage. */
   llm: LlmCall | null = null
-  /** A gRPC request (content-type application/grpc…): its service, method and status. */
+  /** A gRPC request (content-type application/grpc...): its service, method and status. */
   grpc: GrpcCall | null = null
   /**
    * Token-based rate limits that admitted this request, waiting for the LLM token count of

@@ -15,7 +15,7 @@ function escapeRegExp (s: string): string {
 
 type OriginTest = (canonical: string) => boolean
 
-/** allowOrigins → a test of a canonical origin (exported for the tests). */
+/** allowOrigins -> a test of a canonical origin (exported for the tests). */
 export function compileOrigins (patterns: readonly string[]): { any: boolean, test: OriginTest } {
   if (patterns.includes('*')) return { any: true, test: () => true }
   const exact = new Set<string>()

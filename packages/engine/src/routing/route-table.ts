@@ -149,7 +149,7 @@ function compareEntries<R> (a: Entry<R>, b: Entry<R>): number {
   return 0
 }
 
-/** `/abc/` → `/abc`; `/` stays `/`. A trailing slash of a prefix is ignored (Gateway API). */
+/** `/abc/` -> `/abc`; `/` stays `/`. A trailing slash of a prefix is ignored (Gateway API). */
 function normalizePrefix (prefix: string): string {
   return prefix.length > 1 && prefix.endsWith('/') ? prefix.replace(/\/+$/, '') || '/' : prefix
 }

@@ -3,7 +3,7 @@
  * client and worker) after the other has closed.
  *
  * A clean close of one side comes after its end was passed on: the other socket was told to
- * end, but may still hold bytes its peer has not taken — the last bytes a backend sent before
+ * end, but may still hold bytes its peer has not taken -- the last bytes a backend sent before
  * closing, waiting for a slow client. Destroying it then drops them (a socket keeps up to its
  * high-water mark, 64 KiB, while `write` still says go on). So it ends on its own once they
  * are written; a socket that was not told to end (the other side went away without ending,

@@ -6,7 +6,7 @@
  *
  * Why: a recorded request's two span records are structured-cloned to the export thread,
  * and with every attribute written as a key and a value the keys were half of what was
- * cloned — ~13,000 instructions a request of 100 % sampling went to the clone alone
+ * cloned -- ~13,000 instructions a request of 100 % sampling went to the clone alone
  * (bench/tracing-instructions.ts --functions). Other spans' attributes (MCP, gRPC, a
  * policy's call, CEL fields) stay key/value pairs.
  *

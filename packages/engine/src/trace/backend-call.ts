@@ -1,7 +1,7 @@
 /**
  * The backend call's two trace events, emitted here and nowhere else: `backendCallStart`
- * when a call leaves — the HTTP upstream call (each retry attempt is one), the MCP layer's
- * call to its targets — and `backendCallResult` when its answer's head arrives or it fails,
+ * when a call leaves -- the HTTP upstream call (each retry attempt is one), the MCP layer's
+ * call to its targets -- and `backendCallResult` when its answer's head arrives or it fails,
  * a span from that call's start (so retries and MCP calls show their own durations).
  */
 
@@ -43,7 +43,7 @@ function meshPeers (endpoints: readonly EndpointIR[]): string | null {
 
 /**
  * `status` null: the call failed before a response. The severity follows the outcome
- * (an error or a 5xx is an error, a 4xx a warning) unless the caller knows better — a retry
+ * (an error or a 5xx is an error, a 4xx a warning) unless the caller knows better -- a retry
  * drops a failed attempt as a warning.
  */
 export function traceCallResult (ctx: CallTraceContext, status: number | null, error: string | null, severity?: TraceSeverity): void {

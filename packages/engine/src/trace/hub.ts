@@ -25,8 +25,8 @@ export interface TraceWatcher {
 }
 
 /**
- * One-shot trace taps. Each armed watcher takes exactly one request — the first whose
- * candidate it accepts — and is then removed; concurrent watchers each get their own request.
+ * One-shot trace taps. Each armed watcher takes exactly one request -- the first whose
+ * candidate it accepts -- and is then removed; concurrent watchers each get their own request.
  * `armed` is a plain field read on every request: with no watcher, nothing else runs.
  */
 export class TraceHub {

@@ -126,8 +126,8 @@ export interface ServerSpanView {
 }
 
 /**
- * `http.route`: the route's path template — an exact path as it is, a prefix as
- * `/prefix/*` — never the request's own path (span names must stay low-cardinality).
+ * `http.route`: the route's path template -- an exact path as it is, a prefix as
+ * `/prefix/*` -- never the request's own path (span names must stay low-cardinality).
  */
 export function httpRoute (match: ServerSpanView['matchedPath']): string | undefined {
   if (match === null) return undefined
@@ -303,7 +303,7 @@ export function startChildSpan (ctx: { span: RequestSpan | null }, name: string,
 
 /**
  * The W3C trace context (`traceparent`, `tracestate`, `baggage`) of a call a policy makes
- * under `span` — the request's own span when the call has none (not sampled) — as headers or
+ * under `span` -- the request's own span when the call has none (not sampled) -- as headers or
  * gRPC metadata; null while tracing is off. The service's spans then join the request's trace.
  */
 export function callTraceHeaders (ctx: { span: RequestSpan | null }, span: OtelSpan | null): Record<string, string> | null {

@@ -89,7 +89,7 @@ function sourcePart (ctx: SnapshotContext): RequestState['source'] {
 
 export function requestSnapshot (ctx: SnapshotContext, env: Record<string, string>, options: { initial?: boolean, backend?: boolean }): RequestState {
   const request = requestPart(ctx, options.initial === true)
-  // Credential query parameters (?access_token=…) never reach a trace watcher.
+  // Credential query parameters (?access_token=...) never reach a trace watcher.
   request.uri = redactUrl(request.uri)
   request.pathAndQuery = redactUrl(request.pathAndQuery)
   // Built in the order a trace shows the keys (YAML snapshots and their diffs): env last.

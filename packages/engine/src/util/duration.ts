@@ -3,7 +3,7 @@ import { PorticoError } from './errors.ts'
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
 
 /** The duration syntax of config files: `250ms`, `10s`, `1.5m`, `2h`; also `1m30s`. */
-/** The longest timer Node runs as asked (2^31 − 1 ms, about 24.8 days); a longer one fires at once. */
+/** The longest timer Node runs as asked (2^31 - 1 ms, about 24.8 days); a longer one fires at once. */
 export const MAX_TIMER_MS = 2_147_483_647
 
 export const DURATION_PATTERN = '^(\\d+(\\.\\d+)?(ms|s|m|h))+$'

@@ -16,7 +16,7 @@
  *     `Http2Server`, the config file's `FSWatcher`): seven in all;
  *   - a `Worker` (the span export thread at its first batch, or a big config's loader)
  *     adds two: the `Worker` and its stdio's `ReadableWorkerStdio`.
- * Over four, requests cost ~600–800 more instructions each under callgrind
+ * Over four, requests cost ~600-800 more instructions each under callgrind
  * (docs/tracing-cost-log.md, eighth and thirteenth rounds).
  *
  * Two remedies here, both copies of what Node's `init` does:

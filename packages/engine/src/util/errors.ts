@@ -1,7 +1,7 @@
 /**
  * Errors with stable codes, in the style of undici and fastify: callers branch on `code`,
- * people read `message`. Every code Portico throws is in PORTICO_ERRORS below — one table,
- * as fastify's errors.js and undici's errors.js keep theirs — so the constructor takes only
+ * people read `message`. Every code Portico throws is in PORTICO_ERRORS below -- one table,
+ * as fastify's errors.js and undici's errors.js keep theirs -- so the constructor takes only
  * a code from it (a misspelt code is a compile error) and test/errors.test.ts checks that
  * every code in the table is used somewhere.
  *

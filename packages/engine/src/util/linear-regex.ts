@@ -3,7 +3,7 @@
  * CEL's `matches()`, CORS origin wildcards) runs here, on an RE2 engine (@bufbuild/re2, the
  * one @bufbuild/cel already uses): matching takes time linear in the input whatever the
  * pattern, so no request can hold the event loop with an input that makes a backtracking
- * engine explode (`/(a+)+$` against `/aaaa…a!` takes V8 minutes). The syntax is RE2's, as in
+ * engine explode (`/(a+)+$` against `/aaaa...a!` takes V8 minutes). The syntax is RE2's, as in
  * Envoy and the Gateway API implementations; constructs only a backtracking engine can run
  * (lookaround, backreferences, possessive quantifiers, atomic groups) do not compile, and the
  * error says which one and why.
@@ -272,12 +272,12 @@ function explain (source: string, message: string): string {
 }
 
 function backtrackingOnly (source: string, detail: string): string | null {
-  if (detail.includes('`(?=') || detail.includes('`(?!')) return 'lookahead (?=…), (?!…) is not supported'
+  if (detail.includes('`(?=') || detail.includes('`(?!')) return 'lookahead (?=\u2026), (?!\u2026) is not supported'
   // RE2 reads `(?<` as the start of a named group.
-  if (/named capture: `\(\?<[=!]/.test(detail)) return 'lookbehind (?<=…), (?<!…) is not supported'
+  if (/named capture: `\(\?<[=!]/.test(detail)) return 'lookbehind (?<=\u2026), (?<!\u2026) is not supported'
   if (/`\\[1-9]`/.test(detail)) return 'a backreference (\\1) is not supported'
   if (detail.includes('`\\k`') || source.includes('(?P=')) return 'a named backreference (\\k<name>, (?P=name)) is not supported'
-  if (detail.includes('`(?>')) return 'an atomic group (?>…) is not supported'
+  if (detail.includes('`(?>')) return 'an atomic group (?>\u2026) is not supported'
   if (/nested repetition operator: `[*+?]\+`/.test(detail)) return 'a possessive quantifier (a++, a*+) is not supported'
   if (detail.includes('`\\u`')) return 'the \\uHHHH escape is not supported (write \\x{HHHH})'
   return null

@@ -49,8 +49,8 @@ export class Records {
 
   /**
    * After the buffer grew (SharedArrayBuffer#grow, here or in another thread): views of all
-   * of it. Called before records beyond the old length are used — by the primary after it
-   * grows the buffer, by every thread when it takes the key → record table of a config.
+   * of it. Called before records beyond the old length are used -- by the primary after it
+   * grows the buffer, by every thread when it takes the key -> record table of a config.
    */
   refresh (): void {
     if (this.f64.byteLength === this.buffer.byteLength) return
@@ -114,7 +114,7 @@ export class Records {
 
 /**
  * Records for one compile of a config (its localRateLimit buckets): compilers take records
- * in compile order, and the memory is made once the compile is done — or, on a worker, it is
+ * in compile order, and the memory is made once the compile is done -- or, on a worker, it is
  * the memory the primary made for the same config (the same IR compiles to the same
  * sequence, which `seal` checks), already initialised.
  */

@@ -1,6 +1,6 @@
 /**
  * The admin server's routes: a Fastify app on the server admin/server.ts listens with (its
- * `serverFactory`), built when the first admin request arrives — Fastify, ajv, find-my-way,
+ * `serverFactory`), built when the first admin request arrives -- Fastify, ajv, find-my-way,
  * semver and the rest (~285 modules) are not part of starting a gateway. Every request first
  * passes the guard against cross-site writes and DNS rebinding (@portico/ops admin-guard.ts),
  * the first one included.
@@ -31,7 +31,7 @@ export const ADMIN_ENDPOINTS: Array<[method: string, path: string, what: string]
   ['GET', '/debug/pprof/heap', 'heap profile (pprof)'],
   ['GET', '/debug/tasks', 'listeners, connections, in-flight requests, pools, child processes'],
   ['GET', '/debug/mesh', 'the mesh identity: source, state and reason, SPIFFE ID, expiry, CA settings (no key, no token)'],
-  ['GET', '/debug/workers', 'data-plane workers: state, restarts, config generation, heap'],
+  ['GET', '/debug/workers', 'data-plane worker threads (the primary is the other serving loop): state, restarts, config generation, heap'],
   ['POST', '/debug/workers/terminate', '?worker=N: end worker N at once, as a crash would (it is restarted)'],
   ['POST', '/quitquitquit', 'graceful shutdown'],
   ['GET', '/ui', 'web UI (a browser asking for / is redirected there; /?format=text for this list)'],
@@ -144,11 +144,12 @@ export async function buildAdminApp (options: AdminServerOptions, server: Http.S
     if (!Number.isInteger(seconds) || seconds < 1 || seconds > 300) {
       return reply.code(400).type('text/plain').send(`invalid seconds "${raw}": an integer from 1 to 300 (default 10)\n`)
     }
-    // With data-plane workers the requests run on them: worker 1 unless ?worker= names another (0: the primary).
+    // With data-plane workers the requests run on every loop: worker 1 unless ?worker= names
+    // another (0: the primary, which serves its share, the admin and MCP sessions).
     const rawWorker = (req.query as { worker?: string }).worker
     const worker = pool === null ? 0 : rawWorker === undefined ? 1 : Number(rawWorker)
-    if (pool !== null && (!Number.isInteger(worker) || worker < 0 || worker > view.settings.workers)) {
-      return reply.code(400).type('text/plain').send(`invalid worker "${rawWorker}": 0 (the primary) to ${view.settings.workers}\n`)
+    if (pool !== null && (!Number.isInteger(worker) || worker < 0 || worker > view.settings.workers - 1)) {
+      return reply.code(400).type('text/plain').send(`invalid worker "${rawWorker}": 0 (the primary) to ${view.settings.workers - 1}\n`)
     }
     try {
       const profile = worker === 0 ? await cpuProfile(seconds) : await pool!.profile(worker, seconds)

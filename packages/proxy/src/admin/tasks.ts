@@ -1,5 +1,5 @@
 /**
- * `/debug/tasks`: the live work of the process — listeners and their connections, requests
+ * `/debug/tasks`: the live work of the process -- listeners and their connections, requests
  * in flight with their age and stage, upstream pools, child processes, and the event loop's
  * active resources. Node has no task tree like tokio's; this is the same question answered
  * from what Node can see.
@@ -39,26 +39,28 @@ function countBy (items: string[]): Record<string, number> {
 }
 
 /**
- * With data-plane workers: the primary's own dump (MCP requests, child processes) with each
- * worker's requests and pools added (marked with the worker's number), and listeners' connections
- * summed over the workers.
+ * With data-plane workers: every serving loop's requests and pools, each marked with its loop
+ * (`worker`: 0 the primary -- its share of the traffic and the MCP requests workers hand it --
+ * 1 to N - 1 the workers), the listeners' connections summed over the loops, and the
+ * primary's child processes.
  */
 export async function workersTasksDump (view: TasksView, pool: Pick<AdminWorkers, 'tasks'>): Promise<Record<string, unknown>> {
-  const own = tasksDump(view)
+  const own: { worker: number } & Record<string, unknown> = { ...tasksDump(view), worker: 0 }
   const workers = await pool.tasks()
   const connections = new Map<string, Record<string, unknown> & { connections: number }>()
-  for (const w of workers) {
+  for (const w of [own, ...workers]) {
     for (const l of w.listeners as Array<Record<string, unknown> & { key: string, connections: number }>) {
       const seen = connections.get(l.key)
       if (seen === undefined) connections.set(l.key, { ...l })
       else seen.connections += l.connections
     }
   }
-  const tagged = (key: string) => workers.flatMap(w => (w[key] as Array<Record<string, unknown>>).map(x => ({ worker: w.worker, ...x })))
+  const tagged = (key: string) => [own, ...workers].flatMap(w => (w[key] as Array<Record<string, unknown>>).map(x => ({ worker: w.worker, ...x })))
+  const { worker: _primary, ...rest } = own
   return {
-    ...own,
+    ...rest,
     listeners: [...connections.values()],
-    requests: [...tagged('requests'), ...(own.requests as unknown[])],
+    requests: tagged('requests'),
     upstreamPools: tagged('upstreamPools'),
     traceWatchers: own.traceWatchers,
     workers: workers.map(w => ({ worker: w.worker, activeResources: w.activeResources }))

@@ -1,7 +1,8 @@
 /**
  * The primary's side of `WORKER_ACCEPT=primary` (intake.ts says why it exists): the primary
  * listens on every data-plane port itself, without SO_REUSEPORT, and hands each connection it
- * accepts to the next serving worker in turn, copying the bytes between the two sockets.
+ * accepts to the next serving loop in turn -- itself (it serves its share on its own listeners)
+ * or a worker, for which it copies the bytes between the two sockets.
  *
  * The ports follow the workers' all-or-nothing reloads: `prepare` binds the ports a config
  * adds (a port that cannot be bound refuses the reload, as a worker's bind failure does);
@@ -45,6 +46,12 @@ export interface PreparedPorts {
 export interface DistributorOptions {
   /** The intake addresses of the workers serving now, in a stable order. */
   workers: () => string[]
+  /**
+   * The primary's own share (it is one of the serving loops, config.workers): a connection
+   * given to it is served on its own listeners (listeners.ts `accept`), no bytes copied.
+   * It takes its turn in the round robin before the workers.
+   */
+  self?: (bind: string, socket: Socket) => void
   token: string
   log: Logger
 }
@@ -129,19 +136,28 @@ export class ConnectionDistributor {
   }
 
   /**
-   * To the next serving worker, round robin; with none serving, the connection is closed. A
+   * To the next serving loop, round robin over the primary (`self`) and the workers; with none
+   * serving, the connection is closed. A
    * worker that cannot be reached (it just ended) or does not take the header in time (its
    * loop is stuck) is passed over for the next one, once around at most, before anything of
    * the client's was sent.
    */
   private handOn (port: Port, client: Socket, tried = 0): void {
+    const self = this.options.self
     const workers = this.options.workers()
-    if (workers.length === 0 || tried >= workers.length || client.remoteAddress === undefined || client.destroyed) {
+    const loops = workers.length + (self !== undefined ? 1 : 0)
+    if (loops === 0 || tried >= loops || client.remoteAddress === undefined || client.destroyed) {
       client.destroy()
       return
     }
-    const path = workers[this.next++ % workers.length]!
+    let turn = this.next++ % loops
     if (this.next >= 0x7fffffff) this.next = 0
+    if (self !== undefined) {
+      // The primary's turn: served here, on the socket it accepted (still paused).
+      if (turn === 0) return self(port.key, client)
+      turn--
+    }
+    const path = workers[turn]!
     const header = intakeHeader(this.options.token, {
       bind: port.key,
       remoteAddress: client.remoteAddress,

@@ -4,8 +4,8 @@
  * Windows). Worker threads cannot take over a socket another thread accepted (Node moves no
  * handles between threads, and a file descriptor cannot be duplicated without native code),
  * so the primary carries the bytes: it connects to the chosen worker's intake socket (a
- * local-socket.ts address), sends one header line — the process's token and, as JSON, the
- * bind and the client's addresses — waits for the worker's one-byte acknowledgement, then
+ * local-socket.ts address), sends one header line -- the process's token and, as JSON, the
+ * bind and the client's addresses -- waits for the worker's one-byte acknowledgement, then
  * copies bytes both ways (distributor.ts). The worker reads the line, gives the socket the
  * client's addresses, acknowledges, and passes it to the bind's server as if that server had
  * accepted it (listeners.ts `accept`).

@@ -1,14 +1,17 @@
 /**
- * The primary's side of config.workers > 1: N data-plane workers (worker threads, each its
- * own event loop running the engine and listening on every port with SO_REUSEPORT, so the
- * kernel spreads connections over them), kept at N, all on one config version.
+ * The primary's side of config.workers > 1: the primary is one of the N serving event loops
+ * (its own listeners, portico.ts) and this pool runs the other N - 1, data-plane workers
+ * (worker threads, each its own event loop running the engine), kept at N - 1. Every loop
+ * listens on every port with SO_REUSEPORT, so the kernel spreads connections over them; with
+ * WORKER_ACCEPT=primary the primary accepts and deals them out (distributor.ts), keeping its
+ * share. All loops are on one config version.
  *
- * Reloads are all-or-nothing: the primary checks and compiles the config, every worker
- * prepares it (compiles it, opens the ports it adds) and only when all have is one shared
- * word flipped, after which every request on every worker — whichever arrives first —
- * is served by the new version; a worker that cannot prepare it aborts the reload everywhere.
- * A worker that ends unexpectedly is restarted on the version in force; until then the other
- * workers serve and readiness says `workers`. A drain drains every worker.
+ * Reloads are all-or-nothing: the primary checks and compiles the config and opens the ports
+ * it adds, every worker prepares it (compiles it, opens the ports it adds) and only when all
+ * have is one shared word flipped, after which every request on every loop -- whichever
+ * arrives first -- is served by the new version; a loop that cannot prepare it aborts the
+ * reload everywhere. A worker that ends unexpectedly is restarted on the version in force;
+ * until then the other loops serve and readiness says `workers`. A drain drains every worker.
  */
 
 import { Worker } from 'node:worker_threads'
@@ -29,7 +32,7 @@ import { transferableSettings, type Settings } from '../settings.ts'
 import type { Logs } from '@portico/ops'
 import type { ProxyMetrics } from '../metrics.ts'
 import type { TraceQuery } from '../admin/trace-stream.ts'
-import type { ListenerSnapshot } from '../listeners.ts'
+import type { ListenerManager, ListenerSnapshot, PreparedBinds } from '../listeners.ts'
 import type { MeshPem } from '../mesh-identity.ts'
 
 const WORKER_URL = new URL('./worker-main.ts', import.meta.url)
@@ -39,10 +42,13 @@ const RESTART_MAX_DELAY_MS = 10_000
 const QUERY_TIMEOUT_MS = 5_000
 
 export interface WorkerPoolOptions {
+  /** Worker threads: config.workers - 1 (the primary serves as the other loop). */
   count: number
   settings: Settings
   logs: Logs
   engine: Engine
+  /** The primary's own data-plane listeners: it serves its share, so reloads open and close its ports with the workers'. */
+  listeners: ListenerManager
   metrics: ProxyMetrics
   sessionKey: string
   env: Record<string, string>
@@ -112,7 +118,13 @@ export class WorkerPool {
     this.log = options.logs.for('portico')
     options.logs.onChange.add(level => this.broadcast({ type: 'log-level', level }))
     this.distributor = options.settings.workerAccept === 'primary'
-      ? new ConnectionDistributor({ workers: () => this.running().flatMap(s => s.intake === null ? [] : [s.intake]), token: this.intakeToken, log: this.log })
+      ? new ConnectionDistributor({
+        workers: () => this.running().flatMap(s => s.intake === null ? [] : [s.intake]),
+        // The primary's share: served on its own listeners (which listen nowhere themselves).
+        self: (bind, socket) => options.listeners.accept(bind, socket),
+        token: this.intakeToken,
+        log: this.log
+      })
       : null
   }
 
@@ -262,8 +274,9 @@ export class WorkerPool {
   }
 
   /**
-   * Puts `ir` in force on the primary's engine and every worker, or nowhere: throws (with
-   * the first worker's reason) and changes nothing when the config cannot be prepared.
+   * Puts `ir` in force on the primary (its engine and listeners) and every worker, or
+   * nowhere: throws (with the first refusal) and changes nothing when the config cannot be
+   * prepared.
    */
   apply (ir: ProxyIR): Promise<void> {
     return this.enqueue(() => this.applyNow(ir))
@@ -278,19 +291,31 @@ export class WorkerPool {
     // otherwise it only checks nobody holds them (probeNewPorts).
     const ports = this.distributor !== null ? await this.distributor.prepare(ir) : null
     if (ports === null) await probeNewPorts(ir, new Set(this.addresses().map(a => a.key)))
+    // The primary's own listeners, as a worker's: the ports the config adds (SO_REUSEPORT),
+    // or, with the distributor, servers that listen nowhere and take its share.
+    const { listeners } = this.options
+    let own: PreparedBinds
+    try {
+      own = await listeners.prepare(ir)
+    } catch (err) {
+      if (ports !== null) this.distributor!.abort(ports)
+      throw err
+    }
     const text = JSON.stringify(ir)
     const targets = this.running()
     const results = await Promise.allSettled(targets.map(slot => this.call(slot, { type: 'prepare', id: 0, generation, ir: text, buckets: prepared.buckets, slots })))
     const refused = results.findIndex(r => r.status === 'rejected' && !(r.reason instanceof WorkerGone))
     if (refused !== -1) {
       await Promise.allSettled(targets.map(slot => this.call(slot, { type: 'abort', id: 0, generation })))
+      await listeners.abort(own)
       if (ports !== null) this.distributor!.abort(ports)
       throw (results[refused] as PromiseRejectedResult).reason as Error
     }
-    // The moment of the switch, for every worker at once.
+    // The moment of the switch, for every loop at once.
     this.generation = generation
     Atomics.store(this.control, CONTROL.generation, generation)
     this.options.engine.install(prepared)
+    listeners.commit(own)
     this.current = { ir: text, buckets: prepared.buckets, slots }
     await Promise.allSettled(targets.map(async slot => {
       slot.addresses = await this.call(slot, { type: 'commit', id: 0, generation }) as ListenerAddress[]
@@ -303,7 +328,7 @@ export class WorkerPool {
   /** What readiness still waits for: workers not up on the version in force, or whose event loop stalled. */
   pending (): string[] {
     const behind = this.slots.filter(s => s.state !== 'running' || s.generation < this.generation || this.stalled(s))
-    return behind.length === 0 ? [] : [`workers (${behind.length} of ${this.slots.length} not serving)`]
+    return behind.length === 0 ? [] : [`workers (${behind.length} of ${this.slots.length} worker threads not serving)`]
   }
 
   /** Whether a worker's heartbeat stood still for STALLED_AFTER_MS (judged from what earlier calls saw). */
@@ -317,10 +342,10 @@ export class WorkerPool {
     return now - slot.beat.at > STALLED_AFTER_MS
   }
 
-  /** The listening ports (every worker listens on the same ones). */
+  /** The listening ports (every loop, the primary's included, listens on the same ones). */
   addresses (): ListenerAddress[] {
     if (this.distributor !== null) return this.distributor.addresses()
-    return this.slots.find(s => s.addresses.length > 0)?.addresses ?? []
+    return this.options.listeners.addresses()
   }
 
   info (): WorkerInfo[] {
@@ -412,10 +437,10 @@ export class WorkerPool {
     await this.handoff?.close()
   }
 
-  /** Every worker's connections, summed per bind. */
+  /** Every loop's connections (the primary's and each worker's), summed per bind. */
   async snapshot (): Promise<ListenerSnapshot[]> {
     const byKey = new Map<string, ListenerSnapshot>()
-    for (const t of await this.tasks()) {
+    for (const t of [{ listeners: this.options.listeners.snapshot() }, ...await this.tasks()]) {
       for (const l of (t.listeners as ListenerSnapshot[] | undefined) ?? []) {
         const seen = byKey.get(l.key)
         if (seen === undefined) byKey.set(l.key, { ...l })

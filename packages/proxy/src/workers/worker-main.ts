@@ -1,8 +1,8 @@
 /**
  * A data-plane worker (worker thread, config.workers > 1): its own event loop running the
  * engine, listening on every port of the config with SO_REUSEPORT, writing its access log
- * and keeping its metrics; everything else — config sources, admin, metrics and readiness
- * servers, MCP sessions — is the primary's, which drives this thread with the messages of
+ * and keeping its metrics; everything else -- config sources, admin, metrics and readiness
+ * servers, MCP sessions -- is the primary's, which drives this thread with the messages of
  * protocol.ts.
  */
 
