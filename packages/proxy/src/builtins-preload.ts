@@ -43,8 +43,14 @@ export const IMPORTED_BUILTINS = ['node:crypto', 'node:net', 'node:util'] as con
 
 export async function preloadBuiltins (): Promise<void> {
   const require = createRequire(import.meta.url)
-  for (const id of IMPORTED_BUILTINS) await import(id)
-  for (const id of REQUIRED_BUILTINS) require(id)
+  // A builtin this Node lacks (node:inspector in a build without it) is left to fail where it
+  // is used, as before: loading it early is only an optimization.
+  for (const id of IMPORTED_BUILTINS) await import(id).catch(() => {})
+  for (const id of REQUIRED_BUILTINS) {
+    try {
+      require(id)
+    } catch {}
+  }
 }
 
 /** Whether `argv` (the arguments after the script) asks for a gateway, not only for output. */
