@@ -1,9 +1,9 @@
 /**
  * A proxy that served load, sat idle, and serves again: does it come back as fast as it
- * left? Two Portico processes, one as it starts (bin/portico.ts gives Node
- * `--no-memory-reducer`, packages/proxy/src/v8-flags.ts) and one with V8's default
- * (`--memory-reducer`: while a process allocates nothing for a while, V8 runs full GCs that
- * shrink its heap), each warmed up and measured (`--rounds` runs of `--duration` s, "before"),
+ * left? Two Portico processes, one as it starts (V8's memory reducer on, its default: while a
+ * process allocates nothing for a while, V8 runs full GCs that shrink its heap;
+ * packages/proxy/src/v8-flags.ts) and one with `--no-memory-reducer` (as bin/portico.ts
+ * started it from 2026-11-29 to 2026-12-06), each warmed up and measured (`--rounds` runs of `--duration` s, "before"),
  * then both left idle for `--idle` s, then measured again ("after") beside a third started
  * only then ("fresh", Portico's flags). Their runs alternate (A B B A …) so the machine's
  * swings fall on all. Reported per process: req/s and CPU µs per request before and after
@@ -13,7 +13,9 @@
  *
  * Found 2026-11-29 while measuring tracing (docs/tracing-cost-log.md, eighteenth session):
  * with the reducer, after 240 s idle, a proxy served ×0.72 of its requests/s for 10 s and
- * ×0.86 for the 30 s after.
+ * ×0.86 for the 30 s after: the tick literal's feedback turned megamorphic by the reducer's
+ * GCs, which the tick object held since 2026-12-06 prevents (src/tick-maps.ts). Counted
+ * rather than timed: bench/memory-reducer.ts.
  *
  * Placement as bench/tracing.ts's pinned: each proxy, all its threads, on the last CPU; wrk
  * and the backend on the others. The backend, a Node process idle as long, runs without the
@@ -74,7 +76,7 @@ async function main (): Promise<void> {
     const backend = await startBackend(undefined, ['--no-memory-reducer'])
     started.push(backend)
     const subjects: Subject[] = []
-    for (const [name, flags] of [['portico (no memory reducer)', []], ['--memory-reducer (V8\'s default)', ['--memory-reducer']]] as const) {
+    for (const [name, flags] of [['portico (memory reducer on, V8\'s default)', []], ['--no-memory-reducer', ['--no-memory-reducer']]] as const) {
       const server = await startPortico({ config: singleRouteConfig(backend.port), logLevel: 'warn', nodeFlags: ['--trace-gc', '--random-seed=1', ...flags], cpus: String(last) })
       started.push(server)
       subjects.push({ name, server, before: [], after: [] })
@@ -112,7 +114,7 @@ async function main (): Promise<void> {
       ])),
       `fresh (started after the idle, Portico's flags): ${fmt(freshRps, 0)} req/s in the same rounds`,
       '',
-      `after/before, Portico's start against V8's default: req/s ×${fmt(rows[0]!.rpsRatio / rows[1]!.rpsRatio, 3)}`,
+      `after/before, Portico's start (the reducer on) against --no-memory-reducer: req/s ×${fmt(rows[0]!.rpsRatio / rows[1]!.rpsRatio, 3)}`,
       '',
       JSON.stringify(rounded({ bench: 'idle', idleSeconds: opts.idle, freshRps, processes: rows }))
     ]

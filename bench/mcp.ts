@@ -2,7 +2,9 @@
  * MCP benchmark: tools/call round trips through Portico vs the official SDK client talking
  * to the same server directly, for a streamable-HTTP server (built with the SDK) and for the
  * reference stdio server (server-everything's `echo`). Sequential calls give latency
- * (p50/p99); concurrent clients give calls/s. Target: Portico adds at most 0.5 ms at p50.
+ * (p50/p99); concurrent clients give calls/s and Portico's CPU µs per call (its own process,
+ * every thread; the stdio server it launches is a child process, not counted). Target: Portico
+ * adds at most 0.5 ms at p50.
  *
  * Then session start: `initialize` on new sessions through the quick start's own config
  * (examples/quickstart.yaml, its stdio route /mcp), against the SDK client launching the same
@@ -49,7 +51,8 @@ function stdioClient (): Connect {
   }
 }
 
-const measure = (name: string, connect: Connect) => measureCalls(name, connect, { ...opts, progress })
+/** `cpuOf`: the process whose CPU per call the throughput run reports (Portico's own: its stdio children not counted). */
+const measure = (name: string, connect: Connect, cpuOf?: Server['child']) => measureCalls(name, connect, { ...opts, progress }, cpuOf)
 
 /** The quick start's config as shipped, on a free port, its stdio command made absolute. */
 function quickstartConfig (): string {
@@ -107,19 +110,20 @@ async function main (): Promise<void> {
     const results = {
       http: {
         direct: await measure('http target, direct', httpClient(`http://127.0.0.1:${mcpPort}/mcp`)),
-        portico: await measure('http target, through portico', httpClient(`http://127.0.0.1:${portico.port}/http/mcp`))
+        portico: await measure('http target, through portico', httpClient(`http://127.0.0.1:${portico.port}/http/mcp`), portico.child)
       },
       stdio: {
         direct: await measure('stdio target, direct (SDK spawns it)', stdioClient()),
-        portico: await measure('stdio target, through portico', httpClient(`http://127.0.0.1:${portico.port}/stdio/mcp`))
+        portico: await measure('stdio target, through portico', httpClient(`http://127.0.0.1:${portico.port}/stdio/mcp`), portico.child)
       }
     }
-    const rows = directVsPorticoRows(results, false)
+    const rows = directVsPorticoRows(results, true)
+    const callsLoad = loadavg().map(n => n.toFixed(2)).join(' ')
     const starts = await sessionStarts(children)
     const out = [
-      `mcp benchmark: Node ${process.version}; tools/call echo; ${opts.calls} sequential calls (latency), ${opts.clients} clients x ${opts.duration} s (calls/s); client, portico and server share this machine's cores`,
+      `mcp benchmark: Node ${process.version}; tools/call echo; ${opts.calls} sequential calls (latency), ${opts.clients} clients x ${opts.duration} s (calls/s, and Portico's CPU µs per call: its own process, every thread, not the stdio server it launched); client, portico and server share this machine's cores; load average ${callsLoad}`,
       '',
-      table(ROW_HEADER, rows),
+      table([...ROW_HEADER, 'portico CPU µs/call'], rows),
       '',
       `Target: added p50 <= ${TARGET_ADDED_P50_MS} ms — http: ${results.http.portico.p50 - results.http.direct.p50 <= TARGET_ADDED_P50_MS ? 'met' : 'NOT met'}; stdio: ${results.stdio.portico.p50 - results.stdio.direct.p50 <= TARGET_ADDED_P50_MS ? 'met' : 'NOT met'}`,
       JSON.stringify(rounded({ bench: 'mcp', node: process.version, options: opts, results })),

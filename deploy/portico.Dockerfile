@@ -68,7 +68,7 @@ ENV NODE_ENV=production \
     NODE_COMPILE_CACHE=/app/packages/proxy/node_modules/.cache/node-compile-cache
 RUN install -d -o 10101 -g 10101 "$NODE_COMPILE_CACHE"
 USER 10101:10101
-RUN node --max-semi-space-size=4 --no-memory-reducer /app/packages/proxy/bin/portico.ts --warm-cache
+RUN node --max-semi-space-size=4 /app/packages/proxy/bin/portico.ts --warm-cache
 USER 0:0
 RUN chown -R root:root "$NODE_COMPILE_CACHE" && chmod -R a+rX,a-w "$NODE_COMPILE_CACHE"
 USER 10101:10101
@@ -78,5 +78,5 @@ EXPOSE 15020 15021
 # glibc's malloc without its dynamic mmap threshold, which kept start-up's freed memory in the
 # process (packages/proxy/src/malloc-tunables.ts; read by glibc as a process starts).
 ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072
-# The young generation the data plane runs with, and no memory reducer (packages/proxy/src/v8-flags.ts); given here, bin/portico.ts need not start Node again.
-ENTRYPOINT ["node", "--max-semi-space-size=4", "--no-memory-reducer", "/app/packages/proxy/bin/portico.ts"]
+# The young generation the data plane runs with (packages/proxy/src/v8-flags.ts); given here, bin/portico.ts need not start Node again.
+ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/packages/proxy/bin/portico.ts"]

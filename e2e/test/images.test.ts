@@ -213,7 +213,7 @@ test('the images\' build steps, replayed on their build context, give runnable r
         const config = readFileSync(join(REPO_ROOT, 'examples/quickstart.yaml'), 'utf8').replace(/port: 3000/, `port: ${port}`)
         const configFile = join(dir, 'quickstart.yaml')
         writeFileSync(configFile, config)
-        // RUN node --max-semi-space-size=4 --no-memory-reducer …/portico.ts --warm-cache, with the image's
+        // RUN node --max-semi-space-size=4 …/portico.ts --warm-cache, with the image's
         // NODE_COMPILE_CACHE (under the tree, read-only afterwards as in the image).
         const cache = join(out, 'packages/proxy/node_modules/.cache/node-compile-cache')
         const warm = await run(process.execPath, [...START_FLAGS, join(out, image.entry), '--warm-cache'], { env: { ...env, NODE_COMPILE_CACHE: cache }, timeoutMs: 60_000 })

@@ -2,9 +2,10 @@
  * One full garbage collection once start-up is done, so that what start-up let go -- the
  * config validator above all (config/validate.ts `releaseValidator`: its 3.8 MB source,
  * 3 MB of bytecode and its schema objects) -- leaves the process before it serves, instead of
- * at V8's next full GC, which an idle proxy without the memory reducer (v8-flags.ts) may
- * never run. Idle private memory 52.5 -> about 46.5 MiB with one event loop (docs/multicore.md,
- * Memory), for two full GCs on the main thread once (below). The second is V8's
+ * at V8's next full GC, which an idle proxy runs late if at all (V8's memory reducer, on by
+ * default and in Portico since 2026-12-06, v8-flags.ts, reduces some 10 s into an idle; with
+ * a user's --no-memory-reducer, never). Idle private memory 52.5 -> about 46.5 MiB with one
+ * event loop (docs/multicore.md, Memory), for two full GCs on the main thread once (below). The second is V8's
  * memory-reducing collection when the loop is idle (REDUCING_GC, reducingWhenIdle): the young
  * generation shrunk from 8 MiB to 1 and the old generation compacted, 44.8 -> 33.8 MiB idle
  * (bench/footprint.ts, one run); data-plane workers get it too (collectWorkerStartupGarbage).

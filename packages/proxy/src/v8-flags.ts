@@ -1,13 +1,13 @@
 /**
- * The V8 settings the data plane runs with: the young generation's size, no memory reducer,
- * TurboFan's inlining budget and the old generation's growing factor.
+ * The V8 settings the data plane runs with: the young generation's size, TurboFan's inlining
+ * budget and the old generation's growing factor (and why the memory reducer stays on).
  *
  * The young generation. Node's default lets it grow to 64 MB
  * (two 32 MB semi-spaces): under load every request's short-lived objects fill it before a
  * scavenge, so the process holds ~130 MB more than it needs, and scavenges walk more memory.
  * With 4 MB semi-spaces (bench, 2026-11-24, 50 connections, one event loop): RSS loaded
- * 334 → 202–206 MB (RssAnon 256 → 123–128), CPU per 64 KiB response 87–100 → 63–68 µs,
- * per small one 30–33 → 35–39 µs.
+ * 334 -> 202-206 MB (RssAnon 256 -> 123-128), CPU per 64 KiB response 87-100 -> 63-68 µs,
+ * per small one 30-33 -> 35-39 µs.
  *
  * The main thread's size is fixed when Node starts (v8.setFlagsFromString cannot change it),
  * so bin/portico.ts starts Node again with the flag when it was started without it;
@@ -25,35 +25,33 @@ export function semiSpaceGiven (execArgv: string[], nodeOptions: string | undefi
 }
 
 /**
- * No memory reducer. When a process's allocation stops for a while, V8's memory reducer
- * runs full GCs that shrink the heap (`Mark-Compact (reduce)` under --trace-gc). A proxy
- * that served load, then sat idle a few minutes, came back from them slower, and stayed so:
- * one event loop, wrk -c50, 2026-11-29, after 240 s idle (two reducing GCs, RSS 133 → 113
- * MB) ×0.72 of its requests/s before the idle for 10 s, then ×0.86 for the 30 s measured
- * after, all of it user-space CPU (+2–4 µs a request; the kernel's share did not move, page
- * faults only in the first 5 s). Not so after 60 s idle, before the reducer had run. bench/idle.ts, the two
- * side by side after 240 s idle: ×0.995 of the requests/s before without it, ×0.810 with it
- * (docs/tracing-cost-log.md, eighteenth session). The young generation's size is not it
- * (--min-semi-space-size=4 kept the drop), nor bytecode flushing (--no-flush-bytecode kept
- * it). The cost: a heap is not shrunk while idle, so a proxy idle after load holds what it
- * held under load (147 MB RSS against 114 after the idle, in that run) until its next GC,
- * and one that never served keeps ~7 MB the reducer would take off after a few idle minutes
- * (docs/multicore.md, Memory). Given when Node starts
- * (bin/portico.ts), as the semi-space size is; a reducer setting of the user's own
- * (`node --memory-reducer …/portico.ts`, say) wins.
+ * The memory reducer stays on (V8's default): when a process's allocation stops for a while,
+ * V8 runs full GCs that shrink its heap (`Mark-Compact (reduce)` under --trace-gc, a few
+ * seconds into the idle). Portico ran with `--no-memory-reducer` from 2026-11-29: a proxy that
+ * served load, then sat idle, came back from those GCs slower and stayed so (bench/idle.ts,
+ * after 240 s idle: ×0.81 of its requests/s before). That was the tick literal's feedback
+ * turning megamorphic in a full GC run while no tick object was alive (src/tick-maps.ts),
+ * which the tick object held since 2026-12-06 prevents. Re-measured with the hold
+ * (bench/memory-reducer.ts, 2026-12-06, WORKERS=1, the reducer on and off side by side):
+ * after wrk -c50 for 30 s and 25,000 GETs the reducer ran two reducing GCs 8-9 s into the
+ * idle and private memory went 80.2 -> 52.7 MiB (89.0 -> 59.6 in a second run), while the
+ * process without it stayed at 86.2 (83.5); the tick literal monomorphic in both after
+ * 25,000 GETs more. Counted under callgrind (the
+ * reducer's GCs after start, then GETs before and after 240 s idle), two runs: 150,763 /
+ * 139,193 and 118,145 / 126,737 instructions per GET on the event loop with it, 148,105 /
+ * 141,898 and 140,861 / 136,596 without -- all the fast mode, not the slow one's ~200k
+ * (bench/README.md, "The memory reducer again").
+ *
+ * So nothing is given for it. A setting of the user's own (`node --no-memory-reducer
+ * .../portico.ts`) is kept: bin/portico.ts passes Node's own flags on when it starts Node again.
+ * Benchmarks that start the binary under valgrind give `--memory-reducer` explicitly: a
+ * checkout from before this change would otherwise start Node again to add its
+ * `--no-memory-reducer`, out from under valgrind.
  */
-export const MEMORY_REDUCER_FLAG = '--no-memory-reducer'
+export const MEMORY_REDUCER_FLAG = '--memory-reducer'
 
-/**
- * Whether Node was started with a memory-reducer setting of its own, either way (only on its
- * command line: Node refuses the flag in NODE_OPTIONS).
- */
-export function memoryReducerGiven (execArgv: string[]): boolean {
-  return execArgv.some(a => /^--(no-)?memory[-_]reducer(=|$)/.test(a))
-}
-
-/** What bin/portico.ts starts Node with when none of them was given (and the image's entrypoint passes). */
-export const START_FLAGS = [SEMI_SPACE_FLAG, MEMORY_REDUCER_FLAG] as const
+/** What bin/portico.ts starts Node with when it was not given (and the image's entrypoint passes). */
+export const START_FLAGS = [SEMI_SPACE_FLAG] as const
 
 /**
  * TurboFan's inlining budget for the data plane. V8 stops inlining into an optimized
@@ -65,7 +63,7 @@ export const START_FLAGS = [SEMI_SPACE_FLAG, MEMORY_REDUCER_FLAG] as const
  * one (tracing's, say) pushes more of the later ones out of line.
  *
  * Measured (2 cores, wrk -c50 through one event loop, interleaved rounds): an untraced
- * proxied GET 1–1.5 µs of CPU cheaper (~5 %) with twice the default; 3000 and 6000 measured
+ * proxied GET 1-1.5 µs of CPU cheaper (~5 %) with twice the default; 3000 and 6000 measured
  * no cheaper, and 3000 held ~5 MB more optimized code under load than 1840 (which holds
  * ~2 MB more than the default). Set at start with v8.setFlagsFromString (TurboFan reads it
  * when it optimizes, so it covers every function optimized after), unless Node was given it.
@@ -97,11 +95,11 @@ export function compilationCacheGiven (execArgv: string[], nodeOptions: string |
  * spare (Node's default heap limit) that multiple is up to 4, which a proxy under load
  * reaches: with one event loop under 50 connections, mark-compacts at about 80 MB of heap
  * that left 19 MB, and V8 keeping the freed pages pooled (`pooled: 44 MB` under --trace-gc),
- * so the private memory under load stayed about 110 MiB (bench/heap-growing.ts: 101–114 MiB
- * median in 5 runs of 12 s). With a factor of 2 it was 60–63 MiB in 3 runs (62–92 in 2 more),
- * CPU per request no higher (37.7–40.5 µs against 40.9–45.3) and no more mark-compacts than
- * the default (8–17 against 13–18 in 12 s: what the load promotes varies run to run more than
- * the factor moves it). Smaller factors cost: 1.5 held 65–71 MiB for 51–57 mark-compacts and
+ * so the private memory under load stayed about 110 MiB (bench/heap-growing.ts: 101-114 MiB
+ * median in 5 runs of 12 s). With a factor of 2 it was 60-63 MiB in 3 runs (62-92 in 2 more),
+ * CPU per request no higher (37.7-40.5 µs against 40.9-45.3) and no more mark-compacts than
+ * the default (8-17 against 13-18 in 12 s: what the load promotes varies run to run more than
+ * the factor moves it). Smaller factors cost: 1.5 held 65-71 MiB for 51-57 mark-compacts and
  * a quarter more CPU per request; 1.2 the same. docs/multicore.md, Memory. Set at start with
  * v8.setFlagsFromString (V8 reads it each time it sets the next limit; it covers every
  * thread), unless Node was given a setting of its own (Node refuses it in NODE_OPTIONS).

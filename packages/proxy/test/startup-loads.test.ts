@@ -495,9 +495,14 @@ test('a reload from plain routes to TCP and UDP listeners and an InferencePool l
       if (answer === '') await new Promise(resolve => setTimeout(resolve, 100))
     }
     assert.equal(answer, 'through the reloaded config')
+    // Each worker installs the config (its own engine); the primary too. The primary serves
+    // its share, so the relay can answer before the worker's probe lines have come through:
+    // they are waited for (the worker prepared the config before the switch).
+    const files = ['stream/stream-proxy.ts', 'stream/udp-proxy.ts', 'pipeline/inference-pool.ts']
+    const workerHas = (file: string): boolean => loaded().some(l => l.thread === 'worker' && l.url.endsWith(`/engine/src/${file}`))
+    for (const deadline = Date.now() + 10_000; !files.every(workerHas) && Date.now() < deadline;) await new Promise(resolve => setTimeout(resolve, 50))
     const lines = loaded()
-    // Each worker installs the config (its own engine); the primary too.
-    for (const file of ['stream/stream-proxy.ts', 'stream/udp-proxy.ts', 'pipeline/inference-pool.ts']) {
+    for (const file of files) {
       assert.ok(lines.some(l => l.thread === 'worker' && l.url.endsWith(`/engine/src/${file}`)), `the workers loaded ${file}`)
     }
     assert.deepEqual(lines.filter(l => /\/engine\/src\/mesh\/(?!ca-defaults)/.test(l.url)).map(l => l.url), [], 'no mesh code')
