@@ -3,7 +3,7 @@
  * V8 flags (issue 54, start-up). Node compiles a builtin from the code cache built into its
  * binary only while V8's flags hash as they did when that cache was made. The inlining,
  * heap-growing and compilation-cache flags (src/v8-flags.ts) change the hash (the young
- * generation's size and the memory reducer, given on the command line, do not), so every
+ * generation's size, given on the command line, does not; nor does --no-memory-reducer), so every
  * builtin loaded after them was parsed and compiled from its source: ~90 modules by ready
  * (node:tls, node:http, node:http2, node:crypto and their internal modules), 58 ms of CPU
  * loaded after the flags against 27 ms before them (8 interleaved runs of this list). The
