@@ -7,13 +7,14 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { createRequire } from 'node:module'
 import vm from 'node:vm'
 import { existsSync } from 'node:fs'
-import { compileValidator, eagerValidateFunction, loadPrecompiledValidator, precompiledValidatorText, PRECOMPILED_VALIDATOR_PATH, releaseValidator, validateAgainstSchema, validatorKey } from '../src/config/validate.ts'
+import { compileValidator, eagerValidateFunction, loadCurrentPrecompiledValidator, loadPrecompiledValidator, precompiledValidatorText, PRECOMPILED_HEADER, PRECOMPILED_VALIDATOR_PATH, previousValidatorKey, releaseValidator, validateAgainstSchema, validatorKey, SCHEMA_FILE } from '../src/config/validate.ts'
 
 const DOCUMENTS: unknown[] = [
   { gateways: { default: { port: 3000 } }, routes: [{ name: 'a', backends: [{ host: '127.0.0.1:8080' }] }] },
@@ -46,6 +47,28 @@ test('the precompiled validator answers as the runtime-compiled one; a stale or 
   }
   assert.equal(loadPrecompiledValidator(path, 'another key'), null)
   assert.equal(loadPrecompiledValidator(join(dir, 'missing.cjs'), validatorKey()), null)
+})
+
+test('the key hashes the schema file\'s bytes; a validator written with the previous key (the schema\'s text as JSON) is still used, one with any other key is not', t => {
+  mkdirSync(dirname(PRECOMPILED_VALIDATOR_PATH), { recursive: true })
+  const dir = mkdtempSync(join(dirname(PRECOMPILED_VALIDATOR_PATH), 'test-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  const ajvVersion = (createRequire(import.meta.url)('ajv/package.json') as { version: string }).version
+  const options = { allErrors: true, verbose: true, strict: true, allowUnionTypes: true }
+  assert.equal(validatorKey(), createHash('sha256').update(JSON.stringify([ajvVersion, options]) + '\n').update(readFileSync(SCHEMA_FILE)).digest('hex'))
+  assert.equal(previousValidatorKey(), createHash('sha256').update(JSON.stringify([ajvVersion, options, readFileSync(SCHEMA_FILE, 'utf8')])).digest('hex'))
+  assert.notEqual(validatorKey(), previousValidatorKey())
+  const text = precompiledValidatorText()
+  assert.ok(text.startsWith(PRECOMPILED_HEADER + validatorKey() + '\n'), 'written with the current key')
+  const body = text.slice(text.indexOf('\n'))
+  const write = (key: string): string => {
+    const path = join(dir, `${key.slice(0, 8)}.cjs`)
+    writeFileSync(path, PRECOMPILED_HEADER + key + body)
+    return path
+  }
+  assert.equal(typeof loadCurrentPrecompiledValidator(write(validatorKey())), 'function')
+  assert.equal(typeof loadCurrentPrecompiledValidator(write(previousValidatorKey())), 'function')
+  assert.equal(loadCurrentPrecompiledValidator(write(createHash('sha256').update('another schema').digest('hex'))), null)
 })
 
 test('releaseValidator lets the precompiled validator go (out of the module cache and every module\'s children, with what it required first); the next validation loads it again', { skip: !existsSync(PRECOMPILED_VALIDATOR_PATH) && 'no precompiled validator (scripts/setup makes it)' }, () => {

@@ -14,6 +14,7 @@ import { COMPILATION_CACHE_FLAG, HEAP_GROWING_FLAG, INLINING_FLAG, SEMI_SPACE_FL
 import { takeGc } from '../src/startup-gc.ts'
 import { withMallocTunables } from '../src/malloc-tunables.ts'
 import { holdTickObjectMaps } from '../src/tick-maps.ts'
+import { preloadBuiltins, servesGateway } from '../src/builtins-preload.ts'
 
 const CACHE_DIR = fileURLToPath(new URL('../node_modules/.cache/node-compile-cache', import.meta.url))
 
@@ -42,6 +43,12 @@ if (startFlags.length > 0 && typeof process.execve === 'function') {
   process.execve(process.execPath, [process.execPath, ...startFlags, ...process.execArgv, ...process.argv.slice(1)], env)
 }
 
+// Before any full GC can find no tick object alive (src/tick-maps.ts says why): first, as the
+// builtins' load below is the first work of this start.
+holdTickObjectMaps()
+// Before the flags below, which would have every builtin loaded after them compiled from its
+// source rather than from the code cache in Node's binary (src/builtins-preload.ts).
+if (servesGateway(process.argv.slice(2))) await preloadBuiltins()
 // Before anything hot is optimized (src/v8-flags.ts says why).
 if (!inliningGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(INLINING_FLAG)
 // The old generation's growth between mark-compacts, for every thread (src/v8-flags.ts says why).
@@ -49,8 +56,6 @@ if (!heapGrowingGiven(process.execArgv)) setFlagsFromString(HEAP_GROWING_FLAG)
 // Before any module is compiled, as the flags key Node's compile cache (src/startup-gc.ts).
 if (!compilationCacheGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(COMPILATION_CACHE_FLAG)
 takeGc()
-// Before any full GC can find no tick object alive (src/tick-maps.ts says why).
-holdTickObjectMaps()
 
 enableCompileCache(CACHE_DIR)
 // Imported after the cache is on (a static import would load cli.ts before this line runs).

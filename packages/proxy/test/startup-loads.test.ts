@@ -48,12 +48,12 @@ function run (args: string[]): { stdout: string, urls: string[] } {
   return { stdout: r.stdout, urls: JSON.parse(line.slice('LOADED '.length)) as string[] }
 }
 
-test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC, the tick object hold)', () => {
+test('portico --version and --help load nothing but the argument parser, the version and the start settings (V8 flags, malloc tunables, the start-up GC, the tick object hold, the builtins a gateway loads before the flags)', () => {
   for (const [bin, flag] of [[BIN, '--version'], [BIN, '--help'], [BIN_MJS, '--version']] as const) {
     const { stdout, urls } = run([bin, flag])
     assert.match(stdout, flag === '--version' ? /^portico \d/ : /usage: portico/)
     const ours = urls.filter(u => !u.startsWith('node:'))
-    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/tick-maps\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
+    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/tick-maps\.ts|src\/builtins-preload\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
   }
 })
 
@@ -153,21 +153,29 @@ await engine.close()`
 })
 
 /**
+ * The authentication policies' code (issue 54): jwtAuth and mcpAuthentication (token
+ * verification, the JWKS cache), ext_authz (its policy, gRPC and HTTP clients and the header
+ * mutations they share), OIDC (its policy and client). Part of ON_CONFIG.
+ */
+const AUTH_ON_CONFIG = /\/packages\/engine\/src\/(policy\/(oidc|jwt-auth|ext-authz)|auth\/(jwt|jwks|ext-authz-check|ext-authz-grpc|ext-authz-http|oidc-client))\.ts$/
+
+/**
  * The engine's code only some listeners and backends use (issue 54): the TCP/TLS and UDP
  * proxies (stream/, but its server TLS contexts and pair-close, which HTTPS listeners and the
  * connection distributor use), the mesh identity and HBONE tunnels (mesh/, but the CA
  * defaults the settings read), the InferencePool backend (inference/, its translation and
- * pipeline step), and the policies ext_proc (its gRPC client, codec and phases), remote rate
- * limit and OIDC.
+ * pipeline step), and the policies ext_proc (its gRPC client, codec and phases), remote and
+ * local rate limit, and the authentication policies (AUTH_ON_CONFIG).
  */
-const ON_CONFIG = /\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit|oidc)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/
+const ON_CONFIG = new RegExp(/\/packages\/engine\/src\/(stream\/(?!server-tls\.ts|pair-close\.ts)|mesh\/(?!ca-defaults\.ts)|inference\/|pipeline\/inference-pool\.ts|config\/inference-pool-to-ir\.ts|policy\/(ext-proc|remote-rate-limit|local-rate-limit|bucket-keys|cost-bucket)\.ts|traffic\/(ext-proc-grpc|ext-proc-codec|grpc-stream-channel)\.ts|http\/ext-proc-(request|response)-phase\.ts)/.source + '|' + AUTH_ON_CONFIG.source)
 
-test('TCP, UDP, InferencePool, ext_proc and remote rate limit code loads when a config with such a listener, backend or policy is applied, each with its own, and not for plain routes', () => {
+test('TCP, UDP, InferencePool, ext_proc, remote and local rate limit code loads when a config with such a listener, backend or policy is applied, each with its own, and not for plain routes', () => {
   const configs = {
     plain: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', backends: [{ host: '127.0.0.1:9' }] }] },
     tcp: { gateways: { t: { port: 3001, protocol: 'TCP' } }, tcpRoutes: [{ name: 't', gateways: 't', backends: [{ host: '127.0.0.1:9' }] }] },
     udp: { gateways: { u: { port: 3002, protocol: 'UDP' } }, udpRoutes: [{ name: 'u', gateways: 'u', backends: [{ host: '127.0.0.1:9' }] }] },
     policies: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { extProc: { host: '127.0.0.1:9' }, remoteRateLimit: { host: '127.0.0.1:9', domain: 'd', descriptors: [{ entries: [{ key: 'path', value: 'request.path' }] }] } }, backends: [{ host: '127.0.0.1:9' }] }] },
+    localRateLimit: { gateways: { default: { port: 3000 } }, routes: [{ name: 'r', policies: { localRateLimit: [{ maxTokens: 10, tokensPerFill: 10, fillInterval: '1s' }] }, backends: [{ host: '127.0.0.1:9' }] }] },
     pool: { gateways: { default: { port: 3000 } }, routes: [{ name: 'p', backends: [{ inferencePool: { name: 'p', endpoints: ['127.0.0.1:9'], endpointPicker: { host: '127.0.0.1:9', tls: false } } }] }] }
   }
   // One engine, the configs applied in turn (as reloads): what each one added.
@@ -195,8 +203,45 @@ console.log(JSON.stringify(added))`
   assert.deepEqual(added.udp, ['stream/udp-proxy.ts'], 'the UDP proxy with the UDP listener (its helpers came with TCP\'s)')
   for (const file of ['policy/ext-proc.ts', 'traffic/ext-proc-grpc.ts', 'traffic/ext-proc-codec.ts', 'http/ext-proc-request-phase.ts', 'http/ext-proc-response-phase.ts', 'policy/remote-rate-limit.ts']) assert.ok(added.policies.includes(file), `${file} with the policies`)
   assert.ok(!added.policies.some(u => /inference|oidc/.test(u)), `the policies loaded only their own: ${added.policies.join(', ')}`)
+  assert.deepEqual(added.localRateLimit, ['policy/bucket-keys.ts', 'policy/cost-bucket.ts', 'policy/local-rate-limit.ts'], 'the local rate limit with its policy')
   for (const file of ['config/inference-pool-to-ir.ts', 'inference/endpoints.ts', 'pipeline/inference-pool.ts', 'inference/pick.ts', 'inference/picker-client.ts']) assert.ok(added.pool.includes(file), `${file} with the pool`)
   assert.ok(!Object.values(added).flat().some(u => u.startsWith('mesh/')), 'no mesh code without a mesh identity')
+})
+
+test('jwtAuth, mcpAuthentication, extAuthz (a route\'s or a listener filter\'s) and OIDC code loads when a config with such a policy is applied, before any request, each only its own, and none for plain routes', () => {
+  const gateways = { default: { port: 3000 } }
+  const backends = [{ host: '127.0.0.1:9' }]
+  const route = (policies: object) => ({ gateways, routes: [{ name: 'r', policies, backends }] })
+  // Nothing listens at 127.0.0.1:9: applying a config fetches no key and calls no service.
+  const configs = {
+    plain: { gateways, routes: [{ name: 'r', backends }] },
+    jwtAuth: route({ jwtAuth: { mode: 'strict', issuer: 'https://idp.example.com', audiences: ['a'], jwks: { url: 'http://127.0.0.1:9/jwks' } } }),
+    mcpAuthentication: { gateways, routes: [{ name: 'r', policies: { mcpAuthentication: { mode: 'strict', issuer: 'https://idp.example.com', audiences: ['a'], jwks: { url: 'http://127.0.0.1:9/jwks' } } }, backends: [{ mcp: { targets: [{ name: 't', mcp: { host: 'http://127.0.0.1:9/mcp' } }] } }] }] },
+    extAuthz: route({ extAuthz: { host: '127.0.0.1:9' } }),
+    listenerFilter: { gateways: { default: { port: 3000, filters: { requests: [{ extAuthz: { host: '127.0.0.1:9', protocol: { http: {} } } }] } } }, routes: [{ name: 'r', backends }] },
+    oidc: route({ oidc: { issuer: 'https://idp.example.com', clientId: 'c', redirectUri: '/callback' } })
+  }
+  // Each config in a process of its own: what applying it alone loads.
+  const loads = (config: object): string[] => {
+    const script = `const { Engine, loadConfigText } = await import('@portico/engine')
+const loaded = loadConfigText(${JSON.stringify(JSON.stringify(config))}, { baseDir: '/' })
+if (!loaded.ok) throw new Error(JSON.stringify(loaded.diagnostics))
+const engine = new Engine({ tracing: false })
+engine.apply(loaded.config.ir)
+await engine.close()`
+    const { urls } = run(['--input-type=module', '-e', script])
+    // A set: a require() of an ES module the import graph already loaded (policy/services.ts
+    // asking for auth/jwks.ts, which auth/jwt.ts imports) passes the load hook again, for the same module.
+    return [...new Set(urls.filter(u => AUTH_ON_CONFIG.test(u)).map(u => u.replace(/.*\/engine\/src\//, '')))].sort()
+  }
+  const jwt = ['auth/jwks.ts', 'auth/jwt.ts', 'policy/jwt-auth.ts']
+  const extAuthz = ['auth/ext-authz-check.ts', 'auth/ext-authz-grpc.ts', 'auth/ext-authz-http.ts', 'policy/ext-authz.ts']
+  assert.deepEqual(loads(configs.plain), [], 'nothing for plain routes')
+  assert.deepEqual(loads(configs.jwtAuth), jwt)
+  assert.deepEqual(loads(configs.mcpAuthentication), jwt)
+  assert.deepEqual(loads(configs.extAuthz), extAuthz)
+  assert.deepEqual(loads(configs.listenerFilter), extAuthz)
+  assert.deepEqual(loads(configs.oidc), ['auth/oidc-client.ts', 'policy/oidc.ts'])
 })
 
 test('basicAuth\'s hashing libraries (bcryptjs, apache-md5) load when a config with such htpasswd entries is applied, before any request, each for its own hashes', () => {
@@ -276,7 +321,7 @@ const UNUSED_POLICY_CODE = /\/engine\/src\/(policy\/(jwt-auth|authorization|basi
 /** The engine's MCP rooms and its LLM code (llm/, formats included). */
 const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh or InferencePool code, nor prom-client\'s index and the OpenTelemetry API; the workers load no policy the config does not use', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh, InferencePool, JWT, ext_authz or OIDC code, nor prom-client\'s index and the OpenTelemetry API; the workers load no policy the config does not use', async () => {
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -295,7 +340,9 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
     // MCP backend, an AI backend or models (startup-loads' reload test below, and the next).
     assert.deepEqual(urls.filter(u => MCP_OR_LLM.test(u)), [])
-    // Nor the TCP/TLS/UDP proxies, the mesh identity, HBONE or the InferencePool backend (issue 54).
+    // Nor the TCP/TLS/UDP proxies, the mesh identity, HBONE, the InferencePool backend or the
+    // policies that load with a config using them: ext_proc, remote rate limit, JWT, ext_authz,
+    // OIDC (issue 54).
     assert.deepEqual(urls.filter(u => ON_CONFIG.test(u)), [])
     // prom-client without its index (src/prom-client.ts): no OpenTelemetry API (its exemplars',
     // never on), no summary, push gateway or cluster module; its default metrics
@@ -325,11 +372,14 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
  */
 const ADMIN_FRAMEWORK = new RegExp(PACKAGE('fastify|find-my-way|fast-json-stringify|avvio|semver|@fastify/[^/]+').source + '|/node_modules/ajv/(?!package\\.json$|dist/runtime/)')
 
-test('the admin server listens at ready without its framework (Fastify, ajv, find-my-way, semver); the first admin request loads it, and every request waiting meanwhile — a POST with a body included — is answered', async () => {
+test('the admin server listens at ready without its framework (Fastify, ajv, find-my-way, semver) nor the pprof encoder; the first admin request loads it, and every request waiting meanwhile — a POST with a body included — is answered', async () => {
   const adminPort = await freePort()
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '1', ADMIN_ADDR: `127.0.0.1:${adminPort}` })
   try {
     assert.deepEqual(loaded().filter(l => ADMIN_FRAMEWORK.test(l.url)).map(l => l.url), [], 'nothing of Fastify at ready')
+    // Nor the heap profile's encoder (admin/pprof.ts, pprof-format): the sampler runs from the start, the encoder loads with the app.
+    assert.deepEqual(loaded().filter(l => PACKAGE('pprof-format').test(l.url) || l.url.endsWith('/admin/pprof.ts')).map(l => l.url), [], 'no pprof encoder at ready')
+    assert.ok(loaded().some(l => l.url.endsWith('/admin/heap-sampler.ts')), 'the heap sampler at ready')
     const admin = `http://127.0.0.1:${adminPort}`
     // Sent together: the first starts the load, the others arrive while it runs.
     const [list, logging, cel, missing] = await Promise.all([
@@ -497,6 +547,49 @@ test('with tracing and accessLog.otlp, only the export threads load the OpenTele
     assert.ok(lines.some(l => l.thread === 'otlp-logs-export.ts' && PACKAGE('@opentelemetry/exporter-logs-otlp-proto').test(l.url)), 'the access log\'s export thread loaded the logs exporter')
   } finally {
     stop()
+  }
+})
+
+test('a running proxy has loaded every builtin module it holds at ready before bin/portico.ts set its V8 flags, which would have them compiled from their source rather than from the code cache in Node\'s binary', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'portico-builtins-'))
+  const out = join(dir, 'builtins.json')
+  // Preloaded in the main thread: notes how many modules Node had loaded when the first V8 flag
+  // was set (bin/portico.ts takes setFlagsFromString from node:v8's exports, made again here
+  // with the counting one), and writes the builtins loaded since when the process exits.
+  const probe = 'data:text/javascript,' + encodeURIComponent(`
+import { syncBuiltinESMExports } from 'node:module'
+import { writeFileSync } from 'node:fs'
+import { isMainThread } from 'node:worker_threads'
+if (isMainThread) {
+  const v8 = process.getBuiltinModule('node:v8')
+  const set = v8.setFlagsFromString
+  let at = -1
+  v8.setFlagsFromString = flags => { if (at === -1) at = process.moduleLoadList.length; return set(flags) }
+  syncBuiltinESMExports()
+  process.on('exit', () => writeFileSync(${JSON.stringify(out)}, JSON.stringify({ at, after: at === -1 ? [] : process.moduleLoadList.slice(at).filter(m => m.startsWith('NativeModule ')) })))
+}
+`)
+  const port = await freePort()
+  writeFileSync(join(dir, 'config.yaml'), PLAIN.replaceAll('PORT', String(port)))
+  // The admin server on (its heap sampler needs node:inspector), as it is by default.
+  const adminPort = await freePort()
+  const child = spawn(process.execPath, [...START_FLAGS, '--import', probe, BIN, '-f', join(dir, 'config.yaml')], {
+    cwd: PROXY_DIR,
+    env: { ...process.env, LOG_LEVEL: 'info', WORKERS: '1', ADMIN_ADDR: `127.0.0.1:${adminPort}`, STATS_ADDR: 'off', READINESS_ADDR: 'off' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  try {
+    await porticoStarted(child)
+    const answer = await fetch(`http://127.0.0.1:${port}/`)
+    await answer.arrayBuffer()
+    child.kill('SIGTERM')
+    await new Promise(resolve => child.once('exit', resolve))
+    const { at, after } = JSON.parse(readFileSync(out, 'utf8')) as { at: number, after: string[] }
+    assert.ok(at > 0, 'bin/portico.ts set its V8 flags')
+    assert.deepEqual(after, [], 'builtins loaded after the V8 flags (src/builtins-preload.ts lists what to load before them)')
+  } finally {
+    child.kill('SIGKILL')
+    rmSync(dir, { recursive: true, force: true })
   }
 })
 

@@ -51,10 +51,29 @@ export function configJsonSchema (): Record<string, unknown> {
   return JSON.parse(schemaFileText()) as Record<string, unknown>
 }
 
-/** What a precompiled validator must have been made from: Ajv's version, the options, the schema. */
+function ajvVersion (): string {
+  return (require('ajv/package.json') as { version: string }).version
+}
+
+/**
+ * What a precompiled validator must have been made from: Ajv's version, the options, the
+ * schema file. A SHA-256 of the file's bytes as read, after the version and options as JSON
+ * (which hold no newline: the first one ends them). The key before it hashed the schema's
+ * text as JSON (`previousValidatorKey`): decoding and escaping the ~470 KB file took ~7 of its
+ * ~9 ms of CPU, at every start and reload (docs/multicore.md, Start-up).
+ */
 export function validatorKey (): string {
-  const ajvVersion = (require('ajv/package.json') as { version: string }).version
-  return createHash('sha256').update(JSON.stringify([ajvVersion, AJV_OPTIONS, schemaFileText()])).digest('hex')
+  return createHash('sha256').update(JSON.stringify([ajvVersion(), AJV_OPTIONS])).update('\n').update(readFileSync(SCHEMA_FILE)).digest('hex')
+}
+
+/**
+ * The key validators were written with before (issue 54), made from the same three things:
+ * still accepted, so that a checkout's validator written by an earlier scripts/setup serves
+ * until setup runs again, rather than Ajv compiling the schema at every start (~300 ms).
+ * Computed only when a validator's key is not the current one.
+ */
+export function previousValidatorKey (): string {
+  return createHash('sha256').update(JSON.stringify([ajvVersion(), AJV_OPTIONS, schemaFileText()])).digest('hex')
 }
 
 /** Compiles the schema with Ajv (`source` keeps the generated code for standalone output). */
@@ -123,8 +142,13 @@ export function loadPrecompiledValidator (path: string, key: string): ValidateFu
   return createRequire(path)(path) as ValidateFunction
 }
 
+/** The precompiled validator at `path` if its key is the current one or the previous one (above); otherwise null. */
+export function loadCurrentPrecompiledValidator (path: string = PRECOMPILED_VALIDATOR_PATH): ValidateFunction | null {
+  return loadPrecompiledValidator(path, validatorKey()) ?? loadPrecompiledValidator(path, previousValidatorKey())
+}
+
 function validator (): ValidateFunction {
-  compiled ??= loadPrecompiledValidator(PRECOMPILED_VALIDATOR_PATH, validatorKey()) ?? compileValidator().validate
+  compiled ??= loadCurrentPrecompiledValidator() ?? compileValidator().validate
   return compiled
 }
 

@@ -16,7 +16,8 @@ import { configDump } from './config-dump.ts'
 import { registerTraceRoutes } from './trace-stream.ts'
 import { memoryStats } from './memory.ts'
 import { tasksDump, workersTasksDump } from './tasks.ts'
-import { cpuProfile, type HeapSampler } from './pprof.ts'
+import { cpuProfile, heapProfile } from './pprof.ts'
+import type { HeapSampler } from './heap-sampler.ts'
 import { findUiDir, registerUiStatic } from './ui-static.ts'
 import { registerUiApi } from './ui-api.ts'
 import { checkAdminMessage, checkAdminRequest, requestFacts, type AdminGuardOptions } from '@portico/ops'
@@ -159,7 +160,7 @@ export async function buildAdminApp (options: AdminServerOptions, server: Http.S
     }
   })
   app.get('/debug/pprof/heap', async (_req, reply) => {
-    const profile = await heap.profile()
+    const profile = await heapProfile(heap)
     return reply.type('application/octet-stream').header('content-disposition', 'attachment; filename="heap.pb.gz"').send(Buffer.from(profile))
   })
 

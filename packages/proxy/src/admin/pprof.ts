@@ -1,13 +1,15 @@
 /**
  * CPU and heap profiles in pprof format (gzipped protobuf, as `go tool pprof` reads them),
  * taken with V8's own profilers through the inspector protocol and encoded with
- * `pprof-format`. No native addon: nothing to build.
+ * `pprof-format`. No native addon: nothing to build. Loaded with the admin app (the heap
+ * sampler, which runs from the start, is heap-sampler.ts).
  */
 
 import { Session } from 'node:inspector/promises'
 import { gzipSync } from 'node:zlib'
 import { Function as PFunction, Line, Location, Profile, Sample, StringTable, ValueType } from 'pprof-format'
 import { PorticoError } from '@portico/engine'
+import type { HeapNode, HeapSampler } from './heap-sampler.ts'
 
 interface CallFrame {
   functionName: string
@@ -124,48 +126,13 @@ export async function cpuProfile (seconds: number, hz = 100): Promise<Uint8Array
   }
 }
 
-interface HeapNode {
-  callFrame: CallFrame
-  selfSize: number
-  children: HeapNode[]
-}
-
-/**
- * Heap profile: V8's sampling heap profiler, started with the admin server so the profile
- * covers allocations still alive since then (inuse_space, like Go's heap profile).
- */
-export class HeapSampler {
-  private readonly session = new Session()
-  private started: Promise<void> | undefined
-  private readonly intervalBytes: number
-
-  constructor (intervalBytes = 512 * 1024) {
-    this.intervalBytes = intervalBytes
-  }
-
-  start (): Promise<void> {
-    this.started ??= (async () => {
-      this.session.connect()
-      await this.session.post('HeapProfiler.enable')
-      await this.session.post('HeapProfiler.startSampling', { samplingInterval: this.intervalBytes })
-    })()
-    return this.started
-  }
-
-  async profile (): Promise<Uint8Array> {
-    await this.start()
-    const { profile } = await this.session.post('HeapProfiler.getSamplingProfile') as unknown as { profile: { head: HeapNode } }
-    const toTree = (n: HeapNode): TreeNode => ({ callFrame: n.callFrame, values: [n.selfSize], children: n.children.map(toTree) })
-    return treeToPprof(toTree(profile.head), {
-      sampleTypes: [['inuse_space', 'bytes']],
-      periodType: ['space', 'bytes'],
-      period: this.intervalBytes,
-      durationNanos: 0
-    })
-  }
-
-  stop (): void {
-    if (this.started === undefined) return
-    this.session.post('HeapProfiler.stopSampling').catch(() => {}).finally(() => this.session.disconnect())
-  }
+/** A heap profile in pprof format from `sampler` (started with the admin server: admin/heap-sampler.ts). */
+export async function heapProfile (sampler: HeapSampler): Promise<Uint8Array> {
+  const toTree = (n: HeapNode): TreeNode => ({ callFrame: n.callFrame, values: [n.selfSize], children: n.children.map(toTree) })
+  return treeToPprof(toTree(await sampler.sample()), {
+    sampleTypes: [['inuse_space', 'bytes']],
+    periodType: ['space', 'bytes'],
+    period: sampler.intervalBytes,
+    durationNanos: 0
+  })
 }

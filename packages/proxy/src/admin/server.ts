@@ -14,7 +14,7 @@
 import type * as Http from 'node:http'
 import type { Duplex } from 'node:stream'
 import http from '@portico/engine/node-http'
-import { HeapSampler } from './pprof.ts'
+import { HeapSampler } from './heap-sampler.ts'
 // Types only: app.ts itself loads with the first admin request.
 import type { AdminApp, AdminServerOptions } from './app.ts'
 
