@@ -15,21 +15,20 @@
  */
 
 import { spawn, spawnSync } from 'node:child_process'
-import { closeSync, existsSync, openSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, scratchDir } from './lib/children.ts'
-import { readOptions } from './lib/options.ts'
+import { checkoutBin } from './lib/servers.ts'
+import { MEMORY_PHASE_OPTIONS, readOptions } from './lib/options.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
 import type { ModuleTally } from './lib/module-probe.ts'
 
 const opts = readOptions({
   runs: { flag: 'runs', default: 5, help: 'runs per target (the medians are reported)' },
-  idle: { flag: 'idle', default: 3, help: 'seconds idle after ready before reading memory' },
-  load: { flag: 'load', default: 5, help: 'seconds of keep-alive load before reading memory under load (0: no load phase)' },
-  connections: { flag: 'connections', default: 50, help: 'keep-alive connections of the load phase' },
+  ...MEMORY_PHASE_OPTIONS,
   top: { flag: 'top', default: 15, help: 'packages listed in the module table' },
   withoutMcp: { flag: 'without-mcp', default: 0, help: '1: the quick start without its MCP route (a config of plain routes: no MCP or LLM code loads)' }
 })
@@ -41,7 +40,7 @@ const BACKEND = here('servers/backend.ts')
 const FASTIFY_PROXY = here('servers/fastify-proxy.ts')
 const PROBE = here('lib/module-probe.ts')
 /** The package's `portico` (bin/portico.mjs), or bin/portico.ts in a checkout from before it (FOOTPRINT_BEFORE). */
-const porticoBin = (root: string) => existsSync(join(root, 'packages/proxy/bin/portico.mjs')) ? join(root, 'packages/proxy/bin/portico.mjs') : join(root, 'packages/proxy/bin/portico.ts')
+const porticoBin = checkoutBin
 
 /** Issue 54's targets (MiB; the issue writes MB): idle private ≤ 40 + 15 per extra worker, ready ≤ 0.3 s / 0.6 s, loaded private ≤ 80 per worker. */
 const TARGETS = {

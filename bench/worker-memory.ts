@@ -20,28 +20,27 @@
  */
 
 import { spawn } from 'node:child_process'
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { freePort, scratchDir } from './lib/children.ts'
-import { readOptions } from './lib/options.ts'
+import { checkoutBin } from './lib/servers.ts'
+import { MEMORY_PHASE_OPTIONS, readOptions } from './lib/options.ts'
 import { fmt, median, table } from './lib/report.ts'
 import { heapComposition } from './lib/heap-snapshot.ts'
 import type { ProbeReport } from './lib/worker-probe.ts'
 
 const opts = readOptions({
   runs: { flag: 'runs', default: 3, help: 'starts per configuration (medians are reported)' },
-  idle: { flag: 'idle', default: 3, help: 'seconds idle after ready before reading memory (the workers collect 1 s after their first config)' },
-  load: { flag: 'load', default: 5, help: 'seconds of keep-alive load before reading memory under load (0: none)' },
-  connections: { flag: 'connections', default: 50, help: 'keep-alive connections of the load' },
+  ...MEMORY_PHASE_OPTIONS,
   snapshot: { flag: 'snapshot', default: 1, help: '1: one more WORKERS=2 start that writes a heap snapshot of each idle worker and sums it' }
 })
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
 const ROOT = here('..')
-const BIN = existsSync(join(ROOT, 'packages/proxy/bin/portico.mjs')) ? join(ROOT, 'packages/proxy/bin/portico.mjs') : join(ROOT, 'packages/proxy/bin/portico.ts')
+const BIN = checkoutBin(ROOT)
 const BACKEND = here('servers/backend.ts')
 const PROBE = here('lib/worker-probe.ts')
 const KiB = 1024

@@ -48,3 +48,13 @@ function usage (specs: NumberOption[]): string {
   const lines = specs.map(s => `  --${s.flag.padEnd(18)} ${envName(s.flag).padEnd(26)} ${s.help} (default ${s.default})`)
   return `options (flag, or environment variable):\n${lines.join('\n')}\n`
 }
+
+/**
+ * The memory benches' phases (footprint.ts, worker-memory.ts): idle seconds after ready, then
+ * keep-alive load, each read from /proc at its end.
+ */
+export const MEMORY_PHASE_OPTIONS = {
+  idle: { flag: 'idle', default: 3, help: 'seconds idle after ready before reading memory' },
+  load: { flag: 'load', default: 5, help: 'seconds of keep-alive load before reading memory under load (0: no load phase)' },
+  connections: { flag: 'connections', default: 50, help: 'keep-alive connections of the load phase' }
+} satisfies Record<string, NumberOption>
