@@ -69,10 +69,11 @@ test('portico -f with one event loop renews EventEmitter.init once it serves', a
   assert.equal(threads.get('main'), 'renewed')
 })
 
-test('with two data-plane workers, each worker renews it too', async () => {
+test('with two data-plane workers (WORKERS=3: the primary serves as the third loop), each worker renews it too', async () => {
   const workersRenewed = (threads: Map<string, string>): number => [...threads].filter(([thread, state]) => thread !== 'main' && state === 'renewed').length
-  const threads = await initByThread('2', seen => workersRenewed(seen) >= 2)
+  const threads = await initByThread('3', seen => workersRenewed(seen) >= 2 && seen.get('main') === 'renewed')
   const renewed = [...threads].filter(([thread, state]) => thread !== 'main' && state === 'renewed')
   // Two workers, and nothing else that serves (an export thread or config loader would not run here).
   assert.equal(renewed.length, 2, JSON.stringify([...threads]))
+  assert.equal(threads.get('main'), 'renewed', 'the primary serves too')
 })
