@@ -20,7 +20,7 @@ import http from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { freePort, scratchDir } from './lib/children.ts'
+import { freePort, scratchDir, urlAnswers as answers } from './lib/children.ts'
 import { checkoutBin } from './lib/servers.ts'
 import { MEMORY_PHASE_OPTIONS, readOptions } from './lib/options.ts'
 import { fmt, median, rounded, table } from './lib/report.ts'
@@ -147,16 +147,6 @@ const targets: Target[] = [
     }
   }
 ]
-
-async function answers (url: string): Promise<boolean> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(1000) })
-    await res.arrayBuffer()
-    return res.ok
-  } catch {
-    return false
-  }
-}
 
 const MiB = 1024 * 1024
 

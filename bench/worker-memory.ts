@@ -25,7 +25,7 @@ import http from 'node:http'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { freePort, scratchDir } from './lib/children.ts'
+import { freePort, scratchDir, urlAnswers as answers } from './lib/children.ts'
 import { checkoutBin } from './lib/servers.ts'
 import { MEMORY_PHASE_OPTIONS, readOptions } from './lib/options.ts'
 import { fmt, median, table } from './lib/report.ts'
@@ -92,16 +92,6 @@ function privateMiB (pid: number): number {
   const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8')
   const kb = (f: string) => Number(new RegExp(`^${f}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0)
   return (kb('Private_Clean') + kb('Private_Dirty')) / KiB
-}
-
-async function answers (url: string): Promise<boolean> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(1000) })
-    await res.arrayBuffer()
-    return res.ok
-  } catch {
-    return false
-  }
 }
 
 async function stop (proc: ReturnType<typeof spawn>): Promise<void> {

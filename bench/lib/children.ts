@@ -225,6 +225,17 @@ export function portAnswers (port: number, host = '127.0.0.1'): Promise<boolean>
   })
 }
 
+/** Does a GET of `url` get a 2xx within a second? (The memory benches' "ready": listening and answering.) */
+export async function urlAnswers (url: string): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(1000) })
+    await res.arrayBuffer()
+    return res.ok
+  } catch {
+    return false
+  }
+}
+
 /** Does process `pid` hold a TCP socket listening on `port` (any address; Linux /proc)? */
 export function listensOn (pid: number | undefined, port: number): boolean {
   if (pid === undefined) return false
