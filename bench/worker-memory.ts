@@ -6,7 +6,7 @@
  *    `node:net` and then run the same memory-reducing collection as Portico's workers: what a
  *    worker thread costs before it runs any of Portico.
  * 2. Portico on a config of plain routes (the quick start without its MCP route) with WORKERS=1
- *    (one event loop) and WORKERS=2 (a primary and two workers), idle and under
+ *    (one event loop) and WORKERS=2 (two loops: the primary and one worker thread), idle and under
  *    `--connections` keep-alive connections: private memory (/proc/PID/smaps_rollup
  *    Private_Clean + Private_Dirty), and the private pages of /proc/PID/smaps by kind of
  *    mapping — glibc's main `[heap]`, the threads' malloc arenas (64 MiB reservations),
@@ -178,7 +178,8 @@ async function portico (workers: number, backendPort: number, snapshot: boolean)
       await sleep(10)
     }
     await sleep(opts.idle * 1000)
-    const expected = workers > 1 ? workers : 0
+    // WORKERS=N serves on N loops: the primary and N − 1 worker threads, each with a probe.
+    const expected = workers - 1
     while (readdirSync(probeDir).filter(f => f.endsWith('.json')).length < expected || (snapshot && readdirSync(probeDir).filter(f => f.endsWith('.json')).some(f => (JSON.parse(readFileSync(join(probeDir, f), 'utf8')) as ProbeReport).snapshot === null))) {
       if (performance.now() > deadline + 30_000) throw new Error('the worker probes wrote nothing')
       await sleep(100)
@@ -231,7 +232,7 @@ async function main (): Promise<void> {
       ['bare node, 1 worker (node:http, node:net)', fmt(b[1]!, 1), fmt(b[1]! - b[0]!, 1), '', ''],
       ['bare node, 2 workers', fmt(b[2]!, 1), fmt((b[2]! - b[0]!) / 2, 1), '', ''],
       ['portico WORKERS=1 (one event loop)', fmt(idle1, 1), '', fmt(loaded1, 1), ''],
-      ['portico WORKERS=2 (primary + 2 workers)', fmt(idle2, 1), fmt((idle2 - idle1) / 2, 1), fmt(loaded2, 1), fmt((loaded2 - loaded1) / 2, 1)]
+      ['portico WORKERS=2 (primary + 1 worker)', fmt(idle2, 1), fmt(idle2 - idle1, 1), fmt(loaded2, 1), fmt(loaded2 - loaded1, 1)]
     ]) + '\n')
 
     const k1 = medianKinds(one.map(r => r.idleKinds))
@@ -239,9 +240,9 @@ async function main (): Promise<void> {
     const kb0 = medianKinds(bares[0]!.map(r => r.kinds))
     const kb2 = medianKinds(bares[2]!.map(r => r.kinds))
     const kinds = [...new Set([...Object.keys(k1), ...Object.keys(k2)])].sort()
-    process.stdout.write('\nPrivate pages by kind of mapping (/proc/PID/smaps), idle, MiB; "per worker" = (2 workers − 1 loop) / 2, bare = (2 bare workers − 0) / 2\n\n')
+    process.stdout.write('\nPrivate pages by kind of mapping (/proc/PID/smaps), idle, MiB; "per worker" = WORKERS=2 − WORKERS=1, bare = (2 bare workers − 0) / 2\n\n')
     process.stdout.write(table(['mapping', 'WORKERS=1', 'WORKERS=2', 'per portico worker', 'per bare worker'], kinds.map(k => [
-      k, mib(k1[k] ?? 0), mib(k2[k] ?? 0), mib(((k2[k] ?? 0) - (k1[k] ?? 0)) / 2), mib(((kb2[k] ?? 0) - (kb0[k] ?? 0)) / 2)
+      k, mib(k1[k] ?? 0), mib(k2[k] ?? 0), mib((k2[k] ?? 0) - (k1[k] ?? 0)), mib(((kb2[k] ?? 0) - (kb0[k] ?? 0)) / 2)
     ])) + '\n')
 
     const all = two.flatMap(r => r.probes)

@@ -13,8 +13,11 @@
 # built admin UI and protos/.
 
 ARG NODE_IMAGE=node:24.21.0-bookworm-slim
+# The build stage's: the same Node on the same Debian release, with its C compiler (the
+# malloc_trim module below); the runtime stage gets the module, not the compiler.
+ARG NODE_BUILD_IMAGE=node:24.21.0-bookworm
 
-FROM ${NODE_IMAGE} AS build
+FROM ${NODE_BUILD_IMAGE} AS build
 WORKDIR /app
 ENV CI=true
 # pnpm at the version package.json pins (packageManager), installed with npm as scripts/setup does.
@@ -44,7 +47,12 @@ RUN --mount=type=cache,id=portico-pnpm-store,target=/root/.local/share/pnpm/stor
 # with the module, so the compile cache filled below holds its bytecode and a pod does not
 # parse it again (docs/multicore.md, Memory). Then fail the build, not the pod, if a module
 # does not resolve (no compile cache: the runtime stage fills its own, as the pods' user).
+# glibc's malloc_trim as a Node-API module (packages/proxy/src/malloc-trim.ts: what start-up
+# freed in each thread's malloc arena goes back to the kernel), built with this stage's gcc
+# against this Node's headers, as scripts/setup does in a clone.
 RUN node scripts/gen-validator.ts /out/packages/engine/node_modules/.cache/portico/config-validator.cjs \
+    && node scripts/build-native.ts /out/packages/proxy/node_modules/.cache/portico/malloc-trim.node \
+    && test -f /out/packages/proxy/node_modules/.cache/portico/malloc-trim.node \
     && NODE_DISABLE_COMPILE_CACHE=1 node /out/packages/proxy/bin/portico.ts --version
 
 FROM ${NODE_IMAGE} AS runtime

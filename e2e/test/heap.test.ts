@@ -10,7 +10,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -19,6 +19,7 @@ import { waitUntil } from '@portico/testkit/wait'
 import { startBackend } from '@portico/testkit/backends'
 import { SEMI_SPACE_FLAG, compilationCacheGiven, heapGrowingGiven, inliningGiven, semiSpaceGiven } from '@portico/proxy/v8-flags'
 import { MALLOC_TUNABLES, withMallocTunables } from '@portico/proxy/malloc-tunables'
+import { MALLOC_TRIM_ADDON_PATH } from '@portico/proxy/malloc-trim'
 
 const argv = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
 /** The environment the process was (last) started with: after bin/portico.ts starts Node again, the new one's. */
@@ -137,7 +138,7 @@ test('start-up\'s collection reduces memory: the young generation shrunk and the
   // second gets the regular collection (by design: the next test).
   const proxy = await startPortico({ env: { WORKERS: '2', LOG_LEVEL: 'debug' }, config: port => ({ gateways: { default: gateway(port) }, routes: [] }) as never })
   try {
-    type Report = { msg: string, worker?: number, collection: string, heapCommittedMiB: number, heapUsedMiB: number, youngGenerationMiB: number }
+    type Report = { msg: string, worker?: number, collection: string, heapCommittedMiB: number, heapUsedMiB: number, youngGenerationMiB: number, mallocTrim: string }
     const reports = (): Report[] => proxy.stdout.split('\n').filter(l => l.includes('"start-up collection"')).map(l => JSON.parse(l) as Report)
     // WORKERS=2: two serving loops, the primary and one data-plane worker thread.
     await waitUntil(() => reports().length === 2, 15_000, () => `two start-up collection lines (the primary and its worker), got ${reports().length}`, 100)
@@ -151,6 +152,12 @@ test('start-up\'s collection reduces memory: the young generation shrunk and the
       assert.ok(r.heapCommittedMiB - r.heapUsedMiB < 4, `under 4 MiB of the heap unused: ${JSON.stringify(r)}`)
     }
     assert.ok(primary.youngGenerationMiB <= 1, `the primary's young generation at its smallest: ${JSON.stringify(primary)}`)
+    // Then glibc's malloc_trim in each (src/malloc-trim.ts; scripts/setup builds it where there is
+    // a C compiler): one process, so whichever thread trims first gives back what both freed.
+    if (existsSync(MALLOC_TRIM_ADDON_PATH)) {
+      assert.ok([primary, ...workers].every(r => r.mallocTrim === 'released' || r.mallocTrim === 'nothing'), JSON.stringify(reports()))
+      assert.ok([primary, ...workers].some(r => r.mallocTrim === 'released'), JSON.stringify(reports()))
+    }
   } finally {
     await proxy.stop()
   }

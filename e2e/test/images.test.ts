@@ -23,6 +23,7 @@ import { MALLOC_TUNABLES } from '@portico/proxy/malloc-tunables'
 
 /** Where config/validate.ts looks for the precompiled config validator, in a tree (PRECOMPILED_VALIDATOR_PATH). */
 const VALIDATOR_IN_TREE = 'packages/engine/node_modules/.cache/portico/config-validator.cjs'
+const MALLOC_TRIM_IN_TREE = 'packages/proxy/node_modules/.cache/portico/malloc-trim.node'
 
 const IMAGES = [
   { dockerfile: 'deploy/controller.Dockerfile', pkg: '@portico/controller', entry: 'packages/controller/bin/portico-controller.ts', ports: ['9978', '9093', '9092'] },
@@ -97,7 +98,14 @@ for (const image of IMAGES) {
     assert.ok(base, 'the Node base image is pinned to a full version, slim')
     assert.equal(base[2], '24', 'Node 24')
     const stages = ins.filter(i => i.op === 'FROM')
-    assert.deepEqual(stages.map(s => s.args), ['${NODE_IMAGE} AS build', '${NODE_IMAGE} AS runtime'])
+    if (image.pkg === '@portico/proxy') {
+      // Its build stage compiles the malloc_trim module: the same Node and Debian release, not slim (gcc).
+      const build = /^ARG NODE_BUILD_IMAGE=(node:[\d.]+-[a-z]+)$/m.exec(text)
+      assert.equal(build?.[1] + '-slim', base[1], 'the build image is the runtime\'s Node and Debian release, with a compiler')
+      assert.deepEqual(stages.map(s => s.args), ['${NODE_BUILD_IMAGE} AS build', '${NODE_IMAGE} AS runtime'])
+    } else {
+      assert.deepEqual(stages.map(s => s.args), ['${NODE_IMAGE} AS build', '${NODE_IMAGE} AS runtime'])
+    }
     const last = ins.filter(i => i.stage === stages.length - 1)
     const user = last.filter(i => i.op === 'USER').at(-1)
     assert.ok(user !== undefined && /^[1-9]\d*:[1-9]\d*$/.test(user.args), 'the runtime runs as a numeric non-root user (runAsNonRoot can check it)')
@@ -121,6 +129,7 @@ for (const image of IMAGES) {
       const tree = build.findIndex(i => i.op === 'RUN' && i.args.includes('scripts/runtime-tree.ts @portico/proxy /out'))
       const gen = build.findIndex(i => i.op === 'RUN' && i.args.startsWith(`node scripts/gen-validator.ts /out/${VALIDATOR_IN_TREE} `))
       assert.ok(tree >= 0 && gen > tree, 'the build stage precompiles the config validator into /out after the runtime tree')
+      assert.ok(build[gen]!.args.includes(`node scripts/build-native.ts /out/${MALLOC_TRIM_IN_TREE} `), 'the build stage builds the malloc_trim module into the runtime tree')
     }
     assert.ok(existsSync(join(REPO_ROOT, image.entry)))
     assert.deepEqual(last.find(i => i.op === 'EXPOSE')!.args.split(/\s+/), image.ports)
@@ -186,6 +195,10 @@ test('the images\' build steps, replayed on their build context, give runnable r
         // RUN node scripts/gen-validator.ts /out/<the validator's place>
         const gen = await run(process.execPath, [join(context, 'scripts/gen-validator.ts'), join(out, VALIDATOR_IN_TREE)])
         assert.equal(gen.code, 0, gen.stderr)
+        // && node scripts/build-native.ts /out/<the malloc_trim module's place>
+        const native = await run(process.execPath, [join(context, 'scripts/build-native.ts'), join(out, MALLOC_TRIM_IN_TREE)])
+        assert.equal(native.code, 0, native.stderr)
+        assert.ok(existsSync(join(out, MALLOC_TRIM_IN_TREE)), `the module was built: ${native.stderr}`)
       }
       // The runtime: nothing but the tree, from another directory.
       rmSync(context, { recursive: true, force: true })
@@ -208,6 +221,11 @@ test('the images\' build steps, replayed on their build context, give runnable r
         const found = await run(process.execPath, ['--input-type=module', '-e', `const v = await import(${JSON.stringify(validate)}); console.log(v.PRECOMPILED_VALIDATOR_PATH, typeof v.loadPrecompiledValidator(v.PRECOMPILED_VALIDATOR_PATH, v.validatorKey()))`], { env })
         assert.equal(found.code, 0, found.stderr)
         assert.equal(found.stdout.trim(), `${join(out, VALIDATOR_IN_TREE)} function`, 'the runtime tree\'s proxy uses the precompiled validator')
+        // And its malloc_trim module.
+        const trim = pathToFileURL(join(out, 'packages/proxy/src/malloc-trim.ts')).href
+        const trimmed = await run(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(trim)}); console.log(m.MALLOC_TRIM_ADDON_PATH, m.trimMalloc() !== 'unavailable')`], { env })
+        assert.equal(trimmed.code, 0, trimmed.stderr)
+        assert.equal(trimmed.stdout.trim(), `${join(out, MALLOC_TRIM_IN_TREE)} true`, 'the runtime tree\'s proxy loads its malloc_trim module')
         // It serves: the quickstart config, on free ports.
         const [port, admin, stats, ready] = [await freePort(), await freePort(), await freePort(), await freePort()]
         const config = readFileSync(join(REPO_ROOT, 'examples/quickstart.yaml'), 'utf8').replace(/port: 3000/, `port: ${port}`)

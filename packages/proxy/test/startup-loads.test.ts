@@ -53,7 +53,7 @@ test('portico --version and --help load nothing but the argument parser, the ver
     const { stdout, urls } = run([bin, flag])
     assert.match(stdout, flag === '--version' ? /^portico \d/ : /usage: portico/)
     const ours = urls.filter(u => !u.startsWith('node:'))
-    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/startup-gc\.ts|src\/tick-maps\.ts|src\/builtins-preload\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
+    assert.ok(ours.every(u => /\/packages\/proxy\/(bin\/portico\.(ts|mjs)|src\/v8-flags\.ts|src\/malloc-tunables\.ts|src\/malloc-trim\.ts|src\/startup-gc\.ts|src\/tick-maps\.ts|src\/builtins-preload\.ts|src\/cli\.ts|src\/version\.ts|package\.json)$/.test(u)), `${flag} loaded:\n${ours.join('\n')}`)
   }
 })
 
