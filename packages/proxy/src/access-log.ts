@@ -1,7 +1,7 @@
 /** The fields of the one access-log line written per request. */
 
-import type { RequestContext, StreamConnectionRecord, UdpFlowRecord } from '@portico/engine'
-import { servedModel } from '@portico/engine'
+import type { RequestContext, StreamConnectionRecord, UdpFlowRecord } from '@portico/engine/serving'
+import { servedModel } from '@portico/engine/serving'
 import { performance } from '@portico/engine/clock'
 
 export function accessLogFields (ctx: RequestContext): Record<string, unknown> {

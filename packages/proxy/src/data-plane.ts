@@ -11,7 +11,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { applyAccessLogFields, compileCelFields, Engine, setPublicHeaders, type ProxyIR, type RequestContext, type RequestTracing, type StaticMeshIdentity, type StreamConnectionRecord, type UdpFlowRecord } from '@portico/engine'
+import { applyAccessLogFields, compileCelFields, Engine, setPublicHeaders, type ProxyIR, type RequestContext, type RequestTracing, type StaticMeshIdentity, type StreamConnectionRecord, type UdpFlowRecord } from '@portico/engine/serving'
 import type { Logs } from '@portico/ops'
 import type { Settings } from './settings.ts'
 import { accessLogFields, connectionLogFields, flowLogFields } from './access-log.ts'

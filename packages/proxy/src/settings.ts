@@ -6,9 +6,12 @@
 
 import { resolve } from 'node:path'
 import type { AccessLogFields, StaticConfig, TracingOptions } from '@portico/engine'
-import { compileAccessLogFields, compileCelFields, formatDiagnostic, ISTIO_CA_DEFAULTS, parseDuration, validateAgainstSchema, type IstioCaSettings } from '@portico/engine'
+import { compileCelFields, formatDiagnostic, ISTIO_CA_DEFAULTS, parseDuration, validateAgainstSchema, type IstioCaSettings } from '@portico/engine'
 import type { OtlpLogsOptions } from './otlp-logs.ts'
 import { availableCpus } from './workers/cpus.ts'
+import { accessLogSettings } from './worker-settings.ts'
+
+export { receivedSettings, transferableSettings } from './worker-settings.ts'
 
 export interface Address {
   host: string
@@ -84,19 +87,6 @@ export interface Settings {
   hbone: { maxStreams?: number, idleTimeoutMs?: number }
 }
 
-/**
- * Settings as they cross to a data-plane worker (structured clone): the access log's compiled
- * CEL fields stay behind, and the worker compiles them again from the same config.
- */
-export function transferableSettings (s: Settings): Settings {
-  return { ...s, accessLog: { ...s.accessLog, fields: null } }
-}
-
-/** The worker's side of transferableSettings: the fields compiled again, the rest as received. */
-export function receivedSettings (s: Settings): Settings {
-  return { ...s, accessLog: { ...s.accessLog, fields: accessLogSettings(s.accessLog.config, s.tracing).fields } }
-}
-
 /** Upper bound of config.workers / WORKERS. */
 export const MAX_WORKERS = 256
 
@@ -162,20 +152,6 @@ function withSpanDelay (t: TracingOptions | null, env: NodeJS.ProcessEnv): Traci
 function withLogDelay (a: Settings['accessLog'], env: NodeJS.ProcessEnv): Settings['accessLog'] {
   const delay = scheduleDelay(env, 'OTEL_BLRP_SCHEDULE_DELAY')
   return a.otlp === null || delay === undefined ? a : { ...a, otlp: { ...a.otlp, scheduledDelayMs: delay } }
-}
-
-export function accessLogSettings (a: StaticConfig['accessLog'], tracing: Pick<NonNullable<StaticConfig['tracing']>, 'resources'> | null | undefined): Settings['accessLog'] {
-  let fields: AccessLogFields | null
-  try {
-    fields = compileAccessLogFields(a)
-  } catch (err) {
-    throw new Error(`config.accessLog / ACCESS_LOG: ${(err as Error).message}`)
-  }
-  const o = a?.otlp
-  const otlp = o === undefined
-    ? null
-    : { otlpEndpoint: o.otlpEndpoint, otlpProtocol: o.otlpProtocol ?? 'grpc', ...(o.path !== undefined ? { path: o.path } : {}), headers: o.headers ?? {}, resources: tracing?.resources ?? {} }
-  return { fields, otlp, config: a }
 }
 
 /**

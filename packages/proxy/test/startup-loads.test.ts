@@ -321,7 +321,7 @@ const UNUSED_POLICY_CODE = /\/engine\/src\/(policy\/(jwt-auth|authorization|basi
 /** The engine's MCP rooms and its LLM code (llm/, formats included). */
 const MCP_OR_LLM = /\/packages\/engine\/src\/(mcp|llm)\//
 
-test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh, InferencePool, JWT, ext_authz or OIDC code, nor prom-client\'s index and the OpenTelemetry API; the workers load no policy the config does not use', async () => {
+test('a running proxy with plain HTTP routes and two workers loads no undici in any thread; the workers load the data path, not the primary\'s Portico, the engine\'s index, config loading nor the YAML parser; no thread loads MCP, LLM, TCP/UDP, mesh, InferencePool, JWT, ext_authz or OIDC code, nor prom-client\'s index and the OpenTelemetry API; the workers load no policy the config does not use', async () => {
   const { loaded, stop } = await startProbed(PLAIN, { WORKERS: '2' })
   try {
     const urls = loaded().map(l => l.url)
@@ -335,6 +335,10 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     assert.deepEqual(worker.filter(u => PACKAGE('yaml').test(u) || u.endsWith('/config/yaml-source.ts')), [])
     // Nor config → IR (config/to-ir.ts and its translators), which the primary loads with its first config.
     assert.deepEqual(worker.filter(u => /\/engine\/src\/config\/(to-ir|[a-z-]+-to-ir)\.ts$/.test(u)), [])
+    // Nor the engine's index, config files and their validation, nor settings.ts's env and
+    // schema parsing: workers import @portico/engine/serving and worker-settings.ts (184
+    // modules, 904 KB of source, against 198 and 972 KB through the index).
+    assert.deepEqual(worker.filter(u => /\/engine\/src\/(index|config\/(load|validate|referenced-file|diagnostics))\.ts$/.test(u) || u.endsWith('/proxy/src/settings.ts')), [])
     assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/engine/src/config/to-ir.ts')), 'the primary translated the config')
     assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('yaml').test(l.url)), 'the primary parsed the config with it')
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
