@@ -5,11 +5,10 @@
  */
 
 import { resolve } from 'node:path'
-import type { AccessLogFields, StaticConfig, TracingOptions } from '@portico/engine'
+import type { StaticConfig, TracingOptions } from '@portico/engine'
 import { compileCelFields, formatDiagnostic, ISTIO_CA_DEFAULTS, parseDuration, validateAgainstSchema, type IstioCaSettings } from '@portico/engine'
-import type { OtlpLogsOptions } from './otlp-logs.ts'
 import { availableCpus } from './workers/cpus.ts'
-import { accessLogSettings } from './worker-settings.ts'
+import { accessLogSettings, type AccessLogSettings } from './worker-settings.ts'
 
 export { receivedSettings, transferableSettings } from './worker-settings.ts'
 
@@ -51,7 +50,7 @@ export interface Settings {
   /** OpenTelemetry tracing (config.tracing, env TRACING as JSON); null = off. */
   tracing: TracingOptions | null
   /** config.accessLog (env ACCESS_LOG as JSON): the CEL fields and filter, compiled; the OTLP logs export. */
-  accessLog: { fields: AccessLogFields | null, otlp: OtlpLogsOptions | null, config: StaticConfig['accessLog'] }
+  accessLog: AccessLogSettings
   /**
    * Data-plane event loops: 1 serves everything on the main thread (one loop); more run
    * that many worker threads sharing the listening ports, with the admin, metrics and

@@ -7,22 +7,28 @@
 
 import { compileAccessLogFields, type AccessLogFields } from '@portico/engine/serving'
 import type { StaticConfig } from '@portico/engine'
-import type { Settings } from './settings.ts'
+import type { OtlpLogsOptions } from './otlp-logs.ts'
+
+/** config.accessLog (env ACCESS_LOG as JSON): the CEL fields and filter, compiled; the OTLP logs export. */
+export interface AccessLogSettings { fields: AccessLogFields | null, otlp: OtlpLogsOptions | null, config: StaticConfig['accessLog'] }
+
+/** What of the settings (settings.ts `Settings`) crosses here. */
+interface WithAccessLog { accessLog: AccessLogSettings, tracing: { resources?: Record<string, string> } | null }
 
 /**
  * Settings as they cross to a data-plane worker (structured clone): the access log's compiled
  * CEL fields stay behind, and the worker compiles them again from the same config.
  */
-export function transferableSettings (s: Settings): Settings {
+export function transferableSettings<S extends WithAccessLog> (s: S): S {
   return { ...s, accessLog: { ...s.accessLog, fields: null } }
 }
 
 /** The worker's side of transferableSettings: the fields compiled again, the rest as received. */
-export function receivedSettings (s: Settings): Settings {
+export function receivedSettings<S extends WithAccessLog> (s: S): S {
   return { ...s, accessLog: { ...s.accessLog, fields: accessLogSettings(s.accessLog.config, s.tracing).fields } }
 }
 
-export function accessLogSettings (a: StaticConfig['accessLog'], tracing: Pick<NonNullable<StaticConfig['tracing']>, 'resources'> | null | undefined): Settings['accessLog'] {
+export function accessLogSettings (a: StaticConfig['accessLog'], tracing: Pick<NonNullable<StaticConfig['tracing']>, 'resources'> | null | undefined): AccessLogSettings {
   let fields: AccessLogFields | null
   try {
     fields = compileAccessLogFields(a)
