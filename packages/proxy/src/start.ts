@@ -14,6 +14,7 @@ import { resolveSettings, type Settings } from './settings.ts'
 import { version } from './version.ts'
 import { SAME_STOP_MS, wireStopRequests } from './stop-requests.ts'
 import { collectStartupGarbage } from './startup-gc.ts'
+import { startIdleTrim } from './idle-trim.ts'
 
 export interface FileRunOptions {
   file: string
@@ -225,6 +226,8 @@ async function run (portico: Portico, logs: Logs, startConfig: () => Promise<voi
     log.info({ address: `${scheme}://${l.address}:${l.port}` }, `listening on ${scheme}://${l.address}:${l.port}`)
   }
   log.info({ version, ...startedFields }, 'portico started')
+  // Malloc's freed pages back to the kernel once the process goes idle after work (idle-trim.ts).
+  startIdleTrim({ onTrim: report => log.debug(report, 'idle malloc trim') })
   // Out now, not at the next batched write (up to 250 ms later): whoever starts the process
   // (an operator, a supervisor, the tests) waits for this line.
   logs.flush()
