@@ -16,7 +16,7 @@
  *    after its start-up collection, and a heap snapshot of the idle worker summed by what holds
  *    memory (bench/lib/heap-snapshot.ts).
  *
- * Usage: node bench/worker-memory.ts [--runs 3] [--idle 3] [--load 5] [--connections 50] [--snapshot 1]
+ * Usage: node bench/worker-memory.ts [--runs 3] [--idle 3] [--load 5] [--connections 50] [--snapshot 1] [--after-idle 0]
  */
 
 import { spawn } from 'node:child_process'
@@ -35,7 +35,8 @@ import type { ProbeReport } from './lib/worker-probe.ts'
 const opts = readOptions({
   runs: { flag: 'runs', default: 3, help: 'starts per configuration (medians are reported)' },
   ...MEMORY_PHASE_OPTIONS,
-  snapshot: { flag: 'snapshot', default: 1, help: '1: one more WORKERS=2 start that writes a heap snapshot of each idle worker and sums it' }
+  snapshot: { flag: 'snapshot', default: 1, help: '1: one more WORKERS=2 start that writes a heap snapshot of each idle worker and sums it' },
+  afterIdle: { flag: 'after-idle', default: 0, help: 'seconds idle after the load before reading memory again (V8\'s memory reducer, the idle malloc trim: 25 covers both; 0: not read)' }
 })
 
 const here = (path: string) => fileURLToPath(new URL(path, import.meta.url))
@@ -157,7 +158,7 @@ async function keepAliveLoad (url: string, connections: number, seconds: number)
   await Promise.all(Array.from({ length: connections }, async () => { while (performance.now() < deadline) await one() }))
 }
 
-interface PorticoRun { idle: number, idleKinds: Kinds, loaded: number, loadedKinds: Kinds, probes: ProbeReport[] }
+interface PorticoRun { idle: number, idleKinds: Kinds, loaded: number, loadedKinds: Kinds, afterIdle: number, afterIdleKinds: Kinds, probes: ProbeReport[] }
 
 async function portico (workers: number, backendPort: number, snapshot: boolean): Promise<PorticoRun> {
   const port = await freePort()
@@ -194,8 +195,15 @@ async function portico (workers: number, backendPort: number, snapshot: boolean)
       loaded = privateMiB(pid)
       loadedKinds = mappings(pid)
     }
+    let afterIdle = NaN
+    let afterIdleKinds: Kinds = {}
+    if (opts.load > 0 && !snapshot && opts.afterIdle > 0) {
+      await sleep(opts.afterIdle * 1000)
+      afterIdle = privateMiB(pid)
+      afterIdleKinds = mappings(pid)
+    }
     const probes = readdirSync(probeDir).filter(f => f.endsWith('.json')).map(f => JSON.parse(readFileSync(join(probeDir, f), 'utf8')) as ProbeReport)
-    return { idle, idleKinds, loaded, loadedKinds, probes }
+    return { idle, idleKinds, loaded, loadedKinds, afterIdle, afterIdleKinds, probes }
   } finally {
     await stop(proc)
   }
@@ -234,6 +242,15 @@ async function main (): Promise<void> {
       ['portico WORKERS=1 (one event loop)', fmt(idle1, 1), '', fmt(loaded1, 1), ''],
       ['portico WORKERS=2 (primary + 1 worker)', fmt(idle2, 1), fmt(idle2 - idle1, 1), fmt(loaded2, 1), fmt(loaded2 - loaded1, 1)]
     ]) + '\n')
+    if (opts.afterIdle > 0 && opts.load > 0) {
+      process.stdout.write(`\nAfter the load and ${opts.afterIdle} s idle (V8's memory reducer, the idle malloc trim): WORKERS=1 ${fmt(median(one.map(r => r.afterIdle)), 1)} MiB, WORKERS=2 ${fmt(median(two.map(r => r.afterIdle)), 1)} MiB\n\n`)
+      const l1 = medianKinds(one.map(r => r.loadedKinds))
+      const l2 = medianKinds(two.map(r => r.loadedKinds))
+      const a1 = medianKinds(one.map(r => r.afterIdleKinds))
+      const a2 = medianKinds(two.map(r => r.afterIdleKinds))
+      const names = [...new Set([...Object.keys(a1), ...Object.keys(a2)])].filter(k => Math.max(l1[k] ?? 0, l2[k] ?? 0) >= 512).sort()
+      process.stdout.write(table(['mapping, MiB', 'WORKERS=1 loaded', 'after idle', 'WORKERS=2 loaded', 'after idle'], names.map(k => [k, mib(l1[k] ?? 0), mib(a1[k] ?? 0), mib(l2[k] ?? 0), mib(a2[k] ?? 0)])) + '\n')
+    }
 
     const k1 = medianKinds(one.map(r => r.idleKinds))
     const k2 = medianKinds(two.map(r => r.idleKinds))

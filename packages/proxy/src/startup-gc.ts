@@ -183,22 +183,30 @@ function heapAfter (collection: StartupCollection['collection'], mallocTrim: Sta
  */
 export function collectWorkerStartupGarbage (onCollected?: (report: StartupCollection) => void, seconds = WORKER_IDLE_SECONDS): void {
   reducingWhenIdle(idle => {
-    // Looked up, not imported by name: an experimental API that a later Node may change or
-    // drop costs this collection (memory only), never the worker's start.
-    const query = (v8 as { queryObjects?: (ctor: unknown, options: { format: 'count' }) => unknown }).queryObjects
-    let collected = false
-    if (idle && typeof query === 'function') {
-      const emitWarning = process.emitWarning
-      process.emitWarning = () => {}
-      try {
-        query(class NoInstances {}, { format: 'count' })
-        collected = true
-      } catch {
-        // Nothing to do: the worker serves as it would without the collection.
-      } finally {
-        process.emitWarning = emitWarning
-      }
-    }
+    const collected = idle && reduceWorkerHeap()
     onCollected?.(heapAfter(collected ? 'reducing' : 'none', collected ? trimMalloc() : 'none'))
   }, seconds)
+}
+
+/**
+ * The memory-reducing collection in the calling worker thread's isolate, through
+ * `v8.queryObjects` (above); false where Node has no such function or it failed (the worker
+ * serves as it would without it). Also what a worker runs when it goes idle after work
+ * (idle-trim.ts `startWorkerIdleCollection`).
+ */
+export function reduceWorkerHeap (): boolean {
+  // Looked up, not imported by name: an experimental API that a later Node may change or
+  // drop costs this collection (memory only), never the worker's start.
+  const query = (v8 as { queryObjects?: (ctor: unknown, options: { format: 'count' }) => unknown }).queryObjects
+  if (typeof query !== 'function') return false
+  const emitWarning = process.emitWarning
+  process.emitWarning = () => {}
+  try {
+    query(class NoInstances {}, { format: 'count' })
+    return true
+  } catch {
+    return false
+  } finally {
+    process.emitWarning = emitWarning
+  }
 }

@@ -38,7 +38,7 @@ test('work again before the trims are done starts them over', () => {
 
 test('the timer: CPU read from the process, two trims after work with their report, and none where the module is missing', async () => {
   let cpu = 0
-  const reports: Array<{ mallocTrim: MallocTrim }> = []
+  const reports: Array<{ mallocTrim: MallocTrim, privateMiBBefore: number | null }> = []
   // 20 ms intervals: the first busy (a core's worth of CPU), then idle.
   const stop = startIdleTrim({ intervalMs: 20, cpuMicros: () => cpu, trim: () => 'released', onTrim: r => reports.push(r) })
   cpu += 20_000
@@ -56,4 +56,23 @@ test('the timer: CPU read from the process, two trims after work with their repo
   await sleep(200)
   stopMissing()
   assert.equal(calls, 1, 'without the module the trimmer stops after its first try')
+})
+
+test('a worker\'s idle collection: once after its loop worked, at the first idle interval, and not while it stays idle', async () => {
+  const { startWorkerIdleCollection } = await import('../src/idle-trim.ts')
+  let collections = 0
+  const reports: unknown[] = []
+  const stop = startWorkerIdleCollection(() => { collections++; return true }, { intervalMs: 50, onCollect: r => reports.push(r) })
+  try {
+    await sleep(160)
+    assert.equal(collections, 0, 'idle from the start: nothing to collect')
+    // Work: the loop busy for most of two intervals.
+    const until = Date.now() + 120
+    while (Date.now() < until) { /* working */ }
+    await sleep(300)
+    assert.equal(collections, 1, 'one collection after the work')
+    assert.equal(reports.length, 1)
+  } finally {
+    stop()
+  }
 })
