@@ -122,6 +122,16 @@ export function startWorkerIdleCollection (collect: () => boolean, options: { in
   return () => clearInterval(timer)
 }
 
+/**
+ * Whether Node was given `--no-memory-reducer` (on its command line, which worker threads
+ * inherit, or in NODE_OPTIONS): then a worker runs no idle collection either, as the primary's
+ * V8 runs no reducing GC (v8-flags.ts: Portico leaves the reducer on; a user's setting wins).
+ */
+export function memoryReducerTurnedOff (execArgv: string[], nodeOptions: string | undefined): boolean {
+  const flags = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].filter(a => /^--(no-)?memory[-_]reducer$/.test(a))
+  return flags.at(-1) === '--no-memory-reducer' || flags.at(-1) === '--no-memory_reducer'
+}
+
 function committedMiB (): number {
   return Math.round(getHeapStatistics().total_heap_size / 1024 / 1024 * 10) / 10
 }

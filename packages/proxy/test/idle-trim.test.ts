@@ -76,3 +76,11 @@ test('a worker\'s idle collection: once after its loop worked, at the first idle
     stop()
   }
 })
+
+test('a user\'s --no-memory-reducer (command line or NODE_OPTIONS, the last word wins) turns the workers\' idle collection off', async () => {
+  const { memoryReducerTurnedOff } = await import('../src/idle-trim.ts')
+  assert.equal(memoryReducerTurnedOff([], undefined), false)
+  assert.equal(memoryReducerTurnedOff(['--no-memory-reducer'], undefined), true)
+  assert.equal(memoryReducerTurnedOff([], '--max-semi-space-size=4 --no-memory-reducer'), true)
+  assert.equal(memoryReducerTurnedOff(['--no-memory-reducer', '--memory-reducer'], undefined), false)
+})

@@ -20,7 +20,7 @@ import { startIntake } from './intake.ts'
 import { traceFilter } from '../admin/trace-stream.ts'
 import { tasksDump } from '../admin/tasks.ts'
 import { collectWorkerStartupGarbage, reduceWorkerHeap } from '../startup-gc.ts'
-import { startWorkerIdleCollection } from '../idle-trim.ts'
+import { memoryReducerTurnedOff, startWorkerIdleCollection } from '../idle-trim.ts'
 import { holdTickObjectMaps } from '../tick-maps.ts'
 import type { PreparedBinds } from '../listeners.ts'
 
@@ -90,7 +90,7 @@ async function handle (message: ToWorker): Promise<unknown> {
         // What loading and the first config let go, collected before the thread idles (startup-gc.ts).
         collectWorkerStartupGarbage(report => log.debug(report, 'start-up collection'))
         // And after each spell of work, as V8's memory reducer does in the primary (idle-trim.ts).
-        startWorkerIdleCollection(reduceWorkerHeap, { onCollect: report => log.debug(report, 'idle collection') })
+        if (!memoryReducerTurnedOff(process.execArgv, process.env.NODE_OPTIONS)) startWorkerIdleCollection(reduceWorkerHeap, { onCollect: report => log.debug(report, 'idle collection') })
       }
       return listeners.addresses()
     }
