@@ -4,15 +4,23 @@
  * `info,config=debug` -- the same syntax /logging accepts at run time.
  */
 
-import { pino, type Logger, type LevelWithSilent } from 'pino'
+import type { Logger, LevelWithSilent, pino as Pino } from 'pino'
 import { createRequire } from 'node:module'
 import type PinoPretty from 'pino-pretty'
 // The errors module alone, not the engine barrel: the controller and `portico --version` load logs early.
 import { PorticoError } from '@portico/engine/errors'
 import { LineWriter } from './line-writer.ts'
+import { JsonLogger } from './json-logger.ts'
+import { isoTime } from './time.ts'
 
-/** pino-pretty (about 30 modules) only for text logs: JSON, the default off a terminal, never loads it. */
+export { isoTime } from './time.ts'
+
+/**
+ * pino-pretty (about 30 modules) only for text logs: JSON, the default off a terminal, never
+ * loads it; pino itself not in data-plane workers (Logs `withoutPino`, json-logger.ts).
+ */
 const requireModule = createRequire(import.meta.url)
+const pino = (...args: Parameters<typeof Pino>): Logger => (requireModule('pino') as { pino: typeof Pino }).pino(...args) as unknown as Logger
 
 export const LEVELS = ['error', 'warn', 'info', 'debug', 'trace', 'off'] as const
 export type LevelName = typeof LEVELS[number]
@@ -62,26 +70,6 @@ const PIPE_BUF = 4096
 
 const toPino = (l: LevelName): LevelWithSilent => l === 'off' ? 'silent' : l
 
-let second = NaN
-let secondPrefix = ''
-
-/**
- * pino's `,"time":"<ISO 8601>"`, as pino.stdTimeFunctions.isoTime writes it, with the part up
- * to the second made once a second: Date#toISOString formats through the C library's printf,
- * ~7,400 instructions a line -- with the access log on, ~5 % of a proxied GET
- * (bench/tracing-instructions.ts --configs log).
- */
-export function isoTime (): string {
-  const now = Date.now()
-  const ms = now % 1000
-  const s = now - ms
-  if (s !== second) {
-    second = s
-    secondPrefix = `,"time":"${new Date(s).toISOString().slice(0, 20)}`
-  }
-  return secondPrefix + (ms < 10 ? `00${ms}Z"` : ms < 100 ? `0${ms}Z"` : `${ms}Z"`)
-}
-
 export class Logs {
   readonly root: Logger
   private filter: LogFilter
@@ -98,8 +86,10 @@ export class Logs {
    * `bindings`: fields every line carries (a worker's number). `sharedOutput`: other threads
    * write the same stdout, so each write is whole lines of at most PIPE_BUF bytes, which a
    * pipe never interleaves with another writer's.
+   * `withoutPino`: JSON lines are written by json-logger.ts rather than pino (data-plane workers:
+   * pino compiled again in each worker's isolate costs it ~1.7 MiB); text logs still use pino.
    */
-  constructor (options: { level: string, format: 'json' | 'text', stream?: NodeJS.WritableStream, bindings?: Record<string, unknown>, sharedOutput?: boolean }) {
+  constructor (options: { level: string, format: 'json' | 'text', stream?: NodeJS.WritableStream, bindings?: Record<string, unknown>, sharedOutput?: boolean, withoutPino?: boolean }) {
     this.filter = parseLogFilter(options.level)
     const base = { level: 'trace', base: { pid: process.pid, ...options.bindings }, timestamp: isoTime }
     this.baseJson = JSON.stringify(base.base).slice(1, -1)
@@ -119,7 +109,7 @@ export class Logs {
       this.destination = new LineWriter(options.sharedOutput === true
         ? { fd: 1, minLength: 4000, maxWrite: PIPE_BUF }
         : { fd: 1, minLength: 16000, maxWrite: 16384 })
-      this.root = pino(base, this.destination)
+      this.root = options.withoutPino === true ? new JsonLogger(this.destination, this.baseJson, 'trace') as unknown as Logger : pino(base, this.destination)
       this.jsonOut = this.destination
       const flush = setInterval(() => { try { this.destination?.flush() } catch {} }, 250)
       flush.unref()

@@ -339,6 +339,8 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     // schema parsing: workers import @portico/engine/serving and worker-settings.ts (184
     // modules, 904 KB of source, against 198 and 972 KB through the index).
     assert.deepEqual(worker.filter(u => /\/engine\/src\/(index|config\/(load|validate|referenced-file|diagnostics))\.ts$/.test(u) || u.endsWith('/proxy/src/settings.ts')), [])
+    // Nor pino: a worker's JSON lines are written by ops/json-logger.ts (184 -> 138 modules).
+    assert.deepEqual(worker.filter(u => PACKAGE('pino').test(u) || PACKAGE('sonic-boom').test(u) || PACKAGE('thread-stream').test(u)), [])
     assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/engine/src/config/to-ir.ts')), 'the primary translated the config')
     assert.ok(loaded().some(l => l.thread === 'main' && PACKAGE('yaml').test(l.url)), 'the primary parsed the config with it')
     // Nor, in any thread, a module of mcp/ or llm/ (issue 54): they load when a config has an
