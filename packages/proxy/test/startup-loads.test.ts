@@ -339,6 +339,8 @@ test('a running proxy with plain HTTP routes and two workers loads no undici in 
     // schema parsing: workers import @portico/engine/serving and worker-settings.ts (184
     // modules, 904 KB of source, against 198 and 972 KB through the index).
     assert.deepEqual(worker.filter(u => /\/engine\/src\/(index|config\/(load|validate|referenced-file|diagnostics))\.ts$/.test(u) || u.endsWith('/proxy/src/settings.ts')), [])
+    // Nor the IR's checks (the primary ran them on the same IR) nor the CEL compiler (no expression in the config).
+    assert.deepEqual(worker.filter(u => /\/engine\/src\/(ir\/(validate|types)|cel\/(expression|check))\.ts$/.test(u)), [])
     // Nor pino: a worker's JSON lines are written by ops/json-logger.ts (184 -> 138 modules).
     assert.deepEqual(worker.filter(u => PACKAGE('pino').test(u) || PACKAGE('sonic-boom').test(u) || PACKAGE('thread-stream').test(u)), [])
     assert.ok(loaded().some(l => l.thread === 'main' && l.url.endsWith('/engine/src/config/to-ir.ts')), 'the primary translated the config')

@@ -27,10 +27,9 @@ import { celTypeProblem } from './check.ts'
 /** @bufbuild/cel (and @bufbuild/protobuf under it), loaded when a config first has an expression. */
 export const celLib = lazyRequire<typeof Cel>('@bufbuild/cel')
 
-export const CEL_VARIABLES = ['request', 'source', 'jwt', 'apiKey', 'basicAuth', 'mcp'] as const
+import { CEL_VARIABLES } from './variables.ts'
 
-/** Variables of expressions evaluated on the response: the request's plus `response`. */
-export const RESPONSE_CEL_VARIABLES = [...CEL_VARIABLES, 'response'] as const
+export { CEL_VARIABLES, RESPONSE_CEL_VARIABLES } from './variables.ts'
 
 /** Patterns of `matches()`, each compiled once; bounded, so patterns computed per request cannot grow it without limit. */
 const patterns = new LinearRegexCache(1024)

@@ -8,7 +8,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Socket } from 'node:net'
 import type { ProxyIR } from '../ir/types.ts'
-import { formatIrDiagnostic, validateIR } from '../ir/validate.ts'
 import { compileConfig } from './compiled.ts'
 import type { CompiledConfig } from '../request/compiled.ts'
 import { TraceHub } from '../trace/hub.ts'
@@ -80,6 +79,12 @@ export interface PrepareOptions {
   buckets?: SharedArrayBuffer
   /** Shared mode: the primary's key -> record table of backend state for this config. */
   slots?: Record<string, number>
+  /**
+   * The IR was checked by ir/validate.ts in this process already: a data-plane worker's
+   * prepare, whose primary prepared the same IR before sending it. Its checks are not run
+   * again, and a worker never loads them (ir/validate.ts and ir/types.ts: 45 KB of source).
+   */
+  validated?: boolean
 }
 
 export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
@@ -87,6 +92,8 @@ export const DEFAULT_TRACE_BODY_LIMIT = 64 * 1024
 // The MCP gateway (sessions, targets, the revision bridge: about 30 modules) loads with the
 // first config that has an MCP backend (install), not with the engine: a gateway of plain
 // routes, and each of its data-plane workers, never pays for it (bench/footprint.ts).
+// The IR's checks load with the first prepare that runs them (not a worker's: PrepareOptions.validated).
+const irValidation = lazyRequire<typeof import('../ir/validate.ts')>('../ir/validate.ts')
 const mcpGatewayModule = lazyRequire<typeof import('../mcp/session/gateway.ts')>('../mcp/session/gateway.ts')
 // The same for the TCP/TLS and UDP listeners' proxies (stream/: the relay, the client hello's
 // parser, the sweeper, node:dgram): made when a config with such a bind is installed, or when
@@ -202,9 +209,12 @@ export class Engine implements PipelineRuntime {
 
   /** The checking and compiling half of `apply`: throws PORTICO_INVALID_IR, changes nothing. */
   prepare (ir: ProxyIR, options: PrepareOptions = {}): PreparedConfig {
-    const problems = validateIR(ir)
-    if (problems.length > 0) {
-      throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${problems.map(formatIrDiagnostic).join('; ')}`)
+    if (options.validated !== true) {
+      const { validateIR, formatIrDiagnostic } = irValidation()
+      const problems = validateIR(ir)
+      if (problems.length > 0) {
+        throw new PorticoError('PORTICO_INVALID_IR', `config ${ir.version} rejected: ${problems.map(formatIrDiagnostic).join('; ')}`)
+      }
     }
     // Records of keys this config adds; the config in force keeps using its own.
     if (this.sharedBackends !== null && options.slots !== undefined) this.sharedBackends.setSlots(options.slots)

@@ -9,7 +9,12 @@
 
 import type { RequestContext } from '../request/context.ts'
 import { celResponseVars } from '../cel/vars.ts'
-import { celToJson, compileCel, RESPONSE_CEL_VARIABLES, type CelProgram } from '../cel/expression.ts'
+import type { CelProgram } from '../cel/expression.ts'
+import { RESPONSE_CEL_VARIABLES } from '../cel/variables.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
+
+/** The CEL compiler loads with the first access log or span fields that have an expression (a data-plane worker's settings have none by default). */
+const cel = lazyRequire<typeof import('../cel/expression.ts')>('../cel/expression.ts')
 
 /** Variables of access-log expressions. */
 export const ACCESS_LOG_CEL_VARIABLES = [...RESPONSE_CEL_VARIABLES, 'llm'] as const
@@ -33,7 +38,7 @@ export interface AccessLogFields extends CelFields {
 /** Compiles `fields.add` (over the access log's variables); throws PORTICO_BAD_CEL naming the bad one. */
 export function compileCelFields (fields: AccessLogConfig['fields']): CelFields {
   return {
-    add: Object.entries(fields?.add ?? {}).map(([name, source]) => [name, compileCel(source, ACCESS_LOG_CEL_VARIABLES)] as const),
+    add: Object.entries(fields?.add ?? {}).map(([name, source]) => [name, cel().compileCel(source, ACCESS_LOG_CEL_VARIABLES)] as const),
     remove: fields?.remove ?? []
   }
 }
@@ -42,7 +47,7 @@ export function compileCelFields (fields: AccessLogConfig['fields']): CelFields 
 export function compileAccessLogFields (config: AccessLogConfig | undefined): AccessLogFields | null {
   if (config === undefined) return null
   const { add, remove } = compileCelFields(config.fields)
-  const filter = config.filter !== undefined ? compileCel(config.filter, ACCESS_LOG_CEL_VARIABLES) : null
+  const filter = config.filter !== undefined ? cel().compileCel(config.filter, ACCESS_LOG_CEL_VARIABLES) : null
   if (add.length === 0 && remove.length === 0 && filter === null) return null
   return { filter, add, remove }
 }
@@ -67,7 +72,7 @@ export function evaluateAdded (compiled: CelFields, vars: Record<string, unknown
   const out: Array<[string, unknown]> = []
   for (const [name, program] of compiled.add) {
     const value = safeEvaluate(program, vars)
-    if (value !== undefined && !(value instanceof Error)) out.push([name, celToJson(value)])
+    if (value !== undefined && !(value instanceof Error)) out.push([name, cel().celToJson(value)])
   }
   return out
 }

@@ -16,12 +16,15 @@ import type { ModelIR, BackendRefIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledModel, CompiledModelTable } from '../request/compiled.ts'
 import type { RequestContext } from '../request/context.ts'
 import { WeightedPicker } from '../routing/weighted.ts'
-import { compileCel, evalBool } from '../cel/expression.ts'
+import { lazyRequire } from '../util/lazy-require.ts'
 import { celVars } from '../cel/vars.ts'
 import type { TranslationError } from '../llm/canonical.ts'
 import { llm } from './llm-modules.ts'
 import { bodyReadFailure, readRequestBody } from '../http/request-body.ts'
 import { PorticoError } from '../util/errors.ts'
+
+/** The CEL compiler loads with the first conditional model (its rules), not with the engine. */
+const cel = lazyRequire<typeof import('../cel/expression.ts')>('../cel/expression.ts')
 
 // llm/ loads with a config that has models (their concrete models are AI backends): at
 // compile time, in compileModelTable, before any request reaches chooseModel.
@@ -42,7 +45,7 @@ export function compileModelTable (models: ModelIR[], compileRef: (ref: BackendR
       failover: v?.kind === 'failover' ? v.groups.map(g => g.map(p => compileRef({ backend: p.backend, weight: 1, policies: p.policies, ...(p.policySources !== undefined ? { policySources: p.policySources } : {}) }))) : null,
       failoverModels: v?.kind === 'failover' ? new Map(v.groups.flatMap((g, gi) => g.map((p, i) => [p.backend, v.models[gi]![i]!] as const))) : null,
       weighted: v?.kind === 'weighted' ? new WeightedPicker(v.targets.map(t => ({ item: t.model, weight: t.weight }))) : null,
-      rules: v?.kind === 'conditional' ? v.rules.map(r => ({ program: compileCel(r.when, llm().BODY_EDIT_CEL_VARIABLES, { expectBool: true }), model: r.model })) : null
+      rules: v?.kind === 'conditional' ? v.rules.map(r => ({ program: cel().compileCel(r.when, llm().BODY_EDIT_CEL_VARIABLES, { expectBool: true }), model: r.model })) : null
     })
   }
   const selectable = models.filter(m => m.attached && m.visibility === 'Public')
@@ -135,7 +138,7 @@ export async function chooseModel (ctx: RequestContext, table: CompiledModelTabl
       const rules = model.rules!
       let hit = -1
       for (let i = 0; i < rules.length; i++) {
-        const r = evalBool(rules[i]!.program, vars())
+        const r = cel().evalBool(rules[i]!.program, vars())
         if (r.value) {
           hit = i
           break

@@ -70,7 +70,8 @@ async function handle (message: ToWorker): Promise<unknown> {
   switch (message.type) {
     case 'prepare': {
       const ir = JSON.parse(message.ir) as ProxyIR
-      const prepared = engine.prepare(ir, { ...(message.buckets !== null ? { buckets: message.buckets } : {}), slots: message.slots })
+      // The primary prepared (and so checked) this IR before sending it (workers/pool.ts).
+      const prepared = engine.prepare(ir, { ...(message.buckets !== null ? { buckets: message.buckets } : {}), slots: message.slots, validated: true })
       const binds = await listeners.prepare(ir)
       const generation = message.generation
       engine.stage(prepared, () => Atomics.load(control, CONTROL.generation) >= generation)
