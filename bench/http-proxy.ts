@@ -19,10 +19,12 @@ import { hasWrk, runWrk, type WrkResult } from './lib/wrk.ts'
 import { hasNginx, startNginx, type NginxBuffering } from './lib/nginx.ts'
 import { processCpuSeconds } from './lib/children.ts'
 import { readFileSync } from 'node:fs'
+import { agentgatewayOption, agentgatewayProxyConfig, startAgentgateway } from './lib/agentgateway.ts'
 
 const TARGET_RPS_RATIO = 1.5
 const TARGET_ADDED_P99_MS = 1
 
+const agentgateway = agentgatewayOption()
 const opts = readOptions({
   duration: { flag: 'duration', default: 10, help: 'seconds per measured throughput run' },
   warmup: { flag: 'warmup', default: 3, help: 'seconds of warm-up before each throughput run' },
@@ -36,7 +38,7 @@ const opts = readOptions({
   bodyDuration: { flag: 'body-duration', default: 5, help: 'seconds per body-path run' },
   bodyOnly: { flag: 'body-only', default: 0, help: '1: the body path alone (no throughput or fixed-rate runs, no LOG_LEVEL=info Portico)' },
   nginxDefault: { flag: 'nginx-default', default: 1, help: '1: also measure nginx with its default 4 KiB proxy buffers and with proxy_buffering off, beside the reference (buffers sized for the body)' }
-})
+}, agentgateway.rest)
 
 const LOG_LEVELS = ['warn', 'info'] as const
 type LogLevel = typeof LOG_LEVELS[number]
@@ -207,6 +209,8 @@ const BODY_TARGETS = {
   small: { cpuVsNginx: 2.4, rpsVsPeer: 1.5 },
   '64k': { cpuVsNginx: 1.85, rpsVsPeer: 1.3 }
 } as const
+/** Issue 54: ahead of agentgateway per core on every body size (Portico's CPU per request at most its). */
+const TARGET_CPU_VS_AGENTGATEWAY = 1
 const TARGET_RSS_LOADED_MB = 150
 /** Anonymous memory after load, one worker (issue 54). */
 const TARGET_ANON_LOADED_MB = 80
@@ -225,7 +229,8 @@ function rssMb (pid: number | undefined): { rss: number, anon: number } {
 /**
  * The body path: wrk -t1 (a client cheap enough to leave the cores to the servers), keep-alive
  * GETs of 12 bytes and of 64 KiB, through Portico (LOG_LEVEL=warn), @fastify/http-proxy and
- * nginx (the reference: one process, upstream keep-alive), and direct; interleaved rounds,
+ * nginx (the reference: one process, upstream keep-alive), agentgateway when its binary is at
+ * hand (lib/agentgateway.ts: one worker thread, no access log), and direct; interleaved rounds,
  * medians. CPU µs per request is each server process's own (direct: the backend's); RSS
  * idle before the runs and the largest seen after one.
  */
@@ -240,11 +245,14 @@ async function bodyPath (backend: Server, portico: Server, peer: Server, start: 
   // spilled 64 KiB answers to a temporary file — and unbuffered are measured beside it.
   const nginx = await start('nginx (reference)', () => startNginx(backend.port, 'sized'))
   const others: NginxBuffering[] = opts.nginxDefault === 1 ? ['default', 'off'] : []
+  const agw = agentgateway.bin === undefined ? undefined : await start(`agentgateway (${agentgateway.bin})`, () => startAgentgateway(agentgateway.bin!, port => agentgatewayProxyConfig(port, backend.port)))
+  if (agw === undefined) progress(agentgateway.skipped)
   const targets = [
     { name: 'direct', server: backend },
     { name: 'portico', server: portico },
     { name: '@fastify/http-proxy', server: peer },
     { name: 'nginx', server: nginx },
+    ...(agw === undefined ? [] : [{ name: 'agentgateway', server: agw }]),
     ...await Promise.all(others.map(async b => ({ name: `nginx (buffers ${b})`, server: await start(`nginx (buffers ${b})`, () => startNginx(backend.port, b)) })))
   ]
   const idle = new Map(targets.map(t => [t.name, rssMb(t.server.child.proc.pid)]))
@@ -270,7 +278,7 @@ async function bodyPath (backend: Server, portico: Server, peer: Server, start: 
     }
   }
   const med = (key: string, field: 'rps' | 'cpuUs' | 'p99') => median(runs.get(key)!.map(r => r[field]))
-  const out: string[] = ['', `Body path: wrk -t1 -c${opts.connections}, ${opts.bodyDuration} s per run, medians of ${opts.bodyRounds} interleaved rounds; CPU µs/req of each server process itself (direct: the backend); "nginx" is the reference (proxy buffers sized for 64 KiB, bench/lib/nginx.ts); RSS MB (VmRSS, RssAnon in brackets: RssFile is the binary's pages, shared)`]
+  const out: string[] = ['', `Body path: wrk -t1 -c${opts.connections}, ${opts.bodyDuration} s per run, medians of ${opts.bodyRounds} interleaved rounds; CPU µs/req of each server process itself (direct: the backend); "nginx" is the reference (proxy buffers sized for 64 KiB, bench/lib/nginx.ts); ${agw === undefined ? agentgateway.skipped : `agentgateway: ${agentgateway.bin}, one worker thread, log level warn (bench/lib/agentgateway.ts)`}; RSS MB (VmRSS, RssAnon in brackets: RssFile is the binary's pages, shared)`]
   const summary: Record<string, unknown> = {}
   for (const size of sizes) {
     const nginxCpu = med(`${size} nginx`, 'cpuUs')
@@ -284,7 +292,13 @@ async function bodyPath (backend: Server, portico: Server, peer: Server, start: 
     const rpsVsPeer = ratio(med(`${size} portico`, 'rps'), med(`${size} @fastify/http-proxy`, 'rps'))
     const target = BODY_TARGETS[size]
     out.push(`portico: CPU per request ${fmt(cpuVsNginx)}x nginx's (target <= ${target.cpuVsNginx}x: ${cpuVsNginx <= target.cpuVsNginx ? 'met' : 'NOT met'}); req/s ${fmt(rpsVsPeer)}x @fastify/http-proxy's (target >= ${target.rpsVsPeer}x: ${rpsVsPeer >= target.rpsVsPeer ? 'met' : 'NOT met'})`)
-    summary[size] = { cpuVsNginx, rpsVsPeer, runs: Object.fromEntries(targets.map(t => [t.name, runs.get(`${size} ${t.name}`)])) }
+    let cpuVsAgentgateway: number | undefined
+    if (agw !== undefined) {
+      const agwCpu = med(`${size} agentgateway`, 'cpuUs')
+      cpuVsAgentgateway = med(`${size} portico`, 'cpuUs') / agwCpu
+      out.push(`CPU µs/req: portico ${fmt(med(`${size} portico`, 'cpuUs'), 1)}, agentgateway ${fmt(agwCpu, 1)}, nginx ${fmt(nginxCpu, 1)}; portico ÷ agentgateway ${fmt(cpuVsAgentgateway)}x (target <= ${TARGET_CPU_VS_AGENTGATEWAY}x: ${cpuVsAgentgateway <= TARGET_CPU_VS_AGENTGATEWAY ? 'met' : 'NOT met'}); agentgateway ÷ nginx ${fmt(agwCpu / nginxCpu)}x`)
+    }
+    summary[size] = { cpuVsNginx, rpsVsPeer, ...(cpuVsAgentgateway === undefined ? {} : { cpuVsAgentgateway }), runs: Object.fromEntries(targets.map(t => [t.name, runs.get(`${size} ${t.name}`)])) }
   }
   out.push('', table(['process', 'RSS idle', 'RSS loaded'], targets.map(t => {
     const i = idle.get(t.name)!

@@ -10,7 +10,12 @@
  * (examples/quickstart.yaml, its stdio route /mcp), against the SDK client launching the same
  * server itself. Target: p50 <= 50 ms through the quick-start route.
  *
- * Run: node bench/mcp.ts [--calls 2000] [--clients 8] [--duration 5] [--sessions 20] [--session-gap 1000] [--sessions-only 1]
+ * With agentgateway's binary at hand (`--agentgateway BIN`, default the cached build
+ * lib/agentgateway.ts names), the same calls through agentgateway (one worker thread, the same
+ * two targets, its stdio server launched by it) and its CPU µs per call, measured the same way.
+ * Issue 54's target: Portico's CPU per HTTP-target call at most agentgateway's.
+ *
+ * Run: node bench/mcp.ts [--calls 2000] [--clients 8] [--duration 5] [--sessions 20] [--session-gap 1000] [--sessions-only 1] [--agentgateway BIN|off]
  */
 
 import { loadavg } from 'node:os'
@@ -19,15 +24,20 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { freePort, startNode } from './lib/children.ts'
 import { startPortico, type Server } from './lib/servers.ts'
-import { directVsPorticoRows, EVERYTHING, httpClient, mcpTargetsConfig, measureCalls, ROW_HEADER, type Connect } from './lib/mcp-calls.ts'
+import { directVsPorticoRows, EVERYTHING, httpClient, mcpTargetsConfig, measureCalls, ROW_HEADER, type CallsResult, type Connect } from './lib/mcp-calls.ts'
 import { readOptions } from './lib/options.ts'
 import { fmt, rounded, table } from './lib/report.ts'
 import { measureSessionStarts, type SessionsResult } from './lib/mcp-sessions.ts'
 import { readFileSync } from 'node:fs'
 import { LatencyRecorder } from './lib/latency.ts'
+import { agentgatewayMcpConfig, agentgatewayOption, startAgentgateway } from './lib/agentgateway.ts'
 
 const TARGET_ADDED_P50_MS = 0.5
 const TARGET_SESSION_START_P50_MS = 50
+/** Issue 54: Portico's CPU per tools/call to the HTTP target at most agentgateway's. */
+const TARGET_CPU_VS_AGENTGATEWAY = 1
+
+const agentgateway = agentgatewayOption()
 
 const opts = readOptions({
   calls: { flag: 'calls', default: 2000, help: 'sequential tools/call per latency run' },
@@ -37,7 +47,7 @@ const opts = readOptions({
   sessions: { flag: 'sessions', default: 20, help: 'new sessions per session-start run' },
   sessionGap: { flag: 'session-gap', default: 1000, help: 'ms between new sessions (the back-to-back run uses 0)' },
   sessionsOnly: { flag: 'sessions-only', default: 0, help: '1: only the session-start runs' }
-})
+}, agentgateway.rest)
 
 const progress = (msg: string) => process.stderr.write(`[bench] ${msg}\n`)
 
@@ -107,25 +117,37 @@ async function main (): Promise<void> {
     const config = mcpTargetsConfig(mcpPort)
     const portico = await startPortico({ config, logLevel: 'warn' })
     children.push(portico.child)
+    let agw: Server | undefined
+    if (agentgateway.bin !== undefined) {
+      progress(`starting agentgateway (${agentgateway.bin})`)
+      agw = await startAgentgateway(agentgateway.bin, port => agentgatewayMcpConfig(port, mcpPort))
+      children.push(agw.child)
+    } else {
+      progress(agentgateway.skipped)
+    }
+    const viaAgentgateway = async (name: string, path: string) => agw === undefined ? {} : { agentgateway: await measure(name, httpClient(`http://127.0.0.1:${agw.port}${path}`), agw.child) }
     const results = {
       http: {
         direct: await measure('http target, direct', httpClient(`http://127.0.0.1:${mcpPort}/mcp`)),
-        portico: await measure('http target, through portico', httpClient(`http://127.0.0.1:${portico.port}/http/mcp`), portico.child)
+        portico: await measure('http target, through portico', httpClient(`http://127.0.0.1:${portico.port}/http/mcp`), portico.child),
+        ...await viaAgentgateway('http target, through agentgateway', '/http/mcp')
       },
       stdio: {
         direct: await measure('stdio target, direct (SDK spawns it)', stdioClient()),
-        portico: await measure('stdio target, through portico', httpClient(`http://127.0.0.1:${portico.port}/stdio/mcp`), portico.child)
+        portico: await measure('stdio target, through portico', httpClient(`http://127.0.0.1:${portico.port}/stdio/mcp`), portico.child),
+        ...await viaAgentgateway('stdio target, through agentgateway', '/stdio/mcp')
       }
     }
     const rows = directVsPorticoRows(results, true)
     const callsLoad = loadavg().map(n => n.toFixed(2)).join(' ')
     const starts = await sessionStarts(children)
     const out = [
-      `mcp benchmark: Node ${process.version}; tools/call echo; ${opts.calls} sequential calls (latency), ${opts.clients} clients x ${opts.duration} s (calls/s, and Portico's CPU µs per call: its own process, every thread, not the stdio server it launched); client, portico and server share this machine's cores; load average ${callsLoad}`,
+      `mcp benchmark: Node ${process.version}; tools/call echo; ${opts.calls} sequential calls (latency), ${opts.clients} clients x ${opts.duration} s (calls/s, and the gateway's CPU µs per call: its own process, every thread, not the stdio server it launched); client, gateway and server share this machine's cores; ${agw === undefined ? agentgateway.skipped : `agentgateway: ${agentgateway.bin}, one worker thread, log level warn`}; load average ${callsLoad}`,
       '',
-      table([...ROW_HEADER, 'portico CPU µs/call'], rows),
+      table([...ROW_HEADER, 'gateway CPU µs/call'], rows),
       '',
       `Target: added p50 <= ${TARGET_ADDED_P50_MS} ms — http: ${results.http.portico.p50 - results.http.direct.p50 <= TARGET_ADDED_P50_MS ? 'met' : 'NOT met'}; stdio: ${results.stdio.portico.p50 - results.stdio.direct.p50 <= TARGET_ADDED_P50_MS ? 'met' : 'NOT met'}`,
+      ...agentgatewayLines(results),
       JSON.stringify(rounded({ bench: 'mcp', node: process.version, options: opts, results })),
       '',
       ...sessionReport(starts)
@@ -134,6 +156,16 @@ async function main (): Promise<void> {
   } finally {
     await Promise.all(children.map(c => c.stop()))
   }
+}
+
+/** Portico's CPU per call against agentgateway's, per target (none without agentgateway). */
+function agentgatewayLines (results: Record<string, { portico: CallsResult, agentgateway?: CallsResult }>): string[] {
+  return Object.entries(results).flatMap(([kind, r]) => {
+    if (r.agentgateway === undefined) return []
+    const vs = r.portico.cpuUsPerCall / r.agentgateway.cpuUsPerCall
+    const target = kind === 'http' ? ` (target <= ${TARGET_CPU_VS_AGENTGATEWAY}x: ${vs <= TARGET_CPU_VS_AGENTGATEWAY ? 'met' : 'NOT met'})` : ''
+    return [`${kind}: CPU µs/call portico ${fmt(r.portico.cpuUsPerCall, 1)}, agentgateway ${fmt(r.agentgateway.cpuUsPerCall, 1)}; portico ÷ agentgateway ${fmt(vs)}x${target}`]
+  })
 }
 
 function sessionReport ({ rows, results }: { rows: string[][], results: Record<string, SessionsResult> }): string[] {

@@ -105,13 +105,20 @@ export async function measureCalls (name: string, connect: Connect, options: Cal
   return { p50: latency.percentile(50), p99: latency.percentile(99), callsPerSecond: calls / elapsed, cpuUsPerCall: cpu / calls * 1e6 }
 }
 
-/** Table rows for pairs of runs: direct, then through Portico with what it added. */
-export function directVsPorticoRows (results: Record<string, { direct: CallsResult, portico: CallsResult }>, withCpu: boolean): string[][] {
+/**
+ * Table rows for pairs of runs: direct, then through Portico with what it added, then through
+ * agentgateway (mcp.ts with its binary at hand) the same way.
+ */
+export function directVsPorticoRows (results: Record<string, { direct: CallsResult, portico: CallsResult, agentgateway?: CallsResult }>, withCpu: boolean): string[][] {
   const rows: string[][] = []
   for (const [kind, r] of Object.entries(results)) {
     const cpu = withCpu ? [''] : []
     rows.push([`${kind}: direct`, fmt(r.direct.p50, 3), fmt(r.direct.p99, 3), fmt(r.direct.callsPerSecond, 0), '', '', ...cpu])
-    rows.push([`${kind}: via portico`, fmt(r.portico.p50, 3), fmt(r.portico.p99, 3), fmt(r.portico.callsPerSecond, 0), fmt(r.portico.p50 - r.direct.p50, 3), fmt(ratio(r.portico.callsPerSecond, r.direct.callsPerSecond)), ...(withCpu ? [fmt(r.portico.cpuUsPerCall, 1)] : [])])
+    for (const via of ['portico', 'agentgateway'] as const) {
+      const v = r[via]
+      if (v === undefined) continue
+      rows.push([`${kind}: via ${via}`, fmt(v.p50, 3), fmt(v.p99, 3), fmt(v.callsPerSecond, 0), fmt(v.p50 - r.direct.p50, 3), fmt(ratio(v.callsPerSecond, r.direct.callsPerSecond)), ...(withCpu ? [fmt(v.cpuUsPerCall, 1)] : [])])
+    }
   }
   return rows
 }

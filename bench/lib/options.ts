@@ -44,9 +44,40 @@ export function readOptions<K extends string> (specs: Record<K, NumberOption>, a
   return out
 }
 
+/** Usage lines of the string options taken so far (takeStringOption), printed after the numbers'. */
+const stringUsage: string[] = []
+
 function usage (specs: NumberOption[]): string {
   const lines = specs.map(s => `  --${s.flag.padEnd(18)} ${envName(s.flag).padEnd(26)} ${s.help} (default ${s.default})`)
-  return `options (flag, or environment variable):\n${lines.join('\n')}\n`
+  return `options (flag, or environment variable):\n${[...lines, ...stringUsage].join('\n')}\n`
+}
+
+/**
+ * A string-valued option (`--agentgateway /path/to/bin`, `--agentgateway=...`, or
+ * BENCH_AGENTGATEWAY), taken out of `argv` before readOptions parses the numbers: its value
+ * (undefined when neither is given) and the arguments left. Call it before readOptions, so
+ * `--help` lists it.
+ */
+export function takeStringOption (flag: string, help: string, argv = process.argv.slice(2), env = process.env): { value: string | undefined, rest: string[] } {
+  stringUsage.push(`  --${flag.padEnd(18)} ${envName(flag).padEnd(26)} ${help}`)
+  const rest: string[] = []
+  let value: string | undefined
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === `--${flag}`) {
+      value = argv[++i]
+      if (value === undefined) {
+        process.stderr.write(`--${flag}: needs a value\n`)
+        process.exit(2)
+      }
+    } else if (arg.startsWith(`--${flag}=`)) {
+      value = arg.slice(flag.length + 3)
+    } else {
+      rest.push(arg)
+    }
+  }
+  const fromEnv = env[envName(flag)]
+  return { value: value ?? (fromEnv === '' ? undefined : fromEnv), rest }
 }
 
 /**
