@@ -126,6 +126,7 @@ export function startWorkerIdleCollection (collect: () => boolean, options: { in
  * Whether Node was given `--no-memory-reducer` (on its command line, which worker threads
  * inherit, or in NODE_OPTIONS): then a worker runs no idle collection either, as the primary's
  * V8 runs no reducing GC (v8-flags.ts: Portico leaves the reducer on; a user's setting wins).
+ * Here rather than beside v8-flags.ts's `...Given` checks: workers do not load that module.
  */
 export function memoryReducerTurnedOff (execArgv: string[], nodeOptions: string | undefined): boolean {
   const flags = [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].filter(a => /^--(no-)?memory[-_]reducer$/.test(a))
