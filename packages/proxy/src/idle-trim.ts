@@ -103,23 +103,40 @@ function privateMiB (): number | null {
  * utilization: the shares above), `collect` runs (startup-gc.ts `reduceWorkerHeap`); the
  * primary's idle trim then gives back the malloc pages it freed.
  */
-export function startWorkerIdleCollection (collect: () => boolean, options: { intervalMs?: number, onCollect?: (report: { collected: boolean, heapCommittedMiBBefore: number, heapCommittedMiBAfter: number }) => void } = {}): () => void {
+export function startWorkerIdleCollection (collect: () => boolean, options: WorkerIdleCollectionOptions = {}): () => void {
   let state: IdleTrimState = { due: 0 }
-  let last = performance.eventLoopUtilization()
+  const loopShare = options.loopShare ?? eventLoopShare()
   const timer = setInterval(() => {
-    const share = performance.eventLoopUtilization(last).utilization
-    const step = idleTrimStep(state, share, 1)
+    const step = idleTrimStep(state, loopShare(), 1)
     state = step.state
     if (step.trim) {
       const before = committedMiB()
       const collected = collect()
       options.onCollect?.({ collected, heapCommittedMiBBefore: before, heapCommittedMiBAfter: committedMiB() })
+      // From now: the collection's own time is not work.
+      loopShare()
     }
-    // From now: the collection's own time is not work.
-    last = performance.eventLoopUtilization()
   }, options.intervalMs ?? IDLE_TRIM_INTERVAL_MS)
   timer.unref()
   return () => clearInterval(timer)
+}
+
+export interface WorkerIdleCollectionOptions {
+  intervalMs?: number
+  /** The share of the time since its last call the thread's event loop was busy (default: its utilization). */
+  loopShare?: () => number
+  onCollect?: (report: { collected: boolean, heapCommittedMiBBefore: number, heapCommittedMiBAfter: number }) => void
+}
+
+/** Each call: the event loop's utilization since the call before (the first: since this was made). */
+function eventLoopShare (): () => number {
+  let last = performance.eventLoopUtilization()
+  return () => {
+    const now = performance.eventLoopUtilization()
+    const share = performance.eventLoopUtilization(now, last).utilization
+    last = now
+    return share
+  }
 }
 
 /**
