@@ -31,6 +31,23 @@ const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connecti
 
 type Headers = Record<string, string | string[] | number | undefined>
 
+/**
+ * Node's compatibility response has no `destroyed`, which the engine reads wherever it asks
+ * whether the client is still there (http/inbound.ts: before the backend call once the
+ * policies have run, before retries, before each write of a stream). Without it a stream the
+ * client reset while extAuthz was deciding still went on to the backend. As on HTTP/1.1,
+ * where a response is destroyed once its connection lets go of it, it is its stream's state.
+ * Defined once on the class, not per response; a Node that adds its own keeps its own.
+ */
+if (!('destroyed' in http2.Http2ServerResponse.prototype)) {
+  Object.defineProperty(http2.Http2ServerResponse.prototype, 'destroyed', {
+    configurable: true,
+    get (this: http2.Http2ServerResponse): boolean {
+      return this.stream?.destroyed ?? true
+    }
+  })
+}
+
 function withoutConnectionHeaders (headers: Headers): Headers {
   let out: Headers | null = null
   for (const name of Object.keys(headers)) {
