@@ -19,9 +19,10 @@
  * --functions N lists the N functions of the request thread (V8's code named through
  * --perf-basic-prof, bench/lib/callgrind.ts) whose instructions per call differ most between
  * the builds, and between the HTTP and the stdio target of this build: where a change, or
- * the HTTP target's own path, spends.
+ * the HTTP target's own path, spends. --top N lists each run's N costliest functions (self
+ * instructions per call): where a call spends at all.
  *
- * Run: node bench/mcp-instructions.ts [--before DIR] [--warmup 8000] [--calls 4000] [--connections 8] [--targets http,stdio,sse] [--functions N]
+ * Run: node bench/mcp-instructions.ts [--before DIR] [--warmup 8000] [--calls 4000] [--connections 8] [--targets http,stdio,sse] [--functions N] [--top N]
  */
 
 import { rmSync, writeFileSync } from 'node:fs'
@@ -36,9 +37,13 @@ import { freePort, scratchDir, startNode, type Child } from './lib/children.ts'
 import { checkoutBin, porticoEnv } from './lib/servers.ts'
 import { mcpTargetsConfig } from './lib/mcp-calls.ts'
 
-const { values } = parseArgs({ options: { before: { type: 'string' }, warmup: { type: 'string', default: '8000' }, calls: { type: 'string', default: '4000' }, connections: { type: 'string', default: '8' }, targets: { type: 'string', default: 'http,stdio' }, functions: { type: 'string', default: '0' } } })
+const { values } = parseArgs({ options: { before: { type: 'string' }, warmup: { type: 'string', default: '8000' }, calls: { type: 'string', default: '4000' }, connections: { type: 'string', default: '8' }, targets: { type: 'string', default: 'http,stdio' }, functions: { type: 'string', default: '0' }, top: { type: 'string', default: '0' } } })
 /** How many functions to list: those whose instructions per call differ most between the builds, and between the targets (0: none). */
 const FUNCTIONS = Number(values.functions)
+/** How many of the request thread's costliest functions to list per build and target, self instructions per call (0: none). */
+const TOP = Number(values.top)
+/** Whether the functions are counted at all (V8's code named through --perf-basic-prof). */
+const BY_FUNCTION = FUNCTIONS > 0 || TOP > 0
 const WARMUP = Number(values.warmup)
 const CALLS = Number(values.calls)
 const CONNECTIONS = Number(values.connections)
@@ -105,7 +110,7 @@ async function measure (build: string, bin: string, target: 'http' | 'sse' | 'st
     command: 'valgrind',
     args: [
       '--tool=callgrind', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${join(dir, 'callgrind.out.%p')}`,
-      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, MEMORY_REDUCER_FLAG, '--random-seed=1', ...(FUNCTIONS > 0 ? ['--perf-basic-prof'] : []), bin, '-f', configPath
+      process.execPath, `--max-semi-space-size=${SEMI_SPACE_MB}`, `--min-semi-space-size=${SEMI_SPACE_MB}`, MEMORY_REDUCER_FLAG, '--random-seed=1', ...(BY_FUNCTION ? ['--perf-basic-prof'] : []), bin, '-f', configPath
     ],
     env: porticoEnv('warn'),
     cwd: dir,
@@ -132,7 +137,7 @@ async function measure (build: string, bin: string, target: 'http' | 'sse' | 'st
   const { main, all, mainFile } = dumpTotals(dir, 1)
   if (main === 0) throw new Error(`${build} ${target}: no callgrind dump found in ${dir}`)
   const count: Count = { build, target, requestThread: main / CALLS, allThreads: all / CALLS }
-  if (FUNCTIONS > 0) {
+  if (BY_FUNCTION) {
     const pid = child.proc.pid!
     count.functions = await functionCounts(mainFile, jitCodeMap(pid))
     rmSync(`/tmp/perf-${pid}.map`, { force: true })
@@ -142,7 +147,13 @@ async function measure (build: string, bin: string, target: 'http' | 'sse' | 'st
 
 /** With --functions: what moved most per call, this build against before, and the HTTP target against stdio. */
 function functionTables (counts: Count[]): string[] {
-  if (FUNCTIONS === 0) return []
+  const tops = TOP === 0
+    ? []
+    : counts.map(c => [
+      `request thread, ${c.build}, ${c.target}: the ${TOP} costliest functions, self instructions per call`,
+      table(['function', 'per call'], [...c.functions!].sort((a, b) => b[1] - a[1]).slice(0, TOP).map(([name, n]) => [name.length > 100 ? `${name.slice(0, 99)}…` : name, fmt(n / CALLS, 0)]))
+    ].join('\n'))
+  if (FUNCTIONS === 0) return tops
   const find = (build: string, target: string) => counts.find(c => c.build === build && c.target === target)
   const pairs: Array<[string, Count | undefined, Count | undefined]> = [
     ...TARGETS.map(t => [`${t}: after against before`, find('before', t), find('after', t)] as [string, Count | undefined, Count | undefined]),
@@ -150,6 +161,7 @@ function functionTables (counts: Count[]): string[] {
   ]
   return pairs.filter(([, a, b]) => a !== undefined && b !== undefined)
     .map(([title, a, b]) => movedFunctionsTable(`request thread, ${title}`, a!.functions!, b!.functions!, CALLS, FUNCTIONS, 'call'))
+    .concat(tops)
 }
 
 async function main (): Promise<void> {
