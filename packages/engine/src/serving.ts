@@ -17,6 +17,7 @@ export { serverSecureContext, serverContextOptions } from './stream/server-tls.t
 export { undici } from './util/undici.ts'
 export type * from './ir/types.ts'
 export type { ClientFacts } from './request/context.ts'
+export type { InboundRequest, InboundResponse } from './http/inbound.ts'
 export type { RequestContext } from './request/context.ts'
 export type { RequestTracing } from './trace/otel.ts'
 export type { StaticMeshIdentity } from './mesh/identity.ts'

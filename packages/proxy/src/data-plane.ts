@@ -9,9 +9,8 @@
  * portico.ts: what a worker loads is the data path only.
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { applyAccessLogFields, compileCelFields, Engine, setPublicHeaders, type ProxyIR, type RequestContext, type RequestTracing, type StaticMeshIdentity, type StreamConnectionRecord, type UdpFlowRecord } from '@portico/engine/serving'
+import { applyAccessLogFields, compileCelFields, Engine, setPublicHeaders, type ProxyIR, type RequestContext, type RequestTracing, type StaticMeshIdentity, type StreamConnectionRecord, type UdpFlowRecord, type InboundRequest, type InboundResponse } from '@portico/engine/serving'
 import type { Logs } from '@portico/ops'
 import type { Settings } from './settings.ts'
 import { accessLogFields, connectionLogFields, flowLogFields } from './access-log.ts'
@@ -82,7 +81,7 @@ export interface DataPlaneOptions extends Tracing {
    * This data plane is data-plane worker `index` of a primary: it hands MCP requests over with
    * `handoff`, and takes connections from the primary (`intake`) or binds with SO_REUSEPORT.
    */
-  worker?: { index: number, handoff: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void, intake: boolean }
+  worker?: { index: number, handoff: (req: InboundRequest, res: InboundResponse, bindKey: string) => void, intake: boolean }
   /**
    * A primary with workers (config.workers > 1) serves as one of the event loops:
    * `reuseport`, its listeners share every port with the workers' (SO_REUSEPORT); `intake`,

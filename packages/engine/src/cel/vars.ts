@@ -3,7 +3,7 @@
  * request and source parts are made once per request and reused by every expression.
  */
 
-import type { IncomingMessage } from 'node:http'
+import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { plainAddress } from '../util/host-port.ts'
 
@@ -13,7 +13,7 @@ import { plainAddress } from '../util/host-port.ts'
  * `celBase` is where the request and source parts are kept once made.
  */
 export interface CelContext {
-  readonly req: IncomingMessage
+  readonly req: { readonly headers: IncomingHttpHeaders }
   readonly sourceAddress: string
   readonly sourcePort: number
   readonly method: string

@@ -4,7 +4,8 @@
  * `apply(ir)`; listeners call `handler(bindKey)`. Nothing else differs between the modes.
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingMessage } from 'node:http'
+import type { InboundRequest, InboundResponse } from '../http/inbound.ts'
 import type { Duplex } from 'node:stream'
 import type { Socket } from 'node:net'
 import type { ProxyIR } from '../ir/types.ts'
@@ -64,7 +65,7 @@ export interface EngineOptions {
    * A data-plane worker hands requests for MCP routes to the thread that owns MCP sessions
    * and stdio targets (the request is answered there; nothing of it runs here).
    */
-  handoff?: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void
+  handoff?: (req: InboundRequest, res: InboundResponse, bindKey: string) => void
 }
 
 /** A config checked and compiled, not in force yet (`install`, or `stage` on a worker). */
@@ -122,7 +123,7 @@ export class Engine implements PipelineRuntime {
   readonly inFlight = new InFlightRequests<RequestContext>()
   onRequestEnd: (ctx: RequestContext) => void
   onInternalError: ((err: unknown, ctx: RequestContext) => void) | null
-  readonly handoff: ((req: IncomingMessage, res: ServerResponse, bindKey: string) => void) | null
+  readonly handoff: ((req: InboundRequest, res: InboundResponse, bindKey: string) => void) | null
   /** Shared mode: backend state every worker sees. */
   readonly sharedBackends: SharedBackendState | null
   private compiled: CompiledConfig | null = null
@@ -269,7 +270,7 @@ export class Engine implements PipelineRuntime {
   }
 
   /** The request listener for one bind; it resolves the bind's current config per request. */
-  handler (bindKey: string): (req: IncomingMessage, res: ServerResponse) => void {
+  handler (bindKey: string): (req: InboundRequest, res: InboundResponse) => void {
     return (req, res) => {
       const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
       if (bind === undefined) {
@@ -284,7 +285,7 @@ export class Engine implements PipelineRuntime {
    * A request a data-plane worker handed over (an MCP route): the whole pipeline runs here,
    * with the client's addresses as the worker saw them.
    */
-  handleHandoff (bindKey: string, req: IncomingMessage, res: ServerResponse, facts: ClientFacts): void {
+  handleHandoff (bindKey: string, req: InboundRequest, res: InboundResponse, facts: ClientFacts): void {
     const bind = this.live()?.binds.get(bindKey)
     if (bind === undefined) {
       res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('listener not found')
@@ -335,7 +336,7 @@ export class Engine implements PipelineRuntime {
    * passes on (http/frontend.ts); the listener calls it before Node detaches the socket from
    * its HTTP parser, so a refused upgrade is served as a plain request.
    */
-  upgradeAllowed (bindKey: string, req: IncomingMessage): boolean {
+  upgradeAllowed (bindKey: string, req: InboundRequest): boolean {
     const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
     if (bind === undefined) return true
     return upgradeAllowed(bind.selectListener(hostOnly(req.headers.host)).frontend, req.headers.upgrade)
@@ -348,7 +349,7 @@ export class Engine implements PipelineRuntime {
    * Returns false when the caller must close the connection itself (no such request, or the
    * response has started).
    */
-  clientError (res: ServerResponse, err: NodeJS.ErrnoException): boolean {
+  clientError (res: InboundResponse, err: NodeJS.ErrnoException): boolean {
     if (res.headersSent) return false
     // A linear search: this runs once per malformed request, never on the hot path.
     let ctx: RequestContext | undefined

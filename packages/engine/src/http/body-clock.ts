@@ -12,7 +12,7 @@
  * per period, instead of hooking every chunk: a body costs one timer, not work per chunk.
  */
 
-import type { IncomingMessage } from 'node:http'
+import type { InboundRequest } from './inbound.ts'
 import type { RouteTimeoutsIR } from '../ir/types.ts'
 import { PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
@@ -46,7 +46,7 @@ export function bodyLimits (ctx: BodyClockContext): BodyLimits {
  * `idleMs` after the last byte; the rate is judged over windows of at least `idleMs`.
  */
 export interface BodyProgress {
-  readonly req: IncomingMessage
+  readonly req: InboundRequest
   readonly idleMs: number
   /** Bytes each window must bring; 0 once the response began (or no minimum). */
   minBytes: number
@@ -56,7 +56,7 @@ export interface BodyProgress {
   windowBytes: number
 }
 
-export function bodyProgress (req: IncomingMessage, limits: BodyLimits, now: number): BodyProgress {
+export function bodyProgress (req: InboundRequest, limits: BodyLimits, now: number): BodyProgress {
   const bytes = req.socket?.bytesRead ?? 0
   return { req, idleMs: limits.idleMs, minBytes: limits.minBytes, lastBytes: bytes, lastChange: now, windowStart: now, windowBytes: bytes }
 }
@@ -94,7 +94,7 @@ export function checkBodyProgress (p: BodyProgress, now: number): PorticoError |
  * stop function, to call when the read ends either way (nothing to stop without a clock or
  * once the body is in).
  */
-export function watchBodyClock (req: IncomingMessage, ctx: BodyClockContext, onCut: (cut: PorticoError) => void): () => void {
+export function watchBodyClock (req: InboundRequest, ctx: BodyClockContext, onCut: (cut: PorticoError) => void): () => void {
   const limits = bodyLimits(ctx)
   if (limits.idleMs <= 0 || req.complete) return noClock
   const every = pollPeriod(limits.idleMs)

@@ -4,7 +4,7 @@
  * does not import the pipeline (the pipeline passes its context and hooks in).
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { InboundRequest, InboundResponse } from './inbound.ts'
 import type { Duplex } from 'node:stream'
 import type { BackendIR, RouteTimeoutsIR } from '../ir/types.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
@@ -15,8 +15,8 @@ import type { GrpcCall } from './grpc.ts'
 import type { FrontendSettings } from './frontend.ts'
 
 export interface CallContext extends CallTraceContext, BodyContext, InterceptContext {
-  readonly req: IncomingMessage
-  readonly res: ServerResponse
+  readonly req: InboundRequest
+  readonly res: InboundResponse
   readonly method: string
   readonly pathAndQuery: string
   /** Monotonic start of the request (ms): the request timeout counts from it. */

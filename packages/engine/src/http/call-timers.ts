@@ -11,7 +11,7 @@
  */
 
 import type { Dispatcher } from 'undici'
-import type { IncomingMessage } from 'node:http'
+import type { InboundRequest } from './inbound.ts'
 import type { CallContext } from './call-context.ts'
 import { PORTICO_ERRORS, PorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
@@ -183,7 +183,7 @@ function checkHeaders (call: CallState, now: number): void {
   }
 }
 
-function watchBody (call: CallState, req: IncomingMessage, limits: BodyLimits): void {
+function watchBody (call: CallState, req: InboundRequest, limits: BodyLimits): void {
   const every = pollPeriod(limits.idleMs)
   const watch = bodyProgress(req, limits, performance.now()) as BodyWatch
   watch.timer = setTimeout(checkBody, every, call, every)

@@ -7,7 +7,8 @@
  * (the stream is consumed by then), and every later reader sees the same bytes.
  */
 
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { InboundRequest } from './inbound.ts'
 import { watchBodyClock, type BodyClockContext } from './body-clock.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
 
@@ -16,7 +17,7 @@ import { PorticoError, isPorticoError } from '../util/errors.ts'
  * body's clocks read the listener's and route's limits (http/body-clock.ts).
  */
 export interface BodyContext extends BodyClockContext {
-  readonly req: IncomingMessage
+  readonly req: InboundRequest
   /** Set for an upgrade request: its bytes belong to the tunnel. */
   readonly upgrade: object | null
   /** The body once read whole. */

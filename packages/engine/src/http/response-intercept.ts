@@ -28,7 +28,7 @@
  */
 
 import type { Dispatcher } from 'undici'
-import type { ServerResponse } from 'node:http'
+import type { InboundResponse } from './inbound.ts'
 import type { HeaderMap } from '../ir/header-map.ts'
 import { PorticoError, isPorticoError } from '../util/errors.ts'
 import { performance } from '../util/clock.ts'
@@ -94,7 +94,7 @@ export type ChunkResult = { action: 'data', data: Buffer } | Exclude<InterceptRe
 /** What interception reads of a request's state (request/context.ts RequestContext has it). */
 export interface InterceptContext {
   readonly method: string
-  readonly res: ServerResponse
+  readonly res: InboundResponse
   readonly done: boolean
   upstreamHeadersAt: number
   /** The request's response interceptors, in the order their policies ran; null for none. */

@@ -6,13 +6,13 @@
 
 import { Transform, type Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
-import type { IncomingMessage } from 'node:http'
+import type { InboundRequest } from './inbound.ts'
 import type { TraceRecorder } from '../trace/recorder.ts'
 import { BodyTap } from '../trace/snapshot.ts'
 import { WrappingHandler } from './wrapping-handler.ts'
 
 /** The request body as sent upstream, through a pass-through that keeps its first bytes. */
-export function tracedRequestBody (ctx: { readonly tracer: TraceRecorder | null }, req: IncomingMessage, limit: number): Readable {
+export function tracedRequestBody (ctx: { readonly tracer: TraceRecorder | null }, req: InboundRequest, limit: number): Readable {
   const tap = new BodyTap(limit)
   const tee = new Transform({
     transform (chunk: Buffer, _enc, done) {

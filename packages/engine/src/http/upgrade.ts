@@ -1,12 +1,13 @@
 /**
  * HTTP/1.1 upgrades (WebSocket): the request runs the same pipeline as any other -- routes,
- * policies, trace -- with a ServerResponse bound to the raw socket so local answers (404,
+ * policies, trace -- with a InboundResponse bound to the raw socket so local answers (404,
  * 401, ...) are ordinary responses (pipeline/run.ts handleUpgrade). The backend call asks
  * undici for the upgrade; on 101 the two sockets are joined here and bytes flow both ways
  * until either side closes.
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingMessage } from 'node:http'
+import type { InboundRequest, InboundResponse } from './inbound.ts'
 import http from '../util/node-http.ts'
 import type { Duplex } from 'node:stream'
 import type { Socket } from 'node:net'
@@ -16,7 +17,7 @@ import type { Socket } from 'node:net'
  * answer ends the connection: there is no HTTP parser left on this socket to read a next
  * request.
  */
-export function upgradeResponse (req: IncomingMessage, socket: Duplex): ServerResponse {
+export function upgradeResponse (req: IncomingMessage, socket: Duplex): InboundResponse {
   const res = new http.ServerResponse(req)
   res.assignSocket(socket as Socket)
   socket.on('error', () => socket.destroy())
@@ -34,7 +35,7 @@ export function upgradeResponse (req: IncomingMessage, socket: Duplex): ServerRe
  * a connection that closes meanwhile is left alone.
  */
 export function afterPendingResponses (socket: Duplex, serve: () => void): void {
-  const pending = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage
+  const pending = (socket as Duplex & { _httpMessage?: InboundResponse | null })._httpMessage
   if (pending == null) {
     if (!socket.destroyed && socket.writable) serve()
     return
@@ -58,7 +59,7 @@ const H2_PREFACE_LINE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1')
  * an h2c client must wait for a 101 before it sends one (RFC 7540 §3.2; RFC 9113 dropped the
  * h2c upgrade altogether), so the request is a smuggling attempt and gets a 400.
  */
-export function refuseUpgrade (req: IncomingMessage, res: ServerResponse): boolean {
+export function refuseUpgrade (req: InboundRequest, res: InboundResponse): boolean {
   res.shouldKeepAlive = false
   // The read the parser is working through while it announces this request (a copy).
   const parser = (req.socket as (Socket & { parser?: { getCurrentBuffer?: () => Buffer } | null }) | null)?.parser
@@ -68,7 +69,7 @@ export function refuseUpgrade (req: IncomingMessage, res: ServerResponse): boole
 
 /** What joining the sockets needs of a request's state (request/context.ts RequestContext has it). */
 export interface UpgradeContext {
-  readonly res: ServerResponse
+  readonly res: InboundResponse
   readonly upgrade: { socket: Duplex, head: Buffer } | null
   upgraded: boolean
   status: number

@@ -5,7 +5,8 @@
  * handler, so the access log, metrics and trace always see a finished request.
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingMessage } from 'node:http'
+import type { InboundRequest, InboundResponse } from '../http/inbound.ts'
 import type { Duplex } from 'node:stream'
 import type { TLSSocket } from 'node:tls'
 import type { CompiledBind } from '../request/compiled.ts'
@@ -89,10 +90,10 @@ export interface PipelineRuntime {
   /** Per-backend stats: calls that are not a request's last (retried attempts, mirror copies). */
   backendStats?: { recordCall(backendKey: string, failed: boolean, latencyMs: number | null): void }
   /** On a data-plane worker: hands a request for an MCP route to the thread that owns MCP. */
-  handoff?: ((req: IncomingMessage, res: ServerResponse, bindKey: string) => void) | null
+  handoff?: ((req: InboundRequest, res: InboundResponse, bindKey: string) => void) | null
 }
 
-export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, res: ServerResponse, upgrade?: RequestContext['upgrade'], facts?: ClientFacts): void {
+export function handleRequest (rt: PipelineRuntime, bind: CompiledBind, req: InboundRequest, res: InboundResponse, upgrade?: RequestContext['upgrade'], facts?: ClientFacts): void {
   // A request pipelined behind one whose answer closes the connection (a 400 of refuseTarget,
   // a refused upgrade) is not served: Node parsed it before that answer could close.
   if (closingAfterAnswer.has(req.socket)) return
@@ -256,7 +257,7 @@ async function run (rt: PipelineRuntime, ctx: RequestContext): Promise<void> {
  * (gateway policies never change what route selection reads) -- has an MCP backend.
  * Requests with a bad target are answered here, as anywhere.
  */
-function handsOff (listener: CompiledBind['listeners'][number], hostname: string, req: IncomingMessage, path: string, target: ReturnType<typeof splitRequestTarget>, problem: string | null): boolean {
+function handsOff (listener: CompiledBind['listeners'][number], hostname: string, req: InboundRequest, path: string, target: ReturnType<typeof splitRequestTarget>, problem: string | null): boolean {
   if (!target.ok || problem !== null) return false
   if (listener.mcpHandoff === 'all') return true
   const route = listener.table.select(hostname, { method: req.method ?? 'GET', path, query: target.query, headers: req.headers }, false).route
@@ -281,7 +282,7 @@ const MISDIRECTED = 'misdirected'
  * client-certificate policy -- serves) gets 421, so it retries on a connection of its own
  * (RFC 9110 §15.5.20; Envoy answers the same). Without SNI (an IP address) nothing is checked.
  */
-function misdirected (bind: CompiledBind, listener: CompiledBind['listeners'][number], req: IncomingMessage, facts: ClientFacts | undefined): boolean {
+function misdirected (bind: CompiledBind, listener: CompiledBind['listeners'][number], req: InboundRequest, facts: ClientFacts | undefined): boolean {
   if (bind.ir.protocol !== 'HTTPS' || bind.listeners.length < 2) return false
   const sni = facts !== undefined ? facts.servername : (req.socket as TLSSocket).servername
   if (typeof sni !== 'string' || sni === '') return false

@@ -5,7 +5,8 @@
  * that read it import down (issue 15, "Per-request state in one place").
  */
 
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { InboundRequest, InboundResponse } from '../http/inbound.ts'
 import type { Duplex } from 'node:stream'
 import type { BackendIR, PathMatchIR } from '../ir/types.ts'
 import type { CompiledBackendRef, CompiledListener, CompiledRoute } from './compiled.ts'
@@ -142,8 +143,8 @@ export interface LlmTokenReservation {
 }
 
 export class RequestContext {
-  readonly req: IncomingMessage
-  readonly res: ServerResponse
+  readonly req: InboundRequest
+  readonly res: InboundResponse
   /** Wall-clock start (ms since epoch) for `request.startTime`. */
   readonly startTime: number
   /** Monotonic start (ms, performance.now()) for durations. */
@@ -334,8 +335,8 @@ export class RequestContext {
   tracer: TraceRecorder | null
 
   constructor (init: {
-    req: IncomingMessage
-    res: ServerResponse
+    req: InboundRequest
+    res: InboundResponse
     listener: CompiledListener
     scheme: 'http' | 'https'
     host: string

@@ -3,7 +3,7 @@
  * source, backend, response, proxy and env. Built only for traced requests.
  */
 
-import type { IncomingMessage } from 'node:http'
+import type { IncomingHttpHeaders } from 'node:http'
 import type { HeaderMap } from '../ir/header-map.ts'
 import type { BackendIR } from '../ir/types.ts'
 import { EFFECTIVE_POLICY_KEYS, type PolicySetIR } from '../ir/policy.ts'
@@ -18,7 +18,7 @@ import { performance } from '../util/clock.ts'
  * Declared here, by the side that reads it, so trace/ does not import the rooms above it.
  */
 export interface SnapshotContext {
-  readonly req: IncomingMessage
+  readonly req: { readonly headers: IncomingHttpHeaders, readonly httpVersion: string }
   readonly rawTarget: string
   readonly sourceAddress: string
   readonly sourcePort: number

@@ -12,12 +12,11 @@
  * leaves the process.
  */
 
-import type { IncomingMessage, ServerResponse } from 'node:http'
 import http from '@portico/engine/node-http'
 import { timingSafeEqual } from 'node:crypto'
 import type { TLSSocket } from 'node:tls'
 import type { Pool } from 'undici'
-import type { ClientFacts, Engine } from '@portico/engine/serving'
+import type { ClientFacts, Engine, InboundRequest, InboundResponse } from '@portico/engine/serving'
 import { undici } from '@portico/engine/serving'
 import { localSocketPath, socketToken } from './local-socket.ts'
 
@@ -73,7 +72,7 @@ export async function startHandoffServer (engine: Engine): Promise<HandoffServer
 }
 
 /** The two internal headers never reach the pipeline (nor traces, nor backends). */
-function stripInternal (req: IncomingMessage): void {
+function stripInternal (req: InboundRequest): void {
   delete req.headers[TOKEN_HEADER]
   delete req.headers[CLIENT_HEADER]
   const raw = req.rawHeaders
@@ -84,13 +83,13 @@ function stripInternal (req: IncomingMessage): void {
 }
 
 /** A worker's end: `relay(req, res, bindKey)` forwards one request to the primary and streams the answer back. */
-export function handoffRelay (target: { socketPath: string, token: string }): { relay: (req: IncomingMessage, res: ServerResponse, bindKey: string) => void, close: () => Promise<void> } {
+export function handoffRelay (target: { socketPath: string, token: string }): { relay: (req: InboundRequest, res: InboundResponse, bindKey: string) => void, close: () => Promise<void> } {
   // No limits here: the primary's pipeline applies the route's timeouts, and MCP streams
   // (GET, SSE answers) stay open as long as the session wants.
   // Made at the first relayed request: a config without MCP routes never loads undici here.
   let pool: Pool | null = null
   const poolOf = (): Pool => pool ??= new (undici().Pool)('http://portico.internal', { socketPath: target.socketPath, connections: null, pipelining: 1, bodyTimeout: 0, headersTimeout: 0, keepAliveTimeout: 60_000 })
-  const relay = (req: IncomingMessage, res: ServerResponse, bindKey: string): void => {
+  const relay = (req: InboundRequest, res: InboundResponse, bindKey: string): void => {
     const socket = req.socket as TLSSocket | undefined
     const client: ClientFacts & { bind: string } = {
       bind: bindKey,
@@ -118,8 +117,15 @@ export function handoffRelay (target: { socketPath: string, token: string }): { 
         }
         res.writeHead(answer.statusCode, out)
         // Each chunk as it comes (SSE), with the client's pace holding the primary's back.
-        answer.body.once('error', () => res.destroy())
-        answer.body.pipe(res)
+        const body = answer.body
+        body.once('error', () => res.destroy())
+        body.on('data', (chunk: Buffer) => {
+          if (!res.write(chunk)) {
+            body.pause()
+            res.once('drain', () => body.resume())
+          }
+        })
+        body.once('end', () => res.end())
       },
       () => {
         if (res.destroyed) return

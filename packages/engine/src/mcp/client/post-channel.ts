@@ -4,7 +4,7 @@
  * sent. Events of an SSE answer go to the session's EventLog, so a client can resume it.
  */
 
-import type { ServerResponse } from 'node:http'
+import type { InboundResponse } from '../../http/inbound.ts'
 import { isResponse, type JsonRpcId, type JsonRpcMessage } from '../protocol/jsonrpc.ts'
 import type { RequestSpan } from '../../trace/otel.ts'
 import { PLAIN_HEAD, SseWriter, withHead, type HeadHook } from '../protocol/sse-writer.ts'
@@ -16,7 +16,7 @@ import type { Channel, EventLog } from '../session/channels.ts'
  * stays undecided, so a lone response goes out as plain JSON.
  */
 export class PostChannel implements Channel {
-  private readonly res: ServerResponse
+  private readonly res: InboundResponse
   private readonly awaiting: Set<JsonRpcId>
   private readonly batch: boolean
   private readonly collected: JsonRpcMessage[] = []
@@ -34,7 +34,7 @@ export class PostChannel implements Channel {
   private readonly statusOf: (message: JsonRpcMessage) => number
   readonly span: RequestSpan | null
 
-  constructor (res: ServerResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number, span?: RequestSpan | null, onCall?: (target: string) => void }) {
+  constructor (res: InboundResponse, options: { requestIds: JsonRpcId[], batch: boolean, headers: Record<string, string>, log: EventLog | null, head?: HeadHook, statusOf?: (message: JsonRpcMessage) => number, span?: RequestSpan | null, onCall?: (target: string) => void }) {
     this.res = res
     this.onCall = options.onCall ?? null
     this.span = options.span ?? null

@@ -5,7 +5,7 @@
  * on the floor of mcp/, which imports no other room of it.
  */
 
-import type { ServerResponse } from 'node:http'
+import type { InboundResponse } from '../../http/inbound.ts'
 
 /** The head to write; null when the finish step answered the request itself (the stream is over). */
 export type Head = { status: number, headers: Record<string, string | string[]> } | null
@@ -22,7 +22,7 @@ export type HeadHook = (status: number, headers: Record<string, string>) => Head
 export const PLAIN_HEAD: HeadHook = (status, headers) => ({ status, headers })
 
 /** Calls `then` with the hook's head: at once when it has it, else when it comes. */
-export function withHead (res: ServerResponse, head: Head | Promise<Head>, then: (head: NonNullable<Head>) => void): void {
+export function withHead (res: InboundResponse, head: Head | Promise<Head>, then: (head: NonNullable<Head>) => void): void {
   if (!(head instanceof Promise)) {
     if (head !== null && !res.headersSent && !res.destroyed) then(head)
     return
@@ -34,13 +34,13 @@ export function withHead (res: ServerResponse, head: Head | Promise<Head>, then:
 
 /** Writes SSE frames to one HTTP response. */
 export class SseWriter {
-  readonly res: ServerResponse
+  readonly res: InboundResponse
   private keepalive: NodeJS.Timeout | undefined
   /** Frames written while the head waits for an asynchronous response policy; null once it is out. */
   private pending: string[] | null = null
   private endPending = false
 
-  constructor (res: ServerResponse, headers: Record<string, string>, head: HeadHook = PLAIN_HEAD, keepaliveMs = 15_000) {
+  constructor (res: InboundResponse, headers: Record<string, string>, head: HeadHook = PLAIN_HEAD, keepaliveMs = 15_000) {
     this.res = res
     if (!res.headersSent) {
       const h = head(200, {
