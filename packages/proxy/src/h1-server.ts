@@ -1,5 +1,6 @@
 /**
- * The server side of HTTP/1.1 on cleartext listeners: Node's own parser (llhttp, through the
+ * The server side of HTTP/1.1, on HTTP and HTTPS listeners (after TLS; h2 stays with Node's
+ * HTTP/2 server): Node's own parser (llhttp, through the
  * binding node:http's server uses, with the same strictness, lenience flags and 16 KiB head
  * limit), and a request and a response that are only what the engine uses of Node's
  * (`InboundRequest`/`InboundResponse`, @portico/engine's http/inbound.ts).
@@ -21,9 +22,8 @@
  * checked by one sweep per listener every HEAD_CHECK_MS (Node: a C++ list checked on the same
  * period, and a socket timer re-armed after each response).
  *
- * HTTPS and HTTP/2 listeners keep Node's servers; an upgrade's own answers (refusals before
- * the backend accepted it) are written by Node's ServerResponse on the handed-over socket
- * (engine http/upgrade.ts).
+ * An upgrade's own answers (refusals before the backend accepted it) are written by Node's
+ * ServerResponse on the handed-over socket (engine http/upgrade.ts).
  */
 
 import { EventEmitter } from 'node:events'
@@ -122,7 +122,7 @@ export interface H1ServerOptions {
   onClientError: (err: NodeJS.ErrnoException, socket: Socket) => void
 }
 
-/** One cleartext listener's HTTP/1.1 connections. */
+/** One listener's HTTP/1.1 connections. */
 export class H1Server {
   readonly options: H1ServerOptions
   readonly connections = new Set<H1Connection>()
@@ -603,12 +603,10 @@ export class H1Response extends EventEmitter {
     this.req = req
     this.socket = conn.socket
     this.hasBody = req.method !== 'HEAD'
+    // llhttp's verdict (an HTTP/1.0 request keeps the connection only with Connection: keep-alive).
     this.shouldKeepAlive = keepAlive
-    this.useChunkedByDefault = true
-    if (req.httpVersionMajor < 1 || req.httpVersionMinor < 1) {
-      this.useChunkedByDefault = chunkExpression.test(String(req.headers.te ?? ''))
-      this.shouldKeepAlive = false
-    }
+    // HTTP/1.0 has no chunked bodies unless the client says it takes them (TE: chunked).
+    this.useChunkedByDefault = req.httpVersionMajor > 1 || (req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) || chunkExpression.test(String(req.headers.te ?? ''))
   }
 
   get writableLength (): number {

@@ -93,7 +93,7 @@ interface BoundServer {
   openedAt: WeakMap<Socket, number>
   /** Open HTTP/2 sessions (h2 and h2c), which a drain ends with a GOAWAY. */
   sessions: Set<http2.ServerHttp2Session>
-  /** A cleartext bind's HTTP/1.1 connections (h1-server.ts); null where Node's servers serve HTTP/1.1 (HTTPS). */
+  /** An HTTP or HTTPS bind's HTTP/1.1 connections (h1-server.ts); null for TCP, TLS and UDP binds. */
   h1: H1Server | null
 }
 
@@ -302,25 +302,28 @@ export class ListenerManager {
       }
       this.log.debug({ bind: bind.key, err: err.code ?? err.message }, err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request head timeout' : 'malformed request')
     }
-    // Cleartext HTTP/1.1 runs on Portico's own server side (h1-server.ts): Node's parser,
-    // lighter request and response objects; the Node server stays the listening socket.
-    const h1 = bind.protocol === 'HTTP'
-      ? new H1Server({
-        headersTimeoutMs: () => server.headersTimeout,
-        keepAliveTimeoutMs: options.keepAliveTimeout!,
-        onRequest: handle,
-        shouldUpgrade: req => this.engine.upgradeAllowed(entry.bind.key, req),
-        onUpgrade,
-        onClientError
-      })
-      : null
+    // HTTP/1.1 runs on Portico's own server side (h1-server.ts: Node's parser, lighter
+    // request and response objects); Node's server stays the listening socket (and TLS), and
+    // its HTTP/1.1 connection listener is replaced by this one.
+    const h1 = new H1Server({
+      headersTimeoutMs: () => server.headersTimeout,
+      keepAliveTimeoutMs: options.keepAliveTimeout!,
+      onRequest: handle,
+      shouldUpgrade: req => this.engine.upgradeAllowed(entry.bind.key, req),
+      onUpgrade,
+      onClientError
+    })
     entry.h1 = h1
+    /** Node's own listener for `event` (one per server: http's, https's or http2's connectionListener). */
+    const nodeListener = (event: 'connection' | 'secureConnection'): (socket: Socket) => void => {
+      const listener = server.listeners(event)[0] as (socket: Socket) => void
+      server.off(event, listener)
+      return listener
+    }
     if (!h2) {
-      server.on('request', handle)
-      if (h1 !== null) {
-        server.off('connection', server.listeners('connection')[0] as (socket: Socket) => void)
-        server.on('connection', (socket: Socket) => h1.serve(socket))
-      }
+      const event = bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection'
+      nodeListener(event)
+      server.on(event, (socket: Socket) => h1.serve(socket))
     } else {
       const handleAny = (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
         adaptHttp2(req, res)
@@ -339,21 +342,26 @@ export class ListenerManager {
         server.on('request', handleAny)
         server.on('session', onSession)
         server.on('sessionError', onSessionError)
+        // ALPN chose h2: Node's HTTP/2 session; http/1.1, or no ALPN: HTTP/1.1 here.
+        const http2Listener = nodeListener('secureConnection')
+        server.on('secureConnection', (socket: tls.TLSSocket) => {
+          if (socket.alpnProtocol === 'h2') http2Listener.call(server, socket)
+          else h1.serve(socket)
+        })
       } else {
-        server.on('request', handle)
         // h2c with prior knowledge: a connection that opens with the HTTP/2 preface goes to
-        // an HTTP/2 server that never listens itself; every other one to Node's HTTP/1.1
-        // connection handling, unchanged (its first bytes are put back before it reads).
+        // an HTTP/2 server that never listens itself; every other one to HTTP/1.1 here (its
+        // first bytes are put back before it reads).
         const h2c = http2.createServer({ settings: H2_SERVER_SETTINGS })
         h2c.on('request', handleAny)
         h2c.on('session', onSession)
         h2c.on('sessionError', onSessionError)
-        server.off('connection', server.listeners('connection')[0] as (socket: Socket) => void)
+        nodeListener('connection')
         server.on('connection', (socket: Socket) => {
           sniffPreface(socket, requestHeadersTimeoutMs(entry.bind), isH2 => {
             if (isH2) h2c.emit('connection', socket)
             else {
-              h1!.serve(socket)
+              h1.serve(socket)
               socket.resume()
             }
           }, () => socket.end(clientErrorResponse('ERR_HTTP_REQUEST_TIMEOUT')))

@@ -3,7 +3,7 @@
  * Node's HTTP/1.1 server's IncomingMessage and ServerResponse provide it, and so does its
  * HTTP/2 compatibility API (proxy/src/http2.ts adapts what differs). The engine's modules take
  * these types rather than Node's classes (test/inbound-contract.test.ts keeps it so), so the
- * members named here are the whole contract a listener's server keeps — the ground for a
+ * members named here are the whole contract a listener's server keeps -- the ground for a
  * lighter HTTP/1.1 server than Node's (issue 54; bench/README.md, "the server side's share").
  * An upgrade (WebSocket) is answered on its handed-over socket by Node's ServerResponse
  * (http/upgrade.ts), whichever server parsed its request.
