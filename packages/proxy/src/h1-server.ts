@@ -26,6 +26,7 @@
  * ServerResponse on the handed-over socket (engine http/upgrade.ts).
  */
 
+import dc from 'node:diagnostics_channel'
 import { EventEmitter } from 'node:events'
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http'
 import type { Socket } from 'node:net'
@@ -92,6 +93,15 @@ const KEEP_ALIVE_BUFFER_MS = 1_000
 const RE_CONN_CLOSE = /(?:^|\W)close(?:$|\W)/i
 const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n'
 
+/**
+ * node:http's server channels (its documented diagnostics_channel names), published as Node's
+ * server publishes them, for tools that watch them (APM agents, tests' probes); a check of
+ * `hasSubscribers` per request when nobody does.
+ */
+const requestStart = dc.channel('http.server.request.start')
+const responseCreated = dc.channel('http.server.response.created')
+const responseFinish = dc.channel('http.server.response.finish')
+
 /** Date header value, computed at most once a second (as Node's utcDate). */
 let dateCache: string | undefined
 function utcDate (): string {
@@ -120,6 +130,8 @@ export interface H1ServerOptions {
    * `clientError`).
    */
   onClientError: (err: NodeJS.ErrnoException, socket: Socket) => void
+  /** The listening server named in the diagnostics channels' messages. */
+  server?: object
 }
 
 /** One listener's HTTP/1.1 connections. */
@@ -338,6 +350,7 @@ export class H1Connection {
     this.active = res
     this.idleSince = -1
     ;(this.socket as Socket & { _httpMessage?: unknown })._httpMessage = res
+    if (requestStart.hasSubscribers) requestStart.publish({ request: req, response: res, socket: this.socket, server: this.server.options.server })
     if (req.httpVersionMajor === 1 && req.httpVersionMinor === 1) {
       // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400 (Node's requireHostHeader).
       if (req.headers.host === undefined) {
@@ -366,6 +379,7 @@ export class H1Connection {
     this.active = null
     ;(this.socket as Socket & { _httpMessage?: unknown })._httpMessage = null
     const req = res.req
+    if (responseFinish.hasSubscribers) responseFinish.publish({ request: req, response: res, socket: this.socket, server: this.server.options.server })
     // Answered before its body was all read: the rest is read and dropped (Node's _dump).
     if (!req.complete) {
       req.dumped = true
@@ -603,6 +617,7 @@ export class H1Response extends EventEmitter {
     this.req = req
     this.socket = conn.socket
     this.hasBody = req.method !== 'HEAD'
+    if (responseCreated.hasSubscribers) responseCreated.publish({ request: req, response: this })
     // llhttp's verdict (an HTTP/1.0 request keeps the connection only with Connection: keep-alive).
     this.shouldKeepAlive = keepAlive
     // HTTP/1.0 has no chunked bodies unless the client says it takes them (TE: chunked).

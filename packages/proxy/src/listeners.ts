@@ -311,7 +311,8 @@ export class ListenerManager {
       onRequest: handle,
       shouldUpgrade: req => this.engine.upgradeAllowed(entry.bind.key, req),
       onUpgrade,
-      onClientError
+      onClientError,
+      server
     })
     entry.h1 = h1
     /** Node's own listener for `event` (one per server: http's, https's or http2's connectionListener). */

@@ -144,6 +144,7 @@ test('request bodies: by length and chunked, read in pieces; a bad chunk after t
   await same('by length', count, ['POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello', ' world'])
   await same('chunked', count, ['POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n', '6\r\n world\r\n0\r\n\r\n'])
   await same('chunked with trailers', count, ['POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\nX-T: 1\r\n\r\n'])
+  await same('a bad chunk size after the head (the request in progress: the connection goes)', count, ['POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n', 'zz\r\nhello\r\n0\r\n\r\n'])
   await same('answered before the body was read, then the next request', (req, res) => res.end(req.url), ['POST /1 HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab', 'cde' + GET('/2')])
 })
 
@@ -254,4 +255,28 @@ test('an upgrade leaves with the bytes past its head; one the listener refuses i
   } finally {
     await b.close()
   }
+})
+
+test('node:http\'s server diagnostics channels are published as Node\'s server publishes them', async () => {
+  const dc = await import('node:diagnostics_channel')
+  const run = async (start: (handler: Handler) => Promise<Running>): Promise<string[]> => {
+    const seen: string[] = []
+    const names = ['http.server.request.start', 'http.server.response.created', 'http.server.response.finish']
+    const subscribers = names.map(name => {
+      const fn = (message: unknown): void => { seen.push(`${name} ${(message as { request: InboundRequest }).request.url}`) }
+      dc.subscribe(name, fn)
+      return () => dc.unsubscribe(name, fn)
+    })
+    const server = await start((_req, res) => res.end('x'))
+    try {
+      await exchange(server.port, [GET('/a') + GET('/b')])
+      return seen
+    } finally {
+      for (const unsubscribe of subscribers) unsubscribe()
+      await server.close()
+    }
+  }
+  const expected = await run(nodeServer)
+  assert.deepEqual((await run(porticoServer)).sort(), expected.sort())
+  assert.equal(expected.length, 6)
 })
