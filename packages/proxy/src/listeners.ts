@@ -11,11 +11,13 @@ import https from 'node:https'
 import http2 from 'node:http2'
 import tls from 'node:tls'
 import net, { type Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 import type Dgram from 'node:dgram'
 import type { Logger } from 'pino'
-import type { BindIR, Engine, ListenerIR, ProxyIR } from '@portico/engine/serving'
+import type { BindIR, Engine, InboundResponse, ListenerIR, ProxyIR } from '@portico/engine/serving'
 import { PorticoError, hostnameMatches, hostnameSpecificity, requestHeadersTimeoutMs, serverContextOptions, serverSecureContext } from '@portico/engine/serving'
 import { H2_SERVER_SETTINGS, adaptHttp2, guardPrematureResets, sniffPreface } from './http2.ts'
+import { H1Server } from './h1-server.ts'
 import { assumeAddresses } from './workers/intake.ts'
 import { performance } from '@portico/engine/clock'
 
@@ -91,6 +93,8 @@ interface BoundServer {
   openedAt: WeakMap<Socket, number>
   /** Open HTTP/2 sessions (h2 and h2c), which a drain ends with a GOAWAY. */
   sessions: Set<http2.ServerHttp2Session>
+  /** An HTTP or HTTPS bind's HTTP/1.1 connections (h1-server.ts); null for TCP, TLS and UDP binds. */
+  h1: H1Server | null
 }
 
 /** Binds `prepare` opened for a config not yet in force. */
@@ -233,7 +237,7 @@ export class ListenerManager {
   }
 
   private async open (bind: BindIR): Promise<BoundServer> {
-    const entry: BoundServer = { bind, server: null as unknown as Http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set() }
+    const entry: BoundServer = { bind, server: null as unknown as Http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set(), h1: null }
     if (bind.protocol === 'UDP') {
       await this.openUdp(entry)
       return entry
@@ -284,8 +288,44 @@ export class ListenerManager {
     }
     entry.server = server
     const handle = this.engine.handler(bind.key)
-    if (!h2) server.on('request', handle)
-    else {
+    const onUpgrade = this.engine.upgradeHandler(bind.key)
+    const onClientError = (err: NodeJS.ErrnoException, socket: Socket | Duplex): void => {
+      const inPipeline = (socket as Socket & { _httpMessage?: InboundResponse | null })._httpMessage
+      if (socket.writable && !inPipeline) {
+        // Malformed requests get a 400 and never reach the pipeline; oversized headers (a
+        // 64 KiB token, say) and a head that took too long get the status naming the problem.
+        socket.end(clientErrorResponse(err.code))
+      } else if (!(socket.writable && inPipeline !== null && inPipeline !== undefined && this.engine.clientError(inPipeline, err))) {
+        // The request is in the pipeline and its body broke (a bad chunk size): the engine
+        // answers 400 unless the response has started, when closing is all that is left.
+        socket.destroy()
+      }
+      this.log.debug({ bind: bind.key, err: err.code ?? err.message }, err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request head timeout' : 'malformed request')
+    }
+    // HTTP/1.1 runs on Portico's own server side (h1-server.ts: Node's parser, lighter
+    // request and response objects); Node's server stays the listening socket (and TLS), and
+    // its HTTP/1.1 connection listener is replaced by this one.
+    const h1 = new H1Server({
+      headersTimeoutMs: () => server.headersTimeout,
+      keepAliveTimeoutMs: options.keepAliveTimeout!,
+      onRequest: handle,
+      shouldUpgrade: req => this.engine.upgradeAllowed(entry.bind.key, req),
+      onUpgrade,
+      onClientError,
+      server
+    })
+    entry.h1 = h1
+    /** Node's own listener for `event` (one per server: http's, https's or http2's connectionListener). */
+    const nodeListener = (event: 'connection' | 'secureConnection'): (socket: Socket) => void => {
+      const listener = server.listeners(event)[0] as (socket: Socket) => void
+      server.off(event, listener)
+      return listener
+    }
+    if (!h2) {
+      const event = bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection'
+      nodeListener(event)
+      server.on(event, (socket: Socket) => h1.serve(socket))
+    } else {
       const handleAny = (req: Http.IncomingMessage, res: Http.ServerResponse): void => {
         adaptHttp2(req, res)
         handle(req, res)
@@ -303,43 +343,35 @@ export class ListenerManager {
         server.on('request', handleAny)
         server.on('session', onSession)
         server.on('sessionError', onSessionError)
+        // ALPN chose h2: Node's HTTP/2 session; http/1.1, or no ALPN: HTTP/1.1 here.
+        const http2Listener = nodeListener('secureConnection')
+        server.on('secureConnection', (socket: tls.TLSSocket) => {
+          if (socket.alpnProtocol === 'h2') http2Listener.call(server, socket)
+          else h1.serve(socket)
+        })
       } else {
-        server.on('request', handle)
         // h2c with prior knowledge: a connection that opens with the HTTP/2 preface goes to
-        // an HTTP/2 server that never listens itself; every other one to Node's HTTP/1.1
-        // connection handling, unchanged (its first bytes are put back before it reads).
+        // an HTTP/2 server that never listens itself; every other one to HTTP/1.1 here (its
+        // first bytes are put back before it reads).
         const h2c = http2.createServer({ settings: H2_SERVER_SETTINGS })
         h2c.on('request', handleAny)
         h2c.on('session', onSession)
         h2c.on('sessionError', onSessionError)
-        const http1 = server.listeners('connection')[0] as (socket: Socket) => void
-        server.off('connection', http1)
+        nodeListener('connection')
         server.on('connection', (socket: Socket) => {
           sniffPreface(socket, requestHeadersTimeoutMs(entry.bind), isH2 => {
             if (isH2) h2c.emit('connection', socket)
             else {
-              http1.call(server, socket)
+              h1.serve(socket)
               socket.resume()
             }
           }, () => socket.end(clientErrorResponse('ERR_HTTP_REQUEST_TIMEOUT')))
         })
       }
     }
-    server.on('upgrade', this.engine.upgradeHandler(bind.key))
+    server.on('upgrade', onUpgrade)
     server.on(bind.protocol === 'HTTPS' ? 'secureConnection' : 'connection', (socket: Socket) => this.track(entry, socket))
-    server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
-      const inPipeline = (socket as Socket & { _httpMessage?: Http.ServerResponse | null })._httpMessage
-      if (socket.writable && !inPipeline) {
-        // Malformed requests get a 400 and never reach the pipeline; oversized headers (a
-        // 64 KiB token, say) and a head that took too long get the status naming the problem.
-        socket.end(clientErrorResponse(err.code))
-      } else if (!(socket.writable && inPipeline !== null && inPipeline !== undefined && this.engine.clientError(inPipeline, err))) {
-        // The request is in the pipeline and its body broke (a bad chunk size): the engine
-        // answers 400 unless the response has started, when closing is all that is left.
-        socket.destroy()
-      }
-      this.log.debug({ bind: bind.key, err: err.code ?? err.message }, err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request head timeout' : 'malformed request')
-    })
+    server.on('clientError', onClientError)
     await this.listen(entry)
     return entry
   }
@@ -453,6 +485,7 @@ export class ListenerManager {
     const closeIdle = () => {
       if (stream) return
       s.server.closeIdleConnections()
+      s.h1?.closeIdleConnections()
       // HTTP/2: a GOAWAY; the session closes once its open streams are answered.
       for (const session of s.sessions) if (!session.closed) session.close()
       // Node counts a connection that has not sent a request yet as busy, so one that was
@@ -469,6 +502,7 @@ export class ListenerManager {
     const deadline = new Promise<void>(resolve => setTimeout(resolve, deadlineMs).unref())
     await Promise.race([closed, deadline])
     clearInterval(sweep)
+    s.h1?.close()
     // Http2SecureServer lacks closeAllConnections though it tracks HTTP/1.1 connections the
     // same way; the sockets are destroyed below anyway.
     if (!stream) http.Server.prototype.closeAllConnections.call(s.server)

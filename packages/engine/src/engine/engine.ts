@@ -4,7 +4,6 @@
  * `apply(ir)`; listeners call `handler(bindKey)`. Nothing else differs between the modes.
  */
 
-import type { IncomingMessage } from 'node:http'
 import type { InboundRequest, InboundResponse } from '../http/inbound.ts'
 import type { Duplex } from 'node:stream'
 import type { Socket } from 'node:net'
@@ -320,7 +319,7 @@ export class Engine implements PipelineRuntime {
   }
 
   /** The `upgrade` listener for one bind (WebSocket and other HTTP/1.1 upgrades). */
-  upgradeHandler (bindKey: string): (req: IncomingMessage, socket: Duplex, head: Buffer) => void {
+  upgradeHandler (bindKey: string): (req: InboundRequest, socket: Duplex, head: Buffer) => void {
     return (req, socket, head) => {
       const bind = (this.staged === null ? this.compiled : this.live())?.binds.get(bindKey)
       if (bind === undefined) {

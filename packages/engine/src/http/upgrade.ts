@@ -17,8 +17,10 @@ import type { Socket } from 'node:net'
  * answer ends the connection: there is no HTTP parser left on this socket to read a next
  * request.
  */
-export function upgradeResponse (req: IncomingMessage, socket: Duplex): InboundResponse {
-  const res = new http.ServerResponse(req)
+export function upgradeResponse (req: InboundRequest, socket: Duplex): InboundResponse {
+  // Node's ServerResponse reads only the request's method and version (and, for HTTP/1.0,
+  // its TE): any server's request will do (proxy/src/h1-server.ts hands over its own).
+  const res = new http.ServerResponse(req as IncomingMessage)
   res.assignSocket(socket as Socket)
   socket.on('error', () => socket.destroy())
   res.shouldKeepAlive = false

@@ -5,7 +5,6 @@
  * handler, so the access log, metrics and trace always see a finished request.
  */
 
-import type { IncomingMessage } from 'node:http'
 import type { InboundRequest, InboundResponse } from '../http/inbound.ts'
 import type { Duplex } from 'node:stream'
 import type { TLSSocket } from 'node:tls'
@@ -59,7 +58,7 @@ export const inferencePoolModule = lazyRequire<typeof import('./inference-pool.t
  * An HTTP/1.1 upgrade request (WebSocket) runs the same pipeline, with a response bound to
  * the raw socket for the proxy's own answers (http/upgrade.ts).
  */
-export function handleUpgrade (rt: PipelineRuntime, bind: CompiledBind, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+export function handleUpgrade (rt: PipelineRuntime, bind: CompiledBind, req: InboundRequest, socket: Duplex, head: Buffer): void {
   const res = upgradeResponse(req, socket)
   // The listener asks the engine first (shouldUpgradeCallback), so only allowed upgrades get
   // here; on a Node without that hook a refused one (h2c, ...) still never reaches a backend
