@@ -15,6 +15,7 @@ import { type AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { makeTempDir, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
+import { h2Status } from '@portico/testkit/client'
 
 /** How long the authorization service takes to answer: the client leaves meanwhile. */
 const DECIDE_MS = 400
@@ -92,13 +93,7 @@ test('the policies decide after the client reset its HTTP/2 stream: the backend 
     await sleep(DECIDE_MS + 300)
     assert.equal(backendRequests - before, 0, 'the cancelled request reached the backend')
     // The connection still serves: a next request goes through.
-    const answer = await new Promise<number>((resolve, reject) => {
-      const next = session.request({ ':path': '/next' })
-      next.on('response', h => resolve(Number(h[':status'])))
-      next.on('error', reject)
-      next.resume()
-    })
-    assert.equal(answer, 200)
+    assert.equal(await h2Status(session, '/next'), 200)
   } finally {
     session.close()
   }

@@ -24,6 +24,7 @@ import http2 from 'node:http2'
 import { Agent, request } from 'undici'
 import { freePort, gateway, type PorticoProcess, startPortico } from '@portico/testkit/portico'
 import { type Backend, startBackend } from '@portico/testkit/backends'
+import { h2Status } from '@portico/testkit/client'
 import { deferred, sleep, waitUntil, withTimeout } from '@portico/testkit/wait'
 import { openTrace } from '@portico/testkit/trace'
 import { requireTool } from '@portico/testkit/tools'
@@ -444,14 +445,7 @@ for (const accept of ACCEPT_MODES) describe(`data-plane workers (WORKERS=2, WORK
     await untilBoth('/h2/', async i => {
       const session = http2.connect(`https://127.0.0.1:${tlsPort}`, { rejectUnauthorized: false })
       try {
-        const status = await new Promise<number>((resolve, reject) => {
-          session.once('error', reject)
-          const stream = session.request({ ':path': `/h2/${i}` })
-          stream.on('response', h => resolve(Number(h[':status'])))
-          stream.on('error', reject)
-          stream.resume()
-        })
-        assert.equal(status, 200)
+        assert.equal(await h2Status(session, `/h2/${i}`), 200)
       } finally {
         session.close()
       }

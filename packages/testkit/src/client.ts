@@ -114,3 +114,14 @@ export async function tryConnect (port: number, timeoutMs = 2_000): Promise<stri
     })
   })
 }
+
+/** The status of a GET of `path` on an open HTTP/2 session (the body read and dropped); rejects on a stream or session error. */
+export async function h2Status (session: import('node:http2').ClientHttp2Session, path: string): Promise<number> {
+  return await new Promise<number>((resolve, reject) => {
+    session.once('error', reject)
+    const stream = session.request({ ':path': path })
+    stream.on('response', h => resolve(Number(h[':status'])))
+    stream.on('error', reject)
+    stream.resume()
+  })
+}

@@ -1,16 +1,17 @@
 /**
  * Keeping Node's `EventEmitter.init` on V8's fast path in a process that serves requests.
  *
- * Every EventEmitter runs `EventEmitter.init`, and every request builds two of them
- * (`IncomingMessage`, `ServerResponse`), whose constructors V8 compiles with `init` inlined.
+ * Every EventEmitter runs `EventEmitter.init`, and every request builds two of them (over
+ * HTTP/1.1 the proxy's `H1Request` and `H1Response`, proxy/src/h1-server.ts; over HTTP/2
+ * Node's compatibility pair), whose constructors V8 compiles with `init` inlined.
  * Each of `init`'s field accesses (`_events`, `_eventsCount`, `_maxListeners`) keeps one
  * inline cache shared by every class that passes through, and V8 checks up to four classes
  * inline (`--max-valid-polymorphic-map-count`); past four it looks the fields up generically,
  * from then on, and so does every request's pair. V8 starts keeping that feedback after
  * `init`'s first eight calls, so what counts is what is built after start-up's first
  * emitters:
- *   - a proxy serving plain HTTP builds three classes then (`Socket`, `IncomingMessage`,
- *     `ServerResponse`);
+ *   - a proxy serving plain HTTP builds three classes then (`Socket`, `H1Request`,
+ *     `H1Response`);
  *   - its start-up builds more after the eighth call when the admin, stats and readiness
  *     servers run, as by default (`Server`s, the admin's inspector `Session`, the listener's
  *     `Http2Server`, the config file's `FSWatcher`): seven in all;
