@@ -43,6 +43,8 @@ interface HttpCommon {
   prepareError: (err: Error, parser: Parser, rawPacket: Buffer | undefined) => void
   continueExpression: RegExp
   chunkExpression: RegExp
+  /** node:http's check of a header value, status message or trailer (true: a character it refuses). */
+  _checkInvalidHeaderChar: (value: string) => boolean
 }
 
 interface ParserClass {
@@ -668,7 +670,7 @@ export class H1Response extends EventEmitter {
         fields = undefined
       }
     }
-    if (/[^\t\x20-\x7e\x80-\xff]/.test(this.statusMessage)) {
+    if (common._checkInvalidHeaderChar(this.statusMessage)) {
       const err = new TypeError('Invalid character in statusMessage') as TypeError & { code: string }
       err.code = 'ERR_INVALID_CHAR'
       throw err
@@ -842,7 +844,8 @@ export class H1Response extends EventEmitter {
       if (length > 0) prefix += length.toString(16) + '\r\n'
       const suffix = (length > 0 ? '\r\n' : '') + (end ? '0\r\n' + this.trailer + '\r\n' : '')
       if (length === 0) ok = socket.write(prefix + suffix, 'latin1', onEnd)
-      else if (typeof chunk === 'string' && (encoding === undefined || encoding === 'latin1' || encoding === 'binary') && isLatin1(chunk)) ok = socket.write(prefix + chunk + suffix, 'latin1', onEnd)
+      // A string all ASCII is the same bytes in every encoding a response uses (utf8 by default).
+      else if (typeof chunk === 'string' && (encoding === undefined || encoding === 'utf8' || encoding === 'latin1') && isAscii(chunk)) ok = socket.write(prefix + chunk + suffix, 'latin1', onEnd)
       else {
         socket.cork()
         socket.write(prefix, 'latin1')
@@ -889,7 +892,7 @@ export class H1Response extends EventEmitter {
       (http.validateHeaderName as (name: string, label?: string) => void)(name, 'Trailer name')
       const values = Array.isArray(value) && value.length > 1 ? value as string[] : [Array.isArray(value) ? (value as string[]).join('; ') : String(value)]
       for (const v of values) {
-        if (/[^\t\x20-\x7e\x80-\xff]/.test(v)) {
+        if (common._checkInvalidHeaderChar(v)) {
           const err = new TypeError(`Invalid character in trailer content ["${name}"]`) as TypeError & { code: string }
           err.code = 'ERR_INVALID_CHAR'
           throw err
@@ -930,9 +933,9 @@ export class H1Response extends EventEmitter {
   }
 }
 
-function isLatin1 (s: string): boolean {
+function isAscii (s: string): boolean {
   // eslint-disable-next-line no-control-regex
-  return !/[^\x00-\xff]/.test(s)
+  return !/[^\x00-\x7f]/.test(s)
 }
 
 function headersSentError (what: string): Error {

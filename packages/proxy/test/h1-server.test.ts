@@ -98,6 +98,7 @@ test('framing: a body given whole, in pieces, none for HEAD, 204 and 304, and HT
   assert.match(text, /Content-Length: 5\r\n/)
   assert.match(text, /Connection: keep-alive\r\nKeep-Alive: timeout=65\r\n/)
   assert.match(await same('pieces', pieces, [GET()]), /Transfer-Encoding: chunked/)
+  await same('strings in pieces, utf8 by default and latin1 when asked', (_req, res) => { res.writeHead(200); res.write('h\u00e9llo '); res.write('w\u00f6rld \u2713'); res.write('caf\u00e9', 'latin1'); res.end('.') }, [GET()])
   await same('HEAD', pieces, ['HEAD / HTTP/1.1\r\nHost: a\r\n\r\n'])
   await same('204', status(204), [GET()])
   await same('304', status(304), [GET()])
