@@ -33,6 +33,7 @@ import type { Socket } from 'node:net'
 import { Readable } from 'node:stream'
 import http from '@portico/engine/node-http'
 import { performance } from '@portico/engine/clock'
+import { SlotSet } from '@portico/engine/slot-set'
 import type { InboundRequest, InboundResponse } from '@portico/engine/serving'
 
 /** The parts of node:_http_common this uses (Node's own parser binding and its rules). */
@@ -139,7 +140,8 @@ export interface H1ServerOptions {
 /** One listener's HTTP/1.1 connections. */
 export class H1Server {
   readonly options: H1ServerOptions
-  readonly connections = new Set<H1Connection>()
+  /** Not a Set: connections come and go all the time (util/slot-set.ts says why that matters). */
+  readonly connections = new SlotSet<H1Connection>({ get: conn => conn.slot, set: (conn, slot) => { conn.slot = slot } })
   private sweep: NodeJS.Timeout | null = null
 
   constructor (options: H1ServerOptions) {
@@ -155,7 +157,7 @@ export class H1Server {
 
   /** Closes the connections between requests (a drain); those with a request in progress finish it first. */
   closeIdleConnections (): void {
-    for (const conn of this.connections) if (conn.idleSince >= 0) conn.socket.destroy()
+    this.connections.forEach(conn => { if (conn.idleSince >= 0) conn.socket.destroy() })
   }
 
   close (): void {
@@ -176,7 +178,7 @@ export class H1Server {
     const now = performance.now()
     const headDeadline = this.options.headersTimeoutMs()
     const idleDeadline = this.options.keepAliveTimeoutMs + KEEP_ALIVE_BUFFER_MS
-    for (const conn of this.connections) {
+    this.connections.forEach(conn => {
       if (conn.headStart >= 0 && headDeadline > 0 && now - conn.headStart >= headDeadline) {
         conn.headStart = -1
         const err = new Error('Request timeout') as NodeJS.ErrnoException
@@ -185,7 +187,7 @@ export class H1Server {
       } else if (conn.idleSince >= 0 && now - conn.idleSince >= idleDeadline) {
         conn.socket.destroy()
       }
-    }
+    })
   }
 }
 
@@ -243,6 +245,8 @@ function startNext (conn: H1Connection): void {
 export class H1Connection {
   readonly server: H1Server
   readonly socket: Socket
+  /** Its place in the server's connections. */
+  slot = -1
   private parser: (Parser & { conn: H1Connection }) | null
   /** Whether the parser reads the socket's handle itself (else 'data' events feed it). */
   private consumed = false

@@ -20,6 +20,7 @@ import { H2_SERVER_SETTINGS, adaptHttp2, guardPrematureResets, sniffPreface } fr
 import { H1Server } from './h1-server.ts'
 import { assumeAddresses } from './workers/intake.ts'
 import { performance } from '@portico/engine/clock'
+import { SlotSet } from '@portico/engine/slot-set'
 
 /** A connection that has sent nothing for this long is not about to: a drain closes it. */
 const UNUSED_CONNECTION_GRACE_MS = 1_000
@@ -84,13 +85,24 @@ function sameClientValidation (a: BindIR, b: BindIR): boolean {
   return x?.caCerts === y?.caCerts && x?.mode === y?.mode
 }
 
+/**
+ * A client connection as its listener tracks it: its place in `sockets` (a SlotSet, not a
+ * Set: connections come and go all the time, util/slot-set.ts says why that matters) and
+ * when it was accepted, so a drain can tell unused ones apart.
+ */
+type TrackedSocket = Socket & { [LISTENER_SLOT]: number, [OPENED_AT]: number }
+const LISTENER_SLOT = Symbol('portico.listenerSlot')
+const OPENED_AT = Symbol('portico.openedAt')
+
+function trackedSockets (): SlotSet<TrackedSocket> {
+  return new SlotSet<TrackedSocket>({ get: s => s[LISTENER_SLOT] ?? -1, set: (s, slot) => { s[LISTENER_SLOT] = slot } })
+}
+
 interface BoundServer {
   bind: BindIR
   server: Http.Server
   /** Open client connections, for draining and for /debug/tasks. */
-  sockets: Set<Socket>
-  /** When each connection was accepted, so a drain can tell unused ones apart. */
-  openedAt: WeakMap<Socket, number>
+  sockets: SlotSet<TrackedSocket>
   /** Open HTTP/2 sessions (h2 and h2c), which a drain ends with a GOAWAY. */
   sessions: Set<http2.ServerHttp2Session>
   /** An HTTP or HTTPS bind's HTTP/1.1 connections (h1-server.ts); null for TCP, TLS and UDP binds. */
@@ -237,7 +249,7 @@ export class ListenerManager {
   }
 
   private async open (bind: BindIR): Promise<BoundServer> {
-    const entry: BoundServer = { bind, server: null as unknown as Http.Server, sockets: new Set(), openedAt: new WeakMap(), sessions: new Set(), h1: null }
+    const entry: BoundServer = { bind, server: null as unknown as Http.Server, sockets: trackedSockets(), sessions: new Set(), h1: null }
     if (bind.protocol === 'UDP') {
       await this.openUdp(entry)
       return entry
@@ -419,11 +431,13 @@ export class ListenerManager {
     // client is: it gets the addresses the connection was given (workers/intake.ts).
     const parent = (socket as Socket & { _parent?: Socket })._parent
     if (this.intake && parent != null && Object.hasOwn(parent, 'remoteAddress')) assumeAddresses(socket, parent as Socket & { remoteFamily: string })
-    entry.sockets.add(socket)
-    entry.openedAt.set(socket, performance.now())
+    const tracked = socket as TrackedSocket
+    tracked[LISTENER_SLOT] = -1
+    tracked[OPENED_AT] = performance.now()
+    entry.sockets.add(tracked)
     const closed = this.onConnection?.(entry.bind.key, entry.bind.protocol)
     socket.once('close', () => {
-      entry.sockets.delete(socket)
+      entry.sockets.delete(tracked)
       closed?.()
     })
   }
@@ -492,9 +506,9 @@ export class ListenerManager {
       // opened and left unused (a preconnect, a spare in a client pool) would hold the drain
       // until its deadline. Once it has been quiet for a moment it is idle too.
       const now = performance.now()
-      for (const socket of s.sockets) {
-        if (socket.bytesRead === 0 && now - (s.openedAt.get(socket) ?? 0) >= UNUSED_CONNECTION_GRACE_MS) socket.destroy()
-      }
+      s.sockets.forEach(socket => {
+        if (socket.bytesRead === 0 && now - socket[OPENED_AT] >= UNUSED_CONNECTION_GRACE_MS) socket.destroy()
+      })
     }
     closeIdle()
     // Keep-alive connections that become idle after their last response are closed too.
@@ -506,7 +520,7 @@ export class ListenerManager {
     // Http2SecureServer lacks closeAllConnections though it tracks HTTP/1.1 connections the
     // same way; the sockets are destroyed below anyway.
     if (!stream) http.Server.prototype.closeAllConnections.call(s.server)
-    for (const socket of s.sockets) socket.destroy()
+    for (const socket of s.sockets.toArray()) socket.destroy()
     await closed
   }
 

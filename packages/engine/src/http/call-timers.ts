@@ -41,6 +41,8 @@ export interface CallState {
    * an object per clock: two fewer allocations per request.)
    */
   headersSweep: Sweep<CallState> | null
+  /** Its place in that sweep (util/slot-set.ts), -1 when in none. */
+  headersSlot: number
   headersLimitMs: number
   headersSince: number
   /** The request body being streamed, while its idle timeout watches it. */
@@ -51,6 +53,7 @@ export interface CallState {
    * 1.25 × `streamIdleMs` after the last progress.
    */
   streamSweep: Sweep<CallState> | null
+  streamSlot: number
   streamIdleMs: number
   streamLastProgress: number
   streamLastChange: number
@@ -74,7 +77,7 @@ interface BodyWatch extends BodyProgress {
  * response stream's clock starts with the response (startStreamWatch).
  */
 export function startCallTimers (ctx: CallContext, streamsBody: boolean): CallState {
-  const call: CallState = { controller: null, timedOut: null, timer: undefined, headersSweep: null, headersLimitMs: 0, headersSince: 0, body: null, streamSweep: null, streamIdleMs: 0, streamLastProgress: 0, streamLastChange: 0, progress: 0 }
+  const call: CallState = { controller: null, timedOut: null, timer: undefined, headersSweep: null, headersSlot: -1, headersLimitMs: 0, headersSince: 0, body: null, streamSweep: null, streamSlot: -1, streamIdleMs: 0, streamLastProgress: 0, streamLastChange: 0, progress: 0 }
   const timeouts = ctx.route?.ir.timeouts
   const frontend = ctx.listener.frontend
   const grpcDeadline = grpcTimeoutMs(ctx.req.headers['grpc-timeout'])
@@ -171,8 +174,8 @@ function stopHeadersWait (call: CallState): void {
   call.headersSweep = null
 }
 
-const headerSweeps = new Sweeps<CallState>(checkHeaders)
-const streamSweeps = new Sweeps<CallState>(checkStream)
+const headerSweeps = new Sweeps<CallState>(checkHeaders, { get: call => call.headersSlot, set: (call, slot) => { call.headersSlot = slot } })
+const streamSweeps = new Sweeps<CallState>(checkStream, { get: call => call.streamSlot, set: (call, slot) => { call.streamSlot = slot } })
 
 function checkHeaders (call: CallState, now: number): void {
   // Still receiving the body (its own limits watch it): the wait has not begun.

@@ -1,7 +1,8 @@
 /**
  * Many coarse clocks on one timer: items that share a period are checked together by one
  * interval, instead of each making (and clearing) a timer of its own. Joining and leaving is a
- * Set insert and delete, so a clock every request has -- the default wait for a backend's
+ * push and a swap in an array (util/slot-set.ts: not a Set, whose rebuilt tables kept every
+ * request alive), so a clock every request has -- the default wait for a backend's
  * response headers, a response stream's idle timeout -- costs next to nothing when the request
  * ends long before it could fire (the common case: a timer made and cleared per request cost
  * about 1 µs). An item is checked every `periodMs`; a check that fires removes the item.
@@ -9,6 +10,7 @@
  */
 
 import { performance } from '../util/clock.ts'
+import { SlotSet, type SlotAccess } from '../util/slot-set.ts'
 
 export type SweepCheck<T> = (item: T, now: number) => void
 
@@ -23,12 +25,14 @@ export function pollPeriod (limitMs: number): number {
 export class Sweep<T> {
   readonly periodMs: number
   private readonly check: SweepCheck<T>
-  private readonly items = new Set<T>()
+  private readonly items: SlotSet<T>
   private timer: NodeJS.Timeout | null = null
 
-  constructor (periodMs: number, check: SweepCheck<T>) {
+  /** `slot`: where an item keeps its place in this sweep (util/slot-set.ts). */
+  constructor (periodMs: number, check: SweepCheck<T>, slot: SlotAccess<T>) {
     this.periodMs = periodMs
     this.check = check
+    this.items = new SlotSet(slot)
   }
 
   add (item: T): void {
@@ -51,7 +55,7 @@ export class Sweep<T> {
       this.timer = null
       return
     }
-    for (const item of this.items) this.check(item, now)
+    this.items.forEach(item => this.check(item, now))
   }
 }
 
@@ -66,14 +70,16 @@ function runSweep<T> (sweep: Sweep<T>): void {
 export class Sweeps<T> {
   private readonly byPeriod = new Map<number, Sweep<T>>()
   private readonly check: SweepCheck<T>
+  private readonly slot: SlotAccess<T>
 
-  constructor (check: SweepCheck<T>) {
+  constructor (check: SweepCheck<T>, slot: SlotAccess<T>) {
     this.check = check
+    this.slot = slot
   }
 
   get (periodMs: number): Sweep<T> {
     let sweep = this.byPeriod.get(periodMs)
-    if (sweep === undefined) this.byPeriod.set(periodMs, sweep = new Sweep(periodMs, this.check))
+    if (sweep === undefined) this.byPeriod.set(periodMs, sweep = new Sweep(periodMs, this.check, this.slot))
     return sweep
   }
 }
