@@ -12,7 +12,7 @@
  * not anything still uses it: every later table survives, with every member it held (a
  * backend call's clocks, through them the request), is promoted, and holds the next one, until
  * the next full GC, which the promoted garbage brings on within a fraction of a second -- and
- * which starts the chain again. Measured (bench/README.md, "2026-12-06, the Set that kept
+ * which starts the chain again. Measured (bench/README.md, "2026-12-06: the Set that kept
  * every request"): with the call clocks in a Set, a proxy under load promoted ~2 KB per
  * request and ran a full GC every ~130 ms after the first one. An array's slots are cleared
  * as members leave, and its backing store points at nothing newer than its members.
