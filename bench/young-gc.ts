@@ -14,8 +14,10 @@
  * before the window).
  *
  * Run: node bench/young-gc.ts [--before DIR] [--seconds 8] [--rounds 2] [--path /small]
- *      [--connections 50] [--semi MB]
+ *      [--connections 50] [--semi MB] [--close 1]
  * --semi: the semi-space size given to Node (default: Portico's own, src/v8-flags.ts).
+ * --close 1: every request on a new connection (`Connection: close`), as clients without
+ * keep-alive send them.
  * Needs wrk. About (seconds + 6) × rounds × builds seconds.
  */
 
@@ -26,11 +28,12 @@ import { freePort } from './lib/children.ts'
 import { checkoutBin, PORTICO_BIN, singleRouteConfig, startBackend, startPortico, type Server } from './lib/servers.ts'
 import { hasWrk, runWrk } from './lib/wrk.ts'
 
-const { values } = parseArgs({ options: { before: { type: 'string' }, seconds: { type: 'string', default: '8' }, rounds: { type: 'string', default: '2' }, path: { type: 'string', default: '/small' }, connections: { type: 'string', default: '50' }, semi: { type: 'string' } } })
+const { values } = parseArgs({ options: { before: { type: 'string' }, seconds: { type: 'string', default: '8' }, rounds: { type: 'string', default: '2' }, path: { type: 'string', default: '/small' }, connections: { type: 'string', default: '50' }, semi: { type: 'string' }, close: { type: 'string', default: '0' } } })
 const SECONDS = Number(values.seconds)
 const ROUNDS = Number(values.rounds)
 const CONNECTIONS = Number(values.connections)
 const SEMI = Number(values.semi ?? SEMI_SPACE_MB)
+const HEADERS = values.close === '1' ? ['Connection: close'] : []
 const progress = (msg: string): void => { process.stderr.write(`[bench] ${msg}\n`) }
 
 interface Build { name: string, bin: string }
@@ -73,13 +76,13 @@ async function measure (build: Build, backend: Server): Promise<Window> {
   })
   try {
     const url = `${portico.url.replace(/\/$/, '')}${values.path}`
-    const warm = runWrk(url, { connections: CONNECTIONS, seconds: 4 })
+    const warm = runWrk(url, { connections: CONNECTIONS, seconds: 4, headers: HEADERS })
     await new Promise(resolve => setTimeout(resolve, 2_000))
     await forceFullGc(inspectPort)
     await warm
     const logFrom = portico.child.output().length
     const cpu0 = portico.child.cpuSeconds()
-    const load = await runWrk(url, { connections: CONNECTIONS, seconds: SECONDS })
+    const load = await runWrk(url, { connections: CONNECTIONS, seconds: SECONDS, headers: HEADERS })
     const cpu = portico.child.cpuSeconds() - cpu0
     const gc = gcStats(portico.child.output().slice(logFrom))
     return {
@@ -104,7 +107,7 @@ const results = new Map<string, Window[]>(builds.map(b => [b.name, []]))
 try {
   for (let round = 0; round < ROUNDS; round++) {
     for (const build of round % 2 === 0 ? builds : [...builds].reverse()) {
-      progress(`round ${round + 1}/${ROUNDS}: ${build.name}, a full GC under load, then ${SECONDS} s of wrk -c${CONNECTIONS} ${values.path}`)
+      progress(`round ${round + 1}/${ROUNDS}: ${build.name}, a full GC under load, then ${SECONDS} s of wrk -c${CONNECTIONS} ${values.path}${HEADERS.length > 0 ? ' (Connection: close)' : ''}`)
       results.get(build.name)!.push(await measure(build, backend))
     }
   }
@@ -116,5 +119,5 @@ const med = (name: string, key: keyof Window): number => median(results.get(name
 const KEYS: Array<[keyof Window, string, number]> = [['rps', 'requests/s', 0], ['cpuUsPerRequest', 'CPU µs/request', 1], ['promotedPerRequest', 'promoted B/request', 0], ['fullGcsPer100k', 'full GCs per 100k requests', 1], ['scavengePauseMsPer1k', 'scavenge pause ms per 1k requests', 2]]
 const header = ['', ...builds.map(b => b.name), ...(builds.length === 2 ? ['after ÷ before'] : [])]
 const rows = KEYS.map(([key, label, decimals]) => [label, ...builds.map(b => fmt(med(b.name, key), decimals)), ...(builds.length === 2 ? [fmt(ratio(med('after', key), med('before', key)), 3) + '×'] : [])])
-process.stdout.write(`young-gc: ${values.path}, wrk -c${CONNECTIONS} ${SECONDS} s after a full GC under load, ${SEMI} MB semi-spaces, medians of ${ROUNDS} rounds\n${table(header, rows)}\n`)
-process.stdout.write(JSON.stringify(rounded({ bench: 'young-gc', path: values.path, semiMb: SEMI, rounds: ROUNDS, results: Object.fromEntries(results) })) + '\n')
+process.stdout.write(`young-gc: ${values.path}${HEADERS.length > 0 ? ' with Connection: close' : ''}, wrk -c${CONNECTIONS} ${SECONDS} s after a full GC under load, ${SEMI} MB semi-spaces, medians of ${ROUNDS} rounds\n${table(header, rows)}\n`)
+process.stdout.write(JSON.stringify(rounded({ bench: 'young-gc', path: values.path, close: HEADERS.length > 0, semiMb: SEMI, rounds: ROUNDS, results: Object.fromEntries(results) })) + '\n')

@@ -19,8 +19,9 @@ export function hasWrk (): Promise<boolean> {
   return new Promise(resolve => execFile('wrk', ['--version'], err => resolve(err === null || (err as NodeJS.ErrnoException).code !== 'ENOENT')))
 }
 
-export function runWrk (url: string, options: { connections: number, seconds: number, threads?: number }): Promise<WrkResult> {
-  const args = ['-t', String(options.threads ?? 1), '-c', String(options.connections), '-d', `${options.seconds}s`, '--latency', url]
+/** `headers`: request header lines (`Name: value`), e.g. `Connection: close` for a new connection per request. */
+export function runWrk (url: string, options: { connections: number, seconds: number, threads?: number, headers?: string[] }): Promise<WrkResult> {
+  const args = ['-t', String(options.threads ?? 1), '-c', String(options.connections), '-d', `${options.seconds}s`, '--latency', ...(options.headers ?? []).flatMap(h => ['-H', h]), url]
   return new Promise((resolve, reject) => {
     execFile('wrk', args, { timeout: (options.seconds + 30) * 1000 }, (err, stdout) => {
       if (err !== null) return reject(err)

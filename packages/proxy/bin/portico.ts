@@ -9,8 +9,7 @@
  */
 import { enableCompileCache, flushCompileCache } from 'node:module'
 import { fileURLToPath } from 'node:url'
-import { setFlagsFromString } from 'node:v8'
-import { COMPILATION_CACHE_FLAG, HEAP_GROWING_FLAG, INLINING_FLAG, SEMI_SPACE_FLAG, compilationCacheGiven, heapGrowingGiven, inliningGiven, semiSpaceGiven } from '../src/v8-flags.ts'
+import { SEMI_SPACE_FLAG, semiSpaceGiven, setRuntimeFlags } from '../src/v8-flags.ts'
 import { takeGc } from '../src/startup-gc.ts'
 import { withMallocTunables } from '../src/malloc-tunables.ts'
 import { holdTickObjectMaps } from '../src/tick-maps.ts'
@@ -49,12 +48,10 @@ holdTickObjectMaps()
 // Before the flags below, which would have every builtin loaded after them compiled from its
 // source rather than from the code cache in Node's binary (src/builtins-preload.ts).
 if (servesGateway(process.argv.slice(2))) await preloadBuiltins()
-// Before anything hot is optimized (src/v8-flags.ts says why).
-if (!inliningGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(INLINING_FLAG)
-// The old generation's growth between mark-compacts, for every thread (src/v8-flags.ts says why).
-if (!heapGrowingGiven(process.execArgv)) setFlagsFromString(HEAP_GROWING_FLAG)
-// Before any module is compiled, as the flags key Node's compile cache (src/startup-gc.ts).
-if (!compilationCacheGiven(process.execArgv, process.env.NODE_OPTIONS)) setFlagsFromString(COMPILATION_CACHE_FLAG)
+// Before anything hot is optimized and before any module is compiled (the flags key Node's
+// compile cache): the inlining budget, the old generation's growth, no pretenuring, no
+// in-isolate compilation cache (src/v8-flags.ts says why, each).
+setRuntimeFlags(process.execArgv, process.env.NODE_OPTIONS)
 takeGc()
 
 enableCompileCache(CACHE_DIR)

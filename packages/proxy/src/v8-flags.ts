@@ -15,6 +15,8 @@
  * semi-spaces: two, and the large-object space).
  */
 
+import { setFlagsFromString } from 'node:v8'
+
 export const SEMI_SPACE_MB = 4
 export const SEMI_SPACE_FLAG = `--max-semi-space-size=${SEMI_SPACE_MB}`
 export const WORKER_YOUNG_GENERATION_MB = 3 * SEMI_SPACE_MB
@@ -90,6 +92,29 @@ export function compilationCacheGiven (execArgv: string[], nodeOptions: string |
 }
 
 /**
+ * No allocation-site pretenuring. V8 counts, per place in the code that allocates objects,
+ * how many of them survive a young-generation GC; past 85 % it allocates that site's objects
+ * straight in the old generation from then on. A full GC under load promotes everything in
+ * flight, which pushes the sites of per-connection objects (a socket's stream states, its
+ * events table) over that line; from then on each new connection's objects start in the old
+ * generation, die there, and until the next full GC their pointers into the young generation
+ * keep what they point at alive -- so that survives, the sites stay tenured, and a full GC
+ * comes every fraction of a second. Measured (2026-12-06, one event loop, wrk -c50 with
+ * `Connection: close`, a full GC forced under the load; bench/young-gc.ts --close 1): ~260 KB
+ * promoted per scavenge and 18 full GCs in 6 s with it, ~6 KB and none without; a bare
+ * `net.createServer` the same. A proxy's objects live for a request or a connection:
+ * nothing it allocates per request gains from starting old. Set at start with
+ * v8.setFlagsFromString (V8 reads it at each young-generation GC, for every thread), unless
+ * Node was given a setting of its own.
+ */
+export const PRETENURING_FLAG = '--no-allocation-site-pretenuring'
+
+/** Whether Node was started with a pretenuring setting of its own, either way (the flag, or NODE_OPTIONS). */
+export function pretenuringGiven (execArgv: string[], nodeOptions: string | undefined): boolean {
+  return [...execArgv, ...(nodeOptions ?? '').split(/\s+/)].some(a => /^--(no[-_])?allocation[-_]site[-_]pretenuring$/.test(a))
+}
+
+/**
  * A fixed growing factor for the old generation, 2. After each mark-compact V8 lets the old
  * generation grow to a multiple of what it left before the next; on a host with memory to
  * spare (Node's default heap limit) that multiple is up to 4, which a proxy under load
@@ -109,4 +134,17 @@ export const HEAP_GROWING_FLAG = '--heap-growing-percent=100'
 /** Whether Node was started with a heap growing setting of its own (on its command line). */
 export function heapGrowingGiven (execArgv: string[]): boolean {
   return execArgv.some(a => /^--heap[-_]growing[-_]percent(=|$)/.test(a))
+}
+
+/**
+ * The flags bin/portico.ts sets once Node runs (each above says why), each unless Node was
+ * given a setting of its own: the inlining budget, the old generation's growing factor, no
+ * pretenuring, no in-isolate compilation cache. Process-wide: worker threads started after
+ * run with them.
+ */
+export function setRuntimeFlags (execArgv: string[], nodeOptions: string | undefined): void {
+  if (!inliningGiven(execArgv, nodeOptions)) setFlagsFromString(INLINING_FLAG)
+  if (!heapGrowingGiven(execArgv)) setFlagsFromString(HEAP_GROWING_FLAG)
+  if (!pretenuringGiven(execArgv, nodeOptions)) setFlagsFromString(PRETENURING_FLAG)
+  if (!compilationCacheGiven(execArgv, nodeOptions)) setFlagsFromString(COMPILATION_CACHE_FLAG)
 }
