@@ -95,7 +95,7 @@ const LISTENER_SLOT = Symbol('portico.listenerSlot')
 const OPENED_AT = Symbol('portico.openedAt')
 
 function trackedSockets (): SlotSet<TrackedSocket> {
-  return new SlotSet<TrackedSocket>({ get: s => s[LISTENER_SLOT] ?? -1, set: (s, slot) => { s[LISTENER_SLOT] = slot } })
+  return new SlotSet<TrackedSocket>({ get: s => s[LISTENER_SLOT], set: (s, slot) => { s[LISTENER_SLOT] = slot } })
 }
 
 interface BoundServer {

@@ -7,20 +7,14 @@
 
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import { fileURLToPath } from 'node:url'
+import { runOldSpaceScript } from '@portico/testkit/old-space'
 import { pretenuringGiven } from '../src/v8-flags.ts'
 
 const SCRIPT = fileURLToPath(new URL('./lib/connection-churn.ts', import.meta.url))
 
-async function oldSpaceGrowth (args: string[]): Promise<number> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', '--max-semi-space-size=1', '--min-semi-space-size=1', SCRIPT, ...args], { timeout: 60_000, env: { ...process.env, NODE_OPTIONS: '' } })
-  return Number(stdout.trim())
-}
-
 test('with the flags Portico sets, connections that come and go after a full GC are not kept in the old generation', async () => {
-  const grewMb = await oldSpaceGrowth([])
+  const grewMb = await runOldSpaceScript(SCRIPT)
   // Without the flag: ~6 MB here (the sites tipped by the full GC); with it, ~0.1.
   assert.ok(grewMb < 2, `old space grew by ${grewMb} MB over 150,000 streams`)
 })
